@@ -1,0 +1,278 @@
+/*
+ * sluice.h - the public interface of libsluice, an embeddable rate limiter.
+ *
+ * Two layers:
+ *
+ *   1. Pure algorithms. sl_decide() takes a prepared rule, a caller-owned state buffer of
+ *      sl_state_size(rule) bytes, a cost and an explicit time, and returns a decision. It never
+ *      reads a clock, never allocates, never locks and never logs. A state of all zero bytes is a
+ *      fresh key.
+ *
+ *   2. A thread-safe per-key table (sl_table_*) that stores one state per string key for one rule,
+ *      sharded with one lock per shard, and reclaims keys whose state has returned to fresh.
+ *
+ * Time is int64_t nanoseconds since the Unix epoch everywhere ("_ns" in every name). Negative
+ * times are treated as 0. A time earlier than the latest time recorded in a key's state is
+ * treated as that time (clamped), so a clock that steps back never grants extra quota.
+ *
+ * Errors: functions return SL_OK (0) or a negative SL_E* code; sl_strerror() names it. Being
+ * rate limited is not an error: it is a decision with allowed == false.
+ *
+ * Thread safety: sl_decide() and friends are reentrant (they touch only their arguments). A
+ * prepared sl_rule_t is read-only and may be shared by any number of threads. Every sl_table_*
+ * function may be called concurrently on the same table, except sl_table_free().
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
+/* ---- units ------------------------------------------------------------------------------- */
+
+#define SL_NS_PER_US  INT64_C(1000)
+#define SL_NS_PER_MS  INT64_C(1000000)
+#define SL_NS_PER_SEC INT64_C(1000000000)
+
+#define SL_WINDOW_MIN_NS   SL_NS_PER_MS                           /* shortest window: 1 ms */
+#define SL_WINDOW_MAX_NS   (INT64_C(366) * 86400 * SL_NS_PER_SEC) /* longest window: 366 days */
+#define SL_LOG_LIMIT_MAX   (INT64_C(1) << 20) /* sliding_log keeps one 8-byte stamp per unit */
+#define SL_BUCKETS_MAX     INT64_C(4096)      /* sliding_buckets sub-windows per window */
+#define SL_BUCKETS_DEFAULT INT64_C(10)
+#define SL_KEY_MAX_DEFAULT 1024 /* bytes; sl_table_config_t.key_max when 0 */
+#define SL_DEFAULT         (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+enum sl_error {
+    SL_OK = 0,
+    SL_EALGORITHM = -1, /* unknown algorithm */
+    SL_ELIMIT = -2,     /* limit must be > 0 (and <= SL_LOG_LIMIT_MAX for sliding_log) */
+    SL_EWINDOW = -3,    /* window must be within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS] */
+    SL_EBURST = -4,     /* burst must be >= 0; it only applies to token_bucket and gcra */
+    SL_EBUCKETS = -5,   /* buckets must be in [1, SL_BUCKETS_MAX] and divide the window */
+    SL_EDELAY = -6,     /* max_delay must be >= 0; it only applies to token_bucket and gcra */
+    SL_ECOST = -7,      /* cost must be >= 0 */
+    SL_EOVERFLOW = -8,  /* the rule's parameters overflow 64-bit nanosecond arithmetic */
+    SL_EKEY = -9,       /* key longer than the table's key_max */
+    SL_ENOMEM = -10,    /* allocation failed */
+    SL_EFULL = -11,     /* table at its memory cap and no fresh key could be reclaimed */
+    SL_ESTATE = -12,    /* state buffer does not fit the rule */
+    SL_EDURATION = -13, /* malformed duration string */
+    SL_EINVAL = -14,    /* other invalid argument (NULL pointer, bad table config) */
+};
+
+/* Returns a static, human-readable description of an SL_E* code ("unknown error" otherwise). */
+SL_API const char *sl_strerror(int code);
+
+/* ---- rules ------------------------------------------------------------------------------- */
+
+typedef enum sl_algorithm {
+    SL_FIXED_WINDOW = 1, /* count per window aligned to multiples of W since the epoch */
+    SL_SLIDING_LOG,      /* exact: one timestamp per admitted unit, window (now - W, now] */
+    SL_SLIDING_WINDOW,   /* weighted estimate over the previous and current fixed window */
+    SL_SLIDING_BUCKETS,  /* window split into `buckets` sub-windows; never over-admits */
+    SL_TOKEN_BUCKET,     /* capacity B, refill N per W, stored as one time value */
+    SL_GCRA,             /* redis-cell's CL.THROTTLE: limit = burst + 1 */
+} sl_algorithm_t;
+
+/* Returns "fixed_window", "sliding_log", ... or NULL for a value outside the enum. */
+SL_API const char *sl_algorithm_name(sl_algorithm_t algorithm);
+
+/* Parses an algorithm name (exactly as sl_algorithm_name() spells it) of `len` bytes.
+ * Returns SL_OK and sets *out, or SL_EALGORITHM. */
+SL_API int sl_algorithm_parse(const char *name, size_t len, sl_algorithm_t *out);
+
+/*
+ * A rule: the parameters of one limit. Fill the public fields (or call sl_rule_init()), then
+ * call sl_rule_prepare() once; afterwards the rule is read-only. Fields marked "derived" are
+ * written by sl_rule_prepare() and must not be set by the caller.
+ */
+typedef struct sl_rule {
+    sl_algorithm_t algorithm;
+    int64_t limit;        /* N: units admitted per window, > 0 */
+    int64_t window_ns;    /* W: window length, ns */
+    int64_t burst;        /* B: token_bucket capacity (>= 1) / gcra max_burst (>= 0);
+                             SL_DEFAULT = N. Other algorithms: SL_DEFAULT or 0 */
+    int64_t buckets;      /* sliding_buckets sub-windows; SL_DEFAULT = SL_BUCKETS_DEFAULT.
+                             Other algorithms: SL_DEFAULT or 0 */
+    int64_t max_delay_ns; /* token_bucket/gcra: admit with a delay of at most this, ns; 0 = off */
+
+    /* derived by sl_rule_prepare(): */
+    int64_t interval_ns;  /* token_bucket/gcra: emission interval T = ceil(W / N), ns */
+    int64_t tolerance_ns; /* token_bucket: T * B; gcra: T * (B + 1), ns */
+    int64_t bucket_ns;    /* sliding_buckets: G = W / buckets, ns */
+    int64_t capacity;     /* units a fresh key admits at once: N, B or B + 1 (the reply's limit) */
+    uint32_t state_size;  /* bytes of per-key state, see sl_state_size() */
+} sl_rule_t;
+
+/* Fills *rule with the algorithm, limit and window, burst and buckets at SL_DEFAULT, max_delay
+ * 0, and prepares it. Returns what sl_rule_prepare() returns. */
+SL_API int sl_rule_init(sl_rule_t *rule, sl_algorithm_t algorithm, int64_t limit,
+                        int64_t window_ns);
+
+/* Validates the public fields, applies defaults (burst, buckets) and computes the derived
+ * fields. Returns SL_OK, or the SL_E* code of the first invalid field; on error *rule is left
+ * as it was. burst or max_delay_ns set (other than SL_DEFAULT / 0) on an algorithm that does not
+ * use them is SL_EBURST / SL_EDELAY; buckets set on one other than sliding_buckets SL_EBUCKETS. */
+SL_API int sl_rule_prepare(sl_rule_t *rule);
+
+/* Bytes of state one key needs under a prepared rule: 8 for token_bucket and gcra, 16 for
+ * fixed_window, 24 for sliding_window, 16 + 8 * (buckets + 1) for sliding_buckets, 8 + 8 * N for
+ * sliding_log. States are 8-byte aligned when allocated by the caller for sl_decide(). */
+SL_API size_t sl_state_size(const sl_rule_t *rule);
+
+/* ---- decisions --------------------------------------------------------------------------- */
+
+typedef struct sl_decision {
+    bool allowed;           /* true: the cost was admitted (possibly with delay_ns > 0) */
+    int64_t limit;          /* the rule's capacity: N, or B (token_bucket), or B + 1 (gcra) */
+    int64_t remaining;      /* units a request right now could still take, after this one */
+    int64_t retry_after_ns; /* 0 when allowed; else how long until this cost is admitted if
+                               nothing else arrives; -1 when it never can be (cost > capacity) */
+    int64_t reset_after_ns; /* how long until the key is back to a fresh state, ns */
+    int64_t delay_ns;       /* > 0 only for token_bucket/gcra with max_delay_ns: the caller
+                               must wait this long before acting on the admission */
+} sl_decision_t;
+
+/*
+ * Decides one request of `cost` units at `now_ns` for a key whose state is `state`
+ * (sl_state_size(rule) bytes, 8-byte aligned, all zero for a new key) and updates the state
+ * when the cost is admitted. cost 0 is a peek: it reports and changes nothing. A rejected
+ * request never changes the state.
+ *
+ * Returns SL_OK with *out filled, SL_ECOST for a negative cost, SL_EINVAL for NULL arguments.
+ * Never allocates, locks or reads a clock.
+ */
+SL_API int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                     sl_decision_t *out);
+
+/* True when `state` at `now_ns` decides exactly as a fresh (all-zero) state would, so the key
+ * may be forgotten. */
+SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);
+
+/* ---- the per-key table ------------------------------------------------------------------- */
+
+typedef struct sl_table sl_table_t;
+
+typedef struct sl_table_config {
+    size_t max_bytes;    /* memory cap for slots, keys and states, bytes; 0 = no cap */
+    size_t key_max;      /* longest key accepted, bytes; 0 = SL_KEY_MAX_DEFAULT */
+    unsigned shards;     /* lock shards, a power of two; 0 = 256 */
+    size_t initial_keys; /* capacity to allocate up front, keys; 0 = grow from small */
+    uint64_t seed;       /* hash seed; 0 = random per table (defeats hash flooding) */
+} sl_table_config_t;
+
+/*
+ * Creates a table of per-key state for one prepared rule. The rule is copied. cfg may be NULL
+ * for all defaults. Returns SL_OK and sets *out, or SL_EINVAL / SL_ENOMEM. The caller frees the
+ * table with sl_table_free().
+ *
+ * Memory cap policy: when a new key needs room beyond max_bytes, the table first drops keys
+ * whose state is fresh; if there is still no room the new key is refused with SL_EFULL (keys
+ * already present keep deciding normally). sluice never evicts a key that still holds usage, so
+ * a full table never over-admits; the caller chooses to fail open or closed on SL_EFULL.
+ */
+SL_API int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out);
+
+/* Frees the table and everything in it. NULL is a no-op. No other call may be in progress. */
+SL_API void sl_table_free(sl_table_t *table);
+
+/* The rule the table was created with (read-only, owned by the table). */
+SL_API const sl_rule_t *sl_table_rule(const sl_table_t *table);
+
+/*
+ * Decides one request for `key` (key_len bytes, any bytes, may be empty) as sl_decide() does,
+ * with the key's state held in the table. A key is stored only when a cost > 0 is admitted.
+ * Returns SL_OK, SL_ECOST, SL_EKEY (key_len > key_max), SL_EFULL, SL_ENOMEM or SL_EINVAL.
+ */
+SL_API int sl_table_decide(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
+                           int64_t now_ns, sl_decision_t *out);
+
+/* One request of a batch: the caller fills key, key_len and cost; the table fills status
+ * (an SL_* code as sl_table_decide() would return) and decision. */
+typedef struct sl_request {
+    const void *key;
+    size_t key_len;
+    int64_t cost;
+    int status;             /* out */
+    sl_decision_t decision; /* out */
+} sl_request_t;
+
+/*
+ * Decides n requests at the same now_ns, in array order (two requests for one key see each
+ * other, as consecutive sl_table_decide() calls would). Hashes and prefetches ahead so memory
+ * latency overlaps. Returns the number of requests whose status is not SL_OK.
+ */
+SL_API size_t sl_table_decide_batch(sl_table_t *table, sl_request_t *reqs, size_t n,
+                                    int64_t now_ns);
+
+/* Forgets `key` (a fresh quota from now on). Returns SL_OK whether or not it was present, or
+ * SL_EKEY / SL_EINVAL. */
+SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
+
+/* Copies the key's state into `state` (sl_state_size() bytes). Returns SL_OK, or SL_EKEY /
+ * SL_EINVAL; an absent key yields an all-zero (fresh) state. Does not change the table. */
+SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void *state);
+
+/* Stores `state` for `key`, replacing what was there (snapshot loading). A fresh state at
+ * now_ns removes the key instead. Returns SL_OK, SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL. */
+SL_API int sl_table_put(sl_table_t *table, const void *key, size_t key_len, const void *state,
+                        int64_t now_ns);
+
+/* Called by sl_table_foreach() once per stored key; return nonzero to stop. */
+typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, const void *state,
+                                 size_t state_size);
+
+/*
+ * Calls fn for every stored key, one shard at a time under that shard's lock (deciding on other
+ * shards goes on meanwhile). fn must not call into the same table. Returns 0 after visiting
+ * every key, or the first nonzero value fn returned.
+ */
+SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
+
+/* Drops every key whose state is fresh at now_ns. Returns the number of keys dropped. Never
+ * needed for correctness: tables also reclaim lazily when a shard runs out of room. */
+SL_API size_t sl_table_reclaim(sl_table_t *table, int64_t now_ns);
+
+/* Keys stored now (a snapshot of a moving number under concurrency). */
+SL_API size_t sl_table_count(sl_table_t *table);
+
+/* Bytes the table holds for slots, keys and out-of-line states (what max_bytes caps). */
+SL_API size_t sl_table_memory(sl_table_t *table);
+
+/* ---- time and durations ------------------------------------------------------------------ */
+
+/* CLOCK_REALTIME in ns since the epoch, never less than a value it returned before in this
+ * process (a stepped-back clock repeats the last value until it catches up). Thread-safe. */
+SL_API int64_t sl_now_ns(void);
+
+/*
+ * Parses a duration of `len` bytes: one or more <integer><unit> groups, unit one of ns, us, ms,
+ * s, m, h, d ("250ms", "10s", "1m", "1h30m", "30d"). No sign, no spaces, no bare numbers.
+ * Returns SL_OK and sets *ns, or SL_EDURATION (malformed) / SL_EOVERFLOW (beyond int64 ns).
+ */
+SL_API int sl_duration_parse(const char *text, size_t len, int64_t *ns);
+
+/* Converts ns to a whole number of `unit_ns` units, rounding up (fail-safe for retry_after and
+ * reset_after). Negative values (the -1 "never" marker) are returned unchanged as -1. */
+SL_API int64_t sl_ns_to_units_ceil(int64_t ns, int64_t unit_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

@@ -1,0 +1,71 @@
+/*
+ * core.h - internal interface between the rule dispatcher (rule.c) and the algorithms.
+ *
+ * Each algorithm file implements two functions over a state of the size rule.c computes:
+ *
+ *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state 8-byte aligned.
+ *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
+ *
+ * The dispatcher has already validated the arguments, so these functions only assert. They
+ * read no clock, allocate nothing, lock nothing. Helpers for overflow-free arithmetic are here
+ * so every algorithm uses the same ones.
+ */
+#ifndef SLUICE_CORE_H
+#define SLUICE_CORE_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+
+#define SL_DECIDE_FN(name)                                                                         \
+    void name##_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,           \
+                       sl_decision_t *out);                                                        \
+    bool name##_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+
+SL_DECIDE_FN(fixed_window);
+SL_DECIDE_FN(sliding_log);
+SL_DECIDE_FN(sliding_window);
+SL_DECIDE_FN(sliding_buckets);
+SL_DECIDE_FN(gcra); /* token_bucket too: the same GCRA with its own tolerance */
+
+/* a + b, saturating at INT64_MAX (both non-negative). */
+static inline int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* a * b, saturating at INT64_MAX (both non-negative). */
+static inline int64_t sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static inline int64_t max_i64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static inline int64_t min_i64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Fills the parts of a decision common to every algorithm's rejection. */
+static inline void decision_reject(sl_decision_t *out, int64_t retry_after_ns)
+{
+    out->allowed = false;
+    out->retry_after_ns = retry_after_ns;
+    out->delay_ns = 0;
+}
+
+static inline void decision_admit(sl_decision_t *out)
+{
+    out->allowed = true;
+    out->retry_after_ns = 0;
+    out->delay_ns = 0;
+}
+
+#endif /* SLUICE_CORE_H */

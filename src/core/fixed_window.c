@@ -1,0 +1,51 @@
+/*
+ * fixed_window.c - a counter per window aligned to multiples of W since the epoch.
+ *
+ * State (16 bytes): the index k = floor(t / W) of the window the count belongs to, and the
+ * count of units admitted in it. A stored index older than the current window means count 0.
+ * Invariant: count <= N. A time in a window before the stored one is clamped to the stored
+ * window's start.
+ */
+#include <string.h>
+
+#include "core/core.h"
+
+typedef struct fixed_window_state {
+    int64_t window_index; /* floor(t / W) of the window `count` belongs to */
+    int64_t count;        /* units admitted in that window */
+} fixed_window_state_t;
+
+void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                         sl_decision_t *out)
+{
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = now_ns / rule->window_ns;
+    if (k < st.window_index) { /* clamp */
+        k = st.window_index;
+        now_ns = k * rule->window_ns;
+    }
+    int64_t count = st.window_index == k ? st.count : 0;
+    int64_t until_next_ns = sat_add(k * rule->window_ns, rule->window_ns) - now_ns;
+
+    if (cost <= rule->limit - count) {
+        decision_admit(out);
+        if (cost > 0) {
+            st.window_index = k;
+            st.count = count + cost;
+            memcpy(state, &st, sizeof(st));
+        }
+        count += cost;
+    } else {
+        decision_reject(out, cost > rule->limit ? -1 : until_next_ns);
+    }
+    out->remaining = rule->limit - count;
+    out->reset_after_ns = count > 0 ? until_next_ns : 0;
+}
+
+bool fixed_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+{
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    return st.count == 0 || st.window_index < now_ns / rule->window_ns;
+}

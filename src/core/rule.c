@@ -1,0 +1,206 @@
+/*
+ * rule.c - rule validation and preparation, and the dispatch from sl_decide() to the six
+ * algorithms.
+ *
+ * sl_rule_prepare() is the only place that checks rule parameters: once a rule is prepared,
+ * every algorithm may rely on limit > 0, a window within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS],
+ * buckets dividing the window, and derived values (interval, tolerance) that fit in 64 bits.
+ */
+#include <string.h>
+
+#include "core/core.h"
+
+static const char *const algorithm_names[] = {
+    [SL_FIXED_WINDOW] = "fixed_window",     [SL_SLIDING_LOG] = "sliding_log",
+    [SL_SLIDING_WINDOW] = "sliding_window", [SL_SLIDING_BUCKETS] = "sliding_buckets",
+    [SL_TOKEN_BUCKET] = "token_bucket",     [SL_GCRA] = "gcra",
+};
+#define ALGORITHM_LAST SL_GCRA
+
+const char *sl_algorithm_name(sl_algorithm_t algorithm)
+{
+    if (algorithm < SL_FIXED_WINDOW || algorithm > ALGORITHM_LAST)
+        return NULL;
+    return algorithm_names[algorithm];
+}
+
+int sl_algorithm_parse(const char *name, size_t len, sl_algorithm_t *out)
+{
+    if (name == NULL || out == NULL)
+        return SL_EINVAL;
+    for (int a = SL_FIXED_WINDOW; a <= ALGORITHM_LAST; a++) {
+        if (strlen(algorithm_names[a]) == len && memcmp(algorithm_names[a], name, len) == 0) {
+            *out = (sl_algorithm_t)a;
+            return SL_OK;
+        }
+    }
+    return SL_EALGORITHM;
+}
+
+static bool uses_tokens(sl_algorithm_t a)
+{
+    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+}
+
+/* An optional parameter that does not apply may only be left unset. */
+static bool unset(int64_t v)
+{
+    return v == SL_DEFAULT || v == 0;
+}
+
+static int prepare_tokens(sl_rule_t *r)
+{
+    int64_t burst = r->burst == SL_DEFAULT ? r->limit : r->burst;
+    if (r->algorithm == SL_TOKEN_BUCKET ? burst < 1 : burst < 0)
+        return SL_EBURST;
+    int64_t delay = r->max_delay_ns == SL_DEFAULT ? 0 : r->max_delay_ns;
+    if (delay < 0)
+        return SL_EDELAY;
+    /* T rounded up: N * T >= W, so the rate is never above N per W. */
+    int64_t interval = r->window_ns / r->limit + (r->window_ns % r->limit != 0);
+    int64_t capacity = burst;
+    if (r->algorithm == SL_GCRA && __builtin_add_overflow(burst, 1, &capacity))
+        return SL_EOVERFLOW;
+    int64_t tolerance;
+    if (__builtin_mul_overflow(interval, capacity, &tolerance))
+        return SL_EOVERFLOW;
+    r->burst = burst;
+    r->max_delay_ns = delay;
+    r->interval_ns = interval;
+    r->tolerance_ns = tolerance;
+    r->capacity = capacity;
+    r->state_size = 8;
+    return SL_OK;
+}
+
+static int prepare_windowed(sl_rule_t *r)
+{
+    if (!unset(r->burst))
+        return SL_EBURST;
+    if (!unset(r->max_delay_ns))
+        return SL_EDELAY;
+    r->burst = 0;
+    r->max_delay_ns = 0;
+    r->capacity = r->limit;
+    switch (r->algorithm) {
+    case SL_FIXED_WINDOW:
+        r->state_size = 16;
+        break;
+    case SL_SLIDING_WINDOW:
+        r->state_size = 24;
+        break;
+    case SL_SLIDING_LOG:
+        if (r->limit > SL_LOG_LIMIT_MAX)
+            return SL_ELIMIT;
+        r->state_size = (uint32_t)(8 + 8 * r->limit);
+        break;
+    default:
+        assert(r->algorithm == SL_SLIDING_BUCKETS);
+        r->state_size = (uint32_t)(16 + 8 * (r->buckets + 1));
+        break;
+    }
+    return SL_OK;
+}
+
+int sl_rule_prepare(sl_rule_t *rule)
+{
+    if (rule == NULL)
+        return SL_EINVAL;
+    sl_rule_t r = *rule;
+    if (sl_algorithm_name(r.algorithm) == NULL)
+        return SL_EALGORITHM;
+    if (r.limit <= 0)
+        return SL_ELIMIT;
+    if (r.window_ns < SL_WINDOW_MIN_NS || r.window_ns > SL_WINDOW_MAX_NS)
+        return SL_EWINDOW;
+    if (r.algorithm == SL_SLIDING_BUCKETS) {
+        if (r.buckets == SL_DEFAULT)
+            r.buckets = SL_BUCKETS_DEFAULT;
+        if (r.buckets < 1 || r.buckets > SL_BUCKETS_MAX || r.window_ns % r.buckets != 0)
+            return SL_EBUCKETS;
+        r.bucket_ns = r.window_ns / r.buckets;
+    } else {
+        if (!unset(r.buckets))
+            return SL_EBUCKETS;
+        r.buckets = 0;
+        r.bucket_ns = 0;
+    }
+    r.interval_ns = 0;
+    r.tolerance_ns = 0;
+    int rc = uses_tokens(r.algorithm) ? prepare_tokens(&r) : prepare_windowed(&r);
+    if (rc != SL_OK)
+        return rc;
+    *rule = r;
+    return SL_OK;
+}
+
+int sl_rule_init(sl_rule_t *rule, sl_algorithm_t algorithm, int64_t limit, int64_t window_ns)
+{
+    if (rule == NULL)
+        return SL_EINVAL;
+    memset(rule, 0, sizeof(*rule));
+    rule->algorithm = algorithm;
+    rule->limit = limit;
+    rule->window_ns = window_ns;
+    rule->burst = SL_DEFAULT;
+    rule->buckets = SL_DEFAULT;
+    rule->max_delay_ns = 0;
+    return sl_rule_prepare(rule);
+}
+
+size_t sl_state_size(const sl_rule_t *rule)
+{
+    return rule == NULL ? 0 : rule->state_size;
+}
+
+int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, sl_decision_t *out)
+{
+    if (rule == NULL || state == NULL || out == NULL || rule->state_size == 0)
+        return SL_EINVAL;
+    if (cost < 0)
+        return SL_ECOST;
+    if (now_ns < 0)
+        now_ns = 0;
+    out->limit = rule->capacity;
+    switch (rule->algorithm) {
+    case SL_FIXED_WINDOW:
+        fixed_window_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_LOG:
+        sliding_log_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_WINDOW:
+        sliding_window_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_BUCKETS:
+        sliding_buckets_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
+        gcra_decide(rule, state, cost, now_ns, out);
+        break;
+    default:
+        return SL_EINVAL;
+    }
+    return SL_OK;
+}
+
+bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+{
+    if (now_ns < 0)
+        now_ns = 0;
+    switch (rule->algorithm) {
+    case SL_FIXED_WINDOW:
+        return fixed_window_is_fresh(rule, state, now_ns);
+    case SL_SLIDING_LOG:
+        return sliding_log_is_fresh(rule, state, now_ns);
+    case SL_SLIDING_WINDOW:
+        return sliding_window_is_fresh(rule, state, now_ns);
+    case SL_SLIDING_BUCKETS:
+        return sliding_buckets_is_fresh(rule, state, now_ns);
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
+        return gcra_is_fresh(rule, state, now_ns);
+    }
+    return false;
+}

@@ -1,0 +1,125 @@
+/*
+ * sliding_buckets.c - the window split into K sub-windows of G = W / K ns (seeds 000, 002).
+ *
+ * State (16 + 8 * (K + 1) bytes): the index of the newest bucket touched, the running total of
+ * the ring, and a ring of K + 1 counts where bucket j (covering [j*G, (j+1)*G)) lives at slot
+ * j mod (K + 1). The ring always holds buckets newest - K .. newest.
+ *
+ * At now, in bucket b at offset e, the buckets intersecting (now - W, now] in integer ns are
+ * b - K + 1 .. b, plus b - K while e <= G - 2. Counting all of them (not a weighted share)
+ * means every admitted unit inside the window is counted: this never over-admits. Moving to a
+ * newer bucket clears the slots it reuses, subtracting them from the total, so a decision is
+ * O(1) amortized; a peek or rejection computes the same view without writing.
+ */
+#include <string.h>
+
+#include "core/core.h"
+
+typedef struct sliding_buckets_header {
+    int64_t newest; /* index of the newest bucket in the ring */
+    int64_t total;  /* sum of the ring's counts */
+} sliding_buckets_header_t;
+
+typedef struct view {
+    int64_t b;        /* current bucket index */
+    int64_t e;        /* offset of now into bucket b, ns */
+    int64_t lo;       /* oldest bucket counted at now */
+    int64_t inside;   /* units in buckets lo .. b */
+    int64_t expiring; /* units in ring slots that moving to b clears */
+    bool clear_all;   /* moving to b clears the whole ring */
+} view_t;
+
+static size_t slot(const sl_rule_t *rule, int64_t bucket)
+{
+    int64_t m = rule->buckets + 1;
+    return (size_t)(((bucket % m) + m) % m);
+}
+
+/* What the state looks like at now_ns (clamped to the newest bucket), without writing. */
+static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h, const int64_t *counts,
+                   int64_t now_ns)
+{
+    const int64_t g = rule->bucket_ns, k = rule->buckets;
+    view_t v = {.b = now_ns / g};
+    if (v.b < h->newest) { /* clamp */
+        v.b = h->newest;
+        now_ns = v.b * g;
+    }
+    v.e = now_ns - v.b * g;
+    v.lo = v.e <= g - 2 ? v.b - k : v.b - k + 1;
+    v.clear_all = v.b - h->newest > k;
+    if (v.clear_all) {
+        v.expiring = h->total;
+    } else {
+        for (int64_t j = h->newest + 1; j <= v.b; j++)
+            v.expiring += counts[slot(rule, j)];
+    }
+    v.inside = h->total - v.expiring;
+    if (v.lo > v.b - k && v.b - k <= h->newest) /* b - K holds units no longer counted */
+        v.inside -= counts[slot(rule, v.b - k)];
+    return v;
+}
+
+/* Bucket j stops being counted at (j + K + 1) * G - 1. */
+static int64_t drop_time(const sl_rule_t *rule, int64_t j)
+{
+    return (j + rule->buckets + 1) * rule->bucket_ns - 1;
+}
+
+void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                            sl_decision_t *out)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    int64_t *counts = (int64_t *)((char *)state + sizeof(h));
+    view_t v = look(rule, &h, counts, now_ns);
+    now_ns = max_i64(now_ns, v.b * rule->bucket_ns);
+
+    if (cost <= rule->limit - v.inside) {
+        decision_admit(out);
+        if (cost > 0) {
+            if (v.clear_all)
+                memset(counts, 0, sizeof(int64_t) * (size_t)(rule->buckets + 1));
+            else
+                for (int64_t j = h.newest + 1; j <= v.b; j++)
+                    counts[slot(rule, j)] = 0;
+            counts[slot(rule, v.b)] += cost;
+            h.total = h.total - v.expiring + cost;
+            h.newest = v.b;
+            memcpy(state, &h, sizeof(h));
+        }
+        v.inside += cost;
+    } else if (cost > rule->limit) {
+        decision_reject(out, -1);
+    } else {
+        /* oldest first, until enough has left the window */
+        int64_t left = v.inside;
+        int64_t j = v.lo;
+        for (; j < v.b; j++) {
+            if (!v.clear_all && j <= h.newest) /* newer buckets are empty */
+                left -= counts[slot(rule, j)];
+            if (left + cost <= rule->limit)
+                break;
+        }
+        decision_reject(out, drop_time(rule, j) - now_ns);
+    }
+    out->remaining = rule->limit - v.inside;
+    out->reset_after_ns = 0;
+    if (v.inside > 0) {
+        /* newest non-empty counted bucket; buckets after h.newest are empty */
+        for (int64_t j = min_i64(v.b, h.newest); j >= v.lo; j--) {
+            if (counts[slot(rule, j)] > 0) {
+                out->reset_after_ns = drop_time(rule, j) - now_ns;
+                break;
+            }
+        }
+    }
+}
+
+bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    const int64_t *counts = (const int64_t *)((const char *)state + sizeof(h));
+    return look(rule, &h, counts, now_ns).inside == 0;
+}

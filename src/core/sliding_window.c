@@ -1,0 +1,94 @@
+/*
+ * sliding_window.c - Cloudflare's weighted two-window estimate (seed 001).
+ *
+ * State (24 bytes): the index k of the current fixed window, the units admitted in it (curr)
+ * and in the window before it (prev). With e the offset of now into window k, a cost c is
+ * admitted iff prev * (W - e) + (curr + c) * W <= N * W: the previous window's count weighted
+ * by the share of it still inside (now - W, now], assuming it was spread evenly. Products are
+ * 128-bit. Invariant: curr <= N, prev <= N. A time before window k is clamped to its start.
+ */
+#include <string.h>
+
+#include "core/core.h"
+
+typedef struct sliding_window_state {
+    int64_t window_index; /* k = floor(t / W) of `curr` */
+    int64_t curr;         /* units admitted in window k */
+    int64_t prev;         /* units admitted in window k - 1 */
+} sliding_window_state_t;
+
+typedef __int128 i128;
+
+/* The counts as seen from window k (rolled forward, never backward). */
+static void roll(const sliding_window_state_t *st, int64_t k, int64_t *prev, int64_t *curr)
+{
+    if (st->window_index == k) {
+        *prev = st->prev;
+        *curr = st->curr;
+    } else if (st->window_index == k - 1) {
+        *prev = st->curr;
+        *curr = 0;
+    } else {
+        *prev = 0;
+        *curr = 0;
+    }
+}
+
+/* Wait until cost is admitted, for a rejected cost <= N, nothing else arriving. */
+static int64_t retry_after(const sl_rule_t *rule, int64_t prev, int64_t curr, int64_t cost,
+                           int64_t e)
+{
+    const int64_t w = rule->window_ns;
+    int64_t room = rule->limit - curr - cost;
+    if (room >= 0 && prev > 0) {
+        /* first e' in this window with prev * (W - e') <= room * W */
+        i128 e1 = (i128)w - (i128)room * w / prev;
+        if (e1 < w)
+            return (int64_t)e1 - e;
+    }
+    /* next window: prev' = curr, curr' = 0 */
+    int64_t e2 = 0;
+    if (curr > 0)
+        e2 = (int64_t)max_i64(0, (int64_t)((i128)w - (i128)(rule->limit - cost) * w / curr));
+    return (w - e) + e2;
+}
+
+void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                           sl_decision_t *out)
+{
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    const int64_t w = rule->window_ns;
+    int64_t k = now_ns / w;
+    if (k < st.window_index) { /* clamp */
+        k = st.window_index;
+        now_ns = k * w;
+    }
+    int64_t e = now_ns - k * w;
+    int64_t prev, curr;
+    roll(&st, k, &prev, &curr);
+
+    i128 budget = (i128)rule->limit * w - (i128)prev * (w - e); /* >= 0: prev <= N */
+    if ((i128)(curr + cost) * w <= budget) {
+        decision_admit(out);
+        if (cost > 0) {
+            st = (sliding_window_state_t){.window_index = k, .curr = curr + cost, .prev = prev};
+            memcpy(state, &st, sizeof(st));
+        }
+        curr += cost;
+    } else {
+        decision_reject(out, cost > rule->limit ? -1 : retry_after(rule, prev, curr, cost, e));
+    }
+    out->remaining = (int64_t)max_i64(0, (int64_t)(budget / w) - curr);
+    out->reset_after_ns = curr > 0 ? 2 * w - e : prev > 0 ? w - e : 0;
+}
+
+bool sliding_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+{
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = max_i64(now_ns / rule->window_ns, st.window_index);
+    int64_t prev, curr;
+    roll(&st, k, &prev, &curr);
+    return prev == 0 && curr == 0;
+}
