@@ -1,0 +1,62 @@
+# Thin wrapper over CMake for the README's two commands. Everything real is in CMakeLists.txt.
+#   make run    install what is missing, build, run the demo
+#   make test   install what is missing, build, run every test: the normal build, then
+#               ASan+UBSan, then TSan, then the fuzz targets briefly
+JOBS    ?= $(shell nproc)
+BUILD   ?= build
+WERROR  ?= $(if $(filter true,$(CI)),ON,OFF)
+FUZZ_SECONDS ?= 15
+CMAKE_FLAGS ?=
+
+configure = cmake -S . -B $(1) -DSLUICE_WERROR=$(WERROR) $(2) $(CMAKE_FLAGS) >/dev/null
+
+.PHONY: all build deps test-deps run test test-plain test-asan test-tsan test-fuzz bench install clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh build
+
+test-deps:
+	@bash scripts/deps.sh test
+
+build: deps
+	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF)
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: test-deps test-plain test-asan test-tsan test-fuzz
+	@echo "make test: all suites passed"
+
+test-plain:
+	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build build-test -j$(JOBS)
+	ctest --test-dir build-test --output-on-failure -j$(JOBS)
+
+test-asan:
+	@$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DSLUICE_ASAN=ON -DSLUICE_BENCH=OFF)
+	@cmake --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L 'unit|prop|integration'
+
+test-tsan:
+	@$(call configure,build-tsan,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_BENCH=OFF)
+	@cmake --build build-tsan -j$(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -L 'concurrency'
+
+test-fuzz:
+	@CC=clang $(call configure,build-fuzz,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_BENCH=OFF -DSLUICE_FUZZ_SECONDS=$(FUZZ_SECONDS))
+	@cmake --build build-fuzz -j$(JOBS)
+	ctest --test-dir build-fuzz --output-on-failure -L fuzz
+
+bench: deps
+	@bash bench/run.sh
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf build build-test build-asan build-tsan build-fuzz build-bench

@@ -1,0 +1,324 @@
+/*
+ * test_table.c - the per-key table: storage, keys, growth, reclamation, the memory cap, the
+ * iterator, get/put round trips and the batch entry point, each against sl_decide() on
+ * caller-owned state as the reference.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sluice/sluice.h"
+
+#define T0 (INT64_C(1700000000) * SL_NS_PER_SEC)
+
+static sl_rule_t rule_of(sl_algorithm_t a, int64_t limit, int64_t window_ns)
+{
+    sl_rule_t r;
+    assert_int_equal(sl_rule_init(&r, a, limit, window_ns), SL_OK);
+    return r;
+}
+
+static sl_table_t *table_of(const sl_rule_t *r, const sl_table_config_t *cfg)
+{
+    sl_table_t *t = NULL;
+    assert_int_equal(sl_table_create(r, cfg, &t), SL_OK);
+    assert_non_null(t);
+    return t;
+}
+
+static bool allow(sl_table_t *t, const char *key, int64_t cost, int64_t now)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, key, strlen(key), cost, now, &d), SL_OK);
+    return d.allowed;
+}
+
+/* Keys are independent; the table decides exactly as sl_decide() on a private state. */
+static void test_matches_private_state(void **unused)
+{
+    sl_algorithm_t algs[] = {SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
+                             SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA};
+    for (size_t a = 0; a < sizeof(algs) / sizeof(algs[0]); a++) {
+        sl_rule_t r = rule_of(algs[a], 5, 10 * SL_NS_PER_SEC);
+        sl_table_t *t = table_of(&r, NULL);
+        const char *keys[] = {"", "a", "user:42", "a-key-that-is-much-longer-than-a-slot-holds"};
+        uint64_t states[4][64] = {{0}};
+        uint64_t rng = 7;
+        for (int i = 0; i < 2000; i++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            int k = (int)(rng >> 60) % 4;
+            int64_t now = T0 + i * 37 * SL_NS_PER_MS;
+            int64_t cost = (int64_t)((rng >> 40) % 3);
+            sl_decision_t want, got;
+            assert_int_equal(sl_decide(&r, states[k], cost, now, &want), SL_OK);
+            assert_int_equal(sl_table_decide(t, keys[k], strlen(keys[k]), cost, now, &got), SL_OK);
+            assert_int_equal(got.allowed, want.allowed);
+            assert_int_equal(got.remaining, want.remaining);
+            assert_int_equal(got.retry_after_ns, want.retry_after_ns);
+            assert_int_equal(got.reset_after_ns, want.reset_after_ns);
+        }
+        sl_table_free(t);
+    }
+}
+
+static void test_key_limits(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.key_max = 64};
+    sl_table_t *t = table_of(&r, &cfg);
+    char big[65];
+    memset(big, 'x', sizeof(big));
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, big, 65, 1, T0, &d), SL_EKEY);
+    assert_int_equal(sl_table_decide(t, big, 64, 1, T0, &d), SL_OK);
+    assert_int_equal(sl_table_decide(t, big, 1, -1, T0, &d), SL_ECOST);
+    assert_int_equal(sl_table_decide(t, NULL, 3, 1, T0, &d), SL_EINVAL);
+    /* binary keys: embedded NULs and keys that differ only in their last byte */
+    assert_true(allow(t, "", 1, T0));
+    const char a[] = {'k', 0, 'a'}, b[] = {'k', 0, 'b'};
+    assert_int_equal(sl_table_decide(t, a, 3, 2, T0, &d), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sl_table_decide(t, b, 3, 2, T0, &d), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sl_table_decide(t, a, 3, 1, T0, &d), SL_OK);
+    assert_false(d.allowed);
+    assert_int_equal(sl_table_count(t), 4); /* "", big[64], a, b */
+    sl_table_free(t);
+}
+
+/* Peeks and rejections of an absent key store nothing. */
+static void test_only_admissions_store(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 2, SL_NS_PER_SEC);
+    sl_table_t *t = table_of(&r, NULL);
+    assert_true(allow(t, "peek", 0, T0));
+    assert_false(allow(t, "huge", 3, T0));
+    assert_int_equal(sl_table_count(t), 0);
+    assert_true(allow(t, "real", 1, T0));
+    assert_int_equal(sl_table_count(t), 1);
+    sl_table_free(t);
+}
+
+/* Many keys force every shard through several rebuilds; nothing is lost on the way. */
+static void test_growth_keeps_every_key(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 3, 60 * SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 4};
+    sl_table_t *t = table_of(&r, &cfg);
+    char key[64];
+    const int n = 50000;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), i % 3 ? "k%d" : "a-long-key-to-store-out-of-line-%d", i);
+        assert_true(allow(t, key, 1 + i % 2, T0));
+    }
+    assert_int_equal(sl_table_count(t), n);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), i % 3 ? "k%d" : "a-long-key-to-store-out-of-line-%d", i);
+        sl_decision_t d;
+        assert_int_equal(sl_table_decide(t, key, strlen(key), 0, T0, &d), SL_OK);
+        assert_int_equal(d.remaining, 3 - (1 + i % 2));
+    }
+    size_t mem = sl_table_memory(t);
+    assert_true(mem > (size_t)n * 28);
+    sl_table_free(t);
+}
+
+static void test_reset_get_put(void **unused)
+{
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, 10 * SL_NS_PER_SEC); /* 32-byte state, inline */
+    sl_table_t *t = table_of(&r, NULL);
+    assert_true(allow(t, "u", 3, T0));
+    assert_false(allow(t, "u", 1, T0));
+    uint64_t state[4], zero[4] = {0};
+    assert_int_equal(sl_table_get(t, "u", 1, state), SL_OK);
+    assert_memory_not_equal(state, zero, sizeof(state));
+    assert_int_equal(sl_table_reset(t, "u", 1), SL_OK);
+    assert_int_equal(sl_table_count(t), 0);
+    assert_true(allow(t, "u", 3, T0));
+    assert_int_equal(sl_table_reset(t, "absent", 6), SL_OK);
+    /* put the saved (full) state under another key: it is full there too */
+    assert_int_equal(sl_table_put(t, "v", 1, state, T0), SL_OK);
+    assert_false(allow(t, "v", 1, T0));
+    uint64_t back[4];
+    assert_int_equal(sl_table_get(t, "absent", 6, back), SL_OK);
+    assert_memory_equal(back, zero, sizeof(back));
+    /* putting a state that is fresh by now removes the key */
+    assert_int_equal(sl_table_put(t, "v", 1, state, T0 + 11 * SL_NS_PER_SEC), SL_OK);
+    assert_int_equal(sl_table_get(t, "v", 1, back), SL_OK);
+    assert_memory_equal(back, zero, sizeof(back));
+    sl_table_free(t);
+}
+
+typedef struct copy_ctx {
+    sl_table_t *into;
+    int64_t now;
+    int visited;
+} copy_ctx_t;
+
+static int copy_visit(void *arg, const void *key, size_t len, const void *state, size_t size)
+{
+    copy_ctx_t *c = arg;
+    c->visited++;
+    assert_int_equal(size, sl_state_size(sl_table_rule(c->into)));
+    return sl_table_put(c->into, key, len, state, c->now);
+}
+
+/* A snapshot through the iterator restores the same decisions in another table; sliding_log's
+ * large states are out of line. */
+static void test_foreach_round_trip(void **unused)
+{
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 40, 10 * SL_NS_PER_SEC); /* 328-byte state */
+    sl_table_t *a = table_of(&r, NULL), *b = table_of(&r, NULL);
+    char key[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        assert_true(allow(a, key, 1 + i % 40, T0 + i));
+    }
+    copy_ctx_t c = {.into = b, .now = T0 + 1000};
+    assert_int_equal(sl_table_foreach(a, copy_visit, &c), 0);
+    assert_int_equal(c.visited, 300);
+    assert_int_equal(sl_table_count(b), 300);
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        sl_decision_t da, db;
+        sl_table_decide(a, key, strlen(key), 0, T0 + 2000, &da);
+        sl_table_decide(b, key, strlen(key), 0, T0 + 2000, &db);
+        assert_int_equal(da.remaining, 40 - (1 + i % 40));
+        assert_int_equal(db.remaining, da.remaining);
+        assert_int_equal(db.reset_after_ns, da.reset_after_ns);
+    }
+    sl_table_free(a);
+    sl_table_free(b);
+}
+
+static int stop_at_three(void *arg, const void *key, size_t len, const void *state, size_t size)
+{
+    return ++*(int *)arg == 3 ? 42 : 0;
+}
+
+static void test_foreach_stops(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
+    sl_table_t *t = table_of(&r, NULL);
+    assert_true(allow(t, "a", 1, T0));
+    assert_true(allow(t, "b", 1, T0));
+    assert_true(allow(t, "c", 1, T0));
+    assert_true(allow(t, "d", 1, T0));
+    int n = 0;
+    assert_int_equal(sl_table_foreach(t, stop_at_three, &n), 42);
+    assert_int_equal(n, 3);
+    sl_table_free(t);
+}
+
+static void test_reclaim_drops_only_fresh(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC); /* burst 1: capacity 2, T = 1 s */
+    sl_table_t *t = table_of(&r, NULL);
+    assert_true(allow(t, "old", 1, T0));                     /* fresh again at T0 + 1 s */
+    assert_true(allow(t, "new", 2, T0 + 2 * SL_NS_PER_SEC)); /* fresh at T0 + 4 s */
+    assert_int_equal(sl_table_reclaim(t, T0 + 3 * SL_NS_PER_SEC), 1);
+    assert_int_equal(sl_table_count(t), 1);
+    assert_false(allow(t, "new", 2, T0 + 3 * SL_NS_PER_SEC)); /* its usage survived */
+    sl_table_free(t);
+}
+
+/* At the cap, new keys are refused (never a live key evicted) until idle keys become fresh. */
+static void test_memory_cap(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 1, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 64 * 1024};
+    sl_table_t *t = table_of(&r, &cfg);
+    char key[32];
+    int stored = 0, refused = 0;
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        sl_decision_t d;
+        int rc = sl_table_decide(t, key, strlen(key), 1, T0, &d);
+        if (rc == SL_OK)
+            stored++;
+        else {
+            assert_int_equal(rc, SL_EFULL);
+            refused++;
+        }
+    }
+    assert_true(stored > 100);
+    assert_true(refused > 0);
+    assert_true(sl_table_memory(t) <= 64 * 1024 + 4096);
+    /* every stored key still holds its usage */
+    for (int i = 0, checked = 0; checked < stored; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        uint64_t st[2];
+        sl_table_get(t, key, strlen(key), st);
+        if (st[1] == 0)
+            continue;
+        assert_false(allow(t, key, 1, T0));
+        checked++;
+    }
+    /* a window later the old keys are fresh: new keys fit again */
+    assert_true(allow(t, "late-comer", 1, T0 + 2 * SL_NS_PER_SEC));
+    sl_table_free(t);
+}
+
+/* The batch entry point decides as the same calls in a row would, including repeated keys. */
+static void test_batch_equals_sequential(void **unused)
+{
+    sl_rule_t r = rule_of(SL_TOKEN_BUCKET, 3, SL_NS_PER_SEC);
+    sl_table_t *a = table_of(&r, NULL), *b = table_of(&r, NULL);
+    enum { N = 100 };
+    char keys[N][32];
+    sl_request_t reqs[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "user-%d", i % 7);
+        reqs[i] = (sl_request_t){.key = keys[i], .key_len = strlen(keys[i]), .cost = i % 3};
+    }
+    reqs[50].key_len = 5000; /* over key_max: fails alone */
+    reqs[51].cost = -2;
+    assert_int_equal(sl_table_decide_batch(a, reqs, N, T0), 2);
+    for (int i = 0; i < N; i++) {
+        sl_decision_t d;
+        int rc = sl_table_decide(b, keys[i], reqs[i].key_len, reqs[i].cost, T0, &d);
+        assert_int_equal(reqs[i].status, rc);
+        if (rc != SL_OK)
+            continue;
+        assert_int_equal(reqs[i].decision.allowed, d.allowed);
+        assert_int_equal(reqs[i].decision.remaining, d.remaining);
+    }
+    sl_table_free(a);
+    sl_table_free(b);
+}
+
+static void test_bad_config(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
+    sl_table_t *t = NULL;
+    sl_table_config_t cfg = {.shards = 3};
+    assert_int_equal(sl_table_create(&r, &cfg, &t), SL_EINVAL);
+    assert_int_equal(sl_table_create(NULL, NULL, &t), SL_EINVAL);
+    sl_rule_t unprepared = {0};
+    assert_int_equal(sl_table_create(&unprepared, NULL, &t), SL_EINVAL);
+    sl_table_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_private_state),
+        cmocka_unit_test(test_key_limits),
+        cmocka_unit_test(test_only_admissions_store),
+        cmocka_unit_test(test_growth_keeps_every_key),
+        cmocka_unit_test(test_reset_get_put),
+        cmocka_unit_test(test_foreach_round_trip),
+        cmocka_unit_test(test_foreach_stops),
+        cmocka_unit_test(test_reclaim_drops_only_fresh),
+        cmocka_unit_test(test_memory_cap),
+        cmocka_unit_test(test_batch_equals_sequential),
+        cmocka_unit_test(test_bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
