@@ -3,7 +3,7 @@
  *
  * Each algorithm file implements two functions over a state of the size rule.c computes:
  *
- *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state 8-byte aligned.
+ *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state any alignment.
  *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
  *
  * The dispatcher has already validated the arguments, so these functions only assert. They
@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sluice/sluice.h"
 
@@ -28,6 +29,19 @@ SL_DECIDE_FN(sliding_log);
 SL_DECIDE_FN(sliding_window);
 SL_DECIDE_FN(sliding_buckets);
 SL_DECIDE_FN(gcra); /* token_bucket too: the same GCRA with its own tolerance */
+
+/* States have no alignment requirement: every access goes through these (a mov on x86-64). */
+static inline int64_t load_i64(const void *p)
+{
+    int64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void store_i64(void *p, int64_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 /* a + b, saturating at INT64_MAX (both non-negative). */
 static inline int64_t sat_add(int64_t a, int64_t b)
@@ -66,6 +80,36 @@ static inline void decision_admit(sl_decision_t *out)
     out->allowed = true;
     out->retry_after_ns = 0;
     out->delay_ns = 0;
+}
+
+/*
+ * The dispatch behind sl_decide(), for callers that have already validated their arguments
+ * (cost >= 0, a prepared rule, a state of rule->state_size bytes): the table's hot path.
+ */
+static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                               sl_decision_t *out)
+{
+    if (now_ns < 0)
+        now_ns = 0;
+    out->limit = rule->capacity;
+    switch (rule->algorithm) {
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
+        gcra_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_FIXED_WINDOW:
+        fixed_window_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_LOG:
+        sliding_log_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_WINDOW:
+        sliding_window_decide(rule, state, cost, now_ns, out);
+        break;
+    case SL_SLIDING_BUCKETS:
+        sliding_buckets_decide(rule, state, cost, now_ns, out);
+        break;
+    }
 }
 
 #endif /* SLUICE_CORE_H */

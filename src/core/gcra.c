@@ -10,8 +10,9 @@
  *
  * A request of cost c: TAT0 = max(TAT, now), TAT' = TAT0 + c*T, admitted iff TAT' - tol <= now.
  * Storing a time instead of a token count keeps the state at 8 bytes and the arithmetic exact
- * in integers. Invariant: an admitted request always leaves TAT' - tol <= now, so TAT - tol is
- * a lower bound of the last admission's time, and the clamp of a stepped-back clock uses it.
+ * in integers. Invariant: an admitted request leaves TAT' - tol <= now + delay <= now +
+ * max_delay, so TAT - tol - max_delay is a lower bound of the last admission's time, and the
+ * clamp of a stepped-back clock uses it.
  */
 #include <string.h>
 
@@ -29,7 +30,8 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
 {
     int64_t tat;
     memcpy(&tat, state, sizeof(tat));
-    now_ns = max_i64(now_ns, tat - rule->tolerance_ns); /* clamp to the last admission */
+    /* clamp to the earliest time the last admission can have happened */
+    now_ns = max_i64(now_ns, tat - rule->tolerance_ns - rule->max_delay_ns);
     int64_t tat0 = max_i64(tat, now_ns);
     int64_t increment = sat_mul(cost, rule->interval_ns);
     int64_t tat1 = sat_add(tat0, increment);

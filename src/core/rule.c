@@ -48,57 +48,39 @@ static bool unset(int64_t v)
     return v == SL_DEFAULT || v == 0;
 }
 
-static int prepare_tokens(sl_rule_t *r)
+static uint32_t state_size_of(const sl_rule_t *r)
 {
-    int64_t burst = r->burst == SL_DEFAULT ? r->limit : r->burst;
-    if (r->algorithm == SL_TOKEN_BUCKET ? burst < 1 : burst < 0)
-        return SL_EBURST;
-    int64_t delay = r->max_delay_ns == SL_DEFAULT ? 0 : r->max_delay_ns;
-    if (delay < 0)
-        return SL_EDELAY;
-    /* T rounded up: N * T >= W, so the rate is never above N per W. */
-    int64_t interval = r->window_ns / r->limit + (r->window_ns % r->limit != 0);
-    int64_t capacity = burst;
-    if (r->algorithm == SL_GCRA && __builtin_add_overflow(burst, 1, &capacity))
-        return SL_EOVERFLOW;
-    int64_t tolerance;
-    if (__builtin_mul_overflow(interval, capacity, &tolerance))
-        return SL_EOVERFLOW;
-    r->burst = burst;
-    r->max_delay_ns = delay;
-    r->interval_ns = interval;
-    r->tolerance_ns = tolerance;
-    r->capacity = capacity;
-    r->state_size = 8;
-    return SL_OK;
-}
-
-static int prepare_windowed(sl_rule_t *r)
-{
-    if (!unset(r->burst))
-        return SL_EBURST;
-    if (!unset(r->max_delay_ns))
-        return SL_EDELAY;
-    r->burst = 0;
-    r->max_delay_ns = 0;
-    r->capacity = r->limit;
     switch (r->algorithm) {
     case SL_FIXED_WINDOW:
-        r->state_size = 16;
-        break;
+        return 16; /* window index, count */
     case SL_SLIDING_WINDOW:
-        r->state_size = 24;
-        break;
+        return 24; /* window index, current, previous */
     case SL_SLIDING_LOG:
-        if (r->limit > SL_LOG_LIMIT_MAX)
-            return SL_ELIMIT;
-        r->state_size = (uint32_t)(8 + 8 * r->limit);
-        break;
+        return (uint32_t)(8 + 8 * r->limit); /* head, count, N stamps */
+    case SL_SLIDING_BUCKETS:
+        return (uint32_t)(16 + 8 * (r->buckets + 1)); /* newest, total, K + 1 counts */
     default:
-        assert(r->algorithm == SL_SLIDING_BUCKETS);
-        r->state_size = (uint32_t)(16 + 8 * (r->buckets + 1));
-        break;
+        return 8; /* TAT */
     }
+}
+
+/* Applies defaults and computes the derived fields of r, whose fields are valid. */
+static int derive(sl_rule_t *r)
+{
+    r->capacity = r->limit;
+    r->interval_ns = 0;
+    r->tolerance_ns = 0;
+    r->bucket_ns = r->algorithm == SL_SLIDING_BUCKETS ? r->window_ns / r->buckets : 0;
+    if (uses_tokens(r->algorithm)) {
+        /* T rounded up: N * T >= W, so the rate is never above N per W. */
+        r->interval_ns = r->window_ns / r->limit + (r->window_ns % r->limit != 0);
+        r->capacity = r->burst;
+        if (r->algorithm == SL_GCRA && __builtin_add_overflow(r->burst, 1, &r->capacity))
+            return SL_EOVERFLOW;
+        if (__builtin_mul_overflow(r->interval_ns, r->capacity, &r->tolerance_ns))
+            return SL_EOVERFLOW;
+    }
+    r->state_size = state_size_of(r);
     return SL_OK;
 }
 
@@ -109,25 +91,40 @@ int sl_rule_prepare(sl_rule_t *rule)
     sl_rule_t r = *rule;
     if (sl_algorithm_name(r.algorithm) == NULL)
         return SL_EALGORITHM;
-    if (r.limit <= 0)
+    const bool tokens = uses_tokens(r.algorithm);
+    if (r.limit <= 0 || (r.algorithm == SL_SLIDING_LOG && r.limit > SL_LOG_LIMIT_MAX))
         return SL_ELIMIT;
     if (r.window_ns < SL_WINDOW_MIN_NS || r.window_ns > SL_WINDOW_MAX_NS)
         return SL_EWINDOW;
+
+    if (tokens) {
+        if (r.burst == SL_DEFAULT)
+            r.burst = r.limit;
+        if (r.algorithm == SL_TOKEN_BUCKET ? r.burst < 1 : r.burst < 0)
+            return SL_EBURST;
+    } else if (unset(r.burst)) {
+        r.burst = 0;
+    } else {
+        return SL_EBURST;
+    }
+
     if (r.algorithm == SL_SLIDING_BUCKETS) {
         if (r.buckets == SL_DEFAULT)
             r.buckets = SL_BUCKETS_DEFAULT;
         if (r.buckets < 1 || r.buckets > SL_BUCKETS_MAX || r.window_ns % r.buckets != 0)
             return SL_EBUCKETS;
-        r.bucket_ns = r.window_ns / r.buckets;
-    } else {
-        if (!unset(r.buckets))
-            return SL_EBUCKETS;
+    } else if (unset(r.buckets)) {
         r.buckets = 0;
-        r.bucket_ns = 0;
+    } else {
+        return SL_EBUCKETS;
     }
-    r.interval_ns = 0;
-    r.tolerance_ns = 0;
-    int rc = uses_tokens(r.algorithm) ? prepare_tokens(&r) : prepare_windowed(&r);
+
+    if (tokens ? r.max_delay_ns < 0 : !unset(r.max_delay_ns))
+        return SL_EDELAY;
+    if (!tokens)
+        r.max_delay_ns = 0;
+
+    int rc = derive(&r);
     if (rc != SL_OK)
         return rc;
     *rule = r;
@@ -155,33 +152,12 @@ size_t sl_state_size(const sl_rule_t *rule)
 
 int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, sl_decision_t *out)
 {
-    if (rule == NULL || state == NULL || out == NULL || rule->state_size == 0)
+    if (rule == NULL || state == NULL || out == NULL ||
+        sl_algorithm_name(rule->algorithm) == NULL || rule->state_size == 0)
         return SL_EINVAL;
     if (cost < 0)
         return SL_ECOST;
-    if (now_ns < 0)
-        now_ns = 0;
-    out->limit = rule->capacity;
-    switch (rule->algorithm) {
-    case SL_FIXED_WINDOW:
-        fixed_window_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_SLIDING_LOG:
-        sliding_log_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_SLIDING_WINDOW:
-        sliding_window_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_SLIDING_BUCKETS:
-        sliding_buckets_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_TOKEN_BUCKET:
-    case SL_GCRA:
-        gcra_decide(rule, state, cost, now_ns, out);
-        break;
-    default:
-        return SL_EINVAL;
-    }
+    core_decide(rule, state, cost, now_ns, out);
     return SL_OK;
 }
 

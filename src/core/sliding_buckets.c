@@ -29,15 +29,21 @@ typedef struct view {
     bool clear_all;   /* moving to b clears the whole ring */
 } view_t;
 
+/* Byte offset of bucket's count in the ring. */
 static size_t slot(const sl_rule_t *rule, int64_t bucket)
 {
     int64_t m = rule->buckets + 1;
-    return (size_t)(((bucket % m) + m) % m);
+    return 8 * (size_t)(((bucket % m) + m) % m);
+}
+
+static int64_t count_of(const unsigned char *counts, const sl_rule_t *rule, int64_t bucket)
+{
+    return load_i64(counts + slot(rule, bucket));
 }
 
 /* What the state looks like at now_ns (clamped to the newest bucket), without writing. */
-static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h, const int64_t *counts,
-                   int64_t now_ns)
+static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h,
+                   const unsigned char *counts, int64_t now_ns)
 {
     const int64_t g = rule->bucket_ns, k = rule->buckets;
     view_t v = {.b = now_ns / g};
@@ -52,11 +58,11 @@ static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h, con
         v.expiring = h->total;
     } else {
         for (int64_t j = h->newest + 1; j <= v.b; j++)
-            v.expiring += counts[slot(rule, j)];
+            v.expiring += count_of(counts, rule, j);
     }
     v.inside = h->total - v.expiring;
     if (v.lo > v.b - k && v.b - k <= h->newest) /* b - K holds units no longer counted */
-        v.inside -= counts[slot(rule, v.b - k)];
+        v.inside -= count_of(counts, rule, v.b - k);
     return v;
 }
 
@@ -71,7 +77,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
-    int64_t *counts = (int64_t *)((char *)state + sizeof(h));
+    unsigned char *counts = (unsigned char *)state + sizeof(h);
     view_t v = look(rule, &h, counts, now_ns);
     now_ns = max_i64(now_ns, v.b * rule->bucket_ns);
 
@@ -82,8 +88,8 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
                 memset(counts, 0, sizeof(int64_t) * (size_t)(rule->buckets + 1));
             else
                 for (int64_t j = h.newest + 1; j <= v.b; j++)
-                    counts[slot(rule, j)] = 0;
-            counts[slot(rule, v.b)] += cost;
+                    store_i64(counts + slot(rule, j), 0);
+            store_i64(counts + slot(rule, v.b), count_of(counts, rule, v.b) + cost);
             h.total = h.total - v.expiring + cost;
             h.newest = v.b;
             memcpy(state, &h, sizeof(h));
@@ -97,7 +103,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
         int64_t j = v.lo;
         for (; j < v.b; j++) {
             if (!v.clear_all && j <= h.newest) /* newer buckets are empty */
-                left -= counts[slot(rule, j)];
+                left -= count_of(counts, rule, j);
             if (left + cost <= rule->limit)
                 break;
         }
@@ -108,7 +114,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     if (v.inside > 0) {
         /* newest non-empty counted bucket; buckets after h.newest are empty */
         for (int64_t j = min_i64(v.b, h.newest); j >= v.lo; j--) {
-            if (counts[slot(rule, j)] > 0) {
+            if (count_of(counts, rule, j) > 0) {
                 out->reset_after_ns = drop_time(rule, j) - now_ns;
                 break;
             }
@@ -120,6 +126,6 @@ bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t 
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
-    const int64_t *counts = (const int64_t *)((const char *)state + sizeof(h));
+    const unsigned char *counts = (const unsigned char *)state + sizeof(h);
     return look(rule, &h, counts, now_ns).inside == 0;
 }

@@ -18,14 +18,15 @@ typedef struct sliding_log_header {
 } sliding_log_header_t;
 
 /* The i-th oldest stamp (0 <= i < count). */
-static int64_t stamp_at(const int64_t *ring, uint32_t n, const sliding_log_header_t *h, uint32_t i)
+static int64_t stamp_at(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
+                        uint32_t i)
 {
     uint64_t at = (uint64_t)h->head + i;
-    return ring[at >= n ? at - n : at];
+    return load_i64(ring + 8 * (at >= n ? at - n : at));
 }
 
 /* Index of the oldest stamp inside the window, i.e. the number of expired stamps. */
-static uint32_t first_inside(const int64_t *ring, uint32_t n, const sliding_log_header_t *h,
+static uint32_t first_inside(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
                              int64_t cutoff_ns)
 {
     uint32_t lo = 0, hi = h->count;
@@ -44,7 +45,7 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
 {
     sliding_log_header_t h;
     memcpy(&h, state, sizeof(h));
-    int64_t *ring = (int64_t *)((char *)state + sizeof(h));
+    unsigned char *ring = (unsigned char *)state + sizeof(h);
     const uint32_t n = (uint32_t)rule->limit;
     assert(h.count <= n && h.head < n);
 
@@ -59,7 +60,7 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
             h.head = (uint32_t)(((uint64_t)h.head + expired) % n);
             h.count -= expired;
             for (int64_t i = 0; i < cost; i++) {
-                ring[((uint64_t)h.head + h.count) % n] = now_ns;
+                store_i64(ring + 8 * (((uint64_t)h.head + h.count) % n), now_ns);
                 h.count++;
             }
             memcpy(state, &h, sizeof(h));
@@ -84,6 +85,6 @@ bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_
     memcpy(&h, state, sizeof(h));
     if (h.count == 0)
         return true;
-    const int64_t *ring = (const int64_t *)((const char *)state + sizeof(h));
+    const unsigned char *ring = (const unsigned char *)state + sizeof(h);
     return stamp_at(ring, (uint32_t)rule->limit, &h, h.count - 1) <= now_ns - rule->window_ns;
 }

@@ -69,7 +69,7 @@ void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int
     roll(&st, k, &prev, &curr);
 
     i128 budget = (i128)rule->limit * w - (i128)prev * (w - e); /* >= 0: prev <= N */
-    if ((i128)(curr + cost) * w <= budget) {
+    if (cost <= rule->limit - curr && (i128)(curr + cost) * w <= budget) {
         decision_admit(out);
         if (cost > 0) {
             st = (sliding_window_state_t){.window_index = k, .curr = curr + cost, .prev = prev};

@@ -64,36 +64,42 @@ typedef struct shard {
 } __attribute__((aligned(64))) shard_t; /* one cache line each: no false sharing of locks */
 
 struct sl_table {
-    sl_rule_t rule;       /* prepared, owned copy */
-    uint32_t state_size;  /* bytes of state per key (rule.state_size) */
-    uint32_t state_area;  /* bytes the state takes in a slot: state_size or a pointer */
-    bool state_external;  /* states are out-of-line allocations */
-    uint32_t slot_size;   /* bytes per slot, a multiple of 4 */
-    uint32_t key_area;    /* inline key capacity, bytes */
-    size_t key_max;       /* longest key accepted, bytes */
-    size_t shard_budget;  /* max bytes per shard; SIZE_MAX = no cap */
-    uint64_t seed;        /* hash seed */
-    unsigned shard_shift; /* 64 - log2(shards) */
-    unsigned nshards;     /* power of two */
+    sl_rule_t rule;      /* prepared, owned copy */
+    uint32_t state_size; /* bytes of state per key (rule.state_size) */
+    uint32_t state_area; /* bytes the state takes in a slot: state_size or a pointer */
+    bool state_external; /* states are out-of-line allocations */
+    uint32_t slot_size;  /* bytes per slot, a multiple of 4 */
+    uint32_t key_area;   /* inline key capacity, bytes */
+    size_t key_max;      /* longest key accepted, bytes */
+    size_t shard_budget; /* max bytes per shard; SIZE_MAX = no cap */
+    uint64_t seed;       /* hash seed */
+    uint64_t shard_mask; /* nshards - 1 */
+    unsigned nshards;    /* power of two, <= 2^16 */
     shard_t shards[];
 };
 
 /* ---- locking ----------------------------------------------------------------------------- */
 
-static void shard_lock(shard_t *s)
+static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
     unsigned spins = 0;
-    while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0) {
+    do {
         while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
             if (++spins < 128)
                 __builtin_ia32_pause();
             else
                 sched_yield(); /* the holder may be descheduled (more threads than cores) */
         }
-    }
+    } while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0);
 }
 
-static void shard_unlock(shard_t *s)
+static inline void shard_lock(shard_t *s)
+{
+    if (__builtin_expect(atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0, 0))
+        shard_lock_contended(s);
+}
+
+static inline void shard_unlock(shard_t *s)
 {
     atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
@@ -115,9 +121,10 @@ static inline uint32_t home_of(uint64_t h, uint32_t cap)
     return (uint32_t)(((h & 0xffffffffu) * (uint64_t)cap) >> 32);
 }
 
+/* Bits 40..55 pick the shard, bits 0..31 the home slot: independent parts of the hash. */
 static inline shard_t *shard_of(sl_table_t *t, uint64_t h)
 {
-    return &t->shards[t->shard_shift == 64 ? 0 : h >> t->shard_shift];
+    return &t->shards[(h >> 40) & t->shard_mask];
 }
 
 /* Equal bytes, for short keys with overlapping word loads (len bytes readable in both). */
@@ -130,8 +137,8 @@ static inline bool bytes_equal(const unsigned char *a, const unsigned char *b, s
     return memcmp(a, b, len) == 0;
 }
 
-static bool slot_key_equal(const sl_table_t *t, unsigned char *meta, const unsigned char *key,
-                           size_t len, uint64_t h)
+static inline bool slot_key_equal(const sl_table_t *t, unsigned char *meta,
+                                  const unsigned char *key, size_t len, uint64_t h)
 {
     if (len <= t->key_area)
         return meta[1] == len && bytes_equal(meta + 2, key, len);
@@ -245,8 +252,9 @@ static void shard_set_array(shard_t *s, unsigned char *slots, uint32_t cap)
  * go (an empty slot, or the first slot with a shorter probe distance) and *insert_dist to its
  * probe distance there.
  */
-static int64_t shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len,
-                          uint64_t h, uint32_t *insert_at, uint32_t *insert_dist)
+static inline __attribute__((always_inline)) int64_t
+shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
+           uint32_t *insert_at, uint32_t *insert_dist)
 {
     uint32_t cap = s->cap, i = home_of(h, cap), dist = 0;
     for (;;) {
@@ -338,19 +346,13 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_cap, int64_t no
     if (fresh == NULL)
         return SL_ENOMEM;
     unsigned char entry[STATE_INLINE_MAX + 64];
-    uint64_t state_buf[STATE_INLINE_MAX / 8];
     uint32_t kept = 0;
     size_t external = 0;
     for (uint32_t i = 0; i < s->cap; i++) {
         unsigned char *slot = slot_at(t, s->slots, i);
         if (slot_meta(t, slot)[0] == 0)
             continue;
-        const void *state = slot_state_ptr(t, slot);
-        if (!t->state_external) {
-            memcpy(state_buf, slot, t->state_size);
-            state = state_buf;
-        }
-        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, state, now_ns))
+        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns))
             continue;
         memcpy(entry, slot, t->slot_size);
         uint64_t h = slot_hash(t, slot);
@@ -366,12 +368,7 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_cap, int64_t no
         unsigned char *slot = slot_at(t, s->slots, i);
         if (slot_meta(t, slot)[0] == 0)
             continue;
-        const void *state = slot_state_ptr(t, slot);
-        if (!t->state_external) {
-            memcpy(state_buf, slot, t->state_size);
-            state = state_buf;
-        }
-        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, state, now_ns))
+        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns))
             slot_free_external(t, slot);
     }
     array_free(t, s->slots, s->cap);
@@ -390,18 +387,12 @@ static uint32_t next_capacity(uint32_t cap)
 
 static uint32_t shard_count_fresh(const sl_table_t *t, shard_t *s, int64_t now_ns)
 {
-    uint64_t state_buf[STATE_INLINE_MAX / 8];
     uint32_t fresh = 0;
     for (uint32_t i = 0; i < s->cap; i++) {
         unsigned char *slot = slot_at(t, s->slots, i);
         if (slot_meta(t, slot)[0] == 0)
             continue;
-        const void *state = slot_state_ptr(t, slot);
-        if (!t->state_external) {
-            memcpy(state_buf, slot, t->state_size);
-            state = state_buf;
-        }
-        fresh += sl_state_is_fresh(&t->rule, state, now_ns);
+        fresh += sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns);
     }
     return fresh;
 }
@@ -529,7 +520,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
         t->key_max = UINT32_MAX;
     t->seed = c.seed ? c.seed : random_seed();
     t->nshards = nshards;
-    t->shard_shift = 64 - (unsigned)__builtin_ctz(nshards);
+    t->shard_mask = nshards - 1;
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
 
     uint64_t per_shard = c.initial_keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
@@ -576,40 +567,40 @@ const sl_rule_t *sl_table_rule(const sl_table_t *t)
 
 /* ---- decisions --------------------------------------------------------------------------- */
 
-/* Decides under the shard lock (held by the caller). */
-static int shard_decide(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
-                        int64_t cost, int64_t now_ns, sl_decision_t *out)
+/* The slow path of shard_decide(): the key is absent. Decides on a fresh state and stores it
+ * only if something was admitted. Out of line to keep the hot path's frame small. */
+static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t *s,
+                                                         const unsigned char *key, size_t len,
+                                                         uint64_t h, int64_t cost, int64_t now_ns,
+                                                         sl_decision_t *out)
 {
-    uint32_t at, dist;
-    int64_t i = shard_find(t, s, key, len, h, &at, &dist);
-    if (i >= 0) {
-        unsigned char *slot = slot_at(t, s->slots, (uint32_t)i);
-        if (t->state_external)
-            return sl_decide(&t->rule, slot_state_ptr(t, slot), cost, now_ns, out);
-        uint64_t buf[STATE_INLINE_MAX / 8];
-        memcpy(buf, slot, t->state_size);
-        int rc = sl_decide(&t->rule, buf, cost, now_ns, out);
-        if (out->allowed && cost > 0)
-            memcpy(slot, buf, t->state_size);
-        return rc;
-    }
-    /* absent: decide on a fresh state, store it only if something was admitted */
-    void *state;
     uint64_t buf[STATE_INLINE_MAX / 8];
-    if (t->state_external) {
-        state = calloc(1, t->state_size);
-        if (state == NULL)
-            return SL_ENOMEM;
-    } else {
+    void *state = buf;
+    if (t->state_external && (state = calloc(1, t->state_size)) == NULL)
+        return SL_ENOMEM;
+    if (!t->state_external)
         memset(buf, 0, t->state_size);
-        state = buf;
-    }
-    int rc = sl_decide(&t->rule, state, cost, now_ns, out);
-    if (rc == SL_OK && out->allowed && cost > 0)
+    core_decide(&t->rule, state, cost, now_ns, out);
+    int rc = SL_OK;
+    if (out->allowed && cost > 0)
         rc = shard_insert(t, s, key, len, h, state, now_ns);
     if (t->state_external)
         free(state);
     return rc;
+}
+
+/* Decides under the shard lock (held by the caller), on the state where it lies. */
+static inline __attribute__((always_inline)) int shard_decide(sl_table_t *t, shard_t *s,
+                                                              const unsigned char *key, size_t len,
+                                                              uint64_t h, int64_t cost,
+                                                              int64_t now_ns, sl_decision_t *out)
+{
+    uint32_t at, dist;
+    int64_t i = shard_find(t, s, key, len, h, &at, &dist);
+    if (__builtin_expect(i < 0, 0))
+        return shard_decide_absent(t, s, key, len, h, cost, now_ns, out);
+    core_decide(&t->rule, slot_state_ptr(t, slot_at(t, s->slots, (uint32_t)i)), cost, now_ns, out);
+    return SL_OK;
 }
 
 int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t now_ns,
@@ -649,7 +640,9 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
             shard_t *s = shard_of(t, hashes[j]);
             unsigned char *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
             uint32_t cap = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
-            __builtin_prefetch(slot_at(t, slots, home_of(hashes[j], cap)), 1, 3);
+            unsigned char *home = slot_at(t, slots, home_of(hashes[j], cap));
+            __builtin_prefetch(home, 1, 3);
+            __builtin_prefetch(home + 64, 1, 3); /* a straddling slot and the probe window */
         }
         /* pass 2: decide in order */
         for (size_t j = 0; j < m; j++) {
