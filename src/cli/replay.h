@@ -1,0 +1,116 @@
+/*
+ * replay.h - `sluice replay`: replay a recorded traffic log against a candidate rule.
+ *
+ * Three layers, each usable without the next:
+ *
+ *   1. replay_parse_line(): one input line -> one request. Pure: no I/O, no allocation, no
+ *      global state. The returned key points into the caller's line.
+ *   2. replay_parse_args(): the command's flags -> a prepared rule and options. No I/O either:
+ *      errors come back as text for the caller to print.
+ *   3. replay_run(): the loop. Reads lines from a FILE *, decides each request with one
+ *      sl_table_t, writes one tab-separated line per request and, on request, a summary.
+ *
+ * Input format (one request per line):  TIME KEY [COST]
+ *   - fields separated by spaces or tabs (any of " \t\r\v\f"), so CRLF files work;
+ *   - TIME: a non-negative decimal integer in the input unit (--unit, default ms);
+ *   - KEY: any bytes but whitespace and NUL, 1..REPLAY_KEY_MAX bytes;
+ *   - COST: a non-negative decimal integer, default 1 (0 = peek: report, consume nothing);
+ *   - a line that is blank, or whose first non-blank byte is '#', is skipped.
+ *
+ * Output: TIME KEY COST ALLOWED LIMIT REMAINING RETRY_AFTER RESET_AFTER [DELAY], tab-separated,
+ * durations in the input unit rounded up (-1 = never). DELAY is present only with --max-delay.
+ */
+#ifndef SLUICE_CLI_REPLAY_H
+#define SLUICE_CLI_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sluice/sluice.h"
+
+#define REPLAY_KEY_MAX 1024 /* longest KEY accepted, bytes (SPEC: oversized key default 1 KiB) */
+#define REPLAY_ERR_MAX 256  /* a buffer this size always holds a whole error message */
+
+/* replay_parse_line() results. */
+enum replay_line {
+    REPLAY_LINE_ERROR = -1,  /* malformed; err holds the reason */
+    REPLAY_LINE_SKIP = 0,    /* blank line or comment */
+    REPLAY_LINE_REQUEST = 1, /* *out holds a request */
+};
+
+/* One parsed input line. */
+struct replay_request {
+    int64_t time;    /* TIME as written, in input units (>= 0) */
+    int64_t now_ns;  /* TIME converted to ns: time * unit_ns, overflow-checked */
+    const char *key; /* KEY: points into the parsed line, not NUL-terminated */
+    size_t key_len;  /* bytes, 1..REPLAY_KEY_MAX */
+    int64_t cost;    /* COST, units (>= 0); 1 when the field is absent */
+};
+
+/*
+ * Parses one input line of `len` bytes (a trailing "\n" or "\r\n" is allowed, not required;
+ * the line need not be NUL-terminated). `unit_ns` (> 0) is the length of one TIME unit in ns.
+ *
+ * Returns REPLAY_LINE_REQUEST with *out filled (out->key points into `line`), REPLAY_LINE_SKIP
+ * for a blank or comment line (*out untouched), or REPLAY_LINE_ERROR with a one-line reason
+ * written to err (NUL-terminated, truncated to errlen; err may be NULL when errlen is 0). The
+ * reason names neither file nor line: the caller adds them. Never allocates, never reads
+ * beyond line[len - 1].
+ */
+int replay_parse_line(const char *line, size_t len, int64_t unit_ns, struct replay_request *out,
+                      char *err, size_t errlen);
+
+/* Everything `sluice replay` needs to run, as parsed from its flags. */
+struct replay_config {
+    sl_rule_t rule;   /* prepared (sl_rule_prepare() succeeded) */
+    int64_t unit_ns;  /* one TIME unit, ns: 1, 1000, 1000000 or 1000000000 */
+    const char *unit; /* its name for messages: "ns", "us", "ms" or "s" (static) */
+    bool summary;     /* --summary: per-key and total counts after the requests */
+    bool show_delay;  /* --max-delay given: add the DELAY column */
+    const char *path; /* FILE argument (points into argv), or "-" for stdin */
+};
+
+/* replay_parse_args() results. */
+enum replay_args {
+    REPLAY_ARGS_UNKNOWN = -2, /* unknown flag or missing value; err holds it (print usage too) */
+    REPLAY_ARGS_USAGE = -1,   /* bad flag value or arguments; err holds the reason (exit 2) */
+    REPLAY_ARGS_OK = 0,       /* *cfg is ready for replay_run() */
+    REPLAY_ARGS_HELP = 1,     /* --help: print replay_usage() to stdout (exit 0) */
+};
+
+/*
+ * Parses `sluice replay` flags. argv[0] is the command name ("replay"); argv is not modified
+ * in content but may be permuted (getopt_long). Uses getopt_long and resets its global state,
+ * so it is not thread-safe. Returns one of enum replay_args; on REPLAY_ARGS_USAGE or
+ * REPLAY_ARGS_UNKNOWN err holds a message without the "sluice: " prefix (e.g. "--window:
+ * malformed duration, got '10x' ..."). On REPLAY_ARGS_OK cfg->rule is prepared and cfg->path
+ * is set ("-" when no FILE was given).
+ */
+int replay_parse_args(int argc, char **argv, struct replay_config *cfg, char *err, size_t errlen);
+
+/* The usage text of `sluice replay` (static, ends in a newline). */
+const char *replay_usage(void);
+
+/*
+ * Replays every line of `in` against cfg->rule with a fresh per-key table and writes one
+ * output line per request to `out`; with cfg->summary, then "# summary", one "# KEY
+ * admitted=N rejected=M" line per key in first-seen order and "# total admitted=N rejected=M".
+ * `in_name` names the input in messages ("traffic.log", "<stdin>").
+ *
+ * At the first malformed line (or a read error, or a failed decision) it flushes what was
+ * written so far, writes "sluice: IN_NAME:LINE: reason" to `errs`, prints no summary and
+ * stops. Returns 0 on success, -1 after such an error (also for a write error on `out`).
+ * Does not close any stream.
+ */
+int replay_run(const struct replay_config *cfg, FILE *in, const char *in_name, FILE *out,
+               FILE *errs);
+
+/*
+ * The `sluice replay` command: parses flags, opens the input, runs. Messages go to stderr,
+ * results to stdout. Returns the process exit code: 0 ok, 1 input error, 2 usage error.
+ */
+int replay_main(int argc, char **argv);
+
+#endif /* SLUICE_CLI_REPLAY_H */

@@ -1,0 +1,355 @@
+/*
+ * replay_cmd.c - the flags of `sluice replay` and its entry point.
+ *
+ * replay_parse_args() turns argv into a struct replay_config with no I/O: every flag value is
+ * first collected as text (the last occurrence wins), then converted and checked in a fixed
+ * order, then the rule is prepared by the library; an error from sl_rule_prepare() is mapped
+ * back to the flag that caused it through flag_of_error[]. replay_main() does the I/O: opens
+ * the input, prints messages, maps outcomes to exit codes (0 ok, 1 input, 2 usage).
+ */
+#include "replay.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXIT_INPUT 1 /* malformed input, unreadable file, write error */
+#define EXIT_USAGE 2 /* bad flags */
+
+static const char usage_text[] =
+    "usage: sluice replay --algorithm ALG --limit N --window DURATION [--burst B]\n"
+    "                     [--buckets K] [--max-delay DURATION] [--unit ms|us|ns|s]\n"
+    "                     [--summary] [FILE|-]\n"
+    "\n"
+    "Replay a recorded traffic log against a candidate rule and show what it would have\n"
+    "rejected. Every key starts fresh; nothing is stored.\n"
+    "\n"
+    "Input (FILE, or stdin when FILE is - or absent): one request per line,\n"
+    "  TIME KEY [COST]\n"
+    "separated by spaces or tabs. TIME is a non-negative integer in --unit; COST defaults\n"
+    "to 1 (0 peeks: reports without consuming). Blank lines and lines whose first non-blank\n"
+    "character is # are skipped. Keys are at most 1024 bytes.\n"
+    "\n"
+    "Output: one tab-separated line per request,\n"
+    "  TIME KEY COST ALLOWED LIMIT REMAINING RETRY_AFTER RESET_AFTER [DELAY]\n"
+    "ALLOWED is 1 or 0; LIMIT is the rule's capacity (N; B for token_bucket; B + 1 for\n"
+    "gcra). RETRY_AFTER, RESET_AFTER and DELAY are in --unit, rounded up; RETRY_AFTER is -1\n"
+    "when the cost can never be admitted. The DELAY column appears only with --max-delay:\n"
+    "a request admitted after a wait has ALLOWED 1 and DELAY > 0.\n"
+    "\n"
+    "Options:\n"
+    "  --algorithm ALG       fixed_window, sliding_log, sliding_window, sliding_buckets,\n"
+    "                        token_bucket or gcra\n"
+    "  --limit N             units admitted per window (> 0)\n"
+    "  --window DURATION     window length: 250ms, 10s, 1m, 1h, 1d, 1h30m, ...\n"
+    "  --burst B             token_bucket capacity / gcra max burst (default N)\n"
+    "  --buckets K           sliding_buckets sub-windows (default 10; must divide the window)\n"
+    "  --max-delay DURATION  token_bucket/gcra: admit a request that would wait at most this\n"
+    "  --unit UNIT           unit of TIME and of reported durations: ms (default), us, ns, s\n"
+    "  --summary             then print '# summary', '# KEY admitted=N rejected=M' per key\n"
+    "                        (first-seen order) and '# total admitted=N rejected=M'\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 ok; 1 malformed input (the message names the file and line; the lines\n"
+    "before it have been printed, the summary is not); 2 usage error.\n";
+
+const char *replay_usage(void)
+{
+    return usage_text;
+}
+
+/* ---- flags as data ----------------------------------------------------------------------- */
+
+enum flag {
+    FLAG_ALGORITHM,
+    FLAG_LIMIT,
+    FLAG_WINDOW,
+    FLAG_BURST,
+    FLAG_BUCKETS,
+    FLAG_MAX_DELAY,
+    FLAG_UNIT,
+    FLAG_SUMMARY,
+    FLAG_COUNT
+};
+
+#define FLAG_BASE 256 /* getopt_long value of flag f: FLAG_BASE + f, clear of short options */
+
+/* In enum flag order: flag_name(f) is long_options[f].name. */
+static const struct option long_options[] = {
+    {"algorithm", required_argument, NULL, FLAG_BASE + FLAG_ALGORITHM},
+    {"limit", required_argument, NULL, FLAG_BASE + FLAG_LIMIT},
+    {"window", required_argument, NULL, FLAG_BASE + FLAG_WINDOW},
+    {"burst", required_argument, NULL, FLAG_BASE + FLAG_BURST},
+    {"buckets", required_argument, NULL, FLAG_BASE + FLAG_BUCKETS},
+    {"max-delay", required_argument, NULL, FLAG_BASE + FLAG_MAX_DELAY},
+    {"unit", required_argument, NULL, FLAG_BASE + FLAG_UNIT},
+    {"summary", no_argument, NULL, FLAG_BASE + FLAG_SUMMARY},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The flag to blame for each sl_rule_prepare() error. */
+static const struct {
+    int code;
+    enum flag flag;
+} flag_of_error[] = {
+    {SL_EALGORITHM, FLAG_ALGORITHM}, {SL_ELIMIT, FLAG_LIMIT},     {SL_EWINDOW, FLAG_WINDOW},
+    {SL_EBURST, FLAG_BURST},         {SL_EBUCKETS, FLAG_BUCKETS}, {SL_EDELAY, FLAG_MAX_DELAY},
+};
+
+static const struct {
+    const char *name;
+    int64_t ns;
+} units[] = {
+    {"ms", SL_NS_PER_MS},
+    {"us", SL_NS_PER_US},
+    {"ns", 1},
+    {"s", SL_NS_PER_SEC},
+};
+
+static int usage_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int usage_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return REPLAY_ARGS_USAGE;
+}
+
+static const char *flag_name(enum flag f)
+{
+    return long_options[f].name;
+}
+
+/* A whole decimal integer, optionally signed, in int64 range. */
+static bool parse_int(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (*s != '-' && (*s < '0' || *s > '9')) {
+        return false; /* no leading space or '+' */
+    }
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+/* Parses an integer flag value into *out; negatives are reported with `negative_code`'s text
+ * (burst and buckets use -1 internally as "default"). */
+static int int_flag(enum flag f, const char *text, int negative_code, int64_t *out, char *err,
+                    size_t errlen)
+{
+    if (!parse_int(text, out)) {
+        return usage_error(err, errlen, "--%s: must be an integer, got '%s'", flag_name(f), text);
+    }
+    if (negative_code != 0 && *out < 0) {
+        return usage_error(err, errlen, "--%s: %s, got '%s'", flag_name(f),
+                           sl_strerror(negative_code), text);
+    }
+    return REPLAY_ARGS_OK;
+}
+
+static int duration_flag(enum flag f, const char *text, int64_t *out, char *err, size_t errlen)
+{
+    int rc = sl_duration_parse(text, strlen(text), out);
+
+    if (rc != SL_OK) {
+        return usage_error(err, errlen, "--%s: %s, got '%s'", flag_name(f), sl_strerror(rc), text);
+    }
+    return REPLAY_ARGS_OK;
+}
+
+/* Collects flag values (last occurrence wins) and the FILE argument. */
+static int collect(int argc, char **argv, const char *val[FLAG_COUNT], const char **path, char *err,
+                   size_t errlen)
+{
+    int c;
+
+    optind = 0; /* glibc: full reinitialisation, so repeated calls (tests) start clean */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+        if (c == 'h') {
+            return REPLAY_ARGS_HELP;
+        }
+        if (c >= FLAG_BASE && c < FLAG_BASE + FLAG_COUNT) {
+            val[c - FLAG_BASE] = optarg != NULL ? optarg : "";
+            continue;
+        }
+        const char *opt = argv[optind - 1];
+        if (c == ':') {
+            usage_error(err, errlen, "replay: option '%s' needs a value", opt);
+        } else if (optopt >= FLAG_BASE) {
+            usage_error(err, errlen, "replay: option '%s' takes no value", opt);
+        } else if (optopt != 0) {
+            usage_error(err, errlen, "replay: unknown option '-%c'", optopt);
+        } else {
+            usage_error(err, errlen, "replay: unknown option '%s'", opt);
+        }
+        return REPLAY_ARGS_UNKNOWN;
+    }
+    if (argc - optind > 1) {
+        return usage_error(err, errlen, "replay: expected at most one FILE, got '%s' and '%s'",
+                           argv[optind], argv[optind + 1]);
+    }
+    *path = optind < argc ? argv[optind] : "-";
+    return REPLAY_ARGS_OK;
+}
+
+static int parse_algorithm(const char *text, sl_algorithm_t *out, char *err, size_t errlen)
+{
+    int rc = sl_algorithm_parse(text, strlen(text), out);
+
+    if (rc != SL_OK) {
+        return usage_error(err, errlen, "--algorithm: %s, got '%s'", sl_strerror(rc), text);
+    }
+    return REPLAY_ARGS_OK;
+}
+
+static int parse_unit(const char *text, struct replay_config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(text, units[i].name) == 0) {
+            cfg->unit = units[i].name;
+            cfg->unit_ns = units[i].ns;
+            return REPLAY_ARGS_OK;
+        }
+    }
+    return usage_error(err, errlen, "--unit: must be one of ms, us, ns, s, got '%s'", text);
+}
+
+/* Converts the collected values into cfg->rule (unprepared) and the options. */
+static int convert(const char *val[FLAG_COUNT], struct replay_config *cfg, char *err, size_t errlen)
+{
+    sl_rule_t *r = &cfg->rule;
+    static const enum flag required[] = {FLAG_ALGORITHM, FLAG_LIMIT, FLAG_WINDOW};
+    int rc = REPLAY_ARGS_OK;
+
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        if (val[required[i]] == NULL) {
+            return usage_error(err, errlen, "--%s is required", flag_name(required[i]));
+        }
+    }
+    rc = parse_algorithm(val[FLAG_ALGORITHM], &r->algorithm, err, errlen);
+    if (rc == REPLAY_ARGS_OK) {
+        rc = int_flag(FLAG_LIMIT, val[FLAG_LIMIT], 0, &r->limit, err, errlen);
+    }
+    if (rc == REPLAY_ARGS_OK) {
+        rc = duration_flag(FLAG_WINDOW, val[FLAG_WINDOW], &r->window_ns, err, errlen);
+    }
+    if (rc == REPLAY_ARGS_OK && val[FLAG_BURST] != NULL) {
+        rc = int_flag(FLAG_BURST, val[FLAG_BURST], SL_EBURST, &r->burst, err, errlen);
+    }
+    if (rc == REPLAY_ARGS_OK && val[FLAG_BUCKETS] != NULL) {
+        rc = int_flag(FLAG_BUCKETS, val[FLAG_BUCKETS], SL_EBUCKETS, &r->buckets, err, errlen);
+    }
+    if (rc == REPLAY_ARGS_OK && val[FLAG_MAX_DELAY] != NULL) {
+        rc = duration_flag(FLAG_MAX_DELAY, val[FLAG_MAX_DELAY], &r->max_delay_ns, err, errlen);
+    }
+    if (rc == REPLAY_ARGS_OK && val[FLAG_UNIT] != NULL) {
+        rc = parse_unit(val[FLAG_UNIT], cfg, err, errlen);
+    }
+    cfg->summary = val[FLAG_SUMMARY] != NULL;
+    cfg->show_delay = val[FLAG_MAX_DELAY] != NULL;
+    return rc;
+}
+
+/* Prepares the rule, blaming the flag behind a library error. */
+static int prepare(const char *val[FLAG_COUNT], struct replay_config *cfg, char *err, size_t errlen)
+{
+    int rc = sl_rule_prepare(&cfg->rule);
+
+    if (rc == SL_OK) {
+        return REPLAY_ARGS_OK;
+    }
+    for (size_t i = 0; i < sizeof flag_of_error / sizeof flag_of_error[0]; i++) {
+        enum flag f = flag_of_error[i].flag;
+        if (flag_of_error[i].code == rc && val[f] != NULL) {
+            return usage_error(err, errlen, "--%s: %s, got '%s'", flag_name(f), sl_strerror(rc),
+                               val[f]);
+        }
+    }
+    if (rc == SL_EBUCKETS) { /* the default bucket count does not divide the window */
+        return usage_error(err, errlen,
+                           "--window: %s, got '%s' (with %" PRId64 " buckets; see --buckets)",
+                           sl_strerror(rc), val[FLAG_WINDOW], (int64_t)SL_BUCKETS_DEFAULT);
+    }
+    return usage_error(err, errlen, "rule: %s (--limit %s --window %s)", sl_strerror(rc),
+                       val[FLAG_LIMIT], val[FLAG_WINDOW]);
+}
+
+int replay_parse_args(int argc, char **argv, struct replay_config *cfg, char *err, size_t errlen)
+{
+    const char *val[FLAG_COUNT] = {NULL};
+    const char *path = "-";
+    int rc;
+
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rule.burst = SL_DEFAULT;
+    cfg->rule.buckets = SL_DEFAULT;
+    cfg->unit = "ms";
+    cfg->unit_ns = SL_NS_PER_MS;
+
+    rc = collect(argc, argv, val, &path, err, errlen);
+    if (rc != REPLAY_ARGS_OK) {
+        return rc;
+    }
+    cfg->path = path;
+    rc = convert(val, cfg, err, errlen);
+    if (rc != REPLAY_ARGS_OK) {
+        return rc;
+    }
+    return prepare(val, cfg, err, errlen);
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+int replay_main(int argc, char **argv)
+{
+    struct replay_config cfg;
+    char err[REPLAY_ERR_MAX];
+    FILE *in = stdin;
+    const char *in_name = "<stdin>";
+
+    switch (replay_parse_args(argc, argv, &cfg, err, sizeof err)) {
+    case REPLAY_ARGS_HELP:
+        fputs(replay_usage(), stdout);
+        return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+    case REPLAY_ARGS_UNKNOWN:
+        fprintf(stderr, "sluice: %s\n\n%s", err, replay_usage());
+        return EXIT_USAGE;
+    case REPLAY_ARGS_USAGE:
+        fprintf(stderr, "sluice: %s\nTry 'sluice replay --help' for more information.\n", err);
+        return EXIT_USAGE;
+    default:
+        break;
+    }
+    if (strcmp(cfg.path, "-") != 0) {
+        in_name = cfg.path;
+        in = fopen(cfg.path, "r");
+        if (in == NULL) {
+            fprintf(stderr, "sluice: %s: %s\n", cfg.path, strerror(errno));
+            return EXIT_INPUT;
+        }
+    }
+    int rc = replay_run(&cfg, in, in_name, stdout, stderr);
+    if (in != stdin) {
+        fclose(in);
+    }
+    return rc == 0 ? 0 : EXIT_INPUT;
+}
