@@ -1,9 +1,12 @@
 /*
  * sliding_buckets.c - the window split into K sub-windows of G = W / K ns (seeds 000, 002).
  *
- * State (16 + 8 * (K + 1) bytes): the index of the newest bucket touched, the running total of
- * the ring, and a ring of K + 1 counts where bucket j (covering [j*G, (j+1)*G)) lives at slot
- * j mod (K + 1). The ring always holds buckets newest - K .. newest.
+ * State (16 + 8 * (K + 1) bytes): the time of the latest admission, the running total of the
+ * ring, and a ring of K + 1 counts where bucket j (covering [j*G, (j+1)*G)) lives at slot
+ * j mod (K + 1). With newest = floor(latest / G), the ring holds buckets newest - K .. newest.
+ * Times are clamped to `latest` (not to its bucket's start: within one bucket the oldest
+ * counted bucket depends on the offset, so an earlier offset could count a bucket that the
+ * latest admission no longer counted).
  *
  * At now, in bucket b at offset e, the buckets intersecting (now - W, now] in integer ns are
  * b - K + 1 .. b, plus b - K while e <= G - 2. Counting all of them (not a weighted share)
@@ -16,8 +19,8 @@
 #include "core/core.h"
 
 typedef struct sliding_buckets_header {
-    int64_t newest; /* index of the newest bucket in the ring */
-    int64_t total;  /* sum of the ring's counts */
+    int64_t latest_ns; /* time of the latest admission, ns */
+    int64_t total;     /* sum of the ring's counts */
 } sliding_buckets_header_t;
 
 typedef struct view {
@@ -41,27 +44,24 @@ static int64_t count_of(const unsigned char *counts, const sl_rule_t *rule, int6
     return load_i64(counts + slot(rule, bucket));
 }
 
-/* What the state looks like at now_ns (clamped to the newest bucket), without writing. */
+/* What the state looks like at now_ns (>= h->latest_ns, clamped by the caller), unwritten. */
 static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h,
                    const unsigned char *counts, int64_t now_ns)
 {
     const int64_t g = rule->bucket_ns, k = rule->buckets;
+    const int64_t newest = h->latest_ns / g;
     view_t v = {.b = now_ns / g};
-    if (v.b < h->newest) { /* clamp */
-        v.b = h->newest;
-        now_ns = v.b * g;
-    }
     v.e = now_ns - v.b * g;
     v.lo = v.e <= g - 2 ? v.b - k : v.b - k + 1;
-    v.clear_all = v.b - h->newest > k;
+    v.clear_all = v.b - newest > k;
     if (v.clear_all) {
         v.expiring = h->total;
     } else {
-        for (int64_t j = h->newest + 1; j <= v.b; j++)
+        for (int64_t j = newest + 1; j <= v.b; j++)
             v.expiring += count_of(counts, rule, j);
     }
     v.inside = h->total - v.expiring;
-    if (v.lo > v.b - k && v.b - k <= h->newest) /* b - K holds units no longer counted */
+    if (v.lo > v.b - k && v.b - k <= newest) /* b - K holds units no longer counted */
         v.inside -= count_of(counts, rule, v.b - k);
     return v;
 }
@@ -78,8 +78,9 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
     unsigned char *counts = (unsigned char *)state + sizeof(h);
+    now_ns = max_i64(now_ns, h.latest_ns); /* clamp */
+    const int64_t newest = h.latest_ns / rule->bucket_ns;
     view_t v = look(rule, &h, counts, now_ns);
-    now_ns = max_i64(now_ns, v.b * rule->bucket_ns);
 
     if (cost <= rule->limit - v.inside) {
         decision_admit(out);
@@ -87,11 +88,11 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
             if (v.clear_all)
                 memset(counts, 0, sizeof(int64_t) * (size_t)(rule->buckets + 1));
             else
-                for (int64_t j = h.newest + 1; j <= v.b; j++)
+                for (int64_t j = newest + 1; j <= v.b; j++)
                     store_i64(counts + slot(rule, j), 0);
             store_i64(counts + slot(rule, v.b), count_of(counts, rule, v.b) + cost);
             h.total = h.total - v.expiring + cost;
-            h.newest = v.b;
+            h.latest_ns = now_ns;
             memcpy(state, &h, sizeof(h));
         }
         v.inside += cost;
@@ -102,7 +103,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
         int64_t left = v.inside;
         int64_t j = v.lo;
         for (; j < v.b; j++) {
-            if (!v.clear_all && j <= h.newest) /* newer buckets are empty */
+            if (!v.clear_all && j <= newest) /* newer buckets are empty */
                 left -= count_of(counts, rule, j);
             if (left + cost <= rule->limit)
                 break;
@@ -112,8 +113,8 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     out->remaining = rule->limit - v.inside;
     out->reset_after_ns = 0;
     if (v.inside > 0) {
-        /* newest non-empty counted bucket; buckets after h.newest are empty */
-        for (int64_t j = min_i64(v.b, h.newest); j >= v.lo; j--) {
+        /* newest non-empty counted bucket (the state is written: newest may have moved) */
+        for (int64_t j = min_i64(v.b, h.latest_ns / rule->bucket_ns); j >= v.lo; j--) {
             if (count_of(counts, rule, j) > 0) {
                 out->reset_after_ns = drop_time(rule, j) - now_ns;
                 break;
@@ -127,5 +128,5 @@ bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t 
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
     const unsigned char *counts = (const unsigned char *)state + sizeof(h);
-    return look(rule, &h, counts, now_ns).inside == 0;
+    return look(rule, &h, counts, max_i64(now_ns, h.latest_ns)).inside == 0;
 }

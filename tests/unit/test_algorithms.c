@@ -1,0 +1,800 @@
+/*
+ * test_algorithms.c - the six algorithms against docs/algorithms.md, table-driven with an
+ * explicit `now` (as redis-cell's it_rate_limits): each row is (time after the table's start,
+ * cost) -> (allowed, remaining, retry_after, reset_after, delay), every expected value worked
+ * out by hand from the documented integer formulas (the working is in the comments).
+ *
+ * The table runner also checks on every row: limit == the rule's capacity; a peek (cost 0) or a
+ * rejected request leaves the state bytes as they were and an admitted cost > 0 changes them;
+ * sl_state_is_fresh() is true at (effective now) + reset_after and, when reset_after > 0, false
+ * one ns earlier. "Effective now" is now, or for a row whose time went back, the time the docs
+ * clamp it to (the algorithm's "latest time recorded"), written in the row.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+#define NS    INT64_C(1)
+#define US    SL_NS_PER_US
+#define MS    SL_NS_PER_MS
+#define SEC   SL_NS_PER_SEC
+#define START INT64_C(1700000000000000000) /* a realistic epoch time, aligned to 1 s */
+
+#define NO_CLAMP INT64_MIN
+
+typedef struct row {
+    int64_t at;          /* ns after the table's start */
+    int64_t cost;        /* units */
+    bool allowed;        /* expected */
+    int64_t remaining;   /* expected, units */
+    int64_t retry_after; /* expected, ns */
+    int64_t reset_after; /* expected, ns */
+    int64_t delay;       /* expected, ns */
+    int64_t clamp_to;    /* NO_CLAMP, or the time after start the docs clamp `at` to, ns */
+} row_t;
+
+#define ALLOW(at, cost, rem, reset)                                                                \
+    {                                                                                              \
+        (at), (cost), true, (rem), 0, (reset), 0, NO_CLAMP                                         \
+    }
+#define DENY(at, cost, rem, retry, reset)                                                          \
+    {                                                                                              \
+        (at), (cost), false, (rem), (retry), (reset), 0, NO_CLAMP                                  \
+    }
+#define DELAY(at, cost, rem, reset, delay)                                                         \
+    {                                                                                              \
+        (at), (cost), true, (rem), 0, (reset), (delay), NO_CLAMP                                   \
+    }
+#define ALLOW_CLAMPED(at, to, cost, rem, reset)                                                    \
+    {                                                                                              \
+        (at), (cost), true, (rem), 0, (reset), 0, (to)                                             \
+    }
+#define DENY_CLAMPED(at, to, cost, rem, retry, reset)                                              \
+    {                                                                                              \
+        (at), (cost), false, (rem), (retry), (reset), 0, (to)                                      \
+    }
+
+#define NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static sl_rule_t make_rule(sl_algorithm_t alg, int64_t limit, int64_t window_ns, int64_t burst,
+                           int64_t buckets, int64_t max_delay_ns)
+{
+    sl_rule_t rule;
+    memset(&rule, 0, sizeof(rule));
+    rule.algorithm = alg;
+    rule.limit = limit;
+    rule.window_ns = window_ns;
+    rule.burst = burst;
+    rule.buckets = buckets;
+    rule.max_delay_ns = max_delay_ns;
+    assert_int_equal(sl_rule_prepare(&rule), SL_OK);
+    return rule;
+}
+
+static sl_rule_t simple_rule(sl_algorithm_t alg, int64_t limit, int64_t window_ns)
+{
+    return make_rule(alg, limit, window_ns, SL_DEFAULT, SL_DEFAULT, 0);
+}
+
+/* A zeroed, 8-byte aligned state buffer for `rule` (the caller frees it). */
+static void *new_state(const sl_rule_t *rule)
+{
+    size_t size = sl_state_size(rule);
+    assert_true(size > 0);
+    void *state = calloc(1, size);
+    assert_non_null(state);
+    return state;
+}
+
+static bool field_ok(const char *table, size_t i, const char *field, int64_t got, int64_t want)
+{
+    if (got == want) {
+        return true;
+    }
+    print_error("%s row %zu: %s: got %" PRId64 ", want %" PRId64 "\n", table, i, field, got, want);
+    return false;
+}
+
+/*
+ * Runs `rows` in order on one key (a state that starts all zero) under `rule`, times relative to
+ * `start`, and checks each row as described at the top of the file. Reports every mismatch of a
+ * row, then fails.
+ */
+static void run_table(const char *table, const sl_rule_t *rule, int64_t start, const row_t *rows,
+                      size_t n)
+{
+    size_t size = sl_state_size(rule);
+    unsigned char *state = new_state(rule);
+    unsigned char *before = malloc(size);
+    assert_non_null(before);
+    for (size_t i = 0; i < n; i++) {
+        const row_t *r = &rows[i];
+        int64_t now = start + r->at;
+        int64_t eff = r->clamp_to == NO_CLAMP ? now : start + r->clamp_to;
+        sl_decision_t d;
+        bool ok = true;
+        memcpy(before, state, size);
+        memset(&d, 0x5a, sizeof(d));
+        ok &= field_ok(table, i, "rc", sl_decide(rule, state, r->cost, now, &d), SL_OK);
+        ok &= field_ok(table, i, "allowed", d.allowed, r->allowed);
+        ok &= field_ok(table, i, "limit", d.limit, rule->capacity);
+        ok &= field_ok(table, i, "remaining", d.remaining, r->remaining);
+        ok &= field_ok(table, i, "retry_after_ns", d.retry_after_ns, r->retry_after);
+        ok &= field_ok(table, i, "reset_after_ns", d.reset_after_ns, r->reset_after);
+        ok &= field_ok(table, i, "delay_ns", d.delay_ns, r->delay);
+        bool writes = r->allowed && r->cost > 0;
+        ok &= field_ok(table, i, writes ? "state changed" : "state unchanged",
+                       memcmp(before, state, size) != 0, writes);
+        ok &= field_ok(table, i, "fresh at now + reset_after",
+                       sl_state_is_fresh(rule, state, eff + r->reset_after), true);
+        if (r->reset_after > 0) {
+            ok &= field_ok(table, i, "fresh at now + reset_after - 1",
+                           sl_state_is_fresh(rule, state, eff + r->reset_after - 1), false);
+        }
+        if (!ok) {
+            free(before);
+            free(state);
+            fail_msg("%s: row %zu (now = start + %" PRId64 " ns, cost %" PRId64 ") is wrong", table,
+                     i, r->at, r->cost);
+        }
+    }
+    free(before);
+    free(state);
+}
+
+/* ---- sliding_log ------------------------------------------------------------------------- */
+
+/*
+ * Seed 003's example: RateLimiter(3, 10000) with timestamps in ms. m = stamps in (now - W, now].
+ * 3000: m = 3, the (3 + 1 - 3) = 1st oldest stamp, 0, leaves at 0 + 10 000 -> retry 7000 ms;
+ * reset = newest + W - now = 2000 + 10 000 - 3000 = 9000 ms. 11 000: (1000, 11 000] holds 2000.
+ * Then cost 3 at 11 000: m = 2, the 2nd oldest (11 000) must leave -> retry 10 000 ms. 12 000:
+ * (2000, 12 000] excludes 2000 exactly, m = 1, cost 2 fits.
+ */
+static const row_t seed003_rows[] = {
+    ALLOW(0 * MS, 1, 2, 10000 * MS),        ALLOW(1000 * MS, 1, 1, 10000 * MS),
+    ALLOW(2000 * MS, 1, 0, 10000 * MS),     DENY(3000 * MS, 1, 0, 7000 * MS, 9000 * MS),
+    ALLOW(11000 * MS, 1, 1, 10000 * MS),    DENY(11000 * MS, 3, 1, 10000 * MS, 10000 * MS),
+    DENY(11000 * MS, 4, 1, -1, 10000 * MS), ALLOW(12000 * MS, 2, 0, 10000 * MS),
+};
+
+static void test_sliding_log_seed003(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 3, 10000 * MS);
+    run_table("seed003 (start 0)", &rule, 0, seed003_rows, NROWS(seed003_rows));
+    run_table("seed003 (start 1.7e18)", &rule, START, seed003_rows, NROWS(seed003_rows));
+}
+
+/* N 1, W 1 s: the window (now - W, now] excludes exactly now - W. */
+static const row_t log_exclusion_rows[] = {
+    ALLOW(0, 1, 0, SEC),
+    DENY(SEC - 1, 1, 0, 1, 1),
+    ALLOW(SEC, 1, 0, SEC),
+    DENY(SEC, 1, 0, SEC, SEC),
+    DENY(2 * SEC - 1, 1, 0, 1, 1),
+    ALLOW(2 * SEC, 0, 1, 0), /* peek: the stamp at 1 s is out, fresh again */
+};
+
+static void test_sliding_log_excludes_now_minus_w(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 1, SEC);
+    run_table("sliding_log exclusion", &rule, START, log_exclusion_rows, NROWS(log_exclusion_rows));
+}
+
+/*
+ * N 2, W 1 s, time going back. Latest time recorded = the newest stamp (5 s). 4.5 s is treated
+ * as 5 s: (4 s, 5 s] holds 1, admitted, stamped 5 s (not 4.5 s). At 5.9 s both stamps are at
+ * 5 s: the 1st oldest leaves at 6 s -> retry 100 ms. A 4.5 s stamp would have let 5.9 s in.
+ */
+static const row_t log_clamp_rows[] = {
+    ALLOW(5 * SEC, 1, 1, SEC),
+    ALLOW_CLAMPED(4500 * MS, 5 * SEC, 1, 0, SEC),
+    ALLOW_CLAMPED(4 * SEC, 5 * SEC, 0, 0, SEC),
+    DENY(5900 * MS, 1, 0, 100 * MS, 100 * MS),
+    ALLOW(6 * SEC, 1, 1, SEC),
+};
+
+static void test_sliding_log_clamps_backwards_time(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 2, SEC);
+    run_table("sliding_log clamp", &rule, START, log_clamp_rows, NROWS(log_clamp_rows));
+}
+
+/* ---- fixed_window ------------------------------------------------------------------------ */
+
+/*
+ * N 3, W 1 s, start aligned to W. reset = (k + 1)W - now while count > 0; retry = (k + 1)W - now.
+ * Row 6 goes back to 999 ms, into the previous window: clamped to idx*W = 1 s, where the count
+ * is 3 -> rejected (no fresh quota from the old window).
+ */
+static const row_t fixed_rows[] = {
+    ALLOW(0, 1, 2, SEC),
+    ALLOW(500 * MS, 2, 0, 500 * MS),
+    DENY(SEC - 1, 1, 0, 1, 1),
+    ALLOW(SEC, 0, 3, 0), /* new window, count 0: fresh */
+    ALLOW(SEC, 3, 0, SEC),
+    DENY(SEC, 4, 0, -1, SEC),
+    DENY_CLAMPED(999 * MS, SEC, 1, 0, SEC, SEC),
+    DENY(2 * SEC - 1, 1, 0, 1, 1),
+    ALLOW(2 * SEC, 1, 2, SEC),
+    ALLOW(3500 * MS, 0, 3, 0),
+    DENY(2500 * MS, 4, 2, -1, 500 * MS),
+};
+
+static void test_fixed_window_table(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_FIXED_WINDOW, 3, SEC);
+    run_table("fixed_window", &rule, START, fixed_rows, NROWS(fixed_rows));
+}
+
+/*
+ * Windows are aligned to multiples of W since the epoch, not to the first request.
+ * W 1 s, first request at 1.7e18 + 300 ms: its window ends 700 ms later.
+ * W 7 ms: 1.7e18 / 7e6 = 242 857 142 857 rem 1e6, so 1.7e18 is 1 ms into its window: 6 ms left.
+ */
+static const row_t fixed_align_1s_rows[] = {
+    ALLOW(300 * MS, 1, 0, 700 * MS),
+    DENY(999 * MS, 1, 0, 1 * MS, 1 * MS),
+    ALLOW(SEC, 1, 0, SEC),
+};
+
+static const row_t fixed_align_7ms_rows[] = {
+    ALLOW(0, 2, 0, 6 * MS),
+    DENY(6 * MS - 1, 1, 0, 1, 1),
+    ALLOW(6 * MS, 2, 0, 7 * MS),
+};
+
+static void test_fixed_window_epoch_alignment(void **cm)
+{
+    (void)cm;
+    sl_rule_t r1 = simple_rule(SL_FIXED_WINDOW, 1, SEC);
+    sl_rule_t r7 = simple_rule(SL_FIXED_WINDOW, 2, 7 * MS);
+    run_table("fixed_window 1s alignment", &r1, START, fixed_align_1s_rows,
+              NROWS(fixed_align_1s_rows));
+    run_table("fixed_window 7ms alignment", &r7, START, fixed_align_7ms_rows,
+              NROWS(fixed_align_7ms_rows));
+}
+
+/* ---- sliding_window ---------------------------------------------------------------------- */
+
+/*
+ * N 4, W 1 s, start aligned (k0 = start / W). Admitted iff prev*(W - e) + (curr + c)*W <= 4W.
+ * remaining = max(0, floor((4W - prev*(W - e)) / W) - curr).
+ *  r1 0:       prev 0 curr 0, c 4 fits; remaining 0; reset (k0 + 2)W - now = 2 s.
+ *  r2 0:       c 1: R = 4 - 4 - 1 < 0 -> next window, prev 4: e2 = W - floor(3W/4) = 250 ms,
+ *              retry = 1 s + 250 ms.
+ *  r3 1.25 s:  window k0+1, prev 4 curr 0, e 250 ms: 4*750ms + 1W = 4W fits. remaining
+ *              floor((4W - 3W)/W) - 1 = 0. reset (k0 + 3)W - now = 1.75 s.
+ *  r4 1.5 s:   4*500ms + 2W = 4W fits; remaining 0; reset 1.5 s.
+ *  r5 1.5 s:   c 1: R = 4 - 2 - 1 = 1, e' = W - floor(1W/4) = 750 ms < W -> retry 250 ms.
+ *  r6 1.75 s:  4*250ms + 3W = 4W fits; curr 3; reset 1.25 s.
+ *  r7 1.75 s:  c 2: R = -1 -> next window, prev 3: e2 = W - floor(2W/3) = 333 333 334 ns,
+ *              retry = 2 s + e2 - 1.75 s = 583 333 334 ns. remaining floor(3W/W) - 3 = 0.
+ *  r8 0.9 s:   back in time, clamped to idx*W = 1 s (e 0): 4W + 4W > 4W. R = 0, e' = W is not
+ *              < W -> next window, prev 3: e2 = W - floor(3W/3) = 0, retry = 2 s - 1 s = 1 s;
+ *              reset = (k0 + 3)W - 1 s = 2 s.
+ *  r9 2.5 s:   peek, window k0+2: prev 3 curr 0, e 500 ms: floor((4W - 1.5W)/W) = 2;
+ *              only prev > 0: reset (k0 + 3)W - now = 500 ms.
+ *  r10 3.5 s:  peek, stored window k0+1 is two back: both 0, fresh.
+ *  r11 3.5 s:  c 5 > N: retry -1.
+ */
+static const row_t sw_rows[] = {
+    ALLOW(0, 4, 0, 2 * SEC),
+    DENY(0, 1, 0, 1250 * MS, 2 * SEC),
+    ALLOW(1250 * MS, 1, 0, 1750 * MS),
+    ALLOW(1500 * MS, 1, 0, 1500 * MS),
+    DENY(1500 * MS, 1, 0, 250 * MS, 1500 * MS),
+    ALLOW(1750 * MS, 1, 0, 1250 * MS),
+    DENY(1750 * MS, 2, 0, 583333334, 1250 * MS),
+    DENY_CLAMPED(900 * MS, SEC, 1, 0, SEC, 2 * SEC),
+    ALLOW(2500 * MS, 0, 2, 500 * MS),
+    ALLOW(3500 * MS, 0, 4, 0),
+    DENY(3500 * MS, 5, 4, -1, 0),
+};
+
+static void test_sliding_window_table(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_WINDOW, 4, SEC);
+    run_table("sliding_window", &rule, START, sw_rows, NROWS(sw_rows));
+}
+
+/* ---- sliding_buckets --------------------------------------------------------------------- */
+
+/*
+ * N 5, W 1 s, K 4, G 250 ms, start aligned (b0 = start / G). Counted: buckets b-3..b, and b-4
+ * when e <= G - 2. Bucket j stops counting at d_j = (j + 5)G - 1.
+ *  r1 0:         c 2 into b0. reset d_b0 - now = 1.25 s - 1.
+ *  r2 300 ms:    c 2 into b0+1 (total 4). reset d_(b0+1) - now = 1.5 s - 1 - 300 ms.
+ *  r3 600 ms:    c 2: 4 + 2 > 5. Dropping b0 (at 1.25 s - 1) leaves 2 -> retry 650 ms - 1.
+ *  r4 1.25s - 2: b = b0+4, e = G - 2: b0 still counted, total 4 -> rejected, retry 1 ns.
+ *  r5 1.25s - 1: e = G - 1: b0 no longer counted, total 2 -> c 2 admitted into b0+4;
+ *                reset d_(b0+4) - now = 2.25 s - 1 - (1.25 s - 1) = 1 s.
+ *  r7 1.25s + 1: b = b0+5, e = 1: counts b0+1 (2) and b0+4 (2): c 1 admitted, total 5;
+ *                reset d_(b0+5) - now = 2.5 s - 1 - 1.25 s - 1.
+ *  r9 1.25s + 1: c 1 rejected; dropping b0+1 (at 1.5 s - 1) leaves 3 -> retry 250 ms - 2.
+ *  r10 1.5s - 1: e = G - 1, b0+1 not counted: total 3, c 1 admitted into b0+5 (now 2).
+ *  r11 2.5s - 1: b0+9, e = G - 1: b0+5 not counted: fresh (its d is exactly now).
+ *  r12 2.5s - 2: e = G - 2: b0+5 (2) counted: remaining 3, reset 1.
+ */
+static const row_t buckets_rows[] = {
+    ALLOW(0, 2, 3, 1250 * MS - 1),
+    ALLOW(300 * MS, 2, 1, 1200 * MS - 1),
+    DENY(600 * MS, 2, 1, 650 * MS - 1, 900 * MS - 1),
+    DENY(1250 * MS - 2, 2, 1, 1, 250 * MS + 1),
+    ALLOW(1250 * MS - 1, 2, 1, SEC),
+    ALLOW(1250 * MS - 1, 0, 1, SEC),
+    ALLOW(1250 * MS + 1, 1, 0, 1250 * MS - 2),
+    DENY(1250 * MS + 1, 6, 0, -1, 1250 * MS - 2),
+    DENY(1250 * MS + 1, 1, 0, 250 * MS - 2, 1250 * MS - 2),
+    ALLOW(1500 * MS - 1, 1, 1, SEC),
+    ALLOW(2500 * MS - 1, 0, 5, 0),
+    ALLOW(2500 * MS - 2, 0, 3, 1),
+};
+
+static void test_sliding_buckets_table(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_SLIDING_BUCKETS, 5, SEC, SL_DEFAULT, 4, 0);
+    assert_int_equal(rule.bucket_ns, 250 * MS);
+    run_table("sliding_buckets", &rule, START, buckets_rows, NROWS(buckets_rows));
+}
+
+/*
+ * N 3, W 1 s, K 4, G 250 ms. After c 2 at 600 ms (bucket b0+2), a request at 300 ms (bucket
+ * b0+1) is clamped to the latest admission, 600 ms, and its cost goes to b0+2:
+ * reset d_(b0+2) - 600 ms = 1.15 s - 1. At 600 ms the only non-empty bucket, b0+2, drops at
+ * 1.75 s - 1 -> retry 1.15 s - 1 (had the unit gone to b0+1 it would be 900 ms - 1).
+ */
+static const row_t buckets_clamp_rows[] = {
+    ALLOW(600 * MS, 2, 1, 1150 * MS - 1),
+    ALLOW_CLAMPED(300 * MS, 600 * MS, 1, 0, 1150 * MS - 1),
+    DENY(600 * MS, 1, 0, 1150 * MS - 1, 1150 * MS - 1),
+    ALLOW(1750 * MS - 1, 3, 0, SEC),
+};
+
+static void test_sliding_buckets_clamps_backwards_time(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_SLIDING_BUCKETS, 3, SEC, SL_DEFAULT, 4, 0);
+    run_table("sliding_buckets clamp", &rule, START, buckets_clamp_rows, NROWS(buckets_clamp_rows));
+}
+
+/* ---- token_bucket ------------------------------------------------------------------------ */
+
+/*
+ * N 2, W 1 s, B 3: T = 500 ms, tau = 1.5 s, capacity 3.
+ *  r1 0:        TAT' = 1.5 s, 1.5 - 1.5 <= 0: admitted, remaining floor((1.5 - 1.5)/0.5) = 0.
+ *  r2 0:        TAT' = 2 s: retry 2 - 1.5 - 0 = 500 ms; reset TAT0 - now = 1.5 s.
+ *  r3 500ms-1:  retry 1; remaining floor((1.5 s - (1.5 s - 500 ms + 1)) / T) = 0.
+ *  r4 500 ms:   admitted, TAT' = 2 s; reset 1.5 s.
+ *  r5 1.5 s:    peek: remaining floor((1.5 - 0.5)/0.5) = 2, reset 500 ms.
+ *  r6 1.5 s:    c 4 > 3: -1.
+ *  r8 10 s:     c 2 on a full bucket: remaining 1, reset 1 s.
+ */
+static const row_t tb_rows[] = {
+    ALLOW(0, 3, 0, 1500 * MS),
+    DENY(0, 1, 0, 500 * MS, 1500 * MS),
+    DENY(500 * MS - 1, 1, 0, 1, 1000 * MS + 1),
+    ALLOW(500 * MS, 1, 0, 1500 * MS),
+    ALLOW(1500 * MS, 0, 2, 500 * MS),
+    DENY(1500 * MS, 4, 2, -1, 500 * MS),
+    ALLOW(10 * SEC, 0, 3, 0),
+    ALLOW(10 * SEC, 2, 1, SEC),
+};
+
+/* N 3, W 1 s: T = ceil(1e9 / 3) = 333 333 334 (never faster than N per W), tau = 3T. */
+static const row_t tb_uneven_rows[] = {
+    ALLOW(0, 3, 0, 1000000002),
+    DENY(0, 1, 0, 333333334, 1000000002),
+    ALLOW(333333334, 1, 0, 1000000002),
+};
+
+/*
+ * N 1, W 1 s, B 2: T 1 s, tau 2 s. After an admission at 10 s (TAT 11 s), 5 s is clamped to
+ * TAT - tau = 9 s: TAT' = 12 s, retry 12 - 2 - 9 = 1 s, remaining floor((2 - 2)/1) = 0,
+ * reset TAT0 - 9 s = 2 s.
+ */
+static const row_t tb_clamp_rows[] = {
+    ALLOW(10 * SEC, 1, 1, SEC),     DENY_CLAMPED(5 * SEC, 9 * SEC, 1, 0, SEC, 2 * SEC),
+    ALLOW(10 * SEC, 1, 0, 2 * SEC), ALLOW(10500 * MS, 0, 0, 1500 * MS),
+    ALLOW(11 * SEC, 0, 1, SEC),
+};
+
+static void test_token_bucket_table(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_TOKEN_BUCKET, 2, SEC, 3, SL_DEFAULT, 0);
+    sl_rule_t uneven = simple_rule(SL_TOKEN_BUCKET, 3, SEC);
+    sl_rule_t clamp = make_rule(SL_TOKEN_BUCKET, 1, SEC, 2, SL_DEFAULT, 0);
+    run_table("token_bucket", &rule, START, tb_rows, NROWS(tb_rows));
+    run_table("token_bucket T = ceil(W/N)", &uneven, START, tb_uneven_rows, NROWS(tb_uneven_rows));
+    run_table("token_bucket clamp", &clamp, START, tb_clamp_rows, NROWS(tb_clamp_rows));
+}
+
+/*
+ * max_delay. N 1, W 1 s, B 1 (T = tau = 1 s), D 2.5 s. Three requests at one instant: the 2nd
+ * must wait 1 s, the 3rd 2 s: the delays add up (nginx's limit_req delay, Guava's acquire), as
+ * the caller acts at now + delay and no interval t may see more than B + floor(t / T) actions.
+ * The clamp uses TAT - tau - max_delay (docs: the latest time recorded), which is before now
+ * here, so nothing is clamped; clamping to TAT - tau would give the 3rd (and every later
+ * request at this instant) a delay of 1 s. The 4th would wait 3 s > D: rejected, retry 3 s.
+ * Cost 2 > capacity 1 is rejected with -1 whatever D is (-1 <= D must not read as "short
+ * enough"). At 500 ms the wait is 2.5 s = D exactly: admitted with that delay.
+ * remaining after a delayed admission is floor((tau - (TAT' - now)) / T) < 0, floored at 0.
+ */
+static const row_t tb_delay_rows[] = {
+    ALLOW(0, 1, 0, SEC),
+    DELAY(0, 1, 0, 2 * SEC, SEC),
+    DELAY(0, 1, 0, 3 * SEC, 2 * SEC),
+    DENY(0, 1, 0, 3 * SEC, 3 * SEC),
+    DENY(0, 2, 0, -1, 3 * SEC),
+    DELAY(500 * MS, 1, 0, 3500 * MS, 2500 * MS),
+};
+
+static void test_token_bucket_max_delay(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_TOKEN_BUCKET, 1, SEC, 1, SL_DEFAULT, 2500 * MS);
+    run_table("token_bucket max_delay", &rule, START, tb_delay_rows, NROWS(tb_delay_rows));
+}
+
+/* ---- gcra -------------------------------------------------------------------------------- */
+
+/*
+ * redis-cell's published CL.THROTTLE table (it_rate_limits): max_burst 4, 1 per second, so
+ * W 1 s, N 1, B 4: T 1 s, tau = T(B + 1) = 5 s, limit 5. redis-cell reports retry_after -1
+ * when allowed; sluice reports 0. Rows: (offset, cost) -> remaining, reset, retry, limited.
+ */
+static const row_t redis_cell_rows[] = {
+    DENY(0, 6, 5, -1, 0),                    /* 0: cost 6 > 5 never fits */
+    ALLOW(0, 1, 4, 1 * SEC),                 /* 1 */
+    ALLOW(0, 1, 3, 2 * SEC),                 /* 2 */
+    ALLOW(0, 1, 2, 3 * SEC),                 /* 3 */
+    ALLOW(0, 1, 1, 4 * SEC),                 /* 4 */
+    ALLOW(0, 1, 0, 5 * SEC),                 /* 5 */
+    DENY(0, 1, 0, 1 * SEC, 5 * SEC),         /* 6 */
+    ALLOW(3000 * MS, 1, 2, 3000 * MS),       /* 7 */
+    ALLOW(3100 * MS, 1, 1, 3900 * MS),       /* 8 */
+    ALLOW(4000 * MS, 1, 1, 4000 * MS),       /* 9 */
+    ALLOW(8000 * MS, 1, 4, 1000 * MS),       /* 10 */
+    ALLOW(9500 * MS, 1, 4, 1000 * MS),       /* 11 */
+    ALLOW(9500 * MS, 0, 4, 1 * SEC),         /* 12: peek */
+    ALLOW(9500 * MS, 2, 2, 3 * SEC),         /* 13 */
+    DENY(9500 * MS, 5, 2, 3 * SEC, 3 * SEC), /* 14 */
+};
+
+static void test_gcra_redis_cell_table(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_GCRA, 1, SEC, 4, SL_DEFAULT, 0);
+    assert_int_equal(rule.capacity, 5);
+    assert_int_equal(rule.interval_ns, SEC);
+    assert_int_equal(rule.tolerance_ns, 5 * SEC);
+    run_table("gcra redis-cell", &rule, START, redis_cell_rows, NROWS(redis_cell_rows));
+}
+
+/*
+ * N 1, W 1 s, B 0: T = tau = 1 s, capacity 1. After an admission at 10 s (TAT 11 s), 5 s is
+ * clamped to TAT - tau = 10 s: TAT' = 12 s, retry 12 - 1 - 10 = 1 s, reset 11 - 10 = 1 s.
+ */
+static const row_t gcra_clamp_rows[] = {
+    ALLOW(10 * SEC, 1, 0, SEC),
+    DENY_CLAMPED(5 * SEC, 10 * SEC, 1, 0, SEC, SEC),
+    ALLOW(11 * SEC, 1, 0, SEC),
+};
+
+/*
+ * N 2, W 1 s, B 1: T 500 ms, tau = T(B + 1) = 1 s, capacity 2; D 600 ms.
+ *  r1 0:       c 2: TAT' = 1 s, admitted, remaining 0, reset 1 s.
+ *  r2 100 ms:  TAT' = 1.5 s, wait 1.5 - 1 - 0.1 = 400 ms <= D: delayed 400 ms, reset 1.4 s.
+ *  r3 100 ms:  TAT' = 2 s, wait 900 ms > D: rejected, retry 900 ms, reset TAT0 - now = 1.4 s.
+ *  r4 400 ms:  wait 2 - 1 - 0.4 = 600 ms = D: delayed 600 ms, reset 1.6 s.
+ *  r5 400 ms:  c 3 > 2: -1 even with D.
+ */
+static const row_t gcra_delay_rows[] = {
+    ALLOW(0, 2, 0, SEC),
+    DELAY(100 * MS, 1, 0, 1400 * MS, 400 * MS),
+    DENY(100 * MS, 1, 0, 900 * MS, 1400 * MS),
+    DELAY(400 * MS, 1, 0, 1600 * MS, 600 * MS),
+    DENY(400 * MS, 3, 0, -1, 1600 * MS),
+};
+
+static void test_gcra_clamp_and_max_delay(void **cm)
+{
+    (void)cm;
+    sl_rule_t clamp = make_rule(SL_GCRA, 1, SEC, 0, SL_DEFAULT, 0);
+    sl_rule_t delay = make_rule(SL_GCRA, 2, SEC, 1, SL_DEFAULT, 600 * MS);
+    run_table("gcra clamp", &clamp, START, gcra_clamp_rows, NROWS(gcra_clamp_rows));
+    run_table("gcra max_delay", &delay, START, gcra_delay_rows, NROWS(gcra_delay_rows));
+}
+
+/* ---- every algorithm --------------------------------------------------------------------- */
+
+/* One rule of each algorithm with a capacity known by hand. */
+typedef struct known {
+    sl_rule_t rule;
+    int64_t capacity;
+} known_t;
+
+static size_t known_rules(known_t *out)
+{
+    size_t n = 0;
+    out[n++] = (known_t){simple_rule(SL_FIXED_WINDOW, 5, SEC), 5};
+    out[n++] = (known_t){simple_rule(SL_SLIDING_LOG, 5, SEC), 5};
+    out[n++] = (known_t){simple_rule(SL_SLIDING_WINDOW, 5, SEC), 5};
+    out[n++] = (known_t){make_rule(SL_SLIDING_BUCKETS, 5, SEC, SL_DEFAULT, 5, 0), 5};
+    out[n++] = (known_t){make_rule(SL_TOKEN_BUCKET, 5, SEC, 7, SL_DEFAULT, 0), 7};
+    out[n++] = (known_t){make_rule(SL_GCRA, 5, SEC, 7, SL_DEFAULT, 0), 8};
+    out[n++] = (known_t){make_rule(SL_TOKEN_BUCKET, 5, SEC, 7, SL_DEFAULT, 10 * SEC), 7};
+    out[n++] = (known_t){make_rule(SL_GCRA, 5, SEC, 7, SL_DEFAULT, 10 * SEC), 8};
+    return n;
+}
+
+/* A fresh (all-zero) state: a peek sees the whole capacity, nothing to wait for or reset. */
+static void test_fresh_state_peek(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        void *state = new_state(&k[i].rule);
+        sl_decision_t d;
+        assert_true(sl_state_is_fresh(&k[i].rule, state, START));
+        assert_true(sl_state_is_fresh(&k[i].rule, state, 0));
+        assert_int_equal(sl_decide(&k[i].rule, state, 0, START, &d), SL_OK);
+        assert_true(d.allowed);
+        assert_int_equal(d.limit, k[i].capacity);
+        assert_int_equal(d.remaining, k[i].capacity);
+        assert_int_equal(d.retry_after_ns, 0);
+        assert_int_equal(d.reset_after_ns, 0);
+        assert_int_equal(d.delay_ns, 0);
+        assert_int_equal(k[i].rule.capacity, k[i].capacity);
+        free(state);
+    }
+}
+
+/* cost > capacity: rejected with retry_after -1, state untouched, even with max_delay and for
+ * costs whose products overflow 64 bits. */
+static void test_cost_over_capacity(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        size_t size = sl_state_size(rule);
+        unsigned char *state = new_state(rule);
+        unsigned char *copy = malloc(size);
+        int64_t costs[] = {k[i].capacity + 1, INT64_MAX / 2, INT64_MAX};
+        sl_decision_t d;
+        assert_non_null(copy);
+        assert_int_equal(sl_decide(rule, state, 1, START, &d), SL_OK);
+        assert_true(d.allowed);
+        memcpy(copy, state, size);
+        for (size_t c = 0; c < sizeof(costs) / sizeof(costs[0]); c++) {
+            char what[96];
+            bool ok = true;
+            snprintf(what, sizeof(what), "%s (max_delay %" PRId64 ") cost %" PRId64,
+                     sl_algorithm_name(rule->algorithm), rule->max_delay_ns, costs[c]);
+            ok &= field_ok(what, 0, "rc", sl_decide(rule, state, costs[c], START + 1, &d), SL_OK);
+            ok &= field_ok(what, 0, "allowed", d.allowed, false);
+            ok &= field_ok(what, 0, "retry_after_ns", d.retry_after_ns, -1);
+            ok &= field_ok(what, 0, "delay_ns", d.delay_ns, 0);
+            ok &= field_ok(what, 0, "remaining", d.remaining, k[i].capacity - 1);
+            ok &= field_ok(what, 0, "state unchanged", memcmp(state, copy, size) == 0, true);
+            if (!ok) {
+                failures++;
+                memcpy(state, copy, size);
+            }
+        }
+        free(copy);
+        free(state);
+    }
+    assert_int_equal(failures, 0);
+}
+
+static void test_negative_cost_and_null_arguments(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        size_t size = sl_state_size(rule);
+        unsigned char *state = new_state(rule);
+        unsigned char *copy = malloc(size);
+        sl_decision_t d;
+        assert_non_null(copy);
+        assert_int_equal(sl_decide(rule, state, 2, START, &d), SL_OK);
+        memcpy(copy, state, size);
+        assert_int_equal(sl_decide(rule, state, -1, START, &d), SL_ECOST);
+        assert_int_equal(sl_decide(rule, state, INT64_MIN, START, &d), SL_ECOST);
+        assert_memory_equal(state, copy, size);
+        assert_int_equal(sl_decide(NULL, state, 1, START, &d), SL_EINVAL);
+        assert_int_equal(sl_decide(rule, NULL, 1, START, &d), SL_EINVAL);
+        assert_int_equal(sl_decide(rule, state, 1, START, NULL), SL_EINVAL);
+        assert_memory_equal(state, copy, size);
+        free(copy);
+        free(state);
+    }
+}
+
+/*
+ * After one admission, a long run of peeks and rejections at many times (later, equal, earlier)
+ * never changes the state bytes.
+ */
+static void test_peek_and_rejection_never_write(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    const int64_t times[] = {START,       START + 1,        START - 1,        START + 999 * MS,
+                             START + SEC, START + 10 * SEC, START - 10 * SEC, 0};
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        size_t size = sl_state_size(rule);
+        unsigned char *state = new_state(rule);
+        unsigned char *copy = malloc(size);
+        sl_decision_t d;
+        assert_non_null(copy);
+        /* fill to capacity at START, so that any cost > 0 at START is rejected */
+        assert_int_equal(sl_decide(rule, state, k[i].capacity, START, &d), SL_OK);
+        assert_true(d.allowed);
+        memcpy(copy, state, size);
+        for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++) {
+            assert_int_equal(sl_decide(rule, state, 0, times[t], &d), SL_OK);
+            assert_memory_equal(state, copy, size);
+            for (int64_t c = 1; c <= k[i].capacity + 1; c++) {
+                assert_int_equal(sl_decide(rule, state, c, times[t], &d), SL_OK);
+                if (d.allowed) {
+                    memcpy(copy, state, size); /* admitted: the new state is the reference */
+                    break;
+                }
+                assert_memory_equal(state, copy, size);
+            }
+        }
+        free(copy);
+        free(state);
+    }
+}
+
+/* now < 0 is treated as 0: a fresh key at -5 ns decides as at 0. fixed_window: window 0,
+ * reset (0 + 1)W - 0 = W; sliding_log: 0 + W - 0; token_bucket: TAT' = 0 + T. */
+static void test_negative_now_is_zero(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        void *a = new_state(rule), *b = new_state(rule);
+        sl_decision_t da, db;
+        assert_int_equal(sl_decide(rule, a, 1, -5, &da), SL_OK);
+        assert_int_equal(sl_decide(rule, b, 1, 0, &db), SL_OK);
+        assert_true(da.allowed);
+        assert_int_equal(da.remaining, db.remaining);
+        assert_int_equal(da.reset_after_ns, db.reset_after_ns);
+        assert_int_equal(da.retry_after_ns, db.retry_after_ns);
+        assert_memory_equal(a, b, sl_state_size(rule));
+        switch (rule->algorithm) {
+        case SL_FIXED_WINDOW:
+        case SL_SLIDING_LOG:
+            assert_int_equal(da.reset_after_ns, SEC);
+            break;
+        case SL_TOKEN_BUCKET:
+        case SL_GCRA:
+            assert_int_equal(da.reset_after_ns, 200 * MS); /* T = 1 s / 5 */
+            break;
+        default:
+            break;
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* sl_state_is_fresh(): an admission makes the key not fresh until reset_after has elapsed. */
+static void test_state_is_fresh_after_reset(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        void *state = new_state(rule);
+        sl_decision_t d;
+        assert_int_equal(sl_decide(rule, state, 1, START + 123, &d), SL_OK);
+        assert_true(d.allowed);
+        assert_true(d.reset_after_ns > 0);
+        assert_false(sl_state_is_fresh(rule, state, START + 123));
+        assert_false(sl_state_is_fresh(rule, state, START + 123 + d.reset_after_ns - 1));
+        assert_true(sl_state_is_fresh(rule, state, START + 123 + d.reset_after_ns));
+        assert_true(sl_state_is_fresh(rule, state, START + 123 + d.reset_after_ns + 100 * SEC));
+        free(state);
+    }
+}
+
+/*
+ * A state has no alignment requirement (sluice.h: plain bytes, copyable with memcpy): the same
+ * requests decided on states at offsets 1 and 3 of a buffer give the same decisions and bytes
+ * as on an aligned state.
+ */
+static void test_unaligned_state(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    static const int64_t at[] = {0, 0, 1, 300 * MS, 300 * MS, SEC, SEC + 1, 2500 * MS, 2 * SEC};
+    static const int64_t cost[] = {1, 3, 0, 2, 9, 1, 4, 0, 2};
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        size_t size = sl_state_size(rule);
+        unsigned char *aligned = new_state(rule);
+        unsigned char *buf = calloc(1, size + 8);
+        assert_non_null(buf);
+        for (size_t off = 1; off <= 3; off += 2) {
+            memset(aligned, 0, size);
+            memset(buf, 0, size + 8);
+            for (size_t r = 0; r < sizeof(at) / sizeof(at[0]); r++) {
+                sl_decision_t a, b;
+                assert_int_equal(sl_decide(rule, aligned, cost[r], START + at[r], &a), SL_OK);
+                assert_int_equal(sl_decide(rule, buf + off, cost[r], START + at[r], &b), SL_OK);
+                assert_int_equal(a.allowed, b.allowed);
+                assert_int_equal(a.remaining, b.remaining);
+                assert_int_equal(a.retry_after_ns, b.retry_after_ns);
+                assert_int_equal(a.reset_after_ns, b.reset_after_ns);
+                assert_int_equal(a.delay_ns, b.delay_ns);
+                assert_memory_equal(aligned, buf + off, size);
+                assert_int_equal(sl_state_is_fresh(rule, buf + off, START + at[r] + 5 * SEC),
+                                 sl_state_is_fresh(rule, aligned, START + at[r] + 5 * SEC));
+            }
+        }
+        free(buf);
+        free(aligned);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sliding_log_seed003),
+        cmocka_unit_test(test_sliding_log_excludes_now_minus_w),
+        cmocka_unit_test(test_sliding_log_clamps_backwards_time),
+        cmocka_unit_test(test_fixed_window_table),
+        cmocka_unit_test(test_fixed_window_epoch_alignment),
+        cmocka_unit_test(test_sliding_window_table),
+        cmocka_unit_test(test_sliding_buckets_table),
+        cmocka_unit_test(test_sliding_buckets_clamps_backwards_time),
+        cmocka_unit_test(test_token_bucket_table),
+        cmocka_unit_test(test_token_bucket_max_delay),
+        cmocka_unit_test(test_gcra_redis_cell_table),
+        cmocka_unit_test(test_gcra_clamp_and_max_delay),
+        cmocka_unit_test(test_fresh_state_peek),
+        cmocka_unit_test(test_cost_over_capacity),
+        cmocka_unit_test(test_negative_cost_and_null_arguments),
+        cmocka_unit_test(test_peek_and_rejection_never_write),
+        cmocka_unit_test(test_negative_now_is_zero),
+        cmocka_unit_test(test_state_is_fresh_after_reset),
+        cmocka_unit_test(test_unaligned_state),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
