@@ -132,7 +132,7 @@ SL_API int sl_rule_prepare(sl_rule_t *rule);
 
 /* Bytes of state one key needs under a prepared rule: 8 for token_bucket and gcra, 16 for
  * fixed_window, 24 for sliding_window, 16 + 8 * (buckets + 1) for sliding_buckets, 8 + 8 * N for
- * sliding_log. States are 8-byte aligned when allocated by the caller for sl_decide(). */
+ * sliding_log. A state has no alignment requirement (it is plain bytes, copyable with memcpy). */
 SL_API size_t sl_state_size(const sl_rule_t *rule);
 
 /* ---- decisions --------------------------------------------------------------------------- */
@@ -150,7 +150,7 @@ typedef struct sl_decision {
 
 /*
  * Decides one request of `cost` units at `now_ns` for a key whose state is `state`
- * (sl_state_size(rule) bytes, 8-byte aligned, all zero for a new key) and updates the state
+ * (sl_state_size(rule) bytes, any alignment, all zero for a new key) and updates the state
  * when the cost is admitted. cost 0 is a peek: it reports and changes nothing. A rejected
  * request never changes the state.
  *

@@ -42,8 +42,8 @@
 #define DIST_MAX         250u  /* a longer probe run forces growth */
 #define MAX_LOAD_NUM     7u    /* grow when count reaches 7/8 of capacity */
 #define MAX_LOAD_DEN     8u
-#define MIN_CAPACITY     16u        /* slots in a new shard */
-#define HUGE_ALLOC_MIN   (2u << 20) /* arrays this large are mmap'ed and offered huge pages */
+#define MIN_CAPACITY     16u               /* slots in a new shard */
+#define HUGE_ALLOC_MIN   ((size_t)2 << 20) /* huge page size; larger arrays are mmap'ed */
 #define SHARDS_DEFAULT   64u
 #define BATCH_AHEAD      16u /* batch: requests hashed and prefetched ahead */
 
@@ -210,16 +210,33 @@ static size_t array_bytes(const sl_table_t *t, uint32_t cap)
     return (size_t)cap * t->slot_size;
 }
 
+static size_t page_round(size_t n)
+{
+    return (n + 4095) & ~(size_t)4095;
+}
+
+/*
+ * Large arrays are mapped at a 2 MiB boundary and offered transparent huge pages: at millions
+ * of keys every random lookup would otherwise also miss the TLB and walk the page tables. The
+ * length is not rounded up to 2 MiB (that would make the tail resident for nothing); the tail
+ * simply stays on small pages.
+ */
 static unsigned char *array_alloc(const sl_table_t *t, uint32_t cap)
 {
     size_t n = array_bytes(t, cap);
     if (n < HUGE_ALLOC_MIN)
         return calloc(1, n);
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t len = page_round(n), span = len + HUGE_ALLOC_MIN;
+    unsigned char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    madvise(p, n, MADV_HUGEPAGE); /* fewer TLB misses on random keys; advice only */
-    return p;
+    uintptr_t start = ((uintptr_t)p + HUGE_ALLOC_MIN - 1) & ~(uintptr_t)(HUGE_ALLOC_MIN - 1);
+    size_t head = start - (uintptr_t)p;
+    if (head > 0)
+        munmap(p, head);
+    munmap((unsigned char *)start + len, span - head - len);
+    madvise((void *)start, len, MADV_HUGEPAGE); /* advice only: fine if THP is off */
+    return (unsigned char *)start;
 }
 
 static void array_free(const sl_table_t *t, unsigned char *slots, uint32_t cap)
@@ -229,7 +246,7 @@ static void array_free(const sl_table_t *t, unsigned char *slots, uint32_t cap)
     if (array_bytes(t, cap) < HUGE_ALLOC_MIN)
         free(slots);
     else
-        munmap(slots, array_bytes(t, cap));
+        munmap(slots, page_round(array_bytes(t, cap)));
 }
 
 static uint32_t grow_threshold(uint32_t cap)
