@@ -1,30 +1,39 @@
 /*
  * table.c - the per-key table: string key -> algorithm state, for one rule, thread-safe.
  *
- * Layout. The table is 2^b shards; a key's 64-bit hash picks the shard by its top bits and the
- * home slot inside it by its low 32 bits (fastrange: (h32 * cap) >> 32, so a capacity need not
- * be a power of two). Each shard is an open-addressing array of fixed-size slots with Robin Hood
- * linear probing, guarded by one spinlock:
+ * Layout. The table is a power of two of shards, each guarded by one spinlock. A key's 64-bit
+ * hash picks the shard (bits 40..55), the home chunk inside it (bits 0..31, fastrange: (h32 *
+ * nchunks) >> 32, so a shard's size need not be a power of two) and a 7-bit tag (bits 32..38).
+ * A shard is an array of chunks of CHUNK_ENTRIES entries:
  *
- *   slot = [ state area | dist+1 (1 byte, 0 = empty) | klen (1 byte) | key area ]
+ *   chunk = [ tags (4 bytes: 0 = empty, else 0x80 | tag) | overflow (uint32) | 4 entries ]
+ *   entry = [ state area | klen (1 byte) | key area ]
  *
- * Small states (<= STATE_INLINE_MAX bytes) live in the slot; larger ones (a sliding_log ring)
- * are a separate allocation and the state area holds the pointer. Keys up to the key area's size
- * live in the slot; longer ones are a separate allocation described by the key area (KLEN_LONG).
- * So the common case -- a short key and an 8-byte GCRA state -- is one 28-byte slot, and a
- * decision touches one slot's cache line(s): hash, lock, probe, decide, unlock.
+ * A lookup reads the home chunk's tags, compares the key only where the tag matches, and moves
+ * to the next chunk only if the home chunk's `overflow` says some key that hashed here was
+ * placed further on. At 7/8 load almost every key is in its home chunk, so a decision touches one
+ * chunk (120 bytes for 8-byte states: two cache lines, fetched together) with one predictable
+ * branch, instead of a probe run of slots with a mispredicted branch per slot. (The idea is
+ * that of Swiss tables and folly's F14: tags to skip compares, overflow counts to stop early.)
+ *
+ * Small states (<= STATE_INLINE_MAX bytes) live in the entry; larger ones (a sliding_log ring)
+ * are a separate allocation and the state area holds the pointer. Keys up to the key area's
+ * size (19 bytes) live in the entry; longer ones are a separate allocation described by the key
+ * area (klen KLEN_LONG). An 8-byte state and a short key take one 28-byte entry, 30 bytes with
+ * the chunk header.
  *
  * Invariants (per shard, under its lock):
- *   - Robin Hood: along a probe run, dist never increases by more than one from slot to slot,
- *     and a lookup may stop at the first slot whose dist is smaller than its own.
- *   - count <= grow_at < cap; grow_at = cap * MAX_LOAD.
- *   - bytes = cap * slot_size + the sizes of the out-of-line keys and states.
+ *   - chunk c's overflow = the number of stored keys whose probe passed c, i.e. whose home
+ *     chunk is before c's successor on the way to the chunk holding them (wrapping around);
+ *   - a tag byte is 0 exactly when its entry is free;
+ *   - count <= grow_at < nchunks * CHUNK_ENTRIES, grow_at = capacity * 7/8;
+ *   - bytes = the chunk array + the sizes of the out-of-line keys and states.
  *
  * Growth and reclamation happen together, when an insert finds the shard at grow_at: the shard
- * is rebuilt without the keys whose state is fresh (they decide as an absent key would), at the
- * same capacity if that freed enough room, else 1.25x larger (small steps keep memory per key
- * close to slot_size / MAX_LOAD). If the larger array would pass the memory cap the insert fails
- * with SL_EFULL instead: a key that still holds usage is never evicted (docs/design.md).
+ * is rebuilt once without the keys whose state is fresh (they decide as an absent key would),
+ * at the same size if that freed enough room, else 1.25x larger (small steps keep memory per
+ * key close to entry size / load). If the larger array would pass the memory cap the insert
+ * fails with SL_EFULL instead: a key that still holds usage is never evicted (docs/design.md).
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -37,17 +46,26 @@
 #include "core/hash.h"
 
 #define STATE_INLINE_MAX 128u  /* larger states are allocated out of line, bytes */
-#define KEY_AREA_MIN     18u   /* inline key capacity at least, bytes */
+#define KEY_AREA_MIN     19u   /* inline key capacity at least, bytes */
 #define KLEN_LONG        0xFFu /* klen of a key stored out of line */
-#define DIST_MAX         250u  /* a longer probe run forces growth */
+#define CHUNK_ENTRIES    4u    /* entries per chunk */
+#define CHUNK_HEADER     8u    /* tags + overflow, bytes */
 #define MAX_LOAD_NUM     7u    /* grow when count reaches 7/8 of capacity */
 #define MAX_LOAD_DEN     8u
-#define MIN_CAPACITY     16u               /* slots in a new shard */
+#define MIN_CHUNKS       4u                /* chunks in a new shard */
 #define HUGE_ALLOC_MIN   ((size_t)2 << 20) /* huge page size; larger arrays are mmap'ed */
 #define SHARDS_DEFAULT   64u
 #define BATCH_AHEAD      16u /* batch: requests hashed and prefetched ahead */
 
-/* An out-of-line key, described in the slot's key area. */
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* An out-of-line key, described in the entry's key area. */
 typedef struct long_key {
     unsigned char *bytes; /* malloc'ed copy of the key */
     uint32_t len;         /* key length, bytes */
@@ -56,19 +74,20 @@ typedef struct long_key {
 
 typedef struct shard {
     atomic_uint lock;                   /* 0 free, 1 held */
-    uint32_t cap;                       /* slots */
-    uint32_t count;                     /* occupied slots */
-    uint32_t grow_at;                   /* count that triggers rebuild */
-    unsigned char *slots;               /* cap * slot_size bytes */
-    size_t bytes;                       /* slots array + out-of-line keys and states, bytes */
+    uint32_t nchunks;                   /* chunks in the array */
+    uint32_t count;                     /* stored keys */
+    uint32_t grow_at;                   /* count that triggers a rebuild */
+    unsigned char *chunks;              /* nchunks * chunk_size bytes */
+    size_t bytes;                       /* chunk array + out-of-line keys and states, bytes */
 } __attribute__((aligned(64))) shard_t; /* one cache line each: no false sharing of locks */
 
 struct sl_table {
     sl_rule_t rule;      /* prepared, owned copy */
     uint32_t state_size; /* bytes of state per key (rule.state_size) */
-    uint32_t state_area; /* bytes the state takes in a slot: state_size or a pointer */
+    uint32_t state_area; /* bytes the state takes in an entry: state_size or a pointer */
     bool state_external; /* states are out-of-line allocations */
-    uint32_t slot_size;  /* bytes per slot, a multiple of 4 */
+    uint32_t entry_size; /* bytes per entry, a multiple of 4 */
+    uint32_t chunk_size; /* CHUNK_HEADER + CHUNK_ENTRIES * entry_size, bytes */
     uint32_t key_area;   /* inline key capacity, bytes */
     size_t key_max;      /* longest key accepted, bytes */
     size_t shard_budget; /* max bytes per shard; SIZE_MAX = no cap */
@@ -86,7 +105,7 @@ static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
     do {
         while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
             if (++spins < 128)
-                __builtin_ia32_pause();
+                cpu_relax();
             else
                 sched_yield(); /* the holder may be descheduled (more threads than cores) */
         }
@@ -104,27 +123,69 @@ static inline void shard_unlock(shard_t *s)
     atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
-/* ---- slots ------------------------------------------------------------------------------- */
+/* ---- chunks and entries ------------------------------------------------------------------ */
 
-static inline unsigned char *slot_at(const sl_table_t *t, unsigned char *slots, uint32_t i)
-{
-    return slots + (size_t)i * t->slot_size;
-}
-
-static inline unsigned char *slot_meta(const sl_table_t *t, unsigned char *slot)
-{
-    return slot + t->state_area; /* [0] dist + 1, [1] klen, [2..] key area */
-}
-
-static inline uint32_t home_of(uint64_t h, uint32_t cap)
-{
-    return (uint32_t)(((h & 0xffffffffu) * (uint64_t)cap) >> 32);
-}
-
-/* Bits 40..55 pick the shard, bits 0..31 the home slot: independent parts of the hash. */
+/* Bits 40..55 pick the shard, bits 0..31 the home chunk, bits 32..38 the tag. */
 static inline shard_t *shard_of(sl_table_t *t, uint64_t h)
 {
     return &t->shards[(h >> 40) & t->shard_mask];
+}
+
+static inline uint32_t home_of(uint64_t h, uint32_t nchunks)
+{
+    return (uint32_t)(((h & 0xffffffffu) * (uint64_t)nchunks) >> 32);
+}
+
+static inline uint8_t tag_of(uint64_t h)
+{
+    return (uint8_t)(0x80 | ((h >> 32) & 0x7f));
+}
+
+static inline unsigned char *chunk_at(const sl_table_t *t, unsigned char *chunks, uint32_t c)
+{
+    return chunks + (size_t)c * t->chunk_size;
+}
+
+static inline uint32_t next_chunk(uint32_t c, uint32_t nchunks)
+{
+    return c + 1 == nchunks ? 0 : c + 1;
+}
+
+static inline unsigned char *entry_at(const sl_table_t *t, unsigned char *chunk, unsigned e)
+{
+    return chunk + CHUNK_HEADER + e * t->entry_size;
+}
+
+static inline uint32_t chunk_tags(const unsigned char *chunk)
+{
+    uint32_t v;
+    memcpy(&v, chunk, sizeof(v));
+    return v;
+}
+
+static inline uint32_t chunk_overflow(const unsigned char *chunk)
+{
+    uint32_t v;
+    memcpy(&v, chunk + 4, sizeof(v));
+    return v;
+}
+
+static inline void chunk_add_overflow(unsigned char *chunk, int32_t delta)
+{
+    uint32_t v = chunk_overflow(chunk) + (uint32_t)delta;
+    memcpy(chunk + 4, &v, sizeof(v));
+}
+
+/* 0x80 in each byte of `tags` that equals `tag` (exact: no false positives). */
+static inline uint32_t tag_matches(uint32_t tags, uint8_t tag)
+{
+    uint32_t x = tags ^ (tag * 0x01010101u);
+    return ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x | 0x7f7f7f7fu);
+}
+
+static inline unsigned char *entry_klen(const sl_table_t *t, unsigned char *entry)
+{
+    return entry + t->state_area; /* [0] klen, [1..] key area */
 }
 
 /* Equal bytes, for short keys with overlapping word loads (len bytes readable in both). */
@@ -137,77 +198,92 @@ static inline bool bytes_equal(const unsigned char *a, const unsigned char *b, s
     return memcmp(a, b, len) == 0;
 }
 
-static inline bool slot_key_equal(const sl_table_t *t, unsigned char *meta,
-                                  const unsigned char *key, size_t len, uint64_t h)
+static inline bool entry_key_equal(const sl_table_t *t, unsigned char *entry,
+                                   const unsigned char *key, size_t len, uint64_t h)
 {
+    unsigned char *kl = entry_klen(t, entry);
     if (len <= t->key_area)
-        return meta[1] == len && bytes_equal(meta + 2, key, len);
-    if (meta[1] != KLEN_LONG)
+        return kl[0] == len && bytes_equal(kl + 1, key, len);
+    if (kl[0] != KLEN_LONG)
         return false;
     long_key_t lk;
-    memcpy(&lk, meta + 2, sizeof(lk));
+    memcpy(&lk, kl + 1, sizeof(lk));
     return lk.len == len && lk.hash_lo == (uint32_t)h && memcmp(lk.bytes, key, len) == 0;
 }
 
-/* The key stored in a slot. */
-static const unsigned char *slot_key(const sl_table_t *t, unsigned char *meta, size_t *len)
+/* The key stored in an entry. */
+static const unsigned char *entry_key(const sl_table_t *t, unsigned char *entry, size_t *len)
 {
-    if (meta[1] != KLEN_LONG) {
-        *len = meta[1];
-        return meta + 2;
+    unsigned char *kl = entry_klen(t, entry);
+    if (kl[0] != KLEN_LONG) {
+        *len = kl[0];
+        return kl + 1;
     }
     long_key_t lk;
-    memcpy(&lk, meta + 2, sizeof(lk));
+    memcpy(&lk, kl + 1, sizeof(lk));
     *len = lk.len;
     return lk.bytes;
 }
 
-static uint64_t slot_hash(const sl_table_t *t, unsigned char *slot)
+static uint64_t entry_hash(const sl_table_t *t, unsigned char *entry)
 {
     size_t len;
-    const unsigned char *key = slot_key(t, slot_meta(t, slot), &len);
+    const unsigned char *key = entry_key(t, entry, &len);
     return hash_bytes(key, len, t->seed);
 }
 
-/* Pointer to the slot's state: in the slot, or the out-of-line allocation. */
-static inline void *slot_state_ptr(const sl_table_t *t, unsigned char *slot)
+/* Pointer to the entry's state: in the entry, or the out-of-line allocation. */
+static inline void *entry_state(const sl_table_t *t, unsigned char *entry)
 {
     if (!t->state_external)
-        return slot;
+        return entry;
     void *p;
-    memcpy(&p, slot, sizeof(p));
+    memcpy(&p, entry, sizeof(p));
     return p;
 }
 
-static size_t slot_external_bytes(const sl_table_t *t, unsigned char *slot)
+static size_t entry_external_bytes(const sl_table_t *t, unsigned char *entry)
 {
     size_t n = t->state_external ? t->state_size : 0;
-    unsigned char *meta = slot_meta(t, slot);
-    if (meta[1] == KLEN_LONG) {
+    unsigned char *kl = entry_klen(t, entry);
+    if (kl[0] == KLEN_LONG) {
         long_key_t lk;
-        memcpy(&lk, meta + 2, sizeof(lk));
+        memcpy(&lk, kl + 1, sizeof(lk));
         n += lk.len;
     }
     return n;
 }
 
-static void slot_free_external(const sl_table_t *t, unsigned char *slot)
+static void entry_free_external(const sl_table_t *t, unsigned char *entry)
 {
     if (t->state_external)
-        free(slot_state_ptr(t, slot));
-    unsigned char *meta = slot_meta(t, slot);
-    if (meta[1] == KLEN_LONG) {
+        free(entry_state(t, entry));
+    unsigned char *kl = entry_klen(t, entry);
+    if (kl[0] == KLEN_LONG) {
         long_key_t lk;
-        memcpy(&lk, meta + 2, sizeof(lk));
+        memcpy(&lk, kl + 1, sizeof(lk));
         free(lk.bytes);
     }
 }
 
-/* ---- slot arrays ------------------------------------------------------------------------- */
+/* Calls fn(t, entry, arg) for every stored entry of shard s. */
+#define SHARD_FOREACH_ENTRY(t, chunks, nchunks, entry, body)                                       \
+    for (uint32_t c_ = 0; c_ < (nchunks); c_++) {                                                  \
+        unsigned char *chunk_ = chunk_at((t), (chunks), c_);                                       \
+        uint32_t tags_ = chunk_tags(chunk_);                                                       \
+        for (unsigned e_ = 0; e_ < CHUNK_ENTRIES; e_++) {                                          \
+            if (((tags_ >> (8 * e_)) & 0xff) == 0)                                                 \
+                continue;                                                                          \
+            unsigned char *entry = entry_at((t), chunk_, e_);                                      \
+            body                                                                                   \
+        }                                                                                          \
+    }
 
-static size_t array_bytes(const sl_table_t *t, uint32_t cap)
+/* ---- chunk arrays ------------------------------------------------------------------------ */
+
+static size_t array_bytes(const sl_table_t *t, uint32_t nchunks)
 {
-    return (size_t)cap * t->slot_size;
+    return (size_t)nchunks * t->chunk_size;
 }
 
 static size_t page_round(size_t n)
@@ -219,13 +295,17 @@ static size_t page_round(size_t n)
  * Large arrays are mapped at a 2 MiB boundary and offered transparent huge pages: at millions
  * of keys every random lookup would otherwise also miss the TLB and walk the page tables. The
  * length is not rounded up to 2 MiB (that would make the tail resident for nothing); the tail
- * simply stays on small pages.
+ * simply stays on small pages. Small arrays are cache-line aligned.
  */
-static unsigned char *array_alloc(const sl_table_t *t, uint32_t cap)
+static unsigned char *array_alloc(const sl_table_t *t, uint32_t nchunks)
 {
-    size_t n = array_bytes(t, cap);
-    if (n < HUGE_ALLOC_MIN)
-        return calloc(1, n);
+    size_t n = array_bytes(t, nchunks);
+    if (n < HUGE_ALLOC_MIN) {
+        unsigned char *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        if (p != NULL)
+            memset(p, 0, n);
+        return p;
+    }
     size_t len = page_round(n), span = len + HUGE_ALLOC_MIN;
     unsigned char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -239,178 +319,133 @@ static unsigned char *array_alloc(const sl_table_t *t, uint32_t cap)
     return (unsigned char *)start;
 }
 
-static void array_free(const sl_table_t *t, unsigned char *slots, uint32_t cap)
+static void array_free(const sl_table_t *t, unsigned char *chunks, uint32_t nchunks)
 {
-    if (slots == NULL)
+    if (chunks == NULL)
         return;
-    if (array_bytes(t, cap) < HUGE_ALLOC_MIN)
-        free(slots);
+    if (array_bytes(t, nchunks) < HUGE_ALLOC_MIN)
+        free(chunks);
     else
-        munmap(slots, page_round(array_bytes(t, cap)));
+        munmap(chunks, page_round(array_bytes(t, nchunks)));
 }
 
-static uint32_t grow_threshold(uint32_t cap)
+static uint32_t grow_threshold(uint32_t nchunks)
 {
-    return (uint32_t)((uint64_t)cap * MAX_LOAD_NUM / MAX_LOAD_DEN);
+    return (uint32_t)((uint64_t)nchunks * CHUNK_ENTRIES * MAX_LOAD_NUM / MAX_LOAD_DEN);
 }
 
 /* Publishes a new array; relaxed atomics because batch prefetching peeks without the lock. */
-static void shard_set_array(shard_t *s, unsigned char *slots, uint32_t cap)
+static void shard_set_array(shard_t *s, unsigned char *chunks, uint32_t nchunks)
 {
-    __atomic_store_n(&s->slots, slots, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->cap, cap, __ATOMIC_RELAXED);
-    s->grow_at = grow_threshold(cap);
+    __atomic_store_n(&s->chunks, chunks, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->nchunks, nchunks, __ATOMIC_RELAXED);
+    s->grow_at = grow_threshold(nchunks);
 }
 
-/* ---- probing ----------------------------------------------------------------------------- */
+/* ---- lookup, placement, removal ---------------------------------------------------------- */
 
-/*
- * Finds key in shard s. Returns the slot index, or -1 with *insert_at set to where the key would
- * go (an empty slot, or the first slot with a shorter probe distance) and *insert_dist to its
- * probe distance there.
- */
-static inline __attribute__((always_inline)) int64_t
-shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
-           uint32_t *insert_at, uint32_t *insert_dist)
+/* The entry holding key in shard s, or NULL. */
+static inline __attribute__((always_inline)) unsigned char *
+shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h)
 {
-    uint32_t cap = s->cap, i = home_of(h, cap), dist = 0;
+    uint32_t nchunks = s->nchunks, c = home_of(h, nchunks);
+    const uint8_t tag = tag_of(h);
     for (;;) {
-        unsigned char *meta = slot_meta(t, slot_at(t, s->slots, i));
-        if (meta[0] == 0 || (uint32_t)(meta[0] - 1) < dist)
-            break;
-        if (slot_key_equal(t, meta, key, len, h))
-            return i;
-        i = i + 1 == cap ? 0 : i + 1;
-        dist++;
+        unsigned char *chunk = chunk_at(t, s->chunks, c);
+        __builtin_prefetch(chunk + 64); /* the chunk's second line, with its first */
+        for (uint32_t m = tag_matches(chunk_tags(chunk), tag); m != 0; m &= m - 1) {
+            unsigned char *entry = entry_at(t, chunk, (unsigned)__builtin_ctz(m) / 8);
+            if (entry_key_equal(t, entry, key, len, h))
+                return entry;
+        }
+        if (__builtin_expect(chunk_overflow(chunk) == 0, 1))
+            return NULL;
+        c = next_chunk(c, nchunks);
     }
-    *insert_at = i;
-    *insert_dist = dist;
-    return -1;
 }
 
 /*
- * Robin Hood placement of a prepared slot image (`entry`, dist field ignored) starting at slot i
- * with probe distance dist. Returns false if a probe run would exceed DIST_MAX (the caller grows
- * and retries; nothing was written in that case).
+ * Stores a prepared entry image (entry_size bytes) with hash h into an array that has a free
+ * entry, counting overflow on every chunk passed. Returns the stored entry.
  */
-static bool shard_place(const sl_table_t *t, unsigned char *slots, uint32_t cap,
-                        unsigned char *entry, uint32_t i, uint32_t dist)
+static unsigned char *chunks_place(const sl_table_t *t, unsigned char *chunks, uint32_t nchunks,
+                                   const unsigned char *image, uint64_t h)
 {
-    /* dry run: the displaced chain must end at an empty slot within DIST_MAX */
-    uint32_t j = i, d = dist;
-    for (;;) {
-        unsigned char *meta = slot_meta(t, slot_at(t, slots, j));
-        if (d > DIST_MAX)
-            return false;
-        if (meta[0] == 0)
-            break;
-        if ((uint32_t)(meta[0] - 1) < d)
-            d = meta[0] - 1u; /* the displaced entry continues from here */
-        j = j + 1 == cap ? 0 : j + 1;
-        d++;
-    }
-    unsigned char tmp[STATE_INLINE_MAX + 64];
-    for (;;) {
-        unsigned char *slot = slot_at(t, slots, i);
-        unsigned char *meta = slot_meta(t, slot);
-        if (meta[0] == 0) {
-            memcpy(slot, entry, t->slot_size);
-            slot_meta(t, slot)[0] = (unsigned char)(dist + 1);
-            return true;
+    for (uint32_t c = home_of(h, nchunks);; c = next_chunk(c, nchunks)) {
+        unsigned char *chunk = chunk_at(t, chunks, c);
+        uint32_t free_mask = tag_matches(chunk_tags(chunk), 0);
+        if (free_mask == 0) {
+            chunk_add_overflow(chunk, 1);
+            continue;
         }
-        if ((uint32_t)(meta[0] - 1) < dist) {
-            uint32_t theirs = meta[0] - 1u;
-            memcpy(tmp, slot, t->slot_size);
-            memcpy(slot, entry, t->slot_size);
-            slot_meta(t, slot)[0] = (unsigned char)(dist + 1);
-            memcpy(entry, tmp, t->slot_size);
-            dist = theirs;
-        }
-        i = i + 1 == cap ? 0 : i + 1;
-        dist++;
+        unsigned e = (unsigned)__builtin_ctz(free_mask) / 8;
+        unsigned char *entry = entry_at(t, chunk, e);
+        memcpy(entry, image, t->entry_size);
+        chunk[e] = tag_of(h);
+        return entry;
     }
 }
 
-/* Removes slot i by shifting the rest of its probe run back one place. */
-static void shard_remove_at(const sl_table_t *t, shard_t *s, uint32_t i)
+/* Removes `entry` (holding a key of hash h) from shard s: frees its tag and undoes the
+ * overflow counts its placement added. Its out-of-line parts must be freed by the caller. */
+static void shard_remove(const sl_table_t *t, shard_t *s, unsigned char *entry, uint64_t h)
 {
-    uint32_t cap = s->cap;
-    for (;;) {
-        uint32_t next = i + 1 == cap ? 0 : i + 1;
-        unsigned char *nslot = slot_at(t, s->slots, next);
-        unsigned char nd = slot_meta(t, nslot)[0];
-        unsigned char *slot = slot_at(t, s->slots, i);
-        if (nd <= 1) { /* empty or at home: the run ends here */
-            memset(slot, 0, t->slot_size);
-            break;
-        }
-        memcpy(slot, nslot, t->slot_size);
-        slot_meta(t, slot)[0] = (unsigned char)(nd - 1);
-        i = next;
-    }
+    size_t offset = (size_t)(entry - s->chunks);
+    uint32_t holder = (uint32_t)(offset / t->chunk_size);
+    unsigned e = (unsigned)((offset % t->chunk_size - CHUNK_HEADER) / t->entry_size);
+    for (uint32_t c = home_of(h, s->nchunks); c != holder; c = next_chunk(c, s->nchunks))
+        chunk_add_overflow(chunk_at(t, s->chunks, c), -1);
+    unsigned char *chunk = chunk_at(t, s->chunks, holder);
+    chunk[e] = 0;
+    memset(entry, 0, t->entry_size);
     s->count--;
 }
 
 /* ---- growth and reclamation -------------------------------------------------------------- */
 
-/*
- * Rebuilds shard s into an array of new_cap slots, dropping the keys whose state is fresh at
- * now_ns (or none when now_ns < 0). Returns SL_OK, or SL_ENOMEM / SL_EFULL with s unchanged.
- */
-static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_cap, int64_t now_ns)
+static bool is_fresh(const sl_table_t *t, unsigned char *entry, int64_t now_ns)
 {
-    unsigned char *fresh = array_alloc(t, new_cap);
+    return now_ns >= 0 && sl_state_is_fresh(&t->rule, entry_state(t, entry), now_ns);
+}
+
+/*
+ * Rebuilds shard s into an array of new_chunks chunks, dropping the keys whose state is fresh
+ * at now_ns (none when now_ns < 0). Returns SL_OK, or SL_ENOMEM with s unchanged.
+ */
+static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t now_ns)
+{
+    unsigned char *fresh = array_alloc(t, new_chunks);
     if (fresh == NULL)
         return SL_ENOMEM;
-    unsigned char entry[STATE_INLINE_MAX + 64];
     uint32_t kept = 0;
     size_t external = 0;
-    for (uint32_t i = 0; i < s->cap; i++) {
-        unsigned char *slot = slot_at(t, s->slots, i);
-        if (slot_meta(t, slot)[0] == 0)
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+        if (is_fresh(t, entry, now_ns)) {
+            entry_free_external(t, entry);
             continue;
-        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns))
-            continue;
-        memcpy(entry, slot, t->slot_size);
-        uint64_t h = slot_hash(t, slot);
-        if (!shard_place(t, fresh, new_cap, entry, home_of(h, new_cap), 0)) {
-            array_free(t, fresh, new_cap);
-            return SL_EFULL;
         }
+        chunks_place(t, fresh, new_chunks, entry, entry_hash(t, entry));
         kept++;
-        external += slot_external_bytes(t, slot);
-    }
-    /* commit: free what was dropped, swap the arrays */
-    for (uint32_t i = 0; i < s->cap; i++) {
-        unsigned char *slot = slot_at(t, s->slots, i);
-        if (slot_meta(t, slot)[0] == 0)
-            continue;
-        if (now_ns >= 0 && sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns))
-            slot_free_external(t, slot);
-    }
-    array_free(t, s->slots, s->cap);
-    shard_set_array(s, fresh, new_cap);
+        external += entry_external_bytes(t, entry);
+    })
+    array_free(t, s->chunks, s->nchunks);
+    shard_set_array(s, fresh, new_chunks);
     s->count = kept;
-    s->bytes = array_bytes(t, new_cap) + external;
+    s->bytes = array_bytes(t, new_chunks) + external;
     return SL_OK;
 }
 
-/* The next capacity when growing, or 0 past the largest a shard may have. */
-static uint32_t next_capacity(uint32_t cap)
+/* The next size when growing, or 0 past the largest a shard may have. */
+static uint32_t next_size(uint32_t nchunks)
 {
-    uint64_t bigger = (uint64_t)cap + cap / 4 + MIN_CAPACITY;
-    return bigger > UINT32_MAX / 2 ? 0 : (uint32_t)bigger;
+    uint64_t bigger = (uint64_t)nchunks + nchunks / 4 + MIN_CHUNKS;
+    return bigger > UINT32_MAX / CHUNK_ENTRIES ? 0 : (uint32_t)bigger;
 }
 
 static uint32_t shard_count_fresh(const sl_table_t *t, shard_t *s, int64_t now_ns)
 {
     uint32_t fresh = 0;
-    for (uint32_t i = 0; i < s->cap; i++) {
-        unsigned char *slot = slot_at(t, s->slots, i);
-        if (slot_meta(t, slot)[0] == 0)
-            continue;
-        fresh += sl_state_is_fresh(&t->rule, slot_state_ptr(t, slot), now_ns);
-    }
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, { fresh += is_fresh(t, entry, now_ns); })
     return fresh;
 }
 
@@ -421,8 +456,8 @@ static bool shard_has_room(const sl_table_t *t, const shard_t *s, size_t extra)
 
 /*
  * Makes room for one more key with `extra` out-of-line bytes in shard s: one rebuild that drops
- * the fresh keys, at a larger capacity unless reclaiming alone left an eighth of the room free
- * or the cap forbids growing. Returns SL_OK, SL_EFULL or SL_ENOMEM.
+ * the fresh keys, at a larger size unless reclaiming alone left an eighth of the room free or
+ * the cap forbids growing. Returns SL_OK, SL_EFULL or SL_ENOMEM.
  */
 static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_ns)
 {
@@ -430,16 +465,15 @@ static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_
         return SL_OK;
     uint32_t fresh = shard_count_fresh(t, s, now_ns);
     uint32_t live = s->count - fresh;
-    uint32_t cap = s->cap;
+    uint32_t size = s->nchunks;
     if (live + live / 8 >= s->grow_at) {
-        uint32_t bigger = next_capacity(cap);
-        size_t external =
-            s->bytes - array_bytes(t, cap); /* counts fresh keys too: an upper bound */
+        uint32_t bigger = next_size(size);
+        size_t external = s->bytes - array_bytes(t, size); /* counts fresh keys: an upper bound */
         if (bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget)
-            cap = bigger;
+            size = bigger;
     }
-    if (fresh > 0 || cap != s->cap) {
-        int rc = shard_rebuild(t, s, cap, now_ns);
+    if (fresh > 0 || size != s->nchunks) {
+        int rc = shard_rebuild(t, s, size, now_ns);
         if (rc != SL_OK)
             return rc;
     }
@@ -458,20 +492,20 @@ static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, siz
     if (rc != SL_OK)
         return rc;
 
-    unsigned char entry[STATE_INLINE_MAX + 64];
-    memset(entry, 0, t->slot_size);
-    unsigned char *meta = slot_meta(t, entry);
+    unsigned char image[STATE_INLINE_MAX + 64];
+    memset(image, 0, t->entry_size);
+    unsigned char *kl = entry_klen(t, image);
     long_key_t lk = {0};
     if (len > t->key_area) {
         lk = (long_key_t){.bytes = malloc(len), .len = (uint32_t)len, .hash_lo = (uint32_t)h};
         if (lk.bytes == NULL)
             return SL_ENOMEM;
         memcpy(lk.bytes, key, len);
-        meta[1] = KLEN_LONG;
-        memcpy(meta + 2, &lk, sizeof(lk));
+        kl[0] = KLEN_LONG;
+        memcpy(kl + 1, &lk, sizeof(lk));
     } else {
-        meta[1] = (unsigned char)len;
-        memcpy(meta + 2, key, len);
+        kl[0] = (unsigned char)len;
+        memcpy(kl + 1, key, len);
     }
     if (t->state_external) {
         void *p = malloc(t->state_size);
@@ -480,27 +514,14 @@ static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, siz
             return SL_ENOMEM;
         }
         memcpy(p, state, t->state_size);
-        memcpy(entry, &p, sizeof(p));
+        memcpy(image, &p, sizeof(p));
     } else {
-        memcpy(entry, state, t->state_size);
+        memcpy(image, state, t->state_size);
     }
-
-    for (int attempt = 0; attempt < 4; attempt++) {
-        uint32_t at, dist;
-        if (shard_find(t, s, key, len, h, &at, &dist) < 0 &&
-            shard_place(t, s->slots, s->cap, entry, at, dist)) {
-            s->count++;
-            s->bytes += extra;
-            return SL_OK;
-        }
-        /* a probe run too long: grow and retry */
-        uint32_t bigger = next_capacity(s->cap);
-        if (bigger == 0 || array_bytes(t, bigger) > t->shard_budget ||
-            shard_rebuild(t, s, bigger, now_ns) != SL_OK)
-            break;
-    }
-    slot_free_external(t, entry);
-    return SL_EFULL;
+    chunks_place(t, s->chunks, s->nchunks, image, h);
+    s->count++;
+    s->bytes += extra;
+    return SL_OK;
 }
 
 /* ---- creation ---------------------------------------------------------------------------- */
@@ -530,8 +551,9 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->state_size = rule->state_size;
     t->state_external = rule->state_size > STATE_INLINE_MAX;
     t->state_area = t->state_external ? (uint32_t)sizeof(void *) : rule->state_size;
-    t->slot_size = (t->state_area + 2 + KEY_AREA_MIN + 3) / 4 * 4;
-    t->key_area = t->slot_size - t->state_area - 2;
+    t->entry_size = (t->state_area + 1 + KEY_AREA_MIN + 3) / 4 * 4;
+    t->key_area = t->entry_size - t->state_area - 1;
+    t->chunk_size = CHUNK_HEADER + CHUNK_ENTRIES * t->entry_size;
     t->key_max = c.key_max ? c.key_max : SL_KEY_MAX_DEFAULT;
     if (t->key_max > UINT32_MAX)
         t->key_max = UINT32_MAX;
@@ -540,20 +562,20 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->shard_mask = nshards - 1;
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
 
-    uint64_t per_shard = c.initial_keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
-    uint32_t cap = (uint32_t)(per_shard < MIN_CAPACITY     ? MIN_CAPACITY
-                              : per_shard > UINT32_MAX / 2 ? UINT32_MAX / 2
-                                                           : per_shard);
+    uint64_t per_shard =
+        c.initial_keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM / CHUNK_ENTRIES + MIN_CHUNKS;
+    uint32_t nchunks = per_shard > UINT32_MAX / CHUNK_ENTRIES / 2 ? UINT32_MAX / CHUNK_ENTRIES / 2
+                                                                  : (uint32_t)per_shard;
     for (unsigned i = 0; i < nshards; i++) {
         shard_t *s = &t->shards[i];
         atomic_init(&s->lock, 0);
-        unsigned char *slots = array_alloc(t, cap);
-        if (slots == NULL) {
+        unsigned char *chunks = array_alloc(t, nchunks);
+        if (chunks == NULL) {
             sl_table_free(t);
             return SL_ENOMEM;
         }
-        shard_set_array(s, slots, cap);
-        s->bytes = array_bytes(t, cap);
+        shard_set_array(s, chunks, nchunks);
+        s->bytes = array_bytes(t, nchunks);
     }
     *out = t;
     return SL_OK;
@@ -565,14 +587,10 @@ void sl_table_free(sl_table_t *t)
         return;
     for (unsigned i = 0; i < t->nshards; i++) {
         shard_t *s = &t->shards[i];
-        if (s->slots == NULL)
+        if (s->chunks == NULL)
             continue;
-        for (uint32_t j = 0; j < s->cap; j++) {
-            unsigned char *slot = slot_at(t, s->slots, j);
-            if (slot_meta(t, slot)[0] != 0)
-                slot_free_external(t, slot);
-        }
-        array_free(t, s->slots, s->cap);
+        SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, { entry_free_external(t, entry); })
+        array_free(t, s->chunks, s->nchunks);
     }
     free(t);
 }
@@ -612,11 +630,10 @@ static inline __attribute__((always_inline)) int shard_decide(sl_table_t *t, sha
                                                               uint64_t h, int64_t cost,
                                                               int64_t now_ns, sl_decision_t *out)
 {
-    uint32_t at, dist;
-    int64_t i = shard_find(t, s, key, len, h, &at, &dist);
-    if (__builtin_expect(i < 0, 0))
+    unsigned char *entry = shard_find(t, s, key, len, h);
+    if (__builtin_expect(entry == NULL, 0))
         return shard_decide_absent(t, s, key, len, h, cost, now_ns, out);
-    core_decide(&t->rule, slot_state_ptr(t, slot_at(t, s->slots, (uint32_t)i)), cost, now_ns, out);
+    core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     return SL_OK;
 }
 
@@ -637,70 +654,93 @@ int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost
     return rc;
 }
 
+/* Validates one batch request, returning SL_OK or the status it gets without a decision. */
+static int batch_check(const sl_table_t *t, const sl_request_t *r)
+{
+    if (r->key == NULL && r->key_len > 0)
+        return SL_EINVAL;
+    if (r->key_len > t->key_max)
+        return SL_EKEY;
+    return r->cost < 0 ? SL_ECOST : SL_OK;
+}
+
+/* Hashes a valid request and prefetches its home chunk. The shard's array is peeked without
+ * the lock: a stale address only wastes the prefetch (prefetches never fault). */
+static inline uint64_t batch_prefetch(sl_table_t *t, const sl_request_t *r)
+{
+    if (batch_check(t, r) != SL_OK)
+        return 0;
+    uint64_t h = hash_bytes(r->key, r->key_len, t->seed);
+    shard_t *s = shard_of(t, h);
+    unsigned char *chunks = __atomic_load_n(&s->chunks, __ATOMIC_RELAXED);
+    uint32_t nchunks = __atomic_load_n(&s->nchunks, __ATOMIC_RELAXED);
+    unsigned char *home = chunk_at(t, chunks, home_of(h, nchunks));
+    __builtin_prefetch(home, 1, 3);
+    __builtin_prefetch(home + 64, 1, 3);
+    return h;
+}
+
 size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_t now_ns)
 {
-    uint64_t hashes[BATCH_AHEAD];
     size_t failed = 0;
     if (t == NULL) {
-        for (size_t j = 0; j < n; j++)
-            reqs[j].status = SL_EINVAL;
+        for (size_t i = 0; i < n; i++)
+            reqs[i].status = SL_EINVAL;
         return n;
     }
-    for (size_t base = 0; base < n; base += BATCH_AHEAD) {
-        size_t m = n - base < BATCH_AHEAD ? n - base : BATCH_AHEAD;
-        /* pass 1: hash and prefetch each home slot (a racy peek is fine for a prefetch) */
-        for (size_t j = 0; j < m; j++) {
-            sl_request_t *r = &reqs[base + j];
-            if (r->key_len > t->key_max || (r->key == NULL && r->key_len > 0))
-                continue;
-            hashes[j] = hash_bytes(r->key, r->key_len, t->seed);
-            shard_t *s = shard_of(t, hashes[j]);
-            unsigned char *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
-            uint32_t cap = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
-            unsigned char *home = slot_at(t, slots, home_of(hashes[j], cap));
-            __builtin_prefetch(home, 1, 3);
-            __builtin_prefetch(home + 64, 1, 3); /* a straddling slot and the probe window */
+    /* a pipeline: request i + BATCH_AHEAD is hashed and prefetched as request i is decided */
+    uint64_t ring[BATCH_AHEAD];
+    for (size_t i = 0; i < n && i < BATCH_AHEAD; i++)
+        ring[i] = batch_prefetch(t, &reqs[i]);
+    for (size_t i = 0; i < n; i++) {
+        sl_request_t *r = &reqs[i];
+        uint64_t h = ring[i % BATCH_AHEAD];
+        if (i + BATCH_AHEAD < n)
+            ring[i % BATCH_AHEAD] = batch_prefetch(t, &reqs[i + BATCH_AHEAD]);
+        r->status = batch_check(t, r);
+        if (r->status == SL_OK) {
+            shard_t *s = shard_of(t, h);
+            shard_lock(s);
+            r->status = shard_decide(t, s, r->key, r->key_len, h, r->cost, now_ns, &r->decision);
+            shard_unlock(s);
         }
-        /* pass 2: decide in order */
-        for (size_t j = 0; j < m; j++) {
-            sl_request_t *r = &reqs[base + j];
-            if (r->key == NULL && r->key_len > 0)
-                r->status = SL_EINVAL;
-            else if (r->key_len > t->key_max)
-                r->status = SL_EKEY;
-            else if (r->cost < 0)
-                r->status = SL_ECOST;
-            else {
-                shard_t *s = shard_of(t, hashes[j]);
-                shard_lock(s);
-                r->status = shard_decide(t, s, r->key, r->key_len, hashes[j], r->cost, now_ns,
-                                         &r->decision);
-                shard_unlock(s);
-            }
-            failed += r->status != SL_OK;
-        }
+        failed += r->status != SL_OK;
     }
     return failed;
 }
 
 /* ---- maintenance ------------------------------------------------------------------------- */
 
+/* Locks the shard of key and finds its entry (NULL if absent); the caller unlocks. */
+static shard_t *lock_and_find(sl_table_t *t, const void *key, size_t len, uint64_t *h,
+                              unsigned char **entry)
+{
+    *h = hash_bytes(key, len, t->seed);
+    shard_t *s = shard_of(t, *h);
+    shard_lock(s);
+    *entry = shard_find(t, s, key, len, *h);
+    return s;
+}
+
+static int check_key(const sl_table_t *t, const void *key, size_t len)
+{
+    if (t == NULL || (key == NULL && len > 0))
+        return SL_EINVAL;
+    return len > t->key_max ? SL_EKEY : SL_OK;
+}
+
 int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
 {
-    if (t == NULL || (key == NULL && key_len > 0))
-        return SL_EINVAL;
-    if (key_len > t->key_max)
-        return SL_EKEY;
-    uint64_t h = hash_bytes(key, key_len, t->seed);
-    shard_t *s = shard_of(t, h);
-    shard_lock(s);
-    uint32_t at, dist;
-    int64_t i = shard_find(t, s, key, key_len, h, &at, &dist);
-    if (i >= 0) {
-        unsigned char *slot = slot_at(t, s->slots, (uint32_t)i);
-        s->bytes -= slot_external_bytes(t, slot);
-        slot_free_external(t, slot);
-        shard_remove_at(t, s, (uint32_t)i);
+    int rc = check_key(t, key, key_len);
+    if (rc != SL_OK)
+        return rc;
+    uint64_t h;
+    unsigned char *entry;
+    shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
+    if (entry != NULL) {
+        s->bytes -= entry_external_bytes(t, entry);
+        entry_free_external(t, entry);
+        shard_remove(t, s, entry, h);
     }
     shard_unlock(s);
     return SL_OK;
@@ -708,17 +748,14 @@ int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
 
 int sl_table_get(sl_table_t *t, const void *key, size_t key_len, void *state)
 {
-    if (t == NULL || state == NULL || (key == NULL && key_len > 0))
-        return SL_EINVAL;
-    if (key_len > t->key_max)
-        return SL_EKEY;
-    uint64_t h = hash_bytes(key, key_len, t->seed);
-    shard_t *s = shard_of(t, h);
-    shard_lock(s);
-    uint32_t at, dist;
-    int64_t i = shard_find(t, s, key, key_len, h, &at, &dist);
-    if (i >= 0)
-        memcpy(state, slot_state_ptr(t, slot_at(t, s->slots, (uint32_t)i)), t->state_size);
+    int rc = check_key(t, key, key_len);
+    if (rc != SL_OK || state == NULL)
+        return rc != SL_OK ? rc : SL_EINVAL;
+    uint64_t h;
+    unsigned char *entry;
+    shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
+    if (entry != NULL)
+        memcpy(state, entry_state(t, entry), t->state_size);
     else
         memset(state, 0, t->state_size);
     shard_unlock(s);
@@ -727,20 +764,16 @@ int sl_table_get(sl_table_t *t, const void *key, size_t key_len, void *state)
 
 int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *state, int64_t now_ns)
 {
-    if (t == NULL || state == NULL || (key == NULL && key_len > 0))
-        return SL_EINVAL;
-    if (key_len > t->key_max)
-        return SL_EKEY;
+    int rc = check_key(t, key, key_len);
+    if (rc != SL_OK || state == NULL)
+        return rc != SL_OK ? rc : SL_EINVAL;
     if (sl_state_is_fresh(&t->rule, state, now_ns))
         return sl_table_reset(t, key, key_len);
-    uint64_t h = hash_bytes(key, key_len, t->seed);
-    shard_t *s = shard_of(t, h);
-    shard_lock(s);
-    uint32_t at, dist;
-    int64_t i = shard_find(t, s, key, key_len, h, &at, &dist);
-    int rc = SL_OK;
-    if (i >= 0)
-        memcpy(slot_state_ptr(t, slot_at(t, s->slots, (uint32_t)i)), state, t->state_size);
+    uint64_t h;
+    unsigned char *entry;
+    shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
+    if (entry != NULL)
+        memcpy(entry_state(t, entry), state, t->state_size);
     else
         rc = shard_insert(t, s, key, key_len, h, state, now_ns);
     shard_unlock(s);
@@ -756,20 +789,18 @@ int sl_table_foreach(sl_table_t *t, sl_table_visit_fn fn, void *arg)
         shard_t *s = &t->shards[k];
         int stop = 0;
         shard_lock(s);
-        for (uint32_t i = 0; i < s->cap && stop == 0; i++) {
-            unsigned char *slot = slot_at(t, s->slots, i);
-            unsigned char *meta = slot_meta(t, slot);
-            if (meta[0] == 0)
-                continue;
+        SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+            if (stop != 0)
+                break;
             size_t len;
-            const unsigned char *key = slot_key(t, meta, &len);
-            const void *state = slot_state_ptr(t, slot);
-            if (!t->state_external) {
-                memcpy(buf, slot, t->state_size);
+            const unsigned char *key = entry_key(t, entry, &len);
+            const void *state = entry_state(t, entry);
+            if (!t->state_external) { /* an aligned copy for the visitor */
+                memcpy(buf, state, t->state_size);
                 state = buf;
             }
             stop = fn(arg, key, len, state, t->state_size);
-        }
+        })
         shard_unlock(s);
         if (stop != 0)
             return stop;
@@ -784,7 +815,7 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         shard_t *s = &t->shards[k];
         shard_lock(s);
         uint32_t before = s->count;
-        if (shard_rebuild(t, s, s->cap, now_ns) == SL_OK)
+        if (shard_count_fresh(t, s, now_ns) > 0 && shard_rebuild(t, s, s->nchunks, now_ns) == SL_OK)
             dropped += before - s->count;
         shard_unlock(s);
     }
