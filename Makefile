@@ -2,6 +2,7 @@
 #   make run    install what is missing, build, run the demo
 #   make test   install what is missing, build, run every test: the normal build, then
 #               ASan+UBSan, then TSan, then the fuzz targets briefly
+MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
 WERROR  ?= $(if $(filter true,$(CI)),ON,OFF)
