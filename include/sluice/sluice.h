@@ -171,7 +171,7 @@ typedef struct sl_table sl_table_t;
 typedef struct sl_table_config {
     size_t max_bytes;    /* memory cap for slots, keys and states, bytes; 0 = no cap */
     size_t key_max;      /* longest key accepted, bytes; 0 = SL_KEY_MAX_DEFAULT */
-    unsigned shards;     /* lock shards, a power of two; 0 = 256 */
+    unsigned shards;     /* lock shards, a power of two <= 65536; 0 = 64 */
     size_t initial_keys; /* capacity to allocate up front, keys; 0 = grow from small */
     uint64_t seed;       /* hash seed; 0 = random per table (defeats hash flooding) */
 } sl_table_config_t;

@@ -352,7 +352,8 @@ shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len
     const uint8_t tag = tag_of(h);
     for (;;) {
         unsigned char *chunk = chunk_at(t, s->chunks, c);
-        __builtin_prefetch(chunk + 64); /* the chunk's second line, with its first */
+        __builtin_prefetch(chunk + 64); /* the chunk's other lines, with its first */
+        __builtin_prefetch(chunk + t->chunk_size - 1);
         for (uint32_t m = tag_matches(chunk_tags(chunk), tag); m != 0; m &= m - 1) {
             unsigned char *entry = entry_at(t, chunk, (unsigned)__builtin_ctz(m) / 8);
             if (entry_key_equal(t, entry, key, len, h))
@@ -675,8 +676,9 @@ static inline uint64_t batch_prefetch(sl_table_t *t, const sl_request_t *r)
     unsigned char *chunks = __atomic_load_n(&s->chunks, __ATOMIC_RELAXED);
     uint32_t nchunks = __atomic_load_n(&s->nchunks, __ATOMIC_RELAXED);
     unsigned char *home = chunk_at(t, chunks, home_of(h, nchunks));
-    __builtin_prefetch(home, 1, 3);
+    __builtin_prefetch(home, 1, 3); /* a chunk spans two or three lines: fetch them all */
     __builtin_prefetch(home + 64, 1, 3);
+    __builtin_prefetch(home + t->chunk_size - 1, 1, 3);
     return h;
 }
 
