@@ -72,14 +72,21 @@ typedef struct long_key {
     uint32_t hash_lo;     /* low 32 bits of the key's hash, checked before memcmp */
 } long_key_t;
 
+/*
+ * A shard's lock has a cache line of its own: the line it is written to bounces between cores
+ * on every decision, while the array's address and size beside it are read-mostly (written only
+ * when the shard is rebuilt) and stay cached in every core, which the batch path's unlocked
+ * prefetch peek relies on.
+ */
 typedef struct shard {
-    atomic_uint lock;                   /* 0 free, 1 held */
-    uint32_t nchunks;                   /* chunks in the array */
-    uint32_t count;                     /* stored keys */
-    uint32_t grow_at;                   /* count that triggers a rebuild */
-    unsigned char *chunks;              /* nchunks * chunk_size bytes */
-    size_t bytes;                       /* chunk array + out-of-line keys and states, bytes */
-} __attribute__((aligned(64))) shard_t; /* one cache line each: no false sharing of locks */
+    atomic_uint lock; /* 0 free, 1 held */
+    char pad_[64 - sizeof(atomic_uint)];
+    unsigned char *chunks; /* nchunks * chunk_size bytes */
+    uint32_t nchunks;      /* chunks in the array */
+    uint32_t grow_at;      /* count that triggers a rebuild */
+    uint32_t count;        /* stored keys */
+    size_t bytes;          /* chunk array + out-of-line keys and states, bytes */
+} __attribute__((aligned(64))) shard_t;
 
 struct sl_table {
     sl_rule_t rule;      /* prepared, owned copy */
