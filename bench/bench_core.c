@@ -48,26 +48,31 @@
 #define SLUICE_BENCH_BUILD_TYPE "unknown"
 #endif
 
-#define KEY_LEN     16u                                /* every benchmark key, bytes */
-#define REPS_MAX    64
-#define BATCH_MAX   64u                                /* largest batch measured */
-#define PREFETCH_D  16u                                /* floor: requests hashed ahead */
-#define NOW0_NS     (INT64_C(1700000000) * SL_NS_PER_SEC) /* synthetic epoch of every run */
-#define HUGE_PAGE   (2u << 20)
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+#define KEY_LEN    16u /* every benchmark key, bytes */
+#define REPS_MAX   64
+#define BATCH_MAX  64u                                   /* largest batch measured */
+#define PREFETCH_D 16u                                   /* floor: requests hashed ahead */
+#define NOW0_NS    (INT64_C(1700000000) * SL_NS_PER_SEC) /* synthetic epoch of every run */
+#define HUGE_PAGE  (2u << 20)
 
 /* ---- options ----------------------------------------------------------------------------- */
 
 static struct {
-    int reps;            /* timed repetitions per figure */
-    size_t keys;         /* distinct keys (random, threads, memory, slog) */
-    size_t ops;          /* decisions per timed repetition (random, threads: per thread) */
-    size_t iters;        /* decisions per timed repetition (hot) */
-    const char *alg;     /* memory: algorithm name */
-    int64_t limit;       /* slog: first limit */
-    int64_t limit2;      /* slog: second limit, for the per-stamp slope */
-    bool presize;        /* memory: sl_table_config_t.initial_keys = keys */
-    uint64_t seed;       /* key and stream generator seed */
-    char command[1024];  /* the command line, printed with the figures */
+    int reps;           /* timed repetitions per figure */
+    size_t keys;        /* distinct keys (random, threads, memory, slog) */
+    size_t ops;         /* decisions per timed repetition (random, threads: per thread) */
+    size_t iters;       /* decisions per timed repetition (hot) */
+    const char *alg;    /* memory: algorithm name */
+    int64_t limit;      /* slog: first limit */
+    int64_t limit2;     /* slog: second limit, for the per-stamp slope */
+    bool presize;       /* memory: sl_table_config_t.initial_keys = keys */
+    uint64_t seed;      /* key and stream generator seed */
+    char command[1024]; /* the command line, printed with the figures */
 } opt = {
     .reps = 5,
     .keys = 10000000,
@@ -186,8 +191,7 @@ static void print_load(void)
     double l1 = 0;
     int running = 0, total = 0;
     if (f != NULL && fscanf(f, "%lf %*f %*f %d/%d", &l1, &running, &total) == 3)
-        printf("load: loadavg(1 min) %.2f, runnable tasks besides this one: %d\n", l1,
-               running - 1);
+        printf("load: loadavg(1 min) %.2f, runnable tasks besides this one: %d\n", l1, running - 1);
     if (f != NULL)
         fclose(f);
 }
@@ -340,7 +344,7 @@ typedef struct hot_case {
     sl_table_t *table; /* HOT_TABLE */
     int64_t now_ns;    /* synthetic time, carried across repetitions */
     uint64_t allowed, decided;
-    double share;      /* CPU share of the last run */
+    double share; /* CPU share of the last run */
     series_t ns;
 } hot_case_t;
 
@@ -445,8 +449,9 @@ static int cmd_hot(void)
     summary_t gcra_table = {0}, gcra_decide = {0};
     for (int i = 0; i < n; i++) {
         hot_case_t *c = &cases[i];
-        summary_t m = report(c->label, &c->ns,
-                             c->kind == HOT_HASH || c->kind == HOT_LOCK ? "ns/op" : "ns/decision", 1);
+        summary_t m =
+            report(c->label, &c->ns,
+                   c->kind == HOT_HASH || c->kind == HOT_LOCK ? "ns/op" : "ns/decision", 1);
         if (c->kind == HOT_TABLE || c->kind == HOT_DECIDE)
             printf("    admitted %.1f%% of %" PRIu64 " decisions, state %zu bytes\n",
                    100.0 * (double)c->allowed / (double)c->decided, c->decided,
@@ -554,29 +559,6 @@ static inline void flat_prefetch(const flat_t *f, uint64_t h)
     __builtin_prefetch(p + sizeof(floor_entry_t) - 1, 1, 3);
 }
 
-/* The same contract as sl_table_decide_batch(), with a rolling prefetch PREFETCH_D ahead. */
-static size_t flat_decide_batch(flat_t *f, const sl_rule_t *rule, sl_request_t *reqs, size_t n,
-                                int64_t now)
-{
-    uint64_t h[PREFETCH_D];
-    size_t failed = 0, ahead = n < PREFETCH_D ? n : PREFETCH_D;
-    for (size_t j = 0; j < ahead; j++) {
-        h[j] = hash_bytes(reqs[j].key, KEY_LEN, f->seed);
-        flat_prefetch(f, h[j]);
-    }
-    for (size_t j = 0; j < n; j++) {
-        uint64_t hj = h[j % PREFETCH_D];
-        if (j + PREFETCH_D < n) {
-            uint64_t hn = hash_bytes(reqs[j + PREFETCH_D].key, KEY_LEN, f->seed);
-            h[j % PREFETCH_D] = hn;
-            flat_prefetch(f, hn);
-        }
-        reqs[j].status = flat_decide(f, rule, reqs[j].key, hj, now, &reqs[j].decision);
-        failed += reqs[j].status != SL_OK;
-    }
-    return failed;
-}
-
 /*
  * The floor with table.c's locking added: 64 spinlocks, one per 64-byte line, picked by the top
  * hash bits, taken (xchg acquire) and released (store release) around each decision exactly as
@@ -596,7 +578,7 @@ static inline void flat_lock(uint64_t h)
     unsigned *l = &flat_locks[h >> 58].v;
     while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE) != 0)
         while (__atomic_load_n(l, __ATOMIC_RELAXED) != 0)
-            __builtin_ia32_pause();
+            cpu_relax();
 }
 
 static inline void flat_unlock(uint64_t h)
@@ -604,8 +586,10 @@ static inline void flat_unlock(uint64_t h)
     __atomic_store_n(&flat_locks[h >> 58].v, 0, __ATOMIC_RELEASE);
 }
 
-static size_t flat_decide_batch_locked(flat_t *f, const sl_rule_t *rule, sl_request_t *reqs,
-                                       size_t n, int64_t now)
+/* The same contract as sl_table_decide_batch(), with a rolling prefetch PREFETCH_D ahead;
+ * `locked` adds table.c's locking around each decision. */
+static size_t flat_decide_batch(flat_t *f, const sl_rule_t *rule, sl_request_t *reqs, size_t n,
+                                int64_t now, bool locked)
 {
     uint64_t h[PREFETCH_D];
     size_t failed = 0, ahead = n < PREFETCH_D ? n : PREFETCH_D;
@@ -620,9 +604,11 @@ static size_t flat_decide_batch_locked(flat_t *f, const sl_rule_t *rule, sl_requ
             h[j % PREFETCH_D] = hn;
             flat_prefetch(f, hn);
         }
-        flat_lock(hj);
+        if (locked)
+            flat_lock(hj);
         reqs[j].status = flat_decide(f, rule, reqs[j].key, hj, now, &reqs[j].decision);
-        flat_unlock(hj);
+        if (locked)
+            flat_unlock(hj);
         failed += reqs[j].status != SL_OK;
     }
     return failed;
@@ -699,7 +685,7 @@ typedef struct big {
     sl_rule_t rule;
     sl_table_t *table;
     flat_t flat;
-    size_t mem;  /* sl_table_memory() after the inserts, bytes */
+    size_t mem; /* sl_table_memory() after the inserts, bytes */
 } big_t;
 
 static void big_build(big_t *b)
@@ -757,13 +743,13 @@ typedef enum run_kind {
 
 typedef struct run {
     run_kind_t kind;
-    size_t batch;    /* batch kinds: requests per call */
+    size_t batch; /* batch kinds: requests per call */
     big_t *big;
     const key16_t *stream;
     size_t ops;
-    int64_t now_ns;  /* advances 1 ns per decision */
+    int64_t now_ns; /* advances 1 ns per decision */
     uint64_t allowed, decided;
-    double share;    /* CPU share of the last run */
+    double share; /* CPU share of the last run */
 } run_t;
 
 /* Runs the whole stream once; returns elapsed seconds. */
@@ -819,9 +805,9 @@ static double run_stream(run_t *r)
             if (r->kind == RUN_SLUICE_BATCH)
                 failed += sl_table_decide_batch(b->table, reqs, m, now);
             else if (r->kind == RUN_FLAT_BATCH)
-                failed += flat_decide_batch(&b->flat, &b->rule, reqs, m, now);
+                failed += flat_decide_batch(&b->flat, &b->rule, reqs, m, now, false);
             else
-                failed += flat_decide_batch_locked(&b->flat, &b->rule, reqs, m, now);
+                failed += flat_decide_batch(&b->flat, &b->rule, reqs, m, now, true);
             now += (int64_t)m;
             for (size_t j = 0; j < m; j++)
                 ok += reqs[j].decision.allowed;
@@ -1064,8 +1050,8 @@ static int cmd_threads(void)
         snprintf(label, sizeof(label), "threads gcra %s 2T/1T", kinds[k].label);
         summary_t m = report(label, &ratio[k], "x", 2);
         if (kinds[k].kind == RUN_SLUICE)
-            printf("    target >= 1.8x: %s (%.2fx the target)\n", m.median >= 1.8 ? "met" : "MISSED",
-                   m.median / 1.8);
+            printf("    target >= 1.8x: %s (%.2fx the target)\n",
+                   m.median >= 1.8 ? "met" : "MISSED", m.median / 1.8);
     }
     printf("keys still stored: %zu\n", sl_table_count(b.table));
     return 0;
@@ -1114,8 +1100,8 @@ static int cmd_memory(void)
            el * 1e9 / n);
     snprintf(label, sizeof(label), "memory %s%s RSS growth / keys", opt.alg,
              opt.presize ? " presized" : "");
-    printf("%s: %.1f B/key (%zu keys, RSS %.1f -> %.1f MiB)\n", label,
-           (double)(rss1 - rss0) / n, count, rss0 / 1048576.0, rss1 / 1048576.0);
+    printf("%s: %.1f B/key (%zu keys, RSS %.1f -> %.1f MiB)\n", label, (double)(rss1 - rss0) / n,
+           count, rss0 / 1048576.0, rss1 / 1048576.0);
     if (alg == SL_GCRA)
         printf("    target <= 40 B/key: %s (%.2fx the target)\n",
                (double)(rss1 - rss0) / n <= 40.0 ? "met" : "MISSED",
@@ -1124,8 +1110,7 @@ static int cmd_memory(void)
            opt.presize ? " presized" : "", (double)mem / n);
     printf("    peak RSS growth during inserts (VmHWM): %.1f B/key; AnonHugePages grew %.1f MiB "
            "(%.0f%% of the RSS growth)\n",
-           (double)(hwm1 > rss0 ? hwm1 - rss0 : 0) / n,
-           ((double)thp1 - (double)thp0) / 1048576.0,
+           (double)(hwm1 > rss0 ? hwm1 - rss0 : 0) / n, ((double)thp1 - (double)thp0) / 1048576.0,
            100.0 * ((double)thp1 - (double)thp0) / (double)(rss1 - rss0));
     sl_table_free(t);
     huge_free(keys, opt.keys * sizeof(key16_t));
@@ -1205,16 +1190,17 @@ static int cmd_slog(void)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_core hot|random|threads|memory|slog [options]\n"
-            "  --reps N     timed repetitions per figure (default 5)\n"
-            "  --keys N     distinct keys (default 10000000; slog: use 100000)\n"
-            "  --ops N      decisions per timed rep (random, threads: per thread; default 4000000)\n"
-            "  --iters N    decisions per timed rep for hot (default 10000000)\n"
-            "  --alg NAME   memory: algorithm (default gcra)\n"
-            "  --presize    memory: create the table with initial_keys = keys\n"
-            "  --limit N    slog: limit (default 100); --limit2 N: second limit (default 200)\n"
-            "  --seed N     key and stream seed (default 42)\n");
+    fprintf(
+        stderr,
+        "usage: bench_core hot|random|threads|memory|slog [options]\n"
+        "  --reps N     timed repetitions per figure (default 5)\n"
+        "  --keys N     distinct keys (default 10000000; slog: use 100000)\n"
+        "  --ops N      decisions per timed rep (random, threads: per thread; default 4000000)\n"
+        "  --iters N    decisions per timed rep for hot (default 10000000)\n"
+        "  --alg NAME   memory: algorithm (default gcra)\n"
+        "  --presize    memory: create the table with initial_keys = keys\n"
+        "  --limit N    slog: limit (default 100); --limit2 N: second limit (default 200)\n"
+        "  --seed N     key and stream seed (default 42)\n");
 }
 
 static unsigned long long arg_num(const char *s)
@@ -1237,8 +1223,8 @@ int main(int argc, char **argv)
     }
     size_t len = 0;
     for (int i = 0; i < argc && len < sizeof(opt.command) - 1; i++)
-        len += (size_t)snprintf(opt.command + len, sizeof(opt.command) - len, "%s%s",
-                                i ? " " : "", argv[i]);
+        len += (size_t)snprintf(opt.command + len, sizeof(opt.command) - len, "%s%s", i ? " " : "",
+                                argv[i]);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rules.h"
 #include "sluice/sluice.h"
 
 #define NS    INT64_C(1)
@@ -72,14 +73,7 @@ typedef struct row {
 static sl_rule_t make_rule(sl_algorithm_t alg, int64_t limit, int64_t window_ns, int64_t burst,
                            int64_t buckets, int64_t max_delay_ns)
 {
-    sl_rule_t rule;
-    memset(&rule, 0, sizeof(rule));
-    rule.algorithm = alg;
-    rule.limit = limit;
-    rule.window_ns = window_ns;
-    rule.burst = burst;
-    rule.buckets = buckets;
-    rule.max_delay_ns = max_delay_ns;
+    sl_rule_t rule = rule_fields(alg, limit, window_ns, burst, buckets, max_delay_ns);
     assert_int_equal(sl_rule_prepare(&rule), SL_OK);
     return rule;
 }

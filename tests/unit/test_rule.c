@@ -17,25 +17,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rules.h"
 #include "sluice/sluice.h"
 
 #define MS  SL_NS_PER_MS
 #define SEC SL_NS_PER_SEC
 #define DEF SL_DEFAULT
-
-static sl_rule_t rule_of(sl_algorithm_t alg, int64_t limit, int64_t window_ns, int64_t burst,
-                         int64_t buckets, int64_t max_delay_ns)
-{
-    sl_rule_t rule;
-    memset(&rule, 0, sizeof(rule));
-    rule.algorithm = alg;
-    rule.limit = limit;
-    rule.window_ns = window_ns;
-    rule.burst = burst;
-    rule.buckets = buckets;
-    rule.max_delay_ns = max_delay_ns;
-    return rule;
-}
 
 static bool rule_fields_equal(const sl_rule_t *a, const sl_rule_t *b)
 {
@@ -133,7 +120,7 @@ static void test_prepare_rejects_each_field(void **cm)
     for (size_t i = 0; i < sizeof(bad_rules) / sizeof(bad_rules[0]); i++) {
         const bad_rule_t *b = &bad_rules[i];
         sl_rule_t rule =
-            rule_of(b->alg, b->limit, b->window_ns, b->burst, b->buckets, b->max_delay_ns);
+            rule_fields(b->alg, b->limit, b->window_ns, b->burst, b->buckets, b->max_delay_ns);
         sl_rule_t copy = rule;
         int rc = sl_rule_prepare(&rule);
         if (rc != b->want) {
@@ -182,7 +169,7 @@ static void test_prepare_accepts_edges(void **cm)
     for (size_t i = 0; i < sizeof(good_rules) / sizeof(good_rules[0]); i++) {
         const good_rule_t *g = &good_rules[i];
         sl_rule_t rule =
-            rule_of(g->alg, g->limit, g->window_ns, g->burst, g->buckets, g->max_delay_ns);
+            rule_fields(g->alg, g->limit, g->window_ns, g->burst, g->buckets, g->max_delay_ns);
         int rc = sl_rule_prepare(&rule);
         if (rc != SL_OK) {
             print_error("%s: sl_rule_prepare returned %d (%s), want SL_OK\n", g->what, rc,
@@ -222,13 +209,13 @@ static void test_defaults_and_derived_fields(void **cm)
     assert_int_equal(sl_state_size(&r), 8);
 
     /* gcra max_burst 0: limit 1, tau = T */
-    r = rule_of(SL_GCRA, 4, SEC, 0, DEF, 0);
+    r = rule_fields(SL_GCRA, 4, SEC, 0, DEF, 0);
     assert_int_equal(sl_rule_prepare(&r), SL_OK);
     assert_int_equal(r.capacity, 1);
     assert_int_equal(r.tolerance_ns, 250 * MS);
 
     /* explicit burst */
-    r = rule_of(SL_TOKEN_BUCKET, 4, SEC, 9, DEF, 0);
+    r = rule_fields(SL_TOKEN_BUCKET, 4, SEC, 9, DEF, 0);
     assert_int_equal(sl_rule_prepare(&r), SL_OK);
     assert_int_equal(r.burst, 9);
     assert_int_equal(r.capacity, 9);
@@ -250,7 +237,7 @@ static void test_defaults_and_derived_fields(void **cm)
     assert_int_equal(r.bucket_ns, 100 * MS);
     assert_int_equal(r.capacity, 10);
     assert_int_equal(sl_state_size(&r), 16 + 8 * 11); /* header: 16 + 8 * (buckets + 1) */
-    r = rule_of(SL_SLIDING_BUCKETS, 10, SEC, DEF, 4, 0);
+    r = rule_fields(SL_SLIDING_BUCKETS, 10, SEC, DEF, 4, 0);
     assert_int_equal(sl_rule_prepare(&r), SL_OK);
     assert_int_equal(r.bucket_ns, 250 * MS);
     assert_int_equal(sl_state_size(&r), 16 + 8 * 5);
@@ -277,7 +264,7 @@ static void test_rule_init_equals_prepare_with_defaults(void **cm)
     static const sl_algorithm_t algs[] = {SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
                                           SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA};
     for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++) {
-        sl_rule_t a, b = rule_of(algs[i], 20, 2 * SEC, DEF, DEF, 0);
+        sl_rule_t a, b = rule_fields(algs[i], 20, 2 * SEC, DEF, DEF, 0);
         memset(&a, 0x77, sizeof(a));
         assert_int_equal(sl_rule_init(&a, algs[i], 20, 2 * SEC), SL_OK);
         assert_int_equal(sl_rule_prepare(&b), SL_OK);
