@@ -610,13 +610,25 @@ const sl_rule_t *sl_table_rule(const sl_table_t *t)
 
 /* ---- decisions --------------------------------------------------------------------------- */
 
-/* The slow path of shard_decide(): the key is absent. Decides on a fresh state and stores it
- * only if something was admitted. Out of line to keep the hot path's frame small. */
+/*
+ * The slow path of shard_decide(): the key is absent, i.e. its state is fresh. A peek, or a cost
+ * no key can ever take, decides without a state (every algorithm reports a fresh key as full
+ * capacity, nothing to wait for; tests/unit/test_table.c checks this against sl_decide()), so
+ * nothing is allocated for it. Otherwise it decides on a zeroed state and stores it if admitted.
+ * Out of line to keep the hot path's frame small.
+ */
 static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t *s,
                                                          const unsigned char *key, size_t len,
                                                          uint64_t h, int64_t cost, int64_t now_ns,
                                                          sl_decision_t *out)
 {
+    if (cost == 0 || cost > t->rule.capacity) {
+        *out = (sl_decision_t){.allowed = cost == 0,
+                               .limit = t->rule.capacity,
+                               .remaining = t->rule.capacity,
+                               .retry_after_ns = cost == 0 ? 0 : -1};
+        return SL_OK;
+    }
     uint64_t buf[STATE_INLINE_MAX / 8];
     void *state = buf;
     if (t->state_external && (state = calloc(1, t->state_size)) == NULL)
@@ -625,7 +637,7 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
         memset(buf, 0, t->state_size);
     core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
-    if (out->allowed && cost > 0)
+    if (out->allowed)
         rc = shard_insert(t, s, key, len, h, state, now_ns);
     if (t->state_external)
         free(state);

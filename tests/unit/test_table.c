@@ -67,6 +67,34 @@ static void test_matches_private_state(void **unused)
     }
 }
 
+/* An absent key's peek and impossible cost (decided without a state) match sl_decide() on a
+ * zero state, for every algorithm, including large out-of-line states. */
+static void test_absent_key_matches_fresh_state(void **unused)
+{
+    sl_algorithm_t algs[] = {SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
+                             SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA};
+    for (size_t a = 0; a < sizeof(algs) / sizeof(algs[0]); a++) {
+        sl_rule_t r = rule_of(algs[a], 40, 10 * SL_NS_PER_SEC); /* sliding_log: out of line */
+        sl_table_t *t = table_of(&r, NULL);
+        unsigned char *zero = calloc(1, sl_state_size(&r));
+        int64_t costs[] = {0, r.capacity + 1, INT64_MAX};
+        for (size_t c = 0; c < 3; c++) {
+            sl_decision_t want, got;
+            assert_int_equal(sl_decide(&r, zero, costs[c], T0, &want), SL_OK);
+            assert_int_equal(sl_table_decide(t, "nobody", 6, costs[c], T0, &got), SL_OK);
+            assert_int_equal(got.allowed, want.allowed);
+            assert_int_equal(got.limit, want.limit);
+            assert_int_equal(got.remaining, want.remaining);
+            assert_int_equal(got.retry_after_ns, want.retry_after_ns);
+            assert_int_equal(got.reset_after_ns, want.reset_after_ns);
+            assert_int_equal(got.delay_ns, want.delay_ns);
+        }
+        assert_int_equal(sl_table_count(t), 0);
+        free(zero);
+        sl_table_free(t);
+    }
+}
+
 static void test_key_limits(void **unused)
 {
     sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
@@ -309,6 +337,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_private_state),
+        cmocka_unit_test(test_absent_key_matches_fresh_state),
         cmocka_unit_test(test_key_limits),
         cmocka_unit_test(test_only_admissions_store),
         cmocka_unit_test(test_growth_keeps_every_key),
