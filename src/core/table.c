@@ -630,11 +630,9 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
         return SL_OK;
     }
     uint64_t buf[STATE_INLINE_MAX / 8];
-    void *state = buf;
-    if (t->state_external && (state = calloc(1, t->state_size)) == NULL)
+    void *state = t->state_external ? calloc(1, t->state_size) : memset(buf, 0, t->state_size);
+    if (state == NULL)
         return SL_ENOMEM;
-    if (!t->state_external)
-        memset(buf, 0, t->state_size);
     core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
     if (out->allowed)
