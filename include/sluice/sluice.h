@@ -47,13 +47,14 @@ extern "C" {
 #define SL_NS_PER_MS  INT64_C(1000000)
 #define SL_NS_PER_SEC INT64_C(1000000000)
 
-#define SL_WINDOW_MIN_NS   SL_NS_PER_MS                           /* shortest window: 1 ms */
-#define SL_WINDOW_MAX_NS   (INT64_C(366) * 86400 * SL_NS_PER_SEC) /* longest window: 366 days */
-#define SL_LOG_LIMIT_MAX   (INT64_C(1) << 20) /* sliding_log keeps one 8-byte stamp per unit */
-#define SL_BUCKETS_MAX     INT64_C(4096)      /* sliding_buckets sub-windows per window */
-#define SL_BUCKETS_DEFAULT INT64_C(10)
-#define SL_KEY_MAX_DEFAULT 1024 /* bytes; sl_table_config_t.key_max when 0 */
-#define SL_DEFAULT         (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
+#define SL_WINDOW_MIN_NS    SL_NS_PER_MS                           /* shortest window: 1 ms */
+#define SL_WINDOW_MAX_NS    (INT64_C(366) * 86400 * SL_NS_PER_SEC) /* longest window: 366 days */
+#define SL_TOLERANCE_MAX_NS (INT64_MAX / 4)    /* token_bucket/gcra: T * capacity, ~73 years */
+#define SL_LOG_LIMIT_MAX    (INT64_C(1) << 20) /* sliding_log keeps one 8-byte stamp per unit */
+#define SL_BUCKETS_MAX      INT64_C(4096)      /* sliding_buckets sub-windows per window */
+#define SL_BUCKETS_DEFAULT  INT64_C(10)
+#define SL_KEY_MAX_DEFAULT  1024 /* bytes; sl_table_config_t.key_max when 0 */
+#define SL_DEFAULT          (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -64,9 +65,10 @@ enum sl_error {
     SL_EWINDOW = -3,    /* window must be within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS] */
     SL_EBURST = -4,     /* burst must be >= 0; it only applies to token_bucket and gcra */
     SL_EBUCKETS = -5,   /* buckets must be in [1, SL_BUCKETS_MAX] and divide the window */
-    SL_EDELAY = -6,     /* max_delay must be >= 0; it only applies to token_bucket and gcra */
+    SL_EDELAY = -6,     /* max_delay must be in [0, SL_WINDOW_MAX_NS]; token_bucket, gcra only */
     SL_ECOST = -7,      /* cost must be >= 0 */
-    SL_EOVERFLOW = -8,  /* the rule's parameters overflow 64-bit nanosecond arithmetic */
+    SL_EOVERFLOW = -8,  /* the rule's parameters overflow 64-bit nanosecond arithmetic (e.g. a
+                           token_bucket/gcra T * capacity above SL_TOLERANCE_MAX_NS) */
     SL_EKEY = -9,       /* key longer than the table's key_max */
     SL_ENOMEM = -10,    /* allocation failed */
     SL_EFULL = -11,     /* table at its memory cap and no fresh key could be reclaimed */

@@ -19,7 +19,7 @@ const char *sl_strerror(int code)
         return "buckets must be between 1 and 4096, divide the window, and only applies to "
                "sliding_buckets";
     case SL_EDELAY:
-        return "max_delay must be >= 0 and only applies to token_bucket and gcra";
+        return "max_delay must be between 0 and 366d and only applies to token_bucket and gcra";
     case SL_ECOST:
         return "cost must be a non-negative integer";
     case SL_EOVERFLOW:

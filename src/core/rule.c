@@ -77,7 +77,9 @@ static int derive(sl_rule_t *r)
         r->capacity = r->burst;
         if (r->algorithm == SL_GCRA && __builtin_add_overflow(r->burst, 1, &r->capacity))
             return SL_EOVERFLOW;
-        if (__builtin_mul_overflow(r->interval_ns, r->capacity, &r->tolerance_ns))
+        /* headroom below INT64_MAX: TAT - tolerance - max_delay and TAT' + T*c stay in range */
+        if (__builtin_mul_overflow(r->interval_ns, r->capacity, &r->tolerance_ns) ||
+            r->tolerance_ns > SL_TOLERANCE_MAX_NS)
             return SL_EOVERFLOW;
     }
     r->state_size = state_size_of(r);
@@ -119,7 +121,7 @@ int sl_rule_prepare(sl_rule_t *rule)
         return SL_EBUCKETS;
     }
 
-    if (tokens ? r.max_delay_ns < 0 : !unset(r.max_delay_ns))
+    if (tokens ? r.max_delay_ns < 0 || r.max_delay_ns > SL_WINDOW_MAX_NS : !unset(r.max_delay_ns))
         return SL_EDELAY;
     if (!tokens)
         r.max_delay_ns = 0;

@@ -104,6 +104,9 @@ static const bad_rule_t bad_rules[] = {
     {"token_bucket T * B overflows", TB, 1, SL_WINDOW_MAX_NS, INT64_C(1) << 20, DEF, 0,
      SL_EOVERFLOW},
     {"gcra B + 1 overflows", GC, 1, SEC, INT64_MAX, DEF, 0, SL_EOVERFLOW},
+    {"token_bucket T * B above SL_TOLERANCE_MAX_NS", TB, 1, SL_WINDOW_MAX_NS, 100, DEF, 0,
+     SL_EOVERFLOW},
+    {"gcra max_delay above 366 days", GC, 10, SEC, DEF, DEF, SL_WINDOW_MAX_NS + 1, SL_EDELAY},
     {"gcra T * (B + 1) overflows", GC, 2, SL_WINDOW_MAX_NS, INT64_C(1) << 40, DEF, 0, SL_EOVERFLOW},
     /* the first invalid field, in the struct's order, decides the code */
     {"algorithm before limit", (sl_algorithm_t)0, 0, 0, -5, -5, -5, SL_EALGORITHM},
@@ -159,7 +162,8 @@ static const good_rule_t good_rules[] = {
     {"sliding_buckets SL_BUCKETS_MAX buckets", SB, 10, SL_BUCKETS_MAX *MS, DEF, SL_BUCKETS_MAX, 0},
     {"sliding_buckets 7 buckets of 1 ms", SB, 10, 7 * MS, DEF, 7, 0},
     {"token_bucket limit > window in ns (T = 1)", TB, INT64_C(1) << 40, SEC, DEF, DEF, 0},
-    {"token_bucket tau 3.2e18 ns fits", TB, 1, SL_WINDOW_MAX_NS, 100, DEF, 0},
+    {"token_bucket tau 2.28e18 ns (under SL_TOLERANCE_MAX_NS) fits", TB, 1, SL_WINDOW_MAX_NS, 72,
+     DEF, 0},
 };
 
 static void test_prepare_accepts_edges(void **cm)
