@@ -12,8 +12,9 @@
  *      sharded with one lock per shard, and reclaims keys whose state has returned to fresh.
  *
  * Time is int64_t nanoseconds since the Unix epoch everywhere ("_ns" in every name). Negative
- * times are treated as 0. A time earlier than the latest time recorded in a key's state is
- * treated as that time (clamped), so a clock that steps back never grants extra quota.
+ * times are treated as 0, times after SL_NOW_MAX_NS (year 2116) as SL_NOW_MAX_NS. A time earlier
+ * than the latest time recorded in a key's state is treated as that time (clamped), so a clock that
+ * steps back never grants extra quota.
  *
  * Errors: functions return SL_OK (0) or a negative SL_E* code; sl_strerror() names it. Being
  * rate limited is not an error: it is a decision with allowed == false.
@@ -49,6 +50,7 @@ extern "C" {
 
 #define SL_WINDOW_MIN_NS    SL_NS_PER_MS                           /* shortest window: 1 ms */
 #define SL_WINDOW_MAX_NS    (INT64_C(366) * 86400 * SL_NS_PER_SEC) /* longest window: 366 days */
+#define SL_NOW_MAX_NS       (INT64_MAX / 2)    /* latest time decided on, ns (year 2116) */
 #define SL_TOLERANCE_MAX_NS (INT64_MAX / 4)    /* token_bucket/gcra: T * capacity, ~73 years */
 #define SL_LOG_LIMIT_MAX    (INT64_C(1) << 20) /* sliding_log keeps one 8-byte stamp per unit */
 #define SL_BUCKETS_MAX      INT64_C(4096)      /* sliding_buckets sub-windows per window */

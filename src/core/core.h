@@ -91,6 +91,8 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
 {
     if (now_ns < 0)
         now_ns = 0;
+    if (now_ns > SL_NOW_MAX_NS) /* keeps now + window + tolerance far from INT64_MAX */
+        now_ns = SL_NOW_MAX_NS;
     out->limit = rule->capacity;
     switch (rule->algorithm) {
     case SL_TOKEN_BUCKET:

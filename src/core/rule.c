@@ -167,6 +167,8 @@ bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     if (now_ns < 0)
         now_ns = 0;
+    if (now_ns > SL_NOW_MAX_NS)
+        now_ns = SL_NOW_MAX_NS;
     switch (rule->algorithm) {
     case SL_FIXED_WINDOW:
         return fixed_window_is_fresh(rule, state, now_ns);
