@@ -1,0 +1,332 @@
+/*
+ * resp.c - RESP2 request parser and reply encoders (see resp.h for the contract).
+ *
+ * The parser is stateless: each call parses one request from the start of the unconsumed bytes,
+ * so a request split across reads is parsed again once the rest has arrived. That costs a rescan
+ * of the headers (never of bulk payloads, which are skipped by length) and keeps the parser a
+ * pure function of its input, which is what the fuzz target checks.
+ */
+#include "proto/resp.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COUNT_LINE_MAX 32 /* longest "*<n>" or "$<n>" line worth waiting for, bytes */
+
+static long fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static long fail(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(err, RESP_ERR_MAX, "Protocol error: ");
+    vsnprintf(err + n, RESP_ERR_MAX - (size_t)n, fmt, ap);
+    va_end(ap);
+    return RESP_ERROR;
+}
+
+/* A printable rendering of one byte for error messages. */
+static const char *byte_name(unsigned char c, char out[8])
+{
+    if (c >= 0x20 && c < 0x7f)
+        snprintf(out, 8, "'%c'", c);
+    else
+        snprintf(out, 8, "\\x%02x", c);
+    return out;
+}
+
+/*
+ * Reads a "<integer>\r\n" line at buf[pos..len): the digits, an optional leading '-' when
+ * signed. Returns the index after "\r\n", RESP_PARTIAL, or RESP_ERROR (bad is set true when the
+ * line is complete but not an integer; too_long when no CRLF came within COUNT_LINE_MAX).
+ */
+static long read_count(const char *buf, size_t len, size_t pos, bool is_signed, long long *value,
+                       bool *bad, bool *too_long)
+{
+    *bad = *too_long = false;
+    size_t end = pos;
+    while (end < len && buf[end] != '\r') {
+        if (end - pos > COUNT_LINE_MAX) {
+            *too_long = true;
+            return RESP_ERROR;
+        }
+        end++;
+    }
+    if (end + 1 >= len)
+        return end - pos > COUNT_LINE_MAX ? (*too_long = true, RESP_ERROR) : RESP_PARTIAL;
+    bool neg = is_signed && end > pos && buf[pos] == '-';
+    size_t i = pos + neg;
+    long long v = 0;
+    if (buf[end + 1] != '\n' || i == end || end - i > 18) {
+        *bad = true;
+        return RESP_ERROR;
+    }
+    for (; i < end; i++) {
+        if (buf[i] < '0' || buf[i] > '9') {
+            *bad = true;
+            return RESP_ERROR;
+        }
+        v = v * 10 + (buf[i] - '0');
+    }
+    *value = neg ? -v : v;
+    return (long)(end + 2);
+}
+
+static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_max,
+                            resp_arg_t *argv, size_t *argc, char *err)
+{
+    long long count;
+    bool bad, too_long;
+    long pos = read_count(buf, len, 1, true, &count, &bad, &too_long);
+    if (pos == RESP_PARTIAL)
+        return RESP_PARTIAL;
+    if (pos == RESP_ERROR)
+        return too_long ? fail(err, "too big mbulk count string")
+                        : fail(err, "invalid multibulk length");
+    if (count <= 0) { /* as Redis: an empty request, skipped */
+        *argc = 0;
+        return pos;
+    }
+    if ((unsigned long long)count > args_max)
+        return fail(err, "too many arguments (%lld, the limit is %zu)", count, args_max);
+    for (long long i = 0; i < count; i++) {
+        if ((size_t)pos >= len)
+            return RESP_PARTIAL;
+        if (buf[pos] != '$') {
+            char name[8];
+            return fail(err, "expected '$', got %s", byte_name((unsigned char)buf[pos], name));
+        }
+        long long blen;
+        long data = read_count(buf, len, (size_t)pos + 1, false, &blen, &bad, &too_long);
+        if (data == RESP_PARTIAL)
+            return RESP_PARTIAL;
+        if (data == RESP_ERROR)
+            return too_long ? fail(err, "too big bulk count string")
+                            : fail(err, "invalid bulk length");
+        if ((unsigned long long)blen > bulk_max)
+            return fail(err, "bulk length %lld exceeds the limit of %zu bytes", blen, bulk_max);
+        if ((size_t)data + (size_t)blen + 2 > len)
+            return RESP_PARTIAL;
+        if (buf[data + blen] != '\r' || buf[data + blen + 1] != '\n')
+            return fail(err, "bulk of %lld bytes not followed by CRLF", blen);
+        argv[i] = (resp_arg_t){.ptr = buf + data, .len = (size_t)blen};
+        pos = data + (long)blen + 2;
+    }
+    *argc = (size_t)count;
+    return pos;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/*
+ * Unescapes a quoted word starting at line[*pos] (the opening quote) in place, writing to
+ * line[*out...]. Returns false for an unbalanced quote or a closing quote not followed by a
+ * blank or the end of the line.
+ */
+static bool unquote(char *line, size_t end, size_t *pos, size_t *out)
+{
+    char quote = line[(*pos)++];
+    while (*pos < end) {
+        char c = line[(*pos)++];
+        if (c == quote) {
+            return *pos == end || is_blank(line[*pos]);
+        }
+        if (c == '\\' && *pos < end) {
+            char e = line[*pos];
+            if (quote == '\'') {
+                if (e == '\'') {
+                    c = '\'';
+                    (*pos)++;
+                }
+            } else if (e == 'x' && *pos + 2 < end && hex_digit(line[*pos + 1]) >= 0 &&
+                       hex_digit(line[*pos + 2]) >= 0) {
+                c = (char)(hex_digit(line[*pos + 1]) * 16 + hex_digit(line[*pos + 2]));
+                *pos += 3;
+            } else {
+                static const char from[] = "nrtab", to[] = "\n\r\t\a\b";
+                const char *f = strchr(from, e);
+                c = f != NULL && e != '\0' ? to[f - from] : e;
+                (*pos)++;
+            }
+        }
+        line[(*out)++] = c;
+    }
+    return false;
+}
+
+static long parse_inline(char *buf, size_t len, size_t args_max, resp_arg_t *argv, size_t *argc,
+                         char *err)
+{
+    size_t scan = len < RESP_INLINE_MAX + 2 ? len : RESP_INLINE_MAX + 2;
+    char *nl = memchr(buf, '\n', scan);
+    if (nl == NULL)
+        return len > RESP_INLINE_MAX ? fail(err, "too big inline request") : RESP_PARTIAL;
+    size_t end = (size_t)(nl - buf), pos = 0, n = 0;
+    while (pos < end) {
+        while (pos < end && is_blank(buf[pos]))
+            pos++;
+        if (pos == end)
+            break;
+        if (n == args_max)
+            return fail(err, "too many arguments (the limit is %zu)", args_max);
+        size_t start = pos, out = pos;
+        if (buf[pos] == '"' || buf[pos] == '\'') {
+            if (!unquote(buf, end, &pos, &out))
+                return fail(err, "unbalanced quotes in request");
+        } else {
+            while (pos < end && !is_blank(buf[pos]))
+                pos++;
+            out = pos;
+        }
+        argv[n++] = (resp_arg_t){.ptr = buf + start, .len = out - start};
+    }
+    *argc = n;
+    return (long)(end + 1);
+}
+
+long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *argv,
+                size_t argv_cap, size_t *argc, char *err)
+{
+    size_t bulk_max = limits && limits->bulk_max ? limits->bulk_max : RESP_BULK_MAX;
+    size_t args_max = limits && limits->args_max ? limits->args_max : RESP_ARGS_MAX;
+    if (args_max > argv_cap)
+        args_max = argv_cap;
+    *argc = 0;
+    if (len == 0)
+        return RESP_PARTIAL;
+    if (buf[0] == '*')
+        return parse_multibulk(buf, len, bulk_max, args_max, argv, argc, err);
+    return parse_inline(buf, len, args_max, argv, argc, err);
+}
+
+/* ---- replies ----------------------------------------------------------------------------- */
+
+void resp_buf_free(resp_buf_t *b)
+{
+    free(b->data);
+    *b = (resp_buf_t){0};
+}
+
+void resp_buf_consume(resp_buf_t *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+/* Room for n more bytes; false (and b->failed) if it cannot be had. */
+static bool reserve(resp_buf_t *b, size_t n)
+{
+    if (b->failed)
+        return false;
+    if (b->cap - b->len >= n)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < n) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = true;
+            return false;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (p == NULL) {
+        b->failed = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+static void put(resp_buf_t *b, const void *p, size_t n)
+{
+    if (reserve(b, n)) {
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+    }
+}
+
+/* Writes "<prefix><v>\r\n". */
+static void put_line_int(resp_buf_t *b, char prefix, int64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    tmp[--i] = '\n';
+    tmp[--i] = '\r';
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        tmp[--i] = '-';
+    tmp[--i] = prefix;
+    put(b, tmp + i, sizeof(tmp) - i);
+}
+
+void resp_add_simple(resp_buf_t *b, const char *s)
+{
+    put(b, "+", 1);
+    put(b, s, strlen(s));
+    put(b, "\r\n", 2);
+}
+
+void resp_add_error(resp_buf_t *b, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    size_t len = (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+    for (size_t i = 0; i < len; i++) /* an error is one line */
+        if (msg[i] == '\r' || msg[i] == '\n')
+            msg[i] = ' ';
+    put(b, "-", 1);
+    put(b, msg, len);
+    put(b, "\r\n", 2);
+}
+
+void resp_add_int(resp_buf_t *b, int64_t v)
+{
+    put_line_int(b, ':', v);
+}
+
+void resp_add_bulk(resp_buf_t *b, const void *p, size_t len)
+{
+    put_line_int(b, '$', (int64_t)len);
+    put(b, p, len);
+    put(b, "\r\n", 2);
+}
+
+void resp_add_null(resp_buf_t *b)
+{
+    put(b, "$-1\r\n", 5);
+}
+
+void resp_add_array(resp_buf_t *b, size_t n)
+{
+    put_line_int(b, '*', (int64_t)n);
+}

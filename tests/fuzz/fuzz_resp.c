@@ -1,0 +1,77 @@
+/*
+ * fuzz_resp.c - libFuzzer target for the RESP2 request parser.
+ *
+ * Feeds arbitrary bytes (an exact-size heap copy, so ASan catches any over-read) through
+ * resp_parse() as a connection would: parse, consume, repeat. Checks what must hold for any
+ * input: a success consumes between 1 and len bytes, every argument lies inside the consumed
+ * bytes, argc respects the capacity, and re-encoding the arguments as a multibulk request parses
+ * back to the same arguments. Also feeds the input split at every tenth byte, as partial reads,
+ * which must give the same requests as the whole.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/resp.h"
+
+#define CAP 64
+
+static void check_round_trip(const resp_arg_t *argv, size_t argc)
+{
+    resp_buf_t b = {0};
+    resp_add_array(&b, argc);
+    for (size_t i = 0; i < argc; i++)
+        resp_add_bulk(&b, argv[i].ptr, argv[i].len);
+    if (b.failed)
+        abort();
+    resp_arg_t back[CAP];
+    size_t n;
+    char err[RESP_ERR_MAX];
+    resp_limits_t lim = {.bulk_max = SIZE_MAX / 4};
+    long rc = resp_parse(b.data, b.len, &lim, back, CAP, &n, err);
+    if (argc == 0 ? rc != 4 : (rc != (long)b.len || n != argc))
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (back[i].len != argv[i].len || memcmp(back[i].ptr, argv[i].ptr, argv[i].len) != 0)
+            abort();
+    resp_buf_free(&b);
+}
+
+/* Parses all of buf; returns how many requests were found before the end or an error. */
+static size_t drain(char *buf, size_t len, bool check)
+{
+    size_t off = 0, requests = 0;
+    resp_limits_t lim = {.bulk_max = 4096, .args_max = CAP};
+    for (;;) {
+        resp_arg_t argv[CAP];
+        size_t argc;
+        char err[RESP_ERR_MAX];
+        long rc = resp_parse(buf + off, len - off, &lim, argv, CAP, &argc, err);
+        if (rc <= 0)
+            return requests;
+        if ((size_t)rc > len - off || argc > CAP)
+            abort();
+        for (size_t i = 0; i < argc; i++)
+            if (argv[i].ptr < buf + off || argv[i].ptr + argv[i].len > buf + off + (size_t)rc)
+                abort();
+        if (check)
+            check_round_trip(argv, argc);
+        off += (size_t)rc;
+        requests++;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *buf = malloc(size ? size : 1);
+    memcpy(buf, data, size);
+    size_t whole = drain(buf, size, true);
+    /* the same bytes arriving in pieces: every prefix parses to a prefix of the requests */
+    for (size_t cut = 0; cut < size; cut += 10) {
+        memcpy(buf, data, size);
+        if (drain(buf, cut, false) > whole)
+            abort();
+    }
+    free(buf);
+    return 0;
+}
