@@ -74,7 +74,7 @@ enum sl_error {
     SL_EKEY = -9,       /* key longer than the table's key_max */
     SL_ENOMEM = -10,    /* allocation failed */
     SL_EFULL = -11,     /* table at its memory cap and no fresh key could be reclaimed */
-    SL_ESTATE = -12,    /* state buffer does not fit the rule */
+    SL_ESTATE = -12,    /* state bytes are not a state of this rule (corrupt or foreign) */
     SL_EDURATION = -13, /* malformed duration string */
     SL_EINVAL = -14,    /* other invalid argument (NULL pointer, bad table config) */
 };
@@ -165,8 +165,16 @@ SL_API int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t n
                      sl_decision_t *out);
 
 /* True when `state` at `now_ns` decides exactly as a fresh (all-zero) state would, so the key
- * may be forgotten. */
+ * may be forgotten. rule and state must not be NULL. */
 SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);
+
+/*
+ * Checks that `state` is one sl_decide() can have written under `rule` (counts within the limit,
+ * times within range, a sliding_log ring sorted). sl_decide() trusts its state -- it is the
+ * bytes it wrote -- so check any state that comes from outside (a snapshot, a network peer)
+ * before deciding on it. Returns SL_OK, SL_ESTATE or SL_EINVAL. O(state size).
+ */
+SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
 
 /* ---- the per-key table ------------------------------------------------------------------- */
 
@@ -232,8 +240,9 @@ SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
  * SL_EINVAL; an absent key yields an all-zero (fresh) state. Does not change the table. */
 SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void *state);
 
-/* Stores `state` for `key`, replacing what was there (snapshot loading). A fresh state at
- * now_ns removes the key instead. Returns SL_OK, SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL. */
+/* Stores `state` for `key`, replacing what was there (snapshot loading). The state is checked
+ * with sl_state_check() first; a fresh state at now_ns removes the key instead. Returns SL_OK,
+ * SL_ESTATE, SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL. */
 SL_API int sl_table_put(sl_table_t *table, const void *key, size_t key_len, const void *state,
                         int64_t now_ns);
 

@@ -5,6 +5,8 @@
  *
  *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state any alignment.
  *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
+ *   <alg>_valid(rule, state)                      true when state is one <alg>_decide can have
+ *                                                 written (bytes from a snapshot are checked).
  *
  * The dispatcher has already validated the arguments, so these functions only assert. They
  * read no clock, allocate nothing, lock nothing. Helpers for overflow-free arithmetic are here
@@ -22,7 +24,8 @@
 #define SL_DECIDE_FN(name)                                                                         \
     void name##_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,           \
                        sl_decision_t *out);                                                        \
-    bool name##_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+    bool name##_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);                \
+    bool name##_valid(const sl_rule_t *rule, const void *state)
 
 SL_DECIDE_FN(fixed_window);
 SL_DECIDE_FN(sliding_log);

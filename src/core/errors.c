@@ -31,7 +31,7 @@ const char *sl_strerror(int code)
     case SL_EFULL:
         return "table full: memory cap reached and no idle key to reclaim";
     case SL_ESTATE:
-        return "state does not fit the rule";
+        return "state is corrupt or belongs to another rule";
     case SL_EDURATION:
         return "malformed duration (expected e.g. 250ms, 10s, 1m, 1h30m, 1d)";
     case SL_EINVAL:

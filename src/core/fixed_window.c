@@ -43,6 +43,14 @@ void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64
     out->reset_after_ns = count > 0 ? until_next_ns : 0;
 }
 
+bool fixed_window_valid(const sl_rule_t *rule, const void *state)
+{
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    return st.count >= 0 && st.count <= rule->limit && st.window_index >= 0 &&
+           st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
+}
+
 bool fixed_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     fixed_window_state_t st;

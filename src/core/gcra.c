@@ -43,7 +43,7 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
         decision_reject(out, wait);
     } else {
         decision_admit(out);
-        out->delay_ns = max_i64(wait, 0);
+        out->delay_ns = cost > 0 ? max_i64(wait, 0) : 0; /* a peek is never delayed */
         if (cost > 0)
             memcpy(state, &tat1, sizeof(tat1));
         out->remaining = remaining_at(rule, tat1, now_ns);
@@ -52,6 +52,12 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     }
     out->remaining = remaining_at(rule, tat0, now_ns);
     out->reset_after_ns = tat0 - now_ns;
+}
+
+bool gcra_valid(const sl_rule_t *rule, const void *state)
+{
+    int64_t tat = load_i64(state);
+    return tat >= 0 && tat - rule->tolerance_ns - rule->max_delay_ns <= SL_NOW_MAX_NS;
 }
 
 bool gcra_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)

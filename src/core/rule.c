@@ -163,6 +163,32 @@ int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, 
     return SL_OK;
 }
 
+int sl_state_check(const sl_rule_t *rule, const void *state)
+{
+    if (rule == NULL || state == NULL || sl_algorithm_name(rule->algorithm) == NULL ||
+        rule->state_size == 0)
+        return SL_EINVAL;
+    bool valid;
+    switch (rule->algorithm) {
+    case SL_FIXED_WINDOW:
+        valid = fixed_window_valid(rule, state);
+        break;
+    case SL_SLIDING_LOG:
+        valid = sliding_log_valid(rule, state);
+        break;
+    case SL_SLIDING_WINDOW:
+        valid = sliding_window_valid(rule, state);
+        break;
+    case SL_SLIDING_BUCKETS:
+        valid = sliding_buckets_valid(rule, state);
+        break;
+    default:
+        valid = gcra_valid(rule, state);
+        break;
+    }
+    return valid ? SL_OK : SL_ESTATE;
+}
+
 bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     if (now_ns < 0)

@@ -123,6 +123,23 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     }
 }
 
+bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    const unsigned char *counts = (const unsigned char *)state + sizeof(h);
+    if (h.latest_ns < 0 || h.latest_ns > SL_NOW_MAX_NS)
+        return false;
+    int64_t sum = 0;
+    for (int64_t j = 0; j <= rule->buckets; j++) {
+        int64_t c = load_i64(counts + 8 * j);
+        if (c < 0 || c > rule->limit)
+            return false;
+        sum += c; /* at most (K + 1) * N: no overflow for prepared rules */
+    }
+    return sum == h.total;
+}
+
 bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     sliding_buckets_header_t h;

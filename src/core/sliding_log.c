@@ -79,6 +79,24 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
         inside > 0 ? stamp_at(ring, n, &h, h.count - 1) + rule->window_ns - now_ns : 0;
 }
 
+bool sliding_log_valid(const sl_rule_t *rule, const void *state)
+{
+    sliding_log_header_t h;
+    memcpy(&h, state, sizeof(h));
+    const uint32_t n = (uint32_t)rule->limit;
+    if (h.count > n || h.head >= n)
+        return false;
+    const unsigned char *ring = (const unsigned char *)state + sizeof(h);
+    int64_t prev = 0;
+    for (uint32_t i = 0; i < h.count; i++) { /* sorted, within [0, SL_NOW_MAX_NS] */
+        int64_t t = stamp_at(ring, n, &h, i);
+        if (t < prev || t > SL_NOW_MAX_NS)
+            return false;
+        prev = t;
+    }
+    return true;
+}
+
 bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     sliding_log_header_t h;

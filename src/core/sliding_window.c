@@ -83,6 +83,14 @@ void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int
     out->reset_after_ns = curr > 0 ? 2 * w - e : prev > 0 ? w - e : 0;
 }
 
+bool sliding_window_valid(const sl_rule_t *rule, const void *state)
+{
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    return st.curr >= 0 && st.curr <= rule->limit && st.prev >= 0 && st.prev <= rule->limit &&
+           st.window_index >= 0 && st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
+}
+
 bool sliding_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     sliding_window_state_t st;

@@ -53,6 +53,7 @@
 #define MAX_LOAD_NUM     7u    /* grow when count reaches 7/8 of capacity */
 #define MAX_LOAD_DEN     8u
 #define MIN_CHUNKS       4u                /* chunks in a new shard */
+#define PROBE_LONG       8u                /* chunks a lookup may walk before the shard is tidied */
 #define HUGE_ALLOC_MIN   ((size_t)2 << 20) /* huge page size; larger arrays are mmap'ed */
 #define SHARDS_DEFAULT   64u
 #define BATCH_AHEAD      16u /* batch: requests hashed and prefetched ahead */
@@ -85,7 +86,10 @@ typedef struct shard {
     uint32_t nchunks;      /* chunks in the array */
     uint32_t grow_at;      /* count that triggers a rebuild */
     uint32_t count;        /* stored keys */
+    bool long_probe;       /* a lookup walked PROBE_LONG chunks or more: tidy before inserting */
     size_t bytes;          /* chunk array + out-of-line keys and states, bytes */
+    int64_t reclaimed_ns;  /* keys fresh at this time were dropped; absent keys decide no earlier */
+    int64_t rescan_ns;     /* at the memory cap: no new reclaim scan before this time */
 } __attribute__((aligned(64))) shard_t;
 
 struct sl_table {
@@ -99,6 +103,7 @@ struct sl_table {
     size_t key_max;      /* longest key accepted, bytes */
     size_t shard_budget; /* max bytes per shard; SIZE_MAX = no cap */
     uint64_t seed;       /* hash seed */
+    int64_t rescan_ns;   /* at the memory cap, the least time between two reclaim scans, ns */
     uint64_t shard_mask; /* nshards - 1 */
     unsigned nshards;    /* power of two, <= 2^16 */
     shard_t shards[];
@@ -163,10 +168,14 @@ static inline unsigned char *entry_at(const sl_table_t *t, unsigned char *chunk,
     return chunk + CHUNK_HEADER + e * t->entry_size;
 }
 
+/* The four tag bytes, tag e in bits 8e..8e+7 whatever the byte order. */
 static inline uint32_t chunk_tags(const unsigned char *chunk)
 {
     uint32_t v;
     memcpy(&v, chunk, sizeof(v));
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
     return v;
 }
 
@@ -351,13 +360,18 @@ static void shard_set_array(shard_t *s, unsigned char *chunks, uint32_t nchunks)
 
 /* ---- lookup, placement, removal ---------------------------------------------------------- */
 
-/* The entry holding key in shard s, or NULL. */
+/*
+ * The entry holding key in shard s, or NULL. Walks on from the home chunk only while the chunk
+ * says keys overflowed it, and never more than the whole array. Removals leave overflow counts
+ * that are true but can chain through chunks that no longer help an absent key's lookup; a walk
+ * of PROBE_LONG chunks or more marks the shard for a tidying rebuild (shard_decide_absent).
+ */
 static inline __attribute__((always_inline)) unsigned char *
 shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h)
 {
     uint32_t nchunks = s->nchunks, c = home_of(h, nchunks);
     const uint8_t tag = tag_of(h);
-    for (;;) {
+    for (uint32_t probed = 1;; probed++) {
         unsigned char *chunk = chunk_at(t, s->chunks, c);
         __builtin_prefetch(chunk + 64); /* the chunk's other lines, with its first */
         __builtin_prefetch(chunk + t->chunk_size - 1);
@@ -368,6 +382,11 @@ shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len
         }
         if (__builtin_expect(chunk_overflow(chunk) == 0, 1))
             return NULL;
+        if (probed >= PROBE_LONG) {
+            s->long_probe = true;
+            if (probed >= nchunks)
+                return NULL;
+        }
         c = next_chunk(c, nchunks);
     }
 }
@@ -440,6 +459,9 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t
     shard_set_array(s, fresh, new_chunks);
     s->count = kept;
     s->bytes = array_bytes(t, new_chunks) + external;
+    s->long_probe = false;
+    if (now_ns > s->reclaimed_ns)
+        s->reclaimed_ns = now_ns;
     return SL_OK;
 }
 
@@ -462,38 +484,60 @@ static bool shard_has_room(const sl_table_t *t, const shard_t *s, size_t extra)
     return s->count < s->grow_at && s->bytes + extra <= t->shard_budget;
 }
 
+/* Removes the keys whose state is fresh at now_ns, in place (no allocation). */
+static void shard_drop_fresh(sl_table_t *t, shard_t *s, int64_t now_ns)
+{
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+        if (!is_fresh(t, entry, now_ns))
+            continue;
+        uint64_t h = entry_hash(t, entry); /* before its key is freed */
+        s->bytes -= entry_external_bytes(t, entry);
+        entry_free_external(t, entry);
+        shard_remove(t, s, entry, h);
+    })
+    if (now_ns > s->reclaimed_ns)
+        s->reclaimed_ns = now_ns;
+}
+
 /*
- * Makes room for one more key with `extra` out-of-line bytes in shard s: one rebuild that drops
- * the fresh keys, at a larger size unless reclaiming alone left an eighth of the room free or
- * the cap forbids growing. Returns SL_OK, SL_EFULL or SL_ENOMEM.
+ * Makes room for one more key with `extra` out-of-line bytes in shard s. Grows (one rebuild that
+ * also drops the fresh keys) unless reclaiming alone leaves an eighth of the room free or the
+ * cap forbids it; otherwise drops the fresh keys in place. At the cap, a scan that found too
+ * little is not repeated for t->rescan_ns, so a stream of new keys costs O(1) each, not a scan
+ * of the shard each. Returns SL_OK, SL_EFULL or SL_ENOMEM.
  */
 static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_ns)
 {
     if (shard_has_room(t, s, extra))
         return SL_OK;
+    uint32_t bigger = next_size(s->nchunks);
+    size_t external = s->bytes - array_bytes(t, s->nchunks); /* counts fresh keys: an upper bound */
+    bool can_grow = bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget;
+    if (!can_grow && now_ns < s->rescan_ns)
+        return SL_EFULL;
     uint32_t fresh = shard_count_fresh(t, s, now_ns);
     uint32_t live = s->count - fresh;
-    uint32_t size = s->nchunks;
-    if (live + live / 8 >= s->grow_at) {
-        uint32_t bigger = next_size(size);
-        size_t external = s->bytes - array_bytes(t, size); /* counts fresh keys: an upper bound */
-        if (bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget)
-            size = bigger;
-    }
-    if (fresh > 0 || size != s->nchunks) {
-        int rc = shard_rebuild(t, s, size, now_ns);
+    if (can_grow && live + live / 8 >= s->grow_at) {
+        int rc = shard_rebuild(t, s, bigger, now_ns);
         if (rc != SL_OK)
             return rc;
+    } else if (fresh > 0) {
+        shard_drop_fresh(t, s, now_ns);
     }
-    return shard_has_room(t, s, extra) ? SL_OK : SL_EFULL;
+    if (shard_has_room(t, s, extra))
+        return SL_OK;
+    s->rescan_ns = sat_add(now_ns, t->rescan_ns);
+    return SL_EFULL;
 }
 
 /*
- * Inserts key with `state` (state_size bytes) into shard s, which does not hold it. Returns
- * SL_OK, SL_EFULL or SL_ENOMEM; on error nothing changed.
+ * Inserts key with `state` (state_size bytes) into shard s, which does not hold it. For
+ * out-of-line states, `owned` says state is a malloc'ed block the table may keep as is (else it
+ * is copied). Returns SL_OK, SL_EFULL or SL_ENOMEM; on error nothing changed and an owned state
+ * is still the caller's to free.
  */
 static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
-                        const void *state, int64_t now_ns)
+                        void *state, bool owned, int64_t now_ns)
 {
     size_t extra = (t->state_external ? t->state_size : 0) + (len > t->key_area ? len : 0);
     int rc = shard_make_room(t, s, extra, now_ns);
@@ -513,15 +557,17 @@ static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, siz
         memcpy(kl + 1, &lk, sizeof(lk));
     } else {
         kl[0] = (unsigned char)len;
-        memcpy(kl + 1, key, len);
+        if (len > 0)
+            memcpy(kl + 1, key, len);
     }
     if (t->state_external) {
-        void *p = malloc(t->state_size);
+        void *p = owned ? state : malloc(t->state_size);
         if (p == NULL) {
             free(lk.bytes);
             return SL_ENOMEM;
         }
-        memcpy(p, state, t->state_size);
+        if (!owned)
+            memcpy(p, state, t->state_size);
         memcpy(image, &p, sizeof(p));
     } else {
         memcpy(image, state, t->state_size);
@@ -569,9 +615,16 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->nshards = nshards;
     t->shard_mask = nshards - 1;
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
+    t->rescan_ns = max_i64(rule->window_ns / 16, SL_NS_PER_MS);
 
-    uint64_t per_shard =
-        c.initial_keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM / CHUNK_ENTRIES + MIN_CHUNKS;
+    uint64_t keys = c.initial_keys < ((uint64_t)1 << 40) ? c.initial_keys : (uint64_t)1 << 40;
+    uint64_t per_shard = keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM / CHUNK_ENTRIES + MIN_CHUNKS;
+    if (per_shard > t->shard_budget / t->chunk_size) /* the cap bounds the initial size too */
+        per_shard = t->shard_budget / t->chunk_size;
+    if (per_shard < MIN_CHUNKS) {
+        free(t);
+        return SL_EINVAL; /* max_bytes too small for even one small array per shard */
+    }
     uint32_t nchunks = per_shard > UINT32_MAX / CHUNK_ENTRIES / 2 ? UINT32_MAX / CHUNK_ENTRIES / 2
                                                                   : (uint32_t)per_shard;
     for (unsigned i = 0; i < nshards; i++) {
@@ -622,6 +675,8 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
                                                          uint64_t h, int64_t cost, int64_t now_ns,
                                                          sl_decision_t *out)
 {
+    if (s->long_probe)
+        shard_rebuild(t, s, s->nchunks, -1); /* tidy overflow chains; on ENOMEM, later */
     if (cost == 0 || cost > t->rule.capacity) {
         *out = (sl_decision_t){.allowed = cost == 0,
                                .limit = t->rule.capacity,
@@ -629,14 +684,20 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
                                .retry_after_ns = cost == 0 ? 0 : -1};
         return SL_OK;
     }
+    /* a key dropped as fresh at reclaimed_ns may be asked about at an earlier time by a thread
+     * whose clock lags: decide no earlier than that, as the dropped state would have */
+    now_ns = max_i64(now_ns, s->reclaimed_ns);
     uint64_t buf[STATE_INLINE_MAX / 8];
     void *state = t->state_external ? calloc(1, t->state_size) : memset(buf, 0, t->state_size);
     if (state == NULL)
         return SL_ENOMEM;
     core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
-    if (out->allowed)
-        rc = shard_insert(t, s, key, len, h, state, now_ns);
+    if (out->allowed) {
+        rc = shard_insert(t, s, key, len, h, state, true, now_ns);
+        if (rc == SL_OK && t->state_external)
+            return SL_OK; /* the table kept the allocation */
+    }
     if (t->state_external)
         free(state);
     return rc;
@@ -660,6 +721,8 @@ int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost
 {
     if (t == NULL || out == NULL || (key == NULL && key_len > 0))
         return SL_EINVAL;
+    if (key == NULL)
+        key = ""; /* the empty key; no NULL reaches memcpy/memcmp */
     if (key_len > t->key_max)
         return SL_EKEY;
     if (cost < 0)
@@ -688,7 +751,7 @@ static inline uint64_t batch_prefetch(sl_table_t *t, const sl_request_t *r)
 {
     if (batch_check(t, r) != SL_OK)
         return 0;
-    uint64_t h = hash_bytes(r->key, r->key_len, t->seed);
+    uint64_t h = hash_bytes(r->key ? r->key : "", r->key_len, t->seed);
     shard_t *s = shard_of(t, h);
     unsigned char *chunks = __atomic_load_n(&s->chunks, __ATOMIC_RELAXED);
     uint32_t nchunks = __atomic_load_n(&s->nchunks, __ATOMIC_RELAXED);
@@ -720,7 +783,8 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
         if (r->status == SL_OK) {
             shard_t *s = shard_of(t, h);
             shard_lock(s);
-            r->status = shard_decide(t, s, r->key, r->key_len, h, r->cost, now_ns, &r->decision);
+            r->status = shard_decide(t, s, r->key ? r->key : (const void *)"", r->key_len, h,
+                                     r->cost, now_ns, &r->decision);
             shard_unlock(s);
         }
         failed += r->status != SL_OK;
@@ -734,6 +798,8 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
 static shard_t *lock_and_find(sl_table_t *t, const void *key, size_t len, uint64_t *h,
                               unsigned char **entry)
 {
+    if (key == NULL)
+        key = "";
     *h = hash_bytes(key, len, t->seed);
     shard_t *s = shard_of(t, *h);
     shard_lock(s);
@@ -786,6 +852,8 @@ int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *sta
     int rc = check_key(t, key, key_len);
     if (rc != SL_OK || state == NULL)
         return rc != SL_OK ? rc : SL_EINVAL;
+    if ((rc = sl_state_check(&t->rule, state)) != SL_OK)
+        return rc;
     if (sl_state_is_fresh(&t->rule, state, now_ns))
         return sl_table_reset(t, key, key_len);
     uint64_t h;
@@ -794,7 +862,7 @@ int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *sta
     if (entry != NULL)
         memcpy(entry_state(t, entry), state, t->state_size);
     else
-        rc = shard_insert(t, s, key, key_len, h, state, now_ns);
+        rc = shard_insert(t, s, key, key_len, h, (void *)state, false, now_ns);
     shard_unlock(s);
     return rc;
 }
@@ -834,8 +902,8 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         shard_t *s = &t->shards[k];
         shard_lock(s);
         uint32_t before = s->count;
-        if (shard_count_fresh(t, s, now_ns) > 0 && shard_rebuild(t, s, s->nchunks, now_ns) == SL_OK)
-            dropped += before - s->count;
+        shard_drop_fresh(t, s, now_ns);
+        dropped += before - s->count;
         shard_unlock(s);
     }
     return dropped;

@@ -184,6 +184,9 @@ static void check_sanity(tcase_t *c, int i, bool exact, const uint64_t *before,
     if (d->limit != rule->capacity) {
         failf(c, P_SANITY, i, "limit %" PRId64 " != capacity %" PRId64, d->limit, rule->capacity);
     }
+    if (sl_state_check(rule, after) != SL_OK) {
+        failf(c, P_SANITY, i, "sl_state_check refuses the state sl_decide wrote");
+    }
     if (d->allowed) {
         if (d->retry_after_ns != 0) {
             failf(c, P_SANITY, i, "admitted with retry_after %" PRId64, d->retry_after_ns);

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "core/hash.h"
 #include "sluice/sluice.h"
 
 #define T0 (INT64_C(1700000000) * SL_NS_PER_SEC)
@@ -321,6 +322,134 @@ static void test_batch_equals_sequential(void **unused)
     sl_table_free(b);
 }
 
+/* Snapshot bytes are checked: corrupt states are refused with SL_ESTATE and store nothing. */
+static void test_put_refuses_corrupt_states(void **unused)
+{
+    sl_rule_t log = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
+    sl_table_t *t = table_of(&log, NULL);
+    uint32_t *hdr = calloc(1, sl_state_size(&log));
+    int64_t *ring = (int64_t *)(hdr + 2);
+    hdr[0] = 0xFFFFFF00u; /* head far outside the ring */
+    hdr[1] = 1;
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
+    hdr[0] = 0;
+    hdr[1] = 41; /* more stamps than the limit */
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
+    hdr[1] = 2;
+    ring[0] = T0;
+    ring[1] = T0 - 1; /* not sorted */
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
+    ring[1] = T0;
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_OK);
+    assert_int_equal(sl_table_count(t), 1);
+    free(hdr);
+    sl_table_free(t);
+
+    sl_rule_t fw = rule_of(SL_FIXED_WINDOW, 2, SL_NS_PER_SEC);
+    t = table_of(&fw, NULL);
+    int64_t st[3] = {INT64_C(1) << 62, 1, 0}; /* window index past SL_NOW_MAX_NS */
+    assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
+    st[0] = 1700000000;
+    st[1] = 3; /* count above the limit */
+    assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
+    st[1] = -1;
+    assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
+    sl_table_free(t);
+
+    sl_rule_t g = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
+    t = table_of(&g, NULL);
+    int64_t tat = INT64_MAX;
+    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
+    tat = -5;
+    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
+    assert_int_equal(sl_table_count(t), 0);
+    sl_table_free(t);
+
+    sl_rule_t sb;
+    assert_int_equal(sl_rule_init(&sb, SL_SLIDING_BUCKETS, 5, SL_NS_PER_SEC), SL_OK);
+    t = table_of(&sb, NULL);
+    int64_t *b = calloc(1, sl_state_size(&sb));
+    b[0] = T0;
+    b[1] = 3; /* total != sum of counts (all 0) */
+    assert_int_equal(sl_table_put(t, "k", 1, b, T0), SL_ESTATE);
+    b[2] = 3;
+    assert_int_equal(sl_table_put(t, "k", 1, b, T0), SL_OK);
+    free(b);
+    sl_table_free(t);
+}
+
+/*
+ * Removals can leave overflow counts that chain through every chunk: a white-box construction
+ * (one shard of 4 chunks, the table's own hash and home mapping) where each chunk's overflow
+ * count is held by a key that overflowed from it while its own home-chunk keys are gone. A lookup
+ * for an absent key must still end (before the bound it spun forever, holding the lock), and the
+ * insert that follows tidies the shard without losing a key.
+ */
+#define WB_SEED 12345u
+
+static unsigned wb_home(const char *k)
+{
+    uint64_t h = hash_bytes(k, strlen(k), WB_SEED);
+    return (unsigned)(((h & 0xffffffffu) * 4u) >> 32); /* 4 chunks: a new shard's size */
+}
+
+static void wb_key_in(unsigned chunk, char *buf, int *counter)
+{
+    do
+        snprintf(buf, 32, "k%d", (*counter)++);
+    while (wb_home(buf) != chunk);
+}
+
+static void test_lookup_ends_after_removals(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .seed = WB_SEED};
+    sl_table_t *t = table_of(&r, &cfg);
+    char filler[4][32], survivors[4][32];
+    int counter = 0;
+    for (unsigned c = 0; c < 4; c++) {
+        unsigned n = c == 0 ? 4 : 3; /* fill chunk c, then one more home-c key overflows */
+        for (unsigned i = 0; i < n; i++) {
+            wb_key_in(c, filler[i], &counter);
+            assert_true(allow(t, filler[i], 1, T0));
+        }
+        wb_key_in(c, survivors[c], &counter);
+        assert_true(allow(t, survivors[c], 3, T0));
+        for (unsigned i = 0; i < n; i++)
+            assert_int_equal(sl_table_reset(t, filler[i], strlen(filler[i])), SL_OK);
+    }
+    assert_int_equal(sl_table_count(t), 4);
+    assert_true(allow(t, "absent", 0, T0)); /* returns */
+    assert_true(allow(t, "absent", 1, T0)); /* inserts, after tidying */
+    for (unsigned c = 0; c < 4; c++) {
+        sl_decision_t d;
+        assert_int_equal(sl_table_decide(t, survivors[c], strlen(survivors[c]), 0, T0, &d), SL_OK);
+        assert_int_equal(d.remaining, 7);
+    }
+    assert_int_equal(sl_table_count(t), 5);
+    sl_table_free(t);
+}
+
+/* After admissions with a delay, a peek reports the bucket (remaining 0) but no delay. */
+static void test_peek_is_never_delayed(void **unused)
+{
+    sl_rule_t r;
+    assert_int_equal(sl_rule_init(&r, SL_GCRA, 1, SL_NS_PER_SEC), SL_OK);
+    r.burst = 0;
+    r.max_delay_ns = 5 * SL_NS_PER_SEC;
+    assert_int_equal(sl_rule_prepare(&r), SL_OK);
+    int64_t tat = 0;
+    sl_decision_t d;
+    for (int i = 0; i < 3; i++) /* capacity 1, then two admissions delayed 1 s and 2 s */
+        assert_int_equal(sl_decide(&r, &tat, 1, T0, &d), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.delay_ns, 2 * SL_NS_PER_SEC);
+    assert_int_equal(sl_decide(&r, &tat, 0, T0, &d), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.delay_ns, 0);
+    assert_int_equal(d.remaining, 0);
+}
+
 static void test_bad_config(void **unused)
 {
     sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
@@ -330,6 +459,14 @@ static void test_bad_config(void **unused)
     assert_int_equal(sl_table_create(NULL, NULL, &t), SL_EINVAL);
     sl_rule_t unprepared = {0};
     assert_int_equal(sl_table_create(&unprepared, NULL, &t), SL_EINVAL);
+    sl_table_config_t tiny = {.max_bytes = 1000}; /* not even one small array per shard */
+    assert_int_equal(sl_table_create(&r, &tiny, &t), SL_EINVAL);
+    /* the cap bounds the initial size: a huge initial_keys is clipped, not allocated */
+    sl_table_config_t clipped = {.max_bytes = 1 << 20, .initial_keys = 1000000};
+    assert_int_equal(sl_table_create(&r, &clipped, &t), SL_OK);
+    assert_true(sl_table_memory(t) <= (1 << 20) + 65536);
+    assert_true(allow(t, "first", 1, T0));
+    sl_table_free(t);
     sl_table_free(NULL);
 }
 
@@ -347,6 +484,9 @@ int main(void)
         cmocka_unit_test(test_reclaim_drops_only_fresh),
         cmocka_unit_test(test_memory_cap),
         cmocka_unit_test(test_batch_equals_sequential),
+        cmocka_unit_test(test_put_refuses_corrupt_states),
+        cmocka_unit_test(test_lookup_ends_after_removals),
+        cmocka_unit_test(test_peek_is_never_delayed),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
