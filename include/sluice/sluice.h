@@ -261,6 +261,18 @@ SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
  * needed for correctness: tables also reclaim lazily when a shard runs out of room. */
 SL_API size_t sl_table_reclaim(sl_table_t *table, int64_t now_ns);
 
+/* Counters of a table's housekeeping, for metrics (each a sum over shards, read shard by shard). */
+typedef struct sl_table_stats {
+    size_t keys;        /* keys stored */
+    size_t bytes;       /* what sl_table_memory() returns */
+    uint64_t rebuilds;  /* shard rebuilds: growth, and tidying after removals */
+    uint64_t reclaimed; /* keys dropped because their state was fresh */
+    uint64_t refused;   /* inserts refused with SL_EFULL at the memory cap */
+} sl_table_stats_t;
+
+/* Fills *out. Returns SL_OK or SL_EINVAL. */
+SL_API int sl_table_stats(sl_table_t *table, sl_table_stats_t *out);
+
 /* Keys stored now (a snapshot of a moving number under concurrency). */
 SL_API size_t sl_table_count(sl_table_t *table);
 

@@ -86,7 +86,11 @@ typedef struct shard {
     uint32_t nchunks;      /* chunks in the array */
     uint32_t grow_at;      /* count that triggers a rebuild */
     uint32_t count;        /* stored keys */
-    bool long_probe;       /* a lookup walked PROBE_LONG chunks or more: tidy before inserting */
+    bool long_probe;       /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
+    uint32_t removed;      /* keys removed since the last rebuild (their overflow may be stale) */
+    uint64_t rebuilds;     /* rebuilds of this shard, for sl_table_stats() */
+    uint64_t reclaimed;    /* fresh keys dropped */
+    uint64_t refused;      /* inserts refused at the cap */
     size_t bytes;          /* chunk array + out-of-line keys and states, bytes */
     int64_t reclaimed_ns;  /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;     /* at the memory cap: no new reclaim scan before this time */
@@ -364,7 +368,7 @@ static void shard_set_array(shard_t *s, unsigned char *chunks, uint32_t nchunks)
  * The entry holding key in shard s, or NULL. Walks on from the home chunk only while the chunk
  * says keys overflowed it, and never more than the whole array. Removals leave overflow counts
  * that are true but can chain through chunks that no longer help an absent key's lookup; a walk
- * of PROBE_LONG chunks or more marks the shard for a tidying rebuild (shard_decide_absent).
+ * of PROBE_LONG chunks or more after removals leads to a tidying rebuild (shard_decide_absent).
  */
 static inline __attribute__((always_inline)) unsigned char *
 shard_find(const sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h)
@@ -426,6 +430,7 @@ static void shard_remove(const sl_table_t *t, shard_t *s, unsigned char *entry, 
     chunk[e] = 0;
     memset(entry, 0, t->entry_size);
     s->count--;
+    s->removed++;
 }
 
 /* ---- growth and reclamation -------------------------------------------------------------- */
@@ -449,6 +454,7 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t
     SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
         if (is_fresh(t, entry, now_ns)) {
             entry_free_external(t, entry);
+            s->reclaimed++;
             continue;
         }
         chunks_place(t, fresh, new_chunks, entry, entry_hash(t, entry));
@@ -460,6 +466,8 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t
     s->count = kept;
     s->bytes = array_bytes(t, new_chunks) + external;
     s->long_probe = false;
+    s->removed = 0;
+    s->rebuilds++;
     if (now_ns > s->reclaimed_ns)
         s->reclaimed_ns = now_ns;
     return SL_OK;
@@ -490,6 +498,7 @@ static void shard_drop_fresh(sl_table_t *t, shard_t *s, int64_t now_ns)
     SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
         if (!is_fresh(t, entry, now_ns))
             continue;
+        s->reclaimed++;
         uint64_t h = entry_hash(t, entry); /* before its key is freed */
         s->bytes -= entry_external_bytes(t, entry);
         entry_free_external(t, entry);
@@ -513,8 +522,10 @@ static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_
     uint32_t bigger = next_size(s->nchunks);
     size_t external = s->bytes - array_bytes(t, s->nchunks); /* counts fresh keys: an upper bound */
     bool can_grow = bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget;
-    if (!can_grow && now_ns < s->rescan_ns)
+    if (!can_grow && now_ns < s->rescan_ns) {
+        s->refused++;
         return SL_EFULL;
+    }
     uint32_t fresh = shard_count_fresh(t, s, now_ns);
     uint32_t live = s->count - fresh;
     if (can_grow && live + live / 8 >= s->grow_at) {
@@ -527,6 +538,7 @@ static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_
     if (shard_has_room(t, s, extra))
         return SL_OK;
     s->rescan_ns = sat_add(now_ns, t->rescan_ns);
+    s->refused++;
     return SL_EFULL;
 }
 
@@ -675,8 +687,10 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
                                                          uint64_t h, int64_t cost, int64_t now_ns,
                                                          sl_decision_t *out)
 {
-    if (s->long_probe)
-        shard_rebuild(t, s, s->nchunks, -1); /* tidy overflow chains; on ENOMEM, later */
+    /* long walks after removals: overflow chains outlived the keys that made them; one rebuild
+     * tidies them (long walks without removals are the load's, and a rebuild would not help) */
+    if (s->long_probe && s->removed > 0)
+        shard_rebuild(t, s, s->nchunks, -1); /* on ENOMEM, next time */
     if (cost == 0 || cost > t->rule.capacity) {
         *out = (sl_decision_t){.allowed = cost == 0,
                                .limit = t->rule.capacity,
@@ -907,6 +921,24 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         shard_unlock(s);
     }
     return dropped;
+}
+
+int sl_table_stats(sl_table_t *t, sl_table_stats_t *out)
+{
+    if (t == NULL || out == NULL)
+        return SL_EINVAL;
+    *out = (sl_table_stats_t){.bytes = sizeof(*t) + t->nshards * sizeof(shard_t)};
+    for (unsigned k = 0; k < t->nshards; k++) {
+        shard_t *s = &t->shards[k];
+        shard_lock(s);
+        out->keys += s->count;
+        out->bytes += s->bytes;
+        out->rebuilds += s->rebuilds;
+        out->reclaimed += s->reclaimed;
+        out->refused += s->refused;
+        shard_unlock(s);
+    }
+    return SL_OK;
 }
 
 size_t sl_table_count(sl_table_t *t)

@@ -155,6 +155,14 @@ static void test_growth_keeps_every_key(void **unused)
     }
     size_t mem = sl_table_memory(t);
     assert_true(mem > (size_t)n * 28);
+    /* growth by 1.25x from 4 chunks to ~1.7 k per shard is ~25 rebuilds per shard: a rebuild per
+     * insert (a regression once: long probes at high load triggered "tidying") would be 50 k */
+    sl_table_stats_t st;
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_int_equal(st.keys, n);
+    assert_int_equal(st.bytes, mem);
+    assert_true(st.rebuilds >= 4 * 10 && st.rebuilds <= 4 * 40);
+    assert_int_equal(st.reclaimed, 0);
     sl_table_free(t);
 }
 
@@ -252,6 +260,9 @@ static void test_reclaim_drops_only_fresh(void **unused)
     assert_true(allow(t, "old", 1, T0));                     /* fresh again at T0 + 1 s */
     assert_true(allow(t, "new", 2, T0 + 2 * SL_NS_PER_SEC)); /* fresh at T0 + 4 s */
     assert_int_equal(sl_table_reclaim(t, T0 + 3 * SL_NS_PER_SEC), 1);
+    sl_table_stats_t st;
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_int_equal(st.reclaimed, 1);
     assert_int_equal(sl_table_count(t), 1);
     assert_false(allow(t, "new", 2, T0 + 3 * SL_NS_PER_SEC)); /* its usage survived */
     sl_table_free(t);
@@ -278,6 +289,9 @@ static void test_memory_cap(void **unused)
     }
     assert_true(stored > 100);
     assert_true(refused > 0);
+    sl_table_stats_t stats;
+    assert_int_equal(sl_table_stats(t, &stats), SL_OK);
+    assert_int_equal(stats.refused, refused);
     assert_true(sl_table_memory(t) <= 64 * 1024 + 4096);
     /* every stored key still holds its usage */
     for (int i = 0, checked = 0; checked < stored; i++) {
