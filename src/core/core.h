@@ -85,18 +85,35 @@ static inline void decision_admit(sl_decision_t *out)
     out->delay_ns = 0;
 }
 
+/* One algorithm's functions; core_algorithms[] (rule.c) holds them by sl_algorithm_t. */
+typedef struct algorithm_ops {
+    void (*decide)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                   sl_decision_t *out);
+    bool (*is_fresh)(const sl_rule_t *rule, const void *state, int64_t now_ns);
+    bool (*valid)(const sl_rule_t *rule, const void *state);
+} algorithm_ops_t;
+
+extern const algorithm_ops_t core_algorithms[SL_GCRA + 1];
+
+/* Treats times outside [0, SL_NOW_MAX_NS] as its ends (now + window + tolerance stay far from
+ * INT64_MAX). */
+static inline int64_t core_clamp_now(int64_t now_ns)
+{
+    return now_ns < 0 ? 0 : now_ns > SL_NOW_MAX_NS ? SL_NOW_MAX_NS : now_ns;
+}
+
 /*
  * The dispatch behind sl_decide(), for callers that have already validated their arguments
- * (cost >= 0, a prepared rule, a state of rule->state_size bytes): the table's hot path.
+ * (cost >= 0, a prepared rule, a state of rule->state_size bytes): the table's hot path. The
+ * algorithms with a hot-key target get direct calls; an indirect call through
+ * core_algorithms[] measured 0.5 ns more per hot-key decision (bench_core hot), a third of
+ * the target's margin. The others go through the table.
  */
 static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
                                sl_decision_t *out)
 {
-    if (now_ns < 0)
-        now_ns = 0;
-    if (now_ns > SL_NOW_MAX_NS) /* keeps now + window + tolerance far from INT64_MAX */
-        now_ns = SL_NOW_MAX_NS;
     out->limit = rule->capacity;
+    now_ns = core_clamp_now(now_ns);
     switch (rule->algorithm) {
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
@@ -105,14 +122,8 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
     case SL_FIXED_WINDOW:
         fixed_window_decide(rule, state, cost, now_ns, out);
         break;
-    case SL_SLIDING_LOG:
-        sliding_log_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_SLIDING_WINDOW:
-        sliding_window_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_SLIDING_BUCKETS:
-        sliding_buckets_decide(rule, state, cost, now_ns, out);
+    default:
+        core_algorithms[rule->algorithm].decide(rule, state, cost, now_ns, out);
         break;
     }
 }

@@ -17,6 +17,19 @@ static const char *const algorithm_names[] = {
 };
 #define ALGORITHM_LAST SL_GCRA
 
+#define OPS(name)                                                                                  \
+    {                                                                                              \
+        name##_decide, name##_is_fresh, name##_valid                                               \
+    }
+const algorithm_ops_t core_algorithms[SL_GCRA + 1] = {
+    [SL_FIXED_WINDOW] = OPS(fixed_window),
+    [SL_SLIDING_LOG] = OPS(sliding_log),
+    [SL_SLIDING_WINDOW] = OPS(sliding_window),
+    [SL_SLIDING_BUCKETS] = OPS(sliding_buckets),
+    [SL_TOKEN_BUCKET] = OPS(gcra), /* the same GCRA, its own tolerance */
+    [SL_GCRA] = OPS(gcra),
+};
+
 const char *sl_algorithm_name(sl_algorithm_t algorithm)
 {
     if (algorithm < SL_FIXED_WINDOW || algorithm > ALGORITHM_LAST)
@@ -168,45 +181,10 @@ int sl_state_check(const sl_rule_t *rule, const void *state)
     if (rule == NULL || state == NULL || sl_algorithm_name(rule->algorithm) == NULL ||
         rule->state_size == 0)
         return SL_EINVAL;
-    bool valid;
-    switch (rule->algorithm) {
-    case SL_FIXED_WINDOW:
-        valid = fixed_window_valid(rule, state);
-        break;
-    case SL_SLIDING_LOG:
-        valid = sliding_log_valid(rule, state);
-        break;
-    case SL_SLIDING_WINDOW:
-        valid = sliding_window_valid(rule, state);
-        break;
-    case SL_SLIDING_BUCKETS:
-        valid = sliding_buckets_valid(rule, state);
-        break;
-    default:
-        valid = gcra_valid(rule, state);
-        break;
-    }
-    return valid ? SL_OK : SL_ESTATE;
+    return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
 }
 
 bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
-    if (now_ns < 0)
-        now_ns = 0;
-    if (now_ns > SL_NOW_MAX_NS)
-        now_ns = SL_NOW_MAX_NS;
-    switch (rule->algorithm) {
-    case SL_FIXED_WINDOW:
-        return fixed_window_is_fresh(rule, state, now_ns);
-    case SL_SLIDING_LOG:
-        return sliding_log_is_fresh(rule, state, now_ns);
-    case SL_SLIDING_WINDOW:
-        return sliding_window_is_fresh(rule, state, now_ns);
-    case SL_SLIDING_BUCKETS:
-        return sliding_buckets_is_fresh(rule, state, now_ns);
-    case SL_TOKEN_BUCKET:
-    case SL_GCRA:
-        return gcra_is_fresh(rule, state, now_ns);
-    }
-    return false;
+    return core_algorithms[rule->algorithm].is_fresh(rule, state, core_clamp_now(now_ns));
 }
