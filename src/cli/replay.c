@@ -56,10 +56,7 @@ static void quote(char *dst, size_t dstlen, struct field f)
     dst[o] = '\0';
 }
 
-static int line_error(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int line_error(char *err, size_t errlen, const char *fmt, ...)
+int replay_fail(int code, char *err, size_t errlen, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
         va_list ap;
@@ -67,8 +64,10 @@ static int line_error(char *err, size_t errlen, const char *fmt, ...)
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
-    return REPLAY_LINE_ERROR;
+    return code;
 }
+
+#define line_error(err, errlen, ...) replay_fail(REPLAY_LINE_ERROR, err, errlen, __VA_ARGS__)
 
 /* Parses a non-empty run of decimal digits into *out. Returns 0, -1 (not all digits, or
  * empty) or -2 (beyond INT64_MAX). */

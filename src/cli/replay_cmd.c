@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,19 +109,7 @@ static const struct {
     {"s", SL_NS_PER_SEC},
 };
 
-static int usage_error(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int usage_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return REPLAY_ARGS_USAGE;
-}
+#define usage_error(err, errlen, ...) replay_fail(REPLAY_ARGS_USAGE, err, errlen, __VA_ARGS__)
 
 static const char *flag_name(enum flag f)
 {

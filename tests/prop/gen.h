@@ -224,4 +224,52 @@ static inline bool decision_eq(const sl_decision_t *a, const sl_decision_t *b)
            a->delay_ns == b->delay_ns;
 }
 
+typedef struct prop_admission {
+    int64_t t;    /* ns */
+    int64_t cost; /* units */
+} prop_admission_t;
+
+typedef struct worst {
+    int64_t units; /* most units in one window (t - W, t] */
+    int64_t end;   /* t of that window */
+    int64_t max_c; /* largest single cost admitted in it */
+    long over_n;   /* windows (ending at an admission) holding more than N */
+    long windows;  /* windows looked at */
+} worst_t;
+
+/* The window (t - W, t] with the most units, t at an admission; admissions sorted by t. Shared
+ * by prop_sliding_window (the 2N - 1 bound) and tool_sw_error (the figures). */
+static inline worst_t worst_window(const prop_admission_t *adm, int n, int64_t w, int64_t limit)
+{
+    worst_t out = {0, 0, 0, 0, 0};
+    int64_t sum = 0;
+    int lo = 0;
+    for (int i = 0; i < n; i++) {
+        sum += adm[i].cost;
+        while (adm[lo].t <= adm[i].t - w) {
+            sum -= adm[lo].cost;
+            lo++;
+        }
+        if (i + 1 < n && adm[i + 1].t == adm[i].t) {
+            continue; /* the window ending at t takes every admission at t */
+        }
+        out.windows++;
+        if (sum > limit) {
+            out.over_n++;
+        }
+        if (sum > out.units) {
+            out.units = sum;
+            out.end = adm[i].t;
+            out.max_c = 0;
+            for (int j = lo; j <= i; j++) {
+                if (adm[j].cost > out.max_c) {
+                    out.max_c = adm[j].cost;
+                }
+            }
+        }
+    }
+    return out;
+}
+
+/* The checker must see a breach when there is one. */
 #endif /* SLUICE_TESTS_PROP_GEN_H */

@@ -32,57 +32,10 @@
 
 #define MAX_STEPS 300
 
-typedef struct admission {
-    int64_t t;    /* ns */
-    int64_t cost; /* units */
-} admission_t;
-
-typedef struct worst {
-    int64_t units; /* most units in one window (t - W, t] */
-    int64_t end;   /* t of that window */
-    int64_t max_c; /* largest single cost admitted in it */
-    long over_n;   /* windows (ending at an admission) holding more than N */
-    long windows;  /* windows looked at */
-} worst_t;
-
-/* The window (t - W, t] with the most units, t at an admission; admissions sorted by t. */
-static worst_t worst_window(const admission_t *adm, int n, int64_t w, int64_t limit)
-{
-    worst_t out = {0, 0, 0, 0, 0};
-    int64_t sum = 0;
-    int lo = 0;
-    for (int i = 0; i < n; i++) {
-        sum += adm[i].cost;
-        while (adm[lo].t <= adm[i].t - w) {
-            sum -= adm[lo].cost;
-            lo++;
-        }
-        if (i + 1 < n && adm[i + 1].t == adm[i].t) {
-            continue; /* the window ending at t takes every admission at t */
-        }
-        out.windows++;
-        if (sum > limit) {
-            out.over_n++;
-        }
-        if (sum > out.units) {
-            out.units = sum;
-            out.end = adm[i].t;
-            out.max_c = 0;
-            for (int j = lo; j <= i; j++) {
-                if (adm[j].cost > out.max_c) {
-                    out.max_c = adm[j].cost;
-                }
-            }
-        }
-    }
-    return out;
-}
-
-/* The checker must see a breach when there is one. */
 static bool self_test(void)
 {
     const int64_t w = 1000;
-    admission_t adm[] = {{10, 2}, {500, 1}, {1009, 2}, {1009, 1}, {2500, 1}};
+    prop_admission_t adm[] = {{10, 2}, {500, 1}, {1009, 2}, {1009, 1}, {2500, 1}};
     worst_t x = worst_window(adm, 5, w, 2);
     /* (9, 1009] holds 2 + 1 + 2 + 1 = 6; (1500, 2500] holds 1 */
     return x.units == 6 && x.end == 1009 && x.max_c == 2 && x.over_n == 2;
@@ -111,7 +64,7 @@ int main(void)
         int64_t q = gen_quantum(&rng, &rule);
         int nsteps = (int)prng_range(&rng, MAX_STEPS / 2, MAX_STEPS);
         uint64_t state[PROP_STATE_WORDS];
-        admission_t adm[MAX_STEPS];
+        prop_admission_t adm[MAX_STEPS];
         int nadm = 0;
         int64_t now = start, max_now = start, latest_adm = INT64_MIN;
 

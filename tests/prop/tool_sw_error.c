@@ -28,11 +28,6 @@
 
 #define STEPS 2000
 
-typedef struct admission {
-    int64_t t;    /* ns */
-    int64_t cost; /* units */
-} admission_t;
-
 typedef struct figures {
     int64_t worst_units; /* most units in one window (t - W, t] */
     long windows;        /* windows looked at (one per distinct admission time) */
@@ -40,33 +35,20 @@ typedef struct figures {
     int64_t admitted;    /* units admitted */
 } figures_t;
 
-static void measure(const admission_t *adm, int n, int64_t w, int64_t limit, figures_t *f)
+static void measure(const prop_admission_t *adm, int n, int64_t w, int64_t limit, figures_t *f)
 {
-    int64_t sum = 0;
-    int lo = 0;
-    for (int i = 0; i < n; i++) {
+    worst_t x = worst_window(adm, n, w, limit);
+    for (int i = 0; i < n; i++)
         f->admitted += adm[i].cost;
-        sum += adm[i].cost;
-        while (adm[lo].t <= adm[i].t - w) {
-            sum -= adm[lo].cost;
-            lo++;
-        }
-        if (i + 1 < n && adm[i + 1].t == adm[i].t) {
-            continue;
-        }
-        f->windows++;
-        if (sum > limit) {
-            f->over_n++;
-        }
-        if (sum > f->worst_units) {
-            f->worst_units = sum;
-        }
-    }
+    f->windows += x.windows;
+    f->over_n += x.over_n;
+    if (x.units > f->worst_units)
+        f->worst_units = x.units;
 }
 
 /* Runs one arrival sequence through a key of `rule`; returns the number of admissions. */
 static int run_key(const sl_rule_t *rule, const int64_t *times, const int64_t *costs, int n,
-                   admission_t *adm)
+                   prop_admission_t *adm)
 {
     uint64_t *state = calloc(1, sl_state_size(rule) + 8);
     int nadm = 0;
@@ -117,7 +99,7 @@ static void run_params(uint64_t seed, int64_t limit, int64_t w, int load_pct, lo
         exit(2);
     }
     static int64_t times[STEPS], costs[STEPS];
-    static admission_t adm[STEPS];
+    static prop_admission_t adm[STEPS];
     figures_t fsw = {0, 0, 0, 0}, flog = {0, 0, 0, 0};
     int64_t worst_sw = 0, worst_log = 0;
     for (long s = 0; s < sequences; s++) {
