@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build and test, only those missing.
-# Usage: scripts/deps.sh [build|test]   (test adds what the test suite needs)
+# Usage: scripts/deps.sh [build|run|test]   (run, test add what make run / the test suite need)
 set -euo pipefail
 
 what=${1:-build}
-packages=(gcc make cmake pkg-config)
+# Libraries (docs/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
+# (JSON), libyaml (rules files), SQLite (config store), hiredis (the client library and the CLI).
+packages=(gcc make cmake pkg-config libuv1-dev libhttp-parser-dev libjansson-dev libyaml-dev
+  libsqlite3-dev libhiredis-dev)
+if [ "$what" = run ]; then
+  # what `make run` suggests trying
+  packages+=(redis-tools curl)
+fi
 if [ "$what" = test ]; then
-  # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers
-  packages+=(libcmocka-dev clang libclang-rt-dev)
+  # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
+  # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), curl,
+  # sqlite3, node + npm (ioredis); wrk for the benchmarks
+  packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light curl sqlite3
+    wrk)
+  command -v node >/dev/null 2>&1 || packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
 
 missing=()

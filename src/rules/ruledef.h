@@ -1,0 +1,139 @@
+/*
+ * ruledef.h - a named rule as sluiced knows it (SPEC §3): the algorithm's parameters plus what
+ * the server adds (shadow mode, on_store_error, cold_start, the HTTP key template), and per-key
+ * overrides.
+ *
+ * Rules come from three places, all parsed here and nowhere else:
+ *
+ *   a YAML rules file       ruledef_parse_yaml()   (sluiced --rules, sluice rules import)
+ *   a JSON rule object      ruledef_parse_json()   (SL.RULE SET, PUT /v1/rules/{name}, the store)
+ *   a JSON override object  override_parse_json()  (SL.OVERRIDE SET, PUT .../overrides/{key})
+ *
+ * and one way out: ruledef_to_json() / override_to_json(), the canonical text the config store
+ * keeps. Parsing validates everything (the algorithm's parameters through sl_rule_prepare()), so
+ * a ruledef_t that exists is usable. Errors name the position and the field:
+ *
+ *   "line 7, column 12: rules[1].limit: must be an integer > 0"
+ *   "line 1, column 30: window: malformed duration '5 s'"
+ *
+ * JSON / YAML field names (all optional except name, algorithm, limit, window):
+ *   name            [A-Za-z0-9_.:-]{1,64}  (JSON: taken from the URL / command when absent)
+ *   algorithm       fixed_window | sliding_log | sliding_window | sliding_buckets |
+ *                   token_bucket | gcra
+ *   limit           integer > 0
+ *   window          duration string ("1s", "250ms", "1m", "1h30m") or integer milliseconds
+ *   burst           integer >= 0 (token_bucket >= 1)   token_bucket / gcra only
+ *   buckets         integer                            sliding_buckets only
+ *   max_delay       duration or integer ms             token_bucket / gcra only
+ *   key             key template (keytpl.h), e.g. "{ip}", "{header:x-api-key}"
+ *   shadow          bool (default false)
+ *   on_store_error  allow | deny (default allow)
+ *   cold_start      open | closed (default open)
+ *   overrides       (YAML only) list of { key: "...", <override fields> }
+ *
+ * An override replaces some of the rule's numbers for one key (a premium tenant, a blocked user):
+ *   limit (integer >= 0; 0 = the key is blocked: every request denied), window, burst, buckets,
+ *   max_delay. Fields it does not name are the rule's. The algorithm is always the rule's.
+ */
+#ifndef SLUICE_RULES_RULEDEF_H
+#define SLUICE_RULES_RULEDEF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+#include "rules/keytpl.h"
+
+#define RULE_NAME_MAX    64  /* longest rule name, bytes */
+#define RULEDEF_ERR_MAX  256 /* a parse error message fits in this */
+#define RULES_MAX        4096 /* most rules in one file / store */
+#define OVERRIDE_KEY_MAX 1024 /* longest override key, bytes */
+
+typedef enum rule_on_error {
+    RULE_ON_ERROR_ALLOW = 0, /* fail open: a store failure admits */
+    RULE_ON_ERROR_DENY = 1,  /* fail closed: a store failure rejects */
+} rule_on_error_t;
+
+typedef enum rule_cold_start {
+    RULE_COLD_OPEN = 0,   /* no usable snapshot: keys start fresh */
+    RULE_COLD_CLOSED = 1, /* no usable snapshot: keys start saturated for one window */
+} rule_cold_start_t;
+
+/* The numbers an override may change. Fields an override did not set hold the rule's values. */
+typedef struct rule_override {
+    char *key; /* malloc'ed, key_len bytes, NUL-terminated too */
+    size_t key_len;
+    bool blocked;    /* limit 0: every request is denied; rule is then a copy of the parent's */
+    sl_rule_t rule;  /* prepared; the parent's algorithm */
+    uint32_t fields; /* OVERRIDE_F_* bits: which fields the override named (for to_json) */
+} rule_override_t;
+
+enum {
+    OVERRIDE_F_LIMIT = 1u << 0,
+    OVERRIDE_F_WINDOW = 1u << 1,
+    OVERRIDE_F_BURST = 1u << 2,
+    OVERRIDE_F_BUCKETS = 1u << 3,
+    OVERRIDE_F_MAX_DELAY = 1u << 4,
+};
+
+typedef struct ruledef {
+    char name[RULE_NAME_MAX + 1]; /* NUL-terminated */
+    sl_rule_t rule;               /* prepared */
+    bool has_key;                 /* a key template was given */
+    keytpl_t key;                 /* parsed template when has_key */
+    char key_text[KEYTPL_TEXT_MAX + 1]; /* the template as written, NUL-terminated */
+    bool shadow;
+    rule_on_error_t on_store_error;
+    rule_cold_start_t cold_start;
+    size_t noverrides; /* inline overrides from YAML; JSON rules have none */
+    rule_override_t *overrides;
+} ruledef_t;
+
+/* A parsed rules file: owns its rules. Free with ruledef_list_free(). */
+typedef struct ruledef_list {
+    size_t n;
+    ruledef_t *rules;
+} ruledef_list_t;
+
+/*
+ * Parses a YAML rules file's text (len bytes; `rules:` a sequence of rule mappings). Returns 0
+ * and fills *out, or -1 with a message in err naming line and column (1-based) and the field.
+ * Duplicate rule names and duplicate override keys within a rule are errors. On error *out is
+ * empty and nothing is leaked.
+ */
+int ruledef_parse_yaml(const char *text, size_t len, ruledef_list_t *out, char *err);
+
+/*
+ * Parses one rule from a JSON object (len bytes). name_hint (may be NULL) names the rule when
+ * the object has no "name"; when both are given they must agree. Returns 0 and fills *out (no
+ * overrides), or -1 with "line L, column C: field: reason" in err.
+ */
+int ruledef_parse_json(const char *json, size_t len, const char *name_hint, ruledef_t *out,
+                       char *err);
+
+/*
+ * Parses an override of `parent` for `key` from a JSON object. Returns 0 and fills *out (which
+ * owns a copy of key), or -1 with a positioned message in err.
+ */
+int override_parse_json(const ruledef_t *parent, const char *key, size_t key_len,
+                        const char *json, size_t len, rule_override_t *out, char *err);
+
+/* The canonical JSON of a rule (no overrides) / of an override's named fields: one line,
+ * fields in the order above, durations as strings ("1s", "250ms"). malloc'ed, NUL-terminated;
+ * NULL on allocation failure. Parsing the result gives back an equal ruledef / override. */
+char *ruledef_to_json(const ruledef_t *def);
+char *override_to_json(const ruledef_t *parent, const rule_override_t *ov);
+
+/* A duration as the shortest exact string ("90s" -> "1m30s", 1500 ms -> "1500ms"). buf holds
+ * at least 32 bytes. Returns buf. */
+char *ruledef_format_duration(int64_t ns, char *buf);
+
+/* True when a rule name is valid ([A-Za-z0-9_.:-]{1,64}). */
+bool ruledef_name_valid(const char *name, size_t len);
+
+void ruledef_free(ruledef_t *def);          /* frees the overrides; def itself is the caller's */
+void override_free(rule_override_t *ov);    /* frees the key */
+void ruledef_list_free(ruledef_list_t *list);
+
+#endif /* SLUICE_RULES_RULEDEF_H */

@@ -1,0 +1,82 @@
+/*
+ * config_store.h - where sluiced keeps its rules and per-key overrides (SPEC §3; seeds 001, 002,
+ * 004: rules persisted on disk, cached in memory, reloaded by a retriever).
+ *
+ * The store keeps text: a rule is its canonical JSON (ruledef_to_json), an override is
+ * (rule name, key bytes, JSON). It knows nothing of what the JSON means; callers validate before
+ * they write. Every change bumps one version number in the same transaction as the change, so a
+ * reader that sees version V and then lists the rules sees exactly the rules of some version
+ * >= V, never half of a change.
+ *
+ * SQLite is the embedded default: one file, WAL mode, a busy timeout, so several processes
+ * (sluiced and `sluice rules ...` through sluiced, or two sluiced on one host) may share it.
+ *
+ * A store handle is used by one thread at a time (sluiced gives each user its own handle).
+ * Every function returns 0 on success, CONFIG_STORE_NOTFOUND where stated, or -1 with a message
+ * (NUL-terminated, CONFIG_STORE_ERR_MAX bytes) in err naming what failed
+ * ("sqlite: database is locked", "sqlite: unable to open database file './x/sluice.db'").
+ */
+#ifndef SLUICE_STORE_CONFIG_STORE_H
+#define SLUICE_STORE_CONFIG_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_STORE_ERR_MAX  256
+#define CONFIG_STORE_NOTFOUND 1
+
+typedef struct config_store config_store_t;
+
+/* One rule as stored. */
+typedef struct config_rule {
+    char *name; /* NUL-terminated */
+    char *json; /* NUL-terminated */
+} config_rule_t;
+
+/* Opens (creating if needed, with its schema) the store at `url`: a path ("./sluice.db"), or
+ * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out. */
+int config_store_open(const char *url, config_store_t **out, char *err);
+void config_store_close(config_store_t *s);
+
+/* The current version (0 for a new, empty store). Cheap: one indexed read. */
+int config_store_version(config_store_t *s, int64_t *version, char *err);
+
+/* All rules, sorted by name, and the version they belong to (read in one transaction).
+ * *rules is malloc'ed (free with config_rules_free). */
+int config_store_list_rules(config_store_t *s, config_rule_t **rules, size_t *n, int64_t *version,
+                            char *err);
+void config_rules_free(config_rule_t *rules, size_t n);
+
+/* One rule's JSON (malloc'ed) or CONFIG_STORE_NOTFOUND. */
+int config_store_get_rule(config_store_t *s, const char *name, char **json, char *err);
+
+/* Creates or replaces a rule; bumps the version. *version (may be NULL) gets the new version. */
+int config_store_put_rule(config_store_t *s, const char *name, const char *json, int64_t *version,
+                          char *err);
+
+/* Deletes a rule and all its overrides; bumps the version. CONFIG_STORE_NOTFOUND if absent
+ * (version unchanged). */
+int config_store_del_rule(config_store_t *s, const char *name, int64_t *version, char *err);
+
+/* Replaces the whole rule set (rules absent from `rules` are deleted with their overrides; the
+ * overrides of rules kept are kept) in one transaction, one version bump. */
+int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n, int64_t *version,
+                        char *err);
+
+/* Overrides: keys are bytes (key_len), any bytes. get returns CONFIG_STORE_NOTFOUND when the
+ * rule has no override for the key. put/del bump the version; del of an absent override returns
+ * CONFIG_STORE_NOTFOUND. put of an override for a rule not in the store is an error. */
+int config_store_get_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              char **json, char *err);
+int config_store_put_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              const char *json, int64_t *version, char *err);
+int config_store_del_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              int64_t *version, char *err);
+
+/* Calls fn for each override of `rule` (sorted by key), at most `limit` (0 = all). fn returns
+ * nonzero to stop. */
+typedef int (*config_override_fn)(void *arg, const void *key, size_t key_len, const char *json);
+int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
+                                  config_override_fn fn, void *arg, char *err);
+
+#endif /* SLUICE_STORE_CONFIG_STORE_H */

@@ -1,0 +1,100 @@
+# lib.sh - shared by the integration tests that start real servers. Source it after setting
+# `set -u`. Everything listens on 127.0.0.1 on ports chosen here; every process started is
+# recorded and stopped by PID on exit; every wait is bounded.
+#
+#   TMP                 a private temp dir, removed on exit
+#   SLUICED, SLUICE     the built binaries
+#   free_port           prints a free TCP port on 127.0.0.1
+#   wait_port PORT [S]  waits up to S seconds (default 10) until PORT accepts connections
+#   start_bg NAME CMD.. starts CMD in the background, output to $TMP/NAME.log, PID in $TMP/NAME.pid
+#   stop_bg NAME [SIG]  sends SIG (default TERM) to NAME's PID, waits up to 10 s for it to exit;
+#                       returns its exit code (or 137 after a KILL if it would not stop)
+#   start_sluiced NAME ARGS..   starts sluiced with ARGS, sets RESP_PORT/HTTP_PORT for NAME
+#                               (chosen here unless ARGS name them), waits for both ports
+#   check NAME COND...  a test case: runs COND (a command); counts a failure with NAME if it fails
+#   finish              prints the summary and exits 0/1
+
+: "${SLUICE_BUILD_DIR:?set SLUICE_BUILD_DIR to the build tree}"
+: "${SLUICE_SOURCE_DIR:?set SLUICE_SOURCE_DIR to the source tree}"
+SLUICED=$SLUICE_BUILD_DIR/src/server/sluiced
+SLUICE=$SLUICE_BUILD_DIR/src/cli/sluice
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-it.XXXXXX")
+LIB_PIDS=()
+FAILS=0
+CASES=0
+
+lib_cleanup() {
+    local pid
+    for pid in "${LIB_PIDS[@]}"; do
+        kill -KILL "$pid" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap lib_cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_port() {
+    local port=$1 secs=${2:-10} i
+    for ((i = 0; i < secs * 20; i++)); do
+        if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "port $port not open after ${secs}s"
+    return 1
+}
+
+start_bg() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$TMP/$name.pid"
+    LIB_PIDS+=("$pid")
+}
+
+stop_bg() {
+    local name=$1 sig=${2:-TERM} pid i
+    pid=$(cat "$TMP/$name.pid" 2>/dev/null) || return 1
+    kill -"$sig" "$pid" 2>/dev/null
+    for ((i = 0; i < 200; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null
+            return $?
+        fi
+        sleep 0.05
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 137
+}
+
+start_sluiced() {
+    local name=$1
+    shift
+    RESP_PORT=$(free_port)
+    HTTP_PORT=$(free_port)
+    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" "$@"
+    wait_port "$RESP_PORT" && wait_port "$HTTP_PORT"
+}
+
+check() {
+    local name=$1
+    shift
+    CASES=$((CASES + 1))
+    if ! "$@"; then
+        echo "FAIL [$name]: $*"
+        FAILS=$((FAILS + 1))
+    fi
+}
+
+finish() {
+    echo "$((CASES - FAILS))/$CASES cases passed"
+    [ "$FAILS" -eq 0 ]
+    exit $?
+}
