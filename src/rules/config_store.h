@@ -16,8 +16,8 @@
  * (NUL-terminated, CONFIG_STORE_ERR_MAX bytes) in err naming what failed
  * ("sqlite: database is locked", "sqlite: unable to open database file './x/sluice.db'").
  */
-#ifndef SLUICE_STORE_CONFIG_STORE_H
-#define SLUICE_STORE_CONFIG_STORE_H
+#ifndef SLUICE_RULES_CONFIG_STORE_H
+#define SLUICE_RULES_CONFIG_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -79,4 +79,4 @@ typedef int (*config_override_fn)(void *arg, const void *key, size_t key_len, co
 int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
                                   config_override_fn fn, void *arg, char *err);
 
-#endif /* SLUICE_STORE_CONFIG_STORE_H */
+#endif /* SLUICE_RULES_CONFIG_STORE_H */
