@@ -1,5 +1,5 @@
 # Thin wrapper over CMake for the README's two commands. Everything real is in CMakeLists.txt.
-#   make run    install what is missing, build, run the demo
+#   make run    install what is missing, build, start sluiced on 127.0.0.1 (scripts/run.sh)
 #   make test   install what is missing, build, run every test: the normal build, then
 #               ASan+UBSan, then TSan, then the fuzz targets briefly
 MAKEFLAGS += --no-print-directory
@@ -26,7 +26,8 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	@bash scripts/demo.sh $(BUILD)
+	@bash scripts/deps.sh run
+	@bash scripts/run.sh $(BUILD)
 
 test: test-deps test-plain test-asan test-tsan test-fuzz
 	@echo "make test: all suites passed"

@@ -330,3 +330,13 @@ void resp_add_array(resp_buf_t *b, size_t n)
 {
     put_line_int(b, '*', (int64_t)n);
 }
+
+void resp_add_raw(resp_buf_t *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+void resp_add_mem(resp_buf_t *b, const void *p, size_t len)
+{
+    put(b, p, len);
+}

@@ -34,6 +34,19 @@
  * An override replaces some of the rule's numbers for one key (a premium tenant, a blocked user):
  *   limit (integer >= 0; 0 = the key is blocked: every request denied), window, burst, buckets,
  *   max_delay. Fields it does not name are the rule's. The algorithm is always the rule's.
+ *   It must name at least one field; a blocked override names only limit. One refinement: a
+ *   token_bucket / gcra burst equal to the rule's limit is the default and follows the
+ *   override's limit (the rule's burst is kept when it differs from the rule's limit).
+ *
+ * Types are strict: `limit: "10"` and `limit: 10.0` are errors, integers take no '+' sign and
+ * no leading zeros (YAML 1.1 would read 010 as octal). String fields take any YAML scalar as
+ * written (`name: 2024` is the name "2024"); a YAML `key: {ip}` is a mapping, so templates are
+ * quoted. Null values are errors, except `rules:` / `overrides:` with nothing under them (no
+ * rules / no overrides). YAML aliases, non-standard tags and several documents are refused.
+ *
+ * The canonical JSON and YAML always write burst for token_bucket / gcra and buckets for
+ * sliding_buckets, max_delay when it is not 0, key when there is one, and shadow,
+ * on_store_error and cold_start.
  */
 #ifndef SLUICE_RULES_RULEDEF_H
 #define SLUICE_RULES_RULEDEF_H
@@ -45,10 +58,11 @@
 #include "sluice/sluice.h"
 #include "rules/keytpl.h"
 
-#define RULE_NAME_MAX    64  /* longest rule name, bytes */
-#define RULEDEF_ERR_MAX  256 /* a parse error message fits in this */
-#define RULES_MAX        4096 /* most rules in one file / store */
-#define OVERRIDE_KEY_MAX 1024 /* longest override key, bytes */
+#define RULE_NAME_MAX             64   /* longest rule name, bytes */
+#define RULEDEF_ERR_MAX           256  /* a parse error message fits in this */
+#define RULES_MAX                 4096 /* most rules in one file / store */
+#define OVERRIDE_KEY_MAX          1024 /* longest override key, bytes */
+#define RULE_OVERRIDES_INLINE_MAX 4096 /* most inline overrides of one rule in a rules file */
 
 typedef enum rule_on_error {
     RULE_ON_ERROR_ALLOW = 0, /* fail open: a store failure admits */
@@ -78,10 +92,10 @@ enum {
 };
 
 typedef struct ruledef {
-    char name[RULE_NAME_MAX + 1]; /* NUL-terminated */
-    sl_rule_t rule;               /* prepared */
-    bool has_key;                 /* a key template was given */
-    keytpl_t key;                 /* parsed template when has_key */
+    char name[RULE_NAME_MAX + 1];       /* NUL-terminated */
+    sl_rule_t rule;                     /* prepared */
+    bool has_key;                       /* a key template was given */
+    keytpl_t key;                       /* parsed template when has_key */
     char key_text[KEYTPL_TEXT_MAX + 1]; /* the template as written, NUL-terminated */
     bool shadow;
     rule_on_error_t on_store_error;
@@ -113,11 +127,13 @@ int ruledef_parse_json(const char *json, size_t len, const char *name_hint, rule
                        char *err);
 
 /*
- * Parses an override of `parent` for `key` from a JSON object. Returns 0 and fills *out (which
- * owns a copy of key), or -1 with a positioned message in err.
+ * Parses an override of `parent` for `key` (key_len bytes, any bytes, 1..OVERRIDE_KEY_MAX) from
+ * a JSON object; a "key" member, if present, must equal it. key NULL takes the key from the
+ * object's required "key" member instead. Returns 0 and fills *out (which owns a copy of the
+ * key), or -1 with a positioned message in err and nothing held by *out.
  */
-int override_parse_json(const ruledef_t *parent, const char *key, size_t key_len,
-                        const char *json, size_t len, rule_override_t *out, char *err);
+int override_parse_json(const ruledef_t *parent, const char *key, size_t key_len, const char *json,
+                        size_t len, rule_override_t *out, char *err);
 
 /* The canonical JSON of a rule (no overrides) / of an override's named fields: one line,
  * fields in the order above, durations as strings ("1s", "250ms"). malloc'ed, NUL-terminated;
@@ -125,15 +141,27 @@ int override_parse_json(const ruledef_t *parent, const char *key, size_t key_len
 char *ruledef_to_json(const ruledef_t *def);
 char *override_to_json(const ruledef_t *parent, const rule_override_t *ov);
 
-/* A duration as the shortest exact string ("90s" -> "1m30s", 1500 ms -> "1500ms"). buf holds
- * at least 32 bytes. Returns buf. */
+/* A duration as an exact string sl_duration_parse() reads back: whole seconds as d/h/m/s groups
+ * ("90s" -> "1m30s", 86400 s -> "1d"), anything finer in the largest unit that divides it
+ * (1500 ms -> "1500ms", 1500 us -> "1500us"), 0 -> "0s". Negative values get a '-' (which does
+ * not parse back). buf holds at least 32 bytes. Returns buf. */
 char *ruledef_format_duration(int64_t ns, char *buf);
+
+/* A rules file (YAML) holding `list`, overrides included, that ruledef_parse_yaml() reads back
+ * as an equal list. malloc'ed, NUL-terminated; NULL on allocation failure or when a string
+ * (an override key) is not UTF-8, which YAML cannot carry. */
+char *ruledef_list_to_yaml(const ruledef_list_t *list);
+
+/* True when two rules are the same: name, prepared parameters, key template, flags and the
+ * overrides, in order. / True when two overrides have the same key, named fields and rule. */
+bool ruledef_equal(const ruledef_t *a, const ruledef_t *b);
+bool override_equal(const rule_override_t *a, const rule_override_t *b);
 
 /* True when a rule name is valid ([A-Za-z0-9_.:-]{1,64}). */
 bool ruledef_name_valid(const char *name, size_t len);
 
-void ruledef_free(ruledef_t *def);          /* frees the overrides; def itself is the caller's */
-void override_free(rule_override_t *ov);    /* frees the key */
+void ruledef_free(ruledef_t *def);       /* frees the overrides; def itself is the caller's */
+void override_free(rule_override_t *ov); /* frees the key */
 void ruledef_list_free(ruledef_list_t *list);
 
 #endif /* SLUICE_RULES_RULEDEF_H */

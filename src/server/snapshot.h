@@ -63,8 +63,8 @@ typedef struct snapshot_visitor {
 } snapshot_visitor_t;
 
 enum snapshot_load_status {
-    SNAPSHOT_LOADED = 0,  /* every section and entry was visited */
-    SNAPSHOT_MISSING = 1, /* no file at path: nothing visited */
+    SNAPSHOT_LOADED = 0,   /* every section and entry was visited */
+    SNAPSHOT_MISSING = 1,  /* no file at path: nothing visited */
     SNAPSHOT_CORRUPT = -1, /* malformed, truncated, bad CRC, unknown version: nothing visited */
     SNAPSHOT_EIO = -2,     /* could not read it: nothing visited */
 };
@@ -76,8 +76,7 @@ enum snapshot_load_status {
  * The rule handed to `section` is prepared (sl_rule_prepare) and the states are checked by the
  * caller (sl_table_put does).
  */
-int snapshot_load(const char *path, const snapshot_visitor_t *v, int64_t *written_at_ns,
-                  char *err);
+int snapshot_load(const char *path, const snapshot_visitor_t *v, int64_t *written_at_ns, char *err);
 
 /* Moves a corrupt snapshot aside to "<path>.corrupt-<unix seconds>" so the next snapshot does not
  * overwrite the evidence. Returns 0, or -1 with err. `set_aside_path` (may be NULL, 4096 bytes)

@@ -64,13 +64,13 @@ stop_bg() {
     kill -"$sig" "$pid" 2>/dev/null
     for ((i = 0; i < 200; i++)); do
         if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid" 2>/dev/null
+            { wait "$pid"; } 2>/dev/null
             return $?
         fi
         sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
+    { wait "$pid"; } 2>/dev/null
     return 137
 }
 

@@ -1,0 +1,257 @@
+/*
+ * client.h - libsluice-client, the C client of sluiced (the sluice rate-limit server).
+ *
+ * sluiced speaks RESP2, so this is a thin layer over hiredis with three things added:
+ *
+ *   1. Decisions as a struct. SL.ALLOW / SL.PEEK reply with a five-integer array; the client
+ *      decodes it into slc_decision_t (slc_decision_from_reply() is the pure decoder).
+ *
+ *   2. A local over-limit cache (client-side limiting). A denied decision with
+ *      retry_after_ms > 0 is remembered per (rule, key) until now + retry_after_ms; until then a
+ *      call for that (rule, key) with the same or a larger cost is answered locally: denied,
+ *      from_cache = true, retry_after_ms reduced by the time elapsed (rounded up), no network
+ *      round trip. Smaller costs and peeks still go to the server (they may be admissible).
+ *      The cache is bounded (slc_set_cache_size()), its time comes from a replaceable
+ *      monotonic clock (slc_set_clock()), and it counts its hits (slc_cache_hits()).
+ *      slc_reset() forgets the (rule, key). The cache is per handle: another process, or a
+ *      server-side reset, can make a cached denial stale for at most its retry_after.
+ *
+ *   3. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
+ *      slc_retry_delay_ms(), which prefers the server's retry_after when it knows one.
+ *
+ * Two flavours of connection:
+ *
+ *   blocking      slc_client_t: each call sends one command and waits for its reply, with a
+ *                 timeout. After an I/O error the next call reconnects (and re-sends AUTH).
+ *   non-blocking  slc_async_t: on a libuv loop the caller owns (hiredis async + its libuv
+ *                 adapter). Requests are pipelined on one connection and their callbacks run in
+ *                 request order. A call that fails immediately returns an error and never calls
+ *                 its callback (libuv's convention); a call that is accepted calls its callback
+ *                 exactly once, from the loop, never from inside the call (a cache hit too).
+ *
+ * Errors: functions return SLC_OK (0) or a negative SLC_E* code, and the handle keeps the last
+ * error as a code and a message (slc_err(), slc_errstr(), as hiredis's err/errstr). For
+ * SLC_ESERVER the message is the server's error reply exactly as sent ("ERR unknown rule 'x'",
+ * "NOAUTH Authentication required."). Being denied is not an error: it is a decision with
+ * allowed == false.
+ *
+ * Units: every duration is in milliseconds ("_ms"), except the clock, which is nanoseconds.
+ *
+ * Threads: a handle is not thread-safe; use one per thread (or lock around it). The retry
+ * helpers and slc_decision_from_reply() are reentrant.
+ */
+#ifndef SLUICE_CLIENT_H
+#define SLUICE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SLC_API __attribute__((visibility("default")))
+#else
+#define SLC_API
+#endif
+
+struct redisReply; /* hiredis's reply (<hiredis/hiredis.h>); free with freeReplyObject() */
+struct uv_loop_s;  /* libuv's uv_loop_t (<uv.h>) */
+
+#define SLC_DEFAULT_PORT    6390       /* sluiced's RESP port */
+#define SLC_ERRSTR_MAX      256        /* slc_errstr() is at most this long, NUL included */
+#define SLC_CACHE_DEFAULT   1024       /* over-limit cache entries per handle unless changed */
+#define SLC_CACHE_MAX       (1u << 24) /* largest slc_set_cache_size() accepted */
+#define SLC_CACHE_PROBE_MAX 8          /* slots a (rule, key) may occupy in the cache (see below) */
+
+enum slc_error {
+    SLC_OK = 0,
+    SLC_EIO = -1,       /* cannot connect, connection lost, timeout; the message says which */
+    SLC_ESERVER = -2,   /* the server replied with an error; the message is its text */
+    SLC_EPROTOCOL = -3, /* the reply does not have the shape the command promises */
+    SLC_ENOMEM = -4,    /* allocation failed */
+    SLC_EINVAL = -5,    /* bad argument: NULL, negative cost, closed handle, ... */
+};
+
+/* Returns a static description of an SLC_E* code ("unknown error" otherwise). */
+SLC_API const char *slc_strerror(int code);
+
+/* One rate-limit decision, as SL.ALLOW / SL.PEEK report it. */
+typedef struct slc_decision {
+    bool allowed;           /* admitted (maybe after retry_after_ms, see below) */
+    int64_t limit;          /* the rule's capacity, units */
+    int64_t remaining;      /* units a request could still take at the decision, after it */
+    int64_t retry_after_ms; /* denied: wait this long before this cost can be admitted, or -1:
+                               never (cost above capacity). Admitted: 0, or with a max_delay
+                               rule the delay to wait before proceeding */
+    int64_t reset_after_ms; /* until the key is back to a fresh quota */
+    bool from_cache;        /* answered by the local over-limit cache, not the server */
+} slc_decision_t;
+
+/*
+ * Decodes a reply to SL.ALLOW, SL.ALLOWALL, SL.PEEK or SL.THROTTLE: an array of exactly five
+ * integers [allowed 1|0, limit, remaining, retry_after_ms, reset_after_ms]. Pure: no I/O, no
+ * allocation. Returns SLC_OK with *out filled (from_cache = false); SLC_ESERVER when the reply
+ * is an error reply; SLC_EPROTOCOL for any other shape (nil, not an array, wrong element count,
+ * a non-integer element, allowed not 0 or 1, limit/remaining/reset_after negative,
+ * retry_after < -1). When err is not NULL a one-line reason
+ * (the server's text for SLC_ESERVER) is written to err[0..errlen). *out is untouched on error.
+ */
+SLC_API int slc_decision_from_reply(const struct redisReply *reply, slc_decision_t *out, char *err,
+                                    size_t errlen);
+
+/*
+ * A monotonic clock for the over-limit cache: returns now in nanoseconds (any origin, never
+ * decreasing). The default reads CLOCK_MONOTONIC; tests substitute a fake one.
+ */
+typedef int64_t (*slc_clock_fn)(void *arg);
+
+/* ---- blocking ---------------------------------------------------------------------------- */
+
+typedef struct slc_client slc_client_t;
+
+/*
+ * Connects to sluiced at host:port (host an IPv4/IPv6 address or a name; port 1..65535) and,
+ * when password is not NULL, authenticates with AUTH. timeout_ms (> 0) bounds the connect and
+ * then every command's send and receive; 0 means no timeout. The strings are copied.
+ *
+ * Returns a handle, or NULL only when allocating it failed. As with hiredis, check
+ * slc_err(c) before use: SLC_EIO when the connection failed, SLC_ESERVER when AUTH was refused
+ * (the message is the server's), SLC_EINVAL for a bad argument. A handle in error may be kept:
+ * every call first reconnects it. Free it with slc_free() in every case.
+ */
+SLC_API slc_client_t *slc_connect(const char *host, int port, const char *password, int timeout_ms);
+
+/* Closes the connection and frees the handle and its cache. NULL is a no-op. */
+SLC_API void slc_free(slc_client_t *c);
+
+/* The last error's code (SLC_OK when the last call succeeded) and message ("" when none). The
+ * message stays valid until the next call on the handle. */
+SLC_API int slc_err(const slc_client_t *c);
+SLC_API const char *slc_errstr(const slc_client_t *c);
+
+/*
+ * SL.ALLOW rule key [COST cost]: asks whether `cost` units (>= 0; 0 peeks, 1 is the usual
+ * request) of (rule, key) may go through now and, if so, consumes them. Returns SLC_OK with
+ * *out filled, whether allowed or denied; or an SLC_E* code (slc_errstr() says more) and *out
+ * untouched. A cached denial returns SLC_OK with out->from_cache set and sends nothing; a
+ * denial of a cost > 0 with retry_after_ms > 0 from the server is remembered. rule and key are
+ * NUL-terminated (any bytes but NUL).
+ */
+SLC_API int slc_allow(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                      slc_decision_t *out);
+
+/* SL.PEEK rule key: the server's decision for the key now, consuming nothing. Always asks the
+ * server: never answered from the cache, nor remembered in it. */
+SLC_API int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_decision_t *out);
+
+/* SL.RESET rule key: the key is back to a fresh quota; the cache forgets it. Returns SLC_OK or
+ * an SLC_E* code. */
+SLC_API int slc_reset(slc_client_t *c, const char *rule, const char *key);
+
+/*
+ * Sends any command (argv[0..argc), each argvlen[i] bytes, or strlen() when argvlen is NULL)
+ * and returns its reply in *reply, which the caller frees with freeReplyObject(). An error
+ * reply is not returned: it gives SLC_ESERVER with the server's text in slc_errstr() and
+ * *reply = NULL. For SL.RULE, SL.OVERRIDE, INFO and the like.
+ */
+SLC_API int slc_command(slc_client_t *c, int argc, const char **argv, const size_t *argvlen,
+                        struct redisReply **reply);
+
+/*
+ * Sets the over-limit cache's size in entries (0 disables it; at most SLC_CACHE_MAX), dropping
+ * whatever it held. An entry may occupy one of SLC_CACHE_PROBE_MAX slots; when they are all
+ * taken by live entries the one that expires first is dropped (with size <= SLC_CACHE_PROBE_MAX
+ * that is the earliest expiry of the whole cache). Returns SLC_OK, SLC_EINVAL or SLC_ENOMEM.
+ */
+SLC_API int slc_set_cache_size(slc_client_t *c, size_t entries);
+
+/* Replaces the cache's clock (NULL restores CLOCK_MONOTONIC), dropping what the cache held. */
+SLC_API void slc_set_clock(slc_client_t *c, slc_clock_fn clock, void *arg);
+
+/* Calls answered by the cache since the handle was made. */
+SLC_API uint64_t slc_cache_hits(const slc_client_t *c);
+
+/* ---- non-blocking, on a libuv loop ------------------------------------------------------- */
+
+typedef struct slc_async slc_async_t;
+
+/*
+ * A request's outcome. status is SLC_OK with *d filled, or an SLC_E* code with d = NULL (the
+ * message is in slc_async_errstr() during the callback). arg is what the call was given. The
+ * callback may issue further requests and may call slc_async_close().
+ */
+typedef void (*slc_decision_cb)(slc_async_t *ac, int status, const slc_decision_t *d, void *arg);
+typedef void (*slc_done_cb)(slc_async_t *ac, int status, void *arg);
+
+/*
+ * Starts connecting to host:port on `loop` (a host name is resolved here, synchronously),
+ * which the caller owns and runs. With a password, AUTH is the first request on the
+ * connection; if refused, every later request fails with the server's NOAUTH error. Requests
+ * may be issued at once; they are sent when the connection is up. There is no connect timeout
+ * beyond the operating system's.
+ *
+ * Returns SLC_OK and *out, or SLC_EINVAL (bad argument), SLC_EIO (e.g. no socket; *out is
+ * NULL, no handle to free), SLC_ENOMEM. Close the handle with slc_async_close().
+ */
+SLC_API int slc_async_connect(struct uv_loop_s *loop, const char *host, int port,
+                              const char *password, slc_async_t **out);
+
+/*
+ * Closes the handle: requests already accepted still complete (their replies are awaited),
+ * then the connection is closed and the handle is freed while the loop runs; do not use it
+ * after this call. Safe inside a callback. NULL is a no-op.
+ */
+SLC_API void slc_async_close(slc_async_t *ac);
+
+/* The last error on the handle: code and message (see slc_err()). */
+SLC_API int slc_async_err(const slc_async_t *ac);
+SLC_API const char *slc_async_errstr(const slc_async_t *ac);
+
+/* slc_allow(), slc_peek(), slc_reset() without waiting: cb(ac, status, ..., arg) is called once
+ * from the loop. Return SLC_OK (the callback will be called) or an SLC_E* code (it will not:
+ * SLC_EINVAL for a bad argument or a closing handle, SLC_EIO when the connection is gone,
+ * SLC_ENOMEM). */
+SLC_API int slc_async_allow(slc_async_t *ac, const char *rule, const char *key, int64_t cost,
+                            slc_decision_cb cb, void *arg);
+SLC_API int slc_async_peek(slc_async_t *ac, const char *rule, const char *key, slc_decision_cb cb,
+                           void *arg);
+SLC_API int slc_async_reset(slc_async_t *ac, const char *rule, const char *key, slc_done_cb cb,
+                            void *arg);
+
+/* The cache of an async handle: as slc_set_cache_size(), slc_set_clock(), slc_cache_hits(). */
+SLC_API int slc_async_set_cache_size(slc_async_t *ac, size_t entries);
+SLC_API void slc_async_set_clock(slc_async_t *ac, slc_clock_fn clock, void *arg);
+SLC_API uint64_t slc_async_cache_hits(const slc_async_t *ac);
+
+/* ---- retrying ---------------------------------------------------------------------------- */
+
+/*
+ * Exponential backoff with full jitter (AWS's "Exponential Backoff And Jitter"): a delay drawn
+ * uniformly from [0, min(cap_ms, base_ms * 2^attempt)], both ends included. attempt counts from
+ * 0; negative base_ms, cap_ms or attempt count as 0. Never overflows: a large attempt just
+ * reaches the cap. *rng_state is the generator's state (any value, 0 included, seeds it; it is
+ * advanced on every call); the same state gives the same sequence. Returns the delay in ms.
+ */
+SLC_API int64_t slc_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint64_t *rng_state);
+
+/*
+ * How long to wait before attempt number `attempt` (from 0) of a request that got decision
+ * `d` (NULL when the request failed, e.g. SLC_EIO):
+ *   - d admitted: its retry_after_ms (0, or a max_delay rule's delay);
+ *   - d denied with retry_after_ms > 0: exactly that (the server knows when the cost fits; it
+ *     is not capped, as retrying sooner is pointless);
+ *   - d denied with retry_after_ms == -1: -1, do not retry (the cost can never be admitted);
+ *   - otherwise (d NULL, or a reply without a retry time): slc_backoff_ms(attempt, base_ms,
+ *     cap_ms, rng_state).
+ */
+SLC_API int64_t slc_retry_delay_ms(const slc_decision_t *d, int attempt, int64_t base_ms,
+                                   int64_t cap_ms, uint64_t *rng_state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_CLIENT_H */

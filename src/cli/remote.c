@@ -1,0 +1,211 @@
+/*
+ * remote.c - the pure parts of the remote commands: connection options, command arguments,
+ * INFO as JSON (see remote.h).
+ */
+#include "remote.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* A whole decimal integer (optional '-'), no blanks, in [min, max]. */
+static bool parse_int_in(const char *s, long long min, long long max, long long *out)
+{
+    if (*s != '-' && (*s < '0' || *s > '9'))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+void remote_opts_init(struct remote_opts *o, const char *env_password)
+{
+    o->host = REMOTE_DEFAULT_HOST;
+    o->port = REMOTE_DEFAULT_PORT;
+    o->password = env_password != NULL && env_password[0] != '\0' ? env_password : NULL;
+    o->json = false;
+    o->timeout_ms = REMOTE_DEFAULT_TIMEOUT_MS;
+}
+
+int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, char *err,
+                         size_t errlen)
+{
+    const char *opt = argv[i];
+    if (strcmp(opt, "--json") == 0) {
+        o->json = true;
+        return 1;
+    }
+    bool host = strcmp(opt, "-h") == 0, port = strcmp(opt, "-p") == 0;
+    bool pass = strcmp(opt, "-a") == 0, timeout = strcmp(opt, "--timeout") == 0;
+    if (!host && !port && !pass && !timeout)
+        return 0;
+    if (i + 1 >= argc)
+        return fail(err, errlen, "option '%s' needs a value", opt);
+    const char *val = argv[i + 1];
+    long long v;
+    if (host) {
+        if (val[0] == '\0')
+            return fail(err, errlen, "-h: host must not be empty");
+        o->host = val;
+    } else if (port) {
+        if (!parse_int_in(val, 1, 65535, &v))
+            return fail(err, errlen, "-p: port must be an integer in 1..65535, got '%s'", val);
+        o->port = (int)v;
+    } else if (pass) {
+        o->password = val;
+    } else {
+        if (!parse_int_in(val, 0, 24 * 3600 * 1000, &v))
+            return fail(err, errlen,
+                        "--timeout: must be milliseconds, an integer in 0..86400000, got '%s'",
+                        val);
+        o->timeout_ms = (int)v;
+    }
+    return 2;
+}
+
+/* Applies one of the command's own flags at argv[i]; returns entries used, 0 if not one. */
+static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_args *a, char *err,
+                    size_t errlen)
+{
+    const char *opt = argv[i];
+    if (strcmp(opt, "--help") == 0) {
+        a->help = true;
+        return 1;
+    }
+    if ((flags & REMOTE_FLAG_PEEK) && strcmp(opt, "--peek") == 0) {
+        a->peek = true;
+        return 1;
+    }
+    if ((flags & REMOTE_FLAG_COST) && strcmp(opt, "--cost") == 0) {
+        long long v;
+        if (i + 1 >= argc)
+            return fail(err, errlen, "option '--cost' needs a value");
+        if (!parse_int_in(argv[i + 1], 0, INT64_MAX, &v))
+            return fail(err, errlen, "--cost: must be a non-negative integer, got '%s'",
+                        argv[i + 1]);
+        a->cost = v;
+        return 2;
+    }
+    return 0;
+}
+
+int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct remote_opts *o,
+                      struct remote_args *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->cost = 1;
+    bool options = true;
+    for (int i = first; i < argc;) {
+        const char *arg = argv[i];
+        if (options && strcmp(arg, "--") == 0) {
+            options = false;
+            i++;
+            continue;
+        }
+        if (options && arg[0] == '-' && arg[1] != '\0') {
+            int used = remote_global_option(o, argc, argv, i, err, errlen);
+            if (used == 0)
+                used = own_flag(argc, argv, i, flags, a, err, errlen);
+            if (used < 0)
+                return -1;
+            if (used == 0)
+                return fail(err, errlen, "unknown option '%s'", arg);
+            i += used;
+            continue;
+        }
+        if (a->npos == REMOTE_POS_MAX)
+            return fail(err, errlen, "too many arguments, starting at '%s'", arg);
+        a->pos[a->npos++] = arg;
+        i++;
+    }
+    return 0;
+}
+
+/* The value of an INFO field: an integer when the whole text is one, else a string. */
+static json_t *info_value(const char *v, size_t len)
+{
+    char buf[32];
+    long long n;
+    if (len > 0 && len < sizeof buf) {
+        memcpy(buf, v, len);
+        buf[len] = '\0';
+        if (parse_int_in(buf, INT64_MIN, INT64_MAX, &n) && !(buf[0] == '-' && buf[1] == '\0'))
+            return json_integer(n);
+    }
+    return json_stringn(v, len);
+}
+
+json_t *remote_info_json(const char *text, size_t len)
+{
+    json_t *root = json_object();
+    json_t *section = NULL;
+    const char *p = text, *end = text + len;
+    while (root != NULL && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *line_end = nl != NULL ? nl : end;
+        size_t n = (size_t)(line_end - p);
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        if (n > 0 && p[0] == '#') {
+            size_t s = 1;
+            while (s < n && p[s] == ' ')
+                s++;
+            char *name = strndup(p + s, n - s);
+            if (name == NULL)
+                goto oom;
+            for (char *c = name; *c; c++)
+                *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+            section = json_object();
+            if (section == NULL || json_object_set_new(root, name, section) != 0) {
+                free(name);
+                goto oom;
+            }
+            free(name);
+        } else if (n > 0) {
+            const char *colon = memchr(p, ':', n);
+            if (colon != NULL) {
+                if (section == NULL) {
+                    section = json_object();
+                    if (section == NULL || json_object_set_new(root, "info", section) != 0)
+                        goto oom;
+                }
+                char *key = strndup(p, (size_t)(colon - p));
+                json_t *val = info_value(colon + 1, n - (size_t)(colon - p) - 1);
+                if (key == NULL || val == NULL) {
+                    free(key);
+                    json_decref(val);
+                    goto oom;
+                }
+                int rc = json_object_set_new(section, key, val); /* takes val in any case */
+                free(key);
+                if (rc != 0)
+                    goto oom;
+            }
+        }
+        p = nl != NULL ? nl + 1 : end;
+    }
+    return root;
+oom:
+    json_decref(root);
+    return NULL;
+}

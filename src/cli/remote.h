@@ -1,0 +1,102 @@
+/*
+ * remote.h - the commands of `sluice` that talk to a running sluiced: check, rules,
+ * overrides, info. They use the blocking client library (sluice/client.h).
+ *
+ * Two layers, as for replay:
+ *
+ *   1. Pure parsing: remote_global_option() (the connection options, -h -p -a --json
+ *      --timeout, accepted before the command and among its arguments), remote_parse_args()
+ *      (a command's own flags and positional arguments) and remote_info_json() (INFO's text ->
+ *      a JSON object of sections). No I/O; errors come back as text.
+ *   2. The commands: each connects, sends one command, prints the result (text, or one JSON
+ *      object/value with --json) and returns the process exit code.
+ *
+ * Exit codes (docs/cli.md): 0 success (check: allowed); 1 a negative answer (check: denied;
+ * get: no such override; del: nothing to delete) or an unreadable FILE; 2 usage error;
+ * 3 the server replied with an error (printed on stderr as sent, after "sluice: "); 4 cannot
+ * connect, connection lost or timed out; 5 a reply of an unexpected shape.
+ */
+#ifndef SLUICE_CLI_REMOTE_H
+#define SLUICE_CLI_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define REMOTE_EXIT_OK       0
+#define REMOTE_EXIT_NO       1 /* denied / not found / unreadable FILE */
+#define REMOTE_EXIT_USAGE    2
+#define REMOTE_EXIT_SERVER   3 /* the server replied with an error */
+#define REMOTE_EXIT_CONNECT  4 /* cannot connect, connection lost, timeout */
+#define REMOTE_EXIT_PROTOCOL 5 /* unexpected reply */
+
+#define REMOTE_DEFAULT_HOST       "127.0.0.1"
+#define REMOTE_DEFAULT_PORT       6390
+#define REMOTE_DEFAULT_TIMEOUT_MS 5000
+#define REMOTE_POS_MAX            4   /* most positional arguments of any command */
+#define REMOTE_ERR_MAX            256 /* a buffer this size holds any parse error message */
+
+/* The connection options, shared by every remote command. */
+struct remote_opts {
+    const char *host;     /* -h HOST (default 127.0.0.1) */
+    int port;             /* -p PORT (default 6390) */
+    const char *password; /* -a PASSWORD, else $SLUICE_PASSWORD, else NULL */
+    bool json;            /* --json: machine output */
+    int timeout_ms;       /* --timeout MS: connect and per-command timeout, 0 = none */
+};
+
+/* Defaults; password from `env_password` ($SLUICE_PASSWORD; NULL or "" means none). */
+void remote_opts_init(struct remote_opts *o, const char *env_password);
+
+/*
+ * If argv[i] is a connection option, applies it to *o and returns how many entries it used
+ * (1, or 2 with its value); returns 0 when argv[i] is not one; returns -1 with a message in
+ * err for a missing or bad value ("-p: port must be an integer in 1..65535, got 'x'"). Values
+ * point into argv.
+ */
+int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, char *err,
+                         size_t errlen);
+
+/* Which of a command's own flags it accepts. */
+#define REMOTE_FLAG_COST 0x1 /* --cost N */
+#define REMOTE_FLAG_PEEK 0x2 /* --peek */
+
+/* A command's arguments after parsing. */
+struct remote_args {
+    const char *pos[REMOTE_POS_MAX]; /* positional arguments, pointing into argv */
+    int npos;
+    int64_t cost; /* --cost (default 1, >= 0) */
+    bool peek;    /* --peek */
+    bool help;    /* --help */
+};
+
+/*
+ * Parses argv[first..argc): connection options (into *o), the flags in `flags`, --help, and
+ * positional arguments; "--" ends the options (so a key may start with '-'). Returns 0, or -1
+ * with a message in err (unknown option, bad value, more than REMOTE_POS_MAX positionals).
+ * The caller checks the positional count.
+ */
+int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct remote_opts *o,
+                      struct remote_args *a, char *err, size_t errlen);
+
+/*
+ * INFO's reply text ("# Section\r\nfield:value\r\n...", LF or CRLF) as a JSON object: one
+ * object per section, keyed by the section name in lower case; each field a number when its
+ * value is a whole decimal integer, else a string. Fields before any section header go to
+ * "info"; blank lines and lines without ':' are skipped. Returns a new reference, or NULL when
+ * allocation fails or a name or value is not UTF-8.
+ */
+json_t *remote_info_json(const char *text, size_t len);
+
+/* The commands: argv[0] is the command name; returns the exit code. */
+int remote_check_main(int argc, char **argv, const struct remote_opts *g);
+int remote_rules_main(int argc, char **argv, const struct remote_opts *g);
+int remote_overrides_main(int argc, char **argv, const struct remote_opts *g);
+int remote_info_main(int argc, char **argv, const struct remote_opts *g);
+
+/* The connection options' help text (static, ends in a newline). */
+const char *remote_options_usage(void);
+
+#endif /* SLUICE_CLI_REMOTE_H */

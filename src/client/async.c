@@ -1,0 +1,486 @@
+/*
+ * async.c - the non-blocking client on a caller's libuv loop (see sluice/client.h).
+ *
+ * hiredis's async context does the pipelining: every request is appended to one output buffer
+ * and its callback to a FIFO, and replies are matched in order. Each request carries a
+ * request_t (our privdata) saying what to decode and whom to call.
+ *
+ * Lifetime. hiredis frees its context by itself (connect failure, lost connection, or after a
+ * graceful disconnect) and tells us through on_connect(failure) or on_disconnect(): from then
+ * on h->ac is NULL. The handle itself is freed only when all three hold: the user closed it,
+ * h->ac is NULL, and no accepted request still owes its callback (h->pending == 0). The free
+ * goes through uv_close() of our idle handle, so the memory outlives any frame that is still
+ * using it. Pending callbacks see a NULL reply when hiredis tears down, and report SLC_EIO.
+ *
+ * The libuv glue is our own copy of hiredis's adapters/libuv.h, with the fix hiredis 1.0 made:
+ * libuv reports POLLERR (e.g. a refused connect) as status UV_EBADF with the poll stopped, and
+ * 0.14.1's adapter ignores a non-zero status, so a failed connect or a reset connection would
+ * never be noticed and its callbacks never called. Ours hands the error to hiredis by running
+ * the read/write handlers for the events it was waiting for; hiredis then finds the socket
+ * error itself.
+ *
+ * Cache hits are answered from the loop, not inside the call: they wait in a queue drained by
+ * an idle handle (one pass per loop iteration, so a callback that issues more cached calls
+ * cannot starve the loop).
+ */
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "client/cache.h"
+#include "client/common.h"
+#include "sluice/client.h"
+
+typedef enum request_kind {
+    REQUEST_AUTH,     /* AUTH on connect: no user callback; a refusal is kept in errstr */
+    REQUEST_DECISION, /* SL.ALLOW / SL.PEEK: slc_decision_cb */
+    REQUEST_DONE,     /* SL.RESET: slc_done_cb */
+} request_kind_t;
+
+typedef struct request {
+    slc_async_t *h;      /* the handle it belongs to */
+    request_kind_t kind; /* what the reply is and whom to call */
+    slc_decision_cb on_decision;
+    slc_done_cb on_done;
+    void *arg;            /* the caller's argument */
+    bool remember;        /* a denial of this request goes to the cache */
+    int64_t cost;         /* units asked for */
+    int64_t sent_ns;      /* cache clock when the request was made */
+    slc_decision_t d;     /* a cache hit's decision (local requests only) */
+    struct request *next; /* in the local queue */
+    size_t rule_len;      /* name = rule bytes then key bytes, when remember */
+    size_t key_len;
+    char name[];
+} request_t;
+
+struct slc_async {
+    redisAsyncContext *ac; /* NULL once hiredis has freed it */
+    char *host;            /* copied, for messages */
+    int port;
+    cache_t *cache;     /* the over-limit cache */
+    slc_clock_fn clock; /* its clock, ns */
+    void *clock_arg;
+    uv_idle_t idle;        /* drains `local` */
+    request_t *local_head; /* cache hits waiting for their callback, FIFO */
+    request_t *local_tail;
+    unsigned pending; /* accepted requests whose callback has not returned */
+    bool connected;   /* the connect completed */
+    bool closing;     /* slc_async_close() was called */
+    bool freeing;     /* uv_close() of idle is under way */
+    int err;          /* last error, SLC_OK or SLC_E* */
+    char errstr[SLC_ERRSTR_MAX];
+};
+
+#define seterr(h, code, ...) common_seterr(&(h)->err, (h)->errstr, code, __VA_ARGS__)
+
+/* ---- libuv glue (see the header comment) -------------------------------------------------- */
+
+typedef struct glue {
+    redisAsyncContext *context; /* NULL once hiredis has cleaned up */
+    uv_poll_t handle;
+    int events; /* UV_READABLE | UV_WRITABLE wanted */
+} glue_t;
+
+static void glue_poll(uv_poll_t *handle, int status, int events)
+{
+    glue_t *p = handle->data;
+    int ev = status != 0 ? p->events : events;
+    if (p->context != NULL && (ev & UV_READABLE))
+        redisAsyncHandleRead(p->context);
+    if (p->context != NULL && (ev & UV_WRITABLE))
+        redisAsyncHandleWrite(p->context);
+}
+
+static void glue_update(glue_t *p, int add, int del)
+{
+    p->events = (p->events | add) & ~del;
+    if (p->events != 0)
+        uv_poll_start(&p->handle, p->events, glue_poll);
+    else
+        uv_poll_stop(&p->handle);
+}
+
+static void glue_add_read(void *privdata)
+{
+    glue_update(privdata, UV_READABLE, 0);
+}
+
+static void glue_del_read(void *privdata)
+{
+    glue_update(privdata, 0, UV_READABLE);
+}
+
+static void glue_add_write(void *privdata)
+{
+    glue_update(privdata, UV_WRITABLE, 0);
+}
+
+static void glue_del_write(void *privdata)
+{
+    glue_update(privdata, 0, UV_WRITABLE);
+}
+
+static void glue_closed(uv_handle_t *handle)
+{
+    free(handle->data);
+}
+
+static void glue_cleanup(void *privdata)
+{
+    glue_t *p = privdata;
+    p->context = NULL;
+    uv_close((uv_handle_t *)&p->handle, glue_closed);
+}
+
+/* Plugs ac into loop. Returns REDIS_OK or REDIS_ERR (nothing to undo then). */
+static int glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    if (ac->ev.data != NULL)
+        return REDIS_ERR;
+    glue_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return REDIS_ERR;
+    if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) {
+        free(p);
+        return REDIS_ERR;
+    }
+    p->handle.data = p;
+    p->context = ac;
+    ac->ev.addRead = glue_add_read;
+    ac->ev.delRead = glue_del_read;
+    ac->ev.addWrite = glue_add_write;
+    ac->ev.delWrite = glue_del_write;
+    ac->ev.cleanup = glue_cleanup;
+    ac->ev.data = p;
+    return REDIS_OK;
+}
+
+static void clear_err(slc_async_t *h)
+{
+    h->err = SLC_OK;
+    h->errstr[0] = '\0';
+}
+
+static void on_idle_closed(uv_handle_t *handle)
+{
+    slc_async_t *h = handle->data;
+    cache_free(h->cache);
+    free(h->host);
+    free(h);
+}
+
+/* Frees the handle once it is closed, hiredis is done with it and no callback is owed. */
+static void maybe_free(slc_async_t *h)
+{
+    if (!h->closing || h->ac != NULL || h->pending > 0 || h->freeing)
+        return;
+    h->freeing = true;
+    uv_close((uv_handle_t *)&h->idle, on_idle_closed);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    slc_async_t *h = ac->data;
+    if (status == REDIS_OK) {
+        h->connected = true;
+        return;
+    }
+    seterr(h, SLC_EIO, "cannot connect to %s:%d: %s", h->host, h->port,
+           ac->errstr != NULL ? ac->errstr : "error");
+    h->ac = NULL; /* hiredis frees it after this returns */
+    maybe_free(h);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    slc_async_t *h = ac->data;
+    if (status != REDIS_OK)
+        seterr(h, SLC_EIO, "%s:%d: connection lost: %s", h->host, h->port,
+               ac->errstr != NULL ? ac->errstr : "error");
+    h->ac = NULL;
+    maybe_free(h);
+}
+
+/* Calls the request's callback (none for AUTH) with the handle's current error, frees it. */
+static void complete(request_t *req, int status, const slc_decision_t *d)
+{
+    slc_async_t *h = req->h;
+    if (req->kind == REQUEST_DECISION)
+        req->on_decision(h, status, status == SLC_OK ? d : NULL, req->arg);
+    else if (req->kind == REQUEST_DONE)
+        req->on_done(h, status, req->arg);
+    free(req);
+    h->pending--;
+    maybe_free(h);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    request_t *req = privdata;
+    slc_async_t *h = req->h;
+    redisReply *reply = r;
+    slc_decision_t d;
+    int status;
+    if (reply == NULL) {
+        /* hiredis is tearing the connection down; on_connect may have said why already */
+        if (!(h->ac == NULL && h->err == SLC_EIO))
+            seterr(h, SLC_EIO, "%s:%d: %s", h->host, h->port,
+                   ac->err != 0 && ac->errstr != NULL ? ac->errstr : "connection closed");
+        status = SLC_EIO;
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        status = seterr(h, SLC_ESERVER, "%.*s", (int)reply->len, reply->str);
+    } else if (req->kind == REQUEST_DECISION) {
+        clear_err(h);
+        status = slc_decision_from_reply(reply, &d, h->errstr, sizeof h->errstr);
+        h->err = status;
+        if (status == SLC_OK && req->remember)
+            cache_remember(h->cache, req->name, req->rule_len, req->name + req->rule_len,
+                           req->key_len, req->cost, &d, req->sent_ns);
+    } else {
+        clear_err(h);
+        status = SLC_OK;
+    }
+    complete(req, status, &d);
+}
+
+static void on_idle(uv_idle_t *idle)
+{
+    slc_async_t *h = idle->data;
+    request_t *req = h->local_head;
+    h->local_head = h->local_tail = NULL;
+    uv_idle_stop(idle);
+    h->pending++; /* hold the handle while this pass runs: a callback may close it */
+    while (req != NULL) {
+        request_t *next = req->next;
+        clear_err(h);
+        complete(req, SLC_OK, &req->d);
+        req = next;
+    }
+    h->pending--;
+    maybe_free(h);
+}
+
+/* Queues AUTH as the connection's first request. */
+static int send_auth(slc_async_t *h, const char *password)
+{
+    request_t *req = calloc(1, sizeof *req);
+    if (req == NULL)
+        return SLC_ENOMEM;
+    req->h = h;
+    req->kind = REQUEST_AUTH;
+    const char *argv[2] = {"AUTH", password};
+    if (redisAsyncCommandArgv(h->ac, on_reply, req, 2, argv, NULL) != REDIS_OK) {
+        free(req);
+        return SLC_ENOMEM;
+    }
+    h->pending++;
+    return SLC_OK;
+}
+
+int slc_async_connect(uv_loop_t *loop, const char *host, int port, const char *password,
+                      slc_async_t **out)
+{
+    if (out == NULL)
+        return SLC_EINVAL;
+    *out = NULL;
+    if (loop == NULL || !common_valid_endpoint(host, port))
+        return SLC_EINVAL;
+    slc_async_t *h = calloc(1, sizeof *h);
+    if (h == NULL || (h->host = strdup(host)) == NULL ||
+        (h->cache = cache_create(SLC_CACHE_DEFAULT)) == NULL) {
+        if (h != NULL)
+            free(h->host);
+        free(h);
+        return SLC_ENOMEM;
+    }
+    h->port = port;
+    h->clock = common_monotonic_ns;
+    redisAsyncContext *ac = redisAsyncConnect(host, port);
+    if (ac == NULL || ac->err != 0 || glue_attach(ac, loop) != REDIS_OK) {
+        int rc = ac == NULL ? SLC_ENOMEM : SLC_EIO;
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        cache_free(h->cache);
+        free(h->host);
+        free(h);
+        return rc;
+    }
+    ac->data = h;
+    h->ac = ac;
+    uv_idle_init(loop, &h->idle);
+    h->idle.data = h;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    if (password != NULL && send_auth(h, password) != SLC_OK) {
+        h->closing = true;
+        h->ac = NULL;
+        redisAsyncFree(ac);
+        maybe_free(h);
+        return SLC_ENOMEM;
+    }
+    *out = h;
+    return SLC_OK;
+}
+
+void slc_async_close(slc_async_t *h)
+{
+    if (h == NULL || h->closing)
+        return;
+    h->closing = true;
+    if (h->ac != NULL) {
+        if (h->connected || h->ac->replies.head != NULL) {
+            redisAsyncDisconnect(h->ac); /* after the replies still owed; then on_disconnect */
+        } else {
+            /* Still connecting with nothing sent: hiredis would free without on_disconnect. */
+            redisAsyncContext *ac = h->ac;
+            h->ac = NULL;
+            redisAsyncFree(ac);
+        }
+    }
+    maybe_free(h);
+}
+
+int slc_async_err(const slc_async_t *h)
+{
+    return h != NULL ? h->err : SLC_EINVAL;
+}
+
+const char *slc_async_errstr(const slc_async_t *h)
+{
+    return h != NULL ? h->errstr : "no client";
+}
+
+/* A request that may be sent: the handle is open and still has a connection. */
+static int usable(slc_async_t *h)
+{
+    if (h->closing || h->freeing)
+        return seterr(h, SLC_EINVAL, "the handle is closing");
+    if (h->ac == NULL || (h->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) != 0)
+        return h->err != SLC_OK ? SLC_EIO
+                                : seterr(h, SLC_EIO, "%s:%d: not connected", h->host, h->port);
+    return SLC_OK;
+}
+
+static request_t *request_new(slc_async_t *h, request_kind_t kind, const char *rule,
+                              const char *key, bool keep_name)
+{
+    size_t rule_len = keep_name ? strlen(rule) : 0, key_len = keep_name ? strlen(key) : 0;
+    request_t *req = calloc(1, sizeof *req + rule_len + key_len + 1);
+    if (req == NULL)
+        return NULL;
+    req->h = h;
+    req->kind = kind;
+    req->rule_len = rule_len;
+    req->key_len = key_len;
+    memcpy(req->name, rule, rule_len);
+    memcpy(req->name + rule_len, key, key_len);
+    return req;
+}
+
+static int send_request(slc_async_t *h, request_t *req, int argc, const char **argv,
+                        const size_t *lens)
+{
+    if (redisAsyncCommandArgv(h->ac, on_reply, req, argc, argv, lens) != REDIS_OK) {
+        free(req);
+        return seterr(h, SLC_EIO, "%s:%d: cannot queue the request", h->host, h->port);
+    }
+    h->pending++;
+    return SLC_OK;
+}
+
+static int decide(slc_async_t *h, const char *rule, const char *key, int64_t cost, int peek,
+                  slc_decision_cb cb, void *arg)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    if (rule == NULL || key == NULL || cb == NULL || cost < 0)
+        return seterr(h, SLC_EINVAL, "%s", cost < 0 ? "cost must be >= 0" : "NULL argument");
+    int rc = usable(h);
+    if (rc != SLC_OK)
+        return rc;
+    bool cacheable = !peek && cost > 0;
+    request_t *req = request_new(h, REQUEST_DECISION, rule, key, cacheable);
+    if (req == NULL)
+        return seterr(h, SLC_ENOMEM, "out of memory");
+    req->on_decision = cb;
+    req->arg = arg;
+    req->cost = cost;
+    req->remember = cacheable;
+    req->sent_ns = h->clock(h->clock_arg);
+    if (cacheable && cache_lookup(h->cache, rule, req->rule_len, key, req->key_len, cost,
+                                  req->sent_ns, &req->d)) {
+        req->remember = false;
+        if (h->local_tail != NULL)
+            h->local_tail->next = req;
+        else
+            h->local_head = req;
+        h->local_tail = req;
+        h->pending++;
+        uv_idle_start(&h->idle, on_idle);
+        return SLC_OK;
+    }
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char costbuf[COMMON_INT_CHARS];
+    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, costbuf);
+    return send_request(h, req, argc, argv, lens);
+}
+
+int slc_async_allow(slc_async_t *h, const char *rule, const char *key, int64_t cost,
+                    slc_decision_cb cb, void *arg)
+{
+    return decide(h, rule, key, cost, 0, cb, arg);
+}
+
+int slc_async_peek(slc_async_t *h, const char *rule, const char *key, slc_decision_cb cb, void *arg)
+{
+    return decide(h, rule, key, 0, 1, cb, arg);
+}
+
+int slc_async_reset(slc_async_t *h, const char *rule, const char *key, slc_done_cb cb, void *arg)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    if (rule == NULL || key == NULL || cb == NULL)
+        return seterr(h, SLC_EINVAL, "NULL argument");
+    int rc = usable(h);
+    if (rc != SLC_OK)
+        return rc;
+    request_t *req = request_new(h, REQUEST_DONE, rule, key, false);
+    if (req == NULL)
+        return seterr(h, SLC_ENOMEM, "out of memory");
+    req->on_done = cb;
+    req->arg = arg;
+    cache_forget(h->cache, rule, strlen(rule), key, strlen(key));
+    const char *argv[3] = {"SL.RESET", rule, key};
+    return send_request(h, req, 3, argv, NULL);
+}
+
+int slc_async_set_cache_size(slc_async_t *h, size_t entries)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    if (entries > SLC_CACHE_MAX)
+        return seterr(h, SLC_EINVAL, "cache size %zu is above the maximum %u", entries,
+                      SLC_CACHE_MAX);
+    if (!cache_resize(&h->cache, entries))
+        return seterr(h, SLC_ENOMEM, "cannot allocate a cache of %zu entries", entries);
+    return SLC_OK;
+}
+
+void slc_async_set_clock(slc_async_t *h, slc_clock_fn clock, void *arg)
+{
+    if (h == NULL)
+        return;
+    h->clock = clock != NULL ? clock : common_monotonic_ns;
+    h->clock_arg = clock != NULL ? arg : NULL;
+    cache_clear(h->cache);
+}
+
+uint64_t slc_async_cache_hits(const slc_async_t *h)
+{
+    return h != NULL ? cache_hits(h->cache) : 0;
+}

@@ -1,0 +1,1302 @@
+/*
+ * http.c - HTTP/1.1 request parser and response builders (see http.h for the contract).
+ *
+ * A parse is two or three passes over the caller's bytes, all bounded by the limits:
+ *
+ *   1. http_parser_execute() with callbacks that record the target, the headers and the body
+ *      size. It is paused at the end of the head (to learn the head's exact length and check
+ *      it before any body is looked at) and at the end of the message (so one call parses one
+ *      pipelined request).
+ *   2. At the end of the head, a strict re-check of its syntax (RFC 9112 §2-5). Debian builds
+ *      http-parser with HTTP_PARSER_STRICT 0, which accepts "HTTX/1.1", "X : v" (a space in a
+ *      field name), a bare CR ending the head, and two arbitrary bytes after chunk data.
+ *   3. For a chunked body, a strict chunked decoder over the body bytes: it first checks the
+ *      framing, then moves the chunk data together in place.
+ *
+ * Why a result never depends on how the bytes were split: every error is decided by a byte at
+ * a known position q (the byte the parser rejected, the ':' ending the field name that is one
+ * too many, the end of the head, the line ending a chunk size). A buffer that ends before q is
+ * partial, unless the bytes it holds already break a size limit -- and then the whole message
+ * breaks the same limit at q, which is checked first: head bytes >= head_max before the head
+ * is complete, or chunk framing bytes > HTTP_CHUNK_FRAMING_MAX in the body.
+ */
+#include "proto/http.h"
+
+#include <arpa/inet.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* ---- parsing: pass 1, http-parser callbacks ---------------------------------------------- */
+
+enum last_cb { CB_NONE, CB_URL, CB_FIELD, CB_VALUE };
+
+typedef struct parse_ctx {
+    http_request_t *req;
+    const char *buf;      /* the caller's buffer: positions are counted from here */
+    const char *exec_end; /* end of the bytes given to http_parser_execute() */
+    size_t head_max, headers_max, body_max;
+    const char *url; /* request target as http-parser delivered it */
+    size_t url_len;
+    enum last_cb last;      /* the previous data callback, to join split deliveries */
+    bool head_done;         /* on_headers_complete was called */
+    bool message_done;      /* on_message_complete was called */
+    bool keep_alive;        /* http_should_keep_alive() at the end of the message */
+    size_t body_total;      /* body bytes seen so far (chunk data only, for chunked) */
+    const char *body_start; /* first body byte (Content-Length bodies) */
+    int status;             /* an error found by a callback (0: none) */
+    size_t err_pos;         /* position of the byte that decided that error */
+    char *err;              /* the caller's message buffer */
+} parse_ctx_t;
+
+static void vmsg(char *err, const char *fmt, va_list ap)
+{
+    vsnprintf(err, HTTP_ERR_MAX, fmt, ap);
+}
+
+static void msg(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void msg(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(err, fmt, ap);
+    va_end(ap);
+}
+
+/* Records a callback's error; returns non-zero, which makes http-parser stop. */
+static int cb_fail(parse_ctx_t *c, int status, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int cb_fail(parse_ctx_t *c, int status, size_t pos, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(c->err, fmt, ap);
+    va_end(ap);
+    c->status = status;
+    c->err_pos = pos;
+    return -1;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    parse_ctx_t *c = p->data;
+    if (c->last == CB_URL && at == c->url + c->url_len) {
+        c->url_len += n;
+    } else {
+        c->url = at;
+        c->url_len = n;
+    }
+    c->last = CB_URL;
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    parse_ctx_t *c = p->data;
+    http_request_t *r = c->req;
+    if (c->head_done) /* a trailer field: dropped */
+        return 0;
+    if (c->last == CB_FIELD && r->nheaders > 0) {
+        http_header_t *h = &r->headers[r->nheaders - 1];
+        if (at == h->name + h->name_len) {
+            h->name_len += n;
+            return 0;
+        }
+    }
+    c->last = CB_FIELD;
+    /* A name that runs to the end of the buffer may not be complete: decide at its ':'. */
+    bool complete = at + n < c->exec_end;
+    if (r->nheaders == c->headers_max) {
+        if (!complete)
+            return 0;
+        return cb_fail(c, 431, (size_t)(at + n - c->buf), "more than %zu header fields",
+                       c->headers_max);
+    }
+    r->headers[r->nheaders++] =
+        (http_header_t){.name = at, .name_len = n, .value = at + n, .value_len = 0};
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    parse_ctx_t *c = p->data;
+    http_request_t *r = c->req;
+    if (c->head_done || r->nheaders == 0)
+        return 0;
+    http_header_t *h = &r->headers[r->nheaders - 1];
+    if (c->last == CB_FIELD) {
+        h->value = at;
+        h->value_len = n;
+    } else if (c->last == CB_VALUE && at == h->value + h->value_len) {
+        h->value_len += n;
+    } /* else obsolete line folding, which the syntax check rejects */
+    c->last = CB_VALUE;
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    parse_ctx_t *c = p->data;
+    c->head_done = true;
+    http_parser_pause(p, 1); /* http_parse() checks the head before the body is parsed */
+    return 0;
+}
+
+static int on_chunk_header(http_parser *p)
+{
+    parse_ctx_t *c = p->data;
+    /* The chunk's size line is complete; content_length is its size. */
+    if (p->content_length > c->body_max - c->body_total)
+        return cb_fail(c, 413, 0, "chunked body exceeds the limit of %zu bytes", c->body_max);
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    parse_ctx_t *c = p->data;
+    if (c->body_start == NULL)
+        c->body_start = at;
+    c->body_total += n;
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    parse_ctx_t *c = p->data;
+    c->message_done = true;
+    c->keep_alive = http_should_keep_alive(p) != 0;
+    http_parser_pause(p, 1); /* one request per call */
+    return 0;
+}
+
+static const http_parser_settings parse_settings = {
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+    .on_chunk_header = on_chunk_header,
+};
+
+/* ---- error messages ---------------------------------------------------------------------- */
+
+/* A printable rendering of one byte: 'x' or 0x01. */
+static const char *byte_name(int c, char out[8])
+{
+    if (c < 0)
+        snprintf(out, 8, "EOF");
+    else if (c > 0x20 && c < 0x7f)
+        snprintf(out, 8, "'%c'", c);
+    else
+        snprintf(out, 8, "0x%02x", (unsigned)c & 0xffu);
+    return out;
+}
+
+/* Writes "<what> (line L, column C)" for byte pos of buf. */
+static void msg_at(char *err, const char *buf, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void msg_at(char *err, const char *buf, size_t pos, const char *fmt, ...)
+{
+    size_t line = 1, start = 0;
+    for (size_t i = 0; i < pos; i++) {
+        if (buf[i] == '\n') {
+            line++;
+            start = i + 1;
+        }
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, HTTP_ERR_MAX, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && n < HTTP_ERR_MAX)
+        snprintf(err + n, HTTP_ERR_MAX - (size_t)n, " (line %zu, column %zu)", line,
+                 pos - start + 1);
+}
+
+static const char *describe(enum http_errno e)
+{
+    switch (e) {
+    case HPE_INVALID_VERSION:
+        return "invalid HTTP version";
+    case HPE_INVALID_CONSTANT:
+        return "malformed request line";
+    case HPE_INVALID_URL:
+    case HPE_INVALID_PATH:
+    case HPE_INVALID_QUERY_STRING:
+    case HPE_INVALID_FRAGMENT:
+    case HPE_INVALID_HOST:
+    case HPE_INVALID_PORT:
+        return "invalid character in the request target";
+    case HPE_LF_EXPECTED:
+        return "CR not followed by LF";
+    case HPE_INVALID_HEADER_TOKEN:
+        return "invalid character in a header field";
+    case HPE_INVALID_CONTENT_LENGTH:
+        return "invalid Content-Length";
+    case HPE_UNEXPECTED_CONTENT_LENGTH:
+        return "Content-Length repeated or sent with Transfer-Encoding";
+    case HPE_INVALID_CHUNK_SIZE:
+        return "invalid chunk size";
+    case HPE_INVALID_TRANSFER_ENCODING:
+        return "Transfer-Encoding does not end in chunked";
+    default:
+        return http_errno_description(e);
+    }
+}
+
+/* ---- syntax --------------------------------------------------------------------------------- */
+
+/* RFC 9110 §5.6.2 tchar. */
+static bool is_tchar(int c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return true;
+    return c > 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* The byte at i of buf[0..end), or -1 past the end. */
+static int byte_at(const char *buf, size_t end, size_t i)
+{
+    return i < end ? (unsigned char)buf[i] : -1;
+}
+
+/* Steps over a line ending at *i (CRLF, or a bare LF as RFC 9112 §2.2 allows). */
+static bool eol(const char *buf, size_t end, size_t *i)
+{
+    if (byte_at(buf, end, *i) == '\n') {
+        *i += 1;
+        return true;
+    }
+    if (byte_at(buf, end, *i) == '\r' && byte_at(buf, end, *i + 1) == '\n') {
+        *i += 2;
+        return true;
+    }
+    return false;
+}
+
+static bool head_bad(char *err, const char *buf, size_t end, size_t i, const char *what)
+{
+    char name[8];
+    msg_at(err, buf, i, "%s, got %s", what, byte_name(byte_at(buf, end, i), name));
+    return false;
+}
+
+/*
+ * Checks the head buf[0..end) strictly: optional empty lines, then
+ *   method SP request-target SP HTTP/d.d CRLF *( field-name ":" field-value CRLF ) CRLF
+ * with tchar names and values of VCHAR / SP / HTAB / obs-text (LF alone may end a line).
+ */
+static bool check_head_syntax(const char *buf, size_t end, char *err)
+{
+    size_t i = 0, start;
+    while (eol(buf, end, &i))
+        ;
+    for (start = i; is_tchar(byte_at(buf, end, i)); i++)
+        ;
+    if (i == start || byte_at(buf, end, i) != ' ')
+        return head_bad(err, buf, end, i, "malformed request line: expected method and a space");
+    for (start = ++i; byte_at(buf, end, i) > 0x20 && byte_at(buf, end, i) < 0x7f; i++)
+        ;
+    if (i == start || byte_at(buf, end, i) != ' ')
+        return head_bad(err, buf, end, i, "malformed request line: expected target and a space");
+    i++;
+    if (end - i < 8 || memcmp(buf + i, "HTTP/", 5) != 0 || buf[i + 5] < '0' || buf[i + 5] > '9' ||
+        buf[i + 6] != '.' || buf[i + 7] < '0' || buf[i + 7] > '9')
+        return head_bad(err, buf, end, i, "malformed request line: expected HTTP/<d>.<d>");
+    i += 8;
+    if (!eol(buf, end, &i))
+        return head_bad(err, buf, end, i, "malformed request line: expected CRLF");
+    while (!eol(buf, end, &i)) {
+        int b = byte_at(buf, end, i);
+        if (b == ' ' || b == '\t')
+            return head_bad(err, buf, end, i, "obsolete line folding is not accepted");
+        for (start = i; is_tchar(byte_at(buf, end, i)); i++)
+            ;
+        if (byte_at(buf, end, i) != ':' || i == start)
+            return head_bad(err, buf, end, i, "malformed header: expected a name and ':'");
+        for (i++; (b = byte_at(buf, end, i)) == '\t' || (b >= 0x20 && b != 0x7f); i++)
+            ;
+        if (!eol(buf, end, &i))
+            return head_bad(err, buf, end, i, "invalid character in header value");
+    }
+    if (i != end) /* http-parser ended the head somewhere a strict parser does not */
+        return head_bad(err, buf, end, i, "malformed end of head");
+    return true;
+}
+
+static int hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* ---- parsing: pass 3, chunked bodies -------------------------------------------------------- */
+
+static long chunk_bad(char *err, size_t *pos, size_t i, const char *what)
+{
+    *pos = i;
+    msg(err, "%s", what);
+    return -1;
+}
+
+static bool crlf_at(const char *buf, size_t end, size_t i)
+{
+    return byte_at(buf, end, i) == '\r' && byte_at(buf, end, i + 1) == '\n';
+}
+
+/* Steps over printable bytes and tabs (chunk extensions, trailer lines). */
+static size_t skip_text(const char *buf, size_t end, size_t i)
+{
+    int d;
+    while ((d = byte_at(buf, end, i)) == '\t' || (d >= 0x20 && d != 0x7f))
+        i++;
+    return i;
+}
+
+/*
+ * Walks the chunked body in buf[0..end) (RFC 9112 §7.1): chunk sizes in hex, extensions of
+ * printable bytes, CRLF after every line and chunk, trailer lines, the final CRLF, which must
+ * be the last byte. With out non-NULL it also moves the chunk data to out, contiguously (out
+ * is at or before buf, so every move goes backwards). Returns the data length, or -1 with a
+ * message in err and the offending offset in *pos.
+ */
+static long dechunk(char *buf, size_t end, size_t body_max, char *out, char *err, size_t *pos)
+{
+    size_t i = 0, total = 0;
+    for (;;) {
+        size_t size = 0, start = i;
+        for (int d; (d = hex_digit(byte_at(buf, end, i))) >= 0; i++) {
+            if (size > (SIZE_MAX >> 4))
+                return chunk_bad(err, pos, i, "chunk size too large");
+            size = size * 16 + (size_t)d;
+        }
+        if (i == start)
+            return chunk_bad(err, pos, i, "expected a chunk size in hex");
+        if (byte_at(buf, end, i) == ';' || byte_at(buf, end, i) == ' ' ||
+            byte_at(buf, end, i) == '\t') {
+            while (byte_at(buf, end, i) == ' ' || byte_at(buf, end, i) == '\t')
+                i++;
+            if (byte_at(buf, end, i) != ';')
+                return chunk_bad(err, pos, i, "malformed chunk extension");
+            i = skip_text(buf, end, i);
+        }
+        if (!crlf_at(buf, end, i))
+            return chunk_bad(err, pos, i, "chunk size line not ended by CRLF");
+        i += 2;
+        if (size == 0)
+            break;
+        if (size > body_max - total || size > end - i)
+            return chunk_bad(err, pos, i, "chunk larger than the body");
+        if (out != NULL)
+            memmove(out + total, buf + i, size);
+        total += size;
+        i += size;
+        if (!crlf_at(buf, end, i))
+            return chunk_bad(err, pos, i, "chunk data not followed by CRLF");
+        i += 2;
+    }
+    while (!crlf_at(buf, end, i)) { /* trailer lines, dropped */
+        i = skip_text(buf, end, i);
+        if (!crlf_at(buf, end, i))
+            return chunk_bad(err, pos, i, "malformed trailer line");
+        i += 2;
+    }
+    if (i + 2 != end)
+        return chunk_bad(err, pos, i, "malformed end of chunked body");
+    return (long)total;
+}
+
+/* ---- parsing: the driver -------------------------------------------------------------------- */
+
+static long fail(int *status, int code)
+{
+    *status = code;
+    return HTTP_PARSE_ERROR;
+}
+
+static long head_too_large(char *err, size_t head_max, int *status)
+{
+    msg(err, "request head exceeds %zu bytes", head_max);
+    return fail(status, 431);
+}
+
+static long framing_too_large(char *err, int *status)
+{
+    msg(err, "chunk framing exceeds %d bytes", HTTP_CHUNK_FRAMING_MAX);
+    return fail(status, 413);
+}
+
+/* Chunk framing bytes among the first pos bytes of the message (http-parser reports some
+ * errors on the head's final LF, at head_end - 1, after the head was complete). */
+static size_t framing(const parse_ctx_t *c, size_t head_end, size_t pos)
+{
+    return pos > head_end + c->body_total ? pos - head_end - c->body_total : 0;
+}
+
+/*
+ * An unknown method: http-parser stops at the first byte that no method it knows continues
+ * with. The token is read to its end here; a token followed by a space is 501, anything else
+ * 400, and a token that reaches the end of the buffer waits for more.
+ */
+static long method_error(const char *buf, size_t len, size_t head_max, int *status, char *err)
+{
+    size_t start = 0, i;
+    while (start < len && (buf[start] == '\r' || buf[start] == '\n'))
+        start++;
+    for (i = start; i < len && i - start <= HTTP_METHOD_TOKEN_MAX; i++)
+        if (!is_tchar((unsigned char)buf[i]))
+            break;
+    size_t token = i - start;
+    if (token <= HTTP_METHOD_TOKEN_MAX && i == len)
+        return len >= head_max ? head_too_large(err, head_max, status) : HTTP_PARSE_PARTIAL;
+    size_t decided_at = token > HTTP_METHOD_TOKEN_MAX ? i - 1 : i; /* the deciding byte */
+    if (decided_at >= head_max)
+        return head_too_large(err, head_max, status);
+    if (token > HTTP_METHOD_TOKEN_MAX) {
+        msg(err, "request method longer than %d bytes", HTTP_METHOD_TOKEN_MAX);
+        return fail(status, 400);
+    }
+    if (token > 0 && buf[i] == ' ') {
+        if (token == 3 && memcmp(buf + start, "PRI", 3) == 0)
+            return msg(err, "HTTP/2 is not supported, use HTTP/1.1"), fail(status, 505);
+        msg(err, "method %.*s is not supported", (int)token, buf + start);
+        return fail(status, 501);
+    }
+    char name[8];
+    msg_at(err, buf, i, "invalid request method, got %s", byte_name((unsigned char)buf[i], name));
+    return fail(status, 400);
+}
+
+/* Splits the request target into path and query. Returns false if it is not usable. */
+static bool split_target(const parse_ctx_t *c, http_request_t *r)
+{
+    const char *u = c->url;
+    size_t n = c->url_len;
+    if (n == 0)
+        return false;
+    if (u[0] == '/' || (n == 1 && u[0] == '*')) { /* origin-form, asterisk-form */
+        const char *hash = memchr(u, '#', n);
+        if (hash != NULL)
+            n = (size_t)(hash - u);
+        const char *q = memchr(u, '?', n);
+        r->path = u;
+        r->path_len = q != NULL ? (size_t)(q - u) : n;
+        r->query = q != NULL ? q + 1 : u + n;
+        r->query_len = q != NULL ? n - r->path_len - 1 : 0;
+        return true;
+    }
+    struct http_parser_url parts; /* absolute-form: http://host/path?query */
+    http_parser_url_init(&parts);
+    if (n > UINT16_MAX || http_parser_parse_url(u, n, 0, &parts) != 0 ||
+        !(parts.field_set & (1 << UF_HOST)))
+        return false;
+    if (parts.field_set & (1 << UF_PATH)) {
+        r->path = u + parts.field_data[UF_PATH].off;
+        r->path_len = parts.field_data[UF_PATH].len;
+    } else {
+        r->path = "/";
+        r->path_len = 1;
+    }
+    if (parts.field_set & (1 << UF_QUERY)) {
+        r->query = u + parts.field_data[UF_QUERY].off;
+        r->query_len = parts.field_data[UF_QUERY].len;
+    } else {
+        r->query = "";
+        r->query_len = 0;
+    }
+    return true;
+}
+
+static bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The checks made once the head is complete, in a fixed order (see the file comment). */
+static long check_head(parse_ctx_t *c, const http_parser *p, size_t head_end, int *status)
+{
+    http_request_t *r = c->req;
+    if (head_end > c->head_max) {
+        msg(c->err, "request head of %zu bytes exceeds the limit of %zu", head_end, c->head_max);
+        return fail(status, 431);
+    }
+    if (!check_head_syntax(c->buf, head_end, c->err))
+        return fail(status, 400);
+    if (p->http_major != 1) {
+        msg(c->err, "HTTP/%u.%u is not supported, use HTTP/1.1", p->http_major, p->http_minor);
+        return fail(status, 505);
+    }
+    if (p->method == HTTP_CONNECT)
+        return msg(c->err, "method CONNECT is not supported"), fail(status, 501);
+    if (!split_target(c, r)) {
+        msg(c->err, "invalid request target");
+        return fail(status, 400);
+    }
+    size_t hosts = 0;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        http_header_t *h = &r->headers[i];
+        while (h->value_len > 0 && is_ows(h->value[0])) {
+            h->value++;
+            h->value_len--;
+        }
+        while (h->value_len > 0 && is_ows(h->value[h->value_len - 1]))
+            h->value_len--;
+        hosts += h->name_len == 4 && strncasecmp(h->name, "host", 4) == 0;
+    }
+    if (p->http_minor >= 1 && hosts != 1) { /* RFC 9112 §3.2 */
+        msg(c->err,
+            hosts == 0 ? "HTTP/1.1 request without a Host header" : "more than one Host header");
+        return fail(status, 400);
+    }
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->body_max) {
+        msg(c->err, "Content-Length %llu exceeds the limit of %zu bytes",
+            (unsigned long long)p->content_length, c->body_max);
+        return fail(status, 413);
+    }
+    return 1;
+}
+
+/* Maps an error that stopped http-parser at buf[pos]. */
+static long parse_error(parse_ctx_t *c, const http_parser *p, size_t len, size_t pos,
+                        size_t head_end, int *status)
+{
+    enum http_errno e = HTTP_PARSER_ERRNO(p);
+    if (c->status != 0) { /* a callback's */
+        if (!c->head_done && c->err_pos >= c->head_max)
+            return head_too_large(c->err, c->head_max, status);
+        return fail(status, c->status);
+    }
+    if (!c->head_done) {
+        if (e == HPE_INVALID_METHOD)
+            return method_error(c->buf, len, c->head_max, status, c->err);
+        if (pos >= c->head_max || e == HPE_HEADER_OVERFLOW)
+            return head_too_large(c->err, c->head_max, status);
+    } else if (framing(c, head_end, pos) > HTTP_CHUNK_FRAMING_MAX) {
+        return framing_too_large(c->err, status);
+    }
+    msg_at(c->err, c->buf, pos, "%s", describe(e));
+    return fail(status, 400);
+}
+
+/* The complete head asks for an interim 100 response before the body (RFC 9110 §10.1.1). */
+static bool expects_continue(const http_request_t *r, const http_parser *p)
+{
+    const char *v;
+    size_t n;
+    return p->http_minor >= 1 && http_header_get(r, "expect", &v, &n) && n == 12 &&
+           strncasecmp(v, "100-continue", 12) == 0;
+}
+
+static size_t limit_or(size_t given, size_t dflt)
+{
+    return given == 0 || given > dflt ? dflt : given;
+}
+
+/* A buffer that ends inside the request: partial, unless its bytes already break a limit. */
+static long partial(parse_ctx_t *c, const http_parser *p, size_t len, size_t head_end, int *status)
+{
+    if (!c->head_done && len >= c->head_max)
+        return head_too_large(c->err, c->head_max, status);
+    if (c->head_done && framing(c, head_end, len) > HTTP_CHUNK_FRAMING_MAX)
+        return framing_too_large(c->err, status);
+    if (c->head_done && expects_continue(c->req, p))
+        *status = 100;
+    return HTTP_PARSE_PARTIAL;
+}
+
+/* The request ended at buf[end]: fills in the rest of *req, de-chunking a chunked body. */
+static long finish(parse_ctx_t *c, const http_parser *p, char *buf, size_t end, size_t head_end,
+                   int *status)
+{
+    http_request_t *r = c->req;
+    r->method = (int)p->method;
+    r->http_major = p->http_major;
+    r->http_minor = p->http_minor;
+    /* RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing */
+    r->keep_alive = c->keep_alive && !(p->http_minor == 0 && (p->flags & F_CHUNKED));
+    r->body = c->body_start != NULL ? c->body_start : buf + head_end;
+    r->body_len = c->body_total;
+    if (!(p->flags & F_CHUNKED))
+        return (long)end;
+    if (framing(c, head_end, end) > HTTP_CHUNK_FRAMING_MAX)
+        return framing_too_large(c->err, status);
+    size_t pos = 0;
+    char *body = buf + head_end;
+    if (dechunk(body, end - head_end, c->body_max, NULL, c->err, &pos) < 0) {
+        char what[HTTP_ERR_MAX];
+        memcpy(what, c->err, sizeof(what));
+        msg_at(c->err, buf, head_end + pos, "%s", what);
+        return fail(status, 400);
+    }
+    r->body = body; /* checked: now move the data together */
+    r->body_len = (size_t)dechunk(body, end - head_end, c->body_max, body, c->err, &pos);
+    return (long)end;
+}
+
+long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request_t *req,
+                int *status, char *err)
+{
+    parse_ctx_t c = {
+        .req = req,
+        .buf = buf,
+        .exec_end = buf + len,
+        .head_max = limit_or(limits ? limits->head_max : 0, HTTP_HEAD_MAX),
+        .headers_max = limit_or(limits ? limits->headers_max : 0, HTTP_HEADERS_MAX),
+        .body_max = limits && limits->body_max ? limits->body_max : HTTP_BODY_MAX_DEFAULT,
+        .err = err,
+    };
+    *status = 0;
+    err[0] = '\0';
+    req->nheaders = 0;
+    if (len == 0) /* http-parser takes 0 bytes as the end of the stream */
+        return HTTP_PARSE_PARTIAL;
+
+    http_parser p;
+    http_parser_init(&p, HTTP_REQUEST);
+    p.data = &c;
+    size_t off = 0, head_end = 0;
+    while (off < len) {
+        size_t n = http_parser_execute(&p, &parse_settings, buf + off, len - off);
+        off += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&p);
+        if (e == HPE_PAUSED && c.message_done)
+            return finish(&c, &p, buf, off, head_end, status);
+        if (e == HPE_PAUSED) { /* stopped on the head's final LF */
+            head_end = off + 1;
+            long rc = check_head(&c, &p, head_end, status);
+            if (rc < 0)
+                return rc;
+            http_parser_pause(&p, 0);
+            continue;
+        }
+        if (e != HPE_OK || c.status != 0)
+            return parse_error(&c, &p, len, off, head_end, status);
+        if (n == 0)
+            break;
+    }
+    return partial(&c, &p, len, head_end, status);
+}
+
+/* ---- request helpers ------------------------------------------------------------------------ */
+
+bool http_header_get(const http_request_t *r, const char *name, const char **v, size_t *vlen)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < r->nheaders; i++) {
+        const http_header_t *h = &r->headers[i];
+        if (h->name_len == n && strncasecmp(h->name, name, n) == 0) {
+            *v = h->value;
+            *vlen = h->value_len;
+            return true;
+        }
+    }
+    return false;
+}
+
+static long decode(const char *src, size_t len, char *out, size_t cap, bool plus_is_space)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = src[i];
+        if (ch == '%') {
+            int hi = i + 2 < len ? hex_digit((unsigned char)src[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_digit((unsigned char)src[i + 2]) : -1;
+            if (lo < 0 || (hi == 0 && lo == 0))
+                return -1;
+            ch = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (ch == '+' && plus_is_space) {
+            ch = ' ';
+        }
+        if (n + 1 >= cap)
+            return -1;
+        out[n++] = ch;
+    }
+    if (cap == 0)
+        return -1;
+    out[n] = '\0';
+    return (long)n;
+}
+
+long http_pct_decode(const char *src, size_t len, char *out, size_t cap)
+{
+    return decode(src, len, out, cap, false);
+}
+
+bool http_query_get(const http_request_t *r, const char *name, char *out, size_t cap, size_t *len)
+{
+    const char *q = r->query;
+    size_t n = r->query_len, name_len = strlen(name), i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && q[j] != '&')
+            j++;
+        const char *eq = memchr(q + i, '=', j - i);
+        size_t key_len = eq != NULL ? (size_t)(eq - (q + i)) : j - i;
+        char key[HTTP_QUERY_KEY_MAX + 1];
+        long k = decode(q + i, key_len, key, sizeof(key), true);
+        if (k == (long)name_len && memcmp(key, name, name_len) == 0) {
+            const char *v = eq != NULL ? eq + 1 : q + j;
+            long d = decode(v, (size_t)(q + j - v), out, cap, true);
+            if (d < 0)
+                return false;
+            *len = (size_t)d;
+            return true;
+        }
+        i = j + 1;
+    }
+    return false;
+}
+
+long http_path_segments(const char *path, size_t path_len, char *storage, size_t cap,
+                        http_segment_t *segs, size_t max)
+{
+    if (path_len == 0 || path[0] != '/')
+        return -1;
+    size_t used = 0, n = 0, i = 1;
+    for (;;) {
+        size_t j = i;
+        while (j < path_len && path[j] != '/')
+            j++;
+        if (n == max)
+            return -1;
+        long d = decode(path + i, j - i, storage + used, cap - used, false);
+        if (d < 0)
+            return -1;
+        segs[n++] = (http_segment_t){.ptr = storage + used, .len = (size_t)d};
+        used += (size_t)d + 1;
+        if (j >= path_len)
+            break;
+        i = j + 1;
+    }
+    return (long)n;
+}
+
+/* ---- client addresses ----------------------------------------------------------------------- */
+
+static const uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* Parses a bare address; *mapped says it was written as ::ffff:a.b.c.d (stored as IPv4). */
+static int ip_parse(const char *s, size_t len, http_ip_t *out, bool *mapped)
+{
+    char tmp[64];
+    *mapped = false;
+    if (len == 0 || len >= sizeof(tmp) || memchr(s, '\0', len) != NULL)
+        return -1;
+    memcpy(tmp, s, len);
+    tmp[len] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (inet_pton(AF_INET, tmp, out->addr) == 1) {
+        out->family = 4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, tmp, out->addr) != 1)
+        return -1;
+    out->family = 6;
+    if (memcmp(out->addr, v4_mapped_prefix, 12) == 0) {
+        memmove(out->addr, out->addr + 12, 4);
+        memset(out->addr + 4, 0, 12);
+        out->family = 4;
+        *mapped = true;
+    }
+    return 0;
+}
+
+int http_ip_parse(const char *s, size_t len, http_ip_t *out)
+{
+    bool mapped;
+    return ip_parse(s, len, out, &mapped);
+}
+
+int http_ip_from_sockaddr(const struct sockaddr *sa, http_ip_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        memcpy(out->addr, &in->sin_addr, 4);
+        out->family = 4;
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        const uint8_t *a = (const uint8_t *)&in6->sin6_addr;
+        bool mapped = memcmp(a, v4_mapped_prefix, 12) == 0;
+        memcpy(out->addr, mapped ? a + 12 : a, mapped ? 4 : 16);
+        out->family = mapped ? 4 : 6;
+        return 0;
+    }
+    return -1;
+}
+
+const char *http_ip_format(const http_ip_t *ip, char *out, size_t cap)
+{
+    if (ip->family != 4 && ip->family != 6)
+        return NULL;
+    if (cap > (size_t)INT32_MAX)
+        cap = INT32_MAX;
+    return inet_ntop(ip->family == 4 ? AF_INET : AF_INET6, ip->addr, out, (socklen_t)cap);
+}
+
+int http_cidr_parse(const char *s, size_t len, http_cidr_t *out)
+{
+    const char *slash = memchr(s, '/', len);
+    size_t addr_len = slash != NULL ? (size_t)(slash - s) : len;
+    http_ip_t ip;
+    bool mapped;
+    if (ip_parse(s, addr_len, &ip, &mapped) != 0)
+        return -1;
+    unsigned bits = ip.family == 4 ? 32 : 128, prefix = bits;
+    if (slash != NULL) {
+        const char *d = slash + 1, *end = s + len;
+        if (d == end || end - d > 3)
+            return -1;
+        for (prefix = 0; d < end; d++) {
+            if (*d < '0' || *d > '9')
+                return -1;
+            prefix = prefix * 10 + (unsigned)(*d - '0');
+        }
+        if (mapped) { /* ::ffff:10.0.0.0/104 is 10.0.0.0/8 */
+            if (prefix < 96 || prefix > 128)
+                return -1;
+            prefix -= 96;
+        }
+        if (prefix > bits)
+            return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    out->family = ip.family;
+    out->prefix = (uint8_t)prefix;
+    memcpy(out->addr, ip.addr, prefix / 8);
+    if (prefix % 8)
+        out->addr[prefix / 8] = ip.addr[prefix / 8] & (uint8_t)(0xff << (8 - prefix % 8));
+    return 0;
+}
+
+bool http_cidr_contains(const http_cidr_t *c, const http_ip_t *ip)
+{
+    if (c->family != ip->family)
+        return false;
+    unsigned full = c->prefix / 8, rest = c->prefix % 8;
+    if (memcmp(c->addr, ip->addr, full) != 0)
+        return false;
+    if (rest == 0)
+        return true;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return (ip->addr[full] & mask) == c->addr[full];
+}
+
+static bool trusted_ip(const http_cidr_t *trusted, size_t n, const http_ip_t *ip)
+{
+    for (size_t i = 0; i < n; i++)
+        if (http_cidr_contains(&trusted[i], ip))
+            return true;
+    return false;
+}
+
+static bool port_ok(const char *s, size_t len)
+{
+    unsigned port = 0;
+    if (len == 0 || len > 5)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        port = port * 10 + (unsigned)(s[i] - '0');
+    }
+    return port <= 65535;
+}
+
+/* One X-Forwarded-For entry (already trimmed): "a.b.c.d[:port]", "v6", "[v6][:port]". */
+static bool xff_entry(const char *s, size_t len, http_ip_t *ip)
+{
+    if (s[0] == '[') {
+        const char *close = memchr(s, ']', len);
+        if (close == NULL)
+            return false;
+        size_t rest = len - (size_t)(close + 1 - s);
+        if (rest > 0 && (close[1] != ':' || !port_ok(close + 2, rest - 1)))
+            return false;
+        return http_ip_parse(s + 1, (size_t)(close - s - 1), ip) == 0 && ip->family == 6;
+    }
+    const char *colon = memchr(s, ':', len);
+    if (colon != NULL && memchr(colon + 1, ':', len - (size_t)(colon + 1 - s)) == NULL) {
+        size_t host = (size_t)(colon - s);
+        return port_ok(colon + 1, len - host - 1) && http_ip_parse(s, host, ip) == 0 &&
+               memchr(s, ':', host) == NULL;
+    }
+    return http_ip_parse(s, len, ip) == 0;
+}
+
+int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_cidr_t *trusted,
+                     size_t ntrusted, http_ip_t *client)
+{
+    if (ntrusted > 0 && trusted == NULL)
+        return -1;
+    *client = *peer;
+    if (!trusted_ip(trusted, ntrusted, client))
+        return 0;
+    for (size_t h = r->nheaders; h-- > 0;) {
+        const http_header_t *hd = &r->headers[h];
+        if (hd->name_len != 15 || strncasecmp(hd->name, "x-forwarded-for", 15) != 0)
+            continue;
+        size_t end = hd->value_len;
+        for (;;) { /* entries from the right */
+            size_t start = end;
+            while (start > 0 && hd->value[start - 1] != ',')
+                start--;
+            size_t a = start, b = end;
+            while (a < b && is_ows(hd->value[a]))
+                a++;
+            while (b > a && is_ows(hd->value[b - 1]))
+                b--;
+            if (a < b) {
+                http_ip_t ip;
+                if (!xff_entry(hd->value + a, b - a, &ip))
+                    return 0; /* not an address: the last trusted hop is all we know */
+                *client = ip;
+                if (!trusted_ip(trusted, ntrusted, &ip))
+                    return 0;
+            }
+            if (start == 0)
+                break;
+            end = start - 1;
+        }
+    }
+    return 0;
+}
+
+const char *http_client_ip(const http_request_t *r, const char *peer, const http_cidr_t *trusted,
+                           size_t ntrusted, char *out, size_t cap)
+{
+    http_ip_t p, client;
+    if (http_ip_parse(peer, strlen(peer), &p) != 0 ||
+        http_client_addr(r, &p, trusted, ntrusted, &client) != 0)
+        return NULL;
+    return http_ip_format(&client, out, cap);
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+/* Room for n more bytes; false (and b->failed) if it cannot be had. As resp.c's reserve(). */
+static bool reserve(resp_buf_t *b, size_t n)
+{
+    if (b->failed)
+        return false;
+    if (b->cap - b->len >= n)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < n) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = true;
+            return false;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (p == NULL) {
+        b->failed = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void http_append(resp_buf_t *b, const void *p, size_t len)
+{
+    if (len > 0 && reserve(b, len)) {
+        memcpy(b->data + b->len, p, len);
+        b->len += len;
+    }
+}
+
+static void put_str(resp_buf_t *b, const char *s)
+{
+    http_append(b, s, strlen(s));
+}
+
+static void put_int(resp_buf_t *b, int64_t v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
+    http_append(b, tmp, (size_t)n);
+}
+
+const char *http_reason(int status)
+{
+    const char *s = http_status_str((enum http_status)status);
+    return strcmp(s, "<unknown>") == 0 ? "Unknown" : s;
+}
+
+void http_continue(resp_buf_t *b)
+{
+    put_str(b, "HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+void http_begin(resp_buf_t *b, int status)
+{
+    put_str(b, "HTTP/1.1 ");
+    put_int(b, status);
+    put_str(b, " ");
+    put_str(b, http_reason(status));
+    put_str(b, "\r\n");
+}
+
+void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    size_t name_len = strlen(name);
+    if (!reserve(b, name_len + 2 + (size_t)n + 3))
+        return;
+    http_append(b, name, name_len);
+    http_append(b, ": ", 2);
+    char *v = b->data + b->len;
+    va_start(ap, fmt);
+    vsnprintf(v, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < n; i++)
+        if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
+            v[i] = ' ';
+    b->len += (size_t)n;
+    http_append(b, "\r\n", 2);
+}
+
+/*
+ * The status of the response being built. Every line of its head was written by http_begin()
+ * or http_header(), so each ends in CRLF and holds no other CR or LF: walking back line by line
+ * from the end reaches its status line before any earlier response's bytes. 0 if not found.
+ */
+static int current_status(const resp_buf_t *b)
+{
+    size_t end = b->len;
+    while (end >= 2 && b->data[end - 2] == '\r' && b->data[end - 1] == '\n') {
+        size_t start = end - 2;
+        while (start > 0 && b->data[start - 1] != '\n')
+            start--;
+        const char *l = b->data + start;
+        if (end - start >= 14 && memcmp(l, "HTTP/1.1 ", 9) == 0)
+            return (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+        end = start;
+    }
+    return 0;
+}
+
+/* Writes the framing headers and the blank line; returns false if no body may follow. */
+static bool end_head(resp_buf_t *b, bool keep_alive, const char *content_type, size_t len)
+{
+    int status = current_status(b);
+    bool bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
+    if (!bodyless) {
+        if (content_type != NULL)
+            http_header(b, "Content-Type", "%s", content_type);
+        http_header(b, "Content-Length", "%zu", len);
+    }
+    if (!keep_alive)
+        put_str(b, "Connection: close\r\n");
+    put_str(b, "\r\n");
+    return !bodyless;
+}
+
+void http_end(resp_buf_t *b, bool keep_alive, const char *content_type, const void *body,
+              size_t len)
+{
+    if (end_head(b, keep_alive, content_type, len))
+        http_append(b, body, len);
+}
+
+#define SF_INTEGER_MAX 999999999999999LL /* RFC 8941 §3.3.1 */
+
+static int64_t sf_clamp(int64_t v)
+{
+    return v < 0 ? 0 : v > SF_INTEGER_MAX ? SF_INTEGER_MAX : v;
+}
+
+/* An RFC 8941 sf-string: printable ASCII, '"' and '\' escaped. */
+static void put_sf_string(resp_buf_t *b, const char *s)
+{
+    http_append(b, "\"", 1);
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            http_append(b, "\\", 1);
+        char out = c >= 0x20 && c < 0x7f ? (char)c : '?';
+        http_append(b, &out, 1);
+    }
+    http_append(b, "\"", 1);
+}
+
+void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, int64_t window_s,
+                            int64_t remaining, int64_t reset_s)
+{
+    put_str(b, "RateLimit-Policy: ");
+    put_sf_string(b, policy);
+    put_str(b, ";q=");
+    put_int(b, sf_clamp(limit));
+    put_str(b, ";w=");
+    put_int(b, sf_clamp(window_s));
+    put_str(b, "\r\nRateLimit: ");
+    put_sf_string(b, policy);
+    put_str(b, ";r=");
+    put_int(b, sf_clamp(remaining));
+    put_str(b, ";t=");
+    put_int(b, sf_clamp(reset_s));
+    put_str(b, "\r\n");
+}
+
+void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *title,
+                      const char *detail)
+{
+    if (title == NULL)
+        title = http_reason(status);
+    char code[16];
+    int code_len = snprintf(code, sizeof(code), "%d", status);
+    size_t title_len = strlen(title), detail_len = detail ? strlen(detail) : 0;
+    size_t len = strlen("{\"type\":\"about:blank\",\"title\":\"\",\"status\":}") +
+                 http_json_escape(NULL, 0, title, title_len) + (size_t)code_len;
+    if (detail != NULL)
+        len += strlen(",\"detail\":\"\"") + http_json_escape(NULL, 0, detail, detail_len);
+    if (!end_head(b, keep_alive, "application/problem+json", len))
+        return;
+    put_str(b, "{\"type\":\"about:blank\",\"title\":");
+    http_json_append(b, title, title_len);
+    put_str(b, ",\"status\":");
+    http_append(b, code, (size_t)code_len);
+    if (detail != NULL) {
+        put_str(b, ",\"detail\":");
+        http_json_append(b, detail, detail_len);
+    }
+    put_str(b, "}");
+}
+
+void http_problem(resp_buf_t *b, int status, bool keep_alive, const char *title, const char *detail)
+{
+    http_begin(b, status);
+    http_problem_end(b, status, keep_alive, title, detail);
+}
+
+/* The length of the valid UTF-8 sequence at s[0..len) (RFC 3629), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t len)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf; /* nothing above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (len < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* Appends p[0..n) to out[0..cap) at *len, keeping room for a NUL. */
+static void emit(char *out, size_t cap, size_t *len, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++, (*len)++)
+        if (*len + 1 < cap)
+            out[*len] = p[i];
+}
+
+size_t http_json_escape(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)s[i];
+        char tmp[8];
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            emit(out, cap, &n, tmp, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            const char *named = c == '\b'   ? "\\b"
+                                : c == '\f' ? "\\f"
+                                : c == '\n' ? "\\n"
+                                : c == '\r' ? "\\r"
+                                : c == '\t' ? "\\t"
+                                            : NULL;
+            if (named != NULL) {
+                emit(out, cap, &n, named, 2);
+            } else {
+                snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+                emit(out, cap, &n, tmp, 6);
+            }
+        } else if (c < 0x80) {
+            emit(out, cap, &n, (const char *)&s[i], 1);
+        } else {
+            size_t k = utf8_len((const unsigned char *)s + i, len - i);
+            if (k == 0) {
+                emit(out, cap, &n, "\\ufffd", 6);
+                k = 1;
+            } else {
+                emit(out, cap, &n, s + i, k);
+            }
+            i += k;
+            continue;
+        }
+        i++;
+    }
+    if (cap > 0)
+        out[n < cap ? n : cap - 1] = '\0';
+    return n;
+}
+
+void http_json_append(resp_buf_t *b, const char *s, size_t len)
+{
+    size_t n = http_json_escape(NULL, 0, s, len);
+    if (!reserve(b, n + 3))
+        return;
+    b->data[b->len] = '"';
+    http_json_escape(b->data + b->len + 1, n + 1, s, len);
+    b->data[b->len + 1 + n] = '"';
+    b->len += n + 2;
+}
+
+const char *http_date(int64_t unix_s, char out[HTTP_DATE_LEN])
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    if (unix_s < 0 || unix_s > 253402300799LL || gmtime_r(&t, &tm) == NULL) { /* 9999-12-31 */
+        t = 0;
+        gmtime_r(&t, &tm);
+    }
+    char tmp[64]; /* the fields are in range; the compiler cannot tell */
+    snprintf(tmp, sizeof(tmp), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
+             months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    memcpy(out, tmp, HTTP_DATE_LEN - 1);
+    out[HTTP_DATE_LEN - 1] = '\0';
+    return out;
+}

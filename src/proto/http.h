@@ -1,0 +1,274 @@
+/*
+ * http.h - the HTTP/1.1 codec of sluiced: requests in, responses out, no sockets.
+ *
+ * Requests are parsed with the system's http-parser (Node's, 2.9) the way resp_parse() parses
+ * RESP: the caller keeps the received, unconsumed bytes of a connection and calls http_parse()
+ * after every read; it answers "one request of N bytes", "need more" or "error <status>".
+ * Nothing is allocated: the request's fields point into the caller's buffer. Each call starts a
+ * fresh http_parser at the start of the buffer, so a request that arrives in pieces is parsed
+ * again once more has arrived; every limit below bounds how much can be re-parsed.
+ *
+ * What is accepted (RFC 9112 as a server, strict where laxness helps request smuggling):
+ *   - HTTP/1.0 and HTTP/1.x; any other major version is 505. Methods known to http-parser; an
+ *     unknown method token is 501. CONNECT is 501. An HTTP/1.1 request needs exactly one Host.
+ *   - Content-Length or Transfer-Encoding: chunked (de-chunked in place, trailers dropped);
+ *     both, two Content-Lengths, or a Transfer-Encoding not ending in chunked are 400.
+ *   - Obsolete line folding in a header value is 400 (RFC 9112 §5.2 allows rejecting it).
+ *   - Upgrade (h2c, websocket) is ignored: the request is answered as plain HTTP/1.1, which
+ *     RFC 9110 §7.8 allows and which is what curl --http2 expects from an HTTP/1.1-only server.
+ *   - Expect: 100-continue: the request is parsed as any other once its body has arrived, but
+ *     while the body is still missing http_parse() reports PARTIAL with *status 100, so the
+ *     server can send http_continue() (once per request) instead of letting the client wait
+ *     for its timeout (curl: 1 s). A server that ignores this still works, only slower.
+ *
+ * Limits are checked against the bytes the parser has accepted, so a result never depends on
+ * how the bytes were split into reads (the fuzz target checks this): a head still incomplete
+ * after head_max bytes is 431 (no unbounded buffering of a slow head), a Content-Length above
+ * body_max is 413 as soon as the head is complete, a chunk that takes the body above body_max
+ * is 413 as soon as its size line is complete, and chunk framing (size lines, extensions,
+ * trailers) above HTTP_CHUNK_FRAMING_MAX bytes is 413.
+ *
+ * Responses are appended to a resp_buf_t (resp.h): http_begin(), any http_header() calls, then
+ * http_end() or http_problem_end(). The helpers below (headers, query, path segments, client
+ * address behind trusted proxies, JSON strings) work on a parsed request and never allocate.
+ */
+#ifndef SLUICE_PROTO_HTTP_H
+#define SLUICE_PROTO_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/resp.h"
+
+struct sockaddr;
+
+#define HTTP_HEADERS_MAX       64          /* most header fields in a request (more: 431) */
+#define HTTP_HEAD_MAX          (16 * 1024) /* request line + header bytes, with CRLFs (more: 431) */
+#define HTTP_BODY_MAX_DEFAULT  (64 * 1024) /* default largest body, bytes (more: 413) */
+#define HTTP_CHUNK_FRAMING_MAX (16 * 1024) /* chunk size lines + extensions + trailers, bytes */
+#define HTTP_METHOD_TOKEN_MAX  32          /* longest unknown method token reported as 501 */
+#define HTTP_ERR_MAX           128         /* an http_parse error message fits in this */
+#define HTTP_IP_STRLEN         46          /* a textual IPv6 address + NUL (INET6_ADDRSTRLEN) */
+#define HTTP_DATE_LEN          30          /* "Sun, 06 Nov 1994 08:49:37 GMT" + NUL */
+#define HTTP_QUERY_KEY_MAX     256         /* longest decoded query parameter name matched */
+
+enum http_parse_status {
+    HTTP_PARSE_ERROR = -1,  /* *status and err say why; reply and close the connection */
+    HTTP_PARSE_PARTIAL = 0, /* the buffer holds a prefix of a request: read more, call again */
+};
+
+/* One header field: name and value point into the parsed buffer (not NUL-terminated); the
+ * value has no leading or trailing spaces or tabs. */
+typedef struct http_header {
+    const char *name;
+    size_t name_len; /* bytes */
+    const char *value;
+    size_t value_len; /* bytes */
+} http_header_t;
+
+typedef struct http_request {
+    int method;        /* http_parser's enum http_method (HTTP_GET, HTTP_POST, ...) */
+    const char *path;  /* raw (still percent-encoded) path without "?query" or "#fragment";
+                          "*" for OPTIONS *, "/" for an absolute-form target without a path */
+    size_t path_len;   /* bytes */
+    const char *query; /* raw query without '?', may be empty (query_len 0) */
+    size_t query_len;  /* bytes */
+    http_header_t headers[HTTP_HEADERS_MAX]; /* in order of arrival; trailers are not kept */
+    size_t nheaders;
+    const char *body; /* Content-Length or de-chunked body; when empty, points after the head */
+    size_t body_len;  /* bytes */
+    bool keep_alive;  /* http_should_keep_alive(): false for HTTP/1.0 without "Connection:
+                         keep-alive" and for "Connection: close" */
+    unsigned short http_major, http_minor;
+} http_request_t;
+
+/* Limits a parse enforces; zeros mean the defaults. head_max and headers_max can only lower
+ * HTTP_HEAD_MAX and HTTP_HEADERS_MAX (the request has room for HTTP_HEADERS_MAX headers). */
+typedef struct http_limits {
+    size_t body_max;    /* largest body, bytes; 0 = HTTP_BODY_MAX_DEFAULT */
+    size_t head_max;    /* largest head, bytes; 0 (or more than HTTP_HEAD_MAX) = HTTP_HEAD_MAX */
+    size_t headers_max; /* most header fields; 0 (or more than the maximum) = HTTP_HEADERS_MAX */
+} http_limits_t;
+
+/*
+ * Parses one request from the start of buf[0..len). Returns the number of bytes it used (> 0,
+ * at most len) and fills *req, whose pointers point into buf; HTTP_PARSE_PARTIAL (0) when more
+ * bytes are needed, with *status 100 if the head is complete and says "Expect: 100-continue"
+ * (else 0); or HTTP_PARSE_ERROR (-1) with *status set to 400, 413, 431, 501 or 505 and
+ * a NUL-terminated message naming what was wrong and where in err (HTTP_ERR_MAX bytes). After
+ * an error the connection cannot be resynchronised: send the error and close.
+ * Pipelined requests: only the first is parsed; call again at buf + the returned count.
+ * Never reads outside buf[0..len). Writes inside it only to de-chunk a chunked body, and only
+ * when returning a request (a partial or failed parse leaves buf unchanged).
+ */
+long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request_t *req,
+                int *status, char *err);
+
+/* ---- request helpers ---------------------------------------------------------------------- */
+
+/* Finds the first header named name (ASCII case-insensitive); sets *v, *vlen and returns true,
+ * or returns false. */
+bool http_header_get(const http_request_t *r, const char *name, const char **v, size_t *vlen);
+
+/*
+ * Finds the first query parameter whose percent-decoded name is name ("a=1&b=x+y"; a parameter
+ * without '=' has an empty value) and writes its value percent-decoded, '+' as a space, and
+ * NUL-terminated into out[0..cap). Returns true and sets *len (bytes, without the NUL), or false
+ * when the parameter is absent, its value has a bad escape ('%' not followed by two hex digits)
+ * or %00, or the value and its NUL do not fit in cap.
+ */
+bool http_query_get(const http_request_t *r, const char *name, char *out, size_t cap, size_t *len);
+
+/*
+ * Percent-decodes src[0..len) into out[0..cap) and NUL-terminates it ('+' stays '+'). Returns
+ * the decoded length, or -1 for a bad escape, %00, or when the result and its NUL exceed cap.
+ */
+long http_pct_decode(const char *src, size_t len, char *out, size_t cap);
+
+/* A decoded path segment: NUL-terminated, inside the caller's storage. */
+typedef struct http_segment {
+    const char *ptr;
+    size_t len; /* bytes, without the NUL */
+} http_segment_t;
+
+/*
+ * Splits an origin-form path ("/v1/rules/a%2Fb/overrides/k") at '/' and percent-decodes every
+ * segment ('+' stays '+', %2F inside a segment does not split it) into storage[0..cap), each
+ * NUL-terminated; cap >= path_len + 1 is always enough. "/" is one empty segment, "/a/" is "a"
+ * and "". Returns the number of segments (at most max) written to segs, or -1 when the path
+ * does not start with '/', a segment has a bad escape or %00, there are more than max
+ * segments, or storage is too small.
+ */
+long http_path_segments(const char *path, size_t path_len, char *storage, size_t cap,
+                        http_segment_t *segs, size_t max);
+
+/* ---- client addresses ---------------------------------------------------------------------- */
+
+/* An IPv4 (family 4, addr[0..4)) or IPv6 (family 6, addr[0..16)) address. IPv4-mapped IPv6
+ * addresses (::ffff:1.2.3.4) are always stored as IPv4. */
+typedef struct http_ip {
+    uint8_t family; /* 4 or 6 */
+    uint8_t addr[16];
+} http_ip_t;
+
+/* A network: the first prefix bits of addr (the others are zero). */
+typedef struct http_cidr {
+    uint8_t family; /* 4 or 6 */
+    uint8_t prefix; /* bits: 0..32 or 0..128 */
+    uint8_t addr[16];
+} http_cidr_t;
+
+/* Parses a bare textual address ("10.1.2.3", "::1", "::ffff:10.1.2.3"; no port, brackets or
+ * zone). Returns 0, or -1 if s[0..len) is not one. */
+int http_ip_parse(const char *s, size_t len, http_ip_t *out);
+
+/* Converts an AF_INET or AF_INET6 socket address (e.g. from uv_tcp_getpeername). Returns 0, or
+ * -1 for another family. */
+int http_ip_from_sockaddr(const struct sockaddr *sa, http_ip_t *out);
+
+/* Writes ip as text (inet_ntop; mapped addresses as dotted quads) NUL-terminated into
+ * out[0..cap); cap >= HTTP_IP_STRLEN always suffices. Returns out, or NULL if it does not fit. */
+const char *http_ip_format(const http_ip_t *ip, char *out, size_t cap);
+
+/*
+ * Parses "10.0.0.0/8", "fd00::/8", "::ffff:10.0.0.0/104" (an IPv4 network) or a bare address
+ * ("127.0.0.1" = /32, "::1" = /128). Address bits beyond the prefix are cleared ("10.1.2.3/8"
+ * is 10.0.0.0/8). Returns 0, or -1 if s[0..len) is none of these.
+ */
+int http_cidr_parse(const char *s, size_t len, http_cidr_t *out);
+
+/* True if ip is inside c (an IPv4 address is never inside an IPv6 network and vice versa). */
+bool http_cidr_contains(const http_cidr_t *c, const http_ip_t *ip);
+
+/*
+ * The client's address behind trusted proxies (nginx's real_ip with real_ip_recursive on). If
+ * peer (the TCP peer) is not inside one of trusted[0..ntrusted), the client is the peer.
+ * Otherwise X-Forwarded-For (all such headers, as one comma-separated list) is walked from the
+ * right, skipping addresses inside trusted: the first address that is not is the client, so
+ * entries a client wrote itself to the left of what its proxy appended are never believed. An
+ * entry that is not an address ("unknown") stops the walk: the client is then the last trusted
+ * hop. If every entry is trusted, the client is the leftmost. Entries may be "1.2.3.4",
+ * "1.2.3.4:port", "::1", "[::1]" or "[::1]:port"; empty entries are skipped.
+ * Returns 0 and sets *client, or -1 if ntrusted > 0 and trusted is NULL.
+ */
+int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_cidr_t *trusted,
+                     size_t ntrusted, http_ip_t *client);
+
+/* http_client_addr() over a textual peer address (NUL-terminated, as http_ip_parse accepts):
+ * writes the client's address as text into out[0..cap) and returns out, or NULL if peer is
+ * not an address or out is too small (cap >= HTTP_IP_STRLEN always suffices). */
+const char *http_client_ip(const http_request_t *r, const char *peer, const http_cidr_t *trusted,
+                           size_t ntrusted, char *out, size_t cap);
+
+/* ---- responses ----------------------------------------------------------------------------- */
+
+/* The reason phrase of status ("Too Many Requests"); "Unknown" for codes http-parser lacks. */
+const char *http_reason(int status);
+
+/* Appends the interim "HTTP/1.1 100 Continue" response (head and blank line). */
+void http_continue(resp_buf_t *b);
+
+/* Starts a response: "HTTP/1.1 <status> <reason>\r\n". */
+void http_begin(resp_buf_t *b, int status);
+
+/* Appends "<name>: <value>\r\n" with the value formatted printf-style; control characters in
+ * the value (CR and LF included, tab excepted) become spaces, so a value cannot inject
+ * headers. name is a literal token from the caller. */
+void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Ends the response started with http_begin(): Content-Type when content_type is not NULL,
+ * Content-Length: len (omitted, with the body, for 1xx, 204 and 304, which RFC 9110 §8.6 says
+ * must not carry one), "Connection: close" when !keep_alive, the blank line, then body[0..len).
+ * For a 204 pass content_type NULL and len 0.
+ */
+void http_end(resp_buf_t *b, bool keep_alive, const char *content_type, const void *body,
+              size_t len);
+
+/*
+ * The IETF RateLimit fields, draft-ietf-httpapi-ratelimit-headers-10 syntax:
+ *   RateLimit-Policy: "<policy>";q=<limit>;w=<window_s>
+ *   RateLimit: "<policy>";r=<remaining>;t=<reset_s>
+ * policy is written as a structured-field string: '"' and '\' are backslash-escaped and bytes
+ * outside printable ASCII become '?'. Numbers are clamped to 0..999999999999999 (sf-integer);
+ * window_s and reset_s are seconds, already rounded up by the caller.
+ */
+void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, int64_t window_s,
+                            int64_t remaining, int64_t reset_s);
+
+/*
+ * Ends a response started with http_begin(b, status) (and any headers) with an RFC 9457
+ * application/problem+json body:
+ *   {"type":"about:blank","title":"<title>","status":<status>,"detail":"<detail>"}
+ * title NULL means http_reason(status); detail NULL leaves "detail" out. Strings are escaped
+ * as by http_json_escape().
+ */
+void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *title,
+                      const char *detail);
+
+/* A whole problem response: http_begin(b, status) then http_problem_end(). */
+void http_problem(resp_buf_t *b, int status, bool keep_alive, const char *title,
+                  const char *detail);
+
+/*
+ * Escapes s[0..len) as the inside of a JSON string (no quotes): '"' and '\' backslashed,
+ * control characters as \b \f \n \r \t or \u00XX, DEL as \u007f, valid UTF-8 passed through,
+ * each byte of invalid UTF-8 (overlong, surrogate, above U+10FFFF, truncated) as \ufffd.
+ * Writes at most cap - 1 bytes and a NUL when cap > 0 (like snprintf) and returns the length
+ * of the whole escaped text, so a return >= cap means it was cut short.
+ */
+size_t http_json_escape(char *out, size_t cap, const char *s, size_t len);
+
+/* Appends s[0..len) as a quoted, escaped JSON string ("...") to b. */
+void http_json_append(resp_buf_t *b, const char *s, size_t len);
+
+/* Appends raw bytes to b (for building JSON bodies around http_json_append). */
+void http_append(resp_buf_t *b, const void *p, size_t len);
+
+/* Formats unix_s (seconds since the epoch) as an IMF-fixdate for the Date header, in
+ * out[HTTP_DATE_LEN]: "Sun, 06 Nov 1994 08:49:37 GMT". Returns out. */
+const char *http_date(int64_t unix_s, char out[HTTP_DATE_LEN]);
+
+#endif /* SLUICE_PROTO_HTTP_H */

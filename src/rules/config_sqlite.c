@@ -1,0 +1,802 @@
+/*
+ * config_sqlite.c - the config store on SQLite (see config_store.h).
+ *
+ * Schema (PRAGMA user_version = CONFIG_SCHEMA_VERSION):
+ *
+ *   meta(id = 1, version)                        one row: the version of the whole store
+ *   rules(name PRIMARY KEY, json)                WITHOUT ROWID
+ *   overrides(rule, key BLOB, json, PRIMARY KEY(rule, key))   WITHOUT ROWID
+ *
+ * Text compares with SQLite's BINARY collation and blobs with memcmp, so rules list in byte
+ * order of their names and overrides in byte order of their keys.
+ *
+ * The database runs in WAL mode (readers never block the writer nor the writer the readers),
+ * synchronous=NORMAL (a commit is durable once the WAL is checkpointed or the next fsync; a
+ * crash never corrupts) and a busy timeout, so several handles and processes may share a file.
+ *
+ * Every mutation is one BEGIN IMMEDIATE ... COMMIT: the write lock is taken first, the change is
+ * made, and the version is bumped in the same transaction only when something changed (a put of
+ * the same JSON, or an import of the same rule set, changes nothing and keeps the version). Any
+ * failure rolls back, leaving the store as it was. Reads of more than one statement
+ * (list_rules) run in one read transaction, so they see one version.
+ *
+ * Statements are prepared on first use and kept in the handle until config_store_close.
+ */
+#include "rules/config_store.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#define CONFIG_SCHEMA_VERSION  1    /* PRAGMA user_version this code writes and reads */
+#define CONFIG_BUSY_TIMEOUT_MS 5000 /* how long a writer waits for another's transaction */
+#define CONFIG_DOING_MAX       160  /* "putting override for rule '...'" */
+
+/* Every statement the store runs, prepared once per handle. */
+enum stmt_id {
+    ST_BEGIN_READ,
+    ST_BEGIN_WRITE,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_VERSION,
+    ST_BUMP,
+    ST_LIST_RULES,
+    ST_LIST_NAMES,
+    ST_GET_RULE,
+    ST_PUT_RULE,
+    ST_DEL_RULE,
+    ST_DEL_RULE_OVERRIDES,
+    ST_GET_OVERRIDE,
+    ST_PUT_OVERRIDE,
+    ST_DEL_OVERRIDE,
+    ST_LIST_OVERRIDES,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN_READ] = "BEGIN",
+    [ST_BEGIN_WRITE] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_VERSION] = "SELECT version FROM meta WHERE id = 1",
+    [ST_BUMP] = "UPDATE meta SET version = version + 1 WHERE id = 1",
+    [ST_LIST_RULES] = "SELECT name, json FROM rules ORDER BY name",
+    [ST_LIST_NAMES] = "SELECT name FROM rules ORDER BY name",
+    [ST_GET_RULE] = "SELECT json FROM rules WHERE name = ?1",
+    /* an upsert that changes nothing (0 rows) when the JSON is the same */
+    [ST_PUT_RULE] = "INSERT INTO rules(name, json) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE "
+                    "SET json = excluded.json WHERE json IS NOT excluded.json",
+    [ST_DEL_RULE] = "DELETE FROM rules WHERE name = ?1",
+    [ST_DEL_RULE_OVERRIDES] = "DELETE FROM overrides WHERE rule = ?1",
+    [ST_GET_OVERRIDE] = "SELECT json FROM overrides WHERE rule = ?1 AND key = ?2",
+    [ST_PUT_OVERRIDE] = "INSERT INTO overrides(rule, key, json) VALUES (?1, ?2, ?3) "
+                        "ON CONFLICT(rule, key) DO UPDATE SET json = excluded.json "
+                        "WHERE json IS NOT excluded.json",
+    [ST_DEL_OVERRIDE] = "DELETE FROM overrides WHERE rule = ?1 AND key = ?2",
+    /* LIMIT -1 is no limit */
+    [ST_LIST_OVERRIDES] = "SELECT key, json FROM overrides WHERE rule = ?1 ORDER BY key LIMIT ?2",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " version INTEGER NOT NULL);"
+    "INSERT OR IGNORE INTO meta(id, version) VALUES (1, 0);"
+    "CREATE TABLE IF NOT EXISTS rules(name TEXT NOT NULL PRIMARY KEY, json TEXT NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS overrides(rule TEXT NOT NULL, key BLOB NOT NULL,"
+    " json TEXT NOT NULL, PRIMARY KEY(rule, key)) WITHOUT ROWID;";
+
+struct config_store {
+    sqlite3 *db;
+    sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
+};
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, CONFIG_STORE_ERR_MAX, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* "sqlite: <what SQLite said> (<what we were doing>)". */
+static int fail_db(config_store_t *s, const char *doing, char *err)
+{
+    return fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
+}
+
+/* ---- statements -------------------------------------------------------------------------- */
+
+/* Returns the statement, reset and with no bindings, or NULL with err. */
+static sqlite3_stmt *stmt(config_store_t *s, enum stmt_id id, const char *doing, char *err)
+{
+    sqlite3_stmt *st = s->stmt[id];
+    if (st == NULL) {
+        if (sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+            SQLITE_OK) {
+            fail_db(s, doing, err);
+            return NULL;
+        }
+        s->stmt[id] = st;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+/* Resets a statement after use, so it holds no read lock. */
+static void done(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+/* Steps a statement that returns no rows to completion. Returns 0 or -1 with err. */
+static int exec_stmt(config_store_t *s, sqlite3_stmt *st, const char *doing, char *err)
+{
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        fail_db(s, doing, err);
+        done(st);
+        return -1;
+    }
+    done(st);
+    return 0;
+}
+
+static int exec_id(config_store_t *s, enum stmt_id id, const char *doing, char *err)
+{
+    sqlite3_stmt *st = stmt(s, id, doing, err);
+    return st == NULL ? -1 : exec_stmt(s, st, doing, err);
+}
+
+static int bind_text(config_store_t *s, sqlite3_stmt *st, int i, const char *text,
+                     const char *doing, char *err)
+{
+    if (sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) != SQLITE_OK)
+        return fail_db(s, doing, err);
+    return 0;
+}
+
+/* Binds key bytes as a blob; an empty key is a zero-length blob, never NULL. */
+static int bind_key(config_store_t *s, sqlite3_stmt *st, int i, const void *key, size_t key_len,
+                    const char *doing, char *err)
+{
+    if (sqlite3_bind_blob64(st, i, key_len ? key : "", key_len, SQLITE_STATIC) != SQLITE_OK)
+        return fail_db(s, doing, err);
+    return 0;
+}
+
+/* ---- transactions ------------------------------------------------------------------------ */
+
+static int tx_begin(config_store_t *s, bool write, const char *doing, char *err)
+{
+    return exec_id(s, write ? ST_BEGIN_WRITE : ST_BEGIN_READ, doing, err);
+}
+
+/* Undoes the open transaction, if SQLite has not already rolled it back. */
+static void tx_rollback(config_store_t *s)
+{
+    if (!sqlite3_get_autocommit(s->db)) {
+        char ignored[CONFIG_STORE_ERR_MAX];
+        exec_id(s, ST_ROLLBACK, "rolling back", ignored);
+    }
+}
+
+static int tx_commit(config_store_t *s, const char *doing, char *err)
+{
+    if (exec_id(s, ST_COMMIT, doing, err) != 0) {
+        tx_rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the version inside or outside a transaction. */
+static int read_version(config_store_t *s, int64_t *version, const char *doing, char *err)
+{
+    sqlite3_stmt *st = stmt(s, ST_VERSION, doing, err);
+    if (st == NULL)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *version = sqlite3_column_int64(st, 0);
+        done(st);
+        return 0;
+    }
+    if (rc == SQLITE_DONE)
+        fail(err, "sqlite: the meta table has no version row (%s)", doing);
+    else
+        fail_db(s, doing, err);
+    done(st);
+    return -1;
+}
+
+/* Ends a write transaction: bumps the version when `changed`, commits, reports the version.
+ * Rolls back on failure. */
+static int tx_finish(config_store_t *s, bool changed, int64_t *version, const char *doing,
+                     char *err)
+{
+    int64_t v = 0;
+    if ((changed && exec_id(s, ST_BUMP, doing, err) != 0) || read_version(s, &v, doing, err) != 0) {
+        tx_rollback(s);
+        return -1;
+    }
+    if (tx_commit(s, doing, err) != 0)
+        return -1;
+    if (version != NULL)
+        *version = v;
+    return 0;
+}
+
+/* ---- open and close ---------------------------------------------------------------------- */
+
+/* The file path of a store url: "PATH", "sqlite:PATH" or "sqlite://PATH". NULL for another
+ * scheme ("postgres://..."). */
+static const char *url_path(const char *url)
+{
+    if (strncmp(url, "sqlite://", 9) == 0)
+        return url + 9;
+    if (strncmp(url, "sqlite:", 7) == 0)
+        return url + 7;
+    const char *scheme_end = strstr(url, "://");
+    if (scheme_end != NULL && strcspn(url, "/") > (size_t)(scheme_end - url))
+        return NULL; /* "scheme://..." with a scheme that is not ours */
+    return url;
+}
+
+/* Runs one pragma (or any SQL without bound values) and ignores the rows it returns. */
+static int exec_sql(config_store_t *s, const char *sql, const char *doing, char *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fail(err, "sqlite: %s (%s)", msg ? msg : sqlite3_errmsg(s->db), doing);
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_user_version(config_store_t *s, int *out, const char *doing, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return fail_db(s, doing, err);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        fail_db(s, doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    *out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Creates the schema in a new file, or checks the version of an existing one. */
+static int schema_ensure(config_store_t *s, const char *path, char *err)
+{
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "reading the schema of '%s'", path);
+    int have = 0;
+    if (read_user_version(s, &have, doing, err) != 0)
+        return -1;
+    if (have == CONFIG_SCHEMA_VERSION)
+        return 0;
+    if (have > CONFIG_SCHEMA_VERSION || have < 0)
+        return fail(err,
+                    "config store '%s' has schema version %d; this sluiced knows up to %d "
+                    "(written by a newer sluiced?)",
+                    path, have, CONFIG_SCHEMA_VERSION);
+
+    /* version 0: a new file (or one a crash left before its first commit) */
+    snprintf(doing, sizeof(doing), "creating the schema in '%s'", path);
+    if (tx_begin(s, true, doing, err) != 0)
+        return -1;
+    if (read_user_version(s, &have, doing, err) != 0)
+        goto rollback;
+    if (have == 0) {
+        char sql[sizeof(schema_sql) + 40];
+        snprintf(sql, sizeof(sql), "%sPRAGMA user_version = %d;", schema_sql,
+                 CONFIG_SCHEMA_VERSION);
+        if (exec_sql(s, sql, doing, err) != 0)
+            goto rollback;
+    } else if (have != CONFIG_SCHEMA_VERSION) {
+        fail(err, "config store '%s' has schema version %d; this sluiced knows up to %d", path,
+             have, CONFIG_SCHEMA_VERSION);
+        goto rollback;
+    }
+    return tx_commit(s, doing, err);
+rollback:
+    tx_rollback(s);
+    return -1;
+}
+
+int config_store_open(const char *url, config_store_t **out, char *err)
+{
+    if (url == NULL || out == NULL)
+        return fail(err, "config store: no url");
+    const char *path = url_path(url);
+    if (path == NULL)
+        return fail(err, "config store: unsupported url '%s' (want a path or sqlite:PATH)", url);
+    if (*path == '\0')
+        return fail(err, "config store: empty path in url '%s'", url);
+
+    config_store_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return fail(err, "config store: out of memory");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "opening '%s'", path);
+    int rc = sqlite3_open_v2(
+        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        if (s->db != NULL)
+            fail_db(s, doing, err);
+        else
+            fail(err, "sqlite: %s (%s)", sqlite3_errstr(rc), doing);
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    if (sqlite3_busy_timeout(s->db, CONFIG_BUSY_TIMEOUT_MS) != SQLITE_OK ||
+        exec_sql(s, "PRAGMA journal_mode = WAL", doing, err) != 0 ||
+        exec_sql(s, "PRAGMA synchronous = NORMAL", doing, err) != 0 ||
+        schema_ensure(s, path, err) != 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    config_store_close(s);
+    return -1;
+}
+
+void config_store_close(config_store_t *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->stmt[i]);
+    sqlite3_close_v2(s->db);
+    free(s);
+}
+
+/* ---- reads ------------------------------------------------------------------------------- */
+
+int config_store_version(config_store_t *s, int64_t *version, char *err)
+{
+    return read_version(s, version, "reading the version", err);
+}
+
+void config_rules_free(config_rule_t *rules, size_t n)
+{
+    if (rules == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(rules[i].name);
+        free(rules[i].json);
+    }
+    free(rules);
+}
+
+/* Copies a text column (never NULL: the schema says NOT NULL; a NULL reads as ""). */
+static char *column_dup(sqlite3_stmt *st, int col)
+{
+    const unsigned char *text = sqlite3_column_text(st, col);
+    return strdup(text ? (const char *)text : "");
+}
+
+/* Appends the row's (name, json) to a growing array. */
+static int rules_push(config_rule_t **rules, size_t *n, size_t *cap, sqlite3_stmt *st)
+{
+    if (*n == *cap) {
+        size_t grown = *cap ? *cap * 2 : 16;
+        config_rule_t *p = realloc(*rules, grown * sizeof(**rules));
+        if (p == NULL)
+            return -1;
+        *rules = p;
+        *cap = grown;
+    }
+    config_rule_t *r = &(*rules)[*n];
+    r->name = column_dup(st, 0);
+    r->json = column_dup(st, 1);
+    (*n)++;
+    return r->name != NULL && r->json != NULL ? 0 : -1;
+}
+
+int config_store_list_rules(config_store_t *s, config_rule_t **rules, size_t *n, int64_t *version,
+                            char *err)
+{
+    const char *doing = "listing rules";
+    config_rule_t *list = NULL;
+    size_t count = 0, cap = 0;
+    int64_t v = 0;
+    if (tx_begin(s, false, doing, err) != 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    if (read_version(s, &v, doing, err) != 0 || (st = stmt(s, ST_LIST_RULES, doing, err)) == NULL)
+        goto fail;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (rules_push(&list, &count, &cap, st) != 0) {
+            fail(err, "config store: out of memory (%s)", doing);
+            done(st);
+            goto fail;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        fail_db(s, doing, err);
+        done(st);
+        goto fail;
+    }
+    done(st);
+    if (tx_commit(s, doing, err) != 0)
+        goto fail_released;
+    *rules = list;
+    *n = count;
+    if (version != NULL)
+        *version = v;
+    return 0;
+fail:
+    tx_rollback(s);
+fail_released:
+    config_rules_free(list, count);
+    return -1;
+}
+
+/* Runs a one-row, one-column text query; CONFIG_STORE_NOTFOUND when there is no row. */
+static int query_text(config_store_t *s, sqlite3_stmt *st, char **json, const char *doing,
+                      char *err)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        done(st);
+        return CONFIG_STORE_NOTFOUND;
+    }
+    if (rc != SQLITE_ROW) {
+        fail_db(s, doing, err);
+        done(st);
+        return -1;
+    }
+    char *copy = column_dup(st, 0);
+    done(st);
+    if (copy == NULL)
+        return fail(err, "config store: out of memory (%s)", doing);
+    *json = copy;
+    return 0;
+}
+
+int config_store_get_rule(config_store_t *s, const char *name, char **json, char *err)
+{
+    if (name == NULL || json == NULL)
+        return fail(err, "config store: get rule: no name");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "reading rule '%.64s'", name);
+    sqlite3_stmt *st = stmt(s, ST_GET_RULE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0)
+        return -1;
+    return query_text(s, st, json, doing, err);
+}
+
+int config_store_get_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              char **json, char *err)
+{
+    if (rule == NULL || json == NULL || (key == NULL && key_len > 0))
+        return fail(err, "config store: get override: no rule or key");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "reading an override of rule '%.64s'", rule);
+    sqlite3_stmt *st = stmt(s, ST_GET_OVERRIDE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
+        bind_key(s, st, 2, key, key_len, doing, err) != 0) {
+        if (st != NULL)
+            done(st);
+        return -1;
+    }
+    return query_text(s, st, json, doing, err);
+}
+
+int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
+                                  config_override_fn fn, void *arg, char *err)
+{
+    if (rule == NULL || fn == NULL)
+        return fail(err, "config store: foreach override: no rule or callback");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "listing the overrides of rule '%.64s'", rule);
+    sqlite3_stmt *st = stmt(s, ST_LIST_OVERRIDES, doing, err);
+    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0)
+        return -1;
+    sqlite3_int64 lim = limit == 0 || limit > (size_t)INT64_MAX ? -1 : (sqlite3_int64)limit;
+    if (sqlite3_bind_int64(st, 2, lim) != SQLITE_OK) {
+        fail_db(s, doing, err);
+        done(st);
+        return -1;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const void *key = sqlite3_column_blob(st, 0);
+        size_t key_len = (size_t)sqlite3_column_bytes(st, 0);
+        const unsigned char *json = sqlite3_column_text(st, 1);
+        if (fn(arg, key_len ? key : "", key_len, json ? (const char *)json : "") != 0) {
+            done(st);
+            return 0;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        fail_db(s, doing, err);
+        done(st);
+        return -1;
+    }
+    done(st);
+    return 0;
+}
+
+/* ---- changes ----------------------------------------------------------------------------- */
+
+/* Binds and runs a change statement; *changed gets whether it touched a row. */
+static int change(config_store_t *s, sqlite3_stmt *st, bool *changed, const char *doing, char *err)
+{
+    if (exec_stmt(s, st, doing, err) != 0)
+        return -1;
+    *changed = sqlite3_changes(s->db) > 0;
+    return 0;
+}
+
+int config_store_put_rule(config_store_t *s, const char *name, const char *json, int64_t *version,
+                          char *err)
+{
+    if (name == NULL || json == NULL)
+        return fail(err, "config store: put rule: no name or JSON");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "putting rule '%.64s'", name);
+    if (tx_begin(s, true, doing, err) != 0)
+        return -1;
+    bool changed = false;
+    sqlite3_stmt *st = stmt(s, ST_PUT_RULE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0 ||
+        bind_text(s, st, 2, json, doing, err) != 0 || change(s, st, &changed, doing, err) != 0) {
+        if (st != NULL)
+            done(st);
+        tx_rollback(s);
+        return -1;
+    }
+    return tx_finish(s, changed, version, doing, err);
+}
+
+/* Deletes one rule and its overrides inside a write transaction; *found says if it was there. */
+static int delete_rule(config_store_t *s, const char *name, bool *found, const char *doing,
+                       char *err)
+{
+    bool ignored;
+    sqlite3_stmt *del = stmt(s, ST_DEL_RULE, doing, err);
+    if (del == NULL || bind_text(s, del, 1, name, doing, err) != 0 ||
+        change(s, del, found, doing, err) != 0)
+        goto fail;
+    if (!*found)
+        return 0;
+    sqlite3_stmt *ovr = stmt(s, ST_DEL_RULE_OVERRIDES, doing, err);
+    if (ovr == NULL || bind_text(s, ovr, 1, name, doing, err) != 0 ||
+        change(s, ovr, &ignored, doing, err) != 0) {
+        if (ovr != NULL)
+            done(ovr);
+        return -1;
+    }
+    return 0;
+fail:
+    if (del != NULL)
+        done(del);
+    return -1;
+}
+
+int config_store_del_rule(config_store_t *s, const char *name, int64_t *version, char *err)
+{
+    if (name == NULL)
+        return fail(err, "config store: delete rule: no name");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "deleting rule '%.64s'", name);
+    if (tx_begin(s, true, doing, err) != 0)
+        return -1;
+    bool found = false;
+    if (delete_rule(s, name, &found, doing, err) != 0) {
+        tx_rollback(s);
+        return -1;
+    }
+    if (!found) {
+        tx_rollback(s);
+        return CONFIG_STORE_NOTFOUND;
+    }
+    return tx_finish(s, true, version, doing, err);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const config_rule_t *const *)a)->name,
+                  (*(const config_rule_t *const *)b)->name);
+}
+
+/* Whether name is one of the sorted rules. */
+static bool in_sorted(const config_rule_t **sorted, size_t n, const char *name)
+{
+    config_rule_t probe = {.name = (char *)name};
+    const config_rule_t *key = &probe;
+    return bsearch(&key, sorted, n, sizeof(*sorted), by_name) != NULL;
+}
+
+/* Collects the names of stored rules that are not in sorted[0..n) (to delete them). */
+static int names_to_drop(config_store_t *s, const config_rule_t **sorted, size_t n, char ***drop,
+                         size_t *ndrop, const char *doing, char *err)
+{
+    size_t cap = 0;
+    sqlite3_stmt *st = stmt(s, ST_LIST_NAMES, doing, err);
+    if (st == NULL)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (name == NULL || in_sorted(sorted, n, name))
+            continue;
+        if (*ndrop == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = realloc(*drop, cap * sizeof(**drop));
+            if (grown == NULL)
+                break;
+            *drop = grown;
+        }
+        if (((*drop)[*ndrop] = strdup(name)) == NULL)
+            break;
+        (*ndrop)++;
+    }
+    if (rc == SQLITE_ROW)
+        fail(err, "config store: out of memory (%s)", doing);
+    else if (rc != SQLITE_DONE)
+        fail_db(s, doing, err);
+    done(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The import's body, inside the write transaction. *changed says whether anything changed. */
+static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n, bool *changed,
+                     const char *doing, char *err)
+{
+    char **drop = NULL;
+    size_t ndrop = 0;
+    int rc = names_to_drop(s, sorted, n, &drop, &ndrop, doing, err);
+    for (size_t i = 0; rc == 0 && i < ndrop; i++) {
+        bool found;
+        rc = delete_rule(s, drop[i], &found, doing, err);
+        *changed = *changed || found;
+    }
+    for (size_t i = 0; i < ndrop; i++)
+        free(drop[i]);
+    free(drop);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        bool put = false;
+        sqlite3_stmt *st = stmt(s, ST_PUT_RULE, doing, err);
+        if (st == NULL || bind_text(s, st, 1, sorted[i]->name, doing, err) != 0 ||
+            bind_text(s, st, 2, sorted[i]->json, doing, err) != 0 ||
+            change(s, st, &put, doing, err) != 0) {
+            if (st != NULL)
+                done(st);
+            rc = -1;
+            /* name the rule SQLite refused */
+            size_t used = strlen(err);
+            snprintf(err + used, CONFIG_STORE_ERR_MAX - used, " at rule '%.64s'", sorted[i]->name);
+        }
+        *changed = *changed || put;
+    }
+    return rc;
+}
+
+int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n, int64_t *version,
+                        char *err)
+{
+    const char *doing = "importing rules";
+    if (rules == NULL && n > 0)
+        return fail(err, "config store: import: no rules");
+    const config_rule_t **sorted = malloc((n ? n : 1) * sizeof(*sorted));
+    if (sorted == NULL)
+        return fail(err, "config store: out of memory (%s)", doing);
+    for (size_t i = 0; i < n; i++) {
+        if (rules[i].name == NULL || rules[i].json == NULL) {
+            free(sorted);
+            return fail(err, "config store: import: rule %zu has no name or JSON", i);
+        }
+        sorted[i] = &rules[i];
+    }
+    qsort(sorted, n, sizeof(*sorted), by_name);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+            fail(err, "config store: import: rule '%.64s' appears twice", sorted[i]->name);
+            free(sorted);
+            return -1;
+        }
+    }
+    bool changed = false;
+    int rc = tx_begin(s, true, doing, err);
+    if (rc == 0 && import_tx(s, sorted, n, &changed, doing, err) != 0) {
+        tx_rollback(s);
+        rc = -1;
+    } else if (rc == 0) {
+        rc = tx_finish(s, changed, version, doing, err);
+    }
+    free(sorted);
+    return rc;
+}
+
+/* Whether the rule exists (inside a transaction). */
+static int rule_exists(config_store_t *s, const char *name, bool *exists, const char *doing,
+                       char *err)
+{
+    sqlite3_stmt *st = stmt(s, ST_GET_RULE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        fail_db(s, doing, err);
+    done(st);
+    *exists = rc == SQLITE_ROW;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int config_store_put_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              const char *json, int64_t *version, char *err)
+{
+    if (rule == NULL || json == NULL || (key == NULL && key_len > 0))
+        return fail(err, "config store: put override: no rule, key or JSON");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "putting an override of rule '%.64s'", rule);
+    if (tx_begin(s, true, doing, err) != 0)
+        return -1;
+    bool exists = false, changed = false;
+    if (rule_exists(s, rule, &exists, doing, err) != 0)
+        goto fail;
+    if (!exists) {
+        fail(err, "config store: put override: no rule '%.64s' in the store", rule);
+        goto fail;
+    }
+    sqlite3_stmt *st = stmt(s, ST_PUT_OVERRIDE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
+        bind_key(s, st, 2, key, key_len, doing, err) != 0 ||
+        bind_text(s, st, 3, json, doing, err) != 0 || change(s, st, &changed, doing, err) != 0) {
+        if (st != NULL)
+            done(st);
+        goto fail;
+    }
+    return tx_finish(s, changed, version, doing, err);
+fail:
+    tx_rollback(s);
+    return -1;
+}
+
+int config_store_del_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
+                              int64_t *version, char *err)
+{
+    if (rule == NULL || (key == NULL && key_len > 0))
+        return fail(err, "config store: delete override: no rule or key");
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "deleting an override of rule '%.64s'", rule);
+    if (tx_begin(s, true, doing, err) != 0)
+        return -1;
+    bool found = false;
+    sqlite3_stmt *st = stmt(s, ST_DEL_OVERRIDE, doing, err);
+    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
+        bind_key(s, st, 2, key, key_len, doing, err) != 0 ||
+        change(s, st, &found, doing, err) != 0) {
+        if (st != NULL)
+            done(st);
+        tx_rollback(s);
+        return -1;
+    }
+    if (!found) {
+        tx_rollback(s);
+        return CONFIG_STORE_NOTFOUND;
+    }
+    return tx_finish(s, true, version, doing, err);
+}

@@ -1,0 +1,982 @@
+/*
+ * ruledef.c - rule definitions: the validation shared by the YAML and JSON front ends, names,
+ * durations, the canonical JSON and YAML writers, equality and freeing (see ruledef.h).
+ *
+ * A mapping of fields (a YAML rule, a JSON object; see ruledef_impl.h) is checked in three
+ * steps: each field's value on its own, in the order written (its type, integer syntax,
+ * durations, names, key templates); then the required fields; then the algorithm's parameters
+ * together, through sl_rule_prepare(), whose SL_E* code is mapped back to the field it is about
+ * and the position that field was written at.
+ *
+ * Overrides inherit the numbers they do not name from the prepared rule, with one refinement:
+ * a token_bucket / gcra burst equal to the rule's limit is the default, and follows the
+ * override's limit (a premium tenant with `limit: 1000` gets a burst of 1000, not the rule's
+ * 100). A burst the rule set to anything else is kept. Because the canonical JSON writes burst
+ * explicitly and a written burst equal to the limit means the same as no burst, the rule
+ * survives a round trip through JSON with its overrides' meaning unchanged.
+ */
+#include "rules/ruledef_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+/* Appends printf output at err[*used], clamped to RULEDEF_ERR_MAX. */
+static void put(char *err, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void put(char *err, size_t *used, const char *fmt, ...)
+{
+    if (*used + 1 >= RULEDEF_ERR_MAX)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err + *used, RULEDEF_ERR_MAX - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used = *used + (size_t)n < RULEDEF_ERR_MAX ? *used + (size_t)n : RULEDEF_ERR_MAX - 1;
+}
+
+int rd_fail(char *err, const yt_node_t *at, const char *path, const char *field, const char *fmt,
+            ...)
+{
+    size_t used = 0;
+    err[0] = '\0';
+    if (at != NULL && at->line > 0)
+        put(err, &used, "line %u, column %u: ", at->line, at->column);
+    bool has_path = path != NULL && path[0] != '\0';
+    if (has_path && field != NULL)
+        put(err, &used, "%s.%s: ", path, field);
+    else if (has_path || field != NULL)
+        put(err, &used, "%s: ", has_path ? path : field);
+    if (used + 1 < RULEDEF_ERR_MAX) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + used, RULEDEF_ERR_MAX - used, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+const char *rd_shown(const char *t, size_t len, char *buf)
+{
+    size_t n = len < RD_SHOWN_MAX ? len : RD_SHOWN_MAX;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        buf[i] = c >= 0x20 && c < 0x7F ? (char)c : '?';
+    }
+    strcpy(buf + n, len > n ? "..." : "");
+    return buf;
+}
+
+/* ---- names and durations ------------------------------------------------------------------- */
+
+bool ruledef_name_valid(const char *name, size_t len)
+{
+    if (name == NULL || len == 0 || len > RULE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+char *ruledef_format_duration(int64_t ns, char *buf)
+{
+    char *p = buf;
+    uint64_t v = (uint64_t)ns;
+    if (ns < 0) {
+        *p++ = '-';
+        v = 0 - v;
+    }
+    const uint64_t sec = (uint64_t)SL_NS_PER_SEC;
+    if (v == 0) {
+        strcpy(p, "0s");
+    } else if (v % sec == 0) {
+        static const struct {
+            uint64_t s;
+            char unit;
+        } groups[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+        uint64_t s = v / sec;
+        for (size_t i = 0; i < 4; i++) {
+            if (s >= groups[i].s) {
+                p += sprintf(p, "%llu%c", (unsigned long long)(s / groups[i].s), groups[i].unit);
+                s %= groups[i].s;
+            }
+        }
+    } else if (v % (uint64_t)SL_NS_PER_MS == 0) {
+        sprintf(p, "%llums", (unsigned long long)(v / (uint64_t)SL_NS_PER_MS));
+    } else if (v % (uint64_t)SL_NS_PER_US == 0) {
+        sprintf(p, "%lluus", (unsigned long long)(v / (uint64_t)SL_NS_PER_US));
+    } else {
+        sprintf(p, "%lluns", (unsigned long long)v);
+    }
+    return buf;
+}
+
+/* ---- field values -------------------------------------------------------------------------- */
+
+/* A string field: any scalar with text (a YAML plain scalar is taken as written). */
+static int get_text(const yt_node_t *v, const char *path, const char *field, char *err)
+{
+    if (v->text == NULL || v->kind == YT_NULL || v->kind == YT_SEQ || v->kind == YT_MAP)
+        return rd_fail(err, v, path, field, "must be a string, not %s%s", yt_kind_name(v->kind),
+                       v->kind == YT_MAP ? " (quote key templates: \"{ip}\")" : "");
+    return 0;
+}
+
+/* An integer >= min (min is 0 or 1) into *out. */
+static int get_int(const yt_node_t *v, int64_t min, const char *path, const char *field,
+                   int64_t *out, char *err)
+{
+    const char *want = min > 0 ? "an integer > 0" : "an integer >= 0";
+    if (v->kind != YT_INT)
+        return rd_fail(err, v, path, field, "must be %s, not %s", want, yt_kind_name(v->kind));
+    switch (v->int_status) {
+    case YT_INT_OVERFLOW:
+        return rd_fail(err, v, path, field, "must be %s (out of range)", want);
+    case YT_INT_PLUS:
+        return rd_fail(err, v, path, field, "must be %s written without a sign", want);
+    case YT_INT_LEADING_ZERO:
+        return rd_fail(err, v, path, field, "must be %s written without leading zeros", want);
+    case YT_INT_OK:
+        break;
+    }
+    if (v->integer < min)
+        return rd_fail(err, v, path, field, "must be %s", want);
+    *out = v->integer;
+    return 0;
+}
+
+/* A duration: a string ("250ms", "1h30m") or an integer of milliseconds, into *ns. */
+static int get_duration(const yt_node_t *v, const char *path, const char *field, int64_t *ns,
+                        char *err)
+{
+    char buf[RD_SHOWN_BUF];
+    if (v->kind == YT_INT) {
+        int64_t ms = 0;
+        if (get_int(v, 0, path, field, &ms, err) != 0)
+            return rd_fail(err, v, path, field, "must be a duration or milliseconds >= 0");
+        if (__builtin_mul_overflow(ms, SL_NS_PER_MS, ns))
+            return rd_fail(err, v, path, field, "must be at most 366d");
+        return 0;
+    }
+    if (v->kind != YT_STRING || v->text == NULL)
+        return rd_fail(err, v, path, field,
+                       "must be a duration such as \"1s\" or integer milliseconds, not %s",
+                       yt_kind_name(v->kind));
+    int rc = sl_duration_parse(v->text, v->len, ns);
+    if (rc == SL_EOVERFLOW)
+        return rd_fail(err, v, path, field, "duration '%s' is out of range",
+                       rd_shown(v->text, v->len, buf));
+    if (rc != SL_OK)
+        return rd_fail(err, v, path, field, "malformed duration '%s' (e.g. 250ms, 10s, 1h30m)",
+                       rd_shown(v->text, v->len, buf));
+    return 0;
+}
+
+static int get_bool(const yt_node_t *v, const char *path, const char *field, bool *out, char *err)
+{
+    if (v->kind != YT_BOOL)
+        return rd_fail(err, v, path, field, "must be true or false, not %s", yt_kind_name(v->kind));
+    *out = v->boolean;
+    return 0;
+}
+
+/* One of two words (first -> 0, second -> 1). */
+static int get_choice(const yt_node_t *v, const char *a, const char *b, const char *path,
+                      const char *field, int *out, char *err)
+{
+    char buf[RD_SHOWN_BUF];
+    if (get_text(v, path, field, err) != 0)
+        return -1;
+    if (strlen(a) == v->len && memcmp(v->text, a, v->len) == 0)
+        *out = 0;
+    else if (strlen(b) == v->len && memcmp(v->text, b, v->len) == 0)
+        *out = 1;
+    else
+        return rd_fail(err, v, path, field, "must be %s or %s, not '%s'", a, b,
+                       rd_shown(v->text, v->len, buf));
+    return 0;
+}
+
+/*
+ * Checks the keys of a mapping against `names` (count of them): each must be one, once.
+ * slots[f] gets field f's value node; order[i] the field of the i-th pair. Returns 0 or -1.
+ * order needs only `count` entries: among more pairs than names, one of the first count + 1
+ * is unknown or repeated, and collect() stops there.
+ */
+static int collect(const yt_node_t *map, const char *const *names, size_t count,
+                   const yt_node_t **slots, size_t *order, const char *path, char *err)
+{
+    char buf[RD_SHOWN_BUF];
+    for (size_t i = 0; i < map->n; i++) {
+        const yt_node_t *k = map->items[2 * i];
+        if (k->text == NULL || k->kind == YT_SEQ || k->kind == YT_MAP)
+            return rd_fail(err, k, path, NULL, "field names must be strings, not %s",
+                           yt_kind_name(k->kind));
+        size_t f = 0;
+        while (f < count && !(strlen(names[f]) == k->len && memcmp(names[f], k->text, k->len) == 0))
+            f++;
+        if (f == count)
+            return rd_fail(err, k, path, NULL, "unknown field '%s'",
+                           rd_shown(k->text, k->len, buf));
+        if (slots[f] != NULL)
+            return rd_fail(err, k, path, NULL, "duplicate field '%s'", names[f]);
+        slots[f] = map->items[2 * i + 1];
+        order[i] = f;
+    }
+    return 0;
+}
+
+/* ---- the algorithm's parameters ------------------------------------------------------------ */
+
+/* The five numbers of a rule, in OVERRIDE_F_* bit order. */
+enum { NF_LIMIT, NF_WINDOW, NF_BURST, NF_BUCKETS, NF_MAX_DELAY, NF_COUNT };
+static const char *const num_names[NF_COUNT] = {"limit", "window", "burst", "buckets", "max_delay"};
+
+static bool uses_tokens(sl_algorithm_t a)
+{
+    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+}
+
+/* Text of number f of r ("10", "1m30s") for a message; buf holds 32 bytes. */
+static const char *num_text(int f, const sl_rule_t *r, char *buf)
+{
+    int64_t v[NF_COUNT] = {r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    if (f == NF_WINDOW || f == NF_MAX_DELAY)
+        return ruledef_format_duration(v[f], buf);
+    snprintf(buf, 32, "%lld", (long long)v[f]);
+    return buf;
+}
+
+/*
+ * Reports the field sl_rule_prepare() refused r for with rc. at[f] is the node of number f when
+ * it was written here; a number not written is `unset_from`'s ("the default", "the rule's") and
+ * the message is placed at the mapping. Returns -1.
+ */
+static int prepare_fail(int rc, const sl_rule_t *tried, const yt_node_t *const *at,
+                        const yt_node_t *map, const char *path, const char *unset_from, char *err)
+{
+    sl_rule_t resolved = *tried; /* the defaults as sl_rule_prepare() applies them */
+    const sl_rule_t *r = &resolved;
+    if (resolved.burst == SL_DEFAULT)
+        resolved.burst = uses_tokens(resolved.algorithm) ? resolved.limit : 0;
+    if (resolved.buckets == SL_DEFAULT)
+        resolved.buckets = resolved.algorithm == SL_SLIDING_BUCKETS ? SL_BUCKETS_DEFAULT : 0;
+    char why[96], val[32];
+    int f;
+    const bool tokens = uses_tokens(r->algorithm);
+    switch (rc) {
+    case SL_ELIMIT:
+        f = NF_LIMIT;
+        snprintf(why, sizeof(why), "%s",
+                 r->limit > 0 ? "must be at most 1048576 for sliding_log"
+                              : "must be an integer > 0");
+        break;
+    case SL_EWINDOW:
+        f = NF_WINDOW;
+        snprintf(why, sizeof(why), "%s",
+                 r->window_ns < SL_WINDOW_MIN_NS ? "must be at least 1ms" : "must be at most 366d");
+        break;
+    case SL_EBURST:
+        f = NF_BURST;
+        snprintf(why, sizeof(why), "%s",
+                 tokens ? "must be at least 1 for token_bucket"
+                        : "only applies to token_bucket and gcra");
+        break;
+    case SL_EBUCKETS:
+        f = NF_BUCKETS;
+        if (r->algorithm != SL_SLIDING_BUCKETS)
+            snprintf(why, sizeof(why), "only applies to sliding_buckets");
+        else if (r->buckets < 1 || r->buckets > SL_BUCKETS_MAX)
+            snprintf(why, sizeof(why), "must be 1..%lld", (long long)SL_BUCKETS_MAX);
+        else
+            snprintf(why, sizeof(why), "must divide the window (%s)",
+                     ruledef_format_duration(r->window_ns, val));
+        break;
+    case SL_EDELAY:
+        f = NF_MAX_DELAY;
+        snprintf(why, sizeof(why), "%s",
+                 tokens ? "must be at most 366d" : "only applies to token_bucket and gcra");
+        break;
+    case SL_EOVERFLOW:
+        f = at[NF_BURST] != NULL ? NF_BURST : NF_WINDOW;
+        snprintf(why, sizeof(why),
+                 "window / limit * burst is out of range (above about 73 "
+                 "years); lower the window or the burst");
+        break;
+    default:
+        return rd_fail(err, map, path, NULL, "%s", sl_strerror(rc));
+    }
+    if (at[f] != NULL)
+        return rd_fail(err, at[f], path, num_names[f], "%s", why);
+    return rd_fail(err, map, path, num_names[f], "%s; %s is %s", why, num_text(f, r, val),
+                   unset_from);
+}
+
+/* ---- overrides ----------------------------------------------------------------------------- */
+
+enum { OF_KEY, OF_LIMIT, OF_WINDOW, OF_BURST, OF_BUCKETS, OF_MAX_DELAY, OF_COUNT };
+static const char *const override_field_names[OF_COUNT] = {"key",   "limit",   "window",
+                                                           "burst", "buckets", "max_delay"};
+
+/* Checks an override's key (from the mapping or the caller). */
+static int check_override_key(const yt_node_t *at, const char *path, size_t len, char *err)
+{
+    if (len == 0 || len > OVERRIDE_KEY_MAX)
+        return rd_fail(err, at, path, "key", "must be 1..%d bytes, not %zu", OVERRIDE_KEY_MAX, len);
+    return 0;
+}
+
+/* The override's numbers applied to the parent's; fills out->rule / blocked. */
+static int override_rule(const ruledef_t *parent, const yt_node_t *map, const yt_node_t *const *at,
+                         const int64_t *num, uint32_t fields, const char *path,
+                         rule_override_t *out, char *err)
+{
+    if ((fields & OVERRIDE_F_LIMIT) && num[NF_LIMIT] == 0) {
+        for (int f = NF_WINDOW; f < NF_COUNT; f++) {
+            if (at[f] != NULL)
+                return rd_fail(err, at[f], path, num_names[f],
+                               "a blocked override (limit 0) takes no other fields");
+        }
+        out->blocked = true;
+        out->rule = parent->rule;
+        return 0;
+    }
+    sl_rule_t r = parent->rule;
+    if (uses_tokens(r.algorithm) && r.burst == r.limit && !(fields & OVERRIDE_F_BURST))
+        r.burst = SL_DEFAULT; /* the default burst follows the limit */
+    int64_t *dst[NF_COUNT] = {&r.limit, &r.window_ns, &r.burst, &r.buckets, &r.max_delay_ns};
+    for (int f = 0; f < NF_COUNT; f++) {
+        if (fields & (1u << f))
+            *dst[f] = num[f];
+    }
+    sl_rule_t tried = r;
+    int rc = sl_rule_prepare(&r);
+    if (rc != SL_OK)
+        return prepare_fail(rc, &tried, at, map, path, "the rule's", err);
+    out->rule = r;
+    return 0;
+}
+
+int rd_override_from_map(const ruledef_t *parent, const yt_node_t *map, const char *path,
+                         const char *key, size_t key_len, rule_override_t *out, char *err)
+{
+    char buf[RD_SHOWN_BUF];
+    memset(out, 0, sizeof(*out));
+    if (map->kind != YT_MAP)
+        return rd_fail(err, map, path, NULL, "must be a mapping of fields, not %s",
+                       yt_kind_name(map->kind));
+    const yt_node_t *slots[OF_COUNT] = {0};
+    size_t order[OF_COUNT];
+    if (collect(map, override_field_names, OF_COUNT, slots, order, path, err) != 0)
+        return -1;
+    const yt_node_t *at[NF_COUNT] = {0};
+    int64_t num[NF_COUNT] = {0};
+    uint32_t fields = 0;
+    for (size_t i = 0; i < map->n; i++) {
+        size_t f = order[i];
+        const yt_node_t *v = slots[f];
+        const char *name = override_field_names[f];
+        int rc = 0;
+        if (f == OF_KEY) {
+            rc = get_text(v, path, name, err);
+            if (rc == 0)
+                rc = check_override_key(v, path, v->len, err);
+            if (rc == 0 && key != NULL && (key_len != v->len || memcmp(key, v->text, key_len) != 0))
+                rc = rd_fail(err, v, path, name, "'%s' does not match the override's key",
+                             rd_shown(v->text, v->len, buf));
+            if (rc != 0)
+                return -1;
+            continue;
+        }
+        int n = (int)f - OF_LIMIT;
+        if (n == NF_WINDOW || n == NF_MAX_DELAY)
+            rc = get_duration(v, path, name, &num[n], err);
+        else
+            rc = get_int(v, n == NF_BUCKETS ? 1 : 0, path, name, &num[n], err);
+        if (rc != 0)
+            return -1;
+        at[n] = v;
+        fields |= 1u << n;
+    }
+    if (key == NULL && slots[OF_KEY] == NULL)
+        return rd_fail(err, map, path, NULL, "missing required field 'key'");
+    if (key != NULL && check_override_key(NULL, path, key_len, err) != 0)
+        return -1;
+    if (fields == 0)
+        return rd_fail(err, map, path, NULL,
+                       "names no field to override (limit, window, burst, buckets, max_delay)");
+    if (override_rule(parent, map, at, num, fields, path, out, err) != 0)
+        return -1;
+    const char *k = key != NULL ? key : slots[OF_KEY]->text;
+    size_t klen = key != NULL ? key_len : slots[OF_KEY]->len;
+    out->key = malloc(klen + 1);
+    if (out->key == NULL)
+        return rd_fail(err, NULL, path, NULL, "out of memory");
+    memcpy(out->key, k, klen);
+    out->key[klen] = '\0';
+    out->key_len = klen;
+    out->fields = fields;
+    return 0;
+}
+
+/* An override key and where it came from, for finding duplicates by sorting. */
+typedef struct key_ref {
+    const char *key;
+    size_t len;
+    size_t index;
+} key_ref_t;
+
+static int key_ref_cmp(const void *pa, const void *pb)
+{
+    const key_ref_t *a = pa, *b = pb;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->key, b->key, n);
+    if (c != 0)
+        return c;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return a->index < b->index ? -1 : (a->index > b->index);
+}
+
+/* Among n keys, finds a repeated one: returns the larger index of the first equal pair found
+ * and sets *first to the smaller; or returns n. -1 (as SIZE_MAX) on allocation failure. */
+static size_t find_duplicate(const key_ref_t *keys, size_t n, size_t *first)
+{
+    if (n < 2)
+        return n;
+    key_ref_t *sorted = malloc(n * sizeof(*sorted));
+    if (sorted == NULL)
+        return SIZE_MAX;
+    memcpy(sorted, keys, n * sizeof(*sorted));
+    qsort(sorted, n, sizeof(*sorted), key_ref_cmp);
+    size_t dup = n;
+    for (size_t i = 1; i < n; i++) {
+        if (sorted[i].len == sorted[i - 1].len &&
+            memcmp(sorted[i].key, sorted[i - 1].key, sorted[i].len) == 0) {
+            /* the pair with the smallest later index is the first a reader meets */
+            if (dup == n || sorted[i].index < dup) {
+                dup = sorted[i].index;
+                *first = sorted[i - 1].index;
+            }
+        }
+    }
+    free(sorted);
+    return dup;
+}
+
+/* The YAML `overrides:` list of a rule being built. */
+static int inline_overrides(ruledef_t *def, const yt_node_t *list, const char *path, char *err)
+{
+    if (list->kind == YT_NULL)
+        return 0;
+    if (list->kind != YT_SEQ)
+        return rd_fail(err, list, path, "overrides", "must be a list, not %s",
+                       yt_kind_name(list->kind));
+    if (list->n > RULE_OVERRIDES_INLINE_MAX)
+        return rd_fail(err, list, path, "overrides",
+                       "more than %d overrides (keep them in the "
+                       "config store)",
+                       RULE_OVERRIDES_INLINE_MAX);
+    if (list->n == 0)
+        return 0;
+    def->overrides = calloc(list->n, sizeof(*def->overrides));
+    key_ref_t *keys = calloc(list->n, sizeof(*keys));
+    if (def->overrides == NULL || keys == NULL) {
+        free(keys);
+        return rd_fail(err, list, path, NULL, "out of memory");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < list->n && rc == 0; i++) {
+        char sub[RD_PATH_MAX];
+        snprintf(sub, sizeof(sub), "%s%soverrides[%zu]", path, path[0] ? "." : "", i);
+        rc = rd_override_from_map(def, list->items[i], sub, NULL, 0, &def->overrides[i], err);
+        if (rc == 0) {
+            def->noverrides++;
+            keys[i] = (key_ref_t){def->overrides[i].key, def->overrides[i].key_len, i};
+        }
+    }
+    if (rc == 0) {
+        size_t first = 0, dup = find_duplicate(keys, list->n, &first);
+        char buf[RD_SHOWN_BUF], sub[RD_PATH_MAX];
+        if (dup == SIZE_MAX) {
+            rc = rd_fail(err, list, path, NULL, "out of memory");
+        } else if (dup < list->n) {
+            snprintf(sub, sizeof(sub), "%s%soverrides[%zu]", path, path[0] ? "." : "", dup);
+            rc = rd_fail(err, yt_map_get(list->items[dup], "key"), sub, "key",
+                         "duplicate override key '%s' (also overrides[%zu])",
+                         rd_shown(keys[dup].key, keys[dup].len, buf), first);
+        }
+    }
+    free(keys);
+    return rc;
+}
+
+/* ---- rules --------------------------------------------------------------------------------- */
+
+enum {
+    RF_NAME,
+    RF_ALGORITHM,
+    RF_LIMIT,
+    RF_WINDOW,
+    RF_BURST,
+    RF_BUCKETS,
+    RF_MAX_DELAY,
+    RF_KEY,
+    RF_SHADOW,
+    RF_ON_STORE_ERROR,
+    RF_COLD_START,
+    RF_OVERRIDES,
+    RF_COUNT
+};
+static const char *const rule_field_names[RF_COUNT] = {
+    "name",      "algorithm", "limit",  "window",         "burst",      "buckets",
+    "max_delay", "key",       "shadow", "on_store_error", "cold_start", "overrides"};
+
+static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
+                      char *err)
+{
+    char buf[RD_SHOWN_BUF];
+    if (get_text(v, path, "name", err) != 0)
+        return -1;
+    if (!ruledef_name_valid(v->text, v->len))
+        return rd_fail(err, v, path, "name", "'%s' is not 1..64 characters of A-Z a-z 0-9 _ . : -",
+                       rd_shown(v->text, v->len, buf));
+    char hint[RD_SHOWN_BUF];
+    if (name_hint != NULL && strcmp(name_hint, v->text) != 0)
+        return rd_fail(err, v, path, "name", "'%s' does not match the name '%s' in the request",
+                       v->text, rd_shown(name_hint, strlen(name_hint), hint));
+    memcpy(out->name, v->text, v->len + 1);
+    return 0;
+}
+
+static int parse_key_template(const yt_node_t *v, const char *path, ruledef_t *out, char *err)
+{
+    char kerr[KEYTPL_ERR_MAX];
+    if (get_text(v, path, "key", err) != 0)
+        return -1;
+    if (memchr(v->text, '\0', v->len) != NULL)
+        return rd_fail(err, v, path, "key", "must not contain NUL bytes");
+    if (keytpl_parse(v->text, v->len, &out->key, kerr) != 0)
+        return rd_fail(err, v, path, "key", "%s", kerr);
+    memcpy(out->key_text, v->text, v->len + 1); /* keytpl_parse bounds len below the buffer */
+    out->has_key = true;
+    return 0;
+}
+
+/* Checks field f's value v on its own and stores it in out. */
+static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, const char *name_hint,
+                            ruledef_t *out, char *err)
+{
+    const char *name = rule_field_names[f];
+    char buf[RD_SHOWN_BUF];
+    int choice = 0;
+    switch (f) {
+    case RF_NAME:
+        return parse_name(v, path, name_hint, out, err);
+    case RF_ALGORITHM:
+        if (get_text(v, path, name, err) != 0)
+            return -1;
+        if (sl_algorithm_parse(v->text, v->len, &out->rule.algorithm) != SL_OK)
+            return rd_fail(err, v, path, name,
+                           "unknown algorithm '%s' (expected fixed_window, sliding_log, "
+                           "sliding_window, sliding_buckets, token_bucket or gcra)",
+                           rd_shown(v->text, v->len, buf));
+        return 0;
+    case RF_LIMIT:
+        return get_int(v, 1, path, name, &out->rule.limit, err);
+    case RF_WINDOW:
+        return get_duration(v, path, name, &out->rule.window_ns, err);
+    case RF_BURST:
+        return get_int(v, 0, path, name, &out->rule.burst, err);
+    case RF_BUCKETS:
+        return get_int(v, 1, path, name, &out->rule.buckets, err);
+    case RF_MAX_DELAY:
+        return get_duration(v, path, name, &out->rule.max_delay_ns, err);
+    case RF_KEY:
+        return parse_key_template(v, path, out, err);
+    case RF_SHADOW:
+        return get_bool(v, path, name, &out->shadow, err);
+    case RF_ON_STORE_ERROR:
+        if (get_choice(v, "allow", "deny", path, name, &choice, err) != 0)
+            return -1;
+        out->on_store_error = choice ? RULE_ON_ERROR_DENY : RULE_ON_ERROR_ALLOW;
+        return 0;
+    case RF_COLD_START:
+        if (get_choice(v, "open", "closed", path, name, &choice, err) != 0)
+            return -1;
+        out->cold_start = choice ? RULE_COLD_CLOSED : RULE_COLD_OPEN;
+        return 0;
+    default:
+        return 0; /* overrides: once the rule is prepared */
+    }
+}
+
+static int build_rule(const yt_node_t *map, const char *path, const char *name_hint,
+                      bool allow_overrides, ruledef_t *out, char *err)
+{
+    if (map->kind != YT_MAP)
+        return rd_fail(err, map, path, NULL, "must be a mapping of fields, not %s",
+                       yt_kind_name(map->kind));
+    const yt_node_t *slots[RF_COUNT] = {0};
+    size_t order[RF_COUNT];
+    if (collect(map, rule_field_names, RF_COUNT, slots, order, path, err) != 0)
+        return -1;
+    if (slots[RF_OVERRIDES] != NULL && !allow_overrides)
+        return rd_fail(err, slots[RF_OVERRIDES], path, "overrides",
+                       "not part of a rule object here: set overrides one key at a time");
+    for (size_t i = 0; i < map->n; i++) {
+        if (parse_rule_field(order[i], slots[order[i]], path, name_hint, out, err) != 0)
+            return -1;
+    }
+    if (slots[RF_NAME] == NULL) {
+        if (name_hint == NULL)
+            return rd_fail(err, map, path, NULL, "missing required field 'name'");
+        if (!ruledef_name_valid(name_hint, strlen(name_hint)))
+            return rd_fail(err, NULL, path, "name",
+                           "the rule name in the request is not 1..64 characters of "
+                           "A-Z a-z 0-9 _ . : -");
+        memcpy(out->name, name_hint, strlen(name_hint) + 1);
+    }
+    for (size_t f = RF_ALGORITHM; f <= RF_WINDOW; f++) {
+        if (slots[f] == NULL)
+            return rd_fail(err, map, path, NULL, "missing required field '%s'",
+                           rule_field_names[f]);
+    }
+    const yt_node_t *at[NF_COUNT] = {slots[RF_LIMIT], slots[RF_WINDOW], slots[RF_BURST],
+                                     slots[RF_BUCKETS], slots[RF_MAX_DELAY]};
+    sl_rule_t tried = out->rule;
+    int rc = sl_rule_prepare(&out->rule);
+    if (rc != SL_OK)
+        return prepare_fail(rc, &tried, at, map, path, "the default", err);
+    if (slots[RF_OVERRIDES] != NULL)
+        return inline_overrides(out, slots[RF_OVERRIDES], path, err);
+    return 0;
+}
+
+int rd_rule_from_map(const yt_node_t *map, const char *path, const char *name_hint,
+                     bool inline_overrides, ruledef_t *out, char *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->rule.burst = SL_DEFAULT;
+    out->rule.buckets = SL_DEFAULT;
+    if (build_rule(map, path, name_hint, inline_overrides, out, err) != 0) {
+        ruledef_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- equality and freeing ------------------------------------------------------------------ */
+
+static bool rule_equal(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
+           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns &&
+           a->interval_ns == b->interval_ns && a->tolerance_ns == b->tolerance_ns &&
+           a->bucket_ns == b->bucket_ns && a->capacity == b->capacity &&
+           a->state_size == b->state_size;
+}
+
+bool override_equal(const rule_override_t *a, const rule_override_t *b)
+{
+    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0 &&
+           a->blocked == b->blocked && a->fields == b->fields && rule_equal(&a->rule, &b->rule);
+}
+
+bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
+{
+    if (strcmp(a->name, b->name) != 0 || !rule_equal(&a->rule, &b->rule) ||
+        a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
+        a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
+        a->cold_start != b->cold_start || a->noverrides != b->noverrides)
+        return false;
+    for (size_t i = 0; i < a->noverrides; i++) {
+        if (!override_equal(&a->overrides[i], &b->overrides[i]))
+            return false;
+    }
+    return true;
+}
+
+void override_free(rule_override_t *ov)
+{
+    if (ov == NULL)
+        return;
+    free(ov->key);
+    ov->key = NULL;
+    ov->key_len = 0;
+}
+
+void ruledef_free(ruledef_t *def)
+{
+    if (def == NULL)
+        return;
+    for (size_t i = 0; i < def->noverrides; i++)
+        override_free(&def->overrides[i]);
+    free(def->overrides);
+    def->overrides = NULL;
+    def->noverrides = 0;
+}
+
+void ruledef_list_free(ruledef_list_t *list)
+{
+    if (list == NULL)
+        return;
+    for (size_t i = 0; i < list->n; i++)
+        ruledef_free(&list->rules[i]);
+    free(list->rules);
+    list->rules = NULL;
+    list->n = 0;
+}
+
+/* ---- canonical JSON ------------------------------------------------------------------------ */
+
+/* Sets o[name] = v (stolen); false when v is NULL or the set fails. */
+static bool set(json_t *o, const char *name, json_t *v)
+{
+    return v != NULL && json_object_set_new(o, name, v) == 0;
+}
+
+static json_t *duration_json(int64_t ns)
+{
+    char buf[32];
+    return json_string(ruledef_format_duration(ns, buf));
+}
+
+static char *dump(json_t *o, bool ok)
+{
+    char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+char *ruledef_to_json(const ruledef_t *def)
+{
+    const sl_rule_t *r = &def->rule;
+    const char *alg = sl_algorithm_name(r->algorithm);
+    json_t *o = json_object();
+    if (o == NULL || alg == NULL)
+        return dump(o, false);
+    bool ok = set(o, "name", json_string(def->name)) && set(o, "algorithm", json_string(alg)) &&
+              set(o, "limit", json_integer(r->limit)) &&
+              set(o, "window", duration_json(r->window_ns));
+    if (ok && uses_tokens(r->algorithm))
+        ok = set(o, "burst", json_integer(r->burst));
+    if (ok && r->algorithm == SL_SLIDING_BUCKETS)
+        ok = set(o, "buckets", json_integer(r->buckets));
+    if (ok && r->max_delay_ns != 0)
+        ok = set(o, "max_delay", duration_json(r->max_delay_ns));
+    if (ok && def->has_key)
+        ok = set(o, "key", json_string(def->key_text));
+    ok = ok && set(o, "shadow", json_boolean(def->shadow)) &&
+         set(o, "on_store_error",
+             json_string(def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow")) &&
+         set(o, "cold_start", json_string(def->cold_start == RULE_COLD_CLOSED ? "closed" : "open"));
+    return dump(o, ok);
+}
+
+char *override_to_json(const ruledef_t *parent, const rule_override_t *ov)
+{
+    (void)parent; /* the override holds every number it names */
+    json_t *o = json_object();
+    const sl_rule_t *r = &ov->rule;
+    bool ok = o != NULL;
+    if (ok && (ov->fields & OVERRIDE_F_LIMIT))
+        ok = set(o, "limit", json_integer(ov->blocked ? 0 : r->limit));
+    if (ok && (ov->fields & OVERRIDE_F_WINDOW))
+        ok = set(o, "window", duration_json(r->window_ns));
+    if (ok && (ov->fields & OVERRIDE_F_BURST))
+        ok = set(o, "burst", json_integer(r->burst));
+    if (ok && (ov->fields & OVERRIDE_F_BUCKETS))
+        ok = set(o, "buckets", json_integer(r->buckets));
+    if (ok && (ov->fields & OVERRIDE_F_MAX_DELAY))
+        ok = set(o, "max_delay", duration_json(r->max_delay_ns));
+    return dump(o, ok);
+}
+
+/* ---- rules files --------------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} sbuf_t;
+
+static void sb_add(sbuf_t *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf_t *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        b->failed = true; /* every caller's output is short */
+    else
+        sb_add(b, tmp, (size_t)n);
+}
+
+/* Decodes one UTF-8 character at s[0..n); returns its length (and *cp), or 0 if invalid. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || len > n || s[0] > 0xF4)
+        return 0;
+    uint32_t c = s[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+/* Writes s as a YAML double-quoted scalar that libyaml reads back byte for byte: everything
+ * YAML does not allow raw, or reads as a line break, is escaped. Fails (b->failed) on text
+ * that is not UTF-8, which no YAML scalar can hold. */
+static void sb_quoted(sbuf_t *b, const char *s, size_t n)
+{
+    sb_add(b, "\"", 1);
+    for (size_t i = 0; i < n && !b->failed;) {
+        uint32_t c = 0;
+        size_t len = utf8_decode((const unsigned char *)s + i, n - i, &c);
+        if (len == 0) {
+            b->failed = true;
+            break;
+        }
+        if (c == '"' || c == '\\')
+            sb_printf(b, "\\%c", (char)c);
+        else if (c == 0)
+            sb_add(b, "\\0", 2);
+        else if (c == '\n')
+            sb_add(b, "\\n", 2);
+        else if (c == '\t')
+            sb_add(b, "\\t", 2);
+        else if (c == '\r')
+            sb_add(b, "\\r", 2);
+        else if (c < 0x20 || (c >= 0x7F && c <= 0x9F))
+            sb_printf(b, "\\x%02X", (unsigned)c);
+        else if (c == 0x2028 || c == 0x2029 || c == 0xFEFF || c == 0xFFFE || c == 0xFFFF)
+            sb_printf(b, "\\u%04X", (unsigned)c);
+        else
+            sb_add(b, s + i, len);
+        i += len;
+    }
+    sb_add(b, "\"", 1);
+}
+
+static void sb_duration(sbuf_t *b, const char *indent, const char *field, int64_t ns)
+{
+    char buf[32];
+    sb_printf(b, "%s%s: %s\n", indent, field, ruledef_format_duration(ns, buf));
+}
+
+static void yaml_override(sbuf_t *b, const rule_override_t *ov)
+{
+    const sl_rule_t *r = &ov->rule;
+    const char *in = "        ";
+    sb_add(b, "      - key: ", 13);
+    sb_quoted(b, ov->key, ov->key_len);
+    sb_add(b, "\n", 1);
+    if (ov->fields & OVERRIDE_F_LIMIT)
+        sb_printf(b, "%slimit: %lld\n", in, (long long)(ov->blocked ? 0 : r->limit));
+    if (ov->fields & OVERRIDE_F_WINDOW)
+        sb_duration(b, in, "window", r->window_ns);
+    if (ov->fields & OVERRIDE_F_BURST)
+        sb_printf(b, "%sburst: %lld\n", in, (long long)r->burst);
+    if (ov->fields & OVERRIDE_F_BUCKETS)
+        sb_printf(b, "%sbuckets: %lld\n", in, (long long)r->buckets);
+    if (ov->fields & OVERRIDE_F_MAX_DELAY)
+        sb_duration(b, in, "max_delay", r->max_delay_ns);
+}
+
+static void yaml_rule(sbuf_t *b, const ruledef_t *def)
+{
+    const sl_rule_t *r = &def->rule;
+    const char *in = "    ";
+    const char *alg = sl_algorithm_name(r->algorithm);
+    if (alg == NULL) {
+        b->failed = true;
+        return;
+    }
+    sb_add(b, "  - name: ", 10);
+    sb_quoted(b, def->name, strlen(def->name));
+    sb_printf(b, "\n%salgorithm: %s\n%slimit: %lld\n", in, alg, in, (long long)r->limit);
+    sb_duration(b, in, "window", r->window_ns);
+    if (uses_tokens(r->algorithm))
+        sb_printf(b, "%sburst: %lld\n", in, (long long)r->burst);
+    if (r->algorithm == SL_SLIDING_BUCKETS)
+        sb_printf(b, "%sbuckets: %lld\n", in, (long long)r->buckets);
+    if (r->max_delay_ns != 0)
+        sb_duration(b, in, "max_delay", r->max_delay_ns);
+    if (def->has_key) {
+        sb_printf(b, "%skey: ", in);
+        sb_quoted(b, def->key_text, strlen(def->key_text));
+        sb_add(b, "\n", 1);
+    }
+    sb_printf(b, "%sshadow: %s\n", in, def->shadow ? "true" : "false");
+    sb_printf(b, "%son_store_error: %s\n", in,
+              def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow");
+    sb_printf(b, "%scold_start: %s\n", in, def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
+    if (def->noverrides > 0)
+        sb_printf(b, "%soverrides:\n", in);
+    for (size_t i = 0; i < def->noverrides; i++)
+        yaml_override(b, &def->overrides[i]);
+}
+
+char *ruledef_list_to_yaml(const ruledef_list_t *list)
+{
+    sbuf_t b = {0};
+    if (list->n == 0)
+        sb_add(&b, "rules: []\n", 10);
+    else
+        sb_add(&b, "rules:\n", 7);
+    for (size_t i = 0; i < list->n; i++)
+        yaml_rule(&b, &list->rules[i]);
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

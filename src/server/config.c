@@ -1,0 +1,733 @@
+/*
+ * config.c - sluiced's settings from defaults, a YAML file, flags and the environment (see
+ * config.h).
+ *
+ * Every setting is described once, in options[] below: its flag, its name in the file, how its
+ * value is read and where it goes in server_config_t, and its --help line. The file and the
+ * flags go through the same value readers, so "--port 70000" and "port: 70000" fail alike, each
+ * message naming where the value came from (the flag, or the file with line and column).
+ *
+ * Flags are parsed in two passes: the first checks their syntax and finds --config, --help and
+ * --version; the file is then applied; the second pass applies the flags over it, in order.
+ */
+#include "server/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rules/yamltree.h"
+#include "sluice/sluice.h"
+#include "sluice/version.h"
+
+#define SIZE_VALUE_MAX       (UINT64_C(1) << 50) /* largest size setting, bytes (1 PiB) */
+#define COUNT_VALUE_MAX      (UINT64_C(1) << 30) /* largest count setting */
+#define REQUEST_MAX_MIN      1024                /* smallest --max-request-size, bytes */
+#define POLL_INTERVAL_MIN_NS SL_NS_PER_MS        /* shortest --poll-interval */
+
+typedef enum opt_kind {
+    OPT_FLAG,      /* no value: --help, --version */
+    OPT_PATH,      /* --config: read before everything else */
+    OPT_STRING,    /* char * */
+    OPT_LIST,      /* char *[] and its count */
+    OPT_INT,       /* int within [min, max] */
+    OPT_COUNT,     /* size_t within [min, max] */
+    OPT_SIZE,      /* size_t bytes with k/m/g/t suffixes, within [min, max] */
+    OPT_DURATION,  /* int64_t ns, >= min */
+    OPT_LOG_LEVEL, /* log_level_t */
+} opt_kind_t;
+
+typedef enum opt_check {
+    CHECK_NONE,
+    CHECK_ADDRESS, /* an IPv4 or IPv6 literal */
+    CHECK_CIDR,    /* an address with an optional /prefix */
+} opt_check_t;
+
+typedef struct option {
+    const char *flag; /* without the dashes */
+    const char *key;  /* in the file; NULL = flag only */
+    opt_kind_t kind;
+    size_t offset;       /* of the field in server_config_t */
+    size_t count_offset; /* OPT_LIST: of its count */
+    size_t list_max;     /* OPT_LIST: capacity */
+    int64_t min, max;    /* OPT_INT, OPT_COUNT, OPT_SIZE: bounds; OPT_DURATION: min */
+    opt_check_t check;
+    const char *metavar;
+    const char *help;
+} option_t;
+
+#define F(field)   offsetof(server_config_t, field)
+#define NO_MAX     INT64_MAX
+#define SIZE_MAX_V ((int64_t)SIZE_VALUE_MAX)
+
+static const option_t options[] = {
+    {"config", NULL, OPT_PATH, F(config_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
+     "read settings from a YAML file first (flags override it)"},
+    {"bind", "bind", OPT_LIST, F(bind), F(nbind), CONFIG_BIND_MAX, 0, 0, CHECK_ADDRESS, "ADDR",
+     "listen on this address (repeatable; default " CONFIG_DEFAULT_BIND ")"},
+    {"port", "port", OPT_INT, F(resp_port), 0, 0, 0, 65535, CHECK_NONE, "PORT",
+     "RESP port (default 6390; 0 = off)"},
+    {"http-port", "http_port", OPT_INT, F(http_port), 0, 0, 0, 65535, CHECK_NONE, "PORT",
+     "HTTP port (default 8390; 0 = off)"},
+    {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
+     "worker threads, 1..256 (default: online CPUs)"},
+    {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
+     "import a YAML rules file into the store at start"},
+    {"store", "store", OPT_STRING, F(store_url), 0, 0, 0, 0, CHECK_NONE, "URL|PATH",
+     "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
+    {"snapshot", "snapshot", OPT_STRING, F(snapshot_path), 0, 0, 0, 0, CHECK_NONE, "PATH",
+     "snapshot file (default " CONFIG_DEFAULT_SNAPSHOT "; \"\" = none)"},
+    {"snapshot-interval", "snapshot_interval", OPT_DURATION, F(snapshot_interval_ns), 0, 0, 0, 0,
+     CHECK_NONE, "DUR", "snapshot period (default 60s; 0 = only at shutdown)"},
+    {"poll-interval", "poll_interval", OPT_DURATION, F(poll_interval_ns), 0, 0,
+     POLL_INTERVAL_MIN_NS, 0, CHECK_NONE, "DUR", "config store version poll (default 1s)"},
+    {"override-ttl", "override_ttl", OPT_DURATION, F(override_ttl_ns), 0, 0, 0, 0, CHECK_NONE,
+     "DUR", "how long a looked-up override is cached (default 10s)"},
+    {"max-clients", "max_clients", OPT_COUNT, F(max_clients), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,
+     CHECK_NONE, "N", "most connections at once (default 10000)"},
+    {"max-key-length", "max_key_length", OPT_COUNT, F(key_max), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,
+     CHECK_NONE, "N", "longest rate-limit key, bytes (default 1024)"},
+    {"max-request-size", "max_request_size", OPT_SIZE, F(request_max), 0, 0, REQUEST_MAX_MIN,
+     SIZE_MAX_V, CHECK_NONE, "BYTES", "largest request, e.g. 512k, 1m (default 512k)"},
+    {"idle-timeout", "idle_timeout", OPT_DURATION, F(idle_timeout_ns), 0, 0, 0, 0, CHECK_NONE,
+     "DUR", "close idle connections after this (default 300s; 0 = never)"},
+    {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
+     "memory cap of the key tables, e.g. 2g (default 0 = none)"},
+    {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
+     "RESP password (or env SLUICE_REQUIREPASS)"},
+    {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",
+     "bearer token for rule changes over HTTP (or env SLUICE_ADMIN_TOKEN)"},
+    {"trusted-proxy", "trusted_proxies", OPT_LIST, F(trusted_proxies), F(ntrusted),
+     CONFIG_TRUSTED_MAX, 0, 0, CHECK_CIDR, "CIDR",
+     "trust X-Forwarded-For from this network (repeatable)"},
+    {"log-level", "log_level", OPT_LOG_LEVEL, F(log_level), 0, 0, 0, 0, CHECK_NONE, "LEVEL",
+     "error, warn, info or debug (default info)"},
+    {"help", NULL, OPT_FLAG, 0, 0, 0, 0, 0, CHECK_NONE, NULL, "print this help and exit"},
+    {"version", NULL, OPT_FLAG, 0, 0, 0, 0, 0, CHECK_NONE, NULL, "print the version and exit"},
+};
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+/* ---- where a value came from, for messages -------------------------------------------------- */
+
+typedef struct source {
+    const char *file;      /* the --config path, or NULL for a flag */
+    const yt_node_t *node; /* the file's node (position) */
+    const option_t *opt;   /* the setting; NULL for the file's shape */
+    char *err;
+    size_t cap;
+} source_t;
+
+static int fail(const source_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(const source_t *s, const char *fmt, ...)
+{
+    int n;
+    if (s->file != NULL && s->node != NULL)
+        n = snprintf(s->err, s->cap, "%s: line %u, column %u: %s%s", s->file, s->node->line,
+                     s->node->column, s->opt ? s->opt->key : "", s->opt ? ": " : "");
+    else if (s->file != NULL)
+        n = snprintf(s->err, s->cap, "%s: ", s->file);
+    else
+        n = snprintf(s->err, s->cap, "--%s: ", s->opt->flag);
+    if (n >= 0 && (size_t)n < s->cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err + n, s->cap - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* User text in a message: printable ASCII, at most 40 bytes. buf holds 48. */
+static const char *shown(const char *t, char *buf)
+{
+    size_t i = 0;
+    for (; t[i] != '\0' && i < 40; i++)
+        buf[i] = (unsigned char)t[i] >= 0x20 && (unsigned char)t[i] < 0x7F ? t[i] : '?';
+    strcpy(buf + i, t[i] != '\0' ? "..." : "");
+    return buf;
+}
+
+/* ---- value readers -------------------------------------------------------------------------- */
+
+/* Decimal digits only, into *out; false when empty, not digits or beyond max. */
+static bool parse_digits(const char *t, size_t len, uint64_t max, uint64_t *out)
+{
+    if (len == 0)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return false;
+        if (__builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, (uint64_t)(t[i] - '0'), &v))
+            return false;
+    }
+    if (v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* "512k", "1m", "2g", "1048576", "4kb": bytes into *out (powers of 1024). */
+static bool parse_size(const char *t, size_t len, uint64_t *out)
+{
+    size_t digits = 0;
+    while (digits < len && t[digits] >= '0' && t[digits] <= '9')
+        digits++;
+    size_t rest = len - digits;
+    const char *unit = t + digits;
+    if (rest > 0 && (unit[rest - 1] == 'b' || unit[rest - 1] == 'B'))
+        rest--; /* "kb", "mb", "b" */
+    uint64_t mult = 1;
+    if (rest == 1) {
+        switch (unit[0] | 0x20) {
+        case 'k':
+            mult = UINT64_C(1) << 10;
+            break;
+        case 'm':
+            mult = UINT64_C(1) << 20;
+            break;
+        case 'g':
+            mult = UINT64_C(1) << 30;
+            break;
+        case 't':
+            mult = UINT64_C(1) << 40;
+            break;
+        default:
+            return false;
+        }
+    } else if (rest != 0) {
+        return false;
+    }
+    uint64_t v;
+    return parse_digits(t, digits, UINT64_MAX, &v) && !__builtin_mul_overflow(v, mult, out);
+}
+
+/* The text of a file node for a setting (any scalar), or NULL with err set. */
+static const char *node_text(const source_t *s, const char *want)
+{
+    const yt_node_t *n = s->node;
+    if (n->text == NULL || n->kind == YT_NULL || n->kind == YT_SEQ || n->kind == YT_MAP) {
+        fail(s, "must be %s, not %s", want, yt_kind_name(n->kind));
+        return NULL;
+    }
+    return n->text;
+}
+
+static int read_int(const source_t *s, const char *text, int64_t *out)
+{
+    const option_t *o = s->opt;
+    char want[64];
+    snprintf(want, sizeof(want), "an integer %lld..%lld", (long long)o->min, (long long)o->max);
+    uint64_t v;
+    bool file_int = s->node == NULL || s->node->kind == YT_INT;
+    if (!file_int || !parse_digits(text, strlen(text), (uint64_t)o->max, &v) || (int64_t)v < o->min)
+        return fail(s, "must be %s", want);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int read_size(const source_t *s, const char *text, uint64_t *out)
+{
+    const option_t *o = s->opt;
+    char buf[48];
+    if (!parse_size(text, strlen(text), out))
+        return fail(s, "'%s' is not a size (bytes, or with k, m, g: 512k, 2g)", shown(text, buf));
+    if (*out < (uint64_t)o->min || *out > (uint64_t)o->max)
+        return fail(s, "must be %lld..%lld bytes", (long long)o->min, (long long)o->max);
+    return 0;
+}
+
+static int read_duration(const source_t *s, const char *text, int64_t *out)
+{
+    char buf[48];
+    size_t len = strlen(text);
+    uint64_t ms;
+    if (s->node != NULL && s->node->kind == YT_INT) { /* the file: integer milliseconds */
+        if (!parse_digits(text, len, (uint64_t)(INT64_MAX / SL_NS_PER_MS), &ms))
+            return fail(s, "must be a duration (10s, 250ms) or milliseconds >= 0");
+        *out = (int64_t)ms * SL_NS_PER_MS;
+    } else if (len == 1 && text[0] == '0') {
+        *out = 0;
+    } else {
+        int rc = sl_duration_parse(text, len, out);
+        if (rc == SL_EOVERFLOW)
+            return fail(s, "duration '%s' is out of range", shown(text, buf));
+        if (rc != SL_OK)
+            return fail(s, "malformed duration '%s' (e.g. 250ms, 10s, 1m)", shown(text, buf));
+    }
+    if (*out < s->opt->min) {
+        char min[32];
+        snprintf(min, sizeof(min), "%lldms", (long long)(s->opt->min / SL_NS_PER_MS));
+        return fail(s, "must be at least %s", min);
+    }
+    return 0;
+}
+
+static bool valid_address(const char *t)
+{
+    unsigned char addr[16];
+    return inet_pton(AF_INET, t, addr) == 1 || inet_pton(AF_INET6, t, addr) == 1;
+}
+
+/* "10.0.0.0/8", "::1", "fd00::/8" */
+static bool valid_cidr(const char *t)
+{
+    const char *slash = strchr(t, '/');
+    if (slash == NULL)
+        return valid_address(t);
+    char host[64];
+    size_t hlen = (size_t)(slash - t);
+    if (hlen >= sizeof(host))
+        return false;
+    memcpy(host, t, hlen);
+    host[hlen] = '\0';
+    unsigned char addr[16];
+    uint64_t bits;
+    int max = inet_pton(AF_INET, host, addr) == 1    ? 32
+              : inet_pton(AF_INET6, host, addr) == 1 ? 128
+                                                     : -1;
+    return max > 0 && parse_digits(slash + 1, strlen(slash + 1), (uint64_t)max, &bits);
+}
+
+static int check_text(const source_t *s, const char *text, size_t len)
+{
+    char buf[48];
+    if (memchr(text, '\0', len) != NULL)
+        return fail(s, "must not contain NUL bytes");
+    if (s->opt->check == CHECK_ADDRESS && !valid_address(text))
+        return fail(s, "'%s' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)",
+                    shown(text, buf));
+    if (s->opt->check == CHECK_CIDR && !valid_cidr(text))
+        return fail(s, "'%s' is not an address or network (e.g. 10.0.0.0/8, ::1)",
+                    shown(text, buf));
+    return 0;
+}
+
+static char *dup_text(const source_t *s, const char *text, size_t len)
+{
+    char *p = malloc(len + 1);
+    if (p == NULL) {
+        fail(s, "out of memory");
+        return NULL;
+    }
+    memcpy(p, text, len + 1);
+    return p;
+}
+
+/* ---- applying a value ----------------------------------------------------------------------- */
+
+static void list_clear(server_config_t *c, const option_t *o)
+{
+    char **list = (char **)((char *)c + o->offset);
+    size_t *n = (size_t *)((char *)c + o->count_offset);
+    for (size_t i = 0; i < *n; i++) {
+        free(list[i]);
+        list[i] = NULL;
+    }
+    *n = 0;
+}
+
+/* Appends one list entry (text, len bytes) after checking it. */
+static int list_add(server_config_t *c, const source_t *s, const char *text, size_t len)
+{
+    const option_t *o = s->opt;
+    char **list = (char **)((char *)c + o->offset);
+    size_t *n = (size_t *)((char *)c + o->count_offset);
+    if (*n == o->list_max)
+        return fail(s, "more than %zu entries", o->list_max);
+    if (check_text(s, text, len) != 0)
+        return -1;
+    char *p = dup_text(s, text, len);
+    if (p == NULL)
+        return -1;
+    list[(*n)++] = p;
+    return 0;
+}
+
+/* A list from the file: one scalar or a sequence of them. Replaces what the list held. */
+static int apply_file_list(server_config_t *c, const source_t *s)
+{
+    list_clear(c, s->opt);
+    const yt_node_t *n = s->node;
+    if (n->kind != YT_SEQ) {
+        const char *t = node_text(s, "an address or a list of them");
+        return t == NULL ? -1 : list_add(c, s, t, n->len);
+    }
+    for (size_t i = 0; i < n->n; i++) {
+        source_t item = *s;
+        item.node = n->items[i];
+        const char *t = node_text(&item, "a string");
+        if (t == NULL || list_add(c, &item, t, item.node->len) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Applies one scalar value (text, len bytes; from a flag or a file node) to its field. */
+static int apply_scalar(server_config_t *c, const source_t *s, const char *text, size_t len)
+{
+    const option_t *o = s->opt;
+    void *field = (char *)c + o->offset;
+    char buf[48];
+    int64_t i64 = 0;
+    uint64_t u64 = 0;
+    switch (o->kind) {
+    case OPT_PATH:
+    case OPT_STRING: {
+        if (check_text(s, text, len) != 0)
+            return -1;
+        char *p = dup_text(s, text, len);
+        if (p == NULL)
+            return -1;
+        free(*(char **)field);
+        *(char **)field = p;
+        return 0;
+    }
+    case OPT_LIST:
+        return list_add(c, s, text, len);
+    case OPT_INT:
+        if (read_int(s, text, &i64) != 0)
+            return -1;
+        *(int *)field = (int)i64;
+        return 0;
+    case OPT_COUNT:
+        if (read_int(s, text, &i64) != 0)
+            return -1;
+        *(size_t *)field = (size_t)i64;
+        return 0;
+    case OPT_SIZE:
+        if (read_size(s, text, &u64) != 0)
+            return -1;
+        *(size_t *)field = (size_t)u64;
+        return 0;
+    case OPT_DURATION:
+        return read_duration(s, text, (int64_t *)field);
+    case OPT_LOG_LEVEL:
+        for (int l = LOG_ERROR; l <= LOG_DEBUG; l++) {
+            if (strcmp(text, level_names[l]) == 0) {
+                *(log_level_t *)field = (log_level_t)l;
+                return 0;
+            }
+        }
+        return fail(s, "must be error, warn, info or debug, not '%s'", shown(text, buf));
+    case OPT_FLAG:
+        break;
+    }
+    return fail(s, "takes no value");
+}
+
+/* ---- the file ------------------------------------------------------------------------------- */
+
+static const option_t *by_key(const char *key, size_t len)
+{
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (options[i].key != NULL && strlen(options[i].key) == len &&
+            memcmp(options[i].key, key, len) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+/* Reads the whole file into a malloc'ed buffer. */
+static char *read_file(const source_t *s, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fail(s, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(CONFIG_FILE_MAX + 1);
+    size_t n = buf != NULL ? fread(buf, 1, CONFIG_FILE_MAX + 1, f) : 0;
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (buf == NULL || bad || n > CONFIG_FILE_MAX) {
+        free(buf);
+        fail(s, buf == NULL ? "out of memory" : bad ? "read error" : "larger than 1 MiB");
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* Applies the settings of a parsed file. */
+static int apply_file(server_config_t *c, const yt_node_t *root, source_t *s)
+{
+    char buf[48];
+    if (root == NULL)
+        return 0; /* empty, or only comments */
+    s->node = root;
+    if (root->kind != YT_MAP)
+        return fail(s, "expected a mapping of settings (port: 6390, ...), not %s",
+                    yt_kind_name(root->kind));
+    bool seen[NOPTIONS] = {false};
+    for (size_t i = 0; i < root->n; i++) {
+        const yt_node_t *k = root->items[2 * i];
+        s->node = k;
+        s->opt = NULL;
+        const option_t *o = k->text != NULL && k->kind != YT_SEQ && k->kind != YT_MAP
+                                ? by_key(k->text, k->len)
+                                : NULL;
+        if (o == NULL)
+            return fail(s, "unknown setting '%s'", k->text ? shown(k->text, buf) : "?");
+        if (seen[o - options])
+            return fail(s, "duplicate setting '%s'", o->key);
+        seen[o - options] = true;
+        s->opt = o;
+        s->node = root->items[2 * i + 1];
+        if (o->kind == OPT_LIST) {
+            if (apply_file_list(c, s) != 0)
+                return -1;
+            continue;
+        }
+        const char *t = node_text(s, o->kind == OPT_STRING ? "a string" : "a scalar value");
+        if (t == NULL || apply_scalar(c, s, t, s->node->len) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int load_file(server_config_t *c, const char *path, char *err, size_t cap)
+{
+    source_t s = {.file = path, .err = err, .cap = cap};
+    size_t len = 0;
+    char *text = read_file(&s, path, &len);
+    if (text == NULL)
+        return -1;
+    yt_node_t *root = NULL;
+    char yerr[YT_ERR_MAX];
+    int rc = yt_parse(text, len, &root, yerr, sizeof(yerr));
+    free(text);
+    if (rc != 0)
+        return fail(&s, "%s", yerr);
+    rc = apply_file(c, root, &s);
+    yt_free(root);
+    return rc;
+}
+
+/* ---- flags ---------------------------------------------------------------------------------- */
+
+static const option_t *by_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (strlen(options[i].flag) == len && memcmp(options[i].flag, name, len) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+/* One flag of argv: its option and value (NULL for OPT_FLAG). */
+typedef struct flag {
+    const option_t *opt;
+    const char *value;
+} flag_t;
+
+/* Splits argv into flags (checking names and that values are there). */
+static int split_flags(int argc, char **argv, flag_t *flags, size_t *nflags, char *err, size_t cap)
+{
+    char buf[48];
+    *nflags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const option_t *o = NULL;
+        const char *value = NULL;
+        if (strcmp(arg, "-h") == 0) {
+            o = by_flag("help", 4);
+        } else if (strcmp(arg, "-V") == 0) {
+            o = by_flag("version", 7);
+        } else if (strncmp(arg, "--", 2) == 0 && arg[2] != '\0') {
+            const char *eq = strchr(arg + 2, '=');
+            size_t nlen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+            o = by_flag(arg + 2, nlen);
+            if (o == NULL) {
+                snprintf(err, cap, "unknown option '--%.*s' (see --help)",
+                         (int)(nlen < 40 ? nlen : 40), arg + 2);
+                return -1;
+            }
+            value = eq ? eq + 1 : NULL;
+        } else {
+            snprintf(err, cap, "unexpected argument '%s' (options start with --; see --help)",
+                     shown(arg, buf));
+            return -1;
+        }
+        if (o->kind == OPT_FLAG && value != NULL) {
+            snprintf(err, cap, "--%s: takes no value", o->flag);
+            return -1;
+        }
+        if (o->kind != OPT_FLAG && value == NULL) {
+            if (i + 1 >= argc) {
+                snprintf(err, cap, "--%s: missing value (%s)", o->flag, o->metavar);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        flags[(*nflags)++] = (flag_t){o, value};
+    }
+    return 0;
+}
+
+static void print_version(void)
+{
+    printf("sluiced %s\n", SL_VERSION_STRING);
+}
+
+/* ---- public --------------------------------------------------------------------------------- */
+
+static char *must_strdup(const char *s)
+{
+    char *p = strdup(s);
+    if (p == NULL) {
+        fputs("sluiced: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void server_config_defaults(server_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->bind[0] = must_strdup(CONFIG_DEFAULT_BIND);
+    c->nbind = 1;
+    c->resp_port = CONFIG_DEFAULT_RESP_PORT;
+    c->http_port = CONFIG_DEFAULT_HTTP_PORT;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cpus < 1 ? 1 : cpus > CONFIG_THREADS_MAX ? CONFIG_THREADS_MAX : (int)cpus;
+    c->store_url = must_strdup(CONFIG_DEFAULT_STORE);
+    c->snapshot_path = must_strdup(CONFIG_DEFAULT_SNAPSHOT);
+    c->snapshot_interval_ns = 60 * SL_NS_PER_SEC;
+    c->poll_interval_ns = SL_NS_PER_SEC;
+    c->override_ttl_ns = 10 * SL_NS_PER_SEC;
+    c->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
+    c->key_max = CONFIG_DEFAULT_KEY_MAX;
+    c->request_max = CONFIG_DEFAULT_REQUEST_MAX;
+    c->idle_timeout_ns = 300 * SL_NS_PER_SEC;
+    c->max_memory = 0;
+    c->log_level = LOG_INFO;
+}
+
+/* Fills a secret from the environment when neither the file nor a flag gave it. */
+static int secret_from_env(char **field, const char *var, char *err, size_t cap)
+{
+    const char *v = getenv(var);
+    if (*field != NULL || v == NULL || v[0] == '\0')
+        return 0;
+    *field = strdup(v);
+    if (*field == NULL) {
+        snprintf(err, cap, "%s: out of memory", var);
+        return -1;
+    }
+    return 0;
+}
+
+int server_config_parse(server_config_t *c, int argc, char **argv, char *err, size_t err_cap)
+{
+    err[0] = '\0';
+    flag_t *flags = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*flags));
+    size_t nflags = 0;
+    if (flags == NULL) {
+        snprintf(err, err_cap, "out of memory");
+        return -1;
+    }
+    int rc = split_flags(argc, argv, flags, &nflags, err, err_cap);
+    for (size_t i = 0; rc == 0 && i < nflags; i++) {
+        if (strcmp(flags[i].opt->flag, "help") == 0) {
+            fputs(server_config_usage(), stdout);
+            rc = 1;
+        } else if (strcmp(flags[i].opt->flag, "version") == 0) {
+            print_version();
+            rc = 1;
+        }
+    }
+    /* the file first (the last --config wins), then the flags over it */
+    const char *file = NULL;
+    for (size_t i = 0; rc == 0 && i < nflags; i++) {
+        if (flags[i].opt->kind == OPT_PATH)
+            file = flags[i].value;
+    }
+    if (rc == 0 && file != NULL) {
+        source_t s = {.opt = &options[0], .err = err, .cap = err_cap};
+        rc = apply_scalar(c, &s, file, strlen(file));
+        if (rc == 0)
+            rc = load_file(c, file, err, err_cap);
+    }
+    bool cleared[NOPTIONS] = {false};
+    for (size_t i = 0; rc == 0 && i < nflags; i++) {
+        const option_t *o = flags[i].opt;
+        if (o->kind == OPT_PATH || o->kind == OPT_FLAG)
+            continue;
+        if (o->kind == OPT_LIST && !cleared[o - options]) {
+            list_clear(c, o); /* flags replace the file's / the default list */
+            cleared[o - options] = true;
+        }
+        source_t s = {.opt = o, .err = err, .cap = err_cap};
+        rc = apply_scalar(c, &s, flags[i].value, strlen(flags[i].value));
+    }
+    free(flags);
+    if (rc == 0)
+        rc = secret_from_env(&c->requirepass, "SLUICE_REQUIREPASS", err, err_cap);
+    if (rc == 0)
+        rc = secret_from_env(&c->admin_token, "SLUICE_ADMIN_TOKEN", err, err_cap);
+    if (rc == 0 && c->nbind == 0) {
+        snprintf(err, err_cap, "bind: at least one address is needed");
+        rc = -1;
+    }
+    if (rc == 0 && c->resp_port == 0 && c->http_port == 0) {
+        snprintf(err, err_cap, "--port and --http-port are both 0: nothing to serve");
+        rc = -1;
+    }
+    return rc;
+}
+
+void server_config_free(server_config_t *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->nbind; i++)
+        free(c->bind[i]);
+    for (size_t i = 0; i < c->ntrusted; i++)
+        free(c->trusted_proxies[i]);
+    free(c->config_path);
+    free(c->rules_path);
+    free(c->store_url);
+    free(c->snapshot_path);
+    free(c->requirepass);
+    free(c->admin_token);
+    memset(c, 0, sizeof(*c));
+}
+
+const char *server_config_log_level_name(log_level_t level)
+{
+    return level >= LOG_ERROR && level <= LOG_DEBUG ? level_names[level] : "?";
+}
+
+const char *server_config_usage(void)
+{
+    static char text[4096];
+    if (text[0] != '\0')
+        return text;
+    size_t n = (size_t)snprintf(text, sizeof(text),
+                                "Usage: sluiced [OPTIONS]\n"
+                                "sluice rate-limit server: RESP on port 6390, HTTP on port 8390.\n"
+                                "\nOptions (--name VALUE or --name=VALUE):\n");
+    for (size_t i = 0; i < NOPTIONS && n < sizeof(text); i++) {
+        char left[48];
+        snprintf(left, sizeof(left), "--%s%s%s", options[i].flag, options[i].metavar ? " " : "",
+                 options[i].metavar ? options[i].metavar : "");
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-26s %s\n", left, options[i].help);
+    }
+    if (n < sizeof(text))
+        snprintf(text + n, sizeof(text) - n,
+                 "\nDurations: 250ms, 10s, 1m, 1h30m (0 = off where noted). Sizes: bytes or "
+                 "512k, 1m, 2g.\nThe file (--config) uses the same names with underscores "
+                 "(http_port, trusted_proxies: [..]).\nEnvironment: SLUICE_REQUIREPASS, "
+                 "SLUICE_ADMIN_TOKEN (used when no flag or file setting gives them).\n");
+    return text;
+}

@@ -1,0 +1,107 @@
+/*
+ * config.h - sluiced's settings: defaults, then a YAML file (--config FILE), then command-line
+ * flags, then environment variables for the two secrets when neither file nor flag gave them.
+ *
+ *   sluiced --config /etc/sluice/sluiced.yaml --port 7000 --bind 0.0.0.0 --bind ::1
+ *
+ * Flags take "--name VALUE" or "--name=VALUE". The file is a mapping with the flags' names
+ * written with underscores (http_port, max_key_length, trusted_proxies, ...; see
+ * server_config_parse and examples/sluiced.yaml). A list given by flags (--bind,
+ * --trusted-proxy) replaces the file's list rather than adding to it.
+ *
+ * Units: durations are duration strings ("250ms", "10s", "1h") or, in the file, integer
+ * milliseconds; sizes are bytes with an optional k / m / g suffix (powers of 1024: "512k",
+ * "2g"). Parsing is apart from I/O except for reading the --config file itself.
+ *
+ * Ownership: every string in a server_config_t is malloc'ed and owned by it (or NULL); free them
+ * with server_config_free(). A config is safe to read from any thread once parsed.
+ */
+#ifndef SLUICE_SERVER_CONFIG_H
+#define SLUICE_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_BIND_MAX    8             /* most --bind addresses */
+#define CONFIG_TRUSTED_MAX 64            /* most --trusted-proxy entries */
+#define CONFIG_ERR_MAX     256           /* a server_config_parse error message fits in this */
+#define CONFIG_THREADS_MAX 256           /* most worker threads */
+#define CONFIG_FILE_MAX    (1024 * 1024) /* largest --config file, bytes */
+
+#define CONFIG_DEFAULT_BIND        "127.0.0.1"
+#define CONFIG_DEFAULT_RESP_PORT   6390
+#define CONFIG_DEFAULT_HTTP_PORT   8390
+#define CONFIG_DEFAULT_STORE       "./sluice.db"
+#define CONFIG_DEFAULT_SNAPSHOT    "./sluice.snapshot"
+#define CONFIG_DEFAULT_MAX_CLIENTS 10000
+#define CONFIG_DEFAULT_KEY_MAX     1024
+#define CONFIG_DEFAULT_REQUEST_MAX (512 * 1024)
+
+typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
+
+typedef struct server_config {
+    char *config_path;            /* --config FILE (sluiced.yaml); NULL = none */
+    char *bind[CONFIG_BIND_MAX];  /* --bind ADDR (repeatable); default "127.0.0.1" */
+    size_t nbind;                 /* addresses in bind, >= 1 after parsing */
+    int resp_port;                /* --port, default 6390; 0 = RESP off */
+    int http_port;                /* --http-port, default 8390; 0 = HTTP off */
+    int threads;                  /* --threads, default: online CPUs (sysconf), 1..256 */
+    char *rules_path;             /* --rules FILE: imported into the store at start; NULL
+                                     = none */
+    char *store_url;              /* --store URL|PATH, default "./sluice.db" */
+    char *snapshot_path;          /* --snapshot PATH, default "./sluice.snapshot"; "" = no
+                                     snapshots */
+    int64_t snapshot_interval_ns; /* --snapshot-interval DUR, default 60s; 0 = only at
+                                     shutdown */
+    int64_t poll_interval_ns;     /* --poll-interval DUR, default 1s: config store version
+                                     poll; > 0 */
+    int64_t override_ttl_ns;      /* --override-ttl DUR, default 10s; 0 = no caching */
+    size_t max_clients;           /* --max-clients N, default 10000; >= 1 */
+    size_t key_max;               /* --max-key-length N, bytes, default 1024; >= 1 */
+    size_t request_max;           /* --max-request-size BYTES, default 524288 (accepts
+                                     512k, 1m); >= 1024 */
+    int64_t idle_timeout_ns;      /* --idle-timeout DUR, default 300s; 0 = never */
+    size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
+    char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
+                                     none */
+    char *admin_token;            /* --admin-token T, or env SLUICE_ADMIN_TOKEN; NULL =
+                                     none */
+    char *trusted_proxies[CONFIG_TRUSTED_MAX]; /* --trusted-proxy CIDR (repeatable), strings as
+                                                  given ("10.0.0.0/8", "::1") */
+    size_t ntrusted;                           /* entries in trusted_proxies */
+    log_level_t log_level;                     /* --log-level error|warn|info|debug, default info */
+} server_config_t;
+
+/* Fills *c with the defaults above (threads: the online CPUs, clamped to 1..256). The strings
+ * are malloc'ed: free with server_config_free(). Nothing else is read (no file, no env). */
+void server_config_defaults(server_config_t *c);
+
+/*
+ * Parses argv as main() gets it (argv[0] is the program) into *c, which holds what
+ * server_config_defaults() put there (values replaced are freed). --config FILE is
+ * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
+ * http_port, threads, rules, store, snapshot, snapshot_interval, poll_interval, override_ttl,
+ * max_clients, max_key_length, max_request_size, idle_timeout, max_memory, requirepass,
+ * admin_token, trusted_proxies (list), log_level); then flags override the file; then the env
+ * vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable
+ * counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the file
+ * an integer is milliseconds. --help / --version are answered once the flags' syntax is
+ * checked, before their values are. An empty bind list, and both ports 0, are errors.
+ *
+ * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
+ * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",
+ * "sluiced.yaml: line 3, column 7: port: must be an integer 0..65535",
+ * "unknown option '--prot'". In every case *c owns what it holds: call server_config_free().
+ */
+int server_config_parse(server_config_t *c, int argc, char **argv, char *err, size_t err_cap);
+
+/* Frees the strings of *c and zeroes it. NULL is a no-op. */
+void server_config_free(server_config_t *c);
+
+/* The --help text (static). */
+const char *server_config_usage(void);
+
+/* "error", "warn", "info", "debug". */
+const char *server_config_log_level_name(log_level_t level);
+
+#endif /* SLUICE_SERVER_CONFIG_H */

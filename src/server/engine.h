@@ -1,0 +1,166 @@
+/*
+ * engine.h - sluiced's decision engine: the rules in force, their per-key tables, overrides,
+ * and the decisions every front end (RESP, HTTP) asks for.
+ *
+ * Rules live in the config store (rules/config_store.h). The engine holds the current rule set,
+ * an immutable snapshot of the store's rules at one version. A reload (the retriever's poll, or
+ * a rule change made through this server) builds a new set and publishes it with one atomic
+ * store; readers never see half of a set. A rule whose parameters did not change keeps its
+ * tables (and so its keys' usage) across reloads.
+ *
+ * Threads. Each event loop is a worker (engine_worker_t, owned by that loop's thread). A worker
+ * picks up the newest set at the start of each batch (engine_worker_begin) and holds it until
+ * the next: a hazard pointer, so a retired set is freed only when no worker still uses it.
+ * Everything else in a worker (its override cache, its config store handle, its counters) is
+ * private to its thread.
+ *
+ * Overrides are resolved lazily: per worker, a direct-mapped cache of (rule, key) -> override or
+ * "none", each entry valid for override_ttl and only while the rule set it was read under is
+ * current. Rules the store holds no overrides for are never looked up.
+ */
+#ifndef SLUICE_SERVER_ENGINE_H
+#define SLUICE_SERVER_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+#include "rules/config_store.h"
+#include "rules/ruledef.h"
+
+#define ENGINE_WORKERS_MAX 256
+#define ENGINE_INLINE_MAX  1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
+#define ENGINE_ERR_MAX     512
+
+/* Per worker, per rule counters (one cache line each, written by one thread). */
+typedef struct rule_counters {
+    _Atomic uint64_t allowed;
+    _Atomic uint64_t denied;
+    _Atomic uint64_t shadow_denied; /* denied by the rule, allowed because it is in shadow mode */
+    _Atomic uint64_t store_errors;  /* table full, out of memory, override lookup failed */
+    char pad[32];
+} rule_counters_t;
+
+/* A rule's tables and counters: shared by the rule states of successive rule sets while the
+ * rule's parameters stay the same (engine.c). */
+typedef struct rule_tables rule_tables_t;
+
+/* One rule as one rule set knows it. Immutable once published. */
+typedef struct rule_state {
+    ruledef_t def;      /* no inline overrides: they are in the store */
+    bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
+    bool has_overrides; /* the store held overrides for it when the set was built */
+    rule_tables_t *t;
+    int refs; /* rule sets holding it; changed under the engine's reload lock */
+} rule_state_t;
+
+typedef struct ruleset {
+    int64_t version;
+    size_t n;
+    rule_state_t **rules; /* sorted by name */
+    struct ruleset *retired_next;
+} ruleset_t;
+
+typedef struct engine_config {
+    const char *store_url;
+    unsigned workers;
+    size_t key_max;
+    size_t max_memory; /* per table cap, bytes; 0 none */
+    int64_t override_ttl_ns;
+} engine_config_t;
+
+typedef struct engine engine_t;
+
+/* The result of one check, with everything a front end reports. */
+typedef struct engine_decision {
+    sl_decision_t d;
+    bool shadowed;    /* denied by the rule but allowed: shadow mode */
+    bool store_error; /* decided by on_store_error */
+    bool never;       /* the cost exceeds what the rule can ever admit for this key */
+    bool blocked;     /* the key's override blocks it (limit 0) */
+    const rule_state_t *rule;
+    int64_t window_ns; /* the window in force for this key (an override's, if any) */
+} engine_decision_t;
+
+enum engine_status {
+    ENGINE_OK = 0,
+    ENGINE_ENORULE = -1, /* unknown rule */
+    ENGINE_ECOST = -2,   /* cost is negative */
+    ENGINE_EKEY = -3,    /* key longer than the limit */
+    ENGINE_EINLINE = -4, /* too many distinct inline rules */
+    ENGINE_ERULE = -5,   /* invalid inline rule parameters (err says which) */
+};
+
+typedef struct engine_worker engine_worker_t;
+
+/* Creates the engine and its config store; loads the rules. Returns 0 or -1 with err. */
+int engine_create(const engine_config_t *cfg, engine_t **out, char *err);
+void engine_free(engine_t *e);
+
+/* The engine's own store handle: for the main thread (imports, reloads). */
+config_store_t *engine_store(engine_t *e);
+
+/* Rebuilds the rule set from the store if its version changed (force: always). Thread-safe;
+ * serialized. Returns 1 if a new set was published, 0 if not, -1 with err (the set in force
+ * stays). */
+int engine_reload(engine_t *e, config_store_t *store, bool force, char *err);
+
+/* The current version and rule count (any thread). */
+int64_t engine_version(engine_t *e);
+uint64_t engine_reloads(engine_t *e);
+
+/* Frees rule sets no worker holds any more. Call now and then (the main loop's timer). */
+void engine_collect(engine_t *e);
+
+/* A worker for thread index `index` (< cfg.workers). Owned by that thread. */
+engine_worker_t *engine_worker(engine_t *e, unsigned index);
+
+/* Picks up the newest rule set; call at the start of a batch. Returns it. */
+const ruleset_t *engine_worker_begin(engine_worker_t *w);
+
+/* Drops the worker's hold on any rule set (a loop that is shutting down). */
+void engine_worker_end(engine_worker_t *w);
+
+/* This worker's config store handle (opened on first use); NULL with err on failure. */
+config_store_t *engine_worker_store(engine_worker_t *w, char *err);
+
+/* Finds a named rule in the worker's current set. */
+rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
+
+/*
+ * Decides cost units for key under rule at now_ns (cost 0: peek). Applies the key's override,
+ * shadow mode, cold start, and on_store_error. Returns ENGINE_OK with *out filled, or
+ * ENGINE_ECOST / ENGINE_EKEY.
+ */
+int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                  int64_t cost, int64_t now_ns, engine_decision_t *out);
+
+/* Forgets key's usage under rule (and under its override table, if any). */
+int engine_reset(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len);
+
+/* The inline rule for these parameters (created on first use). Returns ENGINE_OK and *out,
+ * ENGINE_ERULE (err says which parameter) or ENGINE_EINLINE. */
+int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, rule_state_t **out, char *err);
+
+/* Counts a worker's decisions for metrics (done by engine_decide). */
+const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker);
+
+/* Calls fn for every rule state in the current set and every inline rule, under the reload lock
+ * (snapshots, metrics). */
+typedef void (*engine_rule_fn)(void *arg, rule_state_t *rule);
+void engine_foreach_rule(engine_t *e, engine_rule_fn fn, void *arg);
+
+unsigned engine_workers(engine_t *e);
+
+/* Table statistics of a rule, summed over its base and override tables. */
+void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
+
+/* Snapshots: writes every table / loads a snapshot into the tables. Return 0 or -1 with err.
+ * engine_load_snapshot sets cold-start windows when no usable snapshot exists. */
+int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
+int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
+
+#endif /* SLUICE_SERVER_ENGINE_H */

@@ -1,0 +1,636 @@
+/*
+ * http_routes.c - sluiced's HTTP front end: the request loop and the routes.
+ *
+ *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
+ *   GET    /v1/auth/{rule}                     204 / 429 for auth_request and forward-auth
+ *   GET    /v1/rules                           every rule             (admin token)
+ *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
+ *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
+ *   GET    /metrics  /healthz  /readyz
+ *
+ * Decisions carry the IETF RateLimit-Policy / RateLimit fields; a 429 carries Retry-After
+ * (seconds, rounded up) and an application/problem+json body.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <http_parser.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/http.h"
+#include "rules/keytpl.h"
+#include "server/metrics.h"
+#include "server/rules_import.h"
+#include "server/server.h"
+
+#define NS_PER_MS   INT64_C(1000000)
+#define NS_PER_SEC  INT64_C(1000000000)
+#define SEGMENTS    8
+#define CHECKS_MAX  64
+#define PROBLEM_MAX 512
+
+typedef struct route_ctx {
+    conn_t *c;
+    http_request_t *req;
+    http_segment_t seg[SEGMENTS];
+    long nseg;
+} route_ctx_t;
+
+static void problem(route_ctx_t *x, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void problem(route_ctx_t *x, int status, const char *fmt, ...)
+{
+    char detail[PROBLEM_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    http_begin(&x->c->out, status);
+    if (status == 401) {
+        http_header(&x->c->out, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+    }
+    http_problem_end(&x->c->out, status, x->req->keep_alive, NULL, detail);
+}
+
+static void reply_json(route_ctx_t *x, int status, const char *json, size_t len)
+{
+    http_begin(&x->c->out, status);
+    http_end(&x->c->out, x->req->keep_alive, "application/json", json, len);
+}
+
+static void reply_empty(route_ctx_t *x, int status)
+{
+    http_begin(&x->c->out, status);
+    http_end(&x->c->out, x->req->keep_alive, NULL, NULL, 0);
+}
+
+static bool seg_is(const route_ctx_t *x, long i, const char *s)
+{
+    return i < x->nseg && x->seg[i].len == strlen(s) &&
+           memcmp(x->seg[i].ptr, s, x->seg[i].len) == 0;
+}
+
+/* ---- decisions ----------------------------------------------------------------------------- */
+
+static int64_t sec_ceil(int64_t ns)
+{
+    return sl_ns_to_units_ceil(ns, NS_PER_SEC);
+}
+
+static void ratelimit_headers(resp_buf_t *b, const engine_decision_t *ed)
+{
+    http_ratelimit_headers(b, ed->rule->def.name, ed->d.limit, sec_ceil(ed->window_ns),
+                           ed->d.remaining, sec_ceil(ed->d.reset_after_ns));
+}
+
+static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char *key,
+                          size_t key_len)
+{
+    char num[256];
+    http_append(b, "{\"rule\":", 8);
+    http_json_append(b, ed->rule->def.name, strlen(ed->rule->def.name));
+    http_append(b, ",\"key\":", 7);
+    http_json_append(b, key, key_len);
+    int64_t retry_ns = ed->d.allowed ? 0 : ed->d.retry_after_ns;
+    int n = snprintf(
+        num, sizeof num,
+        ",\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
+        "\"reset_after_ms\":%lld,\"delay_ms\":%lld,\"shadow\":%s}",
+        ed->d.allowed ? "true" : "false", (long long)ed->d.limit, (long long)ed->d.remaining,
+        (long long)sl_ns_to_units_ceil(retry_ns, NS_PER_MS),
+        (long long)sl_ns_to_units_ceil(ed->d.reset_after_ns, NS_PER_MS),
+        (long long)sl_ns_to_units_ceil(ed->d.delay_ns, NS_PER_MS), ed->shadowed ? "true" : "false");
+    http_append(b, num, (size_t)n);
+}
+
+/* One check from a JSON object; replies a problem and returns false on bad input. */
+static bool check_one(route_ctx_t *x, json_t *obj, engine_decision_t *ed, const char **key,
+                      size_t *key_len, const char *where)
+{
+    json_t *rule = json_object_get(obj, "rule"), *k = json_object_get(obj, "key"),
+           *cost = json_object_get(obj, "cost");
+    if (!json_is_object(obj) || !json_is_string(rule) || !json_is_string(k)) {
+        problem(x, 400, "%s: needs \"rule\" and \"key\" strings", where);
+        return false;
+    }
+    int64_t units = 1;
+    if (cost != NULL) {
+        if (!json_is_integer(cost) || json_integer_value(cost) < 0) {
+            problem(x, 400, "%s: cost must be an integer >= 0", where);
+            return false;
+        }
+        units = json_integer_value(cost);
+    }
+    const char *name = json_string_value(rule);
+    rule_state_t *rs = engine_find(x->c->loop->worker, name, json_string_length(rule));
+    if (rs == NULL) {
+        problem(x, 404, "%s: unknown rule '%.64s'", where, name);
+        return false;
+    }
+    *key = json_string_value(k);
+    *key_len = json_string_length(k);
+    int rc = engine_decide(x->c->loop->worker, rs, *key, *key_len, units, x->c->loop->now_ns, ed);
+    if (rc == ENGINE_EKEY) {
+        problem(x, 400, "%s: key is longer than %zu bytes", where, x->c->loop->srv->cfg->key_max);
+        return false;
+    }
+    if (rc != ENGINE_OK) {
+        problem(x, 400, "%s: cost must be >= 0", where);
+        return false;
+    }
+    if (ed->never && !ed->blocked) {
+        problem(x, 400, "%s: cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                where, (long long)units, rs->def.name, (long long)ed->d.limit);
+        return false;
+    }
+    return true;
+}
+
+static void route_allow(route_ctx_t *x)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(x->req->body, x->req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+        return;
+    }
+    json_t *checks = json_object_get(root, "checks");
+    resp_buf_t body = {0};
+    engine_decision_t first = {0};
+    bool all = true;
+    if (checks == NULL) {
+        engine_decision_t ed;
+        const char *key;
+        size_t key_len;
+        if (!check_one(x, root, &ed, &key, &key_len, "body")) {
+            json_decref(root);
+            return;
+        }
+        decision_json(&body, &ed, key, key_len);
+        first = ed;
+        all = ed.d.allowed;
+    } else {
+        size_t n = json_array_size(checks);
+        if (!json_is_array(checks) || n == 0 || n > CHECKS_MAX) {
+            problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
+            json_decref(root);
+            return;
+        }
+        http_append(&body, "{\"checks\":[", 11);
+        for (size_t i = 0; i < n; i++) {
+            engine_decision_t ed;
+            const char *key;
+            size_t key_len;
+            char where[32];
+            snprintf(where, sizeof where, "checks[%zu]", i);
+            if (!check_one(x, json_array_get(checks, i), &ed, &key, &key_len, where)) {
+                resp_buf_free(&body);
+                json_decref(root);
+                return;
+            }
+            if (i > 0) {
+                http_append(&body, ",", 1);
+            }
+            decision_json(&body, &ed, key, key_len);
+            if (i == 0 || (all && !ed.d.allowed)) {
+                first = ed;
+            }
+            all = all && ed.d.allowed;
+        }
+        http_append(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+    }
+    http_begin(&x->c->out, 200);
+    ratelimit_headers(&x->c->out, &first);
+    http_end(&x->c->out, x->req->keep_alive, "application/json", body.data, body.len);
+    resp_buf_free(&body);
+    json_decref(root);
+}
+
+static bool header_lookup(void *arg, const char *name, size_t name_len, const char **value,
+                          size_t *value_len)
+{
+    char lname[128];
+    if (name_len >= sizeof lname) {
+        return false;
+    }
+    memcpy(lname, name, name_len);
+    lname[name_len] = '\0';
+    return http_header_get(arg, lname, value, value_len);
+}
+
+static void route_auth(route_ctx_t *x)
+{
+    conn_t *c = x->c;
+    server_t *srv = c->loop->srv;
+    rule_state_t *rs = engine_find(c->loop->worker, x->seg[2].ptr, x->seg[2].len);
+    if (rs == NULL) {
+        problem(x, 404, "unknown rule '%.64s'", x->seg[2].ptr);
+        return;
+    }
+    char keybuf[4096], ipbuf[64], costbuf[24];
+    size_t key_len = 0, cost_len = 0;
+    int64_t cost = 1;
+    if (http_query_get(x->req, "cost", costbuf, sizeof costbuf, &cost_len)) {
+        char *end = NULL;
+        long long v = strtoll(costbuf, &end, 10);
+        if (cost_len == 0 || *end != '\0' || v < 0 || costbuf[0] == '-' || costbuf[0] == '+') {
+            problem(x, 400, "cost must be an integer >= 0");
+            return;
+        }
+        cost = v;
+    }
+    if (!http_query_get(x->req, "key", keybuf, sizeof keybuf, &key_len)) {
+        const char *ip =
+            http_client_ip(x->req, c->addr, srv->trusted, srv->ntrusted, ipbuf, sizeof ipbuf);
+        keytpl_request_t kr = {
+            .client_ip = ip,
+            .client_ip_len = ip != NULL ? strlen(ip) : 0,
+            .method = http_method_str(x->req->method),
+            .method_len = strlen(http_method_str(x->req->method)),
+            .path = x->req->path,
+            .path_len = x->req->path_len,
+            .header = header_lookup,
+            .header_arg = x->req,
+        };
+        /* nginx auth_request passes the original URI in a header the config names; the
+         * template sees the subrequest's own path, and whatever headers nginx forwards. */
+        keytpl_t ip_tpl;
+        const keytpl_t *tpl = &rs->def.key;
+        if (!rs->def.has_key) {
+            char e[KEYTPL_ERR_MAX];
+            keytpl_parse("{ip}", 4, &ip_tpl, e);
+            tpl = &ip_tpl;
+        }
+        int rc = keytpl_build(tpl, &kr, keybuf, sizeof keybuf, &key_len);
+        if (rc == KEYTPL_EMISSING) {
+            problem(x, 400, "the request lacks what rule '%s' builds its key from (%s)",
+                    rs->def.name, rs->def.has_key ? rs->def.key_text : "{ip}");
+            return;
+        }
+        if (rc != KEYTPL_OK) {
+            problem(x, 400, "cannot build the key of rule '%s' from this request", rs->def.name);
+            return;
+        }
+    }
+    engine_decision_t ed;
+    int rc = engine_decide(c->loop->worker, rs, keybuf, key_len, cost, c->loop->now_ns, &ed);
+    if (rc == ENGINE_EKEY) {
+        problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
+        return;
+    }
+    if (ed.never && !ed.blocked) {
+        problem(x, 400, "cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                (long long)cost, rs->def.name, (long long)ed.d.limit);
+        return;
+    }
+    if (ed.d.allowed) {
+        http_begin(&c->out, 204);
+        ratelimit_headers(&c->out, &ed);
+        http_end(&c->out, x->req->keep_alive, NULL, NULL, 0);
+        return;
+    }
+    http_begin(&c->out, 429);
+    ratelimit_headers(&c->out, &ed);
+    if (ed.d.retry_after_ns >= 0) {
+        http_header(&c->out, "Retry-After", "%lld", (long long)sec_ceil(ed.d.retry_after_ns));
+    }
+    char detail[256];
+    snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", rs->def.name,
+             (long long)ed.d.limit, (long long)sec_ceil(ed.window_ns));
+    http_problem_end(&c->out, 429, x->req->keep_alive, "Too Many Requests", detail);
+}
+
+/* ---- rules and overrides ------------------------------------------------------------------- */
+
+static bool admin_ok(route_ctx_t *x)
+{
+    const char *token = x->c->loop->srv->cfg->admin_token;
+    if (token == NULL) {
+        return true;
+    }
+    const char *v;
+    size_t vlen;
+    size_t n = strlen(token);
+    if (!http_header_get(x->req, "authorization", &v, &vlen) || vlen < 7 ||
+        strncasecmp(v, "Bearer ", 7) != 0) {
+        problem(x, 401, "this endpoint needs Authorization: Bearer <admin token>");
+        return false;
+    }
+    v += 7;
+    vlen -= 7;
+    unsigned char diff = (unsigned char)(vlen != n);
+    for (size_t i = 0; i < vlen; i++) {
+        diff |= (unsigned char)(v[i] ^ token[i < n ? i : 0]);
+    }
+    if (diff != 0) {
+        problem(x, 401, "invalid admin token");
+        return false;
+    }
+    return true;
+}
+
+static config_store_t *store_or_problem(route_ctx_t *x)
+{
+    char err[ENGINE_ERR_MAX];
+    config_store_t *s = engine_worker_store(x->c->loop->worker, err);
+    if (s == NULL) {
+        problem(x, 503, "%s", err);
+    }
+    return s;
+}
+
+static void reload_now(route_ctx_t *x, config_store_t *store)
+{
+    char err[ENGINE_ERR_MAX];
+    if (engine_reload(x->c->loop->srv->engine, store, false, err) < 0) {
+        atomic_fetch_add(&x->c->loop->srv->store_errors, 1);
+    }
+    engine_worker_begin(x->c->loop->worker);
+}
+
+static void route_rules_list(route_ctx_t *x, config_store_t *store)
+{
+    config_rule_t *rows = NULL;
+    size_t n = 0;
+    int64_t version = 0;
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_list_rules(store, &rows, &n, &version, serr) != 0) {
+        problem(x, 503, "config store: %s", serr);
+        return;
+    }
+    resp_buf_t body = {0};
+    char head[64];
+    int len = snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)version);
+    http_append(&body, head, (size_t)len);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0) {
+            http_append(&body, ",", 1);
+        }
+        http_append(&body, rows[i].json, strlen(rows[i].json));
+    }
+    http_append(&body, "]}", 2);
+    reply_json(x, 200, body.data, body.len);
+    resp_buf_free(&body);
+    config_rules_free(rows, n);
+}
+
+static void route_rule(route_ctx_t *x, config_store_t *store, const char *name)
+{
+    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
+    int method = x->req->method;
+    if (!ruledef_name_valid(name, strlen(name))) {
+        problem(x, 400, "invalid rule name '%.64s' (1-64 of A-Z a-z 0-9 _ . : -)", name);
+        return;
+    }
+    if (method == HTTP_GET) {
+        char *json = NULL;
+        int rc = config_store_get_rule(store, name, &json, serr);
+        if (rc == CONFIG_STORE_NOTFOUND) {
+            problem(x, 404, "unknown rule '%s'", name);
+        } else if (rc != 0) {
+            problem(x, 503, "config store: %s", serr);
+        } else {
+            reply_json(x, 200, json, strlen(json));
+        }
+        free(json);
+    } else if (method == HTTP_PUT) {
+        ruledef_t def;
+        if (ruledef_parse_json(x->req->body, x->req->body_len, name, &def, perr) != 0) {
+            problem(x, 400, "invalid rule: %s", perr);
+            return;
+        }
+        char *json = ruledef_to_json(&def);
+        ruledef_free(&def);
+        int rc = json != NULL ? config_store_put_rule(store, name, json, NULL, serr) : -1;
+        if (rc != 0) {
+            problem(x, 503, "config store: %s", json != NULL ? serr : "out of memory");
+        } else {
+            reload_now(x, store);
+            reply_json(x, 200, json, strlen(json));
+        }
+        free(json);
+    } else if (method == HTTP_DELETE) {
+        int rc = config_store_del_rule(store, name, NULL, serr);
+        if (rc == CONFIG_STORE_NOTFOUND) {
+            problem(x, 404, "unknown rule '%s'", name);
+        } else if (rc != 0) {
+            problem(x, 503, "config store: %s", serr);
+        } else {
+            reload_now(x, store);
+            reply_empty(x, 204);
+        }
+    } else {
+        http_begin(&x->c->out, 405);
+        http_header(&x->c->out, "Allow", "GET, PUT, DELETE");
+        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET, PUT or DELETE");
+    }
+}
+
+static void route_override(route_ctx_t *x, config_store_t *store, const char *name,
+                           const http_segment_t *key)
+{
+    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
+    rule_state_t *rs = engine_find(x->c->loop->worker, name, strlen(name));
+    if (rs == NULL) {
+        problem(x, 404, "unknown rule '%.64s'", name);
+        return;
+    }
+    if (key->len > OVERRIDE_KEY_MAX || key->len > x->c->loop->srv->cfg->key_max) {
+        problem(x, 400, "key is longer than %zu bytes", x->c->loop->srv->cfg->key_max);
+        return;
+    }
+    int method = x->req->method;
+    if (method == HTTP_GET) {
+        char *json = NULL;
+        int rc = config_store_get_override(store, name, key->ptr, key->len, &json, serr);
+        if (rc == CONFIG_STORE_NOTFOUND) {
+            problem(x, 404, "rule '%s' has no override for this key", name);
+        } else if (rc != 0) {
+            problem(x, 503, "config store: %s", serr);
+        } else {
+            reply_json(x, 200, json, strlen(json));
+        }
+        free(json);
+    } else if (method == HTTP_PUT) {
+        rule_override_t ov;
+        if (override_parse_json(&rs->def, key->ptr, key->len, x->req->body, x->req->body_len, &ov,
+                                perr) != 0) {
+            problem(x, 400, "invalid override: %s", perr);
+            return;
+        }
+        char *json = override_to_json(&rs->def, &ov);
+        override_free(&ov);
+        int rc = json != NULL
+                     ? config_store_put_override(store, name, key->ptr, key->len, json, NULL, serr)
+                     : -1;
+        if (rc != 0) {
+            problem(x, 503, "config store: %s", json != NULL ? serr : "out of memory");
+        } else {
+            reload_now(x, store);
+            reply_json(x, 200, json, strlen(json));
+        }
+        free(json);
+    } else if (method == HTTP_DELETE) {
+        int rc = config_store_del_override(store, name, key->ptr, key->len, NULL, serr);
+        if (rc == CONFIG_STORE_NOTFOUND) {
+            problem(x, 404, "rule '%s' has no override for this key", name);
+        } else if (rc != 0) {
+            problem(x, 503, "config store: %s", serr);
+        } else {
+            reload_now(x, store);
+            reply_empty(x, 204);
+        }
+    } else {
+        http_begin(&x->c->out, 405);
+        http_header(&x->c->out, "Allow", "GET, PUT, DELETE");
+        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET, PUT or DELETE");
+    }
+}
+
+static void route_rules(route_ctx_t *x)
+{
+    if (!admin_ok(x)) {
+        return;
+    }
+    config_store_t *store = store_or_problem(x);
+    if (store == NULL) {
+        return;
+    }
+    if (x->nseg == 2) {
+        if (x->req->method != HTTP_GET) {
+            http_begin(&x->c->out, 405);
+            http_header(&x->c->out, "Allow", "GET");
+            http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET");
+            return;
+        }
+        route_rules_list(x, store);
+    } else if (x->nseg == 3) {
+        route_rule(x, store, x->seg[2].ptr);
+    } else if (x->nseg == 5 && seg_is(x, 3, "overrides")) {
+        route_override(x, store, x->seg[2].ptr, &x->seg[4]);
+    } else {
+        problem(x, 404, "no such resource");
+    }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------ */
+
+static void only_get(route_ctx_t *x, void (*fn)(route_ctx_t *))
+{
+    if (x->req->method != HTTP_GET && x->req->method != HTTP_HEAD) {
+        http_begin(&x->c->out, 405);
+        http_header(&x->c->out, "Allow", "GET, HEAD");
+        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET");
+        return;
+    }
+    fn(x);
+}
+
+static void route_metrics(route_ctx_t *x)
+{
+    resp_buf_t body = {0};
+    metrics_render(x->c->loop->srv, &body);
+    http_begin(&x->c->out, 200);
+    http_end(&x->c->out, x->req->keep_alive, "text/plain; version=0.0.4", body.data, body.len);
+    resp_buf_free(&body);
+}
+
+static void route_healthz(route_ctx_t *x)
+{
+    http_begin(&x->c->out, 200);
+    http_end(&x->c->out, x->req->keep_alive, "text/plain", "ok\n", 3);
+}
+
+static void route_readyz(route_ctx_t *x)
+{
+    server_t *srv = x->c->loop->srv;
+    bool ready = !atomic_load(&srv->stopping);
+    http_begin(&x->c->out, ready ? 200 : 503);
+    http_end(&x->c->out, x->req->keep_alive, "text/plain", ready ? "ready\n" : "stopping\n",
+             ready ? 6 : 9);
+}
+
+static void route(conn_t *c, http_request_t *req)
+{
+    route_ctx_t x = {.c = c, .req = req};
+    char storage[HTTP_HEAD_MAX + 1];
+    x.nseg = http_path_segments(req->path, req->path_len, storage, sizeof storage, x.seg, SEGMENTS);
+    if (x.nseg < 0) {
+        problem(&x, 404, "no such resource");
+        return;
+    }
+    if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "auth") && x.nseg == 3) {
+        only_get(&x, route_auth);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "allow") && x.nseg == 2) {
+        if (req->method != HTTP_POST) {
+            http_begin(&c->out, 405);
+            http_header(&c->out, "Allow", "POST");
+            http_problem_end(&c->out, 405, req->keep_alive, NULL, "use POST");
+            return;
+        }
+        route_allow(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
+        route_rules(&x);
+    } else if (x.nseg == 1 && seg_is(&x, 0, "metrics")) {
+        only_get(&x, route_metrics);
+    } else if (x.nseg == 1 && seg_is(&x, 0, "healthz")) {
+        only_get(&x, route_healthz);
+    } else if (x.nseg == 1 && seg_is(&x, 0, "readyz")) {
+        only_get(&x, route_readyz);
+    } else {
+        problem(&x, 404, "no such resource");
+    }
+}
+
+void http_process(conn_t *c)
+{
+    loop_t *l = c->loop;
+    server_t *srv = l->srv;
+    http_limits_t limits = {.body_max = srv->cfg->request_max};
+    char err[HTTP_ERR_MAX];
+    size_t off = 0;
+    uint64_t n = 0;
+    int64_t start_ns = sl_now_ns();
+    l->now_ns = start_ns;
+    engine_worker_begin(l->worker);
+    while (off < c->in_len && !c->closing) {
+        http_request_t req;
+        int status = 0;
+        long used = http_parse(c->in + off, c->in_len - off, &limits, &req, &status, err);
+        if (used == HTTP_PARSE_PARTIAL) {
+            break;
+        }
+        if (used < 0) {
+            http_problem(&c->out, status, false, NULL, err);
+            c->closing = true;
+            atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
+            break;
+        }
+        off += (size_t)used;
+        size_t before = c->out.len;
+        route(c, &req);
+        if (req.method == HTTP_HEAD) {
+            /* A HEAD response is the GET response's head: drop the body, keep Content-Length. */
+            char *end = memmem(c->out.data + before, c->out.len - before, "\r\n\r\n", 4);
+            if (end != NULL) {
+                c->out.len = (size_t)(end + 4 - c->out.data);
+            }
+        }
+        if (!req.keep_alive) {
+            c->closing = true;
+        }
+        n++;
+    }
+    if (off > 0) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    if (n > 0) {
+        c->last_active_ns = (int64_t)uv_now(&l->uv) * NS_PER_MS;
+        c->requests += n;
+        atomic_fetch_add_explicit(&l->stats.http_requests, n, memory_order_relaxed);
+        loop_record_batch(l, n, sl_now_ns() - start_ns);
+    }
+    conn_flush(c);
+}

@@ -1,0 +1,239 @@
+/*
+ * main.c - sluiced: configuration, start-up, the main thread's timers and signals, shutdown.
+ *
+ * The main thread owns no client connections. It polls the config store's version (the
+ * retriever), writes snapshots, frees retired rule sets, and handles signals:
+ *   SIGTERM, SIGINT  stop accepting, answer what was read, write a snapshot, exit 0
+ *   SIGHUP           re-import --rules FILE (if given) and reload the rules
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "proto/http.h"
+#include "server/log.h"
+#include "server/rules_import.h"
+#include "server/server.h"
+#include "server/snapshot.h"
+#include "sluice/version.h"
+
+#define NS_PER_MS INT64_C(1000000)
+
+typedef struct main_ctx {
+    server_t srv;
+    uv_loop_t loop;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t poll_timer, snapshot_timer;
+} main_ctx_t;
+
+static void poll_store(main_ctx_t *m, bool force)
+{
+    char err[ENGINE_ERR_MAX];
+    int rc = engine_reload(m->srv.engine, engine_store(m->srv.engine), force, err);
+    if (rc < 0) {
+        atomic_fetch_add(&m->srv.store_errors, 1);
+        log_error("rules not reloaded (the rules in force stay): %s", err);
+    } else if (rc > 0) {
+        log_info("rules version %lld in force", (long long)engine_version(m->srv.engine));
+    }
+    engine_collect(m->srv.engine);
+}
+
+static void on_poll(uv_timer_t *t)
+{
+    poll_store(t->data, false);
+}
+
+static void save_snapshot(main_ctx_t *m)
+{
+    const char *path = m->srv.cfg->snapshot_path;
+    if (path == NULL || path[0] == '\0') {
+        return;
+    }
+    char err[ENGINE_ERR_MAX];
+    size_t keys = 0;
+    int64_t now_ns = sl_now_ns();
+    if (engine_save_snapshot(m->srv.engine, path, now_ns, &keys, err) != 0) {
+        atomic_fetch_add(&m->srv.snapshot_errors, 1);
+        log_error("snapshot %s not written: %s", path, err);
+        return;
+    }
+    atomic_fetch_add(&m->srv.snapshots, 1);
+    atomic_store(&m->srv.last_snapshot_ns, now_ns);
+    log_debug("snapshot %s: %zu keys", path, keys);
+}
+
+static void on_snapshot_timer(uv_timer_t *t)
+{
+    save_snapshot(t->data);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+    main_ctx_t *m = s->data;
+    log_info("%s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    uv_stop(&m->loop);
+}
+
+static void on_hup(uv_signal_t *s, int signum)
+{
+    (void)signum;
+    main_ctx_t *m = s->data;
+    const char *rules = m->srv.cfg->rules_path;
+    if (rules != NULL) {
+        char err[1024];
+        size_t n = 0;
+        if (rules_import_file(engine_store(m->srv.engine), rules, &n, err, sizeof err) != 0) {
+            log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
+            return;
+        }
+        log_info("SIGHUP: imported %zu rules from %s", n, rules);
+    }
+    poll_store(m, true);
+}
+
+static void load_snapshot(main_ctx_t *m)
+{
+    const char *path = m->srv.cfg->snapshot_path;
+    int64_t now_ns = sl_now_ns();
+    if (path == NULL || path[0] == '\0') {
+        engine_load_snapshot(m->srv.engine, "", now_ns, NULL, (char[ENGINE_ERR_MAX]){0});
+        return;
+    }
+    char err[ENGINE_ERR_MAX];
+    size_t keys = 0;
+    int rc = engine_load_snapshot(m->srv.engine, path, now_ns, &keys, err);
+    if (rc == 0) {
+        log_info("snapshot %s loaded: %zu keys", path, keys);
+    } else if (rc > 0) {
+        log_info("no snapshot at %s: cold start", path);
+    } else {
+        char aside[4096] = "", serr[SNAPSHOT_ERR_MAX];
+        log_error("snapshot %s unusable, cold start: %s", path, err);
+        if (snapshot_set_aside(path, now_ns, aside, serr) == 0) {
+            log_error("the unusable snapshot was moved to %s", aside);
+        } else {
+            log_error("could not move the unusable snapshot aside: %s", serr);
+        }
+    }
+}
+
+static int parse_trusted(server_t *srv)
+{
+    server_config_t *cfg = srv->cfg;
+    http_cidr_t *nets = calloc(cfg->ntrusted ? cfg->ntrusted : 1, sizeof *nets);
+    if (nets == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->ntrusted; i++) {
+        const char *s = cfg->trusted_proxies[i];
+        if (http_cidr_parse(s, strlen(s), &nets[i]) != 0) {
+            fprintf(stderr, "sluiced: trusted proxy '%s' is not an address or network\n", s);
+            free(nets);
+            return -1;
+        }
+    }
+    srv->trusted = nets;
+    srv->ntrusted = cfg->ntrusted;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static main_ctx_t m;
+    server_config_t cfg;
+    char err[1024];
+    server_config_defaults(&cfg);
+    int rc = server_config_parse(&cfg, argc, argv, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0) {
+            fprintf(stderr, "sluiced: %s\n", err);
+        }
+        server_config_free(&cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    log_set_level(cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    m.srv.cfg = &cfg;
+    m.srv.started_ns = sl_now_ns();
+    if (parse_trusted(&m.srv) != 0) {
+        server_config_free(&cfg);
+        return 2;
+    }
+
+    engine_config_t ec = {.store_url = cfg.store_url,
+                          .workers = (unsigned)cfg.threads,
+                          .key_max = cfg.key_max,
+                          .max_memory = cfg.max_memory,
+                          .override_ttl_ns = cfg.override_ttl_ns};
+    if (engine_create(&ec, &m.srv.engine, err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
+    if (cfg.rules_path != NULL) {
+        size_t n = 0;
+        if (rules_import_file(engine_store(m.srv.engine), cfg.rules_path, &n, err, sizeof err) !=
+            0) {
+            fprintf(stderr, "sluiced: %s\n", err);
+            engine_free(m.srv.engine);
+            return 1;
+        }
+        log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.store_url);
+    }
+    poll_store(&m, true);
+    load_snapshot(&m);
+
+    if (server_start(&m.srv, err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
+    for (size_t b = 0; b < cfg.nbind; b++) {
+        if (cfg.resp_port > 0) {
+            log_info("listening on %s port %d (RESP)", cfg.bind[b], cfg.resp_port);
+        }
+        if (cfg.http_port > 0) {
+            log_info("listening on %s port %d (HTTP)", cfg.bind[b], cfg.http_port);
+        }
+    }
+    log_info("sluiced %s ready: %d threads, rules version %lld, store %s", SL_VERSION_STRING,
+             cfg.threads, (long long)engine_version(m.srv.engine), cfg.store_url);
+
+    uv_loop_init(&m.loop);
+    uv_signal_init(&m.loop, &m.sig_term);
+    uv_signal_init(&m.loop, &m.sig_int);
+    uv_signal_init(&m.loop, &m.sig_hup);
+    m.sig_term.data = m.sig_int.data = m.sig_hup.data = &m;
+    uv_signal_start(&m.sig_term, on_stop_signal, SIGTERM);
+    uv_signal_start(&m.sig_int, on_stop_signal, SIGINT);
+    uv_signal_start(&m.sig_hup, on_hup, SIGHUP);
+    uv_timer_init(&m.loop, &m.poll_timer);
+    m.poll_timer.data = &m;
+    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / NS_PER_MS);
+    uv_timer_start(&m.poll_timer, on_poll, poll_ms ? poll_ms : 1, poll_ms ? poll_ms : 1);
+    uv_timer_init(&m.loop, &m.snapshot_timer);
+    m.snapshot_timer.data = &m;
+    uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
+    if (snap_ms > 0 && cfg.snapshot_path != NULL && cfg.snapshot_path[0] != '\0') {
+        uv_timer_start(&m.snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
+    }
+
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+
+    server_stop(&m.srv);
+    save_snapshot(&m);
+    uv_close((uv_handle_t *)&m.sig_term, NULL);
+    uv_close((uv_handle_t *)&m.sig_int, NULL);
+    uv_close((uv_handle_t *)&m.sig_hup, NULL);
+    uv_close((uv_handle_t *)&m.poll_timer, NULL);
+    uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m.loop);
+    engine_free(m.srv.engine);
+    free(m.srv.trusted);
+    log_info("stopped");
+    server_config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,153 @@
+/*
+ * metrics.c - GET /metrics: Prometheus text exposition format 0.0.4.
+ *
+ * Counters are per loop (or per loop and rule), written with relaxed atomics by their own loop
+ * and summed here; a scrape never stops a loop.
+ */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/server.h"
+
+static void line(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(resp_buf_t *b, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    size_t len = (size_t)n < sizeof text - 1 ? (size_t)n : sizeof text - 2;
+    text[len++] = '\n';
+    resp_add_mem(b, text, len);
+}
+
+static void help(resp_buf_t *b, const char *name, const char *type, const char *text)
+{
+    line(b, "# HELP %s %s", name, text);
+    line(b, "# TYPE %s %s", name, type);
+}
+
+typedef struct rules_ctx {
+    server_t *srv;
+    resp_buf_t *b;
+    int pass;
+} rules_ctx_t;
+
+static void per_rule(void *arg, rule_state_t *rs)
+{
+    rules_ctx_t *x = arg;
+    unsigned workers = engine_workers(x->srv->engine);
+    uint64_t allowed = 0, denied = 0, shadow = 0, errors = 0;
+    for (unsigned i = 0; i < workers; i++) {
+        const rule_counters_t *c = engine_counters(rs, i);
+        allowed += atomic_load_explicit(&c->allowed, memory_order_relaxed);
+        denied += atomic_load_explicit(&c->denied, memory_order_relaxed);
+        shadow += atomic_load_explicit(&c->shadow_denied, memory_order_relaxed);
+        errors += atomic_load_explicit(&c->store_errors, memory_order_relaxed);
+    }
+    const char *r = rs->def.name;
+    switch (x->pass) {
+    case 0:
+        line(x->b, "sluice_decisions_total{rule=\"%s\",result=\"allowed\"} %llu", r,
+             (unsigned long long)allowed);
+        line(x->b, "sluice_decisions_total{rule=\"%s\",result=\"denied\"} %llu", r,
+             (unsigned long long)denied);
+        break;
+    case 1:
+        line(x->b, "sluice_shadow_rejections_total{rule=\"%s\"} %llu", r,
+             (unsigned long long)shadow);
+        break;
+    case 2:
+        line(x->b, "sluice_store_errors_total{rule=\"%s\"} %llu", r, (unsigned long long)errors);
+        break;
+    case 3: {
+        sl_table_stats_t st;
+        engine_rule_stats(rs, &st);
+        line(x->b, "sluice_keys{rule=\"%s\"} %zu", r, st.keys);
+        break;
+    }
+    default: {
+        sl_table_stats_t st;
+        engine_rule_stats(rs, &st);
+        line(x->b, "sluice_table_bytes{rule=\"%s\"} %zu", r, st.bytes);
+        break;
+    }
+    }
+}
+
+void metrics_render(server_t *srv, resp_buf_t *b)
+{
+    rules_ctx_t x = {.srv = srv, .b = b};
+    static const struct {
+        const char *name, *type, *help;
+    } per_rule_metrics[] = {
+        {"sluice_decisions_total", "counter", "Decisions by rule and result."},
+        {"sluice_shadow_rejections_total", "counter",
+         "Requests a shadow-mode rule would have rejected (they were allowed)."},
+        {"sluice_store_errors_total", "counter",
+         "Decisions made by on_store_error (table full, override lookup failed)."},
+        {"sluice_keys", "gauge", "Keys held in the rule's tables."},
+        {"sluice_table_bytes", "gauge", "Memory of the rule's tables, bytes."},
+    };
+    for (int pass = 0; pass < 5; pass++) {
+        help(b, per_rule_metrics[pass].name, per_rule_metrics[pass].type,
+             per_rule_metrics[pass].help);
+        x.pass = pass;
+        engine_foreach_rule(srv->engine, per_rule, &x);
+    }
+
+    help(b, "sluice_request_duration_seconds", "histogram",
+         "Time to decide and answer a request (a batch's time divided among its requests).");
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < LATENCY_BUCKETS; i++) {
+        cumulative += SERVER_STAT(srv, latency[i]);
+        line(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu",
+             (double)loop_latency_bounds_ns[i] / 1e9, (unsigned long long)cumulative);
+    }
+    cumulative += SERVER_STAT(srv, latency[LATENCY_BUCKETS]);
+    line(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu",
+         (unsigned long long)cumulative);
+    line(b, "sluice_request_duration_seconds_sum %.9f",
+         (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
+    line(b, "sluice_request_duration_seconds_count %llu",
+         (unsigned long long)SERVER_STAT(srv, latency_count));
+
+    help(b, "sluice_requests_total", "counter", "Requests handled, by protocol.");
+    line(b, "sluice_requests_total{protocol=\"resp\"} %llu",
+         (unsigned long long)SERVER_STAT(srv, commands));
+    line(b, "sluice_requests_total{protocol=\"http\"} %llu",
+         (unsigned long long)SERVER_STAT(srv, http_requests));
+    help(b, "sluice_protocol_errors_total", "counter",
+         "Malformed requests (the connection was closed).");
+    line(b, "sluice_protocol_errors_total %llu",
+         (unsigned long long)SERVER_STAT(srv, protocol_errors));
+    help(b, "sluice_connections_total", "counter", "Connections accepted.");
+    line(b, "sluice_connections_total %llu", (unsigned long long)SERVER_STAT(srv, connections));
+    help(b, "sluice_rejected_connections_total", "counter", "Connections refused at max_clients.");
+    line(b, "sluice_rejected_connections_total %llu",
+         (unsigned long long)SERVER_STAT(srv, rejected_clients));
+    help(b, "sluice_clients", "gauge", "Open connections.");
+    line(b, "sluice_clients %zu", atomic_load(&srv->clients));
+
+    help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
+    line(b, "sluice_rules_version %lld", (long long)engine_version(srv->engine));
+    help(b, "sluice_rules_reloads_total", "counter", "Rule sets published.");
+    line(b, "sluice_rules_reloads_total %llu", (unsigned long long)engine_reloads(srv->engine));
+    help(b, "sluice_config_store_errors_total", "counter",
+         "Config store failures (polls, reloads, imports).");
+    line(b, "sluice_config_store_errors_total %llu",
+         (unsigned long long)atomic_load(&srv->store_errors));
+    help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
+    line(b, "sluice_snapshots_total %llu", (unsigned long long)atomic_load(&srv->snapshots));
+    help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
+    line(b, "sluice_snapshot_errors_total %llu",
+         (unsigned long long)atomic_load(&srv->snapshot_errors));
+}

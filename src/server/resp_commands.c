@@ -1,0 +1,1207 @@
+/*
+ * resp_commands.c - sluiced's RESP front end: the request loop and the command table.
+ *
+ * Every command is declared once, in commands[] below: name, arity (Redis's convention: N
+ * exactly N arguments counting the name, -N at least N), flags and handler. COMMAND COUNT/INFO
+ * and the dispatcher read the same table. Replies and errors follow Redis's wording so client
+ * libraries and people recognise them.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "server/rules_import.h"
+#include "server/server.h"
+#include "sluice/version.h"
+
+#define NS_PER_MS  INT64_C(1000000)
+#define NS_PER_SEC INT64_C(1000000000)
+
+enum {
+    CMD_NOAUTH = 1u << 0, /* allowed before AUTH */
+    CMD_WRITE = 1u << 1,  /* changes state (COMMAND INFO says "write") */
+    CMD_ADMIN = 1u << 2,  /* changes rules or overrides */
+};
+
+typedef void (*command_fn)(conn_t *c, resp_arg_t *argv, size_t argc);
+
+typedef struct command {
+    const char *name; /* lower case */
+    int arity;
+    unsigned flags;
+    command_fn fn;
+} command_t;
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static bool arg_is(const resp_arg_t *a, const char *word)
+{
+    size_t n = strlen(word);
+    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
+}
+
+/* A strict decimal integer (optional '-', no spaces, no '+', within int64). */
+static bool arg_i64(const resp_arg_t *a, int64_t *out)
+{
+    if (a->len == 0 || a->len > 20) {
+        return false;
+    }
+    size_t i = 0;
+    bool neg = a->ptr[0] == '-';
+    if (neg) {
+        i = 1;
+        if (a->len == 1) {
+            return false;
+        }
+    }
+    uint64_t v = 0;
+    for (; i < a->len; i++) {
+        unsigned d = (unsigned char)a->ptr[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) {
+        return false;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+static void reply_wrong_arity(conn_t *c, const resp_arg_t *name)
+{
+    char lower[64];
+    size_t n = name->len < sizeof lower - 1 ? name->len : sizeof lower - 1;
+    for (size_t i = 0; i < n; i++) {
+        lower[i] = (char)tolower((unsigned char)name->ptr[i]);
+    }
+    lower[n] = '\0';
+    resp_add_error(&c->out, "ERR wrong number of arguments for '%s' command", lower);
+}
+
+static void reply_syntax(conn_t *c)
+{
+    resp_add_error(&c->out, "ERR syntax error");
+}
+
+/* An argument for an error message: at most 64 bytes, printable. */
+static const char *show(const resp_arg_t *a, char buf[72])
+{
+    size_t n = a->len < 64 ? a->len : 64;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        buf[i] = ch >= 0x20 && ch < 0x7f && ch != '\'' ? (char)ch : '?';
+    }
+    if (a->len > 64) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static int64_t ms_ceil(int64_t ns)
+{
+    return sl_ns_to_units_ceil(ns, NS_PER_MS);
+}
+
+/* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
+ * delay as retry_after_ms: the caller waits that long, then proceeds. */
+static void reply_decision(conn_t *c, const engine_decision_t *ed)
+{
+    const sl_decision_t *d = &ed->d;
+    int64_t retry_ns = d->allowed ? d->delay_ns : d->retry_after_ns;
+    resp_add_array(&c->out, 5);
+    resp_add_int(&c->out, d->allowed ? 1 : 0);
+    resp_add_int(&c->out, d->limit);
+    resp_add_int(&c->out, d->remaining);
+    resp_add_int(&c->out, ms_ceil(retry_ns));
+    resp_add_int(&c->out, ms_ceil(d->reset_after_ns));
+}
+
+static rule_state_t *find_rule(conn_t *c, const resp_arg_t *name)
+{
+    rule_state_t *rs = engine_find(c->loop->worker, name->ptr, name->len);
+    if (rs == NULL) {
+        char b[72];
+        resp_add_error(&c->out, "ERR unknown rule '%s'", show(name, b));
+    }
+    return rs;
+}
+
+/* Parses "COST n" at argv[i..i+1]. */
+static bool parse_cost(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *cost)
+{
+    if (!arg_i64(&argv[i + 1], cost)) {
+        resp_add_error(&c->out, "ERR cost is not an integer or out of range");
+        return false;
+    }
+    if (*cost < 0) {
+        resp_add_error(&c->out, "ERR cost must be >= 0");
+        return false;
+    }
+    return true;
+}
+
+/* Engine statuses other than OK as errors; returns false after replying one. */
+static bool engine_ok(conn_t *c, int rc, const rule_state_t *rs, const engine_decision_t *ed,
+                      int64_t cost)
+{
+    switch (rc) {
+    case ENGINE_OK:
+        break;
+    case ENGINE_EKEY:
+        resp_add_error(&c->out, "ERR key is longer than %zu bytes", c->loop->srv->cfg->key_max);
+        return false;
+    case ENGINE_ECOST:
+        resp_add_error(&c->out, "ERR cost must be >= 0");
+        return false;
+    default:
+        resp_add_error(&c->out, "ERR internal error %d", rc);
+        return false;
+    }
+    if (ed != NULL && ed->never && !ed->blocked) {
+        resp_add_error(&c->out,
+                       "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                       (long long)cost, rs->def.name, (long long)ed->d.limit);
+        return false;
+    }
+    return true;
+}
+
+/* ---- rate limiting ------------------------------------------------------------------------- */
+
+static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+{
+    int64_t cost = peek ? 0 : 1;
+    if (!peek && argc == 5 && arg_is(&argv[3], "COST")) {
+        if (!parse_cost(c, argv, 3, &cost)) {
+            return;
+        }
+    } else if (argc != 3) {
+        if (argc == 5 && !peek) {
+            reply_syntax(c);
+        } else {
+            reply_wrong_arity(c, &argv[0]);
+        }
+        return;
+    }
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs == NULL) {
+        return;
+    }
+    engine_decision_t ed;
+    int rc =
+        engine_decide(c->loop->worker, rs, argv[2].ptr, argv[2].len, cost, c->loop->now_ns, &ed);
+    if (engine_ok(c, rc, rs, &ed, cost)) {
+        reply_decision(c, &ed);
+    }
+}
+
+static void cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    decide_named(c, argv, argc, false);
+}
+
+static void cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    decide_named(c, argv, argc, true);
+}
+
+static void cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    (void)argc;
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs == NULL) {
+        return;
+    }
+    if (engine_ok(c, engine_reset(c->loop->worker, rs, argv[2].ptr, argv[2].len), rs, NULL, 0)) {
+        resp_add_simple(&c->out, "OK");
+    }
+}
+
+/*
+ * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost.
+ * Every pair is peeked first; only if all would admit are they charged, in order. Another
+ * connection can take the last units between the two steps; then the charge stops at the
+ * first pair that refuses and the reply is a denial (units taken from earlier pairs stay
+ * taken: a race can under-admit, never over-admit). docs/design.md.
+ */
+#define ALLOWALL_MAX 64
+
+static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    int64_t cost = 1;
+    size_t npairs_args = argc - 1;
+    if (argc >= 5 && arg_is(&argv[argc - 2], "COST") && (argc - 3) % 2 == 0) {
+        if (!parse_cost(c, argv, argc - 2, &cost)) {
+            return;
+        }
+        npairs_args = argc - 3;
+    }
+    if (npairs_args == 0 || npairs_args % 2 != 0) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    size_t n = npairs_args / 2;
+    if (n > ALLOWALL_MAX) {
+        resp_add_error(&c->out, "ERR at most %d rule/key pairs", ALLOWALL_MAX);
+        return;
+    }
+    rule_state_t *rules[ALLOWALL_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if ((rules[i] = find_rule(c, &argv[1 + 2 * i])) == NULL) {
+            return;
+        }
+    }
+    engine_worker_t *w = c->loop->worker;
+    int64_t now_ns = c->loop->now_ns;
+    engine_decision_t worst, ed;
+    bool have = false;
+    /* Peek: the first pair that cannot take the cost decides the denial. */
+    for (size_t i = 0; i < n; i++) {
+        const resp_arg_t *key = &argv[2 + 2 * i];
+        int rc = engine_decide(w, rules[i], key->ptr, key->len, 0, now_ns, &ed);
+        if (!engine_ok(c, rc, rules[i], NULL, cost)) {
+            return;
+        }
+        if (ed.d.limit > 0 && cost > ed.d.limit && !ed.blocked) {
+            resp_add_error(&c->out,
+                           "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                           (long long)cost, rules[i]->def.name, (long long)ed.d.limit);
+            return;
+        }
+        bool fits =
+            !ed.blocked && (ed.d.remaining >= cost || rules[i]->def.shadow || ed.store_error);
+        if (!fits) {
+            /* A real decision for the reply's retry and reset; it consumes nothing when it
+             * is refused, and it is refused since the units are not there. */
+            engine_decide(w, rules[i], key->ptr, key->len, cost, now_ns, &ed);
+            if (!ed.d.allowed) {
+                reply_decision(c, &ed);
+                return;
+            }
+            /* Admitted after all (a delayed admission or a race): keep it, charge the rest. */
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const resp_arg_t *key = &argv[2 + 2 * i];
+        engine_decide(w, rules[i], key->ptr, key->len, cost, now_ns, &ed);
+        if (!ed.d.allowed) {
+            reply_decision(c, &ed);
+            return;
+        }
+        if (!have || ed.d.remaining < worst.d.remaining) {
+            worst = ed;
+            have = true;
+        }
+    }
+    reply_decision(c, &worst);
+}
+
+/* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] */
+static void cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char b[72];
+    sl_rule_t params = {.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
+    if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &params.algorithm) != SL_OK) {
+        resp_add_error(&c->out,
+                       "ERR unknown algorithm '%s' (fixed_window, sliding_log, sliding_window, "
+                       "sliding_buckets, token_bucket, gcra)",
+                       show(&argv[2], b));
+        return;
+    }
+    int64_t window_ms = 0, cost = 1;
+    if (!arg_i64(&argv[3], &params.limit)) {
+        resp_add_error(&c->out, "ERR limit is not an integer or out of range");
+        return;
+    }
+    if (!arg_i64(&argv[4], &window_ms)) {
+        resp_add_error(&c->out, "ERR window_ms is not an integer or out of range");
+        return;
+    }
+    for (size_t i = 5; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            reply_syntax(c);
+            return;
+        }
+        int64_t v;
+        const char *what = arg_is(&argv[i], "BURST")       ? "burst"
+                           : arg_is(&argv[i], "BUCKETS")   ? "buckets"
+                           : arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
+                           : arg_is(&argv[i], "COST")      ? "cost"
+                                                           : NULL;
+        if (what == NULL) {
+            reply_syntax(c);
+            return;
+        }
+        if (!arg_i64(&argv[i + 1], &v)) {
+            resp_add_error(&c->out, "ERR %s is not an integer or out of range", what);
+            return;
+        }
+        if (v < 0) {
+            resp_add_error(&c->out, "ERR %s must be >= 0", what);
+            return;
+        }
+        switch (what[0] == 'b' ? (what[1] == 'u' && what[2] == 'r' ? 'B' : 'K') : what[0]) {
+        case 'B':
+            params.burst = v;
+            break;
+        case 'K':
+            params.buckets = v;
+            break;
+        case 'm':
+            if (v > INT64_MAX / NS_PER_MS) {
+                resp_add_error(&c->out, "ERR max_delay is out of range");
+                return;
+            }
+            params.max_delay_ns = v * NS_PER_MS;
+            break;
+        default:
+            cost = v;
+            break;
+        }
+    }
+    if (params.limit <= 0) {
+        resp_add_error(&c->out, "ERR limit must be > 0");
+        return;
+    }
+    if (window_ms <= 0 || window_ms > INT64_MAX / NS_PER_MS) {
+        resp_add_error(&c->out, "ERR window_ms must be > 0");
+        return;
+    }
+    params.window_ns = window_ms * NS_PER_MS;
+    rule_state_t *rs = NULL;
+    char err[ENGINE_ERR_MAX];
+    int rc = engine_inline_rule(c->loop->worker, &params, &rs, err);
+    if (rc != ENGINE_OK) {
+        resp_add_error(&c->out, "ERR invalid rule: %s", err);
+        return;
+    }
+    engine_decision_t ed;
+    rc = engine_decide(c->loop->worker, rs, argv[1].ptr, argv[1].len, cost, c->loop->now_ns, &ed);
+    if (engine_ok(c, rc, rs, &ed, cost)) {
+        reply_decision(c, &ed);
+    }
+}
+
+/* redis-cell's rounding: whole seconds, plus one when the rest has a whole millisecond. */
+static int64_t cell_seconds(int64_t ns)
+{
+    if (ns < 0) {
+        return -1;
+    }
+    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
+}
+
+/* CL.THROTTLE key max_burst count period_s [quantity]: redis-cell's command and reply. */
+static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc != 5 && argc != 6) {
+        resp_add_error(&c->out, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
+                                "<period> [<quantity>]");
+        return;
+    }
+    int64_t v[4] = {0, 0, 0, 1};
+    for (size_t i = 2; i < argc; i++) {
+        if (!arg_i64(&argv[i], &v[i - 2])) {
+            char b[72];
+            resp_add_error(&c->out, "ERR Couldn't parse as integer: %s", show(&argv[i], b));
+            return;
+        }
+    }
+    if (v[0] < 0 || v[1] <= 0 || v[2] <= 0 || v[3] < 0 || v[2] > INT64_MAX / NS_PER_SEC) {
+        resp_add_error(&c->out, v[0] < 0    ? "ERR max_burst must be >= 0"
+                                : v[1] <= 0 ? "ERR count per period must be > 0"
+                                : v[3] < 0  ? "ERR quantity must be >= 0"
+                                            : "ERR period must be > 0");
+        return;
+    }
+    sl_rule_t params = {.algorithm = SL_GCRA,
+                        .limit = v[1],
+                        .window_ns = v[2] * NS_PER_SEC,
+                        .burst = v[0],
+                        .buckets = SL_DEFAULT};
+    rule_state_t *rs = NULL;
+    char err[ENGINE_ERR_MAX];
+    if (engine_inline_rule(c->loop->worker, &params, &rs, err) != ENGINE_OK) {
+        resp_add_error(&c->out, "ERR invalid rule: %s", err);
+        return;
+    }
+    engine_decision_t ed;
+    int rc =
+        engine_decide(c->loop->worker, rs, argv[1].ptr, argv[1].len, v[3], c->loop->now_ns, &ed);
+    if (!engine_ok(c, rc, rs, NULL, v[3])) {
+        return;
+    }
+    const sl_decision_t *d = &ed.d;
+    resp_add_array(&c->out, 5);
+    resp_add_int(&c->out, d->allowed ? 0 : 1);
+    resp_add_int(&c->out, d->limit);
+    resp_add_int(&c->out, d->remaining);
+    resp_add_int(&c->out, d->allowed ? -1 : cell_seconds(d->retry_after_ns));
+    resp_add_int(&c->out, cell_seconds(d->reset_after_ns));
+}
+
+/* ---- rules and overrides ------------------------------------------------------------------- */
+
+static config_store_t *worker_store(conn_t *c)
+{
+    char err[ENGINE_ERR_MAX];
+    config_store_t *s = engine_worker_store(c->loop->worker, err);
+    if (s == NULL) {
+        resp_add_error(&c->out, "ERR %s", err);
+    }
+    return s;
+}
+
+/* After a change through this connection: the new set is in force before the reply. */
+static void reload_now(conn_t *c, config_store_t *store)
+{
+    char err[ENGINE_ERR_MAX];
+    if (engine_reload(c->loop->srv->engine, store, false, err) < 0) {
+        atomic_fetch_add(&c->loop->srv->store_errors, 1);
+    }
+    engine_worker_begin(c->loop->worker);
+}
+
+static bool name_arg(conn_t *c, const resp_arg_t *a, char name[RULE_NAME_MAX + 1])
+{
+    if (!ruledef_name_valid(a->ptr, a->len)) {
+        char b[72];
+        resp_add_error(&c->out, "ERR invalid rule name '%s' (1-64 of A-Z a-z 0-9 _ . : -)",
+                       show(a, b));
+        return false;
+    }
+    memcpy(name, a->ptr, a->len);
+    name[a->len] = '\0';
+    return true;
+}
+
+static void rule_set(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char name[RULE_NAME_MAX + 1], perr[RULEDEF_ERR_MAX], serr[CONFIG_STORE_ERR_MAX];
+    if (argc != 4) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    if (!name_arg(c, &argv[2], name)) {
+        return;
+    }
+    ruledef_t def;
+    if (ruledef_parse_json(argv[3].ptr, argv[3].len, name, &def, perr) != 0) {
+        resp_add_error(&c->out, "ERR invalid rule: %s", perr);
+        return;
+    }
+    char *json = ruledef_to_json(&def);
+    ruledef_free(&def);
+    config_store_t *store = worker_store(c);
+    if (json == NULL || store == NULL) {
+        if (json == NULL) {
+            resp_add_error(&c->out, "ERR out of memory");
+        }
+        free(json);
+        return;
+    }
+    int rc = config_store_put_rule(store, name, json, NULL, serr);
+    free(json);
+    if (rc != 0) {
+        resp_add_error(&c->out, "ERR config store: %s", serr);
+        return;
+    }
+    reload_now(c, store);
+    resp_add_simple(&c->out, "OK");
+}
+
+static void rule_get(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char name[RULE_NAME_MAX + 1], serr[CONFIG_STORE_ERR_MAX], b[72];
+    if (argc != 3) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    config_store_t *store;
+    if (!name_arg(c, &argv[2], name) || (store = worker_store(c)) == NULL) {
+        return;
+    }
+    char *json = NULL;
+    int rc = config_store_get_rule(store, name, &json, serr);
+    if (rc == CONFIG_STORE_NOTFOUND) {
+        resp_add_error(&c->out, "ERR unknown rule '%s'", show(&argv[2], b));
+    } else if (rc != 0) {
+        resp_add_error(&c->out, "ERR config store: %s", serr);
+    } else {
+        resp_add_bulk(&c->out, json, strlen(json));
+    }
+    free(json);
+}
+
+static void rule_del(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char name[RULE_NAME_MAX + 1], serr[CONFIG_STORE_ERR_MAX];
+    if (argc != 3) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    config_store_t *store;
+    if (!name_arg(c, &argv[2], name) || (store = worker_store(c)) == NULL) {
+        return;
+    }
+    int rc = config_store_del_rule(store, name, NULL, serr);
+    if (rc < 0) {
+        resp_add_error(&c->out, "ERR config store: %s", serr);
+        return;
+    }
+    if (rc == 0) {
+        reload_now(c, store);
+    }
+    resp_add_int(&c->out, rc == 0 ? 1 : 0);
+}
+
+static void rule_list(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (argc != 2) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    config_store_t *store = worker_store(c);
+    config_rule_t *rows = NULL;
+    size_t n = 0;
+    int64_t version = 0;
+    if (store == NULL) {
+        return;
+    }
+    if (config_store_list_rules(store, &rows, &n, &version, serr) != 0) {
+        resp_add_error(&c->out, "ERR config store: %s", serr);
+        return;
+    }
+    resp_add_array(&c->out, n);
+    for (size_t i = 0; i < n; i++) {
+        resp_add_bulk(&c->out, rows[i].name, strlen(rows[i].name));
+    }
+    config_rules_free(rows, n);
+}
+
+static void rule_import(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char err[512];
+    if (argc != 3) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    config_store_t *store = worker_store(c);
+    size_t n = 0;
+    if (store == NULL) {
+        return;
+    }
+    if (rules_import_yaml(store, argv[2].ptr, argv[2].len, &n, err, sizeof err) != 0) {
+        resp_add_error(&c->out, "ERR invalid rules: %s", err);
+        return;
+    }
+    reload_now(c, store);
+    resp_add_simple(&c->out, "OK");
+}
+
+static void rule_export(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char err[512];
+    if (argc != 2) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    config_store_t *store = worker_store(c);
+    if (store == NULL) {
+        return;
+    }
+    char *yaml = rules_export_yaml(store, err, sizeof err);
+    if (yaml == NULL) {
+        resp_add_error(&c->out, "ERR %s", err);
+        return;
+    }
+    resp_add_bulk(&c->out, yaml, strlen(yaml));
+    free(yaml);
+}
+
+static void cmd_rule(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char b[72];
+    if (arg_is(&argv[1], "SET")) {
+        rule_set(c, argv, argc);
+    } else if (arg_is(&argv[1], "GET")) {
+        rule_get(c, argv, argc);
+    } else if (arg_is(&argv[1], "DEL")) {
+        rule_del(c, argv, argc);
+    } else if (arg_is(&argv[1], "LIST")) {
+        rule_list(c, argv, argc);
+    } else if (arg_is(&argv[1], "IMPORT")) {
+        rule_import(c, argv, argc);
+    } else if (arg_is(&argv[1], "EXPORT")) {
+        rule_export(c, argv, argc);
+    } else {
+        resp_add_error(&c->out,
+                       "ERR unknown subcommand '%s'. Try SET, GET, DEL, LIST, IMPORT, EXPORT.",
+                       show(&argv[1], b));
+    }
+}
+
+static void cmd_override(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char b[72], serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
+    bool set = arg_is(&argv[1], "SET"), get = arg_is(&argv[1], "GET"),
+         del = arg_is(&argv[1], "DEL");
+    if (!set && !get && !del) {
+        resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try SET, GET, DEL.",
+                       show(&argv[1], b));
+        return;
+    }
+    if (argc != (set ? 5u : 4u)) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    rule_state_t *rs = find_rule(c, &argv[2]);
+    if (rs == NULL) {
+        return;
+    }
+    const resp_arg_t *key = &argv[3];
+    if (key->len > OVERRIDE_KEY_MAX || key->len > c->loop->srv->cfg->key_max) {
+        resp_add_error(&c->out, "ERR key is longer than %zu bytes", c->loop->srv->cfg->key_max);
+        return;
+    }
+    config_store_t *store = worker_store(c);
+    if (store == NULL) {
+        return;
+    }
+    if (get) {
+        char *json = NULL;
+        int rc = config_store_get_override(store, rs->def.name, key->ptr, key->len, &json, serr);
+        if (rc < 0) {
+            resp_add_error(&c->out, "ERR config store: %s", serr);
+        } else if (rc == CONFIG_STORE_NOTFOUND) {
+            resp_add_null(&c->out);
+        } else {
+            resp_add_bulk(&c->out, json, strlen(json));
+        }
+        free(json);
+        return;
+    }
+    if (del) {
+        int rc = config_store_del_override(store, rs->def.name, key->ptr, key->len, NULL, serr);
+        if (rc < 0) {
+            resp_add_error(&c->out, "ERR config store: %s", serr);
+            return;
+        }
+        if (rc == 0) {
+            reload_now(c, store);
+        }
+        resp_add_int(&c->out, rc == 0 ? 1 : 0);
+        return;
+    }
+    rule_override_t ov;
+    if (override_parse_json(&rs->def, key->ptr, key->len, argv[4].ptr, argv[4].len, &ov, perr) !=
+        0) {
+        resp_add_error(&c->out, "ERR invalid override: %s", perr);
+        return;
+    }
+    char *json = override_to_json(&rs->def, &ov);
+    override_free(&ov);
+    int rc = json == NULL ? -1
+                          : config_store_put_override(store, rs->def.name, key->ptr, key->len, json,
+                                                      NULL, serr);
+    free(json);
+    if (rc != 0) {
+        resp_add_error(&c->out, "ERR config store: %s", json == NULL ? "out of memory" : serr);
+        return;
+    }
+    reload_now(c, store);
+    resp_add_simple(&c->out, "OK");
+}
+
+/* ---- connection and server commands -------------------------------------------------------- */
+
+static void cmd_ping(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc == 1) {
+        resp_add_simple(&c->out, "PONG");
+    } else if (argc == 2) {
+        resp_add_bulk(&c->out, argv[1].ptr, argv[1].len);
+    } else {
+        reply_wrong_arity(c, &argv[0]);
+    }
+}
+
+static void cmd_echo(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    (void)argc;
+    resp_add_bulk(&c->out, argv[1].ptr, argv[1].len);
+}
+
+static void cmd_quit(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    (void)argv;
+    (void)argc;
+    resp_add_simple(&c->out, "OK");
+    c->closing = true;
+}
+
+static void cmd_select(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    (void)argc;
+    int64_t db;
+    if (!arg_i64(&argv[1], &db)) {
+        resp_add_error(&c->out, "ERR value is not an integer or out of range");
+    } else if (db != 0) {
+        resp_add_error(&c->out, "ERR DB index is out of range");
+    } else {
+        resp_add_simple(&c->out, "OK");
+    }
+}
+
+/* Compares in time independent of where the first difference is. */
+static bool secret_equal(const char *secret, const resp_arg_t *given)
+{
+    size_t n = strlen(secret);
+    unsigned char diff = (unsigned char)(n != given->len);
+    for (size_t i = 0; i < given->len; i++) {
+        diff |= (unsigned char)(given->ptr[i] ^ secret[i < n ? i : 0]);
+    }
+    return n > 0 && diff == 0;
+}
+
+/* Checks [user] password; replies the error itself and returns false on failure. */
+static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
+{
+    const char *secret = c->loop->srv->cfg->requirepass;
+    if (secret == NULL) {
+        resp_add_error(&c->out,
+                       "ERR AUTH <password> called without any password configured for the "
+                       "default user. Are you sure your configuration is correct?");
+        return false;
+    }
+    if ((user != NULL && !arg_is(user, "default")) || !secret_equal(secret, pass)) {
+        resp_add_error(&c->out, "WRONGPASS invalid username-password pair or user is disabled.");
+        return false;
+    }
+    c->authed = true;
+    return true;
+}
+
+static void cmd_auth(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc > 3) {
+        reply_syntax(c);
+        return;
+    }
+    if (check_auth(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1])) {
+        resp_add_simple(&c->out, "OK");
+    }
+}
+
+static void cmd_hello(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    size_t i = 1;
+    if (argc > 1) {
+        int64_t proto;
+        if (!arg_i64(&argv[1], &proto)) {
+            resp_add_error(&c->out, "ERR Protocol version is not an integer or out of range");
+            return;
+        }
+        if (proto != 2) {
+            resp_add_error(&c->out, "NOPROTO unsupported protocol version");
+            return;
+        }
+        i = 2;
+    }
+    for (; i < argc; i++) {
+        if (arg_is(&argv[i], "AUTH") && i + 2 < argc) {
+            if (!check_auth(c, &argv[i + 1], &argv[i + 2])) {
+                return;
+            }
+            i += 2;
+        } else if (arg_is(&argv[i], "SETNAME") && i + 1 < argc) {
+            size_t n = argv[i + 1].len < sizeof c->name - 1 ? argv[i + 1].len : sizeof c->name - 1;
+            memcpy(c->name, argv[i + 1].ptr, n);
+            c->name[n] = '\0';
+            i += 1;
+        } else {
+            char b[72];
+            resp_add_error(&c->out, "ERR Syntax error in HELLO option '%s'", show(&argv[i], b));
+            return;
+        }
+    }
+    if (!c->authed) {
+        resp_add_error(&c->out, "NOAUTH HELLO must be called with the client already "
+                                "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+                                "option can be used to authenticate the client and select the "
+                                "RESP protocol version at the same time");
+        return;
+    }
+    resp_add_array(&c->out, 14);
+    resp_add_bulk(&c->out, "server", 6);
+    resp_add_bulk(&c->out, "sluice", 6);
+    resp_add_bulk(&c->out, "version", 7);
+    resp_add_bulk(&c->out, SL_VERSION_STRING, strlen(SL_VERSION_STRING));
+    resp_add_bulk(&c->out, "proto", 5);
+    resp_add_int(&c->out, 2);
+    resp_add_bulk(&c->out, "id", 2);
+    resp_add_int(&c->out, (int64_t)c->id);
+    resp_add_bulk(&c->out, "mode", 4);
+    resp_add_bulk(&c->out, "standalone", 10);
+    resp_add_bulk(&c->out, "role", 4);
+    resp_add_bulk(&c->out, "master", 6);
+    resp_add_bulk(&c->out, "modules", 7);
+    resp_add_array(&c->out, 0);
+}
+
+static void client_info_line(conn_t *c, char *buf, size_t cap)
+{
+    int64_t now_ns = (int64_t)uv_now(&c->loop->uv) * NS_PER_MS;
+    snprintf(buf, cap, "id=%llu addr=%s:%d name=%s age=%lld idle=%lld db=0 proto=%s\n",
+             (unsigned long long)c->id, c->addr, c->port, c->name,
+             (long long)((now_ns - c->created_ns) / NS_PER_SEC),
+             (long long)((now_ns - c->last_active_ns) / NS_PER_SEC), c->http ? "http" : "resp2");
+}
+
+static void cmd_client(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char b[72];
+    if (arg_is(&argv[1], "ID") && argc == 2) {
+        resp_add_int(&c->out, (int64_t)c->id);
+    } else if (arg_is(&argv[1], "GETNAME") && argc == 2) {
+        if (c->name[0] == '\0') {
+            resp_add_null(&c->out);
+        } else {
+            resp_add_bulk(&c->out, c->name, strlen(c->name));
+        }
+    } else if (arg_is(&argv[1], "SETNAME") && argc == 3) {
+        const resp_arg_t *n = &argv[2];
+        for (size_t i = 0; i < n->len; i++) {
+            if (n->ptr[i] <= ' ' || n->ptr[i] > '~') {
+                resp_add_error(&c->out, "ERR Client names cannot contain spaces, newlines or "
+                                        "special characters.");
+                return;
+            }
+        }
+        if (n->len >= sizeof c->name) {
+            resp_add_error(&c->out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
+            return;
+        }
+        memcpy(c->name, n->ptr, n->len);
+        c->name[n->len] = '\0';
+        resp_add_simple(&c->out, "OK");
+    } else if (arg_is(&argv[1], "INFO") && argc == 2) {
+        char line[512];
+        client_info_line(c, line, sizeof line);
+        resp_add_bulk(&c->out, line, strlen(line));
+    } else if (arg_is(&argv[1], "LIST") && argc == 2) {
+        /* The clients of this connection's loop (each loop owns its connections). */
+        resp_buf_t text = {0};
+        for (conn_t *o = c->loop->conns; o != NULL; o = o->next) {
+            char line[512];
+            client_info_line(o, line, sizeof line);
+            resp_add_raw(&text, line);
+        }
+        resp_add_bulk(&c->out, text.data != NULL ? text.data : "", text.len);
+        resp_buf_free(&text);
+    } else if ((arg_is(&argv[1], "SETINFO") && argc == 4) ||
+               (arg_is(&argv[1], "NO-EVICT") && argc == 3) ||
+               (arg_is(&argv[1], "NO-TOUCH") && argc == 3)) {
+        resp_add_simple(&c->out, "OK"); /* accepted for clients that send them; no effect */
+    } else {
+        resp_add_error(&c->out,
+                       "ERR unknown subcommand or wrong number of arguments for '%s'. "
+                       "Try CLIENT ID, GETNAME, SETNAME, INFO, LIST.",
+                       show(&argv[1], b));
+    }
+}
+
+static const command_t commands[];
+static const size_t ncommands;
+
+static void command_entry(conn_t *c, const command_t *cmd)
+{
+    resp_add_array(&c->out, 6);
+    resp_add_bulk(&c->out, cmd->name, strlen(cmd->name));
+    resp_add_int(&c->out, cmd->arity);
+    size_t nflags = 1 + ((cmd->flags & CMD_NOAUTH) != 0);
+    resp_add_array(&c->out, nflags);
+    const char *kind = (cmd->flags & CMD_WRITE) ? "write" : "readonly";
+    resp_add_simple(&c->out, kind);
+    if (cmd->flags & CMD_NOAUTH) {
+        resp_add_simple(&c->out, "no_auth");
+    }
+    /* Key positions: the first argument for commands that take a key first (none of ours is
+     * routed by key; clients only need the shape). */
+    resp_add_int(&c->out, 0);
+    resp_add_int(&c->out, 0);
+    resp_add_int(&c->out, 0);
+}
+
+static void cmd_command(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    char b[72];
+    if (argc == 1) {
+        resp_add_array(&c->out, ncommands);
+        for (size_t i = 0; i < ncommands; i++) {
+            command_entry(c, &commands[i]);
+        }
+    } else if (arg_is(&argv[1], "COUNT")) {
+        resp_add_int(&c->out, (int64_t)ncommands);
+    } else if (arg_is(&argv[1], "INFO")) {
+        resp_add_array(&c->out, argc - 2);
+        for (size_t a = 2; a < argc; a++) {
+            const command_t *found = NULL;
+            for (size_t i = 0; i < ncommands && found == NULL; i++) {
+                if (arg_is(&argv[a], commands[i].name)) {
+                    found = &commands[i];
+                }
+            }
+            if (found != NULL) {
+                command_entry(c, found);
+            } else {
+                resp_add_null(&c->out);
+            }
+        }
+    } else if (arg_is(&argv[1], "DOCS")) {
+        resp_add_array(&c->out, 0);
+    } else {
+        resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try COMMAND COUNT, INFO, DOCS.",
+                       show(&argv[1], b));
+    }
+}
+
+typedef struct info_ctx {
+    resp_buf_t *b;
+    size_t keys;
+    size_t bytes;
+    size_t rules;
+    size_t inline_rules;
+} info_ctx_t;
+
+static void info_rule(void *arg, rule_state_t *rs)
+{
+    info_ctx_t *x = arg;
+    sl_table_stats_t st;
+    engine_rule_stats(rs, &st);
+    x->keys += st.keys;
+    x->bytes += st.bytes;
+    if (rs->inline_rule) {
+        x->inline_rules++;
+    } else {
+        x->rules++;
+    }
+}
+
+static void info_line(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void info_line(resp_buf_t *b, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 2, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    size_t len = (size_t)n < sizeof line - 2 ? (size_t)n : sizeof line - 3;
+    line[len++] = '\r';
+    line[len++] = '\n';
+    resp_add_mem(b, line, len);
+}
+
+static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    server_t *srv = c->loop->srv;
+    const char *want = NULL;
+    char section[32] = "";
+    if (argc > 2) {
+        reply_syntax(c);
+        return;
+    }
+    if (argc == 2 && !arg_is(&argv[1], "all") && !arg_is(&argv[1], "default") &&
+        !arg_is(&argv[1], "everything")) {
+        size_t n = argv[1].len < sizeof section - 1 ? argv[1].len : sizeof section - 1;
+        for (size_t i = 0; i < n; i++) {
+            section[i] = (char)tolower((unsigned char)argv[1].ptr[i]);
+        }
+        want = section;
+    }
+    resp_buf_t b = {0};
+    int64_t now_ns = sl_now_ns();
+    if (want == NULL || strcmp(want, "server") == 0) {
+        info_line(&b, "# Server");
+        info_line(&b, "sluice_version:%s", SL_VERSION_STRING);
+        /* Some clients gate features on redis_version; sluice speaks the RESP2 subset of 7.0. */
+        info_line(&b, "redis_version:7.0.0");
+        info_line(&b, "redis_mode:standalone");
+        info_line(&b, "process_id:%d", (int)getpid());
+        info_line(&b, "tcp_port:%d", srv->cfg->resp_port);
+        info_line(&b, "http_port:%d", srv->cfg->http_port);
+        info_line(&b, "threads:%u", srv->nloops);
+        info_line(&b, "uptime_in_seconds:%lld",
+                  (long long)((now_ns - srv->started_ns) / NS_PER_SEC));
+        info_line(&b, "%s", "");
+    }
+    if (want == NULL || strcmp(want, "clients") == 0) {
+        info_line(&b, "# Clients");
+        info_line(&b, "connected_clients:%zu", atomic_load(&srv->clients));
+        info_line(&b, "maxclients:%zu", srv->cfg->max_clients);
+        info_line(&b, "%s", "");
+    }
+    if (want == NULL || strcmp(want, "stats") == 0) {
+        info_line(&b, "# Stats");
+        info_line(&b, "total_connections_received:%llu",
+                  (unsigned long long)SERVER_STAT(srv, connections));
+        info_line(&b, "total_commands_processed:%llu",
+                  (unsigned long long)SERVER_STAT(srv, commands));
+        info_line(&b, "total_http_requests:%llu",
+                  (unsigned long long)SERVER_STAT(srv, http_requests));
+        info_line(&b, "rejected_connections:%llu",
+                  (unsigned long long)SERVER_STAT(srv, rejected_clients));
+        info_line(&b, "protocol_errors:%llu",
+                  (unsigned long long)SERVER_STAT(srv, protocol_errors));
+        info_line(&b, "%s", "");
+    }
+    if (want == NULL || strcmp(want, "rules") == 0 || strcmp(want, "keyspace") == 0 ||
+        strcmp(want, "memory") == 0) {
+        info_ctx_t x = {.b = &b};
+        engine_foreach_rule(srv->engine, info_rule, &x);
+        info_line(&b, "# Rules");
+        info_line(&b, "rules_version:%lld", (long long)engine_version(srv->engine));
+        info_line(&b, "rules:%zu", x.rules);
+        info_line(&b, "inline_rules:%zu", x.inline_rules);
+        info_line(&b, "reloads:%llu", (unsigned long long)engine_reloads(srv->engine));
+        info_line(&b, "keys:%zu", x.keys);
+        info_line(&b, "table_bytes:%zu", x.bytes);
+        info_line(&b, "%s", "");
+    }
+    if (want == NULL || strcmp(want, "persistence") == 0) {
+        info_line(&b, "# Persistence");
+        info_line(&b, "loading:0");
+        info_line(&b, "snapshots:%llu", (unsigned long long)atomic_load(&srv->snapshots));
+        info_line(&b, "snapshot_errors:%llu",
+                  (unsigned long long)atomic_load(&srv->snapshot_errors));
+        info_line(&b, "last_snapshot_time:%lld",
+                  (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
+        info_line(&b, "%s", "");
+    }
+    resp_add_bulk(&c->out, b.data != NULL ? b.data : "", b.len);
+    resp_buf_free(&b);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+static const command_t commands[] = {
+    /* the hot ones first: lookup is a scan */
+    {"sl.throttle", -5, CMD_WRITE, cmd_throttle},
+    {"sl.allow", -3, CMD_WRITE, cmd_allow},
+    {"cl.throttle", -5, CMD_WRITE, cmd_cl_throttle},
+    {"sl.allowall", -3, CMD_WRITE, cmd_allowall},
+    {"sl.peek", 3, 0, cmd_peek},
+    {"sl.reset", 3, CMD_WRITE, cmd_reset},
+    {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, cmd_rule},
+    {"sl.override", -4, CMD_WRITE | CMD_ADMIN, cmd_override},
+    {"ping", -1, 0, cmd_ping},
+    {"echo", 2, 0, cmd_echo},
+    {"auth", -2, CMD_NOAUTH, cmd_auth},
+    {"hello", -1, CMD_NOAUTH, cmd_hello},
+    {"client", -2, 0, cmd_client},
+    {"command", -1, 0, cmd_command},
+    {"info", -1, 0, cmd_info},
+    {"select", 2, 0, cmd_select},
+    {"quit", 1, CMD_NOAUTH, cmd_quit},
+};
+static const size_t ncommands = sizeof commands / sizeof commands[0];
+
+static const command_t *lookup(const resp_arg_t *name)
+{
+    for (size_t i = 0; i < ncommands; i++) {
+        if (arg_is(name, commands[i].name)) {
+            return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+static void dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    const command_t *cmd = lookup(&argv[0]);
+    if (cmd == NULL) {
+        char b[72], args[256] = "";
+        size_t used = 0;
+        for (size_t i = 1; i < argc && used < 160; i++) {
+            char a[72];
+            int n = snprintf(args + used, sizeof args - used, "'%s' ", show(&argv[i], a));
+            used += n > 0 ? (size_t)n : 0;
+        }
+        resp_add_error(&c->out, "ERR unknown command '%s', with args beginning with: %s",
+                       show(&argv[0], b), args);
+        return;
+    }
+    if (!c->authed && !(cmd->flags & CMD_NOAUTH)) {
+        resp_add_error(&c->out, "NOAUTH Authentication required.");
+        return;
+    }
+    if ((cmd->arity > 0 && argc != (size_t)cmd->arity) ||
+        (cmd->arity < 0 && argc < (size_t)-cmd->arity)) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    cmd->fn(c, argv, argc);
+}
+
+void resp_process(conn_t *c)
+{
+    loop_t *l = c->loop;
+    server_t *srv = l->srv;
+    resp_limits_t limits = {.bulk_max = srv->cfg->request_max, .args_max = RESP_ARGS_MAX};
+    char err[RESP_ERR_MAX];
+    size_t off = 0;
+    uint64_t n = 0;
+    int64_t start_ns = sl_now_ns();
+    l->now_ns = start_ns;
+    engine_worker_begin(l->worker);
+    while (off < c->in_len && !c->closing && !c->writing) {
+        size_t argc = 0;
+        long used =
+            resp_parse(c->in + off, c->in_len - off, &limits, l->argv, RESP_ARGS_MAX, &argc, err);
+        if (used == RESP_PARTIAL) {
+            if (c->in_len - off > srv->cfg->request_max + 64 * 1024) {
+                resp_add_error(&c->out, "ERR Protocol error: request larger than %zu bytes",
+                               srv->cfg->request_max);
+                c->closing = true;
+                atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
+            }
+            break;
+        }
+        if (used < 0) {
+            resp_add_error(&c->out, "ERR %s", err);
+            c->closing = true;
+            atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
+            break;
+        }
+        off += (size_t)used;
+        if (argc == 0) {
+            continue;
+        }
+        dispatch(c, l->argv, argc);
+        n++;
+    }
+    if (off > 0) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    if (n > 0) {
+        c->last_active_ns = (int64_t)uv_now(&l->uv) * NS_PER_MS;
+        c->requests += n;
+        atomic_fetch_add_explicit(&l->stats.commands, n, memory_order_relaxed);
+        loop_record_batch(l, n, sl_now_ns() - start_ns);
+    }
+    conn_flush(c);
+}

@@ -1,0 +1,133 @@
+/*
+ * rules_import.c - see rules_import.h.
+ */
+#include "server/rules_import.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules/ruledef.h"
+
+int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_t *nrules,
+                      char *err, size_t cap)
+{
+    ruledef_list_t list = {0};
+    char perr[RULEDEF_ERR_MAX];
+    if (ruledef_parse_yaml(text, len, &list, perr) != 0) {
+        snprintf(err, cap, "%s", perr);
+        return -1;
+    }
+    config_rule_t *rows = calloc(list.n ? list.n : 1, sizeof *rows);
+    int rc = rows != NULL ? 0 : -1;
+    if (rc != 0) {
+        snprintf(err, cap, "out of memory");
+    }
+    for (size_t i = 0; rc == 0 && i < list.n; i++) {
+        rows[i].name = list.rules[i].name;
+        rows[i].json = ruledef_to_json(&list.rules[i]);
+        if (rows[i].json == NULL) {
+            snprintf(err, cap, "out of memory");
+            rc = -1;
+        }
+    }
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (rc == 0 && config_store_import(store, rows, list.n, NULL, serr) != 0) {
+        snprintf(err, cap, "config store: %s", serr);
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < list.n; i++) {
+        const ruledef_t *def = &list.rules[i];
+        for (size_t j = 0; rc == 0 && j < def->noverrides; j++) {
+            const rule_override_t *ov = &def->overrides[j];
+            char *json = override_to_json(def, ov);
+            if (json == NULL || config_store_put_override(store, def->name, ov->key, ov->key_len,
+                                                          json, NULL, serr) != 0) {
+                snprintf(err, cap, "config store: %s", json == NULL ? "out of memory" : serr);
+                rc = -1;
+            }
+            free(json);
+        }
+    }
+    for (size_t i = 0; rows != NULL && i < list.n; i++) {
+        free(rows[i].json);
+    }
+    free(rows);
+    if (rc == 0 && nrules != NULL) {
+        *nrules = list.n;
+    }
+    ruledef_list_free(&list);
+    return rc;
+}
+
+int rules_import_file(config_store_t *store, const char *path, size_t *nrules, char *err,
+                      size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, cap, "%s: cannot open", path);
+        return -1;
+    }
+    size_t len = 0, size = 64 * 1024;
+    char *text = malloc(size);
+    while (text != NULL) {
+        len += fread(text + len, 1, size - len, f);
+        if (len < size) {
+            break;
+        }
+        char *grown = size < 64 * 1024 * 1024 ? realloc(text, size * 2) : NULL;
+        if (grown == NULL) {
+            free(text);
+            text = NULL;
+            break;
+        }
+        text = grown;
+        size *= 2;
+    }
+    bool failed = ferror(f) != 0;
+    fclose(f);
+    if (text == NULL || failed) {
+        free(text);
+        snprintf(err, cap, "%s: cannot read (or larger than 64 MiB)", path);
+        return -1;
+    }
+    char inner[512];
+    int rc = rules_import_yaml(store, text, len, nrules, inner, sizeof inner);
+    free(text);
+    if (rc != 0) {
+        snprintf(err, cap, "%s: %s", path, inner);
+    }
+    return rc;
+}
+
+char *rules_export_yaml(config_store_t *store, char *err, size_t cap)
+{
+    config_rule_t *rows = NULL;
+    size_t n = 0;
+    int64_t version = 0;
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_list_rules(store, &rows, &n, &version, serr) != 0) {
+        snprintf(err, cap, "config store: %s", serr);
+        return NULL;
+    }
+    ruledef_list_t list = {.rules = calloc(n ? n : 1, sizeof(ruledef_t))};
+    char *yaml = NULL;
+    if (list.rules == NULL) {
+        snprintf(err, cap, "out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            char perr[RULEDEF_ERR_MAX];
+            if (ruledef_parse_json(rows[i].json, strlen(rows[i].json), rows[i].name,
+                                   &list.rules[list.n], perr) == 0) {
+                list.n++;
+            }
+        }
+        yaml = ruledef_list_to_yaml(&list);
+        if (yaml == NULL) {
+            snprintf(err, cap, "out of memory");
+        }
+    }
+    ruledef_list_free(&list);
+    config_rules_free(rows, n);
+    return yaml;
+}

@@ -1,0 +1,492 @@
+/*
+ * server.c - event loops, listeners and connections (see server.h).
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/log.h"
+
+#define READ_CHUNK      (16 * 1024) /* room offered to each read */
+#define IDLE_TICK_MS    1000
+#define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
+
+typedef struct write_req {
+    uv_write_t req;
+    conn_t *conn;
+    char *data; /* the bytes being written, owned */
+} write_req_t;
+
+/* ---- connections --------------------------------------------------------------------------- */
+
+static void conn_unlink(conn_t *c)
+{
+    loop_t *l = c->loop;
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        l->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    l->nconns--;
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    if (c->counted) {
+        atomic_fetch_sub(&c->loop->srv->clients, 1);
+    }
+    conn_unlink(c);
+    free(c->in);
+    resp_buf_free(&c->out);
+    free(c);
+}
+
+static void conn_close_now(conn_t *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->tcp)) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn_t *c = h->data;
+    if (c->in_cap - c->in_len < READ_CHUNK) {
+        size_t cap = c->in_cap == 0 ? READ_CHUNK * 2 : c->in_cap * 2;
+        while (cap - c->in_len < READ_CHUNK) {
+            cap *= 2;
+        }
+        char *p = realloc(c->in, cap);
+        if (p == NULL) {
+            buf->base = NULL;
+            buf->len = 0;
+            return;
+        }
+        c->in = p;
+        c->in_cap = cap;
+    }
+    buf->base = c->in + c->in_len;
+    buf->len = c->in_cap - c->in_len;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    conn_t *c = s->data;
+    if (nread < 0 || (nread == 0 && buf->base == NULL)) {
+        if (nread == UV_ENOBUFS || nread < 0) {
+            conn_close_now(c);
+        }
+        return;
+    }
+    if (nread == 0 || c->closing) {
+        return;
+    }
+    c->in_len += (size_t)nread;
+    if (c->http) {
+        http_process(c);
+    } else {
+        resp_process(c);
+    }
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    write_req_t *wr = (write_req_t *)req;
+    conn_t *c = wr->conn;
+    free(wr->data);
+    free(wr);
+    c->writing = false;
+    if (status < 0) {
+        conn_close_now(c);
+        return;
+    }
+    if (c->out.len > 0) {
+        conn_flush(c);
+        return;
+    }
+    if (c->closing) {
+        conn_close_now(c);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    /* Requests that arrived while the write was pending are still buffered. */
+    if (c->in_len > 0) {
+        if (c->http) {
+            http_process(c);
+        } else {
+            resp_process(c);
+        }
+    }
+}
+
+void conn_flush(conn_t *c)
+{
+    if (c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        return;
+    }
+    if (c->out.failed) {
+        conn_close_now(c);
+        return;
+    }
+    if (c->out.len == 0) {
+        if (c->closing) {
+            conn_close_now(c);
+        }
+        return;
+    }
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)c->out.len) {
+        c->out.len = 0;
+        if (c->out.cap > OUT_SHRINK_SIZE) {
+            resp_buf_free(&c->out);
+        }
+        if (c->closing) {
+            conn_close_now(c);
+        }
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        conn_close_now(c);
+        return;
+    }
+    if (n > 0) {
+        resp_buf_consume(&c->out, (size_t)n);
+    }
+    /* The rest goes with uv_write; the buffer moves to the request and the connection stops
+     * reading until it completes. */
+    write_req_t *wr = malloc(sizeof *wr);
+    if (wr == NULL) {
+        conn_close_now(c);
+        return;
+    }
+    wr->conn = c;
+    wr->data = c->out.data;
+    b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    c->out.data = NULL;
+    c->out.len = 0;
+    c->out.cap = 0;
+    c->writing = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
+        free(wr->data);
+        free(wr);
+        c->writing = false;
+        conn_close_now(c);
+    }
+}
+
+static void peer_name(conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) {
+        snprintf(c->addr, sizeof c->addr, "?");
+        return;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        uv_ip6_name(a, c->addr, sizeof c->addr);
+        c->port = ntohs(a->sin6_port);
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a, c->addr, sizeof c->addr);
+        c->port = ntohs(a->sin_port);
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    loop_t *l = server->data;
+    if (status < 0) {
+        return;
+    }
+    bool http = false;
+    for (size_t i = 0; i < l->nlisteners; i++) {
+        if ((uv_stream_t *)&l->listeners[i] == server) {
+            http = l->listener_http[i];
+        }
+    }
+    conn_t *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return;
+    }
+    uv_tcp_init(&l->uv, &c->tcp);
+    c->tcp.data = c;
+    c->loop = l;
+    c->http = http;
+    c->next = l->conns;
+    if (l->conns != NULL) {
+        l->conns->prev = c;
+    }
+    l->conns = c;
+    l->nconns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close_now(c);
+        return;
+    }
+    server_t *srv = l->srv;
+    atomic_fetch_add_explicit(&l->stats.connections, 1, memory_order_relaxed);
+    c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
+    c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;
+    c->authed = srv->cfg->requirepass == NULL;
+    uv_tcp_nodelay(&c->tcp, 1);
+    peer_name(c);
+    size_t clients = atomic_fetch_add(&srv->clients, 1) + 1;
+    c->counted = true;
+    if (clients > srv->cfg->max_clients || atomic_load(&srv->stopping)) {
+        atomic_fetch_add_explicit(&l->stats.rejected_clients, 1, memory_order_relaxed);
+        if (http) {
+            resp_add_raw(&c->out, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                  "Connection: close\r\n\r\n");
+        } else {
+            resp_add_error(&c->out, "ERR max number of clients reached");
+        }
+        c->closing = true;
+        conn_flush(c);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* ---- idle timeouts and stopping ------------------------------------------------------------ */
+
+static void on_idle_tick(uv_timer_t *t)
+{
+    loop_t *l = t->data;
+    int64_t timeout_ns = l->srv->cfg->idle_timeout_ns;
+    if (timeout_ns <= 0) {
+        return;
+    }
+    int64_t now_ns = (int64_t)uv_now(&l->uv) * 1000000;
+    for (conn_t *c = l->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (now_ns - c->last_active_ns > timeout_ns && !c->writing) {
+            conn_close_now(c);
+        }
+    }
+}
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h) && h->type != UV_TCP) {
+        uv_close(h, NULL);
+    }
+}
+
+static void on_stop(uv_async_t *a)
+{
+    loop_t *l = a->data;
+    for (size_t i = 0; i < l->nlisteners; i++) {
+        uv_close((uv_handle_t *)&l->listeners[i], NULL);
+    }
+    /* Everything already read has been answered (requests are handled as they are read); what
+     * is left is writing those answers. Connections with a pending write close after it. */
+    for (conn_t *c = l->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        c->closing = true;
+        if (!c->writing) {
+            conn_flush(c);
+            conn_close_now(c);
+        }
+    }
+    uv_timer_stop(&l->idle_timer);
+    uv_close((uv_handle_t *)&l->idle_timer, NULL);
+    uv_close((uv_handle_t *)&l->stop_async, NULL);
+}
+
+static void loop_thread(void *arg)
+{
+    loop_t *l = arg;
+    uv_run(&l->uv, UV_RUN_DEFAULT);
+    uv_walk(&l->uv, close_handle, NULL);
+    uv_run(&l->uv, UV_RUN_DEFAULT);
+    engine_worker_end(l->worker);
+}
+
+/* ---- listeners ----------------------------------------------------------------------------- */
+
+/* A listening socket with SO_REUSEPORT, so every loop binds the same address and port. */
+static int listen_fd(const char *host, int port, char *err, size_t err_cap)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0) {
+        len = sizeof(struct sockaddr_in);
+    } else if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        snprintf(err, err_cap, "bind address '%s' is not an IPv4 or IPv6 address", host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, err_cap, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (ss.ss_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    }
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
+        snprintf(err, err_cap, "cannot listen on %s port %d: %s", host, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Fails if the port is taken by anyone but us: a probe bind without SO_REUSEPORT. */
+static int port_free(const char *host, int port, char *err, size_t err_cap)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len = sizeof(struct sockaddr_in);
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0) {
+        if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
+            snprintf(err, err_cap, "bind address '%s' is not an IPv4 or IPv6 address", host);
+            return -1;
+        }
+        len = sizeof(struct sockaddr_in6);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = bind(fd, (struct sockaddr *)&ss, len);
+    int e = errno;
+    close(fd);
+    if (rc != 0) {
+        snprintf(err, err_cap, "cannot listen on %s port %d: %s", host, port, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+static int loop_listen(loop_t *l, const char *host, int port, bool http, char *err, size_t err_cap)
+{
+    int fd = listen_fd(host, port, err, err_cap);
+    if (fd < 0) {
+        return -1;
+    }
+    uv_tcp_t *t = &l->listeners[l->nlisteners];
+    uv_tcp_init(&l->uv, t);
+    t->data = l;
+    int rc = uv_tcp_open(t, fd);
+    if (rc == 0) {
+        rc = uv_listen((uv_stream_t *)t, 511, on_connection);
+    }
+    if (rc != 0) {
+        snprintf(err, err_cap, "listen on %s port %d: %s", host, port, uv_strerror(rc));
+        uv_close((uv_handle_t *)t, NULL);
+        return -1;
+    }
+    l->listener_http[l->nlisteners++] = http;
+    return 0;
+}
+
+int server_start(server_t *srv, char *err, size_t err_cap)
+{
+    server_config_t *cfg = srv->cfg;
+    for (size_t b = 0; b < cfg->nbind; b++) {
+        if ((cfg->resp_port > 0 && port_free(cfg->bind[b], cfg->resp_port, err, err_cap) != 0) ||
+            (cfg->http_port > 0 && port_free(cfg->bind[b], cfg->http_port, err, err_cap) != 0)) {
+            return -1;
+        }
+    }
+    srv->nloops = (unsigned)cfg->threads;
+    srv->loops = calloc(srv->nloops, sizeof *srv->loops);
+    if (srv->loops == NULL) {
+        snprintf(err, err_cap, "out of memory");
+        return -1;
+    }
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        loop_t *l = &srv->loops[i];
+        l->srv = srv;
+        l->index = i;
+        l->worker = engine_worker(srv->engine, i);
+        uv_loop_init(&l->uv);
+        for (size_t b = 0; b < cfg->nbind; b++) {
+            if ((cfg->resp_port > 0 &&
+                 loop_listen(l, cfg->bind[b], cfg->resp_port, false, err, err_cap) != 0) ||
+                (cfg->http_port > 0 &&
+                 loop_listen(l, cfg->bind[b], cfg->http_port, true, err, err_cap) != 0)) {
+                return -1;
+            }
+        }
+        uv_async_init(&l->uv, &l->stop_async, on_stop);
+        l->stop_async.data = l;
+        uv_timer_init(&l->uv, &l->idle_timer);
+        l->idle_timer.data = l;
+        uv_timer_start(&l->idle_timer, on_idle_tick, IDLE_TICK_MS, IDLE_TICK_MS);
+    }
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        if (uv_thread_create(&srv->loops[i].thread, loop_thread, &srv->loops[i]) != 0) {
+            snprintf(err, err_cap, "cannot start thread %u", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void server_stop(server_t *srv)
+{
+    atomic_store(&srv->stopping, true);
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        uv_async_send(&srv->loops[i].stop_async);
+    }
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        uv_thread_join(&srv->loops[i].thread);
+        uv_loop_close(&srv->loops[i].uv);
+    }
+    free(srv->loops);
+    srv->loops = NULL;
+}
+
+const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS] = {
+    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
+
+void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns)
+{
+    const int64_t *bounds_ns = loop_latency_bounds_ns;
+    if (n == 0) {
+        return;
+    }
+    int64_t per_ns = batch_ns / (int64_t)n;
+    size_t b = 0;
+    while (b < LATENCY_BUCKETS && per_ns > bounds_ns[b]) {
+        b++;
+    }
+    loop_stats_t *s = &l->stats;
+    atomic_fetch_add_explicit(&s->latency[b], n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_sum_ns, (uint64_t)batch_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_count, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->batches, 1, memory_order_relaxed);
+}
+
+uint64_t server_stat_sum(server_t *srv, size_t offset)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        const _Atomic uint64_t *p =
+            (const _Atomic uint64_t *)((const char *)&srv->loops[i].stats + offset);
+        total += atomic_load_explicit(p, memory_order_relaxed);
+    }
+    return total;
+}

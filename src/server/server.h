@@ -1,0 +1,130 @@
+/*
+ * server.h - sluiced's event loops and connections.
+ *
+ * One libuv loop per thread. Every loop listens on its own sockets for every address and port
+ * (SO_REUSEPORT: the kernel spreads new connections over the loops), so a connection lives on
+ * one loop for its whole life and nothing about it is shared. A read hands the connection's
+ * buffered bytes to the protocol (RESP or HTTP): every complete request in them is parsed and
+ * answered into one output buffer, with the clock read once for the batch, and written with one
+ * write. While a write is pending the connection stops reading (backpressure).
+ */
+#ifndef SLUICE_SERVER_SERVER_H
+#define SLUICE_SERVER_SERVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "proto/resp.h"
+#include "rules/ruledef.h"
+#include "server/config.h"
+#include "server/engine.h"
+
+#define SERVER_LISTEN_MAX (2 * CONFIG_BIND_MAX)
+#define LATENCY_BUCKETS   12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+
+typedef struct server server_t;
+typedef struct loop loop_t;
+typedef struct conn conn_t;
+
+struct conn {
+    uv_tcp_t tcp;
+    loop_t *loop;
+    bool http;
+    bool authed;
+    bool closing; /* close once the output is written */
+    bool writing; /* a uv_write is pending */
+    bool counted; /* counted in the server's client total */
+    uint64_t id;
+    char name[128]; /* CLIENT SETNAME */
+    char addr[64];  /* peer address, text */
+    int port;       /* peer port */
+    int64_t created_ns;
+    int64_t last_active_ns; /* last complete request (or the connect) */
+    uint64_t requests;
+    char *in; /* received, not yet consumed */
+    size_t in_len;
+    size_t in_cap;
+    resp_buf_t out;
+    conn_t *prev;
+    conn_t *next;
+};
+
+/* Per loop counters, read by /metrics and INFO from other threads. */
+typedef struct loop_stats {
+    _Atomic uint64_t connections;      /* accepted, total */
+    _Atomic uint64_t rejected_clients; /* refused at max_clients */
+    _Atomic uint64_t commands;         /* RESP commands */
+    _Atomic uint64_t http_requests;
+    _Atomic uint64_t protocol_errors;
+    _Atomic uint64_t batches;
+    _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* batch time per request, cumulative bins */
+    _Atomic uint64_t latency_sum_ns;
+    _Atomic uint64_t latency_count;
+} loop_stats_t;
+
+struct loop {
+    server_t *srv;
+    unsigned index;
+    uv_loop_t uv;
+    uv_thread_t thread;
+    uv_tcp_t listeners[SERVER_LISTEN_MAX];
+    bool listener_http[SERVER_LISTEN_MAX];
+    size_t nlisteners;
+    uv_async_t stop_async;
+    uv_timer_t idle_timer;
+    engine_worker_t *worker;
+    conn_t *conns;
+    size_t nconns;
+    int64_t now_ns; /* the clock for the current batch */
+    resp_arg_t argv[RESP_ARGS_MAX];
+    loop_stats_t stats;
+};
+
+struct server {
+    server_config_t *cfg;
+    engine_t *engine;
+    unsigned nloops;
+    loop_t *loops;
+    _Atomic size_t clients;
+    _Atomic uint64_t next_client_id;
+    _Atomic bool stopping;
+    int64_t started_ns;
+    /* main thread: */
+    uv_loop_t *main_loop;
+    _Atomic uint64_t snapshots;
+    _Atomic uint64_t snapshot_errors;
+    _Atomic int64_t last_snapshot_ns;
+    _Atomic uint64_t store_errors; /* config store failures (polls, reloads) */
+    size_t ntrusted;
+    void *trusted; /* http_cidr_t[ntrusted] */
+};
+
+/* Binds every listener of every loop (so a port in use fails start-up, not a thread), then
+ * starts the loop threads. Returns 0 or -1 with err. */
+int server_start(server_t *srv, char *err, size_t err_cap);
+
+/* Stops accepting, lets every connection finish what it read and write its replies, closes
+ * them, joins the threads. */
+void server_stop(server_t *srv);
+
+/* Writes the connection's pending output (what handlers appended to c->out). */
+void conn_flush(conn_t *c);
+
+/* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
+void resp_process(conn_t *c);
+void http_process(conn_t *c);
+
+extern const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS];
+
+/* A loop_stats_t counter summed over the loops: SERVER_STAT(srv, commands). Any thread. */
+uint64_t server_stat_sum(server_t *srv, size_t offset);
+#define SERVER_STAT(srv, field) server_stat_sum((srv), offsetof(loop_stats_t, field))
+
+/* Records one batch of n requests that took batch_ns (metrics). */
+void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns);
+
+#endif /* SLUICE_SERVER_SERVER_H */

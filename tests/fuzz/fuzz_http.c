@@ -1,0 +1,201 @@
+/*
+ * fuzz_http.c - libFuzzer target for the HTTP/1.1 request parser and its helpers.
+ *
+ * Input layout: bytes 0-1 and 2-3 are two cut points, byte 4 picks the limits (small ones, so
+ * that short inputs reach them), the rest is what a client sends on one connection.
+ *
+ * The stream is fed to http_parse() as a connection would: append what arrived, parse, consume,
+ * repeat until partial; stop at the first error (the connection is closed). Each time the
+ * unconsumed bytes are an exact-size heap copy, so ASan catches any read past them. Checked
+ * for any input: a request uses between 1 and len bytes, every field points inside them, an
+ * error carries one of the statuses the contract names and a message; and the stream arriving
+ * in three pieces (cut at the fuzzer's points) gives the same requests, byte for byte, and the
+ * same final error status or leftover as the stream arriving whole. The helpers (query, path
+ * segments, client address, JSON escaping, responses) run on every parsed request.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/http.h"
+
+/* The outcome of a connection, serialized for comparison. */
+static void log_bytes(resp_buf_t *log, const void *p, size_t n)
+{
+    http_append(log, &n, sizeof(n));
+    http_append(log, p, n);
+}
+
+static bool inside(const char *p, size_t n, const char *lo, size_t len)
+{
+    return p >= lo && n <= len && p - lo <= (long)(len - n);
+}
+
+/* A valid UTF-8 string with no control bytes: what http_json_escape() must produce. */
+static bool json_safe(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : 4;
+        if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xc2) || c > 0xf4 || i + k > n)
+            return false;
+        for (size_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k;
+    }
+    return true;
+}
+
+static void exercise_helpers(const http_request_t *r)
+{
+    char out[256];
+    size_t len;
+    if (http_query_get(r, "key", out, sizeof(out), &len) && (len >= sizeof(out) || out[len]))
+        abort();
+
+    char storage[HTTP_HEAD_MAX + 1];
+    http_segment_t segs[16];
+    long n = http_path_segments(r->path, r->path_len, storage, r->path_len + 1, segs, 16);
+    for (long i = 0; i < n; i++)
+        if (segs[i].ptr[segs[i].len] != '\0')
+            abort();
+
+    static const char *nets[] = {"10.0.0.0/8", "127.0.0.1", "::1/128", "fd00::/8"};
+    http_cidr_t trusted[4];
+    for (size_t i = 0; i < 4; i++)
+        if (http_cidr_parse(nets[i], strlen(nets[i]), &trusted[i]) != 0)
+            abort();
+    char ip[HTTP_IP_STRLEN];
+    if (http_client_ip(r, "10.0.0.1", trusted, 4, ip, sizeof(ip)) == NULL)
+        abort();
+
+    /* the raw path as a problem detail and a policy name: escaped, never broken */
+    char detail[256];
+    size_t dlen = r->path_len < sizeof(detail) - 1 ? r->path_len : sizeof(detail) - 1;
+    memcpy(detail, r->path, dlen);
+    detail[dlen] = '\0';
+    char esc[1600];
+    size_t elen = http_json_escape(esc, sizeof(esc), r->path, dlen);
+    if (elen >= sizeof(esc) || !json_safe((const unsigned char *)esc, elen))
+        abort();
+    resp_buf_t b = {0};
+    http_begin(&b, 429);
+    http_ratelimit_headers(&b, detail, 10, 1, 0, 1);
+    http_problem_end(&b, 429, r->keep_alive, NULL, detail);
+    if (b.failed || memchr(b.data, '\0', b.len) != NULL)
+        abort();
+    resp_buf_free(&b);
+}
+
+static void check_request(const http_request_t *r, const char *buf, size_t used)
+{
+    bool root = r->path_len == 1 && r->path[0] == '/'; /* absolute-form without a path */
+    if (!inside(r->path, r->path_len, buf, used) && !root)
+        abort();
+    if (r->query_len > 0 && !inside(r->query, r->query_len, buf, used))
+        abort();
+    if (r->body_len > 0 && !inside(r->body, r->body_len, buf, used))
+        abort();
+    if (r->nheaders > HTTP_HEADERS_MAX)
+        abort();
+    for (size_t i = 0; i < r->nheaders; i++) {
+        const http_header_t *h = &r->headers[i];
+        if (!inside(h->name, h->name_len, buf, used) || !inside(h->value, h->value_len, buf, used))
+            abort();
+    }
+}
+
+static void log_request(resp_buf_t *log, const http_request_t *r, long rc)
+{
+    int32_t fixed[5] = {(int32_t)rc, r->method, r->http_major, r->http_minor, r->keep_alive};
+    http_append(log, fixed, sizeof(fixed));
+    log_bytes(log, r->path, r->path_len);
+    log_bytes(log, r->query, r->query_len);
+    for (size_t i = 0; i < r->nheaders; i++) {
+        log_bytes(log, r->headers[i].name, r->headers[i].name_len);
+        log_bytes(log, r->headers[i].value, r->headers[i].value_len);
+    }
+    log_bytes(log, r->body, r->body_len);
+}
+
+/* Feeds data in pieces cut at cuts[0..ncuts) (ascending); logs what the connection saw. */
+static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
+                const http_limits_t *lim, resp_buf_t *log)
+{
+    char *conn = NULL;
+    size_t have = 0, from = 0;
+    for (size_t piece = 0; piece <= ncuts; piece++) {
+        size_t to = piece < ncuts ? cuts[piece] : size;
+        char *grown = malloc(have + (to - from) + 1); /* exact size (+1 for malloc(0)) */
+        if (have > 0)
+            memcpy(grown, conn, have);
+        memcpy(grown + have, data + from, to - from);
+        free(conn);
+        conn = grown;
+        have += to - from;
+        from = to;
+        for (;;) {
+            http_request_t r;
+            int status = -7;
+            char err[HTTP_ERR_MAX];
+            long rc = http_parse(conn, have, lim, &r, &status, err);
+            if (rc == HTTP_PARSE_PARTIAL) {
+                if (status != 0 && status != 100)
+                    abort();
+                break;
+            }
+            if (rc < 0) {
+                if (rc != HTTP_PARSE_ERROR || memchr(err, '\0', HTTP_ERR_MAX) == NULL ||
+                    err[0] == '\0' ||
+                    (status != 400 && status != 413 && status != 431 && status != 501 &&
+                     status != 505))
+                    abort();
+                int32_t fixed[2] = {-1, status};
+                http_append(log, fixed, sizeof(fixed));
+                free(conn);
+                return;
+            }
+            if ((size_t)rc > have)
+                abort();
+            check_request(&r, conn, (size_t)rc);
+            log_request(log, &r, rc);
+            exercise_helpers(&r);
+            memmove(conn, conn + rc, have - (size_t)rc);
+            have -= (size_t)rc;
+        }
+    }
+    int32_t fixed[2] = {0, (int32_t)have};
+    http_append(log, fixed, sizeof(fixed));
+    free(conn);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 5)
+        return 0;
+    size_t a = (size_t)(data[0] | data[1] << 8), b = (size_t)(data[2] | data[3] << 8);
+    uint8_t pick = data[4];
+    data += 5;
+    size -= 5;
+    a %= size + 1;
+    b %= size + 1;
+    size_t cuts[2] = {a < b ? a : b, a < b ? b : a};
+    http_limits_t lim = {0};
+    if (pick & 1)
+        lim.body_max = 1 + (pick >> 1 & 0x1f);
+    if (pick & 0x40)
+        lim.head_max = 24 + (size_t)(pick & 0x3f) * 4;
+    if (pick & 0x80)
+        lim.headers_max = 1 + (pick >> 2 & 7);
+
+    resp_buf_t whole = {0}, split = {0};
+    run(data, size, NULL, 0, &lim, &whole);
+    run(data, size, cuts, 2, &lim, &split);
+    if (whole.failed || split.failed || whole.len != split.len ||
+        memcmp(whole.data, split.data, whole.len) != 0)
+        abort();
+    resp_buf_free(&whole);
+    resp_buf_free(&split);
+    return 0;
+}

@@ -1,0 +1,240 @@
+/*
+ * prog_client.c - libsluice-client against a running sluiced (run by test_client.sh).
+ *
+ *   prog_client PORT PASSWORD
+ *
+ * The server must have the rule `tight` (sliding_log, limit 2, window 1h) and require
+ * PASSWORD. Exercises, blocking: AUTH (right and wrong), allow until denied, the over-limit
+ * cache (the second denial is answered locally: the client's hit counter goes up and INFO's
+ * total_commands_processed does not), peek, reset, a cost that can never be
+ * admitted, an unknown rule; non-blocking on a libuv loop: pipelined allows answered in
+ * order, a cached denial answered from the loop, reset, peek, close. Prints one "ok" or
+ * "not ok" line per check; exits 0 when all passed.
+ */
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "sluice/client.h"
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (cond) {                                                                                \
+            printf("ok %d - ", checks);                                                            \
+        } else {                                                                                   \
+            failures++;                                                                            \
+            printf("not ok %d - (%s:%d: %s) ", checks, __FILE__, __LINE__, #cond);                 \
+        }                                                                                          \
+        printf(__VA_ARGS__);                                                                       \
+        putchar('\n');                                                                             \
+    } while (0)
+
+static int port;
+static const char *password;
+
+/* INFO's value of `field` as an integer, or -1 when absent. */
+static long long info_field(slc_client_t *c, const char *field)
+{
+    const char *argv[] = {"INFO"};
+    redisReply *r = NULL;
+    if (slc_command(c, 1, argv, NULL, &r) != SLC_OK || r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return -1;
+    }
+    long long v = -1;
+    size_t n = strlen(field);
+    for (const char *p = r->str; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        if (strncmp(p, field, n) == 0 && p[n] == ':') {
+            v = strtoll(p + n + 1, NULL, 10);
+            break;
+        }
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+static void print_decision(const char *what, int rc, const slc_decision_t *d)
+{
+    fprintf(stderr,
+            "# %s: rc=%d allowed=%d limit=%" PRId64 " remaining=%" PRId64 " retry_after_ms=%" PRId64
+            " reset_after_ms=%" PRId64 " from_cache=%d\n",
+            what, rc, d->allowed, d->limit, d->remaining, d->retry_after_ms, d->reset_after_ms,
+            d->from_cache);
+}
+
+static void blocking(void)
+{
+    slc_client_t *bad = slc_connect("127.0.0.1", port, "wrong-password", 2000);
+    CHECK(slc_err(bad) == SLC_ESERVER, "a wrong password is refused (%s)", slc_errstr(bad));
+    slc_free(bad);
+    slc_client_t *none = slc_connect("127.0.0.1", port, NULL, 2000);
+    slc_decision_t d = {0};
+    int rc = slc_allow(none, "tight", "k", 1, &d);
+    CHECK(rc == SLC_ESERVER && strncmp(slc_errstr(none), "NOAUTH", 6) == 0,
+          "without AUTH a decision is refused with NOAUTH (%s)", slc_errstr(none));
+    slc_free(none);
+
+    slc_client_t *c = slc_connect("127.0.0.1", port, password, 2000);
+    CHECK(slc_err(c) == SLC_OK, "connect with the password (%s)", slc_errstr(c));
+    if (slc_err(c) != SLC_OK)
+        exit(1);
+
+    rc = slc_allow(c, "tight", "k1", 1, &d);
+    print_decision("allow 1", rc, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.limit == 2 && d.remaining == 1 && d.retry_after_ms == 0,
+          "first allow: admitted, 1 of 2 left");
+    rc = slc_allow(c, "tight", "k1", 1, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.remaining == 0, "second allow: admitted, 0 left");
+    rc = slc_allow(c, "tight", "k1", 1, &d);
+    print_decision("allow 3", rc, &d);
+    CHECK(rc == SLC_OK && !d.allowed && d.retry_after_ms > 0 && !d.from_cache,
+          "third allow: denied by the server with a retry time");
+    int64_t retry = d.retry_after_ms;
+
+    long long cmds_before = info_field(c, "total_commands_processed");
+    rc = slc_allow(c, "tight", "k1", 1, &d);
+    print_decision("allow 4", rc, &d);
+    CHECK(rc == SLC_OK && !d.allowed && d.from_cache && d.retry_after_ms <= retry &&
+              d.retry_after_ms > 0 && d.limit == 2,
+          "fourth allow: denied from the cache");
+    CHECK(slc_cache_hits(c) == 1, "the client counted one cache hit (%" PRIu64 ")",
+          slc_cache_hits(c));
+    long long cmds_after = info_field(c, "total_commands_processed");
+    CHECK(cmds_before > 0 && cmds_after == cmds_before + 1,
+          "INFO total_commands_processed %lld -> %lld: only the second INFO reached the server",
+          cmds_before, cmds_after);
+
+    rc = slc_peek(c, "tight", "k1", &d);
+    print_decision("peek", rc, &d);
+    CHECK(rc == SLC_OK && !d.from_cache && d.remaining == 0 && d.limit == 2,
+          "peek asks the server: nothing left");
+    rc = slc_reset(c, "tight", "k1");
+    CHECK(rc == SLC_OK, "reset (%s)", slc_errstr(c));
+    rc = slc_allow(c, "tight", "k1", 1, &d);
+    CHECK(rc == SLC_OK && d.allowed && !d.from_cache && d.remaining == 1,
+          "after reset: admitted by the server, 1 left");
+
+    rc = slc_allow(c, "tight", "k2", 5, &d);
+    CHECK(rc == SLC_ESERVER &&
+              strcmp(slc_errstr(c),
+                     "ERR cost 5 exceeds what rule 'tight' can ever admit (2 per window)") == 0,
+          "a cost above the limit is the server's error (%s)", slc_errstr(c));
+    uint64_t hits = slc_cache_hits(c);
+    rc = slc_allow(c, "tight", "k2", 5, &d);
+    CHECK(rc == SLC_ESERVER && slc_cache_hits(c) == hits, "... and not cached");
+
+    rc = slc_allow(c, "nope", "k", 1, &d);
+    CHECK(rc == SLC_ESERVER && strcmp(slc_errstr(c), "ERR unknown rule 'nope'") == 0,
+          "unknown rule: the server's error as sent (%s)", slc_errstr(c));
+    rc = slc_allow(c, "tight", "k3", 0, &d);
+    CHECK(rc == SLC_OK && d.allowed, "cost 0 is a peek (%s)", slc_errstr(c));
+    slc_free(c);
+}
+
+/* ---- non-blocking ------------------------------------------------------------------------ */
+
+typedef struct result {
+    int status;
+    slc_decision_t d;
+    int done;
+} result_t;
+
+static result_t results[8];
+static int order[8];
+static int norder;
+static int in_call;
+static uint64_t async_hits; /* the handle's hit counter, read before it is closed */
+
+static void on_decision(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
+{
+    result_t *r = arg;
+    if (in_call)
+        failures++, printf("not ok - a callback ran inside the call\n");
+    r->status = status;
+    if (d != NULL)
+        r->d = *d;
+    r->done = 1;
+    order[norder++] = (int)(r - results);
+}
+
+static void on_done(slc_async_t *ac, int status, void *arg)
+{
+    on_decision(ac, status, NULL, arg);
+}
+
+static void on_last(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
+{
+    on_decision(ac, status, d, arg);
+    async_hits = slc_async_cache_hits(ac);
+    slc_async_close(ac);
+}
+
+#define ASYNC(call)                                                                                \
+    do {                                                                                           \
+        in_call = 1;                                                                               \
+        int rc_ = (call);                                                                          \
+        in_call = 0;                                                                               \
+        CHECK(rc_ == SLC_OK, "%s accepted", #call);                                                \
+    } while (0)
+
+static void nonblocking(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    slc_async_t *ac;
+    int rc = slc_async_connect(&loop, "127.0.0.1", port, password, &ac);
+    CHECK(rc == SLC_OK, "async connect");
+    if (rc != SLC_OK)
+        exit(1);
+    ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[0]));
+    ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[1]));
+    ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[2]));
+    while (!results[2].done)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK(results[0].status == SLC_OK && results[0].d.allowed && results[0].d.remaining == 1,
+          "pipelined 1: admitted, 1 left");
+    CHECK(results[1].status == SLC_OK && results[1].d.allowed && results[1].d.remaining == 0,
+          "pipelined 2: admitted, 0 left");
+    CHECK(results[2].status == SLC_OK && !results[2].d.allowed && results[2].d.retry_after_ms > 0,
+          "pipelined 3: denied");
+    CHECK(order[0] == 0 && order[1] == 1 && order[2] == 2, "callbacks in request order");
+
+    ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[3]));
+    CHECK(!results[3].done, "a cached answer waits for the loop");
+    ASYNC(slc_async_reset(ac, "tight", "a1", on_done, &results[4]));
+    ASYNC(slc_async_peek(ac, "tight", "a1", on_decision, &results[5]));
+    ASYNC(slc_async_allow(ac, "tight", "a1", 2, on_last, &results[6]));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(results[3].status == SLC_OK && results[3].d.from_cache && !results[3].d.allowed,
+          "async: the fourth allow is denied from the cache");
+    CHECK(async_hits == 1, "async: one cache hit counted (%" PRIu64 ")", async_hits);
+    CHECK(results[4].status == SLC_OK, "async reset");
+    CHECK(results[5].status == SLC_OK && results[5].d.remaining == 2,
+          "async peek after reset: 2 left");
+    CHECK(results[6].status == SLC_OK && results[6].d.allowed && results[6].d.remaining == 0,
+          "async allow cost 2 after reset: admitted");
+    CHECK(norder == 7 && order[3] == 3 && order[6] == 6, "every callback once, in order");
+    CHECK(uv_loop_close(&loop) == 0, "the client closed all its handles");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: prog_client PORT PASSWORD\n");
+        return 2;
+    }
+    port = atoi(argv[1]);
+    password = argv[2];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    blocking();
+    nonblocking();
+    printf("%d/%d checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# test_cli.sh - `sluice check | rules | overrides | info` against a real sluiced: outputs
+# (text and --json), exit codes (docs/cli.md: 0 ok/allowed, 1 denied/absent/unreadable FILE,
+# 2 usage, 3 server error, 4 cannot connect or timed out), server errors printed as sent, the
+# connection options before and after the command, $SLUICE_PASSWORD.
+#
+# Needs SLUICE_BUILD_DIR and SLUICE_SOURCE_DIR (ctest sets both).
+set -u
+. "$(dirname "$0")/lib.sh"
+
+for bin in "$SLUICED" "$SLUICE"; do
+    [ -x "$bin" ] || { echo "not built: $bin"; exit 1; }
+done
+unset SLUICE_PASSWORD
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: tight
+    algorithm: sliding_log
+    limit: 2
+    window: 1h
+YAML
+
+start_sluiced sluiced --rules "$TMP/rules.yaml" --store "$TMP/store.db" \
+    --snapshot "$TMP/snapshot" --requirepass s3cret || {
+    cat "$TMP/sluiced.log"
+    exit 1
+}
+P=(-p "$RESP_PORT" -a s3cret)
+
+RC=0
+# run ARGS...: runs sluice with ARGS; stdout in $OUT, stderr in $ERR, exit code in $RC.
+run() {
+    "$SLUICE" "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+# expect RC [STDOUT_REGEX [STDERR_REGEX]]: the last run's exit code and (extended) regexes,
+# anchored, matched against all of stdout / stderr ("" = must be empty; omitted = any).
+expect() {
+    local ok=0
+    [ "$RC" -eq "$1" ] || { echo "  exit code $RC, want $1"; ok=1; }
+    if [ $# -ge 2 ] && ! [[ "$OUT" =~ ^$2$ ]]; then
+        echo "  stdout: '$OUT'"
+        echo "  want:   '$2'"
+        ok=1
+    fi
+    if [ $# -ge 3 ] && ! [[ "$ERR" =~ ^$3$ ]]; then
+        echo "  stderr: '$ERR'"
+        echo "  want:   '$3'"
+        ok=1
+    fi
+    return $ok
+}
+
+# json_is PYTHON_EXPR: the last stdout is one JSON value v for which the expression is true.
+json_is() {
+    python3 -c 'import json,sys; v = json.loads(sys.stdin.read()); sys.exit(0 if ('"$1"') else 1)' \
+        <"$TMP/out" || { echo "  stdout: '$OUT' fails: $1"; return 1; }
+}
+
+N='[0-9]+'
+
+# ---- check ---------------------------------------------------------------------------------
+
+run -p "$RESP_PORT" check tight u1
+check "no password: the server's NOAUTH, exit 3" expect 3 "" "sluice: NOAUTH.*"
+
+run "${P[@]}" check tight u1
+check "check: allowed" expect 0 "allowed limit=2 remaining=1 retry_after_ms=0 reset_after_ms=$N" ""
+
+SLUICE_PASSWORD=s3cret run -p "$RESP_PORT" check --json tight u1
+check "check --json, password from \$SLUICE_PASSWORD" expect 0 \
+    '\{"allowed":true,"limit":2,"remaining":0,"retry_after_ms":0,"reset_after_ms":[0-9]+\}' ""
+
+run "${P[@]}" check tight u1
+check "check: denied, exit 1" expect 1 "denied limit=2 remaining=0 retry_after_ms=$N reset_after_ms=$N" ""
+[[ "$OUT" =~ retry_after_ms=0 ]] && check "denied with a retry time" false
+
+run check tight u1 --json -p "$RESP_PORT" -a s3cret
+check "options after the command; --json denied" expect 1 '\{"allowed":false,.*\}' ""
+check "denied JSON fields" json_is 'v["allowed"] is False and v["remaining"] == 0 and v["retry_after_ms"] > 0 and list(v) == ["allowed","limit","remaining","retry_after_ms","reset_after_ms"]'
+
+run "${P[@]}" check --peek tight u2
+run "${P[@]}" check --peek tight u2
+check "--peek consumes nothing" expect 0 "allowed limit=2 remaining=2 retry_after_ms=0 reset_after_ms=$N" ""
+
+run "${P[@]}" check tight u3 --cost 2
+check "--cost 2" expect 0 "allowed limit=2 remaining=0 .*" ""
+run "${P[@]}" check tight u4 --cost 3
+check "a cost above the limit: the server's error, exit 3" expect 3 "" "sluice: ERR cost 3 exceeds what rule 'tight' can ever admit \(2 per window\)"
+
+run "${P[@]}" check -- tight -dash
+check "-- lets a key start with '-'" expect 0 "allowed limit=2 remaining=1 .*" ""
+
+run "${P[@]}" check nope u1
+check "unknown rule: the server's error as sent, exit 3" expect 3 "" "sluice: ERR unknown rule 'nope'"
+
+run -h 127.0.0.1 "${P[@]}" --timeout 2000 check tight u5
+check "-h and --timeout before the command" expect 0 "allowed .*" ""
+
+# ---- connection failures -------------------------------------------------------------------
+
+DEAD=$(free_port)
+run -p "$DEAD" check tight u1
+check "nothing listening: exit 4" expect 4 "" "sluice: cannot connect to 127.0.0.1:$DEAD: Connection refused"
+
+SILENT=$(free_port)
+start_bg silent python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)   # accept, never answer
+' "$SILENT"
+wait_port "$SILENT" >/dev/null
+run -p "$SILENT" --timeout 300 check tight u1
+check "a server that never answers: timed out, exit 4" expect 4 "" \
+    "sluice: 127.0.0.1:$SILENT: SL.ALLOW: timed out after 300 ms"
+stop_bg silent KILL 2>/dev/null
+
+# ---- usage errors --------------------------------------------------------------------------
+
+run "${P[@]}" check tight
+check "check with one argument" expect 2 "" "sluice: check: expected RULE KEY
+Try 'sluice check --help' for more information."
+run "${P[@]}" check tight u1 extra
+check "check with three arguments" expect 2 "" "sluice: check: expected RULE KEY, got more.*"
+run "${P[@]}" check tight u1 --cost -1
+check "negative --cost" expect 2 "" "sluice: --cost: must be a non-negative integer, got '-1'.*"
+run "${P[@]}" check tight u1 --cost
+check "--cost without a value" expect 2 "" "sluice: option '--cost' needs a value.*"
+run "${P[@]}" check tight u1 --frob
+check "unknown option" expect 2 "" "sluice: unknown option '--frob'.*"
+run -p 0 check tight u1
+check "-p 0" expect 2 "" "sluice: -p: port must be an integer in 1..65535, got '0'.*"
+run --timeout soon check tight u1
+check "--timeout not a number" expect 2 "" "sluice: --timeout: .*got 'soon'.*"
+run "${P[@]}" rules
+check "rules without a subcommand" expect 2 "" "sluice: rules: missing subcommand.*"
+run "${P[@]}" rules frob
+check "rules frob" expect 2 "" "sluice: rules: unknown subcommand 'frob'.*"
+run "${P[@]}" rules get
+check "rules get without NAME" expect 2 "" "sluice: rules get: expected 1 argument, got 0.*"
+run "${P[@]}" overrides set tight k
+check "overrides set without JSON" expect 2 "" "sluice: overrides set: expected 3 arguments, got 2.*"
+run "${P[@]}" info a b
+check "info with two sections" expect 2 "" "sluice: info: expected at most one SECTION, got 'b'.*"
+
+# ---- help ----------------------------------------------------------------------------------
+
+run --help
+check "--help lists the commands" expect 0 "usage: sluice .*
+  check .*
+  rules .*
+  overrides .*
+  info .*" ""
+run -h
+check "-h alone is still help" expect 0 "usage: sluice .*" ""
+for cmd in check rules overrides info; do
+    run help "$cmd"
+    check "help $cmd" expect 0 "usage: sluice \[OPTIONS\] $cmd.*Exit status.*" ""
+done
+
+# ---- rules ---------------------------------------------------------------------------------
+
+run "${P[@]}" rules list
+check "rules list" expect 0 "tight" ""
+run "${P[@]}" --json rules list
+check "rules list --json" expect 0 '\["tight"\]' ""
+
+API='{"name":"api","algorithm":"token_bucket","limit":100,"window":"1s","burst":200}'
+run "${P[@]}" rules set api "$API"
+check "rules set" expect 0 "OK" ""
+run "${P[@]}" rules get api
+check "rules get: JSON text" expect 0 '\{.*"token_bucket".*\}' ""
+run "${P[@]}" --json rules get api
+check "rules get --json: one JSON object" json_is 'v["name"] == "api" and v["algorithm"] == "token_bucket" and v["limit"] == 100'
+run "${P[@]}" check api k
+check "the new rule decides" expect 0 "allowed limit=200 remaining=199 .*" ""
+run "${P[@]}" rules set bad '{"name":"bad","algorithm":"leaky"'
+check "rules set with broken JSON: the server's error" expect 3 "" "sluice: ERR .*"
+run "${P[@]}" rules set bad '{"name":"bad","algorithm":"leaky","limit":1,"window":"1s"}'
+check "rules set with an unknown algorithm" expect 3 "" "sluice: ERR .*"
+run "${P[@]}" rules get bad
+check "rules get of an absent rule: exit 1 or 3" test "$RC" -eq 1 -o "$RC" -eq 3
+run "${P[@]}" rules del api
+check "rules del" expect 0 "deleted" ""
+run "${P[@]}" rules del api
+check "rules del again: exit 1" expect 1 "" "sluice: no rule 'api'"
+run "${P[@]}" --json rules del api
+check "rules del --json" expect 1 '\{"deleted":false\}' ""
+
+run "${P[@]}" rules export
+check "rules export: YAML" expect 0 ".*name: \"?tight\"?.*" ""
+cp "$TMP/out" "$TMP/exported.yaml"
+cat >"$TMP/new.yaml" <<'YAML'
+rules:
+  - name: alpha
+    algorithm: fixed_window
+    limit: 5
+    window: 1m
+  - name: beta
+    algorithm: gcra
+    limit: 10
+    window: 1s
+    burst: 4
+YAML
+run "${P[@]}" rules import "$TMP/new.yaml"
+check "rules import FILE" expect 0 "OK" ""
+run "${P[@]}" rules list
+check "the import replaced every rule" expect 0 "(alpha
+beta|beta
+alpha)" ""
+run "${P[@]}" --json rules export
+check "rules export --json" json_is '"alpha" in v["yaml"] and "tight" not in v["yaml"]'
+
+printf 'rules:\n  - name: x\n    algorithm: [\n' >"$TMP/broken.yaml"
+run "${P[@]}" rules import "$TMP/broken.yaml"
+check "broken YAML: the server names the line" expect 3 "" "sluice: ERR .*line.*"
+run "${P[@]}" rules list
+check "a failed import changes nothing" expect 0 "(alpha
+beta|beta
+alpha)" ""
+run "${P[@]}" rules import "$TMP/no-such-file.yaml"
+check "rules import of a missing file: exit 1" expect 1 "" "sluice: $TMP/no-such-file.yaml: No such file or directory"
+
+"$SLUICE" "${P[@]}" rules import - <"$TMP/exported.yaml" >"$TMP/out" 2>"$TMP/err"
+RC=$?
+OUT=$(cat "$TMP/out")
+ERR=$(cat "$TMP/err")
+check "rules import - (stdin): the exported rules back" expect 0 "OK" ""
+run "${P[@]}" rules list
+check "round trip through export and import" expect 0 "tight" ""
+
+# ---- overrides -----------------------------------------------------------------------------
+
+run "${P[@]}" overrides get tight vip
+check "overrides get of none: exit 1" expect 1 "" "sluice: no override for key 'vip' of rule 'tight'"
+run "${P[@]}" --json overrides get tight vip
+check "overrides get --json of none: null" expect 1 "null" ""
+run "${P[@]}" overrides set tight vip '{"limit":5}'
+check "overrides set" expect 0 "OK" ""
+run "${P[@]}" --json overrides get tight vip
+check "overrides get --json" json_is 'v["limit"] == 5'
+run "${P[@]}" check tight vip
+check "the override decides" expect 0 "allowed limit=5 remaining=4 .*" ""
+run "${P[@]}" overrides set nope vip '{"limit":5}'
+check "override of an unknown rule" expect 3 "" "sluice: ERR .*"
+run "${P[@]}" overrides del tight vip
+check "overrides del" expect 0 "deleted" ""
+run "${P[@]}" overrides del tight vip
+check "overrides del again: exit 1" expect 1 "" "sluice: no override for key 'vip' of rule 'tight'"
+
+# ---- info ----------------------------------------------------------------------------------
+
+run "${P[@]}" info
+check "info: text" expect 0 "# Server
+.*sluice_version:.*total_commands_processed:.*" ""
+[[ "$OUT" == *$'\r'* ]] && check "info text has no CR" false
+run "${P[@]}" --json info
+check "info --json: sections" json_is 'isinstance(v["server"]["sluice_version"], str) and isinstance(v["stats"]["total_commands_processed"], int) and v["server"]["tcp_port"] == '"$RESP_PORT"
+run "${P[@]}" --json info server
+check "info SECTION" json_is 'list(v) == ["server"]'
+
+check "sluiced is still running" kill -0 "$(cat "$TMP/sluiced.pid")"
+check "sluiced stops cleanly on TERM" stop_bg sluiced
+finish

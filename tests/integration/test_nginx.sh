@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# test_nginx.sh - nginx (Debian's nginx-light) in front of sluiced with auth_request, configured
+# as docs/nginx.md tells users to: sluiced's 204 lets the request through to the protected
+# content, its 429 becomes nginx's 429 with Retry-After and the RateLimit fields, anything else
+# (sluiced down) a 500. Two keys: the client address (the rule's key template "{ip}", through
+# X-Forwarded-For from a trusted nginx) and ?key= built from a request header.
+#
+# Clients connect from 127.0.0.2 / 127.0.0.3 (Linux routes all of 127/8 to lo), nginx talks to
+# sluiced from 127.0.0.1, and sluiced trusts only 127.0.0.1/32: so the rightmost X-Forwarded-For
+# entry that is not a trusted hop is the address nginx appended for the client, and whatever a
+# client writes into X-Forwarded-For itself sits to the left of it and is never believed.
+# Skipped (exit 0 with a note) when nginx or curl is not installed.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+NGINX=${NGINX:-/usr/sbin/nginx}
+if [ ! -x "$NGINX" ] || ! command -v curl >/dev/null; then
+    echo "SKIP: needs $NGINX and curl"
+    exit 0
+fi
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: per-ip
+    algorithm: fixed_window
+    limit: 3
+    window: 1h
+    key: "{ip}"
+  - name: by-key
+    algorithm: fixed_window
+    limit: 2
+    window: 1h
+YAML
+
+start_sluiced srv --rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "" --threads 1 \
+    --trusted-proxy 127.0.0.1 || {
+    cat "$TMP/srv.log"
+    exit 1
+}
+SLUICED_HTTP=$HTTP_PORT
+SLUICED_RESP=$RESP_PORT
+NGINX_PORT=$(free_port)
+
+mkdir -p "$TMP/www" "$TMP/nginx-tmp"
+echo "protected content" >"$TMP/www/content.txt"
+# As root, nginx's workers would switch to "nobody", who cannot read $TMP (mode 700).
+user_line=""
+if [ "$(id -u)" -eq 0 ]; then
+    user_line="user root;"
+fi
+
+# The recipe of docs/nginx.md, with this test's paths and ports.
+cat >"$TMP/nginx.conf" <<NGINX
+$user_line
+daemon off;
+worker_processes 1;
+pid $TMP/nginx.pid;
+error_log $TMP/nginx-error.log info;
+events { worker_connections 64; }
+http {
+    access_log $TMP/nginx-access.log;
+    client_body_temp_path $TMP/nginx-tmp/body;
+    proxy_temp_path $TMP/nginx-tmp/proxy;
+    fastcgi_temp_path $TMP/nginx-tmp/fastcgi;
+    uwsgi_temp_path $TMP/nginx-tmp/uwsgi;
+    scgi_temp_path $TMP/nginx-tmp/scgi;
+    default_type text/plain;
+
+    upstream sluiced {
+        server 127.0.0.1:$SLUICED_HTTP;
+        keepalive 8;
+    }
+
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+
+        # The decision: sluiced answers 204 (allowed) or 429 (denied) with the RateLimit fields.
+        location = /_ratelimit/per-ip {
+            internal;
+            proxy_pass http://sluiced/v1/auth/per-ip;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+        location = /_ratelimit/by-key {
+            internal;
+            proxy_pass http://sluiced/v1/auth/by-key?key=\$http_x_api_key;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+
+        location /ip/ {
+            auth_request /_ratelimit/per-ip;
+            auth_request_set \$rl_status \$upstream_status;
+            auth_request_set \$rl_policy \$upstream_http_ratelimit_policy;
+            auth_request_set \$rl_fields \$upstream_http_ratelimit;
+            auth_request_set \$rl_retry \$upstream_http_retry_after;
+            add_header RateLimit-Policy \$rl_policy always;
+            add_header RateLimit \$rl_fields always;
+            error_page 500 = @ratelimited;
+            alias $TMP/www/;
+        }
+        location /key/ {
+            if (\$http_x_api_key = "") {
+                return 401;
+            }
+            auth_request /_ratelimit/by-key;
+            auth_request_set \$rl_status \$upstream_status;
+            auth_request_set \$rl_policy \$upstream_http_ratelimit_policy;
+            auth_request_set \$rl_fields \$upstream_http_ratelimit;
+            auth_request_set \$rl_retry \$upstream_http_retry_after;
+            add_header RateLimit-Policy \$rl_policy always;
+            add_header RateLimit \$rl_fields always;
+            error_page 500 = @ratelimited;
+            alias $TMP/www/;
+        }
+
+        # auth_request turns every status but 2xx, 401 and 403 into 500: tell sluiced's 429 apart
+        # from a real failure (sluiced unreachable: 502) by the subrequest's upstream status.
+        location @ratelimited {
+            if (\$rl_status != 429) {
+                return 500;
+            }
+            add_header Retry-After \$rl_retry always;
+            add_header RateLimit-Policy \$rl_policy always;
+            add_header RateLimit \$rl_fields always;
+            default_type application/problem+json;
+            return 429 '{"title":"Too Many Requests","status":429}\n';
+        }
+    }
+}
+NGINX
+
+start_bg nginx "$NGINX" -p "$TMP/" -e "$TMP/nginx-error.log" -c "$TMP/nginx.conf"
+wait_port "$NGINX_PORT" || {
+    cat "$TMP/nginx.log" "$TMP/nginx-error.log"
+    exit 1
+}
+
+# req NAME FROM [curl args..] PATH: one request from local address FROM; the status line's code
+# goes to $TMP/NAME.code, the response head to $TMP/NAME.head, the body to $TMP/NAME.body.
+req() {
+    local name=$1 from=$2
+    shift 2
+    curl -sS --max-time 10 --interface "$from" -D "$TMP/$name.head" -o "$TMP/$name.body" \
+        -w '%{http_code}' "$@" >"$TMP/$name.code" 2>"$TMP/$name.err"
+}
+code_is() { test "$(cat "$TMP/$1.code")" = "$2"; }
+# header NAME FIELD: the value of FIELD in NAME's response head (case-insensitive), CR stripped.
+header() { grep -i "^$2:" "$TMP/$1.head" | head -n 1 | sed -e 's/^[^:]*: *//' -e 's/\r$//'; }
+header_is() { test "$(header "$1" "$2")" = "$3"; }
+header_matches() { [[ "$(header "$1" "$2")" =~ $3 ]]; }
+cli() { redis-cli -p "$SLUICED_RESP" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+resp_matches() {
+    local want=$1
+    shift
+    [[ "$(cli "$@")" =~ $want ]]
+}
+
+URL=http://127.0.0.1:$NGINX_PORT
+
+# --- per client address: 3 allowed, then 429 with Retry-After and the RateLimit fields
+for i in 1 2 3; do
+    req ip$i 127.0.0.2 "$URL/ip/content.txt"
+    check "ip-allowed-$i" code_is ip$i 200
+    check "ip-body-$i" grep -qx "protected content" "$TMP/ip$i.body"
+    check "ip-policy-$i" header_is ip$i RateLimit-Policy '"per-ip";q=3;w=3600'
+    check "ip-remaining-$i" header_matches ip$i RateLimit "^\"per-ip\";r=$((3 - i));t=[0-9]+\$"
+done
+req ip4 127.0.0.2 "$URL/ip/content.txt"
+check ip-denied code_is ip4 429
+check ip-denied-no-content test "$(grep -c "protected content" "$TMP/ip4.body")" -eq 0
+check ip-denied-problem grep -q '"status":429' "$TMP/ip4.body"
+check ip-denied-type header_is ip4 Content-Type application/problem+json
+check ip-retry-after header_matches ip4 Retry-After '^[1-9][0-9]*$'
+check ip-retry-le-window test "$(header ip4 Retry-After)" -le 3600
+check ip-denied-policy header_is ip4 RateLimit-Policy '"per-ip";q=3;w=3600'
+check ip-denied-fields header_matches ip4 RateLimit '^"per-ip";r=0;t=[1-9][0-9]*$'
+
+# The key is the client's address as nginx saw it, taken from the X-Forwarded-For nginx wrote
+# (sluiced's TCP peer is nginx at 127.0.0.1): the budget of 127.0.0.2 is spent, 127.0.0.1's
+# (nginx's own address) untouched, and another client has its own. (SL.PEEK costs 0, which
+# even a spent key admits, so the remaining count is what tells.)
+check ip-key-client resp_matches "^[01] 3 0 " SL.PEEK per-ip 127.0.0.2
+check ip-key-not-proxy resp_matches "^1 3 3 0 " SL.PEEK per-ip 127.0.0.1
+req other 127.0.0.3 "$URL/ip/content.txt"
+check ip-other-client code_is other 200
+check ip-other-remaining header_matches other RateLimit '^"per-ip";r=2;t='
+
+# --- a client writing its own X-Forwarded-For is not believed. nginx appends the client's
+# address: "203.0.113.7, 127.0.0.2". Walking from the right, 127.0.0.2 is not a trusted hop, so
+# it is the client; the spoofed entry to its left is never looked at.
+for i in 1 2 3; do
+    req spoof$i 127.0.0.2 -H "X-Forwarded-For: 203.0.113.$i" "$URL/ip/content.txt"
+    check "spoof-still-denied-$i" code_is spoof$i 429
+done
+check spoof-not-charged resp_matches "^1 3 3 0 " SL.PEEK per-ip 203.0.113.1
+# The same spoof from a fresh client is charged to that client, not to the address it claims.
+req spoof-fresh 127.0.0.4 -H "X-Forwarded-For: 127.0.0.2" "$URL/ip/content.txt"
+check spoof-fresh-allowed code_is spoof-fresh 200
+check spoof-fresh-own-budget header_matches spoof-fresh RateLimit '^"per-ip";r=2;t='
+# A spoofed trusted address does not help either: "127.0.0.1, 127.0.0.5" -> 127.0.0.5.
+req spoof-trusted 127.0.0.5 -H "X-Forwarded-For: 127.0.0.1" "$URL/ip/content.txt"
+check spoof-trusted-own-budget header_matches spoof-trusted RateLimit '^"per-ip";r=2;t='
+check spoof-trusted-not-charged resp_matches "^1 3 3 0 " SL.PEEK per-ip 127.0.0.1
+
+# Directly to sluiced (no trusted proxy in between), X-Forwarded-For is ignored altogether:
+# the TCP peer 127.0.0.6 is the key.
+got=$(curl -sS --max-time 10 --interface 127.0.0.6 -o /dev/null -w '%{http_code}' \
+    -H "X-Forwarded-For: 198.51.100.1" "http://127.0.0.1:$SLUICED_HTTP/v1/auth/per-ip")
+check direct-allowed test "$got" = 204
+check direct-key-peer resp_matches "^1 3 2 " SL.PEEK per-ip 127.0.0.6
+check direct-xff-ignored resp_matches "^1 3 3 0 " SL.PEEK per-ip 198.51.100.1
+
+# --- key from a request header, passed as ?key=
+for i in 1 2; do
+    req key$i 127.0.0.2 -H "X-Api-Key: alice" "$URL/key/content.txt"
+    check "key-allowed-$i" code_is key$i 200
+    check "key-remaining-$i" header_matches key$i RateLimit "^\"by-key\";r=$((2 - i));t="
+done
+req key3 127.0.0.2 -H "X-Api-Key: alice" "$URL/key/content.txt"
+check key-denied code_is key3 429
+check key-retry-after header_matches key3 Retry-After '^[1-9][0-9]*$'
+check key-denied-fields header_matches key3 RateLimit '^"by-key";r=0;t='
+# Same client address, another key: its own budget; the key is what sluiced counted.
+req key-bob 127.0.0.2 -H "X-Api-Key: bob" "$URL/key/content.txt"
+check key-other code_is key-bob 200
+check key-counted resp_matches "^[01] 2 0 " SL.PEEK by-key alice
+req key-none 127.0.0.2 "$URL/key/content.txt"
+check key-missing-401 code_is key-none 401
+
+# --- sluiced unreachable: a 500 (fail closed), not a 429 and not the content
+stop_bg srv TERM
+check sluiced-exit-0 test $? -eq 0
+req down 127.0.0.3 "$URL/ip/content.txt"
+check down-500 code_is down 500
+check down-no-retry-after test -z "$(header down Retry-After)"
+
+kill -0 "$(cat "$TMP/nginx.pid")" 2>/dev/null
+check nginx-alive test $? -eq 0
+stop_bg nginx QUIT
+check nginx-exit-0 test $? -eq 0
+finish
