@@ -13,7 +13,10 @@
  *     unknown method token is 501. CONNECT is 501. An HTTP/1.1 request needs exactly one Host.
  *   - Content-Length or Transfer-Encoding: chunked (de-chunked in place, trailers dropped);
  *     both, two Content-Lengths, or a Transfer-Encoding not ending in chunked are 400.
- *   - Obsolete line folding in a header value is 400 (RFC 9112 §5.2 allows rejecting it).
+ *   - The head is re-checked strictly once complete, since Debian builds http-parser with
+ *     HTTP_PARSER_STRICT 0 (it takes "HTTX/1.1", "Name : v", a bare CR as LF): tchar names,
+ *     single spaces in the request line, CRLF or bare LF line ends, no control bytes; chunked
+ *     framing is re-checked the same way. Obsolete line folding is 400 (RFC 9112 §5.2).
  *   - Upgrade (h2c, websocket) is ignored: the request is answered as plain HTTP/1.1, which
  *     RFC 9110 §7.8 allows and which is what curl --http2 expects from an HTTP/1.1-only server.
  *   - Expect: 100-continue: the request is parsed as any other once its body has arrived, but

@@ -266,22 +266,27 @@ static void put(resp_buf_t *b, const void *p, size_t n)
     }
 }
 
-/* Writes "<prefix><v>\r\n". */
+/* Writes "<prefix><v>\r\n" straight into the buffer (the hot path of every reply). */
 static void put_line_int(resp_buf_t *b, char prefix, int64_t v)
 {
-    char tmp[24];
-    size_t i = sizeof(tmp);
+    if (!reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
+        return;
+    char digits[20];
+    int n = 0;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    tmp[--i] = '\n';
-    tmp[--i] = '\r';
     do {
-        tmp[--i] = (char)('0' + u % 10);
+        digits[n++] = (char)('0' + u % 10);
         u /= 10;
     } while (u != 0);
+    char *p = b->data + b->len;
+    *p++ = prefix;
     if (v < 0)
-        tmp[--i] = '-';
-    tmp[--i] = prefix;
-    put(b, tmp + i, sizeof(tmp) - i);
+        *p++ = '-';
+    while (n > 0)
+        *p++ = digits[--n];
+    *p++ = '\r';
+    *p++ = '\n';
+    b->len = (size_t)(p - b->data);
 }
 
 void resp_add_simple(resp_buf_t *b, const char *s)
@@ -329,6 +334,18 @@ void resp_add_null(resp_buf_t *b)
 void resp_add_array(resp_buf_t *b, size_t n)
 {
     put_line_int(b, '*', (int64_t)n);
+}
+
+void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n)
+{
+    /* "*n\r\n" then n times ":v\r\n": at most 24 bytes each, reserved once. */
+    if (!reserve(b, 24 * (n + 1))) {
+        return;
+    }
+    put_line_int(b, '*', (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        put_line_int(b, ':', v[i]);
+    }
 }
 
 void resp_add_raw(resp_buf_t *b, const char *s)

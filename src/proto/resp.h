@@ -80,6 +80,7 @@ void resp_add_int(resp_buf_t *b, int64_t v);                  /* :v\r\n */
 void resp_add_bulk(resp_buf_t *b, const void *p, size_t len); /* $len\r\n...\r\n */
 void resp_add_null(resp_buf_t *b);                            /* $-1\r\n */
 void resp_add_array(resp_buf_t *b, size_t n);                 /* *n\r\n, then n values */
+void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n); /* *n then n integers */
 void resp_add_raw(resp_buf_t *b, const char *s);              /* s as is (pre-encoded bytes) */
 void resp_add_mem(resp_buf_t *b, const void *p, size_t len);  /* len bytes as is */
 

@@ -97,7 +97,7 @@ static const option_t options[] = {
     {"idle-timeout", "idle_timeout", OPT_DURATION, F(idle_timeout_ns), 0, 0, 0, 0, CHECK_NONE,
      "DUR", "close idle connections after this (default 300s; 0 = never)"},
     {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
-     "memory cap of the key tables, e.g. 2g (default 0 = none)"},
+     "memory cap of each rule's key table, >= 64k (default 0 = none)"},
     {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
      "RESP password (or env SLUICE_REQUIREPASS)"},
     {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",

@@ -255,6 +255,12 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
         snprintf(err, ENGINE_ERR_MAX, "workers must be 1..%d", ENGINE_WORKERS_MAX);
         return -1;
     }
+    if (cfg->max_memory != 0 && cfg->max_memory < ENGINE_TABLE_MIN_BYTES) {
+        snprintf(err, ENGINE_ERR_MAX,
+                 "--max-memory must be 0 (no cap) or at least 64k: it caps each rule's table, "
+                 "and an empty table takes about 48 KiB");
+        return -1;
+    }
     engine_t *e = calloc(1, sizeof *e);
     if (e == NULL) {
         snprintf(err, ENGINE_ERR_MAX, "out of memory");

@@ -34,6 +34,7 @@
 #define ENGINE_WORKERS_MAX 256
 #define ENGINE_INLINE_MAX  1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
 #define ENGINE_ERR_MAX     512
+#define ENGINE_TABLE_MIN_BYTES (64 * 1024) /* the least max_memory (a table's empty size) */
 
 /* Per worker, per rule counters (one cache line each, written by one thread). */
 typedef struct rule_counters {
@@ -68,7 +69,7 @@ typedef struct engine_config {
     const char *store_url;
     unsigned workers;
     size_t key_max;
-    size_t max_memory; /* per table cap, bytes; 0 none */
+    size_t max_memory; /* cap of each table, bytes; 0 none, else >= ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
 } engine_config_t;
 

@@ -599,8 +599,13 @@ void http_process(conn_t *c)
         int status = 0;
         long used = http_parse(c->in + off, c->in_len - off, &limits, &req, &status, err);
         if (used == HTTP_PARSE_PARTIAL) {
+            if (status == 100 && !c->continued) {
+                http_continue(&c->out); /* the head asked to be told to send its body */
+                c->continued = true;
+            }
             break;
         }
+        c->continued = false;
         if (used < 0) {
             http_problem(&c->out, status, false, NULL, err);
             c->closing = true;

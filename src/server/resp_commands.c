@@ -117,12 +117,9 @@ static void reply_decision(conn_t *c, const engine_decision_t *ed)
 {
     const sl_decision_t *d = &ed->d;
     int64_t retry_ns = d->allowed ? d->delay_ns : d->retry_after_ns;
-    resp_add_array(&c->out, 5);
-    resp_add_int(&c->out, d->allowed ? 1 : 0);
-    resp_add_int(&c->out, d->limit);
-    resp_add_int(&c->out, d->remaining);
-    resp_add_int(&c->out, ms_ceil(retry_ns));
-    resp_add_int(&c->out, ms_ceil(d->reset_after_ns));
+    int64_t v[5] = {d->allowed ? 1 : 0, d->limit, d->remaining, ms_ceil(retry_ns),
+                    ms_ceil(d->reset_after_ns)};
+    resp_add_int_array(&c->out, v, 5);
 }
 
 static rule_state_t *find_rule(conn_t *c, const resp_arg_t *name)
@@ -441,12 +438,10 @@ static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     const sl_decision_t *d = &ed.d;
-    resp_add_array(&c->out, 5);
-    resp_add_int(&c->out, d->allowed ? 0 : 1);
-    resp_add_int(&c->out, d->limit);
-    resp_add_int(&c->out, d->remaining);
-    resp_add_int(&c->out, d->allowed ? -1 : cell_seconds(d->retry_after_ns));
-    resp_add_int(&c->out, cell_seconds(d->reset_after_ns));
+    int64_t reply[5] = {d->allowed ? 0 : 1, d->limit, d->remaining,
+                        d->allowed ? -1 : cell_seconds(d->retry_after_ns),
+                        cell_seconds(d->reset_after_ns)};
+    resp_add_int_array(&c->out, reply, 5);
 }
 
 /* ---- rules and overrides ------------------------------------------------------------------- */

@@ -38,6 +38,7 @@ struct conn {
     bool closing; /* close once the output is written */
     bool writing; /* a uv_write is pending */
     bool counted; /* counted in the server's client total */
+    bool continued; /* HTTP: "100 Continue" sent for the request being read */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */

@@ -174,6 +174,10 @@ check metrics-keys body_has 'sluice_keys{rule="api"} [1-9]'
 # --- malformed HTTP: a clear error and the connection closed
 got=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$HTTP_PORT"'; printf "GARBAGE\r\n\r\n" >&3; head -n 1 <&3')
 check bad-request-400 test "${got%$'\r'}" = "HTTP/1.1 400 Bad Request"
+# Expect: 100-continue is answered, so the client sends its body at once
+curl -s -o /dev/null -D "$TMP/h" -H 'Expect: 100-continue' -X POST "$BASE/v1/allow" \
+    -d '{"rule":"api","key":"e1"}'
+check expect-100 has_header 'HTTP/1.1 100 Continue'
 req "$BASE/nope"
 check unknown-path-404 test "$STATUS" = 404
 # keep-alive: two requests on one connection

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# test_server_limits.sh - SPEC §6 at the edges: oversized requests and argument counts, the
+# connection cap, idle and slow clients timing out, and a store failure (a key table at its
+# memory cap) deciding by each rule's on_store_error, counted in metrics, never a crash.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: open
+    algorithm: fixed_window
+    limit: 5
+    window: 1h
+    on_store_error: allow
+  - name: shut
+    algorithm: fixed_window
+    limit: 5
+    window: 1h
+    on_store_error: deny
+YAML
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+# raw PORT BYTES...: sends the bytes on one connection, prints what comes back until it closes
+raw() {
+    local port=$1
+    shift
+    timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$port"'; printf "$@" >&3; cat <&3' _ "$@"
+}
+
+# a cap too small for any table is refused at start, with the reason
+"$SLUICED" --port "$(free_port)" --http-port 0 --store "$TMP/s0.db" --snapshot "" \
+    --max-memory 1k >"$TMP/s0.out" 2>&1
+check small-cap-exit test $? -eq 1
+check small-cap-reason grep -q "max-memory must be 0 (no cap) or at least 64k" "$TMP/s0.out"
+
+start_sluiced s1 --rules "$TMP/rules.yaml" --store "$TMP/s.db" --snapshot "" \
+    --max-request-size 4k --max-clients 3 --idle-timeout 1s --max-memory 64k ||
+    { cat "$TMP/s1.log"; exit 1; }
+cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+
+# --- request size and argument count
+big=$(head -c 5000 /dev/zero | tr '\0' x)
+check bulk-too-big matches "$(raw "$RESP_PORT" '*2\r\n$4\r\nECHO\r\n$5000\r\n%s\r\n' "$big" | tr -d '\r')" \
+    '^-ERR Protocol error: '
+check args-too-many matches "$(raw "$RESP_PORT" '*5000\r\n' | tr -d '\r')" '^-ERR Protocol error: '
+check inline-too-long matches "$(raw "$RESP_PORT" '%s' "$(head -c 70000 /dev/zero | tr '\0' y)" | tr -d '\r')" \
+    '^-ERR Protocol error: '
+head -c 5000 /dev/zero | tr '\0' ' ' >"$TMP/big.json"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$HTTP_PORT/v1/allow" \
+    --data-binary "@$TMP/big.json")
+check http-body-too-big test "$code" = 413
+check still-serving matches "$(cli PING)" '^PONG$'
+
+# --- a table at its memory cap (64 KiB holds a few hundred keys): new keys get on_store_error
+for i in $(seq 1 3000); do printf 'SL.ALLOW open f%d\r\nSL.ALLOW shut f%d\r\n' "$i" "$i"; done >"$TMP/fill.txt"
+redis-cli -p "$RESP_PORT" <"$TMP/fill.txt" >/dev/null
+check cap-allow matches "$(cli SL.ALLOW open newkey)" '^1 5 0 0 '
+check cap-deny matches "$(cli SL.ALLOW shut newkey)" '^0 5 0 1000 '
+check cap-old-keys-decide matches "$(cli SL.ALLOW shut f1)" '^1 5 3 0 '
+metrics=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")
+check cap-counted matches "$metrics" 'sluice_store_errors_total\{rule="shut"\} [1-9]'
+
+# --- idle clients are closed after --idle-timeout (1 s; the check runs every second)
+start=$(date +%s)
+out=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; cat <&3; echo closed')
+check idle-closed test "$out" = closed
+# a slow client that never finishes its request is closed the same way
+out=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; printf "*3\r\n\$4\r\nPI" >&3; cat <&3; echo closed')
+check slow-closed test "$out" = closed
+
+# --- the connection cap: with 3 held open, the 4th is refused with Redis's error
+exec 4<>/dev/tcp/127.0.0.1/"$RESP_PORT" 5<>/dev/tcp/127.0.0.1/"$RESP_PORT" 6<>/dev/tcp/127.0.0.1/"$RESP_PORT"
+printf 'PING\r\n' >&4
+read -r -t 5 pong <&4
+check held-works test "${pong%$'\r'}" = "+PONG"
+check maxclients matches "$(raw "$RESP_PORT" 'PING\r\n' | tr -d '\r')" '^-ERR max number of clients reached'
+exec 4>&- 5>&- 6>&-
+ok=0
+for i in $(seq 1 50); do
+    [ "$(cli PING)" = PONG ] && { ok=1; break; }
+    sleep 0.1
+done
+check maxclients-recovers test $ok -eq 1
+
+kill -0 "$(cat "$TMP/s1.pid")"
+check alive test $? -eq 0
+stop_bg s1 TERM
+check exit-0 test $? -eq 0
+finish
