@@ -31,9 +31,9 @@
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
 
-#define ENGINE_WORKERS_MAX 256
-#define ENGINE_INLINE_MAX  1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
-#define ENGINE_ERR_MAX     512
+#define ENGINE_WORKERS_MAX     256
+#define ENGINE_INLINE_MAX      1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
+#define ENGINE_ERR_MAX         512
 #define ENGINE_TABLE_MIN_BYTES (64 * 1024) /* the least max_memory (a table's empty size) */
 
 /* Per worker, per rule counters (one cache line each, written by one thread). */

@@ -219,6 +219,48 @@ static bool header_lookup(void *arg, const char *name, size_t name_len, const ch
     return http_header_get(arg, lname, value, value_len);
 }
 
+/* True when the TCP peer is one of the trusted proxies. */
+static bool peer_trusted(const conn_t *c)
+{
+    const server_t *srv = c->loop->srv;
+    const http_cidr_t *nets = srv->trusted;
+    http_ip_t peer;
+    if (srv->ntrusted == 0 || http_ip_parse(c->addr, strlen(c->addr), &peer) != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < srv->ntrusted; i++) {
+        if (http_cidr_contains(&nets[i], &peer)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A forward-auth request describes another request: Traefik and Caddy send its method and URI
+ * as X-Forwarded-Method / X-Forwarded-Uri, nginx configurations conventionally as
+ * X-Original-Method / X-Original-URI. From a trusted proxy, {method} and {path} are that
+ * request's; otherwise they are this request's own.
+ */
+static void forwarded_request(route_ctx_t *x, keytpl_request_t *kr)
+{
+    if (!peer_trusted(x->c)) {
+        return;
+    }
+    const char *v;
+    size_t vlen;
+    if (http_header_get(x->req, "x-forwarded-method", &v, &vlen) ||
+        http_header_get(x->req, "x-original-method", &v, &vlen)) {
+        kr->method = v;
+        kr->method_len = vlen;
+    }
+    if (http_header_get(x->req, "x-forwarded-uri", &v, &vlen) ||
+        http_header_get(x->req, "x-original-uri", &v, &vlen)) {
+        kr->path = v; /* keytpl splits off the query */
+        kr->path_len = vlen;
+    }
+}
+
 static void route_auth(route_ctx_t *x)
 {
     conn_t *c = x->c;
@@ -253,8 +295,7 @@ static void route_auth(route_ctx_t *x)
             .header = header_lookup,
             .header_arg = x->req,
         };
-        /* nginx auth_request passes the original URI in a header the config names; the
-         * template sees the subrequest's own path, and whatever headers nginx forwards. */
+        forwarded_request(x, &kr);
         keytpl_t ip_tpl;
         const keytpl_t *tpl = &rs->def.key;
         if (!rs->def.has_key) {
@@ -551,7 +592,7 @@ static void route_readyz(route_ctx_t *x)
              ready ? 6 : 9);
 }
 
-static void route(conn_t *c, http_request_t *req)
+void http_handle(conn_t *c, http_request_t *req)
 {
     route_ctx_t x = {.c = c, .req = req};
     char storage[HTTP_HEAD_MAX + 1];
@@ -614,7 +655,7 @@ void http_process(conn_t *c)
         }
         off += (size_t)used;
         size_t before = c->out.len;
-        route(c, &req);
+        http_handle(c, &req);
         if (req.method == HTTP_HEAD) {
             /* A HEAD response is the GET response's head: drop the body, keep Content-Length. */
             char *end = memmem(c->out.data + before, c->out.len - before, "\r\n\r\n", 4);

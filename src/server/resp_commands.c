@@ -1114,6 +1114,16 @@ static const command_t commands[] = {
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 
+bool resp_command_is_admin(const resp_arg_t *name)
+{
+    for (size_t i = 0; i < ncommands; i++) {
+        if (arg_is(name, commands[i].name)) {
+            return (commands[i].flags & CMD_ADMIN) != 0;
+        }
+    }
+    return false;
+}
+
 static const command_t *lookup(const resp_arg_t *name)
 {
     for (size_t i = 0; i < ncommands; i++) {
@@ -1124,7 +1134,7 @@ static const command_t *lookup(const resp_arg_t *name)
     return NULL;
 }
 
-static void dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
+void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     const command_t *cmd = lookup(&argv[0]);
     if (cmd == NULL) {
@@ -1185,7 +1195,7 @@ void resp_process(conn_t *c)
         if (argc == 0) {
             continue;
         }
-        dispatch(c, l->argv, argc);
+        resp_dispatch(c, l->argv, argc);
         n++;
     }
     if (off > 0) {

@@ -19,6 +19,8 @@
 #include <uv.h>
 
 #include "proto/resp.h"
+
+struct http_request;
 #include "rules/ruledef.h"
 #include "server/config.h"
 #include "server/engine.h"
@@ -35,9 +37,9 @@ struct conn {
     loop_t *loop;
     bool http;
     bool authed;
-    bool closing; /* close once the output is written */
-    bool writing; /* a uv_write is pending */
-    bool counted; /* counted in the server's client total */
+    bool closing;   /* close once the output is written */
+    bool writing;   /* a uv_write is pending */
+    bool counted;   /* counted in the server's client total */
     bool continued; /* HTTP: "100 Continue" sent for the request being read */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
@@ -118,6 +120,14 @@ void conn_flush(conn_t *c);
 /* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
 void resp_process(conn_t *c);
 void http_process(conn_t *c);
+
+/* One parsed request, answered into c->out (the protocols' cores, also driven by the fuzz
+ * target without sockets). The caller has called engine_worker_begin() and set now_ns. */
+void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc);
+void http_handle(conn_t *c, struct http_request *req);
+
+/* True for commands that change rules or overrides (SL.RULE, SL.OVERRIDE). */
+bool resp_command_is_admin(const resp_arg_t *name);
 
 extern const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS];
 

@@ -26,6 +26,11 @@ rules:
     limit: 1
     window: 1h
     key: "{header:x-api-key}:{method}"
+  - name: bypath
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    key: "{method} {path}"
 YAML
 
 TOKEN=s3cret
@@ -113,6 +118,17 @@ check hdr-other-204 test "$STATUS" = 204
 req "$BASE/v1/auth/bykey"
 check hdr-missing-400 test "$STATUS" = 400
 check hdr-missing-detail body_has 'lacks what rule'
+
+# {method} {path}: from a trusted proxy, the forwarded request's (Traefik/Caddy and nginx
+# header conventions); the query is not part of {path}
+req -H 'X-Forwarded-Method: POST' -H 'X-Forwarded-Uri: /orders?x=1' "$BASE/v1/auth/bypath"
+check fwd-1 test "$STATUS" = 204
+req -H 'X-Original-Method: POST' -H 'X-Original-URI: /orders?y=2' "$BASE/v1/auth/bypath"
+check fwd-same-request-429 test "$STATUS" = 429
+req -H 'X-Forwarded-Method: GET' -H 'X-Forwarded-Uri: /orders' "$BASE/v1/auth/bypath"
+check fwd-other-method-204 test "$STATUS" = 204
+req "$BASE/v1/auth/bypath"
+check fwd-own-path-204 test "$STATUS" = 204
 
 # --- rules CRUD behind the admin token
 req "$BASE/v1/rules"
