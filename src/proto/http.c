@@ -992,34 +992,9 @@ const char *http_client_ip(const http_request_t *r, const char *peer, const http
 
 /* ---- responses ---------------------------------------------------------------------------- */
 
-/* Room for n more bytes; false (and b->failed) if it cannot be had. As resp.c's reserve(). */
-static bool reserve(resp_buf_t *b, size_t n)
-{
-    if (b->failed)
-        return false;
-    if (b->cap - b->len >= n)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n) {
-        if (cap > SIZE_MAX / 2) {
-            b->failed = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(b->data, cap);
-    if (p == NULL) {
-        b->failed = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
 void http_append(resp_buf_t *b, const void *p, size_t len)
 {
-    if (len > 0 && reserve(b, len)) {
+    if (len > 0 && resp_buf_reserve(b, len)) {
         memcpy(b->data + b->len, p, len);
         b->len += len;
     }
@@ -1066,7 +1041,7 @@ void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
     if (n < 0)
         n = 0;
     size_t name_len = strlen(name);
-    if (!reserve(b, name_len + 2 + (size_t)n + 3))
+    if (!resp_buf_reserve(b, name_len + 2 + (size_t)n + 3))
         return;
     http_append(b, name, name_len);
     http_append(b, ": ", 2);
@@ -1274,7 +1249,7 @@ size_t http_json_escape(char *out, size_t cap, const char *s, size_t len)
 void http_json_append(resp_buf_t *b, const char *s, size_t len)
 {
     size_t n = http_json_escape(NULL, 0, s, len);
-    if (!reserve(b, n + 3))
+    if (!resp_buf_reserve(b, n + 3))
         return;
     b->data[b->len] = '"';
     http_json_escape(b->data + b->len + 1, n + 1, s, len);

@@ -233,8 +233,7 @@ void resp_buf_consume(resp_buf_t *b, size_t n)
     b->len -= n;
 }
 
-/* Room for n more bytes; false (and b->failed) if it cannot be had. */
-static bool reserve(resp_buf_t *b, size_t n)
+bool resp_buf_reserve(resp_buf_t *b, size_t n)
 {
     if (b->failed)
         return false;
@@ -260,7 +259,7 @@ static bool reserve(resp_buf_t *b, size_t n)
 
 static void put(resp_buf_t *b, const void *p, size_t n)
 {
-    if (reserve(b, n)) {
+    if (resp_buf_reserve(b, n)) {
         memcpy(b->data + b->len, p, n);
         b->len += n;
     }
@@ -269,7 +268,7 @@ static void put(resp_buf_t *b, const void *p, size_t n)
 /* Writes "<prefix><v>\r\n" straight into the buffer (the hot path of every reply). */
 static void put_line_int(resp_buf_t *b, char prefix, int64_t v)
 {
-    if (!reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
+    if (!resp_buf_reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
         return;
     char digits[20];
     int n = 0;
@@ -339,13 +338,27 @@ void resp_add_array(resp_buf_t *b, size_t n)
 void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n)
 {
     /* "*n\r\n" then n times ":v\r\n": at most 24 bytes each, reserved once. */
-    if (!reserve(b, 24 * (n + 1))) {
+    if (!resp_buf_reserve(b, 24 * (n + 1))) {
         return;
     }
     put_line_int(b, '*', (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         put_line_int(b, ':', v[i]);
     }
+}
+
+void resp_buf_printf(resp_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !resp_buf_reserve(b, (size_t)n + 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
 }
 
 void resp_add_raw(resp_buf_t *b, const char *s)

@@ -68,6 +68,10 @@ typedef struct resp_buf {
 
 void resp_buf_free(resp_buf_t *b);
 
+/* Makes room for n more bytes (b->data + b->len .. + n); false, with b->failed set, if it
+ * cannot be had. For encoders that write in place (http.c). */
+bool resp_buf_reserve(resp_buf_t *b, size_t n);
+
 /* Drops the first n bytes (written to the socket). */
 void resp_buf_consume(resp_buf_t *b, size_t n);
 
@@ -76,12 +80,14 @@ void resp_buf_consume(resp_buf_t *b, size_t n);
 void resp_add_simple(resp_buf_t *b, const char *s);      /* +s\r\n (no CR/LF in s) */
 void resp_add_error(resp_buf_t *b, const char *fmt, ...) /* -msg\r\n, printf-style */
     __attribute__((format(printf, 2, 3)));
-void resp_add_int(resp_buf_t *b, int64_t v);                  /* :v\r\n */
-void resp_add_bulk(resp_buf_t *b, const void *p, size_t len); /* $len\r\n...\r\n */
-void resp_add_null(resp_buf_t *b);                            /* $-1\r\n */
-void resp_add_array(resp_buf_t *b, size_t n);                 /* *n\r\n, then n values */
+void resp_add_int(resp_buf_t *b, int64_t v);                        /* :v\r\n */
+void resp_add_bulk(resp_buf_t *b, const void *p, size_t len);       /* $len\r\n...\r\n */
+void resp_add_null(resp_buf_t *b);                                  /* $-1\r\n */
+void resp_add_array(resp_buf_t *b, size_t n);                       /* *n\r\n, then n values */
 void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n); /* *n then n integers */
-void resp_add_raw(resp_buf_t *b, const char *s);              /* s as is (pre-encoded bytes) */
-void resp_add_mem(resp_buf_t *b, const void *p, size_t len);  /* len bytes as is */
+void resp_add_raw(resp_buf_t *b, const char *s);
+void resp_buf_printf(resp_buf_t *b, const char *fmt, ...)    /* formatted text as is */
+    __attribute__((format(printf, 2, 3)));                   /* s as is (pre-encoded bytes) */
+void resp_add_mem(resp_buf_t *b, const void *p, size_t len); /* len bytes as is */
 
 #endif /* SLUICE_PROTO_RESP_H */

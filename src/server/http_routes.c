@@ -416,62 +416,160 @@ static void route_rules_list(route_ctx_t *x, config_store_t *store)
     config_rules_free(rows, n);
 }
 
+static void method_not_allowed(route_ctx_t *x, const char *allow)
+{
+    char detail[64];
+    snprintf(detail, sizeof detail, "use %s", allow);
+    http_begin(&x->c->out, 405);
+    http_header(&x->c->out, "Allow", "%s", allow);
+    http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, detail);
+}
+
+/*
+ * A document in the config store (a rule, or one key's override) behind GET, PUT and DELETE.
+ * get/put/del return what the config store returns; parse turns the request body into the
+ * canonical JSON to store, or returns NULL with a reason in perr (empty when out of memory).
+ */
+typedef struct resource {
+    const char *missing; /* the 404 detail */
+    int (*get)(const route_ctx_t *x, config_store_t *s, const void *arg, char **json, char *err);
+    char *(*parse)(const route_ctx_t *x, const void *arg, char *perr);
+    int (*put)(config_store_t *s, const void *arg, const char *json, char *err);
+    int (*del)(config_store_t *s, const void *arg, char *err);
+} resource_t;
+
+static void route_resource(route_ctx_t *x, config_store_t *store, const resource_t *r,
+                           const void *arg)
+{
+    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX] = "";
+    char *json = NULL;
+    int rc;
+    switch (x->req->method) {
+    case HTTP_GET:
+        rc = r->get(x, store, arg, &json, serr);
+        break;
+    case HTTP_PUT:
+        json = r->parse(x, arg, perr);
+        if (json == NULL) {
+            if (perr[0] != '\0') {
+                problem(x, 400, "%s", perr);
+            } else {
+                problem(x, 503, "out of memory");
+            }
+            return;
+        }
+        rc = r->put(store, arg, json, serr);
+        break;
+    case HTTP_DELETE:
+        rc = r->del(store, arg, serr);
+        break;
+    default:
+        method_not_allowed(x, "GET, PUT, DELETE");
+        return;
+    }
+    if (rc == CONFIG_STORE_NOTFOUND) {
+        problem(x, 404, "%s", r->missing);
+    } else if (rc != 0) {
+        problem(x, 503, "config store: %s", serr);
+    } else if (x->req->method == HTTP_DELETE) {
+        reload_now(x, store);
+        reply_empty(x, 204);
+    } else {
+        if (x->req->method == HTTP_PUT) {
+            reload_now(x, store);
+        }
+        reply_json(x, 200, json, strlen(json));
+    }
+    free(json);
+}
+
+static int rule_get(const route_ctx_t *x, config_store_t *s, const void *arg, char **json,
+                    char *err)
+{
+    (void)x;
+    return config_store_get_rule(s, arg, json, err);
+}
+
+static char *rule_parse(const route_ctx_t *x, const void *arg, char *perr)
+{
+    ruledef_t def;
+    char reason[RULEDEF_ERR_MAX];
+    if (ruledef_parse_json(x->req->body, x->req->body_len, arg, &def, reason) != 0) {
+        snprintf(perr, RULEDEF_ERR_MAX, "invalid rule: %.230s", reason);
+        return NULL;
+    }
+    char *json = ruledef_to_json(&def);
+    ruledef_free(&def);
+    return json;
+}
+
+static int rule_put(config_store_t *s, const void *arg, const char *json, char *err)
+{
+    return config_store_put_rule(s, arg, json, NULL, err);
+}
+
+static int rule_del(config_store_t *s, const void *arg, char *err)
+{
+    return config_store_del_rule(s, arg, NULL, err);
+}
+
+/* An override's address: its rule and key. */
+typedef struct override_ref {
+    const rule_state_t *rule;
+    const http_segment_t *key;
+} override_ref_t;
+
+static int override_get(const route_ctx_t *x, config_store_t *s, const void *arg, char **json,
+                        char *err)
+{
+    (void)x;
+    const override_ref_t *o = arg;
+    return config_store_get_override(s, o->rule->def.name, o->key->ptr, o->key->len, json, err);
+}
+
+static char *override_parse(const route_ctx_t *x, const void *arg, char *perr)
+{
+    const override_ref_t *o = arg;
+    rule_override_t ov;
+    char reason[RULEDEF_ERR_MAX];
+    if (override_parse_json(&o->rule->def, o->key->ptr, o->key->len, x->req->body, x->req->body_len,
+                            &ov, reason) != 0) {
+        snprintf(perr, RULEDEF_ERR_MAX, "invalid override: %.230s", reason);
+        return NULL;
+    }
+    char *json = override_to_json(&o->rule->def, &ov);
+    override_free(&ov);
+    return json;
+}
+
+static int override_put(config_store_t *s, const void *arg, const char *json, char *err)
+{
+    const override_ref_t *o = arg;
+    return config_store_put_override(s, o->rule->def.name, o->key->ptr, o->key->len, json, NULL,
+                                     err);
+}
+
+static int override_del(config_store_t *s, const void *arg, char *err)
+{
+    const override_ref_t *o = arg;
+    return config_store_del_override(s, o->rule->def.name, o->key->ptr, o->key->len, NULL, err);
+}
+
 static void route_rule(route_ctx_t *x, config_store_t *store, const char *name)
 {
-    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
-    int method = x->req->method;
     if (!ruledef_name_valid(name, strlen(name))) {
         problem(x, 400, "invalid rule name '%.64s' (1-64 of A-Z a-z 0-9 _ . : -)", name);
         return;
     }
-    if (method == HTTP_GET) {
-        char *json = NULL;
-        int rc = config_store_get_rule(store, name, &json, serr);
-        if (rc == CONFIG_STORE_NOTFOUND) {
-            problem(x, 404, "unknown rule '%s'", name);
-        } else if (rc != 0) {
-            problem(x, 503, "config store: %s", serr);
-        } else {
-            reply_json(x, 200, json, strlen(json));
-        }
-        free(json);
-    } else if (method == HTTP_PUT) {
-        ruledef_t def;
-        if (ruledef_parse_json(x->req->body, x->req->body_len, name, &def, perr) != 0) {
-            problem(x, 400, "invalid rule: %s", perr);
-            return;
-        }
-        char *json = ruledef_to_json(&def);
-        ruledef_free(&def);
-        int rc = json != NULL ? config_store_put_rule(store, name, json, NULL, serr) : -1;
-        if (rc != 0) {
-            problem(x, 503, "config store: %s", json != NULL ? serr : "out of memory");
-        } else {
-            reload_now(x, store);
-            reply_json(x, 200, json, strlen(json));
-        }
-        free(json);
-    } else if (method == HTTP_DELETE) {
-        int rc = config_store_del_rule(store, name, NULL, serr);
-        if (rc == CONFIG_STORE_NOTFOUND) {
-            problem(x, 404, "unknown rule '%s'", name);
-        } else if (rc != 0) {
-            problem(x, 503, "config store: %s", serr);
-        } else {
-            reload_now(x, store);
-            reply_empty(x, 204);
-        }
-    } else {
-        http_begin(&x->c->out, 405);
-        http_header(&x->c->out, "Allow", "GET, PUT, DELETE");
-        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET, PUT or DELETE");
-    }
+    char missing[128];
+    snprintf(missing, sizeof missing, "unknown rule '%s'", name);
+    resource_t r = {missing, rule_get, rule_parse, rule_put, rule_del};
+    route_resource(x, store, &r, name);
 }
 
 static void route_override(route_ctx_t *x, config_store_t *store, const char *name,
                            const http_segment_t *key)
 {
-    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
     rule_state_t *rs = engine_find(x->c->loop->worker, name, strlen(name));
     if (rs == NULL) {
         problem(x, 404, "unknown rule '%.64s'", name);
@@ -481,52 +579,11 @@ static void route_override(route_ctx_t *x, config_store_t *store, const char *na
         problem(x, 400, "key is longer than %zu bytes", x->c->loop->srv->cfg->key_max);
         return;
     }
-    int method = x->req->method;
-    if (method == HTTP_GET) {
-        char *json = NULL;
-        int rc = config_store_get_override(store, name, key->ptr, key->len, &json, serr);
-        if (rc == CONFIG_STORE_NOTFOUND) {
-            problem(x, 404, "rule '%s' has no override for this key", name);
-        } else if (rc != 0) {
-            problem(x, 503, "config store: %s", serr);
-        } else {
-            reply_json(x, 200, json, strlen(json));
-        }
-        free(json);
-    } else if (method == HTTP_PUT) {
-        rule_override_t ov;
-        if (override_parse_json(&rs->def, key->ptr, key->len, x->req->body, x->req->body_len, &ov,
-                                perr) != 0) {
-            problem(x, 400, "invalid override: %s", perr);
-            return;
-        }
-        char *json = override_to_json(&rs->def, &ov);
-        override_free(&ov);
-        int rc = json != NULL
-                     ? config_store_put_override(store, name, key->ptr, key->len, json, NULL, serr)
-                     : -1;
-        if (rc != 0) {
-            problem(x, 503, "config store: %s", json != NULL ? serr : "out of memory");
-        } else {
-            reload_now(x, store);
-            reply_json(x, 200, json, strlen(json));
-        }
-        free(json);
-    } else if (method == HTTP_DELETE) {
-        int rc = config_store_del_override(store, name, key->ptr, key->len, NULL, serr);
-        if (rc == CONFIG_STORE_NOTFOUND) {
-            problem(x, 404, "rule '%s' has no override for this key", name);
-        } else if (rc != 0) {
-            problem(x, 503, "config store: %s", serr);
-        } else {
-            reload_now(x, store);
-            reply_empty(x, 204);
-        }
-    } else {
-        http_begin(&x->c->out, 405);
-        http_header(&x->c->out, "Allow", "GET, PUT, DELETE");
-        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET, PUT or DELETE");
-    }
+    char missing[128];
+    snprintf(missing, sizeof missing, "rule '%s' has no override for this key", rs->def.name);
+    resource_t r = {missing, override_get, override_parse, override_put, override_del};
+    override_ref_t ref = {rs, key};
+    route_resource(x, store, &r, &ref);
 }
 
 static void route_rules(route_ctx_t *x)
@@ -540,9 +597,7 @@ static void route_rules(route_ctx_t *x)
     }
     if (x->nseg == 2) {
         if (x->req->method != HTTP_GET) {
-            http_begin(&x->c->out, 405);
-            http_header(&x->c->out, "Allow", "GET");
-            http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET");
+            method_not_allowed(x, "GET");
             return;
         }
         route_rules_list(x, store);
@@ -560,9 +615,7 @@ static void route_rules(route_ctx_t *x)
 static void only_get(route_ctx_t *x, void (*fn)(route_ctx_t *))
 {
     if (x->req->method != HTTP_GET && x->req->method != HTTP_HEAD) {
-        http_begin(&x->c->out, 405);
-        http_header(&x->c->out, "Allow", "GET, HEAD");
-        http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, "use GET");
+        method_not_allowed(x, "GET, HEAD");
         return;
     }
     fn(x);
@@ -605,9 +658,7 @@ void http_handle(conn_t *c, http_request_t *req)
         only_get(&x, route_auth);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "allow") && x.nseg == 2) {
         if (req->method != HTTP_POST) {
-            http_begin(&c->out, 405);
-            http_header(&c->out, "Allow", "POST");
-            http_problem_end(&c->out, 405, req->keep_alive, NULL, "use POST");
+            method_not_allowed(&x, "POST");
             return;
         }
         route_allow(&x);
@@ -668,15 +719,5 @@ void http_process(conn_t *c)
         }
         n++;
     }
-    if (off > 0) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
-    }
-    if (n > 0) {
-        c->last_active_ns = (int64_t)uv_now(&l->uv) * NS_PER_MS;
-        c->requests += n;
-        atomic_fetch_add_explicit(&l->stats.http_requests, n, memory_order_relaxed);
-        loop_record_batch(l, n, sl_now_ns() - start_ns);
-    }
-    conn_flush(c);
+    conn_batch_done(c, off, n, start_ns);
 }

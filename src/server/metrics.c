@@ -13,26 +13,10 @@
 
 #include "server/server.h"
 
-static void line(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(resp_buf_t *b, const char *fmt, ...)
-{
-    char text[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(text, sizeof text - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        return;
-    }
-    size_t len = (size_t)n < sizeof text - 1 ? (size_t)n : sizeof text - 2;
-    text[len++] = '\n';
-    resp_add_mem(b, text, len);
-}
-
 static void help(resp_buf_t *b, const char *name, const char *type, const char *text)
 {
-    line(b, "# HELP %s %s", name, text);
-    line(b, "# TYPE %s %s", name, type);
+    resp_buf_printf(b, "# HELP %s %s\n", name, text);
+    resp_buf_printf(b, "# TYPE %s %s\n", name, type);
 }
 
 typedef struct rules_ctx {
@@ -56,28 +40,29 @@ static void per_rule(void *arg, rule_state_t *rs)
     const char *r = rs->def.name;
     switch (x->pass) {
     case 0:
-        line(x->b, "sluice_decisions_total{rule=\"%s\",result=\"allowed\"} %llu", r,
-             (unsigned long long)allowed);
-        line(x->b, "sluice_decisions_total{rule=\"%s\",result=\"denied\"} %llu", r,
-             (unsigned long long)denied);
+        resp_buf_printf(x->b, "sluice_decisions_total{rule=\"%s\",result=\"allowed\"} %llu\n", r,
+                        (unsigned long long)allowed);
+        resp_buf_printf(x->b, "sluice_decisions_total{rule=\"%s\",result=\"denied\"} %llu\n", r,
+                        (unsigned long long)denied);
         break;
     case 1:
-        line(x->b, "sluice_shadow_rejections_total{rule=\"%s\"} %llu", r,
-             (unsigned long long)shadow);
+        resp_buf_printf(x->b, "sluice_shadow_rejections_total{rule=\"%s\"} %llu\n", r,
+                        (unsigned long long)shadow);
         break;
     case 2:
-        line(x->b, "sluice_store_errors_total{rule=\"%s\"} %llu", r, (unsigned long long)errors);
+        resp_buf_printf(x->b, "sluice_store_errors_total{rule=\"%s\"} %llu\n", r,
+                        (unsigned long long)errors);
         break;
     case 3: {
         sl_table_stats_t st;
         engine_rule_stats(rs, &st);
-        line(x->b, "sluice_keys{rule=\"%s\"} %zu", r, st.keys);
+        resp_buf_printf(x->b, "sluice_keys{rule=\"%s\"} %zu\n", r, st.keys);
         break;
     }
     default: {
         sl_table_stats_t st;
         engine_rule_stats(rs, &st);
-        line(x->b, "sluice_table_bytes{rule=\"%s\"} %zu", r, st.bytes);
+        resp_buf_printf(x->b, "sluice_table_bytes{rule=\"%s\"} %zu\n", r, st.bytes);
         break;
     }
     }
@@ -109,45 +94,48 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     uint64_t cumulative = 0;
     for (size_t i = 0; i < LATENCY_BUCKETS; i++) {
         cumulative += SERVER_STAT(srv, latency[i]);
-        line(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu",
-             (double)loop_latency_bounds_ns[i] / 1e9, (unsigned long long)cumulative);
+        resp_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                        (double)loop_latency_bounds_ns[i] / 1e9, (unsigned long long)cumulative);
     }
     cumulative += SERVER_STAT(srv, latency[LATENCY_BUCKETS]);
-    line(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu",
-         (unsigned long long)cumulative);
-    line(b, "sluice_request_duration_seconds_sum %.9f",
-         (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
-    line(b, "sluice_request_duration_seconds_count %llu",
-         (unsigned long long)SERVER_STAT(srv, latency_count));
+    resp_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                    (unsigned long long)cumulative);
+    resp_buf_printf(b, "sluice_request_duration_seconds_sum %.9f\n",
+                    (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
+    resp_buf_printf(b, "sluice_request_duration_seconds_count %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, latency_count));
 
     help(b, "sluice_requests_total", "counter", "Requests handled, by protocol.");
-    line(b, "sluice_requests_total{protocol=\"resp\"} %llu",
-         (unsigned long long)SERVER_STAT(srv, commands));
-    line(b, "sluice_requests_total{protocol=\"http\"} %llu",
-         (unsigned long long)SERVER_STAT(srv, http_requests));
+    resp_buf_printf(b, "sluice_requests_total{protocol=\"resp\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, commands));
+    resp_buf_printf(b, "sluice_requests_total{protocol=\"http\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, http_requests));
     help(b, "sluice_protocol_errors_total", "counter",
          "Malformed requests (the connection was closed).");
-    line(b, "sluice_protocol_errors_total %llu",
-         (unsigned long long)SERVER_STAT(srv, protocol_errors));
+    resp_buf_printf(b, "sluice_protocol_errors_total %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, protocol_errors));
     help(b, "sluice_connections_total", "counter", "Connections accepted.");
-    line(b, "sluice_connections_total %llu", (unsigned long long)SERVER_STAT(srv, connections));
+    resp_buf_printf(b, "sluice_connections_total %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, connections));
     help(b, "sluice_rejected_connections_total", "counter", "Connections refused at max_clients.");
-    line(b, "sluice_rejected_connections_total %llu",
-         (unsigned long long)SERVER_STAT(srv, rejected_clients));
+    resp_buf_printf(b, "sluice_rejected_connections_total %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, rejected_clients));
     help(b, "sluice_clients", "gauge", "Open connections.");
-    line(b, "sluice_clients %zu", atomic_load(&srv->clients));
+    resp_buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
 
     help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
-    line(b, "sluice_rules_version %lld", (long long)engine_version(srv->engine));
+    resp_buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));
     help(b, "sluice_rules_reloads_total", "counter", "Rule sets published.");
-    line(b, "sluice_rules_reloads_total %llu", (unsigned long long)engine_reloads(srv->engine));
+    resp_buf_printf(b, "sluice_rules_reloads_total %llu\n",
+                    (unsigned long long)engine_reloads(srv->engine));
     help(b, "sluice_config_store_errors_total", "counter",
          "Config store failures (polls, reloads, imports).");
-    line(b, "sluice_config_store_errors_total %llu",
-         (unsigned long long)atomic_load(&srv->store_errors));
+    resp_buf_printf(b, "sluice_config_store_errors_total %llu\n",
+                    (unsigned long long)atomic_load(&srv->store_errors));
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
-    line(b, "sluice_snapshots_total %llu", (unsigned long long)atomic_load(&srv->snapshots));
+    resp_buf_printf(b, "sluice_snapshots_total %llu\n",
+                    (unsigned long long)atomic_load(&srv->snapshots));
     help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
-    line(b, "sluice_snapshot_errors_total %llu",
-         (unsigned long long)atomic_load(&srv->snapshot_errors));
+    resp_buf_printf(b, "sluice_snapshot_errors_total %llu\n",
+                    (unsigned long long)atomic_load(&srv->snapshot_errors));
 }

@@ -993,23 +993,6 @@ static void info_rule(void *arg, rule_state_t *rs)
     }
 }
 
-static void info_line(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void info_line(resp_buf_t *b, const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 2, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        return;
-    }
-    size_t len = (size_t)n < sizeof line - 2 ? (size_t)n : sizeof line - 3;
-    line[len++] = '\r';
-    line[len++] = '\n';
-    resp_add_mem(b, line, len);
-}
-
 static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     server_t *srv = c->loop->srv;
@@ -1030,61 +1013,61 @@ static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
     resp_buf_t b = {0};
     int64_t now_ns = sl_now_ns();
     if (want == NULL || strcmp(want, "server") == 0) {
-        info_line(&b, "# Server");
-        info_line(&b, "sluice_version:%s", SL_VERSION_STRING);
+        resp_buf_printf(&b, "# Server\r\n");
+        resp_buf_printf(&b, "sluice_version:%s\r\n", SL_VERSION_STRING);
         /* Some clients gate features on redis_version; sluice speaks the RESP2 subset of 7.0. */
-        info_line(&b, "redis_version:7.0.0");
-        info_line(&b, "redis_mode:standalone");
-        info_line(&b, "process_id:%d", (int)getpid());
-        info_line(&b, "tcp_port:%d", srv->cfg->resp_port);
-        info_line(&b, "http_port:%d", srv->cfg->http_port);
-        info_line(&b, "threads:%u", srv->nloops);
-        info_line(&b, "uptime_in_seconds:%lld",
-                  (long long)((now_ns - srv->started_ns) / NS_PER_SEC));
-        info_line(&b, "%s", "");
+        resp_buf_printf(&b, "redis_version:7.0.0\r\n");
+        resp_buf_printf(&b, "redis_mode:standalone\r\n");
+        resp_buf_printf(&b, "process_id:%d\r\n", (int)getpid());
+        resp_buf_printf(&b, "tcp_port:%d\r\n", srv->cfg->resp_port);
+        resp_buf_printf(&b, "http_port:%d\r\n", srv->cfg->http_port);
+        resp_buf_printf(&b, "threads:%u\r\n", srv->nloops);
+        resp_buf_printf(&b, "uptime_in_seconds:%lld\r\n",
+                        (long long)((now_ns - srv->started_ns) / NS_PER_SEC));
+        resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "clients") == 0) {
-        info_line(&b, "# Clients");
-        info_line(&b, "connected_clients:%zu", atomic_load(&srv->clients));
-        info_line(&b, "maxclients:%zu", srv->cfg->max_clients);
-        info_line(&b, "%s", "");
+        resp_buf_printf(&b, "# Clients\r\n");
+        resp_buf_printf(&b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
+        resp_buf_printf(&b, "maxclients:%zu\r\n", srv->cfg->max_clients);
+        resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "stats") == 0) {
-        info_line(&b, "# Stats");
-        info_line(&b, "total_connections_received:%llu",
-                  (unsigned long long)SERVER_STAT(srv, connections));
-        info_line(&b, "total_commands_processed:%llu",
-                  (unsigned long long)SERVER_STAT(srv, commands));
-        info_line(&b, "total_http_requests:%llu",
-                  (unsigned long long)SERVER_STAT(srv, http_requests));
-        info_line(&b, "rejected_connections:%llu",
-                  (unsigned long long)SERVER_STAT(srv, rejected_clients));
-        info_line(&b, "protocol_errors:%llu",
-                  (unsigned long long)SERVER_STAT(srv, protocol_errors));
-        info_line(&b, "%s", "");
+        resp_buf_printf(&b, "# Stats\r\n");
+        resp_buf_printf(&b, "total_connections_received:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, connections));
+        resp_buf_printf(&b, "total_commands_processed:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, commands));
+        resp_buf_printf(&b, "total_http_requests:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, http_requests));
+        resp_buf_printf(&b, "rejected_connections:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, rejected_clients));
+        resp_buf_printf(&b, "protocol_errors:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, protocol_errors));
+        resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "rules") == 0 || strcmp(want, "keyspace") == 0 ||
         strcmp(want, "memory") == 0) {
         info_ctx_t x = {.b = &b};
         engine_foreach_rule(srv->engine, info_rule, &x);
-        info_line(&b, "# Rules");
-        info_line(&b, "rules_version:%lld", (long long)engine_version(srv->engine));
-        info_line(&b, "rules:%zu", x.rules);
-        info_line(&b, "inline_rules:%zu", x.inline_rules);
-        info_line(&b, "reloads:%llu", (unsigned long long)engine_reloads(srv->engine));
-        info_line(&b, "keys:%zu", x.keys);
-        info_line(&b, "table_bytes:%zu", x.bytes);
-        info_line(&b, "%s", "");
+        resp_buf_printf(&b, "# Rules\r\n");
+        resp_buf_printf(&b, "rules_version:%lld\r\n", (long long)engine_version(srv->engine));
+        resp_buf_printf(&b, "rules:%zu\r\n", x.rules);
+        resp_buf_printf(&b, "inline_rules:%zu\r\n", x.inline_rules);
+        resp_buf_printf(&b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(srv->engine));
+        resp_buf_printf(&b, "keys:%zu\r\n", x.keys);
+        resp_buf_printf(&b, "table_bytes:%zu\r\n", x.bytes);
+        resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "persistence") == 0) {
-        info_line(&b, "# Persistence");
-        info_line(&b, "loading:0");
-        info_line(&b, "snapshots:%llu", (unsigned long long)atomic_load(&srv->snapshots));
-        info_line(&b, "snapshot_errors:%llu",
-                  (unsigned long long)atomic_load(&srv->snapshot_errors));
-        info_line(&b, "last_snapshot_time:%lld",
-                  (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
-        info_line(&b, "%s", "");
+        resp_buf_printf(&b, "# Persistence\r\n");
+        resp_buf_printf(&b, "loading:0\r\n");
+        resp_buf_printf(&b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
+        resp_buf_printf(&b, "snapshot_errors:%llu\r\n",
+                        (unsigned long long)atomic_load(&srv->snapshot_errors));
+        resp_buf_printf(&b, "last_snapshot_time:%lld\r\n",
+                        (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
+        resp_add_raw(&b, "\r\n");
     }
     resp_add_bulk(&c->out, b.data != NULL ? b.data : "", b.len);
     resp_buf_free(&b);
@@ -1198,15 +1181,5 @@ void resp_process(conn_t *c)
         resp_dispatch(c, l->argv, argc);
         n++;
     }
-    if (off > 0) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
-    }
-    if (n > 0) {
-        c->last_active_ns = (int64_t)uv_now(&l->uv) * NS_PER_MS;
-        c->requests += n;
-        atomic_fetch_add_explicit(&l->stats.commands, n, memory_order_relaxed);
-        loop_record_batch(l, n, sl_now_ns() - start_ns);
-    }
-    conn_flush(c);
+    conn_batch_done(c, off, n, start_ns);
 }

@@ -189,6 +189,23 @@ void conn_flush(conn_t *c)
     }
 }
 
+void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
+{
+    loop_t *l = c->loop;
+    if (consumed > 0) {
+        memmove(c->in, c->in + consumed, c->in_len - consumed);
+        c->in_len -= consumed;
+    }
+    if (n > 0) {
+        c->last_active_ns = (int64_t)uv_now(&l->uv) * 1000000;
+        c->requests += n;
+        atomic_fetch_add_explicit(c->http ? &l->stats.http_requests : &l->stats.commands, n,
+                                  memory_order_relaxed);
+        loop_record_batch(l, n, sl_now_ns() - start_ns);
+    }
+    conn_flush(c);
+}
+
 static void peer_name(conn_t *c)
 {
     struct sockaddr_storage ss;

@@ -117,6 +117,10 @@ void server_stop(server_t *srv);
 /* Writes the connection's pending output (what handlers appended to c->out). */
 void conn_flush(conn_t *c);
 
+/* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
+ * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */
+void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns);
+
 /* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
 void resp_process(conn_t *c);
 void http_process(conn_t *c);
