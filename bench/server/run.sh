@@ -244,15 +244,16 @@ RERUNS_MAX=${RERUNS_MAX:-8} # in all; each run is re-run at most twice
 DISTURBED=0
 OTHER_MAX_PCT=10
 
-# Busy clock ticks of all CPUs together (user nice system irq softirq steal) from /proc/stat.
-sys_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+# Clock ticks all CPUs together spent in processes (user nice system) or lost to the hypervisor
+# (steal), from /proc/stat. Not irq and softirq: the kernel's network work for the benchmark's
+# own traffic lands there, in neither process's utime+stime.
+sys_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9; exit }' /proc/stat; }
 
 # measure OUT TIMEOUT_S PIDS -- CMD..: runs CMD (stdout and stderr to OUT) and sets
 #   M_SRV_S    CPU seconds the server processes PIDS used meanwhile
 #   M_WALL_S   wall seconds
-#   M_OTHER    % of one CPU that anything else took meanwhile: all CPUs' busy time, less the
-#              server's and the client's own; loopback traffic's softirq work is charged to the
-#              two, so on a quiet machine this stays near 0
+#   M_OTHER    % of one CPU that anything else took meanwhile: all CPUs' process and steal time,
+#              less the server's and the client's own; near 0 on a quiet machine
 measure() {
     local out=$1 secs=$2 pids=() t0 t1 b0 b1 w0 w1 cli
     shift 2

@@ -413,6 +413,33 @@ static int parse_sub(int argc, char **argv, const struct subcommand *subs, size_
     return -1;
 }
 
+/* Sends cmd (cmd[0] the command, cmd[1] the verb, then argc - 2 arguments) and prints its reply
+ * by verb: LIST and EXPORT (SL.RULE only) by the rules printers, GET as a document, SET as OK,
+ * anything else (DEL) as deleted. absent is the message for an item that does not exist.
+ * Returns an exit code. */
+static int run_subcommand(const struct remote_opts *o, int argc, const char **cmd,
+                          const char *absent)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", cmd[0], cmd[1]);
+    redisReply *r = NULL;
+    int code = run(o, argc, cmd, NULL, &r);
+    if (code != REMOTE_EXIT_OK)
+        return code;
+    if (strcmp(cmd[1], "LIST") == 0)
+        code = rules_list(o, r);
+    else if (strcmp(cmd[1], "EXPORT") == 0)
+        code = rules_export(o, r);
+    else if (strcmp(cmd[1], "GET") == 0)
+        code = print_document(o, what, absent, r);
+    else if (strcmp(cmd[1], "SET") == 0)
+        code = print_ok(o, what, r);
+    else
+        code = print_deleted(o, what, absent, r);
+    freeReplyObject(r);
+    return code;
+}
+
 int remote_rules_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
@@ -425,26 +452,9 @@ int remote_rules_main(int argc, char **argv, const struct remote_opts *g)
     if (strcmp(sub->verb, "IMPORT") == 0)
         return rules_import(&o, a.pos[1]);
     const char *cmd[4] = {"SL.RULE", sub->verb, a.pos[1], a.pos[2]};
-    char what[64];
-    snprintf(what, sizeof what, "SL.RULE %s", sub->verb);
-    redisReply *r = NULL;
-    code = run(&o, 2 + sub->npos, cmd, NULL, &r);
-    if (code != REMOTE_EXIT_OK)
-        return code;
     char absent[320];
     snprintf(absent, sizeof absent, "no rule '%s'", a.npos > 1 ? a.pos[1] : "");
-    if (strcmp(sub->verb, "LIST") == 0)
-        code = rules_list(&o, r);
-    else if (strcmp(sub->verb, "EXPORT") == 0)
-        code = rules_export(&o, r);
-    else if (strcmp(sub->verb, "GET") == 0)
-        code = print_document(&o, what, absent, r);
-    else if (strcmp(sub->verb, "SET") == 0)
-        code = print_ok(&o, what, r);
-    else
-        code = print_deleted(&o, what, absent, r);
-    freeReplyObject(r);
-    return code;
+    return run_subcommand(&o, 2 + sub->npos, cmd, absent);
 }
 
 /* ---- overrides --------------------------------------------------------------------------- */
@@ -459,21 +469,9 @@ int remote_overrides_main(int argc, char **argv, const struct remote_opts *g)
     if (code >= 0)
         return code;
     const char *cmd[5] = {"SL.OVERRIDE", sub->verb, a.pos[1], a.pos[2], a.pos[3]};
-    char what[64], absent[640];
-    snprintf(what, sizeof what, "SL.OVERRIDE %s", sub->verb);
+    char absent[640];
     snprintf(absent, sizeof absent, "no override for key '%s' of rule '%s'", a.pos[2], a.pos[1]);
-    redisReply *r = NULL;
-    code = run(&o, 2 + sub->npos, cmd, NULL, &r);
-    if (code != REMOTE_EXIT_OK)
-        return code;
-    if (strcmp(sub->verb, "GET") == 0)
-        code = print_document(&o, what, absent, r);
-    else if (strcmp(sub->verb, "SET") == 0)
-        code = print_ok(&o, what, r);
-    else
-        code = print_deleted(&o, what, absent, r);
-    freeReplyObject(r);
-    return code;
+    return run_subcommand(&o, 2 + sub->npos, cmd, absent);
 }
 
 /* ---- info -------------------------------------------------------------------------------- */

@@ -22,6 +22,8 @@
  */
 #include "proto/http.h"
 
+#include "proto/codec.h"
+
 #include <arpa/inet.h>
 #include <http_parser.h>
 #include <netinet/in.h>
@@ -334,17 +336,6 @@ static bool check_head_syntax(const char *buf, size_t end, char *err)
     return true;
 }
 
-static int hex_digit(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* ---- parsing: pass 3, chunked bodies -------------------------------------------------------- */
 
 static long chunk_bad(char *err, size_t *pos, size_t i, const char *what)
@@ -380,7 +371,7 @@ static long dechunk(char *buf, size_t end, size_t body_max, char *out, char *err
     size_t i = 0, total = 0;
     for (;;) {
         size_t size = 0, start = i;
-        for (int d; (d = hex_digit(byte_at(buf, end, i))) >= 0; i++) {
+        for (int d; (d = codec_hex_digit(byte_at(buf, end, i))) >= 0; i++) {
             if (size > (SIZE_MAX >> 4))
                 return chunk_bad(err, pos, i, "chunk size too large");
             size = size * 16 + (size_t)d;
@@ -714,8 +705,8 @@ static long decode(const char *src, size_t len, char *out, size_t cap, bool plus
     for (size_t i = 0; i < len; i++) {
         char ch = src[i];
         if (ch == '%') {
-            int hi = i + 2 < len ? hex_digit((unsigned char)src[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_digit((unsigned char)src[i + 2]) : -1;
+            int hi = i + 2 < len ? codec_hex_digit((unsigned char)src[i + 1]) : -1;
+            int lo = hi >= 0 ? codec_hex_digit((unsigned char)src[i + 2]) : -1;
             if (lo < 0 || (hi == 0 && lo == 0))
                 return -1;
             ch = (char)(hi * 16 + lo);

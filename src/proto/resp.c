@@ -8,6 +8,8 @@
  */
 #include "proto/resp.h"
 
+#include "proto/codec.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,17 +120,6 @@ static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_
     return pos;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
@@ -154,9 +145,9 @@ static bool unquote(char *line, size_t end, size_t *pos, size_t *out)
                     c = '\'';
                     (*pos)++;
                 }
-            } else if (e == 'x' && *pos + 2 < end && hex_digit(line[*pos + 1]) >= 0 &&
-                       hex_digit(line[*pos + 2]) >= 0) {
-                c = (char)(hex_digit(line[*pos + 1]) * 16 + hex_digit(line[*pos + 2]));
+            } else if (e == 'x' && *pos + 2 < end && codec_hex_digit(line[*pos + 1]) >= 0 &&
+                       codec_hex_digit(line[*pos + 2]) >= 0) {
+                c = (char)(codec_hex_digit(line[*pos + 1]) * 16 + codec_hex_digit(line[*pos + 2]));
                 *pos += 3;
             } else {
                 static const char from[] = "nrtab", to[] = "\n\r\t\a\b";

@@ -39,7 +39,7 @@ struct rule_tables {
 
 typedef struct ov_entry {
     uint64_t hash;
-    const ruleset_t *set; /* valid only while this set is the worker's current one */
+    uint64_t generation; /* valid only while the worker's set is of this generation */
     const rule_state_t *rule;
     int64_t expires_ns;
     bool present; /* the key has an override */
@@ -76,6 +76,7 @@ struct engine {
     ruleset_t *retired; /* published before, maybe still in use */
     _Atomic uint64_t reloads;
     _Atomic int64_t version;
+    uint64_t generation; /* of the last set published; under reload_lock */
     engine_worker_t *workers;
     pthread_mutex_t inline_lock;
     rule_state_t **inl; /* [ENGINE_INLINE_MAX] */
@@ -466,6 +467,7 @@ int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
         pthread_mutex_unlock(&e->reload_lock);
         return -1;
     }
+    set->generation = ++e->generation;
     atomic_store(&e->current, set);
     atomic_store_explicit(&e->version, set->version, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reloads, 1, memory_order_relaxed);
@@ -575,7 +577,8 @@ static const ov_entry_t *override_lookup(engine_worker_t *w, const rule_state_t 
     }
     uint64_t h = hash_bytes(key, key_len, (uint64_t)(uintptr_t)rs);
     ov_entry_t *en = &w->ov_cache[h & (OV_CACHE_SLOTS - 1)];
-    if (en->hash == h && en->set == w->set && en->rule == rs && en->expires_ns > now_ns &&
+    if (en->hash == h && en->generation == w->set->generation && en->rule == rs &&
+        en->expires_ns > now_ns &&
         en->key_len == key_len && memcmp(en->key, key, key_len) == 0) {
         return en;
     }
@@ -598,7 +601,7 @@ static const ov_entry_t *override_lookup(engine_worker_t *w, const rule_state_t 
     memcpy(copy, key, key_len);
     free(en->key);
     *en = (ov_entry_t){.hash = h,
-                       .set = w->set,
+                       .generation = w->set->generation,
                        .rule = rs,
                        .expires_ns = now_ns + w->engine->cfg.override_ttl_ns,
                        .key = copy,

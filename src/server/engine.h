@@ -59,7 +59,8 @@ typedef struct rule_state {
 } rule_state_t;
 
 typedef struct ruleset {
-    int64_t version;
+    int64_t version;     /* the config store's version it was built from */
+    uint64_t generation; /* unique per published set (a forced reload keeps the version) */
     size_t n;
     rule_state_t **rules; /* sorted by name */
     struct ruleset *retired_next;

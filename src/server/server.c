@@ -85,8 +85,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     conn_t *c = s->data;
-    if (nread < 0 || (nread == 0 && buf->base == NULL)) {
-        if (nread == UV_ENOBUFS || nread < 0) {
+    if (nread < 0) {
+        /* EOF or an error: replies still being written go out first (a client may half-close
+         * after sending its requests). */
+        uv_read_stop(s);
+        c->closing = true;
+        if (!c->writing || nread != UV_EOF) {
             conn_close_now(c);
         }
         return;
@@ -317,8 +321,7 @@ static void on_stop(uv_async_t *a)
         next = c->next;
         c->closing = true;
         if (!c->writing) {
-            conn_flush(c);
-            conn_close_now(c);
+            conn_flush(c); /* closes it, or after the write it starts completes */
         }
     }
     uv_timer_stop(&l->idle_timer);
