@@ -134,24 +134,30 @@ static sqlite3_stmt *stmt(config_store_t *s, enum stmt_id id, const char *doing,
     return st;
 }
 
-/* Resets a statement after use, so it holds no read lock. */
+/* Resets a statement after use, so it holds no read lock. NULL (never prepared) does nothing. */
 static void done(sqlite3_stmt *st)
 {
+    if (st == NULL)
+        return;
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
+}
+
+/* Ends a use of st: `ok` says whether the last call on it (a step, a bind) succeeded; when not,
+ * err gets SQLite's message first. Resets st either way. Returns 0 when ok, else -1. */
+static int step_end(config_store_t *s, sqlite3_stmt *st, bool ok, const char *doing, char *err)
+{
+    if (!ok)
+        fail_db(s, doing, err);
+    done(st);
+    return ok ? 0 : -1;
 }
 
 /* Steps a statement that returns no rows to completion. Returns 0 or -1 with err. */
 static int exec_stmt(config_store_t *s, sqlite3_stmt *st, const char *doing, char *err)
 {
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        fail_db(s, doing, err);
-        done(st);
-        return -1;
-    }
-    done(st);
-    return 0;
+    return step_end(s, st, rc == SQLITE_DONE || rc == SQLITE_ROW, doing, err);
 }
 
 static int exec_id(config_store_t *s, enum stmt_id id, const char *doing, char *err)
@@ -175,6 +181,30 @@ static int bind_key(config_store_t *s, sqlite3_stmt *st, int i, const void *key,
     if (sqlite3_bind_blob64(st, i, key_len ? key : "", key_len, SQLITE_STATIC) != SQLITE_OK)
         return fail_db(s, doing, err);
     return 0;
+}
+
+/* An override key to bind as a blob (ptr may be NULL when len is 0). */
+struct key_ref {
+    const void *ptr;
+    size_t len;
+};
+
+/* Returns statement id with its parameters bound in order: ?1 = name, then the key when key is
+ * not NULL, then json when not NULL (later ones, if any, are the caller's). NULL with err, and
+ * the statement reset, when it cannot be prepared or bound. */
+static sqlite3_stmt *bound(config_store_t *s, enum stmt_id id, const char *name,
+                           const struct key_ref *key, const char *json, const char *doing,
+                           char *err)
+{
+    int i = 1;
+    sqlite3_stmt *st = stmt(s, id, doing, err);
+    if (st == NULL || bind_text(s, st, i++, name, doing, err) != 0 ||
+        (key != NULL && bind_key(s, st, i++, key->ptr, key->len, doing, err) != 0) ||
+        (json != NULL && bind_text(s, st, i++, json, doing, err) != 0)) {
+        done(st);
+        return NULL;
+    }
+    return st;
 }
 
 /* ---- transactions ------------------------------------------------------------------------ */
@@ -239,6 +269,18 @@ static int tx_finish(config_store_t *s, bool changed, int64_t *version, const ch
     return 0;
 }
 
+/* Ends a delete's write transaction: rolls back and returns CONFIG_STORE_NOTFOUND when `found`
+ * is false (nothing was deleted), else bumps the version and commits as tx_finish does. */
+static int tx_finish_delete(config_store_t *s, bool found, int64_t *version, const char *doing,
+                            char *err)
+{
+    if (!found) {
+        tx_rollback(s);
+        return CONFIG_STORE_NOTFOUND;
+    }
+    return tx_finish(s, true, version, doing, err);
+}
+
 /* ---- open and close ---------------------------------------------------------------------- */
 
 /* The file path of a store url: "PATH", "sqlite:PATH" or "sqlite://PATH". NULL for another
@@ -273,14 +315,12 @@ static int read_user_version(config_store_t *s, int *out, const char *doing, cha
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
         return fail_db(s, doing, err);
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int(st, 0);
+    else
         fail_db(s, doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
-    *out = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    return 0;
+    return rc == SQLITE_ROW ? 0 : -1;
 }
 
 /* Creates the schema in a new file, or checks the version of an existing one. */
@@ -432,12 +472,8 @@ int config_store_list_rules(config_store_t *s, config_rule_t **rules, size_t *n,
             goto fail;
         }
     }
-    if (rc != SQLITE_DONE) {
-        fail_db(s, doing, err);
-        done(st);
+    if (step_end(s, st, rc == SQLITE_DONE, doing, err) != 0)
         goto fail;
-    }
-    done(st);
     if (tx_commit(s, doing, err) != 0)
         goto fail_released;
     *rules = list;
@@ -461,11 +497,8 @@ static int query_text(config_store_t *s, sqlite3_stmt *st, char **json, const ch
         done(st);
         return CONFIG_STORE_NOTFOUND;
     }
-    if (rc != SQLITE_ROW) {
-        fail_db(s, doing, err);
-        done(st);
-        return -1;
-    }
+    if (rc != SQLITE_ROW)
+        return step_end(s, st, false, doing, err);
     char *copy = column_dup(st, 0);
     done(st);
     if (copy == NULL)
@@ -480,10 +513,8 @@ int config_store_get_rule(config_store_t *s, const char *name, char **json, char
         return fail(err, "config store: get rule: no name");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "reading rule '%.64s'", name);
-    sqlite3_stmt *st = stmt(s, ST_GET_RULE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0)
-        return -1;
-    return query_text(s, st, json, doing, err);
+    sqlite3_stmt *st = bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
+    return st == NULL ? -1 : query_text(s, st, json, doing, err);
 }
 
 int config_store_get_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
@@ -493,14 +524,9 @@ int config_store_get_override(config_store_t *s, const char *rule, const void *k
         return fail(err, "config store: get override: no rule or key");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "reading an override of rule '%.64s'", rule);
-    sqlite3_stmt *st = stmt(s, ST_GET_OVERRIDE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
-        bind_key(s, st, 2, key, key_len, doing, err) != 0) {
-        if (st != NULL)
-            done(st);
-        return -1;
-    }
-    return query_text(s, st, json, doing, err);
+    struct key_ref k = {key, key_len};
+    sqlite3_stmt *st = bound(s, ST_GET_OVERRIDE, rule, &k, NULL, doing, err);
+    return st == NULL ? -1 : query_text(s, st, json, doing, err);
 }
 
 int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
@@ -510,15 +536,12 @@ int config_store_foreach_override(config_store_t *s, const char *rule, size_t li
         return fail(err, "config store: foreach override: no rule or callback");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "listing the overrides of rule '%.64s'", rule);
-    sqlite3_stmt *st = stmt(s, ST_LIST_OVERRIDES, doing, err);
-    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0)
+    sqlite3_stmt *st = bound(s, ST_LIST_OVERRIDES, rule, NULL, NULL, doing, err);
+    if (st == NULL)
         return -1;
     sqlite3_int64 lim = limit == 0 || limit > (size_t)INT64_MAX ? -1 : (sqlite3_int64)limit;
-    if (sqlite3_bind_int64(st, 2, lim) != SQLITE_OK) {
-        fail_db(s, doing, err);
-        done(st);
-        return -1;
-    }
+    if (sqlite3_bind_int64(st, 2, lim) != SQLITE_OK)
+        return step_end(s, st, false, doing, err);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const void *key = sqlite3_column_blob(st, 0);
@@ -529,21 +552,18 @@ int config_store_foreach_override(config_store_t *s, const char *rule, size_t li
             return 0;
         }
     }
-    if (rc != SQLITE_DONE) {
-        fail_db(s, doing, err);
-        done(st);
-        return -1;
-    }
-    done(st);
-    return 0;
+    return step_end(s, st, rc == SQLITE_DONE, doing, err);
 }
 
 /* ---- changes ----------------------------------------------------------------------------- */
 
-/* Binds and runs a change statement; *changed gets whether it touched a row. */
-static int change(config_store_t *s, sqlite3_stmt *st, bool *changed, const char *doing, char *err)
+/* Runs change statement id with its parameters bound as bound() does. *changed gets whether it
+ * touched a row. Returns 0 or -1 with err; the statement is reset either way. */
+static int change(config_store_t *s, enum stmt_id id, const char *name, const struct key_ref *key,
+                  const char *json, bool *changed, const char *doing, char *err)
 {
-    if (exec_stmt(s, st, doing, err) != 0)
+    sqlite3_stmt *st = bound(s, id, name, key, json, doing, err);
+    if (st == NULL || exec_stmt(s, st, doing, err) != 0)
         return -1;
     *changed = sqlite3_changes(s->db) > 0;
     return 0;
@@ -559,11 +579,7 @@ int config_store_put_rule(config_store_t *s, const char *name, const char *json,
     if (tx_begin(s, true, doing, err) != 0)
         return -1;
     bool changed = false;
-    sqlite3_stmt *st = stmt(s, ST_PUT_RULE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0 ||
-        bind_text(s, st, 2, json, doing, err) != 0 || change(s, st, &changed, doing, err) != 0) {
-        if (st != NULL)
-            done(st);
+    if (change(s, ST_PUT_RULE, name, NULL, json, &changed, doing, err) != 0) {
         tx_rollback(s);
         return -1;
     }
@@ -574,25 +590,12 @@ int config_store_put_rule(config_store_t *s, const char *name, const char *json,
 static int delete_rule(config_store_t *s, const char *name, bool *found, const char *doing,
                        char *err)
 {
-    bool ignored;
-    sqlite3_stmt *del = stmt(s, ST_DEL_RULE, doing, err);
-    if (del == NULL || bind_text(s, del, 1, name, doing, err) != 0 ||
-        change(s, del, found, doing, err) != 0)
-        goto fail;
+    if (change(s, ST_DEL_RULE, name, NULL, NULL, found, doing, err) != 0)
+        return -1;
     if (!*found)
         return 0;
-    sqlite3_stmt *ovr = stmt(s, ST_DEL_RULE_OVERRIDES, doing, err);
-    if (ovr == NULL || bind_text(s, ovr, 1, name, doing, err) != 0 ||
-        change(s, ovr, &ignored, doing, err) != 0) {
-        if (ovr != NULL)
-            done(ovr);
-        return -1;
-    }
-    return 0;
-fail:
-    if (del != NULL)
-        done(del);
-    return -1;
+    bool ignored;
+    return change(s, ST_DEL_RULE_OVERRIDES, name, NULL, NULL, &ignored, doing, err);
 }
 
 int config_store_del_rule(config_store_t *s, const char *name, int64_t *version, char *err)
@@ -608,11 +611,7 @@ int config_store_del_rule(config_store_t *s, const char *name, int64_t *version,
         tx_rollback(s);
         return -1;
     }
-    if (!found) {
-        tx_rollback(s);
-        return CONFIG_STORE_NOTFOUND;
-    }
-    return tx_finish(s, true, version, doing, err);
+    return tx_finish_delete(s, found, version, doing, err);
 }
 
 static int by_name(const void *a, const void *b)
@@ -678,12 +677,7 @@ static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n, 
     free(drop);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         bool put = false;
-        sqlite3_stmt *st = stmt(s, ST_PUT_RULE, doing, err);
-        if (st == NULL || bind_text(s, st, 1, sorted[i]->name, doing, err) != 0 ||
-            bind_text(s, st, 2, sorted[i]->json, doing, err) != 0 ||
-            change(s, st, &put, doing, err) != 0) {
-            if (st != NULL)
-                done(st);
+        if (change(s, ST_PUT_RULE, sorted[i]->name, NULL, sorted[i]->json, &put, doing, err) != 0) {
             rc = -1;
             /* name the rule SQLite refused */
             size_t used = strlen(err);
@@ -734,15 +728,12 @@ int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
 static int rule_exists(config_store_t *s, const char *name, bool *exists, const char *doing,
                        char *err)
 {
-    sqlite3_stmt *st = stmt(s, ST_GET_RULE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, name, doing, err) != 0)
+    sqlite3_stmt *st = bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
+    if (st == NULL)
         return -1;
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        fail_db(s, doing, err);
-    done(st);
     *exists = rc == SQLITE_ROW;
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+    return step_end(s, st, rc == SQLITE_ROW || rc == SQLITE_DONE, doing, err);
 }
 
 int config_store_put_override(config_store_t *s, const char *rule, const void *key, size_t key_len,
@@ -761,14 +752,9 @@ int config_store_put_override(config_store_t *s, const char *rule, const void *k
         fail(err, "config store: put override: no rule '%.64s' in the store", rule);
         goto fail;
     }
-    sqlite3_stmt *st = stmt(s, ST_PUT_OVERRIDE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
-        bind_key(s, st, 2, key, key_len, doing, err) != 0 ||
-        bind_text(s, st, 3, json, doing, err) != 0 || change(s, st, &changed, doing, err) != 0) {
-        if (st != NULL)
-            done(st);
+    struct key_ref k = {key, key_len};
+    if (change(s, ST_PUT_OVERRIDE, rule, &k, json, &changed, doing, err) != 0)
         goto fail;
-    }
     return tx_finish(s, changed, version, doing, err);
 fail:
     tx_rollback(s);
@@ -785,18 +771,10 @@ int config_store_del_override(config_store_t *s, const char *rule, const void *k
     if (tx_begin(s, true, doing, err) != 0)
         return -1;
     bool found = false;
-    sqlite3_stmt *st = stmt(s, ST_DEL_OVERRIDE, doing, err);
-    if (st == NULL || bind_text(s, st, 1, rule, doing, err) != 0 ||
-        bind_key(s, st, 2, key, key_len, doing, err) != 0 ||
-        change(s, st, &found, doing, err) != 0) {
-        if (st != NULL)
-            done(st);
+    struct key_ref k = {key, key_len};
+    if (change(s, ST_DEL_OVERRIDE, rule, &k, NULL, &found, doing, err) != 0) {
         tx_rollback(s);
         return -1;
     }
-    if (!found) {
-        tx_rollback(s);
-        return CONFIG_STORE_NOTFOUND;
-    }
-    return tx_finish(s, true, version, doing, err);
+    return tx_finish_delete(s, found, version, doing, err);
 }

@@ -11,6 +11,9 @@
 #                       returns its exit code (or 137 after a KILL if it would not stop)
 #   start_sluiced NAME ARGS..   starts sluiced with ARGS, sets RESP_PORT/HTTP_PORT for NAME
 #                               (chosen here unless ARGS name them), waits for both ports
+#   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
+#                               "sluiced" with a store and snapshot in $TMP and password PASS;
+#                               prints the log and exits 1 if sluiced does not come up
 #   check NAME COND...  a test case: runs COND (a command); counts a failure with NAME if it fails
 #   finish              prints the summary and exits 0/1
 
@@ -97,4 +100,21 @@ finish() {
     echo "$((CASES - FAILS))/$CASES cases passed"
     [ "$FAILS" -eq 0 ]
     exit $?
+}
+
+# The rule "tight" allows 2 requests an hour on a sliding log, so the third is denied.
+start_tight_sluiced() {
+    local pass=$1
+    cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: tight
+    algorithm: sliding_log
+    limit: 2
+    window: 1h
+YAML
+    start_sluiced sluiced --rules "$TMP/rules.yaml" --store "$TMP/store.db" \
+        --snapshot "$TMP/snapshot" --requirepass "$pass" || {
+        cat "$TMP/sluiced.log"
+        exit 1
+    }
 }

@@ -13,19 +13,7 @@ for bin in "$SLUICED" "$SLUICE"; do
 done
 unset SLUICE_PASSWORD
 
-cat >"$TMP/rules.yaml" <<'YAML'
-rules:
-  - name: tight
-    algorithm: sliding_log
-    limit: 2
-    window: 1h
-YAML
-
-start_sluiced sluiced --rules "$TMP/rules.yaml" --store "$TMP/store.db" \
-    --snapshot "$TMP/snapshot" --requirepass s3cret || {
-    cat "$TMP/sluiced.log"
-    exit 1
-}
+start_tight_sluiced s3cret
 P=(-p "$RESP_PORT" -a s3cret)
 
 RC=0

@@ -16,19 +16,7 @@ for bin in "$SLUICED" "$PROGS/prog_client" "$PROGS/prog_hiredis"; do
     [ -x "$bin" ] || { echo "not built: $bin"; exit 1; }
 done
 
-cat >"$TMP/rules.yaml" <<'YAML'
-rules:
-  - name: tight
-    algorithm: sliding_log
-    limit: 2
-    window: 1h
-YAML
-
-start_sluiced sluiced --rules "$TMP/rules.yaml" --store "$TMP/store.db" \
-    --snapshot "$TMP/snapshot" --requirepass s3cret || {
-    cat "$TMP/sluiced.log"
-    exit 1
-}
+start_tight_sluiced s3cret
 
 # run_prog NAME ARGS...: runs a program, shows its output, passes when it exits 0.
 run_prog() {

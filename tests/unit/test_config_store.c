@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,29 +21,17 @@
 #include <sqlite3.h>
 
 #include "rules/config_store.h"
-
-static char dir[] = "/tmp/sluice-config-XXXXXX";
-static int file_seq;
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
+#include "tmpdir.h"
 
 static int group_setup(void **unused)
 {
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **unused)
-{
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return tmpdir_create("config");
 }
 
 /* A fresh database path for one test. */
 static void new_path(char *path, size_t size)
 {
-    snprintf(path, size, "%s/store-%d.db", dir, file_seq++);
+    tmpdir_file(path, size, "store", ".db");
 }
 
 static config_store_t *open_ok(const char *url)
@@ -56,6 +43,13 @@ static config_store_t *open_ok(const char *url)
         fail_msg("open %s: %s", url, err);
     assert_non_null(s);
     return s;
+}
+
+/* Opens a store on a fresh file; path[0..size) gets the file's path. */
+static config_store_t *open_new(char *path, size_t size)
+{
+    new_path(path, size);
+    return open_ok(path);
 }
 
 static int64_t version_of(config_store_t *s)
@@ -85,12 +79,10 @@ static int64_t put_override(config_store_t *s, const char *rule, const void *key
     return v;
 }
 
-/* Asserts the rule's JSON, or that it is absent (want NULL). */
-static void assert_rule(config_store_t *s, const char *name, const char *want)
+/* Asserts the result of a get (rc and the JSON it returned, which it frees): want's JSON, or
+ * CONFIG_STORE_NOTFOUND and no JSON when want is NULL. */
+static void assert_got(int rc, char *json, const char *want)
 {
-    char *json = NULL;
-    char err[CONFIG_STORE_ERR_MAX];
-    int rc = config_store_get_rule(s, name, &json, err);
     if (want == NULL) {
         assert_int_equal(rc, CONFIG_STORE_NOTFOUND);
         assert_null(json);
@@ -101,20 +93,22 @@ static void assert_rule(config_store_t *s, const char *name, const char *want)
     free(json);
 }
 
+/* Asserts the rule's JSON, or that it is absent (want NULL). */
+static void assert_rule(config_store_t *s, const char *name, const char *want)
+{
+    char *json = NULL;
+    char err[CONFIG_STORE_ERR_MAX];
+    int rc = config_store_get_rule(s, name, &json, err);
+    assert_got(rc, json, want);
+}
+
 static void assert_override(config_store_t *s, const char *rule, const void *key, size_t len,
                             const char *want)
 {
     char *json = NULL;
     char err[CONFIG_STORE_ERR_MAX];
     int rc = config_store_get_override(s, rule, key, len, &json, err);
-    if (want == NULL) {
-        assert_int_equal(rc, CONFIG_STORE_NOTFOUND);
-        assert_null(json);
-        return;
-    }
-    assert_int_equal(rc, 0);
-    assert_string_equal(json, want);
-    free(json);
+    assert_got(rc, json, want);
 }
 
 /* Asserts the stored rule names, in order, joined by ',' (and returns the list's version). */
@@ -140,8 +134,7 @@ static int64_t assert_names(config_store_t *s, const char *want)
 static void test_new_store_is_empty(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     assert_int_equal(version_of(s), 0);
     assert_int_equal(assert_names(s, ""), 0);
     assert_rule(s, "api", NULL);
@@ -156,8 +149,7 @@ static void test_new_store_is_empty(void **unused)
 static void test_rule_crud_and_versions(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     char err[CONFIG_STORE_ERR_MAX];
     int64_t v = -1;
 
@@ -197,8 +189,7 @@ static void test_rule_crud_and_versions(void **unused)
 static void test_overrides(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     char err[CONFIG_STORE_ERR_MAX] = "";
     int64_t v = -1;
 
@@ -269,8 +260,7 @@ static int collect(void *arg, const void *key, size_t key_len, const char *json)
 static void test_foreach_override_order_and_limit(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     char err[CONFIG_STORE_ERR_MAX] = "";
     put_rule(s, "a", "{}");
     put_rule(s, "b", "{}");
@@ -322,8 +312,7 @@ static void test_foreach_override_order_and_limit(void **unused)
 static void test_import(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     char err[CONFIG_STORE_ERR_MAX] = "";
     int64_t v = -1;
     put_rule(s, "a", "A1");
@@ -389,8 +378,7 @@ static void raw_exec(const char *path, const char *sql)
 static void test_failed_import_rolls_back(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     char err[CONFIG_STORE_ERR_MAX] = "";
     int64_t v = -1;
     put_rule(s, "a", "A1");
@@ -421,8 +409,7 @@ static void test_failed_import_rolls_back(void **unused)
 static void test_second_handle_sees_changes(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *a = open_ok(path);
+    config_store_t *a = open_new(path, sizeof(path));
     char url[300];
     snprintf(url, sizeof(url), "sqlite:%s", path);
     config_store_t *b = open_ok(url);
@@ -442,8 +429,7 @@ static void test_second_handle_sees_changes(void **unused)
 static void test_second_process_sees_changes(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     put_rule(s, "a", "A");
     fflush(NULL);
     pid_t pid = fork();
@@ -495,8 +481,7 @@ static void *write_rule(void *arg)
 static void test_writer_waits_for_other_transaction(void **unused)
 {
     char path[256];
-    new_path(path, sizeof(path));
-    config_store_t *s = open_ok(path);
+    config_store_t *s = open_new(path, sizeof(path));
     put_rule(s, "first", "{}");
 
     sqlite3 *db = NULL;
@@ -543,7 +528,7 @@ static void test_not_a_database(void **unused)
 static void test_missing_directory(void **unused)
 {
     char path[300];
-    snprintf(path, sizeof(path), "%s/no/such/dir/sluice.db", dir);
+    snprintf(path, sizeof(path), "%s/no/such/dir/sluice.db", tmpdir);
     config_store_t *s = NULL;
     char err[CONFIG_STORE_ERR_MAX] = "";
     assert_int_equal(config_store_open(path, &s, err), -1);
@@ -593,5 +578,5 @@ int main(void)
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_bad_urls),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, tmpdir_remove);
 }

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -25,33 +24,21 @@
 
 #include "rules.h"
 #include "server/snapshot.h"
+#include "tmpdir.h"
 
 #define NOW_NS    (INT64_C(1700000000) * SL_NS_PER_SEC)
 #define MAX_SECT  8
 #define MAX_ENTRY 512
 #define HEADER    24 /* magic, version, flags, written_at */
 
-static char dir[] = "/tmp/sluice-snapshot-XXXXXX";
-static int file_seq;
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int group_setup(void **unused)
 {
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **unused)
-{
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return tmpdir_create("snapshot");
 }
 
 static void new_path(char *path, size_t size)
 {
-    snprintf(path, size, "%s/snap-%d", dir, file_seq++);
+    tmpdir_file(path, size, "snap", "");
 }
 
 static bool exists(const char *path)
@@ -688,5 +675,5 @@ int main(void)
         cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_set_aside),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, tmpdir_remove);
 }
