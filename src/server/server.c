@@ -15,6 +15,7 @@
 
 #define READ_CHUNK      (16 * 1024) /* room offered to each read */
 #define IDLE_TICK_MS    1000
+#define LINGER_MS       2000          /* longest a closing connection waits for the client's EOF */
 #define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
 
 typedef struct write_req {
@@ -59,6 +60,50 @@ static void conn_close_now(conn_t *c)
     }
 }
 
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    conn_t *c = req->data;
+    free(req);
+    if (status < 0) {
+        conn_close_now(c);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/*
+ * Everything is written and the connection is to close. Closing a socket whose receive buffer
+ * still holds unread bytes (a client still sending the rest of an oversized request) makes the
+ * kernel send a reset, which can destroy our last reply in the client's buffer before it is
+ * read. So, as nginx's lingering close does: send FIN (shutdown), discard what still arrives,
+ * and close on the client's EOF or after LINGER_MS.
+ */
+static void conn_finish(conn_t *c)
+{
+    if (c->lingering || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        return;
+    }
+    if (c->eof) {
+        conn_close_now(c);
+        return;
+    }
+    uv_shutdown_t *req = malloc(sizeof *req);
+    if (req == NULL) {
+        conn_close_now(c);
+        return;
+    }
+    req->data = c;
+    c->lingering = true;
+    c->last_active_ns = (int64_t)uv_now(&c->loop->uv) * 1000000;
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        free(req);
+        conn_close_now(c);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
@@ -85,11 +130,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     conn_t *c = s->data;
+    if (c->lingering) {
+        c->in_len = 0; /* discarded: the connection is closing */
+        if (nread < 0) {
+            conn_close_now(c);
+        }
+        return;
+    }
     if (nread < 0) {
         /* EOF or an error: replies still being written go out first (a client may half-close
          * after sending its requests). */
         uv_read_stop(s);
         c->closing = true;
+        c->eof = true;
         if (!c->writing || nread != UV_EOF) {
             conn_close_now(c);
         }
@@ -122,7 +175,7 @@ static void on_written(uv_write_t *req, int status)
         return;
     }
     if (c->closing) {
-        conn_close_now(c);
+        conn_finish(c);
         return;
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -147,7 +200,7 @@ void conn_flush(conn_t *c)
     }
     if (c->out.len == 0) {
         if (c->closing) {
-            conn_close_now(c);
+            conn_finish(c);
         }
         return;
     }
@@ -159,7 +212,7 @@ void conn_flush(conn_t *c)
             resp_buf_free(&c->out);
         }
         if (c->closing) {
-            conn_close_now(c);
+            conn_finish(c);
         }
         return;
     }
@@ -289,13 +342,12 @@ static void on_idle_tick(uv_timer_t *t)
 {
     loop_t *l = t->data;
     int64_t timeout_ns = l->srv->cfg->idle_timeout_ns;
-    if (timeout_ns <= 0) {
-        return;
-    }
     int64_t now_ns = (int64_t)uv_now(&l->uv) * 1000000;
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
-        if (now_ns - c->last_active_ns > timeout_ns && !c->writing) {
+        int64_t idle_ns = now_ns - c->last_active_ns;
+        if ((c->lingering && idle_ns > LINGER_MS * 1000000) ||
+            (timeout_ns > 0 && idle_ns > timeout_ns && !c->writing)) {
             conn_close_now(c);
         }
     }

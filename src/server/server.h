@@ -41,6 +41,8 @@ struct conn {
     bool writing;   /* a uv_write is pending */
     bool counted;   /* counted in the server's client total */
     bool continued; /* HTTP: "100 Continue" sent for the request being read */
+    bool eof;       /* the client closed its side */
+    bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
