@@ -107,6 +107,7 @@ wait_port() {
 start() {
     local name=$1
     shift
+    say "\$ $(printf '%q ' "$@")"
     "$@" >"$TMP/$name.log" 2>&1 &
     LAST_PID=$!
     PIDS+=("$LAST_PID")
@@ -307,7 +308,7 @@ run_case() {
         fi
     done
     if [ -z "${SHOWN[$case]:-}" ]; then
-        say "\$ ${cmd[*]}"
+        say "\$ $(printf '%q ' "${cmd[@]}")"
         SHOWN[$case]=1
     fi
     for ((try = 0; ; try++)); do
@@ -416,8 +417,6 @@ wait_port "$PA_RESP"
 start prop-b "$SLUICED" --threads 1 --port "$PB_RESP" --http-port 0 \
     --store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
 wait_port "$PB_RESP"
-say "\$ $SLUICED --threads 1 --port $PA_RESP --http-port 0 --rules rules.yaml --store prop.db --snapshot \"\" --poll-interval $POLL_INTERVAL"
-say "\$ $SLUICED --threads 1 --port $PB_RESP --http-port 0 --store prop.db --snapshot \"\" --poll-interval $POLL_INTERVAL"
 say "  each change: SL.RULE SET prop {\"algorithm\":\"fixed_window\",\"limit\":<new>,\"window\":\"1h\"} on A," \
     "then SL.PEEK prop k on B every 2 ms until its limit is <new>"
 

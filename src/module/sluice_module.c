@@ -1,0 +1,424 @@
+/*
+ * sluice_module.c - sluice.so, the Redis module: sluice's algorithms as native commands inside
+ * redis-server and Redis Cluster. Glue only: arguments, errors and replies come from
+ * src/rules/throttle_args.c (shared with sluiced), decisions from the core (src/core/), and
+ * this file moves state between a Redis key and sl_decide(). docs/module.md is the user's view.
+ *
+ *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
+ *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *   CL.THROTTLE key max_burst count period_s [quantity]
+ *   SL.RESET    key
+ *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
+ *
+ * A key's value is a Redis string: a 4-byte header, then the sl_decide() state bytes.
+ *
+ *   byte 0     STATE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
+ *   byte 1     format version (high nibble, STATE_VERSION) | algorithm (low nibble, 1..6)
+ *   bytes 2-3  a 16-bit hash of the prepared rule's parameters, little endian
+ *   bytes 4..  the state, sl_state_size(rule) bytes
+ *
+ * A gcra key is 12 bytes, which Redis stores in the same 32-byte allocation as any value of up
+ * to 12 bytes. A decision that admits a cost writes the state, sets the key's absolute expiry to
+ * the moment the state is fresh again, and replicates exactly that: SET key <bytes> PXAT <ms>
+ * (or DEL when the state is fresh already). Peeks and rejections write and replicate nothing.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "module/redismodule.h"
+#include "rules/throttle_args.h"
+#include "sluice/sluice.h"
+#include "sluice/version.h"
+
+#define MODULE_NAME    "sluice"
+#define MODULE_VERSION (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
+
+#define STATE_MAGIC   0xF5
+#define STATE_VERSION 1
+#define STATE_HEADER  4 /* bytes before the state */
+
+#define ARGS_LOCAL  16  /* arguments converted on the stack; more go to the heap */
+#define STATE_LOCAL 512 /* state bytes decided on the stack; larger states go to the heap */
+
+#define NS_PER_MS INT64_C(1000000)
+
+#define ERR_NOT_STATE                                                                          \
+    "ERR the key holds a string that is not sluice state (DEL it, or use another key)"
+
+/* The test clock: "testclock" at load time enables SL.DEBUG SETTIME. */
+static bool test_clock_enabled;
+static bool test_clock_set;
+static int64_t test_clock_ns;
+
+static int64_t module_now_ns(void)
+{
+    int64_t now_ns = test_clock_enabled && test_clock_set ? test_clock_ns : sl_now_ns();
+    return now_ns < 0 ? 0 : now_ns > SL_NOW_MAX_NS ? SL_NOW_MAX_NS : now_ns;
+}
+
+/* ---- the state format ---------------------------------------------------------------------- */
+
+/* FNV-1a over the parameters that decide how a state is read, folded to 16 bits. Fixed: keys
+ * written by one build are read by every other (replicas, AOF, a cluster's other nodes). */
+static uint16_t params_hash(const sl_rule_t *rule)
+{
+    int64_t fields[5] = {rule->limit, rule->window_ns, rule->burst, rule->buckets,
+                         rule->max_delay_ns};
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t f = 0; f < 5; f++) {
+        uint64_t v = (uint64_t)fields[f];
+        for (int i = 0; i < 8; i++) {
+            h ^= (v >> (8 * i)) & 0xff;
+            h *= UINT64_C(0x100000001b3);
+        }
+    }
+    return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
+}
+
+static void header_write(const sl_rule_t *rule, uint8_t *out)
+{
+    uint16_t h = params_hash(rule);
+    out[0] = STATE_MAGIC;
+    out[1] = (uint8_t)(STATE_VERSION << 4 | ((unsigned)rule->algorithm & 0x0f));
+    out[2] = (uint8_t)(h & 0xff);
+    out[3] = (uint8_t)(h >> 8);
+}
+
+static bool header_is_ours(const uint8_t *p, size_t len)
+{
+    return len >= STATE_HEADER && p[0] == STATE_MAGIC;
+}
+
+/*
+ * Checks a stored value against the rule the request names. Returns NULL when p[0..len) is a
+ * state of exactly this rule (its header, its size, and sl_state_check() on its bytes), or the
+ * error text otherwise (written to err).
+ */
+static const char *value_check(const sl_rule_t *rule, const uint8_t *p, size_t len,
+                               char err[THROTTLE_ERR_MAX])
+{
+    if (!header_is_ours(p, len)) {
+        return ERR_NOT_STATE;
+    }
+    unsigned version = p[1] >> 4, algorithm = p[1] & 0x0f;
+    if (version != STATE_VERSION) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds sluice state of format %u, this sluice.so reads format %d "
+                 "(SL.RESET it, or load a matching sluice.so)",
+                 version, STATE_VERSION);
+        return err;
+    }
+    const char *stored = sl_algorithm_name((sl_algorithm_t)algorithm);
+    if (stored == NULL) {
+        snprintf(err, THROTTLE_ERR_MAX, "ERR the key holds corrupt sluice state (algorithm %u)",
+                 algorithm);
+        return err;
+    }
+    if (algorithm != (unsigned)rule->algorithm) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds sluice state of another rule (%s, not %s); SL.RESET it or "
+                 "use another key",
+                 stored, sl_algorithm_name(rule->algorithm));
+        return err;
+    }
+    uint16_t h = (uint16_t)(p[2] | p[3] << 8);
+    if (h != params_hash(rule)) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds sluice state of another rule (%s with other parameters); "
+                 "SL.RESET it or use another key",
+                 stored);
+        return err;
+    }
+    size_t want = STATE_HEADER + sl_state_size(rule);
+    if (len != want) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
+                 len, stored, want);
+        return err;
+    }
+    if (sl_state_check(rule, p + STATE_HEADER) != SL_OK) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
+                 stored);
+        return err;
+    }
+    return NULL;
+}
+
+/*
+ * The key's absolute expiry, ms: the first ms at which `state` (just written at now_ns) is
+ * fresh, so the key vanishes exactly when keeping it would change nothing. That is now +
+ * reset_after, rounded up, except when the core decided at a later time than now_ns (a clock
+ * that stepped back is clamped to the state's latest time): then the fresh point is searched
+ * for, doubling, so the key never expires before its state is fresh.
+ */
+static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                          int64_t reset_after_ns)
+{
+    int64_t at = reset_after_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + reset_after_ns;
+    int64_t step = NS_PER_MS;
+    while (at < SL_NOW_MAX_NS && !sl_state_is_fresh(rule, state, at)) {
+        at = step > INT64_MAX - at ? INT64_MAX : at + step;
+        step = step > INT64_MAX / 2 ? INT64_MAX : step * 2;
+    }
+    return (mstime_t)sl_ns_to_units_ceil(at, NS_PER_MS);
+}
+
+/* ---- commands ------------------------------------------------------------------------------ */
+
+static int reply_int_array(RedisModuleCtx *ctx, const int64_t *v, size_t n)
+{
+    RedisModule_ReplyWithArray(ctx, (long)n);
+    for (size_t i = 0; i < n; i++) {
+        RedisModule_ReplyWithLongLong(ctx, (long long)v[i]);
+    }
+    return REDISMODULE_OK;
+}
+
+/* Parses argv with the shared parser. Returns 0, or -1 after replying the error. */
+static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **argv, int argc,
+                 throttle_req_t *req)
+{
+    throttle_arg_t local[ARGS_LOCAL];
+    throttle_arg_t *args = local;
+    if (argc > ARGS_LOCAL) {
+        args = RedisModule_Alloc(sizeof(*args) * (size_t)argc);
+    }
+    for (int i = 0; i < argc; i++) {
+        args[i].ptr = RedisModule_StringPtrLen(argv[i], &args[i].len);
+    }
+    char err[THROTTLE_ERR_MAX];
+    int rc = throttle_parse(cmd, args, (size_t)argc, req, err);
+    if (args != local) {
+        RedisModule_Free(args);
+    }
+    if (rc != 0) {
+        RedisModule_ReplyWithError(ctx, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes `state` as the key's value (creating the key when it is empty), sets its expiry and
+ * replicates the result. Returns NULL, or an error text. */
+static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                               RedisModuleKey *key, bool created, const sl_rule_t *rule,
+                               const uint8_t *state, size_t size, mstime_t expire_ms)
+{
+    size_t total = STATE_HEADER + size, len = 0;
+    if (created && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
+        return "ERR sluice could not create the key";
+    }
+    char *w = RedisModule_StringDMA(key, &len, REDISMODULE_WRITE);
+    if (w == NULL || len != total) {
+        return "ERR sluice could not write the key";
+    }
+    if (created) {
+        header_write(rule, (uint8_t *)w);
+    }
+    memcpy(w + STATE_HEADER, state, size);
+    RedisModule_SetAbsExpire(key, expire_ms);
+    RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
+    RedisModule_SignalModifiedKey(ctx, keyname);
+    return NULL;
+}
+
+/* SL.THROTTLE, SL.PEEK and CL.THROTTLE: one decision on the key argv[1]. */
+static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+                          throttle_cmd_t cmd)
+{
+    throttle_req_t req;
+    if (parse(ctx, cmd, argv, argc, &req) != 0) {
+        return REDISMODULE_OK;
+    }
+    int64_t now_ns = module_now_ns();
+    bool may_write = req.cost > 0;
+    RedisModuleKey *key =
+        RedisModule_OpenKey(ctx, argv[1], may_write ? REDISMODULE_READ | REDISMODULE_WRITE
+                                                    : REDISMODULE_READ);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STRING) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    size_t size = sl_state_size(&req.rule);
+    uint8_t local[STATE_LOCAL];
+    uint8_t *state = size <= sizeof(local) ? local : RedisModule_Alloc(size);
+    char err[THROTTLE_ERR_MAX];
+    const char *error = NULL;
+    if (type == REDISMODULE_KEYTYPE_EMPTY) {
+        memset(state, 0, size);
+    } else {
+        size_t len = 0;
+        const uint8_t *p = (const uint8_t *)RedisModule_StringDMA(key, &len, REDISMODULE_READ);
+        error = value_check(&req.rule, p, len, err);
+        if (error == NULL) {
+            memcpy(state, p + STATE_HEADER, size);
+        }
+    }
+    sl_decision_t d;
+    if (error == NULL && sl_decide(&req.rule, state, req.cost, now_ns, &d) != SL_OK) {
+        error = "ERR sluice could not decide (invalid cost)";
+    }
+    if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(&req, &d, err)) {
+        error = err; /* rejected: nothing to write */
+    }
+    if (error == NULL && d.allowed && req.cost > 0) {
+        if (!sl_state_is_fresh(&req.rule, state, now_ns)) {
+            mstime_t at = expiry_ms(&req.rule, state, now_ns, d.reset_after_ns);
+            error = store_state(ctx, argv[1], key, type == REDISMODULE_KEYTYPE_EMPTY, &req.rule,
+                                state, size, at);
+        } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
+            RedisModule_DeleteKey(key);
+            RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+            RedisModule_SignalModifiedKey(ctx, argv[1]);
+        }
+    }
+    RedisModule_CloseKey(key);
+    if (state != local) {
+        RedisModule_Free(state);
+    }
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    int64_t reply[5];
+    if (cmd == THROTTLE_CL) {
+        throttle_reply_cl(&d, reply);
+    } else {
+        throttle_reply_sl(&d, reply);
+    }
+    return reply_int_array(ctx, reply, 5);
+}
+
+static int cmd_sl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return decide_command(ctx, argv, argc, THROTTLE_SL);
+}
+
+static int cmd_sl_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return decide_command(ctx, argv, argc, THROTTLE_SL_PEEK);
+}
+
+static int cmd_cl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return decide_command(ctx, argv, argc, THROTTLE_CL);
+}
+
+/* SL.RESET key: forgets the key's usage. +OK whether or not it held any; a value that is not
+ * sluice state is left alone with an error. */
+static int cmd_sl_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 2) {
+        return RedisModule_WrongArity(ctx);
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    const char *error = NULL;
+    if (type == REDISMODULE_KEYTYPE_STRING) {
+        size_t len = 0;
+        const uint8_t *p = (const uint8_t *)RedisModule_StringDMA(key, &len, REDISMODULE_READ);
+        if (header_is_ours(p, len)) {
+            RedisModule_DeleteKey(key);
+            RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+            RedisModule_SignalModifiedKey(ctx, argv[1]);
+        } else {
+            error = ERR_NOT_STATE;
+        }
+    } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
+        error = REDISMODULE_ERRORMSG_WRONGTYPE;
+    }
+    RedisModule_CloseKey(key);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* SL.DEBUG SETTIME unix_ns: the time every later command decides at (tests only). */
+static int cmd_sl_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (!test_clock_enabled) {
+        return RedisModule_ReplyWithError(
+            ctx, "ERR SL.DEBUG is disabled: load sluice.so with the argument 'testclock'");
+    }
+    if (argc != 3) {
+        return RedisModule_WrongArity(ctx);
+    }
+    throttle_arg_t sub, value;
+    sub.ptr = RedisModule_StringPtrLen(argv[1], &sub.len);
+    value.ptr = RedisModule_StringPtrLen(argv[2], &value.len);
+    if (sub.len != 7 || strncasecmp(sub.ptr, "SETTIME", 7) != 0) {
+        return RedisModule_ReplyWithError(ctx, "ERR unknown SL.DEBUG subcommand (SETTIME unix_ns)");
+    }
+    int64_t ns = 0;
+    bool ok = value.len > 0 && value.len <= 19;
+    for (size_t i = 0; ok && i < value.len; i++) {
+        ok = value.ptr[i] >= '0' && value.ptr[i] <= '9';
+        ns = ns * 10 + (value.ptr[i] - '0');
+    }
+    if (!ok) {
+        return RedisModule_ReplyWithError(ctx,
+                                          "ERR unix_ns must be a non-negative integer (ns since "
+                                          "the Unix epoch)");
+    }
+    test_clock_ns = ns;
+    test_clock_set = true;
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+typedef struct command {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int firstkey, lastkey, keystep;
+} command_t;
+
+static const command_t commands[] = {
+    {"sl.throttle", cmd_sl_throttle, "write deny-oom", 1, 1, 1},
+    {"cl.throttle", cmd_cl_throttle, "write deny-oom", 1, 1, 1},
+    {"sl.peek", cmd_sl_peek, "readonly", 1, 1, 1},
+    {"sl.reset", cmd_sl_reset, "write", 1, 1, 1},
+    {"sl.debug", cmd_sl_debug, "fast", 0, 0, 0},
+};
+
+__attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
+                                                              RedisModuleString **argv, int argc);
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (RedisModule_Init(ctx, MODULE_NAME, MODULE_VERSION, REDISMODULE_APIVER_1) !=
+        REDISMODULE_OK) {
+        return REDISMODULE_ERR;
+    }
+    for (int i = 0; i < argc; i++) {
+        size_t len = 0;
+        const char *arg = RedisModule_StringPtrLen(argv[i], &len);
+        if (len == 9 && strncasecmp(arg, "testclock", 9) == 0) {
+            test_clock_enabled = true;
+        } else {
+            RedisModule_Log(ctx, REDISMODULE_LOGLEVEL_WARNING,
+                            "sluice: unknown module argument '%.*s' (known: testclock)",
+                            (int)(len < 64 ? len : 64), arg);
+            return REDISMODULE_ERR;
+        }
+    }
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const command_t *c = &commands[i];
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->lastkey,
+                                      c->keystep) != REDISMODULE_OK) {
+            RedisModule_Log(ctx, REDISMODULE_LOGLEVEL_WARNING, "sluice: cannot register %s",
+                            c->name);
+            return REDISMODULE_ERR;
+        }
+    }
+    RedisModule_Log(ctx, REDISMODULE_LOGLEVEL_NOTICE, "sluice %s loaded%s", SL_VERSION_STRING,
+                    test_clock_enabled ? " with the test clock (SL.DEBUG SETTIME)" : "");
+    return REDISMODULE_OK;
+}

@@ -1,0 +1,275 @@
+/*
+ * throttle_args.c - SL.THROTTLE / SL.PEEK / CL.THROTTLE arguments, errors and replies (see
+ * throttle_args.h). The texts and their order are sluiced's: a request gets the same first
+ * error from sluiced and from the module.
+ */
+#include "rules/throttle_args.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define NS_PER_MS  INT64_C(1000000)
+#define NS_PER_SEC INT64_C(1000000000)
+
+#define SHOW_MAX     64 /* bytes of an argument quoted in an error */
+#define SHOW_BUF     (SHOW_MAX + 4)
+#define CMD_NAME_MAX 63 /* bytes of the command name in the arity error */
+
+static int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, THROTTLE_ERR_MAX, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static bool arg_is(const throttle_arg_t *a, const char *word)
+{
+    size_t n = strlen(word);
+    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
+}
+
+/* A strict decimal integer: optional '-', digits only, within int64. */
+static bool arg_i64(const throttle_arg_t *a, int64_t *out)
+{
+    if (a->len == 0 || a->len > 20) {
+        return false;
+    }
+    size_t i = 0;
+    bool neg = a->ptr[0] == '-';
+    if (neg) {
+        i = 1;
+        if (a->len == 1) {
+            return false;
+        }
+    }
+    uint64_t v = 0;
+    for (; i < a->len; i++) {
+        unsigned d = (unsigned)((unsigned char)a->ptr[i] - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) {
+        return false;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+/* An argument for an error message: at most SHOW_MAX bytes, printable, no quotes. */
+static const char *show(const throttle_arg_t *a, char buf[SHOW_BUF])
+{
+    size_t n = a->len < SHOW_MAX ? a->len : SHOW_MAX;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        buf[i] = ch >= 0x20 && ch < 0x7f && ch != '\'' ? (char)ch : '?';
+    }
+    if (a->len > SHOW_MAX) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static int wrong_arity(const throttle_arg_t *name, char *err)
+{
+    char lower[CMD_NAME_MAX + 1];
+    size_t n = name->len < CMD_NAME_MAX ? name->len : CMD_NAME_MAX;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name->ptr[i];
+        lower[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+    }
+    lower[n] = '\0';
+    return fail(err, "ERR wrong number of arguments for '%s' command", lower);
+}
+
+static int prepare(throttle_req_t *out, char *err)
+{
+    out->rule = out->params;
+    int rc = sl_rule_prepare(&out->rule);
+    if (rc != SL_OK) {
+        return fail(err, "ERR invalid rule: %s", sl_strerror(rc));
+    }
+    return 0;
+}
+
+/* SL.THROTTLE / SL.PEEK key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ * [COST n] */
+static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
+                    char *err)
+{
+    char b[SHOW_BUF];
+    if (argc < 5) {
+        return wrong_arity(&argv[0], err);
+    }
+    sl_rule_t *p = &out->params;
+    *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
+    out->cost = peek ? 0 : 1;
+    if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &p->algorithm) != SL_OK) {
+        return fail(err,
+                    "ERR unknown algorithm '%s' (fixed_window, sliding_log, sliding_window, "
+                    "sliding_buckets, token_bucket, gcra)",
+                    show(&argv[2], b));
+    }
+    int64_t window_ms = 0;
+    if (!arg_i64(&argv[3], &p->limit)) {
+        return fail(err, "ERR limit is not an integer or out of range");
+    }
+    if (!arg_i64(&argv[4], &window_ms)) {
+        return fail(err, "ERR window_ms is not an integer or out of range");
+    }
+    for (size_t i = 5; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            return fail(err, "ERR syntax error");
+        }
+        const char *what = arg_is(&argv[i], "BURST")       ? "burst"
+                           : arg_is(&argv[i], "BUCKETS")   ? "buckets"
+                           : arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
+                           : arg_is(&argv[i], "COST")      ? "cost"
+                                                           : NULL;
+        if (what == NULL) {
+            return fail(err, "ERR syntax error");
+        }
+        if (peek && strcmp(what, "cost") == 0) {
+            return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
+        }
+        int64_t v;
+        if (!arg_i64(&argv[i + 1], &v)) {
+            return fail(err, "ERR %s is not an integer or out of range", what);
+        }
+        if (v < 0) {
+            return fail(err, "ERR %s must be >= 0", what);
+        }
+        if (strcmp(what, "burst") == 0) {
+            p->burst = v;
+        } else if (strcmp(what, "buckets") == 0) {
+            p->buckets = v;
+        } else if (strcmp(what, "max_delay") == 0) {
+            if (v > INT64_MAX / NS_PER_MS) {
+                return fail(err, "ERR max_delay is out of range");
+            }
+            p->max_delay_ns = v * NS_PER_MS;
+        } else {
+            out->cost = v;
+        }
+    }
+    if (p->limit <= 0) {
+        return fail(err, "ERR limit must be > 0");
+    }
+    if (window_ms <= 0 || window_ms > INT64_MAX / NS_PER_MS) {
+        return fail(err, "ERR window_ms must be > 0");
+    }
+    p->window_ns = window_ms * NS_PER_MS;
+    return prepare(out, err);
+}
+
+/* CL.THROTTLE key max_burst count period_s [quantity] */
+static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out, char *err)
+{
+    if (argc < 5) {
+        return wrong_arity(&argv[0], err);
+    }
+    if (argc > 6) {
+        return fail(err, "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> "
+                         "[<quantity>]");
+    }
+    int64_t v[4] = {0, 0, 0, 1}; /* max_burst, count, period_s, quantity */
+    for (size_t i = 2; i < argc; i++) {
+        if (!arg_i64(&argv[i], &v[i - 2])) {
+            char b[SHOW_BUF];
+            return fail(err, "ERR Couldn't parse as integer: %s", show(&argv[i], b));
+        }
+    }
+    if (v[0] < 0) {
+        return fail(err, "ERR max_burst must be >= 0");
+    }
+    if (v[1] <= 0) {
+        return fail(err, "ERR count per period must be > 0");
+    }
+    if (v[3] < 0) {
+        return fail(err, "ERR quantity must be >= 0");
+    }
+    if (v[2] <= 0 || v[2] > INT64_MAX / NS_PER_SEC) {
+        return fail(err, "ERR period must be > 0");
+    }
+    out->params = (sl_rule_t){.algorithm = SL_GCRA,
+                              .limit = v[1],
+                              .window_ns = v[2] * NS_PER_SEC,
+                              .burst = v[0],
+                              .buckets = SL_DEFAULT};
+    out->cost = v[3];
+    return prepare(out, err);
+}
+
+int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
+                   throttle_req_t *out, char err[THROTTLE_ERR_MAX])
+{
+    if (argc == 0) {
+        return fail(err, "ERR empty command");
+    }
+    switch (cmd) {
+    case THROTTLE_SL:
+        return parse_sl(false, argv, argc, out, err);
+    case THROTTLE_SL_PEEK:
+        return parse_sl(true, argv, argc, out, err);
+    case THROTTLE_CL:
+        return parse_cl(argv, argc, out, err);
+    }
+    return fail(err, "ERR unknown throttle command");
+}
+
+void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1])
+{
+    const char *alg = sl_algorithm_name(params->algorithm);
+    snprintf(name, THROTTLE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld", alg ? alg : "?",
+             (long long)params->limit, (long long)(params->window_ns / NS_PER_MS),
+             (long long)params->burst, (long long)params->buckets);
+}
+
+bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
+                          char err[THROTTLE_ERR_MAX])
+{
+    if (d->allowed || d->retry_after_ns >= 0) {
+        return false;
+    }
+    char name[THROTTLE_NAME_MAX + 1];
+    throttle_rule_name(&req->params, name);
+    fail(err, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+         (long long)req->cost, name, (long long)d->limit);
+    return true;
+}
+
+void throttle_reply_sl(const sl_decision_t *d, int64_t out[5])
+{
+    int64_t retry_ns = d->allowed ? d->delay_ns : d->retry_after_ns;
+    out[0] = d->allowed ? 1 : 0;
+    out[1] = d->limit;
+    out[2] = d->remaining;
+    out[3] = sl_ns_to_units_ceil(retry_ns, NS_PER_MS);
+    out[4] = sl_ns_to_units_ceil(d->reset_after_ns, NS_PER_MS);
+}
+
+int64_t throttle_cell_seconds(int64_t ns)
+{
+    if (ns < 0) {
+        return -1;
+    }
+    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
+}
+
+void throttle_reply_cl(const sl_decision_t *d, int64_t out[5])
+{
+    out[0] = d->allowed ? 0 : 1;
+    out[1] = d->limit;
+    out[2] = d->remaining;
+    out[3] = d->allowed ? -1 : throttle_cell_seconds(d->retry_after_ns);
+    out[4] = throttle_cell_seconds(d->reset_after_ns);
+}

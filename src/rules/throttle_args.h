@@ -1,0 +1,95 @@
+/*
+ * throttle_args.h - the arguments, errors and replies of the inline-rule commands, shared by
+ * sluiced (src/server/resp_commands.c) and the Redis module (src/module/), so both answer the
+ * same request with the same bytes:
+ *
+ *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
+ *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
+ *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
+ *
+ * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
+ * pairs, argv[0] being the command name; the result is a prepared rule and a cost, or a
+ * Redis-style error text ("ERR ...", NUL-terminated) for the caller to send as it is.
+ *
+ * Options repeat as sluiced always allowed (the last one wins) and their names are
+ * case-insensitive. Error texts (they are part of the protocol: clients match on them):
+ *
+ *   ERR wrong number of arguments for 'sl.throttle' command      (argv[0] in lower case)
+ *   ERR unknown algorithm 'x' (fixed_window, sliding_log, ...)
+ *   ERR limit is not an integer or out of range                  (also window_ms, burst, ...)
+ *   ERR burst must be >= 0                                       (also buckets, max_delay, cost)
+ *   ERR max_delay is out of range        ERR syntax error        ERR limit must be > 0
+ *   ERR window_ms must be > 0            ERR invalid rule: <sl_strerror() of the rule>
+ *   ERR SL.PEEK takes no COST (it reports without consuming)
+ *   ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]
+ *   ERR Couldn't parse as integer: x     ERR max_burst must be >= 0
+ *   ERR count per period must be > 0    ERR quantity must be >= 0    ERR period must be > 0
+ *   ERR cost 7 exceeds what rule 'inline:gcra:5:1000:-1:-1' can ever admit (6 per window)
+ *
+ * An argument quoted in an error is shown as at most 64 bytes, non-printable bytes and quotes
+ * as '?', followed by "..." when longer.
+ */
+#ifndef SLUICE_RULES_THROTTLE_ARGS_H
+#define SLUICE_RULES_THROTTLE_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+
+#define THROTTLE_ERR_MAX  256 /* every error text fits in this, NUL included */
+#define THROTTLE_NAME_MAX 64  /* an inline rule's name, bytes (sluiced's RULE_NAME_MAX) */
+
+/* One argument: len bytes at ptr (not NUL-terminated). Same layout as resp_arg_t. */
+typedef struct throttle_arg {
+    const char *ptr;
+    size_t len;
+} throttle_arg_t;
+
+typedef enum throttle_cmd {
+    THROTTLE_SL,      /* SL.THROTTLE: cost from COST, default 1 */
+    THROTTLE_SL_PEEK, /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
+    THROTTLE_CL,      /* CL.THROTTLE: gcra, cost from quantity, default 1 */
+} throttle_cmd_t;
+
+/* A parsed request. */
+typedef struct throttle_req {
+    sl_rule_t params; /* the rule as given: burst and buckets may be SL_DEFAULT; not prepared */
+    sl_rule_t rule;   /* params after sl_rule_prepare() */
+    int64_t cost;     /* >= 0; 0 = peek */
+} throttle_req_t;
+
+/*
+ * Parses argv[0..argc) of command `cmd` (argv[1], the key, is not looked at). Returns 0 with
+ * *out filled and the rule prepared, or -1 with the error text in err. On error *out is
+ * unspecified.
+ */
+int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
+                   throttle_req_t *out, char err[THROTTLE_ERR_MAX]);
+
+/* The name sluiced gives an inline rule in errors, from its parameters as given:
+ * "inline:<algorithm>:<limit>:<window_ms>:<burst>:<buckets>", cut at THROTTLE_NAME_MAX bytes. */
+void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1]);
+
+/*
+ * SL.THROTTLE answers a cost that the rule can never admit (a decision rejected with
+ * retry_after -1) with an error rather than a reply. Returns true and writes that error to err
+ * when `d` is such a decision; false otherwise. CL.THROTTLE replies instead (redis-cell does).
+ */
+bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
+                          char err[THROTTLE_ERR_MAX]);
+
+/* SL.THROTTLE's and SL.PEEK's reply: [allowed 1|0, limit, remaining, retry_after_ms,
+ * reset_after_ms], durations rounded up; a delayed admission reports its delay as retry. */
+void throttle_reply_sl(const sl_decision_t *d, int64_t out[5]);
+
+/* CL.THROTTLE's reply, redis-cell's: [limited 0|1, limit, remaining, retry_after_s (-1 when
+ * allowed), reset_after_s], seconds rounded as throttle_cell_seconds(). */
+void throttle_reply_cl(const sl_decision_t *d, int64_t out[5]);
+
+/* redis-cell's rounding of a duration to seconds: whole seconds, plus one when the rest holds
+ * at least a whole millisecond. Negative (the -1 "never" marker) -> -1. */
+int64_t throttle_cell_seconds(int64_t ns);
+
+#endif /* SLUICE_RULES_THROTTLE_ARGS_H */
