@@ -27,4 +27,4 @@ Ctrl-C stops it (a snapshot is written to run/sluice.snapshot and loaded next ti
 
 HELP
 exec "$sluiced" --port "$resp_port" --http-port "$http_port" --rules examples/rules.yaml \
-  --store run/sluice.db --snapshot run/sluice.snapshot
+  --config-store run/sluice.db --snapshot run/sluice.snapshot

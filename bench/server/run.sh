@@ -160,7 +160,7 @@ YAML
 SL_RESP=$(free_port)
 SL_HTTP=$(free_port)
 start sluiced "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "$SL_RESP" --http-port "$SL_HTTP" \
-    --rules "$TMP/rules.yaml" --store "$TMP/bench.db" --snapshot "" --log-level warn
+    --rules "$TMP/rules.yaml" --config-store "$TMP/bench.db" --snapshot "" --log-level warn
 SL_PID=$LAST_PID
 wait_port "$SL_RESP"
 wait_port "$SL_HTTP"
@@ -412,10 +412,10 @@ say "== rule propagation (two sluiced, one SQLite store, --poll-interval $POLL_I
 PA_RESP=$(free_port)
 PB_RESP=$(free_port)
 start prop-a "$SLUICED" --threads 1 --port "$PA_RESP" --http-port 0 --rules "$TMP/rules.yaml" \
-    --store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
+    --config-store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
 wait_port "$PA_RESP"
 start prop-b "$SLUICED" --threads 1 --port "$PB_RESP" --http-port 0 \
-    --store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
+    --config-store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
 wait_port "$PB_RESP"
 say "  each change: SL.RULE SET prop {\"algorithm\":\"fixed_window\",\"limit\":<new>,\"window\":\"1h\"} on A," \
     "then SL.PEEK prop k on B every 2 ms until its limit is <new>"

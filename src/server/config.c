@@ -78,8 +78,8 @@ static const option_t options[] = {
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
      "import a YAML rules file into the store at start"},
-    {"store", "store", OPT_STRING, F(store_url), 0, 0, 0, 0, CHECK_NONE, "URL|PATH",
-     "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
+    {"config-store", "config_store", OPT_STRING, F(config_store), 0, 0, 0, 0, CHECK_NONE,
+     "URL|PATH", "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
     {"snapshot", "snapshot", OPT_STRING, F(snapshot_path), 0, 0, 0, 0, CHECK_NONE, "PATH",
      "snapshot file (default " CONFIG_DEFAULT_SNAPSHOT "; \"\" = none)"},
     {"snapshot-interval", "snapshot_interval", OPT_DURATION, F(snapshot_interval_ns), 0, 0, 0, 0,
@@ -600,7 +600,7 @@ void server_config_defaults(server_config_t *c)
     c->http_port = CONFIG_DEFAULT_HTTP_PORT;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = cpus < 1 ? 1 : cpus > CONFIG_THREADS_MAX ? CONFIG_THREADS_MAX : (int)cpus;
-    c->store_url = must_strdup(CONFIG_DEFAULT_STORE);
+    c->config_store = must_strdup(CONFIG_DEFAULT_STORE);
     c->snapshot_path = must_strdup(CONFIG_DEFAULT_SNAPSHOT);
     c->snapshot_interval_ns = 60 * SL_NS_PER_SEC;
     c->poll_interval_ns = SL_NS_PER_SEC;
@@ -696,7 +696,7 @@ void server_config_free(server_config_t *c)
         free(c->trusted_proxies[i]);
     free(c->config_path);
     free(c->rules_path);
-    free(c->store_url);
+    free(c->config_store);
     free(c->snapshot_path);
     free(c->requirepass);
     free(c->admin_token);

@@ -40,17 +40,17 @@
 typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
 typedef struct server_config {
-    char *config_path;            /* --config FILE (sluiced.yaml); NULL = none */
-    char *bind[CONFIG_BIND_MAX];  /* --bind ADDR (repeatable); default "127.0.0.1" */
-    size_t nbind;                 /* addresses in bind, >= 1 after parsing */
-    int resp_port;                /* --port, default 6390; 0 = RESP off */
-    int http_port;                /* --http-port, default 8390; 0 = HTTP off */
-    int threads;                  /* --threads, default: online CPUs (sysconf), 1..256 */
-    char *rules_path;             /* --rules FILE: imported into the store at start; NULL
-                                     = none */
-    char *store_url;              /* --store URL|PATH, default "./sluice.db" */
-    char *snapshot_path;          /* --snapshot PATH, default "./sluice.snapshot"; "" = no
-                                     snapshots */
+    char *config_path;           /* --config FILE (sluiced.yaml); NULL = none */
+    char *bind[CONFIG_BIND_MAX]; /* --bind ADDR (repeatable); default "127.0.0.1" */
+    size_t nbind;                /* addresses in bind, >= 1 after parsing */
+    int resp_port;               /* --port, default 6390; 0 = RESP off */
+    int http_port;               /* --http-port, default 8390; 0 = HTTP off */
+    int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
+    char *rules_path;            /* --rules FILE: imported into the store at start; NULL
+                                    = none */
+    char *config_store;  /* --config-store URL|PATH (rules, overrides), default "./sluice.db" */
+    char *snapshot_path; /* --snapshot PATH, default "./sluice.snapshot"; "" = no
+                            snapshots */
     int64_t snapshot_interval_ns; /* --snapshot-interval DUR, default 60s; 0 = only at
                                      shutdown */
     int64_t poll_interval_ns;     /* --poll-interval DUR, default 1s: config store version

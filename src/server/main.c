@@ -164,7 +164,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    engine_config_t ec = {.store_url = cfg.store_url,
+    engine_config_t ec = {.store_url = cfg.config_store,
                           .workers = (unsigned)cfg.threads,
                           .key_max = cfg.key_max,
                           .max_memory = cfg.max_memory,
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
             engine_free(m.srv.engine);
             return 1;
         }
-        log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.store_url);
+        log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.config_store);
     }
     poll_store(&m, true);
     load_snapshot(&m);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         }
     }
     log_info("sluiced %s ready: %d threads, rules version %lld, store %s", SL_VERSION_STRING,
-             cfg.threads, (long long)engine_version(m.srv.engine), cfg.store_url);
+             cfg.threads, (long long)engine_version(m.srv.engine), cfg.config_store);
 
     uv_loop_init(&m.loop);
     uv_signal_init(&m.loop, &m.sig_term);

@@ -63,7 +63,7 @@ static void setup(void)
     snprintf(store, sizeof store, "%s/store.db", dir);
     server_config_defaults(&cfg);
     cfg.threads = 1;
-    cfg.store_url = store;
+    cfg.config_store = store;
     engine_config_t ec = {.store_url = store,
                           .workers = 1,
                           .key_max = cfg.key_max,

@@ -112,7 +112,7 @@ rules:
     limit: 2
     window: 1h
 YAML
-    start_sluiced sluiced --rules "$TMP/rules.yaml" --store "$TMP/store.db" \
+    start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" \
         --snapshot "$TMP/snapshot" --requirepass "$pass" || {
         cat "$TMP/sluiced.log"
         exit 1

@@ -37,7 +37,7 @@ rules:
     key: "{header:x-api-key}"
 YAML
 
-start_sluiced srv --rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "" --threads 1 \
+start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "" --threads 1 \
     --trusted-proxy 127.0.0.1 || {
     cat "$TMP/srv.log"
     exit 1

@@ -34,13 +34,13 @@ rules:
 YAML
 
 common=(--rules "$TMP/rules.yaml" --snapshot "" --threads 2)
-start_sluiced main "${common[@]}" --store "$TMP/main.db" || {
+start_sluiced main "${common[@]}" --config-store "$TMP/main.db" || {
     cat "$TMP/main.log"
     exit 1
 }
 MAIN_PORT=$RESP_PORT
 PASSWORD=node-it-$RANDOM$RANDOM
-start_sluiced auth "${common[@]}" --store "$TMP/auth.db" --requirepass "$PASSWORD" || {
+start_sluiced auth "${common[@]}" --config-store "$TMP/auth.db" --requirepass "$PASSWORD" || {
     cat "$TMP/auth.log"
     exit 1
 }
@@ -51,7 +51,7 @@ RESTART_PORT=$(free_port)
 RESTART_HTTP=$(free_port)
 start_restartable() {
     start_bg restart "$SLUICED" --port "$RESTART_PORT" --http-port "$RESTART_HTTP" "${common[@]}" \
-        --store "$TMP/restart.db"
+        --config-store "$TMP/restart.db"
     wait_port "$RESTART_PORT"
 }
 start_restartable || {

@@ -34,7 +34,7 @@ rules:
 YAML
 
 TOKEN=s3cret
-start_sluiced srv --rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "" \
+start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "" \
     --admin-token "$TOKEN" --trusted-proxy 127.0.0.1 || { cat "$TMP/srv.log"; exit 1; }
 BASE=http://127.0.0.1:$HTTP_PORT
 

@@ -27,12 +27,12 @@ raw() {
 }
 
 # a cap too small for any table is refused at start, with the reason
-"$SLUICED" --port "$(free_port)" --http-port 0 --store "$TMP/s0.db" --snapshot "" \
+"$SLUICED" --port "$(free_port)" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" \
     --max-memory 1k >"$TMP/s0.out" 2>&1
 check small-cap-exit test $? -eq 1
 check small-cap-reason grep -q "max-memory must be 0 (no cap) or at least 64k" "$TMP/s0.out"
 
-start_sluiced s1 --rules "$TMP/rules.yaml" --store "$TMP/s.db" --snapshot "" \
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --max-request-size 4k --max-clients 3 --idle-timeout 1s --max-memory 64k ||
     { cat "$TMP/s1.log"; exit 1; }
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }

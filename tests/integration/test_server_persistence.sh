@@ -20,7 +20,7 @@ rules:
     cold_start: closed
 YAML
 SNAP=$TMP/sluice.snapshot
-ARGS=(--rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "$SNAP" --threads 2)
+ARGS=(--rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "$SNAP" --threads 2)
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
 

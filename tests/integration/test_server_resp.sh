@@ -32,7 +32,7 @@ rules:
         limit: 0
 YAML
 
-start_sluiced srv --rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "" --threads 2 ||
+start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "" --threads 2 ||
     { cat "$TMP/srv.log"; exit 1; }
 
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1; }

@@ -24,19 +24,19 @@ matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
 
 # --- an invalid rules file stops start-up with line and column
 printf 'rules:\n  - name: x\n    algorithm: gcra\n    limit: [1\n' >"$TMP/bad.yaml"
-"$SLUICED" --port "$(free_port)" --http-port 0 --rules "$TMP/bad.yaml" --store "$TMP/bad.db" \
+"$SLUICED" --port "$(free_port)" --http-port 0 --rules "$TMP/bad.yaml" --config-store "$TMP/bad.db" \
     --snapshot "" >"$TMP/bad.out" 2>&1
 check bad-start-exit test $? -eq 1
 check bad-start-position grep -q "bad.yaml: line [0-9]*, column [0-9]*" "$TMP/bad.out"
 printf 'rules:\n  - name: x\n    algorithm: gcra\n    limit: 0\n    window: 1s\n' >"$TMP/bad2.yaml"
-"$SLUICED" --port "$(free_port)" --http-port 0 --rules "$TMP/bad2.yaml" --store "$TMP/bad.db" \
+"$SLUICED" --port "$(free_port)" --http-port 0 --rules "$TMP/bad2.yaml" --config-store "$TMP/bad.db" \
     --snapshot "" >"$TMP/bad2.out" 2>&1
 check bad-limit-exit test $? -eq 1
 check bad-limit-field grep -q "limit" "$TMP/bad2.out"
 
 # --- import, SIGHUP re-import, invalid re-import keeps the rules in force
 write_rules 10
-start_sluiced s1 --rules "$TMP/rules.yaml" --store "$TMP/sluice.db" --snapshot "" \
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "" \
     --poll-interval 200ms || { cat "$TMP/s1.log"; exit 1; }
 P1=$RESP_PORT
 check import-list matches "$(cli SL.RULE LIST)" '^churn steady$'
@@ -57,7 +57,7 @@ check sighup-bad-kept matches "$(cli SL.PEEK churn zz)" '^1 21 '
 check sighup-bad-alive matches "$(cli PING)" '^PONG$'
 
 # --- a second server on the same store: changes made through one apply on the other
-start_sluiced s2 --store "$TMP/sluice.db" --snapshot "" --poll-interval 200ms ||
+start_sluiced s2 --config-store "$TMP/sluice.db" --snapshot "" --poll-interval 200ms ||
     { cat "$TMP/s2.log"; exit 1; }
 P2=$RESP_PORT
 check shared-rules matches "$(PORT=$P2 cli SL.RULE LIST)" '^churn steady$'
@@ -98,7 +98,7 @@ check s1-exit-0 test $? -eq 0
 stop_bg s2 TERM
 
 # --- requirepass
-start_sluiced s3 --store "$TMP/auth.db" --snapshot "" --requirepass 'pw 1' ||
+start_sluiced s3 --config-store "$TMP/auth.db" --snapshot "" --requirepass 'pw 1' ||
     { cat "$TMP/s3.log"; exit 1; }
 check noauth matches "$(cli SL.THROTTLE k gcra 1 1000)" '^NOAUTH Authentication required\.$'
 check noauth-ping matches "$(cli PING)" '^NOAUTH'

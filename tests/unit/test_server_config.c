@@ -95,7 +95,7 @@ static void test_defaults(void **unused)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     assert_int_equal(c.threads, cpus < 1 ? 1 : cpus > 256 ? 256 : cpus);
     assert_null(c.rules_path);
-    assert_string_equal(c.store_url, "./sluice.db");
+    assert_string_equal(c.config_store, "./sluice.db");
     assert_string_equal(c.snapshot_path, "./sluice.snapshot");
     assert_int_equal(c.snapshot_interval_ns, 60 * SL_NS_PER_SEC);
     assert_int_equal(c.poll_interval_ns, SL_NS_PER_SEC);
@@ -111,7 +111,7 @@ static void test_defaults(void **unused)
     assert_int_equal(c.log_level, LOG_INFO);
     server_config_free(&c);
     assert_int_equal(c.nbind, 0);
-    assert_null(c.store_url);
+    assert_null(c.config_store);
 }
 
 static void test_every_flag(void **unused)
@@ -119,7 +119,7 @@ static void test_every_flag(void **unused)
     (void)unused;
     server_config_t c;
     PARSE_OK(&c, "--bind", "0.0.0.0", "--bind=::1", "--port", "7000", "--http-port=0", "--threads",
-             "3", "--rules", "r.yaml", "--store=postgres://db/sluice", "--snapshot", "",
+             "3", "--rules", "r.yaml", "--config-store=postgres://db/sluice", "--snapshot", "",
              "--snapshot-interval", "0", "--poll-interval=250ms", "--override-ttl", "1m",
              "--max-clients", "50", "--max-key-length=64", "--max-request-size", "1m",
              "--idle-timeout", "0", "--max-memory=2g", "--requirepass", "pw",
@@ -132,7 +132,7 @@ static void test_every_flag(void **unused)
     assert_int_equal(c.http_port, 0);
     assert_int_equal(c.threads, 3);
     assert_string_equal(c.rules_path, "r.yaml");
-    assert_string_equal(c.store_url, "postgres://db/sluice");
+    assert_string_equal(c.config_store, "postgres://db/sluice");
     assert_string_equal(c.snapshot_path, "");
     assert_int_equal(c.snapshot_interval_ns, 0);
     assert_int_equal(c.poll_interval_ns, 250 * SL_NS_PER_MS);
@@ -257,7 +257,7 @@ static void test_file(void **unused)
                "http_port: 0\n"
                "threads: 2\n"
                "rules: /etc/sluice/rules.yaml\n"
-               "store: /var/lib/sluice/sluice.db\n"
+               "config_store: /var/lib/sluice/sluice.db\n"
                "snapshot: \"\"\n"
                "snapshot_interval: 30s\n"
                "poll_interval: 500\n" /* integer milliseconds */
@@ -280,7 +280,7 @@ static void test_file(void **unused)
     assert_int_equal(c.http_port, 0);
     assert_int_equal(c.threads, 2);
     assert_string_equal(c.rules_path, "/etc/sluice/rules.yaml");
-    assert_string_equal(c.store_url, "/var/lib/sluice/sluice.db");
+    assert_string_equal(c.config_store, "/var/lib/sluice/sluice.db");
     assert_string_equal(c.snapshot_path, "");
     assert_int_equal(c.snapshot_interval_ns, 30 * SL_NS_PER_SEC);
     assert_int_equal(c.poll_interval_ns, 500 * SL_NS_PER_MS);
@@ -357,8 +357,9 @@ static void test_file_errors(void **unused)
         {"port: 7000.0\n", "line 1, column 7: port: must be an integer 0..65535"},
         {"port: -1\n", "line 1, column 7: port: must be an integer 0..65535"},
         {"threads: [1]\n", "line 1, column 10: threads: must be a scalar value, not a list"},
-        {"store: ~\n", "line 1, column 8: store: must be a string, not null"},
-        {"store: {a: 1}\n", "line 1, column 8: store: must be a string, not a mapping"},
+        {"config_store: ~\n", "line 1, column 15: config_store: must be a string, not null"},
+        {"config_store: {a: 1}\n",
+         "line 1, column 15: config_store: must be a string, not a mapping"},
         {"bind: [0.0.0.0, nowhere]\n",
          "line 1, column 17: bind: 'nowhere' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, "
          "0.0.0.0)"},
@@ -426,7 +427,7 @@ static void test_example_file(void **unused)
     assert_int_equal(c.http_port, d.http_port);
     assert_int_equal(c.nbind, 1);
     assert_string_equal(c.bind[0], d.bind[0]);
-    assert_string_equal(c.store_url, d.store_url);
+    assert_string_equal(c.config_store, d.config_store);
     assert_string_equal(c.snapshot_path, d.snapshot_path);
     assert_int_equal(c.snapshot_interval_ns, d.snapshot_interval_ns);
     assert_int_equal(c.poll_interval_ns, d.poll_interval_ns);
