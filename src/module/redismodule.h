@@ -36,7 +36,7 @@
  * key opened for writing but left unchanged (a rejection) does not invalidate WATCH. */
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
 
-#define REDISMODULE_ERRORMSG_WRONGTYPE                                                         \
+#define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 #define REDISMODULE_LOGLEVEL_NOTICE  "notice"
@@ -60,8 +60,8 @@ REDISMODULE_API int (*RedisModule_GetApi)(const char *name, void *fnptr);
 
 /* Module and commands. strflags: space-separated "write", "readonly", "deny-oom", "fast"...;
  * firstkey/lastkey/keystep: key positions in argv (0 0 0 for none). */
-REDISMODULE_API void (*RedisModule_SetModuleAttribs)(RedisModuleCtx *ctx, const char *name,
-                                                     int ver, int apiver);
+REDISMODULE_API void (*RedisModule_SetModuleAttribs)(RedisModuleCtx *ctx, const char *name, int ver,
+                                                     int apiver);
 REDISMODULE_API int (*RedisModule_IsModuleNameBusy)(const char *name);
 REDISMODULE_API int (*RedisModule_CreateCommand)(RedisModuleCtx *ctx, const char *name,
                                                  RedisModuleCmdFunc cmdfunc, const char *strflags,
@@ -76,8 +76,7 @@ REDISMODULE_API void *(*RedisModule_Calloc)(size_t nmemb, size_t size);
 REDISMODULE_API void (*RedisModule_Free)(void *ptr);
 
 /* Strings passed to commands. */
-REDISMODULE_API const char *(*RedisModule_StringPtrLen)(const RedisModuleString *str,
-                                                        size_t *len);
+REDISMODULE_API const char *(*RedisModule_StringPtrLen)(const RedisModuleString *str, size_t *len);
 
 /* Replies. An error text is sent as given ("ERR ..." or "WRONGTYPE ..."). */
 /* Replies "ERR wrong number of arguments for '<command>' command". */
@@ -107,7 +106,7 @@ REDISMODULE_API int (*RedisModule_SignalModifiedKey)(RedisModuleCtx *ctx,
 REDISMODULE_API int (*RedisModule_Replicate)(RedisModuleCtx *ctx, const char *cmdname,
                                              const char *fmt, ...);
 
-#define REDISMODULE_GET_API(name)                                                              \
+#define REDISMODULE_GET_API(name)                                                                  \
     RedisModule_GetApi("RedisModule_" #name, ((void **)&RedisModule_##name))
 
 /* Looks up every function above; REDISMODULE_ERR if one is missing (a Redis older than

@@ -40,12 +40,13 @@
 #define STATE_VERSION 1
 #define STATE_HEADER  4 /* bytes before the state */
 
-#define ARGS_LOCAL  16  /* arguments converted on the stack; more go to the heap */
-#define STATE_LOCAL 512 /* state bytes decided on the stack; larger states go to the heap */
+#define ARGS_LOCAL        16  /* arguments converted on the stack; more go to the heap */
+#define STATE_LOCAL       512 /* state bytes decided on the stack; larger states go to the heap */
+#define PARSE_CACHE_BYTES 96  /* longest argument list (after the key) the parse cache keeps */
 
 #define NS_PER_MS INT64_C(1000000)
 
-#define ERR_NOT_STATE                                                                          \
+#define ERR_NOT_STATE                                                                              \
     "ERR the key holds a string that is not sluice state (DEL it, or use another key)"
 
 /* The test clock: "testclock" at load time enables SL.DEBUG SETTIME. */
@@ -58,6 +59,12 @@ static int64_t module_now_ns(void)
     int64_t now_ns = test_clock_enabled && test_clock_set ? test_clock_ns : sl_now_ns();
     return now_ns < 0 ? 0 : now_ns > SL_NOW_MAX_NS ? SL_NOW_MAX_NS : now_ns;
 }
+
+/* A parsed request and the hash of its rule's parameters (the header's bytes 2-3). */
+typedef struct request {
+    throttle_req_t t;
+    uint16_t hash;
+} request_t;
 
 /* ---- the state format ---------------------------------------------------------------------- */
 
@@ -78,13 +85,12 @@ static uint16_t params_hash(const sl_rule_t *rule)
     return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
 }
 
-static void header_write(const sl_rule_t *rule, uint8_t *out)
+static void header_write(const request_t *req, uint8_t *out)
 {
-    uint16_t h = params_hash(rule);
     out[0] = STATE_MAGIC;
-    out[1] = (uint8_t)(STATE_VERSION << 4 | ((unsigned)rule->algorithm & 0x0f));
-    out[2] = (uint8_t)(h & 0xff);
-    out[3] = (uint8_t)(h >> 8);
+    out[1] = (uint8_t)(STATE_VERSION << 4 | ((unsigned)req->t.rule.algorithm & 0x0f));
+    out[2] = (uint8_t)(req->hash & 0xff);
+    out[3] = (uint8_t)(req->hash >> 8);
 }
 
 static bool header_is_ours(const uint8_t *p, size_t len)
@@ -97,9 +103,10 @@ static bool header_is_ours(const uint8_t *p, size_t len)
  * state of exactly this rule (its header, its size, and sl_state_check() on its bytes), or the
  * error text otherwise (written to err).
  */
-static const char *value_check(const sl_rule_t *rule, const uint8_t *p, size_t len,
+static const char *value_check(const request_t *req, const uint8_t *p, size_t len,
                                char err[THROTTLE_ERR_MAX])
 {
+    const sl_rule_t *rule = &req->t.rule;
     if (!header_is_ours(p, len)) {
         return ERR_NOT_STATE;
     }
@@ -125,7 +132,7 @@ static const char *value_check(const sl_rule_t *rule, const uint8_t *p, size_t l
         return err;
     }
     uint16_t h = (uint16_t)(p[2] | p[3] << 8);
-    if (h != params_hash(rule)) {
+    if (h != req->hash) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds sluice state of another rule (%s with other parameters); "
                  "SL.RESET it or use another key",
@@ -152,17 +159,32 @@ static const char *value_check(const sl_rule_t *rule, const uint8_t *p, size_t l
  * The key's absolute expiry, ms: the first ms at which `state` (just written at now_ns) is
  * fresh, so the key vanishes exactly when keeping it would change nothing. That is now +
  * reset_after, rounded up, except when the core decided at a later time than now_ns (a clock
- * that stepped back is clamped to the state's latest time): then the fresh point is searched
- * for, doubling, so the key never expires before its state is fresh.
+ * that stepped back is clamped to the state's latest time): then the first fresh ns is found by
+ * doubling steps and a binary search (freshness never ends once reached), so the key never
+ * expires before its state is fresh.
  */
 static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_ns,
                           int64_t reset_after_ns)
 {
     int64_t at = reset_after_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + reset_after_ns;
-    int64_t step = NS_PER_MS;
-    while (at < SL_NOW_MAX_NS && !sl_state_is_fresh(rule, state, at)) {
-        at = step > INT64_MAX - at ? INT64_MAX : at + step;
-        step = step > INT64_MAX / 2 ? INT64_MAX : step * 2;
+    if (at < SL_NOW_MAX_NS && !sl_state_is_fresh(rule, state, at)) {
+        int64_t lo = at, step = NS_PER_MS; /* lo: not fresh */
+        for (;;) {
+            at = step > SL_NOW_MAX_NS - lo ? SL_NOW_MAX_NS : lo + step;
+            if (at == SL_NOW_MAX_NS || sl_state_is_fresh(rule, state, at)) {
+                break;
+            }
+            lo = at;
+            step *= 2;
+        }
+        while (at - lo > 1) { /* lo not fresh, at fresh (or the end of time) */
+            int64_t mid = lo + (at - lo) / 2;
+            if (sl_state_is_fresh(rule, state, mid)) {
+                at = mid;
+            } else {
+                lo = mid;
+            }
+        }
     }
     return (mstime_t)sl_ns_to_units_ceil(at, NS_PER_MS);
 }
@@ -178,9 +200,39 @@ static int reply_int_array(RedisModuleCtx *ctx, const int64_t *v, size_t n)
     return REDISMODULE_OK;
 }
 
+/*
+ * The last request parsed, by the exact bytes of its arguments after the key: a client sending
+ * the same rule again and again (the common case) skips parsing, preparing and hashing. Only
+ * requests that parsed without error are kept.
+ */
+typedef struct parse_cache {
+    bool valid;
+    throttle_cmd_t cmd;
+    size_t len;
+    uint8_t bytes[PARSE_CACHE_BYTES];
+    request_t req;
+} parse_cache_t;
+
+static parse_cache_t parse_cache; /* commands run on Redis's main thread only */
+
+/* Writes argv[2..argc) as (1-byte length, bytes) pairs to out; 0 when they do not fit. */
+static size_t cache_key(const throttle_arg_t *args, int argc, uint8_t out[PARSE_CACHE_BYTES])
+{
+    size_t n = 0;
+    for (int i = 2; i < argc; i++) {
+        if (args[i].len > 255 || n + 1 + args[i].len > PARSE_CACHE_BYTES) {
+            return 0;
+        }
+        out[n++] = (uint8_t)args[i].len;
+        memcpy(out + n, args[i].ptr, args[i].len);
+        n += args[i].len;
+    }
+    return n;
+}
+
 /* Parses argv with the shared parser. Returns 0, or -1 after replying the error. */
 static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **argv, int argc,
-                 throttle_req_t *req)
+                 request_t *req)
 {
     throttle_arg_t local[ARGS_LOCAL];
     throttle_arg_t *args = local;
@@ -190,23 +242,39 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
     for (int i = 0; i < argc; i++) {
         args[i].ptr = RedisModule_StringPtrLen(argv[i], &args[i].len);
     }
-    char err[THROTTLE_ERR_MAX];
-    int rc = throttle_parse(cmd, args, (size_t)argc, req, err);
+    uint8_t key[PARSE_CACHE_BYTES];
+    size_t key_len = argc > 2 ? cache_key(args, argc, key) : 0;
+    int rc = 0;
+    if (key_len > 0 && parse_cache.valid && parse_cache.cmd == cmd && parse_cache.len == key_len &&
+        memcmp(parse_cache.bytes, key, key_len) == 0) {
+        *req = parse_cache.req;
+    } else {
+        char err[THROTTLE_ERR_MAX];
+        rc = throttle_parse(cmd, args, (size_t)argc, &req->t, err);
+        if (rc != 0) {
+            RedisModule_ReplyWithError(ctx, err);
+        } else {
+            req->hash = params_hash(&req->t.rule);
+            if (key_len > 0) {
+                parse_cache.valid = true;
+                parse_cache.cmd = cmd;
+                parse_cache.len = key_len;
+                memcpy(parse_cache.bytes, key, key_len);
+                parse_cache.req = *req;
+            }
+        }
+    }
     if (args != local) {
         RedisModule_Free(args);
     }
-    if (rc != 0) {
-        RedisModule_ReplyWithError(ctx, err);
-        return -1;
-    }
-    return 0;
+    return rc == 0 ? 0 : -1;
 }
 
 /* Writes `state` as the key's value (creating the key when it is empty), sets its expiry and
  * replicates the result. Returns NULL, or an error text. */
-static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname,
-                               RedisModuleKey *key, bool created, const sl_rule_t *rule,
-                               const uint8_t *state, size_t size, mstime_t expire_ms)
+static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
+                               bool created, const request_t *req, const uint8_t *state,
+                               size_t size, mstime_t expire_ms)
 {
     size_t total = STATE_HEADER + size, len = 0;
     if (created && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
@@ -217,7 +285,7 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname,
         return "ERR sluice could not write the key";
     }
     if (created) {
-        header_write(rule, (uint8_t *)w);
+        header_write(req, (uint8_t *)w);
     }
     memcpy(w + STATE_HEADER, state, size);
     RedisModule_SetAbsExpire(key, expire_ms);
@@ -230,21 +298,21 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname,
 static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                           throttle_cmd_t cmd)
 {
-    throttle_req_t req;
-    if (parse(ctx, cmd, argv, argc, &req) != 0) {
+    request_t r;
+    if (parse(ctx, cmd, argv, argc, &r) != 0) {
         return REDISMODULE_OK;
     }
+    const throttle_req_t *req = &r.t;
     int64_t now_ns = module_now_ns();
-    bool may_write = req.cost > 0;
-    RedisModuleKey *key =
-        RedisModule_OpenKey(ctx, argv[1], may_write ? REDISMODULE_READ | REDISMODULE_WRITE
-                                                    : REDISMODULE_READ);
+    bool may_write = req->cost > 0;
+    RedisModuleKey *key = RedisModule_OpenKey(
+        ctx, argv[1], may_write ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
     int type = RedisModule_KeyType(key);
     if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STRING) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    size_t size = sl_state_size(&req.rule);
+    size_t size = sl_state_size(&req->rule);
     uint8_t local[STATE_LOCAL];
     uint8_t *state = size <= sizeof(local) ? local : RedisModule_Alloc(size);
     char err[THROTTLE_ERR_MAX];
@@ -254,23 +322,23 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     } else {
         size_t len = 0;
         const uint8_t *p = (const uint8_t *)RedisModule_StringDMA(key, &len, REDISMODULE_READ);
-        error = value_check(&req.rule, p, len, err);
+        error = value_check(&r, p, len, err);
         if (error == NULL) {
             memcpy(state, p + STATE_HEADER, size);
         }
     }
     sl_decision_t d;
-    if (error == NULL && sl_decide(&req.rule, state, req.cost, now_ns, &d) != SL_OK) {
+    if (error == NULL && sl_decide(&req->rule, state, req->cost, now_ns, &d) != SL_OK) {
         error = "ERR sluice could not decide (invalid cost)";
     }
-    if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(&req, &d, err)) {
+    if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(req, &d, err)) {
         error = err; /* rejected: nothing to write */
     }
-    if (error == NULL && d.allowed && req.cost > 0) {
-        if (!sl_state_is_fresh(&req.rule, state, now_ns)) {
-            mstime_t at = expiry_ms(&req.rule, state, now_ns, d.reset_after_ns);
-            error = store_state(ctx, argv[1], key, type == REDISMODULE_KEYTYPE_EMPTY, &req.rule,
-                                state, size, at);
+    if (error == NULL && d.allowed && req->cost > 0) {
+        if (!sl_state_is_fresh(&req->rule, state, now_ns)) {
+            mstime_t at = expiry_ms(&req->rule, state, now_ns, d.reset_after_ns);
+            error = store_state(ctx, argv[1], key, type == REDISMODULE_KEYTYPE_EMPTY, &r, state,
+                                size, at);
         } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", argv[1]);

@@ -209,8 +209,8 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     return prepare(out, err);
 }
 
-int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
-                   throttle_req_t *out, char err[THROTTLE_ERR_MAX])
+int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
+                   char err[THROTTLE_ERR_MAX])
 {
     if (argc == 0) {
         return fail(err, "ERR empty command");

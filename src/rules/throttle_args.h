@@ -65,8 +65,8 @@ typedef struct throttle_req {
  * *out filled and the rule prepared, or -1 with the error text in err. On error *out is
  * unspecified.
  */
-int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
-                   throttle_req_t *out, char err[THROTTLE_ERR_MAX]);
+int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
+                   char err[THROTTLE_ERR_MAX]);
 
 /* The name sluiced gives an inline rule in errors, from its parameters as given:
  * "inline:<algorithm>:<limit>:<window_ms>:<burst>:<buckets>", cut at THROTTLE_NAME_MAX bytes. */

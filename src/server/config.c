@@ -80,6 +80,10 @@ static const option_t options[] = {
      "import a YAML rules file into the store at start"},
     {"config-store", "config_store", OPT_STRING, F(config_store), 0, 0, 0, 0, CHECK_NONE,
      "URL|PATH", "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
+    {"store", "store", OPT_STRING, F(request_store), 0, 0, 0, 0, CHECK_NONE, "URL",
+     "request store: memory, redis://host:port, redis-cluster://h:p,h:p (default memory)"},
+    {"store-timeout", "store_timeout", OPT_DURATION, F(store_timeout_ns), 0, 0, 0, 0, CHECK_NONE,
+     "DUR", "a decision's deadline with the Redis store (default 5ms)"},
     {"snapshot", "snapshot", OPT_STRING, F(snapshot_path), 0, 0, 0, 0, CHECK_NONE, "PATH",
      "snapshot file (default " CONFIG_DEFAULT_SNAPSHOT "; \"\" = none)"},
     {"snapshot-interval", "snapshot_interval", OPT_DURATION, F(snapshot_interval_ns), 0, 0, 0, 0,
@@ -601,6 +605,8 @@ void server_config_defaults(server_config_t *c)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = cpus < 1 ? 1 : cpus > CONFIG_THREADS_MAX ? CONFIG_THREADS_MAX : (int)cpus;
     c->config_store = must_strdup(CONFIG_DEFAULT_STORE);
+    c->request_store = must_strdup("memory");
+    c->store_timeout_ns = INT64_C(5000000);
     c->snapshot_path = must_strdup(CONFIG_DEFAULT_SNAPSHOT);
     c->snapshot_interval_ns = 60 * SL_NS_PER_SEC;
     c->poll_interval_ns = SL_NS_PER_SEC;
@@ -697,6 +703,7 @@ void server_config_free(server_config_t *c)
     free(c->config_path);
     free(c->rules_path);
     free(c->config_store);
+    free(c->request_store);
     free(c->snapshot_path);
     free(c->requirepass);
     free(c->admin_token);

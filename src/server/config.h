@@ -48,6 +48,8 @@ typedef struct server_config {
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
     char *rules_path;            /* --rules FILE: imported into the store at start; NULL
                                     = none */
+    char *request_store; /* --store memory|redis://h:p|redis-cluster://h:p,..., default memory */
+    int64_t store_timeout_ns; /* --store-timeout DUR, default 5ms: a Redis decision's deadline */
     char *config_store;  /* --config-store URL|PATH (rules, overrides), default "./sluice.db" */
     char *snapshot_path; /* --snapshot PATH, default "./sluice.snapshot"; "" = no
                             snapshots */

@@ -15,6 +15,7 @@
 
 #include "core/hash.h"
 #include "server/snapshot.h"
+#include "store/redis_store.h"
 
 #define OV_CACHE_SLOTS  4096 /* per worker; a power of two */
 #define INLINE_CACHE    8    /* per worker, most recently used inline rules */
@@ -34,7 +35,7 @@ struct rule_tables {
     rule_counters_t *counters; /* [workers] */
     int64_t closed_until_ns;
     int64_t closed_from_ns;
-    int refs;
+    _Atomic int refs; /* rule states using these tables */
 };
 
 typedef struct ov_entry {
@@ -44,7 +45,8 @@ typedef struct ov_entry {
     int64_t expires_ns;
     bool present; /* the key has an override */
     bool blocked;
-    sl_table_t *table; /* the override's table when present and not blocked */
+    sl_table_t *table; /* the override's table when present and not blocked (memory store) */
+    sl_rule_t ov_rule; /* the override's parameters when present */
     int64_t window_ns;
     char *key;
     size_t key_len;
@@ -64,6 +66,7 @@ struct engine_worker {
     ov_entry_t *ov_cache; /* [OV_CACHE_SLOTS] */
     inline_slot_t inl[INLINE_CACHE];
     unsigned inl_next;
+    redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
     char pad[64];
 };
 
@@ -81,6 +84,9 @@ struct engine {
     pthread_mutex_t inline_lock;
     rule_state_t **inl; /* [ENGINE_INLINE_MAX] */
     size_t ninl;
+    bool redis;        /* the request store is Redis (else the memory tables) */
+    rc_config_t rc;    /* where */
+    redis_mode_t mode; /* module commands or Lua scripts, probed at start */
 };
 
 /* Memory for per-thread slots: whole cache lines, so two threads never share one. */
@@ -161,7 +167,7 @@ static void tables_migrate(rule_tables_t *to, rule_tables_t *from)
 
 static void tables_release(rule_tables_t *t)
 {
-    if (t == NULL || --t->refs > 0) {
+    if (t == NULL || atomic_fetch_sub(&t->refs, 1) > 1) {
         return;
     }
     sl_table_free(t->table);
@@ -191,13 +197,13 @@ static rule_state_t *state_create(ruledef_t *def, rule_tables_t *t)
     def->overrides = NULL;
     def->noverrides = 0;
     rs->t = t;
-    t->refs++;
+    atomic_fetch_add(&t->refs, 1);
     return rs;
 }
 
 static void state_release(rule_state_t *rs)
 {
-    if (rs == NULL || --rs->refs > 0) {
+    if (rs == NULL || atomic_fetch_sub(&rs->refs, 1) > 1) {
         return;
     }
     tables_release(rs->t);
@@ -283,6 +289,16 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     for (unsigned i = 0; i < cfg->workers; i++) {
         e->workers[i].engine = e;
         e->workers[i].index = i;
+    }
+    if (cfg->request_store != NULL && strcmp(cfg->request_store, "memory") != 0) {
+        char rerr[RC_ERR_MAX > REDIS_STORE_ERR_MAX ? RC_ERR_MAX : REDIS_STORE_ERR_MAX];
+        if (rc_parse_url(cfg->request_store, &e->rc, rerr) != 0 ||
+            redis_store_probe(&e->rc, cfg->redis_timeout_ns, &e->mode, rerr) != 0) {
+            snprintf(err, ENGINE_ERR_MAX, "--store: %s", rerr);
+            engine_free(e);
+            return -1;
+        }
+        e->redis = true;
     }
     char serr[CONFIG_STORE_ERR_MAX];
     if (config_store_open(e->store_url, &e->store, serr) != 0) {
@@ -578,8 +594,7 @@ static const ov_entry_t *override_lookup(engine_worker_t *w, const rule_state_t 
     uint64_t h = hash_bytes(key, key_len, (uint64_t)(uintptr_t)rs);
     ov_entry_t *en = &w->ov_cache[h & (OV_CACHE_SLOTS - 1)];
     if (en->hash == h && en->generation == w->set->generation && en->rule == rs &&
-        en->expires_ns > now_ns &&
-        en->key_len == key_len && memcmp(en->key, key, key_len) == 0) {
+        en->expires_ns > now_ns && en->key_len == key_len && memcmp(en->key, key, key_len) == 0) {
         return en;
     }
     char err[ENGINE_ERR_MAX];
@@ -621,7 +636,8 @@ static const ov_entry_t *override_lookup(engine_worker_t *w, const rule_state_t 
     en->present = true;
     en->blocked = ov.blocked;
     en->window_ns = ov.rule.window_ns;
-    if (!ov.blocked) {
+    en->ov_rule = ov.rule;
+    if (!ov.blocked && w->redis == NULL) {
         en->table = override_table(w->engine, rs->t, &ov.rule);
         if (en->table == NULL) {
             en->hash = 0;
@@ -646,6 +662,8 @@ static void store_error_decision(const rule_state_t *rs, engine_decision_t *out)
         out->d.retry_after_ns = retry;
     }
 }
+
+static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
 
 /* cold_start closed: a key first seen inside the closed window starts as if it had taken the
  * whole capacity when the server started. */
@@ -716,22 +734,7 @@ int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t 
     if (st == SL_ECOST) {
         return ENGINE_ECOST;
     }
-    if (st != SL_OK) {
-        store_error_decision(rs, out);
-        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-        return ENGINE_OK;
-    }
-    out->never = !out->d.allowed && out->d.retry_after_ns < 0;
-    if (out->d.allowed) {
-        atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
-    } else if (rs->def.shadow) {
-        out->shadowed = true;
-        out->d.allowed = true;
-        out->d.retry_after_ns = 0;
-        atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
-    }
+    finish(w, rs, st, out);
     return ENGINE_OK;
 }
 
@@ -984,4 +987,201 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
     }
     snprintf(err, ENGINE_ERR_MAX, "%s", serr);
     return -1;
+}
+
+/* ---- the Redis request store --------------------------------------------------------------- */
+
+bool engine_is_remote(const engine_t *e)
+{
+    return e->redis;
+}
+
+const char *engine_store_name(const engine_t *e)
+{
+    if (!e->redis) {
+        return "memory";
+    }
+    return e->mode == REDIS_MODE_MODULE ? "redis (sluice.so module)" : "redis (Lua scripts)";
+}
+
+int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
+{
+    engine_t *e = w->engine;
+    if (!e->redis) {
+        return 0;
+    }
+    char rerr[REDIS_STORE_ERR_MAX];
+    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &w->redis, rerr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_worker_detach(engine_worker_t *w)
+{
+    redis_store_free(w->redis);
+    w->redis = NULL;
+}
+
+void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
+{
+    *out = (engine_store_stats_t){0};
+    if (w->redis != NULL) {
+        const redis_store_stats_t *s = redis_store_stats(w->redis);
+        const rc_stats_t *r = redis_store_client_stats(w->redis);
+        *out = (engine_store_stats_t){.decisions = s->decisions,
+                                      .cache_hits = s->cache_hits,
+                                      .timeouts = s->timeouts,
+                                      .errors = s->errors,
+                                      .noscript = s->noscript,
+                                      .redirects = r->redirects,
+                                      .refreshes = r->refreshes,
+                                      .reconnects = r->reconnects};
+    }
+}
+
+/* A decision waiting on Redis: holds its rule state (and so its tables and counters). */
+typedef struct remote_op {
+    engine_worker_t *w;
+    rule_state_t *rs;
+    engine_decision_fn fn;
+    void *arg;
+    engine_decision_t out;
+} remote_op_t;
+
+/* shadow mode, counters, and on_store_error: the end of every decision */
+static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
+{
+    rule_counters_t *c = &rs->t->counters[w->index];
+    if (st != SL_OK) {
+        store_error_decision(rs, out);
+        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+        return;
+    }
+    out->never = !out->d.allowed && out->d.retry_after_ns < 0;
+    if (out->d.allowed) {
+        atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
+    } else if (rs->def.shadow) {
+        out->shadowed = true;
+        out->d.allowed = true;
+        out->d.retry_after_ns = 0;
+        atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
+    }
+}
+
+static void remote_done(void *arg, int status, const sl_decision_t *d, const char *err)
+{
+    (void)err;
+    remote_op_t *op = arg;
+    if (status == 0) {
+        op->out.d = *d;
+    }
+    finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
+    op->fn(op->arg, ENGINE_OK, &op->out);
+    state_release(op->rs);
+    free(op);
+}
+
+int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg)
+{
+    if (w->redis == NULL) {
+        engine_decision_t out;
+        int rc = engine_decide(w, rs, key, key_len, cost, now_ns, &out);
+        if (rc == ENGINE_OK) {
+            fn(arg, rc, &out);
+        }
+        return rc;
+    }
+    if (cost < 0) {
+        return ENGINE_ECOST;
+    }
+    if (key_len > w->engine->cfg.key_max) {
+        return ENGINE_EKEY;
+    }
+    remote_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        engine_decision_t out = {.rule = rs, .window_ns = rs->t->rule.window_ns};
+        finish(w, rs, SL_ENOMEM, &out);
+        fn(arg, ENGINE_OK, &out);
+        return ENGINE_OK;
+    }
+    *op = (remote_op_t){.w = w, .rs = rs, .fn = fn, .arg = arg};
+    op->out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+    atomic_fetch_add(&rs->refs, 1);
+    const sl_rule_t *rule = &rs->t->rule;
+    if (rs->has_overrides) {
+        const ov_entry_t *en = override_lookup(w, rs, key, key_len, now_ns);
+        if (en == NULL) {
+            remote_done(op, -1, NULL, "override lookup failed");
+            return ENGINE_OK;
+        }
+        if (en->present && en->blocked) {
+            op->out.d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
+            op->out.blocked = true;
+            remote_done(op, 0, &op->out.d, NULL);
+            return ENGINE_OK;
+        }
+        if (en->present) {
+            rule = &en->ov_rule;
+            op->out.window_ns = en->window_ns;
+        }
+    }
+    redis_store_decide(w->redis, rs->def.name, rule, key, key_len, cost, remote_done, op);
+    return ENGINE_OK;
+}
+
+typedef struct remote_reset {
+    engine_worker_t *w;
+    rule_state_t *rs;
+    engine_done_fn fn;
+    void *arg;
+} remote_reset_t;
+
+static void remote_reset_done(void *arg, int status, const sl_decision_t *d, const char *err)
+{
+    (void)d;
+    (void)err;
+    remote_reset_t *op = arg;
+    op->fn(op->arg, status == 0 ? ENGINE_OK : ENGINE_ESTORE);
+    state_release(op->rs);
+    free(op);
+}
+
+int engine_reset_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                       engine_done_fn fn, void *arg)
+{
+    if (w->redis == NULL) {
+        int rc = engine_reset(w, rs, key, key_len);
+        if (rc == ENGINE_OK) {
+            fn(arg, rc);
+        }
+        return rc;
+    }
+    if (key_len > w->engine->cfg.key_max) {
+        return ENGINE_EKEY;
+    }
+    remote_reset_t *op = malloc(sizeof *op);
+    if (op == NULL) {
+        fn(arg, ENGINE_ESTORE);
+        return ENGINE_OK;
+    }
+    *op = (remote_reset_t){.w = w, .rs = rs, .fn = fn, .arg = arg};
+    atomic_fetch_add(&rs->refs, 1);
+    /* the base parameters' key; an override's key (other parameters) expires by itself */
+    redis_store_reset(w->redis, rs->def.name, &rs->t->rule, key, key_len, remote_reset_done, op);
+    return ENGINE_OK;
+}
+
+void engine_rule_hold(rule_state_t *rs)
+{
+    atomic_fetch_add(&rs->refs, 1);
+}
+
+void engine_rule_release(rule_state_t *rs)
+{
+    state_release(rs);
 }

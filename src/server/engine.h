@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "sluice/sluice.h"
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
@@ -55,7 +57,7 @@ typedef struct rule_state {
     bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
     bool has_overrides; /* the store held overrides for it when the set was built */
     rule_tables_t *t;
-    int refs; /* rule sets holding it; changed under the engine's reload lock */
+    _Atomic int refs; /* rule sets holding it, and decisions waiting on a remote store */
 } rule_state_t;
 
 typedef struct ruleset {
@@ -72,6 +74,8 @@ typedef struct engine_config {
     size_t key_max;
     size_t max_memory; /* cap of each table, bytes; 0 none, else >= ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
+    const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
+    int64_t redis_timeout_ns;  /* a decision's deadline with the Redis store */
 } engine_config_t;
 
 typedef struct engine engine_t;
@@ -94,6 +98,7 @@ enum engine_status {
     ENGINE_EKEY = -3,    /* key longer than the limit */
     ENGINE_EINLINE = -4, /* too many distinct inline rules */
     ENGINE_ERULE = -5,   /* invalid inline rule parameters (err says which) */
+    ENGINE_ESTORE = -6,  /* the request store failed (a reset that could not be done) */
 };
 
 typedef struct engine_worker engine_worker_t;
@@ -164,5 +169,45 @@ void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
  * engine_load_snapshot sets cold-start windows when no usable snapshot exists. */
 int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
 int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
+
+/* ---- remote request stores (Redis) ---------------------------------------------------------
+ *
+ * With `request_store` set to a Redis URL, per-key state lives in Redis (store/redis_store.h)
+ * and decisions complete asynchronously, on the worker's loop. The *_async calls work with
+ * either store: with the memory store they call fn before returning. */
+
+bool engine_is_remote(const engine_t *e);
+const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
+
+/* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
+ * before its first decision; engine_worker_detach when the loop stops. */
+int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
+void engine_worker_detach(engine_worker_t *w);
+
+typedef void (*engine_decision_fn)(void *arg, int status, const engine_decision_t *d);
+typedef void (*engine_done_fn)(void *arg, int status);
+
+/*
+ * engine_decide() for either store. Returns ENGINE_ECOST / ENGINE_EKEY (fn is then never
+ * called), or ENGINE_OK and calls fn exactly once with ENGINE_OK and the decision: before
+ * returning (memory store, a cache hit, a failure to send) or later on this loop. The decision's
+ * rule stays valid during fn.
+ */
+int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg);
+
+/* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
+int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                       engine_done_fn fn, void *arg);
+
+/* Keeps a rule state (and its tables) alive across asynchronous steps; release when done. */
+void engine_rule_hold(rule_state_t *rule);
+void engine_rule_release(rule_state_t *rule);
+
+/* The worker's Redis store counters (all zero with the memory store). */
+typedef struct engine_store_stats {
+    uint64_t decisions, cache_hits, timeouts, errors, noscript, redirects, refreshes, reconnects;
+} engine_store_stats_t;
+void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out);
 
 #endif /* SLUICE_SERVER_ENGINE_H */

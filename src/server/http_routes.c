@@ -14,6 +14,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <http_parser.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,47 +105,223 @@ static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char
     http_append(b, num, (size_t)n);
 }
 
-/* One check from a JSON object; replies a problem and returns false on bad input. */
-static bool check_one(route_ctx_t *x, json_t *obj, engine_decision_t *ed, const char **key,
-                      size_t *key_len, const char *where)
+/*
+ * Decisions of one HTTP request (the auth endpoint's one, /v1/allow's one or many), with either
+ * store: each check is decided with engine_decide_async(); the response is written into the
+ * request's reply slot when the last answer is in (at once with the memory store).
+ */
+typedef enum job_kind {
+    JOB_AUTH,      /* 204 / 429 */
+    JOB_ALLOW_ONE, /* 200, one decision's JSON */
+    JOB_ALLOW_MANY /* 200, {"checks":[...],"allowed":...} */
+} job_kind_t;
+
+typedef struct job job_t;
+
+typedef struct job_ref {
+    job_t *job;
+    size_t i;
+} job_ref_t;
+
+struct job {
+    reply_slot_t *slot;
+    job_kind_t kind;
+    bool head; /* HEAD: the response without its body */
+    size_t n, left;
+    int64_t now_ns;
+    size_t key_max;
+    rule_state_t *rules[CHECKS_MAX];
+    const char *keys[CHECKS_MAX];
+    size_t key_len[CHECKS_MAX];
+    int64_t costs[CHECKS_MAX];
+    engine_decision_t got[CHECKS_MAX];
+    job_ref_t ref[CHECKS_MAX];
+    char bytes[]; /* the keys */
+};
+
+static void job_problem(job_t *j, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void job_problem(job_t *j, int status, const char *fmt, ...)
+{
+    char detail[PROBLEM_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    http_problem(&j->slot->buf, status, j->slot->keep_alive, NULL, detail);
+}
+
+static void job_respond(job_t *j)
+{
+    resp_buf_t *b = &j->slot->buf;
+    bool keep_alive = j->slot->keep_alive;
+    for (size_t i = 0; i < j->n; i++) {
+        const engine_decision_t *ed = &j->got[i];
+        if (ed->never && !ed->blocked) {
+            char where[32] = "";
+            if (j->kind == JOB_ALLOW_MANY) {
+                snprintf(where, sizeof where, "checks[%zu]: ", i);
+            }
+            job_problem(
+                j, 400, "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                where, (long long)j->costs[i], j->rules[i]->def.name, (long long)ed->d.limit);
+            return;
+        }
+    }
+    if (j->kind == JOB_AUTH) {
+        const engine_decision_t *ed = &j->got[0];
+        if (ed->d.allowed) {
+            http_begin(b, 204);
+            ratelimit_headers(b, ed);
+            http_end(b, keep_alive, NULL, NULL, 0);
+            return;
+        }
+        http_begin(b, 429);
+        ratelimit_headers(b, ed);
+        if (ed->d.retry_after_ns >= 0) {
+            http_header(b, "Retry-After", "%lld", (long long)sec_ceil(ed->d.retry_after_ns));
+        }
+        char detail[256];
+        snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", ed->rule->def.name,
+                 (long long)ed->d.limit, (long long)sec_ceil(ed->window_ns));
+        http_problem_end(b, 429, keep_alive, "Too Many Requests", detail);
+        return;
+    }
+    resp_buf_t body = {0};
+    const engine_decision_t *first = &j->got[0];
+    bool all = true;
+    if (j->kind == JOB_ALLOW_MANY) {
+        http_append(&body, "{\"checks\":[", 11);
+    }
+    for (size_t i = 0; i < j->n; i++) {
+        if (i > 0) {
+            http_append(&body, ",", 1);
+        }
+        decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
+        if (all && !j->got[i].d.allowed) {
+            first = &j->got[i]; /* the headers describe the first refusal, if any */
+        }
+        all = all && j->got[i].d.allowed;
+    }
+    if (j->kind == JOB_ALLOW_MANY) {
+        http_append(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+    }
+    http_begin(b, 200);
+    ratelimit_headers(b, first);
+    http_end(b, keep_alive, "application/json", body.data, body.len);
+    resp_buf_free(&body);
+}
+
+static void job_end(job_t *j)
+{
+    job_respond(j);
+    if (j->head) {
+        resp_buf_t *b = &j->slot->buf;
+        char *end = b->data != NULL ? memmem(b->data, b->len, "\r\n\r\n", 4) : NULL;
+        if (end != NULL) {
+            b->len = (size_t)(end + 4 - b->data);
+        }
+    }
+    for (size_t i = 0; i < j->n; i++) {
+        engine_rule_release(j->rules[i]);
+    }
+    conn_resolve(j->slot);
+    free(j);
+}
+
+static void job_decided(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)status;
+    job_ref_t *ref = arg;
+    job_t *j = ref->job;
+    j->got[ref->i] = *ed;
+    if (--j->left == 0) {
+        job_end(j);
+    }
+}
+
+/* A job for n checks whose keys total `bytes`; NULL (with a 503 problem) when out of memory. */
+static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t bytes)
+{
+    job_t *j = calloc(1, sizeof *j + bytes);
+    reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
+    if (slot == NULL) {
+        free(j);
+        problem(x, 503, "out of memory");
+        return NULL;
+    }
+    slot->http = true;
+    slot->keep_alive = x->req->keep_alive;
+    j->slot = slot;
+    j->kind = kind;
+    j->head = x->req->method == HTTP_HEAD;
+    j->now_ns = x->c->loop->now_ns;
+    j->key_max = x->c->loop->srv->cfg->key_max;
+    return j;
+}
+
+/* Adds a check (the key is copied: with the Redis store the request's bytes are gone before the
+ * answer comes). */
+static void job_add(job_t *j, rule_state_t *rs, const char *key, size_t key_len, int64_t cost,
+                    char **space)
+{
+    size_t i = j->n++;
+    memcpy(*space, key, key_len);
+    j->keys[i] = *space;
+    *space += key_len;
+    j->key_len[i] = key_len;
+    j->costs[i] = cost;
+    j->rules[i] = rs;
+    j->ref[i] = (job_ref_t){j, i};
+    engine_rule_hold(rs);
+}
+
+/* Decides every check; the response is written when the last answer is in. */
+static void job_run(job_t *j, engine_worker_t *w)
+{
+    j->left = j->n + 1; /* held until every decision has started */
+    for (size_t i = 0; i < j->n; i++) {
+        int rc = engine_decide_async(w, j->rules[i], j->keys[i], j->key_len[i], j->costs[i],
+                                     j->now_ns, job_decided, &j->ref[i]);
+        if (rc != ENGINE_OK) {
+            /* keys and costs were checked before; a failure here is a store refusing */
+            j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
+            j->left--;
+        }
+    }
+    if (--j->left == 0) {
+        job_end(j);
+    }
+}
+
+/* One check of /v1/allow from a JSON object: validated, not yet decided. Replies a problem and
+ * returns NULL on bad input. */
+static rule_state_t *check_parse(route_ctx_t *x, json_t *obj, const char *where, int64_t *cost)
 {
     json_t *rule = json_object_get(obj, "rule"), *k = json_object_get(obj, "key"),
-           *cost = json_object_get(obj, "cost");
+           *c = json_object_get(obj, "cost");
     if (!json_is_object(obj) || !json_is_string(rule) || !json_is_string(k)) {
         problem(x, 400, "%s: needs \"rule\" and \"key\" strings", where);
-        return false;
+        return NULL;
     }
-    int64_t units = 1;
-    if (cost != NULL) {
-        if (!json_is_integer(cost) || json_integer_value(cost) < 0) {
+    *cost = 1;
+    if (c != NULL) {
+        if (!json_is_integer(c) || json_integer_value(c) < 0) {
             problem(x, 400, "%s: cost must be an integer >= 0", where);
-            return false;
+            return NULL;
         }
-        units = json_integer_value(cost);
+        *cost = json_integer_value(c);
+    }
+    if (json_string_length(k) > x->c->loop->srv->cfg->key_max) {
+        problem(x, 400, "%s: key is longer than %zu bytes", where, x->c->loop->srv->cfg->key_max);
+        return NULL;
     }
     const char *name = json_string_value(rule);
     rule_state_t *rs = engine_find(x->c->loop->worker, name, json_string_length(rule));
     if (rs == NULL) {
         problem(x, 404, "%s: unknown rule '%.64s'", where, name);
-        return false;
     }
-    *key = json_string_value(k);
-    *key_len = json_string_length(k);
-    int rc = engine_decide(x->c->loop->worker, rs, *key, *key_len, units, x->c->loop->now_ns, ed);
-    if (rc == ENGINE_EKEY) {
-        problem(x, 400, "%s: key is longer than %zu bytes", where, x->c->loop->srv->cfg->key_max);
-        return false;
-    }
-    if (rc != ENGINE_OK) {
-        problem(x, 400, "%s: cost must be >= 0", where);
-        return false;
-    }
-    if (ed->never && !ed->blocked) {
-        problem(x, 400, "%s: cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                where, (long long)units, rs->def.name, (long long)ed->d.limit);
-        return false;
-    }
-    return true;
+    return rs;
 }
 
 static void route_allow(route_ctx_t *x)
@@ -156,54 +333,34 @@ static void route_allow(route_ctx_t *x)
         return;
     }
     json_t *checks = json_object_get(root, "checks");
-    resp_buf_t body = {0};
-    engine_decision_t first = {0};
-    bool all = true;
-    if (checks == NULL) {
-        engine_decision_t ed;
-        const char *key;
-        size_t key_len;
-        if (!check_one(x, root, &ed, &key, &key_len, "body")) {
-            json_decref(root);
-            return;
-        }
-        decision_json(&body, &ed, key, key_len);
-        first = ed;
-        all = ed.d.allowed;
-    } else {
-        size_t n = json_array_size(checks);
-        if (!json_is_array(checks) || n == 0 || n > CHECKS_MAX) {
-            problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
-            json_decref(root);
-            return;
-        }
-        http_append(&body, "{\"checks\":[", 11);
-        for (size_t i = 0; i < n; i++) {
-            engine_decision_t ed;
-            const char *key;
-            size_t key_len;
-            char where[32];
-            snprintf(where, sizeof where, "checks[%zu]", i);
-            if (!check_one(x, json_array_get(checks, i), &ed, &key, &key_len, where)) {
-                resp_buf_free(&body);
-                json_decref(root);
-                return;
-            }
-            if (i > 0) {
-                http_append(&body, ",", 1);
-            }
-            decision_json(&body, &ed, key, key_len);
-            if (i == 0 || (all && !ed.d.allowed)) {
-                first = ed;
-            }
-            all = all && ed.d.allowed;
-        }
-        http_append(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+    size_t n = checks != NULL ? json_array_size(checks) : 1;
+    if (checks != NULL && (!json_is_array(checks) || n == 0 || n > CHECKS_MAX)) {
+        problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
+        json_decref(root);
+        return;
     }
-    http_begin(&x->c->out, 200);
-    ratelimit_headers(&x->c->out, &first);
-    http_end(&x->c->out, x->req->keep_alive, "application/json", body.data, body.len);
-    resp_buf_free(&body);
+    rule_state_t *rules[CHECKS_MAX];
+    int64_t costs[CHECKS_MAX];
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        char where[32];
+        snprintf(where, sizeof where, checks != NULL ? "checks[%zu]" : "body", i);
+        json_t *obj = checks != NULL ? json_array_get(checks, i) : root;
+        if ((rules[i] = check_parse(x, obj, where, &costs[i])) == NULL) {
+            json_decref(root);
+            return;
+        }
+        bytes += json_string_length(json_object_get(obj, "key"));
+    }
+    job_t *j = job_new(x, checks != NULL ? JOB_ALLOW_MANY : JOB_ALLOW_ONE, bytes);
+    if (j != NULL) {
+        char *space = j->bytes;
+        for (size_t i = 0; i < n; i++) {
+            json_t *key = json_object_get(checks != NULL ? json_array_get(checks, i) : root, "key");
+            job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
+        }
+        job_run(j, x->c->loop->worker);
+    }
     json_decref(root);
 }
 
@@ -314,32 +471,16 @@ static void route_auth(route_ctx_t *x)
             return;
         }
     }
-    engine_decision_t ed;
-    int rc = engine_decide(c->loop->worker, rs, keybuf, key_len, cost, c->loop->now_ns, &ed);
-    if (rc == ENGINE_EKEY) {
+    if (key_len > srv->cfg->key_max) {
         problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
         return;
     }
-    if (ed.never && !ed.blocked) {
-        problem(x, 400, "cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                (long long)cost, rs->def.name, (long long)ed.d.limit);
-        return;
+    job_t *j = job_new(x, JOB_AUTH, key_len);
+    if (j != NULL) {
+        char *space = j->bytes;
+        job_add(j, rs, keybuf, key_len, cost, &space);
+        job_run(j, c->loop->worker);
     }
-    if (ed.d.allowed) {
-        http_begin(&c->out, 204);
-        ratelimit_headers(&c->out, &ed);
-        http_end(&c->out, x->req->keep_alive, NULL, NULL, 0);
-        return;
-    }
-    http_begin(&c->out, 429);
-    ratelimit_headers(&c->out, &ed);
-    if (ed.d.retry_after_ns >= 0) {
-        http_header(&c->out, "Retry-After", "%lld", (long long)sec_ceil(ed.d.retry_after_ns));
-    }
-    char detail[256];
-    snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", rs->def.name,
-             (long long)ed.d.limit, (long long)sec_ceil(ed.window_ns));
-    http_problem_end(&c->out, 429, x->req->keep_alive, "Too Many Requests", detail);
 }
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
@@ -645,8 +786,24 @@ static void route_readyz(route_ctx_t *x)
              ready ? 6 : 9);
 }
 
+typedef struct handle_ctx {
+    conn_t *c;
+    http_request_t *req;
+} handle_ctx_t;
+
+static void handle_now(void *arg);
+
 void http_handle(conn_t *c, http_request_t *req)
 {
+    handle_ctx_t x = {c, req};
+    /* While replies are deferred (the Redis store), later replies queue behind them. */
+    conn_in_order(c, handle_now, &x);
+}
+
+static void handle_now(void *arg)
+{
+    conn_t *c = ((handle_ctx_t *)arg)->c;
+    http_request_t *req = ((handle_ctx_t *)arg)->req;
     route_ctx_t x = {.c = c, .req = req};
     char storage[HTTP_HEAD_MAX + 1];
     x.nseg = http_path_segments(req->path, req->path_len, storage, sizeof storage, x.seg, SEGMENTS);

@@ -168,7 +168,9 @@ int main(int argc, char **argv)
                           .workers = (unsigned)cfg.threads,
                           .key_max = cfg.key_max,
                           .max_memory = cfg.max_memory,
-                          .override_ttl_ns = cfg.override_ttl_ns};
+                          .override_ttl_ns = cfg.override_ttl_ns,
+                          .request_store = cfg.request_store,
+                          .redis_timeout_ns = cfg.store_timeout_ns};
     if (engine_create(&ec, &m.srv.engine, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
@@ -198,8 +200,9 @@ int main(int argc, char **argv)
             log_info("listening on %s port %d (HTTP)", cfg.bind[b], cfg.http_port);
         }
     }
-    log_info("sluiced %s ready: %d threads, rules version %lld, store %s", SL_VERSION_STRING,
-             cfg.threads, (long long)engine_version(m.srv.engine), cfg.config_store);
+    log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
+             SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine),
+             cfg.config_store, engine_store_name(m.srv.engine));
 
     uv_loop_init(&m.loop);
     uv_signal_init(&m.loop, &m.sig_term);

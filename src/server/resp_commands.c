@@ -113,13 +113,13 @@ static int64_t ms_ceil(int64_t ns)
 
 /* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
  * delay as retry_after_ms: the caller waits that long, then proceeds. */
-static void reply_decision(conn_t *c, const engine_decision_t *ed)
+static void reply_decision(resp_buf_t *b, const engine_decision_t *ed)
 {
     const sl_decision_t *d = &ed->d;
     int64_t retry_ns = d->allowed ? d->delay_ns : d->retry_after_ns;
     int64_t v[5] = {d->allowed ? 1 : 0, d->limit, d->remaining, ms_ceil(retry_ns),
                     ms_ceil(d->reset_after_ns)};
-    resp_add_int_array(&c->out, v, 5);
+    resp_add_int_array(b, v, 5);
 }
 
 static rule_state_t *find_rule(conn_t *c, const resp_arg_t *name)
@@ -147,29 +147,122 @@ static bool parse_cost(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *cos
 }
 
 /* Engine statuses other than OK as errors; returns false after replying one. */
-static bool engine_ok(conn_t *c, int rc, const rule_state_t *rs, const engine_decision_t *ed,
-                      int64_t cost)
+static bool engine_ok(resp_buf_t *b, size_t key_max, int rc, const rule_state_t *rs,
+                      const engine_decision_t *ed, int64_t cost)
 {
     switch (rc) {
     case ENGINE_OK:
         break;
     case ENGINE_EKEY:
-        resp_add_error(&c->out, "ERR key is longer than %zu bytes", c->loop->srv->cfg->key_max);
+        resp_add_error(b, "ERR key is longer than %zu bytes", key_max);
         return false;
     case ENGINE_ECOST:
-        resp_add_error(&c->out, "ERR cost must be >= 0");
+        resp_add_error(b, "ERR cost must be >= 0");
+        return false;
+    case ENGINE_ESTORE:
+        resp_add_error(b, "ERR the request store failed");
         return false;
     default:
-        resp_add_error(&c->out, "ERR internal error %d", rc);
+        resp_add_error(b, "ERR internal error %d", rc);
         return false;
     }
     if (ed != NULL && ed->never && !ed->blocked) {
-        resp_add_error(&c->out,
-                       "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+        resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                        (long long)cost, rs->def.name, (long long)ed->d.limit);
         return false;
     }
     return true;
+}
+
+/* redis-cell's rounding: whole seconds, plus one when the rest has a whole millisecond. */
+static int64_t cell_seconds(int64_t ns)
+{
+    if (ns < 0) {
+        return -1;
+    }
+    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
+}
+
+/*
+ * Deciding and replying, now (the memory store) or when Redis answers (a deferred reply slot
+ * keeps the connection's replies in order). One path for SL.ALLOW, SL.PEEK, SL.THROTTLE and
+ * CL.THROTTLE; the reply shapes differ.
+ */
+typedef enum reply_shape {
+    SHAPE_SL, /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
+    SHAPE_CL, /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
+} reply_shape_t;
+
+typedef struct deferred {
+    reply_slot_t *slot;
+    reply_shape_t shape;
+    int64_t cost;
+    size_t key_max;
+} deferred_t;
+
+static void write_decision(resp_buf_t *b, reply_shape_t shape, const engine_decision_t *ed,
+                           int64_t cost, size_t key_max)
+{
+    if (shape == SHAPE_SL) {
+        if (engine_ok(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
+            reply_decision(b, ed);
+        }
+        return;
+    }
+    const sl_decision_t *d = &ed->d;
+    int64_t reply[5] = {d->allowed ? 0 : 1, d->limit, d->remaining,
+                        d->allowed ? -1 : cell_seconds(d->retry_after_ns),
+                        cell_seconds(d->reset_after_ns)};
+    resp_add_int_array(b, reply, 5);
+}
+
+static void on_decided(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)status;
+    deferred_t *p = arg;
+    write_decision(&p->slot->buf, p->shape, ed, p->cost, p->key_max);
+    conn_resolve(p->slot);
+    free(p);
+}
+
+static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
+                             reply_shape_t shape)
+{
+    engine_worker_t *w = c->loop->worker;
+    size_t key_max = c->loop->srv->cfg->key_max;
+    if (!engine_is_remote(c->loop->srv->engine)) {
+        engine_decision_t ed;
+        int rc = engine_decide(w, rs, key->ptr, key->len, cost, c->loop->now_ns, &ed);
+        if (engine_ok(&c->out, key_max, rc, rs, NULL, cost)) {
+            write_decision(&c->out, shape, &ed, cost, key_max);
+        }
+        return;
+    }
+    deferred_t *p = malloc(sizeof *p);
+    reply_slot_t *slot = p != NULL ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        free(p);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    *p = (deferred_t){.slot = slot, .shape = shape, .cost = cost, .key_max = key_max};
+    int rc = engine_decide_async(w, rs, key->ptr, key->len, cost, c->loop->now_ns, on_decided, p);
+    if (rc != ENGINE_OK) {
+        engine_ok(&slot->buf, key_max, rc, rs, NULL, cost);
+        conn_resolve(slot);
+        free(p);
+    }
+}
+
+static void on_reset(void *arg, int status)
+{
+    reply_slot_t *slot = arg;
+    if (status == ENGINE_OK) {
+        resp_add_simple(&slot->buf, "OK");
+    } else {
+        resp_add_error(&slot->buf, "ERR the request store failed");
+    }
+    conn_resolve(slot);
 }
 
 /* ---- rate limiting ------------------------------------------------------------------------- */
@@ -190,14 +283,8 @@ static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
         return;
     }
     rule_state_t *rs = find_rule(c, &argv[1]);
-    if (rs == NULL) {
-        return;
-    }
-    engine_decision_t ed;
-    int rc =
-        engine_decide(c->loop->worker, rs, argv[2].ptr, argv[2].len, cost, c->loop->now_ns, &ed);
-    if (engine_ok(c, rc, rs, &ed, cost)) {
-        reply_decision(c, &ed);
+    if (rs != NULL) {
+        decide_and_reply(c, rs, &argv[2], cost, SHAPE_SL);
     }
 }
 
@@ -218,19 +305,160 @@ static void cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
     if (rs == NULL) {
         return;
     }
-    if (engine_ok(c, engine_reset(c->loop->worker, rs, argv[2].ptr, argv[2].len), rs, NULL, 0)) {
-        resp_add_simple(&c->out, "OK");
+    reply_slot_t *slot = conn_defer(c);
+    if (slot == NULL) {
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    int rc = engine_reset_async(c->loop->worker, rs, argv[2].ptr, argv[2].len, on_reset, slot);
+    if (rc != ENGINE_OK) {
+        engine_ok(&slot->buf, c->loop->srv->cfg->key_max, rc, rs, NULL, 0);
+        conn_resolve(slot);
     }
 }
 
 /*
  * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost.
- * Every pair is peeked first; only if all would admit are they charged, in order. Another
- * connection can take the last units between the two steps; then the charge stops at the
- * first pair that refuses and the reply is a denial (units taken from earlier pairs stay
- * taken: a race can under-admit, never over-admit). docs/design.md.
+ *
+ *   1. peek every pair (in parallel with the Redis store);
+ *   2. if some pair cannot take the cost, decide it for real (refused, it consumes nothing; the
+ *      reply is its decision, with its retry and reset);
+ *   3. otherwise charge every pair; the reply is the first refusal, or the pair with least left.
+ *
+ * Another client can take the last units between 1 and 3; the pairs charged before the refusal
+ * then stay charged: a race can under-admit, never over-admit (docs/design.md). With the Redis
+ * store this is the same best effort, the pairs being decided one round trip each.
  */
 #define ALLOWALL_MAX 64
+
+typedef enum allowall_phase { PHASE_PEEK, PHASE_PROBE, PHASE_CHARGE } allowall_phase_t;
+
+typedef struct allowall allowall_t;
+
+typedef struct allowall_ref {
+    allowall_t *a;
+    size_t i;
+} allowall_ref_t;
+
+struct allowall {
+    reply_slot_t *slot;
+    engine_worker_t *w;
+    int64_t now_ns;
+    int64_t cost;
+    size_t key_max;
+    allowall_phase_t phase;
+    size_t n, left, probe; /* probe: the pair decided in PHASE_PROBE, or n */
+    rule_state_t *rules[ALLOWALL_MAX];
+    const char *keys[ALLOWALL_MAX];
+    size_t key_len[ALLOWALL_MAX];
+    engine_decision_t got[ALLOWALL_MAX];
+    allowall_ref_t ref[ALLOWALL_MAX]; /* each pair's callback argument */
+    bool error;
+    char bytes[]; /* the keys */
+};
+
+static void allowall_end(allowall_t *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        engine_rule_release(a->rules[i]);
+    }
+    conn_resolve(a->slot);
+    free(a);
+}
+
+static void allowall_step(allowall_t *a);
+
+/* A pair's decision: into got[i]; the phase moves on when the last one is in. */
+static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)status;
+    allowall_ref_t *ref = arg;
+    allowall_t *a = ref->a;
+    a->got[ref->i] = *ed;
+    if (--a->left == 0) {
+        allowall_step(a);
+    }
+}
+
+/* Starts decisions for pairs [from, to) except `skip`, cost each; allowall_got counts them. */
+static void allowall_decide(allowall_t *a, size_t from, size_t to, size_t skip, int64_t cost)
+{
+    a->left = 1; /* held until every decision is started, so none completes the phase early */
+    for (size_t i = from; i < to; i++) {
+        if (i == skip) {
+            continue;
+        }
+        a->left++;
+        int rc = engine_decide_async(a->w, a->rules[i], a->keys[i], a->key_len[i], cost, a->now_ns,
+                                     allowall_decided, &a->ref[i]);
+        if (rc != ENGINE_OK) {
+            a->error = true;
+            engine_ok(&a->slot->buf, a->key_max, rc, a->rules[i], NULL, cost);
+            a->left--;
+        }
+    }
+    if (--a->left == 0) {
+        allowall_step(a);
+    }
+}
+
+static void allowall_step(allowall_t *a)
+{
+    if (a->error) {
+        allowall_end(a);
+        return;
+    }
+    if (a->phase == PHASE_PEEK) {
+        for (size_t i = 0; i < a->n; i++) {
+            const engine_decision_t *ed = &a->got[i];
+            if (ed->d.limit > 0 && a->cost > ed->d.limit && !ed->blocked) {
+                engine_ok(&a->slot->buf, a->key_max, ENGINE_OK, a->rules[i],
+                          &(engine_decision_t){.never = true, .d.limit = ed->d.limit}, a->cost);
+                allowall_end(a);
+                return;
+            }
+        }
+        for (size_t i = 0; i < a->n; i++) {
+            const engine_decision_t *ed = &a->got[i];
+            bool fits = !ed->blocked &&
+                        (ed->d.remaining >= a->cost || a->rules[i]->def.shadow || ed->store_error);
+            if (!fits) {
+                a->phase = PHASE_PROBE;
+                a->probe = i;
+                allowall_decide(a, i, i + 1, a->n, a->cost);
+                return;
+            }
+        }
+        a->phase = PHASE_CHARGE;
+        allowall_decide(a, 0, a->n, a->n, a->cost);
+        return;
+    }
+    if (a->phase == PHASE_PROBE) {
+        if (!a->got[a->probe].d.allowed) {
+            reply_decision(&a->slot->buf, &a->got[a->probe]);
+            allowall_end(a);
+            return;
+        }
+        /* admitted after all (a delayed admission, or units freed meanwhile): charge the rest */
+        a->phase = PHASE_CHARGE;
+        allowall_decide(a, 0, a->n, a->probe, a->cost);
+        return;
+    }
+    const engine_decision_t *worst = NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        const engine_decision_t *ed = &a->got[i];
+        if (!ed->d.allowed) {
+            reply_decision(&a->slot->buf, ed);
+            allowall_end(a);
+            return;
+        }
+        if (worst == NULL || ed->d.remaining < worst->d.remaining) {
+            worst = ed;
+        }
+    }
+    reply_decision(&a->slot->buf, worst);
+    allowall_end(a);
+}
 
 static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 {
@@ -252,54 +480,40 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     rule_state_t *rules[ALLOWALL_MAX];
+    size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         if ((rules[i] = find_rule(c, &argv[1 + 2 * i])) == NULL) {
             return;
         }
+        bytes += argv[2 + 2 * i].len;
     }
-    engine_worker_t *w = c->loop->worker;
-    int64_t now_ns = c->loop->now_ns;
-    engine_decision_t worst, ed;
-    bool have = false;
-    /* Peek: the first pair that cannot take the cost decides the denial. */
+    /* The keys are copied: with the Redis store the request's bytes are gone before the end. */
+    allowall_t *a = calloc(1, sizeof *a + bytes);
+    reply_slot_t *slot = a != NULL ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        free(a);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    *a = (allowall_t){.slot = slot,
+                      .w = c->loop->worker,
+                      .now_ns = c->loop->now_ns,
+                      .cost = cost,
+                      .key_max = c->loop->srv->cfg->key_max,
+                      .phase = PHASE_PEEK,
+                      .n = n};
+    char *p = a->bytes;
     for (size_t i = 0; i < n; i++) {
         const resp_arg_t *key = &argv[2 + 2 * i];
-        int rc = engine_decide(w, rules[i], key->ptr, key->len, 0, now_ns, &ed);
-        if (!engine_ok(c, rc, rules[i], NULL, cost)) {
-            return;
-        }
-        if (ed.d.limit > 0 && cost > ed.d.limit && !ed.blocked) {
-            resp_add_error(&c->out,
-                           "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                           (long long)cost, rules[i]->def.name, (long long)ed.d.limit);
-            return;
-        }
-        bool fits =
-            !ed.blocked && (ed.d.remaining >= cost || rules[i]->def.shadow || ed.store_error);
-        if (!fits) {
-            /* A real decision for the reply's retry and reset; it consumes nothing when it
-             * is refused, and it is refused since the units are not there. */
-            engine_decide(w, rules[i], key->ptr, key->len, cost, now_ns, &ed);
-            if (!ed.d.allowed) {
-                reply_decision(c, &ed);
-                return;
-            }
-            /* Admitted after all (a delayed admission or a race): keep it, charge the rest. */
-        }
+        memcpy(p, key->ptr, key->len);
+        a->keys[i] = p;
+        a->key_len[i] = key->len;
+        p += key->len;
+        a->rules[i] = rules[i];
+        a->ref[i] = (allowall_ref_t){a, i};
+        engine_rule_hold(rules[i]);
     }
-    for (size_t i = 0; i < n; i++) {
-        const resp_arg_t *key = &argv[2 + 2 * i];
-        engine_decide(w, rules[i], key->ptr, key->len, cost, now_ns, &ed);
-        if (!ed.d.allowed) {
-            reply_decision(c, &ed);
-            return;
-        }
-        if (!have || ed.d.remaining < worst.d.remaining) {
-            worst = ed;
-            have = true;
-        }
-    }
-    reply_decision(c, &worst);
+    allowall_decide(a, 0, n, n, 0);
 }
 
 /* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] */
@@ -381,20 +595,7 @@ static void cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_add_error(&c->out, "ERR invalid rule: %s", err);
         return;
     }
-    engine_decision_t ed;
-    rc = engine_decide(c->loop->worker, rs, argv[1].ptr, argv[1].len, cost, c->loop->now_ns, &ed);
-    if (engine_ok(c, rc, rs, &ed, cost)) {
-        reply_decision(c, &ed);
-    }
-}
-
-/* redis-cell's rounding: whole seconds, plus one when the rest has a whole millisecond. */
-static int64_t cell_seconds(int64_t ns)
-{
-    if (ns < 0) {
-        return -1;
-    }
-    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
+    decide_and_reply(c, rs, &argv[1], cost, SHAPE_SL);
 }
 
 /* CL.THROTTLE key max_burst count period_s [quantity]: redis-cell's command and reply. */
@@ -431,17 +632,7 @@ static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_add_error(&c->out, "ERR invalid rule: %s", err);
         return;
     }
-    engine_decision_t ed;
-    int rc =
-        engine_decide(c->loop->worker, rs, argv[1].ptr, argv[1].len, v[3], c->loop->now_ns, &ed);
-    if (!engine_ok(c, rc, rs, NULL, v[3])) {
-        return;
-    }
-    const sl_decision_t *d = &ed.d;
-    int64_t reply[5] = {d->allowed ? 0 : 1, d->limit, d->remaining,
-                        d->allowed ? -1 : cell_seconds(d->retry_after_ns),
-                        cell_seconds(d->reset_after_ns)};
-    resp_add_int_array(&c->out, reply, 5);
+    decide_and_reply(c, rs, &argv[1], v[3], SHAPE_CL);
 }
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
@@ -1117,8 +1308,18 @@ static const command_t *lookup(const resp_arg_t *name)
     return NULL;
 }
 
-void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
+typedef struct dispatch_ctx {
+    conn_t *c;
+    resp_arg_t *argv;
+    size_t argc;
+} dispatch_ctx_t;
+
+static void dispatch_now(void *arg)
 {
+    dispatch_ctx_t *x = arg;
+    conn_t *c = x->c;
+    resp_arg_t *argv = x->argv;
+    size_t argc = x->argc;
     const command_t *cmd = lookup(&argv[0]);
     if (cmd == NULL) {
         char b[72], args[256] = "";
@@ -1142,6 +1343,13 @@ void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     cmd->fn(c, argv, argc);
+}
+
+void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    dispatch_ctx_t x = {c, argv, argc};
+    /* While replies are deferred (the Redis store), later replies queue behind them. */
+    conn_in_order(c, dispatch_now, &x);
 }
 
 void resp_process(conn_t *c)

@@ -43,6 +43,17 @@ static void conn_unlink(conn_t *c)
 static void on_conn_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
+    /* Deferred replies still waiting are orphaned: their resolver frees them. */
+    for (reply_slot_t *s = c->slots, *next; s != NULL; s = next) {
+        next = s->next;
+        if (s->done) {
+            resp_buf_free(&s->buf);
+            free(s);
+        } else {
+            s->conn = NULL;
+            s->next = NULL;
+        }
+    }
     if (c->counted) {
         atomic_fetch_sub(&c->loop->srv->clients, 1);
     }
@@ -175,7 +186,9 @@ static void on_written(uv_write_t *req, int status)
         return;
     }
     if (c->closing) {
-        conn_finish(c);
+        if (c->slots == NULL) {
+            conn_finish(c);
+        }
         return;
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -199,7 +212,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (c->out.len == 0) {
-        if (c->closing) {
+        if (c->closing && c->slots == NULL) {
             conn_finish(c);
         }
         return;
@@ -211,7 +224,7 @@ void conn_flush(conn_t *c)
         if (c->out.cap > OUT_SHRINK_SIZE) {
             resp_buf_free(&c->out);
         }
-        if (c->closing) {
+        if (c->closing && c->slots == NULL) {
             conn_finish(c);
         }
         return;
@@ -244,6 +257,71 @@ void conn_flush(conn_t *c)
         c->writing = false;
         conn_close_now(c);
     }
+}
+
+reply_slot_t *conn_defer(conn_t *c)
+{
+    reply_slot_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return NULL;
+    }
+    s->conn = c;
+    if (c->slots_tail != NULL) {
+        c->slots_tail->next = s;
+    } else {
+        c->slots = s;
+    }
+    c->slots_tail = s;
+    return s;
+}
+
+void conn_resolve(reply_slot_t *slot)
+{
+    conn_t *c = slot->conn;
+    slot->done = true;
+    if (c == NULL) {
+        resp_buf_free(&slot->buf);
+        free(slot);
+        return;
+    }
+    /* Move every done slot at the head to the output, in order. */
+    while (c->slots != NULL && c->slots->done) {
+        reply_slot_t *s = c->slots;
+        c->slots = s->next;
+        if (c->slots == NULL) {
+            c->slots_tail = NULL;
+        }
+        if (s->buf.failed) {
+            c->out.failed = true;
+        } else if (s->buf.len > 0) {
+            resp_add_mem(&c->out, s->buf.data, s->buf.len);
+        }
+        if (s->http && !s->keep_alive) {
+            c->closing = true;
+        }
+        resp_buf_free(&s->buf);
+        free(s);
+    }
+    conn_flush(c);
+}
+
+void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
+{
+    if (c->slots == NULL) {
+        handler(arg);
+        return;
+    }
+    reply_slot_t *s = conn_defer(c);
+    if (s == NULL) {
+        c->out.failed = true;
+        return;
+    }
+    resp_buf_t saved = c->out;
+    c->out = (resp_buf_t){0};
+    handler(arg);
+    s->buf = c->out;
+    c->out = saved;
+    s->done = true; /* written with the slots before it, by their conn_resolve */
 }
 
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
@@ -379,6 +457,7 @@ static void on_stop(uv_async_t *a)
     uv_timer_stop(&l->idle_timer);
     uv_close((uv_handle_t *)&l->idle_timer, NULL);
     uv_close((uv_handle_t *)&l->stop_async, NULL);
+    engine_worker_detach(l->worker); /* answers decisions still waiting on Redis */
 }
 
 static void loop_thread(void *arg)
@@ -501,6 +580,11 @@ int server_start(server_t *srv, char *err, size_t err_cap)
                  loop_listen(l, cfg->bind[b], cfg->http_port, true, err, err_cap) != 0)) {
                 return -1;
             }
+        }
+        char eerr[ENGINE_ERR_MAX];
+        if (engine_worker_attach(l->worker, &l->uv, eerr) != 0) {
+            snprintf(err, err_cap, "%s", eerr);
+            return -1;
         }
         uv_async_init(&l->uv, &l->stop_async, on_stop);
         l->stop_async.data = l;

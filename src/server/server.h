@@ -32,6 +32,20 @@ typedef struct server server_t;
 typedef struct loop loop_t;
 typedef struct conn conn_t;
 
+/*
+ * A reply that comes later (a decision waiting on Redis). Replies leave in request order: while
+ * a connection has deferred replies, the replies after them are written into their own slots,
+ * and a slot's bytes move to the connection's output only when every slot before it is done.
+ */
+typedef struct reply_slot {
+    struct reply_slot *next;
+    conn_t *conn; /* NULL once the connection is gone: the slot is freed when resolved */
+    resp_buf_t buf;
+    bool done;
+    bool http;       /* an HTTP reply: whether the connection stays open */
+    bool keep_alive; /* (HTTP) */
+} reply_slot_t;
+
 struct conn {
     uv_tcp_t tcp;
     loop_t *loop;
@@ -54,6 +68,8 @@ struct conn {
     size_t in_len;
     size_t in_cap;
     resp_buf_t out;
+    reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
+    reply_slot_t *slots_tail;
     conn_t *prev;
     conn_t *next;
 };
@@ -118,6 +134,18 @@ void server_stop(server_t *srv);
 
 /* Writes the connection's pending output (what handlers appended to c->out). */
 void conn_flush(conn_t *c);
+
+/* A slot for a reply that will come later (appended after every earlier reply). NULL when out of
+ * memory. */
+reply_slot_t *conn_defer(conn_t *c);
+
+/* The slot's reply is in slot->buf: writes it (and any done slots after it) once every earlier
+ * reply has gone. Frees the slot. Safe when the connection has gone (slot->conn NULL). */
+void conn_resolve(reply_slot_t *slot);
+
+/* Runs one request's handler so its reply lands in order: straight into c->out, or, while
+ * replies are deferred, into a slot of its own. */
+void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
  * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */

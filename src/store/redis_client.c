@@ -1,0 +1,457 @@
+/*
+ * redis_client.c - see redis_client.h.
+ */
+#include "store/redis_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/async.h>
+
+#include "client/uv_glue.h"
+
+#define BACKOFF_MIN_MS     10
+#define BACKOFF_MAX_MS     1000
+#define REFRESH_MIN_GAP_MS 100 /* at most ten slot map reloads a second */
+
+typedef struct rc_node {
+    rc_client_t *client;
+    char host[64];
+    int port;
+    redisAsyncContext *ac; /* NULL while disconnected */
+    uint64_t retry_at_ms;  /* the next connect attempt, loop time */
+    unsigned backoff_ms;
+    bool ever_connected;
+} rc_node_t;
+
+struct rc_client {
+    uv_loop_t *loop;
+    rc_config_t cfg;
+    rc_node_t nodes[RC_NODES_MAX];
+    size_t nnodes;
+    int16_t slots[RC_SLOTS]; /* owner node index, -1 unknown */
+    bool refreshing;
+    bool closing; /* rc_free() is tearing down: no reconnects, no refreshes */
+    uint64_t last_refresh_ms;
+    rc_stats_t stats;
+};
+
+/* A command in flight: what to re-send on a redirect and whom to answer. */
+typedef struct rc_request {
+    rc_client_t *client;
+    rc_reply_fn fn;
+    void *arg;
+    int redirects;
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+    char data[]; /* argv pointers, lengths, then the bytes */
+} rc_request_t;
+
+/* ---- slots ----------------------------------------------------------------------------- */
+
+static uint16_t crc16(const char *buf, size_t len)
+{
+    /* CRC16-CCITT (XMODEM), as Redis Cluster's key slot */
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
+        for (int b = 0; b < 8; b++) {
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+        }
+    }
+    return crc;
+}
+
+unsigned rc_key_slot(const char *key, size_t len)
+{
+    size_t open = 0;
+    while (open < len && key[open] != '{') {
+        open++;
+    }
+    if (open < len) {
+        size_t close = open + 1;
+        while (close < len && key[close] != '}') {
+            close++;
+        }
+        if (close < len && close > open + 1) {
+            return crc16(key + open + 1, close - open - 1) & (RC_SLOTS - 1);
+        }
+    }
+    return crc16(key, len) & (RC_SLOTS - 1);
+}
+
+/* ---- URLs ------------------------------------------------------------------------------ */
+
+int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    const char *rest;
+    if (strncmp(url, "redis://", 8) == 0) {
+        rest = url + 8;
+    } else if (strncmp(url, "redis-cluster://", 16) == 0) {
+        rest = url + 16;
+        cfg->cluster = true;
+    } else {
+        snprintf(err, RC_ERR_MAX,
+                 "'%s': expected redis://host:port or "
+                 "redis-cluster://host:port,host:port,...",
+                 url);
+        return -1;
+    }
+    while (*rest != '\0') {
+        const char *end = strchr(rest, ',');
+        size_t len = end != NULL ? (size_t)(end - rest) : strlen(rest);
+        const char *colon = memchr(rest, ':', len);
+        if (colon == NULL || colon == rest || (size_t)(colon - rest) >= sizeof cfg->host[0] ||
+            cfg->nseeds == RC_NODES_MAX) {
+            snprintf(err, RC_ERR_MAX, "'%s': each node is host:port", url);
+            return -1;
+        }
+        char *pend = NULL;
+        long port = strtol(colon + 1, &pend, 10);
+        if (pend != rest + len || port <= 0 || port > 65535) {
+            snprintf(err, RC_ERR_MAX, "'%s': bad port in '%.*s'", url, (int)len, rest);
+            return -1;
+        }
+        memcpy(cfg->host[cfg->nseeds], rest, (size_t)(colon - rest));
+        cfg->port[cfg->nseeds++] = (int)port;
+        rest += len + (end != NULL ? 1 : 0);
+    }
+    if (cfg->nseeds == 0 || (!cfg->cluster && cfg->nseeds != 1)) {
+        snprintf(err, RC_ERR_MAX, "'%s': %s", url,
+                 cfg->cluster ? "no nodes" : "redis:// takes one host:port");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- nodes ----------------------------------------------------------------------------- */
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    rc_node_t *n = ac->data;
+    if (status != REDIS_OK) {
+        n->ac = NULL; /* hiredis frees it and fails its callbacks */
+        return;
+    }
+    n->backoff_ms = 0;
+}
+
+static void refresh_slots(rc_client_t *c);
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    rc_node_t *n = ac->data;
+    n->ac = NULL;
+    if (n->client->cfg.cluster) {
+        refresh_slots(n->client);
+    }
+}
+
+/* A connection to n, made now if allowed by the backoff. */
+static redisAsyncContext *node_conn(rc_node_t *n)
+{
+    if (n->ac != NULL) {
+        return n->ac;
+    }
+    rc_client_t *c = n->client;
+    uint64_t now_ms = uv_now(c->loop);
+    if (c->closing || now_ms < n->retry_at_ms) {
+        return NULL;
+    }
+    n->backoff_ms = n->backoff_ms == 0
+                        ? BACKOFF_MIN_MS
+                        : (n->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : n->backoff_ms * 2);
+    n->retry_at_ms = now_ms + n->backoff_ms;
+    redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
+    if (ac == NULL) {
+        return NULL;
+    }
+    if (ac->err != 0 || uv_glue_attach(ac, c->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    ac->data = n;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    if (n->ever_connected) {
+        c->stats.reconnects++;
+    }
+    n->ever_connected = true;
+    n->ac = ac;
+    if (c->cfg.password != NULL) {
+        redisAsyncCommand(ac, NULL, NULL, "AUTH %s", c->cfg.password);
+    }
+    return ac;
+}
+
+static int node_find(rc_client_t *c, const char *host, size_t host_len, int port)
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].port == port && strlen(c->nodes[i].host) == host_len &&
+            memcmp(c->nodes[i].host, host, host_len) == 0) {
+            return (int)i;
+        }
+    }
+    if (c->nnodes == RC_NODES_MAX || host_len >= sizeof c->nodes[0].host) {
+        return -1;
+    }
+    rc_node_t *n = &c->nodes[c->nnodes];
+    memset(n, 0, sizeof *n);
+    n->client = c;
+    memcpy(n->host, host, host_len);
+    n->port = port;
+    return (int)c->nnodes++;
+}
+
+/* ---- the slot map ---------------------------------------------------------------------- */
+
+static void on_slots(redisAsyncContext *ac, void *r, void *privdata)
+{
+    (void)ac;
+    rc_client_t *c = privdata;
+    redisReply *reply = r;
+    c->refreshing = false;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        return;
+    }
+    for (size_t i = 0; i < reply->elements; i++) {
+        redisReply *e = reply->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2) {
+            continue;
+        }
+        redisReply *primary = e->element[2];
+        if (primary->element[0]->type != REDIS_REPLY_STRING ||
+            primary->element[1]->type != REDIS_REPLY_INTEGER) {
+            continue;
+        }
+        int idx = node_find(c, primary->element[0]->str, primary->element[0]->len,
+                            (int)primary->element[1]->integer);
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        for (long long s = lo; idx >= 0 && s <= hi && s < RC_SLOTS; s++) {
+            if (s >= 0) {
+                c->slots[s] = (int16_t)idx;
+            }
+        }
+    }
+}
+
+/* Reloads the slot map from some reachable node (at most every REFRESH_MIN_GAP_MS). */
+static void refresh_slots(rc_client_t *c)
+{
+    uint64_t now_ms = uv_now(c->loop);
+    if (c->closing || c->refreshing || now_ms < c->last_refresh_ms + REFRESH_MIN_GAP_MS) {
+        return;
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        rc_node_t *n = &c->nodes[(c->stats.refreshes + i) % c->nnodes];
+        redisAsyncContext *ac = node_conn(n);
+        if (ac != NULL && redisAsyncCommand(ac, on_slots, c, "CLUSTER SLOTS") == REDIS_OK) {
+            c->refreshing = true;
+            c->last_refresh_ms = now_ms;
+            c->stats.refreshes++;
+            return;
+        }
+    }
+}
+
+/* ---- commands -------------------------------------------------------------------------- */
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static void request_fail(rc_request_t *req, const char *err)
+{
+    req->client->stats.failures++;
+    req->fn(req->arg, NULL, err);
+    free(req);
+}
+
+/* Sends req to node idx (after ASKING when asked). Returns 0, or -1 with err filled. */
+static int request_send(rc_request_t *req, int idx, bool asking, char *err)
+{
+    rc_client_t *c = req->client;
+    rc_node_t *n = &c->nodes[idx];
+    redisAsyncContext *ac = node_conn(n);
+    if (ac == NULL) {
+        snprintf(err, RC_ERR_MAX, "redis %s:%d is down (reconnecting)", n->host, n->port);
+        if (c->cfg.cluster) {
+            refresh_slots(c);
+        }
+        return -1;
+    }
+    if (asking) {
+        redisAsyncCommand(ac, NULL, NULL, "ASKING");
+    }
+    if (redisAsyncCommandArgv(ac, on_reply, req, req->argc, req->argv, req->argvlen) != REDIS_OK) {
+        snprintf(err, RC_ERR_MAX, "redis %s:%d: cannot send", n->host, n->port);
+        return -1;
+    }
+    c->stats.commands++;
+    return 0;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the slot and the node. */
+static bool parse_redirect(const char *s, size_t len, long *slot, const char **host,
+                           size_t *host_len, int *port)
+{
+    const char *sp1 = memchr(s, ' ', len);
+    if (sp1 == NULL) {
+        return false;
+    }
+    const char *sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - s));
+    if (sp2 == NULL) {
+        return false;
+    }
+    const char *colon = NULL;
+    for (const char *p = s + len; p > sp2; p--) {
+        if (p[-1] == ':') {
+            colon = p - 1;
+            break;
+        }
+    }
+    if (colon == NULL) {
+        return false;
+    }
+    *slot = strtol(sp1 + 1, NULL, 10);
+    *host = sp2 + 1;
+    *host_len = (size_t)(colon - (sp2 + 1));
+    *port = (int)strtol(colon + 1, NULL, 10);
+    return *slot >= 0 && *slot<RC_SLOTS && * port> 0;
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    rc_request_t *req = privdata;
+    rc_client_t *c = req->client;
+    redisReply *reply = r;
+    char err[RC_ERR_MAX];
+    if (reply == NULL) {
+        const rc_node_t *n = ac->data;
+        snprintf(err, RC_ERR_MAX, "redis %s:%d: %s", n->host, n->port,
+                 ac->errstr[0] != '\0' ? ac->errstr : "connection lost");
+        if (c->cfg.cluster) {
+            refresh_slots(c);
+        }
+        request_fail(req, err);
+        return;
+    }
+    bool moved = reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "MOVED ", 6) == 0;
+    bool ask = reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "ASK ", 4) == 0;
+    if (moved || ask) {
+        long slot;
+        const char *host;
+        size_t host_len;
+        int port, idx;
+        if (!parse_redirect(reply->str, reply->len, &slot, &host, &host_len, &port) ||
+            (idx = node_find(c, host, host_len, port)) < 0) {
+            request_fail(req, "redis: malformed redirect");
+            return;
+        }
+        if (++req->redirects > RC_REDIRECTS_MAX) {
+            request_fail(req, "redis: too many redirects");
+            return;
+        }
+        c->stats.redirects++;
+        if (moved) {
+            c->slots[slot] = (int16_t)idx;
+            refresh_slots(c);
+        }
+        if (request_send(req, idx, ask, err) != 0) {
+            request_fail(req, err);
+        }
+        return;
+    }
+    req->fn(req->arg, reply, NULL);
+    free(req);
+}
+
+int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
+               const size_t *argvlen, rc_reply_fn fn, void *arg)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++) {
+        bytes += argvlen[i];
+    }
+    rc_request_t *req =
+        malloc(sizeof *req + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (req == NULL) {
+        return -1;
+    }
+    req->client = c;
+    req->fn = fn;
+    req->arg = arg;
+    req->redirects = 0;
+    req->argc = argc;
+    req->argv = (const char **)(void *)req->data;
+    req->argvlen = (size_t *)(void *)(req->data + (size_t)argc * sizeof(char *));
+    char *p = req->data + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], argvlen[i]);
+        req->argv[i] = p;
+        req->argvlen[i] = argvlen[i];
+        p += argvlen[i];
+    }
+    int idx = 0;
+    if (c->cfg.cluster && key != NULL) {
+        int owner = c->slots[rc_key_slot(key, key_len)];
+        /* unknown: any node; a MOVED reply then says where */
+        idx = owner >= 0 ? owner : (int)(c->stats.commands % c->nnodes);
+    }
+    char err[RC_ERR_MAX];
+    if (request_send(req, idx, false, err) != 0) {
+        free(req);
+        c->stats.failures++;
+        return -1;
+    }
+    return 0;
+}
+
+int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *err)
+{
+    rc_client_t *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        snprintf(err, RC_ERR_MAX, "out of memory");
+        return -1;
+    }
+    c->loop = loop;
+    c->cfg = *cfg;
+    for (size_t i = 0; i < RC_SLOTS; i++) {
+        c->slots[i] = -1;
+    }
+    for (size_t i = 0; i < cfg->nseeds; i++) {
+        node_find(c, cfg->host[i], strlen(cfg->host[i]), cfg->port[i]);
+    }
+    if (cfg->cluster) {
+        refresh_slots(c);
+    }
+    *out = c;
+    return 0;
+}
+
+void rc_free(rc_client_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    c->closing = true;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].ac != NULL) {
+            redisAsyncContext *ac = c->nodes[i].ac;
+            c->nodes[i].ac = NULL;
+            ac->data = &c->nodes[i];
+            redisAsyncFree(ac); /* fails pending callbacks with a NULL reply */
+        }
+    }
+    free(c);
+}
+
+const rc_stats_t *rc_stats(const rc_client_t *c)
+{
+    return &c->stats;
+}

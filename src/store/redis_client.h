@@ -1,0 +1,81 @@
+/*
+ * redis_client.h - one event loop's connections to a Redis server or a Redis Cluster, for
+ * sluiced's Redis request store.
+ *
+ * Asynchronous (hiredis's async context on the loop's libuv loop): a command is appended to its
+ * node's connection and its reply arrives in a callback, so concurrent commands to one node are
+ * pipelined on one connection. In cluster mode a command goes to the primary that owns its key's
+ * slot (the key's {hash tag}, CRC16 mod 16384); the slot map comes from CLUSTER SLOTS and is
+ * corrected by MOVED replies (the command is re-sent to the node named, up to
+ * RC_REDIRECTS_MAX times) and by a refresh after a connection is lost; ASK replies re-send once
+ * with ASKING. A lost connection is re-made on the next command after a backoff (10 ms doubling
+ * to 1 s); until then commands to that node fail at once.
+ *
+ * One client per loop thread; nothing here is thread-safe.
+ */
+#ifndef SLUICE_STORE_REDIS_CLIENT_H
+#define SLUICE_STORE_REDIS_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#define RC_NODES_MAX     64
+#define RC_REDIRECTS_MAX 5
+#define RC_ERR_MAX       256
+#define RC_SLOTS         16384
+
+typedef struct rc_client rc_client_t;
+
+/* Where to connect: "redis://host:port" (one server) or "redis-cluster://h1:p1,h2:p2" (seed
+ * nodes of a cluster). */
+typedef struct rc_config {
+    bool cluster;
+    size_t nseeds;
+    char host[RC_NODES_MAX][64];
+    int port[RC_NODES_MAX];
+    const char *password; /* AUTH on connect; NULL = none */
+} rc_config_t;
+
+/* Parses a store URL into cfg. Returns 0, or -1 with a message in err (RC_ERR_MAX). */
+int rc_parse_url(const char *url, rc_config_t *cfg, char *err);
+
+/*
+ * A reply, or its absence: reply is NULL and err says why (connection refused or lost, too many
+ * redirects, cluster down). A Redis error reply (other than MOVED / ASK) is passed as a reply of
+ * type REDIS_REPLY_ERROR. The reply is freed when the callback returns.
+ */
+typedef void (*rc_reply_fn)(void *arg, redisReply *reply, const char *err);
+
+/* Creates the client; connects lazily (first command to a node). Returns 0 or -1 with err. */
+int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *err);
+
+/* Disconnects everything; commands still waiting get their callback with an error. */
+void rc_free(rc_client_t *c);
+
+/*
+ * Sends argv (argc arguments of argvlen bytes) to the node owning key (any node when key is
+ * NULL and not in cluster mode; in cluster mode key must be given). Returns 0 and calls fn
+ * exactly once later, or -1 with nothing sent and fn never called.
+ */
+int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
+               const size_t *argvlen, rc_reply_fn fn, void *arg);
+
+/* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
+unsigned rc_key_slot(const char *key, size_t len);
+
+/* Counters for metrics. */
+typedef struct rc_stats {
+    uint64_t commands;   /* sent (including re-sends) */
+    uint64_t redirects;  /* MOVED and ASK followed */
+    uint64_t refreshes;  /* slot map reloads */
+    uint64_t reconnects; /* connections made after the first */
+    uint64_t failures;   /* callbacks that got no reply */
+} rc_stats_t;
+
+const rc_stats_t *rc_stats(const rc_client_t *c);
+
+#endif /* SLUICE_STORE_REDIS_CLIENT_H */

@@ -1,0 +1,499 @@
+/*
+ * redis_store.c - see redis_store.h.
+ */
+#include "store/redis_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "core/hash.h"
+#include "store/lua_scripts.h"
+
+#define NS_PER_US   INT64_C(1000)
+#define NS_PER_MS   INT64_C(1000000)
+#define CACHE_SLOTS 4096 /* over-limit cache entries per loop; a power of two */
+#define RKEY_MAX    (1024 + 128)
+#define ARGS_MAX    16
+
+/* A decision waiting for Redis, in the store's FIFO (send order = deadline order). */
+typedef struct pending {
+    redis_store_t *store;
+    redis_decision_fn fn;
+    void *arg;
+    int64_t deadline_ms;
+    bool answered; /* the deadline passed and fn was called; the reply is dropped */
+    bool reset;    /* a DEL, not a decision */
+    sl_rule_t rule;
+    int64_t cost;
+    uint64_t cache_hash; /* where a denial is remembered */
+    int script;          /* lua: the script's index, for a NOSCRIPT re-send */
+    struct pending *prev, *next;
+    size_t rkey_len;
+    char rkey[];
+} pending_t;
+
+typedef struct cache_entry {
+    uint64_t hash;
+    int64_t until_ns; /* local clock: the key is over its limit until then */
+    int64_t limit;
+} cache_entry_t;
+
+struct redis_store {
+    uv_loop_t *loop;
+    rc_client_t *client;
+    redis_mode_t mode;
+    int64_t timeout_ms;
+    uv_timer_t timer;
+    pending_t *head, *tail;
+    cache_entry_t cache[CACHE_SLOTS];
+    redis_store_stats_t stats;
+};
+
+/* ---- start-up probe ------------------------------------------------------------------------ */
+
+int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode, char *err)
+{
+    struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                         .tv_usec = (suseconds_t)(timeout_ns % 1000000000 / 1000)};
+    if (tv.tv_sec < 1) {
+        tv.tv_sec = 1; /* connecting at start-up may take longer than one decision */
+        tv.tv_usec = 0;
+    }
+    char last[REDIS_STORE_ERR_MAX] = "no nodes";
+    for (size_t i = 0; i < cfg->nseeds; i++) {
+        redisContext *c = redisConnectWithTimeout(cfg->host[i], cfg->port[i], tv);
+        if (c == NULL || c->err != 0) {
+            snprintf(last, sizeof last, "redis %s:%d: %s", cfg->host[i], cfg->port[i],
+                     c != NULL ? c->errstr : "out of memory");
+            redisFree(c);
+            continue;
+        }
+        redisSetTimeout(c, tv);
+        if (cfg->password != NULL) {
+            redisReply *r = redisCommand(c, "AUTH %s", cfg->password);
+            freeReplyObject(r);
+        }
+        redisReply *r = redisCommand(c, "COMMAND INFO sl.throttle");
+        bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
+        bool module = ok && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY;
+        if (r == NULL) {
+            snprintf(last, sizeof last, "redis %s:%d: %s", cfg->host[i], cfg->port[i], c->errstr);
+        } else if (!ok) {
+            snprintf(last, sizeof last, "redis %s:%d: COMMAND INFO: %s", cfg->host[i], cfg->port[i],
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        }
+        freeReplyObject(r);
+        redisFree(c);
+        if (ok) {
+            *mode = module ? REDIS_MODE_MODULE : REDIS_MODE_LUA;
+            return 0;
+        }
+    }
+    snprintf(err, REDIS_STORE_ERR_MAX, "%s", last);
+    return -1;
+}
+
+/* ---- the over-limit cache ------------------------------------------------------------------ */
+
+static cache_entry_t *cache_slot(redis_store_t *s, uint64_t h)
+{
+    return &s->cache[h & (CACHE_SLOTS - 1)];
+}
+
+/* ---- pending decisions and their deadlines ------------------------------------------------- */
+
+static void unlink_pending(redis_store_t *s, pending_t *p)
+{
+    if (p->prev != NULL) {
+        p->prev->next = p->next;
+    } else {
+        s->head = p->next;
+    }
+    if (p->next != NULL) {
+        p->next->prev = p->prev;
+    } else {
+        s->tail = p->prev;
+    }
+    p->prev = p->next = NULL;
+}
+
+static void arm_timer(redis_store_t *s);
+
+static void on_deadline(uv_timer_t *t)
+{
+    redis_store_t *s = t->data;
+    uint64_t now_ms = uv_now(s->loop);
+    while (s->head != NULL && (uint64_t)s->head->deadline_ms <= now_ms) {
+        pending_t *p = s->head;
+        unlink_pending(s, p);
+        p->answered = true;
+        s->stats.timeouts++;
+        p->fn(p->arg, -1, NULL, "redis: no reply within the decision timeout");
+        /* p itself is freed when its reply (or the connection's failure) comes */
+    }
+    arm_timer(s);
+}
+
+static void arm_timer(redis_store_t *s)
+{
+    if (s->head == NULL) {
+        uv_timer_stop(&s->timer);
+        return;
+    }
+    uint64_t now_ms = uv_now(s->loop);
+    uint64_t due = (uint64_t)s->head->deadline_ms;
+    uv_timer_start(&s->timer, on_deadline, due > now_ms ? due - now_ms : 0, 0);
+}
+
+static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_len,
+                              redis_decision_fn fn, void *arg)
+{
+    pending_t *p = calloc(1, sizeof *p + rkey_len);
+    if (p == NULL) {
+        return NULL;
+    }
+    p->store = s;
+    p->fn = fn;
+    p->arg = arg;
+    p->deadline_ms = (int64_t)uv_now(s->loop) + s->timeout_ms;
+    memcpy(p->rkey, rkey, rkey_len);
+    p->rkey_len = rkey_len;
+    p->prev = s->tail;
+    if (s->tail != NULL) {
+        s->tail->next = p;
+    } else {
+        s->head = p;
+    }
+    s->tail = p;
+    if (p->prev == NULL) {
+        arm_timer(s);
+    }
+    return p;
+}
+
+/* ---- keys and arguments -------------------------------------------------------------------- */
+
+/* "sl:{<key>}:<rule>:<hash of the parameters>" into out; returns its length or 0 if too long. */
+static size_t redis_key(const char *name, const sl_rule_t *r, const void *key, size_t key_len,
+                        char *out, size_t cap)
+{
+    int64_t p[6] = {r->algorithm, r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    uint64_t h = hash_bytes(p, sizeof p, UINT64_C(0x736c756963650001));
+    size_t name_len = strlen(name);
+    if (key_len + name_len + 32 > cap) {
+        return 0;
+    }
+    size_t n = 0;
+    memcpy(out + n, "sl:{", 4);
+    n += 4;
+    memcpy(out + n, key, key_len);
+    n += key_len;
+    memcpy(out + n, "}:", 2);
+    n += 2;
+    memcpy(out + n, name, name_len);
+    n += name_len;
+    n += (size_t)snprintf(out + n, cap - n, ":%08x", (unsigned)(h >> 32));
+    return n;
+}
+
+typedef struct args {
+    int argc;
+    const char *argv[ARGS_MAX];
+    size_t len[ARGS_MAX];
+    char num[ARGS_MAX][24];
+} args_t;
+
+static void arg_str(args_t *a, const char *s, size_t len)
+{
+    a->argv[a->argc] = s;
+    a->len[a->argc++] = len;
+}
+
+static void arg_i64(args_t *a, int64_t v)
+{
+    int n = snprintf(a->num[a->argc], sizeof a->num[0], "%lld", (long long)v);
+    arg_str(a, a->num[a->argc], (size_t)n);
+}
+
+/* SL.THROTTLE rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] COST c */
+static void module_args(args_t *a, const char *rkey, size_t rkey_len, const sl_rule_t *r,
+                        int64_t cost)
+{
+    const char *alg = sl_algorithm_name(r->algorithm);
+    arg_str(a, "SL.THROTTLE", 11);
+    arg_str(a, rkey, rkey_len);
+    arg_str(a, alg, strlen(alg));
+    arg_i64(a, r->limit);
+    arg_i64(a, r->window_ns / NS_PER_MS);
+    if (r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET) {
+        arg_str(a, "BURST", 5);
+        arg_i64(a, r->burst);
+        if (r->max_delay_ns > 0) {
+            arg_str(a, "MAX_DELAY", 9);
+            arg_i64(a, r->max_delay_ns / NS_PER_MS);
+        }
+    }
+    if (r->algorithm == SL_SLIDING_BUCKETS) {
+        arg_str(a, "BUCKETS", 7);
+        arg_i64(a, r->buckets);
+    }
+    arg_str(a, "COST", 4);
+    arg_i64(a, cost);
+}
+
+/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us cost */
+static void lua_args(args_t *a, const char *rkey, size_t rkey_len, const sl_rule_t *r, int64_t cost,
+                     const lua_script_t *script, bool full)
+{
+    if (full) {
+        arg_str(a, "EVAL", 4);
+        arg_str(a, script->text, script->len);
+    } else {
+        arg_str(a, "EVALSHA", 7);
+        arg_str(a, script->sha1, 40);
+    }
+    arg_str(a, "1", 1);
+    arg_str(a, rkey, rkey_len);
+    arg_i64(a, r->limit);
+    arg_i64(a, r->window_ns / NS_PER_US);
+    arg_i64(a, r->burst);
+    arg_i64(a, r->buckets);
+    arg_i64(a, r->max_delay_ns / NS_PER_US);
+    arg_i64(a, cost);
+}
+
+/* ---- replies ------------------------------------------------------------------------------- */
+
+static int64_t to_ns(long long v, int64_t unit_ns)
+{
+    return v < 0 ? -1 : (int64_t)v * unit_ns;
+}
+
+/* The module's 5 integers in ms, or the scripts' 6 in µs, as a decision. */
+static bool parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
+{
+    size_t want = mode == REDIS_MODE_MODULE ? 5 : 6;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != want) {
+        return false;
+    }
+    for (size_t i = 0; i < want; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+            return false;
+        }
+    }
+    long long v[6] = {0};
+    for (size_t i = 0; i < want; i++) {
+        v[i] = r->element[i]->integer;
+    }
+    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    *d = (sl_decision_t){.allowed = v[0] == 1,
+                         .limit = v[1],
+                         .remaining = v[2],
+                         .retry_after_ns = to_ns(v[3], unit),
+                         .reset_after_ns = to_ns(v[4], unit),
+                         .delay_ns = to_ns(v[5], unit)};
+    if (mode == REDIS_MODE_MODULE && d->allowed && d->retry_after_ns > 0) {
+        /* the module, like sluiced, reports a delayed admission's delay as retry_after */
+        d->delay_ns = d->retry_after_ns;
+        d->retry_after_ns = 0;
+    }
+    return true;
+}
+
+static void send_decision(redis_store_t *s, pending_t *p, bool full_script);
+
+static void on_reply(void *arg, redisReply *reply, const char *err)
+{
+    pending_t *p = arg;
+    redis_store_t *s = p->store;
+    if (!p->answered) {
+        unlink_pending(s, p);
+        arm_timer(s);
+    }
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0 && !p->answered && !p->reset) {
+        s->stats.noscript++;
+        /* re-queue with a fresh deadline slot at the tail, sent as EVAL */
+        p->prev = s->tail;
+        p->next = NULL;
+        if (s->tail != NULL) {
+            s->tail->next = p;
+        } else {
+            s->head = p;
+        }
+        s->tail = p;
+        arm_timer(s);
+        send_decision(s, p, true);
+        return;
+    }
+    if (p->answered) {
+        free(p);
+        return;
+    }
+    sl_decision_t d;
+    if (reply == NULL) {
+        s->stats.errors++;
+        p->fn(p->arg, -1, NULL, err);
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        s->stats.errors++;
+        char msg[REDIS_STORE_ERR_MAX];
+        snprintf(msg, sizeof msg, "redis: %s", reply->str);
+        p->fn(p->arg, -1, NULL, msg);
+    } else if (p->reset) {
+        p->fn(p->arg, 0, NULL, NULL);
+    } else if (!parse_decision(reply, s->mode, &d)) {
+        s->stats.errors++;
+        p->fn(p->arg, -1, NULL, "redis: unexpected reply to a decision");
+    } else {
+        if (!d.allowed && d.retry_after_ns > 0 && p->cost > 0) {
+            cache_entry_t *e = cache_slot(s, p->cache_hash);
+            *e = (cache_entry_t){.hash = p->cache_hash,
+                                 .until_ns = sl_now_ns() + d.retry_after_ns,
+                                 .limit = d.limit};
+        }
+        p->fn(p->arg, 0, &d, NULL);
+    }
+    free(p);
+}
+
+static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
+{
+    args_t a = {0};
+    if (s->mode == REDIS_MODE_MODULE) {
+        module_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost);
+    } else {
+        lua_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost, lua_script_for(p->rule.algorithm),
+                 full_script);
+    }
+    s->stats.decisions++;
+    if (rc_command(s->client, p->rkey, p->rkey_len, a.argc, a.argv, a.len, on_reply, p) != 0) {
+        unlink_pending(s, p);
+        arm_timer(s);
+        s->stats.errors++;
+        p->fn(p->arg, -1, NULL, "redis: not connected (reconnecting)");
+        free(p);
+    }
+}
+
+void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len, int64_t cost, redis_decision_fn fn, void *arg)
+{
+    char rkey[RKEY_MAX];
+    size_t rkey_len = redis_key(name, rule, key, key_len, rkey, sizeof rkey);
+    if (rkey_len == 0) {
+        fn(arg, -1, NULL, "key too long for the redis store");
+        return;
+    }
+    if (s->mode == REDIS_MODE_MODULE && rule->window_ns % NS_PER_MS != 0) {
+        fn(arg, -1, NULL, "the redis store needs windows of whole milliseconds");
+        return;
+    }
+    uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
+    cache_entry_t *e = cache_slot(s, h);
+    int64_t now_ns = sl_now_ns();
+    if (cost > 0 && e->hash == h && e->until_ns > now_ns) {
+        /* known to be over its limit: no round trip */
+        s->stats.cache_hits++;
+        sl_decision_t d = {.allowed = false,
+                           .limit = e->limit,
+                           .remaining = 0,
+                           .retry_after_ns = e->until_ns - now_ns,
+                           .reset_after_ns = e->until_ns - now_ns};
+        fn(arg, 0, &d, NULL);
+        return;
+    }
+    pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
+    if (p == NULL) {
+        fn(arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->rule = *rule;
+    p->cost = cost;
+    p->cache_hash = h;
+    send_decision(s, p, false);
+}
+
+void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                       size_t key_len, redis_decision_fn fn, void *arg)
+{
+    char rkey[RKEY_MAX];
+    size_t rkey_len = redis_key(name, rule, key, key_len, rkey, sizeof rkey);
+    if (rkey_len == 0) {
+        fn(arg, -1, NULL, "key too long for the redis store");
+        return;
+    }
+    uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
+    cache_slot(s, h)->hash = 0;
+    pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
+    if (p == NULL) {
+        fn(arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->reset = true;
+    const char *argv[2] = {"DEL", p->rkey};
+    size_t len[2] = {3, rkey_len};
+    if (rc_command(s->client, p->rkey, rkey_len, 2, argv, len, on_reply, p) != 0) {
+        unlink_pending(s, p);
+        arm_timer(s);
+        fn(arg, -1, NULL, "redis: not connected (reconnecting)");
+        free(p);
+    }
+}
+
+int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mode,
+                       int64_t timeout_ns, redis_store_t **out, char *err)
+{
+    redis_store_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(err, REDIS_STORE_ERR_MAX, "out of memory");
+        return -1;
+    }
+    char cerr[RC_ERR_MAX];
+    if (rc_create(loop, cfg, &s->client, cerr) != 0) {
+        snprintf(err, REDIS_STORE_ERR_MAX, "%s", cerr);
+        free(s);
+        return -1;
+    }
+    s->loop = loop;
+    s->mode = mode;
+    s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    *out = s;
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void redis_store_free(redis_store_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    /* Answer everyone still waiting, then let the connections fail the replies (freed there). */
+    while (s->head != NULL) {
+        pending_t *p = s->head;
+        unlink_pending(s, p);
+        p->answered = true;
+        p->fn(p->arg, -1, NULL, "sluiced is stopping");
+    }
+    rc_free(s->client);
+    uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+}
+
+const redis_store_stats_t *redis_store_stats(const redis_store_t *s)
+{
+    return &s->stats;
+}
+
+const rc_stats_t *redis_store_client_stats(const redis_store_t *s)
+{
+    return rc_stats(s->client);
+}
