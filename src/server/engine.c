@@ -1027,18 +1027,21 @@ void engine_worker_detach(engine_worker_t *w)
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 {
     *out = (engine_store_stats_t){0};
-    if (w->redis != NULL) {
-        const redis_store_stats_t *s = redis_store_stats(w->redis);
-        const rc_stats_t *r = redis_store_client_stats(w->redis);
-        *out = (engine_store_stats_t){.decisions = s->decisions,
-                                      .cache_hits = s->cache_hits,
-                                      .timeouts = s->timeouts,
-                                      .errors = s->errors,
-                                      .noscript = s->noscript,
-                                      .redirects = r->redirects,
-                                      .refreshes = r->refreshes,
-                                      .reconnects = r->reconnects};
+    if (w->redis == NULL) {
+        return;
     }
+    const redis_store_stats_t *s = redis_store_stats(w->redis);
+    const rc_stats_t *r = redis_store_client_stats(w->redis);
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    *out = (engine_store_stats_t){.decisions = LOAD(s->decisions),
+                                  .cache_hits = LOAD(s->cache_hits),
+                                  .timeouts = LOAD(s->timeouts),
+                                  .errors = LOAD(s->errors),
+                                  .noscript = LOAD(s->noscript),
+                                  .redirects = LOAD(r->redirects),
+                                  .refreshes = LOAD(r->refreshes),
+                                  .reconnects = LOAD(r->reconnects)};
+#undef LOAD
 }
 
 /* A decision waiting on Redis: holds its rule state (and so its tables and counters). */

@@ -123,6 +123,40 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     help(b, "sluice_clients", "gauge", "Open connections.");
     resp_buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
 
+    if (engine_is_remote(srv->engine)) {
+        engine_store_stats_t total = {0};
+        for (unsigned i = 0; i < srv->nloops; i++) {
+            engine_store_stats_t st;
+            engine_worker_stats(engine_worker(srv->engine, i), &st);
+            total.decisions += st.decisions;
+            total.cache_hits += st.cache_hits;
+            total.timeouts += st.timeouts;
+            total.errors += st.errors;
+            total.noscript += st.noscript;
+            total.redirects += st.redirects;
+            total.refreshes += st.refreshes;
+            total.reconnects += st.reconnects;
+        }
+        static const char *const names[][2] = {
+            {"sluice_redis_decisions_total", "Decisions sent to Redis."},
+            {"sluice_redis_cache_hits_total",
+             "Decisions answered from the over-limit cache, without a round trip."},
+            {"sluice_redis_timeouts_total", "Decisions past their deadline (on_store_error)."},
+            {"sluice_redis_errors_total", "Redis replies that were errors, or none."},
+            {"sluice_redis_noscript_total", "EVALSHA answered NOSCRIPT (re-sent as EVAL)."},
+            {"sluice_redis_redirects_total", "MOVED and ASK redirects followed."},
+            {"sluice_redis_slot_refreshes_total", "Cluster slot map reloads."},
+            {"sluice_redis_reconnects_total", "Connections to Redis made again."},
+        };
+        const uint64_t values[] = {total.decisions, total.cache_hits, total.timeouts,
+                                   total.errors,    total.noscript,   total.redirects,
+                                   total.refreshes, total.reconnects};
+        for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+            help(b, names[i][0], "counter", names[i][1]);
+            resp_buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
+        }
+    }
+
     help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
     resp_buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));
     help(b, "sluice_rules_reloads_total", "counter", "Rule sets published.");

@@ -178,7 +178,7 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     if (n->ever_connected) {
-        c->stats.reconnects++;
+        atomic_fetch_add_explicit(&c->stats.reconnects, 1, memory_order_relaxed);
     }
     n->ever_connected = true;
     n->ac = ac;
@@ -255,7 +255,7 @@ static void refresh_slots(rc_client_t *c)
         if (ac != NULL && redisAsyncCommand(ac, on_slots, c, "CLUSTER SLOTS") == REDIS_OK) {
             c->refreshing = true;
             c->last_refresh_ms = now_ms;
-            c->stats.refreshes++;
+            atomic_fetch_add_explicit(&c->stats.refreshes, 1, memory_order_relaxed);
             return;
         }
     }
@@ -267,7 +267,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
 static void request_fail(rc_request_t *req, const char *err)
 {
-    req->client->stats.failures++;
+    atomic_fetch_add_explicit(&req->client->stats.failures, 1, memory_order_relaxed);
     req->fn(req->arg, NULL, err);
     free(req);
 }
@@ -292,7 +292,7 @@ static int request_send(rc_request_t *req, int idx, bool asking, char *err)
         snprintf(err, RC_ERR_MAX, "redis %s:%d: cannot send", n->host, n->port);
         return -1;
     }
-    c->stats.commands++;
+    atomic_fetch_add_explicit(&c->stats.commands, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -357,7 +357,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             request_fail(req, "redis: too many redirects");
             return;
         }
-        c->stats.redirects++;
+        atomic_fetch_add_explicit(&c->stats.redirects, 1, memory_order_relaxed);
         if (moved) {
             c->slots[slot] = (int16_t)idx;
             refresh_slots(c);
@@ -406,7 +406,7 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
     char err[RC_ERR_MAX];
     if (request_send(req, idx, false, err) != 0) {
         free(req);
-        c->stats.failures++;
+        atomic_fetch_add_explicit(&c->stats.failures, 1, memory_order_relaxed);
         return -1;
     }
     return 0;

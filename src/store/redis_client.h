@@ -16,6 +16,7 @@
 #ifndef SLUICE_STORE_REDIS_CLIENT_H
 #define SLUICE_STORE_REDIS_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,13 +68,13 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
 /* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
 unsigned rc_key_slot(const char *key, size_t len);
 
-/* Counters for metrics. */
+/* Counters for metrics: written by the client's loop, readable from any thread. */
 typedef struct rc_stats {
-    uint64_t commands;   /* sent (including re-sends) */
-    uint64_t redirects;  /* MOVED and ASK followed */
-    uint64_t refreshes;  /* slot map reloads */
-    uint64_t reconnects; /* connections made after the first */
-    uint64_t failures;   /* callbacks that got no reply */
+    _Atomic uint64_t commands;   /* sent (including re-sends) */
+    _Atomic uint64_t redirects;  /* MOVED and ASK followed */
+    _Atomic uint64_t refreshes;  /* slot map reloads */
+    _Atomic uint64_t reconnects; /* connections made after the first */
+    _Atomic uint64_t failures;   /* callbacks that got no reply */
 } rc_stats_t;
 
 const rc_stats_t *rc_stats(const rc_client_t *c);

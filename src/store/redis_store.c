@@ -130,7 +130,7 @@ static void on_deadline(uv_timer_t *t)
         pending_t *p = s->head;
         unlink_pending(s, p);
         p->answered = true;
-        s->stats.timeouts++;
+        atomic_fetch_add_explicit(&s->stats.timeouts, 1, memory_order_relaxed);
         p->fn(p->arg, -1, NULL, "redis: no reply within the decision timeout");
         /* p itself is freed when its reply (or the connection's failure) comes */
     }
@@ -315,7 +315,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
     }
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
         strncmp(reply->str, "NOSCRIPT", 8) == 0 && !p->answered && !p->reset) {
-        s->stats.noscript++;
+        atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
         /* re-queue with a fresh deadline slot at the tail, sent as EVAL */
         p->prev = s->tail;
         p->next = NULL;
@@ -335,17 +335,17 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
     }
     sl_decision_t d;
     if (reply == NULL) {
-        s->stats.errors++;
+        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         p->fn(p->arg, -1, NULL, err);
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        s->stats.errors++;
+        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
         p->fn(p->arg, -1, NULL, msg);
     } else if (p->reset) {
         p->fn(p->arg, 0, NULL, NULL);
     } else if (!parse_decision(reply, s->mode, &d)) {
-        s->stats.errors++;
+        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         p->fn(p->arg, -1, NULL, "redis: unexpected reply to a decision");
     } else {
         if (!d.allowed && d.retry_after_ns > 0 && p->cost > 0) {
@@ -368,11 +368,11 @@ static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
         lua_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost, lua_script_for(p->rule.algorithm),
                  full_script);
     }
-    s->stats.decisions++;
+    atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
     if (rc_command(s->client, p->rkey, p->rkey_len, a.argc, a.argv, a.len, on_reply, p) != 0) {
         unlink_pending(s, p);
         arm_timer(s);
-        s->stats.errors++;
+        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         p->fn(p->arg, -1, NULL, "redis: not connected (reconnecting)");
         free(p);
     }
@@ -396,7 +396,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     int64_t now_ns = sl_now_ns();
     if (cost > 0 && e->hash == h && e->until_ns > now_ns) {
         /* known to be over its limit: no round trip */
-        s->stats.cache_hits++;
+        atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
                            .limit = e->limit,
                            .remaining = 0,

@@ -23,6 +23,7 @@
 #ifndef SLUICE_STORE_REDIS_STORE_H
 #define SLUICE_STORE_REDIS_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,12 +67,13 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg);
 
+/* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 typedef struct redis_store_stats {
-    uint64_t decisions;  /* sent to Redis */
-    uint64_t cache_hits; /* answered from the over-limit cache */
-    uint64_t timeouts;   /* answered as errors at their deadline */
-    uint64_t errors;     /* no reply, or an error reply */
-    uint64_t noscript;   /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
+    _Atomic uint64_t decisions;  /* sent to Redis */
+    _Atomic uint64_t cache_hits; /* answered from the over-limit cache */
+    _Atomic uint64_t timeouts;   /* answered as errors at their deadline */
+    _Atomic uint64_t errors;     /* no reply, or an error reply */
+    _Atomic uint64_t noscript;   /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
 } redis_store_stats_t;
 
 const redis_store_stats_t *redis_store_stats(const redis_store_t *s);

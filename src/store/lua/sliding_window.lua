@@ -1,0 +1,157 @@
+-- sliding_window.lua - sluice's sliding_window as a Redis script, for a Redis that forbids modules.
+-- docs/lua.md has the contract of all six scripts; docs/algorithms.md the algorithm. One script
+-- per algorithm: EVALSHA names the algorithm by the script's SHA1, each script carries only its
+-- own code, and a change to one leaves the other SHA1s alone.
+--
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
+--   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
+--
+-- burst and buckets must be -1 or 0, max_delay_us 0. now_us is the test clock; without it the
+-- time is the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to
+-- 2^53 us, 285 years). The estimate's products (count * window) can pass 2^53, so they go
+-- through muldiv(), exact for limits up to 2^52. Windows are whole microseconds, so this is
+-- the core's arithmetic scaled by 1000, and the decisions are the core's reported in
+-- microseconds rounded up (the one place that takes care is noted at retry_after).
+-- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1,
+-- as the decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as
+-- an integer (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or
+-- more. Only an admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is
+-- fresh again).
+local INT_MAX = 9007199254740991 -- 2^53 - 1
+local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
+local WINDOW_MAX_US = 31622400000000 -- 366 days
+
+local function int_arg(i, name, min, max)
+    local s = ARGV[i]
+    local v = s and string.match(s, '^-?%d+$') and tonumber(s)
+    if not v or v < min or v > max then
+        return nil, string.format('ERR sluice sliding_window: %s must be an integer in [%.0f, %.0f], got %s',
+            name, min, max, s and ("'" .. s .. "'") or 'nothing')
+    end
+    return v
+end
+
+local limit, window, burst, buckets, max_delay, cost, now, err
+limit, err = int_arg(1, 'limit', 1, 4503599627370496) -- 2^52: muldiv's divisors
+if err then return redis.error_reply(err) end
+window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
+if err then return redis.error_reply(err) end
+burst, err = int_arg(3, 'burst', -1, 0)
+if err then return redis.error_reply(err) end
+buckets, err = int_arg(4, 'buckets', -1, 0)
+if err then return redis.error_reply(err) end
+max_delay, err = int_arg(5, 'max_delay_us', -1, 0)
+if err then return redis.error_reply(err) end
+cost, err = int_arg(6, 'cost', 0, INT_MAX)
+if err then return redis.error_reply(err) end
+if ARGV[7] then
+    now, err = int_arg(7, 'now_us', -INT_MAX, INT_MAX)
+    if err then return redis.error_reply(err) end
+else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+now = math.min(math.max(now, 0), NOW_MAX_US)
+
+-- floor(a * b / c) exactly, for integers a, b >= 0 and 0 < c <= 2^52 (the result must be below
+-- 2^53). Doubles hold a * b exactly only below 2^53; past that, long multiplication over the
+-- bits of b keeps the accumulator as q * c + r with r < c, so every step is exact.
+local function muldiv(a, b, c)
+    if a == 0 or b == 0 then return 0 end
+    if a <= 4503599627370496 / b then
+        local p = a * b
+        local q = math.floor(p / c)
+        local r = p - q * c
+        if r < 0 then q = q - 1 elseif r >= c then q = q + 1 end
+        return q
+    end
+    local qa = math.floor(a / c)
+    local ra = a - qa * c
+    if ra < 0 then qa, ra = qa - 1, ra + c elseif ra >= c then qa, ra = qa + 1, ra - c end
+    local bits = {}
+    while b > 0 do
+        local h = math.floor(b / 2)
+        bits[#bits + 1] = b - 2 * h
+        b = h
+    end
+    local q, r = 0, 0
+    for i = #bits, 1, -1 do
+        q, r = 2 * q, 2 * r
+        if r >= c then q, r = q + 1, r - c end
+        if bits[i] == 1 then
+            q, r = q + qa, r + ra
+            if r >= c then q, r = q + 1, r - c end
+        end
+    end
+    return q
+end
+
+local key = KEYS[1]
+local s = redis.call('GET', key)
+local idx, curr, prev = 0, 0, 0
+if s then
+    local c, p, k = string.match(s, '^(%d+):(%d+):(%d+)$')
+    if not c then
+        local dc, dp = tonumber(string.sub(s, 1, 1)), tonumber(string.sub(s, 2, 2))
+        if dc and dp and dc > 0 and dp > 0 then
+            c, p, k = string.sub(s, 3, 2 + dc), string.sub(s, 3 + dc, 2 + dc + dp), string.sub(s, 3 + dc + dp)
+        end
+    end
+    curr, prev, idx = tonumber(c), tonumber(p), tonumber(k)
+    if not curr or not prev or not idx or not string.match(c .. p .. k, '^%d+$') or
+        curr > INT_MAX or prev > INT_MAX or idx > INT_MAX then
+        return redis.error_reply('ERR sluice sliding_window: key ' .. key .. ' holds no sliding_window state')
+    end
+end
+
+local w = window
+local k = math.floor(now / w)
+if k < idx then -- clamp to the start of the stored window
+    k = idx
+    now = k * w
+end
+local e = now - k * w
+if idx == k - 1 then -- roll the counts forward to window k
+    prev, curr = curr, 0
+elseif idx ~= k then
+    prev, curr = 0, 0
+end
+-- floor((N * W - prev * (W - e)) / W) = N - prev + floor(prev * e / W): the units the
+-- estimate allows at e; admitted iff curr + cost is within it
+local allows = limit - prev + muldiv(prev, e, w)
+
+local function reset()
+    if curr > 0 then return 2 * w - e end
+    if prev > 0 then return w - e end
+    return 0
+end
+
+if cost <= limit - curr and curr + cost <= allows then
+    if cost > 0 then
+        curr = curr + cost
+        local c, p = string.format('%d', curr), string.format('%d', prev)
+        local text
+        if #c < 10 and #p < 10 then
+            text = string.format('%d%d%s%s%d', #c, #p, c, p, k)
+        else
+            text = string.format('%s:%s:%d', c, p, k)
+        end
+        redis.call('SET', key, text, 'PXAT', math.floor(((k + 2) * w + 999) / 1000))
+    end
+    return {1, limit, math.max(0, allows - curr), 0, reset(), 0}
+end
+local retry = -1
+if cost <= limit then
+    local room = limit - curr - cost
+    -- The core (in ns) admits at e' = W - floor(room * W / prev) when that is inside this
+    -- window, which in ns is when room * W * 1000 >= prev: one more case than in us (the last
+    -- microsecond of the window), reported here as the core reports it, rounded up.
+    if room >= 0 and prev > 0 and room * w * 1000 >= prev then
+        retry = w - e - muldiv(room, w, prev)
+    else -- the next window: prev' = curr, curr' = 0
+        local e2 = 0
+        if curr > limit - cost then e2 = w - muldiv(limit - cost, w, curr) end
+        retry = w - e + e2
+    end
+end
+return {0, limit, math.max(0, allows - curr), retry, reset(), 0}

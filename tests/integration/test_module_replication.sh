@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# test_module_replication.sh - sluice.so replicates the effect of a decision, not the command:
+#   - a replica WITHOUT the module follows a primary running a mixed workload (every algorithm,
+#     CL.THROTTLE, peeks, rejections, resets) and ends with byte-identical values (DUMP) and
+#     identical absolute expiries (PEXPIRETIME); it only ever executed SET and DEL, one SET per
+#     admission and one DEL per reset of an existing key;
+#   - an AOF primary (with a rewrite in the middle of the workload) restarted WITHOUT the module
+#     loads the same bytes and expiries.
+# Windows are one hour, so no key expires while the test runs.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+[ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }
+REDIS_ENV=(env)
+if ldd "$MODULE" | grep -q libasan; then # the ASan runtime must come first in redis-server
+    REDIS_ENV=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+fi
+
+# start_redis NAME PORT DIR ARGS...: redis-server on 127.0.0.1:PORT with its files in DIR.
+start_redis() {
+    local name=$1 port=$2 dir=$3
+    shift 3
+    mkdir -p "$dir"
+    start_bg "$name" "${REDIS_ENV[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+        --appendonly no --dir "$dir" "$@"
+    wait_port "$port" || { cat "$TMP/$name.log"; exit 1; }
+}
+# wait_info PORT FIELD:VALUE: polls INFO (up to 20 s) until the line appears.
+wait_info() {
+    local i
+    for ((i = 0; i < 400; i++)); do
+        if redis-cli -p "$1" INFO | tr -d '\r' | grep -qx "$2"; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "INFO of port $1 never showed $2"
+    return 1
+}
+# workload SEED FILE: writes commands (one per line) to FILE and, per line, what it may write to
+# FILE.kind: "sl COST" (a SET when admitted with COST > 0), "cl QTY" (likewise for
+# CL.THROTTLE), "exists" (followed by a reset: a DEL when it answered 1), "none".
+workload() {
+    python3 - "$1" "$2" <<'PY'
+import random, sys
+rng = random.Random(int(sys.argv[1]))
+H = 3600000
+rules = {
+    "fixed_window": ["fixed_window", 3, H],
+    "sliding_log": ["sliding_log", 4, H],
+    "sliding_window": ["sliding_window", 3, H],
+    "sliding_buckets": ["sliding_buckets", 5, H, "BUCKETS", 10],
+    "token_bucket": ["token_bucket", 5, H, "BURST", 3],
+    "gcra": ["gcra", 4, H, "BURST", 2],
+}
+with open(sys.argv[2], "w") as cmds, open(sys.argv[2] + ".kind", "w") as kinds:
+    def emit(cmd, kind):
+        cmds.write(" ".join(str(a) for a in cmd) + "\n")
+        kinds.write(kind + "\n")
+    for _ in range(2500):
+        r = rng.random()
+        alg = rng.choice(sorted(rules))
+        key = "w:%s:%d" % (alg, rng.randrange(30))
+        if r < 0.05:
+            emit(["SL.PEEK", key, *rules[alg]], "none")
+        elif r < 0.15:
+            q = rng.choice([0, 1, 1, 2, 5])
+            emit(["CL.THROTTLE", "w:cl:%d" % rng.randrange(20), 3, 10, 3600, q], "cl %d" % q)
+        elif r < 0.18:
+            emit(["EXISTS", key], "exists")
+            emit(["SL.RESET", key], "none")
+        else:
+            c = rng.choice([0, 1, 1, 1, 2, 3, 7])
+            emit(["SL.THROTTLE", key, *rules[alg], "COST", c], "sl %d" % c)
+PY
+}
+# expected_writes FILE OUT: "SETS DELS" the replies in OUT (redis-cli --csv) imply.
+expected_writes() {
+    paste -d'|' "$1.kind" "$2" | awk -F'|' '
+        $1 ~ /^sl / && $2 ~ /^1,/ && substr($1, 4) > 0 { sets++ }
+        $1 ~ /^cl / && $2 ~ /^0,/ && substr($1, 4) > 0 { sets++ }
+        $1 == "exists" && $2 == "1" { dels++ }
+        END { print sets + 0, dels + 0 }'
+}
+# snapshot PORT OUT: every key with its DUMP and PEXPIRETIME, in key order.
+snapshot() {
+    redis-cli -p "$1" --scan | sort >"$2.keys"
+    sed 's/^/DUMP /; p; s/^DUMP /PEXPIRETIME /' "$2.keys" | redis-cli -p "$1" --no-raw >"$2"
+}
+
+# --- a primary with the module, a replica without it
+PP=$(free_port)
+RP=$(free_port)
+start_redis primary "$PP" "$TMP/primary" --loadmodule "$MODULE"
+start_redis replica "$RP" "$TMP/replica" --replicaof 127.0.0.1 "$PP"
+check link-up wait_info "$RP" master_link_status:up
+
+check debug-disabled [ "$(redis-cli -p "$PP" SL.DEBUG SETTIME 1)" = \
+    "ERR SL.DEBUG is disabled: load sluice.so with the argument 'testclock'" ]
+check replica-has-no-module bash -c "redis-cli -p $RP SL.PEEK k gcra 1 1000 | grep -q 'unknown command'"
+
+workload 7 "$TMP/work1"
+redis-cli -p "$PP" --csv <"$TMP/work1" >"$TMP/out1"
+check replies-all [ "$(wc -l <"$TMP/out1")" -eq "$(wc -l <"$TMP/work1")" ]
+read -r sets dels < <(expected_writes "$TMP/work1" "$TMP/out1")
+echo "workload: $(wc -l <"$TMP/work1") commands, $sets admissions that write, $dels resets"
+check workload-writes [ "$sets" -gt 300 ]
+check workload-rejects [ "$(grep -c '^0,' "$TMP/out1")" -gt 100 ]
+check workload-dels [ "$dels" -gt 10 ]
+check wait-replica [ "$(redis-cli -p "$PP" WAIT 1 10000)" = 1 ]
+snapshot "$PP" "$TMP/snap-primary"
+snapshot "$RP" "$TMP/snap-replica"
+check keys-present [ "$(wc -l <"$TMP/snap-primary.keys")" -gt 100 ]
+check replica-keys cmp -s "$TMP/snap-primary.keys" "$TMP/snap-replica.keys"
+check replica-bytes-ttl cmp -s "$TMP/snap-primary" "$TMP/snap-replica"
+check ttl-absolute bash -c "! grep -qx -- '-1' '$TMP/snap-primary'"
+stats=$(redis-cli -p "$RP" INFO commandstats | tr -d '\r')
+check replica-set-count grep -qx "cmdstat_set:calls=$sets,.*" <<<"$stats"
+check replica-del-count grep -qx "cmdstat_del:calls=$dels,.*" <<<"$stats"
+# Besides SET and DEL, only what the replication link and this script send.
+others=$(grep -v -E '^(#|$|cmdstat_(set|del|ping|select|replconf|info|scan|dump|pexpiretime|command\|docs):)' \
+    <<<"$stats")
+check replica-only-set-del [ -z "$others" ]
+[ -z "$others" ] || echo "$others"
+
+# --- AOF: written with the module, loaded without it
+AP=$(free_port)
+start_redis aof "$AP" "$TMP/aof" --appendonly yes --loadmodule "$MODULE"
+workload 8 "$TMP/work2"
+redis-cli -p "$AP" --csv <"$TMP/work2" >"$TMP/out2"
+check aof-rewrite bash -c "redis-cli -p $AP BGREWRITEAOF | grep -q 'rewriting started'"
+check aof-rewritten wait_info "$AP" aof_rewrite_in_progress:0
+check aof-rewritten2 wait_info "$AP" aof_rewrite_scheduled:0
+workload 9 "$TMP/work3"
+redis-cli -p "$AP" --csv <"$TMP/work3" >"$TMP/out3"
+snapshot "$AP" "$TMP/snap-before"
+check aof-stop stop_bg aof
+start_redis aof2 "$AP" "$TMP/aof" --appendonly yes
+check aof-loaded wait_info "$AP" loading:0
+snapshot "$AP" "$TMP/snap-after"
+check aof-keys-present [ "$(wc -l <"$TMP/snap-before.keys")" -gt 100 ]
+check aof-keys cmp -s "$TMP/snap-before.keys" "$TMP/snap-after.keys"
+check aof-bytes-ttl cmp -s "$TMP/snap-before" "$TMP/snap-after"
+
+stop_bg aof2
+stop_bg replica
+stop_bg primary
+check no-sanitizer-report bash -c "! cat '$TMP'/*.log | grep -E 'AddressSanitizer|runtime error:'"
+finish
