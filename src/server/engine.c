@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "rules/throttle_args.h"
 #include "server/snapshot.h"
 #include "store/redis_store.h"
 
@@ -781,10 +782,7 @@ int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, rule_state_t
         rule_tables_t *t = tables_create(e, &rule);
         if (t != NULL) {
             ruledef_t def = {.rule = rule};
-            snprintf(def.name, sizeof def.name, "inline:%s:%lld:%lld:%lld:%lld",
-                     sl_algorithm_name(rule.algorithm), (long long)params->limit,
-                     (long long)(params->window_ns / 1000000), (long long)params->burst,
-                     (long long)params->buckets);
+            throttle_rule_name(params, def.name);
             found = state_create(&def, t);
             if (found == NULL) {
                 t->refs = 1;

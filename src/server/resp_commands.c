@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "rules/throttle_args.h"
 #include "server/rules_import.h"
 #include "server/server.h"
 #include "sluice/version.h"
@@ -106,19 +107,12 @@ static const char *show(const resp_arg_t *a, char buf[72])
     return buf;
 }
 
-static int64_t ms_ceil(int64_t ns)
-{
-    return sl_ns_to_units_ceil(ns, NS_PER_MS);
-}
-
 /* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
  * delay as retry_after_ms: the caller waits that long, then proceeds. */
 static void reply_decision(resp_buf_t *b, const engine_decision_t *ed)
 {
-    const sl_decision_t *d = &ed->d;
-    int64_t retry_ns = d->allowed ? d->delay_ns : d->retry_after_ns;
-    int64_t v[5] = {d->allowed ? 1 : 0, d->limit, d->remaining, ms_ceil(retry_ns),
-                    ms_ceil(d->reset_after_ns)};
+    int64_t v[5];
+    throttle_reply_sl(&ed->d, v);
     resp_add_int_array(b, v, 5);
 }
 
@@ -174,15 +168,6 @@ static bool engine_ok(resp_buf_t *b, size_t key_max, int rc, const rule_state_t 
     return true;
 }
 
-/* redis-cell's rounding: whole seconds, plus one when the rest has a whole millisecond. */
-static int64_t cell_seconds(int64_t ns)
-{
-    if (ns < 0) {
-        return -1;
-    }
-    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
-}
-
 /*
  * Deciding and replying, now (the memory store) or when Redis answers (a deferred reply slot
  * keeps the connection's replies in order). One path for SL.ALLOW, SL.PEEK, SL.THROTTLE and
@@ -209,10 +194,8 @@ static void write_decision(resp_buf_t *b, reply_shape_t shape, const engine_deci
         }
         return;
     }
-    const sl_decision_t *d = &ed->d;
-    int64_t reply[5] = {d->allowed ? 0 : 1, d->limit, d->remaining,
-                        d->allowed ? -1 : cell_seconds(d->retry_after_ns),
-                        cell_seconds(d->reset_after_ns)};
+    int64_t reply[5];
+    throttle_reply_cl(&ed->d, reply);
     resp_add_int_array(b, reply, 5);
 }
 
@@ -516,123 +499,34 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
     allowall_decide(a, 0, n, n, 0);
 }
 
-/* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] */
-static void cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+/* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] and
+ * CL.THROTTLE key max_burst count period_s [quantity]: arguments and errors shared with the
+ * Redis module (rules/throttle_args.h), one table per parameter set. */
+static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd)
 {
-    char b[72];
-    sl_rule_t params = {.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
-    if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &params.algorithm) != SL_OK) {
-        resp_add_error(&c->out,
-                       "ERR unknown algorithm '%s' (fixed_window, sliding_log, sliding_window, "
-                       "sliding_buckets, token_bucket, gcra)",
-                       show(&argv[2], b));
+    throttle_req_t req;
+    char err[THROTTLE_ERR_MAX];
+    if (throttle_parse(cmd, (const throttle_arg_t *)argv, argc, &req, err) != 0) {
+        resp_add_error(&c->out, "%s", err);
         return;
     }
-    int64_t window_ms = 0, cost = 1;
-    if (!arg_i64(&argv[3], &params.limit)) {
-        resp_add_error(&c->out, "ERR limit is not an integer or out of range");
-        return;
-    }
-    if (!arg_i64(&argv[4], &window_ms)) {
-        resp_add_error(&c->out, "ERR window_ms is not an integer or out of range");
-        return;
-    }
-    for (size_t i = 5; i < argc; i += 2) {
-        if (i + 1 >= argc) {
-            reply_syntax(c);
-            return;
-        }
-        int64_t v;
-        const char *what = arg_is(&argv[i], "BURST")       ? "burst"
-                           : arg_is(&argv[i], "BUCKETS")   ? "buckets"
-                           : arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
-                           : arg_is(&argv[i], "COST")      ? "cost"
-                                                           : NULL;
-        if (what == NULL) {
-            reply_syntax(c);
-            return;
-        }
-        if (!arg_i64(&argv[i + 1], &v)) {
-            resp_add_error(&c->out, "ERR %s is not an integer or out of range", what);
-            return;
-        }
-        if (v < 0) {
-            resp_add_error(&c->out, "ERR %s must be >= 0", what);
-            return;
-        }
-        switch (what[0] == 'b' ? (what[1] == 'u' && what[2] == 'r' ? 'B' : 'K') : what[0]) {
-        case 'B':
-            params.burst = v;
-            break;
-        case 'K':
-            params.buckets = v;
-            break;
-        case 'm':
-            if (v > INT64_MAX / NS_PER_MS) {
-                resp_add_error(&c->out, "ERR max_delay is out of range");
-                return;
-            }
-            params.max_delay_ns = v * NS_PER_MS;
-            break;
-        default:
-            cost = v;
-            break;
-        }
-    }
-    if (params.limit <= 0) {
-        resp_add_error(&c->out, "ERR limit must be > 0");
-        return;
-    }
-    if (window_ms <= 0 || window_ms > INT64_MAX / NS_PER_MS) {
-        resp_add_error(&c->out, "ERR window_ms must be > 0");
-        return;
-    }
-    params.window_ns = window_ms * NS_PER_MS;
     rule_state_t *rs = NULL;
-    char err[ENGINE_ERR_MAX];
-    int rc = engine_inline_rule(c->loop->worker, &params, &rs, err);
-    if (rc != ENGINE_OK) {
-        resp_add_error(&c->out, "ERR invalid rule: %s", err);
+    char eerr[ENGINE_ERR_MAX];
+    if (engine_inline_rule(c->loop->worker, &req.params, &rs, eerr) != ENGINE_OK) {
+        resp_add_error(&c->out, "ERR %s", eerr);
         return;
     }
-    decide_and_reply(c, rs, &argv[1], cost, SHAPE_SL);
+    decide_and_reply(c, rs, &argv[1], req.cost, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
 }
 
-/* CL.THROTTLE key max_burst count period_s [quantity]: redis-cell's command and reply. */
+static void cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    throttle(c, argv, argc, THROTTLE_SL);
+}
+
 static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    if (argc != 5 && argc != 6) {
-        resp_add_error(&c->out, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
-                                "<period> [<quantity>]");
-        return;
-    }
-    int64_t v[4] = {0, 0, 0, 1};
-    for (size_t i = 2; i < argc; i++) {
-        if (!arg_i64(&argv[i], &v[i - 2])) {
-            char b[72];
-            resp_add_error(&c->out, "ERR Couldn't parse as integer: %s", show(&argv[i], b));
-            return;
-        }
-    }
-    if (v[0] < 0 || v[1] <= 0 || v[2] <= 0 || v[3] < 0 || v[2] > INT64_MAX / NS_PER_SEC) {
-        resp_add_error(&c->out, v[0] < 0    ? "ERR max_burst must be >= 0"
-                                : v[1] <= 0 ? "ERR count per period must be > 0"
-                                : v[3] < 0  ? "ERR quantity must be >= 0"
-                                            : "ERR period must be > 0");
-        return;
-    }
-    sl_rule_t params = {.algorithm = SL_GCRA,
-                        .limit = v[1],
-                        .window_ns = v[2] * NS_PER_SEC,
-                        .burst = v[0],
-                        .buckets = SL_DEFAULT};
-    rule_state_t *rs = NULL;
-    char err[ENGINE_ERR_MAX];
-    if (engine_inline_rule(c->loop->worker, &params, &rs, err) != ENGINE_OK) {
-        resp_add_error(&c->out, "ERR invalid rule: %s", err);
-        return;
-    }
-    decide_and_reply(c, rs, &argv[1], v[3], SHAPE_CL);
+    throttle(c, argv, argc, THROTTLE_CL);
 }
 
 /* ---- rules and overrides ------------------------------------------------------------------- */

@@ -88,19 +88,19 @@ local inside = n - expired
 if cost <= limit - inside then
     if cost > 0 then
         local text
-        local new_base = base
-        if inside == 0 then new_base = now elseif n > 0 and expired > 0 then new_base = stamp(expired) end
-        if s and have == width and new_base == base and now - base < 2 ^ (8 * width - 1) then
-            -- offsets still fit: keep the stamps' bytes, drop the expired ones
+        local fmt = width == 4 and '<I4' or '<i8'
+        if s and have == width and now - base < 2 ^ (width == 4 and 32 or 62) then
+            -- the new offsets fit: keep the base and the bytes of the stamps in the window
             text = string.sub(s, 1, HEADER) .. string.sub(s, HEADER + 1 + have * expired)
-        else
+        else -- rebase on the oldest stamp in the window (or now)
+            local new_base = now
+            if inside > 0 then new_base = stamp(expired) end
             local parts = {string.char(width) .. struct.pack('<i8', new_base)}
-            local fmt = width == 4 and '<I4' or '<i8'
             for i = expired, n - 1 do parts[#parts + 1] = struct.pack(fmt, stamp(i) - new_base) end
             text = table.concat(parts)
             base = new_base
         end
-        text = text .. string.rep(struct.pack(width == 4 and '<I4' or '<i8', now - base), cost)
+        text = text .. string.rep(struct.pack(fmt, now - base), cost)
         redis.call('SET', key, text, 'PXAT', math.floor((now + window + 999) / 1000))
         inside = inside + cost
         return {1, limit, math.max(0, limit - inside), 0, window, 0}

@@ -11,7 +11,7 @@
 -- 2^53 us, 285 years). The estimate's products (count * window) can pass 2^53, so they go
 -- through muldiv(), exact for limits up to 2^52. Windows are whole microseconds, so this is
 -- the core's arithmetic scaled by 1000, and the decisions are the core's reported in
--- microseconds rounded up (the one place that takes care is noted at retry_after).
+-- microseconds rounded up.
 -- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1,
 -- as the decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as
 -- an integer (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or
@@ -143,10 +143,8 @@ end
 local retry = -1
 if cost <= limit then
     local room = limit - curr - cost
-    -- The core (in ns) admits at e' = W - floor(room * W / prev) when that is inside this
-    -- window, which in ns is when room * W * 1000 >= prev: one more case than in us (the last
-    -- microsecond of the window), reported here as the core reports it, rounded up.
-    if room >= 0 and prev > 0 and room * w * 1000 >= prev then
+    -- within this window at e' = W - floor(room * W / prev), if that is before its end
+    if room >= 0 and prev > 0 and room * w >= prev then
         retry = w - e - muldiv(room, w, prev)
     else -- the next window: prev' = curr, curr' = 0
         local e2 = 0
