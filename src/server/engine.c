@@ -85,9 +85,10 @@ struct engine {
     pthread_mutex_t inline_lock;
     rule_state_t **inl; /* [ENGINE_INLINE_MAX] */
     size_t ninl;
-    bool redis;        /* the request store is Redis (else the memory tables) */
-    rc_config_t rc;    /* where */
-    redis_mode_t mode; /* module commands or Lua scripts, probed at start */
+    bool redis;                   /* the request store is Redis (else the memory tables) */
+    rc_config_t rc;               /* where */
+    redis_mode_t mode;            /* module commands or Lua scripts, probed at start */
+    _Atomic uint64_t reset_epoch; /* the Redis stores' shared reset count (their caches) */
 };
 
 /* Memory for per-thread slots: whole cache lines, so two threads never share one. */
@@ -1009,7 +1010,8 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
         return 0;
     }
     char rerr[REDIS_STORE_ERR_MAX];
-    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &w->redis, rerr) != 0) {
+    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
+                           &w->redis, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }

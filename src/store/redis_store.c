@@ -29,6 +29,7 @@ typedef struct pending {
     sl_rule_t rule;
     int64_t cost;
     uint64_t cache_hash; /* where a denial is remembered */
+    uint64_t epoch;      /* the resets count when it was sent */
     int script;          /* lua: the script's index, for a NOSCRIPT re-send */
     struct pending *prev, *next;
     size_t rkey_len;
@@ -37,6 +38,7 @@ typedef struct pending {
 
 typedef struct cache_entry {
     uint64_t hash;
+    uint64_t epoch;   /* the resets count when it was remembered */
     int64_t until_ns; /* local clock: the key is over its limit until then */
     int64_t limit;
 } cache_entry_t;
@@ -49,6 +51,7 @@ struct redis_store {
     uv_timer_t timer;
     pending_t *head, *tail;
     cache_entry_t cache[CACHE_SLOTS];
+    _Atomic uint64_t *reset_epoch; /* shared by every loop's store: bumped by each reset */
     redis_store_stats_t stats;
 };
 
@@ -351,6 +354,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         if (!d.allowed && d.retry_after_ns > 0 && p->cost > 0) {
             cache_entry_t *e = cache_slot(s, p->cache_hash);
             *e = (cache_entry_t){.hash = p->cache_hash,
+                                 .epoch = p->epoch,
                                  .until_ns = sl_now_ns() + d.retry_after_ns,
                                  .limit = d.limit};
         }
@@ -391,10 +395,17 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, -1, NULL, "the redis store needs windows of whole milliseconds");
         return;
     }
+    if (cost > rule->capacity) {
+        /* never admissible, whatever the state: no round trip (the module would refuse it) */
+        sl_decision_t d = {.allowed = false, .limit = rule->capacity, .retry_after_ns = -1};
+        fn(arg, 0, &d, NULL);
+        return;
+    }
     uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
     cache_entry_t *e = cache_slot(s, h);
     int64_t now_ns = sl_now_ns();
-    if (cost > 0 && e->hash == h && e->until_ns > now_ns) {
+    uint64_t epoch = atomic_load_explicit(s->reset_epoch, memory_order_acquire);
+    if (cost > 0 && e->hash == h && e->until_ns > now_ns && e->epoch == epoch) {
         /* known to be over its limit: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
@@ -413,6 +424,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->rule = *rule;
     p->cost = cost;
     p->cache_hash = h;
+    p->epoch = epoch;
     send_decision(s, p, false);
 }
 
@@ -425,8 +437,8 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
         fn(arg, -1, NULL, "key too long for the redis store");
         return;
     }
-    uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
-    cache_slot(s, h)->hash = 0;
+    /* Every loop's cached denials are forgotten: any of them may hold this key. */
+    atomic_fetch_add_explicit(s->reset_epoch, 1, memory_order_release);
     pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
     if (p == NULL) {
         fn(arg, -1, NULL, "out of memory");
@@ -444,7 +456,8 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
 }
 
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mode,
-                       int64_t timeout_ns, redis_store_t **out, char *err)
+                       int64_t timeout_ns, _Atomic uint64_t *reset_epoch, redis_store_t **out,
+                       char *err)
 {
     redis_store_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
@@ -459,6 +472,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mod
     }
     s->loop = loop;
     s->mode = mode;
+    s->reset_epoch = reset_epoch;
     s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;

@@ -13,6 +13,10 @@
  * tag, so one client's keys under several rules share a cluster slot; the parameter hash means a
  * rule whose numbers change starts fresh instead of reading a state written under others.
  *
+ * The over-limit cache is per loop. A reset through this server makes every loop forget its
+ * cached denials at once; a reset through another sluiced sharing the Redis is seen here when
+ * the cached retry time passes (at most the rule's retry after).
+ *
  * Each decision has a deadline (the decision timeout, a few ms by default): a reply that has
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
  * reply is dropped. Denials are remembered per loop until their retry time, so a key known to be
@@ -46,8 +50,11 @@ typedef struct redis_store redis_store_t;
  * sluice.so is loaded there. Returns 0 with *mode set, or -1 with err (nothing reachable). */
 int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode, char *err);
 
+/* One store per loop. reset_epoch is shared by the stores of every loop (a reset through any of
+ * them makes every loop forget its cached denials). */
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mode,
-                       int64_t timeout_ns, redis_store_t **out, char *err);
+                       int64_t timeout_ns, _Atomic uint64_t *reset_epoch, redis_store_t **out,
+                       char *err);
 
 /* Frees the store; decisions still waiting are answered as store errors first. */
 void redis_store_free(redis_store_t *s);

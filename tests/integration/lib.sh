@@ -118,3 +118,21 @@ YAML
         exit 1
     }
 }
+
+# start_redis NAME PORT [ARGS..]: starts Debian's redis-server on 127.0.0.1:PORT (no persistence,
+# its dir in $TMP/NAME), loading the built sluice.so when ARGS contain --loadmodule; an ASan
+# build of the module gets the ASan runtime preloaded. Waits for the port.
+start_redis() {
+    local name=$1 port=$2
+    shift 2
+    local env=(env)
+    local module=$SLUICE_BUILD_DIR/src/module/sluice.so
+    if [ -f "$module" ] && ldd "$module" | grep -q libasan; then
+        env=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+            ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+    fi
+    mkdir -p "$TMP/$name"
+    start_bg "$name" "${env[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+        --appendonly no --dir "$TMP/$name" "$@"
+    wait_port "$port"
+}

@@ -6,15 +6,15 @@
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
--- burst and buckets must be -1 or 0, max_delay_us 0. now_us is the test clock; without it the
--- time is the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to
--- 2^53 us, 285 years). Windows are whole microseconds, so every time the core computes for
+-- burst and buckets must be -1 or 0, max_delay_us 0. now_us is the test clock; without it the time
+-- is the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to 2^53 us,
+-- 285 years). Windows are whole microseconds, so every time the core computes for
 -- whole-microsecond inputs is 1000 times this script's: the decisions are the core's.
--- State: the count and the window index k = floor(t / W), as the decimal digits
--- <digits of count><count><k> ("15" .. "1666666666" is count 5 in window 1666666666), which
--- Redis keeps as an integer (no allocation) while it fits 64 bits; "count:k" for counts of ten
--- digits or more. Only an admitted cost > 0 writes (SET .. PXAT the window's end, when the key
--- is fresh again).
+-- State: the count and the window index k = floor(t / W), as the decimal digits <digits of
+-- count><count><k> ("15" .. "1666666666" is count 5 in window 1666666666), which Redis keeps as an
+-- integer (no allocation) while it fits 64 bits; "count:k" for counts of ten digits or more. Only
+-- an admitted cost > 0 writes (SET .. PXAT the window's end, when the key is fresh again).
+local ALG = 'fixed_window' -- in error messages
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -23,8 +23,8 @@ local function int_arg(i, name, min, max)
     local s = ARGV[i]
     local v = s and string.match(s, '^-?%d+$') and tonumber(s)
     if not v or v < min or v > max then
-        return nil, string.format('ERR sluice fixed_window: %s must be an integer in [%.0f, %.0f], got %s',
-            name, min, max, s and ("'" .. s .. "'") or 'nothing')
+        return nil, string.format('ERR sluice %s: %s must be an integer in [%.0f, %.0f], got %s',
+            ALG, name, min, max, s and ("'" .. s .. "'") or 'nothing')
     end
     return v
 end
@@ -65,7 +65,8 @@ if s then
     count, idx = tonumber(c), tonumber(k)
     if not count or not idx or not string.match(c, '^%d+$') or not string.match(k, '^%d+$') or
         count > INT_MAX or idx > INT_MAX then
-        return redis.error_reply('ERR sluice fixed_window: key ' .. key .. ' holds no fixed_window state')
+        return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
+            ' state')
     end
 end
 

@@ -1,19 +1,20 @@
--- gcra.lua - sluice's gcra (redis-cell's CL.THROTTLE) as a Redis script, for a Redis that
--- forbids modules. docs/lua.md has the contract of all six scripts; docs/algorithms.md the
--- algorithm. One script per algorithm: EVALSHA names the algorithm by the script's SHA1, each
--- script carries only its own code, and a change to one leaves the other SHA1s alone.
+-- gcra.lua - sluice's gcra (redis-cell's CL.THROTTLE) as a Redis script, for a Redis that forbids
+-- modules. docs/lua.md has the contract of all six scripts; docs/algorithms.md the algorithm. One
+-- script per algorithm: EVALSHA names the algorithm by the script's SHA1, each script carries only
+-- its own code, and a change to one leaves the other SHA1s alone.
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
--- burst -1 = limit; buckets must be -1 or 0. now_us is the test clock; without it the time is
--- the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to 2^53 us,
--- 285 years). The state is the core's own: TAT (the theoretical arrival time) in integer
--- nanoseconds, a decimal string that Redis stores as an integer. Nanoseconds do not fit a
--- double, so every time here is a pair (q, r): q microseconds and r in [0, 1000) nanoseconds.
--- That keeps the core's T = ceil(W / N) in ns, so decisions are the core's for every rule,
--- reported in microseconds rounded up. Only an admitted cost > 0 writes (SET .. PXAT, the
--- key vanishes when its TAT passes and it is fresh again).
+-- burst -1 = limit; buckets must be -1 or 0. now_us is the test clock; without it the time is the
+-- server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to 2^53 us, 285
+-- years). The state is the core's own: TAT (the theoretical arrival time) in integer nanoseconds,
+-- a decimal string that Redis stores as an integer. Nanoseconds do not fit a double, so every time
+-- here is a pair (q, r): q microseconds and r in [0, 1000) nanoseconds. That keeps the core's T =
+-- ceil(W / N) in ns, so decisions are the core's for every rule, reported in microseconds rounded
+-- up. Only an admitted cost > 0 writes (SET .. PXAT, the key vanishes when its TAT passes and it
+-- is fresh again).
+local ALG = 'gcra' -- in error messages
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -24,8 +25,8 @@ local function int_arg(i, name, min, max)
     local s = ARGV[i]
     local v = s and string.match(s, '^-?%d+$') and tonumber(s)
     if not v or v < min or v > max then
-        return nil, string.format('ERR sluice gcra: %s must be an integer in [%.0f, %.0f], got %s',
-            name, min, max, s and ("'" .. s .. "'") or 'nothing')
+        return nil, string.format('ERR sluice %s: %s must be an integer in [%.0f, %.0f], got %s',
+            ALG, name, min, max, s and ("'" .. s .. "'") or 'nothing')
     end
     return v
 end
@@ -52,7 +53,7 @@ else
 end
 now = math.min(math.max(now, 0), NOW_MAX_US)
 if burst == -1 then burst = limit end
-local cap = burst + 1 -- token_bucket.lua differs from this file in this line only
+local cap = burst + 1 -- token_bucket.lua differs from this file here only
 
 -- (q, r) pairs: q * 1000 + r ns with 0 <= r < 1000; q may be negative.
 local function norm(q, r)
@@ -67,35 +68,41 @@ local function ceil_us(q, r)
     return q
 end
 
--- T = ceil(W * 1000 / N) ns: W = a * N + b, T = 1000 a + ceil(1000 b / N)
+-- T = ceil(1000 W / N) ns, the core's emission interval: with W = a N + b (b < N),
+-- T = 1000 a + ceil(1000 b / N), and 1000 b < 2^53 since N <= CAP_MAX
 local a = math.floor(window / limit)
 local b = window - a * limit
-local p = 1000 * b
-local d = math.floor(p / limit)
-local rest = p - d * limit
-if rest < 0 then d = d - 1; rest = rest + limit elseif rest >= limit then d = d + 1; rest = rest - limit end
+local d = math.floor(1000 * b / limit)
+local rest = 1000 * b - d * limit
+if rest < 0 then
+    d, rest = d - 1, rest + limit
+elseif rest >= limit then
+    d, rest = d + 1, rest - limit
+end
 if rest > 0 then d = d + 1 end
 local tq, tr = norm(a, d)
-local tolq, tolr = norm(cap * tq, cap * tr)
+local function times_t(k) -- k * T, exact while k * 999 < 2^53 (k <= CAP_MAX)
+    return norm(k * tq, k * tr)
+end
+local tolq, tolr = times_t(cap) -- the tolerance, T * capacity
 if gt(tolq, tolr, TOL_MAX_Q, TOL_MAX_R) then
-    return redis.error_reply('ERR sluice gcra: the rule overflows 64-bit nanoseconds ' ..
+    return redis.error_reply('ERR sluice ' .. ALG .. ': the rule overflows 64-bit nanoseconds ' ..
         '(emission interval times capacity above (2^63 - 1) / 4 ns)')
 end
 
--- floor(h / T) for h > 0, h <= tolerance
-local function units(hq, hr)
-    local k = math.floor((hq * 1000 + hr) / (tq * 1000 + tr))
-    while k > 0 and gt(k * tq + math.floor(k * tr / 1000), (k * tr) % 1000, hq, hr) do k = k - 1 end
-    while not gt((k + 1) * tq + math.floor((k + 1) * tr / 1000), ((k + 1) * tr) % 1000, hq, hr) do
-        k = k + 1
-    end
-    return k
-end
--- what a request at now could still take with the bucket's level at t: floor((tol - (t - now)) / T)
+-- What a request at now (n_q, n_r) could still take with the bucket's level at t (t_q, t_r):
+-- floor((tol - (t - now)) / T), found from a double's estimate and corrected exactly.
 local function remaining_at(t_q, t_r, n_q, n_r)
     local hq, hr = norm(tolq - t_q + n_q, tolr - t_r + n_r)
     if hq < 0 or (hq == 0 and hr == 0) then return 0 end
-    return units(hq, hr)
+    local function over(k) -- k * T > headroom
+        local q, r = times_t(k)
+        return gt(q, r, hq, hr)
+    end
+    local k = math.floor((hq * 1000 + hr) / (tq * 1000 + tr))
+    while k > 0 and over(k) do k = k - 1 end
+    while not over(k + 1) do k = k + 1 end
+    return k
 end
 
 local key = KEYS[1]
@@ -103,7 +110,8 @@ local s = redis.call('GET', key)
 local tatq, tatr = 0, 0
 if s then
     if not string.match(s, '^%d+$') or #s > 19 then
-        return redis.error_reply('ERR sluice gcra: key ' .. key .. ' holds no gcra state')
+        return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
+            ' state')
     end
     if #s > 3 then
         tatq, tatr = tonumber(string.sub(s, 1, -4)), tonumber(string.sub(s, -3))

@@ -6,18 +6,18 @@
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
--- burst and buckets must be -1 or 0, max_delay_us 0; limit at most 2^20 (the core's too).
--- now_us is the test clock; without it the time is the server's TIME. Times are integer
--- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years). Stamps and windows are
--- whole microseconds, so every time the core computes is 1000 times this script's: the
--- decisions are the core's.
--- State: one stamp per admitted unit, oldest first, packed: a byte with the width of a stamp
--- (4 or 8), an 8-byte base time, then each stamp's offset from the base (little-endian
--- unsigned). Windows up to 2^32 us (71 minutes) take 4 bytes per stamp, longer ones 8. The base
--- is the oldest stamp at the last rewrite; an admission keeps it while the new stamp's offset
--- fits, and otherwise rewrites the log from its oldest stamp still in the window. An admission
--- drops the expired stamps (SET of the whole log, PXAT newest + W, when the key is fresh
--- again); a rejection or a peek only reads. A decision reads the whole log: O(N) bytes.
+-- burst and buckets must be -1 or 0, max_delay_us 0; limit at most 2^20 (the core's too). now_us
+-- is the test clock; without it the time is the server's TIME. Times are integer microseconds in
+-- Lua numbers (doubles, exact to 2^53 us, 285 years). Stamps and windows are whole microseconds,
+-- so every time the core computes is 1000 times this script's: the decisions are the core's.
+-- State: one stamp per admitted unit, oldest first, packed: a byte with the width of a stamp (4 or
+-- 8), an 8-byte base time, then each stamp's offset from the base (little-endian). Windows up to
+-- 2^32 us (71 minutes) take 4 bytes per stamp, longer ones 8. The base is the oldest stamp at the
+-- last rewrite; an admission keeps it while the new stamp's offset fits, and otherwise rewrites
+-- the log from its oldest stamp still in the window. An admission drops the expired stamps (SET of
+-- the whole log, PXAT newest + W, when the key is fresh again); a rejection or a peek only reads.
+-- A decision reads the whole log: O(N) bytes.
+local ALG = 'sliding_log' -- in error messages
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -26,8 +26,8 @@ local function int_arg(i, name, min, max)
     local s = ARGV[i]
     local v = s and string.match(s, '^-?%d+$') and tonumber(s)
     if not v or v < min or v > max then
-        return nil, string.format('ERR sluice sliding_log: %s must be an integer in [%.0f, %.0f], got %s',
-            name, min, max, s and ("'" .. s .. "'") or 'nothing')
+        return nil, string.format('ERR sluice %s: %s must be an integer in [%.0f, %.0f], got %s',
+            ALG, name, min, max, s and ("'" .. s .. "'") or 'nothing')
     end
     return v
 end
@@ -60,11 +60,12 @@ if window <= 4294967296 then width = 4 end -- offsets from a stamp in the window
 
 local key = KEYS[1]
 local s = redis.call('GET', key)
-local n, have, base, fmt = 0, width, 0, nil
+local n, have, base = 0, width, 0
 if s then
     have = string.byte(s, 1)
     if (have ~= 4 and have ~= 8) or #s < HEADER or (#s - HEADER) % have ~= 0 then
-        return redis.error_reply('ERR sluice sliding_log: key ' .. key .. ' holds no sliding_log state')
+        return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
+            ' state')
     end
     base = struct.unpack('<i8', s, 2)
     n = (#s - HEADER) / have

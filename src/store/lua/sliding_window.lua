@@ -1,22 +1,21 @@
--- sliding_window.lua - sluice's sliding_window as a Redis script, for a Redis that forbids modules.
--- docs/lua.md has the contract of all six scripts; docs/algorithms.md the algorithm. One script
--- per algorithm: EVALSHA names the algorithm by the script's SHA1, each script carries only its
--- own code, and a change to one leaves the other SHA1s alone.
+-- sliding_window.lua - sluice's sliding_window as a Redis script, for a Redis that forbids
+-- modules. docs/lua.md has the contract of all six scripts; docs/algorithms.md the algorithm. One
+-- script per algorithm: EVALSHA names the algorithm by the script's SHA1, each script carries only
+-- its own code, and a change to one leaves the other SHA1s alone.
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
--- burst and buckets must be -1 or 0, max_delay_us 0. now_us is the test clock; without it the
--- time is the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to
--- 2^53 us, 285 years). The estimate's products (count * window) can pass 2^53, so they go
--- through muldiv(), exact for limits up to 2^52. Windows are whole microseconds, so this is
--- the core's arithmetic scaled by 1000, and the decisions are the core's reported in
--- microseconds rounded up.
--- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1,
--- as the decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as
--- an integer (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or
--- more. Only an admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is
--- fresh again).
+-- burst and buckets must be -1 or 0, max_delay_us 0. now_us is the test clock; without it the time
+-- is the server's TIME. Times are integer microseconds in Lua numbers (doubles, exact to 2^53 us,
+-- 285 years). The estimate's products (count * window) can pass 2^53, so they go through muldiv(),
+-- exact for limits up to 2^52. Windows are whole microseconds, so this is the core's arithmetic
+-- scaled by 1000, and the decisions are the core's reported in microseconds rounded up.
+-- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1, as the
+-- decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as an integer
+-- (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or more. Only an
+-- admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is fresh again).
+local ALG = 'sliding_window' -- in error messages
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -25,8 +24,8 @@ local function int_arg(i, name, min, max)
     local s = ARGV[i]
     local v = s and string.match(s, '^-?%d+$') and tonumber(s)
     if not v or v < min or v > max then
-        return nil, string.format('ERR sluice sliding_window: %s must be an integer in [%.0f, %.0f], got %s',
-            name, min, max, s and ("'" .. s .. "'") or 'nothing')
+        return nil, string.format('ERR sluice %s: %s must be an integer in [%.0f, %.0f], got %s',
+            ALG, name, min, max, s and ("'" .. s .. "'") or 'nothing')
     end
     return v
 end
@@ -94,13 +93,15 @@ if s then
     if not c then
         local dc, dp = tonumber(string.sub(s, 1, 1)), tonumber(string.sub(s, 2, 2))
         if dc and dp and dc > 0 and dp > 0 then
-            c, p, k = string.sub(s, 3, 2 + dc), string.sub(s, 3 + dc, 2 + dc + dp), string.sub(s, 3 + dc + dp)
+            c, p = string.sub(s, 3, 2 + dc), string.sub(s, 3 + dc, 2 + dc + dp)
+            k = string.sub(s, 3 + dc + dp)
         end
     end
     curr, prev, idx = tonumber(c), tonumber(p), tonumber(k)
     if not curr or not prev or not idx or not string.match(c .. p .. k, '^%d+$') or
         curr > INT_MAX or prev > INT_MAX or idx > INT_MAX then
-        return redis.error_reply('ERR sluice sliding_window: key ' .. key .. ' holds no sliding_window state')
+        return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
+            ' state')
     end
 end
 

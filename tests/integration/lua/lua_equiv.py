@@ -97,7 +97,7 @@ class Checks:
         return cond
 
 
-def load_scripts(conn, script_dir, ck):
+def load_scripts(conn, script_dir, ck, verbose):
     shas = {}
     for alg in ALGORITHMS:
         with open(os.path.join(script_dir, alg + ".lua"), "rb") as f:
@@ -106,7 +106,8 @@ def load_scripts(conn, script_dir, ck):
         got = conn.call("SCRIPT", "LOAD", text)
         ck.expect("sha/" + alg, got == want.encode(), "SCRIPT LOAD %r, file sha1 %s" % (got, want))
         shas[alg] = want
-        print("sha1 %s %s" % (alg, want))
+        if verbose:
+            print("sha1 %s %s" % (alg, want))
     return shas
 
 
@@ -190,14 +191,18 @@ def check_clock(conn, shas, ck):
 CASES = [
     ("fw", "fixed_window", 5, SEC, -1, -1, 0),
     ("fw-1.5ms", "fixed_window", 3, 1500, -1, -1, 0),  # a window not a whole ms
+    ("fw-big", "fixed_window", 3 * 10**10, SEC, -1, -1, 0),  # counts of 10+ digits: "count:k"
     ("log", "sliding_log", 5, SEC, -1, -1, 0),
-    ("log-2h", "sliding_log", 20, 2 * HOUR, -1, -1, 0),  # 8-byte stamps (W > 2^32 us)
+    ("log-1h", "sliding_log", 5, HOUR, -1, -1, 0),  # 4-byte offsets, rebased past 2^32 us
+    ("log-2h", "sliding_log", 20, 2 * HOUR, -1, -1, 0),  # 8-byte offsets (W > 2^32 us)
     ("sw", "sliding_window", 5, SEC, -1, -1, 0),
     ("sw-dense", "sliding_window", 1500, MS, -1, -1, 0),  # N > W in us
     ("sw-30d", "sliding_window", 10000, 30 * DAY, -1, -1, 0),  # N * W > 2^52: exact muldiv
+    ("sw-big", "sliding_window", 4 * 10**12, 10 * SEC, -1, -1, 0),  # and "curr:prev:k"
     ("sb", "sliding_buckets", 6, 1200 * MS, -1, 4, 0),
     ("sb-1ms", "sliding_buckets", 10, 10 * MS, -1, -1, 0),  # default 10, G = 1 ms
     ("sb-1h", "sliding_buckets", 50, HOUR, -1, 60, 0),
+    ("sb-big", "sliding_buckets", 5 * 10**9, SEC, -1, 5, 0),  # 8-byte counts (N >= 2^32)
     ("tb", "token_bucket", 5, SEC, 3, -1, 150 * MS),
     ("tb-third", "token_bucket", 3, MS, -1, -1, 0),  # T = 333 334 ns, not whole us
     ("tb-dense", "token_bucket", 3000, MS, 3000, -1, 100),  # T = 334 ns < 1 us
@@ -324,7 +329,7 @@ def per_key(conn, port, n, make):
 
 def report_memory(conn, port, shas, ck):
     """Prints memory per key (used_memory delta over 20000 keys, and MEMORY USAGE of one)."""
-    n = 20000
+    n = 10000
 
     def ev(alg, j, limit=3, window=HOUR, buckets=-1, cost=1):
         return ["EVALSHA", shas[alg], 1, "user:%d" % j, limit, window, -1, buckets, 0, cost]
@@ -332,20 +337,22 @@ def report_memory(conn, port, shas, ck):
     rows = [("SET k v PX t", lambda j: [["SET", "user:%d" % j, "v", "PX", 3600000]])]
     for alg in ALGORITHMS:
         rows.append((alg, lambda j, a=alg: [ev(a, j)]))
-    rows.append(("sliding_log, 100 stamps", lambda j: [ev("sliding_log", j, 100, cost=100)]))
-    rows.append(("ZSET log, 100 entries", lambda j: [
-        ["ZADD", "user:%d" % j] + [x for i in range(100) for x in (1700000000000 + i, "%d-%d" % (
-            1700000000000 + i, i))], ["PEXPIRE", "user:%d" % j, 3600000]]))
+    # logs of 1000 requests: past zset-max-listpack-entries (128), as a ZSET log of a busy key
+    rows.append(("sliding_log, 1000 stamps", lambda j: [ev("sliding_log", j, 1000, cost=1000)]))
+    rows.append(("ZSET log, 1000 entries", lambda j: [
+        ["ZADD", "user:%d" % j] + [x for i in range(1000) for x in (1700000000000000 + i,
+                                                                     "1700000000000000-%d" % i)],
+        ["PEXPIRE", "user:%d" % j, 3600000]]))
     per_key(conn, port, 2000, rows[1][1])  # warm-up: one-time allocations are not per key
     got = {}
     for name, make in rows:
-        got[name] = per_key(conn, port, n if "100" not in name else n // 10, make)
+        got[name] = per_key(conn, port, n if "1000" not in name else n // 20, make)
         usage = conn.call("MEMORY", "USAGE", "user:1")
         print("memory per key: %-24s %7.1f B (MEMORY USAGE %s B)" % (name, got[name], usage))
-    log_1, log_100 = got["sliding_log"], got["sliding_log, 100 stamps"]
-    zset_100 = got["ZSET log, 100 entries"]
+    log_1, log_1000 = got["sliding_log"], got["sliding_log, 1000 stamps"]
+    zset_1000 = got["ZSET log, 1000 entries"]
     print("memory per stored request: sliding_log %.1f B, ZSET log %.1f B"
-          % ((log_100 - log_1) / 99, (zset_100 - got["SET k v PX t"]) / 100))
+          % ((log_1000 - log_1) / 999, (zset_1000 - got["SET k v PX t"]) / 1000))
     conn.call("FLUSHALL")
     # gcra's state is an integer-encoded string: no larger than SET k v PX t
     ck.expect("memory/gcra", got["gcra"] <= got["SET k v PX t"] + 1)
@@ -356,7 +363,7 @@ def main():
     which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "memory"]
     conn = Conn(int(port))
     ck = Checks()
-    shas = load_scripts(conn, script_dir, ck)
+    shas = load_scripts(conn, script_dir, ck, "sha" in which)
     if "sha" in which:
         check_sha(conn, shas, ck)
     if "errors" in which:

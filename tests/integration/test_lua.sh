@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test_lua.sh - sluice's Redis Lua scripts (src/store/lua/*.lua, what sluiced runs with EVALSHA
+# when sluice.so is not loaded) in Debian's redis-server, driven by tests/integration/lua/
+# lua_equiv.py:
+#   - SCRIPT LOAD returns each file's SHA1 (sluiced embeds it); an unloaded SHA1 is NOSCRIPT;
+#   - every argument error, WRONGTYPE, and a key holding something that is no state;
+#   - the server's TIME without the test clock, the absolute expiry at reset, no key written by
+#     a peek or a rejection;
+#   - equivalence: seeded random (time, key, cost) sequences (equal times, time going back,
+#     cost 0 and above the capacity, times on bucket and window edges) through each script with
+#     its now_us test clock and through the core (`sluice replay --unit us`): every field of
+#     every decision equal, and a rejection or a peek leaves the key's bytes as they were;
+# and prints (asserting only that gcra's key is no larger than SET k v PX t) memory per key and
+# per stored sliding_log request, and each script's requests/s under redis-benchmark (EVALSHA,
+# -c 50 -P 16 -r 100000, server on CPU 0, client on CPU 1). SLUICE_SEED changes the sequences.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+LUA_DIR=$SLUICE_SOURCE_DIR/src/store/lua
+DRIVER=$SLUICE_SOURCE_DIR/tests/integration/lua/lua_equiv.py
+[ -x "$SLUICE" ] || { echo "no $SLUICE"; exit 1; }
+SRV_PIN=()
+CLI_PIN=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    SRV_PIN=(taskset -c 0)
+    CLI_PIN=(taskset -c 1)
+fi
+
+PORT=$(free_port)
+mkdir -p "$TMP/redis"
+start_bg redis "${SRV_PIN[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save "" \
+    --appendonly no --dir "$TMP/redis"
+wait_port "$PORT" || { cat "$TMP/redis.log"; exit 1; }
+
+for what in sha errors clock equiv memory; do
+    check "$what" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" "${SLUICE_SEED:-20250}" \
+        "$what"
+done
+
+# --- requests/s of each script: printed, not asserted (a shared machine's figures)
+bench() {
+    local alg=$1 sha
+    sha=$(sha1sum "$LUA_DIR/$alg.lua" | cut -d' ' -f1)
+    redis-cli -p "$PORT" FLUSHALL >/dev/null
+    "${CLI_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -r 100000 -n 200000 \
+        --csv EVALSHA "$sha" 1 "lua:__rand_int__" 100 1000000 -1 -1 0 1 |
+        awk -F'"' -v alg="$alg" 'NR == 2 { printf "requests/s: %-16s %10.0f\n", alg, $4 }'
+}
+if redis-benchmark --help 2>&1 | grep -q -- --csv; then
+    for alg in fixed_window sliding_log sliding_window sliding_buckets token_bucket gcra; do
+        bench "$alg"
+    done
+    # for scale: bench/server/gcra.lua (a minimal GCRA in ms, no argument checks) and INCR
+    sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat "$SLUICE_SOURCE_DIR/bench/server/gcra.lua")")
+    "${CLI_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -r 100000 -n 200000 \
+        --csv EVALSHA "$sha" 1 "lua:__rand_int__" 100 1000 |
+        awk -F'"' 'NR == 2 { printf "requests/s: %-16s %10.0f (for scale)\n", "bench gcra.lua", $4 }'
+    "${CLI_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -r 100000 -n 400000 \
+        --csv INCR "lua:__rand_int__" |
+        awk -F'"' 'NR == 2 { printf "requests/s: %-16s %10.0f (for scale)\n", "INCR", $4 }'
+else
+    echo "requests/s: skipped (no redis-benchmark)"
+fi
+
+check redis-alive bash -c "redis-cli -p $PORT PING | grep -qx PONG"
+stop_bg redis
+finish

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# test_server_redis.sh - sluiced with its state in a real redis-server (--store redis://):
+# with the sluice.so module and with the Lua scripts (a Redis without the module), the same
+# decisions as the memory store; two sluiced sharing one Redis share every key's limit; the
+# over-limit cache answers without a round trip; when Redis stops or stalls, decisions follow
+# each rule's on_store_error within the decision timeout, and recover when it is back.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: api
+    algorithm: fixed_window
+    limit: 3
+    window: 1h
+    on_store_error: allow
+    overrides:
+      - key: gold
+        limit: 5
+  - name: strict
+    algorithm: sliding_log
+    limit: 2
+    window: 1h
+    on_store_error: deny
+  - name: paced
+    algorithm: gcra
+    limit: 2
+    window: 1h
+    burst: 1
+YAML
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+sc() { redis-cli -p "$1" "${@:2}" 2>&1 | sed '/^$/d' | paste -sd' ' -; }
+# redis_calls PORT: commands Redis has run for decisions (the module's or the scripts')
+redis_calls() {
+    redis-cli -p "$1" INFO commandstats | tr -d '\r' |
+        awk -F'[=,:]' '/^cmdstat_(sl\.throttle|evalsha|eval):/ {s += $3} END {print s + 0}'
+}
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+
+# run_suite MODE REDIS_PORT SLUICED_RESP SLUICED_HTTP: the decisions every store must give
+run_suite() {
+    local mode=$1 rp=$2 p=$3 hp=$4
+    check "$mode: allow 1" matches "$(sc "$p" SL.ALLOW api u1)" '^1 3 2 0 [0-9]+$'
+    check "$mode: allow 2" matches "$(sc "$p" SL.ALLOW api u1)" '^1 3 1 0 '
+    check "$mode: allow 3" matches "$(sc "$p" SL.ALLOW api u1)" '^1 3 0 0 '
+    check "$mode: denied" matches "$(sc "$p" SL.ALLOW api u1)" '^0 3 0 [1-9][0-9]* '
+    check "$mode: peek" matches "$(sc "$p" SL.PEEK api u2)" '^1 3 3 0 0$'
+    check "$mode: override" matches "$(sc "$p" SL.ALLOW api gold)" '^1 5 4 0 '
+    check "$mode: sliding_log" matches "$(sc "$p" SL.ALLOW strict s1)" '^1 2 1 0 '
+    check "$mode: gcra" matches "$(sc "$p" SL.ALLOW paced g1)" '^1 2 1 0 '
+    check "$mode: cost above" matches "$(sc "$p" SL.ALLOW api u3 COST 4)" \
+        "^ERR cost 4 exceeds what rule 'api' can ever admit \(3 per window\)$"
+    check "$mode: throttle" matches "$(sc "$p" SL.THROTTLE t1 gcra 5 1000)" '^1 6 5 0 '
+    check "$mode: cl.throttle" matches "$(sc "$p" CL.THROTTLE c1 5 10 60)" '^0 6 5 -1 6$'
+    check "$mode: allowall" matches "$(sc "$p" SL.ALLOWALL api a1 strict a1)" '^1 2 1 0 '
+    check "$mode: allowall denied" matches "$(sc "$p" SL.ALLOWALL api a1 strict a1 COST 2)" '^0 2 1 [1-9]'
+    check "$mode: allowall charged nothing" matches "$(sc "$p" SL.ALLOW api a1)" '^1 3 1 0 '
+    check "$mode: reset" matches "$(sc "$p" SL.RESET api u1)" '^OK$'
+    check "$mode: after reset" matches "$(sc "$p" SL.ALLOW api u1)" '^1 3 2 0 '
+    check "$mode: state in redis" matches "$(sc "$rp" KEYS 'sl:{u1}:api:*')" '^sl:\{u1\}:api:[0-9a-f]{8}$'
+    local key
+    key=$(sc "$rp" KEYS 'sl:{u1}:api:*')
+    check "$mode: expires" matches "$(sc "$rp" PTTL "$key")" '^[1-9][0-9]*$'
+    check "$mode: http 204" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$hp/v1/auth/api?key=h1")" = 204
+    # pipelined: 20 requests for one key in one write, replies in order: 3 admitted, then denied
+    local out
+    out=$(for i in $(seq 1 20); do printf 'SL.ALLOW api pipe\r\n'; done |
+        timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$p"'; cat >&3; head -n 120 <&3' | tr -d '\r' |
+        awk 'NR % 6 == 2' | paste -sd' ' -)
+    check "$mode: pipelined in order" test "$out" = ":1 :1 :1 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0"
+    # a key known to be over its limit is answered without a round trip: 10 more denials cost
+    # Redis at most one call per loop (2 loops)
+    local before after
+    before=$(redis_calls "$rp")
+    for i in $(seq 1 10); do sc "$p" SL.ALLOW api pipe >/dev/null; done
+    after=$(redis_calls "$rp")
+    check "$mode: over-limit cache" test $((after - before)) -le 2
+    check "$mode: cache hits counted" test "$(metric "$hp" sluice_redis_cache_hits_total)" -ge 8
+}
+
+# --- with the module
+RP=$(free_port)
+start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
+    --store "redis://127.0.0.1:$RP" --store-timeout 50ms || { cat "$TMP/s1.log"; exit 1; }
+P1=$RESP_PORT H1=$HTTP_PORT
+check module-detected grep -q "request store redis (sluice.so module)" "$TMP/s1.log"
+run_suite module "$RP" "$P1" "$H1"
+
+# --- a second sluiced on the same Redis shares every key's limit
+start_sluiced s2 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" ||
+    { cat "$TMP/s2.log"; exit 1; }
+P2=$RESP_PORT
+check shared-1 matches "$(sc "$P1" SL.ALLOW strict both)" '^1 2 1 0 '
+check shared-2 matches "$(sc "$P2" SL.ALLOW strict both)" '^1 2 0 0 '
+check shared-3 matches "$(sc "$P1" SL.ALLOW strict both)" '^0 2 0 [1-9]'
+stop_bg s2 TERM
+
+# --- Redis stalls (CLIENT PAUSE): answers come at the deadline, per on_store_error
+redis-cli -p "$RP" CLIENT PAUSE 1000 ALL >/dev/null
+check stall-deny matches "$(sc "$P1" SL.ALLOW strict stall)" '^0 2 0 [1-9]'
+check stall-allow matches "$(sc "$P1" SL.ALLOW api stall)" '^1 3 0 0 '
+sleep 1
+check stall-timeouts-counted test "$(metric "$H1" sluice_redis_timeouts_total)" -ge 2
+
+# --- Redis stops: on_store_error, counted, no crash; back: decisions recover
+stop_bg redis KILL
+check down-deny matches "$(sc "$P1" SL.ALLOW strict down)" '^0 2 0 [1-9]'
+check down-allow matches "$(sc "$P1" SL.ALLOW api down)" '^1 3 0 0 '
+check down-counted matches "$(curl -s "http://127.0.0.1:$H1/metrics")" 'sluice_store_errors_total\{rule="strict"\} [1-9]'
+check down-alive matches "$(sc "$P1" PING)" '^PONG$'
+start_redis redis2 "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis2.log"; exit 1; }
+ok=0
+for i in $(seq 1 50); do
+    [[ "$(sc "$P1" SL.ALLOW strict back$i)" =~ ^1\ 2\ 1\ 0 ]] && { ok=1; break; }
+    sleep 0.1
+done
+check recovers test $ok -eq 1
+stop_bg s1 TERM
+check s1-exit-0 test $? -eq 0
+
+# --- with the Lua scripts (a Redis without the module)
+LP=$(free_port)
+start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" \
+    --store "redis://127.0.0.1:$LP" --store-timeout 50ms || { cat "$TMP/s3.log"; exit 1; }
+check lua-detected grep -q "request store redis (Lua scripts)" "$TMP/s3.log"
+run_suite lua "$LP" "$RESP_PORT" "$HTTP_PORT"
+check lua-noscript-handled test "$(metric "$HTTP_PORT" sluice_redis_noscript_total)" -ge 1
+stop_bg s3 TERM
+check s3-exit-0 test $? -eq 0
+finish
