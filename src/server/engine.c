@@ -15,6 +15,7 @@
 
 #include "core/hash.h"
 #include "rules/throttle_args.h"
+#include "server/log.h"
 #include "server/snapshot.h"
 #include "store/redis_store.h"
 
@@ -1077,8 +1078,10 @@ static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision
 
 static void remote_done(void *arg, int status, const sl_decision_t *d, const char *err)
 {
-    (void)err;
     remote_op_t *op = arg;
+    if (status != 0) {
+        log_debug("rule '%s': request store error: %s", op->rs->def.name, err);
+    }
     if (status == 0) {
         op->out.d = *d;
     }

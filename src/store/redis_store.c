@@ -391,8 +391,14 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, -1, NULL, "key too long for the redis store");
         return;
     }
-    if (s->mode == REDIS_MODE_MODULE && rule->window_ns % NS_PER_MS != 0) {
-        fn(arg, -1, NULL, "the redis store needs windows of whole milliseconds");
+    /* the module takes milliseconds, the scripts microseconds: a rule finer than that is
+     * refused (a store error) rather than rounded into another rule */
+    int64_t unit = s->mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    if (rule->window_ns % unit != 0 || rule->max_delay_ns % unit != 0) {
+        fn(arg, -1, NULL,
+           s->mode == REDIS_MODE_MODULE
+               ? "the redis store (module) needs windows and max_delay of whole milliseconds"
+               : "the redis store (Lua) needs windows and max_delay of whole microseconds");
         return;
     }
     if (cost > rule->capacity) {

@@ -136,3 +136,62 @@ start_redis() {
         --appendonly no --dir "$TMP/$name" "$@"
     wait_port "$port"
 }
+
+# start_cluster N_PRIMARIES NODE_TIMEOUT_MS [ARGS..]: a Redis Cluster of N primaries with one
+# replica each (redis-cli --cluster create) on free loopback ports (each also needs port+10000
+# free, the cluster bus), every node started with ARGS (e.g. --loadmodule sluice.so). Sets
+# CLUSTER_PORTS and waits until every node reports cluster_state:ok and sees every replica, and
+# every replica has synced with its primary.
+# Nodes are named node1.. for stop_bg.
+CLUSTER_PORTS=()
+cluster_port() {
+    python3 -c '
+import random, socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+while True:
+    p = random.randrange(20000, 45000)
+    if free(p) and free(p + 10000):
+        print(p)
+        break'
+}
+start_cluster() {
+    local primaries=$1 timeout_ms=$2 n p i
+    shift 2
+    n=$((primaries * 2))
+    CLUSTER_PORTS=()
+    for ((i = 1; i <= n; i++)); do
+        p=$(cluster_port)
+        while [[ " ${CLUSTER_PORTS[*]} " == *" $p "* ]]; do p=$(cluster_port); done
+        CLUSTER_PORTS+=("$p")
+        start_redis "node$i" "$p" --cluster-enabled yes \
+            --cluster-config-file "$TMP/node$i/nodes.conf" --cluster-node-timeout "$timeout_ms" \
+            "$@" || return 1
+    done
+    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${CLUSTER_PORTS[@]}") \
+        --cluster-replicas 1 --cluster-yes >"$TMP/cluster-create.log" 2>&1 || {
+        cat "$TMP/cluster-create.log"
+        return 1
+    }
+    for ((i = 0; i < 300; i++)); do
+        local ok=0
+        for p in "${CLUSTER_PORTS[@]}"; do
+            redis-cli -p "$p" CLUSTER INFO | tr -d '\r' | grep -qx cluster_state:ok &&
+                [ "$(redis-cli -p "$p" CLUSTER NODES | awk '$3 ~ /slave/' | wc -l)" -eq "$primaries" ] &&
+                # a replica must have synced once, or it cannot take over from its primary
+                ! redis-cli -p "$p" INFO replication | tr -d '\r' | grep -qx master_link_status:down &&
+                ok=$((ok + 1))
+        done
+        [ "$ok" -eq "$n" ] && return 0
+        sleep 0.1
+    done
+    echo "cluster not ok after 30 s"
+    return 1
+}

@@ -9,66 +9,11 @@ set -u
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 [ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }
-REDIS_ENV=(env)
-if ldd "$MODULE" | grep -q libasan; then # the ASan runtime must come first in redis-server
-    REDIS_ENV=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
-        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
-fi
 KEYS=150
 
-# A cluster node also listens on its port + 10000 (the cluster bus), so ports are chosen where
-# both are free, below 55536.
-cluster_port() {
-    python3 -c '
-import random, socket
-def free(p):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-while True:
-    p = random.randrange(20000, 45000)
-    if free(p) and free(p + 10000):
-        print(p)
-        break'
-}
-PORTS=()
-for i in 1 2 3 4 5 6; do
-    p=$(cluster_port)
-    while [[ " ${PORTS[*]} " == *" $p "* ]]; do p=$(cluster_port); done
-    PORTS+=("$p")
-    mkdir -p "$TMP/n$i"
-    start_bg "n$i" "${REDIS_ENV[@]}" redis-server --port "$p" --bind 127.0.0.1 --save "" \
-        --appendonly no --dir "$TMP/n$i" --cluster-enabled yes \
-        --cluster-config-file "$TMP/n$i/nodes.conf" --cluster-node-timeout 5000 \
-        --loadmodule "$MODULE"
-done
-for p in "${PORTS[@]}"; do
-    wait_port "$p" || { cat "$TMP"/n*.log; exit 1; }
-done
-redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
-    --cluster-yes >"$TMP/create.log" 2>&1 || { cat "$TMP/create.log"; exit 1; }
-# Every node says the cluster is ok and sees three replicas (right after the creation, a node
-# may still list a future replica as a master without slots).
-cluster_ok() {
-    local p i
-    for ((i = 0; i < 200; i++)); do
-        local ok=0
-        for p in "${PORTS[@]}"; do
-            redis-cli -p "$p" CLUSTER INFO | tr -d '\r' | grep -qx cluster_state:ok &&
-                [ "$(redis-cli -p "$p" CLUSTER NODES | awk '$3 ~ /slave/' | wc -l)" -eq 3 ] &&
-                ok=$((ok + 1))
-        done
-        [ "$ok" -eq 6 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-check cluster-ok cluster_ok
+start_cluster 3 5000 --loadmodule "$MODULE" || { cat "$TMP"/node*.log; exit 1; }
+PORTS=("${CLUSTER_PORTS[@]}")
+check cluster-ok true
 P1=${PORTS[0]}
 
 # The primaries and their slot ranges, from CLUSTER NODES: "port lo-hi lo-hi ...".
@@ -141,7 +86,7 @@ for p in $(awk '{print $1}' "$TMP/primaries"); do
 done
 
 for i in 1 2 3 4 5 6; do
-    stop_bg "n$i"
+    stop_bg "node$i"
 done
-check no-sanitizer-report bash -c "! cat '$TMP'/n*.log | grep -E 'AddressSanitizer|runtime error:'"
+check no-sanitizer-report bash -c "! cat '$TMP'/node*.log | grep -E 'AddressSanitizer|runtime error:'"
 finish
