@@ -163,6 +163,7 @@ int main(int argc, char **argv)
         server_config_free(&cfg);
         return 2;
     }
+    rc = 1; /* from here on, a failure to start */
 
     engine_config_t ec = {.store_url = cfg.config_store,
                           .workers = (unsigned)cfg.threads,
@@ -173,15 +174,14 @@ int main(int argc, char **argv)
                           .redis_timeout_ns = cfg.store_timeout_ns};
     if (engine_create(&ec, &m.srv.engine, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
-        return 1;
+        goto out;
     }
     if (cfg.rules_path != NULL) {
         size_t n = 0;
         if (rules_import_file(engine_store(m.srv.engine), cfg.rules_path, &n, err, sizeof err) !=
             0) {
             fprintf(stderr, "sluiced: %s\n", err);
-            engine_free(m.srv.engine);
-            return 1;
+            goto out;
         }
         log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.config_store);
     }
@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 
     if (server_start(&m.srv, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
-        return 1;
+        goto out;
     }
     for (size_t b = 0; b < cfg.nbind; b++) {
         if (cfg.resp_port > 0) {
@@ -234,9 +234,11 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);
+    log_info("stopped");
+    rc = 0;
+out:
     engine_free(m.srv.engine);
     free(m.srv.trusted);
-    log_info("stopped");
     server_config_free(&cfg);
-    return 0;
+    return rc;
 }

@@ -552,6 +552,29 @@ static int loop_listen(loop_t *l, const char *host, int port, bool http, char *e
     return 0;
 }
 
+static void close_any(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) {
+        uv_close(h, NULL);
+    }
+}
+
+/* Undoes a server_start() that failed: closes what the loops opened, frees them. */
+static void loops_abandon(server_t *srv, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        loop_t *l = &srv->loops[i];
+        engine_worker_detach(l->worker);
+        uv_walk(&l->uv, close_any, NULL);
+        uv_run(&l->uv, UV_RUN_DEFAULT);
+        uv_loop_close(&l->uv);
+    }
+    free(srv->loops);
+    srv->loops = NULL;
+    srv->nloops = 0;
+}
+
 int server_start(server_t *srv, char *err, size_t err_cap)
 {
     server_config_t *cfg = srv->cfg;
@@ -578,12 +601,14 @@ int server_start(server_t *srv, char *err, size_t err_cap)
                  loop_listen(l, cfg->bind[b], cfg->resp_port, false, err, err_cap) != 0) ||
                 (cfg->http_port > 0 &&
                  loop_listen(l, cfg->bind[b], cfg->http_port, true, err, err_cap) != 0)) {
+                loops_abandon(srv, i + 1);
                 return -1;
             }
         }
         char eerr[ENGINE_ERR_MAX];
         if (engine_worker_attach(l->worker, &l->uv, eerr) != 0) {
             snprintf(err, err_cap, "%s", eerr);
+            loops_abandon(srv, i + 1);
             return -1;
         }
         uv_async_init(&l->uv, &l->stop_async, on_stop);

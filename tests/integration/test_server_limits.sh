@@ -32,6 +32,16 @@ raw() {
 check small-cap-exit test $? -eq 1
 check small-cap-reason grep -q "max-memory must be 0 (no cap) or at least 64k" "$TMP/s0.out"
 
+# a port another program holds stops start-up with the reason (no silent SO_REUSEPORT sharing)
+held=$(free_port)
+start_bg holder python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$held"
+wait_port "$held"
+"$SLUICED" --port "$held" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" >"$TMP/held.out" 2>&1
+check port-in-use-exit test $? -eq 1
+check port-in-use-reason grep -q "cannot listen on 127.0.0.1 port $held: Address already in use" "$TMP/held.out"
+stop_bg holder
+
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --max-request-size 4k --max-clients 3 --idle-timeout 1s --max-memory 64k ||
     { cat "$TMP/s1.log"; exit 1; }
