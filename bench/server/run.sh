@@ -30,7 +30,6 @@ BUILD=${BUILD_DIR:-build-bench-srv}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 QUICK=${QUICK:-0}
 POLL_INTERVAL=${POLL_INTERVAL:-1s}
-CLIENTS=50
 if [ "$QUICK" = 1 ]; then
     REPS=${REPS:-1}
     N_P1=20000 N_P16=200000 N_LUA_P1=20000 N_LUA_P16=50000 WRK_SECS=2 CHANGES=${CHANGES:-3}
@@ -39,109 +38,23 @@ else
     N_P1=200000 N_P16=1500000 N_LUA_P1=150000 N_LUA_P16=400000 WRK_SECS=10 CHANGES=${CHANGES:-10}
 fi
 
-say() { printf '%s\n' "$*"; }
-die() {
-    say "bench/server/run.sh: $*" >&2
-    exit 1
-}
+CLIENTS=50
+BENCH_NAME=bench/server/run.sh
+RUN_TIMEOUT_S=$((WRK_SECS + 120))
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 # ---- tools, build ------------------------------------------------------------------------------
-missing=""
-for tool in redis-server redis-benchmark redis-cli wrk taskset curl python3 cmake; do
-    command -v "$tool" >/dev/null || missing="$missing $tool"
-done
 NGINX=${NGINX:-/usr/sbin/nginx}
-[ -x "$NGINX" ] || missing="$missing $NGINX"
-[ -z "$missing" ] || die "missing:$missing (Debian: redis-server redis-tools wrk nginx-light util-linux)"
-
-say "\$ cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF ..."
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF -DSLUICE_ASAN=OFF \
-    -DSLUICE_TSAN=OFF -DSLUICE_FUZZ=OFF >/dev/null
-cmake --build "$BUILD" --target sluiced -j 2 >/dev/null
-if grep -E -e '-O3|-Ofast|-march=native|-fsanitize' "$BUILD/compile_commands.json" >/dev/null; then
-    die "$BUILD compiles with -O3, -march=native or a sanitizer; not the shipped build"
-fi
+need_tools redis-server redis-benchmark redis-cli wrk taskset curl python3 cmake "$NGINX"
+bench_build "$BUILD" sluiced
 SLUICED=$BUILD/src/server/sluiced
-
-if [ "$(nproc)" -ge 2 ]; then
-    SRV_PIN=(taskset -c 0)
-    CLI_PIN=(taskset -c 1)
-else
-    SRV_PIN=()
-    CLI_PIN=()
-    say "note: one CPU: servers and clients share it (no pinning)"
-fi
-CLK_TCK=$(getconf CLK_TCK)
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
-PIDS=()
-cleanup() {
-    local pid i
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-wait_port() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    die "nothing listens on port $1 after 10 s (see $TMP/*.log)"
-}
-# start NAME CMD..: CMD in the background, output to $TMP/NAME.log; its PID in $LAST_PID.
-start() {
-    local name=$1
-    shift
-    say "\$ $(printf '%q ' "$@")"
-    "$@" >"$TMP/$name.log" 2>&1 &
-    LAST_PID=$!
-    PIDS+=("$LAST_PID")
-}
-# The CPU time (utime + stime, clock ticks) of the processes given, from /proc/PID/stat.
-cpu_ticks() {
-    local pid total=0 rest
-    for pid in "$@"; do
-        rest=$(cat "/proc/$pid/stat") || die "process $pid is gone (see $TMP/*.log)"
-        rest=${rest##*) } # after the command name, which may hold spaces
-        # shellcheck disable=SC2086 # split into the stat fields
-        set -- $rest
-        # fields 3.. of the stat line are $1..; utime and stime are fields 14 and 15
-        total=$((total + ${12} + ${13}))
-    done
-    echo "$total"
-}
-now_ns() { date +%s%N; }
+bench_init
 
 # ---- machine state -------------------------------------------------------------------------------
-say ""
-say "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs," \
-    "kernel $(uname -r)"
-say "load average: $(cut -d' ' -f1-3 /proc/loadavg), runnable tasks now: $(($(cut -d' ' -f4 /proc/loadavg | cut -d/ -f1) - 1))"
-if awk '{exit !($1 > 0.5)}' /proc/loadavg; then
-    say "warning: the machine is busy (load > 0.5); figures will be noisy"
-fi
+bench_machine
 say "versions: $("$SLUICED" --version 2>&1 | head -n1); $(redis-server --version | cut -d' ' -f1-3);" \
     "$("$NGINX" -v 2>&1); $(wrk -v 2>&1 | head -n1 | cut -d' ' -f1-2)"
-if git rev-parse --git-dir >/dev/null 2>&1; then
-    say "source: git $(git rev-parse --short HEAD), src sha256 $(find src include -type f \
-        \( -name '*.c' -o -name '*.h' \) | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)," \
-        "uncommitted under src/: $(git status --porcelain -- src include | wc -l) files"
-fi
 say "pinning: servers ${SRV_PIN[*]:-(none)}, clients ${CLI_PIN[*]:-(none)}; repetitions: $REPS (median)"
 
 # ---- servers ---------------------------------------------------------------------------------------
@@ -235,135 +148,6 @@ c1=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NG_PORT/check?key
 c2=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NG_PORT/check?key=a")
 s1=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$SL_HTTP/v1/auth/bench?key=a")
 say "sanity: nginx limit_req 1r/m: $c1 then $c2 (want 204 then 429); sluiced /v1/auth/bench: $s1 (want 204)"
-
-# ---- measuring -----------------------------------------------------------------------------------
-RESULTS=$TMP/results.txt
-: >"$RESULTS"
-declare -A SHOWN
-RERUNS=0
-RERUNS_MAX=${RERUNS_MAX:-6} # in all; each run is re-run at most twice
-DISTURBED=0
-OTHER_MAX_PCT=10
-QUIET_BUDGET_S=${QUIET_BUDGET_S:-45} # in all, waiting for other processes to leave the CPUs
-QUIET_WAITED_MS=0
-
-# Clock ticks all CPUs together spent in processes (user nice system) or lost to the hypervisor
-# (steal), from /proc/stat. Not irq and softirq: the kernel's network work for the benchmark's
-# own traffic lands there, in neither process's utime+stime.
-sys_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9; exit }' /proc/stat; }
-
-# Waits (up to 10 s at a time, QUIET_BUDGET_S in all) until other processes take less than
-# OTHER_MAX_PCT % of a CPU over 300 ms; the servers are idle meanwhile, so all of it is others'.
-wait_quiet() {
-    local i b0 b1 pct
-    for ((i = 0; i < 33 && QUIET_WAITED_MS < QUIET_BUDGET_S * 1000; i++)); do
-        b0=$(sys_busy)
-        sleep 0.3
-        b1=$(sys_busy)
-        QUIET_WAITED_MS=$((QUIET_WAITED_MS + 300))
-        pct=$(((b1 - b0) * 100 * 100 / CLK_TCK / 30))
-        [ "$pct" -gt "$OTHER_MAX_PCT" ] || return 0
-    done
-    return 0
-}
-
-# measure OUT TIMEOUT_S PIDS -- CMD..: runs CMD (stdout and stderr to OUT) and sets
-#   M_SRV_S    CPU seconds the server processes PIDS used meanwhile
-#   M_WALL_S   wall seconds
-#   M_OTHER    % of one CPU that anything else took meanwhile: all CPUs' process and steal time,
-#              less the server's and the client's own; near 0 on a quiet machine
-measure() {
-    local out=$1 secs=$2 pids=() t0 t1 b0 b1 w0 w1 cli
-    shift 2
-    while [ "$1" != "--" ]; do
-        pids+=("$1")
-        shift
-    done
-    shift
-    t0=$(cpu_ticks "${pids[@]}")
-    b0=$(sys_busy)
-    w0=$(now_ns)
-    local TIMEFORMAT='%3U %3S'
-    { time timeout "$secs" "$@" >"$out" 2>&1; } 2>"$TMP/time.txt" || die "failed: $* ($(tail -n 3 "$out"))"
-    w1=$(now_ns)
-    b1=$(sys_busy)
-    t1=$(cpu_ticks "${pids[@]}")
-    cli=$(awk '{ print $1 + $2 }' "$TMP/time.txt")
-    read -r M_SRV_S M_WALL_S M_OTHER < <(awk -v dt="$((t1 - t0))" -v db="$((b1 - b0))" \
-        -v hz="$CLK_TCK" -v wall="$((w1 - w0))" -v cli="$cli" 'BEGIN {
-            w = wall / 1e9; o = (db / hz - dt / hz - cli) / w * 100; if (o < 0) o = 0
-            printf "%.3f %.3f %.0f\n", dt / hz, w, o }')
-}
-
-# run_case CASE KIND PIDS -- CMD..: one measured run of a case, re-run (bounded) while something
-# else took more than OTHER_MAX_PCT % of a CPU; KIND rb (redis-benchmark --csv) or wrk. Appends
-# "CASE rps p50_ms p99_ms cpu_us_per_req server_busy_pct other_pct non2xx" to $RESULTS.
-run_case() {
-    local case=$1 kind=$2 try line rps p50 p99 n bad args=("${@:3}") cmd=() seen_dash=0 a
-    for a in "${args[@]}"; do
-        if [ "$seen_dash" = 1 ]; then
-            cmd+=("$a")
-        elif [ "$a" = "--" ]; then
-            seen_dash=1
-        fi
-    done
-    if [ -z "${SHOWN[$case]:-}" ]; then
-        say "\$ $(printf '%q ' "${cmd[@]}")"
-        SHOWN[$case]=1
-    fi
-    for ((try = 0; ; try++)); do
-        wait_quiet
-        measure "$TMP/run.out" $((WRK_SECS + 120)) "${args[@]}"
-        if [ "$kind" = rb ]; then
-            line=$(grep -v '^"test"' "$TMP/run.out" | grep '^"' | tail -n 1 | tr -d '"')
-            # test,rps,avg,min,p50,p95,p99,max; the test name holds no comma
-            IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$line"
-            n=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-n") print $(i + 1) }' <<<"${cmd[*]}")
-            bad=0
-        else
-            read -r rps p50 p99 n bad < <(awk '
-                function ms(v) {
-                    if (v ~ /us$/) return v / 1000
-                    if (v ~ /ms$/) return v + 0
-                    if (v ~ /s$/) return v * 1000
-                    return v
-                }
-                $1 == "50%" { p50 = ms($2) }
-                $1 == "99%" { p99 = ms($2) }
-                $2 == "requests" && $3 == "in" { n = $1 }
-                /^Requests\/sec:/ { rps = $2 }
-                /Non-2xx or 3xx responses:/ { bad = $NF }
-                END { printf "%s %s %s %s %d\n", rps, p50, p99, n, bad }' "$TMP/run.out")
-        fi
-        [ -n "${p99:-}" ] && [ "${n:-0}" -gt 0 ] || die "unexpected output of ${cmd[*]}: $(cat "$TMP/run.out")"
-        line=$(awk -v c="$case" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v srv="$M_SRV_S" \
-            -v n="$n" -v wall="$M_WALL_S" -v o="$M_OTHER" -v bad="$bad" 'BEGIN {
-                printf "%s %.0f %.3f %.3f %.3f %.0f %.0f %d\n", c, rps, p50, p99, srv * 1e6 / n,
-                       100 * srv / wall, o, bad }')
-        # shellcheck disable=SC2086 # the fields of the result line
-        set -- $line
-        printf '  %-14s %8s req/s  p50 %6s ms  p99 %6s ms  %6s us CPU/req  server busy %3s%%  others %3s%%%s\n' \
-            "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$([ "$kind" = wrk ] && echo "  non-2xx $8")"
-        if [ "$M_OTHER" -le "$OTHER_MAX_PCT" ]; then
-            break
-        fi
-        if [ "$try" -ge 2 ] || [ "$RERUNS" -ge "$RERUNS_MAX" ]; then
-            say "  (disturbed: kept; $RERUNS of $RERUNS_MAX re-runs used)"
-            DISTURBED=$((DISTURBED + 1))
-            break
-        fi
-        RERUNS=$((RERUNS + 1))
-        say "  (disturbed: other processes took $M_OTHER% of a CPU; re-running)"
-    done
-    echo "$line" >>"$RESULTS"
-}
-
-rb() { # CASE PID PORT N P R CMD..
-    local case=$1 pid=$2 port=$3 n=$4 p=$5 r=$6
-    shift 6
-    run_case "$case" rb "$pid" -- "${CLI_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$port" \
-        -c "$CLIENTS" -n "$n" -r "$r" -P "$p" --csv "$@"
-}
 
 # ---- RESP: redis-benchmark -----------------------------------------------------------------------
 resp_phase() {
@@ -489,17 +273,6 @@ done
 exec 7>&- 8>&-
 
 # ---- the table ------------------------------------------------------------------------------------
-# med CASE COLUMN: the median of COLUMN (2 = rps .. 6 = busy%) over the case's undisturbed
-# repetitions, or over all of them if every one was disturbed.
-med() {
-    local clean
-    clean=$(awk -v c="$1" -v o="$OTHER_MAX_PCT" '$1 == c && $7 <= o' "$RESULTS" | wc -l)
-    awk -v c="$1" -v k="$2" -v o="$OTHER_MAX_PCT" -v all="$([ "$clean" -gt 0 ] && echo 0 || echo 1)" \
-        '$1 == c && (all || $7 <= o) { print $k }' "$RESULTS" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
-                                  else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 row() { printf '%-34s %14s %14s %8s %14s %8s\n' "$@"; }
 
 say ""
@@ -554,11 +327,4 @@ awk -v p="$POLL_INTERVAL" -v ps="$poll_s" -v n="$CHANGES" -v lost="$lost" '
                "(poll interval %s = %d ms; max / interval = %.2f)%s\n", n, med, k ? v[k] : "-", p,
                ps * 1000, k ? v[k] / (ps * 1000) : 0, lost ? sprintf("; %d NOT applied", lost) : ""
     }' "$TMP/prop.sorted"
-say "waited ${QUIET_WAITED_MS} ms in all for other processes to leave the CPUs"
-if [ "$DISTURBED" -gt 0 ]; then
-    say "WARNING: $DISTURBED runs were disturbed by other processes even after re-runs ($RERUNS" \
-        "re-runs); medians leave them out where a case has undisturbed runs:"
-    awk -v o="$OTHER_MAX_PCT" '{ n[$1]++; if ($7 <= o) k[$1]++ }
-        END { for (c in n) if (k[c] < n[c]) printf "    %s: %d of %d runs undisturbed\n", c, k[c], n[c] }' \
-        "$RESULTS" | sort
-fi
+disturbed_report
