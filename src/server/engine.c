@@ -1191,3 +1191,86 @@ void engine_rule_release(rule_state_t *rs)
 {
     state_release(rs);
 }
+
+/* ---- SL.ALLOWALL in one step with the Redis store ----------------------------------------- */
+
+typedef struct all_op {
+    engine_worker_t *w;
+    size_t n;
+    rule_state_t *rules[REDIS_ALL_MAX];
+    int64_t window_ns[REDIS_ALL_MAX];
+    engine_all_fn fn;
+    void *arg;
+} engine_all_op_t;
+
+static void all_done(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
+                     const char *err)
+{
+    engine_all_op_t *op = arg;
+    engine_decision_t out[REDIS_ALL_MAX];
+    size_t count = status == 0 ? n : op->n;
+    if (status != 0) {
+        log_debug("SL.ALLOWALL: request store error: %s", err);
+    }
+    for (size_t k = 0; k < count; k++) {
+        size_t i = refused >= 0 ? (size_t)refused : k;
+        out[k] = (engine_decision_t){.rule = op->rules[i], .window_ns = op->window_ns[i]};
+        if (status == 0) {
+            out[k].d = d[k];
+        }
+        finish(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[k]);
+    }
+    op->fn(op->arg, out, count, status == 0 ? refused : -1);
+    for (size_t i = 0; i < op->n; i++) {
+        state_release(op->rules[i]);
+    }
+    free(op);
+}
+
+int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *const *keys,
+                          const size_t *key_lens, size_t n, int64_t cost, int64_t now_ns,
+                          engine_all_fn fn, void *arg)
+{
+    if (w->redis == NULL || n == 0 || n > REDIS_ALL_MAX) {
+        return ENGINE_ENOTSUP;
+    }
+    redis_pair_t pairs[REDIS_ALL_MAX];
+    engine_all_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        return ENGINE_ENOTSUP;
+    }
+    *op = (engine_all_op_t){.w = w, .n = n, .fn = fn, .arg = arg};
+    for (size_t i = 0; i < n; i++) {
+        rule_state_t *rs = rules[i];
+        const sl_rule_t *rule = &rs->t->rule;
+        op->window_ns[i] = rule->window_ns;
+        if (rs->has_overrides) {
+            const ov_entry_t *en = override_lookup(w, rs, keys[i], key_lens[i], now_ns);
+            if (en == NULL || (en->present && en->blocked)) {
+                free(op); /* blocked keys and lookup failures: the step-by-step path */
+                return ENGINE_ENOTSUP;
+            }
+            if (en->present) {
+                rule = &en->ov_rule;
+                op->window_ns[i] = en->window_ns;
+            }
+        }
+        pairs[i] = (redis_pair_t){.name = rs->def.name,
+                                  .rule = rule,
+                                  .key = keys[i],
+                                  .key_len = key_lens[i],
+                                  .shadow = rs->def.shadow};
+    }
+    for (size_t i = 0; i < n; i++) {
+        op->rules[i] = rules[i];
+        atomic_fetch_add(&rules[i]->refs, 1);
+    }
+    if (redis_store_decide_all(w->redis, pairs, n, cost, all_done, op) != 0) {
+        for (size_t i = 0; i < n; i++) {
+            state_release(op->rules[i]);
+        }
+        free(op);
+        return ENGINE_ENOTSUP;
+    }
+    return ENGINE_OK;
+}

@@ -99,6 +99,7 @@ enum engine_status {
     ENGINE_EINLINE = -4, /* too many distinct inline rules */
     ENGINE_ERULE = -5,   /* invalid inline rule parameters (err says which) */
     ENGINE_ESTORE = -6,  /* the request store failed (a reset that could not be done) */
+    ENGINE_ENOTSUP = -7, /* not possible this way (the caller has another) */
 };
 
 typedef struct engine_worker engine_worker_t;
@@ -199,6 +200,18 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key,
 /* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                        engine_done_fn fn, void *arg);
+
+/*
+ * SL.ALLOWALL in one atomic step on Redis: when the module is loaded and every pair's key is in
+ * one cluster slot. fn gets either the refusing pair's decision (refused >= 0, n 1) or every
+ * pair's (refused -1). Returns ENGINE_OK (fn called later), or ENGINE_ENOTSUP with nothing done
+ * (the memory store, the Lua scripts, keys on several slots, a blocked key): the caller then
+ * peeks and charges pair by pair.
+ */
+typedef void (*engine_all_fn)(void *arg, const engine_decision_t *d, size_t n, long refused);
+int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *const *keys,
+                          const size_t *key_lens, size_t n, int64_t cost, int64_t now_ns,
+                          engine_all_fn fn, void *arg);
 
 /* Keeps a rule state (and its tables) alive across asynchronous steps; release when done. */
 void engine_rule_hold(rule_state_t *rule);

@@ -443,6 +443,26 @@ static void allowall_step(allowall_t *a)
     allowall_end(a);
 }
 
+/* The atomic step's answer: the refusal, or every pair charged. */
+static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, long refused)
+{
+    allowall_t *a = arg;
+    const engine_decision_t *reply = &d[0];
+    if (refused < 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (!d[i].d.allowed) { /* a store error on a deny rule */
+                reply = &d[i];
+                break;
+            }
+            if (d[i].d.remaining < reply->d.remaining) {
+                reply = &d[i];
+            }
+        }
+    }
+    reply_decision(&a->slot->buf, reply);
+    allowall_end(a);
+}
+
 static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     int64_t cost = 1;
@@ -495,6 +515,11 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         a->rules[i] = rules[i];
         a->ref[i] = (allowall_ref_t){a, i};
         engine_rule_hold(rules[i]);
+    }
+    /* With the Redis store, keys in one slot: all in one atomic step inside Redis. */
+    if (engine_allowall_async(a->w, a->rules, a->keys, a->key_len, n, cost, a->now_ns,
+                              allowall_atomic, a) == ENGINE_OK) {
+        return;
     }
     allowall_decide(a, 0, n, n, 0);
 }

@@ -455,3 +455,8 @@ const rc_stats_t *rc_stats(const rc_client_t *c)
 {
     return &c->stats;
 }
+
+bool rc_is_cluster(const rc_client_t *c)
+{
+    return c->cfg.cluster;
+}

@@ -65,6 +65,9 @@ void rc_free(rc_client_t *c);
 int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
                const size_t *argvlen, rc_reply_fn fn, void *arg);
 
+/* True for a Redis Cluster (redis-cluster://), false for one server. */
+bool rc_is_cluster(const rc_client_t *c);
+
 /* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
 unsigned rc_key_slot(const char *key, size_t len);
 

@@ -75,6 +75,31 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
                        size_t key_len, redis_decision_fn fn, void *arg);
 
 /* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
+#define REDIS_ALL_MAX 64 /* most pairs in one SL.ALLOWALL */
+
+/* One pair of an all-or-nothing decision. */
+typedef struct redis_pair {
+    const char *name;      /* the rule's name */
+    const sl_rule_t *rule; /* its prepared parameters (an override's, if any) */
+    const void *key;
+    size_t key_len;
+    bool shadow; /* a refusal of this pair does not block the others */
+} redis_pair_t;
+
+/* The answer: status 0 and either the refusing pair (refused >= 0, d[0] its decision, n 1) or
+ * every pair charged (refused -1, d[0..n)); status -1 with err when Redis failed. */
+typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
+                             const char *err);
+
+/*
+ * SL.ALLOWALL atomically: when the module is loaded and every pair's key is in one cluster slot
+ * (always so on one server), one script peeks and charges them all inside Redis. Returns 0 and
+ * calls fn once later, or -1 (nothing sent, fn never called) when it cannot: the caller then
+ * takes the step-by-step path.
+ */
+int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
+                           redis_all_fn fn, void *arg);
+
 typedef struct redis_store_stats {
     _Atomic uint64_t decisions;  /* sent to Redis */
     _Atomic uint64_t cache_hits; /* answered from the over-limit cache */

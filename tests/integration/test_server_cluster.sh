@@ -45,6 +45,11 @@ for port in $primaries; do
 done
 check all-first-admitted test "$(awk '$2 == 1' "$ALLOWED" | wc -l)" -eq 60
 
+# --- SL.ALLOWALL: one client key under two rules shares a slot (one atomic script); two client
+# keys on different shards take the step-by-step path; both answer the same way
+check allowall-one-slot matches "$(sc SL.ALLOWALL strict j1 strict j1)" "^1 $LIMIT $((LIMIT - 2)) 0 "
+check allowall-two-slots matches "$(sc SL.ALLOWALL strict j2 strict j3)" "^1 $LIMIT $((LIMIT - 1)) 0 "
+
 # --- move the slot of k1 to another primary by hand (IMPORTING/MIGRATING, MIGRATE, SETSLOT):
 # sluiced's map still points at the old owner, which answers MOVED; the count moved with the key
 slot=$(redis-cli -p "${P[0]}" CLUSTER KEYSLOT k1)

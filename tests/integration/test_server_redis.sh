@@ -56,6 +56,8 @@ run_suite() {
     check "$mode: allowall" matches "$(sc "$p" SL.ALLOWALL api a1 strict a1)" '^1 2 1 0 '
     check "$mode: allowall denied" matches "$(sc "$p" SL.ALLOWALL api a1 strict a1 COST 2)" '^0 2 1 [1-9]'
     check "$mode: allowall charged nothing" matches "$(sc "$p" SL.ALLOW api a1)" '^1 3 1 0 '
+    # one client key under several rules: one cluster slot, so with the module one atomic step
+    check "$mode: allowall one key" matches "$(sc "$p" SL.ALLOWALL api one strict one paced one)" '^1 2 1 0 '
     check "$mode: reset" matches "$(sc "$p" SL.RESET api u1)" '^OK$'
     check "$mode: after reset" matches "$(sc "$p" SL.ALLOW api u1)" '^1 3 2 0 '
     check "$mode: state in redis" matches "$(sc "$rp" KEYS 'sl:{u1}:api:*')" '^sl:\{u1\}:api:[0-9a-f]{8}$'
@@ -87,6 +89,9 @@ start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot
 P1=$RESP_PORT H1=$HTTP_PORT
 check module-detected grep -q "request store redis (sluice.so module)" "$TMP/s1.log"
 run_suite module "$RP" "$P1" "$H1"
+# with the module, every SL.ALLOWALL above was one EVAL (one server: always one step)
+check module-allowall-atomic test "$(redis-cli -p "$RP" INFO commandstats | tr -d '\r' |
+    awk -F'[=,:]' '/^cmdstat_eval:/ {print $3}')" -ge 3
 
 # --- a second sluiced on the same Redis shares every key's limit
 start_sluiced s2 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" ||
