@@ -213,8 +213,8 @@ static void test_every_split_point(void **unused)
     const char *reqs[] = {
         "GET /a?b=c HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
         "\r\nPOST /p HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello",
-        "PUT /r HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-        "5;ext=1\r\nhello\r\na\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\n",
+        ("PUT /r HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;ext=1\r\nhello\r\na\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\n"),
         "GET / HTTP/1.1\nHost: h\n\n", /* bare LFs */
         "M-SEARCH * HTTP/1.1\r\nHost: h\r\n\r\n",
     };
