@@ -204,7 +204,7 @@ static void on_written(uv_write_t *req, int status)
 
 void conn_flush(conn_t *c)
 {
-    if (c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
+    if (c->detached || c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
         return;
     }
     if (c->out.failed) {

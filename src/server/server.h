@@ -57,6 +57,7 @@ struct conn {
     bool continued; /* HTTP: "100 Continue" sent for the request being read */
     bool eof;       /* the client closed its side */
     bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
+    bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
