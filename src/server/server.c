@@ -15,7 +15,8 @@
 
 #define READ_CHUNK      (16 * 1024) /* room offered to each read */
 #define IDLE_TICK_MS    1000
-#define LINGER_MS       2000          /* longest a closing connection waits for the client's EOF */
+#define LINGER_MS       2000 /* longest a closing connection waits for the client's EOF */
+#define STOP_DRAIN_MS   3000 /* longest a stopping loop waits for its connections to finish */
 #define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
 
 typedef struct write_req {
@@ -439,14 +440,34 @@ static void close_handle(uv_handle_t *h, void *arg)
     }
 }
 
+/* Stopping, after the listeners closed: waits (bounded) until every connection is gone (its
+ * answers written, including those waiting on Redis), then lets go of the loop. */
+static void on_drain_tick(uv_timer_t *t)
+{
+    loop_t *l = t->data;
+    uint64_t waited_ms = uv_now(&l->uv) - l->stop_ms;
+    if (l->conns != NULL && waited_ms < STOP_DRAIN_MS) {
+        return;
+    }
+    /* what is still waiting on Redis now is answered by on_store_error */
+    engine_worker_detach(l->worker);
+    for (conn_t *c = l->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        conn_close_now(c);
+    }
+    uv_timer_stop(&l->idle_timer);
+    uv_close((uv_handle_t *)&l->idle_timer, NULL);
+    uv_close((uv_handle_t *)&l->stop_async, NULL);
+}
+
 static void on_stop(uv_async_t *a)
 {
     loop_t *l = a->data;
     for (size_t i = 0; i < l->nlisteners; i++) {
         uv_close((uv_handle_t *)&l->listeners[i], NULL);
     }
-    /* Everything already read has been answered (requests are handled as they are read); what
-     * is left is writing those answers. Connections with a pending write close after it. */
+    /* Everything already read has been answered or is waiting on Redis; what is left is writing
+     * those answers. A connection closes once its answers are out. */
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
         c->closing = true;
@@ -454,10 +475,9 @@ static void on_stop(uv_async_t *a)
             conn_flush(c); /* closes it, or after the write it starts completes */
         }
     }
+    l->stop_ms = uv_now(&l->uv);
     uv_timer_stop(&l->idle_timer);
-    uv_close((uv_handle_t *)&l->idle_timer, NULL);
-    uv_close((uv_handle_t *)&l->stop_async, NULL);
-    engine_worker_detach(l->worker); /* answers decisions still waiting on Redis */
+    uv_timer_start(&l->idle_timer, on_drain_tick, 0, 5);
 }
 
 static void loop_thread(void *arg)

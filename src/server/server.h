@@ -97,7 +97,8 @@ struct loop {
     bool listener_http[SERVER_LISTEN_MAX];
     size_t nlisteners;
     uv_async_t stop_async;
-    uv_timer_t idle_timer;
+    uv_timer_t idle_timer; /* idle timeouts; while stopping, the drain check */
+    uint64_t stop_ms;      /* loop time the stop began */
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;

@@ -102,6 +102,18 @@ check shared-2 matches "$(sc "$P2" SL.ALLOW strict both)" '^1 2 0 0 '
 check shared-3 matches "$(sc "$P1" SL.ALLOW strict both)" '^0 2 0 [1-9]'
 stop_bg s2 TERM
 
+# --- SIGTERM while a decision waits on Redis: the answer is still Redis's, then exit 0
+start_sluiced s4 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" \
+    --store-timeout 2s || { cat "$TMP/s4.log"; exit 1; }
+redis-cli -p "$RP" CLIENT PAUSE 400 ALL >/dev/null
+sc "$RESP_PORT" SL.ALLOW strict term >"$TMP/term.out" &
+asker=$!
+sleep 0.1
+stop_bg s4 TERM
+check term-exit-0 test $? -eq 0
+wait $asker
+check term-answered-by-redis matches "$(cat "$TMP/term.out")" '^1 2 1 0 '
+
 # --- Redis stalls (CLIENT PAUSE): answers come at the deadline, per on_store_error
 redis-cli -p "$RP" CLIENT PAUSE 1000 ALL >/dev/null
 check stall-deny matches "$(sc "$P1" SL.ALLOW strict stall)" '^0 2 0 [1-9]'
