@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# test_lua.sh - sluice's Redis Lua scripts (src/store/lua/*.lua, what sluiced runs with EVALSHA
-# when sluice.so is not loaded) in Debian's redis-server, driven by tests/integration/lua/
-# lua_equiv.py:
-#   - SCRIPT LOAD returns each file's SHA1 (sluiced embeds it); an unloaded SHA1 is NOSCRIPT;
+# test_lua.sh - sluice's Redis Lua scripts (what sluiced runs with EVALSHA when sluice.so is not
+# loaded) in Debian's redis-server, driven by tests/integration/lua/lua_equiv.py. The scripts are
+# the shipped texts the build writes to $SLUICE_BUILD_DIR/src/store/lua/<alg>.lua (src/store/lua/
+# <alg>.lua with its lib/ fragments put in; docs/lua.md):
+#   - every include line was resolved, and the SHA1 of each shipped file is the one sluiced embeds
+#     (lua_scripts.c);
+#   - SCRIPT LOAD returns each file's SHA1; an unloaded SHA1 is NOSCRIPT;
 #   - every argument error, WRONGTYPE, and a key holding something that is no state;
 #   - the server's TIME without the test clock, the absolute expiry at reset, no key written by
 #     a peek or a rejection;
@@ -16,7 +19,8 @@
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
-LUA_DIR=$SLUICE_SOURCE_DIR/src/store/lua
+LUA_DIR=$SLUICE_BUILD_DIR/src/store/lua # the shipped scripts, made by src/store/CMakeLists.txt
+EMBEDDED=$SLUICE_BUILD_DIR/src/store/lua_scripts.c
 DRIVER=$SLUICE_SOURCE_DIR/tests/integration/lua/lua_equiv.py
 [ -x "$SLUICE" ] || { echo "no $SLUICE"; exit 1; }
 SRV_PIN=()
@@ -25,6 +29,20 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     SRV_PIN=(taskset -c 0)
     CLI_PIN=(taskset -c 1)
 fi
+
+ALGS=(fixed_window sliding_log sliding_window sliding_buckets token_bucket gcra)
+# --- the shipped texts: every include line resolved, and the SHA1 the one sluiced embeds
+shipped_ok() {
+    local alg=$1 sha len
+    [ -s "$LUA_DIR/$alg.lua" ] || return 1
+    if grep -n '^-- include:' "$LUA_DIR/$alg.lua"; then return 1; fi
+    sha=$(sha1sum <"$LUA_DIR/$alg.lua" | cut -d' ' -f1)
+    len=$(wc -c <"$LUA_DIR/$alg.lua")
+    grep -q "{\"$alg\", \".*\", $len, \"$sha\"}" "$EMBEDDED"
+}
+for alg in "${ALGS[@]}"; do
+    check "shipped/$alg" shipped_ok "$alg"
+done
 
 PORT=$(free_port)
 mkdir -p "$TMP/redis"
@@ -39,7 +57,7 @@ done
 
 # --- requests/s of each script: printed, not asserted (a shared machine's figures)
 bench() {
-    local alg=$1 sha
+    local alg=$1 sha len
     sha=$(sha1sum "$LUA_DIR/$alg.lua" | cut -d' ' -f1)
     redis-cli -p "$PORT" FLUSHALL >/dev/null
     "${CLI_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -r 100000 -n 200000 \
@@ -47,7 +65,7 @@ bench() {
         awk -F'"' -v alg="$alg" 'NR == 2 { printf "requests/s: %-16s %10.0f\n", alg, $4 }'
 }
 if redis-benchmark --help 2>&1 | grep -q -- --csv; then
-    for alg in fixed_window sliding_log sliding_window sliding_buckets token_bucket gcra; do
+    for alg in "${ALGS[@]}"; do
         bench "$alg"
     done
     # for scale: bench/server/gcra.lua (a minimal GCRA in ms, no argument checks) and INCR

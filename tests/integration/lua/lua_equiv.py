@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""lua_equiv.py - checks sluice's Redis Lua scripts (src/store/lua/*.lua) against the core.
+"""lua_equiv.py - checks sluice's Redis Lua scripts against the core.
 
     lua_equiv.py PORT SLUICE SCRIPT_DIR TMP SEED [check ...]
+
+SCRIPT_DIR holds the shipped scripts <algorithm>.lua: the texts the build makes from
+src/store/lua/ (each script with its lib/ fragments put in) in $SLUICE_BUILD_DIR/src/store/lua.
 
 Checks (all by default): `sha` (SCRIPT LOAD returns the file's SHA1; an unloaded SHA1 is
 NOSCRIPT), `errors` (bad arguments and keys that hold no state of the script), `clock` (the

@@ -1,0 +1,67 @@
+-- lib/args.lua - the part of the contract every script shares (docs/lua.md): the arguments,
+-- their checks and the clock. Not a script of its own: the build puts it into each script in
+-- place of the script's include line, after the script's `local ALG = '<algorithm>'`.
+--
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
+--   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
+--
+-- now_us is the test clock; without it the time is the server's TIME. Times are integer
+-- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years).
+local INT_MAX = 9007199254740991 -- 2^53 - 1
+local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
+local WINDOW_MAX_US = 31622400000000 -- 366 days
+
+-- ARGV[i] as an integer in [min, max]; or nil and the error naming the argument `name`.
+local function int_arg(i, name, min, max)
+    local s = ARGV[i]
+    local v = s and string.match(s, '^-?%d+$') and tonumber(s)
+    if not v or v < min or v > max then
+        return nil, string.format('ERR sluice %s: %s must be an integer in [%.0f, %.0f], got %s',
+            ALG, name, min, max, s and ("'" .. s .. "'") or 'nothing')
+    end
+    return v
+end
+
+-- The rule and the request in ARGV, checked in argument order (the first bad one is reported)
+-- against this algorithm's ranges: limit in [1, limit_max], burst in [burst_min, burst_max],
+-- buckets in [buckets_min, buckets_max], max_delay_us in [delay_min, delay_max] ([-1, 0] where a
+-- parameter does not apply). check_buckets(buckets, window), if given, runs right after buckets
+-- is read and returns the buckets to use, or nil and an error. Returns nil and then limit,
+-- window, burst, buckets, max_delay, cost and now (clamped to [0, NOW_MAX_US] as the core clamps
+-- it); or the error. Numbers, not a table of ranges: a script runs all of this on every call, and
+-- tables cost allocations.
+local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
+                         delay_max, check_buckets)
+    local limit, window, burst, buckets, max_delay, cost, now, err
+    limit, err = int_arg(1, 'limit', 1, limit_max)
+    if err then return err end
+    window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
+    if err then return err end
+    burst, err = int_arg(3, 'burst', burst_min, burst_max)
+    if err then return err end
+    buckets, err = int_arg(4, 'buckets', buckets_min, buckets_max)
+    if err then return err end
+    if check_buckets then
+        buckets, err = check_buckets(buckets, window)
+        if err then return err end
+    end
+    max_delay, err = int_arg(5, 'max_delay_us', delay_min, delay_max)
+    if err then return err end
+    cost, err = int_arg(6, 'cost', 0, INT_MAX)
+    if err then return err end
+    if ARGV[7] then
+        now, err = int_arg(7, 'now_us', -INT_MAX, INT_MAX)
+        if err then return err end
+    else
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now = math.min(math.max(now, 0), NOW_MAX_US)
+    return nil, limit, window, burst, buckets, max_delay, cost, now
+end
+
+-- The error reply for a key that holds a string that is not this algorithm's state.
+local function no_state_reply(key)
+    return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
+        ' state')
+end

@@ -1,0 +1,113 @@
+-- lib/gcra_core.lua - GCRA as token_bucket.lua and gcra.lua share it (docs/lua.md), put into
+-- those scripts by the build in place of their include line, after lib/args.lua and the script's
+-- capacity(burst): the capacity for the rule's burst B (the limit where the rule says -1), or nil
+-- and the error. That function is the only difference between the two: token_bucket's capacity is
+-- B (at least 1), gcra's (redis-cell's CL.THROTTLE) B + 1.
+--
+-- burst -1 = limit; buckets must be -1 or 0. The state is the core's own: TAT (the theoretical
+-- arrival time) in integer nanoseconds, a decimal string that Redis stores as an integer.
+-- Nanoseconds do not fit a double, so every time here is a pair (q, r): q microseconds and r in
+-- [0, 1000) nanoseconds. That keeps the core's T = ceil(W / N) in ns, so decisions are the core's
+-- for every rule, reported in microseconds rounded up. Only an admitted cost > 0 writes (SET ..
+-- PXAT, the key vanishes when its TAT passes and it is fresh again).
+local TOL_MAX_Q, TOL_MAX_R = 2305843009213693, 951 -- SL_TOLERANCE_MAX_NS, (2^63 - 1) / 4 ns
+local CAP_MAX = 9000000000000 -- capacity * 999 ns stays below 2^53
+
+-- limit up to CAP_MAX; burst -1 (the limit) up to CAP_MAX - 1; buckets does not apply; max_delay_us
+-- up to 366 days
+local err, limit, window, burst, _, max_delay, cost, now =
+    rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
+if err then return redis.error_reply(err) end
+if burst == -1 then burst = limit end
+local cap
+cap, err = capacity(burst)
+if err then return redis.error_reply(err) end
+
+-- (q, r) pairs: q * 1000 + r ns with 0 <= r < 1000; q may be negative.
+local function norm(q, r)
+    local k = math.floor(r / 1000)
+    return q + k, r - 1000 * k
+end
+local function gt(aq, ar, bq, br)
+    return aq > bq or (aq == bq and ar > br)
+end
+local function ceil_us(q, r)
+    if r > 0 then return q + 1 end
+    return q
+end
+
+-- T = ceil(1000 W / N) ns, the core's emission interval: with W = a N + b (b < N),
+-- T = 1000 a + ceil(1000 b / N), and 1000 b < 2^53 since N <= CAP_MAX
+local a = math.floor(window / limit)
+local b = window - a * limit
+local d = math.floor(1000 * b / limit)
+local rest = 1000 * b - d * limit
+if rest < 0 then
+    d, rest = d - 1, rest + limit
+elseif rest >= limit then
+    d, rest = d + 1, rest - limit
+end
+if rest > 0 then d = d + 1 end
+local tq, tr = norm(a, d)
+local function times_t(k) -- k * T, exact while k * 999 < 2^53 (k <= CAP_MAX)
+    return norm(k * tq, k * tr)
+end
+local tolq, tolr = times_t(cap) -- the tolerance, T * capacity
+if gt(tolq, tolr, TOL_MAX_Q, TOL_MAX_R) then
+    return redis.error_reply('ERR sluice ' .. ALG .. ': the rule overflows 64-bit nanoseconds ' ..
+        '(emission interval times capacity above (2^63 - 1) / 4 ns)')
+end
+
+-- What a request at now (n_q, n_r) could still take with the bucket's level at t (t_q, t_r):
+-- floor((tol - (t - now)) / T), found from a double's estimate and corrected exactly.
+local function remaining_at(t_q, t_r, n_q, n_r)
+    local hq, hr = norm(tolq - t_q + n_q, tolr - t_r + n_r)
+    if hq < 0 or (hq == 0 and hr == 0) then return 0 end
+    local function over(k) -- k * T > headroom
+        local q, r = times_t(k)
+        return gt(q, r, hq, hr)
+    end
+    local k = math.floor((hq * 1000 + hr) / (tq * 1000 + tr))
+    while k > 0 and over(k) do k = k - 1 end
+    while not over(k + 1) do k = k + 1 end
+    return k
+end
+
+local key = KEYS[1]
+local s = redis.call('GET', key)
+local tatq, tatr = 0, 0
+if s then
+    if not string.match(s, '^%d+$') or #s > 19 then
+        return no_state_reply(key)
+    end
+    if #s > 3 then
+        tatq, tatr = tonumber(string.sub(s, 1, -4)), tonumber(string.sub(s, -3))
+    else
+        tatr = tonumber(s)
+    end
+end
+
+-- clamp to the earliest time the last admission can have happened: TAT - tol - max_delay
+local nq, nr = norm(tatq - tolq - max_delay, tatr - tolr)
+if not gt(nq, nr, now, 0) then nq, nr = now, 0 end
+-- (nq, nr) is now from here on; TAT0 = max(TAT, now)
+local t0q, t0r = tatq, tatr
+if gt(nq, nr, tatq, tatr) then t0q, t0r = nq, nr end
+local reset0 = ceil_us(norm(t0q - nq, t0r - nr))
+
+if cost > cap then -- c * T > tol: never
+    return {0, cap, remaining_at(t0q, t0r, nq, nr), -1, reset0, 0}
+end
+local t1q, t1r = norm(t0q + cost * tq, t0r + cost * tr)
+local wq, wr = norm(t1q - tolq - nq, t1r - tolr - nr) -- wait = TAT' - tol - now
+if gt(wq, wr, max_delay, 0) then
+    return {0, cap, remaining_at(t0q, t0r, nq, nr), ceil_us(wq, wr), reset0, 0}
+end
+local delay = 0
+if cost > 0 then
+    if wq >= 0 then delay = ceil_us(wq, wr) end -- a peek is never delayed
+    local text = tostring(t1r)
+    if t1q > 0 then text = string.format('%d%03d', t1q, t1r) end
+    redis.call('SET', key, text, 'PXAT', math.floor((ceil_us(t1q, t1r) + 999) / 1000))
+end
+return {1, cap, remaining_at(t1q, t1r, nq, nr), 0, ceil_us(norm(t1q - nq, t1r - nr)), delay}
