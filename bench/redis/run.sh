@@ -4,7 +4,8 @@
 # nothing), every command before its output, and one table of medians with ratios.
 #
 #   1. GCRA in one redis-server 7 (Debian's), redis-benchmark -c 50 -r 100000 -P 16:
-#        SL.THROTTLE key gcra 100 1000 (sluice.so)   EVALSHA bench/server/gcra.lua (GCRA in Lua,
+#        SL.THROTTLE key gcra 100 1000 (sluice.so)   MIN.GCRA (bench/redis/minimal_gcra.c: the least
+#        a replicated GCRA module does)   EVALSHA bench/server/gcra.lua (GCRA in Lua,
 #        the same reply)   EVALSHA src/store/lua/gcra.lua (what sluiced sends without the module)
 #        INCR (the floor of a Redis write)   SET k v PX 60000 (a write with an expiry)
 #   2. The sliding log, 100 per 60 s, same flags: SL.THROTTLE key sliding_log 100 60000 against
@@ -16,8 +17,8 @@
 #   4. sluiced --threads 1 --store redis://  (one redis-server with sluice.so) and
 #        --store redis-cluster:// (3 primaries with sluice.so, no replicas), redis-benchmark
 #        SL.THROTTLE key:__rand_int__ gcra 100 1000 through sluiced (-P 16, and -P 1 for latency),
-#        sliding_log 100 60000 through sluiced to one redis-server, and sluiced's memory store as
-#        the reference; req/s, p50/p99, and CPU per decision of sluiced and of Redis apart, which
+#        the same with sliding_log 100 60000 (seed 003's rule), and sluiced's memory store as the
+#        reference; req/s, p50/p99, and CPU per decision of sluiced and of Redis apart, which
 #        give the decisions per core-second.
 #
 # Every server (redis-server, the cluster's nodes, sluiced) runs pinned to CPU 0 (taskset -c 0),
@@ -26,7 +27,7 @@
 # figures come from each process's CPU time (/proc/PID/stat). Everything listens on 127.0.0.1 on
 # free ports; every process started here is stopped by its PID on exit.
 #
-#   bench/redis/run.sh              REPS=3 repetitions, medians; about 3 minutes on a quiet machine
+#   bench/redis/run.sh              REPS=3 repetitions, medians; about 4 minutes on a quiet machine
 #   QUICK=1 bench/redis/run.sh      a smoke run: 1 repetition, small counts (figures not comparable)
 #   REPS=5 bench/redis/run.sh       more repetitions
 #   BUILD_DIR=/tmp/b bench/redis/run.sh   build (RelWithDebInfo, no sanitizer) there
@@ -49,20 +50,28 @@ else
 fi
 FULL_R=$((N_SLOG / 100)) # -r of the sliding-log runs whose keys fill up
 CLIENTS=50
+QUIET_BUDGET_S=${QUIET_BUDGET_S:-90} # in all, waiting for other processes to leave the CPUs
 BENCH_NAME=bench/redis/run.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
 # ---- tools, build ------------------------------------------------------------------------------
 need_tools redis-server redis-benchmark redis-cli taskset curl python3 cmake
-bench_build "$BUILD" sluiced sluice_module
+bench_build "$BUILD" sluiced sluice_module minimal_gcra
 SLUICED=$BUILD/src/server/sluiced
 MODULE=$BUILD/src/module/sluice.so
+MINMOD=$BUILD/bench/minimal_gcra.so
+# The Lua scripts as sluiced sends them: src/store/lua/<alg>.lua with its fragments put in by
+# the build (docs/lua.md); the files in the source tree do not run on their own.
+LUA_DIR=$BUILD/src/store/lua
+for f in "$MODULE" "$MINMOD" "$LUA_DIR/gcra.lua" "$LUA_DIR/sliding_log.lua"; do
+    [ -f "$f" ] || die "the build made no $f"
+done
 bench_init
 
 bench_machine
 say "versions: $("$SLUICED" --version 2>&1 | head -n1); $(redis-server --version | cut -d' ' -f1-3);" \
-    "module $MODULE"
+    "modules $MODULE, $MINMOD"
 say "pinning: servers (redis-server, cluster nodes, sluiced) ${SRV_PIN[*]:-(none)}," \
     "clients ${CLI_PIN[*]:-(none)}; repetitions: $REPS (median)"
 
@@ -73,18 +82,20 @@ rcli() { # PORT ARGS..: redis-cli on 127.0.0.1, one reply per line, no \r
     redis-cli -h 127.0.0.1 -p "$port" "$@" | tr -d '\r'
 }
 # One redis-server for parts 1-3 and for sluiced --store redis://. No persistence, as
-# bench/server/run.sh; the module loaded (it does not change what INCR or EVALSHA do).
+# bench/server/run.sh; sluice.so and minimal_gcra.so loaded (they change nothing INCR, SET or
+# EVALSHA do).
 RD_PORT=$(free_port)
 mkdir -p "$TMP/redis"
 start redis "${SRV_PIN[@]}" redis-server --port "$RD_PORT" --bind 127.0.0.1 --save "" \
-    --appendonly no --daemonize no --dir "$TMP/redis" --loadmodule "$MODULE"
+    --appendonly no --daemonize no --dir "$TMP/redis" --loadmodule "$MODULE" --loadmodule "$MINMOD"
 RD_PID=$LAST_PID
 wait_port "$RD_PORT"
-# The scripts' exact bytes (-x: the last argument from stdin), so the SHA1s are docs/lua.md's.
+# The scripts' exact bytes (-x: the last argument from stdin), so the SHA1s are those sluiced
+# has compiled in.
 SHA_BENCH=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$ROOT/bench/server/gcra.lua")
-SHA_STORE=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$ROOT/src/store/lua/gcra.lua")
+SHA_STORE=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$LUA_DIR/gcra.lua")
 SHA_ZSET=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$ROOT/bench/redis/zset_log.lua")
-SHA_SLOG=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$ROOT/src/store/lua/sliding_log.lua")
+SHA_SLOG=$(rcli "$RD_PORT" -x SCRIPT LOAD <"$LUA_DIR/sliding_log.lua")
 say "scripts: bench/server/gcra.lua $SHA_BENCH, src/store/lua/gcra.lua $SHA_STORE," \
     "bench/redis/zset_log.lua $SHA_ZSET, src/store/lua/sliding_log.lua $SHA_SLOG"
 
@@ -172,10 +183,17 @@ b=$(rcli "$RD_PORT" EVALSHA "$SHA_BENCH" 1 check:b 100 1000 | flat)
 c=$(rcli "$RD_PORT" EVALSHA "$SHA_STORE" 1 check:c 100 1000000 100 0 0 1 | flat)
 say "  gcra 100 per 1000 ms: SL.THROTTLE -> $m; gcra.lua -> $b; src/store/lua/gcra.lua (us) -> $c"
 [ "$m" = "$b" ] || say "  WARNING: SL.THROTTLE and bench/server/gcra.lua reply differently"
+n=$(rcli "$RD_PORT" MIN.GCRA check:n 100 100 1000 | flat)
+k=$(rcli "$RD_PORT" CL.THROTTLE check:k 100 100 1 | flat)
+say "  redis-cell's numbers (burst 100, 100 per 1 s): MIN.GCRA (minimal_gcra.so) -> $n; CL.THROTTLE -> $k"
 l=$(rcli "$RD_PORT" SL.THROTTLE check:l sliding_log 100 60000 | flat)
 z=$(rcli "$RD_PORT" EVALSHA "$SHA_ZSET" 1 check:z 100 60000 | flat)
 say "  sliding_log 100 per 60000 ms: SL.THROTTLE -> $l; zset_log.lua -> $z"
 [ "$l" = "$z" ] || say "  WARNING: SL.THROTTLE sliding_log and zset_log.lua reply differently"
+# an error (or nothing) in place of an admission would be measured as a fast request
+for r in "$m" "$b" "$c" "$l" "$z" "$n" "$k"; do
+    case $r in "1 "* | "0 "*) ;; *) die "a first reply is not a decision: '$r'" ;; esac
+done
 for spec in "$SA_PORT:redis" "$SB_PORT:cluster" "$SM_PORT:memory"; do
     s=$(rcli "${spec%%:*}" SL.THROTTLE check:s gcra 100 1000 | flat)
     say "  through sluiced (${spec#*:} store): SL.THROTTLE check:s gcra 100 1000 -> $s"
@@ -226,6 +244,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     say "repetition $rep/$REPS"
     # 1. GCRA and the plain writes, one redis-server
     rbs mod:gcra "$RD_PID" "$RD_PORT" - "$N_FAST" 16 SL.THROTTLE 'g:__rand_int__' gcra 100 1000
+    rbs min:gcra "$RD_PID" "$RD_PORT" - "$N_FAST" 16 MIN.GCRA 'n:__rand_int__' 100 100 1000
     rbs lua:bench "$RD_PID" "$RD_PORT" - "$N_LUA" 16 EVALSHA "$SHA_BENCH" 1 'b:__rand_int__' 100 1000
     rbs lua:store "$RD_PID" "$RD_PORT" - "$N_LUA" 16 EVALSHA "$SHA_STORE" 1 'c:__rand_int__' 100 1000000 100 0 0 1
     rbs incr "$RD_PID" "$RD_PORT" - "$N_FAST" 16 INCR 'i:__rand_int__'
@@ -234,6 +253,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
     #    (about N_SLOG / KEYS_R stamps per key at its end)
     rbs mod:slog "$RD_PID" "$RD_PORT" - "$N_SLOG" 16 SL.THROTTLE "l$rep:__rand_int__" sliding_log 100 60000
     rbs lua:zset "$RD_PID" "$RD_PORT" - "$N_SLOG" 16 EVALSHA "$SHA_ZSET" 1 "z$rep:__rand_int__" 100 60000
+    #    and without pipelining: 50 connections, one request each in flight, as a primary sees
+    #    many sluiced that each have few decisions in flight for it (docs/scaling.md)
+    rbs mod:slog:P1 "$RD_PID" "$RD_PORT" - "$N_SL_P1" 1 SL.THROTTLE "j$rep:__rand_int__" sliding_log 100 60000
     rbs lua:slog "$RD_PID" "$RD_PORT" - "$N_SLOG" 16 EVALSHA "$SHA_SLOG" 1 "y$rep:__rand_int__" 100 60000000 0 0 0 1
     #    keys filling up: -r FULL_R, N_SLOG / FULL_R = 100 requests per key on average, so keys
     #    end the run near their limit (and a few over it: rejections)
@@ -247,13 +269,15 @@ for ((rep = 1; rep <= REPS; rep++)); do
     rbs sl:redis:slog "$SA_PID $RD_PID" "$SA_PORT" "$SA_HTTP" "$N_SL" 16 SL.THROTTLE "q$rep:__rand_int__" sliding_log 100 60000
     rbs sl:cluster "$SB_PID $CL_PIDS_S" "$SB_PORT" "$SB_HTTP" "$N_SL" 16 SL.THROTTLE 'k:__rand_int__' gcra 100 1000
     rbs sl:cluster:P1 "$SB_PID $CL_PIDS_S" "$SB_PORT" "$SB_HTTP" "$N_SL_P1" 1 SL.THROTTLE 'k:__rand_int__' gcra 100 1000
+    rbs sl:cluster:slog "$SB_PID $CL_PIDS_S" "$SB_PORT" "$SB_HTTP" "$N_SL" 16 SL.THROTTLE "p$rep:__rand_int__" sliding_log 100 60000
+    rbs sl:cluster:slog:P1 "$SB_PID $CL_PIDS_S" "$SB_PORT" "$SB_HTTP" "$N_SL_P1" 1 SL.THROTTLE "o$rep:__rand_int__" sliding_log 100 60000
     rbs sl:memory "$SM_PID" "$SM_PORT" - "$N_MEM" 16 SL.THROTTLE 'k:__rand_int__' gcra 100 1000
 done
 errs=$(rcli "$RD_PORT" INFO stats | awk -F: '$1 == "total_error_replies" { print $2 }')
 say "error replies of the redis-server in all: $errs (the sanity checks above make none)"
 cl_keys=""
 for p in "${CL_PORTS[@]}"; do cl_keys="$cl_keys $(rcli "$p" DBSIZE)"; done
-say "keys on the cluster's primaries now (gcra keys live ~10 ms):$cl_keys;" \
+say "keys on the cluster's primaries now (gcra keys live ~10 ms, sliding_log keys 60 s):$cl_keys;" \
     "sl.throttle calls per primary: $(for p in "${CL_PORTS[@]}"; do
         rcli "$p" INFO commandstats | awk -F'[=:,]' '$1 == "cmdstat_sl.throttle" { printf "%s ", $3 }'
     done)"
@@ -299,9 +323,12 @@ mem_case() { # CASE N M WORDS..
     fill "$n" "$m" "$pre" "$@"
     printf '  %-12s %s keys x %s: used_memory +%s B, %s B per %s  (%s)\n' "$case" "$n" "$m" \
         "$MEM_B" "$MEM_PER" "$([ "$m" = 1 ] && echo key || echo 'stored request')" "$*"
-    echo "$case $MEM_PER" >>"$MEM"
+    awk -v c="$case" -v b="$MEM_B" -v k="$((n * m))" 'BEGIN { printf "%s %.4f\n", c, b / k }' >>"$MEM"
 }
-mem_get() { awk -v c="$1" '$1 == c { print $2 }' "$MEM"; }
+mem_get() { awk -v c="$1" '$1 == c { printf "%.1f\n", $2 }' "$MEM"; }
+mem_ratio() { # CASE_A CASE_B: A / B to 3 decimals, from the unrounded bytes
+    awk -v a="$1" -v b="$2" '$1 == a { x = $2 } $1 == b { y = $2 } END { printf "%.3f\n", x / y }' "$MEM"
+}
 
 say ""
 say "== memory (used_memory of the redis-server after FLUSHALL and after the fill; once, it is"
@@ -337,6 +364,7 @@ say "   redis-server 7 and sluiced on CPU 0, the client on CPU 1"
 row "1. GCRA, one redis-server" "req/s" "p50 ms" "p99 ms" "us/req" "module /" ""
 mg=$(med mod:gcra 2)
 for spec in "mod:gcra|SL.THROTTLE gcra 100 1000 (sluice.so)||" \
+    "min:gcra|MIN.GCRA (minimal_gcra.so, the floor)||" \
     "lua:bench|EVALSHA bench/server/gcra.lua|>=|3" \
     "lua:store|EVALSHA src/store/lua/gcra.lua|>=|3" \
     "incr|INCR|>=|0.8" \
@@ -353,18 +381,19 @@ ms=$(med mod:slog 2)
 row "  SL.THROTTLE sliding_log 100 60000" "$(f0 "$ms")" "$(f3 "$(med mod:slog 3)")" \
     "$(f3 "$(med mod:slog 4)")" "$(f2 "$(med mod:slog 5)")" - ""
 for spec in "lua:zset|EVALSHA zset_log.lua|>=|5" "lua:slog|EVALSHA src/store/lua/sliding_log.lua||" \
+    "mod:slog:P1|-P 1: SL.THROTTLE sliding_log||" \
     "mod:slog:full|keys filling up (-r $FULL_R): SL.THROTTLE||" \
     "lua:zset:full|keys filling up (-r $FULL_R): zset_log.lua|>=|5"; do
     IFS='|' read -r c label op bound <<<"$spec"
     r=-
-    [ "$c" = mod:slog:full ] || r=$(ratio "$([ "$c" = lua:zset:full ] && med mod:slog:full 2 || echo "$ms")" "$(med "$c" 2)")
+    [ "$c" = mod:slog:full ] || [ "$c" = mod:slog:P1 ] || r=$(ratio "$([ "$c" = lua:zset:full ] && med mod:slog:full 2 || echo "$ms")" "$(med "$c" 2)")
     row "  $label" "$(f0 "$(med "$c" 2)")" "$(f3 "$(med "$c" 3)")" "$(f3 "$(med "$c" 4)")" \
         "$(f2 "$(med "$c" 5)")" "$r" "$([ -z "$op" ] || target "$r" "$op" "$bound")"
 done
 for m in 100 10; do
     a=$(mem_get "mod-log$m")
     z=$(mem_get "zset-log$m")
-    r=$(ratio "$a" "$z")
+    r=$(mem_ratio "mod-log$m" "zset-log$m")
     say "  memory per stored request, keys with $m of 100 stamps: module $a B, ZSET $z B," \
         "module / ZSET $r ($(target "$r" "<=" 0.25))"
 done
@@ -372,7 +401,7 @@ say "    (sluiced's Lua sliding_log.lua, keys full: $(mem_get lua-log100) B per 
 say ""
 a=$(mem_get gcra-mod)
 s=$(mem_get set)
-r=$(ratio "$a" "$s")
+r=$(mem_ratio gcra-mod set)
 say "3. memory per key: SL.THROTTLE gcra $a B, SET k v PX $s B, module / SET $r ($(target "$r" "<=" 1));"
 say "   the key src/store/lua/gcra.lua writes (the TAT as an integer string): $(mem_get lua-gcra) B"
 say ""
@@ -381,6 +410,7 @@ row "   (us/req: CPU per decision of each)" "" "" "" "us/req" "us/req" "sluiced 
 for spec in "sl:redis|redis://, gcra 100 1000" "sl:redis:P1|redis://, gcra, -P 1" \
     "sl:redis:slog|redis://, sliding_log 100 60000" \
     "sl:cluster|redis-cluster:// 3 shards, gcra" "sl:cluster:P1|redis-cluster://, gcra, -P 1" \
+    "sl:cluster:slog|redis-cluster://, sliding_log" "sl:cluster:slog:P1|redis-cluster://, sliding_log, -P 1" \
     "sl:memory|memory store (no Redis), gcra"; do
     IFS='|' read -r c label <<<"$spec"
     su=$(med "$c" 9)
