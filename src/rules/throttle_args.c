@@ -28,14 +28,13 @@ static int fail(char *err, const char *fmt, ...)
     return -1;
 }
 
-static bool arg_is(const throttle_arg_t *a, const char *word)
+bool throttle_arg_is(const throttle_arg_t *a, const char *word)
 {
     size_t n = strlen(word);
     return a->len == n && strncasecmp(a->ptr, word, n) == 0;
 }
 
-/* A strict decimal integer: optional '-', digits only, within int64. */
-static bool arg_i64(const throttle_arg_t *a, int64_t *out)
+bool throttle_arg_i64(const throttle_arg_t *a, int64_t *out)
 {
     if (a->len == 0 || a->len > 20) {
         return false;
@@ -120,21 +119,21 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
                     show(&argv[2], b));
     }
     int64_t window_ms = 0;
-    if (!arg_i64(&argv[3], &p->limit)) {
+    if (!throttle_arg_i64(&argv[3], &p->limit)) {
         return fail(err, "ERR limit is not an integer or out of range");
     }
-    if (!arg_i64(&argv[4], &window_ms)) {
+    if (!throttle_arg_i64(&argv[4], &window_ms)) {
         return fail(err, "ERR window_ms is not an integer or out of range");
     }
     for (size_t i = 5; i < argc; i += 2) {
         if (i + 1 >= argc) {
             return fail(err, "ERR syntax error");
         }
-        const char *what = arg_is(&argv[i], "BURST")       ? "burst"
-                           : arg_is(&argv[i], "BUCKETS")   ? "buckets"
-                           : arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
-                           : arg_is(&argv[i], "COST")      ? "cost"
-                                                           : NULL;
+        const char *what = throttle_arg_is(&argv[i], "BURST")       ? "burst"
+                           : throttle_arg_is(&argv[i], "BUCKETS")   ? "buckets"
+                           : throttle_arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
+                           : throttle_arg_is(&argv[i], "COST")      ? "cost"
+                                                                    : NULL;
         if (what == NULL) {
             return fail(err, "ERR syntax error");
         }
@@ -142,7 +141,7 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
             return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
         }
         int64_t v;
-        if (!arg_i64(&argv[i + 1], &v)) {
+        if (!throttle_arg_i64(&argv[i + 1], &v)) {
             return fail(err, "ERR %s is not an integer or out of range", what);
         }
         if (v < 0) {
@@ -183,7 +182,7 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     }
     int64_t v[4] = {0, 0, 0, 1}; /* max_burst, count, period_s, quantity */
     for (size_t i = 2; i < argc; i++) {
-        if (!arg_i64(&argv[i], &v[i - 2])) {
+        if (!throttle_arg_i64(&argv[i], &v[i - 2])) {
             char b[SHOW_BUF];
             return fail(err, "ERR Couldn't parse as integer: %s", show(&argv[i], b));
         }

@@ -68,6 +68,13 @@ typedef struct throttle_req {
 int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
                    char err[THROTTLE_ERR_MAX]);
 
+/* True when the argument is `word`, ASCII case-insensitively. */
+bool throttle_arg_is(const throttle_arg_t *a, const char *word);
+
+/* A strict decimal integer: optional '-', digits only, no spaces or '+', within int64. Returns
+ * true and sets *out, or false. */
+bool throttle_arg_i64(const throttle_arg_t *a, int64_t *out);
+
 /* The name sluiced gives an inline rule in errors, from its parameters as given:
  * "inline:<algorithm>:<limit>:<window_ms>:<burst>:<buckets>", cut at THROTTLE_NAME_MAX bytes. */
 void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1]);

@@ -40,39 +40,20 @@ typedef struct command {
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
+/* RESP arguments are throttle_arg_t's layout: one set of argument helpers (rules/throttle_args). */
+_Static_assert(sizeof(resp_arg_t) == sizeof(throttle_arg_t) &&
+                   offsetof(resp_arg_t, ptr) == offsetof(throttle_arg_t, ptr) &&
+                   offsetof(resp_arg_t, len) == offsetof(throttle_arg_t, len),
+               "resp_arg_t and throttle_arg_t differ");
+
 static bool arg_is(const resp_arg_t *a, const char *word)
 {
-    size_t n = strlen(word);
-    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
+    return throttle_arg_is((const throttle_arg_t *)a, word);
 }
 
-/* A strict decimal integer (optional '-', no spaces, no '+', within int64). */
 static bool arg_i64(const resp_arg_t *a, int64_t *out)
 {
-    if (a->len == 0 || a->len > 20) {
-        return false;
-    }
-    size_t i = 0;
-    bool neg = a->ptr[0] == '-';
-    if (neg) {
-        i = 1;
-        if (a->len == 1) {
-            return false;
-        }
-    }
-    uint64_t v = 0;
-    for (; i < a->len; i++) {
-        unsigned d = (unsigned char)a->ptr[i] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10) {
-            return false;
-        }
-        v = v * 10 + d;
-    }
-    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) {
-        return false;
-    }
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return true;
+    return throttle_arg_i64((const throttle_arg_t *)a, out);
 }
 
 static void reply_wrong_arity(conn_t *c, const resp_arg_t *name)
