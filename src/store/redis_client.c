@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <hiredis/async.h>
+#include <hiredis/sds.h>
 
 #include "client/uv_glue.h"
 
@@ -34,6 +35,7 @@ struct rc_client {
     bool refreshing;
     bool closing; /* rc_free() is tearing down: no reconnects, no refreshes */
     uint64_t last_refresh_ms;
+    uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
     rc_stats_t stats;
 };
 
@@ -412,6 +414,23 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
     return 0;
 }
 
+/*
+ * Commands queued during one loop turn (every read of the turn is a batch of decisions) are
+ * written right after the turn's I/O callbacks, in one write per node, instead of waiting for
+ * the next poll to report the socket writable: a loop turn less of latency per decision.
+ */
+static void on_flush(uv_check_t *h)
+{
+    rc_client_t *c = h->data;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        redisAsyncContext *ac = c->nodes[i].ac;
+        if (ac != NULL && (ac->c.flags & REDIS_CONNECTED) && ac->c.obuf != NULL &&
+            sdslen(ac->c.obuf) > 0) {
+            redisAsyncHandleWrite(ac);
+        }
+    }
+}
+
 int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *err)
 {
     rc_client_t *c = calloc(1, sizeof *c);
@@ -430,8 +449,16 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
     if (cfg->cluster) {
         refresh_slots(c);
     }
+    uv_check_init(loop, &c->flush);
+    c->flush.data = c;
+    uv_check_start(&c->flush, on_flush);
     *out = c;
     return 0;
+}
+
+static void on_flush_closed(uv_handle_t *h)
+{
+    free(h->data);
 }
 
 void rc_free(rc_client_t *c)
@@ -440,6 +467,7 @@ void rc_free(rc_client_t *c)
         return;
     }
     c->closing = true;
+    uv_check_stop(&c->flush);
     for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].ac != NULL) {
             redisAsyncContext *ac = c->nodes[i].ac;
@@ -448,7 +476,7 @@ void rc_free(rc_client_t *c)
             redisAsyncFree(ac); /* fails pending callbacks with a NULL reply */
         }
     }
-    free(c);
+    uv_close((uv_handle_t *)&c->flush, on_flush_closed); /* frees c */
 }
 
 const rc_stats_t *rc_stats(const rc_client_t *c)
