@@ -1136,7 +1136,7 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
             op->out.window_ns = en->window_ns;
         }
     }
-    redis_store_decide(w->redis, rs->def.name, rule, key, key_len, cost, remote_done, op);
+    redis_store_decide(w->redis, rs->def.name, rule, key, key_len, cost, now_ns, remote_done, op);
     return ENGINE_OK;
 }
 

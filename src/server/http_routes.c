@@ -843,6 +843,7 @@ void http_process(conn_t *c)
     int64_t start_ns = sl_now_ns();
     l->now_ns = start_ns;
     engine_worker_begin(l->worker);
+    c->in_batch = true;
     while (off < c->in_len && !c->closing) {
         http_request_t req;
         int status = 0;

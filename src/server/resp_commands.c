@@ -1263,6 +1263,7 @@ void resp_process(conn_t *c)
     int64_t start_ns = sl_now_ns();
     l->now_ns = start_ns;
     engine_worker_begin(l->worker);
+    c->in_batch = true;
     while (off < c->in_len && !c->closing && !c->writing) {
         size_t argc = 0;
         long used =

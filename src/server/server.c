@@ -303,7 +303,9 @@ void conn_resolve(reply_slot_t *slot)
         resp_buf_free(&s->buf);
         free(s);
     }
-    conn_flush(c);
+    if (!c->in_batch) { /* inside a batch, the batch's end writes everything at once */
+        conn_flush(c);
+    }
 }
 
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
@@ -328,6 +330,7 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
 {
     loop_t *l = c->loop;
+    c->in_batch = false;
     if (consumed > 0) {
         memmove(c->in, c->in + consumed, c->in_len - consumed);
         c->in_len -= consumed;

@@ -58,6 +58,7 @@ struct conn {
     bool eof;       /* the client closed its side */
     bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
     bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
+    bool in_batch;  /* a read's requests are being answered: conn_batch_done writes them */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */

@@ -383,7 +383,8 @@ static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
 }
 
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
-                        size_t key_len, int64_t cost, redis_decision_fn fn, void *arg)
+                        size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
+                        void *arg)
 {
     char rkey[RKEY_MAX];
     size_t rkey_len = redis_key(name, rule, key, key_len, rkey, sizeof rkey);
@@ -409,7 +410,6 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     }
     uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
     cache_entry_t *e = cache_slot(s, h);
-    int64_t now_ns = sl_now_ns();
     uint64_t epoch = atomic_load_explicit(s->reset_epoch, memory_order_acquire);
     if (cost > 0 && e->hash == h && e->until_ns > now_ns && e->epoch == epoch) {
         /* known to be over its limit: no round trip */

@@ -64,11 +64,13 @@ typedef void (*redis_decision_fn)(void *arg, int status, const sl_decision_t *d,
 
 /*
  * Decides cost units for key under the prepared rule (named name, for the Redis key) at the
- * Redis server's time. Calls fn exactly once: at once for a cache hit or when nothing could be
- * sent, else when the reply or the deadline comes.
+ * Redis server's time; now_ns (the caller's batch clock) only dates the over-limit cache. Calls fn
+ * exactly once: at once for a cache hit or when nothing could be sent, else when the reply or the
+ * deadline comes.
  */
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
-                        size_t key_len, int64_t cost, redis_decision_fn fn, void *arg);
+                        size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
+                        void *arg);
 
 /* Forgets key under rule (DEL). fn gets status 0 or -1; d is NULL. */
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,

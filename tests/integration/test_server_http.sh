@@ -194,6 +194,11 @@ check bad-request-400 test "${got%$'\r'}" = "HTTP/1.1 400 Bad Request"
 curl -s -o /dev/null -D "$TMP/h" -H 'Expect: 100-continue' -X POST "$BASE/v1/allow" \
     -d '{"rule":"api","key":"e1"}'
 check expect-100 has_header 'HTTP/1.1 100 Continue'
+# pipelined: three requests in one write, three responses in their order
+got=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$HTTP_PORT"'
+printf "GET /v1/auth/api?key=p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/auth/api?key=p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/auth/api?key=p1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" >&3
+cat <&3' | tr -d '\r' | grep '^HTTP/1.1' | paste -sd' ' -)
+check pipelined-in-order test "$got" = "HTTP/1.1 204 No Content HTTP/1.1 204 No Content HTTP/1.1 429 Too Many Requests"
 req "$BASE/nope"
 check unknown-path-404 test "$STATUS" = 404
 # keep-alive: two requests on one connection
