@@ -176,6 +176,24 @@ SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t 
  */
 SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
 
+/*
+ * A state's packed form: the same state in as few bytes as its algorithm allows, for stores that
+ * keep each key's state as a value of its own (sluice.so keeps it in a Redis string). Only
+ * sliding_log packs smaller: its state holds room for N stamps, its packed form only the stamps in
+ * use, about 2-3 bytes each from a microsecond clock (format: src/core/sliding_log.c). Every
+ * other algorithm's packed form is its state, byte for byte.
+ *
+ * sl_state_packed_max() is the largest packed form under a prepared rule, bytes (0 for NULL).
+ * sl_state_pack() writes the packed form of a state sl_decide() wrote to `out` (at least
+ * sl_state_packed_max() bytes) and returns its length; the same state always packs to the same
+ * bytes. sl_state_unpack() reads `len` packed bytes into `state` (sl_state_size() bytes) and
+ * checks them as sl_state_check() does: SL_OK, SL_ESTATE for bytes that are not a packed state
+ * of this rule (state is then unspecified), SL_EINVAL for NULL arguments. O(len + N) at most.
+ */
+SL_API size_t sl_state_packed_max(const sl_rule_t *rule);
+SL_API size_t sl_state_pack(const sl_rule_t *rule, const void *state, void *out);
+SL_API int sl_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void *state);
+
 /* ---- the per-key table ------------------------------------------------------------------- */
 
 typedef struct sl_table sl_table_t;

@@ -33,6 +33,11 @@ SL_DECIDE_FN(sliding_window);
 SL_DECIDE_FN(sliding_buckets);
 SL_DECIDE_FN(gcra); /* token_bucket too: the same GCRA with its own tolerance */
 
+/* sliding_log's packed form (the others pack to their state as is): see sl_state_pack(). */
+size_t sliding_log_packed_max(const sl_rule_t *rule);
+size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out);
+bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state);
+
 /* States have no alignment requirement: every access goes through these (a mov on x86-64). */
 static inline int64_t load_i64(const void *p)
 {

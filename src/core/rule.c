@@ -188,3 +188,31 @@ bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     return core_algorithms[rule->algorithm].is_fresh(rule, state, core_clamp_now(now_ns));
 }
+
+size_t sl_state_packed_max(const sl_rule_t *rule)
+{
+    if (rule == NULL || rule->state_size == 0)
+        return 0;
+    return rule->algorithm == SL_SLIDING_LOG ? sliding_log_packed_max(rule) : rule->state_size;
+}
+
+size_t sl_state_pack(const sl_rule_t *rule, const void *state, void *out)
+{
+    if (rule->algorithm == SL_SLIDING_LOG)
+        return sliding_log_pack(rule, state, out);
+    memcpy(out, state, rule->state_size);
+    return rule->state_size;
+}
+
+int sl_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void *state)
+{
+    if (rule == NULL || (packed == NULL && len > 0) || state == NULL ||
+        sl_algorithm_name(rule->algorithm) == NULL || rule->state_size == 0)
+        return SL_EINVAL;
+    if (rule->algorithm == SL_SLIDING_LOG)
+        return sliding_log_unpack(rule, packed, len, state) ? SL_OK : SL_ESTATE;
+    if (len != rule->state_size)
+        return SL_ESTATE;
+    memcpy(state, packed, len);
+    return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
+}

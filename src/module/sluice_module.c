@@ -10,17 +10,20 @@
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
  *
- * A key's value is a Redis string: a 4-byte header, then the sl_decide() state bytes.
+ * A key's value is a Redis string: a 4-byte header, then the state in its packed form.
  *
  *   byte 0     STATE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
  *   byte 1     format version (high nibble, STATE_VERSION) | algorithm (low nibble, 1..6)
  *   bytes 2-3  a 16-bit hash of the prepared rule's parameters, little endian
- *   bytes 4..  the state, sl_state_size(rule) bytes
+ *   bytes 4..  the state as sl_state_pack() writes it: sl_state_size(rule) bytes, except for
+ *              sliding_log, whose packed form holds only the stamps in use (2-3 bytes each)
  *
  * A gcra key is 12 bytes, which Redis stores in the same 32-byte allocation as any value of up
- * to 12 bytes. A decision that admits a cost writes the state, sets the key's absolute expiry to
- * the moment the state is fresh again, and replicates exactly that: SET key <bytes> PXAT <ms>
- * (or DEL when the state is fresh already). Peeks and rejections write and replicate nothing.
+ * to 12 bytes. The clock is read in whole microseconds, like Redis's own TIME, so sliding_log
+ * stamps pack as microseconds. A decision that admits a cost writes the state, sets the key's
+ * absolute expiry to the moment the state is fresh again, and replicates exactly that: SET key
+ * <bytes> PXAT <ms> (or DEL when the state is fresh already). Peeks and rejections write and
+ * replicate nothing.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,12 +40,12 @@
 #define MODULE_VERSION (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
 
 #define STATE_MAGIC   0xF5
-#define STATE_VERSION 1
+#define STATE_VERSION 2 /* 1 kept sliding_log's whole ring of N stamps */
 #define STATE_HEADER  4 /* bytes before the state */
 
-#define ARGS_LOCAL        16  /* arguments converted on the stack; more go to the heap */
-#define STATE_LOCAL       512 /* state bytes decided on the stack; larger states go to the heap */
-#define PARSE_CACHE_BYTES 96  /* longest argument list (after the key) the parse cache keeps */
+#define ARGS_LOCAL        16   /* arguments converted on the stack; more go to the heap */
+#define STATE_LOCAL       2048 /* state (and packed) bytes on the stack; larger go to the heap */
+#define PARSE_CACHE_BYTES 96   /* longest argument list (after the key) the parse cache keeps */
 
 #define NS_PER_MS INT64_C(1000000)
 
@@ -56,7 +59,9 @@ static int64_t test_clock_ns;
 
 static int64_t module_now_ns(void)
 {
-    int64_t now_ns = test_clock_enabled && test_clock_set ? test_clock_ns : sl_now_ns();
+    int64_t now_ns = test_clock_enabled && test_clock_set
+                         ? test_clock_ns
+                         : sl_now_ns() / 1000 * 1000; /* whole us */
     return now_ns < 0 ? 0 : now_ns > SL_NOW_MAX_NS ? SL_NOW_MAX_NS : now_ns;
 }
 
@@ -99,12 +104,13 @@ static bool header_is_ours(const uint8_t *p, size_t len)
 }
 
 /*
- * Checks a stored value against the rule the request names. Returns NULL when p[0..len) is a
- * state of exactly this rule (its header, its size, and sl_state_check() on its bytes), or the
+ * Reads a stored value as the state of the rule the request names. Returns NULL when p[0..len)
+ * is a state of exactly this rule (its header, and sl_state_unpack() of the rest, which checks
+ * it as sl_state_check() does) and has unpacked it into `state` (sl_state_size() bytes), or the
  * error text otherwise (written to err).
  */
-static const char *value_check(const request_t *req, const uint8_t *p, size_t len,
-                               char err[THROTTLE_ERR_MAX])
+static const char *value_read(const request_t *req, const uint8_t *p, size_t len, void *state,
+                              char err[THROTTLE_ERR_MAX])
 {
     const sl_rule_t *rule = &req->t.rule;
     if (!header_is_ours(p, len)) {
@@ -140,13 +146,13 @@ static const char *value_check(const request_t *req, const uint8_t *p, size_t le
         return err;
     }
     size_t want = STATE_HEADER + sl_state_size(rule);
-    if (len != want) {
+    if (rule->algorithm != SL_SLIDING_LOG && len != want) { /* packed as is: a fixed size */
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
                  len, stored, want);
         return err;
     }
-    if (sl_state_check(rule, p + STATE_HEADER) != SL_OK) {
+    if (sl_state_unpack(rule, p + STATE_HEADER, len - STATE_HEADER, state) != SL_OK) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
                  stored);
@@ -270,24 +276,25 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
     return rc == 0 ? 0 : -1;
 }
 
-/* Writes `state` as the key's value (creating the key when it is empty), sets its expiry and
- * replicates the result. Returns NULL, or an error text. */
+/* Writes the packed state `packed` (size bytes) as the value of the key, which holds stored_len
+ * bytes (0: empty, created here), sets its expiry and replicates the result. Returns NULL, or an
+ * error text. */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
-                               bool created, const request_t *req, const uint8_t *state,
+                               size_t stored_len, const request_t *req, const uint8_t *packed,
                                size_t size, mstime_t expire_ms)
 {
     size_t total = STATE_HEADER + size, len = 0;
-    if (created && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
-        return "ERR sluice could not create the key";
+    if (stored_len != total && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
+        return "ERR sluice could not write the key";
     }
     char *w = RedisModule_StringDMA(key, &len, REDISMODULE_WRITE);
     if (w == NULL || len != total) {
         return "ERR sluice could not write the key";
     }
-    if (created) {
+    if (stored_len == 0) {
         header_write(req, (uint8_t *)w);
     }
-    memcpy(w + STATE_HEADER, state, size);
+    memcpy(w + STATE_HEADER, packed, size);
     RedisModule_SetAbsExpire(key, expire_ms);
     RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
     RedisModule_SignalModifiedKey(ctx, keyname);
@@ -317,15 +324,13 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     uint8_t *state = size <= sizeof(local) ? local : RedisModule_Alloc(size);
     char err[THROTTLE_ERR_MAX];
     const char *error = NULL;
+    size_t stored_len = 0;
     if (type == REDISMODULE_KEYTYPE_EMPTY) {
         memset(state, 0, size);
     } else {
-        size_t len = 0;
-        const uint8_t *p = (const uint8_t *)RedisModule_StringDMA(key, &len, REDISMODULE_READ);
-        error = value_check(&r, p, len, err);
-        if (error == NULL) {
-            memcpy(state, p + STATE_HEADER, size);
-        }
+        const uint8_t *p =
+            (const uint8_t *)RedisModule_StringDMA(key, &stored_len, REDISMODULE_READ);
+        error = value_read(&r, p, stored_len, state, err);
     }
     sl_decision_t d;
     if (error == NULL && sl_decide(&req->rule, state, req->cost, now_ns, &d) != SL_OK) {
@@ -337,8 +342,14 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (error == NULL && d.allowed && req->cost > 0) {
         if (!sl_state_is_fresh(&req->rule, state, now_ns)) {
             mstime_t at = expiry_ms(&req->rule, state, now_ns, d.reset_after_ns);
-            error = store_state(ctx, argv[1], key, type == REDISMODULE_KEYTYPE_EMPTY, &r, state,
-                                size, at);
+            size_t max = sl_state_packed_max(&req->rule);
+            uint8_t packed_local[STATE_LOCAL];
+            uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
+            size_t n = sl_state_pack(&req->rule, state, packed);
+            error = store_state(ctx, argv[1], key, stored_len, &r, packed, n, at);
+            if (packed != packed_local) {
+                RedisModule_Free(packed);
+            }
         } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", argv[1]);

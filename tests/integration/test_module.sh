@@ -226,6 +226,27 @@ expect fwb-back "1 5 3 0 1000" SL.THROTTLE fwb fixed_window 5 1000
 expect fwb-pxat $((START_MS + 2000)) PEXPIRETIME fwb
 expect settime OK SL.DEBUG SETTIME $((START_NS + 250000001))
 
+# --- a sliding_log key holds only the stamps in use (sl_state_pack): header 4, e 1, count 1,
+# the oldest stamp / 10^e, then one delta per later stamp. At START_NS (a whole second) e = 9:
+# 4*10^9 is a 5-byte varint; with a stamp 1 ms later e = 6: 4*10^12 takes 6 bytes, each 1 ms
+# delta 1. The whole ring of 100 stamps would be 812 bytes.
+expect slp-t0 OK SL.DEBUG SETTIME "$START_NS"
+expect slp-1 "1 100 99 0 60000" SL.THROTTLE slp sliding_log 100 60000
+expect slp-len1 11 STRLEN slp
+for i in $(seq 1 11); do
+    redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + i * 1000000)) >/dev/null
+    redis-cli -p "$PORT" SL.THROTTLE slp sliding_log 100 60000 >/dev/null
+done
+expect slp-len12 23 STRLEN slp
+expect slp-peek "1 100 88 0 60000" SL.PEEK slp sliding_log 100 60000
+redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + 60000 * 1000000 + 5000000)) >/dev/null
+expect slp-slid "1 100 93 0 60000" SL.THROTTLE slp sliding_log 100 60000 # 6 of 12 left, 1 added
+expect slp-len7 20 STRLEN slp # 6 bytes, five 1-ms deltas, one of 59994 ms (3 bytes)
+redis-cli -p "$PORT" SETRANGE slp 5 "$(printf '\145')" >/dev/null # count 101 > 100
+expect slp-bad "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK slp sliding_log 100 60000
+expect slp-reset OK SL.RESET slp
+expect settime-back OK SL.DEBUG SETTIME $((START_NS + 250000001))
+
 # --- keys that are not this rule's state
 redis-cli -p "$PORT" SET str hello >/dev/null
 redis-cli -p "$PORT" RPUSH lst a >/dev/null
@@ -245,9 +266,9 @@ expect other-params "ERR the key holds sluice state of another rule (gcra with o
 expect other-burst "ERR the key holds sluice state of another rule (gcra with other parameters); SL.RESET it or use another key" CL.THROTTLE gc 4 5 1
 expect other-delay "ERR the key holds sluice state of another rule (gcra with other parameters); SL.RESET it or use another key" SL.THROTTLE gc gcra 5 1000 MAX_DELAY 10
 expect same-explicit "1 6 1 0 1000" SL.PEEK gc gcra 5 1000 BURST 5
-redis-cli -p "$PORT" SET ver "$(printf '\365\041abcdefghij')" >/dev/null
-expect version "ERR the key holds sluice state of format 2, this sluice.so reads format 1 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver gcra 5 1000
-redis-cli -p "$PORT" SET alg "$(printf '\365\027abcdefghij')" >/dev/null
+redis-cli -p "$PORT" SET ver "$(printf '\365\061abcdefghij')" >/dev/null
+expect version "ERR the key holds sluice state of format 3, this sluice.so reads format 2 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver gcra 5 1000
+redis-cli -p "$PORT" SET alg "$(printf '\365\047abcdefghij')" >/dev/null
 expect bad-alg "ERR the key holds corrupt sluice state (algorithm 7)" SL.THROTTLE alg gcra 5 1000
 expect fw-2 "1 5 3 0 750" SL.THROTTLE fw fixed_window 5 1000
 redis-cli -p "$PORT" APPEND fw x >/dev/null

@@ -22,7 +22,8 @@
 
 #define PROP_DEFAULT_SEED UINT64_C(0x5117ce2024)
 #define PROP_START        INT64_C(1700000000000000000) /* 2023-11-14, ns since the epoch */
-#define PROP_STATE_WORDS  64 /* 512 bytes: enough for every rule made here */
+#define PROP_STATE_WORDS  64   /* 512 bytes: enough for every rule made here */
+#define PROP_PACKED_BYTES 1024 /* sl_state_packed_max() of every rule made here */
 
 typedef struct prng {
     uint64_t s;

@@ -21,6 +21,10 @@
  *   nowrite    a peek (cost 0) and a rejected request leave the state bytes as they were.
  *   remaining  right after a decision, a request of cost `remaining` is admitted (with no delay)
  *              and one of `remaining + 1` is not.
+ *   pack       the same sequence decided on states kept only in packed form (sl_state_unpack,
+ *              sl_decide, sl_state_pack, as sluice.so does) gives the same decisions, and each
+ *              packed form is the packed form of the state decided in place, within
+ *              sl_state_packed_max() bytes.
  *   sanity     rc, limit = capacity, retry_after 0 when admitted / -1 exactly when cost >
  *              capacity / > 0 otherwise, 0 <= delay <= max_delay, reset_after >= 0, 0 <=
  *              remaining <= capacity, an admitted cost > 0 changes the state.
@@ -58,12 +62,13 @@ enum prop {
     P_RESET,
     P_NOWRITE,
     P_REMAINING,
+    P_PACK,
     P_SANITY,
     P_COUNT,
 };
 
 static const char *const prop_names[P_COUNT] = {
-    "window", "retry", "reset", "nowrite", "remaining", "sanity",
+    "window", "retry", "reset", "nowrite", "remaining", "pack", "sanity",
 };
 
 static const char *const prop_claims[P_COUNT] = {
@@ -72,6 +77,7 @@ static const char *const prop_claims[P_COUNT] = {
     "at now + reset_after the state is fresh and decides as a zero state; 1 ns earlier not",
     "a peek or a rejected request never changes the state bytes",
     "a cost of `remaining` is admitted right after, `remaining + 1` is not",
+    "states kept packed decide alike, and pack to the bytes of the state decided in place",
     "decision fields are consistent (limit, retry_after sign, delay range, remaining range)",
 };
 
@@ -439,6 +445,47 @@ static void check_window_meter(tcase_t *c)
     }
 }
 
+static bool same_decision(const sl_decision_t *a, const sl_decision_t *b)
+{
+    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
+           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
+           a->delay_ns == b->delay_ns;
+}
+
+/* The packed twin of a case's state: step i decided again on sl_state_unpack(*packed), which
+ * is then replaced by the result's packed form; `state` is the state decided in place. */
+static void check_pack(tcase_t *c, int i, uint8_t *packed, size_t *packed_len,
+                       const uint64_t *state)
+{
+    const step_t *s = &c->steps[i];
+    uint64_t twin[PROP_STATE_WORDS];
+    uint8_t again[PROP_PACKED_BYTES];
+    sl_decision_t d;
+    c->run->checked[P_PACK]++;
+    int rc = sl_state_unpack(&c->rule, packed, *packed_len, twin);
+    if (rc != SL_OK) {
+        failf(c, P_PACK, i, "sl_state_unpack refuses its own packed form (%d)", rc);
+        return;
+    }
+    sl_decide(&c->rule, twin, s->cost, s->now, &d);
+    if (!same_decision(&d, &s->d)) {
+        failf(c, P_PACK, i,
+              "decided on the unpacked state: allowed=%d remaining=%" PRId64 " retry=%" PRId64
+              " reset=%" PRId64,
+              d.allowed, d.remaining, d.retry_after_ns, d.reset_after_ns);
+    }
+    *packed_len = sl_state_pack(&c->rule, twin, packed);
+    size_t n = sl_state_pack(&c->rule, state, again);
+    if (n != *packed_len || memcmp(again, packed, n) != 0) {
+        failf(c, P_PACK, i, "the packed twin (%zu bytes) differs from the state packed (%zu)",
+              *packed_len, n);
+    }
+    if (n > sl_state_packed_max(&c->rule)) {
+        failf(c, P_PACK, i, "packed %zu bytes, more than sl_state_packed_max %zu", n,
+              sl_state_packed_max(&c->rule));
+    }
+}
+
 /* ---- one case ---------------------------------------------------------------------------- */
 
 static void run_case(run_t *run, sl_algorithm_t alg, long idx)
@@ -446,6 +493,8 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
     static tcase_t c; /* large; one at a time */
     prng_t rng = prop_case_prng(run->seed, (int)alg, idx);
     uint64_t state[PROP_STATE_WORDS], before[PROP_STATE_WORDS];
+    uint8_t packed[PROP_PACKED_BYTES];
+    size_t packed_len;
 
     memset(&c, 0, sizeof(c));
     c.run = run;
@@ -461,7 +510,12 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
     }
     bool backwards_ok = !(is_meter(&c.rule) && c.rule.max_delay_ns > 0);
     run->cases_by[alg][c.rule.max_delay_ns > 0]++;
+    if (sl_state_packed_max(&c.rule) > sizeof(packed)) {
+        fprintf(stderr, "sl_state_packed_max out of range for this test\n");
+        exit(2);
+    }
     memset(state, 0, sizeof(state));
+    packed_len = sl_state_pack(&c.rule, state, packed);
 
     int64_t now = c.start;
     int64_t max_now = c.start;      /* latest now so far */
@@ -514,6 +568,7 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
         bool exact = now >= latest_adm;
         check_sanity(&c, i, exact, before, state, size);
         check_nowrite(&c, i, before, state, size);
+        check_pack(&c, i, packed, &packed_len, state);
         if (exact) {
             check_retry(&c, i, state);
             check_reset(&c, i, state, &rng);

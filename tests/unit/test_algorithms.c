@@ -767,6 +767,82 @@ static void test_unaligned_state(void **cm)
     }
 }
 
+/* ---- packed states ----------------------------------------------------------------------- */
+
+/* The documented format, byte for byte: stamps at whole microseconds pack with e = 3. */
+static void test_sliding_log_packed_format(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 4, SEC);
+    unsigned char *state = new_state(&rule);
+    sl_decision_t d;
+    const int64_t t0 = INT64_C(1000000000) * US; /* 10^9 us */
+    assert_int_equal(sl_decide(&rule, state, 2, t0, &d), SL_OK);
+    assert_int_equal(sl_decide(&rule, state, 1, t0 + 201 * US, &d), SL_OK);
+    unsigned char out[64];
+    assert_true(sl_state_packed_max(&rule) <= sizeof(out));
+    size_t n = sl_state_pack(&rule, state, out);
+    /* e = 3; count 3; 10^9 us = 0x3B9ACA00 -> 80 94 eb dc 03; +0 -> 00; +201 -> c9 01 */
+    static const unsigned char want[] = {3, 3, 0x80, 0x94, 0xeb, 0xdc, 0x03, 0x00, 0xc9, 0x01};
+    assert_int_equal(n, sizeof(want));
+    assert_memory_equal(out, want, sizeof(want));
+    /* one nanosecond off a microsecond: the stamps pack in ns (e = 0) and still round-trip */
+    assert_int_equal(sl_decide(&rule, state, 1, t0 + 201 * US + 1, &d), SL_OK);
+    n = sl_state_pack(&rule, state, out);
+    assert_int_equal(out[0], 0);
+    unsigned char *back = new_state(&rule);
+    assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
+    assert_int_equal(sl_decide(&rule, back, 0, t0 + SEC, &d), SL_OK);
+    assert_int_equal(d.remaining, 2); /* t0's two stamps left exactly at t0 + W */
+    free(back);
+    free(state);
+}
+
+/* Bytes that are not a packed state of the rule are refused, whatever they are. */
+static void test_packed_state_refusals(void **cm)
+{
+    (void)cm;
+    sl_rule_t log = simple_rule(SL_SLIDING_LOG, 3, SEC);
+    unsigned char *state = new_state(&log);
+    static const struct {
+        const char *why;
+        unsigned char bytes[16];
+        size_t len;
+    } bad[] = {
+        {"empty", {0}, 0},
+        {"no count", {3}, 1},
+        {"e above 9", {10, 0}, 2},
+        {"count above the limit", {3, 4, 1, 0, 0, 0}, 6},
+        {"fewer stamps than the count", {3, 2, 1}, 3},
+        {"a truncated varint", {3, 1, 0x80}, 3},
+        {"a byte after the last stamp", {3, 1, 1, 0}, 4},
+        {"a varint over 64 bits",
+         {0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+         12},
+        {"a stamp past SL_NOW_MAX_NS", {9, 1, 0xff, 0xff, 0xff, 0xff, 0x1f}, 7},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (sl_state_unpack(&log, bad[i].bytes, bad[i].len, state) != SL_ESTATE) {
+            fail_msg("sliding_log: %s was not refused", bad[i].why);
+        }
+    }
+    static const unsigned char empty[] = {0, 0};
+    assert_int_equal(sl_state_unpack(&log, empty, sizeof(empty), state), SL_OK);
+    assert_int_equal(sl_state_unpack(NULL, empty, sizeof(empty), state), SL_EINVAL);
+    assert_int_equal(sl_state_unpack(&log, NULL, 2, state), SL_EINVAL);
+
+    /* the others pack to their state: a wrong length or an invalid state is refused */
+    sl_rule_t fw = simple_rule(SL_FIXED_WINDOW, 3, SEC);
+    unsigned char fw_state[16] = {0}, packed[16];
+    assert_int_equal(sl_state_packed_max(&fw), 16);
+    assert_int_equal(sl_state_pack(&fw, fw_state, packed), 16);
+    assert_int_equal(sl_state_unpack(&fw, packed, 15, fw_state), SL_ESTATE);
+    int64_t over[2] = {1, 4}; /* window 1 holding 4 > N */
+    assert_int_equal(sl_state_unpack(&fw, over, sizeof(over), fw_state), SL_ESTATE);
+    assert_int_equal(sl_state_unpack(&fw, packed, 16, fw_state), SL_OK);
+    free(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +865,8 @@ int main(void)
         cmocka_unit_test(test_negative_now_is_zero),
         cmocka_unit_test(test_state_is_fresh_after_reset),
         cmocka_unit_test(test_unaligned_state),
+        cmocka_unit_test(test_sliding_log_packed_format),
+        cmocka_unit_test(test_packed_state_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
