@@ -321,8 +321,9 @@ mem_case() { # CASE N M WORDS..
     shift 3
     pre="$(printf '%s' "$case" | cut -c1):"
     fill "$n" "$m" "$pre" "$@"
-    printf '  %-12s %s keys x %s: used_memory +%s B, %s B per %s  (%s)\n' "$case" "$n" "$m" \
-        "$MEM_B" "$MEM_PER" "$([ "$m" = 1 ] && echo key || echo 'stored request')" "$*"
+    printf '  %-12s %s keys x %s: used_memory +%s B, %s B per %s; MEMORY USAGE of one key %s B  (%s)\n' \
+        "$case" "$n" "$m" "$MEM_B" "$MEM_PER" "$([ "$m" = 1 ] && echo key || echo 'stored request')" \
+        "$(rcli "$RD_PORT" MEMORY USAGE "${pre}0000001")" "$*"
     awk -v c="$case" -v b="$MEM_B" -v k="$((n * m))" 'BEGIN { printf "%s %.4f\n", c, b / k }' >>"$MEM"
 }
 mem_get() { awk -v c="$1" '$1 == c { printf "%.1f\n", $2 }' "$MEM"; }
