@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include <hiredis/async.h>
-#include <hiredis/sds.h>
 
 #include "client/uv_glue.h"
 
@@ -172,7 +171,7 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     if (ac == NULL) {
         return NULL;
     }
-    if (ac->err != 0 || uv_glue_attach(ac, c->loop) != REDIS_OK) {
+    if (ac->err != 0 || uv_glue_attach_batched(ac, c->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         return NULL;
     }
@@ -417,16 +416,16 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
 /*
  * Commands queued during one loop turn (every read of the turn is a batch of decisions) are
  * written right after the turn's I/O callbacks, in one write per node, instead of waiting for
- * the next poll to report the socket writable: a loop turn less of latency per decision.
+ * the next poll to report the socket writable: a loop turn less of latency per decision. The
+ * connections are attached batched (uv_glue_attach_batched), so they wait for write readiness
+ * only when the socket did not take a whole write: no epoll_ctl per turn.
  */
 static void on_flush(uv_check_t *h)
 {
     rc_client_t *c = h->data;
     for (size_t i = 0; i < c->nnodes; i++) {
-        redisAsyncContext *ac = c->nodes[i].ac;
-        if (ac != NULL && (ac->c.flags & REDIS_CONNECTED) && ac->c.obuf != NULL &&
-            sdslen(ac->c.obuf) > 0) {
-            redisAsyncHandleWrite(ac);
+        if (c->nodes[i].ac != NULL) {
+            uv_glue_flush(c->nodes[i].ac);
         }
     }
 }
