@@ -13,7 +13,9 @@
 
 #define BACKOFF_MIN_MS     10
 #define BACKOFF_MAX_MS     1000
-#define REFRESH_MIN_GAP_MS 100 /* at most ten slot map reloads a second */
+#define REFRESH_MIN_GAP_MS 100  /* at most ten slot map reloads a second */
+#define CMD_INLINE         224  /* command bytes a request holds without an allocation */
+#define POOL_MAX           4096 /* free requests kept for reuse per client */
 
 typedef struct rc_node {
     rc_client_t *client;
@@ -36,18 +38,22 @@ struct rc_client {
     uint64_t last_refresh_ms;
     uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
     rc_stats_t stats;
+    struct rc_request *free_requests; /* for reuse */
+    size_t nfree;
 };
 
-/* A command in flight: what to re-send on a redirect and whom to answer. */
+/* A command in flight: what to re-send on a redirect and whom to answer. Requests are reused
+ * through the client's free list (at most POOL_MAX kept): a command's bytes up to CMD_INLINE
+ * live in the request, longer ones in an allocation of their own. */
 typedef struct rc_request {
     rc_client_t *client;
     rc_reply_fn fn;
     void *arg;
     int redirects;
-    int argc;
-    const char **argv;
-    size_t *argvlen;
-    char data[]; /* argv pointers, lengths, then the bytes */
+    size_t len;                   /* bytes of the command */
+    char *cmd;                    /* the command as sent (RESP): inline, or allocated */
+    struct rc_request *next_free; /* in the client's free list */
+    char inline_cmd[CMD_INLINE];
 } rc_request_t;
 
 /* ---- slots ----------------------------------------------------------------------------- */
@@ -266,11 +272,51 @@ static void refresh_slots(rc_client_t *c)
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
+static void request_release(rc_request_t *req)
+{
+    rc_client_t *c = req->client;
+    if (req->cmd != req->inline_cmd) {
+        free(req->cmd);
+    }
+    if (c->nfree >= POOL_MAX) {
+        free(req);
+        return;
+    }
+    req->next_free = c->free_requests;
+    c->free_requests = req;
+    c->nfree++;
+}
+
+/* A request for a command of len bytes (copied in), from the free list when it can be. */
+static rc_request_t *request_new(rc_client_t *c, const char *cmd, size_t len)
+{
+    rc_request_t *req = c->free_requests;
+    if (req != NULL) {
+        c->free_requests = req->next_free;
+        c->nfree--;
+    } else if ((req = malloc(sizeof *req)) == NULL) {
+        return NULL;
+    }
+    req->client = c;
+    req->cmd = req->inline_cmd;
+    if (len > CMD_INLINE && (req->cmd = malloc(len)) == NULL) {
+        req->cmd = req->inline_cmd;
+        request_release(req);
+        return NULL;
+    }
+    memcpy(req->cmd, cmd, len);
+    req->len = len;
+    req->redirects = 0;
+    return req;
+}
+
 static void request_fail(rc_request_t *req, const char *err)
 {
     atomic_fetch_add_explicit(&req->client->stats.failures, 1, memory_order_relaxed);
-    req->fn(req->arg, NULL, err);
-    free(req);
+    rc_reply_fn fn = req->fn;
+    void *arg = req->arg;
+    request_release(req);
+    fn(arg, NULL, err);
 }
 
 /* Sends req to node idx (after ASKING when asked). Returns 0, or -1 with err filled. */
@@ -289,7 +335,7 @@ static int request_send(rc_request_t *req, int idx, bool asking, char *err)
     if (asking) {
         redisAsyncCommand(ac, NULL, NULL, "ASKING");
     }
-    if (redisAsyncCommandArgv(ac, on_reply, req, req->argc, req->argv, req->argvlen) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(ac, on_reply, req, req->cmd, req->len) != REDIS_OK) {
         snprintf(err, RC_ERR_MAX, "redis %s:%d: cannot send", n->host, n->port);
         return -1;
     }
@@ -368,36 +414,21 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    req->fn(req->arg, reply, NULL);
-    free(req);
+    rc_reply_fn fn = req->fn;
+    void *arg = req->arg;
+    request_release(req);
+    fn(arg, reply, NULL);
 }
 
-int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
-               const size_t *argvlen, rc_reply_fn fn, void *arg)
+int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
+               rc_reply_fn fn, void *arg)
 {
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++) {
-        bytes += argvlen[i];
-    }
-    rc_request_t *req =
-        malloc(sizeof *req + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    rc_request_t *req = request_new(c, cmd, len);
     if (req == NULL) {
         return -1;
     }
-    req->client = c;
     req->fn = fn;
     req->arg = arg;
-    req->redirects = 0;
-    req->argc = argc;
-    req->argv = (const char **)(void *)req->data;
-    req->argvlen = (size_t *)(void *)(req->data + (size_t)argc * sizeof(char *));
-    char *p = req->data + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    for (int i = 0; i < argc; i++) {
-        memcpy(p, argv[i], argvlen[i]);
-        req->argv[i] = p;
-        req->argvlen[i] = argvlen[i];
-        p += argvlen[i];
-    }
     int idx = 0;
     if (c->cfg.cluster && key != NULL) {
         int owner = c->slots[rc_key_slot(key, key_len)];
@@ -406,7 +437,7 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
     }
     char err[RC_ERR_MAX];
     if (request_send(req, idx, false, err) != 0) {
-        free(req);
+        request_release(req);
         atomic_fetch_add_explicit(&c->stats.failures, 1, memory_order_relaxed);
         return -1;
     }
@@ -457,7 +488,13 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
 
 static void on_flush_closed(uv_handle_t *h)
 {
-    free(h->data);
+    rc_client_t *c = h->data;
+    while (c->free_requests != NULL) {
+        rc_request_t *req = c->free_requests;
+        c->free_requests = req->next_free;
+        free(req);
+    }
+    free(c);
 }
 
 void rc_free(rc_client_t *c)

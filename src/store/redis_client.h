@@ -58,12 +58,13 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
 void rc_free(rc_client_t *c);
 
 /*
- * Sends argv (argc arguments of argvlen bytes) to the node owning key (any node when key is
- * NULL and not in cluster mode; in cluster mode key must be given). Returns 0 and calls fn
- * exactly once later, or -1 with nothing sent and fn never called.
+ * Sends a command, cmd[0..len) formatted as Redis reads it (a RESP array of bulk strings; copied,
+ * so the caller may reuse it), to the node owning key (any node when key is NULL and not in
+ * cluster mode; in cluster mode key must be given). Returns 0 and calls fn exactly once later, or
+ * -1 with nothing sent and fn never called.
  */
-int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
-               const size_t *argvlen, rc_reply_fn fn, void *arg);
+int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
+               rc_reply_fn fn, void *arg);
 
 /* True for a Redis Cluster (redis-cluster://), false for one server. */
 bool rc_is_cluster(const rc_client_t *c);
