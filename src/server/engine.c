@@ -68,7 +68,9 @@ struct engine_worker {
     ov_entry_t *ov_cache; /* [OV_CACHE_SLOTS] */
     inline_slot_t inl[INLINE_CACHE];
     unsigned inl_next;
-    redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
+    redis_store_t *redis;       /* the loop's Redis request store, when the engine has one */
+    struct remote_op *free_ops; /* decisions on Redis, kept for reuse (while attached) */
+    size_t nfree_ops;
     char pad[64];
 };
 
@@ -1019,10 +1021,13 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     return 0;
 }
 
+static void free_ops(engine_worker_t *w);
+
 void engine_worker_detach(engine_worker_t *w)
 {
     redis_store_free(w->redis);
     w->redis = NULL;
+    free_ops(w);
 }
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
@@ -1045,14 +1050,51 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 #undef LOAD
 }
 
-/* A decision waiting on Redis: holds its rule state (and so its tables and counters). */
+/* A decision waiting on Redis: holds its rule state (and so its tables and counters). Reused
+ * through the worker's free list while the worker is attached to its loop. */
 typedef struct remote_op {
     engine_worker_t *w;
     rule_state_t *rs;
     engine_decision_fn fn;
     void *arg;
     engine_decision_t out;
+    struct remote_op *next_free;
 } remote_op_t;
+
+#define OPS_POOL_MAX 4096 /* free remote_op_t kept per worker */
+
+static remote_op_t *op_new(engine_worker_t *w)
+{
+    remote_op_t *op = w->free_ops;
+    if (op == NULL) {
+        return malloc(sizeof *op);
+    }
+    w->free_ops = op->next_free;
+    w->nfree_ops--;
+    return op;
+}
+
+/* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */
+static void op_release(engine_worker_t *w, remote_op_t *op)
+{
+    if (w->redis == NULL || w->nfree_ops >= OPS_POOL_MAX) {
+        free(op);
+        return;
+    }
+    op->next_free = w->free_ops;
+    w->free_ops = op;
+    w->nfree_ops++;
+}
+
+static void free_ops(engine_worker_t *w)
+{
+    while (w->free_ops != NULL) {
+        remote_op_t *op = w->free_ops;
+        w->free_ops = op->next_free;
+        free(op);
+    }
+    w->nfree_ops = 0;
+}
 
 /* shadow mode, counters, and on_store_error: the end of every decision */
 static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
@@ -1088,7 +1130,7 @@ static void remote_done(void *arg, int status, const sl_decision_t *d, const cha
     finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
     op->fn(op->arg, ENGINE_OK, &op->out);
     state_release(op->rs);
-    free(op);
+    op_release(op->w, op);
 }
 
 int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
@@ -1108,7 +1150,7 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
     if (key_len > w->engine->cfg.key_max) {
         return ENGINE_EKEY;
     }
-    remote_op_t *op = calloc(1, sizeof *op);
+    remote_op_t *op = op_new(w);
     if (op == NULL) {
         engine_decision_t out = {.rule = rs, .window_ns = rs->t->rule.window_ns};
         finish(w, rs, SL_ENOMEM, &out);
