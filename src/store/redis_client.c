@@ -16,6 +16,9 @@
 #define REFRESH_MIN_GAP_MS 100  /* at most ten slot map reloads a second */
 #define CMD_INLINE         224  /* command bytes a request holds without an allocation */
 #define POOL_MAX           4096 /* free requests kept for reuse per client */
+#define RNODE_ELEMS        6    /* array elements a reply node holds (a decision has 5 or 6) */
+#define RNODE_STR          64   /* string bytes a reply node holds, NUL included */
+#define RNODES_KEEP        256  /* free reply nodes kept per pool */
 
 typedef struct rc_node {
     rc_client_t *client;
@@ -40,6 +43,7 @@ struct rc_client {
     rc_stats_t stats;
     struct rc_request *free_requests; /* for reuse */
     size_t nfree;
+    rc_reply_pool_t *replies; /* every connection's reply objects */
 };
 
 /* A command in flight: what to re-send on a redirect and whom to answer. Requests are reused
@@ -87,6 +91,179 @@ unsigned rc_key_slot(const char *key, size_t len)
         }
     }
     return crc16(key, len) & (RC_SLOTS - 1);
+}
+
+/* ---- reply objects ---------------------------------------------------------------------- */
+
+/* One reply object: an array's elements or a string's bytes inside it when they fit. */
+typedef struct rnode {
+    redisReply r; /* first: a node is its reply */
+    rc_reply_pool_t *pool;
+    struct rnode *next_free;
+    union {
+        redisReply *elems[RNODE_ELEMS];
+        char str[RNODE_STR];
+    } in;
+} rnode_t;
+
+struct rc_reply_pool {
+    rnode_t *free; /* nodes to reuse */
+    size_t nfree;
+    size_t live;   /* nodes in replies not yet freed */
+    bool orphaned; /* rc_reply_pool_free was called: the last live node frees the pool */
+};
+
+static rnode_t *rnode_new(const redisReadTask *task, int type)
+{
+    rc_reply_pool_t *p = task->privdata;
+    rnode_t *n = p->free;
+    if (n != NULL) {
+        p->free = n->next_free;
+        p->nfree--;
+    } else if ((n = malloc(sizeof *n)) == NULL) {
+        return NULL;
+    }
+    memset(&n->r, 0, sizeof n->r);
+    n->r.type = type;
+    n->pool = p;
+    p->live++;
+    return n;
+}
+
+static void rnode_put(rnode_t *n)
+{
+    rc_reply_pool_t *p = n->pool;
+    p->live--;
+    if (p->orphaned || p->nfree >= RNODES_KEEP) {
+        free(n);
+        if (p->orphaned && p->live == 0) {
+            free(p);
+        }
+        return;
+    }
+    n->next_free = p->free;
+    p->free = n;
+    p->nfree++;
+}
+
+/* n in its parent array, as hiredis's own functions do; returns n. */
+static void *rnode_link(const redisReadTask *task, rnode_t *n)
+{
+    if (task->parent != NULL) {
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = &n->r;
+    }
+    return n;
+}
+
+static void *reply_string(const redisReadTask *task, char *str, size_t len)
+{
+    rnode_t *n = rnode_new(task, task->type); /* string, status or error */
+    if (n == NULL) {
+        return NULL;
+    }
+    char *buf = len < RNODE_STR ? n->in.str : malloc(len + 1);
+    if (buf == NULL) {
+        rnode_put(n);
+        return NULL;
+    }
+    memcpy(buf, str, len);
+    buf[len] = '\0';
+    n->r.str = buf;
+    n->r.len = len;
+    return rnode_link(task, n);
+}
+
+static void *reply_array(const redisReadTask *task, int elements)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_ARRAY);
+    if (n == NULL) {
+        return NULL;
+    }
+    if (elements > 0) {
+        size_t count = (size_t)elements;
+        redisReply **v = count <= RNODE_ELEMS ? n->in.elems : calloc(count, sizeof *v);
+        if (v == NULL) {
+            rnode_put(n);
+            return NULL;
+        }
+        if (v == n->in.elems) {
+            memset(v, 0, count * sizeof *v); /* a reply cut short frees what was made */
+        }
+        n->r.element = v;
+        n->r.elements = count;
+    }
+    return rnode_link(task, n);
+}
+
+static void *reply_integer(const redisReadTask *task, long long value)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_INTEGER);
+    if (n == NULL) {
+        return NULL;
+    }
+    n->r.integer = value;
+    return rnode_link(task, n);
+}
+
+static void *reply_nil(const redisReadTask *task)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_NIL);
+    return n != NULL ? rnode_link(task, n) : NULL;
+}
+
+static void reply_free(void *obj)
+{
+    rnode_t *n = obj;
+    if (n->r.type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < n->r.elements; i++) {
+            if (n->r.element[i] != NULL) {
+                reply_free(n->r.element[i]);
+            }
+        }
+        if (n->r.element != n->in.elems) {
+            free(n->r.element);
+        }
+    } else if (n->r.str != NULL && n->r.str != n->in.str) {
+        free(n->r.str);
+    }
+    rnode_put(n);
+}
+
+static redisReplyObjectFunctions reply_functions = {
+    .createString = reply_string,
+    .createArray = reply_array,
+    .createInteger = reply_integer,
+    .createNil = reply_nil,
+    .freeObject = reply_free,
+};
+
+rc_reply_pool_t *rc_reply_pool_create(void)
+{
+    return calloc(1, sizeof(rc_reply_pool_t));
+}
+
+void rc_reply_pool_free(rc_reply_pool_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    while (p->free != NULL) {
+        rnode_t *n = p->free;
+        p->free = n->next_free;
+        free(n);
+    }
+    p->nfree = 0;
+    p->orphaned = true;
+    if (p->live == 0) {
+        free(p);
+    }
+}
+
+void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r)
+{
+    r->fn = &reply_functions;
+    r->privdata = p;
 }
 
 /* ---- URLs ------------------------------------------------------------------------------ */
@@ -181,6 +358,7 @@ static redisAsyncContext *node_conn(rc_node_t *n)
         redisAsyncFree(ac);
         return NULL;
     }
+    rc_reply_pool_attach(c->replies, ac->c.reader);
     ac->data = n;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -468,6 +646,12 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
         snprintf(err, RC_ERR_MAX, "out of memory");
         return -1;
     }
+    c->replies = rc_reply_pool_create();
+    if (c->replies == NULL) {
+        free(c);
+        snprintf(err, RC_ERR_MAX, "out of memory");
+        return -1;
+    }
     c->loop = loop;
     c->cfg = *cfg;
     for (size_t i = 0; i < RC_SLOTS; i++) {
@@ -494,6 +678,7 @@ static void on_flush_closed(uv_handle_t *h)
         c->free_requests = req->next_free;
         free(req);
     }
+    rc_reply_pool_free(c->replies);
     free(c);
 }
 
