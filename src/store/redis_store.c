@@ -289,17 +289,36 @@ static void arg_i64(args_t *a, int64_t v)
     arg_str(a, a->num[a->argc], fmt_i64(a->num[a->argc], v));
 }
 
-/* The command as Redis reads it (a RESP array of bulk strings) into s->cmd. False when out of
- * memory. */
+/* The command as Redis reads it (a RESP array of bulk strings) into s->cmd, sized once and
+ * written in place. False when out of memory. */
 static bool format_args(redis_store_t *s, int argc, const char *const *argv, const size_t *len)
 {
+    size_t total = 24; /* "*argc\r\n" */
+    for (int i = 0; i < argc; i++) {
+        total += len[i] + 32; /* "$len\r\n", the bytes, "\r\n" */
+    }
     s->cmd.len = 0;
     s->cmd.failed = false;
-    resp_add_array(&s->cmd, (size_t)argc);
-    for (int i = 0; i < argc; i++) {
-        resp_add_bulk(&s->cmd, argv[i], len[i]);
+    if (!resp_buf_reserve(&s->cmd, total)) {
+        return false;
     }
-    return !s->cmd.failed;
+    char *p = s->cmd.data;
+    *p++ = '*';
+    p += fmt_i64(p, argc);
+    *p++ = '\r';
+    *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        *p++ = '$';
+        p += fmt_i64(p, (int64_t)len[i]);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], len[i]);
+        p += len[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    s->cmd.len = (size_t)(p - s->cmd.data);
+    return true;
 }
 
 /* Frees a command buffer that one large command (an SL.ALLOWALL) grew past CMD_KEEP. */
