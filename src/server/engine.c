@@ -68,9 +68,8 @@ struct engine_worker {
     ov_entry_t *ov_cache; /* [OV_CACHE_SLOTS] */
     inline_slot_t inl[INLINE_CACHE];
     unsigned inl_next;
-    redis_store_t *redis;       /* the loop's Redis request store, when the engine has one */
-    struct remote_op *free_ops; /* decisions on Redis, kept for reuse (while attached) */
-    size_t nfree_ops;
+    redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
+    rc_freelist_t ops;    /* remote_op_t to reuse (while attached to a loop) */
     char pad[64];
 };
 
@@ -993,6 +992,18 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 
 /* ---- the Redis request store --------------------------------------------------------------- */
 
+/* A decision waiting on Redis: holds its rule state (and so its tables and counters). Reused
+ * through the worker's free list while the worker is attached to its loop. */
+typedef struct remote_op {
+    engine_worker_t *w;
+    rule_state_t *rs;
+    engine_decision_fn fn;
+    void *arg;
+    engine_decision_t out;
+} remote_op_t;
+
+#define OPS_KEEP 4096 /* free remote_op_t kept per worker */
+
 bool engine_is_remote(const engine_t *e)
 {
     return e->redis;
@@ -1012,6 +1023,7 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     if (!e->redis) {
         return 0;
     }
+    w->ops = (rc_freelist_t){.size = sizeof(remote_op_t), .keep = OPS_KEEP};
     char rerr[REDIS_STORE_ERR_MAX];
     if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
                            &w->redis, rerr) != 0) {
@@ -1021,13 +1033,11 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     return 0;
 }
 
-static void free_ops(engine_worker_t *w);
-
 void engine_worker_detach(engine_worker_t *w)
 {
     redis_store_free(w->redis);
     w->redis = NULL;
-    free_ops(w);
+    rc_freelist_clear(&w->ops);
 }
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
@@ -1050,50 +1060,14 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 #undef LOAD
 }
 
-/* A decision waiting on Redis: holds its rule state (and so its tables and counters). Reused
- * through the worker's free list while the worker is attached to its loop. */
-typedef struct remote_op {
-    engine_worker_t *w;
-    rule_state_t *rs;
-    engine_decision_fn fn;
-    void *arg;
-    engine_decision_t out;
-    struct remote_op *next_free;
-} remote_op_t;
-
-#define OPS_POOL_MAX 4096 /* free remote_op_t kept per worker */
-
-static remote_op_t *op_new(engine_worker_t *w)
-{
-    remote_op_t *op = w->free_ops;
-    if (op == NULL) {
-        return malloc(sizeof *op);
-    }
-    w->free_ops = op->next_free;
-    w->nfree_ops--;
-    return op;
-}
-
 /* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */
 static void op_release(engine_worker_t *w, remote_op_t *op)
 {
-    if (w->redis == NULL || w->nfree_ops >= OPS_POOL_MAX) {
+    if (w->redis == NULL) {
         free(op);
         return;
     }
-    op->next_free = w->free_ops;
-    w->free_ops = op;
-    w->nfree_ops++;
-}
-
-static void free_ops(engine_worker_t *w)
-{
-    while (w->free_ops != NULL) {
-        remote_op_t *op = w->free_ops;
-        w->free_ops = op->next_free;
-        free(op);
-    }
-    w->nfree_ops = 0;
+    rc_freelist_put(&w->ops, op);
 }
 
 /* shadow mode, counters, and on_store_error: the end of every decision */
@@ -1150,7 +1124,7 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
     if (key_len > w->engine->cfg.key_max) {
         return ENGINE_EKEY;
     }
-    remote_op_t *op = op_new(w);
+    remote_op_t *op = rc_freelist_get(&w->ops);
     if (op == NULL) {
         engine_decision_t out = {.rule = rs, .window_ns = rs->t->rule.window_ns};
         finish(w, rs, SL_ENOMEM, &out);

@@ -15,7 +15,7 @@
 #define BACKOFF_MAX_MS     1000
 #define REFRESH_MIN_GAP_MS 100  /* at most ten slot map reloads a second */
 #define CMD_INLINE         224  /* command bytes a request holds without an allocation */
-#define POOL_MAX           4096 /* free requests kept for reuse per client */
+#define REQUESTS_KEEP      4096 /* free requests kept for reuse per client */
 #define RNODE_ELEMS        6    /* array elements a reply node holds (a decision has 5 or 6) */
 #define RNODE_STR          64   /* string bytes a reply node holds, NUL included */
 #define RNODES_KEEP        256  /* free reply nodes kept per pool */
@@ -41,22 +41,20 @@ struct rc_client {
     uint64_t last_refresh_ms;
     uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
     rc_stats_t stats;
-    struct rc_request *free_requests; /* for reuse */
-    size_t nfree;
+    rc_freelist_t requests;   /* rc_request_t to reuse */
     rc_reply_pool_t *replies; /* every connection's reply objects */
 };
 
 /* A command in flight: what to re-send on a redirect and whom to answer. Requests are reused
- * through the client's free list (at most POOL_MAX kept): a command's bytes up to CMD_INLINE
+ * through the client's free list (at most REQUESTS_KEEP kept): a command's bytes up to CMD_INLINE
  * live in the request, longer ones in an allocation of their own. */
 typedef struct rc_request {
     rc_client_t *client;
     rc_reply_fn fn;
     void *arg;
     int redirects;
-    size_t len;                   /* bytes of the command */
-    char *cmd;                    /* the command as sent (RESP): inline, or allocated */
-    struct rc_request *next_free; /* in the client's free list */
+    size_t len; /* bytes of the command */
+    char *cmd;  /* the command as sent (RESP): inline, or allocated */
     char inline_cmd[CMD_INLINE];
 } rc_request_t;
 
@@ -93,13 +91,43 @@ unsigned rc_key_slot(const char *key, size_t len)
     return crc16(key, len) & (RC_SLOTS - 1);
 }
 
+/* ---- free lists ------------------------------------------------------------------------- */
+
+void *rc_freelist_get(rc_freelist_t *f)
+{
+    void *obj = f->head;
+    if (obj == NULL) {
+        return malloc(f->size);
+    }
+    memcpy(&f->head, obj, sizeof f->head); /* the next one, kept in obj's first bytes */
+    f->n--;
+    return obj;
+}
+
+void rc_freelist_put(rc_freelist_t *f, void *obj)
+{
+    if (f->n >= f->keep) {
+        free(obj);
+        return;
+    }
+    memcpy(obj, &f->head, sizeof f->head);
+    f->head = obj;
+    f->n++;
+}
+
+void rc_freelist_clear(rc_freelist_t *f)
+{
+    while (f->head != NULL) {
+        free(rc_freelist_get(f));
+    }
+}
+
 /* ---- reply objects ---------------------------------------------------------------------- */
 
 /* One reply object: an array's elements or a string's bytes inside it when they fit. */
 typedef struct rnode {
     redisReply r; /* first: a node is its reply */
     rc_reply_pool_t *pool;
-    struct rnode *next_free;
     union {
         redisReply *elems[RNODE_ELEMS];
         char str[RNODE_STR];
@@ -107,20 +135,16 @@ typedef struct rnode {
 } rnode_t;
 
 struct rc_reply_pool {
-    rnode_t *free; /* nodes to reuse */
-    size_t nfree;
-    size_t live;   /* nodes in replies not yet freed */
-    bool orphaned; /* rc_reply_pool_free was called: the last live node frees the pool */
+    rc_freelist_t nodes; /* rnode_t to reuse */
+    size_t live;         /* nodes in replies not yet freed */
+    bool orphaned;       /* rc_reply_pool_free was called: the last live node frees the pool */
 };
 
 static rnode_t *rnode_new(const redisReadTask *task, int type)
 {
     rc_reply_pool_t *p = task->privdata;
-    rnode_t *n = p->free;
-    if (n != NULL) {
-        p->free = n->next_free;
-        p->nfree--;
-    } else if ((n = malloc(sizeof *n)) == NULL) {
+    rnode_t *n = rc_freelist_get(&p->nodes);
+    if (n == NULL) {
         return NULL;
     }
     memset(&n->r, 0, sizeof n->r);
@@ -134,16 +158,14 @@ static void rnode_put(rnode_t *n)
 {
     rc_reply_pool_t *p = n->pool;
     p->live--;
-    if (p->orphaned || p->nfree >= RNODES_KEEP) {
-        free(n);
-        if (p->orphaned && p->live == 0) {
-            free(p);
-        }
+    if (!p->orphaned) {
+        rc_freelist_put(&p->nodes, n);
         return;
     }
-    n->next_free = p->free;
-    p->free = n;
-    p->nfree++;
+    free(n);
+    if (p->live == 0) {
+        free(p);
+    }
 }
 
 /* n in its parent array, as hiredis's own functions do; returns n. */
@@ -240,7 +262,12 @@ static redisReplyObjectFunctions reply_functions = {
 
 rc_reply_pool_t *rc_reply_pool_create(void)
 {
-    return calloc(1, sizeof(rc_reply_pool_t));
+    rc_reply_pool_t *p = calloc(1, sizeof *p);
+    if (p != NULL) {
+        p->nodes.size = sizeof(rnode_t);
+        p->nodes.keep = RNODES_KEEP;
+    }
+    return p;
 }
 
 void rc_reply_pool_free(rc_reply_pool_t *p)
@@ -248,12 +275,7 @@ void rc_reply_pool_free(rc_reply_pool_t *p)
     if (p == NULL) {
         return;
     }
-    while (p->free != NULL) {
-        rnode_t *n = p->free;
-        p->free = n->next_free;
-        free(n);
-    }
-    p->nfree = 0;
+    rc_freelist_clear(&p->nodes);
     p->orphaned = true;
     if (p->live == 0) {
         free(p);
@@ -452,27 +474,17 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
 static void request_release(rc_request_t *req)
 {
-    rc_client_t *c = req->client;
     if (req->cmd != req->inline_cmd) {
         free(req->cmd);
     }
-    if (c->nfree >= POOL_MAX) {
-        free(req);
-        return;
-    }
-    req->next_free = c->free_requests;
-    c->free_requests = req;
-    c->nfree++;
+    rc_freelist_put(&req->client->requests, req);
 }
 
 /* A request for a command of len bytes (copied in), from the free list when it can be. */
 static rc_request_t *request_new(rc_client_t *c, const char *cmd, size_t len)
 {
-    rc_request_t *req = c->free_requests;
-    if (req != NULL) {
-        c->free_requests = req->next_free;
-        c->nfree--;
-    } else if ((req = malloc(sizeof *req)) == NULL) {
+    rc_request_t *req = rc_freelist_get(&c->requests);
+    if (req == NULL) {
         return NULL;
     }
     req->client = c;
@@ -652,6 +664,7 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
         snprintf(err, RC_ERR_MAX, "out of memory");
         return -1;
     }
+    c->requests = (rc_freelist_t){.size = sizeof(rc_request_t), .keep = REQUESTS_KEEP};
     c->loop = loop;
     c->cfg = *cfg;
     for (size_t i = 0; i < RC_SLOTS; i++) {
@@ -673,11 +686,7 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
 static void on_flush_closed(uv_handle_t *h)
 {
     rc_client_t *c = h->data;
-    while (c->free_requests != NULL) {
-        rc_request_t *req = c->free_requests;
-        c->free_requests = req->next_free;
-        free(req);
-    }
+    rc_freelist_clear(&c->requests);
     rc_reply_pool_free(c->replies);
     free(c);
 }

@@ -13,14 +13,14 @@
 #include "proto/resp.h"
 #include "store/lua_scripts.h"
 
-#define NS_PER_US   INT64_C(1000)
-#define NS_PER_MS   INT64_C(1000000)
-#define CACHE_SLOTS 4096 /* over-limit cache entries per loop; a power of two */
-#define RKEY_MAX    (1024 + 128)
-#define RKEY_INLINE 160         /* Redis key bytes a pending decision holds without an allocation */
-#define POOL_MAX    4096        /* free pending decisions kept for reuse per store */
-#define CMD_KEEP    (64 * 1024) /* a command buffer grown past this is freed after use */
-#define ARGS_MAX    16
+#define NS_PER_US    INT64_C(1000)
+#define NS_PER_MS    INT64_C(1000000)
+#define CACHE_SLOTS  4096 /* over-limit cache entries per loop; a power of two */
+#define RKEY_MAX     (1024 + 128)
+#define RKEY_INLINE  160  /* Redis key bytes a pending decision holds without an allocation */
+#define PENDING_KEEP 4096 /* free pending decisions kept for reuse per store */
+#define CMD_KEEP     (64 * 1024) /* a command buffer grown past this is freed after use */
+#define ARGS_MAX     16
 
 /* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
  * through the store's free list; a Redis key longer than RKEY_INLINE is allocated apart. */
@@ -35,7 +35,7 @@ typedef struct pending {
     int64_t cost;
     uint64_t cache_hash;         /* where a denial is remembered */
     uint64_t epoch;              /* the resets count when it was sent */
-    struct pending *prev, *next; /* the FIFO; next also links the free list */
+    struct pending *prev, *next; /* the FIFO */
     size_t rkey_len;
     char *rkey; /* rkey_inline, or allocated */
     char rkey_inline[RKEY_INLINE];
@@ -58,9 +58,8 @@ struct redis_store {
     cache_entry_t cache[CACHE_SLOTS];
     _Atomic uint64_t *reset_epoch; /* shared by every loop's store: bumped by each reset */
     redis_store_stats_t stats;
-    pending_t *free_pending; /* for reuse, linked by next */
-    size_t nfree;
-    resp_buf_t cmd; /* the command being formatted, reused */
+    rc_freelist_t pending; /* pending_t to reuse */
+    resp_buf_t cmd;        /* the command being formatted, reused */
 };
 
 /* ---- start-up probe ------------------------------------------------------------------------ */
@@ -170,13 +169,7 @@ static void pending_release(redis_store_t *s, pending_t *p)
     if (p->rkey != p->rkey_inline) {
         free(p->rkey);
     }
-    if (s->nfree >= POOL_MAX) {
-        free(p);
-        return;
-    }
-    p->next = s->free_pending;
-    s->free_pending = p;
-    s->nfree++;
+    rc_freelist_put(&s->pending, p);
 }
 
 /* Appends p at the FIFO's tail with a deadline from now. */
@@ -199,20 +192,11 @@ static void pending_enqueue(redis_store_t *s, pending_t *p)
 static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_len,
                               redis_decision_fn fn, void *arg)
 {
-    pending_t *p = s->free_pending;
-    if (p != NULL) {
-        s->free_pending = p->next;
-        s->nfree--;
-    } else if ((p = malloc(sizeof *p)) == NULL) {
+    pending_t *p = rc_freelist_get(&s->pending);
+    if (p == NULL) {
         return NULL;
     }
-    p->store = s;
-    p->fn = fn;
-    p->arg = arg;
-    p->answered = false;
-    p->reset = false;
-    p->cost = 0;
-    p->rkey_len = rkey_len;
+    *p = (pending_t){.store = s, .fn = fn, .arg = arg, .rkey_len = rkey_len};
     p->rkey = p->rkey_inline;
     if (rkey_len > RKEY_INLINE && (p->rkey = malloc(rkey_len)) == NULL) {
         p->rkey = p->rkey_inline;
@@ -596,6 +580,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mod
         free(s);
         return -1;
     }
+    s->pending = (rc_freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
     s->loop = loop;
     s->mode = mode;
     s->reset_epoch = reset_epoch;
@@ -609,11 +594,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mod
 static void on_timer_closed(uv_handle_t *h)
 {
     redis_store_t *s = h->data;
-    while (s->free_pending != NULL) {
-        pending_t *p = s->free_pending;
-        s->free_pending = p->next;
-        free(p);
-    }
+    rc_freelist_clear(&s->pending);
     resp_buf_free(&s->cmd);
     free(s);
 }
