@@ -7,34 +7,54 @@
  * noticed and its callbacks never called. Ours hands the error to hiredis by running the
  * read/write handlers for the events it was waiting for; hiredis then finds the socket error
  * itself.
+ *
+ * Two more differences: uv_poll_start is called only when the events wanted change (libuv
+ * removes the fd from epoll and adds it back on every call, even with the same events, and
+ * hiredis asks for write readiness on every command), and the batched mode, where the owner
+ * writes the queue once per loop turn (uv_glue_flush) instead of waiting for readiness.
  */
 #include "client/uv_glue.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+
+#include <hiredis/sds.h>
 
 typedef struct glue {
     redisAsyncContext *context; /* NULL once hiredis has cleaned up */
     uv_poll_t handle;
-    int events; /* UV_READABLE | UV_WRITABLE wanted */
+    uv_idle_t idle; /* batched: started while a queued command waits for uv_glue_flush */
+    int events;     /* UV_READABLE | UV_WRITABLE the poll waits for */
+    bool batched;   /* see uv_glue_attach_batched */
+    int open;       /* handles not yet closed; the glue is freed when the last one is */
 } glue_t;
+
+static void glue_poll(uv_poll_t *handle, int status, int events);
+
+static void glue_update(glue_t *p, int add, int del)
+{
+    int events = (p->events | add) & ~del;
+    if (events == p->events)
+        return;
+    p->events = events;
+    if (events != 0)
+        uv_poll_start(&p->handle, events, glue_poll);
+    else
+        uv_poll_stop(&p->handle);
+}
 
 static void glue_poll(uv_poll_t *handle, int status, int events)
 {
     glue_t *p = handle->data;
-    int ev = status != 0 ? p->events : events;
+    int ev = events;
+    if (status != 0) {
+        ev = p->events;
+        p->events = 0; /* libuv stopped the poll: whatever hiredis asks next starts it again */
+    }
     if (p->context != NULL && (ev & UV_READABLE))
         redisAsyncHandleRead(p->context);
     if (p->context != NULL && (ev & UV_WRITABLE))
         redisAsyncHandleWrite(p->context);
-}
-
-static void glue_update(glue_t *p, int add, int del)
-{
-    p->events = (p->events | add) & ~del;
-    if (p->events != 0)
-        uv_poll_start(&p->handle, p->events, glue_poll);
-    else
-        uv_poll_stop(&p->handle);
 }
 
 static void glue_add_read(void *privdata)
@@ -47,9 +67,25 @@ static void glue_del_read(void *privdata)
     glue_update(privdata, 0, UV_READABLE);
 }
 
+static void glue_idle(uv_idle_t *idle)
+{
+    glue_t *p = idle->data;
+    if (p->context != NULL)
+        uv_glue_flush(p->context);
+    else
+        uv_idle_stop(idle);
+}
+
 static void glue_add_write(void *privdata)
 {
-    glue_update(privdata, UV_WRITABLE, 0);
+    glue_t *p = privdata;
+    if (p->batched && (p->context->c.flags & REDIS_CONNECTED)) {
+        /* uv_glue_flush writes it; until then the loop must not sleep */
+        if (!uv_is_active((uv_handle_t *)&p->idle))
+            uv_idle_start(&p->idle, glue_idle);
+        return;
+    }
+    glue_update(p, UV_WRITABLE, 0);
 }
 
 static void glue_del_write(void *privdata)
@@ -59,7 +95,9 @@ static void glue_del_write(void *privdata)
 
 static void glue_closed(uv_handle_t *handle)
 {
-    free(handle->data);
+    glue_t *p = handle->data;
+    if (--p->open == 0)
+        free(p);
 }
 
 static void glue_cleanup(void *privdata)
@@ -67,9 +105,11 @@ static void glue_cleanup(void *privdata)
     glue_t *p = privdata;
     p->context = NULL;
     uv_close((uv_handle_t *)&p->handle, glue_closed);
+    if (p->batched)
+        uv_close((uv_handle_t *)&p->idle, glue_closed);
 }
 
-int uv_glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
+static int glue_attach(redisAsyncContext *ac, uv_loop_t *loop, bool batched)
 {
     if (ac->ev.data != NULL)
         return REDIS_ERR;
@@ -81,6 +121,13 @@ int uv_glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
         return REDIS_ERR;
     }
     p->handle.data = p;
+    p->open = 1;
+    if (batched) {
+        uv_idle_init(loop, &p->idle);
+        p->idle.data = p;
+        p->open = 2;
+    }
+    p->batched = batched;
     p->context = ac;
     ac->ev.addRead = glue_add_read;
     ac->ev.delRead = glue_del_read;
@@ -89,4 +136,28 @@ int uv_glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
     ac->ev.cleanup = glue_cleanup;
     ac->ev.data = p;
     return REDIS_OK;
+}
+
+int uv_glue_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    return glue_attach(ac, loop, false);
+}
+
+int uv_glue_attach_batched(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    return glue_attach(ac, loop, true);
+}
+
+void uv_glue_flush(redisAsyncContext *ac)
+{
+    glue_t *p = ac->ev.data;
+    if (!p->batched)
+        return;
+    uv_idle_stop(&p->idle);
+    if (!(ac->c.flags & REDIS_CONNECTED) || (p->events & UV_WRITABLE) || ac->c.obuf == NULL ||
+        sdslen(ac->c.obuf) == 0)
+        return; /* connecting (readiness says when), or a write already waits for it */
+    redisAsyncHandleWrite(ac); /* may free ac */
+    if (p->context != NULL && sdslen(p->context->c.obuf) > 0)
+        glue_update(p, UV_WRITABLE, 0); /* the socket took part: the rest when it can */
 }

@@ -69,6 +69,7 @@ struct engine_worker {
     inline_slot_t inl[INLINE_CACHE];
     unsigned inl_next;
     redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
+    rc_freelist_t ops;    /* remote_op_t to reuse (while attached to a loop) */
     char pad[64];
 };
 
@@ -991,6 +992,18 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 
 /* ---- the Redis request store --------------------------------------------------------------- */
 
+/* A decision waiting on Redis: holds its rule state (and so its tables and counters). Reused
+ * through the worker's free list while the worker is attached to its loop. */
+typedef struct remote_op {
+    engine_worker_t *w;
+    rule_state_t *rs;
+    engine_decision_fn fn;
+    void *arg;
+    engine_decision_t out;
+} remote_op_t;
+
+#define OPS_KEEP 4096 /* free remote_op_t kept per worker */
+
 bool engine_is_remote(const engine_t *e)
 {
     return e->redis;
@@ -1010,6 +1023,7 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     if (!e->redis) {
         return 0;
     }
+    w->ops = (rc_freelist_t){.size = sizeof(remote_op_t), .keep = OPS_KEEP};
     char rerr[REDIS_STORE_ERR_MAX];
     if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
                            &w->redis, rerr) != 0) {
@@ -1023,6 +1037,7 @@ void engine_worker_detach(engine_worker_t *w)
 {
     redis_store_free(w->redis);
     w->redis = NULL;
+    rc_freelist_clear(&w->ops);
 }
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
@@ -1045,14 +1060,15 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 #undef LOAD
 }
 
-/* A decision waiting on Redis: holds its rule state (and so its tables and counters). */
-typedef struct remote_op {
-    engine_worker_t *w;
-    rule_state_t *rs;
-    engine_decision_fn fn;
-    void *arg;
-    engine_decision_t out;
-} remote_op_t;
+/* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */
+static void op_release(engine_worker_t *w, remote_op_t *op)
+{
+    if (w->redis == NULL) {
+        free(op);
+        return;
+    }
+    rc_freelist_put(&w->ops, op);
+}
 
 /* shadow mode, counters, and on_store_error: the end of every decision */
 static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
@@ -1088,7 +1104,7 @@ static void remote_done(void *arg, int status, const sl_decision_t *d, const cha
     finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
     op->fn(op->arg, ENGINE_OK, &op->out);
     state_release(op->rs);
-    free(op);
+    op_release(op->w, op);
 }
 
 int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
@@ -1108,7 +1124,7 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
     if (key_len > w->engine->cfg.key_max) {
         return ENGINE_EKEY;
     }
-    remote_op_t *op = calloc(1, sizeof *op);
+    remote_op_t *op = rc_freelist_get(&w->ops);
     if (op == NULL) {
         engine_decision_t out = {.rule = rs, .window_ns = rs->t->rule.window_ns};
         finish(w, rs, SL_ENOMEM, &out);

@@ -8,13 +8,17 @@
 #include <string.h>
 
 #include <hiredis/async.h>
-#include <hiredis/sds.h>
 
 #include "client/uv_glue.h"
 
 #define BACKOFF_MIN_MS     10
 #define BACKOFF_MAX_MS     1000
-#define REFRESH_MIN_GAP_MS 100 /* at most ten slot map reloads a second */
+#define REFRESH_MIN_GAP_MS 100  /* at most ten slot map reloads a second */
+#define CMD_INLINE         224  /* command bytes a request holds without an allocation */
+#define REQUESTS_KEEP      4096 /* free requests kept for reuse per client */
+#define RNODE_ELEMS        6    /* array elements a reply node holds (a decision has 5 or 6) */
+#define RNODE_STR          64   /* string bytes a reply node holds, NUL included */
+#define RNODES_KEEP        256  /* free reply nodes kept per pool */
 
 typedef struct rc_node {
     rc_client_t *client;
@@ -37,18 +41,21 @@ struct rc_client {
     uint64_t last_refresh_ms;
     uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
     rc_stats_t stats;
+    rc_freelist_t requests;   /* rc_request_t to reuse */
+    rc_reply_pool_t *replies; /* every connection's reply objects */
 };
 
-/* A command in flight: what to re-send on a redirect and whom to answer. */
+/* A command in flight: what to re-send on a redirect and whom to answer. Requests are reused
+ * through the client's free list (at most REQUESTS_KEEP kept): a command's bytes up to CMD_INLINE
+ * live in the request, longer ones in an allocation of their own. */
 typedef struct rc_request {
     rc_client_t *client;
     rc_reply_fn fn;
     void *arg;
     int redirects;
-    int argc;
-    const char **argv;
-    size_t *argvlen;
-    char data[]; /* argv pointers, lengths, then the bytes */
+    size_t len; /* bytes of the command */
+    char *cmd;  /* the command as sent (RESP): inline, or allocated */
+    char inline_cmd[CMD_INLINE];
 } rc_request_t;
 
 /* ---- slots ----------------------------------------------------------------------------- */
@@ -82,6 +89,203 @@ unsigned rc_key_slot(const char *key, size_t len)
         }
     }
     return crc16(key, len) & (RC_SLOTS - 1);
+}
+
+/* ---- free lists ------------------------------------------------------------------------- */
+
+void *rc_freelist_get(rc_freelist_t *f)
+{
+    void *obj = f->head;
+    if (obj == NULL) {
+        return malloc(f->size);
+    }
+    memcpy(&f->head, obj, sizeof f->head); /* the next one, kept in obj's first bytes */
+    f->n--;
+    return obj;
+}
+
+void rc_freelist_put(rc_freelist_t *f, void *obj)
+{
+    if (f->n >= f->keep) {
+        free(obj);
+        return;
+    }
+    memcpy(obj, &f->head, sizeof f->head);
+    f->head = obj;
+    f->n++;
+}
+
+void rc_freelist_clear(rc_freelist_t *f)
+{
+    while (f->head != NULL) {
+        free(rc_freelist_get(f));
+    }
+}
+
+/* ---- reply objects ---------------------------------------------------------------------- */
+
+/* One reply object: an array's elements or a string's bytes inside it when they fit. */
+typedef struct rnode {
+    redisReply r; /* first: a node is its reply */
+    rc_reply_pool_t *pool;
+    union {
+        redisReply *elems[RNODE_ELEMS];
+        char str[RNODE_STR];
+    } in;
+} rnode_t;
+
+struct rc_reply_pool {
+    rc_freelist_t nodes; /* rnode_t to reuse */
+    size_t live;         /* nodes in replies not yet freed */
+    bool orphaned;       /* rc_reply_pool_free was called: the last live node frees the pool */
+};
+
+static rnode_t *rnode_new(const redisReadTask *task, int type)
+{
+    rc_reply_pool_t *p = task->privdata;
+    rnode_t *n = rc_freelist_get(&p->nodes);
+    if (n == NULL) {
+        return NULL;
+    }
+    memset(&n->r, 0, sizeof n->r);
+    n->r.type = type;
+    n->pool = p;
+    p->live++;
+    return n;
+}
+
+static void rnode_put(rnode_t *n)
+{
+    rc_reply_pool_t *p = n->pool;
+    p->live--;
+    if (!p->orphaned) {
+        rc_freelist_put(&p->nodes, n);
+        return;
+    }
+    free(n);
+    if (p->live == 0) {
+        free(p);
+    }
+}
+
+/* n in its parent array, as hiredis's own functions do; returns n. */
+static void *rnode_link(const redisReadTask *task, rnode_t *n)
+{
+    if (task->parent != NULL) {
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = &n->r;
+    }
+    return n;
+}
+
+static void *reply_string(const redisReadTask *task, char *str, size_t len)
+{
+    rnode_t *n = rnode_new(task, task->type); /* string, status or error */
+    if (n == NULL) {
+        return NULL;
+    }
+    char *buf = len < RNODE_STR ? n->in.str : malloc(len + 1);
+    if (buf == NULL) {
+        rnode_put(n);
+        return NULL;
+    }
+    memcpy(buf, str, len);
+    buf[len] = '\0';
+    n->r.str = buf;
+    n->r.len = len;
+    return rnode_link(task, n);
+}
+
+static void *reply_array(const redisReadTask *task, int elements)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_ARRAY);
+    if (n == NULL) {
+        return NULL;
+    }
+    if (elements > 0) {
+        size_t count = (size_t)elements;
+        redisReply **v = count <= RNODE_ELEMS ? n->in.elems : calloc(count, sizeof *v);
+        if (v == NULL) {
+            rnode_put(n);
+            return NULL;
+        }
+        if (v == n->in.elems) {
+            memset(v, 0, count * sizeof *v); /* a reply cut short frees what was made */
+        }
+        n->r.element = v;
+        n->r.elements = count;
+    }
+    return rnode_link(task, n);
+}
+
+static void *reply_integer(const redisReadTask *task, long long value)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_INTEGER);
+    if (n == NULL) {
+        return NULL;
+    }
+    n->r.integer = value;
+    return rnode_link(task, n);
+}
+
+static void *reply_nil(const redisReadTask *task)
+{
+    rnode_t *n = rnode_new(task, REDIS_REPLY_NIL);
+    return n != NULL ? rnode_link(task, n) : NULL;
+}
+
+static void reply_free(void *obj)
+{
+    rnode_t *n = obj;
+    if (n->r.type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < n->r.elements; i++) {
+            if (n->r.element[i] != NULL) {
+                reply_free(n->r.element[i]);
+            }
+        }
+        if (n->r.element != n->in.elems) {
+            free(n->r.element);
+        }
+    } else if (n->r.str != NULL && n->r.str != n->in.str) {
+        free(n->r.str);
+    }
+    rnode_put(n);
+}
+
+static redisReplyObjectFunctions reply_functions = {
+    .createString = reply_string,
+    .createArray = reply_array,
+    .createInteger = reply_integer,
+    .createNil = reply_nil,
+    .freeObject = reply_free,
+};
+
+rc_reply_pool_t *rc_reply_pool_create(void)
+{
+    rc_reply_pool_t *p = calloc(1, sizeof *p);
+    if (p != NULL) {
+        p->nodes.size = sizeof(rnode_t);
+        p->nodes.keep = RNODES_KEEP;
+    }
+    return p;
+}
+
+void rc_reply_pool_free(rc_reply_pool_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    rc_freelist_clear(&p->nodes);
+    p->orphaned = true;
+    if (p->live == 0) {
+        free(p);
+    }
+}
+
+void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r)
+{
+    r->fn = &reply_functions;
+    r->privdata = p;
 }
 
 /* ---- URLs ------------------------------------------------------------------------------ */
@@ -172,10 +376,11 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     if (ac == NULL) {
         return NULL;
     }
-    if (ac->err != 0 || uv_glue_attach(ac, c->loop) != REDIS_OK) {
+    if (ac->err != 0 || uv_glue_attach_batched(ac, c->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         return NULL;
     }
+    rc_reply_pool_attach(c->replies, ac->c.reader);
     ac->data = n;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -267,11 +472,41 @@ static void refresh_slots(rc_client_t *c)
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
+static void request_release(rc_request_t *req)
+{
+    if (req->cmd != req->inline_cmd) {
+        free(req->cmd);
+    }
+    rc_freelist_put(&req->client->requests, req);
+}
+
+/* A request for a command of len bytes (copied in), from the free list when it can be. */
+static rc_request_t *request_new(rc_client_t *c, const char *cmd, size_t len)
+{
+    rc_request_t *req = rc_freelist_get(&c->requests);
+    if (req == NULL) {
+        return NULL;
+    }
+    req->client = c;
+    req->cmd = req->inline_cmd;
+    if (len > CMD_INLINE && (req->cmd = malloc(len)) == NULL) {
+        req->cmd = req->inline_cmd;
+        request_release(req);
+        return NULL;
+    }
+    memcpy(req->cmd, cmd, len);
+    req->len = len;
+    req->redirects = 0;
+    return req;
+}
+
 static void request_fail(rc_request_t *req, const char *err)
 {
     atomic_fetch_add_explicit(&req->client->stats.failures, 1, memory_order_relaxed);
-    req->fn(req->arg, NULL, err);
-    free(req);
+    rc_reply_fn fn = req->fn;
+    void *arg = req->arg;
+    request_release(req);
+    fn(arg, NULL, err);
 }
 
 /* Sends req to node idx (after ASKING when asked). Returns 0, or -1 with err filled. */
@@ -290,7 +525,7 @@ static int request_send(rc_request_t *req, int idx, bool asking, char *err)
     if (asking) {
         redisAsyncCommand(ac, NULL, NULL, "ASKING");
     }
-    if (redisAsyncCommandArgv(ac, on_reply, req, req->argc, req->argv, req->argvlen) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(ac, on_reply, req, req->cmd, req->len) != REDIS_OK) {
         snprintf(err, RC_ERR_MAX, "redis %s:%d: cannot send", n->host, n->port);
         return -1;
     }
@@ -369,36 +604,21 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    req->fn(req->arg, reply, NULL);
-    free(req);
+    rc_reply_fn fn = req->fn;
+    void *arg = req->arg;
+    request_release(req);
+    fn(arg, reply, NULL);
 }
 
-int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
-               const size_t *argvlen, rc_reply_fn fn, void *arg)
+int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
+               rc_reply_fn fn, void *arg)
 {
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++) {
-        bytes += argvlen[i];
-    }
-    rc_request_t *req =
-        malloc(sizeof *req + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    rc_request_t *req = request_new(c, cmd, len);
     if (req == NULL) {
         return -1;
     }
-    req->client = c;
     req->fn = fn;
     req->arg = arg;
-    req->redirects = 0;
-    req->argc = argc;
-    req->argv = (const char **)(void *)req->data;
-    req->argvlen = (size_t *)(void *)(req->data + (size_t)argc * sizeof(char *));
-    char *p = req->data + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    for (int i = 0; i < argc; i++) {
-        memcpy(p, argv[i], argvlen[i]);
-        req->argv[i] = p;
-        req->argvlen[i] = argvlen[i];
-        p += argvlen[i];
-    }
     int idx = 0;
     if (c->cfg.cluster && key != NULL) {
         int owner = c->slots[rc_key_slot(key, key_len)];
@@ -407,7 +627,7 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
     }
     char err[RC_ERR_MAX];
     if (request_send(req, idx, false, err) != 0) {
-        free(req);
+        request_release(req);
         atomic_fetch_add_explicit(&c->stats.failures, 1, memory_order_relaxed);
         return -1;
     }
@@ -417,16 +637,16 @@ int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const 
 /*
  * Commands queued during one loop turn (every read of the turn is a batch of decisions) are
  * written right after the turn's I/O callbacks, in one write per node, instead of waiting for
- * the next poll to report the socket writable: a loop turn less of latency per decision.
+ * the next poll to report the socket writable: a loop turn less of latency per decision. The
+ * connections are attached batched (uv_glue_attach_batched), so they wait for write readiness
+ * only when the socket did not take a whole write: no epoll_ctl per turn.
  */
 static void on_flush(uv_check_t *h)
 {
     rc_client_t *c = h->data;
     for (size_t i = 0; i < c->nnodes; i++) {
-        redisAsyncContext *ac = c->nodes[i].ac;
-        if (ac != NULL && (ac->c.flags & REDIS_CONNECTED) && ac->c.obuf != NULL &&
-            sdslen(ac->c.obuf) > 0) {
-            redisAsyncHandleWrite(ac);
+        if (c->nodes[i].ac != NULL) {
+            uv_glue_flush(c->nodes[i].ac);
         }
     }
 }
@@ -438,6 +658,13 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
         snprintf(err, RC_ERR_MAX, "out of memory");
         return -1;
     }
+    c->replies = rc_reply_pool_create();
+    if (c->replies == NULL) {
+        free(c);
+        snprintf(err, RC_ERR_MAX, "out of memory");
+        return -1;
+    }
+    c->requests = (rc_freelist_t){.size = sizeof(rc_request_t), .keep = REQUESTS_KEEP};
     c->loop = loop;
     c->cfg = *cfg;
     for (size_t i = 0; i < RC_SLOTS; i++) {
@@ -458,7 +685,10 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
 
 static void on_flush_closed(uv_handle_t *h)
 {
-    free(h->data);
+    rc_client_t *c = h->data;
+    rc_freelist_clear(&c->requests);
+    rc_reply_pool_free(c->replies);
+    free(c);
 }
 
 void rc_free(rc_client_t *c)

@@ -58,18 +58,61 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
 void rc_free(rc_client_t *c);
 
 /*
- * Sends argv (argc arguments of argvlen bytes) to the node owning key (any node when key is
- * NULL and not in cluster mode; in cluster mode key must be given). Returns 0 and calls fn
- * exactly once later, or -1 with nothing sent and fn never called.
+ * Sends a command, cmd[0..len) formatted as Redis reads it (a RESP array of bulk strings; copied,
+ * so the caller may reuse it), to the node owning key (any node when key is NULL and not in
+ * cluster mode; in cluster mode key must be given). Returns 0 and calls fn exactly once later, or
+ * -1 with nothing sent and fn never called.
  */
-int rc_command(rc_client_t *c, const char *key, size_t key_len, int argc, const char **argv,
-               const size_t *argvlen, rc_reply_fn fn, void *arg);
+int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
+               rc_reply_fn fn, void *arg);
 
 /* True for a Redis Cluster (redis-cluster://), false for one server. */
 bool rc_is_cluster(const rc_client_t *c);
 
 /* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
 unsigned rc_key_slot(const char *key, size_t len);
+
+/*
+ * A free list of objects of one size: the Redis store's per-loop objects (requests, reply
+ * objects, pending decisions, the engine's decisions in flight) are reused instead of allocated
+ * for every decision. A freed object is linked through its first bytes, so whoever gets one
+ * initializes it whole. Zero-initialize, then set size and keep. Not thread-safe.
+ */
+typedef struct rc_freelist {
+    void *head;  /* freed objects */
+    size_t n;    /* how many */
+    size_t keep; /* most kept; more are freed */
+    size_t size; /* bytes of one object, at least a pointer */
+} rc_freelist_t;
+
+/* A freed object, or a new allocation of f->size bytes; NULL when out of memory. */
+void *rc_freelist_get(rc_freelist_t *f);
+
+/* Keeps obj (from rc_freelist_get) for reuse, or frees it when f holds keep already. */
+void rc_freelist_put(rc_freelist_t *f, void *obj);
+
+/* Frees every object f keeps. */
+void rc_freelist_clear(rc_freelist_t *f);
+
+/*
+ * Reply objects for hiredis's reader, reused from a free list instead of allocated one by one
+ * (with hiredis's own functions a decision's reply, an array of 5 integers, is 7 callocs and 7
+ * frees). They are ordinary redisReply trees of every type (read them as usual); the reader
+ * frees them through the pool. The client gives its pool to every connection it makes; exposed
+ * here for tests. One pool per thread; nothing here is thread-safe.
+ */
+typedef struct rc_reply_pool rc_reply_pool_t;
+
+/* Returns a new pool, or NULL when out of memory. */
+rc_reply_pool_t *rc_reply_pool_create(void);
+
+/* Frees the pool; a reply still alive (a reader freed later) is freed on its own and the pool
+ * with the last one. NULL is a no-op. */
+void rc_reply_pool_free(rc_reply_pool_t *p);
+
+/* Makes reader r build its replies from p, which must outlive them (it does, see above). Call
+ * before r has read anything. */
+void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r);
 
 /* Counters for metrics: written by the client's loop, readable from any thread. */
 typedef struct rc_stats {

@@ -10,15 +10,20 @@
 #include <hiredis/hiredis.h>
 
 #include "core/hash.h"
+#include "proto/resp.h"
 #include "store/lua_scripts.h"
 
-#define NS_PER_US   INT64_C(1000)
-#define NS_PER_MS   INT64_C(1000000)
-#define CACHE_SLOTS 4096 /* over-limit cache entries per loop; a power of two */
-#define RKEY_MAX    (1024 + 128)
-#define ARGS_MAX    16
+#define NS_PER_US    INT64_C(1000)
+#define NS_PER_MS    INT64_C(1000000)
+#define CACHE_SLOTS  4096 /* over-limit cache entries per loop; a power of two */
+#define RKEY_MAX     (1024 + 128)
+#define RKEY_INLINE  160  /* Redis key bytes a pending decision holds without an allocation */
+#define PENDING_KEEP 4096 /* free pending decisions kept for reuse per store */
+#define CMD_KEEP     (64 * 1024) /* a command buffer grown past this is freed after use */
+#define ARGS_MAX     16
 
-/* A decision waiting for Redis, in the store's FIFO (send order = deadline order). */
+/* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
+ * through the store's free list; a Redis key longer than RKEY_INLINE is allocated apart. */
 typedef struct pending {
     redis_store_t *store;
     redis_decision_fn fn;
@@ -28,12 +33,12 @@ typedef struct pending {
     bool reset;    /* a DEL, not a decision */
     sl_rule_t rule;
     int64_t cost;
-    uint64_t cache_hash; /* where a denial is remembered */
-    uint64_t epoch;      /* the resets count when it was sent */
-    int script;          /* lua: the script's index, for a NOSCRIPT re-send */
-    struct pending *prev, *next;
+    uint64_t cache_hash;         /* where a denial is remembered */
+    uint64_t epoch;              /* the resets count when it was sent */
+    struct pending *prev, *next; /* the FIFO */
     size_t rkey_len;
-    char rkey[];
+    char *rkey; /* rkey_inline, or allocated */
+    char rkey_inline[RKEY_INLINE];
 } pending_t;
 
 typedef struct cache_entry {
@@ -53,6 +58,8 @@ struct redis_store {
     cache_entry_t cache[CACHE_SLOTS];
     _Atomic uint64_t *reset_epoch; /* shared by every loop's store: bumped by each reset */
     redis_store_stats_t stats;
+    rc_freelist_t pending; /* pending_t to reuse */
+    resp_buf_t cmd;        /* the command being formatted, reused */
 };
 
 /* ---- start-up probe ------------------------------------------------------------------------ */
@@ -135,11 +142,17 @@ static void on_deadline(uv_timer_t *t)
         p->answered = true;
         atomic_fetch_add_explicit(&s->stats.timeouts, 1, memory_order_relaxed);
         p->fn(p->arg, -1, NULL, "redis: no reply within the decision timeout");
-        /* p itself is freed when its reply (or the connection's failure) comes */
+        /* p itself is released when its reply (or the connection's failure) comes */
     }
     arm_timer(s);
 }
 
+/*
+ * The timer is due at the deadline of the head at the time it was armed, and is not moved when
+ * that head is answered: the head can only be replaced by a later deadline (FIFO), so the timer
+ * at worst fires early, finds nothing due and re-arms for the new head. Only a FIFO gone empty or
+ * a timer gone idle is handled here, not every reply.
+ */
 static void arm_timer(redis_store_t *s)
 {
     if (s->head == NULL) {
@@ -151,19 +164,19 @@ static void arm_timer(redis_store_t *s)
     uv_timer_start(&s->timer, on_deadline, due > now_ms ? due - now_ms : 0, 0);
 }
 
-static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_len,
-                              redis_decision_fn fn, void *arg)
+static void pending_release(redis_store_t *s, pending_t *p)
 {
-    pending_t *p = calloc(1, sizeof *p + rkey_len);
-    if (p == NULL) {
-        return NULL;
+    if (p->rkey != p->rkey_inline) {
+        free(p->rkey);
     }
-    p->store = s;
-    p->fn = fn;
-    p->arg = arg;
+    rc_freelist_put(&s->pending, p);
+}
+
+/* Appends p at the FIFO's tail with a deadline from now. */
+static void pending_enqueue(redis_store_t *s, pending_t *p)
+{
     p->deadline_ms = (int64_t)uv_now(s->loop) + s->timeout_ms;
-    memcpy(p->rkey, rkey, rkey_len);
-    p->rkey_len = rkey_len;
+    p->next = NULL;
     p->prev = s->tail;
     if (s->tail != NULL) {
         s->tail->next = p;
@@ -171,9 +184,27 @@ static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_le
         s->head = p;
     }
     s->tail = p;
-    if (p->prev == NULL) {
+    if (!uv_is_active((uv_handle_t *)&s->timer)) {
         arm_timer(s);
     }
+}
+
+static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_len,
+                              redis_decision_fn fn, void *arg)
+{
+    pending_t *p = rc_freelist_get(&s->pending);
+    if (p == NULL) {
+        return NULL;
+    }
+    *p = (pending_t){.store = s, .fn = fn, .arg = arg, .rkey_len = rkey_len};
+    p->rkey = p->rkey_inline;
+    if (rkey_len > RKEY_INLINE && (p->rkey = malloc(rkey_len)) == NULL) {
+        p->rkey = p->rkey_inline;
+        pending_release(s, p);
+        return NULL;
+    }
+    memcpy(p->rkey, rkey, rkey_len);
+    pending_enqueue(s, p);
     return p;
 }
 
@@ -198,7 +229,10 @@ static size_t redis_key(const char *name, const sl_rule_t *r, const void *key, s
     n += 2;
     memcpy(out + n, name, name_len);
     n += name_len;
-    n += (size_t)snprintf(out + n, cap - n, ":%08x", (unsigned)(h >> 32));
+    out[n++] = ':';
+    for (int shift = 60; shift >= 32; shift -= 4) { /* the high 32 bits, 8 hex digits */
+        out[n++] = "0123456789abcdef"[(h >> shift) & 0xf];
+    }
     return n;
 }
 
@@ -215,10 +249,76 @@ static void arg_str(args_t *a, const char *s, size_t len)
     a->len[a->argc++] = len;
 }
 
+/* v in decimal into out (24 bytes); returns the length. */
+static size_t fmt_i64(char *out, int64_t v)
+{
+    char digits[20];
+    size_t n = 0, len = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        out[len++] = '-';
+    }
+    while (n > 0) {
+        out[len++] = digits[--n];
+    }
+    return len;
+}
+
 static void arg_i64(args_t *a, int64_t v)
 {
-    int n = snprintf(a->num[a->argc], sizeof a->num[0], "%lld", (long long)v);
-    arg_str(a, a->num[a->argc], (size_t)n);
+    arg_str(a, a->num[a->argc], fmt_i64(a->num[a->argc], v));
+}
+
+/* The command as Redis reads it (a RESP array of bulk strings) into s->cmd, sized once and
+ * written in place. False when out of memory. */
+static bool format_args(redis_store_t *s, int argc, const char *const *argv, const size_t *len)
+{
+    size_t total = 24; /* "*argc\r\n" */
+    for (int i = 0; i < argc; i++) {
+        total += len[i] + 32; /* "$len\r\n", the bytes, "\r\n" */
+    }
+    s->cmd.len = 0;
+    s->cmd.failed = false;
+    if (!resp_buf_reserve(&s->cmd, total)) {
+        return false;
+    }
+    char *p = s->cmd.data;
+    *p++ = '*';
+    p += fmt_i64(p, argc);
+    *p++ = '\r';
+    *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        *p++ = '$';
+        p += fmt_i64(p, (int64_t)len[i]);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], len[i]);
+        p += len[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    s->cmd.len = (size_t)(p - s->cmd.data);
+    return true;
+}
+
+/* Frees a command buffer that one large command (an SL.ALLOWALL) grew past CMD_KEEP. */
+static void trim_cmd(redis_store_t *s)
+{
+    if (s->cmd.cap > CMD_KEEP) {
+        resp_buf_free(&s->cmd);
+    }
+}
+
+/* Sends the formatted command s->cmd for rkey; rc_command's result. */
+static int send_cmd(redis_store_t *s, const char *rkey, size_t rkey_len, rc_reply_fn fn, void *arg)
+{
+    int rc = rc_command(s->client, rkey, rkey_len, s->cmd.data, s->cmd.len, fn, arg);
+    trim_cmd(s);
+    return rc;
 }
 
 /* SL.THROTTLE rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] COST c */
@@ -312,44 +412,39 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
 {
     pending_t *p = arg;
     redis_store_t *s = p->store;
-    if (!p->answered) {
-        unlink_pending(s, p);
-        arm_timer(s);
+    if (p->answered) {
+        pending_release(s, p); /* its deadline passed: the reply is dropped */
+        return;
     }
+    unlink_pending(s, p); /* the timer stays: see arm_timer */
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0 && !p->answered && !p->reset) {
+        strncmp(reply->str, "NOSCRIPT", 8) == 0 && !p->reset) {
         atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
-        /* re-queue with a fresh deadline slot at the tail, sent as EVAL */
-        p->prev = s->tail;
-        p->next = NULL;
-        if (s->tail != NULL) {
-            s->tail->next = p;
-        } else {
-            s->head = p;
-        }
-        s->tail = p;
-        arm_timer(s);
+        /* sent again as EVAL, at the tail with a fresh deadline (FIFO order is deadline order) */
+        pending_enqueue(s, p);
         send_decision(s, p, true);
         return;
     }
-    if (p->answered) {
-        free(p);
-        return;
-    }
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
     sl_decision_t d;
     if (reply == NULL) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        p->fn(p->arg, -1, NULL, err);
+        pending_release(s, p);
+        fn(fn_arg, -1, NULL, err);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
-        p->fn(p->arg, -1, NULL, msg);
+        pending_release(s, p);
+        fn(fn_arg, -1, NULL, msg);
     } else if (p->reset) {
-        p->fn(p->arg, 0, NULL, NULL);
+        pending_release(s, p);
+        fn(fn_arg, 0, NULL, NULL);
     } else if (!parse_decision(reply, s->mode, &d)) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        p->fn(p->arg, -1, NULL, "redis: unexpected reply to a decision");
+        pending_release(s, p);
+        fn(fn_arg, -1, NULL, "redis: unexpected reply to a decision");
     } else {
         if (!d.allowed && d.retry_after_ns > 0 && p->cost > 0) {
             cache_entry_t *e = cache_slot(s, p->cache_hash);
@@ -358,14 +453,26 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
                                  .until_ns = sl_now_ns() + d.retry_after_ns,
                                  .limit = d.limit};
         }
-        p->fn(p->arg, 0, &d, NULL);
+        pending_release(s, p);
+        fn(fn_arg, 0, &d, NULL);
     }
-    free(p);
+}
+
+/* p (queued) failed before anything was sent: answered now, as a store error. */
+static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    unlink_pending(s, p);
+    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    pending_release(s, p);
+    fn(fn_arg, -1, NULL, msg);
 }
 
 static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
 {
-    args_t a = {0};
+    args_t a;
+    a.argc = 0;
     if (s->mode == REDIS_MODE_MODULE) {
         module_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost);
     } else {
@@ -373,12 +480,10 @@ static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
                  full_script);
     }
     atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
-    if (rc_command(s->client, p->rkey, p->rkey_len, a.argc, a.argv, a.len, on_reply, p) != 0) {
-        unlink_pending(s, p);
-        arm_timer(s);
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        p->fn(p->arg, -1, NULL, "redis: not connected (reconnecting)");
-        free(p);
+    if (!format_args(s, a.argc, a.argv, a.len)) {
+        send_failed(s, p, "out of memory");
+    } else if (send_cmd(s, p->rkey, p->rkey_len, on_reply, p) != 0) {
+        send_failed(s, p, "redis: not connected (reconnecting)");
     }
 }
 
@@ -453,11 +558,10 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
     p->reset = true;
     const char *argv[2] = {"DEL", p->rkey};
     size_t len[2] = {3, rkey_len};
-    if (rc_command(s->client, p->rkey, rkey_len, 2, argv, len, on_reply, p) != 0) {
+    if (!format_args(s, 2, argv, len) || send_cmd(s, p->rkey, rkey_len, on_reply, p) != 0) {
         unlink_pending(s, p);
-        arm_timer(s);
+        pending_release(s, p);
         fn(arg, -1, NULL, "redis: not connected (reconnecting)");
-        free(p);
     }
 }
 
@@ -476,6 +580,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mod
         free(s);
         return -1;
     }
+    s->pending = (rc_freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
     s->loop = loop;
     s->mode = mode;
     s->reset_epoch = reset_epoch;
@@ -488,7 +593,10 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mod
 
 static void on_timer_closed(uv_handle_t *h)
 {
-    free(h->data);
+    redis_store_t *s = h->data;
+    rc_freelist_clear(&s->pending);
+    resp_buf_free(&s->cmd);
+    free(s);
 }
 
 void redis_store_free(redis_store_t *s)
@@ -664,7 +772,9 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     }
     *op = (all_op_t){.fn = fn, .arg = arg, .n = n, .cost = cost};
     atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
-    if (rc_command(s->client, rkeys[0], strlen(rkeys[0]), argc, argv, len, on_all, op) != 0) {
+    if (!format_args(s, argc, argv, len) ||
+        send_cmd(s, rkeys[0], strlen(rkeys[0]), on_all, op) != 0) {
+        trim_cmd(s);
         free(op);
         return -1;
     }

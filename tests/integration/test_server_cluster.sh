@@ -52,22 +52,39 @@ check allowall-two-slots matches "$(sc SL.ALLOWALL strict j2 strict j3)" "^1 $LI
 
 # --- move the slot of k1 to another primary by hand (IMPORTING/MIGRATING, MIGRATE, SETSLOT):
 # sluiced's map still points at the old owner, which answers MOVED; the count moved with the key
-slot=$(redis-cli -p "${P[0]}" CLUSTER KEYSLOT k1)
-nodes=$(redis-cli -p "${P[0]}" CLUSTER NODES)
-src_line=$(echo "$nodes" | awk -v s="$slot" '$3 ~ /master/ { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]; if (s >= r[1] && s <= r[2]) print } }')
-src_id=$(echo "$src_line" | awk '{print $1}')
-src_port=$(echo "$src_line" | awk '{split($2, a, "[:@]"); print a[2]}')
-dst_line=$(echo "$nodes" | awk -v id="$src_id" '$3 ~ /master/ && $1 != id' | head -n 1)
-dst_id=$(echo "$dst_line" | awk '{print $1}')
-dst_port=$(echo "$dst_line" | awk '{split($2, a, "[:@]"); print a[2]}')
-redis-cli -p "$dst_port" CLUSTER SETSLOT "$slot" IMPORTING "$src_id" >/dev/null
-redis-cli -p "$src_port" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id" >/dev/null
-keys=$(redis-cli -p "$src_port" CLUSTER GETKEYSINSLOT "$slot" 100)
-[ -n "$keys" ] && redis-cli -p "$src_port" MIGRATE 127.0.0.1 "$dst_port" "" 0 5000 KEYS $keys >/dev/null
-for port in $primaries; do redis-cli -p "$port" CLUSTER SETSLOT "$slot" NODE "$dst_id" >/dev/null; done
+move_slot() { # move_slot KEY: moves KEY's slot to another primary; sets slot, src_port, dst_port
+    local nodes src_line src_id dst_line dst_id keys port
+    slot=$(redis-cli -p "${P[0]}" CLUSTER KEYSLOT "$1")
+    nodes=$(redis-cli -p "${P[0]}" CLUSTER NODES)
+    src_line=$(echo "$nodes" | awk -v s="$slot" '$3 ~ /master/ { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]; if (s >= r[1] && s <= r[2]) print } }')
+    src_id=$(echo "$src_line" | awk '{print $1}')
+    src_port=$(echo "$src_line" | awk '{split($2, a, "[:@]"); print a[2]}')
+    dst_line=$(echo "$nodes" | awk -v id="$src_id" '$3 ~ /master/ && $1 != id' | head -n 1)
+    dst_id=$(echo "$dst_line" | awk '{print $1}')
+    dst_port=$(echo "$dst_line" | awk '{split($2, a, "[:@]"); print a[2]}')
+    redis-cli -p "$dst_port" CLUSTER SETSLOT "$slot" IMPORTING "$src_id" >/dev/null
+    redis-cli -p "$src_port" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id" >/dev/null
+    keys=$(redis-cli -p "$src_port" CLUSTER GETKEYSINSLOT "$slot" 100)
+    [ -n "$keys" ] && redis-cli -p "$src_port" MIGRATE 127.0.0.1 "$dst_port" "" 0 5000 KEYS $keys >/dev/null
+    for port in $primaries; do redis-cli -p "$port" CLUSTER SETSLOT "$slot" NODE "$dst_id" >/dev/null; done
+}
+move_slot k1
 check moved-key-migrated test "$(redis-cli -p "$dst_port" CLUSTER COUNTKEYSINSLOT "$slot")" -ge 1
 check moved-followed matches "$(decide k1)" "^1 $LIMIT $((LIMIT - 2)) 0 "
 check moved-counted matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")" 'sluice_redis_redirects_total [1-9]'
+
+# --- a pipelined batch into a slot just moved: every request is answered MOVED and sent again
+# (the client's requests are reused); the replies come in order, each its own (request i has
+# limit 100 + i). Client keys "m1}x<i>" make Redis keys "sl:{m1}x<i>}:..", all of hash tag m1.
+move_slot m1
+redirects=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 == "sluice_redis_redirects_total" {print $2}')
+out=$(for i in $(seq 0 49); do printf 'SL.THROTTLE m1}x%d sliding_log %d 60000\r\n' "$i" $((100 + i)); done |
+    timeout 20 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; cat >&3; head -n 300 <&3' | tr -d '\r' |
+    awk 'NR % 6 == 3 {printf "%s ", substr($0, 2)} NR % 6 == 4 {print substr($0, 2)}')
+want=$(for i in $(seq 0 49); do echo "$((100 + i)) $((99 + i))"; done)
+check moved-pipelined-in-order test "$out" = "$want"
+check moved-pipelined-redirected test "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
+    awk '$1 == "sluice_redis_redirects_total" {print $2}')" -gt "$redirects"
 
 # --- a primary killed during a bounded load (at most 12 s, 40 keys round robin)
 victim_port=$(echo "$primaries" | grep -v "^$dst_port$" | head -n 1)
