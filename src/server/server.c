@@ -44,6 +44,14 @@ static void conn_unlink(conn_t *c)
 static void on_conn_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
+    if (c->flush_queued) {
+        for (conn_t **pp = &c->loop->flush_head; *pp != NULL; pp = &(*pp)->flush_next) {
+            if (*pp == c) {
+                *pp = c->flush_next;
+                break;
+            }
+        }
+    }
     /* Deferred replies still waiting are orphaned: their resolver frees them. */
     for (reply_slot_t *s = c->slots, *next; s != NULL; s = next) {
         next = s->next;
@@ -276,6 +284,25 @@ reply_slot_t *conn_defer(conn_t *c)
     return s;
 }
 
+/* Writes every connection whose replies resolved during this loop turn: one write for all the
+ * answers a read from Redis brought, rather than one per answer. */
+static void flush_queued(uv_check_t *h)
+{
+    loop_t *l = h->data;
+    uv_idle_stop(&l->flush_idle);
+    while (l->flush_head != NULL) {
+        conn_t *c = l->flush_head;
+        l->flush_head = c->flush_next;
+        c->flush_queued = false;
+        conn_flush(c);
+    }
+}
+
+static void on_flush_idle(uv_idle_t *h)
+{
+    (void)h; /* only keeps the loop's poll from blocking; flush_queued runs right after it */
+}
+
 void conn_resolve(reply_slot_t *slot)
 {
     conn_t *c = slot->conn;
@@ -303,8 +330,14 @@ void conn_resolve(reply_slot_t *slot)
         resp_buf_free(&s->buf);
         free(s);
     }
-    if (!c->in_batch) { /* inside a batch, the batch's end writes everything at once */
-        conn_flush(c);
+    /* Inside a batch, the batch's end writes everything at once; otherwise (an answer from
+     * Redis, a deadline) the loop turn's end does, for every answer resolved in it. */
+    if (!c->in_batch && !c->detached && !c->flush_queued &&
+        !uv_is_closing((uv_handle_t *)&c->tcp)) {
+        c->flush_queued = true;
+        c->flush_next = c->loop->flush_head;
+        c->loop->flush_head = c;
+        uv_idle_start(&c->loop->flush_idle, on_flush_idle);
     }
 }
 
@@ -461,6 +494,8 @@ static void on_drain_tick(uv_timer_t *t)
     uv_timer_stop(&l->idle_timer);
     uv_close((uv_handle_t *)&l->idle_timer, NULL);
     uv_close((uv_handle_t *)&l->stop_async, NULL);
+    uv_close((uv_handle_t *)&l->flush_check, NULL);
+    uv_close((uv_handle_t *)&l->flush_idle, NULL);
 }
 
 static void on_stop(uv_async_t *a)
@@ -634,6 +669,12 @@ int server_start(server_t *srv, char *err, size_t err_cap)
             loops_abandon(srv, i + 1);
             return -1;
         }
+        uv_check_init(&l->uv, &l->flush_check);
+        l->flush_check.data = l;
+        uv_check_start(&l->flush_check, flush_queued);
+        uv_unref((uv_handle_t *)&l->flush_check); /* runs while the loop has work, keeps none */
+        uv_idle_init(&l->uv, &l->flush_idle);
+        l->flush_idle.data = l;
         uv_async_init(&l->uv, &l->stop_async, on_stop);
         l->stop_async.data = l;
         uv_timer_init(&l->uv, &l->idle_timer);

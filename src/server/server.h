@@ -51,14 +51,16 @@ struct conn {
     loop_t *loop;
     bool http;
     bool authed;
-    bool closing;   /* close once the output is written */
-    bool writing;   /* a uv_write is pending */
-    bool counted;   /* counted in the server's client total */
-    bool continued; /* HTTP: "100 Continue" sent for the request being read */
-    bool eof;       /* the client closed its side */
-    bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
-    bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
-    bool in_batch;  /* a read's requests are being answered: conn_batch_done writes them */
+    bool closing;      /* close once the output is written */
+    bool writing;      /* a uv_write is pending */
+    bool counted;      /* counted in the server's client total */
+    bool continued;    /* HTTP: "100 Continue" sent for the request being read */
+    bool eof;          /* the client closed its side */
+    bool lingering;    /* output written, FIN sent, discarding input until EOF (conn_finish) */
+    bool detached;     /* no socket (the fuzz target): replies accumulate in out, never written */
+    bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
+    conn_t *flush_next;
+    bool in_batch; /* a read's requests are being answered: conn_batch_done writes them */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
@@ -103,7 +105,10 @@ struct loop {
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;
-    int64_t now_ns; /* the clock for the current batch */
+    int64_t now_ns;         /* the clock for the current batch */
+    uv_check_t flush_check; /* writes the connections in flush_head after each poll */
+    uv_idle_t flush_idle;   /* active while flush_head is not empty: the poll does not block */
+    conn_t *flush_head;     /* connections whose replies resolved outside a batch */
     resp_arg_t argv[RESP_ARGS_MAX];
     loop_stats_t stats;
 };
