@@ -77,9 +77,6 @@ REDISMODULE_API void (*RedisModule_Free)(void *ptr);
 
 /* Strings passed to commands. */
 REDISMODULE_API const char *(*RedisModule_StringPtrLen)(const RedisModuleString *str, size_t *len);
-REDISMODULE_API RedisModuleString *(*RedisModule_CreateString)(RedisModuleCtx *ctx, const char *ptr,
-                                                               size_t len);
-REDISMODULE_API void (*RedisModule_FreeString)(RedisModuleCtx *ctx, RedisModuleString *str);
 
 /* Replies. An error text is sent as given ("ERR ..." or "WRONGTYPE ..."). */
 /* Replies "ERR wrong number of arguments for '<command>' command". */
@@ -99,8 +96,6 @@ REDISMODULE_API int (*RedisModule_DeleteKey)(RedisModuleKey *key);
 REDISMODULE_API char *(*RedisModule_StringDMA)(RedisModuleKey *key, size_t *len, int mode);
 /* Resizes a string value; on an empty key opened for writing, creates a zero-filled string. */
 REDISMODULE_API int (*RedisModule_StringTruncate)(RedisModuleKey *key, size_t newlen);
-/* Replaces the key's value (any type) with the string; the key's expiry is removed. */
-REDISMODULE_API int (*RedisModule_StringSet)(RedisModuleKey *key, RedisModuleString *str);
 REDISMODULE_API mstime_t (*RedisModule_GetAbsExpire)(RedisModuleKey *key);
 REDISMODULE_API int (*RedisModule_SetAbsExpire)(RedisModuleKey *key, mstime_t expire);
 REDISMODULE_API int (*RedisModule_SignalModifiedKey)(RedisModuleCtx *ctx,
@@ -130,8 +125,6 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver, int 
     missing |= REDISMODULE_GET_API(Calloc);
     missing |= REDISMODULE_GET_API(Free);
     missing |= REDISMODULE_GET_API(StringPtrLen);
-    missing |= REDISMODULE_GET_API(CreateString);
-    missing |= REDISMODULE_GET_API(FreeString);
     missing |= REDISMODULE_GET_API(WrongArity);
     missing |= REDISMODULE_GET_API(ReplyWithError);
     missing |= REDISMODULE_GET_API(ReplyWithSimpleString);
@@ -143,7 +136,6 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver, int 
     missing |= REDISMODULE_GET_API(DeleteKey);
     missing |= REDISMODULE_GET_API(StringDMA);
     missing |= REDISMODULE_GET_API(StringTruncate);
-    missing |= REDISMODULE_GET_API(StringSet);
     missing |= REDISMODULE_GET_API(GetAbsExpire);
     missing |= REDISMODULE_GET_API(SetAbsExpire);
     missing |= REDISMODULE_GET_API(SignalModifiedKey);

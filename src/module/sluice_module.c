@@ -277,34 +277,30 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
 }
 
 /*
- * Writes `value` (len bytes: the header and the packed state) as the key's value, which holds
- * stored_len bytes (0: empty), sets its expiry and replicates the result. Returns NULL, or an
- * error text. A value of the stored size is written in place. Any other (a new key, a sliding_log
- * that grew or shrank) replaces the string with one of exactly its size: resizing in place
- * (StringTruncate) keeps room to grow, up to twice the bytes, in every key that grew.
+ * Writes the packed state `packed` (size bytes) as the value of the key, which holds stored_len
+ * bytes (0: empty, created here), sets its expiry and replicates the result. Returns NULL, or an
+ * error text. A sliding_log that grew or shrank is resized in place (StringTruncate): Redis then
+ * keeps room to grow (up to twice the bytes), which measured 20 % more memory per stamp than
+ * exact-size strings (RM_StringSet) but 6-17 % less CPU per decision (docs/design.md).
  */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
-                               size_t stored_len, const uint8_t *value, size_t len,
-                               mstime_t expire_ms)
+                               size_t stored_len, const request_t *req, const uint8_t *packed,
+                               size_t size, mstime_t expire_ms)
 {
-    if (stored_len == len) {
-        size_t got = 0;
-        char *w = RedisModule_StringDMA(key, &got, REDISMODULE_WRITE);
-        if (w == NULL || got != len) {
-            return "ERR sluice could not write the key";
-        }
-        memcpy(w, value, len);
-    } else {
-        RedisModuleString *str = RedisModule_CreateString(ctx, (const char *)value, len);
-        int rc = RedisModule_StringSet(key, str);
-        RedisModule_FreeString(ctx, str);
-        if (rc != REDISMODULE_OK) {
-            return "ERR sluice could not write the key";
-        }
+    size_t total = STATE_HEADER + size, len = 0;
+    if (stored_len != total && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
+        return "ERR sluice could not write the key";
     }
+    char *w = RedisModule_StringDMA(key, &len, REDISMODULE_WRITE);
+    if (w == NULL || len != total) {
+        return "ERR sluice could not write the key";
+    }
+    if (stored_len == 0) {
+        header_write(req, (uint8_t *)w);
+    }
+    memcpy(w + STATE_HEADER, packed, size);
     RedisModule_SetAbsExpire(key, expire_ms);
-    RedisModule_Replicate(ctx, "SET", "sbcl", keyname, (const char *)value, len, "PXAT",
-                          (long long)expire_ms);
+    RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
     RedisModule_SignalModifiedKey(ctx, keyname);
     return NULL;
 }
@@ -350,14 +346,13 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (error == NULL && d.allowed && req->cost > 0) {
         if (!sl_state_is_fresh(&req->rule, state, now_ns)) {
             mstime_t at = expiry_ms(&req->rule, state, now_ns, d.reset_after_ns);
-            size_t max = STATE_HEADER + sl_state_packed_max(&req->rule);
-            uint8_t value_local[STATE_LOCAL];
-            uint8_t *value = max <= sizeof(value_local) ? value_local : RedisModule_Alloc(max);
-            header_write(&r, value);
-            size_t len = STATE_HEADER + sl_state_pack(&req->rule, state, value + STATE_HEADER);
-            error = store_state(ctx, argv[1], key, stored_len, value, len, at);
-            if (value != value_local) {
-                RedisModule_Free(value);
+            size_t max = sl_state_packed_max(&req->rule);
+            uint8_t packed_local[STATE_LOCAL];
+            uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
+            size_t n = sl_state_pack(&req->rule, state, packed);
+            error = store_state(ctx, argv[1], key, stored_len, &r, packed, n, at);
+            if (packed != packed_local) {
+                RedisModule_Free(packed);
             }
         } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
             RedisModule_DeleteKey(key);
