@@ -11,7 +11,9 @@
 #   2. The sliding log, 100 per 60 s, same flags: SL.THROTTLE key sliding_log 100 60000 against
 #        EVALSHA bench/redis/zset_log.lua (ZREMRANGEBYSCORE + ZCARD + ZADD + PEXPIRE, time from
 #        TIME); and memory per stored request: N keys filled with M requests each (redis-cli
-#        --pipe), used_memory delta / (N * M), at M = 100 (keys full) and M = 10.
+#        --pipe), used_memory delta / (N * M), at M = 100 (keys full) and M = 10; and a user at
+#        the limit (100 stamps 600 ms apart, laid out with the module's test clock in a
+#        redis-server of its own), bytes per key, the figure docs/scaling.md plans with.
 #   3. Memory per key: SL.THROTTLE gcra against SET k v PX (and the key src/store/lua/gcra.lua
 #        writes), used_memory delta over N keys.
 #   4. sluiced --threads 1 --store redis://  (one redis-server with sluice.so) and
@@ -350,6 +352,42 @@ mem_case mod-log10 "$LOG_KEYS" 10 SL.THROTTLE {} sliding_log 100 60000
 mem_case zset-log10 "$LOG_KEYS" 10 EVALSHA "$SHA_ZSET" 1 {} 100 60000
 rcli "$RD_PORT" FLUSHALL >/dev/null
 
+# Users at their limit, as in docs/scaling.md: 100 stamps spread over the minute (600 ms apart,
+# whole microseconds, as the real clock gives them), so the stamps' distances take 3 bytes each
+# rather than the 1 byte of the back-to-back fills above. Only the module's test clock can lay
+# requests out over a minute in seconds, so this runs in a redis-server of its own.
+UC_PORT=$(free_port)
+mkdir -p "$TMP/redis-clock"
+start redis-clock "${SRV_PIN[@]}" redis-server --port "$UC_PORT" --bind 127.0.0.1 --save "" \
+    --appendonly no --daemonize no --dir "$TMP/redis-clock" --loadmodule "$MODULE" testclock
+UC_PID=$LAST_PID
+wait_port "$UC_PORT"
+python3 -c '
+import sys
+keys, t0 = int(sys.argv[1]), 4000000000000000000  # a whole second in 2096: keys outlive the run
+out = []
+def cmd(*a):
+    out.append("*%d\r\n" % len(a) + "".join("$%d\r\n%s\r\n" % (len(x), x) for x in a))
+for i in range(100):
+    cmd("SL.DEBUG", "SETTIME", str(t0 + i * 600000000 + ((i * 7919) % 99991) * 1000 + 1000))
+    for j in range(keys):
+        cmd("SL.THROTTLE", "u:%07d" % j, "sliding_log", "100", "60000")
+sys.stdout.write("".join(out))
+' "$LOG_KEYS" >"$TMP/users.resp"
+for pass in warm-up measured; do # the first fill carries the server's one-time allocations
+    rcli "$UC_PORT" FLUSHALL >/dev/null
+    before=$(rcli "$UC_PORT" INFO memory | awk -F: '$1 == "used_memory" { print $2 }')
+    timeout 120 "${CLI_PIN[@]}" redis-cli -h 127.0.0.1 -p "$UC_PORT" --pipe <"$TMP/users.resp" \
+        >"$TMP/users.out" 2>&1 || die "redis-cli --pipe failed ($pass): $(tail -n 3 "$TMP/users.out")"
+    after=$(rcli "$UC_PORT" INFO memory | awk -F: '$1 == "used_memory" { print $2 }')
+done
+USER_KEY_B=$(((after - before) / LOG_KEYS))
+say "  mod-user100  $LOG_KEYS keys x 100 stamps 600 ms apart: used_memory +$((after - before)) B," \
+    "$USER_KEY_B B per key; STRLEN $(rcli "$UC_PORT" STRLEN u:0000001)," \
+    "MEMORY USAGE of one key $(rcli "$UC_PORT" MEMORY USAGE u:0000001) B;" \
+    "SL.PEEK -> $(rcli "$UC_PORT" SL.PEEK u:0000001 sliding_log 100 60000 | flat) (remaining 0: full)"
+kill -TERM "$UC_PID"
+
 # ---- the table ------------------------------------------------------------------------------------
 row() { printf '%-44s %10s %8s %8s %8s %10s  %s\n' "$@"; }
 f0() { [ "$1" = - ] && echo - || printf '%.0f' "$1"; }
@@ -402,6 +440,7 @@ for m in 100 10; do
         "module / ZSET $r ($(target "$r" "<=" 0.25))"
 done
 say "    (sluiced's Lua sliding_log.lua, keys full: $(mem_get lua-log100) B per stored request)"
+say "  a user at the limit (100 stamps 600 ms apart), module: $USER_KEY_B B per key (the capacity plan's figure)"
 say ""
 a=$(mem_get gcra-mod)
 s=$(mem_get set)
