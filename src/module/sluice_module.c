@@ -13,7 +13,8 @@
  * A key's value is a Redis string: a 4-byte header, then the state in its packed form.
  *
  *   byte 0     STATE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
- *   byte 1     format version (high nibble, STATE_VERSION) | algorithm (low nibble, 1..6)
+ *   byte 1     format (high nibble, state_version(): 2 for sliding_log, 1 for the others) |
+ *              algorithm (low nibble, 1..6)
  *   bytes 2-3  a 16-bit hash of the prepared rule's parameters, little endian
  *   bytes 4..  the state as sl_state_pack() writes it: sl_state_size(rule) bytes, except for
  *              sliding_log, whose packed form holds only the stamps in use (2-3 bytes each)
@@ -39,9 +40,8 @@
 #define MODULE_NAME    "sluice"
 #define MODULE_VERSION (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
 
-#define STATE_MAGIC   0xF5
-#define STATE_VERSION 2 /* 1 kept sliding_log's whole ring of N stamps */
-#define STATE_HEADER  4 /* bytes before the state */
+#define STATE_MAGIC  0xF5
+#define STATE_HEADER 4 /* bytes before the state */
 
 #define ARGS_LOCAL        16   /* arguments converted on the stack; more go to the heap */
 #define STATE_LOCAL       2048 /* state (and packed) bytes on the stack; larger go to the heap */
@@ -90,10 +90,20 @@ static uint16_t params_hash(const sl_rule_t *rule)
     return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
 }
 
+/* The format of an algorithm's values: the layout of its state after the header. sliding_log's
+ * is 2 (its packed form; 1 was the whole ring of N stamps); the others' states never changed,
+ * so their keys stay readable by every sluice.so (a rolling upgrade, a failover to an older
+ * node). */
+static unsigned state_version(unsigned algorithm)
+{
+    return algorithm == SL_SLIDING_LOG ? 2 : 1;
+}
+
 static void header_write(const request_t *req, uint8_t *out)
 {
+    unsigned algorithm = (unsigned)req->t.rule.algorithm;
     out[0] = STATE_MAGIC;
-    out[1] = (uint8_t)(STATE_VERSION << 4 | ((unsigned)req->t.rule.algorithm & 0x0f));
+    out[1] = (uint8_t)(state_version(algorithm) << 4 | (algorithm & 0x0f));
     out[2] = (uint8_t)(req->hash & 0xff);
     out[3] = (uint8_t)(req->hash >> 8);
 }
@@ -117,17 +127,17 @@ static const char *value_read(const request_t *req, const uint8_t *p, size_t len
         return ERR_NOT_STATE;
     }
     unsigned version = p[1] >> 4, algorithm = p[1] & 0x0f;
-    if (version != STATE_VERSION) {
-        snprintf(err, THROTTLE_ERR_MAX,
-                 "ERR the key holds sluice state of format %u, this sluice.so reads format %d "
-                 "(SL.RESET it, or load a matching sluice.so)",
-                 version, STATE_VERSION);
-        return err;
-    }
     const char *stored = sl_algorithm_name((sl_algorithm_t)algorithm);
     if (stored == NULL) {
         snprintf(err, THROTTLE_ERR_MAX, "ERR the key holds corrupt sluice state (algorithm %u)",
                  algorithm);
+        return err;
+    }
+    if (version != state_version(algorithm)) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds %s state of format %u, this sluice.so reads format %u "
+                 "(SL.RESET it, or load a matching sluice.so)",
+                 stored, version, state_version(algorithm));
         return err;
     }
     if (algorithm != (unsigned)rule->algorithm) {

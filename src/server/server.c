@@ -163,8 +163,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         uv_read_stop(s);
         c->closing = true;
         c->eof = true;
-        if (!c->writing || nread != UV_EOF) {
+        if (nread != UV_EOF) {
             conn_close_now(c);
+        } else if (!c->writing) {
+            conn_flush(c); /* closes it once every answer, also those waiting on Redis, is out */
         }
         return;
     }
@@ -485,8 +487,9 @@ static void on_drain_tick(uv_timer_t *t)
     if (l->conns != NULL && waited_ms < STOP_DRAIN_MS) {
         return;
     }
-    /* what is still waiting on Redis now is answered by on_store_error */
+    /* what is still waiting on Redis now is answered by on_store_error, and written */
     engine_worker_detach(l->worker);
+    flush_queued(&l->flush_check);
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
         conn_close_now(c);

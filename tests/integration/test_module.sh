@@ -266,8 +266,20 @@ expect other-params "ERR the key holds sluice state of another rule (gcra with o
 expect other-burst "ERR the key holds sluice state of another rule (gcra with other parameters); SL.RESET it or use another key" CL.THROTTLE gc 4 5 1
 expect other-delay "ERR the key holds sluice state of another rule (gcra with other parameters); SL.RESET it or use another key" SL.THROTTLE gc gcra 5 1000 MAX_DELAY 10
 expect same-explicit "1 6 1 0 1000" SL.PEEK gc gcra 5 1000 BURST 5
-redis-cli -p "$PORT" SET ver "$(printf '\365\061abcdefghij')" >/dev/null
-expect version "ERR the key holds sluice state of format 3, this sluice.so reads format 2 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver gcra 5 1000
+redis-cli -p "$PORT" SET ver "$(printf '\365\046abcdefghij')" >/dev/null
+expect version "ERR the key holds gcra state of format 2, this sluice.so reads format 1 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver gcra 5 1000
+# a sliding_log key of format 1 (the whole ring of N stamps) is refused, not misread
+redis-cli -p "$PORT" SET ver1 "$(printf '\365\022abcdefghij')" >/dev/null
+expect version-log "ERR the key holds sliding_log state of format 1, this sluice.so reads format 2 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver1 sliding_log 5 1000
+# the header's format per algorithm: sliding_log 2, the others 1 (their states never changed)
+redis-cli -p "$PORT" SL.THROTTLE hdrl sliding_log 5 1000 >/dev/null
+redis-cli -p "$PORT" SL.THROTTLE hdrg gcra 5 1000 >/dev/null
+hdr() { redis-cli -p "$PORT" --raw GETRANGE "$1" 1 1 | head -c 1 | od -An -tu1 | tr -d ' '; }
+for pair in "hdrl 34" "hdrg 22"; do # 0x22: format 2, sliding_log (2); 0x16: format 1, gcra (6)
+    read -r key want <<<"$pair"
+    CASES=$((CASES + 1))
+    [ "$(hdr "$key")" = "$want" ] || { echo "FAIL [header $key]: byte 1 is $(hdr "$key"), want $want"; FAILS=$((FAILS + 1)); }
+done
 redis-cli -p "$PORT" SET alg "$(printf '\365\047abcdefghij')" >/dev/null
 expect bad-alg "ERR the key holds corrupt sluice state (algorithm 7)" SL.THROTTLE alg gcra 5 1000
 expect fw-2 "1 5 3 0 750" SL.THROTTLE fw fixed_window 5 1000

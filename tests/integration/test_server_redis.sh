@@ -102,6 +102,26 @@ check shared-2 matches "$(sc "$P2" SL.ALLOW strict both)" '^1 2 0 0 '
 check shared-3 matches "$(sc "$P1" SL.ALLOW strict both)" '^0 2 0 [1-9]'
 stop_bg s2 TERM
 
+# --- a client that half-closes after pipelining gets every answer, those waiting on Redis too
+halfclose_replies() { # PORT: sends 40 SL.THROTTLE, shuts its side, counts the replies until EOF
+    python3 - "$1" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+keys = [b"hc:%d" % i for i in range(40)]
+s.sendall(b"".join(b"*5\r\n$11\r\nSL.THROTTLE\r\n$%d\r\n%s\r\n$4\r\ngcra\r\n$2\r\n10\r\n"
+                   b"$4\r\n1000\r\n" % (len(k), k) for k in keys))
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(data.count(b"*5\r\n"))
+PY
+}
+check halfclose-all-answered test "$(halfclose_replies "$P1")" = 40
+
 # --- SIGTERM while a decision waits on Redis: the answer is still Redis's, then exit 0
 start_sluiced s4 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" \
     --store-timeout 2s || { cat "$TMP/s4.log"; exit 1; }
