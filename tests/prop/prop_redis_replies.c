@@ -70,8 +70,8 @@ static const char *const lines[] = {
     "MOVED 3999 127.0.0.1:30002",
     "ASK 3999 127.0.0.1:30003",
     "NOSCRIPT No matching script. Please use EVAL.",
-    "ERR wrong number of arguments for 'sl.throttle' command, and a message long enough not to "
-    "fit inline",
+    ("ERR wrong number of arguments for 'sl.throttle' command, and a message long enough not to "
+     "fit inline"),
     "CLUSTERDOWN The cluster is down",
 };
 
