@@ -522,15 +522,6 @@ static config_store_t *store_or_problem(route_ctx_t *x)
     return s;
 }
 
-static void reload_now(route_ctx_t *x, config_store_t *store)
-{
-    char err[ENGINE_ERR_MAX];
-    if (engine_reload(x->c->loop->srv->engine, store, false, err) < 0) {
-        atomic_fetch_add(&x->c->loop->srv->store_errors, 1);
-    }
-    engine_worker_begin(x->c->loop->worker);
-}
-
 static void route_rules_list(route_ctx_t *x, config_store_t *store)
 {
     config_rule_t *rows = NULL;
@@ -613,11 +604,11 @@ static void route_resource(route_ctx_t *x, config_store_t *store, const resource
     } else if (rc != 0) {
         problem(x, 503, "config store: %s", serr);
     } else if (x->req->method == HTTP_DELETE) {
-        reload_now(x, store);
+        loop_reload_now(x->c->loop, store);
         reply_empty(x, 204);
     } else {
         if (x->req->method == HTTP_PUT) {
-            reload_now(x, store);
+            loop_reload_now(x->c->loop, store);
         }
         reply_json(x, 200, json, strlen(json));
     }

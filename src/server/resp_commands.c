@@ -548,13 +548,18 @@ static config_store_t *worker_store(conn_t *c)
 }
 
 /* After a change through this connection: the new set is in force before the reply. */
-static void reload_now(conn_t *c, config_store_t *store)
+/* After a config store write that returned rc: its error (rc < 0, false), or true with the
+ * change in force on this loop before the reply (nothing to reload for CONFIG_STORE_NOTFOUND). */
+static bool store_written(conn_t *c, config_store_t *store, int rc, const char *serr)
 {
-    char err[ENGINE_ERR_MAX];
-    if (engine_reload(c->loop->srv->engine, store, false, err) < 0) {
-        atomic_fetch_add(&c->loop->srv->store_errors, 1);
+    if (rc < 0) {
+        resp_add_error(&c->out, "ERR config store: %s", serr);
+        return false;
     }
-    engine_worker_begin(c->loop->worker);
+    if (rc != CONFIG_STORE_NOTFOUND) {
+        loop_reload_now(c->loop, store);
+    }
+    return true;
 }
 
 static bool name_arg(conn_t *c, const resp_arg_t *a, char name[RULE_NAME_MAX + 1])
@@ -597,12 +602,9 @@ static void rule_set(conn_t *c, resp_arg_t *argv, size_t argc)
     }
     int rc = config_store_put_rule(store, name, json, NULL, serr);
     free(json);
-    if (rc != 0) {
-        resp_add_error(&c->out, "ERR config store: %s", serr);
-        return;
+    if (store_written(c, store, rc, serr)) {
+        resp_add_simple(&c->out, "OK");
     }
-    reload_now(c, store);
-    resp_add_simple(&c->out, "OK");
 }
 
 static void rule_get(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -640,14 +642,9 @@ static void rule_del(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     int rc = config_store_del_rule(store, name, NULL, serr);
-    if (rc < 0) {
-        resp_add_error(&c->out, "ERR config store: %s", serr);
-        return;
+    if (store_written(c, store, rc, serr)) {
+        resp_add_int(&c->out, rc == 0 ? 1 : 0);
     }
-    if (rc == 0) {
-        reload_now(c, store);
-    }
-    resp_add_int(&c->out, rc == 0 ? 1 : 0);
 }
 
 static void rule_list(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -691,7 +688,7 @@ static void rule_import(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_add_error(&c->out, "ERR invalid rules: %s", err);
         return;
     }
-    reload_now(c, store);
+    loop_reload_now(c->loop, store);
     resp_add_simple(&c->out, "OK");
 }
 
@@ -779,14 +776,9 @@ static void cmd_override(conn_t *c, resp_arg_t *argv, size_t argc)
     }
     if (del) {
         int rc = config_store_del_override(store, rs->def.name, key->ptr, key->len, NULL, serr);
-        if (rc < 0) {
-            resp_add_error(&c->out, "ERR config store: %s", serr);
-            return;
+        if (store_written(c, store, rc, serr)) {
+            resp_add_int(&c->out, rc == 0 ? 1 : 0);
         }
-        if (rc == 0) {
-            reload_now(c, store);
-        }
-        resp_add_int(&c->out, rc == 0 ? 1 : 0);
         return;
     }
     rule_override_t ov;
@@ -800,13 +792,13 @@ static void cmd_override(conn_t *c, resp_arg_t *argv, size_t argc)
     int rc = json == NULL ? -1
                           : config_store_put_override(store, rs->def.name, key->ptr, key->len, json,
                                                       NULL, serr);
-    free(json);
-    if (rc != 0) {
-        resp_add_error(&c->out, "ERR config store: %s", json == NULL ? "out of memory" : serr);
-        return;
+    if (json == NULL) {
+        snprintf(serr, sizeof serr, "out of memory");
     }
-    reload_now(c, store);
-    resp_add_simple(&c->out, "OK");
+    free(json);
+    if (store_written(c, store, rc, serr)) {
+        resp_add_simple(&c->out, "OK");
+    }
 }
 
 /* ---- connection and server commands -------------------------------------------------------- */

@@ -155,6 +155,11 @@ void conn_resolve(reply_slot_t *slot);
  * replies are deferred, into a slot of its own. */
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 
+/* Puts a change just written to the config store in force on every loop, and on this one before
+ * its reply (the other loops pick the new rule set up at their next batch). A failed reload
+ * keeps the rules in force and is counted as a store error. */
+void loop_reload_now(loop_t *l, config_store_t *store);
+
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
  * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns);
