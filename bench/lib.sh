@@ -91,9 +91,10 @@ bench_init() {
     : >"$RESULTS"
 }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+BENCH_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../scripts" && pwd)/free_port.py
+free_port() { python3 "$BENCH_FREE_PORT"; }
+# cluster_port: a free port whose cluster bus port (+10000) is free too; empty when none is
+cluster_port() { python3 "$BENCH_FREE_PORT" --bus || true; }
 wait_port() {
     local i
     for ((i = 0; i < 200; i++)); do

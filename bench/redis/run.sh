@@ -104,24 +104,6 @@ say "scripts: bench/server/gcra.lua $SHA_BENCH, src/store/lua/gcra.lua $SHA_STOR
 # A Redis Cluster of 3 primaries, no replicas (a replica would take CPU 0 from the primaries;
 # the module replicates its effects all the same, see docs/module.md). Each node needs its port
 # and port + 10000 (the cluster bus) free.
-cluster_port() {
-    python3 -c '
-import random, socket
-def free(p):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-for _ in range(200):
-    p = random.randrange(20000, 45000)
-    if free(p) and free(p + 10000):
-        print(p)
-        break'
-}
 CL_PORTS=()
 CL_PIDS=()
 for ((i = 1; i <= 3; i++)); do

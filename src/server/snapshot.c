@@ -186,23 +186,7 @@ static int writer_fail(snapshot_writer_t *w, const char *what, char *err)
     return -1;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t done = write(fd, p, n);
-        if (done < 0 && errno == EINTR)
-            continue;
-        if (done <= 0) {
-            if (done == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += done;
-        n -= (size_t)done;
-    }
-    return 0;
-}
-
+/* Writes p[0..n) at file offset `off`, whatever the file position. */
 static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 {
     while (n > 0) {
@@ -225,7 +209,7 @@ static int flush(snapshot_writer_t *w, char *err)
 {
     if (w->used == 0)
         return 0;
-    if (write_all(w->fd, w->buf, w->used) != 0)
+    if (pwrite_all(w->fd, w->buf, w->used, w->flushed) != 0)
         return writer_fail(w, "write", err);
     w->flushed += w->used;
     w->used = 0;

@@ -36,9 +36,8 @@ lib_cleanup() {
 }
 trap lib_cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+LIB_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/free_port.py
+free_port() { python3 "$LIB_FREE_PORT"; }
 
 wait_port() {
     local port=$1 secs=${2:-10} i
@@ -144,24 +143,7 @@ start_redis() {
 # every replica has synced with its primary.
 # Nodes are named node1.. for stop_bg.
 CLUSTER_PORTS=()
-cluster_port() {
-    python3 -c '
-import random, socket
-def free(p):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-while True:
-    p = random.randrange(20000, 45000)
-    if free(p) and free(p + 10000):
-        print(p)
-        break'
-}
+cluster_port() { python3 "$LIB_FREE_PORT" --bus; }
 start_cluster() {
     local primaries=$1 timeout_ms=$2 n p i
     shift 2
@@ -170,6 +152,7 @@ start_cluster() {
     for ((i = 1; i <= n; i++)); do
         p=$(cluster_port)
         while [[ " ${CLUSTER_PORTS[*]} " == *" $p "* ]]; do p=$(cluster_port); done
+        [ -n "$p" ] || { echo "no free port pair for cluster node $i" >&2; return 1; }
         CLUSTER_PORTS+=("$p")
         start_redis "node$i" "$p" --cluster-enabled yes \
             --cluster-config-file "$TMP/node$i/nodes.conf" --cluster-node-timeout "$timeout_ms" \

@@ -31,62 +31,9 @@ START_MS=4000000000000
 # Output of redis-cli, lines joined by spaces, blank lines dropped.
 rc() { redis-cli -p "$PORT" "$@" 2>&1 | sed '/^$/d' | paste -sd' ' -; }
 sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | sed '/^$/d' | paste -sd' ' -; }
-# resp.py: a small pipelining RESP client for the checks redis-cli cannot express.
-cat >"$TMP/resp.py" <<'PY'
-import socket
-
-def enc(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            data = self.s.recv(1 << 16)
-            if not data:
-                raise SystemExit("connection closed")
-            self.buf += data
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-    def reply(self):
-        line = self._line()
-        t, rest = line[:1], line[1:].decode()
-        if t == b"+":
-            return rest
-        if t == b"-":
-            return "-" + rest
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.s.recv(1 << 16)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise SystemExit("unexpected reply %r" % line)
-    def call(self, *args):
-        self.s.sendall(enc(args))
-        return self.reply()
-    def pipeline(self, cmds, chunk=256):
-        out = []
-        for i in range(0, len(cmds), chunk):
-            part = cmds[i:i + chunk]
-            self.s.sendall(b"".join(enc(c) for c in part))
-            out.extend(self.reply() for _ in part)
-        return out
-PY
-export PYTHONPATH=$TMP
+# tests/integration/resp_client.py: a small pipelining RESP client for the checks redis-cli
+# cannot express.
+export PYTHONPATH=$SLUICE_SOURCE_DIR/tests/integration
 
 # expect NAME WANT CMD...: the module's answer must be WANT.
 expect() {
@@ -323,7 +270,7 @@ expect cell-pxat14 $((START_MS + 12500)) PEXPIRETIME cell
 watch_exec() { # WATCH key; run CMD... on another connection; MULTI; PING; EXEC
     python3 - "$PORT" "$@" <<'PY'
 import sys
-from resp import Conn
+from resp_client import Conn
 port, key, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 a, b = Conn(port), Conn(port)
 a.call("WATCH", key)
@@ -343,7 +290,7 @@ check watch-admit [ "$(watch_exec gc2 SL.THROTTLE gc2 gcra 5 1000 COST 1)" = abo
 # sequences of (time, key, cost) identically, for every algorithm and for CL.THROTTLE
 cat >"$TMP/equiv.py" <<'PY'
 import random, subprocess, sys
-from resp import Conn
+from resp_client import Conn
 
 port, sluice, tmp, seed = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 START, MS, SEC = 4 * 10**18, 10**6, 10**9
@@ -435,7 +382,7 @@ if ldd "$MODULE" | grep -q libasan; then
 else
     cat >"$TMP/mem.py" <<'PY'
 import sys, time
-from resp import Conn
+from resp_client import Conn
 port, n = int(sys.argv[1]), 20000
 c = Conn(port)
 def used():

@@ -16,77 +16,17 @@ bytes alone). Prints one line per case; exits 1 if any check failed.
 import hashlib
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from resp_client import Conn  # noqa: E402
 
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
               "token_bucket", "gcra"]
 START_US = 4 * 10**15  # 2096-10-02: keys written with the test clock never expire while we run
 MS, SEC, MIN, HOUR, DAY = 1000, 10**6, 60 * 10**6, 3600 * 10**6, 86400 * 10**6
-
-
-def enc(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Conn:
-    """A small pipelining RESP2 client; error replies come back as str starting with '-'."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-
-    def _fill(self, n):
-        while len(self.buf) < n:
-            data = self.s.recv(1 << 16)
-            if not data:
-                raise SystemExit("redis closed the connection")
-            self.buf += data
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill(len(self.buf) + 1)
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def reply(self):
-        line = self._line()
-        t, rest = line[:1], line[1:].decode()
-        if t == b"+":
-            return rest
-        if t == b"-":
-            return "-" + rest
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            self._fill(n + 2)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise SystemExit("unexpected reply %r" % line)
-
-    def call(self, *args):
-        self.s.sendall(enc(args))
-        return self.reply()
-
-    def pipeline(self, cmds, chunk=3000):
-        out = []
-        for i in range(0, len(cmds), chunk):
-            part = cmds[i:i + chunk]
-            self.s.sendall(b"".join(enc(c) for c in part))
-            out.extend(self.reply() for _ in part)
-        return out
 
 
 class Checks:
