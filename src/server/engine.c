@@ -669,17 +669,23 @@ static void store_error_decision(const rule_state_t *rs, engine_decision_t *out)
 
 static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
 
-/* cold_start closed: a key first seen inside the closed window starts as if it had taken the
- * whole capacity when the server started. */
-static void cold_start_saturate(rule_tables_t *t, sl_table_t *table, const void *key,
-                                size_t key_len, int64_t now_ns)
+/*
+ * cold_start closed: a key first seen inside the closed window starts as if it had taken the
+ * whole capacity when the server started. An admission (cost > 0) stores that state before
+ * deciding; a peek decides on a saturated copy and stores nothing, so it answers what an
+ * admission would. Returns false when the key is not fresh (decide on the table as usual) or
+ * memory ran out.
+ */
+static bool cold_start_decide(rule_tables_t *t, sl_table_t *table, const void *key, size_t key_len,
+                              int64_t cost, int64_t now_ns, sl_decision_t *out)
 {
     const sl_rule_t *rule = sl_table_rule(table);
     size_t size = sl_state_size(rule);
     unsigned char stack[STATE_STACK_MAX];
     unsigned char *state = size <= sizeof stack ? stack : malloc(size);
+    bool peeked = false;
     if (state == NULL) {
-        return;
+        return false;
     }
     if (sl_table_get(table, key, key_len, state) == SL_OK) {
         bool fresh = true;
@@ -689,12 +695,18 @@ static void cold_start_saturate(rule_tables_t *t, sl_table_t *table, const void 
         if (fresh) {
             sl_decision_t d;
             sl_decide(rule, state, rule->capacity, t->closed_from_ns, &d);
-            sl_table_put(table, key, key_len, state, now_ns);
+            if (cost > 0) {
+                sl_table_put(table, key, key_len, state, now_ns);
+            } else {
+                sl_decide(rule, state, 0, now_ns, out);
+                peeked = true;
+            }
         }
     }
     if (state != stack) {
         free(state);
     }
+    return peeked;
 }
 
 int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
@@ -728,8 +740,10 @@ int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t 
             out->window_ns = en->window_ns;
         }
     }
-    if (now_ns < t->closed_until_ns && cost > 0) {
-        cold_start_saturate(t, table, key, key_len, now_ns);
+    if (now_ns < t->closed_until_ns &&
+        cold_start_decide(t, table, key, key_len, cost, now_ns, &out->d)) {
+        finish(w, rs, SL_OK, out);
+        return ENGINE_OK;
     }
     int st = sl_table_decide(table, key, key_len, cost, now_ns, &out->d);
     if (st == SL_EKEY) {
