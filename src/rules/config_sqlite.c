@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <sqlite3.h>
 
 #define CONFIG_SCHEMA_VERSION  1    /* PRAGMA user_version this code writes and reads */
@@ -94,6 +96,11 @@ static const char schema_sql[] =
 struct config_store {
     sqlite3 *db;
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
+    char *path;                   /* the file opened */
+    bool have_id;                 /* dev and ino are the opened file's (not for ":memory:") */
+    dev_t dev;
+    ino_t ino;
+    bool busy; /* the last failure was another connection's lock */
 };
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -112,6 +119,8 @@ static int fail(char *err, const char *fmt, ...)
 /* "sqlite: <what SQLite said> (<what we were doing>)". */
 static int fail_db(config_store_t *s, const char *doing, char *err)
 {
+    int code = sqlite3_errcode(s->db) & 0xff;
+    s->busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
     return fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
 }
 
@@ -211,6 +220,9 @@ static sqlite3_stmt *bound(config_store_t *s, enum stmt_id id, const char *name,
 
 static int tx_begin(config_store_t *s, bool write, const char *doing, char *err)
 {
+    s->busy = false;
+    if (write && config_store_check(s, err) != 0)
+        return -1;
     return exec_id(s, write ? ST_BEGIN_WRITE : ST_BEGIN_READ, doing, err);
 }
 
@@ -387,11 +399,21 @@ int config_store_open(const char *url, config_store_t **out, char *err)
         goto fail;
     }
     sqlite3_extended_result_codes(s->db, 1);
+    if ((s->path = strdup(path)) == NULL) {
+        fail(err, "config store: out of memory");
+        goto fail;
+    }
     if (sqlite3_busy_timeout(s->db, CONFIG_BUSY_TIMEOUT_MS) != SQLITE_OK ||
         exec_sql(s, "PRAGMA journal_mode = WAL", doing, err) != 0 ||
         exec_sql(s, "PRAGMA synchronous = NORMAL", doing, err) != 0 ||
         schema_ensure(s, path, err) != 0)
         goto fail;
+    struct stat st; /* the file exists now (the schema is in it) */
+    if (stat(path, &st) == 0) {
+        s->have_id = true;
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
+    }
     *out = s;
     return 0;
 fail:
@@ -406,7 +428,36 @@ void config_store_close(config_store_t *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->stmt[i]);
     sqlite3_close_v2(s->db);
+    free(s->path);
     free(s);
+}
+
+void config_store_set_busy_timeout(config_store_t *s, int ms)
+{
+    sqlite3_busy_timeout(s->db, ms);
+}
+
+bool config_store_busy(const config_store_t *s)
+{
+    return s->busy;
+}
+
+int config_store_check(config_store_t *s, char *err)
+{
+    if (!s->have_id)
+        return 0;
+    struct stat st;
+    if (stat(s->path, &st) != 0)
+        return fail(err,
+                    "config store '%s' was deleted while sluiced runs: the rules in force stay, "
+                    "changes are refused until the file is back or sluiced restarts",
+                    s->path);
+    if (st.st_dev != s->dev || st.st_ino != s->ino)
+        return fail(err,
+                    "config store '%s' was replaced by another file while sluiced runs: the rules "
+                    "in force stay, changes are refused until sluiced restarts",
+                    s->path);
+    return 0;
 }
 
 /* ---- reads ------------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #ifndef SLUICE_RULES_CONFIG_STORE_H
 #define SLUICE_RULES_CONFIG_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,18 @@ typedef struct config_rule {
  * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out. */
 int config_store_open(const char *url, config_store_t **out, char *err);
 void config_store_close(config_store_t *s);
+
+/* How long a statement waits for another connection's lock before failing, ms (default 5000). */
+void config_store_set_busy_timeout(config_store_t *s, int ms);
+
+/* True when the last call failed because another connection held the lock ("database is
+ * locked"): trying again later may succeed. */
+bool config_store_busy(const config_store_t *s);
+
+/* Checks that the file this handle opened is still the one at its path. A deleted or replaced
+ * file (another inode) keeps being read through this handle, but what is written to it would be
+ * lost: every write calls this first and is refused. Returns 0 or -1 with err saying which. */
+int config_store_check(config_store_t *s, char *err);
 
 /* The current version (0 for a new, empty store). Cheap: one indexed read. */
 int config_store_version(config_store_t *s, int64_t *version, char *err);

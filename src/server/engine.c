@@ -13,85 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
 #include "rules/throttle_args.h"
+#include "server/engine_impl.h"
 #include "server/log.h"
 #include "server/snapshot.h"
-#include "store/redis_store.h"
-
-#define OV_CACHE_SLOTS  4096 /* per worker; a power of two */
-#define INLINE_CACHE    8    /* per worker, most recently used inline rules */
-#define STATE_STACK_MAX 4096 /* cold-start states up to this size live on the stack */
-
-typedef struct override_table {
-    sl_rule_t rule;
-    sl_table_t *table;
-} override_table_t;
-
-struct rule_tables {
-    sl_rule_t rule;
-    sl_table_t *table;
-    pthread_mutex_t ov_lock;
-    override_table_t *ov;
-    size_t nov;
-    rule_counters_t *counters; /* [workers] */
-    int64_t closed_until_ns;
-    int64_t closed_from_ns;
-    _Atomic int refs; /* rule states using these tables */
-};
-
-typedef struct ov_entry {
-    uint64_t hash;
-    uint64_t generation; /* valid only while the worker's set is of this generation */
-    const rule_state_t *rule;
-    int64_t expires_ns;
-    bool present; /* the key has an override */
-    bool blocked;
-    sl_table_t *table; /* the override's table when present and not blocked (memory store) */
-    sl_rule_t ov_rule; /* the override's parameters when present */
-    int64_t window_ns;
-    char *key;
-    size_t key_len;
-} ov_entry_t;
-
-typedef struct inline_slot {
-    sl_rule_t params;
-    rule_state_t *rule;
-} inline_slot_t;
-
-struct engine_worker {
-    engine_t *engine;
-    unsigned index;
-    _Atomic(ruleset_t *) hazard; /* the set this worker uses; NULL between uses */
-    ruleset_t *set;
-    config_store_t *store;
-    ov_entry_t *ov_cache; /* [OV_CACHE_SLOTS] */
-    inline_slot_t inl[INLINE_CACHE];
-    unsigned inl_next;
-    redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
-    rc_freelist_t ops;    /* remote_op_t to reuse (while attached to a loop) */
-    char pad[64];
-};
-
-struct engine {
-    engine_config_t cfg;
-    char *store_url;
-    config_store_t *store;
-    _Atomic(ruleset_t *) current;
-    pthread_mutex_t reload_lock;
-    ruleset_t *retired; /* published before, maybe still in use */
-    _Atomic uint64_t reloads;
-    _Atomic int64_t version;
-    uint64_t generation; /* of the last set published; under reload_lock */
-    engine_worker_t *workers;
-    pthread_mutex_t inline_lock;
-    rule_state_t **inl; /* [ENGINE_INLINE_MAX] */
-    size_t ninl;
-    bool redis;                   /* the request store is Redis (else the memory tables) */
-    rc_config_t rc;               /* where */
-    redis_mode_t mode;            /* module commands or Lua scripts, probed at start */
-    _Atomic uint64_t reset_epoch; /* the Redis stores' shared reset count (their caches) */
-};
 
 /* Memory for per-thread slots: whole cache lines, so two threads never share one. */
 static void *alloc_lines(size_t bytes)
@@ -101,13 +26,13 @@ static void *alloc_lines(size_t bytes)
 
 /* ---- rule states and tables ---------------------------------------------------------------- */
 
-static bool params_equal(const sl_rule_t *a, const sl_rule_t *b)
+bool params_equal(const sl_rule_t *a, const sl_rule_t *b)
 {
     return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
            a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
 }
 
-static sl_table_t *new_table(const engine_t *e, const sl_rule_t *rule)
+sl_table_t *engine_new_table(const engine_t *e, const sl_rule_t *rule)
 {
     sl_table_config_t tc = {.max_bytes = e->cfg.max_memory, .key_max = e->cfg.key_max};
     sl_table_t *t = NULL;
@@ -124,7 +49,7 @@ static rule_tables_t *tables_create(const engine_t *e, const sl_rule_t *rule)
         return NULL;
     }
     t->rule = *rule;
-    t->table = new_table(e, rule);
+    t->table = engine_new_table(e, rule);
     size_t bytes = sizeof(rule_counters_t) * e->cfg.workers;
     t->counters = alloc_lines(bytes);
     if (t->table == NULL || t->counters == NULL) {
@@ -293,6 +218,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     for (unsigned i = 0; i < cfg->workers; i++) {
         e->workers[i].engine = e;
         e->workers[i].index = i;
+        e->workers[i].ops = (rc_freelist_t){.size = sizeof(engine_op_t), .keep = OPS_KEEP};
     }
     if (cfg->request_store != NULL && strcmp(cfg->request_store, "memory") != 0) {
         char rerr[RC_ERR_MAX > REDIS_STORE_ERR_MAX ? RC_ERR_MAX : REDIS_STORE_ERR_MAX];
@@ -323,6 +249,7 @@ void engine_free(engine_t *e)
     if (e == NULL) {
         return;
     }
+    engine_stop(e);
     set_free(atomic_load(&e->current));
     while (e->retired != NULL) {
         ruleset_t *next = e->retired->retired_next;
@@ -335,14 +262,8 @@ void engine_free(engine_t *e)
     free(e->inl);
     if (e->workers != NULL) {
         for (unsigned i = 0; i < e->cfg.workers; i++) {
-            engine_worker_t *w = &e->workers[i];
-            config_store_close(w->store);
-            if (w->ov_cache != NULL) {
-                for (size_t j = 0; j < OV_CACHE_SLOTS; j++) {
-                    free(w->ov_cache[j].key);
-                }
-                free(w->ov_cache);
-            }
+            override_worker_free(&e->workers[i]);
+            rc_freelist_clear(&e->workers[i].ops);
         }
         free(e->workers);
     }
@@ -361,6 +282,11 @@ config_store_t *engine_store(engine_t *e)
 unsigned engine_workers(engine_t *e)
 {
     return e->cfg.workers;
+}
+
+size_t engine_key_max(const engine_t *e)
+{
+    return e->cfg.key_max;
 }
 
 int64_t engine_version(engine_t *e)
@@ -474,6 +400,7 @@ int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
     int64_t version = 0;
     if (config_store_version(store, &version, serr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "config store: %s", serr);
+        atomic_fetch_add(&e->store_errors, 1);
         return -1;
     }
     pthread_mutex_lock(&e->reload_lock);
@@ -485,6 +412,7 @@ int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
     ruleset_t *set = set_build(e, store, old, err);
     if (set == NULL) {
         pthread_mutex_unlock(&e->reload_lock);
+        atomic_fetch_add(&e->store_errors, 1);
         return -1;
     }
     set->generation = ++e->generation;
@@ -498,6 +426,82 @@ int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
     pthread_mutex_unlock(&e->reload_lock);
     engine_collect(e);
     return 1;
+}
+
+/* The config thread's poll: a new version of the store is put in force; a store file that was
+ * deleted or replaced is reported once (the rules in force stay). */
+static void engine_poll(void *arg, config_store_t *store)
+{
+    engine_t *e = arg;
+    char err[ENGINE_ERR_MAX];
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_check(store, serr) != 0) {
+        if (strcmp(serr, e->store_problem) != 0) { /* reported once per change */
+            log_error("%s", serr);
+            atomic_fetch_add(&e->store_errors, 1);
+            snprintf(e->store_problem, sizeof e->store_problem, "%s", serr);
+        }
+    } else if (e->store_problem[0] != '\0') {
+        log_info("config store file is back: changes are accepted again");
+        e->store_problem[0] = '\0';
+    }
+    int rc = engine_reload(e, store, false, err);
+    if (rc < 0) {
+        log_error("rules not reloaded (the rules in force stay): %s", err);
+    } else if (rc > 0) {
+        log_info("rules version %lld in force", (long long)engine_version(e));
+    }
+    engine_collect(e);
+}
+
+int engine_start(engine_t *e, int64_t poll_interval_ns, char *err)
+{
+    char terr[ENGINE_ERR_MAX];
+    if (config_thread_start(e->store, e->cfg.workers, poll_interval_ns, engine_poll, e, &e->ct,
+                            terr, sizeof terr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "%s", terr);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_stop(engine_t *e)
+{
+    config_thread_stop(e->ct);
+    e->ct = NULL;
+}
+
+uint64_t engine_store_errors(engine_t *e)
+{
+    return atomic_load_explicit(&e->store_errors, memory_order_relaxed);
+}
+
+void engine_submit(engine_worker_t *w, config_job_t *job)
+{
+    engine_t *e = w->engine;
+    if (e->ct != NULL) {
+        job->inbox = w->inbox;
+        config_job_submit(e->ct, job);
+        return;
+    }
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (w->store == NULL && config_store_open(e->store_url, &w->store, serr) != 0) {
+        w->store = NULL;
+    }
+    job->inbox = NULL;
+    job->run(job, w->store, true);
+    job->done(job);
+}
+
+void engine_submit_main(engine_t *e, config_job_t *job)
+{
+    job->inbox = NULL;
+    if (e->ct != NULL) {
+        config_job_submit(e->ct, job);
+        return;
+    }
+    job->run(job, e->store, true);
+    job->done(job);
 }
 
 /* ---- workers ------------------------------------------------------------------------------- */
@@ -534,18 +538,6 @@ void engine_worker_end(engine_worker_t *w)
     atomic_store(&w->hazard, NULL);
 }
 
-config_store_t *engine_worker_store(engine_worker_t *w, char *err)
-{
-    if (w->store == NULL) {
-        char serr[CONFIG_STORE_ERR_MAX];
-        if (config_store_open(w->engine->store_url, &w->store, serr) != 0) {
-            snprintf(err, ENGINE_ERR_MAX, "config store: %s", serr);
-            w->store = NULL;
-        }
-    }
-    return w->store;
-}
-
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 {
     return set_find(w->set, name, len);
@@ -554,103 +546,6 @@ rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker)
 {
     return &rule->t->counters[worker];
-}
-
-/* ---- overrides ----------------------------------------------------------------------------- */
-
-/* The table for an override's parameters (created on first use). NULL when out of memory. */
-static sl_table_t *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule)
-{
-    sl_table_t *found = NULL;
-    pthread_mutex_lock(&t->ov_lock);
-    for (size_t i = 0; i < t->nov && found == NULL; i++) {
-        if (params_equal(&t->ov[i].rule, rule)) {
-            found = t->ov[i].table;
-        }
-    }
-    if (found == NULL) {
-        override_table_t *grown = realloc(t->ov, (t->nov + 1) * sizeof *t->ov);
-        if (grown != NULL) {
-            t->ov = grown;
-            found = new_table(e, rule);
-            if (found != NULL) {
-                t->ov[t->nov].rule = *rule;
-                t->ov[t->nov].table = found;
-                t->nov++;
-            }
-        }
-    }
-    pthread_mutex_unlock(&t->ov_lock);
-    return found;
-}
-
-/* Resolves key's override under rule through the worker's cache. Returns the entry, or NULL
- * when the store could not be read (the caller applies on_store_error). */
-static const ov_entry_t *override_lookup(engine_worker_t *w, const rule_state_t *rs,
-                                         const void *key, size_t key_len, int64_t now_ns)
-{
-    if (w->ov_cache == NULL) {
-        w->ov_cache = calloc(OV_CACHE_SLOTS, sizeof *w->ov_cache);
-        if (w->ov_cache == NULL) {
-            return NULL;
-        }
-    }
-    uint64_t h = hash_bytes(key, key_len, (uint64_t)(uintptr_t)rs);
-    ov_entry_t *en = &w->ov_cache[h & (OV_CACHE_SLOTS - 1)];
-    if (en->hash == h && en->generation == w->set->generation && en->rule == rs &&
-        en->expires_ns > now_ns && en->key_len == key_len && memcmp(en->key, key, key_len) == 0) {
-        return en;
-    }
-    char err[ENGINE_ERR_MAX];
-    config_store_t *store = engine_worker_store(w, err);
-    if (store == NULL) {
-        return NULL;
-    }
-    char *json = NULL;
-    char serr[CONFIG_STORE_ERR_MAX];
-    int rc = config_store_get_override(store, rs->def.name, key, key_len, &json, serr);
-    if (rc < 0) {
-        return NULL;
-    }
-    char *copy = malloc(key_len + 1);
-    if (copy == NULL) {
-        free(json);
-        return NULL;
-    }
-    memcpy(copy, key, key_len);
-    free(en->key);
-    *en = (ov_entry_t){.hash = h,
-                       .generation = w->set->generation,
-                       .rule = rs,
-                       .expires_ns = now_ns + w->engine->cfg.override_ttl_ns,
-                       .key = copy,
-                       .key_len = key_len,
-                       .window_ns = rs->def.rule.window_ns};
-    if (rc == CONFIG_STORE_NOTFOUND) {
-        return en; /* the negative cache */
-    }
-    rule_override_t ov;
-    char perr[RULEDEF_ERR_MAX];
-    rc = override_parse_json(&rs->def, key, key_len, json, strlen(json), &ov, perr);
-    free(json);
-    if (rc != 0) {
-        en->hash = 0;
-        return NULL;
-    }
-    en->present = true;
-    en->blocked = ov.blocked;
-    en->window_ns = ov.rule.window_ns;
-    en->ov_rule = ov.rule;
-    if (!ov.blocked && w->redis == NULL) {
-        en->table = override_table(w->engine, rs->t, &ov.rule);
-        if (en->table == NULL) {
-            en->hash = 0;
-            override_free(&ov);
-            return NULL;
-        }
-    }
-    override_free(&ov);
-    return en;
 }
 
 /* ---- decisions ----------------------------------------------------------------------------- */
@@ -666,8 +561,6 @@ static void store_error_decision(const rule_state_t *rs, engine_decision_t *out)
         out->d.retry_after_ns = retry;
     }
 }
-
-static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
 
 /*
  * cold_start closed: a key first seen inside the closed window starts as if it had taken the
@@ -709,40 +602,58 @@ static bool cold_start_decide(rule_tables_t *t, sl_table_t *table, const void *k
     return peeked;
 }
 
-int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                  int64_t cost, int64_t now_ns, engine_decision_t *out)
+/* shadow mode, counters, and on_store_error: the end of every decision */
+void engine_finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
 {
-    if (cost < 0) {
-        return ENGINE_ECOST;
+    rule_counters_t *c = &rs->t->counters[w->index];
+    if (st != SL_OK) {
+        store_error_decision(rs, out);
+        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+        return;
     }
-    if (key_len > w->engine->cfg.key_max) {
-        return ENGINE_EKEY;
+    out->never = !out->d.allowed && out->d.retry_after_ns < 0;
+    if (out->d.allowed) {
+        atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
+    } else if (rs->def.shadow) {
+        out->shadowed = true;
+        out->d.allowed = true;
+        out->d.retry_after_ns = 0;
+        atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
     }
+}
+
+/* A key its override blocks (limit 0): refused, never admissible. Returns true when en says so
+ * (and fills out). */
+static bool override_blocks(const ov_entry_t *en, engine_decision_t *out)
+{
+    if (en == NULL || !en->present || !en->blocked) {
+        return false;
+    }
+    out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
+    out->blocked = true;
+    return true;
+}
+
+/* Decides on the memory tables with the key's override known (en NULL: the rule has none). */
+static int decide_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,
+                        size_t key_len, int64_t cost, int64_t now_ns, engine_decision_t *out)
+{
     rule_tables_t *t = rs->t;
-    rule_counters_t *c = &t->counters[w->index];
     *out = (engine_decision_t){.rule = rs, .window_ns = t->rule.window_ns};
     sl_table_t *table = t->table;
-    if (rs->has_overrides) {
-        const ov_entry_t *en = override_lookup(w, rs, key, key_len, now_ns);
-        if (en == NULL) {
-            store_error_decision(rs, out);
-            atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-            return ENGINE_OK;
-        }
-        if (en->present && en->blocked) {
-            out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
-            out->blocked = true;
-            atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
-            return ENGINE_OK;
-        }
-        if (en->present) {
-            table = en->table;
-            out->window_ns = en->window_ns;
-        }
+    if (override_blocks(en, out)) {
+        engine_finish(w, rs, SL_OK, out);
+        return ENGINE_OK;
+    }
+    if (en != NULL && en->present) {
+        table = en->table;
+        out->window_ns = en->window_ns;
     }
     if (now_ns < t->closed_until_ns &&
         cold_start_decide(t, table, key, key_len, cost, now_ns, &out->d)) {
-        finish(w, rs, SL_OK, out);
+        engine_finish(w, rs, SL_OK, out);
         return ENGINE_OK;
     }
     int st = sl_table_decide(table, key, key_len, cost, now_ns, &out->d);
@@ -752,8 +663,38 @@ int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t 
     if (st == SL_ECOST) {
         return ENGINE_ECOST;
     }
-    finish(w, rs, st, out);
+    engine_finish(w, rs, st, out);
     return ENGINE_OK;
+}
+
+static int check_request(const engine_worker_t *w, size_t key_len, int64_t cost)
+{
+    if (cost < 0) {
+        return ENGINE_ECOST;
+    }
+    if (key_len > w->engine->cfg.key_max) {
+        return ENGINE_EKEY;
+    }
+    return ENGINE_OK;
+}
+
+int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                  int64_t cost, int64_t now_ns, engine_decision_t *out)
+{
+    int rc = check_request(w, key_len, cost);
+    if (rc != ENGINE_OK) {
+        return rc;
+    }
+    const ov_entry_t *en = NULL;
+    if (rs->has_overrides) {
+        en = override_cached(w, rs, key, key_len, now_ns);
+        if (en == NULL && (en = override_lookup_now(w, rs, key, key_len, now_ns)) == NULL) {
+            *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+            engine_finish(w, rs, SL_EINVAL, out);
+            return ENGINE_OK;
+        }
+    }
+    return decide_local(w, rs, en, key, key_len, cost, now_ns, out);
 }
 
 int engine_reset(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len)
@@ -1004,19 +945,253 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
     return -1;
 }
 
-/* ---- the Redis request store --------------------------------------------------------------- */
+/* ---- decisions that complete later -------------------------------------------------------- */
 
-/* A decision waiting on Redis: holds its rule state (and so its tables and counters). Reused
- * through the worker's free list while the worker is attached to its loop. */
-typedef struct remote_op {
-    engine_worker_t *w;
-    rule_state_t *rs;
-    engine_decision_fn fn;
-    void *arg;
+engine_op_t *engine_op_get(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                           int64_t cost, int64_t now_ns)
+{
+    engine_op_t *op = w->attached ? rc_freelist_get(&w->ops) : malloc(sizeof *op);
+    if (op == NULL) {
+        return NULL;
+    }
+    *op = (engine_op_t){.w = w, .rs = rs, .cost = cost, .now_ns = now_ns, .key_len = key_len};
+    op->out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+    if (key != NULL) {
+        op->key = key_len <= sizeof op->key_buf ? op->key_buf : malloc(key_len);
+        if (op->key == NULL) {
+            rc_freelist_put(&w->ops, op);
+            return NULL;
+        }
+        memcpy(op->key, key, key_len);
+    }
+    atomic_fetch_add(&rs->refs, 1);
+    return op;
+}
+
+/* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */
+static void op_release(engine_op_t *op)
+{
+    engine_worker_t *w = op->w;
+    state_release(op->rs);
+    if (op->key != NULL && op->key != op->key_buf) {
+        free(op->key);
+    }
+    if (w->attached) {
+        rc_freelist_put(&w->ops, op);
+    } else {
+        free(op);
+    }
+}
+
+void engine_op_complete(engine_op_t *op)
+{
+    if (op->starting) {
+        *op->sync_out = op->out;
+        op->finished = true; /* engine_decide_start releases it */
+        return;
+    }
+    op->fn(op->arg, ENGINE_OK, &op->out);
+    op_release(op);
+}
+
+static void remote_done(void *arg, int status, const sl_decision_t *d, const char *err);
+
+void engine_op_continue(engine_op_t *op, const ov_entry_t *en)
+{
+    engine_worker_t *w = op->w;
+    rule_state_t *rs = op->rs;
+    if (op->resolve_only) {
+        op->out.store_error = en == NULL;
+        engine_op_complete(op);
+        return;
+    }
+    if (op->rs->has_overrides && en == NULL) {
+        log_debug("rule '%s': override lookup failed", rs->def.name);
+        engine_finish(w, rs, SL_EINVAL, &op->out);
+        engine_op_complete(op);
+        return;
+    }
+    if (w->redis == NULL) {
+        /* key and cost were checked when the decision started */
+        decide_local(w, rs, en, op->key, op->key_len, op->cost, op->now_ns, &op->out);
+        engine_op_complete(op);
+        return;
+    }
+    if (override_blocks(en, &op->out)) {
+        engine_finish(w, rs, SL_OK, &op->out);
+        engine_op_complete(op);
+        return;
+    }
+    const sl_rule_t *rule = &rs->t->rule;
+    if (en != NULL && en->present) {
+        rule = &en->ov_rule;
+        op->out.window_ns = en->window_ns;
+    }
+    redis_store_decide(w->redis, rs->def.name, rule, op->key, op->key_len, op->cost, op->now_ns,
+                       remote_done, op);
+}
+
+int engine_decide_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_t *out,
+                        engine_pending_t **pending)
+{
+    int rc = check_request(w, key_len, cost);
+    if (rc != ENGINE_OK) {
+        return rc;
+    }
+    const ov_entry_t *en = NULL;
+    bool wait = false;
+    if (rs->has_overrides) {
+        en = override_cached(w, rs, key, key_len, now_ns);
+        if (en == NULL && w->engine->ct == NULL) {
+            if ((en = override_lookup_now(w, rs, key, key_len, now_ns)) == NULL) {
+                *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+                engine_finish(w, rs, SL_EINVAL, out);
+                return ENGINE_OK;
+            }
+        }
+        wait = en == NULL;
+    }
+    if (!wait && w->redis == NULL) {
+        return decide_local(w, rs, en, key, key_len, cost, now_ns, out);
+    }
+    /* The key is copied only for a lookup: a Redis command is formatted before this returns. */
+    engine_op_t *op = engine_op_get(w, rs, wait ? key : NULL, key_len, cost, now_ns);
+    if (op == NULL) {
+        *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+        engine_finish(w, rs, SL_ENOMEM, out);
+        return ENGINE_OK;
+    }
+    op->starting = true;
+    op->sync_out = out;
+    if (wait) {
+        override_wait(w, op);
+    } else {
+        op->key = (char *)key; /* for redis_store_decide only; not kept */
+        engine_op_continue(op, en);
+        op->key = NULL;
+    }
+    op->starting = false;
+    if (op->finished) {
+        op_release(op);
+        return ENGINE_OK;
+    }
+    *pending = (engine_pending_t *)op;
+    return ENGINE_PENDING;
+}
+
+void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void *arg)
+{
+    engine_op_t *op = (engine_op_t *)pending;
+    op->fn = fn;
+    op->arg = arg;
+}
+
+int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg)
+{
     engine_decision_t out;
-} remote_op_t;
+    engine_pending_t *pending = NULL;
+    int rc = engine_decide_start(w, rs, key, key_len, cost, now_ns, &out, &pending);
+    if (rc == ENGINE_PENDING) {
+        engine_pending_then(pending, fn, arg);
+        return ENGINE_OK;
+    }
+    if (rc == ENGINE_OK) {
+        fn(arg, rc, &out);
+    }
+    return rc;
+}
 
-#define OPS_KEEP 4096 /* free remote_op_t kept per worker */
+typedef struct resolve {
+    size_t left;
+    engine_done_fn fn;
+    void *arg;
+} resolve_t;
+
+static void resolved_one(void *arg, int status, const engine_decision_t *d)
+{
+    (void)status;
+    (void)d;
+    resolve_t *r = arg;
+    if (--r->left == 0) {
+        r->fn(r->arg, ENGINE_OK);
+        free(r);
+    }
+}
+
+int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
+                             const char *const *keys, const size_t *key_lens, size_t n,
+                             int64_t now_ns, engine_done_fn fn, void *arg)
+{
+    if (w->engine->ct == NULL) {
+        return ENGINE_OK; /* looked up at once when decided */
+    }
+    resolve_t *r = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!rules[i]->has_overrides || key_lens[i] > w->engine->cfg.key_max ||
+            override_cached(w, rules[i], keys[i], key_lens[i], now_ns) != NULL) {
+            continue;
+        }
+        if (r == NULL) {
+            if ((r = calloc(1, sizeof *r)) == NULL) {
+                return ENGINE_OK; /* decided without: each decision looks its override up */
+            }
+            *r = (resolve_t){.left = 1, .fn = fn, .arg = arg}; /* held until all are asked */
+        }
+        engine_op_t *op = engine_op_get(w, rules[i], keys[i], key_lens[i], 0, now_ns);
+        if (op == NULL) {
+            continue;
+        }
+        r->left++;
+        op->resolve_only = true;
+        op->fn = resolved_one;
+        op->arg = r;
+        override_wait(w, op);
+    }
+    if (r == NULL) {
+        return ENGINE_OK;
+    }
+    resolved_one(r, ENGINE_OK, NULL); /* fn runs now if every lookup was answered at once */
+    return ENGINE_PENDING;
+}
+
+/* ---- the loops ----------------------------------------------------------------------------- */
+
+int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
+{
+    engine_t *e = w->engine;
+    w->attached = true;
+    w->inbox = config_thread_inbox(e->ct, w->index);
+    if (config_inbox_attach(w->inbox, loop) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "cannot attach to the config store thread");
+        w->inbox = NULL;
+        return -1;
+    }
+    if (!e->redis) {
+        return 0;
+    }
+    char rerr[REDIS_STORE_ERR_MAX];
+    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
+                           &w->redis, rerr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_worker_detach(engine_worker_t *w)
+{
+    config_inbox_detach(w->inbox); /* lookups already answered go on first */
+    w->inbox = NULL;
+    override_worker_detach(w);
+    redis_store_free(w->redis);
+    w->redis = NULL;
+    w->attached = false;
+    rc_freelist_clear(&w->ops);
+}
+
+/* ---- the Redis request store --------------------------------------------------------------- */
 
 bool engine_is_remote(const engine_t *e)
 {
@@ -1029,29 +1204,6 @@ const char *engine_store_name(const engine_t *e)
         return "memory";
     }
     return e->mode == REDIS_MODE_MODULE ? "redis (sluice.so module)" : "redis (Lua scripts)";
-}
-
-int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
-{
-    engine_t *e = w->engine;
-    if (!e->redis) {
-        return 0;
-    }
-    w->ops = (rc_freelist_t){.size = sizeof(remote_op_t), .keep = OPS_KEEP};
-    char rerr[REDIS_STORE_ERR_MAX];
-    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
-                           &w->redis, rerr) != 0) {
-        snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
-        return -1;
-    }
-    return 0;
-}
-
-void engine_worker_detach(engine_worker_t *w)
-{
-    redis_store_free(w->redis);
-    w->redis = NULL;
-    rc_freelist_clear(&w->ops);
 }
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
@@ -1074,100 +1226,17 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 #undef LOAD
 }
 
-/* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */
-static void op_release(engine_worker_t *w, remote_op_t *op)
-{
-    if (w->redis == NULL) {
-        free(op);
-        return;
-    }
-    rc_freelist_put(&w->ops, op);
-}
-
-/* shadow mode, counters, and on_store_error: the end of every decision */
-static void finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
-{
-    rule_counters_t *c = &rs->t->counters[w->index];
-    if (st != SL_OK) {
-        store_error_decision(rs, out);
-        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-        return;
-    }
-    out->never = !out->d.allowed && out->d.retry_after_ns < 0;
-    if (out->d.allowed) {
-        atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
-    } else if (rs->def.shadow) {
-        out->shadowed = true;
-        out->d.allowed = true;
-        out->d.retry_after_ns = 0;
-        atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
-    }
-}
-
 static void remote_done(void *arg, int status, const sl_decision_t *d, const char *err)
 {
-    remote_op_t *op = arg;
+    engine_op_t *op = arg;
     if (status != 0) {
         log_debug("rule '%s': request store error: %s", op->rs->def.name, err);
     }
     if (status == 0) {
         op->out.d = *d;
     }
-    finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
-    op->fn(op->arg, ENGINE_OK, &op->out);
-    state_release(op->rs);
-    op_release(op->w, op);
-}
-
-int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg)
-{
-    if (w->redis == NULL) {
-        engine_decision_t out;
-        int rc = engine_decide(w, rs, key, key_len, cost, now_ns, &out);
-        if (rc == ENGINE_OK) {
-            fn(arg, rc, &out);
-        }
-        return rc;
-    }
-    if (cost < 0) {
-        return ENGINE_ECOST;
-    }
-    if (key_len > w->engine->cfg.key_max) {
-        return ENGINE_EKEY;
-    }
-    remote_op_t *op = rc_freelist_get(&w->ops);
-    if (op == NULL) {
-        engine_decision_t out = {.rule = rs, .window_ns = rs->t->rule.window_ns};
-        finish(w, rs, SL_ENOMEM, &out);
-        fn(arg, ENGINE_OK, &out);
-        return ENGINE_OK;
-    }
-    *op = (remote_op_t){.w = w, .rs = rs, .fn = fn, .arg = arg};
-    op->out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
-    atomic_fetch_add(&rs->refs, 1);
-    const sl_rule_t *rule = &rs->t->rule;
-    if (rs->has_overrides) {
-        const ov_entry_t *en = override_lookup(w, rs, key, key_len, now_ns);
-        if (en == NULL) {
-            remote_done(op, -1, NULL, "override lookup failed");
-            return ENGINE_OK;
-        }
-        if (en->present && en->blocked) {
-            op->out.d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
-            op->out.blocked = true;
-            remote_done(op, 0, &op->out.d, NULL);
-            return ENGINE_OK;
-        }
-        if (en->present) {
-            rule = &en->ov_rule;
-            op->out.window_ns = en->window_ns;
-        }
-    }
-    redis_store_decide(w->redis, rs->def.name, rule, key, key_len, cost, now_ns, remote_done, op);
-    return ENGINE_OK;
+    engine_finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
+    engine_op_complete(op);
 }
 
 typedef struct remote_reset {
@@ -1248,7 +1317,7 @@ static void all_done(void *arg, int status, const sl_decision_t *d, size_t n, lo
         if (status == 0) {
             out[k].d = d[k];
         }
-        finish(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[k]);
+        engine_finish(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[k]);
     }
     op->fn(op->arg, out, count, status == 0 ? refused : -1);
     for (size_t i = 0; i < op->n; i++) {
@@ -1275,9 +1344,9 @@ int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *
         const sl_rule_t *rule = &rs->t->rule;
         op->window_ns[i] = rule->window_ns;
         if (rs->has_overrides) {
-            const ov_entry_t *en = override_lookup(w, rs, keys[i], key_lens[i], now_ns);
+            const ov_entry_t *en = override_cached(w, rs, keys[i], key_lens[i], now_ns);
             if (en == NULL || (en->present && en->blocked)) {
-                free(op); /* blocked keys and lookup failures: the step-by-step path */
+                free(op); /* blocked keys and lookups to make: the step-by-step path */
                 return ENGINE_ENOTSUP;
             }
             if (en->present) {

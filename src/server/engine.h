@@ -32,6 +32,7 @@
 #include "sluice/sluice.h"
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
+#include "server/config_thread.h"
 
 #define ENGINE_WORKERS_MAX     256
 #define ENGINE_INLINE_MAX      1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
@@ -100,6 +101,7 @@ enum engine_status {
     ENGINE_ERULE = -5,   /* invalid inline rule parameters (err says which) */
     ENGINE_ESTORE = -6,  /* the request store failed (a reset that could not be done) */
     ENGINE_ENOTSUP = -7, /* not possible this way (the caller has another) */
+    ENGINE_PENDING = 1,  /* engine_decide_start: the answer comes later */
 };
 
 typedef struct engine_worker engine_worker_t;
@@ -108,12 +110,38 @@ typedef struct engine_worker engine_worker_t;
 int engine_create(const engine_config_t *cfg, engine_t **out, char *err);
 void engine_free(engine_t *e);
 
-/* The engine's own store handle: for the main thread (imports, reloads). */
+/* The engine's own store handle: for the main thread (imports, reloads) before engine_start;
+ * afterwards it belongs to the config thread. */
 config_store_t *engine_store(engine_t *e);
 
+/*
+ * Starts the config thread (config_thread.h): from now on every use of the config store runs
+ * there, including a poll of its version every poll_interval_ns (a new version is put in force).
+ * Call after the first rules are loaded and before the loops start. Returns 0 or -1 with err.
+ */
+int engine_start(engine_t *e, int64_t poll_interval_ns, char *err);
+
+/* Stops the config thread after every loop has stopped (engine_free does it too). */
+void engine_stop(engine_t *e);
+
+/* Config store failures seen by the engine: polls and reloads that failed, a store file that was
+ * deleted or replaced. */
+uint64_t engine_store_errors(engine_t *e);
+
+/*
+ * Runs job on the config thread, then job->done on this worker's loop (admin commands: their
+ * reply is written in done). Without a config thread both run at once, here, with the worker's
+ * own store handle (NULL if it cannot be opened: run must then report the error).
+ */
+void engine_submit(engine_worker_t *w, config_job_t *job);
+
+/* The same for the main thread: done runs on the config thread (or at once without one). */
+void engine_submit_main(engine_t *e, config_job_t *job);
+
 /* Rebuilds the rule set from the store if its version changed (force: always). Thread-safe;
- * serialized. Returns 1 if a new set was published, 0 if not, -1 with err (the set in force
- * stays). */
+ * serialized; store must be the caller's to use (the config thread's, once it runs). Returns 1
+ * if a new set was published, 0 if not, -1 with err (the set in force stays; counted in
+ * engine_store_errors). */
 int engine_reload(engine_t *e, config_store_t *store, bool force, char *err);
 
 /* The current version and rule count (any thread). */
@@ -132,16 +160,14 @@ const ruleset_t *engine_worker_begin(engine_worker_t *w);
 /* Drops the worker's hold on any rule set (a loop that is shutting down). */
 void engine_worker_end(engine_worker_t *w);
 
-/* This worker's config store handle (opened on first use); NULL with err on failure. */
-config_store_t *engine_worker_store(engine_worker_t *w, char *err);
-
 /* Finds a named rule in the worker's current set. */
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 
 /*
- * Decides cost units for key under rule at now_ns (cost 0: peek). Applies the key's override,
- * shadow mode, cold start, and on_store_error. Returns ENGINE_OK with *out filled, or
- * ENGINE_ECOST / ENGINE_EKEY.
+ * Decides cost units for key under rule at now_ns (cost 0: peek) at once, reading a key's
+ * override from the store on this thread if it must: for callers without an event loop (tests,
+ * tools). Applies the key's override, shadow mode, cold start, and on_store_error. Returns
+ * ENGINE_OK with *out filled, or ENGINE_ECOST / ENGINE_EKEY.
  */
 int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                   int64_t cost, int64_t now_ns, engine_decision_t *out);
@@ -162,6 +188,9 @@ typedef void (*engine_rule_fn)(void *arg, rule_state_t *rule);
 void engine_foreach_rule(engine_t *e, engine_rule_fn fn, void *arg);
 
 unsigned engine_workers(engine_t *e);
+
+/* The longest key accepted, bytes. */
+size_t engine_key_max(const engine_t *e);
 
 /* Table statistics of a rule, summed over its base and override tables. */
 void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
@@ -189,13 +218,39 @@ typedef void (*engine_decision_fn)(void *arg, int status, const engine_decision_
 typedef void (*engine_done_fn)(void *arg, int status);
 
 /*
- * engine_decide() for either store. Returns ENGINE_ECOST / ENGINE_EKEY (fn is then never
- * called), or ENGINE_OK and calls fn exactly once with ENGINE_OK and the decision: before
- * returning (memory store, a cache hit, a failure to send) or later on this loop. The decision's
- * rule stays valid during fn.
+ * Starts a decision with either store. Returns ENGINE_OK with *out filled when it could be
+ * decided at once (the memory store, an override already cached, a Redis over-limit cache hit,
+ * a failure), ENGINE_PENDING when the answer comes later (it waits for Redis, or for the config
+ * thread to look the key's override up): the caller must then call engine_pending_then() before
+ * it returns to its loop. ENGINE_ECOST / ENGINE_EKEY for a bad request.
+ */
+typedef struct engine_pending engine_pending_t;
+int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_t *out,
+                        engine_pending_t **pending);
+
+/* fn(arg, ENGINE_OK, decision) runs once on this loop when the pending decision is made. The
+ * decision's rule stays valid during fn. */
+void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void *arg);
+
+/*
+ * engine_decide_start() with a callback either way. Returns ENGINE_ECOST / ENGINE_EKEY (fn is
+ * then never called), or ENGINE_OK and calls fn exactly once with ENGINE_OK and the decision:
+ * before returning or later on this loop. The decision's rule stays valid during fn.
  */
 int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                         int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg);
+
+/*
+ * Makes sure the overrides of every (rule, key) pair are in this worker's cache, for steps that
+ * must see them all at once (SL.ALLOWALL). Returns ENGINE_OK when nothing needs looking up (fn is
+ * not called), or ENGINE_PENDING and calls fn(arg, ENGINE_OK) once every lookup is done: later
+ * on this loop, or before returning when every lookup was answered at once (failed lookups
+ * leave their pair uncached: its decision then applies on_store_error).
+ */
+int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
+                             const char *const *keys, const size_t *key_lens, size_t n,
+                             int64_t now_ns, engine_done_fn fn, void *arg);
 
 /* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,

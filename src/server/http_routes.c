@@ -21,8 +21,8 @@
 
 #include "proto/http.h"
 #include "rules/keytpl.h"
+#include "server/admin.h"
 #include "server/metrics.h"
-#include "server/rules_import.h"
 #include "server/server.h"
 
 #define NS_PER_MS   INT64_C(1000000)
@@ -52,18 +52,6 @@ static void problem(route_ctx_t *x, int status, const char *fmt, ...)
         http_header(&x->c->out, "WWW-Authenticate", "Bearer realm=\"sluice\"");
     }
     http_problem_end(&x->c->out, status, x->req->keep_alive, NULL, detail);
-}
-
-static void reply_json(route_ctx_t *x, int status, const char *json, size_t len)
-{
-    http_begin(&x->c->out, status);
-    http_end(&x->c->out, x->req->keep_alive, "application/json", json, len);
-}
-
-static void reply_empty(route_ctx_t *x, int status)
-{
-    http_begin(&x->c->out, status);
-    http_end(&x->c->out, x->req->keep_alive, NULL, NULL, 0);
 }
 
 static bool seg_is(const route_ctx_t *x, long i, const char *s)
@@ -512,42 +500,6 @@ static bool admin_ok(route_ctx_t *x)
     return true;
 }
 
-static config_store_t *store_or_problem(route_ctx_t *x)
-{
-    char err[ENGINE_ERR_MAX];
-    config_store_t *s = engine_worker_store(x->c->loop->worker, err);
-    if (s == NULL) {
-        problem(x, 503, "%s", err);
-    }
-    return s;
-}
-
-static void route_rules_list(route_ctx_t *x, config_store_t *store)
-{
-    config_rule_t *rows = NULL;
-    size_t n = 0;
-    int64_t version = 0;
-    char serr[CONFIG_STORE_ERR_MAX];
-    if (config_store_list_rules(store, &rows, &n, &version, serr) != 0) {
-        problem(x, 503, "config store: %s", serr);
-        return;
-    }
-    resp_buf_t body = {0};
-    char head[64];
-    int len = snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)version);
-    http_append(&body, head, (size_t)len);
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0) {
-            http_append(&body, ",", 1);
-        }
-        http_append(&body, rows[i].json, strlen(rows[i].json));
-    }
-    http_append(&body, "]}", 2);
-    reply_json(x, 200, body.data, body.len);
-    resp_buf_free(&body);
-    config_rules_free(rows, n);
-}
-
 static void method_not_allowed(route_ctx_t *x, const char *allow)
 {
     char detail[64];
@@ -558,164 +510,84 @@ static void method_not_allowed(route_ctx_t *x, const char *allow)
 }
 
 /*
- * A document in the config store (a rule, or one key's override) behind GET, PUT and DELETE.
- * get/put/del return what the config store returns; parse turns the request body into the
- * canonical JSON to store, or returns NULL with a reason in perr (empty when out of memory).
+ * /v1/rules: the admin operations of server/admin.h, run on the config thread. The response is
+ * written into the request's reply slot when the operation is done and in force on this loop.
  */
-typedef struct resource {
-    const char *missing; /* the 404 detail */
-    int (*get)(const route_ctx_t *x, config_store_t *s, const void *arg, char **json, char *err);
-    char *(*parse)(const route_ctx_t *x, const void *arg, char *perr);
-    int (*put)(config_store_t *s, const void *arg, const char *json, char *err);
-    int (*del)(config_store_t *s, const void *arg, char *err);
-} resource_t;
-
-static void route_resource(route_ctx_t *x, config_store_t *store, const resource_t *r,
-                           const void *arg)
+static void admin_replied(admin_req_t *r)
 {
-    char serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX] = "";
-    char *json = NULL;
-    int rc;
+    reply_slot_t *slot = r->arg;
+    resp_buf_t *b = &slot->buf;
+    bool keep_alive = slot->keep_alive;
+    int status = r->status == ADMIN_OK         ? 200
+                 : r->status == ADMIN_EINVALID ? 400
+                 : r->status == ADMIN_ESTORE   ? 503
+                                               : 404;
+    if (status != 200) {
+        http_problem(b, status, keep_alive, NULL, r->err);
+    } else if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
+        http_begin(b, 204);
+        http_end(b, keep_alive, NULL, NULL, 0);
+    } else if (r->op == ADMIN_RULE_LIST) {
+        resp_buf_t body = {0};
+        char head[64];
+        int len =
+            snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)r->version);
+        http_append(&body, head, (size_t)len);
+        for (size_t i = 0; i < r->nrows; i++) {
+            if (i > 0) {
+                http_append(&body, ",", 1);
+            }
+            http_append(&body, r->rows[i].json, strlen(r->rows[i].json));
+        }
+        http_append(&body, "]}", 2);
+        http_begin(b, 200);
+        http_end(b, keep_alive, "application/json", body.data, body.len);
+        resp_buf_free(&body);
+    } else {
+        http_begin(b, 200);
+        http_end(b, keep_alive, "application/json", r->text, strlen(r->text));
+    }
+    conn_resolve(slot);
+    admin_free(r);
+}
+
+static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rule,
+                        const http_segment_t *key)
+{
+    bool body = op == ADMIN_RULE_PUT || op == ADMIN_OVERRIDE_PUT;
+    admin_req_t *r = admin_new(x->c->loop->srv->engine, op, rule ? rule->ptr : NULL,
+                               rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
+                               body ? x->req->body : NULL, body ? x->req->body_len : 0);
+    reply_slot_t *slot = r != NULL ? conn_defer(x->c) : NULL;
+    if (slot == NULL) {
+        admin_free(r);
+        problem(x, 503, "out of memory");
+        return;
+    }
+    slot->http = true;
+    slot->keep_alive = x->req->keep_alive;
+    r->arg = slot;
+    r->done = admin_replied;
+    admin_submit(x->c->loop->worker, r);
+}
+
+/* GET, PUT and DELETE of one document (a rule, or one key's override). */
+static void route_document(route_ctx_t *x, admin_op_t get, admin_op_t put, admin_op_t del,
+                           const http_segment_t *key)
+{
     switch (x->req->method) {
     case HTTP_GET:
-        rc = r->get(x, store, arg, &json, serr);
+        admin_start(x, get, &x->seg[2], key);
         break;
     case HTTP_PUT:
-        json = r->parse(x, arg, perr);
-        if (json == NULL) {
-            if (perr[0] != '\0') {
-                problem(x, 400, "%s", perr);
-            } else {
-                problem(x, 503, "out of memory");
-            }
-            return;
-        }
-        rc = r->put(store, arg, json, serr);
+        admin_start(x, put, &x->seg[2], key);
         break;
     case HTTP_DELETE:
-        rc = r->del(store, arg, serr);
+        admin_start(x, del, &x->seg[2], key);
         break;
     default:
         method_not_allowed(x, "GET, PUT, DELETE");
-        return;
     }
-    if (rc == CONFIG_STORE_NOTFOUND) {
-        problem(x, 404, "%s", r->missing);
-    } else if (rc != 0) {
-        problem(x, 503, "config store: %s", serr);
-    } else if (x->req->method == HTTP_DELETE) {
-        loop_reload_now(x->c->loop, store);
-        reply_empty(x, 204);
-    } else {
-        if (x->req->method == HTTP_PUT) {
-            loop_reload_now(x->c->loop, store);
-        }
-        reply_json(x, 200, json, strlen(json));
-    }
-    free(json);
-}
-
-static int rule_get(const route_ctx_t *x, config_store_t *s, const void *arg, char **json,
-                    char *err)
-{
-    (void)x;
-    return config_store_get_rule(s, arg, json, err);
-}
-
-static char *rule_parse(const route_ctx_t *x, const void *arg, char *perr)
-{
-    ruledef_t def;
-    char reason[RULEDEF_ERR_MAX];
-    if (ruledef_parse_json(x->req->body, x->req->body_len, arg, &def, reason) != 0) {
-        snprintf(perr, RULEDEF_ERR_MAX, "invalid rule: %.230s", reason);
-        return NULL;
-    }
-    char *json = ruledef_to_json(&def);
-    ruledef_free(&def);
-    return json;
-}
-
-static int rule_put(config_store_t *s, const void *arg, const char *json, char *err)
-{
-    return config_store_put_rule(s, arg, json, NULL, err);
-}
-
-static int rule_del(config_store_t *s, const void *arg, char *err)
-{
-    return config_store_del_rule(s, arg, NULL, err);
-}
-
-/* An override's address: its rule and key. */
-typedef struct override_ref {
-    const rule_state_t *rule;
-    const http_segment_t *key;
-} override_ref_t;
-
-static int override_get(const route_ctx_t *x, config_store_t *s, const void *arg, char **json,
-                        char *err)
-{
-    (void)x;
-    const override_ref_t *o = arg;
-    return config_store_get_override(s, o->rule->def.name, o->key->ptr, o->key->len, json, err);
-}
-
-static char *override_parse(const route_ctx_t *x, const void *arg, char *perr)
-{
-    const override_ref_t *o = arg;
-    rule_override_t ov;
-    char reason[RULEDEF_ERR_MAX];
-    if (override_parse_json(&o->rule->def, o->key->ptr, o->key->len, x->req->body, x->req->body_len,
-                            &ov, reason) != 0) {
-        snprintf(perr, RULEDEF_ERR_MAX, "invalid override: %.230s", reason);
-        return NULL;
-    }
-    char *json = override_to_json(&o->rule->def, &ov);
-    override_free(&ov);
-    return json;
-}
-
-static int override_put(config_store_t *s, const void *arg, const char *json, char *err)
-{
-    const override_ref_t *o = arg;
-    return config_store_put_override(s, o->rule->def.name, o->key->ptr, o->key->len, json, NULL,
-                                     err);
-}
-
-static int override_del(config_store_t *s, const void *arg, char *err)
-{
-    const override_ref_t *o = arg;
-    return config_store_del_override(s, o->rule->def.name, o->key->ptr, o->key->len, NULL, err);
-}
-
-static void route_rule(route_ctx_t *x, config_store_t *store, const char *name)
-{
-    if (!ruledef_name_valid(name, strlen(name))) {
-        problem(x, 400, "invalid rule name '%.64s' (1-64 of A-Z a-z 0-9 _ . : -)", name);
-        return;
-    }
-    char missing[128];
-    snprintf(missing, sizeof missing, "unknown rule '%s'", name);
-    resource_t r = {missing, rule_get, rule_parse, rule_put, rule_del};
-    route_resource(x, store, &r, name);
-}
-
-static void route_override(route_ctx_t *x, config_store_t *store, const char *name,
-                           const http_segment_t *key)
-{
-    rule_state_t *rs = engine_find(x->c->loop->worker, name, strlen(name));
-    if (rs == NULL) {
-        problem(x, 404, "unknown rule '%.64s'", name);
-        return;
-    }
-    if (key->len > OVERRIDE_KEY_MAX || key->len > x->c->loop->srv->cfg->key_max) {
-        problem(x, 400, "key is longer than %zu bytes", x->c->loop->srv->cfg->key_max);
-        return;
-    }
-    char missing[128];
-    snprintf(missing, sizeof missing, "rule '%s' has no override for this key", rs->def.name);
-    resource_t r = {missing, override_get, override_parse, override_put, override_del};
-    override_ref_t ref = {rs, key};
-    route_resource(x, store, &r, &ref);
 }
 
 static void route_rules(route_ctx_t *x)
@@ -723,20 +595,16 @@ static void route_rules(route_ctx_t *x)
     if (!admin_ok(x)) {
         return;
     }
-    config_store_t *store = store_or_problem(x);
-    if (store == NULL) {
-        return;
-    }
     if (x->nseg == 2) {
         if (x->req->method != HTTP_GET) {
             method_not_allowed(x, "GET");
             return;
         }
-        route_rules_list(x, store);
+        admin_start(x, ADMIN_RULE_LIST, NULL, NULL);
     } else if (x->nseg == 3) {
-        route_rule(x, store, x->seg[2].ptr);
+        route_document(x, ADMIN_RULE_GET, ADMIN_RULE_PUT, ADMIN_RULE_DEL, NULL);
     } else if (x->nseg == 5 && seg_is(x, 3, "overrides")) {
-        route_override(x, store, x->seg[2].ptr, &x->seg[4]);
+        route_document(x, ADMIN_OVERRIDE_GET, ADMIN_OVERRIDE_PUT, ADMIN_OVERRIDE_DEL, &x->seg[4]);
     } else {
         problem(x, 404, "no such resource");
     }

@@ -1,10 +1,12 @@
 /*
  * main.c - sluiced: configuration, start-up, the main thread's timers and signals, shutdown.
  *
- * The main thread owns no client connections. It polls the config store's version (the
- * retriever), writes snapshots, frees retired rule sets, and handles signals:
+ * The main thread owns no client connections. It loads the rules and the snapshot, starts the
+ * config store's thread (which polls the store's version from then on) and the loops, writes
+ * snapshots, and handles signals:
  *   SIGTERM, SIGINT  stop accepting, answer what was read, write a snapshot, exit 0
- *   SIGHUP           re-import --rules FILE (if given) and reload the rules
+ *   SIGHUP           re-import --rules FILE (if given) and reload the rules (on the config
+ *                    store's thread)
  */
 #include <signal.h>
 #include <stdio.h>
@@ -26,25 +28,19 @@ typedef struct main_ctx {
     server_t srv;
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
-    uv_timer_t poll_timer, snapshot_timer;
+    uv_timer_t snapshot_timer;
 } main_ctx_t;
 
-static void poll_store(main_ctx_t *m, bool force)
+/* The first load, before the config store's thread runs. */
+static int load_rules(main_ctx_t *m)
 {
     char err[ENGINE_ERR_MAX];
-    int rc = engine_reload(m->srv.engine, engine_store(m->srv.engine), force, err);
-    if (rc < 0) {
-        atomic_fetch_add(&m->srv.store_errors, 1);
-        log_error("rules not reloaded (the rules in force stay): %s", err);
-    } else if (rc > 0) {
-        log_info("rules version %lld in force", (long long)engine_version(m->srv.engine));
+    if (engine_reload(m->srv.engine, engine_store(m->srv.engine), true, err) < 0) {
+        fprintf(stderr, "sluiced: rules not loaded: %s\n", err);
+        return -1;
     }
     engine_collect(m->srv.engine);
-}
-
-static void on_poll(uv_timer_t *t)
-{
-    poll_store(t->data, false);
+    return 0;
 }
 
 static void save_snapshot(main_ctx_t *m)
@@ -78,21 +74,56 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_stop(&m->loop);
 }
 
+/* SIGHUP's work, on the config store's thread: re-import the rules file, reload. */
+typedef struct hup_job {
+    config_job_t job; /* first */
+    engine_t *engine;
+    const char *rules; /* --rules FILE, or NULL */
+} hup_job_t;
+
+static int hup_run(config_job_t *job, config_store_t *store, bool last)
+{
+    hup_job_t *h = (hup_job_t *)job;
+    char err[1024];
+    if (h->rules != NULL) {
+        size_t n = 0;
+        int rc = rules_import_file(store, h->rules, &n, err, sizeof err);
+        if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
+            return CONFIG_JOB_RETRY;
+        }
+        if (rc != 0) {
+            log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
+            return CONFIG_JOB_DONE;
+        }
+        log_info("SIGHUP: imported %zu rules from %s", n, h->rules);
+    }
+    if (engine_reload(h->engine, store, true, err) < 0) {
+        log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
+    } else {
+        log_info("rules version %lld in force", (long long)engine_version(h->engine));
+    }
+    engine_collect(h->engine);
+    return CONFIG_JOB_DONE;
+}
+
+static void hup_free(config_job_t *job)
+{
+    free(job);
+}
+
 static void on_hup(uv_signal_t *s, int signum)
 {
     (void)signum;
     main_ctx_t *m = s->data;
-    const char *rules = m->srv.cfg->rules_path;
-    if (rules != NULL) {
-        char err[1024];
-        size_t n = 0;
-        if (rules_import_file(engine_store(m->srv.engine), rules, &n, err, sizeof err) != 0) {
-            log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
-            return;
-        }
-        log_info("SIGHUP: imported %zu rules from %s", n, rules);
+    hup_job_t *h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        log_error("SIGHUP: out of memory");
+        return;
     }
-    poll_store(m, true);
+    *h = (hup_job_t){.job = {.run = hup_run, .done = hup_free, .drop = hup_free, .admin = true},
+                     .engine = m->srv.engine,
+                     .rules = m->srv.cfg->rules_path};
+    engine_submit_main(m->srv.engine, &h->job);
 }
 
 static void load_snapshot(main_ctx_t *m)
@@ -185,8 +216,14 @@ int main(int argc, char **argv)
         }
         log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.config_store);
     }
-    poll_store(&m, true);
+    if (load_rules(&m) != 0) {
+        goto out;
+    }
     load_snapshot(&m);
+    if (engine_start(m.srv.engine, cfg.poll_interval_ns, err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto out;
+    }
 
     if (server_start(&m.srv, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
@@ -212,10 +249,6 @@ int main(int argc, char **argv)
     uv_signal_start(&m.sig_term, on_stop_signal, SIGTERM);
     uv_signal_start(&m.sig_int, on_stop_signal, SIGINT);
     uv_signal_start(&m.sig_hup, on_hup, SIGHUP);
-    uv_timer_init(&m.loop, &m.poll_timer);
-    m.poll_timer.data = &m;
-    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / NS_PER_MS);
-    uv_timer_start(&m.poll_timer, on_poll, poll_ms ? poll_ms : 1, poll_ms ? poll_ms : 1);
     uv_timer_init(&m.loop, &m.snapshot_timer);
     m.snapshot_timer.data = &m;
     uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
@@ -226,11 +259,11 @@ int main(int argc, char **argv)
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
     server_stop(&m.srv);
+    engine_stop(m.srv.engine);
     save_snapshot(&m);
     uv_close((uv_handle_t *)&m.sig_term, NULL);
     uv_close((uv_handle_t *)&m.sig_int, NULL);
     uv_close((uv_handle_t *)&m.sig_hup, NULL);
-    uv_close((uv_handle_t *)&m.poll_timer, NULL);
     uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);

@@ -165,7 +165,7 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     help(b, "sluice_config_store_errors_total", "counter",
          "Config store failures (polls, reloads, imports).");
     resp_buf_printf(b, "sluice_config_store_errors_total %llu\n",
-                    (unsigned long long)atomic_load(&srv->store_errors));
+                    (unsigned long long)engine_store_errors(srv->engine));
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
     resp_buf_printf(b, "sluice_snapshots_total %llu\n",
                     (unsigned long long)atomic_load(&srv->snapshots));

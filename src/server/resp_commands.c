@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "rules/throttle_args.h"
-#include "server/rules_import.h"
+#include "server/admin.h"
 #include "server/server.h"
 #include "sluice/version.h"
 
@@ -444,6 +444,18 @@ static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, lon
     allowall_end(a);
 }
 
+static void allowall_resolved(void *arg, int status)
+{
+    (void)status;
+    allowall_t *a = arg;
+    /* With the Redis store, keys in one slot: all in one atomic step inside Redis. */
+    if (engine_allowall_async(a->w, a->rules, a->keys, a->key_len, a->n, a->cost, a->now_ns,
+                              allowall_atomic, a) == ENGINE_OK) {
+        return;
+    }
+    allowall_decide(a, 0, a->n, a->n, 0);
+}
+
 static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     int64_t cost = 1;
@@ -497,12 +509,11 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         a->ref[i] = (allowall_ref_t){a, i};
         engine_rule_hold(rules[i]);
     }
-    /* With the Redis store, keys in one slot: all in one atomic step inside Redis. */
-    if (engine_allowall_async(a->w, a->rules, a->keys, a->key_len, n, cost, a->now_ns,
-                              allowall_atomic, a) == ENGINE_OK) {
-        return;
+    /* the pairs' overrides first: every step below must see them */
+    if (engine_resolve_overrides(a->w, a->rules, a->keys, a->key_len, n, a->now_ns,
+                                 allowall_resolved, a) == ENGINE_OK) {
+        allowall_resolved(a, ENGINE_OK);
     }
-    allowall_decide(a, 0, n, n, 0);
 }
 
 /* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] and
@@ -537,268 +548,132 @@ static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
 
-static config_store_t *worker_store(conn_t *c)
+/*
+ * SL.RULE and SL.OVERRIDE run on the config thread (server/admin.h): the command takes a reply
+ * slot, and the reply is written when the operation is done and its change in force on this
+ * loop. Validation, the store and the reload are admin.c's; this is only the RESP shape.
+ */
+static void admin_replied(admin_req_t *r)
 {
-    char err[ENGINE_ERR_MAX];
-    config_store_t *s = engine_worker_store(c->loop->worker, err);
-    if (s == NULL) {
-        resp_add_error(&c->out, "ERR %s", err);
-    }
-    return s;
-}
-
-/* After a change through this connection: the new set is in force before the reply. */
-/* After a config store write that returned rc: its error (rc < 0, false), or true with the
- * change in force on this loop before the reply (nothing to reload for CONFIG_STORE_NOTFOUND). */
-static bool store_written(conn_t *c, config_store_t *store, int rc, const char *serr)
-{
-    if (rc < 0) {
-        resp_add_error(&c->out, "ERR config store: %s", serr);
-        return false;
-    }
-    if (rc != CONFIG_STORE_NOTFOUND) {
-        loop_reload_now(c->loop, store);
-    }
-    return true;
-}
-
-static bool name_arg(conn_t *c, const resp_arg_t *a, char name[RULE_NAME_MAX + 1])
-{
-    if (!ruledef_name_valid(a->ptr, a->len)) {
-        char b[72];
-        resp_add_error(&c->out, "ERR invalid rule name '%s' (1-64 of A-Z a-z 0-9 _ . : -)",
-                       show(a, b));
-        return false;
-    }
-    memcpy(name, a->ptr, a->len);
-    name[a->len] = '\0';
-    return true;
-}
-
-static void rule_set(conn_t *c, resp_arg_t *argv, size_t argc)
-{
-    char name[RULE_NAME_MAX + 1], perr[RULEDEF_ERR_MAX], serr[CONFIG_STORE_ERR_MAX];
-    if (argc != 4) {
-        reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    if (!name_arg(c, &argv[2], name)) {
-        return;
-    }
-    ruledef_t def;
-    if (ruledef_parse_json(argv[3].ptr, argv[3].len, name, &def, perr) != 0) {
-        resp_add_error(&c->out, "ERR invalid rule: %s", perr);
-        return;
-    }
-    char *json = ruledef_to_json(&def);
-    ruledef_free(&def);
-    config_store_t *store = worker_store(c);
-    if (json == NULL || store == NULL) {
-        if (json == NULL) {
-            resp_add_error(&c->out, "ERR out of memory");
+    reply_slot_t *slot = r->arg;
+    resp_buf_t *b = &slot->buf;
+    switch (r->status) {
+    case ADMIN_OK:
+        break;
+    case ADMIN_NOTFOUND:
+        if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
+            resp_add_int(b, 0);
+        } else if (r->op == ADMIN_OVERRIDE_GET) {
+            resp_add_null(b);
+        } else {
+            resp_add_error(b, "ERR %s", r->err);
         }
-        free(json);
-        return;
+        goto out;
+    default:
+        resp_add_error(b, "ERR %s", r->err);
+        goto out;
     }
-    int rc = config_store_put_rule(store, name, json, NULL, serr);
-    free(json);
-    if (store_written(c, store, rc, serr)) {
-        resp_add_simple(&c->out, "OK");
+    switch (r->op) {
+    case ADMIN_RULE_GET:
+    case ADMIN_RULES_EXPORT:
+    case ADMIN_OVERRIDE_GET:
+        resp_add_bulk(b, r->text, strlen(r->text));
+        break;
+    case ADMIN_RULE_DEL:
+    case ADMIN_OVERRIDE_DEL:
+        resp_add_int(b, 1);
+        break;
+    case ADMIN_RULE_LIST:
+        resp_add_array(b, r->nrows);
+        for (size_t i = 0; i < r->nrows; i++) {
+            resp_add_bulk(b, r->rows[i].name, strlen(r->rows[i].name));
+        }
+        break;
+    case ADMIN_RULE_PUT:
+    case ADMIN_RULES_IMPORT:
+    case ADMIN_OVERRIDE_PUT:
+        resp_add_simple(b, "OK");
+        break;
     }
+out:
+    conn_resolve(slot);
+    admin_free(r);
 }
 
-static void rule_get(conn_t *c, resp_arg_t *argv, size_t argc)
+static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const resp_arg_t *key,
+                        const resp_arg_t *body)
 {
-    char name[RULE_NAME_MAX + 1], serr[CONFIG_STORE_ERR_MAX], b[72];
-    if (argc != 3) {
-        reply_wrong_arity(c, &argv[0]);
+    admin_req_t *r = admin_new(c->loop->srv->engine, op, rule ? rule->ptr : NULL,
+                               rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
+                               body ? body->ptr : NULL, body ? body->len : 0);
+    reply_slot_t *slot = r != NULL ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        admin_free(r);
+        resp_add_error(&c->out, "ERR out of memory");
         return;
     }
-    config_store_t *store;
-    if (!name_arg(c, &argv[2], name) || (store = worker_store(c)) == NULL) {
-        return;
-    }
-    char *json = NULL;
-    int rc = config_store_get_rule(store, name, &json, serr);
-    if (rc == CONFIG_STORE_NOTFOUND) {
-        resp_add_error(&c->out, "ERR unknown rule '%s'", show(&argv[2], b));
-    } else if (rc != 0) {
-        resp_add_error(&c->out, "ERR config store: %s", serr);
-    } else {
-        resp_add_bulk(&c->out, json, strlen(json));
-    }
-    free(json);
+    r->arg = slot;
+    r->done = admin_replied;
+    admin_submit(c->loop->worker, r);
 }
 
-static void rule_del(conn_t *c, resp_arg_t *argv, size_t argc)
-{
-    char name[RULE_NAME_MAX + 1], serr[CONFIG_STORE_ERR_MAX];
-    if (argc != 3) {
-        reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    config_store_t *store;
-    if (!name_arg(c, &argv[2], name) || (store = worker_store(c)) == NULL) {
-        return;
-    }
-    int rc = config_store_del_rule(store, name, NULL, serr);
-    if (store_written(c, store, rc, serr)) {
-        resp_add_int(&c->out, rc == 0 ? 1 : 0);
-    }
-}
+/* One subcommand of SL.RULE or SL.OVERRIDE: its name, the arguments it takes after the
+ * subcommand (rule, key, body: which are present), and its operation. */
+typedef struct admin_command {
+    const char *name;
+    admin_op_t op;
+    bool rule, key, body;
+} admin_command_t;
 
-static void rule_list(conn_t *c, resp_arg_t *argv, size_t argc)
+static const admin_command_t rule_commands[] = {
+    {"SET", ADMIN_RULE_PUT, true, false, true},
+    {"GET", ADMIN_RULE_GET, true, false, false},
+    {"DEL", ADMIN_RULE_DEL, true, false, false},
+    {"LIST", ADMIN_RULE_LIST, false, false, false},
+    {"IMPORT", ADMIN_RULES_IMPORT, false, false, true},
+    {"EXPORT", ADMIN_RULES_EXPORT, false, false, false},
+};
+
+static const admin_command_t override_commands[] = {
+    {"SET", ADMIN_OVERRIDE_PUT, true, true, true},
+    {"GET", ADMIN_OVERRIDE_GET, true, true, false},
+    {"DEL", ADMIN_OVERRIDE_DEL, true, true, false},
+};
+
+static void admin_command(conn_t *c, resp_arg_t *argv, size_t argc, const admin_command_t *table,
+                          size_t n, const char *names)
 {
-    char serr[CONFIG_STORE_ERR_MAX];
-    if (argc != 2) {
-        reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    config_store_t *store = worker_store(c);
-    config_rule_t *rows = NULL;
-    size_t n = 0;
-    int64_t version = 0;
-    if (store == NULL) {
-        return;
-    }
-    if (config_store_list_rules(store, &rows, &n, &version, serr) != 0) {
-        resp_add_error(&c->out, "ERR config store: %s", serr);
-        return;
-    }
-    resp_add_array(&c->out, n);
+    char b[72];
     for (size_t i = 0; i < n; i++) {
-        resp_add_bulk(&c->out, rows[i].name, strlen(rows[i].name));
-    }
-    config_rules_free(rows, n);
-}
-
-static void rule_import(conn_t *c, resp_arg_t *argv, size_t argc)
-{
-    char err[512];
-    if (argc != 3) {
-        reply_wrong_arity(c, &argv[0]);
+        const admin_command_t *cmd = &table[i];
+        if (!arg_is(&argv[1], cmd->name)) {
+            continue;
+        }
+        size_t want = 2 + cmd->rule + cmd->key + cmd->body;
+        if (argc != want) {
+            reply_wrong_arity(c, &argv[0]);
+            return;
+        }
+        size_t at = 2;
+        const resp_arg_t *rule = cmd->rule ? &argv[at++] : NULL;
+        const resp_arg_t *key = cmd->key ? &argv[at++] : NULL;
+        const resp_arg_t *body = cmd->body ? &argv[at++] : NULL;
+        admin_start(c, cmd->op, rule, key, body);
         return;
     }
-    config_store_t *store = worker_store(c);
-    size_t n = 0;
-    if (store == NULL) {
-        return;
-    }
-    if (rules_import_yaml(store, argv[2].ptr, argv[2].len, &n, err, sizeof err) != 0) {
-        resp_add_error(&c->out, "ERR invalid rules: %s", err);
-        return;
-    }
-    loop_reload_now(c->loop, store);
-    resp_add_simple(&c->out, "OK");
-}
-
-static void rule_export(conn_t *c, resp_arg_t *argv, size_t argc)
-{
-    char err[512];
-    if (argc != 2) {
-        reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    config_store_t *store = worker_store(c);
-    if (store == NULL) {
-        return;
-    }
-    char *yaml = rules_export_yaml(store, err, sizeof err);
-    if (yaml == NULL) {
-        resp_add_error(&c->out, "ERR %s", err);
-        return;
-    }
-    resp_add_bulk(&c->out, yaml, strlen(yaml));
-    free(yaml);
+    resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try %s.", show(&argv[1], b), names);
 }
 
 static void cmd_rule(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    char b[72];
-    if (arg_is(&argv[1], "SET")) {
-        rule_set(c, argv, argc);
-    } else if (arg_is(&argv[1], "GET")) {
-        rule_get(c, argv, argc);
-    } else if (arg_is(&argv[1], "DEL")) {
-        rule_del(c, argv, argc);
-    } else if (arg_is(&argv[1], "LIST")) {
-        rule_list(c, argv, argc);
-    } else if (arg_is(&argv[1], "IMPORT")) {
-        rule_import(c, argv, argc);
-    } else if (arg_is(&argv[1], "EXPORT")) {
-        rule_export(c, argv, argc);
-    } else {
-        resp_add_error(&c->out,
-                       "ERR unknown subcommand '%s'. Try SET, GET, DEL, LIST, IMPORT, EXPORT.",
-                       show(&argv[1], b));
-    }
+    admin_command(c, argv, argc, rule_commands, sizeof rule_commands / sizeof rule_commands[0],
+                  "SET, GET, DEL, LIST, IMPORT, EXPORT");
 }
 
 static void cmd_override(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    char b[72], serr[CONFIG_STORE_ERR_MAX], perr[RULEDEF_ERR_MAX];
-    bool set = arg_is(&argv[1], "SET"), get = arg_is(&argv[1], "GET"),
-         del = arg_is(&argv[1], "DEL");
-    if (!set && !get && !del) {
-        resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try SET, GET, DEL.",
-                       show(&argv[1], b));
-        return;
-    }
-    if (argc != (set ? 5u : 4u)) {
-        reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    rule_state_t *rs = find_rule(c, &argv[2]);
-    if (rs == NULL) {
-        return;
-    }
-    const resp_arg_t *key = &argv[3];
-    if (key->len > OVERRIDE_KEY_MAX || key->len > c->loop->srv->cfg->key_max) {
-        resp_add_error(&c->out, "ERR key is longer than %zu bytes", c->loop->srv->cfg->key_max);
-        return;
-    }
-    config_store_t *store = worker_store(c);
-    if (store == NULL) {
-        return;
-    }
-    if (get) {
-        char *json = NULL;
-        int rc = config_store_get_override(store, rs->def.name, key->ptr, key->len, &json, serr);
-        if (rc < 0) {
-            resp_add_error(&c->out, "ERR config store: %s", serr);
-        } else if (rc == CONFIG_STORE_NOTFOUND) {
-            resp_add_null(&c->out);
-        } else {
-            resp_add_bulk(&c->out, json, strlen(json));
-        }
-        free(json);
-        return;
-    }
-    if (del) {
-        int rc = config_store_del_override(store, rs->def.name, key->ptr, key->len, NULL, serr);
-        if (store_written(c, store, rc, serr)) {
-            resp_add_int(&c->out, rc == 0 ? 1 : 0);
-        }
-        return;
-    }
-    rule_override_t ov;
-    if (override_parse_json(&rs->def, key->ptr, key->len, argv[4].ptr, argv[4].len, &ov, perr) !=
-        0) {
-        resp_add_error(&c->out, "ERR invalid override: %s", perr);
-        return;
-    }
-    char *json = override_to_json(&rs->def, &ov);
-    override_free(&ov);
-    int rc = json == NULL ? -1
-                          : config_store_put_override(store, rs->def.name, key->ptr, key->len, json,
-                                                      NULL, serr);
-    if (json == NULL) {
-        snprintf(serr, sizeof serr, "out of memory");
-    }
-    free(json);
-    if (store_written(c, store, rc, serr)) {
-        resp_add_simple(&c->out, "OK");
-    }
+    admin_command(c, argv, argc, override_commands,
+                  sizeof override_commands / sizeof override_commands[0], "SET, GET, DEL");
 }
 
 /* ---- connection and server commands -------------------------------------------------------- */

@@ -16,10 +16,10 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_
     char perr[RULEDEF_ERR_MAX];
     if (ruledef_parse_yaml(text, len, &list, perr) != 0) {
         snprintf(err, cap, "%s", perr);
-        return -1;
+        return RULES_IMPORT_EINVALID;
     }
     config_rule_t *rows = calloc(list.n ? list.n : 1, sizeof *rows);
-    int rc = rows != NULL ? 0 : -1;
+    int rc = rows != NULL ? 0 : RULES_IMPORT_ESTORE;
     if (rc != 0) {
         snprintf(err, cap, "out of memory");
     }
@@ -28,13 +28,13 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_
         rows[i].json = ruledef_to_json(&list.rules[i]);
         if (rows[i].json == NULL) {
             snprintf(err, cap, "out of memory");
-            rc = -1;
+            rc = RULES_IMPORT_ESTORE;
         }
     }
     char serr[CONFIG_STORE_ERR_MAX];
     if (rc == 0 && config_store_import(store, rows, list.n, NULL, serr) != 0) {
         snprintf(err, cap, "config store: %s", serr);
-        rc = -1;
+        rc = RULES_IMPORT_ESTORE;
     }
     for (size_t i = 0; rc == 0 && i < list.n; i++) {
         const ruledef_t *def = &list.rules[i];
@@ -44,7 +44,7 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_
             if (json == NULL || config_store_put_override(store, def->name, ov->key, ov->key_len,
                                                           json, NULL, serr) != 0) {
                 snprintf(err, cap, "config store: %s", json == NULL ? "out of memory" : serr);
-                rc = -1;
+                rc = RULES_IMPORT_ESTORE;
             }
             free(json);
         }

@@ -11,8 +11,12 @@
 
 #include "rules/config_store.h"
 
-/* Parses text (a rules file, len bytes) and imports it. Returns 0 with *nrules set, or -1 with a
- * message in err (cap bytes): a parse error names line and column; nothing is written then. */
+#define RULES_IMPORT_EINVALID (-1) /* the text is not a valid rules file */
+#define RULES_IMPORT_ESTORE   (-2) /* the config store failed */
+
+/* Parses text (a rules file, len bytes) and imports it. Returns 0 with *nrules set, or
+ * RULES_IMPORT_EINVALID / RULES_IMPORT_ESTORE with a message in err (cap bytes): a parse error
+ * names line and column; nothing is written then. */
 int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_t *nrules,
                       char *err, size_t cap);
 

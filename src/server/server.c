@@ -362,15 +362,6 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
     s->done = true; /* written with the slots before it, by their conn_resolve */
 }
 
-void loop_reload_now(loop_t *l, config_store_t *store)
-{
-    char err[ENGINE_ERR_MAX];
-    if (engine_reload(l->srv->engine, store, false, err) < 0) {
-        atomic_fetch_add(&l->srv->store_errors, 1);
-    }
-    engine_worker_begin(l->worker);
-}
-
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
 {
     loop_t *l = c->loop;

@@ -127,7 +127,6 @@ struct server {
     _Atomic uint64_t snapshots;
     _Atomic uint64_t snapshot_errors;
     _Atomic int64_t last_snapshot_ns;
-    _Atomic uint64_t store_errors; /* config store failures (polls, reloads) */
     size_t ntrusted;
     void *trusted; /* http_cidr_t[ntrusted] */
 };
@@ -154,11 +153,6 @@ void conn_resolve(reply_slot_t *slot);
 /* Runs one request's handler so its reply lands in order: straight into c->out, or, while
  * replies are deferred, into a slot of its own. */
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
-
-/* Puts a change just written to the config store in force on every loop, and on this one before
- * its reply (the other loops pick the new rule set up at their next batch). A failed reload
- * keeps the rules in force and is counted as a store error. */
-void loop_reload_now(loop_t *l, config_store_t *store);
 
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
  * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */

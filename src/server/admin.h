@@ -1,0 +1,82 @@
+/*
+ * admin.h - reading and changing rules and overrides: the operations behind SL.RULE,
+ * SL.OVERRIDE and /v1/rules, described once, validated and run on the config thread.
+ *
+ * A front end makes a request (admin_new), fills what its operation needs, submits it
+ * (admin_submit) and writes its reply in the done callback, which runs on its loop after the
+ * change is in force there (the next command on that connection sees it; other loops see it at
+ * their next batch). A request owns copies of what it was given and what it found; admin_free
+ * frees it. Nothing here touches a connection.
+ */
+#ifndef SLUICE_SERVER_ADMIN_H
+#define SLUICE_SERVER_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rules/config_store.h"
+#include "rules/ruledef.h"
+#include "server/config_thread.h"
+#include "server/engine.h"
+
+#define ADMIN_ERR_MAX 512
+
+typedef enum admin_op {
+    ADMIN_RULE_GET,     /* rule -> text: its JSON */
+    ADMIN_RULE_PUT,     /* rule, body (JSON) -> text: the canonical JSON written */
+    ADMIN_RULE_DEL,     /* rule */
+    ADMIN_RULE_LIST,    /* -> rows (name, JSON) and version */
+    ADMIN_RULES_IMPORT, /* body (YAML) -> count */
+    ADMIN_RULES_EXPORT, /* -> text: a rules file */
+    ADMIN_OVERRIDE_GET, /* rule, key -> text: its JSON */
+    ADMIN_OVERRIDE_PUT, /* rule, key, body (JSON) -> text: the canonical JSON written */
+    ADMIN_OVERRIDE_DEL, /* rule, key */
+} admin_op_t;
+
+typedef enum admin_status {
+    ADMIN_OK = 0,
+    ADMIN_NOTFOUND = 1, /* no such rule (rule operations) or override; err says which */
+    ADMIN_EINVALID = 2, /* the input is invalid; err says what and where */
+    ADMIN_ESTORE = 3,   /* the config store failed; err says how (the rules in force stay) */
+    ADMIN_NORULE = 4,   /* an override operation on a rule the store does not hold */
+} admin_status_t;
+
+typedef struct admin_req admin_req_t;
+
+struct admin_req {
+    config_job_t job; /* first */
+    engine_t *engine;
+    engine_worker_t *w; /* the submitting loop's worker */
+    admin_op_t op;
+    char rule[RULE_NAME_MAX + 1];
+    bool bad_name; /* the name given was longer than RULE_NAME_MAX (rule holds its start) */
+    char *key;     /* override key, owned (may hold any bytes) */
+    size_t key_len;
+    char *body; /* JSON or YAML, owned, NUL-terminated */
+    size_t body_len;
+    /* results */
+    admin_status_t status;
+    char err[ADMIN_ERR_MAX];
+    char *text;          /* GET, PUT, EXPORT */
+    config_rule_t *rows; /* LIST */
+    size_t nrows;
+    int64_t version; /* LIST: the version the rows belong to */
+    size_t count;    /* IMPORT: rules imported */
+    /* the front end's */
+    void (*done)(admin_req_t *req); /* on the submitting loop */
+    void *arg;
+};
+
+/* A request for op on rule (rule_len bytes; NULL for LIST, IMPORT, EXPORT), key (key_len bytes,
+ * NULL for rule operations) and body (body_len bytes, NULL when the operation takes none). Names
+ * and keys are validated when it runs. NULL when out of memory. */
+admin_req_t *admin_new(engine_t *e, admin_op_t op, const char *rule, size_t rule_len,
+                       const void *key, size_t key_len, const char *body, size_t body_len);
+
+/* Runs req on the config thread; req->done(req) runs on w's loop afterwards. */
+void admin_submit(engine_worker_t *w, admin_req_t *req);
+
+void admin_free(admin_req_t *req);
+
+#endif /* SLUICE_SERVER_ADMIN_H */

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# test_server_store.sh - the config store while sluiced serves: another process holding SQLite's
+# write lock stalls no loop (a rule change waits for the lock on the config store's thread while
+# decisions on the same loop, with and without overrides, are answered meanwhile); a store file
+# deleted or replaced under sluiced is logged, keeps the rules in force, and refuses changes.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: api
+    algorithm: sliding_log
+    limit: 5
+    window: 1h
+    overrides:
+      - key: gold
+        limit: 50
+YAML
+DB=$TMP/store.db
+cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds (bounded)
+wait_for() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# One loop, so the rule change and the decisions share it.
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$DB" --snapshot "" --threads 1 \
+    --poll-interval 100ms --override-ttl 1ms || { cat "$TMP/s1.log"; exit 1; }
+
+# 1. Another process takes the store's write lock and holds it until told to let go.
+python3 - "$DB" "$TMP/locked" "$TMP/release" <<'PY' &
+import os, sqlite3, sys, time
+db, locked, release = sys.argv[1:]
+c = sqlite3.connect(db, isolation_level=None, timeout=10)
+c.execute("BEGIN IMMEDIATE")
+open(locked, "w").close()
+for _ in range(600):  # at most 60 s
+    if os.path.exists(release):
+        break
+    time.sleep(0.1)
+c.execute("ROLLBACK")
+PY
+LOCKER=$!
+LIB_PIDS+=("$LOCKER")
+check lock-taken wait_for 10 test -e "$TMP/locked"
+
+# A rule change now waits for the lock (up to 5 s) ...
+redis-cli -p "$RESP_PORT" SL.RULE SET extra '{"algorithm":"sliding_log","limit":10,"window":"1h"}' \
+    >"$TMP/set.out" 2>&1 &
+SETTER=$!
+# ... while decisions on the same loop are answered, an override looked up meanwhile too.
+check allow-while-locked matches "$(cli SL.ALLOW api k1)" '^1 5 4 0 '
+check override-while-locked matches "$(cli SL.ALLOW api gold)" '^1 50 49 0 '
+check peek-while-locked matches "$(cli SL.PEEK api k1)" '^1 5 4 0 [0-9]+$'
+check set-still-waiting test ! -s "$TMP/set.out"
+touch "$TMP/release"
+wait "$SETTER"
+check set-after-lock matches "$(cat "$TMP/set.out")" '^OK$'
+check set-in-force matches "$(cli SL.ALLOW extra k)" '^1 10 9 0 '
+wait "$LOCKER"
+
+# 2. The store file is deleted under sluiced: logged once, the rules in force stay, every change
+# is refused (nothing is written to a file that no longer exists, no new file appears).
+rm -f "$DB"
+check deleted-logged wait_for 10 grep -q "config store '$DB' was deleted while sluiced runs" \
+    "$TMP/s1.log"
+check deleted-refused matches "$(cli SL.RULE SET more '{"algorithm":"gcra","limit":1,"window":"1s"}')" \
+    "^ERR config store: config store '$DB' was deleted while sluiced runs"
+check deleted-override-refused matches "$(cli SL.OVERRIDE SET api k9 '{"limit":1}')" \
+    "was deleted while sluiced runs"
+check deleted-rules-stay matches "$(cli SL.ALLOW extra k)" '^1 10 8 0 '
+check deleted-rule-list matches "$(cli SL.RULE LIST)" '^api extra$'
+check deleted-no-new-file test ! -e "$DB"
+check deleted-counted matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
+    awk '$1 == "sluice_config_store_errors_total" {print $2}')" '^[1-9]'
+
+# 3. Another file put in its place: also refused (the rules in force are those read before).
+sqlite3 "$DB" 'CREATE TABLE t(x)'
+check replaced-logged wait_for 10 grep -q "config store '$DB' was replaced by another file" \
+    "$TMP/s1.log"
+check replaced-refused matches "$(cli SL.RULE DEL extra)" 'was replaced by another file'
+check replaced-rules-stay matches "$(cli SL.ALLOW extra k)" '^1 10 7 0 '
+stop_bg s1 TERM
+check stop-exit-0 test $? -eq 0
+finish
