@@ -102,6 +102,8 @@ static const option_t options[] = {
      "DUR", "close idle connections after this (default 300s; 0 = never)"},
     {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
      "memory cap of each rule's key table, >= 64k (default 0 = none)"},
+    {"max-inline-rules", "max_inline_rules", OPT_COUNT, F(max_inline), 0, 0, 16, 1000000,
+     CHECK_NONE, "N", "most SL.THROTTLE/CL.THROTTLE parameter sets at once (default 1024)"},
     {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
      "RESP password (or env SLUICE_REQUIREPASS)"},
     {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",
@@ -616,6 +618,7 @@ void server_config_defaults(server_config_t *c)
     c->request_max = CONFIG_DEFAULT_REQUEST_MAX;
     c->idle_timeout_ns = 300 * SL_NS_PER_SEC;
     c->max_memory = 0;
+    c->max_inline = CONFIG_DEFAULT_MAX_INLINE;
     c->log_level = LOG_INFO;
 }
 

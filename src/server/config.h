@@ -34,6 +34,7 @@
 #define CONFIG_DEFAULT_STORE       "./sluice.db"
 #define CONFIG_DEFAULT_SNAPSHOT    "./sluice.snapshot"
 #define CONFIG_DEFAULT_MAX_CLIENTS 10000
+#define CONFIG_DEFAULT_MAX_INLINE  1024
 #define CONFIG_DEFAULT_KEY_MAX     1024
 #define CONFIG_DEFAULT_REQUEST_MAX (512 * 1024)
 
@@ -64,6 +65,7 @@ typedef struct server_config {
                                      512k, 1m); >= 1024 */
     int64_t idle_timeout_ns;      /* --idle-timeout DUR, default 300s; 0 = never */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
+    size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
                                      none */
     char *admin_token;            /* --admin-token T, or env SLUICE_ADMIN_TOKEN; NULL =
@@ -83,7 +85,8 @@ void server_config_defaults(server_config_t *c);
  * server_config_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, store, snapshot, snapshot_interval, poll_interval, override_ttl,
- * max_clients, max_key_length, max_request_size, idle_timeout, max_memory, requirepass,
+ * max_clients, max_key_length, max_request_size, idle_timeout, max_memory, max_inline_rules,
+ * requirepass,
  * admin_token, trusted_proxies (list), log_level); then flags override the file; then the env
  * vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable
  * counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the file

@@ -42,7 +42,7 @@ sl_table_t *engine_new_table(const engine_t *e, const sl_rule_t *rule)
     return t;
 }
 
-static rule_tables_t *tables_create(const engine_t *e, const sl_rule_t *rule)
+rule_tables_t *engine_tables_create(const engine_t *e, const sl_rule_t *rule)
 {
     rule_tables_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -94,7 +94,7 @@ static void tables_migrate(rule_tables_t *to, rule_tables_t *from)
     sl_table_foreach(from->table, migrate_entry, &m);
 }
 
-static void tables_release(rule_tables_t *t)
+void engine_tables_release(rule_tables_t *t)
 {
     if (t == NULL || atomic_fetch_sub(&t->refs, 1) > 1) {
         return;
@@ -110,7 +110,7 @@ static void tables_release(rule_tables_t *t)
 }
 
 /* Takes ownership of def's contents (overrides are dropped: they live in the store). */
-static rule_state_t *state_create(ruledef_t *def, rule_tables_t *t)
+rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
 {
     rule_state_t *rs = calloc(1, sizeof *rs);
     if (rs == NULL) {
@@ -130,12 +130,12 @@ static rule_state_t *state_create(ruledef_t *def, rule_tables_t *t)
     return rs;
 }
 
-static void state_release(rule_state_t *rs)
+void engine_state_release(rule_state_t *rs)
 {
     if (rs == NULL || atomic_fetch_sub(&rs->refs, 1) > 1) {
         return;
     }
-    tables_release(rs->t);
+    engine_tables_release(rs->t);
     ruledef_free(&rs->def);
     free(rs);
 }
@@ -146,7 +146,7 @@ static void set_free(ruleset_t *set)
         return;
     }
     for (size_t i = 0; i < set->n; i++) {
-        state_release(set->rules[i]);
+        engine_state_release(set->rules[i]);
     }
     free(set->rules);
     free(set);
@@ -208,8 +208,10 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     pthread_mutex_init(&e->reload_lock, NULL);
     pthread_mutex_init(&e->inline_lock, NULL);
     e->workers = alloc_lines(sizeof(engine_worker_t) * cfg->workers);
-    e->inl = calloc(ENGINE_INLINE_MAX, sizeof *e->inl);
-    if (e->store_url == NULL || e->workers == NULL || e->inl == NULL) {
+    if (e->cfg.max_inline == 0) {
+        e->cfg.max_inline = ENGINE_INLINE_MAX;
+    }
+    if (e->store_url == NULL || e->workers == NULL) {
         snprintf(err, ENGINE_ERR_MAX, "out of memory");
         engine_free(e);
         return -1;
@@ -256,10 +258,7 @@ void engine_free(engine_t *e)
         set_free(e->retired);
         e->retired = next;
     }
-    for (size_t i = 0; i < e->ninl; i++) {
-        state_release(e->inl[i]);
-    }
-    free(e->inl);
+    inline_free_all(e);
     if (e->workers != NULL) {
         for (unsigned i = 0; i < e->cfg.workers; i++) {
             override_worker_free(&e->workers[i]);
@@ -341,16 +340,16 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
         if (prev != NULL && params_equal(&prev->t->rule, &def.rule)) {
             t = prev->t;
         } else {
-            t = tables_create(e, &def.rule);
+            t = engine_tables_create(e, &def.rule);
             if (t != NULL && prev != NULL) {
                 tables_migrate(t, prev->t);
             }
         }
-        rule_state_t *rs = t != NULL ? state_create(&def, t) : NULL;
+        rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;
         if (rs == NULL) {
             if (t != NULL && t->refs == 0) {
                 t->refs = 1;
-                tables_release(t);
+                engine_tables_release(t);
             }
             ruledef_free(&def);
             set_free(set);
@@ -452,6 +451,10 @@ static void engine_poll(void *arg, config_store_t *store)
         log_info("rules version %lld in force", (long long)engine_version(e));
     }
     engine_collect(e);
+    size_t swept = engine_inline_sweep(e, sl_now_ns());
+    if (swept > 0) {
+        log_debug("%zu idle inline rules taken out of force", swept);
+    }
 }
 
 int engine_start(engine_t *e, int64_t poll_interval_ns, char *err)
@@ -514,6 +517,7 @@ engine_worker_t *engine_worker(engine_t *e, unsigned index)
 const ruleset_t *engine_worker_begin(engine_worker_t *w)
 {
     engine_t *e = w->engine;
+    inline_worker_begin(w);
     ruleset_t *p = atomic_load_explicit(&e->current, memory_order_acquire);
     if (p == w->set) {
         return p;
@@ -536,6 +540,7 @@ void engine_worker_end(engine_worker_t *w)
 {
     w->set = NULL;
     atomic_store(&w->hazard, NULL);
+    inline_worker_end(w);
 }
 
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
@@ -712,72 +717,29 @@ int engine_reset(engine_worker_t *w, rule_state_t *rs, const void *key, size_t k
     return ENGINE_OK;
 }
 
-/* ---- inline rules -------------------------------------------------------------------------- */
-
-int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, rule_state_t **out, char *err)
-{
-    for (unsigned i = 0; i < INLINE_CACHE; i++) {
-        if (w->inl[i].rule != NULL && params_equal(&w->inl[i].params, params)) {
-            *out = w->inl[i].rule;
-            return ENGINE_OK;
-        }
-    }
-    sl_rule_t rule = *params;
-    int rc = sl_rule_prepare(&rule);
-    if (rc != SL_OK) {
-        snprintf(err, ENGINE_ERR_MAX, "%s", sl_strerror(rc));
-        return ENGINE_ERULE;
-    }
-    engine_t *e = w->engine;
-    rule_state_t *found = NULL;
-    pthread_mutex_lock(&e->inline_lock);
-    for (size_t i = 0; i < e->ninl && found == NULL; i++) {
-        if (params_equal(&e->inl[i]->t->rule, &rule)) {
-            found = e->inl[i];
-        }
-    }
-    if (found == NULL && e->ninl < ENGINE_INLINE_MAX) {
-        rule_tables_t *t = tables_create(e, &rule);
-        if (t != NULL) {
-            ruledef_t def = {.rule = rule};
-            throttle_rule_name(params, def.name);
-            found = state_create(&def, t);
-            if (found == NULL) {
-                t->refs = 1;
-                tables_release(t);
-            } else {
-                found->inline_rule = true;
-                found->refs = 1;
-                e->inl[e->ninl++] = found;
-            }
-        }
-    }
-    pthread_mutex_unlock(&e->inline_lock);
-    if (found == NULL) {
-        snprintf(err, ENGINE_ERR_MAX, "too many distinct inline rules (at most %d)",
-                 ENGINE_INLINE_MAX);
-        return ENGINE_EINLINE;
-    }
-    w->inl[w->inl_next] = (inline_slot_t){.params = *params, .rule = found};
-    w->inl_next = (w->inl_next + 1) % INLINE_CACHE;
-    *out = found;
-    return ENGINE_OK;
-}
-
 void engine_foreach_rule(engine_t *e, engine_rule_fn fn, void *arg)
 {
+    /* Every rule is held, and fn runs with no lock: a snapshot or /metrics never delays a
+     * reload or a new inline rule. */
     pthread_mutex_lock(&e->reload_lock);
     ruleset_t *set = atomic_load(&e->current);
-    for (size_t i = 0; set != NULL && i < set->n; i++) {
-        fn(arg, set->rules[i]);
-    }
-    pthread_mutex_lock(&e->inline_lock);
-    size_t ninl = e->ninl;
-    pthread_mutex_unlock(&e->inline_lock);
-    for (size_t i = 0; i < ninl; i++) {
-        fn(arg, e->inl[i]);
+    size_t n = set != NULL ? set->n : 0;
+    rule_state_t **named = n > 0 ? malloc(n * sizeof *named) : NULL;
+    n = named != NULL ? n : 0;
+    for (size_t i = 0; i < n; i++) {
+        named[i] = set->rules[i];
+        atomic_fetch_add(&named[i]->refs, 1);
     }
     pthread_mutex_unlock(&e->reload_lock);
+    rule_state_t **inl = NULL;
+    size_t ninl = inline_hold_all(e, &inl);
+    for (size_t i = 0; i < n + ninl; i++) {
+        rule_state_t *rs = i < n ? named[i] : inl[i - n];
+        fn(arg, rs);
+        engine_state_release(rs);
+    }
+    free(named);
+    free(inl);
 }
 
 void engine_rule_stats(rule_state_t *rs, sl_table_stats_t *out)
@@ -891,7 +853,7 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
     if (s[0] == 'i') {
         rule_state_t *rs = NULL;
         char err[ENGINE_ERR_MAX];
-        if (engine_inline_rule(l->w, rule, &rs, err) == ENGINE_OK) {
+        if (engine_inline_rule(l->w, rule, NULL, l->now_ns, &rs, err) == ENGINE_OK) {
             l->target = rs->t->table;
         }
         return l->target != NULL;
@@ -972,7 +934,7 @@ engine_op_t *engine_op_get(engine_worker_t *w, rule_state_t *rs, const void *key
 static void op_release(engine_op_t *op)
 {
     engine_worker_t *w = op->w;
-    state_release(op->rs);
+    engine_state_release(op->rs);
     if (op->key != NULL && op->key != op->key_buf) {
         free(op->key);
     }
@@ -1252,7 +1214,7 @@ static void remote_reset_done(void *arg, int status, const sl_decision_t *d, con
     (void)err;
     remote_reset_t *op = arg;
     op->fn(op->arg, status == 0 ? ENGINE_OK : ENGINE_ESTORE);
-    state_release(op->rs);
+    engine_state_release(op->rs);
     free(op);
 }
 
@@ -1288,7 +1250,7 @@ void engine_rule_hold(rule_state_t *rs)
 
 void engine_rule_release(rule_state_t *rs)
 {
-    state_release(rs);
+    engine_state_release(rs);
 }
 
 /* ---- SL.ALLOWALL in one step with the Redis store ----------------------------------------- */
@@ -1321,7 +1283,7 @@ static void all_done(void *arg, int status, const sl_decision_t *d, size_t n, lo
     }
     op->fn(op->arg, out, count, status == 0 ? refused : -1);
     for (size_t i = 0; i < op->n; i++) {
-        state_release(op->rules[i]);
+        engine_state_release(op->rules[i]);
     }
     free(op);
 }
@@ -1366,7 +1328,7 @@ int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *
     }
     if (redis_store_decide_all(w->redis, pairs, n, cost, all_done, op) != 0) {
         for (size_t i = 0; i < n; i++) {
-            state_release(op->rules[i]);
+            engine_state_release(op->rules[i]);
         }
         free(op);
         return ENGINE_ENOTSUP;

@@ -35,7 +35,7 @@
 #include "server/config_thread.h"
 
 #define ENGINE_WORKERS_MAX     256
-#define ENGINE_INLINE_MAX      1024 /* most distinct inline (SL.THROTTLE / CL.THROTTLE) rules */
+#define ENGINE_INLINE_MAX      1024 /* default most distinct inline (SL.THROTTLE) rules */
 #define ENGINE_ERR_MAX         512
 #define ENGINE_TABLE_MIN_BYTES (64 * 1024) /* the least max_memory (a table's empty size) */
 
@@ -58,7 +58,9 @@ typedef struct rule_state {
     bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
     bool has_overrides; /* the store held overrides for it when the set was built */
     rule_tables_t *t;
-    _Atomic int refs; /* rule sets holding it, and decisions waiting on a remote store */
+    _Atomic int refs;              /* sets holding it, and decisions waiting on a remote store */
+    _Atomic int64_t last_used_ns;  /* inline rules: the last decision, to within a second */
+    struct rule_state *limbo_next; /* inline rules taken out of force (inline_rules.c) */
 } rule_state_t;
 
 typedef struct ruleset {
@@ -77,6 +79,7 @@ typedef struct engine_config {
     int64_t override_ttl_ns;
     const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
     int64_t redis_timeout_ns;  /* a decision's deadline with the Redis store */
+    size_t max_inline;         /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
 } engine_config_t;
 
 typedef struct engine engine_t;
@@ -175,9 +178,25 @@ int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_
 /* Forgets key's usage under rule (and under its override table, if any). */
 int engine_reset(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len);
 
-/* The inline rule for these parameters (created on first use). Returns ENGINE_OK and *out,
- * ENGINE_ERULE (err says which parameter) or ENGINE_EINLINE. */
-int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, rule_state_t **out, char *err);
+/*
+ * The inline rule for these parameters, created on first use (inline_rules.c). budget (may be
+ * NULL: no limit) is what the caller's connection may still create; a creation takes one.
+ * now_ns marks the rule used. Returns ENGINE_OK and *out (valid until the worker's next
+ * engine_worker_begin; hold it to keep it longer), ENGINE_ERULE (err says which parameter) or
+ * ENGINE_EINLINE (too many inline rules, or this connection's budget is spent; err says which).
+ */
+int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, unsigned *budget,
+                       int64_t now_ns, rule_state_t **out, char *err);
+
+/* How many inline rules one connection may create (1/8 of the most, at least 16). */
+unsigned engine_inline_budget(const engine_t *e);
+
+/* Takes out of force the inline rules unused for a while whose keys are all fresh (nothing is
+ * lost). The config thread calls it at every poll. Returns how many it took out. */
+size_t engine_inline_sweep(engine_t *e, int64_t now_ns);
+
+/* Inline rules in force. */
+size_t engine_inline_count(engine_t *e);
 
 /* Counts a worker's decisions for metrics (done by engine_decide). */
 const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker);

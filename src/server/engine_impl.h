@@ -55,6 +55,7 @@ typedef struct inline_slot {
 } inline_slot_t;
 
 typedef struct ov_wait ov_wait_t;
+typedef struct inline_set inline_set_t;
 
 /*
  * A decision that completes later: waiting for an override lookup, or for Redis. Reused through
@@ -89,7 +90,9 @@ struct engine_worker {
     ov_entry_t *ov_cache;  /* [OV_CACHE_SLOTS] */
     ov_wait_t *ov_waits;   /* override lookups in flight */
     size_t nov_waits;
-    inline_slot_t inl[INLINE_CACHE];
+    _Atomic(inline_set_t *) inl_hazard; /* the inline set this worker uses */
+    inline_set_t *inl_set;
+    inline_slot_t inl[INLINE_CACHE]; /* most recently used rules of inl_set */
     unsigned inl_next;
     redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
     bool attached;        /* to a loop (engine_worker_attach) */
@@ -112,13 +115,14 @@ struct engine {
     _Atomic int64_t version;
     uint64_t generation; /* of the last set published; under reload_lock */
     engine_worker_t *workers;
-    pthread_mutex_t inline_lock;
-    rule_state_t **inl; /* [ENGINE_INLINE_MAX] */
-    size_t ninl;
-    bool redis;                   /* the request store is Redis (else the memory tables) */
-    rc_config_t rc;               /* where */
-    redis_mode_t mode;            /* module commands or Lua scripts, probed at start */
-    _Atomic uint64_t reset_epoch; /* the Redis stores' shared reset count (their caches) */
+    pthread_mutex_t inline_lock;         /* creating, sweeping, publishing inline sets */
+    _Atomic(inline_set_t *) inl_current; /* the inline rules in force */
+    inline_set_t *inl_retired;           /* published before, maybe still in use */
+    rule_state_t *inl_limbo;             /* taken out of force, maybe still in use */
+    bool redis;                          /* the request store is Redis (else the memory tables) */
+    rc_config_t rc;                      /* where */
+    redis_mode_t mode;                   /* module commands or Lua scripts, probed at start */
+    _Atomic uint64_t reset_epoch;        /* the Redis stores' shared reset count (their caches) */
 };
 
 /* ---- shared between engine.c and overrides.c ---------------------------------------------- */
@@ -146,6 +150,24 @@ void engine_op_complete(engine_op_t *op);
  * on_store_error): decides on the memory table or sends it to Redis. Completes op (now or
  * later). */
 void engine_op_continue(engine_op_t *op, const ov_entry_t *en);
+
+rule_tables_t *engine_tables_create(const engine_t *e, const sl_rule_t *rule);
+void engine_tables_release(rule_tables_t *t);
+/* A rule state over tables t (takes ownership of def's contents); refs 0. NULL: out of memory. */
+rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t);
+void engine_state_release(rule_state_t *rs);
+
+/* ---- inline_rules.c ----------------------------------------------------------------------- */
+
+/* The worker picks up the newest inline set (from engine_worker_begin) / lets go of it. */
+void inline_worker_begin(engine_worker_t *w);
+void inline_worker_end(engine_worker_t *w);
+
+/* Every inline rule in force, each held (release each, free the array). Returns the count. */
+size_t inline_hold_all(engine_t *e, rule_state_t ***out);
+
+/* engine_free's: every inline set, retired set and limbo rule. */
+void inline_free_all(engine_t *e);
 
 /* ---- overrides.c -------------------------------------------------------------------------- */
 

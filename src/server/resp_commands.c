@@ -529,7 +529,8 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
     }
     rule_state_t *rs = NULL;
     char eerr[ENGINE_ERR_MAX];
-    if (engine_inline_rule(c->loop->worker, &req.params, &rs, eerr) != ENGINE_OK) {
+    if (engine_inline_rule(c->loop->worker, &req.params, &c->inline_budget, c->loop->now_ns, &rs,
+                           eerr) != ENGINE_OK) {
         resp_add_error(&c->out, "ERR %s", eerr);
         return;
     }

@@ -434,6 +434,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
     c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;
     c->authed = srv->cfg->requirepass == NULL;
+    c->inline_budget = engine_inline_budget(srv->engine);
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);
     size_t clients = atomic_fetch_add(&srv->clients, 1) + 1;

@@ -68,7 +68,8 @@ struct conn {
     int64_t created_ns;
     int64_t last_active_ns; /* last complete request (or the connect) */
     uint64_t requests;
-    char *in; /* received, not yet consumed */
+    unsigned inline_budget; /* inline rules this connection may still create */
+    char *in;               /* received, not yet consumed */
     size_t in_len;
     size_t in_cap;
     resp_buf_t out;

@@ -4,10 +4,16 @@
  * overrides are set and deleted); no decision is lost or doubled, and no retired rule set is
  * freed while a worker still holds it (ASan / TSan would see it).
  *
+ * Inline rules too: the workers decide on a few inline parameter sets (mostly peeks, so their
+ * tables are often empty) while the main thread sweeps idle inline rules out of force again and
+ * again; a rule taken out while a worker still decides on it must come back with its usage, never
+ * be replaced by a second, fresh table.
+ *
  * Property: every request carries the same `now` inside one fixed window, so a key admits
  * exactly min(requests, limit) whatever the interleaving: 40 for plain keys, 80 for the key
- * with an override that doubles its limit. Keys and the order of requests come from the seed
- * (SLUICE_SEED replays one). Run under TSan by `make test-tsan`.
+ * with an override that doubles its limit, INLINE_LIMIT per inline rule and key. Keys and the
+ * order of requests come from the seed (SLUICE_SEED replays one). Run under TSan by
+ * `make test-tsan`.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,11 +25,15 @@
 #include "prop/gen.h"
 #include "server/engine.h"
 
-#define WORKERS        2
-#define KEYS           64
-#define PER_WORKER_MAX 2000000 /* a bound; workers stop when the reloads are done */
-#define LIMIT          40
-#define RELOADS        150
+#define WORKERS         2
+#define KEYS            64
+#define PER_WORKER_MAX  2000000 /* a bound; workers stop when the reloads are done */
+#define LIMIT           40
+#define RELOADS         150
+#define INLINE_SETS     16 /* inline parameter sets (windows of INLINE_WINDOW_S + i seconds) */
+#define INLINE_KEYS     8
+#define INLINE_LIMIT    3
+#define INLINE_WINDOW_S 3600
 
 static const int64_t now_ns = INT64_C(1700000000000000000) + INT64_C(1000000000);
 
@@ -33,6 +43,8 @@ typedef struct worker {
     uint64_t seed;
     unsigned requested[KEYS];
     unsigned admitted[KEYS];
+    unsigned inl_requested[INLINE_SETS][INLINE_KEYS];
+    unsigned inl_admitted[INLINE_SETS][INLINE_KEYS];
     int errors;
     atomic_bool *stop; /* set by the main thread after its last reload */
 } worker_t;
@@ -68,6 +80,30 @@ static void *worker_main(void *arg)
         rule_state_t *churn = engine_find(ew, "churn", 5);
         if (churn != NULL) {
             engine_decide(ew, churn, key, strlen(key), 1, now_ns, &d);
+        }
+        /* an inline rule: peeks mostly, now and then an admission */
+        unsigned p = (unsigned)prng_range(&r, 0, INLINE_SETS - 1);
+        unsigned ik = (unsigned)prng_range(&r, 0, INLINE_KEYS - 1);
+        sl_rule_t params = {.algorithm = SL_FIXED_WINDOW,
+                            .limit = INLINE_LIMIT,
+                            .window_ns = (INLINE_WINDOW_S + p) * INT64_C(1000000000),
+                            .burst = SL_DEFAULT,
+                            .buckets = SL_DEFAULT};
+        rule_state_t *inl = NULL;
+        char err[ENGINE_ERR_MAX];
+        if (engine_inline_rule(ew, &params, NULL, now_ns, &inl, err) != ENGINE_OK) {
+            w->errors++;
+            continue;
+        }
+        int64_t cost = prng_range(&r, 0, 31) == 0 ? 1 : 0;
+        snprintf(key, sizeof key, "i%u", ik);
+        if (engine_decide(ew, inl, key, strlen(key), cost, now_ns, &d) != ENGINE_OK) {
+            w->errors++;
+            continue;
+        }
+        if (cost > 0) {
+            w->inl_requested[p][ik]++;
+            w->inl_admitted[p][ik] += d.d.allowed;
         }
     }
     engine_worker_end(ew);
@@ -114,6 +150,7 @@ int main(void)
     /* The main thread changes the store and reloads while the workers decide. */
     config_store_t *store = engine_store(e);
     int reloads = 0;
+    size_t sweeps = 0, extra_rounds = 0;
     for (int i = 0; i < RELOADS; i++) {
         char json[128];
         snprintf(json, sizeof json, "{\"algorithm\":\"gcra\",\"limit\":%d,\"window\":\"1s\"}",
@@ -128,6 +165,14 @@ int main(void)
             reloads++;
         }
         engine_collect(e);
+        /* every inline rule looks idle: those with no key yet are taken out of force */
+        sweeps += engine_inline_sweep(e, now_ns + 60 * INT64_C(1000000000));
+    }
+    while (!atomic_load(&stop) && sweeps < RELOADS) { /* more sweeps while the workers run */
+        sweeps += engine_inline_sweep(e, now_ns + 60 * INT64_C(1000000000));
+        if (++extra_rounds > 200000) {
+            break;
+        }
     }
     atomic_store(&stop, true);
     for (unsigned i = 0; i < WORKERS; i++) {
@@ -148,6 +193,21 @@ int main(void)
             fprintf(stderr, "key %u: %u requests, %u admitted, want %u\n", k, requested, admitted,
                     want);
             failures++;
+        }
+    }
+    for (unsigned p = 0; p < INLINE_SETS; p++) {
+        for (unsigned k = 0; k < INLINE_KEYS; k++) {
+            unsigned requested = 0, admitted = 0;
+            for (unsigned i = 0; i < WORKERS; i++) {
+                requested += w[i].inl_requested[p][k];
+                admitted += w[i].inl_admitted[p][k];
+            }
+            unsigned want = requested < INLINE_LIMIT ? requested : INLINE_LIMIT;
+            if (admitted != want) {
+                fprintf(stderr, "inline set %u key %u: %u requests, %u admitted, want %u\n", p, k,
+                        requested, admitted, want);
+                failures++;
+            }
         }
     }
     for (unsigned i = 0; i < WORKERS; i++) {
@@ -172,7 +232,8 @@ int main(void)
             total += w[i].requested[k];
         }
     }
-    printf("prop_engine_concurrency: seed %llu, %d reloads during %lu decisions, %s\n",
-           (unsigned long long)seed, reloads, total, failures ? "FAILED" : "ok");
+    printf("prop_engine_concurrency: seed %llu, %d reloads and %zu inline rules swept during %lu "
+           "decisions, %s\n",
+           (unsigned long long)seed, reloads, sweeps, total, failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

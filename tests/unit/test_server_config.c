@@ -437,6 +437,7 @@ static void test_example_file(void **unused)
     assert_int_equal(c.request_max, d.request_max);
     assert_int_equal(c.idle_timeout_ns, d.idle_timeout_ns);
     assert_int_equal(c.max_memory, d.max_memory);
+    assert_int_equal(c.max_inline, d.max_inline);
     assert_int_equal(c.log_level, d.log_level);
     server_config_free(&c);
     server_config_free(&d);
