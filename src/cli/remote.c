@@ -92,6 +92,10 @@ static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_
         a->help = true;
         return 1;
     }
+    if ((flags & REMOTE_FLAG_REPLACE) && strcmp(opt, "--replace") == 0) {
+        a->replace = true;
+        return 1;
+    }
     if ((flags & REMOTE_FLAG_PEEK) && strcmp(opt, "--peek") == 0) {
         a->peek = true;
         return 1;

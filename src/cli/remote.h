@@ -60,8 +60,9 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
                          size_t errlen);
 
 /* Which of a command's own flags it accepts. */
-#define REMOTE_FLAG_COST 0x1 /* --cost N */
-#define REMOTE_FLAG_PEEK 0x2 /* --peek */
+#define REMOTE_FLAG_COST    0x1 /* --cost N */
+#define REMOTE_FLAG_PEEK    0x2 /* --peek */
+#define REMOTE_FLAG_REPLACE 0x4 /* --replace */
 
 /* A command's arguments after parsing. */
 struct remote_args {
@@ -69,6 +70,7 @@ struct remote_args {
     int npos;
     int64_t cost; /* --cost (default 1, >= 0) */
     bool peek;    /* --peek */
+    bool replace; /* --replace */
     bool help;    /* --help */
 };
 

@@ -42,7 +42,8 @@ static const char check_usage[] =
     "\n";
 
 static const char rules_usage[] =
-    "usage: sluice [OPTIONS] rules import FILE|-    replace every rule with a rules file\n"
+    "usage: sluice [OPTIONS] rules import FILE|-    add and change the rules a rules file names\n"
+    "       sluice [OPTIONS] rules import --replace FILE|-   make the rules exactly the file's\n"
     "       sluice [OPTIONS] rules export           print the rules as a YAML rules file\n"
     "       sluice [OPTIONS] rules list             print the rule names, one per line\n"
     "       sluice [OPTIONS] rules get NAME         print a rule as JSON\n"
@@ -311,16 +312,16 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-static int rules_import(const struct remote_opts *o, const char *path)
+static int rules_import(const struct remote_opts *o, const char *path, bool replace)
 {
     size_t len;
     char *text = read_all(path, &len);
     if (text == NULL)
         return REMOTE_EXIT_NO;
-    const char *argv[] = {"SL.RULE", "IMPORT", text};
-    size_t lens[] = {7, 6, len};
+    const char *argv[] = {"SL.RULE", "IMPORT", text, "REPLACE"};
+    size_t lens[] = {7, 6, len, 7};
     redisReply *r = NULL;
-    int code = run(o, 3, argv, lens, &r);
+    int code = run(o, replace ? 4 : 3, argv, lens, &r);
     free(text);
     if (code == REMOTE_EXIT_OK)
         code = print_ok(o, "SL.RULE IMPORT", r);
@@ -392,10 +393,11 @@ static const struct subcommand *find_sub(const struct subcommand *subs, size_t n
 
 /* Parses `CMD SUB ARGS...`; returns -1 with *sub and *a set, or an exit code. */
 static int parse_sub(int argc, char **argv, const struct subcommand *subs, size_t nsubs,
-                     const struct remote_opts *g, struct remote_opts *o, struct remote_args *a,
-                     const struct subcommand **sub, const char *cmd, const char *text)
+                     unsigned flags, const struct remote_opts *g, struct remote_opts *o,
+                     struct remote_args *a, const struct subcommand **sub, const char *cmd,
+                     const char *text)
 {
-    int code = parse(argc, argv, 1, 0, g, o, a, cmd, text);
+    int code = parse(argc, argv, 1, flags, g, o, a, cmd, text);
     if (code >= 0)
         return code;
     if (a->npos == 0)
@@ -445,12 +447,14 @@ int remote_rules_main(int argc, char **argv, const struct remote_opts *g)
     struct remote_opts o;
     struct remote_args a;
     const struct subcommand *sub;
-    int code = parse_sub(argc, argv, rules_subs, sizeof rules_subs / sizeof rules_subs[0], g, &o,
-                         &a, &sub, "rules", rules_usage);
+    int code = parse_sub(argc, argv, rules_subs, sizeof rules_subs / sizeof rules_subs[0],
+                         REMOTE_FLAG_REPLACE, g, &o, &a, &sub, "rules", rules_usage);
     if (code >= 0)
         return code;
+    if (a.replace && strcmp(sub->verb, "IMPORT") != 0)
+        return usage_error("rules", "rules %s: --replace is for import only", sub->name);
     if (strcmp(sub->verb, "IMPORT") == 0)
-        return rules_import(&o, a.pos[1]);
+        return rules_import(&o, a.pos[1], a.replace);
     const char *cmd[4] = {"SL.RULE", sub->verb, a.pos[1], a.pos[2]};
     char absent[320];
     snprintf(absent, sizeof absent, "no rule '%s'", a.npos > 1 ? a.pos[1] : "");
@@ -465,7 +469,7 @@ int remote_overrides_main(int argc, char **argv, const struct remote_opts *g)
     struct remote_args a;
     const struct subcommand *sub;
     int code = parse_sub(argc, argv, override_subs, sizeof override_subs / sizeof override_subs[0],
-                         g, &o, &a, &sub, "overrides", overrides_usage);
+                         0, g, &o, &a, &sub, "overrides", overrides_usage);
     if (code >= 0)
         return code;
     const char *cmd[5] = {"SL.OVERRIDE", sub->verb, a.pos[1], a.pos[2], a.pos[3]};

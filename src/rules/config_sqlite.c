@@ -4,7 +4,8 @@
  * Schema (PRAGMA user_version = CONFIG_SCHEMA_VERSION):
  *
  *   meta(id = 1, version)                        one row: the version of the whole store
- *   rules(name PRIMARY KEY, json)                WITHOUT ROWID
+ *   rules(name PRIMARY KEY, json, origin)        WITHOUT ROWID; origin 'api' (made one at a
+ *                                                time) or 'file' (imported from a rules file)
  *   overrides(rule, key BLOB, json, PRIMARY KEY(rule, key))   WITHOUT ROWID
  *
  * Text compares with SQLite's BINARY collation and blobs with memcmp, so rules list in byte
@@ -35,7 +36,7 @@
 
 #include <sqlite3.h>
 
-#define CONFIG_SCHEMA_VERSION  1    /* PRAGMA user_version this code writes and reads */
+#define CONFIG_SCHEMA_VERSION  2    /* PRAGMA user_version this code writes and reads */
 #define CONFIG_BUSY_TIMEOUT_MS 5000 /* how long a writer waits for another's transaction */
 #define CONFIG_DOING_MAX       160  /* "putting override for rule '...'" */
 
@@ -51,6 +52,7 @@ enum stmt_id {
     ST_LIST_NAMES,
     ST_GET_RULE,
     ST_PUT_RULE,
+    ST_PUT_RULE_FROM,
     ST_DEL_RULE,
     ST_DEL_RULE_OVERRIDES,
     ST_GET_OVERRIDE,
@@ -68,11 +70,16 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_VERSION] = "SELECT version FROM meta WHERE id = 1",
     [ST_BUMP] = "UPDATE meta SET version = version + 1 WHERE id = 1",
     [ST_LIST_RULES] = "SELECT name, json FROM rules ORDER BY name",
-    [ST_LIST_NAMES] = "SELECT name FROM rules ORDER BY name",
+    [ST_LIST_NAMES] = "SELECT name, json, origin FROM rules ORDER BY name",
     [ST_GET_RULE] = "SELECT json FROM rules WHERE name = ?1",
-    /* an upsert that changes nothing (0 rows) when the JSON is the same */
-    [ST_PUT_RULE] = "INSERT INTO rules(name, json) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE "
-                    "SET json = excluded.json WHERE json IS NOT excluded.json",
+    /* upserts that change nothing (0 rows) when the JSON and the origin are the same */
+    [ST_PUT_RULE] = "INSERT INTO rules(name, json, origin) VALUES (?1, ?2, 'api') "
+                    "ON CONFLICT(name) DO UPDATE SET json = excluded.json, origin = 'api' "
+                    "WHERE json IS NOT excluded.json OR origin IS NOT 'api'",
+    [ST_PUT_RULE_FROM] = "INSERT INTO rules(name, json, origin) VALUES (?1, ?2, ?3) "
+                         "ON CONFLICT(name) DO UPDATE SET json = excluded.json, "
+                         "origin = excluded.origin WHERE json IS NOT excluded.json "
+                         "OR origin IS NOT excluded.origin",
     [ST_DEL_RULE] = "DELETE FROM rules WHERE name = ?1",
     [ST_DEL_RULE_OVERRIDES] = "DELETE FROM overrides WHERE rule = ?1",
     [ST_GET_OVERRIDE] = "SELECT json FROM overrides WHERE rule = ?1 AND key = ?2",
@@ -88,8 +95,8 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(id INTEGER PRIMARY KEY CHECK (id = 1),"
     " version INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO meta(id, version) VALUES (1, 0);"
-    "CREATE TABLE IF NOT EXISTS rules(name TEXT NOT NULL PRIMARY KEY, json TEXT NOT NULL)"
-    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS rules(name TEXT NOT NULL PRIMARY KEY, json TEXT NOT NULL,"
+    " origin TEXT NOT NULL DEFAULT 'api') WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS overrides(rule TEXT NOT NULL, key BLOB NOT NULL,"
     " json TEXT NOT NULL, PRIMARY KEY(rule, key)) WITHOUT ROWID;";
 
@@ -351,7 +358,8 @@ static int schema_ensure(config_store_t *s, const char *path, char *err)
                     "(written by a newer sluiced?)",
                     path, have, CONFIG_SCHEMA_VERSION);
 
-    /* version 0: a new file (or one a crash left before its first commit) */
+    /* version 0: a new file (or one a crash left before its first commit); version 1: rules
+     * have no origin yet (every rule then counts as made through the API) */
     snprintf(doing, sizeof(doing), "creating the schema in '%s'", path);
     if (tx_begin(s, true, doing, err) != 0)
         return -1;
@@ -362,6 +370,14 @@ static int schema_ensure(config_store_t *s, const char *path, char *err)
         snprintf(sql, sizeof(sql), "%sPRAGMA user_version = %d;", schema_sql,
                  CONFIG_SCHEMA_VERSION);
         if (exec_sql(s, sql, doing, err) != 0)
+            goto rollback;
+    } else if (have == 1) {
+        snprintf(doing, sizeof(doing), "upgrading the schema of '%s' to version %d", path,
+                 CONFIG_SCHEMA_VERSION);
+        if (exec_sql(s,
+                     "ALTER TABLE rules ADD COLUMN origin TEXT NOT NULL DEFAULT 'api';"
+                     "PRAGMA user_version = 2;",
+                     doing, err) != 0)
             goto rollback;
     } else if (have != CONFIG_SCHEMA_VERSION) {
         fail(err, "config store '%s' has schema version %d; this sluiced knows up to %d", path,
@@ -671,39 +687,76 @@ static int by_name(const void *a, const void *b)
                   (*(const config_rule_t *const *)b)->name);
 }
 
-/* Whether name is one of the sorted rules. */
-static bool in_sorted(const config_rule_t **sorted, size_t n, const char *name)
+static int names_push(char ***names, size_t *n, const char *name)
 {
-    config_rule_t probe = {.name = (char *)name};
-    const config_rule_t *key = &probe;
-    return bsearch(&key, sorted, n, sizeof(*sorted), by_name) != NULL;
+    if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
+        char **grown = realloc(*names, (*n ? 2 * *n : 1) * sizeof(**names));
+        if (grown == NULL)
+            return -1;
+        *names = grown;
+    }
+    if (((*names)[*n] = strdup(name)) == NULL)
+        return -1;
+    (*n)++;
+    return 0;
 }
 
-/* Collects the names of stored rules that are not in sorted[0..n) (to delete them). */
-static int names_to_drop(config_store_t *s, const config_rule_t **sorted, size_t n, char ***drop,
-                         size_t *ndrop, const char *doing, char *err)
+static void names_free(char **names, size_t n)
 {
-    size_t cap = 0;
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+void config_import_diff_free(config_import_diff_t *d)
+{
+    if (d == NULL)
+        return;
+    names_free(d->added, d->nadded);
+    names_free(d->changed, d->nchanged);
+    names_free(d->removed, d->nremoved);
+    *d = (config_import_diff_t){0};
+}
+
+/* Compares the stored rules with sorted[0..n): which are added, changed, removed (by mode) and
+ * kept. Inside the write transaction. */
+static int import_diff(config_store_t *s, const config_rule_t **sorted, size_t n,
+                       config_import_mode_t mode, config_import_diff_t *d, const char *doing,
+                       char *err)
+{
     sqlite3_stmt *st = stmt(s, ST_LIST_NAMES, doing, err);
     if (st == NULL)
         return -1;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    bool *stored = calloc(n ? n : 1, sizeof(*stored));
+    int rc = stored != NULL ? SQLITE_ROW : SQLITE_NOMEM;
+    while (rc == SQLITE_ROW && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (name == NULL || in_sorted(sorted, n, name))
+        const char *json = (const char *)sqlite3_column_text(st, 1);
+        const char *origin = (const char *)sqlite3_column_text(st, 2);
+        if (name == NULL)
             continue;
-        if (*ndrop == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **grown = realloc(*drop, cap * sizeof(**drop));
-            if (grown == NULL)
-                break;
-            *drop = grown;
+        config_rule_t probe = {.name = (char *)name};
+        const config_rule_t *key = &probe;
+        const config_rule_t **hit = bsearch(&key, sorted, n, sizeof(*sorted), by_name);
+        int pushed = 0;
+        if (hit != NULL) {
+            stored[hit - sorted] = true;
+            if (json == NULL || strcmp(json, (*hit)->json) != 0)
+                pushed = names_push(&d->changed, &d->nchanged, name);
+        } else if (mode == CONFIG_IMPORT_REPLACE ||
+                   (mode == CONFIG_IMPORT_FILE && origin != NULL && strcmp(origin, "file") == 0)) {
+            pushed = names_push(&d->removed, &d->nremoved, name);
+        } else {
+            d->kept++;
         }
-        if (((*drop)[*ndrop] = strdup(name)) == NULL)
-            break;
-        (*ndrop)++;
+        if (pushed != 0)
+            rc = SQLITE_NOMEM;
     }
-    if (rc == SQLITE_ROW)
+    for (size_t i = 0; rc == SQLITE_DONE && i < n; i++)
+        if (!stored[i] && names_push(&d->added, &d->nadded, sorted[i]->name) != 0)
+            rc = SQLITE_NOMEM;
+    free(stored);
+    if (rc == SQLITE_NOMEM)
         fail(err, "config store: out of memory (%s)", doing);
     else if (rc != SQLITE_DONE)
         fail_db(s, doing, err);
@@ -712,39 +765,45 @@ static int names_to_drop(config_store_t *s, const config_rule_t **sorted, size_t
 }
 
 /* The import's body, inside the write transaction. *changed says whether anything changed. */
-static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n, bool *changed,
-                     const char *doing, char *err)
+static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n,
+                     config_import_mode_t mode, const char *origin, config_import_diff_t *d,
+                     bool *changed, const char *doing, char *err)
 {
-    char **drop = NULL;
-    size_t ndrop = 0;
-    int rc = names_to_drop(s, sorted, n, &drop, &ndrop, doing, err);
-    for (size_t i = 0; rc == 0 && i < ndrop; i++) {
+    int rc = import_diff(s, sorted, n, mode, d, doing, err);
+    for (size_t i = 0; rc == 0 && i < d->nremoved; i++) {
         bool found;
-        rc = delete_rule(s, drop[i], &found, doing, err);
+        rc = delete_rule(s, d->removed[i], &found, doing, err);
         *changed = *changed || found;
     }
-    for (size_t i = 0; i < ndrop; i++)
-        free(drop[i]);
-    free(drop);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        bool put = false;
-        if (change(s, ST_PUT_RULE, sorted[i]->name, NULL, sorted[i]->json, &put, doing, err) != 0) {
+        sqlite3_stmt *st =
+            bound(s, ST_PUT_RULE_FROM, sorted[i]->name, NULL, sorted[i]->json, doing, err);
+        if (st == NULL || bind_text(s, st, 3, origin, doing, err) != 0 ||
+            exec_stmt(s, st, doing, err) != 0) {
+            done(st);
             rc = -1;
             /* name the rule SQLite refused */
             size_t used = strlen(err);
             snprintf(err + used, CONFIG_STORE_ERR_MAX - used, " at rule '%.64s'", sorted[i]->name);
+            break;
         }
-        *changed = *changed || put;
+        *changed = *changed || sqlite3_changes(s->db) > 0;
     }
     return rc;
 }
 
-int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n, int64_t *version,
-                        char *err)
+int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
+                        config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
+                        int64_t *version, char *err)
 {
     const char *doing = "importing rules";
+    config_import_diff_t local = {0};
+    config_import_diff_t *d = diff != NULL ? diff : &local;
+    *d = (config_import_diff_t){0};
     if (rules == NULL && n > 0)
         return fail(err, "config store: import: no rules");
+    if (origin == NULL)
+        origin = mode == CONFIG_IMPORT_FILE ? "file" : "api";
     const config_rule_t **sorted = malloc((n ? n : 1) * sizeof(*sorted));
     if (sorted == NULL)
         return fail(err, "config store: out of memory (%s)", doing);
@@ -765,13 +824,15 @@ int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
     }
     bool changed = false;
     int rc = tx_begin(s, true, doing, err);
-    if (rc == 0 && import_tx(s, sorted, n, &changed, doing, err) != 0) {
+    if (rc == 0 && import_tx(s, sorted, n, mode, origin, d, &changed, doing, err) != 0) {
         tx_rollback(s);
         rc = -1;
     } else if (rc == 0) {
         rc = tx_finish(s, changed, version, doing, err);
     }
     free(sorted);
+    if (rc != 0 || diff == NULL)
+        config_import_diff_free(d);
     return rc;
 }
 

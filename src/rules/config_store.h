@@ -63,7 +63,8 @@ void config_rules_free(config_rule_t *rules, size_t n);
 /* One rule's JSON (malloc'ed) or CONFIG_STORE_NOTFOUND. */
 int config_store_get_rule(config_store_t *s, const char *name, char **json, char *err);
 
-/* Creates or replaces a rule; bumps the version. *version (may be NULL) gets the new version. */
+/* Creates or replaces a rule (its origin becomes 'api': a rule made one at a time); bumps the
+ * version. *version (may be NULL) gets the new version. */
 int config_store_put_rule(config_store_t *s, const char *name, const char *json, int64_t *version,
                           char *err);
 
@@ -71,10 +72,37 @@ int config_store_put_rule(config_store_t *s, const char *name, const char *json,
  * (version unchanged). */
 int config_store_del_rule(config_store_t *s, const char *name, int64_t *version, char *err);
 
-/* Replaces the whole rule set (rules absent from `rules` are deleted with their overrides; the
- * overrides of rules kept are kept) in one transaction, one version bump. */
-int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n, int64_t *version,
-                        char *err);
+/* How an import treats the rules already in the store. */
+typedef enum config_import_mode {
+    CONFIG_IMPORT_MERGE = 0,   /* adds and changes the rules given; removes nothing */
+    CONFIG_IMPORT_FILE = 1,    /* a rules file: as MERGE, and removes the rules an earlier import
+                                  of a file made (origin 'file') that it no longer names; rules
+                                  made one at a time (origin 'api') are kept */
+    CONFIG_IMPORT_REPLACE = 2, /* the store's rules become exactly these */
+} config_import_mode_t;
+
+/* What an import did, by rule name: each list malloc'ed, each name malloc'ed, sorted. Free with
+ * config_import_diff_free(). */
+typedef struct config_import_diff {
+    char **added;
+    size_t nadded;
+    char **changed; /* stored before with other JSON */
+    size_t nchanged;
+    char **removed; /* deleted, with their overrides */
+    size_t nremoved;
+    size_t kept; /* stored rules the import neither named nor removed */
+} config_import_diff_t;
+void config_import_diff_free(config_import_diff_t *d);
+
+/*
+ * Imports a rule set in one transaction, one version bump (none when nothing changed). The rules
+ * given are written with `origin` ("file" or "api"; NULL: "file" for CONFIG_IMPORT_FILE, else
+ * "api"); the overrides of rules kept or changed are kept; a removed rule's are deleted. diff (may
+ * be NULL) gets what changed; on error it is empty and nothing was written.
+ */
+int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
+                        config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
+                        int64_t *version, char *err);
 
 /* Overrides: keys are bytes (key_len), any bytes. get returns CONFIG_STORE_NOTFOUND when the
  * rule has no override for the key. put/del bump the version; del of an absent override returns

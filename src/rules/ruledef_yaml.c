@@ -87,15 +87,16 @@ static const yt_node_t *rules_node(const yt_node_t *root, char *err)
 /* Builds every rule of `seq` into out. */
 static int build_list(const yt_node_t *seq, ruledef_list_t *out, char *err)
 {
-    if (seq->kind == YT_NULL)
-        return 0; /* `rules:` with nothing under it: no rules */
+    /* An empty list would turn every rule off: what a file cut short, or a mistake, looks like. */
+    if (seq->kind == YT_NULL || (seq->kind == YT_SEQ && seq->n == 0))
+        return rd_fail(err, seq, "rules", NULL,
+                       "is empty: a rules file names at least one rule (to remove rules, delete "
+                       "them from the file or with SL.RULE DEL)");
     if (seq->kind != YT_SEQ)
         return rd_fail(err, seq, "rules", NULL, "must be a list of rules, not %s",
                        yt_kind_name(seq->kind));
     if (seq->n > RULES_MAX)
         return rd_fail(err, seq, "rules", NULL, "more than %d rules", RULES_MAX);
-    if (seq->n == 0)
-        return 0;
     out->rules = calloc(seq->n, sizeof(*out->rules));
     if (out->rules == NULL)
         return rd_fail(err, seq, "rules", NULL, "out of memory");

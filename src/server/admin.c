@@ -167,14 +167,21 @@ static int override_read(admin_req_t *r, config_store_t *store, bool last)
 
 static int rules_import(admin_req_t *r, config_store_t *store, bool last)
 {
-    int rc = rules_import_yaml(store, r->body, r->body_len, &r->count, r->err, sizeof r->err);
+    config_import_mode_t mode = r->replace ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_MERGE;
+    char err[ADMIN_ERR_MAX - 32];
+    int rc = rules_import_yaml(store, r->body, r->body_len, mode, "api", &r->diff, err, sizeof err);
     if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
         return CONFIG_JOB_RETRY;
     }
-    if (rc != 0) {
-        r->status = rc == RULES_IMPORT_EINVALID ? ADMIN_EINVALID : ADMIN_ESTORE;
+    if (rc == RULES_IMPORT_EINVALID) {
+        set_status(r, ADMIN_EINVALID, "invalid rules: %s", err);
         return CONFIG_JOB_DONE;
     }
+    if (rc != 0) {
+        set_status(r, ADMIN_ESTORE, "%s", err);
+        return CONFIG_JOB_DONE;
+    }
+    rules_import_log(r->replace ? "SL.RULE IMPORT REPLACE" : "SL.RULE IMPORT", &r->diff);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -332,5 +339,6 @@ void admin_free(admin_req_t *req)
     free(req->body);
     free(req->text);
     config_rules_free(req->rows, req->nrows);
+    config_import_diff_free(&req->diff);
     free(req);
 }

@@ -27,7 +27,7 @@ typedef enum admin_op {
     ADMIN_RULE_PUT,     /* rule, body (JSON) -> text: the canonical JSON written */
     ADMIN_RULE_DEL,     /* rule */
     ADMIN_RULE_LIST,    /* -> rows (name, JSON) and version */
-    ADMIN_RULES_IMPORT, /* body (YAML) -> count */
+    ADMIN_RULES_IMPORT, /* body (YAML), replace -> diff */
     ADMIN_RULES_EXPORT, /* -> text: a rules file */
     ADMIN_OVERRIDE_GET, /* rule, key -> text: its JSON */
     ADMIN_OVERRIDE_PUT, /* rule, key, body (JSON) -> text: the canonical JSON written */
@@ -51,6 +51,7 @@ struct admin_req {
     admin_op_t op;
     char rule[RULE_NAME_MAX + 1];
     bool bad_name; /* the name given was longer than RULE_NAME_MAX (rule holds its start) */
+    bool replace;  /* IMPORT: the store's rules become the file's (else: add and change) */
     char *key;     /* override key, owned (may hold any bytes) */
     size_t key_len;
     char *body; /* JSON or YAML, owned, NUL-terminated */
@@ -61,8 +62,8 @@ struct admin_req {
     char *text;          /* GET, PUT, EXPORT */
     config_rule_t *rows; /* LIST */
     size_t nrows;
-    int64_t version; /* LIST: the version the rows belong to */
-    size_t count;    /* IMPORT: rules imported */
+    int64_t version;           /* LIST: the version the rows belong to */
+    config_import_diff_t diff; /* IMPORT: what it did */
     /* the front end's */
     void (*done)(admin_req_t *req); /* on the submitting loop */
     void *arg;

@@ -77,7 +77,9 @@ static const option_t options[] = {
     {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
-     "import a YAML rules file into the store at start"},
+     "import a YAML rules file at start and on SIGHUP (it owns the rules it names)"},
+    {"rules-replace", "rules_replace", OPT_STRING, F(rules_replace_path), 0, 0, 0, 0, CHECK_NONE,
+     "FILE", "as --rules, but the file replaces every rule in the store, API-made ones too"},
     {"config-store", "config_store", OPT_STRING, F(config_store), 0, 0, 0, 0, CHECK_NONE,
      "URL|PATH", "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
     {"store", "store", OPT_STRING, F(request_store), 0, 0, 0, 0, CHECK_NONE, "URL",
@@ -688,6 +690,10 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         snprintf(err, err_cap, "bind: at least one address is needed");
         rc = -1;
     }
+    if (rc == 0 && c->rules_path != NULL && c->rules_replace_path != NULL) {
+        snprintf(err, err_cap, "--rules and --rules-replace: give one rules file, not both");
+        rc = -1;
+    }
     if (rc == 0 && c->resp_port == 0 && c->http_port == 0) {
         snprintf(err, err_cap, "--port and --http-port are both 0: nothing to serve");
         rc = -1;
@@ -705,6 +711,7 @@ void server_config_free(server_config_t *c)
         free(c->trusted_proxies[i]);
     free(c->config_path);
     free(c->rules_path);
+    free(c->rules_replace_path);
     free(c->config_store);
     free(c->request_store);
     free(c->snapshot_path);

@@ -47,8 +47,10 @@ typedef struct server_config {
     int resp_port;               /* --port, default 6390; 0 = RESP off */
     int http_port;               /* --http-port, default 8390; 0 = HTTP off */
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
-    char *rules_path;            /* --rules FILE: imported into the store at start; NULL
-                                    = none */
+    char *rules_path;            /* --rules FILE: imported at start and on SIGHUP, owning the
+                                    rules it names; NULL = none */
+    char *rules_replace_path;    /* --rules-replace FILE: imported the same way, replacing every
+                                    rule in the store; NULL = none */
     char *request_store; /* --store memory|redis://h:p|redis-cluster://h:p,..., default memory */
     int64_t store_timeout_ns; /* --store-timeout DUR, default 5ms: a Redis decision's deadline */
     char *config_store;  /* --config-store URL|PATH (rules, overrides), default "./sluice.db" */
@@ -84,14 +86,14 @@ void server_config_defaults(server_config_t *c);
  * Parses argv as main() gets it (argv[0] is the program) into *c, which holds what
  * server_config_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
- * http_port, threads, rules, store, snapshot, snapshot_interval, poll_interval, override_ttl,
- * max_clients, max_key_length, max_request_size, idle_timeout, max_memory, max_inline_rules,
- * requirepass,
- * admin_token, trusted_proxies (list), log_level); then flags override the file; then the env
- * vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable
- * counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the file
- * an integer is milliseconds. --help / --version are answered once the flags' syntax is
- * checked, before their values are. An empty bind list, and both ports 0, are errors.
+ * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
+ * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, max_memory,
+ * max_inline_rules, requirepass, admin_token, trusted_proxies (list), log_level); then flags
+ * override the file; then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not
+ * given (an empty variable counts as not set). Durations given as flags need a unit ("300s"),
+ * except "0"; in the file an integer is milliseconds. --help / --version are answered once the
+ * flags' syntax is checked, before their values are. An empty bind list, and both ports 0, are
+ * errors.
  *
  * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
  * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",

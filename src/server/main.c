@@ -74,20 +74,45 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_stop(&m->loop);
 }
 
+/* The rules file (--rules or --rules-replace) and how it is imported; path NULL: none. */
+static const char *rules_file(const server_config_t *cfg, config_import_mode_t *mode)
+{
+    *mode = cfg->rules_replace_path != NULL ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_FILE;
+    return cfg->rules_replace_path != NULL ? cfg->rules_replace_path : cfg->rules_path;
+}
+
+/* Imports the rules file into store and logs what changed. Returns what rules_import_file does
+ * (err says why on failure). */
+static int import_rules(const server_config_t *cfg, config_store_t *store, const char *when,
+                        char *err, size_t cap)
+{
+    config_import_mode_t mode;
+    const char *path = rules_file(cfg, &mode);
+    config_import_diff_t diff;
+    int rc = rules_import_file(store, path, mode, "file", &diff, err, cap);
+    if (rc == 0) {
+        char source[4096];
+        snprintf(source, sizeof source, "%srules file %s", when, path);
+        rules_import_log(source, &diff);
+        config_import_diff_free(&diff);
+    }
+    return rc;
+}
+
 /* SIGHUP's work, on the config store's thread: re-import the rules file, reload. */
 typedef struct hup_job {
     config_job_t job; /* first */
     engine_t *engine;
-    const char *rules; /* --rules FILE, or NULL */
+    const server_config_t *cfg;
 } hup_job_t;
 
 static int hup_run(config_job_t *job, config_store_t *store, bool last)
 {
     hup_job_t *h = (hup_job_t *)job;
     char err[1024];
-    if (h->rules != NULL) {
-        size_t n = 0;
-        int rc = rules_import_file(store, h->rules, &n, err, sizeof err);
+    config_import_mode_t mode;
+    if (rules_file(h->cfg, &mode) != NULL) {
+        int rc = import_rules(h->cfg, store, "SIGHUP: ", err, sizeof err);
         if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
             return CONFIG_JOB_RETRY;
         }
@@ -95,7 +120,6 @@ static int hup_run(config_job_t *job, config_store_t *store, bool last)
             log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
             return CONFIG_JOB_DONE;
         }
-        log_info("SIGHUP: imported %zu rules from %s", n, h->rules);
     }
     if (engine_reload(h->engine, store, true, err) < 0) {
         log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
@@ -122,7 +146,7 @@ static void on_hup(uv_signal_t *s, int signum)
     }
     *h = (hup_job_t){.job = {.run = hup_run, .done = hup_free, .drop = hup_free, .admin = true},
                      .engine = m->srv.engine,
-                     .rules = m->srv.cfg->rules_path};
+                     .cfg = m->srv.cfg};
     engine_submit_main(m->srv.engine, &h->job);
 }
 
@@ -208,14 +232,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;
     }
-    if (cfg.rules_path != NULL) {
-        size_t n = 0;
-        if (rules_import_file(engine_store(m.srv.engine), cfg.rules_path, &n, err, sizeof err) !=
-            0) {
-            fprintf(stderr, "sluiced: %s\n", err);
-            goto out;
-        }
-        log_info("imported %zu rules from %s into %s", n, cfg.rules_path, cfg.config_store);
+    config_import_mode_t mode;
+    if (rules_file(&cfg, &mode) != NULL &&
+        import_rules(&cfg, engine_store(m.srv.engine), "", err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto out;
     }
     if (load_rules(&m) != 0) {
         goto out;

@@ -602,7 +602,7 @@ out:
 }
 
 static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const resp_arg_t *key,
-                        const resp_arg_t *body)
+                        const resp_arg_t *body, bool option)
 {
     admin_req_t *r = admin_new(c->loop->srv->engine, op, rule ? rule->ptr : NULL,
                                rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
@@ -615,6 +615,7 @@ static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const 
     }
     r->arg = slot;
     r->done = admin_replied;
+    r->replace = option;
     admin_submit(c->loop->worker, r);
 }
 
@@ -624,21 +625,22 @@ typedef struct admin_command {
     const char *name;
     admin_op_t op;
     bool rule, key, body;
+    const char *option; /* an optional last word (IMPORT ... REPLACE) */
 } admin_command_t;
 
 static const admin_command_t rule_commands[] = {
-    {"SET", ADMIN_RULE_PUT, true, false, true},
-    {"GET", ADMIN_RULE_GET, true, false, false},
-    {"DEL", ADMIN_RULE_DEL, true, false, false},
-    {"LIST", ADMIN_RULE_LIST, false, false, false},
-    {"IMPORT", ADMIN_RULES_IMPORT, false, false, true},
-    {"EXPORT", ADMIN_RULES_EXPORT, false, false, false},
+    {"SET", ADMIN_RULE_PUT, true, false, true, NULL},
+    {"GET", ADMIN_RULE_GET, true, false, false, NULL},
+    {"DEL", ADMIN_RULE_DEL, true, false, false, NULL},
+    {"LIST", ADMIN_RULE_LIST, false, false, false, NULL},
+    {"IMPORT", ADMIN_RULES_IMPORT, false, false, true, "REPLACE"},
+    {"EXPORT", ADMIN_RULES_EXPORT, false, false, false, NULL},
 };
 
 static const admin_command_t override_commands[] = {
-    {"SET", ADMIN_OVERRIDE_PUT, true, true, true},
-    {"GET", ADMIN_OVERRIDE_GET, true, true, false},
-    {"DEL", ADMIN_OVERRIDE_DEL, true, true, false},
+    {"SET", ADMIN_OVERRIDE_PUT, true, true, true, NULL},
+    {"GET", ADMIN_OVERRIDE_GET, true, true, false, NULL},
+    {"DEL", ADMIN_OVERRIDE_DEL, true, true, false, NULL},
 };
 
 static void admin_command(conn_t *c, resp_arg_t *argv, size_t argc, const admin_command_t *table,
@@ -651,15 +653,20 @@ static void admin_command(conn_t *c, resp_arg_t *argv, size_t argc, const admin_
             continue;
         }
         size_t want = 2 + cmd->rule + cmd->key + cmd->body;
-        if (argc != want) {
+        bool option = cmd->option != NULL && argc == want + 1;
+        if (argc != want && !option) {
             reply_wrong_arity(c, &argv[0]);
+            return;
+        }
+        if (option && !arg_is(&argv[want], cmd->option)) {
+            reply_syntax(c);
             return;
         }
         size_t at = 2;
         const resp_arg_t *rule = cmd->rule ? &argv[at++] : NULL;
         const resp_arg_t *key = cmd->key ? &argv[at++] : NULL;
         const resp_arg_t *body = cmd->body ? &argv[at++] : NULL;
-        admin_start(c, cmd->op, rule, key, body);
+        admin_start(c, cmd->op, rule, key, body, option);
         return;
     }
     resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try %s.", show(&argv[1], b), names);

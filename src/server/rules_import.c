@@ -3,13 +3,16 @@
  */
 #include "server/rules_import.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rules/ruledef.h"
+#include "server/log.h"
 
-int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_t *nrules,
+int rules_import_yaml(config_store_t *store, const char *text, size_t len,
+                      config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
                       char *err, size_t cap)
 {
     ruledef_list_t list = {0};
@@ -32,7 +35,7 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_
         }
     }
     char serr[CONFIG_STORE_ERR_MAX];
-    if (rc == 0 && config_store_import(store, rows, list.n, NULL, serr) != 0) {
+    if (rc == 0 && config_store_import(store, rows, list.n, mode, origin, diff, NULL, serr) != 0) {
         snprintf(err, cap, "config store: %s", serr);
         rc = RULES_IMPORT_ESTORE;
     }
@@ -53,20 +56,20 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_
         free(rows[i].json);
     }
     free(rows);
-    if (rc == 0 && nrules != NULL) {
-        *nrules = list.n;
+    if (rc != 0) {
+        config_import_diff_free(diff);
     }
     ruledef_list_free(&list);
     return rc;
 }
 
-int rules_import_file(config_store_t *store, const char *path, size_t *nrules, char *err,
-                      size_t cap)
+int rules_import_file(config_store_t *store, const char *path, config_import_mode_t mode,
+                      const char *origin, config_import_diff_t *diff, char *err, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        snprintf(err, cap, "%s: cannot open", path);
-        return -1;
+        snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
+        return RULES_IMPORT_EINVALID;
     }
     size_t len = 0, size = 64 * 1024;
     char *text = malloc(size);
@@ -89,10 +92,10 @@ int rules_import_file(config_store_t *store, const char *path, size_t *nrules, c
     if (text == NULL || failed) {
         free(text);
         snprintf(err, cap, "%s: cannot read (or larger than 64 MiB)", path);
-        return -1;
+        return RULES_IMPORT_EINVALID;
     }
     char inner[512];
-    int rc = rules_import_yaml(store, text, len, nrules, inner, sizeof inner);
+    int rc = rules_import_yaml(store, text, len, mode, origin, diff, inner, sizeof inner);
     free(text);
     if (rc != 0) {
         snprintf(err, cap, "%s: %s", path, inner);
@@ -130,4 +133,42 @@ char *rules_export_yaml(config_store_t *store, char *err, size_t cap)
     ruledef_list_free(&list);
     config_rules_free(rows, n);
     return yaml;
+}
+
+/* "a, b, c" of up to `cap` bytes (the rest counted). */
+static void name_list(char *out, size_t cap, char *const *names, size_t n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(out + used, cap - used, "%s%s", i > 0 ? ", " : "", names[i]);
+        if (w < 0 || (size_t)w >= cap - used) {
+            snprintf(out + used, cap - used, " ... (%zu in all)", n);
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+void rules_import_log(const char *source, const config_import_diff_t *d)
+{
+    char names[1024];
+    if (d->nadded > 0) {
+        name_list(names, sizeof names, d->added, d->nadded);
+        log_info("%s: added %zu rules: %s", source, d->nadded, names);
+    }
+    if (d->nchanged > 0) {
+        name_list(names, sizeof names, d->changed, d->nchanged);
+        log_info("%s: changed %zu rules: %s", source, d->nchanged, names);
+    }
+    if (d->nremoved > 0) {
+        name_list(names, sizeof names, d->removed, d->nremoved);
+        log_info("%s: removed %zu rules (and their overrides): %s", source, d->nremoved, names);
+    }
+    if (d->nadded + d->nchanged + d->nremoved == 0) {
+        log_info("%s: no rule changed", source);
+    }
+    if (d->kept > 0) {
+        log_info("%s: kept %zu rules it does not name (made through the API)", source, d->kept);
+    }
 }

@@ -1,7 +1,10 @@
 /*
  * rules_import.h - a YAML rules file into the config store: `sluiced --rules FILE` at start and
- * on SIGHUP, and SL.RULE IMPORT. The file replaces the store's rule set (rules not in it are
- * deleted with their overrides) and its inline overrides are written after the rules.
+ * on SIGHUP (CONFIG_IMPORT_FILE: the file owns the rules it names; rules made through the API are
+ * kept), `--rules-replace` and SL.RULE IMPORT ... REPLACE (the store becomes the file), and
+ * SL.RULE IMPORT (adds and changes, removes nothing). A file's overrides are written after its
+ * rules. Nothing is ever removed silently: rules_import_log names every rule added, changed and
+ * removed.
  */
 #ifndef SLUICE_SERVER_RULES_IMPORT_H
 #define SLUICE_SERVER_RULES_IMPORT_H
@@ -14,15 +17,22 @@
 #define RULES_IMPORT_EINVALID (-1) /* the text is not a valid rules file */
 #define RULES_IMPORT_ESTORE   (-2) /* the config store failed */
 
-/* Parses text (a rules file, len bytes) and imports it. Returns 0 with *nrules set, or
- * RULES_IMPORT_EINVALID / RULES_IMPORT_ESTORE with a message in err (cap bytes): a parse error
- * names line and column; nothing is written then. */
-int rules_import_yaml(config_store_t *store, const char *text, size_t len, size_t *nrules,
+/* Parses text (a rules file, len bytes) and imports it in `mode` (config_store.h), its rules
+ * written with `origin` (NULL: the mode's default). Returns 0 with *diff filled (free it with
+ * config_import_diff_free), or RULES_IMPORT_EINVALID / RULES_IMPORT_ESTORE with a message in err
+ * (cap bytes): a parse error names line and column; nothing is written then. */
+int rules_import_yaml(config_store_t *store, const char *text, size_t len,
+                      config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
                       char *err, size_t cap);
 
-/* Reads the file at path and imports it, as above; errors name the file. */
-int rules_import_file(config_store_t *store, const char *path, size_t *nrules, char *err,
-                      size_t cap);
+/* Reads the file at path and imports it, as above; errors name the file and say why it could
+ * not be read. */
+int rules_import_file(config_store_t *store, const char *path, config_import_mode_t mode,
+                      const char *origin, config_import_diff_t *diff, char *err, size_t cap);
+
+/* Logs what an import from `source` did: every rule added, changed and removed by name, and how
+ * many were kept. */
+void rules_import_log(const char *source, const config_import_diff_t *d);
 
 /* The store's rules as a rules file (no overrides). malloc'ed text, or NULL with err. */
 char *rules_export_yaml(config_store_t *store, char *err, size_t cap);

@@ -73,9 +73,8 @@ static void setup(void)
         fprintf(stderr, "%s\n", err);
         abort();
     }
-    size_t n = 0;
-    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1, &n, err,
-                          sizeof err) != 0 ||
+    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1,
+                          CONFIG_IMPORT_REPLACE, NULL, NULL, err, sizeof err) != 0 ||
         engine_reload(srv.engine, engine_store(srv.engine), true, err) < 0) {
         fprintf(stderr, "%s\n", err);
         abort();

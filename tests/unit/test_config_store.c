@@ -325,7 +325,7 @@ static void test_import(void **unused)
 
     /* drop a, keep b as is, change c, add d: one bump */
     config_rule_t set[] = {{"d", "D1"}, {"c", "C2"}, {"b", "B1"}};
-    assert_int_equal(config_store_import(s, set, 3, &v, err), 0);
+    assert_int_equal(config_store_import(s, set, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
     assert_int_equal(v, 7);
     assert_int_equal(assert_names(s, "b,c,d"), 7);
     assert_rule(s, "a", NULL);
@@ -342,22 +342,97 @@ static void test_import(void **unused)
     assert_int_equal(v, 9);
 
     /* the same set again: no change, no bump */
-    assert_int_equal(config_store_import(s, set, 3, &v, err), 0);
+    assert_int_equal(config_store_import(s, set, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
     assert_int_equal(v, 9);
 
     /* a name twice is refused before anything is touched */
     config_rule_t twice[] = {{"x", "1"}, {"b", "2"}, {"x", "3"}};
-    assert_int_equal(config_store_import(s, twice, 3, &v, err), -1);
+    assert_int_equal(config_store_import(s, twice, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
+                     -1);
     assert_non_null(strstr(err, "'x' appears twice"));
     config_rule_t no_json[] = {{"x", NULL}};
-    assert_int_equal(config_store_import(s, no_json, 1, &v, err), -1);
+    assert_int_equal(config_store_import(s, no_json, 1, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
+                     -1);
     assert_int_equal(assert_names(s, "b,c,d"), 9);
 
     /* the empty set empties the store */
-    assert_int_equal(config_store_import(s, NULL, 0, &v, err), 0);
+    assert_int_equal(config_store_import(s, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
+                     0);
     assert_int_equal(v, 10);
     assert_int_equal(assert_names(s, ""), 10);
     assert_override(s, "b", "kb", 2, NULL);
+    config_store_close(s);
+}
+
+/* "a,b" of a diff's list, for assertions. */
+static const char *joined(char *const *names, size_t n)
+{
+    static char buf[256];
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i ? "," : "", names[i]);
+    return buf;
+}
+
+/* A rules file owns the rules it imported: a later import of the file changes and removes those,
+ * and never touches rules made one at a time; a merge removes nothing; the diff says what
+ * happened, by name. */
+static void test_import_modes(void **unused)
+{
+    char path[256];
+    config_store_t *s = open_new(path, sizeof(path));
+    char err[CONFIG_STORE_ERR_MAX] = "";
+    config_import_diff_t d;
+    put_rule(s, "api_made", "X1");
+    put_override(s, "api_made", "k", 1, "ok");
+
+    config_rule_t first[] = {{"f1", "F1"}, {"f2", "F2"}};
+    assert_int_equal(config_store_import(s, first, 2, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_string_equal(joined(d.added, d.nadded), "f1,f2");
+    assert_int_equal(d.nchanged + d.nremoved, 0);
+    assert_int_equal(d.kept, 1);
+    config_import_diff_free(&d);
+
+    /* the file drops f1, changes f2, adds f3: f1 goes, the API's rule stays */
+    config_rule_t second[] = {{"f3", "F3"}, {"f2", "F2b"}};
+    assert_int_equal(config_store_import(s, second, 2, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_string_equal(joined(d.added, d.nadded), "f3");
+    assert_string_equal(joined(d.changed, d.nchanged), "f2");
+    assert_string_equal(joined(d.removed, d.nremoved), "f1");
+    assert_int_equal(d.kept, 1);
+    config_import_diff_free(&d);
+    assert_names(s, "api_made,f2,f3");
+    assert_override(s, "api_made", "k", 1, "ok");
+
+    /* a rule changed through the API is the API's now: the file no longer removes it */
+    put_rule(s, "f3", "F3-api");
+    config_rule_t third[] = {{"f2", "F2b"}};
+    assert_int_equal(config_store_import(s, third, 1, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(d.nadded + d.nchanged + d.nremoved, 0);
+    assert_int_equal(d.kept, 2);
+    config_import_diff_free(&d);
+    assert_names(s, "api_made,f2,f3");
+
+    /* a merge adds and changes, removes nothing; the same merge again changes nothing */
+    int64_t v = version_of(s);
+    config_rule_t merge[] = {{"f2", "F2c"}, {"m", "M"}};
+    assert_int_equal(config_store_import(s, merge, 2, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
+    assert_string_equal(joined(d.added, d.nadded), "m");
+    assert_string_equal(joined(d.changed, d.nchanged), "f2");
+    assert_int_equal(d.nremoved, 0);
+    config_import_diff_free(&d);
+    assert_int_equal(version_of(s), v + 1);
+    assert_int_equal(config_store_import(s, merge, 2, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
+    assert_int_equal(version_of(s), v + 1);
+    config_import_diff_free(&d);
+
+    /* replace: exactly the set given */
+    config_rule_t only[] = {{"m", "M"}};
+    assert_int_equal(config_store_import(s, only, 1, CONFIG_IMPORT_REPLACE, NULL, &d, NULL, err),
+                     0);
+    assert_string_equal(joined(d.removed, d.nremoved), "api_made,f2,f3");
+    config_import_diff_free(&d);
+    assert_names(s, "m");
     config_store_close(s);
 }
 
@@ -389,7 +464,8 @@ static void test_failed_import_rolls_back(void **unused)
 
     /* deletes a and rewrites b before it reaches zz */
     config_rule_t set[] = {{"b", "B2"}, {"zz", "Z"}};
-    assert_int_equal(config_store_import(s, set, 2, &v, err), -1);
+    assert_int_equal(config_store_import(s, set, 2, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
+                     -1);
     assert_non_null(strstr(err, "sqlite: zz refused"));
     assert_non_null(strstr(err, "'zz'"));
     assert_int_equal(version_of(s), 3);
@@ -486,11 +562,12 @@ static void test_writer_waits_for_other_transaction(void **unused)
 
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "BEGIN IMMEDIATE; INSERT INTO rules VALUES ('raw', '{}');"
-                                  "UPDATE meta SET version = version + 1;",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "BEGIN IMMEDIATE; INSERT INTO rules(name, json) VALUES ('raw', '{}');"
+                     "UPDATE meta SET version = version + 1;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     writer_t w = {.path = path, .rc = -9};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, write_rule, &w), 0);
@@ -561,6 +638,35 @@ static void test_bad_urls(void **unused)
     assert_null(s);
 }
 
+/* A store written by a sluiced before rules had an origin opens and is upgraded: its rules
+ * count as made through the API (a rules file never removes them). */
+static void test_schema_1_upgraded(void **unused)
+{
+    char path[256];
+    new_path(path, sizeof(path));
+    raw_exec(path, "CREATE TABLE meta(id INTEGER PRIMARY KEY CHECK (id = 1),"
+                   " version INTEGER NOT NULL);"
+                   "INSERT INTO meta(id, version) VALUES (1, 7);"
+                   "CREATE TABLE rules(name TEXT NOT NULL PRIMARY KEY, json TEXT NOT NULL)"
+                   " WITHOUT ROWID;"
+                   "CREATE TABLE overrides(rule TEXT NOT NULL, key BLOB NOT NULL,"
+                   " json TEXT NOT NULL, PRIMARY KEY(rule, key)) WITHOUT ROWID;"
+                   "INSERT INTO rules VALUES ('old', 'O');"
+                   "PRAGMA user_version = 1;");
+    config_store_t *s = open_ok(path);
+    assert_int_equal(version_of(s), 7);
+    assert_rule(s, "old", "O");
+    char err[CONFIG_STORE_ERR_MAX] = "";
+    config_import_diff_t d;
+    config_rule_t file[] = {{"new", "N"}};
+    assert_int_equal(config_store_import(s, file, 1, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(d.nremoved, 0);
+    assert_int_equal(d.kept, 1);
+    config_import_diff_free(&d);
+    assert_names(s, "new,old");
+    config_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -569,6 +675,8 @@ int main(void)
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_foreach_override_order_and_limit),
         cmocka_unit_test(test_import),
+        cmocka_unit_test(test_import_modes),
+        cmocka_unit_test(test_schema_1_upgraded),
         cmocka_unit_test(test_failed_import_rolls_back),
         cmocka_unit_test(test_second_handle_sees_changes),
         cmocka_unit_test(test_second_process_sees_changes),

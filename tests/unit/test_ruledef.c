@@ -171,12 +171,6 @@ static void test_yaml_defaults(void **unused)
     l = yaml_ok(one_rule("sliding_buckets", ""));
     assert_int_equal(l.rules[0].rule.buckets, SL_BUCKETS_DEFAULT);
     ruledef_list_free(&l);
-    l = yaml_ok("rules: []\n");
-    assert_int_equal(l.n, 0);
-    ruledef_list_free(&l);
-    l = yaml_ok("# nothing yet\nrules:\n");
-    assert_int_equal(l.n, 0);
-    ruledef_list_free(&l);
 }
 
 /* ---- YAML: errors with positions ----------------------------------------------------------- */
@@ -309,6 +303,14 @@ static void test_yaml_shape_errors(void **unused)
         {"version: 2\n", "line 1, column 1: unknown top-level field 'version' (expected only "
                          "'rules:')"},
         {"rules: {a: 1}\n", "line 1, column 8: rules: must be a list of rules, not a mapping"},
+        /* an empty list would turn every rule off: a file cut short looks like this */
+        {"rules: []\n", "line 1, column 8: rules: is empty: a rules file names at least one rule "
+                        "(to remove rules, delete them from the file or with SL.RULE DEL)"},
+        {"# nothing yet\nrules:\n", "line 2, column 7: rules: is empty: a rules file names at "
+                                    "least one rule (to remove rules, delete them from the file "
+                                    "or with SL.RULE DEL)"},
+        {"rules: ~\n", "line 1, column 8: rules: is empty: a rules file names at least one rule "
+                       "(to remove rules, delete them from the file or with SL.RULE DEL)"},
         {"rules:\n  - just a string\n",
          "line 2, column 5: rules[0]: must be a mapping of fields, not a string"},
         {"rules:\n  - algorithm: gcra\n    limit: 1\n    window: 1s\n",
