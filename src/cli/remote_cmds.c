@@ -55,6 +55,8 @@ static const char overrides_usage[] =
     "usage: sluice [OPTIONS] overrides set RULE KEY JSON   give KEY its own limits under RULE\n"
     "       sluice [OPTIONS] overrides get RULE KEY        print KEY's override (exit 1 if none)\n"
     "       sluice [OPTIONS] overrides del RULE KEY        delete it (exit 1 if absent)\n"
+    "       sluice [OPTIONS] overrides list RULE           print every override of RULE:\n"
+    "                                                      KEY<TAB>JSON per line\n"
     "\n";
 
 static const char info_usage[] = "usage: sluice [OPTIONS] info [SECTION]\n"
@@ -380,6 +382,7 @@ static const struct subcommand override_subs[] = {
     {"set", 3, "SET"},
     {"get", 2, "GET"},
     {"del", 2, "DEL"},
+    {"list", 1, "LIST"},
 };
 
 static const struct subcommand *find_sub(const struct subcommand *subs, size_t n, const char *name)
@@ -463,6 +466,65 @@ int remote_rules_main(int argc, char **argv, const struct remote_opts *g)
 
 /* ---- overrides --------------------------------------------------------------------------- */
 
+/* Checks one page of SL.OVERRIDE LIST: [cursor, [key, json, ...]]. */
+static bool override_page_ok(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+        r->element[1]->elements % 2 != 0)
+        return false;
+    for (size_t i = 0; i < r->element[1]->elements; i++) {
+        if (r->element[1]->element[i]->type != REDIS_REPLY_STRING)
+            return false;
+    }
+    return true;
+}
+
+/* Every override of a rule, a page (SL.OVERRIDE LIST ... COUNT 1000) at a time. */
+static int overrides_list(const struct remote_opts *o, const char *rule)
+{
+    char cursor[2 * 1024 + 1] = "0";
+    json_t *all = o->json ? json_array() : NULL;
+    int code = REMOTE_EXIT_OK;
+    long pages = 0;
+    do {
+        const char *argv[] = {"SL.OVERRIDE", "LIST", rule, cursor, "COUNT", "1000"};
+        redisReply *r = NULL;
+        code = run(o, 6, argv, NULL, &r);
+        if (code != REMOTE_EXIT_OK)
+            break;
+        if (r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "sluice: %s\n", r->str);
+            code = REMOTE_EXIT_SERVER;
+        } else if (!override_page_ok(r) || r->element[0]->len >= sizeof cursor) {
+            code = unexpected("SL.OVERRIDE LIST", r);
+        }
+        for (size_t i = 0; code == REMOTE_EXIT_OK && i < r->element[1]->elements; i += 2) {
+            const redisReply *k = r->element[1]->element[i], *v = r->element[1]->element[i + 1];
+            if (all != NULL) {
+                json_t *ov = json_loadb(v->str, v->len, 0, NULL);
+                json_array_append_new(all,
+                                      json_pack("{s:s%,s:o}", "key", k->str, k->len, "override",
+                                                ov != NULL ? ov : json_stringn(v->str, v->len)));
+            } else {
+                fwrite(k->str, 1, k->len, stdout);
+                fputc('\t', stdout);
+                print_text(v->str, v->len);
+            }
+        }
+        if (code == REMOTE_EXIT_OK) {
+            memcpy(cursor, r->element[0]->str, r->element[0]->len);
+            cursor[r->element[0]->len] = '\0';
+        }
+        freeReplyObject(r);
+    } while (code == REMOTE_EXIT_OK && strcmp(cursor, "0") != 0 && ++pages < 100000000L);
+    if (code != REMOTE_EXIT_OK) {
+        json_decref(all);
+        return code;
+    }
+    return all != NULL ? print_json(all) : finish_output();
+}
+
 int remote_overrides_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
@@ -472,6 +534,8 @@ int remote_overrides_main(int argc, char **argv, const struct remote_opts *g)
                          0, g, &o, &a, &sub, "overrides", overrides_usage);
     if (code >= 0)
         return code;
+    if (strcmp(sub->verb, "LIST") == 0)
+        return overrides_list(&o, a.pos[1]);
     const char *cmd[5] = {"SL.OVERRIDE", sub->verb, a.pos[1], a.pos[2], a.pos[3]};
     char absent[640];
     snprintf(absent, sizeof absent, "no override for key '%s' of rule '%s'", a.pos[2], a.pos[1]);

@@ -59,6 +59,7 @@ enum stmt_id {
     ST_PUT_OVERRIDE,
     ST_DEL_OVERRIDE,
     ST_LIST_OVERRIDES,
+    ST_LIST_OVERRIDES_AFTER,
     ST_COUNT
 };
 
@@ -89,6 +90,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_DEL_OVERRIDE] = "DELETE FROM overrides WHERE rule = ?1 AND key = ?2",
     /* LIMIT -1 is no limit */
     [ST_LIST_OVERRIDES] = "SELECT key, json FROM overrides WHERE rule = ?1 ORDER BY key LIMIT ?2",
+    [ST_LIST_OVERRIDES_AFTER] = "SELECT key, json FROM overrides WHERE rule = ?1 AND key > ?3 "
+                                "ORDER BY key LIMIT ?2",
 };
 
 static const char schema_sql[] =
@@ -599,15 +602,24 @@ int config_store_get_override(config_store_t *s, const char *rule, const void *k
 int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
                                   config_override_fn fn, void *arg, char *err)
 {
+    return config_store_foreach_override_after(s, rule, NULL, 0, limit, fn, arg, err);
+}
+
+int config_store_foreach_override_after(config_store_t *s, const char *rule, const void *after,
+                                        size_t after_len, size_t limit, config_override_fn fn,
+                                        void *arg, char *err)
+{
     if (rule == NULL || fn == NULL)
         return fail(err, "config store: foreach override: no rule or callback");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "listing the overrides of rule '%.64s'", rule);
-    sqlite3_stmt *st = bound(s, ST_LIST_OVERRIDES, rule, NULL, NULL, doing, err);
+    enum stmt_id id = after != NULL ? ST_LIST_OVERRIDES_AFTER : ST_LIST_OVERRIDES;
+    sqlite3_stmt *st = bound(s, id, rule, NULL, NULL, doing, err);
     if (st == NULL)
         return -1;
     sqlite3_int64 lim = limit == 0 || limit > (size_t)INT64_MAX ? -1 : (sqlite3_int64)limit;
-    if (sqlite3_bind_int64(st, 2, lim) != SQLITE_OK)
+    if (sqlite3_bind_int64(st, 2, lim) != SQLITE_OK ||
+        (after != NULL && bind_key(s, st, 3, after, after_len, doing, err) != 0))
         return step_end(s, st, false, doing, err);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -764,10 +776,83 @@ static int import_diff(config_store_t *s, const config_rule_t **sorted, size_t n
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+static int by_rule_key(const void *a, const void *b)
+{
+    const config_override_t *x = a, *y = b;
+    int c = strcmp(x->rule, y->rule);
+    if (c != 0)
+        return c;
+    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    c = n > 0 ? memcmp(x->key, y->key, n) : 0;
+    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+/* A stored override key, collected to delete. */
+typedef struct key_list {
+    struct key_ref *keys;
+    size_t n, cap;
+    const config_override_t *keep; /* sorted by (rule, key) */
+    size_t nkeep;
+    const char *rule;
+    bool failed;
+} key_list_t;
+
+static int collect_stale(void *arg, const void *key, size_t key_len, const char *json)
+{
+    (void)json;
+    key_list_t *l = arg;
+    config_override_t probe = {.rule = l->rule, .key = key, .key_len = key_len};
+    if (bsearch(&probe, l->keep, l->nkeep, sizeof(*l->keep), by_rule_key) != NULL)
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        struct key_ref *grown = realloc(l->keys, cap * sizeof(*grown));
+        if (grown == NULL) {
+            l->failed = true;
+            return 1;
+        }
+        l->keys = grown;
+        l->cap = cap;
+    }
+    void *copy = malloc(key_len ? key_len : 1);
+    if (copy == NULL) {
+        l->failed = true;
+        return 1;
+    }
+    memcpy(copy, key, key_len);
+    l->keys[l->n++] = (struct key_ref){copy, key_len};
+    return 0;
+}
+
+/* REPLACE: every override of an imported rule that ovs (sorted) does not name is deleted. */
+static int drop_stale_overrides(config_store_t *s, const config_rule_t **sorted, size_t n,
+                                const config_override_t *ovs, size_t nov, config_import_diff_t *d,
+                                bool *changed, const char *doing, char *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        key_list_t l = {.keep = ovs, .nkeep = nov, .rule = sorted[i]->name};
+        rc = config_store_foreach_override(s, l.rule, 0, collect_stale, &l, err);
+        if (rc == 0 && l.failed)
+            rc = fail(err, "config store: out of memory (%s)", doing);
+        for (size_t k = 0; rc == 0 && k < l.n; k++) {
+            bool found = false;
+            rc = change(s, ST_DEL_OVERRIDE, l.rule, &l.keys[k], NULL, &found, doing, err);
+            d->overrides_removed += found;
+            *changed = *changed || found;
+        }
+        for (size_t k = 0; k < l.n; k++)
+            free((void *)l.keys[k].ptr);
+        free(l.keys);
+    }
+    return rc;
+}
+
 /* The import's body, inside the write transaction. *changed says whether anything changed. */
 static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n,
-                     config_import_mode_t mode, const char *origin, config_import_diff_t *d,
-                     bool *changed, const char *doing, char *err)
+                     const config_override_t *ovs, size_t nov, config_import_mode_t mode,
+                     const char *origin, config_import_diff_t *d, bool *changed, const char *doing,
+                     char *err)
 {
     int rc = import_diff(s, sorted, n, mode, d, doing, err);
     for (size_t i = 0; rc == 0 && i < d->nremoved; i++) {
@@ -789,12 +874,21 @@ static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n,
         }
         *changed = *changed || sqlite3_changes(s->db) > 0;
     }
+    if (rc == 0 && mode == CONFIG_IMPORT_REPLACE)
+        rc = drop_stale_overrides(s, sorted, n, ovs, nov, d, changed, doing, err);
+    for (size_t i = 0; rc == 0 && i < nov; i++) {
+        bool put = false;
+        struct key_ref k = {ovs[i].key, ovs[i].key_len};
+        rc = change(s, ST_PUT_OVERRIDE, ovs[i].rule, &k, ovs[i].json, &put, doing, err);
+        d->overrides_written += put;
+        *changed = *changed || put;
+    }
     return rc;
 }
 
 int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
-                        config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
-                        int64_t *version, char *err)
+                        const config_override_t *ovs, size_t nov, config_import_mode_t mode,
+                        const char *origin, config_import_diff_t *diff, int64_t *version, char *err)
 {
     const char *doing = "importing rules";
     config_import_diff_t local = {0};
@@ -822,15 +916,34 @@ int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
             return -1;
         }
     }
+    config_override_t *osorted = malloc((nov ? nov : 1) * sizeof(*osorted));
+    if (osorted == NULL) {
+        free(sorted);
+        return fail(err, "config store: out of memory (%s)", doing);
+    }
+    for (size_t i = 0; i < nov; i++) {
+        config_rule_t probe = {.name = (char *)ovs[i].rule};
+        const config_rule_t *key = &probe;
+        if (ovs[i].rule == NULL || ovs[i].json == NULL || (ovs[i].key == NULL && ovs[i].key_len) ||
+            bsearch(&key, sorted, n, sizeof(*sorted), by_name) == NULL) {
+            free(sorted);
+            free(osorted);
+            return fail(err, "config store: import: override %zu is not of a rule imported", i);
+        }
+        osorted[i] = ovs[i];
+    }
+    qsort(osorted, nov, sizeof(*osorted), by_rule_key);
     bool changed = false;
     int rc = tx_begin(s, true, doing, err);
-    if (rc == 0 && import_tx(s, sorted, n, mode, origin, d, &changed, doing, err) != 0) {
+    if (rc == 0 &&
+        import_tx(s, sorted, n, osorted, nov, mode, origin, d, &changed, doing, err) != 0) {
         tx_rollback(s);
         rc = -1;
     } else if (rc == 0) {
         rc = tx_finish(s, changed, version, doing, err);
     }
     free(sorted);
+    free(osorted);
     if (rc != 0 || diff == NULL)
         config_import_diff_free(d);
     return rc;

@@ -90,19 +90,33 @@ typedef struct config_import_diff {
     size_t nchanged;
     char **removed; /* deleted, with their overrides */
     size_t nremoved;
-    size_t kept; /* stored rules the import neither named nor removed */
+    size_t kept;              /* stored rules the import neither named nor removed */
+    size_t overrides_written; /* overrides added or changed */
+    size_t overrides_removed; /* REPLACE: overrides of imported rules the import did not name */
 } config_import_diff_t;
+
+/* One override to import: its rule (one of the rules imported), key bytes and JSON. */
+typedef struct config_override {
+    const char *rule;
+    const void *key;
+    size_t key_len;
+    const char *json;
+} config_override_t;
 void config_import_diff_free(config_import_diff_t *d);
 
 /*
- * Imports a rule set in one transaction, one version bump (none when nothing changed). The rules
- * given are written with `origin` ("file" or "api"; NULL: "file" for CONFIG_IMPORT_FILE, else
- * "api"); the overrides of rules kept or changed are kept; a removed rule's are deleted. diff (may
- * be NULL) gets what changed; on error it is empty and nothing was written.
+ * Imports a rule set and overrides of its rules (ovs, nov; each of a rule in `rules`) in one
+ * transaction, one version bump (none when nothing changed). The rules given are written with
+ * `origin` ("file" or "api"; NULL: "file" for CONFIG_IMPORT_FILE, else "api"). Overrides given
+ * are added or changed; a removed rule's are deleted; the other overrides of rules kept or
+ * changed are kept, except with CONFIG_IMPORT_REPLACE, where the overrides of every imported rule
+ * become exactly those given (a restore of an export). diff (may be NULL) gets what changed; on
+ * error it is empty and nothing was written.
  */
 int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
-                        config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
-                        int64_t *version, char *err);
+                        const config_override_t *ovs, size_t nov, config_import_mode_t mode,
+                        const char *origin, config_import_diff_t *diff, int64_t *version,
+                        char *err);
 
 /* Overrides: keys are bytes (key_len), any bytes. get returns CONFIG_STORE_NOTFOUND when the
  * rule has no override for the key. put/del bump the version; del of an absent override returns
@@ -119,5 +133,11 @@ int config_store_del_override(config_store_t *s, const char *rule, const void *k
 typedef int (*config_override_fn)(void *arg, const void *key, size_t key_len, const char *json);
 int config_store_foreach_override(config_store_t *s, const char *rule, size_t limit,
                                   config_override_fn fn, void *arg, char *err);
+
+/* The same for the overrides whose key sorts after `after` (after_len bytes; NULL: from the
+ * first), for paging through many. */
+int config_store_foreach_override_after(config_store_t *s, const char *rule, const void *after,
+                                        size_t after_len, size_t limit, config_override_fn fn,
+                                        void *arg, char *err);
 
 #endif /* SLUICE_RULES_CONFIG_STORE_H */

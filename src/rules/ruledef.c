@@ -872,6 +872,16 @@ static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
+bool ruledef_text_is_utf8(const char *s, size_t n)
+{
+    uint32_t c;
+    for (size_t i = 0, len; i < n; i += len) {
+        if ((len = utf8_decode((const unsigned char *)s + i, n - i, &c)) == 0)
+            return false;
+    }
+    return true;
+}
+
 /* Writes s as a YAML double-quoted scalar that libyaml reads back byte for byte: everything
  * YAML does not allow raw, or reads as a line break, is escaped. Fails (b->failed) on text
  * that is not UTF-8, which no YAML scalar can hold. */

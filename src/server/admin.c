@@ -165,6 +165,49 @@ static int override_read(admin_req_t *r, config_store_t *store, bool last)
     return CONFIG_JOB_DONE;
 }
 
+static int page_add(void *arg, const void *key, size_t key_len, const char *json)
+{
+    admin_req_t *r = arg;
+    if (r->novs == r->limit) {
+        r->more = true; /* one past the page: there is more */
+        return 1;
+    }
+    admin_override_t *o = &r->ovs[r->novs];
+    o->key = malloc(key_len + 1);
+    o->json = strdup(json);
+    if (o->key == NULL || o->json == NULL) {
+        free(o->key);
+        free(o->json);
+        set_status(r, ADMIN_ESTORE, "out of memory");
+        return 1;
+    }
+    memcpy(o->key, key, key_len);
+    o->key[key_len] = '\0';
+    o->key_len = key_len;
+    r->novs++;
+    return 0;
+}
+
+static int override_list(admin_req_t *r, config_store_t *store, bool last)
+{
+    ruledef_t def;
+    int job_rc = CONFIG_JOB_DONE;
+    if (!stored_rule(r, store, &def, &job_rc, last)) {
+        return job_rc;
+    }
+    ruledef_free(&def);
+    char serr[CONFIG_STORE_ERR_MAX];
+    if ((r->ovs = calloc(r->limit, sizeof *r->ovs)) == NULL) {
+        set_status(r, ADMIN_ESTORE, "out of memory");
+        return CONFIG_JOB_DONE;
+    }
+    if (config_store_foreach_override_after(store, r->rule, r->key, r->key_len, r->limit + 1,
+                                            page_add, r, serr) != 0) {
+        return store_failed(r, store, serr, last);
+    }
+    return CONFIG_JOB_DONE;
+}
+
 static int rules_import(admin_req_t *r, config_store_t *store, bool last)
 {
     config_import_mode_t mode = r->replace ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_MERGE;
@@ -201,6 +244,10 @@ static bool valid(admin_req_t *r)
         snprintf(shown + n, sizeof shown - n, "%s", r->bad_name && n == RULE_NAME_MAX ? "..." : "");
         set_status(r, ADMIN_EINVALID, "invalid rule name '%s' (1-64 of A-Z a-z 0-9 _ . : -)",
                    shown);
+        return false;
+    }
+    if (r->op == ADMIN_OVERRIDE_LIST && (r->limit < 1 || r->limit > ADMIN_LIST_MAX)) {
+        set_status(r, ADMIN_EINVALID, "count must be 1 to %d", ADMIN_LIST_MAX);
         return false;
     }
     size_t key_max = engine_key_max(r->engine);
@@ -261,6 +308,8 @@ static int admin_run(config_job_t *job, config_store_t *store, bool last)
     case ADMIN_OVERRIDE_GET:
     case ADMIN_OVERRIDE_DEL:
         return override_read(r, store, last);
+    case ADMIN_OVERRIDE_LIST:
+        return override_list(r, store, last);
     }
     set_status(r, ADMIN_EINVALID, "unknown operation");
     return CONFIG_JOB_DONE;
@@ -293,6 +342,7 @@ admin_req_t *admin_new(engine_t *e, admin_op_t op, const char *rule, size_t rule
     }
     r->engine = e;
     r->op = op;
+    r->limit = ADMIN_LIST_DEFAULT;
     r->job =
         (config_job_t){.run = admin_run, .done = admin_done, .drop = admin_drop, .admin = true};
     if (rule != NULL) {
@@ -339,6 +389,63 @@ void admin_free(admin_req_t *req)
     free(req->body);
     free(req->text);
     config_rules_free(req->rows, req->nrows);
+    for (size_t i = 0; i < req->novs; i++) {
+        free(req->ovs[i].key);
+        free(req->ovs[i].json);
+    }
+    free(req->ovs);
     config_import_diff_free(&req->diff);
     free(req);
+}
+
+char *admin_hex(const void *bytes, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    char *hex = malloc(2 * n + 1);
+    if (hex == NULL) {
+        return NULL;
+    }
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[p[i] >> 4];
+        hex[2 * i + 1] = digits[p[i] & 15];
+    }
+    hex[2 * n] = '\0';
+    return hex;
+}
+
+char *admin_next_cursor(const admin_req_t *req, bool *failed)
+{
+    *failed = false;
+    if (!req->more || req->novs == 0) {
+        return NULL;
+    }
+    const admin_override_t *last = &req->ovs[req->novs - 1];
+    char *hex = admin_hex(last->key, last->key_len);
+    *failed = hex == NULL;
+    return hex;
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+bool admin_cursor_parse(const char *text, size_t len, unsigned char *key, size_t *key_len)
+{
+    if (len == 0 || len % 2 != 0 || len / 2 > OVERRIDE_KEY_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < len / 2; i++) {
+        int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        key[i] = (unsigned char)(hi << 4 | lo);
+    }
+    *key_len = len / 2;
+    return true;
 }

@@ -23,16 +23,28 @@
 #define ADMIN_ERR_MAX 512
 
 typedef enum admin_op {
-    ADMIN_RULE_GET,     /* rule -> text: its JSON */
-    ADMIN_RULE_PUT,     /* rule, body (JSON) -> text: the canonical JSON written */
-    ADMIN_RULE_DEL,     /* rule */
-    ADMIN_RULE_LIST,    /* -> rows (name, JSON) and version */
-    ADMIN_RULES_IMPORT, /* body (YAML), replace -> diff */
-    ADMIN_RULES_EXPORT, /* -> text: a rules file */
-    ADMIN_OVERRIDE_GET, /* rule, key -> text: its JSON */
-    ADMIN_OVERRIDE_PUT, /* rule, key, body (JSON) -> text: the canonical JSON written */
-    ADMIN_OVERRIDE_DEL, /* rule, key */
+    ADMIN_RULE_GET,      /* rule -> text: its JSON */
+    ADMIN_RULE_PUT,      /* rule, body (JSON) -> text: the canonical JSON written */
+    ADMIN_RULE_DEL,      /* rule */
+    ADMIN_RULE_LIST,     /* -> rows (name, JSON) and version */
+    ADMIN_RULES_IMPORT,  /* body (YAML), replace -> diff */
+    ADMIN_RULES_EXPORT,  /* -> text: a rules file */
+    ADMIN_OVERRIDE_GET,  /* rule, key -> text: its JSON */
+    ADMIN_OVERRIDE_PUT,  /* rule, key, body (JSON) -> text: the canonical JSON written */
+    ADMIN_OVERRIDE_DEL,  /* rule, key */
+    ADMIN_OVERRIDE_LIST, /* rule, key = the key to list after (NULL: from the first), limit
+                            -> ovs (at most limit, by key), more */
 } admin_op_t;
+
+#define ADMIN_LIST_DEFAULT 100  /* overrides per page when none is asked for */
+#define ADMIN_LIST_MAX     1000 /* most overrides per page */
+
+/* One override of a page. */
+typedef struct admin_override {
+    char *key; /* malloc'ed, key_len bytes (and a NUL) */
+    size_t key_len;
+    char *json; /* malloc'ed */
+} admin_override_t;
 
 typedef enum admin_status {
     ADMIN_OK = 0,
@@ -64,6 +76,10 @@ struct admin_req {
     size_t nrows;
     int64_t version;           /* LIST: the version the rows belong to */
     config_import_diff_t diff; /* IMPORT: what it did */
+    size_t limit;              /* OVERRIDE_LIST: most to return, 1..ADMIN_LIST_MAX */
+    admin_override_t *ovs;     /* OVERRIDE_LIST: the page, sorted by key */
+    size_t novs;
+    bool more; /* OVERRIDE_LIST: more may follow the last one */
     /* the front end's */
     void (*done)(admin_req_t *req); /* on the submitting loop */
     void *arg;
@@ -79,5 +95,15 @@ admin_req_t *admin_new(engine_t *e, admin_op_t op, const char *rule, size_t rule
 void admin_submit(engine_worker_t *w, admin_req_t *req);
 
 void admin_free(admin_req_t *req);
+
+/* Bytes as lower-case hex: a malloc'ed, NUL-terminated string, NULL when out of memory. */
+char *admin_hex(const void *bytes, size_t n);
+
+/* The cursor of the page after an OVERRIDE_LIST request's (the last key, in hex; malloc'ed), or
+ * NULL when the list is done. *failed is set when memory ran out. */
+char *admin_next_cursor(const admin_req_t *req, bool *failed);
+
+/* Reads a cursor (len bytes of hex) into key (OVERRIDE_KEY_MAX bytes); false when it is not one. */
+bool admin_cursor_parse(const char *text, size_t len, unsigned char *key, size_t *key_len);
 
 #endif /* SLUICE_SERVER_ADMIN_H */

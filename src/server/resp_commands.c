@@ -595,6 +595,26 @@ static void admin_replied(admin_req_t *r)
     case ADMIN_OVERRIDE_PUT:
         resp_add_simple(b, "OK");
         break;
+    case ADMIN_OVERRIDE_LIST: {
+        /* like SCAN: [next cursor ("0" at the end), [key, json, key, json, ...]]; a cursor is
+         * the last key returned, in hex */
+        bool failed;
+        char *cursor = admin_next_cursor(r, &failed);
+        resp_add_array(b, 2);
+        if (cursor != NULL) {
+            resp_add_bulk(b, cursor, strlen(cursor));
+        } else {
+            resp_add_bulk(b, "0", 1);
+        }
+        b->failed = b->failed || failed;
+        free(cursor);
+        resp_add_array(b, 2 * r->novs);
+        for (size_t i = 0; i < r->novs; i++) {
+            resp_add_bulk(b, r->ovs[i].key, r->ovs[i].key_len);
+            resp_add_bulk(b, r->ovs[i].json, strlen(r->ovs[i].json));
+        }
+        break;
+    }
     }
 out:
     conn_resolve(slot);
@@ -602,7 +622,7 @@ out:
 }
 
 static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const resp_arg_t *key,
-                        const resp_arg_t *body, bool option)
+                        const resp_arg_t *body, bool option, size_t limit)
 {
     admin_req_t *r = admin_new(c->loop->srv->engine, op, rule ? rule->ptr : NULL,
                                rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
@@ -616,6 +636,7 @@ static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const 
     r->arg = slot;
     r->done = admin_replied;
     r->replace = option;
+    r->limit = limit;
     admin_submit(c->loop->worker, r);
 }
 
@@ -666,7 +687,7 @@ static void admin_command(conn_t *c, resp_arg_t *argv, size_t argc, const admin_
         const resp_arg_t *rule = cmd->rule ? &argv[at++] : NULL;
         const resp_arg_t *key = cmd->key ? &argv[at++] : NULL;
         const resp_arg_t *body = cmd->body ? &argv[at++] : NULL;
-        admin_start(c, cmd->op, rule, key, body, option);
+        admin_start(c, cmd->op, rule, key, body, option, ADMIN_LIST_DEFAULT);
         return;
     }
     resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try %s.", show(&argv[1], b), names);
@@ -678,10 +699,49 @@ static void cmd_rule(conn_t *c, resp_arg_t *argv, size_t argc)
                   "SET, GET, DEL, LIST, IMPORT, EXPORT");
 }
 
+/* SL.OVERRIDE LIST rule [cursor] [COUNT n]: a page of the rule's overrides, by key. */
+static void override_list(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc < 3 || argc > 6) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    size_t at = 3;
+    unsigned char key[OVERRIDE_KEY_MAX];
+    size_t key_len = 0;
+    bool after = false;
+    if (at < argc && !arg_is(&argv[at], "COUNT")) {
+        const resp_arg_t *cur = &argv[at++];
+        after = !(cur->len == 1 && cur->ptr[0] == '0');
+        if (after && !admin_cursor_parse(cur->ptr, cur->len, key, &key_len)) {
+            resp_add_error(&c->out, "ERR invalid cursor");
+            return;
+        }
+    }
+    int64_t count = ADMIN_LIST_DEFAULT;
+    if (at < argc) {
+        if (at + 2 != argc || !arg_is(&argv[at], "COUNT")) {
+            reply_syntax(c);
+            return;
+        }
+        if (!arg_i64(&argv[at + 1], &count) || count < 1 || count > ADMIN_LIST_MAX) {
+            resp_add_error(&c->out, "ERR count must be 1 to %d", ADMIN_LIST_MAX);
+            return;
+        }
+    }
+    resp_arg_t cursor = {.ptr = (const char *)key, .len = key_len};
+    admin_start(c, ADMIN_OVERRIDE_LIST, &argv[2], after ? &cursor : NULL, NULL, false,
+                (size_t)count);
+}
+
 static void cmd_override(conn_t *c, resp_arg_t *argv, size_t argc)
 {
+    if (arg_is(&argv[1], "LIST")) {
+        override_list(c, argv, argc);
+        return;
+    }
     admin_command(c, argv, argc, override_commands,
-                  sizeof override_commands / sizeof override_commands[0], "SET, GET, DEL");
+                  sizeof override_commands / sizeof override_commands[0], "SET, GET, DEL, LIST");
 }
 
 /* ---- connection and server commands -------------------------------------------------------- */
@@ -1050,7 +1110,7 @@ static const command_t commands[] = {
     {"sl.peek", 3, 0, cmd_peek},
     {"sl.reset", 3, CMD_WRITE, cmd_reset},
     {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, cmd_rule},
-    {"sl.override", -4, CMD_WRITE | CMD_ADMIN, cmd_override},
+    {"sl.override", -3, CMD_WRITE | CMD_ADMIN, cmd_override},
     {"ping", -1, 0, cmd_ping},
     {"echo", 2, 0, cmd_echo},
     {"auth", -2, CMD_NOAUTH, cmd_auth},

@@ -21,41 +21,44 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
         snprintf(err, cap, "%s", perr);
         return RULES_IMPORT_EINVALID;
     }
-    config_rule_t *rows = calloc(list.n ? list.n : 1, sizeof *rows);
-    int rc = rows != NULL ? 0 : RULES_IMPORT_ESTORE;
-    if (rc != 0) {
-        snprintf(err, cap, "out of memory");
+    size_t nov = 0;
+    for (size_t i = 0; i < list.n; i++) {
+        nov += list.rules[i].noverrides;
     }
+    config_rule_t *rows = calloc(list.n ? list.n : 1, sizeof *rows);
+    config_override_t *ovs = calloc(nov ? nov : 1, sizeof *ovs);
+    int rc = rows != NULL && ovs != NULL ? 0 : RULES_IMPORT_ESTORE;
+    size_t k = 0;
     for (size_t i = 0; rc == 0 && i < list.n; i++) {
+        const ruledef_t *def = &list.rules[i];
         rows[i].name = list.rules[i].name;
-        rows[i].json = ruledef_to_json(&list.rules[i]);
-        if (rows[i].json == NULL) {
-            snprintf(err, cap, "out of memory");
-            rc = RULES_IMPORT_ESTORE;
+        rows[i].json = ruledef_to_json(def);
+        rc = rows[i].json != NULL ? 0 : RULES_IMPORT_ESTORE;
+        for (size_t j = 0; rc == 0 && j < def->noverrides; j++, k++) {
+            const rule_override_t *ov = &def->overrides[j];
+            ovs[k] = (config_override_t){.rule = def->name,
+                                         .key = ov->key,
+                                         .key_len = ov->key_len,
+                                         .json = override_to_json(def, ov)};
+            rc = ovs[k].json != NULL ? 0 : RULES_IMPORT_ESTORE;
         }
     }
     char serr[CONFIG_STORE_ERR_MAX];
-    if (rc == 0 && config_store_import(store, rows, list.n, mode, origin, diff, NULL, serr) != 0) {
+    if (rc != 0) {
+        snprintf(err, cap, "out of memory");
+    } else if (config_store_import(store, rows, list.n, ovs, nov, mode, origin, diff, NULL, serr) !=
+               0) {
         snprintf(err, cap, "config store: %s", serr);
         rc = RULES_IMPORT_ESTORE;
-    }
-    for (size_t i = 0; rc == 0 && i < list.n; i++) {
-        const ruledef_t *def = &list.rules[i];
-        for (size_t j = 0; rc == 0 && j < def->noverrides; j++) {
-            const rule_override_t *ov = &def->overrides[j];
-            char *json = override_to_json(def, ov);
-            if (json == NULL || config_store_put_override(store, def->name, ov->key, ov->key_len,
-                                                          json, NULL, serr) != 0) {
-                snprintf(err, cap, "config store: %s", json == NULL ? "out of memory" : serr);
-                rc = RULES_IMPORT_ESTORE;
-            }
-            free(json);
-        }
     }
     for (size_t i = 0; rows != NULL && i < list.n; i++) {
         free(rows[i].json);
     }
+    for (size_t i = 0; ovs != NULL && i < nov; i++) {
+        free((char *)ovs[i].json);
+    }
     free(rows);
+    free(ovs);
     if (rc != 0) {
         config_import_diff_free(diff);
     }
@@ -103,6 +106,40 @@ int rules_import_file(config_store_t *store, const char *path, config_import_mod
     return rc;
 }
 
+/* Appends one stored override to the rule being exported (config_override_fn). */
+typedef struct export_ctx {
+    ruledef_t *def;
+    size_t cap;
+    size_t binary; /* overrides left out: their keys are not UTF-8 */
+    bool failed;
+} export_ctx_t;
+
+static int export_override(void *arg, const void *key, size_t key_len, const char *json)
+{
+    export_ctx_t *x = arg;
+    ruledef_t *def = x->def;
+    if (!ruledef_text_is_utf8(key, key_len)) {
+        x->binary++;
+        return 0;
+    }
+    if (def->noverrides == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 8;
+        rule_override_t *grown = realloc(def->overrides, cap * sizeof *grown);
+        if (grown == NULL) {
+            x->failed = true;
+            return 1;
+        }
+        def->overrides = grown;
+        x->cap = cap;
+    }
+    char perr[RULEDEF_ERR_MAX];
+    if (override_parse_json(def, key, key_len, json, strlen(json), &def->overrides[def->noverrides],
+                            perr) == 0) {
+        def->noverrides++; /* one that no longer fits its rule is left out, as a reload does */
+    }
+    return 0;
+}
+
 char *rules_export_yaml(config_store_t *store, char *err, size_t cap)
 {
     config_rule_t *rows = NULL;
@@ -115,20 +152,39 @@ char *rules_export_yaml(config_store_t *store, char *err, size_t cap)
     }
     ruledef_list_t list = {.rules = calloc(n ? n : 1, sizeof(ruledef_t))};
     char *yaml = NULL;
-    if (list.rules == NULL) {
-        snprintf(err, cap, "out of memory");
+    bool failed = list.rules == NULL;
+    size_t binary = 0;
+    for (size_t i = 0; !failed && i < n; i++) {
+        char perr[RULEDEF_ERR_MAX];
+        ruledef_t *def = &list.rules[list.n];
+        if (ruledef_parse_json(rows[i].json, strlen(rows[i].json), rows[i].name, def, perr) != 0) {
+            continue;
+        }
+        list.n++;
+        export_ctx_t x = {.def = def};
+        if (config_store_foreach_override(store, def->name, 0, export_override, &x, serr) != 0) {
+            snprintf(err, cap, "config store: %s", serr);
+            config_rules_free(rows, n);
+            ruledef_list_free(&list);
+            return NULL;
+        }
+        failed = x.failed;
+        binary += x.binary;
+    }
+    char *body = failed ? NULL : ruledef_list_to_yaml(&list);
+    if (body != NULL && binary > 0) {
+        const char *fmt = "# %zu overrides are not in this file: their keys are not UTF-8 text, "
+                          "which YAML cannot hold\n%s";
+        size_t len = strlen(body) + 160;
+        if ((yaml = malloc(len)) != NULL) {
+            snprintf(yaml, len, fmt, binary, body);
+        }
+        free(body);
     } else {
-        for (size_t i = 0; i < n; i++) {
-            char perr[RULEDEF_ERR_MAX];
-            if (ruledef_parse_json(rows[i].json, strlen(rows[i].json), rows[i].name,
-                                   &list.rules[list.n], perr) == 0) {
-                list.n++;
-            }
-        }
-        yaml = ruledef_list_to_yaml(&list);
-        if (yaml == NULL) {
-            snprintf(err, cap, "out of memory");
-        }
+        yaml = body;
+    }
+    if (yaml == NULL) {
+        snprintf(err, cap, "out of memory");
     }
     ruledef_list_free(&list);
     config_rules_free(rows, n);
@@ -165,7 +221,11 @@ void rules_import_log(const char *source, const config_import_diff_t *d)
         name_list(names, sizeof names, d->removed, d->nremoved);
         log_info("%s: removed %zu rules (and their overrides): %s", source, d->nremoved, names);
     }
-    if (d->nadded + d->nchanged + d->nremoved == 0) {
+    if (d->overrides_written + d->overrides_removed > 0) {
+        log_info("%s: %zu overrides added or changed, %zu removed", source, d->overrides_written,
+                 d->overrides_removed);
+    }
+    if (d->nadded + d->nchanged + d->nremoved + d->overrides_written + d->overrides_removed == 0) {
         log_info("%s: no rule changed", source);
     }
     if (d->kept > 0) {

@@ -34,7 +34,8 @@ int rules_import_file(config_store_t *store, const char *path, config_import_mod
  * many were kept. */
 void rules_import_log(const char *source, const config_import_diff_t *d);
 
-/* The store's rules as a rules file (no overrides). malloc'ed text, or NULL with err. */
+/* The store's rules and their overrides as a rules file: importing it with CONFIG_IMPORT_REPLACE
+ * restores the store (a backup). malloc'ed text, or NULL with err. */
 char *rules_export_yaml(config_store_t *store, char *err, size_t cap);
 
 #endif /* SLUICE_SERVER_RULES_IMPORT_H */

@@ -325,7 +325,8 @@ static void test_import(void **unused)
 
     /* drop a, keep b as is, change c, add d: one bump */
     config_rule_t set[] = {{"d", "D1"}, {"c", "C2"}, {"b", "B1"}};
-    assert_int_equal(config_store_import(s, set, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
+    assert_int_equal(
+        config_store_import(s, set, 3, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
     assert_int_equal(v, 7);
     assert_int_equal(assert_names(s, "b,c,d"), 7);
     assert_rule(s, "a", NULL);
@@ -333,8 +334,8 @@ static void test_import(void **unused)
     assert_rule(s, "c", "C2");
     assert_rule(s, "d", "D1");
     assert_override(s, "a", "ka", 2, NULL); /* dropped with its rule */
-    assert_override(s, "b", "kb", 2, "ob"); /* kept */
-    assert_override(s, "c", "kc", 2, "oc"); /* kept although the rule changed */
+    assert_override(s, "b", "kb", 2, NULL); /* a replace makes the overrides those given: none */
+    assert_override(s, "c", "kc", 2, NULL);
     /* a re-created "a" does not inherit the old override */
     put_rule(s, "a", "A2");
     assert_override(s, "a", "ka", 2, NULL);
@@ -342,24 +343,52 @@ static void test_import(void **unused)
     assert_int_equal(v, 9);
 
     /* the same set again: no change, no bump */
-    assert_int_equal(config_store_import(s, set, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
+    assert_int_equal(
+        config_store_import(s, set, 3, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
     assert_int_equal(v, 9);
 
+    /* overrides given are written in the same step; a replace drops the others of its rules,
+     * a merge keeps them */
+    put_override(s, "c", "old", 3, "O");
+    config_override_t ovs[] = {{"b", "kb", 2, "ob2"}, {"c", "kc", 2, "oc2"}};
+    assert_int_equal(
+        config_store_import(s, set, 3, ovs, 2, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
+    assert_int_equal(v, 11);
+    assert_override(s, "b", "kb", 2, "ob2");
+    assert_override(s, "c", "kc", 2, "oc2");
+    assert_override(s, "c", "old", 3, NULL);
+    assert_int_equal(
+        config_store_import(s, set, 3, ovs, 2, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
+    assert_int_equal(v, 11); /* the same again: nothing changed */
+    put_override(s, "c", "mine", 4, "M");
+    config_override_t one[] = {{"b", "kb", 2, "ob3"}};
+    assert_int_equal(
+        config_store_import(s, set, 3, one, 1, CONFIG_IMPORT_MERGE, NULL, NULL, &v, err), 0);
+    assert_override(s, "b", "kb", 2, "ob3");
+    assert_override(s, "c", "mine", 4, "M");
+    config_override_t stray[] = {{"zz", "k", 1, "x"}};
+    assert_int_equal(
+        config_store_import(s, set, 3, stray, 1, CONFIG_IMPORT_MERGE, NULL, NULL, &v, err), -1);
+    assert_non_null(strstr(err, "override 0 is not of a rule imported"));
+    v = version_of(s);
+
     /* a name twice is refused before anything is touched */
+    int64_t before = v;
     config_rule_t twice[] = {{"x", "1"}, {"b", "2"}, {"x", "3"}};
-    assert_int_equal(config_store_import(s, twice, 3, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
-                     -1);
+    assert_int_equal(
+        config_store_import(s, twice, 3, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), -1);
     assert_non_null(strstr(err, "'x' appears twice"));
     config_rule_t no_json[] = {{"x", NULL}};
-    assert_int_equal(config_store_import(s, no_json, 1, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
-                     -1);
-    assert_int_equal(assert_names(s, "b,c,d"), 9);
+    assert_int_equal(
+        config_store_import(s, no_json, 1, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
+        -1);
+    assert_int_equal(assert_names(s, "b,c,d"), before);
 
     /* the empty set empties the store */
-    assert_int_equal(config_store_import(s, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
-                     0);
-    assert_int_equal(v, 10);
-    assert_int_equal(assert_names(s, ""), 10);
+    assert_int_equal(
+        config_store_import(s, NULL, 0, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), 0);
+    assert_int_equal(v, before + 1);
+    assert_int_equal(assert_names(s, ""), before + 1);
     assert_override(s, "b", "kb", 2, NULL);
     config_store_close(s);
 }
@@ -387,7 +416,8 @@ static void test_import_modes(void **unused)
     put_override(s, "api_made", "k", 1, "ok");
 
     config_rule_t first[] = {{"f1", "F1"}, {"f2", "F2"}};
-    assert_int_equal(config_store_import(s, first, 2, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, first, 2, NULL, 0, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
     assert_string_equal(joined(d.added, d.nadded), "f1,f2");
     assert_int_equal(d.nchanged + d.nremoved, 0);
     assert_int_equal(d.kept, 1);
@@ -395,7 +425,8 @@ static void test_import_modes(void **unused)
 
     /* the file drops f1, changes f2, adds f3: f1 goes, the API's rule stays */
     config_rule_t second[] = {{"f3", "F3"}, {"f2", "F2b"}};
-    assert_int_equal(config_store_import(s, second, 2, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, second, 2, NULL, 0, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
     assert_string_equal(joined(d.added, d.nadded), "f3");
     assert_string_equal(joined(d.changed, d.nchanged), "f2");
     assert_string_equal(joined(d.removed, d.nremoved), "f1");
@@ -407,7 +438,8 @@ static void test_import_modes(void **unused)
     /* a rule changed through the API is the API's now: the file no longer removes it */
     put_rule(s, "f3", "F3-api");
     config_rule_t third[] = {{"f2", "F2b"}};
-    assert_int_equal(config_store_import(s, third, 1, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, third, 1, NULL, 0, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
     assert_int_equal(d.nadded + d.nchanged + d.nremoved, 0);
     assert_int_equal(d.kept, 2);
     config_import_diff_free(&d);
@@ -416,20 +448,22 @@ static void test_import_modes(void **unused)
     /* a merge adds and changes, removes nothing; the same merge again changes nothing */
     int64_t v = version_of(s);
     config_rule_t merge[] = {{"f2", "F2c"}, {"m", "M"}};
-    assert_int_equal(config_store_import(s, merge, 2, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, merge, 2, NULL, 0, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
     assert_string_equal(joined(d.added, d.nadded), "m");
     assert_string_equal(joined(d.changed, d.nchanged), "f2");
     assert_int_equal(d.nremoved, 0);
     config_import_diff_free(&d);
     assert_int_equal(version_of(s), v + 1);
-    assert_int_equal(config_store_import(s, merge, 2, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, merge, 2, NULL, 0, CONFIG_IMPORT_MERGE, NULL, &d, NULL, err), 0);
     assert_int_equal(version_of(s), v + 1);
     config_import_diff_free(&d);
 
     /* replace: exactly the set given */
     config_rule_t only[] = {{"m", "M"}};
-    assert_int_equal(config_store_import(s, only, 1, CONFIG_IMPORT_REPLACE, NULL, &d, NULL, err),
-                     0);
+    assert_int_equal(
+        config_store_import(s, only, 1, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, &d, NULL, err), 0);
     assert_string_equal(joined(d.removed, d.nremoved), "api_made,f2,f3");
     config_import_diff_free(&d);
     assert_names(s, "m");
@@ -464,8 +498,8 @@ static void test_failed_import_rolls_back(void **unused)
 
     /* deletes a and rewrites b before it reaches zz */
     config_rule_t set[] = {{"b", "B2"}, {"zz", "Z"}};
-    assert_int_equal(config_store_import(s, set, 2, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err),
-                     -1);
+    assert_int_equal(
+        config_store_import(s, set, 2, NULL, 0, CONFIG_IMPORT_REPLACE, NULL, NULL, &v, err), -1);
     assert_non_null(strstr(err, "sqlite: zz refused"));
     assert_non_null(strstr(err, "'zz'"));
     assert_int_equal(version_of(s), 3);
@@ -659,7 +693,8 @@ static void test_schema_1_upgraded(void **unused)
     char err[CONFIG_STORE_ERR_MAX] = "";
     config_import_diff_t d;
     config_rule_t file[] = {{"new", "N"}};
-    assert_int_equal(config_store_import(s, file, 1, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
+    assert_int_equal(
+        config_store_import(s, file, 1, NULL, 0, CONFIG_IMPORT_FILE, NULL, &d, NULL, err), 0);
     assert_int_equal(d.nremoved, 0);
     assert_int_equal(d.kept, 1);
     config_import_diff_free(&d);
