@@ -354,8 +354,12 @@ static int override_rule(const ruledef_t *parent, const yt_node_t *map, const yt
         return 0;
     }
     sl_rule_t r = parent->rule;
-    if (uses_tokens(r.algorithm) && r.burst == r.limit && !(fields & OVERRIDE_F_BURST))
-        r.burst = SL_DEFAULT; /* the default burst follows the limit */
+    if (uses_tokens(r.algorithm) && (fields & OVERRIDE_F_LIMIT) && !(fields & OVERRIDE_F_BURST)) {
+        /* the burst keeps its proportion to the limit (a default burst stays the limit): an
+         * override that raises the limit raises what a key may take at once too */
+        __int128 scaled = ((__int128)r.burst * num[NF_LIMIT] + r.limit - 1) / r.limit;
+        r.burst = scaled > INT64_MAX ? INT64_MAX : (int64_t)scaled;
+    }
     int64_t *dst[NF_COUNT] = {&r.limit, &r.window_ns, &r.burst, &r.buckets, &r.max_delay_ns};
     for (int f = 0; f < NF_COUNT; f++) {
         if (fields & (1u << f))

@@ -114,7 +114,8 @@ static void test_yaml_spec_example(void **unused)
     assert_false(ov->blocked);
     assert_int_equal(ov->fields, OVERRIDE_F_LIMIT);
     assert_int_equal(ov->rule.limit, 1000);
-    assert_int_equal(ov->rule.burst, 200); /* the rule's own burst is kept */
+    assert_int_equal(ov->rule.burst, 2000); /* the burst keeps its proportion to the limit */
+    assert_int_equal(ov->rule.capacity, 2000);
     assert_int_equal(ov->rule.window_ns, SL_NS_PER_SEC);
     assert_int_equal(ov->rule.interval_ns, SL_NS_PER_SEC / 1000);
     ruledef_list_free(&l);
@@ -397,6 +398,22 @@ static void test_overrides_inherit(void **unused)
                                "      - {key: slow, window: 10s}\n"
                                "      - {key: blocked, limit: 0}\n"
                                "      - {key: small, burst: 5, max_delay: 20ms}\n"
+                               "  - name: api\n"
+                               "    algorithm: token_bucket\n"
+                               "    limit: 100\n"
+                               "    window: 1s\n"
+                               "    burst: 200\n"
+                               "    overrides:\n"
+                               "      - {key: acme, limit: 1000}\n"
+                               "      - {key: tiny, limit: 3}\n"
+                               "      - {key: both, limit: 1000, burst: 50}\n"
+                               "  - name: pacer\n"
+                               "    algorithm: gcra\n"
+                               "    limit: 10\n"
+                               "    window: 1s\n"
+                               "    burst: 0\n"
+                               "    overrides:\n"
+                               "      - {key: k, limit: 20}\n"
                                "  - name: sb\n"
                                "    algorithm: sliding_buckets\n"
                                "    limit: 10\n"
@@ -426,7 +443,15 @@ static void test_overrides_inherit(void **unused)
     assert_int_equal(tb->overrides[3].rule.capacity, 5);
     assert_int_equal(tb->overrides[3].rule.max_delay_ns, 20 * SL_NS_PER_MS);
     assert_int_equal(tb->overrides[3].fields, OVERRIDE_F_BURST | OVERRIDE_F_MAX_DELAY);
-    const ruledef_t *sb = &l.rules[1];
+    /* a burst kept in proportion to the limit (rounded up), unless the override gives one: an
+     * override that raises the limit raises the capacity too */
+    const ruledef_t *api = &l.rules[1];
+    assert_int_equal(api->overrides[0].rule.burst, 2000);
+    assert_int_equal(api->overrides[0].rule.capacity, 2000);
+    assert_int_equal(api->overrides[1].rule.burst, 6);
+    assert_int_equal(api->overrides[2].rule.burst, 50);
+    assert_int_equal(l.rules[2].overrides[0].rule.burst, 0); /* a pacer stays a pacer */
+    const ruledef_t *sb = &l.rules[3];
     assert_int_equal(sb->overrides[0].rule.buckets, 4);
     assert_int_equal(sb->overrides[0].rule.bucket_ns, 500 * SL_NS_PER_MS);
     assert_int_equal(sb->overrides[1].rule.buckets, 8);
@@ -455,7 +480,7 @@ static void test_override_json(void **unused)
     const char *j = "{\"limit\": 50, \"max_delay\": \"1s\"}";
     assert_int_equal(override_parse_json(&gcra, "user:7", 6, j, strlen(j), &ov, err), 0);
     assert_int_equal(ov.rule.limit, 50);
-    assert_int_equal(ov.rule.burst, 3); /* the rule set burst: kept */
+    assert_int_equal(ov.rule.burst, 15); /* the rule's burst, in proportion: 3 * 50 / 10 */
     assert_int_equal(ov.rule.max_delay_ns, SL_NS_PER_SEC);
     assert_int_equal(ov.key_len, 6);
     assert_string_equal(ov.key, "user:7");
