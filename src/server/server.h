@@ -18,9 +18,9 @@
 
 #include <uv.h>
 
+#include "proto/http.h"
 #include "proto/resp.h"
 
-struct http_request;
 #include "rules/ruledef.h"
 #include "server/config.h"
 #include "server/engine.h"
@@ -71,6 +71,7 @@ struct conn {
     char *in; /* received, not yet consumed */
     size_t in_len;
     size_t in_cap;
+    http_reader_t http_rd; /* HTTP: how far the request being received is parsed */
     resp_buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
@@ -171,7 +172,7 @@ void http_process(conn_t *c);
 /* One parsed request, answered into c->out (the protocols' cores, also driven by the fuzz
  * target without sockets). The caller has called engine_worker_begin() and set now_ns. */
 void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc);
-void http_handle(conn_t *c, struct http_request *req);
+void http_handle(conn_t *c, http_request_t *req);
 
 /* True for commands that change rules or overrides (SL.RULE, SL.OVERRIDE). */
 bool resp_command_is_admin(const resp_arg_t *name);
