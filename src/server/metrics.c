@@ -90,7 +90,7 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     }
 
     help(b, "sluice_request_duration_seconds", "histogram",
-         "Time to decide and answer a request (a batch's time divided among its requests).");
+         "Time from the read that completed a request to its reply being ready to write.");
     uint64_t cumulative = 0;
     for (size_t i = 0; i < LATENCY_BUCKETS; i++) {
         cumulative += SERVER_STAT(srv, latency[i]);

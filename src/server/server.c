@@ -277,6 +277,10 @@ reply_slot_t *conn_defer(conn_t *c)
         return NULL;
     }
     s->conn = c;
+    s->start_ns = c->loop->now_ns;
+    s->in_batch = c->in_batch;
+    s->batch_seq = c->batch_seq;
+    c->batch_late += c->in_batch; /* not answered in the batch unless it is resolved in it */
     if (c->slots_tail != NULL) {
         c->slots_tail->next = s;
     } else {
@@ -314,12 +318,22 @@ void conn_resolve(reply_slot_t *slot)
         free(slot);
         return;
     }
-    /* Move every done slot at the head to the output, in order. */
+    /* Move every done slot at the head to the output, in order. A request answered in the
+     * batch that read it is counted by that batch; any other now (one clock read per call). */
+    int64_t now_ns = 0;
     while (c->slots != NULL && c->slots->done) {
         reply_slot_t *s = c->slots;
         c->slots = s->next;
         if (c->slots == NULL) {
             c->slots_tail = NULL;
+        }
+        if (c->in_batch && s->in_batch && s->batch_seq == c->batch_seq) {
+            c->batch_late--;
+        } else {
+            if (now_ns == 0) {
+                now_ns = sl_now_ns();
+            }
+            loop_record_batch(c->loop, 1, now_ns - s->start_ns);
         }
         if (s->buf.failed) {
             c->out.failed = true;
@@ -384,8 +398,14 @@ void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
         c->requests += n;
         atomic_fetch_add_explicit(c->http ? &l->stats.http_requests : &l->stats.commands, n,
                                   memory_order_relaxed);
-        loop_record_batch(l, n, sl_now_ns() - start_ns);
+        atomic_fetch_add_explicit(&l->stats.batches, 1, memory_order_relaxed);
+        /* Every reply of the batch leaves in the write below: each request took the batch's
+         * time. Those waiting in slots are recorded when they resolve. */
+        uint64_t late = c->batch_late < n ? c->batch_late : n;
+        loop_record_batch(l, n - late, sl_now_ns() - start_ns);
     }
+    c->batch_late = 0;
+    c->batch_seq++;
     conn_flush(c);
 }
 
@@ -719,22 +739,23 @@ void server_stop(server_t *srv)
 const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS] = {
     1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
 
-void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns)
+void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns)
 {
     const int64_t *bounds_ns = loop_latency_bounds_ns;
     if (n == 0) {
         return;
     }
-    int64_t per_ns = batch_ns / (int64_t)n;
+    if (latency_ns < 0) {
+        latency_ns = 0;
+    }
     size_t b = 0;
-    while (b < LATENCY_BUCKETS && per_ns > bounds_ns[b]) {
+    while (b < LATENCY_BUCKETS && latency_ns > bounds_ns[b]) {
         b++;
     }
     loop_stats_t *s = &l->stats;
     atomic_fetch_add_explicit(&s->latency[b], n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->latency_sum_ns, (uint64_t)batch_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_sum_ns, n * (uint64_t)latency_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->latency_count, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->batches, 1, memory_order_relaxed);
 }
 
 uint64_t server_stat_sum(server_t *srv, size_t offset)

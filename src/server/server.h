@@ -42,8 +42,11 @@ typedef struct reply_slot {
     conn_t *conn; /* NULL once the connection is gone: the slot is freed when resolved */
     resp_buf_t buf;
     bool done;
-    bool http;       /* an HTTP reply: whether the connection stays open */
-    bool keep_alive; /* (HTTP) */
+    bool http;          /* an HTTP reply: whether the connection stays open */
+    bool keep_alive;    /* (HTTP) */
+    bool in_batch;      /* taken while a batch was answered (batch_seq says which) */
+    uint64_t batch_seq; /* the connection's batch_seq when taken */
+    int64_t start_ns;   /* the batch's clock when taken: where the request's latency starts */
 } reply_slot_t;
 
 struct conn {
@@ -60,7 +63,9 @@ struct conn {
     bool detached;     /* no socket (the fuzz target): replies accumulate in out, never written */
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
-    bool in_batch; /* a read's requests are being answered: conn_batch_done writes them */
+    bool in_batch;       /* a read's requests are being answered: conn_batch_done writes them */
+    uint64_t batch_seq;  /* batches answered on this connection */
+    uint64_t batch_late; /* requests of the current batch whose replies wait in slots */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
@@ -87,7 +92,7 @@ typedef struct loop_stats {
     _Atomic uint64_t http_requests;
     _Atomic uint64_t protocol_errors;
     _Atomic uint64_t batches;
-    _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* batch time per request, cumulative bins */
+    _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* requests per latency bin (not cumulative) */
     _Atomic uint64_t latency_sum_ns;
     _Atomic uint64_t latency_count;
 } loop_stats_t;
@@ -162,7 +167,9 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 void loop_reload_now(loop_t *l, config_store_t *store);
 
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
- * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */
+ * (last activity, stats, the latency histogram from start_ns: a request whose reply went into
+ * the output in this batch took the batch's time; one whose reply waits in a slot is recorded
+ * when the reply moves to the output) and flushes the replies. */
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns);
 
 /* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
@@ -183,7 +190,7 @@ extern const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS];
 uint64_t server_stat_sum(server_t *srv, size_t offset);
 #define SERVER_STAT(srv, field) server_stat_sum((srv), offsetof(loop_stats_t, field))
 
-/* Records one batch of n requests that took batch_ns (metrics). */
-void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns);
+/* Records n requests each answered latency_ns after it started (metrics). */
+void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns);
 
 #endif /* SLUICE_SERVER_SERVER_H */
