@@ -122,6 +122,13 @@ void metrics_render(server_t *srv, resp_buf_t *b)
                     (unsigned long long)SERVER_STAT(srv, rejected_clients));
     help(b, "sluice_clients", "gauge", "Open connections.");
     resp_buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
+    help(b, "sluice_output_buffer_disconnections_total", "counter",
+         "Clients closed because too many of their replies were waiting, by limit "
+         "(--output-buffer-hard, --output-buffer-soft).");
+    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"hard\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, output_hard_closed));
+    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, output_soft_closed));
 
     if (engine_is_remote(srv->engine)) {
         engine_store_stats_t total = {0};

@@ -1,5 +1,10 @@
 /*
  * server.c - event loops, listeners and connections (see server.h).
+ *
+ * Output. What waits for a client is its output buffer, the bytes of its pending uv_write
+ * (libuv's write queue) and the done replies waiting in slots behind an earlier one. It is
+ * checked against --output-buffer-hard after every request's reply and every deferred reply,
+ * and against --output-buffer-soft once a second (the idle tick).
  */
 #include "server/server.h"
 
@@ -188,6 +193,7 @@ static void on_written(uv_write_t *req, int status)
     free(wr->data);
     free(wr);
     c->writing = false;
+    c->last_active_ns = (int64_t)uv_now(&c->loop->uv) * 1000000; /* the client is reading */
     if (status < 0) {
         conn_close_now(c);
         return;
@@ -270,6 +276,30 @@ void conn_flush(conn_t *c)
     }
 }
 
+size_t conn_output_bytes(const conn_t *c)
+{
+    size_t queued = c->writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) : 0;
+    return c->out.len + c->slot_bytes + queued;
+}
+
+/* Closes c at once (counted) if more output waits for it than --output-buffer-hard. */
+static void conn_output_check(conn_t *c)
+{
+    size_t hard = c->loop->srv->cfg->output_hard;
+    if (hard == 0 || c->detached || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        return;
+    }
+    size_t waiting = conn_output_bytes(c);
+    if (waiting <= hard) {
+        return;
+    }
+    atomic_fetch_add_explicit(&c->loop->stats.output_hard_closed, 1, memory_order_relaxed);
+    log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-hard (%zu)",
+             c->addr, c->port, waiting, hard);
+    c->closing = true; /* the batch answering its requests stops */
+    conn_close_now(c);
+}
+
 reply_slot_t *conn_defer(conn_t *c)
 {
     reply_slot_t *s = calloc(1, sizeof *s);
@@ -318,6 +348,7 @@ void conn_resolve(reply_slot_t *slot)
         free(slot);
         return;
     }
+    c->slot_bytes += slot->buf.len;
     /* Move every done slot at the head to the output, in order. A request answered in the
      * batch that read it is counted by that batch; any other now (one clock read per call). */
     int64_t now_ns = 0;
@@ -327,6 +358,7 @@ void conn_resolve(reply_slot_t *slot)
         if (c->slots == NULL) {
             c->slots_tail = NULL;
         }
+        c->slot_bytes -= s->buf.len;
         if (c->in_batch && s->in_batch && s->batch_seq == c->batch_seq) {
             c->batch_late--;
         } else {
@@ -346,6 +378,7 @@ void conn_resolve(reply_slot_t *slot)
         resp_buf_free(&s->buf);
         free(s);
     }
+    conn_output_check(c);
     /* Inside a batch, the batch's end writes everything at once; otherwise (an answer from
      * Redis, a deadline) the loop turn's end does, for every answer resolved in it. */
     if (!c->in_batch && !c->detached && !c->flush_queued &&
@@ -361,6 +394,7 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
 {
     if (c->slots == NULL) {
         handler(arg);
+        conn_output_check(c);
         return;
     }
     reply_slot_t *s = conn_defer(c);
@@ -374,6 +408,8 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
     s->buf = c->out;
     c->out = saved;
     s->done = true; /* written with the slots before it, by their conn_resolve */
+    c->slot_bytes += s->buf.len;
+    conn_output_check(c);
 }
 
 void loop_reload_now(loop_t *l, config_store_t *store)
@@ -484,6 +520,32 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- idle timeouts and stopping ------------------------------------------------------------ */
 
+/* Closes c if its output has been above --output-buffer-soft for --output-buffer-soft-time
+ * (checked once per idle tick, so up to a tick later). Returns true if it did. */
+static bool conn_output_soft_check(conn_t *c, int64_t now_ns)
+{
+    const server_config_t *cfg = c->loop->srv->cfg;
+    size_t waiting = conn_output_bytes(c);
+    if (cfg->output_soft == 0 || waiting <= cfg->output_soft) {
+        c->over_soft = false;
+        return false;
+    }
+    if (!c->over_soft) {
+        c->over_soft = true;
+        c->over_soft_ns = now_ns;
+    }
+    if (now_ns - c->over_soft_ns < cfg->output_soft_ns) {
+        return false;
+    }
+    atomic_fetch_add_explicit(&c->loop->stats.output_soft_closed, 1, memory_order_relaxed);
+    log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-soft (%zu) "
+             "for %lld ms",
+             c->addr, c->port, waiting, cfg->output_soft,
+             (long long)((now_ns - c->over_soft_ns) / 1000000));
+    conn_close_now(c);
+    return true;
+}
+
 static void on_idle_tick(uv_timer_t *t)
 {
     loop_t *l = t->data;
@@ -491,9 +553,19 @@ static void on_idle_tick(uv_timer_t *t)
     int64_t now_ns = (int64_t)uv_now(&l->uv) * 1000000;
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
+        if (uv_is_closing((uv_handle_t *)&c->tcp) || conn_output_soft_check(c, now_ns)) {
+            continue;
+        }
+        if (c->writing) { /* a write that moves on is activity; one that is stuck is not */
+            size_t queued = uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+            if (queued != c->write_queue_seen) {
+                c->write_queue_seen = queued;
+                c->last_active_ns = now_ns;
+            }
+        }
         int64_t idle_ns = now_ns - c->last_active_ns;
         if ((c->lingering && idle_ns > LINGER_MS * 1000000) ||
-            (timeout_ns > 0 && idle_ns > timeout_ns && !c->writing)) {
+            (timeout_ns > 0 && idle_ns > timeout_ns)) {
             conn_close_now(c);
         }
     }

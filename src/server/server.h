@@ -7,6 +7,10 @@
  * buffered bytes to the protocol (RESP or HTTP): every complete request in them is parsed and
  * answered into one output buffer, with the clock read once for the batch, and written with one
  * write. While a write is pending the connection stops reading (backpressure).
+ *
+ * Output waiting for a client (its buffer, the pending write, deferred replies) above
+ * --output-buffer-hard closes it at once, above --output-buffer-soft for
+ * --output-buffer-soft-time closes it then.
  */
 #ifndef SLUICE_SERVER_SERVER_H
 #define SLUICE_SERVER_SERVER_H
@@ -63,15 +67,20 @@ struct conn {
     bool detached;     /* no socket (the fuzz target): replies accumulate in out, never written */
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
-    bool in_batch;       /* a read's requests are being answered: conn_batch_done writes them */
-    uint64_t batch_seq;  /* batches answered on this connection */
-    uint64_t batch_late; /* requests of the current batch whose replies wait in slots */
+    bool in_batch;           /* a read's requests are being answered: conn_batch_done writes them */
+    uint64_t batch_seq;      /* batches answered on this connection */
+    uint64_t batch_late;     /* requests of the current batch whose replies wait in slots */
+    bool over_soft;          /* output above --output-buffer-soft since over_soft_ns */
+    int64_t over_soft_ns;    /* loop time (ns) the output went above the soft limit */
+    size_t write_queue_seen; /* the pending write's bytes at the last idle tick */
+    size_t slot_bytes;       /* bytes of done replies waiting in slots behind an earlier one */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
     int port;       /* peer port */
     int64_t created_ns;
-    int64_t last_active_ns; /* last complete request (or the connect) */
+    int64_t last_active_ns; /* loop time (ns) of the last complete request, written reply or
+                               connect */
     uint64_t requests;
     char *in; /* received, not yet consumed */
     size_t in_len;
@@ -95,6 +104,8 @@ typedef struct loop_stats {
     _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* requests per latency bin (not cumulative) */
     _Atomic uint64_t latency_sum_ns;
     _Atomic uint64_t latency_count;
+    _Atomic uint64_t output_hard_closed; /* clients closed above --output-buffer-hard */
+    _Atomic uint64_t output_soft_closed; /* clients closed above --output-buffer-soft too long */
 } loop_stats_t;
 
 struct loop {
@@ -192,5 +203,8 @@ uint64_t server_stat_sum(server_t *srv, size_t offset);
 
 /* Records n requests each answered latency_ns after it started (metrics). */
 void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns);
+
+/* Bytes of output waiting for c: its buffer, the pending write, done replies in slots. */
+size_t conn_output_bytes(const conn_t *c);
 
 #endif /* SLUICE_SERVER_SERVER_H */

@@ -112,6 +112,7 @@ static void test_deferred_replies_recorded_when_they_leave(void **unused)
     conn_resolve(behind);
     conn_batch_done(conn, 0, 2, start_ns);
     assert_int_equal(get(&st->latency_count), count0);
+    assert_int_equal(conn_output_bytes(conn), 7); /* "+PONG\r\n" waits behind the slot */
 
     resp_add_int(&slot->buf, 1);
     conn_resolve(slot); /* outside any batch: Redis answered */
@@ -119,6 +120,7 @@ static void test_deferred_replies_recorded_when_they_leave(void **unused)
     assert_true(get(&st->latency_sum_ns) - sum0 >= 2 * 50000000);
     assert_int_equal(get(&st->latency[LATENCY_BUCKETS]), slow0 + 2); /* above 10 ms */
     assert_null(conn->slots);
+    assert_int_equal(conn_output_bytes(conn), conn->out.len);
 }
 
 /* A slot resolved within the batch that took it (the memory store answering an HTTP request)
