@@ -106,6 +106,8 @@ static const option_t options[] = {
      CHECK_NONE, "BYTES", "close a client above this for the soft time (default 8m; 0 = none)"},
     {"output-buffer-soft-time", "output_buffer_soft_time", OPT_DURATION, F(output_soft_ns), 0, 0, 0,
      0, CHECK_NONE, "DUR", "how long output may stay above the soft limit (default 60s)"},
+    {"max-input-buffers", "max_input_buffers", OPT_SIZE, F(input_buffers_max), 0, 0, 0, SIZE_MAX_V,
+     CHECK_NONE, "BYTES", "cap of all clients' input buffers together (default 512m; 0 = none)"},
     {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
      "memory cap of each rule's key table, >= 64k (default 0 = none)"},
     {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
@@ -624,6 +626,7 @@ void server_config_defaults(server_config_t *c)
     c->output_hard = CONFIG_DEFAULT_OUTPUT_HARD;
     c->output_soft = CONFIG_DEFAULT_OUTPUT_SOFT;
     c->output_soft_ns = CONFIG_DEFAULT_OUTPUT_SOFT_S * SL_NS_PER_SEC;
+    c->input_buffers_max = CONFIG_DEFAULT_INPUT_BUFFERS;
     c->max_memory = 0;
     c->log_level = LOG_INFO;
 }

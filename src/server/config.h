@@ -39,6 +39,7 @@
 #define CONFIG_DEFAULT_OUTPUT_HARD   (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
 #define CONFIG_DEFAULT_OUTPUT_SOFT   (8 * 1024 * 1024)
 #define CONFIG_DEFAULT_OUTPUT_SOFT_S 60
+#define CONFIG_DEFAULT_INPUT_BUFFERS (512 * 1024 * 1024)
 
 typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
@@ -71,6 +72,8 @@ typedef struct server_config {
     size_t output_soft;           /* --output-buffer-soft BYTES, default 8m: ... closed when
                                      above this for output_soft_ns; 0 = no limit */
     int64_t output_soft_ns;       /* --output-buffer-soft-time DUR, default 60s */
+    size_t input_buffers_max;     /* --max-input-buffers BYTES, default 512m: all clients'
+                                     input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
                                      none */
@@ -92,7 +95,7 @@ void server_config_defaults(server_config_t *c);
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, store, snapshot, snapshot_interval, poll_interval, override_ttl,
  * max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
- * output_buffer_soft, output_buffer_soft_time, max_memory, requirepass,
+ * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, requirepass,
  * admin_token, trusted_proxies (list), log_level); then flags override the file; then the env
  * vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable
  * counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the file

@@ -129,6 +129,14 @@ void metrics_render(server_t *srv, resp_buf_t *b)
                     (unsigned long long)SERVER_STAT(srv, output_hard_closed));
     resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
                     (unsigned long long)SERVER_STAT(srv, output_soft_closed));
+    help(b, "sluice_input_buffers_bytes", "gauge",
+         "Memory of all clients' input buffers (requests not yet complete), bytes.");
+    resp_buf_printf(b, "sluice_input_buffers_bytes %zu\n",
+                    atomic_load_explicit(&srv->input_bytes, memory_order_relaxed));
+    help(b, "sluice_evicted_clients_total", "counter",
+         "Clients closed because all clients' input buffers were over --max-input-buffers.");
+    resp_buf_printf(b, "sluice_evicted_clients_total %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, evicted_clients));
 
     if (engine_is_remote(srv->engine)) {
         engine_store_stats_t total = {0};

@@ -8,9 +8,11 @@
  * answered into one output buffer, with the clock read once for the batch, and written with one
  * write. While a write is pending the connection stops reading (backpressure).
  *
- * Output waiting for a client (its buffer, the pending write, deferred replies) above
- * --output-buffer-hard closes it at once, above --output-buffer-soft for
- * --output-buffer-soft-time closes it then.
+ * Memory per client is bounded: output waiting for a client (its buffer, the pending write,
+ * deferred replies) above --output-buffer-hard closes it at once, above --output-buffer-soft for
+ * --output-buffer-soft-time closes it then; input buffers of all clients together are capped by
+ * --max-input-buffers, the clients with the largest closed first. A connection with no partial
+ * request holds no input buffer: it reads into its loop's spare one.
  */
 #ifndef SLUICE_SERVER_SERVER_H
 #define SLUICE_SERVER_SERVER_H
@@ -29,8 +31,9 @@
 #include "server/config.h"
 #include "server/engine.h"
 
-#define SERVER_LISTEN_MAX (2 * CONFIG_BIND_MAX)
-#define LATENCY_BUCKETS   12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define SERVER_LISTEN_MAX  (2 * CONFIG_BIND_MAX)
+#define LATENCY_BUCKETS    12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define INPUT_SIZE_CLASSES 64 /* input buffers counted by floor(log2(capacity)) */
 
 typedef struct server server_t;
 typedef struct loop loop_t;
@@ -68,12 +71,13 @@ struct conn {
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
     bool in_batch;           /* a read's requests are being answered: conn_batch_done writes them */
-    uint64_t batch_seq;      /* batches answered on this connection */
-    uint64_t batch_late;     /* requests of the current batch whose replies wait in slots */
+    bool in_borrowed;        /* in is the loop's spare buffer, lent for one read (not counted) */
     bool over_soft;          /* output above --output-buffer-soft since over_soft_ns */
     int64_t over_soft_ns;    /* loop time (ns) the output went above the soft limit */
     size_t write_queue_seen; /* the pending write's bytes at the last idle tick */
     size_t slot_bytes;       /* bytes of done replies waiting in slots behind an earlier one */
+    uint64_t batch_seq;      /* batches answered on this connection */
+    uint64_t batch_late;     /* requests of the current batch whose replies wait in slots */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
@@ -82,9 +86,9 @@ struct conn {
     int64_t last_active_ns; /* loop time (ns) of the last complete request, written reply or
                                connect */
     uint64_t requests;
-    char *in; /* received, not yet consumed */
-    size_t in_len;
-    size_t in_cap;
+    char *in;      /* received, not yet consumed; NULL while there is nothing */
+    size_t in_len; /* bytes */
+    size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
     http_reader_t http_rd; /* HTTP: how far the request being received is parsed */
     resp_buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
@@ -106,6 +110,7 @@ typedef struct loop_stats {
     _Atomic uint64_t latency_count;
     _Atomic uint64_t output_hard_closed; /* clients closed above --output-buffer-hard */
     _Atomic uint64_t output_soft_closed; /* clients closed above --output-buffer-soft too long */
+    _Atomic uint64_t evicted_clients;    /* clients closed for --max-input-buffers */
 } loop_stats_t;
 
 struct loop {
@@ -117,8 +122,11 @@ struct loop {
     bool listener_http[SERVER_LISTEN_MAX];
     size_t nlisteners;
     uv_async_t stop_async;
-    uv_timer_t idle_timer; /* idle timeouts; while stopping, the drain check */
-    uint64_t stop_ms;      /* loop time the stop began */
+    uv_async_t evict_async; /* another loop saw the input buffers over the cap */
+    bool evict_open;        /* evict_async may be sent to (under the server's evict_mu) */
+    char *spare;            /* an input buffer lent to each read of a connection holding none */
+    uv_timer_t idle_timer;  /* idle timeouts; while stopping, the drain check */
+    uint64_t stop_ms;       /* loop time the stop began */
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;
@@ -146,7 +154,10 @@ struct server {
     _Atomic int64_t last_snapshot_ns;
     _Atomic uint64_t store_errors; /* config store failures (polls, reloads) */
     size_t ntrusted;
-    void *trusted; /* http_cidr_t[ntrusted] */
+    void *trusted;              /* http_cidr_t[ntrusted] */
+    _Atomic size_t input_bytes; /* every connection's input buffer, bytes allocated */
+    _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
+    uv_mutex_t evict_mu;                              /* guards the loops' evict_open */
 };
 
 /* Binds every listener of every loop (so a port in use fails start-up, not a thread), then

@@ -3,7 +3,10 @@
 #   - a client that pipelines requests and never reads its replies is closed above
 #     --output-buffer-hard at once, above --output-buffer-soft after --output-buffer-soft-time,
 #     and (with no output limit) by --idle-timeout once its replies stop moving; each close of
-#     the first two is counted, and other clients are served meanwhile.
+#     the first two is counted, and other clients are served meanwhile;
+#   - many clients holding partial requests push all input buffers over --max-input-buffers:
+#     the clients with the largest buffers are closed first, with the protocol's error, and
+#     counted; the total stays under the cap; the smaller clients and a normal one keep working.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -116,6 +119,76 @@ elif mode == "stall":
     s.setblocking(True)
     drain_to_close(s)
 
+elif mode == "input":
+    cap = 2 << 20
+    small_req = b"*2\r\n$4\r\nECHO\r\n$20000\r\n"
+    big_req = b"*2\r\n$4\r\nECHO\r\n$400000\r\n"
+    http_head = (b"POST /v1/allow HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 400000\r\n\r\n")
+    smalls = []
+    for _ in range(6):  # 10 KB of 20 KB: a 32 KiB buffer each
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(small_req + b"s" * 10000)
+        smalls.append(s)
+    wait_for(lambda: metric("sluice_input_buffers_bytes") == 6 * 32768, "the small buffers")
+    bigs = []  # (socket, is_http): 300 KB of 400 KB, a 512 KiB buffer each
+    for i in range(6):
+        http = i % 3 == 2
+        s = socket.create_connection(("127.0.0.1", http_port if http else port))
+        try:
+            s.sendall((http_head if http else big_req) + b"x" * 300000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        bigs.append((s, http))
+
+    def settled():
+        evicted = metric("sluice_evicted_clients_total")
+        held = metric("sluice_input_buffers_bytes")
+        return evicted >= 3 and held == 6 * 32768 + (6 - evicted) * 524288
+
+    wait_for(settled, "the largest clients to be closed", each=other_served)
+    evicted = int(metric("sluice_evicted_clients_total"))
+    if metric("sluice_input_buffers_bytes") > cap or evicted > 4:
+        raise SystemExit("%d evicted, %d bytes held" % (evicted, metric("sluice_input_buffers_bytes")))
+    # the evicted ones got the protocol's error, then the close
+    told = []
+    deadline = time.monotonic() + 20
+    while len(told) < evicted and time.monotonic() < deadline:
+        ready = select.select([s for s, _ in bigs if s not in told], [], [], 1)[0]
+        for s in ready:
+            s.settimeout(20)
+            head = s.recv(1 << 16)
+            want = (b"HTTP/1.1 503 " if dict(bigs)[s] else
+                    b"-ERR connection closed: the input buffers of all clients exceed "
+                    b"max-input-buffers")
+            if not head.startswith(want):
+                raise SystemExit("an evicted client got %r" % head[:120])
+            drain_to_close(s)
+            told.append(s)
+    if len(told) != evicted:
+        raise SystemExit("%d clients told, %d counted" % (len(told), evicted))
+    # the others finish their requests and get answers
+    for s, http in bigs:
+        if s in told:
+            continue
+        s.sendall(b"x" * 100000 + (b"" if http else b"\r\n"))
+        s.settimeout(20)
+        if http:
+            head = s.recv(1 << 16)
+            if not head.startswith(b"HTTP/1.1 ") or head.startswith(b"HTTP/1.1 503"):
+                raise SystemExit("a big HTTP client that was not evicted got %r" % head[:80])
+        else:
+            c = Conn.__new__(Conn)
+            c.s, c.buf = s, b""
+            if c.reply() != b"x" * 400000:
+                raise SystemExit("a big RESP client that was not evicted got another reply")
+    for s in smalls:
+        s.sendall(b"s" * 10000 + b"\r\n")
+        c = Conn.__new__(Conn)
+        c.s, c.buf = s, b""
+        if c.reply() != b"s" * 20000:
+            raise SystemExit("a small client did not get its reply")
+    other_served()
 else:
     raise SystemExit("unknown mode " + mode)
 print("ok")
@@ -138,4 +211,5 @@ check output-soft scenario soft soft --threads 1 --output-buffer-hard 0 --output
     --output-buffer-soft-time 1s
 check output-stalled scenario stall stall --threads 1 --output-buffer-hard 0 \
     --output-buffer-soft 0 --idle-timeout 2s
+check input-cap scenario input input --threads 2 --max-input-buffers 2m --max-request-size 1m
 finish
