@@ -27,7 +27,7 @@ run() {
 
 run cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=ON -DSLUICE_TESTS=OFF \
     -DSLUICE_ASAN=OFF -DSLUICE_TSAN=OFF >/dev/null
-run cmake --build "$BUILD" --target bench_core -j "$(nproc)"
+run cmake --build "$BUILD" --target bench_core bench_proto -j "$(nproc)"
 
 if grep -E -e '-O3|-Ofast|-march=native|-fsanitize' "$BUILD/compile_commands.json" >/dev/null; then
     echo "bench/run.sh: $BUILD compiles with -O3, -march=native or a sanitizer; not the shipped" \
@@ -52,3 +52,4 @@ run "$B" memory --alg fixed_window --keys "$KEYS"
 run "$B" memory --alg sliding_window --keys "$KEYS"
 run "$B" memory --alg gcra --keys "$KEYS" --presize
 run "$B" slog --keys "$SLOG_KEYS" --limit 100 --limit2 200
+run "$BUILD/bench/bench_proto" --reps "$REPS"

@@ -3,29 +3,36 @@
  *
  * A parse is two or three passes over the caller's bytes, all bounded by the limits:
  *
- *   1. http_parser_execute() with callbacks that record the target, the headers and the body
- *      size. It is paused at the end of the head (to learn the head's exact length and check
- *      it before any body is looked at) and at the end of the message (so one call parses one
- *      pipelined request).
- *   2. At the end of the head, a strict re-check of its syntax (RFC 9112 §2-5). Debian builds
- *      http-parser with HTTP_PARSER_STRICT 0, which accepts "HTTX/1.1", "X : v" (a space in a
- *      field name), a bare CR ending the head, and two arbitrary bytes after chunk data.
- *   3. For a chunked body, a strict chunked decoder over the body bytes: it first checks the
- *      framing, then moves the chunk data together in place.
+ *   1. http_parser_execute() with callbacks that count header fields and body bytes. It is fed
+ *      each byte once, as it arrives: its state and ours (http_reader_t) carry over from one
+ *      call to the next. It is paused at the end of the head (to learn the head's exact length
+ *      and check it before any body is looked at) and at the end of the message (so one call
+ *      parses one pipelined request).
+ *   2. Once the head is complete, a strict scan of its syntax (RFC 9112 §2-5), which also
+ *      records the target and the header fields. Debian builds http-parser with
+ *      HTTP_PARSER_STRICT 0, which accepts "HTTX/1.1", "X : v" (a space in a field name), a
+ *      bare CR ending the head, and two arbitrary bytes after chunk data. The scan runs again
+ *      when the request completes in a later call than its head (the buffer may have moved).
+ *   3. For a chunked body, once the message is complete, a strict chunked decoder over the body
+ *      bytes: it first checks the framing, then moves the chunk data together in place.
+ *
+ * So each byte is examined a bounded number of times however the request is split into reads;
+ * http_reader_t.work counts the bytes every pass examines, for tests and benchmarks.
  *
  * Why a result never depends on how the bytes were split: every error is decided by a byte at
  * a known position q (the byte the parser rejected, the ':' ending the field name that is one
  * too many, the end of the head, the line ending a chunk size). A buffer that ends before q is
  * partial, unless the bytes it holds already break a size limit -- and then the whole message
  * breaks the same limit at q, which is checked first: head bytes >= head_max before the head
- * is complete, or chunk framing bytes > HTTP_CHUNK_FRAMING_MAX in the body.
+ * is complete, or chunk framing bytes > HTTP_CHUNK_FRAMING_MAX in the body. http-parser is a
+ * byte-at-a-time state machine, so feeding it in pieces decides every byte as feeding it whole.
  */
 #include "proto/http.h"
 
 #include "proto/codec.h"
 
 #include <arpa/inet.h>
-#include <http_parser.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,24 +44,18 @@
 
 /* ---- parsing: pass 1, http-parser callbacks ---------------------------------------------- */
 
-enum last_cb { CB_NONE, CB_URL, CB_FIELD, CB_VALUE };
+enum last_cb { CB_NONE, CB_FIELD, CB_VALUE };
 
+/* One call: the reader, the caller's buffer and limits, and where an error goes. */
 typedef struct parse_ctx {
+    http_reader_t *rd;
     http_request_t *req;
-    const char *buf;      /* the caller's buffer: positions are counted from here */
+    const char *buf;      /* the request's first byte: positions are counted from here */
     const char *exec_end; /* end of the bytes given to http_parser_execute() */
     size_t head_max, headers_max, body_max;
-    const char *url; /* request target as http-parser delivered it */
-    size_t url_len;
-    enum last_cb last;      /* the previous data callback, to join split deliveries */
-    bool head_done;         /* on_headers_complete was called */
-    bool message_done;      /* on_message_complete was called */
-    bool keep_alive;        /* http_should_keep_alive() at the end of the message */
-    size_t body_total;      /* body bytes seen so far (chunk data only, for chunked) */
-    const char *body_start; /* first body byte (Content-Length bodies) */
-    int status;             /* an error found by a callback (0: none) */
-    size_t err_pos;         /* position of the byte that decided that error */
-    char *err;              /* the caller's message buffer */
+    int status;     /* an error found by a callback (0: none) */
+    size_t err_pos; /* position of the byte that decided that error */
+    char *err;      /* the caller's message buffer */
 } parse_ctx_t;
 
 static void vmsg(char *err, const char *fmt, va_list ap)
@@ -87,68 +88,39 @@ static int cb_fail(parse_ctx_t *c, int status, size_t pos, const char *fmt, ...)
     return -1;
 }
 
-static int on_url(http_parser *p, const char *at, size_t n)
-{
-    parse_ctx_t *c = p->data;
-    if (c->last == CB_URL && at == c->url + c->url_len) {
-        c->url_len += n;
-    } else {
-        c->url = at;
-        c->url_len = n;
-    }
-    c->last = CB_URL;
-    return 0;
-}
-
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     parse_ctx_t *c = p->data;
-    http_request_t *r = c->req;
-    if (c->head_done) /* a trailer field: dropped */
+    http_reader_t *rd = c->rd;
+    if (rd->head_done) /* a trailer field: dropped */
         return 0;
-    if (c->last == CB_FIELD && r->nheaders > 0) {
-        http_header_t *h = &r->headers[r->nheaders - 1];
-        if (at == h->name + h->name_len) {
-            h->name_len += n;
-            return 0;
-        }
-    }
-    c->last = CB_FIELD;
-    /* A name that runs to the end of the buffer may not be complete: decide at its ':'. */
-    bool complete = at + n < c->exec_end;
-    if (r->nheaders == c->headers_max) {
-        if (!complete)
-            return 0;
-        return cb_fail(c, 431, (size_t)(at + n - c->buf), "more than %zu header fields",
-                       c->headers_max);
-    }
-    r->headers[r->nheaders++] =
-        (http_header_t){.name = at, .name_len = n, .value = at + n, .value_len = 0};
-    return 0;
+    if (rd->last != CB_FIELD) /* else the next piece of the same name */
+        rd->nfields++;
+    rd->last = CB_FIELD;
+    if (rd->nfields <= c->headers_max)
+        return 0;
+    /* A name that runs to the end of the bytes may not be complete: decide at its ':'. */
+    if (at + n == c->exec_end)
+        return 0;
+    return cb_fail(c, 431, (size_t)(at + n - c->buf), "more than %zu header fields",
+                   c->headers_max);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
+    (void)at;
+    (void)n;
     parse_ctx_t *c = p->data;
-    http_request_t *r = c->req;
-    if (c->head_done || r->nheaders == 0)
-        return 0;
-    http_header_t *h = &r->headers[r->nheaders - 1];
-    if (c->last == CB_FIELD) {
-        h->value = at;
-        h->value_len = n;
-    } else if (c->last == CB_VALUE && at == h->value + h->value_len) {
-        h->value_len += n;
-    } /* else obsolete line folding, which the syntax check rejects */
-    c->last = CB_VALUE;
+    if (!c->rd->head_done)
+        c->rd->last = CB_VALUE;
     return 0;
 }
 
 static int on_headers_complete(http_parser *p)
 {
     parse_ctx_t *c = p->data;
-    c->head_done = true;
-    http_parser_pause(p, 1); /* http_parse() checks the head before the body is parsed */
+    c->rd->head_done = true;
+    http_parser_pause(p, 1); /* http_parse_more() checks the head before the body is parsed */
     return 0;
 }
 
@@ -156,31 +128,29 @@ static int on_chunk_header(http_parser *p)
 {
     parse_ctx_t *c = p->data;
     /* The chunk's size line is complete; content_length is its size. */
-    if (p->content_length > c->body_max - c->body_total)
+    if (p->content_length > c->body_max - c->rd->body_total)
         return cb_fail(c, 413, 0, "chunked body exceeds the limit of %zu bytes", c->body_max);
     return 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t n)
 {
+    (void)at;
     parse_ctx_t *c = p->data;
-    if (c->body_start == NULL)
-        c->body_start = at;
-    c->body_total += n;
+    c->rd->body_total += n;
     return 0;
 }
 
 static int on_message_complete(http_parser *p)
 {
     parse_ctx_t *c = p->data;
-    c->message_done = true;
-    c->keep_alive = http_should_keep_alive(p) != 0;
+    c->rd->message_done = true;
+    c->rd->keep_alive = http_should_keep_alive(p) != 0;
     http_parser_pause(p, 1); /* one request per call */
     return 0;
 }
 
 static const http_parser_settings parse_settings = {
-    .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
@@ -256,7 +226,7 @@ static const char *describe(enum http_errno e)
     }
 }
 
-/* ---- syntax --------------------------------------------------------------------------------- */
+/* ---- parsing: pass 2, the head -------------------------------------------------------------- */
 
 /* RFC 9110 §5.6.2 tchar. */
 static bool is_tchar(int c)
@@ -293,14 +263,37 @@ static bool head_bad(char *err, const char *buf, size_t end, size_t i, const cha
     return false;
 }
 
+static bool is_ows(int c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Records one header field (at most HTTP_HEADERS_MAX; http-parser's count stops more first),
+ * its value without leading or trailing spaces and tabs. */
+static void add_field(http_request_t *r, const char *name, size_t name_len, const char *value,
+                      size_t value_len)
+{
+    while (value_len > 0 && is_ows(value[0])) {
+        value++;
+        value_len--;
+    }
+    while (value_len > 0 && is_ows(value[value_len - 1]))
+        value_len--;
+    if (r->nheaders < HTTP_HEADERS_MAX)
+        r->headers[r->nheaders++] = (http_header_t){name, name_len, value, value_len};
+}
+
 /*
- * Checks the head buf[0..end) strictly: optional empty lines, then
+ * Scans the head buf[0..end) strictly: optional empty lines, then
  *   method SP request-target SP HTTP/d.d CRLF *( field-name ":" field-value CRLF ) CRLF
  * with tchar names and values of VCHAR / SP / HTAB / obs-text (LF alone may end a line).
+ * Sets *target and *target_len and the header fields of r. Returns false with a message in err.
  */
-static bool check_head_syntax(const char *buf, size_t end, char *err)
+static bool scan_head(const char *buf, size_t end, http_request_t *r, const char **target,
+                      size_t *target_len, char *err)
 {
     size_t i = 0, start;
+    r->nheaders = 0;
     while (eol(buf, end, &i))
         ;
     for (start = i; is_tchar(byte_at(buf, end, i)); i++)
@@ -311,6 +304,8 @@ static bool check_head_syntax(const char *buf, size_t end, char *err)
         ;
     if (i == start || byte_at(buf, end, i) != ' ')
         return head_bad(err, buf, end, i, "malformed request line: expected target and a space");
+    *target = buf + start;
+    *target_len = i - start;
     i++;
     if (end - i < 8 || memcmp(buf + i, "HTTP/", 5) != 0 || buf[i + 5] < '0' || buf[i + 5] > '9' ||
         buf[i + 6] != '.' || buf[i + 7] < '0' || buf[i + 7] > '9')
@@ -320,16 +315,19 @@ static bool check_head_syntax(const char *buf, size_t end, char *err)
         return head_bad(err, buf, end, i, "malformed request line: expected CRLF");
     while (!eol(buf, end, &i)) {
         int b = byte_at(buf, end, i);
-        if (b == ' ' || b == '\t')
+        if (is_ows(b))
             return head_bad(err, buf, end, i, "obsolete line folding is not accepted");
         for (start = i; is_tchar(byte_at(buf, end, i)); i++)
             ;
         if (byte_at(buf, end, i) != ':' || i == start)
             return head_bad(err, buf, end, i, "malformed header: expected a name and ':'");
+        size_t name_end = i, value = i + 1;
         for (i++; (b = byte_at(buf, end, i)) == '\t' || (b >= 0x20 && b != 0x7f); i++)
             ;
+        size_t value_end = i;
         if (!eol(buf, end, &i))
             return head_bad(err, buf, end, i, "invalid character in header value");
+        add_field(r, buf + start, name_end - start, buf + value, value_end - value);
     }
     if (i != end) /* http-parser ended the head somewhere a strict parser does not */
         return head_bad(err, buf, end, i, "malformed end of head");
@@ -434,21 +432,21 @@ static long framing_too_large(char *err, int *status)
 
 /* Chunk framing bytes among the first pos bytes of the message (http-parser reports some
  * errors on the head's final LF, at head_end - 1, after the head was complete). */
-static size_t framing(const parse_ctx_t *c, size_t head_end, size_t pos)
+static size_t framing(const http_reader_t *rd, size_t pos)
 {
-    return pos > head_end + c->body_total ? pos - head_end - c->body_total : 0;
+    return pos > rd->head_end + rd->body_total ? pos - rd->head_end - rd->body_total : 0;
 }
 
 /*
  * An unknown method: http-parser stops at the first byte that no method it knows continues
- * with. The token is read to its end here; a token followed by a space is 501, anything else
- * 400, and a token that reaches the end of the buffer waits for more.
+ * with. The token (from start, after any empty lines) is read to its end here; a token followed
+ * by a space is 501, anything else 400, and a token that reaches the end of the buffer waits for
+ * more. Examines at most HTTP_METHOD_TOKEN_MAX + 1 bytes.
  */
-static long method_error(const char *buf, size_t len, size_t head_max, int *status, char *err)
+static long method_error(const char *buf, size_t start, size_t len, size_t head_max, int *status,
+                         char *err)
 {
-    size_t start = 0, i;
-    while (start < len && (buf[start] == '\r' || buf[start] == '\n'))
-        start++;
+    size_t i;
     for (i = start; i < len && i - start <= HTTP_METHOD_TOKEN_MAX; i++)
         if (!is_tchar((unsigned char)buf[i]))
             break;
@@ -473,11 +471,9 @@ static long method_error(const char *buf, size_t len, size_t head_max, int *stat
     return fail(status, 400);
 }
 
-/* Splits the request target into path and query. Returns false if it is not usable. */
-static bool split_target(const parse_ctx_t *c, http_request_t *r)
+/* Splits the request target u[0..n) into path and query. Returns false if it is not usable. */
+static bool split_target(const char *u, size_t n, http_request_t *r)
 {
-    const char *u = c->url;
-    size_t n = c->url_len;
     if (n == 0)
         return false;
     if (u[0] == '/' || (n == 1 && u[0] == '*')) { /* origin-form, asterisk-form */
@@ -513,20 +509,30 @@ static bool split_target(const parse_ctx_t *c, http_request_t *r)
     return true;
 }
 
-static bool is_ows(char c)
+/* The complete head asks for an interim 100 response before the body (RFC 9110 §10.1.1). */
+static bool expects_continue(const http_request_t *r, const http_parser *p)
 {
-    return c == ' ' || c == '\t';
+    const char *v;
+    size_t n;
+    return p->http_minor >= 1 && http_header_get(r, "expect", &v, &n) && n == 12 &&
+           strncasecmp(v, "100-continue", 12) == 0;
 }
 
-/* The checks made once the head is complete, in a fixed order (see the file comment). */
-static long check_head(parse_ctx_t *c, const http_parser *p, size_t head_end, int *status)
+/* The checks made once the head is complete, in a fixed order (see the file comment); fills
+ * the target and header fields of *req. */
+static long check_head(parse_ctx_t *c, const http_parser *p, int *status)
 {
+    http_reader_t *rd = c->rd;
     http_request_t *r = c->req;
+    size_t head_end = rd->head_end;
     if (head_end > c->head_max) {
         msg(c->err, "request head of %zu bytes exceeds the limit of %zu", head_end, c->head_max);
         return fail(status, 431);
     }
-    if (!check_head_syntax(c->buf, head_end, c->err))
+    const char *target;
+    size_t target_len;
+    rd->work += head_end;
+    if (!scan_head(c->buf, head_end, r, &target, &target_len, c->err))
         return fail(status, 400);
     if (p->http_major != 1) {
         msg(c->err, "HTTP/%u.%u is not supported, use HTTP/1.1", p->http_major, p->http_minor);
@@ -534,19 +540,13 @@ static long check_head(parse_ctx_t *c, const http_parser *p, size_t head_end, in
     }
     if (p->method == HTTP_CONNECT)
         return msg(c->err, "method CONNECT is not supported"), fail(status, 501);
-    if (!split_target(c, r)) {
+    if (!split_target(target, target_len, r)) {
         msg(c->err, "invalid request target");
         return fail(status, 400);
     }
     size_t hosts = 0;
     for (size_t i = 0; i < r->nheaders; i++) {
-        http_header_t *h = &r->headers[i];
-        while (h->value_len > 0 && is_ows(h->value[0])) {
-            h->value++;
-            h->value_len--;
-        }
-        while (h->value_len > 0 && is_ows(h->value[h->value_len - 1]))
-            h->value_len--;
+        const http_header_t *h = &r->headers[i];
         hosts += h->name_len == 4 && strncasecmp(h->name, "host", 4) == 0;
     }
     if (p->http_minor >= 1 && hosts != 1) { /* RFC 9112 §3.2 */
@@ -559,38 +559,39 @@ static long check_head(parse_ctx_t *c, const http_parser *p, size_t head_end, in
             (unsigned long long)p->content_length, c->body_max);
         return fail(status, 413);
     }
+    rd->expect_continue = expects_continue(r, p);
+    /* From the head only: http-parser also reads Transfer-Encoding in trailers and would
+     * forget chunked framing at a trailer "Transfer-Encoding: x". */
+    rd->chunked = (p->flags & F_CHUNKED) != 0;
     return 1;
 }
 
 /* Maps an error that stopped http-parser at buf[pos]. */
-static long parse_error(parse_ctx_t *c, const http_parser *p, size_t len, size_t pos,
-                        size_t head_end, int *status)
+static long parse_error(parse_ctx_t *c, const http_parser *p, size_t len, size_t pos, int *status)
 {
+    http_reader_t *rd = c->rd;
     enum http_errno e = HTTP_PARSER_ERRNO(p);
     if (c->status != 0) { /* a callback's */
-        if (!c->head_done && c->err_pos >= c->head_max)
+        if (!rd->head_done && c->err_pos >= c->head_max)
             return head_too_large(c->err, c->head_max, status);
         return fail(status, c->status);
     }
-    if (!c->head_done) {
-        if (e == HPE_INVALID_METHOD)
-            return method_error(c->buf, len, c->head_max, status, c->err);
+    if (!rd->head_done) {
+        if (e == HPE_INVALID_METHOD) { /* decided where the token ends, maybe in a later call */
+            size_t start = 0;
+            while (start < len && (c->buf[start] == '\r' || c->buf[start] == '\n'))
+                start++;
+            rd->method_unknown = true;
+            rd->method_start = start;
+            return method_error(c->buf, start, len, c->head_max, status, c->err);
+        }
         if (pos >= c->head_max || e == HPE_HEADER_OVERFLOW)
             return head_too_large(c->err, c->head_max, status);
-    } else if (framing(c, head_end, pos) > HTTP_CHUNK_FRAMING_MAX) {
+    } else if (framing(rd, pos) > HTTP_CHUNK_FRAMING_MAX) {
         return framing_too_large(c->err, status);
     }
     msg_at(c->err, c->buf, pos, "%s", describe(e));
     return fail(status, 400);
-}
-
-/* The complete head asks for an interim 100 response before the body (RFC 9110 §10.1.1). */
-static bool expects_continue(const http_request_t *r, const http_parser *p)
-{
-    const char *v;
-    size_t n;
-    return p->http_minor >= 1 && http_header_get(r, "expect", &v, &n) && n == 12 &&
-           strncasecmp(v, "100-continue", 12) == 0;
 }
 
 static size_t limit_or(size_t given, size_t dflt)
@@ -599,50 +600,108 @@ static size_t limit_or(size_t given, size_t dflt)
 }
 
 /* A buffer that ends inside the request: partial, unless its bytes already break a limit. */
-static long partial(parse_ctx_t *c, const http_parser *p, size_t len, size_t head_end, int *status)
+static long partial(const parse_ctx_t *c, size_t len, int *status)
 {
-    if (!c->head_done && len >= c->head_max)
+    const http_reader_t *rd = c->rd;
+    if (!rd->head_done && len >= c->head_max)
         return head_too_large(c->err, c->head_max, status);
-    if (c->head_done && framing(c, head_end, len) > HTTP_CHUNK_FRAMING_MAX)
+    if (rd->head_done && framing(rd, len) > HTTP_CHUNK_FRAMING_MAX)
         return framing_too_large(c->err, status);
-    if (c->head_done && expects_continue(c->req, p))
+    if (rd->head_done && rd->expect_continue)
         *status = 100;
     return HTTP_PARSE_PARTIAL;
 }
 
-/* The request ended at buf[end]: fills in the rest of *req, de-chunking a chunked body. */
-static long finish(parse_ctx_t *c, const http_parser *p, char *buf, size_t end, size_t head_end,
+/* The request ended at buf[end]: fills in the rest of *req, de-chunking a chunked body. The
+ * head was scanned into *req in this call when head_scanned, else it is scanned again here
+ * (it passed every check in an earlier call, at another address). */
+static long finish(parse_ctx_t *c, const http_parser *p, char *buf, size_t end, bool head_scanned,
                    int *status)
 {
+    http_reader_t *rd = c->rd;
     http_request_t *r = c->req;
+    size_t head_end = rd->head_end;
+    if (!head_scanned) {
+        const char *target;
+        size_t target_len;
+        rd->work += head_end;
+        bool ok = scan_head(buf, head_end, r, &target, &target_len, c->err) &&
+                  split_target(target, target_len, r);
+        (void)ok;
+        assert(ok);
+    }
     r->method = (int)p->method;
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
     /* RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing */
-    r->keep_alive = c->keep_alive && !(p->http_minor == 0 && (p->flags & F_CHUNKED));
-    r->body = c->body_start != NULL ? c->body_start : buf + head_end;
-    r->body_len = c->body_total;
-    if (!(p->flags & F_CHUNKED))
+    r->keep_alive = rd->keep_alive && !(p->http_minor == 0 && rd->chunked);
+    r->body = buf + head_end;
+    r->body_len = rd->body_total;
+    if (!rd->chunked)
         return (long)end;
-    if (framing(c, head_end, end) > HTTP_CHUNK_FRAMING_MAX)
+    if (framing(rd, end) > HTTP_CHUNK_FRAMING_MAX)
         return framing_too_large(c->err, status);
     size_t pos = 0;
     char *body = buf + head_end;
+    rd->work += 2 * (end - head_end);
     if (dechunk(body, end - head_end, c->body_max, NULL, c->err, &pos) < 0) {
         char what[HTTP_ERR_MAX];
         memcpy(what, c->err, sizeof(what));
         msg_at(c->err, buf, head_end + pos, "%s", what);
         return fail(status, 400);
     }
-    r->body = body; /* checked: now move the data together */
+    /* checked: now move the data together */
     r->body_len = (size_t)dechunk(body, end - head_end, c->body_max, body, c->err, &pos);
     return (long)end;
 }
 
-long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request_t *req,
-                int *status, char *err)
+/* Feeds http-parser the bytes buf[rd->fed..len) it has not seen, and decides. */
+static long parse_new_bytes(parse_ctx_t *c, char *buf, size_t len, int *status)
+{
+    http_reader_t *rd = c->rd;
+    if (rd->method_unknown)
+        return method_error(buf, rd->method_start, len, c->head_max, status, c->err);
+    if (!rd->started) {
+        http_parser_init(&rd->parser, HTTP_REQUEST);
+        rd->started = true;
+    }
+    http_parser *p = &rd->parser;
+    p->data = c;
+    bool head_scanned = false;
+    while (rd->fed < len) {
+        size_t n = http_parser_execute(p, &parse_settings, buf + rd->fed, len - rd->fed);
+        rd->fed += n;
+        rd->work += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(p);
+        if (e == HPE_PAUSED && rd->message_done)
+            return finish(c, p, buf, rd->fed, head_scanned, status);
+        if (e == HPE_PAUSED) { /* stopped on the head's final LF, which it feeds again */
+            rd->head_end = rd->fed + 1;
+            long rc = check_head(c, p, status);
+            if (rc < 0)
+                return rc;
+            head_scanned = true;
+            http_parser_pause(p, 0);
+            continue;
+        }
+        if (e != HPE_OK || c->status != 0)
+            return parse_error(c, p, len, rd->fed, status);
+        if (n == 0)
+            break;
+    }
+    return partial(c, len, status);
+}
+
+void http_reader_init(http_reader_t *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+long http_parse_more(http_reader_t *rd, char *buf, size_t len, const http_limits_t *limits,
+                     http_request_t *req, int *status, char *err)
 {
     parse_ctx_t c = {
+        .rd = rd,
         .req = req,
         .buf = buf,
         .exec_end = buf + len,
@@ -654,33 +713,31 @@ long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request
     *status = 0;
     err[0] = '\0';
     req->nheaders = 0;
+    /* The caller gives the request's bytes again, with any new ones after them. */
+    assert(len >= rd->fed);
+    if (rd->failed != 0) {
+        msg(err, "the connection's request stream already failed");
+        return fail(status, rd->failed);
+    }
     if (len == 0) /* http-parser takes 0 bytes as the end of the stream */
         return HTTP_PARSE_PARTIAL;
-
-    http_parser p;
-    http_parser_init(&p, HTTP_REQUEST);
-    p.data = &c;
-    size_t off = 0, head_end = 0;
-    while (off < len) {
-        size_t n = http_parser_execute(&p, &parse_settings, buf + off, len - off);
-        off += n;
-        enum http_errno e = HTTP_PARSER_ERRNO(&p);
-        if (e == HPE_PAUSED && c.message_done)
-            return finish(&c, &p, buf, off, head_end, status);
-        if (e == HPE_PAUSED) { /* stopped on the head's final LF */
-            head_end = off + 1;
-            long rc = check_head(&c, &p, head_end, status);
-            if (rc < 0)
-                return rc;
-            http_parser_pause(&p, 0);
-            continue;
-        }
-        if (e != HPE_OK || c.status != 0)
-            return parse_error(&c, &p, len, off, head_end, status);
-        if (n == 0)
-            break;
+    long rc = parse_new_bytes(&c, buf, len, status);
+    if (rc == HTTP_PARSE_ERROR) {
+        rd->failed = *status;
+    } else if (rc > 0) { /* the next request starts fresh; the work counter goes on */
+        uint64_t work = rd->work;
+        http_reader_init(rd);
+        rd->work = work;
     }
-    return partial(&c, &p, len, head_end, status);
+    return rc;
+}
+
+long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request_t *req,
+                int *status, char *err)
+{
+    http_reader_t rd;
+    http_reader_init(&rd);
+    return http_parse_more(&rd, buf, len, limits, req, status, err);
 }
 
 /* ---- request helpers ------------------------------------------------------------------------ */

@@ -1,12 +1,14 @@
 /*
  * http.h - the HTTP/1.1 codec of sluiced: requests in, responses out, no sockets.
  *
- * Requests are parsed with the system's http-parser (Node's, 2.9) the way resp_parse() parses
- * RESP: the caller keeps the received, unconsumed bytes of a connection and calls http_parse()
- * after every read; it answers "one request of N bytes", "need more" or "error <status>".
- * Nothing is allocated: the request's fields point into the caller's buffer. Each call starts a
- * fresh http_parser at the start of the buffer, so a request that arrives in pieces is parsed
- * again once more has arrived; every limit below bounds how much can be re-parsed.
+ * Requests are parsed with the system's http-parser (Node's, 2.9): the caller keeps the
+ * received, unconsumed bytes of a connection and calls http_parse_more() after every read; it
+ * answers "one request of N bytes", "need more" or "error <status>". Nothing is allocated: the
+ * request's fields point into the caller's buffer. A connection's http_reader_t remembers how
+ * far the bytes of the request being received have been parsed, so each call parses only what
+ * arrived since the last one: a request delivered in many small reads costs about what it
+ * costs whole (O(bytes received), not O(bytes x reads)). http_parse() is the same parse with a
+ * fresh reader, for a buffer that holds the whole request or for a one-off check.
  *
  * What is accepted (RFC 9112 as a server, strict where laxness helps request smuggling):
  *   - HTTP/1.0 and HTTP/1.x; any other major version is 505. Methods known to http-parser; an
@@ -41,6 +43,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <http_parser.h>
 
 #include "proto/resp.h"
 
@@ -95,16 +99,50 @@ typedef struct http_limits {
 } http_limits_t;
 
 /*
- * Parses one request from the start of buf[0..len). Returns the number of bytes it used (> 0,
- * at most len) and fills *req, whose pointers point into buf; HTTP_PARSE_PARTIAL (0) when more
- * bytes are needed, with *status 100 if the head is complete and says "Expect: 100-continue"
- * (else 0); or HTTP_PARSE_ERROR (-1) with *status set to 400, 413, 431, 501 or 505 and
- * a NUL-terminated message naming what was wrong and where in err (HTTP_ERR_MAX bytes). After
- * an error the connection cannot be resynchronised: send the error and close.
- * Pipelined requests: only the first is parsed; call again at buf + the returned count.
+ * What the bytes of the request being received have shown so far: one per connection,
+ * caller-allocated. All zero bytes (or http_reader_init()) is a reader at the start of a
+ * request. Offsets count from the request's first byte, so the caller may move or reallocate
+ * its buffer between calls, as long as the request's bytes stay in order at its start.
+ */
+typedef struct http_reader {
+    http_parser parser;   /* http-parser's state after the bytes fed so far */
+    size_t fed;           /* bytes of the request given to http-parser */
+    size_t head_end;      /* bytes of the head, once it is complete (else 0) */
+    size_t body_total;    /* body bytes so far (chunk data only, for chunked), bytes */
+    size_t nfields;       /* header fields begun */
+    size_t method_start;  /* offset of an unknown method token (method_unknown) */
+    uint64_t work;        /* bytes examined by every pass, since init: a cost counter */
+    int failed;           /* the status of an error already returned (sticky); 0 = none */
+    unsigned char last;   /* the previous data callback (to tell a new field from a piece) */
+    bool started;         /* parser initialised for this request */
+    bool head_done;       /* the head is complete and was checked */
+    bool message_done;    /* the request is complete */
+    bool keep_alive;      /* http_should_keep_alive() at the end of the request */
+    bool expect_continue; /* the head asked for "100 Continue" */
+    bool chunked;         /* the head ended its Transfer-Encoding with chunked */
+    bool method_unknown;  /* http-parser refused the method: decided on the token's end */
+} http_reader_t;
+
+/* Puts r at the start of a request (zeroes it, work counter included). */
+void http_reader_init(http_reader_t *r);
+
+/*
+ * Parses one request from the start of buf[0..len), of which the first bytes were seen by
+ * earlier calls with the same reader (and the same limits): only the new ones are parsed.
+ * Returns the number of bytes the request used (> 0, at most len) and fills *req, whose pointers
+ * point into buf, and sets the reader at the start of the next request (call again at buf + the
+ * returned count for a pipelined one); HTTP_PARSE_PARTIAL (0) when more bytes are needed, with
+ * *status 100 if the head is complete and says "Expect: 100-continue" (else 0); or
+ * HTTP_PARSE_ERROR (-1) with *status set to 400, 413, 431, 501 or 505 and a NUL-terminated
+ * message naming what was wrong and where in err (HTTP_ERR_MAX bytes). After an error the
+ * connection cannot be resynchronised: send the error and close (the reader stays failed).
  * Never reads outside buf[0..len). Writes inside it only to de-chunk a chunked body, and only
  * when returning a request (a partial or failed parse leaves buf unchanged).
  */
+long http_parse_more(http_reader_t *r, char *buf, size_t len, const http_limits_t *limits,
+                     http_request_t *req, int *status, char *err);
+
+/* http_parse_more() with a fresh reader: buf[0..len) is parsed from its first byte. */
 long http_parse(char *buf, size_t len, const http_limits_t *limits, http_request_t *req,
                 int *status, char *err);
 

@@ -102,6 +102,14 @@ static const option_t options[] = {
      SIZE_MAX_V, CHECK_NONE, "BYTES", "largest request, e.g. 512k, 1m (default 512k)"},
     {"idle-timeout", "idle_timeout", OPT_DURATION, F(idle_timeout_ns), 0, 0, 0, 0, CHECK_NONE,
      "DUR", "close idle connections after this (default 300s; 0 = never)"},
+    {"output-buffer-hard", "output_buffer_hard", OPT_SIZE, F(output_hard), 0, 0, 0, SIZE_MAX_V,
+     CHECK_NONE, "BYTES", "close a client with more output waiting (default 32m; 0 = none)"},
+    {"output-buffer-soft", "output_buffer_soft", OPT_SIZE, F(output_soft), 0, 0, 0, SIZE_MAX_V,
+     CHECK_NONE, "BYTES", "close a client above this for the soft time (default 8m; 0 = none)"},
+    {"output-buffer-soft-time", "output_buffer_soft_time", OPT_DURATION, F(output_soft_ns), 0, 0, 0,
+     0, CHECK_NONE, "DUR", "how long output may stay above the soft limit (default 60s)"},
+    {"max-input-buffers", "max_input_buffers", OPT_SIZE, F(input_buffers_max), 0, 0, 0, SIZE_MAX_V,
+     CHECK_NONE, "BYTES", "cap of all clients' input buffers together (default 512m; 0 = none)"},
     {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
      "memory cap of each rule's key table, >= 64k (default 0 = none)"},
     {"max-inline-rules", "max_inline_rules", OPT_COUNT, F(max_inline), 0, 0, 16, 1000000,
@@ -619,6 +627,10 @@ void server_config_defaults(server_config_t *c)
     c->key_max = CONFIG_DEFAULT_KEY_MAX;
     c->request_max = CONFIG_DEFAULT_REQUEST_MAX;
     c->idle_timeout_ns = 300 * SL_NS_PER_SEC;
+    c->output_hard = CONFIG_DEFAULT_OUTPUT_HARD;
+    c->output_soft = CONFIG_DEFAULT_OUTPUT_SOFT;
+    c->output_soft_ns = CONFIG_DEFAULT_OUTPUT_SOFT_S * SL_NS_PER_SEC;
+    c->input_buffers_max = CONFIG_DEFAULT_INPUT_BUFFERS;
     c->max_memory = 0;
     c->max_inline = CONFIG_DEFAULT_MAX_INLINE;
     c->log_level = LOG_INFO;
@@ -694,6 +706,13 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         snprintf(err, err_cap, "--rules and --rules-replace: give one rules file, not both");
         rc = -1;
     }
+    if (rc == 0 && c->output_hard > 0 && c->output_soft > c->output_hard) {
+        snprintf(err, err_cap,
+                 "output-buffer-soft (%zu bytes) is above output-buffer-hard (%zu bytes): the "
+                 "soft limit could never apply",
+                 c->output_soft, c->output_hard);
+        rc = -1;
+    }
     if (rc == 0 && c->resp_port == 0 && c->http_port == 0) {
         snprintf(err, err_cap, "--port and --http-port are both 0: nothing to serve");
         rc = -1;
@@ -735,10 +754,10 @@ const char *server_config_usage(void)
                                 "sluice rate-limit server: RESP on port 6390, HTTP on port 8390.\n"
                                 "\nOptions (--name VALUE or --name=VALUE):\n");
     for (size_t i = 0; i < NOPTIONS && n < sizeof(text); i++) {
-        char left[48];
+        char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", options[i].flag, options[i].metavar ? " " : "",
                  options[i].metavar ? options[i].metavar : "");
-        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-26s %s\n", left, options[i].help);
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  %-30s %s\n", left, options[i].help);
     }
     if (n < sizeof(text))
         snprintf(text + n, sizeof(text) - n,

@@ -28,15 +28,19 @@
 #define CONFIG_THREADS_MAX 256           /* most worker threads */
 #define CONFIG_FILE_MAX    (1024 * 1024) /* largest --config file, bytes */
 
-#define CONFIG_DEFAULT_BIND        "127.0.0.1"
-#define CONFIG_DEFAULT_RESP_PORT   6390
-#define CONFIG_DEFAULT_HTTP_PORT   8390
-#define CONFIG_DEFAULT_STORE       "./sluice.db"
-#define CONFIG_DEFAULT_SNAPSHOT    "./sluice.snapshot"
-#define CONFIG_DEFAULT_MAX_CLIENTS 10000
-#define CONFIG_DEFAULT_MAX_INLINE  1024
-#define CONFIG_DEFAULT_KEY_MAX     1024
-#define CONFIG_DEFAULT_REQUEST_MAX (512 * 1024)
+#define CONFIG_DEFAULT_BIND          "127.0.0.1"
+#define CONFIG_DEFAULT_RESP_PORT     6390
+#define CONFIG_DEFAULT_HTTP_PORT     8390
+#define CONFIG_DEFAULT_STORE         "./sluice.db"
+#define CONFIG_DEFAULT_SNAPSHOT      "./sluice.snapshot"
+#define CONFIG_DEFAULT_MAX_CLIENTS   10000
+#define CONFIG_DEFAULT_MAX_INLINE    1024
+#define CONFIG_DEFAULT_KEY_MAX       1024
+#define CONFIG_DEFAULT_REQUEST_MAX   (512 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_HARD   (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
+#define CONFIG_DEFAULT_OUTPUT_SOFT   (8 * 1024 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_SOFT_S 60
+#define CONFIG_DEFAULT_INPUT_BUFFERS (512 * 1024 * 1024)
 
 typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
@@ -66,6 +70,13 @@ typedef struct server_config {
     size_t request_max;           /* --max-request-size BYTES, default 524288 (accepts
                                      512k, 1m); >= 1024 */
     int64_t idle_timeout_ns;      /* --idle-timeout DUR, default 300s; 0 = never */
+    size_t output_hard;           /* --output-buffer-hard BYTES, default 32m: a client with
+                                     more output waiting is closed at once; 0 = no limit */
+    size_t output_soft;           /* --output-buffer-soft BYTES, default 8m: ... closed when
+                                     above this for output_soft_ns; 0 = no limit */
+    int64_t output_soft_ns;       /* --output-buffer-soft-time DUR, default 60s */
+    size_t input_buffers_max;     /* --max-input-buffers BYTES, default 512m: all clients'
+                                     input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
@@ -87,13 +98,14 @@ void server_config_defaults(server_config_t *c);
  * server_config_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
- * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, max_memory,
- * max_inline_rules, requirepass, admin_token, trusted_proxies (list), log_level); then flags
- * override the file; then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not
- * given (an empty variable counts as not set). Durations given as flags need a unit ("300s"),
- * except "0"; in the file an integer is milliseconds. --help / --version are answered once the
- * flags' syntax is checked, before their values are. An empty bind list, and both ports 0, are
- * errors.
+ * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
+ * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
+ * requirepass, admin_token, trusted_proxies (list), log_level); then flags override the file;
+ * then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty
+ * variable counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the
+ * file an integer is milliseconds. --help / --version are answered once the flags' syntax is
+ * checked, before their values are. An empty bind list, both ports 0, both rules files, and a
+ * soft output limit above the hard one are errors.
  *
  * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
  * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",

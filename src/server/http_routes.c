@@ -781,7 +781,8 @@ void http_process(conn_t *c)
     while (off < c->in_len && !c->closing) {
         http_request_t req;
         int status = 0;
-        long used = http_parse(c->in + off, c->in_len - off, &limits, &req, &status, err);
+        long used =
+            http_parse_more(&c->http_rd, c->in + off, c->in_len - off, &limits, &req, &status, err);
         if (used == HTTP_PARSE_PARTIAL) {
             if (status == 100 && !c->continued) {
                 http_continue(&c->out); /* the head asked to be told to send its body */

@@ -90,7 +90,7 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     }
 
     help(b, "sluice_request_duration_seconds", "histogram",
-         "Time to decide and answer a request (a batch's time divided among its requests).");
+         "Time from the read that completed a request to its reply being ready to write.");
     uint64_t cumulative = 0;
     for (size_t i = 0; i < LATENCY_BUCKETS; i++) {
         cumulative += SERVER_STAT(srv, latency[i]);
@@ -122,6 +122,21 @@ void metrics_render(server_t *srv, resp_buf_t *b)
                     (unsigned long long)SERVER_STAT(srv, rejected_clients));
     help(b, "sluice_clients", "gauge", "Open connections.");
     resp_buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
+    help(b, "sluice_output_buffer_disconnections_total", "counter",
+         "Clients closed because too many of their replies were waiting, by limit "
+         "(--output-buffer-hard, --output-buffer-soft).");
+    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"hard\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, output_hard_closed));
+    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, output_soft_closed));
+    help(b, "sluice_input_buffers_bytes", "gauge",
+         "Memory of all clients' input buffers (requests not yet complete), bytes.");
+    resp_buf_printf(b, "sluice_input_buffers_bytes %zu\n",
+                    atomic_load_explicit(&srv->input_bytes, memory_order_relaxed));
+    help(b, "sluice_evicted_clients_total", "counter",
+         "Clients closed because all clients' input buffers were over --max-input-buffers.");
+    resp_buf_printf(b, "sluice_evicted_clients_total %llu\n",
+                    (unsigned long long)SERVER_STAT(srv, evicted_clients));
 
     if (engine_is_remote(srv->engine)) {
         engine_store_stats_t total = {0};

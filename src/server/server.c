@@ -1,5 +1,19 @@
 /*
  * server.c - event loops, listeners and connections (see server.h).
+ *
+ * Input buffers. A connection owns an input buffer only while it holds part of a request (or
+ * requests it could not answer yet, during backpressure); otherwise each read goes into its
+ * loop's spare buffer, lent for the read and taken back when the read's requests are all
+ * answered. Owned buffers are counted in the server's input_bytes and, by size class, in
+ * input_classes (atomics: every loop adds to them). When the total passes --max-input-buffers, a
+ * loop closes its own clients with the largest buffers, as long as they are in the largest class
+ * held anywhere, and tells the other loops to look at theirs (evict_async); a client's buffer
+ * is only ever touched by its own loop.
+ *
+ * Output. What waits for a client is its output buffer, the bytes of its pending uv_write
+ * (libuv's write queue) and the done replies waiting in slots behind an earlier one. It is
+ * checked against --output-buffer-hard after every request's reply and every deferred reply,
+ * and against --output-buffer-soft once a second (the idle tick).
  */
 #include "server/server.h"
 
@@ -17,13 +31,88 @@
 #define IDLE_TICK_MS    1000
 #define LINGER_MS       2000 /* longest a closing connection waits for the client's EOF */
 #define STOP_DRAIN_MS   3000 /* longest a stopping loop waits for its connections to finish */
-#define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
+#define OUT_SHRINK_SIZE (1024 * 1024)    /* an output buffer this large is freed when drained */
+#define INPUT_INITIAL   (2 * READ_CHUNK) /* a fresh input buffer (and a loop's spare), bytes */
 
 typedef struct write_req {
     uv_write_t req;
     conn_t *conn;
     char *data; /* the bytes being written, owned */
 } write_req_t;
+
+/* ---- input buffers: accounting ------------------------------------------------------------ */
+
+static unsigned size_class(size_t bytes)
+{
+    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)bytes);
+    return k < INPUT_SIZE_CLASSES ? k : INPUT_SIZE_CLASSES - 1;
+}
+
+/* A counted input buffer goes from old_cap to new_cap bytes (0: none). */
+static void input_count(server_t *srv, size_t old_cap, size_t new_cap)
+{
+    if (new_cap > old_cap) {
+        atomic_fetch_add_explicit(&srv->input_bytes, new_cap - old_cap, memory_order_relaxed);
+    } else {
+        atomic_fetch_sub_explicit(&srv->input_bytes, old_cap - new_cap, memory_order_relaxed);
+    }
+    if (old_cap > 0) {
+        atomic_fetch_sub_explicit(&srv->input_classes[size_class(old_cap)], 1,
+                                  memory_order_relaxed);
+    }
+    if (new_cap > 0) {
+        atomic_fetch_add_explicit(&srv->input_classes[size_class(new_cap)], 1,
+                                  memory_order_relaxed);
+    }
+}
+
+/* The size class of the largest input buffer any connection holds, or -1. */
+static int input_top_class(server_t *srv)
+{
+    for (int k = INPUT_SIZE_CLASSES - 1; k >= 0; k--) {
+        if (atomic_load_explicit(&srv->input_classes[k], memory_order_relaxed) > 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Gives c's input buffer up (it holds nothing worth keeping): back to the loop as its spare if
+ * it has none and the buffer is of the initial size, else freed. */
+static void conn_input_release(conn_t *c)
+{
+    loop_t *l = c->loop;
+    if (c->in == NULL) {
+        return;
+    }
+    if (!c->in_borrowed) {
+        input_count(l->srv, c->in_cap, 0);
+    }
+    if (l->spare == NULL && c->in_cap == INPUT_INITIAL) {
+        l->spare = c->in;
+    } else {
+        free(c->in);
+    }
+    c->in = NULL;
+    c->in_len = 0;
+    c->in_cap = 0;
+    c->in_borrowed = false;
+}
+
+/* After a read's requests were answered: a drained buffer is given up; one holding a partial
+ * request (or requests waiting for a write) is kept, and counted if it was lent. */
+static void conn_input_settle(conn_t *c)
+{
+    if (c->in == NULL) {
+        return;
+    }
+    if (c->in_len == 0) {
+        conn_input_release(c);
+    } else if (c->in_borrowed) {
+        c->in_borrowed = false;
+        input_count(c->loop->srv, 0, c->in_cap);
+    }
+}
 
 /* ---- connections --------------------------------------------------------------------------- */
 
@@ -67,6 +156,9 @@ static void on_conn_closed(uv_handle_t *h)
         atomic_fetch_sub(&c->loop->srv->clients, 1);
     }
     conn_unlink(c);
+    if (!c->in_borrowed) {
+        input_count(c->loop->srv, c->in_cap, 0);
+    }
     free(c->in);
     resp_buf_free(&c->out);
     free(c);
@@ -128,22 +220,47 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     conn_t *c = h->data;
-    if (c->in_cap - c->in_len < READ_CHUNK) {
-        size_t cap = c->in_cap == 0 ? READ_CHUNK * 2 : c->in_cap * 2;
+    loop_t *l = c->loop;
+    buf->base = NULL;
+    buf->len = 0;
+    if (c->in == NULL) { /* nothing buffered: read into the loop's spare (on_read settles it) */
+        if (l->spare == NULL && (l->spare = malloc(INPUT_INITIAL)) == NULL) {
+            return;
+        }
+        c->in = l->spare;
+        c->in_cap = INPUT_INITIAL;
+        c->in_borrowed = true;
+        l->spare = NULL;
+    } else if (c->in_cap - c->in_len < READ_CHUNK) {
+        /* settled after every read, so a buffer still here is the connection's own */
+        size_t cap = c->in_cap * 2;
         while (cap - c->in_len < READ_CHUNK) {
             cap *= 2;
         }
         char *p = realloc(c->in, cap);
         if (p == NULL) {
-            buf->base = NULL;
-            buf->len = 0;
             return;
         }
+        input_count(l->srv, c->in_cap, cap);
         c->in = p;
         c->in_cap = cap;
     }
     buf->base = c->in + c->in_len;
     buf->len = c->in_cap - c->in_len;
+}
+
+static void input_check(loop_t *l);
+
+/* Answers the requests buffered in c, then settles its input buffer and the input cap. */
+static void conn_process(conn_t *c)
+{
+    if (c->http) {
+        http_process(c);
+    } else {
+        resp_process(c);
+    }
+    conn_input_settle(c);
+    input_check(c->loop);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -152,10 +269,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_t *c = s->data;
     if (c->lingering) {
         c->in_len = 0; /* discarded: the connection is closing */
+        conn_input_settle(c);
         if (nread < 0) {
             conn_close_now(c);
         }
         return;
+    }
+    if (nread <= 0 || c->closing) {
+        conn_input_settle(c); /* a lent buffer goes back; what was buffered stays */
     }
     if (nread < 0) {
         /* EOF or an error: replies still being written go out first (a client may half-close
@@ -174,11 +295,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in_len += (size_t)nread;
-    if (c->http) {
-        http_process(c);
-    } else {
-        resp_process(c);
-    }
+    conn_process(c);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -188,6 +305,7 @@ static void on_written(uv_write_t *req, int status)
     free(wr->data);
     free(wr);
     c->writing = false;
+    c->last_active_ns = (int64_t)uv_now(&c->loop->uv) * 1000000; /* the client is reading */
     if (status < 0) {
         conn_close_now(c);
         return;
@@ -205,11 +323,7 @@ static void on_written(uv_write_t *req, int status)
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     /* Requests that arrived while the write was pending are still buffered. */
     if (c->in_len > 0) {
-        if (c->http) {
-            http_process(c);
-        } else {
-            resp_process(c);
-        }
+        conn_process(c);
     }
 }
 
@@ -270,6 +384,30 @@ void conn_flush(conn_t *c)
     }
 }
 
+size_t conn_output_bytes(const conn_t *c)
+{
+    size_t queued = c->writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) : 0;
+    return c->out.len + c->slot_bytes + queued;
+}
+
+/* Closes c at once (counted) if more output waits for it than --output-buffer-hard. */
+static void conn_output_check(conn_t *c)
+{
+    size_t hard = c->loop->srv->cfg->output_hard;
+    if (hard == 0 || c->detached || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        return;
+    }
+    size_t waiting = conn_output_bytes(c);
+    if (waiting <= hard) {
+        return;
+    }
+    atomic_fetch_add_explicit(&c->loop->stats.output_hard_closed, 1, memory_order_relaxed);
+    log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-hard (%zu)",
+             c->addr, c->port, waiting, hard);
+    c->closing = true; /* the batch answering its requests stops */
+    conn_close_now(c);
+}
+
 reply_slot_t *conn_defer(conn_t *c)
 {
     reply_slot_t *s = calloc(1, sizeof *s);
@@ -277,6 +415,10 @@ reply_slot_t *conn_defer(conn_t *c)
         return NULL;
     }
     s->conn = c;
+    s->start_ns = c->loop->now_ns;
+    s->in_batch = c->in_batch;
+    s->batch_seq = c->batch_seq;
+    c->batch_late += c->in_batch; /* not answered in the batch unless it is resolved in it */
     if (c->slots_tail != NULL) {
         c->slots_tail->next = s;
     } else {
@@ -314,12 +456,24 @@ void conn_resolve(reply_slot_t *slot)
         free(slot);
         return;
     }
-    /* Move every done slot at the head to the output, in order. */
+    c->slot_bytes += slot->buf.len;
+    /* Move every done slot at the head to the output, in order. A request answered in the
+     * batch that read it is counted by that batch; any other now (one clock read per call). */
+    int64_t now_ns = 0;
     while (c->slots != NULL && c->slots->done) {
         reply_slot_t *s = c->slots;
         c->slots = s->next;
         if (c->slots == NULL) {
             c->slots_tail = NULL;
+        }
+        c->slot_bytes -= s->buf.len;
+        if (c->in_batch && s->in_batch && s->batch_seq == c->batch_seq) {
+            c->batch_late--;
+        } else {
+            if (now_ns == 0) {
+                now_ns = sl_now_ns();
+            }
+            loop_record_batch(c->loop, 1, now_ns - s->start_ns);
         }
         if (s->buf.failed) {
             c->out.failed = true;
@@ -332,6 +486,7 @@ void conn_resolve(reply_slot_t *slot)
         resp_buf_free(&s->buf);
         free(s);
     }
+    conn_output_check(c);
     /* Inside a batch, the batch's end writes everything at once; otherwise (an answer from
      * Redis, a deadline) the loop turn's end does, for every answer resolved in it. */
     if (!c->in_batch && !c->detached && !c->flush_queued &&
@@ -347,6 +502,7 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
 {
     if (c->slots == NULL) {
         handler(arg);
+        conn_output_check(c);
         return;
     }
     reply_slot_t *s = conn_defer(c);
@@ -360,6 +516,8 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
     s->buf = c->out;
     c->out = saved;
     s->done = true; /* written with the slots before it, by their conn_resolve */
+    c->slot_bytes += s->buf.len;
+    conn_output_check(c);
 }
 
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
@@ -375,8 +533,14 @@ void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
         c->requests += n;
         atomic_fetch_add_explicit(c->http ? &l->stats.http_requests : &l->stats.commands, n,
                                   memory_order_relaxed);
-        loop_record_batch(l, n, sl_now_ns() - start_ns);
+        atomic_fetch_add_explicit(&l->stats.batches, 1, memory_order_relaxed);
+        /* Every reply of the batch leaves in the write below: each request took the batch's
+         * time. Those waiting in slots are recorded when they resolve. */
+        uint64_t late = c->batch_late < n ? c->batch_late : n;
+        loop_record_batch(l, n - late, sl_now_ns() - start_ns);
     }
+    c->batch_late = 0;
+    c->batch_seq++;
     conn_flush(c);
 }
 
@@ -454,7 +618,136 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
+/* ---- the input buffers' cap ----------------------------------------------------------------- */
+
+static void evicted_reply(void *arg)
+{
+    conn_t *c = arg;
+    char why[160];
+    snprintf(why, sizeof why,
+             "connection closed: the input buffers of all clients exceed max-input-buffers "
+             "(%zu bytes) and this client's were among the largest",
+             c->loop->srv->cfg->input_buffers_max);
+    if (c->http) {
+        http_problem(&c->out, 503, false, NULL, why);
+    } else {
+        resp_add_error(&c->out, "ERR %s", why);
+    }
+}
+
+/* Closes c for the cap: its input goes at once, the error goes out (in order), then it closes. */
+static void conn_evict(conn_t *c)
+{
+    loop_t *l = c->loop;
+    size_t held = c->in_cap;
+    conn_input_release(c);
+    http_reader_init(&c->http_rd);
+    if (c->closing) { /* already on its way out: nothing of its input would be read */
+        return;
+    }
+    log_info("closing client %s:%d: its %zu-byte input buffer is among the largest and all "
+             "clients' are over max-input-buffers (%zu)",
+             c->addr, c->port, held, l->srv->cfg->input_buffers_max);
+    atomic_fetch_add_explicit(&l->stats.evicted_clients, 1, memory_order_relaxed);
+    conn_in_order(c, evicted_reply, c);
+    c->closing = true;
+    if (!c->writing) {
+        conn_flush(c);
+    }
+}
+
+/*
+ * While all clients' input buffers are over --max-input-buffers, closes this loop's client with
+ * the largest buffer, as long as it is in the largest size class any loop holds (within a factor
+ * of two of the largest anywhere). Returns how many it closed; the cap may still be exceeded,
+ * by buffers on other loops.
+ */
+static size_t loop_evict(loop_t *l)
+{
+    server_t *srv = l->srv;
+    size_t cap = srv->cfg->input_buffers_max, evicted = 0;
+    while (cap > 0 && atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
+        conn_t *largest = NULL;
+        for (conn_t *c = l->conns; c != NULL; c = c->next) {
+            if (c->in != NULL && !c->in_borrowed && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+                (largest == NULL || c->in_cap > largest->in_cap)) {
+                largest = c;
+            }
+        }
+        if (largest == NULL || (int)size_class(largest->in_cap) < input_top_class(srv)) {
+            break;
+        }
+        conn_evict(largest);
+        evicted++;
+    }
+    return evicted;
+}
+
+/* Asks every other loop to look for its largest input buffers. */
+static void loops_tell_evict(loop_t *self)
+{
+    server_t *srv = self->srv;
+    uv_mutex_lock(&srv->evict_mu);
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        loop_t *l = &srv->loops[i];
+        if (l != self && l->evict_open) {
+            uv_async_send(&l->evict_async);
+        }
+    }
+    uv_mutex_unlock(&srv->evict_mu);
+}
+
+/* After this loop's buffers grew (or once a second): enforces the cap. */
+static void input_check(loop_t *l)
+{
+    server_t *srv = l->srv;
+    size_t cap = srv->cfg->input_buffers_max;
+    if (cap == 0 || atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) <= cap) {
+        return;
+    }
+    loop_evict(l);
+    if (atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
+        loops_tell_evict(l); /* the largest are elsewhere */
+    }
+}
+
+/* Another loop saw the cap exceeded; passes it on only after closing someone (no ping-pong). */
+static void on_evict(uv_async_t *a)
+{
+    loop_t *l = a->data;
+    if (loop_evict(l) > 0 && atomic_load_explicit(&l->srv->input_bytes, memory_order_relaxed) >
+                                 l->srv->cfg->input_buffers_max) {
+        loops_tell_evict(l);
+    }
+}
+
 /* ---- idle timeouts and stopping ------------------------------------------------------------ */
+
+/* Closes c if its output has been above --output-buffer-soft for --output-buffer-soft-time
+ * (checked once per idle tick, so up to a tick later). Returns true if it did. */
+static bool conn_output_soft_check(conn_t *c, int64_t now_ns)
+{
+    const server_config_t *cfg = c->loop->srv->cfg;
+    size_t waiting = conn_output_bytes(c);
+    if (cfg->output_soft == 0 || waiting <= cfg->output_soft) {
+        c->over_soft = false;
+        return false;
+    }
+    if (!c->over_soft) {
+        c->over_soft = true;
+        c->over_soft_ns = now_ns;
+    }
+    if (now_ns - c->over_soft_ns < cfg->output_soft_ns) {
+        return false;
+    }
+    atomic_fetch_add_explicit(&c->loop->stats.output_soft_closed, 1, memory_order_relaxed);
+    log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-soft (%zu) "
+             "for %lld ms",
+             c->addr, c->port, waiting, cfg->output_soft,
+             (long long)((now_ns - c->over_soft_ns) / 1000000));
+    conn_close_now(c);
+    return true;
+}
 
 static void on_idle_tick(uv_timer_t *t)
 {
@@ -463,12 +756,23 @@ static void on_idle_tick(uv_timer_t *t)
     int64_t now_ns = (int64_t)uv_now(&l->uv) * 1000000;
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
+        if (uv_is_closing((uv_handle_t *)&c->tcp) || conn_output_soft_check(c, now_ns)) {
+            continue;
+        }
+        if (c->writing) { /* a write that moves on is activity; one that is stuck is not */
+            size_t queued = uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+            if (queued != c->write_queue_seen) {
+                c->write_queue_seen = queued;
+                c->last_active_ns = now_ns;
+            }
+        }
         int64_t idle_ns = now_ns - c->last_active_ns;
         if ((c->lingering && idle_ns > LINGER_MS * 1000000) ||
-            (timeout_ns > 0 && idle_ns > timeout_ns && !c->writing)) {
+            (timeout_ns > 0 && idle_ns > timeout_ns)) {
             conn_close_now(c);
         }
     }
+    input_check(l);
 }
 
 static void close_handle(uv_handle_t *h, void *arg)
@@ -498,6 +802,10 @@ static void on_drain_tick(uv_timer_t *t)
     uv_timer_stop(&l->idle_timer);
     uv_close((uv_handle_t *)&l->idle_timer, NULL);
     uv_close((uv_handle_t *)&l->stop_async, NULL);
+    uv_mutex_lock(&l->srv->evict_mu);
+    l->evict_open = false;
+    uv_mutex_unlock(&l->srv->evict_mu);
+    uv_close((uv_handle_t *)&l->evict_async, NULL);
     uv_close((uv_handle_t *)&l->flush_check, NULL);
     uv_close((uv_handle_t *)&l->flush_idle, NULL);
 }
@@ -529,6 +837,8 @@ static void loop_thread(void *arg)
     uv_walk(&l->uv, close_handle, NULL);
     uv_run(&l->uv, UV_RUN_DEFAULT);
     engine_worker_end(l->worker);
+    free(l->spare);
+    l->spare = NULL;
 }
 
 /* ---- listeners ----------------------------------------------------------------------------- */
@@ -652,6 +962,7 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         snprintf(err, err_cap, "out of memory");
         return -1;
     }
+    uv_mutex_init(&srv->evict_mu);
     for (unsigned i = 0; i < srv->nloops; i++) {
         loop_t *l = &srv->loops[i];
         l->srv = srv;
@@ -681,6 +992,9 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         l->flush_idle.data = l;
         uv_async_init(&l->uv, &l->stop_async, on_stop);
         l->stop_async.data = l;
+        uv_async_init(&l->uv, &l->evict_async, on_evict);
+        l->evict_async.data = l;
+        l->evict_open = true;
         uv_timer_init(&l->uv, &l->idle_timer);
         l->idle_timer.data = l;
         uv_timer_start(&l->idle_timer, on_idle_tick, IDLE_TICK_MS, IDLE_TICK_MS);
@@ -706,27 +1020,29 @@ void server_stop(server_t *srv)
     }
     free(srv->loops);
     srv->loops = NULL;
+    uv_mutex_destroy(&srv->evict_mu);
 }
 
 const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS] = {
     1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
 
-void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns)
+void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns)
 {
     const int64_t *bounds_ns = loop_latency_bounds_ns;
     if (n == 0) {
         return;
     }
-    int64_t per_ns = batch_ns / (int64_t)n;
+    if (latency_ns < 0) {
+        latency_ns = 0;
+    }
     size_t b = 0;
-    while (b < LATENCY_BUCKETS && per_ns > bounds_ns[b]) {
+    while (b < LATENCY_BUCKETS && latency_ns > bounds_ns[b]) {
         b++;
     }
     loop_stats_t *s = &l->stats;
     atomic_fetch_add_explicit(&s->latency[b], n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->latency_sum_ns, (uint64_t)batch_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_sum_ns, n * (uint64_t)latency_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->latency_count, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->batches, 1, memory_order_relaxed);
 }
 
 uint64_t server_stat_sum(server_t *srv, size_t offset)

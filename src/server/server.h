@@ -7,6 +7,12 @@
  * buffered bytes to the protocol (RESP or HTTP): every complete request in them is parsed and
  * answered into one output buffer, with the clock read once for the batch, and written with one
  * write. While a write is pending the connection stops reading (backpressure).
+ *
+ * Memory per client is bounded: output waiting for a client (its buffer, the pending write,
+ * deferred replies) above --output-buffer-hard closes it at once, above --output-buffer-soft for
+ * --output-buffer-soft-time closes it then; input buffers of all clients together are capped by
+ * --max-input-buffers, the clients with the largest closed first. A connection with no partial
+ * request holds no input buffer: it reads into its loop's spare one.
  */
 #ifndef SLUICE_SERVER_SERVER_H
 #define SLUICE_SERVER_SERVER_H
@@ -18,15 +24,16 @@
 
 #include <uv.h>
 
+#include "proto/http.h"
 #include "proto/resp.h"
 
-struct http_request;
 #include "rules/ruledef.h"
 #include "server/config.h"
 #include "server/engine.h"
 
-#define SERVER_LISTEN_MAX (2 * CONFIG_BIND_MAX)
-#define LATENCY_BUCKETS   12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define SERVER_LISTEN_MAX  (2 * CONFIG_BIND_MAX)
+#define LATENCY_BUCKETS    12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define INPUT_SIZE_CLASSES 64 /* input buffers counted by floor(log2(capacity)) */
 
 typedef struct server server_t;
 typedef struct loop loop_t;
@@ -42,8 +49,11 @@ typedef struct reply_slot {
     conn_t *conn; /* NULL once the connection is gone: the slot is freed when resolved */
     resp_buf_t buf;
     bool done;
-    bool http;       /* an HTTP reply: whether the connection stays open */
-    bool keep_alive; /* (HTTP) */
+    bool http;          /* an HTTP reply: whether the connection stays open */
+    bool keep_alive;    /* (HTTP) */
+    bool in_batch;      /* taken while a batch was answered (batch_seq says which) */
+    uint64_t batch_seq; /* the connection's batch_seq when taken */
+    int64_t start_ns;   /* the batch's clock when taken: where the request's latency starts */
 } reply_slot_t;
 
 struct conn {
@@ -60,18 +70,27 @@ struct conn {
     bool detached;     /* no socket (the fuzz target): replies accumulate in out, never written */
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
-    bool in_batch; /* a read's requests are being answered: conn_batch_done writes them */
+    bool in_batch;           /* a read's requests are being answered: conn_batch_done writes them */
+    bool in_borrowed;        /* in is the loop's spare buffer, lent for one read (not counted) */
+    bool over_soft;          /* output above --output-buffer-soft since over_soft_ns */
+    int64_t over_soft_ns;    /* loop time (ns) the output went above the soft limit */
+    size_t write_queue_seen; /* the pending write's bytes at the last idle tick */
+    size_t slot_bytes;       /* bytes of done replies waiting in slots behind an earlier one */
+    uint64_t batch_seq;      /* batches answered on this connection */
+    uint64_t batch_late;     /* requests of the current batch whose replies wait in slots */
     uint64_t id;
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
     int port;       /* peer port */
     int64_t created_ns;
-    int64_t last_active_ns; /* last complete request (or the connect) */
+    int64_t last_active_ns; /* loop time (ns) of the last complete request, written reply or
+                               connect */
     uint64_t requests;
     unsigned inline_budget; /* inline rules this connection may still create */
-    char *in;               /* received, not yet consumed */
-    size_t in_len;
-    size_t in_cap;
+    char *in;      /* received, not yet consumed; NULL while there is nothing */
+    size_t in_len; /* bytes */
+    size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
+    http_reader_t http_rd; /* HTTP: how far the request being received is parsed */
     resp_buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
@@ -87,9 +106,12 @@ typedef struct loop_stats {
     _Atomic uint64_t http_requests;
     _Atomic uint64_t protocol_errors;
     _Atomic uint64_t batches;
-    _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* batch time per request, cumulative bins */
+    _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* requests per latency bin (not cumulative) */
     _Atomic uint64_t latency_sum_ns;
     _Atomic uint64_t latency_count;
+    _Atomic uint64_t output_hard_closed; /* clients closed above --output-buffer-hard */
+    _Atomic uint64_t output_soft_closed; /* clients closed above --output-buffer-soft too long */
+    _Atomic uint64_t evicted_clients;    /* clients closed for --max-input-buffers */
 } loop_stats_t;
 
 struct loop {
@@ -101,8 +123,11 @@ struct loop {
     bool listener_http[SERVER_LISTEN_MAX];
     size_t nlisteners;
     uv_async_t stop_async;
-    uv_timer_t idle_timer; /* idle timeouts; while stopping, the drain check */
-    uint64_t stop_ms;      /* loop time the stop began */
+    uv_async_t evict_async; /* another loop saw the input buffers over the cap */
+    bool evict_open;        /* evict_async may be sent to (under the server's evict_mu) */
+    char *spare;            /* an input buffer lent to each read of a connection holding none */
+    uv_timer_t idle_timer;  /* idle timeouts; while stopping, the drain check */
+    uint64_t stop_ms;       /* loop time the stop began */
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;
@@ -129,7 +154,10 @@ struct server {
     _Atomic uint64_t snapshot_errors;
     _Atomic int64_t last_snapshot_ns;
     size_t ntrusted;
-    void *trusted; /* http_cidr_t[ntrusted] */
+    void *trusted;              /* http_cidr_t[ntrusted] */
+    _Atomic size_t input_bytes; /* every connection's input buffer, bytes allocated */
+    _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
+    uv_mutex_t evict_mu;                              /* guards the loops' evict_open */
 };
 
 /* Binds every listener of every loop (so a port in use fails start-up, not a thread), then
@@ -156,7 +184,9 @@ void conn_resolve(reply_slot_t *slot);
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
- * (last activity, stats, the latency histogram from start_ns) and flushes the replies. */
+ * (last activity, stats, the latency histogram from start_ns: a request whose reply went into
+ * the output in this batch took the batch's time; one whose reply waits in a slot is recorded
+ * when the reply moves to the output) and flushes the replies. */
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns);
 
 /* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
@@ -166,7 +196,7 @@ void http_process(conn_t *c);
 /* One parsed request, answered into c->out (the protocols' cores, also driven by the fuzz
  * target without sockets). The caller has called engine_worker_begin() and set now_ns. */
 void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc);
-void http_handle(conn_t *c, struct http_request *req);
+void http_handle(conn_t *c, http_request_t *req);
 
 /* True for commands that change rules or overrides (SL.RULE, SL.OVERRIDE). */
 bool resp_command_is_admin(const resp_arg_t *name);
@@ -177,7 +207,10 @@ extern const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS];
 uint64_t server_stat_sum(server_t *srv, size_t offset);
 #define SERVER_STAT(srv, field) server_stat_sum((srv), offsetof(loop_stats_t, field))
 
-/* Records one batch of n requests that took batch_ns (metrics). */
-void loop_record_batch(loop_t *l, uint64_t n, int64_t batch_ns);
+/* Records n requests each answered latency_ns after it started (metrics). */
+void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns);
+
+/* Bytes of output waiting for c: its buffer, the pending write, done replies in slots. */
+size_t conn_output_bytes(const conn_t *c);
 
 #endif /* SLUICE_SERVER_SERVER_H */

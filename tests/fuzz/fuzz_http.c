@@ -1,17 +1,20 @@
 /*
  * fuzz_http.c - libFuzzer target for the HTTP/1.1 request parser and its helpers.
  *
- * Input layout: bytes 0-1 and 2-3 are two cut points, byte 4 picks the limits (small ones, so
+ * Input layout: bytes 0-3 seed the split into reads, byte 4 picks the limits (small ones, so
  * that short inputs reach them), the rest is what a client sends on one connection.
  *
- * The stream is fed to http_parse() as a connection would: append what arrived, parse, consume,
- * repeat until partial; stop at the first error (the connection is closed). Each time the
- * unconsumed bytes are an exact-size heap copy, so ASan catches any read past them. Checked
- * for any input: a request uses between 1 and len bytes, every field points inside them, an
- * error carries one of the statuses the contract names and a message; and the stream arriving
- * in three pieces (cut at the fuzzer's points) gives the same requests, byte for byte, and the
- * same final error status or leftover as the stream arriving whole. The helpers (query, path
- * segments, client address, JSON escaping, responses) run on every parsed request.
+ * The stream is fed to http_parse_more() as a connection would: append what arrived, parse,
+ * consume, repeat until partial; stop at the first error (the connection is closed). Each time
+ * the unconsumed bytes are an exact-size heap copy at a new address, so ASan catches any read
+ * past them and the reader cannot keep a pointer into an old buffer. Checked for any input: a
+ * request uses between 1 and len bytes, every field points inside them, an error carries one of
+ * the statuses the contract names and a message; the stream arriving in random pieces (from one
+ * byte at a time to large reads, chosen by the seed) gives the same requests, byte for byte,
+ * and the same final error status or leftover as the stream arriving whole, and as every piece
+ * parsed again from the request's first byte with a fresh reader (http_parse); and the reader's
+ * work counter stays within a constant times the bytes, however they were split. The helpers
+ * (query, path segments, client address, JSON escaping, responses) run on every parsed request.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -119,12 +122,18 @@ static void log_request(resp_buf_t *log, const http_request_t *r, long rc)
     log_bytes(log, r->body, r->body_len);
 }
 
-/* Feeds data in pieces cut at cuts[0..ncuts) (ascending); logs what the connection saw. */
-static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                const http_limits_t *lim, resp_buf_t *log)
+enum mode { INCREMENTAL, REPARSE };
+
+/* Feeds data in pieces ending at cuts[0..ncuts) (ascending), then the rest; logs what the
+ * connection saw. INCREMENTAL keeps one reader for the connection, REPARSE parses the unconsumed
+ * bytes from their first byte on every call. Returns the reader's work counter. */
+static uint64_t run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
+                    const http_limits_t *lim, enum mode mode, resp_buf_t *log)
 {
     char *conn = NULL;
     size_t have = 0, from = 0;
+    http_reader_t rd;
+    http_reader_init(&rd);
     for (size_t piece = 0; piece <= ncuts; piece++) {
         size_t to = piece < ncuts ? cuts[piece] : size;
         char *grown = malloc(have + (to - from) + 1); /* exact size (+1 for malloc(0)) */
@@ -139,7 +148,8 @@ static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncu
             http_request_t r;
             int status = -7;
             char err[HTTP_ERR_MAX];
-            long rc = http_parse(conn, have, lim, &r, &status, err);
+            long rc = mode == INCREMENTAL ? http_parse_more(&rd, conn, have, lim, &r, &status, err)
+                                          : http_parse(conn, have, lim, &r, &status, err);
             if (rc == HTTP_PARSE_PARTIAL) {
                 if (status != 0 && status != 100)
                     abort();
@@ -154,7 +164,7 @@ static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncu
                 int32_t fixed[2] = {-1, status};
                 http_append(log, fixed, sizeof(fixed));
                 free(conn);
-                return;
+                return rd.work;
             }
             if ((size_t)rc > have)
                 abort();
@@ -168,19 +178,45 @@ static void run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncu
     int32_t fixed[2] = {0, (int32_t)have};
     http_append(log, fixed, sizeof(fixed));
     free(conn);
+    return rd.work;
 }
+
+/* Cut points for reads of 1 .. 2^(seed >> 28) bytes each, chosen by the seed (xorshift32). */
+static size_t split_points(uint32_t seed, size_t size, size_t *cuts)
+{
+    uint32_t x = seed | 1, max = UINT32_C(1) << (seed >> 28);
+    size_t n = 0, at = 0;
+    for (;;) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        at += 1 + x % max;
+        if (at >= size)
+            return n;
+        cuts[n++] = at;
+    }
+}
+
+static void same(resp_buf_t *a, resp_buf_t *b)
+{
+    if (a->failed || b->failed || a->len != b->len || memcmp(a->data, b->data, a->len) != 0)
+        abort();
+    resp_buf_free(b);
+}
+
+/* Bytes each pass may examine per byte received (http-parser, the head scanned at most twice,
+ * a chunked body twice), plus the head's last byte fed again once per request. */
+#define WORK_PER_BYTE 4
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 5)
         return 0;
-    size_t a = (size_t)(data[0] | data[1] << 8), b = (size_t)(data[2] | data[3] << 8);
+    uint32_t seed = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
+                    (uint32_t)data[3] << 24;
     uint8_t pick = data[4];
     data += 5;
     size -= 5;
-    a %= size + 1;
-    b %= size + 1;
-    size_t cuts[2] = {a < b ? a : b, a < b ? b : a};
     http_limits_t lim = {0};
     if (pick & 1)
         lim.body_max = 1 + (pick >> 1 & 0x1f);
@@ -189,13 +225,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pick & 0x80)
         lim.headers_max = 1 + (pick >> 2 & 7);
 
-    resp_buf_t whole = {0}, split = {0};
-    run(data, size, NULL, 0, &lim, &whole);
-    run(data, size, cuts, 2, &lim, &split);
-    if (whole.failed || split.failed || whole.len != split.len ||
-        memcmp(whole.data, split.data, whole.len) != 0)
+    size_t *cuts = malloc((size + 1) * sizeof(*cuts));
+    size_t ncuts = split_points(seed, size, cuts);
+    resp_buf_t whole = {0}, split = {0}, reparsed = {0};
+    uint64_t work_whole = run(data, size, NULL, 0, &lim, INCREMENTAL, &whole);
+    uint64_t work_split = run(data, size, cuts, ncuts, &lim, INCREMENTAL, &split);
+    if (work_whole > WORK_PER_BYTE * (uint64_t)size || work_split > WORK_PER_BYTE * (uint64_t)size)
         abort();
+    same(&whole, &split);
+    if (size <= 4096) { /* quadratic when the pieces are small */
+        run(data, size, cuts, ncuts, &lim, REPARSE, &reparsed);
+        same(&whole, &reparsed);
+    }
     resp_buf_free(&whole);
-    resp_buf_free(&split);
+    free(cuts);
     return 0;
 }

@@ -256,6 +256,60 @@ static void test_chunked(void **unused)
     assert_int_equal(p->req.body_len, 0);
 }
 
+/* A head just under HTTP_HEAD_MAX arriving one byte per read, then a body one byte per read:
+ * with one reader for the connection every byte is examined a bounded number of times
+ * (parsing each read's buffer from its first byte would examine about len^2 / 2 bytes). */
+static void test_byte_by_byte_work(void **unused)
+{
+    static char req[HTTP_HEAD_MAX + 64];
+    size_t len = (size_t)snprintf(req, sizeof(req), "POST /v1/allow HTTP/1.1\r\nHost: h\r\n");
+    char pad[251];
+    memset(pad, 'v', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 60; i++)
+        len += (size_t)snprintf(req + len, sizeof(req) - len, "X-Pad-%02d: %s\r\n", i, pad);
+    len += (size_t)snprintf(req + len, sizeof(req) - len, "Content-Length: 5\r\n\r\nhello");
+    size_t head = len - 5;
+    assert_true(head < HTTP_HEAD_MAX && head > HTTP_HEAD_MAX - 1024);
+
+    http_reader_t rd;
+    http_reader_init(&rd);
+    http_request_t r;
+    int status;
+    char err[HTTP_ERR_MAX];
+    for (size_t n = 1; n < len; n++) { /* each read's bytes placed anew before the guard page */
+        char *buf = place(req, n);
+        long rc = http_parse_more(&rd, buf, n, NULL, &r, &status, err);
+        if (rc != HTTP_PARSE_PARTIAL)
+            fail_msg("prefix %zu: rc %ld (%d %s)", n, rc, status, err);
+    }
+    char *buf = place(req, len);
+    assert_int_equal(http_parse_more(&rd, buf, len, NULL, &r, &status, err), (long)len);
+    assert_int_equal(r.nheaders, 62);
+    assert_header(&r, "x-pad-59", pad);
+    assert_span(r.body, r.body_len, "hello");
+    if (rd.work > 4 * (uint64_t)len)
+        fail_msg("%llu bytes examined for a request of %zu", (unsigned long long)rd.work, len);
+}
+
+/* A "Transfer-Encoding" among the trailers changes nothing: the head decided the framing, so the
+ * body is de-chunked and its framing checked strictly (http-parser alone would forget chunked
+ * at such a trailer and hand back the framing bytes as the body). */
+static void test_chunked_transfer_encoding_trailer(void **unused)
+{
+    parsed_t *p = parse("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "3\r\nabc\r\n2\r\nde\r\n0\r\nTransfer-Encoding: x\r\n\r\n");
+    assert_true(p->rc > 0);
+    assert_span(p->req.body, p->req.body_len, "abcde");
+    assert_inside(p);
+
+    p = parse("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "3\r\nabcXY0\r\nTransfer-Encoding: x\r\n\r\n");
+    assert_int_equal(p->rc, HTTP_PARSE_ERROR);
+    assert_int_equal(p->status, 400);
+    assert_string_equal(p->err, "chunk data not followed by CRLF (line 6, column 4)");
+}
+
 static void test_chunked_malformed(void **unused)
 {
     static const struct {
@@ -1009,6 +1063,8 @@ int main(void)
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_every_split_point),
         cmocka_unit_test(test_chunked),
+        cmocka_unit_test(test_byte_by_byte_work),
+        cmocka_unit_test(test_chunked_transfer_encoding_trailer),
         cmocka_unit_test(test_chunked_malformed),
         cmocka_unit_test(test_head_limit),
         cmocka_unit_test(test_header_count_limit),

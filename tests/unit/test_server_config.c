@@ -104,6 +104,10 @@ static void test_defaults(void **unused)
     assert_int_equal(c.key_max, 1024);
     assert_int_equal(c.request_max, 524288);
     assert_int_equal(c.idle_timeout_ns, 300 * SL_NS_PER_SEC);
+    assert_int_equal(c.output_hard, 32 << 20);
+    assert_int_equal(c.output_soft, 8 << 20);
+    assert_int_equal(c.output_soft_ns, 60 * SL_NS_PER_SEC);
+    assert_int_equal(c.input_buffers_max, 512 << 20);
     assert_int_equal(c.max_memory, 0);
     assert_null(c.requirepass);
     assert_null(c.admin_token);
@@ -122,9 +126,10 @@ static void test_every_flag(void **unused)
              "3", "--rules", "r.yaml", "--config-store=postgres://db/sluice", "--snapshot", "",
              "--snapshot-interval", "0", "--poll-interval=250ms", "--override-ttl", "1m",
              "--max-clients", "50", "--max-key-length=64", "--max-request-size", "1m",
-             "--idle-timeout", "0", "--max-memory=2g", "--requirepass", "pw",
-             "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=::1",
-             "--log-level", "debug");
+             "--idle-timeout", "0", "--output-buffer-hard", "1m", "--output-buffer-soft=256k",
+             "--output-buffer-soft-time", "5s", "--max-input-buffers", "64m", "--max-memory=2g",
+             "--requirepass", "pw", "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8",
+             "--trusted-proxy=::1", "--log-level", "debug");
     assert_int_equal(c.nbind, 2);
     assert_string_equal(c.bind[0], "0.0.0.0");
     assert_string_equal(c.bind[1], "::1");
@@ -141,6 +146,10 @@ static void test_every_flag(void **unused)
     assert_int_equal(c.key_max, 64);
     assert_int_equal(c.request_max, 1 << 20);
     assert_int_equal(c.idle_timeout_ns, 0);
+    assert_int_equal(c.output_hard, 1 << 20);
+    assert_int_equal(c.output_soft, 256 << 10);
+    assert_int_equal(c.output_soft_ns, 5 * SL_NS_PER_SEC);
+    assert_int_equal(c.input_buffers_max, 64 << 20);
     assert_int_equal(c.max_memory, (size_t)2 << 30);
     assert_string_equal(c.requirepass, "pw");
     assert_string_equal(c.admin_token, "tok=en"); /* only the first '=' splits */
@@ -244,6 +253,13 @@ static void test_flag_errors(void **unused)
               "--trusted-proxy", "10.0.0.0/");
     PARSE_ERR("--port and --http-port are both 0: nothing to serve", "--port", "0", "--http-port",
               "0");
+    PARSE_ERR("output-buffer-soft (2097152 bytes) is above output-buffer-hard (1048576 bytes): the "
+              "soft limit could never apply",
+              "--output-buffer-hard", "1m", "--output-buffer-soft", "2m");
+    PARSE_ERR("--output-buffer-soft-time: malformed duration '60' (e.g. 250ms, 10s, 1m)",
+              "--output-buffer-soft-time", "60");
+    PARSE_ERR("--max-input-buffers: '1 g' is not a size (bytes, or with k, m, g: 512k, 2g)",
+              "--max-input-buffers", "1 g");
     PARSE_ERR("/nonexistent/sluiced.yaml: cannot open: No such file or directory", "--config",
               "/nonexistent/sluiced.yaml");
 }
@@ -266,6 +282,10 @@ static void test_file(void **unused)
                "max_key_length: 256\n"
                "max_request_size: 64k\n"
                "idle_timeout: 1h\n"
+               "output_buffer_hard: 0\n" /* no hard limit: any soft limit is allowed */
+               "output_buffer_soft: 1g\n"
+               "output_buffer_soft_time: 1500\n"
+               "max_input_buffers: 0\n"
                "max_memory: 1048576\n"
                "requirepass: 12345\n" /* a plain scalar taken as written */
                "admin_token: secret\n"
@@ -289,6 +309,10 @@ static void test_file(void **unused)
     assert_int_equal(c.key_max, 256);
     assert_int_equal(c.request_max, 65536);
     assert_int_equal(c.idle_timeout_ns, 3600 * SL_NS_PER_SEC);
+    assert_int_equal(c.output_hard, 0);
+    assert_int_equal(c.output_soft, (size_t)1 << 30);
+    assert_int_equal(c.output_soft_ns, 1500 * SL_NS_PER_MS);
+    assert_int_equal(c.input_buffers_max, 0);
     assert_int_equal(c.max_memory, 1048576);
     assert_string_equal(c.requirepass, "12345");
     assert_string_equal(c.admin_token, "secret");
@@ -436,6 +460,10 @@ static void test_example_file(void **unused)
     assert_int_equal(c.key_max, d.key_max);
     assert_int_equal(c.request_max, d.request_max);
     assert_int_equal(c.idle_timeout_ns, d.idle_timeout_ns);
+    assert_int_equal(c.output_hard, d.output_hard);
+    assert_int_equal(c.output_soft, d.output_soft);
+    assert_int_equal(c.output_soft_ns, d.output_soft_ns);
+    assert_int_equal(c.input_buffers_max, d.input_buffers_max);
     assert_int_equal(c.max_memory, d.max_memory);
     assert_int_equal(c.max_inline, d.max_inline);
     assert_int_equal(c.log_level, d.log_level);
