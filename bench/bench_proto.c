@@ -14,6 +14,8 @@
  *                    reader:  one http_reader_t for the connection (what sluiced does)
  *   resp multibulk a request of RESP_ARGS_MAX (1024) bulk arguments of 500 bytes (~516 KB, just
  *                  under what sluiced buffers by default), parsed by resp_parse() after every byte
+ *                    (reparse), or only once the buffer holds what the last partial parse said it
+ *                    needs (need: what sluiced does)
  *   resp inline    an inline request line just under RESP_INLINE_MAX (64 KiB), likewise
  *
  * and, for each, the same bytes parsed once whole, for scale. Each figure is the median of --reps
@@ -91,7 +93,7 @@ static size_t resp_inline(char *out, size_t cap)
 /* ---- one delivery ------------------------------------------------------------------------------
  */
 
-enum how { WHOLE, REPARSE, READER };
+enum how { WHOLE, REPARSE, READER, NEED };
 
 /* Parses buf[0..len) delivered one byte per read (or whole); returns the bytes examined (HTTP) or
  * 0, and exits if the request does not come out whole at the last byte. */
@@ -122,9 +124,13 @@ static void resp_run(char *buf, size_t len, enum how how)
     static resp_arg_t argv[RESP_ARGS_MAX];
     resp_limits_t limits = {.bulk_max = RESP_BULK_MAX, .args_max = RESP_ARGS_MAX};
     char err[RESP_ERR_MAX];
+    size_t need = 0;
     for (size_t n = how == WHOLE ? len : 1; n <= len; n++) {
         size_t argc = 0;
-        long rc = resp_parse(buf, n, &limits, argv, RESP_ARGS_MAX, &argc, err);
+        if (how == NEED && n < need) {
+            continue;
+        }
+        long rc = resp_parse(buf, n, &limits, argv, RESP_ARGS_MAX, &argc, &need, err);
         if (rc != (n == len ? (long)len : RESP_PARTIAL)) {
             fprintf(stderr, "bench_proto: resp at %zu: rc %ld %s\n", n, rc, err);
             exit(1);
@@ -141,6 +147,7 @@ enum {
     C_HTTP_READER,
     C_MB_WHOLE,
     C_MB_BYTES,
+    C_MB_NEED,
     C_IL_WHOLE,
     C_IL_BYTES,
     NCASES
@@ -151,7 +158,8 @@ static const char *const names[NCASES] = {
     "http head, 1 byte per read, reparse",
     "http head, 1 byte per read, reader",
     "resp multibulk, whole",
-    "resp multibulk, 1 byte per read",
+    "resp multibulk, 1 byte per read, reparse",
+    "resp multibulk, 1 byte per read, need",
     "resp inline, whole",
     "resp inline, 1 byte per read",
 };
@@ -175,7 +183,7 @@ int main(int argc, char **argv)
     size_t head_len = http_head(head, sizeof(head));
     size_t mb_len = resp_multibulk(mb, sizeof(mb));
     size_t il_len = resp_inline(il, sizeof(il));
-    size_t lens[NCASES] = {head_len, head_len, head_len, mb_len, mb_len, il_len, il_len};
+    size_t lens[NCASES] = {head_len, head_len, head_len, mb_len, mb_len, mb_len, il_len, il_len};
     double ms[NCASES][REPS_MAX];
     uint64_t work[NCASES] = {0};
 
@@ -198,6 +206,9 @@ int main(int argc, char **argv)
                 break;
             case C_MB_BYTES:
                 resp_run(mb, mb_len, REPARSE);
+                break;
+            case C_MB_NEED:
+                resp_run(mb, mb_len, NEED);
                 break;
             case C_IL_WHOLE:
                 resp_run(il, il_len, WHOLE);

@@ -77,7 +77,7 @@ static long read_count(const char *buf, size_t len, size_t pos, bool is_signed, 
 }
 
 static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_max,
-                            resp_arg_t *argv, size_t *argc, char *err)
+                            resp_arg_t *argv, size_t *argc, size_t *need, char *err)
 {
     long long count;
     bool bad, too_long;
@@ -109,8 +109,10 @@ static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_
                             : fail(err, "invalid bulk length");
         if ((unsigned long long)blen > bulk_max)
             return fail(err, "bulk length %lld exceeds the limit of %zu bytes", blen, bulk_max);
-        if ((size_t)data + (size_t)blen + 2 > len)
+        if ((size_t)data + (size_t)blen + 2 > len) {
+            *need = (size_t)data + (size_t)blen + 2;
             return RESP_PARTIAL;
+        }
         if (buf[data + blen] != '\r' || buf[data + blen + 1] != '\n')
             return fail(err, "bulk of %lld bytes not followed by CRLF", blen);
         argv[i] = (resp_arg_t){.ptr = buf + data, .len = (size_t)blen};
@@ -192,8 +194,12 @@ static long parse_inline(char *buf, size_t len, size_t args_max, resp_arg_t *arg
 }
 
 long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *argv,
-                size_t argv_cap, size_t *argc, char *err)
+                size_t argv_cap, size_t *argc, size_t *need, char *err)
 {
+    size_t ignored;
+    if (need == NULL)
+        need = &ignored;
+    *need = len + 1;
     size_t bulk_max = limits && limits->bulk_max ? limits->bulk_max : RESP_BULK_MAX;
     size_t args_max = limits && limits->args_max ? limits->args_max : RESP_ARGS_MAX;
     if (args_max > argv_cap)
@@ -202,7 +208,7 @@ long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *
     if (len == 0)
         return RESP_PARTIAL;
     if (buf[0] == '*')
-        return parse_multibulk(buf, len, bulk_max, args_max, argv, argc, err);
+        return parse_multibulk(buf, len, bulk_max, args_max, argv, argc, need, err);
     return parse_inline(buf, len, args_max, argv, argc, err);
 }
 

@@ -54,9 +54,14 @@ enum resp_status {
  * NUL-terminated message in err (RESP_ERR_MAX bytes). argv has room for argv_cap entries; more
  * arguments than min(argv_cap, limits->args_max) is an error. Never reads outside buf[0..len);
  * writes inside it only to unescape quoted inline words.
+ *
+ * On RESP_PARTIAL, *need (may be NULL) gets how long buf must grow before another parse can get
+ * further: the end of the bulk argument being received when its length is known, else len + 1.
+ * A caller that waits for that many bytes parses a request of large arguments in O(its size),
+ * however it is split, instead of again for every byte.
  */
 long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *argv,
-                size_t argv_cap, size_t *argc, char *err);
+                size_t argv_cap, size_t *argc, size_t *need, char *err);
 
 /* A growable output buffer. Zero-initialize; free with resp_buf_free(). */
 typedef struct resp_buf {

@@ -90,8 +90,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_DEL_OVERRIDE] = "DELETE FROM overrides WHERE rule = ?1 AND key = ?2",
     /* LIMIT -1 is no limit */
     [ST_LIST_OVERRIDES] = "SELECT key, json FROM overrides WHERE rule = ?1 ORDER BY key LIMIT ?2",
-    [ST_LIST_OVERRIDES_AFTER] = "SELECT key, json FROM overrides WHERE rule = ?1 AND key > ?3 "
-                                "ORDER BY key LIMIT ?2",
+    [ST_LIST_OVERRIDES_AFTER] = ("SELECT key, json FROM overrides WHERE rule = ?1 AND key > ?3 "
+                                 "ORDER BY key LIMIT ?2"),
 };
 
 static const char schema_sql[] =

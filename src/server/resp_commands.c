@@ -1056,6 +1056,7 @@ static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_buf_printf(&b, "# Clients\r\n");
         resp_buf_printf(&b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
         resp_buf_printf(&b, "maxclients:%zu\r\n", srv->cfg->max_clients);
+        resp_buf_printf(&b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
         resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "stats") == 0) {
@@ -1070,6 +1071,11 @@ static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
                         (unsigned long long)SERVER_STAT(srv, rejected_clients));
         resp_buf_printf(&b, "protocol_errors:%llu\r\n",
                         (unsigned long long)SERVER_STAT(srv, protocol_errors));
+        resp_buf_printf(&b, "client_output_buffer_limit_disconnections:%llu\r\n",
+                        (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
+                                             SERVER_STAT(srv, output_soft_closed)));
+        resp_buf_printf(&b, "evicted_clients:%llu\r\n",
+                        (unsigned long long)SERVER_STAT(srv, evicted_clients));
         resp_add_raw(&b, "\r\n");
     }
     if (want == NULL || strcmp(want, "rules") == 0 || strcmp(want, "keyspace") == 0 ||
@@ -1199,10 +1205,12 @@ void resp_process(conn_t *c)
     l->now_ns = start_ns;
     engine_worker_begin(l->worker);
     c->in_batch = true;
-    while (off < c->in_len && !c->closing && !c->writing) {
+    /* a request whose bulk argument is still arriving is not parsed again until it has all */
+    bool waiting = c->in_len < c->resp_need;
+    while (off < c->in_len && !c->closing && !c->writing && !waiting) {
         size_t argc = 0;
-        long used =
-            resp_parse(c->in + off, c->in_len - off, &limits, l->argv, RESP_ARGS_MAX, &argc, err);
+        long used = resp_parse(c->in + off, c->in_len - off, &limits, l->argv, RESP_ARGS_MAX, &argc,
+                               &c->resp_need, err);
         if (used == RESP_PARTIAL) {
             if (c->in_len - off > srv->cfg->request_max + 64 * 1024) {
                 resp_add_error(&c->out, "ERR Protocol error: request larger than %zu bytes",
@@ -1219,6 +1227,7 @@ void resp_process(conn_t *c)
             break;
         }
         off += (size_t)used;
+        c->resp_need = 0;
         if (argc == 0) {
             continue;
         }

@@ -87,10 +87,11 @@ struct conn {
                                connect */
     uint64_t requests;
     unsigned inline_budget; /* inline rules this connection may still create */
-    char *in;      /* received, not yet consumed; NULL while there is nothing */
-    size_t in_len; /* bytes */
+    char *in;               /* received, not yet consumed; NULL while there is nothing */
+    size_t in_len;          /* bytes */
     size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
     http_reader_t http_rd; /* HTTP: how far the request being received is parsed */
+    size_t resp_need;      /* RESP: bytes c->in must hold before parsing can get further */
     resp_buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;

@@ -98,7 +98,7 @@ static void run_resp(char *buf, size_t len)
     size_t off = 0;
     while (off < len) {
         size_t argc = 0;
-        long used = resp_parse(buf + off, len - off, NULL, loop->argv, RESP_ARGS_MAX, &argc, err);
+        long used = resp_parse(buf + off, len - off, NULL, loop->argv, RESP_ARGS_MAX, &argc, NULL, err);
         if (used <= 0) {
             return;
         }

@@ -167,6 +167,9 @@ elif mode == "input":
             told.append(s)
     if len(told) != evicted:
         raise SystemExit("%d clients told, %d counted" % (len(told), evicted))
+    info = other.call("INFO", "stats").decode()
+    if "evicted_clients:%d\r\n" % evicted not in info:
+        raise SystemExit("INFO stats does not count %d evicted clients: %r" % (evicted, info))
     # the others finish their requests and get answers
     for s, http in bigs:
         if s in told:

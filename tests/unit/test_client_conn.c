@@ -92,7 +92,7 @@ static void serve(int fd)
             resp_arg_t argv[16];
             size_t argc;
             char err[RESP_ERR_MAX];
-            long used = resp_parse(buf, len, NULL, argv, 16, &argc, err);
+            long used = resp_parse(buf, len, NULL, argv, 16, &argc, NULL, err);
             if (used <= 0)
                 break;
             const char *reply = next_reply((int)argc, argv);

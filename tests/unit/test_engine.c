@@ -56,11 +56,11 @@ static engine_decision_t decide(engine_worker_t *w, const char *rule, const char
 static void test_peek_sees_cold_start(void **unused)
 {
     const char *rules[] = {"closed",
-                           "{\"algorithm\":\"gcra\",\"limit\":3,\"window\":\"1h\",\"burst\":2,"
-                           "\"cold_start\":\"closed\"}",
+                           ("{\"algorithm\":\"gcra\",\"limit\":3,\"window\":\"1h\",\"burst\":2,"
+                            "\"cold_start\":\"closed\"}"),
                            "logc",
-                           "{\"algorithm\":\"sliding_log\",\"limit\":4,\"window\":\"1m\","
-                           "\"cold_start\":\"closed\"}"};
+                           ("{\"algorithm\":\"sliding_log\",\"limit\":4,\"window\":\"1m\","
+                            "\"cold_start\":\"closed\"}")};
     engine_t *e = engine_with(rules, 2);
     char err[ENGINE_ERR_MAX];
     assert_int_equal(engine_load_snapshot(e, "", t0_ns, NULL, err), 1); /* none: cold start */
@@ -87,8 +87,8 @@ static void test_peek_sees_cold_start(void **unused)
 static void test_peek_after_cold_window(void **unused)
 {
     const char *rules[] = {"closed",
-                           "{\"algorithm\":\"fixed_window\",\"limit\":3,\"window\":\"1s\","
-                           "\"cold_start\":\"closed\"}",
+                           ("{\"algorithm\":\"fixed_window\",\"limit\":3,\"window\":\"1s\","
+                            "\"cold_start\":\"closed\"}"),
                            "open",
                            "{\"algorithm\":\"fixed_window\",\"limit\":3,\"window\":\"1s\"}"};
     engine_t *e = engine_with(rules, 2);

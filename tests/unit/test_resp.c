@@ -61,7 +61,7 @@ static parsed_t parse_with(const char *bytes, size_t len, const resp_limits_t *l
     parsed_t p;
     memset(&p, 0, sizeof(p));
     char *buf = place(bytes, len);
-    p.rc = resp_parse(buf, len, limits, p.argv, 16, &p.argc, p.err);
+    p.rc = resp_parse(buf, len, limits, p.argv, 16, &p.argc, NULL, p.err);
     return p;
 }
 
@@ -194,10 +194,54 @@ static void test_inline_too_big(void **unused)
     char err[RESP_ERR_MAX];
     resp_arg_t argv[4];
     size_t argc;
-    assert_int_equal(resp_parse(buf, n, NULL, argv, 4, &argc, err), RESP_ERROR);
+    assert_int_equal(resp_parse(buf, n, NULL, argv, 4, &argc, NULL, err), RESP_ERROR);
     assert_string_equal(err, "Protocol error: too big inline request");
-    assert_int_equal(resp_parse(buf, n - 1, NULL, argv, 4, &argc, err), RESP_PARTIAL);
+    assert_int_equal(resp_parse(buf, n - 1, NULL, argv, 4, &argc, NULL, err), RESP_PARTIAL);
     free(buf);
+}
+
+/* A partial parse says how long the buffer must grow before parsing again can get further: the
+ * end of a bulk argument whose length it read, else one more byte. Waiting for that many bytes
+ * never misses a request, however the bytes are split. */
+static void test_need(void **unused)
+{
+    char buf[] = "*2\r\n$4\r\nPING\r\n$10\r\n0123456789\r\n";
+    size_t len = strlen(buf), need = 0, argc;
+    resp_arg_t argv[4];
+    char err[RESP_ERR_MAX];
+    static const struct {
+        size_t have, need;
+    } rows[] = {
+        {1, 2},   {4, 5},   {5, 6}, /* in the count and the first header */
+        {8, 14},  {13, 14},         /* the first bulk's length is known */
+        {14, 15}, {18, 19},         /* the second header */
+        {19, 31}, {30, 31},         /* the second bulk */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        assert_int_equal(resp_parse(buf, rows[i].have, NULL, argv, 4, &argc, &need, err),
+                         RESP_PARTIAL);
+        assert_int_equal(need, rows[i].need);
+    }
+    assert_int_equal(resp_parse(buf, len, NULL, argv, 4, &argc, &need, err), (long)len);
+    /* a bulk of 1000 bytes fed one byte at a time, parsed only when need is reached: the same
+     * request, parsed about once per header byte, not once per byte */
+    char big[1100];
+    int head = snprintf(big, sizeof big, "*1\r\n$1000\r\n");
+    memset(big + head, 'x', 1000);
+    memcpy(big + head + 1000, "\r\n", 2);
+    len = (size_t)head + 1002;
+    size_t parses = 0;
+    need = 0;
+    for (size_t have = 1; have <= len; have++) {
+        if (have < need)
+            continue;
+        parses++;
+        long rc = resp_parse(big, have, NULL, argv, 4, &argc, &need, err);
+        assert_int_equal(rc, have == len ? (long)len : RESP_PARTIAL);
+    }
+    assert_int_equal(argc, 1);
+    assert_int_equal(argv[0].len, 1000);
+    assert_int_equal(parses, (size_t)head + 1); /* each header byte, then the whole */
 }
 
 static void test_inline(void **unused)
@@ -276,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_inline_too_big),
+        cmocka_unit_test(test_need),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_encoders),
         cmocka_unit_test(test_round_trip),
