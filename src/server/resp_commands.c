@@ -17,6 +17,7 @@
 
 #include "rules/throttle_args.h"
 #include "server/admin.h"
+#include "server/log.h"
 #include "server/server.h"
 #include "sluice/version.h"
 
@@ -824,6 +825,26 @@ static void cmd_auth(conn_t *c, resp_arg_t *argv, size_t argc)
     }
 }
 
+/* A client's name, as CLIENT SETNAME and HELLO SETNAME set it: printable, no spaces (it is one
+ * field of a CLIENT LIST line). Replies the error and returns false when it is not one. */
+static bool set_client_name(conn_t *c, const resp_arg_t *n)
+{
+    for (size_t i = 0; i < n->len; i++) {
+        if (n->ptr[i] <= ' ' || n->ptr[i] > '~') {
+            resp_add_error(&c->out, "ERR Client names cannot contain spaces, newlines or "
+                                    "special characters.");
+            return false;
+        }
+    }
+    if (n->len >= sizeof c->name) {
+        resp_add_error(&c->out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
+        return false;
+    }
+    memcpy(c->name, n->ptr, n->len);
+    c->name[n->len] = '\0';
+    return true;
+}
+
 static void cmd_hello(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     size_t i = 1;
@@ -839,16 +860,16 @@ static void cmd_hello(conn_t *c, resp_arg_t *argv, size_t argc)
         }
         i = 2;
     }
+    /* the options' syntax first; then AUTH; a name is set only once authenticated, with
+     * CLIENT SETNAME's checks */
+    const resp_arg_t *auth_user = NULL, *auth_pass = NULL, *name = NULL;
     for (; i < argc; i++) {
         if (arg_is(&argv[i], "AUTH") && i + 2 < argc) {
-            if (!check_auth(c, &argv[i + 1], &argv[i + 2])) {
-                return;
-            }
+            auth_user = &argv[i + 1];
+            auth_pass = &argv[i + 2];
             i += 2;
         } else if (arg_is(&argv[i], "SETNAME") && i + 1 < argc) {
-            size_t n = argv[i + 1].len < sizeof c->name - 1 ? argv[i + 1].len : sizeof c->name - 1;
-            memcpy(c->name, argv[i + 1].ptr, n);
-            c->name[n] = '\0';
+            name = &argv[i + 1];
             i += 1;
         } else {
             char b[72];
@@ -856,11 +877,17 @@ static void cmd_hello(conn_t *c, resp_arg_t *argv, size_t argc)
             return;
         }
     }
+    if (auth_pass != NULL && !check_auth(c, auth_user, auth_pass)) {
+        return;
+    }
     if (!c->authed) {
         resp_add_error(&c->out, "NOAUTH HELLO must be called with the client already "
                                 "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
                                 "option can be used to authenticate the client and select the "
                                 "RESP protocol version at the same time");
+        return;
+    }
+    if (name != NULL && !set_client_name(c, name)) {
         return;
     }
     resp_add_array(&c->out, 14);
@@ -901,21 +928,9 @@ static void cmd_client(conn_t *c, resp_arg_t *argv, size_t argc)
             resp_add_bulk(&c->out, c->name, strlen(c->name));
         }
     } else if (arg_is(&argv[1], "SETNAME") && argc == 3) {
-        const resp_arg_t *n = &argv[2];
-        for (size_t i = 0; i < n->len; i++) {
-            if (n->ptr[i] <= ' ' || n->ptr[i] > '~') {
-                resp_add_error(&c->out, "ERR Client names cannot contain spaces, newlines or "
-                                        "special characters.");
-                return;
-            }
+        if (set_client_name(c, &argv[2])) {
+            resp_add_simple(&c->out, "OK");
         }
-        if (n->len >= sizeof c->name) {
-            resp_add_error(&c->out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
-            return;
-        }
-        memcpy(c->name, n->ptr, n->len);
-        c->name[n->len] = '\0';
-        resp_add_simple(&c->out, "OK");
     } else if (arg_is(&argv[1], "INFO") && argc == 2) {
         char line[512];
         client_info_line(c, line, sizeof line);
@@ -1193,6 +1208,21 @@ void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc)
     conn_in_order(c, dispatch_now, &x);
 }
 
+/* The first word of an HTTP request line, or a header's name: what a browser sends when a web
+ * page posts to 127.0.0.1:6390 (as Redis, such a connection is closed before anything in it
+ * runs: the body could hold commands). */
+static bool looks_like_http(const resp_arg_t *first)
+{
+    static const char *const words[] = {"post",    "get",   "put",     "delete", "head",
+                                        "options", "patch", "connect", "trace",  "host:"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (arg_is(first, words[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void resp_process(conn_t *c)
 {
     loop_t *l = c->loop;
@@ -1226,10 +1256,20 @@ void resp_process(conn_t *c)
             atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
             break;
         }
+        bool inline_request = c->in[off] != '*';
         off += (size_t)used;
         c->resp_need = 0;
         if (argc == 0) {
             continue;
+        }
+        if (inline_request && looks_like_http(&l->argv[0])) {
+            /* a web page making a browser POST to this port: nothing it sent runs */
+            log_warn("client %s:%d sent an HTTP request to the RESP port: possible cross-protocol "
+                     "attack, connection closed",
+                     c->addr, c->port);
+            atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
+            c->closing = true;
+            break;
         }
         resp_dispatch(c, l->argv, argc);
         n++;
