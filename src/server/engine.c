@@ -89,8 +89,7 @@ struct engine {
     size_t ninl;
     bool redis;                   /* the request store is Redis (else the memory tables) */
     rc_config_t rc;               /* where */
-    redis_mode_t mode;            /* module commands or Lua scripts, probed at start */
-    _Atomic uint64_t reset_epoch; /* the Redis stores' shared reset count (their caches) */
+    redis_shared_t *redis_shared; /* what every loop's Redis store shares (modes, caches) */
 };
 
 /* Memory for per-thread slots: whole cache lines, so two threads never share one. */
@@ -297,7 +296,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     if (cfg->request_store != NULL && strcmp(cfg->request_store, "memory") != 0) {
         char rerr[RC_ERR_MAX > REDIS_STORE_ERR_MAX ? RC_ERR_MAX : REDIS_STORE_ERR_MAX];
         if (rc_parse_url(cfg->request_store, &e->rc, rerr) != 0 ||
-            redis_store_probe(&e->rc, cfg->redis_timeout_ns, &e->mode, rerr) != 0) {
+            redis_shared_create(&e->rc, cfg->redis_timeout_ns, &e->redis_shared, rerr) != 0) {
             snprintf(err, ENGINE_ERR_MAX, "--store: %s", rerr);
             engine_free(e);
             return -1;
@@ -347,6 +346,7 @@ void engine_free(engine_t *e)
         free(e->workers);
     }
     config_store_close(e->store);
+    redis_shared_free(e->redis_shared);
     pthread_mutex_destroy(&e->reload_lock);
     pthread_mutex_destroy(&e->inline_lock);
     free(e->store_url);
@@ -1014,7 +1014,32 @@ const char *engine_store_name(const engine_t *e)
     if (!e->redis) {
         return "memory";
     }
-    return e->mode == REDIS_MODE_MODULE ? "redis (sluice.so module)" : "redis (Lua scripts)";
+    size_t module, lua;
+    redis_shared_modes(e->redis_shared, &module, &lua);
+    if (lua == 0) {
+        return "redis (sluice.so module)";
+    }
+    return module == 0 ? "redis (Lua scripts)"
+                       : "redis (sluice.so module on some nodes, Lua scripts on others)";
+}
+
+void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes)
+{
+    *module_nodes = *lua_nodes = 0;
+    if (e->redis) {
+        redis_shared_modes(e->redis_shared, module_nodes, lua_nodes);
+    }
+}
+
+/* A Redis node's mode changed (found on a connection to it): one line, from whichever loop saw
+ * it first. */
+static void redis_mode_changed(const char *node, redis_mode_t mode)
+{
+    if (mode == REDIS_MODE_MODULE) {
+        log_info("redis %s: sluice.so is loaded: deciding with its commands", node);
+    } else {
+        log_warn("redis %s: sluice.so is not loaded: deciding with the Lua scripts", node);
+    }
 }
 
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
@@ -1025,8 +1050,8 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     }
     w->ops = (rc_freelist_t){.size = sizeof(remote_op_t), .keep = OPS_KEEP};
     char rerr[REDIS_STORE_ERR_MAX];
-    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
-                           &w->redis, rerr) != 0) {
+    if (redis_store_create(loop, &e->rc, e->redis_shared, e->cfg.redis_timeout_ns,
+                           redis_mode_changed, &w->redis, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }

@@ -180,6 +180,10 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
 
+/* With a Redis store: how many nodes decide with the sluice.so module and how many with the Lua
+ * scripts, as last found out (each connection to a node asks); 0 and 0 otherwise. Any thread. */
+void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
+
 /* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
  * before its first decision; engine_worker_detach when the loop stops. */
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
