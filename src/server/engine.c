@@ -1181,6 +1181,22 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
     return ENGINE_OK;
 }
 
+void engine_forget_refusals(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                            int64_t now_ns)
+{
+    if (w->redis == NULL) {
+        return;
+    }
+    /* the base parameters' key, and the override's that decisions use now, if any */
+    redis_store_forget(w->redis, rs->def.name, &rs->t->rule, key, key_len);
+    if (rs->has_overrides) {
+        const ov_entry_t *en = override_lookup(w, rs, key, key_len, now_ns);
+        if (en != NULL && en->present && !en->blocked) {
+            redis_store_forget(w->redis, rs->def.name, &en->ov_rule, key, key_len);
+        }
+    }
+}
+
 typedef struct remote_reset {
     engine_worker_t *w;
     rule_state_t *rs;

@@ -201,6 +201,15 @@ typedef void (*engine_done_fn)(void *arg, int status);
 int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                         int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg);
 
+/*
+ * With the Redis store: every loop forgets its cached refusals of key under rule (under its
+ * override's parameters too, as decisions at now_ns use them), and a refusal already on its way
+ * is not remembered; nothing is sent. Call it when Redis gives the key room back other than by a
+ * reset (a refund), once Redis has acknowledged it. A no-op with the memory store.
+ */
+void engine_forget_refusals(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                            int64_t now_ns);
+
 /* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                        engine_done_fn fn, void *arg);
