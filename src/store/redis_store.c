@@ -823,8 +823,8 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, 0, &d, NULL);
         return;
     }
-    /* the key's node is found on its module form: with a hash tag, the digits (which depend on
-     * the node's mode) are not part of the slot, unless the client key is empty */
+    /* the key's node is found on its module form: the digits (which depend on the node's mode)
+     * are not part of the slot, except with an empty client key (an empty hash tag) */
     char rkey[RKEY_MAX];
     size_t rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
     if (rkey_len == 0) {
@@ -835,7 +835,9 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     redis_mode_t mode = node_mode(s, idx);
     if (mode != REDIS_MODE_MODULE) {
         key_digits(rule, mode, rkey + rkey_len - KEY_HASH_DIGITS);
-        idx = rc_key_node(s->client, rkey, rkey_len);
+        if (key_len == 0) {
+            idx = rc_key_node(s->client, rkey, rkey_len);
+        }
     }
     const char *why = unfit(rule, mode);
     if (why != NULL) {
