@@ -1050,29 +1050,32 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
     }
     w->ops = (rc_freelist_t){.size = sizeof(remote_op_t), .keep = OPS_KEEP};
     char rerr[REDIS_STORE_ERR_MAX];
+    redis_store_t *r;
     if (redis_store_create(loop, &e->rc, e->redis_shared, e->cfg.redis_timeout_ns,
-                           redis_mode_changed, &w->redis, rerr) != 0) {
+                           redis_mode_changed, &r, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }
+    redis_shared_set(e->redis_shared, &w->redis, r); /* engine_worker_stats reads it */
     return 0;
 }
 
 void engine_worker_detach(engine_worker_t *w)
 {
-    redis_store_free(w->redis);
-    w->redis = NULL;
+    redis_store_t *r = w->redis;
+    if (r != NULL) {
+        redis_shared_set(w->engine->redis_shared, &w->redis, NULL);
+        redis_store_free(r);
+    }
     rc_freelist_clear(&w->ops);
 }
 
-void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
+/* The counters of a store, under the lock that keeps it from being freed meanwhile. */
+static void store_stats(void *arg, const redis_store_t *store)
 {
-    *out = (engine_store_stats_t){0};
-    if (w->redis == NULL) {
-        return;
-    }
-    const redis_store_stats_t *s = redis_store_stats(w->redis);
-    const rc_stats_t *r = redis_store_client_stats(w->redis);
+    engine_store_stats_t *out = arg;
+    const redis_store_stats_t *s = redis_store_stats(store);
+    const rc_stats_t *r = redis_store_client_stats(store);
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
     *out = (engine_store_stats_t){.decisions = LOAD(s->decisions),
                                   .cache_hits = LOAD(s->cache_hits),
@@ -1083,6 +1086,14 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
                                   .refreshes = LOAD(r->refreshes),
                                   .reconnects = LOAD(r->reconnects)};
 #undef LOAD
+}
+
+void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
+{
+    *out = (engine_store_stats_t){0};
+    if (w->engine->redis) {
+        redis_shared_visit(w->engine->redis_shared, &w->redis, store_stats, out);
+    }
 }
 
 /* A detached worker (its loop stopping) keeps nothing: a late answer frees its op. */

@@ -75,7 +75,7 @@ typedef struct shared_node {
 struct redis_shared {
     uint64_t seed;           /* the caches' key hash seed */
     redis_mode_t start_mode; /* found at start: a node's mode until its own probe answers */
-    pthread_mutex_t lock;    /* adding nodes */
+    pthread_mutex_t lock;    /* adding nodes; the stores' slots (redis_shared_set) */
     _Atomic size_t nnodes;   /* published nodes */
     shared_node_t nodes[SHARED_NODES_MAX];
     _Atomic uint64_t epoch[EPOCH_STRIPES]; /* bumped when a key of the stripe gets room back */
@@ -221,6 +221,23 @@ void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *
             (*lua_nodes)++;
         }
     }
+}
+
+void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store)
+{
+    pthread_mutex_lock(&sh->lock);
+    *slot = store;
+    pthread_mutex_unlock(&sh->lock);
+}
+
+void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
+                        void (*fn)(void *arg, const redis_store_t *store), void *arg)
+{
+    pthread_mutex_lock(&sh->lock);
+    if (*slot != NULL) {
+        fn(arg, *slot);
+    }
+    pthread_mutex_unlock(&sh->lock);
 }
 
 static _Atomic uint64_t *epoch_of(redis_shared_t *sh, uint64_t h)

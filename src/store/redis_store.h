@@ -77,6 +77,15 @@ void redis_shared_free(redis_shared_t *sh);
  * scripts. Any thread. */
 void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *lua_nodes);
 
+/* Sets *slot, a pointer other threads read through redis_shared_visit(), to store (NULL to
+ * clear it before freeing the store it held), under the shared lock. */
+void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store);
+
+/* Calls fn(arg, store) under the shared lock when *slot holds a store, which stays whole during
+ * the call (see redis_shared_set). Any thread; fn must be quick and must not call back in. */
+void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
+                        void (*fn)(void *arg, const redis_store_t *store), void *arg);
+
 /* Told when a node's mode changes: node "host:port" now decides in `mode`. Called once per
  * change, on the loop of the store that found it out. */
 typedef void (*redis_mode_fn)(const char *node, redis_mode_t mode);
