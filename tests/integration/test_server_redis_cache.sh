@@ -53,6 +53,16 @@ for cmd in sys.argv[2:]:
     print(r)
 PY
 }
+# in_log NAME TEXT: until NAME's log has a line with TEXT (a line written after the ports open)
+in_log() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        grep -qF -- "$2" "$TMP/$1.log" && return 0
+        sleep 0.05
+    done
+    echo "  no '$2' in $1's log"
+    return 1
+}
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 # redis_calls PORT: commands Redis has run for decisions (the module's or the scripts')
 redis_calls() {
@@ -122,7 +132,7 @@ RP=$(free_port)
 start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 100ms --threads 1 || { cat "$TMP/s1.log"; exit 1; }
-check module-detected grep -q "request store redis (sluice.so module)" "$TMP/s1.log"
+check module-detected in_log s1 "request store redis (sluice.so module)"
 run_suite module "$RP" "$RESP_PORT" "$HTTP_PORT"
 stop_bg s1 TERM
 check s1-exit-0 test $? -eq 0
@@ -132,7 +142,7 @@ LP=$(free_port)
 start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
 start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/s2.db" --snapshot "" \
     --store "redis://127.0.0.1:$LP" --store-timeout 100ms --threads 1 || { cat "$TMP/s2.log"; exit 1; }
-check lua-detected grep -q "request store redis (Lua scripts)" "$TMP/s2.log"
+check lua-detected in_log s2 "request store redis (Lua scripts)"
 run_suite lua "$LP" "$RESP_PORT" "$HTTP_PORT"
 stop_bg s2 TERM
 check s2-exit-0 test $? -eq 0

@@ -58,7 +58,7 @@ start_redis r1 "$RP" "${redis_args[@]}" --loadmodule "$MODULE" || { cat "$TMP/r1
 start_sluiced s --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 1s --threads 2 || { cat "$TMP/s.log"; exit 1; }
 P=$RESP_PORT H=$HTTP_PORT
-check module-at-start grep -q "request store redis (sluice.so module)" "$TMP/s.log"
+check module-at-start wait_log s "request store redis (sluice.so module)" 1
 check module-decides matches "$(sc "$P" SL.ALLOW d k1)" '^1 100 99 0 '
 check module-command-used test "$(calls "$RP" sl.throttle)" -ge 1
 check info-module matches "$(sc "$P" INFO server)" 'request_store:redis \(sluice\.so module\)'
