@@ -42,9 +42,10 @@ typedef struct request {
     slc_decision_cb on_decision;
     slc_done_cb on_done;
     void *arg;            /* the caller's argument */
-    bool remember;        /* a denial of this request goes to the cache */
+    bool remember;        /* the answer goes to the cache */
     int64_t cost;         /* units asked for */
     int64_t sent_ns;      /* cache clock when the request was made */
+    uint64_t epoch;       /* the cache's epoch then */
     slc_decision_t d;     /* a cache hit's decision (local requests only) */
     struct request *next; /* in the local queue */
     size_t rule_len;      /* name = rule bytes then key bytes, when remember */
@@ -152,7 +153,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         h->err = status;
         if (status == SLC_OK && req->remember)
             cache_remember(h->cache, req->name, req->rule_len, req->name + req->rule_len,
-                           req->key_len, req->cost, &d, req->sent_ns);
+                           req->key_len, req->cost, &d, req->sent_ns, req->epoch);
     } else {
         clear_err(h);
         status = SLC_OK;
@@ -315,17 +316,18 @@ static int decide(slc_async_t *h, const char *rule, const char *key, int64_t cos
     int rc = usable(h);
     if (rc != SLC_OK)
         return rc;
-    bool cacheable = !peek && cost > 0;
-    request_t *req = request_new(h, REQUEST_DECISION, rule, key, cacheable);
+    request_t *req = request_new(h, REQUEST_DECISION, rule, key, !peek);
     if (req == NULL)
         return seterr(h, SLC_ENOMEM, "out of memory");
     req->on_decision = cb;
     req->arg = arg;
     req->cost = cost;
-    req->remember = cacheable;
+    req->remember = !peek;
     req->sent_ns = h->clock(h->clock_arg);
-    if (cacheable && cache_lookup(h->cache, rule, req->rule_len, key, req->key_len, cost,
-                                  req->sent_ns, &req->d)) {
+    req->epoch = cache_epoch(h->cache);
+    if (!peek && cost > 0 &&
+        cache_lookup(h->cache, rule, req->rule_len, key, req->key_len, cost, req->sent_ns,
+                     &req->d)) {
         req->remember = false;
         if (h->local_tail != NULL)
             h->local_tail->next = req;

@@ -6,13 +6,15 @@
  * client can answer such calls itself: that is client-side limiting (seed 000), saving a round
  * trip for every request of a client that keeps knocking.
  *
- * Layout: `entries` slots; a (rule, key) whose hash is h may live in any of the P =
- * min(CACHE_PROBE, entries) slots h, h+1, ..., h+P-1 (mod entries). Lookups scan all P slots (so
- * removals need no tombstones); an insert takes a free or expired slot among them, else
- * evicts the one expiring first. Each live slot owns one allocation holding "rule" and "key".
+ * This is the client's face of the over-limit cache that sluiced's Redis store uses too
+ * (store/overlimit_cache.h, which has the contract): it names a (rule, key) by a hash of its
+ * bytes under a seed random per cache, converts the client's milliseconds to the cache's
+ * nanoseconds and back (rounding what it reports up), owns the slots, and counts hits. A
+ * (rule, key) may live in any of CACHE_PROBE slots; an insert takes a free or expired one, else
+ * evicts the one expiring first.
  *
- * Time is an explicit now_ns from a monotonic clock; the cache never reads a clock itself.
- * Not thread-safe (one per client handle).
+ * Time is an explicit now_ns from a monotonic clock; the cache never reads a clock itself
+ * (except once, for its hash seed). Not thread-safe (one per client handle).
  */
 #ifndef SLUICE_CLIENT_CACHE_H
 #define SLUICE_CLIENT_CACHE_H
@@ -34,34 +36,40 @@ cache_t *cache_create(size_t entries);
 /* Frees the cache and every entry. NULL is a no-op. */
 void cache_free(cache_t *c);
 
-/* Replaces *c by an empty cache of `entries` slots that keeps the hit count. Returns false (and
- * leaves *c as it was) when allocation fails or entries > SLC_CACHE_MAX. */
+/* Replaces *c by an empty cache of `entries` slots that keeps the hit count (and ignores
+ * answers to requests asked of the old one). Returns false (and leaves *c as it was) when
+ * allocation fails or entries > SLC_CACHE_MAX. */
 bool cache_resize(cache_t **c, size_t entries);
 
-/* Drops every entry; the hit count stays. */
+/* Drops every entry; the hit count stays. Answers to requests asked before are ignored. */
 void cache_clear(cache_t *c);
 
 /*
  * Looks (rule, key) up at now_ns for a request of `cost` units. A hit needs a live entry
- * (now_ns < its expiry) whose denied cost is <= cost; then *out is the remembered denial with
- * retry_after_ms and reset_after_ms reduced by the time since it was remembered (rounded up,
- * so retry_after_ms >= 1; reset_after_ms >= 0), from_cache = true, and the hit counter goes up.
- * An expired entry found on the way is dropped. Returns true on a hit; *out is untouched on a
- * miss.
+ * (now_ns before its expiry) whose denied cost is <= cost; then *out is a denial with limit
+ * and remaining as the server last reported them for the key, retry_after_ms and reset_after_ms
+ * reduced by the time since they were asked (rounded up, so retry_after_ms >= 1;
+ * reset_after_ms >= 0), from_cache = true, and the hit counter goes up. An expired entry found
+ * on the way is dropped. Returns true on a hit; *out is untouched on a miss.
  */
 bool cache_lookup(cache_t *c, const char *rule, size_t rule_len, const char *key, size_t key_len,
                   int64_t cost, int64_t now_ns, slc_decision_t *out);
 
-/*
- * Remembers decision d for a request of `cost` units decided at now_ns, if it is a denial with
- * retry_after_ms > 0 (anything else is ignored): until now_ns + retry_after_ms (saturating).
- * Replaces an entry for the same (rule, key). Returns false only when the entry could not be
- * allocated (the cache is then as before, less possibly an evicted entry).
- */
-bool cache_remember(cache_t *c, const char *rule, size_t rule_len, const char *key, size_t key_len,
-                    int64_t cost, const slc_decision_t *d, int64_t now_ns);
+/* The cache's epoch, to give cache_remember for a request asked now. */
+uint64_t cache_epoch(const cache_t *c);
 
-/* Drops (rule, key) if present. */
+/*
+ * Tells the cache the server's decision d for a request of `cost` units asked at now_ns when
+ * the cache's epoch was `epoch` (ignored if the key was forgotten or the cache cleared since).
+ * A denial of cost > 0 with retry_after_ms > 0 is remembered until now_ns + retry_after_ms
+ * (saturating), unless a smaller cost is remembered already; an admission of a cost at least
+ * the remembered one drops the entry; any other decision only updates a remembered entry's
+ * limit, remaining and reset time.
+ */
+void cache_remember(cache_t *c, const char *rule, size_t rule_len, const char *key, size_t key_len,
+                    int64_t cost, const slc_decision_t *d, int64_t now_ns, uint64_t epoch);
+
+/* Drops (rule, key) if present; answers to requests asked before are ignored. */
 void cache_forget(cache_t *c, const char *rule, size_t rule_len, const char *key, size_t key_len);
 
 /* Lookups answered so far. */

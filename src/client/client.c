@@ -202,6 +202,7 @@ static int decide(slc_client_t *c, const char *rule, const char *key, int64_t co
         return unusable_error(c);
     size_t rule_len = strlen(rule), key_len = strlen(key);
     int64_t now_ns = c->clock(c->clock_arg);
+    uint64_t epoch = cache_epoch(c->cache);
     if (!peek && cost > 0 &&
         cache_lookup(c->cache, rule, rule_len, key, key_len, cost, now_ns, out)) {
         clear_err(c);
@@ -221,8 +222,8 @@ static int decide(slc_client_t *c, const char *rule, const char *key, int64_t co
         c->err = rc;
         return rc;
     }
-    if (!peek && cost > 0)
-        cache_remember(c->cache, rule, rule_len, key, key_len, cost, out, now_ns);
+    if (!peek)
+        cache_remember(c->cache, rule, rule_len, key, key_len, cost, out, now_ns, epoch);
     return SLC_OK;
 }
 

@@ -225,7 +225,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     if (cfg->request_store != NULL && strcmp(cfg->request_store, "memory") != 0) {
         char rerr[RC_ERR_MAX > REDIS_STORE_ERR_MAX ? RC_ERR_MAX : REDIS_STORE_ERR_MAX];
         if (rc_parse_url(cfg->request_store, &e->rc, rerr) != 0 ||
-            redis_store_probe(&e->rc, cfg->redis_timeout_ns, &e->mode, rerr) != 0) {
+            redis_shared_create(&e->rc, cfg->redis_timeout_ns, &e->redis_shared, rerr) != 0) {
             snprintf(err, ENGINE_ERR_MAX, "--store: %s", rerr);
             engine_free(e);
             return -1;
@@ -267,6 +267,7 @@ void engine_free(engine_t *e)
         free(e->workers);
     }
     config_store_close(e->store);
+    redis_shared_free(e->redis_shared);
     pthread_mutex_destroy(&e->reload_lock);
     pthread_mutex_destroy(&e->inline_lock);
     free(e->store_url);
@@ -1118,6 +1119,8 @@ int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
     return ENGINE_PENDING;
 }
 
+static void redis_mode_changed(const char *node, redis_mode_t mode);
+
 /* ---- the loops ----------------------------------------------------------------------------- */
 
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
@@ -1134,11 +1137,13 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
         return 0;
     }
     char rerr[REDIS_STORE_ERR_MAX];
-    if (redis_store_create(loop, &e->rc, e->mode, e->cfg.redis_timeout_ns, &e->reset_epoch,
-                           &w->redis, rerr) != 0) {
+    redis_store_t *r;
+    if (redis_store_create(loop, &e->rc, e->redis_shared, e->cfg.redis_timeout_ns,
+                           redis_mode_changed, &r, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }
+    redis_shared_set(e->redis_shared, &w->redis, r); /* engine_worker_stats reads it */
     return 0;
 }
 
@@ -1147,8 +1152,11 @@ void engine_worker_detach(engine_worker_t *w)
     config_inbox_detach(w->inbox); /* lookups already answered go on first */
     w->inbox = NULL;
     override_worker_detach(w);
-    redis_store_free(w->redis);
-    w->redis = NULL;
+    redis_store_t *r = w->redis;
+    if (r != NULL) {
+        redis_shared_set(w->engine->redis_shared, &w->redis, NULL);
+        redis_store_free(r);
+    }
     w->attached = false;
     rc_freelist_clear(&w->ops);
 }
@@ -1165,17 +1173,40 @@ const char *engine_store_name(const engine_t *e)
     if (!e->redis) {
         return "memory";
     }
-    return e->mode == REDIS_MODE_MODULE ? "redis (sluice.so module)" : "redis (Lua scripts)";
+    size_t module, lua;
+    redis_shared_modes(e->redis_shared, &module, &lua);
+    if (lua == 0) {
+        return "redis (sluice.so module)";
+    }
+    return module == 0 ? "redis (Lua scripts)"
+                       : "redis (sluice.so module on some nodes, Lua scripts on others)";
 }
 
-void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
+void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes)
 {
-    *out = (engine_store_stats_t){0};
-    if (w->redis == NULL) {
-        return;
+    *module_nodes = *lua_nodes = 0;
+    if (e->redis) {
+        redis_shared_modes(e->redis_shared, module_nodes, lua_nodes);
     }
-    const redis_store_stats_t *s = redis_store_stats(w->redis);
-    const rc_stats_t *r = redis_store_client_stats(w->redis);
+}
+
+/* A Redis node's mode changed (found on a connection to it): one line, from whichever loop saw
+ * it first. */
+static void redis_mode_changed(const char *node, redis_mode_t mode)
+{
+    if (mode == REDIS_MODE_MODULE) {
+        log_info("redis %s: sluice.so is loaded: deciding with its commands", node);
+    } else {
+        log_warn("redis %s: sluice.so is not loaded: deciding with the Lua scripts", node);
+    }
+}
+
+/* The counters of a store, under the lock that keeps it from being freed meanwhile. */
+static void store_stats(void *arg, const redis_store_t *store)
+{
+    engine_store_stats_t *out = arg;
+    const redis_store_stats_t *s = redis_store_stats(store);
+    const rc_stats_t *r = redis_store_client_stats(store);
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
     *out = (engine_store_stats_t){.decisions = LOAD(s->decisions),
                                   .cache_hits = LOAD(s->cache_hits),
@@ -1186,6 +1217,14 @@ void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
                                   .refreshes = LOAD(r->refreshes),
                                   .reconnects = LOAD(r->reconnects)};
 #undef LOAD
+}
+
+void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
+{
+    *out = (engine_store_stats_t){0};
+    if (w->engine->redis) {
+        redis_shared_visit(w->engine->redis_shared, &w->redis, store_stats, out);
+    }
 }
 
 static void remote_done(void *arg, int status, const sl_decision_t *d, const char *err)
@@ -1199,6 +1238,22 @@ static void remote_done(void *arg, int status, const sl_decision_t *d, const cha
     }
     engine_finish(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
     engine_op_complete(op);
+}
+
+void engine_forget_refusals(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                            int64_t now_ns)
+{
+    if (w->redis == NULL) {
+        return;
+    }
+    /* the base parameters' key, and the override's that decisions use now, if any */
+    redis_store_forget(w->redis, rs->def.name, &rs->t->rule, key, key_len);
+    if (rs->has_overrides) {
+        const ov_entry_t *en = override_cached(w, rs, key, key_len, now_ns);
+        if (en != NULL && en->present && !en->blocked) {
+            redis_store_forget(w->redis, rs->def.name, &en->ov_rule, key, key_len);
+        }
+    }
 }
 
 typedef struct remote_reset {

@@ -228,6 +228,10 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
 
+/* With a Redis store: how many nodes decide with the sluice.so module and how many with the Lua
+ * scripts, as last found out (each connection to a node asks); 0 and 0 otherwise. Any thread. */
+void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
+
 /* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
  * before its first decision; engine_worker_detach when the loop stops. */
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
@@ -270,6 +274,15 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key,
 int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
                              const char *const *keys, const size_t *key_lens, size_t n,
                              int64_t now_ns, engine_done_fn fn, void *arg);
+
+/*
+ * With the Redis store: every loop forgets its cached refusals of key under rule (under its
+ * override's parameters too, as decisions at now_ns use them), and a refusal already on its way
+ * is not remembered; nothing is sent. Call it when Redis gives the key room back other than by a
+ * reset (a refund), once Redis has acknowledged it. A no-op with the memory store.
+ */
+void engine_forget_refusals(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                            int64_t now_ns);
 
 /* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,

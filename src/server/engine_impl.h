@@ -121,8 +121,7 @@ struct engine {
     rule_state_t *inl_limbo;             /* taken out of force, maybe still in use */
     bool redis;                          /* the request store is Redis (else the memory tables) */
     rc_config_t rc;                      /* where */
-    redis_mode_t mode;                   /* module commands or Lua scripts, probed at start */
-    _Atomic uint64_t reset_epoch;        /* the Redis stores' shared reset count (their caches) */
+    redis_shared_t *redis_shared;        /* what every loop's Redis store shares (modes, caches) */
 };
 
 /* ---- shared between engine.c and overrides.c ---------------------------------------------- */

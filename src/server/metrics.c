@@ -170,6 +170,12 @@ void metrics_render(server_t *srv, resp_buf_t *b)
             help(b, names[i][0], "counter", names[i][1]);
             resp_buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
         }
+        size_t module_nodes, lua_nodes;
+        engine_redis_modes(srv->engine, &module_nodes, &lua_nodes);
+        help(b, "sluice_redis_nodes", "gauge",
+             "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
+        resp_buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
+        resp_buf_printf(b, "sluice_redis_nodes{mode=\"lua\"} %zu\n", lua_nodes);
     }
 
     help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");

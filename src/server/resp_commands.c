@@ -1063,6 +1063,7 @@ static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_buf_printf(&b, "tcp_port:%d\r\n", srv->cfg->resp_port);
         resp_buf_printf(&b, "http_port:%d\r\n", srv->cfg->http_port);
         resp_buf_printf(&b, "threads:%u\r\n", srv->nloops);
+        resp_buf_printf(&b, "request_store:%s\r\n", engine_store_name(srv->engine));
         resp_buf_printf(&b, "uptime_in_seconds:%lld\r\n",
                         (long long)((now_ns - srv->started_ns) / NS_PER_SEC));
         resp_add_raw(&b, "\r\n");

@@ -33,6 +33,8 @@ typedef struct rc_node {
 struct rc_client {
     uv_loop_t *loop;
     rc_config_t cfg;
+    rc_connect_fn on_connect; /* told of every connection made */
+    void *on_connect_arg;
     rc_node_t nodes[RC_NODES_MAX];
     size_t nnodes;
     int16_t slots[RC_SLOTS]; /* owner node index, -1 unknown */
@@ -387,12 +389,16 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     if (n->ever_connected) {
         atomic_fetch_add_explicit(&c->stats.reconnects, 1, memory_order_relaxed);
     }
+    bool reconnect = n->ever_connected;
     n->ever_connected = true;
     n->ac = ac;
     if (c->cfg.password != NULL) {
         redisAsyncCommand(ac, NULL, NULL, "AUTH %s", c->cfg.password);
     }
-    return ac;
+    if (c->on_connect != NULL) {
+        c->on_connect(c->on_connect_arg, (int)(n - c->nodes), reconnect);
+    }
+    return n->ac; /* NULL if the callback's command found the connection failing */
 }
 
 static int node_find(rc_client_t *c, const char *host, size_t host_len, int port)
@@ -610,28 +616,52 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     fn(arg, reply, NULL);
 }
 
-int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
-               rc_reply_fn fn, void *arg)
+int rc_key_node(const rc_client_t *c, const char *key, size_t key_len)
 {
+    if (!c->cfg.cluster || key == NULL) {
+        return 0;
+    }
+    unsigned slot = rc_key_slot(key, key_len);
+    int owner = c->slots[slot];
+    /* unknown: some node, always the same for a slot; a MOVED reply then says where */
+    return owner >= 0 ? owner : (int)(slot % c->nnodes);
+}
+
+int rc_command_at(rc_client_t *c, int node, const char *cmd, size_t len, rc_reply_fn fn, void *arg)
+{
+    if (node < 0 || (size_t)node >= c->nnodes) {
+        return -1;
+    }
     rc_request_t *req = request_new(c, cmd, len);
     if (req == NULL) {
         return -1;
     }
     req->fn = fn;
     req->arg = arg;
-    int idx = 0;
-    if (c->cfg.cluster && key != NULL) {
-        int owner = c->slots[rc_key_slot(key, key_len)];
-        /* unknown: any node; a MOVED reply then says where */
-        idx = owner >= 0 ? owner : (int)(c->stats.commands % c->nnodes);
-    }
     char err[RC_ERR_MAX];
-    if (request_send(req, idx, false, err) != 0) {
+    if (request_send(req, node, false, err) != 0) {
         request_release(req);
         atomic_fetch_add_explicit(&c->stats.failures, 1, memory_order_relaxed);
         return -1;
     }
     return 0;
+}
+
+int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
+               rc_reply_fn fn, void *arg)
+{
+    return rc_command_at(c, rc_key_node(c, key, key_len), cmd, len, fn, arg);
+}
+
+bool rc_node_connected(const rc_client_t *c, int node)
+{
+    return c->nodes[node].ac != NULL;
+}
+
+void rc_node_addr(const rc_client_t *c, int node, const char **host, int *port)
+{
+    *host = c->nodes[node].host;
+    *port = c->nodes[node].port;
 }
 
 /*
@@ -651,7 +681,8 @@ static void on_flush(uv_check_t *h)
     }
 }
 
-int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *err)
+int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, void *arg,
+              rc_client_t **out, char *err)
 {
     rc_client_t *c = calloc(1, sizeof *c);
     if (c == NULL) {
@@ -667,19 +698,21 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *
     c->requests = (rc_freelist_t){.size = sizeof(rc_request_t), .keep = REQUESTS_KEEP};
     c->loop = loop;
     c->cfg = *cfg;
+    c->on_connect = connected;
+    c->on_connect_arg = arg;
     for (size_t i = 0; i < RC_SLOTS; i++) {
         c->slots[i] = -1;
     }
     for (size_t i = 0; i < cfg->nseeds; i++) {
         node_find(c, cfg->host[i], strlen(cfg->host[i]), cfg->port[i]);
     }
-    if (cfg->cluster) {
-        refresh_slots(c);
-    }
     uv_check_init(loop, &c->flush);
     c->flush.data = c;
     uv_check_start(&c->flush, on_flush);
-    *out = c;
+    *out = c; /* before the first connection, which `connected` is told of */
+    if (cfg->cluster) {
+        refresh_slots(c);
+    }
     return 0;
 }
 

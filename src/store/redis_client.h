@@ -51,8 +51,18 @@ int rc_parse_url(const char *url, rc_config_t *cfg, char *err);
  */
 typedef void (*rc_reply_fn)(void *arg, redisReply *reply, const char *err);
 
-/* Creates the client; connects lazily (first command to a node). Returns 0 or -1 with err. */
-int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_client_t **out, char *err);
+/*
+ * Told of each connection made to a node (the first, and every reconnect: reconnect is true),
+ * right after it is made and before anything but AUTH is written on it: commands the callback
+ * sends to that node with rc_command_at() go first. node is the node's index (see rc_key_node).
+ */
+typedef void (*rc_connect_fn)(void *arg, int node, bool reconnect);
+
+/* Creates the client; connects lazily (first command to a node; a cluster's slot map is asked
+ * for at once). connected (may be NULL) is called as above, with arg, once *out is set. Returns
+ * 0 or -1 with err. */
+int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, void *arg,
+              rc_client_t **out, char *err);
 
 /* Disconnects everything; commands still waiting get their callback with an error. */
 void rc_free(rc_client_t *c);
@@ -65,6 +75,24 @@ void rc_free(rc_client_t *c);
  */
 int rc_command(rc_client_t *c, const char *key, size_t key_len, const char *cmd, size_t len,
                rc_reply_fn fn, void *arg);
+
+/*
+ * The node a command for key goes to now: its slot's owner in the slot map (cluster; a node
+ * chosen by the slot while the owner is unknown), or the one server. An index in
+ * [0, RC_NODES_MAX), stable for the client's life (nodes are added, never removed).
+ */
+int rc_key_node(const rc_client_t *c, const char *key, size_t key_len);
+
+/* rc_command() to node `node` (from rc_key_node, or an rc_connect_fn), redirects followed as
+ * there. Returns 0 and calls fn exactly once later, or -1 with nothing sent. */
+int rc_command_at(rc_client_t *c, int node, const char *cmd, size_t len, rc_reply_fn fn, void *arg);
+
+/* True while node has a connection (made, or being made); false before the first command to it
+ * and after it was lost (the next command connects again, backoff permitting). */
+bool rc_node_connected(const rc_client_t *c, int node);
+
+/* The node's address as the client knows it (the seed's, or CLUSTER SLOTS's / MOVED's). */
+void rc_node_addr(const rc_client_t *c, int node, const char **host, int *port);
 
 /* True for a Redis Cluster (redis-cluster://), false for one server. */
 bool rc_is_cluster(const rc_client_t *c);

@@ -3,24 +3,32 @@
  */
 #include "store/redis_store.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <hiredis/hiredis.h>
 
 #include "core/hash.h"
 #include "proto/resp.h"
 #include "store/lua_scripts.h"
+#include "store/overlimit_cache.h"
 
-#define NS_PER_US    INT64_C(1000)
-#define NS_PER_MS    INT64_C(1000000)
-#define CACHE_SLOTS  4096 /* over-limit cache entries per loop; a power of two */
-#define RKEY_MAX     (1024 + 128)
-#define RKEY_INLINE  160  /* Redis key bytes a pending decision holds without an allocation */
-#define PENDING_KEEP 4096 /* free pending decisions kept for reuse per store */
-#define CMD_KEEP     (64 * 1024) /* a command buffer grown past this is freed after use */
-#define ARGS_MAX     16
+#define NS_PER_US        INT64_C(1000)
+#define NS_PER_MS        INT64_C(1000000)
+#define CACHE_SLOTS      4096 /* over-limit cache entries per loop (direct-mapped) */
+#define EPOCH_STRIPES    1024 /* the caches' epochs: one per stripe of key hashes; a power of two */
+#define SHARED_NODES_MAX (2 * RC_NODES_MAX) /* nodes whose mode is shared (by name) */
+#define NODE_NAME_MAX    80
+#define MODE_RESENDS_MAX 2 /* re-sends of one decision after "unknown command" */
+#define RKEY_MAX         (1024 + 128)
+#define RKEY_INLINE      160  /* Redis key bytes a pending decision holds without an allocation */
+#define PENDING_KEEP     4096 /* free pending decisions kept for reuse per store */
+#define CMD_KEEP         (64 * 1024) /* a command buffer grown past this is freed after use */
+#define ARGS_MAX         16
+#define KEY_HASH_DIGITS  8 /* the hex digits ending a Redis key */
 
 /* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
  * through the store's free list; a Redis key longer than RKEY_INLINE is allocated apart. */
@@ -29,42 +37,80 @@ typedef struct pending {
     redis_decision_fn fn;
     void *arg;
     int64_t deadline_ms;
-    bool answered; /* the deadline passed and fn was called; the reply is dropped */
-    bool reset;    /* a DEL, not a decision */
+    bool answered;         /* the deadline passed and fn was called; the reply is dropped */
+    bool reset;            /* a DEL, not a decision */
+    redis_mode_t mode;     /* the form rkey (and the command) is in */
+    unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
     int64_t cost;
-    uint64_t cache_hash;         /* where a denial is remembered */
-    uint64_t epoch;              /* the resets count when it was sent */
+    int64_t asked_ns;            /* the caller's clock when it was asked (the cache's time) */
+    uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
+    uint64_t epoch;              /* its stripe's epoch when it was sent */
     struct pending *prev, *next; /* the FIFO */
+    struct pending *wait_next;   /* in a node's list of decisions waiting for its probe */
     size_t rkey_len;
     char *rkey; /* rkey_inline, or allocated */
     char rkey_inline[RKEY_INLINE];
 } pending_t;
 
-typedef struct cache_entry {
-    uint64_t hash;
-    uint64_t epoch;   /* the resets count when it was remembered */
-    int64_t until_ns; /* local clock: the key is over its limit until then */
-    int64_t limit;
-} cache_entry_t;
+/* A node as this store sees it: its mode (shared with the other loops' stores) and the
+ * decisions waiting for the answer to a probe of it. */
+typedef struct node_state {
+    redis_store_t *store;
+    int index;            /* rc node */
+    _Atomic int *mode;    /* the shared node's mode; NULL until first needed */
+    _Atomic int own_mode; /* used instead when the shared table is full */
+    const char *name;     /* "host:port", for the log */
+    char own_name[NODE_NAME_MAX];
+    bool probing;       /* a COMMAND INFO is on its way */
+    pending_t *waiting; /* decisions to send when it answers, in order */
+    pending_t *waiting_tail;
+} node_state_t;
+
+typedef struct shared_node {
+    char name[NODE_NAME_MAX]; /* "host:port", set before the node is published */
+    _Atomic int mode;         /* redis_mode_t, as last found out */
+} shared_node_t;
+
+struct redis_shared {
+    uint64_t seed;           /* the caches' key hash seed */
+    redis_mode_t start_mode; /* found at start: a node's mode until its own probe answers */
+    pthread_mutex_t lock;    /* adding nodes; the stores' slots (redis_shared_set) */
+    _Atomic size_t nnodes;   /* published nodes */
+    shared_node_t nodes[SHARED_NODES_MAX];
+    _Atomic uint64_t epoch[EPOCH_STRIPES]; /* bumped when a key of the stripe gets room back */
+};
 
 struct redis_store {
     uv_loop_t *loop;
     rc_client_t *client;
-    redis_mode_t mode;
+    redis_shared_t *shared;
+    redis_mode_fn on_mode;
     int64_t timeout_ms;
     uv_timer_t timer;
     pending_t *head, *tail;
-    cache_entry_t cache[CACHE_SLOTS];
-    _Atomic uint64_t *reset_epoch; /* shared by every loop's store: bumped by each reset */
+    node_state_t nodes[RC_NODES_MAX];
+    olc_t cache; /* the over-limit cache, over cache_slots */
+    olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
     rc_freelist_t pending; /* pending_t to reuse */
     resp_buf_t cmd;        /* the command being formatted, reused */
 };
 
-/* ---- start-up probe ------------------------------------------------------------------------ */
+/* ---- the shared state: start-up probe, node modes, epochs ---------------------------------- */
 
-int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode, char *err)
+/* The mode a reply to COMMAND INFO sl.throttle says, or 0 when it is no such reply. */
+static redis_mode_t probe_mode(const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
+        return 0;
+    }
+    return r->element[0]->type == REDIS_REPLY_ARRAY ? REDIS_MODE_MODULE : REDIS_MODE_LUA;
+}
+
+/* Asks the first reachable node of cfg, blocking. Returns 0 with *mode and its name, or -1. */
+static int probe_blocking(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode,
+                          char name[NODE_NAME_MAX], char *err)
 {
     struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000),
                          .tv_usec = (suseconds_t)(timeout_ns % 1000000000 / 1000)};
@@ -87,18 +133,18 @@ int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *
             freeReplyObject(r);
         }
         redisReply *r = redisCommand(c, "COMMAND INFO sl.throttle");
-        bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
-        bool module = ok && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY;
+        redis_mode_t found = probe_mode(r);
         if (r == NULL) {
             snprintf(last, sizeof last, "redis %s:%d: %s", cfg->host[i], cfg->port[i], c->errstr);
-        } else if (!ok) {
+        } else if (found == 0) {
             snprintf(last, sizeof last, "redis %s:%d: COMMAND INFO: %s", cfg->host[i], cfg->port[i],
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         }
         freeReplyObject(r);
         redisFree(c);
-        if (ok) {
-            *mode = module ? REDIS_MODE_MODULE : REDIS_MODE_LUA;
+        if (found != 0) {
+            *mode = found;
+            snprintf(name, NODE_NAME_MAX, "%s:%d", cfg->host[i], cfg->port[i]);
             return 0;
         }
     }
@@ -106,11 +152,187 @@ int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *
     return -1;
 }
 
-/* ---- the over-limit cache ------------------------------------------------------------------ */
-
-static cache_entry_t *cache_slot(redis_store_t *s, uint64_t h)
+/* The shared node named name, added with the start mode if new; NULL when the table is full. */
+static shared_node_t *shared_node(redis_shared_t *sh, const char *name)
 {
-    return &s->cache[h & (CACHE_SLOTS - 1)];
+    size_t n = atomic_load_explicit(&sh->nnodes, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(sh->nodes[i].name, name) == 0) {
+            return &sh->nodes[i];
+        }
+    }
+    pthread_mutex_lock(&sh->lock);
+    shared_node_t *found = NULL;
+    n = atomic_load_explicit(&sh->nnodes, memory_order_relaxed);
+    for (size_t i = 0; i < n && found == NULL; i++) {
+        if (strcmp(sh->nodes[i].name, name) == 0) {
+            found = &sh->nodes[i];
+        }
+    }
+    if (found == NULL && n < SHARED_NODES_MAX) {
+        found = &sh->nodes[n];
+        snprintf(found->name, sizeof found->name, "%s", name);
+        atomic_store_explicit(&found->mode, sh->start_mode, memory_order_relaxed);
+        atomic_store_explicit(&sh->nnodes, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return found;
+}
+
+int redis_shared_create(const rc_config_t *cfg, int64_t timeout_ns, redis_shared_t **out, char *err)
+{
+    redis_mode_t mode;
+    char name[NODE_NAME_MAX];
+    if (probe_blocking(cfg, timeout_ns, &mode, name, err) != 0) {
+        return -1;
+    }
+    redis_shared_t *sh = calloc(1, sizeof *sh);
+    if (sh == NULL) {
+        snprintf(err, REDIS_STORE_ERR_MAX, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&sh->lock, NULL);
+    sh->start_mode = mode;
+    /* keys come from clients: a seed they cannot know keeps them from choosing keys that
+     * share a cache entry (or an epoch stripe) with someone else's */
+    sh->seed = hash_mix((uint64_t)sl_now_ns() ^ (uint64_t)(uintptr_t)sh ^ HASH_P0, HASH_P2);
+    shared_node(sh, name);
+    *out = sh;
+    return 0;
+}
+
+void redis_shared_free(redis_shared_t *sh)
+{
+    if (sh == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&sh->lock);
+    free(sh);
+}
+
+void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *lua_nodes)
+{
+    *module_nodes = *lua_nodes = 0;
+    size_t n = atomic_load_explicit(&sh->nnodes, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&sh->nodes[i].mode, memory_order_relaxed) == REDIS_MODE_MODULE) {
+            (*module_nodes)++;
+        } else {
+            (*lua_nodes)++;
+        }
+    }
+}
+
+void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store)
+{
+    pthread_mutex_lock(&sh->lock);
+    *slot = store;
+    pthread_mutex_unlock(&sh->lock);
+}
+
+void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
+                        void (*fn)(void *arg, const redis_store_t *store), void *arg)
+{
+    pthread_mutex_lock(&sh->lock);
+    if (*slot != NULL) {
+        fn(arg, *slot);
+    }
+    pthread_mutex_unlock(&sh->lock);
+}
+
+static _Atomic uint64_t *epoch_of(redis_shared_t *sh, uint64_t h)
+{
+    return &sh->epoch[h & (EPOCH_STRIPES - 1)];
+}
+
+/* Every cache entry of every loop is dropped, and no answer already on its way is remembered. */
+static void forget_all(redis_shared_t *sh)
+{
+    for (size_t i = 0; i < EPOCH_STRIPES; i++) {
+        atomic_fetch_add_explicit(&sh->epoch[i], 1, memory_order_release);
+    }
+}
+
+/* ---- nodes: their modes, probed on every connection ---------------------------------------- */
+
+static node_state_t *node_at(redis_store_t *s, int idx)
+{
+    node_state_t *ns = &s->nodes[idx];
+    if (ns->mode == NULL) {
+        const char *host;
+        int port;
+        rc_node_addr(s->client, idx, &host, &port);
+        snprintf(ns->own_name, sizeof ns->own_name, "%s:%d", host, port);
+        shared_node_t *sn = shared_node(s->shared, ns->own_name);
+        atomic_store_explicit(&ns->own_mode, s->shared->start_mode, memory_order_relaxed);
+        ns->mode = sn != NULL ? &sn->mode : &ns->own_mode;
+        ns->name = sn != NULL ? sn->name : ns->own_name;
+        ns->store = s;
+        ns->index = idx;
+    }
+    return ns;
+}
+
+static redis_mode_t node_mode(redis_store_t *s, int idx)
+{
+    return (redis_mode_t)atomic_load_explicit(node_at(s, idx)->mode, memory_order_relaxed);
+}
+
+static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_script);
+static void pending_release(redis_store_t *s, pending_t *p);
+
+/* The answer to COMMAND INFO sl.throttle on a node: its mode (logged once when it changes,
+ * whichever loop sees it first), then the decisions that waited for it are sent, in order. */
+static void on_probe(void *arg, redisReply *reply, const char *err)
+{
+    (void)err;
+    node_state_t *ns = arg;
+    redis_store_t *s = ns->store;
+    ns->probing = false;
+    redis_mode_t mode = probe_mode(reply);
+    if (mode != 0 && atomic_exchange(ns->mode, mode) != (int)mode && s->on_mode != NULL) {
+        s->on_mode(ns->name, mode);
+    }
+    pending_t *p = ns->waiting;
+    ns->waiting = ns->waiting_tail = NULL;
+    while (p != NULL) {
+        pending_t *next = p->wait_next;
+        p->wait_next = NULL;
+        if (p->answered) {
+            pending_release(s, p); /* its deadline passed meanwhile */
+        } else {
+            send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), false);
+        }
+        p = next;
+    }
+}
+
+/* Asks node idx whether sluice.so is loaded, unless that is under way. Returns 0, or -1 when
+ * nothing could be sent. */
+static int probe(redis_store_t *s, int idx)
+{
+    static const char cmd[] = "*3\r\n$7\r\nCOMMAND\r\n$4\r\nINFO\r\n$11\r\nsl.throttle\r\n";
+    node_state_t *ns = node_at(s, idx);
+    if (ns->probing) {
+        return 0;
+    }
+    ns->probing = true; /* before sending: sending may connect, which probes too */
+    if (rc_command_at(s->client, idx, cmd, sizeof cmd - 1, on_probe, ns) != 0) {
+        ns->probing = false;
+        return -1;
+    }
+    return 0;
+}
+
+/* Every connection made to a node asks it first. A reconnect may be to a Redis that restarted
+ * empty: every cached refusal is dropped. */
+static void on_connect(void *arg, int idx, bool reconnect)
+{
+    redis_store_t *s = arg;
+    if (reconnect) {
+        forget_all(s->shared);
+    }
+    probe(s, idx);
 }
 
 /* ---- pending decisions and their deadlines ------------------------------------------------- */
@@ -210,12 +432,23 @@ static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_le
 
 /* ---- keys and arguments -------------------------------------------------------------------- */
 
-/* "sl:{<key>}:<rule>:<hash of the parameters>" into out; returns its length or 0 if too long. */
-static size_t redis_key(const char *name, const sl_rule_t *r, const void *key, size_t key_len,
-                        char *out, size_t cap)
+/* The 8 hex digits ending a Redis key: the high 32 bits of a hash of the rule's parameters and
+ * of the mode. The module's seed is the one keys had before the mode was part of the hash. */
+static void key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS])
 {
     int64_t p[6] = {r->algorithm, r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
-    uint64_t h = hash_bytes(p, sizeof p, UINT64_C(0x736c756963650001));
+    uint64_t seed =
+        mode == REDIS_MODE_MODULE ? UINT64_C(0x736c756963650001) : UINT64_C(0x736c7569636c7561);
+    uint64_t h = hash_bytes(p, sizeof p, seed);
+    for (int i = 0; i < KEY_HASH_DIGITS; i++) {
+        out[i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 0xf];
+    }
+}
+
+/* "sl:{<key>}:<rule>:<digits>" into out; returns its length or 0 if too long. */
+static size_t redis_key(const char *name, const sl_rule_t *r, redis_mode_t mode, const void *key,
+                        size_t key_len, char *out, size_t cap)
+{
     size_t name_len = strlen(name);
     if (key_len + name_len + 32 > cap) {
         return 0;
@@ -230,10 +463,40 @@ static size_t redis_key(const char *name, const sl_rule_t *r, const void *key, s
     memcpy(out + n, name, name_len);
     n += name_len;
     out[n++] = ':';
-    for (int shift = 60; shift >= 32; shift -= 4) { /* the high 32 bits, 8 hex digits */
-        out[n++] = "0123456789abcdef"[(h >> shift) & 0xf];
+    key_digits(r, mode, out + n);
+    return n + KEY_HASH_DIGITS;
+}
+
+/* The cache's name for a Redis key. */
+static uint64_t key_hash(const redis_store_t *s, const char *rkey, size_t rkey_len)
+{
+    return olc_key_hash(s->shared->seed, rkey, rkey_len, NULL, 0);
+}
+
+/*
+ * The key has room again (a reset, a refund): its cached refusals, in either mode's name, are
+ * dropped in every loop, and answers already on their way will not be remembered (their epoch
+ * is old). rkey[0..rkey_len) is its name in either mode.
+ */
+static void forget_key(redis_store_t *s, const sl_rule_t *rule, const char *rkey, size_t rkey_len)
+{
+    char other[RKEY_MAX];
+    memcpy(other, rkey, rkey_len);
+    for (redis_mode_t mode = REDIS_MODE_MODULE; mode <= REDIS_MODE_LUA; mode++) {
+        key_digits(rule, mode, other + rkey_len - KEY_HASH_DIGITS);
+        uint64_t h = key_hash(s, other, rkey_len);
+        atomic_fetch_add_explicit(epoch_of(s->shared, h), 1, memory_order_release);
+        olc_forget(&s->cache, h);
     }
-    return n;
+}
+
+/* p's key and cache name in another mode's form. */
+static void rekey(redis_store_t *s, pending_t *p, redis_mode_t mode)
+{
+    key_digits(&p->rule, mode, p->rkey + p->rkey_len - KEY_HASH_DIGITS);
+    p->mode = mode;
+    p->cache_hash = key_hash(s, p->rkey, p->rkey_len);
+    p->epoch = atomic_load_explicit(epoch_of(s->shared, p->cache_hash), memory_order_acquire);
 }
 
 typedef struct args {
@@ -313,10 +576,10 @@ static void trim_cmd(redis_store_t *s)
     }
 }
 
-/* Sends the formatted command s->cmd for rkey; rc_command's result. */
-static int send_cmd(redis_store_t *s, const char *rkey, size_t rkey_len, rc_reply_fn fn, void *arg)
+/* Sends the formatted command s->cmd to node idx; rc_command_at's result. */
+static int send_cmd(redis_store_t *s, int idx, rc_reply_fn fn, void *arg)
 {
-    int rc = rc_command(s->client, rkey, rkey_len, s->cmd.data, s->cmd.len, fn, arg);
+    int rc = rc_command_at(s->client, idx, s->cmd.data, s->cmd.len, fn, arg);
     trim_cmd(s);
     return rc;
 }
@@ -406,7 +669,45 @@ static bool parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t
     return true;
 }
 
-static void send_decision(redis_store_t *s, pending_t *p, bool full_script);
+/* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
+static bool is_unknown_command(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncasecmp(r->str, "ERR unknown command", 19) == 0;
+}
+
+/*
+ * p (unlinked) was sent as a module command to a node without the module: sent again at the tail
+ * with a fresh deadline (FIFO order is deadline order), in the mode of the node its key goes to
+ * now; if that node is still believed to have the module, it is asked again first.
+ */
+static void resend_in_mode(redis_store_t *s, pending_t *p)
+{
+    p->mode_resends++;
+    pending_enqueue(s, p);
+    int idx = rc_key_node(s->client, p->rkey, p->rkey_len);
+    if (node_mode(s, idx) == p->mode) {
+        probe(s, idx);
+    }
+    send_decision(s, p, idx, false);
+}
+
+/* A decision's answer into the over-limit cache, if nothing gave its key room back since it was
+ * sent. */
+static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision_t *d)
+{
+    uint64_t now_epoch =
+        atomic_load_explicit(epoch_of(s->shared, p->cache_hash), memory_order_acquire);
+    if (now_epoch != p->epoch) {
+        return;
+    }
+    olc_answer_t a = {.allowed = d->allowed,
+                      .limit = d->limit,
+                      .remaining = d->remaining,
+                      .retry_after_ns = d->retry_after_ns,
+                      .reset_after_ns = d->reset_after_ns,
+                      .max_delay_ns = p->rule.max_delay_ns};
+    olc_record(&s->cache, p->cache_hash, p->epoch, p->cost, &a, p->asked_ns);
+}
 
 static void on_reply(void *arg, redisReply *reply, const char *err)
 {
@@ -422,7 +723,12 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
         /* sent again as EVAL, at the tail with a fresh deadline (FIFO order is deadline order) */
         pending_enqueue(s, p);
-        send_decision(s, p, true);
+        send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
+        return;
+    }
+    if (reply != NULL && !p->reset && p->mode == REDIS_MODE_MODULE && is_unknown_command(reply) &&
+        p->mode_resends < MODE_RESENDS_MAX) {
+        resend_in_mode(s, p);
         return;
     }
     redis_decision_fn fn = p->fn;
@@ -439,20 +745,15 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         pending_release(s, p);
         fn(fn_arg, -1, NULL, msg);
     } else if (p->reset) {
+        forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
         pending_release(s, p);
         fn(fn_arg, 0, NULL, NULL);
-    } else if (!parse_decision(reply, s->mode, &d)) {
+    } else if (!parse_decision(reply, p->mode, &d)) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         pending_release(s, p);
         fn(fn_arg, -1, NULL, "redis: unexpected reply to a decision");
     } else {
-        if (!d.allowed && d.retry_after_ns > 0 && p->cost > 0) {
-            cache_entry_t *e = cache_slot(s, p->cache_hash);
-            *e = (cache_entry_t){.hash = p->cache_hash,
-                                 .epoch = p->epoch,
-                                 .until_ns = sl_now_ns() + d.retry_after_ns,
-                                 .limit = d.limit};
-        }
+        cache_answer(s, p, &d);
         pending_release(s, p);
         fn(fn_arg, 0, &d, NULL);
     }
@@ -469,11 +770,53 @@ static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
     fn(fn_arg, -1, NULL, msg);
 }
 
-static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
+/* Why rule cannot be decided in mode (the module takes milliseconds, the scripts microseconds:
+ * a rule finer than that is refused, a store error, rather than rounded into another rule), or
+ * NULL. */
+static const char *unfit(const sl_rule_t *rule, redis_mode_t mode)
 {
+    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    if (rule->window_ns % unit == 0 && rule->max_delay_ns % unit == 0) {
+        return NULL;
+    }
+    return mode == REDIS_MODE_MODULE
+               ? "the redis store (module) needs windows and max_delay of whole milliseconds"
+               : "the redis store (Lua) needs windows and max_delay of whole microseconds";
+}
+
+/*
+ * Sends p (queued) to node idx in that node's mode. A node being asked its mode (a connection
+ * just made: it is made here if needed) gets nothing until it has answered: p waits for the
+ * answer, so that no decision is sent in a mode the node may have left.
+ */
+static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_script)
+{
+    node_state_t *ns = node_at(s, idx);
+    if (!ns->probing && !rc_node_connected(s->client, idx)) {
+        probe(s, idx); /* connects (unless backing off) and asks */
+    }
+    if (ns->probing) {
+        p->wait_next = NULL;
+        if (ns->waiting_tail != NULL) {
+            ns->waiting_tail->wait_next = p;
+        } else {
+            ns->waiting = p;
+        }
+        ns->waiting_tail = p;
+        return;
+    }
+    redis_mode_t mode = node_mode(s, idx);
+    if (mode != p->mode) {
+        rekey(s, p, mode);
+    }
+    const char *why = unfit(&p->rule, mode);
+    if (why != NULL) {
+        send_failed(s, p, why);
+        return;
+    }
     args_t a;
     a.argc = 0;
-    if (s->mode == REDIS_MODE_MODULE) {
+    if (mode == REDIS_MODE_MODULE) {
         module_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost);
     } else {
         lua_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost, lua_script_for(p->rule.algorithm),
@@ -482,7 +825,7 @@ static void send_decision(redis_store_t *s, pending_t *p, bool full_script)
     atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
     if (!format_args(s, a.argc, a.argv, a.len)) {
         send_failed(s, p, "out of memory");
-    } else if (send_cmd(s, p->rkey, p->rkey_len, on_reply, p) != 0) {
+    } else if (send_cmd(s, idx, on_reply, p) != 0) {
         send_failed(s, p, "redis: not connected (reconnecting)");
     }
 }
@@ -491,39 +834,44 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
                         void *arg)
 {
-    char rkey[RKEY_MAX];
-    size_t rkey_len = redis_key(name, rule, key, key_len, rkey, sizeof rkey);
-    if (rkey_len == 0) {
-        fn(arg, -1, NULL, "key too long for the redis store");
-        return;
-    }
-    /* the module takes milliseconds, the scripts microseconds: a rule finer than that is
-     * refused (a store error) rather than rounded into another rule */
-    int64_t unit = s->mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
-    if (rule->window_ns % unit != 0 || rule->max_delay_ns % unit != 0) {
-        fn(arg, -1, NULL,
-           s->mode == REDIS_MODE_MODULE
-               ? "the redis store (module) needs windows and max_delay of whole milliseconds"
-               : "the redis store (Lua) needs windows and max_delay of whole microseconds");
-        return;
-    }
     if (cost > rule->capacity) {
         /* never admissible, whatever the state: no round trip (the module would refuse it) */
         sl_decision_t d = {.allowed = false, .limit = rule->capacity, .retry_after_ns = -1};
         fn(arg, 0, &d, NULL);
         return;
     }
-    uint64_t h = hash_bytes(rkey, rkey_len, 0x6f7665726c696d69);
-    cache_entry_t *e = cache_slot(s, h);
-    uint64_t epoch = atomic_load_explicit(s->reset_epoch, memory_order_acquire);
-    if (cost > 0 && e->hash == h && e->until_ns > now_ns && e->epoch == epoch) {
-        /* known to be over its limit: no round trip */
+    /* the key's node is found on its module form: the digits (which depend on the node's mode)
+     * are not part of the slot, except with an empty client key (an empty hash tag) */
+    char rkey[RKEY_MAX];
+    size_t rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
+    if (rkey_len == 0) {
+        fn(arg, -1, NULL, "key too long for the redis store");
+        return;
+    }
+    int idx = rc_key_node(s->client, rkey, rkey_len);
+    redis_mode_t mode = node_mode(s, idx);
+    if (mode != REDIS_MODE_MODULE) {
+        key_digits(rule, mode, rkey + rkey_len - KEY_HASH_DIGITS);
+        if (key_len == 0) {
+            idx = rc_key_node(s->client, rkey, rkey_len);
+        }
+    }
+    const char *why = unfit(rule, mode);
+    if (why != NULL) {
+        fn(arg, -1, NULL, why);
+        return;
+    }
+    uint64_t h = key_hash(s, rkey, rkey_len);
+    uint64_t epoch = atomic_load_explicit(epoch_of(s->shared, h), memory_order_acquire);
+    olc_answer_t a;
+    if (olc_lookup(&s->cache, h, epoch, cost, now_ns, &a)) {
+        /* Redis refused as much or less, and would still: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
-                           .limit = e->limit,
-                           .remaining = 0,
-                           .retry_after_ns = e->until_ns - now_ns,
-                           .reset_after_ns = e->until_ns - now_ns};
+                           .limit = a.limit,
+                           .remaining = a.remaining,
+                           .retry_after_ns = a.retry_after_ns,
+                           .reset_after_ns = a.reset_after_ns};
         fn(arg, 0, &d, NULL);
         return;
     }
@@ -534,57 +882,76 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     }
     p->rule = *rule;
     p->cost = cost;
+    p->asked_ns = now_ns;
+    p->mode = mode;
     p->cache_hash = h;
     p->epoch = epoch;
-    send_decision(s, p, false);
+    send_decision(s, p, idx, false);
 }
 
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg)
 {
     char rkey[RKEY_MAX];
-    size_t rkey_len = redis_key(name, rule, key, key_len, rkey, sizeof rkey);
+    size_t rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
     if (rkey_len == 0) {
         fn(arg, -1, NULL, "key too long for the redis store");
         return;
     }
-    /* Every loop's cached denials are forgotten: any of them may hold this key. */
-    atomic_fetch_add_explicit(s->reset_epoch, 1, memory_order_release);
+    /* Every loop's cached refusals are forgotten now, and again when the DEL is done (a
+     * refusal Redis gave before it must not be remembered after). */
+    forget_key(s, rule, rkey, rkey_len);
     pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
     if (p == NULL) {
         fn(arg, -1, NULL, "out of memory");
         return;
     }
     p->reset = true;
-    const char *argv[2] = {"DEL", p->rkey};
-    size_t len[2] = {3, rkey_len};
-    if (!format_args(s, 2, argv, len) || send_cmd(s, p->rkey, rkey_len, on_reply, p) != 0) {
+    p->rule = *rule;
+    /* the state in either mode's name: a node that changes mode back finds nothing stale */
+    char lua[RKEY_MAX];
+    memcpy(lua, rkey, rkey_len);
+    key_digits(rule, REDIS_MODE_LUA, lua + rkey_len - KEY_HASH_DIGITS);
+    const char *argv[3] = {"DEL", p->rkey, lua};
+    size_t len[3] = {3, rkey_len, rkey_len};
+    if (!format_args(s, 3, argv, len) ||
+        send_cmd(s, rc_key_node(s->client, rkey, rkey_len), on_reply, p) != 0) {
         unlink_pending(s, p);
         pending_release(s, p);
         fn(arg, -1, NULL, "redis: not connected (reconnecting)");
     }
 }
 
-int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mode,
-                       int64_t timeout_ns, _Atomic uint64_t *reset_epoch, redis_store_t **out,
-                       char *err)
+void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len)
+{
+    char rkey[RKEY_MAX];
+    size_t rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
+    if (rkey_len != 0) {
+        forget_key(s, rule, rkey, rkey_len);
+    }
+}
+
+int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
+                       int64_t timeout_ns, redis_mode_fn on_mode, redis_store_t **out, char *err)
 {
     redis_store_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(err, REDIS_STORE_ERR_MAX, "out of memory");
         return -1;
     }
+    s->pending = (rc_freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
+    s->loop = loop;
+    s->shared = shared;
+    s->on_mode = on_mode;
+    s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
+    olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];
-    if (rc_create(loop, cfg, &s->client, cerr) != 0) {
+    if (rc_create(loop, cfg, on_connect, s, &s->client, cerr) != 0) {
         snprintf(err, REDIS_STORE_ERR_MAX, "%s", cerr);
         free(s);
         return -1;
     }
-    s->pending = (rc_freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
-    s->loop = loop;
-    s->mode = mode;
-    s->reset_epoch = reset_epoch;
-    s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     *out = s;
@@ -604,7 +971,8 @@ void redis_store_free(redis_store_t *s)
     if (s == NULL) {
         return;
     }
-    /* Answer everyone still waiting, then let the connections fail the replies (freed there). */
+    /* Answer everyone still waiting, then let the connections fail the replies (freed there;
+     * a decision waiting for a probe is freed when the probe fails). */
     while (s->head != NULL) {
         pending_t *p = s->head;
         unlink_pending(s, p);
@@ -666,6 +1034,8 @@ static const char allowall_script[] =
     "return out\n";
 
 typedef struct all_op {
+    redis_store_t *store;
+    int node; /* where it was sent */
     redis_all_fn fn;
     void *arg;
     size_t n;
@@ -682,6 +1052,11 @@ static void on_all(void *arg, redisReply *r, const char *err)
     if (r != NULL && r->type == REDIS_REPLY_ERROR) {
         snprintf(msg, sizeof msg, "redis: %s", r->str);
         fail = msg;
+        if (strncasecmp(r->str, "ERR unknown redis command called from script", 45) == 0) {
+            /* the node lost the module: learn its mode for the next ones (this one is a store
+             * error: the step-by-step path that would take over is the caller's) */
+            probe(op->store, op->node);
+        }
     } else if (r != NULL) {
         size_t want = 0;
         bool ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 6;
@@ -711,7 +1086,7 @@ static void on_all(void *arg, redisReply *r, const char *err)
 int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
                            redis_all_fn fn, void *arg)
 {
-    if (s->mode != REDIS_MODE_MODULE || n == 0 || n > REDIS_ALL_MAX) {
+    if (n == 0 || n > REDIS_ALL_MAX) {
         return -1;
     }
     char rkeys[REDIS_ALL_MAX][RKEY_MAX]; /* ~74 KB of the loop thread's stack */
@@ -729,7 +1104,8 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     len[argc++] = (size_t)snprintf(narg, sizeof narg, "%zu", n);
     for (size_t i = 0; i < n; i++) {
         const sl_rule_t *r = pairs[i].rule;
-        size_t k = redis_key(pairs[i].name, r, pairs[i].key, pairs[i].key_len, rkeys[i], RKEY_MAX);
+        size_t k = redis_key(pairs[i].name, r, REDIS_MODE_MODULE, pairs[i].key, pairs[i].key_len,
+                             rkeys[i], RKEY_MAX);
         if (k == 0 || r->window_ns % NS_PER_MS != 0 || r->max_delay_ns % NS_PER_MS != 0 ||
             cost > r->capacity) {
             return -1; /* the step-by-step path answers these */
@@ -766,14 +1142,17 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
             len[argc++] = (size_t)snprintf(nums[i][j], sizeof nums[i][j], "%lld", (long long)v[j]);
         }
     }
+    int node = rc_key_node(s->client, rkeys[0], strlen(rkeys[0]));
+    if (node_mode(s, node) != REDIS_MODE_MODULE) {
+        return -1; /* the scripts cannot call each other: the step-by-step path */
+    }
     all_op_t *op = malloc(sizeof *op);
     if (op == NULL) {
         return -1;
     }
-    *op = (all_op_t){.fn = fn, .arg = arg, .n = n, .cost = cost};
+    *op = (all_op_t){.store = s, .node = node, .fn = fn, .arg = arg, .n = n, .cost = cost};
     atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
-    if (!format_args(s, argc, argv, len) ||
-        send_cmd(s, rkeys[0], strlen(rkeys[0]), on_all, op) != 0) {
+    if (!format_args(s, argc, argv, len) || send_cmd(s, node, on_all, op) != 0) {
         trim_cmd(s);
         free(op);
         return -1;

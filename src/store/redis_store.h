@@ -2,27 +2,39 @@
  * redis_store.h - sluiced's Redis request store: per-key state in Redis or Redis Cluster, one
  * round trip per decision, atomic on the server, time from the Redis server (SPEC §4).
  *
- * Two ways to decide, chosen once at start (redis_store_probe):
+ * Two ways to decide, chosen per node and found out again on every connection to it:
  *   module  the sluice.so commands (SL.THROTTLE key algorithm limit window_ms ...): the same
  *           core code as sluiced's memory store, compiled into Redis
  *   lua     EVALSHA of the scripts in src/store/lua/ for a Redis that forbids modules; a
  *           NOSCRIPT reply is answered by sending the script itself (EVAL), which also caches
  *           it on that node
+ * At start one node is asked (blocking) whether sluice.so is loaded (COMMAND INFO sl.throttle);
+ * then each connection made to a node, the first and every reconnect, asks again before
+ * anything else is sent on it, and the node's mode follows the answer (logged when it changes).
+ * A decision sent as a module command to a node that has lost the module ("unknown command")
+ * makes the store ask that node again and re-send the decision in the node's mode, at most
+ * twice, instead of failing. The modes are shared by every loop's store (redis_shared_t).
  *
- * Keys: "sl:{<key>}:<rule>:<8 hex digits of the rule's parameters>". The client key is the hash
- * tag, so one client's keys under several rules share a cluster slot; the parameter hash means a
- * rule whose numbers change starts fresh instead of reading a state written under others.
- *
- * The over-limit cache is per loop. A reset through this server makes every loop forget its
- * cached denials at once; a reset through another sluiced sharing the Redis is seen here when
- * the cached retry time passes (at most the rule's retry after).
+ * Keys: "sl:{<key>}:<rule>:<8 hex digits>", the digits a hash of the rule's parameters and of
+ * the mode. The client key is the hash tag, so one client's keys under several rules share a
+ * cluster slot; a rule whose numbers change starts fresh instead of reading a state written
+ * under others; and the module's states and the scripts' (different bytes) never meet under one
+ * name when a node changes mode: its keys start fresh in the new mode.
  *
  * Each decision has a deadline (the decision timeout, a few ms by default): a reply that has
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
- * reply is dropped. Denials are remembered per loop until their retry time, so a key known to be
- * over its limit is answered without a round trip (counted as cache hits).
+ * reply is dropped.
  *
- * One store per loop thread; nothing here is thread-safe.
+ * The over-limit cache (store/overlimit_cache.h) is per loop: a refusal of cost c is remembered
+ * until its retry time (less the rule's max_delay), and a request of cost >= c for that key is
+ * answered from it without a round trip (counted as a cache hit); smaller costs and peeks go to
+ * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset or
+ * redis_store_forget() through this server (a per-key epoch shared by the loops), a reconnect
+ * to Redis (it may have restarted empty: every entry), a rule or override with other numbers
+ * (another Redis key, so another entry). A reset through another sluiced sharing the Redis is
+ * seen here when the cached hold ends (at most the rule's retry time).
+ *
+ * One store per loop thread; nothing here is thread-safe except redis_shared_t's functions.
  */
 #ifndef SLUICE_STORE_REDIS_STORE_H
 #define SLUICE_STORE_REDIS_STORE_H
@@ -46,15 +58,42 @@ typedef enum redis_mode {
 
 typedef struct redis_store redis_store_t;
 
-/* Connects once (blocking, at start-up) to the first reachable node of cfg and finds out whether
- * sluice.so is loaded there. Returns 0 with *mode set, or -1 with err (nothing reachable). */
-int redis_store_probe(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode, char *err);
+/* What the stores of every loop share: each node's mode, the cache's epochs and hash seed. */
+typedef struct redis_shared redis_shared_t;
 
-/* One store per loop. reset_epoch is shared by the stores of every loop (a reset through any of
- * them makes every loop forget its cached denials). */
-int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_mode_t mode,
-                       int64_t timeout_ns, _Atomic uint64_t *reset_epoch, redis_store_t **out,
-                       char *err);
+/*
+ * Connects once (blocking, at start-up) to the first reachable node of cfg and finds out whether
+ * sluice.so is loaded there: the mode every node starts in until its own connection is asked.
+ * Returns 0 with *out (free with redis_shared_free() after every store using it), or -1 with
+ * err (nothing reachable, or out of memory).
+ */
+int redis_shared_create(const rc_config_t *cfg, int64_t timeout_ns, redis_shared_t **out,
+                        char *err);
+
+/* NULL is a no-op. */
+void redis_shared_free(redis_shared_t *sh);
+
+/* The mode the nodes are in, as far as asked: how many use the module and how many the Lua
+ * scripts. Any thread. */
+void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *lua_nodes);
+
+/* Sets *slot, a pointer other threads read through redis_shared_visit(), to store (NULL to
+ * clear it before freeing the store it held), under the shared lock. */
+void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store);
+
+/* Calls fn(arg, store) under the shared lock when *slot holds a store, which stays whole during
+ * the call (see redis_shared_set). Any thread; fn must be quick and must not call back in. */
+void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
+                        void (*fn)(void *arg, const redis_store_t *store), void *arg);
+
+/* Told when a node's mode changes: node "host:port" now decides in `mode`. Called once per
+ * change, on the loop of the store that found it out. */
+typedef void (*redis_mode_fn)(const char *node, redis_mode_t mode);
+
+/* One store per loop, all of an engine's over one shared (which must outlive them); on_mode may
+ * be NULL. */
+int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
+                       int64_t timeout_ns, redis_mode_fn on_mode, redis_store_t **out, char *err);
 
 /* Frees the store; decisions still waiting are answered as store errors first. */
 void redis_store_free(redis_store_t *s);
@@ -72,9 +111,19 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
                         void *arg);
 
-/* Forgets key under rule (DEL). fn gets status 0 or -1; d is NULL. */
+/* Forgets key under rule (DEL of its state in either mode; every loop's cached refusal of it is
+ * dropped). fn gets status 0 or -1; d is NULL. */
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg);
+
+/*
+ * Drops every loop's cached refusal of key under rule (the prepared parameters its decisions
+ * were made with: an override's, if any), and keeps a refusal already on its way from being
+ * remembered. Call it whenever Redis gives the key room back other than by a reset (a refund):
+ * once Redis has acknowledged it (calling it also before sending is harmless). Nothing is sent.
+ */
+void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len);
 
 /* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 #define REDIS_ALL_MAX 64 /* most pairs in one SL.ALLOWALL */

@@ -36,6 +36,16 @@ redis_calls() {
     redis-cli -p "$1" INFO commandstats | tr -d '\r' |
         awk -F'[=,:]' '/^cmdstat_(sl\.throttle|evalsha|eval):/ {s += $3} END {print s + 0}'
 }
+# in_log NAME TEXT: until NAME's log has a line with TEXT (a line written after the ports open)
+in_log() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        grep -qF -- "$2" "$TMP/$1.log" && return 0
+        sleep 0.05
+    done
+    echo "  no '$2' in $1's log"
+    return 1
+}
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 
 # run_suite MODE REDIS_PORT SLUICED_RESP SLUICED_HTTP: the decisions every store must give
@@ -87,7 +97,7 @@ start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 50ms || { cat "$TMP/s1.log"; exit 1; }
 P1=$RESP_PORT H1=$HTTP_PORT
-check module-detected grep -q "request store redis (sluice.so module)" "$TMP/s1.log"
+check module-detected in_log s1 "request store redis (sluice.so module)"
 run_suite module "$RP" "$P1" "$H1"
 # with the module, every SL.ALLOWALL above was one EVAL (one server: always one step)
 check module-allowall-atomic test "$(redis-cli -p "$RP" INFO commandstats | tr -d '\r' |
@@ -162,7 +172,7 @@ LP=$(free_port)
 start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
 start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" \
     --store "redis://127.0.0.1:$LP" --store-timeout 50ms || { cat "$TMP/s3.log"; exit 1; }
-check lua-detected grep -q "request store redis (Lua scripts)" "$TMP/s3.log"
+check lua-detected in_log s3 "request store redis (Lua scripts)"
 run_suite lua "$LP" "$RESP_PORT" "$HTTP_PORT"
 check lua-noscript-handled test "$(metric "$HTTP_PORT" sluice_redis_noscript_total)" -ge 1
 stop_bg s3 TERM

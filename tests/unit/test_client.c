@@ -37,7 +37,7 @@ static bool lookup(cache_t *c, const char *rule, const char *key, int64_t cost, 
 static void remember(cache_t *c, const char *rule, const char *key, int64_t cost, slc_decision_t d,
                      int64_t now_ns)
 {
-    assert_true(cache_remember(c, rule, strlen(rule), key, strlen(key), cost, &d, now_ns));
+    cache_remember(c, rule, strlen(rule), key, strlen(key), cost, &d, now_ns, cache_epoch(c));
 }
 
 static void test_cache_hit_reduces_times(void **unused)
@@ -120,7 +120,7 @@ static void test_cache_names_are_exact(void **unused)
     /* keys with NUL bytes and high bytes are compared by length */
     const char key[] = {'k', 0, (char)0xff};
     slc_decision_t den = denial(1, 0, 100, 100);
-    assert_true(cache_remember(c, "r", 1, key, 3, 1, &den, 0));
+    cache_remember(c, "r", 1, key, 3, 1, &den, 0, cache_epoch(c));
     assert_false(cache_lookup(c, "r", 1, key, 1, 1, 0, &d));
     assert_true(cache_lookup(c, "r", 1, key, 3, 1, 0, &d));
     cache_free(c);
@@ -139,6 +139,52 @@ static void test_cache_replace_and_forget(void **unused)
     assert_int_equal(cache_count(c), 0);
     assert_false(lookup(c, "api", "u1", 1, 200 * MS, &d));
     cache_forget(c, "api", 3, "u1", 2); /* absent: no-op */
+    cache_free(c);
+}
+
+/* The smallest refused cost is kept; an admission updates what a hit reports (the server's
+ * latest remaining), or drops the entry when it admitted as much as was refused. */
+static void test_cache_latest_report(void **unused)
+{
+    cache_t *c = cache_create(16);
+    remember(c, "api", "u1", 8, denial(10, 5, 3000, 5000), 0);
+    remember(c, "api", "u1", 1, (slc_decision_t){true, 10, 4, 0, 5990, false}, 10 * MS);
+    slc_decision_t d;
+    assert_false(lookup(c, "api", "u1", 1, 20 * MS, &d)); /* a smaller cost asks the server */
+    assert_true(lookup(c, "api", "u1", 8, 20 * MS, &d));
+    assert_int_equal(d.remaining, 4);
+    assert_int_equal(d.retry_after_ms, 2980);
+    assert_int_equal(d.reset_after_ms, 5980);
+    remember(c, "api", "u1", 9, denial(10, 3, 4000, 7000), 30 * MS); /* not smaller: kept 8 */
+    assert_true(lookup(c, "api", "u1", 8, 40 * MS, &d));
+    assert_int_equal(d.remaining, 3);
+    assert_int_equal(d.retry_after_ms, 2960);
+    remember(c, "api", "u1", 8, (slc_decision_t){true, 10, 0, 0, 9000, false}, 50 * MS);
+    assert_int_equal(cache_count(c), 0); /* room came back that the cache did not see */
+    assert_false(lookup(c, "api", "u1", 8, 60 * MS, &d));
+    cache_free(c);
+}
+
+/* An answer to a request asked before a forget or a clear is not remembered: with the async
+ * client a reset can overtake a denial on its way. */
+static void test_cache_epoch(void **unused)
+{
+    cache_t *c = cache_create(16);
+    slc_decision_t den = denial(10, 0, 1000, 1000);
+    uint64_t asked = cache_epoch(c);
+    cache_forget(c, "api", 3, "u1", 2);
+    cache_remember(c, "api", 3, "u1", 2, 1, &den, 0, asked);
+    assert_int_equal(cache_count(c), 0);
+    asked = cache_epoch(c);
+    cache_clear(c);
+    cache_remember(c, "api", 3, "u1", 2, 1, &den, 0, asked);
+    assert_int_equal(cache_count(c), 0);
+    asked = cache_epoch(c);
+    assert_true(cache_resize(&c, 8));
+    cache_remember(c, "api", 3, "u1", 2, 1, &den, 0, asked);
+    assert_int_equal(cache_count(c), 0);
+    cache_remember(c, "api", 3, "u1", 2, 1, &den, 0, cache_epoch(c));
+    assert_int_equal(cache_count(c), 1);
     cache_free(c);
 }
 
@@ -517,6 +563,8 @@ int main(void)
         cmocka_unit_test(test_cache_cost),
         cmocka_unit_test(test_cache_names_are_exact),
         cmocka_unit_test(test_cache_replace_and_forget),
+        cmocka_unit_test(test_cache_latest_report),
+        cmocka_unit_test(test_cache_epoch),
         cmocka_unit_test(test_cache_bound_drops_earliest_expiry),
         cmocka_unit_test(test_cache_bound_large),
         cmocka_unit_test(test_cache_zero_and_limits),
