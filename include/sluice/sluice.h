@@ -208,8 +208,10 @@ typedef struct sl_table_config {
 
 /*
  * Creates a table of per-key state for one prepared rule. The rule is copied. cfg may be NULL
- * for all defaults. Returns SL_OK and sets *out, or SL_EINVAL / SL_ENOMEM. The caller frees the
- * table with sl_table_free().
+ * for all defaults. Returns SL_OK and sets *out, or SL_EINVAL (a NULL argument, a shard count
+ * that is not a power of two up to 65536) / SL_ENOMEM. The caller frees the table with
+ * sl_table_free(). A cap smaller than an empty table is not an error: the table is made and
+ * refuses every new key (see sl_table_can_hold).
  *
  * Memory cap policy: when a new key needs room beyond max_bytes, the table first drops keys
  * whose state is fresh; if there is still no room the new key is refused with SL_EFULL (keys
@@ -217,6 +219,12 @@ typedef struct sl_table_config {
  * a full table never over-admits; the caller chooses to fail open or closed on SL_EFULL.
  */
 SL_API int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out);
+
+/* Whether a table created with cfg (NULL: defaults) can hold `keys` keys of short names in one
+ * shard: the cap is split evenly over the shards, and a shard needs its smallest array plus each
+ * key's state when the state lives out of line (sliding_log rings over 128 bytes). A table whose
+ * cap cannot hold even one key is still created, and refuses every new key with SL_EFULL. */
+SL_API bool sl_table_can_hold(const sl_rule_t *rule, const sl_table_config_t *cfg, size_t keys);
 
 /* Frees the table and everything in it. NULL is a no-op. No other call may be in progress. */
 SL_API void sl_table_free(sl_table_t *table);

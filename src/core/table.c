@@ -604,6 +604,29 @@ static uint64_t random_seed(void)
     return hash_mix(x ^ HASH_P0, HASH_P2) | 1;
 }
 
+bool sl_table_can_hold(const sl_rule_t *rule, const sl_table_config_t *cfg, size_t keys)
+{
+    if (rule == NULL || rule->state_size == 0)
+        return false;
+    sl_table_config_t c = cfg ? *cfg : (sl_table_config_t){0};
+    if (c.max_bytes == 0)
+        return true;
+    unsigned nshards = c.shards ? c.shards : SHARDS_DEFAULT;
+    /* a shard's share of the cap, against its smallest array and keys' out-of-line states (keys
+     * short enough to live in their entry) */
+    sl_table_t t = {.state_size = rule->state_size};
+    t.state_external = rule->state_size > STATE_INLINE_MAX;
+    t.state_area = t.state_external ? (uint32_t)sizeof(void *) : rule->state_size;
+    t.entry_size = (t.state_area + 1 + KEY_AREA_MIN + 3) / 4 * 4;
+    t.chunk_size = CHUNK_HEADER + CHUNK_ENTRIES * t.entry_size;
+    uint64_t per_key = t.state_external ? rule->state_size : 0;
+    uint32_t chunks = MIN_CHUNKS;
+    while ((uint64_t)chunks * CHUNK_ENTRIES * MAX_LOAD_NUM / MAX_LOAD_DEN < keys && chunks != 0)
+        chunks = next_size(chunks);
+    uint64_t need = (uint64_t)array_bytes(&t, chunks) + keys * per_key;
+    return chunks != 0 && need <= c.max_bytes / nshards;
+}
+
 int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out)
 {
     if (rule == NULL || out == NULL || rule->state_size == 0)
@@ -637,10 +660,8 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     uint64_t per_shard = keys / nshards * MAX_LOAD_DEN / MAX_LOAD_NUM / CHUNK_ENTRIES + MIN_CHUNKS;
     if (per_shard > t->shard_budget / t->chunk_size) /* the cap bounds the initial size too */
         per_shard = t->shard_budget / t->chunk_size;
-    if (per_shard < MIN_CHUNKS) {
-        free(t);
-        return SL_EINVAL; /* max_bytes too small for even one small array per shard */
-    }
+    if (per_shard < MIN_CHUNKS)
+        per_shard = MIN_CHUNKS; /* a cap below an empty table's size refuses every key, later */
     uint32_t nchunks = per_shard > UINT32_MAX / CHUNK_ENTRIES / 2 ? UINT32_MAX / CHUNK_ENTRIES / 2
                                                                   : (uint32_t)per_shard;
     for (unsigned i = 0; i < nshards; i++) {

@@ -80,6 +80,11 @@ static int rule_put(admin_req_t *r, config_store_t *store, bool last)
         set_status(r, ADMIN_EINVALID, "invalid rule: %s", perr);
         return CONFIG_JOB_DONE;
     }
+    if (!engine_rule_fits(r->engine, &def.rule, perr, sizeof perr)) {
+        ruledef_free(&def);
+        set_status(r, ADMIN_EINVALID, "invalid rule: %s", perr);
+        return CONFIG_JOB_DONE;
+    }
     char *json = ruledef_to_json(&def);
     ruledef_free(&def);
     if (json == NULL) {
@@ -105,6 +110,10 @@ static int override_put(admin_req_t *r, config_store_t *store, bool last)
     rule_override_t ov;
     char perr[RULEDEF_ERR_MAX], serr[CONFIG_STORE_ERR_MAX];
     int rc = override_parse_json(&def, r->key, r->key_len, r->body, r->body_len, &ov, perr);
+    if (rc == 0 && !ov.blocked && !engine_rule_fits(r->engine, &ov.rule, perr, sizeof perr)) {
+        override_free(&ov);
+        rc = -1;
+    }
     if (rc != 0) {
         ruledef_free(&def);
         set_status(r, ADMIN_EINVALID, "invalid override: %s", perr);
@@ -212,7 +221,9 @@ static int rules_import(admin_req_t *r, config_store_t *store, bool last)
 {
     config_import_mode_t mode = r->replace ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_MERGE;
     char err[ADMIN_ERR_MAX - 32];
-    int rc = rules_import_yaml(store, r->body, r->body_len, mode, "api", &r->diff, err, sizeof err);
+    rules_import_opts_t opts = {
+        .mode = mode, .origin = "api", .check = engine_rule_check, .check_arg = r->engine};
+    int rc = rules_import_yaml(store, r->body, r->body_len, &opts, &r->diff, err, sizeof err);
     if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
         return CONFIG_JOB_RETRY;
     }

@@ -32,9 +32,43 @@ bool params_equal(const sl_rule_t *a, const sl_rule_t *b)
            a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
 }
 
+#define TABLE_SHARDS     64 /* lock shards of a table with no cap */
+#define TABLE_SHARD_KEYS 64 /* under a cap, fewer shards until each can hold this many keys */
+
+/* The table settings for a rule: under --max-memory, split into fewer shards when a shard's
+ * share of the cap would hold few of its keys (sliding_log rings take 8 bytes per unit of the
+ * limit). */
+static sl_table_config_t table_config(const engine_t *e, const sl_rule_t *rule)
+{
+    sl_table_config_t tc = {
+        .max_bytes = e->cfg.max_memory, .key_max = e->cfg.key_max, .shards = TABLE_SHARDS};
+    while (tc.shards > 1 && !sl_table_can_hold(rule, &tc, TABLE_SHARD_KEYS)) {
+        tc.shards /= 2;
+    }
+    return tc;
+}
+
+bool engine_rule_fits(const engine_t *e, const sl_rule_t *rule, char *err, size_t cap)
+{
+    sl_table_config_t one = {.max_bytes = e->cfg.max_memory, .shards = 1};
+    if (e->redis || sl_table_can_hold(rule, &one, 1)) {
+        return true;
+    }
+    snprintf(err, cap,
+             "one key of this rule takes %zu bytes of state, more than --max-memory (%zu bytes "
+             "for each rule's keys) can ever hold",
+             sl_state_size(rule), e->cfg.max_memory);
+    return false;
+}
+
+bool engine_rule_check(void *arg, const sl_rule_t *rule, char *err, size_t cap)
+{
+    return engine_rule_fits(arg, rule, err, cap);
+}
+
 sl_table_t *engine_new_table(const engine_t *e, const sl_rule_t *rule)
 {
-    sl_table_config_t tc = {.max_bytes = e->cfg.max_memory, .key_max = e->cfg.key_max};
+    sl_table_config_t tc = table_config(e, rule);
     sl_table_t *t = NULL;
     if (sl_table_create(rule, &tc, &t) != SL_OK) {
         return NULL;
@@ -344,6 +378,11 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             t = engine_tables_create(e, &def.rule);
             if (t != NULL && prev != NULL) {
                 tables_migrate(t, prev->t);
+            }
+            char why[ENGINE_ERR_MAX];
+            if (t != NULL && !engine_rule_fits(e, &def.rule, why, sizeof why)) {
+                log_warn("rule '%s' is in force but %s: every new key gets its on_store_error",
+                         def.name, why);
             }
         }
         rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;

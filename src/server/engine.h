@@ -211,6 +211,14 @@ unsigned engine_workers(engine_t *e);
 /* The longest key accepted, bytes. */
 size_t engine_key_max(const engine_t *e);
 
+/* Whether one key of a rule with these parameters can fit under --max-memory (always with no cap
+ * or the Redis store). false with the reason in err (cap bytes): such a rule is refused when it is
+ * set or imported, since it could never limit anyone. */
+bool engine_rule_fits(const engine_t *e, const sl_rule_t *rule, char *err, size_t cap);
+
+/* engine_rule_fits as a rules_check_fn (rules_import.h): arg is the engine. */
+bool engine_rule_check(void *arg, const sl_rule_t *rule, char *err, size_t cap);
+
 /* Table statistics of a rule, summed over its base and override tables. */
 void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
 

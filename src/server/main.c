@@ -83,13 +83,15 @@ static const char *rules_file(const server_config_t *cfg, config_import_mode_t *
 
 /* Imports the rules file into store and logs what changed. Returns what rules_import_file does
  * (err says why on failure). */
-static int import_rules(const server_config_t *cfg, config_store_t *store, const char *when,
-                        char *err, size_t cap)
+static int import_rules(const server_config_t *cfg, engine_t *engine, config_store_t *store,
+                        const char *when, char *err, size_t cap)
 {
     config_import_mode_t mode;
     const char *path = rules_file(cfg, &mode);
     config_import_diff_t diff;
-    int rc = rules_import_file(store, path, mode, "file", &diff, err, cap);
+    rules_import_opts_t opts = {
+        .mode = mode, .origin = "file", .check = engine_rule_check, .check_arg = engine};
+    int rc = rules_import_file(store, path, &opts, &diff, err, cap);
     if (rc == 0) {
         char source[4096];
         snprintf(source, sizeof source, "%srules file %s", when, path);
@@ -112,7 +114,7 @@ static int hup_run(config_job_t *job, config_store_t *store, bool last)
     char err[1024];
     config_import_mode_t mode;
     if (rules_file(h->cfg, &mode) != NULL) {
-        int rc = import_rules(h->cfg, store, "SIGHUP: ", err, sizeof err);
+        int rc = import_rules(h->cfg, h->engine, store, "SIGHUP: ", err, sizeof err);
         if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
             return CONFIG_JOB_RETRY;
         }
@@ -234,7 +236,7 @@ int main(int argc, char **argv)
     }
     config_import_mode_t mode;
     if (rules_file(&cfg, &mode) != NULL &&
-        import_rules(&cfg, engine_store(m.srv.engine), "", err, sizeof err) != 0) {
+        import_rules(&cfg, m.srv.engine, engine_store(m.srv.engine), "", err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;
     }

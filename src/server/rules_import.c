@@ -11,14 +11,40 @@
 #include "rules/ruledef.h"
 #include "server/log.h"
 
+/* Every rule and override of the list through the import's check. */
+static int check_list(const ruledef_list_t *list, const rules_import_opts_t *opts, char *err,
+                      size_t cap)
+{
+    char why[RULEDEF_ERR_MAX];
+    for (size_t i = 0; opts->check != NULL && i < list->n; i++) {
+        const ruledef_t *def = &list->rules[i];
+        if (!opts->check(opts->check_arg, &def->rule, why, sizeof why)) {
+            snprintf(err, cap, "rules[%zu] '%s': %s", i, def->name, why);
+            return RULES_IMPORT_EINVALID;
+        }
+        for (size_t j = 0; j < def->noverrides; j++) {
+            if (!def->overrides[j].blocked &&
+                !opts->check(opts->check_arg, &def->overrides[j].rule, why, sizeof why)) {
+                snprintf(err, cap, "rules[%zu] '%s': overrides[%zu]: %s", i, def->name, j, why);
+                return RULES_IMPORT_EINVALID;
+            }
+        }
+    }
+    return 0;
+}
+
 int rules_import_yaml(config_store_t *store, const char *text, size_t len,
-                      config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
-                      char *err, size_t cap)
+                      const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                      size_t cap)
 {
     ruledef_list_t list = {0};
     char perr[RULEDEF_ERR_MAX];
     if (ruledef_parse_yaml(text, len, &list, perr) != 0) {
         snprintf(err, cap, "%s", perr);
+        return RULES_IMPORT_EINVALID;
+    }
+    if (check_list(&list, opts, err, cap) != 0) {
+        ruledef_list_free(&list);
         return RULES_IMPORT_EINVALID;
     }
     size_t nov = 0;
@@ -46,8 +72,8 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
     char serr[CONFIG_STORE_ERR_MAX];
     if (rc != 0) {
         snprintf(err, cap, "out of memory");
-    } else if (config_store_import(store, rows, list.n, ovs, nov, mode, origin, diff, NULL, serr) !=
-               0) {
+    } else if (config_store_import(store, rows, list.n, ovs, nov, opts->mode, opts->origin, diff,
+                                   NULL, serr) != 0) {
         snprintf(err, cap, "config store: %s", serr);
         rc = RULES_IMPORT_ESTORE;
     }
@@ -66,8 +92,8 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
     return rc;
 }
 
-int rules_import_file(config_store_t *store, const char *path, config_import_mode_t mode,
-                      const char *origin, config_import_diff_t *diff, char *err, size_t cap)
+int rules_import_file(config_store_t *store, const char *path, const rules_import_opts_t *opts,
+                      config_import_diff_t *diff, char *err, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -98,7 +124,7 @@ int rules_import_file(config_store_t *store, const char *path, config_import_mod
         return RULES_IMPORT_EINVALID;
     }
     char inner[512];
-    int rc = rules_import_yaml(store, text, len, mode, origin, diff, inner, sizeof inner);
+    int rc = rules_import_yaml(store, text, len, opts, diff, inner, sizeof inner);
     free(text);
     if (rc != 0) {
         snprintf(err, cap, "%s: %s", path, inner);

@@ -14,21 +14,36 @@
 
 #include "rules/config_store.h"
 
+#include "rules/ruledef.h"
+
 #define RULES_IMPORT_EINVALID (-1) /* the text is not a valid rules file */
 #define RULES_IMPORT_ESTORE   (-2) /* the config store failed */
 
-/* Parses text (a rules file, len bytes) and imports it in `mode` (config_store.h), its rules
- * written with `origin` (NULL: the mode's default). Returns 0 with *diff filled (free it with
+/* A check of one rule's parameters (a rule's, or one of its overrides') beyond what the rules file
+ * can say: false with the reason in err (cap bytes). */
+typedef bool (*rules_check_fn)(void *arg, const sl_rule_t *rule, char *err, size_t cap);
+
+/* How an import is made: its mode (config_store.h), the origin its rules are written with (NULL:
+ * the mode's default), and a check every rule and override must pass (NULL: none). */
+typedef struct rules_import_opts {
+    config_import_mode_t mode;
+    const char *origin;
+    rules_check_fn check;
+    void *check_arg;
+} rules_import_opts_t;
+
+/* Parses text (a rules file, len bytes) and imports it. Returns 0 with *diff filled (free it with
  * config_import_diff_free), or RULES_IMPORT_EINVALID / RULES_IMPORT_ESTORE with a message in err
- * (cap bytes): a parse error names line and column; nothing is written then. */
+ * (cap bytes): a parse error names line and column, a failed check the rule; nothing is written
+ * then. */
 int rules_import_yaml(config_store_t *store, const char *text, size_t len,
-                      config_import_mode_t mode, const char *origin, config_import_diff_t *diff,
-                      char *err, size_t cap);
+                      const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                      size_t cap);
 
 /* Reads the file at path and imports it, as above; errors name the file and say why it could
  * not be read. */
-int rules_import_file(config_store_t *store, const char *path, config_import_mode_t mode,
-                      const char *origin, config_import_diff_t *diff, char *err, size_t cap);
+int rules_import_file(config_store_t *store, const char *path, const rules_import_opts_t *opts,
+                      config_import_diff_t *diff, char *err, size_t cap);
 
 /* Logs what an import from `source` did: every rule added, changed and removed by name, and how
  * many were kept. */

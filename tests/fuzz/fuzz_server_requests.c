@@ -73,8 +73,9 @@ static void setup(void)
         fprintf(stderr, "%s\n", err);
         abort();
     }
-    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1,
-                          CONFIG_IMPORT_REPLACE, NULL, NULL, err, sizeof err) != 0 ||
+    rules_import_opts_t opts = {.mode = CONFIG_IMPORT_REPLACE};
+    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1, &opts, NULL,
+                          err, sizeof err) != 0 ||
         engine_reload(srv.engine, engine_store(srv.engine), true, err) < 0) {
         fprintf(stderr, "%s\n", err);
         abort();
@@ -98,7 +99,8 @@ static void run_resp(char *buf, size_t len)
     size_t off = 0;
     while (off < len) {
         size_t argc = 0;
-        long used = resp_parse(buf + off, len - off, NULL, loop->argv, RESP_ARGS_MAX, &argc, NULL, err);
+        long used =
+            resp_parse(buf + off, len - off, NULL, loop->argv, RESP_ARGS_MAX, &argc, NULL, err);
         if (used <= 0) {
             return;
         }

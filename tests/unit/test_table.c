@@ -464,6 +464,32 @@ static void test_peek_is_never_delayed(void **unused)
     assert_int_equal(d.remaining, 0);
 }
 
+/* What a cap can hold: a shard's share against its smallest array and out-of-line states. */
+static void test_can_hold(void **unused)
+{
+    sl_rule_t gcra = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
+    sl_rule_t log = rule_of(SL_SLIDING_LOG, 200000, SL_NS_PER_SEC); /* 1.6 MB a key */
+    assert_true(sl_table_can_hold(&gcra, NULL, 1000000));           /* no cap */
+    sl_table_config_t one_mb = {.max_bytes = 1 << 20, .shards = 1};
+    assert_true(sl_table_can_hold(&gcra, &one_mb, 1000));
+    assert_false(sl_table_can_hold(&log, &one_mb, 1));
+    sl_table_config_t two_mb = {.max_bytes = 2 << 20, .shards = 1};
+    assert_true(sl_table_can_hold(&log, &two_mb, 1));
+    assert_false(sl_table_can_hold(&log, &two_mb, 2));
+    two_mb.shards = 2; /* the cap is split over the shards */
+    assert_false(sl_table_can_hold(&log, &two_mb, 1));
+    /* and what it says holds: a table of that cap takes a key of that rule, or refuses it */
+    sl_table_t *t = NULL;
+    sl_table_config_t fits = {.max_bytes = 2 << 20, .shards = 1};
+    assert_int_equal(sl_table_create(&log, &fits, &t), SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, "k", 1, 1, T0, &d), SL_OK);
+    sl_table_free(t);
+    assert_int_equal(sl_table_create(&log, &one_mb, &t), SL_OK);
+    assert_int_equal(sl_table_decide(t, "k", 1, 1, T0, &d), SL_EFULL);
+    sl_table_free(t);
+}
+
 static void test_bad_config(void **unused)
 {
     sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
@@ -473,8 +499,15 @@ static void test_bad_config(void **unused)
     assert_int_equal(sl_table_create(NULL, NULL, &t), SL_EINVAL);
     sl_rule_t unprepared = {0};
     assert_int_equal(sl_table_create(&unprepared, NULL, &t), SL_EINVAL);
-    sl_table_config_t tiny = {.max_bytes = 1000}; /* not even one small array per shard */
-    assert_int_equal(sl_table_create(&r, &tiny, &t), SL_EINVAL);
+    /* a cap below an empty table's size: the table is made, and refuses every new key */
+    sl_table_config_t tiny = {.max_bytes = 1000};
+    assert_false(sl_table_can_hold(&r, &tiny, 1));
+    assert_int_equal(sl_table_create(&r, &tiny, &t), SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, "k", 1, 1, T0, &d), SL_EFULL);
+    assert_int_equal(sl_table_decide(t, "k", 1, 0, T0, &d), SL_OK); /* a peek stores nothing */
+    sl_table_free(t);
+    t = NULL;
     /* the cap bounds the initial size: a huge initial_keys is clipped, not allocated */
     sl_table_config_t clipped = {.max_bytes = 1 << 20, .initial_keys = 1000000};
     assert_int_equal(sl_table_create(&r, &clipped, &t), SL_OK);
@@ -502,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_lookup_ends_after_removals),
         cmocka_unit_test(test_peek_is_never_delayed),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_can_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
