@@ -213,7 +213,10 @@ static void job_end(job_t *j)
     for (size_t i = 0; i < j->n; i++) {
         engine_rule_release(j->rules[i]);
     }
-    conn_resolve(j->slot);
+    /* /v1/auth admitted with a delay (a max_delay rule): the answer waits that long, as nginx's
+     * limit_req delays the request, since auth_request cannot pass the delay on */
+    int64_t delay_ns = j->kind == JOB_AUTH && j->got[0].d.allowed ? j->got[0].d.delay_ns : 0;
+    conn_resolve_after(j->slot, delay_ns);
     free(j);
 }
 

@@ -498,6 +498,68 @@ void conn_resolve(reply_slot_t *slot)
     }
 }
 
+/* A reply held back until its due time; the loop keeps them soonest first. */
+typedef struct delayed {
+    struct delayed *next;
+    reply_slot_t *slot;
+    uint64_t due_ms; /* loop time */
+} delayed_t;
+
+static void on_delay_timer(uv_timer_t *t);
+
+static void delays_arm(loop_t *l)
+{
+    if (l->delayed == NULL) {
+        uv_timer_stop(&l->delay_timer);
+        return;
+    }
+    uint64_t now = uv_now(&l->uv);
+    uint64_t due = l->delayed->due_ms;
+    uv_timer_start(&l->delay_timer, on_delay_timer, due > now ? due - now : 0, 0);
+}
+
+/* Resolves the held replies due by `until_ms` (UINT64_MAX: all). */
+static void delays_resolve(loop_t *l, uint64_t until_ms)
+{
+    while (l->delayed != NULL && l->delayed->due_ms <= until_ms) {
+        delayed_t *d = l->delayed;
+        l->delayed = d->next;
+        conn_resolve(d->slot);
+        free(d);
+    }
+}
+
+static void on_delay_timer(uv_timer_t *t)
+{
+    loop_t *l = t->data;
+    delays_resolve(l, uv_now(&l->uv));
+    delays_arm(l);
+}
+
+void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns)
+{
+    conn_t *c = slot->conn;
+    delayed_t *d = c != NULL && delay_ns > 0 && !atomic_load(&c->loop->srv->stopping)
+                       ? malloc(sizeof *d)
+                       : NULL;
+    if (d == NULL) {
+        conn_resolve(slot);
+        return;
+    }
+    loop_t *l = c->loop;
+    uint64_t delay_ms = (uint64_t)((delay_ns + 999999) / 1000000); /* never sooner */
+    *d = (delayed_t){.slot = slot, .due_ms = uv_now(&l->uv) + delay_ms};
+    delayed_t **pp = &l->delayed;
+    while (*pp != NULL && (*pp)->due_ms <= d->due_ms) {
+        pp = &(*pp)->next;
+    }
+    d->next = *pp;
+    *pp = d;
+    if (l->delayed == d) {
+        delays_arm(l);
+    }
+}
+
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
 {
     if (c->slots == NULL) {
@@ -801,6 +863,8 @@ static void on_drain_tick(uv_timer_t *t)
     }
     uv_timer_stop(&l->idle_timer);
     uv_close((uv_handle_t *)&l->idle_timer, NULL);
+    delays_resolve(l, UINT64_MAX);
+    uv_close((uv_handle_t *)&l->delay_timer, NULL);
     uv_close((uv_handle_t *)&l->stop_async, NULL);
     uv_mutex_lock(&l->srv->evict_mu);
     l->evict_open = false;
@@ -825,6 +889,9 @@ static void on_stop(uv_async_t *a)
             conn_flush(c); /* closes it, or after the write it starts completes */
         }
     }
+    /* replies held back for a delay go now: stopping answers what was read */
+    delays_resolve(l, UINT64_MAX);
+    uv_timer_stop(&l->delay_timer);
     l->stop_ms = uv_now(&l->uv);
     uv_timer_stop(&l->idle_timer);
     uv_timer_start(&l->idle_timer, on_drain_tick, 0, 5);
@@ -997,6 +1064,8 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         l->evict_open = true;
         uv_timer_init(&l->uv, &l->idle_timer);
         l->idle_timer.data = l;
+        uv_timer_init(&l->uv, &l->delay_timer);
+        l->delay_timer.data = l;
         uv_timer_start(&l->idle_timer, on_idle_tick, IDLE_TICK_MS, IDLE_TICK_MS);
     }
     for (unsigned i = 0; i < srv->nloops; i++) {

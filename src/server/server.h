@@ -124,11 +124,13 @@ struct loop {
     bool listener_http[SERVER_LISTEN_MAX];
     size_t nlisteners;
     uv_async_t stop_async;
-    uv_async_t evict_async; /* another loop saw the input buffers over the cap */
-    bool evict_open;        /* evict_async may be sent to (under the server's evict_mu) */
-    char *spare;            /* an input buffer lent to each read of a connection holding none */
-    uv_timer_t idle_timer;  /* idle timeouts; while stopping, the drain check */
-    uint64_t stop_ms;       /* loop time the stop began */
+    uv_async_t evict_async;  /* another loop saw the input buffers over the cap */
+    bool evict_open;         /* evict_async may be sent to (under the server's evict_mu) */
+    char *spare;             /* an input buffer lent to each read of a connection holding none */
+    uv_timer_t idle_timer;   /* idle timeouts; while stopping, the drain check */
+    uv_timer_t delay_timer;  /* the first of delayed's due times */
+    struct delayed *delayed; /* replies held back (conn_resolve_after), soonest first */
+    uint64_t stop_ms;        /* loop time the stop began */
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;
@@ -179,6 +181,11 @@ reply_slot_t *conn_defer(conn_t *c);
 /* The slot's reply is in slot->buf: writes it (and any done slots after it) once every earlier
  * reply has gone. Frees the slot. Safe when the connection has gone (slot->conn NULL). */
 void conn_resolve(reply_slot_t *slot);
+
+/* conn_resolve(slot) once delay_ns have passed (a reply held back: /v1/auth under a max_delay
+ * rule, as nginx's limit_req delays). A loop that stops resolves every held reply at once. Out of
+ * memory: resolved now. */
+void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns);
 
 /* Runs one request's handler so its reply lands in order: straight into c->out, or, while
  * replies are deferred, into a slot of its own. */
