@@ -124,6 +124,12 @@ typedef struct slc_client slc_client_t;
  */
 SLC_API slc_client_t *slc_connect(const char *host, int port, const char *password, int timeout_ms);
 
+/* slc_connect as a named user: AUTH user password (sluiced's users are "default", which
+ * decides, and "admin", which also changes rules and overrides when sluiced has an admin
+ * password). user NULL is slc_connect. */
+SLC_API slc_client_t *slc_connect_user(const char *host, int port, const char *user,
+                                       const char *password, int timeout_ms);
+
 /* Closes the connection and frees the handle and its cache. NULL is a no-op. */
 SLC_API void slc_free(slc_client_t *c);
 
@@ -198,6 +204,10 @@ typedef void (*slc_done_cb)(slc_async_t *ac, int status, void *arg);
  */
 SLC_API int slc_async_connect(struct uv_loop_s *loop, const char *host, int port,
                               const char *password, slc_async_t **out);
+
+/* slc_async_connect as a named user (AUTH user password first); user NULL is slc_async_connect. */
+SLC_API int slc_async_connect_user(struct uv_loop_s *loop, const char *host, int port,
+                                   const char *user, const char *password, slc_async_t **out);
 
 /*
  * Closes the handle: requests already accepted still complete (their replies are awaited),

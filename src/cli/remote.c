@@ -43,6 +43,7 @@ void remote_opts_init(struct remote_opts *o, const char *env_password)
     o->host = REMOTE_DEFAULT_HOST;
     o->port = REMOTE_DEFAULT_PORT;
     o->password = env_password != NULL && env_password[0] != '\0' ? env_password : NULL;
+    o->user = NULL;
     o->json = false;
     o->timeout_ms = REMOTE_DEFAULT_TIMEOUT_MS;
 }
@@ -57,7 +58,8 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
     }
     bool host = strcmp(opt, "-h") == 0, port = strcmp(opt, "-p") == 0;
     bool pass = strcmp(opt, "-a") == 0, timeout = strcmp(opt, "--timeout") == 0;
-    if (!host && !port && !pass && !timeout)
+    bool user = strcmp(opt, "--user") == 0;
+    if (!host && !port && !pass && !timeout && !user)
         return 0;
     if (i + 1 >= argc)
         return fail(err, errlen, "option '%s' needs a value", opt);
@@ -73,6 +75,10 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
         o->port = (int)v;
     } else if (pass) {
         o->password = val;
+    } else if (user) {
+        if (val[0] == '\0')
+            return fail(err, errlen, "--user: must not be empty");
+        o->user = val;
     } else {
         if (!parse_int_in(val, 0, 24 * 3600 * 1000, &v))
             return fail(err, errlen,

@@ -43,6 +43,8 @@ struct remote_opts {
     const char *host;     /* -h HOST (default 127.0.0.1) */
     int port;             /* -p PORT (default 6390) */
     const char *password; /* -a PASSWORD, else $SLUICE_PASSWORD, else NULL */
+    const char *user;     /* --user NAME: AUTH as this user ("admin" for rules and overrides
+                             when sluiced has an admin password), else NULL */
     bool json;            /* --json: machine output */
     int timeout_ms;       /* --timeout MS: connect and per-command timeout, 0 = none */
 };

@@ -19,6 +19,8 @@ static const char options_text[] =
     "  -h HOST          server address (default 127.0.0.1)\n"
     "  -p PORT          RESP port (default 6390)\n"
     "  -a PASSWORD      AUTH password (default: $SLUICE_PASSWORD)\n"
+    "  --user NAME      AUTH as this user: admin, for rules and overrides when the server has\n"
+    "                   an admin password (-a is then the admin password)\n"
     "  --timeout MS     connect and reply timeout, ms (default 5000; 0 = none)\n"
     "  --json           print one JSON value instead of text\n"
     "\n"
@@ -109,7 +111,7 @@ static int unexpected(const char *what, const redisReply *r)
 /* Connects; on failure prints why and sets *code. */
 static slc_client_t *open_client(const struct remote_opts *o, int *code)
 {
-    slc_client_t *c = slc_connect(o->host, o->port, o->password, o->timeout_ms);
+    slc_client_t *c = slc_connect_user(o->host, o->port, o->user, o->password, o->timeout_ms);
     if (c == NULL || slc_err(c) != SLC_OK) {
         *code = client_error(c, c != NULL ? slc_err(c) : SLC_ENOMEM);
         slc_free(c);

@@ -178,16 +178,16 @@ static void on_idle(uv_idle_t *idle)
     maybe_free(h);
 }
 
-/* Queues AUTH as the connection's first request. */
-static int send_auth(slc_async_t *h, const char *password)
+/* Queues AUTH [user] password as the connection's first request. */
+static int send_auth(slc_async_t *h, const char *user, const char *password)
 {
     request_t *req = calloc(1, sizeof *req);
     if (req == NULL)
         return SLC_ENOMEM;
     req->h = h;
     req->kind = REQUEST_AUTH;
-    const char *argv[2] = {"AUTH", password};
-    if (redisAsyncCommandArgv(h->ac, on_reply, req, 2, argv, NULL) != REDIS_OK) {
+    const char *argv[3] = {"AUTH", user != NULL ? user : password, password};
+    if (redisAsyncCommandArgv(h->ac, on_reply, req, user != NULL ? 3 : 2, argv, NULL) != REDIS_OK) {
         free(req);
         return SLC_ENOMEM;
     }
@@ -197,6 +197,12 @@ static int send_auth(slc_async_t *h, const char *password)
 
 int slc_async_connect(uv_loop_t *loop, const char *host, int port, const char *password,
                       slc_async_t **out)
+{
+    return slc_async_connect_user(loop, host, port, NULL, password, out);
+}
+
+int slc_async_connect_user(uv_loop_t *loop, const char *host, int port, const char *user,
+                           const char *password, slc_async_t **out)
 {
     if (out == NULL)
         return SLC_EINVAL;
@@ -229,7 +235,7 @@ int slc_async_connect(uv_loop_t *loop, const char *host, int port, const char *p
     h->idle.data = h;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    if (password != NULL && send_auth(h, password) != SLC_OK) {
+    if (password != NULL && send_auth(h, user, password) != SLC_OK) {
         h->closing = true;
         h->ac = NULL;
         redisAsyncFree(ac);

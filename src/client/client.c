@@ -25,6 +25,7 @@ struct slc_client {
     char *host;                  /* copied */
     int port;                    /* 1..65535 */
     char *password;              /* copied, or NULL */
+    char *user;                  /* copied, or NULL (AUTH password alone) */
     int timeout_ms;              /* connect and per-command timeout, ms; 0 = none */
     cache_t *cache;              /* the over-limit cache */
     slc_clock_fn clock;          /* the cache's clock, ns */
@@ -101,9 +102,9 @@ static int reconnect(slc_client_t *c)
     if (c->timeout_ms > 0 && redisSetTimeout(c->ctx, tv) != REDIS_OK)
         return io_error(c, errno, "setting the timeout");
     if (c->password != NULL) {
-        const char *argv[2] = {"AUTH", c->password};
+        const char *argv[3] = {"AUTH", c->user != NULL ? c->user : c->password, c->password};
         redisReply *r = NULL;
-        int rc = send_command(c, 2, argv, NULL, &r);
+        int rc = send_command(c, c->user != NULL ? 3 : 2, argv, NULL, &r);
         freeReplyObject(r);
         if (rc != SLC_OK) {
             drop_connection(c);
@@ -114,6 +115,12 @@ static int reconnect(slc_client_t *c)
 }
 
 slc_client_t *slc_connect(const char *host, int port, const char *password, int timeout_ms)
+{
+    return slc_connect_user(host, port, NULL, password, timeout_ms);
+}
+
+slc_client_t *slc_connect_user(const char *host, int port, const char *user, const char *password,
+                               int timeout_ms)
 {
     slc_client_t *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -128,8 +135,10 @@ slc_client_t *slc_connect(const char *host, int port, const char *password, int 
     }
     c->host = strdup(host);
     c->password = password != NULL ? strdup(password) : NULL;
+    c->user = user != NULL && password != NULL ? strdup(user) : NULL;
     c->cache = cache_create(SLC_CACHE_DEFAULT);
-    if (c->host == NULL || (password != NULL && c->password == NULL) || c->cache == NULL) {
+    if (c->host == NULL || (password != NULL && c->password == NULL) ||
+        (user != NULL && password != NULL && c->user == NULL) || c->cache == NULL) {
         seterr(c, SLC_ENOMEM, "out of memory");
         return c;
     }
@@ -145,6 +154,7 @@ void slc_free(slc_client_t *c)
     cache_free(c->cache);
     free(c->host);
     free(c->password);
+    free(c->user);
     free(c);
 }
 

@@ -40,6 +40,7 @@ typedef enum opt_kind {
     OPT_SIZE,      /* size_t bytes with k/m/g/t suffixes, within [min, max] */
     OPT_DURATION,  /* int64_t ns, >= min */
     OPT_LOG_LEVEL, /* log_level_t */
+    OPT_BOOL,      /* bool: a flag with no value is true; in the file true / false */
 } opt_kind_t;
 
 typedef enum opt_check {
@@ -118,6 +119,10 @@ static const option_t options[] = {
      "RESP password (or env SLUICE_REQUIREPASS)"},
     {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",
      "bearer token for rule changes over HTTP (or env SLUICE_ADMIN_TOKEN)"},
+    {"admin-password", "admin_password", OPT_STRING, F(admin_password), 0, 0, 0, 0, CHECK_NONE,
+     "PW", "RESP user 'admin': rules, overrides, resets (or env SLUICE_ADMIN_PASSWORD)"},
+    {"insecure-admin", "insecure_admin", OPT_BOOL, F(insecure_admin), 0, 0, 0, 0, CHECK_NONE, NULL,
+     "allow admin with no password/token on an address that is not loopback"},
     {"trusted-proxy", "trusted_proxies", OPT_LIST, F(trusted_proxies), F(ntrusted),
      CONFIG_TRUSTED_MAX, 0, 0, CHECK_CIDR, "CIDR",
      "trust X-Forwarded-For from this network (repeatable)"},
@@ -435,6 +440,12 @@ static int apply_scalar(server_config_t *c, const source_t *s, const char *text,
             }
         }
         return fail(s, "must be error, warn, info or debug, not '%s'", shown(text, buf));
+    case OPT_BOOL:
+        if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+            *(bool *)field = text[0] == 't';
+            return 0;
+        }
+        return fail(s, "must be true or false, not '%s'", shown(text, buf));
     case OPT_FLAG:
         break;
     }
@@ -578,6 +589,9 @@ static int split_flags(int argc, char **argv, flag_t *flags, size_t *nflags, cha
             snprintf(err, cap, "--%s: takes no value", o->flag);
             return -1;
         }
+        if (o->kind == OPT_BOOL && value == NULL) {
+            value = "true";
+        }
         if (o->kind != OPT_FLAG && value == NULL) {
             if (i + 1 >= argc) {
                 snprintf(err, cap, "--%s: missing value (%s)", o->flag, o->metavar);
@@ -698,6 +712,8 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         rc = secret_from_env(&c->requirepass, "SLUICE_REQUIREPASS", err, err_cap);
     if (rc == 0)
         rc = secret_from_env(&c->admin_token, "SLUICE_ADMIN_TOKEN", err, err_cap);
+    if (rc == 0)
+        rc = secret_from_env(&c->admin_password, "SLUICE_ADMIN_PASSWORD", err, err_cap);
     if (rc == 0 && c->nbind == 0) {
         snprintf(err, err_cap, "bind: at least one address is needed");
         rc = -1;
@@ -720,6 +736,58 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
     return rc;
 }
 
+/* True for an address only this host can reach: 127.0.0.0/8, ::1, ::ffff:127.x.x.x. */
+static bool is_loopback(const char *addr)
+{
+    unsigned char a[16];
+    if (inet_pton(AF_INET, addr, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, addr, a) != 1)
+        return false;
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const unsigned char one[16] = {[15] = 1};
+    return memcmp(a, one, 16) == 0 || (memcmp(a, v4mapped, 12) == 0 && a[12] == 127);
+}
+
+int server_config_admin_check(const server_config_t *c, char *warn, size_t warn_cap, char *err,
+                              size_t err_cap)
+{
+    const char *outside = NULL;
+    for (size_t i = 0; i < c->nbind && outside == NULL; i++) {
+        if (!is_loopback(c->bind[i]))
+            outside = c->bind[i];
+    }
+    bool resp_open = c->resp_port > 0 && c->admin_password == NULL;
+    bool http_open = c->http_port > 0 && c->admin_token == NULL;
+    warn[0] = '\0';
+    if (!resp_open && !http_open)
+        return 0;
+    const char *how = resp_open && http_open ? "over RESP and HTTP"
+                      : resp_open            ? "over RESP"
+                                             : "over HTTP";
+    const char *fix = resp_open && http_open ? "--admin-password and --admin-token"
+                      : resp_open            ? "--admin-password (or SLUICE_ADMIN_PASSWORD)"
+                                             : "--admin-token (or SLUICE_ADMIN_TOKEN)";
+    if (outside != NULL && !c->insecure_admin) {
+        snprintf(err, err_cap,
+                 "listening on %s, which is not loopback, with rule changes open to every client "
+                 "%s: set %s, or pass --insecure-admin to allow it",
+                 outside, how, fix);
+        return -1;
+    }
+    if (outside != NULL)
+        snprintf(warn, warn_cap,
+                 "rule and override changes are open to every client that can connect %s, on %s "
+                 "(--insecure-admin); set %s to require a secret",
+                 how, outside, fix);
+    else
+        snprintf(warn, warn_cap,
+                 "rule and override changes are open to every client that can connect %s; set %s "
+                 "to require a secret",
+                 how, fix);
+    return 0;
+}
+
 void server_config_free(server_config_t *c)
 {
     if (c == NULL)
@@ -736,6 +804,7 @@ void server_config_free(server_config_t *c)
     free(c->snapshot_path);
     free(c->requirepass);
     free(c->admin_token);
+    free(c->admin_password);
     memset(c, 0, sizeof(*c));
 }
 

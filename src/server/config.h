@@ -19,6 +19,7 @@
 #ifndef SLUICE_SERVER_CONFIG_H
 #define SLUICE_SERVER_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,9 @@ typedef struct server_config {
                                      none */
     char *admin_token;            /* --admin-token T, or env SLUICE_ADMIN_TOKEN; NULL =
                                      none */
+    char *admin_password;         /* --admin-password PW, or env SLUICE_ADMIN_PASSWORD: the RESP
+                                     user "admin"; NULL = admin commands open to every client */
+    bool insecure_admin;          /* --insecure-admin: open admin allowed beyond loopback */
     char *trusted_proxies[CONFIG_TRUSTED_MAX]; /* --trusted-proxy CIDR (repeatable), strings as
                                                   given ("10.0.0.0/8", "::1") */
     size_t ntrusted;                           /* entries in trusted_proxies */
@@ -116,6 +120,15 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
 
 /* Frees the strings of *c and zeroes it. NULL is a no-op. */
 void server_config_free(server_config_t *c);
+
+/*
+ * Whether admin (rule and override changes) is safe to serve as configured. Admin is open over
+ * RESP without --admin-password and over HTTP without --admin-token. Open admin on an address
+ * that is not loopback is refused (-1, err says what to set) unless --insecure-admin; open admin
+ * is allowed otherwise with a warning for the log in warn (empty when admin needs a secret).
+ */
+int server_config_admin_check(const server_config_t *c, char *warn, size_t warn_cap, char *err,
+                              size_t err_cap);
 
 /* The --help text (static). */
 const char *server_config_usage(void);

@@ -213,6 +213,16 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     log_set_level(cfg.log_level);
+    char admin_warning[512];
+    if (server_config_admin_check(&cfg, admin_warning, sizeof admin_warning, err, sizeof err) !=
+        0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        server_config_free(&cfg);
+        return 2;
+    }
+    if (admin_warning[0] != '\0') {
+        log_warn("%s", admin_warning);
+    }
     signal(SIGPIPE, SIG_IGN);
     m.srv.cfg = &cfg;
     m.srv.started_ns = sl_now_ns();

@@ -797,9 +797,27 @@ static bool secret_equal(const char *secret, const resp_arg_t *given)
 }
 
 /* Checks [user] password; replies the error itself and returns false on failure. */
+/*
+ * Checks [user] password and switches the connection to that user; replies the error itself
+ * and returns false on failure. Two users, in the spirit of Redis's ACLs: "default" (deciding;
+ * its password is --requirepass) and "admin" (also rules, overrides and resets; its password is
+ * --admin-password; the user exists only when that is set). With no admin password every client
+ * may administer.
+ */
 static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
 {
-    const char *secret = c->loop->srv->cfg->requirepass;
+    const server_config_t *cfg = c->loop->srv->cfg;
+    if (user != NULL && arg_is(user, "admin") && cfg->admin_password != NULL) {
+        if (!secret_equal(cfg->admin_password, pass)) {
+            resp_add_error(&c->out,
+                           "WRONGPASS invalid username-password pair or user is disabled.");
+            return false;
+        }
+        c->authed = true;
+        c->admin = true;
+        return true;
+    }
+    const char *secret = cfg->requirepass;
     if (secret == NULL) {
         resp_add_error(&c->out,
                        "ERR AUTH <password> called without any password configured for the "
@@ -811,6 +829,7 @@ static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass
         return false;
     }
     c->authed = true;
+    c->admin = cfg->admin_password == NULL;
     return true;
 }
 
@@ -1130,7 +1149,7 @@ static const command_t commands[] = {
     {"cl.throttle", -5, CMD_WRITE, cmd_cl_throttle},
     {"sl.allowall", -3, CMD_WRITE, cmd_allowall},
     {"sl.peek", 3, 0, cmd_peek},
-    {"sl.reset", 3, CMD_WRITE, cmd_reset},
+    {"sl.reset", 3, CMD_WRITE | CMD_ADMIN, cmd_reset},
     {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, cmd_rule},
     {"sl.override", -3, CMD_WRITE | CMD_ADMIN, cmd_override},
     {"ping", -1, 0, cmd_ping},
@@ -1192,6 +1211,13 @@ static void dispatch_now(void *arg)
     }
     if (!c->authed && !(cmd->flags & CMD_NOAUTH)) {
         resp_add_error(&c->out, "NOAUTH Authentication required.");
+        return;
+    }
+    if ((cmd->flags & CMD_ADMIN) && !c->admin) {
+        resp_add_error(&c->out,
+                       "NOPERM this user has no permissions to run the '%s' command (AUTH admin "
+                       "<password> first)",
+                       cmd->name);
         return;
     }
     if ((cmd->arity > 0 && argc != (size_t)cmd->arity) ||

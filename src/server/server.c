@@ -660,6 +660,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
     c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;
     c->authed = srv->cfg->requirepass == NULL;
+    c->admin = c->authed && srv->cfg->admin_password == NULL;
     c->inline_budget = engine_inline_budget(srv->engine);
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);

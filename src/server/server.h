@@ -61,13 +61,14 @@ struct conn {
     loop_t *loop;
     bool http;
     bool authed;
-    bool closing;      /* close once the output is written */
-    bool writing;      /* a uv_write is pending */
-    bool counted;      /* counted in the server's client total */
-    bool continued;    /* HTTP: "100 Continue" sent for the request being read */
-    bool eof;          /* the client closed its side */
-    bool lingering;    /* output written, FIN sent, discarding input until EOF (conn_finish) */
-    bool detached;     /* no socket (the fuzz target): replies accumulate in out, never written */
+    bool admin;     /* may change rules, overrides, resets (the RESP user "admin", or none set) */
+    bool closing;   /* close once the output is written */
+    bool writing;   /* a uv_write is pending */
+    bool counted;   /* counted in the server's client total */
+    bool continued; /* HTTP: "100 Continue" sent for the request being read */
+    bool eof;       /* the client closed its side */
+    bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
+    bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
     bool in_batch;           /* a read's requests are being answered: conn_batch_done writes them */

@@ -88,6 +88,7 @@ static void setup(void)
     loop->worker = engine_worker(srv.engine, 0);
     conn.loop = loop;
     conn.authed = true;
+    conn.admin = true;
     conn.detached = true; /* no socket: replies stay in conn.out */
     conn.inline_budget = engine_inline_budget(srv.engine);
     snprintf(conn.addr, sizeof conn.addr, "127.0.0.1");

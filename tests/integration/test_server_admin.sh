@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# test_server_admin.sh - admin safety on the RESP port: a web page that makes a browser POST to
+# test_server_admin.sh - admin safety. Deciding and administering are separate permissions: with
+# --admin-password, only the RESP user "admin" may change rules, overrides and reset keys (the
+# CLI with --user admin too); admin open to every client is refused beyond loopback unless
+# --insecure-admin, and logged as a warning on loopback. A web page that makes a browser POST to
 # 127.0.0.1:6390 runs nothing (the connection is closed at the request line, as Redis does);
 # HELLO SETNAME sets no name before AUTH and checks names as CLIENT SETNAME does.
 set -u
@@ -57,4 +60,38 @@ check hello-bad-name matches "$(sed -n 4p "$TMP/hello.out")" '^-ERR Client names
 check hello-bad-name-not-set matches "$(sed -n 5p "$TMP/hello.out")" '^None$'
 check hello-name-set matches "$(sed -n 7p "$TMP/hello.out")" "^b'ok-name'$"
 stop_bg s2 TERM
+
+# 3. deciding and administering: separate users
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/store3.db" --snapshot "" \
+    --requirepass pw --admin-password 'ad min' || { cat "$TMP/s3.log"; exit 1; }
+check admin-resp-not-warned bash -c "! grep -q 'open to every client that can connect over RESP' '$TMP/s3.log'"
+check admin-http-warned grep -q "open to every client that can connect over HTTP; set --admin-token" "$TMP/s3.log"
+dflt() { redis-cli -p "$RESP_PORT" -a pw --no-auth-warning "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+adm() { redis-cli -p "$RESP_PORT" --user admin --pass 'ad min' --no-auth-warning "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+check default-decides matches "$(dflt SL.ALLOW login k)" '^1 5 4 0 '
+check default-no-rule-set matches "$(dflt SL.RULE SET x '{"algorithm":"gcra","limit":1,"window":"1s"}')" \
+    "^NOPERM this user has no permissions to run the 'sl.rule' command"
+check default-no-rule-list matches "$(dflt SL.RULE LIST)" '^NOPERM'
+check default-no-override matches "$(dflt SL.OVERRIDE SET login k '{"limit":100}')" '^NOPERM'
+check default-no-reset matches "$(dflt SL.RESET login k)" "^NOPERM this user has no permissions to run the 'sl.reset' command"
+check default-kept-usage matches "$(dflt SL.PEEK login k)" '^1 5 4 0 '
+check admin-rule-set matches "$(adm SL.RULE SET x '{"algorithm":"gcra","limit":1,"window":"1s"}')" '^OK$'
+check admin-reset matches "$(adm SL.RESET login k)" '^OK$'
+check admin-decides matches "$(adm SL.ALLOW login k)" '^1 5 4 0 '
+check admin-wrong matches "$(redis-cli -p "$RESP_PORT" --user admin --pass nope --no-auth-warning PING 2>&1)" '^AUTH failed: WRONGPASS'
+check admin-hello matches "$(cli HELLO 2 AUTH admin 'ad min')" '^server sluice '
+check cli-default matches "$("$SLUICE" -p "$RESP_PORT" -a pw rules list 2>&1)" '^sluice: NOPERM'
+check cli-admin matches "$("$SLUICE" -p "$RESP_PORT" --user admin -a 'ad min' rules list 2>&1 | tr '\n' ' ')" '^login x $'
+stop_bg s3 TERM
+
+# 4. admin open to everyone: refused beyond loopback (nothing is listened on), warned on loopback
+"$SLUICED" --bind 0.0.0.0 --port "$(free_port)" --http-port 0 --config-store "$TMP/store4.db" \
+    --snapshot "" >"$TMP/open.out" 2>&1
+check open-refused test $? -eq 2
+check open-why grep -q "listening on 0.0.0.0, which is not loopback, with rule changes open to every client over RESP: set --admin-password" "$TMP/open.out"
+"$SLUICED" --bind 0.0.0.0 --port 0 --http-port "$(free_port)" --admin-password x \
+    --config-store "$TMP/store4.db" --snapshot "" >"$TMP/open2.out" 2>&1
+check open-http-refused test $? -eq 2
+check open-http-why grep -q "over HTTP: set --admin-token" "$TMP/open2.out"
+check loopback-warned grep -q "rule and override changes are open to every client that can connect over RESP; set --admin-password" "$TMP/s1.log"
 finish

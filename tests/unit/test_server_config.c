@@ -69,6 +69,7 @@ static int setup(void **unused)
     snprintf(file_path, sizeof(file_path), "/tmp/sluice-test-config-%d.yaml", (int)getpid());
     unsetenv("SLUICE_REQUIREPASS");
     unsetenv("SLUICE_ADMIN_TOKEN");
+    unsetenv("SLUICE_ADMIN_PASSWORD");
     return 0;
 }
 
@@ -471,10 +472,61 @@ static void test_example_file(void **unused)
     server_config_free(&d);
 }
 
+/* Admin open to every client: refused beyond loopback unless --insecure-admin, warned on it. */
+static void test_admin_check(void **unused)
+{
+    static const struct {
+        const char *bind;
+        bool loopback;
+    } rows[] = {
+        {"127.0.0.1", true}, {"127.3.2.1", true}, {"::1", true},       {"::ffff:127.0.0.1", true},
+        {"0.0.0.0", false},  {"::", false},       {"10.1.2.3", false}, {"::ffff:10.0.0.1", false},
+    };
+    char warn[512], why[512];
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        server_config_t c;
+        PARSE_OK(&c, "--bind", rows[i].bind);
+        int rc = server_config_admin_check(&c, warn, sizeof warn, why, sizeof why);
+        if (rows[i].loopback) {
+            assert_int_equal(rc, 0);
+            assert_non_null(
+                strstr(warn, "open to every client that can connect over RESP and HTTP"));
+        } else {
+            assert_int_equal(rc, -1);
+            assert_non_null(strstr(why, "which is not loopback"));
+        }
+        server_config_free(&c);
+    }
+    server_config_t c;
+    PARSE_OK(&c, "--bind", "10.1.2.3", "--insecure-admin");
+    assert_true(c.insecure_admin);
+    assert_int_equal(server_config_admin_check(&c, warn, sizeof warn, why, sizeof why), 0);
+    assert_non_null(strstr(warn, "on 10.1.2.3 (--insecure-admin)"));
+    server_config_free(&c);
+    PARSE_OK(&c, "--bind", "10.1.2.3", "--admin-password", "a", "--admin-token", "t");
+    assert_int_equal(server_config_admin_check(&c, warn, sizeof warn, why, sizeof why), 0);
+    assert_string_equal(warn, "");
+    server_config_free(&c);
+    PARSE_OK(&c, "--bind", "10.1.2.3", "--port", "0", "--admin-token", "t");
+    assert_int_equal(server_config_admin_check(&c, warn, sizeof warn, why, sizeof why), 0);
+    server_config_free(&c);
+    setenv("SLUICE_ADMIN_PASSWORD", "fromenv", 1);
+    PARSE_OK(&c, "--bind", "10.1.2.3", "--http-port", "0");
+    assert_string_equal(c.admin_password, "fromenv");
+    assert_int_equal(server_config_admin_check(&c, warn, sizeof warn, why, sizeof why), 0);
+    server_config_free(&c);
+    unsetenv("SLUICE_ADMIN_PASSWORD");
+    PARSE_OK(&c, "--insecure-admin=false");
+    assert_false(c.insecure_admin);
+    server_config_free(&c);
+    PARSE_ERR("--insecure-admin: must be true or false, not 'yes'", "--insecure-admin=yes");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admin_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
