@@ -402,13 +402,17 @@ static const row_t tb_uneven_rows[] = {
 };
 
 /*
- * N 1, W 1 s, B 2: T 1 s, tau 2 s. After an admission at 10 s (TAT 11 s), 5 s is clamped to
- * TAT - tau = 9 s: TAT' = 12 s, retry 12 - 2 - 9 = 1 s, remaining floor((2 - 2)/1) = 0,
- * reset TAT0 - 9 s = 2 s.
+ * N 1, W 1 s, B 2: T 1 s, tau 2 s. After an admission at 10 s (TAT 11 s), a request at 5 s (a
+ * clock that stepped back) is decided at 5 s, not clamped: an earlier now sees less refilled.
+ * TAT' = 12 s, retry 12 - 2 - 5 = 5 s, remaining floor((2 - (11 - 5))/1) < 0 -> 0, reset
+ * 11 - 5 = 6 s; a peek at 5 s waits TAT - tau - now = 4 s. At 10 s the bucket is as it was.
  */
-static const row_t tb_clamp_rows[] = {
-    ALLOW(10 * SEC, 1, 1, SEC),     DENY_CLAMPED(5 * SEC, 9 * SEC, 1, 0, SEC, 2 * SEC),
-    ALLOW(10 * SEC, 1, 0, 2 * SEC), ALLOW(10500 * MS, 0, 0, 1500 * MS),
+static const row_t tb_back_rows[] = {
+    ALLOW(10 * SEC, 1, 1, SEC),
+    DENY(5 * SEC, 1, 0, 5 * SEC, 6 * SEC),
+    DENY(5 * SEC, 0, 0, 4 * SEC, 6 * SEC),
+    ALLOW(10 * SEC, 1, 0, 2 * SEC),
+    ALLOW(10500 * MS, 0, 0, 1500 * MS),
     ALLOW(11 * SEC, 0, 1, SEC),
 };
 
@@ -417,10 +421,10 @@ static void test_token_bucket_table(void **cm)
     (void)cm;
     sl_rule_t rule = make_rule(SL_TOKEN_BUCKET, 2, SEC, 3, SL_DEFAULT, 0);
     sl_rule_t uneven = simple_rule(SL_TOKEN_BUCKET, 3, SEC);
-    sl_rule_t clamp = make_rule(SL_TOKEN_BUCKET, 1, SEC, 2, SL_DEFAULT, 0);
+    sl_rule_t back = make_rule(SL_TOKEN_BUCKET, 1, SEC, 2, SL_DEFAULT, 0);
     run_table("token_bucket", &rule, START, tb_rows, NROWS(tb_rows));
     run_table("token_bucket T = ceil(W/N)", &uneven, START, tb_uneven_rows, NROWS(tb_uneven_rows));
-    run_table("token_bucket clamp", &clamp, START, tb_clamp_rows, NROWS(tb_clamp_rows));
+    run_table("token_bucket time going back", &back, START, tb_back_rows, NROWS(tb_back_rows));
 }
 
 /*
@@ -486,12 +490,14 @@ static void test_gcra_redis_cell_table(void **cm)
 }
 
 /*
- * N 1, W 1 s, B 0: T = tau = 1 s, capacity 1. After an admission at 10 s (TAT 11 s), 5 s is
- * clamped to TAT - tau = 10 s: TAT' = 12 s, retry 12 - 1 - 10 = 1 s, reset 11 - 10 = 1 s.
+ * N 1, W 1 s, B 0: T = tau = 1 s, capacity 1. After an admission at 10 s (TAT 11 s), a request
+ * at 5 s is decided at 5 s: TAT' = 12 s, retry 12 - 1 - 5 = 6 s, reset 11 - 5 = 6 s. Before the
+ * clamp was dropped it reported retry 1 s and reset 1 s, measured from 10 s, not from the
+ * caller's now; the admissions are the same either way (a cost >= 1 waits past 10 s).
  */
-static const row_t gcra_clamp_rows[] = {
+static const row_t gcra_back_rows[] = {
     ALLOW(10 * SEC, 1, 0, SEC),
-    DENY_CLAMPED(5 * SEC, 10 * SEC, 1, 0, SEC, SEC),
+    DENY(5 * SEC, 1, 0, 6 * SEC, 6 * SEC),
     ALLOW(11 * SEC, 1, 0, SEC),
 };
 
@@ -511,12 +517,12 @@ static const row_t gcra_delay_rows[] = {
     DENY(400 * MS, 3, 0, -1, 1600 * MS),
 };
 
-static void test_gcra_clamp_and_max_delay(void **cm)
+static void test_gcra_time_back_and_max_delay(void **cm)
 {
     (void)cm;
-    sl_rule_t clamp = make_rule(SL_GCRA, 1, SEC, 0, SL_DEFAULT, 0);
+    sl_rule_t back = make_rule(SL_GCRA, 1, SEC, 0, SL_DEFAULT, 0);
     sl_rule_t delay = make_rule(SL_GCRA, 2, SEC, 1, SL_DEFAULT, 600 * MS);
-    run_table("gcra clamp", &clamp, START, gcra_clamp_rows, NROWS(gcra_clamp_rows));
+    run_table("gcra time going back", &back, START, gcra_back_rows, NROWS(gcra_back_rows));
     run_table("gcra max_delay", &delay, START, gcra_delay_rows, NROWS(gcra_delay_rows));
 }
 
@@ -812,6 +818,9 @@ static void test_packed_state_refusals(void **cm)
         {"empty", {0}, 0},
         {"no count", {3}, 1},
         {"e above 9", {10, 0}, 2},
+        {"e above 9 with the dropped flag", {26, 3, 1, 0, 0}, 5},
+        {"an unknown flag", {32 + 3, 0}, 2},
+        {"the dropped flag on a ring that is not full", {16 + 3, 2, 1, 0}, 4},
         {"count above the limit", {3, 4, 1, 0, 0, 0}, 6},
         {"fewer stamps than the count", {3, 2, 1}, 3},
         {"a truncated varint", {3, 1, 0x80}, 3},
@@ -837,8 +846,10 @@ static void test_packed_state_refusals(void **cm)
     assert_int_equal(sl_state_packed_max(&fw), 16);
     assert_int_equal(sl_state_pack(&fw, fw_state, packed), 16);
     assert_int_equal(sl_state_unpack(&fw, packed, 15, fw_state), SL_ESTATE);
-    int64_t over[2] = {1, 4}; /* window 1 holding 4 > N */
+    int64_t over[2] = {1, SL_COUNT_MAX + 1}; /* more than any debt */
     assert_int_equal(sl_state_unpack(&fw, over, sizeof(over), fw_state), SL_ESTATE);
+    over[1] = 4; /* window 1 holding 4 > N: a debt */
+    assert_int_equal(sl_state_unpack(&fw, over, sizeof(over), fw_state), SL_OK);
     assert_int_equal(sl_state_unpack(&fw, packed, 16, fw_state), SL_OK);
     free(state);
 }
@@ -857,7 +868,7 @@ int main(void)
         cmocka_unit_test(test_token_bucket_table),
         cmocka_unit_test(test_token_bucket_max_delay),
         cmocka_unit_test(test_gcra_redis_cell_table),
-        cmocka_unit_test(test_gcra_clamp_and_max_delay),
+        cmocka_unit_test(test_gcra_time_back_and_max_delay),
         cmocka_unit_test(test_fresh_state_peek),
         cmocka_unit_test(test_cost_over_capacity),
         cmocka_unit_test(test_negative_cost_and_null_arguments),

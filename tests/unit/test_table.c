@@ -364,7 +364,7 @@ static void test_put_refuses_corrupt_states(void **unused)
     int64_t st[3] = {INT64_C(1) << 62, 1, 0}; /* window index past SL_NOW_MAX_NS */
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
     st[0] = 1700000000;
-    st[1] = 3; /* count above the limit */
+    st[1] = SL_COUNT_MAX + 1; /* above the limit by more than any debt */
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
     st[1] = -1;
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
@@ -372,11 +372,12 @@ static void test_put_refuses_corrupt_states(void **unused)
 
     sl_rule_t g = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
     t = table_of(&g, NULL);
-    int64_t tat = INT64_MAX;
-    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
-    tat = -5;
+    int64_t tat = -5;
     assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
     assert_int_equal(sl_table_count(t), 0);
+    tat = INT64_MAX; /* a debt saturated: refused until the end of time, but a state */
+    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_OK);
+    assert_int_equal(sl_table_count(t), 1);
     sl_table_free(t);
 
     sl_rule_t sb;
