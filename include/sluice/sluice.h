@@ -59,6 +59,7 @@ extern "C" {
 #define SL_KEY_MAX_DEFAULT  1024 /* bytes; sl_table_config_t.key_max when 0 */
 #define SL_DEFAULT          (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
 #define SL_COUNT_MAX        (INT64_MAX / 2) /* a window's count in debt saturates here, units */
+#define SL_MULTI_MAX        64 /* requests one sl_table_decide_all() call takes at most */
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -306,6 +307,54 @@ typedef struct sl_request {
 SL_API size_t sl_table_decide_batch(sl_table_t *table, sl_request_t *reqs, size_t n,
                                     int64_t now_ns);
 
+/*
+ * sl_refund() and sl_settle() on the key's state in the table, with the same arguments and
+ * results. An absent key has nothing to give back: a refund reports a fresh key. A settle that
+ * charges stores the key (so it may return SL_EFULL or SL_ENOMEM, as a decide may); a refund that
+ * leaves the state fresh drops the key, as reclamation would. Returns SL_OK, SL_ECOST, SL_EKEY,
+ * SL_EFULL, SL_ENOMEM or SL_EINVAL.
+ */
+SL_API int sl_table_refund(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
+                           int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+SL_API int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, int64_t reserved,
+                           int64_t actual, int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/* One request of an all-or-nothing decision: the caller fills table, key, key_len and cost; the
+ * call fills status and decision. */
+typedef struct sl_multi_request {
+    sl_table_t *table;      /* the table holding the key (any table; tables may differ) */
+    const void *key;        /* key_len bytes */
+    size_t key_len;         /* bytes */
+    int64_t cost;           /* units, >= 0 */
+    int status;             /* out: SL_OK, or the error the call returned, for its request */
+    sl_decision_t decision; /* out */
+} sl_multi_request_t;
+
+/*
+ * Decides n <= SL_MULTI_MAX requests at now_ns, possibly on several tables and keys, all or
+ * nothing: either every request is admitted and charged, or none is charged. Requests are decided
+ * in array order, and a (table, key) pair that appears twice sees the earlier request's charge
+ * (two requests of 150 on one key with limit 200 refuse the second, and charge nothing).
+ *
+ * Returns SL_OK with *refused = n when all were admitted (each decision as sl_table_decide()
+ * would have given in that order), or with *refused = i, the first request refused: nothing was
+ * charged; requests before i hold the decision they would have had (allowed, not charged),
+ * request i its refusal as decided after their tentative charges, and requests after i the
+ * decision of a peek at now_ns on their key as stored (they were not decided). Every status is
+ * then SL_OK.
+ *
+ * Or returns an error with nothing charged: SL_EINVAL (NULL reqs or refused, n > SL_MULTI_MAX, a
+ * NULL table or key with key_len > 0), SL_EKEY, SL_ECOST, SL_ENOMEM, or SL_EFULL (a new key did
+ * not fit under a table's memory cap). *refused is then the index of the request the error
+ * concerns (n when none), whose status holds the code; the other requests' status and decision
+ * mean nothing.
+ *
+ * Thread-safe with every other sl_table_* call: it holds the lock of every shard involved at
+ * once, taken in one global order, so concurrent calls never deadlock (see sl_table_foreach() for
+ * the one restriction this adds).
+ */
+SL_API int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused);
+
 /* Forgets `key` (a fresh quota from now on). Returns SL_OK whether or not it was present, or
  * SL_EKEY / SL_EINVAL. */
 SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
@@ -326,8 +375,9 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
 
 /*
  * Calls fn for every stored key, one shard at a time under that shard's lock (deciding on other
- * shards goes on meanwhile). fn must not call into the same table. Returns 0 after visiting
- * every key, or the first nonzero value fn returned.
+ * shards goes on meanwhile). fn must not call into the same table, nor into any table while an
+ * sl_table_decide_all() may run (it could wait for the shard fn's caller holds). Returns 0 after
+ * visiting every key, or the first nonzero value fn returned.
  */
 SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
 
