@@ -74,8 +74,8 @@ static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h,
 
 /* Adds cost at now_ns (>= h->latest_ns) to the state whose view at now_ns is v: clears the slots
  * the move to bucket v->b reuses, saturating the total at SL_COUNT_MAX. */
-static void add_at(const sl_rule_t *rule, sliding_buckets_header_t *h, unsigned char *counts,
-                   const view_t *v, int64_t cost, int64_t now_ns)
+static inline void add_at(const sl_rule_t *rule, sliding_buckets_header_t *h, unsigned char *counts,
+                          const view_t *v, int64_t cost, int64_t now_ns)
 {
     const int64_t newest = h->latest_ns / rule->bucket_ns;
     if (v->clear_all)

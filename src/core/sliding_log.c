@@ -59,21 +59,21 @@ typedef struct sliding_log_header {
 #define FLAGS   (DROPPED | LATEST)
 
 /* Ring index of the i-th oldest stamp (0 <= i <= count), for a head without flags. */
-static size_t slot_of(uint32_t n, const sliding_log_header_t *h, uint32_t i)
+static inline size_t slot_of(uint32_t n, const sliding_log_header_t *h, uint32_t i)
 {
     uint64_t at = (uint64_t)h->head + i;
     return 8 * (size_t)(at >= n ? at - n : at);
 }
 
 /* The i-th oldest stamp (0 <= i < count); i = count is LATEST's slot. */
-static int64_t stamp_at(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
-                        uint32_t i)
+static inline int64_t stamp_at(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
+                               uint32_t i)
 {
     return load_i64(ring + slot_of(n, h, i));
 }
 
-static void stamp_put(unsigned char *ring, uint32_t n, const sliding_log_header_t *h, uint32_t i,
-                      int64_t t)
+static inline void stamp_put(unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
+                             uint32_t i, int64_t t)
 {
     store_i64(ring + slot_of(n, h, i), t);
 }
@@ -94,7 +94,7 @@ static uint32_t first_inside(const unsigned char *ring, uint32_t n, const slidin
 }
 
 /* Reads the header, splitting the flags off the head. */
-static sliding_log_header_t header_of(const void *state, uint32_t *flags)
+static inline sliding_log_header_t header_of(const void *state, uint32_t *flags)
 {
     sliding_log_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -110,8 +110,8 @@ static void header_put(void *state, sliding_log_header_t h, uint32_t flags)
 }
 
 /* The latest time the ring records (0 when empty): what an earlier now is clamped to. */
-static int64_t latest_of(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
-                         uint32_t flags)
+static inline int64_t latest_of(const unsigned char *ring, uint32_t n,
+                                const sliding_log_header_t *h, uint32_t flags)
 {
     if (flags & LATEST)
         return stamp_at(ring, n, h, h->count);
@@ -119,23 +119,30 @@ static int64_t latest_of(const unsigned char *ring, uint32_t n, const sliding_lo
 }
 
 /* Drops the first `expired` stamps. */
-static void drop_oldest(uint32_t n, sliding_log_header_t *h, uint32_t expired)
+static inline void drop_oldest(uint32_t n, sliding_log_header_t *h, uint32_t expired)
 {
     h->head = (uint32_t)(((uint64_t)h->head + expired) % n);
     h->count -= expired;
 }
 
+/* Appends `cost` copies of now_ns to a ring with room for them. */
+static inline void append(unsigned char *ring, uint32_t n, sliding_log_header_t *h, int64_t cost,
+                          int64_t now_ns)
+{
+    for (int64_t i = 0; i < cost; i++) {
+        stamp_put(ring, n, h, h->count, now_ns);
+        h->count++;
+    }
+}
+
 /* Appends `cost` (> 0) copies of now_ns, dropping the oldest stamps beyond N; true if it did. */
-static bool append(unsigned char *ring, uint32_t n, sliding_log_header_t *h, int64_t cost,
-                   int64_t now_ns)
+static bool append_over(unsigned char *ring, uint32_t n, sliding_log_header_t *h, int64_t cost,
+                        int64_t now_ns)
 {
     bool over = cost > (int64_t)(n - h->count);
     if (over)
         drop_oldest(n, h, cost >= n ? h->count : (uint32_t)(h->count + cost - n));
-    for (int64_t i = 0, m = min_i64(cost, n); i < m; i++) {
-        stamp_put(ring, n, h, h->count, now_ns);
-        h->count++;
-    }
+    append(ring, n, h, min_i64(cost, n), now_ns);
     return over;
 }
 
@@ -152,7 +159,7 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
     uint32_t expired = first_inside(ring, n, &h, now_ns - rule->window_ns);
     int64_t inside = h.count - expired;
     /* dropped stamps are in the window until the oldest kept one leaves: at least one more */
-    int64_t unseen = (flags & DROPPED) && expired == 0;
+    int64_t unseen = (flags >> 31) & (expired == 0); /* DROPPED is the top bit */
 
     if (cost <= rule->limit - inside - unseen) {
         decision_admit(out);
@@ -187,7 +194,7 @@ void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_
     if (expired > 0)
         flags &= ~DROPPED; /* the dropped stamps left before the oldest kept one */
     drop_oldest(n, &h, expired);
-    bool dropped = append(ring, n, &h, cost, now_ns);
+    bool dropped = append_over(ring, n, &h, cost, now_ns);
     header_put(state, h, (flags & DROPPED) || dropped ? DROPPED : 0);
 }
 

@@ -85,8 +85,8 @@ void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int
     } else {
         decision_reject(out, cost > rule->limit ? -1 : retry_after(rule, prev, curr, cost, e));
     }
-    i128 remaining = budget / w - curr; /* in debt, budget < 0 or curr > N */
-    out->remaining = remaining > 0 ? (int64_t)remaining : 0;
+    /* in debt budget < 0 or curr > N: 0; with counts <= SL_COUNT_MAX no overflow */
+    out->remaining = (int64_t)max_i64(0, (int64_t)(budget / w) - curr);
     out->reset_after_ns = curr > 0 ? 2 * w - e : prev > 0 ? w - e : 0;
 }
 
