@@ -10,13 +10,14 @@
  *     of cost 1 (its key in each table), sometimes a group twice, sometimes with one more request
  *     that can never be admitted (so the call is refused after tentative charges);
  *   - SINGLE threads call sl_table_decide() and sl_table_decide_batch() on the same pair keys and
- *     on keys of their own.
+ *     on keys of their own, and now and then sl_table_refund() of a unit they were just admitted
+ *     on one of their keys (a key given all back is dropped, as reclamation would).
  *
  * After each phase, for every key: the units its state holds (limit - remaining of a peek) are
- * exactly the admitted pair calls that named it plus the admitted single requests on it (so no
- * call left a partial charge, and no refused call charged anything), and never more than its
- * limit. Within a call, requests after a refused one are reported as peeks, and the admitted
- * ones as allowed.
+ * exactly the admitted pair calls that named it plus the admitted single requests on it, less
+ * the refunds (so no call left a partial charge, and no refused call charged anything), and
+ * never more than its limit. Within a call, requests after a refused one are reported as peeks, and
+ * the admitted ones as allowed.
  *
  * Run under TSan by `make test-tsan` (label concurrency). SLUICE_SEED overrides the seed.
  */
@@ -167,6 +168,15 @@ static void single_calls(worker_t *w, int p, int64_t now)
             else
                 sh->pair_units[p][w->id][t][ids[j]]++;
         }
+    }
+    /* give one back: at the same now, the unit charged last comes off exactly */
+    int j = (int)(splitmix(&w->seed) % 64);
+    if (j < n && which[j] && reqs[j].status == SL_OK && reqs[j].decision.allowed) {
+        sl_decision_t d;
+        if (sl_table_refund(sh->tables[t], reqs[j].key, reqs[j].key_len, 1, now, now, &d) != SL_OK)
+            fail(w, "a refund returned an error");
+        else
+            sh->own_units[p][w->id][t][ids[j]]--;
     }
 }
 
