@@ -14,7 +14,8 @@
  * Time is int64_t nanoseconds since the Unix epoch everywhere ("_ns" in every name). Negative
  * times are treated as 0, times after SL_NOW_MAX_NS (year 2116) as SL_NOW_MAX_NS. A time earlier
  * than the latest time recorded in a key's state is treated as that time (clamped), so a clock that
- * steps back never grants extra quota.
+ * steps back never grants extra quota (token_bucket and gcra need no clamp: at an earlier time
+ * the bucket has refilled less).
  *
  * Errors: functions return SL_OK (0) or a negative SL_E* code; sl_strerror() names it. Being
  * rate limited is not an error: it is a decision with allowed == false.
@@ -57,6 +58,8 @@ extern "C" {
 #define SL_BUCKETS_DEFAULT  INT64_C(10)
 #define SL_KEY_MAX_DEFAULT  1024 /* bytes; sl_table_config_t.key_max when 0 */
 #define SL_DEFAULT          (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
+#define SL_COUNT_MAX        (INT64_MAX / 2) /* a window's count in debt saturates here, units */
+#define SL_MULTI_MAX        64 /* requests one sl_table_decide_all() call takes at most */
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -169,10 +172,63 @@ SL_API int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t n
 SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);
 
 /*
- * Checks that `state` is one sl_decide() can have written under `rule` (counts within the limit,
- * times within range, a sliding_log ring sorted). sl_decide() trusts its state -- it is the
- * bytes it wrote -- so check any state that comes from outside (a snapshot, a network peer)
- * before deciding on it. Returns SL_OK, SL_ESTATE or SL_EINVAL. O(state size).
+ * Gives back `cost` units that sl_decide() admitted (with cost >= `cost`) at now_ns = `charged_ns`
+ * on this state, at time `now_ns`: for a request that was refused downstream, or reserved more
+ * than it used. now_ns earlier than charged_ns is treated as charged_ns. `out` is filled with
+ * what a peek (cost 0) at now_ns reports afterwards. cost 0 changes nothing.
+ *
+ * A refund never gives back more than the charge still holds in the state, so it never makes a
+ * key less restrictive than if the charge had not happened (the other admissions kept):
+ *
+ *   Safe.  After a charge of c at t_c, other admissions (and charges past the limit) and a
+ *          refund of c at t_r >= t_c, the key admits at every time >= t_r at most what it would
+ *          admit had the charge never happened. token_bucket and gcra also need t_r to be no
+ *          earlier than the admissions in between (one clock for the key, as with any time):
+ *          they give back only the part of c * T the bucket has not refilled by itself by t_r.
+ *   Exact. If sl_decide(S, c, t) admitted c and wrote S', with t no earlier than the latest
+ *          time S records (docs/algorithms.md), sl_refund(S', c, t, t) leaves a state that
+ *          decides as S at every time >= t (and is fresh exactly when S is). It is S byte for
+ *          byte for fixed_window, token_bucket and gcra when S is not fresh at t; for
+ *          sliding_window when S's window is t's; for sliding_buckets when S's latest
+ *          admission was at t. sliding_log gets S's stamps back (the same ring positions) when
+ *          none of S's stamps had left the window at t, and also records t as the latest time
+ *          (a clock that steps back stays clamped to it) unless S's newest stamp was t. A fresh
+ *          S yields a state fresh at t: what recorded the old window or time cannot come back.
+ *
+ * Returns SL_OK, SL_ECOST (cost < 0) or SL_EINVAL (NULL arguments). O(1), except sliding_log:
+ * O(log N), plus O(N) when the stamps given back are not the newest, and sliding_buckets: O(K).
+ */
+SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                     int64_t now_ns, sl_decision_t *out);
+
+/*
+ * Settles a reservation: `reserved` units admitted by sl_decide() at `charged_ns` turned out to
+ * cost `actual` (both >= 0). actual < reserved gives back the difference as sl_refund() does;
+ * actual > reserved charges the difference at now_ns even past the limit: the key goes into
+ * debt and refuses every request, peeks included, until time has paid it back; equal changes
+ * nothing. now_ns earlier than charged_ns is treated as charged_ns.
+ *
+ * `out` is what a peek at now_ns reports afterwards: in debt, allowed is false, remaining 0,
+ * retry_after_ns the time until a peek is allowed again (the debt paid) and reset_after_ns the
+ * time until the key is fresh. With reservations settled as they complete, the units a key
+ * takes in any window exceed its limit by at most the largest single under-estimate (actual -
+ * reserved) among the requests in it (docs/algorithms.md).
+ *
+ * Counts in debt saturate at SL_COUNT_MAX units, token_bucket/gcra's TAT at INT64_MAX ns.
+ * sliding_log keeps at most N stamps: in debt it keeps the newest N, which admits every cost
+ * >= 1 exactly when the whole log would (docs/algorithms.md).
+ *
+ * Returns SL_OK, SL_ECOST (reserved or actual < 0) or SL_EINVAL.
+ */
+SL_API int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
+                     int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/*
+ * Checks that `state` is one sl_decide(), sl_refund() or sl_settle() can have written under
+ * `rule` (counts within [0, SL_COUNT_MAX], times within range, a sliding_log ring sorted).
+ * sl_decide() trusts its state -- it is the bytes it wrote -- so check any state that comes from
+ * outside (a snapshot, a network peer) before deciding on it. Returns SL_OK, SL_ESTATE or
+ * SL_EINVAL. O(state size).
  */
 SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
 
@@ -184,7 +240,8 @@ SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
  * other algorithm's packed form is its state, byte for byte.
  *
  * sl_state_packed_max() is the largest packed form under a prepared rule, bytes (0 for NULL).
- * sl_state_pack() writes the packed form of a state sl_decide() wrote to `out` (at least
+ * sl_state_pack() writes the packed form of a state sl_decide() (or a refund, a settle) wrote to
+ * `out` (at least
  * sl_state_packed_max() bytes) and returns its length; the same state always packs to the same
  * bytes. sl_state_unpack() reads `len` packed bytes into `state` (sl_state_size() bytes) and
  * checks them as sl_state_check() does: SL_OK, SL_ESTATE for bytes that are not a packed state
@@ -258,6 +315,54 @@ typedef struct sl_request {
 SL_API size_t sl_table_decide_batch(sl_table_t *table, sl_request_t *reqs, size_t n,
                                     int64_t now_ns);
 
+/*
+ * sl_refund() and sl_settle() on the key's state in the table, with the same arguments and
+ * results. An absent key has nothing to give back: a refund reports a fresh key. A settle that
+ * charges stores the key (so it may return SL_EFULL or SL_ENOMEM, as a decide may); a refund that
+ * leaves the state fresh drops the key, as reclamation would. Returns SL_OK, SL_ECOST, SL_EKEY,
+ * SL_EFULL, SL_ENOMEM or SL_EINVAL.
+ */
+SL_API int sl_table_refund(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
+                           int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+SL_API int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, int64_t reserved,
+                           int64_t actual, int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/* One request of an all-or-nothing decision: the caller fills table, key, key_len and cost; the
+ * call fills status and decision. */
+typedef struct sl_multi_request {
+    sl_table_t *table;      /* the table holding the key (any table; tables may differ) */
+    const void *key;        /* key_len bytes */
+    size_t key_len;         /* bytes */
+    int64_t cost;           /* units, >= 0 */
+    int status;             /* out: SL_OK, or the error the call returned, for its request */
+    sl_decision_t decision; /* out */
+} sl_multi_request_t;
+
+/*
+ * Decides n <= SL_MULTI_MAX requests at now_ns, possibly on several tables and keys, all or
+ * nothing: either every request is admitted and charged, or none is charged. Requests are decided
+ * in array order, and a (table, key) pair that appears twice sees the earlier request's charge
+ * (two requests of 150 on one key with limit 200 refuse the second, and charge nothing).
+ *
+ * Returns SL_OK with *refused = n when all were admitted (each decision as sl_table_decide()
+ * would have given in that order), or with *refused = i, the first request refused: nothing was
+ * charged; requests before i hold the decision they would have had (allowed, not charged),
+ * request i its refusal as decided after their tentative charges, and requests after i the
+ * decision of a peek at now_ns on their key as stored (they were not decided). Every status is
+ * then SL_OK.
+ *
+ * Or returns an error with nothing charged: SL_EINVAL (NULL reqs or refused, n > SL_MULTI_MAX, a
+ * NULL table or key with key_len > 0), SL_EKEY, SL_ECOST, SL_ENOMEM, or SL_EFULL (a new key did
+ * not fit under a table's memory cap). *refused is then the index of the request the error
+ * concerns (n when none), whose status holds the code; the other requests' status and decision
+ * mean nothing.
+ *
+ * Thread-safe with every other sl_table_* call: it holds the lock of every shard involved at
+ * once, taken in one global order, so concurrent calls never deadlock (see sl_table_foreach() for
+ * the one restriction this adds).
+ */
+SL_API int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused);
+
 /* Forgets `key` (a fresh quota from now on). Returns SL_OK whether or not it was present, or
  * SL_EKEY / SL_EINVAL. */
 SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
@@ -278,8 +383,9 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
 
 /*
  * Calls fn for every stored key, one shard at a time under that shard's lock (deciding on other
- * shards goes on meanwhile). fn must not call into the same table. Returns 0 after visiting
- * every key, or the first nonzero value fn returned.
+ * shards goes on meanwhile). fn must not call into the same table, nor into any table while an
+ * sl_table_decide_all() may run (it could wait for the shard fn's caller holds). Returns 0 after
+ * visiting every key, or the first nonzero value fn returned.
  */
 SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
 

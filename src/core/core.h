@@ -1,12 +1,17 @@
 /*
  * core.h - internal interface between the rule dispatcher (rule.c) and the algorithms.
  *
- * Each algorithm file implements two functions over a state of the size rule.c computes:
+ * Each algorithm file implements these functions over a state of the size rule.c computes:
  *
  *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state any alignment.
  *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
- *   <alg>_valid(rule, state)                      true when state is one <alg>_decide can have
- *                                                 written (bytes from a snapshot are checked).
+ *   <alg>_valid(rule, state)                      true when state is one the functions here can
+ *                                                 have written (bytes from a snapshot are checked).
+ *   <alg>_refund(rule, state, cost, charged_ns, now_ns)
+ *                                                 gives back cost > 0 units charged at charged_ns,
+ *                                                 0 <= charged_ns <= now_ns (sl_refund()).
+ *   <alg>_charge(rule, state, cost, now_ns)       adds cost > 0 units at now_ns even past the
+ *                                                 limit: debt (sl_settle()).
  *
  * The dispatcher has already validated the arguments, so these functions only assert. They
  * read no clock, allocate nothing, lock nothing. Helpers for overflow-free arithmetic are here
@@ -25,7 +30,10 @@
     void name##_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,           \
                        sl_decision_t *out);                                                        \
     bool name##_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);                \
-    bool name##_valid(const sl_rule_t *rule, const void *state)
+    bool name##_valid(const sl_rule_t *rule, const void *state);                                   \
+    void name##_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,       \
+                       int64_t now_ns);                                                            \
+    void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 
 SL_DECIDE_FN(fixed_window);
 SL_DECIDE_FN(sliding_log);
@@ -65,6 +73,12 @@ static inline int64_t sat_mul(int64_t a, int64_t b)
     return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+/* A count plus a cost in debt, saturating at SL_COUNT_MAX (count <= SL_COUNT_MAX, cost >= 0). */
+static inline int64_t sat_count(int64_t count, int64_t cost)
+{
+    return cost > SL_COUNT_MAX - count ? SL_COUNT_MAX : count + cost;
+}
+
 static inline int64_t max_i64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
@@ -96,6 +110,9 @@ typedef struct algorithm_ops {
                    sl_decision_t *out);
     bool (*is_fresh)(const sl_rule_t *rule, const void *state, int64_t now_ns);
     bool (*valid)(const sl_rule_t *rule, const void *state);
+    void (*refund)(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                   int64_t now_ns);
+    void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
 } algorithm_ops_t;
 
 extern const algorithm_ops_t core_algorithms[SL_GCRA + 1];
@@ -132,5 +149,14 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
         break;
     }
 }
+
+/*
+ * The settle behind sl_settle() and sl_refund() (a refund is a settle with actual 0), for
+ * validated arguments (0 <= reserved, 0 <= actual): gives back reserved - actual, or charges
+ * actual - reserved past the limit, then fills *out with a peek. Times are clamped as
+ * sl_decide() clamps them, and now_ns to no earlier than charged_ns. Returns the now_ns it used.
+ */
+int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
+                    int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
 
 #endif /* SLUICE_CORE_H */

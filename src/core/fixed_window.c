@@ -3,8 +3,12 @@
  *
  * State (16 bytes): the index k = floor(t / W) of the window the count belongs to, and the
  * count of units admitted in it. A stored index older than the current window means count 0.
- * Invariant: count <= N. A time in a window before the stored one is clamped to the stored
- * window's start.
+ * Invariant: count <= N, except in debt (a settle charged past the limit): count <= SL_COUNT_MAX,
+ * and every request, peeks included, is refused until the next window. A time in a window before
+ * the stored one is clamped to the stored window's start.
+ *
+ * Refund: the count of the charge's window, if it is still the stored one, gives the units back
+ * (never more than it holds); a charge in an older window has left with it.
  */
 #include <string.h>
 
@@ -38,16 +42,39 @@ void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64
         count += cost;
     } else {
         decision_reject(out, cost > rule->limit ? -1 : until_next_ns);
+        count = min_i64(count, rule->limit); /* in debt: remaining 0, not below */
     }
     out->remaining = rule->limit - count;
     out->reset_after_ns = count > 0 ? until_next_ns : 0;
+}
+
+void fixed_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+{
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = max_i64(now_ns / rule->window_ns, st.window_index); /* clamp */
+    st.count = sat_count(st.window_index == k ? st.count : 0, cost);
+    st.window_index = k;
+    memcpy(state, &st, sizeof(st));
+}
+
+void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                         int64_t now_ns)
+{
+    (void)now_ns; /* a window's units leave all at once: when does not matter */
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    if (st.window_index != charged_ns / rule->window_ns)
+        return;
+    st.count -= min_i64(cost, st.count);
+    memcpy(state, &st, sizeof(st));
 }
 
 bool fixed_window_valid(const sl_rule_t *rule, const void *state)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
-    return st.count >= 0 && st.count <= rule->limit && st.window_index >= 0 &&
+    return st.count >= 0 && st.count <= SL_COUNT_MAX && st.window_index >= 0 &&
            st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
 }
 

@@ -10,9 +10,22 @@
  *
  * A request of cost c: TAT0 = max(TAT, now), TAT' = TAT0 + c*T, admitted iff TAT' - tol <= now.
  * Storing a time instead of a token count keeps the state at 8 bytes and the arithmetic exact
- * in integers. Invariant: an admitted request leaves TAT' - tol <= now + delay <= now +
- * max_delay, so TAT - tol - max_delay is a lower bound of the last admission's time, and the
- * clamp of a stepped-back clock uses it.
+ * in integers.
+ *
+ * Time that steps back needs no clamp here: the decision is monotone in now (an earlier now sees
+ * less refilled, so it admits no more than a later one would), and retry_after and reset_after
+ * are measured from the caller's own now. (A clamp to a lower bound of the last admission's
+ * time, TAT - tol - max_delay, would also be wrong for a key in debt, whose TAT is beyond it.)
+ *
+ * Debt (sl_settle past the limit): TAT = max(TAT, now) + d*T, saturating at INT64_MAX; the
+ * decision reads it as a bucket emptier than empty, refusing everything until TAT - tol <= now.
+ *
+ * Refund of c units charged at t_c, at now: the bucket refills by itself, so of the c*T the
+ * charge added, only the part not yet refilled, c*T - (now - t_c), may come off TAT (and TAT
+ * not below now: that is already a full bucket). Giving back all of it later could over-admit:
+ * a charge at 0 on a full bucket, then a request at c*T - 1 that would have found the bucket
+ * full anyway; a refund of c*T would then leave room that never existed. An admission at t
+ * leaves TAT' - tol - max_delay <= t, so a refund's now earlier than that is treated as that.
  */
 #include <string.h>
 
@@ -30,8 +43,6 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
 {
     int64_t tat;
     memcpy(&tat, state, sizeof(tat));
-    /* clamp to the earliest time the last admission can have happened */
-    now_ns = max_i64(now_ns, tat - rule->tolerance_ns - rule->max_delay_ns);
     int64_t tat0 = max_i64(tat, now_ns);
     int64_t increment = sat_mul(cost, rule->interval_ns);
     int64_t tat1 = sat_add(tat0, increment);
@@ -40,7 +51,9 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     if (wait > 0 && increment > rule->tolerance_ns) {
         decision_reject(out, -1);
     } else if (wait > 0 && wait > rule->max_delay_ns) {
-        decision_reject(out, wait);
+        /* a cost is admitted without delay after `wait`; a peek, never delayed, as soon as the
+         * wait is down to max_delay (only a clock that stepped back, or a debt, refuses one) */
+        decision_reject(out, cost > 0 ? wait : wait - rule->max_delay_ns);
     } else {
         decision_admit(out);
         out->delay_ns = cost > 0 ? max_i64(wait, 0) : 0; /* a peek is never delayed */
@@ -54,14 +67,32 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     out->reset_after_ns = tat0 - now_ns;
 }
 
-bool gcra_valid(const sl_rule_t *rule, const void *state)
+void gcra_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+{
+    int64_t tat = sat_add(max_i64(load_i64(state), now_ns), sat_mul(cost, rule->interval_ns));
+    store_i64(state, tat);
+}
+
+void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                 int64_t now_ns)
 {
     int64_t tat = load_i64(state);
-    return tat >= 0 && tat - rule->tolerance_ns - rule->max_delay_ns <= SL_NOW_MAX_NS;
+    now_ns = max_i64(now_ns, tat - rule->tolerance_ns - rule->max_delay_ns);
+    int64_t back = sat_mul(cost, rule->interval_ns) - (now_ns - charged_ns); /* not refilled */
+    if (back <= 0 || tat <= now_ns)
+        return;
+    store_i64(state, max_i64(tat - back, now_ns));
+}
+
+bool gcra_valid(const sl_rule_t *rule, const void *state)
+{
+    (void)rule; /* every TAT >= 0 is reachable: a debt can push it to INT64_MAX */
+    return load_i64(state) >= 0;
 }
 
 bool gcra_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
+    (void)rule;
     int64_t tat;
     memcpy(&tat, state, sizeof(tat));
     return tat <= now_ns;

@@ -1,6 +1,6 @@
 /*
- * rule.c - rule validation and preparation, and the dispatch from sl_decide() to the six
- * algorithms.
+ * rule.c - rule validation and preparation, and the dispatch from sl_decide(), sl_refund() and
+ * sl_settle() to the six algorithms.
  *
  * sl_rule_prepare() is the only place that checks rule parameters: once a rule is prepared,
  * every algorithm may rely on limit > 0, a window within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS],
@@ -19,7 +19,7 @@ static const char *const algorithm_names[] = {
 
 #define OPS(name)                                                                                  \
     {                                                                                              \
-        name##_decide, name##_is_fresh, name##_valid                                               \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge                 \
     }
 const algorithm_ops_t core_algorithms[SL_GCRA + 1] = {
     [SL_FIXED_WINDOW] = OPS(fixed_window),
@@ -165,14 +165,56 @@ size_t sl_state_size(const sl_rule_t *rule)
     return rule == NULL ? 0 : rule->state_size;
 }
 
+/* NULL arguments, or a rule that was never prepared. */
+static bool bad_arguments(const sl_rule_t *rule, const void *state, const sl_decision_t *out)
+{
+    return rule == NULL || state == NULL || out == NULL ||
+           sl_algorithm_name(rule->algorithm) == NULL || rule->state_size == 0;
+}
+
 int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, sl_decision_t *out)
 {
-    if (rule == NULL || state == NULL || out == NULL ||
-        sl_algorithm_name(rule->algorithm) == NULL || rule->state_size == 0)
+    if (bad_arguments(rule, state, out))
         return SL_EINVAL;
     if (cost < 0)
         return SL_ECOST;
     core_decide(rule, state, cost, now_ns, out);
+    return SL_OK;
+}
+
+int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
+                    int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
+{
+    charged_ns = core_clamp_now(charged_ns);
+    now_ns = max_i64(core_clamp_now(now_ns), charged_ns);
+    const algorithm_ops_t *ops = &core_algorithms[rule->algorithm];
+    if (actual < reserved)
+        ops->refund(rule, state, reserved - actual, charged_ns, now_ns);
+    else if (actual > reserved)
+        ops->charge(rule, state, actual - reserved, now_ns);
+    core_decide(rule, state, 0, now_ns, out);
+    return now_ns;
+}
+
+int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns, int64_t now_ns,
+              sl_decision_t *out)
+{
+    if (bad_arguments(rule, state, out))
+        return SL_EINVAL;
+    if (cost < 0)
+        return SL_ECOST;
+    core_settle(rule, state, cost, 0, charged_ns, now_ns, out);
+    return SL_OK;
+}
+
+int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
+              int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
+{
+    if (bad_arguments(rule, state, out))
+        return SL_EINVAL;
+    if (reserved < 0 || actual < 0)
+        return SL_ECOST;
+    core_settle(rule, state, reserved, actual, charged_ns, now_ns, out);
     return SL_OK;
 }
 

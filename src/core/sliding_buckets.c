@@ -13,6 +13,12 @@
  * means every admitted unit inside the window is counted: this never over-admits. Moving to a
  * newer bucket clears the slots it reuses, subtracting them from the total, so a decision is
  * O(1) amortized; a peek or rejection computes the same view without writing.
+ *
+ * Debt (a settle charged past the limit) adds to the current bucket as an admission does, the
+ * total saturating at SL_COUNT_MAX; nothing is admitted, peeks included, until enough buckets
+ * have dropped out. Refund takes units from the charge's bucket first, then from older buckets
+ * still counted, never from a newer one: a unit given back is never newer than the charge's own,
+ * so the key stays at least as restrictive as if the charge had not happened.
  */
 #include <string.h>
 
@@ -66,6 +72,24 @@ static view_t look(const sl_rule_t *rule, const sliding_buckets_header_t *h,
     return v;
 }
 
+/* Adds cost at now_ns (>= h->latest_ns) to the state whose view at now_ns is v: clears the slots
+ * the move to bucket v->b reuses, saturating the total at SL_COUNT_MAX. */
+static inline void add_at(const sl_rule_t *rule, sliding_buckets_header_t *h, unsigned char *counts,
+                          const view_t *v, int64_t cost, int64_t now_ns)
+{
+    const int64_t newest = h->latest_ns / rule->bucket_ns;
+    if (v->clear_all)
+        memset(counts, 0, sizeof(int64_t) * (size_t)(rule->buckets + 1));
+    else
+        for (int64_t j = newest + 1; j <= v->b; j++)
+            store_i64(counts + slot(rule, j), 0);
+    int64_t kept = h->total - v->expiring;
+    cost = sat_count(kept, cost) - kept;
+    store_i64(counts + slot(rule, v->b), count_of(counts, rule, v->b) + cost);
+    h->total = kept + cost;
+    h->latest_ns = now_ns;
+}
+
 /* Bucket j stops being counted at (j + K + 1) * G - 1. */
 static int64_t drop_time(const sl_rule_t *rule, int64_t j)
 {
@@ -85,14 +109,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     if (cost <= rule->limit - v.inside) {
         decision_admit(out);
         if (cost > 0) {
-            if (v.clear_all)
-                memset(counts, 0, sizeof(int64_t) * (size_t)(rule->buckets + 1));
-            else
-                for (int64_t j = newest + 1; j <= v.b; j++)
-                    store_i64(counts + slot(rule, j), 0);
-            store_i64(counts + slot(rule, v.b), count_of(counts, rule, v.b) + cost);
-            h.total = h.total - v.expiring + cost;
-            h.latest_ns = now_ns;
+            add_at(rule, &h, counts, &v, cost, now_ns);
             memcpy(state, &h, sizeof(h));
         }
         v.inside += cost;
@@ -105,12 +122,12 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
         for (; j < v.b; j++) {
             if (!v.clear_all && j <= newest) /* newer buckets are empty */
                 left -= count_of(counts, rule, j);
-            if (left + cost <= rule->limit)
+            if (left <= rule->limit - cost)
                 break;
         }
         decision_reject(out, drop_time(rule, j) - now_ns);
     }
-    out->remaining = rule->limit - v.inside;
+    out->remaining = max_i64(rule->limit - v.inside, 0); /* in debt: 0, not below */
     out->reset_after_ns = 0;
     if (v.inside > 0) {
         /* newest non-empty counted bucket (the state is written: newest may have moved) */
@@ -123,19 +140,52 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     }
 }
 
+void sliding_buckets_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    unsigned char *counts = (unsigned char *)state + sizeof(h);
+    now_ns = max_i64(now_ns, h.latest_ns); /* clamp */
+    view_t v = look(rule, &h, counts, now_ns);
+    add_at(rule, &h, counts, &v, cost, now_ns);
+    memcpy(state, &h, sizeof(h));
+}
+
+void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                            int64_t now_ns)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    unsigned char *counts = (unsigned char *)state + sizeof(h);
+    const int64_t newest = h.latest_ns / rule->bucket_ns;
+    view_t v = look(rule, &h, counts, max_i64(now_ns, h.latest_ns));
+    if (v.clear_all)
+        return; /* nothing the ring holds is counted any more */
+    /* the charge's bucket, then older ones still counted and still in the ring */
+    int64_t lo = max_i64(v.lo, newest - rule->buckets);
+    for (int64_t j = min_i64(charged_ns / rule->bucket_ns, newest); j >= lo && cost > 0; j--) {
+        int64_t c = count_of(counts, rule, j);
+        int64_t take = min_i64(c, cost);
+        store_i64(counts + slot(rule, j), c - take);
+        h.total -= take;
+        cost -= take;
+    }
+    memcpy(state, &h, sizeof(h));
+}
+
 bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
     const unsigned char *counts = (const unsigned char *)state + sizeof(h);
-    if (h.latest_ns < 0 || h.latest_ns > SL_NOW_MAX_NS)
+    if (h.latest_ns < 0 || h.latest_ns > SL_NOW_MAX_NS || h.total < 0 || h.total > SL_COUNT_MAX)
         return false;
     int64_t sum = 0;
     for (int64_t j = 0; j <= rule->buckets; j++) {
         int64_t c = load_i64(counts + 8 * j);
-        if (c < 0 || c > rule->limit)
+        if (c < 0 || c > h.total - sum) /* the counts add up to the total, in range */
             return false;
-        sum += c; /* at most (K + 1) * N: no overflow for prepared rules */
+        sum += c;
     }
     return sum == h.total;
 }

@@ -5,7 +5,12 @@
  * and in the window before it (prev). With e the offset of now into window k, a cost c is
  * admitted iff prev * (W - e) + (curr + c) * W <= N * W: the previous window's count weighted
  * by the share of it still inside (now - W, now], assuming it was spread evenly. Products are
- * 128-bit. Invariant: curr <= N, prev <= N. A time before window k is clamped to its start.
+ * 128-bit. Invariant: curr <= N, prev <= N, except in debt (a settle charged past the limit):
+ * counts up to SL_COUNT_MAX, and nothing is admitted, peeks included, until the weighted sum
+ * falls to N again. A time before window k is clamped to its start.
+ *
+ * Refund: a charge in window k comes off curr, one in window k - 1 off prev (never more than the
+ * count holds); an older charge has left the estimate already.
  */
 #include <string.h>
 
@@ -34,7 +39,8 @@ static void roll(const sliding_window_state_t *st, int64_t k, int64_t *prev, int
     }
 }
 
-/* Wait until cost is admitted, for a rejected cost <= N, nothing else arriving. */
+/* Wait until cost is admitted, for a rejected cost <= N, nothing else arriving (counts in debt
+ * too: a curr above N waits into the next window, until curr * (W - e') <= (N - cost) * W). */
 static int64_t retry_after(const sl_rule_t *rule, int64_t prev, int64_t curr, int64_t cost,
                            int64_t e)
 {
@@ -79,15 +85,43 @@ void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int
     } else {
         decision_reject(out, cost > rule->limit ? -1 : retry_after(rule, prev, curr, cost, e));
     }
+    /* in debt budget < 0 or curr > N: 0; with counts <= SL_COUNT_MAX no overflow */
     out->remaining = (int64_t)max_i64(0, (int64_t)(budget / w) - curr);
     out->reset_after_ns = curr > 0 ? 2 * w - e : prev > 0 ? w - e : 0;
+}
+
+void sliding_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+{
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = max_i64(now_ns / rule->window_ns, st.window_index); /* clamp */
+    int64_t prev, curr;
+    roll(&st, k, &prev, &curr);
+    st = (sliding_window_state_t){.window_index = k, .curr = sat_count(curr, cost), .prev = prev};
+    memcpy(state, &st, sizeof(st));
+}
+
+void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                           int64_t now_ns)
+{
+    (void)now_ns; /* the counts carry no time within their windows */
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = charged_ns / rule->window_ns;
+    if (k == st.window_index)
+        st.curr -= min_i64(cost, st.curr);
+    else if (k == st.window_index - 1)
+        st.prev -= min_i64(cost, st.prev);
+    else
+        return;
+    memcpy(state, &st, sizeof(st));
 }
 
 bool sliding_window_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
-    return st.curr >= 0 && st.curr <= rule->limit && st.prev >= 0 && st.prev <= rule->limit &&
+    return st.curr >= 0 && st.curr <= SL_COUNT_MAX && st.prev >= 0 && st.prev <= SL_COUNT_MAX &&
            st.window_index >= 0 && st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
 }
 

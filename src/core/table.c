@@ -34,6 +34,10 @@
  * at the same size if that freed enough room, else 1.25x larger (small steps keep memory per
  * key close to entry size / load). If the larger array would pass the memory cap the insert
  * fails with SL_EFULL instead: a key that still holds usage is never evicted (docs/design.md).
+ *
+ * Locking: every path holds one shard lock at a time, except sl_table_decide_all(), which holds
+ * the locks of all the shards it needs (of any tables), taken once each in ascending address
+ * order, so two such calls cannot deadlock.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -491,39 +495,48 @@ static uint32_t shard_count_fresh(const sl_table_t *t, shard_t *s, int64_t now_n
     return fresh;
 }
 
-static bool shard_has_room(const sl_table_t *t, const shard_t *s, size_t extra)
+/* Room for `keys` more keys with `extra` out-of-line bytes between them. */
+static bool shard_has_room(const sl_table_t *t, const shard_t *s, uint32_t keys, size_t extra)
 {
-    return s->count < s->grow_at && s->bytes + extra <= t->shard_budget;
+    return s->count + keys <= s->grow_at && s->bytes + extra <= t->shard_budget;
+}
+
+/* Removes a key, as reclamation does: its out-of-line parts are freed. */
+static void shard_drop(sl_table_t *t, shard_t *s, unsigned char *entry)
+{
+    s->reclaimed++;
+    uint64_t h = entry_hash(t, entry); /* before its key is freed */
+    s->bytes -= entry_external_bytes(t, entry);
+    entry_free_external(t, entry);
+    shard_remove(t, s, entry, h);
 }
 
 /* Removes the keys whose state is fresh at now_ns, in place (no allocation). */
 static void shard_drop_fresh(sl_table_t *t, shard_t *s, int64_t now_ns)
 {
     SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
-        if (!is_fresh(t, entry, now_ns))
-            continue;
-        s->reclaimed++;
-        uint64_t h = entry_hash(t, entry); /* before its key is freed */
-        s->bytes -= entry_external_bytes(t, entry);
-        entry_free_external(t, entry);
-        shard_remove(t, s, entry, h);
+        if (is_fresh(t, entry, now_ns))
+            shard_drop(t, s, entry);
     })
     if (now_ns > s->reclaimed_ns)
         s->reclaimed_ns = now_ns;
 }
 
 /*
- * Makes room for one more key with `extra` out-of-line bytes in shard s. Grows (one rebuild that
- * also drops the fresh keys) unless reclaiming alone leaves an eighth of the room free or the
- * cap forbids it; otherwise drops the fresh keys in place. At the cap, a scan that found too
- * little is not repeated for t->rescan_ns, so a stream of new keys costs O(1) each, not a scan
- * of the shard each. Returns SL_OK, SL_EFULL or SL_ENOMEM.
+ * Makes room for `keys` more keys with `extra` out-of-line bytes in shard s (one, except for
+ * sl_table_decide_all()). Grows (one rebuild that also drops the fresh keys) unless reclaiming
+ * alone leaves an eighth of the room free or the cap forbids it; otherwise drops the fresh keys
+ * in place. At the cap, a scan that found too little is not repeated for t->rescan_ns, so a
+ * stream of new keys costs O(1) each, not a scan of the shard each. Returns SL_OK, SL_EFULL or
+ * SL_ENOMEM.
  */
-static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_ns)
+static int shard_make_room(sl_table_t *t, shard_t *s, uint32_t keys, size_t extra, int64_t now_ns)
 {
-    if (shard_has_room(t, s, extra))
+    if (shard_has_room(t, s, keys, extra))
         return SL_OK;
     uint32_t bigger = next_size(s->nchunks);
+    while (bigger != 0 && grow_threshold(bigger) < s->count + keys) /* several keys at once */
+        bigger = next_size(bigger);
     size_t external = s->bytes - array_bytes(t, s->nchunks); /* counts fresh keys: an upper bound */
     bool can_grow = bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget;
     if (!can_grow && now_ns < s->rescan_ns) {
@@ -531,19 +544,55 @@ static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_
         return SL_EFULL;
     }
     uint32_t fresh = shard_count_fresh(t, s, now_ns);
-    uint32_t live = s->count - fresh;
-    if (can_grow && live + live / 8 >= s->grow_at) {
+    uint32_t after = s->count - fresh + keys - 1; /* live keys, and all but the last new one */
+    if (can_grow && after + after / 8 >= s->grow_at) {
         int rc = shard_rebuild(t, s, bigger, now_ns);
         if (rc != SL_OK)
             return rc;
     } else if (fresh > 0) {
         shard_drop_fresh(t, s, now_ns);
     }
-    if (shard_has_room(t, s, extra))
+    if (shard_has_room(t, s, keys, extra))
         return SL_OK;
     s->rescan_ns = sat_add(now_ns, t->rescan_ns);
     s->refused++;
     return SL_EFULL;
+}
+
+/* Out-of-line bytes a new key of len bytes takes. */
+static size_t key_extra(const sl_table_t *t, size_t len)
+{
+    return (t->state_external ? t->state_size : 0) + (len > t->key_area ? len : 0);
+}
+
+/*
+ * Places a new entry for key (hash h) in shard s, which has room and does not hold it. `state`
+ * is the state's bytes, or for out-of-line states a malloc'ed block the table keeps; a key too
+ * long for the entry is kept in `key_copy`, a malloc'ed block of len bytes (else NULL).
+ */
+static void shard_place(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
+                        void *state, unsigned char *key_copy)
+{
+    unsigned char image[STATE_INLINE_MAX + 64];
+    memset(image, 0, t->entry_size);
+    unsigned char *kl = entry_klen(t, image);
+    if (len > t->key_area) {
+        memcpy(key_copy, key, len);
+        long_key_t lk = {.bytes = key_copy, .len = (uint32_t)len, .hash_lo = (uint32_t)h};
+        kl[0] = KLEN_LONG;
+        memcpy(kl + 1, &lk, sizeof(lk));
+    } else {
+        kl[0] = (unsigned char)len;
+        if (len > 0)
+            memcpy(kl + 1, key, len);
+    }
+    if (t->state_external)
+        memcpy(image, &state, sizeof(state));
+    else
+        memcpy(image, state, t->state_size);
+    chunks_place(t, s->chunks, s->nchunks, image, h);
+    s->count++;
+    s->bytes += key_extra(t, len);
 }
 
 /*
@@ -555,42 +604,21 @@ static int shard_make_room(sl_table_t *t, shard_t *s, size_t extra, int64_t now_
 static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
                         void *state, bool owned, int64_t now_ns)
 {
-    size_t extra = (t->state_external ? t->state_size : 0) + (len > t->key_area ? len : 0);
-    int rc = shard_make_room(t, s, extra, now_ns);
+    int rc = shard_make_room(t, s, 1, key_extra(t, len), now_ns);
     if (rc != SL_OK)
         return rc;
-
-    unsigned char image[STATE_INLINE_MAX + 64];
-    memset(image, 0, t->entry_size);
-    unsigned char *kl = entry_klen(t, image);
-    long_key_t lk = {0};
-    if (len > t->key_area) {
-        lk = (long_key_t){.bytes = malloc(len), .len = (uint32_t)len, .hash_lo = (uint32_t)h};
-        if (lk.bytes == NULL)
-            return SL_ENOMEM;
-        memcpy(lk.bytes, key, len);
-        kl[0] = KLEN_LONG;
-        memcpy(kl + 1, &lk, sizeof(lk));
-    } else {
-        kl[0] = (unsigned char)len;
-        if (len > 0)
-            memcpy(kl + 1, key, len);
-    }
-    if (t->state_external) {
-        void *p = owned ? state : malloc(t->state_size);
+    unsigned char *key_copy = NULL;
+    if (len > t->key_area && (key_copy = malloc(len)) == NULL)
+        return SL_ENOMEM;
+    if (t->state_external && !owned) {
+        void *p = malloc(t->state_size);
         if (p == NULL) {
-            free(lk.bytes);
+            free(key_copy);
             return SL_ENOMEM;
         }
-        if (!owned)
-            memcpy(p, state, t->state_size);
-        memcpy(image, &p, sizeof(p));
-    } else {
-        memcpy(image, state, t->state_size);
+        state = memcpy(p, state, t->state_size);
     }
-    chunks_place(t, s->chunks, s->nchunks, image, h);
-    s->count++;
-    s->bytes += extra;
+    shard_place(t, s, key, len, h, state, key_copy);
     return SL_OK;
 }
 
@@ -700,12 +728,29 @@ const sl_rule_t *sl_table_rule(const sl_table_t *t)
 
 /* ---- decisions --------------------------------------------------------------------------- */
 
+/* A fresh key's decision of a peek, or of a cost no key can ever take: every algorithm reports
+ * full capacity and nothing to wait for (tests/unit/test_table.c checks this against
+ * sl_decide()), so no state is needed. */
+static void fresh_decision(const sl_table_t *t, int64_t cost, sl_decision_t *out)
+{
+    *out = (sl_decision_t){.allowed = cost == 0,
+                           .limit = t->rule.capacity,
+                           .remaining = t->rule.capacity,
+                           .retry_after_ns = cost == 0 ? 0 : -1};
+}
+
+/* A zeroed state for a key about to be stored: in `buf` (STATE_INLINE_MAX bytes), or allocated
+ * for an out-of-line state (NULL when that fails). */
+static void *fresh_state(const sl_table_t *t, uint64_t *buf)
+{
+    return t->state_external ? calloc(1, t->state_size) : memset(buf, 0, t->state_size);
+}
+
 /*
  * The slow path of shard_decide(): the key is absent, i.e. its state is fresh. A peek, or a cost
- * no key can ever take, decides without a state (every algorithm reports a fresh key as full
- * capacity, nothing to wait for; tests/unit/test_table.c checks this against sl_decide()), so
- * nothing is allocated for it. Otherwise it decides on a zeroed state and stores it if admitted.
- * Out of line to keep the hot path's frame small.
+ * no key can ever take, decides without a state, so nothing is allocated for it. Otherwise it
+ * decides on a zeroed state and stores it if admitted. Out of line to keep the hot path's frame
+ * small.
  */
 static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t *s,
                                                          const unsigned char *key, size_t len,
@@ -717,17 +762,14 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
     if (s->long_probe && s->removed > 0)
         shard_rebuild(t, s, s->nchunks, -1); /* on ENOMEM, next time */
     if (cost == 0 || cost > t->rule.capacity) {
-        *out = (sl_decision_t){.allowed = cost == 0,
-                               .limit = t->rule.capacity,
-                               .remaining = t->rule.capacity,
-                               .retry_after_ns = cost == 0 ? 0 : -1};
+        fresh_decision(t, cost, out);
         return SL_OK;
     }
     /* a key dropped as fresh at reclaimed_ns may be asked about at an earlier time by a thread
      * whose clock lags: decide no earlier than that, as the dropped state would have */
     now_ns = max_i64(now_ns, s->reclaimed_ns);
     uint64_t buf[STATE_INLINE_MAX / 8];
-    void *state = t->state_external ? calloc(1, t->state_size) : memset(buf, 0, t->state_size);
+    void *state = fresh_state(t, buf);
     if (state == NULL)
         return SL_ENOMEM;
     core_decide(&t->rule, state, cost, now_ns, out);
@@ -829,6 +871,310 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
         failed += r->status != SL_OK;
     }
     return failed;
+}
+
+/* ---- refunds and settles ----------------------------------------------------------------- */
+
+/*
+ * sl_table_settle() under the shard lock (sl_table_refund() is a settle with actual 0). A state
+ * a refund leaves fresh is dropped, as reclamation would; an absent key has nothing to give back,
+ * and is stored only when a charge past the limit gives it something to hold.
+ */
+static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
+                        int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns,
+                        sl_decision_t *out)
+{
+    unsigned char *entry = shard_find(t, s, key, len, h);
+    if (entry != NULL) {
+        int64_t at =
+            core_settle(&t->rule, entry_state(t, entry), reserved, actual, charged_ns, now_ns, out);
+        if (actual < reserved && is_fresh(t, entry, at)) {
+            shard_drop(t, s, entry);
+            s->reclaimed_ns = max_i64(s->reclaimed_ns, at);
+        }
+        return SL_OK;
+    }
+    if (actual <= reserved) {
+        fresh_decision(t, 0, out);
+        return SL_OK;
+    }
+    now_ns = max_i64(now_ns, s->reclaimed_ns); /* as shard_decide_absent() */
+    uint64_t buf[STATE_INLINE_MAX / 8];
+    void *state = fresh_state(t, buf);
+    if (state == NULL)
+        return SL_ENOMEM;
+    core_settle(&t->rule, state, reserved, actual, charged_ns, now_ns, out);
+    int rc = shard_insert(t, s, key, len, h, state, true, now_ns);
+    if (t->state_external && rc != SL_OK)
+        free(state); /* else the table kept it */
+    return rc;
+}
+
+static int table_settle(sl_table_t *t, const void *key, size_t key_len, int64_t reserved,
+                        int64_t actual, int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
+{
+    if (t == NULL || out == NULL || (key == NULL && key_len > 0))
+        return SL_EINVAL;
+    if (key == NULL)
+        key = "";
+    if (key_len > t->key_max)
+        return SL_EKEY;
+    if (reserved < 0 || actual < 0)
+        return SL_ECOST;
+    uint64_t h = hash_bytes(key, key_len, t->seed);
+    shard_t *s = shard_of(t, h);
+    shard_lock(s);
+    int rc = shard_settle(t, s, key, key_len, h, reserved, actual, charged_ns, now_ns, out);
+    shard_unlock(s);
+    return rc;
+}
+
+int sl_table_refund(sl_table_t *t, const void *key, size_t key_len, int64_t cost,
+                    int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
+{
+    return table_settle(t, key, key_len, cost, 0, charged_ns, now_ns, out); /* cost < 0: ECOST */
+}
+
+int sl_table_settle(sl_table_t *t, const void *key, size_t key_len, int64_t reserved,
+                    int64_t actual, int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
+{
+    return table_settle(t, key, key_len, reserved, actual, charged_ns, now_ns, out);
+}
+
+/* ---- all or nothing ---------------------------------------------------------------------- */
+
+/* One distinct (table, key) of an sl_table_decide_all() call. */
+typedef struct multi_key {
+    sl_table_t *t;
+    shard_t *s;
+    const unsigned char *key;
+    size_t len;              /* bytes */
+    uint64_t h;              /* the key's hash in its table */
+    size_t first;            /* its first request */
+    void *state;             /* scratch: the state as the requests so far leave it */
+    unsigned char *key_copy; /* a long key's copy, allocated ahead in case it is stored */
+    unsigned char *entry;    /* its entry while locked, NULL when absent */
+    int64_t now_ns;          /* when it is decided: no earlier than its shard's reclamation */
+    bool charged;            /* an admitted cost > 0 changed the scratch state */
+} multi_key_t;
+
+typedef struct multi {
+    multi_key_t keys[SL_MULTI_MAX];
+    uint8_t key_of[SL_MULTI_MAX]; /* request i's key */
+    size_t nkeys;
+    shard_t *shards[SL_MULTI_MAX]; /* distinct, in the order they are locked */
+    size_t nshards;
+    uint64_t inline_states[SL_MULTI_MAX * STATE_INLINE_MAX / 8]; /* scratch of inline states */
+} multi_t;
+
+/* Checks request i and finds (or adds) its key. Returns SL_OK or the request's error. */
+static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
+{
+    sl_table_t *t = r->table;
+    if (t == NULL || (r->key == NULL && r->key_len > 0))
+        return SL_EINVAL;
+    if (r->key_len > t->key_max)
+        return SL_EKEY;
+    if (r->cost < 0)
+        return SL_ECOST;
+    const unsigned char *key = r->key ? r->key : (const unsigned char *)"";
+    uint64_t h = hash_bytes(key, r->key_len, t->seed);
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        if (mk->t == t && mk->h == h && mk->len == r->key_len &&
+            memcmp(mk->key, key, r->key_len) == 0) {
+            m->key_of[i] = (uint8_t)k;
+            return SL_OK;
+        }
+    }
+    m->key_of[i] = (uint8_t)m->nkeys;
+    m->keys[m->nkeys++] = (multi_key_t){
+        .t = t, .s = shard_of(t, h), .key = key, .len = r->key_len, .h = h, .first = i};
+    return SL_OK;
+}
+
+/* Scratch states and long-key copies, before any lock. Returns SL_OK, or SL_ENOMEM with *at
+ * the key whose allocation failed. */
+static int multi_alloc(multi_t *m, size_t *at)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        const sl_table_t *t = mk->t;
+        mk->state = t->state_external ? malloc(t->state_size)
+                                      : (void *)&m->inline_states[k * STATE_INLINE_MAX / 8];
+        if (mk->len > t->key_area)
+            mk->key_copy = malloc(mk->len);
+        if (mk->state == NULL || (mk->len > t->key_area && mk->key_copy == NULL)) {
+            *at = k;
+            return SL_ENOMEM;
+        }
+    }
+    return SL_OK;
+}
+
+static void multi_free(multi_t *m)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        if (m->keys[k].t->state_external)
+            free(m->keys[k].state);
+        free(m->keys[k].key_copy);
+    }
+}
+
+/* Locks every shard involved once, in address order: two calls never wait on each other in a
+ * cycle, and every other path holds one shard lock at a time. */
+static void multi_lock(multi_t *m)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        shard_t *s = m->keys[k].s;
+        size_t j = m->nshards;
+        while (j > 0 && m->shards[j - 1] > s) /* insertion sort; equal stays once */
+            j--;
+        if (j > 0 && m->shards[j - 1] == s)
+            continue;
+        memmove(&m->shards[j + 1], &m->shards[j], (m->nshards - j) * sizeof(shard_t *));
+        m->shards[j] = s;
+        m->nshards++;
+    }
+    for (size_t j = 0; j < m->nshards; j++)
+        shard_lock(m->shards[j]);
+}
+
+static void multi_unlock(multi_t *m)
+{
+    for (size_t j = m->nshards; j-- > 0;)
+        shard_unlock(m->shards[j]);
+}
+
+/* Makes room for the new keys the charges store, shard by shard: the absent ones, and the
+ * present ones that are fresh (making room may reclaim them). Returns SL_OK or the error, with
+ * *at a key of the shard that has no room. Afterwards entries may have moved. */
+static int multi_make_room(multi_t *m, int64_t now_ns, size_t *at)
+{
+    for (size_t j = 0; j < m->nshards; j++) {
+        shard_t *s = m->shards[j];
+        const int64_t when = max_i64(now_ns, s->reclaimed_ns);
+        uint32_t keys = 0;
+        size_t extra = 0, first = 0;
+        for (size_t k = 0; k < m->nkeys; k++) {
+            multi_key_t *mk = &m->keys[k];
+            if (mk->s == s && mk->charged &&
+                (mk->entry == NULL || is_fresh(mk->t, mk->entry, when))) {
+                first = keys++ == 0 ? k : first;
+                extra += key_extra(mk->t, mk->len);
+            }
+        }
+        if (keys == 0)
+            continue;
+        sl_table_t *t = m->keys[first].t;
+        int rc = shard_make_room(t, s, keys, extra, when);
+        if (rc != SL_OK) {
+            *at = first;
+            return rc;
+        }
+    }
+    return SL_OK;
+}
+
+/* Writes every charged scratch state back, storing new keys; cannot fail (room was made and
+ * memory allocated). */
+static void multi_write(multi_t *m)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        if (!mk->charged)
+            continue;
+        sl_table_t *t = mk->t;
+        unsigned char *entry = shard_find(t, mk->s, mk->key, mk->len, mk->h); /* may have moved */
+        if (entry != NULL) {
+            memcpy(entry_state(t, entry), mk->state, t->state_size);
+            continue;
+        }
+        assert(shard_has_room(t, mk->s, 1, key_extra(t, mk->len)));
+        shard_place(t, mk->s, mk->key, mk->len, mk->h, mk->state, mk->key_copy);
+        if (t->state_external)
+            mk->state = NULL; /* the table keeps them */
+        mk->key_copy = NULL;
+    }
+}
+
+/* Decides the requests in order on the scratch states; returns the first refused, or n. */
+static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        multi_key_t *mk = &m->keys[m->key_of[i]];
+        sl_multi_request_t *r = &reqs[i];
+        r->status = SL_OK;
+        core_decide(&mk->t->rule, mk->state, r->cost, mk->now_ns, &r->decision);
+        if (!r->decision.allowed)
+            return i;
+        mk->charged |= r->cost > 0;
+    }
+    return n;
+}
+
+int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
+{
+    if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
+        if (refused != NULL)
+            *refused = n;
+        return SL_EINVAL;
+    }
+    multi_t *m = malloc(sizeof(*m)); /* 13 KiB: not on a caller's stack */
+    if (m == NULL) {
+        *refused = n;
+        return SL_ENOMEM;
+    }
+    m->nkeys = m->nshards = 0;
+    int rc = SL_OK;
+    size_t at = 0;
+    for (size_t i = 0; i < n && rc == SL_OK; i++) {
+        if ((rc = multi_add(m, &reqs[i], i)) != SL_OK)
+            at = i;
+    }
+    if (rc == SL_OK && (rc = multi_alloc(m, &at)) != SL_OK)
+        at = m->keys[at].first;
+    if (rc != SL_OK) {
+        reqs[at].status = rc;
+        *refused = at;
+        multi_free(m);
+        free(m);
+        return rc;
+    }
+
+    multi_lock(m);
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        const sl_table_t *t = mk->t;
+        mk->entry = shard_find(t, mk->s, mk->key, mk->len, mk->h);
+        if (mk->entry != NULL)
+            memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
+        else
+            memset(mk->state, 0, t->state_size);
+        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
+    }
+    *refused = multi_decide(m, reqs, n);
+    if (*refused < n) {
+        for (size_t i = *refused + 1; i < n; i++) { /* not decided: a peek at what is stored */
+            multi_key_t *mk = &m->keys[m->key_of[i]];
+            reqs[i].status = SL_OK;
+            if (mk->entry != NULL)
+                core_decide(&mk->t->rule, entry_state(mk->t, mk->entry), 0, now_ns,
+                            &reqs[i].decision);
+            else
+                fresh_decision(mk->t, 0, &reqs[i].decision);
+        }
+    } else if ((rc = multi_make_room(m, now_ns, &at)) != SL_OK) {
+        at = m->keys[at].first;
+        reqs[at].status = rc;
+        *refused = at;
+    } else {
+        multi_write(m);
+    }
+    multi_unlock(m);
+    multi_free(m);
+    free(m);
+    return rc;
 }
 
 /* ---- maintenance ------------------------------------------------------------------------- */

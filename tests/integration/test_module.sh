@@ -161,9 +161,10 @@ expect gc-pxat3 $((START_MS + 1051)) PEXPIRETIME gc
 expect gc-len 12 STRLEN gc
 # CL.THROTTLE reads the same state as SL.THROTTLE gcra with the same parameters.
 expect cl-shared "0 6 1 -1 1" CL.THROTTLE gc 5 5 1
-# The clock steps back: decided at the key's latest time, never granting quota.
+# The clock steps back: gcra decides at the caller's time (the bucket has refilled less then, so
+# it never grants quota), and retry and reset count from it: TAT 1250 ms, + 200 - 1200 - 0.
 expect settime OK SL.DEBUG SETTIME $START_NS
-expect back "0 6 0 200 1200" SL.THROTTLE gc gcra 5 1000
+expect back "0 6 0 251 1251" SL.THROTTLE gc gcra 5 1000
 # An admission at a stepped-back time is decided at the key's latest time (the start of its
 # window); the key still expires when that window ends, not one step-back earlier.
 expect settime OK SL.DEBUG SETTIME $((START_NS + 1100000000))

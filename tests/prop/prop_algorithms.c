@@ -28,10 +28,20 @@
  *   sanity     rc, limit = capacity, retry_after 0 when admitted / -1 exactly when cost >
  *              capacity / > 0 otherwise, 0 <= delay <= max_delay, reset_after >= 0, 0 <=
  *              remaining <= capacity, an admitted cost > 0 changes the state.
+ *   debt       a settle (below) reports what a peek right after it reports, and a key it left
+ *              refusing a peek (in debt) admits no cost at all until now + retry_after.
+ *
+ * Settles. Now and then the request right after an admission settles it (sl_settle: the actual
+ * cost is below, equal to or above the reservation, up to three capacities above), at the same
+ * time or a little later, so the states above include keys in debt: every property is checked
+ * on them too, the settle's report taken as a peek's. The window property then allows, for every
+ * window, the largest under-estimate (actual - reserved) among the admissions in it, with each
+ * admission counted at its actual cost (docs/algorithms.md: the guarantee of settles).
  *
  * Time "going backwards": a step whose now is earlier than the latest admission is clamped by
  * the algorithm (docs: "latest time recorded"), so retry/reset/remaining, which are relative to
- * the clamped time, are only checked at steps where now >= the latest admission's time. An
+ * the clamped time, are only checked at steps where now >= the latest admission's time (a
+ * refund that gives it back keeps that time: sliding_log's LATEST). An
  * admission is placed, for the window property, at max(now, the previous admission's time):
  * the bound must hold with time taken as never going back. Sequences for token_bucket/gcra
  * rules with max_delay > 0 never go back (an admission's time is then now + delay).
@@ -64,11 +74,12 @@ enum prop {
     P_REMAINING,
     P_PACK,
     P_SANITY,
+    P_DEBT,
     P_COUNT,
 };
 
 static const char *const prop_names[P_COUNT] = {
-    "window", "retry", "reset", "nowrite", "remaining", "pack", "sanity",
+    "window", "retry", "reset", "nowrite", "remaining", "pack", "sanity", "debt",
 };
 
 static const char *const prop_claims[P_COUNT] = {
@@ -79,18 +90,22 @@ static const char *const prop_claims[P_COUNT] = {
     "a cost of `remaining` is admitted right after, `remaining + 1` is not",
     "states kept packed decide alike, and pack to the bytes of the state decided in place",
     "decision fields are consistent (limit, retry_after sign, delay range, remaining range)",
+    "a settle reports a peek; a key in debt admits nothing until a peek is allowed again",
 };
 
 typedef struct step {
     int64_t now;
-    int64_t cost;
+    int64_t cost; /* units; 0 for a settle, whose decision is a peek's */
+    bool settle;  /* sl_settle(reserved, actual, charged) instead of sl_decide */
+    int64_t reserved, actual, charged;
     int rc;
     sl_decision_t d;
 } step_t;
 
 typedef struct admission {
     int64_t t;    /* when it counts, ns */
-    int64_t cost; /* units */
+    int64_t cost; /* units: the actual cost once settled */
+    int64_t over; /* actual - reserved when settled above the reservation, else 0 */
     int step;     /* index into the case's steps */
 } admission_t;
 
@@ -171,6 +186,15 @@ static int decide_copy(const tcase_t *c, const uint64_t *state, int64_t cost, in
     uint64_t copy[PROP_STATE_WORDS];
     memcpy(copy, state, sizeof(copy));
     return sl_decide(&c->rule, copy, cost, now, out);
+}
+
+/* Applies step s to state: sl_decide, or sl_settle for a settle step. */
+static int apply_step(const tcase_t *c, const step_t *s, void *state, sl_decision_t *out)
+{
+    if (s->settle) {
+        return sl_settle(&c->rule, state, s->reserved, s->actual, s->charged, s->now, out);
+    }
+    return sl_decide(&c->rule, state, s->cost, s->now, out);
 }
 
 static bool admitted_now(const sl_decision_t *d)
@@ -273,13 +297,13 @@ static void check_retry(tcase_t *c, int i, const uint64_t *state)
               r, s->cost, x.allowed, x.delay_ns, x.retry_after_ns);
     }
     decide_copy(c, state, s->cost, s->now + r - 1, &x);
-    if (admitted_now(&x)) {
+    if (s->cost == 0 ? x.allowed : admitted_now(&x)) {
         failf(c, P_RETRY, i,
               "more than needed: at now + retry_after - 1 (%" PRId64 ") cost %" PRId64
               " is already admitted",
               r - 1, s->cost);
     }
-    if (dmax > 0) {
+    if (dmax > 0 && s->cost > 0) { /* a peek is never delayed: its retry_after counts D in */
         if (r <= dmax) {
             failf(c, P_RETRY, i, "rejected with retry_after %" PRId64 " <= max_delay %" PRId64, r,
                   dmax);
@@ -361,11 +385,77 @@ static void check_remaining(tcase_t *c, int i, const uint64_t *after)
     }
 }
 
+/* A settle reports a peek; after one that left the key refusing a peek, no cost is admitted
+ * before now + retry_after (checked at its last ns and at random times before). */
+static void check_debt(tcase_t *c, int i, const uint64_t *after, prng_t *rng)
+{
+    const step_t *s = &c->steps[i];
+    sl_decision_t x;
+    c->run->checked[P_DEBT]++;
+    decide_copy(c, after, 0, s->now, &x);
+    if (!decision_eq(&x, &s->d)) {
+        failf(c, P_DEBT, i,
+              "the settle reported allowed=%d rem=%" PRId64 " retry=%" PRId64 " reset=%" PRId64
+              ", a peek right after reports allowed=%d rem=%" PRId64 " retry=%" PRId64
+              " reset=%" PRId64,
+              s->d.allowed, s->d.remaining, s->d.retry_after_ns, s->d.reset_after_ns, x.allowed,
+              x.remaining, x.retry_after_ns, x.reset_after_ns);
+    }
+    int64_t r = s->d.retry_after_ns;
+    if (s->d.allowed || r <= 0) {
+        return;
+    }
+    for (int k = 0; k < 4; k++) {
+        int64_t t = s->now + (k == 0 ? r - 1 : prng_range(rng, 0, r - 1));
+        int64_t cost = prng_range(rng, 0, c->rule.capacity);
+        decide_copy(c, after, cost, t, &x);
+        if (x.allowed) {
+            failf(c, P_DEBT, i,
+                  "in debt for %" PRId64 " ns, but cost %" PRId64 " is admitted at now + %" PRId64,
+                  r, cost, t - s->now);
+        }
+    }
+}
+
+/* The actual cost of a reservation: below it, equal, or up to three capacities above. */
+static int64_t gen_actual(prng_t *r, const sl_rule_t *rule, int64_t reserved)
+{
+    int p = (int)prng_range(r, 0, 99);
+    if (p < 35) {
+        return prng_range(r, 0, reserved);
+    }
+    if (p < 45) {
+        return reserved;
+    }
+    return reserved + prng_range(r, 1, 3 * rule->capacity + 2);
+}
+
 /* ---- the window property, over the admissions of a whole case ---------------------------- */
+
+static int cmp_admission(const void *a, const void *b)
+{
+    const admission_t *x = a, *y = b;
+    if (x->t != y->t) {
+        return x->t < y->t ? -1 : 1;
+    }
+    return x->step - y->step;
+}
+
+/* The largest under-estimate among admissions [lo, end). */
+static int64_t max_over(const admission_t *adm, int lo, int end)
+{
+    int64_t over = 0;
+    for (int j = lo; j < end; j++) {
+        if (adm[j].over > over) {
+            over = adm[j].over;
+        }
+    }
+    return over;
+}
 
 static void check_window_sliding(tcase_t *c)
 {
-    /* admissions are in nondecreasing t; the worst window (t - W, t] ends at an admission */
+    /* admissions are sorted by t; the worst window (t - W, t] ends at an admission */
     int64_t w = c->rule.window_ns;
     int64_t sum = 0;
     int lo = 0;
@@ -377,15 +467,17 @@ static void check_window_sliding(tcase_t *c)
         }
         /* include later admissions at the same t */
         int64_t extra = 0;
-        for (int j = i + 1; j < c->nadm && c->adm[j].t == c->adm[i].t; j++) {
-            extra += c->adm[j].cost;
+        int end = i + 1;
+        for (; end < c->nadm && c->adm[end].t == c->adm[i].t; end++) {
+            extra += c->adm[end].cost;
         }
-        if (sum + extra > c->rule.limit) {
+        int64_t over = max_over(c->adm, lo, end);
+        if (sum + extra > c->rule.limit + over) {
             failf(c, P_WINDOW, c->adm[i].step,
                   "%" PRId64 " units admitted in the window (t - W, t] with t = +%" PRId64
-                  " (steps %d..%d), limit %" PRId64,
+                  " (steps %d..%d), limit %" PRId64 " + largest under-estimate %" PRId64,
                   sum + extra, c->adm[i].t - c->start, c->adm[lo].step, c->adm[i].step,
-                  c->rule.limit);
+                  c->rule.limit, over);
             return;
         }
     }
@@ -395,48 +487,41 @@ static void check_window_fixed(tcase_t *c)
 {
     int64_t w = c->rule.window_ns;
     int64_t sum = 0;
+    int first = 0; /* the window's first admission */
     for (int i = 0; i < c->nadm; i++) {
         if (i > 0 && c->adm[i].t / w != c->adm[i - 1].t / w) {
             sum = 0;
+            first = i;
         }
         sum += c->adm[i].cost;
-        if (sum > c->rule.limit) {
+        int64_t over = max_over(c->adm, first, i + 1);
+        if (sum > c->rule.limit + over) {
             failf(c, P_WINDOW, c->adm[i].step,
                   "%" PRId64 " units admitted in the aligned window starting at +%" PRId64
-                  ", limit %" PRId64,
-                  sum, c->adm[i].t / w * w - c->start, c->rule.limit);
+                  ", limit %" PRId64 " + largest under-estimate %" PRId64,
+                  sum, c->adm[i].t / w * w - c->start, c->rule.limit, over);
             return;
         }
     }
 }
 
-static int cmp_admission(const void *a, const void *b)
-{
-    const admission_t *x = a, *y = b;
-    if (x->t != y->t) {
-        return x->t < y->t ? -1 : 1;
-    }
-    return x->step - y->step;
-}
-
 static void check_window_meter(tcase_t *c)
 {
-    admission_t sorted[MAX_STEPS];
+    const admission_t *sorted = c->adm;
     int64_t t_ns = c->rule.interval_ns;
-    memcpy(sorted, c->adm, sizeof(admission_t) * (size_t)c->nadm);
-    qsort(sorted, (size_t)c->nadm, sizeof(admission_t), cmp_admission);
     for (int i = 0; i < c->nadm; i++) {
-        int64_t sum = 0;
+        int64_t sum = 0, over = 0;
         for (int j = i; j < c->nadm; j++) {
             sum += sorted[j].cost;
+            over = sorted[j].over > over ? sorted[j].over : over;
             if (j + 1 < c->nadm && sorted[j + 1].t == sorted[j].t) {
                 continue; /* take every admission at the interval's end */
             }
-            int64_t bound = c->rule.capacity + (sorted[j].t - sorted[i].t) / t_ns;
+            int64_t bound = c->rule.capacity + (sorted[j].t - sorted[i].t) / t_ns + over;
             if (sum > bound) {
                 failf(c, P_WINDOW, sorted[j].step,
                       "%" PRId64 " units act in [+%" PRId64 ", +%" PRId64 "] (steps %d..%d), bound"
-                      " capacity + floor(t/T) = %" PRId64,
+                      " capacity + floor(t/T) + largest under-estimate = %" PRId64,
                       sum, sorted[i].t - c->start, sorted[j].t - c->start, sorted[i].step,
                       sorted[j].step, bound);
                 return;
@@ -467,7 +552,7 @@ static void check_pack(tcase_t *c, int i, uint8_t *packed, size_t *packed_len,
         failf(c, P_PACK, i, "sl_state_unpack refuses its own packed form (%d)", rc);
         return;
     }
-    sl_decide(&c->rule, twin, s->cost, s->now, &d);
+    apply_step(c, s, twin, &d);
     if (!same_decision(&d, &s->d)) {
         failf(c, P_PACK, i,
               "decided on the unpacked state: allowed=%d remaining=%" PRId64 " retry=%" PRId64
@@ -519,10 +604,18 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
 
     int64_t now = c.start;
     int64_t max_now = c.start;      /* latest now so far */
-    int64_t latest_adm = INT64_MIN; /* max(now) over admissions so far */
+    int64_t latest_adm = INT64_MIN; /* max(now) over admissions (and debts) so far */
+    int pending = -1;               /* the admission the step may settle, in c.adm */
     for (int i = 0; i < c.nsteps; i++) {
         step_t *s = &c.steps[i];
-        if (i > 0) {
+        s->settle = pending >= 0 && prng_chance(&rng, 35);
+        if (s->settle) {
+            const step_t *charge = &c.steps[c.adm[pending].step];
+            now = charge->now + (prng_chance(&rng, 50) ? 0 : prng_range(&rng, 0, 3) * c.quantum);
+            s->reserved = charge->cost;
+            s->actual = gen_actual(&rng, &c.rule, charge->cost);
+            s->charged = charge->now;
+        } else if (i > 0) {
             if (backwards_ok && prng_chance(&rng, 4)) {
                 now = max_now - prng_range(&rng, 1, c.rule.window_ns);
             } else if (prng_chance(&rng, 6)) {
@@ -550,40 +643,65 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
             max_now = now;
         }
         s->now = now;
-        s->cost = gen_cost(&rng, &c.rule);
+        s->cost = s->settle ? 0 : gen_cost(&rng, &c.rule);
         memcpy(before, state, sizeof(state));
-        s->rc = sl_decide(&c.rule, state, s->cost, now, &s->d);
+        s->rc = apply_step(&c, s, state, &s->d);
         if (s->rc != SL_OK) {
-            failf(&c, P_SANITY, i, "sl_decide returned %d (%s)", s->rc, sl_strerror(s->rc));
+            failf(&c, P_SANITY, i, "sl_decide/sl_settle returned %d (%s)", s->rc,
+                  sl_strerror(s->rc));
             c.nsteps = i + 1;
             break;
         }
         if (run->verbose) {
-            fprintf(stderr, "step %3d: now=+%" PRId64 " cost=%" PRId64 " -> ", i, now - c.start,
-                    s->cost);
+            if (s->settle) {
+                fprintf(stderr,
+                        "step %3d: now=+%" PRId64 " settle reserved=%" PRId64 " actual=%" PRId64
+                        " charged=+%" PRId64 " -> ",
+                        i, now - c.start, s->reserved, s->actual, s->charged - c.start);
+            } else {
+                fprintf(stderr, "step %3d: now=+%" PRId64 " cost=%" PRId64 " -> ", i, now - c.start,
+                        s->cost);
+            }
             print_decision(stderr, &s->d);
             fprintf(stderr, "\n");
         }
         /* exact: the algorithm does not clamp this now, so relative times are exact */
         bool exact = now >= latest_adm;
         check_sanity(&c, i, exact, before, state, size);
-        check_nowrite(&c, i, before, state, size);
+        if (s->settle) {
+            check_debt(&c, i, state, &rng);
+        } else {
+            check_nowrite(&c, i, before, state, size);
+        }
         check_pack(&c, i, packed, &packed_len, state);
         if (exact) {
             check_retry(&c, i, state);
             check_reset(&c, i, state, &rng);
             check_remaining(&c, i, state);
         }
-        if (s->d.allowed && s->cost > 0) {
+        if (s->settle) {
+            admission_t *a = &c.adm[pending];
+            a->cost = s->actual;
+            a->over = s->actual > s->reserved ? s->actual - s->reserved : 0;
+            if (s->actual > s->reserved && now > latest_adm) {
+                latest_adm = now; /* the debt is charged at now */
+            }
+        }
+        pending = -1;
+        if (!s->settle && s->d.allowed && s->cost > 0) {
             int64_t t = latest_adm > now ? latest_adm : now;
             latest_adm = t;
+            pending = c.nadm;
             admission_t *a = &c.adm[c.nadm++];
             a->t = t + s->d.delay_ns; /* the caller acts after the delay */
             a->cost = s->cost;
+            a->over = 0;
             a->step = i;
         }
     }
 
+    /* by time: with delays, an admission can count before an earlier one */
+    qsort(c.adm, (size_t)c.nadm, sizeof(admission_t), cmp_admission);
     switch (alg) {
     case SL_SLIDING_LOG:
     case SL_SLIDING_BUCKETS:

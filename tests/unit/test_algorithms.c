@@ -402,13 +402,17 @@ static const row_t tb_uneven_rows[] = {
 };
 
 /*
- * N 1, W 1 s, B 2: T 1 s, tau 2 s. After an admission at 10 s (TAT 11 s), 5 s is clamped to
- * TAT - tau = 9 s: TAT' = 12 s, retry 12 - 2 - 9 = 1 s, remaining floor((2 - 2)/1) = 0,
- * reset TAT0 - 9 s = 2 s.
+ * N 1, W 1 s, B 2: T 1 s, tau 2 s. After an admission at 10 s (TAT 11 s), a request at 5 s (a
+ * clock that stepped back) is decided at 5 s, not clamped: an earlier now sees less refilled.
+ * TAT' = 12 s, retry 12 - 2 - 5 = 5 s, remaining floor((2 - (11 - 5))/1) < 0 -> 0, reset
+ * 11 - 5 = 6 s; a peek at 5 s waits TAT - tau - now = 4 s. At 10 s the bucket is as it was.
  */
-static const row_t tb_clamp_rows[] = {
-    ALLOW(10 * SEC, 1, 1, SEC),     DENY_CLAMPED(5 * SEC, 9 * SEC, 1, 0, SEC, 2 * SEC),
-    ALLOW(10 * SEC, 1, 0, 2 * SEC), ALLOW(10500 * MS, 0, 0, 1500 * MS),
+static const row_t tb_back_rows[] = {
+    ALLOW(10 * SEC, 1, 1, SEC),
+    DENY(5 * SEC, 1, 0, 5 * SEC, 6 * SEC),
+    DENY(5 * SEC, 0, 0, 4 * SEC, 6 * SEC),
+    ALLOW(10 * SEC, 1, 0, 2 * SEC),
+    ALLOW(10500 * MS, 0, 0, 1500 * MS),
     ALLOW(11 * SEC, 0, 1, SEC),
 };
 
@@ -417,10 +421,10 @@ static void test_token_bucket_table(void **cm)
     (void)cm;
     sl_rule_t rule = make_rule(SL_TOKEN_BUCKET, 2, SEC, 3, SL_DEFAULT, 0);
     sl_rule_t uneven = simple_rule(SL_TOKEN_BUCKET, 3, SEC);
-    sl_rule_t clamp = make_rule(SL_TOKEN_BUCKET, 1, SEC, 2, SL_DEFAULT, 0);
+    sl_rule_t back = make_rule(SL_TOKEN_BUCKET, 1, SEC, 2, SL_DEFAULT, 0);
     run_table("token_bucket", &rule, START, tb_rows, NROWS(tb_rows));
     run_table("token_bucket T = ceil(W/N)", &uneven, START, tb_uneven_rows, NROWS(tb_uneven_rows));
-    run_table("token_bucket clamp", &clamp, START, tb_clamp_rows, NROWS(tb_clamp_rows));
+    run_table("token_bucket time going back", &back, START, tb_back_rows, NROWS(tb_back_rows));
 }
 
 /*
@@ -486,12 +490,14 @@ static void test_gcra_redis_cell_table(void **cm)
 }
 
 /*
- * N 1, W 1 s, B 0: T = tau = 1 s, capacity 1. After an admission at 10 s (TAT 11 s), 5 s is
- * clamped to TAT - tau = 10 s: TAT' = 12 s, retry 12 - 1 - 10 = 1 s, reset 11 - 10 = 1 s.
+ * N 1, W 1 s, B 0: T = tau = 1 s, capacity 1. After an admission at 10 s (TAT 11 s), a request
+ * at 5 s is decided at 5 s: TAT' = 12 s, retry 12 - 1 - 5 = 6 s, reset 11 - 5 = 6 s. Before the
+ * clamp was dropped it reported retry 1 s and reset 1 s, measured from 10 s, not from the
+ * caller's now; the admissions are the same either way (a cost >= 1 waits past 10 s).
  */
-static const row_t gcra_clamp_rows[] = {
+static const row_t gcra_back_rows[] = {
     ALLOW(10 * SEC, 1, 0, SEC),
-    DENY_CLAMPED(5 * SEC, 10 * SEC, 1, 0, SEC, SEC),
+    DENY(5 * SEC, 1, 0, 6 * SEC, 6 * SEC),
     ALLOW(11 * SEC, 1, 0, SEC),
 };
 
@@ -511,12 +517,12 @@ static const row_t gcra_delay_rows[] = {
     DENY(400 * MS, 3, 0, -1, 1600 * MS),
 };
 
-static void test_gcra_clamp_and_max_delay(void **cm)
+static void test_gcra_time_back_and_max_delay(void **cm)
 {
     (void)cm;
-    sl_rule_t clamp = make_rule(SL_GCRA, 1, SEC, 0, SL_DEFAULT, 0);
+    sl_rule_t back = make_rule(SL_GCRA, 1, SEC, 0, SL_DEFAULT, 0);
     sl_rule_t delay = make_rule(SL_GCRA, 2, SEC, 1, SL_DEFAULT, 600 * MS);
-    run_table("gcra clamp", &clamp, START, gcra_clamp_rows, NROWS(gcra_clamp_rows));
+    run_table("gcra time going back", &back, START, gcra_back_rows, NROWS(gcra_back_rows));
     run_table("gcra max_delay", &delay, START, gcra_delay_rows, NROWS(gcra_delay_rows));
 }
 
@@ -767,6 +773,271 @@ static void test_unaligned_state(void **cm)
     }
 }
 
+/* ---- refunds and settles ----------------------------------------------------------------- */
+
+static sl_decision_t decide_at(const sl_rule_t *rule, void *state, int64_t cost, int64_t at)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_decide(rule, state, cost, START + at, &d), SL_OK);
+    return d;
+}
+
+static sl_decision_t refund_at(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged,
+                               int64_t at)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_refund(rule, state, cost, START + charged, START + at, &d), SL_OK);
+    return d;
+}
+
+static sl_decision_t settle_at(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
+                               int64_t charged, int64_t at)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_settle(rule, state, reserved, actual, START + charged, START + at, &d),
+                     SL_OK);
+    assert_int_equal(sl_state_check(rule, state), SL_OK);
+    return d;
+}
+
+/*
+ * The worked example of docs/algorithms.md. sliding_log, limit 1000, window 60 s: a reservation
+ * of 300 that used 120 gives 180 back; one of 100 that used 1100 charges 1000 past the limit at
+ * 7 s. The window then holds 120 (at 0) + 100 (at 5 s) + 1000 (at 7 s) = 1220 units; the ring
+ * keeps the newest 1000, all at 7 s, so a request waits until they leave at 67 s (as in the whole
+ * log, where the 120 leave at 60 s, the 100 at 65 s, and one more at 67 s).
+ */
+static void test_settle_worked_example(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 1000, 60 * SEC);
+    void *state = new_state(&rule);
+    sl_decision_t d = decide_at(&rule, state, 300, 0);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 700);
+    d = settle_at(&rule, state, 300, 120, 0, 2 * SEC);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 880);
+    d = decide_at(&rule, state, 100, 5 * SEC);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 780);
+    d = settle_at(&rule, state, 100, 1100, 5 * SEC, 7 * SEC);
+    assert_false(d.allowed); /* in debt: even a peek is refused */
+    assert_int_equal(d.remaining, 0);
+    assert_int_equal(d.retry_after_ns, 60 * SEC);
+    assert_int_equal(d.reset_after_ns, 60 * SEC);
+    d = decide_at(&rule, state, 1, 7 * SEC);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 60 * SEC);
+    assert_false(decide_at(&rule, state, 1, 67 * SEC - 1).allowed);
+    d = decide_at(&rule, state, 1, 67 * SEC);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 999);
+    free(state);
+}
+
+/*
+ * Refunds by hand. fixed_window N 5, W 1 s: only the charge's window gives back, never below 0.
+ * sliding_window N 10, W 1 s: a charge of the window before comes off prev. At 1.25 s (e = 250
+ * ms) with prev 4: floor(10 - 4 * 0.75) = 7 - curr. sliding_buckets N 6, W 1 s, K 2 (G 500 ms):
+ * a refund of 4 charged in bucket 0 takes the 2 there and none of bucket 1's 3.
+ */
+static void test_refund_windows(void **cm)
+{
+    (void)cm;
+    sl_rule_t fw = simple_rule(SL_FIXED_WINDOW, 5, SEC);
+    void *state = new_state(&fw);
+    assert_int_equal(decide_at(&fw, state, 3, 200 * MS).remaining, 2);
+    sl_decision_t d = refund_at(&fw, state, 2, 200 * MS, 500 * MS);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 4);
+    assert_int_equal(d.reset_after_ns, 500 * MS);
+    d = refund_at(&fw, state, 5, 200 * MS, 700 * MS); /* more than it holds: to 0 */
+    assert_int_equal(d.remaining, 5);
+    assert_int_equal(d.reset_after_ns, 0);
+    assert_true(sl_state_is_fresh(&fw, state, START + 700 * MS));
+    assert_int_equal(decide_at(&fw, state, 2, 1100 * MS).remaining, 3);
+    assert_int_equal(refund_at(&fw, state, 2, 900 * MS, 1200 * MS).remaining, 3); /* gone */
+    free(state);
+
+    sl_rule_t sw = simple_rule(SL_SLIDING_WINDOW, 10, SEC);
+    state = new_state(&sw);
+    assert_int_equal(decide_at(&sw, state, 4, 500 * MS).remaining, 6);
+    assert_int_equal(decide_at(&sw, state, 3, 1250 * MS).remaining, 4); /* 7 - 3 */
+    d = refund_at(&sw, state, 2, 500 * MS, 1250 * MS);                  /* prev 4 -> 2 */
+    assert_int_equal(d.remaining, 5);                                   /* floor(8.5) - 3 */
+    d = refund_at(&sw, state, 5, 1250 * MS, 1250 * MS);                 /* curr 3 -> 0 */
+    assert_int_equal(d.remaining, 8);
+    assert_int_equal(d.reset_after_ns, 750 * MS); /* prev only: to the window's end */
+    free(state);
+
+    sl_rule_t sb = make_rule(SL_SLIDING_BUCKETS, 6, SEC, SL_DEFAULT, 2, 0);
+    state = new_state(&sb);
+    decide_at(&sb, state, 2, 100 * MS);
+    assert_int_equal(decide_at(&sb, state, 3, 600 * MS).remaining, 1);
+    assert_int_equal(refund_at(&sb, state, 4, 100 * MS, 700 * MS).remaining, 3);
+    assert_int_equal(refund_at(&sb, state, 2, 600 * MS, 700 * MS).remaining, 5);
+    assert_int_equal(refund_at(&sb, state, 9, 600 * MS, 700 * MS).remaining, 6);
+    free(state);
+}
+
+/*
+ * sliding_log N 4, W 1 s, stamps 0, 100, 100, 200 ms: a refund of 2 charged at 100 ms removes
+ * the two stamps at 100 ms (the newest no newer than the charge), not the one at 200 ms. A
+ * cost of 3 then needs the stamp at 0 gone: retry 1000 - 300 = 700 ms; reset 200 + 1000 - 300.
+ */
+static void test_refund_sliding_log(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 4, SEC);
+    void *state = new_state(&rule);
+    decide_at(&rule, state, 1, 0);
+    decide_at(&rule, state, 2, 100 * MS);
+    assert_int_equal(decide_at(&rule, state, 1, 200 * MS).remaining, 0);
+    sl_decision_t d = refund_at(&rule, state, 2, 100 * MS, 300 * MS);
+    assert_int_equal(d.remaining, 2);
+    assert_int_equal(d.reset_after_ns, 900 * MS);
+    d = decide_at(&rule, state, 3, 300 * MS);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 700 * MS);
+    /* every stamp back: the key is fresh, but a clock that steps back behind 200 ms is still
+     * clamped to it (the stamp at 0 left at 1 s, measured from 200 ms on) */
+    refund_at(&rule, state, 4, 200 * MS, 300 * MS);
+    assert_true(sl_state_is_fresh(&rule, state, START + 300 * MS));
+    d = decide_at(&rule, state, 4, 100 * MS);
+    assert_true(d.allowed);
+    assert_int_equal(d.reset_after_ns, SEC); /* stamped at 200 ms, not 100 ms */
+    free(state);
+}
+
+/*
+ * token_bucket N 1, W 1 s, B 4: T 1 s, tau 4 s. A charge of 2 at 0 (TAT 2 s), then 3 at 1 s
+ * (TAT 5 s). A refund of the 2 at 1 s gives back only what the bucket had not refilled by then,
+ * 2 s - 1 s: TAT 4 s, exactly the state of a bucket that only took the 3 at 1 s. Giving back
+ * all of it (TAT 3 s) would leave one more unit than that bucket ever had. A refund once the
+ * charge has refilled gives back nothing.
+ */
+static void test_refund_token_bucket(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = make_rule(SL_TOKEN_BUCKET, 1, SEC, 4, SL_DEFAULT, 0);
+    void *state = new_state(&rule), *never = new_state(&rule);
+    decide_at(&rule, state, 2, 0);
+    assert_int_equal(decide_at(&rule, state, 3, SEC).remaining, 0);
+    sl_decision_t d = refund_at(&rule, state, 2, 0, SEC);
+    assert_int_equal(d.remaining, 1);
+    assert_int_equal(d.reset_after_ns, 3 * SEC);
+    decide_at(&rule, never, 3, SEC);
+    assert_memory_equal(state, never, sl_state_size(&rule));
+    d = refund_at(&rule, state, 1, 3 * SEC, 4 * SEC); /* refilled by 4 s: TAT stays */
+    assert_memory_equal(state, never, sl_state_size(&rule));
+    /* at the charge's own time a refund undoes it byte for byte */
+    decide_at(&rule, never, 2, 2 * SEC);
+    refund_at(&rule, never, 2, 2 * SEC, 2 * SEC);
+    assert_memory_equal(state, never, sl_state_size(&rule));
+    free(never);
+    free(state);
+}
+
+/* A charge past the limit puts every algorithm in debt: a peek is refused until retry_after,
+ * then admitted (token_bucket/gcra with max_delay: admitted within max_delay of it, a peek is
+ * never delayed); the state checks, and survives its packed form. */
+static void test_debt_every_algorithm(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        void *state = new_state(rule), *back = new_state(rule);
+        assert_true(decide_at(rule, state, k[i].capacity, 0).allowed);
+        /* with max_delay, a debt within it only delays: go past it */
+        int64_t debt = 3 + (rule->interval_ns > 0 ? rule->max_delay_ns / rule->interval_ns : 0);
+        sl_decision_t d = settle_at(rule, state, k[i].capacity, k[i].capacity + debt, 0, 10 * MS);
+        assert_false(d.allowed);
+        assert_int_equal(d.remaining, 0);
+        assert_true(d.retry_after_ns > 0);
+        assert_true(d.reset_after_ns >= d.retry_after_ns);
+        int64_t until = 10 * MS + d.retry_after_ns;
+        assert_false(decide_at(rule, state, 0, until - 1).allowed);
+        assert_false(decide_at(rule, state, 1, until - 1).allowed);
+        assert_true(decide_at(rule, state, 0, until).allowed);
+        unsigned char packed[256];
+        assert_true(sl_state_packed_max(rule) <= sizeof(packed));
+        size_t len = sl_state_pack(rule, state, packed);
+        assert_int_equal(sl_state_unpack(rule, packed, len, back), SL_OK);
+        sl_decision_t e = decide_at(rule, back, 0, 10 * MS);
+        assert_int_equal(e.allowed, false);
+        assert_int_equal(e.retry_after_ns, d.retry_after_ns);
+        assert_int_equal(e.reset_after_ns, d.reset_after_ns);
+        free(back);
+        free(state);
+    }
+}
+
+/* Debt saturates (counts at SL_COUNT_MAX, TAT at INT64_MAX) and the state stays valid. */
+static void test_debt_saturates(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        void *state = new_state(rule);
+        sl_decision_t d = settle_at(rule, state, 0, INT64_MAX, 0, 0);
+        assert_false(d.allowed);
+        assert_int_equal(d.remaining, 0);
+        d = settle_at(rule, state, 0, INT64_MAX, 0, 0); /* twice: no overflow */
+        assert_false(d.allowed);
+        int64_t first; /* the second word, or for token_bucket/gcra the first */
+        switch (rule->algorithm) {
+        case SL_FIXED_WINDOW:
+            memcpy(&first, (unsigned char *)state + 8, sizeof(first));
+            assert_int_equal(first, SL_COUNT_MAX);               /* the count */
+            assert_true(decide_at(rule, state, 0, SEC).allowed); /* the next window */
+            break;
+        case SL_TOKEN_BUCKET:
+        case SL_GCRA:
+            memcpy(&first, state, sizeof(first));
+            assert_int_equal(first, INT64_MAX); /* TAT */
+            assert_int_equal(d.reset_after_ns, INT64_MAX - START);
+            assert_false(sl_state_is_fresh(rule, state, SL_NOW_MAX_NS));
+            break;
+        case SL_SLIDING_BUCKETS:
+            memcpy(&first, (unsigned char *)state + 8, sizeof(first));
+            assert_int_equal(first, SL_COUNT_MAX); /* the total */
+            break;
+        default:
+            break;
+        }
+        free(state);
+    }
+}
+
+static void test_refund_settle_arguments(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_GCRA, 5, SEC);
+    int64_t tat = 0;
+    sl_decision_t d;
+    assert_int_equal(sl_refund(&rule, &tat, -1, START, START, &d), SL_ECOST);
+    assert_int_equal(sl_settle(&rule, &tat, -1, 0, START, START, &d), SL_ECOST);
+    assert_int_equal(sl_settle(&rule, &tat, 0, -1, START, START, &d), SL_ECOST);
+    assert_int_equal(sl_refund(NULL, &tat, 1, START, START, &d), SL_EINVAL);
+    assert_int_equal(sl_refund(&rule, NULL, 1, START, START, &d), SL_EINVAL);
+    assert_int_equal(sl_settle(&rule, &tat, 1, 2, START, START, NULL), SL_EINVAL);
+    assert_int_equal(tat, 0);
+    /* a refund of nothing charged changes nothing; an equal settle neither */
+    assert_int_equal(sl_refund(&rule, &tat, 3, START, START, &d), SL_OK);
+    assert_int_equal(sl_settle(&rule, &tat, 3, 3, START, START, &d), SL_OK);
+    assert_int_equal(tat, 0);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, rule.capacity);
+    /* now before charged is taken as charged: a settle charges at the charge's time */
+    assert_int_equal(sl_settle(&rule, &tat, 0, 1, START + SEC, START, &d), SL_OK);
+    assert_int_equal(tat, START + SEC + rule.interval_ns);
+}
+
 /* ---- packed states ----------------------------------------------------------------------- */
 
 /* The documented format, byte for byte: stamps at whole microseconds pack with e = 3. */
@@ -798,6 +1069,47 @@ static void test_sliding_log_packed_format(void **cm)
     free(state);
 }
 
+/*
+ * The flags in byte 0. N 3, W 1 s, times in whole ms (e = 6): a debt of 2 on a full ring at t0
+ * keeps the newest 3 stamps and sets DROPPED (+16); a refund of the newest stamp records its time
+ * after the stamps (LATEST, +32): [38, count 1, t0 / 1 ms, 2 ms later]. Both unpack to states
+ * that decide as the originals, a clock that steps back included.
+ */
+static void test_sliding_log_packed_flags(void **cm)
+{
+    (void)cm;
+    sl_rule_t rule = simple_rule(SL_SLIDING_LOG, 3, SEC);
+    unsigned char *state = new_state(&rule), *back = new_state(&rule);
+    const int64_t t0 = INT64_C(1000000000) * MS - START; /* 10^9 ms, as an offset */
+    unsigned char out[64];
+    decide_at(&rule, state, 3, t0);
+    settle_at(&rule, state, 0, 2, t0, t0 + MS);
+    size_t n = sl_state_pack(&rule, state, out);
+    assert_int_equal(out[0], 16 + 6);
+    assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
+    sl_decision_t a = decide_at(&rule, state, 0, t0 + MS), b = decide_at(&rule, back, 0, t0 + MS);
+    assert_false(a.allowed);
+    assert_int_equal(b.allowed, a.allowed);
+    assert_int_equal(b.retry_after_ns, a.retry_after_ns);
+
+    memset(state, 0, sl_state_size(&rule));
+    decide_at(&rule, state, 1, t0);
+    decide_at(&rule, state, 1, t0 + 2 * MS);
+    refund_at(&rule, state, 1, t0 + 2 * MS, t0 + 2 * MS);
+    n = sl_state_pack(&rule, state, out);
+    static const unsigned char want[] = {38, 1, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2};
+    assert_int_equal(n, sizeof(want));
+    assert_memory_equal(out, want, sizeof(want));
+    assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
+    a = decide_at(&rule, state, 1, t0 + MS); /* stepped back: clamped to t0 + 2 ms */
+    b = decide_at(&rule, back, 1, t0 + MS);
+    assert_int_equal(a.reset_after_ns, SEC);
+    assert_int_equal(b.reset_after_ns, a.reset_after_ns);
+    assert_int_equal(b.remaining, a.remaining);
+    free(back);
+    free(state);
+}
+
 /* Bytes that are not a packed state of the rule are refused, whatever they are. */
 static void test_packed_state_refusals(void **cm)
 {
@@ -812,6 +1124,13 @@ static void test_packed_state_refusals(void **cm)
         {"empty", {0}, 0},
         {"no count", {3}, 1},
         {"e above 9", {10, 0}, 2},
+        {"e above 9 with the dropped flag", {26, 3, 1, 0, 0}, 5},
+        {"an unknown flag", {32 + 3, 0}, 2},
+        {"the dropped flag on a ring that is not full", {16 + 3, 2, 1, 0}, 4},
+        {"both flags", {48 + 3, 3, 1, 0, 0}, 5},
+        {"the latest-time flag on a full ring", {32 + 3, 3, 1, 0, 0, 1}, 6},
+        {"the latest-time flag without its time", {32 + 3, 1, 1}, 3},
+        {"a latest time no later than the newest stamp", {32 + 3, 1, 1, 0}, 4},
         {"count above the limit", {3, 4, 1, 0, 0, 0}, 6},
         {"fewer stamps than the count", {3, 2, 1}, 3},
         {"a truncated varint", {3, 1, 0x80}, 3},
@@ -837,8 +1156,10 @@ static void test_packed_state_refusals(void **cm)
     assert_int_equal(sl_state_packed_max(&fw), 16);
     assert_int_equal(sl_state_pack(&fw, fw_state, packed), 16);
     assert_int_equal(sl_state_unpack(&fw, packed, 15, fw_state), SL_ESTATE);
-    int64_t over[2] = {1, 4}; /* window 1 holding 4 > N */
+    int64_t over[2] = {1, SL_COUNT_MAX + 1}; /* more than any debt */
     assert_int_equal(sl_state_unpack(&fw, over, sizeof(over), fw_state), SL_ESTATE);
+    over[1] = 4; /* window 1 holding 4 > N: a debt */
+    assert_int_equal(sl_state_unpack(&fw, over, sizeof(over), fw_state), SL_OK);
     assert_int_equal(sl_state_unpack(&fw, packed, 16, fw_state), SL_OK);
     free(state);
 }
@@ -857,7 +1178,7 @@ int main(void)
         cmocka_unit_test(test_token_bucket_table),
         cmocka_unit_test(test_token_bucket_max_delay),
         cmocka_unit_test(test_gcra_redis_cell_table),
-        cmocka_unit_test(test_gcra_clamp_and_max_delay),
+        cmocka_unit_test(test_gcra_time_back_and_max_delay),
         cmocka_unit_test(test_fresh_state_peek),
         cmocka_unit_test(test_cost_over_capacity),
         cmocka_unit_test(test_negative_cost_and_null_arguments),
@@ -865,7 +1186,15 @@ int main(void)
         cmocka_unit_test(test_negative_now_is_zero),
         cmocka_unit_test(test_state_is_fresh_after_reset),
         cmocka_unit_test(test_unaligned_state),
+        cmocka_unit_test(test_settle_worked_example),
+        cmocka_unit_test(test_refund_windows),
+        cmocka_unit_test(test_refund_sliding_log),
+        cmocka_unit_test(test_refund_token_bucket),
+        cmocka_unit_test(test_debt_every_algorithm),
+        cmocka_unit_test(test_debt_saturates),
+        cmocka_unit_test(test_refund_settle_arguments),
         cmocka_unit_test(test_sliding_log_packed_format),
+        cmocka_unit_test(test_sliding_log_packed_flags),
         cmocka_unit_test(test_packed_state_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

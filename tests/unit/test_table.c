@@ -16,7 +16,8 @@
 #include "core/hash.h"
 #include "sluice/sluice.h"
 
-#define T0 (INT64_C(1700000000) * SL_NS_PER_SEC)
+#define T0       (INT64_C(1700000000) * SL_NS_PER_SEC)
+#define SEC_HALF (SL_NS_PER_SEC / 2)
 
 static sl_rule_t rule_of(sl_algorithm_t a, int64_t limit, int64_t window_ns)
 {
@@ -364,7 +365,7 @@ static void test_put_refuses_corrupt_states(void **unused)
     int64_t st[3] = {INT64_C(1) << 62, 1, 0}; /* window index past SL_NOW_MAX_NS */
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
     st[0] = 1700000000;
-    st[1] = 3; /* count above the limit */
+    st[1] = SL_COUNT_MAX + 1; /* above the limit by more than any debt */
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
     st[1] = -1;
     assert_int_equal(sl_table_put(t, "k", 1, st, T0), SL_ESTATE);
@@ -372,11 +373,12 @@ static void test_put_refuses_corrupt_states(void **unused)
 
     sl_rule_t g = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
     t = table_of(&g, NULL);
-    int64_t tat = INT64_MAX;
-    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
-    tat = -5;
+    int64_t tat = -5;
     assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_ESTATE);
     assert_int_equal(sl_table_count(t), 0);
+    tat = INT64_MAX; /* a debt saturated: refused until the end of time, but a state */
+    assert_int_equal(sl_table_put(t, "k", 1, &tat, T0), SL_OK);
+    assert_int_equal(sl_table_count(t), 1);
     sl_table_free(t);
 
     sl_rule_t sb;
@@ -490,6 +492,303 @@ static void test_can_hold(void **unused)
     sl_table_free(t);
 }
 
+/* ---- refunds and settles ----------------------------------------------------------------- */
+
+static const sl_algorithm_t all_algs[] = {SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
+                                          SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA};
+
+static void assert_same_decision(const sl_decision_t *a, const sl_decision_t *b)
+{
+    assert_int_equal(a->allowed, b->allowed);
+    assert_int_equal(a->limit, b->limit);
+    assert_int_equal(a->remaining, b->remaining);
+    assert_int_equal(a->retry_after_ns, b->retry_after_ns);
+    assert_int_equal(a->reset_after_ns, b->reset_after_ns);
+    assert_int_equal(a->delay_ns, b->delay_ns);
+}
+
+/*
+ * Decisions, refunds and settles on a table decide as the same calls on private states, absent
+ * keys included (a refund there reports a fresh key; a settle past the limit stores it), and a
+ * refund that leaves a state fresh drops its key.
+ */
+static void test_refund_settle_match_private_state(void **unused)
+{
+    for (size_t a = 0; a < sizeof(all_algs) / sizeof(all_algs[0]); a++) {
+        sl_rule_t r = rule_of(all_algs[a], 5, 10 * SL_NS_PER_SEC);
+        sl_table_t *t = table_of(&r, NULL);
+        const char *keys[] = {"", "a", "a-key-that-is-much-longer-than-a-slot-holds"};
+        uint64_t states[3][64] = {{0}};
+        int64_t charged[3] = {T0, T0, T0};
+        uint64_t rng = 11;
+        for (int i = 0; i < 3000; i++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            int k = (int)((rng >> 60) % 3);
+            int op = (int)((rng >> 50) % 4);
+            int64_t now = T0 + i * 41 * SL_NS_PER_MS;
+            int64_t x = (int64_t)((rng >> 40) % 4), y = (int64_t)((rng >> 30) % 9);
+            sl_decision_t want, got;
+            if (op == 0) {
+                assert_int_equal(sl_refund(&r, states[k], x, charged[k], now, &want), SL_OK);
+                assert_int_equal(
+                    sl_table_refund(t, keys[k], strlen(keys[k]), x, charged[k], now, &got), SL_OK);
+            } else if (op == 1) {
+                assert_int_equal(sl_settle(&r, states[k], x, y, charged[k], now, &want), SL_OK);
+                assert_int_equal(
+                    sl_table_settle(t, keys[k], strlen(keys[k]), x, y, charged[k], now, &got),
+                    SL_OK);
+            } else {
+                assert_int_equal(sl_decide(&r, states[k], x, now, &want), SL_OK);
+                assert_int_equal(sl_table_decide(t, keys[k], strlen(keys[k]), x, now, &got), SL_OK);
+                if (want.allowed && x > 0)
+                    charged[k] = now;
+            }
+            assert_same_decision(&got, &want);
+            /* stored exactly when not fresh (a decide stores only on an admission) */
+            uint64_t st[64];
+            assert_int_equal(sl_table_get(t, keys[k], strlen(keys[k]), st), SL_OK);
+            if (!sl_state_is_fresh(&r, states[k], now))
+                assert_memory_equal(st, states[k], sl_state_size(&r));
+        }
+        sl_table_free(t);
+    }
+}
+
+static void test_refund_drops_fresh_key(void **unused)
+{
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, SL_NS_PER_SEC);
+    sl_table_t *t = table_of(&r, NULL);
+    sl_decision_t d;
+    assert_true(allow(t, "k", 2, T0));
+    assert_int_equal(sl_table_refund(t, "k", 1, 1, T0, T0, &d), SL_OK);
+    assert_int_equal(d.remaining, 2);
+    assert_int_equal(sl_table_count(t), 1);
+    assert_int_equal(sl_table_refund(t, "k", 1, 1, T0, T0, &d), SL_OK);
+    assert_int_equal(d.remaining, 3);
+    assert_int_equal(sl_table_count(t), 0); /* fresh: dropped, as reclamation would */
+    sl_table_stats_t st;
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_int_equal(st.reclaimed, 1);
+    /* an absent key gives nothing back; a settle past the limit stores it, in debt */
+    assert_int_equal(sl_table_refund(t, "new", 3, 5, T0, T0, &d), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 3);
+    assert_int_equal(sl_table_settle(t, "new", 3, 0, 4, T0, T0, &d), SL_OK);
+    assert_false(d.allowed);
+    assert_int_equal(sl_table_count(t), 1);
+    assert_false(allow(t, "new", 1, T0 + SL_NS_PER_SEC - 1));
+    assert_true(allow(t, "new", 1, T0 + SL_NS_PER_SEC));
+    /* errors */
+    assert_int_equal(sl_table_refund(t, "k", 1, -1, T0, T0, &d), SL_ECOST);
+    assert_int_equal(sl_table_settle(t, "k", 1, 0, -1, T0, T0, &d), SL_ECOST);
+    assert_int_equal(sl_table_settle(NULL, "k", 1, 0, 1, T0, T0, &d), SL_EINVAL);
+    assert_int_equal(sl_table_settle(t, NULL, 1, 0, 1, T0, T0, &d), SL_EINVAL);
+    assert_int_equal(sl_table_refund(t, "k", 1, 1, T0, T0, NULL), SL_EINVAL);
+    char big[2048];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(sl_table_settle(t, big, sizeof(big), 0, 1, T0, T0, &d), SL_EKEY);
+    sl_table_free(t);
+}
+
+/* A settle that stores a new key meets the memory cap as a decide does. */
+static void test_settle_at_the_cap(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 1, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 16 * 1024};
+    sl_table_t *t = table_of(&r, &cfg);
+    char key[32];
+    int i = 0;
+    for (;; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        sl_decision_t d;
+        int rc = sl_table_decide(t, key, strlen(key), 1, T0, &d);
+        if (rc == SL_EFULL)
+            break;
+        assert_int_equal(rc, SL_OK);
+    }
+    sl_decision_t d;
+    size_t count = sl_table_count(t);
+    assert_int_equal(sl_table_settle(t, key, strlen(key), 0, 2, T0, T0, &d), SL_EFULL);
+    assert_int_equal(sl_table_refund(t, key, strlen(key), 1, T0, T0, &d), SL_OK); /* absent */
+    assert_int_equal(sl_table_settle(t, "k0", 2, 1, 3, T0, T0, &d), SL_OK);       /* present */
+    assert_false(d.allowed);
+    assert_int_equal(sl_table_count(t), count);
+    sl_table_free(t);
+}
+
+/* ---- all or nothing ---------------------------------------------------------------------- */
+
+static sl_multi_request_t mreq(sl_table_t *t, const char *key, int64_t cost)
+{
+    return (sl_multi_request_t){.table = t, .key = key, .key_len = strlen(key), .cost = cost};
+}
+
+/* Every key's state, to compare before and after. */
+static void snapshot_of(sl_table_t *t, char (*keys)[32], int n, uint64_t (*out)[64])
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(sl_table_get(t, keys[i], strlen(keys[i]), out[i]), SL_OK);
+}
+
+/* A key twice sees its own earlier charge: api dd api dd at 150 each on 200 refuses the third
+ * and charges nothing; at 100 each all four are admitted. */
+static void test_decide_all_repeated_pairs(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 200, SL_NS_PER_SEC);
+    sl_table_t *t = table_of(&r, NULL);
+    sl_multi_request_t q[4] = {mreq(t, "api", 150), mreq(t, "dd", 150), mreq(t, "api", 150),
+                               mreq(t, "dd", 150)};
+    size_t refused = 99;
+    assert_int_equal(sl_table_decide_all(q, 4, T0, &refused), SL_OK);
+    assert_int_equal(refused, 2);
+    assert_true(q[0].decision.allowed);
+    assert_int_equal(q[0].decision.remaining, 50);
+    assert_false(q[2].decision.allowed);
+    assert_int_equal(q[2].decision.remaining, 50); /* after the first one's tentative charge */
+    assert_int_equal(q[3].status, SL_OK);
+    assert_true(q[3].decision.allowed); /* a peek at what is stored: nothing */
+    assert_int_equal(q[3].decision.remaining, 200);
+    assert_int_equal(sl_table_count(t), 0);
+    for (int i = 0; i < 4; i++)
+        q[i].cost = 100;
+    assert_int_equal(sl_table_decide_all(q, 4, T0, &refused), SL_OK);
+    assert_int_equal(refused, 4);
+    assert_int_equal(q[3].decision.remaining, 0);
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, "api", 3, 0, T0, &d), SL_OK);
+    assert_int_equal(d.remaining, 0);
+    sl_table_free(t);
+}
+
+/*
+ * Keys on many shards of two tables (one with out-of-line sliding_log states and long keys):
+ * an admitted call charges exactly as the same requests decided one by one on a copy would; a
+ * call whose last request is refused leaves every state byte for byte as it was.
+ */
+static void test_decide_all_two_tables(void **unused)
+{
+    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
+    sl_rule_t rg = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 16, .seed = 7};
+    sl_table_t *log = table_of(&rl, &cfg), *g = table_of(&rg, &cfg);
+    sl_table_t *log2 = table_of(&rl, &cfg), *g2 = table_of(&rg, &cfg); /* the reference */
+    char keys[32][32];
+    for (int i = 0; i < 32; i++)
+        snprintf(keys[i], sizeof(keys[i]), i % 3 ? "user:%d" : "a-long-tenant-key:%08d", i);
+    sl_multi_request_t q[SL_MULTI_MAX];
+    static uint64_t before[32][64], after[32][64]; /* zeroed past each state */
+    size_t refused;
+    for (int round = 0; round < 6; round++) {
+        int64_t now = T0 + round * 50 * SL_NS_PER_MS;
+        for (int i = 0; i < SL_MULTI_MAX; i++) {
+            int k = (i * 7 + round) % 32;
+            q[i] = mreq(i % 2 ? g : log, keys[k], 1);
+        }
+        assert_int_equal(sl_table_decide_all(q, SL_MULTI_MAX, now, &refused), SL_OK);
+        assert_int_equal(refused, SL_MULTI_MAX);
+        for (int i = 0; i < SL_MULTI_MAX; i++) {
+            sl_decision_t d;
+            int k = (i * 7 + round) % 32;
+            assert_int_equal(
+                sl_table_decide(i % 2 ? g2 : log2, keys[k], strlen(keys[k]), 1, now, &d), SL_OK);
+            assert_same_decision(&q[i].decision, &d);
+        }
+    }
+    /* a refusal at the end: nothing anywhere changes */
+    static uint64_t g_before[32][64], g_after[32][64];
+    snapshot_of(log, keys, 32, before);
+    snapshot_of(g, keys, 32, g_before);
+    for (int i = 0; i < 10; i++)
+        q[i] = mreq(i % 2 ? g : log, keys[i + 1], 1);
+    q[10] = mreq(g, keys[0], 11); /* gcra's capacity, but keys[0] was charged in round 1 */
+    assert_int_equal(sl_table_decide_all(q, 11, T0 + SEC_HALF, &refused), SL_OK);
+    assert_int_equal(refused, 10);
+    assert_false(q[10].decision.allowed);
+    assert_true(q[10].decision.retry_after_ns > 0);
+    snapshot_of(log, keys, 32, after);
+    snapshot_of(g, keys, 32, g_after);
+    assert_memory_equal(before, after, sizeof(before));
+    assert_memory_equal(g_before, g_after, sizeof(g_before));
+    sl_table_free(log);
+    sl_table_free(g);
+    sl_table_free(log2);
+    sl_table_free(g2);
+}
+
+/* Bad requests and the memory cap: an error, and nothing charged. */
+static void test_decide_all_errors(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 5, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 16 * 1024};
+    sl_table_t *t = table_of(&r, NULL), *capped = table_of(&r, &cfg);
+    sl_multi_request_t q[SL_MULTI_MAX + 1];
+    size_t refused;
+    for (int i = 0; i <= SL_MULTI_MAX; i++)
+        q[i] = mreq(t, "k", 1);
+    assert_int_equal(sl_table_decide_all(q, SL_MULTI_MAX + 1, T0, &refused), SL_EINVAL);
+    assert_int_equal(sl_table_decide_all(q, 1, T0, NULL), SL_EINVAL);
+    assert_int_equal(sl_table_decide_all(NULL, 1, T0, &refused), SL_EINVAL);
+    assert_int_equal(sl_table_decide_all(NULL, 0, T0, &refused), SL_OK);
+    assert_int_equal(refused, 0);
+    q[1].cost = -1;
+    assert_int_equal(sl_table_decide_all(q, 3, T0, &refused), SL_ECOST);
+    assert_int_equal(refused, 1);
+    assert_int_equal(q[1].status, SL_ECOST);
+    q[1] = mreq(NULL, "k", 1);
+    assert_int_equal(sl_table_decide_all(q, 3, T0, &refused), SL_EINVAL);
+    assert_int_equal(refused, 1);
+    char big[2048];
+    memset(big, 'x', sizeof(big));
+    q[1] = (sl_multi_request_t){.table = t, .key = big, .key_len = sizeof(big), .cost = 1};
+    assert_int_equal(sl_table_decide_all(q, 3, T0, &refused), SL_EKEY);
+    assert_int_equal(sl_table_count(t), 0);
+
+    /* fill the capped table, then one call with a key of each: SL_EFULL, t untouched */
+    char key[32];
+    for (int i = 0;; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        sl_decision_t d;
+        if (sl_table_decide(capped, key, strlen(key), 1, T0, &d) == SL_EFULL)
+            break;
+    }
+    q[0] = mreq(t, "k", 1);
+    q[1] = mreq(capped, key, 1);
+    assert_int_equal(sl_table_decide_all(q, 2, T0, &refused), SL_EFULL);
+    assert_int_equal(refused, 1);
+    assert_int_equal(q[1].status, SL_EFULL);
+    assert_int_equal(sl_table_count(t), 0);
+    q[1] = mreq(capped, "k0", 1); /* present: no room needed */
+    assert_int_equal(sl_table_decide_all(q, 2, T0, &refused), SL_OK);
+    assert_int_equal(refused, 2);
+    assert_int_equal(sl_table_count(t), 1);
+    sl_table_free(t);
+    sl_table_free(capped);
+}
+
+/* Many new keys in one small shard: the call grows it as far as it needs at once. */
+static void test_decide_all_grows(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 5, SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1};
+    sl_table_t *t = table_of(&r, &cfg);
+    char keys[SL_MULTI_MAX][32];
+    sl_multi_request_t q[SL_MULTI_MAX];
+    for (int i = 0; i < SL_MULTI_MAX; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "new-%d", i);
+        q[i] = mreq(t, keys[i], 1);
+    }
+    size_t refused;
+    assert_int_equal(sl_table_decide_all(q, SL_MULTI_MAX, T0, &refused), SL_OK);
+    assert_int_equal(refused, SL_MULTI_MAX);
+    assert_int_equal(sl_table_count(t), SL_MULTI_MAX);
+    for (int i = 0; i < SL_MULTI_MAX; i++) {
+        sl_decision_t d;
+        assert_int_equal(sl_table_decide(t, keys[i], strlen(keys[i]), 0, T0, &d), SL_OK);
+        assert_int_equal(d.remaining, r.capacity - 1);
+    }
+    sl_table_free(t);
+}
+
 static void test_bad_config(void **unused)
 {
     sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
@@ -534,6 +833,13 @@ int main(void)
         cmocka_unit_test(test_put_refuses_corrupt_states),
         cmocka_unit_test(test_lookup_ends_after_removals),
         cmocka_unit_test(test_peek_is_never_delayed),
+        cmocka_unit_test(test_refund_settle_match_private_state),
+        cmocka_unit_test(test_refund_drops_fresh_key),
+        cmocka_unit_test(test_settle_at_the_cap),
+        cmocka_unit_test(test_decide_all_repeated_pairs),
+        cmocka_unit_test(test_decide_all_two_tables),
+        cmocka_unit_test(test_decide_all_errors),
+        cmocka_unit_test(test_decide_all_grows),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_can_hold),
     };

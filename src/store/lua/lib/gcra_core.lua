@@ -87,10 +87,10 @@ if s then
     end
 end
 
--- clamp to the earliest time the last admission can have happened: TAT - tol - max_delay
-local nq, nr = norm(tatq - tolq - max_delay, tatr - tolr)
-if not gt(nq, nr, now, 0) then nq, nr = now, 0 end
--- (nq, nr) is now from here on; TAT0 = max(TAT, now)
+-- no clamp of a now that stepped back: the decision is monotone in now (an earlier now sees less
+-- refilled), and a TAT in debt lies beyond any bound of the last admission's time
+local nq, nr = now, 0
+-- TAT0 = max(TAT, now)
 local t0q, t0r = tatq, tatr
 if gt(nq, nr, tatq, tatr) then t0q, t0r = nq, nr end
 local reset0 = ceil_us(norm(t0q - nq, t0r - nr))
@@ -101,7 +101,10 @@ end
 local t1q, t1r = norm(t0q + cost * tq, t0r + cost * tr)
 local wq, wr = norm(t1q - tolq - nq, t1r - tolr - nr) -- wait = TAT' - tol - now
 if gt(wq, wr, max_delay, 0) then
-    return {0, cap, remaining_at(t0q, t0r, nq, nr), ceil_us(wq, wr), reset0, 0}
+    -- a cost waits until it fits with no delay; a peek (never delayed) until the wait is max_delay
+    local rq, rr = wq, wr
+    if cost == 0 then rq, rr = norm(wq - max_delay, wr) end
+    return {0, cap, remaining_at(t0q, t0r, nq, nr), ceil_us(rq, rr), reset0, 0}
 end
 local delay = 0
 if cost > 0 then

@@ -1,0 +1,562 @@
+/*
+ * prop_refund.c - seeded property tests of sl_refund() and sl_settle() for the six algorithms
+ * (include/sluice/sluice.h, docs/algorithms.md), through the public functions.
+ *
+ *   exact  S is a state from a random history (decisions, settles, refunds of earlier charges,
+ *          times that sometimes step back); t is no earlier than every time the history used;
+ *          sl_decide(S, c, t) admits c and writes S'. Then S'' = sl_refund(S', c, t, t) decides
+ *          as S for random costs at random times >= t and is fresh exactly when S is; when S is
+ *          fresh at t, S'' is fresh at t; and S'' is S byte for byte where the header says so:
+ *          fixed_window, token_bucket and gcra when S is not fresh at t, sliding_window when S's
+ *          window is t's, sliding_buckets when S's latest admission was at t, sliding_log (head,
+ *          count and stamps in use; the header records t as its latest time unless S's newest
+ *          stamp was t) when none of S's stamps had left the window at t.
+ *   safe   From a random state S0: a charge of c admitted at t_c, then other admitted requests
+ *          and charges past the limit at random times (in any order; for token_bucket and gcra
+ *          none after t_r), then sl_refund(c, t_c, t_r) with t_r >= t_c. The key without the
+ *          charge gets the same other requests as charges of their cost (sl_settle from 0) at
+ *          their times. At many times >= t_r, for costs 0, 1, random and capacity: what the
+ *          refunded key admits, the other admits too (and with no longer a delay), and a peek
+ *          reports no more remaining.
+ *   log    sliding_log keeps the newest N stamps in debt: a random sequence of decisions,
+ *          settles past the limit and refunds runs on the ring and on an unbounded reference
+ *          log (the exact sliding window, every stamp kept). After each step, at random later
+ *          times, every cost >= 1 is decided alike (allowed, remaining, retry_after,
+ *          reset_after); a peek reports the same remaining and reset_after, and is refused
+ *          whenever the whole log refuses it. A refund while stamps the ring dropped are still
+ *          in the window (the whole log is over N) replaces the stamps it removes by copies of
+ *          the oldest, so from then on the ring only has to be at least as strict: that is
+ *          checked once, and the sequence ends.
+ *
+ * Environment: SLUICE_SEED (default PROP_DEFAULT_SEED), SLUICE_PROP_CASES (cases per algorithm
+ * and property, default 20000). Exit status 0 when every property held, 1 otherwise.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/sluice.h"
+
+#include "prop/gen.h"
+
+#define HISTORY_MAX     60
+#define OTHERS_MAX      8
+#define PROBES          12
+#define LOG_STEPS       120
+#define REF_MAX         (LOG_STEPS * 70)
+#define MAX_FAIL_PRINTS 5
+
+enum prop { P_EXACT, P_SAFE, P_LOG, P_COUNT };
+
+static const char *const prop_names[P_COUNT] = {"exact", "safe", "log"};
+
+static const char *const prop_claims[P_COUNT] = {
+    "a refund at the charge's time undoes it (decisions, freshness, bytes where documented)",
+    "a refund never leaves a key laxer than if the charge had not happened",
+    "sliding_log's ring of N decides as the unbounded log (a peek: never laxer)",
+};
+
+static const sl_algorithm_t algorithms[] = {
+    SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
+    SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA,
+};
+
+typedef struct run {
+    uint64_t seed;
+    long checked[P_COUNT];
+    long failed[P_COUNT];
+    long skipped;     /* exact/safe cases at a key with no room left */
+    long bytes;       /* exact cases whose bytes were compared */
+    long compared;    /* log: comparisons of the ring with the whole log */
+    long approximate; /* log: sequences ended by a refund while dropped stamps were inside */
+} run_t;
+
+typedef struct pcase {
+    run_t *run;
+    enum prop prop;
+    sl_rule_t rule;
+    long idx;
+    bool printed;
+} pcase_t;
+
+static void failf(pcase_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void failf(pcase_t *c, const char *fmt, ...)
+{
+    c->run->failed[c->prop]++;
+    if (c->run->failed[c->prop] > MAX_FAIL_PRINTS) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s: %s case %ld: ", prop_names[c->prop],
+            sl_algorithm_name(c->rule.algorithm), c->idx);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (!c->printed) {
+        fprintf(stderr, "  seed 0x%" PRIx64 "; ", c->run->seed);
+        print_rule(stderr, &c->rule);
+        c->printed = true;
+    }
+}
+
+static bool is_meter(const sl_rule_t *rule)
+{
+    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
+}
+
+static int64_t horizon(const sl_rule_t *rule)
+{
+    return 3 * rule->window_ns + rule->tolerance_ns + rule->max_delay_ns;
+}
+
+static sl_decision_t decide_copy(const sl_rule_t *rule, const uint64_t *state, int64_t cost,
+                                 int64_t now)
+{
+    uint64_t copy[PROP_STATE_WORDS];
+    sl_decision_t d;
+    memcpy(copy, state, sizeof(copy));
+    sl_decide(rule, copy, cost, now, &d);
+    return d;
+}
+
+/*
+ * A random history on `state` (all zero on entry): decisions, settles of the latest admission,
+ * refunds of an earlier one, times moving on by gen_gap() and sometimes stepping back. Returns
+ * the latest time it used.
+ */
+static int64_t history(const sl_rule_t *rule, prng_t *rng, uint64_t *state, int64_t start)
+{
+    int64_t q = gen_quantum(rng, rule), now = start, latest = start;
+    int64_t adm_t[HISTORY_MAX], adm_c[HISTORY_MAX];
+    int nadm = 0;
+    int steps = (int)prng_range(rng, 0, HISTORY_MAX);
+    bool back_ok = !(is_meter(rule) && rule->max_delay_ns > 0);
+    sl_decision_t d;
+    for (int i = 0; i < steps; i++) {
+        now = back_ok && prng_chance(rng, 5) ? latest - prng_range(rng, 0, rule->window_ns)
+                                             : latest + gen_gap(rng, rule, q);
+        latest = now > latest ? now : latest;
+        int p = (int)prng_range(rng, 0, 99);
+        if (p < 70 || nadm == 0) {
+            int64_t cost = gen_cost(rng, rule);
+            sl_decide(rule, state, cost, now, &d);
+            if (d.allowed && cost > 0) {
+                adm_t[nadm] = now;
+                adm_c[nadm++] = cost;
+            }
+        } else if (p < 85) { /* settle the latest admission: under or over its reservation */
+            int64_t r = adm_c[nadm - 1];
+            int64_t actual = prng_chance(rng, 50) ? prng_range(rng, 0, r)
+                                                  : r + prng_range(rng, 1, 2 * rule->capacity + 2);
+            sl_settle(rule, state, r, actual, adm_t[nadm - 1], now, &d);
+            adm_c[nadm - 1] = actual < r ? actual : r;
+        } else { /* refund part of an earlier admission */
+            int j = (int)prng_range(rng, 0, nadm - 1);
+            int64_t c = prng_range(rng, 0, adm_c[j]);
+            sl_refund(rule, state, c, adm_t[j], now, &d);
+            adm_c[j] -= c;
+        }
+    }
+    return latest;
+}
+
+/* ---- exact ------------------------------------------------------------------------------- */
+
+/* sliding_log's header (two uint32: head with two flag bits on top, count; sliding_log.c). */
+static void log_header(const uint64_t *state, uint32_t *head, uint32_t *count, uint32_t *flags)
+{
+    uint32_t h[2];
+    memcpy(h, state, sizeof(h));
+    *flags = h[0] & 0xC0000000u;
+    *head = h[0] & ~0xC0000000u;
+    *count = h[1];
+}
+
+static int64_t log_stamp(const sl_rule_t *rule, const uint64_t *state, uint32_t i)
+{
+    uint32_t head, count, flags;
+    log_header(state, &head, &count, &flags);
+    return (int64_t)state[1 + (head + i) % (uint32_t)rule->limit];
+}
+
+/* Whether the header promises S'' == S byte for byte (sliding_log: its stamps in use). */
+static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
+{
+    int64_t first = (int64_t)s[0]; /* window index, or latest admission, or TAT */
+    switch (rule->algorithm) {
+    case SL_SLIDING_WINDOW:
+        return first == t / rule->window_ns;
+    case SL_SLIDING_BUCKETS:
+        return first == t;
+    case SL_SLIDING_LOG: {
+        uint32_t head, count, flags;
+        log_header(s, &head, &count, &flags);
+        return count == 0 || log_stamp(rule, s, 0) > t - rule->window_ns;
+    }
+    default:
+        return true;
+    }
+}
+
+static bool same_bytes(const sl_rule_t *rule, const uint64_t *a, const uint64_t *b)
+{
+    if (rule->algorithm != SL_SLIDING_LOG) {
+        return memcmp(a, b, sl_state_size(rule)) == 0;
+    }
+    uint32_t ha, ca, fa, hb, cb, fb;
+    log_header(a, &ha, &ca, &fa);
+    log_header(b, &hb, &cb, &fb);
+    if (ha != hb || ca != cb) {
+        return false;
+    }
+    for (uint32_t i = 0; i < ca; i++) {
+        if (log_stamp(rule, a, i) != log_stamp(rule, b, i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
+{
+    prng_t rng = prop_case_prng(run->seed, (int)alg, idx);
+    pcase_t c = {run, P_EXACT, gen_rule(&rng, alg, true), idx, false};
+    const sl_rule_t *rule = &c.rule;
+    uint64_t s[PROP_STATE_WORDS] = {0}, s1[PROP_STATE_WORDS], s2[PROP_STATE_WORDS];
+    int64_t start = PROP_START + prng_range(&rng, 0, rule->window_ns);
+    int64_t t = history(rule, &rng, s, start);
+    if (prng_chance(&rng, 70)) {
+        t += gen_gap(&rng, rule, gen_quantum(&rng, rule));
+    }
+    sl_decision_t d = decide_copy(rule, s, 0, t);
+    if (!d.allowed || d.remaining == 0) {
+        run->skipped++;
+        return;
+    }
+    int64_t cost = prng_range(&rng, 1, d.remaining);
+    memcpy(s1, s, sizeof(s));
+    sl_decide(rule, s1, cost, t, &d);
+    if (!d.allowed) {
+        failf(&c, "a cost of remaining or less (%" PRId64 ") was refused", cost);
+        return;
+    }
+    run->checked[P_EXACT]++;
+    memcpy(s2, s1, sizeof(s1));
+    if (sl_refund(rule, s2, cost, t, t, &d) != SL_OK || sl_state_check(rule, s2) != SL_OK) {
+        failf(&c, "sl_refund failed or wrote a state sl_state_check refuses");
+        return;
+    }
+    bool fresh = sl_state_is_fresh(rule, s, t);
+    if (fresh && !sl_state_is_fresh(rule, s2, t)) {
+        failf(&c, "S was fresh at t, the refunded state is not");
+    }
+    if (!fresh && promised_exact(rule, s, t)) {
+        run->bytes++;
+        if (!same_bytes(rule, s, s2)) {
+            failf(&c, "cost %" PRId64 " at t: the refunded state differs from S in its bytes",
+                  cost);
+        }
+    }
+    sl_decision_t peek = decide_copy(rule, s2, 0, t);
+    if (!decision_eq(&d, &peek)) {
+        failf(&c, "the refund's report differs from a peek right after it");
+    }
+    for (int k = 0; k < PROBES; k++) {
+        int64_t at = t + (k == 0 ? 0 : prng_range(&rng, 0, horizon(rule)));
+        int64_t probe = prng_range(&rng, 0, rule->capacity + 1);
+        sl_decision_t x = decide_copy(rule, s, probe, at);
+        sl_decision_t y = decide_copy(rule, s2, probe, at);
+        if (!decision_eq(&x, &y) ||
+            sl_state_is_fresh(rule, s, at) != sl_state_is_fresh(rule, s2, at)) {
+            failf(&c,
+                  "cost %" PRId64 " refunded at t; at t + %" PRId64 " cost %" PRId64
+                  ": S allowed=%d rem=%" PRId64 " retry=%" PRId64 " reset=%" PRId64
+                  ", refunded allowed=%d rem=%" PRId64 " retry=%" PRId64 " reset=%" PRId64,
+                  cost, at - t, probe, x.allowed, x.remaining, x.retry_after_ns, x.reset_after_ns,
+                  y.allowed, y.remaining, y.retry_after_ns, y.reset_after_ns);
+            return;
+        }
+    }
+}
+
+/* ---- safe -------------------------------------------------------------------------------- */
+
+static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
+{
+    prng_t rng = prop_case_prng(run->seed, (int)alg + 16, idx);
+    pcase_t c = {run, P_SAFE, gen_rule(&rng, alg, true), idx, false};
+    const sl_rule_t *rule = &c.rule;
+    const int64_t w = rule->window_ns, q = gen_quantum(&rng, rule);
+    uint64_t real[PROP_STATE_WORDS] = {0}, never[PROP_STATE_WORDS];
+    int64_t t0 = history(rule, &rng, real, PROP_START + prng_range(&rng, 0, w));
+    memcpy(never, real, sizeof(real));
+    bool back_ok = !(is_meter(rule) && rule->max_delay_ns > 0);
+
+    int64_t t_c = t0 + gen_gap(&rng, rule, q);
+    if (back_ok && prng_chance(&rng, 15)) {
+        t_c = t0 - prng_range(&rng, 0, w); /* a charge clamped to the latest time */
+    }
+    sl_decision_t d = decide_copy(rule, real, 0, t_c);
+    if (!d.allowed || d.remaining == 0) {
+        run->skipped++;
+        return;
+    }
+    int64_t cost = prng_range(&rng, 1, d.remaining);
+    sl_decide(rule, real, cost, t_c, &d);
+    if (!d.allowed) {
+        failf(&c, "a cost of remaining or less (%" PRId64 ") was refused", cost);
+        return;
+    }
+    run->checked[P_SAFE]++;
+    int64_t t_r = t_c + (prng_chance(&rng, 30) ? 0 : gen_gap(&rng, rule, q));
+    int others = (int)prng_range(&rng, 0, OTHERS_MAX);
+    int64_t now = t_c;
+    for (int k = 0; k < others; k++) {
+        /* meters: in [t_c, t_r]; the others: anywhere around, after t_r too */
+        if (is_meter(rule)) {
+            now = t_c + prng_range(&rng, 0, t_r - t_c);
+            if (back_ok && prng_chance(&rng, 20)) {
+                now = t_c - prng_range(&rng, 0, w);
+            }
+        } else {
+            now = t_c + prng_range(&rng, back_ok ? -w : 0, t_r - t_c + w);
+        }
+        int64_t k_cost = prng_range(&rng, 1, rule->capacity);
+        if (prng_chance(&rng, 75)) {
+            sl_decide(rule, real, k_cost, now, &d);
+            if (!d.allowed) {
+                continue;
+            }
+        } else {
+            k_cost += prng_range(&rng, 0, rule->capacity);
+            sl_settle(rule, real, 0, k_cost, now, now, &d);
+        }
+        sl_settle(rule, never, 0, k_cost, now, now, &d);
+    }
+    sl_refund(rule, real, cost, t_c, t_r, &d);
+    for (int k = 0; k < PROBES; k++) {
+        int64_t at = t_r + (k == 0 ? 0 : prng_range(&rng, 0, horizon(rule)));
+        int64_t costs[4] = {0, 1, prng_range(&rng, 0, rule->capacity), rule->capacity};
+        for (int j = 0; j < 4; j++) {
+            sl_decision_t x = decide_copy(rule, real, costs[j], at);
+            sl_decision_t y = decide_copy(rule, never, costs[j], at);
+            /* remaining is after the request: compared on peeks */
+            if ((x.allowed && (!y.allowed || x.delay_ns < y.delay_ns)) ||
+                (costs[j] == 0 && x.remaining > y.remaining)) {
+                failf(&c,
+                      "charge %" PRId64 " at t_c, refund at t_c + %" PRId64 ", %d others; at "
+                      "t_r + %" PRId64 " cost %" PRId64 ": refunded allowed=%d delay=%" PRId64
+                      " rem=%" PRId64 ", never charged allowed=%d delay=%" PRId64 " rem=%" PRId64,
+                      cost, t_r - t_c, others, at - t_r, costs[j], x.allowed, x.delay_ns,
+                      x.remaining, y.allowed, y.delay_ns, y.remaining);
+                return;
+            }
+        }
+    }
+}
+
+/* ---- sliding_log against the unbounded log ----------------------------------------------- */
+
+typedef struct ref_log {
+    int64_t t[REF_MAX]; /* every stamp, sorted */
+    int n;
+    int64_t latest; /* the latest time recorded */
+} ref_log_t;
+
+/* Index of the first stamp > cutoff. */
+static int ref_first_after(const ref_log_t *r, int64_t cutoff)
+{
+    int i = 0;
+    while (i < r->n && r->t[i] <= cutoff) {
+        i++;
+    }
+    return i;
+}
+
+/* The exact sliding window's decision; appends when admitted and `apply`. */
+static sl_decision_t ref_decide(const sl_rule_t *rule, ref_log_t *r, int64_t cost, int64_t now,
+                                bool apply)
+{
+    sl_decision_t d = {.limit = rule->limit};
+    now = now > r->latest ? now : r->latest;
+    int lo = ref_first_after(r, now - rule->window_ns);
+    int64_t inside = r->n - lo;
+    int64_t newest = r->n > 0 ? r->t[r->n - 1] : 0;
+    if (inside + cost <= rule->limit) {
+        d.allowed = true;
+        if (cost > 0) {
+            newest = now;
+        }
+        if (apply && cost > 0) {
+            for (int64_t k = 0; k < cost; k++) {
+                r->t[r->n++] = now;
+            }
+            r->latest = now;
+        }
+        inside += cost;
+    } else {
+        d.retry_after_ns = cost > rule->limit
+                               ? -1
+                               : r->t[lo + inside + cost - rule->limit - 1] + rule->window_ns - now;
+    }
+    d.remaining = rule->limit - inside > 0 ? rule->limit - inside : 0;
+    d.reset_after_ns = inside > 0 ? newest + rule->window_ns - now : 0;
+    return d;
+}
+
+static void ref_charge(ref_log_t *r, int64_t cost, int64_t now)
+{
+    now = now > r->latest ? now : r->latest;
+    for (int64_t k = 0; k < cost; k++) {
+        r->t[r->n++] = now;
+    }
+    r->latest = now;
+}
+
+/* Removes the newest `cost` stamps no newer than charged_ns among those in the window at the
+ * latest time. */
+static void ref_refund(const sl_rule_t *rule, ref_log_t *r, int64_t cost, int64_t charged_ns)
+{
+    int lo = ref_first_after(r, r->latest - rule->window_ns);
+    int i = ref_first_after(r, charged_ns);
+    int k = (int)(cost < i - lo ? cost : (i > lo ? i - lo : 0));
+    memmove(&r->t[i - k], &r->t[i], sizeof(int64_t) * (size_t)(r->n - i));
+    r->n -= k;
+}
+
+/* Compares ring and reference at random times from the latest on; false after a failure. */
+static bool log_compare(pcase_t *c, prng_t *rng, const uint64_t *ring, ref_log_t *r, int step,
+                        bool at_least)
+{
+    const sl_rule_t *rule = &c->rule;
+    for (int k = 0; k < 6; k++) {
+        int64_t base = r->latest > PROP_START ? r->latest : PROP_START;
+        int64_t at = base + (k == 0 ? 0 : prng_range(rng, 0, 2 * rule->window_ns));
+        int64_t cost = k < 2 ? k : prng_range(rng, 0, rule->limit + 1);
+        sl_decision_t x = decide_copy(rule, ring, cost, at);
+        sl_decision_t y = ref_decide(rule, r, cost, at, false);
+        bool ok;
+        if (at_least) {
+            ok = (!x.allowed || y.allowed) && x.remaining <= y.remaining;
+        } else if (cost == 0) {
+            ok = (!x.allowed || y.allowed) && x.remaining == y.remaining &&
+                 x.reset_after_ns == y.reset_after_ns;
+        } else {
+            ok = x.allowed == y.allowed && x.remaining == y.remaining &&
+                 x.retry_after_ns == y.retry_after_ns && x.reset_after_ns == y.reset_after_ns;
+        }
+        if (!ok) {
+            failf(c,
+                  "step %d, at latest + %" PRId64 " cost %" PRId64
+                  "%s: ring allowed=%d rem=%" PRId64 " retry=%" PRId64 " reset=%" PRId64
+                  ", whole log allowed=%d rem=%" PRId64 " retry=%" PRId64 " reset=%" PRId64
+                  " (%d stamps)",
+                  step, at - r->latest, cost, at_least ? " (at least as strict)" : "", x.allowed,
+                  x.remaining, x.retry_after_ns, x.reset_after_ns, y.allowed, y.remaining,
+                  y.retry_after_ns, y.reset_after_ns, r->n);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void run_log(run_t *run, long idx)
+{
+    static ref_log_t r;
+    prng_t rng = prop_case_prng(run->seed, 32 + SL_SLIDING_LOG, idx);
+    pcase_t c = {run, P_LOG, gen_rule(&rng, SL_SLIDING_LOG, false), idx, false};
+    const sl_rule_t *rule = &c.rule;
+    const int64_t q = gen_quantum(&rng, rule);
+    uint64_t ring[PROP_STATE_WORDS] = {0};
+    int64_t adm_t[LOG_STEPS], adm_c[LOG_STEPS];
+    int nadm = 0;
+    sl_decision_t d;
+    memset(&r, 0, sizeof(r)); /* latest 0: an empty log records no time */
+    int64_t now = PROP_START, max_now = PROP_START;
+    run->checked[P_LOG]++;
+    for (int i = 0; i < LOG_STEPS; i++) {
+        now = prng_chance(&rng, 5) ? max_now - prng_range(&rng, 0, rule->window_ns)
+                                   : max_now + gen_gap(&rng, rule, q);
+        max_now = now > max_now ? now : max_now;
+        int p = (int)prng_range(&rng, 0, 99);
+        if (p < 80 || nadm == 0) {
+            int64_t cost = gen_cost(&rng, rule);
+            sl_decide(rule, ring, cost, now, &d);
+            sl_decision_t y = ref_decide(rule, &r, cost, now, true);
+            if (cost > 0 && d.allowed != y.allowed) {
+                failf(&c, "step %d: cost %" PRId64 " ring allowed=%d, whole log allowed=%d", i,
+                      cost, d.allowed, y.allowed);
+                return;
+            }
+            if (d.allowed && cost > 0) {
+                adm_t[nadm] = now;
+                adm_c[nadm++] = cost;
+            }
+        } else if (p < 88) {
+            int64_t debt = prng_range(&rng, 1, prng_chance(&rng, 50) ? 3 : 2 * rule->limit + 3);
+            sl_settle(rule, ring, 0, debt, now, now, &d);
+            ref_charge(&r, debt, now);
+        } else {
+            int j = (int)prng_range(&rng, 0, nadm - 1);
+            int64_t cost = prng_range(&rng, 1, adm_c[j] > 0 ? adm_c[j] : 1);
+            now = now > adm_t[j] ? now : adm_t[j];
+            /* a peek refused at the latest time: dropped stamps are still in the window */
+            bool dropped = !decide_copy(rule, ring, 0, r.latest).allowed;
+            sl_refund(rule, ring, cost, adm_t[j], now, &d);
+            ref_refund(rule, &r, cost, adm_t[j]);
+            adm_c[j] -= adm_c[j] < cost ? adm_c[j] : cost;
+            if (dropped) {
+                run->approximate++;
+                log_compare(&c, &rng, ring, &r, i, true);
+                return;
+            }
+        }
+        if (sl_state_check(rule, ring) != SL_OK) {
+            failf(&c, "step %d: sl_state_check refuses the ring", i);
+            return;
+        }
+        run->compared++;
+        if (!log_compare(&c, &rng, ring, &r, i, false)) {
+            return;
+        }
+    }
+}
+
+int main(void)
+{
+    run_t run;
+    memset(&run, 0, sizeof(run));
+    run.seed = prop_seed();
+    long cases = prop_env_long("SLUICE_PROP_CASES", 20000);
+    clock_t t0 = clock();
+    printf("prop_refund: seed 0x%" PRIx64 " (SLUICE_SEED to replay), %ld cases per algorithm\n",
+           run.seed, cases);
+    for (size_t a = 0; a < sizeof(algorithms) / sizeof(algorithms[0]); a++) {
+        for (long i = 0; i < cases; i++) {
+            run_exact(&run, algorithms[a], i);
+            run_safe(&run, algorithms[a], i);
+        }
+    }
+    for (long i = 0; i < cases; i++) {
+        run_log(&run, i);
+    }
+    long total = 0;
+    for (int p = 0; p < P_COUNT; p++) {
+        printf("%-6s %s: %ld cases, %ld failed — %s\n", prop_names[p],
+               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
+        total += run.failed[p];
+    }
+    printf("exact compared bytes in %ld cases; %ld exact/safe cases skipped (no room for a "
+           "charge); log compared %ld states, %ld sequences ended by a refund of dropped stamps\n",
+           run.bytes, run.skipped, run.compared, run.approximate);
+    printf("prop_refund: %s in %.1f s cpu (seed 0x%" PRIx64 ")\n", total ? "FAILED" : "passed",
+           (double)(clock() - t0) / CLOCKS_PER_SEC, run.seed);
+    return total ? 1 : 0;
+}
