@@ -723,6 +723,108 @@ static int check_request(const engine_worker_t *w, size_t key_len, int64_t cost)
     return ENGINE_OK;
 }
 
+/* ---- all or nothing, on the memory tables --------------------------------------------------- */
+
+/*
+ * The memory store's side of engine_allowall (allowall.c): n distinct (rule, key) pairs whose
+ * overrides are in the worker's cache. The pairs of rules in force (not in shadow mode) are
+ * decided in one sl_table_decide_all, under every shard's lock at once: either every one is
+ * charged or none. A shadow rule's pair never blocks the others: it is decided on its own once
+ * the rest were admitted. An override that could not be read, or a key at the memory cap, takes
+ * its rule's on_store_error: deny refuses the whole, allow lets that pair pass uncharged.
+ * d[i] gets each pair's decision; *refused the pair that refused the whole, or n.
+ */
+void engine_decide_all_local(engine_worker_t *w, rule_state_t *const *rules,
+                             const char *const *keys, const size_t *key_lens, const int64_t *costs,
+                             size_t n, int64_t now_ns, engine_decision_t *d, size_t *refused)
+{
+    sl_multi_request_t reqs[SL_MULTI_MAX];
+    sl_table_t *tables[SL_MULTI_MAX]; /* each pair's table (its override's, if any) */
+    size_t at[SL_MULTI_MAX];          /* reqs[k] is pair at[k] */
+    bool out[SL_MULTI_MAX] = {false}; /* decided apart: a store error let through */
+    *refused = n;
+    for (size_t i = 0; i < n; i++) {
+        rule_state_t *rs = rules[i];
+        d[i] = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+        const ov_entry_t *en =
+            rs->has_overrides ? override_cached(w, rs, keys[i], key_lens[i], now_ns) : NULL;
+        if (rs->has_overrides && en == NULL) {
+            engine_finish(w, rs, SL_EINVAL, &d[i]); /* the lookup failed: on_store_error */
+            out[i] = true;
+            if (!d[i].d.allowed) {
+                *refused = i;
+                return;
+            }
+            continue;
+        }
+        if (override_blocks(en, &d[i])) {
+            engine_finish(w, rs, SL_OK, &d[i]);
+            *refused = i;
+            return;
+        }
+        sl_table_t *table = rs->t->table;
+        if (en != NULL && en->present) {
+            table = en->table;
+            d[i].window_ns = en->window_ns;
+        }
+        if (now_ns < rs->t->closed_until_ns && costs[i] > 0) { /* saturates a new key */
+            cold_start_decide(rs->t, table, keys[i], key_lens[i], costs[i], now_ns, &d[i].d);
+        }
+        tables[i] = table;
+    }
+    for (size_t tries = 0; tries <= n; tries++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!out[i] && !rules[i]->def.shadow) {
+                at[k] = i;
+                reqs[k] = (sl_multi_request_t){
+                    .table = tables[i], .key = keys[i], .key_len = key_lens[i], .cost = costs[i]};
+                k++;
+            }
+        }
+        size_t r = k;
+        int rc = k > 0 ? sl_table_decide_all(reqs, k, now_ns, &r) : SL_OK;
+        if (rc != SL_OK && r < k) { /* a key at the memory cap: its rule's on_store_error */
+            size_t i = at[r];
+            engine_finish(w, rules[i], rc, &d[i]);
+            out[i] = true;
+            if (!d[i].d.allowed) {
+                *refused = i;
+                return;
+            }
+            continue; /* let through uncharged: decide the rest again */
+        }
+        if (rc != SL_OK) {
+            for (size_t j = 0; j < n; j++) { /* out of memory before anything: every pair */
+                engine_finish(w, rules[j], rc, &d[j]);
+            }
+            *refused = 0;
+            return;
+        }
+        for (size_t j = 0; j < k; j++) {
+            d[at[j]].d = reqs[j].decision;
+        }
+        if (r < k) {
+            engine_finish(w, rules[at[r]], SL_OK, &d[at[r]]); /* counted; nothing charged */
+            *refused = at[r];
+            return;
+        }
+        for (size_t j = 0; j < k; j++) {
+            engine_finish(w, rules[at[j]], SL_OK, &d[at[j]]);
+        }
+        break;
+    }
+    /* every pair in force was charged: the shadow rules' pairs, each on its own */
+    for (size_t i = 0; i < n; i++) {
+        if (!out[i] && rules[i]->def.shadow) {
+            const ov_entry_t *en = rules[i]->has_overrides
+                                       ? override_cached(w, rules[i], keys[i], key_lens[i], now_ns)
+                                       : NULL;
+            decide_local(w, rules[i], en, keys[i], key_lens[i], costs[i], now_ns, &d[i]);
+        }
+    }
+}
+
 int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
                   int64_t cost, int64_t now_ns, engine_decision_t *out)
 {

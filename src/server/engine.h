@@ -93,6 +93,8 @@ typedef struct engine_decision {
     bool blocked;     /* the key's override blocks it (limit 0) */
     const rule_state_t *rule;
     int64_t window_ns; /* the window in force for this key (an override's, if any) */
+    int64_t cost;      /* engine_allowall, a check never admissible: its cost, summed over the
+                          checks naming its (rule, key) */
 } engine_decision_t;
 
 enum engine_status {
@@ -291,6 +293,34 @@ int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
  */
 void engine_forget_refusals(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                             int64_t now_ns);
+
+#define ENGINE_CHECKS_MAX 64 /* checks in one all-or-nothing decision (SL_MULTI_MAX) */
+
+/* One check of an all-or-nothing decision (SL.ALLOWALL, /v1/allow's checks). */
+typedef struct engine_check {
+    rule_state_t *rule; /* a rule of the worker's current set (held while deciding) */
+    const char *key;    /* key_len bytes (copied) */
+    size_t key_len;
+    int64_t cost;
+} engine_check_t;
+
+/* The answer: each check's decision, and `refused`, the first check that refused the whole (its
+ * decision says why; nothing was charged, save the step-by-step race in allowall.c), or n when
+ * every check was admitted and charged. The decisions' rules stay valid during the call. */
+typedef void (*engine_allowall_fn)(void *arg, const engine_decision_t *d, size_t n, size_t refused);
+
+/*
+ * Decides n checks all or nothing (allowall.c): a (rule, key) named twice counts once with the
+ * costs summed; every check's override applies; a cost some check's rule can never admit answers
+ * the whole before anything is decided; the memory store charges all or none under its shards'
+ * locks. flags ENGINE_ALL_INDEPENDENT: validated the same way, then each check decided on its own
+ * (refused is then n unless a check was never admissible). Calls fn exactly once, before returning
+ * or later on this loop. Returns ENGINE_OK, or ENGINE_ECOST / ENGINE_EKEY for check *bad (fn is
+ * then never called), or ENGINE_ENOTSUP for n outside 1..ENGINE_CHECKS_MAX or out of memory.
+ */
+#define ENGINE_ALL_INDEPENDENT 1u /* validate together, then decide each check on its own */
+int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, int64_t now_ns,
+                    unsigned flags, engine_allowall_fn fn, void *arg, size_t *bad);
 
 /* engine_reset() for either store; fn gets ENGINE_OK or ENGINE_ESTORE. */
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,

@@ -156,6 +156,12 @@ void engine_tables_release(rule_tables_t *t);
 rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t);
 void engine_state_release(rule_state_t *rs);
 
+/* The memory tables' all-or-nothing decision of n distinct (rule, key, cost) pairs whose overrides
+ * are cached (engine.c; allowall.c calls it). */
+void engine_decide_all_local(engine_worker_t *w, rule_state_t *const *rules,
+                             const char *const *keys, const size_t *key_lens, const int64_t *costs,
+                             size_t n, int64_t now_ns, engine_decision_t *d, size_t *refused);
+
 /* ---- inline_rules.c ----------------------------------------------------------------------- */
 
 /* The worker picks up the newest inline set (from engine_worker_begin) / lets go of it. */

@@ -124,7 +124,9 @@ struct job {
     int64_t costs[CHECKS_MAX];
     engine_decision_t got[CHECKS_MAX];
     job_ref_t ref[CHECKS_MAX];
-    char bytes[]; /* the keys */
+    size_t refused;   /* JOB_ALLOW_MANY: the check that refused the whole, or n */
+    bool independent; /* JOB_ALLOW_MANY: "independent": true, each check on its own */
+    char bytes[];     /* the keys */
 };
 
 static void job_problem(job_t *j, int status, const char *fmt, ...)
@@ -150,9 +152,10 @@ static void job_respond(job_t *j)
             if (j->kind == JOB_ALLOW_MANY) {
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
-            job_problem(
-                j, 400, "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                where, (long long)j->costs[i], j->rules[i]->def.name, (long long)ed->d.limit);
+            int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
+            job_problem(j, 400,
+                        "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                        where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
             return;
         }
     }
@@ -184,6 +187,11 @@ static void job_respond(job_t *j)
     for (size_t i = 0; i < j->n; i++) {
         if (i > 0) {
             http_append(&body, ",", 1);
+        }
+        if (j->kind == JOB_ALLOW_MANY && j->refused < j->n && i != j->refused) {
+            /* all or nothing, refused by another check: this one was not charged either */
+            j->got[i].d.allowed = false;
+            j->got[i].shadowed = false;
         }
         decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
         if (all && !j->got[i].d.allowed) {
@@ -268,8 +276,38 @@ static void job_add(job_t *j, rule_state_t *rs, const char *key, size_t key_len,
 }
 
 /* Decides every check; the response is written when the last answer is in. */
+static void job_all_decided(void *arg, const engine_decision_t *d, size_t n, size_t refused)
+{
+    job_t *j = arg;
+    for (size_t i = 0; i < n; i++) {
+        j->got[i] = d[i];
+    }
+    j->refused = refused;
+    job_end(j);
+}
+
 static void job_run(job_t *j, engine_worker_t *w)
 {
+    if (j->kind == JOB_ALLOW_MANY) {
+        /* validated whole, then all or nothing (or, asked for, each on its own) */
+        engine_check_t checks[CHECKS_MAX];
+        for (size_t i = 0; i < j->n; i++) {
+            checks[i] = (engine_check_t){.rule = j->rules[i],
+                                         .key = j->keys[i],
+                                         .key_len = j->key_len[i],
+                                         .cost = j->costs[i]};
+        }
+        size_t bad;
+        if (engine_allowall(w, checks, j->n, j->now_ns, j->independent ? ENGINE_ALL_INDEPENDENT : 0,
+                            job_all_decided, j, &bad) != ENGINE_OK) {
+            for (size_t i = 0; i < j->n; i++) { /* checked before: out of memory */
+                j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
+            }
+            j->refused = j->n;
+            job_end(j);
+        }
+        return;
+    }
     j->left = j->n + 1; /* held until every decision has started */
     for (size_t i = 0; i < j->n; i++) {
         int rc = engine_decide_async(w, j->rules[i], j->keys[i], j->key_len[i], j->costs[i],
@@ -324,9 +362,15 @@ static void route_allow(route_ctx_t *x)
         return;
     }
     json_t *checks = json_object_get(root, "checks");
+    json_t *independent = json_object_get(root, "independent");
     size_t n = checks != NULL ? json_array_size(checks) : 1;
     if (checks != NULL && (!json_is_array(checks) || n == 0 || n > CHECKS_MAX)) {
         problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
+        json_decref(root);
+        return;
+    }
+    if (independent != NULL && (checks == NULL || !json_is_boolean(independent))) {
+        problem(x, 400, "independent: must be true or false, beside \"checks\"");
         json_decref(root);
         return;
     }
@@ -350,6 +394,7 @@ static void route_allow(route_ctx_t *x)
             json_t *key = json_object_get(checks != NULL ? json_array_get(checks, i) : root, "key");
             job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
         }
+        j->independent = independent != NULL && json_is_true(independent);
         job_run(j, x->c->loop->worker);
     }
     json_decref(root);

@@ -283,178 +283,36 @@ static void cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
 }
 
 /*
- * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost.
- *
- *   1. peek every pair (in parallel with the Redis store);
- *   2. if some pair cannot take the cost, decide it for real (refused, it consumes nothing; the
- *      reply is its decision, with its retry and reset);
- *   3. otherwise charge every pair; the reply is the first refusal, or the pair with least left.
- *
- * Another client can take the last units between 1 and 3; the pairs charged before the refusal
- * then stay charged: a race can under-admit, never over-admit (docs/design.md). With the Redis
- * store this is the same best effort, the pairs being decided one round trip each.
+ * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost, all
+ * or nothing (engine_allowall). The reply is the refusing pair's decision, or, when every pair
+ * was charged, the decision of the pair with the least left.
  */
-#define ALLOWALL_MAX 64
-
-typedef enum allowall_phase { PHASE_PEEK, PHASE_PROBE, PHASE_CHARGE } allowall_phase_t;
-
-typedef struct allowall allowall_t;
-
-typedef struct allowall_ref {
-    allowall_t *a;
-    size_t i;
-} allowall_ref_t;
-
-struct allowall {
+typedef struct allowall_reply {
     reply_slot_t *slot;
-    engine_worker_t *w;
-    int64_t now_ns;
     int64_t cost;
     size_t key_max;
-    allowall_phase_t phase;
-    size_t n, left, probe; /* probe: the pair decided in PHASE_PROBE, or n */
-    rule_state_t *rules[ALLOWALL_MAX];
-    const char *keys[ALLOWALL_MAX];
-    size_t key_len[ALLOWALL_MAX];
-    engine_decision_t got[ALLOWALL_MAX];
-    allowall_ref_t ref[ALLOWALL_MAX]; /* each pair's callback argument */
-    bool error;
-    char bytes[]; /* the keys */
-};
+} allowall_reply_t;
 
-static void allowall_end(allowall_t *a)
+static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, size_t refused)
 {
-    for (size_t i = 0; i < a->n; i++) {
-        engine_rule_release(a->rules[i]);
-    }
-    conn_resolve(a->slot);
-    free(a);
-}
-
-static void allowall_step(allowall_t *a);
-
-/* A pair's decision: into got[i]; the phase moves on when the last one is in. */
-static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
-{
-    (void)status;
-    allowall_ref_t *ref = arg;
-    allowall_t *a = ref->a;
-    a->got[ref->i] = *ed;
-    if (--a->left == 0) {
-        allowall_step(a);
-    }
-}
-
-/* Starts decisions for pairs [from, to) except `skip`, cost each; allowall_got counts them. */
-static void allowall_decide(allowall_t *a, size_t from, size_t to, size_t skip, int64_t cost)
-{
-    a->left = 1; /* held until every decision is started, so none completes the phase early */
-    for (size_t i = from; i < to; i++) {
-        if (i == skip) {
-            continue;
+    allowall_reply_t *r = arg;
+    resp_buf_t *b = &r->slot->buf;
+    if (refused < n) {
+        int64_t cost = d[refused].never ? d[refused].cost : r->cost; /* a pair named twice: both */
+        if (engine_ok(b, r->key_max, ENGINE_OK, d[refused].rule, &d[refused], cost)) {
+            reply_decision(b, &d[refused]);
         }
-        a->left++;
-        int rc = engine_decide_async(a->w, a->rules[i], a->keys[i], a->key_len[i], cost, a->now_ns,
-                                     allowall_decided, &a->ref[i]);
-        if (rc != ENGINE_OK) {
-            a->error = true;
-            engine_ok(&a->slot->buf, a->key_max, rc, a->rules[i], NULL, cost);
-            a->left--;
-        }
-    }
-    if (--a->left == 0) {
-        allowall_step(a);
-    }
-}
-
-static void allowall_step(allowall_t *a)
-{
-    if (a->error) {
-        allowall_end(a);
-        return;
-    }
-    if (a->phase == PHASE_PEEK) {
-        for (size_t i = 0; i < a->n; i++) {
-            const engine_decision_t *ed = &a->got[i];
-            if (ed->d.limit > 0 && a->cost > ed->d.limit && !ed->blocked) {
-                engine_ok(&a->slot->buf, a->key_max, ENGINE_OK, a->rules[i],
-                          &(engine_decision_t){.never = true, .d.limit = ed->d.limit}, a->cost);
-                allowall_end(a);
-                return;
+    } else {
+        const engine_decision_t *least = &d[0];
+        for (size_t i = 1; i < n; i++) {
+            if (d[i].d.remaining < least->d.remaining) {
+                least = &d[i];
             }
         }
-        for (size_t i = 0; i < a->n; i++) {
-            const engine_decision_t *ed = &a->got[i];
-            bool fits = !ed->blocked &&
-                        (ed->d.remaining >= a->cost || a->rules[i]->def.shadow || ed->store_error);
-            if (!fits) {
-                a->phase = PHASE_PROBE;
-                a->probe = i;
-                allowall_decide(a, i, i + 1, a->n, a->cost);
-                return;
-            }
-        }
-        a->phase = PHASE_CHARGE;
-        allowall_decide(a, 0, a->n, a->n, a->cost);
-        return;
+        reply_decision(b, least);
     }
-    if (a->phase == PHASE_PROBE) {
-        if (!a->got[a->probe].d.allowed) {
-            reply_decision(&a->slot->buf, &a->got[a->probe]);
-            allowall_end(a);
-            return;
-        }
-        /* admitted after all (a delayed admission, or units freed meanwhile): charge the rest */
-        a->phase = PHASE_CHARGE;
-        allowall_decide(a, 0, a->n, a->probe, a->cost);
-        return;
-    }
-    const engine_decision_t *worst = NULL;
-    for (size_t i = 0; i < a->n; i++) {
-        const engine_decision_t *ed = &a->got[i];
-        if (!ed->d.allowed) {
-            reply_decision(&a->slot->buf, ed);
-            allowall_end(a);
-            return;
-        }
-        if (worst == NULL || ed->d.remaining < worst->d.remaining) {
-            worst = ed;
-        }
-    }
-    reply_decision(&a->slot->buf, worst);
-    allowall_end(a);
-}
-
-/* The atomic step's answer: the refusal, or every pair charged. */
-static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, long refused)
-{
-    allowall_t *a = arg;
-    const engine_decision_t *reply = &d[0];
-    if (refused < 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (!d[i].d.allowed) { /* a store error on a deny rule */
-                reply = &d[i];
-                break;
-            }
-            if (d[i].d.remaining < reply->d.remaining) {
-                reply = &d[i];
-            }
-        }
-    }
-    reply_decision(&a->slot->buf, reply);
-    allowall_end(a);
-}
-
-static void allowall_resolved(void *arg, int status)
-{
-    (void)status;
-    allowall_t *a = arg;
-    /* With the Redis store, keys in one slot: all in one atomic step inside Redis. */
-    if (engine_allowall_async(a->w, a->rules, a->keys, a->key_len, a->n, a->cost, a->now_ns,
-                              allowall_atomic, a) == ENGINE_OK) {
-        return;
-    }
-    allowall_decide(a, 0, a->n, a->n, 0);
+    conn_resolve(r->slot);
+    free(r);
 }
 
 static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -472,48 +330,40 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     size_t n = npairs_args / 2;
-    if (n > ALLOWALL_MAX) {
-        resp_add_error(&c->out, "ERR at most %d rule/key pairs", ALLOWALL_MAX);
+    if (n > ENGINE_CHECKS_MAX) {
+        resp_add_error(&c->out, "ERR at most %d rule/key pairs", ENGINE_CHECKS_MAX);
         return;
     }
-    rule_state_t *rules[ALLOWALL_MAX];
-    size_t bytes = 0;
+    engine_check_t checks[ENGINE_CHECKS_MAX];
     for (size_t i = 0; i < n; i++) {
-        if ((rules[i] = find_rule(c, &argv[1 + 2 * i])) == NULL) {
+        const resp_arg_t *key = &argv[2 + 2 * i];
+        checks[i] = (engine_check_t){.rule = find_rule(c, &argv[1 + 2 * i]),
+                                     .key = key->ptr,
+                                     .key_len = key->len,
+                                     .cost = cost};
+        if (checks[i].rule == NULL) {
             return;
         }
-        bytes += argv[2 + 2 * i].len;
     }
-    /* The keys are copied: with the Redis store the request's bytes are gone before the end. */
-    allowall_t *a = calloc(1, sizeof *a + bytes);
-    reply_slot_t *slot = a != NULL ? conn_defer(c) : NULL;
+    allowall_reply_t *r = malloc(sizeof *r);
+    reply_slot_t *slot = r != NULL ? conn_defer(c) : NULL;
     if (slot == NULL) {
-        free(a);
+        free(r);
         resp_add_error(&c->out, "ERR out of memory");
         return;
     }
-    *a = (allowall_t){.slot = slot,
-                      .w = c->loop->worker,
-                      .now_ns = c->loop->now_ns,
-                      .cost = cost,
-                      .key_max = c->loop->srv->cfg->key_max,
-                      .phase = PHASE_PEEK,
-                      .n = n};
-    char *p = a->bytes;
-    for (size_t i = 0; i < n; i++) {
-        const resp_arg_t *key = &argv[2 + 2 * i];
-        memcpy(p, key->ptr, key->len);
-        a->keys[i] = p;
-        a->key_len[i] = key->len;
-        p += key->len;
-        a->rules[i] = rules[i];
-        a->ref[i] = (allowall_ref_t){a, i};
-        engine_rule_hold(rules[i]);
-    }
-    /* the pairs' overrides first: every step below must see them */
-    if (engine_resolve_overrides(a->w, a->rules, a->keys, a->key_len, n, a->now_ns,
-                                 allowall_resolved, a) == ENGINE_OK) {
-        allowall_resolved(a, ENGINE_OK);
+    size_t key_max = c->loop->srv->cfg->key_max, bad;
+    *r = (allowall_reply_t){.slot = slot, .cost = cost, .key_max = key_max};
+    int rc =
+        engine_allowall(c->loop->worker, checks, n, c->loop->now_ns, 0, allowall_replied, r, &bad);
+    if (rc != ENGINE_OK) {
+        if (rc == ENGINE_ENOTSUP) {
+            resp_add_error(&slot->buf, "ERR out of memory");
+        } else {
+            engine_ok(&slot->buf, key_max, rc, checks[bad].rule, NULL, cost);
+        }
+        conn_resolve(slot);
+        free(r);
     }
 }
 
