@@ -44,11 +44,9 @@ for alg in "${ALGS[@]}"; do
     check "shipped/$alg" shipped_ok "$alg"
 done
 
-PORT=$(free_port)
-mkdir -p "$TMP/redis"
-start_bg redis "${SRV_PIN[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save "" \
-    --appendonly no --dir "$TMP/redis"
-wait_port "$PORT" || { cat "$TMP/redis.log"; exit 1; }
+REDIS_WRAP=("${SRV_PIN[@]}")
+start_redis redis || { cat "$TMP/redis.log"; exit 1; }
+PORT=$REDIS_PORT
 
 for what in sha errors clock equiv memory; do
     check "$what" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" "${SLUICE_SEED:-20250}" \

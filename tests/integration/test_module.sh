@@ -11,17 +11,8 @@ set -u
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 [ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }
-# An ASan build of the module needs the ASan runtime loaded first into redis-server.
-REDIS_ENV=(env)
-if ldd "$MODULE" | grep -q libasan; then
-    REDIS_ENV=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
-        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
-fi
-PORT=$(free_port)
-mkdir -p "$TMP/redis"
-start_bg redis "${REDIS_ENV[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save "" \
-    --appendonly no --dir "$TMP/redis" --loadmodule "$MODULE" testclock
-wait_port "$PORT" || { cat "$TMP/redis.log"; exit 1; }
+start_redis redis --loadmodule "$MODULE" testclock || { cat "$TMP/redis.log"; exit 1; }
+PORT=$REDIS_PORT
 start_sluiced sluiced --config-store "$TMP/sluice.db" --snapshot "" --threads 1 ||
     { cat "$TMP/sluiced.log"; exit 1; }
 

@@ -44,7 +44,6 @@ start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --sn
 }
 SLUICED_HTTP=$HTTP_PORT
 SLUICED_RESP=$RESP_PORT
-NGINX_PORT=$(free_port)
 
 mkdir -p "$TMP/www" "$TMP/nginx-tmp"
 echo "protected content" >"$TMP/www/content.txt"
@@ -54,8 +53,13 @@ if [ "$(id -u)" -eq 0 ]; then
     user_line="user root;"
 fi
 
-# The recipe of docs/nginx.md, with this test's paths and ports.
-cat >"$TMP/nginx.conf" <<NGINX
+# launch_nginx NAME: nginx on the port serve chose, with the recipe of docs/nginx.md (this
+# test's paths and ports); nginx reports a port it cannot bind in its error log.
+launch_nginx() {
+    NGINX_PORT=${SERVE_PORTS[0]}
+    rm -f "$TMP/nginx-error.log"
+    SERVE_LOGS=("$TMP/nginx-error.log")
+    cat >"$TMP/nginx.conf" <<NGINX
 $user_line
 daemon off;
 worker_processes 1;
@@ -166,9 +170,9 @@ http {
     }
 }
 NGINX
-
-start_bg nginx "$NGINX" -p "$TMP/" -e "$TMP/nginx-error.log" -c "$TMP/nginx.conf"
-wait_port "$NGINX_PORT" || {
+    start_bg "$1" "$NGINX" -p "$TMP/" -e "$TMP/nginx-error.log" -c "$TMP/nginx.conf"
+}
+serve nginx 1 launch_nginx || {
     cat "$TMP/nginx.log" "$TMP/nginx-error.log"
     exit 1
 }

@@ -46,17 +46,16 @@ start_sluiced auth "${common[@]}" --config-store "$TMP/auth.db" --requirepass "$
 }
 AUTH_PORT=$RESP_PORT
 
-# The server clients.js asks to have restarted, on fixed ports so the clients find it again.
-RESTART_PORT=$(free_port)
-RESTART_HTTP=$(free_port)
-start_restartable() {
-    start_bg restart "$SLUICED" --port "$RESTART_PORT" --http-port "$RESTART_HTTP" "${common[@]}" \
-        --config-store "$TMP/restart.db"
-    wait_port "$RESTART_PORT"
-}
-start_restartable || {
+# The server clients.js asks to have restarted, on the same ports so the clients find it again.
+start_sluiced restart "${common[@]}" --config-store "$TMP/restart.db" || {
     cat "$TMP/restart.log"
     exit 1
+}
+RESTART_PORT=$RESP_PORT
+RESTART_HTTP=$HTTP_PORT
+start_restartable() {
+    start_sluiced_at restart "$RESTART_PORT" "$RESTART_HTTP" "${common[@]}" \
+        --config-store "$TMP/restart.db"
 }
 
 mkdir -p "$TMP/handshake"

@@ -26,17 +26,18 @@ raw() {
     timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$port"'; printf "$@" >&3; cat <&3' _ "$@"
 }
 
-# a cap too small for any table is refused at start, with the reason
-"$SLUICED" --port "$(free_port)" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" \
+# a cap too small for any table is refused at start, with the reason (on a port held bound by
+# another process: were the cap accepted, sluiced would stop at the port instead of serving)
+hold_port closed closed || exit 1
+"$SLUICED" --port "$HELD_PORT" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" \
     --max-memory 1k >"$TMP/s0.out" 2>&1
 check small-cap-exit test $? -eq 1
 check small-cap-reason grep -q "max-memory must be 0 (no cap) or at least 64k" "$TMP/s0.out"
+stop_bg closed
 
 # a port another program holds stops start-up with the reason (no silent SO_REUSEPORT sharing)
-held=$(free_port)
-start_bg holder python3 -c 'import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$held"
-wait_port "$held"
+hold_port holder silent || exit 1
+held=$HELD_PORT
 "$SLUICED" --port "$held" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" >"$TMP/held.out" 2>&1
 check port-in-use-exit test $? -eq 1
 check port-in-use-reason grep -q "cannot listen on 127.0.0.1 port $held: Address already in use" "$TMP/held.out"

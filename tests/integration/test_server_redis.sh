@@ -82,8 +82,8 @@ run_suite() {
 }
 
 # --- with the module
-RP=$(free_port)
-start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+start_redis redis --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+RP=$REDIS_PORT
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 50ms || { cat "$TMP/s1.log"; exit 1; }
 P1=$RESP_PORT H1=$HTTP_PORT
@@ -147,7 +147,7 @@ check down-deny matches "$(sc "$P1" SL.ALLOW strict down)" '^0 2 0 [1-9]'
 check down-allow matches "$(sc "$P1" SL.ALLOW api down)" '^1 3 0 0 '
 check down-counted matches "$(curl -s "http://127.0.0.1:$H1/metrics")" 'sluice_store_errors_total\{rule="strict"\} [1-9]'
 check down-alive matches "$(sc "$P1" PING)" '^PONG$'
-start_redis redis2 "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis2.log"; exit 1; }
+start_redis_at redis2 "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis2.log"; exit 1; }
 ok=0
 for i in $(seq 1 50); do
     [[ "$(sc "$P1" SL.ALLOW strict back$i)" =~ ^1\ 2\ 1\ 0 ]] && { ok=1; break; }
@@ -158,8 +158,8 @@ stop_bg s1 TERM
 check s1-exit-0 test $? -eq 0
 
 # --- with the Lua scripts (a Redis without the module)
-LP=$(free_port)
-start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
+start_redis lua || { cat "$TMP/lua.log"; exit 1; }
+LP=$REDIS_PORT
 start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" \
     --store "redis://127.0.0.1:$LP" --store-timeout 50ms || { cat "$TMP/s3.log"; exit 1; }
 check lua-detected grep -q "request store redis (Lua scripts)" "$TMP/s3.log"

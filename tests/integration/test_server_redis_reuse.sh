@@ -46,8 +46,8 @@ check_batch() {
 }
 
 # --- the module
-RP=$(free_port)
-start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+start_redis redis --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+RP=$REDIS_PORT
 start_sluiced s1 --threads 1 --config-store "$TMP/s1.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 100ms || { cat "$TMP/s1.log"; exit 1; }
 P1=$RESP_PORT H1=$HTTP_PORT
@@ -69,7 +69,7 @@ sleep 0.05
 stop_bg redis KILL
 wait $asker
 check_batch inflight-answered "$(cat "$TMP/inflight.out")" 500 either
-start_redis redis2 "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis2.log"; exit 1; }
+start_redis_at redis2 "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis2.log"; exit 1; }
 ok=0
 for i in $(seq 1 50); do # reconnects after a backoff of at most 1 s
     out=$(batch "$P1" 600 "f$i")
@@ -82,8 +82,8 @@ stop_bg s1 TERM
 check s1-exit-0 test $? -eq 0
 
 # --- the Lua scripts: NOSCRIPT re-sends in a pipelined batch
-LP=$(free_port)
-start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
+start_redis lua || { cat "$TMP/lua.log"; exit 1; }
+LP=$REDIS_PORT
 start_sluiced s2 --threads 1 --config-store "$TMP/s2.db" --snapshot "" \
     --store "redis://127.0.0.1:$LP" --store-timeout 2s || { cat "$TMP/s2.log"; exit 1; }
 P2=$RESP_PORT H2=$HTTP_PORT
