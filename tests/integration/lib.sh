@@ -40,6 +40,10 @@
 SLUICED=$SLUICE_BUILD_DIR/src/server/sluiced
 SLUICE=$SLUICE_BUILD_DIR/src/cli/sluice
 
+if ! command -v python3 >/dev/null; then # free_port.py below
+    echo "SKIP: needs python3"
+    exit 77
+fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-it.XXXXXX")
 LIB_PIDS=()
 FAILS=0

@@ -18,6 +18,7 @@
 # -c 50 -P 16 -r 100000, server on CPU 0, client on CPU 1). SLUICE_SEED changes the sequences.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli
 
 LUA_DIR=$SLUICE_BUILD_DIR/src/store/lua # the shipped scripts, made by src/store/CMakeLists.txt
 EMBEDDED=$SLUICE_BUILD_DIR/src/store/lua_scripts.c

@@ -8,6 +8,7 @@
 # by redis-server's real clock while the test runs.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 [ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }

@@ -6,6 +6,7 @@
 # MOVED; hash-tagged keys share a shard; replicas hold the same bytes once WAIT returns.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 [ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }

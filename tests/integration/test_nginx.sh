@@ -9,15 +9,12 @@
 # sluiced from 127.0.0.1, and sluiced trusts only 127.0.0.1/32: so the rightmost X-Forwarded-For
 # entry that is not a trusted hop is the address nginx appended for the client, and whatever a
 # client writes into X-Forwarded-For itself sits to the left of it and is never believed.
-# Skipped (exit 0 with a note) when nginx or curl is not installed.
+# Skipped (exit 77, "Skipped" in ctest) when nginx or curl is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 NGINX=${NGINX:-/usr/sbin/nginx}
-if [ ! -x "$NGINX" ] || ! command -v curl >/dev/null; then
-    echo "SKIP: needs $NGINX and curl"
-    exit 0
-fi
+need "$NGINX" curl redis-cli
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

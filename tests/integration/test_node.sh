@@ -5,15 +5,12 @@
 # against a sluiced with --requirepass, and reconnecting after the server restarts. The cases
 # are in tests/node/clients.js; this script installs the packages (npm ci, into
 # tests/node/node_modules, when that is missing) and runs the servers.
-# Skipped (exit 0 with a note) when node or npm is not installed.
+# Skipped (exit 77, "Skipped" in ctest) when node or npm is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP: needs node and npm"
-    exit 0
-fi
+need node npm redis-cli
 if [ ! -d "$NODE_DIR/node_modules/ioredis" ] || [ ! -d "$NODE_DIR/node_modules/redis" ]; then
     (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || {
         echo "npm ci failed in $NODE_DIR"

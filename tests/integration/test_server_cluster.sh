@@ -6,6 +6,7 @@
 # crash, decisions recover, and no key is admitted over its limit.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli curl
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 LIMIT=5

@@ -4,6 +4,7 @@
 # headers, problem+json errors, rule and override CRUD behind the admin token, metrics, health.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need curl
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

@@ -4,6 +4,7 @@
 # memory cap) deciding by each rule's on_store_error, counted in metrics, never a crash.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-cli curl
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

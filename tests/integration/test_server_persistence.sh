@@ -5,6 +5,7 @@
 # a corrupt snapshot is reported, set aside, and never stops start-up.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-cli
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

@@ -6,6 +6,7 @@
 # each rule's on_store_error within the decision timeout, and recover when it is back.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli curl
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 cat >"$TMP/rules.yaml" <<'YAML'

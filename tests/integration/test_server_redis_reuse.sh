@@ -14,6 +14,7 @@
 # and sluiced exits 0 at the end (under ASan: nothing leaked).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli curl
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 N=60 # requests per batch

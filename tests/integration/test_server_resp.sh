@@ -4,6 +4,7 @@
 # Rules use one-hour windows so nothing here depends on timing.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-cli
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

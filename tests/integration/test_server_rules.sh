@@ -5,6 +5,7 @@
 # wrong decision, and AUTH with requirepass.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-cli
 
 write_rules() { # write_rules LIMIT
     cat >"$TMP/rules.yaml" <<YAML
