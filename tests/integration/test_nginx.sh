@@ -19,16 +19,16 @@ need "$NGINX" curl redis-cli
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: per-ip
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
     key: "{ip}"
   - name: by-key
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 2
     window: 1h
   - name: by-header
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 2
     window: 1h
     key: "{header:x-api-key}"

@@ -21,11 +21,11 @@ fi
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
   - name: pipe
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 50
     window: 1h
 YAML

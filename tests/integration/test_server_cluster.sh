@@ -13,7 +13,7 @@ LIMIT=5
 cat >"$TMP/rules.yaml" <<YAML
 rules:
   - name: strict
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: $LIMIT
     window: 1h
     on_store_error: deny

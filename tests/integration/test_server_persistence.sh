@@ -10,7 +10,7 @@ need redis-cli
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: open
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 5
     window: 1h
   - name: closed
@@ -32,7 +32,7 @@ check cold-open matches "$(cli SL.ALLOW open k)" '^1 5 4 0 '
 check cold-closed matches "$(cli SL.ALLOW closed k)" '^0 3 0 [1-9][0-9]* '
 cli SL.ALLOW open k >/dev/null
 cli SL.ALLOW open k >/dev/null   # 3 of 5 used
-cli SL.THROTTLE inl fixed_window 10 3600000 COST 4 >/dev/null
+cli SL.THROTTLE inl sliding_log 10 3600000 COST 4 >/dev/null
 stop_bg s1 TERM
 check term-exit-0 test $? -eq 0
 check term-snapshot-written test -s "$SNAP"
@@ -42,7 +42,7 @@ check term-log grep -q "stopped" "$TMP/s1.log"
 start_sluiced s2 "${ARGS[@]}" --snapshot-interval 0 || { cat "$TMP/s2.log"; exit 1; }
 check loaded-log grep -q "snapshot .* loaded" "$TMP/s2.log"
 check kept-open matches "$(cli SL.ALLOW open k)" '^1 5 1 0 '
-check kept-inline matches "$(cli SL.THROTTLE inl fixed_window 10 3600000)" '^1 10 5 0 '
+check kept-inline matches "$(cli SL.THROTTLE inl sliding_log 10 3600000)" '^1 10 5 0 '
 # a snapshot exists, so closed is not cold: a new key is fresh
 check not-cold-closed matches "$(cli SL.ALLOW closed fresh)" '^1 3 2 0 '
 stop_bg s2 KILL

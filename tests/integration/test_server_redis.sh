@@ -12,7 +12,7 @@ MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
     on_store_error: allow

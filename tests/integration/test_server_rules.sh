@@ -11,7 +11,7 @@ write_rules() { # write_rules LIMIT
     cat >"$TMP/rules.yaml" <<YAML
 rules:
   - name: steady
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 500
     window: 1h
   - name: churn
