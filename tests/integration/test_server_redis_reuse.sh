@@ -62,7 +62,8 @@ P1=$RESP_PORT H1=$HTTP_PORT
 check_batch warm "$(batch "$P1" 100 a)" 100 redis
 
 # timeout: paused (writes: SL.THROTTLE) until lifted, the batch is answered at its deadline
-# (1 s: long enough for a healthy answer on a busy machine); lifted, Redis runs the batch and its late replies come and are dropped
+# (1 s: long enough for a healthy answer on a busy machine); lifted, Redis runs the batch and
+# its late replies come and are dropped
 calls=$(throttles "$RP")
 redis-cli -p "$RP" CLIENT PAUSE 30000 WRITE >/dev/null
 check_batch timeout-answered "$(batch "$P1" 200 b)" 200 error
