@@ -5,7 +5,7 @@
 # a corrupt snapshot is reported, set aside, and never stops start-up.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
-need redis-cli
+need redis-cli curl
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
@@ -57,12 +57,11 @@ rm -f "$SNAP"
 start_sluiced s4 "${ARGS[@]}" --snapshot-interval 1s || { cat "$TMP/s4.log"; exit 1; }
 check kill-cold-open matches "$(cli SL.ALLOW open k)" '^1 5 4 0 '
 check kill-cold-closed matches "$(cli SL.ALLOW closed other)" '^0 3 0 [1-9]'
-# the periodic snapshot (every 1 s) appears by itself; wait for one written after our decision
-for i in $(seq 1 60); do
-    [ -s "$SNAP" ] && [ "$(stat -c %Y "$SNAP")" -ge "$(date +%s)" ] && break
-    sleep 0.1
-done
-sleep 1.2
+# the periodic snapshot (every 1 s) is written by itself; wait for one begun after our
+# decision: the second one completed after it (the first may have been under way already)
+snapshots() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 == "sluice_snapshots_total" {print $2}'; }
+snapped() { [ "$(snapshots)" -ge "$1" ] && [ -s "$SNAP" ]; }
+check periodic-written poll 15 snapped $(($(snapshots) + 2))
 stop_bg s4 KILL
 
 # 5. restart after kill -9: the periodic snapshot kept the count
