@@ -55,8 +55,7 @@ done
 check sighup-applied test $ok -eq 1
 printf 'rules:\n  - name: churn\n    algorithm: gcra\n    limit: 5\n   window: 1s\n' >"$TMP/rules.yaml"
 kill -HUP "$(cat "$TMP/s1.pid")"
-sleep 0.5
-check sighup-bad-logged grep -q "SIGHUP: rules not reloaded.*line [0-9]*, column [0-9]*" "$TMP/s1.log"
+check sighup-bad-logged poll 10 grep -q "SIGHUP: rules not reloaded.*line [0-9]*, column [0-9]*" "$TMP/s1.log"
 check sighup-bad-kept matches "$(cli SL.PEEK churn zz)" '^1 21 '
 check sighup-bad-alive matches "$(cli PING)" '^PONG$'
 
