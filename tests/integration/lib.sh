@@ -2,7 +2,7 @@
 # `set -u`. Everything listens on 127.0.0.1 on ports chosen here; every process started is
 # recorded and stopped by PID on exit; every wait is bounded.
 #
-#   TMP                 a private temp dir, removed on exit
+#   TMP                 a private temp dir, removed on exit (kept when SLUICE_KEEP_TMP is set)
 #   SLUICED, SLUICE     the built binaries
 #   need TOOL..         skips the test (exit 77, which ctest reports as "Skipped") unless every
 #                       TOOL is installed (a command name, or an absolute path to an executable)
@@ -32,6 +32,7 @@
 #                       (connections are refused) or listening and never answering; sets
 #                       HELD_PORT
 #   poll S CMD..        runs CMD every 50 ms until it succeeds, for at most S seconds
+#   caught_up P R       the replica on port R has processed all of its primary's (port P) stream
 #   check NAME COND...  a test case: runs COND (a command); counts a failure with NAME if it fails
 #   finish              prints the summary and exits 0/1
 
@@ -54,7 +55,11 @@ lib_cleanup() {
     for pid in "${LIB_PIDS[@]}"; do
         kill -KILL "$pid" 2>/dev/null
     done
-    rm -rf "$TMP"
+    if [ -n "${SLUICE_KEEP_TMP:-}" ]; then
+        echo "kept $TMP"
+    else
+        rm -rf "$TMP"
+    fi
 }
 trap lib_cleanup EXIT
 
@@ -291,6 +296,17 @@ start_redis_at() {
     serve_at "$name" "$port" lib_launch_redis "$@"
 }
 
+# caught_up PRIMARY_PORT REPLICA_PORT: the replica has processed every byte of the primary's
+# replication stream so far. (WAIT from a new connection proves nothing: it waits only for that
+# connection's own writes.)
+repl_field() { redis-cli -p "$1" INFO replication | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
+caught_up() {
+    local want got
+    want=$(repl_field "$1" master_repl_offset)
+    got=$(repl_field "$2" slave_repl_offset)
+    [ -n "$want" ] && [ "$want" = "$got" ]
+}
+
 # start_cluster N_PRIMARIES NODE_TIMEOUT_MS [ARGS..]: a Redis Cluster of N primaries with one
 # replica each (redis-cli --cluster create) on free loopback ports (each also needs port+10000
 # free, the cluster bus), every node started with ARGS (e.g. --loadmodule sluice.so). Sets
@@ -302,8 +318,9 @@ lib_launch_node() { # NAME TIMEOUT_MS ARGS..: a cluster node, its nodes.conf fre
     local name=$1 timeout_ms=$2
     shift 2
     rm -rf "${TMP:?}/$name"
+    # (a replica's first sync starts at once, not after the 5 s wait for more replicas)
     lib_launch_redis "$name" --cluster-enabled yes --cluster-config-file "$TMP/$name/nodes.conf" \
-        --cluster-node-timeout "$timeout_ms" "$@"
+        --cluster-node-timeout "$timeout_ms" --repl-diskless-sync-delay 0 "$@"
 }
 # lib_cluster_ok N PORT..: every node says cluster_state:ok and sees N replicas, and no replica
 # waits for its first sync (it could not take over from its primary)

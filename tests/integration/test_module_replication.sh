@@ -79,7 +79,7 @@ snapshot() {
 }
 
 # --- a primary with the module, a replica without it
-redis_up primary --loadmodule "$MODULE"
+redis_up primary --repl-diskless-sync-delay 0 --loadmodule "$MODULE"
 PP=$REDIS_PORT
 redis_up replica --replicaof 127.0.0.1 "$PP"
 RP=$REDIS_PORT
@@ -97,7 +97,7 @@ echo "workload: $(wc -l <"$TMP/work1") commands, $sets admissions that write, $d
 check workload-writes [ "$sets" -gt 300 ]
 check workload-rejects [ "$(grep -c '^0,' "$TMP/out1")" -gt 100 ]
 check workload-dels [ "$dels" -gt 10 ]
-check wait-replica [ "$(redis-cli -p "$PP" WAIT 1 10000)" = 1 ]
+check replica-caught-up poll 20 caught_up "$PP" "$RP"
 snapshot "$PP" "$TMP/snap-primary"
 snapshot "$RP" "$TMP/snap-replica"
 check keys-present [ "$(wc -l <"$TMP/snap-primary.keys")" -gt 100 ]
