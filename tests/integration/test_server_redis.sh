@@ -123,7 +123,8 @@ check module-allowall-atomic test "$(redis-cli -p "$RP" INFO commandstats | tr -
     awk -F'[=,:]' '/^cmdstat_eval:/ {print $3}')" -ge 3
 
 # --- a second sluiced on the same Redis shares every key's limit
-start_sluiced s2 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" ||
+start_sluiced s2 --config-store "$TMP/s.db" --snapshot "" --store "redis://127.0.0.1:$RP" \
+    --store-timeout 2s ||
     { cat "$TMP/s2.log"; exit 1; }
 P2=$RESP_PORT
 check shared-1 matches "$(sc "$P1" SL.ALLOW strict both)" '^1 2 1 0 '
