@@ -186,9 +186,9 @@ start_sluiced() {
     serve "$name" 2 lib_launch_sluiced "$@"
 }
 start_sluiced_at() {
-    local name=$1 ports="$2 $3"
+    local name=$1 at="$2 $3"
     shift 3
-    serve_at "$name" "$ports" lib_launch_sluiced "$@"
+    serve_at "$name" "$at" lib_launch_sluiced "$@"
 }
 
 # need TOOL..: skip (exit 77) unless every TOOL is there
