@@ -7,7 +7,6 @@
 #   need TOOL..         skips the test (exit 77, which ctest reports as "Skipped") unless every
 #                       TOOL is installed (a command name, or an absolute path to an executable)
 #   free_port           prints a TCP port free on 127.0.0.1 when it looked
-#   wait_port PORT [S]  waits up to S seconds (default 10) until PORT accepts connections
 #   start_bg NAME CMD.. starts CMD in the background, output to $TMP/NAME.log, PID in $TMP/NAME.pid
 #   stop_bg NAME [SIG]  sends SIG (default TERM) to NAME's PID, waits up to 10 s for it to exit;
 #                       returns its exit code (or 137 after a KILL if it would not stop)
@@ -65,18 +64,6 @@ trap lib_cleanup EXIT
 
 LIB_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/free_port.py
 free_port() { python3 "$LIB_FREE_PORT"; }
-
-wait_port() {
-    local port=$1 secs=${2:-10} i
-    for ((i = 0; i < secs * 20; i++)); do
-        if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "port $port not open after ${secs}s"
-    return 1
-}
 
 start_bg() {
     local name=$1
