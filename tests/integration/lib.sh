@@ -2,18 +2,36 @@
 # `set -u`. Everything listens on 127.0.0.1 on ports chosen here; every process started is
 # recorded and stopped by PID on exit; every wait is bounded.
 #
-#   TMP                 a private temp dir, removed on exit
+#   TMP                 a private temp dir, removed on exit (kept when SLUICE_KEEP_TMP is set)
 #   SLUICED, SLUICE     the built binaries
-#   free_port           prints a free TCP port on 127.0.0.1
-#   wait_port PORT [S]  waits up to S seconds (default 10) until PORT accepts connections
+#   need TOOL..         skips the test (exit 77, which ctest reports as "Skipped") unless every
+#                       TOOL is installed (a command name, or an absolute path to an executable)
+#   free_port           prints a TCP port free on 127.0.0.1 when it looked
 #   start_bg NAME CMD.. starts CMD in the background, output to $TMP/NAME.log, PID in $TMP/NAME.pid
 #   stop_bg NAME [SIG]  sends SIG (default TERM) to NAME's PID, waits up to 10 s for it to exit;
 #                       returns its exit code (or 137 after a KILL if it would not stop)
-#   start_sluiced NAME ARGS..   starts sluiced with ARGS, sets RESP_PORT/HTTP_PORT for NAME
-#                               (chosen here unless ARGS name them), waits for both ports
+#   serve NAME N LAUNCH [ARGS..]
+#                       starts a server on N new ports (or "bus": one port p with p + 10000 free
+#                       too, a Redis Cluster node): sets SERVE_PORTS, runs LAUNCH NAME ARGS..
+#                       (which starts it with start_bg NAME on those ports, and may list more
+#                       logs to watch in SERVE_LOGS), and waits until the server listens on all
+#                       of them. A port can be taken between free_port and the server's bind:
+#                       then the server is stopped and started again on new ports (5 tries).
+#   serve_at NAME "PORT.." LAUNCH [ARGS..]
+#                       the same on the ports given (a server restarted where clients expect it)
+#   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT
+#   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given
 #   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
 #                               "sluiced" with a store and snapshot in $TMP and password PASS;
 #                               prints the log and exits 1 if sluiced does not come up
+#   start_redis NAME ARGS..     starts redis-server (serve), sets REDIS_PORT
+#   start_redis_at NAME PORT ARGS..   the same on the port given
+#   start_cluster N TIMEOUT ARGS..    a Redis Cluster of N primaries and N replicas
+#   hold_port NAME closed|silent      a process holding a port the kernel picks: bound only
+#                       (connections are refused) or listening and never answering; sets
+#                       HELD_PORT
+#   poll S CMD..        runs CMD every 50 ms until it succeeds, for at most S seconds
+#   caught_up P R       the replica on port R has processed all of its primary's (port P) stream
 #   check NAME COND...  a test case: runs COND (a command); counts a failure with NAME if it fails
 #   finish              prints the summary and exits 0/1
 
@@ -22,6 +40,10 @@
 SLUICED=$SLUICE_BUILD_DIR/src/server/sluiced
 SLUICE=$SLUICE_BUILD_DIR/src/cli/sluice
 
+if ! command -v python3 >/dev/null; then # free_port.py below
+    echo "SKIP: needs python3"
+    exit 77
+fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-it.XXXXXX")
 LIB_PIDS=()
 FAILS=0
@@ -32,24 +54,16 @@ lib_cleanup() {
     for pid in "${LIB_PIDS[@]}"; do
         kill -KILL "$pid" 2>/dev/null
     done
-    rm -rf "$TMP"
+    if [ -n "${SLUICE_KEEP_TMP:-}" ]; then
+        echo "kept $TMP"
+    else
+        rm -rf "$TMP"
+    fi
 }
 trap lib_cleanup EXIT
 
 LIB_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/free_port.py
 free_port() { python3 "$LIB_FREE_PORT"; }
-
-wait_port() {
-    local port=$1 secs=${2:-10} i
-    for ((i = 0; i < secs * 20; i++)); do
-        if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "port $port not open after ${secs}s"
-    return 1
-}
 
 start_bg() {
     local name=$1
@@ -60,29 +74,150 @@ start_bg() {
     LIB_PIDS+=("$pid")
 }
 
+# lib_forget PID: PID is reaped; it is no longer ours to kill on exit (it may be reused)
+lib_forget() {
+    local p keep=()
+    for p in "${LIB_PIDS[@]}"; do
+        [ "$p" = "$1" ] || keep+=("$p")
+    done
+    LIB_PIDS=("${keep[@]}")
+}
+
 stop_bg() {
-    local name=$1 sig=${2:-TERM} pid i
+    local name=$1 sig=${2:-TERM} pid i rc=137
     pid=$(cat "$TMP/$name.pid" 2>/dev/null) || return 1
     kill -"$sig" "$pid" 2>/dev/null
     for ((i = 0; i < 200; i++)); do
         if ! kill -0 "$pid" 2>/dev/null; then
             { wait "$pid"; } 2>/dev/null
-            return $?
+            rc=$?
+            break
         fi
         sleep 0.05
     done
-    kill -KILL "$pid" 2>/dev/null
-    { wait "$pid"; } 2>/dev/null
-    return 137
+    if [ "$i" -eq 200 ]; then
+        kill -KILL "$pid" 2>/dev/null
+        { wait "$pid"; } 2>/dev/null
+    fi
+    lib_forget "$pid"
+    return "$rc"
 }
 
+# ---- servers on ports of their own -------------------------------------------------------------
+SERVE_PORTS=()
+SERVE_LOGS=()
+SERVE_TRIES=5
+
+# lib_serve_try NAME LAUNCH [ARGS..]: one start on SERVE_PORTS (and p + 10000 for a bus port);
+# 0 serving, 2 a port was taken (the server is stopped), 1 failed (the server is stopped)
+lib_serve_try() {
+    local name=$1 launch=$2 rc p ports=()
+    shift 2
+    SERVE_LOGS=()
+    "$launch" "$name" "$@"
+    ports=("${SERVE_PORTS[@]}")
+    [ "${LIB_SERVE_BUS:-0}" = 1 ] && ports+=($((SERVE_PORTS[0] + 10000)))
+    python3 "$LIB_FREE_PORT" --serving "$(cat "$TMP/$name.pid")" 10 "$TMP/$name.log" \
+        "${SERVE_LOGS[@]}" -- "${ports[@]}"
+    rc=$?
+    [ "$rc" -eq 0 ] || stop_bg "$name" KILL >/dev/null
+    return "$rc"
+}
+
+serve() {
+    local name=$1 n=$2 try i p
+    shift 2
+    for ((try = 1; try <= SERVE_TRIES; try++)); do
+        SERVE_PORTS=()
+        if [ "$n" = bus ]; then
+            p=$(python3 "$LIB_FREE_PORT" --bus) || { echo "$name: no free port pair"; return 1; }
+            SERVE_PORTS=("$p")
+        else
+            while [ "${#SERVE_PORTS[@]}" -lt "$n" ]; do
+                p=$(free_port)
+                [[ " ${SERVE_PORTS[*]} " == *" $p "* ]] || SERVE_PORTS+=("$p")
+            done
+        fi
+        LIB_SERVE_BUS=$([ "$n" = bus ] && echo 1 || echo 0) lib_serve_try "$name" "$@"
+        case $? in
+        0) return 0 ;;
+        2) echo "$name: port ${SERVE_PORTS[*]} taken before the server could bind it (try $try)"
+            [ ! -e "$TMP/$name.log" ] || mv "$TMP/$name.log" "$TMP/$name.try$try.log" ;;
+        *) echo "$name: did not start (see its log)"
+            return 1 ;;
+        esac
+    done
+    echo "$name: no free ports in $SERVE_TRIES tries"
+    return 1
+}
+
+serve_at() {
+    local name=$1
+    read -r -a SERVE_PORTS <<<"$2"
+    shift 2
+    LIB_SERVE_BUS=0 lib_serve_try "$name" "$@" && return 0
+    echo "$name: not serving on port ${SERVE_PORTS[*]} (see its log)"
+    return 1
+}
+
+lib_launch_sluiced() { # NAME ARGS..
+    local name=$1
+    shift
+    RESP_PORT=${SERVE_PORTS[0]}
+    HTTP_PORT=${SERVE_PORTS[1]}
+    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" "$@"
+}
 start_sluiced() {
     local name=$1
     shift
-    RESP_PORT=$(free_port)
-    HTTP_PORT=$(free_port)
-    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" "$@"
-    wait_port "$RESP_PORT" && wait_port "$HTTP_PORT"
+    serve "$name" 2 lib_launch_sluiced "$@"
+}
+start_sluiced_at() {
+    local name=$1 at="$2 $3"
+    shift 3
+    serve_at "$name" "$at" lib_launch_sluiced "$@"
+}
+
+# need TOOL..: skip (exit 77) unless every TOOL is there
+need() {
+    local tool missing=()
+    for tool in "$@"; do
+        case $tool in
+        /*) [ -x "$tool" ] || missing+=("$tool") ;;
+        *) command -v "$tool" >/dev/null || missing+=("$tool") ;;
+        esac
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    echo "SKIP: needs ${missing[*]}"
+    exit 77
+}
+
+# poll SECS CMD..: CMD until it succeeds, every 50 ms, for at most SECS seconds (its status)
+poll() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    "$@"
+}
+
+hold_port() {
+    local name=$1 mode=$2
+    rm -f "$TMP/$name.port"
+    start_bg "$name" python3 -c '
+import os, socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+if sys.argv[2] == "silent":
+    s.listen(64)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d\n" % s.getsockname()[1])
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)' "$TMP/$name.port" "$mode"
+    poll 10 test -s "$TMP/$name.port" || { echo "$name: no port held"; return 1; }
+    HELD_PORT=$(cat "$TMP/$name.port")
 }
 
 check() {
@@ -118,22 +253,45 @@ YAML
     }
 }
 
-# start_redis NAME PORT [ARGS..]: starts Debian's redis-server on 127.0.0.1:PORT (no persistence,
-# its dir in $TMP/NAME), loading the built sluice.so when ARGS contain --loadmodule; an ASan
-# build of the module gets the ASan runtime preloaded. Waits for the port.
-start_redis() {
-    local name=$1 port=$2
-    shift 2
+# start_redis NAME ARGS..: Debian's redis-server on 127.0.0.1:REDIS_PORT (no persistence, its dir
+# $TMP/NAME unless ARGS give --dir), loading the built sluice.so when ARGS contain --loadmodule;
+# an ASan build of the module gets the ASan runtime preloaded. REDIS_WRAP (an array, e.g.
+# taskset -c 0) goes before the command.
+REDIS_WRAP=()
+lib_launch_redis() { # NAME ARGS..
+    local name=$1
+    shift
     local env=(env)
     local module=$SLUICE_BUILD_DIR/src/module/sluice.so
     if [ -f "$module" ] && ldd "$module" | grep -q libasan; then
         env=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
             ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
     fi
+    REDIS_PORT=${SERVE_PORTS[0]}
     mkdir -p "$TMP/$name"
-    start_bg "$name" "${env[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" \
-        --appendonly no --dir "$TMP/$name" "$@"
-    wait_port "$port"
+    start_bg "$name" "${env[@]}" "${REDIS_WRAP[@]}" redis-server --port "$REDIS_PORT" \
+        --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP/$name" "$@"
+}
+start_redis() {
+    local name=$1
+    shift
+    serve "$name" 1 lib_launch_redis "$@"
+}
+start_redis_at() {
+    local name=$1 port=$2
+    shift 2
+    serve_at "$name" "$port" lib_launch_redis "$@"
+}
+
+# caught_up PRIMARY_PORT REPLICA_PORT: the replica has processed every byte of the primary's
+# replication stream so far. (WAIT from a new connection proves nothing: it waits only for that
+# connection's own writes.)
+repl_field() { redis-cli -p "$1" INFO replication | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
+caught_up() {
+    local want got
+    want=$(repl_field "$1" master_repl_offset)
+    got=$(repl_field "$2" slave_repl_offset)
+    [ -n "$want" ] && [ "$want" = "$got" ]
 }
 
 # start_cluster N_PRIMARIES NODE_TIMEOUT_MS [ARGS..]: a Redis Cluster of N primaries with one
@@ -143,38 +301,42 @@ start_redis() {
 # every replica has synced with its primary.
 # Nodes are named node1.. for stop_bg.
 CLUSTER_PORTS=()
-cluster_port() { python3 "$LIB_FREE_PORT" --bus; }
+lib_launch_node() { # NAME TIMEOUT_MS ARGS..: a cluster node, its nodes.conf fresh on every try
+    local name=$1 timeout_ms=$2
+    shift 2
+    rm -rf "${TMP:?}/$name"
+    # (a replica's first sync starts at once, not after the 5 s wait for more replicas)
+    lib_launch_redis "$name" --cluster-enabled yes --cluster-config-file "$TMP/$name/nodes.conf" \
+        --cluster-node-timeout "$timeout_ms" --repl-diskless-sync-delay 0 "$@"
+}
+# lib_cluster_ok N PORT..: every node says cluster_state:ok and sees N replicas, and no replica
+# waits for its first sync (it could not take over from its primary)
+lib_cluster_ok() {
+    local primaries=$1 p
+    shift
+    for p in "$@"; do
+        redis-cli -p "$p" CLUSTER INFO | tr -d '\r' | grep -qx cluster_state:ok || return 1
+        [ "$(redis-cli -p "$p" CLUSTER NODES | awk '$3 ~ /slave/' | wc -l)" -eq "$primaries" ] ||
+            return 1
+        ! redis-cli -p "$p" INFO replication | tr -d '\r' | grep -qx master_link_status:down ||
+            return 1
+    done
+}
 start_cluster() {
-    local primaries=$1 timeout_ms=$2 n p i
+    local primaries=$1 timeout_ms=$2 n i
     shift 2
     n=$((primaries * 2))
     CLUSTER_PORTS=()
     for ((i = 1; i <= n; i++)); do
-        p=$(cluster_port)
-        while [[ " ${CLUSTER_PORTS[*]} " == *" $p "* ]]; do p=$(cluster_port); done
-        [ -n "$p" ] || { echo "no free port pair for cluster node $i" >&2; return 1; }
-        CLUSTER_PORTS+=("$p")
-        start_redis "node$i" "$p" --cluster-enabled yes \
-            --cluster-config-file "$TMP/node$i/nodes.conf" --cluster-node-timeout "$timeout_ms" \
-            "$@" || return 1
+        serve "node$i" bus lib_launch_node "$timeout_ms" "$@" || return 1
+        CLUSTER_PORTS+=("$REDIS_PORT")
     done
     redis-cli --cluster create $(printf '127.0.0.1:%s ' "${CLUSTER_PORTS[@]}") \
         --cluster-replicas 1 --cluster-yes >"$TMP/cluster-create.log" 2>&1 || {
         cat "$TMP/cluster-create.log"
         return 1
     }
-    for ((i = 0; i < 300; i++)); do
-        local ok=0
-        for p in "${CLUSTER_PORTS[@]}"; do
-            redis-cli -p "$p" CLUSTER INFO | tr -d '\r' | grep -qx cluster_state:ok &&
-                [ "$(redis-cli -p "$p" CLUSTER NODES | awk '$3 ~ /slave/' | wc -l)" -eq "$primaries" ] &&
-                # a replica must have synced once, or it cannot take over from its primary
-                ! redis-cli -p "$p" INFO replication | tr -d '\r' | grep -qx master_link_status:down &&
-                ok=$((ok + 1))
-        done
-        [ "$ok" -eq "$n" ] && return 0
-        sleep 0.1
-    done
+    poll 30 lib_cluster_ok "$primaries" "${CLUSTER_PORTS[@]}" && return 0
     echo "cluster not ok after 30 s"
     return 1
 }

@@ -91,24 +91,18 @@ check "-h and --timeout before the command" expect 0 "allowed .*" ""
 
 # ---- connection failures -------------------------------------------------------------------
 
-DEAD=$(free_port)
+hold_port dead closed || exit 1
+DEAD=$HELD_PORT
 run -p "$DEAD" check tight u1
 check "nothing listening: exit 4" expect 4 "" "sluice: cannot connect to 127.0.0.1:$DEAD: Connection refused"
 
-SILENT=$(free_port)
-start_bg silent python3 -c '
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
-conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)   # accept, never answer
-' "$SILENT"
-wait_port "$SILENT" >/dev/null
+hold_port silent silent || exit 1
+SILENT=$HELD_PORT
 run -p "$SILENT" --timeout 300 check tight u1
 check "a server that never answers: timed out, exit 4" expect 4 "" \
     "sluice: 127.0.0.1:$SILENT: SL.ALLOW: timed out after 300 ms"
 stop_bg silent KILL 2>/dev/null
+stop_bg dead KILL 2>/dev/null
 
 # ---- usage errors --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@
 # -c 50 -P 16 -r 100000, server on CPU 0, client on CPU 1). SLUICE_SEED changes the sequences.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli
 
 LUA_DIR=$SLUICE_BUILD_DIR/src/store/lua # the shipped scripts, made by src/store/CMakeLists.txt
 EMBEDDED=$SLUICE_BUILD_DIR/src/store/lua_scripts.c
@@ -44,11 +45,9 @@ for alg in "${ALGS[@]}"; do
     check "shipped/$alg" shipped_ok "$alg"
 done
 
-PORT=$(free_port)
-mkdir -p "$TMP/redis"
-start_bg redis "${SRV_PIN[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save "" \
-    --appendonly no --dir "$TMP/redis"
-wait_port "$PORT" || { cat "$TMP/redis.log"; exit 1; }
+REDIS_WRAP=("${SRV_PIN[@]}")
+start_redis redis || { cat "$TMP/redis.log"; exit 1; }
+PORT=$REDIS_PORT
 
 for what in sha errors clock equiv memory; do
     check "$what" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" "${SLUICE_SEED:-20250}" \

@@ -9,24 +9,12 @@
 # Windows are one hour, so no key expires while the test runs.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 [ -f "$MODULE" ] || { echo "no $MODULE"; exit 1; }
-REDIS_ENV=(env)
-if ldd "$MODULE" | grep -q libasan; then # the ASan runtime must come first in redis-server
-    REDIS_ENV=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
-        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
-fi
-
-# start_redis NAME PORT DIR ARGS...: redis-server on 127.0.0.1:PORT with its files in DIR.
-start_redis() {
-    local name=$1 port=$2 dir=$3
-    shift 3
-    mkdir -p "$dir"
-    start_bg "$name" "${REDIS_ENV[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" \
-        --appendonly no --dir "$dir" "$@"
-    wait_port "$port" || { cat "$TMP/$name.log"; exit 1; }
-}
+# redis_up NAME ARGS..: start_redis, or its log and exit 1
+redis_up() { start_redis "$@" || { cat "$TMP/$1.log"; exit 1; }; }
 # wait_info PORT FIELD:VALUE: polls INFO (up to 20 s) until the line appears.
 wait_info() {
     local i
@@ -91,10 +79,10 @@ snapshot() {
 }
 
 # --- a primary with the module, a replica without it
-PP=$(free_port)
-RP=$(free_port)
-start_redis primary "$PP" "$TMP/primary" --loadmodule "$MODULE"
-start_redis replica "$RP" "$TMP/replica" --replicaof 127.0.0.1 "$PP"
+redis_up primary --repl-diskless-sync-delay 0 --loadmodule "$MODULE"
+PP=$REDIS_PORT
+redis_up replica --replicaof 127.0.0.1 "$PP"
+RP=$REDIS_PORT
 check link-up wait_info "$RP" master_link_status:up
 
 check debug-disabled [ "$(redis-cli -p "$PP" SL.DEBUG SETTIME 1)" = \
@@ -109,7 +97,7 @@ echo "workload: $(wc -l <"$TMP/work1") commands, $sets admissions that write, $d
 check workload-writes [ "$sets" -gt 300 ]
 check workload-rejects [ "$(grep -c '^0,' "$TMP/out1")" -gt 100 ]
 check workload-dels [ "$dels" -gt 10 ]
-check wait-replica [ "$(redis-cli -p "$PP" WAIT 1 10000)" = 1 ]
+check replica-caught-up poll 20 caught_up "$PP" "$RP"
 snapshot "$PP" "$TMP/snap-primary"
 snapshot "$RP" "$TMP/snap-replica"
 check keys-present [ "$(wc -l <"$TMP/snap-primary.keys")" -gt 100 ]
@@ -126,8 +114,8 @@ check replica-only-set-del [ -z "$others" ]
 [ -z "$others" ] || echo "$others"
 
 # --- AOF: written with the module, loaded without it
-AP=$(free_port)
-start_redis aof "$AP" "$TMP/aof" --appendonly yes --loadmodule "$MODULE"
+redis_up aof --appendonly yes --loadmodule "$MODULE"
+AP=$REDIS_PORT
 workload 8 "$TMP/work2"
 redis-cli -p "$AP" --csv <"$TMP/work2" >"$TMP/out2"
 check aof-rewrite bash -c "redis-cli -p $AP BGREWRITEAOF | grep -q 'rewriting started'"
@@ -137,7 +125,7 @@ workload 9 "$TMP/work3"
 redis-cli -p "$AP" --csv <"$TMP/work3" >"$TMP/out3"
 snapshot "$AP" "$TMP/snap-before"
 check aof-stop stop_bg aof
-start_redis aof2 "$AP" "$TMP/aof" --appendonly yes
+start_redis_at aof2 "$AP" --dir "$TMP/aof" --appendonly yes || { cat "$TMP/aof2.log"; exit 1; }
 check aof-loaded wait_info "$AP" loading:0
 snapshot "$AP" "$TMP/snap-after"
 check aof-keys-present [ "$(wc -l <"$TMP/snap-before.keys")" -gt 100 ]

@@ -9,29 +9,26 @@
 # sluiced from 127.0.0.1, and sluiced trusts only 127.0.0.1/32: so the rightmost X-Forwarded-For
 # entry that is not a trusted hop is the address nginx appended for the client, and whatever a
 # client writes into X-Forwarded-For itself sits to the left of it and is never believed.
-# Skipped (exit 0 with a note) when nginx or curl is not installed.
+# Skipped (exit 77, "Skipped" in ctest) when nginx or curl is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 NGINX=${NGINX:-/usr/sbin/nginx}
-if [ ! -x "$NGINX" ] || ! command -v curl >/dev/null; then
-    echo "SKIP: needs $NGINX and curl"
-    exit 0
-fi
+need "$NGINX" curl redis-cli
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: per-ip
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
     key: "{ip}"
   - name: by-key
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 2
     window: 1h
   - name: by-header
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 2
     window: 1h
     key: "{header:x-api-key}"
@@ -44,7 +41,6 @@ start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --sn
 }
 SLUICED_HTTP=$HTTP_PORT
 SLUICED_RESP=$RESP_PORT
-NGINX_PORT=$(free_port)
 
 mkdir -p "$TMP/www" "$TMP/nginx-tmp"
 echo "protected content" >"$TMP/www/content.txt"
@@ -54,8 +50,13 @@ if [ "$(id -u)" -eq 0 ]; then
     user_line="user root;"
 fi
 
-# The recipe of docs/nginx.md, with this test's paths and ports.
-cat >"$TMP/nginx.conf" <<NGINX
+# launch_nginx NAME: nginx on the port serve chose, with the recipe of docs/nginx.md (this
+# test's paths and ports); nginx reports a port it cannot bind in its error log.
+launch_nginx() {
+    NGINX_PORT=${SERVE_PORTS[0]}
+    rm -f "$TMP/nginx-error.log"
+    SERVE_LOGS=("$TMP/nginx-error.log")
+    cat >"$TMP/nginx.conf" <<NGINX
 $user_line
 daemon off;
 worker_processes 1;
@@ -166,9 +167,9 @@ http {
     }
 }
 NGINX
-
-start_bg nginx "$NGINX" -p "$TMP/" -e "$TMP/nginx-error.log" -c "$TMP/nginx.conf"
-wait_port "$NGINX_PORT" || {
+    start_bg "$1" "$NGINX" -p "$TMP/" -e "$TMP/nginx-error.log" -c "$TMP/nginx.conf"
+}
+serve nginx 1 launch_nginx || {
     cat "$TMP/nginx.log" "$TMP/nginx-error.log"
     exit 1
 }

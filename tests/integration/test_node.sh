@@ -5,15 +5,12 @@
 # against a sluiced with --requirepass, and reconnecting after the server restarts. The cases
 # are in tests/node/clients.js; this script installs the packages (npm ci, into
 # tests/node/node_modules, when that is missing) and runs the servers.
-# Skipped (exit 0 with a note) when node or npm is not installed.
+# Skipped (exit 77, "Skipped" in ctest) when node or npm is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP: needs node and npm"
-    exit 0
-fi
+need node npm redis-cli
 if [ ! -d "$NODE_DIR/node_modules/ioredis" ] || [ ! -d "$NODE_DIR/node_modules/redis" ]; then
     (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || {
         echo "npm ci failed in $NODE_DIR"
@@ -24,11 +21,11 @@ fi
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
   - name: pipe
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 50
     window: 1h
 YAML
@@ -46,17 +43,16 @@ start_sluiced auth "${common[@]}" --config-store "$TMP/auth.db" --requirepass "$
 }
 AUTH_PORT=$RESP_PORT
 
-# The server clients.js asks to have restarted, on fixed ports so the clients find it again.
-RESTART_PORT=$(free_port)
-RESTART_HTTP=$(free_port)
-start_restartable() {
-    start_bg restart "$SLUICED" --port "$RESTART_PORT" --http-port "$RESTART_HTTP" "${common[@]}" \
-        --config-store "$TMP/restart.db"
-    wait_port "$RESTART_PORT"
-}
-start_restartable || {
+# The server clients.js asks to have restarted, on the same ports so the clients find it again.
+start_sluiced restart "${common[@]}" --config-store "$TMP/restart.db" || {
     cat "$TMP/restart.log"
     exit 1
+}
+RESTART_PORT=$RESP_PORT
+RESTART_HTTP=$HTTP_PORT
+start_restartable() {
+    start_sluiced_at restart "$RESTART_PORT" "$RESTART_HTTP" "${common[@]}" \
+        --config-store "$TMP/restart.db"
 }
 
 mkdir -p "$TMP/handshake"

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
 # test_node_cluster.sh - ioredis's Cluster client calling SL.THROTTLE / CL.THROTTLE on a Redis
 # Cluster of 3 primaries + 3 replicas with sluice.so in every node, as users would (the cases
-# are in tests/node/cluster.js). Skipped (exit 0 with a note) when node or npm is missing.
+# are in tests/node/cluster.js). Skipped (exit 77, "Skipped" in ctest) when node or npm is missing.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP: needs node and npm"
-    exit 0
-fi
+need node npm redis-server redis-cli
 if [ ! -d "$NODE_DIR/node_modules/ioredis" ]; then
     (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || exit 1
 fi

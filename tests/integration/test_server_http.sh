@@ -4,30 +4,31 @@
 # headers, problem+json errors, rule and override CRUD behind the admin token, metrics, health.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need curl
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 2
     window: 1h
   - name: byip
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     key: "{ip}"
   - name: bynet
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     key: "{ip/24}"
   - name: bykey
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     key: "{header:x-api-key}:{method}"
   - name: bypath
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     key: "{method} {path}"

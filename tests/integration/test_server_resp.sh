@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # test_server_resp.sh - sluiced's RESP interface driven by redis-cli, as users would: every
 # command of SPEC §5, the connection commands clients send on connect, and every error text.
-# Rules use one-hour windows so nothing here depends on timing.
+# Nothing here depends on timing: counting rules are sliding logs (no window boundary to cross)
+# or buckets that refill nothing while the test runs (windows of an hour).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-cli
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
   - name: tb
@@ -17,7 +19,7 @@ rules:
     window: 1h
     burst: 2
   - name: dry
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     shadow: true
@@ -78,7 +80,7 @@ expect auth-nopass "ERR AUTH <password> called without any password configured f
 expect_match unknown "^ERR unknown command 'NOPE', with args beginning with: 'a'" NOPE a
 expect arity "ERR wrong number of arguments for 'sl.allow' command" SL.ALLOW api
 
-# --- SL.ALLOW / SL.PEEK / SL.RESET on a fixed window of 3 per hour
+# --- SL.ALLOW / SL.PEEK / SL.RESET on a sliding log of 3 per hour
 expect_match allow1 '^1 3 2 0 [0-9]+$' SL.ALLOW api k1
 expect_match allow2 '^1 3 1 0 [0-9]+$' SL.ALLOW api k1
 expect_match peek '^1 3 1 0 [0-9]+$' SL.PEEK api k1
@@ -131,11 +133,11 @@ expect all-arity "ERR wrong number of arguments for 'sl.allowall' command" SL.AL
 expect all-unknown "ERR unknown rule 'zz'" SL.ALLOWALL api a zz b
 
 # --- SL.THROTTLE: inline rules
-expect_match thr1 '^1 2 1 0 ' SL.THROTTLE t1 fixed_window 2 60000
-expect_match thr2 '^1 2 0 0 ' SL.THROTTLE t1 fixed_window 2 60000
-expect_match thr3 '^0 2 0 [1-9]' SL.THROTTLE t1 fixed_window 2 60000
-expect_match thr-gcra '^1 6 5 0 ' SL.THROTTLE g1 gcra 10 1000 BURST 5
-expect_match thr-cost '^1 6 2 0 ' SL.THROTTLE g1 gcra 10 1000 BURST 5 COST 3
+expect_match thr1 '^1 2 1 0 ' SL.THROTTLE t1 sliding_log 2 3600000
+expect_match thr2 '^1 2 0 0 ' SL.THROTTLE t1 sliding_log 2 3600000
+expect_match thr3 '^0 2 0 [1-9]' SL.THROTTLE t1 sliding_log 2 3600000
+expect_match thr-gcra '^1 6 5 0 ' SL.THROTTLE g1 gcra 10 3600000 BURST 5
+expect_match thr-cost '^1 6 2 0 ' SL.THROTTLE g1 gcra 10 3600000 BURST 5 COST 3
 expect_match thr-buckets '^1 10 9 0 ' SL.THROTTLE b1 sliding_buckets 10 1000 BUCKETS 5
 expect thr-algo "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)" SL.THROTTLE k leaky 1 1000
 expect thr-limit "ERR limit must be > 0" SL.THROTTLE k gcra 0 1000
@@ -145,17 +147,21 @@ expect thr-syntax "ERR syntax error" SL.THROTTLE k gcra 1 1000 BURST
 expect_match thr-buckets-bad '^ERR invalid rule: ' SL.THROTTLE k sliding_buckets 10 1000 BUCKETS 3
 expect thr-cost-big "ERR cost 11 exceeds what rule 'inline:fixed_window:10:1000:-1:-1' can ever admit (10 per window)" SL.THROTTLE k fixed_window 10 1000 COST 11
 
-# --- CL.THROTTLE: redis-cell's reply (limited, limit, remaining, retry_s, reset_s)
-expect cl1 "0 16 15 -1 2" CL.THROTTLE c1 15 30 60
-expect cl2 "0 16 14 -1 4" CL.THROTTLE c1 15 30 60
-expect cl-big "1 16 14 -1 4" CL.THROTTLE c1 15 30 60 17
-expect cl-peek "0 16 14 -1 4" CL.THROTTLE c1 15 30 60 0
+# --- CL.THROTTLE: redis-cell's reply (limited, limit, remaining, retry_s, reset_s). A fresh
+# key's reset is exactly one emission interval; later ones are 2 intervals less the time gone
+# by since the first (whole seconds, rounded up), so they are checked within a minute of it,
+# with 30 per hour (120 s intervals) refilling nothing meanwhile.
+expect cl-fresh "0 16 15 -1 2" CL.THROTTLE c0 15 30 60
+expect cl1 "0 16 15 -1 120" CL.THROTTLE c1 15 30 3600
+expect_match cl2 '^0 16 14 -1 (18[1-9]|19[0-9]|2[0-3][0-9]|240)$' CL.THROTTLE c1 15 30 3600
+expect_match cl-big '^1 16 14 -1 (18[1-9]|19[0-9]|2[0-3][0-9]|240)$' CL.THROTTLE c1 15 30 3600 17
+expect_match cl-peek '^0 16 14 -1 (18[1-9]|19[0-9]|2[0-3][0-9]|240)$' CL.THROTTLE c1 15 30 3600 0
 expect cl-usage "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]" CL.THROTTLE c1 15 30 60 1 2
 expect cl-int "ERR Couldn't parse as integer: x" CL.THROTTLE c1 x 30 60
 
 # --- SL.RULE
 expect_match rule-list '^api dry tb vip$' SL.RULE LIST
-expect_match rule-get '"algorithm": ?"fixed_window"' SL.RULE GET api
+expect_match rule-get '"algorithm": ?"sliding_log"' SL.RULE GET api
 expect rule-set OK SL.RULE SET newr '{"algorithm":"gcra","limit":5,"window":"1s"}'
 expect_match rule-new-used '^1 6 5 0 ' SL.ALLOW newr x
 expect_match rule-bad '^ERR invalid rule: .*window' SL.RULE SET bad '{"algorithm":"gcra","limit":5,"window":"5 s"}'

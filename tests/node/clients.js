@@ -133,9 +133,9 @@ async function ioredisCases() {
     await test('ioredis: an error inside a pipeline stays with its command', async () => {
         const results = await r
             .pipeline()
-            .call('SL.THROTTLE', 'io:pe', 'gcra', 10, 1000, 'BURST', 0)
+            .call('SL.THROTTLE', 'io:pe', 'gcra', 10, 3600000, 'BURST', 0)
             .call('SL.ALLOW', 'nope', 'k')
-            .call('SL.THROTTLE', 'io:pe', 'gcra', 10, 1000, 'BURST', 0)
+            .call('SL.THROTTLE', 'io:pe', 'gcra', 10, 3600000, 'BURST', 0)
             .exec();
         assert.equal(results[0][0], null);
         assertDecision(results[0][1], 1, 1, 0);
@@ -144,15 +144,23 @@ async function ioredisCases() {
         assert.equal(results[2][0], null);
         assertDecision(results[2][1], 0, 1, 0);
     });
+    // Keys decided more than once use windows of an hour, which refill nothing while the test
+    // runs, so the answers do not depend on how long the machine takes between two calls.
     await test('ioredis: SL.THROTTLE gcra with BURST', async () => {
-        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 1000, 'BURST', 5), 1, 6, 5);
-        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 1000, 'BURST', 5, 'COST', 5), 1, 6, 0);
-        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 1000, 'BURST', 5), 0, 6, 0);
+        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 3600000, 'BURST', 5), 1, 6, 5);
+        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 3600000, 'BURST', 5, 'COST', 5), 1, 6, 0);
+        assertDecision(await r.call('SL.THROTTLE', 'io:g', 'gcra', 10, 3600000, 'BURST', 5), 0, 6, 0);
     });
     await test('ioredis: CL.THROTTLE, redis-cell reply', async () => {
-        assert.deepEqual(await r.call('CL.THROTTLE', 'io:c', 15, 30, 60), [0, 16, 15, -1, 2]);
-        assert.deepEqual(await r.call('CL.THROTTLE', 'io:c', 15, 30, 60), [0, 16, 14, -1, 4]);
-        assert.deepEqual(await r.call('CL.THROTTLE', 'io:c', 15, 30, 60, 17), [1, 16, 14, -1, 4]);
+        assert.deepEqual(await r.call('CL.THROTTLE', 'io:c0', 15, 30, 60), [0, 16, 15, -1, 2]);
+        assert.deepEqual(await r.call('CL.THROTTLE', 'io:c', 15, 30, 3600), [0, 16, 15, -1, 120]);
+        // two 120 s intervals less the seconds gone by since the first call
+        const second = await r.call('CL.THROTTLE', 'io:c', 15, 30, 3600);
+        assert.deepEqual(second.slice(0, 4), [0, 16, 14, -1]);
+        assert.ok(second[4] > 180 && second[4] <= 240, `reset ${second[4]}`);
+        const big = await r.call('CL.THROTTLE', 'io:c', 15, 30, 3600, 17);
+        assert.deepEqual(big.slice(0, 4), [1, 16, 14, -1]);
+        assert.ok(big[4] > 180 && big[4] <= second[4], `reset ${big[4]}`);
     });
     await test('ioredis: errors are ReplyError with the exact message', async () => {
         await expectReplyError(r.call('SL.ALLOW', 'nope', 'k'), ReplyError, "ERR unknown rule 'nope'");
@@ -214,7 +222,7 @@ async function nodeRedisCases() {
     await test('node-redis: execAsPipeline of 100 commands', async () => {
         const m = c.multi();
         for (let i = 0; i < 100; i++) {
-            m.addCommand(['SL.THROTTLE', 'nr:pp', 'fixed_window', '60', '3600000']);
+            m.addCommand(['SL.THROTTLE', 'nr:pp', 'sliding_log', '60', '3600000']);
         }
         const replies = await m.execAsPipeline();
         assert.equal(replies.length, 100);
@@ -223,8 +231,8 @@ async function nodeRedisCases() {
     await test('node-redis: SL.THROTTLE and CL.THROTTLE', async () => {
         // gcra's limit is max_burst + 1, as redis-cell's; max_burst defaults to the limit
         assertDecision(await c.sendCommand(['SL.THROTTLE', 'nr:g', 'gcra', '10', '1000']), 1, 11, 10);
-        assertDecision(await c.sendCommand(['SL.THROTTLE', 'nr:g1', 'gcra', '10', '1000', 'BURST', '0']), 1, 1, 0);
-        assertDecision(await c.sendCommand(['SL.THROTTLE', 'nr:g1', 'gcra', '10', '1000', 'BURST', '0']), 0, 1, 0);
+        assertDecision(await c.sendCommand(['SL.THROTTLE', 'nr:g1', 'gcra', '10', '3600000', 'BURST', '0']), 1, 1, 0);
+        assertDecision(await c.sendCommand(['SL.THROTTLE', 'nr:g1', 'gcra', '10', '3600000', 'BURST', '0']), 0, 1, 0);
         assert.deepEqual(await c.sendCommand(['CL.THROTTLE', 'nr:c', '15', '30', '60']), [0, 16, 15, -1, 2]);
     });
     await test('node-redis: errors are ErrorReply with the exact message', async () => {
