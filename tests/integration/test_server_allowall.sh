@@ -98,8 +98,8 @@ stop_bg s1 TERM
 
 # 5. with the Redis store and sluice.so: a pair named twice is one script's check, charged whole
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
-RP=$(free_port)
-start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+start_redis redis --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+RP=$REDIS_PORT
 start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 2s || { cat "$TMP/s2.log"; exit 1; }
 check redis-twice-refused matches "$(cli SL.ALLOWALL api dd api dd COST 150)" "^ERR cost 300 exceeds"

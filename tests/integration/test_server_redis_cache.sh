@@ -128,8 +128,8 @@ run_suite() {
 }
 
 # --- with the module
-RP=$(free_port)
-start_redis redis "$RP" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+start_redis redis --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+RP=$REDIS_PORT
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 100ms --threads 1 || { cat "$TMP/s1.log"; exit 1; }
 check module-detected in_log s1 "request store redis (sluice.so module)"
@@ -138,8 +138,8 @@ stop_bg s1 TERM
 check s1-exit-0 test $? -eq 0
 
 # --- with the Lua scripts (a Redis without the module)
-LP=$(free_port)
-start_redis lua "$LP" || { cat "$TMP/lua.log"; exit 1; }
+start_redis lua || { cat "$TMP/lua.log"; exit 1; }
+LP=$REDIS_PORT
 start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/s2.db" --snapshot "" \
     --store "redis://127.0.0.1:$LP" --store-timeout 100ms --threads 1 || { cat "$TMP/s2.log"; exit 1; }
 check lua-detected in_log s2 "request store redis (Lua scripts)"

@@ -53,8 +53,8 @@ FOUND="redis 127.0.0.1:[0-9]*: sluice.so is loaded: deciding with its commands"
 redis_args=(--enable-module-command local)
 
 # --- 1. with the module
-RP=$(free_port)
-start_redis r1 "$RP" "${redis_args[@]}" --loadmodule "$MODULE" || { cat "$TMP/r1.log"; exit 1; }
+start_redis r1 "${redis_args[@]}" --loadmodule "$MODULE" || { cat "$TMP/r1.log"; exit 1; }
+RP=$REDIS_PORT
 start_sluiced s --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
     --store "redis://127.0.0.1:$RP" --store-timeout 1s --threads 2 || { cat "$TMP/s.log"; exit 1; }
 P=$RESP_PORT H=$HTTP_PORT
@@ -66,7 +66,7 @@ check metric-module test "$(metric "$H" 'sluice_redis_nodes{mode="module"}')" = 
 
 # --- 2. Redis restarted without the module, same port
 stop_bg r1 KILL
-start_redis r2 "$RP" "${redis_args[@]}" || { cat "$TMP/r2.log"; exit 1; }
+start_redis_at r2 "$RP" "${redis_args[@]}" || { cat "$TMP/r2.log"; exit 1; }
 check lua-first-decision matches "$(sc "$P" SL.ALLOW d k1)" '^1 100 99 0 '
 check lua-logged wait_log s "$LOST" 1
 for i in 1 2 3 4; do sc "$P" SL.ALLOW d k1 >/dev/null; done # both loops, most likely
@@ -80,7 +80,7 @@ check metric-lua-no-module test "$(metric "$H" 'sluice_redis_nodes{mode="module"
 
 # --- 3. Redis restarted with the module
 stop_bg r2 KILL
-start_redis r3 "$RP" "${redis_args[@]}" --loadmodule "$MODULE" || { cat "$TMP/r3.log"; exit 1; }
+start_redis_at r3 "$RP" "${redis_args[@]}" --loadmodule "$MODULE" || { cat "$TMP/r3.log"; exit 1; }
 check module-again-first-decision matches "$(sc "$P" SL.ALLOW d k1)" '^1 100 99 0 '
 check module-again-logged wait_log s "$FOUND" 1
 check module-again-decides matches "$(sc "$P" SL.ALLOW d k1)" '^1 100 98 0 '
