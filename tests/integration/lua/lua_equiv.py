@@ -457,6 +457,32 @@ def check_settle(conn, shas, ck, seed):
                   stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 10))
 
 
+def check_saturation(conn, shas, ck):
+    """A debt of 2^53 - 1 units saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
+    sliding_window, the newest N stamps, a TAT just below 2^53 us) without an error, and the key
+    refuses even a peek."""
+    big, t = 2**53 - 1, START_US + 7
+    want = {"fixed_window": ("count", big), "sliding_window": ("curr", 2**52),
+            "sliding_buckets": ("counts", {(t // 250000): big}), "sliding_log": ("stamps", [t] * 5),
+            "token_bucket": ("tat ns", 9007199254740990000), "gcra": ("tat ns", 9007199254740990000)}
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    for alg in ALGORITHMS:
+        key = "lua:sat:" + alg
+        conn.call("DEL", key)
+        buckets = 4 if alg == "sliding_buckets" else -1
+        args = [5, SEC, -1, buckets, 0]
+        r1 = conn.call("EVALSHA", shas[alg], 1, key, *args, "settle", 0, big, "now", t)
+        r2 = conn.call("EVALSHA", shas[alg], 1, key, *args, 0, t + 1)
+        rule = core.rule(alg, 5, SEC * 1000, buckets=buckets)
+        value = conn.call("GET", key)
+        view = value and script_view(alg, rule, value)
+        field, expected = want[alg]
+        got = view and view[view.index(field) + 1]
+        ck.expect("saturation/" + alg, isinstance(r1, list) and r1[0] == 0 and r1[2] == 0 and
+                  isinstance(r2, list) and r2[0] == 0 and got == expected,
+                  "%r %r %r" % (r1, r2, view))
+
+
 def used_memory(conn):
     info = conn.call("INFO", "memory").decode()
     return int([l for l in info.split("\r\n") if l.startswith("used_memory:")][0].split(":")[1])
@@ -520,6 +546,7 @@ def main():
         check_equiv(conn, shas, ck, sluice, tmp, int(seed))
     if "settle" in which:
         check_settle(conn, shas, ck, int(seed))
+        check_saturation(conn, shas, ck)
     if "memory" in which:
         report_memory(conn, int(port), shas, ck)
     sys.exit(1 if ck.failed else 0)
