@@ -59,19 +59,17 @@ local function count(j)
     return struct.unpack(have_fmt, s, HEADER + 1 + have * (j - first))
 end
 
--- The value of a state: the time t, then the counts get(j) of buckets from .. to, leading empty
--- ones left out (none at all: nil). 8-byte counts when the limit or a count (a debt) needs them.
-local function text_of(t, from, to, get)
-    local w, big, parts = width, 4294967296, {}
+-- The value of a state: the time t, then the counts get(j) of buckets from .. to, plus add at
+-- bucket add_j, leading empty ones left out (none at all: nil), w bytes each.
+local function text_of(t, from, to, get, add_j, add, w)
+    local fmt, parts = packed_fmt(w), {string.char(w) .. struct.pack('<i8', t)}
     for j = from, to do
         local c = get(j)
-        if c > 0 or #parts > 0 then parts[#parts + 1] = c end
-        if c >= big then w = 8 end
+        if j == add_j then c = c + add end
+        if c > 0 or #parts > 1 then parts[#parts + 1] = struct.pack(fmt, c) end
     end
-    if #parts == 0 then return nil end
-    local fmt = packed_fmt(w)
-    for i = 1, #parts do parts[i] = struct.pack(fmt, parts[i]) end
-    return string.char(w) .. struct.pack('<i8', t) .. table.concat(parts)
+    if #parts == 1 then return nil end
+    return table.concat(parts)
 end
 
 if reserved and reserved ~= actual then -- a settle, then a peek
@@ -102,8 +100,12 @@ if reserved and reserved ~= actual then -- a settle, then a peek
             break
         end
     end
-    if fresh > 0 then
-        text = text_of(latest, first, newest, function(j) return counts[j] end)
+    if fresh > 0 then -- 8-byte counts when the limit or a count (a debt) needs them
+        local w = width
+        for j = first, newest do
+            if counts[j] >= 4294967296 then w = 8 end
+        end
+        text = text_of(latest, first, newest, function(j) return counts[j] end, nil, 0, w)
     end
     settle_store(key, s, text, fresh)
     s = text -- the peek below reads the settled state
@@ -128,10 +130,8 @@ end
 
 if cost <= limit - inside then
     if cost > 0 then
-        local text = text_of(now, math.max(first, lo), b, function(j)
-            if j == b then return count(j) + cost end
-            return count(j)
-        end)
+        -- every count is within the limit: none was admitted otherwise
+        local text = text_of(now, math.max(first, lo), b, count, b, cost, width)
         redis.call('SET', key, text, 'PXAT', math.floor((drop_time(b) + 999) / 1000))
         inside = inside + cost
         return {1, limit, math.max(0, limit - inside), 0, drop_time(b) - now, 0}

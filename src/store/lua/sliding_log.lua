@@ -33,48 +33,44 @@ if window <= 4294967296 then width = 4 end
 
 local key = KEYS[1]
 local s = redis.call('GET', key)
-local n, have, base, flags = 0, width, 0, 0
+local n, have, base, flags, latest = 0, width, 0, 0, 0
 local have_fmt
 
 local function stamp(i) -- the i-th oldest stamp, 0 <= i < n; i = n: LATEST's time
     return base + struct.unpack(have_fmt, s, HEADER + 1 + have * i)
 end
 
--- Reads the value s; false if it is no sliding_log state.
+-- Reads the value s, and the latest time it records (what an earlier now is clamped to); false
+-- if it is no sliding_log state.
 local function read()
-    n, have, base, flags = 0, width, 0, 0
+    n, have, base, flags, latest = 0, width, 0, 0, 0
     if s then
         have, base, n, flags = packed_read(s)
         if not have or (flags ~= 0 and flags ~= DROPPED and flags ~= LATEST) then return false end
         if flags == LATEST then n = n - 1 end
     end
     have_fmt = packed_fmt(have)
+    if n > 0 then latest = stamp(n - 1) end
     if flags == DROPPED and n == 0 then return false end
-    if flags == LATEST and (n < 0 or stamp(n) <= (n > 0 and stamp(n - 1) or 0)) then
-        return false
+    if flags == LATEST then
+        if n < 0 or stamp(n) <= latest then return false end
+        latest = stamp(n)
     end
     return true
 end
 if not read() then return no_state_reply(key) end
 
-local function latest_of() -- the latest time recorded: what an earlier now is clamped to
-    if flags == LATEST then return stamp(n) end
-    if n > 0 then return stamp(n - 1) end
-    return 0
-end
-
--- The number of stamps t <= cutoff in st[0 .. cnt) (sorted): binary search.
-local function count_upto(st, cnt, cutoff)
-    local lo, hi = 0, cnt
-    while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        if st[mid] > cutoff then hi = mid else lo = mid + 1 end
-    end
-    return lo
-end
-
 if reserved and reserved ~= actual then -- a settle (the core's), then a peek
-    local st, cnt, dropped, latest = {}, n, flags == DROPPED, latest_of()
+    -- the number of stamps t <= cutoff in st[0 .. cnt) (sorted): binary search
+    local function count_upto(st, cnt, cutoff)
+        local lo, hi = 0, cnt
+        while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if st[mid] > cutoff then hi = mid else lo = mid + 1 end
+        end
+        return lo
+    end
+    local st, cnt, dropped = {}, n, flags == DROPPED
     for i = 0, n - 1 do st[i] = stamp(i) end
     local has_latest, changed = flags == LATEST, true
     local function drop(k) -- the oldest k stamps
@@ -133,7 +129,7 @@ if reserved and reserved ~= actual then -- a settle (the core's), then a peek
     read()
 end
 
-now = math.max(now, latest_of()) -- clamp to the latest time recorded
+now = math.max(now, latest) -- clamp to the latest time recorded
 -- binary search: the number of stamps t <= now - W (expired; the window excludes now - W)
 local cutoff = now - window
 local lo, hi = 0, n
