@@ -3,7 +3,9 @@
 # every command and every error text (side by side with sluiced, which must answer the same),
 # WRONGTYPE and keys that are not sluice state, absolute expiry, redis-cell's published
 # CL.THROTTLE table, equivalence with the core (`sluice replay`) on seeded random sequences for
-# all six algorithms, and memory per key against redis-server's own SET k v PX t.
+# all six algorithms, SL.SETTLE by hand and against the core itself (libsluice through
+# tests/integration/sluice_core.py: replies, stored bytes and expiries on random sequences of
+# decisions and settles), and memory per key against redis-server's own SET k v PX t.
 # Times set with SL.DEBUG SETTIME are in 2096, so keys written under the test clock never expire
 # by redis-server's real clock while the test runs.
 set -u
