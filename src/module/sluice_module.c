@@ -6,6 +6,8 @@
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
  *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *               RESERVED r ACTUAL a [AT unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
@@ -13,8 +15,8 @@
  * A key's value is a Redis string: a 4-byte header, then the state in its packed form.
  *
  *   byte 0     STATE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
- *   byte 1     format (high nibble, state_version(): 2 for sliding_log, 1 for the others) |
- *              algorithm (low nibble, 1..6)
+ *   byte 1     format (high nibble, value_version(): 1, except sliding_log: 2, or 3 when its
+ *              packed form carries a flag of a settle or a refund) | algorithm (low nibble, 1..6)
  *   bytes 2-3  a 16-bit hash of the prepared rule's parameters, little endian
  *   bytes 4..  the state as sl_state_pack() writes it: sl_state_size(rule) bytes, except for
  *              sliding_log, whose packed form holds only the stamps in use (2-3 bytes each)
@@ -24,7 +26,7 @@
  * stamps pack as microseconds. A decision that admits a cost writes the state, sets the key's
  * absolute expiry to the moment the state is fresh again, and replicates exactly that: SET key
  * <bytes> PXAT <ms> (or DEL when the state is fresh already). Peeks and rejections write and
- * replicate nothing.
+ * replicate nothing. A settle writes (and replicates) the same way when it changes the state.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -90,20 +92,33 @@ static uint16_t params_hash(const sl_rule_t *rule)
     return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
 }
 
-/* The format of an algorithm's values: the layout of its state after the header. sliding_log's
- * is 2 (its packed form; 1 was the whole ring of N stamps); the others' states never changed,
- * so their keys stay readable by every sluice.so (a rolling upgrade, a failover to an older
- * node). */
-static unsigned state_version(unsigned algorithm)
+/* The formats of an algorithm's values: the layout of its state after the header. sliding_log's
+ * is 2 (its packed form; 1 was the whole ring of N stamps), or 3 when the packed form carries a
+ * flag that only a settle or a refund sets (the oldest stamps dropped by a debt, or the latest
+ * time kept apart): a sluice.so that reads only format 2 refuses such a value with the format
+ * error instead of calling it corrupt, while sliding_log values without a flag stay readable by
+ * it. The others' states never changed layout, so their keys stay readable by every sluice.so (a
+ * rolling upgrade, a failover to an older node). */
+#define LOG_PACKED_FLAGS 0x30 /* the flag bits of a packed sliding_log's first byte */
+
+static unsigned value_version(unsigned algorithm, const uint8_t *packed)
 {
-    return algorithm == SL_SLIDING_LOG ? 2 : 1;
+    if (algorithm != SL_SLIDING_LOG) {
+        return 1;
+    }
+    return (packed[0] & LOG_PACKED_FLAGS) != 0 ? 3 : 2;
 }
 
-static void header_write(const request_t *req, uint8_t *out)
+static bool version_read(unsigned algorithm, unsigned version)
+{
+    return algorithm == SL_SLIDING_LOG ? version == 2 || version == 3 : version == 1;
+}
+
+static void header_write(const request_t *req, const uint8_t *packed, uint8_t *out)
 {
     unsigned algorithm = (unsigned)req->t.rule.algorithm;
     out[0] = STATE_MAGIC;
-    out[1] = (uint8_t)(state_version(algorithm) << 4 | (algorithm & 0x0f));
+    out[1] = (uint8_t)(value_version(algorithm, packed) << 4 | (algorithm & 0x0f));
     out[2] = (uint8_t)(req->hash & 0xff);
     out[3] = (uint8_t)(req->hash >> 8);
 }
@@ -133,11 +148,11 @@ static const char *value_read(const request_t *req, const uint8_t *p, size_t len
                  algorithm);
         return err;
     }
-    if (version != state_version(algorithm)) {
+    if (!version_read(algorithm, version)) {
         snprintf(err, THROTTLE_ERR_MAX,
-                 "ERR the key holds %s state of format %u, this sluice.so reads format %u "
+                 "ERR the key holds %s state of format %u, this sluice.so reads %s "
                  "(SL.RESET it, or load a matching sluice.so)",
-                 stored, version, state_version(algorithm));
+                 stored, version, algorithm == SL_SLIDING_LOG ? "formats 2 and 3" : "format 1");
         return err;
     }
     if (algorithm != (unsigned)rule->algorithm) {
@@ -162,7 +177,8 @@ static const char *value_read(const request_t *req, const uint8_t *p, size_t len
                  len, stored, want);
         return err;
     }
-    if (sl_state_unpack(rule, p + STATE_HEADER, len - STATE_HEADER, state) != SL_OK) {
+    if (sl_state_unpack(rule, p + STATE_HEADER, len - STATE_HEADER, state) != SL_OK ||
+        version != value_version(algorithm, p + STATE_HEADER)) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
                  stored);
@@ -287,11 +303,12 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
 }
 
 /*
- * Writes the packed state `packed` (size bytes) as the value of the key, which holds stored_len
- * bytes (0: empty, created here), sets its expiry and replicates the result. Returns NULL, or an
- * error text. A sliding_log that grew or shrank is resized in place (StringTruncate): Redis then
- * keeps room to grow (up to twice the bytes), which measured 20 % more memory per stamp than
- * exact-size strings (RM_StringSet) but 6-17 % less CPU per decision (docs/design.md).
+ * Writes the header and the packed state `packed` (size bytes) as the value of the key, which
+ * holds stored_len bytes (0: empty, created here), sets its expiry and replicates the result.
+ * Returns NULL, or an error text. A sliding_log that grew or shrank is resized in place
+ * (StringTruncate): Redis then keeps room to grow (up to twice the bytes), which measured 20 %
+ * more memory per stamp than exact-size strings (RM_StringSet) but 6-17 % less CPU per decision
+ * (docs/design.md). The header is written every time: a sliding_log's format follows its flags.
  */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
                                size_t stored_len, const request_t *req, const uint8_t *packed,
@@ -305,14 +322,104 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     if (w == NULL || len != total) {
         return "ERR sluice could not write the key";
     }
-    if (stored_len == 0) {
-        header_write(req, (uint8_t *)w);
-    }
+    header_write(req, packed, (uint8_t *)w);
     memcpy(w + STATE_HEADER, packed, size);
     RedisModule_SetAbsExpire(key, expire_ms);
     RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
     RedisModule_SignalModifiedKey(ctx, keyname);
     return NULL;
+}
+
+/* A key as read for a command: its type, its value's bytes (stored, stored_len; NULL and 0 when
+ * empty) and the state unpacked from them. */
+typedef struct key_state {
+    RedisModuleKey *key;
+    int type;
+    const uint8_t *stored;
+    size_t stored_len;
+    uint8_t *state; /* sl_state_size() bytes: local, or allocated */
+    uint8_t local[STATE_LOCAL];
+} key_state_t;
+
+/*
+ * Opens argv[1] and reads its state under the request's rule. Returns NULL with ks filled (close
+ * it with key_close), or the error text (ks closed already; WRONGTYPE, or a value that is not
+ * this rule's state, in err).
+ */
+static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, const request_t *r,
+                            bool may_write, key_state_t *ks, char err[THROTTLE_ERR_MAX])
+{
+    ks->key = RedisModule_OpenKey(
+        ctx, keyname, may_write ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
+    ks->type = RedisModule_KeyType(ks->key);
+    ks->stored = NULL;
+    ks->stored_len = 0;
+    ks->state = NULL;
+    if (ks->type != REDISMODULE_KEYTYPE_EMPTY && ks->type != REDISMODULE_KEYTYPE_STRING) {
+        RedisModule_CloseKey(ks->key);
+        return REDISMODULE_ERRORMSG_WRONGTYPE;
+    }
+    size_t size = sl_state_size(&r->t.rule);
+    ks->state = size <= sizeof(ks->local) ? ks->local : RedisModule_Alloc(size);
+    if (ks->type == REDISMODULE_KEYTYPE_EMPTY) {
+        memset(ks->state, 0, size);
+        return NULL;
+    }
+    ks->stored = (const uint8_t *)RedisModule_StringDMA(ks->key, &ks->stored_len, REDISMODULE_READ);
+    const char *error = value_read(r, ks->stored, ks->stored_len, ks->state, err);
+    if (error != NULL) {
+        if (ks->state != ks->local) {
+            RedisModule_Free(ks->state);
+        }
+        RedisModule_CloseKey(ks->key);
+    }
+    return error;
+}
+
+static void key_close(key_state_t *ks)
+{
+    RedisModule_CloseKey(ks->key);
+    if (ks->state != ks->local) {
+        RedisModule_Free(ks->state);
+    }
+}
+
+/*
+ * Makes the key hold ks->state, written at now_ns with reset_after_ns to go until it is fresh:
+ * the packed state with its expiry, unless the value already holds exactly those bytes; a DEL
+ * when the state is fresh (nothing, for an empty key). Each write is replicated as its effect.
+ * Returns NULL, or an error text.
+ */
+static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, key_state_t *ks,
+                             const request_t *r, int64_t now_ns, int64_t reset_after_ns)
+{
+    const sl_rule_t *rule = &r->t.rule;
+    if (sl_state_is_fresh(rule, ks->state, now_ns)) {
+        if (ks->type != REDISMODULE_KEYTYPE_EMPTY) {
+            RedisModule_DeleteKey(ks->key);
+            RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            RedisModule_SignalModifiedKey(ctx, keyname);
+        }
+        return NULL;
+    }
+    size_t max = sl_state_packed_max(rule);
+    uint8_t packed_local[STATE_LOCAL];
+    uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
+    size_t n = sl_state_pack(rule, ks->state, packed);
+    const char *error = NULL;
+    uint8_t header[STATE_HEADER];
+    header_write(r, packed, header);
+    bool same = ks->stored_len == STATE_HEADER + n &&
+                memcmp(ks->stored, header, STATE_HEADER) == 0 &&
+                memcmp(ks->stored + STATE_HEADER, packed, n) == 0;
+    if (!same) { /* the same bytes have the same expiry: it is where the state is fresh */
+        mstime_t at = expiry_ms(rule, ks->state, now_ns, reset_after_ns);
+        error = store_state(ctx, keyname, ks->key, ks->stored_len, r, packed, n, at);
+    }
+    if (packed != packed_local) {
+        RedisModule_Free(packed);
+    }
+    return error;
 }
 
 /* SL.THROTTLE, SL.PEEK and CL.THROTTLE: one decision on the key argv[1]. */
@@ -325,55 +432,23 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     }
     const throttle_req_t *req = &r.t;
     int64_t now_ns = module_now_ns();
-    bool may_write = req->cost > 0;
-    RedisModuleKey *key = RedisModule_OpenKey(
-        ctx, argv[1], may_write ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
-    int type = RedisModule_KeyType(key);
-    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STRING) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    }
-    size_t size = sl_state_size(&req->rule);
-    uint8_t local[STATE_LOCAL];
-    uint8_t *state = size <= sizeof(local) ? local : RedisModule_Alloc(size);
+    key_state_t ks;
     char err[THROTTLE_ERR_MAX];
-    const char *error = NULL;
-    size_t stored_len = 0;
-    if (type == REDISMODULE_KEYTYPE_EMPTY) {
-        memset(state, 0, size);
-    } else {
-        const uint8_t *p =
-            (const uint8_t *)RedisModule_StringDMA(key, &stored_len, REDISMODULE_READ);
-        error = value_read(&r, p, stored_len, state, err);
+    const char *error = key_open(ctx, argv[1], &r, req->cost > 0, &ks, err);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
     }
     sl_decision_t d;
-    if (error == NULL && sl_decide(&req->rule, state, req->cost, now_ns, &d) != SL_OK) {
+    if (sl_decide(&req->rule, ks.state, req->cost, now_ns, &d) != SL_OK) {
         error = "ERR sluice could not decide (invalid cost)";
     }
     if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(req, &d, err)) {
         error = err; /* rejected: nothing to write */
     }
     if (error == NULL && d.allowed && req->cost > 0) {
-        if (!sl_state_is_fresh(&req->rule, state, now_ns)) {
-            mstime_t at = expiry_ms(&req->rule, state, now_ns, d.reset_after_ns);
-            size_t max = sl_state_packed_max(&req->rule);
-            uint8_t packed_local[STATE_LOCAL];
-            uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
-            size_t n = sl_state_pack(&req->rule, state, packed);
-            error = store_state(ctx, argv[1], key, stored_len, &r, packed, n, at);
-            if (packed != packed_local) {
-                RedisModule_Free(packed);
-            }
-        } else if (type != REDISMODULE_KEYTYPE_EMPTY) {
-            RedisModule_DeleteKey(key);
-            RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
-            RedisModule_SignalModifiedKey(ctx, argv[1]);
-        }
+        error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
     }
-    RedisModule_CloseKey(key);
-    if (state != local) {
-        RedisModule_Free(state);
-    }
+    key_close(&ks);
     if (error != NULL) {
         return RedisModule_ReplyWithError(ctx, error);
     }
@@ -383,6 +458,43 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     } else {
         throttle_reply_sl(&d, reply);
     }
+    return reply_int_array(ctx, reply, 5);
+}
+
+/*
+ * SL.SETTLE: settles a reservation of RESERVED units admitted at AT (default now) that cost
+ * ACTUAL (sl_settle()): less gives the difference back, more charges it past the limit (debt).
+ * The key is written, and the write replicated, only when its state changes. Replies with the
+ * key's decision afterwards, in SL.THROTTLE's shape (a peek).
+ */
+static int settle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    request_t r;
+    if (parse(ctx, THROTTLE_SL_SETTLE, argv, argc, &r) != 0) {
+        return REDISMODULE_OK;
+    }
+    const throttle_req_t *req = &r.t;
+    int64_t now_ns = module_now_ns();
+    key_state_t ks;
+    char err[THROTTLE_ERR_MAX];
+    const char *error = key_open(ctx, argv[1], &r, true, &ks, err);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    sl_decision_t d;
+    int64_t charged_ns = throttle_settle_charged_ns(req, now_ns); /* <= now_ns */
+    if (sl_settle(&req->rule, ks.state, req->reserved, req->actual, charged_ns, now_ns, &d) !=
+        SL_OK) {
+        error = "ERR sluice could not settle (invalid units)";
+    } else if (req->reserved != req->actual) {
+        error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
+    }
+    key_close(&ks);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    int64_t reply[5];
+    throttle_reply_sl(&d, reply);
     return reply_int_array(ctx, reply, 5);
 }
 
@@ -399,6 +511,11 @@ static int cmd_sl_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 static int cmd_cl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     return decide_command(ctx, argv, argc, THROTTLE_CL);
+}
+
+static int cmd_sl_settle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return settle_command(ctx, argv, argc);
 }
 
 /* SL.RESET key: forgets the key's usage. +OK whether or not it held any; a value that is not
@@ -476,6 +593,7 @@ static const command_t commands[] = {
     {"sl.throttle", cmd_sl_throttle, "write deny-oom", 1, 1, 1},
     {"cl.throttle", cmd_cl_throttle, "write deny-oom", 1, 1, 1},
     {"sl.peek", cmd_sl_peek, "readonly", 1, 1, 1},
+    {"sl.settle", cmd_sl_settle, "write deny-oom", 1, 1, 1},
     {"sl.reset", cmd_sl_reset, "write", 1, 1, 1},
     {"sl.debug", cmd_sl_debug, "fast", 0, 0, 0},
 };

@@ -1,7 +1,7 @@
 /*
- * throttle_args.c - SL.THROTTLE / SL.PEEK / CL.THROTTLE arguments, errors and replies (see
- * throttle_args.h). The texts and their order are sluiced's: a request gets the same first
- * error from sluiced and from the module.
+ * throttle_args.c - SL.THROTTLE / SL.PEEK / SL.SETTLE / CL.THROTTLE arguments, errors and
+ * replies (see throttle_args.h). The texts and their order are sluiced's: a request gets the same
+ * first error from sluiced and from the module.
  */
 #include "rules/throttle_args.h"
 
@@ -100,10 +100,65 @@ static int prepare(throttle_req_t *out, char *err)
     return 0;
 }
 
-/* SL.THROTTLE / SL.PEEK key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
- * [COST n] */
-static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
-                    char *err)
+/* One of a settle's options, argv[i] naming it and argv[i + 1] its value (present): 1 when it
+ * is RESERVED, ACTUAL or AT and was stored in *out, 0 when it is another name, -1 with err when
+ * its value is bad. */
+static int settle_option(const throttle_arg_t *argv, size_t i, throttle_req_t *out, char *err)
+{
+    int64_t *slot = throttle_arg_is(&argv[i], "RESERVED") ? &out->reserved
+                    : throttle_arg_is(&argv[i], "ACTUAL") ? &out->actual
+                    : throttle_arg_is(&argv[i], "AT")     ? &out->at_ms
+                                                          : NULL;
+    if (slot == NULL) {
+        return 0;
+    }
+    const char *what = slot == &out->reserved ? "reserved" : slot == &out->actual ? "actual" : "at";
+    int64_t v;
+    if (!throttle_arg_i64(&argv[i + 1], &v)) {
+        return fail(err, "ERR %s is not an integer or out of range", what);
+    }
+    if (v < 0) {
+        return fail(err, "ERR %s must be >= 0", what);
+    }
+    *slot = v;
+    return 1;
+}
+
+static void settle_init(throttle_req_t *out)
+{
+    out->reserved = -1; /* -1 until given */
+    out->actual = -1;
+    out->at_ms = -1;
+}
+
+static int settle_given(throttle_req_t *out, char *err)
+{
+    if (out->reserved < 0 || out->actual < 0) {
+        return fail(err, "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    }
+    return 0;
+}
+
+int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
+                          throttle_req_t *out, char err[THROTTLE_ERR_MAX])
+{
+    settle_init(out);
+    for (size_t i = first; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            return fail(err, "ERR syntax error");
+        }
+        int rc = settle_option(argv, i, out, err);
+        if (rc <= 0) {
+            return rc < 0 ? -1 : fail(err, "ERR syntax error");
+        }
+    }
+    return settle_given(out, err);
+}
+
+/* SL.THROTTLE / SL.PEEK / SL.SETTLE key algorithm limit window_ms [BURST b] [BUCKETS k]
+ * [MAX_DELAY ms] [COST n] (SL.SETTLE: RESERVED r ACTUAL a [AT unix_ms], no COST) */
+static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
+                    throttle_req_t *out, char *err)
 {
     char b[SHOW_BUF];
     if (argc < 5) {
@@ -111,7 +166,12 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
     }
     sl_rule_t *p = &out->params;
     *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
-    out->cost = peek ? 0 : 1;
+    out->cost = cmd == THROTTLE_SL ? 1 : 0;
+    out->reserved = out->actual = 0;
+    out->at_ms = -1;
+    if (cmd == THROTTLE_SL_SETTLE) {
+        settle_init(out);
+    }
     if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &p->algorithm) != SL_OK) {
         return fail(err,
                     "ERR unknown algorithm '%s' (fixed_window, sliding_log, sliding_window, "
@@ -129,6 +189,15 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
         if (i + 1 >= argc) {
             return fail(err, "ERR syntax error");
         }
+        if (cmd == THROTTLE_SL_SETTLE) {
+            int rc = settle_option(argv, i, out, err);
+            if (rc != 0) {
+                if (rc < 0) {
+                    return -1;
+                }
+                continue;
+            }
+        }
         const char *what = throttle_arg_is(&argv[i], "BURST")       ? "burst"
                            : throttle_arg_is(&argv[i], "BUCKETS")   ? "buckets"
                            : throttle_arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
@@ -137,8 +206,12 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
         if (what == NULL) {
             return fail(err, "ERR syntax error");
         }
-        if (peek && strcmp(what, "cost") == 0) {
+        if (cmd == THROTTLE_SL_PEEK && strcmp(what, "cost") == 0) {
             return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
+        }
+        if (cmd == THROTTLE_SL_SETTLE && strcmp(what, "cost") == 0) {
+            return fail(err,
+                        "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)");
         }
         int64_t v;
         if (!throttle_arg_i64(&argv[i + 1], &v)) {
@@ -160,6 +233,9 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
             out->cost = v;
         }
     }
+    if (cmd == THROTTLE_SL_SETTLE && settle_given(out, err) != 0) {
+        return -1;
+    }
     if (p->limit <= 0) {
         return fail(err, "ERR limit must be > 0");
     }
@@ -168,6 +244,14 @@ static int parse_sl(bool peek, const throttle_arg_t *argv, size_t argc, throttle
     }
     p->window_ns = window_ms * NS_PER_MS;
     return prepare(out, err);
+}
+
+int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
+{
+    if (req->at_ms < 0 || req->at_ms >= now_ns / NS_PER_MS) {
+        return now_ns; /* no AT, or the current millisecond (or later): now */
+    }
+    return req->at_ms * NS_PER_MS + (NS_PER_MS - 1); /* < now_ns: no overflow */
 }
 
 /* CL.THROTTLE key max_burst count period_s [quantity] */
@@ -205,6 +289,8 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
                               .burst = v[0],
                               .buckets = SL_DEFAULT};
     out->cost = v[3];
+    out->reserved = out->actual = 0;
+    out->at_ms = -1;
     return prepare(out, err);
 }
 
@@ -216,9 +302,9 @@ int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, 
     }
     switch (cmd) {
     case THROTTLE_SL:
-        return parse_sl(false, argv, argc, out, err);
     case THROTTLE_SL_PEEK:
-        return parse_sl(true, argv, argc, out, err);
+    case THROTTLE_SL_SETTLE:
+        return parse_sl(cmd, argv, argc, out, err);
     case THROTTLE_CL:
         return parse_cl(argv, argc, out, err);
     }

@@ -5,6 +5,8 @@
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
  *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
+ *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *               RESERVED r ACTUAL a [AT unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -17,10 +19,12 @@
  *   ERR wrong number of arguments for 'sl.throttle' command      (argv[0] in lower case)
  *   ERR unknown algorithm 'x' (fixed_window, sliding_log, ...)
  *   ERR limit is not an integer or out of range                  (also window_ms, burst, ...)
- *   ERR burst must be >= 0                                       (also buckets, max_delay, cost)
+ *   ERR burst must be >= 0                (also buckets, max_delay, cost, reserved, actual, at)
  *   ERR max_delay is out of range        ERR syntax error        ERR limit must be > 0
  *   ERR window_ms must be > 0            ERR invalid rule: <sl_strerror() of the rule>
  *   ERR SL.PEEK takes no COST (it reports without consuming)
+ *   ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)
+ *   ERR SL.SETTLE needs RESERVED and ACTUAL
  *   ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]
  *   ERR Couldn't parse as integer: x     ERR max_burst must be >= 0
  *   ERR count per period must be > 0    ERR quantity must be >= 0    ERR period must be > 0
@@ -48,25 +52,45 @@ typedef struct throttle_arg {
 } throttle_arg_t;
 
 typedef enum throttle_cmd {
-    THROTTLE_SL,      /* SL.THROTTLE: cost from COST, default 1 */
-    THROTTLE_SL_PEEK, /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
-    THROTTLE_CL,      /* CL.THROTTLE: gcra, cost from quantity, default 1 */
+    THROTTLE_SL,        /* SL.THROTTLE: cost from COST, default 1 */
+    THROTTLE_SL_PEEK,   /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
+    THROTTLE_CL,        /* CL.THROTTLE: gcra, cost from quantity, default 1 */
+    THROTTLE_SL_SETTLE, /* SL.SETTLE: SL.THROTTLE's rule arguments, RESERVED and ACTUAL, [AT] */
 } throttle_cmd_t;
 
 /* A parsed request. */
 typedef struct throttle_req {
     sl_rule_t params; /* the rule as given: burst and buckets may be SL_DEFAULT; not prepared */
     sl_rule_t rule;   /* params after sl_rule_prepare() */
-    int64_t cost;     /* >= 0; 0 = peek */
+    int64_t cost;     /* units, >= 0; 0 = peek (SL.PEEK, SL.SETTLE) */
+    int64_t reserved; /* SL.SETTLE: units the reservation was admitted with, >= 0; else 0 */
+    int64_t actual;   /* SL.SETTLE: units it turned out to cost, >= 0; else 0 */
+    int64_t at_ms;    /* SL.SETTLE: when it was admitted, ms since the Unix epoch; -1 = now */
 } throttle_req_t;
 
 /*
  * Parses argv[0..argc) of command `cmd` (argv[1], the key, is not looked at). Returns 0 with
  * *out filled and the rule prepared, or -1 with the error text in err. On error *out is
- * unspecified.
+ * unspecified. SL.SETTLE's RESERVED, ACTUAL and AT go anywhere among the options, like them.
  */
 int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, throttle_req_t *out,
                    char err[THROTTLE_ERR_MAX]);
+
+/*
+ * The options of a settle in argv[first..argc) (RESERVED r ACTUAL a [AT unix_ms], in any order,
+ * names case-insensitive, the last of a repeated one wins), for a command whose rule comes from
+ * elsewhere (a named rule): SL.SETTLE's own errors, from the same code. Sets out->reserved,
+ * out->actual and out->at_ms; returns 0, or -1 with the error text in err ("ERR syntax error"
+ * for anything else among them).
+ */
+int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
+                          throttle_req_t *out, char err[THROTTLE_ERR_MAX]);
+
+/* SL.SETTLE's charge time: when it was admitted (throttle_req_t.at_ms), as the core's
+ * charged_ns: -1 (no AT) is now_ns; AT names a millisecond, and a reservation admitted at any
+ * time within it is looked for, so it is the last ns of that millisecond, or now_ns if that is
+ * earlier. now_ns >= 0. */
+int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns);
 
 /* True when the argument is `word`, ASCII case-insensitively. */
 bool throttle_arg_is(const throttle_arg_t *a, const char *word);

@@ -30,6 +30,13 @@
 #define ARGS_MAX         16
 #define KEY_HASH_DIGITS  8 /* the hex digits ending a Redis key */
 
+/* What a pending request asks of Redis. */
+typedef enum pending_op {
+    OP_DECIDE = 0, /* a decision: SL.THROTTLE, or the script with a cost */
+    OP_RESET,      /* a DEL of the key in both modes' names */
+    OP_SETTLE,     /* a settle: SL.SETTLE, or the script's settle */
+} pending_op_t;
+
 /* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
  * through the store's free list; a Redis key longer than RKEY_INLINE is allocated apart. */
 typedef struct pending {
@@ -38,11 +45,13 @@ typedef struct pending {
     void *arg;
     int64_t deadline_ms;
     bool answered;         /* the deadline passed and fn was called; the reply is dropped */
-    bool reset;            /* a DEL, not a decision */
+    pending_op_t op;       /* what is asked */
     redis_mode_t mode;     /* the form rkey (and the command) is in */
     unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
-    int64_t cost;
+    int64_t cost;                /* OP_DECIDE: units */
+    int64_t reserved, actual;    /* OP_SETTLE: units */
+    int64_t charged_ns;          /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
     int64_t asked_ns;            /* the caller's clock when it was asked (the cache's time) */
     uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
     uint64_t epoch;              /* its stripe's epoch when it was sent */
@@ -584,12 +593,13 @@ static int send_cmd(redis_store_t *s, int idx, rc_reply_fn fn, void *arg)
     return rc;
 }
 
-/* SL.THROTTLE rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] COST c */
-static void module_args(args_t *a, const char *rkey, size_t rkey_len, const sl_rule_t *r,
-                        int64_t cost)
+/* <cmd> rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]: the module's rule
+ * arguments (those the rule uses, as sluiced names its inline rules). */
+static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_t rkey_len,
+                             const sl_rule_t *r)
 {
     const char *alg = sl_algorithm_name(r->algorithm);
-    arg_str(a, "SL.THROTTLE", 11);
+    arg_str(a, cmd, strlen(cmd));
     arg_str(a, rkey, rkey_len);
     arg_str(a, alg, strlen(alg));
     arg_i64(a, r->limit);
@@ -606,14 +616,34 @@ static void module_args(args_t *a, const char *rkey, size_t rkey_len, const sl_r
         arg_str(a, "BUCKETS", 7);
         arg_i64(a, r->buckets);
     }
-    arg_str(a, "COST", 4);
-    arg_i64(a, cost);
 }
 
-/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us cost */
-static void lua_args(args_t *a, const char *rkey, size_t rkey_len, const sl_rule_t *r, int64_t cost,
-                     const lua_script_t *script, bool full)
+/* SL.THROTTLE ... COST c, or SL.SETTLE ... RESERVED r ACTUAL a [AT ms]: AT names the millisecond
+ * of charged_ns (the module looks for the charge as of its end). */
+static void module_args(args_t *a, const pending_t *p)
 {
+    if (p->op == OP_SETTLE) {
+        module_rule_args(a, "SL.SETTLE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "RESERVED", 8);
+        arg_i64(a, p->reserved);
+        arg_str(a, "ACTUAL", 6);
+        arg_i64(a, p->actual);
+        if (p->charged_ns >= 0) {
+            arg_str(a, "AT", 2);
+            arg_i64(a, p->charged_ns / NS_PER_MS);
+        }
+        return;
+    }
+    module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
+    arg_str(a, "COST", 4);
+    arg_i64(a, p->cost);
+}
+
+/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
+ * actual charged_us|now */
+static void lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full)
+{
+    const sl_rule_t *r = &p->rule;
     if (full) {
         arg_str(a, "EVAL", 4);
         arg_str(a, script->text, script->len);
@@ -622,13 +652,24 @@ static void lua_args(args_t *a, const char *rkey, size_t rkey_len, const sl_rule
         arg_str(a, script->sha1, 40);
     }
     arg_str(a, "1", 1);
-    arg_str(a, rkey, rkey_len);
+    arg_str(a, p->rkey, p->rkey_len);
     arg_i64(a, r->limit);
     arg_i64(a, r->window_ns / NS_PER_US);
     arg_i64(a, r->burst);
     arg_i64(a, r->buckets);
     arg_i64(a, r->max_delay_ns / NS_PER_US);
-    arg_i64(a, cost);
+    if (p->op == OP_SETTLE) {
+        arg_str(a, "settle", 6);
+        arg_i64(a, p->reserved);
+        arg_i64(a, p->actual);
+        if (p->charged_ns >= 0) {
+            arg_i64(a, p->charged_ns / NS_PER_US);
+        } else {
+            arg_str(a, "now", 3);
+        }
+        return;
+    }
+    arg_i64(a, p->cost);
 }
 
 /* ---- replies ------------------------------------------------------------------------------- */
@@ -719,15 +760,15 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
     }
     unlink_pending(s, p); /* the timer stays: see arm_timer */
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0 && !p->reset) {
+        strncmp(reply->str, "NOSCRIPT", 8) == 0 && p->op != OP_RESET) {
         atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
         /* sent again as EVAL, at the tail with a fresh deadline (FIFO order is deadline order) */
         pending_enqueue(s, p);
         send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
         return;
     }
-    if (reply != NULL && !p->reset && p->mode == REDIS_MODE_MODULE && is_unknown_command(reply) &&
-        p->mode_resends < MODE_RESENDS_MAX) {
+    if (reply != NULL && p->op != OP_RESET && p->mode == REDIS_MODE_MODULE &&
+        is_unknown_command(reply) && p->mode_resends < MODE_RESENDS_MAX) {
         resend_in_mode(s, p);
         return;
     }
@@ -744,7 +785,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
         pending_release(s, p);
         fn(fn_arg, -1, NULL, msg);
-    } else if (p->reset) {
+    } else if (p->op == OP_RESET) {
         forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
         pending_release(s, p);
         fn(fn_arg, 0, NULL, NULL);
@@ -753,7 +794,12 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         pending_release(s, p);
         fn(fn_arg, -1, NULL, "redis: unexpected reply to a decision");
     } else {
-        cache_answer(s, p, &d);
+        if (p->op == OP_DECIDE) {
+            cache_answer(s, p, &d);
+        } else if (p->actual < p->reserved) {
+            /* room given back: refusals Redis gave before the settle ran are stale too */
+            forget_key(s, &p->rule, p->rkey, p->rkey_len);
+        }
         pending_release(s, p);
         fn(fn_arg, 0, &d, NULL);
     }
@@ -817,10 +863,9 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
     args_t a;
     a.argc = 0;
     if (mode == REDIS_MODE_MODULE) {
-        module_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost);
+        module_args(&a, p);
     } else {
-        lua_args(&a, p->rkey, p->rkey_len, &p->rule, p->cost, lua_script_for(p->rule.algorithm),
-                 full_script);
+        lua_args(&a, p, lua_script_for(p->rule.algorithm), full_script);
     }
     atomic_fetch_add_explicit(&s->stats.decisions, 1, memory_order_relaxed);
     if (!format_args(s, a.argc, a.argv, a.len)) {
@@ -828,6 +873,31 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
     } else if (send_cmd(s, idx, on_reply, p) != 0) {
         send_failed(s, p, "redis: not connected (reconnecting)");
     }
+}
+
+/*
+ * The Redis key of (name, rule, key) in the mode of the node it goes to, that node and its mode.
+ * Returns NULL, or why it cannot be asked (a key too long, a rule the mode cannot take).
+ */
+static const char *route(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                         size_t key_len, char rkey[RKEY_MAX], size_t *rkey_len, int *idx,
+                         redis_mode_t *mode)
+{
+    /* the key's node is found on its module form: the digits (which depend on the node's mode)
+     * are not part of the slot, except with an empty client key (an empty hash tag) */
+    *rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, RKEY_MAX);
+    if (*rkey_len == 0) {
+        return "key too long for the redis store";
+    }
+    *idx = rc_key_node(s->client, rkey, *rkey_len);
+    *mode = node_mode(s, *idx);
+    if (*mode != REDIS_MODE_MODULE) {
+        key_digits(rule, *mode, rkey + *rkey_len - KEY_HASH_DIGITS);
+        if (key_len == 0) {
+            *idx = rc_key_node(s->client, rkey, *rkey_len);
+        }
+    }
+    return unfit(rule, *mode);
 }
 
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
@@ -840,23 +910,11 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, 0, &d, NULL);
         return;
     }
-    /* the key's node is found on its module form: the digits (which depend on the node's mode)
-     * are not part of the slot, except with an empty client key (an empty hash tag) */
     char rkey[RKEY_MAX];
-    size_t rkey_len = redis_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
-    if (rkey_len == 0) {
-        fn(arg, -1, NULL, "key too long for the redis store");
-        return;
-    }
-    int idx = rc_key_node(s->client, rkey, rkey_len);
-    redis_mode_t mode = node_mode(s, idx);
-    if (mode != REDIS_MODE_MODULE) {
-        key_digits(rule, mode, rkey + rkey_len - KEY_HASH_DIGITS);
-        if (key_len == 0) {
-            idx = rc_key_node(s->client, rkey, rkey_len);
-        }
-    }
-    const char *why = unfit(rule, mode);
+    size_t rkey_len;
+    int idx;
+    redis_mode_t mode;
+    const char *why = route(s, name, rule, key, key_len, rkey, &rkey_len, &idx, &mode);
     if (why != NULL) {
         fn(arg, -1, NULL, why);
         return;
@@ -889,6 +947,45 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     send_decision(s, p, idx, false);
 }
 
+void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns,
+                        int64_t now_ns, redis_decision_fn fn, void *arg)
+{
+    if (reserved < 0 || actual < 0 || charged_ns < -1) {
+        fn(arg, -1, NULL, "a settle needs reserved and actual >= 0, and a charge time >= 0");
+        return;
+    }
+    char rkey[RKEY_MAX];
+    size_t rkey_len;
+    int idx;
+    redis_mode_t mode;
+    const char *why = route(s, name, rule, key, key_len, rkey, &rkey_len, &idx, &mode);
+    if (why != NULL) {
+        fn(arg, -1, NULL, why);
+        return;
+    }
+    if (actual < reserved) {
+        /* room given back: every loop forgets its refusals now, and again when Redis has done
+         * it (a refusal it gave before the settle ran must not be remembered after) */
+        forget_key(s, rule, rkey, rkey_len);
+    }
+    pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
+    if (p == NULL) {
+        fn(arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->op = OP_SETTLE;
+    p->rule = *rule;
+    p->reserved = reserved;
+    p->actual = actual;
+    p->charged_ns = charged_ns;
+    p->asked_ns = now_ns;
+    p->mode = mode;
+    p->cache_hash = key_hash(s, rkey, rkey_len);
+    p->epoch = atomic_load_explicit(epoch_of(s->shared, p->cache_hash), memory_order_acquire);
+    send_decision(s, p, idx, false);
+}
+
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg)
 {
@@ -906,7 +1003,7 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
         fn(arg, -1, NULL, "out of memory");
         return;
     }
-    p->reset = true;
+    p->op = OP_RESET;
     p->rule = *rule;
     /* the state in either mode's name: a node that changes mode back finds nothing stale */
     char lua[RKEY_MAX];

@@ -2,9 +2,9 @@
  * redis_store.h - sluiced's Redis request store: per-key state in Redis or Redis Cluster, one
  * round trip per decision, atomic on the server, time from the Redis server (SPEC §4).
  *
- * Two ways to decide, chosen per node and found out again on every connection to it:
- *   module  the sluice.so commands (SL.THROTTLE key algorithm limit window_ms ...): the same
- *           core code as sluiced's memory store, compiled into Redis
+ * Two ways to decide (and settle), chosen per node and found out again on every connection to it:
+ *   module  the sluice.so commands (SL.THROTTLE key algorithm limit window_ms ..., SL.SETTLE):
+ *           the same core code as sluiced's memory store, compiled into Redis
  *   lua     EVALSHA of the scripts in src/store/lua/ for a Redis that forbids modules; a
  *           NOSCRIPT reply is answered by sending the script itself (EVAL), which also caches
  *           it on that node
@@ -28,8 +28,9 @@
  * The over-limit cache (store/overlimit_cache.h) is per loop: a refusal of cost c is remembered
  * until its retry time (less the rule's max_delay), and a request of cost >= c for that key is
  * answered from it without a round trip (counted as a cache hit); smaller costs and peeks go to
- * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset or
- * redis_store_forget() through this server (a per-key epoch shared by the loops), a reconnect
+ * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset, a settle
+ * that gives units back, or redis_store_forget() through this server (a per-key epoch shared by
+ * the loops), a reconnect
  * to Redis (it may have restarted empty: every entry), a rule or override with other numbers
  * (another Redis key, so another entry). A reset through another sluiced sharing the Redis is
  * seen here when the cached hold ends (at most the rule's retry time).
@@ -110,6 +111,32 @@ typedef void (*redis_decision_fn)(void *arg, int status, const sl_decision_t *d,
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
                         void *arg);
+
+/*
+ * Settles a reservation of `reserved` units that a decision on key under rule admitted, now that
+ * it cost `actual` (both >= 0): sl_settle() on the key's state in Redis, atomically, at the Redis
+ * server's time. actual < reserved gives the difference back (a refund is actual 0: what an
+ * all-or-nothing decision that failed half-way sends for the pairs it charged), actual >
+ * reserved charges the difference even past the limit (the key is in debt, refusing everything
+ * until time pays it back), equal changes nothing. charged_ns is when the reservation was
+ * admitted on the Redis server's clock, ns since the Unix epoch, or -1 for "when Redis runs the
+ * settle": right for a refund sent at once, while a later settle without the time may take the
+ * units back from where a later admission put them (docs/module.md). The module is told the
+ * millisecond (SL.SETTLE ... AT charged_ns / 1 ms, which looks for the charge as of that
+ * millisecond's end), the scripts the microsecond. now_ns (the caller's clock) dates the cache.
+ *
+ * Calls fn exactly once, at once when nothing could be sent (a bad argument, a key too long, a
+ * rule the node's mode cannot take: the same errors as redis_store_decide), else with Redis's
+ * answer or at the deadline: status 0 and *d, the key's decision after the settle (a peek:
+ * allowed false while it is in debt), or -1 and err. Nothing is answered from the over-limit
+ * cache, and when it gives room back (actual < reserved) every loop's cached refusal of the key
+ * is dropped, when sent and again when Redis has done it, as redis_store_reset() does. A node
+ * whose sluice.so has no SL.SETTLE (an older one) answers "unknown command": a store error,
+ * after asking the node its mode again (at most twice).
+ */
+void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns,
+                        int64_t now_ns, redis_decision_fn fn, void *arg);
 
 /* Forgets key under rule (DEL of its state in either mode; every loop's cached refusal of it is
  * dropped). fn gets status 0 or -1; d is NULL. */

@@ -13,6 +13,10 @@
 #     cost 0 and above the capacity, times on bucket and window edges) through each script with
 #     its now_us test clock and through the core (`sluice replay --unit us`): every field of
 #     every decision equal, and a rejection or a peek leaves the key's bytes as they were;
+#   - settles: such sequences with settles among them (refunds, debts, charged at an admission's
+#     time, now or any time) through each script and through libsluice: every reply equal, the
+#     key there exactly while the core's state is not fresh, and its expiry the first ms at which
+#     it is fresh; a settle that changes nothing writes nothing;
 # and prints (asserting only that gcra's key is no larger than SET k v PX t) memory per key and
 # per stored sliding_log request, and each script's requests/s under redis-benchmark (EVALSHA,
 # -c 50 -P 16 -r 100000, server on CPU 0, client on CPU 1). SLUICE_SEED changes the sequences.
@@ -49,9 +53,15 @@ REDIS_WRAP=("${SRV_PIN[@]}")
 start_redis redis || { cat "$TMP/redis.log"; exit 1; }
 PORT=$REDIS_PORT
 
-for what in sha errors clock equiv memory; do
-    check "$what" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" "${SLUICE_SEED:-20250}" \
-        "$what"
+# the settle check calls libsluice (tests/integration/sluice_core.py): an ASan build's needs the
+# ASan runtime loaded first
+CORE_ENV=()
+if ldd "$SLUICE_BUILD_DIR/src/libsluice.so" | grep -q libasan; then
+    CORE_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
+for what in sha errors clock equiv settle memory; do
+    check "$what" env "${CORE_ENV[@]}" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
+        "${SLUICE_SEED:-20250}" "$what"
 done
 
 # --- requests/s of each script: printed, not asserted (a shared machine's figures)

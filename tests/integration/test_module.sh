@@ -3,7 +3,9 @@
 # every command and every error text (side by side with sluiced, which must answer the same),
 # WRONGTYPE and keys that are not sluice state, absolute expiry, redis-cell's published
 # CL.THROTTLE table, equivalence with the core (`sluice replay`) on seeded random sequences for
-# all six algorithms, and memory per key against redis-server's own SET k v PX t.
+# all six algorithms, SL.SETTLE by hand and against the core itself (libsluice through
+# tests/integration/sluice_core.py: replies, stored bytes and expiries on random sequences of
+# decisions and settles), and memory per key against redis-server's own SET k v PX t.
 # Times set with SL.DEBUG SETTIME are in 2096, so keys written under the test clock never expire
 # by redis-server's real clock while the test runs.
 set -u
@@ -16,6 +18,11 @@ MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 start_redis redis --enable-debug-command local --loadmodule "$MODULE" testclock ||
     { cat "$TMP/redis.log"; exit 1; }
 PORT=$REDIS_PORT
+# Python drivers calling libsluice (sluice_core.py) need the ASan runtime first in an ASan build.
+CORE_ENV=()
+if ldd "$SLUICE_BUILD_DIR/src/libsluice.so" | grep -q libasan; then
+    CORE_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
 start_sluiced sluiced --config-store "$TMP/sluice.db" --snapshot "" --threads 1 ||
     { cat "$TMP/sluiced.log"; exit 1; }
 
@@ -212,7 +219,7 @@ redis-cli -p "$PORT" SET ver "$(printf '\365\046abcdefghij')" >/dev/null
 expect version "ERR the key holds gcra state of format 2, this sluice.so reads format 1 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver gcra 5 1000
 # a sliding_log key of format 1 (the whole ring of N stamps) is refused, not misread
 redis-cli -p "$PORT" SET ver1 "$(printf '\365\022abcdefghij')" >/dev/null
-expect version-log "ERR the key holds sliding_log state of format 1, this sluice.so reads format 2 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver1 sliding_log 5 1000
+expect version-log "ERR the key holds sliding_log state of format 1, this sluice.so reads formats 2 and 3 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver1 sliding_log 5 1000
 # the header's format per algorithm: sliding_log 2, the others 1 (their states never changed)
 redis-cli -p "$PORT" SL.THROTTLE hdrl sliding_log 5 1000 >/dev/null
 redis-cli -p "$PORT" SL.THROTTLE hdrg gcra 5 1000 >/dev/null
@@ -369,6 +376,201 @@ for idx, (name, rule, given, flags, cap) in enumerate(CASES):
 sys.exit(1 if failed else 0)
 PY
 check equivalence python3 "$TMP/equiv.py" "$PORT" "$SLUICE" "$TMP" "${SLUICE_SEED:-20241}"
+
+# --- SL.SETTLE: a reservation settled with its actual cost (sl_settle), by hand
+# The worked example of docs/algorithms.md: sliding_log, 1000 per 60 s.
+at() { redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + $1 * 1000000)) >/dev/null; }
+LOG=(sliding_log 1000 60000)
+at 0
+expect st-reserve "1 1000 700 0 60000" SL.THROTTLE st "${LOG[@]}" COST 300
+at 2000
+expect st-below "1 1000 880 0 58000" SL.SETTLE st "${LOG[@]}" RESERVED 300 ACTUAL 120 AT "$START_MS"
+at 5000
+expect st-next "1 1000 780 0 60000" SL.THROTTLE st "${LOG[@]}" COST 100
+at 7000
+expect st-debt "0 1000 0 60000 60000" SL.SETTLE st "${LOG[@]}" RESERVED 100 ACTUAL 1100 AT $((START_MS + 5000))
+expect st-debt-peek "0 1000 0 60000 60000" SL.PEEK st "${LOG[@]}"
+expect st-debt-refused "0 1000 0 60000 60000" SL.THROTTLE st "${LOG[@]}"
+# the debt kept the newest 1000 stamps and marked the dropped ones: a format 3 value
+check st-format3 [ "$(hdr st)" = 50 ] # 0x32: format 3, sliding_log
+expect st-debt-pxat $((START_MS + 67000)) PEXPIRETIME st
+at 67000
+expect st-paid "1 1000 999 0 60000" SL.THROTTLE st "${LOG[@]}"
+check st-format2 [ "$(hdr st)" = 34 ] # an admission clears the flags: format 2 again
+# settle above, but within the limit: the difference is charged now; equal changes nothing
+expect sa-1 "1 5 3 0 1000" SL.THROTTLE sa fixed_window 5 1000 COST 2
+bytes_sa=$(redis-cli -p "$PORT" --no-raw GET sa)
+expect sa-equal "1 5 3 0 1000" SL.SETTLE sa fixed_window 5 1000 RESERVED 2 ACTUAL 2
+check sa-equal-unchanged [ "$(redis-cli -p "$PORT" --no-raw GET sa)" = "$bytes_sa" ]
+expect sa-above "1 5 1 0 1000" SL.SETTLE sa fixed_window 5 1000 RESERVED 2 ACTUAL 4
+# a refund (ACTUAL 0) of everything: the state is fresh, the key is deleted
+expect sa-refund "1 5 5 0 0" SL.SETTLE sa fixed_window 5 1000 RESERVED 4 ACTUAL 0
+expect sa-gone 0 EXISTS sa
+# a refund of a fresh key gives nothing back and writes nothing; a debt on a fresh key writes
+expect sf-refund "1 6 6 0 0" SL.SETTLE sf gcra 5 1000 RESERVED 3 ACTUAL 0
+expect sf-none 0 EXISTS sf
+expect sf-debt "0 6 0 2800 4000" SL.SETTLE sf gcra 5 1000 RESERVED 0 ACTUAL 20
+expect sf-pxat $((START_MS + 67000 + 4000)) PEXPIRETIME sf
+expect sf-len 12 STRLEN sf
+# AT in the past names which admission is settled: with two admissions 40 s apart, refunding
+# the first (AT of its millisecond) takes its stamps, not the second's. The second's 3 stamps
+# are then all the window holds when the first's would have left.
+at 100000
+expect sp-1 "1 10 5 0 60000" SL.THROTTLE sp sliding_log 10 60000 COST 5
+at 140000
+expect sp-2 "1 10 2 0 60000" SL.THROTTLE sp sliding_log 10 60000 COST 3
+expect sp-refund "1 10 6 0 60000" SL.SETTLE sp sliding_log 10 60000 RESERVED 5 ACTUAL 1 AT $((START_MS + 100000))
+at 160000
+expect sp-after "1 10 7 0 40000" SL.PEEK sp sliding_log 10 60000
+# without AT the reservation is taken as admitted now: refunding the first of two admissions
+# takes the newest stamps back, the second's 3 and 2 of the first's
+expect sn-1 "1 10 5 0 60000" SL.THROTTLE sn sliding_log 10 60000 COST 5
+at 170000
+expect sn-2 "1 10 2 0 60000" SL.THROTTLE sn sliding_log 10 60000 COST 3
+expect sn-refund "1 10 7 0 50000" SL.SETTLE sn sliding_log 10 60000 RESERVED 5 ACTUAL 0
+# a refund that takes the newest stamps back keeps their time (the LATEST flag, format 3): a
+# clock that steps back is still clamped to it
+expect sl-1 "1 4 3 0 60000" SL.THROTTLE sl sliding_log 4 60000
+at 175000
+expect sl-2 "1 4 2 0 60000" SL.THROTTLE sl sliding_log 4 60000
+expect sl-refund "1 4 3 0 55000" SL.SETTLE sl sliding_log 4 60000 RESERVED 1 ACTUAL 0
+check sl-format3 [ "$(hdr sl)" = 50 ]
+at 172000
+expect sl-back "1 4 3 0 55000" SL.PEEK sl sliding_log 4 60000
+at 175000
+# a settle that changes nothing writes nothing (WATCH sees no change); one that does, writes
+expect ws-fill "1 6 4 0 400" SL.THROTTLE ws gcra 5 1000 COST 2
+check watch-settle-equal [ "$(watch_exec ws SL.SETTLE ws gcra 5 1000 RESERVED 2 ACTUAL 2)" = executed ]
+check watch-settle-refilled [ "$(watch_exec ws SL.SETTLE ws gcra 5 1000 RESERVED 2 ACTUAL 0 AT 0)" = executed ]
+check watch-settle-absent [ "$(watch_exec ws0 SL.SETTLE ws0 gcra 5 1000 RESERVED 2 ACTUAL 0)" = executed ]
+check watch-settle-refund [ "$(watch_exec ws SL.SETTLE ws gcra 5 1000 RESERVED 2 ACTUAL 1)" = aborted ]
+expect ws-after "1 6 5 0 200" SL.PEEK ws gcra 5 1000
+# errors: the parser's, and those of the key
+expect se-arity "ERR wrong number of arguments for 'sl.settle' command" SL.SETTLE k gcra 5
+expect se-needs "ERR SL.SETTLE needs RESERVED and ACTUAL" SL.SETTLE k gcra 5 1000 ACTUAL 1
+expect se-cost "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0 COST 1
+expect se-neg "ERR actual must be >= 0" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL -1
+expect se-at "ERR at is not an integer or out of range" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0 AT now
+expect se-wrongtype "$WT" SL.SETTLE lst gcra 5 1000 RESERVED 1 ACTUAL 0
+expect se-foreign "$NOT" SL.SETTLE str gcra 5 1000 RESERVED 1 ACTUAL 0
+expect se-other "ERR the key holds sluice state of another rule (gcra, not sliding_log); SL.RESET it or use another key" SL.SETTLE sf sliding_log 5 1000 RESERVED 1 ACTUAL 0
+expect se-kept hello GET str
+check flags-settle bash -c "redis-cli -p $PORT COMMAND INFO sl.settle | grep -qx denyoom"
+expect getkeys-settle "k" COMMAND GETKEYS SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0
+# a format 3 value whose first byte carries no flag is corrupt, as is a format 2 with one
+redis-cli -p "$PORT" SETRANGE sl 1 "$(printf '\042')" >/dev/null # format 2, flags kept
+expect se-v2-flags "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK sl sliding_log 4 60000
+redis-cli -p "$PORT" SETRANGE sp 1 "$(printf '\062')" >/dev/null # format 3, no flag
+expect se-v3-none "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK sp sliding_log 10 60000
+expect se-v4 OK SET v4 "$(printf '\365\102abcdefghij')"
+expect se-v4-refused "ERR the key holds sliding_log state of format 4, this sluice.so reads formats 2 and 3 (SL.RESET it, or load a matching sluice.so)" SL.SETTLE v4 sliding_log 5 1000 RESERVED 1 ACTUAL 0
+
+# --- SL.SETTLE against the core: random sequences of decisions, peeks, settles below, equal
+# and above the reservation (refunds, debts, AT in the past, no AT) through the module and
+# through libsluice (tests/integration/sluice_core.py): every reply equal, every value the
+# core's packed state byte for byte, every expiry the first millisecond the state is fresh.
+cat >"$TMP/settle_equiv.py" <<'PY'
+import random, sys
+from resp_client import Conn
+from sluice_core import Core, Keys, module_value
+
+port, build, seed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+START, MS, SEC = 4 * 10**18, 10**6, 10**9
+LINES = 1500
+core = Core(build)
+
+def ceil_ms(ns):
+    return -1 if ns < 0 else -(-ns // MS)
+
+# name, module rule arguments, core rule
+CASES = [
+    ("fixed_window", ["fixed_window", 5, 1000], core.rule("fixed_window", 5, SEC)),
+    ("sliding_log", ["sliding_log", 5, 1000], core.rule("sliding_log", 5, SEC)),
+    ("sliding_log-20", ["sliding_log", 20, 700], core.rule("sliding_log", 20, 700 * MS)),
+    ("sliding_window", ["sliding_window", 5, 1000], core.rule("sliding_window", 5, SEC)),
+    ("sliding_buckets", ["sliding_buckets", 6, 1200, "BUCKETS", 4],
+     core.rule("sliding_buckets", 6, 1200 * MS, buckets=4)),
+    ("token_bucket", ["token_bucket", 5, 1000, "BURST", 3, "MAX_DELAY", 150],
+     core.rule("token_bucket", 5, SEC, burst=3, max_delay_ns=150 * MS)),
+    ("gcra", ["gcra", 2, 1000, "BURST", 3, "MAX_DELAY", 300],
+     core.rule("gcra", 2, SEC, burst=3, max_delay_ns=300 * MS)),
+]
+
+conn = Conn(port)
+failed = 0
+for idx, (name, args, rule) in enumerate(CASES):
+    rng = random.Random(seed * 100 + idx)
+    keys = Keys(core, rule)
+    cap = rule.capacity
+    admitted = {}  # key -> [(time, cost)] of its admissions, as the core decided them
+    t = START + rng.randrange(SEC)
+    cmds, wants = [], []
+    stats = {"refund": 0, "debt": 0, "refused peek": 0, "format 3": 0, "deleted": 0}
+    for _ in range(LINES):
+        r = rng.random()
+        t += (0 if r < 0.2 else rng.randrange(1, 1000) if r < 0.3 else
+              rng.randrange(1, MS) if r < 0.45 else rng.randrange(150 * MS) if r < 0.85 else
+              rng.randrange(150 * MS, 1500 * MS) if r < 0.97 else -rng.randrange(200 * MS))
+        t = max(t, START)
+        key = "k%d" % rng.randrange(3)
+        rkey = "se:%s:%s" % (name, key)
+        kind = rng.random()
+        if kind < 0.5:
+            cost = rng.choice([0, 1, 1, 1, 2, 3, cap])
+            cmd = ["SL.THROTTLE", rkey, *args, "COST", cost]
+            d = keys.decide(key, cost, t)
+            if d.allowed and cost > 0:
+                admitted.setdefault(key, []).append((t, cost))
+        else:
+            past = admitted.get(key, [])
+            if past and kind < 0.85:  # one of the key's last admissions, by its millisecond
+                when, reserved = rng.choice(past[-4:])
+                at = when // MS
+            else:  # no AT (now), or any time in the last 2 s
+                reserved = rng.randrange(0, cap + 1)
+                at = None if kind < 0.93 else (t - rng.randrange(2 * SEC)) // MS
+            a = rng.random()
+            actual = (0 if a < 0.3 else rng.randrange(0, reserved + 1) if a < 0.55 else
+                      reserved if a < 0.65 else reserved + rng.randrange(1, cap + 1) if a < 0.93
+                      else reserved + rng.randrange(cap, 3 * cap + 1))
+            cmd = ["SL.SETTLE", rkey, *args, "RESERVED", reserved, "ACTUAL", actual]
+            cmd += ["AT", at] if at is not None else []
+            charged = t if at is None or at >= t // MS else at * MS + MS - 1
+            before = keys.packed(key)
+            d = keys.settle(key, reserved, actual, charged, t)
+            stats["refund"] += actual < reserved and keys.packed(key) != before
+            stats["debt"] += actual > reserved
+            stats["refused peek"] += not d.allowed
+            stats["deleted"] += before is not None and keys.packed(key) is None
+        f = d.fields()  # costs are within the capacity: never the "exceeds" error
+        reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
+        value = module_value(rule, keys.packed(key))
+        stats["format 3"] += value is not None and value[1] >> 4 == 3
+        cmds += [["SL.DEBUG", "SETTIME", t], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
+        wants.append((cmd, t, reply, value, keys.copy(key)))
+    got = conn.pipeline(cmds)
+    bad = []
+    for i, (cmd, t, reply, value, state) in enumerate(wants):
+        g_reply, g_value, g_expire = got[4 * i + 1:4 * i + 4]
+        # the expiry is the first millisecond at which the state is fresh
+        expire_ok = (g_value is None and g_expire == -2) or (
+            g_expire > 0 and core.fresh(rule, state, g_expire * MS) and
+            not core.fresh(rule, state, (g_expire - 1) * MS))
+        if g_reply != reply or g_value != value or not expire_ok:
+            bad.append((" ".join(map(str, cmd)), t, reply, g_reply, value, g_value, g_expire))
+    print("%s: %d operations, %s, %d differ" % (name, LINES, ", ".join(
+        "%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+    for b in bad[:5]:
+        print("  %s at %d: core %r, module %r; value core %r, module %r (pexpiretime %r)" % b)
+    need = {"refund": 50, "debt": 50, "refused peek": 50, "deleted": 5}
+    if name.startswith("sliding_log"):
+        need["format 3"] = 20
+    if bad or any(stats[k] < v for k, v in need.items()):
+        failed += 1
+sys.exit(1 if failed else 0)
+PY
+check settle-equivalence env "${CORE_ENV[@]}" python3 "$TMP/settle_equiv.py" "$PORT" \
+    "$SLUICE_BUILD_DIR" "${SLUICE_SEED:-20241}"
 
 # --- memory per key: the module's gcra keys against SET k v PX t (same key names), measured as
 # used_memory before and after 20000 keys. Meaningless under ASan (its allocator), so skipped.

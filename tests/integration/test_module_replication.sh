@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_module_replication.sh - sluice.so replicates the effect of a decision, not the command:
 #   - a replica WITHOUT the module follows a primary running a mixed workload (every algorithm,
-#     CL.THROTTLE, peeks, rejections, resets) and ends with byte-identical values (DUMP) and
-#     identical absolute expiries (PEXPIRETIME); it only ever executed SET and DEL, one SET per
-#     admission and one DEL per reset of an existing key;
+#     CL.THROTTLE, peeks, rejections, resets, settles: refunds, debts, AT in the past) and ends
+#     with byte-identical values (DUMP) and identical absolute expiries (PEXPIRETIME); it only
+#     ever executed SET and DEL, one SET per admission and per settle that changed a value, one
+#     DEL per reset of an existing key and per settle that left a key fresh;
 #   - an AOF primary (with a rewrite in the middle of the workload) restarted WITHOUT the module
 #     loads the same bytes and expiries.
 # Windows are one hour, so no key expires while the test runs.
@@ -29,7 +30,8 @@ wait_info() {
 }
 # workload SEED FILE: writes commands (one per line) to FILE and, per line, what it may write to
 # FILE.kind: "sl COST" (a SET when admitted with COST > 0), "cl QTY" (likewise for
-# CL.THROTTLE), "exists" (followed by a reset: a DEL when it answered 1), "none".
+# CL.THROTTLE), "exists" (followed by a reset: a DEL when it answered 1), "before" and "after"
+# (GETs around a settle: a SET when the value changed, a DEL when it went), "none".
 workload() {
     python3 - "$1" "$2" <<'PY'
 import random, sys
@@ -59,18 +61,43 @@ with open(sys.argv[2], "w") as cmds, open(sys.argv[2] + ".kind", "w") as kinds:
         elif r < 0.18:
             emit(["EXISTS", key], "exists")
             emit(["SL.RESET", key], "none")
+        elif r < 0.33:  # a settle: a refund, less, the same, more (debt); now, or AT long ago
+            reserved = rng.choice([0, 1, 2, 3])
+            actual = rng.choice([0, 0, max(0, reserved - 1), reserved, reserved + 1,
+                                 reserved + 9])
+            at = ["AT", rng.choice([0, 1700000000000])] if rng.random() < 0.2 else []
+            emit(["GET", key], "before")
+            emit(["SL.SETTLE", key, *rules[alg], "RESERVED", reserved, "ACTUAL", actual, *at],
+                 "none")
+            emit(["GET", key], "after")
         else:
             c = rng.choice([0, 1, 1, 1, 2, 3, 7])
             emit(["SL.THROTTLE", key, *rules[alg], "COST", c], "sl %d" % c)
 PY
 }
-# expected_writes FILE OUT: "SETS DELS" the replies in OUT (redis-cli --csv) imply.
+# expected_writes FILE OUT: "SETS DELS SETTLE_SETS SETTLE_DELS" the replies in OUT (redis-cli
+# --csv) imply: every write, and those of them the settles made.
 expected_writes() {
-    paste -d'|' "$1.kind" "$2" | awk -F'|' '
-        $1 ~ /^sl / && $2 ~ /^1,/ && substr($1, 4) > 0 { sets++ }
-        $1 ~ /^cl / && $2 ~ /^0,/ && substr($1, 4) > 0 { sets++ }
-        $1 == "exists" && $2 == "1" { dels++ }
-        END { print sets + 0, dels + 0 }'
+    python3 - "$1.kind" "$2" <<'PY'
+import sys
+sets = dels = settle_sets = settle_dels = 0
+before = None
+with open(sys.argv[1]) as kinds, open(sys.argv[2]) as out:
+    for kind, reply in zip(kinds, out):
+        kind, reply = kind.split(), reply.rstrip("\n")
+        if kind[0] == "sl" and reply.startswith("1,") and int(kind[1]) > 0:
+            sets += 1
+        elif kind[0] == "cl" and reply.startswith("0,") and int(kind[1]) > 0:
+            sets += 1
+        elif kind[0] == "exists" and reply == "1":
+            dels += 1
+        elif kind[0] == "before":
+            before = reply
+        elif kind[0] == "after" and reply != before:
+            settle_dels += reply == "NULL"
+            settle_sets += reply != "NULL"
+print(sets + settle_sets, dels + settle_dels, settle_sets, settle_dels)
+PY
 }
 # snapshot PORT OUT: every key with its DUMP and PEXPIRETIME, in key order.
 snapshot() {
@@ -92,9 +119,13 @@ check replica-has-no-module bash -c "redis-cli -p $RP SL.PEEK k gcra 1 1000 | gr
 workload 7 "$TMP/work1"
 redis-cli -p "$PP" --csv <"$TMP/work1" >"$TMP/out1"
 check replies-all [ "$(wc -l <"$TMP/out1")" -eq "$(wc -l <"$TMP/work1")" ]
-read -r sets dels < <(expected_writes "$TMP/work1" "$TMP/out1")
-echo "workload: $(wc -l <"$TMP/work1") commands, $sets admissions that write, $dels resets"
+read -r sets dels settle_sets settle_dels < <(expected_writes "$TMP/work1" "$TMP/out1")
+echo "workload: $(wc -l <"$TMP/work1") commands, $sets SETs ($settle_sets by settles)," \
+    "$dels DELs ($settle_dels by settles)"
 check workload-writes [ "$sets" -gt 300 ]
+check workload-settle-writes [ "$settle_sets" -gt 50 ]
+check workload-settle-dels [ "$settle_dels" -gt 5 ]
+check workload-settle-debts [ "$(grep -c '^SL.SETTLE' "$TMP/work1")" -gt 200 ]
 check workload-rejects [ "$(grep -c '^0,' "$TMP/out1")" -gt 100 ]
 check workload-dels [ "$dels" -gt 10 ]
 check replica-caught-up poll 20 caught_up "$PP" "$RP"

@@ -8,12 +8,15 @@
 -- State: the count and the window index k = floor(t / W), as the decimal digits <digits of
 -- count><count><k> ("15" .. "1666666666" is count 5 in window 1666666666), which Redis keeps as an
 -- integer (no allocation) while it fits 64 bits; "count:k" for counts of ten digits or more. Only
--- an admitted cost > 0 writes (SET .. PXAT the window's end, when the key is fresh again).
+-- an admitted cost > 0 writes (SET .. PXAT the window's end, when the key is fresh again), and a
+-- settle that changes the state (a DEL when it leaves it fresh). A settle past the limit (debt)
+-- counts past N, saturating at 2^53 - 1 (the core at 2^62 - 1).
 local ALG = 'fixed_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^53 - 1; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now = rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+    rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
 local key = KEYS[1]
@@ -34,6 +37,29 @@ if s then
     end
 end
 
+local function text_of(c, k) -- the state's value
+    local digits = string.format('%d', c)
+    if #digits < 10 then return string.format('%d%s%d', #digits, digits, k) end
+    return string.format('%s:%d', digits, k)
+end
+
+if reserved then -- a settle, then a peek
+    if actual < reserved then -- a refund from the charge's window, if it is the stored one
+        if idx == math.floor(charged / window) then
+            count = count - math.min(reserved - actual, count)
+        end
+    elseif actual > reserved then -- debt: the difference, now (clamped), past the limit
+        local k = math.max(math.floor(now / window), idx)
+        if k ~= idx then count = 0 end
+        count, idx = math.min(count + (actual - reserved), INT_MAX), k
+    end
+    if reserved ~= actual then
+        local text
+        if count > 0 and idx >= math.floor(now / window) then text = text_of(count, idx) end
+        settle_store(key, s, text, (idx + 1) * window)
+    end
+end
+
 local k = math.floor(now / window)
 if k < idx then -- clamp to the start of the stored window
     k = idx
@@ -45,14 +71,8 @@ local until_next = (k + 1) * window - now
 if cost <= limit - count then
     if cost > 0 then
         count = count + cost
-        local c = string.format('%d', count)
-        local text
-        if #c < 10 then
-            text = string.format('%d%s%d', #c, c, k)
-        else
-            text = string.format('%s:%d', c, k)
-        end
-        redis.call('SET', key, text, 'PXAT', math.floor(((k + 1) * window + 999) / 1000))
+        redis.call('SET', key, text_of(count, k), 'PXAT',
+            math.floor(((k + 1) * window + 999) / 1000))
     end
     return {1, limit, math.max(0, limit - count), 0, count > 0 and until_next or 0, 0}
 end

@@ -11,9 +11,12 @@
 -- rounded up).
 -- State: the time of the latest admission and the counts of the buckets from the oldest non-empty
 -- one still counted to the latest admission's, packed (lib/packed.lua): the width of a count (4,
--- or 8 for limits of 2^32 or more), the 8-byte time, then the counts. An admission rewrites it
--- (O(K) bytes; SET .. PXAT when its bucket stops counting, when the key is fresh again); a
--- rejection or a peek only reads.
+-- or 8 for limits or counts of 2^32 or more), the 8-byte time, then the counts. An admission
+-- rewrites it (O(K) bytes; SET .. PXAT when its bucket stops counting, when the key is fresh
+-- again); a rejection or a peek only reads. A settle rewrites it when it changes it (a DEL when it
+-- leaves it fresh): a refund takes units from the charge's bucket first, then older ones still
+-- counted, and keeps the latest admission's time; a debt adds to the current bucket as an
+-- admission does, the total saturating at 2^53 - 1 (the core at 2^62 - 1).
 local ALG = 'sliding_buckets' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
@@ -33,8 +36,8 @@ local function check_buckets(buckets, window)
 end
 
 -- limit up to 2^53 - 1; buckets up to SL_BUCKETS_MAX, 4096; burst and max_delay_us do not apply
-local err, limit, window, _, K, _, cost, now = rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0,
-    check_buckets)
+local err, limit, window, _, K, _, cost, now, reserved, actual, charged =
+    rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0, check_buckets)
 if err then return redis.error_reply(err) end
 
 local G = window / K
@@ -43,10 +46,10 @@ if limit < 4294967296 then width = 4 end
 
 local key = KEYS[1]
 local s = redis.call('GET', key)
-local latest, m, have = 0, 0, width
+local latest, m, have, flags = 0, 0, width, 0
 if s then
-    have, latest, m = packed_read(s)
-    if not have then return no_state_reply(key) end
+    have, latest, m, flags = packed_read(s)
+    if not have or flags ~= 0 then return no_state_reply(key) end
 end
 local have_fmt = packed_fmt(have)
 local newest = math.floor(latest / G) -- the stored counts are buckets newest - m + 1 .. newest
@@ -54,6 +57,65 @@ local first = newest - m + 1
 local function count(j)
     if j < first or j > newest then return 0 end
     return struct.unpack(have_fmt, s, HEADER + 1 + have * (j - first))
+end
+
+-- The value of a state: the time t, then the counts get(j) of buckets from .. to, plus add at
+-- bucket add_j, leading empty ones left out (none at all: nil), w bytes each.
+local function text_of(t, from, to, get, add_j, add, w)
+    local fmt, parts = packed_fmt(w), {string.char(w) .. struct.pack('<i8', t)}
+    for j = from, to do
+        local c = get(j)
+        if j == add_j then c = c + add end
+        if c > 0 or #parts > 1 then parts[#parts + 1] = struct.pack(fmt, c) end
+    end
+    if #parts == 1 then return nil end
+    return table.concat(parts)
+end
+
+if reserved and reserved ~= actual then -- a settle, then a peek
+    local x = math.max(now, latest) -- clamped
+    local bx = math.floor(x / G)
+    local counts = {}
+    for j = first, newest do counts[j] = count(j) end
+    if actual < reserved then
+        -- the charge's bucket, then older ones still counted (none when all have left)
+        local c, j = reserved - actual, math.min(math.floor(charged / G), newest)
+        if bx - newest > K then j = first - 1 end
+        while j >= math.max(first, bx - K) and c > 0 do
+            local take = math.min(counts[j], c)
+            counts[j], c, j = counts[j] - take, c - take, j - 1
+        end
+    else -- debt: the difference in the current bucket, past the limit, as an admission adds
+        local kept = 0
+        for j = math.max(first, bx - K), newest do kept = kept + counts[j] end
+        first = math.max(first, bx - K)
+        for j = math.max(newest + 1, first), bx do counts[j] = 0 end
+        counts[bx] = counts[bx] + math.min(actual - reserved, INT_MAX - kept)
+        latest, newest = x, bx
+    end
+    local fresh, text = 0, nil -- when the newest counted non-empty bucket stops counting
+    for j = newest, math.max(first, bx - K), -1 do
+        if counts[j] > 0 then
+            fresh = (j + K + 1) * G
+            break
+        end
+    end
+    if fresh > 0 then -- 8-byte counts when the limit or a count (a debt) needs them
+        local w = width
+        for j = first, newest do
+            if counts[j] >= 4294967296 then w = 8 end
+        end
+        text = text_of(latest, first, newest, function(j) return counts[j] end, nil, 0, w)
+    end
+    settle_store(key, s, text, fresh)
+    s = text -- the peek below reads the settled state
+    have, m = width, 0
+    if text then
+        have, latest, m = packed_read(text)
+    end
+    have_fmt = packed_fmt(have)
+    newest = math.floor(latest / G)
+    first = newest - m + 1
 end
 
 now = math.max(now, latest) -- clamp to the latest admission
@@ -68,18 +130,9 @@ end
 
 if cost <= limit - inside then
     if cost > 0 then
-        local fmt = packed_fmt(width)
-        local parts = {string.char(width) .. struct.pack('<i8', now)}
-        local started = false
-        for j = math.max(first, lo), b do
-            local c = count(j)
-            if j == b then c = c + cost end
-            if c > 0 or started then -- leading empty buckets are not stored
-                started = true
-                parts[#parts + 1] = struct.pack(fmt, c)
-            end
-        end
-        redis.call('SET', key, table.concat(parts), 'PXAT', math.floor((drop_time(b) + 999) / 1000))
+        -- every count is within the limit: none was admitted otherwise
+        local text = text_of(now, math.max(first, lo), b, count, b, cost, width)
+        redis.call('SET', key, text, 'PXAT', math.floor((drop_time(b) + 999) / 1000))
         inside = inside + cost
         return {1, limit, math.max(0, limit - inside), 0, drop_time(b) - now, 0}
     end

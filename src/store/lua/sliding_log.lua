@@ -12,30 +12,124 @@
 -- from its oldest stamp still in the window. An admission drops the expired stamps (SET of the
 -- whole log, PXAT newest + W, when the key is fresh again); a rejection or a peek only reads.
 -- A decision reads the whole log: O(N) bytes.
+-- Settles set the core's two flags in the width byte (docs/algorithms.md): DROPPED (16), a debt
+-- kept the newest N stamps of more, and until the oldest leaves a peek is refused as a cost of 1
+-- is; LATEST (32), a refund took the newest stamps back, and one more entry after the stamps
+-- holds their time, the latest recorded (what an earlier now is clamped to). An admission clears
+-- both. A settle rewrites the log when it changes it (a DEL when it leaves it fresh).
 local ALG = 'sliding_log' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
 
+local DROPPED, LATEST = 16, 32
+
 -- limit up to SL_LOG_LIMIT_MAX, 2^20; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now = rule_args(1048576, -1, 0, -1, 0, -1, 0)
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+    rule_args(1048576, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
 local width = 8
-if window <= 4294967296 then width = 4 end -- offsets from a stamp in the window are < W
+if window <= 4294967296 then width = 4 end
 
 local key = KEYS[1]
 local s = redis.call('GET', key)
-local n, have, base = 0, width, 0
-if s then
-    have, base, n = packed_read(s)
-    if not have then return no_state_reply(key) end
-end
-local have_fmt = packed_fmt(have)
-local function stamp(i) -- the i-th oldest stamp, 0 <= i < n
+local n, have, base, flags, latest = 0, width, 0, 0, 0
+local have_fmt
+
+local function stamp(i) -- the i-th oldest stamp, 0 <= i < n; i = n: LATEST's time
     return base + struct.unpack(have_fmt, s, HEADER + 1 + have * i)
 end
 
-if n > 0 then now = math.max(now, stamp(n - 1)) end -- clamp to the newest stamp
+-- Reads the value s, and the latest time it records (what an earlier now is clamped to); false
+-- if it is no sliding_log state.
+local function read()
+    n, have, base, flags, latest = 0, width, 0, 0, 0
+    if s then
+        have, base, n, flags = packed_read(s)
+        if not have or (flags ~= 0 and flags ~= DROPPED and flags ~= LATEST) then return false end
+        if flags == LATEST then n = n - 1 end
+    end
+    have_fmt = packed_fmt(have)
+    if n > 0 then latest = stamp(n - 1) end
+    if flags == DROPPED and n == 0 then return false end
+    if flags == LATEST then
+        if n < 0 or stamp(n) <= latest then return false end
+        latest = stamp(n)
+    end
+    return true
+end
+if not read() then return no_state_reply(key) end
+
+if reserved and reserved ~= actual then -- a settle (the core's), then a peek
+    -- the number of stamps t <= cutoff in st[0 .. cnt) (sorted): binary search
+    local function count_upto(st, cnt, cutoff)
+        local lo, hi = 0, cnt
+        while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if st[mid] > cutoff then hi = mid else lo = mid + 1 end
+        end
+        return lo
+    end
+    local st, cnt, dropped = {}, n, flags == DROPPED
+    for i = 0, n - 1 do st[i] = stamp(i) end
+    local has_latest, changed = flags == LATEST, true
+    local function drop(k) -- the oldest k stamps
+        for i = k, cnt - 1 do st[i - k] = st[i] end
+        cnt = cnt - k
+    end
+    if actual < reserved then -- the newest c stamps no newer than charged go
+        changed = false
+        if cnt > 0 then
+            local expired = count_upto(st, cnt, latest - window)
+            if expired > 0 then dropped, changed = false, true end
+            drop(expired)
+            local i, c = count_upto(st, cnt, charged), reserved - actual
+            if dropped then -- each replaced by a copy of the oldest; the newest stays
+                i = math.min(i, cnt - 1)
+                local k, oldest = math.min(c, i), st[0]
+                for j = i - 1, k, -1 do st[j] = st[j - k] end
+                for j = 0, k - 1 do st[j] = oldest end
+                changed = changed or k > 0
+            else
+                local k = math.min(c, i)
+                for j = i, cnt - 1 do st[j - k] = st[j] end
+                cnt = cnt - k
+                changed = changed or k > 0
+                has_latest = latest > (cnt > 0 and st[cnt - 1] or 0)
+            end
+        end
+    else -- debt: d stamps at the clamped now, keeping the newest N
+        local x, d = math.max(now, latest), actual - reserved
+        local expired = count_upto(st, cnt, x - window)
+        if expired > 0 then dropped = false end
+        drop(expired)
+        if d > limit - cnt then
+            drop(d >= limit and cnt or cnt + d - limit)
+            dropped = true
+        end
+        for _ = 1, math.min(d, limit) do
+            st[cnt] = x
+            cnt = cnt + 1
+        end
+        has_latest = false
+    end
+    local text = s
+    if cnt == 0 or st[cnt - 1] <= now - window then
+        text = nil -- fresh: the key goes
+    elseif changed then
+        local fmt = packed_fmt(width)
+        local parts = {}
+        for i = 0, cnt - 1 do parts[i + 1] = struct.pack(fmt, st[i] - st[0]) end
+        if has_latest then parts[cnt + 1] = struct.pack(fmt, latest - st[0]) end
+        local f = width + (dropped and DROPPED or 0) + (has_latest and LATEST or 0)
+        text = string.char(f) .. struct.pack('<i8', st[0]) .. table.concat(parts)
+    end
+    settle_store(key, s, text, cnt > 0 and st[cnt - 1] + window or 0)
+    s = text -- the peek below reads the settled log
+    read()
+end
+
+now = math.max(now, latest) -- clamp to the latest time recorded
 -- binary search: the number of stamps t <= now - W (expired; the window excludes now - W)
 local cutoff = now - window
 local lo, hi = 0, n
@@ -45,14 +139,18 @@ while lo < hi do
 end
 local expired = lo
 local inside = n - expired
+-- after a debt dropped stamps, they are in the window until the oldest kept one leaves
+local unseen = 0
+if flags == DROPPED and expired == 0 then unseen = 1 end
 
-if cost <= limit - inside then
-    if cost > 0 then
+if cost <= limit - inside - unseen then
+    if cost > 0 then -- writes the stamps in the window and the new ones, without flags
         local text
         local fmt = packed_fmt(width)
         if s and have == width and now - base < 2 ^ (width == 4 and 32 or 62) then
             -- the new offsets fit: keep the base and the bytes of the stamps in the window
-            text = string.sub(s, 1, HEADER) .. string.sub(s, HEADER + 1 + have * expired)
+            text = string.char(width) .. string.sub(s, 2, HEADER) ..
+                string.sub(s, HEADER + 1 + have * expired, HEADER + have * n)
         else -- rebase on the oldest stamp in the window (or now)
             local new_base = now
             if inside > 0 then new_base = stamp(expired) end
@@ -72,8 +170,9 @@ if cost <= limit - inside then
 end
 local retry = -1
 if cost <= limit then
-    -- the (inside + cost - N)-th oldest stamp in the window has to leave it
-    retry = stamp(expired + inside + cost - limit - 1) + window - now
+    -- the (inside + cost - N)-th oldest stamp in the window has to leave it (the oldest, for
+    -- the dropped stamps it stands for)
+    retry = stamp(expired + math.max(inside + cost - limit - 1, 0)) + window - now
 end
 local reset = 0
 if inside > 0 then reset = stamp(n - 1) + window - now end

@@ -10,12 +10,16 @@
 -- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1, as the
 -- decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as an integer
 -- (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or more. Only an
--- admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is fresh again).
+-- admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is fresh again), and
+-- a settle that changes the state (a DEL when it leaves it fresh). A settle past the limit (debt)
+-- counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1).
 local ALG = 'sliding_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^52 (muldiv's divisors); burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now = rule_args(4503599627370496, -1, 0, -1, 0, -1, 0)
+local COUNT_MAX = 4503599627370496 -- 2^52
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+    rule_args(COUNT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
 -- floor(a * b / c) exactly, for integers a, b >= 0 and 0 < c <= 2^52 (the result must be below
@@ -65,12 +69,43 @@ if s then
     end
     curr, prev, idx = tonumber(c), tonumber(p), tonumber(k)
     if not curr or not prev or not idx or not string.match(c .. p .. k, '^%d+$') or
-        curr > INT_MAX or prev > INT_MAX or idx > INT_MAX then
+        curr > COUNT_MAX or prev > COUNT_MAX or idx > INT_MAX then
         return no_state_reply(key)
     end
 end
 
 local w = window
+local function text_of(c, p, k) -- the state's value
+    local cs, ps = string.format('%d', c), string.format('%d', p)
+    if #cs < 10 and #ps < 10 then return string.format('%d%d%s%s%d', #cs, #ps, cs, ps, k) end
+    return string.format('%s:%s:%d', cs, ps, k)
+end
+
+if reserved then -- a settle, then a peek
+    if actual < reserved then -- a refund from the charge's window: k's curr, or k - 1's prev
+        local c, kc = reserved - actual, math.floor(charged / w)
+        if kc == idx then
+            curr = curr - math.min(c, curr)
+        elseif kc == idx - 1 then
+            prev = prev - math.min(c, prev)
+        end
+    elseif actual > reserved then -- debt: the difference, now (clamped), past the limit
+        local k = math.max(math.floor(now / w), idx)
+        if idx == k - 1 then
+            prev, curr = curr, 0
+        elseif idx ~= k then
+            prev, curr = 0, 0
+        end
+        curr, idx = math.min(curr + (actual - reserved), COUNT_MAX), k
+    end
+    if reserved ~= actual then -- fresh at the end of window k + 1 (curr), or k (prev only)
+        local text, fresh = nil, (idx + 1) * w
+        if curr > 0 then fresh = fresh + w end
+        if (curr > 0 or prev > 0) and fresh > now then text = text_of(curr, prev, idx) end
+        settle_store(key, s, text, fresh)
+    end
+end
+
 local k = math.floor(now / w)
 if k < idx then -- clamp to the start of the stored window
     k = idx
@@ -95,14 +130,8 @@ end
 if cost <= limit - curr and curr + cost <= allows then
     if cost > 0 then
         curr = curr + cost
-        local c, p = string.format('%d', curr), string.format('%d', prev)
-        local text
-        if #c < 10 and #p < 10 then
-            text = string.format('%d%d%s%s%d', #c, #p, c, p, k)
-        else
-            text = string.format('%s:%s:%d', c, p, k)
-        end
-        redis.call('SET', key, text, 'PXAT', math.floor(((k + 2) * w + 999) / 1000))
+        redis.call('SET', key, text_of(curr, prev, k), 'PXAT',
+            math.floor(((k + 2) * w + 999) / 1000))
     end
     return {1, limit, math.max(0, allows - curr), 0, reset(), 0}
 end

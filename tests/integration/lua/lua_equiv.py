@@ -11,17 +11,25 @@ NOSCRIPT), `errors` (bad arguments and keys that hold no state of the script), `
 server's TIME when no now_us is given, and the key's absolute expiry), `equiv` (seeded random
 (time, key, cost) sequences through every script with the now_us test clock and through the core
 with `sluice replay --unit us`: every decision field equal; rejections and peeks leave the key's
-bytes alone). Prints one line per case; exits 1 if any check failed.
+bytes alone), `settle` (the same sequences with settles among them: refunds, settles below,
+equal and above the reservation, debts, charged at an admission's time, at `now` or at any time,
+through every script and through libsluice ($SLUICE_BUILD_DIR/src/libsluice.so, called by
+tests/integration/sluice_core.py): every reply equal, the key present exactly when the core's
+state is not fresh, its expiry the first millisecond the core's state is fresh, and a settle that
+leaves the core's state as it was leaves the key's bytes as they were). Prints one line per case;
+exits 1 if any check failed.
 """
 import hashlib
 import os
 import random
+import struct
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from resp_client import Conn  # noqa: E402
+from sluice_core import Core, Keys  # noqa: E402
 
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
               "token_bucket", "gcra"]
@@ -83,6 +91,16 @@ BAD_ARGS = [
     ("gcra", [5, SEC, -2, -1, 0, 1], "ERR sluice gcra: burst must be"),
     ("gcra", [1, 366 * DAY, 10**6, -1, 0, 1], "ERR sluice gcra: the rule overflows"),
     ("gcra", [5, SEC, -1, -1, 0, 1, "soon"], "ERR sluice gcra: now_us must be"),
+    ("gcra", [5, SEC, -1, -1, 0, "settle", -1, 0, "now"], "ERR sluice gcra: reserved must be"),
+    ("fixed_window", [5, SEC, -1, -1, 0, "settle", 1], "ERR sluice fixed_window: actual must be"),
+    ("sliding_log", [5, SEC, -1, -1, 0, "settle", 1, 0], "ERR sluice sliding_log: charged_us must"),
+    ("sliding_log", [5, SEC, -1, -1, 0, "settle", 1, 0, "then"],
+     "ERR sluice sliding_log: charged_us must be an integer in [-9007199254740991, "
+     "9007199254740991], got 'then' (or 'now')"),
+    ("sliding_window", [5, SEC, -1, -1, 0, "settle", 1, 0, "now", "x"],
+     "ERR sluice sliding_window: now_us must be"),
+    ("sliding_buckets", [5, SEC, -1, 4, 0, "Settle", 1, 0, "now"],
+     "ERR sluice sliding_buckets: cost must be"),
 ]
 
 
@@ -254,6 +272,217 @@ def check_equiv(conn, shas, ck, sluice, tmp, seed):
                   LINES - admitted - never >= LINES // 16)
 
 
+def core_fields(d):
+    """A core decision (ns) as a script's reply: durations in us, rounded up."""
+    f = d.fields()
+    return [f[0], f[1], f[2]] + [-1 if v < 0 else -(-v // 1000) for v in f[3:]]
+
+
+NOW_MAX_NS = (2**63 - 1) // 2  # the core's SL_NOW_MAX_NS: it decides no later than that
+
+
+def expiry_ok(core, rule, state, pexpiretime):
+    """The key's expiry is the first millisecond at which the core's state is fresh (a debt can
+    reach past the core's last time: then the state must not be fresh at that time either)."""
+    if state is None:
+        return pexpiretime == -2  # no key
+    ms = 10**6
+    if pexpiretime > 0 and (pexpiretime - 1) * ms >= NOW_MAX_NS:
+        return not core.fresh(rule, state, NOW_MAX_NS)
+    return (pexpiretime > 0 and core.fresh(rule, state, pexpiretime * ms) and
+            not core.fresh(rule, state, (pexpiretime - 1) * ms))
+
+
+def leb128(b, i):
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7f) << shift
+        shift += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return v, i
+
+
+def core_view(alg, rule, state, packed):
+    """What a core state holds, in us, in the terms a script's value can be compared in."""
+    q = struct.unpack("<%dq" % (len(state) // 8), state.raw)
+    if alg == "fixed_window":
+        return ("count", q[1], "window", q[0])
+    if alg == "sliding_window":
+        return ("curr", q[1], "prev", q[2], "window", q[0])
+    if alg in ("token_bucket", "gcra"):
+        return ("tat ns", q[0])
+    if alg == "sliding_buckets":
+        k, g = rule.buckets, rule.bucket_ns
+        newest = q[0] // g
+        counts = {j: q[2 + j % (k + 1)] for j in range(newest - k, newest + 1)}
+        return ("latest", q[0] // 1000, "counts", {j: c for j, c in counts.items() if c})
+    # sliding_log: the packed form (src/core/sliding_log.c)
+    unit, flags = 10 ** (packed[0] % 16), packed[0] - packed[0] % 16
+    n, i = leb128(packed, 1)
+    stamps, t = [], 0
+    for _ in range(n + (1 if flags & 32 else 0)):
+        d, i = leb128(packed, i)
+        t += d * unit
+        stamps.append(t // 1000)
+    latest = stamps.pop() if flags & 32 else None
+    return ("flags", flags, "stamps", stamps, "latest", latest)
+
+
+def script_view(alg, rule, value):
+    """What a script's value holds, as core_view shows a core state."""
+    if alg in ("fixed_window", "sliding_window"):
+        v = value.decode()
+        if ":" in v:
+            parts = [int(x) for x in v.split(":")]
+        else:
+            d = [int(v[0])] + ([int(v[1])] if alg == "sliding_window" else [])
+            pos, parts = len(d), []
+            for n in d:
+                parts.append(int(v[pos:pos + n]))
+                pos += n
+            parts.append(int(v[pos:]))
+        if alg == "fixed_window":
+            return ("count", parts[0], "window", parts[1])
+        return ("curr", parts[0], "prev", parts[1], "window", parts[2])
+    if alg in ("token_bucket", "gcra"):
+        return ("tat ns", int(value))
+    width, flags = value[0] % 16, value[0] - value[0] % 16
+    base = struct.unpack("<q", value[1:9])[0]
+    fmt = "<%d%s" % ((len(value) - 9) // width, "I" if width == 4 else "q")
+    entries = list(struct.unpack(fmt, value[9:]))
+    if alg == "sliding_buckets":
+        g = rule.bucket_ns // 1000
+        newest = base // g
+        first = newest - len(entries) + 1
+        return ("latest", base, "counts",
+                {first + j: c for j, c in enumerate(entries) if c})
+    stamps = [base + e for e in entries]
+    latest = stamps.pop() if flags & 32 else None
+    return ("flags", flags, "stamps", stamps, "latest", latest)
+
+
+SETTLE_LINES = 900
+# besides CASES: small logs, where debts keep the newest N of distinct stamps and refunds then
+# replace stamps by copies of the oldest (the core's DROPPED), or keep the latest time (LATEST)
+SETTLE_CASES = [
+    ("log-3", "sliding_log", 3, 100 * MS, -1, -1, 0),
+    ("log-8", "sliding_log", 8, 50 * MS, -1, -1, 0),
+]
+
+
+def check_settle(conn, shas, ck, seed):
+    """Decisions and settles through every script and through libsluice (sluice_core.py)."""
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    conn.call("FLUSHALL")
+    for idx, (name, alg, limit, window, burst, buckets, max_delay) in enumerate(
+            CASES + SETTLE_CASES):
+        rng = random.Random(seed * 100 + 50 + idx)
+        rule = core.rule(alg, limit, window * 1000, burst, buckets, max_delay * 1000)
+        keys, cap = Keys(core, rule), rule.capacity
+        k = 10 if buckets == -1 else buckets
+        grain = (window // k if alg == "sliding_buckets" else
+                 max(1, window // limit) if alg in ("token_bucket", "gcra") else window)
+        admitted = {}  # key -> [(time us, cost)], as the core decided them
+        cmds, wants = [], []
+        stats = {"settles": 0, "refunds that gave back": 0, "debts": 0, "refused peeks": 0,
+                 "deleted": 0, "unchanged": 0}
+        todo = [(t, key, cost, None) for t, key, cost in sequence(rng, window, grain, cap)]
+        todo = todo[:SETTLE_LINES][::-1]  # popped from the end
+        while todo:
+            t, key, cost, settle = todo.pop()
+            rkey = "lua:s:%s:%s" % (name, key)
+            head = ["EVALSHA", shas[alg], 1, rkey, limit, window, burst, buckets, max_delay]
+            before = keys.packed(key)
+            past = admitted.get(key, [])
+            if settle is None and rng.random() < 0.45 and cost <= cap:
+                r = rng.random()
+                if past and r < 0.7:  # one of the key's last admissions, at its time
+                    charged, reserved = rng.choice(past[-4:])
+                else:  # now, or any time in the last 2 windows or just ahead
+                    reserved = rng.randrange(cap + 1)
+                    charged = "now" if r < 0.85 else t - rng.randrange(-1000, 2 * window)
+                a = rng.random()
+                actual = reserved + (
+                    -reserved if a < 0.3 else -rng.randrange(reserved + 1) if a < 0.55 else
+                    0 if a < 0.62 else rng.randrange(1, cap // 4 + 2) if a < 0.9 else
+                    rng.randrange(1, cap + 1) if a < 0.96 else rng.randrange(cap, 3 * cap + 1))
+                settle = (reserved, actual, charged)
+                if actual > reserved and past and rng.random() < 0.5:
+                    # then, at once, a refund of an earlier admission: in a log that a debt
+                    # filled, its stamps give way to copies of the oldest
+                    when, res = rng.choice(past[-4:])
+                    todo.append((t, key, 0, (res, rng.randrange(res), when)))
+            if settle is not None:
+                reserved, actual, charged = settle
+                stats["settles"] += 1
+                at = t * 1000 if charged == "now" else charged * 1000
+                d = keys.settle(key, reserved, actual, at, t * 1000)
+                cmd = head + ["settle", reserved, actual, charged, t]
+                stats["refunds that gave back"] += actual < reserved and keys.packed(key) != before
+                stats["debts"] += actual > reserved
+                stats["refused peeks"] += not d.allowed
+                stats["deleted"] += before is not None and keys.packed(key) is None
+                unchanged = before is not None and keys.packed(key) == before
+                stats["unchanged"] += unchanged
+            else:
+                d = keys.decide(key, cost, t * 1000)
+                if d.allowed and cost > 0:
+                    admitted.setdefault(key, []).append((t, cost))
+                cmd = head + [cost, t]
+                unchanged = not d.allowed or cost == 0
+            cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
+            state = keys.copy(key)
+            view = state and core_view(alg, rule, state, keys.packed(key))
+            wants.append((cmd, core_fields(d), unchanged, state, view))
+        got = conn.pipeline(cmds)
+        bad, flagged = [], 0  # sliding_log values with a settle's flag (DROPPED, LATEST)
+        for i, (cmd, want, unchanged, state, view) in enumerate(wants):
+            before, g, after, expire = got[4 * i:4 * i + 4]
+            flagged += alg == "sliding_log" and after is not None and after[0] >= 16
+            got_view = after and script_view(alg, rule, after)
+            why = ("reply" if g != want else "write" if unchanged and before != after else
+                   "expiry" if not expiry_ok(core, rule, state, expire) else
+                   "state" if got_view != view else None)
+            if why:
+                bad.append((why, " ".join(map(str, cmd[4:])), want, g, view, got_view, expire))
+        if alg == "sliding_log":
+            stats["flagged values"] = flagged
+        print("%-16s %d operations: %s; %d differ" % (
+            name, len(wants), ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+        for b in bad[:5]:
+            print("  %s: %s: core %r, script %r (state: core %r, script %r; pexpiretime %r)" % b)
+        ck.expect("settle/" + name, not bad and stats["settles"] >= SETTLE_LINES // 3 and
+                  stats["refunds that gave back"] >= 10 and stats["debts"] >= 50 and
+                  stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 10))
+
+
+def check_saturation(conn, shas, ck):
+    """A debt of 2^53 - 1 units saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
+    sliding_window, the newest N stamps, a TAT just below 2^53 us) without an error, and the key
+    refuses even a peek."""
+    big, t = 2**53 - 1, START_US + 7
+    want = {"fixed_window": ("count", big), "sliding_window": ("curr", 2**52),
+            "sliding_buckets": ("counts", {(t // 250000): big}), "sliding_log": ("stamps", [t] * 5),
+            "token_bucket": ("tat ns", 9007199254740990000), "gcra": ("tat ns", 9007199254740990000)}
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    for alg in ALGORITHMS:
+        key = "lua:sat:" + alg
+        conn.call("DEL", key)
+        buckets = 4 if alg == "sliding_buckets" else -1
+        args = [5, SEC, -1, buckets, 0]
+        r1 = conn.call("EVALSHA", shas[alg], 1, key, *args, "settle", 0, big, "now", t)
+        r2 = conn.call("EVALSHA", shas[alg], 1, key, *args, 0, t + 1)
+        rule = core.rule(alg, 5, SEC * 1000, buckets=buckets)
+        value = conn.call("GET", key)
+        view = value and script_view(alg, rule, value)
+        field, expected = want[alg]
+        got = view and view[view.index(field) + 1]
+        ck.expect("saturation/" + alg, isinstance(r1, list) and r1[0] == 0 and r1[2] == 0 and
+                  isinstance(r2, list) and r2[0] == 0 and got == expected,
+                  "%r %r %r" % (r1, r2, view))
+
+
 def used_memory(conn):
     info = conn.call("INFO", "memory").decode()
     return int([l for l in info.split("\r\n") if l.startswith("used_memory:")][0].split(":")[1])
@@ -303,7 +532,7 @@ def report_memory(conn, port, shas, ck):
 
 def main():
     port, sluice, script_dir, tmp, seed = sys.argv[1:6]
-    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "memory"]
+    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "memory"]
     conn = Conn(int(port))
     ck = Checks()
     shas = load_scripts(conn, script_dir, ck, "sha" in which)
@@ -315,6 +544,9 @@ def main():
         check_clock(conn, shas, ck)
     if "equiv" in which:
         check_equiv(conn, shas, ck, sluice, tmp, int(seed))
+    if "settle" in which:
+        check_settle(conn, shas, ck, int(seed))
+        check_saturation(conn, shas, ck)
     if "memory" in which:
         report_memory(conn, int(port), shas, ck)
     sys.exit(1 if ck.failed else 0)

@@ -3,10 +3,14 @@
 -- place of the script's include line, after the script's `local ALG = '<algorithm>'`.
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us settle reserved actual
+--           charged_us|now [now_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
 -- now_us is the test clock; without it the time is the server's TIME. Times are integer
--- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years).
+-- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years). A settle gives back
+-- reserved - actual units charged at charged_us (now: the settle's time), or charges actual -
+-- reserved past the limit, and replies with a peek; its arguments are the core's sl_settle().
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -28,11 +32,13 @@ end
 -- parameter does not apply). check_buckets(buckets, window), if given, runs right after buckets
 -- is read and returns the buckets to use, or nil and an error. Returns nil and then limit,
 -- window, burst, buckets, max_delay, cost and now (clamped to [0, NOW_MAX_US] as the core clamps
--- it); or the error. Numbers, not a table of ranges: a script runs all of this on every call, and
--- tables cost allocations.
+-- it), then for a settle reserved, actual and charged (clamped likewise; now is then no earlier
+-- than charged, as in the core), nil for a decision; or the error. Numbers, not a table of
+-- ranges: a script runs all of this on every call, and tables cost allocations.
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
+    local reserved, actual, charged
     limit, err = int_arg(1, 'limit', 1, limit_max)
     if err then return err end
     window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
@@ -47,21 +53,49 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
     end
     max_delay, err = int_arg(5, 'max_delay_us', delay_min, delay_max)
     if err then return err end
-    cost, err = int_arg(6, 'cost', 0, INT_MAX)
-    if err then return err end
-    if ARGV[7] then
-        now, err = int_arg(7, 'now_us', -INT_MAX, INT_MAX)
+    local at = 7 -- now_us
+    if ARGV[6] == 'settle' then
+        reserved, err = int_arg(7, 'reserved', 0, INT_MAX)
+        if err then return err end
+        actual, err = int_arg(8, 'actual', 0, INT_MAX)
+        if err then return err end
+        if ARGV[9] ~= 'now' then
+            charged, err = int_arg(9, 'charged_us', -INT_MAX, INT_MAX)
+            if err then return err .. " (or 'now')" end
+        end
+        cost, at = 0, 10
+    else
+        cost, err = int_arg(6, 'cost', 0, INT_MAX)
+        if err then return err end
+    end
+    if ARGV[at] then
+        now, err = int_arg(at, 'now_us', -INT_MAX, INT_MAX)
         if err then return err end
     else
         local t = redis.call('TIME')
         now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     now = math.min(math.max(now, 0), NOW_MAX_US)
-    return nil, limit, window, burst, buckets, max_delay, cost, now
+    if reserved then
+        charged = charged and math.min(math.max(charged, 0), NOW_MAX_US) or now
+        now = math.max(now, charged)
+    end
+    return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged
 end
 
 -- The error reply for a key that holds a string that is not this algorithm's state.
 local function no_state_reply(key)
     return redis.error_reply('ERR sluice ' .. ALG .. ': key ' .. key .. ' holds no ' .. ALG ..
         ' state')
+end
+
+-- After a settle, the key holds text (the state's value) until fresh_us, when it is fresh; or
+-- is fresh already (text nil) and goes. Writes nothing when the key holds text already: a settle
+-- that changes nothing is not a write (no SET, nothing replicated, WATCH untouched).
+local function settle_store(key, s, text, fresh_us)
+    if not text then
+        if s then redis.call('DEL', key) end
+    elseif text ~= s then
+        redis.call('SET', key, text, 'PXAT', math.floor((fresh_us + 999) / 1000))
+    end
 end

@@ -9,13 +9,17 @@
 -- Nanoseconds do not fit a double, so every time here is a pair (q, r): q microseconds and r in
 -- [0, 1000) nanoseconds. That keeps the core's T = ceil(W / N) in ns, so decisions are the core's
 -- for every rule, reported in microseconds rounded up. Only an admitted cost > 0 writes (SET ..
--- PXAT, the key vanishes when its TAT passes and it is fresh again).
+-- PXAT, the key vanishes when its TAT passes and it is fresh again), and a settle that changes
+-- the TAT (a DEL when it leaves it fresh). A refund gives back only what the bucket has not
+-- refilled by itself, c * T - (now - charged), as the core does; a debt moves TAT past the
+-- tolerance, saturating just below 2^53 us (the year 2255; the core at 2^63 - 1 ns, 2262).
 local TOL_MAX_Q, TOL_MAX_R = 2305843009213693, 951 -- SL_TOLERANCE_MAX_NS, (2^63 - 1) / 4 ns
 local CAP_MAX = 9000000000000 -- capacity * 999 ns stays below 2^53
 
 -- limit up to CAP_MAX; burst -1 (the limit) up to CAP_MAX - 1; buckets does not apply; max_delay_us
 -- up to 366 days
-local err, limit, window, burst, _, max_delay, cost, now =
+local TAT_MAX_Q = 9007199254740990 -- a debt's TAT saturates at (TAT_MAX_Q, 0): 2^53 - 2 us
+local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged =
     rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
 if err then return redis.error_reply(err) end
 if burst == -1 then burst = limit end
@@ -52,6 +56,18 @@ local tq, tr = norm(a, d)
 local function times_t(k) -- k * T, exact while k * 999 < 2^53 (k <= CAP_MAX)
     return norm(k * tq, k * tr)
 end
+-- k * T for any k >= 0, or nil when it is 2^53 us or more (beyond any TAT): exact, since
+-- doubles hold every integer below 2^53 and round a larger sum to 2^53 or more
+local function times_t_big(k)
+    local q = k * tq
+    if q >= 9007199254740992 then return nil end
+    local hi = math.floor(k / 1000)
+    local x = (k - hi * 1000) * tr -- k = 1000 hi + lo: k * tr = 1000 (hi * tr) + lo * tr
+    local xq = math.floor(x / 1000)
+    q = q + hi * tr + xq
+    if q >= 9007199254740992 then return nil end
+    return q, x - xq * 1000
+end
 local tolq, tolr = times_t(cap) -- the tolerance, T * capacity
 if gt(tolq, tolr, TOL_MAX_Q, TOL_MAX_R) then
     return redis.error_reply('ERR sluice ' .. ALG .. ': the rule overflows 64-bit nanoseconds ' ..
@@ -87,9 +103,44 @@ if s then
     end
 end
 
+local function tat_text(q, r) -- TAT's value: its decimal ns
+    if q > 0 then return string.format('%d%03d', q, r) end
+    return tostring(r)
+end
+
 -- no clamp of a now that stepped back: the decision is monotone in now (an earlier now sees less
 -- refilled), and a TAT in debt lies beyond any bound of the last admission's time
 local nq, nr = now, 0
+
+if reserved and reserved ~= actual then -- a settle, then a peek
+    if actual < reserved then
+        -- now no earlier than TAT - tol - max_delay (no admission is older), and the part of the
+        -- charge's c * T not refilled since charged comes off TAT, TAT no lower than now
+        local aq, ar = norm(tatq - tolq - max_delay, tatr - tolr)
+        local mq, mr = nq, nr
+        if gt(aq, ar, mq, mr) then mq, mr = aq, ar end
+        if gt(tatq, tatr, mq, mr) then
+            local cq, cr = times_t_big(reserved - actual)
+            local lq, lr = mq, mr -- TAT - back, when back > 0
+            if cq then lq, lr = norm(tatq - cq + (mq - charged), tatr - cr + mr) end
+            if gt(tatq, tatr, lq, lr) then -- back > 0
+                if gt(lq, lr, mq, mr) then mq, mr = lq, lr end
+                tatq, tatr = mq, mr
+            end
+        end
+    else -- debt: TAT = max(TAT, now) + d * T
+        local dq, dr = times_t_big(actual - reserved)
+        local bq, br = tatq, tatr
+        if gt(nq, nr, bq, br) then bq, br = nq, nr end
+        if dq then bq, br = norm(bq + dq, br + dr) end
+        if not dq or gt(bq, br, TAT_MAX_Q, 0) then bq, br = TAT_MAX_Q, 0 end
+        tatq, tatr = bq, br
+    end
+    local text
+    if gt(tatq, tatr, nq, nr) then text = tat_text(tatq, tatr) end -- else fresh: the key goes
+    settle_store(key, s, text, ceil_us(tatq, tatr))
+end
+
 -- TAT0 = max(TAT, now)
 local t0q, t0r = tatq, tatr
 if gt(nq, nr, tatq, tatr) then t0q, t0r = nq, nr end
@@ -109,8 +160,7 @@ end
 local delay = 0
 if cost > 0 then
     if wq >= 0 then delay = ceil_us(wq, wr) end -- a peek is never delayed
-    local text = tostring(t1r)
-    if t1q > 0 then text = string.format('%d%03d', t1q, t1r) end
-    redis.call('SET', key, text, 'PXAT', math.floor((ceil_us(t1q, t1r) + 999) / 1000))
+    redis.call('SET', key, tat_text(t1q, t1r), 'PXAT',
+        math.floor((ceil_us(t1q, t1r) + 999) / 1000))
 end
 return {1, cap, remaining_at(t1q, t1r, nq, nr), 0, ceil_us(norm(t1q - nq, t1r - nr)), delay}

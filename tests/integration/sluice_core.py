@@ -1,0 +1,152 @@
+"""sluice_core.py - the core (libsluice.so of the build tree) called from the integration tests'
+Python drivers through ctypes: the reference that sluice.so (tests/integration/test_module*.sh)
+and the Lua scripts (tests/integration/lua/lua_equiv.py) are compared with, for what `sluice
+replay` cannot express (settles and refunds, the stored bytes).
+
+    core = Core(build_dir)
+    rule = core.rule("sliding_log", limit=5, window_ns=10**9)
+    keys = Keys(core, rule)
+    keys.decide("k", cost, now_ns)                          -> Decision
+    keys.settle("k", reserved, actual, charged_ns, now_ns)  -> Decision
+    keys.packed("k")                                         -> bytes (sl_state_pack)
+    keys.copy("k")                                           -> a state to keep (None: absent)
+    core.fresh(rule, state, now_ns)                          -> bool (a state, None: absent)
+
+Keys holds each key's state as Redis would: a decision or settle that leaves the state fresh at
+its time removes the key (sluice.so deletes it then), and an absent key is all zero bytes.
+
+An ASan build's library needs the ASan runtime preloaded into python3 (the test scripts do it).
+"""
+import ctypes
+import os
+
+ALGORITHMS = {"fixed_window": 1, "sliding_log": 2, "sliding_window": 3, "sliding_buckets": 4,
+              "token_bucket": 5, "gcra": 6}
+SL_DEFAULT = -1
+
+
+class Rule(ctypes.Structure):
+    _fields_ = [("algorithm", ctypes.c_int),
+                ("limit", ctypes.c_int64),
+                ("window_ns", ctypes.c_int64),
+                ("burst", ctypes.c_int64),
+                ("buckets", ctypes.c_int64),
+                ("max_delay_ns", ctypes.c_int64),
+                ("interval_ns", ctypes.c_int64),
+                ("tolerance_ns", ctypes.c_int64),
+                ("bucket_ns", ctypes.c_int64),
+                ("capacity", ctypes.c_int64),
+                ("state_size", ctypes.c_uint32)]
+
+
+class Decision(ctypes.Structure):
+    _fields_ = [("allowed", ctypes.c_bool),
+                ("limit", ctypes.c_int64),
+                ("remaining", ctypes.c_int64),
+                ("retry_after_ns", ctypes.c_int64),
+                ("reset_after_ns", ctypes.c_int64),
+                ("delay_ns", ctypes.c_int64)]
+
+    def fields(self):
+        return (int(self.allowed), self.limit, self.remaining, self.retry_after_ns,
+                self.reset_after_ns, self.delay_ns)
+
+
+class Core:
+    def __init__(self, build_dir):
+        lib = ctypes.CDLL(os.path.join(build_dir, "src", "libsluice.so"))
+        i64, p = ctypes.c_int64, ctypes.c_void_p
+        rp, dp = ctypes.POINTER(Rule), ctypes.POINTER(Decision)
+        lib.sl_rule_prepare.argtypes = [rp]
+        lib.sl_decide.argtypes = [rp, p, i64, i64, dp]
+        lib.sl_settle.argtypes = [rp, p, i64, i64, i64, i64, dp]
+        lib.sl_state_is_fresh.argtypes = [rp, p, i64]
+        lib.sl_state_is_fresh.restype = ctypes.c_bool
+        lib.sl_state_packed_max.argtypes = [rp]
+        lib.sl_state_packed_max.restype = ctypes.c_size_t
+        lib.sl_state_pack.argtypes = [rp, p, p]
+        lib.sl_state_pack.restype = ctypes.c_size_t
+        lib.sl_state_unpack.argtypes = [rp, p, ctypes.c_size_t, p]
+        self.lib = lib
+
+    def fresh(self, rule, state, now_ns):
+        """Whether a state (None: an absent key) is fresh at now_ns."""
+        return state is None or self.lib.sl_state_is_fresh(ctypes.byref(rule), state, now_ns)
+
+    def rule(self, algorithm, limit, window_ns, burst=SL_DEFAULT, buckets=SL_DEFAULT,
+             max_delay_ns=0):
+        r = Rule(algorithm=ALGORITHMS[algorithm], limit=limit, window_ns=window_ns, burst=burst,
+                 buckets=buckets, max_delay_ns=max_delay_ns)
+        rc = self.lib.sl_rule_prepare(ctypes.byref(r))
+        if rc != 0:
+            raise ValueError("sl_rule_prepare: %d" % rc)
+        return r
+
+
+class Keys:
+    """States of many keys under one rule, kept as sluice.so keeps them in Redis."""
+
+    def __init__(self, core, rule):
+        self.core, self.rule, self.states = core, rule, {}
+
+    def _state(self, key):
+        return self.states.get(key) or ctypes.create_string_buffer(self.rule.state_size)
+
+    def _keep(self, key, state, now_ns):
+        if self.core.lib.sl_state_is_fresh(ctypes.byref(self.rule), state, now_ns):
+            self.states.pop(key, None)
+        else:
+            self.states[key] = state
+
+    def decide(self, key, cost, now_ns):
+        state, d = self._state(key), Decision()
+        rc = self.core.lib.sl_decide(ctypes.byref(self.rule), state, cost, now_ns, ctypes.byref(d))
+        assert rc == 0, rc
+        if d.allowed and cost > 0:
+            self._keep(key, state, now_ns)
+        return d
+
+    def settle(self, key, reserved, actual, charged_ns, now_ns):
+        state, d = self._state(key), Decision()
+        rc = self.core.lib.sl_settle(ctypes.byref(self.rule), state, reserved, actual, charged_ns,
+                                     now_ns, ctypes.byref(d))
+        assert rc == 0, rc
+        if reserved != actual:
+            self._keep(key, state, max(now_ns, charged_ns))
+        return d
+
+    def copy(self, key):
+        """A copy of the key's state (None when absent), for Core.fresh later."""
+        state = self.states.get(key)
+        return None if state is None else ctypes.create_string_buffer(state.raw, len(state))
+
+    def packed(self, key):
+        """The key's state in its packed form, or None for an absent key."""
+        state = self.states.get(key)
+        if state is None:
+            return None
+        out = ctypes.create_string_buffer(self.core.lib.sl_state_packed_max(ctypes.byref(self.rule)))
+        n = self.core.lib.sl_state_pack(ctypes.byref(self.rule), state, out)
+        return out.raw[:n]
+
+
+def params_hash(rule):
+    """sluice.so's 16-bit hash of a prepared rule's parameters (the value header's bytes 2-3)."""
+    h = 0xcbf29ce484222325
+    for v in (rule.limit, rule.window_ns, rule.burst, rule.buckets, rule.max_delay_ns):
+        v &= (1 << 64) - 1
+        for i in range(8):
+            h ^= (v >> (8 * i)) & 0xff
+            h = (h * 0x100000001b3) & ((1 << 64) - 1)
+    return (h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48)) & 0xffff
+
+
+def module_value(rule, packed):
+    """The bytes sluice.so stores for a packed state: its 4-byte header, then the state."""
+    if packed is None:
+        return None
+    version = 1
+    if rule.algorithm == ALGORITHMS["sliding_log"]:
+        version = 3 if packed[0] & 0x30 else 2
+    h = params_hash(rule)
+    return bytes([0xF5, version << 4 | rule.algorithm, h & 0xff, h >> 8]) + packed

@@ -1,0 +1,178 @@
+/*
+ * test_throttle_args.c - SL.SETTLE's arguments (rules/throttle_args.h), which sluice.so and
+ * sluiced share: RESERVED, ACTUAL and AT among the rule's options, each error, the settle
+ * options alone (throttle_parse_settle), and the charge time AT names
+ * (throttle_settle_charged_ns). SL.THROTTLE's and CL.THROTTLE's errors are checked side by side
+ * in a real redis-server and sluiced by tests/integration/test_module.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rules/throttle_args.h"
+
+#define MAX_ARGS 24
+#define NS_MS    INT64_C(1000000)
+
+/* Splits a space-separated command line into args (the words point into line, a copy). */
+static size_t split(char *line, throttle_arg_t *args)
+{
+    size_t n = 0;
+    for (char *w = strtok(line, " "); w != NULL && n < MAX_ARGS; w = strtok(NULL, " ")) {
+        args[n].ptr = w;
+        args[n++].len = strlen(w);
+    }
+    return n;
+}
+
+/* throttle_parse of `text` as cmd: 0 and *out, or -1 and the error in err. */
+static int parse(throttle_cmd_t cmd, const char *text, throttle_req_t *out,
+                 char err[THROTTLE_ERR_MAX])
+{
+    char line[512];
+    throttle_arg_t args[MAX_ARGS];
+    snprintf(line, sizeof line, "%s", text);
+    size_t n = split(line, args);
+    err[0] = '\0';
+    return throttle_parse(cmd, args, n, out, err);
+}
+
+#define PARSE_ERR(cmd, text, want)                                                                 \
+    do {                                                                                           \
+        throttle_req_t r_;                                                                         \
+        char e_[THROTTLE_ERR_MAX];                                                                 \
+        assert_int_equal(parse(cmd, text, &r_, e_), -1);                                           \
+        assert_string_equal(e_, want);                                                             \
+    } while (0)
+
+static void test_settle_options(void **unused)
+{
+    (void)unused;
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    assert_int_equal(
+        parse(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 3 ACTUAL 1", &r, err), 0);
+    assert_int_equal(r.rule.algorithm, SL_GCRA);
+    assert_int_equal(r.rule.limit, 5);
+    assert_int_equal(r.rule.window_ns, 1000 * NS_MS);
+    assert_int_equal(r.cost, 0);
+    assert_int_equal(r.reserved, 3);
+    assert_int_equal(r.actual, 1);
+    assert_int_equal(r.at_ms, -1);
+    /* anywhere among the rule's options, any case, the last repeat wins; 0 is a value */
+    assert_int_equal(parse(THROTTLE_SL_SETTLE,
+                           "sl.settle k sliding_buckets 6 1200 actual 9 At 4000000000123 "
+                           "BUCKETS 4 reserved 7 RESERVED 0",
+                           &r, err),
+                     0);
+    assert_int_equal(r.rule.buckets, 4);
+    assert_int_equal(r.reserved, 0);
+    assert_int_equal(r.actual, 9);
+    assert_int_equal(r.at_ms, INT64_C(4000000000123));
+    /* the other commands leave the settle fields at "none" */
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 COST 2", &r, err), 0);
+    assert_int_equal(r.cost, 2);
+    assert_int_equal(r.reserved, 0);
+    assert_int_equal(r.actual, 0);
+    assert_int_equal(r.at_ms, -1);
+    assert_int_equal(parse(THROTTLE_CL, "CL.THROTTLE k 1 2 3", &r, err), 0);
+    assert_int_equal(r.at_ms, -1);
+}
+
+static void test_settle_errors(void **unused)
+{
+    (void)unused;
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5",
+              "ERR wrong number of arguments for 'sl.settle' command");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000",
+              "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 3",
+              "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 ACTUAL 3 AT 5",
+              "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 3 ACTUAL 1 COST 1",
+              "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED x ACTUAL 1",
+              "ERR reserved is not an integer or out of range");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL -1",
+              "ERR actual must be >= 0");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 1 AT 1.5",
+              "ERR at is not an integer or out of range");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 1 AT -2",
+              "ERR at must be >= 0");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL", "ERR syntax error");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 1 LATER 2",
+              "ERR syntax error");
+    /* the rule's own errors come as SL.THROTTLE's, after the settle's syntax */
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 0 1000 RESERVED 1 ACTUAL 1",
+              "ERR limit must be > 0");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k fixed_window 5 1000 BURST 2 RESERVED 1 ACTUAL 1",
+              "ERR invalid rule: burst must be >= 1 for token_bucket, >= 0 for gcra, and only "
+              "applies to them");
+    /* the settle options are SL.SETTLE's only */
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 RESERVED 1", "ERR syntax error");
+    PARSE_ERR(THROTTLE_SL_PEEK, "SL.PEEK k gcra 5 1000 AT 1", "ERR syntax error");
+}
+
+/* A named rule's settle options, with the same errors. */
+static void test_settle_alone(void **unused)
+{
+    (void)unused;
+    char line[256];
+    throttle_arg_t args[MAX_ARGS];
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    snprintf(line, sizeof line, "SL.SETTLE api u42 RESERVED 10 ACTUAL 25 AT 7");
+    size_t n = split(line, args);
+    assert_int_equal(throttle_parse_settle(args, n, 3, &r, err), 0);
+    assert_int_equal(r.reserved, 10);
+    assert_int_equal(r.actual, 25);
+    assert_int_equal(r.at_ms, 7);
+    snprintf(line, sizeof line, "SL.SETTLE api u42 ACTUAL 25");
+    n = split(line, args);
+    assert_int_equal(throttle_parse_settle(args, n, 3, &r, err), -1);
+    assert_string_equal(err, "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    snprintf(line, sizeof line, "SL.SETTLE api u42 RESERVED 1 ACTUAL 2 COST 3");
+    n = split(line, args);
+    assert_int_equal(throttle_parse_settle(args, n, 3, &r, err), -1);
+    assert_string_equal(err, "ERR syntax error");
+    snprintf(line, sizeof line, "SL.SETTLE api u42 RESERVED -1 ACTUAL 2");
+    n = split(line, args);
+    assert_int_equal(throttle_parse_settle(args, n, 3, &r, err), -1);
+    assert_string_equal(err, "ERR reserved must be >= 0");
+}
+
+/* AT names a millisecond: the reservation is looked for as of its last ns, never after now. */
+static void test_charged_ns(void **unused)
+{
+    (void)unused;
+    const int64_t now = INT64_C(4000000000123456789); /* in ms 4000000000123 */
+    throttle_req_t r = {.at_ms = -1};
+    assert_int_equal(throttle_settle_charged_ns(&r, now), now);
+    r.at_ms = INT64_C(4000000000122);
+    assert_int_equal(throttle_settle_charged_ns(&r, now), INT64_C(4000000000122999999));
+    r.at_ms = 0;
+    assert_int_equal(throttle_settle_charged_ns(&r, now), NS_MS - 1);
+    r.at_ms = INT64_C(4000000000123); /* the current millisecond: its end is after now */
+    assert_int_equal(throttle_settle_charged_ns(&r, now), now);
+    r.at_ms = INT64_MAX; /* the future: now, and nothing overflows */
+    assert_int_equal(throttle_settle_charged_ns(&r, now), now);
+    r.at_ms = 5;
+    assert_int_equal(throttle_settle_charged_ns(&r, 0), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_settle_options),
+        cmocka_unit_test(test_settle_errors),
+        cmocka_unit_test(test_settle_alone),
+        cmocka_unit_test(test_charged_ns),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
