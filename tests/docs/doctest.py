@@ -32,10 +32,13 @@ The markup (README.md and docs/ follow it):
       status N               commands of the next session may exit N as well as 0 (a list of
                              failures, each of which would otherwise need an `echo $?`)
       vary REGEX             in the next session's output, text matching REGEX may differ from
-                             what is shown: each distinct match is replaced by <1>, <2>, ... in
-                             order of first appearance, in the shown and the actual output alike,
-                             so a value shown twice must still be one value twice, and a value
-                             that must fall in a range is written as a REGEX for that range
+                             what is shown (a time, a date): every match is replaced by <...> in
+                             the shown and the actual output alike; a value that must fall in a
+                             range is written as a REGEX for that range
+      same REGEX             like vary, but the matches are names: each distinct one becomes
+                             <1>, <2>, ... in order of first appearance, so a value shown twice
+                             must be one value twice in the output too (a SHA1 printed by two
+                             commands), and values shown different must differ
       c PRELUDE              the next C block is compiled with tests/docs/PRELUDE put before it
       start sluiced ARGS     stops sluiced and starts it with ARGS (the same store: ./sluice.db)
       start redis [ARGS]     starts redis-server on 6379 (no persistence)
@@ -100,7 +103,7 @@ class Step:
         self.start = start  # (args, line)
 
 
-DIRECTIVE_WORDS = {"skip", "file", "vary", "status", "c", "start"}
+DIRECTIVE_WORDS = {"skip", "file", "vary", "same", "status", "c", "start"}
 
 
 def parse_directives(text, line, errors):
@@ -383,16 +386,20 @@ http {
 # ---- checks ------------------------------------------------------------------------------------
 
 def normalise(text, regexes):
-    """Each distinct match of each regex becomes <k>, numbered in order of first appearance."""
-    seen = {}
+    """regexes: [(compiled, named)]. A match of a `vary` regex becomes <...>; each distinct
+    match of a `same` regex becomes <k> (<r:k> for the r-th regex), numbered in order of first
+    appearance."""
+    for r, (rx, named) in enumerate(regexes, 1):
+        seen = {}
 
-    def sub(m):
-        key = m.group(0)
-        if key not in seen:
-            seen[key] = "<%d>" % (len(seen) + 1)
-        return seen[key]
+        def sub(m):
+            if not named:
+                return "<...>"
+            if m.group(0) not in seen:
+                k = len(seen) + 1
+                seen[m.group(0)] = "<%d>" % k if len(regexes) == 1 else "<%d:%d>" % (r, k)
+            return seen[m.group(0)]
 
-    for rx in regexes:
         text = rx.sub(sub, text)
     return text
 
@@ -426,11 +433,13 @@ class Doc:
     def run_session(self, shell, block, errors):
         steps = parse_session(block, errors)
         regexes = []
-        for _, args, line in block.directive("vary"):
+        for word, args, line in block.directives:
+            if word not in ("vary", "same"):
+                continue
             try:
-                regexes.append(re.compile(args, re.M))
+                regexes.append((re.compile(args, re.M), word == "same"))
             except re.error as e:
-                self.fail(line, "vary: bad regex %r: %s" % (args, e))
+                self.fail(line, "%s: bad regex %r: %s" % (word, args, e))
                 return
         allowed = {0}
         for _, args, line in block.directive("status"):
@@ -456,7 +465,7 @@ class Doc:
             results.append((cmd, expected, clean(out), line))
         # one normalisation over the whole session, so a value shown in two commands' outputs
         # must be one value in both
-        sep = "\x00"
+        sep = "\n\x00\n"  # on lines of its own, so ^ and $ work at each output's edges
         shown_all = normalise(sep.join("\n".join(e) for _, e, _, _ in results), regexes)
         actual_all = normalise(sep.join("\n".join(a) for _, _, a, _ in results), regexes)
         shown = shown_all.split(sep)
@@ -577,8 +586,8 @@ class Doc:
             for e in errors:
                 self.failures.append("%s:%s" % (self.name, e))
             return ok is not False
-        if block.directive("vary"):
-            self.fail(block.line, "vary applies to sessions only")
+        if block.directive("vary") or block.directive("same"):
+            self.fail(block.line, "vary and same apply to sessions only")
         if block.lang == "c":
             self.check_c(block, sandbox, env)
         elif block.lang == "yaml" and any(l.startswith("rules:") for l in block.lines):
