@@ -114,10 +114,10 @@ def parse_directives(text, line, errors):
             continue
         word, _, args = raw.partition(" ")
         if word not in DIRECTIVE_WORDS:
-            errors.append("line %d: unknown doctest directive '%s'" % (line + i, word))
+            errors.append("%d: unknown doctest directive '%s'" % (line + i, word))
             continue
         if not args.strip():
-            errors.append("line %d: doctest '%s' needs an argument%s" %
+            errors.append("%d: doctest '%s' needs an argument%s" %
                           (line + i, word, " (the reason)" if word == "skip" else ""))
             continue
         out.append((word, args.strip(), line + i))
@@ -153,7 +153,7 @@ def parse_markdown(text, errors):
             while j < len(lines) and not lines[j].strip().startswith(fence):
                 j += 1
             if j >= len(lines):
-                errors.append("line %d: a fence that is never closed" % (i + 1))
+                errors.append("%d: a fence that is never closed" % (i + 1))
                 break
             body = [l[len(indent):] if l.startswith(indent) else l.lstrip() for l in lines[i + 1:j]]
             steps.append(Step(block=Block(i + 1, lang, body, pending)))
@@ -162,7 +162,7 @@ def parse_markdown(text, errors):
             continue
         i += 1
     if pending:
-        errors.append("line %d: doctest directives with no block after them" % pending[0][2])
+        errors.append("%d: doctest directives with no block after them" % pending[0][2])
     return steps
 
 
@@ -175,7 +175,7 @@ def parse_session(block, errors):
         l = lines[i]
         if not l.startswith("$ "):
             if l.strip():
-                errors.append("line %d: output before the first command" % (block.line + 1 + i))
+                errors.append("%d: output before the first command" % (block.line + 1 + i))
             i += 1
             continue
         at = block.line + 1 + i
@@ -419,7 +419,8 @@ def clean(output):
 class Doc:
     def __init__(self, path, source, build):
         self.path = path
-        self.name = os.path.relpath(path, source)
+        inside = os.path.commonpath([path, source]) == source
+        self.name = os.path.relpath(path, source) if inside else path
         self.source = source
         self.build = build
         self.failures = []
