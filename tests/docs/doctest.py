@@ -628,12 +628,21 @@ def prepare_sandbox(sandbox, source, build):
     os.symlink(build, os.path.join(sandbox, "build"))
 
 
+def loopback_up():
+    """ip link set lo up, without iproute2: SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sh", fcntl.ioctl(s, siocgifflags, struct.pack("16sh", b"lo", 0)))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
+
+
 def enter_netns():
     """Re-runs this script in a network namespace of its own, loopback up."""
     if os.environ.get(NETNS_MARK) == "1":
-        r = subprocess.run(["ip", "link", "set", "lo", "up"])
-        if r.returncode != 0:
-            print("skipped: cannot bring up loopback in the network namespace")
+        try:
+            loopback_up()
+        except OSError as e:
+            print("skipped: cannot bring up loopback in the network namespace: %s" % e)
             sys.exit(77)
         return
     for unshare in (["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
