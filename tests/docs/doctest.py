@@ -57,6 +57,7 @@ Exit status: 0 when every example is as shown, 1 otherwise (each difference prin
 line in the document), 77 when no network namespace can be made (unshare --net).
 """
 import argparse
+import ctypes
 import difflib
 import fcntl
 import os
@@ -196,6 +197,12 @@ def parse_session(block, errors):
     return out
 
 
+def die_with_parent():
+    """preexec_fn: the child is killed when the harness dies (a timeout's SIGKILL), so no server
+    outlives its test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 # ---- a terminal session ------------------------------------------------------------------------
 
 class Shell:
@@ -210,7 +217,7 @@ class Shell:
         self.master = master
         self.proc = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE,
                                      stdout=slave, stderr=slave, cwd=cwd, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with_parent)
         os.close(slave)
         self.buf = b""
         self.send("__dt_rc=0\n")
@@ -318,7 +325,8 @@ class Servers:
         log = os.path.join(self.sandbox, ".logs", name + ".log")
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, cwd=self.sandbox, env=self.env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    preexec_fn=die_with_parent)
         self.procs[name] = (proc, log)
         for port in ports:
             wait_port(port, proc, log)
