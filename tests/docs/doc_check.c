@@ -33,9 +33,8 @@ static char *read_file(const char *path, size_t *len)
             char *grown = realloc(buf, 2 * cap + 1);
             if (grown == NULL) {
                 free(buf);
-                buf = NULL;
             }
-            buf = grown;
+            buf = grown; /* NULL ends the loop */
             cap *= 2;
         }
     }
