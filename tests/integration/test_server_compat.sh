@@ -8,7 +8,8 @@
 #     for: an empty string, as from redis-server);
 #   - COMMAND DOCS describes every command, in the shape redis-cli builds HELP and hints from
 #     (checked by running redis-cli's HELP in a terminal).
-# Needs redis-server and redis-cli (exits 77 without them).
+# Needs redis-server and redis-cli (exits 77 without them). A sluice.so built with TSan cannot be
+# loaded into redis-server (its runtime needs static TLS): then only sluiced's side runs.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -30,7 +31,22 @@ start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" --snap
     { cat "$TMP/s1.log"; exit 1; }
 SL_PORT=$RESP_PORT
 RD_PORT=$(free_port)
-start_redis redis "$RD_PORT" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+WITH_MODULE=1
+if ldd "$MODULE" | grep -q libtsan; then
+    WITH_MODULE=0
+    echo "sluice.so is built with TSan, which redis-server cannot load: sluiced's side only"
+else
+    start_redis redis "$RD_PORT" --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
+fi
+# check_m NAME same|same3 x ARGS...: a side-by-side check; without the module, ARGS still go to
+# sluiced (later checks expect their effect) and nothing is counted
+check_m() {
+    if [ "$WITH_MODULE" = 1 ]; then
+        check "$@"
+    elif [ "$2" = same ] || [ "$2" = same3 ]; then
+        rcli "$SL_PORT" "${@:4}" >/dev/null
+    fi
+}
 
 # rcli PORT ARGS...: the reply on one line ("1 2 0 ..."), errors as redis-cli prints them
 rcli() { redis-cli -p "$1" "${@:2}" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
@@ -54,29 +70,30 @@ is() { [ "$1" = "$2" ] || { echo "  got '$1', want '$2'"; return 1; }; }
 
 LOG=(sliding_log 2 3600000)
 for port in "$SL_PORT" "$RD_PORT"; do
+    [ "$port" = "$RD_PORT" ] && [ "$WITH_MODULE" = 0 ] && continue
     rcli "$port" SL.THROTTLE k "${LOG[@]}" >/dev/null
     rcli "$port" SL.THROTTLE k "${LOG[@]}" >/dev/null
 done
-check "SL.PEEK key algorithm limit window_ms: nothing left, as the module says" same3 x SL.PEEK k "${LOG[@]}"
+check_m "SL.PEEK key algorithm limit window_ms: nothing left, as the module says" same3 x SL.PEEK k "${LOG[@]}"
 check "nothing left on sluiced" is "$(first3 "$(rcli "$SL_PORT" SL.PEEK k "${LOG[@]}")")" "1 2 0"
-check "SL.PEEK with options" same3 x SL.PEEK k2 gcra 10 1000 BURST 3 MAX_DELAY 5
-check "SL.RESET key: OK on both" same x SL.RESET k
-check "after SL.RESET key: a fresh quota, the whole reply alike" same x SL.PEEK k "${LOG[@]}"
+check_m "SL.PEEK with options" same3 x SL.PEEK k2 gcra 10 1000 BURST 3 MAX_DELAY 5
+check_m "SL.RESET key: OK on both" same x SL.RESET k
+check_m "after SL.RESET key: a fresh quota, the whole reply alike" same x SL.PEEK k "${LOG[@]}"
 check "fresh on sluiced" is "$(rcli "$SL_PORT" SL.PEEK k "${LOG[@]}")" "1 2 2 0 0"
-check "SL.RESET of a key never used" same x SL.RESET never-used
+check_m "SL.RESET of a key never used" same x SL.RESET never-used
 
-check "SL.PEEK key: wrong arity on both" same x SL.PEEK k
-check "SL.PEEK with 3 of the inline arguments" same x SL.PEEK k sliding_log 2
-check "SL.PEEK with COST" same x SL.PEEK k sliding_log 2 1000 COST 1
-check "SL.PEEK rule key COST n: the same error" same x SL.PEEK api u1 COST 1
+check_m "SL.PEEK key: wrong arity on both" same x SL.PEEK k
+check_m "SL.PEEK with 3 of the inline arguments" same x SL.PEEK k sliding_log 2
+check_m "SL.PEEK with COST" same x SL.PEEK k sliding_log 2 1000 COST 1
+check_m "SL.PEEK rule key COST n: the same error" same x SL.PEEK api u1 COST 1
 check "that error" is "$(rcli "$SL_PORT" SL.PEEK api u1 COST 1)" \
     "ERR SL.PEEK takes no COST (it reports without consuming)"
-check "SL.PEEK unknown algorithm" same x SL.PEEK k leaky 1 1000
-check "SL.PEEK invalid rule" same x SL.PEEK k sliding_log 2 1000 BURST 1
-check "SL.PEEK bad limit" same x SL.PEEK k gcra x 1000
-check "SL.PEEK unknown option" same x SL.PEEK k gcra 1 1000 FOO 1
-check "SL.RESET: wrong arity on both" same x SL.RESET
-check "SL.RESET with three keys: wrong arity on both" same x SL.RESET a b c
+check_m "SL.PEEK unknown algorithm" same x SL.PEEK k leaky 1 1000
+check_m "SL.PEEK invalid rule" same x SL.PEEK k sliding_log 2 1000 BURST 1
+check_m "SL.PEEK bad limit" same x SL.PEEK k gcra x 1000
+check_m "SL.PEEK unknown option" same x SL.PEEK k gcra 1 1000 FOO 1
+check_m "SL.RESET: wrong arity on both" same x SL.RESET
+check_m "SL.RESET with three keys: wrong arity on both" same x SL.RESET a b c
 
 # the named forms still work on sluiced
 check "SL.PEEK rule key" is "$(rcli "$SL_PORT" SL.PEEK api u1)" "1 2 2 0 0"
@@ -100,13 +117,15 @@ check "SL.RESET of a key too long" is "$(rcli "$SL_PORT" SL.RESET "$LONG")" "ERR
 
 # the same through a sluiced whose state is in Redis (the module's commands, asynchronous; a
 # deadline no busy machine misses, so on_store_error never answers instead)
-RESP_PORT_1=$SL_PORT
-start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
-    --store "redis://127.0.0.1:$RD_PORT" --store-timeout 5s || { cat "$TMP/s2.log"; exit 1; }
-check "redis store: SL.RESET key" is "$(reset_scope "$RESP_PORT")" "1 2 2|1 3 3"
-check "redis store: SL.PEEK inline" is "$(rcli "$RESP_PORT" SL.PEEK v "${LOG[@]}")" "1 2 2 0 0"
-stop_bg s2
-SL_PORT=$RESP_PORT_1
+if [ "$WITH_MODULE" = 1 ]; then
+    RESP_PORT_1=$SL_PORT
+    start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
+        --store "redis://127.0.0.1:$RD_PORT" --store-timeout 5s || { cat "$TMP/s2.log"; exit 1; }
+    check "redis store: SL.RESET key" is "$(reset_scope "$RESP_PORT")" "1 2 2|1 3 3"
+    check "redis store: SL.PEEK inline" is "$(rcli "$RESP_PORT" SL.PEEK v "${LOG[@]}")" "1 2 2 0 0"
+    stop_bg s2
+    SL_PORT=$RESP_PORT_1
+fi
 
 # ---- INFO ----------------------------------------------------------------------------------
 
@@ -117,8 +136,8 @@ import sys
 from resp_client import Conn
 print(repr(Conn(int(sys.argv[1])).call("INFO", *sys.argv[2:])))' "$@"
 }
-check "INFO nonsense: an empty string, as from redis-server" \
-    is "$(raw_info "$SL_PORT" nonsense)|$(raw_info "$RD_PORT" nonsense)" "b''|b''"
+check "INFO nonsense: an empty string" is "$(raw_info "$SL_PORT" nonsense)" "b''"
+check_m "INFO nonsense: as from redis-server" is "$(raw_info "$RD_PORT" nonsense)" "b''"
 rcli "$SL_PORT" SL.THROTTLE kept gcra 1 3600000 >/dev/null
 rcli "$SL_PORT" SL.ALLOW api kept >/dev/null
 check "INFO keyspace: Redis's section" \
