@@ -267,6 +267,10 @@ class Shell:
 
 # ---- servers -----------------------------------------------------------------------------------
 
+class Skip(Exception):
+    """A tool the document needs is not installed: the test is skipped (exit 77)."""
+
+
 def wait_port(port, proc, log):
     deadline = time.monotonic() + PORT_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -321,6 +325,8 @@ class Servers:
             self.stop(name)
 
     def spawn(self, name, argv, ports):
+        if shutil.which(argv[0], path=self.env["PATH"]) is None:
+            raise Skip("%s is not installed" % argv[0])
         self.stop(name)
         log = os.path.join(self.sandbox, ".logs", name + ".log")
         with open(log, "ab") as out:
@@ -350,6 +356,8 @@ class Servers:
         elif kind == "nginx":
             if len(args) != 1:
                 raise RuntimeError("start nginx FILE")
+            if shutil.which("nginx", path=self.env["PATH"]) is None:
+                raise Skip("nginx is not installed")
             conf = self.nginx_conf(os.path.join(self.sandbox, args[0]))
             check = subprocess.run(["nginx", "-t", "-c", conf, "-p", self.sandbox], env=self.env,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -433,6 +441,7 @@ class Doc:
         self.build = build
         self.failures = []
         self.checked = 0
+        self.skipped = None  # why the document could not run
 
     def fail(self, line, msg):
         self.failures.append("%s:%d: %s" % (self.name, line, msg))
@@ -569,6 +578,8 @@ class Doc:
                     return
         except RuntimeError as e:
             self.failures.append("%s: %s" % (self.name, e))
+        except Skip as e:
+            self.skipped = str(e)
         finally:
             if shell is not None:
                 shell.close()
@@ -615,7 +626,9 @@ def make_env(sandbox):
                         "REDISCLI_AUTH", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH")}
     env.update({
         "HOME": sandbox,
-        "PATH": os.path.join(sandbox, "bin") + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+        # nginx lives in /usr/sbin, which a user's PATH may lack
+        "PATH": os.path.join(sandbox, "bin") + ":" + os.environ.get("PATH", "/usr/bin:/bin") +
+        ":/usr/sbin:/sbin",
         "TERM": "dumb",
         "NO_COLOR": "1",
         "LC_ALL": "C.UTF-8",
@@ -670,13 +683,16 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("doc")
     a = ap.parse_args()
-    for tool in ("bash", "redis-cli", "curl"):
+    for tool in ("bash", "cc", "redis-cli", "curl"):
         if shutil.which(tool) is None:
             print("skipped: %s is not installed" % tool)
             sys.exit(77)
     enter_netns()
     doc = Doc(os.path.abspath(a.doc), os.path.abspath(a.source), os.path.abspath(a.build))
     doc.run()
+    if doc.skipped is not None and not doc.failures:
+        print("skipped: %s" % doc.skipped)
+        sys.exit(77)
     for f in doc.failures:
         print("FAIL " + f + "\n")
     print("%s: %d examples checked, %d failures" % (doc.name, doc.checked, len(doc.failures)))
