@@ -42,7 +42,8 @@ The markup (README.md and docs/ follow it):
       c PRELUDE              the next C block is compiled with tests/docs/PRELUDE put before it
       start sluiced ARGS     stops sluiced and starts it with ARGS (the same store: ./sluice.db)
       start redis [ARGS]     starts redis-server on 6379 (no persistence)
-      start redis-module [ARGS]   the same, loading the built sluice.so
+      start redis-module [ARGS]   the same, loading the built sluice.so (ARGS follow its path:
+                             the module's arguments)
       start nginx FILE       nginx on port 80 with FILE (server blocks, from a `file` directive)
                              inside an http {} the harness writes, which also has an upstream
                              `app` (a server on 127.0.0.1:8081 answering "hello from app")
@@ -54,7 +55,8 @@ The markup (README.md and docs/ follow it):
   (tests/docs/doc_check.c). Any other block needs `skip REASON` or `file NAME`.
 
 Exit status: 0 when every example is as shown, 1 otherwise (each difference printed with its
-line in the document), 77 when no network namespace can be made (unshare --net).
+line in the document), 77 (skipped) when no network namespace can be made (unshare --net, as
+root or in a user namespace) or a program the document needs is not installed.
 """
 import argparse
 import ctypes
