@@ -15,9 +15,9 @@ fi
 if [ "$what" = test ]; then
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
   # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), curl,
-  # sqlite3, node + npm (ioredis); wrk for the benchmarks
+  # sqlite3, node + npm (ioredis); python3 (test drivers, the doc tests); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light curl sqlite3
-    wrk)
+    python3 wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi

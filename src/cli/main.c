@@ -69,17 +69,26 @@ static const struct command *find_command(const char *name)
     return NULL;
 }
 
+/* An unknown command or option: the error and a hint, not the whole help. */
 static int unknown_command(const char *name)
 {
-    fprintf(stderr, "sluice: unknown command '%s'\n\n", name);
-    usage(stderr);
+    fprintf(stderr, "sluice: unknown %s '%s'\nTry 'sluice --help' for more information.\n",
+            name[0] == '-' ? "option" : "command", name);
     return EXIT_USAGE;
+}
+
+/* The password when -a gives none: $SLUICE_PASSWORD (the tool's own name, kept for the scripts
+ * that use it), else $SLUICE_REQUIREPASS (the name sluiced reads its password from). */
+static const char *env_password(void)
+{
+    const char *own = getenv("SLUICE_PASSWORD");
+    return own != NULL && own[0] != '\0' ? own : getenv("SLUICE_REQUIREPASS");
 }
 
 int main(int argc, char **argv)
 {
     struct remote_opts g;
-    remote_opts_init(&g, getenv("SLUICE_PASSWORD"));
+    remote_opts_init(&g, env_password());
     int i = 1;
     while (i < argc && argv[i][0] == '-' && !(strcmp(argv[i], "-h") == 0 && i + 1 == argc)) {
         char err[REMOTE_ERR_MAX];

@@ -12,7 +12,7 @@
  *      object/value with --json) and returns the process exit code.
  *
  * Exit codes (docs/cli.md): 0 success (check: allowed); 1 a negative answer (check: denied;
- * get: no such override; del: nothing to delete) or an unreadable FILE; 2 usage error;
+ * get: no such rule or override; del: nothing to delete) or an unreadable FILE; 2 usage error;
  * 3 the server replied with an error (printed on stderr as sent, after "sluice: "); 4 cannot
  * connect, connection lost or timed out; 5 a reply of an unexpected shape.
  */
@@ -42,14 +42,14 @@
 struct remote_opts {
     const char *host;     /* -h HOST (default 127.0.0.1) */
     int port;             /* -p PORT (default 6390) */
-    const char *password; /* -a PASSWORD, else $SLUICE_PASSWORD, else NULL */
+    const char *password; /* -a PASSWORD, else $SLUICE_PASSWORD or $SLUICE_REQUIREPASS */
     const char *user;     /* --user NAME: AUTH as this user ("admin" for rules and overrides
                              when sluiced has an admin password), else NULL */
     bool json;            /* --json: machine output */
     int timeout_ms;       /* --timeout MS: connect and per-command timeout, 0 = none */
 };
 
-/* Defaults; password from `env_password` ($SLUICE_PASSWORD; NULL or "" means none). */
+/* Defaults; password from `env_password` (the environment's; NULL or "" means none). */
 void remote_opts_init(struct remote_opts *o, const char *env_password);
 
 /*

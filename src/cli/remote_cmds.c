@@ -18,7 +18,8 @@ static const char options_text[] =
     "Connection options (before the command or among its arguments):\n"
     "  -h HOST          server address (default 127.0.0.1)\n"
     "  -p PORT          RESP port (default 6390)\n"
-    "  -a PASSWORD      AUTH password (default: $SLUICE_PASSWORD)\n"
+    "  -a PASSWORD      AUTH password (default: $SLUICE_PASSWORD, else\n"
+    "                   $SLUICE_REQUIREPASS)\n"
     "  --user NAME      AUTH as this user: admin, for rules and overrides when the server has\n"
     "                   an admin password (-a is then the admin password)\n"
     "  --timeout MS     connect and reply timeout, ms (default 5000; 0 = none)\n"
@@ -48,7 +49,7 @@ static const char rules_usage[] =
     "       sluice [OPTIONS] rules import --replace FILE|-   make the rules exactly the file's\n"
     "       sluice [OPTIONS] rules export           print the rules as a YAML rules file\n"
     "       sluice [OPTIONS] rules list             print the rule names, one per line\n"
-    "       sluice [OPTIONS] rules get NAME         print a rule as JSON\n"
+    "       sluice [OPTIONS] rules get NAME         print a rule as JSON (exit 1 if absent)\n"
     "       sluice [OPTIONS] rules set NAME JSON    create or replace a rule\n"
     "       sluice [OPTIONS] rules del NAME         delete a rule (exit 1 if absent)\n"
     "\n";
@@ -120,19 +121,45 @@ static slc_client_t *open_client(const struct remote_opts *o, int *code)
     return c;
 }
 
-/* Connects, sends argv (argvlen may be NULL), returns the exit code; *reply on success. */
-static int run(const struct remote_opts *o, int argc, const char **argv, const size_t *argvlen,
-               redisReply **reply)
+static int print_json(json_t *v);
+
+/* Prints that the thing asked for does not exist (--json: null); returns exit code 1. */
+static int print_absent(const struct remote_opts *o, const char *absent)
 {
+    if (o->json)
+        print_json(json_null());
+    else
+        fprintf(stderr, "sluice: %s\n", absent);
+    return REMOTE_EXIT_NO;
+}
+
+/*
+ * Connects, sends argv (argvlen may be NULL), returns the exit code; *reply on success. When
+ * `absent` is not NULL, the server's "ERR unknown rule '...'" is a negative answer (the rule
+ * asked for does not exist: exit 1, `absent` printed), not a server error.
+ */
+static int run_absent(const struct remote_opts *o, int argc, const char **argv,
+                      const size_t *argvlen, const char *absent, redisReply **reply)
+{
+    static const char unknown_rule[] = "ERR unknown rule '";
     int code = REMOTE_EXIT_OK;
     slc_client_t *c = open_client(o, &code);
     if (c == NULL)
         return code;
     int rc = slc_command(c, argc, argv, argvlen, reply);
-    if (rc != SLC_OK)
+    if (rc == SLC_ESERVER && absent != NULL &&
+        strncmp(slc_errstr(c), unknown_rule, sizeof unknown_rule - 1) == 0)
+        code = print_absent(o, absent);
+    else if (rc != SLC_OK)
         code = client_error(c, rc);
     slc_free(c);
     return code;
+}
+
+static int run(const struct remote_opts *o, int argc, const char **argv, const size_t *argvlen,
+               redisReply **reply)
+{
+    return run_absent(o, argc, argv, argvlen, NULL, reply);
 }
 
 static int finish_output(void)
@@ -198,13 +225,8 @@ static int print_deleted(const struct remote_opts *o, const char *what, const ch
 static int print_document(const struct remote_opts *o, const char *what, const char *absent,
                           redisReply *r)
 {
-    if (r->type == REDIS_REPLY_NIL) {
-        if (o->json)
-            print_json(json_null());
-        else
-            fprintf(stderr, "sluice: %s\n", absent);
-        return REMOTE_EXIT_NO;
-    }
+    if (r->type == REDIS_REPLY_NIL)
+        return print_absent(o, absent);
     if (r->type != REDIS_REPLY_STRING)
         return unexpected(what, r);
     if (!o->json) {
@@ -430,7 +452,9 @@ static int run_subcommand(const struct remote_opts *o, int argc, const char **cm
     char what[64];
     snprintf(what, sizeof what, "%s %s", cmd[0], cmd[1]);
     redisReply *r = NULL;
-    int code = run(o, argc, cmd, NULL, &r);
+    /* SL.RULE GET of a rule that does not exist answers an error; like a nil, it is "none" */
+    bool rule_get = strcmp(cmd[0], "SL.RULE") == 0 && strcmp(cmd[1], "GET") == 0;
+    int code = run_absent(o, argc, cmd, NULL, rule_get ? absent : NULL, &r);
     if (code != REMOTE_EXIT_OK)
         return code;
     if (strcmp(cmd[1], "LIST") == 0)

@@ -43,7 +43,8 @@ static const char usage_text[] =
     "  --algorithm ALG       fixed_window, sliding_log, sliding_window, sliding_buckets,\n"
     "                        token_bucket or gcra\n"
     "  --limit N             units admitted per window (> 0)\n"
-    "  --window DURATION     window length: 250ms, 10s, 1m, 1h, 1d, 1h30m, ...\n"
+    "  --window DURATION     window length: 250ms, 10s, 1m, 1h, 1d, 1h30m, ... (a bare\n"
+    "                        number is milliseconds, as in rules files: --unit ms only)\n"
     "  --burst B             token_bucket capacity / gcra max burst (default N)\n"
     "  --buckets K           sliding_buckets sub-windows (default 10; must divide the window)\n"
     "  --max-delay DURATION  token_bucket/gcra: admit a request that would wait at most this\n"
@@ -149,8 +150,28 @@ static int int_flag(enum flag f, const char *text, int negative_code, int64_t *o
     return REPLAY_ARGS_OK;
 }
 
-static int duration_flag(enum flag f, const char *text, int64_t *out, char *err, size_t errlen)
+/*
+ * A duration flag: "250ms", "1h30m", ... or, as in rules files, a bare integer of milliseconds.
+ * A bare integer is refused with another --unit (is "--unit s --window 60" a minute?).
+ */
+static int duration_flag(enum flag f, const char *text, int64_t unit_ns, int64_t *out, char *err,
+                         size_t errlen)
 {
+    size_t digits = strspn(text, "0123456789");
+    if (digits > 0 && text[digits] == '\0') {
+        int64_t ms;
+        if (unit_ns != SL_NS_PER_MS) {
+            return usage_error(err, errlen,
+                               "--%s: a bare number is milliseconds, and --unit is not ms: write "
+                               "the unit (e.g. '%ss' or '%sms'), got '%s'",
+                               flag_name(f), text, text, text);
+        }
+        if (!parse_int(text, &ms) || __builtin_mul_overflow(ms, SL_NS_PER_MS, out)) {
+            return usage_error(err, errlen, "--%s: %s, got '%s'", flag_name(f),
+                               sl_strerror(SL_EOVERFLOW), text);
+        }
+        return REPLAY_ARGS_OK;
+    }
     int rc = sl_duration_parse(text, strlen(text), out);
 
     if (rc != SL_OK) {
@@ -233,8 +254,11 @@ static int convert(const char *val[FLAG_COUNT], struct replay_config *cfg, char 
     if (rc == REPLAY_ARGS_OK) {
         rc = int_flag(FLAG_LIMIT, val[FLAG_LIMIT], 0, &r->limit, err, errlen);
     }
+    if (rc == REPLAY_ARGS_OK && val[FLAG_UNIT] != NULL) { /* before the durations: see them */
+        rc = parse_unit(val[FLAG_UNIT], cfg, err, errlen);
+    }
     if (rc == REPLAY_ARGS_OK) {
-        rc = duration_flag(FLAG_WINDOW, val[FLAG_WINDOW], &r->window_ns, err, errlen);
+        rc = duration_flag(FLAG_WINDOW, val[FLAG_WINDOW], cfg->unit_ns, &r->window_ns, err, errlen);
     }
     if (rc == REPLAY_ARGS_OK && val[FLAG_BURST] != NULL) {
         rc = int_flag(FLAG_BURST, val[FLAG_BURST], SL_EBURST, &r->burst, err, errlen);
@@ -243,10 +267,8 @@ static int convert(const char *val[FLAG_COUNT], struct replay_config *cfg, char 
         rc = int_flag(FLAG_BUCKETS, val[FLAG_BUCKETS], SL_EBUCKETS, &r->buckets, err, errlen);
     }
     if (rc == REPLAY_ARGS_OK && val[FLAG_MAX_DELAY] != NULL) {
-        rc = duration_flag(FLAG_MAX_DELAY, val[FLAG_MAX_DELAY], &r->max_delay_ns, err, errlen);
-    }
-    if (rc == REPLAY_ARGS_OK && val[FLAG_UNIT] != NULL) {
-        rc = parse_unit(val[FLAG_UNIT], cfg, err, errlen);
+        rc = duration_flag(FLAG_MAX_DELAY, val[FLAG_MAX_DELAY], cfg->unit_ns, &r->max_delay_ns, err,
+                           errlen);
     }
     cfg->summary = val[FLAG_SUMMARY] != NULL;
     cfg->show_delay = val[FLAG_MAX_DELAY] != NULL;

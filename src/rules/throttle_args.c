@@ -164,6 +164,10 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
     if (argc < 5) {
         return wrong_arity(&argv[0], err);
     }
+    /* sluiced's named form with a COST (SL.PEEK rule key COST n) has the inline form's length */
+    if (cmd == THROTTLE_SL_PEEK && argc == 5 && throttle_arg_is(&argv[3], "COST")) {
+        return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
+    }
     sl_rule_t *p = &out->params;
     *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
     out->cost = cmd == THROTTLE_SL ? 1 : 0;

@@ -258,14 +258,116 @@ static void cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc)
     decide_named(c, argv, argc, false);
 }
 
+static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd);
+
+/* SL.PEEK rule key, or the module's form, SL.PEEK key algorithm limit window_ms [BURST b]
+ * [BUCKETS k] [MAX_DELAY ms]: told apart by the argument count; every other count gets the
+ * module's errors (one parser for both). */
 static void cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    decide_named(c, argv, argc, true);
+    if (argc == 3) {
+        decide_named(c, argv, argc, true);
+    } else {
+        throttle(c, argv, argc, THROTTLE_SL_PEEK);
+    }
 }
 
+/* SL.RESET key (the module's form): forgets the key's usage under every inline rule in force,
+ * as the module's SL.RESET forgets whatever parameter set its key was used with. */
+typedef struct reset_inline {
+    reply_slot_t *slot;
+    size_t left;          /* resets not answered yet, + 1 while they are being started */
+    bool failed;          /* a store failed */
+    rule_state_t **rules; /* the inline rules, held */
+    size_t n, cap;
+    bool oom;
+} reset_inline_t;
+
+static void reset_inline_collect(void *arg, rule_state_t *rs)
+{
+    reset_inline_t *r = arg;
+    if (!rs->inline_rule || r->oom) {
+        return;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap > 0 ? 2 * r->cap : 16;
+        rule_state_t **grown = realloc(r->rules, cap * sizeof *grown);
+        if (grown == NULL) {
+            r->oom = true;
+            return;
+        }
+        r->rules = grown;
+        r->cap = cap;
+    }
+    engine_rule_hold(rs);
+    r->rules[r->n++] = rs;
+}
+
+static void reset_inline_done(void *arg, int status)
+{
+    reset_inline_t *r = arg;
+    r->failed = r->failed || status != ENGINE_OK;
+    if (--r->left > 0) {
+        return;
+    }
+    if (r->failed) {
+        resp_add_error(&r->slot->buf, "ERR the request store failed");
+    } else {
+        resp_add_simple(&r->slot->buf, "OK");
+    }
+    conn_resolve(r->slot);
+    free(r);
+}
+
+static void reset_inline(conn_t *c, const resp_arg_t *key)
+{
+    size_t key_max = c->loop->srv->cfg->key_max;
+    if (key->len > key_max) {
+        engine_ok(&c->out, key_max, ENGINE_EKEY, NULL, NULL, 0);
+        return;
+    }
+    reset_inline_t *r = calloc(1, sizeof *r);
+    if (r != NULL) {
+        engine_foreach_rule(c->loop->srv->engine, reset_inline_collect, r);
+    }
+    reply_slot_t *slot = r != NULL && !r->oom ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        for (size_t i = 0; r != NULL && i < r->n; i++) {
+            engine_rule_release(r->rules[i]);
+        }
+        if (r != NULL) {
+            free(r->rules);
+        }
+        free(r);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    r->slot = slot;
+    r->left = 1 + r->n;
+    rule_state_t **rules = r->rules;
+    size_t n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        if (engine_reset_async(c->loop->worker, rules[i], key->ptr, key->len, reset_inline_done,
+                               r) != ENGINE_OK) {
+            reset_inline_done(r, ENGINE_ESTORE);
+        }
+        engine_rule_release(rules[i]);
+    }
+    free(rules);
+    reset_inline_done(r, ENGINE_OK);
+}
+
+/* SL.RESET rule key, or the module's form, SL.RESET key. */
 static void cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    (void)argc;
+    if (argc == 2) {
+        reset_inline(c, &argv[1]);
+        return;
+    }
+    if (argc != 3) {
+        reply_wrong_arity(c, &argv[0]);
+        return;
+    }
     rule_state_t *rs = find_rule(c, &argv[1]);
     if (rs == NULL) {
         return;
@@ -848,6 +950,282 @@ static void command_entry(conn_t *c, const command_t *cmd)
     resp_add_int(&c->out, 0);
 }
 
+/*
+ * COMMAND DOCS: each command described as Redis 7 describes its own (summary, since, group,
+ * arguments, subcommands), so redis-cli's HELP and the hints it shows while typing work for
+ * ours. redis-cli builds a hint from the arguments: a value's name, "TOKEN name" for an option
+ * with a token, [...] around optional ones, "x [x ...]" for repeated ones, '|' between the
+ * alternatives of a oneof and ' ' between the parts of a block.
+ */
+enum {
+    DOC_OPTIONAL = 1u << 0,
+    DOC_MULTIPLE = 1u << 1,
+};
+
+typedef struct doc_arg {
+    const char *name;           /* shown in hints; NULL ends a list */
+    const char *type;           /* key, string, integer, pure-token, block or oneof */
+    const char *token;          /* the word before the value ("BURST"), or NULL */
+    unsigned flags;             /* DOC_OPTIONAL, DOC_MULTIPLE */
+    const struct doc_arg *args; /* a block's or oneof's parts, or NULL */
+} doc_arg_t;
+
+typedef struct command_doc {
+    const char *name;               /* as in commands[]; a subcommand "sl.rule|set" */
+    const char *summary;            /* one line */
+    const char *group;              /* Redis's groups: connection, server; module for SL.* */
+    const doc_arg_t *args;          /* NULL: none */
+    const struct command_doc *subs; /* subcommands, NULL-name terminated, or NULL */
+} command_doc_t;
+
+#define DOC_END                                                                                    \
+    {                                                                                              \
+        NULL, NULL, NULL, 0, NULL                                                                  \
+    }
+#define DOC_KEY                                                                                    \
+    {                                                                                              \
+        "key", "key", NULL, 0, NULL                                                                \
+    }
+#define DOC_RULE                                                                                   \
+    {                                                                                              \
+        "rule", "string", NULL, 0, NULL                                                            \
+    }
+#define DOC_COST                                                                                   \
+    {                                                                                              \
+        "cost", "integer", "COST", DOC_OPTIONAL, NULL                                              \
+    }
+
+/* the inline rule: key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] */
+#define DOC_INLINE_RULE                                                                            \
+    DOC_KEY, {"algorithm", "string", NULL, 0, NULL}, {"limit", "integer", NULL, 0, NULL},          \
+        {"window_ms", "integer", NULL, 0, NULL},                                                   \
+        {"burst", "integer", "BURST", DOC_OPTIONAL, NULL},                                         \
+        {"buckets", "integer", "BUCKETS", DOC_OPTIONAL, NULL},                                     \
+    {                                                                                              \
+        "max_delay_ms", "integer", "MAX_DELAY", DOC_OPTIONAL, NULL                                 \
+    }
+
+static const doc_arg_t doc_rule_key[] = {DOC_RULE, DOC_KEY, DOC_END};
+static const doc_arg_t doc_inline[] = {DOC_INLINE_RULE, DOC_END};
+static const doc_arg_t doc_throttle[] = {DOC_INLINE_RULE, DOC_COST, DOC_END};
+static const doc_arg_t doc_allow[] = {DOC_RULE, DOC_KEY, DOC_COST, DOC_END};
+static const doc_arg_t doc_allowall[] = {
+    {"pair", "block", NULL, DOC_MULTIPLE, doc_rule_key}, DOC_COST, DOC_END};
+static const doc_arg_t doc_peek_forms[] = {
+    {"named", "block", NULL, 0, doc_rule_key}, {"inline", "block", NULL, 0, doc_inline}, DOC_END};
+static const doc_arg_t doc_peek[] = {{"form", "oneof", NULL, 0, doc_peek_forms}, DOC_END};
+static const doc_arg_t doc_reset_forms[] = {
+    {"named", "block", NULL, 0, doc_rule_key}, DOC_KEY, DOC_END};
+static const doc_arg_t doc_reset[] = {{"form", "oneof", NULL, 0, doc_reset_forms}, DOC_END};
+static const doc_arg_t doc_cl_throttle[] = {DOC_KEY,
+                                            {"max_burst", "integer", NULL, 0, NULL},
+                                            {"count", "integer", NULL, 0, NULL},
+                                            {"period", "integer", NULL, 0, NULL},
+                                            {"quantity", "integer", NULL, DOC_OPTIONAL, NULL},
+                                            DOC_END};
+static const doc_arg_t doc_name[] = {{"name", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_name_json[] = {
+    {"name", "string", NULL, 0, NULL}, {"json", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_import[] = {{"yaml", "string", NULL, 0, NULL},
+                                       {"replace", "pure-token", "REPLACE", DOC_OPTIONAL, NULL},
+                                       DOC_END};
+static const doc_arg_t doc_rule_key_json[] = {
+    DOC_RULE, DOC_KEY, {"json", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_override_list[] = {DOC_RULE,
+                                              {"cursor", "string", NULL, DOC_OPTIONAL, NULL},
+                                              {"count", "integer", "COUNT", DOC_OPTIONAL, NULL},
+                                              DOC_END};
+static const doc_arg_t doc_message[] = {{"message", "string", NULL, DOC_OPTIONAL, NULL}, DOC_END};
+static const doc_arg_t doc_echo[] = {{"message", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_auth[] = {{"username", "string", NULL, DOC_OPTIONAL, NULL},
+                                     {"password", "string", NULL, 0, NULL},
+                                     DOC_END};
+static const doc_arg_t doc_hello_auth[] = {
+    {"username", "string", NULL, 0, NULL}, {"password", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_hello_opts[] = {{"protover", "integer", NULL, 0, NULL},
+                                           {"auth", "block", "AUTH", DOC_OPTIONAL, doc_hello_auth},
+                                           {"clientname", "string", "SETNAME", DOC_OPTIONAL, NULL},
+                                           DOC_END};
+static const doc_arg_t doc_hello[] = {{"arguments", "block", NULL, DOC_OPTIONAL, doc_hello_opts},
+                                      DOC_END};
+static const doc_arg_t doc_setname[] = {{"connection-name", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_setinfo[] = {
+    {"attr", "string", NULL, 0, NULL}, {"value", "string", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_command_names[] = {
+    {"command-name", "string", NULL, DOC_OPTIONAL | DOC_MULTIPLE, NULL}, DOC_END};
+static const doc_arg_t doc_info[] = {{"section", "string", NULL, DOC_OPTIONAL | DOC_MULTIPLE, NULL},
+                                     DOC_END};
+static const doc_arg_t doc_select[] = {{"index", "integer", NULL, 0, NULL}, DOC_END};
+
+#define DOC_SUBS_END                                                                               \
+    {                                                                                              \
+        NULL, NULL, NULL, NULL, NULL                                                               \
+    }
+
+static const command_doc_t doc_rule_subs[] = {
+    {"sl.rule|set", "Creates or replaces a rule, given as JSON", "module", doc_name_json, NULL},
+    {"sl.rule|get", "Returns a rule as JSON", "module", doc_name, NULL},
+    {"sl.rule|del", "Deletes a rule and its overrides", "module", doc_name, NULL},
+    {"sl.rule|list", "Returns the names of the rules", "module", NULL, NULL},
+    {"sl.rule|import", "Adds and changes the rules of a YAML rules file (REPLACE: only those)",
+     "module", doc_import, NULL},
+    {"sl.rule|export", "Returns every rule and override as a YAML rules file", "module", NULL,
+     NULL},
+    DOC_SUBS_END,
+};
+
+static const command_doc_t doc_override_subs[] = {
+    {"sl.override|set", "Gives a key of a rule its own numbers, given as JSON", "module",
+     doc_rule_key_json, NULL},
+    {"sl.override|get", "Returns a key's override as JSON, or nil", "module", doc_rule_key, NULL},
+    {"sl.override|del", "Deletes a key's override", "module", doc_rule_key, NULL},
+    {"sl.override|list", "Returns a page of a rule's overrides, like SCAN", "module",
+     doc_override_list, NULL},
+    DOC_SUBS_END,
+};
+
+static const command_doc_t doc_client_subs[] = {
+    {"client|id", "Returns the connection's id", "connection", NULL, NULL},
+    {"client|getname", "Returns the connection's name", "connection", NULL, NULL},
+    {"client|setname", "Sets the connection's name", "connection", doc_setname, NULL},
+    {"client|info", "Returns information about the connection", "connection", NULL, NULL},
+    {"client|list", "Lists the connections of this connection's thread", "connection", NULL, NULL},
+    {"client|setinfo", "Accepted for clients that send it; no effect", "connection", doc_setinfo,
+     NULL},
+    DOC_SUBS_END,
+};
+
+static const command_doc_t doc_command_subs[] = {
+    {"command|count", "Returns the number of commands", "server", NULL, NULL},
+    {"command|info", "Returns information about commands", "server", doc_command_names, NULL},
+    {"command|docs", "Returns documentary information about commands", "server", doc_command_names,
+     NULL},
+    DOC_SUBS_END,
+};
+
+static const command_doc_t command_docs[] = {
+    {"sl.throttle", "Decides a request for a key under an inline rule (no configuration needed)",
+     "module", doc_throttle, NULL},
+    {"sl.allow", "Decides a request for a key under a named rule", "module", doc_allow, NULL},
+    {"cl.throttle", "Decides a request as redis-cell's CL.THROTTLE does, with its reply", "module",
+     doc_cl_throttle, NULL},
+    {"sl.allowall", "Admits the cost for every rule/key pair, or for none", "module", doc_allowall,
+     NULL},
+    {"sl.peek", "Reports what a request would be told, consuming nothing", "module", doc_peek,
+     NULL},
+    {"sl.reset", "Forgets a key's usage (under a named rule, or under every inline rule)", "module",
+     doc_reset, NULL},
+    {"sl.rule", "Manages the rules", "module", NULL, doc_rule_subs},
+    {"sl.override", "Manages the per-key overrides of a rule", "module", NULL, doc_override_subs},
+    {"ping", "Returns PONG, or the message", "connection", doc_message, NULL},
+    {"echo", "Returns the message", "connection", doc_echo, NULL},
+    {"auth", "Authenticates the connection", "connection", doc_auth, NULL},
+    {"hello", "Handshakes with the server (RESP2 only)", "connection", doc_hello, NULL},
+    {"client", "Manages the connection", "connection", NULL, doc_client_subs},
+    {"command", "Returns information about the commands", "server", NULL, doc_command_subs},
+    {"info", "Returns information and statistics about the server", "server", doc_info, NULL},
+    {"select", "Selects database 0, the only one", "connection", doc_select, NULL},
+    {"quit", "Closes the connection", "connection", NULL, NULL},
+};
+
+#define NCOMMAND_DOCS (sizeof command_docs / sizeof command_docs[0])
+
+static size_t doc_count_args(const doc_arg_t *a)
+{
+    size_t n = 0;
+    while (a != NULL && a[n].name != NULL) {
+        n++;
+    }
+    return n;
+}
+
+static void doc_add_args(resp_buf_t *b, const doc_arg_t *args)
+{
+    size_t n = doc_count_args(args);
+    resp_add_array(b, n);
+    for (size_t i = 0; i < n; i++) {
+        const doc_arg_t *a = &args[i];
+        size_t nflags = ((a->flags & DOC_OPTIONAL) != 0) + ((a->flags & DOC_MULTIPLE) != 0);
+        resp_add_array(b, 2 * (2 + (a->token != NULL) + (nflags > 0) + (a->args != NULL)));
+        resp_add_bulk(b, "name", 4);
+        resp_add_bulk(b, a->name, strlen(a->name));
+        resp_add_bulk(b, "type", 4);
+        resp_add_bulk(b, a->type, strlen(a->type));
+        if (a->token != NULL) {
+            resp_add_bulk(b, "token", 5);
+            resp_add_bulk(b, a->token, strlen(a->token));
+        }
+        if (nflags > 0) {
+            resp_add_bulk(b, "flags", 5);
+            resp_add_array(b, nflags);
+            if (a->flags & DOC_OPTIONAL) {
+                resp_add_simple(b, "optional");
+            }
+            if (a->flags & DOC_MULTIPLE) {
+                resp_add_simple(b, "multiple");
+            }
+        }
+        if (a->args != NULL) {
+            resp_add_bulk(b, "arguments", 9);
+            doc_add_args(b, a->args);
+        }
+    }
+}
+
+/* One command's map (a flat array): summary, since, group, [arguments], [subcommands]. */
+static void doc_add(resp_buf_t *b, const command_doc_t *d)
+{
+    size_t nsubs = 0;
+    while (d->subs != NULL && d->subs[nsubs].name != NULL) {
+        nsubs++;
+    }
+    resp_add_array(b, 2 * (3 + (d->args != NULL) + (nsubs > 0)));
+    resp_add_bulk(b, "summary", 7);
+    resp_add_bulk(b, d->summary, strlen(d->summary));
+    resp_add_bulk(b, "since", 5);
+    resp_add_bulk(b, SL_VERSION_STRING, strlen(SL_VERSION_STRING));
+    resp_add_bulk(b, "group", 5);
+    resp_add_bulk(b, d->group, strlen(d->group));
+    if (d->args != NULL) {
+        resp_add_bulk(b, "arguments", 9);
+        doc_add_args(b, d->args);
+    }
+    if (nsubs > 0) {
+        resp_add_bulk(b, "subcommands", 11);
+        resp_add_array(b, 2 * nsubs);
+        for (size_t i = 0; i < nsubs; i++) {
+            resp_add_bulk(b, d->subs[i].name, strlen(d->subs[i].name));
+            doc_add(b, &d->subs[i]);
+        }
+    }
+}
+
+/* No names asks for every command; else the ones named (each once, unknown names left out). */
+static bool doc_asked(const command_doc_t *d, const resp_arg_t *argv, size_t argc)
+{
+    bool asked = argc == 2;
+    for (size_t a = 2; a < argc && !asked; a++) {
+        asked = arg_is(&argv[a], d->name);
+    }
+    return asked;
+}
+
+/* COMMAND DOCS [name ...]: a map (a flat array in RESP2) of name -> doc. */
+static void command_docs_reply(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NCOMMAND_DOCS; i++) {
+        n += doc_asked(&command_docs[i], argv, argc);
+    }
+    resp_add_array(&c->out, 2 * n);
+    for (size_t i = 0; i < NCOMMAND_DOCS; i++) {
+        if (doc_asked(&command_docs[i], argv, argc)) {
+            resp_add_bulk(&c->out, command_docs[i].name, strlen(command_docs[i].name));
+            doc_add(&c->out, &command_docs[i]);
+        }
+    }
+}
+
 static void cmd_command(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     char b[72];
@@ -874,15 +1252,23 @@ static void cmd_command(conn_t *c, resp_arg_t *argv, size_t argc)
             }
         }
     } else if (arg_is(&argv[1], "DOCS")) {
-        resp_add_array(&c->out, 0);
+        command_docs_reply(c, argv, argc);
     } else {
         resp_add_error(&c->out, "ERR unknown subcommand '%s'. Try COMMAND COUNT, INFO, DOCS.",
                        show(&argv[1], b));
     }
 }
 
+/*
+ * INFO [section ...]: Redis's sections where we have them, as Redis answers them. No argument,
+ * "default", "all" and "everything" give every section; several names give those sections (in
+ * our order, once each); a name we have no section for gives nothing: an empty bulk string, as
+ * from Redis (clients probing "INFO memory" or "INFO replication" find no fields, not errors).
+ */
 typedef struct info_ctx {
-    resp_buf_t *b;
+    server_t *srv;
+    int64_t now_ns;
+    bool counted; /* the fields below are filled (one walk of the rules serves every section) */
     size_t keys;
     size_t bytes;
     size_t rules;
@@ -903,88 +1289,127 @@ static void info_rule(void *arg, rule_state_t *rs)
     }
 }
 
+static void info_count(info_ctx_t *x)
+{
+    if (!x->counted) {
+        engine_foreach_rule(x->srv->engine, info_rule, x);
+        x->counted = true;
+    }
+}
+
+static void info_server(resp_buf_t *b, info_ctx_t *x)
+{
+    server_t *srv = x->srv;
+    resp_buf_printf(b, "# Server\r\n");
+    resp_buf_printf(b, "sluice_version:%s\r\n", SL_VERSION_STRING);
+    /* Some clients gate features on redis_version; sluice speaks the RESP2 subset of 7.0. */
+    resp_buf_printf(b, "redis_version:7.0.0\r\n");
+    resp_buf_printf(b, "redis_mode:standalone\r\n");
+    resp_buf_printf(b, "process_id:%d\r\n", (int)getpid());
+    resp_buf_printf(b, "tcp_port:%d\r\n", srv->cfg->resp_port);
+    resp_buf_printf(b, "http_port:%d\r\n", srv->cfg->http_port);
+    resp_buf_printf(b, "threads:%u\r\n", srv->nloops);
+    resp_buf_printf(b, "request_store:%s\r\n", engine_store_name(srv->engine));
+    resp_buf_printf(b, "uptime_in_seconds:%lld\r\n",
+                    (long long)((x->now_ns - srv->started_ns) / NS_PER_SEC));
+}
+
+static void info_clients(resp_buf_t *b, info_ctx_t *x)
+{
+    server_t *srv = x->srv;
+    resp_buf_printf(b, "# Clients\r\n");
+    resp_buf_printf(b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
+    resp_buf_printf(b, "maxclients:%zu\r\n", srv->cfg->max_clients);
+    resp_buf_printf(b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
+}
+
+static void info_stats(resp_buf_t *b, info_ctx_t *x)
+{
+    server_t *srv = x->srv;
+    resp_buf_printf(b, "# Stats\r\n");
+    resp_buf_printf(b, "total_connections_received:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, connections));
+    resp_buf_printf(b, "total_commands_processed:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, commands));
+    resp_buf_printf(b, "total_http_requests:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, http_requests));
+    resp_buf_printf(b, "rejected_connections:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, rejected_clients));
+    resp_buf_printf(b, "protocol_errors:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, protocol_errors));
+    resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
+                    (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
+                                         SERVER_STAT(srv, output_soft_closed)));
+    resp_buf_printf(b, "evicted_clients:%llu\r\n",
+                    (unsigned long long)SERVER_STAT(srv, evicted_clients));
+}
+
+static void info_rules(resp_buf_t *b, info_ctx_t *x)
+{
+    info_count(x);
+    resp_buf_printf(b, "# Rules\r\n");
+    resp_buf_printf(b, "rules_version:%lld\r\n", (long long)engine_version(x->srv->engine));
+    resp_buf_printf(b, "rules:%zu\r\n", x->rules);
+    resp_buf_printf(b, "inline_rules:%zu\r\n", x->inline_rules);
+    resp_buf_printf(b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(x->srv->engine));
+    resp_buf_printf(b, "keys:%zu\r\n", x->keys);
+    resp_buf_printf(b, "table_bytes:%zu\r\n", x->bytes);
+}
+
+static void info_persistence(resp_buf_t *b, info_ctx_t *x)
+{
+    server_t *srv = x->srv;
+    resp_buf_printf(b, "# Persistence\r\n");
+    resp_buf_printf(b, "loading:0\r\n");
+    resp_buf_printf(b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
+    resp_buf_printf(b, "snapshot_errors:%llu\r\n",
+                    (unsigned long long)atomic_load(&srv->snapshot_errors));
+    resp_buf_printf(b, "last_snapshot_time:%lld\r\n",
+                    (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
+}
+
+/* Redis's shape: one line per database that holds keys. Every key of every rule counts, in
+ * database 0; keys carry no TTL of their own (they are dropped when their quota is fresh). */
+static void info_keyspace(resp_buf_t *b, info_ctx_t *x)
+{
+    info_count(x);
+    resp_buf_printf(b, "# Keyspace\r\n");
+    if (x->keys > 0) {
+        resp_buf_printf(b, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", x->keys);
+    }
+}
+
+static const struct info_section {
+    const char *name; /* lower case, as INFO's argument */
+    void (*fn)(resp_buf_t *b, info_ctx_t *x);
+} info_sections[] = {
+    {"server", info_server}, {"clients", info_clients},         {"stats", info_stats},
+    {"rules", info_rules},   {"persistence", info_persistence}, {"keyspace", info_keyspace},
+};
+
+#define INFO_NSECTIONS (sizeof info_sections / sizeof info_sections[0])
+
 static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    server_t *srv = c->loop->srv;
-    const char *want = NULL;
-    char section[32] = "";
-    if (argc > 2) {
-        reply_syntax(c);
-        return;
-    }
-    if (argc == 2 && !arg_is(&argv[1], "all") && !arg_is(&argv[1], "default") &&
-        !arg_is(&argv[1], "everything")) {
-        size_t n = argv[1].len < sizeof section - 1 ? argv[1].len : sizeof section - 1;
-        for (size_t i = 0; i < n; i++) {
-            section[i] = (char)tolower((unsigned char)argv[1].ptr[i]);
+    bool want[INFO_NSECTIONS] = {false};
+    for (size_t a = 1; a < argc; a++) {
+        bool every = arg_is(&argv[a], "all") || arg_is(&argv[a], "default") ||
+                     arg_is(&argv[a], "everything");
+        for (size_t i = 0; i < INFO_NSECTIONS; i++) {
+            want[i] = want[i] || every || arg_is(&argv[a], info_sections[i].name);
         }
-        want = section;
     }
+    info_ctx_t x = {.srv = c->loop->srv, .now_ns = sl_now_ns()};
     resp_buf_t b = {0};
-    int64_t now_ns = sl_now_ns();
-    if (want == NULL || strcmp(want, "server") == 0) {
-        resp_buf_printf(&b, "# Server\r\n");
-        resp_buf_printf(&b, "sluice_version:%s\r\n", SL_VERSION_STRING);
-        /* Some clients gate features on redis_version; sluice speaks the RESP2 subset of 7.0. */
-        resp_buf_printf(&b, "redis_version:7.0.0\r\n");
-        resp_buf_printf(&b, "redis_mode:standalone\r\n");
-        resp_buf_printf(&b, "process_id:%d\r\n", (int)getpid());
-        resp_buf_printf(&b, "tcp_port:%d\r\n", srv->cfg->resp_port);
-        resp_buf_printf(&b, "http_port:%d\r\n", srv->cfg->http_port);
-        resp_buf_printf(&b, "threads:%u\r\n", srv->nloops);
-        resp_buf_printf(&b, "request_store:%s\r\n", engine_store_name(srv->engine));
-        resp_buf_printf(&b, "uptime_in_seconds:%lld\r\n",
-                        (long long)((now_ns - srv->started_ns) / NS_PER_SEC));
-        resp_add_raw(&b, "\r\n");
-    }
-    if (want == NULL || strcmp(want, "clients") == 0) {
-        resp_buf_printf(&b, "# Clients\r\n");
-        resp_buf_printf(&b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
-        resp_buf_printf(&b, "maxclients:%zu\r\n", srv->cfg->max_clients);
-        resp_buf_printf(&b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
-        resp_add_raw(&b, "\r\n");
-    }
-    if (want == NULL || strcmp(want, "stats") == 0) {
-        resp_buf_printf(&b, "# Stats\r\n");
-        resp_buf_printf(&b, "total_connections_received:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, connections));
-        resp_buf_printf(&b, "total_commands_processed:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, commands));
-        resp_buf_printf(&b, "total_http_requests:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, http_requests));
-        resp_buf_printf(&b, "rejected_connections:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, rejected_clients));
-        resp_buf_printf(&b, "protocol_errors:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, protocol_errors));
-        resp_buf_printf(&b, "client_output_buffer_limit_disconnections:%llu\r\n",
-                        (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
-                                             SERVER_STAT(srv, output_soft_closed)));
-        resp_buf_printf(&b, "evicted_clients:%llu\r\n",
-                        (unsigned long long)SERVER_STAT(srv, evicted_clients));
-        resp_add_raw(&b, "\r\n");
-    }
-    if (want == NULL || strcmp(want, "rules") == 0 || strcmp(want, "keyspace") == 0 ||
-        strcmp(want, "memory") == 0) {
-        info_ctx_t x = {.b = &b};
-        engine_foreach_rule(srv->engine, info_rule, &x);
-        resp_buf_printf(&b, "# Rules\r\n");
-        resp_buf_printf(&b, "rules_version:%lld\r\n", (long long)engine_version(srv->engine));
-        resp_buf_printf(&b, "rules:%zu\r\n", x.rules);
-        resp_buf_printf(&b, "inline_rules:%zu\r\n", x.inline_rules);
-        resp_buf_printf(&b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(srv->engine));
-        resp_buf_printf(&b, "keys:%zu\r\n", x.keys);
-        resp_buf_printf(&b, "table_bytes:%zu\r\n", x.bytes);
-        resp_add_raw(&b, "\r\n");
-    }
-    if (want == NULL || strcmp(want, "persistence") == 0) {
-        resp_buf_printf(&b, "# Persistence\r\n");
-        resp_buf_printf(&b, "loading:0\r\n");
-        resp_buf_printf(&b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
-        resp_buf_printf(&b, "snapshot_errors:%llu\r\n",
-                        (unsigned long long)atomic_load(&srv->snapshot_errors));
-        resp_buf_printf(&b, "last_snapshot_time:%lld\r\n",
-                        (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
-        resp_add_raw(&b, "\r\n");
+    bool first = true;
+    for (size_t i = 0; i < INFO_NSECTIONS; i++) {
+        if (argc == 1 || want[i]) {
+            if (!first) {
+                resp_add_raw(&b, "\r\n");
+            }
+            info_sections[i].fn(&b, &x);
+            first = false;
+        }
     }
     resp_add_bulk(&c->out, b.data != NULL ? b.data : "", b.len);
     resp_buf_free(&b);
@@ -998,8 +1423,8 @@ static const command_t commands[] = {
     {"sl.allow", -3, CMD_WRITE, cmd_allow},
     {"cl.throttle", -5, CMD_WRITE, cmd_cl_throttle},
     {"sl.allowall", -3, CMD_WRITE, cmd_allowall},
-    {"sl.peek", 3, 0, cmd_peek},
-    {"sl.reset", 3, CMD_WRITE | CMD_ADMIN, cmd_reset},
+    {"sl.peek", -3, 0, cmd_peek},
+    {"sl.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_reset},
     {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, cmd_rule},
     {"sl.override", -3, CMD_WRITE | CMD_ADMIN, cmd_override},
     {"ping", -1, 0, cmd_ping},

@@ -56,6 +56,11 @@ N='[0-9]+'
 run -p "$RESP_PORT" check tight u1
 check "no password: the server's NOAUTH, exit 3" expect 3 "" "sluice: NOAUTH.*"
 
+SLUICE_REQUIREPASS=s3cret run -p "$RESP_PORT" check --peek tight u0
+check "password from \$SLUICE_REQUIREPASS, the server's variable" expect 0 "allowed .*" ""
+SLUICE_PASSWORD=s3cret SLUICE_REQUIREPASS=wrong run -p "$RESP_PORT" check --peek tight u0
+check "\$SLUICE_PASSWORD wins over \$SLUICE_REQUIREPASS" expect 0 "allowed .*" ""
+
 run "${P[@]}" check tight u1
 check "check: allowed" expect 0 "allowed limit=2 remaining=1 retry_after_ms=0 reset_after_ms=$N" ""
 
@@ -129,6 +134,13 @@ run "${P[@]}" rules get
 check "rules get without NAME" expect 2 "" "sluice: rules get: expected 1 argument, got 0.*"
 run "${P[@]}" overrides set tight k
 check "overrides set without JSON" expect 2 "" "sluice: overrides set: expected 3 arguments, got 2.*"
+run --bogus check tight u1
+check "an unknown option before the command: the error and a hint, not the help" expect 2 "" \
+    "sluice: unknown option '--bogus'
+Try 'sluice --help' for more information."
+run frobnicate
+check "an unknown command: the error and a hint" expect 2 "" "sluice: unknown command 'frobnicate'
+Try 'sluice --help' for more information."
 run "${P[@]}" info a b
 check "info with two sections" expect 2 "" "sluice: info: expected at most one SECTION, got 'b'.*"
 
@@ -168,7 +180,9 @@ check "rules set with broken JSON: the server's error" expect 3 "" "sluice: ERR 
 run "${P[@]}" rules set bad '{"name":"bad","algorithm":"leaky","limit":1,"window":"1s"}'
 check "rules set with an unknown algorithm" expect 3 "" "sluice: ERR .*"
 run "${P[@]}" rules get bad
-check "rules get of an absent rule: exit 1 or 3" test "$RC" -eq 1 -o "$RC" -eq 3
+check "rules get of an absent rule: a negative answer, exit 1" expect 1 "" "sluice: no rule 'bad'"
+run "${P[@]}" --json rules get bad
+check "rules get --json of an absent rule: null, exit 1" expect 1 "null" ""
 run "${P[@]}" rules del api
 check "rules del" expect 0 "deleted" ""
 run "${P[@]}" rules del api

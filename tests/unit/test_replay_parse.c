@@ -273,6 +273,17 @@ static void test_args_ok(void **state)
     assert_int_equal(cfg.rule.limit, 6);
     assert_int_equal(cfg.rule.buckets, 6);
     assert_string_equal(cfg.path, "-");
+
+    /* a bare integer is milliseconds, as in rules files (window: 1000) */
+    assert_int_equal(PARSE_ARGS(&cfg, err, "--algorithm", "gcra", "--limit", "3", "--window",
+                                "1000", "--max-delay", "0"),
+                     REPLAY_ARGS_OK);
+    assert_int_equal(cfg.rule.window_ns, SL_NS_PER_SEC);
+    assert_int_equal(cfg.rule.max_delay_ns, 0);
+    assert_int_equal(PARSE_ARGS(&cfg, err, "--unit", "ms", "--algorithm", "sliding_log", "--limit",
+                                "3", "--window", "250"),
+                     REPLAY_ARGS_OK);
+    assert_int_equal(cfg.rule.window_ns, 250 * SL_NS_PER_MS);
 }
 
 static void test_args_help(void **state)
@@ -329,6 +340,19 @@ static const struct {
     {NARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "--unit", "min"),
      ARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "--unit", "min"),
      REPLAY_ARGS_USAGE, "--unit: must be one of ms, us, ns, s, got 'min'"},
+    {NARGS("--algorithm", "gcra", "--limit", "3", "--window", "60", "--unit", "s"),
+     ARGS("--algorithm", "gcra", "--limit", "3", "--window", "60", "--unit", "s"),
+     REPLAY_ARGS_USAGE,
+     "--window: a bare number is milliseconds, and --unit is not ms: write the unit (e.g. '60s' "
+     "or '60ms'), got '60'"},
+    {NARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "--max-delay", "5", "--unit",
+           "us"),
+     ARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "--max-delay", "5", "--unit",
+          "us"),
+     REPLAY_ARGS_USAGE, "--max-delay: a bare number is milliseconds, *"},
+    {NARGS("--algorithm", "gcra", "--limit", "3", "--window", "99999999999999999"),
+     ARGS("--algorithm", "gcra", "--limit", "3", "--window", "99999999999999999"),
+     REPLAY_ARGS_USAGE, "--window: *"},
     {NARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "a.log", "b.log"),
      ARGS("--algorithm", "gcra", "--limit", "3", "--window", "1s", "a.log", "b.log"),
      REPLAY_ARGS_USAGE, "replay: expected at most one FILE, got 'a.log' and 'b.log'"},
