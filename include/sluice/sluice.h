@@ -252,15 +252,17 @@ SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
  *                                     latest instant its units can have had
  *   sliding_buckets                   likewise bucket by bucket
  *   sliding_log                       the newest stamps up to the new limit, exact in admissions
- *                                     when the window does not grow
+ *                                     when the window does not grow (but for stamps a debt
+ *                                     dropped, which a larger limit must assume)
  *   token_bucket, gcra                the units not yet refilled, ceil((TAT - now) / T_from), as
  *                                     if taken at now_ns: safe against the whole history when T
  *                                     does not grow
  *
  * now_ns is the time of the change (clamped as sl_decide() clamps it); token_bucket and gcra,
  * which record no time to clamp to, need it no earlier than the state's admissions. A from_state
- * fresh at now_ns yields a fresh state (all zero bytes), except that sliding_log and
- * sliding_buckets carry what they record, which a longer window may still count.
+ * fresh at now_ns yields a state fresh at now_ns (all zero bytes unless copied), except from
+ * sliding_log and sliding_buckets, which carry the units they still record: a longer window, or
+ * coarser buckets, may count them still.
  *
  * Returns SL_OK, SL_EALGORITHM (different algorithms: the caller decides what to do, e.g. start
  * the key fresh), SL_ESTATE (from_state fails sl_state_check(from, ...); to_state untouched) or

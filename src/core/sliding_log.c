@@ -32,8 +32,8 @@
  * oldest, no older than the stamp it stands for; and the newest stamp stays (there is no free
  * slot to record its time in).
  *
- * Convert to another limit or window: the stamps inside the new window at the latest time
- * recorded L, newest first, up to the new N; DROPPED when some had to be left out, which is exact
+ * Convert to another limit or window: of the stamps inside the new window at the latest time
+ * recorded L, the newest up to the new N; DROPPED when some had to be left out, which is exact
  * in admissions as debt is. When the old ring had DROPPED and its oldest stamp is still inside
  * the new window, the stamps it dropped may be too, and how many is unknown: the new ring is
  * filled up to its N with copies of that oldest stamp (no older than any dropped one) and keeps

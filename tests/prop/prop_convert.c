@@ -10,7 +10,9 @@
  * converted at a time `now` no earlier than H.
  *
  *   check  sl_state_check(to) accepts the converted state, and its packed form unpacks to a state
- *          that packs to the same bytes.
+ *          that packs to the same bytes; a state fresh at now converts to one fresh at now (but
+ *          sliding_log's and sliding_buckets', which a longer window or coarser buckets may
+ *          count still).
  *   safe   The reference is a fresh key under `to` charged (sl_settle from 0) with the units of H
  *          the old state still records, at their times: for fixed_window those of the current
  *          window at now; sliding_window the current and the previous one; sliding_buckets the
@@ -331,6 +333,10 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
         !packs_back(to, conv)) {
         failf(&c, P_CHECK, "the converted state fails, or fails its check or its packed form");
         return;
+    }
+    if (alg != SL_SLIDING_LOG && alg != SL_SLIDING_BUCKETS && sl_state_is_fresh(from, s, now) &&
+        !sl_state_is_fresh(to, conv, now)) {
+        failf(&c, P_CHECK, "a state fresh at now was converted to one that is not");
     }
     bool same = same_meaning(from, to);
     if (same) {
