@@ -233,6 +233,45 @@ SL_API int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64
 SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
 
 /*
+ * Carries a key's usage from one rule to another of the same algorithm (an override or a rule
+ * whose numbers changed: they change the limits, not what the key has used). `from_state` is a
+ * state sl_decide(), sl_refund() or sl_settle() wrote under `from`; `to_state` (sl_state_size(to)
+ * bytes, not overlapping it) gets the state `to` would hold for the usage `from_state` records,
+ * or where the two layouts cannot say exactly, more usage, never less: the key then admits at
+ * every time >= now_ns no more than `to` would after charging those units at their times, and
+ * may be in debt (a usage above the new limit). Usage the old state no longer records (units
+ * that left its window, or that its bucket had refilled) stays forgotten. docs/algorithms.md
+ * gives the rule of each algorithm; in short:
+ *
+ *   a state both rules read alike     copied byte for byte: exact (the same window for
+ *                                     fixed_window and sliding_window, the same limit and window
+ *                                     for sliding_log, the same window and buckets for
+ *                                     sliding_buckets, the same emission interval T for
+ *                                     token_bucket and gcra, whatever their burst)
+ *   fixed_window, sliding_window      each window's count goes to the new window holding the
+ *                                     latest instant its units can have had
+ *   sliding_buckets                   likewise bucket by bucket
+ *   sliding_log                       the newest stamps up to the new limit, exact in admissions
+ *                                     when the window does not grow (but for stamps a debt
+ *                                     dropped, which a larger limit must assume)
+ *   token_bucket, gcra                the units not yet refilled, ceil((TAT - now) / T_from), as
+ *                                     if taken at now_ns: safe against the whole history when T
+ *                                     does not grow
+ *
+ * now_ns is the time of the change (clamped as sl_decide() clamps it); token_bucket and gcra,
+ * which record no time to clamp to, need it no earlier than the state's admissions. A from_state
+ * fresh at now_ns yields a state fresh at now_ns (all zero bytes unless copied), except from
+ * sliding_log and sliding_buckets, which carry the units they still record: a longer window, or
+ * coarser buckets, may count them still.
+ *
+ * Returns SL_OK, SL_EALGORITHM (different algorithms: the caller decides what to do, e.g. start
+ * the key fresh), SL_ESTATE (from_state fails sl_state_check(from, ...); to_state untouched) or
+ * SL_EINVAL (NULL arguments, a rule never prepared). Never allocates; O(state sizes).
+ */
+SL_API int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                            void *to_state, int64_t now_ns);
+
+/*
  * A state's packed form: the same state in as few bytes as its algorithm allows, for stores that
  * keep each key's state as a value of its own (sluice.so keeps it in a Redis string). Only
  * sliding_log packs smaller: its state holds room for N stamps, its packed form only the stamps in

@@ -12,6 +12,12 @@
  *                                                 0 <= charged_ns <= now_ns (sl_refund()).
  *   <alg>_charge(rule, state, cost, now_ns)       adds cost > 0 units at now_ns even past the
  *                                                 limit: debt (sl_settle()).
+ *   <alg>_convert(from, from_state, to, to_state, now_ns)
+ *                                                 writes to_state (to->state_size bytes, not
+ *                                                 overlapping) with the usage of a valid from_state
+ *                                                 carried to `to`, a rule of the same algorithm
+ *                                                 whose state means something else
+ *                                                 (sl_state_convert()).
  *
  * The dispatcher has already validated the arguments, so these functions only assert. They
  * read no clock, allocate nothing, lock nothing. Helpers for overflow-free arithmetic are here
@@ -33,7 +39,9 @@
     bool name##_valid(const sl_rule_t *rule, const void *state);                                   \
     void name##_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,       \
                        int64_t now_ns);                                                            \
-    void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+    void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);          \
+    void name##_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,        \
+                        void *to_state, int64_t now_ns)
 
 SL_DECIDE_FN(fixed_window);
 SL_DECIDE_FN(sliding_log);
@@ -113,6 +121,8 @@ typedef struct algorithm_ops {
     void (*refund)(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                    int64_t now_ns);
     void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
+    void (*convert)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                    void *to_state, int64_t now_ns);
 } algorithm_ops_t;
 
 extern const algorithm_ops_t core_algorithms[SL_GCRA + 1];

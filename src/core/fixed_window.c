@@ -9,6 +9,11 @@
  *
  * Refund: the count of the charge's window, if it is still the stored one, gives the units back
  * (never more than it holds); a charge in an older window has left with it.
+ *
+ * Convert to another window length: the count of the window current at now (clamped) goes to the
+ * new rule's window holding now, the latest instant its units can have had. Those that came
+ * before that window began would belong to an earlier one: counted here, they only over-count.
+ * Units of older windows are forgotten, as the old rule forgot them.
  */
 #include <string.h>
 
@@ -68,6 +73,19 @@ void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64
         return;
     st.count -= min_i64(cost, st.count);
     memcpy(state, &st, sizeof(st));
+}
+
+void fixed_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                          void *to_state, int64_t now_ns)
+{
+    fixed_window_state_t st, out = {0, 0};
+    memcpy(&st, from_state, sizeof(st));
+    int64_t k = max_i64(now_ns / from->window_ns, st.window_index); /* clamp */
+    if (st.window_index == k && st.count > 0) {
+        out.window_index = max_i64(now_ns, k * from->window_ns) / to->window_ns;
+        out.count = st.count;
+    }
+    memcpy(to_state, &out, sizeof(out));
 }
 
 bool fixed_window_valid(const sl_rule_t *rule, const void *state)

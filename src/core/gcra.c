@@ -26,6 +26,15 @@
  * a charge at 0 on a full bucket, then a request at c*T - 1 that would have found the bucket
  * full anyway; a refund of c*T would then leave room that never existed. An admission at t
  * leaves TAT' - tol - max_delay <= t, so a refund's now earlier than that is treated as that.
+ *
+ * Convert to another emission interval (the same T is a copy: TAT does not depend on the
+ * tolerance): the units the bucket has not refilled at now, u = ceil((TAT - now) / T_from), are
+ * taken again at now, TAT_to = now + u * T_to (saturating); a bucket full at now stays fresh.
+ * With T_to <= T_from this is never laxer than the whole history: a unit set j (C_j units from
+ * t_j on) leaves TAT >= t_j + C_j * T_from, so under `to` it asks t_j + C_j * T_to <=
+ * now + (TAT - now) * T_to / T_from, the difference being (now - t_j) * (1 - T_to / T_from)
+ * >= 0. With a longer T the units the faster bucket already refilled stay refilled: the history
+ * cannot be told apart from u units at now.
  */
 #include <string.h>
 
@@ -82,6 +91,18 @@ void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charg
     if (back <= 0 || tat <= now_ns)
         return;
     store_i64(state, max_i64(tat - back, now_ns));
+}
+
+void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                  void *to_state, int64_t now_ns)
+{
+    int64_t tat = load_i64(from_state), out = 0;
+    if (tat > now_ns) {
+        int64_t owed_ns = tat - now_ns; /* > 0: now_ns >= 0 */
+        int64_t units = owed_ns / from->interval_ns + (owed_ns % from->interval_ns != 0);
+        out = sat_add(now_ns, sat_mul(units, to->interval_ns));
+    }
+    store_i64(to_state, out);
 }
 
 bool gcra_valid(const sl_rule_t *rule, const void *state)

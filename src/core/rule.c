@@ -1,6 +1,6 @@
 /*
- * rule.c - rule validation and preparation, and the dispatch from sl_decide(), sl_refund() and
- * sl_settle() to the six algorithms.
+ * rule.c - rule validation and preparation, and the dispatch from sl_decide(), sl_refund(),
+ * sl_settle() and sl_state_convert() to the six algorithms.
  *
  * sl_rule_prepare() is the only place that checks rule parameters: once a rule is prepared,
  * every algorithm may rely on limit > 0, a window within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS],
@@ -19,7 +19,7 @@ static const char *const algorithm_names[] = {
 
 #define OPS(name)                                                                                  \
     {                                                                                              \
-        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge                 \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge, name##_convert \
     }
 const algorithm_ops_t core_algorithms[SL_GCRA + 1] = {
     [SL_FIXED_WINDOW] = OPS(fixed_window),
@@ -257,4 +257,40 @@ int sl_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void 
         return SL_ESTATE;
     memcpy(state, packed, len);
     return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
+}
+
+/* Whether a state means the same usage under both rules (same algorithm): then it is copied. */
+static bool same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    switch (a->algorithm) {
+    case SL_FIXED_WINDOW:
+    case SL_SLIDING_WINDOW:
+        return a->window_ns == b->window_ns; /* counts per window, whatever the limit */
+    case SL_SLIDING_LOG:
+        return a->limit == b->limit && a->window_ns == b->window_ns; /* the ring's size */
+    case SL_SLIDING_BUCKETS:
+        return a->window_ns == b->window_ns && a->buckets == b->buckets;
+    default:
+        return a->interval_ns == b->interval_ns; /* TAT, whatever the tolerance */
+    }
+}
+
+int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                     void *to_state, int64_t now_ns)
+{
+    if (from == NULL || to == NULL || from_state == NULL || to_state == NULL ||
+        sl_algorithm_name(from->algorithm) == NULL || from->state_size == 0 ||
+        sl_algorithm_name(to->algorithm) == NULL || to->state_size == 0)
+        return SL_EINVAL;
+    if (from->algorithm != to->algorithm)
+        return SL_EALGORITHM;
+    const algorithm_ops_t *ops = &core_algorithms[from->algorithm];
+    if (!ops->valid(from, from_state))
+        return SL_ESTATE;
+    if (same_meaning(from, to)) {
+        memcpy(to_state, from_state, to->state_size);
+        return SL_OK;
+    }
+    ops->convert(from, from_state, to, to_state, core_clamp_now(now_ns));
+    return SL_OK;
 }

@@ -19,6 +19,14 @@
  * have dropped out. Refund takes units from the charge's bucket first, then from older buckets
  * still counted, never from a newer one: a unit given back is never newer than the charge's own,
  * so the key stays at least as restrictive as if the charge had not happened.
+ *
+ * Convert to another window or bucket count: each bucket the ring holds goes to the new rule's
+ * bucket holding the latest instant its units can have had (the bucket's last ns, or `latest`
+ * for the newest), dropped when that bucket is older than the new ring reaches; `latest` stays.
+ * A unit counted in a bucket no older than its own is counted at least as long (bucket j is
+ * counted from its start until (j + K + 1) * G - 1), so the key is never laxer than the units'
+ * true times would make it. Exact when the new bucket length is a multiple of the old one (each
+ * old bucket lies in one new bucket) and the new window reaches no further back than the ring.
  */
 #include <string.h>
 
@@ -171,6 +179,31 @@ void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, in
         cost -= take;
     }
     memcpy(state, &h, sizeof(h));
+}
+
+void sliding_buckets_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                             void *to_state, int64_t now_ns)
+{
+    (void)now_ns; /* the counts keep their own time: nothing to clamp */
+    sliding_buckets_header_t h;
+    memcpy(&h, from_state, sizeof(h));
+    const unsigned char *counts = (const unsigned char *)from_state + sizeof(h);
+    unsigned char *to_counts = (unsigned char *)to_state + sizeof(h);
+    const int64_t newest = h.latest_ns / from->bucket_ns;
+    const int64_t oldest_to = h.latest_ns / to->bucket_ns - to->buckets; /* the new ring's */
+    memset(to_state, 0, to->state_size);
+    int64_t total = 0; /* <= h.total: no overflow */
+    for (int64_t j = max_i64(newest - from->buckets, 0); j <= newest; j++) {
+        int64_t c = count_of(counts, from, j);
+        int64_t last_ns = j == newest ? h.latest_ns : (j + 1) * from->bucket_ns - 1;
+        int64_t m = last_ns / to->bucket_ns;
+        if (c == 0 || m < oldest_to)
+            continue;
+        store_i64(to_counts + slot(to, m), count_of(to_counts, to, m) + c);
+        total += c;
+    }
+    h.total = total;
+    memcpy(to_state, &h, sizeof(h));
 }
 
 bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)

@@ -32,6 +32,15 @@
  * oldest, no older than the stamp it stands for; and the newest stamp stays (there is no free
  * slot to record its time in).
  *
+ * Convert to another limit or window: of the stamps inside the new window at the latest time
+ * recorded L, the newest up to the new N; DROPPED when some had to be left out, which is exact
+ * in admissions as debt is. When the old ring had DROPPED and its oldest stamp is still inside
+ * the new window, the stamps it dropped may be too, and how many is unknown: the new ring is
+ * filled up to its N with copies of that oldest stamp (no older than any dropped one) and keeps
+ * DROPPED. L stays the latest time (LATEST, when the new ring has room and no stamp at L). Exact
+ * when the window does not grow, unless that filling happened; a longer window cannot count the
+ * stamps the ring already let go.
+ *
  * Packed form (sl_state_pack(), for stores that keep each key's state as its own value): the
  * stamps in use and nothing else, so a key weighs what it holds rather than N stamps.
  *
@@ -236,6 +245,41 @@ void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_
         }
     }
     header_put(state, h, flags);
+}
+
+void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                         void *to_state, int64_t now_ns)
+{
+    (void)now_ns; /* stamps carry their own time; expiry is judged at the latest time recorded */
+    uint32_t flags;
+    sliding_log_header_t h = header_of(from_state, &flags);
+    const unsigned char *ring = (const unsigned char *)from_state + sizeof(h);
+    const uint32_t n = (uint32_t)from->limit, n_to = (uint32_t)to->limit;
+    const int64_t latest = latest_of(ring, n, &h, flags);
+    const uint32_t expired = first_inside(ring, n, &h, latest - to->window_ns);
+    const uint32_t inside = h.count - expired;
+    const uint32_t first = inside > n_to ? h.count - n_to : expired; /* oldest kept */
+    /* the old ring's dropped stamps are no newer than its oldest, which is inside */
+    const bool dropped = inside > n_to || ((flags & DROPPED) && expired == 0);
+
+    sliding_log_header_t out = {.head = 0, .count = 0};
+    unsigned char *to_ring = (unsigned char *)to_state + sizeof(out);
+    memset(to_state, 0, to->state_size);
+    /* with room left, copies of the oldest stand for the dropped stamps */
+    out.count = dropped ? n_to : h.count - first;
+    const uint32_t copies = out.count - (h.count - first);
+    for (uint32_t i = 0; i < out.count; i++)
+        stamp_put(to_ring, n_to, &out, i,
+                  stamp_at(ring, n, &h, i < copies ? first : first + i - copies));
+    int64_t newest = out.count > 0 ? stamp_at(to_ring, n_to, &out, out.count - 1) : 0;
+    /* a full ring records its newest stamp as the latest time: an earlier now then counts at
+     * least the stamps it counts at L, so it admits no more than L would */
+    if (out.count < n_to && latest > newest) {
+        stamp_put(to_ring, n_to, &out, out.count, latest);
+        header_put(to_state, out, LATEST);
+    } else {
+        header_put(to_state, out, dropped ? DROPPED : 0);
+    }
 }
 
 bool sliding_log_valid(const sl_rule_t *rule, const void *state)

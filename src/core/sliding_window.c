@@ -11,6 +11,13 @@
  *
  * Refund: a charge in window k comes off curr, one in window k - 1 off prev (never more than the
  * count holds); an older charge has left the estimate already.
+ *
+ * Convert to another window length, at now (clamped) in window k: curr's units can have come as
+ * late as now, prev's as late as k*W - 1; each count goes to the new rule's window holding that
+ * instant, as its curr (the window of now) or its prev (the one before), or is dropped when that
+ * window is older still. A unit counted in a later window than its own weighs at least as much at
+ * every later time (W against W - e, or W - e against 0), so the estimate never falls below
+ * the one the units' true times give. Older windows are forgotten, as the old rule forgot them.
  */
 #include <string.h>
 
@@ -115,6 +122,29 @@ void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int
     else
         return;
     memcpy(state, &st, sizeof(st));
+}
+
+void sliding_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                            void *to_state, int64_t now_ns)
+{
+    sliding_window_state_t st, out = {0, 0, 0};
+    memcpy(&st, from_state, sizeof(st));
+    int64_t k = max_i64(now_ns / from->window_ns, st.window_index); /* clamp */
+    int64_t prev, curr;
+    roll(&st, k, &prev, &curr);
+    if (prev > 0 || curr > 0) {
+        const int64_t kt = max_i64(now_ns, k * from->window_ns) / to->window_ns;
+        int64_t prev_to = max_i64(k * from->window_ns - 1, 0) / to->window_ns; /* <= kt */
+        out.window_index = kt;
+        out.curr = curr;
+        if (prev_to == kt)
+            out.curr = sat_count(curr, prev);
+        else if (prev_to == kt - 1)
+            out.prev = prev;
+        if (out.curr == 0 && out.prev == 0)
+            out.window_index = 0; /* prev dropped and nothing else: fresh */
+    }
+    memcpy(to_state, &out, sizeof(out));
 }
 
 bool sliding_window_valid(const sl_rule_t *rule, const void *state)

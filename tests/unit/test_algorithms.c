@@ -1164,6 +1164,348 @@ static void test_packed_state_refusals(void **cm)
     free(state);
 }
 
+/* ---- conversions to other parameters ------------------------------------------------------ */
+
+/* sl_state_convert() at START + at into a new buffer (the caller frees it), checked as every
+ * converted state must be: sl_state_check() accepts it, and its packed form unpacks to a state
+ * that packs to the same bytes and decides alike. */
+static void *convert_at(const sl_rule_t *from, const void *state, const sl_rule_t *to, int64_t at)
+{
+    size_t size = sl_state_size(to);
+    void *out = new_state(to), *back = new_state(to), *a = new_state(to), *b = new_state(to);
+    unsigned char *packed = malloc(sl_state_packed_max(to));
+    unsigned char *again = malloc(sl_state_packed_max(to));
+    assert_non_null(packed);
+    assert_non_null(again);
+    assert_int_equal(sl_state_convert(from, state, to, out, START + at), SL_OK);
+    assert_int_equal(sl_state_check(to, out), SL_OK);
+    size_t len = sl_state_pack(to, out, packed);
+    assert_int_equal(sl_state_unpack(to, packed, len, back), SL_OK);
+    assert_int_equal(sl_state_pack(to, back, again), len);
+    assert_memory_equal(packed, again, len);
+    for (int64_t cost = 0; cost <= 2; cost++) {
+        memcpy(a, out, size);
+        memcpy(b, back, size);
+        sl_decision_t x = decide_at(to, a, cost, at), y = decide_at(to, b, cost, at);
+        assert_int_equal(x.allowed, y.allowed);
+        assert_int_equal(x.remaining, y.remaining);
+        assert_int_equal(x.retry_after_ns, y.retry_after_ns);
+        assert_int_equal(x.reset_after_ns, y.reset_after_ns);
+    }
+    free(again);
+    free(packed);
+    free(b);
+    free(a);
+    free(back);
+    return out;
+}
+
+/* A decision's allowed, remaining and retry_after, failing at the caller's line. */
+#define assert_decision(d, allowed_, remaining_, retry_after_)                                     \
+    do {                                                                                           \
+        sl_decision_t got_ = (d);                                                                  \
+        assert_int_equal(got_.allowed, (allowed_));                                                \
+        assert_int_equal(got_.remaining, (remaining_));                                            \
+        assert_int_equal(got_.retry_after_ns, (retry_after_));                                     \
+    } while (0)
+
+/*
+ * sliding_log, 10 per minute, a key with 5 stamps (0, 1, 2, 3, 4 s), its override changed at
+ * 10 s. To limit 2: the ring keeps the newest 2 (3 s, 4 s) and notes that it dropped some:
+ * refused, 0 left, a peek refused too (over the limit is debt); a request of 1 waits for the 4th
+ * oldest stamp, 3 s, to leave at 63 s, as with all 5 stamps. To 20 and back to 10, or to 5 (which
+ * holds all 5) and back: 15 and 5 left, the history kept both ways. Back from 2 to 10, the ring
+ * cannot say how many it dropped: it fills up with copies of its oldest stamp (3 s), so 0 left
+ * until 63 s (5 with all the stamps), then 9 as with all of them.
+ */
+static void test_convert_sliding_log_override(void **cm)
+{
+    (void)cm;
+    sl_rule_t ten = simple_rule(SL_SLIDING_LOG, 10, 60 * SEC);
+    sl_rule_t two = simple_rule(SL_SLIDING_LOG, 2, 60 * SEC);
+    sl_rule_t five = simple_rule(SL_SLIDING_LOG, 5, 60 * SEC);
+    sl_rule_t twenty = simple_rule(SL_SLIDING_LOG, 20, 60 * SEC);
+    void *state = new_state(&ten);
+    for (int64_t s = 0; s < 5; s++)
+        decide_at(&ten, state, 1, s * SEC);
+
+    void *low = convert_at(&ten, state, &two, 10 * SEC);
+    assert_decision(decide_at(&two, low, 0, 10 * SEC), false, 0, 53 * SEC);
+    assert_decision(decide_at(&two, low, 1, 10 * SEC), false, 0, 53 * SEC);
+
+    void *up = convert_at(&ten, state, &twenty, 10 * SEC);
+    assert_decision(decide_at(&twenty, up, 0, 10 * SEC), true, 15, 0);
+    void *back = convert_at(&twenty, up, &ten, 10 * SEC);
+    assert_decision(decide_at(&ten, back, 0, 10 * SEC), true, 5, 0);
+    free(back);
+    void *held = convert_at(&ten, state, &five, 10 * SEC);
+    assert_decision(decide_at(&five, held, 0, 10 * SEC), true, 0, 0);
+    assert_decision(decide_at(&five, held, 1, 10 * SEC), false, 0, 50 * SEC);
+    back = convert_at(&five, held, &ten, 10 * SEC);
+    assert_decision(decide_at(&ten, back, 1, 10 * SEC), true, 4, 0);
+    free(back);
+
+    back = convert_at(&two, low, &ten, 10 * SEC);
+    assert_decision(decide_at(&ten, back, 1, 10 * SEC), false, 0, 53 * SEC);
+    assert_decision(decide_at(&ten, back, 1, 63 * SEC), true, 8, 0);
+    assert_decision(decide_at(&two, low, 1, 63 * SEC), true, 0, 0); /* 4 s left: 1 + 1 */
+    free(back);
+    free(held);
+    free(up);
+    free(low);
+    free(state);
+}
+
+/*
+ * sliding_log's flags. A refund that took the newest stamp back keeps its time (LATEST): N 4,
+ * stamps 0 and 200 ms, the 200 ms one refunded; converted to N 3, a clock stepped back to 100 ms
+ * is still clamped to 200 ms (its stamp leaves at 1.2 s: at 1.15 s 2 left, not 3). A debt's
+ * DROPPED: N 3, 3 at 0 and 2 more at 100 ms keep [0, 100, 100] of 5 stamps; to N 5 the ring is
+ * filled with copies of the oldest, [0, 0, 0, 100, 100], which here are the 5 stamps exactly
+ * (refused until 1 s). With a window of 50 ms the stamps at 0 are gone, and so are the dropped
+ * ones: no flag, [100, 100].
+ */
+static void test_convert_sliding_log_flags(void **cm)
+{
+    (void)cm;
+    sl_rule_t four = simple_rule(SL_SLIDING_LOG, 4, SEC),
+              three = simple_rule(SL_SLIDING_LOG, 3, SEC);
+    void *state = new_state(&four);
+    decide_at(&four, state, 1, 0);
+    decide_at(&four, state, 1, 200 * MS);
+    refund_at(&four, state, 1, 200 * MS, 200 * MS);
+    void *out = convert_at(&four, state, &three, 300 * MS);
+    assert_decision(decide_at(&three, out, 1, 100 * MS), true, 1, 0); /* clamped to 200 ms */
+    assert_decision(decide_at(&three, out, 0, 1150 * MS), true, 2, 0);
+    free(out);
+    free(state);
+
+    sl_rule_t five = simple_rule(SL_SLIDING_LOG, 5, SEC);
+    sl_rule_t short_window = simple_rule(SL_SLIDING_LOG, 5, 50 * MS);
+    state = new_state(&three);
+    decide_at(&three, state, 3, 0);
+    settle_at(&three, state, 0, 2, 100 * MS, 100 * MS);
+    out = convert_at(&three, state, &five, 200 * MS);
+    assert_decision(decide_at(&five, out, 0, 200 * MS), false, 0, 800 * MS);
+    assert_decision(decide_at(&five, out, 1, 999 * MS), false, 0, 1 * MS);
+    assert_decision(decide_at(&five, out, 1, SEC), true, 2, 0);
+    free(out);
+    out = convert_at(&three, state, &short_window, 200 * MS);
+    assert_decision(decide_at(&short_window, out, 0, 120 * MS), true, 3, 0); /* clamped: 100 ms */
+    assert_decision(decide_at(&short_window, out, 1, 200 * MS), true, 4, 0);
+    free(out);
+    free(state);
+}
+
+/*
+ * fixed_window N 10, W 20 s, 5 taken at 2 s (window [0, 20 s)), converted at 5 s. The same
+ * window is a copy: to N 2 it is over the limit until 20 s, back to 10 it has 5 left. W 4 s:
+ * the 5 go to [4 s, 8 s), the window of now; W 40 s to [0, 40 s). At 25 s the window is over:
+ * fresh, all zero.
+ */
+static void test_convert_fixed_window(void **cm)
+{
+    (void)cm;
+    sl_rule_t from = simple_rule(SL_FIXED_WINDOW, 10, 20 * SEC);
+    sl_rule_t two = simple_rule(SL_FIXED_WINDOW, 2, 20 * SEC);
+    sl_rule_t short_window = simple_rule(SL_FIXED_WINDOW, 10, 4 * SEC);
+    sl_rule_t long_window = simple_rule(SL_FIXED_WINDOW, 10, 40 * SEC);
+    void *state = new_state(&from);
+    decide_at(&from, state, 5, 2 * SEC);
+    void *out = convert_at(&from, state, &two, 5 * SEC);
+    assert_memory_equal(out, state, sl_state_size(&from));
+    assert_decision(decide_at(&two, out, 1, 5 * SEC), false, 0, 15 * SEC);
+    void *back = convert_at(&two, out, &from, 6 * SEC);
+    assert_decision(decide_at(&from, back, 1, 6 * SEC), true, 4, 0);
+    free(back);
+    free(out);
+
+    out = convert_at(&from, state, &short_window, 5 * SEC);
+    sl_decision_t d = decide_at(&short_window, out, 1, 5 * SEC);
+    assert_decision(d, true, 4, 0);
+    assert_int_equal(d.reset_after_ns, 3 * SEC);
+    assert_decision(decide_at(&short_window, out, 1, 8 * SEC), true, 9, 0);
+    free(out);
+    out = convert_at(&from, state, &long_window, 5 * SEC);
+    d = decide_at(&long_window, out, 1, 5 * SEC);
+    assert_decision(d, true, 4, 0);
+    assert_int_equal(d.reset_after_ns, 35 * SEC);
+    free(out);
+
+    out = convert_at(&from, state, &short_window, 25 * SEC);
+    static const unsigned char zero[16] = {0};
+    assert_memory_equal(out, zero, sizeof(zero));
+    free(out);
+    free(state);
+}
+
+/*
+ * sliding_window N 10, W 10 s: 4 at 5 s (window [0, 10 s)), 3 at 12 s; at 15 s prev 4, curr 3.
+ * W 4 s: now in [12 s, 16 s); prev's units can be as late as 10 s - 1 ns, in [8 s, 12 s): prev
+ * 4, curr 3; at e = 3 s, floor(10 - 4 * 1/4) - 3 = 6 left (7 with the true times: safe). W 40
+ * s: both in [0, 40 s): curr 7, 3 left. W 5 s: now in [15 s, 20 s), prev's window [5 s, 10 s)
+ * is two back: dropped, curr 3: 7 left, as the true times give.
+ */
+static void test_convert_sliding_window(void **cm)
+{
+    (void)cm;
+    sl_rule_t from = simple_rule(SL_SLIDING_WINDOW, 10, 10 * SEC);
+    void *state = new_state(&from);
+    decide_at(&from, state, 4, 5 * SEC);
+    decide_at(&from, state, 3, 12 * SEC);
+    static const struct {
+        int64_t window_ns, remaining;
+    } rows[] = {{4 * SEC, 6}, {40 * SEC, 3}, {5 * SEC, 7}};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        sl_rule_t to = simple_rule(SL_SLIDING_WINDOW, 10, rows[i].window_ns);
+        void *out = convert_at(&from, state, &to, 15 * SEC);
+        assert_decision(decide_at(&to, out, 0, 15 * SEC), true, rows[i].remaining, 0);
+        free(out);
+    }
+    /* the same window is a copy, whatever the limit: 10 - 4 * 1/2 - 3 = 5, and 2 - 5 < 0 */
+    sl_rule_t two = simple_rule(SL_SLIDING_WINDOW, 2, 10 * SEC);
+    void *out = convert_at(&from, state, &two, 15 * SEC);
+    assert_memory_equal(out, state, sl_state_size(&from));
+    assert_decision(decide_at(&from, out, 0, 15 * SEC), true, 5, 0);
+    assert_false(decide_at(&two, out, 0, 15 * SEC).allowed);
+    free(out);
+    free(state);
+}
+
+/*
+ * sliding_buckets N 10, W 1 s, K 10 (G 100 ms): 2 at 110 ms (bucket 1), 3 at 420 ms (bucket 4).
+ * K 4 (G 250 ms): bucket 1's latest instant, 200 ms - 1 ns, is in bucket 0, 420 ms in bucket 1;
+ * bucket 0 is counted until 5 * 250 ms - 1 ns. K 20 (G 50 ms): bucket 1 goes to [150, 200 ms),
+ * counted until 24 * 50 ms - 1 ns, 50 ms longer than the units' own [100, 150 ms) would be.
+ * W 200 ms, K 2: its ring reaches back to bucket 2 only: bucket 1 is dropped.
+ */
+static void test_convert_sliding_buckets(void **cm)
+{
+    (void)cm;
+    sl_rule_t from = make_rule(SL_SLIDING_BUCKETS, 10, SEC, SL_DEFAULT, 10, 0);
+    sl_rule_t coarse = make_rule(SL_SLIDING_BUCKETS, 10, SEC, SL_DEFAULT, 4, 0);
+    sl_rule_t fine = make_rule(SL_SLIDING_BUCKETS, 10, SEC, SL_DEFAULT, 20, 0);
+    sl_rule_t short_window = make_rule(SL_SLIDING_BUCKETS, 10, 200 * MS, SL_DEFAULT, 2, 0);
+    void *state = new_state(&from);
+    decide_at(&from, state, 2, 110 * MS);
+    decide_at(&from, state, 3, 420 * MS);
+
+    void *out = convert_at(&from, state, &coarse, 500 * MS);
+    assert_decision(decide_at(&coarse, out, 0, 500 * MS), true, 5, 0);
+    assert_decision(decide_at(&coarse, out, 0, 1250 * MS - 2), true, 5, 0);
+    assert_decision(decide_at(&coarse, out, 0, 1250 * MS - 1), true, 7, 0);
+    free(out);
+    out = convert_at(&from, state, &fine, 500 * MS);
+    assert_decision(decide_at(&fine, out, 0, 1200 * MS - 2), true, 5, 0);
+    assert_decision(decide_at(&fine, out, 0, 1200 * MS - 1), true, 7, 0);
+    free(out);
+    out = convert_at(&from, state, &short_window, 500 * MS);
+    assert_decision(decide_at(&short_window, out, 0, 420 * MS), true, 7, 0);
+    free(out);
+    free(state);
+}
+
+/*
+ * token_bucket N 10 per 10 s (T 1 s), burst 10: 6 taken at 0, TAT 6 s. At 2 s, 4 units are not
+ * refilled: T 2 s (N 5), burst 10: TAT 2 + 4 * 2 = 10 s, (20 - 8) / 2 = 6 left. At 2.5 s, 3.5 s
+ * owed is 4 units (rounded up): T 500 ms (N 20), burst 20: TAT 4.5 s, (10 - 2) / 0.5 = 16 left.
+ * The same T with burst 3 is a copy: TAT 6 s at 2 s is 1 s beyond a tolerance of 3 s: in debt,
+ * a peek waits 1 s. At 7 s the bucket is full again: fresh.
+ */
+static void test_convert_token_bucket(void **cm)
+{
+    (void)cm;
+    sl_rule_t from = make_rule(SL_TOKEN_BUCKET, 10, 10 * SEC, 10, SL_DEFAULT, 0);
+    sl_rule_t slower = make_rule(SL_TOKEN_BUCKET, 5, 10 * SEC, 10, SL_DEFAULT, 0);
+    sl_rule_t faster = make_rule(SL_TOKEN_BUCKET, 20, 10 * SEC, 20, SL_DEFAULT, 0);
+    sl_rule_t small = make_rule(SL_TOKEN_BUCKET, 10, 10 * SEC, 3, SL_DEFAULT, 0);
+    int64_t tat = 0, *out;
+    decide_at(&from, &tat, 6, 0);
+
+    out = convert_at(&from, &tat, &slower, 2 * SEC);
+    assert_int_equal(*out, START + 10 * SEC);
+    assert_decision(decide_at(&slower, out, 0, 2 * SEC), true, 6, 0);
+    free(out);
+    out = convert_at(&from, &tat, &faster, 2500 * MS);
+    assert_int_equal(*out, START + 4500 * MS);
+    assert_decision(decide_at(&faster, out, 0, 2500 * MS), true, 16, 0);
+    free(out);
+    out = convert_at(&from, &tat, &small, 2 * SEC);
+    assert_int_equal(*out, tat);
+    assert_decision(decide_at(&small, out, 0, 2 * SEC), false, 0, SEC);
+    free(out);
+    out = convert_at(&from, &tat, &slower, 7 * SEC);
+    assert_int_equal(*out, 0);
+    free(out);
+
+    /* a saturated debt stays one: to a longer T it saturates again, to a shorter it is finite */
+    tat = INT64_MAX;
+    out = convert_at(&from, &tat, &slower, 0);
+    assert_int_equal(*out, INT64_MAX);
+    free(out);
+    out = convert_at(&from, &tat, &faster, 0);
+    assert_true(*out > START && *out < INT64_MAX);
+    assert_false(decide_at(&faster, out, 0, 0).allowed);
+    free(out);
+}
+
+/* gcra as redis-cell, N 1 per 1 s, burst 4 (T 1 s, tolerance 5 s): 3 at 0, TAT 3 s. At 1 s, 2
+ * units owed; N 2 (T 500 ms), burst 9 (tolerance 5 s): TAT 2 s, (5 - 1) / 0.5 = 8 left. */
+static void test_convert_gcra(void **cm)
+{
+    (void)cm;
+    sl_rule_t from = make_rule(SL_GCRA, 1, SEC, 4, SL_DEFAULT, 0);
+    sl_rule_t to = make_rule(SL_GCRA, 2, SEC, 9, SL_DEFAULT, 0);
+    int64_t tat = 0;
+    decide_at(&from, &tat, 3, 0);
+    int64_t *out = convert_at(&from, &tat, &to, SEC);
+    assert_int_equal(*out, START + 2 * SEC);
+    assert_decision(decide_at(&to, out, 0, SEC), true, 8, 0);
+    free(out);
+}
+
+/* Parameters that leave a state's meaning alone copy it byte for byte, every algorithm. */
+static void test_convert_same_meaning(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        void *state = new_state(rule);
+        decide_at(rule, state, 2, 0);
+        decide_at(rule, state, 1, 300 * MS);
+        settle_at(rule, state, 1, 3, 300 * MS, 400 * MS);
+        void *out = convert_at(rule, state, rule, 2 * SEC); /* even when fresh by then */
+        assert_memory_equal(out, state, sl_state_size(rule));
+        free(out);
+        free(state);
+    }
+}
+
+/* Wrong arguments: nothing written. */
+static void test_convert_arguments(void **cm)
+{
+    (void)cm;
+    sl_rule_t fw = simple_rule(SL_FIXED_WINDOW, 5, SEC),
+              sw = simple_rule(SL_SLIDING_WINDOW, 5, SEC);
+    sl_rule_t unprepared = rule_fields(SL_FIXED_WINDOW, 5, SEC, SL_DEFAULT, SL_DEFAULT, 0);
+    int64_t from[3] = {0}, to[3] = {7, 7, 7};
+    const int64_t untouched[3] = {7, 7, 7};
+    assert_int_equal(sl_state_convert(NULL, from, &fw, to, START), SL_EINVAL);
+    assert_int_equal(sl_state_convert(&fw, NULL, &fw, to, START), SL_EINVAL);
+    assert_int_equal(sl_state_convert(&fw, from, NULL, to, START), SL_EINVAL);
+    assert_int_equal(sl_state_convert(&fw, from, &fw, NULL, START), SL_EINVAL);
+    assert_int_equal(sl_state_convert(&fw, from, &unprepared, to, START), SL_EINVAL);
+    assert_int_equal(sl_state_convert(&fw, from, &sw, to, START), SL_EALGORITHM);
+    from[1] = -1; /* a negative count */
+    assert_int_equal(sl_state_convert(&fw, from, &fw, to, START), SL_ESTATE);
+    assert_memory_equal(to, untouched, sizeof(to));
+    sl_rule_t tb = simple_rule(SL_TOKEN_BUCKET, 5, SEC), gcra = simple_rule(SL_GCRA, 5, SEC);
+    assert_int_equal(sl_state_convert(&tb, from + 2, &gcra, to, START), SL_EALGORITHM);
+    assert_memory_equal(to, untouched, sizeof(to));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1196,6 +1538,15 @@ int main(void)
         cmocka_unit_test(test_sliding_log_packed_format),
         cmocka_unit_test(test_sliding_log_packed_flags),
         cmocka_unit_test(test_packed_state_refusals),
+        cmocka_unit_test(test_convert_sliding_log_override),
+        cmocka_unit_test(test_convert_sliding_log_flags),
+        cmocka_unit_test(test_convert_fixed_window),
+        cmocka_unit_test(test_convert_sliding_window),
+        cmocka_unit_test(test_convert_sliding_buckets),
+        cmocka_unit_test(test_convert_token_bucket),
+        cmocka_unit_test(test_convert_gcra),
+        cmocka_unit_test(test_convert_same_meaning),
+        cmocka_unit_test(test_convert_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
