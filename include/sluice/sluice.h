@@ -416,6 +416,23 @@ SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void
 SL_API int sl_table_put(sl_table_t *table, const void *key, size_t key_len, const void *state,
                         int64_t now_ns);
 
+/*
+ * Moves a key's usage into `to` from other tables of the same algorithm, for a key whose numbers
+ * change (an override set or removed: the numbers change, what the key used does not). A key
+ * lives in one table: afterwards `to` holds the live (not fresh at now_ns) state recording the
+ * most usage among its own and those of from[0..nfrom), each converted to `to`'s rule with
+ * sl_state_convert(), and no table of `from` holds the key. (Two live copies exist only when a
+ * decision raced a change of the key's numbers; keeping the larger loses at most what those
+ * decisions took.) Every shard involved is locked at once, in the order sl_table_decide_all()
+ * takes them, so a concurrent decision on any of these tables sees the key in one table only.
+ * Returns 1 when `to` took a state from `from`, 0 when not (it held the most, or no table held
+ * a live state), or an error with nothing changed: SL_EKEY (key longer than `to` takes),
+ * SL_EINVAL (NULL table, a table named twice or `to` among `from`, nfrom >= SL_MULTI_MAX),
+ * SL_EALGORITHM (a table of another algorithm), SL_EFULL or SL_ENOMEM (no room in `to`).
+ */
+SL_API int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *const *from,
+                          size_t nfrom, int64_t now_ns);
+
 /* Called by sl_table_foreach() once per stored key; return nonzero to stop. */
 typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, const void *state,
                                  size_t state_size);

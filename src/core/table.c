@@ -1021,29 +1021,44 @@ static void multi_free(multi_t *m)
     }
 }
 
-/* Locks every shard involved once, in address order: two calls never wait on each other in a
- * cycle, and every other path holds one shard lock at a time. */
+/* Adds s to a set of distinct shards kept in address order (the order every path holding
+ * several shard locks takes them in, so two such paths never wait on each other in a cycle; every
+ * other path holds one shard lock at a time). */
+static void lockset_add(shard_t **set, size_t *n, shard_t *s)
+{
+    size_t j = *n;
+    while (j > 0 && set[j - 1] > s) /* insertion sort; equal stays once */
+        j--;
+    if (j > 0 && set[j - 1] == s)
+        return;
+    memmove(&set[j + 1], &set[j], (*n - j) * sizeof(shard_t *));
+    set[j] = s;
+    (*n)++;
+}
+
+static void lockset_lock(shard_t *const *set, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        shard_lock(set[j]);
+}
+
+static void lockset_unlock(shard_t *const *set, size_t n)
+{
+    for (size_t j = n; j-- > 0;)
+        shard_unlock(set[j]);
+}
+
+/* Locks every shard involved once (lockset order). */
 static void multi_lock(multi_t *m)
 {
-    for (size_t k = 0; k < m->nkeys; k++) {
-        shard_t *s = m->keys[k].s;
-        size_t j = m->nshards;
-        while (j > 0 && m->shards[j - 1] > s) /* insertion sort; equal stays once */
-            j--;
-        if (j > 0 && m->shards[j - 1] == s)
-            continue;
-        memmove(&m->shards[j + 1], &m->shards[j], (m->nshards - j) * sizeof(shard_t *));
-        m->shards[j] = s;
-        m->nshards++;
-    }
-    for (size_t j = 0; j < m->nshards; j++)
-        shard_lock(m->shards[j]);
+    for (size_t k = 0; k < m->nkeys; k++)
+        lockset_add(m->shards, &m->nshards, m->keys[k].s);
+    lockset_lock(m->shards, m->nshards);
 }
 
 static void multi_unlock(multi_t *m)
 {
-    for (size_t j = m->nshards; j-- > 0;)
-        shard_unlock(m->shards[j]);
+    lockset_unlock(m->shards, m->nshards);
 }
 
 /* Makes room for the new keys the charges store, shard by shard: the absent ones, and the
@@ -1199,6 +1214,14 @@ static int check_key(const sl_table_t *t, const void *key, size_t len)
     return len > t->key_max ? SL_EKEY : SL_OK;
 }
 
+/* Removes a key (hash h) and frees its out-of-line parts: a reset, not a reclamation. */
+static void shard_delete(sl_table_t *t, shard_t *s, unsigned char *entry, uint64_t h)
+{
+    s->bytes -= entry_external_bytes(t, entry);
+    entry_free_external(t, entry);
+    shard_remove(t, s, entry, h);
+}
+
 int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
 {
     int rc = check_key(t, key, key_len);
@@ -1207,11 +1230,8 @@ int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
     uint64_t h;
     unsigned char *entry;
     shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
-    if (entry != NULL) {
-        s->bytes -= entry_external_bytes(t, entry);
-        entry_free_external(t, entry);
-        shard_remove(t, s, entry, h);
-    }
+    if (entry != NULL)
+        shard_delete(t, s, entry, h);
     shard_unlock(s);
     return SL_OK;
 }
@@ -1250,6 +1270,116 @@ int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *sta
         rc = shard_insert(t, s, key, key_len, h, (void *)state, false, now_ns);
     shard_unlock(s);
     return rc;
+}
+
+/* One table of an sl_table_adopt() call, with the key's place in it. */
+typedef struct adopt_place {
+    sl_table_t *t;
+    shard_t *s;
+    uint64_t h;
+    unsigned char *entry; /* while locked; NULL when absent */
+} adopt_place_t;
+
+/* True when state a (of rule) records more usage at now_ns than b: a peek (on a copy, in
+ * scratch) leaves fewer units, or as few and a longer wait. */
+static bool more_usage(const sl_rule_t *rule, const void *a, const void *b, void *scratch,
+                       size_t size, int64_t now_ns)
+{
+    sl_decision_t da, db;
+    core_decide(rule, memcpy(scratch, a, size), 0, now_ns, &da);
+    core_decide(rule, memcpy(scratch, b, size), 0, now_ns, &db);
+    return da.remaining < db.remaining ||
+           (da.remaining == db.remaining && da.retry_after_ns > db.retry_after_ns);
+}
+
+int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *const *from,
+                   size_t nfrom, int64_t now_ns)
+{
+    int rc = check_key(to, key, key_len);
+    if (rc != SL_OK)
+        return rc;
+    if ((from == NULL && nfrom > 0) || nfrom >= SL_MULTI_MAX)
+        return SL_EINVAL;
+    adopt_place_t at[SL_MULTI_MAX];
+    shard_t *locks[SL_MULTI_MAX];
+    size_t nlocks = 0;
+    const unsigned char *k = key != NULL ? key : (const unsigned char *)"";
+    for (size_t i = 0; i <= nfrom; i++) {
+        sl_table_t *t = i == 0 ? to : from[i - 1];
+        for (size_t j = 0; j < i && t != NULL; j++) {
+            if (at[j].t == t)
+                return SL_EINVAL; /* named twice (or `to` among `from`) */
+        }
+        if (t == NULL)
+            return SL_EINVAL;
+        if (i > 0 && t->rule.algorithm != to->rule.algorithm)
+            return SL_EALGORITHM;
+        at[i].t = t;
+        at[i].h = hash_bytes(k, key_len, t->seed);
+        at[i].s = shard_of(t, at[i].h);
+        lockset_add(locks, &nlocks, at[i].s);
+    }
+    /* Scratch states in `to`'s layout, before any lock: the best copy so far, a candidate, and
+     * a peek's copy. buf[0] is the one an insert hands to the table (kept when out of line). */
+    const size_t size = to->state_size;
+    uint64_t inline_bufs[3][STATE_INLINE_MAX / 8];
+    void *buf[3];
+    for (int b = 0; b < 3; b++) {
+        buf[b] = to->state_external ? malloc(size) : (void *)inline_bufs[b];
+        if (buf[b] == NULL) {
+            while (b-- > 0 && to->state_external)
+                free(buf[b]);
+            return SL_ENOMEM;
+        }
+    }
+
+    lockset_lock(locks, nlocks);
+    for (size_t i = 0; i <= nfrom; i++)
+        at[i].entry = shard_find(at[i].t, at[i].s, k, key_len, at[i].h);
+    /* The key has one home. Normally one table holds it; when two do (a decision that raced a
+     * change of the key's numbers), the copy recording the most usage is kept, so what is lost
+     * is never more than the racing decisions took. */
+    void *best = NULL; /* `to`'s own state, or buf[0] */
+    if (at[0].entry != NULL && !is_fresh(to, at[0].entry, now_ns))
+        best = entry_state(to, at[0].entry);
+    bool moved = false;
+    for (size_t i = 1; i <= nfrom && rc == SL_OK; i++) {
+        const sl_table_t *g = at[i].t;
+        if (at[i].entry == NULL || is_fresh(g, at[i].entry, now_ns))
+            continue;
+        void *cand = best == buf[0] ? buf[1] : buf[0];
+        rc = sl_state_convert(&g->rule, entry_state(g, at[i].entry), &to->rule, cand, now_ns);
+        if (rc == SL_OK && !sl_state_is_fresh(&to->rule, cand, now_ns) &&
+            (best == NULL || more_usage(&to->rule, cand, best, buf[2], size, now_ns))) {
+            if (cand == buf[1]) { /* keep the best in buf[0] */
+                buf[1] = buf[0];
+                buf[0] = cand;
+            }
+            best = buf[0];
+            moved = true;
+        }
+    }
+    bool owned = to->state_external; /* buf[0] still ours to free */
+    if (rc == SL_OK && moved && at[0].entry != NULL) {
+        memcpy(entry_state(to, at[0].entry), best, size);
+    } else if (rc == SL_OK && moved) {
+        rc = shard_insert(to, at[0].s, k, key_len, at[0].h, best, true, now_ns);
+        owned = owned && rc != SL_OK; /* the table keeps an inserted out-of-line state */
+    }
+    if (rc == SL_OK) {
+        for (size_t i = 1; i <= nfrom; i++) {
+            if (at[i].entry != NULL)
+                shard_delete(at[i].t, at[i].s, at[i].entry, at[i].h);
+        }
+    }
+    lockset_unlock(locks, nlocks);
+    if (to->state_external) {
+        if (owned)
+            free(buf[0]);
+        free(buf[1]);
+        free(buf[2]);
+    }
+    return rc != SL_OK ? rc : moved ? 1 : 0;
 }
 
 int sl_table_foreach(sl_table_t *t, sl_table_visit_fn fn, void *arg)

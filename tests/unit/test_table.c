@@ -789,6 +789,139 @@ static void test_decide_all_grows(void **unused)
     sl_table_free(t);
 }
 
+/* A key moves between tables of one algorithm with its usage: the override case (a key that
+ * used 5 of 10 gets a limit of 2, then loses it again), for every algorithm, against the
+ * converted state sl_state_convert() gives; one home at a time. */
+static void test_adopt_carries_usage(void **unused)
+{
+    sl_algorithm_t algs[] = {SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
+                             SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA};
+    const char *keys[] = {"u", "a-key-that-is-much-longer-than-a-slot-holds-in-any-table"};
+    for (size_t a = 0; a < sizeof(algs) / sizeof(algs[0]); a++) {
+        for (size_t k = 0; k < 2; k++) {
+            const char *key = keys[k];
+            size_t len = strlen(key);
+            sl_rule_t r10 = rule_of(algs[a], 10, 10 * SL_NS_PER_SEC);
+            sl_rule_t r2 = rule_of(algs[a], 2, 10 * SL_NS_PER_SEC);
+            sl_table_t *base = table_of(&r10, NULL), *ov = table_of(&r2, NULL);
+            for (int i = 0; i < 5; i++)
+                assert_true(allow(base, key, 1, T0 + i * SL_NS_PER_MS));
+            int64_t now = T0 + 10 * SL_NS_PER_MS;
+            sl_decision_t d;
+            assert_int_equal(sl_table_decide(base, key, len, 0, now, &d), SL_OK);
+            int64_t left = d.remaining;
+            uint64_t before[2048 / 8], want[2048 / 8], got[2048 / 8];
+            assert_true(sl_state_size(&r10) <= sizeof before);
+            assert_int_equal(sl_table_get(base, key, len, before), SL_OK);
+            assert_int_equal(sl_state_convert(&r10, before, &r2, want, now), SL_OK);
+
+            assert_int_equal(sl_table_adopt(ov, key, len, &base, 1, now), 1);
+            assert_int_equal(sl_table_count(base), 0); /* one home */
+            assert_int_equal(sl_table_get(ov, key, len, got), SL_OK);
+            assert_memory_equal(got, want, sl_state_size(&r2));
+            /* over its new limit of 2: refused, not a fresh quota */
+            assert_false(allow(ov, key, 1, now));
+            /* already home: nothing moves */
+            assert_int_equal(sl_table_adopt(ov, key, len, &base, 1, now), 0);
+
+            /* the override goes: back with the usage it has (what it had, never less) */
+            assert_int_equal(sl_table_adopt(base, key, len, &ov, 1, now), 1);
+            assert_int_equal(sl_table_count(ov), 0);
+            assert_int_equal(sl_table_decide(base, key, len, 0, now, &d), SL_OK);
+            if (d.remaining > left)
+                fail_msg("%s: %lld left after the round trip, %lld before",
+                         sl_algorithm_name(algs[a]), (long long)d.remaining, (long long)left);
+            /* a key no table holds: nothing */
+            assert_int_equal(sl_table_adopt(ov, "nobody", 6, &base, 1, now), 0);
+            assert_int_equal(sl_table_count(ov), 0);
+            sl_table_free(base);
+            sl_table_free(ov);
+        }
+    }
+}
+
+/* A live copy moves, fresh ones do not count, and every other copy goes; of two live copies
+ * the one recording more usage stays. */
+static void test_adopt_one_home(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 10 * SL_NS_PER_SEC);
+    sl_rule_t r5 = rule_of(SL_FIXED_WINDOW, 5, 10 * SL_NS_PER_SEC);
+    sl_rule_t r3 = rule_of(SL_FIXED_WINDOW, 3, 10 * SL_NS_PER_SEC);
+    sl_table_t *to = table_of(&r, NULL), *a = table_of(&r5, NULL), *b = table_of(&r3, NULL);
+    sl_table_t *from[2] = {a, b};
+    assert_true(allow(a, "k", 2, T0));                      /* a fresh copy at T0 + 20 s */
+    assert_true(allow(b, "k", 3, T0 + 15 * SL_NS_PER_SEC)); /* live */
+    int64_t now = T0 + 16 * SL_NS_PER_SEC;
+    assert_int_equal(sl_table_adopt(to, "k", 1, from, 2, now), 1);
+    assert_int_equal(sl_table_count(a) + sl_table_count(b), 0);
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(to, "k", 1, 0, now, &d), SL_OK);
+    assert_int_equal(d.remaining, 7); /* b's 3 */
+
+    assert_true(allow(a, "k", 1, now)); /* an older copy made meanwhile */
+    assert_int_equal(sl_table_adopt(to, "k", 1, from, 2, now), 0);
+    assert_int_equal(sl_table_count(a), 0);
+    assert_int_equal(sl_table_decide(to, "k", 1, 0, now, &d), SL_OK);
+    assert_int_equal(d.remaining, 7);
+
+    assert_true(allow(b, "k", 3, now)); /* two live copies: the one with more usage stays */
+    assert_true(allow(to, "k", 1, now));
+    assert_int_equal(sl_table_adopt(to, "k", 1, from, 2, now), 0); /* 4 used > 3 */
+    assert_int_equal(sl_table_count(b), 0);
+    assert_true(allow(a, "k", 5, now));
+    assert_int_equal(sl_table_adopt(to, "k", 1, from, 2, now), 1); /* 5 used > 4 */
+    assert_int_equal(sl_table_count(a), 0);
+    assert_int_equal(sl_table_decide(to, "k", 1, 0, now, &d), SL_OK);
+    assert_int_equal(d.remaining, 5);
+    sl_table_free(to);
+    sl_table_free(a);
+    sl_table_free(b);
+}
+
+static void test_adopt_errors(void **unused)
+{
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 10 * SL_NS_PER_SEC);
+    sl_rule_t g = rule_of(SL_GCRA, 10, 10 * SL_NS_PER_SEC);
+    sl_table_t *to = table_of(&r, NULL), *a = table_of(&r, NULL), *other = table_of(&g, NULL);
+    assert_true(allow(a, "k", 1, T0));
+    sl_table_t *twice[2] = {a, a};
+    assert_int_equal(sl_table_adopt(to, "k", 1, twice, 2, T0), SL_EINVAL);
+    assert_int_equal(sl_table_adopt(to, "k", 1, &to, 1, T0), SL_EINVAL);
+    assert_int_equal(sl_table_adopt(to, "k", 1, NULL, 1, T0), SL_EINVAL);
+    assert_int_equal(sl_table_adopt(to, "k", 1, &other, 1, T0), SL_EALGORITHM);
+    char big[2000];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(sl_table_adopt(to, big, sizeof big, &a, 1, T0), SL_EKEY);
+    assert_int_equal(sl_table_count(a), 1); /* nothing changed */
+    assert_int_equal(sl_table_count(to), 0);
+
+    /* no room in `to`: the key stays where it was */
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 1};
+    sl_table_t *tiny = NULL;
+    assert_int_equal(sl_table_create(&r, &cfg, &tiny), SL_OK);
+    for (int i = 0; sl_table_can_hold(&r, &cfg, sl_table_count(tiny) + 1) && i < 100000; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "f%d", i);
+        sl_decision_t d;
+        if (sl_table_decide(tiny, k, (size_t)n, 1, T0, &d) != SL_OK)
+            break;
+    }
+    int rc = SL_OK;
+    for (int i = 0; i < 100000 && rc != SL_EFULL; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "g%d", i);
+        sl_decision_t d;
+        rc = sl_table_decide(tiny, k, (size_t)n, 1, T0, &d);
+    }
+    assert_int_equal(rc, SL_EFULL);
+    assert_int_equal(sl_table_adopt(tiny, "k", 1, &a, 1, T0), SL_EFULL);
+    assert_int_equal(sl_table_count(a), 1);
+    sl_table_free(tiny);
+    sl_table_free(to);
+    sl_table_free(a);
+    sl_table_free(other);
+}
+
 static void test_bad_config(void **unused)
 {
     sl_rule_t r = rule_of(SL_GCRA, 1, SL_NS_PER_SEC);
@@ -842,6 +975,9 @@ int main(void)
         cmocka_unit_test(test_decide_all_grows),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_can_hold),
+        cmocka_unit_test(test_adopt_carries_usage),
+        cmocka_unit_test(test_adopt_one_home),
+        cmocka_unit_test(test_adopt_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
