@@ -99,6 +99,8 @@ rule_tables_t *engine_tables_create(const engine_t *e, const sl_rule_t *rule)
 
 typedef struct migrate_ctx {
     sl_table_t *to;
+    const sl_rule_t *from; /* the rule the visited states were written under */
+    void *buf;             /* sl_state_size(to's rule) bytes */
     int64_t now_ns;
 } migrate_ctx_t;
 
@@ -107,25 +109,43 @@ static int migrate_entry(void *arg, const void *key, size_t key_len, const void 
 {
     (void)state_size;
     migrate_ctx_t *m = arg;
-    sl_table_put(m->to, key, key_len, state, m->now_ns); /* checked; a misfit is dropped */
+    if (sl_state_convert(m->from, state, sl_table_rule(m->to), m->buf, m->now_ns) == SL_OK) {
+        sl_table_put(m->to, key, key_len, m->buf, m->now_ns); /* a key at the cap is dropped */
+    }
     return 0;
 }
 
-/*
- * A rule whose parameters changed keeps its keys' usage when the state layout allows: same
- * algorithm and state size (fixed_window, sliding_window, token_bucket, gcra always; a
- * sliding_log of the same limit; sliding_buckets with the same bucket count). Each state is
- * checked against the new rule (sl_table_put). Decisions made on the old table while the copy
- * runs are not carried over (docs/design.md). Override tables start fresh.
- */
-static void tables_migrate(rule_tables_t *to, rule_tables_t *from)
+/* Converts every state of `from` into `to` (a table no decision sees yet). */
+static void table_migrate(sl_table_t *to, sl_table_t *from, int64_t now_ns)
 {
-    if (to->rule.algorithm != from->rule.algorithm ||
-        to->rule.state_size != from->rule.state_size) {
-        return;
+    migrate_ctx_t m = {.to = to, .from = sl_table_rule(from), .now_ns = now_ns};
+    m.buf = malloc(sl_state_size(sl_table_rule(to)));
+    if (m.buf != NULL) {
+        sl_table_foreach(from, migrate_entry, &m);
     }
-    migrate_ctx_t m = {.to = to->table, .now_ns = sl_now_ns()};
-    sl_table_foreach(from->table, migrate_entry, &m);
+    free(m.buf);
+}
+
+/*
+ * A rule whose numbers changed keeps its keys' usage: every state is converted to the new rule
+ * (sl_state_convert: exact where the layouts say the same, else counting more, never less), the
+ * override tables' keys into the new rule's table too (a lookup moves each to its override's
+ * new table). Decisions made on the old tables while the copy runs are not carried over
+ * (docs/design.md). Returns false when the algorithm changed: nothing can be carried.
+ */
+static bool tables_migrate(rule_tables_t *to, rule_tables_t *from)
+{
+    if (to->rule.algorithm != from->rule.algorithm) {
+        return false;
+    }
+    int64_t now_ns = sl_now_ns();
+    table_migrate(to->table, from->table, now_ns);
+    pthread_mutex_lock(&from->ov_lock);
+    for (size_t i = 0; i < from->nov; i++) {
+        table_migrate(to->table, from->ov[i].table, now_ns);
+    }
+    pthread_mutex_unlock(&from->ov_lock);
+    return true;
 }
 
 void engine_tables_release(rule_tables_t *t)
@@ -342,6 +362,23 @@ static int has_override_fn(void *arg, const void *key, size_t key_len, const cha
     return 1;
 }
 
+/* A rule whose algorithm changed cannot carry its keys' usage: they start as after a start
+ * without a snapshot, by the rule's cold_start (closed: as having used their whole quota, for
+ * one window). Logged, since usage is lost. */
+static void algorithm_changed(const ruledef_t *def, const sl_rule_t *old, rule_tables_t *t)
+{
+    bool closed = def->cold_start == RULE_COLD_CLOSED;
+    if (closed) {
+        t->closed_from_ns = sl_now_ns();
+        t->closed_until_ns = t->closed_from_ns + t->rule.window_ns;
+    }
+    log_warn("rule '%s' changed algorithm (%s to %s): its keys' usage cannot be carried over; "
+             "they start %s",
+             def->name, sl_algorithm_name(old->algorithm), sl_algorithm_name(def->rule.algorithm),
+             closed ? "as having used their whole quota, for one window (cold_start: closed)"
+                    : "fresh (cold_start: open)");
+}
+
 /* Builds a rule set from the store's rules; reuses the tables of `old` where the parameters
  * match. Called under reload_lock. */
 static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t *old, char *err)
@@ -376,8 +413,8 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             t = prev->t;
         } else {
             t = engine_tables_create(e, &def.rule);
-            if (t != NULL && prev != NULL) {
-                tables_migrate(t, prev->t);
+            if (t != NULL && prev != NULL && !tables_migrate(t, prev->t)) {
+                algorithm_changed(&def, &prev->t->rule, t);
             }
             char why[ENGINE_ERR_MAX];
             if (t != NULL && !engine_rule_fits(e, &def.rule, why, sizeof why)) {
@@ -404,6 +441,9 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             any = true; /* look keys up; a failure there applies on_store_error */
         }
         rs->has_overrides = any;
+        if (!any && t == (prev != NULL ? prev->t : NULL)) {
+            override_tables_return(t, sl_now_ns()); /* its last override went */
+        }
         set->rules[set->n++] = rs;
     }
     config_rules_free(rows, n);

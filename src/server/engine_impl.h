@@ -179,6 +179,10 @@ void inline_free_all(engine_t *e);
 /* The table for an override's parameters (created on first use). NULL when out of memory. */
 sl_table_t *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule);
 
+/* Moves every key of t's override tables back to t's own table (converted): the rule has no
+ * overrides any more, so no lookup will move them. Any thread; deciding goes on meanwhile. */
+void override_tables_return(rule_tables_t *t, int64_t now_ns);
+
 /* The worker's cached entry for (rs, key) if it is still valid at now_ns, else NULL. */
 const ov_entry_t *override_cached(engine_worker_t *w, const rule_state_t *rs, const void *key,
                                   size_t key_len, int64_t now_ns);

@@ -47,6 +47,108 @@ sl_table_t *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule)
     return found;
 }
 
+/*
+ * A key's usage lives in one table of its rule: the one its override names, or the rule's own.
+ * Moves the key into `to` from whichever other table of t holds it (sl_table_adopt: converted,
+ * the copy with the most usage kept when two do). The tables are listed under ov_lock and
+ * adopted from without it; there are at most SL_MULTI_MAX - 1 per call, so more are done in
+ * turns (each turn keeps the most usage of `to` and its share).
+ */
+static void tables_adopt(rule_tables_t *t, sl_table_t *to, const void *key, size_t key_len,
+                         int64_t now_ns)
+{
+    pthread_mutex_lock(&t->ov_lock);
+    size_t n = 0, cap = t->nov + 1;
+    sl_table_t *stack[16];
+    sl_table_t **from = cap <= 16 ? stack : malloc(cap * sizeof *from);
+    for (size_t i = 0; from != NULL && i <= t->nov; i++) {
+        sl_table_t *x = i == 0 ? t->table : t->ov[i - 1].table;
+        if (x != to) {
+            from[n++] = x;
+        }
+    }
+    pthread_mutex_unlock(&t->ov_lock);
+    for (size_t at = 0; from != NULL && at < n; at += SL_MULTI_MAX - 1) {
+        size_t part = n - at < SL_MULTI_MAX - 1 ? n - at : SL_MULTI_MAX - 1;
+        sl_table_adopt(to, key, key_len, from + at, part, now_ns); /* at the cap: stays put */
+    }
+    if (from != stack) {
+        free(from);
+    }
+}
+
+/* The store's answer for a key (en) names the table its usage belongs in: moved there if it is
+ * elsewhere. Memory store only (Redis keeps one state per key whatever its numbers); a blocked
+ * key's state stays where it is, for when it is unblocked. */
+static void entry_adopt(engine_worker_t *w, const rule_state_t *rs, const ov_entry_t *en,
+                        const void *key, size_t key_len, int64_t now_ns)
+{
+    rule_tables_t *t = rs->t;
+    if (w->redis != NULL || en->blocked) {
+        return;
+    }
+    sl_table_t *to = en->present ? en->table : t->table;
+    pthread_mutex_lock(&t->ov_lock);
+    bool alone = t->nov == 0; /* no override table yet: nowhere else to be */
+    pthread_mutex_unlock(&t->ov_lock);
+    if (!alone) {
+        tables_adopt(t, to, key, key_len, now_ns);
+    }
+}
+
+typedef struct keys_ctx {
+    char *buf; /* key_len (size_t) then the key, one after another */
+    size_t len, cap;
+} keys_ctx_t;
+
+static int collect_key(void *arg, const void *key, size_t key_len, const void *state,
+                       size_t state_size)
+{
+    (void)state;
+    (void)state_size;
+    keys_ctx_t *k = arg;
+    size_t need = k->len + sizeof key_len + key_len;
+    if (need > k->cap) {
+        size_t cap = need > 2 * k->cap ? need : 2 * k->cap;
+        char *grown = realloc(k->buf, cap);
+        if (grown == NULL) {
+            return 1;
+        }
+        k->buf = grown;
+        k->cap = cap;
+    }
+    memcpy(k->buf + k->len, &key_len, sizeof key_len);
+    memcpy(k->buf + k->len + sizeof key_len, key, key_len);
+    k->len = need;
+    return 0;
+}
+
+void override_tables_return(rule_tables_t *t, int64_t now_ns)
+{
+    pthread_mutex_lock(&t->ov_lock);
+    size_t nov = t->nov;
+    sl_table_t *stack[16];
+    sl_table_t **ov = nov <= 16 ? stack : malloc(nov * sizeof *ov);
+    for (size_t i = 0; ov != NULL && i < nov; i++) {
+        ov[i] = t->ov[i].table;
+    }
+    pthread_mutex_unlock(&t->ov_lock);
+    for (size_t i = 0; ov != NULL && i < nov; i++) {
+        keys_ctx_t k = {0};
+        sl_table_foreach(ov[i], collect_key, &k);
+        for (size_t at = 0; at < k.len;) {
+            size_t len;
+            memcpy(&len, k.buf + at, sizeof len);
+            tables_adopt(t, t->table, k.buf + at + sizeof len, len, now_ns);
+            at += sizeof len + len;
+        }
+        free(k.buf);
+    }
+    if (ov != stack) {
+        free(ov);
+    }
+}
+
 /* ---- the cache ----------------------------------------------------------------------------- */
 
 static uint64_t entry_hash(const rule_state_t *rs, const void *key, size_t key_len)
@@ -129,6 +231,19 @@ static const ov_entry_t *cache_fill(engine_worker_t *w, const rule_state_t *rs, 
     return en;
 }
 
+/* cache_fill, and the key's usage moved to the table the answer names (unless the answer is
+ * stale: generation 0, read before a change). */
+static const ov_entry_t *cache_fill_adopt(engine_worker_t *w, const rule_state_t *rs,
+                                          const void *key, size_t key_len, int rc, char *json,
+                                          uint64_t generation, int64_t now_ns)
+{
+    const ov_entry_t *en = cache_fill(w, rs, key, key_len, rc, json, generation, now_ns);
+    if (en != NULL && generation != 0) {
+        entry_adopt(w, rs, en, key, key_len, now_ns);
+    }
+    return en;
+}
+
 const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs, const void *key,
                                       size_t key_len, int64_t now_ns)
 {
@@ -139,7 +254,7 @@ const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs
     }
     char *json = NULL;
     int rc = config_store_get_override(w->store, rs->def.name, key, key_len, &json, serr);
-    return cache_fill(w, rs, key, key_len, rc, json, w->set->generation, now_ns);
+    return cache_fill_adopt(w, rs, key, key_len, rc, json, w->set->generation, now_ns);
 }
 
 /* ---- lookups on the config thread ---------------------------------------------------------- */
@@ -201,7 +316,7 @@ static void wait_done(config_job_t *job)
     /* read before a change made meanwhile: good for the decisions that asked, stale for later */
     uint64_t generation = w->set != NULL && w->set->generation == x->generation ? x->generation : 0;
     const ov_entry_t *en =
-        cache_fill(w, x->rs, x->key, x->key_len, x->rc, x->json, generation, now_ns);
+        cache_fill_adopt(w, x->rs, x->key, x->key_len, x->rc, x->json, generation, now_ns);
     x->json = NULL;
     ov_entry_t copy; /* the cache slot may be reused by what the decisions start */
     if (en != NULL) {

@@ -203,6 +203,18 @@ poll() {
     "$@"
 }
 
+# wait_log NAME PATTERN [COUNT]: until NAME's log has COUNT (default 1) lines matching PATTERN (a
+# grep regex), at most 10 s; says how many it found when it gives up
+wait_log() {
+    local i want=${3:-1}
+    for ((i = 0; i < 200; i++)); do
+        [ "$(grep -c -- "$2" "$TMP/$1.log")" -ge "$want" ] && return 0
+        sleep 0.05
+    done
+    echo "  $(grep -c -- "$2" "$TMP/$1.log") lines /$2/ in $1's log, want $want"
+    return 1
+}
+
 hold_port() {
     local name=$1 mode=$2
     rm -f "$TMP/$name.port"

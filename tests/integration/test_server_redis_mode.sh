@@ -38,16 +38,6 @@ errors() { # PORT: error replies Redis has sent ("ERR ...")
     redis-cli -p "$1" INFO errorstats | tr -d '\r' |
         awk -F'[=:]' '$1 == "errorstat_ERR" {n = $3} END {print n + 0}'
 }
-# wait_log NAME PATTERN COUNT: until NAME's log has COUNT lines matching PATTERN (at most 10 s)
-wait_log() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        [ "$(grep -c -- "$2" "$TMP/$1.log")" -ge "$3" ] && return 0
-        sleep 0.05
-    done
-    echo "  $(grep -c -- "$2" "$TMP/$1.log") lines /$2/ in $1's log, want $3"
-    return 1
-}
 LOST="redis 127.0.0.1:[0-9]*: sluice.so is not loaded: deciding with the Lua scripts"
 FOUND="redis 127.0.0.1:[0-9]*: sluice.so is loaded: deciding with its commands"
 redis_args=(--enable-module-command local)

@@ -10,15 +10,6 @@ set -u
 
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
-# wait_log PATTERN: polls the server's log (bounded) for a line matching PATTERN
-wait_log() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        grep -q "$1" "$TMP/s.log" && return 0
-        sleep 0.05
-    done
-    return 1
-}
 rules_file() { # rules_file NAME:LIMIT...
     printf 'rules:\n' >"$TMP/rules.yaml"
     for r in "$@"; do
@@ -37,7 +28,7 @@ check start-added grep -q "rules file $TMP/rules.yaml: added 2 rules: api, login
 check api-set matches "$(cli SL.RULE SET extra '{"algorithm":"gcra","limit":5,"window":"1s"}')" '^OK$'
 rules_file login:20 search:50 # api dropped from the file, login changed, search added
 kill -HUP "$(cat "$TMP/s.pid")"
-check hup-removed wait_log "SIGHUP: rules file $TMP/rules.yaml: removed 1 rules (and their overrides): api"
+check hup-removed wait_log s "SIGHUP: rules file $TMP/rules.yaml: removed 1 rules (and their overrides): api"
 check hup-added grep -q "SIGHUP: rules file $TMP/rules.yaml: added 1 rules: search" "$TMP/s.log"
 check hup-changed grep -q "SIGHUP: rules file $TMP/rules.yaml: changed 1 rules: login" "$TMP/s.log"
 check hup-kept grep -q "kept 1 rules it does not name (made through the API)" "$TMP/s.log"
@@ -51,17 +42,17 @@ check hup-login matches "$(cli SL.PEEK login k)" '^1 20 20 '
 # 3. a rules file cut short (an empty list) is refused: nothing is turned off
 printf 'rules:\n' >"$TMP/rules.yaml"
 kill -HUP "$(cat "$TMP/s.pid")"
-check empty-refused wait_log "SIGHUP: rules not reloaded (the rules in force stay): .*rules: is empty"
+check empty-refused wait_log s "SIGHUP: rules not reloaded (the rules in force stay): .*rules: is empty"
 check empty-kept matches "$(cli SL.RULE LIST)" '^extra login search$'
 
 # 4. SL.RULE IMPORT adds and changes; REPLACE replaces; an empty list is refused
 check import-merge matches "$(cli SL.RULE IMPORT "$(printf 'rules:\n  - name: more\n    algorithm: gcra\n    limit: 3\n    window: 1s\n')")" '^OK$'
 check import-merge-list matches "$(cli SL.RULE LIST)" '^extra login more search$'
-check import-merge-logged wait_log "SL.RULE IMPORT: added 1 rules: more"
+check import-merge-logged wait_log s "SL.RULE IMPORT: added 1 rules: more"
 check import-empty matches "$(cli SL.RULE IMPORT 'rules: []')" '^ERR invalid rules: .*rules: is empty'
 check import-replace matches "$(cli SL.RULE IMPORT "$(printf 'rules:\n  - name: only\n    algorithm: gcra\n    limit: 3\n    window: 1s\n')" REPLACE)" '^OK$'
 check import-replace-list matches "$(cli SL.RULE LIST)" '^only$'
-check import-replace-logged wait_log "SL.RULE IMPORT REPLACE: removed 4 rules (and their overrides): extra, login, more, search"
+check import-replace-logged wait_log s "SL.RULE IMPORT REPLACE: removed 4 rules (and their overrides): extra, login, more, search"
 check import-bad-word matches "$(cli SL.RULE IMPORT 'rules: []' EVERYTHING)" '^ERR syntax error$'
 stop_bg s TERM
 
