@@ -232,14 +232,15 @@ static const ov_entry_t *cache_fill(engine_worker_t *w, const rule_state_t *rs, 
 }
 
 /* cache_fill, and the key's usage moved to the table the answer names (unless the answer is
- * stale: generation 0, read before a change). */
+ * stale: generation 0, read before a change), converted at decided_ns: the time of the first
+ * decision waiting for it (converted later, a state would look younger to that decision). */
 static const ov_entry_t *cache_fill_adopt(engine_worker_t *w, const rule_state_t *rs,
                                           const void *key, size_t key_len, int rc, char *json,
-                                          uint64_t generation, int64_t now_ns)
+                                          uint64_t generation, int64_t now_ns, int64_t decided_ns)
 {
     const ov_entry_t *en = cache_fill(w, rs, key, key_len, rc, json, generation, now_ns);
     if (en != NULL && generation != 0) {
-        entry_adopt(w, rs, en, key, key_len, now_ns);
+        entry_adopt(w, rs, en, key, key_len, decided_ns);
     }
     return en;
 }
@@ -254,7 +255,7 @@ const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs
     }
     char *json = NULL;
     int rc = config_store_get_override(w->store, rs->def.name, key, key_len, &json, serr);
-    return cache_fill_adopt(w, rs, key, key_len, rc, json, w->set->generation, now_ns);
+    return cache_fill_adopt(w, rs, key, key_len, rc, json, w->set->generation, now_ns, now_ns);
 }
 
 /* ---- lookups on the config thread ---------------------------------------------------------- */
@@ -316,7 +317,8 @@ static void wait_done(config_job_t *job)
     /* read before a change made meanwhile: good for the decisions that asked, stale for later */
     uint64_t generation = w->set != NULL && w->set->generation == x->generation ? x->generation : 0;
     const ov_entry_t *en =
-        cache_fill_adopt(w, x->rs, x->key, x->key_len, x->rc, x->json, generation, now_ns);
+        cache_fill_adopt(w, x->rs, x->key, x->key_len, x->rc, x->json, generation, now_ns,
+                         x->head != NULL && x->head->now_ns < now_ns ? x->head->now_ns : now_ns);
     x->json = NULL;
     ov_entry_t copy; /* the cache slot may be reused by what the decisions start */
     if (en != NULL) {

@@ -190,33 +190,38 @@ static void on_decided(void *arg, int status, const engine_decision_t *ed)
     free(p);
 }
 
+static void discard_decision(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)arg;
+    (void)status;
+    (void)ed;
+}
+
 static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
                              reply_shape_t shape)
 {
     engine_worker_t *w = c->loop->worker;
     size_t key_max = c->loop->srv->cfg->key_max;
-    if (!engine_is_remote(c->loop->srv->engine)) {
-        engine_decision_t ed;
-        int rc = engine_decide(w, rs, key->ptr, key->len, cost, c->loop->now_ns, &ed);
+    engine_decision_t ed;
+    engine_pending_t *pending = NULL;
+    int rc = engine_decide_start(w, rs, key->ptr, key->len, cost, c->loop->now_ns, &ed, &pending);
+    if (rc != ENGINE_PENDING) { /* decided at once: the common case, no allocation */
         if (engine_ok(&c->out, key_max, rc, rs, NULL, cost)) {
             write_decision(&c->out, shape, &ed, cost, key_max);
         }
         return;
     }
+    /* it waits for Redis or an override lookup: a reply slot keeps the replies in order */
     deferred_t *p = malloc(sizeof *p);
     reply_slot_t *slot = p != NULL ? conn_defer(c) : NULL;
     if (slot == NULL) {
         free(p);
+        engine_pending_then(pending, discard_decision, NULL);
         resp_add_error(&c->out, "ERR out of memory");
         return;
     }
     *p = (deferred_t){.slot = slot, .shape = shape, .cost = cost, .key_max = key_max};
-    int rc = engine_decide_async(w, rs, key->ptr, key->len, cost, c->loop->now_ns, on_decided, p);
-    if (rc != ENGINE_OK) {
-        engine_ok(&slot->buf, key_max, rc, rs, NULL, cost);
-        conn_resolve(slot);
-        free(p);
-    }
+    engine_pending_then(pending, on_decided, p);
 }
 
 static void on_reset(void *arg, int status)

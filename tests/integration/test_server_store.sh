@@ -58,6 +58,10 @@ SETTER=$!
 # ... while decisions on the same loop are answered, an override looked up meanwhile too.
 check allow-while-locked matches "$(cli SL.ALLOW api k1)" '^1 5 4 0 '
 check override-while-locked matches "$(cli SL.ALLOW api gold)" '^1 50 49 0 '
+# every lookup went through the store's one connection: no loop opened the file itself
+for k in g1 g2 g3 g4 g5 g6; do cli SL.ALLOW api "$k" >/dev/null; done
+store_fds() { find "/proc/$(cat "$TMP/s1.pid")/fd" -lname "$DB" 2>/dev/null | wc -l; }
+check one-connection test "$(store_fds)" -eq 1
 check peek-while-locked matches "$(cli SL.PEEK api k1)" '^1 5 4 0 [0-9]+$'
 check set-still-waiting test ! -s "$TMP/set.out"
 touch "$TMP/release"
