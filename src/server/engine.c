@@ -721,9 +721,11 @@ static bool override_blocks(const ov_entry_t *en, engine_decision_t *out)
     return true;
 }
 
-/* Decides on the memory tables with the key's override known (en NULL: the rule has none). */
-static int decide_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,
-                        size_t key_len, int64_t cost, int64_t now_ns, engine_decision_t *out)
+/* Decides or settles on the memory tables with the key's override known (en NULL: the rule has
+ * none). */
+static int apply_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,
+                       size_t key_len, const engine_request_t *req, int64_t now_ns,
+                       engine_decision_t *out)
 {
     rule_tables_t *t = rs->t;
     *out = (engine_decision_t){.rule = rs, .window_ns = t->rule.window_ns};
@@ -736,12 +738,17 @@ static int decide_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *
         table = en->table;
         out->window_ns = en->window_ns;
     }
-    if (now_ns < t->closed_until_ns &&
-        cold_start_decide(t, table, key, key_len, cost, now_ns, &out->d)) {
-        engine_finish(w, rs, SL_OK, out);
-        return ENGINE_OK;
+    int st;
+    if (req->settle) {
+        int64_t charged_ns = req->charged_ns < 0 ? now_ns : req->charged_ns;
+        st = sl_table_settle(table, key, key_len, req->reserved, req->actual, charged_ns, now_ns,
+                             &out->d);
+    } else if (now_ns < t->closed_until_ns &&
+               cold_start_decide(t, table, key, key_len, req->cost, now_ns, &out->d)) {
+        st = SL_OK;
+    } else {
+        st = sl_table_decide(table, key, key_len, req->cost, now_ns, &out->d);
     }
-    int st = sl_table_decide(table, key, key_len, cost, now_ns, &out->d);
     if (st == SL_EKEY) {
         return ENGINE_EKEY;
     }
@@ -750,6 +757,13 @@ static int decide_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *
     }
     engine_finish(w, rs, st, out);
     return ENGINE_OK;
+}
+
+static int decide_local(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,
+                        size_t key_len, int64_t cost, int64_t now_ns, engine_decision_t *out)
+{
+    engine_request_t req = {.cost = cost};
+    return apply_local(w, rs, en, key, key_len, &req, now_ns, out);
 }
 
 static int check_request(const engine_worker_t *w, size_t key_len, int64_t cost)
@@ -1098,7 +1112,8 @@ engine_op_t *engine_op_get(engine_worker_t *w, rule_state_t *rs, const void *key
     if (op == NULL) {
         return NULL;
     }
-    *op = (engine_op_t){.w = w, .rs = rs, .cost = cost, .now_ns = now_ns, .key_len = key_len};
+    *op = (engine_op_t){
+        .w = w, .rs = rs, .req = {.cost = cost}, .now_ns = now_ns, .key_len = key_len};
     op->out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
     if (key != NULL) {
         op->key = key_len <= sizeof op->key_buf ? op->key_buf : malloc(key_len);
@@ -1157,7 +1172,7 @@ void engine_op_continue(engine_op_t *op, const ov_entry_t *en)
     }
     if (w->redis == NULL) {
         /* key and cost were checked when the decision started */
-        decide_local(w, rs, en, op->key, op->key_len, op->cost, op->now_ns, &op->out);
+        apply_local(w, rs, en, op->key, op->key_len, &op->req, op->now_ns, &op->out);
         engine_op_complete(op);
         return;
     }
@@ -1171,18 +1186,20 @@ void engine_op_continue(engine_op_t *op, const ov_entry_t *en)
         rule = &en->ov_rule;
         op->out.window_ns = en->window_ns;
     }
-    redis_store_decide(w->redis, rs->def.name, rule, op->key, op->key_len, op->cost, op->now_ns,
-                       remote_done, op);
+    if (op->req.settle) {
+        redis_store_settle(w->redis, rs->def.name, rule, op->key, op->key_len, op->req.reserved,
+                           op->req.actual, op->req.charged_ns, op->now_ns, remote_done, op);
+    } else {
+        redis_store_decide(w->redis, rs->def.name, rule, op->key, op->key_len, op->req.cost,
+                           op->now_ns, remote_done, op);
+    }
 }
 
-int engine_decide_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                        int64_t cost, int64_t now_ns, engine_decision_t *out,
-                        engine_pending_t **pending)
+/* engine_decide_start and engine_settle_start: req says which (the request was checked). */
+static int op_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                    const engine_request_t *req, int64_t now_ns, engine_decision_t *out,
+                    engine_pending_t **pending)
 {
-    int rc = check_request(w, key_len, cost);
-    if (rc != ENGINE_OK) {
-        return rc;
-    }
     const ov_entry_t *en = NULL;
     bool wait = false;
     if (rs->has_overrides) {
@@ -1197,21 +1214,22 @@ int engine_decide_start(engine_worker_t *w, rule_state_t *rs, const void *key, s
         wait = en == NULL;
     }
     if (!wait && w->redis == NULL) {
-        return decide_local(w, rs, en, key, key_len, cost, now_ns, out);
+        return apply_local(w, rs, en, key, key_len, req, now_ns, out);
     }
     /* The key is copied only for a lookup: a Redis command is formatted before this returns. */
-    engine_op_t *op = engine_op_get(w, rs, wait ? key : NULL, key_len, cost, now_ns);
+    engine_op_t *op = engine_op_get(w, rs, wait ? key : NULL, key_len, req->cost, now_ns);
     if (op == NULL) {
         *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
         engine_finish(w, rs, SL_ENOMEM, out);
         return ENGINE_OK;
     }
+    op->req = *req;
     op->starting = true;
     op->sync_out = out;
     if (wait) {
         override_wait(w, op);
     } else {
-        op->key = (char *)key; /* for redis_store_decide only; not kept */
+        op->key = (char *)key; /* for the Redis command only; not kept */
         engine_op_continue(op, en);
         op->key = NULL;
     }
@@ -1224,6 +1242,26 @@ int engine_decide_start(engine_worker_t *w, rule_state_t *rs, const void *key, s
     return ENGINE_PENDING;
 }
 
+int engine_request_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                         const engine_request_t *req, int64_t now_ns, engine_decision_t *out,
+                         engine_pending_t **pending)
+{
+    int64_t units = req->settle ? (req->reserved < 0 ? req->reserved : req->actual) : req->cost;
+    int rc = check_request(w, key_len, units);
+    if (rc != ENGINE_OK) {
+        return rc;
+    }
+    return op_start(w, rs, key, key_len, req, now_ns, out, pending);
+}
+
+int engine_decide_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_t *out,
+                        engine_pending_t **pending)
+{
+    engine_request_t req = {.cost = cost};
+    return engine_request_start(w, rs, key, key_len, &req, now_ns, out, pending);
+}
+
 void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void *arg)
 {
     engine_op_t *op = (engine_op_t *)pending;
@@ -1231,12 +1269,13 @@ void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void 
     op->arg = arg;
 }
 
-int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg)
+int engine_request_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                         const engine_request_t *req, int64_t now_ns, engine_decision_fn fn,
+                         void *arg)
 {
     engine_decision_t out;
     engine_pending_t *pending = NULL;
-    int rc = engine_decide_start(w, rs, key, key_len, cost, now_ns, &out, &pending);
+    int rc = engine_request_start(w, rs, key, key_len, req, now_ns, &out, &pending);
     if (rc == ENGINE_PENDING) {
         engine_pending_then(pending, fn, arg);
         return ENGINE_OK;
@@ -1245,6 +1284,13 @@ int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, s
         fn(arg, rc, &out);
     }
     return rc;
+}
+
+int engine_decide_async(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                        int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg)
+{
+    engine_request_t req = {.cost = cost};
+    return engine_request_async(w, rs, key, key_len, &req, now_ns, fn, arg);
 }
 
 typedef struct resolve {

@@ -250,6 +250,15 @@ void engine_worker_detach(engine_worker_t *w);
 typedef void (*engine_decision_fn)(void *arg, int status, const engine_decision_t *d);
 typedef void (*engine_done_fn)(void *arg, int status);
 
+/* What an operation on a key does: decide `cost` units (0: a peek), or settle a reservation. */
+typedef struct engine_request {
+    int64_t cost;       /* a decision's units */
+    bool settle;        /* a settle instead: the fields below */
+    int64_t reserved;   /* units the reservation was admitted for */
+    int64_t actual;     /* what it cost */
+    int64_t charged_ns; /* when it was admitted, ns since the Unix epoch; -1: now */
+} engine_request_t;
+
 /*
  * Starts a decision with either store. Returns ENGINE_OK with *out filled when it could be
  * decided at once (the memory store, an override already cached, a Redis over-limit cache hit,
@@ -262,6 +271,21 @@ int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key,
                         int64_t cost, int64_t now_ns, engine_decision_t *out,
                         engine_pending_t **pending);
 
+/*
+ * engine_decide_start() for any request: a decision of req->cost, or a settle (req->settle) of
+ * a reservation of `reserved` units that a decision on key under rule admitted, now that it cost
+ * `actual`: actual < reserved gives the difference back, actual > reserved charges the
+ * difference even past the limit (the key is then in debt and refuses everything until time has
+ * paid it back). A settle applies the key's override as a decision does (a blocked key is
+ * answered blocked, nothing settled); charged_ns is when the reservation was admitted (-1: now;
+ * the Redis store then uses the Redis server's time); its decision is what a peek reports
+ * afterwards (counted as a peek is); a store that fails gives the rule's on_store_error.
+ * Returns as engine_decide_start() does; ENGINE_ECOST for a negative cost, reserved or actual.
+ */
+int engine_request_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                         const engine_request_t *req, int64_t now_ns, engine_decision_t *out,
+                         engine_pending_t **pending);
+
 /* fn(arg, ENGINE_OK, decision) runs once on this loop when the pending decision is made. The
  * decision's rule stays valid during fn. */
 void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void *arg);
@@ -273,6 +297,11 @@ void engine_pending_then(engine_pending_t *pending, engine_decision_fn fn, void 
  */
 int engine_decide_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                         int64_t cost, int64_t now_ns, engine_decision_fn fn, void *arg);
+
+/* engine_decide_async() for any request (engine_request_start()'s). */
+int engine_request_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
+                         const engine_request_t *req, int64_t now_ns, engine_decision_fn fn,
+                         void *arg);
 
 /*
  * Makes sure the overrides of every (rule, key) pair are in this worker's cache, for steps that

@@ -72,7 +72,7 @@ typedef struct engine_op {
     bool starting;
     bool finished;     /* completed while starting */
     bool resolve_only; /* only waits for the override: completes without deciding */
-    int64_t cost;
+    engine_request_t req;
     int64_t now_ns;
     char *key; /* key_buf or an allocation of its own */
     size_t key_len;

@@ -2,6 +2,7 @@
  * http_routes.c - sluiced's HTTP front end: the request loop and the routes.
  *
  *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
+ *   POST   /v1/settle                          {"rule","key","reserved","actual"[,"at"]}
  *   GET    /v1/auth/{rule}                     204 / 429 for auth_request and forward-auth
  *   GET    /v1/rules                           every rule             (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
@@ -21,6 +22,7 @@
 
 #include "proto/http.h"
 #include "rules/keytpl.h"
+#include "rules/throttle_args.h"
 #include "server/admin.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -99,9 +101,10 @@ static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char
  * request's reply slot when the last answer is in (at once with the memory store).
  */
 typedef enum job_kind {
-    JOB_AUTH,      /* 204 / 429 */
-    JOB_ALLOW_ONE, /* 200, one decision's JSON */
-    JOB_ALLOW_MANY /* 200, {"checks":[...],"allowed":...} */
+    JOB_AUTH,       /* 204 / 429 */
+    JOB_ALLOW_ONE,  /* 200, one decision's JSON */
+    JOB_ALLOW_MANY, /* 200, {"checks":[...],"allowed":...} */
+    JOB_SETTLE      /* 200, the settled key's decision's JSON */
 } job_kind_t;
 
 typedef struct job job_t;
@@ -124,9 +127,10 @@ struct job {
     int64_t costs[CHECKS_MAX];
     engine_decision_t got[CHECKS_MAX];
     job_ref_t ref[CHECKS_MAX];
-    size_t refused;   /* JOB_ALLOW_MANY: the check that refused the whole, or n */
-    bool independent; /* JOB_ALLOW_MANY: "independent": true, each check on its own */
-    char bytes[];     /* the keys */
+    size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
+    bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
+    engine_request_t settle; /* JOB_SETTLE: what is settled */
+    char bytes[];            /* the keys */
 };
 
 static void job_problem(job_t *j, int status, const char *fmt, ...)
@@ -310,8 +314,10 @@ static void job_run(job_t *j, engine_worker_t *w)
     }
     j->left = j->n + 1; /* held until every decision has started */
     for (size_t i = 0; i < j->n; i++) {
-        int rc = engine_decide_async(w, j->rules[i], j->keys[i], j->key_len[i], j->costs[i],
-                                     j->now_ns, job_decided, &j->ref[i]);
+        engine_request_t req =
+            j->kind == JOB_SETTLE ? j->settle : (engine_request_t){.cost = j->costs[i]};
+        int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
+                                      job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
             /* keys and costs were checked before; a failure here is a store refusing */
             j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
@@ -395,6 +401,57 @@ static void route_allow(route_ctx_t *x)
             job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
         }
         j->independent = independent != NULL && json_is_true(independent);
+        job_run(j, x->c->loop->worker);
+    }
+    json_decref(root);
+}
+
+/* A JSON field that must be an integer >= 0 when present: true with *out set (unchanged when
+ * absent), false after replying a problem. */
+static bool json_units(route_ctx_t *x, json_t *obj, const char *name, bool required, int64_t *out)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL && !required) {
+        return true;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        problem(x, 400, "body: %s must be an integer >= 0", name);
+        return false;
+    }
+    *out = json_integer_value(v);
+    return true;
+}
+
+/* POST /v1/settle {"rule","key","reserved","actual"[,"at":unix_ms]}: SL.SETTLE's named form. */
+static void route_settle(route_ctx_t *x)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(x->req->body, x->req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+        return;
+    }
+    int64_t unused;
+    throttle_req_t tr = {.at_ms = -1};
+    rule_state_t *rs = NULL;
+    if (json_object_get(root, "cost") != NULL) {
+        problem(x, 400, "body: a settle takes no cost (reserved and actual say what to settle)");
+    } else if (json_units(x, root, "reserved", true, &tr.reserved) &&
+               json_units(x, root, "actual", true, &tr.actual) &&
+               json_units(x, root, "at", false, &tr.at_ms)) {
+        rs = check_parse(x, root, "body", &unused);
+    }
+    job_t *j = rs != NULL ? job_new(x, JOB_SETTLE, json_string_length(json_object_get(root, "key")))
+                          : NULL;
+    if (j != NULL) {
+        char *space = j->bytes;
+        json_t *key = json_object_get(root, "key");
+        job_add(j, rs, json_string_value(key), json_string_length(key), 0, &space);
+        j->settle = (engine_request_t){
+            .settle = true,
+            .reserved = tr.reserved,
+            .actual = tr.actual,
+            .charged_ns = tr.at_ms < 0 ? -1 : throttle_settle_charged_ns(&tr, j->now_ns)};
         job_run(j, x->c->loop->worker);
     }
     json_decref(root);
@@ -801,6 +858,12 @@ static void handle_now(void *arg)
             return;
         }
         route_allow(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "settle") && x.nseg == 2) {
+        if (req->method != HTTP_POST) {
+            method_not_allowed(&x, "POST");
+            return;
+        }
+        route_settle(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
         route_rules(&x);
     } else if (x.nseg == 1 && seg_is(&x, 0, "metrics")) {

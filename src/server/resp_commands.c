@@ -197,17 +197,18 @@ static void discard_decision(void *arg, int status, const engine_decision_t *ed)
     (void)ed;
 }
 
-static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
-                             reply_shape_t shape)
+/* A decision or a settle (req) on key under rule, replied in shape. */
+static void request_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key,
+                              const engine_request_t *req, reply_shape_t shape)
 {
     engine_worker_t *w = c->loop->worker;
     size_t key_max = c->loop->srv->cfg->key_max;
     engine_decision_t ed;
     engine_pending_t *pending = NULL;
-    int rc = engine_decide_start(w, rs, key->ptr, key->len, cost, c->loop->now_ns, &ed, &pending);
+    int rc = engine_request_start(w, rs, key->ptr, key->len, req, c->loop->now_ns, &ed, &pending);
     if (rc != ENGINE_PENDING) { /* decided at once: the common case, no allocation */
-        if (engine_ok(&c->out, key_max, rc, rs, NULL, cost)) {
-            write_decision(&c->out, shape, &ed, cost, key_max);
+        if (engine_ok(&c->out, key_max, rc, rs, NULL, req->cost)) {
+            write_decision(&c->out, shape, &ed, req->cost, key_max);
         }
         return;
     }
@@ -220,8 +221,15 @@ static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key,
         resp_add_error(&c->out, "ERR out of memory");
         return;
     }
-    *p = (deferred_t){.slot = slot, .shape = shape, .cost = cost, .key_max = key_max};
+    *p = (deferred_t){.slot = slot, .shape = shape, .cost = req->cost, .key_max = key_max};
     engine_pending_then(pending, on_decided, p);
+}
+
+static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
+                             reply_shape_t shape)
+{
+    engine_request_t req = {.cost = cost};
+    request_and_reply(c, rs, key, &req, shape);
 }
 
 static void on_reset(void *arg, int status)
@@ -498,6 +506,66 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
 static void cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     throttle(c, argv, argc, THROTTLE_SL);
+}
+
+/*
+ * SL.SETTLE rule key reserved actual [AT unix_ms], or the module's form, SL.SETTLE key algorithm
+ * limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] RESERVED r ACTUAL a [AT unix_ms]: told
+ * apart by the RESERVED / ACTUAL words, which only the module's form has. Replies with the key's
+ * decision after settling, as a peek reports it.
+ */
+static void cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    bool module_form = false;
+    for (size_t i = 3; i < argc && !module_form; i++) {
+        module_form = arg_is(&argv[i], "RESERVED") || arg_is(&argv[i], "ACTUAL");
+    }
+    throttle_req_t req;
+    char err[THROTTLE_ERR_MAX];
+    rule_state_t *rs = NULL;
+    if (module_form) {
+        if (throttle_parse(THROTTLE_SL_SETTLE, (const throttle_arg_t *)argv, argc, &req, err) !=
+            0) {
+            resp_add_error(&c->out, "%s", err);
+            return;
+        }
+        char eerr[ENGINE_ERR_MAX];
+        if (engine_inline_rule(c->loop->worker, &req.params, &c->inline_budget, c->loop->now_ns,
+                               &rs, eerr) != ENGINE_OK) {
+            resp_add_error(&c->out, "ERR %s", eerr);
+            return;
+        }
+    } else {
+        if (argc != 5 && argc != 7) {
+            reply_wrong_arity(c, &argv[0]);
+            return;
+        }
+        /* the named form's numbers are positional: the same checks as the module's options */
+        resp_arg_t opts[6] = {{"RESERVED", 8}, argv[3], {"ACTUAL", 6}, argv[4]};
+        size_t nopts = 4;
+        if (argc == 7) {
+            if (!arg_is(&argv[5], "AT")) {
+                reply_syntax(c);
+                return;
+            }
+            opts[4] = argv[5];
+            opts[5] = argv[6];
+            nopts = 6;
+        }
+        if (throttle_parse_settle((const throttle_arg_t *)opts, nopts, 0, &req, err) != 0) {
+            resp_add_error(&c->out, "%s", err);
+            return;
+        }
+        if ((rs = find_rule(c, &argv[1])) == NULL) {
+            return;
+        }
+    }
+    engine_request_t er = {
+        .settle = true,
+        .reserved = req.reserved,
+        .actual = req.actual,
+        .charged_ns = req.at_ms < 0 ? -1 : throttle_settle_charged_ns(&req, c->loop->now_ns)};
+    request_and_reply(c, rs, &argv[module_form ? 1 : 2], &er, SHAPE_SL);
 }
 
 static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -1022,6 +1090,21 @@ static const doc_arg_t doc_peek[] = {{"form", "oneof", NULL, 0, doc_peek_forms},
 static const doc_arg_t doc_reset_forms[] = {
     {"named", "block", NULL, 0, doc_rule_key}, DOC_KEY, DOC_END};
 static const doc_arg_t doc_reset[] = {{"form", "oneof", NULL, 0, doc_reset_forms}, DOC_END};
+static const doc_arg_t doc_settle_named[] = {DOC_RULE,
+                                             DOC_KEY,
+                                             {"reserved", "integer", NULL, 0, NULL},
+                                             {"actual", "integer", NULL, 0, NULL},
+                                             {"unix-ms", "integer", "AT", DOC_OPTIONAL, NULL},
+                                             DOC_END};
+static const doc_arg_t doc_settle_inline[] = {DOC_INLINE_RULE,
+                                              {"reserved", "integer", "RESERVED", 0, NULL},
+                                              {"actual", "integer", "ACTUAL", 0, NULL},
+                                              {"unix-ms", "integer", "AT", DOC_OPTIONAL, NULL},
+                                              DOC_END};
+static const doc_arg_t doc_settle_forms[] = {{"named", "block", NULL, 0, doc_settle_named},
+                                             {"inline", "block", NULL, 0, doc_settle_inline},
+                                             DOC_END};
+static const doc_arg_t doc_settle[] = {{"form", "oneof", NULL, 0, doc_settle_forms}, DOC_END};
 static const doc_arg_t doc_cl_throttle[] = {DOC_KEY,
                                             {"max_burst", "integer", NULL, 0, NULL},
                                             {"count", "integer", NULL, 0, NULL},
@@ -1118,6 +1201,10 @@ static const command_doc_t command_docs[] = {
      NULL},
     {"sl.peek", "Reports what a request would be told, consuming nothing", "module", doc_peek,
      NULL},
+    {"sl.settle",
+     "Settles a reservation with its actual cost: refunds the rest, or charges past "
+     "the limit",
+     "module", doc_settle, NULL},
     {"sl.reset", "Forgets a key's usage (under a named rule, or under every inline rule)", "module",
      doc_reset, NULL},
     {"sl.rule", "Manages the rules", "module", NULL, doc_rule_subs},
@@ -1428,6 +1515,7 @@ static const command_t commands[] = {
     {"sl.allow", -3, CMD_WRITE, cmd_allow},
     {"cl.throttle", -5, CMD_WRITE, cmd_cl_throttle},
     {"sl.allowall", -3, CMD_WRITE, cmd_allowall},
+    {"sl.settle", -5, CMD_WRITE, cmd_settle},
     {"sl.peek", -3, 0, cmd_peek},
     {"sl.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_reset},
     {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, cmd_rule},

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# test_server_settle.sh - SL.SETTLE and POST /v1/settle: reserve an estimate, settle the real cost.
+# Memory store: the worked example (700, 880, then debt and a refusal) over RESP and HTTP, the
+# module's inline form, errors, a key with an override (settled in its override's numbers), a
+# blocked key, a shadow rule, AT, a debt surviving a restart from a snapshot. Redis store (sluice.so
+# and the Lua scripts): the same example, a refusal cached by the over-limit cache and then given
+# room back by a settle (the next request goes to Redis, on every loop), a debt refused, a script
+# cache flushed under it (NOSCRIPT).
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli curl
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: tok
+    algorithm: sliding_log
+    limit: 1000
+    window: 1h
+    overrides:
+      - key: big
+        limit: 5000
+      - key: banned
+        limit: 0
+  - name: quiet
+    algorithm: token_bucket
+    limit: 10
+    window: 1h
+    shadow: true
+YAML
+sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+post() { curl -s -m 5 -X POST "http://127.0.0.1:$HTTP_PORT$1" -d "$2" -w ' %{http_code}'; }
+
+# The worked example and the store's cache, on whichever store RESP_PORT's sluiced uses. $1 names
+# the run in the case names.
+example() {
+    local m=$1
+    check "$m-reserve" matches "$(sc SL.ALLOW tok u COST 300)" '^1 1000 700 0 '
+    check "$m-refund" matches "$(sc SL.SETTLE tok u 300 120)" '^1 1000 880 0 '
+    check "$m-debt" matches "$(sc SL.SETTLE tok u 100 1100)" '^0 1000 0 [1-9][0-9]* '
+    check "$m-debt-refused" matches "$(sc SL.ALLOW tok u)" '^0 1000 0 [1-9][0-9]* '
+    check "$m-debt-peek-refused" matches "$(sc SL.PEEK tok u)" '^0 1000 0 '
+    # a refusal (cached by the Redis store's over-limit cache on some loop), then a settle that
+    # gives room back: the next requests are admitted on every loop
+    check "$m-fill" matches "$(sc SL.ALLOW tok w COST 1000)" '^1 1000 0 0 '
+    local i
+    for i in 1 2 3 4; do sc SL.ALLOW tok w >/dev/null; done
+    check "$m-full" matches "$(sc SL.ALLOW tok w)" '^0 1000 0 '
+    check "$m-give-back" matches "$(sc SL.SETTLE tok w 1000 990)" '^1 1000 10 0 '
+    for i in 1 2 3 4 5 6; do
+        check "$m-after-give-back-$i" matches "$(sc SL.ALLOW tok w)" "^1 1000 $((10 - i)) 0 "
+    done
+    # HTTP: the same numbers
+    check "$m-http-reserve" matches "$(post /v1/allow '{"rule":"tok","key":"h","cost":300}')" \
+        '"allowed":true,"limit":1000,"remaining":700,.* 200$'
+    check "$m-http-settle" matches \
+        "$(post /v1/settle '{"rule":"tok","key":"h","reserved":300,"actual":120}')" \
+        '^\{"rule":"tok","key":"h","allowed":true,"limit":1000,"remaining":880,.* 200$'
+    check "$m-http-debt" matches \
+        "$(post /v1/settle '{"rule":"tok","key":"h","reserved":100,"actual":1100}')" \
+        '"allowed":false,"limit":1000,"remaining":0,.* 200$'
+    # an override's numbers apply; a blocked key settles nothing
+    check "$m-ov-reserve" matches "$(sc SL.ALLOW tok big COST 3000)" '^1 5000 2000 0 '
+    check "$m-ov-settle" matches "$(sc SL.SETTLE tok big 3000 1000)" '^1 5000 4000 0 '
+    check "$m-blocked" matches "$(sc SL.SETTLE tok banned 0 5)" '^0 0 0 -1 '
+}
+
+# ---- memory store
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "$TMP/snap" \
+    --threads 2 || { cat "$TMP/s1.log"; exit 1; }
+example mem
+# the module's inline form, on an inline rule
+check inline-reserve matches "$(sc SL.THROTTLE k gcra 10 1000 COST 5)" '^1 11 6 0 '
+check inline-settle matches "$(sc SL.SETTLE k gcra 10 1000 RESERVED 5 ACTUAL 1)" '^1 11 10 0 '
+# shadow: settled and counted, always allowed
+check shadow-debt matches "$(sc SL.SETTLE quiet s 0 50)" '^1 10 0 0 '
+check shadow-still-allows matches "$(sc SL.ALLOW quiet s)" '^1 10 0 0 '
+# AT names when the reservation was admitted: a settle naming an earlier time finds nothing
+# charged then to give back; naming the reservation's time (taken after its reply) gives it back
+t0=$(date +%s%3N)
+check at-reserve matches "$(sc SL.ALLOW tok a COST 10)" '^1 1000 990 0 '
+t1=$(date +%s%3N)
+check at-before-nothing matches "$(sc SL.SETTLE tok a 10 0 AT $((t0 - 1000)))" '^1 1000 990 0 '
+check at-settle matches "$(sc SL.SETTLE tok a 10 0 AT "$t1")" '^1 1000 1000 0 '
+# errors: specific, and nothing changes
+check err-arity matches "$(sc SL.SETTLE tok u 1)" "^ERR wrong number of arguments for 'sl.settle'"
+check err-integer matches "$(sc SL.SETTLE tok u 1 x)" '^ERR actual is not an integer or out of range$'
+check err-negative matches "$(sc SL.SETTLE tok u -1 5)" '^ERR reserved must be >= 0$'
+check err-syntax matches "$(sc SL.SETTLE tok u 1 2 FOO 3)" '^ERR syntax error$'
+check err-rule matches "$(sc SL.SETTLE nope u 1 2)" "^ERR unknown rule 'nope'$"
+check err-cost matches "$(sc SL.SETTLE k gcra 10 1000 RESERVED 5 ACTUAL 1 COST 2)" \
+    '^ERR SL.SETTLE takes no COST'
+check err-http-missing matches "$(post /v1/settle '{"rule":"tok","key":"h","reserved":3}')" \
+    'actual must be an integer >= 0.* 400$'
+check err-http-cost matches "$(post /v1/settle '{"rule":"tok","key":"h","cost":3,"reserved":3,"actual":1}')" \
+    'a settle takes no cost.* 400$'
+check err-http-rule matches "$(post /v1/settle '{"rule":"nope","key":"h","reserved":3,"actual":1}')" \
+    "unknown rule 'nope'.* 404$"
+check err-http-get matches "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/v1/settle")" '^405$'
+check unchanged matches "$(sc SL.PEEK tok h)" '^0 1000 0 '
+# a debt survives a restart from the snapshot
+stop_bg s1 TERM
+start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "$TMP/snap" \
+    --threads 2 || { cat "$TMP/s2.log"; exit 1; }
+check debt-restored matches "$(sc SL.ALLOW tok u)" '^0 1000 0 [1-9][0-9]* '
+stop_bg s2 TERM
+
+# ---- Redis store: sluice.so, then the Lua scripts
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+if ldd "$MODULE" | grep -q libtsan; then
+    echo "sluice.so is built with TSan, which redis-server cannot load: memory store only"
+    finish
+fi
+start_redis rm --loadmodule "$MODULE" || { cat "$TMP/rm.log"; exit 1; }
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" --threads 2 \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s3.log"; exit 1; }
+example module
+stop_bg s3 TERM
+start_redis rl || { cat "$TMP/rl.log"; exit 1; }
+start_sluiced s4 --rules "$TMP/rules.yaml" --config-store "$TMP/s4.db" --snapshot "" --threads 2 \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s4.log"; exit 1; }
+example lua
+redis-cli -p "$REDIS_PORT" SCRIPT FLUSH >/dev/null
+check lua-noscript matches "$(sc SL.SETTLE tok big 0 0)" '^1 5000 4000 0 '
+finish
