@@ -10,10 +10,11 @@
  *   memory store  in one sl_table_decide_all under every shard's lock (engine_decide_all_local):
  *                 either every check is charged, or none;
  *   Redis store   with sluice.so and every key in one cluster slot, in one script inside Redis
- *                 (engine_allowall_async); otherwise step by step: every check peeked, the first
- *                 that cannot take its cost decided for real (refused, it consumes nothing),
- *                 else every check charged. Another client may take the last units between the
- *                 peek and the charge; the checks charged before a refusal then stay charged.
+ *                 (engine_allowall_async); otherwise every check is charged (all sent at once),
+ *                 and when one is refused, each check that was charged is refunded (a settle
+ *                 of actual 0, at once: exact, the units go back where they were taken).
+ *                 Meanwhile another client may find the refunded units taken and be refused:
+ *                 a refused whole never keeps its units, but can delay others for a round trip.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 /* With ENGINE_ALL_INDEPENDENT the checks are validated together (an invalid one fails the whole
  * before anything is decided) and then decided one by one, each charged or not on its own. */
 
-typedef enum phase { PHASE_PEEK, PHASE_PROBE, PHASE_CHARGE } phase_t;
+typedef enum phase { PHASE_CHARGE, PHASE_REFUND } phase_t;
 
 /* a + b for costs, saturating at INT64_MAX (both >= 0) */
 static int64_t cost_sum(int64_t a, int64_t b)
@@ -55,9 +56,10 @@ struct allowall {
     allowall_ref_t ref[ENGINE_CHECKS_MAX];
     phase_t phase;
     bool independent; /* ENGINE_ALL_INDEPENDENT: each check on its own, none merged */
-    size_t left, probe;
-    bool error;   /* a step could not start: every check a store error */
-    char bytes[]; /* the keys */
+    size_t left;
+    size_t refused; /* PHASE_REFUND: the first check refused */
+    bool error;     /* a step could not start: every check a store error */
+    char bytes[];   /* the keys */
 };
 
 /* Answers with the merged checks' decisions spread back over the checks asked for. */
@@ -85,74 +87,81 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     (void)status;
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
-    a->got[ref->i] = *ed;
+    if (a->phase == PHASE_CHARGE) {
+        a->got[ref->i] = *ed;
+    }
     if (--a->left == 0) {
         allowall_step(a);
     }
 }
 
-/* Starts decisions for merged checks [from, to) but `skip`, each of its cost (or 0: a peek). */
-static void allowall_decide(allowall_t *a, size_t from, size_t to, size_t skip, bool peek)
+/* Starts, for merged checks [0, m) that `want` selects, a decision of its cost (PHASE_CHARGE) or
+ * the refund of its charged cost (PHASE_REFUND). */
+static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_t j))
 {
-    a->left = 1; /* held until every decision is started, so none completes the phase early */
-    for (size_t j = from; j < to; j++) {
-        if (j == skip) {
+    a->left = 1; /* held until every request is started, so none completes the phase early */
+    for (size_t j = 0; j < a->m; j++) {
+        if (!want(a, j)) {
             continue;
         }
+        engine_request_t req = {.cost = a->costs[j]};
+        if (a->phase == PHASE_REFUND) {
+            req = (engine_request_t){
+                .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = -1};
+        }
         a->left++;
-        if (engine_decide_async(a->w, a->rules[j], a->keys[j], a->key_lens[j],
-                                peek ? 0 : a->costs[j], a->now_ns, allowall_decided,
-                                &a->ref[j]) != ENGINE_OK) {
-            a->error = true; /* checked before: a store refusing */
-            a->got[j] = (engine_decision_t){.rule = a->rules[j], .store_error = true};
-            a->left--;
+        if (engine_request_async(a->w, a->rules[j], a->keys[j], a->key_lens[j], &req, a->now_ns,
+                                 allowall_decided, &a->ref[j]) != ENGINE_OK) {
+            a->left--; /* checked before: a store refusing */
+            if (a->phase == PHASE_CHARGE) {
+                a->error = true;
+                a->got[j] = (engine_decision_t){.rule = a->rules[j], .store_error = true};
+            }
         }
     }
     if (--a->left == 0) {
         allowall_step(a);
     }
+}
+
+static bool every_check(const allowall_t *a, size_t j)
+{
+    (void)a;
+    (void)j;
+    return true;
+}
+
+/* A check whose charge took units: admitted for real (not by shadow mode or on_store_error). */
+static bool was_charged(const allowall_t *a, size_t j)
+{
+    const engine_decision_t *ed = &a->got[j];
+    return a->costs[j] > 0 && ed->d.allowed && !ed->shadowed && !ed->store_error;
 }
 
 /* The step-by-step path (the Redis store without one atomic script). */
 static void allowall_step(allowall_t *a)
 {
+    if (a->phase == PHASE_REFUND) {
+        allowall_end(a, a->refused);
+        return;
+    }
     if (a->error) {
         allowall_end(a, 0);
         return;
     }
-    if (a->phase == PHASE_PEEK) {
-        for (size_t j = 0; j < a->m; j++) {
-            const engine_decision_t *ed = &a->got[j];
-            bool fits = !ed->blocked && (ed->d.remaining >= a->costs[j] ||
-                                         a->rules[j]->def.shadow || ed->store_error);
-            if (!fits) {
-                a->phase = PHASE_PROBE;
-                a->probe = j;
-                allowall_decide(a, j, j + 1, a->m, false);
-                return;
-            }
-        }
-        a->phase = PHASE_CHARGE;
-        allowall_decide(a, 0, a->m, a->m, false);
-        return;
-    }
-    if (a->phase == PHASE_PROBE) {
-        if (!a->got[a->probe].d.allowed) {
-            allowall_end(a, a->probe);
-            return;
-        }
-        /* admitted after all (a delayed admission, or units freed meanwhile): charge the rest */
-        a->phase = PHASE_CHARGE;
-        allowall_decide(a, 0, a->m, a->probe, false);
-        return;
-    }
-    for (size_t j = 0; j < a->m && !a->independent; j++) {
+    size_t refused = a->m;
+    for (size_t j = 0; j < a->m && !a->independent && refused == a->m; j++) {
         if (!a->got[j].d.allowed) {
-            allowall_end(a, j);
-            return;
+            refused = j;
         }
     }
-    allowall_end(a, a->m);
+    if (refused == a->m) {
+        allowall_end(a, a->m);
+        return;
+    }
+    a->phase = PHASE_REFUND;
+    a->refused = refused;
+    allowall_send(a, was_charged);
 }
 
 /* The one atomic script's answer: the refusal, or every check charged. */
@@ -215,7 +224,7 @@ static void allowall_resolved(void *arg, int status)
     }
     if (a->independent) {
         a->phase = PHASE_CHARGE;
-        allowall_decide(a, 0, a->m, a->m, false);
+        allowall_send(a, every_check);
         return;
     }
     if (w->redis == NULL) {
@@ -233,8 +242,8 @@ static void allowall_resolved(void *arg, int status)
                                           a->now_ns, allowall_atomic, a) == ENGINE_OK) {
         return;
     }
-    a->phase = PHASE_PEEK;
-    allowall_decide(a, 0, a->m, a->m, true);
+    a->phase = PHASE_CHARGE;
+    allowall_send(a, every_check);
 }
 
 int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, int64_t now_ns,

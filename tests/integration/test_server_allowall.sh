@@ -3,7 +3,10 @@
 # every pair or none, under concurrency (no pair is ever charged alone), a pair named twice counts
 # twice, and a batch is validated whole before anything is charged (a never admissible cost
 # anywhere in it charges nothing); "independent": true decides each check on its own. With the
-# Redis store and sluice.so, the same in one atomic script.
+# Redis store and sluice.so, the same in one atomic script; with keys in several cluster slots
+# (and with the Lua scripts) every check is charged and, when one is refused, the charged ones
+# are refunded: a refused whole keeps no units even when another client takes the last units
+# of a check meanwhile.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -30,6 +33,15 @@ rules:
     limit: 1
     window: 1h
     shadow: true
+  - name: wide
+    algorithm: sliding_log
+    limit: 100000
+    window: 1h
+  - name: trickle
+    algorithm: token_bucket
+    limit: 200
+    window: 1s
+    burst: 1
 YAML
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
@@ -107,5 +119,54 @@ check redis-twice-nothing matches "$(cli SL.PEEK api dd)" '^1 200 200 0 0$'
 check redis-twice-fits matches "$(cli SL.ALLOWALL api dd api dd COST 100)" '^1 200 0 0 '
 check redis-never matches "$(cli SL.ALLOWALL api n login n COST 11)" "^ERR cost 11 exceeds what rule 'login'"
 check redis-never-nothing matches "$(cli SL.PEEK api n)" '^1 200 200 0 0$'
+
+# Keys in different slots: charged, then refunded when one check is refused. A second client
+# keeps taking "trickle"'s one token as it refills, so checks race it all the time; every
+# SL.ALLOWALL refused must leave "wide" as it found it.
+race() { # $1: a name for the case
+    PYTHONPATH="$SLUICE_SOURCE_DIR/tests/integration" python3 - "$RESP_PORT" "$1" <<'PY'
+import sys, threading, time
+from resp_client import Conn
+port, name = int(sys.argv[1]), sys.argv[2]
+stop = time.monotonic() + 20
+taken = [0]
+def thief():
+    c = Conn(port)
+    while time.monotonic() < stop and not done.is_set():
+        r = c.call("SL.ALLOW", "trickle", "t-" + name)
+        taken[0] += r[0]
+done = threading.Event()
+t = threading.Thread(target=thief)
+t.start()
+c = Conn(port)
+admitted = refused = 0
+for i in range(400):
+    if time.monotonic() > stop:
+        break
+    r = c.call("SL.ALLOWALL", "wide", "w-" + name, "trickle", "t-" + name)
+    if isinstance(r, str):
+        print("error reply: " + r)
+        sys.exit(1)
+    if r[0] == 1:
+        admitted += 1
+    else:
+        refused += 1
+done.set()
+t.join()
+used = 100000 - c.call("SL.PEEK", "wide", "w-" + name)[2]
+print("admitted %d refused %d taken by the other client %d; wide used %d" % (admitted, refused, taken[0], used))
+sys.exit(0 if used == admitted and refused > 0 else 1)
+PY
+}
+check redis-slots-refund race module
 stop_bg s2 TERM
+start_redis lua || { cat "$TMP/lua.log"; exit 1; }
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/store3.db" --snapshot "" \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s3.log"; exit 1; }
+check lua-refund matches "$(cli SL.ALLOWALL api lk login lk COST 11)" "^ERR cost 11 exceeds"
+check lua-charge matches "$(cli SL.ALLOWALL api lk login lk COST 8)" '^1 10 2 0 '
+check lua-refused matches "$(cli SL.ALLOWALL api lk login lk COST 5)" '^0 10 2 '
+check lua-refunded matches "$(cli SL.PEEK api lk)" '^1 200 192 0 '
+check lua-race-refund race lua
+stop_bg s3 TERM
 finish
