@@ -115,6 +115,8 @@ static const option_t options[] = {
      "memory cap of each rule's key table, >= 64k (default 0 = none)"},
     {"max-inline-rules", "max_inline_rules", OPT_COUNT, F(max_inline), 0, 0, 16, 1000000,
      CHECK_NONE, "N", "most SL.THROTTLE/CL.THROTTLE parameter sets at once (default 1024)"},
+    {"metrics-inline-rules", "metrics_inline_rules", OPT_COUNT, F(metrics_inline), 0, 0, 0, 1000000,
+     CHECK_NONE, "N", "inline rules with /metrics series of their own (default 64)"},
     {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
      "RESP password (or env SLUICE_REQUIREPASS)"},
     {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",
@@ -647,6 +649,7 @@ void server_config_defaults(server_config_t *c)
     c->input_buffers_max = CONFIG_DEFAULT_INPUT_BUFFERS;
     c->max_memory = 0;
     c->max_inline = CONFIG_DEFAULT_MAX_INLINE;
+    c->metrics_inline = CONFIG_DEFAULT_METRICS_INLINE;
     c->log_level = LOG_INFO;
 }
 

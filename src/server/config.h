@@ -29,19 +29,20 @@
 #define CONFIG_THREADS_MAX 256           /* most worker threads */
 #define CONFIG_FILE_MAX    (1024 * 1024) /* largest --config file, bytes */
 
-#define CONFIG_DEFAULT_BIND          "127.0.0.1"
-#define CONFIG_DEFAULT_RESP_PORT     6390
-#define CONFIG_DEFAULT_HTTP_PORT     8390
-#define CONFIG_DEFAULT_STORE         "./sluice.db"
-#define CONFIG_DEFAULT_SNAPSHOT      "./sluice.snapshot"
-#define CONFIG_DEFAULT_MAX_CLIENTS   10000
-#define CONFIG_DEFAULT_MAX_INLINE    1024
-#define CONFIG_DEFAULT_KEY_MAX       1024
-#define CONFIG_DEFAULT_REQUEST_MAX   (512 * 1024)
-#define CONFIG_DEFAULT_OUTPUT_HARD   (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
-#define CONFIG_DEFAULT_OUTPUT_SOFT   (8 * 1024 * 1024)
-#define CONFIG_DEFAULT_OUTPUT_SOFT_S 60
-#define CONFIG_DEFAULT_INPUT_BUFFERS (512 * 1024 * 1024)
+#define CONFIG_DEFAULT_BIND           "127.0.0.1"
+#define CONFIG_DEFAULT_RESP_PORT      6390
+#define CONFIG_DEFAULT_HTTP_PORT      8390
+#define CONFIG_DEFAULT_STORE          "./sluice.db"
+#define CONFIG_DEFAULT_SNAPSHOT       "./sluice.snapshot"
+#define CONFIG_DEFAULT_MAX_CLIENTS    10000
+#define CONFIG_DEFAULT_MAX_INLINE     1024
+#define CONFIG_DEFAULT_METRICS_INLINE 64
+#define CONFIG_DEFAULT_KEY_MAX        1024
+#define CONFIG_DEFAULT_REQUEST_MAX    (512 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_HARD    (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
+#define CONFIG_DEFAULT_OUTPUT_SOFT    (8 * 1024 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_SOFT_S  60
+#define CONFIG_DEFAULT_INPUT_BUFFERS  (512 * 1024 * 1024)
 
 typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
@@ -80,6 +81,8 @@ typedef struct server_config {
                                      input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
+    size_t metrics_inline;        /* --metrics-inline-rules N, default 64: inline rules with
+                                     /metrics series of their own; the rest share one */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
                                      none */
     char *admin_token;            /* --admin-token T, or env SLUICE_ADMIN_TOKEN; NULL =
@@ -104,6 +107,7 @@ void server_config_defaults(server_config_t *c);
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
  * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
  * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
+ * metrics_inline_rules,
  * requirepass, admin_token, trusted_proxies (list), log_level); then flags override the file;
  * then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty
  * variable counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the

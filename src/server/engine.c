@@ -184,10 +184,33 @@ rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
     return rs;
 }
 
+static void counters_sum(const rule_counters_t *c, unsigned n, uint64_t *allowed, uint64_t *denied,
+                         uint64_t *shadow_denied, uint64_t *store_errors)
+{
+    *allowed = *denied = *shadow_denied = *store_errors = 0;
+    for (unsigned i = 0; i < n; i++) {
+        *allowed += atomic_load_explicit(&c[i].allowed, memory_order_relaxed);
+        *denied += atomic_load_explicit(&c[i].denied, memory_order_relaxed);
+        *shadow_denied += atomic_load_explicit(&c[i].shadow_denied, memory_order_relaxed);
+        *store_errors += atomic_load_explicit(&c[i].store_errors, memory_order_relaxed);
+    }
+}
+
 void engine_state_release(rule_state_t *rs)
 {
     if (rs == NULL || atomic_fetch_sub(&rs->refs, 1) > 1) {
         return;
+    }
+    engine_t *e = rs->engine;
+    if (rs->inline_rule && e != NULL && rs->own_series) {
+        atomic_fetch_sub(&e->inl_series, 1);
+    } else if (rs->inline_rule && e != NULL) { /* "inline:other" keeps what it counted */
+        uint64_t a, d, sh, err;
+        counters_sum(rs->t->counters, e->cfg.workers, &a, &d, &sh, &err);
+        atomic_fetch_add_explicit(&e->inl_other_gone.allowed, a, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->inl_other_gone.denied, d, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->inl_other_gone.shadow_denied, sh, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->inl_other_gone.store_errors, err, memory_order_relaxed);
     }
     engine_tables_release(rs->t);
     ruledef_free(&rs->def);
@@ -423,6 +446,9 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             }
         }
         rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;
+        if (rs != NULL) {
+            rs->engine = e;
+        }
         if (rs == NULL) {
             if (t != NULL && t->refs == 0) {
                 t->refs = 1;
@@ -631,6 +657,19 @@ rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker)
 {
     return &rule->t->counters[worker];
+}
+
+void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
+                         uint64_t *shadow_denied, uint64_t *store_errors)
+{
+    unsigned n = rule->engine != NULL ? rule->engine->cfg.workers : 0;
+    counters_sum(rule->t->counters, n, allowed, denied, shadow_denied, store_errors);
+}
+
+void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
+                           uint64_t *shadow_denied, uint64_t *store_errors)
+{
+    counters_sum(&e->inl_other_gone, 1, allowed, denied, shadow_denied, store_errors);
 }
 
 /* ---- decisions ----------------------------------------------------------------------------- */

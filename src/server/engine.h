@@ -61,6 +61,9 @@ typedef struct rule_state {
     _Atomic int refs;              /* sets holding it, and decisions waiting on a remote store */
     _Atomic int64_t last_used_ns;  /* inline rules: the last decision, to within a second */
     struct rule_state *limbo_next; /* inline rules taken out of force (inline_rules.c) */
+    bool own_series;               /* inline rules: /metrics shows it under its own name (else
+                                      in the "inline:other" series), for its whole life */
+    struct engine *engine;         /* inline rules: whose series count it takes or adds to */
 } rule_state_t;
 
 typedef struct ruleset {
@@ -80,6 +83,7 @@ typedef struct engine_config {
     const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
     int64_t redis_timeout_ns;  /* a decision's deadline with the Redis store */
     size_t max_inline;         /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
+    size_t metrics_inline;     /* inline rules with series of their own at once */
 } engine_config_t;
 
 typedef struct engine engine_t;
@@ -202,6 +206,15 @@ size_t engine_inline_count(engine_t *e);
 
 /* Counts a worker's decisions for metrics (done by engine_decide). */
 const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker);
+
+/* The counters of rule summed over the workers. */
+void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
+                         uint64_t *shadow_denied, uint64_t *store_errors);
+
+/* What the inline rules shown in "inline:other" counted before they were taken out of force
+ * (so the aggregate never goes down). */
+void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
+                           uint64_t *shadow_denied, uint64_t *store_errors);
 
 /* Calls fn for every rule state in the current set and every inline rule, under the reload lock
  * (snapshots, metrics). */

@@ -119,6 +119,8 @@ struct engine {
     _Atomic(inline_set_t *) inl_current; /* the inline rules in force */
     inline_set_t *inl_retired;           /* published before, maybe still in use */
     rule_state_t *inl_limbo;             /* taken out of force, maybe still in use */
+    _Atomic size_t inl_series;           /* inline rules with series of their own */
+    rule_counters_t inl_other_gone;      /* counts of "inline:other" rules freed since */
     bool redis;                          /* the request store is Redis (else the memory tables) */
     rc_config_t rc;                      /* where */
     redis_shared_t *redis_shared;        /* what every loop's Redis store shares (modes, caches) */

@@ -184,6 +184,13 @@ static rule_state_t *inline_create(engine_t *e, const sl_rule_t *rule)
     }
     rs->inline_rule = true;
     rs->refs = 1;
+    rs->engine = e;
+    /* the first inline rules in force get /metrics series of their own, the rest share one */
+    size_t held = atomic_load(&e->inl_series);
+    while (held < e->cfg.metrics_inline &&
+           !atomic_compare_exchange_weak(&e->inl_series, &held, held + 1)) {
+    }
+    rs->own_series = held < e->cfg.metrics_inline;
     return rs;
 }
 

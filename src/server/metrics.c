@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/server.h"
@@ -19,61 +20,70 @@ static void help(resp_buf_t *b, const char *name, const char *type, const char *
     resp_buf_printf(b, "# TYPE %s %s\n", name, type);
 }
 
+/* One series' numbers: a rule's, or the inline rules without series of their own together. */
+typedef struct rule_row {
+    char name[RULE_NAME_MAX + 1]; /* copied: the rule may be gone once the walk is over */
+    uint64_t allowed, denied, shadow, errors;
+    size_t keys, bytes;
+} rule_row_t;
+
 typedef struct rules_ctx {
-    server_t *srv;
-    resp_buf_t *b;
-    int pass;
+    rule_row_t *rows; /* the rules with series of their own, then "inline:other" */
+    size_t n, cap;
+    rule_row_t other;
+    bool oom;
 } rules_ctx_t;
 
-static void per_rule(void *arg, rule_state_t *rs)
+static void collect_rule(void *arg, rule_state_t *rs)
 {
     rules_ctx_t *x = arg;
-    unsigned workers = engine_workers(x->srv->engine);
-    uint64_t allowed = 0, denied = 0, shadow = 0, errors = 0;
-    for (unsigned i = 0; i < workers; i++) {
-        const rule_counters_t *c = engine_counters(rs, i);
-        allowed += atomic_load_explicit(&c->allowed, memory_order_relaxed);
-        denied += atomic_load_explicit(&c->denied, memory_order_relaxed);
-        shadow += atomic_load_explicit(&c->shadow_denied, memory_order_relaxed);
-        errors += atomic_load_explicit(&c->store_errors, memory_order_relaxed);
+    rule_row_t row = {.allowed = 0};
+    snprintf(row.name, sizeof row.name, "%s", rs->def.name);
+    engine_counters_sum(rs, &row.allowed, &row.denied, &row.shadow, &row.errors);
+    sl_table_stats_t st;
+    engine_rule_stats(rs, &st);
+    row.keys = st.keys;
+    row.bytes = st.bytes;
+    if (rs->inline_rule && !rs->own_series) {
+        x->other.allowed += row.allowed;
+        x->other.denied += row.denied;
+        x->other.shadow += row.shadow;
+        x->other.errors += row.errors;
+        x->other.keys += row.keys;
+        x->other.bytes += row.bytes;
+        return;
     }
-    const char *r = rs->def.name;
-    switch (x->pass) {
-    case 0:
-        resp_buf_printf(x->b, "sluice_decisions_total{rule=\"%s\",result=\"allowed\"} %llu\n", r,
-                        (unsigned long long)allowed);
-        resp_buf_printf(x->b, "sluice_decisions_total{rule=\"%s\",result=\"denied\"} %llu\n", r,
-                        (unsigned long long)denied);
-        break;
-    case 1:
-        resp_buf_printf(x->b, "sluice_shadow_rejections_total{rule=\"%s\"} %llu\n", r,
-                        (unsigned long long)shadow);
-        break;
-    case 2:
-        resp_buf_printf(x->b, "sluice_store_errors_total{rule=\"%s\"} %llu\n", r,
-                        (unsigned long long)errors);
-        break;
-    case 3: {
-        sl_table_stats_t st;
-        engine_rule_stats(rs, &st);
-        resp_buf_printf(x->b, "sluice_keys{rule=\"%s\"} %zu\n", r, st.keys);
-        break;
+    if (x->n == x->cap) {
+        size_t cap = x->cap > 0 ? 2 * x->cap : 64;
+        rule_row_t *grown = realloc(x->rows, cap * sizeof *grown);
+        if (grown == NULL) {
+            x->oom = true;
+            return;
+        }
+        x->rows = grown;
+        x->cap = cap;
     }
-    default: {
-        sl_table_stats_t st;
-        engine_rule_stats(rs, &st);
-        resp_buf_printf(x->b, "sluice_table_bytes{rule=\"%s\"} %zu\n", r, st.bytes);
-        break;
-    }
-    }
+    x->rows[x->n++] = row;
 }
 
-void metrics_render(server_t *srv, resp_buf_t *b)
+/*
+ * The per-rule series. Every named rule has its own; inline rules (one per SL.THROTTLE parameter
+ * set, made by clients) have their own only up to --metrics-inline-rules at once, and the rest
+ * share rule="inline:other", so no client can make /metrics grow without bound.
+ */
+static void render_rules(server_t *srv, resp_buf_t *b)
 {
-    rules_ctx_t x = {.srv = srv, .b = b};
+    rules_ctx_t x = {.other = {.name = "inline:other"}};
+    engine_foreach_rule(srv->engine, collect_rule, &x);
+    uint64_t a, d, sh, err;
+    engine_inline_retired(srv->engine, &a, &d, &sh, &err);
+    x.other.allowed += a;
+    x.other.denied += d;
+    x.other.shadow += sh;
+    x.other.errors += err;
     static const struct {
         const char *name, *type, *help;
-    } per_rule_metrics[] = {
+    } metrics[] = {
         {"sluice_decisions_total", "counter", "Decisions by rule and result."},
         {"sluice_shadow_rejections_total", "counter",
          "Requests a shadow-mode rule would have rejected (they were allowed)."},
@@ -82,12 +92,40 @@ void metrics_render(server_t *srv, resp_buf_t *b)
         {"sluice_keys", "gauge", "Keys held in the rule's tables."},
         {"sluice_table_bytes", "gauge", "Memory of the rule's tables, bytes."},
     };
-    for (int pass = 0; pass < 5; pass++) {
-        help(b, per_rule_metrics[pass].name, per_rule_metrics[pass].type,
-             per_rule_metrics[pass].help);
-        x.pass = pass;
-        engine_foreach_rule(srv->engine, per_rule, &x);
+    for (int m = 0; m < 5; m++) {
+        help(b, metrics[m].name, metrics[m].type, metrics[m].help);
+        for (size_t i = 0; i <= x.n; i++) {
+            const rule_row_t *r = i < x.n ? &x.rows[i] : &x.other;
+            switch (m) {
+            case 0:
+                resp_buf_printf(b, "%s{rule=\"%s\",result=\"allowed\"} %llu\n", metrics[m].name,
+                                r->name, (unsigned long long)r->allowed);
+                resp_buf_printf(b, "%s{rule=\"%s\",result=\"denied\"} %llu\n", metrics[m].name,
+                                r->name, (unsigned long long)r->denied);
+                break;
+            case 1:
+                resp_buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                                (unsigned long long)r->shadow);
+                break;
+            case 2:
+                resp_buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                                (unsigned long long)r->errors);
+                break;
+            case 3:
+                resp_buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->keys);
+                break;
+            default:
+                resp_buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->bytes);
+                break;
+            }
+        }
     }
+    free(x.rows);
+}
+
+void metrics_render(server_t *srv, resp_buf_t *b)
+{
+    render_rules(srv, b);
 
     help(b, "sluice_request_duration_seconds", "histogram",
          "Time from the read that completed a request to its reply being ready to write.");

@@ -50,6 +50,24 @@ check named matches "$(cli SL.ALLOW api u1)" '^1 5 4 0 '
 check serving matches "$(cli PING)" '^PONG$'
 check inline-count test "$(info_field inline_rules)" -le 131
 
+# /metrics stays bounded: 64 inline rules at most have series of their own, the rest share
+# rule="inline:other", and every inline admission is counted in one of them exactly once
+metrics() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics"; }
+inline_allowed() {
+    metrics | awk '/^sluice_decisions_total\{rule="inline:/ && /result="allowed"/ {n += $2} END {print n + 0}'
+}
+metrics >"$TMP/m1"
+check metrics-small test "$(wc -c <"$TMP/m1")" -lt 65536
+check metrics-own-capped test "$(grep -c '^sluice_keys{rule="inline:[a-z_]*:' "$TMP/m1")" -le 64
+check metrics-other grep -q '^sluice_keys{rule="inline:other"}' "$TMP/m1"
+check metrics-unique test -z "$(grep -v '^#' "$TMP/m1" | awk '{print $1}' | sort | uniq -d)"
+check metrics-all-counted test "$(inline_allowed)" -eq 132
+other_allowed() {
+    metrics | awk '/^sluice_decisions_total\{rule="inline:other",result="allowed"\}/ {print $2}'
+}
+OTHER=$(other_allowed)
+check metrics-other-counts test "$OTHER" -gt 0
+
 # The flood's rules (1 s windows, used once) are taken out of force once idle (10 s) and fresh.
 for i in $(seq 1 300); do
     [ "$(info_field inline_rules)" -le 3 ] && break
@@ -58,6 +76,8 @@ done
 check flood-reclaimed test "$(info_field inline_rules)" -le 3
 check reclaimed-logged grep -q "idle inline rules taken out of force" "$TMP/s1.log"
 check polite-kept matches "$(cli SL.THROTTLE polite gcra 5 3600000)" '^1 6 3 0 '
+# the rules taken out of force keep their counts in the aggregate: it never goes down
+check metrics-other-never-down test "$(other_allowed)" -ge "$OTHER"
 stop_bg s1 TERM
 check stop-exit-0 test $? -eq 0
 finish
