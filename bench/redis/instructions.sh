@@ -6,7 +6,7 @@
 # Each case runs in its own redis-server under valgrind --tool=callgrind (Debian's valgrind):
 # redis-benchmark -c 50 -P 16 -r R sends WARM requests, callgrind_control dumps (and zeroes) the
 # counters, it sends N more, a second dump holds exactly those N requests (plus the server's
-# idle cron), and instructions / N is printed. The cases are issue 4's: INCR, SET k v PX 60000,
+# idle cron), and instructions / N is printed. The cases (those of docs/performance.md): INCR, SET k v PX 60000,
 # MIN.GCRA (bench/redis/minimal_gcra.c), SL.THROTTLE gcra 100 1000, bench/server/gcra.lua, and
 # the sliding log 100 per 60 s: SL.THROTTLE against bench/redis/zset_log.lua, with sparse keys
 # (-r 100000) and with keys filling up (-r (WARM + N) / 100: about 100 requests per key).

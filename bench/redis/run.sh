@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/redis/run.sh - sluice's Redis side against what people run in Redis without it, on this
-# machine, side by side in one run, as issue 4 states the targets. Prints figures (asserts
+# machine, side by side in one run, against the targets of docs/performance.md. Prints figures (asserts
 # nothing), every command before its output, and one table of medians with ratios.
 #
 #   1. GCRA in one redis-server 7 (Debian's), redis-benchmark -c 50 -r 100000 -P 16:
@@ -19,7 +19,7 @@
 #   4. sluiced --threads 1 --store redis://  (one redis-server with sluice.so) and
 #        --store redis-cluster:// (3 primaries with sluice.so, no replicas), redis-benchmark
 #        SL.THROTTLE key:__rand_int__ gcra 100 1000 through sluiced (-P 16, and -P 1 for latency),
-#        the same with sliding_log 100 60000 (seed 003's rule), and sluiced's memory store as the
+#        the same with sliding_log 100 60000 (a login rule: 100 attempts a minute, exact), and sluiced's memory store as the
 #        reference; req/s, p50/p99, and CPU per decision of sluiced and of Redis apart, which
 #        give the decisions per core-second.
 #

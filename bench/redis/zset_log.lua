@@ -7,7 +7,7 @@
 --
 -- Time is the server's TIME in microseconds (a double holds it exactly). A request at `now` sees
 -- the members scored above now - window (the window excludes exactly now - window, as sluice's
--- sliding_log and seed 003 do): ZREMRANGEBYSCORE drops the older ones, ZCARD counts the rest, and
+-- sliding_log does): ZREMRANGEBYSCORE drops the older ones, ZCARD counts the rest, and
 -- an admission adds one member and moves the key's expiry to now + window (PEXPIRE), so an idle
 -- key vanishes. A rejection writes nothing but the trim. A member must be unique within its set:
 -- "<now_us>-<count before it>" is, because two requests at the same microsecond see different

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/server/run.sh - sluiced against its peers on this machine, as the targets state
+# bench/server/run.sh - sluiced against its peers on this machine, as docs/performance.md's targets state
 # them. Prints figures (asserts nothing) and one table of medians with ratios sluiced / peer.
 #
 #   RESP  redis-benchmark -c 50 -r 100000|1000000 -P 1|16 against
