@@ -274,12 +274,12 @@ static int read_duration(const source_t *s, const char *text, int64_t *out)
     char buf[48];
     size_t len = strlen(text);
     uint64_t ms;
-    if (s->node != NULL && s->node->kind == YT_INT) { /* the file: integer milliseconds */
+    bool digits = len > 0 && strspn(text, "0123456789") == len;
+    if (digits || (s->node != NULL && s->node->kind == YT_INT)) {
+        /* a bare integer is milliseconds, in the file and on the command line, as in rules */
         if (!parse_digits(text, len, (uint64_t)(INT64_MAX / SL_NS_PER_MS), &ms))
             return fail(s, "must be a duration (10s, 250ms) or milliseconds >= 0");
         *out = (int64_t)ms * SL_NS_PER_MS;
-    } else if (len == 1 && text[0] == '0') {
-        *out = 0;
     } else {
         int rc = sl_duration_parse(text, len, out);
         if (rc == SL_EOVERFLOW)

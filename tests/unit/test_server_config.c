@@ -125,7 +125,7 @@ static void test_every_flag(void **unused)
     server_config_t c;
     PARSE_OK(&c, "--bind", "0.0.0.0", "--bind=::1", "--port", "7000", "--http-port=0", "--threads",
              "3", "--rules", "r.yaml", "--config-store=postgres://db/sluice", "--snapshot", "",
-             "--snapshot-interval", "0", "--poll-interval=250ms", "--override-ttl", "1m",
+             "--snapshot-interval", "0", "--poll-interval=250", "--override-ttl", "1m",
              "--max-clients", "50", "--max-key-length=64", "--max-request-size", "1m",
              "--idle-timeout", "0", "--output-buffer-hard", "1m", "--output-buffer-soft=256k",
              "--output-buffer-soft-time", "5s", "--max-input-buffers", "64m", "--max-memory=2g",
@@ -141,7 +141,7 @@ static void test_every_flag(void **unused)
     assert_string_equal(c.config_store, "postgres://db/sluice");
     assert_string_equal(c.snapshot_path, "");
     assert_int_equal(c.snapshot_interval_ns, 0);
-    assert_int_equal(c.poll_interval_ns, 250 * SL_NS_PER_MS);
+    assert_int_equal(c.poll_interval_ns, 250 * SL_NS_PER_MS); /* a bare number: ms, as in rules */
     assert_int_equal(c.override_ttl_ns, 60 * SL_NS_PER_SEC);
     assert_int_equal(c.max_clients, 50);
     assert_int_equal(c.key_max, 64);
@@ -232,8 +232,8 @@ static void test_flag_errors(void **unused)
     PARSE_ERR("--max-memory: '99999999999999g' is not a size (bytes, or with k, m, g: 512k, 2g)",
               "--max-memory", "99999999999999g");
     PARSE_ERR("--max-memory: must be 0..1125899906842624 bytes", "--max-memory", "2048t");
-    PARSE_ERR("--idle-timeout: malformed duration '300' (e.g. 250ms, 10s, 1m)", "--idle-timeout",
-              "300");
+    PARSE_ERR("--idle-timeout: malformed duration '300x' (e.g. 250ms, 10s, 1m)", "--idle-timeout",
+              "300x");
     PARSE_ERR("--idle-timeout: malformed duration '5 s' (e.g. 250ms, 10s, 1m)", "--idle-timeout",
               "5 s");
     PARSE_ERR("--override-ttl: duration '99999999999d' is out of range", "--override-ttl",
@@ -257,8 +257,8 @@ static void test_flag_errors(void **unused)
     PARSE_ERR("output-buffer-soft (2097152 bytes) is above output-buffer-hard (1048576 bytes): the "
               "soft limit could never apply",
               "--output-buffer-hard", "1m", "--output-buffer-soft", "2m");
-    PARSE_ERR("--output-buffer-soft-time: malformed duration '60' (e.g. 250ms, 10s, 1m)",
-              "--output-buffer-soft-time", "60");
+    PARSE_ERR("--output-buffer-soft-time: malformed duration '60 s' (e.g. 250ms, 10s, 1m)",
+              "--output-buffer-soft-time", "60 s");
     PARSE_ERR("--max-input-buffers: '1 g' is not a size (bytes, or with k, m, g: 512k, 2g)",
               "--max-input-buffers", "1 g");
     PARSE_ERR("/nonexistent/sluiced.yaml: cannot open: No such file or directory", "--config",
