@@ -168,6 +168,11 @@ static void allowall_step(allowall_t *a)
 static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, long refused)
 {
     allowall_t *a = arg;
+    if (refused == ENGINE_ALL_RETRY) { /* the node lost sluice.so: nothing was decided */
+        a->phase = PHASE_CHARGE;
+        allowall_send(a, every_check);
+        return;
+    }
     if (refused >= 0) {
         a->got[refused] = d[0];
         allowall_end(a, (size_t)refused);

@@ -1590,6 +1590,15 @@ static void all_done(void *arg, int status, const sl_decision_t *d, size_t n, lo
 {
     engine_all_op_t *op = arg;
     engine_decision_t out[REDIS_ALL_MAX];
+    if (status == REDIS_ALL_RETRY) { /* nothing decided: the caller goes step by step */
+        log_debug("SL.ALLOWALL: %s: deciding pair by pair", err);
+        op->fn(op->arg, NULL, 0, ENGINE_ALL_RETRY);
+        for (size_t i = 0; i < op->n; i++) {
+            engine_state_release(op->rules[i]);
+        }
+        free(op);
+        return;
+    }
     size_t count = status == 0 ? n : op->n;
     if (status != 0) {
         log_debug("SL.ALLOWALL: request store error: %s", err);

@@ -371,10 +371,12 @@ int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, 
 /*
  * SL.ALLOWALL in one atomic step on Redis: when the module is loaded and every pair's key is in
  * one cluster slot. fn gets either the refusing pair's decision (refused >= 0, n 1) or every
- * pair's (refused -1). Returns ENGINE_OK (fn called later), or ENGINE_ENOTSUP with nothing done
- * (the memory store, the Lua scripts, keys on several slots, a blocked key): the caller then
- * peeks and charges pair by pair.
+ * pair's (refused -1), or refused ENGINE_ALL_RETRY (d NULL) when nothing was decided after all
+ * (the node had lost sluice.so). Returns ENGINE_OK (fn called later), or ENGINE_ENOTSUP with
+ * nothing done (the memory store, the Lua scripts, keys on several slots, a blocked key): the
+ * caller then decides pair by pair, as after ENGINE_ALL_RETRY.
  */
+#define ENGINE_ALL_RETRY (-2)
 typedef void (*engine_all_fn)(void *arg, const engine_decision_t *d, size_t n, long refused);
 int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *const *keys,
                           const size_t *key_lens, size_t n, int64_t cost, int64_t now_ns,

@@ -1146,13 +1146,16 @@ static void on_all(void *arg, redisReply *r, const char *err)
     char msg[REDIS_STORE_ERR_MAX];
     long refused = -1;
     const char *fail = err;
+    int status = -1;
     if (r != NULL && r->type == REDIS_REPLY_ERROR) {
         snprintf(msg, sizeof msg, "redis: %s", r->str);
         fail = msg;
-        if (strncasecmp(r->str, "ERR unknown redis command called from script", 45) == 0) {
-            /* the node lost the module: learn its mode for the next ones (this one is a store
-             * error: the step-by-step path that would take over is the caller's) */
+        static const char gone[] = "ERR unknown redis command called from script";
+        if (strncasecmp(r->str, gone, sizeof gone - 1) == 0) {
+            /* the node lost the module: its first call failed, so nothing was written; learn
+             * its mode for the next ones, and let the caller decide step by step */
             probe(op->store, op->node);
+            status = REDIS_ALL_RETRY;
         }
     } else if (r != NULL) {
         size_t want = 0;
@@ -1173,7 +1176,7 @@ static void on_all(void *arg, redisReply *r, const char *err)
         fail = ok ? NULL : "redis: unexpected reply to SL.ALLOWALL";
     }
     if (fail != NULL) {
-        op->fn(op->arg, -1, NULL, 0, -1, fail);
+        op->fn(op->arg, status, NULL, 0, -1, fail);
     } else {
         op->fn(op->arg, 0, d, refused >= 0 ? 1 : op->n, refused, NULL);
     }

@@ -166,6 +166,7 @@ typedef struct redis_pair {
 
 /* The answer: status 0 and either the refusing pair (refused >= 0, d[0] its decision, n 1) or
  * every pair charged (refused -1, d[0..n)); status -1 with err when Redis failed. */
+#define REDIS_ALL_RETRY (-2) /* a redis_all_fn status: nothing was decided, decide step by step */
 typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
                              const char *err);
 
@@ -173,7 +174,9 @@ typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size
  * SL.ALLOWALL atomically: when the module is loaded and every pair's key is in one cluster slot
  * (always so on one server), one script peeks and charges them all inside Redis. Returns 0 and
  * calls fn once later, or -1 (nothing sent, fn never called) when it cannot: the caller then
- * takes the step-by-step path.
+ * takes the step-by-step path. fn's status is 0 (decisions), -1 with err (a store error), or
+ * REDIS_ALL_RETRY when the node turned out to have lost the module before anything was
+ * written: the caller then takes the step-by-step path too.
  */
 int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
                            redis_all_fn fn, void *arg);
