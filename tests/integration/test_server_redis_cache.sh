@@ -22,12 +22,12 @@ rules:
     limit: 10
     window: 1000s
   - name: fw
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 3
     window: 1h
     on_store_error: deny
   - name: sh
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
     shadow: true
