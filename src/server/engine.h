@@ -211,10 +211,13 @@ const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker
 void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
                          uint64_t *shadow_denied, uint64_t *store_errors);
 
-/* What the inline rules shown in "inline:other" counted before they were taken out of force
- * (so the aggregate never goes down). */
-void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
-                           uint64_t *shadow_denied, uint64_t *store_errors);
+/* What the inline rules shown in "inline:other" counted and hold: the rules in force, those
+ * waiting to be freed, and those freed (so the sums never go down). Any thread. */
+typedef struct engine_inline_other {
+    uint64_t allowed, denied, shadow_denied, store_errors;
+    size_t keys, bytes;
+} engine_inline_other_t;
+void engine_inline_other(engine_t *e, engine_inline_other_t *out);
 
 /* Calls fn for every rule state in the current set and every inline rule, under the reload lock
  * (snapshots, metrics). */

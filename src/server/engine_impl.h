@@ -170,6 +170,10 @@ void engine_decide_all_local(engine_worker_t *w, rule_state_t *const *rules,
 void inline_worker_begin(engine_worker_t *w);
 void inline_worker_end(engine_worker_t *w);
 
+/* What the inline rules freed since start counted, under "inline:other". */
+void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
+                           uint64_t *shadow_denied, uint64_t *store_errors);
+
 /* Every inline rule in force, each held (release each, free the array). Returns the count. */
 size_t inline_hold_all(engine_t *e, rule_state_t ***out);
 

@@ -391,6 +391,48 @@ size_t engine_inline_count(engine_t *e)
     return n;
 }
 
+/* Adds rs's numbers to *o when it shares the "inline:other" series. */
+static void other_add(const rule_state_t *rs, engine_inline_other_t *o, bool tables)
+{
+    if (rs->own_series) {
+        return;
+    }
+    uint64_t a, d, sh, err;
+    engine_counters_sum(rs, &a, &d, &sh, &err);
+    o->allowed += a;
+    o->denied += d;
+    o->shadow_denied += sh;
+    o->store_errors += err;
+    if (tables) {
+        sl_table_stats_t st;
+        engine_rule_stats((rule_state_t *)rs, &st);
+        o->keys += st.keys;
+        o->bytes += st.bytes;
+    }
+}
+
+void engine_inline_other(engine_t *e, engine_inline_other_t *out)
+{
+    *out = (engine_inline_other_t){0};
+    /* Under inline_lock a rule is in force, in limbo or freed (its counts then in
+     * inl_other_gone), each exactly once: the sum never goes down. */
+    pthread_mutex_lock(&e->inline_lock);
+    inline_set_t *cur = atomic_load(&e->inl_current);
+    for (size_t i = 0; cur != NULL && i < cur->n; i++) {
+        other_add(cur->rules[i], out, true);
+    }
+    for (const rule_state_t *rs = e->inl_limbo; rs != NULL; rs = rs->limbo_next) {
+        other_add(rs, out, false);
+    }
+    uint64_t a, d, sh, err;
+    engine_inline_retired(e, &a, &d, &sh, &err);
+    out->allowed += a;
+    out->denied += d;
+    out->shadow_denied += sh;
+    out->store_errors += err;
+    pthread_mutex_unlock(&e->inline_lock);
+}
+
 size_t inline_hold_all(engine_t *e, rule_state_t ***out)
 {
     pthread_mutex_lock(&e->inline_lock);

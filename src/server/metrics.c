@@ -31,12 +31,14 @@ typedef struct rules_ctx {
     rule_row_t *rows; /* the rules with series of their own, then "inline:other" */
     size_t n, cap;
     rule_row_t other;
-    bool oom;
 } rules_ctx_t;
 
 static void collect_rule(void *arg, rule_state_t *rs)
 {
     rules_ctx_t *x = arg;
+    if (rs->inline_rule && !rs->own_series) {
+        return; /* in "inline:other", summed by the engine */
+    }
     rule_row_t row = {.allowed = 0};
     snprintf(row.name, sizeof row.name, "%s", rs->def.name);
     engine_counters_sum(rs, &row.allowed, &row.denied, &row.shadow, &row.errors);
@@ -44,21 +46,11 @@ static void collect_rule(void *arg, rule_state_t *rs)
     engine_rule_stats(rs, &st);
     row.keys = st.keys;
     row.bytes = st.bytes;
-    if (rs->inline_rule && !rs->own_series) {
-        x->other.allowed += row.allowed;
-        x->other.denied += row.denied;
-        x->other.shadow += row.shadow;
-        x->other.errors += row.errors;
-        x->other.keys += row.keys;
-        x->other.bytes += row.bytes;
-        return;
-    }
     if (x->n == x->cap) {
         size_t cap = x->cap > 0 ? 2 * x->cap : 64;
         rule_row_t *grown = realloc(x->rows, cap * sizeof *grown);
         if (grown == NULL) {
-            x->oom = true;
-            return;
+            return; /* out of memory: the rules that fitted */
         }
         x->rows = grown;
         x->cap = cap;
@@ -75,12 +67,14 @@ static void render_rules(server_t *srv, resp_buf_t *b)
 {
     rules_ctx_t x = {.other = {.name = "inline:other"}};
     engine_foreach_rule(srv->engine, collect_rule, &x);
-    uint64_t a, d, sh, err;
-    engine_inline_retired(srv->engine, &a, &d, &sh, &err);
-    x.other.allowed += a;
-    x.other.denied += d;
-    x.other.shadow += sh;
-    x.other.errors += err;
+    engine_inline_other_t o;
+    engine_inline_other(srv->engine, &o);
+    x.other.allowed = o.allowed;
+    x.other.denied = o.denied;
+    x.other.shadow = o.shadow_denied;
+    x.other.errors = o.store_errors;
+    x.other.keys = o.keys;
+    x.other.bytes = o.bytes;
     static const struct {
         const char *name, *type, *help;
     } metrics[] = {
