@@ -87,9 +87,7 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     (void)status;
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
-    if (a->phase == PHASE_CHARGE) {
-        a->got[ref->i] = *ed;
-    }
+    a->got[ref->i] = *ed; /* a refund's answer: what the key holds after it, as a peek */
     if (--a->left == 0) {
         allowall_step(a);
     }
@@ -174,7 +172,9 @@ static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, lon
         return;
     }
     if (refused >= 0) {
-        a->got[refused] = d[0];
+        for (size_t j = 0; j < n; j++) {
+            a->got[j] = d[j]; /* the refusal, and the others' peeks */
+        }
         allowall_end(a, (size_t)refused);
         return;
     }

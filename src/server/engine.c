@@ -1599,19 +1599,20 @@ static void all_done(void *arg, int status, const sl_decision_t *d, size_t n, lo
         free(op);
         return;
     }
-    size_t count = status == 0 ? n : op->n;
     if (status != 0) {
         log_debug("SL.ALLOWALL: request store error: %s", err);
     }
-    for (size_t k = 0; k < count; k++) {
-        size_t i = refused >= 0 ? (size_t)refused : k;
-        out[k] = (engine_decision_t){.rule = op->rules[i], .window_ns = op->window_ns[i]};
+    (void)n; /* op->n: the script answers one decision per pair */
+    for (size_t i = 0; i < op->n; i++) {
+        out[i] = (engine_decision_t){.rule = op->rules[i], .window_ns = op->window_ns[i]};
         if (status == 0) {
-            out[k].d = d[k];
+            out[i].d = d[i];
         }
-        engine_finish(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[k]);
+        if (status != 0 || refused < 0 || (size_t)refused == i) { /* counted: what decided */
+            engine_finish(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[i]);
+        }
     }
-    op->fn(op->arg, out, count, status == 0 ? refused : -1);
+    op->fn(op->arg, out, op->n, status == 0 ? refused : -1);
     for (size_t i = 0; i < op->n; i++) {
         engine_state_release(op->rules[i]);
     }

@@ -373,8 +373,9 @@ int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, 
 
 /*
  * SL.ALLOWALL in one atomic step on Redis: when the module is loaded and every pair's key is in
- * one cluster slot. fn gets either the refusing pair's decision (refused >= 0, n 1) or every
- * pair's (refused -1), or refused ENGINE_ALL_RETRY (d NULL) when nothing was decided after all
+ * one cluster slot. fn gets every pair's decision, d[0..n): with refused >= 0 that pair's
+ * refusal and the others' peeks (nothing charged), with refused -1 every pair charged; or
+ * refused ENGINE_ALL_RETRY (d NULL, n 0) when nothing was decided after all
  * (the node had lost sluice.so). Returns ENGINE_OK (fn called later), or ENGINE_ENOTSUP with
  * nothing done (the memory store, the Lua scripts, keys on several slots, a blocked key): the
  * caller then decides pair by pair, as after ENGINE_ALL_RETRY.

@@ -1097,35 +1097,45 @@ const rc_stats_t *redis_store_client_stats(const redis_store_t *s)
  * All-or-nothing over pairs whose keys share a slot, atomically: one EVAL running the module's
  * commands. KEYS are the pairs' keys; ARGV[1] the cost, then 7 values per pair: algorithm,
  * limit, window_ms, burst ('-' = none), buckets ('-'), max_delay_ms, shadow (1 = a refusal does
- * not block the others). Peeks every pair; the first that cannot take the cost is decided for
- * real (refused, it consumes nothing) and returned alone: {i, its 5 integers}; otherwise every
- * pair is charged: {0, 5 integers per pair}.
+ * not block the others). Peeks every pair; one that cannot take the cost by the peek is decided
+ * for real (a delayed admission can still admit it). The first refused ends it: what was charged
+ * so far is given back (SL.SETTLE ... ACTUAL 0, at the same time: exact) and the reply is {i,
+ * then 5 integers per pair}: pair i's refusal, the others' peeks. Otherwise every pair is
+ * charged: {0, 5 integers per pair}.
  */
 static const char allowall_script[] =
-    "local cost = tonumber(ARGV[1])\n"
-    "local function call(name, i, with_cost)\n"
+    "local cost = ARGV[1]\n"
+    "local function call(name, i, ...)\n"
     "  local b = 1 + (i - 1) * 7\n"
     "  local a = {name, KEYS[i], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]}\n"
     "  if ARGV[b + 4] ~= '-' then a[#a + 1] = 'BURST'; a[#a + 1] = ARGV[b + 4] end\n"
     "  if ARGV[b + 5] ~= '-' then a[#a + 1] = 'BUCKETS'; a[#a + 1] = ARGV[b + 5] end\n"
     "  if ARGV[b + 6] ~= '0' then a[#a + 1] = 'MAX_DELAY'; a[#a + 1] = ARGV[b + 6] end\n"
-    "  if with_cost then a[#a + 1] = 'COST'; a[#a + 1] = ARGV[1] end\n"
+    "  for _, v in ipairs({...}) do a[#a + 1] = v end\n"
     "  return redis.call(unpack(a))\n"
     "end\n"
     "local charged = {}\n"
     "for i = 1, #KEYS do\n"
     "  if ARGV[1 + (i - 1) * 7 + 7] == '0' then\n"
-    "    local p = call('SL.PEEK', i, false)\n"
-    "    if p[3] < cost then\n"
-    "      local d = call('SL.THROTTLE', i, true)\n"
-    "      if d[1] == 0 then return {i, d[1], d[2], d[3], d[4], d[5]} end\n"
+    "    local p = call('SL.PEEK', i)\n"
+    "    if p[3] < tonumber(cost) then\n"
+    "      local d = call('SL.THROTTLE', i, 'COST', cost)\n"
+    "      if d[1] == 0 then\n"
+    "        for j in pairs(charged) do call('SL.SETTLE', j, 'RESERVED', cost, 'ACTUAL', '0') end\n"
+    "        local out = {i}\n"
+    "        for k = 1, #KEYS do\n"
+    "          local e = k == i and d or call('SL.PEEK', k)\n"
+    "          for j = 1, 5 do out[#out + 1] = e[j] end\n"
+    "        end\n"
+    "        return out\n"
+    "      end\n"
     "      charged[i] = d\n"
     "    end\n"
     "  end\n"
     "end\n"
     "local out = {0}\n"
     "for i = 1, #KEYS do\n"
-    "  local d = charged[i] or call('SL.THROTTLE', i, true)\n"
+    "  local d = charged[i] or call('SL.THROTTLE', i, 'COST', cost)\n"
     "  for j = 1, 5 do out[#out + 1] = d[j] end\n"
     "end\n"
     "return out\n";
@@ -1165,7 +1175,7 @@ static void on_all(void *arg, redisReply *r, const char *err)
         }
         if (ok) {
             refused = (long)r->element[0]->integer - 1;
-            want = refused >= 0 ? 6 : 1 + 5 * op->n;
+            want = 1 + 5 * op->n;
             ok = r->elements == want && refused < (long)op->n;
         }
         for (size_t k = 0; ok && k < (want - 1) / 5; k++) {
@@ -1178,7 +1188,7 @@ static void on_all(void *arg, redisReply *r, const char *err)
     if (fail != NULL) {
         op->fn(op->arg, status, NULL, 0, -1, fail);
     } else {
-        op->fn(op->arg, 0, d, refused >= 0 ? 1 : op->n, refused, NULL);
+        op->fn(op->arg, 0, d, op->n, refused, NULL);
     }
     free(op);
 }

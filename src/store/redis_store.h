@@ -164,8 +164,9 @@ typedef struct redis_pair {
     bool shadow; /* a refusal of this pair does not block the others */
 } redis_pair_t;
 
-/* The answer: status 0 and either the refusing pair (refused >= 0, d[0] its decision, n 1) or
- * every pair charged (refused -1, d[0..n)); status -1 with err when Redis failed. */
+/* The answer: status 0 and a decision per pair, d[0..n): either pair `refused` (>= 0) refused,
+ * nothing charged, and d[refused] its refusal, the others' what a peek reports; or every pair
+ * charged (refused -1). Status -1 with err when Redis failed. */
 #define REDIS_ALL_RETRY (-2) /* a redis_all_fn status: nothing was decided, decide step by step */
 typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
                              const char *err);

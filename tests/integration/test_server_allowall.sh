@@ -42,6 +42,12 @@ rules:
     limit: 200
     window: 1s
     burst: 1
+  - name: dl
+    algorithm: gcra
+    limit: 1
+    window: 10s
+    burst: 1
+    max_delay: 30s
 YAML
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
@@ -119,6 +125,28 @@ check redis-twice-nothing matches "$(cli SL.PEEK api dd)" '^1 200 200 0 0$'
 check redis-twice-fits matches "$(cli SL.ALLOWALL api dd api dd COST 100)" '^1 200 0 0 '
 check redis-never matches "$(cli SL.ALLOWALL api n login n COST 11)" "^ERR cost 11 exceeds what rule 'login'"
 check redis-never-nothing matches "$(cli SL.PEEK api n)" '^1 200 200 0 0$'
+# /v1/allow's checks refused in the script (one cost): every check answered, the refusal and
+# the others' peeks, nothing charged; twice
+cli SL.ALLOW login hc3 COST 10 >/dev/null
+for i in 1 2; do
+    out=$(post '{"checks":[{"rule":"api","key":"hc"},{"rule":"dry","key":"hc"},{"rule":"login","key":"hc3"}]}')
+done
+check redis-http-refused matches "$out" '^\{"checks":\[\{"rule":"api","key":"hc","allowed":false,"limit":200,"remaining":200,'
+check redis-http-refusal matches "$out" '"rule":"login","key":"hc3","allowed":false,"limit":10,"remaining":0,.*"allowed":false\}$'
+check redis-http-serving matches "$(cli PING)" '^PONG$'
+# ... and step by step (costs differ): the charged checks are answered as refunded
+cli SL.ALLOW login hd COST 10 >/dev/null
+out=$(post '{"checks":[{"rule":"api","key":"hd","cost":2},{"rule":"login","key":"hd"}]}')
+check redis-http-steps-refunded matches "$out" '^\{"checks":\[\{"rule":"api","key":"hd","allowed":false,"limit":200,"remaining":200,'
+check redis-http-steps-nothing matches "$(cli SL.PEEK api hd)" '^1 200 200 0 '
+# a pair the script admits with a delay (a max_delay rule) is given back when a later one refuses
+cli SL.ALLOW dl z >/dev/null
+cli SL.ALLOW dl z >/dev/null # its burst used: the next one waits
+cli SL.ALLOW login z COST 10 >/dev/null
+before=$(cli SL.PEEK dl z | cut -d' ' -f5) # reset_after: when its charges are all gone
+check redis-delayed-refused matches "$(cli SL.ALLOWALL dl z login z)" '^0 10 0 '
+after=$(cli SL.PEEK dl z | cut -d' ' -f5)
+check redis-delayed-given-back test "$after" -le "$before"
 
 # Keys in different slots: charged, then refunded when one check is refused. A second client
 # keeps taking "trickle"'s one token as it refills, so checks race it all the time; every
