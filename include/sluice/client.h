@@ -13,8 +13,9 @@
  *      round trip. Smaller costs and peeks still go to the server (they may be admissible).
  *      The cache is bounded (slc_set_cache_size()), its time comes from a replaceable
  *      monotonic clock (slc_set_clock()), and it counts its hits (slc_cache_hits()).
- *      slc_reset() forgets the (rule, key). The cache is per handle: another process, or a
- *      server-side reset, can make a cached denial stale for at most its retry_after.
+ *      slc_reset() forgets the (rule, key), and so does a settle that gives units back. The
+ *      cache is per handle: another process, or a server-side reset, can make a cached denial
+ *      stale for at most its retry_after.
  *
  *   3. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
  *      slc_retry_delay_ms(), which prefers the server's retry_after when it knows one.
@@ -78,7 +79,7 @@ enum slc_error {
 /* Returns a static description of an SLC_E* code ("unknown error" otherwise). */
 SLC_API const char *slc_strerror(int code);
 
-/* One rate-limit decision, as SL.ALLOW / SL.PEEK report it. */
+/* One rate-limit decision, as SL.ALLOW / SL.PEEK / SL.SETTLE report it. */
 typedef struct slc_decision {
     bool allowed;           /* admitted (maybe after retry_after_ms, see below) */
     int64_t limit;          /* the rule's capacity, units */
@@ -91,11 +92,11 @@ typedef struct slc_decision {
 } slc_decision_t;
 
 /*
- * Decodes a reply to SL.ALLOW, SL.ALLOWALL, SL.PEEK or SL.THROTTLE: an array of exactly five
- * integers [allowed 1|0, limit, remaining, retry_after_ms, reset_after_ms]. Pure: no I/O, no
- * allocation. Returns SLC_OK with *out filled (from_cache = false); SLC_ESERVER when the reply
- * is an error reply; SLC_EPROTOCOL for any other shape (nil, not an array, wrong element count,
- * a non-integer element, allowed not 0 or 1, limit/remaining/reset_after negative,
+ * Decodes a reply to SL.ALLOW, SL.ALLOWALL, SL.PEEK, SL.SETTLE or SL.THROTTLE: an array of
+ * exactly five integers [allowed 1|0, limit, remaining, retry_after_ms, reset_after_ms]. Pure:
+ * no I/O, no allocation. Returns SLC_OK with *out filled (from_cache = false); SLC_ESERVER when the
+ * reply is an error reply; SLC_EPROTOCOL for any other shape (nil, not an array, wrong element
+ * count, a non-integer element, allowed not 0 or 1, limit/remaining/reset_after negative,
  * retry_after < -1). When err is not NULL a one-line reason
  * (the server's text for SLC_ESERVER) is written to err[0..errlen). *out is untouched on error.
  */
@@ -152,6 +153,24 @@ SLC_API int slc_allow(slc_client_t *c, const char *rule, const char *key, int64_
 /* SL.PEEK rule key: the server's decision for the key now, consuming nothing. Always asks the
  * server: never answered from the cache, nor remembered in it. */
 SLC_API int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_decision_t *out);
+
+/*
+ * SL.SETTLE rule key reserved actual [AT at_ms]: settles a reservation of `reserved` units
+ * (what an slc_allow() of that cost admitted) with what it really cost, `actual` units (both
+ * >= 0). Less gives the difference back; more charges it, even past the limit, leaving the
+ * key in debt (refused, peeks included, until time has paid it back). at_ms is when the
+ * reservation was admitted, in ms since the Unix epoch, so that a late settle gives back only
+ * what is still counted of it; -1: none (the server takes the reservation as admitted now).
+ * Settle each reservation once.
+ *
+ * Returns SLC_OK with *out the key's decision after the settle, as SL.PEEK reports it
+ * (allowed false: the key is in debt or has no room left); or an SLC_E* code (SLC_EINVAL for
+ * a negative reserved or actual, or at_ms < -1, before anything is sent) and *out untouched.
+ * Never answered from the cache, nor remembered in it; when actual < reserved the cache
+ * forgets (rule, key) before sending, so the next slc_allow() asks the server.
+ */
+SLC_API int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reserved,
+                       int64_t actual, int64_t at_ms, slc_decision_t *out);
 
 /* SL.RESET rule key: the key is back to a fresh quota; the cache forgets it. Returns SLC_OK or
  * an SLC_E* code. */
@@ -230,6 +249,14 @@ SLC_API int slc_async_peek(slc_async_t *ac, const char *rule, const char *key, s
                            void *arg);
 SLC_API int slc_async_reset(slc_async_t *ac, const char *rule, const char *key, slc_done_cb cb,
                             void *arg);
+
+/* slc_settle() without waiting: cb(ac, status, d, arg) is called once from the loop with the
+ * key's decision after the settle; returns as slc_async_allow() does. When actual < reserved
+ * the cache forgets (rule, key) when the settle is sent, and again when it is answered (before
+ * cb runs): no answer to a request sent before the settle, or while it was on its way, is
+ * remembered, since the server may have decided it before the settle ran. */
+SLC_API int slc_async_settle(slc_async_t *ac, const char *rule, const char *key, int64_t reserved,
+                             int64_t actual, int64_t at_ms, slc_decision_cb cb, void *arg);
 
 /* The cache of an async handle: as slc_set_cache_size(), slc_set_clock(), slc_cache_hits(). */
 SLC_API int slc_async_set_cache_size(slc_async_t *ac, size_t entries);

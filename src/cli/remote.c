@@ -106,17 +106,18 @@ static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_
         a->peek = true;
         return 1;
     }
-    if ((flags & REMOTE_FLAG_COST) && strcmp(opt, "--cost") == 0) {
-        long long v;
-        if (i + 1 >= argc)
-            return fail(err, errlen, "option '--cost' needs a value");
-        if (!parse_int_in(argv[i + 1], 0, INT64_MAX, &v))
-            return fail(err, errlen, "--cost: must be a non-negative integer, got '%s'",
-                        argv[i + 1]);
-        a->cost = v;
-        return 2;
-    }
-    return 0;
+    bool cost = (flags & REMOTE_FLAG_COST) && strcmp(opt, "--cost") == 0;
+    bool at = (flags & REMOTE_FLAG_AT) && strcmp(opt, "--at") == 0;
+    if (!cost && !at)
+        return 0;
+    long long v;
+    if (i + 1 >= argc)
+        return fail(err, errlen, "option '%s' needs a value", opt);
+    if (!parse_int_in(argv[i + 1], 0, INT64_MAX, &v))
+        return fail(err, errlen, "%s: must be a non-negative integer%s, got '%s'", opt,
+                    at ? " (ms since the Unix epoch)" : "", argv[i + 1]);
+    *(cost ? &a->cost : &a->at_ms) = v;
+    return 2;
 }
 
 int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct remote_opts *o,
@@ -124,6 +125,7 @@ int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct r
 {
     memset(a, 0, sizeof *a);
     a->cost = 1;
+    a->at_ms = -1;
     bool options = true;
     for (int i = first; i < argc;) {
         const char *arg = argv[i];
@@ -132,7 +134,9 @@ int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct r
             i++;
             continue;
         }
-        if (options && arg[0] == '-' && arg[1] != '\0') {
+        bool number =
+            (flags & REMOTE_FLAG_NUMBERS) && arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9';
+        if (options && arg[0] == '-' && arg[1] != '\0' && !number) {
             int used = remote_global_option(o, argc, argv, i, err, errlen);
             if (used == 0)
                 used = own_flag(argc, argv, i, flags, a, err, errlen);
@@ -148,6 +152,21 @@ int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct r
         a->pos[a->npos++] = arg;
         i++;
     }
+    return 0;
+}
+
+int remote_settle_numbers(const struct remote_args *a, int64_t *reserved, int64_t *actual,
+                          char *err, size_t errlen)
+{
+    static const char *const names[2] = {"RESERVED", "ACTUAL"};
+    long long v[2];
+    for (int i = 0; i < 2; i++) {
+        if (!parse_int_in(a->pos[2 + i], 0, INT64_MAX, &v[i]))
+            return fail(err, errlen, "settle: %s must be a non-negative integer, got '%s'",
+                        names[i], a->pos[2 + i]);
+    }
+    *reserved = v[0];
+    *actual = v[1];
     return 0;
 }
 

@@ -1,17 +1,19 @@
 /*
- * remote.h - the commands of `sluice` that talk to a running sluiced: check, rules,
+ * remote.h - the commands of `sluice` that talk to a running sluiced: check, settle, rules,
  * overrides, info. They use the blocking client library (sluice/client.h).
  *
  * Two layers, as for replay:
  *
  *   1. Pure parsing: remote_global_option() (the connection options, -h -p -a --json
  *      --timeout, accepted before the command and among its arguments), remote_parse_args()
- *      (a command's own flags and positional arguments) and remote_info_json() (INFO's text ->
- *      a JSON object of sections). No I/O; errors come back as text.
+ *      (a command's own flags and positional arguments), remote_settle_numbers() (settle's
+ *      RESERVED and ACTUAL) and remote_info_json() (INFO's text -> a JSON object of sections).
+ *      No I/O; errors come back as text.
  *   2. The commands: each connects, sends one command, prints the result (text, or one JSON
  *      object/value with --json) and returns the process exit code.
  *
- * Exit codes (docs/cli.md): 0 success (check: allowed); 1 a negative answer (check: denied;
+ * Exit codes (docs/cli.md): 0 success (check, settle: allowed); 1 a negative answer (check,
+ * settle: denied;
  * get: no such rule or override; del: nothing to delete) or an unreadable FILE; 2 usage error;
  * 3 the server replied with an error (printed on stderr as sent, after "sluice: "); 4 cannot
  * connect, connection lost or timed out; 5 a reply of an unexpected shape.
@@ -65,15 +67,20 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
 #define REMOTE_FLAG_COST    0x1 /* --cost N */
 #define REMOTE_FLAG_PEEK    0x2 /* --peek */
 #define REMOTE_FLAG_REPLACE 0x4 /* --replace */
+#define REMOTE_FLAG_AT      0x8 /* --at MS */
+/* An argument starting with '-' and a digit is a positional (a number the command checks, so
+ * that "-5" gets the command's own message), not an option. */
+#define REMOTE_FLAG_NUMBERS 0x10
 
 /* A command's arguments after parsing. */
 struct remote_args {
     const char *pos[REMOTE_POS_MAX]; /* positional arguments, pointing into argv */
     int npos;
-    int64_t cost; /* --cost (default 1, >= 0) */
-    bool peek;    /* --peek */
-    bool replace; /* --replace */
-    bool help;    /* --help */
+    int64_t cost;  /* --cost (default 1, >= 0) */
+    int64_t at_ms; /* --at, ms since the Unix epoch (default -1: none) */
+    bool peek;     /* --peek */
+    bool replace;  /* --replace */
+    bool help;     /* --help */
 };
 
 /*
@@ -86,6 +93,15 @@ int remote_parse_args(int argc, char **argv, int first, unsigned flags, struct r
                       struct remote_args *a, char *err, size_t errlen);
 
 /*
+ * settle's numbers: a->pos[2] (RESERVED) and a->pos[3] (ACTUAL), each a whole decimal integer
+ * in 0..INT64_MAX. Returns 0 with *reserved and *actual set, or -1 with a message in err
+ * naming the argument ("settle: RESERVED must be a non-negative integer, got '-5'"). The
+ * caller has checked that there are four positionals.
+ */
+int remote_settle_numbers(const struct remote_args *a, int64_t *reserved, int64_t *actual,
+                          char *err, size_t errlen);
+
+/*
  * INFO's reply text ("# Section\r\nfield:value\r\n...", LF or CRLF) as a JSON object: one
  * object per section, keyed by the section name in lower case; each field a number when its
  * value is a whole decimal integer, else a string. Fields before any section header go to
@@ -96,6 +112,7 @@ json_t *remote_info_json(const char *text, size_t len);
 
 /* The commands: argv[0] is the command name; returns the exit code. */
 int remote_check_main(int argc, char **argv, const struct remote_opts *g);
+int remote_settle_main(int argc, char **argv, const struct remote_opts *g);
 int remote_rules_main(int argc, char **argv, const struct remote_opts *g);
 int remote_overrides_main(int argc, char **argv, const struct remote_opts *g);
 int remote_info_main(int argc, char **argv, const struct remote_opts *g);

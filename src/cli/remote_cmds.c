@@ -1,7 +1,7 @@
 /*
- * remote_cmds.c - `sluice check | rules | overrides | info`: one command to sluiced each, over
- * the blocking client library, printed as text or (--json) as one JSON value. Exit codes are
- * in remote.h and docs/cli.md.
+ * remote_cmds.c - `sluice check | settle | rules | overrides | info`: one command to sluiced
+ * each, over the blocking client library, printed as text or (--json) as one JSON value. Exit
+ * codes are in remote.h and docs/cli.md.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -42,6 +42,18 @@ static const char check_usage[] =
     "Prints: allowed|denied limit=.. remaining=.. retry_after_ms=.. reset_after_ms=..\n"
     "(--json: {\"allowed\":true,\"limit\":..,\"remaining\":..,\"retry_after_ms\":..,\n"
     "\"reset_after_ms\":..}). Exit status 0 allowed, 1 denied.\n"
+    "\n";
+
+static const char settle_usage[] =
+    "usage: sluice [OPTIONS] settle RULE KEY RESERVED ACTUAL [--at MS]\n"
+    "\n"
+    "Settle a reservation of RESERVED units of KEY under RULE (a 'check --cost RESERVED'\n"
+    "that was allowed) with what it really cost, ACTUAL units (SL.SETTLE). Less gives the\n"
+    "difference back; more is charged even past the limit, and KEY is then in debt (denied)\n"
+    "until time has paid it back. --at MS: when the reservation was allowed, in ms since the\n"
+    "Unix epoch, so that a late settle gives back only what is still counted of it (default:\n"
+    "now). Prints KEY's decision after the settle, as 'check --peek' does. Exit status 0\n"
+    "allowed, 1 denied (no room left, or in debt).\n"
     "\n";
 
 static const char rules_usage[] =
@@ -256,7 +268,25 @@ static int parse(int argc, char **argv, int first, unsigned flags, const struct 
     return -1;
 }
 
-/* ---- check ------------------------------------------------------------------------------- */
+/* ---- check, settle ----------------------------------------------------------------------- */
+
+/* Prints a decision (text or --json); exit 0 when it is allowed, 1 when denied. */
+static int print_decision(const struct remote_opts *o, const slc_decision_t *d)
+{
+    int code;
+    if (o->json) {
+        code = print_json(json_pack("{s:b,s:I,s:I,s:I,s:I}", "allowed", d->allowed, "limit",
+                                    (json_int_t)d->limit, "remaining", (json_int_t)d->remaining,
+                                    "retry_after_ms", (json_int_t)d->retry_after_ms,
+                                    "reset_after_ms", (json_int_t)d->reset_after_ms));
+    } else {
+        printf("%s limit=%lld remaining=%lld retry_after_ms=%lld reset_after_ms=%lld\n",
+               d->allowed ? "allowed" : "denied", (long long)d->limit, (long long)d->remaining,
+               (long long)d->retry_after_ms, (long long)d->reset_after_ms);
+        code = finish_output();
+    }
+    return code != REMOTE_EXIT_OK ? code : d->allowed ? REMOTE_EXIT_OK : REMOTE_EXIT_NO;
+}
 
 int remote_check_main(int argc, char **argv, const struct remote_opts *g)
 {
@@ -282,18 +312,38 @@ int remote_check_main(int argc, char **argv, const struct remote_opts *g)
         return code;
     }
     slc_free(c);
-    if (o.json) {
-        code = print_json(json_pack("{s:b,s:I,s:I,s:I,s:I}", "allowed", d.allowed, "limit",
-                                    (json_int_t)d.limit, "remaining", (json_int_t)d.remaining,
-                                    "retry_after_ms", (json_int_t)d.retry_after_ms,
-                                    "reset_after_ms", (json_int_t)d.reset_after_ms));
-    } else {
-        printf("%s limit=%lld remaining=%lld retry_after_ms=%lld reset_after_ms=%lld\n",
-               d.allowed ? "allowed" : "denied", (long long)d.limit, (long long)d.remaining,
-               (long long)d.retry_after_ms, (long long)d.reset_after_ms);
-        code = finish_output();
+    return print_decision(&o, &d);
+}
+
+int remote_settle_main(int argc, char **argv, const struct remote_opts *g)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    int code = parse(argc, argv, 1, REMOTE_FLAG_AT | REMOTE_FLAG_NUMBERS, g, &o, &a, "settle",
+                     settle_usage);
+    if (code >= 0)
+        return code;
+    int64_t reserved, actual;
+    char err[REMOTE_ERR_MAX];
+    if (a.npos != 4) {
+        snprintf(err, sizeof err, "settle: expected RULE KEY RESERVED ACTUAL, got %d argument%s",
+                 a.npos, a.npos == 1 ? "" : "s");
+        return usage_error("settle", "%s", err);
     }
-    return code != REMOTE_EXIT_OK ? code : d.allowed ? REMOTE_EXIT_OK : REMOTE_EXIT_NO;
+    if (remote_settle_numbers(&a, &reserved, &actual, err, sizeof err) != 0)
+        return usage_error("settle", "%s", err);
+    slc_client_t *c = open_client(&o, &code);
+    if (c == NULL)
+        return code;
+    slc_decision_t d;
+    int rc = slc_settle(c, a.pos[0], a.pos[1], reserved, actual, a.at_ms, &d);
+    if (rc != SLC_OK) {
+        code = client_error(c, rc);
+        slc_free(c);
+        return code;
+    }
+    slc_free(c);
+    return print_decision(&o, &d);
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */

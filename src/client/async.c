@@ -32,7 +32,7 @@
 
 typedef enum request_kind {
     REQUEST_AUTH,     /* AUTH on connect: no user callback; a refusal is kept in errstr */
-    REQUEST_DECISION, /* SL.ALLOW / SL.PEEK: slc_decision_cb */
+    REQUEST_DECISION, /* SL.ALLOW / SL.PEEK / SL.SETTLE: slc_decision_cb */
     REQUEST_DONE,     /* SL.RESET: slc_done_cb */
 } request_kind_t;
 
@@ -43,12 +43,13 @@ typedef struct request {
     slc_done_cb on_done;
     void *arg;            /* the caller's argument */
     bool remember;        /* the answer goes to the cache */
+    bool forget;          /* a settle giving room back: the answer ends the key's refusals */
     int64_t cost;         /* units asked for */
     int64_t sent_ns;      /* cache clock when the request was made */
     uint64_t epoch;       /* the cache's epoch then */
     slc_decision_t d;     /* a cache hit's decision (local requests only) */
     struct request *next; /* in the local queue */
-    size_t rule_len;      /* name = rule bytes then key bytes, when remember */
+    size_t rule_len;      /* name = rule bytes then key bytes, when remember or forget */
     size_t key_len;
     char name[];
 } request_t;
@@ -151,6 +152,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         clear_err(h);
         status = slc_decision_from_reply(reply, &d, h->errstr, sizeof h->errstr);
         h->err = status;
+        if (req->forget) /* the settle has run: refusals given before it ran are stale */
+            cache_forget(h->cache, req->name, req->rule_len, req->name + req->rule_len,
+                         req->key_len);
         if (status == SLC_OK && req->remember)
             cache_remember(h->cache, req->name, req->rule_len, req->name + req->rule_len,
                            req->key_len, req->cost, &d, req->sent_ns, req->epoch);
@@ -360,6 +364,40 @@ int slc_async_allow(slc_async_t *h, const char *rule, const char *key, int64_t c
 int slc_async_peek(slc_async_t *h, const char *rule, const char *key, slc_decision_cb cb, void *arg)
 {
     return decide(h, rule, key, 0, 1, cb, arg);
+}
+
+/*
+ * A settle that gives room back forgets the key's refusals twice. When sent: an answer on its
+ * way to a request sent before is from an older epoch, so it is not remembered. When answered:
+ * every answer after it is to a request sent while the settle was on its way, which the server
+ * may have decided before the settle ran (the client relies on the order of the replies, not
+ * on the order in which the server decides), so none of those is remembered either.
+ */
+int slc_async_settle(slc_async_t *h, const char *rule, const char *key, int64_t reserved,
+                     int64_t actual, int64_t at_ms, slc_decision_cb cb, void *arg)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_settle_invalid(reserved, actual, at_ms);
+    if (rule == NULL || key == NULL || cb == NULL || invalid != NULL)
+        return seterr(h, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    int rc = usable(h);
+    if (rc != SLC_OK)
+        return rc;
+    bool gives_back = actual < reserved;
+    request_t *req = request_new(h, REQUEST_DECISION, rule, key, gives_back);
+    if (req == NULL)
+        return seterr(h, SLC_ENOMEM, "out of memory");
+    req->on_decision = cb;
+    req->arg = arg;
+    req->forget = gives_back;
+    if (gives_back)
+        cache_forget(h->cache, rule, req->rule_len, key, req->key_len);
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[3][COMMON_INT_CHARS];
+    int argc = common_settle_argv(rule, key, reserved, actual, at_ms, argv, lens, nums);
+    return send_request(h, req, argc, argv, lens);
 }
 
 int slc_async_reset(slc_async_t *h, const char *rule, const char *key, slc_done_cb cb, void *arg)

@@ -200,6 +200,20 @@ int slc_command(slc_client_t *c, int argc, const char **argv, const size_t *argv
     return rc != SLC_OK ? rc : send_command(c, argc, argv, argvlen, reply);
 }
 
+/* Sends a command whose reply is a decision and decodes it into *out. */
+static int ask_decision(slc_client_t *c, int argc, const char **argv, const size_t *lens,
+                        slc_decision_t *out)
+{
+    redisReply *r = NULL;
+    int rc = slc_command(c, argc, argv, lens, &r);
+    if (rc != SLC_OK)
+        return rc;
+    rc = slc_decision_from_reply(r, out, c->errstr, sizeof c->errstr);
+    freeReplyObject(r);
+    c->err = rc;
+    return rc;
+}
+
 /* SL.ALLOW (peek 0) or SL.PEEK (peek 1) through the cache. */
 static int decide(slc_client_t *c, const char *rule, const char *key, int64_t cost, int peek,
                   slc_decision_t *out)
@@ -222,16 +236,9 @@ static int decide(slc_client_t *c, const char *rule, const char *key, int64_t co
     size_t lens[COMMON_ARGV_MAX];
     char costbuf[COMMON_INT_CHARS];
     int argc = common_decision_argv(rule, key, cost, peek, argv, lens, costbuf);
-    redisReply *r = NULL;
-    int rc = slc_command(c, argc, argv, lens, &r);
+    int rc = ask_decision(c, argc, argv, lens, out);
     if (rc != SLC_OK)
         return rc;
-    rc = slc_decision_from_reply(r, out, c->errstr, sizeof c->errstr);
-    freeReplyObject(r);
-    if (rc != SLC_OK) {
-        c->err = rc;
-        return rc;
-    }
     if (!peek)
         cache_remember(c->cache, rule, rule_len, key, key_len, cost, out, now_ns, epoch);
     return SLC_OK;
@@ -245,6 +252,27 @@ int slc_allow(slc_client_t *c, const char *rule, const char *key, int64_t cost, 
 int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_decision_t *out)
 {
     return decide(c, rule, key, 0, 1, out);
+}
+
+int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reserved, int64_t actual,
+               int64_t at_ms, slc_decision_t *out)
+{
+    if (c == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_settle_invalid(reserved, actual, at_ms);
+    if (rule == NULL || key == NULL || out == NULL || invalid != NULL)
+        return seterr(c, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    if (unusable(c))
+        return unusable_error(c);
+    /* Room given back ends the cached refusals of the key. Once is enough here: nothing else
+     * is in flight on a blocking handle while the settle is. */
+    if (actual < reserved)
+        cache_forget(c->cache, rule, strlen(rule), key, strlen(key));
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[3][COMMON_INT_CHARS];
+    int argc = common_settle_argv(rule, key, reserved, actual, at_ms, argv, lens, nums);
+    return ask_decision(c, argc, argv, lens, out);
 }
 
 int slc_reset(slc_client_t *c, const char *rule, const char *key)

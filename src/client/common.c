@@ -48,3 +48,36 @@ int common_decision_argv(const char *rule, const char *key, int64_t cost, int pe
         lens[i] = strlen(argv[i]);
     return argc;
 }
+
+int common_settle_argv(const char *rule, const char *key, int64_t reserved, int64_t actual,
+                       int64_t at_ms, const char **argv, size_t *lens,
+                       char nums[3][COMMON_INT_CHARS])
+{
+    int argc = 0;
+    argv[argc++] = "SL.SETTLE";
+    argv[argc++] = rule;
+    argv[argc++] = key;
+    snprintf(nums[0], COMMON_INT_CHARS, "%" PRId64, reserved);
+    argv[argc++] = nums[0];
+    snprintf(nums[1], COMMON_INT_CHARS, "%" PRId64, actual);
+    argv[argc++] = nums[1];
+    if (at_ms >= 0) {
+        snprintf(nums[2], COMMON_INT_CHARS, "%" PRId64, at_ms);
+        argv[argc++] = "AT";
+        argv[argc++] = nums[2];
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return argc;
+}
+
+const char *common_settle_invalid(int64_t reserved, int64_t actual, int64_t at_ms)
+{
+    if (reserved < 0)
+        return "reserved must be >= 0";
+    if (actual < 0)
+        return "actual must be >= 0";
+    if (at_ms < -1)
+        return "at_ms must be >= 0 (Unix ms), or -1 for none";
+    return NULL;
+}

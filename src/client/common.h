@@ -1,6 +1,6 @@
 /*
  * common.h - what the blocking (client.c) and non-blocking (async.c) clients share: the default
- * clock, the error setter and the argument vectors of the decision commands.
+ * clock, the error setter and the argument vectors of the decision and settle commands.
  */
 #ifndef SLUICE_CLIENT_COMMON_H
 #define SLUICE_CLIENT_COMMON_H
@@ -10,7 +10,7 @@
 
 #include "sluice/client.h"
 
-#define COMMON_ARGV_MAX  5  /* SL.ALLOW rule key COST n */
+#define COMMON_ARGV_MAX  7  /* SL.SETTLE rule key reserved actual AT ms */
 #define COMMON_INT_CHARS 24 /* an int64 in decimal, sign and NUL included */
 
 /* The default cache clock: CLOCK_MONOTONIC in ns. arg is unused. */
@@ -30,5 +30,17 @@ int common_valid_endpoint(const char *host, int port);
  * argv/lens have COMMON_ARGV_MAX entries; costbuf holds the decimal cost. Returns argc. */
 int common_decision_argv(const char *rule, const char *key, int64_t cost, int peek,
                          const char **argv, size_t *lens, char costbuf[COMMON_INT_CHARS]);
+
+/* The argument vector of a settle (SL.SETTLE's named form):
+ *   SL.SETTLE rule key reserved actual            (at_ms < 0)
+ *   SL.SETTLE rule key reserved actual AT at_ms   (at_ms >= 0)
+ * argv/lens have COMMON_ARGV_MAX entries; nums holds the three decimal numbers. Returns argc. */
+int common_settle_argv(const char *rule, const char *key, int64_t reserved, int64_t actual,
+                       int64_t at_ms, const char **argv, size_t *lens,
+                       char nums[3][COMMON_INT_CHARS]);
+
+/* Checks a settle's numbers: reserved and actual >= 0, at_ms >= 0 or -1 (none). Returns NULL
+ * when they are good, else a static message naming what is wrong. */
+const char *common_settle_invalid(int64_t reserved, int64_t actual, int64_t at_ms);
 
 #endif /* SLUICE_CLIENT_COMMON_H */

@@ -1,7 +1,7 @@
 /*
  * client_app.h - what the C fragments of docs/client.md take from the program around them:
- * the application's own functions (serve, reply_429, give_up, sleep_ms), its values (user_id,
- * key, seed). The fragments run against the document's sluiced.
+ * the application's own functions (serve, reply_429, give_up, sleep_ms, ask_model), its
+ * values (user_id, key, seed). The fragments run against the document's sluiced.
  */
 #include <stdint.h>
 #include <time.h>
@@ -30,4 +30,11 @@ static void give_up(void)
 {
     puts("gave up");
     exit(1);
+}
+
+/* A language model's answer to prompt, in at most max_tokens: returns the tokens it took. */
+static int64_t ask_model(const char *prompt, int64_t max_tokens)
+{
+    (void)prompt;
+    return max_tokens < 120 ? max_tokens : 120;
 }

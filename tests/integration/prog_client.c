@@ -8,8 +8,12 @@
  * cache (the second denial is answered locally: the client's hit counter goes up and INFO's
  * total_commands_processed does not), peek, reset, a cost that can never be
  * admitted, an unknown rule; non-blocking on a libuv loop: pipelined allows answered in
- * order, a cached denial answered from the loop, reset, peek, close. Prints one "ok" or
- * "not ok" line per check; exits 0 when all passed.
+ * order, a cached denial answered from the loop, reset, peek, close. Then settles, blocking
+ * and not, on a rule `tokens` it makes (sliding_log, 1000 an hour): reserve 300 (700 left),
+ * settle 300 -> 120 (880 left), settle 100 -> 1100 (in debt: denied); and a refusal cached by
+ * the client that a settle giving units back ends, so that the next allow goes to the server
+ * (INFO counts it, the hit counter does not) and is admitted. Prints one "ok" or "not ok" line
+ * per check; exits 0 when all passed.
  */
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -138,6 +142,66 @@ static void blocking(void)
     slc_free(c);
 }
 
+/* Makes the rule `tokens`: 1000 an hour, exact (an hour: no count crosses its end mid-test). */
+static void make_tokens_rule(slc_client_t *c)
+{
+    const char *argv[] = {"SL.RULE", "SET", "tokens",
+                          "{\"algorithm\":\"sliding_log\",\"limit\":1000,\"window\":\"1h\"}"};
+    redisReply *r = NULL;
+    int rc = slc_command(c, 4, argv, NULL, &r);
+    CHECK(rc == SLC_OK, "SL.RULE SET tokens (%s)", slc_errstr(c));
+    freeReplyObject(r);
+}
+
+static void blocking_settle(void)
+{
+    slc_client_t *c = slc_connect("127.0.0.1", port, password, 2000);
+    CHECK(slc_err(c) == SLC_OK, "connect (%s)", slc_errstr(c));
+    make_tokens_rule(c);
+    slc_decision_t d = {0};
+    int rc = slc_allow(c, "tokens", "u42", 300, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.limit == 1000 && d.remaining == 700,
+          "reserve 300: 700 left");
+    rc = slc_settle(c, "tokens", "u42", 300, 120, -1, &d);
+    print_decision("settle 300 120", rc, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.remaining == 880 && d.retry_after_ms == 0 && !d.from_cache,
+          "settle 300 -> 120: 180 back, 880 left");
+    rc = slc_settle(c, "tokens", "u42", 100, 1100, -1, &d);
+    print_decision("settle 100 1100", rc, &d);
+    CHECK(rc == SLC_OK && !d.allowed && d.remaining == 0 && d.retry_after_ms > 0,
+          "settle 100 -> 1100: in debt, denied");
+    rc = slc_allow(c, "tokens", "u42", 1, &d);
+    CHECK(rc == SLC_OK && !d.allowed && !d.from_cache, "in debt: an allow is denied");
+    rc = slc_settle(c, "tokens", "u42", -1, 0, -1, &d);
+    CHECK(rc == SLC_EINVAL, "a negative reserved is refused before sending (%s)", slc_errstr(c));
+    rc = slc_settle(c, "nope", "u42", 1, 0, -1, &d);
+    CHECK(rc == SLC_ESERVER && strcmp(slc_errstr(c), "ERR unknown rule 'nope'") == 0,
+          "settle of an unknown rule: the server's error as sent (%s)", slc_errstr(c));
+
+    /* the cache meets a settle: a cached refusal, then units given back */
+    rc = slc_allow(c, "tokens", "m1", 1000, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.remaining == 0, "m1: take all 1000");
+    rc = slc_allow(c, "tokens", "m1", 300, &d);
+    CHECK(rc == SLC_OK && !d.allowed && !d.from_cache, "m1: 300 more denied by the server");
+    uint64_t hits = slc_cache_hits(c);
+    rc = slc_allow(c, "tokens", "m1", 300, &d);
+    CHECK(rc == SLC_OK && !d.allowed && d.from_cache && slc_cache_hits(c) == hits + 1,
+          "m1: ... and then by the cache");
+    long long cmds_before = info_field(c, "total_commands_processed");
+    rc = slc_settle(c, "tokens", "m1", 1000, 200, -1, &d);
+    CHECK(rc == SLC_OK && d.allowed && d.remaining == 800, "m1: settle 1000 -> 200, 800 left");
+    rc = slc_allow(c, "tokens", "m1", 300, &d);
+    print_decision("allow after settle", rc, &d);
+    CHECK(rc == SLC_OK && d.allowed && !d.from_cache && d.remaining == 500 &&
+              slc_cache_hits(c) == hits + 1,
+          "m1: the next allow of 300 goes to the server and is admitted, 500 left");
+    long long cmds_after = info_field(c, "total_commands_processed");
+    CHECK(cmds_before > 0 && cmds_after == cmds_before + 3,
+          "INFO total_commands_processed %lld -> %lld: the settle, the allow and INFO", cmds_before,
+          cmds_after);
+    slc_free(c);
+}
+
 /* ---- non-blocking ------------------------------------------------------------------------ */
 
 typedef struct result {
@@ -224,6 +288,65 @@ static void nonblocking(void)
     CHECK(uv_loop_close(&loop) == 0, "the client closed all its handles");
 }
 
+/* Runs the loop until r is done (bounded: the server answers in well under a second). */
+static void wait_done(uv_loop_t *loop, const result_t *r)
+{
+    for (int i = 0; !r->done && i < 100000; i++)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
+static void on_close_after(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
+{
+    on_decision(ac, status, d, arg);
+    slc_async_close(ac);
+}
+
+static void nonblocking_settle(void)
+{
+    memset(results, 0, sizeof results);
+    norder = 0;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    slc_async_t *ac;
+    int rc = slc_async_connect(&loop, "127.0.0.1", port, password, &ac);
+    CHECK(rc == SLC_OK, "async connect");
+    if (rc != SLC_OK)
+        exit(1);
+    /* the worked example, pipelined */
+    ASYNC(slc_async_allow(ac, "tokens", "a42", 300, on_decision, &results[0]));
+    ASYNC(slc_async_settle(ac, "tokens", "a42", 300, 120, -1, on_decision, &results[1]));
+    ASYNC(slc_async_settle(ac, "tokens", "a42", 100, 1100, -1, on_decision, &results[2]));
+    wait_done(&loop, &results[2]);
+    CHECK(results[0].status == SLC_OK && results[0].d.allowed && results[0].d.remaining == 700,
+          "async: reserve 300, 700 left");
+    CHECK(results[1].status == SLC_OK && results[1].d.allowed && results[1].d.remaining == 880,
+          "async: settle 300 -> 120, 880 left");
+    CHECK(results[2].status == SLC_OK && !results[2].d.allowed && results[2].d.remaining == 0 &&
+              results[2].d.retry_after_ms > 0,
+          "async: settle 100 -> 1100, in debt: denied");
+
+    /* a cached refusal, then a settle that gives units back */
+    memset(results, 0, sizeof results);
+    ASYNC(slc_async_allow(ac, "tokens", "am", 1000, on_decision, &results[0]));
+    ASYNC(slc_async_allow(ac, "tokens", "am", 300, on_decision, &results[1]));
+    wait_done(&loop, &results[1]);
+    CHECK(results[1].status == SLC_OK && !results[1].d.allowed && !results[1].d.from_cache,
+          "async am: 300 more denied by the server");
+    ASYNC(slc_async_allow(ac, "tokens", "am", 300, on_decision, &results[2]));
+    wait_done(&loop, &results[2]);
+    CHECK(results[2].d.from_cache && slc_async_cache_hits(ac) == 1,
+          "async am: ... and then by the cache");
+    ASYNC(slc_async_settle(ac, "tokens", "am", 1000, 200, -1, on_decision, &results[3]));
+    ASYNC(slc_async_allow(ac, "tokens", "am", 300, on_close_after, &results[4]));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(results[3].status == SLC_OK && results[3].d.allowed && results[3].d.remaining == 800,
+          "async am: settle 1000 -> 200, 800 left");
+    CHECK(results[4].status == SLC_OK && results[4].d.allowed && !results[4].d.from_cache &&
+              results[4].d.remaining == 500,
+          "async am: the allow sent after the settle goes to the server and is admitted");
+    CHECK(uv_loop_close(&loop) == 0, "the client closed all its handles");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -235,6 +358,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     blocking();
     nonblocking();
+    blocking_settle();
+    nonblocking_settle();
     printf("%d/%d checks passed\n", checks - failures, checks);
     return failures == 0 ? 0 : 1;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_cli.sh - `sluice check | rules | overrides | info` against a real sluiced: outputs
+# test_cli.sh - `sluice check | settle | rules | overrides | info` against a real sluiced: outputs
 # (text and --json), exit codes (docs/cli.md: 0 ok/allowed, 1 denied/absent/unreadable FILE,
 # 2 usage, 3 server error, 4 cannot connect or timed out), server errors printed as sent, the
 # connection options before and after the command, $SLUICE_PASSWORD.
@@ -149,12 +149,13 @@ check "info with two sections" expect 2 "" "sluice: info: expected at most one S
 run --help
 check "--help lists the commands" expect 0 "usage: sluice .*
   check .*
+  settle .*
   rules .*
   overrides .*
   info .*" ""
 run -h
 check "-h alone is still help" expect 0 "usage: sluice .*" ""
-for cmd in check rules overrides info; do
+for cmd in check settle rules overrides info; do
     run help "$cmd"
     check "help $cmd" expect 0 "usage: sluice \[OPTIONS\] $cmd.*Exit status.*" ""
 done
@@ -256,6 +257,52 @@ run "${P[@]}" overrides del tight vip
 check "overrides del" expect 0 "deleted" ""
 run "${P[@]}" overrides del tight vip
 check "overrides del again: exit 1" expect 1 "" "sluice: no override for key 'vip' of rule 'tight'"
+
+# ---- settle --------------------------------------------------------------------------------
+
+# tokens: 1000 an hour, exact; reserve an estimate, then settle with the actual cost
+run "${P[@]}" rules set tokens '{"algorithm":"sliding_log","limit":1000,"window":"1h"}'
+check "rules set tokens" expect 0 "OK" ""
+run "${P[@]}" check tokens u42 --cost 300
+check "reserve 300: 700 left" expect 0 "allowed limit=1000 remaining=700 retry_after_ms=0 reset_after_ms=$N" ""
+run "${P[@]}" settle tokens u42 300 120
+check "settle 300 -> 120: 180 back, 880 left" expect 0 \
+    "allowed limit=1000 remaining=880 retry_after_ms=0 reset_after_ms=$N" ""
+run "${P[@]}" settle tokens u42 100 1100
+check "settle 100 -> 1100: in debt, denied, exit 1" expect 1 \
+    "denied limit=1000 remaining=0 retry_after_ms=$N reset_after_ms=$N" ""
+[[ "$OUT" =~ retry_after_ms=0 ]] && check "in debt with a retry time" false
+run "${P[@]}" check tokens u42 --peek
+check "the key stays in debt: a peek is denied" expect 1 "denied limit=1000 remaining=0 .*" ""
+run "${P[@]}" settle tokens u42 0 0 --json
+check "settle --json of a key in debt: exit 1" expect 1 '\{"allowed":false,.*\}' ""
+check "settle JSON fields" json_is 'v["allowed"] is False and v["remaining"] == 0 and v["retry_after_ms"] > 0 and list(v) == ["allowed","limit","remaining","retry_after_ms","reset_after_ms"]'
+run "${P[@]}" check tokens u43 --cost 500
+AT_MS=$(python3 -c 'import time; print(int(time.time() * 1000))')
+run settle tokens u43 500 0 --at "$AT_MS" "${P[@]}"
+check "settle --at, options after the arguments: everything back" expect 0 \
+    "allowed limit=1000 remaining=1000 retry_after_ms=0 .*" ""
+run "${P[@]}" settle nope u1 1 1
+check "settle of an unknown rule: the server's error, exit 3" expect 3 "" "sluice: ERR unknown rule 'nope'"
+run "${P[@]}" check tokens u44 --cost 10
+check "reserve 10 of u44" expect 0 "allowed limit=1000 remaining=990 .*" ""
+run "${P[@]}" settle tokens u44 10 1 -- extra
+check "settle with five arguments" expect 2 "" "sluice: too many arguments, starting at 'extra'.*"
+run "${P[@]}" settle tokens u44 10
+check "settle with three arguments" expect 2 "" "sluice: settle: expected RULE KEY RESERVED ACTUAL, got 3 arguments
+Try 'sluice settle --help' for more information."
+run "${P[@]}" settle tokens u44 -10 1
+check "settle: a negative RESERVED" expect 2 "" "sluice: settle: RESERVED must be a non-negative integer, got '-10'.*"
+run "${P[@]}" settle tokens u44 10 1.5
+check "settle: ACTUAL not an integer" expect 2 "" "sluice: settle: ACTUAL must be a non-negative integer, got '1.5'.*"
+run "${P[@]}" settle tokens u44 10 1 --at yesterday
+check "settle: --at not a number" expect 2 "" "sluice: --at: must be a non-negative integer \(ms since the Unix epoch\), got 'yesterday'.*"
+run "${P[@]}" settle tokens u44 10 1 --at
+check "settle: --at without a value" expect 2 "" "sluice: option '--at' needs a value.*"
+run "${P[@]}" check tokens u44 --peek
+check "usage errors send nothing: u44 still has 990" expect 0 "allowed limit=1000 remaining=990 .*" ""
+run "${P[@]}" rules del tokens
+check "rules del tokens" expect 0 "deleted" ""
 
 # ---- info ----------------------------------------------------------------------------------
 

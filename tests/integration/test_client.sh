@@ -3,7 +3,7 @@
 #
 # Starts sluiced on free loopback ports with a password and a one-rule rules file, then runs
 #   prog_client   the client library, blocking and on a libuv loop (allow/deny/peek/reset,
-#                 the over-limit cache sparing round trips, AUTH)
+#                 the over-limit cache sparing round trips, AUTH, settles and the cache)
 #   prog_hiredis  plain hiredis: one pipeline of SL.ALLOW, SL.THROTTLE, CL.THROTTLE, PING and
 #                 malformed commands, every reply checked in order
 # and checks that sluiced is still up and stops cleanly. Needs SLUICE_BUILD_DIR and

@@ -3,7 +3,7 @@
  * times (expiry, rounding, cost, bound and eviction order, hits), the backoff's bounds, caps
  * and distribution with fixed seeds, slc_retry_delay_ms(), the decision decoder over
  * hand-built hiredis replies (well-formed and malformed), and the wire form of the decision
- * commands.
+ * and settle commands.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -518,12 +518,10 @@ static void test_decode_error_reply(void **unused)
 
 /* ---- the commands on the wire ---------------------------------------------------------------- */
 
-static void expect_argv(const char *rule, const char *key, int64_t cost, int peek, const char *want)
+/* argv[0..argc) joined by '|', each length checked */
+static void expect_joined(int argc, const char **argv, const size_t *lens, const char *want)
 {
-    const char *argv[COMMON_ARGV_MAX];
-    size_t lens[COMMON_ARGV_MAX];
-    char buf[COMMON_INT_CHARS];
-    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, buf);
+    assert_true(argc <= COMMON_ARGV_MAX);
     char joined[256] = "";
     for (int i = 0; i < argc; i++) {
         assert_int_equal(lens[i], strlen(argv[i]));
@@ -531,6 +529,24 @@ static void expect_argv(const char *rule, const char *key, int64_t cost, int pee
         strcat(joined, argv[i]);
     }
     assert_string_equal(joined, want);
+}
+
+static void expect_argv(const char *rule, const char *key, int64_t cost, int peek, const char *want)
+{
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char buf[COMMON_INT_CHARS];
+    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, buf);
+    expect_joined(argc, argv, lens, want);
+}
+
+static void expect_settle_argv(int64_t reserved, int64_t actual, int64_t at_ms, const char *want)
+{
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[3][COMMON_INT_CHARS];
+    int argc = common_settle_argv("tok", "u 42", reserved, actual, at_ms, argv, lens, nums);
+    expect_joined(argc, argv, lens, want);
 }
 
 static void test_decision_argv(void **unused)
@@ -541,6 +557,29 @@ static void test_decision_argv(void **unused)
     expect_argv("api", "u1", INT64_MAX, 0, "SL.ALLOW|api|u1|COST|9223372036854775807");
     expect_argv("api", "u 1", 0, 1, "SL.PEEK|api|u 1");
     expect_argv("api", "u1", 7, 1, "SL.PEEK|api|u1");
+}
+
+static void test_settle_argv(void **unused)
+{
+    expect_settle_argv(300, 120, -1, "SL.SETTLE|tok|u 42|300|120");
+    expect_settle_argv(0, 0, 0, "SL.SETTLE|tok|u 42|0|0|AT|0");
+    expect_settle_argv(100, 1100, 1700000000123, "SL.SETTLE|tok|u 42|100|1100|AT|1700000000123");
+    expect_settle_argv(INT64_MAX, INT64_MAX, INT64_MAX,
+                       "SL.SETTLE|tok|u 42|9223372036854775807|9223372036854775807|AT|"
+                       "9223372036854775807");
+}
+
+static void test_settle_invalid(void **unused)
+{
+    assert_null(common_settle_invalid(0, 0, -1));
+    assert_null(common_settle_invalid(300, 120, 0));
+    assert_null(common_settle_invalid(INT64_MAX, INT64_MAX, INT64_MAX));
+    assert_string_equal(common_settle_invalid(-1, 0, -1), "reserved must be >= 0");
+    assert_string_equal(common_settle_invalid(0, -1, -1), "actual must be >= 0");
+    assert_string_equal(common_settle_invalid(0, 0, -2),
+                        "at_ms must be >= 0 (Unix ms), or -1 for none");
+    assert_string_equal(common_settle_invalid(0, 0, INT64_MIN),
+                        "at_ms must be >= 0 (Unix ms), or -1 for none");
 }
 
 static void test_strerror(void **unused)
@@ -579,6 +618,8 @@ int main(void)
         cmocka_unit_test(test_decode_malformed),
         cmocka_unit_test(test_decode_error_reply),
         cmocka_unit_test(test_decision_argv),
+        cmocka_unit_test(test_settle_argv),
+        cmocka_unit_test(test_settle_invalid),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /*
  * test_client_cli.c - the pure parts of the CLI's server commands (src/cli/remote.c):
- * connection options, a command's flags and positionals, INFO text as JSON. Well-formed and
- * malformed input; no server.
+ * connection options, a command's flags and positionals, settle's numbers, INFO text as JSON.
+ * Well-formed and malformed input; no server.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -139,6 +139,72 @@ static void test_parse_args_malformed(void **unused)
     expect_args_error(badport, 5, 0, "-p: port must be an integer in 1..65535, got 'x'");
 }
 
+static void test_settle_args(void **unused)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    char err[REMOTE_ERR_MAX];
+    remote_opts_init(&o, NULL);
+    unsigned flags = REMOTE_FLAG_AT | REMOTE_FLAG_NUMBERS;
+    char *argv[] = {"settle", "tok", "u42", "300", "--at", "1700000000000", "120", "--json"};
+    assert_int_equal(remote_parse_args(ARGC(argv), argv, 1, flags, &o, &a, err, sizeof err), 0);
+    assert_int_equal(a.npos, 4);
+    assert_int_equal(a.at_ms, 1700000000000);
+    assert_true(o.json);
+    int64_t reserved = -9, actual = -9;
+    assert_int_equal(remote_settle_numbers(&a, &reserved, &actual, err, sizeof err), 0);
+    assert_int_equal(reserved, 300);
+    assert_int_equal(actual, 120);
+
+    /* without --at: none (-1); "-5" is a positional the command checks, "--at" still an option */
+    char *neg[] = {"settle", "tok", "u42", "-5", "0"};
+    assert_int_equal(remote_parse_args(ARGC(neg), neg, 1, flags, &o, &a, err, sizeof err), 0);
+    assert_int_equal(a.at_ms, -1);
+    assert_int_equal(a.npos, 4);
+    assert_string_equal(a.pos[2], "-5");
+    assert_int_equal(remote_settle_numbers(&a, &reserved, &actual, err, sizeof err), -1);
+    assert_string_equal(err, "settle: RESERVED must be a non-negative integer, got '-5'");
+    assert_int_equal(reserved, 300); /* untouched */
+    /* without the flag, "-5" is an unknown option, as before */
+    expect_args_error(neg, ARGC(neg), REMOTE_FLAG_AT, "unknown option '-5'");
+
+    const char *bad[][2] = {{"0", "x"}, {"0", "1.5"},  {"0", " 1"},
+                            {"0", ""},  {"0", "-0x1"}, {"0", "9223372036854775808"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *v[] = {"settle", "tok", "k", (char *)bad[i][0], (char *)bad[i][1]};
+        assert_int_equal(remote_parse_args(ARGC(v), v, 1, flags, &o, &a, err, sizeof err), 0);
+        assert_int_equal(remote_settle_numbers(&a, &reserved, &actual, err, sizeof err), -1);
+        char want[REMOTE_ERR_MAX];
+        snprintf(want, sizeof want, "settle: ACTUAL must be a non-negative integer, got '%s'",
+                 bad[i][1]);
+        assert_string_equal(err, want);
+    }
+    char *max[] = {"settle", "tok", "k", "9223372036854775807", "0"};
+    assert_int_equal(remote_parse_args(ARGC(max), max, 1, flags, &o, &a, err, sizeof err), 0);
+    assert_int_equal(remote_settle_numbers(&a, &reserved, &actual, err, sizeof err), 0);
+    assert_int_equal(reserved, INT64_MAX);
+    assert_int_equal(actual, 0);
+}
+
+static void test_settle_args_malformed(void **unused)
+{
+    unsigned flags = REMOTE_FLAG_AT | REMOTE_FLAG_NUMBERS;
+    char *at_neg[] = {"settle", "--at", "-1"};
+    expect_args_error(at_neg, 3, flags,
+                      "--at: must be a non-negative integer (ms since the Unix epoch), got '-1'");
+    char *at_word[] = {"settle", "--at", "soon"};
+    expect_args_error(at_word, 3, flags,
+                      "--at: must be a non-negative integer (ms since the Unix epoch), got 'soon'");
+    char *at_none[] = {"settle", "a", "--at"};
+    expect_args_error(at_none, 3, flags, "option '--at' needs a value");
+    char *at_check[] = {"check", "--at", "5"};
+    expect_args_error(at_check, 3, REMOTE_FLAG_COST, "unknown option '--at'");
+    char *extra[] = {"settle", "tok", "k", "1", "2", "3"};
+    expect_args_error(extra, 6, flags, "too many arguments, starting at '3'");
+    char *cost[] = {"settle", "tok", "k", "1", "2", "--cost", "3"};
+    expect_args_error(cost, 7, flags, "unknown option '--cost'");
+}
+
 static void test_info_json(void **unused)
 {
     const char text[] = "# Server\r\nsluice_version:0.1.0\r\ntcp_port:6390\r\n\r\n"
@@ -187,7 +253,8 @@ int main(void)
         cmocka_unit_test(test_defaults_and_env),         cmocka_unit_test(test_global_options),
         cmocka_unit_test(test_global_options_malformed), cmocka_unit_test(test_parse_args),
         cmocka_unit_test(test_parse_args_malformed),     cmocka_unit_test(test_info_json),
-        cmocka_unit_test(test_info_json_edges),
+        cmocka_unit_test(test_info_json_edges),          cmocka_unit_test(test_settle_args),
+        cmocka_unit_test(test_settle_args_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

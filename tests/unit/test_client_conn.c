@@ -37,6 +37,8 @@
 
 #define ALLOWED_9 "*5\r\n:1\r\n:10\r\n:9\r\n:0\r\n:100\r\n"
 #define DENIED_1S "*5\r\n:0\r\n:10\r\n:0\r\n:1000\r\n:5000\r\n"
+#define SETTLED_8 "*5\r\n:1\r\n:10\r\n:8\r\n:0\r\n:100\r\n"     /* room after a settle */
+#define IN_DEBT   "*5\r\n:0\r\n:10\r\n:0\r\n:2000\r\n:9000\r\n" /* a settle past the limit */
 
 /* ---- the fake server --------------------------------------------------------------------- */
 
@@ -269,6 +271,75 @@ static void test_blocking_wire_and_reset(void **unused)
     expect_log(5, "SL.PEEK api u9");
     expect_log(6, "SL.ALLOW api u9");
     assert_int_equal(slc_cache_hits(c), 0);
+    slc_free(c);
+}
+
+static void test_blocking_settle(void **unused)
+{
+    slc_client_t *c = connect_fake(NULL);
+    fake_clock_t clk = {1000 * MS};
+    slc_set_clock(c, fake_now, &clk);
+    script(9, DENIED_1S, SETTLED_8, ALLOWED_9, DENIED_1S, IN_DEBT, IN_DEBT, ALLOWED_9,
+           "-ERR unknown rule 'x'\r\n", SETTLED_8);
+    slc_decision_t d;
+    /* a refusal of cost 3 is cached ... */
+    assert_int_equal(slc_allow(c, "api", "u1", 3, &d), SLC_OK);
+    assert_false(d.allowed);
+    assert_int_equal(slc_allow(c, "api", "u1", 3, &d), SLC_OK);
+    assert_true(d.from_cache);
+    /* ... a settle that gives units back ends it: the next allow asks the server */
+    assert_int_equal(slc_settle(c, "api", "u1", 3, 1, -1, &d), SLC_OK);
+    assert_true(d.allowed);
+    assert_false(d.from_cache);
+    assert_int_equal(d.remaining, 8);
+    assert_int_equal(slc_allow(c, "api", "u1", 3, &d), SLC_OK);
+    assert_true(d.allowed);
+    assert_false(d.from_cache);
+    assert_int_equal(slc_cache_hits(c), 1);
+
+    /* a settle that charges more keeps a cached refusal, and is itself never answered from
+     * the cache nor remembered in it */
+    assert_int_equal(slc_allow(c, "api", "u2", 1, &d), SLC_OK);
+    assert_false(d.allowed);
+    assert_int_equal(slc_settle(c, "api", "u2", 1, 5, 1700000000000, &d), SLC_OK);
+    assert_false(d.allowed);
+    assert_false(d.from_cache);
+    assert_int_equal(d.retry_after_ms, 2000);
+    assert_int_equal(slc_allow(c, "api", "u2", 1, &d), SLC_OK);
+    assert_true(d.from_cache);
+    assert_int_equal(slc_settle(c, "api", "u3", 2, 2, 0, &d), SLC_OK); /* in debt */
+    assert_false(d.allowed);
+    assert_int_equal(slc_allow(c, "api", "u3", 1, &d), SLC_OK); /* asked: not remembered */
+    assert_true(d.allowed);
+    assert_int_equal(slc_cache_hits(c), 2);
+
+    assert_int_equal(slc_settle(c, "x", "u1", 2, 1, -1, &d), SLC_ESERVER);
+    assert_string_equal(slc_errstr(c), "ERR unknown rule 'x'");
+    assert_true(d.allowed); /* untouched */
+    /* bad arguments never reach the server */
+    int before = nlog();
+    assert_int_equal(slc_settle(c, "api", "u1", -1, 1, -1, &d), SLC_EINVAL);
+    assert_string_equal(slc_errstr(c), "reserved must be >= 0");
+    assert_int_equal(slc_settle(c, "api", "u1", 1, -1, -1, &d), SLC_EINVAL);
+    assert_string_equal(slc_errstr(c), "actual must be >= 0");
+    assert_int_equal(slc_settle(c, "api", "u1", 1, 1, -2, &d), SLC_EINVAL);
+    assert_string_equal(slc_errstr(c), "at_ms must be >= 0 (Unix ms), or -1 for none");
+    assert_int_equal(slc_settle(c, "api", NULL, 1, 1, -1, &d), SLC_EINVAL);
+    assert_int_equal(slc_settle(c, "api", "u1", 1, 1, -1, NULL), SLC_EINVAL);
+    assert_int_equal(slc_settle(NULL, "api", "u1", 1, 1, -1, &d), SLC_EINVAL);
+    assert_int_equal(nlog(), before);
+    assert_int_equal(slc_settle(c, "api", "u1", 2, 1, -1, &d), SLC_OK); /* still usable */
+    assert_int_equal(slc_err(c), SLC_OK);
+    assert_string_equal(slc_errstr(c), "");
+
+    assert_int_equal(nlog(), 9);
+    expect_log(0, "SL.ALLOW api u1 COST 3");
+    expect_log(1, "SL.SETTLE api u1 3 1");
+    expect_log(2, "SL.ALLOW api u1 COST 3");
+    expect_log(4, "SL.SETTLE api u2 1 5 AT 1700000000000");
+    expect_log(5, "SL.SETTLE api u3 2 2 AT 0");
+    expect_log(6, "SL.ALLOW api u3");
+    expect_log(7, "SL.SETTLE x u1 2 1");
     slc_free(c);
 }
 
@@ -512,6 +583,100 @@ static void test_async_pipeline_and_cache(void **unused)
     expect_log(6, "SL.ALLOW api u2 COST 2"); /* the reset emptied the cache */
 }
 
+/* Runs the loop until `n` callbacks have been seen. */
+static void run_until_seen(uv_loop_t *loop, int n)
+{
+    for (int i = 0; seen.n < n && i < 10000; i++)
+        uv_run(loop, UV_RUN_ONCE);
+    assert_int_equal(seen.n, n);
+}
+
+static void test_async_settle(void **unused)
+{
+    memset(&seen, 0, sizeof seen);
+    seen.close_after = 12;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    slc_async_t *ac;
+    assert_int_equal(slc_async_connect(&loop, "127.0.0.1", fake.port, NULL, &ac), SLC_OK);
+    fake_clock_t clk = {5 * MS};
+    slc_async_set_clock(ac, fake_now, &clk);
+    script(11, DENIED_1S, SETTLED_8, ALLOWED_9, SETTLED_8, DENIED_1S, ALLOWED_9, DENIED_1S, IN_DEBT,
+           "-ERR unknown rule 'x'\r\n", SETTLED_8, ALLOWED_9);
+
+    /* u1: a cached refusal; an allow sent right after a settle that gives room back (before
+     * its answer) is not answered from the cache */
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u1", 1, on_decision, TAG(1))), SLC_OK);
+    run_until_seen(&loop, 1);
+    assert_false(seen.d[0].allowed);
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", 2, 1, -1, on_decision, TAG(2))),
+                     SLC_OK);
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u1", 1, on_decision, TAG(3))), SLC_OK);
+    run_until_seen(&loop, 3);
+    assert_int_equal(slc_async_cache_hits(ac), 0);
+    assert_true(seen.d[1].allowed);
+    assert_int_equal(seen.d[1].remaining, 8);
+    assert_false(seen.d[1].from_cache);
+    assert_true(seen.d[2].allowed);
+
+    /* u2: the server refuses an allow sent while a settle was on its way (it decided it before
+     * the settle ran); that refusal is not remembered, so the next allow asks again */
+    assert_int_equal(
+        CALL(slc_async_settle(ac, "api", "u2", 5, 1, 1700000000000, on_decision, TAG(4))), SLC_OK);
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u2", 1, on_decision, TAG(5))), SLC_OK);
+    run_until_seen(&loop, 5);
+    assert_false(seen.d[4].allowed);
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u2", 1, on_decision, TAG(6))), SLC_OK);
+    run_until_seen(&loop, 6);
+    assert_false(seen.d[5].from_cache);
+    assert_true(seen.d[5].allowed);
+
+    /* u3: a settle that charges more keeps the cached refusal */
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u3", 1, on_decision, TAG(7))), SLC_OK);
+    run_until_seen(&loop, 7);
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u3", 1, 4, -1, on_decision, TAG(8))),
+                     SLC_OK);
+    run_until_seen(&loop, 8);
+    assert_false(seen.d[7].allowed);
+    assert_int_equal(seen.d[7].retry_after_ms, 2000);
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u3", 1, on_decision, TAG(9))), SLC_OK);
+    run_until_seen(&loop, 9);
+    assert_true(seen.d[8].from_cache);
+    assert_int_equal(slc_async_cache_hits(ac), 1);
+
+    /* errors: the server's, as sent; bad arguments fail at once and never call back */
+    assert_int_equal(CALL(slc_async_settle(ac, "x", "u1", 2, 1, -1, on_decision, TAG(10))), SLC_OK);
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", -1, 1, -1, on_decision, TAG(99))),
+                     SLC_EINVAL);
+    assert_string_equal(slc_async_errstr(ac), "reserved must be >= 0");
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", 1, -1, -1, on_decision, TAG(99))),
+                     SLC_EINVAL);
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", 1, 1, -7, on_decision, TAG(99))),
+                     SLC_EINVAL);
+    assert_string_equal(slc_async_errstr(ac), "at_ms must be >= 0 (Unix ms), or -1 for none");
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", 1, 1, -1, NULL, TAG(99))), SLC_EINVAL);
+    assert_int_equal(CALL(slc_async_settle(NULL, "api", "u1", 1, 1, -1, on_decision, TAG(99))),
+                     SLC_EINVAL);
+    assert_int_equal(CALL(slc_async_settle(ac, "api", "u1", 3, 3, 0, on_decision, TAG(11))),
+                     SLC_OK);
+    assert_int_equal(CALL(slc_async_allow(ac, "api", "u4", 1, on_decision, TAG(12))), SLC_OK);
+    run_to_end(&loop);
+    assert_int_equal(seen.n, 12);
+    assert_int_equal(seen.status[9], SLC_ESERVER);
+    assert_string_equal(seen.errstr[9], "ERR unknown rule 'x'");
+    assert_int_equal(seen.status[10], SLC_OK);
+
+    assert_int_equal(nlog(), 11);
+    expect_log(1, "SL.SETTLE api u1 2 1");
+    expect_log(2, "SL.ALLOW api u1");
+    expect_log(3, "SL.SETTLE api u2 5 1 AT 1700000000000");
+    expect_log(5, "SL.ALLOW api u2");
+    expect_log(7, "SL.SETTLE api u3 1 4");
+    expect_log(8, "SL.SETTLE x u1 2 1");
+    expect_log(9, "SL.SETTLE api u1 3 3 AT 0");
+    expect_log(10, "SL.ALLOW api u4");
+}
+
 static void test_async_cannot_connect(void **unused)
 {
     memset(&seen, 0, sizeof seen);
@@ -592,11 +757,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_blocking_cache_spares_round_trips, fake_start,
                                         fake_stop),
         cmocka_unit_test_setup_teardown(test_blocking_wire_and_reset, fake_start, fake_stop),
+        cmocka_unit_test_setup_teardown(test_blocking_settle, fake_start, fake_stop),
         cmocka_unit_test_setup_teardown(test_blocking_errors_as_sent, fake_start, fake_stop),
         cmocka_unit_test_setup_teardown(test_blocking_auth, fake_start, fake_stop),
         cmocka_unit_test_setup_teardown(test_blocking_timeout_and_reconnect, fake_start, fake_stop),
         cmocka_unit_test(test_blocking_cannot_connect),
         cmocka_unit_test_setup_teardown(test_async_pipeline_and_cache, fake_start, fake_stop),
+        cmocka_unit_test_setup_teardown(test_async_settle, fake_start, fake_stop),
         cmocka_unit_test(test_async_cannot_connect),
         cmocka_unit_test_setup_teardown(test_async_connection_lost, fake_start, fake_stop),
         cmocka_unit_test_setup_teardown(test_async_close_before_connect, fake_start, fake_stop),
