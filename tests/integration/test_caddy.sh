@@ -43,7 +43,8 @@ SLUICED_RESP=$RESP_PORT
 
 # launch_caddy NAME: one Caddy with three sites on the ports serve chose: the recipe of
 # docs/nginx.md (fail closed), its fail-open variant, and the protected content, which answers
-# with what it received. No admin endpoint (port 2019 may be anyone's); Caddy's storage in $TMP.
+# with what it received (and drops the connection of a request to /v1/abort), logging each
+# request. No admin endpoint (port 2019 may be anyone's); Caddy's storage in $TMP.
 launch_caddy() {
     CLOSED_PORT=${SERVE_PORTS[0]}
     OPEN_PORT=${SERVE_PORTS[1]}
@@ -97,7 +98,15 @@ http://:$OPEN_PORT {
 
 http://:$APP_PORT {
 	bind 127.0.0.1
-	respond "content: {method} {uri} body={http.request.body} ratelimit={header.RateLimit}"
+	log {
+		output file $TMP/app-access.log
+	}
+	handle /v1/abort {
+		abort
+	}
+	handle {
+		respond "content: {method} {uri} body={http.request.body} ratelimit={header.RateLimit}"
+	}
 }
 CADDY
     XDG_DATA_HOME=$TMP/caddy-data XDG_CONFIG_HOME=$TMP/caddy-config HOME=$TMP \
@@ -220,6 +229,11 @@ req open2 127.0.0.3 -H "X-User: u3" --data-binary 'x' "$OPEN/v1/upload"
 req open3 127.0.0.3 -H "X-User: u3" --data-binary 'x' "$OPEN/v1/upload"
 check open-denied code_is open3 429
 check open-denied-no-content no_content open3
+# An error after sluiced answered (the content drops the connection) stays an error: the
+# request is not sent to the content a second time from handle_errors.
+req open-abort 127.0.0.3 -H "X-User: u3" --data-binary 'x' "$OPEN/v1/abort"
+check open-abort-502 code_is open-abort 502
+check open-abort-sent-once test "$(grep -c '"uri":"/v1/abort"' "$TMP/app-access.log")" -eq 1
 
 # --- sluiced unreachable: the recipe answers 502 (fail closed), the variant serves the content
 stop_bg srv TERM
