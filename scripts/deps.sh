@@ -14,10 +14,11 @@ if [ "$what" = run ]; then
 fi
 if [ "$what" = test ]; then
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
-  # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), curl,
-  # sqlite3, node + npm (ioredis); python3 (test drivers, the doc tests); wrk for the benchmarks
-  packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light curl sqlite3
-    python3 wrk)
+  # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), caddy
+  # (forward_auth), curl, sqlite3, node + npm (ioredis); python3 (test drivers, the doc tests);
+  # wrk for the benchmarks
+  packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
+    sqlite3 python3 wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
@@ -33,4 +34,32 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
+
+# The tests start their own servers on ports they choose. Debian's packages also start system
+# services when they install (caddy.service, with a Caddyfile serving port 80; nginx and
+# redis-server likewise), which would take ports 80, 443 and 6379 on this machine and keep
+# running after the tests. A policy-rc.d that answers 101 ("action forbidden") tells the
+# packages' scripts (invoke-rc.d, deb-systemd-invoke) not to start them; one already in place
+# (containers have one) is left as it is. A service still enabled for the next boot is disabled
+# afterwards where systemd runs.
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/deps.sh: no service starts while it installs\nexit 101\n' |
+    $sudo tee "$policy" >/dev/null
+  $sudo chmod 755 "$policy"
+  own_policy=1
+  trap '$sudo rm -f "$policy"' EXIT
+fi
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ -d /run/systemd/system ]; then
+  for p in "${missing[@]}"; do
+    case "$p" in
+    caddy | nginx-light | redis-server)
+      unit=${p%-light}
+      $sudo systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+      ;;
+    esac
+  done
+fi
+[ -z "$own_policy" ] || { $sudo rm -f "$policy"; trap - EXIT; }

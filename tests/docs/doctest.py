@@ -18,7 +18,7 @@ The markup (README.md and docs/ follow it):
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
   examples/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
-  their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx 80) on 127.0.0.1 and
+  their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80) on 127.0.0.1 and
   documents run side by side. State carries over from one command to the next within a
   document; every document starts with fresh servers: sluiced with `--rules
   examples/rules.yaml`, as `make run` starts it.
@@ -47,6 +47,10 @@ The markup (README.md and docs/ follow it):
       start nginx FILE       nginx on port 80 with FILE (server blocks, from a `file` directive)
                              inside an http {} the harness writes, which also has an upstream
                              `app` (a server on 127.0.0.1:8081 answering "hello from app")
+      start caddy FILE       caddy in place of nginx (one of them at a time: both serve port 80)
+                             with FILE (Caddyfile site blocks, from a `file` directive) imported
+                             into a Caddyfile the harness writes, which has no admin endpoint
+                             and a site on 127.0.0.1:8081 answering "hello from app"
 
   Blocks checked by their language. ```c: compiled with the built libraries (libsluice, and
   libsluice-client when it includes sluice/client.h) and run, in the document's directory with
@@ -326,13 +330,13 @@ class Servers:
         for name in list(self.procs):
             self.stop(name)
 
-    def spawn(self, name, argv, ports):
+    def spawn(self, name, argv, ports, env=None):
         if shutil.which(argv[0], path=self.env["PATH"]) is None:
             raise Skip("%s is not installed" % argv[0])
         self.stop(name)
         log = os.path.join(self.sandbox, ".logs", name + ".log")
         with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, cwd=self.sandbox, env=self.env, stdout=out,
+            proc = subprocess.Popen(argv, cwd=self.sandbox, env=env or self.env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     preexec_fn=die_with_parent)
         self.procs[name] = (proc, log)
@@ -366,9 +370,49 @@ class Servers:
             if check.returncode != 0:
                 raise RuntimeError("nginx -t refuses the configuration:\n" +
                                    check.stdout.decode("utf-8", "replace"))
+            self.stop("caddy")  # one front proxy at a time: both serve port 80
             self.spawn("nginx", ["nginx", "-c", conf, "-p", self.sandbox], [80, 8081])
+        elif kind == "caddy":
+            self.start_caddy(args)
         else:
-            raise RuntimeError("unknown server '%s' (sluiced, redis, redis-module, nginx)" % kind)
+            raise RuntimeError("unknown server '%s' (sluiced, redis, redis-module, nginx, caddy)"
+                               % kind)
+
+    def start_caddy(self, args):
+        if len(args) != 1:
+            raise RuntimeError("usage: start caddy FILE")
+        if shutil.which("caddy", path=self.env["PATH"]) is None:
+            raise Skip("caddy is not installed")
+        d = os.path.join(self.sandbox, ".caddy")
+        os.makedirs(d, exist_ok=True)
+        conf = os.path.join(d, "Caddyfile")
+        # No admin endpoint (it would take port 2019). The site answers whatever Host the request
+        # names (reverse_proxy passes the client's on); its body ends in a newline, as nginx's
+        # `app`'s does.
+        with open(conf, "w") as f:
+            f.write("""{
+\tadmin off
+}
+
+http://:8081 {
+\tbind 127.0.0.1
+\trespond "hello from app
+"
+}
+
+import %s
+""" % os.path.join(self.sandbox, args[0]))
+        # certificates and the autosaved configuration go to the sandbox
+        env = dict(self.env, XDG_DATA_HOME=os.path.join(d, "data"),
+                   XDG_CONFIG_HOME=os.path.join(d, "config"))
+        flags = ["--config", conf, "--adapter", "caddyfile"]
+        check = subprocess.run(["caddy", "validate"] + flags, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+        if check.returncode != 0:
+            raise RuntimeError("caddy validate refuses the configuration:\n" +
+                               check.stdout.decode("utf-8", "replace"))
+        self.stop("nginx")  # one front proxy at a time: both serve port 80
+        self.spawn("caddy", ["caddy", "run"] + flags, [80, 8081], env)
 
     def nginx_conf(self, include):
         d = os.path.join(self.sandbox, ".nginx")

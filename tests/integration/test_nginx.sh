@@ -2,8 +2,11 @@
 # test_nginx.sh - nginx (Debian's nginx-light) in front of sluiced with auth_request, configured
 # as docs/nginx.md tells users to: sluiced's 204 lets the request through to the protected
 # content, its 429 becomes nginx's 429 with Retry-After and the RateLimit fields, anything else
-# (sluiced down) a 500. Two keys: the client address (the rule's key template "{ip}", through
-# X-Forwarded-For from a trusted nginx) and ?key= built from a request header.
+# (sluiced down) a 500. Keys: the client address (the rule's key template "{ip}", through
+# X-Forwarded-For from a trusted nginx), ?key= built from a request header, a header through the
+# template, and the client's method and path ({method}, {path}) from the X-Original-Method and
+# X-Original-URI nginx sets (a client's own X-Forwarded-Method/Uri, which sluiced would read
+# first, cleared).
 #
 # Clients connect from 127.0.0.2 / 127.0.0.3 (Linux routes all of 127/8 to lo), nginx talks to
 # sluiced from 127.0.0.1, and sluiced trusts only 127.0.0.1/32: so the rightmost X-Forwarded-For
@@ -32,6 +35,14 @@ rules:
     limit: 2
     window: 1h
     key: "{header:x-api-key}"
+  - name: by-path
+    algorithm: sliding_log
+    limit: 2
+    window: 1h
+    key: "{header:x-user}:{method}:{path}"
+    overrides:
+      - key: "bulk:GET:/up/content.txt"
+        limit: 5
 YAML
 
 start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --snapshot "" --threads 1 \
@@ -44,6 +55,7 @@ SLUICED_RESP=$RESP_PORT
 
 mkdir -p "$TMP/www" "$TMP/nginx-tmp"
 echo "protected content" >"$TMP/www/content.txt"
+echo "other content" >"$TMP/www/other.txt"
 # As root, nginx's workers would switch to "nobody", who cannot read $TMP (mode 700).
 user_line=""
 if [ "$(id -u)" -eq 0 ]; then
@@ -93,6 +105,26 @@ http {
             proxy_pass_request_body off;
             proxy_set_header Content-Length "";
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Original-Method \$request_method;
+            proxy_set_header X-Original-URI \$request_uri;
+            proxy_set_header X-Forwarded-Method "";
+            proxy_set_header X-Forwarded-Uri "";
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+        # {method} and {path} of the client's request: nginx names it in X-Original-Method and
+        # X-Original-URI; sluiced reads X-Forwarded-Method/Uri before them, so a client's own
+        # are not passed on.
+        location = /_ratelimit/by-path {
+            internal;
+            proxy_pass http://sluiced/v1/auth/by-path;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Original-Method \$request_method;
+            proxy_set_header X-Original-URI \$request_uri;
+            proxy_set_header X-Forwarded-Method "";
+            proxy_set_header X-Forwarded-Uri "";
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
@@ -142,6 +174,18 @@ http {
 
         location /hdr/ {
             auth_request /_ratelimit/by-header;
+            auth_request_set \$rl_status \$upstream_status;
+            auth_request_set \$rl_policy \$upstream_http_ratelimit_policy;
+            auth_request_set \$rl_fields \$upstream_http_ratelimit;
+            auth_request_set \$rl_retry \$upstream_http_retry_after;
+            add_header RateLimit-Policy \$rl_policy always;
+            add_header RateLimit \$rl_fields always;
+            error_page 500 = @ratelimited;
+            alias $TMP/www/;
+        }
+
+        location /up/ {
+            auth_request /_ratelimit/by-path;
             auth_request_set \$rl_status \$upstream_status;
             auth_request_set \$rl_policy \$upstream_http_ratelimit_policy;
             auth_request_set \$rl_fields \$upstream_http_ratelimit;
@@ -285,6 +329,50 @@ check hdr-other-key code_is hdr-other 200
 req hdr-none 127.0.0.2 "$URL/hdr/content.txt"
 check hdr-missing-500 code_is hdr-none 500
 check hdr-missing-no-content test "$(grep -c "protected content" "$TMP/hdr-none.body")" -eq 0
+
+# --- keys from the client's method and path, {header:x-user}:{method}:{path}
+for i in 1 2; do
+    req path$i 127.0.0.2 -H "X-User: u1" "$URL/up/content.txt"
+    check "path-allowed-$i" code_is path$i 200
+    check "path-remaining-$i" header_matches path$i RateLimit "^\"by-path\";r=$((2 - i));t="
+done
+check path-key resp_matches "^[01] 2 0 " SL.PEEK by-path u1:GET:/up/content.txt
+# the query string is not part of {path}: the same key, spent
+req path-query 127.0.0.2 -H "X-User: u1" "$URL/up/content.txt?part=2"
+check path-query-same-key code_is path-query 429
+check path-query-fields header_matches path-query RateLimit '^"by-path";r=0;t=[1-9]'
+# another path, another method: keys of their own
+req path-other 127.0.0.2 -H "X-User: u1" "$URL/up/other.txt"
+check path-other-allowed code_is path-other 200
+check path-other-own-key header_matches path-other RateLimit '^"by-path";r=1;t='
+req path-head 127.0.0.2 -H "X-User: u1" -I "$URL/up/content.txt"
+check path-method-allowed code_is path-head 200
+check path-method-own-key header_matches path-head RateLimit '^"by-path";r=1;t='
+check path-method-key resp_matches "^1 2 1 " SL.PEEK by-path u1:HEAD:/up/content.txt
+# the override of one user, method and path applies to that request only
+req path-bulk 127.0.0.2 -H "X-User: bulk" "$URL/up/content.txt"
+check path-override-policy header_is path-bulk RateLimit-Policy '"by-path";q=5;w=3600'
+check path-override-fields header_matches path-bulk RateLimit '^"by-path";r=4;t='
+req path-bulk-other 127.0.0.2 -H "X-User: bulk" "$URL/up/other.txt"
+check path-override-not-other header_is path-bulk-other RateLimit-Policy '"by-path";q=2;w=3600'
+# A client naming another request itself is not believed: nginx clears X-Forwarded-Method/Uri
+# (which sluiced would read first) and overwrites X-Original-*; u1's spent key stays spent.
+req path-spoof-fwd 127.0.0.2 -H "X-User: u1" -H "X-Forwarded-Method: PUT" \
+    -H "X-Forwarded-Uri: /elsewhere" "$URL/up/content.txt"
+check path-spoof-fwd-denied code_is path-spoof-fwd 429
+check path-spoof-fwd-not-charged resp_matches "^1 2 2 0 " SL.PEEK by-path u1:PUT:/elsewhere
+req path-spoof-orig 127.0.0.2 -H "X-User: u1" -H "X-Original-Method: PUT" \
+    -H "X-Original-URI: /elsewhere" "$URL/up/content.txt"
+check path-spoof-orig-denied code_is path-spoof-orig 429
+# Directly to sluiced from a peer that is not a trusted proxy, the headers naming another
+# request are ignored: {method} and {path} are the request's own.
+got=$(curl -sS --max-time 10 --interface 127.0.0.6 -o /dev/null -w '%{http_code}' \
+    -H "X-User: u2" -H "X-Forwarded-Method: PUT" -H "X-Forwarded-Uri: /elsewhere" \
+    -H "X-Original-Method: PUT" -H "X-Original-URI: /elsewhere" \
+    "http://127.0.0.1:$SLUICED_HTTP/v1/auth/by-path")
+check direct-path-allowed test "$got" = 204
+check direct-path-own resp_matches "^1 2 1 " SL.PEEK by-path u2:GET:/v1/auth/by-path
+check direct-path-not-named resp_matches "^1 2 2 0 " SL.PEEK by-path u2:PUT:/elsewhere
 
 # --- sluiced unreachable: a 500 (fail closed), not a 429 and not the content
 stop_bg srv TERM
