@@ -90,6 +90,7 @@ class Checker:
         self.kills = []  # memory sluiced: (killed_ns, snapshot cut, loaded, kill_sent, restarted)
         self.failovers = []  # (slot ranges, Transition)
         self.violations = []
+        self.unexplained = {}  # "srv proto connections broke|refused" -> (count, the first)
         self.stats = {}
         self.lost_at_kill = 0  # answered after the snapshot the restart loaded
         self.lost_cold = 0  # a cold_start: open rule's, at a start without a usable snapshot
@@ -268,8 +269,9 @@ class Checker:
                 t = int(w[3])
                 if any(k[3] <= t <= k[4] for k in self.kills):
                     return
-        self.violation("%s %s connection %s: %s" % (
-            srv, proto, "broke" if w[0] == "D" else "refused", " ".join(w[3:])))
+        what = "%s %s connections %s" % (srv, proto, "broke" if w[0] == "D" else "refused")
+        n, first = self.unexplained.get(what, (0, " ".join(w[3:])))
+        self.unexplained[what] = (n + 1, first)
 
     # ---- all of it -----------------------------------------------------------------------------
     def run(self, soak, seconds, clients_expected):
@@ -319,6 +321,8 @@ class Checker:
             self.check_versions(k, v)
         for w in broken:
             self.check_disconnect(w)
+        for what, (n, first) in sorted(self.unexplained.items()):
+            self.violation("%d %s with no kill to explain it (the first: %s)" % (n, what, first))
         for _, t in self.failovers:
             self.lost_at_failover += t.lost
         self.summary(counts, seconds)
