@@ -2,16 +2,18 @@
 #   make run    install what is missing, build, start sluiced on 127.0.0.1 (scripts/run.sh)
 #   make test   install what is missing, build, run every test: the normal build, then
 #               ASan+UBSan, then TSan, then the fuzz targets briefly
+#   make soak   the chaos soak (tests/soak/soak.sh) against the normal build, SOAK_SECONDS long
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
 WERROR  ?= $(if $(filter true,$(CI)),ON,OFF)
 FUZZ_SECONDS ?= 15
+SOAK_SECONDS ?= 300
 CMAKE_FLAGS ?=
 
 configure = cmake -S . -B $(1) -DSLUICE_WERROR=$(WERROR) $(2) $(CMAKE_FLAGS) >/dev/null
 
-.PHONY: all build deps test-deps run test test-plain test-asan test-tsan test-fuzz bench install clean
+.PHONY: all build deps test-deps run test test-plain test-asan test-tsan test-fuzz soak bench install clean
 
 all: build
 
@@ -53,6 +55,12 @@ test-fuzz:
 	@CC=clang $(call configure,build-fuzz,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_BENCH=OFF -DSLUICE_FUZZ_SECONDS=$(FUZZ_SECONDS))
 	@cmake --build build-fuzz -j$(JOBS)
 	ctest --test-dir build-fuzz --output-on-failure -L fuzz
+
+soak: test-deps
+	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build build-test -j$(JOBS)
+	SLUICE_BUILD_DIR=$(CURDIR)/build-test SLUICE_SOURCE_DIR=$(CURDIR) SOAK_SECONDS=$(SOAK_SECONDS) \
+	  bash tests/soak/soak.sh
 
 bench: deps
 	@bash bench/run.sh
