@@ -999,11 +999,14 @@ void engine_rule_stats(rule_state_t *rs, sl_table_stats_t *out)
 
 /*
  * Section ids: "r:<name>" a named rule's table, "o:<name>" one of its override tables (the
- * parameters are the section's rule), "i:<name>" an inline rule. A section is loaded only into
- * a table with exactly its parameters; anything else is dropped (the rule changed meanwhile).
+ * parameters are the section's rule), "i:<name>" an inline rule. A rule whose numbers changed
+ * while sluiced was stopped gets its keys converted (sl_state_convert), as a change at run time
+ * does; one whose algorithm changed starts by its cold_start. An "r:" section carries the rule's
+ * cold_start: closed window while it lasts, restored on load.
  */
 typedef struct save_ctx {
     snapshot_writer_t *w;
+    int64_t now_ns;
     char *err;
     size_t keys;
     int failed;
@@ -1022,14 +1025,15 @@ static int save_entry(void *arg, const void *key, size_t key_len, const void *st
     return 0;
 }
 
-static void save_table(save_ctx_t *s, char kind, const char *name, sl_table_t *table)
+static void save_table(save_ctx_t *s, char kind, const char *name, sl_table_t *table,
+                       const snapshot_closed_t *closed)
 {
     if (s->failed) {
         return;
     }
     char id[RULE_NAME_MAX + 64];
     int n = snprintf(id, sizeof id, "%c:%s", kind, name);
-    if (snapshot_section(s->w, id, (size_t)n, sl_table_rule(table), s->err) != 0) {
+    if (snapshot_section(s->w, id, (size_t)n, sl_table_rule(table), closed, s->err) != 0) {
         s->failed = 1;
         return;
     }
@@ -1039,17 +1043,21 @@ static void save_table(save_ctx_t *s, char kind, const char *name, sl_table_t *t
 static void save_rule(void *arg, rule_state_t *rs)
 {
     save_ctx_t *s = arg;
-    save_table(s, rs->inline_rule ? 'i' : 'r', rs->def.name, rs->t->table);
+    /* a rule still in its cold_start: closed window keeps it across the restart: the keys it
+     * has not seen since are not in the snapshot, yet may have used their quota before */
+    snapshot_closed_t closed = {rs->t->closed_from_ns, rs->t->closed_until_ns};
+    save_table(s, rs->inline_rule ? 'i' : 'r', rs->def.name, rs->t->table,
+               s->now_ns < closed.until_ns ? &closed : NULL);
     pthread_mutex_lock(&rs->t->ov_lock);
     for (size_t i = 0; i < rs->t->nov; i++) {
-        save_table(s, 'o', rs->def.name, rs->t->ov[i].table);
+        save_table(s, 'o', rs->def.name, rs->t->ov[i].table, NULL);
     }
     pthread_mutex_unlock(&rs->t->ov_lock);
 }
 
 int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err)
 {
-    save_ctx_t s = {.err = err};
+    save_ctx_t s = {.now_ns = now_ns, .err = err};
     if (snapshot_begin(path, now_ns, &s.w, err) != 0) {
         return -1;
     }
@@ -1071,14 +1079,46 @@ typedef struct load_ctx {
     engine_t *e;
     engine_worker_t *w; /* worker 0's slot, used before the loops start */
     sl_table_t *target;
+    sl_rule_t from;       /* the section's rule, when its states are converted to target's */
+    bool convert;         /* the section's numbers differ from the rule's now */
+    unsigned char *state; /* a converted state, sl_state_size(target's rule) bytes */
+    size_t state_size;    /* bytes allocated at state */
     int64_t now_ns;
     size_t keys;
 } load_ctx_t;
 
-static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule)
+/* Sets up converting the section's states (under `from`) to `to`'s numbers. */
+static bool load_convert(load_ctx_t *l, const sl_rule_t *from, const sl_rule_t *to)
+{
+    size_t size = sl_state_size(to);
+    if (size > l->state_size) {
+        unsigned char *p = realloc(l->state, size);
+        if (p == NULL) {
+            return false;
+        }
+        l->state = p;
+        l->state_size = size;
+    }
+    l->from = *from;
+    l->convert = true;
+    return true;
+}
+
+static void cold_start(void *arg, rule_state_t *rs)
+{
+    int64_t now_ns = *(int64_t *)arg;
+    if (rs->def.cold_start == RULE_COLD_CLOSED) {
+        rs->t->closed_from_ns = now_ns;
+        rs->t->closed_until_ns = now_ns + rs->t->rule.window_ns;
+    }
+}
+
+static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
+                         const snapshot_closed_t *closed)
 {
     load_ctx_t *l = arg;
     l->target = NULL;
+    l->convert = false;
     const char *s = id;
     if (id_len < 3 || s[1] != ':') {
         return false;
@@ -1097,8 +1137,30 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
     if (rs == NULL) {
         return false;
     }
-    if (s[0] == 'r' && params_equal(&rs->t->rule, rule)) {
-        l->target = rs->t->table;
+    if (s[0] == 'r') {
+        rule_tables_t *t = rs->t;
+        if (rule->algorithm != t->rule.algorithm) { /* changed while sluiced was stopped */
+            if (rs->def.cold_start == RULE_COLD_CLOSED && t->closed_until_ns <= l->now_ns) {
+                cold_start(&l->now_ns, rs);
+            }
+            log_info("snapshot: rule '%s' has another algorithm now (was %s): its keys start by "
+                     "its cold_start",
+                     rs->def.name, sl_algorithm_name(rule->algorithm));
+            return false;
+        }
+        if (closed->until_ns > l->now_ns && rs->def.cold_start == RULE_COLD_CLOSED) {
+            t->closed_from_ns = closed->from_ns;
+            t->closed_until_ns = closed->until_ns;
+        }
+        if (!params_equal(&t->rule, rule)) { /* numbers changed while stopped: carry usage */
+            if (!load_convert(l, rule, &t->rule)) {
+                return false;
+            }
+            log_info("rule '%s' changed its numbers since the snapshot: its keys' usage is "
+                     "converted",
+                     rs->def.name);
+        }
+        l->target = t->table;
     } else if (s[0] == 'o' && rule->algorithm == rs->t->rule.algorithm) {
         l->target = override_table(l->e, rs->t, rule);
     }
@@ -1108,17 +1170,15 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
 static void load_entry(void *arg, const void *key, size_t key_len, const void *state)
 {
     load_ctx_t *l = arg;
+    if (l->target != NULL && l->convert) {
+        if (sl_state_convert(&l->from, state, sl_table_rule(l->target), l->state, l->now_ns) !=
+            SL_OK) {
+            return;
+        }
+        state = l->state;
+    }
     if (l->target != NULL && sl_table_put(l->target, key, key_len, state, l->now_ns) == SL_OK) {
         l->keys++;
-    }
-}
-
-static void cold_start(void *arg, rule_state_t *rs)
-{
-    int64_t now_ns = *(int64_t *)arg;
-    if (rs->def.cold_start == RULE_COLD_CLOSED) {
-        rs->t->closed_from_ns = now_ns;
-        rs->t->closed_until_ns = now_ns + rs->t->rule.window_ns;
     }
 }
 
@@ -1128,6 +1188,7 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
     snapshot_visitor_t v = {.section = load_section, .entry = load_entry, .arg = &l};
     char serr[SNAPSHOT_ERR_MAX] = "";
     int rc = snapshot_load(path, &v, NULL, serr);
+    free(l.state);
     if (keys != NULL) {
         *keys = l.keys;
     }

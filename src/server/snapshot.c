@@ -37,6 +37,7 @@
 #define SNAPSHOT_TAG_SECTION     'S'
 #define SNAPSHOT_TAG_END         'E'
 #define SNAPSHOT_RULE_SIZE       44          /* u32 algorithm, 5 x i64 */
+#define SNAPSHOT_CLOSED_SIZE     16          /* format 2: i64 closed_from_ns, closed_until_ns */
 #define SNAPSHOT_TRAILER_SIZE    21          /* u8 tag, u64 sections, u64 entries, u32 CRC */
 #define SNAPSHOT_BUF_SIZE        (64 * 1024) /* write buffer, bytes */
 #define SNAPSHOT_SET_ASIDE_MAX   4096        /* set_aside_path buffer, bytes */
@@ -311,7 +312,7 @@ int snapshot_begin(const char *path, int64_t now_ns, snapshot_writer_t **out, ch
 }
 
 int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const sl_rule_t *rule,
-                     char *err)
+                     const snapshot_closed_t *closed, char *err)
 {
     if (w->failed)
         return fail(err, "%s", w->failure);
@@ -336,7 +337,7 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
     uint8_t head[1 + 4];
     head[0] = SNAPSHOT_TAG_SECTION;
     put_u32(head + 1, (uint32_t)id_len);
-    uint8_t fields[SNAPSHOT_RULE_SIZE + 4];
+    uint8_t fields[SNAPSHOT_RULE_SIZE + 4 + SNAPSHOT_CLOSED_SIZE];
     put_u32(fields, (uint32_t)check.algorithm);
     put_u64(fields + 4, (uint64_t)check.limit);
     put_u64(fields + 12, (uint64_t)check.window_ns);
@@ -344,6 +345,8 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
     put_u64(fields + 28, (uint64_t)check.buckets);
     put_u64(fields + 36, (uint64_t)check.max_delay_ns);
     put_u32(fields + 44, check.state_size);
+    put_u64(fields + 48, closed != NULL ? (uint64_t)closed->from_ns : 0);
+    put_u64(fields + 56, closed != NULL ? (uint64_t)closed->until_ns : 0);
     uint8_t count[8] = {0}; /* patched by end_section */
     if (emit(w, head, sizeof(head), err) != 0 || emit(w, id, id_len, err) != 0 ||
         emit(w, fields, sizeof(fields), err) != 0)
@@ -455,6 +458,7 @@ typedef struct cursor {
     size_t off; /* next byte to read */
     char *err;
     const char *name; /* prefix for messages (the path), or NULL */
+    uint32_t version; /* the file's format */
 } cursor_t;
 
 static int corrupt(cursor_t *c, size_t off, const char *fmt, ...)
@@ -494,6 +498,7 @@ typedef struct section_head {
     const uint8_t *id;
     size_t id_len;
     sl_rule_t rule;
+    snapshot_closed_t closed;
     uint64_t count;
 } section_head_t;
 
@@ -508,7 +513,8 @@ static int read_section_head(cursor_t *c, section_head_t *s)
         return corrupt(c, at, "section id length %u beyond the file", id_len);
     s->id_len = id_len;
     at = c->off;
-    if (!take(c, SNAPSHOT_RULE_SIZE + 4 + 8, &p))
+    size_t closed_size = c->version >= 2 ? SNAPSHOT_CLOSED_SIZE : 0;
+    if (!take(c, SNAPSHOT_RULE_SIZE + 4 + closed_size + 8, &p))
         return corrupt(c, at, "section rule cut off by the end of the file");
     uint32_t algorithm = get_u32(p);
     if (algorithm > SL_GCRA || sl_algorithm_name((sl_algorithm_t)algorithm) == NULL)
@@ -527,10 +533,19 @@ static int read_section_head(cursor_t *c, section_head_t *s)
     if (state_size != sl_state_size(&s->rule))
         return corrupt(c, at + 44, "state size %u, the rule needs %zu", state_size,
                        sl_state_size(&s->rule));
-    s->count = get_u64(p + 48);
+    s->closed = (snapshot_closed_t){0, 0};
+    if (closed_size > 0) {
+        s->closed.from_ns = (int64_t)get_u64(p + 48);
+        s->closed.until_ns = (int64_t)get_u64(p + 56);
+        if (s->closed.until_ns < s->closed.from_ns || s->closed.from_ns < 0)
+            return corrupt(c, at + 48, "closed window [%lld, %lld) runs backwards",
+                           (long long)s->closed.from_ns, (long long)s->closed.until_ns);
+    }
+    size_t count_at = 48 + closed_size;
+    s->count = get_u64(p + count_at);
     /* every entry takes at least a key length and a state */
     if (s->count > left(c) / (4 + (uint64_t)state_size))
-        return corrupt(c, at + 48, "section entry count %llu beyond the file",
+        return corrupt(c, at + count_at, "section entry count %llu beyond the file",
                        (unsigned long long)s->count);
     return SNAPSHOT_LOADED;
 }
@@ -573,8 +588,8 @@ static int walk(cursor_t *c, const snapshot_visitor_t *v)
         int rc = read_section_head(c, &s);
         if (rc != SNAPSHOT_LOADED)
             return rc;
-        bool wanted =
-            v != NULL && (v->section == NULL || v->section(v->arg, s.id, s.id_len, &s.rule));
+        bool wanted = v != NULL && (v->section == NULL ||
+                                    v->section(v->arg, s.id, s.id_len, &s.rule, &s.closed));
         for (uint64_t i = 0; i < s.count; i++) {
             const uint8_t *key = NULL, *state = NULL;
             size_t key_len = 0;
@@ -610,9 +625,10 @@ static int read_header(cursor_t *c, int64_t *written_at_ns)
     if (!take(c, SNAPSHOT_HEADER_SIZE, &p))
         return corrupt(c, 0, "header cut off by the end of the file (%zu bytes)", c->len);
     uint32_t version = get_u32(p + 8);
-    if (version != SNAPSHOT_FORMAT)
-        return corrupt(c, 8, "format version %u; this sluiced reads version %d", version,
+    if (version < 1 || version > SNAPSHOT_FORMAT)
+        return corrupt(c, 8, "format version %u; this sluiced reads versions 1 to %d", version,
                        SNAPSHOT_FORMAT);
+    c->version = version;
     uint32_t flags = get_u32(p + 12);
     if (flags != 0)
         return corrupt(c, 12, "unknown flags 0x%x", flags);

@@ -10,7 +10,8 @@
  * Format (all integers little-endian; documented in docs/design.md):
  *   header   magic "SLUICESN", u32 format version, u32 flags (0), i64 written_at_ns
  *   section  u8 tag 'S', u32 id_len, id bytes, the rule's public fields (u32 algorithm, i64
- *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size, u64 entry count
+ *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size, i64 closed_from_ns,
+ *            i64 closed_until_ns (format 2; 0 and 0 when none), u64 entry count
  *   entry    u32 key_len, key bytes, state_size bytes
  *   trailer  u8 tag 'E', u64 section count, u64 total entries, u32 CRC-32C of every byte before
  *            the CRC
@@ -32,16 +33,25 @@
 #include "sluice/sluice.h"
 
 #define SNAPSHOT_ERR_MAX 256
-#define SNAPSHOT_FORMAT  1 /* the format version written */
+#define SNAPSHOT_FORMAT  2 /* the format version written; format 1 (no closed window) is read too  \
+                            */
 
 typedef struct snapshot_writer snapshot_writer_t;
 
 /* Starts writing a snapshot for `path` (into path.tmp). Returns 0, or -1 with err. */
 int snapshot_begin(const char *path, int64_t now_ns, snapshot_writer_t **out, char *err);
 
-/* Starts a section for one table. The entries that follow belong to it. */
+/* A rule's `cold_start: closed` window, [from_ns, until_ns): keys it has not seen since the start
+ * count as having used their whole quota at from_ns. {0, 0}: none. */
+typedef struct snapshot_closed {
+    int64_t from_ns;  /* ns, realtime */
+    int64_t until_ns; /* ns, realtime */
+} snapshot_closed_t;
+
+/* Starts a section for one table, with its rule's closed window (NULL: none). The entries that
+ * follow belong to it. */
 int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const sl_rule_t *rule,
-                     char *err);
+                     const snapshot_closed_t *closed, char *err);
 
 /* Adds one entry to the current section (state is sl_state_size(rule) bytes). Buffered. */
 int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const void *state,
@@ -55,9 +65,11 @@ int snapshot_commit(snapshot_writer_t *w, char *err);
 void snapshot_abort(snapshot_writer_t *w);
 
 /* What snapshot_load calls: once per section, then once per entry of that section. A section
- * callback returning false skips the section's entries (unknown rule, changed parameters). */
+ * callback returning false skips the section's entries (unknown rule, changed parameters).
+ * `closed` is the section's closed window ({0, 0} when none, and in format 1 files). */
 typedef struct snapshot_visitor {
-    bool (*section)(void *arg, const void *id, size_t id_len, const sl_rule_t *rule);
+    bool (*section)(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
+                    const snapshot_closed_t *closed);
     void (*entry)(void *arg, const void *key, size_t key_len, const void *state);
     void *arg;
 } snapshot_visitor_t;

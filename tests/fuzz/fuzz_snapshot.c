@@ -43,13 +43,14 @@ static void mix(visit_t *v, const void *p, size_t len)
         v->hash = (v->hash ^ b[i]) * 0x100000001b3u;
 }
 
-static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule)
+static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
+                       const snapshot_closed_t *closed)
 {
     visit_t *v = arg;
     inside(v, id, id_len);
     sl_rule_t again = *rule;
     if (sl_rule_prepare(&again) != SL_OK || again.state_size != rule->state_size ||
-        sl_state_size(rule) == 0)
+        sl_state_size(rule) == 0 || closed->until_ns < closed->from_ns)
         abort();
     v->sections++;
     v->state_size = sl_state_size(rule);

@@ -85,6 +85,7 @@ typedef struct entry {
 typedef struct section {
     char id[32];
     sl_rule_t rule;
+    snapshot_closed_t closed;
     size_t n;
     entry_t entries[MAX_ENTRY];
 } section_t;
@@ -96,7 +97,8 @@ typedef struct seen {
     size_t entries;      /* entries visited, all sections */
 } seen_t;
 
-static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule)
+static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
+                       const snapshot_closed_t *closed)
 {
     seen_t *s = arg;
     assert_true(s->nsections < MAX_SECT && id_len < sizeof(s->sections[0].id));
@@ -104,6 +106,7 @@ static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t
     memcpy(sec->id, id, id_len);
     sec->id[id_len] = '\0';
     sec->rule = *rule;
+    sec->closed = *closed;
     sec->n = 0;
     return s->skip_id == NULL || strcmp(s->skip_id, sec->id) != 0;
 }
@@ -160,6 +163,7 @@ static void fill_section(section_t *sec, const char *id, sl_rule_t rule, size_t 
 {
     snprintf(sec->id, sizeof(sec->id), "%s", id);
     sec->rule = rule;
+    sec->closed = (snapshot_closed_t){0, 0};
     sec->n = n;
     size_t size = sl_state_size(&rule);
     for (size_t i = 0; i < n; i++) {
@@ -203,6 +207,9 @@ static size_t six_sections(section_t *secs, size_t entries_each)
         char id[32];
         snprintf(id, sizeof(id), "rule-%s", sl_algorithm_name(rules[i].algorithm));
         fill_section(&secs[i], id, prepared(rules[i]), entries_each);
+        if (i % 2 == 1) /* some rules in a cold_start: closed window */
+            secs[i].closed = (snapshot_closed_t){NOW_NS - (int64_t)i * SL_NS_PER_MS,
+                                                 NOW_NS + (int64_t)i * SL_NS_PER_SEC};
     }
     return 6;
 }
@@ -214,7 +221,8 @@ static void write_snapshot(const char *path, const section_t *secs, size_t n)
     if (snapshot_begin(path, NOW_NS, &w, err) != 0)
         fail_msg("begin: %s", err);
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(snapshot_section(w, secs[i].id, strlen(secs[i].id), &secs[i].rule, err),
+        assert_int_equal(snapshot_section(w, secs[i].id, strlen(secs[i].id), &secs[i].rule,
+                                          &secs[i].closed, err),
                          0);
         for (size_t j = 0; j < secs[i].n; j++)
             assert_int_equal(snapshot_entry(w, secs[i].entries[j].key, secs[i].entries[j].key_len,
@@ -248,6 +256,8 @@ static void assert_seen(const seen_t *seen, const section_t *secs, size_t n, con
         const section_t *got = &seen->sections[i], *want = &secs[i];
         assert_string_equal(got->id, want->id);
         assert_rule_equal(&got->rule, &want->rule);
+        assert_int_equal(got->closed.from_ns, want->closed.from_ns);
+        assert_int_equal(got->closed.until_ns, want->closed.until_ns);
         bool skipped = skip_id != NULL && strcmp(skip_id, want->id) == 0;
         assert_int_equal(got->n, skipped ? 0 : want->n);
         for (size_t j = 0; j < got->n; j++) {
@@ -310,7 +320,7 @@ static void test_round_trip_six_algorithms(void **unused)
     uint32_t stored = (uint32_t)data[len - 4] | (uint32_t)data[len - 3] << 8 |
                       (uint32_t)data[len - 2] << 16 | (uint32_t)data[len - 1] << 24;
     assert_int_equal(stored, crc32c_bitwise(data, len - 4));
-    assert_memory_equal(data, "SLUICESN\x01\0\0\0\0\0\0\0", 16);
+    assert_memory_equal(data, "SLUICESN\x02\0\0\0\0\0\0\0", 16);
     free(data);
 
     seen_t seen = {0};
@@ -493,12 +503,17 @@ static void test_structure_errors_behind_a_good_crc(void **unused)
     size_t len;
     uint8_t *data = small_snapshot(&len);
     uint8_t b4[4];
-    /* section "a": tag at 24, id_len at 25, id at 29, rule at 30, state_size at 74, count at
-     * 78, first entry at 86 */
-    const size_t rule_at = HEADER + 1 + 4 + 1, count_at = rule_at + 44 + 4, entry_at = count_at + 8;
+    /* section "a": tag at 24, id_len at 25, id at 29, rule at 30, state_size at 74, closed
+     * window at 78, count at 94, first entry at 102 */
+    const size_t rule_at = HEADER + 1 + 4 + 1, closed_at = rule_at + 44 + 4,
+                 count_at = closed_at + 16, entry_at = count_at + 8;
 
-    put_le32(b4, 2);
-    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 2; this sluiced reads");
+    put_le32(b4, 3);
+    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 3; this sluiced reads");
+    put_le32(b4, 0);
+    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 0; this sluiced reads");
+    uint8_t later[8] = {5};
+    assert_edit_corrupt(data, len, closed_at, later, 8, "closed window [5, 0) runs backwards");
     put_le32(b4, 1);
     assert_edit_corrupt(data, len, 12, b4, 4, "offset 12: unknown flags 0x1");
     assert_edit_corrupt(data, len, HEADER, "X", 1, "offset 24: unknown tag 0x58");
@@ -525,6 +540,35 @@ static void test_structure_errors_behind_a_good_crc(void **unused)
     free(data);
 }
 
+/* A format 1 file (sections without a closed window), as an older sluiced wrote it, is read:
+ * the same sections and entries, no closed window. */
+static void test_reads_format_1(void **unused)
+{
+    char path[256];
+    new_path(path, sizeof(path));
+    fill_section(&secs[0], "a", prepared(rule_fields(SL_GCRA, 2, SL_NS_PER_SEC, 1, 0, 0)), 3);
+    write_snapshot(path, secs, 1);
+    size_t len;
+    uint8_t *data = slurp(path, &len);
+    const size_t closed_at = HEADER + 1 + 4 + 1 + 44 + 4;
+    memmove(data + closed_at, data + closed_at + 16, len - closed_at - 16);
+    len -= 16;
+    put_le32(data + 8, 1);
+    fix_crc(data, len);
+    seen_t seen = {0};
+    char err[SNAPSHOT_ERR_MAX] = "";
+    if (snapshot_parse(data, len, visitor(&seen), NULL, err) != SNAPSHOT_LOADED)
+        fail_msg("format 1: %s", err);
+    assert_seen(&seen, secs, 1, NULL);
+    seen_free(&seen);
+    /* the same bytes called format 2 are short by the closed window */
+    put_le32(data + 8, 2);
+    fix_crc(data, len);
+    assert_int_equal(snapshot_parse(data, len, visitor(&seen), NULL, err), SNAPSHOT_CORRUPT);
+    sections_free(secs, 1);
+    free(data);
+}
+
 static void test_failed_commit_keeps_old_snapshot(void **unused)
 {
     char parent[256], path[300], tmp[310], inner[320];
@@ -542,7 +586,7 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
     spit(inner, "x", 1);
     assert_int_equal(snapshot_begin(path, NOW_NS, &w, err), 0);
     assert_true(exists(tmp));
-    assert_int_equal(snapshot_section(w, "s", 1, &secs[0].rule, err), 0);
+    assert_int_equal(snapshot_section(w, "s", 1, &secs[0].rule, NULL, err), 0);
     assert_int_equal(snapshot_entry(w, "k", 1, secs[0].entries[0].state, err), 0);
     assert_int_equal(snapshot_commit(w, err), -1);
     assert_non_null(strstr(err, "rename"));
@@ -563,7 +607,7 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
     assert_int_equal(snapshot_begin(path, NOW_NS + 1, &w, err), 0);
     sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
     uint8_t *state = calloc(1, sl_state_size(&log));
-    assert_int_equal(snapshot_section(w, "big", 3, &log, err), 0);
+    assert_int_equal(snapshot_section(w, "big", 3, &log, NULL, err), 0);
     int rc = 0;
     for (int i = 0; i < 40 && rc == 0; i++)
         rc = snapshot_entry(w, &i, sizeof(i), state, err);
@@ -585,7 +629,7 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
 
     /* abandoned: the old one stays as well */
     assert_int_equal(snapshot_begin(path, NOW_NS + 2, &w, err), 0);
-    assert_int_equal(snapshot_section(w, "s", 1, &secs[1].rule, err), 0);
+    assert_int_equal(snapshot_section(w, "s", 1, &secs[1].rule, NULL, err), 0);
     snapshot_abort(w);
     snapshot_abort(NULL);
     assert_false(exists(tmp));
@@ -611,16 +655,16 @@ static void test_writer_misuse(void **unused)
     assert_int_equal(snapshot_entry(w, "k", 1, state, err), -1);
     assert_non_null(strstr(err, "no section"));
     sl_rule_t fw = prepared(rule_fields(SL_FIXED_WINDOW, 3, SL_NS_PER_SEC, 0, 0, 0));
-    assert_int_equal(snapshot_section(w, "s", 1, &fw, err), 0);
+    assert_int_equal(snapshot_section(w, "s", 1, &fw, NULL, err), 0);
     assert_int_equal(snapshot_entry(w, "k", 1, state, err), 0);
     /* a refused section ends the one before: its entries cannot land there */
     sl_rule_t unprepared = rule_fields(SL_FIXED_WINDOW, 0, SL_NS_PER_SEC, 0, 0, 0);
-    assert_int_equal(snapshot_section(w, "bad", 3, &unprepared, err), -1);
+    assert_int_equal(snapshot_section(w, "bad", 3, &unprepared, NULL, err), -1);
     assert_non_null(strstr(err, "limit must"));
     assert_int_equal(snapshot_entry(w, "k2", 2, state, err), -1);
     assert_non_null(strstr(err, "no section"));
     /* none of these errors broke the writer */
-    assert_int_equal(snapshot_section(w, "t", 1, &fw, err), 0);
+    assert_int_equal(snapshot_section(w, "t", 1, &fw, NULL, err), 0);
     assert_int_equal(snapshot_entry(w, "k3", 2, state, err), 0);
     assert_int_equal(snapshot_commit(w, err), 0);
     seen_t seen = {0};
@@ -671,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_every_byte_flip_is_corrupt),
         cmocka_unit_test(test_every_truncation_is_corrupt),
         cmocka_unit_test(test_structure_errors_behind_a_good_crc),
+        cmocka_unit_test(test_reads_format_1),
         cmocka_unit_test(test_failed_commit_keeps_old_snapshot),
         cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_set_aside),
