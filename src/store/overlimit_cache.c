@@ -96,8 +96,8 @@ bool olc_lookup(olc_t *c, uint64_t h, uint64_t epoch, int64_t cost, int64_t now_
         drop(c, e);
         return false;
     }
-    if (cost < e->cost) {
-        return false; /* may fit: only the store knows */
+    if (cost != e->cost) {
+        return false; /* a smaller cost may fit, a larger one fits later: only the store knows */
     }
     /* now_ns < hold_ns <= retry_at_ns, so retry_after_ns >= 1 */
     *out = (olc_answer_t){.allowed = false,
@@ -152,8 +152,8 @@ void olc_record(olc_t *c, uint64_t h, uint64_t epoch, int64_t cost, const olc_an
         e = NULL;
     }
     if (a->allowed) {
-        if (e != NULL && cost >= e->cost) {
-            drop(c, e); /* the store admitted what the entry said it would refuse */
+        if (e != NULL && cost >= 1) {
+            drop(c, e); /* the key's usage moved: the entry's retry time is no longer the store's */
         } else if (e != NULL) {
             update_report(e, a, asked_ns);
         }
@@ -161,7 +161,7 @@ void olc_record(olc_t *c, uint64_t h, uint64_t epoch, int64_t cost, const olc_an
     }
     int64_t max_delay_ns = a->max_delay_ns > 0 ? a->max_delay_ns : 0;
     bool holds = cost >= 1 && a->retry_after_ns > max_delay_ns;
-    if (!holds || (e != NULL && e->cost < cost)) {
+    if (!holds) {
         if (e != NULL) {
             update_report(e, a, asked_ns); /* a refusal that teaches nothing new */
         }

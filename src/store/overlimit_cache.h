@@ -1,15 +1,19 @@
 /*
- * overlimit_cache.h - remembered refusals: per (rule, key), the smallest cost a rate-limit store
- * refused and until when that refusal holds, so that a request the store would refuse anyway is
- * answered without asking it. One implementation for sluiced's Redis store (one cache per loop,
- * direct-mapped) and libsluice-client (one per handle, a few slots per key).
+ * overlimit_cache.h - remembered refusals: per (rule, key), the latest cost a rate-limit store
+ * refused and until when that refusal holds, so that the same request, which the store would
+ * refuse anyway with the same retry time, is answered without asking it. One implementation for
+ * sluiced's Redis store (one cache per loop, direct-mapped) and libsluice-client (one per handle, a
+ * few slots per key).
  *
  * Why an answer from here is never wrong, only possibly stale: the algorithms are monotone. If
  * the store refused `cost` units at time t saying they fit no sooner than t + retry_after, then
- * before that time it refuses every cost >= `cost` too, unless something gives the key room
- * back: a reset, a refund, the key's state lost, other rule parameters (a new Redis key). The
- * caller forgets the entry on those (olc_forget, or a new epoch), and the cache answers nothing
- * else: a smaller cost, a peek (cost 0), or a time past the hold always goes to the store. A
+ * before that time it refuses `cost` again, with that retry time less the time since, unless
+ * the key's usage moves: a reset, a refund, the key's state lost, other rule parameters (a new
+ * Redis key), or an admission (after which the retry time is later). The caller forgets the
+ * entry on the first ones (olc_forget, or a new epoch), an admission drops it, and the cache
+ * answers nothing else: another cost (a smaller one may fit; a larger one fits later than
+ * `cost`, when only the store knows), a peek (cost 0), or a time past the hold always goes to
+ * the store. A
  * rule with a max_delay admits, with a delay, up to max_delay before retry_after: the hold ends
  * that much earlier (olc_answer_t.max_delay_ns).
  *
@@ -77,7 +81,7 @@ uint64_t olc_key_hash(uint64_t seed, const void *a, size_t a_len, const void *b,
 
 /*
  * Answers a request of `cost` units for key h at now_ns from the cache, when it can: a live entry
- * for h (same epoch, now_ns before its hold) whose cost is <= cost. Then *out is a refusal:
+ * for h (same epoch, now_ns before its hold) of that very cost. Then *out is a refusal:
  * limit and remaining as the store last reported them, retry_after_ns and reset_after_ns the
  * store's less the time since they were asked (retry_after_ns >= 1, reset_after_ns >= 0), and
  * the result is true. Otherwise false and *out untouched; an entry found expired or of another
@@ -92,10 +96,10 @@ bool olc_lookup(olc_t *c, uint64_t h, uint64_t epoch, int64_t cost, int64_t now_
  * which errs on the early side) under epoch. The caller gives only answers whose epoch is still
  * current.
  *   - A refusal of cost >= 1 with retry_after_ns > max_delay_ns is remembered until asked_ns +
- *     retry_after_ns - max_delay_ns, unless a live entry already holds a smaller cost.
- *   - An admission of a cost >= the entry's proves the entry wrong (room came back unseen): it
- *     is dropped.
- *   - Any other answer only updates a live entry's limit, remaining and reset time.
+ *     retry_after_ns - max_delay_ns, in place of the key's entry if it had one.
+ *   - An admission of cost >= 1 drops the key's entry: its usage moved, so the store's retry
+ *     time for the entry's cost is not what it was (and room may have come back unseen).
+ *   - Any other answer (a peek's) only updates a live entry's limit, remaining and reset time.
  */
 void olc_record(olc_t *c, uint64_t h, uint64_t epoch, int64_t cost, const olc_answer_t *a,
                 int64_t asked_ns);

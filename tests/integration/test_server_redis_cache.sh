@@ -83,17 +83,24 @@ run_suite() {
     check "$mode: cost 0 asks redis" matches "$(line 4 "$out")" '^1 10 4 0 '
     check "$mode: peek asks redis" matches "$(line 5 "$out")" '^1 10 4 0 '
 
-    # A cost at least the refused one is answered from the cache: no round trip, counted, and
-    # with the remaining Redis last reported for the key (4, after the admission of 1).
+    # The refused cost again is answered from the cache: no round trip, counted, and with the
+    # remaining Redis last reported for the key (4, after the admission of 6).
     local calls hits
     conn "$p" "SL.ALLOW slow c COST 6" "SL.ALLOW slow c COST 5" >/dev/null # 4 left, 5 refused
     calls=$(redis_calls "$rp")
     hits=$(metric "$hp" sluice_redis_cache_hits_total)
-    out=$(conn "$p" "SL.ALLOW slow c COST 5" "SL.ALLOW slow c COST 9")
+    out=$(conn "$p" "SL.ALLOW slow c COST 5" "SL.ALLOW slow c COST 5")
     check "$mode: same cost from the cache" matches "$(line 1 "$out")" '^0 10 4 [1-9][0-9]* [0-9]+$'
-    check "$mode: larger cost from the cache" matches "$(line 2 "$out")" '^0 10 4 [1-9][0-9]* '
+    check "$mode: and again" matches "$(line 2 "$out")" '^0 10 4 [1-9][0-9]* '
     check "$mode: no round trip" test "$(redis_calls "$rp")" -eq "$calls"
     check "$mode: cache hits counted" test "$(metric "$hp" sluice_redis_cache_hits_total)" -eq $((hits + 2))
+    # a larger cost is refused too, but until later: Redis says when, not the cache
+    local retry5 retry9
+    retry5=$(cut -d' ' -f4 <<<"$(line 2 "$out")")
+    retry9=$(conn "$p" "SL.ALLOW slow c COST 9" | cut -d' ' -f4)
+    check "$mode: larger cost asks redis" test "$(redis_calls "$rp")" -eq $((calls + 1))
+    check "$mode: larger cost, later retry" test "$retry9" -gt "$retry5"
+    calls=$(redis_calls "$rp")
     # a smaller cost still asks Redis, and is admitted
     check "$mode: smaller cost admitted" matches "$(conn "$p" "SL.ALLOW slow c COST 4")" '^1 10 0 0 '
     check "$mode: smaller cost was a round trip" test "$(redis_calls "$rp")" -gt "$calls"

@@ -8,15 +8,16 @@
  * max_delay, 0 or not) and a random sequence of events at non-decreasing times: the store's
  * answers (refusals of cost 0..10 with retry -1, 0 or up to 2 s; admissions), asked up to 5 ms
  * before they are told; requests of cost 0..10; forgets of a key; new epochs. A reference keeps,
- * per key, every refusal told since the key last got room back (a forget, a new epoch, or an
- * admission of at least that refusal's cost: the store saying the refusal no longer holds).
+ * per key, every refusal told since the key's usage last moved (a forget, a new epoch, or an
+ * admission of cost >= 1: room back, or taken, so a refusal's retry time is no longer known).
  *
- *   sound     a request answered from the cache is proven refused: some remembered refusal of
- *             cost <= the request's still holds (now < asked + retry - max_delay), and the
- *             answer's retry_after is that refusal's, less the time since it was asked
+ *   sound     a request answered from the cache is proven refused with the store's retry time:
+ *             some remembered refusal of that very cost still holds (now < asked + retry -
+ *             max_delay), and the answer's retry_after is that refusal's, less the time since it
+ *             was asked
  *   reported  the answer's remaining and reset_after are the store's latest for the key
- *   useful    a request of at least a refusal's cost, right when that refusal is told (asked
- *             that instant), is answered
+ *   useful    a request of a refusal's cost, right when that refusal is told (asked that
+ *             instant), is answered
  *
  * Environment: SLUICE_SEED, SLUICE_PROP_CASES (default 3000). Exit status 0 when every property
  * held.
@@ -60,13 +61,9 @@ static void ref_record(ref_key_t *k, int64_t cost, const olc_answer_t *a, int64_
     k->remaining = a->remaining;
     k->reset_at_ns = asked_ns + a->reset_after_ns;
     if (a->allowed) {
-        size_t w = 0; /* refusals of a cost <= this one no longer hold */
-        for (size_t i = 0; i < k->n; i++) {
-            if (k->refused[i].cost > cost) {
-                k->refused[w++] = k->refused[i];
-            }
+        if (cost >= 1) {
+            k->n = 0; /* the key's usage moved */
         }
-        k->n = w;
         return;
     }
     if (cost >= 1 && a->retry_after_ns > k->max_delay_ns && k->n < REFUSED_MAX) {
@@ -82,7 +79,7 @@ static bool ref_proves(const ref_key_t *k, int64_t cost, int64_t now_ns, int64_t
 {
     for (size_t i = 0; i < k->n; i++) {
         const refusal_t *r = &k->refused[i];
-        if (r->cost <= cost && now_ns < r->hold_ns &&
+        if (r->cost == cost && now_ns < r->hold_ns &&
             r->asked_ns + r->retry_ns - now_ns == retry_after_ns) {
             return true;
         }

@@ -101,9 +101,9 @@ static void test_cache_cost(void **unused)
     assert_false(lookup(c, "api", "u1", 0, MS, &d)); /* a peek */
     assert_true(lookup(c, "api", "u1", 3, MS, &d));
     assert_int_equal(d.remaining, 2);
-    assert_true(lookup(c, "api", "u1", 9, MS, &d));
-    assert_int_equal(cache_count(c), 1); /* a smaller cost does not drop the entry */
-    assert_int_equal(cache_hits(c), 2);
+    assert_false(lookup(c, "api", "u1", 9, MS, &d)); /* larger: refused until later, ask */
+    assert_int_equal(cache_count(c), 1);             /* another cost does not drop the entry */
+    assert_int_equal(cache_hits(c), 1);
     cache_free(c);
 }
 
@@ -142,26 +142,25 @@ static void test_cache_replace_and_forget(void **unused)
     cache_free(c);
 }
 
-/* The smallest refused cost is kept; an admission updates what a hit reports (the server's
- * latest remaining), or drops the entry when it admitted as much as was refused. */
+/* The latest refused cost is kept with the server's report; any admission drops it (the key's
+ * usage moved: the refused cost fits later than the server said, or room came back). */
 static void test_cache_latest_report(void **unused)
 {
     cache_t *c = cache_create(16);
     remember(c, "api", "u1", 8, denial(10, 5, 3000, 5000), 0);
-    remember(c, "api", "u1", 1, (slc_decision_t){true, 10, 4, 0, 5990, false}, 10 * MS);
     slc_decision_t d;
-    assert_false(lookup(c, "api", "u1", 1, 20 * MS, &d)); /* a smaller cost asks the server */
     assert_true(lookup(c, "api", "u1", 8, 20 * MS, &d));
-    assert_int_equal(d.remaining, 4);
+    assert_int_equal(d.remaining, 5);
     assert_int_equal(d.retry_after_ms, 2980);
-    assert_int_equal(d.reset_after_ms, 5980);
-    remember(c, "api", "u1", 9, denial(10, 3, 4000, 7000), 30 * MS); /* not smaller: kept 8 */
-    assert_true(lookup(c, "api", "u1", 8, 40 * MS, &d));
+    assert_int_equal(d.reset_after_ms, 4980);
+    remember(c, "api", "u1", 9, denial(10, 3, 4000, 7000), 30 * MS); /* the latest: 9 */
+    assert_false(lookup(c, "api", "u1", 8, 40 * MS, &d));
+    assert_true(lookup(c, "api", "u1", 9, 40 * MS, &d));
     assert_int_equal(d.remaining, 3);
-    assert_int_equal(d.retry_after_ms, 2960);
-    remember(c, "api", "u1", 8, (slc_decision_t){true, 10, 0, 0, 9000, false}, 50 * MS);
-    assert_int_equal(cache_count(c), 0); /* room came back that the cache did not see */
-    assert_false(lookup(c, "api", "u1", 8, 60 * MS, &d));
+    assert_int_equal(d.retry_after_ms, 3990);
+    remember(c, "api", "u1", 1, (slc_decision_t){true, 10, 2, 0, 7990, false}, 50 * MS);
+    assert_int_equal(cache_count(c), 0); /* 9 now fits later than the server said */
+    assert_false(lookup(c, "api", "u1", 9, 60 * MS, &d));
     cache_free(c);
 }
 

@@ -3,7 +3,9 @@
  * libsluice-client (src/store/overlimit_cache.c), with explicit times: tables of (now, what the
  * store answered or what is asked, what the cache must answer), as redis-cell's it_rate_limits.
  *
- * The defect these rows pin down: a refusal of cost 8 (5 of 10 left) must not answer a cost of 1.
+ * The defects these rows pin down: a refusal of cost 8 (5 of 10 left) must not answer a cost of
+ * 1, nor a cost of 10 (which fits later than 8: its retry time is the store's alone), nor, after
+ * an admission, the cost 8 again with the retry time from before it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,39 +94,44 @@ static void run_direct(const row_t *rows, size_t n)
 #define RUN_DIRECT(rows) run_direct(rows, sizeof rows / sizeof rows[0])
 
 /* token_bucket, limit 10 per 10 s: 5 taken, 8 refused (retry 3 s), 1 still fits */
-static void test_smaller_cost_goes_to_the_store(void **unused)
+static void test_other_costs_go_to_the_store(void **unused)
 {
     static const row_t rows[] = {
         {ADMITTED, 0, 1, 5, .remain = 5, .reset_ms = 5000},
         {REFUSED, 10, 1, 8, .remain = 5, .retry_ms = 3000, .reset_ms = 4990},
         {ASK, 20, 1, 1, .hit = false},
         {ASK, 20, 1, 7, .hit = false},
-        {ASK, 20, 1, 0, .hit = false}, /* a peek */
+        {ASK, 20, 1, 0, .hit = false},  /* a peek */
+        {ASK, 20, 1, 10, .hit = false}, /* refused too, but until later than 8 */
         {ASK, 20, 1, 8, .remain = 5, .retry_ms = 2990, .reset_ms = 4980, .hit = true},
-        {ASK, 20, 1, 10, .remain = 5, .retry_ms = 2990, .reset_ms = 4980, .hit = true},
-        /* the admission of 1 is reported: the next answer says 4 left, as the store did */
-        {ADMITTED, 30, 1, 1, .remain = 4, .reset_ms = 5970},
-        {ASK, 40, 1, 8, .remain = 4, .retry_ms = 2970, .reset_ms = 5960, .hit = true},
+        /* a peek's report is the latest: the next answer says what it did */
+        {ADMITTED, 30, 1, 0, .remain = 5, .reset_ms = 4970},
+        {ASK, 40, 1, 8, .remain = 5, .retry_ms = 2970, .reset_ms = 4960, .hit = true},
         /* 1 ms before the hold ends */
-        {ASK, 3009, 1, 9, .remain = 4, .retry_ms = 1, .reset_ms = 2991, .hit = true},
-        {ASK, 3010, 1, 9, .hit = false}, /* at the retry time: gone */
-        {ASK, 20, 1, 9, .hit = false},   /* and dropped */
+        {ASK, 3009, 1, 8, .remain = 5, .retry_ms = 1, .reset_ms = 1991, .hit = true},
+        {ASK, 3010, 1, 8, .hit = false}, /* at the retry time: gone */
+        {ASK, 20, 1, 8, .hit = false},   /* and dropped */
+        /* an admission of 1 moves the key's usage: 8 fits later than the store said before */
+        {REFUSED, 4000, 2, 8, .remain = 5, .retry_ms = 3000, .reset_ms = 5000},
+        {ADMITTED, 4010, 2, 1, .remain = 4, .reset_ms = 5990},
+        {ASK, 4020, 2, 8, .hit = false},
     };
     RUN_DIRECT(rows);
 }
 
-static void test_smallest_refused_cost_is_kept(void **unused)
+static void test_latest_refused_cost_is_kept(void **unused)
 {
     static const row_t rows[] = {
         {REFUSED, 0, 1, 8, .remain = 5, .retry_ms = 3000, .reset_ms = 5000},
-        /* a smaller refused cost (asked meanwhile) replaces it, shorter as it may be */
+        /* another refused cost (asked meanwhile) replaces it, shorter as it may be */
         {REFUSED, 0, 1, 6, .remain = 5, .retry_ms = 1000, .reset_ms = 5000},
         {ASK, 500, 1, 6, .remain = 5, .retry_ms = 500, .reset_ms = 4500, .hit = true},
         {ASK, 500, 1, 5, .hit = false},
-        /* a larger one does not replace it, but its report is the latest */
+        {ASK, 500, 1, 8, .hit = false},
+        /* and a larger one replaces that */
         {REFUSED, 600, 1, 9, .remain = 3, .retry_ms = 6000, .reset_ms = 7000},
-        {ASK, 700, 1, 6, .remain = 3, .retry_ms = 300, .reset_ms = 6900, .hit = true},
-        {ASK, 1000, 1, 9, .hit = false}, /* the 6's hold is over, and nothing else is known */
+        {ASK, 700, 1, 6, .hit = false},
+        {ASK, 700, 1, 9, .remain = 3, .retry_ms = 5900, .reset_ms = 6900, .hit = true},
         /* the same cost again: the newer refusal */
         {REFUSED, 2000, 1, 4, .remain = 0, .retry_ms = 100, .reset_ms = 100},
         {REFUSED, 2050, 1, 4, .remain = 0, .retry_ms = 900, .reset_ms = 900},
@@ -167,10 +174,8 @@ static void test_room_given_back(void **unused)
         {ASK, 30, 1, 3, .remain = 2, .retry_ms = 990, .reset_ms = 990, .hit = true, .epoch = 0},
         {ASK, 30, 1, 3, .hit = false, .epoch = 1},
         {ASK, 30, 1, 3, .hit = false, .epoch = 0}, /* dropped when seen stale */
-        /* an admission of at least the refused cost: room came back unseen */
+        /* an admission: room came back unseen, or was taken */
         {REFUSED, 40, 1, 3, .remain = 2, .retry_ms = 1000, .reset_ms = 1000},
-        {ADMITTED, 50, 1, 2, .remain = 0, .reset_ms = 1200},
-        {ASK, 60, 1, 3, .remain = 0, .retry_ms = 980, .reset_ms = 1190, .hit = true},
         {ADMITTED, 70, 1, 3, .remain = 0, .reset_ms = 1500},
         {ASK, 80, 1, 3, .hit = false},
         /* other keys are untouched by all this */
@@ -258,8 +263,8 @@ static void test_key_hash(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_smaller_cost_goes_to_the_store),
-        cmocka_unit_test(test_smallest_refused_cost_is_kept),
+        cmocka_unit_test(test_other_costs_go_to_the_store),
+        cmocka_unit_test(test_latest_refused_cost_is_kept),
         cmocka_unit_test(test_what_is_not_remembered),
         cmocka_unit_test(test_room_given_back),
         cmocka_unit_test(test_layout),
