@@ -177,14 +177,21 @@ SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t 
  * than it used. now_ns earlier than charged_ns is treated as charged_ns. `out` is filled with
  * what a peek (cost 0) at now_ns reports afterwards. cost 0 changes nothing.
  *
+ * charged_ns may also be any time before the charge, for a caller that knows only a lower bound
+ * of it (a store with its own clock: when the request was sent): the refund is then still safe,
+ * and exact when nothing else was admitted on the key between charged_ns and the charge; it
+ * gives back less when the charge fell in a later window or bucket than charged_ns, or the
+ * bucket refilled meanwhile. A charged_ns later than the charge is not safe.
+ *
  * A refund never gives back more than the charge still holds in the state, so it never makes a
  * key less restrictive than if the charge had not happened (the other admissions kept):
  *
  *   Safe.  After a charge of c at t_c, other admissions (and charges past the limit) and a
- *          refund of c at t_r >= t_c, the key admits at every time >= t_r at most what it would
- *          admit had the charge never happened. token_bucket and gcra also need t_r to be no
- *          earlier than the admissions in between (one clock for the key, as with any time):
- *          they give back only the part of c * T the bucket has not refilled by itself by t_r.
+ *          refund of c at t_r >= t_c (charged_ns = t_c, or earlier), the key admits at every
+ *          time >= t_r at most what it would admit had the charge never happened. token_bucket
+ *          and gcra also need t_r to be no earlier than the admissions in between (one clock for
+ *          the key, as with any time): they give back only the part of c * T the bucket has not
+ *          refilled by itself by t_r.
  *   Exact. If sl_decide(S, c, t) admitted c and wrote S', with t no earlier than the latest
  *          time S records (docs/algorithms.md), sl_refund(S', c, t, t) leaves a state that
  *          decides as S at every time >= t (and is fresh exactly when S is). It is S byte for

@@ -223,18 +223,28 @@ void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_
     if (expired > 0)
         flags &= ~DROPPED;
     drop_oldest(n, &h, expired);
-    /* stamps [i - k, i) are the newest k no newer than the charge */
-    uint32_t i = first_inside(ring, n, &h, charged_ns);
+    /* stamps [i - k, i) go. With none dropped, the charge's stamps are in the ring unless they
+     * left the window: the oldest k at or after charged_ns go (the charge's own when charged
+     * then; older ones, a safe choice, when charged_ns is a lower bound of the charge's time),
+     * and when there are fewer, the newest before it too (a charge dated later, as `now` is:
+     * the newest); none when charged_ns is outside the window (the charge's may have left it).
+     * When a debt dropped stamps, the charge's may be among them: the newest k no newer than
+     * charged_ns go, and the newest stays (it records the latest time). */
+    uint32_t i = 0, k = 0;
     if (flags & DROPPED) {
-        i = (uint32_t)min_i64(i, h.count - 1); /* the newest stays: it records the latest time */
-        uint32_t k = (uint32_t)min_i64(cost, i);
+        i = (uint32_t)min_i64(first_inside(ring, n, &h, charged_ns), h.count - 1);
+        k = (uint32_t)min_i64(cost, i);
+    } else if (charged_ns > latest - rule->window_ns) {
+        k = (uint32_t)min_i64(cost, h.count);
+        i = (uint32_t)min_i64((int64_t)first_inside(ring, n, &h, charged_ns - 1) + k, h.count);
+    }
+    if (flags & DROPPED) {
         int64_t oldest = stamp_at(ring, n, &h, 0);
         for (uint32_t j = i; j-- > k;)
             stamp_put(ring, n, &h, j, stamp_at(ring, n, &h, j - k));
         for (uint32_t j = 0; j < k; j++)
             stamp_put(ring, n, &h, j, oldest);
     } else {
-        uint32_t k = (uint32_t)min_i64(cost, i);
         for (uint32_t j = i; j < h.count; j++) /* none when they are the newest, as usual */
             stamp_put(ring, n, &h, j - k, stamp_at(ring, n, &h, j));
         h.count -= k;

@@ -252,10 +252,11 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
 
 int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
 {
-    if (req->at_ms < 0 || req->at_ms >= now_ns / NS_PER_MS) {
-        return now_ns; /* no AT, or the current millisecond (or later): now */
+    if (req->at_ms < 0) {
+        return now_ns; /* no AT: now */
     }
-    return req->at_ms * NS_PER_MS + (NS_PER_MS - 1); /* < now_ns: no overflow */
+    int64_t at_ns = req->at_ms > now_ns / NS_PER_MS ? now_ns / NS_PER_MS : req->at_ms;
+    return at_ns * NS_PER_MS; /* <= now_ns: no overflow */
 }
 
 /* CL.THROTTLE key max_burst count period_s [quantity] */

@@ -87,9 +87,9 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
                           throttle_req_t *out, char err[THROTTLE_ERR_MAX]);
 
 /* SL.SETTLE's charge time: when it was admitted (throttle_req_t.at_ms), as the core's
- * charged_ns: -1 (no AT) is now_ns; AT names a millisecond, and a reservation admitted at any
- * time within it is looked for, so it is the last ns of that millisecond, or now_ns if that is
- * earlier. now_ns >= 0. */
+ * charged_ns: -1 (no AT) is now_ns; AT names a millisecond, and its first ns is a time no later
+ * than a reservation admitted within it (a lower bound, which sl_refund() takes safely); an AT
+ * in the future is the current millisecond's. now_ns >= 0. */
 int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns);
 
 /* True when the argument is `word`, ASCII case-insensitively. */

@@ -104,8 +104,11 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
         }
         engine_request_t req = {.cost = a->costs[j]};
         if (a->phase == PHASE_REFUND) {
+            /* dated no later than the charge (when the request was read, before the charges
+             * were sent): a refund dated when it runs, after other admissions on the key,
+             * would give back their newer units or a refill the charge no longer holds */
             req = (engine_request_t){
-                .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = -1};
+                .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
         }
         a->left++;
         if (engine_request_async(a->w, a->rules[j], a->keys[j], a->key_lens[j], &req, a->now_ns,

@@ -619,7 +619,7 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
 }
 
 /* SL.THROTTLE ... COST c, or SL.SETTLE ... RESERVED r ACTUAL a [AT ms]: AT names the millisecond
- * of charged_ns (the module looks for the charge as of its end). */
+ * of charged_ns (the module takes its start: no later than charged_ns). */
 static void module_args(args_t *a, const pending_t *p)
 {
     if (p->op == OP_SETTLE) {

@@ -535,7 +535,7 @@ for idx, (name, args, rule) in enumerate(CASES):
                       else reserved + rng.randrange(cap, 3 * cap + 1))
             cmd = ["SL.SETTLE", rkey, *args, "RESERVED", reserved, "ACTUAL", actual]
             cmd += ["AT", at] if at is not None else []
-            charged = t if at is None or at >= t // MS else at * MS + MS - 1
+            charged = t if at is None else min(at, t // MS) * MS
             before = keys.packed(key)
             d = keys.settle(key, reserved, actual, charged, t)
             stats["refund"] += actual < reserved and keys.packed(key) != before

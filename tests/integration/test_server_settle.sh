@@ -75,13 +75,13 @@ check inline-settle matches "$(sc SL.SETTLE k gcra 10 1000 RESERVED 5 ACTUAL 1)"
 # shadow: settled and counted, always allowed
 check shadow-debt matches "$(sc SL.SETTLE quiet s 0 50)" '^1 10 0 0 '
 check shadow-still-allows matches "$(sc SL.ALLOW quiet s)" '^1 10 0 0 '
-# AT names when the reservation was admitted: a settle naming an earlier time finds nothing
-# charged then to give back; naming the reservation's time (taken after its reply) gives it back
+# AT names when the reservation was admitted, or any time before (taken before it was sent):
+# it is given back; a time so old its units would have left the window finds nothing to give
 t0=$(date +%s%3N)
 check at-reserve matches "$(sc SL.ALLOW tok a COST 10)" '^1 1000 990 0 '
-t1=$(date +%s%3N)
-check at-before-nothing matches "$(sc SL.SETTLE tok a 10 0 AT $((t0 - 1000)))" '^1 1000 990 0 '
-check at-settle matches "$(sc SL.SETTLE tok a 10 0 AT "$t1")" '^1 1000 1000 0 '
+check at-settle matches "$(sc SL.SETTLE tok a 10 0 AT "$t0")" '^1 1000 1000 0 '
+check at-reserve-again matches "$(sc SL.ALLOW tok a COST 10)" '^1 1000 990 0 '
+check at-outside-window matches "$(sc SL.SETTLE tok a 10 0 AT $((t0 - 7200000)))" '^1 1000 990 0 '
 # errors: specific, and nothing changes
 check err-arity matches "$(sc SL.SETTLE tok u 1)" "^ERR wrong number of arguments for 'sl.settle'"
 check err-integer matches "$(sc SL.SETTLE tok u 1 x)" '^ERR actual is not an integer or out of range$'

@@ -340,7 +340,9 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
         }
         sl_settle(rule, never, 0, k_cost, now, now, &d);
     }
-    sl_refund(rule, real, cost, t_c, t_r, &d);
+    /* refunded as of the charge's time, or of a time before it (a lower bound of it) */
+    int64_t as_of = t_c - (prng_chance(&rng, 30) ? prng_range(&rng, 0, w) : 0);
+    sl_refund(rule, real, cost, as_of, t_r, &d);
     for (int k = 0; k < PROBES; k++) {
         int64_t at = t_r + (k == 0 ? 0 : prng_range(&rng, 0, horizon(rule)));
         int64_t costs[4] = {0, 1, prng_range(&rng, 0, rule->capacity), rule->capacity};
@@ -351,11 +353,12 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
             if ((x.allowed && (!y.allowed || x.delay_ns < y.delay_ns)) ||
                 (costs[j] == 0 && x.remaining > y.remaining)) {
                 failf(&c,
-                      "charge %" PRId64 " at t_c, refund at t_c + %" PRId64 ", %d others; at "
-                      "t_r + %" PRId64 " cost %" PRId64 ": refunded allowed=%d delay=%" PRId64
-                      " rem=%" PRId64 ", never charged allowed=%d delay=%" PRId64 " rem=%" PRId64,
-                      cost, t_r - t_c, others, at - t_r, costs[j], x.allowed, x.delay_ns,
-                      x.remaining, y.allowed, y.delay_ns, y.remaining);
+                      "charge %" PRId64 " at t_c, refund at t_c + %" PRId64 " as of t_c - %" PRId64
+                      ", %d others; at t_r + %" PRId64 " cost %" PRId64 ": refunded allowed=%d "
+                      "delay=%" PRId64 " rem=%" PRId64 ", never charged allowed=%d delay=%" PRId64
+                      " rem=%" PRId64,
+                      cost, t_r - t_c, t_c - as_of, others, at - t_r, costs[j], x.allowed,
+                      x.delay_ns, x.remaining, y.allowed, y.delay_ns, y.remaining);
                 return;
             }
         }
@@ -420,14 +423,19 @@ static void ref_charge(ref_log_t *r, int64_t cost, int64_t now)
     r->latest = now;
 }
 
-/* Removes the newest `cost` stamps no newer than charged_ns among those in the window at the
- * latest time. */
+/* Removes the oldest `cost` stamps at or after charged_ns (the charge's own, or older ones for
+ * a charged_ns before the charge), and when there are fewer, the newest before it; none when
+ * charged_ns is outside the window at the latest time. */
 static void ref_refund(const sl_rule_t *rule, ref_log_t *r, int64_t cost, int64_t charged_ns)
 {
+    if (charged_ns <= r->latest - rule->window_ns) {
+        return;
+    }
     int lo = ref_first_after(r, r->latest - rule->window_ns);
-    int i = ref_first_after(r, charged_ns);
-    int k = (int)(cost < i - lo ? cost : (i > lo ? i - lo : 0));
-    memmove(&r->t[i - k], &r->t[i], sizeof(int64_t) * (size_t)(r->n - i));
+    int k = (int)(cost < r->n - lo ? cost : r->n - lo);
+    int end = ref_first_after(r, charged_ns - 1) + k;
+    end = end < r->n ? end : r->n;
+    memmove(&r->t[end - k], &r->t[end], sizeof(int64_t) * (size_t)(r->n - end));
     r->n -= k;
 }
 
@@ -444,7 +452,9 @@ static bool log_compare(pcase_t *c, prng_t *rng, const uint64_t *ring, ref_log_t
         sl_decision_t y = ref_decide(rule, r, cost, at, false);
         bool ok;
         if (at_least) {
-            ok = (!x.allowed || y.allowed) && x.remaining <= y.remaining;
+            /* remaining is after the request when admitted: compared when both agree */
+            ok =
+                (!x.allowed || y.allowed) && (x.allowed != y.allowed || x.remaining <= y.remaining);
         } else if (cost == 0) {
             ok = (!x.allowed || y.allowed) && x.remaining == y.remaining &&
                  x.reset_after_ns == y.reset_after_ns;
@@ -509,8 +519,11 @@ static void run_log(run_t *run, long idx)
             now = now > adm_t[j] ? now : adm_t[j];
             /* a peek refused at the latest time: dropped stamps are still in the window */
             bool dropped = !decide_copy(rule, ring, 0, r.latest).allowed;
-            sl_refund(rule, ring, cost, adm_t[j], now, &d);
-            ref_refund(rule, &r, cost, adm_t[j]);
+            /* when it was charged, or (a store's lower bound of that) earlier */
+            int64_t at =
+                adm_t[j] - (prng_chance(&rng, 25) ? prng_range(&rng, 0, rule->window_ns) : 0);
+            sl_refund(rule, ring, cost, at, now, &d);
+            ref_refund(rule, &r, cost, at);
             adm_c[j] -= adm_c[j] < cost ? adm_c[j] : cost;
             if (dropped) {
                 run->approximate++;

@@ -147,7 +147,7 @@ static void test_settle_alone(void **unused)
     assert_string_equal(err, "ERR reserved must be >= 0");
 }
 
-/* AT names a millisecond: the reservation is looked for as of its last ns, never after now. */
+/* AT names a millisecond: its first ns, a time no later than the reservation, never after now. */
 static void test_charged_ns(void **unused)
 {
     (void)unused;
@@ -155,13 +155,13 @@ static void test_charged_ns(void **unused)
     throttle_req_t r = {.at_ms = -1};
     assert_int_equal(throttle_settle_charged_ns(&r, now), now);
     r.at_ms = INT64_C(4000000000122);
-    assert_int_equal(throttle_settle_charged_ns(&r, now), INT64_C(4000000000122999999));
+    assert_int_equal(throttle_settle_charged_ns(&r, now), INT64_C(4000000000122000000));
     r.at_ms = 0;
-    assert_int_equal(throttle_settle_charged_ns(&r, now), NS_MS - 1);
-    r.at_ms = INT64_C(4000000000123); /* the current millisecond: its end is after now */
-    assert_int_equal(throttle_settle_charged_ns(&r, now), now);
-    r.at_ms = INT64_MAX; /* the future: now, and nothing overflows */
-    assert_int_equal(throttle_settle_charged_ns(&r, now), now);
+    assert_int_equal(throttle_settle_charged_ns(&r, now), 0);
+    r.at_ms = INT64_C(4000000000123); /* the current millisecond: its start */
+    assert_int_equal(throttle_settle_charged_ns(&r, now), INT64_C(4000000000123000000));
+    r.at_ms = INT64_MAX; /* the future: the current millisecond, and nothing overflows */
+    assert_int_equal(throttle_settle_charged_ns(&r, now), INT64_C(4000000000123000000));
     r.at_ms = 5;
     assert_int_equal(throttle_settle_charged_ns(&r, 0), 0);
 }

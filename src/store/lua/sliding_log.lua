@@ -77,21 +77,26 @@ if reserved and reserved ~= actual then -- a settle (the core's), then a peek
         for i = k, cnt - 1 do st[i - k] = st[i] end
         cnt = cnt - k
     end
-    if actual < reserved then -- the newest c stamps no newer than charged go
+    if actual < reserved then -- the charge's stamps go (see the core's sliding_log_refund)
         changed = false
         if cnt > 0 then
             local expired = count_upto(st, cnt, latest - window)
             if expired > 0 then dropped, changed = false, true end
             drop(expired)
-            local i, c = count_upto(st, cnt, charged), reserved - actual
-            if dropped then -- each replaced by a copy of the oldest; the newest stays
-                i = math.min(i, cnt - 1)
-                local k, oldest = math.min(c, i), st[0]
+            local c, i, k = reserved - actual, 0, 0 -- stamps [i - k, i) go
+            if dropped then -- the newest k no newer than charged; the newest stays
+                i = math.min(count_upto(st, cnt, charged), cnt - 1)
+                k = math.min(c, i)
+            elseif charged > latest - window then -- the oldest k at or after charged, or
+                k = math.min(c, cnt)                   -- the newest before it when fewer
+                i = math.min(count_upto(st, cnt, charged - 1) + k, cnt)
+            end
+            if dropped then -- each replaced by a copy of the oldest
+                local oldest = st[0]
                 for j = i - 1, k, -1 do st[j] = st[j - k] end
                 for j = 0, k - 1 do st[j] = oldest end
                 changed = changed or k > 0
             else
-                local k = math.min(c, i)
                 for j = i, cnt - 1 do st[j - k] = st[j] end
                 cnt = cnt - k
                 changed = changed or k > 0
