@@ -51,8 +51,9 @@ CASES=0
 
 lib_cleanup() {
     local pid
+    exec 2>/dev/null # bash would report each job killed here ("Killed") as it exits
     for pid in "${LIB_PIDS[@]}"; do
-        kill -KILL "$pid" 2>/dev/null
+        kill -KILL "$pid"
     done
     if [ -n "${SLUICE_KEEP_TMP:-}" ]; then
         echo "kept $TMP"
@@ -86,19 +87,23 @@ lib_forget() {
 stop_bg() {
     local name=$1 sig=${2:-TERM} pid i rc=137
     pid=$(cat "$TMP/$name.pid" 2>/dev/null) || return 1
-    kill -"$sig" "$pid" 2>/dev/null
-    for ((i = 0; i < 200; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
+    # in a block whose stderr is discarded: bash reports a killed background job ("Killed")
+    # on its stderr when it reaps it, which may be during the wait loop
+    {
+        kill -"$sig" "$pid" 2>/dev/null
+        for ((i = 0; i < 200; i++)); do
+            if ! kill -0 "$pid" 2>/dev/null; then
+                { wait "$pid"; } 2>/dev/null
+                rc=$?
+                break
+            fi
+            sleep 0.05
+        done
+        if [ "$i" -eq 200 ]; then
+            kill -KILL "$pid" 2>/dev/null
             { wait "$pid"; } 2>/dev/null
-            rc=$?
-            break
         fi
-        sleep 0.05
-    done
-    if [ "$i" -eq 200 ]; then
-        kill -KILL "$pid" 2>/dev/null
-        { wait "$pid"; } 2>/dev/null
-    fi
+    } 2>/dev/null
     lib_forget "$pid"
     return "$rc"
 }
