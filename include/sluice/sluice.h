@@ -404,8 +404,7 @@ typedef struct sl_multi_request {
  * mean nothing.
  *
  * Thread-safe with every other sl_table_* call: it holds the lock of every shard involved at
- * once, taken in one global order, so concurrent calls never deadlock (see sl_table_foreach() for
- * the one restriction this adds).
+ * once, taken in one global order, so concurrent calls never deadlock.
  */
 SL_API int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused);
 
@@ -445,10 +444,24 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
                                  size_t state_size);
 
 /*
- * Calls fn for every stored key, one shard at a time under that shard's lock (deciding on other
- * shards goes on meanwhile). fn must not call into the same table, nor into any table while an
- * sl_table_decide_all() may run (it could wait for the shard fn's caller holds). Returns 0 after
- * visiting every key, or the first nonzero value fn returned.
+ * Calls fn for every stored key, shard by shard: each shard's keys and states are copied under
+ * its lock, the lock is released, and fn then visits the copy. fn runs with no lock held, so
+ * deciding goes on meanwhile, on every shard, however long fn takes (a snapshot writing to
+ * disk), and fn may call any sl_table_* function on any table, this one included (except
+ * sl_table_free() of this table).
+ *
+ * Concurrent changes: each shard is seen as a consistent copy taken at some moment during the
+ * call, shards at different moments. A key decided, reset or added after its shard was copied
+ * is seen as it was at the copy (or not at all); changes fn itself makes are seen only in shards
+ * not yet copied. Each key present throughout the call is visited exactly once.
+ *
+ * key and state point into the copy (state is 8-byte aligned, state_size bytes) and are valid
+ * only during that call of fn. Memory: one shard's copy at a time (about its keys and states),
+ * reused from shard to shard and freed before returning.
+ *
+ * Returns 0 after visiting every key, the first nonzero value fn returned (return a positive
+ * value to stop, to tell it from an error), SL_ENOMEM when no memory could be had for a shard's
+ * copy (the shards before it were visited), or SL_EINVAL (NULL table or fn).
  */
 SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
 

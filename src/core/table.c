@@ -37,7 +37,9 @@
  *
  * Locking: every path holds one shard lock at a time, except sl_table_decide_all(), which holds
  * the locks of all the shards it needs (of any tables), taken once each in ascending address
- * order, so two such calls cannot deadlock.
+ * order, so two such calls cannot deadlock. No lock is held while caller code runs:
+ * sl_table_foreach() copies a shard under its lock and visits the copy after unlocking, so a
+ * visitor that writes a snapshot to disk holds up no decision, and may call into any table.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -1382,32 +1384,101 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
     return rc != SL_OK ? rc : moved ? 1 : 0;
 }
 
+/*
+ * sl_table_foreach() copies a shard into a buffer under its lock, then visits the copy with no
+ * lock held. A record of the copy is [u32 key length | u32 unused | state, rounded up to 8
+ * bytes | key, rounded up to 8 bytes], so every state is 8-byte aligned for the visitor.
+ */
+typedef struct shard_copy {
+    unsigned char *buf; /* records of one shard */
+    size_t cap;         /* bytes allocated */
+    size_t used;        /* bytes of records */
+} shard_copy_t;
+
+static size_t round8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Bytes the records of shard s take at most (under its lock): each entry's header, state and
+ * inline key area, plus the out-of-line keys (each key's rounding fits in the unused area). */
+static size_t shard_copy_bytes(const sl_table_t *t, const shard_t *s)
+{
+    size_t external = s->bytes - array_bytes(t, s->nchunks);
+    size_t long_keys = external - (t->state_external ? (size_t)s->count * t->state_size : 0);
+    return (size_t)s->count * (8 + round8(t->state_size) + round8(t->key_area)) + long_keys;
+}
+
+/* Copies every entry of shard s into c->buf, under the lock. c->cap >= shard_copy_bytes(). */
+static void shard_copy_locked(const sl_table_t *t, shard_t *s, shard_copy_t *c)
+{
+    c->used = 0;
+    if (s->count == 0)
+        return;
+    unsigned char *p = c->buf;
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+        size_t len;
+        const unsigned char *key = entry_key(t, entry, &len);
+        uint32_t klen = (uint32_t)len; /* the header's second word stays as the buffer has it */
+        memcpy(p, &klen, sizeof(klen));
+        p += 8;
+        memcpy(p, entry_state(t, entry), t->state_size);
+        p += round8(t->state_size);
+        if (len > 0)
+            memcpy(p, key, len);
+        p += round8(len);
+    })
+    c->used = (size_t)(p - c->buf);
+}
+
+/*
+ * Copies shard s into c, growing c's buffer (never while holding the lock) until the shard fits:
+ * a retry happens only if the shard grew past a quarter more than it held when last measured.
+ * The new buffer is touched before the lock is taken, so copying takes no page faults.
+ * Returns SL_OK or SL_ENOMEM.
+ */
+static int shard_copy(const sl_table_t *t, shard_t *s, shard_copy_t *c)
+{
+    for (;;) {
+        shard_lock(s);
+        size_t need = shard_copy_bytes(t, s);
+        if (need <= c->cap) {
+            shard_copy_locked(t, s, c);
+            shard_unlock(s);
+            return SL_OK;
+        }
+        shard_unlock(s);
+        free(c->buf);
+        c->cap = need + need / 4;
+        c->buf = malloc(c->cap);
+        if (c->buf == NULL) {
+            c->cap = 0;
+            return SL_ENOMEM;
+        }
+        memset(c->buf, 0, c->cap);
+    }
+}
+
 int sl_table_foreach(sl_table_t *t, sl_table_visit_fn fn, void *arg)
 {
     if (t == NULL || fn == NULL)
         return SL_EINVAL;
-    uint64_t buf[STATE_INLINE_MAX / 8];
-    for (unsigned k = 0; k < t->nshards; k++) {
-        shard_t *s = &t->shards[k];
-        int stop = 0;
-        shard_lock(s);
-        SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
-            if (stop != 0)
-                break;
-            size_t len;
-            const unsigned char *key = entry_key(t, entry, &len);
-            const void *state = entry_state(t, entry);
-            if (!t->state_external) { /* an aligned copy for the visitor */
-                memcpy(buf, state, t->state_size);
-                state = buf;
-            }
+    shard_copy_t c = {0};
+    int stop = 0;
+    for (unsigned k = 0; k < t->nshards && stop == 0; k++) {
+        if ((stop = shard_copy(t, &t->shards[k], &c)) != SL_OK)
+            break;
+        for (size_t at = 0; at < c.used && stop == 0;) {
+            uint32_t len;
+            memcpy(&len, c.buf + at, sizeof(len));
+            const unsigned char *state = c.buf + at + 8;
+            const unsigned char *key = state + round8(t->state_size);
+            at += 8 + round8(t->state_size) + round8(len);
             stop = fn(arg, key, len, state, t->state_size);
-        })
-        shard_unlock(s);
-        if (stop != 0)
-            return stop;
+        }
     }
-    return 0;
+    free(c.buf);
+    return stop;
 }
 
 size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)

@@ -3,6 +3,7 @@
  * iterator, get/put round trips and the batch entry point, each against sl_decide() on
  * caller-owned state as the reference.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -252,6 +254,152 @@ static void test_foreach_stops(void **unused)
     assert_int_equal(sl_table_foreach(t, stop_at_three, &n), 42);
     assert_int_equal(n, 3);
     sl_table_free(t);
+}
+
+/* Runs fn(arg) on a thread of its own and waits for it at most `seconds`: a call that deadlocks
+ * fails its test instead of hanging it. Returns whether fn returned in time (the thread is left
+ * running otherwise; the process exits with it). */
+typedef struct bounded_run {
+    void (*fn)(void *arg);
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} bounded_run_t;
+
+static void *bounded_main(void *p)
+{
+    bounded_run_t *b = p;
+    b->fn(b->arg);
+    pthread_mutex_lock(&b->mu);
+    b->done = true;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static bool run_bounded(void (*fn)(void *arg), void *arg, int seconds)
+{
+    bounded_run_t *b = calloc(1, sizeof(*b)); /* outlives a thread that never returns */
+    assert_non_null(b);
+    b->fn = fn;
+    b->arg = arg;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bounded_main, b), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += seconds;
+    pthread_mutex_lock(&b->mu);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {
+    }
+    bool done = b->done;
+    pthread_mutex_unlock(&b->mu);
+    if (done) {
+        pthread_join(th, NULL);
+        free(b);
+    }
+    return done;
+}
+
+#define REENTER_KEYS 40
+
+/* A visitor that decides on the key it is given (in the same table and shard), charges it in an
+ * all-or-nothing decision across this table and another, and resets a key. Failures are counted
+ * here, not asserted: the visitor runs on another thread. */
+typedef struct reenter_ctx {
+    sl_table_t *t, *other;
+    uint64_t before[REENTER_KEYS + 1]; /* each key's state before the call; [REENTER_KEYS] "gone" */
+    int visited, gone_visited, wrong_state, failed_calls, rc;
+} reenter_ctx_t;
+
+static void reenter_key(char *buf, size_t cap, int i)
+{
+    if (i == REENTER_KEYS)
+        snprintf(buf, cap, "gone");
+    else /* odd keys are longer than an entry holds */
+        snprintf(buf, cap, i % 2 ? "a-key-longer-than-an-entry-holds-%d" : "key-%d", i);
+}
+
+static int reenter_visit(void *arg, const void *key, size_t len, const void *state, size_t size)
+{
+    reenter_ctx_t *c = arg;
+    char name[64];
+    int i = 0;
+    for (; i <= REENTER_KEYS; i++) {
+        reenter_key(name, sizeof(name), i);
+        if (strlen(name) == len && memcmp(name, key, len) == 0)
+            break;
+    }
+    c->visited++;
+    c->gone_visited += i == REENTER_KEYS;
+    if (i > REENTER_KEYS || size != 8 || memcmp(state, &c->before[i], 8) != 0)
+        c->wrong_state++;
+    sl_decision_t d;
+    if (sl_table_decide(c->t, key, len, 1, T0, &d) != SL_OK || !d.allowed)
+        c->failed_calls++;
+    sl_multi_request_t reqs[2] = {{.table = c->t, .key = key, .key_len = len, .cost = 1},
+                                  {.table = c->other, .key = key, .key_len = len, .cost = 1}};
+    size_t refused = 0;
+    if (sl_table_decide_all(reqs, 2, T0, &refused) != SL_OK || refused != 2)
+        c->failed_calls++;
+    if (sl_table_reset(c->t, "gone", 4) != SL_OK)
+        c->failed_calls++;
+    return 0;
+}
+
+static void reenter_run(void *arg)
+{
+    reenter_ctx_t *c = arg;
+    c->rc = sl_table_foreach(c->t, reenter_visit, c);
+}
+
+/* The visitor runs with no lock held: it may decide on the table being visited (the same shard,
+ * with one shard), decide all or nothing across tables, and reset keys; it sees every key as it
+ * was when its shard was copied. (It used to run under the shard's lock, and deadlocked.) */
+static void test_foreach_visitor_calls_into_tables(void **unused)
+{
+    sl_rule_t r = rule_of(SL_GCRA, 10, 10 * SL_NS_PER_SEC); /* capacity 11 */
+    unsigned shard_counts[] = {1, 64};
+    for (size_t k = 0; k < 2; k++) {
+        sl_table_config_t cfg = {.shards = shard_counts[k]};
+        reenter_ctx_t c = {.t = table_of(&r, &cfg), .other = table_of(&r, NULL)};
+        char key[64];
+        for (int i = 0; i <= REENTER_KEYS; i++) {
+            reenter_key(key, sizeof(key), i);
+            assert_true(allow(c.t, key, 1 + i % 3, T0));
+            assert_int_equal(sl_table_get(c.t, key, strlen(key), &c.before[i]), SL_OK);
+        }
+        if (!run_bounded(reenter_run, &c, 20))
+            fail_msg("%u shard(s): sl_table_foreach did not return: a visitor calling into the "
+                     "table deadlocked",
+                     shard_counts[k]);
+        assert_int_equal(c.rc, 0);
+        assert_int_equal(c.failed_calls, 0);
+        assert_int_equal(c.wrong_state, 0);
+        /* with one shard, every key was copied before the first reset; with 64, "gone" only if
+         * its shard was copied first */
+        if (shard_counts[k] == 1)
+            assert_int_equal(c.gone_visited, 1);
+        assert_int_equal(c.visited, REENTER_KEYS + c.gone_visited);
+        for (int i = 0; i < REENTER_KEYS; i++) { /* two charges each, during the visit */
+            reenter_key(key, sizeof(key), i);
+            sl_decision_t d;
+            assert_int_equal(sl_table_decide(c.t, key, strlen(key), 0, T0, &d), SL_OK);
+            assert_int_equal(d.remaining, 11 - (1 + i % 3) - 2);
+            assert_int_equal(sl_table_decide(c.other, key, strlen(key), 0, T0, &d), SL_OK);
+            assert_int_equal(d.remaining, 10);
+        }
+        uint64_t gone = 1;
+        assert_int_equal(sl_table_get(c.t, "gone", 4, &gone), SL_OK);
+        assert_int_equal(gone, 0);
+        sl_table_free(c.t);
+        sl_table_free(c.other);
+    }
 }
 
 static void test_reclaim_drops_only_fresh(void **unused)
@@ -960,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_reset_get_put),
         cmocka_unit_test(test_foreach_round_trip),
         cmocka_unit_test(test_foreach_stops),
+        cmocka_unit_test(test_foreach_visitor_calls_into_tables),
         cmocka_unit_test(test_reclaim_drops_only_fresh),
         cmocka_unit_test(test_memory_cap),
         cmocka_unit_test(test_batch_equals_sequential),

@@ -1,0 +1,265 @@
+/*
+ * prop_concurrency_foreach.c - deciding goes on while sl_table_foreach()'s visitor runs, on the
+ * very shard being visited, and the visitor sees each shard as it was at one moment.
+ *
+ * Each round fills a table with random keys (short and out-of-line ones, inline and out-of-line
+ * states), then runs two threads, ordered by events only:
+ *
+ *   visitor  sl_table_foreach(); its first call announces "visiting" and waits until the decider
+ *            says it has made its decisions, then it records every (key, state) it is handed;
+ *   decider  waits for "visiting", then makes DECISIONS decisions on the same table: charges on
+ *            keys present, new keys (inserts, which grow and rebuild the shard), resets.
+ *
+ * With one shard, every decision is on the shard being visited. They used to wait for the visitor
+ * (it ran under the shard's lock), so the visitor's wait can only end by its bound: the round
+ * fails ("deciding did not go on"), rather than hanging. Properties checked after each round:
+ *   - the decider finished while the visitor was waiting;
+ *   - one shard: the visitor saw exactly the keys and states of before the call (its shard was
+ *     copied before the decider started);
+ *   - several shards: every key present throughout was visited exactly once (the decider never
+ *     removes them), those of the first shard visited with their states of before the call.
+ *
+ * Every wait is bounded (WAIT_S); the whole run too. SLUICE_SEED overrides the seed. Run under
+ * TSan by `make test-tsan` (label "concurrency").
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/hash.h"
+#include "gen.h"
+
+#define ROUNDS    16
+#define KEYS      2000 /* filled before each round */
+#define DECISIONS 3000 /* the decider's, during the visit */
+#define WAIT_S    20   /* bound of every wait: a deadlock fails instead of hanging */
+#define KEY_CAP   64
+
+typedef struct round {
+    sl_table_t *table;
+    unsigned shards;
+    uint64_t seed;   /* the table's hash seed: which shard a key is in */
+    int first_shard; /* the shard of the first key visited: copied before the decider started */
+    prng_t rng;
+    char keys[KEYS][KEY_CAP];
+    uint64_t *before; /* KEYS states of state_size bytes, as filled */
+    size_t state_size;
+    unsigned char *seen; /* times each filled key was visited */
+    size_t unknown;      /* keys visited that were not filled (the decider's new keys) */
+    size_t wrong_state;  /* keys of the first shard visited whose state was not the filled one */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool visiting, decided, timed_out, visitor_done, decider_done;
+    int foreach_rc, decide_errors;
+} round_t;
+
+static void deadline_in(struct timespec *ts, int seconds)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += seconds;
+}
+
+/* Waits under r->mu until *flag, at most `seconds`. Returns whether it came. */
+static bool wait_for(round_t *r, const bool *flag, int seconds)
+{
+    struct timespec until;
+    deadline_in(&until, seconds);
+    while (!*flag && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
+    }
+    return *flag;
+}
+
+static void set_flag(round_t *r, bool *flag)
+{
+    pthread_mutex_lock(&r->mu);
+    *flag = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int find_key(const round_t *r, const void *key, size_t len)
+{
+    for (int i = 0; i < KEYS; i++) {
+        if (strlen(r->keys[i]) == len && memcmp(r->keys[i], key, len) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* As table.c picks a key's shard (bits 40.. of its hash). */
+static int shard_of(const round_t *r, const void *key, size_t len)
+{
+    return (int)((hash_bytes(key, len, r->seed) >> 40) & (r->shards - 1));
+}
+
+static int visit(void *arg, const void *key, size_t len, const void *state, size_t size)
+{
+    round_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (!r->visiting) {
+        r->first_shard = shard_of(r, key, len);
+        r->visiting = true;
+        pthread_cond_broadcast(&r->cv);
+        if (!wait_for(r, &r->decided, WAIT_S)) {
+            r->timed_out = true;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    int i = find_key(r, key, len);
+    if (i < 0) {
+        r->unknown++;
+        return 0;
+    }
+    r->seen[i]++;
+    const unsigned char *want = (const unsigned char *)r->before + (size_t)i * r->state_size;
+    if (shard_of(r, key, len) == r->first_shard &&
+        (size != r->state_size || memcmp(state, want, size) != 0)) {
+        r->wrong_state++;
+    }
+    return 0;
+}
+
+static void *visitor_main(void *arg)
+{
+    round_t *r = arg;
+    r->foreach_rc = sl_table_foreach(r->table, visit, r);
+    set_flag(r, &r->visitor_done);
+    return NULL;
+}
+
+static void *decider_main(void *arg)
+{
+    round_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    bool go = wait_for(r, &r->visiting, WAIT_S);
+    pthread_mutex_unlock(&r->mu);
+    const int64_t now = PROP_START + SL_NS_PER_SEC;
+    for (int i = 0; go && i < DECISIONS; i++) {
+        uint64_t x = prng_next(&r->rng);
+        char fresh[KEY_CAP];
+        sl_decision_t d;
+        int rc;
+        if (x % 4 == 0) { /* a new key: inserts, and the shard grows */
+            int n = snprintf(fresh, sizeof fresh, "new-%d-%016llx", i, (unsigned long long)x);
+            rc = sl_table_decide(r->table, fresh, (size_t)n, 1, now, &d);
+        } else if (x % 4 == 1 && r->shards == 1) { /* with several shards, keys stay */
+            const char *k = r->keys[(x >> 8) % KEYS];
+            rc = sl_table_reset(r->table, k, strlen(k));
+        } else {
+            const char *k = r->keys[(x >> 8) % KEYS];
+            rc = sl_table_decide(r->table, k, strlen(k), 1, now, &d);
+        }
+        if (rc != SL_OK) {
+            r->decide_errors++;
+        }
+    }
+    set_flag(r, &r->decided);
+    set_flag(r, &r->decider_done);
+    return NULL;
+}
+
+/* One round; returns the number of failed properties. */
+static int run_round(uint64_t seed, int n)
+{
+    static round_t r; /* 130 KiB of keys: not on the stack */
+    memset(&r, 0, sizeof r);
+    r.rng = (prng_t){seed ^ (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15)};
+    r.shards = n % 2 == 0 ? 1 : 8;
+    sl_rule_t rule;
+    /* gcra: 8-byte states in the entry; sliding_log 40: 328-byte states out of line */
+    int rc = n % 4 < 2 ? sl_rule_init(&rule, SL_GCRA, 1000, 3600 * SL_NS_PER_SEC)
+                       : sl_rule_init(&rule, SL_SLIDING_LOG, 40, 3600 * SL_NS_PER_SEC);
+    r.seed = prng_next(&r.rng) | 1;
+    sl_table_config_t cfg = {.shards = r.shards, .seed = r.seed};
+    if (rc != SL_OK || sl_table_create(&rule, &cfg, &r.table) != SL_OK) {
+        fprintf(stderr, "round %d: no table\n", n);
+        return 1;
+    }
+    r.state_size = sl_state_size(&rule);
+    r.before = calloc(KEYS, r.state_size);
+    r.seen = calloc(KEYS, 1);
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r.cv, &ca);
+    for (int i = 0; i < KEYS; i++) {
+        uint64_t x = prng_next(&r.rng);
+        if (x % 3 == 0) { /* longer than an entry holds: stored out of line */
+            snprintf(r.keys[i], KEY_CAP, "tenant-%04d:user-%016llx", i, (unsigned long long)x);
+        } else {
+            snprintf(r.keys[i], KEY_CAP, "k%d", i);
+        }
+        sl_decision_t d;
+        int64_t cost = 1 + (int64_t)((x >> 8) % 20);
+        sl_table_decide(r.table, r.keys[i], strlen(r.keys[i]), cost, PROP_START, &d);
+        sl_table_get(r.table, r.keys[i], strlen(r.keys[i]),
+                     (unsigned char *)r.before + (size_t)i * r.state_size);
+    }
+
+    pthread_t v, dd;
+    pthread_create(&v, NULL, visitor_main, &r);
+    pthread_create(&dd, NULL, decider_main, &r);
+    pthread_mutex_lock(&r.mu);
+    /* longer than the threads' own waits, so that they report first */
+    bool both = wait_for(&r, &r.visitor_done, 3 * WAIT_S);
+    both = both && wait_for(&r, &r.decider_done, 3 * WAIT_S);
+    pthread_mutex_unlock(&r.mu);
+    if (!both) { /* a thread is stuck: nothing more can be checked, nor freed */
+        fprintf(stderr, "round %d (%u shards): a thread did not finish within %d s\n", n, r.shards,
+                3 * WAIT_S);
+        exit(1);
+    }
+    pthread_join(v, NULL);
+    pthread_join(dd, NULL);
+
+    int fails = 0;
+    const char *what = rule.algorithm == SL_GCRA ? "gcra" : "sliding_log";
+    if (r.timed_out) {
+        fprintf(stderr,
+                "round %d (%s, %u shards): deciding did not go on while the visitor ran: the "
+                "decider had not finished after %d s\n",
+                n, what, r.shards, WAIT_S);
+        fails++;
+    }
+    if (r.foreach_rc != 0 || r.decide_errors != 0) {
+        fprintf(stderr, "round %d: sl_table_foreach returned %d; %d decisions failed\n", n,
+                r.foreach_rc, r.decide_errors);
+        fails++;
+    }
+    size_t missing = 0, twice = 0;
+    for (int i = 0; i < KEYS; i++) {
+        missing += r.seen[i] == 0;
+        twice += r.seen[i] > 1;
+    }
+    if (twice != 0 || missing != 0 || r.wrong_state != 0 || (r.shards == 1 && r.unknown != 0)) {
+        fprintf(stderr,
+                "round %d (%s, %u shards): %zu filled keys not visited, %zu visited twice, %zu "
+                "new keys visited, %zu with another state than at the copy\n",
+                n, what, r.shards, missing, twice, r.unknown, r.wrong_state);
+        fails++;
+    }
+    sl_table_free(r.table);
+    free(r.before);
+    free(r.seen);
+    pthread_mutex_destroy(&r.mu);
+    pthread_cond_destroy(&r.cv);
+    return fails;
+}
+
+int main(void)
+{
+    uint64_t seed = prop_seed();
+    printf("prop_concurrency_foreach: seed 0x%llx (SLUICE_SEED=0x%llx to replay)\n",
+           (unsigned long long)seed, (unsigned long long)seed);
+    int fails = 0;
+    int n = 0;
+    for (; n < ROUNDS && fails == 0; n++) { /* the first failing round ends the run */
+        fails += run_round(seed, n);
+    }
+    printf("%d rounds run, %s\n", n, fails == 0 ? "all passed" : "the last failed");
+    return fails == 0 ? 0 : 1;
+}
