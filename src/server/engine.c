@@ -1037,9 +1037,20 @@ static void save_table(save_ctx_t *s, char kind, const char *name, sl_table_t *t
         s->failed = 1;
         return;
     }
-    sl_table_foreach(table, save_entry, s);
+    /* no shard lock is held while save_entry writes (sl_table_foreach visits a copy) */
+    int rc = sl_table_foreach(table, save_entry, s);
+    if (rc != 0 && !s->failed) {
+        snprintf(s->err, ENGINE_ERR_MAX, "table of '%s': %s", name, sl_strerror(rc));
+        s->failed = 1;
+    }
 }
 
+/*
+ * A rule's table, then its override tables. The list of override tables is copied under ov_lock
+ * and written without it: a loop takes ov_lock to find an override's table (a key's first
+ * override decision) and a reset, and must not wait for the disk. The tables themselves live as
+ * long as rs->t, which the caller holds; a table added meanwhile waits for the next snapshot.
+ */
 static void save_rule(void *arg, rule_state_t *rs)
 {
     save_ctx_t *s = arg;
@@ -1049,10 +1060,24 @@ static void save_rule(void *arg, rule_state_t *rs)
     save_table(s, rs->inline_rule ? 'i' : 'r', rs->def.name, rs->t->table,
                s->now_ns < closed.until_ns ? &closed : NULL);
     pthread_mutex_lock(&rs->t->ov_lock);
-    for (size_t i = 0; i < rs->t->nov; i++) {
-        save_table(s, 'o', rs->def.name, rs->t->ov[i].table, NULL);
+    size_t nov = rs->t->nov;
+    sl_table_t **ov = nov > 0 ? malloc(nov * sizeof *ov) : NULL;
+    for (size_t i = 0; i < nov && ov != NULL; i++) {
+        ov[i] = rs->t->ov[i].table;
     }
     pthread_mutex_unlock(&rs->t->ov_lock);
+    if (nov > 0 && ov == NULL) {
+        if (!s->failed) {
+            snprintf(s->err, ENGINE_ERR_MAX, "override tables of '%s': out of memory",
+                     rs->def.name);
+        }
+        s->failed = 1;
+        return;
+    }
+    for (size_t i = 0; i < nov; i++) {
+        save_table(s, 'o', rs->def.name, ov[i], NULL);
+    }
+    free(ov);
 }
 
 int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err)

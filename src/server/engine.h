@@ -241,7 +241,10 @@ bool engine_rule_check(void *arg, const sl_rule_t *rule, char *err, size_t cap);
 void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
 
 /* Snapshots: writes every table / loads a snapshot into the tables. Return 0 or -1 with err.
- * engine_load_snapshot sets cold-start windows when no usable snapshot exists. */
+ * engine_load_snapshot sets cold-start windows when no usable snapshot exists.
+ * engine_save_snapshot may run on any thread while the loops decide: it holds no lock a
+ * decision or a reload waits on while it writes (each table is copied shard by shard, the list
+ * of override tables under ov_lock). One at a time per path: two would share path.tmp. */
 int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
 int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
 

@@ -3,7 +3,6 @@
  * iterator, get/put round trips and the batch entry point, each against sl_decide() on
  * caller-owned state as the reference.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
+#include "bounded.h"
 #include "core/hash.h"
 #include "sluice/sluice.h"
 
@@ -254,56 +253,6 @@ static void test_foreach_stops(void **unused)
     assert_int_equal(sl_table_foreach(t, stop_at_three, &n), 42);
     assert_int_equal(n, 3);
     sl_table_free(t);
-}
-
-/* Runs fn(arg) on a thread of its own and waits for it at most `seconds`: a call that deadlocks
- * fails its test instead of hanging it. Returns whether fn returned in time (the thread is left
- * running otherwise; the process exits with it). */
-typedef struct bounded_run {
-    void (*fn)(void *arg);
-    void *arg;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} bounded_run_t;
-
-static void *bounded_main(void *p)
-{
-    bounded_run_t *b = p;
-    b->fn(b->arg);
-    pthread_mutex_lock(&b->mu);
-    b->done = true;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    return NULL;
-}
-
-static bool run_bounded(void (*fn)(void *arg), void *arg, int seconds)
-{
-    bounded_run_t *b = calloc(1, sizeof(*b)); /* outlives a thread that never returns */
-    assert_non_null(b);
-    b->fn = fn;
-    b->arg = arg;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cv, &ca);
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, bounded_main, b), 0);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += seconds;
-    pthread_mutex_lock(&b->mu);
-    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {
-    }
-    bool done = b->done;
-    pthread_mutex_unlock(&b->mu);
-    if (done) {
-        pthread_join(th, NULL);
-        free(b);
-    }
-    return done;
 }
 
 #define REENTER_KEYS 40
