@@ -444,16 +444,17 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
                                  size_t state_size);
 
 /*
- * Calls fn for every stored key, shard by shard: each shard's keys and states are copied under
- * its lock, the lock is released, and fn then visits the copy. fn runs with no lock held, so
- * deciding goes on meanwhile, on every shard, however long fn takes (a snapshot writing to
- * disk), and fn may call any sl_table_* function on any table, this one included (except
- * sl_table_free() of this table).
+ * Calls fn for every stored key, shard by shard: each shard's keys and states are copied, then
+ * fn visits the copy. fn runs with no lock held, so deciding goes on meanwhile, on every shard,
+ * however long fn takes (a snapshot writing to disk), and fn may call any sl_table_* function on
+ * any table, this one included (except sl_table_free() of this table). The copy itself holds a
+ * shard's lock for about a thousand keys at a time: a decision waits for one such piece at most,
+ * whatever the table's size.
  *
- * Concurrent changes: each shard is seen as a consistent copy taken at some moment during the
- * call, shards at different moments. A key decided, reset or added after its shard was copied
- * is seen as it was at the copy (or not at all); changes fn itself makes are seen only in shards
- * not yet copied. Each key present throughout the call is visited exactly once.
+ * Concurrent changes: each key is seen with a state it held at one moment during the call (not
+ * one moment for all keys); a key stored throughout the call is visited exactly once; a key
+ * added or removed during the call may or may not be visited. A shard's copy is complete before
+ * fn sees any of it, so changes fn makes are seen only in shards not yet copied.
  *
  * key and state point into the copy (state is 8-byte aligned, state_size bytes) and are valid
  * only during that call of fn. Memory: one shard's copy at a time (about its keys and states),

@@ -19,10 +19,20 @@
  *   - several shards: every key present throughout was visited exactly once (the decider never
  *     removes them), those of the first shard visited with their states of before the call.
  *
+ * Racing rounds then run the decider and sl_table_foreach() at once, unordered: passes of
+ * sl_table_foreach() back to back while the decider runs, on gcra tables of RACE_KEYS keys (a
+ * shard of them is copied in many pieces, one per lock hold), the decider charging keys present
+ * and adding many new ones (so shards grow, and are rebuilt between two pieces of their copy,
+ * which then starts again). Whatever the interleaving, in every pass:
+ *   - every key present throughout is visited exactly once;
+ *   - each with a state it held during the round: a TAT no earlier than before it and no later
+ *     than after it (charges only move a gcra key's TAT forward).
+ *
  * Every wait is bounded (WAIT_S); the whole run too. SLUICE_SEED overrides the seed. Run under
  * TSan by `make test-tsan` (label "concurrency").
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +41,15 @@
 #include "core/hash.h"
 #include "gen.h"
 
-#define ROUNDS    16
-#define KEYS      2000 /* filled before each round */
-#define DECISIONS 3000 /* the decider's, during the visit */
-#define WAIT_S    20   /* bound of every wait: a deadlock fails instead of hanging */
-#define KEY_CAP   64
+#define ROUNDS          16
+#define KEYS            2000 /* filled before each round */
+#define DECISIONS       3000 /* the decider's, during the visit */
+#define WAIT_S          20   /* bound of every wait: a deadlock fails instead of hanging */
+#define KEY_CAP         64
+#define RACE_ROUNDS     12
+#define RACE_KEYS       20000  /* filled before each racing round */
+#define RACE_DECISIONS  200000 /* the decider's, meanwhile; half of them new keys */
+#define RACE_PASSES_MAX 1000   /* sl_table_foreach passes while the decider runs */
 
 typedef struct round {
     sl_table_t *table;
@@ -250,6 +264,153 @@ static int run_round(uint64_t seed, int n)
     return fails;
 }
 
+/* ---- racing rounds --------------------------------------------------------------------------- */
+
+typedef struct race {
+    sl_table_t *table;
+    prng_t rng;
+    int64_t *before, *after; /* each filled key's TAT before and after the round */
+    int64_t *seen_max;       /* the latest TAT any pass saw for it */
+    unsigned *seen;          /* visits in the current pass */
+    atomic_bool decided;     /* the decider is done */
+    int passes, decide_errors, foreach_rc;
+    size_t missing, twice, too_early; /* over all passes */
+} race_t;
+
+static size_t race_key(char *buf, int i)
+{
+    return (size_t)snprintf(buf, KEY_CAP, i % 3 ? "r%d" : "tenant-%06d:a-long-user-name", i);
+}
+
+/* The index of a filled key ("r<i>" or "tenant-<i>:..."), or -1 for another key. Cheap: a pass
+ * should spend its time copying, not parsing. */
+static int race_index(const void *key, size_t len)
+{
+    const char *p = key, *end = p + len;
+    if (len > 1 && p[0] == 'r') {
+        p++;
+    } else if (len > 7 && memcmp(p, "tenant-", 7) == 0) {
+        p += 7;
+    } else {
+        return -1;
+    }
+    int i = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        i = i * 10 + (*p - '0');
+    }
+    char again[KEY_CAP];
+    return i < RACE_KEYS && race_key(again, i) == len && memcmp(again, key, len) == 0 ? i : -1;
+}
+
+static int race_visit(void *arg, const void *key, size_t len, const void *state, size_t size)
+{
+    race_t *r = arg;
+    int i = race_index(key, len);
+    if (i < 0 || size != sizeof(int64_t)) {
+        return 0; /* a key the decider added */
+    }
+    int64_t tat;
+    memcpy(&tat, state, sizeof tat);
+    r->seen[i]++;
+    r->too_early += tat < r->before[i];
+    r->seen_max[i] = tat > r->seen_max[i] ? tat : r->seen_max[i];
+    return 0;
+}
+
+static void *race_decider(void *arg)
+{
+    race_t *r = arg;
+    const int64_t now = PROP_START + SL_NS_PER_SEC;
+    char key[KEY_CAP];
+    for (int i = 0; i < RACE_DECISIONS; i++) {
+        uint64_t x = prng_next(&r->rng);
+        size_t len = x % 2 ? (size_t)snprintf(key, sizeof key, "new-%d", i)
+                           : race_key(key, (int)((x >> 8) % RACE_KEYS));
+        sl_decision_t d;
+        if (sl_table_decide(r->table, key, len, 1, now, &d) != SL_OK) {
+            r->decide_errors++;
+        }
+    }
+    atomic_store(&r->decided, true);
+    return NULL;
+}
+
+/* Passes back to back while the decider runs (one at least), each checked when it ends. */
+static void *race_visitor(void *arg)
+{
+    race_t *r = arg;
+    do {
+        memset(r->seen, 0, RACE_KEYS * sizeof *r->seen);
+        int rc = sl_table_foreach(r->table, race_visit, r);
+        r->foreach_rc = rc != 0 ? rc : r->foreach_rc;
+        for (int i = 0; i < RACE_KEYS; i++) {
+            r->missing += r->seen[i] == 0;
+            r->twice += r->seen[i] > 1;
+        }
+        r->passes++;
+    } while (!atomic_load(&r->decided) && r->passes < RACE_PASSES_MAX);
+    return NULL;
+}
+
+static int run_race(uint64_t seed, int n)
+{
+    static race_t r;
+    memset(&r, 0, sizeof r);
+    r.rng = (prng_t){seed ^ UINT64_C(0x2545f4914f6cdd1d) * (uint64_t)(n + 1)};
+    unsigned shards = n % 2 == 0 ? 1 : 4;
+    sl_rule_t rule;
+    sl_table_config_t cfg = {.shards = shards};
+    if (sl_rule_init(&rule, SL_GCRA, 1000, 3600 * SL_NS_PER_SEC) != SL_OK ||
+        sl_table_create(&rule, &cfg, &r.table) != SL_OK) {
+        fprintf(stderr, "race %d: no table\n", n);
+        return 1;
+    }
+    r.before = calloc(RACE_KEYS, sizeof(int64_t));
+    r.after = calloc(RACE_KEYS, sizeof(int64_t));
+    r.seen_max = calloc(RACE_KEYS, sizeof(int64_t));
+    r.seen = calloc(RACE_KEYS, sizeof(unsigned));
+    char key[KEY_CAP];
+    for (int i = 0; i < RACE_KEYS; i++) {
+        size_t len = race_key(key, i);
+        sl_decision_t d;
+        sl_table_decide(r.table, key, len, 1 + (int64_t)(prng_next(&r.rng) % 20), PROP_START, &d);
+        sl_table_get(r.table, key, len, &r.before[i]);
+    }
+    sl_table_stats_t st0, st1;
+    sl_table_stats(r.table, &st0);
+    pthread_t dd, v;
+    pthread_create(&dd, NULL, race_decider, &r);
+    pthread_create(&v, NULL, race_visitor, &r);
+    pthread_join(dd, NULL);
+    pthread_join(v, NULL);
+    sl_table_stats(r.table, &st1);
+    size_t too_late = 0;
+    for (int i = 0; i < RACE_KEYS; i++) {
+        size_t len = race_key(key, i);
+        sl_table_get(r.table, key, len, &r.after[i]);
+        too_late += r.seen_max[i] > r.after[i];
+    }
+    int fails = 0;
+    if (r.foreach_rc != 0 || r.decide_errors != 0 || r.missing || r.twice || r.too_early ||
+        too_late) {
+        fprintf(stderr,
+                "race %d (%u shards, %d passes, %llu rebuilds meanwhile): sl_table_foreach "
+                "returned %d, %d decisions failed; over the passes, of the %d keys present "
+                "throughout: %zu times one was not visited, %zu visited twice, %zu seen with a "
+                "state older than before the call, %zu newer than after it\n",
+                n, shards, r.passes, (unsigned long long)(st1.rebuilds - st0.rebuilds),
+                r.foreach_rc, r.decide_errors, RACE_KEYS, r.missing, r.twice, r.too_early,
+                too_late);
+        fails = 1;
+    }
+    sl_table_free(r.table);
+    free(r.before);
+    free(r.after);
+    free(r.seen_max);
+    free(r.seen);
+    return fails;
+}
+
 int main(void)
 {
     uint64_t seed = prop_seed();
@@ -260,6 +421,11 @@ int main(void)
     for (; n < ROUNDS && fails == 0; n++) { /* the first failing round ends the run */
         fails += run_round(seed, n);
     }
-    printf("%d rounds run, %s\n", n, fails == 0 ? "all passed" : "the last failed");
+    int k = 0;
+    for (; k < RACE_ROUNDS && fails == 0; k++) {
+        fails += run_race(seed, k);
+    }
+    printf("%d rounds and %d racing rounds run, %s\n", n, k,
+           fails == 0 ? "all passed" : "the last failed");
     return fails == 0 ? 0 : 1;
 }
