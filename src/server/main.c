@@ -2,12 +2,22 @@
  * main.c - sluiced: configuration, start-up, the main thread's timers and signals, shutdown.
  *
  * The main thread owns no client connections. It loads the rules and the snapshot, starts the
- * config store's thread (which polls the store's version from then on) and the loops, writes
- * snapshots, and handles signals:
- *   SIGTERM, SIGINT  stop accepting, answer what was read, write a snapshot, exit 0
+ * config store's thread (which polls the store's version from then on) and the loops, starts
+ * the periodic snapshots, and handles signals:
+ *   SIGTERM, SIGINT  stop accepting, answer what was read, wait for a snapshot being written,
+ *                    write a last one, exit 0
  *   SIGHUP           re-import --rules FILE (if given) and reload the rules (on the config
  *                    store's thread)
+ *
+ * A periodic snapshot is written on a thread of its own, started for it and ended with it, at
+ * the lowest CPU priority (SCHED_IDLE), so that neither the main loop's signals and timers nor,
+ * on a shared core, the loops wait for a write of millions of keys. One at a time: a tick that
+ * finds one still being written is skipped. The last snapshot, at shutdown, is written on the
+ * main thread once the loops have stopped and any snapshot under way has finished.
  */
+#define _GNU_SOURCE /* SCHED_IDLE */
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +34,26 @@
 
 #define NS_PER_MS INT64_C(1000000)
 
+/* The periodic snapshot being written on its own thread. Main thread only, but for the result
+ * fields, which the snapshot thread writes before it signals `done` and the main thread reads
+ * after joining it. */
+typedef struct snapshot_run {
+    uv_thread_t thread;
+    bool running;   /* a thread was started and not yet joined */
+    bool skipped;   /* a tick found one still running (reported once) */
+    int64_t now_ns; /* the snapshot's time, ns */
+    int rc;         /* engine_save_snapshot's result */
+    size_t keys;    /* keys written */
+    char err[ENGINE_ERR_MAX];
+} snapshot_run_t;
+
 typedef struct main_ctx {
     server_t srv;
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t snapshot_timer;
+    uv_async_t snapshot_done; /* the snapshot thread finished */
+    snapshot_run_t snap;
 } main_ctx_t;
 
 /* The first load, before the config store's thread runs. */
@@ -43,16 +68,17 @@ static int load_rules(main_ctx_t *m)
     return 0;
 }
 
-static void save_snapshot(main_ctx_t *m)
+static bool snapshots_on(const main_ctx_t *m)
 {
     const char *path = m->srv.cfg->snapshot_path;
-    if (path == NULL || path[0] == '\0') {
-        return;
-    }
-    char err[ENGINE_ERR_MAX];
-    size_t keys = 0;
-    int64_t now_ns = sl_now_ns();
-    if (engine_save_snapshot(m->srv.engine, path, now_ns, &keys, err) != 0) {
+    return path != NULL && path[0] != '\0';
+}
+
+/* Counts and logs a snapshot's outcome. */
+static void snapshot_record(main_ctx_t *m, int rc, int64_t now_ns, size_t keys, const char *err)
+{
+    const char *path = m->srv.cfg->snapshot_path;
+    if (rc != 0) {
         atomic_fetch_add(&m->srv.snapshot_errors, 1);
         log_error("snapshot %s not written: %s", path, err);
         return;
@@ -62,11 +88,72 @@ static void save_snapshot(main_ctx_t *m)
     log_debug("snapshot %s: %zu keys", path, keys);
 }
 
-static void on_snapshot_timer(uv_timer_t *t)
+/* Writes a snapshot on this thread (the last one, at shutdown; or when no thread could start). */
+static void save_snapshot_now(main_ctx_t *m)
 {
-    save_snapshot(t->data);
+    if (!snapshots_on(m)) {
+        return;
+    }
+    char err[ENGINE_ERR_MAX];
+    size_t keys = 0;
+    int64_t now_ns = sl_now_ns();
+    int rc = engine_save_snapshot(m->srv.engine, m->srv.cfg->snapshot_path, now_ns, &keys, err);
+    snapshot_record(m, rc, now_ns, keys, err);
 }
 
+static void snapshot_thread(void *arg)
+{
+    main_ctx_t *m = arg;
+    snapshot_run_t *r = &m->snap;
+#ifdef SCHED_IDLE
+    /* any runnable thread of the machine goes first; the write takes what is left */
+    struct sched_param none = {.sched_priority = 0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
+#endif
+    r->rc =
+        engine_save_snapshot(m->srv.engine, m->srv.cfg->snapshot_path, r->now_ns, &r->keys, r->err);
+    uv_async_send(&m->snapshot_done);
+}
+
+/* Joins the snapshot thread, if one ran, and records its outcome. Blocks until it finished. */
+static void snapshot_join(main_ctx_t *m)
+{
+    snapshot_run_t *r = &m->snap;
+    if (!r->running) {
+        return;
+    }
+    uv_thread_join(&r->thread);
+    r->running = false;
+    snapshot_record(m, r->rc, r->now_ns, r->keys, r->err);
+}
+
+static void on_snapshot_done(uv_async_t *a)
+{
+    snapshot_join(a->data); /* the thread has signalled: it is ending, the join is short */
+}
+
+static void on_snapshot_timer(uv_timer_t *t)
+{
+    main_ctx_t *m = t->data;
+    snapshot_run_t *r = &m->snap;
+    if (r->running) {
+        if (!r->skipped) {
+            log_warn("a snapshot takes longer than --snapshot-interval: the ticks that come "
+                     "while one is being written are skipped");
+            r->skipped = true;
+        }
+        return;
+    }
+    r->now_ns = sl_now_ns();
+    r->rc = 0;
+    r->keys = 0;
+    r->err[0] = '\0';
+    r->running = uv_thread_create(&r->thread, snapshot_thread, m) == 0;
+    if (!r->running) {
+        log_warn("no thread for the snapshot: writing it on the main thread");
+        save_snapshot_now(m);
+    }
+}
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     main_ctx_t *m = s->data;
@@ -286,8 +373,10 @@ int main(int argc, char **argv)
     uv_signal_start(&m.sig_hup, on_hup, SIGHUP);
     uv_timer_init(&m.loop, &m.snapshot_timer);
     m.snapshot_timer.data = &m;
+    uv_async_init(&m.loop, &m.snapshot_done, on_snapshot_done);
+    m.snapshot_done.data = &m;
     uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
-    if (snap_ms > 0 && cfg.snapshot_path != NULL && cfg.snapshot_path[0] != '\0') {
+    if (snap_ms > 0 && snapshots_on(&m)) {
         uv_timer_start(&m.snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
     }
 
@@ -295,11 +384,13 @@ int main(int argc, char **argv)
 
     server_stop(&m.srv);
     engine_stop(m.srv.engine);
-    save_snapshot(&m);
+    snapshot_join(&m); /* a snapshot under way finishes first: both write PATH.tmp */
+    save_snapshot_now(&m);
     uv_close((uv_handle_t *)&m.sig_term, NULL);
     uv_close((uv_handle_t *)&m.sig_int, NULL);
     uv_close((uv_handle_t *)&m.sig_hup, NULL);
     uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
+    uv_close((uv_handle_t *)&m.snapshot_done, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);
     log_info("stopped");
