@@ -84,7 +84,7 @@ kill -TERM "$PID"
 stopping() { grep -q "SIGTERM: stopping" "$TMP/s1.log"; }
 check term-logged poll 10 stopping
 check fifo-opened timeout 10 cat "$SNAP.tmp" >/dev/null
-stop_bg s1 TERM
+stop_bg s1 0 # no second signal: wait for the exit the SIGTERM began
 check term-exit-0 test $? -eq 0
 check held-snapshot-failed grep -q "snapshot $SNAP not written" "$TMP/s1.log"
 check last-snapshot-a-file test -f "$SNAP" -a -s "$SNAP"
