@@ -12,21 +12,22 @@
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
  *
- * A key's value is a Redis string: a 4-byte header, then the state in its packed form.
+ * A key's value is a Redis string: a header naming the format, the algorithm and the numbers the
+ * state was written under, then the state in its packed form (src/module/value.h has the
+ * format). A gcra key with small numbers is about 16 bytes. The clock is read in whole
+ * microseconds, like Redis's own TIME, so sliding_log stamps pack as microseconds.
  *
- *   byte 0     STATE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
- *   byte 1     format (high nibble, value_version(): 1, except sliding_log: 2, or 3 when its
- *              packed form carries a flag of a settle or a refund) | algorithm (low nibble, 1..6)
- *   bytes 2-3  a 16-bit hash of the prepared rule's parameters, little endian
- *   bytes 4..  the state as sl_state_pack() writes it: sl_state_size(rule) bytes, except for
- *              sliding_log, whose packed form holds only the stamps in use (2-3 bytes each)
+ * A decision that admits a cost writes the state, sets the key's absolute expiry to the moment
+ * the state is fresh again, and replicates exactly that: SET key <bytes> PXAT <ms> (or DEL when
+ * the state is fresh already). Peeks and rejections write and replicate nothing. A settle
+ * writes (and replicates) the same way when it changes the state.
  *
- * A gcra key is 12 bytes, which Redis stores in the same 32-byte allocation as any value of up
- * to 12 bytes. The clock is read in whole microseconds, like Redis's own TIME, so sliding_log
- * stamps pack as microseconds. A decision that admits a cost writes the state, sets the key's
- * absolute expiry to the moment the state is fresh again, and replicates exactly that: SET key
- * <bytes> PXAT <ms> (or DEL when the state is fresh already). Peeks and rejections write and
- * replicate nothing. A settle writes (and replicates) the same way when it changes the state.
+ * A key's numbers may change (a caller sends other limits for the same key: sluiced when an
+ * override is set or a rule changed): a value written under other numbers of the same
+ * algorithm is converted to the command's (sl_state_convert(): the usage carried, never less),
+ * then decided on. A command that may write (SL.THROTTLE and CL.THROTTLE with a cost,
+ * SL.SETTLE) then writes the converted value whatever it decides, so the usage is converted
+ * once and the key expires when the new numbers say; a peek converts only what it reports.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,15 +36,13 @@
 #include <strings.h>
 
 #include "module/redismodule.h"
+#include "module/value.h"
 #include "rules/throttle_args.h"
 #include "sluice/sluice.h"
 #include "sluice/version.h"
 
 #define MODULE_NAME    "sluice"
 #define MODULE_VERSION (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
-
-#define STATE_MAGIC  0xF5
-#define STATE_HEADER 4 /* bytes before the state */
 
 #define ARGS_LOCAL        16   /* arguments converted on the stack; more go to the heap */
 #define STATE_LOCAL       2048 /* state (and packed) bytes on the stack; larger go to the heap */
@@ -67,124 +66,123 @@ static int64_t module_now_ns(void)
     return now_ns < 0 ? 0 : now_ns > SL_NOW_MAX_NS ? SL_NOW_MAX_NS : now_ns;
 }
 
-/* A parsed request and the hash of its rule's parameters (the header's bytes 2-3). */
+/* A parsed request, with its rule's value header (format 4) and its formats 1-3 hash. */
 typedef struct request {
     throttle_req_t t;
-    uint16_t hash;
+    uint16_t hash;                    /* value_params_hash(): what older values carry */
+    size_t header_len;                /* bytes of header */
+    uint8_t header[VALUE_HEADER_MAX]; /* value_header() of the rule */
 } request_t;
 
-/* ---- the state format ---------------------------------------------------------------------- */
+/* ---- the state format (value.h) ------------------------------------------------------------ */
 
-/* FNV-1a over the parameters that decide how a state is read, folded to 16 bits. Fixed: keys
- * written by one build are read by every other (replicas, AOF, a cluster's other nodes). */
-static uint16_t params_hash(const sl_rule_t *rule)
+/* Unpacks len packed bytes at p under rule into state; the error text, or NULL. A fixed-size
+ * state must be exactly its size (its packed form is the state). */
+static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_t *p, size_t len,
+                          void *state, char err[THROTTLE_ERR_MAX])
 {
-    int64_t fields[5] = {rule->limit, rule->window_ns, rule->burst, rule->buckets,
-                         rule->max_delay_ns};
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t f = 0; f < 5; f++) {
-        uint64_t v = (uint64_t)fields[f];
-        for (int i = 0; i < 8; i++) {
-            h ^= (v >> (8 * i)) & 0xff;
-            h *= UINT64_C(0x100000001b3);
-        }
+    const char *name = sl_algorithm_name(rule->algorithm);
+    size_t want = sl_state_size(rule);
+    if (rule->algorithm != SL_SLIDING_LOG && len != want) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
+                 header_len + len, name, header_len + want);
+        return err;
     }
-    return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
-}
-
-/* The formats of an algorithm's values: the layout of its state after the header. sliding_log's
- * is 2 (its packed form; 1 was the whole ring of N stamps), or 3 when the packed form carries a
- * flag that only a settle or a refund sets (the oldest stamps dropped by a debt, or the latest
- * time kept apart): a sluice.so that reads only format 2 refuses such a value with the format
- * error instead of calling it corrupt, while sliding_log values without a flag stay readable by
- * it. The others' states never changed layout, so their keys stay readable by every sluice.so (a
- * rolling upgrade, a failover to an older node). */
-#define LOG_PACKED_FLAGS 0x30 /* the flag bits of a packed sliding_log's first byte */
-
-static unsigned value_version(unsigned algorithm, const uint8_t *packed)
-{
-    if (algorithm != SL_SLIDING_LOG) {
-        return 1;
+    if (sl_state_unpack(rule, p, len, state) != SL_OK) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
+                 name);
+        return err;
     }
-    return (packed[0] & LOG_PACKED_FLAGS) != 0 ? 3 : 2;
-}
-
-static bool version_read(unsigned algorithm, unsigned version)
-{
-    return algorithm == SL_SLIDING_LOG ? version == 2 || version == 3 : version == 1;
-}
-
-static void header_write(const request_t *req, const uint8_t *packed, uint8_t *out)
-{
-    unsigned algorithm = (unsigned)req->t.rule.algorithm;
-    out[0] = STATE_MAGIC;
-    out[1] = (uint8_t)(value_version(algorithm, packed) << 4 | (algorithm & 0x0f));
-    out[2] = (uint8_t)(req->hash & 0xff);
-    out[3] = (uint8_t)(req->hash >> 8);
-}
-
-static bool header_is_ours(const uint8_t *p, size_t len)
-{
-    return len >= STATE_HEADER && p[0] == STATE_MAGIC;
+    return NULL;
 }
 
 /*
- * Reads a stored value as the state of the rule the request names. Returns NULL when p[0..len)
- * is a state of exactly this rule (its header, and sl_state_unpack() of the rest, which checks
- * it as sl_state_check() does) and has unpacked it into `state` (sl_state_size() bytes), or the
- * error text otherwise (written to err).
+ * A value written under other numbers (v->rule, format 4; its header header_len bytes): its
+ * state unpacked under them and
+ * converted to the request's rule at now_ns (sl_state_convert: the usage carried, never less),
+ * into `state`. Returns NULL, or the error text.
  */
-static const char *value_read(const request_t *req, const uint8_t *p, size_t len, void *state,
-                              char err[THROTTLE_ERR_MAX])
+static const char *convert(const request_t *req, const value_t *v, size_t header_len,
+                           int64_t now_ns, void *state, char err[THROTTLE_ERR_MAX])
+{
+    size_t size = sl_state_size(&v->rule);
+    uint8_t local[STATE_LOCAL];
+    uint8_t *from = size <= sizeof(local) ? local : RedisModule_Alloc(size);
+    const char *error = unpack(&v->rule, header_len, v->packed, v->packed_len, from, err);
+    if (error == NULL && sl_state_convert(&v->rule, from, &req->t.rule, state, now_ns) != SL_OK) {
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
+                 sl_algorithm_name(v->algorithm));
+        error = err;
+    }
+    if (from != local) {
+        RedisModule_Free(from);
+    }
+    return error;
+}
+
+/*
+ * Reads a stored value as the state of the request's rule at now_ns, into `state`
+ * (sl_state_size() bytes). A value written under the request's numbers is unpacked (and checked
+ * as sl_state_check() does); one written under other numbers of the same algorithm (format 4)
+ * is converted to them, and *converted set. A value of an older format was written under the
+ * numbers its hash names: read when they are the request's, an error otherwise (which numbers
+ * they were is not known). Returns NULL, or the error text (written to err).
+ */
+static const char *value_read(const request_t *req, const uint8_t *p, size_t len, int64_t now_ns,
+                              void *state, bool *converted, char err[THROTTLE_ERR_MAX])
 {
     const sl_rule_t *rule = &req->t.rule;
-    if (!header_is_ours(p, len)) {
+    *converted = false;
+    if (len >= req->header_len && memcmp(p, req->header, req->header_len) == 0) {
+        return unpack(rule, req->header_len, p + req->header_len, len - req->header_len, state,
+                      err); /* the same numbers: the usual case */
+    }
+    value_t v;
+    value_status_t st = value_parse(p, len, &v);
+    const char *stored = sl_algorithm_name(v.algorithm);
+    switch (st) {
+    case VALUE_NOT_OURS:
         return ERR_NOT_STATE;
-    }
-    unsigned version = p[1] >> 4, algorithm = p[1] & 0x0f;
-    const char *stored = sl_algorithm_name((sl_algorithm_t)algorithm);
-    if (stored == NULL) {
+    case VALUE_ALGORITHM:
         snprintf(err, THROTTLE_ERR_MAX, "ERR the key holds corrupt sluice state (algorithm %u)",
-                 algorithm);
+                 p[1] & 0x0f);
         return err;
-    }
-    if (!version_read(algorithm, version)) {
+    case VALUE_FORMAT_NEW:
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds %s state of format %u, this sluice.so reads %s "
                  "(SL.RESET it, or load a matching sluice.so)",
-                 stored, version, algorithm == SL_SLIDING_LOG ? "formats 2 and 3" : "format 1");
+                 stored, v.format, value_formats_read(v.algorithm));
         return err;
+    case VALUE_CORRUPT:
+        snprintf(err, THROTTLE_ERR_MAX,
+                 "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
+                 stored);
+        return err;
+    case VALUE_OK:
+        break;
     }
-    if (algorithm != (unsigned)rule->algorithm) {
+    if (v.algorithm != rule->algorithm) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds sluice state of another rule (%s, not %s); SL.RESET it or "
                  "use another key",
                  stored, sl_algorithm_name(rule->algorithm));
         return err;
     }
-    uint16_t h = (uint16_t)(p[2] | p[3] << 8);
-    if (h != req->hash) {
-        snprintf(err, THROTTLE_ERR_MAX,
-                 "ERR the key holds sluice state of another rule (%s with other parameters); "
-                 "SL.RESET it or use another key",
-                 stored);
-        return err;
+    if (!v.has_rule) { /* formats 1 to 3 */
+        if (v.hash != req->hash) {
+            snprintf(err, THROTTLE_ERR_MAX,
+                     "ERR the key holds sluice state of another rule (%s with other parameters); "
+                     "SL.RESET it or use another key",
+                     stored);
+            return err;
+        }
+        return unpack(rule, VALUE_OLD_HEADER, v.packed, v.packed_len, state, err);
     }
-    size_t want = STATE_HEADER + sl_state_size(rule);
-    if (rule->algorithm != SL_SLIDING_LOG && len != want) { /* packed as is: a fixed size */
-        snprintf(err, THROTTLE_ERR_MAX,
-                 "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
-                 len, stored, want);
-        return err;
-    }
-    if (sl_state_unpack(rule, p + STATE_HEADER, len - STATE_HEADER, state) != SL_OK ||
-        version != value_version(algorithm, p + STATE_HEADER)) {
-        snprintf(err, THROTTLE_ERR_MAX,
-                 "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
-                 stored);
-        return err;
-    }
-    return NULL;
+    *converted = true;
+    return convert(req, &v, (size_t)(v.packed - p), now_ns, state, err);
 }
 
 /*
@@ -286,7 +284,8 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
         if (rc != 0) {
             RedisModule_ReplyWithError(ctx, err);
         } else {
-            req->hash = params_hash(&req->t.rule);
+            req->hash = value_params_hash(&req->t.rule);
+            req->header_len = value_header(&req->t.rule, req->header);
             if (key_len > 0) {
                 parse_cache.valid = true;
                 parse_cache.cmd = cmd;
@@ -303,18 +302,18 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
 }
 
 /*
- * Writes the header and the packed state `packed` (size bytes) as the value of the key, which
- * holds stored_len bytes (0: empty, created here), sets its expiry and replicates the result.
- * Returns NULL, or an error text. A sliding_log that grew or shrank is resized in place
+ * Writes the request's header and the packed state `packed` (size bytes) as the value of the
+ * key, which holds stored_len bytes (0: empty, created here), sets its expiry and replicates the
+ * result. Returns NULL, or an error text. A sliding_log that grew or shrank is resized in place
  * (StringTruncate): Redis then keeps room to grow (up to twice the bytes), which measured 20 %
  * more memory per stamp than exact-size strings (RM_StringSet) but 6-17 % less CPU per decision
- * (docs/design.md). The header is written every time: a sliding_log's format follows its flags.
+ * (docs/design.md). The header is written every time: it may have held other numbers.
  */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
                                size_t stored_len, const request_t *req, const uint8_t *packed,
                                size_t size, mstime_t expire_ms)
 {
-    size_t total = STATE_HEADER + size, len = 0;
+    size_t total = req->header_len + size, len = 0;
     if (stored_len != total && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
         return "ERR sluice could not write the key";
     }
@@ -322,8 +321,8 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     if (w == NULL || len != total) {
         return "ERR sluice could not write the key";
     }
-    header_write(req, packed, (uint8_t *)w);
-    memcpy(w + STATE_HEADER, packed, size);
+    memcpy(w, req->header, req->header_len);
+    memcpy(w + req->header_len, packed, size);
     RedisModule_SetAbsExpire(key, expire_ms);
     RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
     RedisModule_SignalModifiedKey(ctx, keyname);
@@ -331,29 +330,32 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, 
 }
 
 /* A key as read for a command: its type, its value's bytes (stored, stored_len; NULL and 0 when
- * empty) and the state unpacked from them. */
+ * empty) and the state read from them under the command's rule. */
 typedef struct key_state {
     RedisModuleKey *key;
     int type;
     const uint8_t *stored;
-    size_t stored_len;
-    uint8_t *state; /* sl_state_size() bytes: local, or allocated */
+    size_t stored_len; /* bytes */
+    bool converted;    /* the value was written under other numbers: state is converted */
+    uint8_t *state;    /* sl_state_size() bytes: local, or allocated */
     uint8_t local[STATE_LOCAL];
 } key_state_t;
 
 /*
- * Opens argv[1] and reads its state under the request's rule. Returns NULL with ks filled (close
- * it with key_close), or the error text (ks closed already; WRONGTYPE, or a value that is not
- * this rule's state, in err).
+ * Opens argv[1] and reads its state under the request's rule at now_ns (converted when it was
+ * written under other numbers). Returns NULL with ks filled (close it with key_close), or the
+ * error text (ks closed already; WRONGTYPE, or a value that is not this rule's state, in err).
  */
 static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, const request_t *r,
-                            bool may_write, key_state_t *ks, char err[THROTTLE_ERR_MAX])
+                            bool may_write, int64_t now_ns, key_state_t *ks,
+                            char err[THROTTLE_ERR_MAX])
 {
     ks->key = RedisModule_OpenKey(
         ctx, keyname, may_write ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
     ks->type = RedisModule_KeyType(ks->key);
     ks->stored = NULL;
     ks->stored_len = 0;
+    ks->converted = false;
     ks->state = NULL;
     if (ks->type != REDISMODULE_KEYTYPE_EMPTY && ks->type != REDISMODULE_KEYTYPE_STRING) {
         RedisModule_CloseKey(ks->key);
@@ -366,7 +368,8 @@ static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, con
         return NULL;
     }
     ks->stored = (const uint8_t *)RedisModule_StringDMA(ks->key, &ks->stored_len, REDISMODULE_READ);
-    const char *error = value_read(r, ks->stored, ks->stored_len, ks->state, err);
+    const char *error =
+        value_read(r, ks->stored, ks->stored_len, now_ns, ks->state, &ks->converted, err);
     if (error != NULL) {
         if (ks->state != ks->local) {
             RedisModule_Free(ks->state);
@@ -407,11 +410,9 @@ static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, ke
     uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
     size_t n = sl_state_pack(rule, ks->state, packed);
     const char *error = NULL;
-    uint8_t header[STATE_HEADER];
-    header_write(r, packed, header);
-    bool same = ks->stored_len == STATE_HEADER + n &&
-                memcmp(ks->stored, header, STATE_HEADER) == 0 &&
-                memcmp(ks->stored + STATE_HEADER, packed, n) == 0;
+    size_t h = r->header_len;
+    bool same = ks->stored_len == h + n && memcmp(ks->stored, r->header, h) == 0 &&
+                memcmp(ks->stored + h, packed, n) == 0;
     if (!same) { /* the same bytes have the same expiry: it is where the state is fresh */
         mstime_t at = expiry_ms(rule, ks->state, now_ns, reset_after_ns);
         error = store_state(ctx, keyname, ks->key, ks->stored_len, r, packed, n, at);
@@ -434,7 +435,8 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int64_t now_ns = module_now_ns();
     key_state_t ks;
     char err[THROTTLE_ERR_MAX];
-    const char *error = key_open(ctx, argv[1], &r, req->cost > 0, &ks, err);
+    bool may_write = req->cost > 0;
+    const char *error = key_open(ctx, argv[1], &r, may_write, now_ns, &ks, err);
     if (error != NULL) {
         return RedisModule_ReplyWithError(ctx, error);
     }
@@ -443,9 +445,11 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         error = "ERR sluice could not decide (invalid cost)";
     }
     if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(req, &d, err)) {
-        error = err; /* rejected: nothing to write */
+        error = err; /* an error writes nothing */
     }
-    if (error == NULL && d.allowed && req->cost > 0) {
+    /* an admission writes; so does any decision of a command that may write on a value it
+     * converted, so that the usage is converted once and expires by the new numbers */
+    if (error == NULL && may_write && (d.allowed || ks.converted)) {
         error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
     }
     key_close(&ks);
@@ -464,8 +468,9 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 /*
  * SL.SETTLE: settles a reservation of RESERVED units admitted at AT (default now) that cost
  * ACTUAL (sl_settle()): less gives the difference back, more charges it past the limit (debt).
- * The key is written, and the write replicated, only when its state changes. Replies with the
- * key's decision afterwards, in SL.THROTTLE's shape (a peek).
+ * The key is written, and the write replicated, only when its state changes (or was converted
+ * from other numbers). Replies with the key's decision afterwards, in SL.THROTTLE's shape (a
+ * peek).
  */
 static int settle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
@@ -477,7 +482,7 @@ static int settle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int64_t now_ns = module_now_ns();
     key_state_t ks;
     char err[THROTTLE_ERR_MAX];
-    const char *error = key_open(ctx, argv[1], &r, true, &ks, err);
+    const char *error = key_open(ctx, argv[1], &r, true, now_ns, &ks, err);
     if (error != NULL) {
         return RedisModule_ReplyWithError(ctx, error);
     }
@@ -486,7 +491,7 @@ static int settle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (sl_settle(&req->rule, ks.state, req->reserved, req->actual, charged_ns, now_ns, &d) !=
         SL_OK) {
         error = "ERR sluice could not settle (invalid units)";
-    } else if (req->reserved != req->actual) {
+    } else if (req->reserved != req->actual || ks.converted) {
         error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
     }
     key_close(&ks);
@@ -531,7 +536,8 @@ static int cmd_sl_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (type == REDISMODULE_KEYTYPE_STRING) {
         size_t len = 0;
         const uint8_t *p = (const uint8_t *)RedisModule_StringDMA(key, &len, REDISMODULE_READ);
-        if (header_is_ours(p, len)) {
+        value_t v;
+        if (value_parse(p, len, &v) != VALUE_NOT_OURS) {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
             RedisModule_SignalModifiedKey(ctx, argv[1]);

@@ -8,9 +8,10 @@
  * Why an answer from here is never wrong, only possibly stale: the algorithms are monotone. If
  * the store refused `cost` units at time t saying they fit no sooner than t + retry_after, then
  * before that time it refuses `cost` again, with that retry time less the time since, unless
- * the key's usage moves: a reset, a refund, the key's state lost, other rule parameters (a new
- * Redis key), or an admission (after which the retry time is later). The caller forgets the
- * entry on the first ones (olc_forget, or a new epoch), an admission drops it, and the cache
+ * the key's usage moves: a reset, a refund, the key's state lost, other rule parameters, or an
+ * admission (after which the retry time is later). The caller forgets the entry on the first
+ * ones (olc_forget, or a new epoch: an epoch may also carry the parameters a refusal was learnt
+ * under, so that a request under others meets another epoch), an admission drops it, and the cache
  * answers nothing else: another cost (a smaller one may fit; a larger one fits later than
  * `cost`, when only the store knows), a peek (cost 0), or a time past the hold always goes to
  * the store. A

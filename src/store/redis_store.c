@@ -441,17 +441,35 @@ static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_le
 
 /* ---- keys and arguments -------------------------------------------------------------------- */
 
-/* The 8 hex digits ending a Redis key: the high 32 bits of a hash of the rule's parameters and
- * of the mode. The module's seed is the one keys had before the mode was part of the hash. */
+/*
+ * The 8 hex digits ending a Redis key: the high 32 bits of a hash of the rule's algorithm and of
+ * the mode, nothing that changes with the rule's numbers (a value records those itself, and a
+ * key under other numbers is converted where it is). Their seeds differ from those of the names
+ * keys had when the digits also hashed the numbers, so no key of an older sluiced is read under
+ * a name of this one.
+ */
 static void key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS])
 {
-    int64_t p[6] = {r->algorithm, r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    int64_t alg = r->algorithm;
     uint64_t seed =
-        mode == REDIS_MODE_MODULE ? UINT64_C(0x736c756963650001) : UINT64_C(0x736c7569636c7561);
-    uint64_t h = hash_bytes(p, sizeof p, seed);
+        mode == REDIS_MODE_MODULE ? UINT64_C(0x736c756963650002) : UINT64_C(0x736c7569636c7532);
+    uint64_t h = hash_bytes(&alg, sizeof alg, seed);
     for (int i = 0; i < KEY_HASH_DIGITS; i++) {
         out[i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 0xf];
     }
+}
+
+/*
+ * The epoch a cached refusal is kept under: its stripe's epoch (whatever gives the key room back
+ * bumps it) tagged with the rule's numbers. The Redis key does not change with the numbers, so
+ * the cache names an entry by the key alone and keeps the numbers in its epoch: a request under
+ * other numbers finds the entry of another epoch and drops it (olc_lookup), never answering with
+ * a refusal learnt under other numbers, and its own answer replaces it.
+ */
+static uint64_t cache_epoch(uint64_t stripe_epoch, const sl_rule_t *r)
+{
+    int64_t n[5] = {r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    return hash_mix(stripe_epoch ^ HASH_P2, hash_bytes(n, sizeof n, HASH_P0));
 }
 
 /* "sl:{<key>}:<rule>:<digits>" into out; returns its length or 0 if too long. */
@@ -747,7 +765,7 @@ static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision
                       .retry_after_ns = d->retry_after_ns,
                       .reset_after_ns = d->reset_after_ns,
                       .max_delay_ns = p->rule.max_delay_ns};
-    olc_record(&s->cache, p->cache_hash, p->epoch, p->cost, &a, p->asked_ns);
+    olc_record(&s->cache, p->cache_hash, cache_epoch(p->epoch, &p->rule), p->cost, &a, p->asked_ns);
 }
 
 static void on_reply(void *arg, redisReply *reply, const char *err)
@@ -922,7 +940,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     uint64_t h = key_hash(s, rkey, rkey_len);
     uint64_t epoch = atomic_load_explicit(epoch_of(s->shared, h), memory_order_acquire);
     olc_answer_t a;
-    if (olc_lookup(&s->cache, h, epoch, cost, now_ns, &a)) {
+    if (olc_lookup(&s->cache, h, cache_epoch(epoch, rule), cost, now_ns, &a)) {
         /* Redis refused as much or less, and would still: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,

@@ -15,11 +15,15 @@
  * makes the store ask that node again and re-send the decision in the node's mode, at most
  * twice, instead of failing. The modes are shared by every loop's store (redis_shared_t).
  *
- * Keys: "sl:{<key>}:<rule>:<8 hex digits>", the digits a hash of the rule's parameters and of
- * the mode. The client key is the hash tag, so one client's keys under several rules share a
- * cluster slot; a rule whose numbers change starts fresh instead of reading a state written
- * under others; and the module's states and the scripts' (different bytes) never meet under one
- * name when a node changes mode: its keys start fresh in the new mode.
+ * Keys: "sl:{<key>}:<rule>:<8 hex digits>", the digits a hash of the rule's algorithm and of the
+ * mode, not of its numbers. The client key is the hash tag, so one client's keys under several
+ * rules share a cluster slot. A key keeps its name when its numbers change (an override set or
+ * removed, a rule's numbers changed): its value records the numbers it was written under, and
+ * the module or the script converts it to the numbers a decision names, keeping its usage. A
+ * change of algorithm is another name, so those keys start fresh; and the module's states and
+ * the scripts' (different bytes) never meet under one name when a node changes mode: its keys
+ * start fresh in the new mode. Keys named by an older sluiced (whose digits hashed the numbers
+ * too) are not read; they expire by themselves.
  *
  * Each decision has a deadline (the decision timeout, a few ms by default): a reply that has
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
@@ -31,9 +35,10 @@
  * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset, a settle
  * that gives units back, or redis_store_forget() through this server (a per-key epoch shared by
  * the loops), a reconnect
- * to Redis (it may have restarted empty: every entry), a rule or override with other numbers
- * (another Redis key, so another entry). A reset through another sluiced sharing the Redis is
- * seen here when the cached hold ends (at most the rule's retry time).
+ * to Redis (it may have restarted empty: every entry). An entry holds for the numbers it was
+ * learnt under only: a request under other numbers (an override, a changed rule) is never
+ * answered from it, and drops it. A reset through another sluiced sharing the Redis is seen
+ * here when the cached hold ends (at most the rule's retry time).
  *
  * One store per loop thread; nothing here is thread-safe except redis_shared_t's functions.
  */
@@ -138,16 +143,17 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns,
                         int64_t now_ns, redis_decision_fn fn, void *arg);
 
-/* Forgets key under rule (DEL of its state in either mode; every loop's cached refusal of it is
- * dropped). fn gets status 0 or -1; d is NULL. */
+/* Forgets key under rule (DEL of its state in either mode, whatever numbers it was written
+ * under: only the algorithm names it; every loop's cached refusal of it is dropped). fn gets
+ * status 0 or -1; d is NULL. */
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg);
 
 /*
- * Drops every loop's cached refusal of key under rule (the prepared parameters its decisions
- * were made with: an override's, if any), and keeps a refusal already on its way from being
- * remembered. Call it whenever Redis gives the key room back other than by a reset (a refund):
- * once Redis has acknowledged it (calling it also before sending is harmless). Nothing is sent.
+ * Drops every loop's cached refusal of key under rule (under any numbers of its algorithm), and
+ * keeps a refusal already on its way from being remembered. Call it whenever Redis gives the key
+ * room back other than by a reset (a refund): once Redis has acknowledged it (calling it also
+ * before sending is harmless). Nothing is sent.
  */
 void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len);

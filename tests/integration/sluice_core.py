@@ -10,6 +10,7 @@ replay` cannot express (settles and refunds, the stored bytes).
     keys.settle("k", reserved, actual, charged_ns, now_ns)  -> Decision
     keys.packed("k")                                         -> bytes (sl_state_pack)
     keys.copy("k")                                           -> a state to keep (None: absent)
+    keys.with_rule("k", other_rule, now_ns)                  -> the key converted to other numbers
     core.fresh(rule, state, now_ns)                          -> bool (a state, None: absent)
 
 Keys holds each key's state as Redis would: a decision or settle that leaves the state fresh at
@@ -67,6 +68,7 @@ class Core:
         lib.sl_state_pack.argtypes = [rp, p, p]
         lib.sl_state_pack.restype = ctypes.c_size_t
         lib.sl_state_unpack.argtypes = [rp, p, ctypes.c_size_t, p]
+        lib.sl_state_convert.argtypes = [rp, p, rp, p, i64]
         self.lib = lib
 
     def fresh(self, rule, state, now_ns):
@@ -88,19 +90,60 @@ class Keys:
 
     def __init__(self, core, rule):
         self.core, self.rule, self.states = core, rule, {}
+        self.rules = {}  # key -> the rule its state was written under, when not self.rule
+
+    def with_rule(self, key, rule, now_ns):
+        """The key's state converted (sl_state_convert) to `rule` at now_ns when it was written
+        under other numbers; then decide() and settle() go on under `rule` for this key. Returns
+        whether the numbers differed (what makes sluice.so write the converted value)."""
+        have = self.rules.get(key, self.rule)
+        if same_numbers(have, rule):
+            self.rules[key] = rule
+            return False
+        state = self.states.get(key)
+        if state is not None:
+            out = ctypes.create_string_buffer(rule.state_size)
+            rc = self.core.lib.sl_state_convert(ctypes.byref(have), state, ctypes.byref(rule),
+                                                out, now_ns)
+            assert rc == 0, rc
+            self.states[key] = out
+        self.rules[key] = rule
+        return state is not None
+
+    def rule_of(self, key):
+        return self.rules.get(key, self.rule)
+
+    def save(self, key):
+        """What the key holds (its state and rule), for restore(): a command that converts a key
+        but writes nothing (a peek) leaves Redis's value as it was."""
+        return (self.copy(key), self.rules.get(key))
+
+    def restore(self, key, saved):
+        state, rule = saved
+        self.states.pop(key, None)
+        self.rules.pop(key, None)
+        if state is not None:
+            self.states[key] = state
+        if rule is not None:
+            self.rules[key] = rule
 
     def _state(self, key):
-        return self.states.get(key) or ctypes.create_string_buffer(self.rule.state_size)
+        return self.states.get(key) or ctypes.create_string_buffer(self.rule_of(key).state_size)
+
+    def keep(self, key, now_ns):
+        """Drops the key when its state is fresh at now_ns (what a write of it does in Redis)."""
+        state = self.states.get(key)
+        if state is not None and self.core.fresh(self.rule_of(key), state, now_ns):
+            self.states.pop(key, None)
 
     def _keep(self, key, state, now_ns):
-        if self.core.lib.sl_state_is_fresh(ctypes.byref(self.rule), state, now_ns):
-            self.states.pop(key, None)
-        else:
-            self.states[key] = state
+        self.states[key] = state
+        self.keep(key, now_ns)
 
     def decide(self, key, cost, now_ns):
         state, d = self._state(key), Decision()
-        rc = self.core.lib.sl_decide(ctypes.byref(self.rule), state, cost, now_ns, ctypes.byref(d))
+        rule = self.rule_of(key)
+        rc = self.core.lib.sl_decide(ctypes.byref(rule), state, cost, now_ns, ctypes.byref(d))
         assert rc == 0, rc
         if d.allowed and cost > 0:
             self._keep(key, state, now_ns)
@@ -108,7 +151,8 @@ class Keys:
 
     def settle(self, key, reserved, actual, charged_ns, now_ns):
         state, d = self._state(key), Decision()
-        rc = self.core.lib.sl_settle(ctypes.byref(self.rule), state, reserved, actual, charged_ns,
+        rule = self.rule_of(key)
+        rc = self.core.lib.sl_settle(ctypes.byref(rule), state, reserved, actual, charged_ns,
                                      now_ns, ctypes.byref(d))
         assert rc == 0, rc
         if reserved != actual:
@@ -125,13 +169,20 @@ class Keys:
         state = self.states.get(key)
         if state is None:
             return None
-        out = ctypes.create_string_buffer(self.core.lib.sl_state_packed_max(ctypes.byref(self.rule)))
-        n = self.core.lib.sl_state_pack(ctypes.byref(self.rule), state, out)
+        rule = ctypes.byref(self.rule_of(key))
+        out = ctypes.create_string_buffer(self.core.lib.sl_state_packed_max(rule))
+        n = self.core.lib.sl_state_pack(rule, state, out)
         return out.raw[:n]
 
 
+def same_numbers(a, b):
+    """Whether two prepared rules have the same algorithm and numbers."""
+    return all(getattr(a, f) == getattr(b, f) for f in
+               ("algorithm", "limit", "window_ns", "burst", "buckets", "max_delay_ns"))
+
+
 def params_hash(rule):
-    """sluice.so's 16-bit hash of a prepared rule's parameters (the value header's bytes 2-3)."""
+    """sluice.so's 16-bit hash of a prepared rule's parameters (formats 1 to 3's bytes 2-3)."""
     h = 0xcbf29ce484222325
     for v in (rule.limit, rule.window_ns, rule.burst, rule.buckets, rule.max_delay_ns):
         v &= (1 << 64) - 1
@@ -141,10 +192,41 @@ def params_hash(rule):
     return (h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48)) & 0xffff
 
 
+def varint(v):
+    """LEB128, shortest form."""
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7f | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def duration_code(ns):
+    return (ns // 10**6) << 1 if ns % 10**6 == 0 else ns << 1 | 1
+
+
+def module_header(rule):
+    """sluice.so's format 4 header of a prepared rule (src/module/value.h): magic, format and
+    algorithm, then the numbers the state is written under."""
+    out = bytes([0xF5, 4 << 4 | rule.algorithm]) + varint(rule.limit)
+    out += varint(duration_code(rule.window_ns))
+    if rule.algorithm in (ALGORITHMS["token_bucket"], ALGORITHMS["gcra"]):
+        out += varint(rule.burst) + varint(duration_code(rule.max_delay_ns))
+    if rule.algorithm == ALGORITHMS["sliding_buckets"]:
+        out += varint(rule.buckets)
+    return out
+
+
 def module_value(rule, packed):
-    """The bytes sluice.so stores for a packed state: its 4-byte header, then the state."""
+    """The bytes sluice.so stores for a packed state: its header, then the state."""
     if packed is None:
         return None
+    return module_header(rule) + packed
+
+
+def module_value_old(rule, packed):
+    """The bytes an older sluice.so stored (formats 1 to 3): 4 bytes of header, the state."""
     version = 1
     if rule.algorithm == ALGORITHMS["sliding_log"]:
         version = 3 if packed[0] & 0x30 else 2

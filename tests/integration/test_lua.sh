@@ -17,7 +17,12 @@
 #     time, now or any time) through each script and through libsluice: every reply equal, the
 #     key there exactly while the core's state is not fresh, and its expiry the first ms at which
 #     it is fresh; a settle that changes nothing writes nothing;
-# and prints (asserting only that gcra's key is no larger than SET k v PX t) memory per key and
+#   - conversions: keys whose numbers change among such calls, converted as the core's
+#     sl_state_convert() converts (the value and the numbers it records, its expiry, every
+#     reply), a peek under other numbers writing nothing; values without numbers (an older
+#     sluiced's) read under the command's;
+# and prints (asserting only that a decimal state's key is at most 40 bytes larger than SET k v
+# PX t) memory per key and
 # per stored sliding_log request, and each script's requests/s under redis-benchmark (EVALSHA,
 # -c 50 -P 16 -r 100000, server on CPU 0, client on CPU 1). SLUICE_SEED changes the sequences.
 set -u
@@ -59,7 +64,7 @@ CORE_ENV=()
 if ldd "$SLUICE_BUILD_DIR/src/libsluice.so" | grep -q libasan; then
     CORE_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
-for what in sha errors clock equiv settle memory; do
+for what in sha errors clock equiv settle convert memory; do
     check "$what" env "${CORE_ENV[@]}" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
         "${SLUICE_SEED:-20250}" "$what"
 done
@@ -73,7 +78,9 @@ bench() {
         --csv EVALSHA "$sha" 1 "lua:__rand_int__" 100 1000000 -1 -1 0 1 |
         awk -F'"' -v alg="$alg" 'NR == 2 { printf "requests/s: %-16s %10.0f\n", alg, $4 }'
 }
-if redis-benchmark --help 2>&1 | grep -q -- --csv; then
+if ldd "$SLUICE_BUILD_DIR/src/libsluice.so" | grep -q libasan; then
+    echo "requests/s: skipped (ASan build: the same scripts as the plain build, which prints them)"
+elif redis-benchmark --help 2>&1 | grep -q -- --csv; then
     for alg in "${ALGS[@]}"; do
         bench "$alg"
     done

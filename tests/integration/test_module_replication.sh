@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # test_module_replication.sh - sluice.so replicates the effect of a decision, not the command:
 #   - a replica WITHOUT the module follows a primary running a mixed workload (every algorithm,
-#     CL.THROTTLE, peeks, rejections, resets, settles: refunds, debts, AT in the past) and ends
-#     with byte-identical values (DUMP) and identical absolute expiries (PEXPIRETIME); it only
-#     ever executed SET and DEL, one SET per admission and per settle that changed a value, one
-#     DEL per reset of an existing key and per settle that left a key fresh;
+#     CL.THROTTLE, peeks, rejections, resets, settles: refunds, debts, AT in the past; keys
+#     decided now and then under other numbers, which converts their values) and ends with
+#     byte-identical values (DUMP) and identical absolute expiries (PEXPIRETIME); it only ever
+#     executed SET and DEL, one SET per admission, per settle that changed a value and per
+#     command that converted one, one DEL per reset of an existing key and per settle or
+#     conversion that left a key fresh;
 #   - an AOF primary (with a rewrite in the middle of the workload) restarted WITHOUT the module
 #     loads the same bytes and expiries.
 # Windows are one hour, so no key expires while the test runs.
@@ -29,9 +31,12 @@ wait_info() {
     return 1
 }
 # workload SEED FILE: writes commands (one per line) to FILE and, per line, what it may write to
-# FILE.kind: "sl COST" (a SET when admitted with COST > 0), "cl QTY" (likewise for
-# CL.THROTTLE), "exists" (followed by a reset: a DEL when it answered 1), "before" and "after"
-# (GETs around a settle: a SET when the value changed, a DEL when it went), "none".
+# FILE.kind: "exists" (followed by a reset: a DEL when it answered 1), "before" and then "after"
+# (GETs around a settle: a SET when the value changed, a DEL when it went), "tafter" (likewise
+# around a decision under the key's usual numbers: it writes when it admits, or when the key's
+# value was converted to other numbers before) or "oafter" (around a decision under other
+# numbers than the key's), "none". A decision that admits a cost writes a value that differs:
+# its time or its counts change.
 workload() {
     python3 - "$1" "$2" <<'PY'
 import random, sys
@@ -45,6 +50,16 @@ rules = {
     "token_bucket": ["token_bucket", 5, H, "BURST", 3],
     "gcra": ["gcra", 4, H, "BURST", 2],
 }
+# other numbers of each algorithm: a key decided under them is converted
+others = {
+    "fixed_window": [["fixed_window", 2, H], ["fixed_window", 5, 2 * H]],
+    "sliding_log": [["sliding_log", 2, H], ["sliding_log", 6, 2 * H]],
+    "sliding_window": [["sliding_window", 5, H], ["sliding_window", 3, 2 * H]],
+    "sliding_buckets": [["sliding_buckets", 2, H, "BUCKETS", 10],
+                        ["sliding_buckets", 5, 2 * H, "BUCKETS", 4]],
+    "token_bucket": [["token_bucket", 5, H, "BURST", 1], ["token_bucket", 10, H, "BURST", 3]],
+    "gcra": [["gcra", 4, H, "BURST", 5], ["gcra", 2, H, "BURST", 2]],
+}
 with open(sys.argv[2], "w") as cmds, open(sys.argv[2] + ".kind", "w") as kinds:
     def emit(cmd, kind):
         cmds.write(" ".join(str(a) for a in cmd) + "\n")
@@ -53,11 +68,16 @@ with open(sys.argv[2], "w") as cmds, open(sys.argv[2] + ".kind", "w") as kinds:
         r = rng.random()
         alg = rng.choice(sorted(rules))
         key = "w:%s:%d" % (alg, rng.randrange(30))
+        other = rng.random() < 0.2  # under other numbers than the key's: converts it
+        args = rng.choice(others[alg]) if other else rules[alg]
         if r < 0.05:
-            emit(["SL.PEEK", key, *rules[alg]], "none")
+            emit(["SL.PEEK", key, *args], "none")
         elif r < 0.15:
             q = rng.choice([0, 1, 1, 2, 5])
-            emit(["CL.THROTTLE", "w:cl:%d" % rng.randrange(20), 3, 10, 3600, q], "cl %d" % q)
+            ckey = "w:cl:%d" % rng.randrange(20)
+            emit(["GET", ckey], "before")
+            emit(["CL.THROTTLE", ckey, *([5, 20] if other else [3, 10]), 3600, q], "cl")
+            emit(["GET", ckey], "oafter" if other else "tafter")
         elif r < 0.18:
             emit(["EXISTS", key], "exists")
             emit(["SL.RESET", key], "none")
@@ -67,28 +87,36 @@ with open(sys.argv[2], "w") as cmds, open(sys.argv[2] + ".kind", "w") as kinds:
                                  reserved + 9])
             at = ["AT", rng.choice([0, 1700000000000])] if rng.random() < 0.2 else []
             emit(["GET", key], "before")
-            emit(["SL.SETTLE", key, *rules[alg], "RESERVED", reserved, "ACTUAL", actual, *at],
+            emit(["SL.SETTLE", key, *args, "RESERVED", reserved, "ACTUAL", actual, *at],
                  "none")
             emit(["GET", key], "after")
-        else:
+        else:  # under other numbers: converts the key, even when refused
             c = rng.choice([0, 1, 1, 1, 2, 3, 7])
-            emit(["SL.THROTTLE", key, *rules[alg], "COST", c], "sl %d" % c)
+            emit(["GET", key], "before")
+            emit(["SL.THROTTLE", key, *args, "COST", c], "sl")
+            emit(["GET", key], "oafter" if other else "tafter")
 PY
 }
-# expected_writes FILE OUT: "SETS DELS SETTLE_SETS SETTLE_DELS" the replies in OUT (redis-cli
-# --csv) imply: every write, and those of them the settles made.
+# expected_writes FILE OUT: "SETS DELS SETTLE_SETS SETTLE_DELS CONVERT_SETS REFUSAL_WRITES" the
+# replies in OUT (redis-cli --csv) imply: every write, those of them the settles made, the SETs
+# of decisions under other numbers, and the writes of those that refused (a conversion alone).
 expected_writes() {
     python3 - "$1.kind" "$2" <<'PY'
 import sys
-sets = dels = settle_sets = settle_dels = 0
+sets = dels = settle_sets = settle_dels = convert_sets = refusal_writes = 0
+command = decided = None
 before = None
 with open(sys.argv[1]) as kinds, open(sys.argv[2]) as out:
     for kind, reply in zip(kinds, out):
         kind, reply = kind.split(), reply.rstrip("\n")
-        if kind[0] == "sl" and reply.startswith("1,") and int(kind[1]) > 0:
-            sets += 1
-        elif kind[0] == "cl" and reply.startswith("0,") and int(kind[1]) > 0:
-            sets += 1
+        if kind[0] in ("tafter", "oafter") and reply != before:
+            sets += reply != "NULL"
+            dels += reply == "NULL"
+            convert_sets += kind[0] == "oafter" and reply != "NULL"
+            refused = decided.startswith("1," if command == "cl" else "0,")
+            refusal_writes += kind[0] == "oafter" and refused
+        elif kind[0] in ("sl", "cl"):
+            command, decided = kind[0], reply
         elif kind[0] == "exists" and reply == "1":
             dels += 1
         elif kind[0] == "before":
@@ -96,7 +124,8 @@ with open(sys.argv[1]) as kinds, open(sys.argv[2]) as out:
         elif kind[0] == "after" and reply != before:
             settle_dels += reply == "NULL"
             settle_sets += reply != "NULL"
-print(sets + settle_sets, dels + settle_dels, settle_sets, settle_dels)
+print(sets + settle_sets, dels + settle_dels, settle_sets, settle_dels, convert_sets,
+      refusal_writes)
 PY
 }
 # snapshot PORT OUT: every key with its DUMP and PEXPIRETIME, in key order.
@@ -119,12 +148,16 @@ check replica-has-no-module bash -c "redis-cli -p $RP SL.PEEK k gcra 1 1000 | gr
 workload 7 "$TMP/work1"
 redis-cli -p "$PP" --csv <"$TMP/work1" >"$TMP/out1"
 check replies-all [ "$(wc -l <"$TMP/out1")" -eq "$(wc -l <"$TMP/work1")" ]
-read -r sets dels settle_sets settle_dels < <(expected_writes "$TMP/work1" "$TMP/out1")
-echo "workload: $(wc -l <"$TMP/work1") commands, $sets SETs ($settle_sets by settles)," \
-    "$dels DELs ($settle_dels by settles)"
+read -r sets dels settle_sets settle_dels convert_sets refusal_writes < <(expected_writes \
+    "$TMP/work1" "$TMP/out1")
+echo "workload: $(wc -l <"$TMP/work1") commands, $sets SETs ($settle_sets by settles," \
+    "$convert_sets by decisions under other numbers), $dels DELs ($settle_dels by settles);" \
+    "$refusal_writes writes by refusals under other numbers"
 check workload-writes [ "$sets" -gt 300 ]
 check workload-settle-writes [ "$settle_sets" -gt 50 ]
 check workload-settle-dels [ "$settle_dels" -gt 5 ]
+check workload-convert-writes [ "$convert_sets" -gt 50 ]
+check workload-refusal-writes [ "$refusal_writes" -gt 10 ]
 check workload-settle-debts [ "$(grep -c '^SL.SETTLE' "$TMP/work1")" -gt 200 ]
 check workload-rejects [ "$(grep -c '^0,' "$TMP/out1")" -gt 100 ]
 check workload-dels [ "$dels" -gt 10 ]

@@ -3,7 +3,8 @@
 # with the sluice.so module and with the Lua scripts: a refusal of a cost answers only costs at
 # least as large (a smaller cost still asks Redis and may be admitted), with the remaining
 # Redis reported; a larger cost is answered without a round trip (counted as a cache hit); a
-# peek always asks Redis; a reset or a rule change drops what was cached; a denial that
+# peek always asks Redis; a reset drops what was cached, and a refusal cached under a rule's
+# numbers never answers under others (the key's usage carried over to them); a denial that
 # on_store_error gave is never cached; a shadow rule's refusals are cached like any other.
 #
 # sluiced runs one loop (--threads 1): the cache is per loop, and every connection shares it.
@@ -111,13 +112,15 @@ run_suite() {
     check "$mode: refused before the reset" matches "$(line 2 "$out")" '^0 10 0 '
     check "$mode: admitted after the reset" matches "$(line 4 "$out")" '^1 10 7 0 '
 
-    # a rule whose numbers change is a new Redis key: the cached refusal does not apply to it
+    # a rule whose numbers change keeps the key and its usage (converted: the 10 units owed at
+    # T = 100 s are 500 s at T = 50 s, so 10 of 20 are left), and a refusal cached under the old
+    # numbers does not answer under the new ones: the cost of 3 goes to Redis, and is admitted
     out=$(conn "$p" "SL.ALLOW slow n COST 10" "SL.ALLOW slow n COST 3" \
         'SL.RULE SET slow {"algorithm":"token_bucket","limit":20,"window":"1000s"}' \
         "SL.ALLOW slow n COST 3" \
         'SL.RULE SET slow {"algorithm":"token_bucket","limit":10,"window":"1000s"}')
     check "$mode: refused before the rule change" matches "$(line 2 "$out")" '^0 10 0 '
-    check "$mode: admitted under the new rule" matches "$(line 4 "$out")" '^1 20 17 0 '
+    check "$mode: admitted under the new rule" matches "$(line 4 "$out")" '^1 20 7 0 '
 
     # a shadow rule: the refusal is cached like any other, and still answered as allowed
     check "$mode: shadow admitted" matches "$(conn "$p" "SL.ALLOW sh s")" '^1 1 0 0 '

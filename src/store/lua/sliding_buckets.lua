@@ -11,12 +11,16 @@
 -- rounded up).
 -- State: the time of the latest admission and the counts of the buckets from the oldest non-empty
 -- one still counted to the latest admission's, packed (lib/packed.lua): the width of a count (4,
--- or 8 for limits or counts of 2^32 or more), the 8-byte time, then the counts. An admission
--- rewrites it (O(K) bytes; SET .. PXAT when its bucket stops counting, when the key is fresh
--- again); a rejection or a peek only reads. A settle rewrites it when it changes it (a DEL when it
--- leaves it fresh): a refund takes units from the charge's bucket first, then older ones still
--- counted, and keeps the latest admission's time; a debt adds to the current bucket as an
--- admission does, the total saturating at 2^53 - 1 (the core at 2^62 - 1).
+-- or 8 for limits or counts of 2^32 or more), the 8-byte time, then the counts, then the numbers
+-- it was written under, "W:K" (NUMS). An admission rewrites it (O(K) bytes; SET .. PXAT when its
+-- bucket stops counting, when the key is fresh again); a rejection or a peek only reads. A settle
+-- rewrites it when it changes it (a DEL when it leaves it fresh): a refund takes units from the
+-- charge's bucket first, then older ones still counted, and keeps the latest admission's time; a
+-- debt adds to the current bucket as an admission does, the total saturating at 2^53 - 1 (the
+-- core at 2^62 - 1). A value written under another window or bucket count is converted first, as
+-- the core does: each bucket's count goes to the new bucket holding its last us (the latest
+-- admission, for the newest), dropped when that is older than the new ring reaches; a cost > 0 or
+-- a settle on a converted value writes it, whatever the decision.
 local ALG = 'sliding_buckets' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
@@ -43,12 +47,15 @@ if err then return redis.error_reply(err) end
 local G = window / K
 local width = 8
 if limit < 4294967296 then width = 4 end
+local NUMS = string.format('%d:%d', window, K)
+local SUFFIX = NUMS .. string.char(#NUMS)
 
 local key = KEYS[1]
-local s = redis.call('GET', key)
-local latest, m, have, flags = 0, 0, width, 0
+local raw = redis.call('GET', key)
+local s = raw
+local latest, m, have, flags, nums = 0, 0, width, 0, nil
 if s then
-    have, latest, m, flags = packed_read(s)
+    have, latest, m, flags, nums = packed_read(s)
     if not have or flags ~= 0 then return no_state_reply(key) end
 end
 local have_fmt = packed_fmt(have)
@@ -62,22 +69,66 @@ end
 -- The value of a state: the time t, then the counts get(j) of buckets from .. to, plus add at
 -- bucket add_j, leading empty ones left out (none at all: nil), w bytes each.
 local function text_of(t, from, to, get, add_j, add, w)
-    local fmt, parts = packed_fmt(w), {string.char(w) .. struct.pack('<i8', t)}
+    local fmt, parts = packed_fmt(w), {string.char(w + NUMBERED) .. struct.pack('<i8', t)}
     for j = from, to do
         local c = get(j)
         if j == add_j then c = c + add end
         if c > 0 or #parts > 1 then parts[#parts + 1] = struct.pack(fmt, c) end
     end
     if #parts == 1 then return nil end
+    parts[#parts + 1] = SUFFIX
     return table.concat(parts)
 end
 
-if reserved and reserved ~= actual then -- a settle, then a peek
+local converted, converted_fresh = nums and nums ~= NUMS, 0 -- written under other numbers
+if converted then -- the core's sliding_buckets_convert
+    local wf, kf = string.match(nums, '^(%d+):(%d+)$')
+    wf, kf = tonumber(wf), tonumber(kf)
+    if not wf or wf < 1000 or wf > WINDOW_MAX_US or kf < 1 or kf > 4096 or wf % kf ~= 0 then
+        return no_state_reply(key)
+    end
+    local gf = wf / kf
+    local newest_f = math.floor(latest / gf)
+    local first_f = newest_f - m + 1
+    local top = math.floor(latest / G) -- latest stays: the new ring ends at its bucket
+    local oldest = top - K
+    local counts, big = {}, false
+    for j = math.max(newest_f - kf, first_f, 0), newest_f do
+        local c = struct.unpack(have_fmt, s, HEADER + 1 + have * (j - first_f))
+        local to = top -- the bucket holding the last us its units can have had
+        if j ~= newest_f then to = math.floor(((j + 1) * gf - 1) / G) end
+        if c > 0 and to >= oldest then
+            counts[to] = (counts[to] or 0) + c
+            big = big or counts[to] >= 4294967296
+        end
+    end
+    local function get(j) return counts[j] or 0 end
+    -- fresh at now when no bucket counted at now holds a unit
+    local bx = math.floor(math.max(now, latest) / G)
+    for j = top, math.max(oldest, bx - K), -1 do
+        if get(j) > 0 then
+            converted_fresh = (j + K + 1) * G
+            break
+        end
+    end
+    s = nil
+    if converted_fresh > 0 then
+        s = text_of(latest, oldest, top, get, nil, 0, big and 8 or width)
+    end
+    have, latest, m = width, 0, 0
+    if s then have, latest, m = packed_read(s) end
+    have_fmt = packed_fmt(have)
+    newest = math.floor(latest / G)
+    first = newest - m + 1
+end
+
+if reserved and (reserved ~= actual or converted) then -- a settle, then a peek
     local x = math.max(now, latest) -- clamped
     local bx = math.floor(x / G)
     local counts = {}
     for j = first, newest do counts[j] = count(j) end
-    if actual < reserved then
+    if actual == reserved then -- nothing to settle: the converted state is written
+    elseif actual < reserved then
         -- the charge's bucket, then older ones still counted (none when all have left)
         local c, j = reserved - actual, math.min(math.floor(charged / G), newest)
         if bx - newest > K then j = first - 1 end
@@ -107,7 +158,9 @@ if reserved and reserved ~= actual then -- a settle, then a peek
         end
         text = text_of(latest, first, newest, function(j) return counts[j] end, nil, 0, w)
     end
-    settle_store(key, s, text, fresh)
+    local was = s and packed_numbered(s, nums, SUFFIX) -- as this script writes it
+    if converted or text ~= was then store(key, raw, text, fresh) end
+    converted = false
     s = text -- the peek below reads the settled state
     have, m = width, 0
     if text then
@@ -148,6 +201,9 @@ end
 
 if cost <= limit - inside then -- a peek
     return {1, limit, math.max(0, limit - inside), 0, reset(), 0}
+end
+if converted and cost > 0 then -- a cost leaves a converted value written, whatever the decision
+    store(key, raw, s, converted_fresh)
 end
 local retry = -1
 if cost <= limit then -- oldest first, until enough has left the window

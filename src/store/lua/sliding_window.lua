@@ -8,11 +8,14 @@
 -- microseconds, so this is the core's arithmetic scaled by 1000, and the decisions are the core's
 -- reported in microseconds rounded up.
 -- State: the current window's index k = floor(t / W) and the counts of windows k and k - 1, as the
--- decimal digits <digits of curr><digits of prev><curr><prev><k>, which Redis keeps as an integer
--- (no allocation) while it fits 64 bits; "curr:prev:k" for counts of ten digits or more. Only an
--- admitted cost > 0 writes (SET .. PXAT the end of window k + 1, when the key is fresh again), and
--- a settle that changes the state (a DEL when it leaves it fresh). A settle past the limit (debt)
--- counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1).
+-- decimal digits <digits of curr><digits of prev><curr><prev><k>; "curr:prev:k" for counts of ten
+-- digits or more; then '#' and the window W in us it was written under (NUMS: the one number its
+-- meaning depends on). A value written under another W is converted first, as the core does:
+-- curr to the new window holding now, prev to the one holding the old window's start - 1 (the
+-- window of now, the one before, or none). Only an admitted cost > 0 writes (SET .. PXAT the end
+-- of window k + 1, when the key is fresh again), a settle that changes the state (a DEL when it
+-- leaves it fresh), and a cost > 0 or a settle on a value it converted. A settle past the limit
+-- (debt) counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1).
 local ALG = 'sliding_window' -- in error messages
 -- include: lib/args.lua
 
@@ -55,33 +58,74 @@ local function muldiv(a, b, c)
     return q
 end
 
+local SUFFIX = '#' .. string.format('%d', window)
+
 local key = KEYS[1]
 local s = redis.call('GET', key)
-local idx, curr, prev = 0, 0, 0
+local idx, curr, prev, converted = 0, 0, 0, false
 if s then
-    local c, p, k = string.match(s, '^(%d+):(%d+):(%d+)$')
+    local body, nums = decimal_split(s, SUFFIX)
+    local c, p, k = string.match(body, '^(%d+):(%d+):(%d+)$')
     if not c then
-        local dc, dp = tonumber(string.sub(s, 1, 1)), tonumber(string.sub(s, 2, 2))
+        local dc, dp = tonumber(string.sub(body, 1, 1)), tonumber(string.sub(body, 2, 2))
         if dc and dp and dc > 0 and dp > 0 then
-            c, p = string.sub(s, 3, 2 + dc), string.sub(s, 3 + dc, 2 + dc + dp)
-            k = string.sub(s, 3 + dc + dp)
+            c, p = string.sub(body, 3, 2 + dc), string.sub(body, 3 + dc, 2 + dc + dp)
+            k = string.sub(body, 3 + dc + dp)
         end
     end
     curr, prev, idx = tonumber(c), tonumber(p), tonumber(k)
+    local from = nums and string.match(nums, '^%d+$') and tonumber(nums)
     if not curr or not prev or not idx or not string.match(c .. p .. k, '^%d+$') or
-        curr > COUNT_MAX or prev > COUNT_MAX or idx > INT_MAX then
+        curr > COUNT_MAX or prev > COUNT_MAX or idx > INT_MAX or
+        (nums and (not from or from < 1000 or from > WINDOW_MAX_US)) then
         return no_state_reply(key)
+    end
+    if from then -- written under another window: the core's sliding_window_convert at now
+        local kf = math.max(math.floor(now / from), idx)
+        if idx == kf - 1 then
+            prev, curr = curr, 0
+        elseif idx ~= kf then
+            prev, curr = 0, 0
+        end
+        idx = 0
+        if prev > 0 or curr > 0 then
+            local start = kf * from -- the old window's start: prev's units came before it
+            local kt = math.floor(math.max(now, start) / window)
+            local prev_to = start > 0 and math.floor((start - 1) / window) or 0
+            if prev_to == kt then
+                curr, prev = math.min(curr + prev, COUNT_MAX), 0
+            elseif prev_to ~= kt - 1 then
+                prev = 0
+            end
+            if curr > 0 or prev > 0 then idx = kt end
+        end
+        converted = true
     end
 end
 
 local w = window
 local function text_of(c, p, k) -- the state's value
     local cs, ps = string.format('%d', c), string.format('%d', p)
-    if #cs < 10 and #ps < 10 then return string.format('%d%d%s%s%d', #cs, #ps, cs, ps, k) end
-    return string.format('%s:%s:%d', cs, ps, k)
+    if #cs < 10 and #ps < 10 then
+        return string.format('%d%d%s%s%d', #cs, #ps, cs, ps, k) .. SUFFIX
+    end
+    return string.format('%s:%s:%d', cs, ps, k) .. SUFFIX
+end
+
+-- The key's value as the state now is (nil when fresh at now), and when it is fresh: the end of
+-- window k + 1 (curr), or k (prev only). For a settle, or a value converted.
+local value_now
+if reserved or converted then
+    value_now = function()
+        local fresh = (idx + 1) * w
+        if curr > 0 then fresh = fresh + w end
+        if (curr > 0 or prev > 0) and fresh > now then return text_of(curr, prev, idx), fresh end
+        return nil, fresh
+    end
 end
 
 if reserved then -- a settle, then a peek
+    local before = value_now()
     if actual < reserved then -- a refund from the charge's window: k's curr, or k - 1's prev
         local c, kc = reserved - actual, math.floor(charged / w)
         if kc == idx then
@@ -98,20 +142,23 @@ if reserved then -- a settle, then a peek
         end
         curr, idx = math.min(curr + (actual - reserved), COUNT_MAX), k
     end
-    if reserved ~= actual then -- fresh at the end of window k + 1 (curr), or k (prev only)
-        local text, fresh = nil, (idx + 1) * w
-        if curr > 0 then fresh = fresh + w end
-        if (curr > 0 or prev > 0) and fresh > now then text = text_of(curr, prev, idx) end
-        settle_store(key, s, text, fresh)
+    local value, fresh = value_now()
+    -- written when the settle changed the state (or the stored value was stale), or converted
+    if converted or (reserved ~= actual and (value ~= before or (s and not before))) then
+        store(key, s, value, fresh)
     end
+    converted = false
 end
+
+-- a cost on a value written under another window leaves it converted, whatever the decision
+local converted_value, converted_fresh
+if converted and cost > 0 then converted_value, converted_fresh = value_now() end
 
 local k = math.floor(now / w)
 if k < idx then -- clamp to the start of the stored window
     k = idx
-    now = k * w
 end
-local e = now - k * w
+local e = math.max(now - k * w, 0)
 if idx == k - 1 then -- roll the counts forward to window k
     prev, curr = curr, 0
 elseif idx ~= k then
@@ -135,6 +182,7 @@ if cost <= limit - curr and curr + cost <= allows then
     end
     return {1, limit, math.max(0, allows - curr), 0, reset(), 0}
 end
+if converted_fresh then store(key, s, converted_value, converted_fresh) end
 local retry = -1
 if cost <= limit then
     local room = limit - curr - cost

@@ -16,8 +16,11 @@ equal and above the reservation, debts, charged at an admission's time, at `now`
 through every script and through libsluice ($SLUICE_BUILD_DIR/src/libsluice.so, called by
 tests/integration/sluice_core.py): every reply equal, the key present exactly when the core's
 state is not fresh, its expiry the first millisecond the core's state is fresh, and a settle that
-leaves the core's state as it was leaves the key's bytes as they were). Prints one line per case;
-exits 1 if any check failed.
+leaves the core's state as it was leaves the key's bytes as they were), `convert` (keys whose
+numbers change among decisions and settles: converted as the core's sl_state_convert() converts,
+the value recording the new numbers, a peek under other numbers writing nothing; values without
+numbers, as an older sluiced wrote them, read under the command's numbers). Prints one line per
+case; exits 1 if any check failed.
 """
 import hashlib
 import os
@@ -329,8 +332,42 @@ def core_view(alg, rule, state, packed):
     return ("flags", flags, "stamps", stamps, "latest", latest)
 
 
+def split_value(alg, value):
+    """A script's value: its state (as an older sluiced wrote it, without numbers) and the numbers
+    it records (None: none)."""
+    if alg in ("fixed_window", "sliding_window", "token_bucket", "gcra"):
+        if b"#" not in value:
+            return value, None
+        body, nums = value.split(b"#")
+        return body, nums.decode()
+    if value[0] & 64 == 0:
+        return value, None
+    n = value[-1]
+    return bytes([value[0] - 64]) + value[1:-1 - n], value[-1 - n:-1].decode()
+
+
+def script_nums(alg, rule):
+    """The numbers a script's value records for a core rule (its NUMS)."""
+    w = rule.window_ns // 1000
+    if alg == "sliding_log":
+        return "%d:%d" % (rule.limit, w)
+    if alg == "sliding_buckets":
+        return "%d:%d" % (w, rule.buckets)
+    if alg in ("token_bucket", "gcra"):
+        return "%d" % rule.interval_ns
+    return "%d" % w
+
+
 def script_view(alg, rule, value):
-    """What a script's value holds, as core_view shows a core state."""
+    """What a script's value holds, as core_view shows a core state, and the numbers it records
+    when they are not the rule's."""
+    value, nums = split_value(alg, value)
+    view = plain_view(alg, rule, value)
+    return view if nums in (None, script_nums(alg, rule)) else view + ("numbers", nums)
+
+
+def plain_view(alg, rule, value):
+    """script_view of a value without numbers."""
     if alg in ("fixed_window", "sliding_window"):
         v = value.decode()
         if ":" in v:
@@ -457,6 +494,161 @@ def check_settle(conn, shas, ck, seed):
                   stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 10))
 
 
+# name, algorithm, then the numbers a key goes between (limit, window_us, burst, buckets,
+# max_delay_us): the first the case's, the others what an override or a rule change makes them
+CONVERT_CASES = [
+    ("fw", "fixed_window", [(5, SEC, -1, -1, 0), (3, SEC, -1, -1, 0), (8, 2500 * MS, -1, -1, 0),
+                            (5, 400 * MS, -1, -1, 0), (4, 1500, -1, -1, 0)]),
+    ("log", "sliding_log", [(5, SEC, -1, -1, 0), (3, SEC, -1, -1, 0), (8, 700 * MS, -1, -1, 0),
+                            (5, 2 * SEC, -1, -1, 0)]),
+    ("log-20", "sliding_log", [(20, 700 * MS, -1, -1, 0), (10, 700 * MS, -1, -1, 0),
+                               (30, 1400 * MS, -1, -1, 0)]),
+    ("sw", "sliding_window", [(5, SEC, -1, -1, 0), (3, SEC, -1, -1, 0), (9, 3 * SEC, -1, -1, 0),
+                              (5, 300 * MS, -1, -1, 0), (7, 1500, -1, -1, 0)]),
+    ("sb", "sliding_buckets", [(6, 1200 * MS, -1, 4, 0), (6, 1200 * MS, -1, 6, 0),
+                               (3, 1200 * MS, -1, 4, 0), (10, 2400 * MS, -1, 8, 0),
+                               (6, 600 * MS, -1, 3, 0)]),
+    ("tb", "token_bucket", [(5, SEC, 3, -1, 150 * MS), (5, SEC, 5, -1, 0),
+                            (10, SEC, 3, -1, 150 * MS), (2, SEC, 2, -1, 0), (3, MS, -1, -1, 0)]),
+    ("gcra", "gcra", [(2, SEC, 3, -1, 300 * MS), (2, SEC, 1, -1, 0), (4, SEC, 3, -1, 300 * MS),
+                      (3, 1500 * MS, 5, -1, 0), (3000, MS, 3000, -1, 100)]),
+]
+CONVERT_LINES = 1500
+
+# Rewrites a key's value as a sluiced before recorded numbers wrote it (ARGV[1]: 'decimal' or
+# 'packed'), keeping its expiry
+STRIP = """local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if ARGV[1] == 'decimal' then
+  v = string.match(v, '^([^#]+)#')
+else
+  local n = string.byte(v, -1)
+  v = string.char(string.byte(v, 1) - 64) .. string.sub(v, 2, -n - 2)
+end
+redis.call('SET', KEYS[1], v, 'KEEPTTL')
+return 1"""
+
+
+def check_convert(conn, shas, ck, seed):
+    """Keys whose numbers change (an override set or removed, a rule's numbers changed): their
+    values converted as the core's sl_state_convert() converts a state, then decided and settled
+    under the new numbers, against libsluice: every reply, the value (the numbers it records
+    too) and its expiry; a peek on a value under other numbers writes nothing, a cost or a
+    settle writes the converted value whatever it decides; a value without numbers (an older
+    sluiced's) is read under the numbers of the command."""
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    conn.call("FLUSHALL")
+    for idx, (name, alg, variants) in enumerate(CONVERT_CASES):
+        rng = random.Random(seed * 100 + 80 + idx)
+        rules = [core.rule(alg, l, w * 1000, b, k, d * 1000) for l, w, b, k, d in variants]
+        keys = Keys(core, rules[0])
+        current, pinned, admitted = {}, set(), {}
+        window = max(v[1] for v in variants)
+        t = START_US + rng.randrange(window)
+        cmds, wants = [], []
+        stats = {"converted": 0, "converted by a rejection": 0, "unconverted peeks": 0,
+                 "refunds": 0, "debts": 0, "older values": 0}
+        for _ in range(CONVERT_LINES):
+            r = rng.random()
+            t += (0 if r < 0.2 else rng.randrange(1, 1000) if r < 0.3 else
+                  rng.randrange(1, window // 5) if r < 0.85 else
+                  rng.randrange(window // 5, 2 * window) if r < 0.97 else
+                  -rng.randrange(window // 5))
+            t = max(t, START_US)
+            key = "k%d" % rng.randrange(3)
+            rkey = "lua:c:%s:%s" % (name, key)
+            if key not in pinned and rng.random() < 0.12:
+                current[key] = rng.randrange(len(rules))
+            i = current.get(key, 0)
+            rule, (limit, w, burst, buckets, max_delay) = rules[i], variants[i]
+            cap = rule.capacity
+            head = ["EVALSHA", shas[alg], 1, rkey, limit, w, burst, buckets, max_delay]
+            saved = keys.save(key)
+            past = admitted.get(key, [])
+            settle = None
+            if rng.random() < 0.4:
+                if past and rng.random() < 0.7:
+                    charged, reserved = rng.choice(past[-4:])
+                    reserved = min(reserved, cap)
+                else:
+                    reserved = rng.randrange(cap + 1)
+                    charged = "now" if rng.random() < 0.8 else t - rng.randrange(2 * window)
+                a = rng.random()
+                actual = (0 if a < 0.3 else rng.randrange(reserved + 1) if a < 0.55 else
+                          reserved if a < 0.65 else reserved + rng.randrange(1, cap + 1))
+                settle = (reserved, actual, charged)
+            # a settle's time is no earlier than its charge's (sl_settle)
+            at = t if settle is None or settle[2] == "now" else max(t, settle[2])
+            # the script converts, at the command's time, when the numbers its value records
+            # differ (the core copies a state whose meaning they leave alone: sl_state_convert)
+            if script_nums(alg, keys.rule_of(key)) == script_nums(alg, rule):
+                keys.rules[key] = rule
+                converted = False
+            else:
+                converted = keys.with_rule(key, rule, at * 1000)
+            before = keys.packed(key)
+            if settle is None:
+                cost = min(rng.choice([0, 1, 1, 1, 2, 3, cap]), cap)
+                d = keys.decide(key, cost, t * 1000)
+                if d.allowed and cost > 0:
+                    admitted.setdefault(key, []).append((t, cost))
+                    pinned.discard(key)  # the value records numbers again
+                if cost == 0:
+                    keys.restore(key, saved)  # a peek writes nothing
+                    stats["unconverted peeks"] += converted
+                elif converted:
+                    keys.keep(key, t * 1000)
+                    stats["converted by a rejection"] += not d.allowed
+                cmd = head + [cost, t]
+                unchanged = not converted and (not d.allowed or cost == 0) or cost == 0
+            else:
+                reserved, actual, charged = settle
+                d = keys.settle(key, reserved, actual,
+                                t * 1000 if charged == "now" else charged * 1000, t * 1000)
+                if converted:
+                    keys.keep(key, at * 1000)
+                stats["refunds"] += actual < reserved and keys.packed(key) != before
+                stats["debts"] += actual > reserved
+                cmd = head + ["settle", reserved, actual, charged, t]
+                unchanged = not converted and before is not None and keys.packed(key) == before
+            stats["converted"] += converted and (cmd[-5] == "settle" or cmd[-2] > 0)
+            state, written = keys.copy(key), keys.rule_of(key)
+            if state is None:
+                pinned.discard(key)
+            view = state and core_view(alg, written, state, keys.packed(key))
+            cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
+            wants.append((cmd, core_fields(d), unchanged, state, view, written))
+            if (state is not None and script_nums(alg, written) == script_nums(alg, rule) and
+                    rng.random() < 0.05):
+                # the key's value as an older sluiced wrote it: read under the numbers of the
+                # commands until one writes it, which stay these
+                form = "packed" if alg in ("sliding_log", "sliding_buckets") else "decimal"
+                cmds.append(["EVAL", STRIP, 1, rkey, form])
+                pinned.add(key)
+                stats["older values"] += 1
+        got = conn.pipeline(cmds)
+        bad, pos = [], 0
+        for cmd, want, unchanged, state, view, written in wants:
+            before, g, after, expire = got[pos:pos + 4]
+            pos += 4
+            if pos < len(got) and cmds[pos][0] == "EVAL":
+                pos += 1
+            got_view = after and script_view(alg, written, after)
+            why = ("reply" if g != want else "write" if unchanged and before != after else
+                   "expiry" if not expiry_ok(core, written, state, expire) else
+                   "state" if got_view != view else None)
+            if why:
+                bad.append((why, " ".join(map(str, cmd[4:])), want, g, view, got_view, expire))
+        print("%-16s %d operations: %s; %d differ" % (
+            name, len(wants), ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+        for b in bad[:5]:
+            print("  %s: %s: core %r, script %r (state: core %r, script %r; pexpiretime %r)" % b)
+        ck.expect("convert/" + name, not bad and stats["converted"] >= 30 and
+                  stats["converted by a rejection"] >= 1 and stats["unconverted peeks"] >= 2 and
+                  stats["refunds"] >= 10 and stats["debts"] >= 30 and
+                  stats["older values"] >= 20)
+
+
 def check_saturation(conn, shas, ck):
     """A debt of 2^53 - 1 units saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
     sliding_window, the newest N stamps, a TAT just below 2^53 us) without an error, and the key
@@ -526,13 +718,15 @@ def report_memory(conn, port, shas, ck):
     print("memory per stored request: sliding_log %.1f B, ZSET log %.1f B"
           % ((log_1000 - log_1) / 999, (zset_1000 - got["SET k v PX t"]) / 1000))
     conn.call("FLUSHALL")
-    # gcra's state is an integer-encoded string: no larger than SET k v PX t
-    ck.expect("memory/gcra", got["gcra"] <= got["SET k v PX t"] + 1)
+    # a decimal state with the numbers it records is a string short enough to be kept with its
+    # object in one allocation: at most 40 bytes more than SET k v PX t
+    for alg in ("fixed_window", "sliding_window", "token_bucket", "gcra"):
+        ck.expect("memory/" + alg, got[alg] <= got["SET k v PX t"] + 40)
 
 
 def main():
     port, sluice, script_dir, tmp, seed = sys.argv[1:6]
-    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "memory"]
+    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "convert", "memory"]
     conn = Conn(int(port))
     ck = Checks()
     shas = load_scripts(conn, script_dir, ck, "sha" in which)
@@ -547,6 +741,8 @@ def main():
     if "settle" in which:
         check_settle(conn, shas, ck, int(seed))
         check_saturation(conn, shas, ck)
+    if "convert" in which:
+        check_convert(conn, shas, ck, int(seed))
     if "memory" in which:
         report_memory(conn, int(port), shas, ck)
     sys.exit(1 if ck.failed else 0)

@@ -89,13 +89,27 @@ local function no_state_reply(key)
         ' state')
 end
 
--- After a settle, the key holds text (the state's value) until fresh_us, when it is fresh; or
--- is fresh already (text nil) and goes. Writes nothing when the key holds text already: a settle
+-- A value records the numbers its state was written under (docs/lua.md): those the state's
+-- meaning depends on, as the script's text NUMS ("60000000", "5:1000000"). A key decided under
+-- other numbers is converted to them first, as the core's sl_state_convert() does. A decimal
+-- state (fixed_window, sliding_window, token_bucket, gcra) is followed by '#' and the numbers.
+-- Returns the state's text, and the numbers of a value that records other ones (nil when it
+-- records NUMS, or none: a value of an older sluiced, written under the current numbers).
+local function decimal_split(s, suffix) -- suffix: '#' .. NUMS
+    local n = #suffix
+    if string.sub(s, -n) == suffix then return string.sub(s, 1, -n - 1), nil end
+    local body, nums = string.match(s, '^([^#]+)#([%d:]+)$')
+    if body then return body, nums end
+    return s, nil
+end
+
+-- After a command, the key holds value until fresh_us, when it is fresh; or is fresh already
+-- (value nil) and goes (a DEL when it existed). The caller writes only what changes: a settle
 -- that changes nothing is not a write (no SET, nothing replicated, WATCH untouched).
-local function settle_store(key, s, text, fresh_us)
-    if not text then
-        if s then redis.call('DEL', key) end
-    elseif text ~= s then
-        redis.call('SET', key, text, 'PXAT', math.floor((fresh_us + 999) / 1000))
+local function store(key, existed, value, fresh_us)
+    if not value then
+        if existed then redis.call('DEL', key) end
+    else
+        redis.call('SET', key, value, 'PXAT', math.floor((fresh_us + 999) / 1000))
     end
 end

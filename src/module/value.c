@@ -1,0 +1,187 @@
+/*
+ * value.c - the format of sluice.so's values (see value.h).
+ */
+#include "module/value.h"
+
+#include <string.h>
+
+#define NS_PER_MS INT64_C(1000000)
+
+/* The flag bits of a packed sliding_log's first byte (src/core/sliding_log.c): set only by a
+ * settle or a refund, and what made such a value format 3 rather than 2. */
+#define LOG_PACKED_FLAGS 0x30
+
+static bool has_burst(sl_algorithm_t a)
+{
+    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Reads a shortest-form varint at *p (before end) into *v and moves *p past it. False for a
+ * varint cut short, longer than 64 bits, or not in its shortest form. */
+static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t out = 0;
+    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        if (shift == 63 && b > 1) {
+            return false; /* beyond 64 bits */
+        }
+        out |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            if (b == 0 && shift > 0) {
+                return false; /* a trailing zero byte: not the shortest form */
+            }
+            *v = out;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A duration as the header writes it: ms << 1, or ns << 1 | 1 (ns in [0, SL_WINDOW_MAX_NS]). */
+static uint64_t duration_code(int64_t ns)
+{
+    return ns % NS_PER_MS == 0 ? (uint64_t)(ns / NS_PER_MS) << 1 : (uint64_t)ns << 1 | 1;
+}
+
+/* The ns of a duration code; false when it is beyond any rule's range. */
+static bool duration_ns(uint64_t code, int64_t *ns)
+{
+    uint64_t v = code >> 1;
+    if (code & 1) {
+        if (v > (uint64_t)SL_WINDOW_MAX_NS || v % NS_PER_MS == 0) {
+            return false; /* out of range, or not the shortest code (ms would do) */
+        }
+        *ns = (int64_t)v;
+        return true;
+    }
+    if (v > (uint64_t)(SL_WINDOW_MAX_NS / NS_PER_MS)) {
+        return false;
+    }
+    *ns = (int64_t)v * NS_PER_MS;
+    return true;
+}
+
+size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX])
+{
+    uint8_t *p = out;
+    *p++ = VALUE_MAGIC;
+    *p++ = (uint8_t)(VALUE_FORMAT << 4 | ((unsigned)rule->algorithm & 0x0f));
+    p = put_varint(p, (uint64_t)rule->limit);
+    p = put_varint(p, duration_code(rule->window_ns));
+    if (has_burst(rule->algorithm)) {
+        p = put_varint(p, (uint64_t)rule->burst);
+        p = put_varint(p, duration_code(rule->max_delay_ns));
+    }
+    if (rule->algorithm == SL_SLIDING_BUCKETS) {
+        p = put_varint(p, (uint64_t)rule->buckets);
+    }
+    return (size_t)(p - out);
+}
+
+/* The rule of a format 4 header's numbers, read from *p up to end. */
+static bool numbers_read(sl_algorithm_t alg, const uint8_t **p, const uint8_t *end, sl_rule_t *r)
+{
+    uint64_t limit, window, burst = 0, delay = 0, buckets = 0;
+    if (!get_varint(p, end, &limit) || !get_varint(p, end, &window) || limit > INT64_MAX) {
+        return false;
+    }
+    if (has_burst(alg) &&
+        (!get_varint(p, end, &burst) || !get_varint(p, end, &delay) || burst > INT64_MAX)) {
+        return false;
+    }
+    if (alg == SL_SLIDING_BUCKETS && (!get_varint(p, end, &buckets) || buckets > INT64_MAX)) {
+        return false;
+    }
+    *r = (sl_rule_t){.algorithm = alg,
+                     .limit = (int64_t)limit,
+                     .burst = has_burst(alg) ? (int64_t)burst : SL_DEFAULT,
+                     .buckets = alg == SL_SLIDING_BUCKETS ? (int64_t)buckets : SL_DEFAULT};
+    return duration_ns(window, &r->window_ns) && duration_ns(delay, &r->max_delay_ns) &&
+           sl_rule_prepare(r) == SL_OK;
+}
+
+value_status_t value_parse(const uint8_t *p, size_t len, value_t *out)
+{
+    if (len < 2 || p[0] != VALUE_MAGIC) {
+        return VALUE_NOT_OURS;
+    }
+    unsigned format = p[1] >> 4, algorithm = p[1] & 0x0f;
+    if (sl_algorithm_name((sl_algorithm_t)algorithm) == NULL) {
+        return len < VALUE_OLD_HEADER ? VALUE_NOT_OURS : VALUE_ALGORITHM;
+    }
+    *out = (value_t){.format = format, .algorithm = (sl_algorithm_t)algorithm};
+    if (format != VALUE_FORMAT) {
+        if (len < VALUE_OLD_HEADER) {
+            return VALUE_NOT_OURS;
+        }
+        if (!value_format_read(out->algorithm, format)) {
+            return VALUE_FORMAT_NEW;
+        }
+        out->hash = (uint16_t)(p[2] | p[3] << 8);
+        out->packed = p + VALUE_OLD_HEADER;
+        out->packed_len = len - VALUE_OLD_HEADER;
+        /* sliding_log: format 3 exactly when the packed form carries a settle's flag */
+        if (algorithm == SL_SLIDING_LOG &&
+            (out->packed_len == 0 || ((p[4] & LOG_PACKED_FLAGS) != 0) != (format == 3))) {
+            return VALUE_CORRUPT;
+        }
+        return VALUE_OK;
+    }
+    const uint8_t *at = p + 2, *end = p + len;
+    uint8_t again[VALUE_HEADER_MAX];
+    if (!numbers_read(out->algorithm, &at, end, &out->rule) ||
+        value_header(&out->rule, again) != (size_t)(at - p) ||
+        memcmp(again, p, (size_t)(at - p)) != 0) {
+        return VALUE_CORRUPT; /* numbers that are no rule (or not its only header) */
+    }
+    out->has_rule = true;
+    out->packed = at;
+    out->packed_len = (size_t)(end - at);
+    return VALUE_OK;
+}
+
+uint16_t value_params_hash(const sl_rule_t *rule)
+{
+    int64_t fields[5] = {rule->limit, rule->window_ns, rule->burst, rule->buckets,
+                         rule->max_delay_ns};
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t f = 0; f < 5; f++) {
+        uint64_t v = (uint64_t)fields[f];
+        for (int i = 0; i < 8; i++) {
+            h ^= (v >> (8 * i)) & 0xff;
+            h *= UINT64_C(0x100000001b3);
+        }
+    }
+    return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
+}
+
+bool value_same_numbers(const sl_rule_t *rule, const sl_rule_t *other)
+{
+    return rule->algorithm == other->algorithm && rule->limit == other->limit &&
+           rule->window_ns == other->window_ns && rule->burst == other->burst &&
+           rule->buckets == other->buckets && rule->max_delay_ns == other->max_delay_ns;
+}
+
+bool value_format_read(sl_algorithm_t algorithm, unsigned format)
+{
+    if (format == VALUE_FORMAT) {
+        return true;
+    }
+    return algorithm == SL_SLIDING_LOG ? format == 2 || format == 3 : format == 1;
+}
+
+const char *value_formats_read(sl_algorithm_t algorithm)
+{
+    return algorithm == SL_SLIDING_LOG ? "formats 2, 3 and 4" : "formats 1 and 4";
+}

@@ -1,0 +1,90 @@
+/*
+ * value.h - the bytes sluice.so keeps in a Redis string for one key: a header naming the
+ * format, the algorithm and (from format 4 on) the numbers the state was written under, then
+ * the state in its packed form (sl_state_pack()). Pure: no Redis, no allocation, no clock; the
+ * module (sluice_module.c) reads and writes keys with it, and tests/fuzz/fuzz_module_value.c
+ * feeds it arbitrary bytes.
+ *
+ *   byte 0     VALUE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
+ *   byte 1     format (high nibble) | algorithm (low nibble, 1..6)
+ *
+ *   format 4 (every algorithm; what this build writes)
+ *   varint     limit
+ *   varint     window: ms << 1 when a whole number of ms, else ns << 1 | 1
+ *   varint     token_bucket, gcra: burst (as prepared: never the default marker)
+ *   varint     token_bucket, gcra: max_delay, as the window
+ *   varint     sliding_buckets: buckets (as prepared)
+ *   bytes      the packed state under that rule
+ *
+ *   formats 1 (fixed_window, sliding_window, sliding_buckets, token_bucket, gcra), 2 and 3
+ *   (sliding_log: 3 when its packed form carries a settle's flag, 2 otherwise), written by
+ *   older builds and still read:
+ *   bytes 2-3  a 16-bit hash of the prepared rule's limit, window, burst, buckets and max_delay
+ *   bytes 4..  the packed state
+ *
+ * Varints are LEB128 (7 bits a byte, low first), in their shortest form: one set of numbers has
+ * exactly one header, so two headers are the same numbers exactly when their bytes are equal.
+ */
+#ifndef SLUICE_MODULE_VALUE_H
+#define SLUICE_MODULE_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+
+#define VALUE_MAGIC      0xF5
+#define VALUE_FORMAT     4            /* the format this build writes */
+#define VALUE_HEADER_MAX (2 + 5 * 10) /* magic, format | algorithm, five 64-bit varints */
+#define VALUE_OLD_HEADER 4            /* formats 1 to 3: magic, format | algorithm, hash */
+
+/* What value_parse() found. */
+typedef enum value_status {
+    VALUE_OK = 0,     /* a value of a known format; see value_t */
+    VALUE_NOT_OURS,   /* too short, or no magic byte: not sluice state at all */
+    VALUE_ALGORITHM,  /* the algorithm nibble names no algorithm */
+    VALUE_FORMAT_NEW, /* a format this build does not read (a newer build's) */
+    VALUE_CORRUPT,    /* format 4 with numbers that do not parse or make no valid rule */
+} value_status_t;
+
+/* A parsed value: where its state is, and the rule it was written under when it says. */
+typedef struct value {
+    unsigned format;          /* 1..4 */
+    sl_algorithm_t algorithm; /* as the header names it */
+    bool has_rule;            /* format 4: `rule` is the rule the state was written under */
+    sl_rule_t rule;           /* prepared; valid when has_rule */
+    uint16_t hash;            /* formats 1 to 3: value_params_hash() of the writer's rule */
+    const uint8_t *packed;    /* the packed state: inside the parsed bytes */
+    size_t packed_len;        /* bytes */
+} value_t;
+
+/*
+ * Reads the header of len bytes at p (any bytes: a Redis string anyone may have written). On
+ * VALUE_OK fills *out; the packed state is not checked here (sl_state_unpack() does that under
+ * out->rule, or under the reader's rule for formats 1 to 3). VALUE_FORMAT_NEW and VALUE_CORRUPT
+ * fill out->format and out->algorithm (for the error text); the other statuses leave *out
+ * unspecified. Format 4 headers must be in their shortest form, the numbers a rule that
+ * sl_rule_prepare() accepts and that writes the same header again.
+ */
+value_status_t value_parse(const uint8_t *p, size_t len, value_t *out);
+
+/* Writes the format 4 header of a prepared rule to out and returns its length (at most
+ * VALUE_HEADER_MAX). The same numbers always give the same bytes. */
+size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX]);
+
+/* Formats 1 to 3's hash of a prepared rule's parameters (FNV-1a over limit, window_ns, burst,
+ * buckets and max_delay_ns, 8 bytes each little endian, folded to 16 bits). */
+uint16_t value_params_hash(const sl_rule_t *rule);
+
+/* Whether a prepared rule has the numbers of `other`: the same algorithm, limit, window, burst,
+ * buckets and max_delay (the header of one is the header of the other). */
+bool value_same_numbers(const sl_rule_t *rule, const sl_rule_t *other);
+
+/* The formats a build reads for an algorithm, for the error text ("formats 1 and 4"). */
+const char *value_formats_read(sl_algorithm_t algorithm);
+
+/* Whether this build reads `format` for `algorithm`. */
+bool value_format_read(sl_algorithm_t algorithm, unsigned format);
+
+#endif /* SLUICE_MODULE_VALUE_H */
