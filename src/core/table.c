@@ -125,15 +125,24 @@ struct sl_table {
 
 /* ---- locking ----------------------------------------------------------------------------- */
 
+/*
+ * Spins, then yields, then sleeps: a holder that is descheduled (more threads than cores) runs
+ * once we yield, unless it has a lower priority than ours (a snapshot thread at SCHED_IDLE on our
+ * core), which the scheduler does not run while we are runnable: only sleeping lets it finish.
+ */
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
     unsigned spins = 0;
     do {
         while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
-            if (++spins < 128)
+            if (++spins < 128) {
                 cpu_relax();
-            else
-                sched_yield(); /* the holder may be descheduled (more threads than cores) */
+            } else if (spins < 160) {
+                sched_yield();
+            } else {
+                struct timespec nap = {0, 10000}; /* 10 us (plus the timer's slack) */
+                nanosleep(&nap, NULL);
+            }
         }
     } while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0);
 }
