@@ -452,9 +452,10 @@ static bool log_compare(pcase_t *c, prng_t *rng, const uint64_t *ring, ref_log_t
         sl_decision_t y = ref_decide(rule, r, cost, at, false);
         bool ok;
         if (at_least) {
-            /* remaining is after the request when admitted: compared when both agree */
-            ok =
-                (!x.allowed || y.allowed) && (x.allowed != y.allowed || x.remaining <= y.remaining);
+            /* remaining is after the request when admitted: a refusal's is compared with what
+             * the admitted side had before it */
+            int64_t y_before = y.remaining + (y.allowed && !x.allowed ? cost : 0);
+            ok = (!x.allowed || y.allowed) && x.remaining <= y_before;
         } else if (cost == 0) {
             ok = (!x.allowed || y.allowed) && x.remaining == y.remaining &&
                  x.reset_after_ns == y.reset_after_ns;
