@@ -33,8 +33,9 @@
 #include "sluice/sluice.h"
 
 #define SNAPSHOT_ERR_MAX 256
-#define SNAPSHOT_FORMAT  2 /* the format version written; format 1 (no closed window) is read too  \
-                            */
+#define SNAPSHOT_FORMAT                                                                            \
+    2 /* the format version written; format 1 (no closed window) is read too                       \
+       */
 
 typedef struct snapshot_writer snapshot_writer_t;
 

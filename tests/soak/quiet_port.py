@@ -13,12 +13,14 @@ can even be given that port and connect to itself.)
 """
 import os
 import random
-import socket
 import sys
 
-FREE_PORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                         "free_port.py")
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+FREE_PORT = os.path.join(SCRIPTS, "free_port.py")
 LOWEST = 10000
+
+sys.path.insert(0, SCRIPTS)
+from free_port import free as bindable  # noqa: E402
 
 
 def ephemeral_low():
@@ -27,17 +29,6 @@ def ephemeral_low():
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
-
-
-def bindable(port):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def main():
