@@ -388,7 +388,8 @@ static int has_override_fn(void *arg, const void *key, size_t key_len, const cha
 /* A rule whose algorithm changed cannot carry its keys' usage: they start as after a start
  * without a snapshot, by the rule's cold_start (closed: as having used their whole quota, for
  * one window). Logged, since usage is lost. */
-static void algorithm_changed(const ruledef_t *def, const sl_rule_t *old, rule_tables_t *t)
+static void algorithm_changed(const engine_t *e, const ruledef_t *def, const sl_rule_t *old,
+                              rule_tables_t *t)
 {
     bool closed = def->cold_start == RULE_COLD_CLOSED;
     if (closed) {
@@ -398,8 +399,9 @@ static void algorithm_changed(const ruledef_t *def, const sl_rule_t *old, rule_t
     log_warn("rule '%s' changed algorithm (%s to %s): its keys' usage cannot be carried over; "
              "they start %s",
              def->name, sl_algorithm_name(old->algorithm), sl_algorithm_name(def->rule.algorithm),
-             closed ? "as having used their whole quota, for one window (cold_start: closed)"
-                    : "fresh (cold_start: open)");
+             e->redis ? "fresh (in Redis, cold_start does not apply)"
+             : closed ? "as having used their whole quota, for one window (cold_start: closed)"
+                      : "fresh (cold_start: open)");
 }
 
 /* Builds a rule set from the store's rules; reuses the tables of `old` where the parameters
@@ -437,7 +439,7 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
         } else {
             t = engine_tables_create(e, &def.rule);
             if (t != NULL && prev != NULL && !tables_migrate(t, prev->t)) {
-                algorithm_changed(&def, &prev->t->rule, t);
+                algorithm_changed(e, &def, &prev->t->rule, t);
             }
             char why[ENGINE_ERR_MAX];
             if (t != NULL && !engine_rule_fits(e, &def.rule, why, sizeof why)) {
