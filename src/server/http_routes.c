@@ -359,12 +359,22 @@ static rule_state_t *check_parse(route_ctx_t *x, json_t *obj, const char *where,
     return rs;
 }
 
-static void route_allow(route_ctx_t *x)
+/* The request's body as JSON (duplicate names refused); NULL after answering 400 with where
+ * it is malformed. The caller owns the result (json_decref). */
+static json_t *body_json(route_ctx_t *x)
 {
     json_error_t jerr;
     json_t *root = json_loadb(x->req->body, x->req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+    }
+    return root;
+}
+
+static void route_allow(route_ctx_t *x)
+{
+    json_t *root = body_json(x);
+    if (root == NULL) {
         return;
     }
     json_t *checks = json_object_get(root, "checks");
@@ -425,10 +435,8 @@ static bool json_units(route_ctx_t *x, json_t *obj, const char *name, bool requi
 /* POST /v1/settle {"rule","key","reserved","actual"[,"at":unix_ms]}: SL.SETTLE's named form. */
 static void route_settle(route_ctx_t *x)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(x->req->body, x->req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = body_json(x);
     if (root == NULL) {
-        problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
         return;
     }
     int64_t unused;
