@@ -288,6 +288,15 @@ static int print_decision(const struct remote_opts *o, const slc_decision_t *d)
     return code != REMOTE_EXIT_OK ? code : d->allowed ? REMOTE_EXIT_OK : REMOTE_EXIT_NO;
 }
 
+/* The end of check and settle: prints the decision (or the client's error) and closes c. */
+static int decision_done(slc_client_t *c, int rc, const struct remote_opts *o,
+                         const slc_decision_t *d)
+{
+    int code = rc == SLC_OK ? print_decision(o, d) : client_error(c, rc);
+    slc_free(c);
+    return code;
+}
+
 int remote_check_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
@@ -306,13 +315,7 @@ int remote_check_main(int argc, char **argv, const struct remote_opts *g)
     slc_decision_t d;
     int rc =
         a.peek ? slc_peek(c, a.pos[0], a.pos[1], &d) : slc_allow(c, a.pos[0], a.pos[1], a.cost, &d);
-    if (rc != SLC_OK) {
-        code = client_error(c, rc);
-        slc_free(c);
-        return code;
-    }
-    slc_free(c);
-    return print_decision(&o, &d);
+    return decision_done(c, rc, &o, &d);
 }
 
 int remote_settle_main(int argc, char **argv, const struct remote_opts *g)
@@ -337,13 +340,7 @@ int remote_settle_main(int argc, char **argv, const struct remote_opts *g)
         return code;
     slc_decision_t d;
     int rc = slc_settle(c, a.pos[0], a.pos[1], reserved, actual, a.at_ms, &d);
-    if (rc != SLC_OK) {
-        code = client_error(c, rc);
-        slc_free(c);
-        return code;
-    }
-    slc_free(c);
-    return print_decision(&o, &d);
+    return decision_done(c, rc, &o, &d);
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */

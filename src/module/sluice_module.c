@@ -423,9 +423,44 @@ static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, ke
     return error;
 }
 
-/* SL.THROTTLE, SL.PEEK and CL.THROTTLE: one decision on the key argv[1]. */
-static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
-                          throttle_cmd_t cmd)
+/* SL.THROTTLE, SL.PEEK and CL.THROTTLE's step on an open key: decides. Returns an error reply
+ * (nothing is written then) or NULL; *write says whether the key must be written. */
+static const char *decide_step(const throttle_req_t *req, throttle_cmd_t cmd, const key_state_t *ks,
+                               int64_t now_ns, sl_decision_t *d, bool *write, char *err)
+{
+    if (sl_decide(&req->rule, ks->state, req->cost, now_ns, d) != SL_OK) {
+        return "ERR sluice could not decide (invalid cost)";
+    }
+    if (cmd != THROTTLE_CL && throttle_never_error(req, d, err)) {
+        return err; /* an error writes nothing */
+    }
+    /* an admission writes; so does any decision of a command that may write on a value it
+     * converted, so that the usage is converted once and expires by the new numbers */
+    *write = req->cost > 0 && (d->allowed || ks->converted);
+    return NULL;
+}
+
+/* SL.SETTLE's step on an open key: settles a reservation of RESERVED units admitted at AT
+ * (default now) that cost ACTUAL (sl_settle()). The key is written, and the write replicated,
+ * only when its state changes (or was converted from other numbers). */
+static const char *settle_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
+                               sl_decision_t *d, bool *write)
+{
+    int64_t charged_ns = throttle_settle_charged_ns(req, now_ns); /* <= now_ns */
+    if (sl_settle(&req->rule, ks->state, req->reserved, req->actual, charged_ns, now_ns, d) !=
+        SL_OK) {
+        return "ERR sluice could not settle (invalid units)";
+    }
+    *write = req->reserved != req->actual || ks->converted;
+    return NULL;
+}
+
+/*
+ * SL.THROTTLE, SL.PEEK, CL.THROTTLE and SL.SETTLE: one step on the key argv[1]. SL.SETTLE gives
+ * back (or charges past the limit) the difference between a reservation and what it cost, and
+ * replies with the key's decision afterwards (a peek) in SL.THROTTLE's shape.
+ */
+static int key_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, throttle_cmd_t cmd)
 {
     request_t r;
     if (parse(ctx, cmd, argv, argc, &r) != 0) {
@@ -435,21 +470,16 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int64_t now_ns = module_now_ns();
     key_state_t ks;
     char err[THROTTLE_ERR_MAX];
-    bool may_write = req->cost > 0;
-    const char *error = key_open(ctx, argv[1], &r, may_write, now_ns, &ks, err);
+    bool settle = cmd == THROTTLE_SL_SETTLE;
+    const char *error = key_open(ctx, argv[1], &r, settle || req->cost > 0, now_ns, &ks, err);
     if (error != NULL) {
         return RedisModule_ReplyWithError(ctx, error);
     }
     sl_decision_t d;
-    if (sl_decide(&req->rule, ks.state, req->cost, now_ns, &d) != SL_OK) {
-        error = "ERR sluice could not decide (invalid cost)";
-    }
-    if (error == NULL && cmd != THROTTLE_CL && throttle_never_error(req, &d, err)) {
-        error = err; /* an error writes nothing */
-    }
-    /* an admission writes; so does any decision of a command that may write on a value it
-     * converted, so that the usage is converted once and expires by the new numbers */
-    if (error == NULL && may_write && (d.allowed || ks.converted)) {
+    bool write = false;
+    error = settle ? settle_step(req, &ks, now_ns, &d, &write)
+                   : decide_step(req, cmd, &ks, now_ns, &d, &write, err);
+    if (error == NULL && write) {
         error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
     }
     key_close(&ks);
@@ -465,62 +495,24 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     return reply_int_array(ctx, reply, 5);
 }
 
-/*
- * SL.SETTLE: settles a reservation of RESERVED units admitted at AT (default now) that cost
- * ACTUAL (sl_settle()): less gives the difference back, more charges it past the limit (debt).
- * The key is written, and the write replicated, only when its state changes (or was converted
- * from other numbers). Replies with the key's decision afterwards, in SL.THROTTLE's shape (a
- * peek).
- */
-static int settle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
-{
-    request_t r;
-    if (parse(ctx, THROTTLE_SL_SETTLE, argv, argc, &r) != 0) {
-        return REDISMODULE_OK;
-    }
-    const throttle_req_t *req = &r.t;
-    int64_t now_ns = module_now_ns();
-    key_state_t ks;
-    char err[THROTTLE_ERR_MAX];
-    const char *error = key_open(ctx, argv[1], &r, true, now_ns, &ks, err);
-    if (error != NULL) {
-        return RedisModule_ReplyWithError(ctx, error);
-    }
-    sl_decision_t d;
-    int64_t charged_ns = throttle_settle_charged_ns(req, now_ns); /* <= now_ns */
-    if (sl_settle(&req->rule, ks.state, req->reserved, req->actual, charged_ns, now_ns, &d) !=
-        SL_OK) {
-        error = "ERR sluice could not settle (invalid units)";
-    } else if (req->reserved != req->actual || ks.converted) {
-        error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
-    }
-    key_close(&ks);
-    if (error != NULL) {
-        return RedisModule_ReplyWithError(ctx, error);
-    }
-    int64_t reply[5];
-    throttle_reply_sl(&d, reply);
-    return reply_int_array(ctx, reply, 5);
-}
-
 static int cmd_sl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
-    return decide_command(ctx, argv, argc, THROTTLE_SL);
+    return key_command(ctx, argv, argc, THROTTLE_SL);
 }
 
 static int cmd_sl_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
-    return decide_command(ctx, argv, argc, THROTTLE_SL_PEEK);
+    return key_command(ctx, argv, argc, THROTTLE_SL_PEEK);
 }
 
 static int cmd_cl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
-    return decide_command(ctx, argv, argc, THROTTLE_CL);
+    return key_command(ctx, argv, argc, THROTTLE_CL);
 }
 
 static int cmd_sl_settle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
-    return settle_command(ctx, argv, argc);
+    return key_command(ctx, argv, argc, THROTTLE_SL_SETTLE);
 }
 
 /* SL.RESET key: forgets the key's usage. +OK whether or not it held any; a value that is not
