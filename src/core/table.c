@@ -1,6 +1,9 @@
 /*
  * table.c - the per-key table: string key -> algorithm state, for one rule, thread-safe.
  *
+ * long because: the chunk and entry layout is private to this file, and the hot path (lookup,
+ * placement, decisions) needs its helpers static in one translation unit to inline them.
+ *
  * Layout. The table is a power of two of shards, each guarded by one spinlock. A key's 64-bit
  * hash picks the shard (bits 40..55), the home chunk inside it (bits 0..31, fastrange: (h32 *
  * nchunks) >> 32, so a shard's size need not be a power of two) and a 7-bit tag (bits 32..38).
