@@ -38,7 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/hash.h"
 #include "sluice/sluice.h"
 
 #ifndef SLUICE_BENCH_FLAGS
@@ -383,7 +382,7 @@ static double hot_run(hot_case_t *c, size_t iters)
         uint64_t seed = 0x1234;
         for (size_t i = 0; i < iters; i++) {
             __asm__ volatile("" : "+r"(seed)); /* recompute every time */
-            acc += hash_bytes(hot_key, KEY_LEN, seed);
+            acc += sl_hash64(hot_key, KEY_LEN, seed);
         }
         ok = iters;
         break;
@@ -437,7 +436,7 @@ static int cmd_hot(void)
         memset(c->state, 0, sl_state_size(&c->rule));
         snprintf(c->label, sizeof(c->label), "hot_key %s sl_decide", sl_algorithm_name(all[a]));
     }
-    cases[n++] = (hot_case_t){.kind = HOT_HASH, .label = "component hash_bytes(16 B)"};
+    cases[n++] = (hot_case_t){.kind = HOT_HASH, .label = "component sl_hash64(16 B)"};
     cases[n++] = (hot_case_t){.kind = HOT_LOCK, .label = "component lock+unlock (uncontended)"};
 
     for (int i = 0; i < n; i++)
@@ -490,7 +489,7 @@ typedef struct flat {
 
 static inline bool key_eq16(const unsigned char *a, const unsigned char *b)
 {
-    return hash_r64(a) == hash_r64(b) && hash_r64(a + 8) == hash_r64(b + 8);
+    return sl_hash_r64(a) == sl_hash_r64(b) && sl_hash_r64(a + 8) == sl_hash_r64(b + 8);
 }
 
 static inline uint32_t flat_home(const flat_t *f, uint64_t h)
@@ -508,7 +507,7 @@ static void flat_create(flat_t *f, size_t keys, double load)
 
 static void flat_insert(flat_t *f, const unsigned char *key, int64_t state)
 {
-    uint32_t i = flat_home(f, hash_bytes(key, KEY_LEN, f->seed));
+    uint32_t i = flat_home(f, sl_hash64(key, KEY_LEN, f->seed));
     while (f->e[i].key[0] != 0)
         i = i + 1 == f->cap ? 0 : i + 1;
     memcpy(f->e[i].key, key, KEY_LEN);
@@ -594,13 +593,13 @@ static size_t flat_decide_batch(flat_t *f, const sl_rule_t *rule, sl_request_t *
     uint64_t h[PREFETCH_D];
     size_t failed = 0, ahead = n < PREFETCH_D ? n : PREFETCH_D;
     for (size_t j = 0; j < ahead; j++) {
-        h[j] = hash_bytes(reqs[j].key, KEY_LEN, f->seed);
+        h[j] = sl_hash64(reqs[j].key, KEY_LEN, f->seed);
         flat_prefetch(f, h[j]);
     }
     for (size_t j = 0; j < n; j++) {
         uint64_t hj = h[j % PREFETCH_D];
         if (j + PREFETCH_D < n) {
-            uint64_t hn = hash_bytes(reqs[j + PREFETCH_D].key, KEY_LEN, f->seed);
+            uint64_t hn = sl_hash64(reqs[j + PREFETCH_D].key, KEY_LEN, f->seed);
             h[j % PREFETCH_D] = hn;
             flat_prefetch(f, hn);
         }
@@ -771,21 +770,21 @@ static double run_stream(run_t *r)
         break;
     case RUN_FLAT:
         for (size_t i = 0; i < r->ops; i++) {
-            uint64_t h = hash_bytes(r->stream[i], KEY_LEN, b->flat.seed);
+            uint64_t h = sl_hash64(r->stream[i], KEY_LEN, b->flat.seed);
             failed += flat_decide(&b->flat, &b->rule, r->stream[i], h, now++, &d) != SL_OK;
             ok += d.allowed;
         }
         break;
     case RUN_FLAT_TOUCH:
         for (size_t i = 0; i < r->ops; i++) {
-            uint64_t h = hash_bytes(r->stream[i], KEY_LEN, b->flat.seed);
+            uint64_t h = sl_hash64(r->stream[i], KEY_LEN, b->flat.seed);
             failed += flat_touch(&b->flat, r->stream[i], h, now++) != SL_OK;
         }
         ok += r->ops;
         break;
     case RUN_FLAT_LOCKED:
         for (size_t i = 0; i < r->ops; i++) {
-            uint64_t h = hash_bytes(r->stream[i], KEY_LEN, b->flat.seed);
+            uint64_t h = sl_hash64(r->stream[i], KEY_LEN, b->flat.seed);
             flat_lock(h);
             failed += flat_decide(&b->flat, &b->rule, r->stream[i], h, now++, &d) != SL_OK;
             flat_unlock(h);

@@ -488,6 +488,75 @@ SL_API size_t sl_table_count(sl_table_t *table);
 /* Bytes the table holds for slots, keys and out-of-line states (what max_bytes caps). */
 SL_API size_t sl_table_memory(sl_table_t *table);
 
+/* ---- the keyed hash ---------------------------------------------------------------------- */
+
+/*
+ * The table's key hash, for callers that shard or cache by key as the table does: 64 bits from
+ * any bytes under a seed, in the multiply-fold construction of wyhash (64x64 -> 128-bit products
+ * folded by xor; keys up to 16 bytes read with two overlapping loads, longer ones 16 bytes per
+ * round). Not cryptographic. Keys from the network want a seed their senders cannot guess:
+ * without one they can pick keys that collide. Inline, so a caller pays what the table pays and
+ * links nothing; the value may change between versions of sluice (do not store it).
+ */
+
+#define SL_HASH_P0 UINT64_C(0xa0761d6478bd642f) /* the hash's odd 64-bit constants */
+#define SL_HASH_P1 UINT64_C(0xe7037ed1a0b428db)
+#define SL_HASH_P2 UINT64_C(0x8ebc6af09c88c6e3)
+
+/* Folds two words into one: the xor of the halves of their 128-bit product. Seeds are derived
+ * with it (sl_hash_mix(value, SL_HASH_P2) spreads a value's bits over the word). */
+static inline uint64_t sl_hash_mix(uint64_t a, uint64_t b)
+{
+    __extension__ typedef unsigned __int128 sl_u128;
+    sl_u128 r = (sl_u128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* The 8 and 4 bytes at p as a number in the machine's byte order; p need not be aligned. */
+static inline uint64_t sl_hash_r64(const unsigned char *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t sl_hash_r32(const unsigned char *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+/* The hash of len bytes at key (NULL when len is 0) under seed. */
+static inline uint64_t sl_hash64(const void *key, size_t len, uint64_t seed)
+{
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t a, b;
+    seed ^= SL_HASH_P0;
+    if (len <= 16) {
+        if (len >= 4) {
+            size_t mid = (len >> 3) << 2;
+            a = (sl_hash_r32(p) << 32) | sl_hash_r32(p + mid);
+            b = (sl_hash_r32(p + len - 4) << 32) | sl_hash_r32(p + len - 4 - mid);
+        } else if (len > 0) {
+            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) | p[len - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        size_t i = len;
+        while (i > 16) {
+            seed = sl_hash_mix(sl_hash_r64(p) ^ SL_HASH_P1, sl_hash_r64(p + 8) ^ seed);
+            p += 16;
+            i -= 16;
+        }
+        a = sl_hash_r64(p + i - 16);
+        b = sl_hash_r64(p + i - 8);
+    }
+    return sl_hash_mix(SL_HASH_P1 ^ len, sl_hash_mix(a ^ SL_HASH_P1, b ^ seed) ^ SL_HASH_P2);
+}
+
 /* ---- time and durations ------------------------------------------------------------------ */
 
 /* CLOCK_REALTIME in ns since the epoch, never less than a value it returned before in this

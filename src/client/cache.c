@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "client/common.h"
-#include "core/hash.h"
+#include "sluice/sluice.h"
 #include "store/overlimit_cache.h"
 
 #define NS_PER_MS INT64_C(1000000)
@@ -39,7 +39,7 @@ cache_t *cache_create(size_t entries)
     olc_init(&c->olc, c->slots, entries, CACHE_PROBE);
     /* keys come from the caller's users: a seed they cannot guess keeps them from choosing
      * names that share an entry */
-    c->seed = hash_mix((uint64_t)common_monotonic_ns(NULL) ^ (uint64_t)(uintptr_t)c, HASH_P2);
+    c->seed = sl_hash_mix((uint64_t)common_monotonic_ns(NULL) ^ (uint64_t)(uintptr_t)c, SL_HASH_P2);
     return c;
 }
 

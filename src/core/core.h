@@ -19,9 +19,12 @@
  *                                                 whose state means something else
  *                                                 (sl_state_convert()).
  *
- * The dispatcher has already validated the arguments, so these functions only assert. They
- * read no clock, allocate nothing, lock nothing. Helpers for overflow-free arithmetic are here
- * so every algorithm uses the same ones.
+ * The dispatcher (rule.c) has already validated the arguments, so these functions do not
+ * check them again: core_decide() and core_settle(), through which every decision, refund and
+ * charge enters, assert the preconditions above (a prepared rule, costs >= 0; core_settle()
+ * itself makes charged_ns <= now_ns), and an algorithm asserts only its own state's
+ * invariants (sliding_log's ring). They read no clock, allocate nothing, lock nothing. Helpers
+ * for overflow-free arithmetic are here so every algorithm uses the same ones.
  */
 #ifndef SLUICE_CORE_H
 #define SLUICE_CORE_H
@@ -112,6 +115,11 @@ static inline void decision_admit(sl_decision_t *out)
     out->delay_ns = 0;
 }
 
+/* The last sl_algorithm_t value, and the size of an array indexed by sl_algorithm_t (index 0,
+ * no algorithm, unused). */
+#define CORE_ALGORITHM_LAST  SL_GCRA
+#define CORE_ALGORITHM_SLOTS (CORE_ALGORITHM_LAST + 1)
+
 /* One algorithm's functions; core_algorithms[] (rule.c) holds them by sl_algorithm_t. */
 typedef struct algorithm_ops {
     void (*decide)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
@@ -125,7 +133,7 @@ typedef struct algorithm_ops {
                     void *to_state, int64_t now_ns);
 } algorithm_ops_t;
 
-extern const algorithm_ops_t core_algorithms[SL_GCRA + 1];
+extern const algorithm_ops_t core_algorithms[CORE_ALGORITHM_SLOTS];
 
 /* Treats times outside [0, SL_NOW_MAX_NS] as its ends (now + window + tolerance stay far from
  * INT64_MAX). */
@@ -144,6 +152,8 @@ static inline int64_t core_clamp_now(int64_t now_ns)
 static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
                                sl_decision_t *out)
 {
+    assert(rule->algorithm >= SL_FIXED_WINDOW && rule->algorithm <= CORE_ALGORITHM_LAST);
+    assert(rule->state_size > 0 && cost >= 0);
     out->limit = rule->capacity;
     now_ns = core_clamp_now(now_ns);
     switch (rule->algorithm) {

@@ -15,13 +15,12 @@ static const char *const algorithm_names[] = {
     [SL_SLIDING_WINDOW] = "sliding_window", [SL_SLIDING_BUCKETS] = "sliding_buckets",
     [SL_TOKEN_BUCKET] = "token_bucket",     [SL_GCRA] = "gcra",
 };
-#define ALGORITHM_LAST SL_GCRA
 
 #define OPS(name)                                                                                  \
     {                                                                                              \
         name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge, name##_convert \
     }
-const algorithm_ops_t core_algorithms[SL_GCRA + 1] = {
+const algorithm_ops_t core_algorithms[CORE_ALGORITHM_SLOTS] = {
     [SL_FIXED_WINDOW] = OPS(fixed_window),
     [SL_SLIDING_LOG] = OPS(sliding_log),
     [SL_SLIDING_WINDOW] = OPS(sliding_window),
@@ -32,7 +31,7 @@ const algorithm_ops_t core_algorithms[SL_GCRA + 1] = {
 
 const char *sl_algorithm_name(sl_algorithm_t algorithm)
 {
-    if (algorithm < SL_FIXED_WINDOW || algorithm > ALGORITHM_LAST)
+    if (algorithm < SL_FIXED_WINDOW || algorithm > CORE_ALGORITHM_LAST)
         return NULL;
     return algorithm_names[algorithm];
 }
@@ -41,7 +40,7 @@ int sl_algorithm_parse(const char *name, size_t len, sl_algorithm_t *out)
 {
     if (name == NULL || out == NULL)
         return SL_EINVAL;
-    for (int a = SL_FIXED_WINDOW; a <= ALGORITHM_LAST; a++) {
+    for (int a = SL_FIXED_WINDOW; a <= CORE_ALGORITHM_LAST; a++) {
         if (strlen(algorithm_names[a]) == len && memcmp(algorithm_names[a], name, len) == 0) {
             *out = (sl_algorithm_t)a;
             return SL_OK;
@@ -185,6 +184,8 @@ int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, 
 int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                     int64_t charged_ns, int64_t now_ns, sl_decision_t *out)
 {
+    assert(rule->algorithm >= SL_FIXED_WINDOW && rule->algorithm <= CORE_ALGORITHM_LAST);
+    assert(rule->state_size > 0 && reserved >= 0 && actual >= 0);
     charged_ns = core_clamp_now(charged_ns);
     now_ns = max_i64(core_clamp_now(now_ns), charged_ns);
     const algorithm_ops_t *ops = &core_algorithms[rule->algorithm];

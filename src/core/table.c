@@ -1,6 +1,9 @@
 /*
  * table.c - the per-key table: string key -> algorithm state, for one rule, thread-safe.
  *
+ * long because: the chunk and entry layout is private to this file, and the hot path (lookup,
+ * placement, decisions) needs its helpers static in one translation unit to inline them.
+ *
  * Layout. The table is a power of two of shards, each guarded by one spinlock. A key's 64-bit
  * hash picks the shard (bits 40..55), the home chunk inside it (bits 0..31, fastrange: (h32 *
  * nchunks) >> 32, so a shard's size need not be a power of two) and a 7-bit tag (bits 32..38).
@@ -49,7 +52,6 @@
 #include <time.h>
 
 #include "core/core.h"
-#include "core/hash.h"
 
 #define STATE_INLINE_MAX 128u  /* larger states are allocated out of line, bytes */
 #define KEY_AREA_MIN     19u   /* inline key capacity at least, bytes */
@@ -231,9 +233,10 @@ static inline unsigned char *entry_klen(const sl_table_t *t, unsigned char *entr
 static inline bool bytes_equal(const unsigned char *a, const unsigned char *b, size_t len)
 {
     if (len >= 8 && len <= 16)
-        return hash_r64(a) == hash_r64(b) && hash_r64(a + len - 8) == hash_r64(b + len - 8);
+        return sl_hash_r64(a) == sl_hash_r64(b) &&
+               sl_hash_r64(a + len - 8) == sl_hash_r64(b + len - 8);
     if (len >= 4 && len < 8)
-        return hash_r32(a) == hash_r32(b) && hash_r32(a + len - 4) == hash_r32(b + len - 4);
+        return sl_hash_r32(a) == sl_hash_r32(b) && sl_hash_r32(a + len - 4) == sl_hash_r32(b + len - 4);
     return memcmp(a, b, len) == 0;
 }
 
@@ -268,7 +271,7 @@ static uint64_t entry_hash(const sl_table_t *t, unsigned char *entry)
 {
     size_t len;
     const unsigned char *key = entry_key(t, entry, &len);
-    return hash_bytes(key, len, t->seed);
+    return sl_hash64(key, len, t->seed);
 }
 
 /* Pointer to the entry's state: in the entry, or the out-of-line allocation. */
@@ -640,7 +643,7 @@ static uint64_t random_seed(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts;
-    return hash_mix(x ^ HASH_P0, HASH_P2) | 1;
+    return sl_hash_mix(x ^ SL_HASH_P0, SL_HASH_P2) | 1;
 }
 
 bool sl_table_can_hold(const sl_rule_t *rule, const sl_table_config_t *cfg, size_t keys)
@@ -819,7 +822,7 @@ int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost
         return SL_EKEY;
     if (cost < 0)
         return SL_ECOST;
-    uint64_t h = hash_bytes(key, key_len, t->seed);
+    uint64_t h = sl_hash64(key, key_len, t->seed);
     shard_t *s = shard_of(t, h);
     shard_lock(s);
     int rc = shard_decide(t, s, key, key_len, h, cost, now_ns, out);
@@ -843,7 +846,7 @@ static inline uint64_t batch_prefetch(sl_table_t *t, const sl_request_t *r)
 {
     if (batch_check(t, r) != SL_OK)
         return 0;
-    uint64_t h = hash_bytes(r->key ? r->key : "", r->key_len, t->seed);
+    uint64_t h = sl_hash64(r->key ? r->key : "", r->key_len, t->seed);
     shard_t *s = shard_of(t, h);
     unsigned char *chunks = __atomic_load_n(&s->chunks, __ATOMIC_RELAXED);
     uint32_t nchunks = __atomic_load_n(&s->nchunks, __ATOMIC_RELAXED);
@@ -932,7 +935,7 @@ static int table_settle(sl_table_t *t, const void *key, size_t key_len, int64_t 
         return SL_EKEY;
     if (reserved < 0 || actual < 0)
         return SL_ECOST;
-    uint64_t h = hash_bytes(key, key_len, t->seed);
+    uint64_t h = sl_hash64(key, key_len, t->seed);
     shard_t *s = shard_of(t, h);
     shard_lock(s);
     int rc = shard_settle(t, s, key, key_len, h, reserved, actual, charged_ns, now_ns, out);
@@ -989,7 +992,7 @@ static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
     if (r->cost < 0)
         return SL_ECOST;
     const unsigned char *key = r->key ? r->key : (const unsigned char *)"";
-    uint64_t h = hash_bytes(key, r->key_len, t->seed);
+    uint64_t h = sl_hash64(key, r->key_len, t->seed);
     for (size_t k = 0; k < m->nkeys; k++) {
         multi_key_t *mk = &m->keys[k];
         if (mk->t == t && mk->h == h && mk->len == r->key_len &&
@@ -1211,7 +1214,7 @@ static shard_t *lock_and_find(sl_table_t *t, const void *key, size_t len, uint64
 {
     if (key == NULL)
         key = "";
-    *h = hash_bytes(key, len, t->seed);
+    *h = sl_hash64(key, len, t->seed);
     shard_t *s = shard_of(t, *h);
     shard_lock(s);
     *entry = shard_find(t, s, key, len, *h);
@@ -1326,7 +1329,7 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
         if (i > 0 && t->rule.algorithm != to->rule.algorithm)
             return SL_EALGORITHM;
         at[i].t = t;
-        at[i].h = hash_bytes(k, key_len, t->seed);
+        at[i].h = sl_hash64(k, key_len, t->seed);
         at[i].s = shard_of(t, at[i].h);
         lockset_add(locks, &nlocks, at[i].s);
     }

@@ -23,7 +23,7 @@
  *
  * Statements are prepared on first use and kept in the handle until config_store_close.
  */
-#include "rules/config_store.h"
+#include "rules/config_sqlite_impl.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -34,34 +34,8 @@
 
 #include <sys/stat.h>
 
-#include <sqlite3.h>
-
 #define CONFIG_SCHEMA_VERSION  2    /* PRAGMA user_version this code writes and reads */
 #define CONFIG_BUSY_TIMEOUT_MS 5000 /* how long a writer waits for another's transaction */
-#define CONFIG_DOING_MAX       160  /* "putting override for rule '...'" */
-
-/* Every statement the store runs, prepared once per handle. */
-enum stmt_id {
-    ST_BEGIN_READ,
-    ST_BEGIN_WRITE,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_VERSION,
-    ST_BUMP,
-    ST_LIST_RULES,
-    ST_LIST_NAMES,
-    ST_GET_RULE,
-    ST_PUT_RULE,
-    ST_PUT_RULE_FROM,
-    ST_DEL_RULE,
-    ST_DEL_RULE_OVERRIDES,
-    ST_GET_OVERRIDE,
-    ST_PUT_OVERRIDE,
-    ST_DEL_OVERRIDE,
-    ST_LIST_OVERRIDES,
-    ST_LIST_OVERRIDES_AFTER,
-    ST_COUNT
-};
 
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_BEGIN_READ] = "BEGIN",
@@ -103,21 +77,9 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS overrides(rule TEXT NOT NULL, key BLOB NOT NULL,"
     " json TEXT NOT NULL, PRIMARY KEY(rule, key)) WITHOUT ROWID;";
 
-struct config_store {
-    sqlite3 *db;
-    sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
-    char *path;                   /* the file opened */
-    bool have_id;                 /* dev and ino are the opened file's (not for ":memory:") */
-    dev_t dev;
-    ino_t ino;
-    bool busy; /* the last failure was another connection's lock */
-};
-
 /* ---- errors ------------------------------------------------------------------------------ */
 
-static int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char *err, const char *fmt, ...)
+int cs_fail(char *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -127,23 +89,23 @@ static int fail(char *err, const char *fmt, ...)
 }
 
 /* "sqlite: <what SQLite said> (<what we were doing>)". */
-static int fail_db(config_store_t *s, const char *doing, char *err)
+int cs_fail_db(config_store_t *s, const char *doing, char *err)
 {
     int code = sqlite3_errcode(s->db) & 0xff;
     s->busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
-    return fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
+    return cs_fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
 }
 
 /* ---- statements -------------------------------------------------------------------------- */
 
 /* Returns the statement, reset and with no bindings, or NULL with err. */
-static sqlite3_stmt *stmt(config_store_t *s, enum stmt_id id, const char *doing, char *err)
+sqlite3_stmt *cs_stmt(config_store_t *s, enum stmt_id id, const char *doing, char *err)
 {
     sqlite3_stmt *st = s->stmt[id];
     if (st == NULL) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
             SQLITE_OK) {
-            fail_db(s, doing, err);
+            cs_fail_db(s, doing, err);
             return NULL;
         }
         s->stmt[id] = st;
@@ -154,7 +116,7 @@ static sqlite3_stmt *stmt(config_store_t *s, enum stmt_id id, const char *doing,
 }
 
 /* Resets a statement after use, so it holds no read lock. NULL (never prepared) does nothing. */
-static void done(sqlite3_stmt *st)
+void cs_done(sqlite3_stmt *st)
 {
     if (st == NULL)
         return;
@@ -167,13 +129,13 @@ static void done(sqlite3_stmt *st)
 static int step_end(config_store_t *s, sqlite3_stmt *st, bool ok, const char *doing, char *err)
 {
     if (!ok)
-        fail_db(s, doing, err);
-    done(st);
+        cs_fail_db(s, doing, err);
+    cs_done(st);
     return ok ? 0 : -1;
 }
 
 /* Steps a statement that returns no rows to completion. Returns 0 or -1 with err. */
-static int exec_stmt(config_store_t *s, sqlite3_stmt *st, const char *doing, char *err)
+int cs_exec_stmt(config_store_t *s, sqlite3_stmt *st, const char *doing, char *err)
 {
     int rc = sqlite3_step(st);
     return step_end(s, st, rc == SQLITE_DONE || rc == SQLITE_ROW, doing, err);
@@ -181,15 +143,15 @@ static int exec_stmt(config_store_t *s, sqlite3_stmt *st, const char *doing, cha
 
 static int exec_id(config_store_t *s, enum stmt_id id, const char *doing, char *err)
 {
-    sqlite3_stmt *st = stmt(s, id, doing, err);
-    return st == NULL ? -1 : exec_stmt(s, st, doing, err);
+    sqlite3_stmt *st = cs_stmt(s, id, doing, err);
+    return st == NULL ? -1 : cs_exec_stmt(s, st, doing, err);
 }
 
-static int bind_text(config_store_t *s, sqlite3_stmt *st, int i, const char *text,
-                     const char *doing, char *err)
+int cs_bind_text(config_store_t *s, sqlite3_stmt *st, int i, const char *text, const char *doing,
+                 char *err)
 {
     if (sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) != SQLITE_OK)
-        return fail_db(s, doing, err);
+        return cs_fail_db(s, doing, err);
     return 0;
 }
 
@@ -198,29 +160,22 @@ static int bind_key(config_store_t *s, sqlite3_stmt *st, int i, const void *key,
                     const char *doing, char *err)
 {
     if (sqlite3_bind_blob64(st, i, key_len ? key : "", key_len, SQLITE_STATIC) != SQLITE_OK)
-        return fail_db(s, doing, err);
+        return cs_fail_db(s, doing, err);
     return 0;
 }
-
-/* An override key to bind as a blob (ptr may be NULL when len is 0). */
-struct key_ref {
-    const void *ptr;
-    size_t len;
-};
 
 /* Returns statement id with its parameters bound in order: ?1 = name, then the key when key is
  * not NULL, then json when not NULL (later ones, if any, are the caller's). NULL with err, and
  * the statement reset, when it cannot be prepared or bound. */
-static sqlite3_stmt *bound(config_store_t *s, enum stmt_id id, const char *name,
-                           const struct key_ref *key, const char *json, const char *doing,
-                           char *err)
+sqlite3_stmt *cs_bound(config_store_t *s, enum stmt_id id, const char *name,
+                       const struct key_ref *key, const char *json, const char *doing, char *err)
 {
     int i = 1;
-    sqlite3_stmt *st = stmt(s, id, doing, err);
-    if (st == NULL || bind_text(s, st, i++, name, doing, err) != 0 ||
+    sqlite3_stmt *st = cs_stmt(s, id, doing, err);
+    if (st == NULL || cs_bind_text(s, st, i++, name, doing, err) != 0 ||
         (key != NULL && bind_key(s, st, i++, key->ptr, key->len, doing, err) != 0) ||
-        (json != NULL && bind_text(s, st, i++, json, doing, err) != 0)) {
-        done(st);
+        (json != NULL && cs_bind_text(s, st, i++, json, doing, err) != 0)) {
+        cs_done(st);
         return NULL;
     }
     return st;
@@ -228,7 +183,7 @@ static sqlite3_stmt *bound(config_store_t *s, enum stmt_id id, const char *name,
 
 /* ---- transactions ------------------------------------------------------------------------ */
 
-static int tx_begin(config_store_t *s, bool write, const char *doing, char *err)
+int cs_tx_begin(config_store_t *s, bool write, const char *doing, char *err)
 {
     s->busy = false;
     if (write && config_store_check(s, err) != 0)
@@ -237,7 +192,7 @@ static int tx_begin(config_store_t *s, bool write, const char *doing, char *err)
 }
 
 /* Undoes the open transaction, if SQLite has not already rolled it back. */
-static void tx_rollback(config_store_t *s)
+void cs_tx_rollback(config_store_t *s)
 {
     if (!sqlite3_get_autocommit(s->db)) {
         char ignored[CONFIG_STORE_ERR_MAX];
@@ -248,7 +203,7 @@ static void tx_rollback(config_store_t *s)
 static int tx_commit(config_store_t *s, const char *doing, char *err)
 {
     if (exec_id(s, ST_COMMIT, doing, err) != 0) {
-        tx_rollback(s);
+        cs_tx_rollback(s);
         return -1;
     }
     return 0;
@@ -257,31 +212,30 @@ static int tx_commit(config_store_t *s, const char *doing, char *err)
 /* Reads the version inside or outside a transaction. */
 static int read_version(config_store_t *s, int64_t *version, const char *doing, char *err)
 {
-    sqlite3_stmt *st = stmt(s, ST_VERSION, doing, err);
+    sqlite3_stmt *st = cs_stmt(s, ST_VERSION, doing, err);
     if (st == NULL)
         return -1;
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *version = sqlite3_column_int64(st, 0);
-        done(st);
+        cs_done(st);
         return 0;
     }
     if (rc == SQLITE_DONE)
-        fail(err, "sqlite: the meta table has no version row (%s)", doing);
+        cs_fail(err, "sqlite: the meta table has no version row (%s)", doing);
     else
-        fail_db(s, doing, err);
-    done(st);
+        cs_fail_db(s, doing, err);
+    cs_done(st);
     return -1;
 }
 
 /* Ends a write transaction: bumps the version when `changed`, commits, reports the version.
  * Rolls back on failure. */
-static int tx_finish(config_store_t *s, bool changed, int64_t *version, const char *doing,
-                     char *err)
+int cs_tx_finish(config_store_t *s, bool changed, int64_t *version, const char *doing, char *err)
 {
     int64_t v = 0;
     if ((changed && exec_id(s, ST_BUMP, doing, err) != 0) || read_version(s, &v, doing, err) != 0) {
-        tx_rollback(s);
+        cs_tx_rollback(s);
         return -1;
     }
     if (tx_commit(s, doing, err) != 0)
@@ -297,10 +251,10 @@ static int tx_finish_delete(config_store_t *s, bool found, int64_t *version, con
                             char *err)
 {
     if (!found) {
-        tx_rollback(s);
+        cs_tx_rollback(s);
         return CONFIG_STORE_NOTFOUND;
     }
-    return tx_finish(s, true, version, doing, err);
+    return cs_tx_finish(s, true, version, doing, err);
 }
 
 /* ---- open and close ---------------------------------------------------------------------- */
@@ -324,7 +278,7 @@ static int exec_sql(config_store_t *s, const char *sql, const char *doing, char 
 {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        fail(err, "sqlite: %s (%s)", msg ? msg : sqlite3_errmsg(s->db), doing);
+        cs_fail(err, "sqlite: %s (%s)", msg ? msg : sqlite3_errmsg(s->db), doing);
         sqlite3_free(msg);
         return -1;
     }
@@ -335,12 +289,12 @@ static int read_user_version(config_store_t *s, int *out, const char *doing, cha
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return fail_db(s, doing, err);
+        return cs_fail_db(s, doing, err);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *out = sqlite3_column_int(st, 0);
     else
-        fail_db(s, doing, err);
+        cs_fail_db(s, doing, err);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? 0 : -1;
 }
@@ -356,15 +310,15 @@ static int schema_ensure(config_store_t *s, const char *path, char *err)
     if (have == CONFIG_SCHEMA_VERSION)
         return 0;
     if (have > CONFIG_SCHEMA_VERSION || have < 0)
-        return fail(err,
-                    "config store '%s' has schema version %d; this sluiced knows up to %d "
-                    "(written by a newer sluiced?)",
-                    path, have, CONFIG_SCHEMA_VERSION);
+        return cs_fail(err,
+                       "config store '%s' has schema version %d; this sluiced knows up to %d "
+                       "(written by a newer sluiced?)",
+                       path, have, CONFIG_SCHEMA_VERSION);
 
     /* version 0: a new file (or one a crash left before its first commit); version 1: rules
      * have no origin yet (every rule then counts as made through the API) */
     snprintf(doing, sizeof(doing), "creating the schema in '%s'", path);
-    if (tx_begin(s, true, doing, err) != 0)
+    if (cs_tx_begin(s, true, doing, err) != 0)
         return -1;
     if (read_user_version(s, &have, doing, err) != 0)
         goto rollback;
@@ -383,43 +337,43 @@ static int schema_ensure(config_store_t *s, const char *path, char *err)
                      doing, err) != 0)
             goto rollback;
     } else if (have != CONFIG_SCHEMA_VERSION) {
-        fail(err, "config store '%s' has schema version %d; this sluiced knows up to %d", path,
-             have, CONFIG_SCHEMA_VERSION);
+        cs_fail(err, "config store '%s' has schema version %d; this sluiced knows up to %d", path,
+                have, CONFIG_SCHEMA_VERSION);
         goto rollback;
     }
     return tx_commit(s, doing, err);
 rollback:
-    tx_rollback(s);
+    cs_tx_rollback(s);
     return -1;
 }
 
 int config_store_open(const char *url, config_store_t **out, char *err)
 {
     if (url == NULL || out == NULL)
-        return fail(err, "config store: no url");
+        return cs_fail(err, "config store: no url");
     const char *path = url_path(url);
     if (path == NULL)
-        return fail(err, "config store: unsupported url '%s' (want a path or sqlite:PATH)", url);
+        return cs_fail(err, "config store: unsupported url '%s' (want a path or sqlite:PATH)", url);
     if (*path == '\0')
-        return fail(err, "config store: empty path in url '%s'", url);
+        return cs_fail(err, "config store: empty path in url '%s'", url);
 
     config_store_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
-        return fail(err, "config store: out of memory");
+        return cs_fail(err, "config store: out of memory");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "opening '%s'", path);
     int rc = sqlite3_open_v2(
         path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         if (s->db != NULL)
-            fail_db(s, doing, err);
+            cs_fail_db(s, doing, err);
         else
-            fail(err, "sqlite: %s (%s)", sqlite3_errstr(rc), doing);
+            cs_fail(err, "sqlite: %s (%s)", sqlite3_errstr(rc), doing);
         goto fail;
     }
     sqlite3_extended_result_codes(s->db, 1);
     if ((s->path = strdup(path)) == NULL) {
-        fail(err, "config store: out of memory");
+        cs_fail(err, "config store: out of memory");
         goto fail;
     }
     if (sqlite3_busy_timeout(s->db, CONFIG_BUSY_TIMEOUT_MS) != SQLITE_OK ||
@@ -467,15 +421,16 @@ int config_store_check(config_store_t *s, char *err)
         return 0;
     struct stat st;
     if (stat(s->path, &st) != 0)
-        return fail(err,
-                    "config store '%s' was deleted while sluiced runs: the rules in force stay, "
-                    "changes are refused until the file is back or sluiced restarts",
-                    s->path);
+        return cs_fail(err,
+                       "config store '%s' was deleted while sluiced runs: the rules in force stay, "
+                       "changes are refused until the file is back or sluiced restarts",
+                       s->path);
     if (st.st_dev != s->dev || st.st_ino != s->ino)
-        return fail(err,
-                    "config store '%s' was replaced by another file while sluiced runs: the rules "
-                    "in force stay, changes are refused until sluiced restarts",
-                    s->path);
+        return cs_fail(
+            err,
+            "config store '%s' was replaced by another file while sluiced runs: the rules "
+            "in force stay, changes are refused until sluiced restarts",
+            s->path);
     return 0;
 }
 
@@ -529,16 +484,17 @@ int config_store_list_rules(config_store_t *s, config_rule_t **rules, size_t *n,
     config_rule_t *list = NULL;
     size_t count = 0, cap = 0;
     int64_t v = 0;
-    if (tx_begin(s, false, doing, err) != 0)
+    if (cs_tx_begin(s, false, doing, err) != 0)
         return -1;
     sqlite3_stmt *st = NULL;
-    if (read_version(s, &v, doing, err) != 0 || (st = stmt(s, ST_LIST_RULES, doing, err)) == NULL)
+    if (read_version(s, &v, doing, err) != 0 ||
+        (st = cs_stmt(s, ST_LIST_RULES, doing, err)) == NULL)
         goto fail;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (rules_push(&list, &count, &cap, st) != 0) {
-            fail(err, "config store: out of memory (%s)", doing);
-            done(st);
+            cs_fail(err, "config store: out of memory (%s)", doing);
+            cs_done(st);
             goto fail;
         }
     }
@@ -552,7 +508,7 @@ int config_store_list_rules(config_store_t *s, config_rule_t **rules, size_t *n,
         *version = v;
     return 0;
 fail:
-    tx_rollback(s);
+    cs_tx_rollback(s);
 fail_released:
     config_rules_free(list, count);
     return -1;
@@ -564,15 +520,15 @@ static int query_text(config_store_t *s, sqlite3_stmt *st, char **json, const ch
 {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) {
-        done(st);
+        cs_done(st);
         return CONFIG_STORE_NOTFOUND;
     }
     if (rc != SQLITE_ROW)
         return step_end(s, st, false, doing, err);
     char *copy = column_dup(st, 0);
-    done(st);
+    cs_done(st);
     if (copy == NULL)
-        return fail(err, "config store: out of memory (%s)", doing);
+        return cs_fail(err, "config store: out of memory (%s)", doing);
     *json = copy;
     return 0;
 }
@@ -580,10 +536,10 @@ static int query_text(config_store_t *s, sqlite3_stmt *st, char **json, const ch
 int config_store_get_rule(config_store_t *s, const char *name, char **json, char *err)
 {
     if (name == NULL || json == NULL)
-        return fail(err, "config store: get rule: no name");
+        return cs_fail(err, "config store: get rule: no name");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "reading rule '%.64s'", name);
-    sqlite3_stmt *st = bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
+    sqlite3_stmt *st = cs_bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
     return st == NULL ? -1 : query_text(s, st, json, doing, err);
 }
 
@@ -591,11 +547,11 @@ int config_store_get_override(config_store_t *s, const char *rule, const void *k
                               char **json, char *err)
 {
     if (rule == NULL || json == NULL || (key == NULL && key_len > 0))
-        return fail(err, "config store: get override: no rule or key");
+        return cs_fail(err, "config store: get override: no rule or key");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "reading an override of rule '%.64s'", rule);
     struct key_ref k = {key, key_len};
-    sqlite3_stmt *st = bound(s, ST_GET_OVERRIDE, rule, &k, NULL, doing, err);
+    sqlite3_stmt *st = cs_bound(s, ST_GET_OVERRIDE, rule, &k, NULL, doing, err);
     return st == NULL ? -1 : query_text(s, st, json, doing, err);
 }
 
@@ -610,11 +566,11 @@ int config_store_foreach_override_after(config_store_t *s, const char *rule, con
                                         void *arg, char *err)
 {
     if (rule == NULL || fn == NULL)
-        return fail(err, "config store: foreach override: no rule or callback");
+        return cs_fail(err, "config store: foreach override: no rule or callback");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "listing the overrides of rule '%.64s'", rule);
     enum stmt_id id = after != NULL ? ST_LIST_OVERRIDES_AFTER : ST_LIST_OVERRIDES;
-    sqlite3_stmt *st = bound(s, id, rule, NULL, NULL, doing, err);
+    sqlite3_stmt *st = cs_bound(s, id, rule, NULL, NULL, doing, err);
     if (st == NULL)
         return -1;
     sqlite3_int64 lim = limit == 0 || limit > (size_t)INT64_MAX ? -1 : (sqlite3_int64)limit;
@@ -627,7 +583,7 @@ int config_store_foreach_override_after(config_store_t *s, const char *rule, con
         size_t key_len = (size_t)sqlite3_column_bytes(st, 0);
         const unsigned char *json = sqlite3_column_text(st, 1);
         if (fn(arg, key_len ? key : "", key_len, json ? (const char *)json : "") != 0) {
-            done(st);
+            cs_done(st);
             return 0;
         }
     }
@@ -636,13 +592,13 @@ int config_store_foreach_override_after(config_store_t *s, const char *rule, con
 
 /* ---- changes ----------------------------------------------------------------------------- */
 
-/* Runs change statement id with its parameters bound as bound() does. *changed gets whether it
+/* Runs change statement id with its parameters bound as cs_bound() does. *changed gets whether it
  * touched a row. Returns 0 or -1 with err; the statement is reset either way. */
-static int change(config_store_t *s, enum stmt_id id, const char *name, const struct key_ref *key,
-                  const char *json, bool *changed, const char *doing, char *err)
+int cs_change(config_store_t *s, enum stmt_id id, const char *name, const struct key_ref *key,
+              const char *json, bool *changed, const char *doing, char *err)
 {
-    sqlite3_stmt *st = bound(s, id, name, key, json, doing, err);
-    if (st == NULL || exec_stmt(s, st, doing, err) != 0)
+    sqlite3_stmt *st = cs_bound(s, id, name, key, json, doing, err);
+    if (st == NULL || cs_exec_stmt(s, st, doing, err) != 0)
         return -1;
     *changed = sqlite3_changes(s->db) > 0;
     return 0;
@@ -652,308 +608,51 @@ int config_store_put_rule(config_store_t *s, const char *name, const char *json,
                           char *err)
 {
     if (name == NULL || json == NULL)
-        return fail(err, "config store: put rule: no name or JSON");
+        return cs_fail(err, "config store: put rule: no name or JSON");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "putting rule '%.64s'", name);
-    if (tx_begin(s, true, doing, err) != 0)
+    if (cs_tx_begin(s, true, doing, err) != 0)
         return -1;
     bool changed = false;
-    if (change(s, ST_PUT_RULE, name, NULL, json, &changed, doing, err) != 0) {
-        tx_rollback(s);
+    if (cs_change(s, ST_PUT_RULE, name, NULL, json, &changed, doing, err) != 0) {
+        cs_tx_rollback(s);
         return -1;
     }
-    return tx_finish(s, changed, version, doing, err);
+    return cs_tx_finish(s, changed, version, doing, err);
 }
 
 /* Deletes one rule and its overrides inside a write transaction; *found says if it was there. */
-static int delete_rule(config_store_t *s, const char *name, bool *found, const char *doing,
-                       char *err)
+int cs_delete_rule(config_store_t *s, const char *name, bool *found, const char *doing, char *err)
 {
-    if (change(s, ST_DEL_RULE, name, NULL, NULL, found, doing, err) != 0)
+    if (cs_change(s, ST_DEL_RULE, name, NULL, NULL, found, doing, err) != 0)
         return -1;
     if (!*found)
         return 0;
     bool ignored;
-    return change(s, ST_DEL_RULE_OVERRIDES, name, NULL, NULL, &ignored, doing, err);
+    return cs_change(s, ST_DEL_RULE_OVERRIDES, name, NULL, NULL, &ignored, doing, err);
 }
 
 int config_store_del_rule(config_store_t *s, const char *name, int64_t *version, char *err)
 {
     if (name == NULL)
-        return fail(err, "config store: delete rule: no name");
+        return cs_fail(err, "config store: delete rule: no name");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "deleting rule '%.64s'", name);
-    if (tx_begin(s, true, doing, err) != 0)
+    if (cs_tx_begin(s, true, doing, err) != 0)
         return -1;
     bool found = false;
-    if (delete_rule(s, name, &found, doing, err) != 0) {
-        tx_rollback(s);
+    if (cs_delete_rule(s, name, &found, doing, err) != 0) {
+        cs_tx_rollback(s);
         return -1;
     }
     return tx_finish_delete(s, found, version, doing, err);
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp((*(const config_rule_t *const *)a)->name,
-                  (*(const config_rule_t *const *)b)->name);
-}
-
-static int names_push(char ***names, size_t *n, const char *name)
-{
-    if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
-        char **grown = realloc(*names, (*n ? 2 * *n : 1) * sizeof(**names));
-        if (grown == NULL)
-            return -1;
-        *names = grown;
-    }
-    if (((*names)[*n] = strdup(name)) == NULL)
-        return -1;
-    (*n)++;
-    return 0;
-}
-
-static void names_free(char **names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
-void config_import_diff_free(config_import_diff_t *d)
-{
-    if (d == NULL)
-        return;
-    names_free(d->added, d->nadded);
-    names_free(d->changed, d->nchanged);
-    names_free(d->removed, d->nremoved);
-    *d = (config_import_diff_t){0};
-}
-
-/* Compares the stored rules with sorted[0..n): which are added, changed, removed (by mode) and
- * kept. Inside the write transaction. */
-static int import_diff(config_store_t *s, const config_rule_t **sorted, size_t n,
-                       config_import_mode_t mode, config_import_diff_t *d, const char *doing,
-                       char *err)
-{
-    sqlite3_stmt *st = stmt(s, ST_LIST_NAMES, doing, err);
-    if (st == NULL)
-        return -1;
-    bool *stored = calloc(n ? n : 1, sizeof(*stored));
-    int rc = stored != NULL ? SQLITE_ROW : SQLITE_NOMEM;
-    while (rc == SQLITE_ROW && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        const char *json = (const char *)sqlite3_column_text(st, 1);
-        const char *origin = (const char *)sqlite3_column_text(st, 2);
-        if (name == NULL)
-            continue;
-        config_rule_t probe = {.name = (char *)name};
-        const config_rule_t *key = &probe;
-        const config_rule_t **hit = bsearch(&key, sorted, n, sizeof(*sorted), by_name);
-        int pushed = 0;
-        if (hit != NULL) {
-            stored[hit - sorted] = true;
-            if (json == NULL || strcmp(json, (*hit)->json) != 0)
-                pushed = names_push(&d->changed, &d->nchanged, name);
-        } else if (mode == CONFIG_IMPORT_REPLACE ||
-                   (mode == CONFIG_IMPORT_FILE && origin != NULL && strcmp(origin, "file") == 0)) {
-            pushed = names_push(&d->removed, &d->nremoved, name);
-        } else {
-            d->kept++;
-        }
-        if (pushed != 0)
-            rc = SQLITE_NOMEM;
-    }
-    for (size_t i = 0; rc == SQLITE_DONE && i < n; i++)
-        if (!stored[i] && names_push(&d->added, &d->nadded, sorted[i]->name) != 0)
-            rc = SQLITE_NOMEM;
-    free(stored);
-    if (rc == SQLITE_NOMEM)
-        fail(err, "config store: out of memory (%s)", doing);
-    else if (rc != SQLITE_DONE)
-        fail_db(s, doing, err);
-    done(st);
-    return rc == SQLITE_DONE ? 0 : -1;
-}
-
-static int by_rule_key(const void *a, const void *b)
-{
-    const config_override_t *x = a, *y = b;
-    int c = strcmp(x->rule, y->rule);
-    if (c != 0)
-        return c;
-    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-    c = n > 0 ? memcmp(x->key, y->key, n) : 0;
-    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
-}
-
-/* A stored override key, collected to delete. */
-typedef struct key_list {
-    struct key_ref *keys;
-    size_t n, cap;
-    const config_override_t *keep; /* sorted by (rule, key) */
-    size_t nkeep;
-    const char *rule;
-    bool failed;
-} key_list_t;
-
-static int collect_stale(void *arg, const void *key, size_t key_len, const char *json)
-{
-    (void)json;
-    key_list_t *l = arg;
-    config_override_t probe = {.rule = l->rule, .key = key, .key_len = key_len};
-    if (bsearch(&probe, l->keep, l->nkeep, sizeof(*l->keep), by_rule_key) != NULL)
-        return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        struct key_ref *grown = realloc(l->keys, cap * sizeof(*grown));
-        if (grown == NULL) {
-            l->failed = true;
-            return 1;
-        }
-        l->keys = grown;
-        l->cap = cap;
-    }
-    void *copy = malloc(key_len ? key_len : 1);
-    if (copy == NULL) {
-        l->failed = true;
-        return 1;
-    }
-    memcpy(copy, key, key_len);
-    l->keys[l->n++] = (struct key_ref){copy, key_len};
-    return 0;
-}
-
-/* REPLACE: every override of an imported rule that ovs (sorted) does not name is deleted. */
-static int drop_stale_overrides(config_store_t *s, const config_rule_t **sorted, size_t n,
-                                const config_override_t *ovs, size_t nov, config_import_diff_t *d,
-                                bool *changed, const char *doing, char *err)
-{
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        key_list_t l = {.keep = ovs, .nkeep = nov, .rule = sorted[i]->name};
-        rc = config_store_foreach_override(s, l.rule, 0, collect_stale, &l, err);
-        if (rc == 0 && l.failed)
-            rc = fail(err, "config store: out of memory (%s)", doing);
-        for (size_t k = 0; rc == 0 && k < l.n; k++) {
-            bool found = false;
-            rc = change(s, ST_DEL_OVERRIDE, l.rule, &l.keys[k], NULL, &found, doing, err);
-            d->overrides_removed += found;
-            *changed = *changed || found;
-        }
-        for (size_t k = 0; k < l.n; k++)
-            free((void *)l.keys[k].ptr);
-        free(l.keys);
-    }
-    return rc;
-}
-
-/* The import's body, inside the write transaction. *changed says whether anything changed. */
-static int import_tx(config_store_t *s, const config_rule_t **sorted, size_t n,
-                     const config_override_t *ovs, size_t nov, config_import_mode_t mode,
-                     const char *origin, config_import_diff_t *d, bool *changed, const char *doing,
-                     char *err)
-{
-    int rc = import_diff(s, sorted, n, mode, d, doing, err);
-    for (size_t i = 0; rc == 0 && i < d->nremoved; i++) {
-        bool found;
-        rc = delete_rule(s, d->removed[i], &found, doing, err);
-        *changed = *changed || found;
-    }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        sqlite3_stmt *st =
-            bound(s, ST_PUT_RULE_FROM, sorted[i]->name, NULL, sorted[i]->json, doing, err);
-        if (st == NULL || bind_text(s, st, 3, origin, doing, err) != 0 ||
-            exec_stmt(s, st, doing, err) != 0) {
-            done(st);
-            rc = -1;
-            /* name the rule SQLite refused */
-            size_t used = strlen(err);
-            snprintf(err + used, CONFIG_STORE_ERR_MAX - used, " at rule '%.64s'", sorted[i]->name);
-            break;
-        }
-        *changed = *changed || sqlite3_changes(s->db) > 0;
-    }
-    if (rc == 0 && mode == CONFIG_IMPORT_REPLACE)
-        rc = drop_stale_overrides(s, sorted, n, ovs, nov, d, changed, doing, err);
-    for (size_t i = 0; rc == 0 && i < nov; i++) {
-        bool put = false;
-        struct key_ref k = {ovs[i].key, ovs[i].key_len};
-        rc = change(s, ST_PUT_OVERRIDE, ovs[i].rule, &k, ovs[i].json, &put, doing, err);
-        d->overrides_written += put;
-        *changed = *changed || put;
-    }
-    return rc;
-}
-
-int config_store_import(config_store_t *s, const config_rule_t *rules, size_t n,
-                        const config_override_t *ovs, size_t nov, config_import_mode_t mode,
-                        const char *origin, config_import_diff_t *diff, int64_t *version, char *err)
-{
-    const char *doing = "importing rules";
-    config_import_diff_t local = {0};
-    config_import_diff_t *d = diff != NULL ? diff : &local;
-    *d = (config_import_diff_t){0};
-    if (rules == NULL && n > 0)
-        return fail(err, "config store: import: no rules");
-    if (origin == NULL)
-        origin = mode == CONFIG_IMPORT_FILE ? "file" : "api";
-    const config_rule_t **sorted = malloc((n ? n : 1) * sizeof(*sorted));
-    if (sorted == NULL)
-        return fail(err, "config store: out of memory (%s)", doing);
-    for (size_t i = 0; i < n; i++) {
-        if (rules[i].name == NULL || rules[i].json == NULL) {
-            free(sorted);
-            return fail(err, "config store: import: rule %zu has no name or JSON", i);
-        }
-        sorted[i] = &rules[i];
-    }
-    qsort(sorted, n, sizeof(*sorted), by_name);
-    for (size_t i = 1; i < n; i++) {
-        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
-            fail(err, "config store: import: rule '%.64s' appears twice", sorted[i]->name);
-            free(sorted);
-            return -1;
-        }
-    }
-    config_override_t *osorted = malloc((nov ? nov : 1) * sizeof(*osorted));
-    if (osorted == NULL) {
-        free(sorted);
-        return fail(err, "config store: out of memory (%s)", doing);
-    }
-    for (size_t i = 0; i < nov; i++) {
-        config_rule_t probe = {.name = (char *)ovs[i].rule};
-        const config_rule_t *key = &probe;
-        if (ovs[i].rule == NULL || ovs[i].json == NULL || (ovs[i].key == NULL && ovs[i].key_len) ||
-            bsearch(&key, sorted, n, sizeof(*sorted), by_name) == NULL) {
-            free(sorted);
-            free(osorted);
-            return fail(err, "config store: import: override %zu is not of a rule imported", i);
-        }
-        osorted[i] = ovs[i];
-    }
-    qsort(osorted, nov, sizeof(*osorted), by_rule_key);
-    bool changed = false;
-    int rc = tx_begin(s, true, doing, err);
-    if (rc == 0 &&
-        import_tx(s, sorted, n, osorted, nov, mode, origin, d, &changed, doing, err) != 0) {
-        tx_rollback(s);
-        rc = -1;
-    } else if (rc == 0) {
-        rc = tx_finish(s, changed, version, doing, err);
-    }
-    free(sorted);
-    free(osorted);
-    if (rc != 0 || diff == NULL)
-        config_import_diff_free(d);
-    return rc;
 }
 
 /* Whether the rule exists (inside a transaction). */
 static int rule_exists(config_store_t *s, const char *name, bool *exists, const char *doing,
                        char *err)
 {
-    sqlite3_stmt *st = bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
+    sqlite3_stmt *st = cs_bound(s, ST_GET_RULE, name, NULL, NULL, doing, err);
     if (st == NULL)
         return -1;
     int rc = sqlite3_step(st);
@@ -965,24 +664,24 @@ int config_store_put_override(config_store_t *s, const char *rule, const void *k
                               const char *json, int64_t *version, char *err)
 {
     if (rule == NULL || json == NULL || (key == NULL && key_len > 0))
-        return fail(err, "config store: put override: no rule, key or JSON");
+        return cs_fail(err, "config store: put override: no rule, key or JSON");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "putting an override of rule '%.64s'", rule);
-    if (tx_begin(s, true, doing, err) != 0)
+    if (cs_tx_begin(s, true, doing, err) != 0)
         return -1;
     bool exists = false, changed = false;
     if (rule_exists(s, rule, &exists, doing, err) != 0)
         goto fail;
     if (!exists) {
-        fail(err, "config store: put override: no rule '%.64s' in the store", rule);
+        cs_fail(err, "config store: put override: no rule '%.64s' in the store", rule);
         goto fail;
     }
     struct key_ref k = {key, key_len};
-    if (change(s, ST_PUT_OVERRIDE, rule, &k, json, &changed, doing, err) != 0)
+    if (cs_change(s, ST_PUT_OVERRIDE, rule, &k, json, &changed, doing, err) != 0)
         goto fail;
-    return tx_finish(s, changed, version, doing, err);
+    return cs_tx_finish(s, changed, version, doing, err);
 fail:
-    tx_rollback(s);
+    cs_tx_rollback(s);
     return -1;
 }
 
@@ -990,15 +689,15 @@ int config_store_del_override(config_store_t *s, const char *rule, const void *k
                               int64_t *version, char *err)
 {
     if (rule == NULL || (key == NULL && key_len > 0))
-        return fail(err, "config store: delete override: no rule or key");
+        return cs_fail(err, "config store: delete override: no rule or key");
     char doing[CONFIG_DOING_MAX];
     snprintf(doing, sizeof(doing), "deleting an override of rule '%.64s'", rule);
-    if (tx_begin(s, true, doing, err) != 0)
+    if (cs_tx_begin(s, true, doing, err) != 0)
         return -1;
     bool found = false;
     struct key_ref k = {key, key_len};
-    if (change(s, ST_DEL_OVERRIDE, rule, &k, NULL, &found, doing, err) != 0) {
-        tx_rollback(s);
+    if (cs_change(s, ST_DEL_OVERRIDE, rule, &k, NULL, &found, doing, err) != 0) {
+        cs_tx_rollback(s);
         return -1;
     }
     return tx_finish_delete(s, found, version, doing, err);

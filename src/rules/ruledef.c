@@ -1,6 +1,7 @@
 /*
  * ruledef.c - rule definitions: the validation shared by the YAML and JSON front ends, names,
- * durations, the canonical JSON and YAML writers, equality and freeing (see ruledef.h).
+ * durations, equality and freeing (see ruledef.h). The writers are in the front ends' files,
+ * over the fields ruledef_write.c lists.
  *
  * A mapping of fields (a YAML rule, a JSON object; see ruledef_impl.h) is checked in three
  * steps: each field's value on its own, in the order written (its type, integer syntax,
@@ -21,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <jansson.h>
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
@@ -244,11 +243,6 @@ static int collect(const yt_node_t *map, const char *const *names, size_t count,
 enum { NF_LIMIT, NF_WINDOW, NF_BURST, NF_BUCKETS, NF_MAX_DELAY, NF_COUNT };
 static const char *const num_names[NF_COUNT] = {"limit", "window", "burst", "buckets", "max_delay"};
 
-static bool uses_tokens(sl_algorithm_t a)
-{
-    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
-}
-
 /* Text of number f of r ("10", "1m30s") for a message; buf holds 32 bytes. */
 static const char *num_text(int f, const sl_rule_t *r, char *buf)
 {
@@ -270,12 +264,12 @@ static int prepare_fail(int rc, const sl_rule_t *tried, const yt_node_t *const *
     sl_rule_t resolved = *tried; /* the defaults as sl_rule_prepare() applies them */
     const sl_rule_t *r = &resolved;
     if (resolved.burst == SL_DEFAULT)
-        resolved.burst = uses_tokens(resolved.algorithm) ? resolved.limit : 0;
+        resolved.burst = rd_uses_tokens(resolved.algorithm) ? resolved.limit : 0;
     if (resolved.buckets == SL_DEFAULT)
         resolved.buckets = resolved.algorithm == SL_SLIDING_BUCKETS ? SL_BUCKETS_DEFAULT : 0;
     char why[96], val[32];
     int f;
-    const bool tokens = uses_tokens(r->algorithm);
+    const bool tokens = rd_uses_tokens(r->algorithm);
     switch (rc) {
     case SL_ELIMIT:
         f = NF_LIMIT;
@@ -354,7 +348,8 @@ static int override_rule(const ruledef_t *parent, const yt_node_t *map, const yt
         return 0;
     }
     sl_rule_t r = parent->rule;
-    if (uses_tokens(r.algorithm) && (fields & OVERRIDE_F_LIMIT) && !(fields & OVERRIDE_F_BURST)) {
+    if (rd_uses_tokens(r.algorithm) && (fields & OVERRIDE_F_LIMIT) &&
+        !(fields & OVERRIDE_F_BURST)) {
         /* the burst keeps its proportion to the limit (a default burst stays the limit): an
          * override that raises the limit raises what a key may take at once too */
         __int128 scaled = ((__int128)r.burst * num[NF_LIMIT] + r.limit - 1) / r.limit;
@@ -742,255 +737,4 @@ void ruledef_list_free(ruledef_list_t *list)
     free(list->rules);
     list->rules = NULL;
     list->n = 0;
-}
-
-/* ---- canonical JSON ------------------------------------------------------------------------ */
-
-/* Sets o[name] = v (stolen); false when v is NULL or the set fails. */
-static bool set(json_t *o, const char *name, json_t *v)
-{
-    return v != NULL && json_object_set_new(o, name, v) == 0;
-}
-
-static json_t *duration_json(int64_t ns)
-{
-    char buf[32];
-    return json_string(ruledef_format_duration(ns, buf));
-}
-
-static char *dump(json_t *o, bool ok)
-{
-    char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(o);
-    return s;
-}
-
-char *ruledef_to_json(const ruledef_t *def)
-{
-    const sl_rule_t *r = &def->rule;
-    const char *alg = sl_algorithm_name(r->algorithm);
-    json_t *o = json_object();
-    if (o == NULL || alg == NULL)
-        return dump(o, false);
-    bool ok = set(o, "name", json_string(def->name)) && set(o, "algorithm", json_string(alg)) &&
-              set(o, "limit", json_integer(r->limit)) &&
-              set(o, "window", duration_json(r->window_ns));
-    if (ok && uses_tokens(r->algorithm))
-        ok = set(o, "burst", json_integer(r->burst));
-    if (ok && r->algorithm == SL_SLIDING_BUCKETS)
-        ok = set(o, "buckets", json_integer(r->buckets));
-    if (ok && r->max_delay_ns != 0)
-        ok = set(o, "max_delay", duration_json(r->max_delay_ns));
-    if (ok && def->has_key)
-        ok = set(o, "key", json_string(def->key_text));
-    ok = ok && set(o, "shadow", json_boolean(def->shadow)) &&
-         set(o, "on_store_error",
-             json_string(def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow")) &&
-         set(o, "cold_start", json_string(def->cold_start == RULE_COLD_CLOSED ? "closed" : "open"));
-    return dump(o, ok);
-}
-
-char *override_to_json(const ruledef_t *parent, const rule_override_t *ov)
-{
-    (void)parent; /* the override holds every number it names */
-    json_t *o = json_object();
-    const sl_rule_t *r = &ov->rule;
-    bool ok = o != NULL;
-    if (ok && (ov->fields & OVERRIDE_F_LIMIT))
-        ok = set(o, "limit", json_integer(ov->blocked ? 0 : r->limit));
-    if (ok && (ov->fields & OVERRIDE_F_WINDOW))
-        ok = set(o, "window", duration_json(r->window_ns));
-    if (ok && (ov->fields & OVERRIDE_F_BURST))
-        ok = set(o, "burst", json_integer(r->burst));
-    if (ok && (ov->fields & OVERRIDE_F_BUCKETS))
-        ok = set(o, "buckets", json_integer(r->buckets));
-    if (ok && (ov->fields & OVERRIDE_F_MAX_DELAY))
-        ok = set(o, "max_delay", duration_json(r->max_delay_ns));
-    return dump(o, ok);
-}
-
-/* ---- rules files --------------------------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp))
-        b->failed = true; /* every caller's output is short */
-    else
-        sb_add(b, tmp, (size_t)n);
-}
-
-/* Decodes one UTF-8 character at s[0..n); returns its length (and *cp), or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || len > n || s[0] > 0xF4)
-        return 0;
-    uint32_t c = s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return len;
-}
-
-bool ruledef_text_is_utf8(const char *s, size_t n)
-{
-    uint32_t c;
-    for (size_t i = 0, len; i < n; i += len) {
-        if ((len = utf8_decode((const unsigned char *)s + i, n - i, &c)) == 0)
-            return false;
-    }
-    return true;
-}
-
-/* Writes s as a YAML double-quoted scalar that libyaml reads back byte for byte: everything
- * YAML does not allow raw, or reads as a line break, is escaped. Fails (b->failed) on text
- * that is not UTF-8, which no YAML scalar can hold. */
-static void sb_quoted(sbuf_t *b, const char *s, size_t n)
-{
-    sb_add(b, "\"", 1);
-    for (size_t i = 0; i < n && !b->failed;) {
-        uint32_t c = 0;
-        size_t len = utf8_decode((const unsigned char *)s + i, n - i, &c);
-        if (len == 0) {
-            b->failed = true;
-            break;
-        }
-        if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", (char)c);
-        else if (c == 0)
-            sb_add(b, "\\0", 2);
-        else if (c == '\n')
-            sb_add(b, "\\n", 2);
-        else if (c == '\t')
-            sb_add(b, "\\t", 2);
-        else if (c == '\r')
-            sb_add(b, "\\r", 2);
-        else if (c < 0x20 || (c >= 0x7F && c <= 0x9F))
-            sb_printf(b, "\\x%02X", (unsigned)c);
-        else if (c == 0x2028 || c == 0x2029 || c == 0xFEFF || c == 0xFFFE || c == 0xFFFF)
-            sb_printf(b, "\\u%04X", (unsigned)c);
-        else
-            sb_add(b, s + i, len);
-        i += len;
-    }
-    sb_add(b, "\"", 1);
-}
-
-static void sb_duration(sbuf_t *b, const char *indent, const char *field, int64_t ns)
-{
-    char buf[32];
-    sb_printf(b, "%s%s: %s\n", indent, field, ruledef_format_duration(ns, buf));
-}
-
-static void yaml_override(sbuf_t *b, const rule_override_t *ov)
-{
-    const sl_rule_t *r = &ov->rule;
-    const char *in = "        ";
-    sb_add(b, "      - key: ", 13);
-    sb_quoted(b, ov->key, ov->key_len);
-    sb_add(b, "\n", 1);
-    if (ov->fields & OVERRIDE_F_LIMIT)
-        sb_printf(b, "%slimit: %lld\n", in, (long long)(ov->blocked ? 0 : r->limit));
-    if (ov->fields & OVERRIDE_F_WINDOW)
-        sb_duration(b, in, "window", r->window_ns);
-    if (ov->fields & OVERRIDE_F_BURST)
-        sb_printf(b, "%sburst: %lld\n", in, (long long)r->burst);
-    if (ov->fields & OVERRIDE_F_BUCKETS)
-        sb_printf(b, "%sbuckets: %lld\n", in, (long long)r->buckets);
-    if (ov->fields & OVERRIDE_F_MAX_DELAY)
-        sb_duration(b, in, "max_delay", r->max_delay_ns);
-}
-
-static void yaml_rule(sbuf_t *b, const ruledef_t *def)
-{
-    const sl_rule_t *r = &def->rule;
-    const char *in = "    ";
-    const char *alg = sl_algorithm_name(r->algorithm);
-    if (alg == NULL) {
-        b->failed = true;
-        return;
-    }
-    sb_add(b, "  - name: ", 10);
-    sb_quoted(b, def->name, strlen(def->name));
-    sb_printf(b, "\n%salgorithm: %s\n%slimit: %lld\n", in, alg, in, (long long)r->limit);
-    sb_duration(b, in, "window", r->window_ns);
-    if (uses_tokens(r->algorithm))
-        sb_printf(b, "%sburst: %lld\n", in, (long long)r->burst);
-    if (r->algorithm == SL_SLIDING_BUCKETS)
-        sb_printf(b, "%sbuckets: %lld\n", in, (long long)r->buckets);
-    if (r->max_delay_ns != 0)
-        sb_duration(b, in, "max_delay", r->max_delay_ns);
-    if (def->has_key) {
-        sb_printf(b, "%skey: ", in);
-        sb_quoted(b, def->key_text, strlen(def->key_text));
-        sb_add(b, "\n", 1);
-    }
-    sb_printf(b, "%sshadow: %s\n", in, def->shadow ? "true" : "false");
-    sb_printf(b, "%son_store_error: %s\n", in,
-              def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow");
-    sb_printf(b, "%scold_start: %s\n", in, def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
-    if (def->noverrides > 0)
-        sb_printf(b, "%soverrides:\n", in);
-    for (size_t i = 0; i < def->noverrides; i++)
-        yaml_override(b, &def->overrides[i]);
-}
-
-char *ruledef_list_to_yaml(const ruledef_list_t *list)
-{
-    sbuf_t b = {0};
-    if (list->n == 0)
-        sb_add(&b, "rules: []\n", 10);
-    else
-        sb_add(&b, "rules:\n", 7);
-    for (size_t i = 0; i < list->n; i++)
-        yaml_rule(&b, &list->rules[i]);
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
 }

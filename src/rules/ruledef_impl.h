@@ -2,7 +2,8 @@
  * ruledef_impl.h - what ruledef.c shares with the two front ends, ruledef_yaml.c and
  * ruledef_json.c. Both turn their text into yamltree nodes (a YAML rule mapping, or a JSON
  * object's members with the positions they were written at); ruledef.c validates those nodes
- * once for both formats.
+ * once for both formats. Going out, ruledef_write.c lists a rule's fields once for both
+ * writers (the canonical JSON in ruledef_json.c, rules files in ruledef_yaml.c).
  *
  * `path` names where a node sits, for messages: "rules[2]" or "rules[2].overrides[0]" in a
  * rules file, "" for a JSON object on its own (its fields are then named bare: "limit: ...").
@@ -43,5 +44,34 @@ int rd_rule_from_map(const yt_node_t *map, const char *path, const char *name_hi
  */
 int rd_override_from_map(const ruledef_t *parent, const yt_node_t *map, const char *path,
                          const char *key, size_t key_len, rule_override_t *out, char *err);
+
+/* True for the algorithms with a burst (token_bucket, gcra). */
+static inline bool rd_uses_tokens(sl_algorithm_t a)
+{
+    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+}
+
+/* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
+
+/* How a field's value is written: user text (a YAML double-quoted scalar, a JSON string), a word
+ * of ours ("gcra", "deny": plain in YAML, a JSON string), an integer, a duration ("1m30s": plain,
+ * a JSON string) or a boolean (plain, a JSON boolean). */
+typedef enum rd_kind { RD_TEXT, RD_WORD, RD_INT, RD_DURATION, RD_BOOL } rd_kind_t;
+
+typedef struct rd_value {
+    rd_kind_t kind;
+    const char *text; /* the value as written in YAML (for RD_TEXT the user's bytes) */
+    size_t len;       /* bytes at text */
+    int64_t num;      /* RD_INT: the number; RD_BOOL: 0 or 1 */
+} rd_value_t;
+
+/* Receives one field of a rule or override being written; returns false to stop (a failure). */
+typedef bool (*rd_field_fn)(void *arg, const char *field, const rd_value_t *value);
+
+/* Calls fn for each field the canonical writers write, in their order: a rule's fields
+ * (overrides left out), or the fields an override named (its key left out). Returns false
+ * when fn did (or the algorithm has no name), true otherwise. */
+bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg);
+bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg);
 
 #endif /* SLUICE_RULES_RULEDEF_IMPL_H */

@@ -7,7 +7,8 @@
  * where each top-level member's key and value start. jansson iterates an object's members in
  * the order they were written, and duplicates are refused, so the i-th member jansson yields is
  * the i-th the walk meets. The members become yamltree nodes and ruledef.c checks them as it
- * checks a rule in a rules file.
+ * checks a rule in a rules file. The canonical JSON is written here too, from the fields
+ * ruledef_write.c lists.
  */
 #include "rules/ruledef_impl.h"
 
@@ -195,4 +196,39 @@ int override_parse_json(const ruledef_t *parent, const char *key, size_t key_len
     int rc = rd_override_from_map(parent, map, "", key, key_len, out, err);
     yt_free(map);
     return rc;
+}
+
+/* ---- canonical JSON ------------------------------------------------------------------------ */
+
+/* Sets the JSON object arg's member `field` to the value (an rd_field_fn). */
+static bool json_field(void *arg, const char *field, const rd_value_t *v)
+{
+    json_t *value;
+    if (v->kind == RD_INT)
+        value = json_integer(v->num);
+    else if (v->kind == RD_BOOL)
+        value = json_boolean(v->num);
+    else
+        value = json_stringn(v->text, v->len); /* NULL for text that is not UTF-8 */
+    return value != NULL && json_object_set_new(arg, field, value) == 0;
+}
+
+static char *dump(json_t *o, bool ok)
+{
+    char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+char *ruledef_to_json(const ruledef_t *def)
+{
+    json_t *o = json_object();
+    return dump(o, o != NULL && rd_rule_fields(def, json_field, o));
+}
+
+char *override_to_json(const ruledef_t *parent, const rule_override_t *ov)
+{
+    (void)parent; /* the override holds every number it names */
+    json_t *o = json_object();
+    return dump(o, o != NULL && rd_override_fields(ov, json_field, o));
 }

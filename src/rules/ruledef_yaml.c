@@ -3,12 +3,20 @@
  * `rules:`, a list of rule mappings (see ruledef.h). libyaml reads the text into a yamltree
  * (positions kept); ruledef.c checks each rule; here the file's shape, the number of rules and
  * that names are unique.
+ *
+ * Files are written with libyaml's emitter, from the fields ruledef_write.c lists: names, key
+ * templates and override keys as double-quoted scalars (which hold any UTF-8 text, escaped
+ * where YAML needs it), our words, numbers and durations plain, no line folding.
  */
 #include "rules/ruledef_impl.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <yaml.h>
 
 /* A rule name and its index, for finding duplicates by sorting. */
 typedef struct name_ref {
@@ -123,4 +131,172 @@ int ruledef_parse_yaml(const char *text, size_t len, ruledef_list_t *out, char *
     if (rc != 0)
         ruledef_list_free(out);
     return rc;
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+
+/* Decodes one UTF-8 character at s[0..n); returns its length (and *cp), or 0 if invalid. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || len > n || s[0] > 0xF4)
+        return 0;
+    uint32_t c = s[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+bool ruledef_text_is_utf8(const char *s, size_t n)
+{
+    uint32_t c;
+    for (size_t i = 0, len; i < n; i += len) {
+        if ((len = utf8_decode((const unsigned char *)s + i, n - i, &c)) == 0)
+            return false;
+    }
+    return true;
+}
+
+/* ---- writing a rules file ------------------------------------------------------------------ */
+
+typedef struct writer {
+    yaml_emitter_t emitter;
+    bool ok; /* false from the first failure on: nothing more is emitted */
+} writer_t;
+
+/* Emits the event ev that an initializer made (made != 0); false at the first failure. */
+static bool emit(writer_t *w, int made, yaml_event_t *ev)
+{
+    if (!made)
+        return w->ok = false;
+    if (!w->ok) {
+        yaml_event_delete(ev);
+        return false;
+    }
+    return w->ok = yaml_emitter_emit(&w->emitter, ev) != 0; /* takes ev either way */
+}
+
+/* A scalar; libyaml refuses text that is not UTF-8 (made == 0). */
+static bool scalar(writer_t *w, const char *text, size_t len, yaml_scalar_style_t style)
+{
+    yaml_event_t ev;
+    if (len > INT_MAX)
+        return w->ok = false;
+    return emit(w,
+                yaml_scalar_event_initialize(&ev, NULL, NULL, (const yaml_char_t *)text, (int)len,
+                                             1, 1, style),
+                &ev);
+}
+
+static bool mapping(writer_t *w, bool start)
+{
+    yaml_event_t ev;
+    return emit(
+        w,
+        start ? yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE)
+              : yaml_mapping_end_event_initialize(&ev),
+        &ev);
+}
+
+static bool sequence(writer_t *w, bool start, yaml_sequence_style_t style)
+{
+    yaml_event_t ev;
+    return emit(w,
+                start ? yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, style)
+                      : yaml_sequence_end_event_initialize(&ev),
+                &ev);
+}
+
+/* One `field: value` of a mapping (an rd_field_fn). User text must be UTF-8 as
+ * ruledef_text_is_utf8() defines it (libyaml's own check lets surrogates through). */
+static bool yaml_field(void *arg, const char *field, const rd_value_t *v)
+{
+    writer_t *w = arg;
+    if (v->kind == RD_TEXT && !ruledef_text_is_utf8(v->text, v->len))
+        return w->ok = false;
+    yaml_scalar_style_t style =
+        v->kind == RD_TEXT ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE;
+    return scalar(w, field, strlen(field), YAML_PLAIN_SCALAR_STYLE) &&
+           scalar(w, v->text, v->len, style);
+}
+
+static bool write_override(writer_t *w, const rule_override_t *ov)
+{
+    const rd_value_t key = {RD_TEXT, ov->key, ov->key_len, 0};
+    return mapping(w, true) && yaml_field(w, "key", &key) &&
+           rd_override_fields(ov, yaml_field, w) && mapping(w, false);
+}
+
+static bool write_rule(writer_t *w, const ruledef_t *def)
+{
+    if (!mapping(w, true) || !rd_rule_fields(def, yaml_field, w))
+        return w->ok = false;
+    if (def->noverrides > 0) {
+        if (!scalar(w, "overrides", 9, YAML_PLAIN_SCALAR_STYLE) ||
+            !sequence(w, true, YAML_BLOCK_SEQUENCE_STYLE))
+            return false;
+        for (size_t i = 0; i < def->noverrides; i++) {
+            if (!write_override(w, &def->overrides[i]))
+                return false;
+        }
+        if (!sequence(w, false, 0))
+            return false;
+    }
+    return mapping(w, false);
+}
+
+/* The whole stream: `rules:` and the list (`[]` when empty). */
+static bool write_file(writer_t *w, const ruledef_list_t *list)
+{
+    yaml_event_t ev;
+    if (!emit(w, yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING), &ev) ||
+        !emit(w, yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1), &ev) ||
+        !mapping(w, true) || !scalar(w, "rules", 5, YAML_PLAIN_SCALAR_STYLE) ||
+        !sequence(w, true, list->n == 0 ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE))
+        return false;
+    for (size_t i = 0; i < list->n; i++) {
+        if (!write_rule(w, &list->rules[i]))
+            return false;
+    }
+    return sequence(w, false, 0) && mapping(w, false) &&
+           emit(w, yaml_document_end_event_initialize(&ev, 1), &ev) &&
+           emit(w, yaml_stream_end_event_initialize(&ev), &ev);
+}
+
+char *ruledef_list_to_yaml(const ruledef_list_t *list)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (out == NULL)
+        return NULL;
+    writer_t w = {.ok = true};
+    if (!yaml_emitter_initialize(&w.emitter)) {
+        fclose(out);
+        free(text);
+        return NULL;
+    }
+    yaml_emitter_set_output_file(&w.emitter, out);
+    yaml_emitter_set_unicode(&w.emitter, 1); /* UTF-8 as is, not \u escapes */
+    yaml_emitter_set_width(&w.emitter, -1);  /* never fold a line */
+    yaml_emitter_set_indent(&w.emitter, 2);
+    yaml_emitter_set_break(&w.emitter, YAML_LN_BREAK);
+    bool ok = write_file(&w, list) && yaml_emitter_flush(&w.emitter);
+    yaml_emitter_delete(&w.emitter);
+    if (fclose(out) != 0 || !ok) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }

@@ -5,12 +5,13 @@
  * Every setting is described once, in options[] below: its flag, its name in the file, how its
  * value is read and where it goes in server_config_t, and its --help line. The file and the
  * flags go through the same value readers, so "--port 70000" and "port: 70000" fail alike, each
- * message naming where the value came from (the flag, or the file with line and column).
+ * message naming where the value came from (the flag, or the file with line and column). The
+ * readers are in config_values.c.
  *
  * Flags are parsed in two passes: the first checks their syntax and finds --config, --help and
  * --version; the file is then applied; the second pass applies the flags over it, in order.
  */
-#include "server/config.h"
+#include "server/config_impl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,38 +30,6 @@
 #define COUNT_VALUE_MAX      (UINT64_C(1) << 30) /* largest count setting */
 #define REQUEST_MAX_MIN      1024                /* smallest --max-request-size, bytes */
 #define POLL_INTERVAL_MIN_NS SL_NS_PER_MS        /* shortest --poll-interval */
-
-typedef enum opt_kind {
-    OPT_FLAG,      /* no value: --help, --version */
-    OPT_PATH,      /* --config: read before everything else */
-    OPT_STRING,    /* char * */
-    OPT_LIST,      /* char *[] and its count */
-    OPT_INT,       /* int within [min, max] */
-    OPT_COUNT,     /* size_t within [min, max] */
-    OPT_SIZE,      /* size_t bytes with k/m/g/t suffixes, within [min, max] */
-    OPT_DURATION,  /* int64_t ns, >= min */
-    OPT_LOG_LEVEL, /* log_level_t */
-    OPT_BOOL,      /* bool: a flag with no value is true; in the file true / false */
-} opt_kind_t;
-
-typedef enum opt_check {
-    CHECK_NONE,
-    CHECK_ADDRESS, /* an IPv4 or IPv6 literal */
-    CHECK_CIDR,    /* an address with an optional /prefix */
-} opt_check_t;
-
-typedef struct option {
-    const char *flag; /* without the dashes */
-    const char *key;  /* in the file; NULL = flag only */
-    opt_kind_t kind;
-    size_t offset;       /* of the field in server_config_t */
-    size_t count_offset; /* OPT_LIST: of its count */
-    size_t list_max;     /* OPT_LIST: capacity */
-    int64_t min, max;    /* OPT_INT, OPT_COUNT, OPT_SIZE: bounds; OPT_DURATION: min */
-    opt_check_t check;
-    const char *metavar;
-    const char *help;
-} option_t;
 
 #define F(field)   offsetof(server_config_t, field)
 #define NO_MAX     INT64_MAX
@@ -137,215 +106,6 @@ static const option_t options[] = {
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-/* ---- where a value came from, for messages -------------------------------------------------- */
-
-typedef struct source {
-    const char *file;      /* the --config path, or NULL for a flag */
-    const yt_node_t *node; /* the file's node (position) */
-    const option_t *opt;   /* the setting; NULL for the file's shape */
-    char *err;
-    size_t cap;
-} source_t;
-
-static int fail(const source_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(const source_t *s, const char *fmt, ...)
-{
-    int n;
-    if (s->file != NULL && s->node != NULL)
-        n = snprintf(s->err, s->cap, "%s: line %u, column %u: %s%s", s->file, s->node->line,
-                     s->node->column, s->opt ? s->opt->key : "", s->opt ? ": " : "");
-    else if (s->file != NULL)
-        n = snprintf(s->err, s->cap, "%s: ", s->file);
-    else
-        n = snprintf(s->err, s->cap, "--%s: ", s->opt->flag);
-    if (n >= 0 && (size_t)n < s->cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->err + n, s->cap - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-/* User text in a message: printable ASCII, at most 40 bytes. buf holds 48. */
-static const char *shown(const char *t, char *buf)
-{
-    size_t i = 0;
-    for (; t[i] != '\0' && i < 40; i++)
-        buf[i] = (unsigned char)t[i] >= 0x20 && (unsigned char)t[i] < 0x7F ? t[i] : '?';
-    strcpy(buf + i, t[i] != '\0' ? "..." : "");
-    return buf;
-}
-
-/* ---- value readers -------------------------------------------------------------------------- */
-
-/* Decimal digits only, into *out; false when empty, not digits or beyond max. */
-static bool parse_digits(const char *t, size_t len, uint64_t max, uint64_t *out)
-{
-    if (len == 0)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (t[i] < '0' || t[i] > '9')
-            return false;
-        if (__builtin_mul_overflow(v, 10, &v) ||
-            __builtin_add_overflow(v, (uint64_t)(t[i] - '0'), &v))
-            return false;
-    }
-    if (v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-/* "512k", "1m", "2g", "1048576", "4kb": bytes into *out (powers of 1024). */
-static bool parse_size(const char *t, size_t len, uint64_t *out)
-{
-    size_t digits = 0;
-    while (digits < len && t[digits] >= '0' && t[digits] <= '9')
-        digits++;
-    size_t rest = len - digits;
-    const char *unit = t + digits;
-    if (rest > 0 && (unit[rest - 1] == 'b' || unit[rest - 1] == 'B'))
-        rest--; /* "kb", "mb", "b" */
-    uint64_t mult = 1;
-    if (rest == 1) {
-        switch (unit[0] | 0x20) {
-        case 'k':
-            mult = UINT64_C(1) << 10;
-            break;
-        case 'm':
-            mult = UINT64_C(1) << 20;
-            break;
-        case 'g':
-            mult = UINT64_C(1) << 30;
-            break;
-        case 't':
-            mult = UINT64_C(1) << 40;
-            break;
-        default:
-            return false;
-        }
-    } else if (rest != 0) {
-        return false;
-    }
-    uint64_t v;
-    return parse_digits(t, digits, UINT64_MAX, &v) && !__builtin_mul_overflow(v, mult, out);
-}
-
-/* The text of a file node for a setting (any scalar), or NULL with err set. */
-static const char *node_text(const source_t *s, const char *want)
-{
-    const yt_node_t *n = s->node;
-    if (n->text == NULL || n->kind == YT_NULL || n->kind == YT_SEQ || n->kind == YT_MAP) {
-        fail(s, "must be %s, not %s", want, yt_kind_name(n->kind));
-        return NULL;
-    }
-    return n->text;
-}
-
-static int read_int(const source_t *s, const char *text, int64_t *out)
-{
-    const option_t *o = s->opt;
-    char want[64];
-    snprintf(want, sizeof(want), "an integer %lld..%lld", (long long)o->min, (long long)o->max);
-    uint64_t v;
-    bool file_int = s->node == NULL || s->node->kind == YT_INT;
-    if (!file_int || !parse_digits(text, strlen(text), (uint64_t)o->max, &v) || (int64_t)v < o->min)
-        return fail(s, "must be %s", want);
-    *out = (int64_t)v;
-    return 0;
-}
-
-static int read_size(const source_t *s, const char *text, uint64_t *out)
-{
-    const option_t *o = s->opt;
-    char buf[48];
-    if (!parse_size(text, strlen(text), out))
-        return fail(s, "'%s' is not a size (bytes, or with k, m, g: 512k, 2g)", shown(text, buf));
-    if (*out < (uint64_t)o->min || *out > (uint64_t)o->max)
-        return fail(s, "must be %lld..%lld bytes", (long long)o->min, (long long)o->max);
-    return 0;
-}
-
-static int read_duration(const source_t *s, const char *text, int64_t *out)
-{
-    char buf[48];
-    size_t len = strlen(text);
-    uint64_t ms;
-    bool digits = len > 0 && strspn(text, "0123456789") == len;
-    if (digits || (s->node != NULL && s->node->kind == YT_INT)) {
-        /* a bare integer is milliseconds, in the file and on the command line, as in rules */
-        if (!parse_digits(text, len, (uint64_t)(INT64_MAX / SL_NS_PER_MS), &ms))
-            return fail(s, "must be a duration (10s, 250ms) or milliseconds >= 0");
-        *out = (int64_t)ms * SL_NS_PER_MS;
-    } else {
-        int rc = sl_duration_parse(text, len, out);
-        if (rc == SL_EOVERFLOW)
-            return fail(s, "duration '%s' is out of range", shown(text, buf));
-        if (rc != SL_OK)
-            return fail(s, "malformed duration '%s' (e.g. 250ms, 10s, 1m)", shown(text, buf));
-    }
-    if (*out < s->opt->min) {
-        char min[32];
-        snprintf(min, sizeof(min), "%lldms", (long long)(s->opt->min / SL_NS_PER_MS));
-        return fail(s, "must be at least %s", min);
-    }
-    return 0;
-}
-
-static bool valid_address(const char *t)
-{
-    unsigned char addr[16];
-    return inet_pton(AF_INET, t, addr) == 1 || inet_pton(AF_INET6, t, addr) == 1;
-}
-
-/* "10.0.0.0/8", "::1", "fd00::/8" */
-static bool valid_cidr(const char *t)
-{
-    const char *slash = strchr(t, '/');
-    if (slash == NULL)
-        return valid_address(t);
-    char host[64];
-    size_t hlen = (size_t)(slash - t);
-    if (hlen >= sizeof(host))
-        return false;
-    memcpy(host, t, hlen);
-    host[hlen] = '\0';
-    unsigned char addr[16];
-    uint64_t bits;
-    int max = inet_pton(AF_INET, host, addr) == 1    ? 32
-              : inet_pton(AF_INET6, host, addr) == 1 ? 128
-                                                     : -1;
-    return max > 0 && parse_digits(slash + 1, strlen(slash + 1), (uint64_t)max, &bits);
-}
-
-static int check_text(const source_t *s, const char *text, size_t len)
-{
-    char buf[48];
-    if (memchr(text, '\0', len) != NULL)
-        return fail(s, "must not contain NUL bytes");
-    if (s->opt->check == CHECK_ADDRESS && !valid_address(text))
-        return fail(s, "'%s' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)",
-                    shown(text, buf));
-    if (s->opt->check == CHECK_CIDR && !valid_cidr(text))
-        return fail(s, "'%s' is not an address or network (e.g. 10.0.0.0/8, ::1)",
-                    shown(text, buf));
-    return 0;
-}
-
-static char *dup_text(const source_t *s, const char *text, size_t len)
-{
-    char *p = malloc(len + 1);
-    if (p == NULL) {
-        fail(s, "out of memory");
-        return NULL;
-    }
-    memcpy(p, text, len + 1);
-    return p;
-}
-
 /* ---- applying a value ----------------------------------------------------------------------- */
 
 static void list_clear(server_config_t *c, const option_t *o)
@@ -366,10 +126,10 @@ static int list_add(server_config_t *c, const source_t *s, const char *text, siz
     char **list = (char **)((char *)c + o->offset);
     size_t *n = (size_t *)((char *)c + o->count_offset);
     if (*n == o->list_max)
-        return fail(s, "more than %zu entries", o->list_max);
-    if (check_text(s, text, len) != 0)
+        return cfg_fail(s, "more than %zu entries", o->list_max);
+    if (cfg_check_text(s, text, len) != 0)
         return -1;
-    char *p = dup_text(s, text, len);
+    char *p = cfg_dup_text(s, text, len);
     if (p == NULL)
         return -1;
     list[(*n)++] = p;
@@ -382,13 +142,13 @@ static int apply_file_list(server_config_t *c, const source_t *s)
     list_clear(c, s->opt);
     const yt_node_t *n = s->node;
     if (n->kind != YT_SEQ) {
-        const char *t = node_text(s, "an address or a list of them");
+        const char *t = cfg_node_text(s, "an address or a list of them");
         return t == NULL ? -1 : list_add(c, s, t, n->len);
     }
     for (size_t i = 0; i < n->n; i++) {
         source_t item = *s;
         item.node = n->items[i];
-        const char *t = node_text(&item, "a string");
+        const char *t = cfg_node_text(&item, "a string");
         if (t == NULL || list_add(c, &item, t, item.node->len) != 0)
             return -1;
     }
@@ -406,9 +166,9 @@ static int apply_scalar(server_config_t *c, const source_t *s, const char *text,
     switch (o->kind) {
     case OPT_PATH:
     case OPT_STRING: {
-        if (check_text(s, text, len) != 0)
+        if (cfg_check_text(s, text, len) != 0)
             return -1;
-        char *p = dup_text(s, text, len);
+        char *p = cfg_dup_text(s, text, len);
         if (p == NULL)
             return -1;
         free(*(char **)field);
@@ -418,22 +178,22 @@ static int apply_scalar(server_config_t *c, const source_t *s, const char *text,
     case OPT_LIST:
         return list_add(c, s, text, len);
     case OPT_INT:
-        if (read_int(s, text, &i64) != 0)
+        if (cfg_read_int(s, text, &i64) != 0)
             return -1;
         *(int *)field = (int)i64;
         return 0;
     case OPT_COUNT:
-        if (read_int(s, text, &i64) != 0)
+        if (cfg_read_int(s, text, &i64) != 0)
             return -1;
         *(size_t *)field = (size_t)i64;
         return 0;
     case OPT_SIZE:
-        if (read_size(s, text, &u64) != 0)
+        if (cfg_read_size(s, text, &u64) != 0)
             return -1;
         *(size_t *)field = (size_t)u64;
         return 0;
     case OPT_DURATION:
-        return read_duration(s, text, (int64_t *)field);
+        return cfg_read_duration(s, text, (int64_t *)field);
     case OPT_LOG_LEVEL:
         for (int l = LOG_ERROR; l <= LOG_DEBUG; l++) {
             if (strcmp(text, level_names[l]) == 0) {
@@ -441,17 +201,17 @@ static int apply_scalar(server_config_t *c, const source_t *s, const char *text,
                 return 0;
             }
         }
-        return fail(s, "must be error, warn, info or debug, not '%s'", shown(text, buf));
+        return cfg_fail(s, "must be error, warn, info or debug, not '%s'", cfg_shown(text, buf));
     case OPT_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
             *(bool *)field = text[0] == 't';
             return 0;
         }
-        return fail(s, "must be true or false, not '%s'", shown(text, buf));
+        return cfg_fail(s, "must be true or false, not '%s'", cfg_shown(text, buf));
     case OPT_FLAG:
         break;
     }
-    return fail(s, "takes no value");
+    return cfg_fail(s, "takes no value");
 }
 
 /* ---- the file ------------------------------------------------------------------------------- */
@@ -471,7 +231,7 @@ static char *read_file(const source_t *s, const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        fail(s, "cannot open: %s", strerror(errno));
+        cfg_fail(s, "cannot open: %s", strerror(errno));
         return NULL;
     }
     char *buf = malloc(CONFIG_FILE_MAX + 1);
@@ -480,7 +240,7 @@ static char *read_file(const source_t *s, const char *path, size_t *len)
     fclose(f);
     if (buf == NULL || bad || n > CONFIG_FILE_MAX) {
         free(buf);
-        fail(s, buf == NULL ? "out of memory" : bad ? "read error" : "larger than 1 MiB");
+        cfg_fail(s, buf == NULL ? "out of memory" : bad ? "read error" : "larger than 1 MiB");
         return NULL;
     }
     *len = n;
@@ -495,8 +255,8 @@ static int apply_file(server_config_t *c, const yt_node_t *root, source_t *s)
         return 0; /* empty, or only comments */
     s->node = root;
     if (root->kind != YT_MAP)
-        return fail(s, "expected a mapping of settings (port: 6390, ...), not %s",
-                    yt_kind_name(root->kind));
+        return cfg_fail(s, "expected a mapping of settings (port: 6390, ...), not %s",
+                        yt_kind_name(root->kind));
     bool seen[NOPTIONS] = {false};
     for (size_t i = 0; i < root->n; i++) {
         const yt_node_t *k = root->items[2 * i];
@@ -506,9 +266,9 @@ static int apply_file(server_config_t *c, const yt_node_t *root, source_t *s)
                                 ? by_key(k->text, k->len)
                                 : NULL;
         if (o == NULL)
-            return fail(s, "unknown setting '%s'", k->text ? shown(k->text, buf) : "?");
+            return cfg_fail(s, "unknown setting '%s'", k->text ? cfg_shown(k->text, buf) : "?");
         if (seen[o - options])
-            return fail(s, "duplicate setting '%s'", o->key);
+            return cfg_fail(s, "duplicate setting '%s'", o->key);
         seen[o - options] = true;
         s->opt = o;
         s->node = root->items[2 * i + 1];
@@ -517,7 +277,7 @@ static int apply_file(server_config_t *c, const yt_node_t *root, source_t *s)
                 return -1;
             continue;
         }
-        const char *t = node_text(s, o->kind == OPT_STRING ? "a string" : "a scalar value");
+        const char *t = cfg_node_text(s, o->kind == OPT_STRING ? "a string" : "a scalar value");
         if (t == NULL || apply_scalar(c, s, t, s->node->len) != 0)
             return -1;
     }
@@ -536,7 +296,7 @@ static int load_file(server_config_t *c, const char *path, char *err, size_t cap
     int rc = yt_parse(text, len, &root, yerr, sizeof(yerr));
     free(text);
     if (rc != 0)
-        return fail(&s, "%s", yerr);
+        return cfg_fail(&s, "%s", yerr);
     rc = apply_file(c, root, &s);
     yt_free(root);
     return rc;
@@ -584,7 +344,7 @@ static int split_flags(int argc, char **argv, flag_t *flags, size_t *nflags, cha
             value = eq ? eq + 1 : NULL;
         } else {
             snprintf(err, cap, "unexpected argument '%s' (options start with --; see --help)",
-                     shown(arg, buf));
+                     cfg_shown(arg, buf));
             return -1;
         }
         if (o->kind == OPT_FLAG && value != NULL) {

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "core/hash.h"
+#include "sluice/sluice.h"
 
 void olc_init(olc_t *c, olc_entry_t *slots, size_t nslots, size_t probe)
 {
@@ -33,8 +33,8 @@ void olc_clear(olc_t *c)
 
 uint64_t olc_key_hash(uint64_t seed, const void *a, size_t a_len, const void *b, size_t b_len)
 {
-    uint64_t h = hash_bytes(a, a_len, seed);
-    return b_len == 0 ? h : hash_bytes(b, b_len, h ^ HASH_P1);
+    uint64_t h = sl_hash64(a, a_len, seed);
+    return b_len == 0 ? h : sl_hash64(b, b_len, h ^ SL_HASH_P1);
 }
 
 /* The first slot of h's probe window: h scaled to [0, nslots) (nslots > 0). */

@@ -38,7 +38,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/hash.h"
 #include "gen.h"
 
 #define ROUNDS          16
@@ -106,7 +105,7 @@ static int find_key(const round_t *r, const void *key, size_t len)
 /* As table.c picks a key's shard (bits 40.. of its hash). */
 static int shard_of(const round_t *r, const void *key, size_t len)
 {
-    return (int)((hash_bytes(key, len, r->seed) >> 40) & (r->shards - 1));
+    return (int)((sl_hash64(key, len, r->seed) >> 40) & (r->shards - 1));
 }
 
 static int visit(void *arg, const void *key, size_t len, const void *state, size_t size)

@@ -14,7 +14,6 @@
 #include <cmocka.h>
 
 #include "bounded.h"
-#include "core/hash.h"
 #include "sluice/sluice.h"
 
 #define T0       (INT64_C(1700000000) * SL_NS_PER_SEC)
@@ -502,7 +501,7 @@ static void test_put_refuses_corrupt_states(void **unused)
 
 static unsigned wb_home(const char *k)
 {
-    uint64_t h = hash_bytes(k, strlen(k), WB_SEED);
+    uint64_t h = sl_hash64(k, strlen(k), WB_SEED);
     return (unsigned)(((h & 0xffffffffu) * 4u) >> 32); /* 4 chunks: a new shard's size */
 }
 

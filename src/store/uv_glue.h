@@ -1,9 +1,9 @@
 /*
- * uv_glue.h - plugs a hiredis async context into a libuv loop (libsluice-client's async handle
- * and sluiced's Redis request store share it).
+ * uv_glue.h - plugs a hiredis async context into a libuv loop: the Redis client's (sluiced's
+ * Redis request store), which libsluice-client's async handle uses too.
  */
-#ifndef SLUICE_CLIENT_UV_GLUE_H
-#define SLUICE_CLIENT_UV_GLUE_H
+#ifndef SLUICE_STORE_UV_GLUE_H
+#define SLUICE_STORE_UV_GLUE_H
 
 #include <hiredis/async.h>
 #include <uv.h>
@@ -27,4 +27,4 @@ int uv_glue_attach_batched(redisAsyncContext *ac, uv_loop_t *loop);
  * failed write disconnects it, and hiredis's callbacks run). */
 void uv_glue_flush(redisAsyncContext *ac);
 
-#endif /* SLUICE_CLIENT_UV_GLUE_H */
+#endif /* SLUICE_STORE_UV_GLUE_H */

@@ -1,0 +1,81 @@
+/*
+ * ruledef_write.c - what the canonical writers write (the JSON of ruledef_json.c, the rules
+ * files of ruledef_yaml.c): which fields of a rule and an override, in which order, as which
+ * kind of value. Each writer turns the fields into its format's syntax; the choice of fields is
+ * made here once, so the two formats cannot drift apart.
+ */
+#include "rules/ruledef_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool put_text(rd_field_fn fn, void *arg, const char *field, rd_kind_t kind, const char *text,
+                     size_t len)
+{
+    return fn(arg, field, &(rd_value_t){kind, text, len, 0});
+}
+
+static bool put_int(rd_field_fn fn, void *arg, const char *field, int64_t n)
+{
+    char buf[24];
+    int len = snprintf(buf, sizeof(buf), "%lld", (long long)n);
+    return fn(arg, field, &(rd_value_t){RD_INT, buf, (size_t)len, n});
+}
+
+static bool put_duration(rd_field_fn fn, void *arg, const char *field, int64_t ns)
+{
+    char buf[32];
+    const char *text = ruledef_format_duration(ns, buf);
+    return put_text(fn, arg, field, RD_DURATION, text, strlen(text));
+}
+
+static bool put_bool(rd_field_fn fn, void *arg, const char *field, bool b)
+{
+    const char *text = b ? "true" : "false";
+    return fn(arg, field, &(rd_value_t){RD_BOOL, text, strlen(text), b});
+}
+
+static bool put_word(rd_field_fn fn, void *arg, const char *field, const char *word)
+{
+    return put_text(fn, arg, field, RD_WORD, word, strlen(word));
+}
+
+bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
+{
+    const sl_rule_t *r = &def->rule;
+    const char *alg = sl_algorithm_name(r->algorithm);
+    if (alg == NULL)
+        return false;
+    bool ok = put_text(fn, arg, "name", RD_TEXT, def->name, strlen(def->name)) &&
+              put_word(fn, arg, "algorithm", alg) && put_int(fn, arg, "limit", r->limit) &&
+              put_duration(fn, arg, "window", r->window_ns);
+    if (ok && rd_uses_tokens(r->algorithm))
+        ok = put_int(fn, arg, "burst", r->burst);
+    if (ok && r->algorithm == SL_SLIDING_BUCKETS)
+        ok = put_int(fn, arg, "buckets", r->buckets);
+    if (ok && r->max_delay_ns != 0)
+        ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
+    if (ok && def->has_key)
+        ok = put_text(fn, arg, "key", RD_TEXT, def->key_text, strlen(def->key_text));
+    return ok && put_bool(fn, arg, "shadow", def->shadow) &&
+           put_word(fn, arg, "on_store_error",
+                    def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow") &&
+           put_word(fn, arg, "cold_start", def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
+}
+
+bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg)
+{
+    const sl_rule_t *r = &ov->rule;
+    bool ok = true;
+    if (ok && (ov->fields & OVERRIDE_F_LIMIT))
+        ok = put_int(fn, arg, "limit", ov->blocked ? 0 : r->limit);
+    if (ok && (ov->fields & OVERRIDE_F_WINDOW))
+        ok = put_duration(fn, arg, "window", r->window_ns);
+    if (ok && (ov->fields & OVERRIDE_F_BURST))
+        ok = put_int(fn, arg, "burst", r->burst);
+    if (ok && (ov->fields & OVERRIDE_F_BUCKETS))
+        ok = put_int(fn, arg, "buckets", r->buckets);
+    if (ok && (ov->fields & OVERRIDE_F_MAX_DELAY))
+        ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
+    return ok;
+}
