@@ -3,7 +3,7 @@
  * replies (see throttle_args.h). The texts and their order are sluiced's: a request gets the same
  * first error from sluiced and from the module.
  */
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 
 #include <stdarg.h>
 #include <stdio.h>
