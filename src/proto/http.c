@@ -837,125 +837,6 @@ long http_path_segments(const char *path, size_t path_len, char *storage, size_t
 
 /* ---- client addresses ----------------------------------------------------------------------- */
 
-static const uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-/* Parses a bare address; *mapped says it was written as ::ffff:a.b.c.d (stored as IPv4). */
-static int ip_parse(const char *s, size_t len, http_ip_t *out, bool *mapped)
-{
-    char tmp[64];
-    *mapped = false;
-    if (len == 0 || len >= sizeof(tmp) || memchr(s, '\0', len) != NULL)
-        return -1;
-    memcpy(tmp, s, len);
-    tmp[len] = '\0';
-    memset(out, 0, sizeof(*out));
-    if (inet_pton(AF_INET, tmp, out->addr) == 1) {
-        out->family = 4;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, tmp, out->addr) != 1)
-        return -1;
-    out->family = 6;
-    if (memcmp(out->addr, v4_mapped_prefix, 12) == 0) {
-        memmove(out->addr, out->addr + 12, 4);
-        memset(out->addr + 4, 0, 12);
-        out->family = 4;
-        *mapped = true;
-    }
-    return 0;
-}
-
-int http_ip_parse(const char *s, size_t len, http_ip_t *out)
-{
-    bool mapped;
-    return ip_parse(s, len, out, &mapped);
-}
-
-int http_ip_from_sockaddr(const struct sockaddr *sa, http_ip_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        memcpy(out->addr, &in->sin_addr, 4);
-        out->family = 4;
-        return 0;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        const uint8_t *a = (const uint8_t *)&in6->sin6_addr;
-        bool mapped = memcmp(a, v4_mapped_prefix, 12) == 0;
-        memcpy(out->addr, mapped ? a + 12 : a, mapped ? 4 : 16);
-        out->family = mapped ? 4 : 6;
-        return 0;
-    }
-    return -1;
-}
-
-const char *http_ip_format(const http_ip_t *ip, char *out, size_t cap)
-{
-    if (ip->family != 4 && ip->family != 6)
-        return NULL;
-    if (cap > (size_t)INT32_MAX)
-        cap = INT32_MAX;
-    return inet_ntop(ip->family == 4 ? AF_INET : AF_INET6, ip->addr, out, (socklen_t)cap);
-}
-
-int http_cidr_parse(const char *s, size_t len, http_cidr_t *out)
-{
-    const char *slash = memchr(s, '/', len);
-    size_t addr_len = slash != NULL ? (size_t)(slash - s) : len;
-    http_ip_t ip;
-    bool mapped;
-    if (ip_parse(s, addr_len, &ip, &mapped) != 0)
-        return -1;
-    unsigned bits = ip.family == 4 ? 32 : 128, prefix = bits;
-    if (slash != NULL) {
-        const char *d = slash + 1, *end = s + len;
-        if (d == end || end - d > 3)
-            return -1;
-        for (prefix = 0; d < end; d++) {
-            if (*d < '0' || *d > '9')
-                return -1;
-            prefix = prefix * 10 + (unsigned)(*d - '0');
-        }
-        if (mapped) { /* ::ffff:10.0.0.0/104 is 10.0.0.0/8 */
-            if (prefix < 96 || prefix > 128)
-                return -1;
-            prefix -= 96;
-        }
-        if (prefix > bits)
-            return -1;
-    }
-    memset(out, 0, sizeof(*out));
-    out->family = ip.family;
-    out->prefix = (uint8_t)prefix;
-    memcpy(out->addr, ip.addr, prefix / 8);
-    if (prefix % 8)
-        out->addr[prefix / 8] = ip.addr[prefix / 8] & (uint8_t)(0xff << (8 - prefix % 8));
-    return 0;
-}
-
-bool http_cidr_contains(const http_cidr_t *c, const http_ip_t *ip)
-{
-    if (c->family != ip->family)
-        return false;
-    unsigned full = c->prefix / 8, rest = c->prefix % 8;
-    if (memcmp(c->addr, ip->addr, full) != 0)
-        return false;
-    if (rest == 0)
-        return true;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return (ip->addr[full] & mask) == c->addr[full];
-}
-
-static bool trusted_ip(const http_cidr_t *trusted, size_t n, const http_ip_t *ip)
-{
-    for (size_t i = 0; i < n; i++)
-        if (http_cidr_contains(&trusted[i], ip))
-            return true;
-    return false;
-}
-
 static bool port_ok(const char *s, size_t len)
 {
     unsigned port = 0;
@@ -970,7 +851,7 @@ static bool port_ok(const char *s, size_t len)
 }
 
 /* One X-Forwarded-For entry (already trimmed): "a.b.c.d[:port]", "v6", "[v6][:port]". */
-static bool xff_entry(const char *s, size_t len, http_ip_t *ip)
+static bool xff_entry(const char *s, size_t len, netaddr_t *ip)
 {
     if (s[0] == '[') {
         const char *close = memchr(s, ']', len);
@@ -979,24 +860,24 @@ static bool xff_entry(const char *s, size_t len, http_ip_t *ip)
         size_t rest = len - (size_t)(close + 1 - s);
         if (rest > 0 && (close[1] != ':' || !port_ok(close + 2, rest - 1)))
             return false;
-        return http_ip_parse(s + 1, (size_t)(close - s - 1), ip) == 0 && ip->family == 6;
+        return netaddr_parse(s + 1, (size_t)(close - s - 1), ip) == 0 && ip->family == 6;
     }
     const char *colon = memchr(s, ':', len);
     if (colon != NULL && memchr(colon + 1, ':', len - (size_t)(colon + 1 - s)) == NULL) {
         size_t host = (size_t)(colon - s);
-        return port_ok(colon + 1, len - host - 1) && http_ip_parse(s, host, ip) == 0 &&
+        return port_ok(colon + 1, len - host - 1) && netaddr_parse(s, host, ip) == 0 &&
                memchr(s, ':', host) == NULL;
     }
-    return http_ip_parse(s, len, ip) == 0;
+    return netaddr_parse(s, len, ip) == 0;
 }
 
-int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_cidr_t *trusted,
-                     size_t ntrusted, http_ip_t *client)
+int http_client_addr(const http_request_t *r, const netaddr_t *peer, const netaddr_net_t *trusted,
+                     size_t ntrusted, netaddr_t *client)
 {
     if (ntrusted > 0 && trusted == NULL)
         return -1;
     *client = *peer;
-    if (!trusted_ip(trusted, ntrusted, client))
+    if (!netaddr_in_any(trusted, ntrusted, client))
         return 0;
     for (size_t h = r->nheaders; h-- > 0;) {
         const http_header_t *hd = &r->headers[h];
@@ -1013,11 +894,11 @@ int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_
             while (b > a && is_ows(hd->value[b - 1]))
                 b--;
             if (a < b) {
-                http_ip_t ip;
+                netaddr_t ip;
                 if (!xff_entry(hd->value + a, b - a, &ip))
                     return 0; /* not an address: the last trusted hop is all we know */
                 *client = ip;
-                if (!trusted_ip(trusted, ntrusted, &ip))
+                if (!netaddr_in_any(trusted, ntrusted, &ip))
                     return 0;
             }
             if (start == 0)
@@ -1028,36 +909,18 @@ int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_
     return 0;
 }
 
-const char *http_client_ip(const http_request_t *r, const char *peer, const http_cidr_t *trusted,
-                           size_t ntrusted, char *out, size_t cap)
-{
-    http_ip_t p, client;
-    if (http_ip_parse(peer, strlen(peer), &p) != 0 ||
-        http_client_addr(r, &p, trusted, ntrusted, &client) != 0)
-        return NULL;
-    return http_ip_format(&client, out, cap);
-}
-
 /* ---- responses ---------------------------------------------------------------------------- */
 
-void http_append(resp_buf_t *b, const void *p, size_t len)
+static void put_str(buf_t *b, const char *s)
 {
-    if (len > 0 && resp_buf_reserve(b, len)) {
-        memcpy(b->data + b->len, p, len);
-        b->len += len;
-    }
+    buf_add(b, s, strlen(s));
 }
 
-static void put_str(resp_buf_t *b, const char *s)
-{
-    http_append(b, s, strlen(s));
-}
-
-static void put_int(resp_buf_t *b, int64_t v)
+static void put_int(buf_t *b, int64_t v)
 {
     char tmp[24];
     int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
-    http_append(b, tmp, (size_t)n);
+    buf_add(b, tmp, (size_t)n);
 }
 
 const char *http_reason(int status)
@@ -1066,12 +929,12 @@ const char *http_reason(int status)
     return strcmp(s, "<unknown>") == 0 ? "Unknown" : s;
 }
 
-void http_continue(resp_buf_t *b)
+void http_continue(buf_t *b)
 {
     put_str(b, "HTTP/1.1 100 Continue\r\n\r\n");
 }
 
-void http_begin(resp_buf_t *b, int status)
+void http_begin(buf_t *b, int status)
 {
     put_str(b, "HTTP/1.1 ");
     put_int(b, status);
@@ -1080,7 +943,7 @@ void http_begin(resp_buf_t *b, int status)
     put_str(b, "\r\n");
 }
 
-void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
+void http_header(buf_t *b, const char *name, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -1089,10 +952,10 @@ void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
     if (n < 0)
         n = 0;
     size_t name_len = strlen(name);
-    if (!resp_buf_reserve(b, name_len + 2 + (size_t)n + 3))
+    if (!buf_reserve(b, name_len + 2 + (size_t)n + 3))
         return;
-    http_append(b, name, name_len);
-    http_append(b, ": ", 2);
+    buf_add(b, name, name_len);
+    buf_add(b, ": ", 2);
     char *v = b->data + b->len;
     va_start(ap, fmt);
     vsnprintf(v, (size_t)n + 1, fmt, ap);
@@ -1101,7 +964,7 @@ void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
         if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
             v[i] = ' ';
     b->len += (size_t)n;
-    http_append(b, "\r\n", 2);
+    buf_add(b, "\r\n", 2);
 }
 
 /*
@@ -1109,7 +972,7 @@ void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
  * or http_header(), so each ends in CRLF and holds no other CR or LF: walking back line by line
  * from the end reaches its status line before any earlier response's bytes. 0 if not found.
  */
-static int current_status(const resp_buf_t *b)
+static int current_status(const buf_t *b)
 {
     size_t end = b->len;
     while (end >= 2 && b->data[end - 2] == '\r' && b->data[end - 1] == '\n') {
@@ -1125,7 +988,7 @@ static int current_status(const resp_buf_t *b)
 }
 
 /* Writes the framing headers and the blank line; returns false if no body may follow. */
-static bool end_head(resp_buf_t *b, bool keep_alive, const char *content_type, size_t len)
+static bool end_head(buf_t *b, bool keep_alive, const char *content_type, size_t len)
 {
     int status = current_status(b);
     bool bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
@@ -1140,11 +1003,10 @@ static bool end_head(resp_buf_t *b, bool keep_alive, const char *content_type, s
     return !bodyless;
 }
 
-void http_end(resp_buf_t *b, bool keep_alive, const char *content_type, const void *body,
-              size_t len)
+void http_end(buf_t *b, bool keep_alive, const char *content_type, const void *body, size_t len)
 {
     if (end_head(b, keep_alive, content_type, len))
-        http_append(b, body, len);
+        buf_add(b, body, len);
 }
 
 #define SF_INTEGER_MAX 999999999999999LL /* RFC 8941 §3.3.1 */
@@ -1155,20 +1017,20 @@ static int64_t sf_clamp(int64_t v)
 }
 
 /* An RFC 8941 sf-string: printable ASCII, '"' and '\' escaped. */
-static void put_sf_string(resp_buf_t *b, const char *s)
+static void put_sf_string(buf_t *b, const char *s)
 {
-    http_append(b, "\"", 1);
+    buf_add(b, "\"", 1);
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            http_append(b, "\\", 1);
+            buf_add(b, "\\", 1);
         char out = c >= 0x20 && c < 0x7f ? (char)c : '?';
-        http_append(b, &out, 1);
+        buf_add(b, &out, 1);
     }
-    http_append(b, "\"", 1);
+    buf_add(b, "\"", 1);
 }
 
-void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, int64_t window_s,
+void http_ratelimit_headers(buf_t *b, const char *policy, int64_t limit, int64_t window_s,
                             int64_t remaining, int64_t reset_s)
 {
     put_str(b, "RateLimit-Policy: ");
@@ -1186,8 +1048,7 @@ void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, in
     put_str(b, "\r\n");
 }
 
-void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *title,
-                      const char *detail)
+void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, const char *detail)
 {
     if (title == NULL)
         title = http_reason(status);
@@ -1203,7 +1064,7 @@ void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *ti
     put_str(b, "{\"type\":\"about:blank\",\"title\":");
     http_json_append(b, title, title_len);
     put_str(b, ",\"status\":");
-    http_append(b, code, (size_t)code_len);
+    buf_add(b, code, (size_t)code_len);
     if (detail != NULL) {
         put_str(b, ",\"detail\":");
         http_json_append(b, detail, detail_len);
@@ -1211,7 +1072,7 @@ void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *ti
     put_str(b, "}");
 }
 
-void http_problem(resp_buf_t *b, int status, bool keep_alive, const char *title, const char *detail)
+void http_problem(buf_t *b, int status, bool keep_alive, const char *title, const char *detail)
 {
     http_begin(b, status);
     http_problem_end(b, status, keep_alive, title, detail);
@@ -1294,10 +1155,10 @@ size_t http_json_escape(char *out, size_t cap, const char *s, size_t len)
     return n;
 }
 
-void http_json_append(resp_buf_t *b, const char *s, size_t len)
+void http_json_append(buf_t *b, const char *s, size_t len)
 {
     size_t n = http_json_escape(NULL, 0, s, len);
-    if (!resp_buf_reserve(b, n + 3))
+    if (!buf_reserve(b, n + 3))
         return;
     b->data[b->len] = '"';
     http_json_escape(b->data + b->len + 1, n + 1, s, len);
