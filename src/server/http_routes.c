@@ -22,9 +22,10 @@
 
 #include "proto/http.h"
 #include "rules/keytpl.h"
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 #include "server/admin.h"
 #include "server/metrics.h"
+#include "server/http_front.h"
 #include "server/server.h"
 
 #define NS_PER_MS   INT64_C(1000000)
@@ -69,19 +70,18 @@ static int64_t sec_ceil(int64_t ns)
     return sl_ns_to_units_ceil(ns, NS_PER_SEC);
 }
 
-static void ratelimit_headers(resp_buf_t *b, const engine_decision_t *ed)
+static void ratelimit_headers(buf_t *b, const engine_decision_t *ed)
 {
     http_ratelimit_headers(b, ed->rule->def.name, ed->d.limit, sec_ceil(ed->window_ns),
                            ed->d.remaining, sec_ceil(ed->d.reset_after_ns));
 }
 
-static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char *key,
-                          size_t key_len)
+static void decision_json(buf_t *b, const engine_decision_t *ed, const char *key, size_t key_len)
 {
     char num[256];
-    http_append(b, "{\"rule\":", 8);
+    buf_add(b, "{\"rule\":", 8);
     http_json_append(b, ed->rule->def.name, strlen(ed->rule->def.name));
-    http_append(b, ",\"key\":", 7);
+    buf_add(b, ",\"key\":", 7);
     http_json_append(b, key, key_len);
     int64_t retry_ns = ed->d.allowed ? 0 : ed->d.retry_after_ns;
     int n = snprintf(
@@ -92,7 +92,7 @@ static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char
         (long long)sl_ns_to_units_ceil(retry_ns, NS_PER_MS),
         (long long)sl_ns_to_units_ceil(ed->d.reset_after_ns, NS_PER_MS),
         (long long)sl_ns_to_units_ceil(ed->d.delay_ns, NS_PER_MS), ed->shadowed ? "true" : "false");
-    http_append(b, num, (size_t)n);
+    buf_add(b, num, (size_t)n);
 }
 
 /*
@@ -142,13 +142,13 @@ static void job_problem(job_t *j, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    http_problem(&j->slot->buf, status, j->slot->keep_alive, NULL, detail);
+    http_problem(&j->slot->buf, status, !j->slot->close_after, NULL, detail);
 }
 
 static void job_respond(job_t *j)
 {
-    resp_buf_t *b = &j->slot->buf;
-    bool keep_alive = j->slot->keep_alive;
+    buf_t *b = &j->slot->buf;
+    bool keep_alive = !j->slot->close_after;
     for (size_t i = 0; i < j->n; i++) {
         const engine_decision_t *ed = &j->got[i];
         if (ed->never && !ed->blocked) {
@@ -182,15 +182,15 @@ static void job_respond(job_t *j)
         http_problem_end(b, 429, keep_alive, "Too Many Requests", detail);
         return;
     }
-    resp_buf_t body = {0};
+    buf_t body = {0};
     const engine_decision_t *first = &j->got[0];
     bool all = true;
     if (j->kind == JOB_ALLOW_MANY) {
-        http_append(&body, "{\"checks\":[", 11);
+        buf_add(&body, "{\"checks\":[", 11);
     }
     for (size_t i = 0; i < j->n; i++) {
         if (i > 0) {
-            http_append(&body, ",", 1);
+            buf_add(&body, ",", 1);
         }
         if (j->kind == JOB_ALLOW_MANY && j->refused < j->n && i != j->refused) {
             /* all or nothing, refused by another check: this one was not charged either */
@@ -204,19 +204,19 @@ static void job_respond(job_t *j)
         all = all && j->got[i].d.allowed;
     }
     if (j->kind == JOB_ALLOW_MANY) {
-        http_append(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+        buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
     }
     http_begin(b, 200);
     ratelimit_headers(b, first);
     http_end(b, keep_alive, "application/json", body.data, body.len);
-    resp_buf_free(&body);
+    buf_free(&body);
 }
 
 static void job_end(job_t *j)
 {
     job_respond(j);
     if (j->head) {
-        resp_buf_t *b = &j->slot->buf;
+        buf_t *b = &j->slot->buf;
         char *end = b->data != NULL ? memmem(b->data, b->len, "\r\n\r\n", 4) : NULL;
         if (end != NULL) {
             b->len = (size_t)(end + 4 - b->data);
@@ -253,8 +253,7 @@ static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t bytes)
         problem(x, 503, "out of memory");
         return NULL;
     }
-    slot->http = true;
-    slot->keep_alive = x->req->keep_alive;
+    slot->close_after = !x->req->keep_alive;
     j->slot = slot;
     j->kind = kind;
     j->head = x->req->method == HTTP_HEAD;
@@ -481,17 +480,7 @@ static bool header_lookup(void *arg, const char *name, size_t name_len, const ch
 static bool peer_trusted(const conn_t *c)
 {
     const server_t *srv = c->loop->srv;
-    const http_cidr_t *nets = srv->trusted;
-    http_ip_t peer;
-    if (srv->ntrusted == 0 || http_ip_parse(c->addr, strlen(c->addr), &peer) != 0) {
-        return false;
-    }
-    for (size_t i = 0; i < srv->ntrusted; i++) {
-        if (http_cidr_contains(&nets[i], &peer)) {
-            return true;
-        }
-    }
-    return false;
+    return netaddr_in_any(srv->trusted, srv->ntrusted, &c->peer);
 }
 
 /*
@@ -528,7 +517,7 @@ static void route_auth(route_ctx_t *x)
         problem(x, 404, "unknown rule '%.64s'", x->seg[2].ptr);
         return;
     }
-    char keybuf[4096], ipbuf[64], costbuf[24];
+    char keybuf[4096], costbuf[24];
     size_t key_len = 0, cost_len = 0;
     int64_t cost = 1;
     if (http_query_get(x->req, "cost", costbuf, sizeof costbuf, &cost_len)) {
@@ -541,11 +530,11 @@ static void route_auth(route_ctx_t *x)
         cost = v;
     }
     if (!http_query_get(x->req, "key", keybuf, sizeof keybuf, &key_len)) {
-        const char *ip =
-            http_client_ip(x->req, c->addr, srv->trusted, srv->ntrusted, ipbuf, sizeof ipbuf);
+        netaddr_t client;
+        bool known = c->peer.family != 0 &&
+                     http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, &client) == 0;
         keytpl_request_t kr = {
-            .client_ip = ip,
-            .client_ip_len = ip != NULL ? strlen(ip) : 0,
+            .client = known ? &client : NULL,
             .method = http_method_str(x->req->method),
             .method_len = strlen(http_method_str(x->req->method)),
             .path = x->req->path,
@@ -663,8 +652,8 @@ static char *overrides_json(const admin_req_t *r)
 static void admin_replied(admin_req_t *r)
 {
     reply_slot_t *slot = r->arg;
-    resp_buf_t *b = &slot->buf;
-    bool keep_alive = slot->keep_alive;
+    buf_t *b = &slot->buf;
+    bool keep_alive = !slot->close_after;
     int status = r->status == ADMIN_OK         ? 200
                  : r->status == ADMIN_EINVALID ? 400
                  : r->status == ADMIN_ESTORE   ? 503
@@ -684,21 +673,21 @@ static void admin_replied(admin_req_t *r)
             free(body);
         }
     } else if (r->op == ADMIN_RULE_LIST) {
-        resp_buf_t body = {0};
+        buf_t body = {0};
         char head[64];
         int len =
             snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)r->version);
-        http_append(&body, head, (size_t)len);
+        buf_add(&body, head, (size_t)len);
         for (size_t i = 0; i < r->nrows; i++) {
             if (i > 0) {
-                http_append(&body, ",", 1);
+                buf_add(&body, ",", 1);
             }
-            http_append(&body, r->rows[i].json, strlen(r->rows[i].json));
+            buf_add(&body, r->rows[i].json, strlen(r->rows[i].json));
         }
-        http_append(&body, "]}", 2);
+        buf_add(&body, "]}", 2);
         http_begin(b, 200);
         http_end(b, keep_alive, "application/json", body.data, body.len);
-        resp_buf_free(&body);
+        buf_free(&body);
     } else {
         http_begin(b, 200);
         http_end(b, keep_alive, "application/json", r->text, strlen(r->text));
@@ -720,8 +709,7 @@ static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rul
         problem(x, 503, "out of memory");
         return;
     }
-    slot->http = true;
-    slot->keep_alive = x->req->keep_alive;
+    slot->close_after = !x->req->keep_alive;
     r->arg = slot;
     r->done = admin_replied;
     r->limit = limit;
@@ -811,11 +799,11 @@ static void only_get(route_ctx_t *x, void (*fn)(route_ctx_t *))
 
 static void route_metrics(route_ctx_t *x)
 {
-    resp_buf_t body = {0};
+    buf_t body = {0};
     metrics_render(x->c->loop->srv, &body);
     http_begin(&x->c->out, 200);
     http_end(&x->c->out, x->req->keep_alive, "text/plain; version=0.0.4", body.data, body.len);
-    resp_buf_free(&body);
+    buf_free(&body);
 }
 
 static void route_healthz(route_ctx_t *x)
@@ -885,9 +873,16 @@ static void handle_now(void *arg)
     }
 }
 
-void http_process(conn_t *c)
+/* An HTTP connection's state (conn_state()). */
+typedef struct http_conn {
+    http_reader_t rd; /* how far the request being received is parsed */
+    bool continued;   /* "100 Continue" sent for the request being read */
+} http_conn_t;
+
+static void http_process(conn_t *c)
 {
     loop_t *l = c->loop;
+    http_conn_t *hc = conn_state(c);
     server_t *srv = l->srv;
     http_limits_t limits = {.body_max = srv->cfg->request_max};
     char err[HTTP_ERR_MAX];
@@ -901,15 +896,15 @@ void http_process(conn_t *c)
         http_request_t req;
         int status = 0;
         long used =
-            http_parse_more(&c->http_rd, c->in + off, c->in_len - off, &limits, &req, &status, err);
+            http_parse_more(&hc->rd, c->in + off, c->in_len - off, &limits, &req, &status, err);
         if (used == HTTP_PARSE_PARTIAL) {
-            if (status == 100 && !c->continued) {
+            if (status == 100 && !hc->continued) {
                 http_continue(&c->out); /* the head asked to be told to send its body */
-                c->continued = true;
+                hc->continued = true;
             }
             break;
         }
-        c->continued = false;
+        hc->continued = false;
         if (used < 0) {
             http_problem(&c->out, status, false, NULL, err);
             c->closing = true;
@@ -931,5 +926,34 @@ void http_process(conn_t *c)
         }
         n++;
     }
+    atomic_fetch_add_explicit(&l->stats.http_requests, n, memory_order_relaxed);
     conn_batch_done(c, off, n, start_ns);
 }
+
+static void http_input_dropped(conn_t *c)
+{
+    http_conn_t *hc = conn_state(c);
+    http_reader_init(&hc->rd);
+    hc->continued = false;
+}
+
+static void http_reply_full(buf_t *out)
+{
+    buf_add_str(out, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n");
+}
+
+static void http_reply_closing(buf_t *out, const char *why)
+{
+    http_problem(out, 503, false, NULL, why);
+}
+
+const protocol_t http_protocol = {
+    .name = "http",
+    .label = "HTTP",
+    .state_size = sizeof(http_conn_t),
+    .process = http_process,
+    .input_dropped = http_input_dropped,
+    .reply_full = http_reply_full,
+    .reply_closing = http_reply_closing,
+};

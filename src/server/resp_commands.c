@@ -15,9 +15,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 #include "server/admin.h"
 #include "server/log.h"
+#include "server/resp_front.h"
 #include "server/server.h"
 #include "sluice/version.h"
 
@@ -41,20 +42,14 @@ typedef struct command {
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-/* RESP arguments are throttle_arg_t's layout: one set of argument helpers (rules/throttle_args). */
-_Static_assert(sizeof(resp_arg_t) == sizeof(throttle_arg_t) &&
-                   offsetof(resp_arg_t, ptr) == offsetof(throttle_arg_t, ptr) &&
-                   offsetof(resp_arg_t, len) == offsetof(throttle_arg_t, len),
-               "resp_arg_t and throttle_arg_t differ");
-
 static bool arg_is(const resp_arg_t *a, const char *word)
 {
-    return throttle_arg_is((const throttle_arg_t *)a, word);
+    return throttle_arg_is(a, word);
 }
 
 static bool arg_i64(const resp_arg_t *a, int64_t *out)
 {
-    return throttle_arg_i64((const throttle_arg_t *)a, out);
+    return throttle_arg_i64(a, out);
 }
 
 static void reply_wrong_arity(conn_t *c, const resp_arg_t *name)
@@ -91,7 +86,7 @@ static const char *show(const resp_arg_t *a, char buf[72])
 
 /* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
  * delay as retry_after_ms: the caller waits that long, then proceeds. */
-static void reply_decision(resp_buf_t *b, const engine_decision_t *ed)
+static void reply_decision(buf_t *b, const engine_decision_t *ed)
 {
     int64_t v[5];
     throttle_reply_sl(&ed->d, v);
@@ -123,7 +118,7 @@ static bool parse_cost(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *cos
 }
 
 /* Engine statuses other than OK as errors; returns false after replying one. */
-static bool engine_ok(resp_buf_t *b, size_t key_max, int rc, const rule_state_t *rs,
+static bool engine_ok(buf_t *b, size_t key_max, int rc, const rule_state_t *rs,
                       const engine_decision_t *ed, int64_t cost)
 {
     switch (rc) {
@@ -167,8 +162,8 @@ typedef struct deferred {
     size_t key_max;
 } deferred_t;
 
-static void write_decision(resp_buf_t *b, reply_shape_t shape, const engine_decision_t *ed,
-                           int64_t cost, size_t key_max)
+static void write_decision(buf_t *b, reply_shape_t shape, const engine_decision_t *ed, int64_t cost,
+                           size_t key_max)
 {
     if (shape == SHAPE_SL) {
         if (engine_ok(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
@@ -411,7 +406,7 @@ typedef struct allowall_reply {
 static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, size_t refused)
 {
     allowall_reply_t *r = arg;
-    resp_buf_t *b = &r->slot->buf;
+    buf_t *b = &r->slot->buf;
     if (refused < n) {
         int64_t cost = d[refused].never ? d[refused].cost : r->cost; /* a pair named twice: both */
         if (engine_ok(b, r->key_max, ENGINE_OK, d[refused].rule, &d[refused], cost)) {
@@ -484,12 +479,12 @@ static void cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 
 /* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] and
  * CL.THROTTLE key max_burst count period_s [quantity]: arguments and errors shared with the
- * Redis module (rules/throttle_args.h), one table per parameter set. */
+ * Redis module (proto/throttle_args.h), one table per parameter set. */
 static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd)
 {
     throttle_req_t req;
     char err[THROTTLE_ERR_MAX];
-    if (throttle_parse(cmd, (const throttle_arg_t *)argv, argc, &req, err) != 0) {
+    if (throttle_parse(cmd, argv, argc, &req, err) != 0) {
         resp_add_error(&c->out, "%s", err);
         return;
     }
@@ -524,8 +519,7 @@ static void cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
     char err[THROTTLE_ERR_MAX];
     rule_state_t *rs = NULL;
     if (module_form) {
-        if (throttle_parse(THROTTLE_SL_SETTLE, (const throttle_arg_t *)argv, argc, &req, err) !=
-            0) {
+        if (throttle_parse(THROTTLE_SL_SETTLE, argv, argc, &req, err) != 0) {
             resp_add_error(&c->out, "%s", err);
             return;
         }
@@ -552,7 +546,7 @@ static void cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
             opts[5] = argv[6];
             nopts = 6;
         }
-        if (throttle_parse_settle((const throttle_arg_t *)opts, nopts, 0, &req, err) != 0) {
+        if (throttle_parse_settle(opts, nopts, 0, &req, err) != 0) {
             resp_add_error(&c->out, "%s", err);
             return;
         }
@@ -583,7 +577,7 @@ static void cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
 static void admin_replied(admin_req_t *r)
 {
     reply_slot_t *slot = r->arg;
-    resp_buf_t *b = &slot->buf;
+    buf_t *b = &slot->buf;
     switch (r->status) {
     case ADMIN_OK:
         break;
@@ -957,7 +951,7 @@ static void client_info_line(conn_t *c, char *buf, size_t cap)
     snprintf(buf, cap, "id=%llu addr=%s:%d name=%s age=%lld idle=%lld db=0 proto=%s\n",
              (unsigned long long)c->id, c->addr, c->port, c->name,
              (long long)((now_ns - c->created_ns) / NS_PER_SEC),
-             (long long)((now_ns - c->last_active_ns) / NS_PER_SEC), c->http ? "http" : "resp2");
+             (long long)((now_ns - c->last_active_ns) / NS_PER_SEC), c->proto->name);
 }
 
 static void cmd_client(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -981,14 +975,14 @@ static void cmd_client(conn_t *c, resp_arg_t *argv, size_t argc)
         resp_add_bulk(&c->out, line, strlen(line));
     } else if (arg_is(&argv[1], "LIST") && argc == 2) {
         /* The clients of this connection's loop (each loop owns its connections). */
-        resp_buf_t text = {0};
+        buf_t text = {0};
         for (conn_t *o = c->loop->conns; o != NULL; o = o->next) {
             char line[512];
             client_info_line(o, line, sizeof line);
-            resp_add_raw(&text, line);
+            buf_add_str(&text, line);
         }
         resp_add_bulk(&c->out, text.data != NULL ? text.data : "", text.len);
-        resp_buf_free(&text);
+        buf_free(&text);
     } else if ((arg_is(&argv[1], "SETINFO") && argc == 4) ||
                (arg_is(&argv[1], "NO-EVICT") && argc == 3) ||
                (arg_is(&argv[1], "NO-TOUCH") && argc == 3)) {
@@ -1231,7 +1225,7 @@ static size_t doc_count_args(const doc_arg_t *a)
     return n;
 }
 
-static void doc_add_args(resp_buf_t *b, const doc_arg_t *args)
+static void doc_add_args(buf_t *b, const doc_arg_t *args)
 {
     size_t n = doc_count_args(args);
     resp_add_array(b, n);
@@ -1265,7 +1259,7 @@ static void doc_add_args(resp_buf_t *b, const doc_arg_t *args)
 }
 
 /* One command's map (a flat array): summary, since, group, [arguments], [subcommands]. */
-static void doc_add(resp_buf_t *b, const command_doc_t *d)
+static void doc_add(buf_t *b, const command_doc_t *d)
 {
     size_t nsubs = 0;
     while (d->subs != NULL && d->subs[nsubs].name != NULL) {
@@ -1389,91 +1383,91 @@ static void info_count(info_ctx_t *x)
     }
 }
 
-static void info_server(resp_buf_t *b, info_ctx_t *x)
+static void info_server(buf_t *b, info_ctx_t *x)
 {
     server_t *srv = x->srv;
-    resp_buf_printf(b, "# Server\r\n");
-    resp_buf_printf(b, "sluice_version:%s\r\n", SL_VERSION_STRING);
+    buf_printf(b, "# Server\r\n");
+    buf_printf(b, "sluice_version:%s\r\n", SL_VERSION_STRING);
     /* Some clients gate features on redis_version; sluice speaks the RESP2 subset of 7.0. */
-    resp_buf_printf(b, "redis_version:7.0.0\r\n");
-    resp_buf_printf(b, "redis_mode:standalone\r\n");
-    resp_buf_printf(b, "process_id:%d\r\n", (int)getpid());
-    resp_buf_printf(b, "tcp_port:%d\r\n", srv->cfg->resp_port);
-    resp_buf_printf(b, "http_port:%d\r\n", srv->cfg->http_port);
-    resp_buf_printf(b, "threads:%u\r\n", srv->nloops);
-    resp_buf_printf(b, "request_store:%s\r\n", engine_store_name(srv->engine));
-    resp_buf_printf(b, "uptime_in_seconds:%lld\r\n",
-                    (long long)((x->now_ns - srv->started_ns) / NS_PER_SEC));
+    buf_printf(b, "redis_version:7.0.0\r\n");
+    buf_printf(b, "redis_mode:standalone\r\n");
+    buf_printf(b, "process_id:%d\r\n", (int)getpid());
+    buf_printf(b, "tcp_port:%d\r\n", srv->cfg->resp_port);
+    buf_printf(b, "http_port:%d\r\n", srv->cfg->http_port);
+    buf_printf(b, "threads:%u\r\n", srv->nloops);
+    buf_printf(b, "request_store:%s\r\n", engine_store_name(srv->engine));
+    buf_printf(b, "uptime_in_seconds:%lld\r\n",
+               (long long)((x->now_ns - srv->started_ns) / NS_PER_SEC));
 }
 
-static void info_clients(resp_buf_t *b, info_ctx_t *x)
+static void info_clients(buf_t *b, info_ctx_t *x)
 {
     server_t *srv = x->srv;
-    resp_buf_printf(b, "# Clients\r\n");
-    resp_buf_printf(b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
-    resp_buf_printf(b, "maxclients:%zu\r\n", srv->cfg->max_clients);
-    resp_buf_printf(b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
+    buf_printf(b, "# Clients\r\n");
+    buf_printf(b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
+    buf_printf(b, "maxclients:%zu\r\n", srv->cfg->max_clients);
+    buf_printf(b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
 }
 
-static void info_stats(resp_buf_t *b, info_ctx_t *x)
+static void info_stats(buf_t *b, info_ctx_t *x)
 {
     server_t *srv = x->srv;
-    resp_buf_printf(b, "# Stats\r\n");
-    resp_buf_printf(b, "total_connections_received:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, connections));
-    resp_buf_printf(b, "total_commands_processed:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, commands));
-    resp_buf_printf(b, "total_http_requests:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, http_requests));
-    resp_buf_printf(b, "rejected_connections:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, rejected_clients));
-    resp_buf_printf(b, "protocol_errors:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, protocol_errors));
-    resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
-                    (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
-                                         SERVER_STAT(srv, output_soft_closed)));
-    resp_buf_printf(b, "evicted_clients:%llu\r\n",
-                    (unsigned long long)SERVER_STAT(srv, evicted_clients));
+    buf_printf(b, "# Stats\r\n");
+    buf_printf(b, "total_connections_received:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, connections));
+    buf_printf(b, "total_commands_processed:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, commands));
+    buf_printf(b, "total_http_requests:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, http_requests));
+    buf_printf(b, "rejected_connections:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, rejected_clients));
+    buf_printf(b, "protocol_errors:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, protocol_errors));
+    buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
+               (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
+                                    SERVER_STAT(srv, output_soft_closed)));
+    buf_printf(b, "evicted_clients:%llu\r\n",
+               (unsigned long long)SERVER_STAT(srv, evicted_clients));
 }
 
-static void info_rules(resp_buf_t *b, info_ctx_t *x)
+static void info_rules(buf_t *b, info_ctx_t *x)
 {
     info_count(x);
-    resp_buf_printf(b, "# Rules\r\n");
-    resp_buf_printf(b, "rules_version:%lld\r\n", (long long)engine_version(x->srv->engine));
-    resp_buf_printf(b, "rules:%zu\r\n", x->rules);
-    resp_buf_printf(b, "inline_rules:%zu\r\n", x->inline_rules);
-    resp_buf_printf(b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(x->srv->engine));
-    resp_buf_printf(b, "keys:%zu\r\n", x->keys);
-    resp_buf_printf(b, "table_bytes:%zu\r\n", x->bytes);
+    buf_printf(b, "# Rules\r\n");
+    buf_printf(b, "rules_version:%lld\r\n", (long long)engine_version(x->srv->engine));
+    buf_printf(b, "rules:%zu\r\n", x->rules);
+    buf_printf(b, "inline_rules:%zu\r\n", x->inline_rules);
+    buf_printf(b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(x->srv->engine));
+    buf_printf(b, "keys:%zu\r\n", x->keys);
+    buf_printf(b, "table_bytes:%zu\r\n", x->bytes);
 }
 
-static void info_persistence(resp_buf_t *b, info_ctx_t *x)
+static void info_persistence(buf_t *b, info_ctx_t *x)
 {
     server_t *srv = x->srv;
-    resp_buf_printf(b, "# Persistence\r\n");
-    resp_buf_printf(b, "loading:0\r\n");
-    resp_buf_printf(b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
-    resp_buf_printf(b, "snapshot_errors:%llu\r\n",
-                    (unsigned long long)atomic_load(&srv->snapshot_errors));
-    resp_buf_printf(b, "last_snapshot_time:%lld\r\n",
-                    (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
+    buf_printf(b, "# Persistence\r\n");
+    buf_printf(b, "loading:0\r\n");
+    buf_printf(b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
+    buf_printf(b, "snapshot_errors:%llu\r\n",
+               (unsigned long long)atomic_load(&srv->snapshot_errors));
+    buf_printf(b, "last_snapshot_time:%lld\r\n",
+               (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
 }
 
 /* Redis's shape: one line per database that holds keys. Every key of every rule counts, in
  * database 0; keys carry no TTL of their own (they are dropped when their quota is fresh). */
-static void info_keyspace(resp_buf_t *b, info_ctx_t *x)
+static void info_keyspace(buf_t *b, info_ctx_t *x)
 {
     info_count(x);
-    resp_buf_printf(b, "# Keyspace\r\n");
+    buf_printf(b, "# Keyspace\r\n");
     if (x->keys > 0) {
-        resp_buf_printf(b, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", x->keys);
+        buf_printf(b, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", x->keys);
     }
 }
 
 static const struct info_section {
     const char *name; /* lower case, as INFO's argument */
-    void (*fn)(resp_buf_t *b, info_ctx_t *x);
+    void (*fn)(buf_t *b, info_ctx_t *x);
 } info_sections[] = {
     {"server", info_server}, {"clients", info_clients},         {"stats", info_stats},
     {"rules", info_rules},   {"persistence", info_persistence}, {"keyspace", info_keyspace},
@@ -1492,19 +1486,19 @@ static void cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
         }
     }
     info_ctx_t x = {.srv = c->loop->srv, .now_ns = sl_now_ns()};
-    resp_buf_t b = {0};
+    buf_t b = {0};
     bool first = true;
     for (size_t i = 0; i < INFO_NSECTIONS; i++) {
         if (argc == 1 || want[i]) {
             if (!first) {
-                resp_add_raw(&b, "\r\n");
+                buf_add_str(&b, "\r\n");
             }
             info_sections[i].fn(&b, &x);
             first = false;
         }
     }
     resp_add_bulk(&c->out, b.data != NULL ? b.data : "", b.len);
-    resp_buf_free(&b);
+    buf_free(&b);
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -1618,9 +1612,20 @@ static bool looks_like_http(const resp_arg_t *first)
     return false;
 }
 
-void resp_process(conn_t *c)
+/* A RESP connection's state (conn_state()). */
+typedef struct resp_conn {
+    size_t need; /* bytes c->in must hold before parsing can get further */
+} resp_conn_t;
+
+/* The arguments of the request being answered: one array per loop thread, pointing into the
+ * connection's input buffer. */
+static _Thread_local resp_arg_t loop_argv[RESP_ARGS_MAX];
+
+static void resp_process(conn_t *c)
 {
     loop_t *l = c->loop;
+    resp_conn_t *rc = conn_state(c);
+    resp_arg_t *argv = loop_argv;
     server_t *srv = l->srv;
     resp_limits_t limits = {.bulk_max = srv->cfg->request_max, .args_max = RESP_ARGS_MAX};
     char err[RESP_ERR_MAX];
@@ -1631,11 +1636,11 @@ void resp_process(conn_t *c)
     engine_worker_begin(l->worker);
     c->in_batch = true;
     /* a request whose bulk argument is still arriving is not parsed again until it has all */
-    bool waiting = c->in_len < c->resp_need;
+    bool waiting = c->in_len < rc->need;
     while (off < c->in_len && !c->closing && !c->writing && !waiting) {
         size_t argc = 0;
-        long used = resp_parse(c->in + off, c->in_len - off, &limits, l->argv, RESP_ARGS_MAX, &argc,
-                               &c->resp_need, err);
+        long used = resp_parse(c->in + off, c->in_len - off, &limits, argv, RESP_ARGS_MAX, &argc,
+                               &rc->need, err);
         if (used == RESP_PARTIAL) {
             if (c->in_len - off > srv->cfg->request_max + 64 * 1024) {
                 resp_add_error(&c->out, "ERR Protocol error: request larger than %zu bytes",
@@ -1653,11 +1658,11 @@ void resp_process(conn_t *c)
         }
         bool inline_request = c->in[off] != '*';
         off += (size_t)used;
-        c->resp_need = 0;
+        rc->need = 0;
         if (argc == 0) {
             continue;
         }
-        if (inline_request && looks_like_http(&l->argv[0])) {
+        if (inline_request && looks_like_http(&argv[0])) {
             /* a web page making a browser POST to this port: nothing it sent runs */
             log_warn("client %s:%d sent an HTTP request to the RESP port: possible cross-protocol "
                      "attack, connection closed",
@@ -1666,8 +1671,28 @@ void resp_process(conn_t *c)
             c->closing = true;
             break;
         }
-        resp_dispatch(c, l->argv, argc);
+        resp_dispatch(c, argv, argc);
         n++;
     }
+    atomic_fetch_add_explicit(&l->stats.commands, n, memory_order_relaxed);
     conn_batch_done(c, off, n, start_ns);
 }
+
+static void resp_reply_full(buf_t *out)
+{
+    resp_add_error(out, "ERR max number of clients reached");
+}
+
+static void resp_reply_closing(buf_t *out, const char *why)
+{
+    resp_add_error(out, "ERR %s", why);
+}
+
+const protocol_t resp_protocol = {
+    .name = "resp2",
+    .label = "RESP",
+    .state_size = sizeof(resp_conn_t),
+    .process = resp_process,
+    .reply_full = resp_reply_full,
+    .reply_closing = resp_reply_closing,
+};

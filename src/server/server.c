@@ -145,7 +145,7 @@ static void on_conn_closed(uv_handle_t *h)
     for (reply_slot_t *s = c->slots, *next; s != NULL; s = next) {
         next = s->next;
         if (s->done) {
-            resp_buf_free(&s->buf);
+            buf_free(&s->buf);
             free(s);
         } else {
             s->conn = NULL;
@@ -155,12 +155,15 @@ static void on_conn_closed(uv_handle_t *h)
     if (c->counted) {
         atomic_fetch_sub(&c->loop->srv->clients, 1);
     }
+    if (c->proto->close != NULL) {
+        c->proto->close(c);
+    }
     conn_unlink(c);
     if (!c->in_borrowed) {
         input_count(c->loop->srv, c->in_cap, 0);
     }
     free(c->in);
-    resp_buf_free(&c->out);
+    buf_free(&c->out);
     free(c);
 }
 
@@ -254,11 +257,7 @@ static void input_check(loop_t *l);
 /* Answers the requests buffered in c, then settles its input buffer and the input cap. */
 static void conn_process(conn_t *c)
 {
-    if (c->http) {
-        http_process(c);
-    } else {
-        resp_process(c);
-    }
+    c->proto->process(c);
     conn_input_settle(c);
     input_check(c->loop);
 }
@@ -347,7 +346,7 @@ void conn_flush(conn_t *c)
     if (n == (int)c->out.len) {
         c->out.len = 0;
         if (c->out.cap > OUT_SHRINK_SIZE) {
-            resp_buf_free(&c->out);
+            buf_free(&c->out);
         }
         if (c->closing && c->slots == NULL) {
             conn_finish(c);
@@ -359,7 +358,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (n > 0) {
-        resp_buf_consume(&c->out, (size_t)n);
+        buf_consume(&c->out, (size_t)n);
     }
     /* The rest goes with uv_write; the buffer moves to the request and the connection stops
      * reading until it completes. */
@@ -452,7 +451,7 @@ void conn_resolve(reply_slot_t *slot)
     conn_t *c = slot->conn;
     slot->done = true;
     if (c == NULL) {
-        resp_buf_free(&slot->buf);
+        buf_free(&slot->buf);
         free(slot);
         return;
     }
@@ -478,12 +477,12 @@ void conn_resolve(reply_slot_t *slot)
         if (s->buf.failed) {
             c->out.failed = true;
         } else if (s->buf.len > 0) {
-            resp_add_mem(&c->out, s->buf.data, s->buf.len);
+            buf_add(&c->out, s->buf.data, s->buf.len);
         }
-        if (s->http && !s->keep_alive) {
+        if (s->close_after) {
             c->closing = true;
         }
-        resp_buf_free(&s->buf);
+        buf_free(&s->buf);
         free(s);
     }
     conn_output_check(c);
@@ -572,8 +571,8 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
         c->out.failed = true;
         return;
     }
-    resp_buf_t saved = c->out;
-    c->out = (resp_buf_t){0};
+    buf_t saved = c->out;
+    c->out = (buf_t){0};
     handler(arg);
     s->buf = c->out;
     c->out = saved;
@@ -593,8 +592,6 @@ void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
     if (n > 0) {
         c->last_active_ns = (int64_t)uv_now(&l->uv) * 1000000;
         c->requests += n;
-        atomic_fetch_add_explicit(c->http ? &l->stats.http_requests : &l->stats.commands, n,
-                                  memory_order_relaxed);
         atomic_fetch_add_explicit(&l->stats.batches, 1, memory_order_relaxed);
         /* Every reply of the batch leaves in the write below: each request took the batch's
          * time. Those waiting in slots are recorded when they resolve. */
@@ -606,6 +603,7 @@ void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
     conn_flush(c);
 }
 
+/* The peer's address, as text (logs, CLIENT LIST) and parsed (trusted proxies, keys). */
 static void peer_name(conn_t *c)
 {
     struct sockaddr_storage ss;
@@ -614,6 +612,7 @@ static void peer_name(conn_t *c)
         snprintf(c->addr, sizeof c->addr, "?");
         return;
     }
+    netaddr_from_sockaddr((const struct sockaddr *)&ss, &c->peer);
     if (ss.ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
         uv_ip6_name(a, c->addr, sizeof c->addr);
@@ -631,20 +630,20 @@ static void on_connection(uv_stream_t *server, int status)
     if (status < 0) {
         return;
     }
-    bool http = false;
+    const protocol_t *proto = NULL;
     for (size_t i = 0; i < l->nlisteners; i++) {
         if ((uv_stream_t *)&l->listeners[i] == server) {
-            http = l->listener_http[i];
+            proto = l->listener_proto[i];
         }
     }
-    conn_t *c = calloc(1, sizeof *c);
+    conn_t *c = calloc(1, sizeof *c + proto->state_size);
     if (c == NULL) {
         return;
     }
     uv_tcp_init(&l->uv, &c->tcp);
     c->tcp.data = c;
     c->loop = l;
-    c->http = http;
+    c->proto = proto;
     c->next = l->conns;
     if (l->conns != NULL) {
         l->conns->prev = c;
@@ -664,16 +663,14 @@ static void on_connection(uv_stream_t *server, int status)
     c->inline_budget = engine_inline_budget(srv->engine);
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);
+    if (proto->open != NULL) {
+        proto->open(c);
+    }
     size_t clients = atomic_fetch_add(&srv->clients, 1) + 1;
     c->counted = true;
     if (clients > srv->cfg->max_clients || atomic_load(&srv->stopping)) {
         atomic_fetch_add_explicit(&l->stats.rejected_clients, 1, memory_order_relaxed);
-        if (http) {
-            resp_add_raw(&c->out, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                  "Connection: close\r\n\r\n");
-        } else {
-            resp_add_error(&c->out, "ERR max number of clients reached");
-        }
+        proto->reply_full(&c->out);
         c->closing = true;
         conn_flush(c);
         return;
@@ -691,11 +688,7 @@ static void evicted_reply(void *arg)
              "connection closed: the input buffers of all clients exceed max-input-buffers "
              "(%zu bytes) and this client's were among the largest",
              c->loop->srv->cfg->input_buffers_max);
-    if (c->http) {
-        http_problem(&c->out, 503, false, NULL, why);
-    } else {
-        resp_add_error(&c->out, "ERR %s", why);
-    }
+    c->proto->reply_closing(&c->out, why);
 }
 
 /* Closes c for the cap: its input goes at once, the error goes out (in order), then it closes. */
@@ -704,7 +697,9 @@ static void conn_evict(conn_t *c)
     loop_t *l = c->loop;
     size_t held = c->in_cap;
     conn_input_release(c);
-    http_reader_init(&c->http_rd);
+    if (c->proto->input_dropped != NULL) {
+        c->proto->input_dropped(c);
+    }
     if (c->closing) { /* already on its way out: nothing of its input would be read */
         return;
     }
@@ -970,8 +965,10 @@ static int port_free(const char *host, int port, char *err, size_t err_cap)
     return 0;
 }
 
-static int loop_listen(loop_t *l, const char *host, int port, bool http, char *err, size_t err_cap)
+static int loop_listen(loop_t *l, const char *host, const server_listener_t *sl, char *err,
+                       size_t err_cap)
 {
+    int port = sl->port;
     int fd = listen_fd(host, port, err, err_cap);
     if (fd < 0) {
         return -1;
@@ -988,7 +985,7 @@ static int loop_listen(loop_t *l, const char *host, int port, bool http, char *e
         uv_close((uv_handle_t *)t, NULL);
         return -1;
     }
-    l->listener_http[l->nlisteners++] = http;
+    l->listener_proto[l->nlisteners++] = sl->proto;
     return 0;
 }
 
@@ -1015,13 +1012,37 @@ static void loops_abandon(server_t *srv, unsigned n)
     srv->nloops = 0;
 }
 
+/* Every listener on every bind address, for loop l. */
+static int loop_listen_all(loop_t *l, char *err, size_t err_cap)
+{
+    const server_t *srv = l->srv;
+    for (size_t b = 0; b < srv->cfg->nbind; b++) {
+        for (size_t k = 0; k < srv->nlisten; k++) {
+            if (loop_listen(l, srv->cfg->bind[b], &srv->listen[k], err, err_cap) != 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int server_listen(server_t *srv, const protocol_t *proto, int port)
+{
+    if (srv->nlisten == SERVER_PROTOCOLS_MAX) {
+        return -1;
+    }
+    srv->listen[srv->nlisten++] = (server_listener_t){.proto = proto, .port = port};
+    return 0;
+}
+
 int server_start(server_t *srv, char *err, size_t err_cap)
 {
     server_config_t *cfg = srv->cfg;
     for (size_t b = 0; b < cfg->nbind; b++) {
-        if ((cfg->resp_port > 0 && port_free(cfg->bind[b], cfg->resp_port, err, err_cap) != 0) ||
-            (cfg->http_port > 0 && port_free(cfg->bind[b], cfg->http_port, err, err_cap) != 0)) {
-            return -1;
+        for (size_t k = 0; k < srv->nlisten; k++) {
+            if (port_free(cfg->bind[b], srv->listen[k].port, err, err_cap) != 0) {
+                return -1;
+            }
         }
     }
     srv->nloops = (unsigned)cfg->threads;
@@ -1037,14 +1058,9 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         l->index = i;
         l->worker = engine_worker(srv->engine, i);
         uv_loop_init(&l->uv);
-        for (size_t b = 0; b < cfg->nbind; b++) {
-            if ((cfg->resp_port > 0 &&
-                 loop_listen(l, cfg->bind[b], cfg->resp_port, false, err, err_cap) != 0) ||
-                (cfg->http_port > 0 &&
-                 loop_listen(l, cfg->bind[b], cfg->http_port, true, err, err_cap) != 0)) {
-                loops_abandon(srv, i + 1);
-                return -1;
-            }
+        if (loop_listen_all(l, err, err_cap) != 0) {
+            loops_abandon(srv, i + 1);
+            return -1;
         }
         char eerr[ENGINE_ERR_MAX];
         if (engine_worker_attach(l->worker, &l->uv, eerr) != 0) {

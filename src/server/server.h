@@ -4,9 +4,9 @@
  * One libuv loop per thread. Every loop listens on its own sockets for every address and port
  * (SO_REUSEPORT: the kernel spreads new connections over the loops), so a connection lives on
  * one loop for its whole life and nothing about it is shared. A read hands the connection's
- * buffered bytes to the protocol (RESP or HTTP): every complete request in them is parsed and
- * answered into one output buffer, with the clock read once for the batch, and written with one
- * write. While a write is pending the connection stops reading (backpressure).
+ * buffered bytes to its listener's protocol (protocol.h: RESP, HTTP): every complete request in
+ * them is parsed and answered into one output buffer, with the clock read once for the batch, and
+ * written with one write. While a write is pending the connection stops reading (backpressure).
  *
  * Memory per client is bounded: output waiting for a client (its buffer, the pending write,
  * deferred replies) above --output-buffer-hard closes it at once, above --output-buffer-soft for
@@ -24,20 +24,26 @@
 
 #include <uv.h>
 
-#include "proto/http.h"
-#include "proto/resp.h"
-
+#include "proto/buf.h"
+#include "proto/netaddr.h"
 #include "rules/ruledef.h"
 #include "server/config.h"
 #include "server/engine.h"
+#include "server/protocol.h"
 
-#define SERVER_LISTEN_MAX  (2 * CONFIG_BIND_MAX)
-#define LATENCY_BUCKETS    12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
-#define INPUT_SIZE_CLASSES 64 /* input buffers counted by floor(log2(capacity)) */
+#define SERVER_PROTOCOLS_MAX 4 /* ports (each with its protocol) per bind address */
+#define SERVER_LISTEN_MAX    (SERVER_PROTOCOLS_MAX * CONFIG_BIND_MAX)
+#define LATENCY_BUCKETS      12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define INPUT_SIZE_CLASSES   64 /* input buffers counted by floor(log2(capacity)) */
 
 typedef struct server server_t;
 typedef struct loop loop_t;
-typedef struct conn conn_t;
+
+/* A port every bind address listens on, and the protocol it speaks. */
+typedef struct server_listener {
+    const protocol_t *proto;
+    int port;
+} server_listener_t;
 
 /*
  * A reply that comes later (a decision waiting on Redis). Replies leave in request order: while
@@ -47,10 +53,9 @@ typedef struct conn conn_t;
 typedef struct reply_slot {
     struct reply_slot *next;
     conn_t *conn; /* NULL once the connection is gone: the slot is freed when resolved */
-    resp_buf_t buf;
+    buf_t buf;
     bool done;
-    bool http;          /* an HTTP reply: whether the connection stays open */
-    bool keep_alive;    /* (HTTP) */
+    bool close_after;   /* the connection closes once this reply is out (HTTP, no keep-alive) */
     bool in_batch;      /* taken while a batch was answered (batch_seq says which) */
     uint64_t batch_seq; /* the connection's batch_seq when taken */
     int64_t start_ns;   /* the batch's clock when taken: where the request's latency starts */
@@ -59,13 +64,12 @@ typedef struct reply_slot {
 struct conn {
     uv_tcp_t tcp;
     loop_t *loop;
-    bool http;
+    const protocol_t *proto; /* its listener's */
     bool authed;
     bool admin;     /* may change rules, overrides, resets (the RESP user "admin", or none set) */
     bool closing;   /* close once the output is written */
     bool writing;   /* a uv_write is pending */
     bool counted;   /* counted in the server's client total */
-    bool continued; /* HTTP: "100 Continue" sent for the request being read */
     bool eof;       /* the client closed its side */
     bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
     bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
@@ -83,6 +87,7 @@ struct conn {
     char name[128]; /* CLIENT SETNAME */
     char addr[64];  /* peer address, text */
     int port;       /* peer port */
+    netaddr_t peer; /* peer address, parsed (family 0 when unknown) */
     int64_t created_ns;
     int64_t last_active_ns; /* loop time (ns) of the last complete request, written reply or
                                connect */
@@ -91,14 +96,19 @@ struct conn {
     char *in;               /* received, not yet consumed; NULL while there is nothing */
     size_t in_len;          /* bytes */
     size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
-    http_reader_t http_rd; /* HTTP: how far the request being received is parsed */
-    size_t resp_need;      /* RESP: bytes c->in must hold before parsing can get further */
-    resp_buf_t out;
+    buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
     conn_t *prev;
     conn_t *next;
+    _Alignas(max_align_t) unsigned char state[]; /* the protocol's, proto->state_size bytes */
 };
+
+/* The protocol's per-connection state (protocol_t.state_size bytes, zeroed on accept). */
+static inline void *conn_state(conn_t *c)
+{
+    return c->state;
+}
 
 /* Per loop counters, read by /metrics and INFO from other threads. */
 typedef struct loop_stats {
@@ -122,7 +132,7 @@ struct loop {
     uv_loop_t uv;
     uv_thread_t thread;
     uv_tcp_t listeners[SERVER_LISTEN_MAX];
-    bool listener_http[SERVER_LISTEN_MAX];
+    const protocol_t *listener_proto[SERVER_LISTEN_MAX];
     size_t nlisteners;
     uv_async_t stop_async;
     uv_async_t evict_async;  /* another loop saw the input buffers over the cap */
@@ -139,12 +149,13 @@ struct loop {
     uv_check_t flush_check; /* writes the connections in flush_head after each poll */
     uv_idle_t flush_idle;   /* active while flush_head is not empty: the poll does not block */
     conn_t *flush_head;     /* connections whose replies resolved outside a batch */
-    resp_arg_t argv[RESP_ARGS_MAX];
     loop_stats_t stats;
 };
 
 struct server {
     server_config_t *cfg;
+    server_listener_t listen[SERVER_PROTOCOLS_MAX]; /* set with server_listen() */
+    size_t nlisten;
     engine_t *engine;
     unsigned nloops;
     loop_t *loops;
@@ -158,11 +169,15 @@ struct server {
     _Atomic uint64_t snapshot_errors;
     _Atomic int64_t last_snapshot_ns;
     size_t ntrusted;
-    void *trusted;              /* http_cidr_t[ntrusted] */
+    netaddr_net_t *trusted;     /* the trusted proxies' networks, [ntrusted], owned by main */
     _Atomic size_t input_bytes; /* every connection's input buffer, bytes allocated */
     _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
     uv_mutex_t evict_mu;                              /* guards the loops' evict_open */
 };
+
+/* Adds a listener: every bind address listens on port for proto (before server_start). Returns
+ * 0, or -1 when SERVER_PROTOCOLS_MAX are already set. */
+int server_listen(server_t *srv, const protocol_t *proto, int port);
 
 /* Binds every listener of every loop (so a port in use fails start-up, not a thread), then
  * starts the loop threads. Returns 0 or -1 with err. */
@@ -193,22 +208,10 @@ void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns);
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
- * (last activity, stats, the latency histogram from start_ns: a request whose reply went into
- * the output in this batch took the batch's time; one whose reply waits in a slot is recorded
+ * (last activity, the batch count, the latency histogram from start_ns: a request whose reply went
+ * into the output in this batch took the batch's time; one whose reply waits in a slot is recorded
  * when the reply moves to the output) and flushes the replies. */
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns);
-
-/* Protocols: process every complete request in c->in (resp_commands.c, http_routes.c). */
-void resp_process(conn_t *c);
-void http_process(conn_t *c);
-
-/* One parsed request, answered into c->out (the protocols' cores, also driven by the fuzz
- * target without sockets). The caller has called engine_worker_begin() and set now_ns. */
-void resp_dispatch(conn_t *c, resp_arg_t *argv, size_t argc);
-void http_handle(conn_t *c, http_request_t *req);
-
-/* True for commands that change rules or overrides (SL.RULE, SL.OVERRIDE). */
-bool resp_command_is_admin(const resp_arg_t *name);
 
 extern const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS];
 
