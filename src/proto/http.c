@@ -30,6 +30,7 @@
 #include "proto/http.h"
 
 #include "proto/codec.h"
+#include "proto/text.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -161,16 +162,10 @@ static const http_parser_settings parse_settings = {
 
 /* ---- error messages ---------------------------------------------------------------------- */
 
-/* A printable rendering of one byte: 'x' or 0x01. */
-static const char *byte_name(int c, char out[8])
+/* A printable rendering of one byte: 'x', 0x01 (the space too), or EOF. */
+static const char *byte_name(int c, char out[TEXT_BYTE_CAP])
 {
-    if (c < 0)
-        snprintf(out, 8, "EOF");
-    else if (c > 0x20 && c < 0x7f)
-        snprintf(out, 8, "'%c'", c);
-    else
-        snprintf(out, 8, "0x%02x", (unsigned)c & 0xffu);
-    return out;
+    return text_byte(c, TEXT_BYTE_0X | TEXT_BYTE_SPACE, out);
 }
 
 /* Writes "<what> (line L, column C)" for byte pos of buf. */
@@ -615,7 +610,7 @@ static long partial(const parse_ctx_t *c, size_t len, int *status)
 /* The request ended at buf[end]: fills in the rest of *req, de-chunking a chunked body. The
  * head was scanned into *req in this call when head_scanned, else it is scanned again here
  * (it passed every check in an earlier call, at another address). */
-static long finish(parse_ctx_t *c, const http_parser *p, char *buf, size_t end, bool head_scanned,
+static long request_complete(parse_ctx_t *c, const http_parser *p, char *buf, size_t end, bool head_scanned,
                    int *status)
 {
     http_reader_t *rd = c->rd;
@@ -674,7 +669,7 @@ static long parse_new_bytes(parse_ctx_t *c, char *buf, size_t len, int *status)
         rd->work += n;
         enum http_errno e = HTTP_PARSER_ERRNO(p);
         if (e == HPE_PAUSED && rd->message_done)
-            return finish(c, p, buf, rd->fed, head_scanned, status);
+            return request_complete(c, p, buf, rd->fed, head_scanned, status);
         if (e == HPE_PAUSED) { /* stopped on the head's final LF, which it feeds again */
             rd->head_end = rd->fed + 1;
             long rc = check_head(c, p, status);
@@ -1078,32 +1073,6 @@ void http_problem(buf_t *b, int status, bool keep_alive, const char *title, cons
     http_problem_end(b, status, keep_alive, title, detail);
 }
 
-/* The length of the valid UTF-8 sequence at s[0..len) (RFC 3629), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t len)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-    size_t n;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80;
-        hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80;
-        hi = c == 0xf4 ? 0x8f : 0xbf; /* nothing above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (len < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
-}
-
 /* Appends p[0..n) to out[0..cap) at *len, keeping room for a NUL. */
 static void emit(char *out, size_t cap, size_t *len, const char *p, size_t n)
 {
@@ -1138,7 +1107,7 @@ size_t http_json_escape(char *out, size_t cap, const char *s, size_t len)
         } else if (c < 0x80) {
             emit(out, cap, &n, (const char *)&s[i], 1);
         } else {
-            size_t k = utf8_len((const unsigned char *)s + i, len - i);
+            size_t k = text_utf8_decode((const unsigned char *)s + i, len - i, NULL);
             if (k == 0) {
                 emit(out, cap, &n, "\\ufffd", 6);
                 k = 1;

@@ -9,6 +9,7 @@
 #include "proto/resp.h"
 
 #include "proto/codec.h"
+#include "proto/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,13 +31,9 @@ static long fail(char *err, const char *fmt, ...)
 }
 
 /* A printable rendering of one byte for error messages. */
-static const char *byte_name(unsigned char c, char out[8])
+static const char *byte_name(unsigned char c, char out[TEXT_BYTE_CAP])
 {
-    if (c >= 0x20 && c < 0x7f)
-        snprintf(out, 8, "'%c'", c);
-    else
-        snprintf(out, 8, "\\x%02x", c);
-    return out;
+    return text_byte(c, 0, out);
 }
 
 /*
