@@ -194,7 +194,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
  * read. So, as nginx's lingering close does: send FIN (shutdown), discard what still arrives,
  * and close on the client's EOF or after LINGER_MS.
  */
-static void conn_finish(conn_t *c)
+static void conn_close_lingering(conn_t *c)
 {
     if (c->lingering || uv_is_closing((uv_handle_t *)&c->tcp)) {
         return;
@@ -315,7 +315,7 @@ static void on_written(uv_write_t *req, int status)
     }
     if (c->closing) {
         if (c->slots == NULL) {
-            conn_finish(c);
+            conn_close_lingering(c);
         }
         return;
     }
@@ -337,7 +337,7 @@ void conn_flush(conn_t *c)
     }
     if (c->out.len == 0) {
         if (c->closing && c->slots == NULL) {
-            conn_finish(c);
+            conn_close_lingering(c);
         }
         return;
     }
@@ -349,7 +349,7 @@ void conn_flush(conn_t *c)
             buf_free(&c->out);
         }
         if (c->closing && c->slots == NULL) {
-            conn_finish(c);
+            conn_close_lingering(c);
         }
         return;
     }

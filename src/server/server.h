@@ -71,7 +71,7 @@ struct conn {
     bool writing;   /* a uv_write is pending */
     bool counted;   /* counted in the server's client total */
     bool eof;       /* the client closed its side */
-    bool lingering; /* output written, FIN sent, discarding input until EOF (conn_finish) */
+    bool lingering; /* output written, FIN sent, discarding input until EOF (conn_close_lingering) */
     bool detached;  /* no socket (the fuzz target): replies accumulate in out, never written */
     bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
     conn_t *flush_next;
