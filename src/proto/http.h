@@ -258,6 +258,10 @@ size_t http_json_escape(char *out, size_t cap, const char *s, size_t len);
 /* Appends s[0..len) as a quoted, escaped JSON string ("...") to b. */
 void http_json_append(buf_t *b, const char *s, size_t len);
 
+/* Cuts off the body of the response that starts at b->data[from] (its head, up to the blank
+ * line, stays; Content-Length too): a HEAD request's answer is the GET answer's head. */
+void http_head_only(buf_t *b, size_t from);
+
 /* Formats unix_s (seconds since the epoch) as an IMF-fixdate for the Date header, in
  * out[HTTP_DATE_LEN]: "Sun, 06 Nov 1994 08:49:37 GMT". Returns out. */
 const char *http_date(int64_t unix_s, char out[HTTP_DATE_LEN]);

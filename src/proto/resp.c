@@ -94,7 +94,7 @@ static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_
         if ((size_t)pos >= len)
             return RESP_PARTIAL;
         if (buf[pos] != '$') {
-            char name[8];
+            char name[TEXT_BYTE_CAP];
             return fail(err, "expected '$', got %s", byte_name((unsigned char)buf[pos], name));
         }
         long long blen;
