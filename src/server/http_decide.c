@@ -20,7 +20,7 @@
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "server/admin.h"
-#include "server/http_routes.h"
+#include "server/route.h"
 #include "server/server.h"
 
 #define NS_PER_MS  INT64_C(1000000)

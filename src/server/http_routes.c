@@ -19,7 +19,7 @@
 #include "proto/http.h"
 #include "server/metrics.h"
 #include "server/http_front.h"
-#include "server/http_routes.h"
+#include "server/route.h"
 #include "server/server.h"
 
 /* ---- dispatch ------------------------------------------------------------------------------ */

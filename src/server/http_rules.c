@@ -18,7 +18,7 @@
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "server/admin.h"
-#include "server/http_routes.h"
+#include "server/route.h"
 #include "server/server.h"
 
 /* ---- rules and overrides ------------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * http_routes.h - what the files of sluiced's HTTP routes share (private to
+ * route.h - what the files of sluiced's HTTP routes share (private to
  * src/server/http_*.c): a request being routed, the problem reply, and the routes.
  *
  *   http_routes.c   the route table (dispatch), /metrics, /healthz, /readyz, the request loop
@@ -7,8 +7,8 @@
  *   http_decide.c   decisions: POST /v1/allow, POST /v1/settle, GET /v1/auth/{rule}
  *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
  */
-#ifndef SLUICE_SERVER_HTTP_ROUTES_H
-#define SLUICE_SERVER_HTTP_ROUTES_H
+#ifndef SLUICE_SERVER_ROUTE_H
+#define SLUICE_SERVER_ROUTE_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -63,4 +63,4 @@ void route_auth(route_ctx_t *x);
 /* http_rules.c */
 void route_rules(route_ctx_t *x);
 
-#endif /* SLUICE_SERVER_HTTP_ROUTES_H */
+#endif /* SLUICE_SERVER_ROUTE_H */
