@@ -94,18 +94,17 @@ const char *netaddr_format(const netaddr_t *a, char *out, size_t cap)
     return inet_ntop(a->family == 4 ? AF_INET : AF_INET6, a->addr, out, (socklen_t)cap);
 }
 
-/* The decimal prefix length d[0..n) (1 to 3 digits); -1 if it is not one. */
-static int prefix_digits(const char *d, size_t n)
+int netaddr_prefix_parse(const char *s, size_t len, unsigned max)
 {
-    if (n == 0 || n > 3)
+    if (len == 0 || len > 3)
         return -1;
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (d[i] < '0' || d[i] > '9')
+    unsigned v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
             return -1;
-        v = v * 10 + (d[i] - '0');
+        v = v * 10 + (unsigned)(s[i] - '0');
     }
-    return v;
+    return v <= max ? (int)v : -1;
 }
 
 int netaddr_mask(const netaddr_t *a, unsigned family, unsigned prefix, netaddr_net_t *out)
@@ -134,7 +133,7 @@ int netaddr_net_parse(const char *s, size_t len, netaddr_net_t *out)
         return rc;
     int prefix = a.family == 4 ? 32 : 128;
     if (slash != NULL) {
-        prefix = prefix_digits(slash + 1, len - addr_len - 1);
+        prefix = netaddr_prefix_parse(slash + 1, len - addr_len - 1, 999);
         if (mapped) /* ::ffff:10.0.0.0/104 is 10.0.0.0/8 */
             prefix = prefix < 96 || prefix > 128 ? -1 : prefix - 96;
         if (prefix < 0)

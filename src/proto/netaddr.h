@@ -67,6 +67,10 @@ const char *netaddr_format(const netaddr_t *a, char *out, size_t cap);
  */
 int netaddr_net_parse(const char *s, size_t len, netaddr_net_t *out);
 
+/* A prefix length written in decimal, s[0..len): 1 to 3 digits, at most max. Returns it, or -1
+ * if it is not one. */
+int netaddr_prefix_parse(const char *s, size_t len, unsigned max);
+
 /* True if a is inside n (an IPv4 address is never inside an IPv6 network and vice versa). */
 bool netaddr_net_contains(const netaddr_net_t *n, const netaddr_t *a);
 

@@ -37,20 +37,6 @@ static bool is_token_char(char c)
            c == '_';
 }
 
-/* Parses a decimal prefix length of at most `max`; -1 if malformed. */
-static int prefix_len(const char *p, size_t len, int max)
-{
-    if (len == 0 || len > 3)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (p[i] - '0');
-    }
-    return v <= max ? v : -1;
-}
-
 static bool starts(const char *p, size_t len, const char *word)
 {
     size_t n = strlen(word);
@@ -67,7 +53,7 @@ static int parse_placeholder(const char *p, size_t len, size_t offset, keytpl_t 
     } else if (starts(p, len, "ip/") || starts(p, len, "ip6/")) {
         bool v6 = p[2] == '6';
         size_t skip = v6 ? 4 : 3;
-        int bits = prefix_len(p + skip, len - skip, v6 ? 128 : 32);
+        int bits = netaddr_prefix_parse(p + skip, len - skip, v6 ? 128 : 32);
         if (bits < 0)
             return fail(err, offset, "prefix length must be 0..%d in '{%.*s}'", v6 ? 128 : 32,
                         (int)len, p);

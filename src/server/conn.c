@@ -580,6 +580,15 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
     conn_output_check(c);
 }
 
+int64_t conn_batch_begin(conn_t *c)
+{
+    loop_t *l = c->loop;
+    l->now_ns = sl_now_ns();
+    engine_worker_begin(l->worker);
+    c->in_batch = true;
+    return l->now_ns;
+}
+
 void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
 {
     loop_t *l = c->loop;

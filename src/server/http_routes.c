@@ -124,10 +124,7 @@ static void http_process(conn_t *c)
     char err[HTTP_ERR_MAX];
     size_t off = 0;
     uint64_t n = 0;
-    int64_t start_ns = sl_now_ns();
-    l->now_ns = start_ns;
-    engine_worker_begin(l->worker);
-    c->in_batch = true;
+    int64_t start_ns = conn_batch_begin(c);
     while (off < c->in_len && !c->closing) {
         http_request_t req;
         int status = 0;

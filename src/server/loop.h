@@ -198,6 +198,11 @@ void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns);
  * replies are deferred, into a slot of its own. */
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg);
 
+/* Begins a protocol's batch, answering what one read brought: reads the clock once for it
+ * (c->loop->now_ns), lets the engine worker know, marks c in a batch. Returns the clock, ns,
+ * for conn_batch_done(). */
+int64_t conn_batch_begin(conn_t *c);
+
 /* Ends a protocol's batch: drops the `consumed` bytes of c->in, counts the n requests answered
  * (last activity, the batch count, the latency histogram from start_ns: a request whose reply went
  * into the output in this batch took the batch's time; one whose reply waits in a slot is recorded

@@ -155,10 +155,7 @@ static void resp_process(conn_t *c)
     char err[RESP_ERR_MAX];
     size_t off = 0;
     uint64_t n = 0;
-    int64_t start_ns = sl_now_ns();
-    l->now_ns = start_ns;
-    engine_worker_begin(l->worker);
-    c->in_batch = true;
+    int64_t start_ns = conn_batch_begin(c);
     /* a request whose bulk argument is still arriving is not parsed again until it has all */
     bool waiting = c->in_len < rc->need;
     while (off < c->in_len && !c->closing && !c->writing && !waiting) {

@@ -888,6 +888,29 @@ static void test_ratelimit_headers(void **unused)
     buf_free(&b);
 }
 
+/* A HEAD answer is the GET answer's head: the body goes, Content-Length and earlier responses
+ * in the buffer stay. */
+static void test_head_only(void **unused)
+{
+    (void)unused;
+    buf_t b = {0};
+    http_head_only(&b, 0); /* nothing yet */
+    assert_int_equal(b.len, 0);
+    http_begin(&b, 200);
+    http_end(&b, true, "text/plain", "first\r\n\r\nbody", 13);
+    size_t first = b.len;
+    http_begin(&b, 200);
+    http_end(&b, true, "text/plain", "ok\n", 3);
+    http_head_only(&b, first);
+    assert_int_equal(
+        b.len - first,
+        strlen("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\n"));
+    assert_memory_equal(b.data + first - 4, "body", 4); /* the first response is whole */
+    http_head_only(&b, b.len);                          /* from the end: nothing to cut */
+    assert_memory_equal(b.data + b.len - 4, "\r\n\r\n", 4);
+    buf_free(&b);
+}
+
 static void test_problem(void **unused)
 {
     buf_t b = {0};
@@ -994,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_client_ip),
         cmocka_unit_test(test_response_bytes),
         cmocka_unit_test(test_ratelimit_headers),
+        cmocka_unit_test(test_head_only),
         cmocka_unit_test(test_problem),
         cmocka_unit_test(test_json_escape),
         cmocka_unit_test(test_date),

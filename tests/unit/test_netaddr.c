@@ -188,6 +188,19 @@ static void test_mask_and_format(void **unused)
     assert_string_equal(netaddr_format(&m, at, sizeof(at)), "198.51.100.9");
 }
 
+static void test_prefix_parse(void **unused)
+{
+    (void)unused;
+    assert_int_equal(netaddr_prefix_parse("24", 2, 32), 24);
+    assert_int_equal(netaddr_prefix_parse("0", 1, 32), 0);
+    assert_int_equal(netaddr_prefix_parse("128", 3, 128), 128);
+    assert_int_equal(netaddr_prefix_parse("33", 2, 32), -1);
+    assert_int_equal(netaddr_prefix_parse("", 0, 32), -1);
+    assert_int_equal(netaddr_prefix_parse("0008", 4, 128), -1); /* at most three digits */
+    assert_int_equal(netaddr_prefix_parse("-1", 2, 32), -1);
+    assert_int_equal(netaddr_prefix_parse("2x", 2, 32), -1);
+}
+
 static void test_in_any(void **unused)
 {
     (void)unused;
@@ -206,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_ip_sockaddr_and_format),
         cmocka_unit_test(test_errors_are_specific),
         cmocka_unit_test(test_mask_and_format),
+        cmocka_unit_test(test_prefix_parse),
         cmocka_unit_test(test_in_any),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
