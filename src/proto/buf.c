@@ -45,14 +45,6 @@ bool buf_grow(buf_t *b, size_t n)
     return true;
 }
 
-void buf_add(buf_t *b, const void *p, size_t len)
-{
-    if (len > 0 && buf_reserve(b, len)) {
-        memcpy(b->data + b->len, p, len);
-        b->len += len;
-    }
-}
-
 void buf_add_str(buf_t *b, const char *s)
 {
     buf_add(b, s, strlen(s));

@@ -211,11 +211,6 @@ long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
-static void put(buf_t *b, const void *p, size_t n)
-{
-    buf_add(b, p, n);
-}
-
 /* Writes "<prefix><v>\r\n" straight into the buffer (the hot path of every reply). */
 static void put_line_int(buf_t *b, char prefix, int64_t v)
 {
@@ -241,9 +236,9 @@ static void put_line_int(buf_t *b, char prefix, int64_t v)
 
 void resp_add_simple(buf_t *b, const char *s)
 {
-    put(b, "+", 1);
-    put(b, s, strlen(s));
-    put(b, "\r\n", 2);
+    buf_add(b, "+", 1);
+    buf_add(b, s, strlen(s));
+    buf_add(b, "\r\n", 2);
 }
 
 void resp_add_error(buf_t *b, const char *fmt, ...)
@@ -259,9 +254,9 @@ void resp_add_error(buf_t *b, const char *fmt, ...)
     for (size_t i = 0; i < len; i++) /* an error is one line */
         if (msg[i] == '\r' || msg[i] == '\n')
             msg[i] = ' ';
-    put(b, "-", 1);
-    put(b, msg, len);
-    put(b, "\r\n", 2);
+    buf_add(b, "-", 1);
+    buf_add(b, msg, len);
+    buf_add(b, "\r\n", 2);
 }
 
 void resp_add_int(buf_t *b, int64_t v)
@@ -272,13 +267,13 @@ void resp_add_int(buf_t *b, int64_t v)
 void resp_add_bulk(buf_t *b, const void *p, size_t len)
 {
     put_line_int(b, '$', (int64_t)len);
-    put(b, p, len);
-    put(b, "\r\n", 2);
+    buf_add(b, p, len);
+    buf_add(b, "\r\n", 2);
 }
 
 void resp_add_null(buf_t *b)
 {
-    put(b, "$-1\r\n", 5);
+    buf_add(b, "$-1\r\n", 5);
 }
 
 void resp_add_array(buf_t *b, size_t n)
