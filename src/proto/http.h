@@ -36,6 +36,8 @@
  * Responses are appended to a buf_t (buf.h): http_begin(), any http_header() calls, then
  * http_end() or http_problem_end(). The helpers below (headers, query, path segments, client
  * address behind trusted proxies, JSON strings) work on a parsed request and never allocate.
+ *
+ * The parser is http_parse.c, the request helpers http.c, the responses http_response.c.
  */
 #ifndef SLUICE_PROTO_HTTP_H
 #define SLUICE_PROTO_HTTP_H
