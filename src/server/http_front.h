@@ -1,7 +1,7 @@
 /*
  * http_front.h - sluiced's HTTP front end: the protocol the HTTP port speaks (http_protocol,
  * given to its listener by main.c), and the one-request entry point the fuzz target drives
- * without sockets. The routes live in http_routes.c.
+ * without sockets. The routes live in http_routes.c, http_decide.c and http_rules.c.
  */
 #ifndef SLUICE_SERVER_HTTP_FRONT_H
 #define SLUICE_SERVER_HTTP_FRONT_H

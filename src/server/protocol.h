@@ -1,6 +1,6 @@
 /*
  * protocol.h - what the server asks of a protocol (RESP, HTTP): a table of functions given to
- * each listener when it is created. The server (server.c) knows connections, loops and
+ * each listener when it is created. The server (server.c, conn.c) knows connections, loops and
  * listeners; it reads bytes into a connection's input buffer and hands the connection to its
  * listener's protocol, which parses what it can, answers it into c->out and ends the batch with
  * conn_batch_done(). The server never parses or writes a protocol's bytes itself: where it must
@@ -34,9 +34,9 @@ typedef struct protocol {
     /* The connection is being freed: release what the state holds. May be NULL. */
     void (*close)(conn_t *c);
 
-    /* Answers every complete request in c->in[0..c->in_len) and ends with conn_batch_done()
-     * (the bytes it consumed, the requests it answered). Stops early while c->writing or
-     * c->closing. Counts its requests and protocol errors in c->loop->stats. */
+    /* Answers every complete request in c->in[0..c->in_len): begins with conn_batch_begin(),
+     * ends with conn_batch_done() (the bytes it consumed, the requests it answered). Stops early
+     * while c->writing or c->closing. Counts its requests and protocol errors in c->loop->stats. */
     void (*process)(conn_t *c);
 
     /* The input buffer was dropped (the client is evicted for the input-buffer cap): forget
