@@ -1,7 +1,7 @@
 /*
  * sluice_module.c - sluice.so, the Redis module: sluice's algorithms as native commands inside
  * redis-server and Redis Cluster. Glue only: arguments, errors and replies come from
- * src/rules/throttle_args.c (shared with sluiced), decisions from the core (src/core/), and
+ * src/proto/throttle_args.c (shared with sluiced), decisions from the core (src/core/), and
  * this file moves state between a Redis key and sl_decide(). docs/module.md is the user's view.
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
@@ -37,7 +37,7 @@
 
 #include "module/redismodule.h"
 #include "module/value.h"
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 #include "sluice/sluice.h"
 #include "sluice/version.h"
 

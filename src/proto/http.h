@@ -33,9 +33,11 @@
  * is 413 as soon as its size line is complete, and chunk framing (size lines, extensions,
  * trailers) above HTTP_CHUNK_FRAMING_MAX bytes is 413.
  *
- * Responses are appended to a resp_buf_t (resp.h): http_begin(), any http_header() calls, then
+ * Responses are appended to a buf_t (buf.h): http_begin(), any http_header() calls, then
  * http_end() or http_problem_end(). The helpers below (headers, query, path segments, client
  * address behind trusted proxies, JSON strings) work on a parsed request and never allocate.
+ *
+ * The parser is http_parse.c, the request helpers http.c, the responses http_response.c.
  */
 #ifndef SLUICE_PROTO_HTTP_H
 #define SLUICE_PROTO_HTTP_H
@@ -46,9 +48,8 @@
 
 #include <http_parser.h>
 
-#include "proto/resp.h"
-
-struct sockaddr;
+#include "proto/buf.h"
+#include "proto/netaddr.h"
 
 #define HTTP_HEADERS_MAX       64          /* most header fields in a request (more: 431) */
 #define HTTP_HEAD_MAX          (16 * 1024) /* request line + header bytes, with CRLFs (more: 431) */
@@ -56,7 +57,6 @@ struct sockaddr;
 #define HTTP_CHUNK_FRAMING_MAX (16 * 1024) /* chunk size lines + extensions + trailers, bytes */
 #define HTTP_METHOD_TOKEN_MAX  32          /* longest unknown method token reported as 501 */
 #define HTTP_ERR_MAX           128         /* an http_parse error message fits in this */
-#define HTTP_IP_STRLEN         46          /* a textual IPv6 address + NUL (INET6_ADDRSTRLEN) */
 #define HTTP_DATE_LEN          30          /* "Sun, 06 Nov 1994 08:49:37 GMT" + NUL */
 #define HTTP_QUERY_KEY_MAX     256         /* longest decoded query parameter name matched */
 
@@ -186,42 +186,6 @@ long http_path_segments(const char *path, size_t path_len, char *storage, size_t
 
 /* ---- client addresses ---------------------------------------------------------------------- */
 
-/* An IPv4 (family 4, addr[0..4)) or IPv6 (family 6, addr[0..16)) address. IPv4-mapped IPv6
- * addresses (::ffff:1.2.3.4) are always stored as IPv4. */
-typedef struct http_ip {
-    uint8_t family; /* 4 or 6 */
-    uint8_t addr[16];
-} http_ip_t;
-
-/* A network: the first prefix bits of addr (the others are zero). */
-typedef struct http_cidr {
-    uint8_t family; /* 4 or 6 */
-    uint8_t prefix; /* bits: 0..32 or 0..128 */
-    uint8_t addr[16];
-} http_cidr_t;
-
-/* Parses a bare textual address ("10.1.2.3", "::1", "::ffff:10.1.2.3"; no port, brackets or
- * zone). Returns 0, or -1 if s[0..len) is not one. */
-int http_ip_parse(const char *s, size_t len, http_ip_t *out);
-
-/* Converts an AF_INET or AF_INET6 socket address (e.g. from uv_tcp_getpeername). Returns 0, or
- * -1 for another family. */
-int http_ip_from_sockaddr(const struct sockaddr *sa, http_ip_t *out);
-
-/* Writes ip as text (inet_ntop; mapped addresses as dotted quads) NUL-terminated into
- * out[0..cap); cap >= HTTP_IP_STRLEN always suffices. Returns out, or NULL if it does not fit. */
-const char *http_ip_format(const http_ip_t *ip, char *out, size_t cap);
-
-/*
- * Parses "10.0.0.0/8", "fd00::/8", "::ffff:10.0.0.0/104" (an IPv4 network) or a bare address
- * ("127.0.0.1" = /32, "::1" = /128). Address bits beyond the prefix are cleared ("10.1.2.3/8"
- * is 10.0.0.0/8). Returns 0, or -1 if s[0..len) is none of these.
- */
-int http_cidr_parse(const char *s, size_t len, http_cidr_t *out);
-
-/* True if ip is inside c (an IPv4 address is never inside an IPv6 network and vice versa). */
-bool http_cidr_contains(const http_cidr_t *c, const http_ip_t *ip);
-
 /*
  * The client's address behind trusted proxies (nginx's real_ip with real_ip_recursive on). If
  * peer (the TCP peer) is not inside one of trusted[0..ntrusted), the client is the peer.
@@ -233,14 +197,8 @@ bool http_cidr_contains(const http_cidr_t *c, const http_ip_t *ip);
  * "1.2.3.4:port", "::1", "[::1]" or "[::1]:port"; empty entries are skipped.
  * Returns 0 and sets *client, or -1 if ntrusted > 0 and trusted is NULL.
  */
-int http_client_addr(const http_request_t *r, const http_ip_t *peer, const http_cidr_t *trusted,
-                     size_t ntrusted, http_ip_t *client);
-
-/* http_client_addr() over a textual peer address (NUL-terminated, as http_ip_parse accepts):
- * writes the client's address as text into out[0..cap) and returns out, or NULL if peer is
- * not an address or out is too small (cap >= HTTP_IP_STRLEN always suffices). */
-const char *http_client_ip(const http_request_t *r, const char *peer, const http_cidr_t *trusted,
-                           size_t ntrusted, char *out, size_t cap);
+int http_client_addr(const http_request_t *r, const netaddr_t *peer, const netaddr_net_t *trusted,
+                     size_t ntrusted, netaddr_t *client);
 
 /* ---- responses ----------------------------------------------------------------------------- */
 
@@ -248,15 +206,15 @@ const char *http_client_ip(const http_request_t *r, const char *peer, const http
 const char *http_reason(int status);
 
 /* Appends the interim "HTTP/1.1 100 Continue" response (head and blank line). */
-void http_continue(resp_buf_t *b);
+void http_continue(buf_t *b);
 
 /* Starts a response: "HTTP/1.1 <status> <reason>\r\n". */
-void http_begin(resp_buf_t *b, int status);
+void http_begin(buf_t *b, int status);
 
 /* Appends "<name>: <value>\r\n" with the value formatted printf-style; control characters in
  * the value (CR and LF included, tab excepted) become spaces, so a value cannot inject
  * headers. name is a literal token from the caller. */
-void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
+void http_header(buf_t *b, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*
@@ -265,8 +223,7 @@ void http_header(resp_buf_t *b, const char *name, const char *fmt, ...)
  * must not carry one), "Connection: close" when !keep_alive, the blank line, then body[0..len).
  * For a 204 pass content_type NULL and len 0.
  */
-void http_end(resp_buf_t *b, bool keep_alive, const char *content_type, const void *body,
-              size_t len);
+void http_end(buf_t *b, bool keep_alive, const char *content_type, const void *body, size_t len);
 
 /*
  * The IETF RateLimit fields, draft-ietf-httpapi-ratelimit-headers-10 syntax:
@@ -276,7 +233,7 @@ void http_end(resp_buf_t *b, bool keep_alive, const char *content_type, const vo
  * outside printable ASCII become '?'. Numbers are clamped to 0..999999999999999 (sf-integer);
  * window_s and reset_s are seconds, already rounded up by the caller.
  */
-void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, int64_t window_s,
+void http_ratelimit_headers(buf_t *b, const char *policy, int64_t limit, int64_t window_s,
                             int64_t remaining, int64_t reset_s);
 
 /*
@@ -286,12 +243,10 @@ void http_ratelimit_headers(resp_buf_t *b, const char *policy, int64_t limit, in
  * title NULL means http_reason(status); detail NULL leaves "detail" out. Strings are escaped
  * as by http_json_escape().
  */
-void http_problem_end(resp_buf_t *b, int status, bool keep_alive, const char *title,
-                      const char *detail);
+void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, const char *detail);
 
 /* A whole problem response: http_begin(b, status) then http_problem_end(). */
-void http_problem(resp_buf_t *b, int status, bool keep_alive, const char *title,
-                  const char *detail);
+void http_problem(buf_t *b, int status, bool keep_alive, const char *title, const char *detail);
 
 /*
  * Escapes s[0..len) as the inside of a JSON string (no quotes): '"' and '\' backslashed,
@@ -303,10 +258,11 @@ void http_problem(resp_buf_t *b, int status, bool keep_alive, const char *title,
 size_t http_json_escape(char *out, size_t cap, const char *s, size_t len);
 
 /* Appends s[0..len) as a quoted, escaped JSON string ("...") to b. */
-void http_json_append(resp_buf_t *b, const char *s, size_t len);
+void http_json_append(buf_t *b, const char *s, size_t len);
 
-/* Appends raw bytes to b (for building JSON bodies around http_json_append). */
-void http_append(resp_buf_t *b, const void *p, size_t len);
+/* Cuts off the body of the response that starts at b->data[from] (its head, up to the blank
+ * line, stays; Content-Length too): a HEAD request's answer is the GET answer's head. */
+void http_head_only(buf_t *b, size_t from);
 
 /* Formats unix_s (seconds since the epoch) as an IMF-fixdate for the Date header, in
  * out[HTTP_DATE_LEN]: "Sun, 06 Nov 1994 08:49:37 GMT". Returns out. */

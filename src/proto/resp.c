@@ -9,6 +9,7 @@
 #include "proto/resp.h"
 
 #include "proto/codec.h"
+#include "proto/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,13 +31,9 @@ static long fail(char *err, const char *fmt, ...)
 }
 
 /* A printable rendering of one byte for error messages. */
-static const char *byte_name(unsigned char c, char out[8])
+static const char *byte_name(unsigned char c, char out[TEXT_BYTE_CAP])
 {
-    if (c >= 0x20 && c < 0x7f)
-        snprintf(out, 8, "'%c'", c);
-    else
-        snprintf(out, 8, "\\x%02x", c);
-    return out;
+    return text_byte(c, 0, out);
 }
 
 /*
@@ -97,7 +94,7 @@ static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_
         if ((size_t)pos >= len)
             return RESP_PARTIAL;
         if (buf[pos] != '$') {
-            char name[8];
+            char name[TEXT_BYTE_CAP];
             return fail(err, "expected '$', got %s", byte_name((unsigned char)buf[pos], name));
         }
         long long blen;
@@ -214,58 +211,10 @@ long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
-void resp_buf_free(resp_buf_t *b)
-{
-    free(b->data);
-    *b = (resp_buf_t){0};
-}
-
-void resp_buf_consume(resp_buf_t *b, size_t n)
-{
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
-}
-
-bool resp_buf_reserve(resp_buf_t *b, size_t n)
-{
-    if (b->failed)
-        return false;
-    if (b->cap - b->len >= n)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n) {
-        if (cap > SIZE_MAX / 2) {
-            b->failed = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(b->data, cap);
-    if (p == NULL) {
-        b->failed = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
-static void put(resp_buf_t *b, const void *p, size_t n)
-{
-    if (resp_buf_reserve(b, n)) {
-        memcpy(b->data + b->len, p, n);
-        b->len += n;
-    }
-}
-
 /* Writes "<prefix><v>\r\n" straight into the buffer (the hot path of every reply). */
-static void put_line_int(resp_buf_t *b, char prefix, int64_t v)
+static void put_line_int(buf_t *b, char prefix, int64_t v)
 {
-    if (!resp_buf_reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
+    if (!buf_reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
         return;
     char digits[20];
     int n = 0;
@@ -285,14 +234,14 @@ static void put_line_int(resp_buf_t *b, char prefix, int64_t v)
     b->len = (size_t)(p - b->data);
 }
 
-void resp_add_simple(resp_buf_t *b, const char *s)
+void resp_add_simple(buf_t *b, const char *s)
 {
-    put(b, "+", 1);
-    put(b, s, strlen(s));
-    put(b, "\r\n", 2);
+    buf_add(b, "+", 1);
+    buf_add(b, s, strlen(s));
+    buf_add(b, "\r\n", 2);
 }
 
-void resp_add_error(resp_buf_t *b, const char *fmt, ...)
+void resp_add_error(buf_t *b, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -305,65 +254,41 @@ void resp_add_error(resp_buf_t *b, const char *fmt, ...)
     for (size_t i = 0; i < len; i++) /* an error is one line */
         if (msg[i] == '\r' || msg[i] == '\n')
             msg[i] = ' ';
-    put(b, "-", 1);
-    put(b, msg, len);
-    put(b, "\r\n", 2);
+    buf_add(b, "-", 1);
+    buf_add(b, msg, len);
+    buf_add(b, "\r\n", 2);
 }
 
-void resp_add_int(resp_buf_t *b, int64_t v)
+void resp_add_int(buf_t *b, int64_t v)
 {
     put_line_int(b, ':', v);
 }
 
-void resp_add_bulk(resp_buf_t *b, const void *p, size_t len)
+void resp_add_bulk(buf_t *b, const void *p, size_t len)
 {
     put_line_int(b, '$', (int64_t)len);
-    put(b, p, len);
-    put(b, "\r\n", 2);
+    buf_add(b, p, len);
+    buf_add(b, "\r\n", 2);
 }
 
-void resp_add_null(resp_buf_t *b)
+void resp_add_null(buf_t *b)
 {
-    put(b, "$-1\r\n", 5);
+    buf_add(b, "$-1\r\n", 5);
 }
 
-void resp_add_array(resp_buf_t *b, size_t n)
+void resp_add_array(buf_t *b, size_t n)
 {
     put_line_int(b, '*', (int64_t)n);
 }
 
-void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n)
+void resp_add_int_array(buf_t *b, const int64_t *v, size_t n)
 {
     /* "*n\r\n" then n times ":v\r\n": at most 24 bytes each, reserved once. */
-    if (!resp_buf_reserve(b, 24 * (n + 1))) {
+    if (!buf_reserve(b, 24 * (n + 1))) {
         return;
     }
     put_line_int(b, '*', (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         put_line_int(b, ':', v[i]);
     }
-}
-
-void resp_buf_printf(resp_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || !resp_buf_reserve(b, (size_t)n + 1))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void resp_add_raw(resp_buf_t *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-void resp_add_mem(resp_buf_t *b, const void *p, size_t len)
-{
-    put(b, p, len);
 }

@@ -15,8 +15,8 @@
  * Limits are named and checked before anything is trusted: a request that would exceed one is a
  * protocol error (the connection is closed after replying), never a large allocation.
  *
- * Replies are appended to a growable output buffer (one per connection); the encoders only
- * allocate when that buffer grows.
+ * Replies are appended to a buf_t (buf.h, one per connection); the encoders only allocate when
+ * that buffer grows.
  */
 #ifndef SLUICE_PROTO_RESP_H
 #define SLUICE_PROTO_RESP_H
@@ -25,16 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/arg.h"
+#include "proto/buf.h"
+
 #define RESP_INLINE_MAX (64 * 1024)  /* longest inline request line, bytes (Redis: 64 KiB) */
 #define RESP_BULK_MAX   (512 * 1024) /* default longest bulk argument, bytes */
 #define RESP_ARGS_MAX   1024         /* default most arguments in one request */
 #define RESP_ERR_MAX    128          /* a resp_parse error message fits in this */
 
-/* One argument: len bytes at ptr, inside the parsed buffer (not NUL-terminated). */
-typedef struct resp_arg {
-    const char *ptr;
-    size_t len;
-} resp_arg_t;
+/* One argument: len bytes at ptr, inside the parsed buffer (not NUL-terminated). The same type
+ * as the SL.THROTTLE parser's arguments (throttle_args.h), so a request's argv goes to it as is. */
+typedef proto_arg_t resp_arg_t;
 
 /* Limits a parse enforces; zeros mean the defaults above. */
 typedef struct resp_limits {
@@ -63,36 +64,15 @@ enum resp_status {
 long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *argv,
                 size_t argv_cap, size_t *argc, size_t *need, char *err);
 
-/* A growable output buffer. Zero-initialize; free with resp_buf_free(). */
-typedef struct resp_buf {
-    char *data;  /* malloc'ed, len bytes used of cap */
-    size_t len;  /* bytes written */
-    size_t cap;  /* bytes allocated */
-    bool failed; /* an allocation failed: the buffer is unusable, close the connection */
-} resp_buf_t;
-
-void resp_buf_free(resp_buf_t *b);
-
-/* Makes room for n more bytes (b->data + b->len .. + n); false, with b->failed set, if it
- * cannot be had. For encoders that write in place (http.c). */
-bool resp_buf_reserve(resp_buf_t *b, size_t n);
-
-/* Drops the first n bytes (written to the socket). */
-void resp_buf_consume(resp_buf_t *b, size_t n);
-
 /* Reply encoders. Each appends one RESP2 value; on allocation failure b->failed is set and the
  * call does nothing (check b->failed once per batch, not per call). */
-void resp_add_simple(resp_buf_t *b, const char *s);      /* +s\r\n (no CR/LF in s) */
-void resp_add_error(resp_buf_t *b, const char *fmt, ...) /* -msg\r\n, printf-style */
+void resp_add_simple(buf_t *b, const char *s);      /* +s\r\n (no CR/LF in s) */
+void resp_add_error(buf_t *b, const char *fmt, ...) /* -msg\r\n, printf-style */
     __attribute__((format(printf, 2, 3)));
-void resp_add_int(resp_buf_t *b, int64_t v);                        /* :v\r\n */
-void resp_add_bulk(resp_buf_t *b, const void *p, size_t len);       /* $len\r\n...\r\n */
-void resp_add_null(resp_buf_t *b);                                  /* $-1\r\n */
-void resp_add_array(resp_buf_t *b, size_t n);                       /* *n\r\n, then n values */
-void resp_add_int_array(resp_buf_t *b, const int64_t *v, size_t n); /* *n then n integers */
-void resp_add_raw(resp_buf_t *b, const char *s);
-void resp_buf_printf(resp_buf_t *b, const char *fmt, ...)    /* formatted text as is */
-    __attribute__((format(printf, 2, 3)));                   /* s as is (pre-encoded bytes) */
-void resp_add_mem(resp_buf_t *b, const void *p, size_t len); /* len bytes as is */
+void resp_add_int(buf_t *b, int64_t v);                        /* :v\r\n */
+void resp_add_bulk(buf_t *b, const void *p, size_t len);       /* $len\r\n...\r\n */
+void resp_add_null(buf_t *b);                                  /* $-1\r\n */
+void resp_add_array(buf_t *b, size_t n);                       /* *n\r\n, then n values */
+void resp_add_int_array(buf_t *b, const int64_t *v, size_t n); /* *n then n integers */
 
 #endif /* SLUICE_PROTO_RESP_H */

@@ -3,7 +3,6 @@
  */
 #include "rules/keytpl.h"
 
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,20 +37,6 @@ static bool is_token_char(char c)
            c == '_';
 }
 
-/* Parses a decimal prefix length of at most `max`; -1 if malformed. */
-static int prefix_len(const char *p, size_t len, int max)
-{
-    if (len == 0 || len > 3)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (p[i] - '0');
-    }
-    return v <= max ? v : -1;
-}
-
 static bool starts(const char *p, size_t len, const char *word)
 {
     size_t n = strlen(word);
@@ -68,7 +53,7 @@ static int parse_placeholder(const char *p, size_t len, size_t offset, keytpl_t 
     } else if (starts(p, len, "ip/") || starts(p, len, "ip6/")) {
         bool v6 = p[2] == '6';
         size_t skip = v6 ? 4 : 3;
-        int bits = prefix_len(p + skip, len - skip, v6 ? 128 : 32);
+        int bits = netaddr_prefix_parse(p + skip, len - skip, v6 ? 128 : 32);
         if (bits < 0)
             return fail(err, offset, "prefix length must be 0..%d in '{%.*s}'", v6 ? 128 : 32,
                         (int)len, p);
@@ -199,37 +184,22 @@ static bool query_value(const char *path, size_t len, const char *name, size_t n
 }
 
 /* Appends the client address, or its network "addr/bits" when the part has a prefix. */
-static int put_ip(sink_t *s, const keytpl_part_t *part, const char *ip, size_t len)
+static int put_ip(sink_t *s, const keytpl_part_t *part, const netaddr_t *client)
 {
-    if (len == 0)
+    char text[NETADDR_NET_STRLEN];
+    if (client == NULL)
         return KEYTPL_EMISSING;
     if (part->family == 0) {
-        put(s, ip, len);
+        if (netaddr_format(client, text, sizeof(text)) == NULL)
+            return KEYTPL_EADDR;
+        put(s, text, strlen(text));
         return KEYTPL_OK;
     }
-    char text[INET6_ADDRSTRLEN + 1];
-    if (len >= sizeof(text))
+    netaddr_net_t net;
+    if (netaddr_mask(client, part->family, part->prefix, &net) != NETADDR_OK ||
+        netaddr_net_format(&net, text, sizeof(text)) == NULL)
         return KEYTPL_EADDR;
-    memcpy(text, ip, len);
-    text[len] = '\0';
-    unsigned char addr[16];
-    int af = part->family == 4 ? AF_INET : AF_INET6;
-    size_t bytes = part->family == 4 ? 4 : 16;
-    if (inet_pton(af, text, addr) != 1) {
-        /* an IPv4 client seen through an IPv6 socket: ::ffff:a.b.c.d */
-        unsigned char v6[16];
-        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (af != AF_INET || inet_pton(AF_INET6, text, v6) != 1 || memcmp(v6, mapped, 12) != 0)
-            return KEYTPL_EADDR;
-        memcpy(addr, v6 + 12, 4);
-    }
-    for (size_t bit = part->prefix; bit < bytes * 8; bit++)
-        addr[bit / 8] &= (unsigned char)~(0x80u >> (bit % 8));
-    char net[INET6_ADDRSTRLEN + 8];
-    inet_ntop(af, addr, net, sizeof(net));
-    size_t n = strlen(net);
-    n += (size_t)snprintf(net + n, sizeof(net) - n, "/%u", part->prefix);
-    put(s, net, n);
+    put(s, text, strlen(text));
     return KEYTPL_OK;
 }
 
@@ -266,7 +236,7 @@ int keytpl_build(const keytpl_t *tpl, const keytpl_request_t *req, char *out, si
             put(&s, v, vlen);
             break;
         case KEYTPL_IP:
-            rc = put_ip(&s, part, req->client_ip, req->client_ip_len);
+            rc = put_ip(&s, part, req->client);
             break;
         }
         if (rc != KEYTPL_OK)

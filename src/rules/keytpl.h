@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/netaddr.h"
+
 #define KEYTPL_PARTS_MAX 16  /* placeholders + literal runs in one template */
 #define KEYTPL_TEXT_MAX  256 /* longest template, bytes */
 #define KEYTPL_ERR_MAX   128 /* a keytpl_parse error message fits in this */
@@ -59,8 +61,7 @@ int keytpl_parse(const char *tpl, size_t len, keytpl_t *out, char *err);
 
 /* What keytpl_build needs of a request. Strings are not NUL-terminated; any may be empty. */
 typedef struct keytpl_request {
-    const char *client_ip; /* textual address, as it came from the socket or a trusted proxy */
-    size_t client_ip_len;
+    const netaddr_t *client; /* as it came from the socket or a trusted proxy; NULL: unknown */
     const char *method;
     size_t method_len;
     const char *path; /* may include "?query": the query is split off here */
@@ -75,7 +76,7 @@ typedef struct keytpl_request {
 enum keytpl_build_status {
     KEYTPL_OK = 0,
     KEYTPL_EMISSING = -1, /* a header/query the template needs is absent, or the IP is unset */
-    KEYTPL_EADDR = -2,    /* client_ip does not parse as an address of the prefix's family */
+    KEYTPL_EADDR = -2,    /* the client address is not of the prefix's family */
     KEYTPL_ETOOLONG = -3, /* the key would exceed cap bytes */
 };
 

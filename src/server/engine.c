@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 #include "server/engine_impl.h"
 #include "server/log.h"
 #include "server/snapshot.h"

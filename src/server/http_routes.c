@@ -1,5 +1,6 @@
 /*
- * http_routes.c - sluiced's HTTP front end: the request loop and the routes.
+ * http_routes.c - sluiced's HTTP front end: the route table, the request loop (http_protocol)
+ * and the small routes; decisions are in http_decide.c, rules and overrides in http_rules.c.
  *
  *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
  *   POST   /v1/settle                          {"rule","key","reserved","actual"[,"at"]}
@@ -8,802 +9,25 @@
  *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /metrics  /healthz  /readyz
- *
- * Decisions carry the IETF RateLimit-Policy / RateLimit fields; a 429 carries Retry-After
- * (seconds, rounded up) and an application/problem+json body.
  */
-#define _GNU_SOURCE /* memmem */
 #include <http_parser.h>
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/http.h"
-#include "rules/keytpl.h"
-#include "rules/throttle_args.h"
-#include "server/admin.h"
 #include "server/metrics.h"
+#include "server/http_front.h"
+#include "server/route.h"
 #include "server/server.h"
-
-#define NS_PER_MS   INT64_C(1000000)
-#define NS_PER_SEC  INT64_C(1000000000)
-#define SEGMENTS    8
-#define CHECKS_MAX  64
-#define PROBLEM_MAX 512
-
-typedef struct route_ctx {
-    conn_t *c;
-    http_request_t *req;
-    http_segment_t seg[SEGMENTS];
-    long nseg;
-} route_ctx_t;
-
-static void problem(route_ctx_t *x, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void problem(route_ctx_t *x, int status, const char *fmt, ...)
-{
-    char detail[PROBLEM_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    http_begin(&x->c->out, status);
-    if (status == 401) {
-        http_header(&x->c->out, "WWW-Authenticate", "Bearer realm=\"sluice\"");
-    }
-    http_problem_end(&x->c->out, status, x->req->keep_alive, NULL, detail);
-}
-
-static bool seg_is(const route_ctx_t *x, long i, const char *s)
-{
-    return i < x->nseg && x->seg[i].len == strlen(s) &&
-           memcmp(x->seg[i].ptr, s, x->seg[i].len) == 0;
-}
-
-/* ---- decisions ----------------------------------------------------------------------------- */
-
-static int64_t sec_ceil(int64_t ns)
-{
-    return sl_ns_to_units_ceil(ns, NS_PER_SEC);
-}
-
-static void ratelimit_headers(resp_buf_t *b, const engine_decision_t *ed)
-{
-    http_ratelimit_headers(b, ed->rule->def.name, ed->d.limit, sec_ceil(ed->window_ns),
-                           ed->d.remaining, sec_ceil(ed->d.reset_after_ns));
-}
-
-static void decision_json(resp_buf_t *b, const engine_decision_t *ed, const char *key,
-                          size_t key_len)
-{
-    char num[256];
-    http_append(b, "{\"rule\":", 8);
-    http_json_append(b, ed->rule->def.name, strlen(ed->rule->def.name));
-    http_append(b, ",\"key\":", 7);
-    http_json_append(b, key, key_len);
-    int64_t retry_ns = ed->d.allowed ? 0 : ed->d.retry_after_ns;
-    int n = snprintf(
-        num, sizeof num,
-        ",\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
-        "\"reset_after_ms\":%lld,\"delay_ms\":%lld,\"shadow\":%s}",
-        ed->d.allowed ? "true" : "false", (long long)ed->d.limit, (long long)ed->d.remaining,
-        (long long)sl_ns_to_units_ceil(retry_ns, NS_PER_MS),
-        (long long)sl_ns_to_units_ceil(ed->d.reset_after_ns, NS_PER_MS),
-        (long long)sl_ns_to_units_ceil(ed->d.delay_ns, NS_PER_MS), ed->shadowed ? "true" : "false");
-    http_append(b, num, (size_t)n);
-}
-
-/*
- * Decisions of one HTTP request (the auth endpoint's one, /v1/allow's one or many), with either
- * store: each check is decided with engine_decide_async(); the response is written into the
- * request's reply slot when the last answer is in (at once with the memory store).
- */
-typedef enum job_kind {
-    JOB_AUTH,       /* 204 / 429 */
-    JOB_ALLOW_ONE,  /* 200, one decision's JSON */
-    JOB_ALLOW_MANY, /* 200, {"checks":[...],"allowed":...} */
-    JOB_SETTLE      /* 200, the settled key's decision's JSON */
-} job_kind_t;
-
-typedef struct job job_t;
-
-typedef struct job_ref {
-    job_t *job;
-    size_t i;
-} job_ref_t;
-
-struct job {
-    reply_slot_t *slot;
-    job_kind_t kind;
-    bool head; /* HEAD: the response without its body */
-    size_t n, left;
-    int64_t now_ns;
-    size_t key_max;
-    rule_state_t *rules[CHECKS_MAX];
-    const char *keys[CHECKS_MAX];
-    size_t key_len[CHECKS_MAX];
-    int64_t costs[CHECKS_MAX];
-    engine_decision_t got[CHECKS_MAX];
-    job_ref_t ref[CHECKS_MAX];
-    size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
-    bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
-    engine_request_t settle; /* JOB_SETTLE: what is settled */
-    char bytes[];            /* the keys */
-};
-
-static void job_problem(job_t *j, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_problem(job_t *j, int status, const char *fmt, ...)
-{
-    char detail[PROBLEM_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    http_problem(&j->slot->buf, status, j->slot->keep_alive, NULL, detail);
-}
-
-static void job_respond(job_t *j)
-{
-    resp_buf_t *b = &j->slot->buf;
-    bool keep_alive = j->slot->keep_alive;
-    for (size_t i = 0; i < j->n; i++) {
-        const engine_decision_t *ed = &j->got[i];
-        if (ed->never && !ed->blocked) {
-            char where[32] = "";
-            if (j->kind == JOB_ALLOW_MANY) {
-                snprintf(where, sizeof where, "checks[%zu]: ", i);
-            }
-            int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
-            job_problem(j, 400,
-                        "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                        where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
-            return;
-        }
-    }
-    if (j->kind == JOB_AUTH) {
-        const engine_decision_t *ed = &j->got[0];
-        if (ed->d.allowed) {
-            http_begin(b, 204);
-            ratelimit_headers(b, ed);
-            http_end(b, keep_alive, NULL, NULL, 0);
-            return;
-        }
-        http_begin(b, 429);
-        ratelimit_headers(b, ed);
-        if (ed->d.retry_after_ns >= 0) {
-            http_header(b, "Retry-After", "%lld", (long long)sec_ceil(ed->d.retry_after_ns));
-        }
-        char detail[256];
-        snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", ed->rule->def.name,
-                 (long long)ed->d.limit, (long long)sec_ceil(ed->window_ns));
-        http_problem_end(b, 429, keep_alive, "Too Many Requests", detail);
-        return;
-    }
-    resp_buf_t body = {0};
-    const engine_decision_t *first = &j->got[0];
-    bool all = true;
-    if (j->kind == JOB_ALLOW_MANY) {
-        http_append(&body, "{\"checks\":[", 11);
-    }
-    for (size_t i = 0; i < j->n; i++) {
-        if (i > 0) {
-            http_append(&body, ",", 1);
-        }
-        if (j->kind == JOB_ALLOW_MANY && j->refused < j->n && i != j->refused) {
-            /* all or nothing, refused by another check: this one was not charged either */
-            j->got[i].d.allowed = false;
-            j->got[i].shadowed = false;
-        }
-        decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
-        if (all && !j->got[i].d.allowed) {
-            first = &j->got[i]; /* the headers describe the first refusal, if any */
-        }
-        all = all && j->got[i].d.allowed;
-    }
-    if (j->kind == JOB_ALLOW_MANY) {
-        http_append(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
-    }
-    http_begin(b, 200);
-    ratelimit_headers(b, first);
-    http_end(b, keep_alive, "application/json", body.data, body.len);
-    resp_buf_free(&body);
-}
-
-static void job_end(job_t *j)
-{
-    job_respond(j);
-    if (j->head) {
-        resp_buf_t *b = &j->slot->buf;
-        char *end = b->data != NULL ? memmem(b->data, b->len, "\r\n\r\n", 4) : NULL;
-        if (end != NULL) {
-            b->len = (size_t)(end + 4 - b->data);
-        }
-    }
-    for (size_t i = 0; i < j->n; i++) {
-        engine_rule_release(j->rules[i]);
-    }
-    /* /v1/auth admitted with a delay (a max_delay rule): the answer waits that long, as nginx's
-     * limit_req delays the request, since auth_request cannot pass the delay on */
-    int64_t delay_ns = j->kind == JOB_AUTH && j->got[0].d.allowed ? j->got[0].d.delay_ns : 0;
-    conn_resolve_after(j->slot, delay_ns);
-    free(j);
-}
-
-static void job_decided(void *arg, int status, const engine_decision_t *ed)
-{
-    (void)status;
-    job_ref_t *ref = arg;
-    job_t *j = ref->job;
-    j->got[ref->i] = *ed;
-    if (--j->left == 0) {
-        job_end(j);
-    }
-}
-
-/* A job for n checks whose keys total `bytes`; NULL (with a 503 problem) when out of memory. */
-static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t bytes)
-{
-    job_t *j = calloc(1, sizeof *j + bytes);
-    reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
-    if (slot == NULL) {
-        free(j);
-        problem(x, 503, "out of memory");
-        return NULL;
-    }
-    slot->http = true;
-    slot->keep_alive = x->req->keep_alive;
-    j->slot = slot;
-    j->kind = kind;
-    j->head = x->req->method == HTTP_HEAD;
-    j->now_ns = x->c->loop->now_ns;
-    j->key_max = x->c->loop->srv->cfg->key_max;
-    return j;
-}
-
-/* Adds a check (the key is copied: with the Redis store the request's bytes are gone before the
- * answer comes). */
-static void job_add(job_t *j, rule_state_t *rs, const char *key, size_t key_len, int64_t cost,
-                    char **space)
-{
-    size_t i = j->n++;
-    memcpy(*space, key, key_len);
-    j->keys[i] = *space;
-    *space += key_len;
-    j->key_len[i] = key_len;
-    j->costs[i] = cost;
-    j->rules[i] = rs;
-    j->ref[i] = (job_ref_t){j, i};
-    engine_rule_hold(rs);
-}
-
-/* Decides every check; the response is written when the last answer is in. */
-static void job_all_decided(void *arg, const engine_decision_t *d, size_t n, size_t refused)
-{
-    job_t *j = arg;
-    for (size_t i = 0; i < n; i++) {
-        j->got[i] = d[i];
-    }
-    j->refused = refused;
-    job_end(j);
-}
-
-static void job_run(job_t *j, engine_worker_t *w)
-{
-    if (j->kind == JOB_ALLOW_MANY) {
-        /* validated whole, then all or nothing (or, asked for, each on its own) */
-        engine_check_t checks[CHECKS_MAX];
-        for (size_t i = 0; i < j->n; i++) {
-            checks[i] = (engine_check_t){.rule = j->rules[i],
-                                         .key = j->keys[i],
-                                         .key_len = j->key_len[i],
-                                         .cost = j->costs[i]};
-        }
-        size_t bad;
-        if (engine_allowall(w, checks, j->n, j->now_ns, j->independent ? ENGINE_ALL_INDEPENDENT : 0,
-                            job_all_decided, j, &bad) != ENGINE_OK) {
-            for (size_t i = 0; i < j->n; i++) { /* checked before: out of memory */
-                j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
-            }
-            j->refused = j->n;
-            job_end(j);
-        }
-        return;
-    }
-    j->left = j->n + 1; /* held until every decision has started */
-    for (size_t i = 0; i < j->n; i++) {
-        engine_request_t req =
-            j->kind == JOB_SETTLE ? j->settle : (engine_request_t){.cost = j->costs[i]};
-        int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
-                                      job_decided, &j->ref[i]);
-        if (rc != ENGINE_OK) {
-            /* keys and costs were checked before; a failure here is a store refusing */
-            j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
-            j->left--;
-        }
-    }
-    if (--j->left == 0) {
-        job_end(j);
-    }
-}
-
-/* One check of /v1/allow from a JSON object: validated, not yet decided. Replies a problem and
- * returns NULL on bad input. */
-static rule_state_t *check_parse(route_ctx_t *x, json_t *obj, const char *where, int64_t *cost)
-{
-    json_t *rule = json_object_get(obj, "rule"), *k = json_object_get(obj, "key"),
-           *c = json_object_get(obj, "cost");
-    if (!json_is_object(obj) || !json_is_string(rule) || !json_is_string(k)) {
-        problem(x, 400, "%s: needs \"rule\" and \"key\" strings", where);
-        return NULL;
-    }
-    *cost = 1;
-    if (c != NULL) {
-        if (!json_is_integer(c) || json_integer_value(c) < 0) {
-            problem(x, 400, "%s: cost must be an integer >= 0", where);
-            return NULL;
-        }
-        *cost = json_integer_value(c);
-    }
-    if (json_string_length(k) > x->c->loop->srv->cfg->key_max) {
-        problem(x, 400, "%s: key is longer than %zu bytes", where, x->c->loop->srv->cfg->key_max);
-        return NULL;
-    }
-    const char *name = json_string_value(rule);
-    rule_state_t *rs = engine_find(x->c->loop->worker, name, json_string_length(rule));
-    if (rs == NULL) {
-        problem(x, 404, "%s: unknown rule '%.64s'", where, name);
-    }
-    return rs;
-}
-
-/* The request's body as JSON (duplicate names refused); NULL after answering 400 with where
- * it is malformed. The caller owns the result (json_decref). */
-static json_t *body_json(route_ctx_t *x)
-{
-    json_error_t jerr;
-    json_t *root = json_loadb(x->req->body, x->req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-    }
-    return root;
-}
-
-static void route_allow(route_ctx_t *x)
-{
-    json_t *root = body_json(x);
-    if (root == NULL) {
-        return;
-    }
-    json_t *checks = json_object_get(root, "checks");
-    json_t *independent = json_object_get(root, "independent");
-    size_t n = checks != NULL ? json_array_size(checks) : 1;
-    if (checks != NULL && (!json_is_array(checks) || n == 0 || n > CHECKS_MAX)) {
-        problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
-        json_decref(root);
-        return;
-    }
-    if (independent != NULL && (checks == NULL || !json_is_boolean(independent))) {
-        problem(x, 400, "independent: must be true or false, beside \"checks\"");
-        json_decref(root);
-        return;
-    }
-    rule_state_t *rules[CHECKS_MAX];
-    int64_t costs[CHECKS_MAX];
-    size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        char where[32];
-        snprintf(where, sizeof where, checks != NULL ? "checks[%zu]" : "body", i);
-        json_t *obj = checks != NULL ? json_array_get(checks, i) : root;
-        if ((rules[i] = check_parse(x, obj, where, &costs[i])) == NULL) {
-            json_decref(root);
-            return;
-        }
-        bytes += json_string_length(json_object_get(obj, "key"));
-    }
-    job_t *j = job_new(x, checks != NULL ? JOB_ALLOW_MANY : JOB_ALLOW_ONE, bytes);
-    if (j != NULL) {
-        char *space = j->bytes;
-        for (size_t i = 0; i < n; i++) {
-            json_t *key = json_object_get(checks != NULL ? json_array_get(checks, i) : root, "key");
-            job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
-        }
-        j->independent = independent != NULL && json_is_true(independent);
-        job_run(j, x->c->loop->worker);
-    }
-    json_decref(root);
-}
-
-/* A JSON field that must be an integer >= 0 when present: true with *out set (unchanged when
- * absent), false after replying a problem. */
-static bool json_units(route_ctx_t *x, json_t *obj, const char *name, bool required, int64_t *out)
-{
-    json_t *v = json_object_get(obj, name);
-    if (v == NULL && !required) {
-        return true;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        problem(x, 400, "body: %s must be an integer >= 0", name);
-        return false;
-    }
-    *out = json_integer_value(v);
-    return true;
-}
-
-/* POST /v1/settle {"rule","key","reserved","actual"[,"at":unix_ms]}: SL.SETTLE's named form. */
-static void route_settle(route_ctx_t *x)
-{
-    json_t *root = body_json(x);
-    if (root == NULL) {
-        return;
-    }
-    int64_t unused;
-    throttle_req_t tr = {.at_ms = -1};
-    rule_state_t *rs = NULL;
-    if (json_object_get(root, "cost") != NULL) {
-        problem(x, 400, "body: a settle takes no cost (reserved and actual say what to settle)");
-    } else if (json_units(x, root, "reserved", true, &tr.reserved) &&
-               json_units(x, root, "actual", true, &tr.actual) &&
-               json_units(x, root, "at", false, &tr.at_ms)) {
-        rs = check_parse(x, root, "body", &unused);
-    }
-    job_t *j = rs != NULL ? job_new(x, JOB_SETTLE, json_string_length(json_object_get(root, "key")))
-                          : NULL;
-    if (j != NULL) {
-        char *space = j->bytes;
-        json_t *key = json_object_get(root, "key");
-        job_add(j, rs, json_string_value(key), json_string_length(key), 0, &space);
-        j->settle = (engine_request_t){
-            .settle = true,
-            .reserved = tr.reserved,
-            .actual = tr.actual,
-            .charged_ns = tr.at_ms < 0 ? -1 : throttle_settle_charged_ns(&tr, j->now_ns)};
-        job_run(j, x->c->loop->worker);
-    }
-    json_decref(root);
-}
-
-static bool header_lookup(void *arg, const char *name, size_t name_len, const char **value,
-                          size_t *value_len)
-{
-    char lname[128];
-    if (name_len >= sizeof lname) {
-        return false;
-    }
-    memcpy(lname, name, name_len);
-    lname[name_len] = '\0';
-    return http_header_get(arg, lname, value, value_len);
-}
-
-/* True when the TCP peer is one of the trusted proxies. */
-static bool peer_trusted(const conn_t *c)
-{
-    const server_t *srv = c->loop->srv;
-    const http_cidr_t *nets = srv->trusted;
-    http_ip_t peer;
-    if (srv->ntrusted == 0 || http_ip_parse(c->addr, strlen(c->addr), &peer) != 0) {
-        return false;
-    }
-    for (size_t i = 0; i < srv->ntrusted; i++) {
-        if (http_cidr_contains(&nets[i], &peer)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * A forward-auth request describes another request: Traefik and Caddy send its method and URI
- * as X-Forwarded-Method / X-Forwarded-Uri, nginx configurations conventionally as
- * X-Original-Method / X-Original-URI. From a trusted proxy, {method} and {path} are that
- * request's; otherwise they are this request's own.
- */
-static void forwarded_request(route_ctx_t *x, keytpl_request_t *kr)
-{
-    if (!peer_trusted(x->c)) {
-        return;
-    }
-    const char *v;
-    size_t vlen;
-    if (http_header_get(x->req, "x-forwarded-method", &v, &vlen) ||
-        http_header_get(x->req, "x-original-method", &v, &vlen)) {
-        kr->method = v;
-        kr->method_len = vlen;
-    }
-    if (http_header_get(x->req, "x-forwarded-uri", &v, &vlen) ||
-        http_header_get(x->req, "x-original-uri", &v, &vlen)) {
-        kr->path = v; /* keytpl splits off the query */
-        kr->path_len = vlen;
-    }
-}
-
-static void route_auth(route_ctx_t *x)
-{
-    conn_t *c = x->c;
-    server_t *srv = c->loop->srv;
-    rule_state_t *rs = engine_find(c->loop->worker, x->seg[2].ptr, x->seg[2].len);
-    if (rs == NULL) {
-        problem(x, 404, "unknown rule '%.64s'", x->seg[2].ptr);
-        return;
-    }
-    char keybuf[4096], ipbuf[64], costbuf[24];
-    size_t key_len = 0, cost_len = 0;
-    int64_t cost = 1;
-    if (http_query_get(x->req, "cost", costbuf, sizeof costbuf, &cost_len)) {
-        char *end = NULL;
-        long long v = strtoll(costbuf, &end, 10);
-        if (cost_len == 0 || *end != '\0' || v < 0 || costbuf[0] == '-' || costbuf[0] == '+') {
-            problem(x, 400, "cost must be an integer >= 0");
-            return;
-        }
-        cost = v;
-    }
-    if (!http_query_get(x->req, "key", keybuf, sizeof keybuf, &key_len)) {
-        const char *ip =
-            http_client_ip(x->req, c->addr, srv->trusted, srv->ntrusted, ipbuf, sizeof ipbuf);
-        keytpl_request_t kr = {
-            .client_ip = ip,
-            .client_ip_len = ip != NULL ? strlen(ip) : 0,
-            .method = http_method_str(x->req->method),
-            .method_len = strlen(http_method_str(x->req->method)),
-            .path = x->req->path,
-            .path_len = x->req->path_len,
-            .header = header_lookup,
-            .header_arg = x->req,
-        };
-        forwarded_request(x, &kr);
-        keytpl_t ip_tpl;
-        const keytpl_t *tpl = &rs->def.key;
-        if (!rs->def.has_key) {
-            char e[KEYTPL_ERR_MAX];
-            keytpl_parse("{ip}", 4, &ip_tpl, e);
-            tpl = &ip_tpl;
-        }
-        int rc = keytpl_build(tpl, &kr, keybuf, sizeof keybuf, &key_len);
-        if (rc == KEYTPL_EMISSING) {
-            problem(x, 400, "the request lacks what rule '%s' builds its key from (%s)",
-                    rs->def.name, rs->def.has_key ? rs->def.key_text : "{ip}");
-            return;
-        }
-        if (rc != KEYTPL_OK) {
-            problem(x, 400, "cannot build the key of rule '%s' from this request", rs->def.name);
-            return;
-        }
-    }
-    if (key_len > srv->cfg->key_max) {
-        problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
-        return;
-    }
-    job_t *j = job_new(x, JOB_AUTH, key_len);
-    if (j != NULL) {
-        char *space = j->bytes;
-        job_add(j, rs, keybuf, key_len, cost, &space);
-        job_run(j, c->loop->worker);
-    }
-}
-
-/* ---- rules and overrides ------------------------------------------------------------------- */
-
-static bool admin_ok(route_ctx_t *x)
-{
-    const char *token = x->c->loop->srv->cfg->admin_token;
-    if (token == NULL) {
-        return true;
-    }
-    const char *v;
-    size_t vlen;
-    size_t n = strlen(token);
-    if (!http_header_get(x->req, "authorization", &v, &vlen) || vlen < 7 ||
-        strncasecmp(v, "Bearer ", 7) != 0) {
-        problem(x, 401, "this endpoint needs Authorization: Bearer <admin token>");
-        return false;
-    }
-    v += 7;
-    vlen -= 7;
-    unsigned char diff = (unsigned char)(vlen != n);
-    for (size_t i = 0; i < vlen; i++) {
-        diff |= (unsigned char)(v[i] ^ token[i < n ? i : 0]);
-    }
-    if (diff != 0) {
-        problem(x, 401, "invalid admin token");
-        return false;
-    }
-    return true;
-}
-
-static void method_not_allowed(route_ctx_t *x, const char *allow)
-{
-    char detail[64];
-    snprintf(detail, sizeof detail, "use %s", allow);
-    http_begin(&x->c->out, 405);
-    http_header(&x->c->out, "Allow", "%s", allow);
-    http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, detail);
-}
-
-/*
- * /v1/rules: the admin operations of server/admin.h, run on the config thread. The response is
- * written into the request's reply slot when the operation is done and in force on this loop.
- */
-/* A page of overrides: {"overrides":[{"key":..,"override":{..}},..],"next":"<hex>"|null}; a key
- * that is not UTF-8 text is given as "key_hex". malloc'ed, or NULL when out of memory. */
-static char *overrides_json(const admin_req_t *r)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; list != NULL && i < r->novs; i++) {
-        const admin_override_t *o = &r->ovs[i];
-        json_t *item = json_object();
-        json_t *key =
-            ruledef_text_is_utf8(o->key, o->key_len) ? json_stringn(o->key, o->key_len) : NULL;
-        if (key != NULL) {
-            json_object_set_new(item, "key", key);
-        } else {
-            char *hex = admin_hex(o->key, o->key_len);
-            json_object_set_new(item, "key_hex", hex != NULL ? json_string(hex) : NULL);
-            free(hex);
-        }
-        json_object_set_new(item, "override", json_loads(o->json, 0, NULL));
-        json_array_append_new(list, item);
-    }
-    bool failed;
-    char *cursor = admin_next_cursor(r, &failed);
-    json_t *next = cursor != NULL ? json_string(cursor) : json_null();
-    free(cursor);
-    if (failed) {
-        json_decref(list);
-        return NULL;
-    }
-    json_t *page = json_pack("{s:o,s:o}", "overrides", list, "next", next);
-    char *text = page != NULL ? json_dumps(page, JSON_COMPACT) : NULL;
-    json_decref(page);
-    return text;
-}
-
-static void admin_replied(admin_req_t *r)
-{
-    reply_slot_t *slot = r->arg;
-    resp_buf_t *b = &slot->buf;
-    bool keep_alive = slot->keep_alive;
-    int status = r->status == ADMIN_OK         ? 200
-                 : r->status == ADMIN_EINVALID ? 400
-                 : r->status == ADMIN_ESTORE   ? 503
-                                               : 404;
-    if (status != 200) {
-        http_problem(b, status, keep_alive, NULL, r->err);
-    } else if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
-        http_begin(b, 204);
-        http_end(b, keep_alive, NULL, NULL, 0);
-    } else if (r->op == ADMIN_OVERRIDE_LIST) {
-        char *body = overrides_json(r);
-        if (body == NULL) {
-            http_problem(b, 503, keep_alive, NULL, "out of memory");
-        } else {
-            http_begin(b, 200);
-            http_end(b, keep_alive, "application/json", body, strlen(body));
-            free(body);
-        }
-    } else if (r->op == ADMIN_RULE_LIST) {
-        resp_buf_t body = {0};
-        char head[64];
-        int len =
-            snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)r->version);
-        http_append(&body, head, (size_t)len);
-        for (size_t i = 0; i < r->nrows; i++) {
-            if (i > 0) {
-                http_append(&body, ",", 1);
-            }
-            http_append(&body, r->rows[i].json, strlen(r->rows[i].json));
-        }
-        http_append(&body, "]}", 2);
-        http_begin(b, 200);
-        http_end(b, keep_alive, "application/json", body.data, body.len);
-        resp_buf_free(&body);
-    } else {
-        http_begin(b, 200);
-        http_end(b, keep_alive, "application/json", r->text, strlen(r->text));
-    }
-    conn_resolve(slot);
-    admin_free(r);
-}
-
-static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rule,
-                        const http_segment_t *key, size_t limit)
-{
-    bool body = op == ADMIN_RULE_PUT || op == ADMIN_OVERRIDE_PUT;
-    admin_req_t *r = admin_new(x->c->loop->srv->engine, op, rule ? rule->ptr : NULL,
-                               rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
-                               body ? x->req->body : NULL, body ? x->req->body_len : 0);
-    reply_slot_t *slot = r != NULL ? conn_defer(x->c) : NULL;
-    if (slot == NULL) {
-        admin_free(r);
-        problem(x, 503, "out of memory");
-        return;
-    }
-    slot->http = true;
-    slot->keep_alive = x->req->keep_alive;
-    r->arg = slot;
-    r->done = admin_replied;
-    r->limit = limit;
-    admin_submit(x->c->loop->worker, r);
-}
-
-/* GET, PUT and DELETE of one document (a rule, or one key's override). */
-static void route_document(route_ctx_t *x, admin_op_t get, admin_op_t put, admin_op_t del,
-                           const http_segment_t *key)
-{
-    switch (x->req->method) {
-    case HTTP_GET:
-        admin_start(x, get, &x->seg[2], key, ADMIN_LIST_DEFAULT);
-        break;
-    case HTTP_PUT:
-        admin_start(x, put, &x->seg[2], key, ADMIN_LIST_DEFAULT);
-        break;
-    case HTTP_DELETE:
-        admin_start(x, del, &x->seg[2], key, ADMIN_LIST_DEFAULT);
-        break;
-    default:
-        method_not_allowed(x, "GET, PUT, DELETE");
-    }
-}
-
-/* GET /v1/rules/{name}/overrides[?after=<hex key>][&limit=N]: a page of the rule's overrides. */
-static void route_override_list(route_ctx_t *x)
-{
-    if (x->req->method != HTTP_GET) {
-        method_not_allowed(x, "GET");
-        return;
-    }
-    char after[2 * OVERRIDE_KEY_MAX + 1], limit[24];
-    unsigned char key[OVERRIDE_KEY_MAX];
-    size_t after_len = 0, limit_len = 0;
-    size_t key_len = 0;
-    bool has_after = http_query_get(x->req, "after", after, sizeof after, &after_len);
-    if (has_after && !admin_cursor_parse(after, after_len, key, &key_len)) {
-        problem(x, 400, "after: must be a cursor from an earlier page (hex)");
-        return;
-    }
-    long long n = ADMIN_LIST_DEFAULT;
-    if (http_query_get(x->req, "limit", limit, sizeof limit, &limit_len)) {
-        char *end = NULL;
-        n = strtoll(limit, &end, 10);
-        if (limit_len == 0 || *end != '\0' || n < 1 || n > ADMIN_LIST_MAX) {
-            problem(x, 400, "limit: must be 1 to %d", ADMIN_LIST_MAX);
-            return;
-        }
-    }
-    http_segment_t cursor = {.ptr = (const char *)key, .len = key_len};
-    admin_start(x, ADMIN_OVERRIDE_LIST, &x->seg[2], has_after ? &cursor : NULL, (size_t)n);
-}
-
-static void route_rules(route_ctx_t *x)
-{
-    if (!admin_ok(x)) {
-        return;
-    }
-    if (x->nseg == 2) {
-        if (x->req->method != HTTP_GET) {
-            method_not_allowed(x, "GET");
-            return;
-        }
-        admin_start(x, ADMIN_RULE_LIST, NULL, NULL, ADMIN_LIST_DEFAULT);
-    } else if (x->nseg == 3) {
-        route_document(x, ADMIN_RULE_GET, ADMIN_RULE_PUT, ADMIN_RULE_DEL, NULL);
-    } else if (x->nseg == 4 && seg_is(x, 3, "overrides")) {
-        route_override_list(x);
-    } else if (x->nseg == 5 && seg_is(x, 3, "overrides")) {
-        route_document(x, ADMIN_OVERRIDE_GET, ADMIN_OVERRIDE_PUT, ADMIN_OVERRIDE_DEL, &x->seg[4]);
-    } else {
-        problem(x, 404, "no such resource");
-    }
-}
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
 static void only_get(route_ctx_t *x, void (*fn)(route_ctx_t *))
 {
     if (x->req->method != HTTP_GET && x->req->method != HTTP_HEAD) {
-        method_not_allowed(x, "GET, HEAD");
+        route_method_not_allowed(x, "GET, HEAD");
         return;
     }
     fn(x);
@@ -811,11 +35,11 @@ static void only_get(route_ctx_t *x, void (*fn)(route_ctx_t *))
 
 static void route_metrics(route_ctx_t *x)
 {
-    resp_buf_t body = {0};
+    buf_t body = {0};
     metrics_render(x->c->loop->srv, &body);
     http_begin(&x->c->out, 200);
     http_end(&x->c->out, x->req->keep_alive, "text/plain; version=0.0.4", body.data, body.len);
-    resp_buf_free(&body);
+    buf_free(&body);
 }
 
 static void route_healthz(route_ctx_t *x)
@@ -862,13 +86,13 @@ static void handle_now(void *arg)
         only_get(&x, route_auth);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "allow") && x.nseg == 2) {
         if (req->method != HTTP_POST) {
-            method_not_allowed(&x, "POST");
+            route_method_not_allowed(&x, "POST");
             return;
         }
         route_allow(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "settle") && x.nseg == 2) {
         if (req->method != HTTP_POST) {
-            method_not_allowed(&x, "POST");
+            route_method_not_allowed(&x, "POST");
             return;
         }
         route_settle(&x);
@@ -885,31 +109,35 @@ static void handle_now(void *arg)
     }
 }
 
-void http_process(conn_t *c)
+/* An HTTP connection's state (conn_state()). */
+typedef struct http_conn {
+    http_reader_t rd; /* how far the request being received is parsed */
+    bool continued;   /* "100 Continue" sent for the request being read */
+} http_conn_t;
+
+static void http_process(conn_t *c)
 {
     loop_t *l = c->loop;
+    http_conn_t *hc = conn_state(c);
     server_t *srv = l->srv;
     http_limits_t limits = {.body_max = srv->cfg->request_max};
     char err[HTTP_ERR_MAX];
     size_t off = 0;
     uint64_t n = 0;
-    int64_t start_ns = sl_now_ns();
-    l->now_ns = start_ns;
-    engine_worker_begin(l->worker);
-    c->in_batch = true;
+    int64_t start_ns = conn_batch_begin(c);
     while (off < c->in_len && !c->closing) {
         http_request_t req;
         int status = 0;
         long used =
-            http_parse_more(&c->http_rd, c->in + off, c->in_len - off, &limits, &req, &status, err);
+            http_parse_more(&hc->rd, c->in + off, c->in_len - off, &limits, &req, &status, err);
         if (used == HTTP_PARSE_PARTIAL) {
-            if (status == 100 && !c->continued) {
+            if (status == 100 && !hc->continued) {
                 http_continue(&c->out); /* the head asked to be told to send its body */
-                c->continued = true;
+                hc->continued = true;
             }
             break;
         }
-        c->continued = false;
+        hc->continued = false;
         if (used < 0) {
             http_problem(&c->out, status, false, NULL, err);
             c->closing = true;
@@ -920,16 +148,41 @@ void http_process(conn_t *c)
         size_t before = c->out.len;
         http_handle(c, &req);
         if (req.method == HTTP_HEAD) {
-            /* A HEAD response is the GET response's head: drop the body, keep Content-Length. */
-            char *end = memmem(c->out.data + before, c->out.len - before, "\r\n\r\n", 4);
-            if (end != NULL) {
-                c->out.len = (size_t)(end + 4 - c->out.data);
-            }
+            http_head_only(&c->out, before);
         }
         if (!req.keep_alive) {
             c->closing = true;
         }
         n++;
     }
+    atomic_fetch_add_explicit(&l->stats.http_requests, n, memory_order_relaxed);
     conn_batch_done(c, off, n, start_ns);
 }
+
+static void http_input_dropped(conn_t *c)
+{
+    http_conn_t *hc = conn_state(c);
+    http_reader_init(&hc->rd);
+    hc->continued = false;
+}
+
+static void http_reply_full(buf_t *out)
+{
+    buf_add_str(out, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n");
+}
+
+static void http_reply_closing(buf_t *out, const char *why)
+{
+    http_problem(out, 503, false, NULL, why);
+}
+
+const protocol_t http_protocol = {
+    .name = "http",
+    .label = "HTTP",
+    .state_size = sizeof(http_conn_t),
+    .process = http_process,
+    .input_dropped = http_input_dropped,
+    .reply_full = http_reply_full,
+    .reply_closing = http_reply_closing,
+};

@@ -25,8 +25,10 @@
 
 #include <uv.h>
 
-#include "proto/http.h"
+#include "proto/netaddr.h"
+#include "server/http_front.h"
 #include "server/log.h"
+#include "server/resp_front.h"
 #include "server/rules_import.h"
 #include "server/server.h"
 #include "server/snapshot.h"
@@ -268,13 +270,13 @@ static void load_snapshot(main_ctx_t *m)
 static int parse_trusted(server_t *srv)
 {
     server_config_t *cfg = srv->cfg;
-    http_cidr_t *nets = calloc(cfg->ntrusted ? cfg->ntrusted : 1, sizeof *nets);
+    netaddr_net_t *nets = calloc(cfg->ntrusted ? cfg->ntrusted : 1, sizeof *nets);
     if (nets == NULL) {
         return -1;
     }
     for (size_t i = 0; i < cfg->ntrusted; i++) {
         const char *s = cfg->trusted_proxies[i];
-        if (http_cidr_parse(s, strlen(s), &nets[i]) != 0) {
+        if (netaddr_net_parse(s, strlen(s), &nets[i]) != NETADDR_OK) {
             fprintf(stderr, "sluiced: trusted proxy '%s' is not an address or network\n", s);
             free(nets);
             return -1;
@@ -283,6 +285,18 @@ static int parse_trusted(server_t *srv)
     srv->trusted = nets;
     srv->ntrusted = cfg->ntrusted;
     return 0;
+}
+
+/* Which port speaks which protocol: a port set to 0 is not listened on. */
+static void add_listeners(server_t *srv)
+{
+    const server_config_t *cfg = srv->cfg;
+    if (cfg->resp_port > 0) {
+        server_listen(srv, &resp_protocol, cfg->resp_port);
+    }
+    if (cfg->http_port > 0) {
+        server_listen(srv, &http_protocol, cfg->http_port);
+    }
 }
 
 int main(int argc, char **argv)
@@ -347,16 +361,15 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    add_listeners(&m.srv);
     if (server_start(&m.srv, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;
     }
     for (size_t b = 0; b < cfg.nbind; b++) {
-        if (cfg.resp_port > 0) {
-            log_info("listening on %s port %d (RESP)", cfg.bind[b], cfg.resp_port);
-        }
-        if (cfg.http_port > 0) {
-            log_info("listening on %s port %d (HTTP)", cfg.bind[b], cfg.http_port);
+        for (size_t k = 0; k < m.srv.nlisten; k++) {
+            const server_listener_t *sl = &m.srv.listen[k];
+            log_info("listening on %s port %d (%s)", cfg.bind[b], sl->port, sl->proto->label);
         }
     }
     log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",

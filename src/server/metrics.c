@@ -14,10 +14,10 @@
 
 #include "server/server.h"
 
-static void help(resp_buf_t *b, const char *name, const char *type, const char *text)
+static void help(buf_t *b, const char *name, const char *type, const char *text)
 {
-    resp_buf_printf(b, "# HELP %s %s\n", name, text);
-    resp_buf_printf(b, "# TYPE %s %s\n", name, type);
+    buf_printf(b, "# HELP %s %s\n", name, text);
+    buf_printf(b, "# TYPE %s %s\n", name, type);
 }
 
 /* One series' numbers: a rule's, or the inline rules without series of their own together. */
@@ -63,7 +63,7 @@ static void collect_rule(void *arg, rule_state_t *rs)
  * set, made by clients) have their own only up to --metrics-inline-rules at once, and the rest
  * share rule="inline:other", so no client can make /metrics grow without bound.
  */
-static void render_rules(server_t *srv, resp_buf_t *b)
+static void render_rules(server_t *srv, buf_t *b)
 {
     rules_ctx_t x = {.other = {.name = "inline:other"}};
     engine_foreach_rule(srv->engine, collect_rule, &x);
@@ -92,24 +92,24 @@ static void render_rules(server_t *srv, resp_buf_t *b)
             const rule_row_t *r = i < x.n ? &x.rows[i] : &x.other;
             switch (m) {
             case 0:
-                resp_buf_printf(b, "%s{rule=\"%s\",result=\"allowed\"} %llu\n", metrics[m].name,
-                                r->name, (unsigned long long)r->allowed);
-                resp_buf_printf(b, "%s{rule=\"%s\",result=\"denied\"} %llu\n", metrics[m].name,
-                                r->name, (unsigned long long)r->denied);
+                buf_printf(b, "%s{rule=\"%s\",result=\"allowed\"} %llu\n", metrics[m].name, r->name,
+                           (unsigned long long)r->allowed);
+                buf_printf(b, "%s{rule=\"%s\",result=\"denied\"} %llu\n", metrics[m].name, r->name,
+                           (unsigned long long)r->denied);
                 break;
             case 1:
-                resp_buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
-                                (unsigned long long)r->shadow);
+                buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                           (unsigned long long)r->shadow);
                 break;
             case 2:
-                resp_buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
-                                (unsigned long long)r->errors);
+                buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                           (unsigned long long)r->errors);
                 break;
             case 3:
-                resp_buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->keys);
+                buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->keys);
                 break;
             default:
-                resp_buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->bytes);
+                buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->bytes);
                 break;
             }
         }
@@ -117,7 +117,7 @@ static void render_rules(server_t *srv, resp_buf_t *b)
     free(x.rows);
 }
 
-void metrics_render(server_t *srv, resp_buf_t *b)
+void metrics_render(server_t *srv, buf_t *b)
 {
     render_rules(srv, b);
 
@@ -126,49 +126,49 @@ void metrics_render(server_t *srv, resp_buf_t *b)
     uint64_t cumulative = 0;
     for (size_t i = 0; i < LATENCY_BUCKETS; i++) {
         cumulative += SERVER_STAT(srv, latency[i]);
-        resp_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                        (double)loop_latency_bounds_ns[i] / 1e9, (unsigned long long)cumulative);
+        buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                   (double)loop_latency_bounds_ns[i] / 1e9, (unsigned long long)cumulative);
     }
     cumulative += SERVER_STAT(srv, latency[LATENCY_BUCKETS]);
-    resp_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-                    (unsigned long long)cumulative);
-    resp_buf_printf(b, "sluice_request_duration_seconds_sum %.9f\n",
-                    (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
-    resp_buf_printf(b, "sluice_request_duration_seconds_count %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, latency_count));
+    buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+               (unsigned long long)cumulative);
+    buf_printf(b, "sluice_request_duration_seconds_sum %.9f\n",
+               (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
+    buf_printf(b, "sluice_request_duration_seconds_count %llu\n",
+               (unsigned long long)SERVER_STAT(srv, latency_count));
 
     help(b, "sluice_requests_total", "counter", "Requests handled, by protocol.");
-    resp_buf_printf(b, "sluice_requests_total{protocol=\"resp\"} %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, commands));
-    resp_buf_printf(b, "sluice_requests_total{protocol=\"http\"} %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, http_requests));
+    buf_printf(b, "sluice_requests_total{protocol=\"resp\"} %llu\n",
+               (unsigned long long)SERVER_STAT(srv, commands));
+    buf_printf(b, "sluice_requests_total{protocol=\"http\"} %llu\n",
+               (unsigned long long)SERVER_STAT(srv, http_requests));
     help(b, "sluice_protocol_errors_total", "counter",
          "Malformed requests (the connection was closed).");
-    resp_buf_printf(b, "sluice_protocol_errors_total %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, protocol_errors));
+    buf_printf(b, "sluice_protocol_errors_total %llu\n",
+               (unsigned long long)SERVER_STAT(srv, protocol_errors));
     help(b, "sluice_connections_total", "counter", "Connections accepted.");
-    resp_buf_printf(b, "sluice_connections_total %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, connections));
+    buf_printf(b, "sluice_connections_total %llu\n",
+               (unsigned long long)SERVER_STAT(srv, connections));
     help(b, "sluice_rejected_connections_total", "counter", "Connections refused at max_clients.");
-    resp_buf_printf(b, "sluice_rejected_connections_total %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, rejected_clients));
+    buf_printf(b, "sluice_rejected_connections_total %llu\n",
+               (unsigned long long)SERVER_STAT(srv, rejected_clients));
     help(b, "sluice_clients", "gauge", "Open connections.");
-    resp_buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
+    buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
     help(b, "sluice_output_buffer_disconnections_total", "counter",
          "Clients closed because too many of their replies were waiting, by limit "
          "(--output-buffer-hard, --output-buffer-soft).");
-    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"hard\"} %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, output_hard_closed));
-    resp_buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, output_soft_closed));
+    buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"hard\"} %llu\n",
+               (unsigned long long)SERVER_STAT(srv, output_hard_closed));
+    buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
+               (unsigned long long)SERVER_STAT(srv, output_soft_closed));
     help(b, "sluice_input_buffers_bytes", "gauge",
          "Memory of all clients' input buffers (requests not yet complete), bytes.");
-    resp_buf_printf(b, "sluice_input_buffers_bytes %zu\n",
-                    atomic_load_explicit(&srv->input_bytes, memory_order_relaxed));
+    buf_printf(b, "sluice_input_buffers_bytes %zu\n",
+               atomic_load_explicit(&srv->input_bytes, memory_order_relaxed));
     help(b, "sluice_evicted_clients_total", "counter",
          "Clients closed because all clients' input buffers were over --max-input-buffers.");
-    resp_buf_printf(b, "sluice_evicted_clients_total %llu\n",
-                    (unsigned long long)SERVER_STAT(srv, evicted_clients));
+    buf_printf(b, "sluice_evicted_clients_total %llu\n",
+               (unsigned long long)SERVER_STAT(srv, evicted_clients));
 
     if (engine_is_remote(srv->engine)) {
         engine_store_stats_t total = {0};
@@ -200,29 +200,29 @@ void metrics_render(server_t *srv, resp_buf_t *b)
                                    total.refreshes, total.reconnects};
         for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
             help(b, names[i][0], "counter", names[i][1]);
-            resp_buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
+            buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
         }
         size_t module_nodes, lua_nodes;
         engine_redis_modes(srv->engine, &module_nodes, &lua_nodes);
         help(b, "sluice_redis_nodes", "gauge",
              "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
-        resp_buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
-        resp_buf_printf(b, "sluice_redis_nodes{mode=\"lua\"} %zu\n", lua_nodes);
+        buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
+        buf_printf(b, "sluice_redis_nodes{mode=\"lua\"} %zu\n", lua_nodes);
     }
 
     help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
-    resp_buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));
+    buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));
     help(b, "sluice_rules_reloads_total", "counter", "Rule sets published.");
-    resp_buf_printf(b, "sluice_rules_reloads_total %llu\n",
-                    (unsigned long long)engine_reloads(srv->engine));
+    buf_printf(b, "sluice_rules_reloads_total %llu\n",
+               (unsigned long long)engine_reloads(srv->engine));
     help(b, "sluice_config_store_errors_total", "counter",
          "Config store failures (polls, reloads, imports).");
-    resp_buf_printf(b, "sluice_config_store_errors_total %llu\n",
-                    (unsigned long long)engine_store_errors(srv->engine));
+    buf_printf(b, "sluice_config_store_errors_total %llu\n",
+               (unsigned long long)engine_store_errors(srv->engine));
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
-    resp_buf_printf(b, "sluice_snapshots_total %llu\n",
-                    (unsigned long long)atomic_load(&srv->snapshots));
+    buf_printf(b, "sluice_snapshots_total %llu\n",
+               (unsigned long long)atomic_load(&srv->snapshots));
     help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
-    resp_buf_printf(b, "sluice_snapshot_errors_total %llu\n",
-                    (unsigned long long)atomic_load(&srv->snapshot_errors));
+    buf_printf(b, "sluice_snapshot_errors_total %llu\n",
+               (unsigned long long)atomic_load(&srv->snapshot_errors));
 }

@@ -4,11 +4,11 @@
 #ifndef SLUICE_SERVER_METRICS_H
 #define SLUICE_SERVER_METRICS_H
 
-#include "proto/resp.h"
+#include "proto/buf.h"
 
 struct server;
 
 /* Appends the exposition (text/plain; version=0.0.4) to b. Any thread. */
-void metrics_render(struct server *srv, resp_buf_t *b);
+void metrics_render(struct server *srv, buf_t *b);
 
 #endif /* SLUICE_SERVER_METRICS_H */

@@ -1,19 +1,8 @@
 /*
- * server.c - event loops, listeners and connections (see server.h).
- *
- * Input buffers. A connection owns an input buffer only while it holds part of a request (or
- * requests it could not answer yet, during backpressure); otherwise each read goes into its
- * loop's spare buffer, lent for the read and taken back when the read's requests are all
- * answered. Owned buffers are counted in the server's input_bytes and, by size class, in
- * input_classes (atomics: every loop adds to them). When the total passes --max-input-buffers, a
- * loop closes its own clients with the largest buffers, as long as they are in the largest class
- * held anywhere, and tells the other loops to look at theirs (evict_async); a client's buffer
- * is only ever touched by its own loop.
- *
- * Output. What waits for a client is its output buffer, the bytes of its pending uv_write
- * (libuv's write queue) and the done replies waiting in slots behind an earlier one. It is
- * checked against --output-buffer-hard after every request's reply and every deferred reply,
- * and against --output-buffer-soft once a second (the idle tick).
+ * server.c - sluiced's event loops and listeners (see server.h): starting the loops and binding
+ * their sockets, the once-a-second idle tick (timeouts, the soft output limit, the input cap),
+ * and stopping: close the listeners, let every connection write its answers, then end. The
+ * connections themselves are in conn.c.
  */
 #include "server/server.h"
 
@@ -25,764 +14,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/conn.h"
 #include "server/log.h"
 
-#define READ_CHUNK      (16 * 1024) /* room offered to each read */
-#define IDLE_TICK_MS    1000
-#define LINGER_MS       2000 /* longest a closing connection waits for the client's EOF */
-#define STOP_DRAIN_MS   3000 /* longest a stopping loop waits for its connections to finish */
-#define OUT_SHRINK_SIZE (1024 * 1024)    /* an output buffer this large is freed when drained */
-#define INPUT_INITIAL   (2 * READ_CHUNK) /* a fresh input buffer (and a loop's spare), bytes */
-
-typedef struct write_req {
-    uv_write_t req;
-    conn_t *conn;
-    char *data; /* the bytes being written, owned */
-} write_req_t;
-
-/* ---- input buffers: accounting ------------------------------------------------------------ */
-
-static unsigned size_class(size_t bytes)
-{
-    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)bytes);
-    return k < INPUT_SIZE_CLASSES ? k : INPUT_SIZE_CLASSES - 1;
-}
-
-/* A counted input buffer goes from old_cap to new_cap bytes (0: none). */
-static void input_count(server_t *srv, size_t old_cap, size_t new_cap)
-{
-    if (new_cap > old_cap) {
-        atomic_fetch_add_explicit(&srv->input_bytes, new_cap - old_cap, memory_order_relaxed);
-    } else {
-        atomic_fetch_sub_explicit(&srv->input_bytes, old_cap - new_cap, memory_order_relaxed);
-    }
-    if (old_cap > 0) {
-        atomic_fetch_sub_explicit(&srv->input_classes[size_class(old_cap)], 1,
-                                  memory_order_relaxed);
-    }
-    if (new_cap > 0) {
-        atomic_fetch_add_explicit(&srv->input_classes[size_class(new_cap)], 1,
-                                  memory_order_relaxed);
-    }
-}
-
-/* The size class of the largest input buffer any connection holds, or -1. */
-static int input_top_class(server_t *srv)
-{
-    for (int k = INPUT_SIZE_CLASSES - 1; k >= 0; k--) {
-        if (atomic_load_explicit(&srv->input_classes[k], memory_order_relaxed) > 0) {
-            return k;
-        }
-    }
-    return -1;
-}
-
-/* Gives c's input buffer up (it holds nothing worth keeping): back to the loop as its spare if
- * it has none and the buffer is of the initial size, else freed. */
-static void conn_input_release(conn_t *c)
-{
-    loop_t *l = c->loop;
-    if (c->in == NULL) {
-        return;
-    }
-    if (!c->in_borrowed) {
-        input_count(l->srv, c->in_cap, 0);
-    }
-    if (l->spare == NULL && c->in_cap == INPUT_INITIAL) {
-        l->spare = c->in;
-    } else {
-        free(c->in);
-    }
-    c->in = NULL;
-    c->in_len = 0;
-    c->in_cap = 0;
-    c->in_borrowed = false;
-}
-
-/* After a read's requests were answered: a drained buffer is given up; one holding a partial
- * request (or requests waiting for a write) is kept, and counted if it was lent. */
-static void conn_input_settle(conn_t *c)
-{
-    if (c->in == NULL) {
-        return;
-    }
-    if (c->in_len == 0) {
-        conn_input_release(c);
-    } else if (c->in_borrowed) {
-        c->in_borrowed = false;
-        input_count(c->loop->srv, 0, c->in_cap);
-    }
-}
-
-/* ---- connections --------------------------------------------------------------------------- */
-
-static void conn_unlink(conn_t *c)
-{
-    loop_t *l = c->loop;
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        l->conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    l->nconns--;
-}
-
-static void on_conn_closed(uv_handle_t *h)
-{
-    conn_t *c = h->data;
-    if (c->flush_queued) {
-        for (conn_t **pp = &c->loop->flush_head; *pp != NULL; pp = &(*pp)->flush_next) {
-            if (*pp == c) {
-                *pp = c->flush_next;
-                break;
-            }
-        }
-    }
-    /* Deferred replies still waiting are orphaned: their resolver frees them. */
-    for (reply_slot_t *s = c->slots, *next; s != NULL; s = next) {
-        next = s->next;
-        if (s->done) {
-            resp_buf_free(&s->buf);
-            free(s);
-        } else {
-            s->conn = NULL;
-            s->next = NULL;
-        }
-    }
-    if (c->counted) {
-        atomic_fetch_sub(&c->loop->srv->clients, 1);
-    }
-    conn_unlink(c);
-    if (!c->in_borrowed) {
-        input_count(c->loop->srv, c->in_cap, 0);
-    }
-    free(c->in);
-    resp_buf_free(&c->out);
-    free(c);
-}
-
-static void conn_close_now(conn_t *c)
-{
-    if (!uv_is_closing((uv_handle_t *)&c->tcp)) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-    }
-}
-
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-    conn_t *c = req->data;
-    free(req);
-    if (status < 0) {
-        conn_close_now(c);
-    }
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
-/*
- * Everything is written and the connection is to close. Closing a socket whose receive buffer
- * still holds unread bytes (a client still sending the rest of an oversized request) makes the
- * kernel send a reset, which can destroy our last reply in the client's buffer before it is
- * read. So, as nginx's lingering close does: send FIN (shutdown), discard what still arrives,
- * and close on the client's EOF or after LINGER_MS.
- */
-static void conn_finish(conn_t *c)
-{
-    if (c->lingering || uv_is_closing((uv_handle_t *)&c->tcp)) {
-        return;
-    }
-    if (c->eof) {
-        conn_close_now(c);
-        return;
-    }
-    uv_shutdown_t *req = malloc(sizeof *req);
-    if (req == NULL) {
-        conn_close_now(c);
-        return;
-    }
-    req->data = c;
-    c->lingering = true;
-    c->last_active_ns = (int64_t)uv_now(&c->loop->uv) * 1000000;
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
-        free(req);
-        conn_close_now(c);
-        return;
-    }
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    conn_t *c = h->data;
-    loop_t *l = c->loop;
-    buf->base = NULL;
-    buf->len = 0;
-    if (c->in == NULL) { /* nothing buffered: read into the loop's spare (on_read settles it) */
-        if (l->spare == NULL && (l->spare = malloc(INPUT_INITIAL)) == NULL) {
-            return;
-        }
-        c->in = l->spare;
-        c->in_cap = INPUT_INITIAL;
-        c->in_borrowed = true;
-        l->spare = NULL;
-    } else if (c->in_cap - c->in_len < READ_CHUNK) {
-        /* settled after every read, so a buffer still here is the connection's own */
-        size_t cap = c->in_cap * 2;
-        while (cap - c->in_len < READ_CHUNK) {
-            cap *= 2;
-        }
-        char *p = realloc(c->in, cap);
-        if (p == NULL) {
-            return;
-        }
-        input_count(l->srv, c->in_cap, cap);
-        c->in = p;
-        c->in_cap = cap;
-    }
-    buf->base = c->in + c->in_len;
-    buf->len = c->in_cap - c->in_len;
-}
-
-static void input_check(loop_t *l);
-
-/* Answers the requests buffered in c, then settles its input buffer and the input cap. */
-static void conn_process(conn_t *c)
-{
-    if (c->http) {
-        http_process(c);
-    } else {
-        resp_process(c);
-    }
-    conn_input_settle(c);
-    input_check(c->loop);
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    (void)buf;
-    conn_t *c = s->data;
-    if (c->lingering) {
-        c->in_len = 0; /* discarded: the connection is closing */
-        conn_input_settle(c);
-        if (nread < 0) {
-            conn_close_now(c);
-        }
-        return;
-    }
-    if (nread <= 0 || c->closing) {
-        conn_input_settle(c); /* a lent buffer goes back; what was buffered stays */
-    }
-    if (nread < 0) {
-        /* EOF or an error: replies still being written go out first (a client may half-close
-         * after sending its requests). */
-        uv_read_stop(s);
-        c->closing = true;
-        c->eof = true;
-        if (nread != UV_EOF) {
-            conn_close_now(c);
-        } else if (!c->writing) {
-            conn_flush(c); /* closes it once every answer, also those waiting on Redis, is out */
-        }
-        return;
-    }
-    if (nread == 0 || c->closing) {
-        return;
-    }
-    c->in_len += (size_t)nread;
-    conn_process(c);
-}
-
-static void on_written(uv_write_t *req, int status)
-{
-    write_req_t *wr = (write_req_t *)req;
-    conn_t *c = wr->conn;
-    free(wr->data);
-    free(wr);
-    c->writing = false;
-    c->last_active_ns = (int64_t)uv_now(&c->loop->uv) * 1000000; /* the client is reading */
-    if (status < 0) {
-        conn_close_now(c);
-        return;
-    }
-    if (c->out.len > 0) {
-        conn_flush(c);
-        return;
-    }
-    if (c->closing) {
-        if (c->slots == NULL) {
-            conn_finish(c);
-        }
-        return;
-    }
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    /* Requests that arrived while the write was pending are still buffered. */
-    if (c->in_len > 0) {
-        conn_process(c);
-    }
-}
-
-void conn_flush(conn_t *c)
-{
-    if (c->detached || c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
-        return;
-    }
-    if (c->out.failed) {
-        conn_close_now(c);
-        return;
-    }
-    if (c->out.len == 0) {
-        if (c->closing && c->slots == NULL) {
-            conn_finish(c);
-        }
-        return;
-    }
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == (int)c->out.len) {
-        c->out.len = 0;
-        if (c->out.cap > OUT_SHRINK_SIZE) {
-            resp_buf_free(&c->out);
-        }
-        if (c->closing && c->slots == NULL) {
-            conn_finish(c);
-        }
-        return;
-    }
-    if (n < 0 && n != UV_EAGAIN) {
-        conn_close_now(c);
-        return;
-    }
-    if (n > 0) {
-        resp_buf_consume(&c->out, (size_t)n);
-    }
-    /* The rest goes with uv_write; the buffer moves to the request and the connection stops
-     * reading until it completes. */
-    write_req_t *wr = malloc(sizeof *wr);
-    if (wr == NULL) {
-        conn_close_now(c);
-        return;
-    }
-    wr->conn = c;
-    wr->data = c->out.data;
-    b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-    c->out.data = NULL;
-    c->out.len = 0;
-    c->out.cap = 0;
-    c->writing = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
-        free(wr->data);
-        free(wr);
-        c->writing = false;
-        conn_close_now(c);
-    }
-}
-
-size_t conn_output_bytes(const conn_t *c)
-{
-    size_t queued = c->writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) : 0;
-    return c->out.len + c->slot_bytes + queued;
-}
-
-/* Closes c at once (counted) if more output waits for it than --output-buffer-hard. */
-static void conn_output_check(conn_t *c)
-{
-    size_t hard = c->loop->srv->cfg->output_hard;
-    if (hard == 0 || c->detached || uv_is_closing((uv_handle_t *)&c->tcp)) {
-        return;
-    }
-    size_t waiting = conn_output_bytes(c);
-    if (waiting <= hard) {
-        return;
-    }
-    atomic_fetch_add_explicit(&c->loop->stats.output_hard_closed, 1, memory_order_relaxed);
-    log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-hard (%zu)",
-             c->addr, c->port, waiting, hard);
-    c->closing = true; /* the batch answering its requests stops */
-    conn_close_now(c);
-}
-
-reply_slot_t *conn_defer(conn_t *c)
-{
-    reply_slot_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        return NULL;
-    }
-    s->conn = c;
-    s->start_ns = c->loop->now_ns;
-    s->in_batch = c->in_batch;
-    s->batch_seq = c->batch_seq;
-    c->batch_late += c->in_batch; /* not answered in the batch unless it is resolved in it */
-    if (c->slots_tail != NULL) {
-        c->slots_tail->next = s;
-    } else {
-        c->slots = s;
-    }
-    c->slots_tail = s;
-    return s;
-}
-
-/* Writes every connection whose replies resolved during this loop turn: one write for all the
- * answers a read from Redis brought, rather than one per answer. */
-static void flush_queued(uv_check_t *h)
-{
-    loop_t *l = h->data;
-    uv_idle_stop(&l->flush_idle);
-    while (l->flush_head != NULL) {
-        conn_t *c = l->flush_head;
-        l->flush_head = c->flush_next;
-        c->flush_queued = false;
-        conn_flush(c);
-    }
-}
-
-static void on_flush_idle(uv_idle_t *h)
-{
-    (void)h; /* only keeps the loop's poll from blocking; flush_queued runs right after it */
-}
-
-void conn_resolve(reply_slot_t *slot)
-{
-    conn_t *c = slot->conn;
-    slot->done = true;
-    if (c == NULL) {
-        resp_buf_free(&slot->buf);
-        free(slot);
-        return;
-    }
-    c->slot_bytes += slot->buf.len;
-    /* Move every done slot at the head to the output, in order. A request answered in the
-     * batch that read it is counted by that batch; any other now (one clock read per call). */
-    int64_t now_ns = 0;
-    while (c->slots != NULL && c->slots->done) {
-        reply_slot_t *s = c->slots;
-        c->slots = s->next;
-        if (c->slots == NULL) {
-            c->slots_tail = NULL;
-        }
-        c->slot_bytes -= s->buf.len;
-        if (c->in_batch && s->in_batch && s->batch_seq == c->batch_seq) {
-            c->batch_late--;
-        } else {
-            if (now_ns == 0) {
-                now_ns = sl_now_ns();
-            }
-            loop_record_batch(c->loop, 1, now_ns - s->start_ns);
-        }
-        if (s->buf.failed) {
-            c->out.failed = true;
-        } else if (s->buf.len > 0) {
-            resp_add_mem(&c->out, s->buf.data, s->buf.len);
-        }
-        if (s->http && !s->keep_alive) {
-            c->closing = true;
-        }
-        resp_buf_free(&s->buf);
-        free(s);
-    }
-    conn_output_check(c);
-    /* Inside a batch, the batch's end writes everything at once; otherwise (an answer from
-     * Redis, a deadline) the loop turn's end does, for every answer resolved in it. */
-    if (!c->in_batch && !c->detached && !c->flush_queued &&
-        !uv_is_closing((uv_handle_t *)&c->tcp)) {
-        c->flush_queued = true;
-        c->flush_next = c->loop->flush_head;
-        c->loop->flush_head = c;
-        uv_idle_start(&c->loop->flush_idle, on_flush_idle);
-    }
-}
-
-/* A reply held back until its due time; the loop keeps them soonest first. */
-typedef struct delayed {
-    struct delayed *next;
-    reply_slot_t *slot;
-    uint64_t due_ms; /* loop time */
-} delayed_t;
-
-static void on_delay_timer(uv_timer_t *t);
-
-static void delays_arm(loop_t *l)
-{
-    if (l->delayed == NULL) {
-        uv_timer_stop(&l->delay_timer);
-        return;
-    }
-    uint64_t now = uv_now(&l->uv);
-    uint64_t due = l->delayed->due_ms;
-    uv_timer_start(&l->delay_timer, on_delay_timer, due > now ? due - now : 0, 0);
-}
-
-/* Resolves the held replies due by `until_ms` (UINT64_MAX: all). */
-static void delays_resolve(loop_t *l, uint64_t until_ms)
-{
-    while (l->delayed != NULL && l->delayed->due_ms <= until_ms) {
-        delayed_t *d = l->delayed;
-        l->delayed = d->next;
-        conn_resolve(d->slot);
-        free(d);
-    }
-}
-
-static void on_delay_timer(uv_timer_t *t)
-{
-    loop_t *l = t->data;
-    delays_resolve(l, uv_now(&l->uv));
-    delays_arm(l);
-}
-
-void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns)
-{
-    conn_t *c = slot->conn;
-    delayed_t *d = c != NULL && delay_ns > 0 && !atomic_load(&c->loop->srv->stopping)
-                       ? malloc(sizeof *d)
-                       : NULL;
-    if (d == NULL) {
-        conn_resolve(slot);
-        return;
-    }
-    loop_t *l = c->loop;
-    uint64_t delay_ms = (uint64_t)((delay_ns + 999999) / 1000000); /* never sooner */
-    *d = (delayed_t){.slot = slot, .due_ms = uv_now(&l->uv) + delay_ms};
-    delayed_t **pp = &l->delayed;
-    while (*pp != NULL && (*pp)->due_ms <= d->due_ms) {
-        pp = &(*pp)->next;
-    }
-    d->next = *pp;
-    *pp = d;
-    if (l->delayed == d) {
-        delays_arm(l);
-    }
-}
-
-void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
-{
-    if (c->slots == NULL) {
-        handler(arg);
-        conn_output_check(c);
-        return;
-    }
-    reply_slot_t *s = conn_defer(c);
-    if (s == NULL) {
-        c->out.failed = true;
-        return;
-    }
-    resp_buf_t saved = c->out;
-    c->out = (resp_buf_t){0};
-    handler(arg);
-    s->buf = c->out;
-    c->out = saved;
-    s->done = true; /* written with the slots before it, by their conn_resolve */
-    c->slot_bytes += s->buf.len;
-    conn_output_check(c);
-}
-
-void conn_batch_done(conn_t *c, size_t consumed, uint64_t n, int64_t start_ns)
-{
-    loop_t *l = c->loop;
-    c->in_batch = false;
-    if (consumed > 0) {
-        memmove(c->in, c->in + consumed, c->in_len - consumed);
-        c->in_len -= consumed;
-    }
-    if (n > 0) {
-        c->last_active_ns = (int64_t)uv_now(&l->uv) * 1000000;
-        c->requests += n;
-        atomic_fetch_add_explicit(c->http ? &l->stats.http_requests : &l->stats.commands, n,
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&l->stats.batches, 1, memory_order_relaxed);
-        /* Every reply of the batch leaves in the write below: each request took the batch's
-         * time. Those waiting in slots are recorded when they resolve. */
-        uint64_t late = c->batch_late < n ? c->batch_late : n;
-        loop_record_batch(l, n - late, sl_now_ns() - start_ns);
-    }
-    c->batch_late = 0;
-    c->batch_seq++;
-    conn_flush(c);
-}
-
-static void peer_name(conn_t *c)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) {
-        snprintf(c->addr, sizeof c->addr, "?");
-        return;
-    }
-    if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        uv_ip6_name(a, c->addr, sizeof c->addr);
-        c->port = ntohs(a->sin6_port);
-    } else {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        uv_ip4_name(a, c->addr, sizeof c->addr);
-        c->port = ntohs(a->sin_port);
-    }
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    loop_t *l = server->data;
-    if (status < 0) {
-        return;
-    }
-    bool http = false;
-    for (size_t i = 0; i < l->nlisteners; i++) {
-        if ((uv_stream_t *)&l->listeners[i] == server) {
-            http = l->listener_http[i];
-        }
-    }
-    conn_t *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        return;
-    }
-    uv_tcp_init(&l->uv, &c->tcp);
-    c->tcp.data = c;
-    c->loop = l;
-    c->http = http;
-    c->next = l->conns;
-    if (l->conns != NULL) {
-        l->conns->prev = c;
-    }
-    l->conns = c;
-    l->nconns++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-        conn_close_now(c);
-        return;
-    }
-    server_t *srv = l->srv;
-    atomic_fetch_add_explicit(&l->stats.connections, 1, memory_order_relaxed);
-    c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
-    c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;
-    c->authed = srv->cfg->requirepass == NULL;
-    c->admin = c->authed && srv->cfg->admin_password == NULL;
-    c->inline_budget = engine_inline_budget(srv->engine);
-    uv_tcp_nodelay(&c->tcp, 1);
-    peer_name(c);
-    size_t clients = atomic_fetch_add(&srv->clients, 1) + 1;
-    c->counted = true;
-    if (clients > srv->cfg->max_clients || atomic_load(&srv->stopping)) {
-        atomic_fetch_add_explicit(&l->stats.rejected_clients, 1, memory_order_relaxed);
-        if (http) {
-            resp_add_raw(&c->out, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                  "Connection: close\r\n\r\n");
-        } else {
-            resp_add_error(&c->out, "ERR max number of clients reached");
-        }
-        c->closing = true;
-        conn_flush(c);
-        return;
-    }
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-}
-
-/* ---- the input buffers' cap ----------------------------------------------------------------- */
-
-static void evicted_reply(void *arg)
-{
-    conn_t *c = arg;
-    char why[160];
-    snprintf(why, sizeof why,
-             "connection closed: the input buffers of all clients exceed max-input-buffers "
-             "(%zu bytes) and this client's were among the largest",
-             c->loop->srv->cfg->input_buffers_max);
-    if (c->http) {
-        http_problem(&c->out, 503, false, NULL, why);
-    } else {
-        resp_add_error(&c->out, "ERR %s", why);
-    }
-}
-
-/* Closes c for the cap: its input goes at once, the error goes out (in order), then it closes. */
-static void conn_evict(conn_t *c)
-{
-    loop_t *l = c->loop;
-    size_t held = c->in_cap;
-    conn_input_release(c);
-    http_reader_init(&c->http_rd);
-    if (c->closing) { /* already on its way out: nothing of its input would be read */
-        return;
-    }
-    log_info("closing client %s:%d: its %zu-byte input buffer is among the largest and all "
-             "clients' are over max-input-buffers (%zu)",
-             c->addr, c->port, held, l->srv->cfg->input_buffers_max);
-    atomic_fetch_add_explicit(&l->stats.evicted_clients, 1, memory_order_relaxed);
-    conn_in_order(c, evicted_reply, c);
-    c->closing = true;
-    if (!c->writing) {
-        conn_flush(c);
-    }
-}
-
-/*
- * While all clients' input buffers are over --max-input-buffers, closes this loop's client with
- * the largest buffer, as long as it is in the largest size class any loop holds (within a factor
- * of two of the largest anywhere). Returns how many it closed; the cap may still be exceeded,
- * by buffers on other loops.
- */
-static size_t loop_evict(loop_t *l)
-{
-    server_t *srv = l->srv;
-    size_t cap = srv->cfg->input_buffers_max, evicted = 0;
-    while (cap > 0 && atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
-        conn_t *largest = NULL;
-        for (conn_t *c = l->conns; c != NULL; c = c->next) {
-            if (c->in != NULL && !c->in_borrowed && !uv_is_closing((uv_handle_t *)&c->tcp) &&
-                (largest == NULL || c->in_cap > largest->in_cap)) {
-                largest = c;
-            }
-        }
-        if (largest == NULL || (int)size_class(largest->in_cap) < input_top_class(srv)) {
-            break;
-        }
-        conn_evict(largest);
-        evicted++;
-    }
-    return evicted;
-}
-
-/* Asks every other loop to look for its largest input buffers. */
-static void loops_tell_evict(loop_t *self)
-{
-    server_t *srv = self->srv;
-    uv_mutex_lock(&srv->evict_mu);
-    for (unsigned i = 0; i < srv->nloops; i++) {
-        loop_t *l = &srv->loops[i];
-        if (l != self && l->evict_open) {
-            uv_async_send(&l->evict_async);
-        }
-    }
-    uv_mutex_unlock(&srv->evict_mu);
-}
-
-/* After this loop's buffers grew (or once a second): enforces the cap. */
-static void input_check(loop_t *l)
-{
-    server_t *srv = l->srv;
-    size_t cap = srv->cfg->input_buffers_max;
-    if (cap == 0 || atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) <= cap) {
-        return;
-    }
-    loop_evict(l);
-    if (atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
-        loops_tell_evict(l); /* the largest are elsewhere */
-    }
-}
-
-/* Another loop saw the cap exceeded; passes it on only after closing someone (no ping-pong). */
-static void on_evict(uv_async_t *a)
-{
-    loop_t *l = a->data;
-    if (loop_evict(l) > 0 && atomic_load_explicit(&l->srv->input_bytes, memory_order_relaxed) >
-                                 l->srv->cfg->input_buffers_max) {
-        loops_tell_evict(l);
-    }
-}
+#define IDLE_TICK_MS  1000
+#define STOP_DRAIN_MS 3000 /* longest a stopping loop waits for its connections to finish */
 
 /* ---- idle timeouts and stopping ------------------------------------------------------------ */
 
@@ -835,7 +71,7 @@ static void on_idle_tick(uv_timer_t *t)
             conn_close_now(c);
         }
     }
-    input_check(l);
+    conn_input_check(l);
 }
 
 static void close_handle(uv_handle_t *h, void *arg)
@@ -857,14 +93,14 @@ static void on_drain_tick(uv_timer_t *t)
     }
     /* what is still waiting on Redis now is answered by on_store_error, and written */
     engine_worker_detach(l->worker);
-    flush_queued(&l->flush_check);
+    conn_flush_queued(&l->flush_check);
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
         conn_close_now(c);
     }
     uv_timer_stop(&l->idle_timer);
     uv_close((uv_handle_t *)&l->idle_timer, NULL);
-    delays_resolve(l, UINT64_MAX);
+    conn_delays_resolve(l, UINT64_MAX);
     uv_close((uv_handle_t *)&l->delay_timer, NULL);
     uv_close((uv_handle_t *)&l->stop_async, NULL);
     uv_mutex_lock(&l->srv->evict_mu);
@@ -891,7 +127,7 @@ static void on_stop(uv_async_t *a)
         }
     }
     /* replies held back for a delay go now: stopping answers what was read */
-    delays_resolve(l, UINT64_MAX);
+    conn_delays_resolve(l, UINT64_MAX);
     uv_timer_stop(&l->delay_timer);
     l->stop_ms = uv_now(&l->uv);
     uv_timer_stop(&l->idle_timer);
@@ -970,8 +206,10 @@ static int port_free(const char *host, int port, char *err, size_t err_cap)
     return 0;
 }
 
-static int loop_listen(loop_t *l, const char *host, int port, bool http, char *err, size_t err_cap)
+static int loop_listen(loop_t *l, const char *host, const server_listener_t *sl, char *err,
+                       size_t err_cap)
 {
+    int port = sl->port;
     int fd = listen_fd(host, port, err, err_cap);
     if (fd < 0) {
         return -1;
@@ -981,14 +219,14 @@ static int loop_listen(loop_t *l, const char *host, int port, bool http, char *e
     t->data = l;
     int rc = uv_tcp_open(t, fd);
     if (rc == 0) {
-        rc = uv_listen((uv_stream_t *)t, 511, on_connection);
+        rc = uv_listen((uv_stream_t *)t, 511, conn_on_connection);
     }
     if (rc != 0) {
         snprintf(err, err_cap, "listen on %s port %d: %s", host, port, uv_strerror(rc));
         uv_close((uv_handle_t *)t, NULL);
         return -1;
     }
-    l->listener_http[l->nlisteners++] = http;
+    l->listener_proto[l->nlisteners++] = sl->proto;
     return 0;
 }
 
@@ -1015,13 +253,37 @@ static void loops_abandon(server_t *srv, unsigned n)
     srv->nloops = 0;
 }
 
+/* Every listener on every bind address, for loop l. */
+static int loop_listen_all(loop_t *l, char *err, size_t err_cap)
+{
+    const server_t *srv = l->srv;
+    for (size_t b = 0; b < srv->cfg->nbind; b++) {
+        for (size_t k = 0; k < srv->nlisten; k++) {
+            if (loop_listen(l, srv->cfg->bind[b], &srv->listen[k], err, err_cap) != 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int server_listen(server_t *srv, const protocol_t *proto, int port)
+{
+    if (srv->nlisten == SERVER_PROTOCOLS_MAX) {
+        return -1;
+    }
+    srv->listen[srv->nlisten++] = (server_listener_t){.proto = proto, .port = port};
+    return 0;
+}
+
 int server_start(server_t *srv, char *err, size_t err_cap)
 {
     server_config_t *cfg = srv->cfg;
     for (size_t b = 0; b < cfg->nbind; b++) {
-        if ((cfg->resp_port > 0 && port_free(cfg->bind[b], cfg->resp_port, err, err_cap) != 0) ||
-            (cfg->http_port > 0 && port_free(cfg->bind[b], cfg->http_port, err, err_cap) != 0)) {
-            return -1;
+        for (size_t k = 0; k < srv->nlisten; k++) {
+            if (port_free(cfg->bind[b], srv->listen[k].port, err, err_cap) != 0) {
+                return -1;
+            }
         }
     }
     srv->nloops = (unsigned)cfg->threads;
@@ -1037,14 +299,9 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         l->index = i;
         l->worker = engine_worker(srv->engine, i);
         uv_loop_init(&l->uv);
-        for (size_t b = 0; b < cfg->nbind; b++) {
-            if ((cfg->resp_port > 0 &&
-                 loop_listen(l, cfg->bind[b], cfg->resp_port, false, err, err_cap) != 0) ||
-                (cfg->http_port > 0 &&
-                 loop_listen(l, cfg->bind[b], cfg->http_port, true, err, err_cap) != 0)) {
-                loops_abandon(srv, i + 1);
-                return -1;
-            }
+        if (loop_listen_all(l, err, err_cap) != 0) {
+            loops_abandon(srv, i + 1);
+            return -1;
         }
         char eerr[ENGINE_ERR_MAX];
         if (engine_worker_attach(l->worker, &l->uv, eerr) != 0) {
@@ -1054,13 +311,13 @@ int server_start(server_t *srv, char *err, size_t err_cap)
         }
         uv_check_init(&l->uv, &l->flush_check);
         l->flush_check.data = l;
-        uv_check_start(&l->flush_check, flush_queued);
+        uv_check_start(&l->flush_check, conn_flush_queued);
         uv_unref((uv_handle_t *)&l->flush_check); /* runs while the loop has work, keeps none */
         uv_idle_init(&l->uv, &l->flush_idle);
         l->flush_idle.data = l;
         uv_async_init(&l->uv, &l->stop_async, on_stop);
         l->stop_async.data = l;
-        uv_async_init(&l->uv, &l->evict_async, on_evict);
+        uv_async_init(&l->uv, &l->evict_async, conn_on_evict);
         l->evict_async.data = l;
         l->evict_open = true;
         uv_timer_init(&l->uv, &l->idle_timer);
@@ -1091,37 +348,4 @@ void server_stop(server_t *srv)
     free(srv->loops);
     srv->loops = NULL;
     uv_mutex_destroy(&srv->evict_mu);
-}
-
-const int64_t loop_latency_bounds_ns[LATENCY_BUCKETS] = {
-    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
-
-void loop_record_batch(loop_t *l, uint64_t n, int64_t latency_ns)
-{
-    const int64_t *bounds_ns = loop_latency_bounds_ns;
-    if (n == 0) {
-        return;
-    }
-    if (latency_ns < 0) {
-        latency_ns = 0;
-    }
-    size_t b = 0;
-    while (b < LATENCY_BUCKETS && latency_ns > bounds_ns[b]) {
-        b++;
-    }
-    loop_stats_t *s = &l->stats;
-    atomic_fetch_add_explicit(&s->latency[b], n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->latency_sum_ns, n * (uint64_t)latency_ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->latency_count, n, memory_order_relaxed);
-}
-
-uint64_t server_stat_sum(server_t *srv, size_t offset)
-{
-    uint64_t total = 0;
-    for (unsigned i = 0; i < srv->nloops; i++) {
-        const _Atomic uint64_t *p =
-            (const _Atomic uint64_t *)((const char *)&srv->loops[i].stats + offset);
-        total += atomic_load_explicit(p, memory_order_relaxed);
-    }
-    return total;
 }

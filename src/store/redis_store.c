@@ -12,7 +12,7 @@
 #include <hiredis/hiredis.h>
 
 #include "core/hash.h"
-#include "proto/resp.h"
+#include "proto/buf.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
 
@@ -103,7 +103,7 @@ struct redis_store {
     olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
     rc_freelist_t pending; /* pending_t to reuse */
-    resp_buf_t cmd;        /* the command being formatted, reused */
+    buf_t cmd;        /* the command being formatted, reused */
 };
 
 /* ---- the shared state: start-up probe, node modes, epochs ---------------------------------- */
@@ -573,7 +573,7 @@ static bool format_args(redis_store_t *s, int argc, const char *const *argv, con
     }
     s->cmd.len = 0;
     s->cmd.failed = false;
-    if (!resp_buf_reserve(&s->cmd, total)) {
+    if (!buf_reserve(&s->cmd, total)) {
         return false;
     }
     char *p = s->cmd.data;
@@ -599,7 +599,7 @@ static bool format_args(redis_store_t *s, int argc, const char *const *argv, con
 static void trim_cmd(redis_store_t *s)
 {
     if (s->cmd.cap > CMD_KEEP) {
-        resp_buf_free(&s->cmd);
+        buf_free(&s->cmd);
     }
 }
 
@@ -1077,7 +1077,7 @@ static void on_timer_closed(uv_handle_t *h)
 {
     redis_store_t *s = h->data;
     rc_freelist_clear(&s->pending);
-    resp_buf_free(&s->cmd);
+    buf_free(&s->cmd);
     free(s);
 }
 

@@ -23,10 +23,10 @@
 #include "proto/http.h"
 
 /* The outcome of a connection, serialized for comparison. */
-static void log_bytes(resp_buf_t *log, const void *p, size_t n)
+static void log_bytes(buf_t *log, const void *p, size_t n)
 {
-    http_append(log, &n, sizeof(n));
-    http_append(log, p, n);
+    buf_add(log, &n, sizeof(n));
+    buf_add(log, p, n);
 }
 
 static bool inside(const char *p, size_t n, const char *lo, size_t len)
@@ -65,12 +65,14 @@ static void exercise_helpers(const http_request_t *r)
             abort();
 
     static const char *nets[] = {"10.0.0.0/8", "127.0.0.1", "::1/128", "fd00::/8"};
-    http_cidr_t trusted[4];
+    netaddr_net_t trusted[4];
     for (size_t i = 0; i < 4; i++)
-        if (http_cidr_parse(nets[i], strlen(nets[i]), &trusted[i]) != 0)
+        if (netaddr_net_parse(nets[i], strlen(nets[i]), &trusted[i]) != NETADDR_OK)
             abort();
-    char ip[HTTP_IP_STRLEN];
-    if (http_client_ip(r, "10.0.0.1", trusted, 4, ip, sizeof(ip)) == NULL)
+    netaddr_t peer = {.family = 4, .addr = {10, 0, 0, 1}}, client;
+    char ip[NETADDR_STRLEN];
+    if (http_client_addr(r, &peer, trusted, 4, &client) != 0 ||
+        netaddr_format(&client, ip, sizeof(ip)) == NULL)
         abort();
 
     /* the raw path as a problem detail and a policy name: escaped, never broken */
@@ -82,13 +84,13 @@ static void exercise_helpers(const http_request_t *r)
     size_t elen = http_json_escape(esc, sizeof(esc), r->path, dlen);
     if (elen >= sizeof(esc) || !json_safe((const unsigned char *)esc, elen))
         abort();
-    resp_buf_t b = {0};
+    buf_t b = {0};
     http_begin(&b, 429);
     http_ratelimit_headers(&b, detail, 10, 1, 0, 1);
     http_problem_end(&b, 429, r->keep_alive, NULL, detail);
     if (b.failed || memchr(b.data, '\0', b.len) != NULL)
         abort();
-    resp_buf_free(&b);
+    buf_free(&b);
 }
 
 static void check_request(const http_request_t *r, const char *buf, size_t used)
@@ -109,10 +111,10 @@ static void check_request(const http_request_t *r, const char *buf, size_t used)
     }
 }
 
-static void log_request(resp_buf_t *log, const http_request_t *r, long rc)
+static void log_request(buf_t *log, const http_request_t *r, long rc)
 {
     int32_t fixed[5] = {(int32_t)rc, r->method, r->http_major, r->http_minor, r->keep_alive};
-    http_append(log, fixed, sizeof(fixed));
+    buf_add(log, fixed, sizeof(fixed));
     log_bytes(log, r->path, r->path_len);
     log_bytes(log, r->query, r->query_len);
     for (size_t i = 0; i < r->nheaders; i++) {
@@ -128,7 +130,7 @@ enum mode { INCREMENTAL, REPARSE };
  * connection saw. INCREMENTAL keeps one reader for the connection, REPARSE parses the unconsumed
  * bytes from their first byte on every call. Returns the reader's work counter. */
 static uint64_t run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                    const http_limits_t *lim, enum mode mode, resp_buf_t *log)
+                    const http_limits_t *lim, enum mode mode, buf_t *log)
 {
     char *conn = NULL;
     size_t have = 0, from = 0;
@@ -162,7 +164,7 @@ static uint64_t run(const uint8_t *data, size_t size, const size_t *cuts, size_t
                      status != 505))
                     abort();
                 int32_t fixed[2] = {-1, status};
-                http_append(log, fixed, sizeof(fixed));
+                buf_add(log, fixed, sizeof(fixed));
                 free(conn);
                 return rd.work;
             }
@@ -176,7 +178,7 @@ static uint64_t run(const uint8_t *data, size_t size, const size_t *cuts, size_t
         }
     }
     int32_t fixed[2] = {0, (int32_t)have};
-    http_append(log, fixed, sizeof(fixed));
+    buf_add(log, fixed, sizeof(fixed));
     free(conn);
     return rd.work;
 }
@@ -197,11 +199,11 @@ static size_t split_points(uint32_t seed, size_t size, size_t *cuts)
     }
 }
 
-static void same(resp_buf_t *a, resp_buf_t *b)
+static void same(buf_t *a, buf_t *b)
 {
     if (a->failed || b->failed || a->len != b->len || memcmp(a->data, b->data, a->len) != 0)
         abort();
-    resp_buf_free(b);
+    buf_free(b);
 }
 
 /* Bytes each pass may examine per byte received (http-parser, the head scanned at most twice,
@@ -227,7 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     size_t *cuts = malloc((size + 1) * sizeof(*cuts));
     size_t ncuts = split_points(seed, size, cuts);
-    resp_buf_t whole = {0}, split = {0}, reparsed = {0};
+    buf_t whole = {0}, split = {0}, reparsed = {0};
     uint64_t work_whole = run(data, size, NULL, 0, &lim, INCREMENTAL, &whole);
     uint64_t work_split = run(data, size, cuts, ncuts, &lim, INCREMENTAL, &split);
     if (work_whole > WORK_PER_BYTE * (uint64_t)size || work_split > WORK_PER_BYTE * (uint64_t)size)
@@ -237,7 +239,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run(data, size, cuts, ncuts, &lim, REPARSE, &reparsed);
         same(&whole, &reparsed);
     }
-    resp_buf_free(&whole);
+    buf_free(&whole);
     free(cuts);
     return 0;
 }

@@ -39,8 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t rlen = (size_t)(buf + size - rest);
         size_t cut = rlen / 2;
         fuzz_req_t hv = {rest, cut};
-        keytpl_request_t req = {.client_ip = rest,
-                                .client_ip_len = cut,
+        netaddr_t client;
+        bool known = netaddr_parse(rest, cut, &client) == NETADDR_OK;
+        keytpl_request_t req = {.client = known ? &client : NULL,
                                 .method = "GET",
                                 .method_len = 3,
                                 .path = rest + cut,

@@ -20,7 +20,7 @@
 
 static void check_round_trip(const resp_arg_t *argv, size_t argc)
 {
-    resp_buf_t b = {0};
+    buf_t b = {0};
     resp_add_array(&b, argc);
     for (size_t i = 0; i < argc; i++)
         resp_add_bulk(&b, argv[i].ptr, argv[i].len);
@@ -36,7 +36,7 @@ static void check_round_trip(const resp_arg_t *argv, size_t argc)
     for (size_t i = 0; i < n; i++)
         if (back[i].len != argv[i].len || memcmp(back[i].ptr, argv[i].ptr, argv[i].len) != 0)
             abort();
-    resp_buf_free(&b);
+    buf_free(&b);
 }
 
 /* Parses all of buf; returns how many requests were found before the end or an error. */

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proto/http.h"
+#include "server/http_front.h"
+#include "server/resp_front.h"
 #include "server/rules_import.h"
 #include "server/server.h"
 
@@ -52,6 +53,7 @@ static server_t srv;
 static loop_t *loop;
 static conn_t conn;
 static int64_t now_ns = INT64_C(1700000000000000000);
+static resp_arg_t argv[RESP_ARGS_MAX];
 
 static void setup(void)
 {
@@ -92,6 +94,7 @@ static void setup(void)
     conn.detached = true; /* no socket: replies stay in conn.out */
     conn.inline_budget = engine_inline_budget(srv.engine);
     snprintf(conn.addr, sizeof conn.addr, "127.0.0.1");
+    netaddr_parse(conn.addr, strlen(conn.addr), &conn.peer);
 }
 
 static void run_resp(char *buf, size_t len)
@@ -100,16 +103,15 @@ static void run_resp(char *buf, size_t len)
     size_t off = 0;
     while (off < len) {
         size_t argc = 0;
-        long used =
-            resp_parse(buf + off, len - off, NULL, loop->argv, RESP_ARGS_MAX, &argc, NULL, err);
+        long used = resp_parse(buf + off, len - off, NULL, argv, RESP_ARGS_MAX, &argc, NULL, err);
         if (used <= 0) {
             return;
         }
         off += (size_t)used;
-        if (argc == 0 || resp_command_is_admin(&loop->argv[0])) {
-            if (argc > 1 && resp_command_is_admin(&loop->argv[0])) {
+        if (argc == 0 || resp_command_is_admin(&argv[0])) {
+            if (argc > 1 && resp_command_is_admin(&argv[0])) {
                 /* reads of rules and overrides are fine */
-                const resp_arg_t *sub = &loop->argv[1];
+                const resp_arg_t *sub = &argv[1];
                 if (!(sub->len == 3 && strncasecmp(sub->ptr, "GET", 3) == 0) &&
                     !(sub->len == 4 && strncasecmp(sub->ptr, "LIST", 4) == 0) &&
                     !(sub->len == 6 && strncasecmp(sub->ptr, "EXPORT", 6) == 0)) {
@@ -120,7 +122,7 @@ static void run_resp(char *buf, size_t len)
             }
         }
         size_t before = conn.out.len;
-        resp_dispatch(&conn, loop->argv, argc);
+        resp_dispatch(&conn, argv, argc);
         if (conn.out.len <= before && !conn.out.failed) {
             abort(); /* every command replies */
         }
@@ -165,8 +167,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     loop->now_ns = now_ns;
     engine_worker_begin(loop->worker);
     if (data[0] & 1) {
+        conn.proto = &http_protocol;
         run_http(buf, size - 1);
     } else {
+        conn.proto = &resp_protocol;
         run_resp(buf, size - 1);
     }
     conn.out.len = 0;

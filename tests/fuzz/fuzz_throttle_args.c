@@ -1,6 +1,6 @@
 /*
  * fuzz_throttle_args.c - libFuzzer target for the inline-rule commands' parser shared by sluice.so
- * and sluiced (rules/throttle_args.h): SL.THROTTLE, SL.PEEK, SL.SETTLE, CL.THROTTLE, and a named
+ * and sluiced (proto/throttle_args.h): SL.THROTTLE, SL.PEEK, SL.SETTLE, CL.THROTTLE, and a named
  * rule's settle options alone (throttle_parse_settle).
  *
  * The first byte picks the command, whose name is argv[0] (Redis and sluiced call the parser only
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 
 #define ARGS_MAX 32
 

@@ -265,7 +265,7 @@ static void test_inline(void **unused)
 
 static void test_encoders(void **unused)
 {
-    resp_buf_t b = {0};
+    buf_t b = {0};
     resp_add_array(&b, 5);
     resp_add_int(&b, 1);
     resp_add_int(&b, -1);
@@ -279,22 +279,22 @@ static void test_encoders(void **unused)
     assert_false(b.failed);
     assert_int_equal(b.len, strlen(want));
     assert_memory_equal(b.data, want, b.len);
-    resp_buf_consume(&b, 4);
+    buf_consume(&b, 4);
     assert_memory_equal(b.data, ":1\r\n", 4);
-    resp_buf_consume(&b, b.len + 10);
+    buf_consume(&b, b.len + 10);
     assert_int_equal(b.len, 0);
     /* growth well past the initial capacity keeps every byte */
     for (int i = 0; i < 10000; i++)
         resp_add_int(&b, i);
     assert_false(b.failed);
     assert_memory_equal(b.data + b.len - 7, ":9999\r\n", 7);
-    resp_buf_free(&b);
+    buf_free(&b);
 }
 
 /* What the encoder writes, the parser reads back: bulks of every byte value. */
 static void test_round_trip(void **unused)
 {
-    resp_buf_t b = {0};
+    buf_t b = {0};
     char arg[256];
     for (int i = 0; i < 256; i++)
         arg[i] = (char)i;
@@ -307,7 +307,7 @@ static void test_round_trip(void **unused)
     assert_int_equal(p.argc, 3);
     assert_arg(&p, 1, arg, 256);
     assert_arg(&p, 2, "", 0);
-    resp_buf_free(&b);
+    buf_free(&b);
 }
 
 int main(void)

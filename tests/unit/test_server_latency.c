@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "proto/resp.h"
 #include "server/server.h"
 
 static server_config_t cfg;
@@ -50,7 +51,7 @@ static int empty_output(void **unused)
 static int teardown(void **unused)
 {
     (void)unused;
-    resp_buf_free(&conn->out);
+    buf_free(&conn->out);
     free(conn);
     free(loop);
     server_config_free(&cfg);

@@ -1,5 +1,5 @@
 /*
- * test_throttle_args.c - SL.SETTLE's arguments (rules/throttle_args.h), which sluice.so and
+ * test_throttle_args.c - SL.SETTLE's arguments (proto/throttle_args.h), which sluice.so and
  * sluiced share: RESERVED, ACTUAL and AT among the rule's options, each error, the settle
  * options alone (throttle_parse_settle), and the charge time AT names
  * (throttle_settle_charged_ns). SL.THROTTLE's and CL.THROTTLE's errors are checked side by side
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
 
 #define MAX_ARGS 24
 #define NS_MS    INT64_C(1000000)

@@ -1,6 +1,6 @@
 /*
  * throttle_args.h - the arguments, errors and replies of the inline-rule commands, shared by
- * sluiced (src/server/resp_commands.c) and the Redis module (src/module/), so both answer the
+ * sluiced (src/server/resp_*.c) and the Redis module (src/module/), so both answer the
  * same request with the same bytes:
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
@@ -33,23 +33,21 @@
  * An argument quoted in an error is shown as at most 64 bytes, non-printable bytes and quotes
  * as '?', followed by "..." when longer.
  */
-#ifndef SLUICE_RULES_THROTTLE_ARGS_H
-#define SLUICE_RULES_THROTTLE_ARGS_H
+#ifndef SLUICE_PROTO_THROTTLE_ARGS_H
+#define SLUICE_PROTO_THROTTLE_ARGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/arg.h"
 #include "sluice/sluice.h"
 
 #define THROTTLE_ERR_MAX  256 /* every error text fits in this, NUL included */
 #define THROTTLE_NAME_MAX 64  /* an inline rule's name, bytes (sluiced's RULE_NAME_MAX) */
 
-/* One argument: len bytes at ptr (not NUL-terminated). Same layout as resp_arg_t. */
-typedef struct throttle_arg {
-    const char *ptr;
-    size_t len;
-} throttle_arg_t;
+/* One argument: len bytes at ptr (not NUL-terminated). The type of resp_arg_t too (arg.h). */
+typedef proto_arg_t throttle_arg_t;
 
 typedef enum throttle_cmd {
     THROTTLE_SL,        /* SL.THROTTLE: cost from COST, default 1 */
@@ -123,4 +121,4 @@ void throttle_reply_cl(const sl_decision_t *d, int64_t out[5]);
  * at least a whole millisecond. Negative (the -1 "never" marker) -> -1. */
 int64_t throttle_cell_seconds(int64_t ns);
 
-#endif /* SLUICE_RULES_THROTTLE_ARGS_H */
+#endif /* SLUICE_PROTO_THROTTLE_ARGS_H */

@@ -3,7 +3,9 @@
  * replies (see throttle_args.h). The texts and their order are sluiced's: a request gets the same
  * first error from sluiced and from the module.
  */
-#include "rules/throttle_args.h"
+#include "proto/throttle_args.h"
+
+#include "proto/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,17 +67,7 @@ bool throttle_arg_i64(const throttle_arg_t *a, int64_t *out)
 /* An argument for an error message: at most SHOW_MAX bytes, printable, no quotes. */
 static const char *show(const throttle_arg_t *a, char buf[SHOW_BUF])
 {
-    size_t n = a->len < SHOW_MAX ? a->len : SHOW_MAX;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)a->ptr[i];
-        buf[i] = ch >= 0x20 && ch < 0x7f && ch != '\'' ? (char)ch : '?';
-    }
-    if (a->len > SHOW_MAX) {
-        memcpy(buf + n, "...", 3);
-        n += 3;
-    }
-    buf[n] = '\0';
-    return buf;
+    return text_show(buf, SHOW_BUF, a->ptr, a->len, SHOW_MAX, TEXT_MASK);
 }
 
 static int wrong_arity(const throttle_arg_t *name, char *err)

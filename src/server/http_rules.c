@@ -1,0 +1,235 @@
+/*
+ * http_rules.c - sluiced's HTTP routes for rules and overrides (admin token):
+ *
+ *   GET    /v1/rules                           every rule
+ *   GET|PUT|DELETE /v1/rules/{name}            one rule
+ *   GET    /v1/rules/{name}/overrides          its overrides
+ *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}
+ *
+ * Run by the admin module (admin.h) on the config store's thread, replied in order.
+ */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/http.h"
+#include "proto/throttle_args.h"
+#include "rules/keytpl.h"
+#include "server/admin.h"
+#include "server/route.h"
+#include "server/server.h"
+
+/* ---- rules and overrides ------------------------------------------------------------------- */
+
+static bool admin_ok(route_ctx_t *x)
+{
+    const char *token = x->c->loop->srv->cfg->admin_token;
+    if (token == NULL) {
+        return true;
+    }
+    const char *v;
+    size_t vlen;
+    size_t n = strlen(token);
+    if (!http_header_get(x->req, "authorization", &v, &vlen) || vlen < 7 ||
+        strncasecmp(v, "Bearer ", 7) != 0) {
+        problem(x, 401, "this endpoint needs Authorization: Bearer <admin token>");
+        return false;
+    }
+    v += 7;
+    vlen -= 7;
+    unsigned char diff = (unsigned char)(vlen != n);
+    for (size_t i = 0; i < vlen; i++) {
+        diff |= (unsigned char)(v[i] ^ token[i < n ? i : 0]);
+    }
+    if (diff != 0) {
+        problem(x, 401, "invalid admin token");
+        return false;
+    }
+    return true;
+}
+
+void route_method_not_allowed(route_ctx_t *x, const char *allow)
+{
+    char detail[64];
+    snprintf(detail, sizeof detail, "use %s", allow);
+    http_begin(&x->c->out, 405);
+    http_header(&x->c->out, "Allow", "%s", allow);
+    http_problem_end(&x->c->out, 405, x->req->keep_alive, NULL, detail);
+}
+
+/*
+ * /v1/rules: the admin operations of server/admin.h, run on the config thread. The response is
+ * written into the request's reply slot when the operation is done and in force on this loop.
+ */
+/* A page of overrides: {"overrides":[{"key":..,"override":{..}},..],"next":"<hex>"|null}; a key
+ * that is not UTF-8 text is given as "key_hex". malloc'ed, or NULL when out of memory. */
+static char *overrides_json(const admin_req_t *r)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && i < r->novs; i++) {
+        const admin_override_t *o = &r->ovs[i];
+        json_t *item = json_object();
+        json_t *key =
+            ruledef_text_is_utf8(o->key, o->key_len) ? json_stringn(o->key, o->key_len) : NULL;
+        if (key != NULL) {
+            json_object_set_new(item, "key", key);
+        } else {
+            char *hex = admin_hex(o->key, o->key_len);
+            json_object_set_new(item, "key_hex", hex != NULL ? json_string(hex) : NULL);
+            free(hex);
+        }
+        json_object_set_new(item, "override", json_loads(o->json, 0, NULL));
+        json_array_append_new(list, item);
+    }
+    bool failed;
+    char *cursor = admin_next_cursor(r, &failed);
+    json_t *next = cursor != NULL ? json_string(cursor) : json_null();
+    free(cursor);
+    if (failed) {
+        json_decref(list);
+        return NULL;
+    }
+    json_t *page = json_pack("{s:o,s:o}", "overrides", list, "next", next);
+    char *text = page != NULL ? json_dumps(page, JSON_COMPACT) : NULL;
+    json_decref(page);
+    return text;
+}
+
+static void admin_replied(admin_req_t *r)
+{
+    reply_slot_t *slot = r->arg;
+    buf_t *b = &slot->buf;
+    bool keep_alive = !slot->close_after;
+    int status = r->status == ADMIN_OK         ? 200
+                 : r->status == ADMIN_EINVALID ? 400
+                 : r->status == ADMIN_ESTORE   ? 503
+                                               : 404;
+    if (status != 200) {
+        http_problem(b, status, keep_alive, NULL, r->err);
+    } else if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
+        http_begin(b, 204);
+        http_end(b, keep_alive, NULL, NULL, 0);
+    } else if (r->op == ADMIN_OVERRIDE_LIST) {
+        char *body = overrides_json(r);
+        if (body == NULL) {
+            http_problem(b, 503, keep_alive, NULL, "out of memory");
+        } else {
+            http_begin(b, 200);
+            http_end(b, keep_alive, "application/json", body, strlen(body));
+            free(body);
+        }
+    } else if (r->op == ADMIN_RULE_LIST) {
+        buf_t body = {0};
+        char head[64];
+        int len =
+            snprintf(head, sizeof head, "{\"version\":%lld,\"rules\":[", (long long)r->version);
+        buf_add(&body, head, (size_t)len);
+        for (size_t i = 0; i < r->nrows; i++) {
+            if (i > 0) {
+                buf_add(&body, ",", 1);
+            }
+            buf_add(&body, r->rows[i].json, strlen(r->rows[i].json));
+        }
+        buf_add(&body, "]}", 2);
+        http_begin(b, 200);
+        http_end(b, keep_alive, "application/json", body.data, body.len);
+        buf_free(&body);
+    } else {
+        http_begin(b, 200);
+        http_end(b, keep_alive, "application/json", r->text, strlen(r->text));
+    }
+    conn_resolve(slot);
+    admin_free(r);
+}
+
+static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rule,
+                        const http_segment_t *key, size_t limit)
+{
+    bool body = op == ADMIN_RULE_PUT || op == ADMIN_OVERRIDE_PUT;
+    admin_req_t *r = admin_new(x->c->loop->srv->engine, op, rule ? rule->ptr : NULL,
+                               rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
+                               body ? x->req->body : NULL, body ? x->req->body_len : 0);
+    reply_slot_t *slot = r != NULL ? conn_defer(x->c) : NULL;
+    if (slot == NULL) {
+        admin_free(r);
+        problem(x, 503, "out of memory");
+        return;
+    }
+    slot->close_after = !x->req->keep_alive;
+    r->arg = slot;
+    r->done = admin_replied;
+    r->limit = limit;
+    admin_submit(x->c->loop->worker, r);
+}
+
+/* GET, PUT and DELETE of one document (a rule, or one key's override). */
+static void route_document(route_ctx_t *x, admin_op_t get, admin_op_t put, admin_op_t del,
+                           const http_segment_t *key)
+{
+    switch (x->req->method) {
+    case HTTP_GET:
+        admin_start(x, get, &x->seg[2], key, ADMIN_LIST_DEFAULT);
+        break;
+    case HTTP_PUT:
+        admin_start(x, put, &x->seg[2], key, ADMIN_LIST_DEFAULT);
+        break;
+    case HTTP_DELETE:
+        admin_start(x, del, &x->seg[2], key, ADMIN_LIST_DEFAULT);
+        break;
+    default:
+        route_method_not_allowed(x, "GET, PUT, DELETE");
+    }
+}
+
+/* GET /v1/rules/{name}/overrides[?after=<hex key>][&limit=N]: a page of the rule's overrides. */
+static void route_override_list(route_ctx_t *x)
+{
+    if (x->req->method != HTTP_GET) {
+        route_method_not_allowed(x, "GET");
+        return;
+    }
+    char after[2 * OVERRIDE_KEY_MAX + 1], limit[24];
+    unsigned char key[OVERRIDE_KEY_MAX];
+    size_t after_len = 0, limit_len = 0;
+    size_t key_len = 0;
+    bool has_after = http_query_get(x->req, "after", after, sizeof after, &after_len);
+    if (has_after && !admin_cursor_parse(after, after_len, key, &key_len)) {
+        problem(x, 400, "after: must be a cursor from an earlier page (hex)");
+        return;
+    }
+    long long n = ADMIN_LIST_DEFAULT;
+    if (http_query_get(x->req, "limit", limit, sizeof limit, &limit_len)) {
+        char *end = NULL;
+        n = strtoll(limit, &end, 10);
+        if (limit_len == 0 || *end != '\0' || n < 1 || n > ADMIN_LIST_MAX) {
+            problem(x, 400, "limit: must be 1 to %d", ADMIN_LIST_MAX);
+            return;
+        }
+    }
+    http_segment_t cursor = {.ptr = (const char *)key, .len = key_len};
+    admin_start(x, ADMIN_OVERRIDE_LIST, &x->seg[2], has_after ? &cursor : NULL, (size_t)n);
+}
+
+void route_rules(route_ctx_t *x)
+{
+    if (!admin_ok(x)) {
+        return;
+    }
+    if (x->nseg == 2) {
+        if (x->req->method != HTTP_GET) {
+            route_method_not_allowed(x, "GET");
+            return;
+        }
+        admin_start(x, ADMIN_RULE_LIST, NULL, NULL, ADMIN_LIST_DEFAULT);
+    } else if (x->nseg == 3) {
+        route_document(x, ADMIN_RULE_GET, ADMIN_RULE_PUT, ADMIN_RULE_DEL, NULL);
+    } else if (x->nseg == 4 && seg_is(x, 3, "overrides")) {
+        route_override_list(x);
+    } else if (x->nseg == 5 && seg_is(x, 3, "overrides")) {
+        route_document(x, ADMIN_OVERRIDE_GET, ADMIN_OVERRIDE_PUT, ADMIN_OVERRIDE_DEL, &x->seg[4]);
+    } else {
+        problem(x, 404, "no such resource");
+    }
+}

@@ -1,0 +1,506 @@
+/*
+ * resp_limit.c - sluiced's rate-limiting RESP commands: SL.ALLOW, SL.PEEK, SL.THROTTLE,
+ * SL.SETTLE, SL.ALLOWALL, SL.RESET and redis-cell's CL.THROTTLE, over the engine; a decision
+ * that waits on Redis is replied in order through a deferred reply slot.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "proto/text.h"
+#include "proto/throttle_args.h"
+#include "server/admin.h"
+#include "server/log.h"
+#include "server/resp_commands.h"
+#include "server/resp_front.h"
+#include "sluice/version.h"
+
+/* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
+ * delay as retry_after_ms: the caller waits that long, then proceeds. */
+static void reply_decision(buf_t *b, const engine_decision_t *ed)
+{
+    int64_t v[5];
+    throttle_reply_sl(&ed->d, v);
+    resp_add_int_array(b, v, 5);
+}
+
+static rule_state_t *find_rule(conn_t *c, const resp_arg_t *name)
+{
+    rule_state_t *rs = engine_find(c->loop->worker, name->ptr, name->len);
+    if (rs == NULL) {
+        char b[72];
+        resp_add_error(&c->out, "ERR unknown rule '%s'", resp_show(name, b));
+    }
+    return rs;
+}
+
+/* Parses "COST n" at argv[i..i+1]. */
+static bool parse_cost(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *cost)
+{
+    if (!resp_arg_i64(&argv[i + 1], cost)) {
+        resp_add_error(&c->out, "ERR cost is not an integer or out of range");
+        return false;
+    }
+    if (*cost < 0) {
+        resp_add_error(&c->out, "ERR cost must be >= 0");
+        return false;
+    }
+    return true;
+}
+
+/* Replies the error for an engine status other than OK, or for a decision whose cost the rule
+ * can never admit (ed, when not NULL). Returns true when it replied one, false when there was
+ * nothing to refuse (the caller replies the decision). */
+static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_state_t *rs,
+                               const engine_decision_t *ed, int64_t cost)
+{
+    switch (rc) {
+    case ENGINE_OK:
+        break;
+    case ENGINE_EKEY:
+        resp_add_error(b, "ERR key is longer than %zu bytes", key_max);
+        return true;
+    case ENGINE_ECOST:
+        resp_add_error(b, "ERR cost must be >= 0");
+        return true;
+    case ENGINE_ESTORE:
+        resp_add_error(b, "ERR the request store failed");
+        return true;
+    default:
+        resp_add_error(b, "ERR internal error %d", rc);
+        return true;
+    }
+    if (ed != NULL && ed->never && !ed->blocked) {
+        resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
+                       (long long)cost, rs->def.name, (long long)ed->d.limit);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Deciding and replying, now (the memory store) or when Redis answers (a deferred reply slot
+ * keeps the connection's replies in order). One path for SL.ALLOW, SL.PEEK, SL.THROTTLE and
+ * CL.THROTTLE; the reply shapes differ.
+ */
+typedef enum reply_shape {
+    SHAPE_SL, /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
+    SHAPE_CL, /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
+} reply_shape_t;
+
+typedef struct deferred {
+    reply_slot_t *slot;
+    reply_shape_t shape;
+    int64_t cost;
+    size_t key_max;
+} deferred_t;
+
+static void write_decision(buf_t *b, reply_shape_t shape, const engine_decision_t *ed, int64_t cost,
+                           size_t key_max)
+{
+    if (shape == SHAPE_SL) {
+        if (!reply_engine_error(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
+            reply_decision(b, ed);
+        }
+        return;
+    }
+    int64_t reply[5];
+    throttle_reply_cl(&ed->d, reply);
+    resp_add_int_array(b, reply, 5);
+}
+
+static void on_decided(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)status;
+    deferred_t *p = arg;
+    write_decision(&p->slot->buf, p->shape, ed, p->cost, p->key_max);
+    conn_resolve(p->slot);
+    free(p);
+}
+
+static void discard_decision(void *arg, int status, const engine_decision_t *ed)
+{
+    (void)arg;
+    (void)status;
+    (void)ed;
+}
+
+/* A decision or a settle (req) on key under rule, replied in shape. */
+static void request_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key,
+                              const engine_request_t *req, reply_shape_t shape)
+{
+    engine_worker_t *w = c->loop->worker;
+    size_t key_max = c->loop->srv->cfg->key_max;
+    engine_decision_t ed;
+    engine_pending_t *pending = NULL;
+    int rc = engine_request_start(w, rs, key->ptr, key->len, req, c->loop->now_ns, &ed, &pending);
+    if (rc != ENGINE_PENDING) { /* decided at once: the common case, no allocation */
+        if (!reply_engine_error(&c->out, key_max, rc, rs, NULL, req->cost)) {
+            write_decision(&c->out, shape, &ed, req->cost, key_max);
+        }
+        return;
+    }
+    /* it waits for Redis or an override lookup: a reply slot keeps the replies in order */
+    deferred_t *p = malloc(sizeof *p);
+    reply_slot_t *slot = p != NULL ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        free(p);
+        engine_pending_then(pending, discard_decision, NULL);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    *p = (deferred_t){.slot = slot, .shape = shape, .cost = req->cost, .key_max = key_max};
+    engine_pending_then(pending, on_decided, p);
+}
+
+static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
+                             reply_shape_t shape)
+{
+    engine_request_t req = {.cost = cost};
+    request_and_reply(c, rs, key, &req, shape);
+}
+
+static void on_reset(void *arg, int status)
+{
+    reply_slot_t *slot = arg;
+    if (status == ENGINE_OK) {
+        resp_add_simple(&slot->buf, "OK");
+    } else {
+        resp_add_error(&slot->buf, "ERR the request store failed");
+    }
+    conn_resolve(slot);
+}
+
+/* ---- rate limiting ------------------------------------------------------------------------- */
+
+static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+{
+    int64_t cost = peek ? 0 : 1;
+    if (!peek && argc == 5 && resp_arg_is(&argv[3], "COST")) {
+        if (!parse_cost(c, argv, 3, &cost)) {
+            return;
+        }
+    } else if (argc != 3) {
+        if (argc == 5 && !peek) {
+            resp_reply_syntax(c);
+        } else {
+            resp_reply_wrong_arity(c, &argv[0]);
+        }
+        return;
+    }
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs != NULL) {
+        decide_and_reply(c, rs, &argv[2], cost, SHAPE_SL);
+    }
+}
+
+void resp_cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    decide_named(c, argv, argc, false);
+}
+
+static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd);
+
+/* SL.PEEK rule key, or the module's form, SL.PEEK key algorithm limit window_ms [BURST b]
+ * [BUCKETS k] [MAX_DELAY ms]: told apart by the argument count; every other count gets the
+ * module's errors (one parser for both). */
+void resp_cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc == 3) {
+        decide_named(c, argv, argc, true);
+    } else {
+        throttle(c, argv, argc, THROTTLE_SL_PEEK);
+    }
+}
+
+/* SL.RESET key (the module's form): forgets the key's usage under every inline rule in force,
+ * as the module's SL.RESET forgets whatever parameter set its key was used with. */
+typedef struct reset_inline {
+    reply_slot_t *slot;
+    size_t left;          /* resets not answered yet, + 1 while they are being started */
+    bool failed;          /* a store failed */
+    rule_state_t **rules; /* the inline rules, held */
+    size_t n, cap;
+    bool oom;
+} reset_inline_t;
+
+static void reset_inline_collect(void *arg, rule_state_t *rs)
+{
+    reset_inline_t *r = arg;
+    if (!rs->inline_rule || r->oom) {
+        return;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap > 0 ? 2 * r->cap : 16;
+        rule_state_t **grown = realloc(r->rules, cap * sizeof *grown);
+        if (grown == NULL) {
+            r->oom = true;
+            return;
+        }
+        r->rules = grown;
+        r->cap = cap;
+    }
+    engine_rule_hold(rs);
+    r->rules[r->n++] = rs;
+}
+
+static void reset_inline_done(void *arg, int status)
+{
+    reset_inline_t *r = arg;
+    r->failed = r->failed || status != ENGINE_OK;
+    if (--r->left > 0) {
+        return;
+    }
+    if (r->failed) {
+        resp_add_error(&r->slot->buf, "ERR the request store failed");
+    } else {
+        resp_add_simple(&r->slot->buf, "OK");
+    }
+    conn_resolve(r->slot);
+    free(r);
+}
+
+static void reset_inline(conn_t *c, const resp_arg_t *key)
+{
+    size_t key_max = c->loop->srv->cfg->key_max;
+    if (key->len > key_max) {
+        reply_engine_error(&c->out, key_max, ENGINE_EKEY, NULL, NULL, 0);
+        return;
+    }
+    reset_inline_t *r = calloc(1, sizeof *r);
+    if (r != NULL) {
+        engine_foreach_rule(c->loop->srv->engine, reset_inline_collect, r);
+    }
+    reply_slot_t *slot = r != NULL && !r->oom ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        for (size_t i = 0; r != NULL && i < r->n; i++) {
+            engine_rule_release(r->rules[i]);
+        }
+        if (r != NULL) {
+            free(r->rules);
+        }
+        free(r);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    r->slot = slot;
+    r->left = 1 + r->n;
+    rule_state_t **rules = r->rules;
+    size_t n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        if (engine_reset_async(c->loop->worker, rules[i], key->ptr, key->len, reset_inline_done,
+                               r) != ENGINE_OK) {
+            reset_inline_done(r, ENGINE_ESTORE);
+        }
+        engine_rule_release(rules[i]);
+    }
+    free(rules);
+    reset_inline_done(r, ENGINE_OK);
+}
+
+/* SL.RESET rule key, or the module's form, SL.RESET key. */
+void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc == 2) {
+        reset_inline(c, &argv[1]);
+        return;
+    }
+    if (argc != 3) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs == NULL) {
+        return;
+    }
+    reply_slot_t *slot = conn_defer(c);
+    if (slot == NULL) {
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    int rc = engine_reset_async(c->loop->worker, rs, argv[2].ptr, argv[2].len, on_reset, slot);
+    if (rc != ENGINE_OK) {
+        reply_engine_error(&slot->buf, c->loop->srv->cfg->key_max, rc, rs, NULL, 0);
+        conn_resolve(slot);
+    }
+}
+
+/*
+ * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost, all
+ * or nothing (engine_allowall). The reply is the refusing pair's decision, or, when every pair
+ * was charged, the decision of the pair with the least left.
+ */
+typedef struct allowall_reply {
+    reply_slot_t *slot;
+    int64_t cost;
+    size_t key_max;
+} allowall_reply_t;
+
+static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, size_t refused)
+{
+    allowall_reply_t *r = arg;
+    buf_t *b = &r->slot->buf;
+    if (refused < n) {
+        int64_t cost = d[refused].never ? d[refused].cost : r->cost; /* a pair named twice: both */
+        if (!reply_engine_error(b, r->key_max, ENGINE_OK, d[refused].rule, &d[refused], cost)) {
+            reply_decision(b, &d[refused]);
+        }
+    } else {
+        const engine_decision_t *least = &d[0];
+        for (size_t i = 1; i < n; i++) {
+            if (d[i].d.remaining < least->d.remaining) {
+                least = &d[i];
+            }
+        }
+        reply_decision(b, least);
+    }
+    conn_resolve(r->slot);
+    free(r);
+}
+
+void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    int64_t cost = 1;
+    size_t npairs_args = argc - 1;
+    if (argc >= 5 && resp_arg_is(&argv[argc - 2], "COST") && (argc - 3) % 2 == 0) {
+        if (!parse_cost(c, argv, argc - 2, &cost)) {
+            return;
+        }
+        npairs_args = argc - 3;
+    }
+    if (npairs_args == 0 || npairs_args % 2 != 0) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    size_t n = npairs_args / 2;
+    if (n > ENGINE_CHECKS_MAX) {
+        resp_add_error(&c->out, "ERR at most %d rule/key pairs", ENGINE_CHECKS_MAX);
+        return;
+    }
+    engine_check_t checks[ENGINE_CHECKS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const resp_arg_t *key = &argv[2 + 2 * i];
+        checks[i] = (engine_check_t){.rule = find_rule(c, &argv[1 + 2 * i]),
+                                     .key = key->ptr,
+                                     .key_len = key->len,
+                                     .cost = cost};
+        if (checks[i].rule == NULL) {
+            return;
+        }
+    }
+    allowall_reply_t *r = malloc(sizeof *r);
+    reply_slot_t *slot = r != NULL ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        free(r);
+        resp_add_error(&c->out, "ERR out of memory");
+        return;
+    }
+    size_t key_max = c->loop->srv->cfg->key_max, bad;
+    *r = (allowall_reply_t){.slot = slot, .cost = cost, .key_max = key_max};
+    int rc =
+        engine_allowall(c->loop->worker, checks, n, c->loop->now_ns, 0, allowall_replied, r, &bad);
+    if (rc != ENGINE_OK) {
+        if (rc == ENGINE_ENOTSUP) {
+            resp_add_error(&slot->buf, "ERR out of memory");
+        } else {
+            reply_engine_error(&slot->buf, key_max, rc, checks[bad].rule, NULL, cost);
+        }
+        conn_resolve(slot);
+        free(r);
+    }
+}
+
+/* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] and
+ * CL.THROTTLE key max_burst count period_s [quantity]: arguments and errors shared with the
+ * Redis module (proto/throttle_args.h), one table per parameter set. */
+static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd)
+{
+    throttle_req_t req;
+    char err[THROTTLE_ERR_MAX];
+    if (throttle_parse(cmd, argv, argc, &req, err) != 0) {
+        resp_add_error(&c->out, "%s", err);
+        return;
+    }
+    rule_state_t *rs = NULL;
+    char eerr[ENGINE_ERR_MAX];
+    if (engine_inline_rule(c->loop->worker, &req.params, &c->inline_budget, c->loop->now_ns, &rs,
+                           eerr) != ENGINE_OK) {
+        resp_add_error(&c->out, "ERR %s", eerr);
+        return;
+    }
+    decide_and_reply(c, rs, &argv[1], req.cost, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
+}
+
+void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    throttle(c, argv, argc, THROTTLE_SL);
+}
+
+/*
+ * SL.SETTLE rule key reserved actual [AT unix_ms], or the module's form, SL.SETTLE key algorithm
+ * limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] RESERVED r ACTUAL a [AT unix_ms]: told
+ * apart by the RESERVED / ACTUAL words, which only the module's form has. Replies with the key's
+ * decision after settling, as a peek reports it.
+ */
+void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    bool module_form = false;
+    for (size_t i = 3; i < argc && !module_form; i++) {
+        module_form = resp_arg_is(&argv[i], "RESERVED") || resp_arg_is(&argv[i], "ACTUAL");
+    }
+    throttle_req_t req;
+    char err[THROTTLE_ERR_MAX];
+    rule_state_t *rs = NULL;
+    if (module_form) {
+        if (throttle_parse(THROTTLE_SL_SETTLE, argv, argc, &req, err) != 0) {
+            resp_add_error(&c->out, "%s", err);
+            return;
+        }
+        char eerr[ENGINE_ERR_MAX];
+        if (engine_inline_rule(c->loop->worker, &req.params, &c->inline_budget, c->loop->now_ns,
+                               &rs, eerr) != ENGINE_OK) {
+            resp_add_error(&c->out, "ERR %s", eerr);
+            return;
+        }
+    } else {
+        if (argc != 5 && argc != 7) {
+            resp_reply_wrong_arity(c, &argv[0]);
+            return;
+        }
+        /* the named form's numbers are positional: the same checks as the module's options */
+        resp_arg_t opts[6] = {{"RESERVED", 8}, argv[3], {"ACTUAL", 6}, argv[4]};
+        size_t nopts = 4;
+        if (argc == 7) {
+            if (!resp_arg_is(&argv[5], "AT")) {
+                resp_reply_syntax(c);
+                return;
+            }
+            opts[4] = argv[5];
+            opts[5] = argv[6];
+            nopts = 6;
+        }
+        if (throttle_parse_settle(opts, nopts, 0, &req, err) != 0) {
+            resp_add_error(&c->out, "%s", err);
+            return;
+        }
+        if ((rs = find_rule(c, &argv[1])) == NULL) {
+            return;
+        }
+    }
+    engine_request_t er = {
+        .settle = true,
+        .reserved = req.reserved,
+        .actual = req.actual,
+        .charged_ns = req.at_ms < 0 ? -1 : throttle_settle_charged_ns(&req, c->loop->now_ns)};
+    request_and_reply(c, rs, &argv[module_form ? 1 : 2], &er, SHAPE_SL);
+}
+
+void resp_cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    throttle(c, argv, argc, THROTTLE_CL);
+}

@@ -1,0 +1,66 @@
+/*
+ * route.h - what the files of sluiced's HTTP routes share (private to
+ * src/server/http_*.c): a request being routed, the problem reply, and the routes.
+ *
+ *   http_routes.c   the route table (dispatch), /metrics, /healthz, /readyz, the request loop
+ *                   (http_protocol, http_front.h)
+ *   http_decide.c   decisions: POST /v1/allow, POST /v1/settle, GET /v1/auth/{rule}
+ *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
+ */
+#ifndef SLUICE_SERVER_ROUTE_H
+#define SLUICE_SERVER_ROUTE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/http.h"
+#include "server/server.h"
+
+#define SEGMENTS    8   /* most path segments routed */
+#define PROBLEM_MAX 512 /* a problem's detail, bytes */
+
+typedef struct route_ctx {
+    conn_t *c;
+    http_request_t *req;
+    http_segment_t seg[SEGMENTS]; /* the path's decoded segments */
+    long nseg;
+} route_ctx_t;
+
+/* Replies an RFC 9457 problem with a printf-style detail (401s with WWW-Authenticate). */
+static inline void problem(route_ctx_t *x, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void problem(route_ctx_t *x, int status, const char *fmt, ...)
+{
+    char detail[PROBLEM_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    http_begin(&x->c->out, status);
+    if (status == 401) {
+        http_header(&x->c->out, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+    }
+    http_problem_end(&x->c->out, status, x->req->keep_alive, NULL, detail);
+}
+
+/* True when path segment i is s. */
+static inline bool seg_is(const route_ctx_t *x, long i, const char *s)
+{
+    return i < x->nseg && x->seg[i].len == strlen(s) &&
+           memcmp(x->seg[i].ptr, s, x->seg[i].len) == 0;
+}
+
+/* 405 with the methods the resource allows ("GET, HEAD"). */
+void route_method_not_allowed(route_ctx_t *x, const char *allow);
+
+/* http_decide.c */
+void route_allow(route_ctx_t *x);
+void route_settle(route_ctx_t *x);
+void route_auth(route_ctx_t *x);
+
+/* http_rules.c */
+void route_rules(route_ctx_t *x);
+
+#endif /* SLUICE_SERVER_ROUTE_H */
