@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "proto/text.h"
+
 #define QUOTE_MAX 40 /* bytes of an offending field quoted in an error message */
 
 /* ---- line parsing ------------------------------------------------------------------------ */
@@ -34,26 +36,11 @@ static bool is_blank(unsigned char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
 }
 
-/* Writes `f` to dst (dstlen > 0) for an error message: at most QUOTE_MAX bytes, bytes that are
- * not printable ASCII as \xNN, "..." when cut short. */
+/* Writes `f` to dst for an error message: at most QUOTE_MAX bytes, bytes that are not
+ * printable ASCII as \xNN, "..." when cut short. */
 static void quote(char *dst, size_t dstlen, struct field f)
 {
-    size_t o = 0;
-    size_t n = f.n < QUOTE_MAX ? f.n : QUOTE_MAX;
-
-    for (size_t i = 0; i < n && o + 5 < dstlen; i++) {
-        unsigned char c = (unsigned char)f.p[i];
-        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-            dst[o++] = (char)c;
-        } else {
-            o += (size_t)snprintf(dst + o, dstlen - o, "\\x%02x", c);
-        }
-    }
-    if (f.n > n && o + 4 < dstlen) {
-        memcpy(dst + o, "...", 3);
-        o += 3;
-    }
-    dst[o] = '\0';
+    text_show(dst, dstlen, f.p, f.n, QUOTE_MAX, 0);
 }
 
 int replay_fail(int code, char *err, size_t errlen, const char *fmt, ...)
@@ -142,7 +129,7 @@ static size_t split_fields(const char *line, size_t len, struct field *f, size_t
 static int parse_time(struct field f, int64_t unit_ns, struct replay_request *out, char *err,
                       size_t errlen)
 {
-    char q[QUOTE_MAX * 4 + 8];
+    char q[TEXT_SHOW_CAP(QUOTE_MAX)];
     int rc = parse_count(f, &out->time);
 
     quote(q, sizeof q, f);
@@ -162,7 +149,7 @@ static int parse_time(struct field f, int64_t unit_ns, struct replay_request *ou
 
 static int parse_cost(struct field f, struct replay_request *out, char *err, size_t errlen)
 {
-    char q[QUOTE_MAX * 4 + 8];
+    char q[TEXT_SHOW_CAP(QUOTE_MAX)];
     int rc = parse_count(f, &out->cost);
 
     quote(q, sizeof q, f);
@@ -181,7 +168,7 @@ int replay_parse_line(const char *line, size_t len, int64_t unit_ns, struct repl
     struct field f[4];
     struct replay_request req = {.cost = 1};
     bool comment;
-    char q[QUOTE_MAX * 4 + 8];
+    char q[TEXT_SHOW_CAP(QUOTE_MAX)];
 
     if (err != NULL && errlen > 0) {
         err[0] = '\0';

@@ -160,10 +160,6 @@ bool override_equal(const rule_override_t *a, const rule_override_t *b);
 /* True when a rule name is valid ([A-Za-z0-9_.:-]{1,64}). */
 bool ruledef_name_valid(const char *name, size_t len);
 
-/* True when s (n bytes) is UTF-8 text: what a YAML rules file can hold (an override key that is
- * not cannot be written to one). */
-bool ruledef_text_is_utf8(const char *s, size_t n);
-
 void ruledef_free(ruledef_t *def);       /* frees the overrides; def itself is the caller's */
 void override_free(rule_override_t *ov); /* frees the key */
 void ruledef_list_free(ruledef_list_t *list);

@@ -8,6 +8,7 @@
  * templates and override keys as double-quoted scalars (which hold any UTF-8 text, escaped
  * where YAML needs it), our words, numbers and durations plain, no line folding.
  */
+#include "proto/text.h"
 #include "rules/ruledef_impl.h"
 
 #include <limits.h>
@@ -133,41 +134,6 @@ int ruledef_parse_yaml(const char *text, size_t len, ruledef_list_t *out, char *
     return rc;
 }
 
-/* ---- UTF-8 ------------------------------------------------------------------------------- */
-
-/* Decodes one UTF-8 character at s[0..n); returns its length (and *cp), or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || len > n || s[0] > 0xF4)
-        return 0;
-    uint32_t c = s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return len;
-}
-
-bool ruledef_text_is_utf8(const char *s, size_t n)
-{
-    uint32_t c;
-    for (size_t i = 0, len; i < n; i += len) {
-        if ((len = utf8_decode((const unsigned char *)s + i, n - i, &c)) == 0)
-            return false;
-    }
-    return true;
-}
-
 /* ---- writing a rules file ------------------------------------------------------------------ */
 
 typedef struct writer {
@@ -219,11 +185,11 @@ static bool sequence(writer_t *w, bool start, yaml_sequence_style_t style)
 }
 
 /* One `field: value` of a mapping (an rd_field_fn). User text must be UTF-8 as
- * ruledef_text_is_utf8() defines it (libyaml's own check lets surrogates through). */
+ * text_is_utf8() defines it (libyaml's own check lets surrogates through). */
 static bool yaml_field(void *arg, const char *field, const rd_value_t *v)
 {
     writer_t *w = arg;
-    if (v->kind == RD_TEXT && !ruledef_text_is_utf8(v->text, v->len))
+    if (v->kind == RD_TEXT && !text_is_utf8(v->text, v->len))
         return w->ok = false;
     yaml_scalar_style_t style =
         v->kind == RD_TEXT ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "proto/http.h"
+#include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "server/admin.h"
@@ -71,8 +72,7 @@ static char *overrides_json(const admin_req_t *r)
     for (size_t i = 0; list != NULL && i < r->novs; i++) {
         const admin_override_t *o = &r->ovs[i];
         json_t *item = json_object();
-        json_t *key =
-            ruledef_text_is_utf8(o->key, o->key_len) ? json_stringn(o->key, o->key_len) : NULL;
+        json_t *key = text_is_utf8(o->key, o->key_len) ? json_stringn(o->key, o->key_len) : NULL;
         if (key != NULL) {
             json_object_set_new(item, "key", key);
         } else {

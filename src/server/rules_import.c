@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/text.h"
 #include "rules/ruledef.h"
 #include "server/log.h"
 
@@ -144,7 +145,7 @@ static int export_override(void *arg, const void *key, size_t key_len, const cha
 {
     export_ctx_t *x = arg;
     ruledef_t *def = x->def;
-    if (!ruledef_text_is_utf8(key, key_len)) {
+    if (!text_is_utf8(key, key_len)) {
         x->binary++;
         return 0;
     }
