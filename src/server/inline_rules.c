@@ -300,14 +300,12 @@ unsigned engine_inline_budget(const engine_t *e)
 
 /* ---- reclaiming ---------------------------------------------------------------------------- */
 
-/* True when rs's table holds no key with usage left at now_ns (after dropping fresh ones). */
+/* True when rs's keys hold no usage left at now_ns (the store drops fresh ones). */
 static bool inline_empty(const engine_t *e, rule_state_t *rs, int64_t now_ns)
 {
-    if (e->redis) {
-        return true; /* the state is in Redis; the table is never used */
-    }
-    sl_table_reclaim(rs->t->table, now_ns);
-    return sl_table_count(rs->t->table) == 0;
+    (void)e;
+    const rule_tables_t *t = rs->t;
+    return t->ops->rule_idle == NULL || t->ops->rule_idle(t->data, now_ns);
 }
 
 /* Frees retired sets no worker holds. Under inline_lock. */

@@ -29,7 +29,7 @@
 #include "server/log.h"
 #include "server/rules_import.h"
 #include "server/server.h"
-#include "server/snapshot.h"
+#include "store/snapshot.h"
 #include "sluice/version.h"
 
 #define NS_PER_MS INT64_C(1000000)

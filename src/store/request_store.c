@@ -1,0 +1,41 @@
+/*
+ * request_store.c - the list of request stores and opening one by its URL (request_store.h).
+ * A store is one file defining its request_store_ops_t, plus one entry here.
+ */
+#include "store/request_store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const request_store_ops_t *const stores[] = {
+    &memory_store_ops,
+    &redis_request_ops,
+};
+
+#define NSTORES (sizeof stores / sizeof stores[0])
+
+int request_store_open(const char *url, const store_config_t *cfg, request_store_t **out, char *err)
+{
+    for (size_t i = 0; i < NSTORES; i++) {
+        if (stores[i]->accepts(url)) {
+            return stores[i]->open(url, cfg, out, err);
+        }
+    }
+    int n = snprintf(err, REQUEST_STORE_ERR_MAX, "'%s': expected ", url);
+    const char *sep = "";
+    for (size_t i = 0; i < NSTORES && n > 0 && n < REQUEST_STORE_ERR_MAX; i++) {
+        if (stores[i]->url_form != NULL) {
+            n += snprintf(err + n, REQUEST_STORE_ERR_MAX - (size_t)n, "%s%s", sep,
+                          stores[i]->url_form);
+            sep = " or ";
+        }
+    }
+    return -1;
+}
+
+void request_store_close(request_store_t *s)
+{
+    if (s != NULL) {
+        s->ops->close(s);
+    }
+}
