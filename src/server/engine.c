@@ -63,7 +63,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     }
     store_config_t scfg = {.max_memory = cfg->max_memory,
                            .key_max = cfg->key_max,
-                           .timeout_ns = cfg->redis_timeout_ns,
+                           .timeout_ns = cfg->store_timeout_ns,
                            .note = store_note};
     char rerr[REQUEST_STORE_ERR_MAX];
     if (request_store_open(cfg->request_store, &scfg, &e->requests, rerr) != 0) {
@@ -239,12 +239,6 @@ void engine_worker_end(engine_worker_t *w)
     inline_worker_end(w);
 }
 
-void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
-                           uint64_t *shadow_denied, uint64_t *store_errors)
-{
-    rule_counters_sum(&e->inl_other_gone, 1, allowed, denied, shadow_denied, store_errors);
-}
-
 void engine_foreach_rule(engine_t *e, engine_rule_fn fn, void *arg)
 {
     /* Every rule is held, and fn runs with no lock: a snapshot or /metrics never delays a
@@ -307,7 +301,7 @@ const char *engine_store_name(const engine_t *e)
     return e->requests->ops->describe(e->requests);
 }
 
-void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes)
+void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes)
 {
     *module_nodes = *lua_nodes = 0;
     if (e->requests->ops->modes != NULL) {

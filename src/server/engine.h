@@ -82,7 +82,7 @@ typedef struct engine_config {
     size_t max_memory; /* cap of each table, bytes; 0 none, else >= ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
     const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
-    int64_t redis_timeout_ns;  /* a decision's deadline with the Redis store */
+    int64_t store_timeout_ns;  /* a decision's deadline with a remote request store */
     size_t max_inline;         /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
     size_t metrics_inline;     /* inline rules with series of their own at once */
 } engine_config_t;
@@ -262,7 +262,7 @@ const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so
 
 /* With a Redis store: how many nodes decide with the sluice.so module and how many with the Lua
  * scripts, as last found out (each connection to a node asks); 0 and 0 otherwise. Any thread. */
-void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
+void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
 
 /* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
  * before its first decision; engine_worker_detach when the loop stops. */

@@ -298,6 +298,12 @@ unsigned engine_inline_budget(const engine_t *e)
     return (unsigned)(per < 16 ? 16 : per);
 }
 
+void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
+                           uint64_t *shadow_denied, uint64_t *store_errors)
+{
+    rule_counters_sum(&e->inl_other_gone, 1, allowed, denied, shadow_denied, store_errors);
+}
+
 /* ---- reclaiming ---------------------------------------------------------------------------- */
 
 /* True when rs's keys hold no usage left at now_ns (the store drops fresh ones). */
