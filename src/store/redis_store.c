@@ -1,5 +1,8 @@
 /*
- * redis_store.c - see redis_store.h.
+ * redis_store.c - see redis_store.h. One file of ~1,300 lines: its sections (the shared state,
+ * the nodes' modes, pending decisions and deadlines, keys and arguments, replies, SL.ALLOWALL)
+ * all work on the pending_t and redis_store_t defined here, and split apart they would need a
+ * header exposing both to every part; each section is short and marked.
  */
 #include "store/redis_store.h"
 
