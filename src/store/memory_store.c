@@ -40,6 +40,8 @@ struct store_rule {
     int64_t closed_until_ns; /* start as having used their whole quota at closed_from_ns */
 };
 
+extern const request_store_ops_t memory_store_ops; /* this file's entry, at its end */
+
 static bool numbers_equal(const sl_rule_t *a, const sl_rule_t *b)
 {
     return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&

@@ -19,6 +19,8 @@ typedef struct redis_request {
     store_config_t cfg;
 } redis_request_t;
 
+extern const request_store_ops_t redis_request_ops; /* this file's entry, at its end */
+
 static bool redis_accepts(const char *url)
 {
     return url != NULL &&

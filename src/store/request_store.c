@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+extern const request_store_ops_t memory_store_ops;  /* memory_store.c */
+extern const request_store_ops_t redis_request_ops; /* redis_request.c */
+
+/* The stores, in the order their URLs are tried. */
 static const request_store_ops_t *const stores[] = {
     &memory_store_ops,
     &redis_request_ops,

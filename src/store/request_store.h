@@ -2,7 +2,7 @@
  * request_store.h - where per-key state lives while sluiced decides: a request store, reached
  * through a small table of functions so that the engine never asks which store it has.
  *
- * Stores (one entry each in request_store.c's list):
+ * Stores (one file each, and one entry each in request_store.c's list):
  *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
  *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
  *   redis-cluster://  per decision, the state shared by every sluiced using the same Redis
@@ -190,10 +190,6 @@ struct request_store_ops {
     /* The loop at *slot's counters (NULL: none). Any thread. */
     void (*stats)(request_store_t *s, store_loop_t *const *slot, store_stats_t *out);
 };
-
-/* The stores, in the order their URLs are tried. */
-extern const request_store_ops_t memory_store_ops;
-extern const request_store_ops_t redis_request_ops;
 
 /* Opens the store url names (NULL: memory). 0 with *out, or -1 with err. */
 int request_store_open(const char *url, const store_config_t *cfg, request_store_t **out,
