@@ -194,6 +194,100 @@ static void allowall_atomic(allowall_t *a, const engine_decision_t *d, size_t n,
 
 /* ---- all or nothing on a store that completes at once ------------------------------------- */
 
+/* decide_all_now's pairs. */
+typedef struct all_now {
+    engine_worker_t *w;
+    rule_state_t *const *rules;
+    engine_decision_t *d;
+    size_t n;
+    int64_t now_ns;
+    store_pair_t pairs[ENGINE_CHECKS_MAX]; /* each pair's target (its override's, if any) */
+    const ov_entry_t *ens[ENGINE_CHECKS_MAX];
+    bool out[ENGINE_CHECKS_MAX]; /* decided apart: a store error let through */
+} all_now_t;
+
+/* Pair i's decision apart from the others, by on_store_error (st) or its blocking override:
+ * true when it refuses the whole. */
+static bool all_now_apart(all_now_t *x, size_t i, int st)
+{
+    engine_decision_done(x->w, x->rules[i], st, &x->d[i]);
+    x->out[i] = true;
+    return !x->d[i].d.allowed;
+}
+
+/* Every pair's target and override. Returns n, or the pair that refuses the whole already (a
+ * failed lookup under on_store_error deny, a blocked key). */
+static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_t *key_lens,
+                              const int64_t *costs)
+{
+    for (size_t i = 0; i < x->n; i++) {
+        rule_state_t *rs = x->rules[i];
+        x->d[i] = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+        const ov_entry_t *en =
+            rs->has_overrides ? override_cached(x->w, rs, keys[i], key_lens[i], x->now_ns) : NULL;
+        if (rs->has_overrides && en == NULL) { /* the lookup failed: on_store_error */
+            if (all_now_apart(x, i, SL_EINVAL)) {
+                return i;
+            }
+            continue;
+        }
+        if (engine_blocked(en, &x->d[i])) {
+            all_now_apart(x, i, SL_OK);
+            return i;
+        }
+        x->ens[i] = en;
+        engine_target(rs, en, keys[i], key_lens[i], &x->pairs[i].tg, &x->d[i]);
+        x->pairs[i].cost = costs[i];
+        x->pairs[i].shadow = rs->def.shadow;
+    }
+    return x->n;
+}
+
+/* One try at charging every pair in force (not apart, not shadow) at once. Returns true when
+ * the whole is answered: *refused the pair that refused it, or n with every pair charged; false
+ * when a key at the memory cap was let through uncharged (try the rest again). */
+static bool all_now_charge(all_now_t *x, size_t *refused)
+{
+    request_store_t *s = x->w->engine->requests;
+    store_pair_t reqs[ENGINE_CHECKS_MAX];
+    sl_decision_t got[ENGINE_CHECKS_MAX];
+    size_t at[ENGINE_CHECKS_MAX]; /* reqs[k] is pair at[k] */
+    size_t k = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        if (!x->out[i] && !x->rules[i]->def.shadow) {
+            at[k] = i;
+            reqs[k++] = x->pairs[i];
+        }
+    }
+    size_t r = k;
+    int rc = k > 0 ? s->ops->decide_all(s, x->w->requests, reqs, k, x->now_ns, got, &r, NULL, NULL)
+                   : SL_OK;
+    if (rc != SL_OK && r < k) { /* a key at the memory cap: its rule's on_store_error */
+        *refused = all_now_apart(x, at[r], rc) ? at[r] : x->n;
+        return *refused < x->n;
+    }
+    if (rc != SL_OK) {
+        for (size_t j = 0; j < x->n; j++) { /* out of memory before anything: every pair */
+            engine_decision_done(x->w, x->rules[j], rc, &x->d[j]);
+        }
+        *refused = 0;
+        return true;
+    }
+    for (size_t j = 0; j < k; j++) {
+        x->d[at[j]].d = got[j];
+    }
+    if (r < k) {
+        engine_decision_done(x->w, x->rules[at[r]], SL_OK, &x->d[at[r]]); /* nothing charged */
+        *refused = at[r];
+        return true;
+    }
+    for (size_t j = 0; j < k; j++) {
+        engine_decision_done(x->w, x->rules[at[j]], SL_OK, &x->d[at[j]]);
+    }
+    *refused = x->n;
+    return true;
+}
+
 /*
  * n distinct (rule, key) pairs whose overrides are in the worker's cache. The pairs of rules in
  * force (not in shadow mode) are decided in one decide_all, under every shard's lock at once:
@@ -207,84 +301,23 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
                            const size_t *key_lens, const int64_t *costs, size_t n, int64_t now_ns,
                            engine_decision_t *d, size_t *refused)
 {
-    request_store_t *s = w->engine->requests;
-    store_pair_t pairs[ENGINE_CHECKS_MAX]; /* each pair's target (its override's, if any) */
-    store_pair_t reqs[ENGINE_CHECKS_MAX];
-    sl_decision_t got[ENGINE_CHECKS_MAX];
-    const ov_entry_t *ens[ENGINE_CHECKS_MAX];
-    size_t at[ENGINE_CHECKS_MAX];          /* reqs[k] is pair at[k] */
-    bool out[ENGINE_CHECKS_MAX] = {false}; /* decided apart: a store error let through */
-    *refused = n;
-    for (size_t i = 0; i < n; i++) {
-        rule_state_t *rs = rules[i];
-        d[i] = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
-        const ov_entry_t *en =
-            rs->has_overrides ? override_cached(w, rs, keys[i], key_lens[i], now_ns) : NULL;
-        if (rs->has_overrides && en == NULL) {
-            engine_decision_done(w, rs, SL_EINVAL, &d[i]); /* the lookup failed: on_store_error */
-            out[i] = true;
-            if (!d[i].d.allowed) {
-                *refused = i;
-                return;
-            }
-            continue;
-        }
-        if (engine_blocked(en, &d[i])) {
-            engine_decision_done(w, rs, SL_OK, &d[i]);
-            *refused = i;
-            return;
-        }
-        ens[i] = en;
-        engine_target(rs, en, keys[i], key_lens[i], &pairs[i].tg, &d[i]);
-        pairs[i].cost = costs[i];
-        pairs[i].shadow = rs->def.shadow;
+    all_now_t x = {.w = w, .rules = rules, .d = d, .n = n, .now_ns = now_ns};
+    *refused = all_now_targets(&x, keys, key_lens, costs);
+    if (*refused < n) {
+        return;
     }
-    for (size_t tries = 0; tries <= n; tries++) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!out[i] && !rules[i]->def.shadow) {
-                at[k] = i;
-                reqs[k++] = pairs[i];
-            }
-        }
-        size_t r = k;
-        int rc = k > 0 ? s->ops->decide_all(s, w->requests, reqs, k, now_ns, got, &r, NULL, NULL)
-                       : SL_OK;
-        if (rc != SL_OK && r < k) { /* a key at the memory cap: its rule's on_store_error */
-            size_t i = at[r];
-            engine_decision_done(w, rules[i], rc, &d[i]);
-            out[i] = true;
-            if (!d[i].d.allowed) {
-                *refused = i;
-                return;
-            }
-            continue; /* let through uncharged: decide the rest again */
-        }
-        if (rc != SL_OK) {
-            for (size_t j = 0; j < n; j++) { /* out of memory before anything: every pair */
-                engine_decision_done(w, rules[j], rc, &d[j]);
-            }
-            *refused = 0;
-            return;
-        }
-        for (size_t j = 0; j < k; j++) {
-            d[at[j]].d = got[j];
-        }
-        if (r < k) {
-            engine_decision_done(w, rules[at[r]], SL_OK, &d[at[r]]); /* counted; nothing charged */
-            *refused = at[r];
-            return;
-        }
-        for (size_t j = 0; j < k; j++) {
-            engine_decision_done(w, rules[at[j]], SL_OK, &d[at[j]]);
-        }
-        break;
+    bool answered = false;
+    for (size_t tries = 0; tries <= n && !answered; tries++) {
+        answered = all_now_charge(&x, refused);
+    }
+    if (*refused < n) {
+        return;
     }
     /* every pair in force was charged: the shadow rules' pairs, each on its own */
     for (size_t i = 0; i < n; i++) {
-        if (!out[i] && rules[i]->def.shadow) {
+        if (!x.out[i] && rules[i]->def.shadow) {
             engine_request_t req = {.cost = costs[i]};
-            engine_decide_now(w, rules[i], ens[i], keys[i], key_lens[i], &req, now_ns, &d[i]);
+            engine_decide_now(w, rules[i], x.ens[i], keys[i], key_lens[i], &req, now_ns, &d[i]);
         }
     }
 }

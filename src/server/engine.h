@@ -176,13 +176,15 @@ rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 /*
  * Decides cost units for key under rule at now_ns (cost 0: peek) at once, reading a key's
  * override from the store on this thread if it must: for callers without an event loop (tests,
- * tools). Applies the key's override, shadow mode, cold start, and on_store_error. Returns
- * ENGINE_OK with *out filled, or ENGINE_ECOST / ENGINE_EKEY.
+ * tools). Applies the key's override, shadow mode, cold start, and on_store_error (also the
+ * answer of a request store that cannot decide at once). Returns ENGINE_OK with *out filled, or
+ * ENGINE_ECOST / ENGINE_EKEY.
  */
 int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                   int64_t cost, int64_t now_ns, engine_decision_t *out);
 
-/* Forgets key's usage under rule (and under its override table, if any). */
+/* Forgets key's usage under rule (and under its override table, if any) with a request store
+ * that completes at once; ENGINE_ESTORE with one that does not (engine_reset_async's). */
 int engine_reset(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len);
 
 /*

@@ -54,27 +54,26 @@ static void redis_close(request_store_t *s)
     free(r);
 }
 
-/* The one store_config_t's note for mode changes: a process has one Redis store. */
-static store_note_fn mode_note;
-
 /* A Redis node's mode changed (found on a connection to it): one line, from whichever loop saw
  * it first. */
-static void mode_changed(const char *node, redis_mode_t mode)
+static void mode_changed(void *arg, const char *node, redis_mode_t mode)
 {
+    const redis_request_t *r = arg;
+    store_note_fn note = r->cfg.note;
     char text[REQUEST_STORE_ERR_MAX];
-    if (mode_note == NULL) {
+    if (note == NULL) {
         return;
     }
     if (mode == REDIS_MODE_MODULE) {
         snprintf(text, sizeof text, "redis %s: sluice.so is loaded: deciding with its commands",
                  node);
-        mode_note(0, text);
+        note(0, text);
     } else {
         snprintf(text, sizeof text,
                  "redis %s: sluice.so is not loaded: deciding with the Lua "
                  "scripts",
                  node);
-        mode_note(1, text);
+        note(1, text);
     }
 }
 
@@ -83,9 +82,8 @@ static int redis_attach(request_store_t *s, uv_loop_t *loop, store_loop_t **slot
     redis_request_t *r = (redis_request_t *)s;
     char rerr[REDIS_STORE_ERR_MAX];
     redis_store_t *rs;
-    mode_note = r->cfg.note;
-    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, mode_changed, &rs, rerr) !=
-        0) {
+    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, mode_changed, r, &rs,
+                           rerr) != 0) {
         snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }

@@ -98,6 +98,7 @@ struct redis_store {
     rc_client_t *client;
     redis_shared_t *shared;
     redis_mode_fn on_mode;
+    void *on_mode_arg;
     int64_t timeout_ms;
     uv_timer_t timer;
     pending_t *head, *tail;
@@ -303,7 +304,7 @@ static void on_probe(void *arg, redisReply *reply, const char *err)
     ns->probing = false;
     redis_mode_t mode = probe_mode(reply);
     if (mode != 0 && atomic_exchange(ns->mode, mode) != (int)mode && s->on_mode != NULL) {
-        s->on_mode(ns->name, mode);
+        s->on_mode(s->on_mode_arg, ns->name, mode);
     }
     pending_t *p = ns->waiting;
     ns->waiting = ns->waiting_tail = NULL;
@@ -1051,7 +1052,8 @@ void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rul
 }
 
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
-                       int64_t timeout_ns, redis_mode_fn on_mode, redis_store_t **out, char *err)
+                       int64_t timeout_ns, redis_mode_fn on_mode, void *on_mode_arg,
+                       redis_store_t **out, char *err)
 {
     redis_store_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
@@ -1062,6 +1064,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
     s->loop = loop;
     s->shared = shared;
     s->on_mode = on_mode;
+    s->on_mode_arg = on_mode_arg;
     s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
     olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];

@@ -94,13 +94,15 @@ void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
                         void (*fn)(void *arg, const redis_store_t *store), void *arg);
 
 /* Told when a node's mode changes: node "host:port" now decides in `mode`. Called once per
- * change, on the loop of the store that found it out. */
-typedef void (*redis_mode_fn)(const char *node, redis_mode_t mode);
+ * change, on the loop of the store that found it out, with the arg given to
+ * redis_store_create(). */
+typedef void (*redis_mode_fn)(void *arg, const char *node, redis_mode_t mode);
 
 /* One store per loop, all of an engine's over one shared (which must outlive them); on_mode may
- * be NULL. */
+ * be NULL (else it gets on_mode_arg). */
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
-                       int64_t timeout_ns, redis_mode_fn on_mode, redis_store_t **out, char *err);
+                       int64_t timeout_ns, redis_mode_fn on_mode, void *on_mode_arg,
+                       redis_store_t **out, char *err);
 
 /* Frees the store; decisions still waiting are answered as store errors first. */
 void redis_store_free(redis_store_t *s);
