@@ -46,31 +46,6 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
     }
 }
 
-bool engine_blocked(const ov_entry_t *en, engine_decision_t *out)
-{
-    if (en == NULL || !en->present || !en->blocked) {
-        return false;
-    }
-    out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
-    out->blocked = true;
-    return true;
-}
-
-void engine_target(rule_state_t *rs, const ov_entry_t *en, const void *key, size_t key_len,
-                   store_target_t *tg, engine_decision_t *out)
-{
-    *tg = (store_target_t){.rule = rs->t->data,
-                           .name = rs->def.name,
-                           .numbers = &rs->t->rule,
-                           .key = key,
-                           .key_len = key_len};
-    if (en != NULL && en->present) {
-        tg->handle = en->handle;
-        tg->numbers = &en->ov_rule;
-        out->window_ns = en->window_ns;
-    }
-}
-
 /* ---- decisions at once --------------------------------------------------------------------- */
 
 int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,

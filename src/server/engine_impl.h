@@ -204,13 +204,34 @@ void inline_free_all(engine_t *e);
 void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
 
 /* A key its override blocks (limit 0): refused, never admissible. Returns true when en says so
- * (and fills out). */
-bool engine_blocked(const ov_entry_t *en, engine_decision_t *out);
+ * (and fills out). Inline: every decision asks. */
+static inline bool engine_blocked(const ov_entry_t *en, engine_decision_t *out)
+{
+    if (en == NULL || !en->present || !en->blocked) {
+        return false;
+    }
+    out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
+    out->blocked = true;
+    return true;
+}
 
 /* What the store is asked about (rs, key) with its override en (NULL: none); out->window_ns
- * becomes the override's. tg points into en and rs: valid while they are. */
-void engine_target(rule_state_t *rs, const ov_entry_t *en, const void *key, size_t key_len,
-                   store_target_t *tg, engine_decision_t *out);
+ * becomes the override's. tg points into en and rs: valid while they are. Inline: every
+ * decision asks. */
+static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const void *key,
+                                 size_t key_len, store_target_t *tg, engine_decision_t *out)
+{
+    *tg = (store_target_t){.rule = rs->t->data,
+                           .name = rs->def.name,
+                           .numbers = &rs->t->rule,
+                           .key = key,
+                           .key_len = key_len};
+    if (en != NULL && en->present) {
+        tg->handle = en->handle;
+        tg->numbers = &en->ov_rule;
+        out->window_ns = en->window_ns;
+    }
+}
 
 /* Decides req on a store that completes at once, its override known (en). ENGINE_OK with *out,
  * or ENGINE_EKEY / ENGINE_ECOST. */
