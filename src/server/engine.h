@@ -262,12 +262,13 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
 
-/* With a Redis store: how many nodes decide with the sluice.so module and how many with the Lua
- * scripts, as last found out (each connection to a node asks); 0 and 0 otherwise. Any thread. */
+/* With the Redis store: how many nodes decide with the sluice.so module and how many with the
+ * Lua scripts, as last found out (each connection to a node asks); 0 and 0 with a store without
+ * nodes. Any thread. */
 void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
 
-/* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
- * before its first decision; engine_worker_detach when the loop stops. */
+/* Gives the worker its loop (a remote request store's connections live on it). Call on the worker's
+ * thread before its first decision; engine_worker_detach when the loop stops. */
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
 void engine_worker_detach(engine_worker_t *w);
 
@@ -377,7 +378,7 @@ int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, 
 void engine_rule_hold(rule_state_t *rule);
 void engine_rule_release(rule_state_t *rule);
 
-/* The worker's Redis store counters (all zero with the memory store). */
+/* The worker's request store counters (all zero for a store without them: the memory store). */
 typedef store_stats_t engine_store_stats_t;
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out);
 

@@ -25,7 +25,10 @@
  * answer (the memory store decides without allocating).
  *
  * Capabilities are fields of the table, not the store's name: a caller that must know asks the
- * store does not have is NULL.
+ * field (completes_at_once, has_snapshots, cold_start_applies); an operation a store does not
+ * have is NULL.
+ *
+ * Adding a store: one file defining its request_store_ops_t, and its entry in request_store.c.
  */
 #ifndef SLUICE_STORE_REQUEST_STORE_H
 #define SLUICE_STORE_REQUEST_STORE_H
