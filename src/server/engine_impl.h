@@ -8,7 +8,7 @@
  *   allowall.c       all-or-nothing decisions over several checks
  *   engine.c         create/free, workers and their loops, the config thread's poll
  *   engine_snapshot.c  snapshots of the request store
- * Nothing outside src/server/engine*.c, overrides.c, inline_rules.c and allowall.c includes this.
+ * Nothing but these files (and white-box tests) includes this.
  */
 #ifndef SLUICE_SERVER_ENGINE_IMPL_H
 #define SLUICE_SERVER_ENGINE_IMPL_H
