@@ -7,19 +7,21 @@
  * 200 asks for 300). Then every check's override is looked up (on the config thread, when a loop's
  * cache lacks it), and the checks are decided:
  *
- *   memory store  in one sl_table_decide_all under every shard's lock (engine_decide_all_local):
- *                 either every check is charged, or none;
- *   Redis store   with sluice.so and every key in one cluster slot, in one script inside Redis
- *                 (engine_allowall_async); otherwise every check is charged (all sent at once),
- *                 and when one is refused, each check that was charged is refunded (a settle
- *                 of actual 0, at once: exact, the units go back where they were taken).
- *                 Meanwhile another client may find the refunded units taken and be refused:
- *                 a refused whole never keeps its units, but can delay others for a round trip.
+ *   a store that completes at once (memory): in one decide_all under every shard's lock
+ *                 (decide_all_now): either every check is charged, or none;
+ *   a store that answers later (Redis): with sluice.so and every key in one cluster slot, in one
+ *                 script inside Redis (decide_all_later); otherwise (the store's decide_all says
+ *                 ENOTSUP) every check is charged (all sent at once), and when one is refused,
+ *                 each check that was charged is refunded (a settle of actual 0, at once:
+ *                 exact, the units go back where they were taken). Meanwhile another client may
+ *                 find the refunded units taken and be refused: a refused whole never keeps its
+ *                 units, but can delay others for a round trip.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/engine_impl.h"
+#include "server/log.h"
 
 /* With ENGINE_ALL_INDEPENDENT the checks are validated together (an invalid one fails the whole
  * before anything is decided) and then decided one by one, each charged or not on its own. */
@@ -165,11 +167,10 @@ static void allowall_step(allowall_t *a)
     allowall_send(a, was_charged);
 }
 
-/* The one atomic script's answer: the refusal, or every check charged. */
-static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, long refused)
+/* The one atomic step's answer: the refusal, or every check charged. */
+static void allowall_atomic(allowall_t *a, const engine_decision_t *d, size_t n, long refused)
 {
-    allowall_t *a = arg;
-    if (refused == ENGINE_ALL_RETRY) { /* the node lost sluice.so: nothing was decided */
+    if (refused == STORE_ALL_RETRY) { /* the node lost sluice.so: nothing was decided */
         a->phase = PHASE_CHARGE;
         allowall_send(a, every_check);
         return;
@@ -189,6 +190,224 @@ static void allowall_atomic(void *arg, const engine_decision_t *d, size_t n, lon
         }
     }
     allowall_end(a, first_denied);
+}
+
+/* ---- all or nothing on a store that completes at once ------------------------------------- */
+
+/* decide_all_now's pairs. */
+typedef struct all_now {
+    engine_worker_t *w;
+    rule_state_t *const *rules;
+    engine_decision_t *d;
+    size_t n;
+    int64_t now_ns;
+    store_pair_t pairs[ENGINE_CHECKS_MAX]; /* each pair's target (its override's, if any) */
+    const ov_entry_t *ens[ENGINE_CHECKS_MAX];
+    bool out[ENGINE_CHECKS_MAX]; /* decided apart: a store error let through */
+} all_now_t;
+
+/* Pair i's decision apart from the others, by on_store_error (st) or its blocking override:
+ * true when it refuses the whole. */
+static bool all_now_apart(all_now_t *x, size_t i, int st)
+{
+    engine_decision_done(x->w, x->rules[i], st, &x->d[i]);
+    x->out[i] = true;
+    return !x->d[i].d.allowed;
+}
+
+/* Every pair's target and override. Returns n, or the pair that refuses the whole already (a
+ * failed lookup under on_store_error deny, a blocked key). */
+static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_t *key_lens,
+                              const int64_t *costs)
+{
+    for (size_t i = 0; i < x->n; i++) {
+        rule_state_t *rs = x->rules[i];
+        x->d[i] = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+        const ov_entry_t *en =
+            rs->has_overrides ? override_cached(x->w, rs, keys[i], key_lens[i], x->now_ns) : NULL;
+        if (rs->has_overrides && en == NULL) { /* the lookup failed: on_store_error */
+            if (all_now_apart(x, i, SL_EINVAL)) {
+                return i;
+            }
+            continue;
+        }
+        if (engine_blocked(en, &x->d[i])) {
+            all_now_apart(x, i, SL_OK);
+            return i;
+        }
+        x->ens[i] = en;
+        engine_target(rs, en, keys[i], key_lens[i], &x->pairs[i].tg, &x->d[i]);
+        x->pairs[i].cost = costs[i];
+        x->pairs[i].shadow = rs->def.shadow;
+    }
+    return x->n;
+}
+
+/* One try at charging every pair in force (not apart, not shadow) at once. Returns true when
+ * the whole is answered: *refused the pair that refused it, or n with every pair charged; false
+ * when a key at the memory cap was let through uncharged (try the rest again). */
+static bool all_now_charge(all_now_t *x, size_t *refused)
+{
+    request_store_t *s = x->w->engine->requests;
+    store_pair_t reqs[ENGINE_CHECKS_MAX];
+    sl_decision_t got[ENGINE_CHECKS_MAX];
+    size_t at[ENGINE_CHECKS_MAX]; /* reqs[k] is pair at[k] */
+    size_t k = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        if (!x->out[i] && !x->rules[i]->def.shadow) {
+            at[k] = i;
+            reqs[k++] = x->pairs[i];
+        }
+    }
+    size_t r = k;
+    int rc = k > 0 ? s->ops->decide_all(s, x->w->requests, reqs, k, x->now_ns, got, &r, NULL, NULL)
+                   : SL_OK;
+    if (rc != SL_OK && r < k) { /* a key at the memory cap: its rule's on_store_error */
+        *refused = all_now_apart(x, at[r], rc) ? at[r] : x->n;
+        return *refused < x->n;
+    }
+    if (rc != SL_OK) {
+        for (size_t j = 0; j < x->n; j++) { /* out of memory before anything: every pair */
+            engine_decision_done(x->w, x->rules[j], rc, &x->d[j]);
+        }
+        *refused = 0;
+        return true;
+    }
+    for (size_t j = 0; j < k; j++) {
+        x->d[at[j]].d = got[j];
+    }
+    if (r < k) {
+        engine_decision_done(x->w, x->rules[at[r]], SL_OK, &x->d[at[r]]); /* nothing charged */
+        *refused = at[r];
+        return true;
+    }
+    for (size_t j = 0; j < k; j++) {
+        engine_decision_done(x->w, x->rules[at[j]], SL_OK, &x->d[at[j]]);
+    }
+    *refused = x->n;
+    return true;
+}
+
+/*
+ * n distinct (rule, key) pairs whose overrides are in the worker's cache. The pairs of rules in
+ * force (not in shadow mode) are decided in one decide_all, under every shard's lock at once:
+ * either every one is charged or none. A shadow rule's pair never blocks the others: it is
+ * decided on its own once the rest were admitted. An override that could not be read, or a key
+ * at the memory cap, takes its rule's on_store_error: deny refuses the whole, allow lets that
+ * pair pass uncharged. d[i] gets each pair's decision; *refused the pair that refused the whole,
+ * or n.
+ */
+static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const char *const *keys,
+                           const size_t *key_lens, const int64_t *costs, size_t n, int64_t now_ns,
+                           engine_decision_t *d, size_t *refused)
+{
+    all_now_t x = {.w = w, .rules = rules, .d = d, .n = n, .now_ns = now_ns};
+    *refused = all_now_targets(&x, keys, key_lens, costs);
+    if (*refused < n) {
+        return;
+    }
+    bool answered = false;
+    for (size_t tries = 0; tries <= n && !answered; tries++) {
+        answered = all_now_charge(&x, refused);
+    }
+    if (*refused < n) {
+        return;
+    }
+    /* every pair in force was charged: the shadow rules' pairs, each on its own */
+    for (size_t i = 0; i < n; i++) {
+        if (!x.out[i] && rules[i]->def.shadow) {
+            engine_request_t req = {.cost = costs[i]};
+            engine_decide_now(w, rules[i], x.ens[i], keys[i], key_lens[i], &req, now_ns, &d[i]);
+        }
+    }
+}
+
+/* ---- all or nothing in one step on a store that answers later ------------------------------ */
+
+typedef struct all_op {
+    engine_worker_t *w;
+    size_t n;
+    rule_state_t *rules[STORE_ALL_MAX];
+    int64_t window_ns[STORE_ALL_MAX];
+    allowall_t *a;
+} all_op_t;
+
+static void all_answered(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
+                         const char *err)
+{
+    all_op_t *op = arg;
+    engine_decision_t out[STORE_ALL_MAX];
+    if (status == STORE_ALL_RETRY) { /* nothing decided: the caller goes step by step */
+        log_debug("SL.ALLOWALL: %s: deciding pair by pair", err);
+        allowall_atomic(op->a, NULL, 0, STORE_ALL_RETRY);
+    } else {
+        if (status != 0) {
+            log_debug("SL.ALLOWALL: request store error: %s", err);
+        }
+        (void)n; /* op->n: the store answers one decision per pair */
+        for (size_t i = 0; i < op->n; i++) {
+            out[i] = (engine_decision_t){.rule = op->rules[i], .window_ns = op->window_ns[i]};
+            if (status == 0) {
+                out[i].d = d[i];
+            }
+            if (status != 0 || refused < 0 || (size_t)refused == i) { /* counted: what decided */
+                engine_decision_done(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[i]);
+            }
+        }
+        allowall_atomic(op->a, out, op->n, status == 0 ? refused : -1);
+    }
+    for (size_t i = 0; i < op->n; i++) {
+        engine_state_release(op->rules[i]);
+    }
+    free(op);
+}
+
+/* The pairs in one step of the store's (one script inside Redis). Returns ENGINE_OK (answered
+ * later through allowall_atomic), or ENGINE_ENOTSUP with nothing done (a blocked key, a lookup
+ * to make, a store that cannot: decide pair by pair). */
+static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **rules,
+                            const char *const *keys, const size_t *key_lens, const int64_t *costs,
+                            size_t n, int64_t now_ns)
+{
+    request_store_t *s = w->engine->requests;
+    store_pair_t pairs[STORE_ALL_MAX];
+    if (n == 0 || n > STORE_ALL_MAX) {
+        return ENGINE_ENOTSUP;
+    }
+    all_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        return ENGINE_ENOTSUP;
+    }
+    *op = (all_op_t){.w = w, .n = n, .a = a};
+    for (size_t i = 0; i < n; i++) {
+        rule_state_t *rs = rules[i];
+        const ov_entry_t *en = NULL;
+        if (rs->has_overrides) {
+            en = override_cached(w, rs, keys[i], key_lens[i], now_ns);
+            if (en == NULL || (en->present && en->blocked)) {
+                free(op); /* blocked keys and lookups to make: the step-by-step path */
+                return ENGINE_ENOTSUP;
+            }
+        }
+        engine_decision_t window = {.window_ns = rs->t->rule.window_ns};
+        engine_target(rs, en, keys[i], key_lens[i], &pairs[i].tg, &window);
+        op->window_ns[i] = window.window_ns;
+        pairs[i].cost = costs[i];
+        pairs[i].shadow = rs->def.shadow;
+    }
+    for (size_t i = 0; i < n; i++) {
+        op->rules[i] = rules[i];
+        engine_rule_hold(rules[i]);
+    }
+    if (s->ops->decide_all(s, w->requests, pairs, n, now_ns, NULL, NULL, all_answered, op) !=
+        STORE_PENDING) {
+        for (size_t i = 0; i < n; i++) {
+            engine_state_release(op->rules[i]);
+        }
+        free(op);
+        return ENGINE_ENOTSUP;
+    }
+    return ENGINE_OK;
 }
 
 /* A check whose cost its rule (or its key's override) can never admit: the whole is answered by
@@ -235,19 +454,15 @@ static void allowall_resolved(void *arg, int status)
         allowall_send(a, every_check);
         return;
     }
-    if (w->redis == NULL) {
+    if (w->engine->requests->ops->completes_at_once) {
         size_t refused;
-        engine_decide_all_local(w, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns,
-                                a->got, &refused);
+        decide_all_now(w, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns, a->got,
+                       &refused);
         allowall_end(a, refused);
         return;
     }
-    bool one_cost = true;
-    for (size_t j = 1; j < a->m; j++) {
-        one_cost = one_cost && a->costs[j] == a->costs[0];
-    }
-    if (one_cost && engine_allowall_async(w, a->rules, a->keys, a->key_lens, a->m, a->costs[0],
-                                          a->now_ns, allowall_atomic, a) == ENGINE_OK) {
+    if (decide_all_later(w, a, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns) ==
+        ENGINE_OK) {
         return;
     }
     a->phase = PHASE_CHARGE;

@@ -33,6 +33,7 @@
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
 #include "server/config_thread.h"
+#include "store/request_store.h"
 
 #define ENGINE_WORKERS_MAX     256
 #define ENGINE_INLINE_MAX      1024 /* default most distinct inline (SL.THROTTLE) rules */
@@ -48,8 +49,8 @@ typedef struct rule_counters {
     char pad[32];
 } rule_counters_t;
 
-/* A rule's tables and counters: shared by the rule states of successive rule sets while the
- * rule's parameters stay the same (engine.c). */
+/* A rule's request-store data (its tables, for the memory store) and counters: shared by the
+ * rule states of successive rule sets while the rule's parameters stay the same (ruleset.c). */
 typedef struct rule_tables rule_tables_t;
 
 /* One rule as one rule set knows it. Immutable once published. */
@@ -81,7 +82,7 @@ typedef struct engine_config {
     size_t max_memory; /* cap of each table, bytes; 0 none, else >= ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
     const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
-    int64_t redis_timeout_ns;  /* a decision's deadline with the Redis store */
+    int64_t store_timeout_ns;  /* a decision's deadline with a remote request store */
     size_t max_inline;         /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
     size_t metrics_inline;     /* inline rules with series of their own at once */
 } engine_config_t;
@@ -175,13 +176,15 @@ rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 /*
  * Decides cost units for key under rule at now_ns (cost 0: peek) at once, reading a key's
  * override from the store on this thread if it must: for callers without an event loop (tests,
- * tools). Applies the key's override, shadow mode, cold start, and on_store_error. Returns
- * ENGINE_OK with *out filled, or ENGINE_ECOST / ENGINE_EKEY.
+ * tools). Applies the key's override, shadow mode, cold start, and on_store_error (also the
+ * answer of a request store that cannot decide at once). Returns ENGINE_OK with *out filled, or
+ * ENGINE_ECOST / ENGINE_EKEY.
  */
 int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                   int64_t cost, int64_t now_ns, engine_decision_t *out);
 
-/* Forgets key's usage under rule (and under its override table, if any). */
+/* Forgets key's usage under rule (and under its override table, if any) with a request store
+ * that completes at once; ENGINE_ESTORE with one that does not (engine_reset_async's). */
 int engine_reset(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len);
 
 /*
@@ -248,21 +251,24 @@ void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);
 int engine_save_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
 int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err);
 
-/* ---- remote request stores (Redis) ---------------------------------------------------------
+/* ---- request stores ------------------------------------------------------------------------
  *
- * With `request_store` set to a Redis URL, per-key state lives in Redis (store/redis_store.h)
- * and decisions complete asynchronously, on the worker's loop. The *_async calls work with
- * either store: with the memory store they call fn before returning. */
+ * Per-key state lives in the request store `request_store` names (store/request_store.h): the
+ * memory store decides at once; with a Redis URL, decisions complete asynchronously, on the
+ * worker's loop. The *_async calls work with either store: with one that decides at once they
+ * call fn before returning. */
 
+/* Whether decisions wait for a remote store (they do not complete at once). */
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
 
-/* With a Redis store: how many nodes decide with the sluice.so module and how many with the Lua
- * scripts, as last found out (each connection to a node asks); 0 and 0 otherwise. Any thread. */
-void engine_redis_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
+/* With the Redis store: how many nodes decide with the sluice.so module and how many with the
+ * Lua scripts, as last found out (each connection to a node asks); 0 and 0 with a store without
+ * nodes. Any thread. */
+void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nodes);
 
-/* Gives the worker its loop (the Redis connections live on it). Call on the worker's thread
- * before its first decision; engine_worker_detach when the loop stops. */
+/* Gives the worker its loop (a remote request store's connections live on it). Call on the worker's
+ * thread before its first decision; engine_worker_detach when the loop stops. */
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
 void engine_worker_detach(engine_worker_t *w);
 
@@ -270,13 +276,7 @@ typedef void (*engine_decision_fn)(void *arg, int status, const engine_decision_
 typedef void (*engine_done_fn)(void *arg, int status);
 
 /* What an operation on a key does: decide `cost` units (0: a peek), or settle a reservation. */
-typedef struct engine_request {
-    int64_t cost;       /* a decision's units */
-    bool settle;        /* a settle instead: the fields below */
-    int64_t reserved;   /* units the reservation was admitted for */
-    int64_t actual;     /* what it cost */
-    int64_t charged_ns; /* when it was admitted, ns since the Unix epoch; -1: now */
-} engine_request_t;
+typedef store_request_t engine_request_t;
 
 /*
  * Starts a decision with either store. Returns ENGINE_OK with *out filled when it could be
@@ -374,29 +374,12 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
 int engine_reset_async(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                        engine_done_fn fn, void *arg);
 
-/*
- * SL.ALLOWALL in one atomic step on Redis: when the module is loaded and every pair's key is in
- * one cluster slot. fn gets every pair's decision, d[0..n): with refused >= 0 that pair's
- * refusal and the others' peeks (nothing charged), with refused -1 every pair charged; or
- * refused ENGINE_ALL_RETRY (d NULL, n 0) when nothing was decided after all
- * (the node had lost sluice.so). Returns ENGINE_OK (fn called later), or ENGINE_ENOTSUP with
- * nothing done (the memory store, the Lua scripts, keys on several slots, a blocked key): the
- * caller then decides pair by pair, as after ENGINE_ALL_RETRY.
- */
-#define ENGINE_ALL_RETRY (-2)
-typedef void (*engine_all_fn)(void *arg, const engine_decision_t *d, size_t n, long refused);
-int engine_allowall_async(engine_worker_t *w, rule_state_t **rules, const char *const *keys,
-                          const size_t *key_lens, size_t n, int64_t cost, int64_t now_ns,
-                          engine_all_fn fn, void *arg);
-
 /* Keeps a rule state (and its tables) alive across asynchronous steps; release when done. */
 void engine_rule_hold(rule_state_t *rule);
 void engine_rule_release(rule_state_t *rule);
 
-/* The worker's Redis store counters (all zero with the memory store). */
-typedef struct engine_store_stats {
-    uint64_t decisions, cache_hits, timeouts, errors, noscript, redirects, refreshes, reconnects;
-} engine_store_stats_t;
+/* The worker's request store counters (all zero for a store without them: the memory store). */
+typedef store_stats_t engine_store_stats_t;
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out);
 
 #endif /* SLUICE_SERVER_ENGINE_H */

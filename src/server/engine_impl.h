@@ -1,37 +1,35 @@
 /*
- * engine_impl.h - the engine's internals, shared by its files (engine.c: rule sets, tables,
- * decisions, snapshots, the Redis store; overrides.c: per-key overrides and their lookups).
- * Nothing outside src/server/engine*.c and overrides.c includes this.
+ * engine_impl.h - the engine's internals, shared by its files. Each calls only those listed
+ * before it (no file calls back into one that calls it):
+ *   ruleset.c        rule states, their per-rule data and counters, rule sets, reloads
+ *   overrides.c      each worker's cache of per-key overrides and the lookups behind it
+ *   inline_rules.c   rules made by SL.THROTTLE / CL.THROTTLE
+ *   engine_decide.c  decisions, resets, and the decisions that complete later
+ *   allowall.c       all-or-nothing decisions over several checks
+ *   engine.c         create/free, workers and their loops, the config thread's poll
+ *   engine_snapshot.c  snapshots of the request store
+ * Nothing but these files (and white-box tests) includes this.
  */
 #ifndef SLUICE_SERVER_ENGINE_IMPL_H
 #define SLUICE_SERVER_ENGINE_IMPL_H
 
 #include "server/config_thread.h"
 #include "server/engine.h"
-#include "store/redis_store.h"
+#include "store/redis_client.h" /* rc_freelist_t */
+#include "store/request_store.h"
 
-#define OV_CACHE_SLOTS  4096 /* per worker; a power of two */
-#define OV_WAITS_MAX    4096 /* override lookups in flight per worker */
-#define INLINE_CACHE    8    /* per worker, most recently used inline rules */
-#define STATE_STACK_MAX 4096 /* cold-start states up to this size live on the stack */
-#define OPS_KEEP        4096 /* free engine_op_t kept per worker */
-#define OP_KEY_INLINE   128  /* keys up to this long live inside their op */
-
-typedef struct override_table {
-    sl_rule_t rule;
-    sl_table_t *table;
-} override_table_t;
+#define OV_CACHE_SLOTS 4096 /* per worker; a power of two */
+#define OV_WAITS_MAX   4096 /* override lookups in flight per worker */
+#define INLINE_CACHE   8    /* per worker, most recently used inline rules */
+#define OPS_KEEP       4096 /* free engine_op_t kept per worker */
+#define OP_KEY_INLINE  128  /* keys up to this long live inside their op */
 
 struct rule_tables {
     sl_rule_t rule;
-    sl_table_t *table;
-    pthread_mutex_t ov_lock;
-    override_table_t *ov;
-    size_t nov;
-    rule_counters_t *counters; /* [workers] */
-    int64_t closed_until_ns;
-    int64_t closed_from_ns;
-    _Atomic int refs; /* rule states using these tables */
+    const request_store_ops_t *ops; /* the store data belongs to */
+    store_rule_t *data;             /* the request store's for this rule (NULL: it keeps none) */
+    rule_counters_t *counters;      /* [workers] */
+    _Atomic int refs;               /* rule states using these */
 };
 
 /* What a worker knows of one (rule, key)'s override. */
@@ -42,7 +40,8 @@ typedef struct ov_entry {
     int64_t expires_ns;
     bool present; /* the key has an override */
     bool blocked;
-    sl_table_t *table; /* the override's table when present and not blocked (memory store) */
+    void *handle;      /* the store's handle of the override's numbers, when present and not
+                          blocked (request_store.h) */
     sl_rule_t ov_rule; /* the override's parameters when present */
     int64_t window_ns;
     char *key;
@@ -57,12 +56,23 @@ typedef struct inline_slot {
 typedef struct ov_wait ov_wait_t;
 typedef struct inline_set inline_set_t;
 
+/* Something waiting for a key's override (override_wait): resume(waiter, entry) runs on the
+ * worker's loop when it is known (entry NULL: the lookup failed, apply on_store_error). */
+typedef struct ov_waiter ov_waiter_t;
+struct ov_waiter {
+    void (*resume)(ov_waiter_t *waiter, const ov_entry_t *en);
+    ov_waiter_t *next; /* in the lookup's waiters, oldest first */
+    int64_t now_ns;    /* when the decision was asked */
+};
+
 /*
- * A decision that completes later: waiting for an override lookup, or for Redis. Reused through
- * the worker's free list. While it is being started (engine_decide_start) `starting` is set, and
- * a completion then only fills *sync_out; otherwise completion calls fn(arg).
+ * A decision that completes later: waiting for an override lookup, or for a store that answers
+ * later. Reused through the worker's free list. While it is being started (engine_decide_start)
+ * `starting` is set, and a completion then only fills *sync_out; otherwise completion calls
+ * fn(arg).
  */
 typedef struct engine_op {
+    ov_waiter_t wait; /* first */
     engine_worker_t *w;
     rule_state_t *rs; /* held */
     engine_decision_fn fn;
@@ -76,7 +86,6 @@ typedef struct engine_op {
     int64_t now_ns;
     char *key; /* key_buf or an allocation of its own */
     size_t key_len;
-    struct engine_op *next; /* in an override lookup's waiters */
     char key_buf[OP_KEY_INLINE];
 } engine_op_t;
 
@@ -94,9 +103,9 @@ struct engine_worker {
     inline_set_t *inl_set;
     inline_slot_t inl[INLINE_CACHE]; /* most recently used rules of inl_set */
     unsigned inl_next;
-    redis_store_t *redis; /* the loop's Redis request store, when the engine has one */
-    bool attached;        /* to a loop (engine_worker_attach) */
-    rc_freelist_t ops;    /* engine_op_t to reuse while attached */
+    store_loop_t *requests; /* the request store's handle on this loop (NULL: none) */
+    bool attached;          /* to a loop (engine_worker_attach) */
+    rc_freelist_t ops;      /* engine_op_t to reuse while attached */
     char pad[64];
 };
 
@@ -121,36 +130,15 @@ struct engine {
     rule_state_t *inl_limbo;             /* taken out of force, maybe still in use */
     _Atomic size_t inl_series;           /* inline rules with series of their own */
     rule_counters_t inl_other_gone;      /* counts of "inline:other" rules freed since */
-    bool redis;                          /* the request store is Redis (else the memory tables) */
-    rc_config_t rc;                      /* where */
-    redis_shared_t *redis_shared;        /* what every loop's Redis store shares (modes, caches) */
+    request_store_t *requests;           /* where per-key state lives (request_store.h) */
 };
 
-/* ---- shared between engine.c and overrides.c ---------------------------------------------- */
+/* ---- ruleset.c ---------------------------------------------------------------------------- */
+
+/* Memory for per-thread slots: whole cache lines, so two threads never share one. */
+void *engine_alloc_lines(size_t bytes);
 
 bool params_equal(const sl_rule_t *a, const sl_rule_t *b);
-
-/* A new table for rule with the engine's table settings; NULL when out of memory. */
-sl_table_t *engine_new_table(const engine_t *e, const sl_rule_t *rule);
-
-/* A decision applied by on_store_error; counted. */
-void engine_store_error(engine_worker_t *w, rule_state_t *rs, engine_decision_t *out);
-
-/* The end of every decision: shadow mode, counters, on_store_error when st != SL_OK. */
-void engine_finish(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
-
-/* An op from the worker's free list for rule rs (held), or NULL when out of memory. The key is
- * copied when key != NULL. */
-engine_op_t *engine_op_get(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                           int64_t cost, int64_t now_ns);
-
-/* Completes op with op->out: fills the starter's result, or calls fn; then releases it. */
-void engine_op_complete(engine_op_t *op);
-
-/* Continues a decision whose override is now known (en NULL: the lookup failed, apply
- * on_store_error): decides on the memory table or sends it to Redis. Completes op (now or
- * later). */
-void engine_op_continue(engine_op_t *op, const ov_entry_t *en);
 
 rule_tables_t *engine_tables_create(const engine_t *e, const sl_rule_t *rule);
 void engine_tables_release(rule_tables_t *t);
@@ -158,11 +146,41 @@ void engine_tables_release(rule_tables_t *t);
 rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t);
 void engine_state_release(rule_state_t *rs);
 
-/* The memory tables' all-or-nothing decision of n distinct (rule, key, cost) pairs whose overrides
- * are cached (engine.c; allowall.c calls it). */
-void engine_decide_all_local(engine_worker_t *w, rule_state_t *const *rules,
-                             const char *const *keys, const size_t *key_lens, const int64_t *costs,
-                             size_t n, int64_t now_ns, engine_decision_t *d, size_t *refused);
+/* The rule named name in set (NULL: none). */
+rule_state_t *ruleset_find(const ruleset_t *set, const char *name, size_t len);
+/* Releases every rule of set and frees it; NULL is a no-op. */
+void ruleset_free(ruleset_t *set);
+
+/* Sums n workers' counters. */
+void rule_counters_sum(const rule_counters_t *c, unsigned n, uint64_t *allowed, uint64_t *denied,
+                       uint64_t *shadow_denied, uint64_t *store_errors);
+
+/* ---- overrides.c -------------------------------------------------------------------------- */
+
+/* The store's handle for an override's numbers under rule tables t (the memory store: the
+ * override's table, created on first use). NULL when out of memory or the store has none. */
+void *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule);
+
+/* The worker's cached entry for (rs, key) if it is still valid at now_ns, else NULL. */
+const ov_entry_t *override_cached(engine_worker_t *w, const rule_state_t *rs, const void *key,
+                                  size_t key_len, int64_t now_ns);
+
+/* Looks (rs, key) up in the store now, on this thread (no config thread: tests, tools), and
+ * caches it. NULL when the store could not be read (apply on_store_error). */
+const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs, const void *key,
+                                      size_t key_len, int64_t now_ns);
+
+/* Makes waiter wait for (rs, key)'s override: joins a lookup in flight for the same (rule, key)
+ * or submits one to the config thread. waiter->resume runs on this worker's loop when it is
+ * done (at once, with NULL, when no lookup can be made). */
+void override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                   ov_waiter_t *waiter);
+
+/* A worker leaving its loop: everything waiting for a lookup resumes with NULL now
+ * (on_store_error); the lookups in flight are dropped when they come back. */
+void override_worker_detach(engine_worker_t *w);
+/* Frees the worker's cache and store handle. */
+void override_worker_free(engine_worker_t *w);
 
 /* ---- inline_rules.c ----------------------------------------------------------------------- */
 
@@ -180,32 +198,45 @@ size_t inline_hold_all(engine_t *e, rule_state_t ***out);
 /* engine_free's: every inline set, retired set and limbo rule. */
 void inline_free_all(engine_t *e);
 
-/* ---- overrides.c -------------------------------------------------------------------------- */
+/* ---- engine_decide.c ---------------------------------------------------------------------- */
 
-/* The table for an override's parameters (created on first use). NULL when out of memory. */
-sl_table_t *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule);
+/* The end of every decision: shadow mode, counters, and on_store_error when st != SL_OK. */
+void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
 
-/* Moves every key of t's override tables back to t's own table (converted): the rule has no
- * overrides any more, so no lookup will move them. Any thread; deciding goes on meanwhile. */
-void override_tables_return(rule_tables_t *t, int64_t now_ns);
+/* A key its override blocks (limit 0): refused, never admissible. Returns true when en says so
+ * (and fills out). Inline: every decision asks. */
+static inline bool engine_blocked(const ov_entry_t *en, engine_decision_t *out)
+{
+    if (en == NULL || !en->present || !en->blocked) {
+        return false;
+    }
+    out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};
+    out->blocked = true;
+    return true;
+}
 
-/* The worker's cached entry for (rs, key) if it is still valid at now_ns, else NULL. */
-const ov_entry_t *override_cached(engine_worker_t *w, const rule_state_t *rs, const void *key,
-                                  size_t key_len, int64_t now_ns);
+/* What the store is asked about (rs, key) with its override en (NULL: none); out->window_ns
+ * becomes the override's. tg points into en and rs: valid while they are. Inline: every
+ * decision asks. */
+static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const void *key,
+                                 size_t key_len, store_target_t *tg, engine_decision_t *out)
+{
+    *tg = (store_target_t){.rule = rs->t->data,
+                           .name = rs->def.name,
+                           .numbers = &rs->t->rule,
+                           .key = key,
+                           .key_len = key_len};
+    if (en != NULL && en->present) {
+        tg->handle = en->handle;
+        tg->numbers = &en->ov_rule;
+        out->window_ns = en->window_ns;
+    }
+}
 
-/* Looks (rs, key) up in the store now, on this thread (no config thread: tests, tools), and
- * caches it. NULL when the store could not be read (apply on_store_error). */
-const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs, const void *key,
-                                      size_t key_len, int64_t now_ns);
-
-/* Makes op wait for its key's override: joins a lookup in flight for the same (rule, key) or
- * submits one to the config thread. engine_op_continue(op, entry) runs on this worker's loop
- * when it is done. */
-void override_wait(engine_worker_t *w, engine_op_t *op);
-
-/* A worker leaving its loop: every decision waiting for a lookup is answered by
- * on_store_error now; the lookups in flight are dropped when they come back. Frees the cache. */
-void override_worker_detach(engine_worker_t *w);
-void override_worker_free(engine_worker_t *w);
+/* Decides req on a store that completes at once, its override known (en). ENGINE_OK with *out,
+ * or ENGINE_EKEY / ENGINE_ECOST. */
+int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en, const void *key,
+                      size_t key_len, const engine_request_t *req, int64_t now_ns,
+                      engine_decision_t *out);
 
 #endif /* SLUICE_SERVER_ENGINE_IMPL_H */

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
 #include "server/engine_impl.h"
 #include "server/log.h"
 
@@ -41,7 +40,7 @@ struct inline_set {
 static uint64_t params_hash(const sl_rule_t *r)
 {
     int64_t v[6] = {r->algorithm, r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
-    return hash_bytes(v, sizeof v, 0x5a17);
+    return sl_hash64(v, sizeof v, 0x5a17);
 }
 
 static rule_state_t *set_lookup(const inline_set_t *s, const sl_rule_t *rule)
@@ -298,16 +297,20 @@ unsigned engine_inline_budget(const engine_t *e)
     return (unsigned)(per < 16 ? 16 : per);
 }
 
+void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,
+                           uint64_t *shadow_denied, uint64_t *store_errors)
+{
+    rule_counters_sum(&e->inl_other_gone, 1, allowed, denied, shadow_denied, store_errors);
+}
+
 /* ---- reclaiming ---------------------------------------------------------------------------- */
 
-/* True when rs's table holds no key with usage left at now_ns (after dropping fresh ones). */
+/* True when rs's keys hold no usage left at now_ns (the store drops fresh ones). */
 static bool inline_empty(const engine_t *e, rule_state_t *rs, int64_t now_ns)
 {
-    if (e->redis) {
-        return true; /* the state is in Redis; the table is never used */
-    }
-    sl_table_reclaim(rs->t->table, now_ns);
-    return sl_table_count(rs->t->table) == 0;
+    (void)e;
+    const rule_tables_t *t = rs->t;
+    return t->ops->rule_idle == NULL || t->ops->rule_idle(t->data, now_ns);
 }
 
 /* Frees retired sets no worker holds. Under inline_lock. */

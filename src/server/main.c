@@ -31,7 +31,7 @@
 #include "server/resp_front.h"
 #include "server/rules_import.h"
 #include "server/server.h"
-#include "server/snapshot.h"
+#include "store/snapshot.h"
 #include "sluice/version.h"
 
 #define NS_PER_MS INT64_C(1000000)
@@ -339,7 +339,7 @@ int main(int argc, char **argv)
                           .max_memory = cfg.max_memory,
                           .override_ttl_ns = cfg.override_ttl_ns,
                           .request_store = cfg.request_store,
-                          .redis_timeout_ns = cfg.store_timeout_ns,
+                          .store_timeout_ns = cfg.store_timeout_ns,
                           .max_inline = cfg.max_inline,
                           .metrics_inline = cfg.metrics_inline};
     if (engine_create(&ec, &m.srv.engine, err) != 0) {

@@ -203,7 +203,7 @@ void metrics_render(server_t *srv, buf_t *b)
             buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
         }
         size_t module_nodes, lua_nodes;
-        engine_redis_modes(srv->engine, &module_nodes, &lua_nodes);
+        engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
         help(b, "sluice_redis_nodes", "gauge",
              "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
         buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);

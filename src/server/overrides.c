@@ -1,7 +1,8 @@
 /*
  * overrides.c - per-key overrides as the engine sees them: each worker's cache of what the
- * config store says about (rule, key), the lookups behind its misses, and the tables that hold
- * overridden keys' state (memory store).
+ * config store says about (rule, key), and the lookups behind its misses. An override's numbers
+ * are handed to the request store, which may keep a handle for them (the memory store: the table
+ * that holds the overridden keys' state).
  *
  * The cache is direct-mapped (OV_CACHE_SLOTS per worker). An entry says "no override" or the
  * override's parameters; it is valid for the override TTL and only while the worker's rule set
@@ -9,7 +10,7 @@
  * next decision. Rules the store held no overrides for are never looked up.
  *
  * A miss is a read of the config store, which a loop never does itself: the decision waits
- * (engine_op_t) while the config thread reads, and continues on its loop when the answer comes.
+ * (an ov_waiter_t) while the config thread reads, and resumes on its loop when the answer comes.
  * Decisions for a (rule, key) that is already being looked up wait for the same lookup, in the
  * order they came. Without a config thread (tests, tools) a miss is read at once.
  */
@@ -17,143 +18,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
 #include "server/engine_impl.h"
 
-/* ---- override tables ----------------------------------------------------------------------- */
+/* ---- override handles ---------------------------------------------------------------------- */
 
-sl_table_t *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule)
+void *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule)
 {
-    sl_table_t *found = NULL;
-    pthread_mutex_lock(&t->ov_lock);
-    for (size_t i = 0; i < t->nov && found == NULL; i++) {
-        if (params_equal(&t->ov[i].rule, rule)) {
-            found = t->ov[i].table;
-        }
+    (void)e;
+    void *handle = NULL;
+    if (t->ops->override != NULL && t->ops->override(t->data, rule, &handle) != 0) {
+        return NULL;
     }
-    if (found == NULL) {
-        override_table_t *grown = realloc(t->ov, (t->nov + 1) * sizeof *t->ov);
-        if (grown != NULL) {
-            t->ov = grown;
-            found = engine_new_table(e, rule);
-            if (found != NULL) {
-                t->ov[t->nov].rule = *rule;
-                t->ov[t->nov].table = found;
-                t->nov++;
-            }
-        }
-    }
-    pthread_mutex_unlock(&t->ov_lock);
-    return found;
+    return handle;
 }
 
-/*
- * A key's usage lives in one table of its rule: the one its override names, or the rule's own.
- * Moves the key into `to` from whichever other table of t holds it (sl_table_adopt: converted,
- * the copy with the most usage kept when two do). The tables are listed under ov_lock and
- * adopted from without it; there are at most SL_MULTI_MAX - 1 per call, so more are done in
- * turns (each turn keeps the most usage of `to` and its share).
- */
-static void tables_adopt(rule_tables_t *t, sl_table_t *to, const void *key, size_t key_len,
-                         int64_t now_ns)
-{
-    pthread_mutex_lock(&t->ov_lock);
-    size_t n = 0, cap = t->nov + 1;
-    sl_table_t *stack[16];
-    sl_table_t **from = cap <= 16 ? stack : malloc(cap * sizeof *from);
-    for (size_t i = 0; from != NULL && i <= t->nov; i++) {
-        sl_table_t *x = i == 0 ? t->table : t->ov[i - 1].table;
-        if (x != to) {
-            from[n++] = x;
-        }
-    }
-    pthread_mutex_unlock(&t->ov_lock);
-    for (size_t at = 0; from != NULL && at < n; at += SL_MULTI_MAX - 1) {
-        size_t part = n - at < SL_MULTI_MAX - 1 ? n - at : SL_MULTI_MAX - 1;
-        sl_table_adopt(to, key, key_len, from + at, part, now_ns); /* at the cap: stays put */
-    }
-    if (from != stack) {
-        free(from);
-    }
-}
-
-/* The store's answer for a key (en) names the table its usage belongs in: moved there if it is
- * elsewhere. Memory store only (Redis keeps one state per key whatever its numbers); a blocked
- * key's state stays where it is, for when it is unblocked. */
-static void entry_adopt(engine_worker_t *w, const rule_state_t *rs, const ov_entry_t *en,
-                        const void *key, size_t key_len, int64_t now_ns)
+/* The store's answer for a key (en) names the numbers its usage belongs under: the store moves
+ * it there if it is elsewhere (the memory store: into the override's table). A blocked key's
+ * state stays where it is, for when it is unblocked. */
+static void entry_adopt(const rule_state_t *rs, const ov_entry_t *en, const void *key,
+                        size_t key_len, int64_t now_ns)
 {
     rule_tables_t *t = rs->t;
-    if (w->redis != NULL || en->blocked) {
+    if (t->ops->adopt == NULL || en->blocked) {
         return;
     }
-    sl_table_t *to = en->present ? en->table : t->table;
-    pthread_mutex_lock(&t->ov_lock);
-    bool alone = t->nov == 0; /* no override table yet: nowhere else to be */
-    pthread_mutex_unlock(&t->ov_lock);
-    if (!alone) {
-        tables_adopt(t, to, key, key_len, now_ns);
-    }
-}
-
-typedef struct keys_ctx {
-    char *buf; /* key_len (size_t) then the key, one after another */
-    size_t len, cap;
-} keys_ctx_t;
-
-static int collect_key(void *arg, const void *key, size_t key_len, const void *state,
-                       size_t state_size)
-{
-    (void)state;
-    (void)state_size;
-    keys_ctx_t *k = arg;
-    size_t need = k->len + sizeof key_len + key_len;
-    if (need > k->cap) {
-        size_t cap = need > 2 * k->cap ? need : 2 * k->cap;
-        char *grown = realloc(k->buf, cap);
-        if (grown == NULL) {
-            return 1;
-        }
-        k->buf = grown;
-        k->cap = cap;
-    }
-    memcpy(k->buf + k->len, &key_len, sizeof key_len);
-    memcpy(k->buf + k->len + sizeof key_len, key, key_len);
-    k->len = need;
-    return 0;
-}
-
-void override_tables_return(rule_tables_t *t, int64_t now_ns)
-{
-    pthread_mutex_lock(&t->ov_lock);
-    size_t nov = t->nov;
-    sl_table_t *stack[16];
-    sl_table_t **ov = nov <= 16 ? stack : malloc(nov * sizeof *ov);
-    for (size_t i = 0; ov != NULL && i < nov; i++) {
-        ov[i] = t->ov[i].table;
-    }
-    pthread_mutex_unlock(&t->ov_lock);
-    for (size_t i = 0; ov != NULL && i < nov; i++) {
-        keys_ctx_t k = {0};
-        sl_table_foreach(ov[i], collect_key, &k);
-        for (size_t at = 0; at < k.len;) {
-            size_t len;
-            memcpy(&len, k.buf + at, sizeof len);
-            tables_adopt(t, t->table, k.buf + at + sizeof len, len, now_ns);
-            at += sizeof len + len;
-        }
-        free(k.buf);
-    }
-    if (ov != stack) {
-        free(ov);
-    }
+    t->ops->adopt(t->data, en->present ? en->handle : NULL, key, key_len, now_ns);
 }
 
 /* ---- the cache ----------------------------------------------------------------------------- */
 
 static uint64_t entry_hash(const rule_state_t *rs, const void *key, size_t key_len)
 {
-    return hash_bytes(key, key_len, (uint64_t)(uintptr_t)rs);
+    return sl_hash64(key, key_len, (uint64_t)(uintptr_t)rs);
 }
 
 static ov_entry_t *cache_slot(engine_worker_t *w, uint64_t h)
@@ -219,9 +115,9 @@ static const ov_entry_t *cache_fill(engine_worker_t *w, const rule_state_t *rs, 
     en->blocked = ov.blocked;
     en->window_ns = ov.rule.window_ns;
     en->ov_rule = ov.rule;
-    if (!ov.blocked && w->redis == NULL) {
-        en->table = override_table(w->engine, rs->t, &ov.rule);
-        if (en->table == NULL) {
+    const request_store_ops_t *ops = rs->t->ops;
+    if (!ov.blocked && ops->override != NULL) {
+        if (ops->override(rs->t->data, &ov.rule, &en->handle) != 0) {
             en->hash = 0;
             override_free(&ov);
             return NULL;
@@ -240,7 +136,7 @@ static const ov_entry_t *cache_fill_adopt(engine_worker_t *w, const rule_state_t
 {
     const ov_entry_t *en = cache_fill(w, rs, key, key_len, rc, json, generation, now_ns);
     if (en != NULL && generation != 0) {
-        entry_adopt(w, rs, en, key, key_len, decided_ns);
+        entry_adopt(rs, en, key, key_len, decided_ns);
     }
     return en;
 }
@@ -270,7 +166,7 @@ struct ov_wait {
     size_t key_len;
     int rc; /* config_store_get_override's answer */
     char *json;
-    engine_op_t *head, *tail; /* decisions waiting, oldest first */
+    ov_waiter_t *head, *tail; /* decisions waiting, oldest first */
     bool cancelled;           /* its worker detached: nothing waits any more */
     ov_wait_t *next;          /* in the worker's list of lookups in flight */
 };
@@ -324,9 +220,9 @@ static void wait_done(config_job_t *job)
     if (en != NULL) {
         copy = *en;
     }
-    for (engine_op_t *op = x->head, *next; op != NULL; op = next) {
-        next = op->next;
-        engine_op_continue(op, en != NULL ? &copy : NULL);
+    for (ov_waiter_t *wt = x->head, *next; wt != NULL; wt = next) {
+        next = wt->next;
+        wt->resume(wt, en != NULL ? &copy : NULL);
     }
     wait_free(x);
 }
@@ -336,41 +232,42 @@ static void wait_drop(config_job_t *job)
     wait_free((ov_wait_t *)job);
 }
 
-void override_wait(engine_worker_t *w, engine_op_t *op)
+void override_wait(engine_worker_t *w, rule_state_t *rs, const void *key_in, size_t key_len,
+                   ov_waiter_t *waiter)
 {
-    op->next = NULL;
-    uint64_t h = entry_hash(op->rs, op->key, op->key_len);
+    waiter->next = NULL;
+    uint64_t h = entry_hash(rs, key_in, key_len);
     for (ov_wait_t *x = w->ov_waits; x != NULL; x = x->next) {
-        if (x->hash == h && x->rs == op->rs && x->key_len == op->key_len &&
-            memcmp(x->key, op->key, op->key_len) == 0) {
-            x->tail->next = op;
-            x->tail = op;
+        if (x->hash == h && x->rs == rs && x->key_len == key_len &&
+            memcmp(x->key, key_in, key_len) == 0) {
+            x->tail->next = waiter;
+            x->tail = waiter;
             return;
         }
     }
     ov_wait_t *x = w->nov_waits < OV_WAITS_MAX ? calloc(1, sizeof *x) : NULL;
-    char *key = x != NULL ? malloc(op->key_len + 1) : NULL;
+    char *key = x != NULL ? malloc(key_len + 1) : NULL;
     if (key == NULL) {
         free(x);
-        engine_op_continue(op, NULL); /* too many lookups in flight: on_store_error */
+        waiter->resume(waiter, NULL); /* too many lookups in flight: on_store_error */
         return;
     }
-    memcpy(key, op->key, op->key_len);
+    memcpy(key, key_in, key_len);
     *x = (ov_wait_t){.job = {.run = wait_run,
                              .done = wait_done,
                              .drop = wait_drop,
                              .inbox = w->inbox,
                              .admin = false},
                      .w = w,
-                     .rs = op->rs,
+                     .rs = rs,
                      .generation = w->set->generation,
                      .hash = h,
                      .key = key,
-                     .key_len = op->key_len,
-                     .head = op,
-                     .tail = op,
+                     .key_len = key_len,
+                     .head = waiter,
+                     .tail = waiter,
                      .next = w->ov_waits};
-    engine_rule_hold(op->rs);
+    engine_rule_hold(rs);
     w->ov_waits = x;
     w->nov_waits++;
     config_job_submit(w->engine->ct, &x->job);
@@ -382,9 +279,9 @@ void override_worker_detach(engine_worker_t *w)
         ov_wait_t *x = w->ov_waits;
         w->ov_waits = x->next;
         x->cancelled = true;
-        for (engine_op_t *op = x->head, *next; op != NULL; op = next) {
-            next = op->next;
-            engine_op_continue(op, NULL);
+        for (ov_waiter_t *wt = x->head, *next; wt != NULL; wt = next) {
+            next = wt->next;
+            wt->resume(wt, NULL);
         }
         x->head = x->tail = NULL;
     }

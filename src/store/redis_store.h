@@ -1,6 +1,7 @@
 /*
- * redis_store.h - sluiced's Redis request store: per-key state in Redis or Redis Cluster, one
- * round trip per decision, atomic on the server, time from the Redis server (SPEC §4).
+ * redis_store.h - sluiced's Redis request store (request_store.h's entry for it is
+ * redis_request.c): per-key state in Redis or Redis Cluster, one round trip per decision,
+ * atomic on the server, time from the Redis server.
  *
  * Two ways to decide (and settle), chosen per node and found out again on every connection to it:
  *   module  the sluice.so commands (SL.THROTTLE key algorithm limit window_ms ..., SL.SETTLE):
@@ -93,13 +94,15 @@ void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
                         void (*fn)(void *arg, const redis_store_t *store), void *arg);
 
 /* Told when a node's mode changes: node "host:port" now decides in `mode`. Called once per
- * change, on the loop of the store that found it out. */
-typedef void (*redis_mode_fn)(const char *node, redis_mode_t mode);
+ * change, on the loop of the store that found it out, with the arg given to
+ * redis_store_create(). */
+typedef void (*redis_mode_fn)(void *arg, const char *node, redis_mode_t mode);
 
 /* One store per loop, all of an engine's over one shared (which must outlive them); on_mode may
- * be NULL. */
+ * be NULL (else it gets on_mode_arg). */
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
-                       int64_t timeout_ns, redis_mode_fn on_mode, redis_store_t **out, char *err);
+                       int64_t timeout_ns, redis_mode_fn on_mode, void *on_mode_arg,
+                       redis_store_t **out, char *err);
 
 /* Frees the store; decisions still waiting are answered as store errors first. */
 void redis_store_free(redis_store_t *s);
@@ -158,7 +161,6 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
 void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len);
 
-/* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 #define REDIS_ALL_MAX 64 /* most pairs in one SL.ALLOWALL */
 
 /* One pair of an all-or-nothing decision. */
@@ -170,10 +172,11 @@ typedef struct redis_pair {
     bool shadow; /* a refusal of this pair does not block the others */
 } redis_pair_t;
 
+#define REDIS_ALL_RETRY (-2) /* a redis_all_fn status: nothing was decided, decide step by step */
+
 /* The answer: status 0 and a decision per pair, d[0..n): either pair `refused` (>= 0) refused,
  * nothing charged, and d[refused] its refusal, the others' what a peek reports; or every pair
  * charged (refused -1). Status -1 with err when Redis failed. */
-#define REDIS_ALL_RETRY (-2) /* a redis_all_fn status: nothing was decided, decide step by step */
 typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
                              const char *err);
 
@@ -188,6 +191,7 @@ typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size
 int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
                            redis_all_fn fn, void *arg);
 
+/* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 typedef struct redis_store_stats {
     _Atomic uint64_t decisions;  /* sent to Redis */
     _Atomic uint64_t cache_hits; /* answered from the over-limit cache */
@@ -196,6 +200,7 @@ typedef struct redis_store_stats {
     _Atomic uint64_t noscript;   /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
 } redis_store_stats_t;
 
+/* The store's counters, and its connections' (redirects, refreshes, reconnects). */
 const redis_store_stats_t *redis_store_stats(const redis_store_t *s);
 const rc_stats_t *redis_store_client_stats(const redis_store_t *s);
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/snapshot.h"
+#include "store/snapshot.h"
 
 #define HEADER_SIZE 24
 

@@ -138,7 +138,7 @@ static bounded_t *save_stalled(save_job_t *j, engine_t *e)
 
 /* Lets the disk go on, then waits for the call in `during` and the snapshot. Returns whether the
  * call had completed while the disk was stalled. */
-static bool finish(bounded_t *during, bounded_t *save, save_job_t *j)
+static bool done_while_stalled(bounded_t *during, bounded_t *save, save_job_t *j)
 {
     bool in_time = bounded_wait(during, WAIT_S);
     gate_release();
@@ -190,7 +190,7 @@ static void test_deciding_goes_on_during_a_write(void **unused)
     save_job_t j = {0};
     bounded_t *save = save_stalled(&j, e);
     decide_job_t d = {.e = e};
-    bool in_time = finish(bounded_start(decide_all_keys, &d), save, &j);
+    bool in_time = done_while_stalled(bounded_start(decide_all_keys, &d), save, &j);
     if (!in_time) {
         fail_msg("deciding waited for the snapshot's write to disk");
     }
@@ -241,7 +241,7 @@ static void test_override_tables_unlocked_during_a_write(void **unused)
     save_job_t j = {0};
     bounded_t *save = save_stalled(&j, e);
     ov_job_t o = {.e = e, .rs = rs};
-    bool in_time = finish(bounded_start(reset_and_add, &o), save, &j);
+    bool in_time = done_while_stalled(bounded_start(reset_and_add, &o), save, &j);
     if (!in_time) {
         fail_msg("a reset and a new override table waited for the snapshot's write to disk");
     }

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "rules.h"
-#include "server/snapshot.h"
+#include "store/snapshot.h"
 #include "tmpdir.h"
 
 #define NOW_NS    (INT64_C(1700000000) * SL_NS_PER_SEC)

@@ -23,8 +23,8 @@
  * CRC) before it hands out a single entry, so a corrupt file yields an error and no states at
  * all; the caller sets it aside (snapshot_set_aside) and starts per cold_start.
  */
-#ifndef SLUICE_SERVER_SNAPSHOT_H
-#define SLUICE_SERVER_SNAPSHOT_H
+#ifndef SLUICE_STORE_SNAPSHOT_H
+#define SLUICE_STORE_SNAPSHOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -101,4 +101,4 @@ int snapshot_set_aside(const char *path, int64_t now_ns, char *set_aside_path, c
 int snapshot_parse(const void *data, size_t len, const snapshot_visitor_t *v,
                    int64_t *written_at_ns, char *err);
 
-#endif /* SLUICE_SERVER_SNAPSHOT_H */
+#endif /* SLUICE_STORE_SNAPSHOT_H */

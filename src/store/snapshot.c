@@ -18,7 +18,7 @@
  * the host's byte order or alignment.
  */
 #define _GNU_SOURCE
-#include "server/snapshot.h"
+#include "store/snapshot.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,260 @@
+/*
+ * redis_keys.c - the Redis request store's key names, the over-limit cache's names for them, and
+ * the commands' arguments (see redis_store.h for the naming).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <hiredis/hiredis.h>
+
+#include "proto/buf.h"
+#include "store/lua_scripts.h"
+#include "store/overlimit_cache.h"
+#include "store/redis_store_impl.h"
+
+/* ---- keys and arguments -------------------------------------------------------------------- */
+
+/*
+ * The 8 hex digits ending a Redis key: the high 32 bits of a hash of the rule's algorithm and of
+ * the mode, nothing that changes with the rule's numbers (a value records those itself, and a
+ * key under other numbers is converted where it is). Their seeds differ from those of the names
+ * keys had when the digits also hashed the numbers, so no key of an older sluiced is read under
+ * a name of this one.
+ */
+void rs_key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS])
+{
+    int64_t alg = r->algorithm;
+    uint64_t seed =
+        mode == REDIS_MODE_MODULE ? UINT64_C(0x736c756963650002) : UINT64_C(0x736c7569636c7532);
+    uint64_t h = sl_hash64(&alg, sizeof alg, seed);
+    for (int i = 0; i < KEY_HASH_DIGITS; i++) {
+        out[i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 0xf];
+    }
+}
+
+/*
+ * The epoch a cached refusal is kept under: its stripe's epoch (whatever gives the key room back
+ * bumps it) tagged with the rule's numbers. The Redis key does not change with the numbers, so
+ * the cache names an entry by the key alone and keeps the numbers in its epoch: a request under
+ * other numbers finds the entry of another epoch and drops it (olc_lookup), never answering with
+ * a refusal learnt under other numbers, and its own answer replaces it.
+ */
+uint64_t rs_cache_epoch(uint64_t stripe_epoch, const sl_rule_t *r)
+{
+    int64_t n[5] = {r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    return sl_hash_mix(stripe_epoch ^ SL_HASH_P2, sl_hash64(n, sizeof n, SL_HASH_P0));
+}
+
+/* "sl:{<key>}:<rule>:<digits>" into out; returns its length or 0 if too long. */
+size_t rs_key(const char *name, const sl_rule_t *r, redis_mode_t mode, const void *key,
+              size_t key_len, char *out, size_t cap)
+{
+    size_t name_len = strlen(name);
+    if (key_len + name_len + 32 > cap) {
+        return 0;
+    }
+    size_t n = 0;
+    memcpy(out + n, "sl:{", 4);
+    n += 4;
+    memcpy(out + n, key, key_len);
+    n += key_len;
+    memcpy(out + n, "}:", 2);
+    n += 2;
+    memcpy(out + n, name, name_len);
+    n += name_len;
+    out[n++] = ':';
+    rs_key_digits(r, mode, out + n);
+    return n + KEY_HASH_DIGITS;
+}
+
+/* The cache's name for a Redis key. */
+uint64_t rs_key_hash(const redis_store_t *s, const char *rkey, size_t rkey_len)
+{
+    return olc_key_hash(s->shared->seed, rkey, rkey_len, NULL, 0);
+}
+
+/*
+ * The key has room again (a reset, a refund): its cached refusals, in either mode's name, are
+ * dropped in every loop, and answers already on their way will not be remembered (their epoch
+ * is old). rkey[0..rkey_len) is its name in either mode.
+ */
+void rs_forget_key(redis_store_t *s, const sl_rule_t *rule, const char *rkey, size_t rkey_len)
+{
+    char other[RKEY_MAX];
+    memcpy(other, rkey, rkey_len);
+    for (redis_mode_t mode = REDIS_MODE_MODULE; mode <= REDIS_MODE_LUA; mode++) {
+        rs_key_digits(rule, mode, other + rkey_len - KEY_HASH_DIGITS);
+        uint64_t h = rs_key_hash(s, other, rkey_len);
+        atomic_fetch_add_explicit(rs_epoch_of(s->shared, h), 1, memory_order_release);
+        olc_forget(&s->cache, h);
+    }
+}
+
+/* p's key and cache name in another mode's form. */
+void rs_rekey(redis_store_t *s, pending_t *p, redis_mode_t mode)
+{
+    rs_key_digits(&p->rule, mode, p->rkey + p->rkey_len - KEY_HASH_DIGITS);
+    p->mode = mode;
+    p->cache_hash = rs_key_hash(s, p->rkey, p->rkey_len);
+    p->epoch = atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
+}
+
+static void arg_str(args_t *a, const char *s, size_t len)
+{
+    a->argv[a->argc] = s;
+    a->len[a->argc++] = len;
+}
+
+/* v in decimal into out (24 bytes); returns the length. */
+static size_t fmt_i64(char *out, int64_t v)
+{
+    char digits[20];
+    size_t n = 0, len = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        out[len++] = '-';
+    }
+    while (n > 0) {
+        out[len++] = digits[--n];
+    }
+    return len;
+}
+
+static void arg_i64(args_t *a, int64_t v)
+{
+    arg_str(a, a->num[a->argc], fmt_i64(a->num[a->argc], v));
+}
+
+/* The command as Redis reads it (a RESP array of bulk strings) into s->cmd, sized once and
+ * written in place. False when out of memory. */
+bool rs_format_args(redis_store_t *s, int argc, const char *const *argv, const size_t *len)
+{
+    size_t total = 24; /* "*argc\r\n" */
+    for (int i = 0; i < argc; i++) {
+        total += len[i] + 32; /* "$len\r\n", the bytes, "\r\n" */
+    }
+    s->cmd.len = 0;
+    s->cmd.failed = false;
+    if (!buf_reserve(&s->cmd, total)) {
+        return false;
+    }
+    char *p = s->cmd.data;
+    *p++ = '*';
+    p += fmt_i64(p, argc);
+    *p++ = '\r';
+    *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        *p++ = '$';
+        p += fmt_i64(p, (int64_t)len[i]);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], len[i]);
+        p += len[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    s->cmd.len = (size_t)(p - s->cmd.data);
+    return true;
+}
+
+/* Frees a command buffer that one large command (an SL.ALLOWALL) grew past CMD_KEEP. */
+void rs_trim_cmd(redis_store_t *s)
+{
+    if (s->cmd.cap > CMD_KEEP) {
+        buf_free(&s->cmd);
+    }
+}
+
+/* Sends the formatted command s->cmd to node idx; rc_command_at's result. */
+int rs_send_cmd(redis_store_t *s, int idx, rc_reply_fn fn, void *arg)
+{
+    int rc = rc_command_at(s->client, idx, s->cmd.data, s->cmd.len, fn, arg);
+    rs_trim_cmd(s);
+    return rc;
+}
+
+/* <cmd> rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]: the module's rule
+ * arguments (those the rule uses, as sluiced names its inline rules). */
+static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_t rkey_len,
+                             const sl_rule_t *r)
+{
+    const char *alg = sl_algorithm_name(r->algorithm);
+    arg_str(a, cmd, strlen(cmd));
+    arg_str(a, rkey, rkey_len);
+    arg_str(a, alg, strlen(alg));
+    arg_i64(a, r->limit);
+    arg_i64(a, r->window_ns / NS_PER_MS);
+    if (r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET) {
+        arg_str(a, "BURST", 5);
+        arg_i64(a, r->burst);
+        if (r->max_delay_ns > 0) {
+            arg_str(a, "MAX_DELAY", 9);
+            arg_i64(a, r->max_delay_ns / NS_PER_MS);
+        }
+    }
+    if (r->algorithm == SL_SLIDING_BUCKETS) {
+        arg_str(a, "BUCKETS", 7);
+        arg_i64(a, r->buckets);
+    }
+}
+
+/* SL.THROTTLE ... COST c, or SL.SETTLE ... RESERVED r ACTUAL a [AT ms]: AT names the millisecond
+ * of charged_ns (the module takes its start: no later than charged_ns). */
+void rs_module_args(args_t *a, const pending_t *p)
+{
+    if (p->op == OP_SETTLE) {
+        module_rule_args(a, "SL.SETTLE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "RESERVED", 8);
+        arg_i64(a, p->reserved);
+        arg_str(a, "ACTUAL", 6);
+        arg_i64(a, p->actual);
+        if (p->charged_ns >= 0) {
+            arg_str(a, "AT", 2);
+            arg_i64(a, p->charged_ns / NS_PER_MS);
+        }
+        return;
+    }
+    module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
+    arg_str(a, "COST", 4);
+    arg_i64(a, p->cost);
+}
+
+/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
+ * actual charged_us|now */
+void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full)
+{
+    const sl_rule_t *r = &p->rule;
+    if (full) {
+        arg_str(a, "EVAL", 4);
+        arg_str(a, script->text, script->len);
+    } else {
+        arg_str(a, "EVALSHA", 7);
+        arg_str(a, script->sha1, 40);
+    }
+    arg_str(a, "1", 1);
+    arg_str(a, p->rkey, p->rkey_len);
+    arg_i64(a, r->limit);
+    arg_i64(a, r->window_ns / NS_PER_US);
+    arg_i64(a, r->burst);
+    arg_i64(a, r->buckets);
+    arg_i64(a, r->max_delay_ns / NS_PER_US);
+    if (p->op == OP_SETTLE) {
+        arg_str(a, "settle", 6);
+        arg_i64(a, p->reserved);
+        arg_i64(a, p->actual);
+        if (p->charged_ns >= 0) {
+            arg_i64(a, p->charged_ns / NS_PER_US);
+        } else {
+            arg_str(a, "now", 3);
+        }
+        return;
+    }
+    arg_i64(a, p->cost);
+}

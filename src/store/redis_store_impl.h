@@ -1,0 +1,165 @@
+/*
+ * redis_store_impl.h - what the Redis request store's files share (redis_store.h is its
+ * interface): the pending decisions, each loop's store and what the loops share, and the
+ * functions one file lends another. Each file calls only those listed before it:
+ *   redis_shared.c    the shared state: start-up probe, node modes, the caches' epochs
+ *   redis_keys.c      Redis key names, the cache's names for them, command arguments
+ *   redis_store.c     nodes, pending decisions and deadlines, replies, decide/settle/reset
+ *   redis_allowall.c  SL.ALLOWALL in one step
+ * Nothing outside these files includes this.
+ */
+#ifndef SLUICE_STORE_REDIS_STORE_IMPL_H
+#define SLUICE_STORE_REDIS_STORE_IMPL_H
+
+#include <hiredis/hiredis.h>
+
+#include "proto/buf.h"
+#include "store/lua_scripts.h"
+#include "store/overlimit_cache.h"
+#include "store/redis_store.h"
+
+#define NS_PER_US        INT64_C(1000)
+#define NS_PER_MS        INT64_C(1000000)
+#define CACHE_SLOTS      4096 /* over-limit cache entries per loop (direct-mapped) */
+#define EPOCH_STRIPES    1024 /* the caches' epochs: one per stripe of key hashes; a power of two */
+#define SHARED_NODES_MAX (2 * RC_NODES_MAX) /* nodes whose mode is shared (by name) */
+#define NODE_NAME_MAX    80
+#define MODE_RESENDS_MAX 2 /* re-sends of one decision after "unknown command" */
+#define RKEY_MAX         (1024 + 128)
+#define RKEY_INLINE      160  /* Redis key bytes a pending decision holds without an allocation */
+#define PENDING_KEEP     4096 /* free pending decisions kept for reuse per store */
+#define CMD_KEEP         (64 * 1024) /* a command buffer grown past this is freed after use */
+#define ARGS_MAX         16
+#define KEY_HASH_DIGITS  8 /* the hex digits ending a Redis key */
+
+/* What a pending request asks of Redis. */
+typedef enum pending_op {
+    OP_DECIDE = 0, /* a decision: SL.THROTTLE, or the script with a cost */
+    OP_RESET,      /* a DEL of the key in both modes' names */
+    OP_SETTLE,     /* a settle: SL.SETTLE, or the script's settle */
+} pending_op_t;
+
+/* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
+ * through the store's free list; a Redis key longer than RKEY_INLINE is allocated apart. */
+typedef struct pending {
+    redis_store_t *store;
+    redis_decision_fn fn;
+    void *arg;
+    int64_t deadline_ms;
+    bool answered;         /* the deadline passed and fn was called; the reply is dropped */
+    pending_op_t op;       /* what is asked */
+    redis_mode_t mode;     /* the form rkey (and the command) is in */
+    unsigned mode_resends; /* re-sent after "unknown command" */
+    sl_rule_t rule;
+    int64_t cost;                /* OP_DECIDE: units */
+    int64_t reserved, actual;    /* OP_SETTLE: units */
+    int64_t charged_ns;          /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
+    int64_t asked_ns;            /* the caller's clock when it was asked (the cache's time) */
+    uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
+    uint64_t epoch;              /* its stripe's epoch when it was sent */
+    struct pending *prev, *next; /* the FIFO */
+    struct pending *wait_next;   /* in a node's list of decisions waiting for its probe */
+    size_t rkey_len;
+    char *rkey; /* rkey_inline, or allocated */
+    char rkey_inline[RKEY_INLINE];
+} pending_t;
+
+/* A node as this store sees it: its mode (shared with the other loops' stores) and the
+ * decisions waiting for the answer to a probe of it. */
+typedef struct node_state {
+    redis_store_t *store;
+    int index;            /* rc node */
+    _Atomic int *mode;    /* the shared node's mode; NULL until first needed */
+    _Atomic int own_mode; /* used instead when the shared table is full */
+    const char *name;     /* "host:port", for the log */
+    char own_name[NODE_NAME_MAX];
+    bool probing;       /* a COMMAND INFO is on its way */
+    pending_t *waiting; /* decisions to send when it answers, in order */
+    pending_t *waiting_tail;
+} node_state_t;
+
+typedef struct shared_node {
+    char name[NODE_NAME_MAX]; /* "host:port", set before the node is published */
+    _Atomic int mode;         /* redis_mode_t, as last found out */
+} shared_node_t;
+
+struct redis_shared {
+    uint64_t seed;           /* the caches' key hash seed */
+    redis_mode_t start_mode; /* found at start: a node's mode until its own probe answers */
+    pthread_mutex_t lock;    /* adding nodes; the stores' slots (redis_shared_set) */
+    _Atomic size_t nnodes;   /* published nodes */
+    shared_node_t nodes[SHARED_NODES_MAX];
+    _Atomic uint64_t epoch[EPOCH_STRIPES]; /* bumped when a key of the stripe gets room back */
+};
+
+struct redis_store {
+    uv_loop_t *loop;
+    rc_client_t *client;
+    redis_shared_t *shared;
+    redis_mode_fn on_mode;
+    void *on_mode_arg;
+    int64_t timeout_ms;
+    uv_timer_t timer;
+    pending_t *head, *tail;
+    node_state_t nodes[RC_NODES_MAX];
+    olc_t cache; /* the over-limit cache, over cache_slots */
+    olc_entry_t cache_slots[CACHE_SLOTS];
+    redis_store_stats_t stats;
+    rc_freelist_t pending; /* pending_t to reuse */
+    buf_t cmd;             /* the command being formatted, reused */
+};
+
+typedef struct args {
+    int argc;
+    const char *argv[ARGS_MAX];
+    size_t len[ARGS_MAX];
+    char num[ARGS_MAX][24];
+} args_t;
+
+/* ---- redis_shared.c ----------------------------------------------------------------------- */
+
+/* The mode a reply to COMMAND INFO sl.throttle says, or 0 when it is no such reply. */
+redis_mode_t rs_probe_mode(const redisReply *r);
+/* The shared node named name, added with the start mode if new; NULL when the table is full. */
+shared_node_t *rs_shared_node(redis_shared_t *sh, const char *name);
+/* The epoch of the stripe of key hash h. */
+_Atomic uint64_t *rs_epoch_of(redis_shared_t *sh, uint64_t h);
+/* Every cache entry of every loop is dropped, and no answer already on its way is remembered. */
+void rs_forget_all(redis_shared_t *sh);
+
+/* ---- redis_keys.c ------------------------------------------------------------------------- */
+
+/* The 8 hex digits ending a Redis key for r's algorithm in mode. */
+void rs_key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS]);
+/* The epoch a cached refusal is kept under: the stripe's, tagged with the rule's numbers. */
+uint64_t rs_cache_epoch(uint64_t stripe_epoch, const sl_rule_t *r);
+/* "sl:{<key>}:<rule>:<digits>" into out; returns its length or 0 if too long. */
+size_t rs_key(const char *name, const sl_rule_t *r, redis_mode_t mode, const void *key,
+              size_t key_len, char *out, size_t cap);
+/* The cache's name for a Redis key. */
+uint64_t rs_key_hash(const redis_store_t *s, const char *rkey, size_t rkey_len);
+/* The key has room again: its cached refusals, in either mode's name, are dropped everywhere. */
+void rs_forget_key(redis_store_t *s, const sl_rule_t *rule, const char *rkey, size_t rkey_len);
+/* p's key and cache name in another mode's form. */
+void rs_rekey(redis_store_t *s, pending_t *p, redis_mode_t mode);
+/* The command as Redis reads it into s->cmd. False when out of memory. */
+bool rs_format_args(redis_store_t *s, int argc, const char *const *argv, const size_t *len);
+/* Frees a command buffer that one large command grew past CMD_KEEP. */
+void rs_trim_cmd(redis_store_t *s);
+/* Sends the formatted command s->cmd to node idx; rc_command_at's result. */
+int rs_send_cmd(redis_store_t *s, int idx, rc_reply_fn fn, void *arg);
+/* p's command for the module: SL.THROTTLE ... COST c, or SL.SETTLE ... */
+void rs_module_args(args_t *a, const pending_t *p);
+/* p's command for a script: EVALSHA (EVAL when full) ... */
+void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full);
+
+/* ---- redis_store.c ------------------------------------------------------------------------ */
+
+/* A reply's five integers as a decision, in mode's units. */
+bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d);
+/* Asks node idx its mode (COMMAND INFO sl.throttle); 0, or -1 when nothing could be sent. */
+int rs_probe(redis_store_t *s, int idx);
+/* The mode node idx decides in, as last found out. */
+redis_mode_t rs_node_mode(redis_store_t *s, int idx);
+
+#endif /* SLUICE_STORE_REDIS_STORE_IMPL_H */

@@ -1,0 +1,197 @@
+/*
+ * request_store.h - where per-key state lives while sluiced decides: a request store, reached
+ * through a small table of functions so that the engine never asks which store it has.
+ *
+ * Stores (one file each, and one entry each in request_store.c's list):
+ *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
+ *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
+ *   redis-cluster://  per decision, the state shared by every sluiced using the same Redis
+ *
+ * Objects:
+ *   request_store_t  one per engine, from the --store URL (request_store_open)
+ *   store_loop_t     one per event loop, for stores that do I/O on it (NULL for the others)
+ *   store_rule_t     one per rule's numbers: what the store keeps for a rule (the memory store's
+ *                    table, its override tables, its cold-start window); NULL for a store that
+ *                    keeps nothing per rule. The engine shares one across reloads while the
+ *                    rule's numbers stay the same, and asks for a new one (then migrate) when
+ *                    they change.
+ *   handle           a (void *) naming an override's numbers for one rule, from ops->override:
+ *                    the memory store's override table; NULL when the numbers are enough (Redis)
+ *
+ * Completion. decide() returns STORE_PENDING and calls fn exactly once later (on the loop, or
+ * before it returns: a Redis over-limit cache hit), or it completes at once and returns the
+ * sl_status with *d filled, without calling fn. A store whose `completes_at_once` is true never
+ * returns STORE_PENDING: its caller may pass fn NULL and need not prepare anything for a later
+ * answer (the memory store decides without allocating).
+ *
+ * Capabilities are fields of the table, not the store's name: a caller that must know asks the
+ * field (completes_at_once, has_snapshots, cold_start_applies); an operation a store does not
+ * have is NULL.
+ *
+ * Adding a store: one file defining its request_store_ops_t, and its entry in request_store.c.
+ */
+#ifndef SLUICE_STORE_REQUEST_STORE_H
+#define SLUICE_STORE_REQUEST_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "sluice/sluice.h"
+#include "store/snapshot.h"
+
+#define REQUEST_STORE_ERR_MAX 512
+#define STORE_PENDING         1    /* decide, reset, decide_all: fn is called once, later */
+#define STORE_ENOTSUP         2    /* decide_all: nothing done; decide pair by pair */
+#define STORE_ALL_RETRY       (-2) /* a store_all_fn status: nothing was decided */
+#define STORE_ALL_MAX         64   /* most pairs in one decide_all */
+
+typedef struct request_store request_store_t;
+typedef struct store_loop store_loop_t;
+typedef struct store_rule store_rule_t;
+typedef struct store_loader store_loader_t;
+typedef struct request_store_ops request_store_ops_t;
+
+/* What every store begins with: its table. */
+struct request_store {
+    const request_store_ops_t *ops;
+};
+
+/* Told something worth a log line (level: 0 info, 1 warning); any loop's thread. */
+typedef void (*store_note_fn)(int level, const char *text);
+
+typedef struct store_config {
+    size_t max_memory;  /* cap of each table, bytes; 0 none */
+    size_t key_max;     /* the longest key, bytes */
+    int64_t timeout_ns; /* a decision's deadline, for a store that waits for answers */
+    store_note_fn note; /* may be NULL */
+} store_config_t;
+
+/* What an operation on a key does: decide `cost` units (0: a peek), or settle a reservation
+ * (a refund is a settle of actual 0). */
+typedef struct store_request {
+    int64_t cost;       /* a decision's units */
+    bool settle;        /* a settle instead: the fields below */
+    int64_t reserved;   /* units the reservation was admitted for */
+    int64_t actual;     /* what it cost */
+    int64_t charged_ns; /* when it was admitted, ns since the Unix epoch; -1: now */
+} store_request_t;
+
+/* The (rule, key) an operation names, with the numbers in force for the key. */
+typedef struct store_target {
+    store_rule_t *rule;       /* the rule's data (may be NULL: a store that keeps none) */
+    void *handle;             /* the key's override (ops->override), or NULL: the rule's own */
+    const char *name;         /* the rule's name */
+    const sl_rule_t *numbers; /* the numbers in force: the override's, else the rule's */
+    const void *key;
+    size_t key_len;
+} store_target_t;
+
+/* One pair of decide_all. */
+typedef struct store_pair {
+    store_target_t tg;
+    int64_t cost;
+    bool shadow; /* a refusal of this pair does not block the others */
+} store_pair_t;
+
+/* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL). */
+typedef void (*store_done_fn)(void *arg, int status, const sl_decision_t *d, const char *err);
+
+/* decide_all's later answer: status 0 and d[0..n): pair `refused` (>= 0) refused, nothing
+ * charged, the others' what a peek reports; or every pair charged (refused -1). Status -1 with
+ * err, or STORE_ALL_RETRY when nothing was decided after all (decide pair by pair). */
+typedef void (*store_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
+                             const char *err);
+
+/* A loop's counters (all zero for a store without them). */
+typedef struct store_stats {
+    uint64_t decisions, cache_hits, timeouts, errors, noscript, redirects, refreshes, reconnects;
+} store_stats_t;
+
+struct request_store_ops {
+    const char *name;        /* "memory", "redis" */
+    bool completes_at_once;  /* decide and reset never return STORE_PENDING */
+    bool has_snapshots;      /* save_rule .. load_close are set */
+    bool cold_start_applies; /* cold_start is set: a rule's closed start is kept here */
+    const char *fresh_note;  /* with cold_start_applies false: why a key starts fresh there */
+    const char *url_form;    /* the URLs it takes, for an error naming none; NULL: the default */
+
+    /* Whether url names this store. */
+    bool (*accepts)(const char *url);
+    /* Opens the store (blocking, at start-up). 0 with *out, or -1 with err. */
+    int (*open)(const char *url, const store_config_t *cfg, request_store_t **out, char *err);
+    void (*close)(request_store_t *s);
+
+    /* A loop's handle: *slot is set (under a lock stats() takes: other threads read it) to the
+     * loop's store, NULL for a store with nothing per loop. Detach clears and frees it. */
+    int (*attach)(request_store_t *s, uv_loop_t *loop, store_loop_t **slot, char *err);
+    void (*detach)(request_store_t *s, store_loop_t **slot);
+
+    /* Per-rule data for these numbers: 0 with *out (NULL when the store keeps none), -1 when out
+     * of memory. migrate carries every key of `from` into `to` (the same algorithm, other
+     * numbers), converted; NULL: nothing to carry. */
+    int (*rule_new)(request_store_t *s, const sl_rule_t *numbers, store_rule_t **out);
+    void (*rule_migrate)(store_rule_t *to, store_rule_t *from, int64_t now_ns);
+    void (*rule_free)(store_rule_t *r);
+    /* The rule's keys as a cold start leaves them: as having used their whole quota at from_ns,
+     * for keys first seen before until_ns. renew false keeps a window still in force at from_ns. */
+    void (*cold_start)(store_rule_t *r, int64_t from_ns, int64_t until_ns, bool renew);
+    /* True when the rule holds no key with usage left at now_ns (NULL: always). */
+    bool (*rule_idle)(store_rule_t *r, int64_t now_ns);
+    /* Whether one key of these numbers fits under cfg.max_memory (NULL: always). */
+    bool (*rule_fits)(request_store_t *s, const sl_rule_t *numbers);
+    /* Keys, bytes, ... of the rule's data (NULL: all zero). */
+    void (*rule_stats)(store_rule_t *r, sl_table_stats_t *out);
+
+    /* The handle of an override's numbers for rule r (created on first use): 0 with *handle
+     * (NULL when the numbers are enough), -1 when out of memory. NULL: no handles. */
+    int (*override)(store_rule_t *r, const sl_rule_t *numbers, void **handle);
+    /* A key's override is now known to be `handle` (NULL: none): its usage moves there from the
+     * rule's other numbers. NULL: nothing moves (one state per key whatever its numbers). */
+    void (*adopt)(store_rule_t *r, void *handle, const void *key, size_t key_len, int64_t now_ns);
+    /* The rule has no overrides any more: every key goes back to the rule's own numbers. */
+    void (*overrides_gone)(store_rule_t *r, int64_t now_ns);
+
+    /* Decides or settles on tg at now_ns: an sl_status with *d (completed at once: fn unused),
+     * or STORE_PENDING and fn(arg, ...) exactly once, later or before returning. */
+    int (*decide)(request_store_t *s, store_loop_t *l, const store_target_t *tg,
+                  const store_request_t *req, int64_t now_ns, sl_decision_t *d, store_done_fn fn,
+                  void *arg);
+    /* All or nothing over n pairs. completes_at_once: every pair is charged or none, under the
+     * tables' locks, shadow pairs not given (the caller decides them after): returns an
+     * sl_status with d[] and *at (the refusing pair, or n), or with an error *at the pair at
+     * fault (n: every one). Otherwise: STORE_PENDING and fn later, or STORE_ENOTSUP (nothing
+     * done: one cost for every pair is needed, keys on one slot, ...). */
+    int (*decide_all)(request_store_t *s, store_loop_t *l, const store_pair_t *pairs, size_t n,
+                      int64_t now_ns, sl_decision_t *d, size_t *at, store_all_fn fn, void *arg);
+    /* Forgets the key under tg's rule (every numbers' state for the memory store; for Redis,
+     * the key under the rule's algorithm). 0 done, or STORE_PENDING and fn(arg, 0 or -1) later. */
+    int (*reset)(request_store_t *s, store_loop_t *l, const store_target_t *tg, store_done_fn fn,
+                 void *arg);
+    /* The loop forgets its cached refusals of tg (NULL: it caches none). */
+    void (*forget)(store_loop_t *l, const store_target_t *tg);
+
+    /* Snapshots (has_snapshots). save_rule writes rule r's sections: its own as kind (with its
+     * closed window while it lasts at now_ns), then its override tables as 'o'. 0, or -1 with
+     * err. Loading: load_open, then per section load_section (kind 'r'/'i': the rule's own
+     * numbers, converted when they differ from `from`; 'o': the override table of `from`):
+     * 1 taken and converted, 0 taken, -1 skipped; load_entry per key; load_close gives the keys
+     * loaded. */
+    int (*save_rule)(store_rule_t *r, snapshot_writer_t *wr, char kind, const char *name,
+                     int64_t now_ns, size_t *keys, char *err);
+    store_loader_t *(*load_open)(int64_t now_ns);
+    int (*load_section)(store_loader_t *l, store_rule_t *r, char kind, const sl_rule_t *from);
+    void (*load_entry)(store_loader_t *l, const void *key, size_t key_len, const void *state);
+    size_t (*load_close)(store_loader_t *l);
+
+    /* "memory", "redis (sluice.so module)", ...: what is deciding now. */
+    const char *(*describe)(const request_store_t *s);
+    /* Nodes deciding with sluice.so and with the Lua scripts (NULL: none). Any thread. */
+    void (*modes)(const request_store_t *s, size_t *module_nodes, size_t *lua_nodes);
+    /* The loop at *slot's counters (NULL: none). Any thread. */
+    void (*stats)(request_store_t *s, store_loop_t *const *slot, store_stats_t *out);
+};
+
+#endif /* SLUICE_STORE_REQUEST_STORE_H */
