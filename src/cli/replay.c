@@ -43,18 +43,7 @@ static void quote(char *dst, size_t dstlen, struct field f)
     text_show(dst, dstlen, f.p, f.n, QUOTE_MAX, 0);
 }
 
-int replay_fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-#define line_error(err, errlen, ...) replay_fail(REPLAY_LINE_ERROR, err, errlen, __VA_ARGS__)
+#define line_error(err, errlen, ...) text_error(REPLAY_LINE_ERROR, err, errlen, __VA_ARGS__)
 
 /* Parses a non-empty run of decimal digits into *out. Returns 0, -1 (not all digits, or
  * empty) or -2 (beyond INT64_MAX). */

@@ -90,11 +90,6 @@ enum replay_args {
  */
 int replay_parse_args(int argc, char **argv, struct replay_config *cfg, char *err, size_t errlen);
 
-/* Writes a printf-style message to err (errlen bytes, NUL-terminated; nothing if err is NULL or
- * errlen 0) and returns code: the one error formatter of the replay parsers. */
-int replay_fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* The usage text of `sluice replay` (static, ends in a newline). */
 const char *replay_usage(void);
 

@@ -9,6 +9,8 @@
  */
 #include "replay.h"
 
+#include "proto/text.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -110,7 +112,7 @@ static const struct {
     {"s", SL_NS_PER_SEC},
 };
 
-#define usage_error(err, errlen, ...) replay_fail(REPLAY_ARGS_USAGE, err, errlen, __VA_ARGS__)
+#define usage_error(err, errlen, ...) text_error(REPLAY_ARGS_USAGE, err, errlen, __VA_ARGS__)
 
 static const char *flag_name(enum flag f)
 {

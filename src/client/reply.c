@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "proto/text.h"
 #include "sluice/client.h"
 
 #define DECISION_FIELDS 5 /* allowed, limit, remaining, retry_after_ms, reset_after_ms */
@@ -28,20 +29,6 @@ const char *slc_strerror(int code)
     default:
         return "unknown error";
     }
-}
-
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 static const char *type_name(int type)
@@ -70,31 +57,32 @@ int slc_decision_from_reply(const struct redisReply *reply, slc_decision_t *out,
     static const char *const field[DECISION_FIELDS] = {"allowed", "limit", "remaining",
                                                        "retry_after_ms", "reset_after_ms"};
     if (reply == NULL || out == NULL)
-        return fail(SLC_EINVAL, err, errlen, "no reply to decode");
+        return text_error(SLC_EINVAL, err, errlen, "no reply to decode");
     if (reply->type == REDIS_REPLY_ERROR)
-        return fail(SLC_ESERVER, err, errlen, "%.*s", (int)reply->len, reply->str);
+        return text_error(SLC_ESERVER, err, errlen, "%.*s", (int)reply->len, reply->str);
     if (reply->type != REDIS_REPLY_ARRAY)
-        return fail(SLC_EPROTOCOL, err, errlen,
-                    "decision: expected an array of %d integers, got %s", DECISION_FIELDS,
-                    type_name(reply->type));
+        return text_error(SLC_EPROTOCOL, err, errlen,
+                          "decision: expected an array of %d integers, got %s", DECISION_FIELDS,
+                          type_name(reply->type));
     if (reply->elements != DECISION_FIELDS)
-        return fail(SLC_EPROTOCOL, err, errlen, "decision: expected %d elements, got %zu",
-                    DECISION_FIELDS, reply->elements);
+        return text_error(SLC_EPROTOCOL, err, errlen, "decision: expected %d elements, got %zu",
+                          DECISION_FIELDS, reply->elements);
     long long v[DECISION_FIELDS];
     for (int i = 0; i < DECISION_FIELDS; i++) {
         const redisReply *e = reply->element[i];
         if (e == NULL || e->type != REDIS_REPLY_INTEGER)
-            return fail(SLC_EPROTOCOL, err, errlen, "decision: %s must be an integer, got %s",
-                        field[i], e == NULL ? "nothing" : type_name(e->type));
+            return text_error(SLC_EPROTOCOL, err, errlen, "decision: %s must be an integer, got %s",
+                              field[i], e == NULL ? "nothing" : type_name(e->type));
         v[i] = e->integer;
     }
     if (v[0] != 0 && v[0] != 1)
-        return fail(SLC_EPROTOCOL, err, errlen, "decision: allowed must be 0 or 1, got %lld", v[0]);
+        return text_error(SLC_EPROTOCOL, err, errlen, "decision: allowed must be 0 or 1, got %lld",
+                          v[0]);
     for (int i = 1; i < DECISION_FIELDS; i++) {
         long long min = i == 3 && v[0] == 0 ? -1 : 0; /* only a denial may say "never" */
         if (v[i] < min)
-            return fail(SLC_EPROTOCOL, err, errlen, "decision: %s must be >= %lld, got %lld",
-                        field[i], min, v[i]);
+            return text_error(SLC_EPROTOCOL, err, errlen, "decision: %s must be >= %lld, got %lld",
+                              field[i], min, v[i]);
     }
     *out = (slc_decision_t){
         .allowed = v[0] == 1,

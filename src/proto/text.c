@@ -3,6 +3,7 @@
  */
 #include "proto/text.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,4 +96,15 @@ const char *text_byte(int c, unsigned flags, char out[TEXT_BYTE_CAP])
         snprintf(out, TEXT_BYTE_CAP, flags & TEXT_BYTE_0X ? "0x%02x" : "\\x%02x",
                  (unsigned)c & 0xffu);
     return out;
+}
+
+int text_error(int code, char *err, size_t cap, const char *fmt, ...)
+{
+    if (err != NULL && cap > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return code;
 }

@@ -59,4 +59,12 @@ enum text_byte_flags {
  */
 const char *text_byte(int c, unsigned flags, char out[TEXT_BYTE_CAP]);
 
+/*
+ * Writes a printf-style message into err[0..cap) (NUL-terminated; nothing when err is NULL or
+ * cap is 0) and returns code: the one-line "fail with this message" of the parsers that report
+ * errors into a caller's buffer.
+ */
+int text_error(int code, char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif /* SLUICE_PROTO_TEXT_H */

@@ -60,7 +60,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     for (unsigned i = 0; i < cfg->workers; i++) {
         e->workers[i].engine = e;
         e->workers[i].index = i;
-        e->workers[i].ops = (rc_freelist_t){.size = sizeof(engine_op_t), .keep = OPS_KEEP};
+        e->workers[i].ops = (freelist_t){.size = sizeof(engine_op_t), .keep = OPS_KEEP};
     }
     store_config_t scfg = {.max_memory = cfg->max_memory,
                            .key_max = cfg->key_max,
@@ -102,7 +102,7 @@ void engine_free(engine_t *e)
     if (e->workers != NULL) {
         for (unsigned i = 0; i < e->cfg.workers; i++) {
             override_worker_free(&e->workers[i]);
-            rc_freelist_clear(&e->workers[i].ops);
+            freelist_clear(&e->workers[i].ops);
         }
         free(e->workers);
     }
@@ -287,7 +287,7 @@ void engine_worker_detach(engine_worker_t *w)
     override_worker_detach(w);
     w->engine->requests->ops->detach(w->engine->requests, &w->requests);
     w->attached = false;
-    rc_freelist_clear(&w->ops);
+    freelist_clear(&w->ops);
 }
 
 /* ---- the request store --------------------------------------------------------------------- */

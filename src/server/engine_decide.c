@@ -121,7 +121,7 @@ static void op_resume(ov_waiter_t *waiter, const ov_entry_t *en);
 static engine_op_t *op_get(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
                            int64_t cost, int64_t now_ns)
 {
-    engine_op_t *op = w->attached ? rc_freelist_get(&w->ops) : malloc(sizeof *op);
+    engine_op_t *op = w->attached ? freelist_get(&w->ops) : malloc(sizeof *op);
     if (op == NULL) {
         return NULL;
     }
@@ -135,7 +135,7 @@ static engine_op_t *op_get(engine_worker_t *w, rule_state_t *rs, const void *key
     if (key != NULL) {
         op->key = key_len <= sizeof op->key_buf ? op->key_buf : malloc(key_len);
         if (op->key == NULL) {
-            rc_freelist_put(&w->ops, op);
+            freelist_put(&w->ops, op);
             return NULL;
         }
         memcpy(op->key, key, key_len);
@@ -153,7 +153,7 @@ static void op_release(engine_op_t *op)
         free(op->key);
     }
     if (w->attached) {
-        rc_freelist_put(&w->ops, op);
+        freelist_put(&w->ops, op);
     } else {
         free(op);
     }

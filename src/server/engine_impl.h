@@ -15,7 +15,7 @@
 
 #include "server/config_thread.h"
 #include "server/engine.h"
-#include "store/redis_client.h" /* rc_freelist_t */
+#include "store/freelist.h"
 #include "store/request_store.h"
 
 #define OV_CACHE_SLOTS 4096 /* per worker; a power of two */
@@ -105,7 +105,7 @@ struct engine_worker {
     unsigned inl_next;
     store_loop_t *requests; /* the request store's handle on this loop (NULL: none) */
     bool attached;          /* to a loop (engine_worker_attach) */
-    rc_freelist_t ops;      /* engine_op_t to reuse while attached */
+    freelist_t ops;         /* engine_op_t to reuse while attached */
     char pad[64];
 };
 

@@ -3,6 +3,8 @@
  */
 #include "store/redis_client.h"
 
+#include "store/freelist.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,7 @@ struct rc_client {
     uint64_t last_refresh_ms;
     uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
     rc_stats_t stats;
-    rc_freelist_t requests;   /* rc_request_t to reuse */
+    freelist_t requests;      /* rc_request_t to reuse */
     rc_reply_pool_t *replies; /* every connection's reply objects */
 };
 
@@ -93,37 +95,6 @@ unsigned rc_key_slot(const char *key, size_t len)
     return crc16(key, len) & (RC_SLOTS - 1);
 }
 
-/* ---- free lists ------------------------------------------------------------------------- */
-
-void *rc_freelist_get(rc_freelist_t *f)
-{
-    void *obj = f->head;
-    if (obj == NULL) {
-        return malloc(f->size);
-    }
-    memcpy(&f->head, obj, sizeof f->head); /* the next one, kept in obj's first bytes */
-    f->n--;
-    return obj;
-}
-
-void rc_freelist_put(rc_freelist_t *f, void *obj)
-{
-    if (f->n >= f->keep) {
-        free(obj);
-        return;
-    }
-    memcpy(obj, &f->head, sizeof f->head);
-    f->head = obj;
-    f->n++;
-}
-
-void rc_freelist_clear(rc_freelist_t *f)
-{
-    while (f->head != NULL) {
-        free(rc_freelist_get(f));
-    }
-}
-
 /* ---- reply objects ---------------------------------------------------------------------- */
 
 /* One reply object: an array's elements or a string's bytes inside it when they fit. */
@@ -137,15 +108,15 @@ typedef struct rnode {
 } rnode_t;
 
 struct rc_reply_pool {
-    rc_freelist_t nodes; /* rnode_t to reuse */
-    size_t live;         /* nodes in replies not yet freed */
-    bool orphaned;       /* rc_reply_pool_free was called: the last live node frees the pool */
+    freelist_t nodes; /* rnode_t to reuse */
+    size_t live;      /* nodes in replies not yet freed */
+    bool orphaned;    /* rc_reply_pool_free was called: the last live node frees the pool */
 };
 
 static rnode_t *rnode_new(const redisReadTask *task, int type)
 {
     rc_reply_pool_t *p = task->privdata;
-    rnode_t *n = rc_freelist_get(&p->nodes);
+    rnode_t *n = freelist_get(&p->nodes);
     if (n == NULL) {
         return NULL;
     }
@@ -161,7 +132,7 @@ static void rnode_put(rnode_t *n)
     rc_reply_pool_t *p = n->pool;
     p->live--;
     if (!p->orphaned) {
-        rc_freelist_put(&p->nodes, n);
+        freelist_put(&p->nodes, n);
         return;
     }
     free(n);
@@ -277,7 +248,7 @@ void rc_reply_pool_free(rc_reply_pool_t *p)
     if (p == NULL) {
         return;
     }
-    rc_freelist_clear(&p->nodes);
+    freelist_clear(&p->nodes);
     p->orphaned = true;
     if (p->live == 0) {
         free(p);
@@ -483,13 +454,13 @@ static void request_release(rc_request_t *req)
     if (req->cmd != req->inline_cmd) {
         free(req->cmd);
     }
-    rc_freelist_put(&req->client->requests, req);
+    freelist_put(&req->client->requests, req);
 }
 
 /* A request for a command of len bytes (copied in), from the free list when it can be. */
 static rc_request_t *request_new(rc_client_t *c, const char *cmd, size_t len)
 {
-    rc_request_t *req = rc_freelist_get(&c->requests);
+    rc_request_t *req = freelist_get(&c->requests);
     if (req == NULL) {
         return NULL;
     }
@@ -695,7 +666,7 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, 
         snprintf(err, RC_ERR_MAX, "out of memory");
         return -1;
     }
-    c->requests = (rc_freelist_t){.size = sizeof(rc_request_t), .keep = REQUESTS_KEEP};
+    c->requests = (freelist_t){.size = sizeof(rc_request_t), .keep = REQUESTS_KEEP};
     c->loop = loop;
     c->cfg = *cfg;
     c->on_connect = connected;
@@ -719,7 +690,7 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, 
 static void on_flush_closed(uv_handle_t *h)
 {
     rc_client_t *c = h->data;
-    rc_freelist_clear(&c->requests);
+    freelist_clear(&c->requests);
     rc_reply_pool_free(c->replies);
     free(c);
 }

@@ -101,28 +101,6 @@ bool rc_is_cluster(const rc_client_t *c);
 unsigned rc_key_slot(const char *key, size_t len);
 
 /*
- * A free list of objects of one size: the Redis store's per-loop objects (requests, reply
- * objects, pending decisions, the engine's decisions in flight) are reused instead of allocated
- * for every decision. A freed object is linked through its first bytes, so whoever gets one
- * initializes it whole. Zero-initialize, then set size and keep. Not thread-safe.
- */
-typedef struct rc_freelist {
-    void *head;  /* freed objects */
-    size_t n;    /* how many */
-    size_t keep; /* most kept; more are freed */
-    size_t size; /* bytes of one object, at least a pointer */
-} rc_freelist_t;
-
-/* A freed object, or a new allocation of f->size bytes; NULL when out of memory. */
-void *rc_freelist_get(rc_freelist_t *f);
-
-/* Keeps obj (from rc_freelist_get) for reuse, or frees it when f holds keep already. */
-void rc_freelist_put(rc_freelist_t *f, void *obj);
-
-/* Frees every object f keeps. */
-void rc_freelist_clear(rc_freelist_t *f);
-
-/*
  * Reply objects for hiredis's reader, reused from a free list instead of allocated one by one
  * (with hiredis's own functions a decision's reply, an array of 5 integers, is 7 callocs and 7
  * frees). They are ordinary redisReply trees of every type (read them as usual); the reader

@@ -154,7 +154,7 @@ static void pending_release(redis_store_t *s, pending_t *p)
     if (p->rkey != p->rkey_inline) {
         free(p->rkey);
     }
-    rc_freelist_put(&s->pending, p);
+    freelist_put(&s->pending, p);
 }
 
 /* Appends p at the FIFO's tail with a deadline from now. */
@@ -177,7 +177,7 @@ static void pending_enqueue(redis_store_t *s, pending_t *p)
 static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_len,
                               redis_decision_fn fn, void *arg)
 {
-    pending_t *p = rc_freelist_get(&s->pending);
+    pending_t *p = freelist_get(&s->pending);
     if (p == NULL) {
         return NULL;
     }
@@ -560,7 +560,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
         snprintf(err, REDIS_STORE_ERR_MAX, "out of memory");
         return -1;
     }
-    s->pending = (rc_freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
+    s->pending = (freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
     s->loop = loop;
     s->shared = shared;
     s->on_mode = on_mode;
@@ -582,7 +582,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
 static void on_timer_closed(uv_handle_t *h)
 {
     redis_store_t *s = h->data;
-    rc_freelist_clear(&s->pending);
+    freelist_clear(&s->pending);
     buf_free(&s->cmd);
     free(s);
 }

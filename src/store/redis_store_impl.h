@@ -14,6 +14,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proto/buf.h"
+#include "store/freelist.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
 #include "store/redis_store.h"
@@ -105,8 +106,8 @@ struct redis_store {
     olc_t cache; /* the over-limit cache, over cache_slots */
     olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
-    rc_freelist_t pending; /* pending_t to reuse */
-    buf_t cmd;             /* the command being formatted, reused */
+    freelist_t pending; /* pending_t to reuse */
+    buf_t cmd;          /* the command being formatted, reused */
 };
 
 typedef struct args {
