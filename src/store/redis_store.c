@@ -397,29 +397,41 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
     }
 }
 
+/* Where a request on (name, rule, key) goes. */
+typedef struct route {
+    char rkey[RKEY_MAX]; /* its Redis key, in the mode of its node */
+    size_t rkey_len;     /* bytes */
+    int idx;             /* the node (rc) */
+    redis_mode_t mode;   /* the node's mode */
+} route_t;
+
 /*
- * The Redis key of (name, rule, key) in the mode of the node it goes to, that node and its mode.
- * Returns NULL, or why it cannot be asked (a key too long, a rule the mode cannot take).
+ * Fills r for (name, rule, key). Returns true, or false after answering fn(arg, -1, NULL, why)
+ * when it cannot be asked (a key too long, a rule the node's mode cannot take).
  */
-static const char *route(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
-                         size_t key_len, char rkey[RKEY_MAX], size_t *rkey_len, int *idx,
-                         redis_mode_t *mode)
+static bool route(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                  size_t key_len, route_t *r, redis_decision_fn fn, void *arg)
 {
     /* the key's node is found on its module form: the digits (which depend on the node's mode)
      * are not part of the slot, except with an empty client key (an empty hash tag) */
-    *rkey_len = rs_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, RKEY_MAX);
-    if (*rkey_len == 0) {
-        return "key too long for the redis store";
-    }
-    *idx = rc_key_node(s->client, rkey, *rkey_len);
-    *mode = rs_node_mode(s, *idx);
-    if (*mode != REDIS_MODE_MODULE) {
-        rs_key_digits(rule, *mode, rkey + *rkey_len - KEY_HASH_DIGITS);
-        if (key_len == 0) {
-            *idx = rc_key_node(s->client, rkey, *rkey_len);
+    r->rkey_len = rs_key(name, rule, REDIS_MODE_MODULE, key, key_len, r->rkey, RKEY_MAX);
+    const char *why = "key too long for the redis store";
+    if (r->rkey_len != 0) {
+        r->idx = rc_key_node(s->client, r->rkey, r->rkey_len);
+        r->mode = rs_node_mode(s, r->idx);
+        if (r->mode != REDIS_MODE_MODULE) {
+            rs_key_digits(rule, r->mode, r->rkey + r->rkey_len - KEY_HASH_DIGITS);
+            if (key_len == 0) {
+                r->idx = rc_key_node(s->client, r->rkey, r->rkey_len);
+            }
         }
+        why = unfit(rule, r->mode);
     }
-    return unfit(rule, *mode);
+    if (why != NULL) {
+        fn(arg, -1, NULL, why);
+        return false;
+    }
+    return true;
 }
 
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
@@ -432,16 +444,11 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, 0, &d, NULL);
         return;
     }
-    char rkey[RKEY_MAX];
-    size_t rkey_len;
-    int idx;
-    redis_mode_t mode;
-    const char *why = route(s, name, rule, key, key_len, rkey, &rkey_len, &idx, &mode);
-    if (why != NULL) {
-        fn(arg, -1, NULL, why);
+    route_t r;
+    if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
     }
-    uint64_t h = rs_key_hash(s, rkey, rkey_len);
+    uint64_t h = rs_key_hash(s, r.rkey, r.rkey_len);
     uint64_t epoch = atomic_load_explicit(rs_epoch_of(s->shared, h), memory_order_acquire);
     olc_answer_t a;
     if (olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
@@ -455,7 +462,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, 0, &d, NULL);
         return;
     }
-    pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
+    pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
         fn(arg, -1, NULL, "out of memory");
         return;
@@ -463,10 +470,10 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->rule = *rule;
     p->cost = cost;
     p->asked_ns = now_ns;
-    p->mode = mode;
+    p->mode = r.mode;
     p->cache_hash = h;
     p->epoch = epoch;
-    send_decision(s, p, idx, false);
+    send_decision(s, p, r.idx, false);
 }
 
 void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
@@ -477,21 +484,16 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
         fn(arg, -1, NULL, "a settle needs reserved and actual >= 0, and a charge time >= 0");
         return;
     }
-    char rkey[RKEY_MAX];
-    size_t rkey_len;
-    int idx;
-    redis_mode_t mode;
-    const char *why = route(s, name, rule, key, key_len, rkey, &rkey_len, &idx, &mode);
-    if (why != NULL) {
-        fn(arg, -1, NULL, why);
+    route_t r;
+    if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
     }
     if (actual < reserved) {
         /* room given back: every loop forgets its refusals now, and again when Redis has done
          * it (a refusal it gave before the settle ran must not be remembered after) */
-        rs_forget_key(s, rule, rkey, rkey_len);
+        rs_forget_key(s, rule, r.rkey, r.rkey_len);
     }
-    pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
+    pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
         fn(arg, -1, NULL, "out of memory");
         return;
@@ -502,10 +504,10 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->actual = actual;
     p->charged_ns = charged_ns;
     p->asked_ns = now_ns;
-    p->mode = mode;
-    p->cache_hash = rs_key_hash(s, rkey, rkey_len);
+    p->mode = r.mode;
+    p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
     p->epoch = atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
-    send_decision(s, p, idx, false);
+    send_decision(s, p, r.idx, false);
 }
 
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
