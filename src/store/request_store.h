@@ -2,13 +2,13 @@
  * request_store.h - where per-key state lives while sluiced decides: a request store, reached
  * through a small table of functions so that the engine never asks which store it has.
  *
- * Stores (one file each, and one entry each in request_store.c's list):
+ * Stores (one file each, and one entry each in request_stores.c's list):
  *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
  *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
  *   redis-cluster://  per decision, the state shared by every sluiced using the same Redis
  *
  * Objects:
- *   request_store_t  one per engine, from the --store URL (request_store_open)
+ *   request_store_t  one per engine, from the --store URL (request_store_open, request_stores.h)
  *   store_loop_t     one per event loop, for stores that do I/O on it (NULL for the others)
  *   store_rule_t     one per rule's numbers: what the store keeps for a rule (the memory store's
  *                    table, its override tables, its cold-start window); NULL for a store that
@@ -28,7 +28,7 @@
  * field (completes_at_once, has_snapshots, cold_start_applies); an operation a store does not
  * have is NULL.
  *
- * Adding a store: one file defining its request_store_ops_t, and its entry in request_store.c.
+ * Adding a store: one file defining its request_store_ops_t, and its entry in request_stores.c.
  */
 #ifndef SLUICE_STORE_REQUEST_STORE_H
 #define SLUICE_STORE_REQUEST_STORE_H
