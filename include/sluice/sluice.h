@@ -496,8 +496,11 @@ SL_API size_t sl_table_memory(sl_table_t *table);
  * folded by xor; keys up to 16 bytes read with two overlapping loads, longer ones 16 bytes per
  * round). Not cryptographic. Keys from the network want a seed their senders cannot guess:
  * without one they can pick keys that collide. Inline, so a caller pays what the table pays and
- * links nothing; the value may change between versions of sluice (do not store it).
+ * links nothing; the value may change between versions of sluice (do not store it). Declared
+ * only where the compiler has 128-bit integers and GCC's builtins (GCC, Clang on 64-bit
+ * targets), which sluice itself needs; another compiler can still use the rest of this header.
  */
+#if defined(__SIZEOF_INT128__) && defined(__GNUC__)
 
 #define SL_HASH_P0 UINT64_C(0xa0761d6478bd642f) /* the hash's odd 64-bit constants */
 #define SL_HASH_P1 UINT64_C(0xe7037ed1a0b428db)
@@ -556,6 +559,7 @@ static inline uint64_t sl_hash64(const void *key, size_t len, uint64_t seed)
     }
     return sl_hash_mix(SL_HASH_P1 ^ len, sl_hash_mix(a ^ SL_HASH_P1, b ^ seed) ^ SL_HASH_P2);
 }
+#endif /* __SIZEOF_INT128__ && __GNUC__ */
 
 /* ---- time and durations ------------------------------------------------------------------ */
 

@@ -236,7 +236,8 @@ static inline bool bytes_equal(const unsigned char *a, const unsigned char *b, s
         return sl_hash_r64(a) == sl_hash_r64(b) &&
                sl_hash_r64(a + len - 8) == sl_hash_r64(b + len - 8);
     if (len >= 4 && len < 8)
-        return sl_hash_r32(a) == sl_hash_r32(b) && sl_hash_r32(a + len - 4) == sl_hash_r32(b + len - 4);
+        return sl_hash_r32(a) == sl_hash_r32(b) &&
+               sl_hash_r32(a + len - 4) == sl_hash_r32(b + len - 4);
     return memcmp(a, b, len) == 0;
 }
 

@@ -159,7 +159,7 @@ void rule_counters_sum(const rule_counters_t *c, unsigned n, uint64_t *allowed, 
 
 /* The store's handle for an override's numbers under rule tables t (the memory store: the
  * override's table, created on first use). NULL when out of memory or the store has none. */
-void *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule);
+void *override_table(rule_tables_t *t, const sl_rule_t *rule);
 
 /* The worker's cached entry for (rs, key) if it is still valid at now_ns, else NULL. */
 const ov_entry_t *override_cached(engine_worker_t *w, const rule_state_t *rs, const void *key,

@@ -22,9 +22,8 @@
 
 /* ---- override handles ---------------------------------------------------------------------- */
 
-void *override_table(engine_t *e, rule_tables_t *t, const sl_rule_t *rule)
+void *override_table(rule_tables_t *t, const sl_rule_t *rule)
 {
-    (void)e;
     void *handle = NULL;
     if (t->ops->override != NULL && t->ops->override(t->data, rule, &handle) != 0) {
         return NULL;

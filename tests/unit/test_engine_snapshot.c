@@ -215,7 +215,7 @@ static void reset_and_add(void *arg)
     o->reset_rc = engine_reset(w, o->rs, "ov:1", 4); /* takes ov_lock */
     sl_rule_t other;
     sl_rule_init(&other, SL_GCRA, 7, 60 * NS_PER_SEC);
-    o->added = override_table(o->e, o->rs->t, &other); /* takes ov_lock, grows the list */
+    o->added = override_table(o->rs->t, &other); /* takes ov_lock, grows the list */
 }
 
 /* While the snapshot's write of an override table stalls, a reset on that rule (which resets
@@ -229,7 +229,7 @@ static void test_override_tables_unlocked_during_a_write(void **unused)
     assert_non_null(rs);
     sl_rule_t params;
     assert_int_equal(sl_rule_init(&params, SL_GCRA, 10, 3600 * NS_PER_SEC), SL_OK);
-    sl_table_t *ov = override_table(e, rs->t, &params);
+    sl_table_t *ov = override_table(rs->t, &params);
     assert_non_null(ov);
     char key[32];
     for (int i = 0; i < OV_KEYS; i++) {
