@@ -19,8 +19,8 @@
 #                       then the server is stopped and started again on new ports (5 tries).
 #   serve_at NAME "PORT.." LAUNCH [ARGS..]
 #                       the same on the ports given (a server restarted where clients expect it)
-#   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT
-#   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given
+#   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT/GRPC_PORT
+#   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given, gRPC off (GRPC_PORT 0)
 #   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
 #                               "sluiced" with a store and snapshot in $TMP and password PASS;
 #                               prints the log and exits 1 if sluiced does not come up
@@ -170,12 +170,14 @@ lib_launch_sluiced() { # NAME ARGS..
     shift
     RESP_PORT=${SERVE_PORTS[0]}
     HTTP_PORT=${SERVE_PORTS[1]}
-    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" "$@"
+    GRPC_PORT=${SERVE_PORTS[2]:-0}
+    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" \
+        --grpc-port "$GRPC_PORT" "$@"
 }
 start_sluiced() {
     local name=$1
     shift
-    serve "$name" 2 lib_launch_sluiced "$@"
+    serve "$name" 3 lib_launch_sluiced "$@"
 }
 start_sluiced_at() {
     local name=$1 at="$2 $3"
