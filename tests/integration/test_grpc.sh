@@ -4,12 +4,14 @@
 # limits, statuses and the time until reset; descriptors no rule applies to; all or nothing
 # across descriptors; hits_addend as the cost; shadow mode; every error status (malformed
 # protobuf, an unknown method, an oversized message); HTTP/2 misuse closing only that
-# connection; the calls counted in /metrics. The driver is grpc_client.py.
+# connection; the calls counted in /metrics. Then the same decisions with the Redis request
+# store (Lua scripts, and sluice.so), where every answer comes after the batch that read its
+# call. The driver is grpc_client.py.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
-need "$PY" curl
+need "$PY" curl redis-server
 "$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
     echo "SKIP: needs python3-grpcio and python3-grpc-tools"
     exit 77
@@ -64,4 +66,28 @@ check "metrics count the calls" test "${metric:-0}" -ge 20
 
 # the server is still up and answering after all of it
 check "still serving" client health
+stop_bg s1 TERM
+
+# the Redis store: answers come later, from Redis's replies (the Lua scripts, then sluice.so)
+ASYNC_CASES=(health limit unknown all_or_nothing hits shadow errors misuse)
+start_redis lua || { cat "$TMP/lua.log"; exit 1; }
+start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
+    --threads 2 --max-request-size 2k --store "redis://127.0.0.1:$REDIS_PORT" \
+    --store-timeout 2s || { cat "$TMP/s2.log"; exit 1; }
+out=$(client "${ASYNC_CASES[@]}" 2>&1)
+echo "$out"
+for c in "${ASYNC_CASES[@]}"; do
+    check "lua $c" grep -qx "ok $c" <<<"$out"
+done
+stop_bg s2 TERM
+start_redis module --loadmodule "$SLUICE_BUILD_DIR/src/module/sluice.so" ||
+    { cat "$TMP/module.log"; exit 1; }
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/store3.db" --snapshot "" \
+    --threads 2 --max-request-size 2k --store "redis://127.0.0.1:$REDIS_PORT" \
+    --store-timeout 2s || { cat "$TMP/s3.log"; exit 1; }
+out=$(client "${ASYNC_CASES[@]}" 2>&1)
+echo "$out"
+for c in "${ASYNC_CASES[@]}"; do
+    check "module $c" grep -qx "ok $c" <<<"$out"
+done
 finish
