@@ -188,10 +188,146 @@ def case_misuse():
     expect(r.status == health_pb2.HealthCheckResponse.SERVING, "served after misuse: %s" % r)
 
 
+# ---- HTTP/2 by hand: frames a client library would never send ------------------------------
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def frame(ftype, flags, stream, payload=b""):
+    n = len(payload)
+    return bytes([n >> 16, (n >> 8) & 255, n & 255, ftype, flags]) + \
+        stream.to_bytes(4, "big") + payload
+
+
+def hpack_int(value, prefix_bits, first):
+    """HPACK's integer: `first` holds the bits above the prefix."""
+    top = (1 << prefix_bits) - 1
+    if value < top:
+        return bytes([first | value])
+    out, value = [first | top], value - top
+    while value >= 128:
+        out.append((value & 127) | 128)
+        value >>= 7
+    return bytes(out + [value])
+
+
+def literal(name, value, huffman_a=0):
+    """A header field without indexing, new name; huffman_a > 0: the value is that many 'a's,
+    Huffman-coded ('a' is the 5-bit code 00011: eight of them are 5 bytes)."""
+    assert huffman_a % 8 == 0
+    head = b"\x00" + hpack_int(len(name), 7, 0) + name
+    if huffman_a:
+        coded = bytes([0x18, 0xC6, 0x31, 0x8C, 0x63]) * (huffman_a // 8)
+        return head + hpack_int(len(coded), 7, 0x80) + coded
+    return head + hpack_int(len(value), 7, 0) + value
+
+
+def request_block(path=b"/grpc.health.v1.Health/Check", extra=b""):
+    return (literal(b":method", b"POST") + literal(b":scheme", b"http") +
+            literal(b":path", path) + literal(b":authority", b"x") +
+            literal(b"content-type", b"application/grpc") + literal(b"te", b"trailers") + extra)
+
+
+def read_frames(s, until, limit_s):
+    """Reads frames until until(frames) is true or the connection ends; returns (frames, open)."""
+    s.settimeout(0.2)
+    deadline, data, frames = time.monotonic() + limit_s, b"", []
+    while time.monotonic() < deadline and not until(frames):
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return frames, False
+        if chunk == b"":
+            return frames, False
+        data += chunk
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            n = int.from_bytes(data[:3], "big")
+            frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                           data[9:9 + n]))
+            data = data[9 + n:]
+    return frames, True
+
+
+def has(ftype, flags=None, stream=None):
+    return lambda frames: any(f[0] == ftype and (flags is None or f[1] & flags) and
+                              (stream is None or f[2] == stream) for f in frames)
+
+
+def h2_connect():
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S)
+    s.sendall(PREFACE + frame(SETTINGS, 0, 0))
+    return s
+
+
+def alive(s):
+    """The connection still answers a PING."""
+    s.sendall(frame(PING, 0, 0, b"12345678"))
+    frames, is_open = read_frames(s, has(PING, ACK), TIMEOUT_S)
+    return is_open and has(PING, ACK)(frames)
+
+
+def case_h2_abuse():
+    # a header list over 16 KiB (20000 bytes once decoded): that stream is reset, the
+    # connection goes on
+    s = h2_connect()
+    s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                    request_block(extra=literal(b"x-big", None, huffman_a=20000))))
+    frames, is_open = read_frames(s, has(RST_STREAM, stream=1), TIMEOUT_S)
+    expect(has(RST_STREAM, stream=1)(frames), "huge headers: stream 1 not reset: %s" %
+           [f[:3] for f in frames])
+    expect(is_open and alive(s), "huge headers: the connection was closed")
+    s.close()
+    # a flood of streams left open: those past the 100 advertised are refused, the connection
+    # goes on
+    s = h2_connect()
+    s.sendall(b"".join(frame(HEADERS, END_HEADERS, 2 * i + 1, request_block())
+                       for i in range(150)))
+    frames, is_open = read_frames(s, has(RST_STREAM, stream=2 * 149 + 1), TIMEOUT_S)
+    refused = [f for f in frames if f[0] == RST_STREAM]
+    expect(len(refused) >= 50, "stream flood: %d streams refused, want 50" % len(refused))
+    expect(is_open and alive(s), "stream flood: the connection was closed")
+    s.close()
+    # a window update past 2^31 - 1: a flow-control error, that connection is closed
+    s = h2_connect()
+    s.sendall(frame(WINDOW_UPDATE, 0, 0, (0x7FFFFFFF).to_bytes(4, "big")))
+    frames, is_open = read_frames(s, lambda f: False, TIMEOUT_S)
+    expect(not is_open and has(GOAWAY)(frames), "window overflow: no GOAWAY and close")
+    s.close()
+    r = health.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S)
+    expect(r.status == health_pb2.HealthCheckResponse.SERVING, "served after abuse: %s" % r)
+
+
+def case_abandon():
+    # run while the request store cannot answer yet: stream 1 is reset by the client while its
+    # decision waits, then the connection closes with stream 3's waiting; the answers that come
+    # later find no one to answer (and under ASan, nothing leaks or is used after it is freed)
+    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", "10.7.7.7"))])
+    msg = req.SerializeToString()
+    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
+    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    s = h2_connect()
+    s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
+              frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big")) +
+              frame(HEADERS, END_HEADERS, 3, block) + frame(DATA, END_STREAM, 3, body))
+    s.close()
+
+
+def case_abandoned_charged():
+    # after case_abandon: both abandoned calls were decided (a fixed window of 3)
+    r = ask("edge", desc(("remote_address", "10.7.7.7")))
+    expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 0,
+           "two abandoned calls charged, this one the third: %s" % r)
+
+
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
     "all_or_nothing": case_all_or_nothing, "hits": case_hits, "shadow": case_shadow,
-    "errors": case_errors, "misuse": case_misuse,
+    "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
+    "abandon": case_abandon, "abandoned_charged": case_abandoned_charged,
 }
 
 
