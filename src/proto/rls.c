@@ -225,6 +225,18 @@ void rls_key(const rls_descriptor_t *d, buf_t *out)
     }
 }
 
+bool rls_override_key(const char *domain, size_t domain_len, const rls_descriptor_t *d, buf_t *out)
+{
+    char name[RLS_NAME_MAX];
+    if (!rls_rule_name(domain, domain_len, d, name, sizeof name)) {
+        return false;
+    }
+    buf_add_str(out, name);
+    buf_add(out, ":", 1);
+    rls_key(d, out);
+    return true;
+}
+
 /* ---- the response -------------------------------------------------------------------------- */
 
 static uint32_t u32_cap(uint64_t v)

@@ -89,6 +89,13 @@ bool rls_rule_name(const char *domain, size_t domain_len, const rls_descriptor_t
  */
 void rls_key(const rls_descriptor_t *d, buf_t *out);
 
+/*
+ * Appends the key a descriptor's limit override is counted under: its rule name
+ * (rls_rule_name), ':' and its key (rls_key), so descriptors that ask for the same limit count
+ * apart. False, with nothing appended, when the rule name does not fit RLS_NAME_MAX.
+ */
+bool rls_override_key(const char *domain, size_t domain_len, const rls_descriptor_t *d, buf_t *out);
+
 /* The length of one unit, ns; 0 for RLS_UNIT_UNKNOWN and for anything not a unit. MONTH is
  * 30 days and YEAR 365, as envoyproxy/ratelimit counts them. */
 int64_t rls_unit_ns(rls_unit_t unit);

@@ -243,9 +243,62 @@ static void rls_refused(gstream_t *s, int rc, size_t bad, size_t key_max)
 }
 
 /*
+ * A descriptor that asks for its own limit (its `limit` field) is decided by the inline
+ * fixed-window rule of that limit per unit, shared by every descriptor asking the same, on a
+ * key naming the descriptor (rls_override_key): as envoyproxy/ratelimit puts an override in
+ * place of whatever its configuration says, for any domain. NULL with err when the rule cannot
+ * be had (this connection made too many, or the server holds the most it may).
+ */
+static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_t *keys, char *err,
+                                   size_t cap)
+{
+    conn_t *c = s->gc->conn;
+    sl_rule_t params;
+    if (sl_rule_init(&params, SL_FIXED_WINDOW, d->override_per_unit,
+                     rls_unit_ns(d->override_unit)) != SL_OK) {
+        snprintf(err, cap, "its limit of %u per unit %d is not a rule", d->override_per_unit,
+                 (int)d->override_unit);
+        return NULL;
+    }
+    rule_state_t *rule;
+    char eerr[ENGINE_ERR_MAX];
+    if (engine_inline_rule(c->loop->worker, &params, &c->inline_budget, c->loop->now_ns, &rule,
+                           eerr) != ENGINE_OK) {
+        snprintf(err, cap, "its limit cannot be applied: %.160s", eerr);
+        return NULL;
+    }
+    if (!rls_override_key(s->req.domain, s->req.domain_len, d, keys)) {
+        snprintf(err, cap, "its domain and keys are longer than %d bytes", RLS_NAME_MAX - 1);
+        return NULL;
+    }
+    return rule;
+}
+
+/* The rule a descriptor is decided by, its key appended to keys; NULL when none applies (and
+ * err empty), or with err when its override cannot be applied. */
+static rule_state_t *descriptor_rule(gstream_t *s, const rls_descriptor_t *d, buf_t *keys,
+                                     char *err, size_t cap)
+{
+    err[0] = '\0';
+    if (d->has_override) {
+        return override_rule(s, d, keys, err, cap);
+    }
+    char name[RLS_NAME_MAX];
+    rule_state_t *rule = NULL;
+    if (rls_rule_name(s->req.domain, s->req.domain_len, d, name, sizeof name)) {
+        rule = engine_find(s->gc->conn->loop->worker, name, strlen(name));
+    }
+    if (rule != NULL) {
+        rls_key(d, keys);
+    }
+    return rule;
+}
+
+/*
  * A ShouldRateLimit call: each descriptor names a rule (rls_rule_name: the domain and the
- * entries' keys) and a key (its values); descriptors whose rule does not exist have no limit
- * (OK, as envoyproxy/ratelimit answers an unknown descriptor). The rest are decided together.
+ * entries' keys) and a key (its values), or asks for a limit of its own; descriptors whose rule
+ * does not exist have no limit (OK, as envoyproxy/ratelimit answers an unknown descriptor).
+ * The rest are decided together.
  */
 static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
 {
@@ -262,15 +315,17 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     buf_t keys = {0};
     for (size_t i = 0; i < s->req.n; i++) {
         const rls_descriptor_t *d = &s->req.descs[i];
-        char name[RLS_NAME_MAX];
-        rule_state_t *rule = NULL;
-        if (rls_rule_name(s->req.domain, s->req.domain_len, d, name, sizeof name)) {
-            rule = engine_find(w, name, strlen(name));
+        char why[GRPC_ERR_MAX];
+        key_off[n] = keys.len;
+        rule_state_t *rule = descriptor_rule(s, d, &keys, why, sizeof why);
+        if (why[0] != '\0') {
+            buf_free(&keys);
+            snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
+            answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
+            return;
         }
         s->check_of[i] = rule != NULL ? (int)n : -1;
         if (rule != NULL) {
-            key_off[n] = keys.len;
-            rls_key(d, &keys);
             checks[n] = (engine_check_t){
                 .rule = rule, .key_len = keys.len - key_off[n], .cost = (int64_t)d->cost};
             n++;

@@ -29,11 +29,13 @@ stub = rls_pb2_grpc.RateLimitServiceStub(channel)
 health = health_pb2_grpc.HealthStub(channel)
 
 
-def desc(*pairs, hits=None):
+def desc(*pairs, hits=None, limit=None):
     d = rls_pb2.RateLimitDescriptor(
         entries=[rls_pb2.RateLimitDescriptor.Entry(key=k, value=v) for k, v in pairs])
     if hits is not None:
         d.hits_addend.value = hits
+    if limit is not None:
+        d.limit.requests_per_unit, d.limit.unit = limit
     return d
 
 
@@ -130,6 +132,25 @@ def case_hits():
     expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 1, "peek: %s" % r)
     r = ask("edge", desc(("bulk", "b"), hits=11))
     expect(r.overall_code == Code.OVER_LIMIT, "never admissible: %s" % r)
+
+
+def case_override():
+    # a descriptor's own limit (2 an hour) replaces the rule's (3 a minute), counted apart from
+    # it, and applies in a domain with no rules too
+    for domain in ("edge", "nodomain"):
+        for want in (1, 0):
+            r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
+            s = r.statuses[0]
+            expect(r.overall_code == Code.OK and s.limit_remaining == want, "%s: %s" % (domain, r))
+            expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
+                   "the override's limit: %s" % r)
+        r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
+        expect(r.overall_code == Code.OVER_LIMIT, "%s: the third is over: %s" % (domain, r))
+    r = ask("edge", desc(("remote_address", "10.5.5.5")))
+    expect(r.statuses[0].limit_remaining == 2 and r.statuses[0].current_limit.requests_per_unit == 3,
+           "the rule's count is its own: %s" % r)
+    expect_status(lambda: ask("edge", desc(("remote_address", "x"), limit=(0, Unit.HOUR))),
+                  grpc.StatusCode.INVALID_ARGUMENT, "requests_per_unit is 0")
 
 
 def case_shadow():
@@ -325,7 +346,8 @@ def case_abandoned_charged():
 
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
-    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "shadow": case_shadow,
+    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "override": case_override,
+    "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "abandoned_charged": case_abandoned_charged,
 }

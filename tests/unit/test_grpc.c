@@ -231,6 +231,14 @@ static void test_request_decode(void **unused)
     assert_int_equal(key.len, 11);
     assert_memory_equal(key.data, "false|/a\\|b", 11);
     buf_free(&key);
+    assert_true(rls_override_key(r.domain, r.domain_len, &r.descs[1], &key));
+    assert_int_equal(key.len, 35);
+    assert_memory_equal(key.data, "edge.authenticated.path:false|/a\\|b", 35);
+    buf_free(&key);
+    char longer[300];
+    memset(longer, 'd', sizeof longer);
+    assert_false(rls_override_key(longer, sizeof longer, &r.descs[1], &key));
+    assert_int_equal(key.len, 0);
     rls_request_free(&r);
     assert_null(r.owned);
 
