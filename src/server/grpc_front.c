@@ -204,6 +204,10 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
             continue;
         }
         const engine_decision_t *e = &d[j];
+        if (e->rule == NULL) { /* not looked at: a cost never admissible answered the whole */
+            st[i] = (rls_status_t){.code = RLS_CODE_OK};
+            continue;
+        }
         bool refused_it = (size_t)j == refused || e->never || !e->d.allowed;
         over = over || refused_it;
         st[i] = (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
@@ -337,7 +341,7 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     for (size_t j = 0; j < n; j++) {
-        checks[j].key = keys.data + key_off[j];
+        checks[j].key = keys.data != NULL ? keys.data + key_off[j] : ""; /* all keys empty */
     }
     if (n == 0) { /* no limit applies to any descriptor */
         rls_decided(s, NULL, 0, 0);

@@ -134,6 +134,24 @@ def case_hits():
     expect(r.overall_code == Code.OVER_LIMIT, "never admissible: %s" % r)
 
 
+def case_never_beside():
+    # a cost its rule can never admit answers the whole before the other descriptors are
+    # looked at: OVER_LIMIT, the other's status OK with no limit, nothing charged
+    r = ask("edge", desc(("wide", "n")), desc(("bulk", "n"), hits=11))
+    expect(r.overall_code == Code.OVER_LIMIT, "never admissible: %s" % r)
+    expect([s.code for s in r.statuses] == [Code.OK, Code.OVER_LIMIT], "statuses: %s" % r)
+    r = ask("edge", desc(("wide", "n")))
+    expect(r.statuses[0].limit_remaining == 9, "wide charged only now: %s" % r)
+
+
+def case_empty_value():
+    # an empty value is a key of its own (the empty key)
+    for want in (2, 1):
+        r = ask("edge", desc(("remote_address", "")))
+        expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == want,
+               "empty value: %s" % r)
+
+
 def case_override():
     # a descriptor's own limit (2 an hour) replaces the rule's (3 a minute), counted apart from
     # it, and applies in a domain with no rules too
@@ -346,7 +364,8 @@ def case_abandoned_charged():
 
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
-    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "override": case_override,
+    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "never_beside": case_never_beside,
+    "empty_value": case_empty_value, "override": case_override,
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "abandoned_charged": case_abandoned_charged,

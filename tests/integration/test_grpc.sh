@@ -54,7 +54,8 @@ start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" --snap
     --threads 2 --max-request-size 2k || { cat "$TMP/s1.log"; exit 1; }
 
 client() { "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" "$@"; }
-MEM_CASES=(health limit unknown all_or_nothing hits override shadow errors misuse h2_abuse)
+MEM_CASES=(health limit unknown all_or_nothing hits never_beside empty_value override shadow errors
+    misuse h2_abuse)
 out=$(client "${MEM_CASES[@]}" 2>&1)
 echo "$out"
 for c in "${MEM_CASES[@]}"; do
@@ -71,7 +72,8 @@ check "still serving" client health
 check "s1 stops cleanly" stop_bg s1 TERM # under ASan: no leak at exit
 
 # the Redis store: answers come later, from Redis's replies (the Lua scripts, then sluice.so)
-ASYNC_CASES=(health limit unknown all_or_nothing hits override shadow errors misuse)
+ASYNC_CASES=(health limit unknown all_or_nothing hits never_beside empty_value override shadow
+    errors misuse)
 start_redis lua || { cat "$TMP/lua.log"; exit 1; }
 start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
     --threads 2 --max-request-size 2k --store "redis://127.0.0.1:$REDIS_PORT" \
