@@ -19,14 +19,15 @@
  * and resolved at once, which also queues the write for the end of the loop turn).
  *
  * Lifetimes. A stream's state (gstream_t) is on its connection's list from its first HEADERS
- * frame; it is freed when nghttp2 closes the stream, unless a decision is pending: then the
- * decision's callback frees it. A connection that closes with decisions pending leaves their
- * streams orphaned (gc NULL), and each callback frees its own.
+ * frame; it is freed when nghttp2 closes the stream, unless a decision is pending: then it is
+ * orphaned (gc NULL) and the decision's callback frees it. A connection that closes with
+ * decisions pending orphans their streams the same way.
  *
  * Misuse closes that connection only: a bad preface or a broken frame ends the session
  * (nghttp2's GOAWAY, then the close), a header list over GRPC_HEADERS_MAX resets that stream,
- * a body over --max-request-size is answered RESOURCE_EXHAUSTED as soon as its size shows, and
- * nghttp2 refuses streams beyond GRPC_STREAMS_MAX at once.
+ * a body over --max-request-size is answered RESOURCE_EXHAUSTED as soon as its size shows, as
+ * is one that would take the bodies a connection holds past GRPC_BODIES_MAX, and nghttp2
+ * refuses streams beyond GRPC_STREAMS_MAX at once.
  */
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
@@ -51,13 +52,12 @@ typedef struct grpc_conn grpc_conn_t;
 /* One stream: a call being received, decided or answered. */
 typedef struct gstream {
     struct gstream *prev, *next; /* the connection's streams */
-    grpc_conn_t *gc;             /* NULL once the connection is gone */
+    grpc_conn_t *gc;             /* NULL once the stream or the connection is gone */
     int32_t id;
     bool post;     /* :method POST */
     bool grpc_ct;  /* content-type application/grpc[+proto|;...] */
     bool answered; /* a response was submitted: what still arrives is discarded */
     bool pending;  /* a decision is on its way (its callback frees an orphan) */
-    bool closed;   /* nghttp2 closed the stream while a decision was pending */
     size_t header_bytes;
     char path[GRPC_PATH_MAX];        /* :path, NUL-terminated; "" when absent or too long */
     buf_t body;                      /* the request's body: framed messages */
@@ -74,7 +74,21 @@ struct grpc_conn {
     nghttp2_session *session; /* NULL when it could not be created: the connection closes */
     gstream_t *streams;
     uint64_t answered; /* calls answered during the current batch */
+    size_t body_bytes; /* request bodies its streams hold, bytes (GRPC_BODIES_MAX) */
 };
+
+/* The request bodies one connection may hold at once: twice --max-request-size (one largest
+ * call and others beside it), so a client cannot hold 100 streams' worth. */
+#define GRPC_BODIES_MAX(max) (2 * ((max) + GRPC_PREFIX_BYTES))
+
+/* Frees a stream's request body, counted off its connection's. */
+static void body_drop(gstream_t *s)
+{
+    if (s->gc != NULL) {
+        s->gc->body_bytes -= s->body.len;
+    }
+    buf_free(&s->body);
+}
 
 /* ---- sending ------------------------------------------------------------------------------- */
 
@@ -148,7 +162,7 @@ static void answer(gstream_t *s, grpc_status_t status, const char *message)
     grpc_conn_t *gc = s->gc;
     conn_t *c = gc->conn;
     s->answered = true;
-    buf_free(&s->body);
+    body_drop(s);
     atomic_fetch_add_explicit(&c->loop->stats.grpc_calls, 1, memory_order_relaxed);
     if (c->in_batch) {
         gc->answered++;
@@ -181,7 +195,7 @@ static void answer(gstream_t *s, grpc_status_t status, const char *message)
 static void stream_free(gstream_t *s)
 {
     rls_request_free(&s->req);
-    buf_free(&s->body);
+    body_drop(s);
     buf_free(&s->resp);
     free(s);
 }
@@ -191,8 +205,8 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
 {
     gstream_t *s = arg;
     s->pending = false;
-    if (s->gc == NULL || s->closed) {
-        stream_free(s); /* the client or its connection is gone */
+    if (s->gc == NULL) {
+        stream_free(s); /* the stream or its connection is gone */
         return;
     }
     rls_status_t st[ENGINE_CHECKS_MAX];
@@ -483,9 +497,18 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     }
     size_t max = s->gc->conn->loop->srv->cfg->request_max;
     char err[GRPC_ERR_MAX];
-    buf_add(&s->body, data, len);
-    grpc_status_t st =
-        grpc_body_check((const uint8_t *)s->body.data, s->body.len, max, err, sizeof err);
+    grpc_status_t st = GRPC_STATUS_OK;
+    if (s->gc->body_bytes + len > GRPC_BODIES_MAX(max)) {
+        st = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(err, sizeof err,
+                 "the calls this connection is sending hold more than %zu bytes together",
+                 GRPC_BODIES_MAX(max));
+    } else {
+        size_t before = s->body.len;
+        buf_add(&s->body, data, len);
+        s->gc->body_bytes += s->body.len - before;
+        st = grpc_body_check((const uint8_t *)s->body.data, s->body.len, max, err, sizeof err);
+    }
     if (st == GRPC_STATUS_OK && s->body.len > max + GRPC_PREFIX_BYTES) {
         st = GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(err, sizeof err, "the request is larger than the largest accepted, %zu bytes",
@@ -537,7 +560,8 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     nghttp2_session_set_stream_user_data(session, id, NULL);
     stream_unlink(gc, s);
     if (s->pending) {
-        s->closed = true; /* the decision's callback frees it */
+        body_drop(s);
+        s->gc = NULL; /* orphaned: the decision's callback frees it */
     } else {
         stream_free(s);
     }
@@ -578,6 +602,7 @@ static void grpc_close(conn_t *c)
     for (gstream_t *s = gc->streams, *next; s != NULL; s = next) {
         next = s->next;
         if (s->pending) {
+            body_drop(s);
             s->gc = NULL; /* orphaned: the decision's callback frees it */
         } else {
             stream_free(s);

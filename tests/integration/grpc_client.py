@@ -330,6 +330,18 @@ def case_h2_abuse():
     expect(len(refused) >= 50, "stream flood: %d streams refused, want 50" % len(refused))
     expect(is_open and alive(s), "stream flood: the connection was closed")
     s.close()
+    # bodies held open on three streams: past twice --max-request-size (2k) together, the
+    # stream that would go over is answered (RESOURCE_EXHAUSTED), the others wait their end
+    s = h2_connect()
+    part = b"\x00\x00\x00\x07\xd0" + b"x" * 1495  # a 2000-byte message begun
+    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    s.sendall(b"".join(frame(HEADERS, END_HEADERS, sid, block) + frame(DATA, 0, sid, part)
+                       for sid in (1, 3, 5)))
+    frames, is_open = read_frames(s, has(HEADERS, END_STREAM, stream=5), TIMEOUT_S)
+    answered = sorted(f[2] for f in frames if f[0] == HEADERS)
+    expect(is_open and answered == [5], "bodies over the connection's cap: answered %s" % answered)
+    expect(alive(s), "bodies over the cap: the connection was closed")
+    s.close()
     # a window update past 2^31 - 1: a flow-control error, that connection is closed
     s = h2_connect()
     s.sendall(frame(WINDOW_UPDATE, 0, 0, (0x7FFFFFFF).to_bytes(4, "big")))

@@ -4,8 +4,8 @@
 # limits, statuses and the time until reset; descriptors no rule applies to; all or nothing
 # across descriptors; hits_addend as the cost; a descriptor's own limit; shadow mode; every error status (malformed
 # protobuf, an unknown method, an oversized message); HTTP/2 misuse (not HTTP/2, a broken
-# frame, a header list over 16 KiB, a flood of streams, a window overflow) resetting the stream
-# or closing only that connection; the calls counted in /metrics. Then the same decisions with the Redis request
+# frame, a header list over 16 KiB, a flood of streams, bodies held open past the connection's
+# cap, a window overflow) answering or resetting the stream or closing only that connection; the calls counted in /metrics. Then the same decisions with the Redis request
 # store (Lua scripts, and sluice.so), where every answer comes after the batch that read its
 # call. The driver is grpc_client.py.
 set -u
