@@ -263,9 +263,10 @@ static void rls_refused(gstream_t *s, int rc, size_t bad, size_t key_max)
 /*
  * A descriptor that asks for its own limit (its `limit` field) is decided by the inline
  * fixed-window rule of that limit per unit, shared by every descriptor asking the same, on a
- * key naming the descriptor (rls_override_key): as envoyproxy/ratelimit puts an override in
- * place of whatever its configuration says, for any domain. NULL with err when the rule cannot
- * be had (this connection made too many, or the server holds the most it may).
+ * key naming the descriptor (rls_override_key), as envoyproxy/ratelimit puts an override in
+ * place of whatever its configuration says. It does so only in a domain it has a configuration
+ * for; sluice has no domains of its own yet, so here it applies in any. NULL with err when the
+ * rule cannot be had (this connection made too many, or the server holds the most it may).
  */
 static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_t *keys, char *err,
                                    size_t cap)
