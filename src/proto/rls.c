@@ -257,14 +257,13 @@ static rls_unit_t unit_of(int64_t window_ns)
 
 void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n)
 {
-    pb_status_t *sp = calloc(n > 0 ? n : 1, sizeof *sp);
-    pb_status_t **spp = calloc(n > 0 ? n : 1, sizeof *spp);
-    pb_limit_t *lim = calloc(n > 0 ? n : 1, sizeof *lim);
-    pb_duration_t *dur = calloc(n > 0 ? n : 1, sizeof *dur);
-    if (sp == NULL || spp == NULL || lim == NULL || dur == NULL) {
+    if (n > RLS_STATUSES_MAX) {
         out->failed = true;
-        goto done;
+        return;
     }
+    pb_status_t sp[RLS_STATUSES_MAX], *spp[RLS_STATUSES_MAX];
+    pb_limit_t lim[RLS_STATUSES_MAX];
+    pb_duration_t dur[RLS_STATUSES_MAX];
     pb_response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
     resp.overall_code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)overall;
     resp.n_statuses = n;
@@ -295,9 +294,4 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         out->len += envoy__service__ratelimit__v3__rate_limit_response__pack(
             &resp, (uint8_t *)out->data + out->len);
     }
-done:
-    free(sp);
-    free(spp);
-    free(lim);
-    free(dur);
 }

@@ -16,7 +16,8 @@
 #include "proto/buf.h"
 #include "proto/grpc.h"
 
-#define RLS_NAME_MAX 256 /* room for a rule name rls_rule_name writes, NUL included */
+#define RLS_NAME_MAX     256 /* room for a rule name rls_rule_name writes, NUL included */
+#define RLS_STATUSES_MAX 64  /* statuses in one response (rls_response_encode) */
 
 /* RateLimitResponse.Code */
 typedef enum rls_code {
@@ -111,7 +112,8 @@ typedef struct rls_status {
     int64_t reset_ns;   /* until the key is back to a fresh state, ns */
 } rls_status_t;
 
-/* Appends a framed RateLimitResponse: overall code and the n statuses, in request order. */
+/* Appends a framed RateLimitResponse: overall code and the n statuses (n <= RLS_STATUSES_MAX;
+ * more set out->failed), in request order. */
 void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n);
 
 #endif /* SLUICE_PROTO_RLS_H */

@@ -65,6 +65,7 @@ typedef struct gstream {
     size_t resp_off;                 /* bytes of resp handed to nghttp2 */
     int64_t start_ns;                /* the batch clock when the call was complete */
     rls_request_t req;               /* a ShouldRateLimit's request while it is decided */
+    buf_t keys;                      /* its descriptors' keys, while they are decided */
     int check_of[ENGINE_CHECKS_MAX]; /* descriptor -> its check, -1 when no rule applies */
 } gstream_t;
 
@@ -195,6 +196,7 @@ static void answer(gstream_t *s, grpc_status_t status, const char *message)
 static void stream_free(gstream_t *s)
 {
     rls_request_free(&s->req);
+    buf_free(&s->keys);
     body_drop(s);
     buf_free(&s->resp);
     free(s);
@@ -234,8 +236,16 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
     }
     rls_response_encode(&s->resp, over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK, st, s->req.n);
     rls_request_free(&s->req);
+    buf_free(&s->keys);
     answer(s, GRPC_STATUS_OK, NULL);
     send_later(s->gc, s->start_ns);
+}
+
+/* The one check's decision: as all or nothing of one. */
+static void rls_one_decided(void *arg, int status, const engine_decision_t *d)
+{
+    (void)status;
+    rls_decided(arg, d, 1, d->d.allowed ? 1 : 0);
 }
 
 /* The engine refused the checks before deciding (engine_allowall's error): why, in gRPC's words. */
@@ -331,14 +341,13 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     }
     engine_check_t checks[ENGINE_CHECKS_MAX];
     size_t key_off[ENGINE_CHECKS_MAX], n = 0;
-    buf_t keys = {0};
+    buf_t *keys = &s->keys;
     for (size_t i = 0; i < s->req.n; i++) {
         const rls_descriptor_t *d = &s->req.descs[i];
         char why[GRPC_ERR_MAX];
-        key_off[n] = keys.len;
-        rule_state_t *rule = descriptor_rule(s, d, &keys, why, sizeof why);
+        key_off[n] = keys->len;
+        rule_state_t *rule = descriptor_rule(s, d, keys, why, sizeof why);
         if (why[0] != '\0') {
-            buf_free(&keys);
             snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
             answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
             return;
@@ -346,17 +355,16 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         s->check_of[i] = rule != NULL ? (int)n : -1;
         if (rule != NULL) {
             checks[n] = (engine_check_t){
-                .rule = rule, .key_len = keys.len - key_off[n], .cost = (int64_t)d->cost};
+                .rule = rule, .key_len = keys->len - key_off[n], .cost = (int64_t)d->cost};
             n++;
         }
     }
-    if (keys.failed) {
-        buf_free(&keys);
+    if (keys->failed) {
         answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     for (size_t j = 0; j < n; j++) {
-        checks[j].key = keys.data != NULL ? keys.data + key_off[j] : ""; /* all keys empty */
+        checks[j].key = keys->data != NULL ? keys->data + key_off[j] : ""; /* all keys empty */
     }
     if (n == 0) { /* no limit applies to any descriptor */
         rls_decided(s, NULL, 0, 0);
@@ -364,8 +372,10 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     }
     s->pending = true;
     size_t bad = 0;
-    int rc = engine_allowall(w, checks, n, c->loop->now_ns, 0, rls_decided, s, &bad);
-    buf_free(&keys); /* the engine copied the keys */
+    /* one check: a decision of its own, without all or nothing's bookkeeping */
+    int rc = n == 1 ? engine_decide_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
+                                          checks[0].cost, c->loop->now_ns, rls_one_decided, s)
+                    : engine_allowall(w, checks, n, c->loop->now_ns, 0, rls_decided, s, &bad);
     if (rc != ENGINE_OK) {
         s->pending = false;
         rls_refused(s, rc, bad, c->loop->srv->cfg->key_max);
@@ -584,7 +594,15 @@ static void grpc_open(conn_t *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    int rc = nghttp2_session_server_new(&gc->session, cb, gc);
+    nghttp2_option *opt = NULL;
+    int rc = nghttp2_option_new(&opt);
+    if (rc == 0) {
+        /* a closed stream is forgotten at once (no priority tree of the departed), and the
+         * client is told that RFC 7540's priorities are not used */
+        nghttp2_option_set_no_closed_streams(opt, 1);
+        rc = nghttp2_session_server_new2(&gc->session, cb, gc, opt);
+        nghttp2_option_del(opt);
+    }
     nghttp2_session_callbacks_del(cb);
     if (rc != 0) {
         gc->session = NULL;
@@ -593,6 +611,7 @@ static void grpc_open(conn_t *c)
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GRPC_STREAMS_MAX},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_HEADERS_MAX},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     nghttp2_submit_settings(gc->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
 }
