@@ -134,6 +134,20 @@ def case_hits():
     expect(r.overall_code == Code.OVER_LIMIT, "never admissible: %s" % r)
 
 
+def case_key_override():
+    # a rule's override for one list of values (looked up in the config store, so the answer
+    # may come after the batch that read the call, with the memory store too)
+    login = desc(("authenticated", "false"), ("path", "/login"))
+    r = ask("edge", login)
+    expect(r.overall_code == Code.OK and r.statuses[0].current_limit.requests_per_unit == 1,
+           "the override's limit: %s" % r)
+    r = ask("edge", login)
+    expect(r.overall_code == Code.OVER_LIMIT, "the override's second: %s" % r)
+    r = ask("edge", desc(("authenticated", "false"), ("path", "/home")))
+    expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 2,
+           "other values have the rule's limit: %s" % r)
+
+
 def case_never_beside():
     # a cost its rule can never admit answers the whole before the other descriptors are
     # looked at: OVER_LIMIT, the other's status OK with no limit, nothing charged
@@ -165,7 +179,8 @@ def case_override():
         r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
         expect(r.overall_code == Code.OVER_LIMIT, "%s: the third is over: %s" % (domain, r))
     r = ask("edge", desc(("remote_address", "10.5.5.5")))
-    expect(r.statuses[0].limit_remaining == 2 and r.statuses[0].current_limit.requests_per_unit == 3,
+    s = r.statuses[0]
+    expect(s.limit_remaining == 2 and s.current_limit.requests_per_unit == 3,
            "the rule's count is its own: %s" % r)
     expect_status(lambda: ask("edge", desc(("remote_address", "x"), limit=(0, Unit.HOUR))),
                   grpc.StatusCode.INVALID_ARGUMENT, "requests_per_unit is 0")
@@ -356,7 +371,8 @@ def case_abandon():
     # run while the request store cannot answer yet: stream 1 is reset by the client while its
     # decision waits, then the connection closes with stream 3's waiting; the answers that come
     # later find no one to answer (and under ASan, nothing leaks or is used after it is freed)
-    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", "10.7.7.7"))])
+    req = rls_pb2.RateLimitRequest(domain="edge",
+                                   descriptors=[desc(("remote_address", "10.7.7.7"))])
     msg = req.SerializeToString()
     body = b"\x00" + len(msg).to_bytes(4, "big") + msg
     block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
@@ -376,7 +392,8 @@ def case_abandoned_charged():
 
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
-    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "never_beside": case_never_beside,
+    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "key_override": case_key_override,
+    "never_beside": case_never_beside,
     "empty_value": case_empty_value, "override": case_override,
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,

@@ -2,12 +2,13 @@
 # test_grpc.sh - sluiced's gRPC port with a real client: Python's grpcio, with stubs generated
 # from sluice's .proto files by grpc_tools at test time. The health check; ShouldRateLimit with
 # limits, statuses and the time until reset; descriptors no rule applies to; all or nothing
-# across descriptors; hits_addend as the cost; a descriptor's own limit; shadow mode; every error status (malformed
-# protobuf, an unknown method, an oversized message); HTTP/2 misuse (not HTTP/2, a broken
-# frame, a header list over 16 KiB, a flood of streams, bodies held open past the connection's
-# cap, a window overflow) answering or resetting the stream or closing only that connection; the calls counted in /metrics. Then the same decisions with the Redis request
-# store (Lua scripts, and sluice.so), where every answer comes after the batch that read its
-# call. The driver is grpc_client.py.
+# across descriptors; hits_addend as the cost; a rule's override for one list of values; a
+# descriptor's own limit; shadow mode; every error status (malformed protobuf, an unknown
+# method, an oversized message); HTTP/2 misuse (not HTTP/2, a broken frame, a header list over
+# 16 KiB, a flood of streams, bodies held open past the connection's cap, a window overflow)
+# answering or resetting the stream or closing only that connection; the calls counted in
+# /metrics. Then the same decisions with the Redis request store (Lua scripts, and sluice.so),
+# where every answer comes after the batch that read its call. The driver is grpc_client.py.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -43,6 +44,13 @@ rules:
     algorithm: sliding_log
     limit: 10
     window: 1h
+  - name: edge.authenticated.path
+    algorithm: sliding_log
+    limit: 3
+    window: 1h
+    overrides:
+      - key: "false|/login"
+        limit: 1
   - name: edge.dry
     algorithm: sliding_log
     limit: 1
@@ -53,9 +61,11 @@ YAML
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" --snapshot "" \
     --threads 2 --max-request-size 2k || { cat "$TMP/s1.log"; exit 1; }
 
-client() { "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" "$@"; }
-MEM_CASES=(health limit unknown all_or_nothing hits never_beside empty_value override shadow errors
-    misuse h2_abuse)
+client() {
+    "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" "$@"
+}
+MEM_CASES=(health limit unknown all_or_nothing hits key_override never_beside empty_value override
+    shadow errors misuse h2_abuse)
 out=$(client "${MEM_CASES[@]}" 2>&1)
 echo "$out"
 for c in "${MEM_CASES[@]}"; do
@@ -72,8 +82,8 @@ check "still serving" client health
 check "s1 stops cleanly" stop_bg s1 TERM # under ASan: no leak at exit
 
 # the Redis store: answers come later, from Redis's replies (the Lua scripts, then sluice.so)
-ASYNC_CASES=(health limit unknown all_or_nothing hits never_beside empty_value override shadow
-    errors misuse)
+ASYNC_CASES=(health limit unknown all_or_nothing hits key_override never_beside empty_value override
+    shadow errors misuse)
 start_redis lua || { cat "$TMP/lua.log"; exit 1; }
 start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/store2.db" --snapshot "" \
     --threads 2 --max-request-size 2k --store "redis://127.0.0.1:$REDIS_PORT" \
