@@ -367,6 +367,30 @@ def case_h2_abuse():
     expect(r.status == health_pb2.HealthCheckResponse.SERVING, "served after abuse: %s" % r)
 
 
+def case_full():
+    # run against a server with --max-clients 1: while one connection is open, the next is
+    # told so in HTTP/2 (the server's SETTINGS, then a GOAWAY saying why) and closed
+    held = None
+    for _ in range(20):  # a probe's connection may not be closed on the server's side yet
+        held = h2_connect()
+        try:
+            if alive(held):
+                break
+        except OSError:
+            pass
+        held.close()
+        held = None
+    expect(held is not None, "no connection served")
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT_S)
+    frames, is_open = read_frames(s, lambda f: False, TIMEOUT_S)
+    goaway = [f for f in frames if f[0] == GOAWAY]
+    expect(not is_open and frames and frames[0][0] == SETTINGS and len(goaway) == 1,
+           "refused: %s" % [f[:3] for f in frames])
+    expect(goaway[0][3][8:] == b"too many clients", "GOAWAY's debug data: %r" % goaway[0][3])
+    s.close()
+    held.close()
+
+
 def case_abandon():
     # run while the request store cannot answer yet: stream 1 is reset by the client while its
     # decision waits, then the connection closes with stream 3's waiting; the answers that come
@@ -397,7 +421,7 @@ CASES = {
     "empty_value": case_empty_value, "override": case_override,
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
-    "abandon": case_abandon, "abandoned_charged": case_abandoned_charged,
+    "abandon": case_abandon, "full": case_full, "abandoned_charged": case_abandoned_charged,
 }
 
 

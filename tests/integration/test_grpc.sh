@@ -81,6 +81,12 @@ check "metrics count the calls" test "${metric:-0}" -ge 20
 check "still serving" client health
 check "s1 stops cleanly" stop_bg s1 TERM # under ASan: no leak at exit
 
+# a client refused at --max-clients hears it in HTTP/2
+start_sluiced full --config-store "$TMP/full.db" --snapshot "" --max-clients 1 ||
+    { cat "$TMP/full.log"; exit 1; }
+check "refused at max-clients" client full
+check "full stops cleanly" stop_bg full TERM
+
 # the Redis store: answers come later, from Redis's replies (the Lua scripts, then sluice.so)
 ASYNC_CASES=(health limit unknown all_or_nothing hits key_override never_beside empty_value override
     shadow errors misuse)
