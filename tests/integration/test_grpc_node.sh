@@ -11,13 +11,7 @@ set -u
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
 need node npm
-if [ ! -d "$NODE_DIR/node_modules/@grpc/grpc-js" ] ||
-    [ ! -d "$NODE_DIR/node_modules/@grpc/proto-loader" ]; then
-    (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || {
-        echo "npm ci failed in $NODE_DIR"
-        exit 1
-    }
-fi
+node_packages "$NODE_DIR" || exit 1
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

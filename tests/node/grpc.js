@@ -19,7 +19,8 @@ const DEADLINE_MS = 5000;
 const RLS = 'envoy.service.ratelimit.v3.RateLimitService';
 
 const options = { keepCase: true, enums: String, longs: Number, defaults: true };
-const load = (file) => grpc.loadPackageDefinition(loader.loadSync(path.join(PROTO_DIR, file), options));
+const load = (file) =>
+    grpc.loadPackageDefinition(loader.loadSync(path.join(PROTO_DIR, file), options));
 const rls = load('rls.proto');
 const hc = load('health.proto');
 const creds = grpc.credentials.createInsecure();
