@@ -255,9 +255,11 @@ static rls_unit_t unit_of(int64_t window_ns)
     return RLS_UNIT_UNKNOWN;
 }
 
-void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n)
+void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n,
+                         const rls_header_t *headers, size_t nh)
 {
-    if (n > RLS_STATUSES_MAX) {
+    enum { HEADERS_MAX = 4 };
+    if (n > RLS_STATUSES_MAX || nh > HEADERS_MAX) {
         out->failed = true;
         return;
     }
@@ -268,6 +270,20 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
     resp.overall_code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)overall;
     resp.n_statuses = n;
     resp.statuses = spp;
+    Envoy__Service__Ratelimit__V3__HeaderValue hv[HEADERS_MAX], *hvp[HEADERS_MAX];
+    char *values[HEADERS_MAX] = {0};
+    for (size_t i = 0; i < nh; i++) {
+        envoy__service__ratelimit__v3__header_value__init(&hv[i]);
+        values[i] = strndup(headers[i].value, headers[i].value_len);
+        if (values[i] == NULL) {
+            out->failed = true;
+        }
+        hv[i].key = (char *)headers[i].name;
+        hv[i].value = values[i] != NULL ? values[i] : "";
+        hvp[i] = &hv[i];
+    }
+    resp.n_response_headers_to_add = nh;
+    resp.response_headers_to_add = hvp;
     for (size_t i = 0; i < n; i++) {
         envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&sp[i]);
         spp[i] = &sp[i];
@@ -293,5 +309,8 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
     if (buf_reserve(out, len)) {
         out->len += envoy__service__ratelimit__v3__rate_limit_response__pack(
             &resp, (uint8_t *)out->data + out->len);
+    }
+    for (size_t i = 0; i < nh; i++) {
+        free(values[i]);
     }
 }

@@ -112,8 +112,16 @@ typedef struct rls_status {
     int64_t reset_ns;   /* until the key is back to a fresh state, ns */
 } rls_status_t;
 
-/* Appends a framed RateLimitResponse: overall code and the n statuses (n <= RLS_STATUSES_MAX;
- * more set out->failed), in request order. */
-void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n);
+/* A header for the caller to add to its client's response (response_headers_to_add). */
+typedef struct rls_header {
+    const char *name;  /* NUL-terminated, lower case */
+    const char *value; /* value_len bytes */
+    size_t value_len;  /* bytes */
+} rls_header_t;
+
+/* Appends a framed RateLimitResponse: overall code, the n statuses (n <= RLS_STATUSES_MAX; more
+ * set out->failed) in request order, and nh headers to add to the client's response. */
+void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n,
+                         const rls_header_t *headers, size_t nh);
 
 #endif /* SLUICE_PROTO_RLS_H */

@@ -46,6 +46,8 @@ static const option_t options[] = {
      "HTTP port (default 8390; 0 = off)"},
     {"grpc-port", "grpc_port", OPT_INT, F(grpc_port), 0, 0, 0, 65535, CHECK_NONE, "PORT",
      "gRPC port: Envoy's rate limit service, h2c (default 8391; 0 = off)"},
+    {"grpc-ratelimit-headers", "grpc_ratelimit_headers", OPT_BOOL, F(grpc_ratelimit_headers), 0, 0,
+     0, 0, CHECK_NONE, NULL, "gRPC: ask Envoy to add RateLimit headers to its responses"},
     {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",

@@ -54,6 +54,8 @@ typedef struct server_config {
     int resp_port;               /* --port, default 6390; 0 = RESP off */
     int http_port;               /* --http-port, default 8390; 0 = HTTP off */
     int grpc_port;               /* --grpc-port, default 8391; 0 = gRPC off */
+    bool grpc_ratelimit_headers; /* --grpc-ratelimit-headers: RateLimit and RateLimit-Policy in
+                                    ShouldRateLimit's response_headers_to_add; default off */
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
     char *rules_path;            /* --rules FILE: imported at start and on SIGHUP, owning the
                                     rules it names; NULL = none */

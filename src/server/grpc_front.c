@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "proto/grpc.h"
+#include "proto/http.h"
 #include "proto/rls.h"
 #include "server/grpc_front.h"
 #include "server/log.h"
@@ -202,6 +203,32 @@ static void stream_free(gstream_t *s)
     free(s);
 }
 
+/*
+ * With --grpc-ratelimit-headers: the IETF RateLimit fields of the status with the fewest units
+ * left (the first of them on a tie), as HTTP's responses carry them, for Envoy to add to its
+ * client's response. Appends nothing when no status has a limit. Returns the headers added.
+ */
+static size_t ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, buf_t *limit,
+                                rls_header_t *out)
+{
+    const rls_status_t *least = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].has_limit && (least == NULL || st[i].remaining < least->remaining)) {
+            least = &st[i];
+        }
+    }
+    if (least == NULL) {
+        return 0;
+    }
+    http_ratelimit_values(policy, limit, least->name, (int64_t)least->limit,
+                          sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC),
+                          (int64_t)least->remaining,
+                          sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
+    out[0] = (rls_header_t){"ratelimit-policy", policy->data, policy->len};
+    out[1] = (rls_header_t){"ratelimit", limit->data, limit->len};
+    return 2;
+}
+
 /* The decisions are in: the response, in request order. */
 static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t refused)
 {
@@ -234,7 +261,16 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
                                .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
                                .reset_ns = e->d.reset_after_ns};
     }
-    rls_response_encode(&s->resp, over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK, st, s->req.n);
+    rls_header_t headers[2];
+    buf_t policy = {0}, limit = {0};
+    size_t nh = s->gc->conn->loop->srv->cfg->grpc_ratelimit_headers
+                    ? ratelimit_headers(st, s->req.n, &policy, &limit, headers)
+                    : 0;
+    rls_response_encode(&s->resp, over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK, st, s->req.n, headers,
+                        nh);
+    s->resp.failed = s->resp.failed || policy.failed || limit.failed;
+    buf_free(&policy);
+    buf_free(&limit);
     rls_request_free(&s->req);
     buf_free(&s->keys);
     answer(s, GRPC_STATUS_OK, NULL);

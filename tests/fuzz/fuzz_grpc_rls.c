@@ -48,17 +48,18 @@ static void check_request(const rls_request_t *r)
                                .window_ns = (int64_t)d->cost,
                                .remaining = key.len,
                                .reset_ns = (int64_t)d->cost};
-        buf_free(&key);
         if (named) { /* encode one at a time: name is this iteration's */
             buf_t one = {0};
-            rls_response_encode(&one, RLS_CODE_OK, &st[i], 1);
+            rls_header_t h = {"ratelimit", key.data != NULL ? key.data : "", key.len};
+            rls_response_encode(&one, RLS_CODE_OK, &st[i], 1, &h, 1);
             buf_free(&one);
             st[i].has_limit = false;
             st[i].name = NULL;
         }
+        buf_free(&key);
     }
     buf_t out = {0};
-    rls_response_encode(&out, RLS_CODE_OVER_LIMIT, st, r->n);
+    rls_response_encode(&out, RLS_CODE_OVER_LIMIT, st, r->n, NULL, 0);
     if (out.failed || out.len < GRPC_PREFIX_BYTES)
         abort();
     Envoy__Service__Ratelimit__V3__RateLimitResponse *back =

@@ -93,6 +93,7 @@ def case_limit():
     r = ask("edge", desc(("remote_address", "10.0.0.1")))
     expect(r.overall_code == Code.OVER_LIMIT and r.statuses[0].code == Code.OVER_LIMIT,
            "the fourth is over: %s" % r)
+    expect(len(r.response_headers_to_add) == 0, "headers only when asked for: %s" % r)
     r = ask("edge", desc(("remote_address", "10.0.0.2")))
     expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 2,
            "another address has its own count: %s" % r)
@@ -146,6 +147,21 @@ def case_key_override():
     r = ask("edge", desc(("authenticated", "false"), ("path", "/home")))
     expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 2,
            "other values have the rule's limit: %s" % r)
+
+
+def case_headers():
+    # run against a server with --grpc-ratelimit-headers: the RateLimit fields of the status
+    # with the fewest units left
+    r = ask("edge", desc(("wide", "h")), desc(("remote_address", "10.8.8.8")), desc(("x", "y")))
+    got = {h.key: h.value for h in r.response_headers_to_add}
+    reset_s = r.statuses[1].duration_until_reset.seconds + \
+        (1 if r.statuses[1].duration_until_reset.nanos else 0)
+    expect(got.get("ratelimit-policy") == '"edge.remote_address";q=3;w=60',
+           "policy: %s" % got)
+    expect(got.get("ratelimit") == '"edge.remote_address";r=2;t=%d' % reset_s,
+           "limit: %s (reset %d s)" % (got, reset_s))
+    r = ask("edge", desc(("x", "y")))
+    expect(len(r.response_headers_to_add) == 0, "no limit, no headers: %s" % r)
 
 
 def case_never_beside():
@@ -416,7 +432,7 @@ def case_abandoned_charged():
 
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
-    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "key_override": case_key_override,
+    "all_or_nothing": case_all_or_nothing, "hits": case_hits, "key_override": case_key_override, "headers": case_headers,
     "never_beside": case_never_beside,
     "empty_value": case_empty_value, "override": case_override,
     "shadow": case_shadow,

@@ -81,6 +81,12 @@ check "metrics count the calls" test "${metric:-0}" -ge 20
 check "still serving" client health
 check "s1 stops cleanly" stop_bg s1 TERM # under ASan: no leak at exit
 
+# RateLimit headers for Envoy to add to its responses, when asked for
+start_sluiced hdr --rules "$TMP/rules.yaml" --config-store "$TMP/hdr.db" --snapshot "" \
+    --grpc-ratelimit-headers || { cat "$TMP/hdr.log"; exit 1; }
+check "ratelimit headers" client headers
+check "hdr stops cleanly" stop_bg hdr TERM
+
 # a client refused at --max-clients hears it in HTTP/2
 start_sluiced full --config-store "$TMP/full.db" --snapshot "" --max-clients 1 ||
     { cat "$TMP/full.log"; exit 1; }

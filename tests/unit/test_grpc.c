@@ -380,7 +380,8 @@ static void test_response_encode(void **unused)
         {.code = RLS_CODE_OK}, /* no limit applies */
     };
     buf_t b = {0};
-    rls_response_encode(&b, RLS_CODE_OVER_LIMIT, st, 3);
+    rls_header_t h[2] = {{"ratelimit-policy", "\"p\";q=1;w=2xyz", 11}, {"ratelimit", "", 0}};
+    rls_response_encode(&b, RLS_CODE_OVER_LIMIT, st, 3, h, 2);
     assert_false(b.failed);
     size_t n = ((size_t)(uint8_t)b.data[3] << 8) | (uint8_t)b.data[4];
     assert_int_equal(b.len, GRPC_PREFIX_BYTES + n);
@@ -409,6 +410,11 @@ static void test_response_encode(void **unused)
     assert_int_equal(s2->code, RLS_CODE_OK);
     assert_null(s2->current_limit);
     assert_null(s2->duration_until_reset);
+    assert_int_equal(resp->n_response_headers_to_add, 2);
+    assert_string_equal(resp->response_headers_to_add[0]->key, "ratelimit-policy");
+    assert_string_equal(resp->response_headers_to_add[0]->value, "\"p\";q=1;w=2"); /* its length */
+    assert_string_equal(resp->response_headers_to_add[1]->key, "ratelimit");
+    assert_string_equal(resp->response_headers_to_add[1]->value, "");
     envoy__service__ratelimit__v3__rate_limit_response__free_unpacked(resp, NULL);
     buf_free(&b);
     assert_int_equal(rls_unit_ns(RLS_UNIT_DAY), 86400 * NS);
