@@ -5,9 +5,10 @@ set -euo pipefail
 
 what=${1:-build}
 # Libraries (docs/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
-# (JSON), libyaml (rules files), SQLite (config store), hiredis (the client library and the CLI).
+# (JSON), libyaml (rules files), SQLite (config store), hiredis (the client library and the CLI),
+# protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC).
 packages=(gcc make cmake pkg-config libuv1-dev libhttp-parser-dev libjansson-dev libyaml-dev
-  libsqlite3-dev libhiredis-dev)
+  libsqlite3-dev libhiredis-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev)
 if [ "$what" = run ]; then
   # what `make run` suggests trying
   packages+=(redis-tools curl)

@@ -7,10 +7,12 @@ build=${1:-build}
 sluiced="$build/src/server/sluiced"
 resp_port=${SLUICE_PORT:-6390}
 http_port=${SLUICE_HTTP_PORT:-8390}
+grpc_port=${SLUICE_GRPC_PORT:-8391}
 mkdir -p run
 
 cat <<HELP
-sluiced on 127.0.0.1: RESP port $resp_port, HTTP port $http_port; rules from examples/rules.yaml.
+sluiced on 127.0.0.1: RESP port $resp_port, HTTP port $http_port, gRPC port $grpc_port (Envoy's
+rate limit service); rules from examples/rules.yaml.
 Try it from another terminal:
 
   redis-cli -p $resp_port SL.ALLOW api tenant:42            # [allowed, limit, remaining, retry_ms, reset_ms]
@@ -26,5 +28,5 @@ Try it from another terminal:
 Ctrl-C stops it (a snapshot is written to run/sluice.snapshot and loaded next time).
 
 HELP
-exec "$sluiced" --port "$resp_port" --http-port "$http_port" --rules examples/rules.yaml \
+exec "$sluiced" --port "$resp_port" --http-port "$http_port" --grpc-port "$grpc_port" --rules examples/rules.yaml \
   --config-store run/sluice.db --snapshot run/sluice.snapshot

@@ -140,7 +140,7 @@ done
 start_sluiced() { # NAME STORE: sets SL_PID, SL_PORT, SL_HTTP
     SL_PORT=$(free_port)
     SL_HTTP=$(free_port)
-    start "$1" "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "$SL_PORT" --http-port "$SL_HTTP" \
+    start "$1" "${SRV_PIN[@]}" "$SLUICED" --grpc-port 0 --threads 1 --port "$SL_PORT" --http-port "$SL_HTTP" \
         --store "$2" --store-timeout 2s --config-store "$TMP/$1.db" --snapshot "" --log-level info
     SL_PID=$LAST_PID
     wait_port "$SL_PORT"

@@ -72,7 +72,7 @@ YAML
 
 SL_RESP=$(free_port)
 SL_HTTP=$(free_port)
-start sluiced "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "$SL_RESP" --http-port "$SL_HTTP" \
+start sluiced "${SRV_PIN[@]}" "$SLUICED" --grpc-port 0 --threads 1 --port "$SL_RESP" --http-port "$SL_HTTP" \
     --rules "$TMP/rules.yaml" --config-store "$TMP/bench.db" --snapshot "" --log-level warn
 SL_PID=$LAST_PID
 wait_port "$SL_RESP"
@@ -195,10 +195,10 @@ say ""
 say "== rule propagation (two sluiced, one SQLite store, --poll-interval $POLL_INTERVAL; $CHANGES changes)"
 PA_RESP=$(free_port)
 PB_RESP=$(free_port)
-start prop-a "$SLUICED" --threads 1 --port "$PA_RESP" --http-port 0 --rules "$TMP/rules.yaml" \
+start prop-a "$SLUICED" --grpc-port 0 --threads 1 --port "$PA_RESP" --http-port 0 --rules "$TMP/rules.yaml" \
     --config-store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
 wait_port "$PA_RESP"
-start prop-b "$SLUICED" --threads 1 --port "$PB_RESP" --http-port 0 \
+start prop-b "$SLUICED" --grpc-port 0 --threads 1 --port "$PB_RESP" --http-port 0 \
     --config-store "$TMP/prop.db" --snapshot "" --poll-interval "$POLL_INTERVAL" --log-level warn
 wait_port "$PB_RESP"
 say "  each change: SL.RULE SET prop {\"algorithm\":\"fixed_window\",\"limit\":<new>,\"window\":\"1h\"} on A," \

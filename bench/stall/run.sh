@@ -74,7 +74,7 @@ YAML
 PORT=$(free_port)
 HTTP=$(free_port)
 SNAP=$TMP/sluice.snapshot
-start sluiced "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "$PORT" --http-port "$HTTP" \
+start sluiced "${SRV_PIN[@]}" "$SLUICED" --grpc-port 0 --threads 1 --port "$PORT" --http-port "$HTTP" \
     --rules "$TMP/rules.yaml" --config-store "$TMP/bench.db" --snapshot "$SNAP" \
     --snapshot-interval "$SNAP_INTERVAL" --log-level warn
 SL_PID=$LAST_PID

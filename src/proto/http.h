@@ -236,6 +236,11 @@ void http_end(buf_t *b, bool keep_alive, const char *content_type, const void *b
 void http_ratelimit_headers(buf_t *b, const char *policy, int64_t limit, int64_t window_s,
                             int64_t remaining, int64_t reset_s);
 
+/* The two fields' values alone, as above, for a protocol that carries headers otherwise (gRPC's
+ * response_headers_to_add): RateLimit-Policy's into policy_out, RateLimit's into limit_out. */
+void http_ratelimit_values(buf_t *policy_out, buf_t *limit_out, const char *policy, int64_t limit,
+                           int64_t window_s, int64_t remaining, int64_t reset_s);
+
 /*
  * Ends a response started with http_begin(b, status) (and any headers) with an RFC 9457
  * application/problem+json body:

@@ -134,22 +134,39 @@ static void put_sf_string(buf_t *b, const char *s)
     buf_add(b, "\"", 1);
 }
 
-void http_ratelimit_headers(buf_t *b, const char *policy, int64_t limit, int64_t window_s,
-                            int64_t remaining, int64_t reset_s)
+static void policy_value(buf_t *b, const char *policy, int64_t limit, int64_t window_s)
 {
-    put_str(b, "RateLimit-Policy: ");
     put_sf_string(b, policy);
     put_str(b, ";q=");
     put_int(b, sf_clamp(limit));
     put_str(b, ";w=");
     put_int(b, sf_clamp(window_s));
-    put_str(b, "\r\nRateLimit: ");
+}
+
+static void limit_value(buf_t *b, const char *policy, int64_t remaining, int64_t reset_s)
+{
     put_sf_string(b, policy);
     put_str(b, ";r=");
     put_int(b, sf_clamp(remaining));
     put_str(b, ";t=");
     put_int(b, sf_clamp(reset_s));
+}
+
+void http_ratelimit_headers(buf_t *b, const char *policy, int64_t limit, int64_t window_s,
+                            int64_t remaining, int64_t reset_s)
+{
+    put_str(b, "RateLimit-Policy: ");
+    policy_value(b, policy, limit, window_s);
+    put_str(b, "\r\nRateLimit: ");
+    limit_value(b, policy, remaining, reset_s);
     put_str(b, "\r\n");
+}
+
+void http_ratelimit_values(buf_t *policy_out, buf_t *limit_out, const char *policy, int64_t limit,
+                           int64_t window_s, int64_t remaining, int64_t reset_s)
+{
+    policy_value(policy_out, policy, limit, window_s);
+    limit_value(limit_out, policy, remaining, reset_s);
 }
 
 void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, const char *detail)

@@ -44,6 +44,10 @@ static const option_t options[] = {
      "RESP port (default 6390; 0 = off)"},
     {"http-port", "http_port", OPT_INT, F(http_port), 0, 0, 0, 65535, CHECK_NONE, "PORT",
      "HTTP port (default 8390; 0 = off)"},
+    {"grpc-port", "grpc_port", OPT_INT, F(grpc_port), 0, 0, 0, 65535, CHECK_NONE, "PORT",
+     "gRPC port: Envoy's rate limit service, h2c (default 8391; 0 = off)"},
+    {"grpc-ratelimit-headers", "grpc_ratelimit_headers", OPT_BOOL, F(grpc_ratelimit_headers), 0, 0,
+     0, 0, CHECK_NONE, NULL, "gRPC: ask Envoy to add RateLimit headers to its responses"},
     {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
@@ -390,6 +394,7 @@ void server_config_defaults(server_config_t *c)
     c->nbind = 1;
     c->resp_port = CONFIG_DEFAULT_RESP_PORT;
     c->http_port = CONFIG_DEFAULT_HTTP_PORT;
+    c->grpc_port = CONFIG_DEFAULT_GRPC_PORT;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = cpus < 1 ? 1 : cpus > CONFIG_THREADS_MAX ? CONFIG_THREADS_MAX : (int)cpus;
     c->config_store = must_strdup(CONFIG_DEFAULT_STORE);
@@ -492,8 +497,8 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
                  c->output_soft, c->output_hard);
         rc = -1;
     }
-    if (rc == 0 && c->resp_port == 0 && c->http_port == 0) {
-        snprintf(err, err_cap, "--port and --http-port are both 0: nothing to serve");
+    if (rc == 0 && c->resp_port == 0 && c->http_port == 0 && c->grpc_port == 0) {
+        snprintf(err, err_cap, "--port, --http-port and --grpc-port are all 0: nothing to serve");
         rc = -1;
     }
     return rc;

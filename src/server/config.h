@@ -32,6 +32,7 @@
 #define CONFIG_DEFAULT_BIND           "127.0.0.1"
 #define CONFIG_DEFAULT_RESP_PORT      6390
 #define CONFIG_DEFAULT_HTTP_PORT      8390
+#define CONFIG_DEFAULT_GRPC_PORT      8391
 #define CONFIG_DEFAULT_STORE          "./sluice.db"
 #define CONFIG_DEFAULT_SNAPSHOT       "./sluice.snapshot"
 #define CONFIG_DEFAULT_MAX_CLIENTS    10000
@@ -52,6 +53,9 @@ typedef struct server_config {
     size_t nbind;                /* addresses in bind, >= 1 after parsing */
     int resp_port;               /* --port, default 6390; 0 = RESP off */
     int http_port;               /* --http-port, default 8390; 0 = HTTP off */
+    int grpc_port;               /* --grpc-port, default 8391; 0 = gRPC off */
+    bool grpc_ratelimit_headers; /* --grpc-ratelimit-headers: RateLimit and RateLimit-Policy in
+                                    ShouldRateLimit's response_headers_to_add; default off */
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
     char *rules_path;            /* --rules FILE: imported at start and on SIGHUP, owning the
                                     rules it names; NULL = none */

@@ -119,6 +119,7 @@ typedef struct loop_stats {
     _Atomic uint64_t rejected_clients; /* refused at max_clients */
     _Atomic uint64_t commands;         /* RESP commands */
     _Atomic uint64_t http_requests;
+    _Atomic uint64_t grpc_calls; /* gRPC calls answered, any status */
     _Atomic uint64_t protocol_errors;
     _Atomic uint64_t batches;
     _Atomic uint64_t latency[LATENCY_BUCKETS + 1]; /* requests per latency bin (not cumulative) */

@@ -26,6 +26,7 @@
 #include <uv.h>
 
 #include "proto/netaddr.h"
+#include "server/grpc_front.h"
 #include "server/http_front.h"
 #include "server/log.h"
 #include "server/resp_front.h"
@@ -296,6 +297,9 @@ static void add_listeners(server_t *srv)
     }
     if (cfg->http_port > 0) {
         server_listen(srv, &http_protocol, cfg->http_port);
+    }
+    if (cfg->grpc_port > 0) {
+        server_listen(srv, &grpc_protocol, cfg->grpc_port);
     }
 }
 

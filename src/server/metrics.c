@@ -142,6 +142,8 @@ void metrics_render(server_t *srv, buf_t *b)
                (unsigned long long)SERVER_STAT(srv, commands));
     buf_printf(b, "sluice_requests_total{protocol=\"http\"} %llu\n",
                (unsigned long long)SERVER_STAT(srv, http_requests));
+    buf_printf(b, "sluice_requests_total{protocol=\"grpc\"} %llu\n",
+               (unsigned long long)SERVER_STAT(srv, grpc_calls));
     help(b, "sluice_protocol_errors_total", "counter",
          "Malformed requests (the connection was closed).");
     buf_printf(b, "sluice_protocol_errors_total %llu\n",

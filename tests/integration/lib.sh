@@ -19,8 +19,8 @@
 #                       then the server is stopped and started again on new ports (5 tries).
 #   serve_at NAME "PORT.." LAUNCH [ARGS..]
 #                       the same on the ports given (a server restarted where clients expect it)
-#   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT
-#   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given
+#   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT/GRPC_PORT
+#   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given, gRPC off (GRPC_PORT 0)
 #   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
 #                               "sluiced" with a store and snapshot in $TMP and password PASS;
 #                               prints the log and exits 1 if sluiced does not come up
@@ -30,6 +30,9 @@
 #   hold_port NAME closed|silent      a process holding a port the kernel picks: bound only
 #                       (connections are refused) or listening and never answering; sets
 #                       HELD_PORT
+#   node_packages DIR   DIR/node_modules holds every dependency of DIR/package.json: npm ci runs
+#                       there (at most 300 s) when one is missing, under a lock, so tests run at
+#                       once install once and never under another's feet
 #   poll S CMD..        runs CMD every 50 ms until it succeeds, for at most S seconds
 #   caught_up P R       the replica on port R has processed all of its primary's (port P) stream
 #   check NAME COND...  a test case: runs COND (a command); counts a failure with NAME if it fails
@@ -170,12 +173,14 @@ lib_launch_sluiced() { # NAME ARGS..
     shift
     RESP_PORT=${SERVE_PORTS[0]}
     HTTP_PORT=${SERVE_PORTS[1]}
-    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" "$@"
+    GRPC_PORT=${SERVE_PORTS[2]:-0}
+    start_bg "$name" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" \
+        --grpc-port "$GRPC_PORT" "$@"
 }
 start_sluiced() {
     local name=$1
     shift
-    serve "$name" 2 lib_launch_sluiced "$@"
+    serve "$name" 3 lib_launch_sluiced "$@"
 }
 start_sluiced_at() {
     local name=$1 at="$2 $3"
@@ -195,6 +200,21 @@ need() {
     [ "${#missing[@]}" -eq 0 ] && return 0
     echo "SKIP: needs ${missing[*]}"
     exit 77
+}
+
+node_packages() {
+    local dir=$1
+    (
+        flock -w 360 9 || { echo "node_packages: $dir stayed locked"; exit 1; }
+        if ! (cd "$dir" && node -e '
+            const deps = Object.keys(require("./package.json").dependencies || {});
+            for (const d of deps) require.resolve(d + "/package.json");') 2>/dev/null; then
+            (cd "$dir" && timeout 300 npm ci --no-audit --no-fund) || {
+                echo "npm ci failed in $dir"
+                exit 1
+            }
+        fi
+    ) 9>"$dir/.npm-ci.lock"
 }
 
 # poll SECS CMD..: CMD until it succeeds, every 50 ms, for at most SECS seconds (its status)

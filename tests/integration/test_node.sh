@@ -11,12 +11,7 @@ set -u
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
 need node npm redis-cli
-if [ ! -d "$NODE_DIR/node_modules/ioredis" ] || [ ! -d "$NODE_DIR/node_modules/redis" ]; then
-    (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || {
-        echo "npm ci failed in $NODE_DIR"
-        exit 1
-    }
-fi
+node_packages "$NODE_DIR" || exit 1
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

@@ -7,9 +7,7 @@ set -u
 
 NODE_DIR=$SLUICE_SOURCE_DIR/tests/node
 need node npm redis-server redis-cli
-if [ ! -d "$NODE_DIR/node_modules/ioredis" ]; then
-    (cd "$NODE_DIR" && timeout 300 npm ci --no-audit --no-fund) || exit 1
-fi
+node_packages "$NODE_DIR" || exit 1
 start_cluster 3 5000 --loadmodule "$SLUICE_BUILD_DIR/src/module/sluice.so" ||
     { cat "$TMP"/node*.log; exit 1; }
 SLUICE_CLUSTER_PORT=${CLUSTER_PORTS[0]} timeout 120 node "$NODE_DIR/cluster.js"

@@ -85,11 +85,11 @@ check cli-admin matches "$("$SLUICE" -p "$RESP_PORT" --user admin -a 'ad min' ru
 stop_bg s3 TERM
 
 # 4. admin open to everyone: refused beyond loopback (nothing is listened on), warned on loopback
-"$SLUICED" --bind 0.0.0.0 --port "$(free_port)" --http-port 0 --config-store "$TMP/store4.db" \
+"$SLUICED" --grpc-port 0 --bind 0.0.0.0 --port "$(free_port)" --http-port 0 --config-store "$TMP/store4.db" \
     --snapshot "" >"$TMP/open.out" 2>&1
 check open-refused test $? -eq 2
 check open-why grep -q "listening on 0.0.0.0, which is not loopback, with rule changes open to every client over RESP: set --admin-password" "$TMP/open.out"
-"$SLUICED" --bind 0.0.0.0 --port 0 --http-port "$(free_port)" --admin-password x \
+"$SLUICED" --grpc-port 0 --bind 0.0.0.0 --port 0 --http-port "$(free_port)" --admin-password x \
     --config-store "$TMP/store4.db" --snapshot "" >"$TMP/open2.out" 2>&1
 check open-http-refused test $? -eq 2
 check open-http-why grep -q "over HTTP: set --admin-token" "$TMP/open2.out"

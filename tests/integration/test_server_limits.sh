@@ -32,7 +32,7 @@ raw() {
 # a cap too small for any table is refused at start, with the reason (on a port held bound by
 # another process: were the cap accepted, sluiced would stop at the port instead of serving)
 hold_port closed closed || exit 1
-"$SLUICED" --port "$HELD_PORT" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" \
+"$SLUICED" --grpc-port 0 --port "$HELD_PORT" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" \
     --max-memory 1k >"$TMP/s0.out" 2>&1
 check small-cap-exit test $? -eq 1
 check small-cap-reason grep -q "max-memory must be 0 (no cap) or at least 64k" "$TMP/s0.out"
@@ -41,7 +41,7 @@ stop_bg closed
 # a port another program holds stops start-up with the reason (no silent SO_REUSEPORT sharing)
 hold_port holder silent || exit 1
 held=$HELD_PORT
-"$SLUICED" --port "$held" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" >"$TMP/held.out" 2>&1
+"$SLUICED" --grpc-port 0 --port "$held" --http-port 0 --config-store "$TMP/s0.db" --snapshot "" >"$TMP/held.out" 2>&1
 check port-in-use-exit test $? -eq 1
 check port-in-use-reason grep -q "cannot listen on 127.0.0.1 port $held: Address already in use" "$TMP/held.out"
 stop_bg holder

@@ -27,12 +27,12 @@ matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
 # process: were the file accepted, sluiced would stop at the port instead of serving)
 hold_port closed closed || exit 1
 printf 'rules:\n  - name: x\n    algorithm: gcra\n    limit: [1\n' >"$TMP/bad.yaml"
-"$SLUICED" --port "$HELD_PORT" --http-port 0 --rules "$TMP/bad.yaml" --config-store "$TMP/bad.db" \
+"$SLUICED" --grpc-port 0 --port "$HELD_PORT" --http-port 0 --rules "$TMP/bad.yaml" --config-store "$TMP/bad.db" \
     --snapshot "" >"$TMP/bad.out" 2>&1
 check bad-start-exit test $? -eq 1
 check bad-start-position grep -q "bad.yaml: line [0-9]*, column [0-9]*" "$TMP/bad.out"
 printf 'rules:\n  - name: x\n    algorithm: gcra\n    limit: 0\n    window: 1s\n' >"$TMP/bad2.yaml"
-"$SLUICED" --port "$HELD_PORT" --http-port 0 --rules "$TMP/bad2.yaml" --config-store "$TMP/bad.db" \
+"$SLUICED" --grpc-port 0 --port "$HELD_PORT" --http-port 0 --rules "$TMP/bad2.yaml" --config-store "$TMP/bad.db" \
     --snapshot "" >"$TMP/bad2.out" 2>&1
 check bad-limit-exit test $? -eq 1
 check bad-limit-field grep -q "limit" "$TMP/bad2.out"

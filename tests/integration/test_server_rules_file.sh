@@ -67,7 +67,7 @@ start_sluiced s3 --rules-replace "$TMP/rules.yaml" "${ARGS[@]}" || { cat "$TMP/s
 check replace-list matches "$(cli SL.RULE LIST)" '^login$'
 check replace-logged grep -q "removed 1 rules (and their overrides): only" "$TMP/s3.log"
 stop_bg s3 TERM
-"$SLUICED" --port 0 --http-port "$(free_port)" --rules "$TMP/rules.yaml" \
+"$SLUICED" --grpc-port 0 --port 0 --http-port "$(free_port)" --rules "$TMP/rules.yaml" \
     --rules-replace "$TMP/rules.yaml" "${ARGS[@]}" >"$TMP/both.out" 2>&1
 check both-refused test $? -eq 2
 check both-message grep -q "give one rules file, not both" "$TMP/both.out"

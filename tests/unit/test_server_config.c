@@ -93,6 +93,7 @@ static void test_defaults(void **unused)
     assert_string_equal(c.bind[0], "127.0.0.1");
     assert_int_equal(c.resp_port, 6390);
     assert_int_equal(c.http_port, 8390);
+    assert_int_equal(c.grpc_port, 8391);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     assert_int_equal(c.threads, cpus < 1 ? 1 : cpus > 256 ? 256 : cpus);
     assert_null(c.rules_path);
@@ -123,19 +124,21 @@ static void test_every_flag(void **unused)
 {
     (void)unused;
     server_config_t c;
-    PARSE_OK(&c, "--bind", "0.0.0.0", "--bind=::1", "--port", "7000", "--http-port=0", "--threads",
-             "3", "--rules", "r.yaml", "--config-store=postgres://db/sluice", "--snapshot", "",
-             "--snapshot-interval", "0", "--poll-interval=250", "--override-ttl", "1m",
-             "--max-clients", "50", "--max-key-length=64", "--max-request-size", "1m",
-             "--idle-timeout", "0", "--output-buffer-hard", "1m", "--output-buffer-soft=256k",
-             "--output-buffer-soft-time", "5s", "--max-input-buffers", "64m", "--max-memory=2g",
-             "--requirepass", "pw", "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8",
-             "--trusted-proxy=::1", "--log-level", "debug");
+    PARSE_OK(&c, "--bind", "0.0.0.0", "--bind=::1", "--port", "7000", "--http-port=0",
+             "--grpc-port=9001", "--threads", "3", "--rules", "r.yaml",
+             "--config-store=postgres://db/sluice", "--snapshot", "", "--snapshot-interval", "0",
+             "--poll-interval=250", "--override-ttl", "1m", "--max-clients", "50",
+             "--max-key-length=64", "--max-request-size", "1m", "--idle-timeout", "0",
+             "--output-buffer-hard", "1m", "--output-buffer-soft=256k", "--output-buffer-soft-time",
+             "5s", "--max-input-buffers", "64m", "--max-memory=2g", "--requirepass", "pw",
+             "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=::1",
+             "--log-level", "debug");
     assert_int_equal(c.nbind, 2);
     assert_string_equal(c.bind[0], "0.0.0.0");
     assert_string_equal(c.bind[1], "::1");
     assert_int_equal(c.resp_port, 7000);
     assert_int_equal(c.http_port, 0);
+    assert_int_equal(c.grpc_port, 9001);
     assert_int_equal(c.threads, 3);
     assert_string_equal(c.rules_path, "r.yaml");
     assert_string_equal(c.config_store, "postgres://db/sluice");
@@ -252,8 +255,8 @@ static void test_flag_errors(void **unused)
               "--trusted-proxy", "fd00::/129");
     PARSE_ERR("--trusted-proxy: '10.0.0.0/' is not an address or network (e.g. 10.0.0.0/8, ::1)",
               "--trusted-proxy", "10.0.0.0/");
-    PARSE_ERR("--port and --http-port are both 0: nothing to serve", "--port", "0", "--http-port",
-              "0");
+    PARSE_ERR("--port, --http-port and --grpc-port are all 0: nothing to serve", "--port", "0",
+              "--grpc-port", "0", "--http-port", "0");
     PARSE_ERR("output-buffer-soft (2097152 bytes) is above output-buffer-hard (1048576 bytes): the "
               "soft limit could never apply",
               "--output-buffer-hard", "1m", "--output-buffer-soft", "2m");
@@ -339,7 +342,8 @@ static void test_file(void **unused)
 static void test_precedence(void **unused)
 {
     (void)unused;
-    write_file("port: 7001\nhttp_port: 7002\nbind: [10.1.1.1, 10.1.1.2]\nrequirepass: filepw\n"
+    write_file("port: 7001\nhttp_port: 7002\ngrpc_port: 7003\nbind: [10.1.1.1, "
+               "10.1.1.2]\nrequirepass: filepw\n"
                "trusted_proxies: [10.0.0.0/8]\n");
     setenv("SLUICE_REQUIREPASS", "envpw", 1);
     setenv("SLUICE_ADMIN_TOKEN", "envtoken", 1);
@@ -349,6 +353,7 @@ static void test_precedence(void **unused)
     PARSE_OK(&c, "--port", "8000", "--config", file_path, "--bind", "::1");
     assert_int_equal(c.resp_port, 8000);
     assert_int_equal(c.http_port, 7002);
+    assert_int_equal(c.grpc_port, 7003);
     assert_int_equal(c.nbind, 1);
     assert_string_equal(c.bind[0], "::1");
     assert_int_equal(c.ntrusted, 1);

@@ -1,0 +1,316 @@
+/*
+ * rls.c - Envoy's rate limit service messages in sluice's terms (see rls.h). protoc-c's code
+ * does the protobuf; this file checks what it decoded (the wire format lets any field be
+ * missing) and converts between its units and sluice's.
+ */
+#include "proto/rls.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc/rls.pb-c.h"
+#include "proto/text.h"
+
+#define NS_PER_SEC INT64_C(1000000000)
+
+typedef Envoy__Service__Ratelimit__V3__RateLimitRequest pb_request_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor pb_descriptor_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse pb_response_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus pb_status_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit pb_limit_t;
+typedef Envoy__Service__Ratelimit__V3__Duration pb_duration_t;
+
+/* What rls_request_t.owned holds: the decoded message, then the arrays. */
+typedef struct owned {
+    pb_request_t *msg;
+    rls_descriptor_t *descs;
+    rls_entry_t *entries;
+} owned_t;
+
+int64_t rls_unit_ns(rls_unit_t unit)
+{
+    switch (unit) {
+    case RLS_UNIT_SECOND:
+        return NS_PER_SEC;
+    case RLS_UNIT_MINUTE:
+        return 60 * NS_PER_SEC;
+    case RLS_UNIT_HOUR:
+        return 3600 * NS_PER_SEC;
+    case RLS_UNIT_DAY:
+        return 86400 * NS_PER_SEC;
+    case RLS_UNIT_MONTH:
+        return 30 * 86400 * NS_PER_SEC;
+    case RLS_UNIT_YEAR:
+        return 365 * 86400 * NS_PER_SEC;
+    default:
+        return 0;
+    }
+}
+
+static void owned_free(owned_t *o)
+{
+    if (o == NULL) {
+        return;
+    }
+    if (o->msg != NULL) {
+        envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(o->msg, NULL);
+    }
+    free(o->descs);
+    free(o->entries);
+    free(o);
+}
+
+void rls_request_free(rls_request_t *r)
+{
+    owned_free(r->owned);
+    memset(r, 0, sizeof *r);
+}
+
+/* One descriptor's entries, checked, into ent[0..); returns GRPC_STATUS_OK or the error. */
+static grpc_status_t entries_take(const pb_descriptor_t *pd, size_t i, rls_entry_t *ent, char *err,
+                                  size_t cap)
+{
+    if (pd->n_entries == 0) {
+        return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                          "descriptors[%zu]: has no entries", i);
+    }
+    for (size_t k = 0; k < pd->n_entries; k++) {
+        const char *key = pd->entries[k]->key, *value = pd->entries[k]->value;
+        size_t key_len = strlen(key), value_len = strlen(value);
+        if (key_len == 0) {
+            return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                              "descriptors[%zu].entries[%zu]: key is empty", i, k);
+        }
+        if (!text_is_utf8(key, key_len) || !text_is_utf8(value, value_len)) {
+            return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                              "descriptors[%zu].entries[%zu]: %s is not UTF-8", i, k,
+                              text_is_utf8(key, key_len) ? "value" : "key");
+        }
+        ent[k] = (rls_entry_t){key, key_len, value, value_len};
+    }
+    return GRPC_STATUS_OK;
+}
+
+/* One descriptor, checked: its entries (from ent), cost and override. */
+static grpc_status_t descriptor_take(const pb_request_t *m, size_t i, rls_descriptor_t *d,
+                                     rls_entry_t *ent, char *err, size_t cap)
+{
+    const pb_descriptor_t *pd = m->descriptors[i];
+    grpc_status_t st = entries_take(pd, i, ent, err, cap);
+    if (st != GRPC_STATUS_OK) {
+        return st;
+    }
+    d->entries = ent;
+    d->n_entries = pd->n_entries;
+    d->cost = m->hits_addend > 0 ? m->hits_addend : 1;
+    if (pd->hits_addend != NULL) {
+        d->cost = pd->hits_addend->value;
+    }
+    if (d->cost > (uint64_t)INT64_MAX) {
+        return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                          "descriptors[%zu]: hits_addend %llu is out of range", i,
+                          (unsigned long long)d->cost);
+    }
+    if (pd->limit != NULL) {
+        int unit = (int)pd->limit->unit;
+        if (pd->limit->requests_per_unit == 0 || rls_unit_ns((rls_unit_t)unit) == 0) {
+            return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                              pd->limit->requests_per_unit == 0
+                                  ? "descriptors[%zu].limit: requests_per_unit is 0"
+                                  : "descriptors[%zu].limit: unit %d is not a time unit",
+                              i, unit);
+        }
+        d->has_override = true;
+        d->override_per_unit = pd->limit->requests_per_unit;
+        d->override_unit = (rls_unit_t)unit;
+    }
+    return GRPC_STATUS_OK;
+}
+
+static grpc_status_t request_check(owned_t *o, size_t descs_max, rls_request_t *out, char *err,
+                                   size_t cap)
+{
+    const pb_request_t *m = o->msg;
+    size_t domain_len = strlen(m->domain);
+    if (domain_len == 0 || !text_is_utf8(m->domain, domain_len)) {
+        return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                          domain_len == 0 ? "domain is empty" : "domain is not UTF-8");
+    }
+    if (m->n_descriptors == 0 || m->n_descriptors > descs_max) {
+        return text_error(
+            m->n_descriptors == 0 ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_RESOURCE_EXHAUSTED,
+            err, cap, "%zu descriptors: a request carries 1 to %zu", m->n_descriptors, descs_max);
+    }
+    size_t entries = 0;
+    for (size_t i = 0; i < m->n_descriptors; i++) {
+        entries += m->descriptors[i]->n_entries;
+    }
+    o->descs = calloc(m->n_descriptors, sizeof *o->descs);
+    o->entries = calloc(entries > 0 ? entries : 1, sizeof *o->entries);
+    if (o->descs == NULL || o->entries == NULL) {
+        return text_error(GRPC_STATUS_RESOURCE_EXHAUSTED, err, cap, "out of memory");
+    }
+    for (size_t i = 0, used = 0; i < m->n_descriptors; i++) {
+        grpc_status_t st = descriptor_take(m, i, &o->descs[i], o->entries + used, err, cap);
+        if (st != GRPC_STATUS_OK) {
+            return st;
+        }
+        used += m->descriptors[i]->n_entries;
+    }
+    *out = (rls_request_t){m->domain, domain_len, o->descs, m->n_descriptors, o};
+    return GRPC_STATUS_OK;
+}
+
+grpc_status_t rls_request_decode(const uint8_t *msg, size_t len, size_t descs_max,
+                                 rls_request_t *out, char *err, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    owned_t *o = calloc(1, sizeof *o);
+    if (o == NULL) {
+        return text_error(GRPC_STATUS_RESOURCE_EXHAUSTED, err, cap, "out of memory");
+    }
+    o->msg = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
+    if (o->msg == NULL) {
+        owned_free(o);
+        return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
+                          "malformed RateLimitRequest (not valid protobuf for its fields)");
+    }
+    grpc_status_t st = request_check(o, descs_max, out, err, cap);
+    if (st != GRPC_STATUS_OK) {
+        owned_free(o);
+        memset(out, 0, sizeof *out);
+    }
+    return st;
+}
+
+/* ---- rules and keys ------------------------------------------------------------------------ */
+
+bool rls_rule_name(const char *domain, size_t domain_len, const rls_descriptor_t *d, char *out,
+                   size_t cap)
+{
+    size_t n = domain_len;
+    for (size_t k = 0; k < d->n_entries; k++) {
+        n += 1 + d->entries[k].key_len;
+    }
+    if (n >= cap) {
+        return false;
+    }
+    memcpy(out, domain, domain_len);
+    size_t o = domain_len;
+    for (size_t k = 0; k < d->n_entries; k++) {
+        out[o++] = '.';
+        memcpy(out + o, d->entries[k].key, d->entries[k].key_len);
+        o += d->entries[k].key_len;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+void rls_key(const rls_descriptor_t *d, buf_t *out)
+{
+    for (size_t k = 0; k < d->n_entries; k++) {
+        if (k > 0) {
+            buf_add(out, "|", 1);
+        }
+        const char *v = d->entries[k].value;
+        size_t start = 0;
+        for (size_t i = 0; i < d->entries[k].value_len; i++) {
+            if (v[i] == '|' || v[i] == '\\') {
+                buf_add(out, v + start, i - start);
+                buf_add(out, "\\", 1);
+                start = i;
+            }
+        }
+        buf_add(out, v + start, d->entries[k].value_len - start);
+    }
+}
+
+bool rls_override_key(const char *domain, size_t domain_len, const rls_descriptor_t *d, buf_t *out)
+{
+    char name[RLS_NAME_MAX];
+    if (!rls_rule_name(domain, domain_len, d, name, sizeof name)) {
+        return false;
+    }
+    buf_add_str(out, name);
+    buf_add(out, ":", 1);
+    rls_key(d, out);
+    return true;
+}
+
+/* ---- the response -------------------------------------------------------------------------- */
+
+static uint32_t u32_cap(uint64_t v)
+{
+    return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* The unit a window is exactly one of, or RLS_UNIT_UNKNOWN. */
+static rls_unit_t unit_of(int64_t window_ns)
+{
+    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_YEAR; u++) {
+        if (rls_unit_ns((rls_unit_t)u) == window_ns) {
+            return (rls_unit_t)u;
+        }
+    }
+    return RLS_UNIT_UNKNOWN;
+}
+
+void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n,
+                         const rls_header_t *headers, size_t nh)
+{
+    enum { HEADERS_MAX = 4 };
+    if (n > RLS_STATUSES_MAX || nh > HEADERS_MAX) {
+        out->failed = true;
+        return;
+    }
+    pb_status_t sp[RLS_STATUSES_MAX], *spp[RLS_STATUSES_MAX];
+    pb_limit_t lim[RLS_STATUSES_MAX];
+    pb_duration_t dur[RLS_STATUSES_MAX];
+    pb_response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
+    resp.overall_code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)overall;
+    resp.n_statuses = n;
+    resp.statuses = spp;
+    Envoy__Service__Ratelimit__V3__HeaderValue hv[HEADERS_MAX], *hvp[HEADERS_MAX];
+    char *values[HEADERS_MAX] = {0};
+    for (size_t i = 0; i < nh; i++) {
+        envoy__service__ratelimit__v3__header_value__init(&hv[i]);
+        values[i] = strndup(headers[i].value, headers[i].value_len);
+        if (values[i] == NULL) {
+            out->failed = true;
+        }
+        hv[i].key = (char *)headers[i].name;
+        hv[i].value = values[i] != NULL ? values[i] : "";
+        hvp[i] = &hv[i];
+    }
+    resp.n_response_headers_to_add = nh;
+    resp.response_headers_to_add = hvp;
+    for (size_t i = 0; i < n; i++) {
+        envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&sp[i]);
+        spp[i] = &sp[i];
+        sp[i].code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)st[i].code;
+        if (!st[i].has_limit) {
+            continue;
+        }
+        envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
+        envoy__service__ratelimit__v3__duration__init(&dur[i]);
+        lim[i].name = (char *)st[i].name;
+        lim[i].requests_per_unit = u32_cap(st[i].limit);
+        lim[i].unit = (Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit__Unit)unit_of(
+            st[i].window_ns);
+        int64_t reset_ns = st[i].reset_ns > 0 ? st[i].reset_ns : 0;
+        dur[i].seconds = reset_ns / NS_PER_SEC;
+        dur[i].nanos = (int32_t)(reset_ns % NS_PER_SEC);
+        sp[i].current_limit = &lim[i];
+        sp[i].limit_remaining = u32_cap(st[i].remaining);
+        sp[i].duration_until_reset = &dur[i];
+    }
+    size_t len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
+    grpc_prefix(out, len);
+    if (buf_reserve(out, len)) {
+        out->len += envoy__service__ratelimit__v3__rate_limit_response__pack(
+            &resp, (uint8_t *)out->data + out->len);
+    }
+    for (size_t i = 0; i < nh; i++) {
+        free(values[i]);
+    }
+}

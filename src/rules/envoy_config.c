@@ -1,0 +1,325 @@
+/*
+ * envoy_config.c - envoyproxy/ratelimit's configuration read into a tree, and the lookup of a
+ * descriptor's limit in it (see envoy_config.h). The YAML is yamltree's; messages are written
+ * as the rules files' are (rd_fail: line, column, where, what).
+ */
+#include "rules/envoy_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "rules/ruledef_impl.h"
+#include "rules/yamltree.h"
+
+#define PATH_MAX_LEN 256 /* "descriptors[3].descriptors[12]...", cut when deeper */
+
+static const char *const root_fields[] = {"domain", "descriptors"};
+static const char *const node_fields[] = {"key",         "value",       "rate_limit",
+                                          "descriptors", "shadow_mode", "detailed_metric"};
+static const char *const limit_fields[] = {"unit", "requests_per_unit", "unlimited", "name",
+                                           "replaces"};
+static const char *const replaces_fields[] = {"name"};
+static const char *const unit_names[] = {"second", "minute", "hour", "day", "month", "year"};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Every key of map is one of names[0..n). */
+static int known_fields(const yt_node_t *map, const char *path, const char *const *names, size_t n,
+                        char *err)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        const yt_node_t *k = map->items[2 * i];
+        bool known = false;
+        for (size_t j = 0; j < n && !known && k->kind == YT_STRING; j++) {
+            known = strlen(names[j]) == k->len && memcmp(names[j], k->text, k->len) == 0;
+        }
+        if (!known) {
+            char shown[RD_SHOWN_BUF];
+            return rd_fail(err, k, path, NULL, "unknown field '%s'",
+                           k->text != NULL ? rd_shown(k->text, k->len, shown) : "?");
+        }
+    }
+    return 0;
+}
+
+static int need_map(const yt_node_t *v, const char *path, const char *field, char *err)
+{
+    if (v == NULL || v->kind != YT_MAP) {
+        return rd_fail(err, v, path, field, "must be a mapping, not %s",
+                       v != NULL ? yt_kind_name(v->kind) : "missing");
+    }
+    return 0;
+}
+
+/* A scalar's text, copied into *out; NULL when absent or null (an error when required). */
+static int text_of(const yt_node_t *map, const char *field, const char *path, bool required,
+                   char **out, char *err)
+{
+    const yt_node_t *v = yt_map_get(map, field);
+    *out = NULL;
+    if (v == NULL || v->kind == YT_NULL) {
+        return required ? rd_fail(err, v != NULL ? v : map, path, field, "is required") : 0;
+    }
+    if (v->kind == YT_SEQ || v->kind == YT_MAP || v->text == NULL) {
+        return rd_fail(err, v, path, field, "must be text, not %s", yt_kind_name(v->kind));
+    }
+    if (v->len == 0 || memchr(v->text, '\0', v->len) != NULL) {
+        return rd_fail(err, v, path, field, v->len == 0 ? "must not be empty" : "holds a NUL");
+    }
+    *out = strndup(v->text, v->len);
+    return *out != NULL ? 0 : rd_fail(err, v, path, field, "out of memory");
+}
+
+static int bool_of(const yt_node_t *map, const char *field, const char *path, bool *out, char *err)
+{
+    const yt_node_t *v = yt_map_get(map, field);
+    *out = false;
+    if (v == NULL || v->kind == YT_NULL) {
+        return 0;
+    }
+    if (v->kind != YT_BOOL) {
+        return rd_fail(err, v, path, field, "must be true or false, not %s", yt_kind_name(v->kind));
+    }
+    *out = v->boolean;
+    return 0;
+}
+
+static void limit_free(envoy_limit_t *l)
+{
+    free(l->name);
+    for (size_t i = 0; i < l->nreplaces; i++) {
+        free(l->replaces[i]);
+    }
+    free(l->replaces);
+    memset(l, 0, sizeof *l);
+}
+
+static int unit_parse(const yt_node_t *map, const char *path, envoy_limit_t *out, char *err)
+{
+    const yt_node_t *v = yt_map_get(map, "unit");
+    bool given = v != NULL && v->kind != YT_NULL;
+    if (out->unlimited) {
+        return given ? rd_fail(err, v, path, "unit", "must not be given with unlimited: true") : 0;
+    }
+    for (size_t u = 0; given && v->kind == YT_STRING && u < COUNT(unit_names); u++) {
+        if (strlen(unit_names[u]) == v->len && strncasecmp(unit_names[u], v->text, v->len) == 0) {
+            out->unit = (rls_unit_t)(RLS_UNIT_SECOND + (int)u);
+            return 0;
+        }
+    }
+    char shown[RD_SHOWN_BUF];
+    return rd_fail(
+        err, given ? v : map, path, "unit", "%s%s%s: one of second, minute, hour, day, month, year",
+        given ? "unknown unit '" : "is required",
+        given && v->text != NULL ? rd_shown(v->text, v->len, shown) : "", given ? "'" : "");
+}
+
+static int replaces_parse(const yt_node_t *seq, const char *path, envoy_limit_t *out, char *err)
+{
+    if (seq == NULL || seq->kind == YT_NULL) {
+        return 0;
+    }
+    if (seq->kind != YT_SEQ) {
+        return rd_fail(err, seq, path, "replaces", "must be a list of {name: ...}");
+    }
+    out->replaces = calloc(seq->n > 0 ? seq->n : 1, sizeof *out->replaces);
+    if (out->replaces == NULL) {
+        return rd_fail(err, seq, path, "replaces", "out of memory");
+    }
+    for (size_t i = 0; i < seq->n; i++) {
+        char where[PATH_MAX_LEN];
+        snprintf(where, sizeof where, "%.200s.replaces[%zu]", path, i);
+        const yt_node_t *m = seq->items[i];
+        if (need_map(m, where, NULL, err) != 0 ||
+            known_fields(m, where, replaces_fields, COUNT(replaces_fields), err) != 0 ||
+            text_of(m, "name", where, true, &out->replaces[i], err) != 0) {
+            return -1;
+        }
+        out->nreplaces++;
+        if (out->name != NULL && strcmp(out->replaces[i], out->name) == 0) {
+            return rd_fail(err, m, where, "name", "a limit cannot replace itself");
+        }
+    }
+    return 0;
+}
+
+static int limit_parse(const yt_node_t *map, const char *node_path, envoy_limit_t *out, char *err)
+{
+    char path[PATH_MAX_LEN];
+    snprintf(path, sizeof path, "%.200s.rate_limit", node_path);
+    memset(out, 0, sizeof *out);
+    if (need_map(map, path, NULL, err) != 0 ||
+        known_fields(map, path, limit_fields, COUNT(limit_fields), err) != 0 ||
+        bool_of(map, "unlimited", path, &out->unlimited, err) != 0 ||
+        unit_parse(map, path, out, err) != 0 ||
+        text_of(map, "name", path, false, &out->name, err) != 0 ||
+        replaces_parse(yt_map_get(map, "replaces"), path, out, err) != 0) {
+        return -1;
+    }
+    const yt_node_t *v = yt_map_get(map, "requests_per_unit");
+    if (v != NULL && v->kind != YT_NULL) {
+        if (v->kind != YT_INT || v->int_status != YT_INT_OK || v->integer < 0 ||
+            v->integer > (int64_t)UINT32_MAX) {
+            return rd_fail(err, v, path, "requests_per_unit", "must be an integer 0..%u",
+                           (unsigned)UINT32_MAX);
+        }
+        out->requests_per_unit = out->unlimited ? 0 : (uint32_t)v->integer;
+    }
+    return 0;
+}
+
+static void node_free(envoy_node_t *n)
+{
+    free(n->key);
+    free(n->value);
+    limit_free(&n->limit);
+    for (size_t i = 0; i < n->n; i++) {
+        node_free(&n->children[i]);
+    }
+    free(n->children);
+    memset(n, 0, sizeof *n);
+}
+
+static bool same_value(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static int descriptors_parse(const yt_node_t *seq, const char *path, envoy_node_t *parent,
+                             char *err);
+
+static int node_parse(const yt_node_t *map, const char *path, envoy_node_t *out, char *err)
+{
+    out->line = map != NULL ? map->line : 0;
+    out->column = map != NULL ? map->column : 0;
+    if (need_map(map, path, NULL, err) != 0 ||
+        known_fields(map, path, node_fields, COUNT(node_fields), err) != 0 ||
+        text_of(map, "key", path, true, &out->key, err) != 0 ||
+        text_of(map, "value", path, false, &out->value, err) != 0 ||
+        bool_of(map, "shadow_mode", path, &out->shadow_mode, err) != 0 ||
+        bool_of(map, "detailed_metric", path, &out->detailed_metric, err) != 0) {
+        return -1;
+    }
+    size_t vlen = out->value != NULL ? strlen(out->value) : 0;
+    out->prefix = vlen > 0 && out->value[vlen - 1] == '*';
+    const yt_node_t *rl = yt_map_get(map, "rate_limit");
+    if (rl != NULL && rl->kind != YT_NULL) {
+        out->has_limit = true;
+        if (limit_parse(rl, path, &out->limit, err) != 0) {
+            return -1;
+        }
+    }
+    return descriptors_parse(yt_map_get(map, "descriptors"), path, out, err);
+}
+
+static int descriptors_parse(const yt_node_t *seq, const char *path, envoy_node_t *parent,
+                             char *err)
+{
+    if (seq == NULL || seq->kind == YT_NULL) {
+        return 0;
+    }
+    if (seq->kind != YT_SEQ) {
+        return rd_fail(err, seq, path, "descriptors", "must be a list of descriptors, not %s",
+                       yt_kind_name(seq->kind));
+    }
+    parent->children = calloc(seq->n > 0 ? seq->n : 1, sizeof *parent->children);
+    if (parent->children == NULL) {
+        return rd_fail(err, seq, path, "descriptors", "out of memory");
+    }
+    for (size_t i = 0; i < seq->n; i++) {
+        char where[PATH_MAX_LEN];
+        snprintf(where, sizeof where, "%.200s%sdescriptors[%zu]", path, path[0] != '\0' ? "." : "",
+                 i);
+        envoy_node_t *n = &parent->children[parent->n++];
+        if (node_parse(seq->items[i], where, n, err) != 0) {
+            return -1;
+        }
+        for (size_t j = 0; j + 1 < parent->n; j++) {
+            const envoy_node_t *o = &parent->children[j];
+            if (strcmp(o->key, n->key) == 0 && same_value(o->value, n->value)) {
+                char shown[RD_SHOWN_BUF];
+                return rd_fail(err, seq->items[i], where, NULL,
+                               "the same key and value as descriptor %zu on this level ('%s')", j,
+                               rd_shown(n->key, strlen(n->key), shown));
+            }
+        }
+    }
+    return 0;
+}
+
+int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *err)
+{
+    memset(out, 0, sizeof *out);
+    yt_node_t *root = NULL;
+    if (yt_parse(text, len, &root, err, ENVOY_CONFIG_ERR_MAX) != 0) {
+        return -1;
+    }
+    int rc = -1;
+    if (root == NULL) {
+        rd_fail(err, NULL, NULL, NULL, "the file holds no configuration (domain: ...)");
+    } else if (need_map(root, "", NULL, err) == 0 &&
+               known_fields(root, "", root_fields, COUNT(root_fields), err) == 0 &&
+               text_of(root, "domain", "", true, &out->domain, err) == 0 &&
+               descriptors_parse(yt_map_get(root, "descriptors"), "", &out->root, err) == 0) {
+        rc = 0;
+    }
+    yt_free(root);
+    if (rc != 0) {
+        envoy_config_free(out);
+    }
+    return rc;
+}
+
+void envoy_config_free(envoy_config_t *c)
+{
+    free(c->domain);
+    node_free(&c->root);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- lookup -------------------------------------------------------------------------------- */
+
+static bool key_is(const envoy_node_t *n, const rls_entry_t *e)
+{
+    return strlen(n->key) == e->key_len && memcmp(n->key, e->key, e->key_len) == 0;
+}
+
+/* The child of parent an entry matches: its key and value, a prefix of the value, its key. */
+static const envoy_node_t *child_for(const envoy_node_t *parent, const rls_entry_t *e)
+{
+    const envoy_node_t *prefixed = NULL, *any = NULL;
+    for (size_t i = 0; i < parent->n; i++) {
+        const envoy_node_t *c = &parent->children[i];
+        if (!key_is(c, e)) {
+            continue;
+        }
+        if (c->value == NULL) {
+            any = c;
+            continue;
+        }
+        size_t vlen = strlen(c->value);
+        if (!c->prefix && vlen == e->value_len && memcmp(c->value, e->value, vlen) == 0) {
+            return c;
+        }
+        if (c->prefix && prefixed == NULL && e->value_len >= vlen - 1 &&
+            memcmp(c->value, e->value, vlen - 1) == 0) {
+            prefixed = c;
+        }
+    }
+    return prefixed != NULL ? prefixed : any;
+}
+
+const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_t *entries,
+                                       size_t n)
+{
+    const envoy_node_t *at = &c->root;
+    for (size_t i = 0; i < n; i++) {
+        at = child_for(at, &entries[i]);
+        if (at == NULL) {
+            return NULL;
+        }
+    }
+    return n > 0 && at->has_limit ? at : NULL;
+}

@@ -1,0 +1,81 @@
+/*
+ * envoy_config.h - envoyproxy/ratelimit's configuration (one YAML file per domain) read into a
+ * tree, and the lookup of the limit a descriptor gets from it, with envoyproxy/ratelimit's
+ * semantics. Pure: no store, no server; how the tree becomes sluice rules is its caller's.
+ *
+ *   domain: edge
+ *   descriptors:
+ *     - key: remote_address                 # any value, each value counted apart
+ *       rate_limit: {unit: second, requests_per_unit: 10}
+ *     - key: path
+ *       value: /login                       # this value only ("/log*": a prefix)
+ *       rate_limit: {unit: minute, requests_per_unit: 5, name: login, replaces: [{name: x}]}
+ *       shadow_mode: true                   # decided and counted, always allowed
+ *     - key: tenant
+ *       value: acme
+ *       descriptors:                        # nested: the next entry of the descriptor
+ *         - key: user
+ *           rate_limit: {unlimited: true}
+ *
+ * Lookup (envoy_config_match): the descriptor's entries are matched level by level, each
+ * against the children of the node the last one matched: a child with the entry's key and
+ * value first, then one whose value ends with '*' and is a prefix of the entry's value, then one
+ * with the key and no value. The descriptor gets the limit of the node its last entry matched,
+ * if that node has one; no match at some level, or a last node without a limit, is no limit.
+ */
+#ifndef SLUICE_RULES_ENVOY_CONFIG_H
+#define SLUICE_RULES_ENVOY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/rls.h"
+
+#define ENVOY_CONFIG_ERR_MAX 256 /* room for an error message (RULEDEF_ERR_MAX) */
+
+typedef struct envoy_limit {
+    uint32_t requests_per_unit; /* per unit; 0 with unlimited */
+    rls_unit_t unit;            /* SECOND..YEAR; UNKNOWN when unlimited */
+    bool unlimited;             /* never limited (and counted as such) */
+    char *name;                 /* the limit's name, NUL-terminated; NULL when none */
+    char **replaces;            /* names of limits this one replaces, nreplaces of them */
+    size_t nreplaces;
+} envoy_limit_t;
+
+typedef struct envoy_node envoy_node_t;
+struct envoy_node {
+    char *key;              /* NUL-terminated, not empty */
+    char *value;            /* NUL-terminated; NULL: any value (counted per value) */
+    bool prefix;            /* value ended with '*': matches values starting with the rest */
+    bool has_limit;         /* `rate_limit` given */
+    envoy_limit_t limit;    /* with has_limit */
+    bool shadow_mode;       /* decided and counted, always allowed */
+    bool detailed_metric;   /* metrics per value, not per node */
+    envoy_node_t *children; /* nested descriptors, n of them */
+    size_t n;
+    unsigned line, column; /* where the node is written, for messages */
+};
+
+typedef struct envoy_config {
+    char *domain;      /* NUL-terminated, not empty */
+    envoy_node_t root; /* its children are the top-level descriptors; no key, no limit */
+} envoy_config_t;
+
+/*
+ * Reads one configuration file's text (len bytes) into *out (zeroed first). Returns 0, or -1
+ * with "line L, column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and nothing held by
+ * *out: not YAML, an unknown field, a missing or empty domain or key, a rate_limit with an
+ * unknown unit, a unit beside unlimited, a requests_per_unit out of range, an empty or
+ * self-naming replaces entry, or two descriptors with the same key and value on one level.
+ */
+int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *err);
+
+/* Frees what envoy_config_parse() allocated; c is then empty. */
+void envoy_config_free(envoy_config_t *c);
+
+/* The node whose limit a descriptor of n entries gets (see above), or NULL for no limit. */
+const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_t *entries,
+                                       size_t n);
+
+#endif /* SLUICE_RULES_ENVOY_CONFIG_H */
