@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_server.h"
 #include "server/grpc_front.h"
-#include "server/rules_import.h"
 
 static const char rules_yaml[] = "rules:\n"
                                  "  - name: edge.remote_address\n"
@@ -36,40 +36,10 @@ static loop_t *loop;
 
 static void setup(void)
 {
-    char dir[] = "/tmp/sluice-fuzz.XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        abort();
-    }
-    static char store[64];
-    snprintf(store, sizeof store, "%s/store.db", dir);
     server_config_defaults(&cfg);
-    cfg.threads = 1;
-    free(cfg.config_store);
-    cfg.config_store = store;
     cfg.request_max = 4096;
     cfg.key_max = KEY_MAX;
-    engine_config_t ec = {.store_url = store,
-                          .workers = 1,
-                          .key_max = cfg.key_max,
-                          .override_ttl_ns = INT64_C(1000000000)};
-    char err[ENGINE_ERR_MAX];
-    if (engine_create(&ec, &srv.engine, err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        abort();
-    }
-    rules_import_opts_t opts = {.mode = CONFIG_IMPORT_REPLACE};
-    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1, &opts, NULL,
-                          err, sizeof err) != 0 ||
-        engine_reload(srv.engine, engine_store(srv.engine), true, err) < 0) {
-        fprintf(stderr, "%s\n", err);
-        abort();
-    }
-    loop = calloc(1, sizeof *loop);
-    srv.cfg = &cfg;
-    srv.nloops = 1;
-    srv.loops = loop;
-    loop->srv = &srv;
-    loop->worker = engine_worker(srv.engine, 0);
+    loop = fuzz_server_start(&srv, &cfg, rules_yaml, sizeof rules_yaml - 1);
 }
 
 /* Hands bytes to the connection as one read would. */

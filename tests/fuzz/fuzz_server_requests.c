@@ -14,8 +14,7 @@
 
 #include "server/http_front.h"
 #include "server/resp_front.h"
-#include "server/rules_import.h"
-#include "server/server.h"
+#include "fuzz_server.h"
 
 /* The engine lives across inputs, and the table keeps long keys' pointers unaligned inside its
  * entries, where LeakSanitizer cannot see them: every such key would be reported as leaked.
@@ -57,37 +56,8 @@ static resp_arg_t argv[RESP_ARGS_MAX];
 
 static void setup(void)
 {
-    char dir[] = "/tmp/sluice-fuzz.XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        abort();
-    }
-    static char store[64];
-    snprintf(store, sizeof store, "%s/store.db", dir);
     server_config_defaults(&cfg);
-    cfg.threads = 1;
-    cfg.config_store = store;
-    engine_config_t ec = {.store_url = store,
-                          .workers = 1,
-                          .key_max = cfg.key_max,
-                          .override_ttl_ns = INT64_C(1000000000)};
-    char err[ENGINE_ERR_MAX];
-    if (engine_create(&ec, &srv.engine, err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        abort();
-    }
-    rules_import_opts_t opts = {.mode = CONFIG_IMPORT_REPLACE};
-    if (rules_import_yaml(engine_store(srv.engine), rules_yaml, sizeof rules_yaml - 1, &opts, NULL,
-                          err, sizeof err) != 0 ||
-        engine_reload(srv.engine, engine_store(srv.engine), true, err) < 0) {
-        fprintf(stderr, "%s\n", err);
-        abort();
-    }
-    loop = calloc(1, sizeof *loop);
-    srv.cfg = &cfg;
-    srv.nloops = 1;
-    srv.loops = loop;
-    loop->srv = &srv;
-    loop->worker = engine_worker(srv.engine, 0);
+    loop = fuzz_server_start(&srv, &cfg, rules_yaml, sizeof rules_yaml - 1);
     conn.loop = loop;
     conn.authed = true;
     conn.admin = true;
