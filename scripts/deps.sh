@@ -16,10 +16,10 @@ fi
 if [ "$what" = test ]; then
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
   # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), caddy
-  # (forward_auth), curl, sqlite3, node + npm (ioredis); python3 (test drivers, the doc tests);
-  # wrk for the benchmarks
+  # (forward_auth), curl, sqlite3, node + npm (ioredis, @grpc/grpc-js); python3 (test drivers,
+  # the doc tests) with grpcio and grpc_tools (the gRPC port's real client); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
-    sqlite3 python3 wrk)
+    sqlite3 python3 python3-grpcio python3-grpc-tools wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
