@@ -39,6 +39,7 @@
 #include "proto/rls.h"
 #include "server/grpc_front.h"
 #include "server/log.h"
+#include "rules/descriptor.h"
 
 #define GRPC_STREAMS_MAX 100         /* concurrent streams a client may open (SETTINGS) */
 #define GRPC_HEADERS_MAX (16 * 1024) /* bytes of one stream's header names and values */
@@ -67,8 +68,11 @@ typedef struct gstream {
     int64_t start_ns;                /* the batch clock when the call was complete */
     rls_request_t req;               /* a ShouldRateLimit's request while it is decided */
     buf_t keys;                      /* its descriptors' keys, while they are decided */
-    int check_of[ENGINE_CHECKS_MAX]; /* descriptor -> its check, -1 when no rule applies */
+    int check_of[ENGINE_CHECKS_MAX]; /* descriptor -> its check, or CHECK_NONE, CHECK_UNLIMITED */
 } gstream_t;
+
+#define CHECK_NONE      (-1) /* no limit applies to the descriptor */
+#define CHECK_UNLIMITED (-2) /* its limit is `unlimited` */
 
 /* A gRPC connection's state (conn_state()). */
 struct grpc_conn {
@@ -242,8 +246,9 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
     bool over = refused < n;
     for (size_t i = 0; i < s->req.n; i++) {
         int j = s->check_of[i];
-        if (j < 0) {
-            st[i] = (rls_status_t){.code = RLS_CODE_OK};
+        if (j < 0) { /* as envoyproxy/ratelimit: an unlimited descriptor has all it could want */
+            st[i] = (rls_status_t){.code = RLS_CODE_OK,
+                                   .remaining = j == CHECK_UNLIMITED ? UINT32_MAX : 0};
             continue;
         }
         const engine_decision_t *e = &d[j];
@@ -253,9 +258,11 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
         }
         bool refused_it = (size_t)j == refused || e->never || !e->d.allowed;
         over = over || refused_it;
+        const rule_descriptor_t *desc = e->rule->def.desc;
         st[i] = (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
                                .has_limit = true,
-                               .name = e->rule->def.name,
+                               .name = desc != NULL && desc->limit_name != NULL ? desc->limit_name
+                                                                                : e->rule->def.name,
                                .limit = (uint64_t)e->d.limit,
                                .window_ns = e->window_ns,
                                .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
@@ -310,9 +317,9 @@ static void rls_refused(gstream_t *s, int rc, size_t bad, size_t key_max)
  * A descriptor that asks for its own limit (its `limit` field) is decided by the inline
  * fixed-window rule of that limit per unit, shared by every descriptor asking the same, on a
  * key naming the descriptor (rls_override_key), as envoyproxy/ratelimit puts an override in
- * place of whatever its configuration says. It does so only in a domain it has a configuration
- * for; sluice has no domains of its own yet, so here it applies in any. NULL with err when the
- * rule cannot be had (this connection made too many, or the server holds the most it may).
+ * place of whatever its configuration says (its caller applies it only in a domain some rule
+ * stands for, as envoyproxy/ratelimit does). NULL with err when the rule cannot be had (this
+ * connection made too many, or the server holds the most it may).
  */
 static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_t *keys, char *err,
                                    size_t cap)
@@ -339,31 +346,37 @@ static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_
     return rule;
 }
 
-/* The rule a descriptor is decided by, its key appended to keys; NULL when none applies (and
- * err empty), or with err when its override cannot be applied. */
-static rule_state_t *descriptor_rule(gstream_t *s, const rls_descriptor_t *d, buf_t *keys,
-                                     char *err, size_t cap)
+/* The rule in force for each descriptor (descriptors.h), NULL for none; an override in a known
+ * domain is the caller's. Then, as envoyproxy/ratelimit does, a limit named in the `replaces`
+ * of another descriptor's limit (unlimited ones too) no longer applies. */
+static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
 {
-    err[0] = '\0';
-    if (d->has_override) {
-        return override_rule(s, d, keys, err, cap);
+    engine_worker_t *w = s->gc->conn->loop->worker;
+    for (size_t i = 0; i < s->req.n; i++) {
+        const rls_descriptor_t *d = &s->req.descs[i];
+        rules[i] =
+            engine_descriptor(w, s->req.domain, s->req.domain_len, d->entries, d->n_entries, known);
     }
-    char name[RLS_NAME_MAX];
-    rule_state_t *rule = NULL;
-    if (rls_rule_name(s->req.domain, s->req.domain_len, d, name, sizeof name)) {
-        rule = engine_find(s->gc->conn->loop->worker, name, strlen(name));
+    for (size_t i = 0; i < s->req.n; i++) {
+        const rule_descriptor_t *mine = rules[i] != NULL ? rules[i]->def.desc : NULL;
+        for (size_t j = 0; mine != NULL && mine->limit_name != NULL && j < s->req.n; j++) {
+            const rule_descriptor_t *other = rules[j] != NULL ? rules[j]->def.desc : NULL;
+            for (size_t k = 0; other != NULL && k < other->nreplaces; k++) {
+                if (strcmp(other->replaces[k], mine->limit_name) == 0) {
+                    rules[i] = NULL; /* replaced */
+                    mine = NULL;
+                    break;
+                }
+            }
+        }
     }
-    if (rule != NULL) {
-        rls_key(d, keys);
-    }
-    return rule;
 }
 
 /*
- * A ShouldRateLimit call: each descriptor names a rule (rls_rule_name: the domain and the
- * entries' keys) and a key (its values), or asks for a limit of its own; descriptors whose rule
- * does not exist have no limit (OK, as envoyproxy/ratelimit answers an unknown descriptor).
- * The rest are decided together.
+ * A ShouldRateLimit call: each descriptor is decided by the rule in force for it (descriptor_rules)
+ * on a key of its values, or, in a domain some rule stands for, by the limit it asks for;
+ * descriptors with no rule have no limit (OK, as envoyproxy/ratelimit answers an unknown
+ * descriptor), nor do unlimited ones. The rest are decided together.
  */
 static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
 {
@@ -376,19 +389,30 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     engine_check_t checks[ENGINE_CHECKS_MAX];
+    rule_state_t *found[ENGINE_CHECKS_MAX];
+    bool known = false;
+    descriptor_rules(s, found, &known);
     size_t key_off[ENGINE_CHECKS_MAX], n = 0;
     buf_t *keys = &s->keys;
     for (size_t i = 0; i < s->req.n; i++) {
         const rls_descriptor_t *d = &s->req.descs[i];
         char why[GRPC_ERR_MAX];
         key_off[n] = keys->len;
-        rule_state_t *rule = descriptor_rule(s, d, keys, why, sizeof why);
-        if (why[0] != '\0') {
-            snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
-            answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
-            return;
+        rule_state_t *rule = found[i];
+        if (d->has_override && known) {
+            rule = override_rule(s, d, keys, why, sizeof why);
+            if (rule == NULL) {
+                snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
+                answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
+                return;
+            }
+        } else if (rule != NULL && rule->def.unlimited) {
+            s->check_of[i] = CHECK_UNLIMITED;
+            continue;
+        } else if (rule != NULL) {
+            rls_key(d, keys);
         }
-        s->check_of[i] = rule != NULL ? (int)n : -1;
+        s->check_of[i] = rule != NULL ? (int)n : CHECK_NONE;
         if (rule != NULL) {
             checks[n] = (engine_check_t){
                 .rule = rule, .key_len = keys->len - key_off[n], .cost = (int64_t)d->cost};
