@@ -288,8 +288,9 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&sp[i]);
         spp[i] = &sp[i];
         sp[i].code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)st[i].code;
+        sp[i].limit_remaining = u32_cap(st[i].remaining);
         if (!st[i].has_limit) {
-            continue;
+            continue; /* remaining alone: an unlimited descriptor's is the most there is */
         }
         envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
         envoy__service__ratelimit__v3__duration__init(&dur[i]);
@@ -301,7 +302,6 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         dur[i].seconds = reset_ns / NS_PER_SEC;
         dur[i].nanos = (int32_t)(reset_ns % NS_PER_SEC);
         sp[i].current_limit = &lim[i];
-        sp[i].limit_remaining = u32_cap(st[i].remaining);
         sp[i].duration_until_reset = &dur[i];
     }
     size_t len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);

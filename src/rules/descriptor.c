@@ -88,8 +88,8 @@ typedef int (*item_fn)(void *arg, const char *s, size_t len, size_t index, char 
 static int split(const char *text, size_t len, const char *what, item_fn fn, void *arg, char *err,
                  size_t cap)
 {
-    if (len > DESC_TEXT_MAX) {
-        snprintf(err, cap, "longer than %d bytes", DESC_TEXT_MAX);
+    if (len > DESC_WRITTEN_MAX) {
+        snprintf(err, cap, "longer than %d bytes", DESC_WRITTEN_MAX);
         return -1;
     }
     size_t index = 0;
@@ -178,11 +178,19 @@ int desc_parse_entries(rule_descriptor_t *d, const char *text, size_t len, char 
         snprintf(err, cap, "out of memory");
         return -1;
     }
-    if (split(text, len, "entry", entry_item, d, err, cap) != 0) {
-        entries_free(d);
-        return -1;
+    size_t bytes = 0;
+    int rc = split(text, len, "entry", entry_item, d, err, cap);
+    for (size_t i = 0; rc == 0 && i < d->n; i++) {
+        bytes += strlen(d->entries[i].key) + d->entries[i].value_len;
     }
-    return 0;
+    if (rc == 0 && bytes > DESC_TEXT_MAX) {
+        snprintf(err, cap, "its keys and values hold more than %d bytes", DESC_TEXT_MAX);
+        rc = -1;
+    }
+    if (rc != 0) {
+        entries_free(d);
+    }
+    return rc;
 }
 
 static void replaces_free(rule_descriptor_t *d)
@@ -218,11 +226,19 @@ static int name_item(void *arg, const char *s, size_t len, size_t index, char *e
 int desc_parse_replaces(rule_descriptor_t *d, const char *text, size_t len, char *err, size_t cap)
 {
     replaces_free(d);
-    if (split(text, len, "name", name_item, d, err, cap) != 0) {
-        replaces_free(d);
-        return -1;
+    size_t bytes = 0;
+    int rc = split(text, len, "name", name_item, d, err, cap);
+    for (size_t i = 0; rc == 0 && i < d->nreplaces; i++) {
+        bytes += strlen(d->replaces[i]);
     }
-    return 0;
+    if (rc == 0 && bytes > DESC_TEXT_MAX) {
+        snprintf(err, cap, "its names hold more than %d bytes", DESC_TEXT_MAX);
+        rc = -1;
+    }
+    if (rc != 0) {
+        replaces_free(d);
+    }
+    return rc;
 }
 
 /* A domain or limit name: 1..DESC_NAME_MAX bytes of UTF-8 without NUL, copied into *out. */

@@ -21,9 +21,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define DESC_TEXT_MAX    2048 /* longest entries or replaces text, bytes */
-#define DESC_ENTRIES_MAX 32   /* most entries in one descriptor */
-#define DESC_NAME_MAX    255  /* longest domain or limit name, bytes */
+#define DESC_TEXT_MAX    2048 /* most bytes of keys and values, or of names, in one field */
+#define DESC_WRITTEN_MAX (4 * DESC_TEXT_MAX) /* longest field as written (escapes included) */
+#define DESC_ENTRIES_MAX 32                  /* most entries in one descriptor */
+#define DESC_NAME_MAX    255                 /* longest domain or limit name, bytes */
 
 typedef struct desc_entry {
     char *key;        /* NUL-terminated, not empty */
@@ -43,7 +44,8 @@ typedef struct rule_descriptor {
 
 /* Parses entries text (len bytes) into d->entries, replacing any there. Returns 0, or -1 with
  * err: an empty entry or key, a value of '=' alone, a bad %XX, text that is not UTF-8, more
- * than DESC_ENTRIES_MAX entries, more than DESC_TEXT_MAX bytes. */
+ * than DESC_ENTRIES_MAX entries, more than DESC_TEXT_MAX bytes of keys and values, or more
+ * than DESC_WRITTEN_MAX bytes of text. */
 int desc_parse_entries(rule_descriptor_t *d, const char *text, size_t len, char *err, size_t cap);
 
 /* Parses a list of names ("a, b") into d->replaces, replacing any there; errors as above. */

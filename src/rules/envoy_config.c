@@ -478,6 +478,26 @@ static rule_descriptor_t *descriptor_of(const to_rules_t *t, const envoy_limit_t
     return d;
 }
 
+/* A rule is made to be stored: what the config store would refuse (a domain, a name or the
+ * entries longer than a rule's fields hold) is refused here, where the file can say where. */
+static int storable(const ruledef_t *def, const yt_node_t *at, const char *where, char *err)
+{
+    char *json = ruledef_to_json(def);
+    ruledef_t back;
+    char why[RULEDEF_ERR_MAX];
+    if (json == NULL) {
+        return rd_fail(err, at, where, NULL, "out of memory");
+    }
+    int rc = ruledef_parse_json(json, strlen(json), NULL, &back, why);
+    free(json);
+    if (rc != 0) {
+        const char *bare = strstr(why, ": ") ? strstr(why, ": ") + 2 : why; /* no JSON position */
+        return rd_fail(err, at, where, NULL, "cannot be a sluice rule: %s", bare);
+    }
+    ruledef_free(&back);
+    return 0;
+}
+
 /* The rule for the node at the end of t->path, appended to t->out: its rate_limit's, or, for a
  * node with no limit at or under it, an unlimited one (see stops_lookup()). */
 static int rule_of(to_rules_t *t, const envoy_node_t *n, const char *where)
@@ -513,7 +533,7 @@ static int rule_of(to_rules_t *t, const envoy_node_t *n, const char *where)
         return rd_fail(t->err, &at, where, NULL, "out of memory");
     }
     t->out->n++;
-    return 0;
+    return storable(def, &at, where, t->err);
 }
 
 static size_t limits_under(const envoy_node_t *parent)
@@ -570,6 +590,11 @@ static int rules_under(to_rules_t *t, const envoy_node_t *parent, const char *pa
 int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err)
 {
     *out = (ruledef_list_t){0};
+    if (c->root.n == 0) { /* what a file cut short looks like; as an empty sluice rules file */
+        return rd_fail(err, NULL, NULL, "descriptors",
+                       "there are none: a configuration names at least one descriptor (to "
+                       "remove a domain's rules, stop giving its file)");
+    }
     size_t n = rules_needed(&c->root);
     to_rules_t t = {.c = c, .out = out, .cap = n < RULES_MAX ? n : RULES_MAX, .err = err};
     out->rules = calloc(t.cap > 0 ? t.cap : 1, sizeof *out->rules);

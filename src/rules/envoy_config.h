@@ -96,15 +96,17 @@ const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_
 /*
  * The sluice rules a configuration stands for: one per descriptor with a rate_limit, in the
  * order written, and an unlimited one for each descriptor with no limit at or under it (which
- * still ends a lookup that reaches it with no limit, where a sibling would have given one). Each carries its domain and the entries from the top level down to it
- * (rule_descriptor_t), its limit's name and replaces; `unlimited: true` is an unlimited rule;
- * otherwise requests_per_unit per unit with the limit's algorithm (fixed_window unless it says)
- * and shadow_mode as shadow. Names are the domain and the entries ("edge.remote_address",
- * "edge.path:_login": a value after ':', characters other than A-Z a-z 0-9 _ - as '_'); a name
- * longer than 64 characters or already taken ends in '-' and 8 hex digits of a hash of the
- * domain and entries instead. Returns 0, or -1 with "line L, column C: where: what" in err
- * (ENVOY_CONFIG_ERR_MAX bytes) and out empty: a limit of 0 requests_per_unit, a limit the
- * algorithm cannot take, descriptors nested deeper than DESC_ENTRIES_MAX, more than RULES_MAX.
+ * still ends a lookup that reaches it with no limit, where a sibling would have given one). Each
+ * carries its domain and the entries from the top level down to it (rule_descriptor_t), its limit's
+ * name and replaces; `unlimited: true` is an unlimited rule; otherwise requests_per_unit per unit
+ * with the limit's algorithm (fixed_window unless it says) and shadow_mode as shadow. Names are the
+ * domain and the entries ("edge.remote_address", "edge.path:_login": a value after ':', characters
+ * other than A-Z a-z 0-9 _ - as '_'); a name longer than 64 characters or already taken ends in '-'
+ * and 8 hex digits of a hash of the domain and entries instead. Returns 0, or -1 with "line L,
+ * column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and out empty: no descriptors at
+ * all (as an empty sluice rules file: what a file cut short looks like), a limit of 0
+ * requests_per_unit, a limit the algorithm cannot take, descriptors nested deeper than
+ * DESC_ENTRIES_MAX, more than RULES_MAX.
  */
 int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err);
 

@@ -72,7 +72,7 @@ typedef struct ruleset {
     int64_t version;     /* the config store's version it was built from */
     uint64_t generation; /* unique per published set (a forced reload keeps the version) */
     size_t n;
-    rule_state_t **rules; /* sorted by name */
+    rule_state_t **rules;            /* sorted by name */
     struct descriptors *descriptors; /* what Envoy's descriptors are decided by (descriptors.h) */
     struct ruleset *retired_next;
 } ruleset_t;

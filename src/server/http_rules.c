@@ -110,8 +110,8 @@ static char *import_json(const config_import_diff_t *d)
             json_array_append_new(names[k], json_string(lists[k][i]));
         }
     }
-    json_t *o = json_pack("{s:o*,s:o*,s:o*,s:I}", "added", names[0], "changed", names[1],
-                          "removed", names[2], "kept", (json_int_t)d->kept);
+    json_t *o = json_pack("{s:o*,s:o*,s:o*,s:I}", "added", names[0], "changed", names[1], "removed",
+                          names[2], "kept", (json_int_t)d->kept);
     char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;

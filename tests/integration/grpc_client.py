@@ -435,6 +435,118 @@ def case_abandoned_charged():
            "two abandoned calls charged, this one the third: %s" % r)
 
 
+
+# ---- envoyproxy/ratelimit configurations (test_grpc_envoy.sh's edge.yaml and api.yaml) --------
+
+def status_of(domain, *pairs, hits=None):
+    r = ask(domain, desc(*pairs, hits=hits))
+    return r.overall_code, r.statuses[0]
+
+
+def no_limit(s):
+    return s.code == Code.OK and not s.HasField("current_limit")
+
+
+def case_envoy_nested():
+    # tenant=acme, then any user: 2 an hour per (tenant, user); no limit for other tenants or
+    # for the tenant alone (its node has no limit of its own)
+    for want in (1, 0):
+        code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
+        expect(code == Code.OK and s.limit_remaining == want, "bob: %s" % s)
+        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
+               "the nested limit: %s" % s)
+    code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
+    expect(code == Code.OVER_LIMIT, "bob's third: %s" % s)
+    code, s = status_of("edge", ("tenant", "acme"), ("user", "eve"))
+    expect(code == Code.OK and s.limit_remaining == 1, "eve counts apart: %s" % s)
+    for pairs in ((("tenant", "other"), ("user", "bob")), (("tenant", "acme"),)):
+        code, s = status_of("edge", *pairs)
+        expect(code == Code.OK and no_limit(s), "%s: no limit: %s" % (pairs, s))
+
+
+def case_envoy_values():
+    # a value before a prefix before any value; a value with nothing configured ends the lookup
+    code, s = status_of("edge", ("path", "/login"))
+    expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.MINUTE and
+           s.current_limit.name == "login" and s.limit_remaining == 1, "/login: %s" % s)
+    code, s = status_of("edge", ("path", "/api/v1"))
+    expect(s.current_limit.requests_per_unit == 4 and s.current_limit.unit == Unit.HOUR and
+           s.limit_remaining == 3, "/api/v1: %s" % s)
+    code, s = status_of("edge", ("path", "/other"), hits=3)
+    expect(s.current_limit.requests_per_unit == 5 and s.limit_remaining == 2,
+           "/other with hits 3: %s" % s)
+    for _ in range(8):
+        code, s = status_of("edge", ("path", "/health"))
+        expect(code == Code.OK and not s.HasField("current_limit"), "/health: %s" % s)
+
+
+def case_envoy_unlimited():
+    for _ in range(5):
+        code, s = status_of("edge", ("tenant", "acme"), ("user", "admin"))
+        expect(code == Code.OK and s.limit_remaining == 4294967295 and
+               not s.HasField("current_limit"), "admin: %s" % s)
+
+
+def case_envoy_replaces():
+    # free_plan allows 1 an hour; a request that also carries promo (which replaces free_plan)
+    # is not limited by free_plan, and is not charged to it
+    r = ask("edge", desc(("plan", "free")))
+    expect(r.overall_code == Code.OK, "the plan's first: %s" % r)
+    for _ in range(3):
+        r = ask("edge", desc(("plan", "free")), desc(("promo", "spring")))
+        expect(r.overall_code == Code.OK and no_limit(r.statuses[0]) and
+               r.statuses[1].current_limit.requests_per_unit == 100, "replaced: %s" % r)
+    r = ask("edge", desc(("plan", "free")))
+    expect(r.overall_code == Code.OVER_LIMIT, "the plan alone is over: %s" % r)
+
+
+def case_envoy_shadow():
+    for _ in range(3):
+        code, s = status_of("edge", ("dry", "k"))
+        expect(code == Code.OK, "shadow: %s" % s)
+
+
+def case_envoy_second_file():
+    for want in (1, 0):
+        code, s = status_of("api", ("client_id", "c1"))
+        expect(code == Code.OK and s.limit_remaining == want, "api: %s" % s)
+    code, s = status_of("api", ("client_id", "c1"))
+    expect(code == Code.OVER_LIMIT, "api's third: %s" % s)
+
+
+def limit_of(domain, *pairs):
+    """The requests_per_unit a descriptor is given now (0: none); it charges one unit, so callers
+    use a key no one else does."""
+    code, s = status_of(domain, *pairs)
+    return s.current_limit.requests_per_unit if s.HasField("current_limit") else 0
+
+
+def case_envoy_limit_3():
+    expect(limit_of("edge", ("remote_address", "probe3")) == 3, "remote_address: 3 a minute")
+
+
+def case_envoy_limit_10():
+    expect(limit_of("edge", ("remote_address", "probe10")) == 10, "remote_address: 10 a minute")
+
+
+def case_envoy_api_rule():
+    # a rule made over RESP with a descriptor: country=xx, 1 an hour
+    code, s = status_of("edge", ("country", "xx"))
+    expect(code == Code.OK and s.current_limit.requests_per_unit == 1, "country: %s" % s)
+    code, s = status_of("edge", ("country", "xx"))
+    expect(code == Code.OVER_LIMIT, "country's second: %s" % s)
+
+
+def case_envoy_imported():
+    # domains imported over RESP, HTTP and the CLI: one a minute each
+    for domain in ("viaresp", "viahttp", "viacli"):
+        code, s = status_of(domain, ("k", "v"))
+        expect(code == Code.OK and s.current_limit.requests_per_unit == 1, "%s: %s" % (domain, s))
+        code, s = status_of(domain, ("k", "v"))
+        expect(code == Code.OVER_LIMIT, "%s's second: %s" % (domain, s))
+
+
+
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
     "all_or_nothing": case_all_or_nothing, "hits": case_hits, "key_override": case_key_override, "headers": case_headers,
@@ -443,6 +555,11 @@ CASES = {
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "full": case_full, "abandoned_charged": case_abandoned_charged,
+    "envoy_nested": case_envoy_nested, "envoy_values": case_envoy_values,
+    "envoy_unlimited": case_envoy_unlimited, "envoy_replaces": case_envoy_replaces,
+    "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,
+    "envoy_limit_3": case_envoy_limit_3, "envoy_limit_10": case_envoy_limit_10,
+    "envoy_api_rule": case_envoy_api_rule, "envoy_imported": case_envoy_imported,
 }
 
 

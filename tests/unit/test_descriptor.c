@@ -94,11 +94,30 @@ static void test_entries_errors(void **unused)
     rule_descriptor_t d = {0};
     assert_int_equal(desc_parse_entries(&d, many, strlen(many), err, sizeof err), -1);
     assert_string_equal(err, "more than 32 entries");
-    char longer[DESC_TEXT_MAX + 2];
-    memset(longer, 'k', sizeof longer - 1);
-    longer[sizeof longer - 1] = '\0';
+    char longer[DESC_WRITTEN_MAX + 2];
+    memset(longer, 'k', DESC_TEXT_MAX + 1); /* one key a byte too long */
+    longer[DESC_TEXT_MAX + 1] = '\0';
     assert_int_equal(desc_parse_entries(&d, longer, strlen(longer), err, sizeof err), -1);
-    assert_string_equal(err, "longer than 2048 bytes");
+    assert_string_equal(err, "its keys and values hold more than 2048 bytes");
+    longer[DESC_TEXT_MAX] = '\0'; /* escaped, as a writer would: 3 bytes each */
+    char escaped[3 * DESC_TEXT_MAX + 1] = "";
+    for (size_t i = 0; i < DESC_TEXT_MAX / 2; i++) {
+        strcat(escaped, "%2C");
+    }
+    assert_int_equal(desc_parse_entries(&d, escaped, strlen(escaped), err, sizeof err), 0);
+    char *text = desc_entries_text(&d);
+    assert_string_equal(text, escaped); /* what was read can always be written and read back */
+    free(text);
+    for (size_t i = 0; i < d.n; i++) {
+        free(d.entries[i].key);
+        free(d.entries[i].value);
+    }
+    free(d.entries);
+    d = (rule_descriptor_t){0};
+    memset(longer, 'k', DESC_WRITTEN_MAX + 1);
+    longer[DESC_WRITTEN_MAX + 1] = '\0';
+    assert_int_equal(desc_parse_entries(&d, longer, strlen(longer), err, sizeof err), -1);
+    assert_string_equal(err, "longer than 8192 bytes");
 }
 
 /* A random key or value: 1..12 characters drawn mostly from those the text format escapes. */

@@ -290,6 +290,14 @@ static void test_rules_errors(void **unused)
                        "requests_per_unit: 2000000, algorithm: sliding_log}\n",
                        "line 3, column 5: descriptors[0].rate_limit: sliding_log: limit must be a "
                        "positive integer (at most 1048576 for sliding_log)");
+    expect_rules_error("domain: d\n", "descriptors: there are none: a configuration names at "
+                                      "least one descriptor (to remove a domain's rules, stop "
+                                      "giving its file)");
+    char longdomain[600] = "domain: ";
+    memset(longdomain + 8, 'd', 256);
+    strcpy(longdomain + 8 + 256, "\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n");
+    expect_rules_error(longdomain, "line 3, column 5: descriptors[0]: cannot be a sluice rule: "
+                                   "domain: must be 1..255 bytes of UTF-8 text without NUL");
     char deep[4096] = "domain: d\ndescriptors:\n";
     for (int i = 0; i <= DESC_ENTRIES_MAX; i++) {
         snprintf(deep + strlen(deep), sizeof deep - strlen(deep),
