@@ -98,6 +98,13 @@ static void conn_input_release(conn_t *c)
     c->in_borrowed = false;
 }
 
+/* A closing connection goes once its replies are out: none waits in a slot, and the protocol
+ * has none still being decided. */
+static bool all_answered(const conn_t *c)
+{
+    return c->slots == NULL && (c->proto->pending == NULL || !c->proto->pending(c));
+}
+
 /* After a read's requests were answered: a drained buffer is given up; one holding a partial
  * request (or requests waiting for a write) is kept, and counted if it was lent. */
 static void conn_input_settle(conn_t *c)
@@ -313,7 +320,7 @@ static void on_written(uv_write_t *req, int status)
         return;
     }
     if (c->closing) {
-        if (c->slots == NULL) {
+        if (all_answered(c)) {
             conn_close_lingering(c);
         }
         return;
@@ -335,7 +342,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (c->out.len == 0) {
-        if (c->closing && c->slots == NULL) {
+        if (c->closing && all_answered(c)) {
             conn_close_lingering(c);
         }
         return;
@@ -347,7 +354,7 @@ void conn_flush(conn_t *c)
         if (c->out.cap > OUT_SHRINK_SIZE) {
             buf_free(&c->out);
         }
-        if (c->closing && c->slots == NULL) {
+        if (c->closing && all_answered(c)) {
             conn_close_lingering(c);
         }
         return;

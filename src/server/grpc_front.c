@@ -55,6 +55,7 @@ typedef struct grpc_conn grpc_conn_t;
 typedef struct gstream {
     struct gstream *prev, *next; /* the connection's streams */
     grpc_conn_t *gc;             /* NULL once the stream or the connection is gone */
+    pool_t *pool;                /* its loop's, which it came from */
     int32_t id;
     bool post;     /* :method POST */
     bool grpc_ct;  /* content-type application/grpc[+proto|;...] */
@@ -79,6 +80,9 @@ struct grpc_conn {
     conn_t *conn;
     nghttp2_session *session; /* NULL when it could not be created: the connection closes */
     gstream_t *streams;
+    gstream_t *last;   /* the stream a frame was last received for: the next frame's, most
+                          often (a stream's HEADERS, then its DATA), found without a lookup */
+    size_t pending;    /* its streams whose decisions are on their way */
     uint64_t answered; /* calls answered during the current batch */
     size_t body_bytes; /* request bodies its streams hold, bytes (GRPC_BODIES_MAX) */
 };
@@ -212,7 +216,7 @@ static void stream_free(gstream_t *s)
     buf_free(&s->keys);
     body_drop(s);
     buf_free(&s->resp);
-    free(s);
+    pool_free(s->pool, s);
 }
 
 /*
@@ -245,6 +249,9 @@ static size_t ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy,
 static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t refused)
 {
     gstream_t *s = arg;
+    if (s->pending && s->gc != NULL) {
+        s->gc->pending--;
+    }
     s->pending = false;
     if (s->gc == NULL) {
         stream_free(s); /* the stream or its connection is gone */
@@ -439,6 +446,7 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     s->pending = true;
+    s->gc->pending++;
     size_t bad = 0;
     /* one check: a decision of its own, without all or nothing's bookkeeping */
     int rc = n == 1 ? engine_decide_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
@@ -446,6 +454,7 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
                     : engine_allowall(w, checks, n, c->loop->now_ns, 0, rls_decided, s, &bad);
     if (rc != ENGINE_OK) {
         s->pending = false;
+        s->gc->pending--;
         rls_refused(s, rc, bad, c->loop->srv->cfg->key_max);
     }
 }
@@ -509,9 +518,14 @@ static void stream_call(gstream_t *s)
 
 /* ---- nghttp2's callbacks ------------------------------------------------------------------- */
 
-static gstream_t *stream_of(nghttp2_session *session, int32_t id)
+static gstream_t *stream_of(grpc_conn_t *gc, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(session, id);
+    if (gc->last != NULL && gc->last->id == id) {
+        return gc->last;
+    }
+    gstream_t *s = nghttp2_session_get_stream_user_data(gc->session, id);
+    gc->last = s != NULL ? s : gc->last;
+    return s;
 }
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
@@ -520,10 +534,11 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0;
     }
-    gstream_t *s = calloc(1, sizeof *s);
+    gstream_t *s = pool_calloc(&gc->conn->loop->pool, 1, sizeof *s);
     if (s == NULL) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream */
     }
+    s->pool = &gc->conn->loop->pool;
     s->gc = gc;
     s->id = frame->hd.stream_id;
     s->next = gc->streams;
@@ -531,6 +546,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         gc->streams->prev = s;
     }
     gc->streams = s;
+    gc->last = s;
     nghttp2_session_set_stream_user_data(session, s->id, s);
     return 0;
 }
@@ -544,7 +560,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user_data)
 {
-    gstream_t *s = stream_of(session, frame->hd.stream_id);
+    gstream_t *s = stream_of(user_data, frame->hd.stream_id);
     if (s == NULL || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0; /* trailers from the client carry nothing we read */
     }
@@ -570,7 +586,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user_data)
 {
-    gstream_t *s = stream_of(session, id);
+    gstream_t *s = stream_of(user_data, id);
     if (s == NULL || s->answered) {
         return 0; /* discarded; nghttp2 still gives the window back */
     }
@@ -608,7 +624,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 {
     bool ends = (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
                 (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-    gstream_t *s = ends ? stream_of(session, frame->hd.stream_id) : NULL;
+    gstream_t *s = ends ? stream_of(user_data, frame->hd.stream_id) : NULL;
     if (s != NULL && !s->answered) {
         stream_call(s);
     }
@@ -617,6 +633,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static void stream_unlink(grpc_conn_t *gc, gstream_t *s)
 {
+    if (gc->last == s) {
+        gc->last = NULL;
+    }
     if (s->prev != NULL) {
         s->prev->next = s->next;
     } else {
@@ -632,7 +651,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
                            void *user_data)
 {
     grpc_conn_t *gc = user_data;
-    gstream_t *s = stream_of(session, id);
+    gstream_t *s = stream_of(user_data, id);
     if (s == NULL) {
         return 0;
     }
@@ -640,6 +659,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     stream_unlink(gc, s);
     if (s->pending) {
         body_drop(s);
+        gc->pending--;
         s->gc = NULL; /* orphaned: the decision's callback frees it */
     } else {
         stream_free(s);
@@ -648,6 +668,28 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
 }
 
 /* ---- the protocol -------------------------------------------------------------------------- */
+
+/* nghttp2's memory: from the loop's pool (a session's frames, streams and header buffers come
+ * and go with every call; the pool's free lists keep them from malloc and free). */
+static void *mem_malloc(size_t size, void *pool)
+{
+    return pool_alloc(pool, size);
+}
+
+static void mem_free(void *ptr, void *pool)
+{
+    pool_free(pool, ptr);
+}
+
+static void *mem_calloc(size_t n, size_t size, void *pool)
+{
+    return pool_calloc(pool, n, size);
+}
+
+static void *mem_realloc(void *ptr, size_t size, void *pool)
+{
+    return pool_realloc(pool, ptr, size);
+}
 
 static void grpc_open(conn_t *c)
 {
@@ -672,7 +714,8 @@ static void grpc_open(conn_t *c)
          * HTTP messaging (pseudo-headers, content-length, header name characters) cost ~10% of
          * a call and protect nothing this server reads */
         nghttp2_option_set_no_http_messaging(opt, 1);
-        rc = nghttp2_session_server_new2(&gc->session, cb, gc, opt);
+        nghttp2_mem mem = {&c->loop->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
+        rc = nghttp2_session_server_new3(&gc->session, cb, gc, opt, &mem);
         nghttp2_option_del(opt);
     }
     nghttp2_session_callbacks_del(cb);
@@ -701,6 +744,8 @@ static void grpc_close(conn_t *c)
         }
     }
     gc->streams = NULL;
+    gc->pending = 0;
+    gc->last = NULL;
     if (gc->session != NULL) {
         nghttp2_session_del(gc->session);
         gc->session = NULL;
@@ -749,6 +794,29 @@ static void grpc_reply_closing(buf_t *out, const char *why)
     grpc_h2_goaway(out, false, NGHTTP2_ENHANCE_YOUR_CALM, why);
 }
 
+/* Stopping: GOAWAY (no error) naming the last stream this server will answer, so the client
+ * sends its next calls elsewhere while the ones in flight are answered. */
+static void grpc_stopping(conn_t *c)
+{
+    grpc_conn_t *gc = conn_state(c);
+    if (gc->session == NULL) {
+        return;
+    }
+    int32_t last = nghttp2_session_get_last_proc_stream_id(gc->session);
+    static const char why[] = "the server is stopping";
+    if (nghttp2_submit_goaway(gc->session, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR,
+                              (const uint8_t *)why, sizeof why - 1) != 0 ||
+        !session_send(gc, &c->out)) {
+        c->closing = true;
+    }
+}
+
+static bool grpc_pending(const conn_t *c)
+{
+    const grpc_conn_t *gc = conn_state((conn_t *)c);
+    return gc->pending > 0;
+}
+
 const protocol_t grpc_protocol = {
     .name = "grpc",
     .label = "gRPC",
@@ -759,4 +827,6 @@ const protocol_t grpc_protocol = {
     .input_dropped = grpc_input_dropped,
     .reply_full = grpc_reply_full,
     .reply_closing = grpc_reply_closing,
+    .stopping = grpc_stopping,
+    .pending = grpc_pending,
 };

@@ -26,6 +26,7 @@
 
 #include <uv.h>
 
+#include "store/pool.h"
 #include "proto/buf.h"
 #include "proto/netaddr.h"
 #include "rules/ruledef.h"
@@ -153,6 +154,7 @@ struct loop {
     uv_check_t flush_check; /* writes the connections in flush_head after each poll */
     uv_idle_t flush_idle;   /* active while flush_head is not empty: the poll does not block */
     conn_t *flush_head;     /* connections whose replies resolved outside a batch */
+    pool_t pool;            /* memory its connections take and give back on every request */
     loop_stats_t stats;
 };
 

@@ -5,6 +5,8 @@ the exit status is the number of failures (at most 100).
 Usage: grpc_client.py PORT STUBS_DIR CASE..   (cases: see CASES below; they run in the order given
 and share the server's state, so the shell script says which to run against which server)
 """
+import os
+import signal
 import socket
 import sys
 import time
@@ -428,6 +430,33 @@ def case_abandon():
     s.close()
 
 
+def case_stop_answers():
+    # sluiced (SLUICED_PID) is stopped while a call waits on the request store (paused by the
+    # script): it says GOAWAY with no error, naming that call's stream as the last it answers,
+    # and still answers it before closing
+    req = rls_pb2.RateLimitRequest(domain="edge",
+                                   descriptors=[desc(("remote_address", "10.8.8.8"))])
+    msg = req.SerializeToString()
+    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
+    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    s = h2_connect()
+    s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
+              frame(PING, 0, 0, b"12345678"))
+    frames, is_open = read_frames(s, has(PING, ACK), TIMEOUT_S)
+    expect(is_open and has(PING, ACK)(frames), "the call was read (the PING behind it answered)")
+    os.kill(int(os.environ["SLUICED_PID"]), signal.SIGTERM)
+    frames, _ = read_frames(s, lambda fs: has(HEADERS, END_STREAM, 1)(fs), 10)
+    goaways = [f for f in frames if f[0] == GOAWAY]
+    expect(goaways and int.from_bytes(goaways[0][3][:4], "big") == 1 and
+           int.from_bytes(goaways[0][3][4:8], "big") == 0,
+           "a GOAWAY (NO_ERROR, last stream 1) first: %s" % goaways)
+    expect(has(DATA, None, 1)(frames) and has(HEADERS, END_STREAM, 1)(frames),
+           "stream 1 answered, message and trailers: %s" % [(f[0], f[1], f[2]) for f in frames])
+    expect(frames.index(goaways[0]) < min(i for i, f in enumerate(frames) if f[2] == 1),
+           "the GOAWAY before the answer")
+    s.close()
+
+
 def case_abandoned_charged():
     # after case_abandon: both abandoned calls were decided (a fixed window of 3)
     r = ask("edge", desc(("remote_address", "10.7.7.7")))
@@ -555,6 +584,7 @@ CASES = {
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "full": case_full, "abandoned_charged": case_abandoned_charged,
+    "stop_answers": case_stop_answers,
     "envoy_nested": case_envoy_nested, "envoy_values": case_envoy_values,
     "envoy_unlimited": case_envoy_unlimited, "envoy_replaces": case_envoy_replaces,
     "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,

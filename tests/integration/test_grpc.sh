@@ -111,6 +111,10 @@ redis-cli -p "$REDIS_PORT" CLIENT PAUSE 1000 ALL >/dev/null
 check "abandon" client abandon
 check "redis answers again" poll 5 redis-cli -p "$REDIS_PORT" PING
 check "served after the abandoned calls" client health abandoned_charged
+# stopped while a call waits on Redis: GOAWAY, then the call's answer, then the close
+redis-cli -p "$REDIS_PORT" CLIENT PAUSE 1000 ALL >/dev/null
+check "stopping answers what it read" env SLUICED_PID="$(cat "$TMP/s2.pid")" "$PY" \
+    "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" stop_answers
 check "s2 stops cleanly" stop_bg s2 TERM
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
