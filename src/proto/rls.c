@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "grpc/rls.pb-c.h"
+#include "sluice/sluice.h"
+#include "proto/http.h"
 #include "proto/text.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
@@ -379,4 +381,30 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
     for (size_t i = 0; i < nh; i++) {
         free(values[i]);
     }
+}
+
+/*
+ * rls_ratelimit_headers (rls.h): the IETF RateLimit fields of the status with the fewest units
+ * left (the first of them on a tie), as HTTP's responses carry them, for Envoy to add to its
+ * client's response. Appends nothing when no status has a limit. Returns the headers added.
+ */
+size_t rls_ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, buf_t *limit,
+                             rls_header_t *out)
+{
+    const rls_status_t *least = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].has_limit && (least == NULL || st[i].remaining < least->remaining)) {
+            least = &st[i];
+        }
+    }
+    if (least == NULL) {
+        return 0;
+    }
+    http_ratelimit_values(policy, limit, least->name, (int64_t)least->limit,
+                          sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC),
+                          (int64_t)least->remaining,
+                          sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
+    out[0] = (rls_header_t){"ratelimit-policy", policy->data, policy->len};
+    out[1] = (rls_header_t){"ratelimit", limit->data, limit->len};
+    return 2;
 }
