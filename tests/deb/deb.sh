@@ -132,6 +132,7 @@ expected() {
     local type
     type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$SLUICE_BUILD_DIR/CMakeCache.txt" |
         tr '[:upper:]' '[:lower:]')
+    type=${type:-noconfig} # the name CMake gives a build of no type
     {
         echo "-rw-r--r-- /usr/share/doc/$p/changelog.gz"
         echo "-rw-r--r-- /usr/share/doc/$p/copyright"
