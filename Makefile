@@ -3,17 +3,20 @@
 #   make test   install what is missing, build, run every test: the normal build, then
 #               ASan+UBSan, then TSan, then the fuzz targets briefly
 #   make soak   the chaos soak (tests/soak/soak.sh) against the normal build, SOAK_SECONDS long
+#   make deb    Debian packages in $(DEB_DIR)/ (default build-deb/): a build of its own with
+#               Debian's build flags, packed by CPack (packaging/; docs/install.md)
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
 WERROR  ?= $(if $(filter true,$(CI)),ON,OFF)
 FUZZ_SECONDS ?= 15
 SOAK_SECONDS ?= 300
+DEB_DIR ?= build-deb
 CMAKE_FLAGS ?=
 
 configure = cmake -S . -B $(1) -DSLUICE_WERROR=$(WERROR) $(2) $(CMAKE_FLAGS) >/dev/null
 
-.PHONY: all build deps test-deps run test test-plain test-asan test-tsan test-fuzz soak bench install clean
+.PHONY: all build deps test-deps deb-deps run test test-plain test-asan test-tsan test-fuzz soak bench install deb clean
 
 all: build
 
@@ -22,6 +25,9 @@ deps:
 
 test-deps:
 	@bash scripts/deps.sh test
+
+deb-deps:
+	@bash scripts/deps.sh deb
 
 build: deps
 	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF)
@@ -68,5 +74,20 @@ bench: deps
 install: build
 	cmake --install $(BUILD)
 
+# Debian's hardening flags (dpkg-buildflags, as a package built by dpkg-buildpackage gets them);
+# a prerequisite installs dpkg-dev before this recipe runs them
+deb_flag = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get $(1))
+deb: deb-deps
+	@$(call configure,$(DEB_DIR)/build,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF \
+	  -DSLUICE_BENCH=OFF "-DCMAKE_C_FLAGS=$(call deb_flag,CFLAGS) $(call deb_flag,CPPFLAGS)" \
+	  "-DCMAKE_EXE_LINKER_FLAGS=$(call deb_flag,LDFLAGS)" \
+	  "-DCMAKE_SHARED_LINKER_FLAGS=$(call deb_flag,LDFLAGS)" \
+	  "-DCMAKE_MODULE_LINKER_FLAGS=$(call deb_flag,LDFLAGS)")
+	@cmake --build $(DEB_DIR)/build -j$(JOBS)
+	@rm -f $(DEB_DIR)/*.deb
+	@cd $(DEB_DIR)/build && cpack --config CPackConfig.cmake -B $(abspath $(DEB_DIR)) >cpack.log 2>&1 || \
+	  { cat cpack.log; exit 1; }
+	@ls -1 $(DEB_DIR)/*.deb
+
 clean:
-	rm -rf build build-test build-asan build-tsan build-fuzz build-bench
+	rm -rf build build-test build-asan build-tsan build-fuzz build-bench $(DEB_DIR)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build and test, only those missing.
-# Usage: scripts/deps.sh [build|run|test]   (run, test add what make run / the test suite need)
+# Usage: scripts/deps.sh [build|run|test|deb]   (run, test, deb add what make run / the test
+# suite / make deb need)
 set -euo pipefail
 
 what=${1:-build}
@@ -13,7 +14,16 @@ if [ "$what" = run ]; then
   # what `make run` suggests trying
   packages+=(redis-tools curl)
 fi
+if [ "$what" = deb ] || [ "$what" = test ]; then
+  # Debian packages (make deb, and the tests that build them): dpkg-dev (dpkg-shlibdeps for their
+  # dependencies, dpkg-buildflags), file and binutils (CPack's look at the binaries, strip)
+  packages+=(dpkg-dev file binutils)
+fi
 if [ "$what" = test ]; then
+  # the packages' checks: lintian, systemd-analyze verify (systemd), man (man-db) rendering the
+  # man pages with its warnings on, and what sluiced's package depends on for an install with
+  # dpkg (procps: kill for systemctl reload)
+  packages+=(lintian systemd man-db procps)
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
   # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), caddy
   # (forward_auth), curl, sqlite3, node + npm (ioredis, @grpc/grpc-js); python3 (test drivers,

@@ -606,6 +606,7 @@ const char *server_config_usage(void)
                  "\nDurations: 250ms, 10s, 1m, 1h30m (0 = off where noted). Sizes: bytes or "
                  "512k, 1m, 2g.\nThe file (--config) uses the same names with underscores "
                  "(http_port, trusted_proxies: [..]).\nEnvironment: SLUICE_REQUIREPASS, "
-                 "SLUICE_ADMIN_TOKEN (used when no flag or file setting gives them).\n");
+                 "SLUICE_ADMIN_TOKEN, SLUICE_ADMIN_PASSWORD (used when no flag or file setting "
+                 "gives them).\n");
     return text;
 }

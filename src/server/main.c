@@ -8,6 +8,8 @@
  *                    write a last one, exit 0
  *   SIGHUP           re-import --rules FILE (if given) and reload the rules (on the config
  *                    store's thread)
+ * A service manager that started it with $NOTIFY_SOCKET (systemd's Type=notify) is told READY=1
+ * once every port listens, and STOPPING=1 on SIGTERM or SIGINT (notify.h).
  *
  * A periodic snapshot is written on a thread of its own, started for it and ended with it, at
  * the lowest CPU priority (SCHED_IDLE), so that neither the main loop's signals and timers nor,
@@ -29,6 +31,7 @@
 #include "server/grpc_front.h"
 #include "server/http_front.h"
 #include "server/log.h"
+#include "server/notify.h"
 #include "server/resp_front.h"
 #include "server/rules_import.h"
 #include "server/server.h"
@@ -157,10 +160,21 @@ static void on_snapshot_timer(uv_timer_t *t)
         save_snapshot_now(m);
     }
 }
+/* Tells a service manager that started sluiced as Type=notify (see notify.h) state; a failure
+ * is only logged: sluiced serves all the same. */
+static void tell_manager(const char *state)
+{
+    char err[NOTIFY_ERR_MAX];
+    if (notify_manager(state, err) < 0) {
+        log_warn("could not tell the service manager %s: %s", state, err);
+    }
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     main_ctx_t *m = s->data;
     log_info("%s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    tell_manager("STOPPING=1");
     uv_stop(&m->loop);
 }
 
@@ -388,6 +402,7 @@ int main(int argc, char **argv)
     log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
              SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine),
              cfg.config_store, engine_store_name(m.srv.engine));
+    tell_manager("READY=1");
 
     uv_loop_init(&m.loop);
     uv_signal_init(&m.loop, &m.sig_term);
