@@ -76,6 +76,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         return 0; /* trailers from the client carry nothing we read */
     }
     s->header_bytes += namelen + valuelen;
+    if (!s->answered) {
+        s->held_headers += namelen + valuelen;
+        conn_hold(s->gc->conn, namelen + valuelen, 0);
+    }
     if (s->header_bytes > GRPC_HEADERS_MAX) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream */
     }
@@ -113,6 +117,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
         size_t before = s->body.len;
         buf_add(&s->body, data, len);
         s->gc->body_bytes += s->body.len - before;
+        conn_hold(s->gc->conn, s->body.len - before, 0);
         st = grpc_body_check((const uint8_t *)s->body.data, s->body.len, max, err, sizeof err);
     }
     if (st == GRPC_STATUS_OK && s->body.len > max + GRPC_PREFIX_BYTES) {
@@ -290,9 +295,15 @@ static void grpc_process(conn_t *c)
     conn_batch_done(c, consumed, gc->answered, start_ns);
 }
 
+/* Evicted for the input-buffer cap: the bodies and header fields its streams hold go too (the
+ * connection closes; a stream completed later is not answered). */
 static void grpc_input_dropped(conn_t *c)
 {
-    (void)c; /* nghttp2 keeps what it needs itself: nothing waits in the input */
+    grpc_conn_t *gc = conn_state(c);
+    for (gstream_t *s = gc->streams; s != NULL; s = s->next) {
+        grpc_body_drop(s);
+        s->answered = true;
+    }
 }
 
 static void grpc_reply_full(buf_t *out)

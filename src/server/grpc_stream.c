@@ -19,7 +19,9 @@ void grpc_body_drop(gstream_t *s)
 {
     if (s->gc != NULL) {
         s->gc->body_bytes -= s->body.len;
+        conn_hold(s->gc->conn, 0, s->body.len + s->held_headers);
     }
+    s->held_headers = 0;
     buf_free(&s->body);
 }
 

@@ -38,11 +38,12 @@ typedef struct gstream {
     grpc_conn_t *gc;             /* NULL once the stream or the connection is gone */
     pool_t *pool;                /* its loop's, which it came from */
     int32_t id;
-    bool post;     /* :method POST */
-    bool grpc_ct;  /* content-type application/grpc[+proto|;...] */
-    bool answered; /* a response was submitted: what still arrives is discarded */
-    bool pending;  /* a decision is on its way (its callback frees an orphan) */
-    size_t header_bytes;
+    bool post;                       /* :method POST */
+    bool grpc_ct;                    /* content-type application/grpc[+proto|;...] */
+    bool answered;                   /* a response was submitted: what still arrives is discarded */
+    bool pending;                    /* a decision is on its way (its callback frees an orphan) */
+    size_t header_bytes;             /* of its header fields (GRPC_HEADERS_MAX) */
+    size_t held_headers;             /* of those, counted in its connection's held bytes */
     char path[GRPC_PATH_MAX];        /* :path, NUL-terminated; "" when absent or too long */
     buf_t body;                      /* the request's body: framed messages */
     buf_t resp;                      /* the response's one framed message */
@@ -72,7 +73,8 @@ struct grpc_conn {
  * call and others beside it), so a client cannot hold 100 streams' worth. */
 #define GRPC_BODIES_MAX(max) (2 * ((max) + GRPC_PREFIX_BYTES))
 
-/* Frees a stream's request body, counted off its connection's. */
+/* Frees a stream's request body and lets go of its header fields, counted off its connection's
+ * bytes (GRPC_BODIES_MAX, and those held against --max-input-buffers: conn_hold). */
 void grpc_body_drop(gstream_t *s);
 
 /* Appends everything the session has to send to out; false when the session failed. */

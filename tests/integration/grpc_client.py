@@ -457,6 +457,41 @@ def case_stop_answers():
     s.close()
 
 
+def case_held_cap():
+    # (the server's --max-input-buffers is 300k) eight connections each hold a 60 KB body of a
+    # call not yet ended: counted against the cap, so the largest are closed (a GOAWAY saying
+    # why) until the rest fit, and a new client is served
+    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", "x"))])
+    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    conns = []
+    for i in range(8):
+        s = h2_connect()
+        s.sendall(frame(HEADERS, END_HEADERS, 1, block) +
+                  b"".join(frame(DATA, 0, 1, b"\0" * 15000) for _ in range(4)) +
+                  frame(PING, 0, 0, b"12345678"))
+        conns.append(s)
+    # each connection's PING answered (or the connection closed); then, the server's one loop
+    # having enforced the cap after each read, a second PING tells the closed from the served
+    goaways = [[] for _ in conns]
+    for rnd in range(2):
+        for i, s in enumerate(conns):
+            if goaways[i]:
+                continue
+            if rnd == 1:
+                s.sendall(frame(PING, 0, 0, b"87654321"))
+            frames, _ = read_frames(s, lambda fs: has(PING, ACK)(fs) or has(GOAWAY)(fs),
+                                    TIMEOUT_S)
+            goaways[i] = [f[3][8:] for f in frames if f[0] == GOAWAY]
+    closed = sum(1 for g in goaways if g)
+    for g in goaways:
+        expect(not g or b"max-input-buffers" in g[0], "the GOAWAY says why: %r" % g)
+    expect(2 <= closed <= 7, "the largest were closed, not all: %d of 8" % closed)
+    r = health.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S)
+    expect(r.status == health_pb2.HealthCheckResponse.SERVING, "a new client is served")
+    for s in conns:
+        s.close()
+
+
 def case_abandoned_charged():
     # after case_abandon: both abandoned calls were decided (a fixed window of 3)
     r = ask("edge", desc(("remote_address", "10.7.7.7")))
@@ -584,7 +619,7 @@ CASES = {
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "full": case_full, "abandoned_charged": case_abandoned_charged,
-    "stop_answers": case_stop_answers,
+    "stop_answers": case_stop_answers, "held_cap": case_held_cap,
     "envoy_nested": case_envoy_nested, "envoy_values": case_envoy_values,
     "envoy_unlimited": case_envoy_unlimited, "envoy_replaces": case_envoy_replaces,
     "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,
