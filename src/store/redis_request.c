@@ -206,7 +206,6 @@ static void redis_stats(request_store_t *s, store_loop_t *const *slot, store_sta
 
 const request_store_ops_t redis_request_ops = {
     .name = "redis",
-    .fresh_note = "in Redis, cold_start does not apply",
     .url_form = "redis://host:port or redis-cluster://host:port,host:port,...",
     .accepts = redis_accepts,
     .open = redis_open,
