@@ -298,7 +298,7 @@ int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rul
 
 int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns)
 {
-    sl_decision_t d;
+    sl_decision_t d = {0};
     if (bad_arguments(rule, state, &d))
         return SL_EINVAL;
     memset(state, 0, rule->state_size);
