@@ -5,8 +5,9 @@
 # does not hold as having used its whole quota, for one window (an open rule's key is fresh):
 #
 #   1. sluiced starts: nothing is closed (Redis kept every key)
-#   2. a rule's algorithm changes (its keys get other names): refused for one window, then
-#      admitted as a fresh key would be; a peek writes nothing; an open rule's keys are fresh
+#   2. a rule's algorithm changes (its keys get other names): refused for one window (also after
+#      its numbers change within it), then admitted as a fresh key would be; a peek writes
+#      nothing; an open rule's keys are fresh
 #   3. Redis restarts without persistence (another run_id on the same address: the data is
 #      lost), found on the first connection after: logged once; the closed rule's keys are
 #      refused (SL.ALLOWALL too: all or nothing, the open pair not charged; a refund gives back
@@ -45,15 +46,16 @@ rules:
 YAML
 sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
-# a refusal for at most one window (2000 ms) from now: allowed 0, remaining 0, retry in (0, 2000]
+# RULE KEY [LIMIT]: a refusal for at most one window (2000 ms) from now: allowed 0, remaining 0,
+# retry in (0, 2000]
 refused_for_a_window() {
     local r retry
     r=$(sc SL.ALLOW "$1" "$2")
-    matches "$r" '^0 3 0 [0-9]+ [0-9]+$' || return 1
+    matches "$r" "^0 ${3:-3} 0 [0-9]+ [0-9]+\$" || return 1
     retry=$(echo "$r" | cut -d' ' -f4)
     [ "$retry" -gt 0 ] && [ "$retry" -le 2000 ] || { echo "  retry $retry"; return 1; }
 }
-admitted() { matches "$(sc SL.ALLOW "$1" "$2")" '^1 3 2 0 ' >/dev/null; }
+admitted() { matches "$(sc SL.ALLOW "$1" "$2")" "^1 ${3:-3} $((${3:-3} - 1)) 0 " >/dev/null; }
 redis_keys() { redis-cli -p "$1" --scan --pattern "$2" | wc -l; } # REDIS_PORT PATTERN
 no_store_errors() { # of the closed rules (the refusals checked were no store errors)
     local n
@@ -61,8 +63,8 @@ no_store_errors() { # of the closed rules (the refusals checked were no store er
         awk '/^sluice_store_errors_total\{rule="(closed|algc)"\}/ {n += $2} END {print n + 0}')
     [ "$n" -eq 0 ] || { echo "  $n store errors"; return 1; }
 }
-spec() { # ALGORITHM COLD_START: a rule of 3 per 2 s as JSON
-    printf '{"algorithm":"%s","limit":3,"window":"2s","cold_start":"%s"}' "$1" "$2"
+spec() { # ALGORITHM COLD_START [LIMIT]: a rule of 3 (or LIMIT) per 2 s as JSON
+    printf '{"algorithm":"%s","limit":%d,"window":"2s","cold_start":"%s"}' "$1" "${3:-3}" "$2"
 }
 LOST="cold start closed on this node: its data was lost"
 MOVED="cold start closed on this node: its keys are under the new mode's names"
@@ -89,8 +91,11 @@ run_suite() {
     check "$m: algc-peek" matches "$(sc SL.PEEK algc k4)" '^1 3 0 0 [0-9]+$'
     check "$m: algc-peek-no-write" test "$(redis_keys "$rp" 'sl:{k4}:*')" -eq 0
     check "$m: algo-fresh" matches "$(sc SL.ALLOW algo k2)" '^1 3 2 0 '
-    check "$m: algc-after-window" poll 8 admitted algc k2
-    check "$m: algc-new-after-window" admitted algc k9
+    # its numbers change within the window: the window goes on
+    check "$m: algc-numbers" matches "$(sc SL.RULE SET algc "$(spec sliding_log closed 4)")" '^OK$'
+    check "$m: algc-numbers-refused" refused_for_a_window algc k8 4
+    check "$m: algc-after-window" poll 8 admitted algc k8 4
+    check "$m: algc-new-after-window" admitted algc k9 4
 
     # 3. Redis restarted empty on its address
     check "$m: closed-spent" matches "$(sc SL.ALLOW closed k5)" '^1 3 2 0 '
