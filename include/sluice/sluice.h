@@ -279,6 +279,17 @@ SL_API int sl_state_convert(const sl_rule_t *from, const void *from_state, const
                             void *to_state, int64_t now_ns);
 
 /*
+ * Writes to `state` (sl_state_size(rule) bytes) the state of a key that took the rule's whole
+ * capacity at at_ns: a fresh state after sl_decide(rule, state, rule->capacity, at_ns). It is
+ * what a key whose usage is unknown is taken to have used (a closed cold start: a server that
+ * lost its keys' states, a rule whose algorithm changed), so that it admits no more than a key
+ * that had used its whole quota at at_ns: nothing at at_ns (but what max_delay lets through),
+ * then what the algorithm frees up as time passes. Deterministic: the same rule and time give
+ * the same bytes. Returns SL_OK, or SL_EINVAL (NULL arguments, a rule never prepared).
+ */
+SL_API int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns);
+
+/*
  * A state's packed form: the same state in as few bytes as its algorithm allows, for stores that
  * keep each key's state as a value of its own (sluice.so keeps it in a Redis string). Only
  * sliding_log packs smaller: its state holds room for N stamps, its packed form only the stamps in

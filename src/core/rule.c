@@ -1,6 +1,6 @@
 /*
  * rule.c - rule validation and preparation, and the dispatch from sl_decide(), sl_refund(),
- * sl_settle() and sl_state_convert() to the six algorithms.
+ * sl_settle(), sl_state_convert() and sl_state_saturate() to the six algorithms.
  *
  * sl_rule_prepare() is the only place that checks rule parameters: once a rule is prepared,
  * every algorithm may rely on limit > 0, a window within [SL_WINDOW_MIN_NS, SL_WINDOW_MAX_NS],
@@ -293,5 +293,16 @@ int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rul
         return SL_OK;
     }
     ops->convert(from, from_state, to, to_state, core_clamp_now(now_ns));
+    return SL_OK;
+}
+
+int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns)
+{
+    sl_decision_t d = {0};
+    if (bad_arguments(rule, state, &d))
+        return SL_EINVAL;
+    memset(state, 0, rule->state_size);
+    core_decide(rule, state, rule->capacity, at_ns, &d);
+    assert(d.allowed); /* a fresh state admits its capacity */
     return SL_OK;
 }

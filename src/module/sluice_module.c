@@ -5,9 +5,11 @@
  * this file moves state between a Redis key and sl_decide(). docs/module.md is the user's view.
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
+ *               [CLOSED_FROM unix_ms]
  *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *               [CLOSED_FROM unix_ms]
  *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
- *               RESERVED r ACTUAL a [AT unix_ms]
+ *               RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
@@ -28,6 +30,12 @@
  * then decided on. A command that may write (SL.THROTTLE and CL.THROTTLE with a cost,
  * SL.SETTLE) then writes the converted value whatever it decides, so the usage is converted
  * once and the key expires when the new numbers say; a peek converts only what it reports.
+ *
+ * CLOSED_FROM is a closed start (a caller that knows keys may have lost their usage: sluiced
+ * after a Redis node lost its data, or a rule changed its algorithm): a key that does not exist,
+ * within one window of the rule from that time, is read as having taken the rule's whole
+ * capacity then (sl_state_saturate()), and written so by a command that may write, whatever it
+ * decides, as a converted value is; a peek only reports it. A key that exists is read as it is.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -336,14 +344,17 @@ typedef struct key_state {
     int type;
     const uint8_t *stored;
     size_t stored_len; /* bytes */
-    bool converted;    /* the value was written under other numbers: state is converted */
+    bool rewrite;      /* state is not the value's own (converted from other numbers, or a
+                          closed start's for a key that does not exist): a command that may
+                          write writes it, whatever it decides */
     uint8_t *state;    /* sl_state_size() bytes: local, or allocated */
     uint8_t local[STATE_LOCAL];
 } key_state_t;
 
 /*
  * Opens argv[1] and reads its state under the request's rule at now_ns (converted when it was
- * written under other numbers). Returns NULL with ks filled (close it with key_close), or the
+ * written under other numbers; saturated when it does not exist and the request names a closed
+ * start it is within). Returns NULL with ks filled (close it with key_close), or the
  * error text (ks closed already; WRONGTYPE, or a value that is not this rule's state, in err).
  */
 static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, const request_t *r,
@@ -355,7 +366,7 @@ static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, con
     ks->type = RedisModule_KeyType(ks->key);
     ks->stored = NULL;
     ks->stored_len = 0;
-    ks->converted = false;
+    ks->rewrite = false;
     ks->state = NULL;
     if (ks->type != REDISMODULE_KEYTYPE_EMPTY && ks->type != REDISMODULE_KEYTYPE_STRING) {
         RedisModule_CloseKey(ks->key);
@@ -364,12 +375,17 @@ static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, con
     size_t size = sl_state_size(&r->t.rule);
     ks->state = size <= sizeof(ks->local) ? ks->local : RedisModule_Alloc(size);
     if (ks->type == REDISMODULE_KEYTYPE_EMPTY) {
+        int64_t at_ns;
         memset(ks->state, 0, size);
+        if (throttle_closed_start(&r->t, now_ns, &at_ns)) { /* its usage is not known */
+            sl_state_saturate(&r->t.rule, ks->state, at_ns);
+            ks->rewrite = true;
+        }
         return NULL;
     }
     ks->stored = (const uint8_t *)RedisModule_StringDMA(ks->key, &ks->stored_len, REDISMODULE_READ);
     const char *error =
-        value_read(r, ks->stored, ks->stored_len, now_ns, ks->state, &ks->converted, err);
+        value_read(r, ks->stored, ks->stored_len, now_ns, ks->state, &ks->rewrite, err);
     if (error != NULL) {
         if (ks->state != ks->local) {
             RedisModule_Free(ks->state);
@@ -435,14 +451,15 @@ static const char *decide_step(const throttle_req_t *req, throttle_cmd_t cmd, co
         return err; /* an error writes nothing */
     }
     /* an admission writes; so does any decision of a command that may write on a value it
-     * converted, so that the usage is converted once and expires by the new numbers */
-    *write = req->cost > 0 && (d->allowed || ks->converted);
+     * converted (so that the usage is converted once and expires by the new numbers) or a
+     * closed start saturated */
+    *write = req->cost > 0 && (d->allowed || ks->rewrite);
     return NULL;
 }
 
 /* SL.SETTLE's step on an open key: settles a reservation of RESERVED units admitted at AT
  * (default now) that cost ACTUAL (sl_settle()). The key is written, and the write replicated,
- * only when its state changes (or was converted from other numbers). */
+ * only when its state changes (or was converted from other numbers, or saturated). */
 static const char *settle_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
                                sl_decision_t *d, bool *write)
 {
@@ -451,7 +468,7 @@ static const char *settle_step(const throttle_req_t *req, const key_state_t *ks,
         SL_OK) {
         return "ERR sluice could not settle (invalid units)";
     }
-    *write = req->reserved != req->actual || ks->converted;
+    *write = req->reserved != req->actual || ks->rewrite;
     return NULL;
 }
 

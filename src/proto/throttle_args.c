@@ -165,6 +165,7 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
     out->cost = cmd == THROTTLE_SL ? 1 : 0;
     out->reserved = out->actual = 0;
     out->at_ms = -1;
+    out->closed_from_ms = -1;
     if (cmd == THROTTLE_SL_SETTLE) {
         settle_init(out);
     }
@@ -194,11 +195,12 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
                 continue;
             }
         }
-        const char *what = throttle_arg_is(&argv[i], "BURST")       ? "burst"
-                           : throttle_arg_is(&argv[i], "BUCKETS")   ? "buckets"
-                           : throttle_arg_is(&argv[i], "MAX_DELAY") ? "max_delay"
-                           : throttle_arg_is(&argv[i], "COST")      ? "cost"
-                                                                    : NULL;
+        const char *what = throttle_arg_is(&argv[i], "BURST")         ? "burst"
+                           : throttle_arg_is(&argv[i], "BUCKETS")     ? "buckets"
+                           : throttle_arg_is(&argv[i], "MAX_DELAY")   ? "max_delay"
+                           : throttle_arg_is(&argv[i], "COST")        ? "cost"
+                           : throttle_arg_is(&argv[i], "CLOSED_FROM") ? "closed_from"
+                                                                      : NULL;
         if (what == NULL) {
             return fail(err, "ERR syntax error");
         }
@@ -220,11 +222,15 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
             p->burst = v;
         } else if (strcmp(what, "buckets") == 0) {
             p->buckets = v;
-        } else if (strcmp(what, "max_delay") == 0) {
-            if (v > INT64_MAX / NS_PER_MS) {
-                return fail(err, "ERR max_delay is out of range");
+        } else if (strcmp(what, "max_delay") == 0 || strcmp(what, "closed_from") == 0) {
+            if (v > INT64_MAX / NS_PER_MS) { /* both become ns */
+                return fail(err, "ERR %s is out of range", what);
             }
-            p->max_delay_ns = v * NS_PER_MS;
+            if (strcmp(what, "max_delay") == 0) {
+                p->max_delay_ns = v * NS_PER_MS;
+            } else {
+                out->closed_from_ms = v;
+            }
         } else {
             out->cost = v;
         }
@@ -249,6 +255,22 @@ int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
     }
     int64_t at_ns = req->at_ms > now_ns / NS_PER_MS ? now_ns / NS_PER_MS : req->at_ms;
     return at_ns * NS_PER_MS; /* <= now_ns: no overflow */
+}
+
+bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *at_ns)
+{
+    if (req->closed_from_ms < 0) {
+        return false;
+    }
+    int64_t from_ns = req->closed_from_ms * NS_PER_MS; /* the parser kept it within int64 ns */
+    if (from_ns > SL_NOW_MAX_NS) {
+        from_ns = SL_NOW_MAX_NS;
+    }
+    if (now_ns >= from_ns + req->rule.window_ns) { /* no overflow: both below INT64_MAX / 2 */
+        return false;
+    }
+    *at_ns = from_ns;
+    return true;
 }
 
 /* CL.THROTTLE key max_burst count period_s [quantity] */
@@ -288,6 +310,7 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     out->cost = v[3];
     out->reserved = out->actual = 0;
     out->at_ms = -1;
+    out->closed_from_ms = -1;
     return prepare(out, err);
 }
 

@@ -4,9 +4,11 @@
  * same request with the same bytes:
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
+ *               [CLOSED_FROM unix_ms]
  *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
+ *               [CLOSED_FROM unix_ms]
  *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
- *               RESERVED r ACTUAL a [AT unix_ms]
+ *               RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -19,8 +21,8 @@
  *   ERR wrong number of arguments for 'sl.throttle' command      (argv[0] in lower case)
  *   ERR unknown algorithm 'x' (fixed_window, sliding_log, ...)
  *   ERR limit is not an integer or out of range                  (also window_ms, burst, ...)
- *   ERR burst must be >= 0                (also buckets, max_delay, cost, reserved, actual, at)
- *   ERR max_delay is out of range        ERR syntax error        ERR limit must be > 0
+ *   ERR burst must be >= 0   (also buckets, max_delay, cost, reserved, actual, at, closed_from)
+ *   ERR max_delay is out of range (also closed_from)   ERR syntax error   ERR limit must be > 0
  *   ERR window_ms must be > 0            ERR invalid rule: <sl_strerror() of the rule>
  *   ERR SL.PEEK takes no COST (it reports without consuming)
  *   ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)
@@ -64,6 +66,7 @@ typedef struct throttle_req {
     int64_t reserved; /* SL.SETTLE: units the reservation was admitted with, >= 0; else 0 */
     int64_t actual;   /* SL.SETTLE: units it turned out to cost, >= 0; else 0 */
     int64_t at_ms;    /* SL.SETTLE: when it was admitted, ms since the Unix epoch; -1 = now */
+    int64_t closed_from_ms; /* CLOSED_FROM: a closed start, ms since the Unix epoch; -1 = none */
 } throttle_req_t;
 
 /*
@@ -89,6 +92,20 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
  * than a reservation admitted within it (a lower bound, which sl_refund() takes safely); an AT
  * in the future is the current millisecond's. now_ns >= 0. */
 int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns);
+
+/*
+ * CLOSED_FROM (sluice.so's SL.THROTTLE, SL.PEEK and SL.SETTLE): a closed start from that
+ * millisecond. A key that does not exist is taken, for one window of the request's rule from
+ * then, as having taken the rule's whole capacity then (sl_state_saturate), its usage being
+ * unknown: true and *at_ns (that ms's first ns, no later than SL_NOW_MAX_NS) when the request
+ * names one and now_ns is before its window's end; false otherwise (a key that does not exist is
+ * fresh). Whether the key exists is the caller's to say.
+ */
+bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *at_ns);
+
+/* What sluiced answers a CLOSED_FROM: its rules have a cold_start of their own. */
+#define THROTTLE_ERR_CLOSED_FROM                                                                   \
+    "ERR CLOSED_FROM is sluice.so's (sluiced applies its rules' cold_start itself)"
 
 /* True when the argument is `word`, ASCII case-insensitively. */
 bool throttle_arg_is(const throttle_arg_t *a, const char *word);

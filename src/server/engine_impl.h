@@ -225,7 +225,8 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
                            .name = rs->def.name,
                            .numbers = &rs->t->rule,
                            .key = key,
-                           .key_len = key_len};
+                           .key_len = key_len,
+                           .closed = rs->def.cold_start == RULE_COLD_CLOSED};
     if (en != NULL && en->present) {
         tg->handle = en->handle;
         tg->numbers = &en->ov_rule;

@@ -71,7 +71,7 @@ typedef struct load_ctx {
 static void cold_start_at(rule_state_t *rs, int64_t from_ns, bool renew)
 {
     const rule_tables_t *t = rs->t;
-    if (rs->def.cold_start == RULE_COLD_CLOSED && t->ops->cold_start_applies) {
+    if (rs->def.cold_start == RULE_COLD_CLOSED && t->ops->cold_start != NULL) {
         t->ops->cold_start(t->data, from_ns, from_ns + t->rule.window_ns, renew);
     }
 }
@@ -94,7 +94,7 @@ static bool load_rule(load_ctx_t *l, rule_state_t *rs, const sl_rule_t *rule,
         return false;
     }
     if (closed->until_ns > l->now_ns && rs->def.cold_start == RULE_COLD_CLOSED &&
-        t->ops->cold_start_applies) {
+        t->ops->cold_start != NULL) {
         t->ops->cold_start(t->data, closed->from_ns, closed->until_ns, true);
     }
     int rc = t->ops->load_section(l->loader, t->data, 'r', rule);
@@ -158,7 +158,9 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
     if (rc == SNAPSHOT_LOADED) {
         return 0;
     }
-    engine_foreach_rule(e, cold_start, &now_ns);
+    if (ops->has_snapshots) { /* a store without (Redis) keeps its keys' usage by itself */
+        engine_foreach_rule(e, cold_start, &now_ns);
+    }
     if (rc == SNAPSHOT_MISSING) {
         return 1;
     }

@@ -415,6 +415,22 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
     }
 }
 
+/* An inline rule's command, parsed as the module parses it (throttle_parse): 0, or -1 with the
+ * error in err, which also refuses the module's CLOSED_FROM (sluiced's rules have a cold_start,
+ * and a closed start on an inline rule has no window to be in). */
+static int parse_inline(throttle_cmd_t cmd, const resp_arg_t *argv, size_t argc,
+                        throttle_req_t *req, char err[THROTTLE_ERR_MAX])
+{
+    if (throttle_parse(cmd, argv, argc, req, err) != 0) {
+        return -1;
+    }
+    if (req->closed_from_ms >= 0) {
+        snprintf(err, THROTTLE_ERR_MAX, "%s", THROTTLE_ERR_CLOSED_FROM);
+        return -1;
+    }
+    return 0;
+}
+
 /* SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n] and
  * CL.THROTTLE key max_burst count period_s [quantity]: arguments and errors shared with the
  * Redis module (proto/throttle_args.h), one table per parameter set. */
@@ -422,7 +438,7 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
 {
     throttle_req_t req;
     char err[THROTTLE_ERR_MAX];
-    if (throttle_parse(cmd, argv, argc, &req, err) != 0) {
+    if (parse_inline(cmd, argv, argc, &req, err) != 0) {
         resp_add_error(&c->out, "%s", err);
         return;
     }
@@ -457,7 +473,7 @@ void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
     char err[THROTTLE_ERR_MAX];
     rule_state_t *rs = NULL;
     if (module_form) {
-        if (throttle_parse(THROTTLE_SL_SETTLE, argv, argc, &req, err) != 0) {
+        if (parse_inline(THROTTLE_SL_SETTLE, argv, argc, &req, err) != 0) {
             resp_add_error(&c->out, "%s", err);
             return;
         }

@@ -244,19 +244,17 @@ static void algorithm_changed(const engine_t *e, const ruledef_t *def, const sl_
                               rule_tables_t *t)
 {
     const request_store_ops_t *ops = e->requests->ops;
-    bool closed = def->cold_start == RULE_COLD_CLOSED;
-    if (closed && ops->cold_start_applies) {
+    bool closed = def->cold_start == RULE_COLD_CLOSED && ops->cold_start != NULL;
+    if (closed) {
         int64_t from_ns = sl_now_ns();
         ops->cold_start(t->data, from_ns, from_ns + t->rule.window_ns, true);
     }
-    char fresh[128];
-    snprintf(fresh, sizeof fresh, "fresh (%s)", ops->fresh_note);
     log_warn("rule '%s' changed algorithm (%s to %s): its keys' usage cannot be carried over; "
              "they start %s",
              def->name, sl_algorithm_name(old->algorithm), sl_algorithm_name(def->rule.algorithm),
-             !ops->cold_start_applies ? fresh
-             : closed ? "as having used their whole quota, for one window (cold_start: closed)"
-                      : "fresh (cold_start: open)");
+             closed ? "as having used their whole quota, for one window (cold_start: closed)"
+             : def->cold_start == RULE_COLD_CLOSED ? "fresh (the store has no closed start)"
+                                                   : "fresh (cold_start: open)");
 }
 
 /*

@@ -211,10 +211,15 @@ static void table_migrate(sl_table_t *to, sl_table_t *from, int64_t now_ns)
  * Every state is converted to the new numbers (sl_state_convert: exact where the layouts say
  * the same, else counting more, never less), the override tables' keys into the new rule's
  * table too (a lookup moves each to its override's new table). Decisions made on the old tables
- * while the copy runs are not carried over.
+ * while the copy runs are not carried over. A closed cold-start window in force goes on: the
+ * keys it has not seen yet are no better known under the new numbers.
  */
 static void mem_rule_migrate(store_rule_t *to, store_rule_t *from, int64_t now_ns)
 {
+    if (from->closed_until_ns > now_ns) {
+        to->closed_from_ns = from->closed_from_ns;
+        to->closed_until_ns = from->closed_until_ns;
+    }
     table_migrate(to->table, from->table, now_ns);
     pthread_mutex_lock(&from->ov_lock);
     for (size_t i = 0; i < from->nov; i++) {
@@ -374,13 +379,14 @@ static sl_table_t *target_table(const store_target_t *tg)
 
 /*
  * cold_start closed: a key first seen inside the closed window starts as if it had taken the
- * whole capacity when the server started. An admission (cost > 0) stores that state before
- * deciding; a peek decides on a saturated copy and stores nothing, so it answers what an
- * admission would. Returns false when the key is not fresh (decide on the table as usual) or
- * memory ran out.
+ * whole capacity when the window began (sl_state_saturate). A request that may write (a cost >
+ * 0, a settle) stores that state before it is decided or settled; a peek decides on a saturated
+ * copy and stores nothing, so it answers what an admission would. Returns true when it answered
+ * the peek (*out filled); false when the caller goes on on the table as usual (the key was not
+ * fresh, or now holds the saturated state; or memory ran out).
  */
 static bool cold_start_decide(const store_rule_t *r, sl_table_t *table, const void *key,
-                              size_t key_len, int64_t cost, int64_t now_ns, sl_decision_t *out)
+                              size_t key_len, bool peek, int64_t now_ns, sl_decision_t *out)
 {
     const sl_rule_t *rule = sl_table_rule(table);
     size_t size = sl_state_size(rule);
@@ -396,9 +402,8 @@ static bool cold_start_decide(const store_rule_t *r, sl_table_t *table, const vo
             fresh = state[i] == 0;
         }
         if (fresh) {
-            sl_decision_t d;
-            sl_decide(rule, state, rule->capacity, r->closed_from_ns, &d);
-            if (cost > 0) {
+            sl_state_saturate(rule, state, r->closed_from_ns);
+            if (!peek) {
                 sl_table_put(table, key, key_len, state, now_ns);
             } else {
                 sl_decide(rule, state, 0, now_ns, out);
@@ -421,14 +426,15 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
     (void)fn;
     (void)arg;
     sl_table_t *table = target_table(tg);
+    bool peek = !req->settle && req->cost == 0;
+    if (tg->closed && now_ns < tg->rule->closed_until_ns &&
+        cold_start_decide(tg->rule, table, tg->key, tg->key_len, peek, now_ns, d)) {
+        return SL_OK;
+    }
     if (req->settle) {
         int64_t charged_ns = req->charged_ns < 0 ? now_ns : req->charged_ns;
         return sl_table_settle(table, tg->key, tg->key_len, req->reserved, req->actual, charged_ns,
                                now_ns, d);
-    }
-    if (now_ns < tg->rule->closed_until_ns &&
-        cold_start_decide(tg->rule, table, tg->key, tg->key_len, req->cost, now_ns, d)) {
-        return SL_OK;
     }
     return sl_table_decide(table, tg->key, tg->key_len, req->cost, now_ns, d);
 }
@@ -449,8 +455,9 @@ static int mem_decide_all(request_store_t *s, store_loop_t *l, const store_pair_
     for (size_t i = 0; i < n; i++) {
         const store_target_t *tg = &pairs[i].tg;
         sl_table_t *table = target_table(tg);
-        if (now_ns < tg->rule->closed_until_ns && pairs[i].cost > 0) { /* saturates a new key */
-            cold_start_decide(tg->rule, table, tg->key, tg->key_len, pairs[i].cost, now_ns, &d[i]);
+        if (tg->closed && now_ns < tg->rule->closed_until_ns && pairs[i].cost > 0) {
+            /* saturates a new key */
+            cold_start_decide(tg->rule, table, tg->key, tg->key_len, false, now_ns, &d[i]);
         }
         reqs[i] = (sl_multi_request_t){
             .table = table, .key = tg->key, .key_len = tg->key_len, .cost = pairs[i].cost};
@@ -646,7 +653,6 @@ const request_store_ops_t memory_store_ops = {
     .name = "memory",
     .completes_at_once = true,
     .has_snapshots = true,
-    .cold_start_applies = true,
     .accepts = mem_accepts,
     .open = mem_open,
     .close = mem_close,

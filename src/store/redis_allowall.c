@@ -19,28 +19,29 @@
 
 /*
  * All-or-nothing over pairs whose keys share a slot, atomically: one EVAL running the module's
- * commands. KEYS are the pairs' keys; ARGV[1] the cost, then 7 values per pair: algorithm,
+ * commands. KEYS are the pairs' keys; ARGV[1] the cost, then 8 values per pair: algorithm,
  * limit, window_ms, burst ('-' = none), buckets ('-'), max_delay_ms, shadow (1 = a refusal does
- * not block the others). Peeks every pair; one that cannot take the cost by the peek is decided
- * for real (a delayed admission can still admit it). The first refused ends it: what was charged
- * so far is given back (SL.SETTLE ... ACTUAL 0, at the same time: exact) and the reply is {i,
- * then 5 integers per pair}: pair i's refusal, the others' peeks. Otherwise every pair is
- * charged: {0, 5 integers per pair}.
+ * not block the others), the closed start its commands name ('-' = none: CLOSED_FROM). Peeks every
+ * pair; one that cannot take the cost by the peek is decided for real (a delayed admission can
+ * still admit it). The first refused ends it: what was charged so far is given back (SL.SETTLE ...
+ * ACTUAL 0, at the same time: exact) and the reply is {i, then 5 integers per pair}: pair i's
+ * refusal, the others' peeks. Otherwise every pair is charged: {0, 5 integers per pair}.
  */
 static const char allowall_script[] =
     "local cost = ARGV[1]\n"
     "local function call(name, i, ...)\n"
-    "  local b = 1 + (i - 1) * 7\n"
+    "  local b = 1 + (i - 1) * 8\n"
     "  local a = {name, KEYS[i], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]}\n"
     "  if ARGV[b + 4] ~= '-' then a[#a + 1] = 'BURST'; a[#a + 1] = ARGV[b + 4] end\n"
     "  if ARGV[b + 5] ~= '-' then a[#a + 1] = 'BUCKETS'; a[#a + 1] = ARGV[b + 5] end\n"
     "  if ARGV[b + 6] ~= '0' then a[#a + 1] = 'MAX_DELAY'; a[#a + 1] = ARGV[b + 6] end\n"
     "  for _, v in ipairs({...}) do a[#a + 1] = v end\n"
+    "  if ARGV[b + 8] ~= '-' then a[#a + 1] = 'CLOSED_FROM'; a[#a + 1] = ARGV[b + 8] end\n"
     "  return redis.call(unpack(a))\n"
     "end\n"
     "local charged = {}\n"
     "for i = 1, #KEYS do\n"
-    "  if ARGV[1 + (i - 1) * 7 + 7] == '0' then\n"
+    "  if ARGV[1 + (i - 1) * 8 + 7] == '0' then\n"
     "    local p = call('SL.PEEK', i)\n"
     "    if p[3] < tonumber(cost) then\n"
     "      local d = call('SL.THROTTLE', i, 'COST', cost)\n"
@@ -118,15 +119,15 @@ static void on_all(void *arg, redisReply *r, const char *err)
 }
 
 int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
-                           redis_all_fn fn, void *arg)
+                           int64_t now_ns, redis_all_fn fn, void *arg)
 {
     if (n == 0 || n > REDIS_ALL_MAX) {
         return -1;
     }
     char rkeys[REDIS_ALL_MAX][RKEY_MAX]; /* ~74 KB of the loop thread's stack */
     char nums[REDIS_ALL_MAX][7][24];
-    const char *argv[3 + REDIS_ALL_MAX * 8 + 1];
-    size_t len[3 + REDIS_ALL_MAX * 8 + 1];
+    const char *argv[3 + REDIS_ALL_MAX * 9 + 1];
+    size_t len[3 + REDIS_ALL_MAX * 9 + 1];
     char narg[24], costarg[24];
     int argc = 0;
     unsigned slot = 0;
@@ -154,20 +155,25 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     }
     argv[argc] = costarg;
     len[argc++] = (size_t)snprintf(costarg, sizeof costarg, "%lld", (long long)cost);
+    int node = rc_key_node(s->client, rkeys[0], strlen(rkeys[0]));
+    if (rs_node_mode(s, node) != REDIS_MODE_MODULE) {
+        return -1; /* the scripts cannot call each other: the step-by-step path */
+    }
     for (size_t i = 0; i < n; i++) {
         const sl_rule_t *r = pairs[i].rule;
         bool burst = r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET;
         const char *alg = sl_algorithm_name(r->algorithm);
         argv[argc] = alg;
         len[argc++] = strlen(alg);
-        int64_t v[6] = {r->limit,
+        int64_t v[7] = {r->limit,
                         r->window_ns / NS_PER_MS,
                         burst ? r->burst : -1,
                         r->algorithm == SL_SLIDING_BUCKETS ? r->buckets : -1,
                         r->max_delay_ns / NS_PER_MS,
-                        pairs[i].shadow ? 1 : 0};
-        for (int j = 0; j < 6; j++) {
-            if ((j == 2 || j == 3) && v[j] < 0) {
+                        pairs[i].shadow ? 1 : 0,
+                        rs_closed_ms(s, node, pairs[i].closed_ns, r, now_ns)};
+        for (int j = 0; j < 7; j++) {
+            if ((j == 2 || j == 3 || j == 6) && v[j] < 0) {
                 argv[argc] = "-";
                 len[argc++] = 1;
                 continue;
@@ -175,10 +181,6 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
             argv[argc] = nums[i][j];
             len[argc++] = (size_t)snprintf(nums[i][j], sizeof nums[i][j], "%lld", (long long)v[j]);
         }
-    }
-    int node = rc_key_node(s->client, rkeys[0], strlen(rkeys[0]));
-    if (rs_node_mode(s, node) != REDIS_MODE_MODULE) {
-        return -1; /* the scripts cannot call each other: the step-by-step path */
     }
     all_op_t *op = malloc(sizeof *op);
     if (op == NULL) {

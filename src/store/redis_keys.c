@@ -205,9 +205,8 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
     }
 }
 
-/* SL.THROTTLE ... COST c, or SL.SETTLE ... RESERVED r ACTUAL a [AT ms]: AT names the millisecond
- * of charged_ns (the module takes its start: no later than charged_ns). */
-void rs_module_args(args_t *a, const pending_t *p)
+/* p's command for the module, but for its closed start. */
+static void module_op_args(args_t *a, const pending_t *p)
 {
     if (p->op == OP_SETTLE) {
         module_rule_args(a, "SL.SETTLE", p->rkey, p->rkey_len, &p->rule);
@@ -226,9 +225,8 @@ void rs_module_args(args_t *a, const pending_t *p)
     arg_i64(a, p->cost);
 }
 
-/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
- * actual charged_us|now */
-void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full)
+/* p's command for a script, but for its closed start. */
+static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full)
 {
     const sl_rule_t *r = &p->rule;
     if (full) {
@@ -257,4 +255,28 @@ void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool
         return;
     }
     arg_i64(a, p->cost);
+}
+
+/* SL.THROTTLE ... COST c, or SL.SETTLE ... RESERVED r ACTUAL a [AT ms]: AT names the millisecond
+ * of charged_ns (the module takes its start: no later than charged_ns); then CLOSED_FROM ms when
+ * p is sent with a closed start. */
+void rs_module_args(args_t *a, const pending_t *p)
+{
+    module_op_args(a, p);
+    if (p->closed_ms >= 0) {
+        arg_str(a, "CLOSED_FROM", 11);
+        arg_i64(a, p->closed_ms);
+    }
+}
+
+/* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
+ * actual charged_us|now; then closed_from us when p is sent with a closed start (the module's
+ * millisecond: the same instant in both modes) */
+void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full)
+{
+    lua_op_args(a, p, script, full);
+    if (p->closed_ms >= 0) {
+        arg_str(a, "closed_from", 11);
+        arg_i64(a, p->closed_ms * (NS_PER_MS / NS_PER_US));
+    }
 }

@@ -2,8 +2,10 @@
  * redis_request.c - the Redis request store's entry (request_store.h): an adapter over
  * redis_store.h, where the module and Lua ways to decide live. The store is engine-wide (the
  * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t. Keys
- * under any numbers of one algorithm share one state in Redis, so there is nothing per rule,
- * no override handle, and nothing to move when a key's override changes.
+ * under any numbers of one algorithm share one state in Redis, so there is no override handle
+ * and nothing to move when a key's override changes; per rule there is only its closed start
+ * (cold_start: closed, after its algorithm changed), which Redis applies to keys it does not
+ * hold (redis_store.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,13 @@ typedef struct redis_request {
     redis_shared_t *shared; /* what every loop's store shares (modes, caches) */
     store_config_t cfg;
 } redis_request_t;
+
+/* A rule's closed start: keys first decided before until_ns, and absent from Redis, start as
+ * having used their whole quota at from_ns. */
+struct store_rule {
+    int64_t closed_from_ns;  /* ns since the Unix epoch; 0 none */
+    int64_t closed_until_ns; /* ns since the Unix epoch */
+};
 
 extern const request_store_ops_t redis_request_ops; /* this file's entry, at its end */
 
@@ -54,9 +63,9 @@ static void redis_close(request_store_t *s)
     free(r);
 }
 
-/* A Redis node's mode changed (found on a connection to it): one line, from whichever loop saw
- * it first. */
-static void mode_changed(void *arg, const char *node, redis_mode_t mode)
+/* What a probe of a Redis node found (its mode changed, it lost its data, and so a closed
+ * start there): a line each, from whichever loop saw it first. */
+static void node_news(void *arg, const char *node, unsigned news, redis_mode_t mode)
 {
     const redis_request_t *r = arg;
     store_note_fn note = r->cfg.note;
@@ -64,15 +73,26 @@ static void mode_changed(void *arg, const char *node, redis_mode_t mode)
     if (note == NULL) {
         return;
     }
-    if (mode == REDIS_MODE_MODULE) {
+    if ((news & REDIS_NODE_MODE) && mode == REDIS_MODE_MODULE) {
         snprintf(text, sizeof text, "redis %s: sluice.so is loaded: deciding with its commands",
                  node);
         note(0, text);
-    } else {
+    } else if (news & REDIS_NODE_MODE) {
         snprintf(text, sizeof text,
                  "redis %s: sluice.so is not loaded: deciding with the Lua "
                  "scripts",
                  node);
+        note(1, text);
+    }
+    if (news & REDIS_NODE_CLOSED) {
+        snprintf(text, sizeof text,
+                 "redis %s: cold start closed on this node: %s; for one window, its keys that "
+                 "are not there start as having used their whole quota (rules with cold_start: "
+                 "closed), the others fresh",
+                 node,
+                 (news & REDIS_NODE_LOST) ? "its data was lost (another run_id: it restarted or "
+                                            "failed over)"
+                                          : "its keys are under the new mode's names");
         note(1, text);
     }
 }
@@ -82,8 +102,8 @@ static int redis_attach(request_store_t *s, uv_loop_t *loop, store_loop_t **slot
     redis_request_t *r = (redis_request_t *)s;
     char rerr[REDIS_STORE_ERR_MAX];
     redis_store_t *rs;
-    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, mode_changed, r, &rs,
-                           rerr) != 0) {
+    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, node_news, r, &rs, rerr) !=
+        0) {
         snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: %s", rerr);
         return -1;
     }
@@ -101,6 +121,46 @@ static void redis_detach(request_store_t *s, store_loop_t **slot)
     }
 }
 
+static int redis_rule_new(request_store_t *s, const sl_rule_t *numbers, store_rule_t **out)
+{
+    (void)s;
+    (void)numbers;
+    *out = calloc(1, sizeof **out);
+    return *out != NULL ? 0 : -1;
+}
+
+/* The numbers changed: a closed start in force goes on. */
+static void redis_rule_migrate(store_rule_t *to, store_rule_t *from, int64_t now_ns)
+{
+    if (from->closed_until_ns > now_ns) {
+        *to = *from;
+    }
+}
+
+static void redis_rule_free(store_rule_t *r)
+{
+    free(r);
+}
+
+static void redis_cold_start(store_rule_t *r, int64_t from_ns, int64_t until_ns, bool renew)
+{
+    if (renew || r->closed_until_ns <= from_ns) {
+        r->closed_from_ns = from_ns;
+        r->closed_until_ns = until_ns;
+    }
+}
+
+/* The rule's closed start as redis_store_decide takes it: -1 for an open rule, else the time of
+ * its own closed start while it lasts at now_ns (0: none; the node's may still apply). */
+static int64_t closed_of(const store_target_t *tg, int64_t now_ns)
+{
+    if (!tg->closed) {
+        return -1;
+    }
+    const store_rule_t *r = tg->rule;
+    return r != NULL && now_ns < r->closed_until_ns ? r->closed_from_ns : 0;
+}
+
 static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                         const store_request_t *req, int64_t now_ns, sl_decision_t *d,
                         store_done_fn fn, void *arg)
@@ -108,12 +168,13 @@ static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_
     (void)s;
     (void)d;
     redis_store_t *rs = (redis_store_t *)l;
+    int64_t closed_ns = closed_of(tg, now_ns);
     if (req->settle) {
         redis_store_settle(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->reserved,
-                           req->actual, req->charged_ns, now_ns, fn, arg);
+                           req->actual, req->charged_ns, closed_ns, now_ns, fn, arg);
     } else {
-        redis_store_decide(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost, now_ns, fn,
-                           arg);
+        redis_store_decide(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost, closed_ns,
+                           now_ns, fn, arg);
     }
     return STORE_PENDING;
 }
@@ -124,7 +185,6 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
                             void *arg)
 {
     (void)s;
-    (void)now_ns;
     (void)d;
     (void)at;
     redis_pair_t rp[REDIS_ALL_MAX];
@@ -139,9 +199,10 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
                                .rule = pairs[i].tg.numbers,
                                .key = pairs[i].tg.key,
                                .key_len = pairs[i].tg.key_len,
-                               .shadow = pairs[i].shadow};
+                               .shadow = pairs[i].shadow,
+                               .closed_ns = closed_of(&pairs[i].tg, now_ns)};
     }
-    if (redis_store_decide_all((redis_store_t *)l, rp, n, pairs[0].cost, fn, arg) != 0) {
+    if (redis_store_decide_all((redis_store_t *)l, rp, n, pairs[0].cost, now_ns, fn, arg) != 0) {
         return STORE_ENOTSUP;
     }
     return STORE_PENDING;
@@ -206,13 +267,16 @@ static void redis_stats(request_store_t *s, store_loop_t *const *slot, store_sta
 
 const request_store_ops_t redis_request_ops = {
     .name = "redis",
-    .fresh_note = "in Redis, cold_start does not apply",
     .url_form = "redis://host:port or redis-cluster://host:port,host:port,...",
     .accepts = redis_accepts,
     .open = redis_open,
     .close = redis_close,
     .attach = redis_attach,
     .detach = redis_detach,
+    .rule_new = redis_rule_new,
+    .rule_migrate = redis_rule_migrate,
+    .rule_free = redis_rule_free,
+    .cold_start = redis_cold_start,
     .decide = redis_decide,
     .decide_all = redis_decide_all,
     .reset = redis_reset,

@@ -26,9 +26,53 @@ redis_mode_t rs_probe_mode(const redisReply *r)
     return r->element[0]->type == REDIS_REPLY_ARRAY ? REDIS_MODE_MODULE : REDIS_MODE_LUA;
 }
 
-/* Asks the first reachable node of cfg, blocking. Returns 0 with *mode and its name, or -1. */
+/* The run_id in a reply to INFO server into out, or "" when it has none. */
+void rs_probe_run_id(const redisReply *r, char out[RUN_ID_MAX + 1])
+{
+    static const char field[] = "\r\nrun_id:";
+    out[0] = '\0';
+    const char *at = NULL;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        at = strstr(r->str, field);
+    }
+    if (at == NULL) {
+        return;
+    }
+    at += sizeof field - 1;
+    size_t n = strspn(at, "0123456789abcdefABCDEF");
+    if (n == RUN_ID_MAX) {
+        memcpy(out, at, n);
+        out[n] = '\0';
+    }
+}
+
+unsigned rs_node_probed(redis_shared_t *sh, shared_node_t *n, redis_mode_t mode, const char *run_id,
+                        int64_t now_ns)
+{
+    unsigned news = 0;
+    pthread_mutex_lock(&sh->lock);
+    if (mode != 0 && atomic_exchange(&n->mode, (int)mode) != (int)mode) {
+        news |= REDIS_NODE_MODE;
+    }
+    if (run_id[0] != '\0') {
+        if (n->run_id[0] != '\0' && strcmp(n->run_id, run_id) != 0) {
+            news |= REDIS_NODE_LOST;
+        }
+        snprintf(n->run_id, sizeof n->run_id, "%s", run_id);
+    }
+    if (n->known && news != 0) { /* before, nothing was sent to it in another mode */
+        atomic_store_explicit(&n->closed_ns, now_ns, memory_order_relaxed);
+        news |= REDIS_NODE_CLOSED;
+    }
+    n->known = n->known || mode != 0;
+    pthread_mutex_unlock(&sh->lock);
+    return news;
+}
+
+/* Asks the first reachable node of cfg, blocking. Returns 0 with *mode, its run_id ("" when it
+ * did not say) and its name, or -1. */
 static int probe_blocking(const rc_config_t *cfg, int64_t timeout_ns, redis_mode_t *mode,
-                          char name[NODE_NAME_MAX], char *err)
+                          char run_id[RUN_ID_MAX + 1], char name[NODE_NAME_MAX], char *err)
 {
     struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000),
                          .tv_usec = (suseconds_t)(timeout_ns % 1000000000 / 1000)};
@@ -58,6 +102,9 @@ static int probe_blocking(const rc_config_t *cfg, int64_t timeout_ns, redis_mode
             snprintf(last, sizeof last, "redis %s:%d: COMMAND INFO: %s", cfg->host[i], cfg->port[i],
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         }
+        freeReplyObject(r);
+        r = found != 0 ? redisCommand(c, "INFO server") : NULL;
+        rs_probe_run_id(r, run_id);
         freeReplyObject(r);
         redisFree(c);
         if (found != 0) {
@@ -100,8 +147,8 @@ shared_node_t *rs_shared_node(redis_shared_t *sh, const char *name)
 int redis_shared_create(const rc_config_t *cfg, int64_t timeout_ns, redis_shared_t **out, char *err)
 {
     redis_mode_t mode;
-    char name[NODE_NAME_MAX];
-    if (probe_blocking(cfg, timeout_ns, &mode, name, err) != 0) {
+    char name[NODE_NAME_MAX], run_id[RUN_ID_MAX + 1];
+    if (probe_blocking(cfg, timeout_ns, &mode, run_id, name, err) != 0) {
         return -1;
     }
     redis_shared_t *sh = calloc(1, sizeof *sh);
@@ -115,7 +162,8 @@ int redis_shared_create(const rc_config_t *cfg, int64_t timeout_ns, redis_shared
      * share a cache entry (or an epoch stripe) with someone else's */
     sh->seed =
         sl_hash_mix((uint64_t)sl_now_ns() ^ (uint64_t)(uintptr_t)sh ^ SL_HASH_P0, SL_HASH_P2);
-    rs_shared_node(sh, name);
+    shared_node_t *first = rs_shared_node(sh, name);
+    rs_node_probed(sh, first, mode, run_id, 0); /* known now: nothing to close */
     *out = sh;
     return 0;
 }

@@ -21,15 +21,14 @@
 static node_state_t *node_at(redis_store_t *s, int idx)
 {
     node_state_t *ns = &s->nodes[idx];
-    if (ns->mode == NULL) {
+    if (ns->node == NULL) {
         const char *host;
         int port;
         rc_node_addr(s->client, idx, &host, &port);
-        snprintf(ns->own_name, sizeof ns->own_name, "%s:%d", host, port);
-        shared_node_t *sn = rs_shared_node(s->shared, ns->own_name);
-        atomic_store_explicit(&ns->own_mode, s->shared->start_mode, memory_order_relaxed);
-        ns->mode = sn != NULL ? &sn->mode : &ns->own_mode;
-        ns->name = sn != NULL ? sn->name : ns->own_name;
+        snprintf(ns->own.name, sizeof ns->own.name, "%s:%d", host, port);
+        atomic_store_explicit(&ns->own.mode, s->shared->start_mode, memory_order_relaxed);
+        shared_node_t *sn = rs_shared_node(s->shared, ns->own.name);
+        ns->node = sn != NULL ? sn : &ns->own;
         ns->store = s;
         ns->index = idx;
     }
@@ -38,23 +37,54 @@ static node_state_t *node_at(redis_store_t *s, int idx)
 
 redis_mode_t rs_node_mode(redis_store_t *s, int idx)
 {
-    return (redis_mode_t)atomic_load_explicit(node_at(s, idx)->mode, memory_order_relaxed);
+    return (redis_mode_t)atomic_load_explicit(&node_at(s, idx)->node->mode, memory_order_relaxed);
+}
+
+int64_t rs_closed_ms(redis_store_t *s, int idx, int64_t rule_closed_ns, const sl_rule_t *rule,
+                     int64_t now_ns)
+{
+    if (rule_closed_ns < 0) {
+        return -1; /* an open rule */
+    }
+    int64_t from[2] = {rule_closed_ns, atomic_load_explicit(&node_at(s, idx)->node->closed_ns,
+                                                            memory_order_relaxed)};
+    int64_t latest = -1;
+    for (int i = 0; i < 2; i++) {
+        if (from[i] > 0 && now_ns - from[i] < rule->window_ns && from[i] > latest) {
+            latest = from[i];
+        }
+    }
+    return latest < 0 ? -1 : sl_ns_to_units_ceil(latest, NS_PER_MS);
 }
 
 static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_script);
 static void pending_release(redis_store_t *s, pending_t *p);
 
-/* The answer to COMMAND INFO sl.throttle on a node: its mode (logged once when it changes,
- * whichever loop sees it first), then the decisions that waited for it are sent, in order. */
+/* The answer to COMMAND INFO sl.throttle on a node: its mode, kept until INFO server's answer
+ * (sent right after it) comes. */
 static void on_probe(void *arg, redisReply *reply, const char *err)
+{
+    (void)err;
+    node_state_t *ns = arg;
+    ns->probe_mode = rs_probe_mode(reply);
+}
+
+/* The answer to INFO server on a node, the probe's second: its mode and run_id are recorded
+ * (news told once, whichever loop sees it first: a new mode, data lost, a closed start from
+ * now), then the decisions that waited for it are sent, in order. */
+static void on_info(void *arg, redisReply *reply, const char *err)
 {
     (void)err;
     node_state_t *ns = arg;
     redis_store_t *s = ns->store;
     ns->probing = false;
-    redis_mode_t mode = rs_probe_mode(reply);
-    if (mode != 0 && atomic_exchange(ns->mode, mode) != (int)mode && s->on_mode != NULL) {
-        s->on_mode(s->on_mode_arg, ns->name, mode);
+    char run_id[RUN_ID_MAX + 1];
+    rs_probe_run_id(ns->probe_mode != 0 ? reply : NULL, run_id);
+    redis_mode_t mode = ns->probe_mode;
+    unsigned news = rs_node_probed(s->shared, ns->node, mode, run_id, sl_now_ns());
+    ns->probe_mode = 0;
+    if (news != 0 && s->on_node != NULL) {
+        s->on_node(s->on_node_arg, ns->node->name, news, rs_node_mode(s, ns->index));
     }
     pending_t *p = ns->waiting;
     ns->waiting = ns->waiting_tail = NULL;
@@ -70,19 +100,25 @@ static void on_probe(void *arg, redisReply *reply, const char *err)
     }
 }
 
-/* Asks node idx whether sluice.so is loaded, unless that is under way. Returns 0, or -1 when
- * nothing could be sent. */
+/* Asks node idx whether sluice.so is loaded, and its run_id (whether it is the Redis it was:
+ * one that restarted or failed over has lost what it had not saved or replicated), unless that
+ * is under way. Returns 0, or -1 when nothing could be sent. */
 int rs_probe(redis_store_t *s, int idx)
 {
     static const char cmd[] = "*3\r\n$7\r\nCOMMAND\r\n$4\r\nINFO\r\n$11\r\nsl.throttle\r\n";
+    static const char info[] = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
     node_state_t *ns = node_at(s, idx);
     if (ns->probing) {
         return 0;
     }
     ns->probing = true; /* before sending: sending may connect, which probes too */
+    ns->probe_mode = 0;
     if (rc_command_at(s->client, idx, cmd, sizeof cmd - 1, on_probe, ns) != 0) {
         ns->probing = false;
         return -1;
+    }
+    if (rc_command_at(s->client, idx, info, sizeof info - 1, on_info, ns) != 0) {
+        on_info(ns, NULL, NULL); /* nothing learnt: the decisions waiting go (and fail) */
     }
     return 0;
 }
@@ -384,6 +420,7 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
     }
     args_t a;
     a.argc = 0;
+    p->closed_ms = rs_closed_ms(s, idx, p->closed_ns, &p->rule, p->asked_ns);
     if (mode == REDIS_MODE_MODULE) {
         rs_module_args(&a, p);
     } else {
@@ -435,8 +472,8 @@ static bool route(redis_store_t *s, const char *name, const sl_rule_t *rule, con
 }
 
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
-                        size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
-                        void *arg)
+                        size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
+                        redis_decision_fn fn, void *arg)
 {
     if (cost > rule->capacity) {
         /* never admissible, whatever the state: no round trip (the module would refuse it) */
@@ -469,6 +506,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     }
     p->rule = *rule;
     p->cost = cost;
+    p->closed_ns = closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;
     p->cache_hash = h;
@@ -478,7 +516,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
 
 void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns,
-                        int64_t now_ns, redis_decision_fn fn, void *arg)
+                        int64_t closed_ns, int64_t now_ns, redis_decision_fn fn, void *arg)
 {
     if (reserved < 0 || actual < 0 || charged_ns < -1) {
         fn(arg, -1, NULL, "a settle needs reserved and actual >= 0, and a charge time >= 0");
@@ -503,6 +541,7 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->reserved = reserved;
     p->actual = actual;
     p->charged_ns = charged_ns;
+    p->closed_ns = closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;
     p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
@@ -554,7 +593,7 @@ void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rul
 }
 
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
-                       int64_t timeout_ns, redis_mode_fn on_mode, void *on_mode_arg,
+                       int64_t timeout_ns, redis_node_fn on_node, void *on_node_arg,
                        redis_store_t **out, char *err)
 {
     redis_store_t *s = calloc(1, sizeof *s);
@@ -565,8 +604,8 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
     s->pending = (freelist_t){.size = sizeof(pending_t), .keep = PENDING_KEEP};
     s->loop = loop;
     s->shared = shared;
-    s->on_mode = on_mode;
-    s->on_mode_arg = on_mode_arg;
+    s->on_node = on_node;
+    s->on_node_arg = on_node_arg;
     s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
     olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];

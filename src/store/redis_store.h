@@ -26,6 +26,16 @@
  * start fresh in the new mode. Keys named by an older sluiced (whose digits hashed the numbers
  * too) are not read; they expire by themselves.
  *
+ * A closed start (a rule's cold_start: closed, request_store.h): a decision, peek or settle on
+ * a key that does not exist in Redis is sent, within one window of a closed start, with that
+ * start's time (CLOSED_FROM for the module, closed_from for the scripts), and Redis takes the key
+ * as having used its whole capacity then (sl_state_saturate()), atomically with the decision. The
+ * closed starts: the rule's own (its algorithm changed: another name, every key absent), and the
+ * node's, when the node is found to have lost its data (its run_id, asked with the mode on every
+ * connection, changed: it restarted, or failed over behind its address) or to have changed mode
+ * (the keys are under other names there). The latest one whose window the decision is in is
+ * sent, in whole milliseconds rounded up. Decisions for an open rule never carry one.
+ *
  * Each decision has a deadline (the decision timeout, a few ms by default): a reply that has
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
  * reply is dropped.
@@ -93,15 +103,22 @@ void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *s
 void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
                         void (*fn)(void *arg, const redis_store_t *store), void *arg);
 
-/* Told when a node's mode changes: node "host:port" now decides in `mode`. Called once per
- * change, on the loop of the store that found it out, with the arg given to
- * redis_store_create(). */
-typedef void (*redis_mode_fn)(void *arg, const char *node, redis_mode_t mode);
+/* What a probe of a node found (bits of redis_node_news_t). */
+typedef enum redis_node_news {
+    REDIS_NODE_MODE = 1,   /* it decides in another mode now */
+    REDIS_NODE_LOST = 2,   /* it lost its data: another run_id than before */
+    REDIS_NODE_CLOSED = 4, /* so a closed start from now: one of the above, on a node known */
+} redis_node_news_t;
 
-/* One store per loop, all of an engine's over one shared (which must outlive them); on_mode may
- * be NULL (else it gets on_mode_arg). */
+/* Told when a probe of a node finds news (redis_node_news_t bits): node "host:port" decides in
+ * `mode`. Called once per change, on the loop of the store that found it out, with the arg
+ * given to redis_store_create(). */
+typedef void (*redis_node_fn)(void *arg, const char *node, unsigned news, redis_mode_t mode);
+
+/* One store per loop, all of an engine's over one shared (which must outlive them); on_node may
+ * be NULL (else it gets on_node_arg). */
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,
-                       int64_t timeout_ns, redis_mode_fn on_mode, void *on_mode_arg,
+                       int64_t timeout_ns, redis_node_fn on_node, void *on_node_arg,
                        redis_store_t **out, char *err);
 
 /* Frees the store; decisions still waiting are answered as store errors first. */
@@ -112,13 +129,15 @@ typedef void (*redis_decision_fn)(void *arg, int status, const sl_decision_t *d,
 
 /*
  * Decides cost units for key under the prepared rule (named name, for the Redis key) at the
- * Redis server's time; now_ns (the caller's batch clock) only dates the over-limit cache. Calls fn
- * exactly once: at once for a cache hit or when nothing could be sent, else when the reply or the
- * deadline comes.
+ * Redis server's time; now_ns (the caller's batch clock) dates the over-limit cache and says
+ * which closed starts are in their window. closed_ns is the rule's: -1 for an open rule (no
+ * closed start at all), else its own closed start's time (ns since the Unix epoch; 0: none), to
+ * which the node's is added (see above). Calls fn exactly once: at once for a cache hit or when
+ * nothing could be sent, else when the reply or the deadline comes.
  */
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
-                        size_t key_len, int64_t cost, int64_t now_ns, redis_decision_fn fn,
-                        void *arg);
+                        size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
+                        redis_decision_fn fn, void *arg);
 
 /*
  * Settles a reservation of `reserved` units that a decision on key under rule admitted, now that
@@ -131,7 +150,9 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
  * settle": right for a refund sent at once, while a later settle without the time may take the
  * units back from where a later admission put them (docs/module.md). The module is told the
  * millisecond (SL.SETTLE ... AT charged_ns / 1 ms, which looks for the charge as of that
- * millisecond's end), the scripts the microsecond. now_ns (the caller's clock) dates the cache.
+ * millisecond's end), the scripts the microsecond. now_ns (the caller's clock) dates the cache;
+ * closed_ns is redis_store_decide's (a settle on a key that does not exist, in a closed start's
+ * window, settles on the whole capacity taken then).
  *
  * Calls fn exactly once, at once when nothing could be sent (a bad argument, a key too long, a
  * rule the node's mode cannot take: the same errors as redis_store_decide), else with Redis's
@@ -144,7 +165,7 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
  */
 void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns,
-                        int64_t now_ns, redis_decision_fn fn, void *arg);
+                        int64_t closed_ns, int64_t now_ns, redis_decision_fn fn, void *arg);
 
 /* Forgets key under rule (DEL of its state in either mode, whatever numbers it was written
  * under: only the algorithm names it; every loop's cached refusal of it is dropped). fn gets
@@ -169,7 +190,8 @@ typedef struct redis_pair {
     const sl_rule_t *rule; /* its prepared parameters (an override's, if any) */
     const void *key;
     size_t key_len;
-    bool shadow; /* a refusal of this pair does not block the others */
+    bool shadow;       /* a refusal of this pair does not block the others */
+    int64_t closed_ns; /* the rule's closed start, as redis_store_decide's */
 } redis_pair_t;
 
 #define REDIS_ALL_RETRY (-2) /* a redis_all_fn status: nothing was decided, decide step by step */
@@ -182,14 +204,15 @@ typedef void (*redis_all_fn)(void *arg, int status, const sl_decision_t *d, size
 
 /*
  * SL.ALLOWALL atomically: when the module is loaded and every pair's key is in one cluster slot
- * (always so on one server), one script peeks and charges them all inside Redis. Returns 0 and
+ * (always so on one server), one script peeks and charges them all inside Redis (each with its
+ * closed start in force at now_ns, as redis_store_decide sends it). Returns 0 and
  * calls fn once later, or -1 (nothing sent, fn never called) when it cannot: the caller then
  * takes the step-by-step path. fn's status is 0 (decisions), -1 with err (a store error), or
  * REDIS_ALL_RETRY when the node turned out to have lost the module before anything was
  * written: the caller then takes the step-by-step path too.
  */
 int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n, int64_t cost,
-                           redis_all_fn fn, void *arg);
+                           int64_t now_ns, redis_all_fn fn, void *arg);
 
 /* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 typedef struct redis_store_stats {

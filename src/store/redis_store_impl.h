@@ -30,8 +30,9 @@
 #define RKEY_INLINE      160  /* Redis key bytes a pending decision holds without an allocation */
 #define PENDING_KEEP     4096 /* free pending decisions kept for reuse per store */
 #define CMD_KEEP         (64 * 1024) /* a command buffer grown past this is freed after use */
-#define ARGS_MAX         16
-#define KEY_HASH_DIGITS  8 /* the hex digits ending a Redis key */
+#define ARGS_MAX         20
+#define KEY_HASH_DIGITS  8  /* the hex digits ending a Redis key */
+#define RUN_ID_MAX       40 /* a Redis run_id: 40 hex digits */
 
 /* What a pending request asks of Redis. */
 typedef enum pending_op {
@@ -55,6 +56,8 @@ typedef struct pending {
     int64_t cost;                /* OP_DECIDE: units */
     int64_t reserved, actual;    /* OP_SETTLE: units */
     int64_t charged_ns;          /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
+    int64_t closed_ns;           /* the rule's closed start, ns; 0 none; -1 an open rule */
+    int64_t closed_ms;           /* the closed start it is sent with, ms; -1 none */
     int64_t asked_ns;            /* the caller's clock when it was asked (the cache's time) */
     uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
     uint64_t epoch;              /* its stripe's epoch when it was sent */
@@ -65,24 +68,33 @@ typedef struct pending {
     char rkey_inline[RKEY_INLINE];
 } pending_t;
 
-/* A node as this store sees it: its mode (shared with the other loops' stores) and the
- * decisions waiting for the answer to a probe of it. */
+/*
+ * A node as every loop's store sees it, found by its name. mode and closed_ns are read without
+ * a lock by every decision; the rest (and every write) is under the shared lock: a probe's
+ * answer on any loop's connection (rs_node_probed).
+ */
+typedef struct shared_node {
+    char name[NODE_NAME_MAX];    /* "host:port", set before the node is published */
+    _Atomic int mode;            /* redis_mode_t, as last found out */
+    _Atomic int64_t closed_ns;   /* its closed start: when it lost its data or changed mode, ns
+                                    since the Unix epoch on this host's clock; 0 none */
+    bool known;                  /* a probe has answered (or the start-up probe) */
+    char run_id[RUN_ID_MAX + 1]; /* INFO server's, as last found out; "" unknown */
+} shared_node_t;
+
+/* A node as this store sees it: the shared node and the decisions waiting for the answer to a
+ * probe of it. */
 typedef struct node_state {
     redis_store_t *store;
-    int index;            /* rc node */
-    _Atomic int *mode;    /* the shared node's mode; NULL until first needed */
-    _Atomic int own_mode; /* used instead when the shared table is full */
-    const char *name;     /* "host:port", for the log */
-    char own_name[NODE_NAME_MAX];
-    bool probing;       /* a COMMAND INFO is on its way */
-    pending_t *waiting; /* decisions to send when it answers, in order */
+    int index;           /* rc node */
+    shared_node_t *node; /* the shared node, or own when the shared table is full; NULL until
+                            first needed */
+    shared_node_t own;
+    bool probing;            /* a COMMAND INFO and an INFO server are on their way */
+    redis_mode_t probe_mode; /* COMMAND INFO's answer, while INFO's is awaited (0: none) */
+    pending_t *waiting;      /* decisions to send when it answers, in order */
     pending_t *waiting_tail;
 } node_state_t;
-
-typedef struct shared_node {
-    char name[NODE_NAME_MAX]; /* "host:port", set before the node is published */
-    _Atomic int mode;         /* redis_mode_t, as last found out */
-} shared_node_t;
 
 struct redis_shared {
     uint64_t seed;           /* the caches' key hash seed */
@@ -97,8 +109,8 @@ struct redis_store {
     uv_loop_t *loop;
     rc_client_t *client;
     redis_shared_t *shared;
-    redis_mode_fn on_mode;
-    void *on_mode_arg;
+    redis_node_fn on_node;
+    void *on_node_arg;
     int64_t timeout_ms;
     uv_timer_t timer;
     pending_t *head, *tail;
@@ -121,6 +133,14 @@ typedef struct args {
 
 /* The mode a reply to COMMAND INFO sl.throttle says, or 0 when it is no such reply. */
 redis_mode_t rs_probe_mode(const redisReply *r);
+/* The run_id in a reply to INFO server into out, or "" when it has none. */
+void rs_probe_run_id(const redisReply *r, char out[RUN_ID_MAX + 1]);
+/* What a probe of node n found, mode (0: unknown) and run_id ("" unknown), at now_ns: recorded
+ * under the shared lock. Returns what changed (redis_node_news_t): the mode; the data lost (a
+ * run_id other than the one recorded); and a closed start from now_ns when either happened to a
+ * node probed before (the first probe of a node records only). */
+unsigned rs_node_probed(redis_shared_t *sh, shared_node_t *n, redis_mode_t mode, const char *run_id,
+                        int64_t now_ns);
 /* The shared node named name, added with the start mode if new; NULL when the table is full. */
 shared_node_t *rs_shared_node(redis_shared_t *sh, const char *name);
 /* The epoch of the stripe of key hash h. */
@@ -162,5 +182,10 @@ bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
 int rs_probe(redis_store_t *s, int idx);
 /* The mode node idx decides in, as last found out. */
 redis_mode_t rs_node_mode(redis_store_t *s, int idx);
+/* The closed start a request on node idx under rule is sent with, whole ms rounded up, or -1
+ * (none): the latest of the rule's (rule_closed_ns: -1 an open rule, 0 none) and the node's
+ * whose window (the rule's) now_ns is in. */
+int64_t rs_closed_ms(redis_store_t *s, int idx, int64_t rule_closed_ns, const sl_rule_t *rule,
+                     int64_t now_ns);
 
 #endif /* SLUICE_STORE_REDIS_STORE_IMPL_H */

@@ -11,10 +11,10 @@
  *   request_store_t  one per engine, from the --store URL (request_store_open, request_stores.h)
  *   store_loop_t     one per event loop, for stores that do I/O on it (NULL for the others)
  *   store_rule_t     one per rule's numbers: what the store keeps for a rule (the memory store's
- *                    table, its override tables, its cold-start window); NULL for a store that
- *                    keeps nothing per rule. The engine shares one across reloads while the
- *                    rule's numbers stay the same, and asks for a new one (then migrate) when
- *                    they change.
+ *                    table, its override tables, its cold-start window; Redis's cold-start
+ *                    window); NULL for a store that keeps nothing per rule. The engine shares one
+ *                    across reloads while the rule's numbers stay the same, and asks for a new
+ *                    one (then migrate) when they change.
  *   handle           a (void *) naming an override's numbers for one rule, from ops->override:
  *                    the memory store's override table; NULL when the numbers are enough (Redis)
  *
@@ -25,8 +25,10 @@
  * answer (the memory store decides without allocating).
  *
  * Capabilities are fields of the table, not the store's name: a caller that must know asks the
- * field (completes_at_once, has_snapshots, cold_start_applies); an operation a store does not
- * have is NULL.
+ * field (completes_at_once, has_snapshots: a store whose keys' usage a restart without a
+ * snapshot loses, so that cold_start applies at start-up); an operation a store does not have is
+ * NULL (cold_start: a store that cannot tell a new key, so that a closed start hands it a fresh
+ * quota).
  *
  * Adding a store: one file defining its request_store_ops_t, and its entry in request_stores.c.
  */
@@ -87,6 +89,7 @@ typedef struct store_target {
     const sl_rule_t *numbers; /* the numbers in force: the override's, else the rule's */
     const void *key;
     size_t key_len;
+    bool closed; /* the rule's cold_start is closed: a key of unknown usage starts saturated */
 } store_target_t;
 
 /* One pair of decide_all. */
@@ -111,12 +114,10 @@ typedef struct store_stats {
 } store_stats_t;
 
 struct request_store_ops {
-    const char *name;        /* "memory", "redis" */
-    bool completes_at_once;  /* decide and reset never return STORE_PENDING */
-    bool has_snapshots;      /* save_rule .. load_close are set */
-    bool cold_start_applies; /* cold_start is set: a rule's closed start is kept here */
-    const char *fresh_note;  /* with cold_start_applies false: why a key starts fresh there */
-    const char *url_form;    /* the URLs it takes, for an error naming none; NULL: the default */
+    const char *name;       /* "memory", "redis" */
+    bool completes_at_once; /* decide and reset never return STORE_PENDING */
+    bool has_snapshots;     /* save_rule .. load_close are set; a start without one is cold */
+    const char *url_form;   /* the URLs it takes, for an error naming none; NULL: the default */
 
     /* Whether url names this store. */
     bool (*accepts)(const char *url);
@@ -135,8 +136,9 @@ struct request_store_ops {
     int (*rule_new)(request_store_t *s, const sl_rule_t *numbers, store_rule_t **out);
     void (*rule_migrate)(store_rule_t *to, store_rule_t *from, int64_t now_ns);
     void (*rule_free)(store_rule_t *r);
-    /* The rule's keys as a cold start leaves them: as having used their whole quota at from_ns,
-     * for keys first seen before until_ns. renew false keeps a window still in force at from_ns. */
+    /* The rule's keys as a cold start leaves them: as having used their whole quota at from_ns
+     * (sl_state_saturate), for keys first seen before until_ns. renew false keeps a window still
+     * in force at from_ns. Applied to keys of targets marked closed. */
     void (*cold_start)(store_rule_t *r, int64_t from_ns, int64_t until_ns, bool renew);
     /* True when the rule holds no key with usage left at now_ns (NULL: always). */
     bool (*rule_idle)(store_rule_t *r, int64_t now_ns);

@@ -7,8 +7,9 @@
  * for a name they matched); the rest is split at NUL bytes into the arguments after it (argv[1]
  * the key), each an exact-size copy so that reading past one is caught by ASan. Checked besides
  * "does not crash": a request that parses has a prepared rule and costs, reserved and actual units
- * >= 0, an AT of -1 or >= 0 whose charge time is within [0, now]; an error is a NUL-terminated "ERR
- * ..." line within THROTTLE_ERR_MAX.
+ * >= 0, an AT of -1 or >= 0 whose charge time is within [0, now], a CLOSED_FROM of -1 or >= 0
+ * whose closed start is within [0, SL_NOW_MAX_NS] (and in force at time 0); an error is a
+ * NUL-terminated "ERR ..." line within THROTTLE_ERR_MAX.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +48,14 @@ static void check(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, b
         sl_rule_t again = req.params;
         if (sl_rule_prepare(&again) != SL_OK || memcmp(&again, &req.rule, sizeof again) != 0 ||
             req.cost < 0 || (cmd == THROTTLE_SL_PEEK && req.cost != 0)) {
+            abort();
+        }
+        /* a closed start is none for CL.THROTTLE, else within [0, SL_NOW_MAX_NS] at any now */
+        int64_t at_ns = -1;
+        if (req.closed_from_ms < -1 || (cmd == THROTTLE_CL && req.closed_from_ms != -1) ||
+            throttle_closed_start(&req, SL_NOW_MAX_NS, &at_ns) != (at_ns >= 0) ||
+            at_ns > SL_NOW_MAX_NS ||
+            (req.closed_from_ms >= 0 && !throttle_closed_start(&req, 0, &at_ns))) {
             abort();
         }
     }

@@ -11,6 +11,7 @@ replay` cannot express (settles and refunds, the stored bytes).
     keys.packed("k")                                         -> bytes (sl_state_pack)
     keys.copy("k")                                           -> a state to keep (None: absent)
     keys.with_rule("k", other_rule, now_ns)                  -> the key converted to other numbers
+    keys.closed_start("k", from_ns, now_ns)                  -> an absent key saturated at from_ns
     core.fresh(rule, state, now_ns)                          -> bool (a state, None: absent)
 
 Keys holds each key's state as Redis would: a decision or settle that leaves the state fresh at
@@ -24,6 +25,7 @@ import os
 ALGORITHMS = {"fixed_window": 1, "sliding_log": 2, "sliding_window": 3, "sliding_buckets": 4,
               "token_bucket": 5, "gcra": 6}
 SL_DEFAULT = -1
+NOW_MAX_NS = (2**63 - 1) // 2  # SL_NOW_MAX_NS: later times are decided as this one
 
 
 class Rule(ctypes.Structure):
@@ -69,6 +71,7 @@ class Core:
         lib.sl_state_pack.restype = ctypes.c_size_t
         lib.sl_state_unpack.argtypes = [rp, p, ctypes.c_size_t, p]
         lib.sl_state_convert.argtypes = [rp, p, rp, p, i64]
+        lib.sl_state_saturate.argtypes = [rp, p, i64]
         self.lib = lib
 
     def fresh(self, rule, state, now_ns):
@@ -109,6 +112,20 @@ class Keys:
             self.states[key] = out
         self.rules[key] = rule
         return state is not None
+
+    def closed_start(self, key, from_ns, now_ns):
+        """A closed start from from_ns (sluice.so's CLOSED_FROM, the scripts' closed_from): an
+        absent key, while now_ns is within one window of from_ns, takes the state of the whole
+        capacity taken at from_ns (sl_state_saturate). Returns whether it did (what makes
+        sluice.so and the scripts write the key, whatever they decide, unless they only peek)."""
+        rule = self.rule_of(key)
+        from_ns, now_ns = min(from_ns, NOW_MAX_NS), min(max(now_ns, 0), NOW_MAX_NS)  # clamped
+        if key in self.states or now_ns >= from_ns + rule.window_ns:
+            return False
+        state = ctypes.create_string_buffer(rule.state_size)
+        assert self.core.lib.sl_state_saturate(ctypes.byref(rule), state, from_ns) == 0
+        self.states[key] = state
+        return True
 
     def rule_of(self, key):
         return self.rules.get(key, self.rule)

@@ -21,6 +21,11 @@
 #     sl_state_convert() converts (the value and the numbers it records, its expiry, every
 #     reply), a peek under other numbers writing nothing; values without numbers (an older
 #     sluiced's) read under the command's;
+#   - a closed start (closed_from): such sequences, with keys losing their data among them,
+#     through each script and through sluice.so's CLOSED_FROM in a redis-server that loads it
+#     with its test clock, against libsluice with sl_state_saturate(): a key absent within one
+#     window of the closed start is taken as having used its whole capacity then (every reply,
+#     value and expiry equal; a peek writes nothing; a cost or a settle writes it);
 # and prints (asserting only that a decimal state's key is at most 40 bytes larger than SET k v
 # PX t) memory per key and
 # per stored sliding_log request, and each script's requests/s under redis-benchmark (EVALSHA,
@@ -68,6 +73,12 @@ for what in sha errors clock equiv settle convert memory; do
     check "$what" env "${CORE_ENV[@]}" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
         "${SLUICE_SEED:-20250}" "$what"
 done
+# the closed start, the scripts' and sluice.so's side by side
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+start_redis withmodule --loadmodule "$MODULE" testclock || { cat "$TMP/withmodule.log"; exit 1; }
+check cold env "${CORE_ENV[@]}" python3 "$DRIVER" "$REDIS_PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
+    "${SLUICE_SEED:-20250}" cold
+stop_bg withmodule
 
 # --- requests/s of each script: printed, not asserted (a shared machine's figures)
 bench() {

@@ -5,7 +5,8 @@
 # CL.THROTTLE table, equivalence with the core (`sluice replay`) on seeded random sequences for
 # all six algorithms, SL.SETTLE by hand and against the core itself (libsluice through
 # tests/integration/sluice_core.py: replies, stored bytes and expiries on random sequences of
-# decisions and settles), and memory per key against redis-server's own SET k v PX t.
+# decisions and settles), CLOSED_FROM (a closed start) by hand, and memory per key against
+# redis-server's own SET k v PX t.
 # Times set with SL.DEBUG SETTIME are in 2096, so keys written under the test clock never expire
 # by redis-server's real clock while the test runs.
 set -u
@@ -161,6 +162,30 @@ expect debug-arity "ERR wrong number of arguments for 'sl.debug' command" SL.DEB
 expect debug-sub "ERR unknown SL.DEBUG subcommand (SETTIME unix_ns)" SL.DEBUG NOW 1
 expect debug-val "ERR unix_ns must be a non-negative integer (ns since the Unix epoch)" SL.DEBUG SETTIME -5
 expect debug-val2 "ERR unix_ns must be a non-negative integer (ns since the Unix epoch)" SL.DEBUG SETTIME 12a
+
+# --- CLOSED_FROM, a closed start (what sluiced sends after a Redis node lost its data): a key that
+# does not exist, within one window of it, has taken the whole capacity then; sluiced's own
+# SL.THROTTLE refuses it (its rules have a cold_start)
+both closed-neg "ERR closed_from must be >= 0" SL.THROTTLE k gcra 5 1000 CLOSED_FROM -1
+both closed-int "ERR closed_from is not an integer or out of range" SL.THROTTLE k gcra 5 1000 CLOSED_FROM soon
+both closed-range "ERR closed_from is out of range" SL.THROTTLE k gcra 5 1000 CLOSED_FROM 9223372036855
+check closed-sluiced [ "$(sc SL.THROTTLE k gcra 5 1000 CLOSED_FROM 1)" = "ERR CLOSED_FROM is sluice.so's (sluiced applies its rules' cold_start itself)" ]
+check closed-sluiced-settle [ "$(sc SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0 CLOSED_FROM 1)" = "ERR CLOSED_FROM is sluice.so's (sluiced applies its rules' cold_start itself)" ]
+# gcra 5 per s (T 200 ms, capacity 6) saturated at START: TAT START + 1200 ms. 400 ms later two
+# units have come back: a peek sees 2 and writes nothing, a cost of 3 waits 200 ms (and writes
+# the saturated state), a cost of 2 fits
+expect settime OK SL.DEBUG SETTIME $((START_NS + 400000000))
+expect cf-peek "1 6 2 0 800" SL.PEEK cf gcra 5 1000 CLOSED_FROM $START_MS
+expect cf-peek-nokey 0 EXISTS cf
+expect cf-refused "0 6 2 200 800" SL.THROTTLE cf gcra 5 1000 COST 3 CLOSED_FROM $START_MS
+expect cf-written $((START_MS + 1200)) PEXPIRETIME cf
+expect cf-admitted "1 6 0 0 1200" SL.THROTTLE cf gcra 5 1000 COST 2 CLOSED_FROM $START_MS
+# a key that exists is read as it is; one window after the closed start a key is fresh
+expect cf-exists-1 "1 6 5 0 200" SL.THROTTLE cf2 gcra 5 1000
+expect cf-exists-2 "1 6 4 0 400" SL.THROTTLE cf2 gcra 5 1000 CLOSED_FROM $START_MS
+expect cf-past "1 6 5 0 200" SL.THROTTLE cf3 gcra 5 1000 CLOSED_FROM $((START_MS - 1000))
+# a refund on a sliding_log saturated at START (5 stamps) gives back one of them
+expect cf-settle "1 5 1 0 600" SL.SETTLE cf4 sliding_log 5 1000 RESERVED 1 ACTUAL 0 CLOSED_FROM $START_MS
 
 # --- the test clock: exact decisions and absolute expiry at now + reset_after, rounded up
 expect settime OK SL.DEBUG SETTIME $((START_NS + 250000000))

@@ -1506,6 +1506,50 @@ static void test_convert_arguments(void **cm)
     assert_memory_equal(to, untouched, sizeof(to));
 }
 
+/* sl_state_saturate: the bytes sl_decide() writes when a fresh key takes the whole capacity at
+ * that time; such a key has nothing left then (a peek reports remaining 0, a cost of 1 waits,
+ * or with max_delay is only delayed), is fresh exactly at the peek's reset_after, and the state
+ * checks and survives its packed form. NULL arguments and a rule never prepared are refused. */
+static void test_saturate_every_algorithm(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        unsigned char *state = new_state(rule), *want = new_state(rule), *back = new_state(rule);
+        int64_t at = 333 * MS + 7;
+        memset(state, 0xa5, sl_state_size(rule)); /* every byte written */
+        assert_int_equal(sl_state_saturate(rule, state, START + at), SL_OK);
+        assert_true(decide_at(rule, want, k[i].capacity, at).allowed);
+        assert_memory_equal(state, want, sl_state_size(rule));
+        assert_int_equal(sl_state_check(rule, state), SL_OK);
+        assert_false(sl_state_is_fresh(rule, state, START + at));
+        sl_decision_t d = decide_at(rule, state, 0, at);
+        assert_int_equal(d.remaining, 0);
+        assert_true(d.reset_after_ns > 0);
+        assert_true(sl_state_is_fresh(rule, state, START + at + d.reset_after_ns));
+        assert_false(sl_state_is_fresh(rule, state, START + at + d.reset_after_ns - 1));
+        sl_decision_t one = decide_at(rule, back, 1, at); /* back is fresh: admitted at once */
+        assert_true(one.allowed && one.delay_ns == 0);
+        memcpy(back, state, sl_state_size(rule));
+        one = decide_at(rule, back, 1, at);
+        assert_true(!one.allowed || one.delay_ns > 0);
+        unsigned char packed[256];
+        size_t len = sl_state_pack(rule, state, packed);
+        assert_int_equal(sl_state_unpack(rule, packed, len, back), SL_OK);
+        assert_memory_equal(back, state, sl_state_size(rule));
+        free(back);
+        free(want);
+        free(state);
+    }
+    sl_rule_t unprepared = rule_fields(SL_GCRA, 5, SEC, SL_DEFAULT, SL_DEFAULT, 0);
+    unsigned char state[64];
+    assert_int_equal(sl_state_saturate(&unprepared, state, START), SL_EINVAL);
+    assert_int_equal(sl_state_saturate(&k[0].rule, NULL, START), SL_EINVAL);
+    assert_int_equal(sl_state_saturate(NULL, state, START), SL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1547,6 +1591,7 @@ int main(void)
         cmocka_unit_test(test_convert_gcra),
         cmocka_unit_test(test_convert_same_meaning),
         cmocka_unit_test(test_convert_arguments),
+        cmocka_unit_test(test_saturate_every_algorithm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,8 @@ static int store_decide(request_store_t *s, store_rule_t *r, void *handle, const
                          .name = "r",
                          .numbers = num,
                          .key = key,
-                         .key_len = strlen(key)};
+                         .key_len = strlen(key),
+                         .closed = true};
     return s->ops->decide(s, NULL, &tg, req, now_ns, d, never_called, NULL);
 }
 
@@ -182,15 +183,18 @@ static void test_memory_override_handles(void **unused)
     request_store_close(s);
 }
 
-/* cold_start: a key first seen in the closed window has used its whole quota. */
+/* cold_start: a key first seen in the closed window has used its whole quota (a peek, a cost
+ * and a settle alike: a settle's debt on a key never seen does not make it fresh); the window
+ * goes on when the rule's numbers change (migrate); it applies only to targets marked closed. */
 static void test_memory_cold_start(void **unused)
 {
     (void)unused;
-    sl_rule_t rule;
+    sl_rule_t rule, wider;
     assert_int_equal(sl_rule_init(&rule, SL_GCRA, 10, 60 * NS_PER_SEC), SL_OK);
+    assert_int_equal(sl_rule_init(&wider, SL_GCRA, 20, 60 * NS_PER_SEC), SL_OK);
     request_store_t *s = memory_open();
-    assert_true(s->ops->cold_start_applies);
-    store_rule_t *r = NULL;
+    assert_true(s->ops->has_snapshots && s->ops->cold_start != NULL);
+    store_rule_t *r = NULL, *r2 = NULL;
     assert_int_equal(s->ops->rule_new(s, &rule, &r), 0);
     s->ops->cold_start(r, t0_ns, t0_ns + 60 * NS_PER_SEC, true);
     assert_int_equal(peek(s, r, NULL, &rule, "new", t0_ns + NS_PER_SEC).remaining, 0);
@@ -201,6 +205,32 @@ static void test_memory_cold_start(void **unused)
     assert_int_equal(store_decide(s, r, NULL, &rule, "old", &one, t0_ns + 61 * NS_PER_SEC, &d),
                      SL_OK);
     assert_true(d.allowed); /* first seen after the window: fresh */
+
+    /* a settle of 1 more than reserved on a key never seen: saturated first, then in debt */
+    store_request_t debt = {.settle = true, .reserved = 1, .actual = 2, .charged_ns = -1};
+    assert_int_equal(store_decide(s, r, NULL, &rule, "settled", &debt, t0_ns + NS_PER_SEC, &d),
+                     SL_OK);
+    sl_decision_t want;
+    unsigned char state[64];
+    assert_int_equal(sl_state_saturate(&rule, state, t0_ns), SL_OK);
+    assert_int_equal(sl_settle(&rule, state, 1, 2, t0_ns + NS_PER_SEC, t0_ns + NS_PER_SEC, &want),
+                     SL_OK);
+    assert_same_decision(&d, &want);
+    assert_false(d.allowed);
+
+    /* the numbers change: the window goes on in the new rule's data */
+    assert_int_equal(s->ops->rule_new(s, &wider, &r2), 0);
+    s->ops->rule_migrate(r2, r, t0_ns + 2 * NS_PER_SEC);
+    assert_int_equal(peek(s, r2, NULL, &wider, "unseen", t0_ns + 2 * NS_PER_SEC).remaining, 0);
+
+    /* a target not marked closed (the rule's cold_start is open now) is not saturated */
+    store_target_t tg = {
+        .rule = r2, .name = "r", .numbers = &wider, .key = "open", .key_len = 4, .closed = false};
+    assert_int_equal(
+        s->ops->decide(s, NULL, &tg, &one, t0_ns + 2 * NS_PER_SEC, &d, never_called, NULL), SL_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 20);
+    s->ops->rule_free(r2);
     s->ops->rule_free(r);
     request_store_close(s);
 }

@@ -2,7 +2,9 @@
  * test_throttle_args.c - SL.SETTLE's arguments (proto/throttle_args.h), which sluice.so and
  * sluiced share: RESERVED, ACTUAL and AT among the rule's options, each error, the settle
  * options alone (throttle_parse_settle), and the charge time AT names
- * (throttle_settle_charged_ns). SL.THROTTLE's and CL.THROTTLE's errors are checked side by side
+ * (throttle_settle_charged_ns); CLOSED_FROM on SL.THROTTLE, SL.PEEK and SL.SETTLE, its errors and
+ * the closed start it names (throttle_closed_start). SL.THROTTLE's and CL.THROTTLE's errors are
+ * checked side by side
  * in a real redis-server and sluiced by tests/integration/test_module.sh.
  */
 #include <setjmp.h>
@@ -166,13 +168,63 @@ static void test_charged_ns(void **unused)
     assert_int_equal(throttle_settle_charged_ns(&r, 0), 0);
 }
 
+/* CLOSED_FROM: among the options of SL.THROTTLE, SL.PEEK and SL.SETTLE (the last wins), none
+ * of CL.THROTTLE; its errors; and the closed start it names: from that ms, for one window of the
+ * request's rule, no later than SL_NOW_MAX_NS, none when absent. */
+static void test_closed_from(void **unused)
+{
+    (void)unused;
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    int64_t at = 0;
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 COST 2", &r, err), 0);
+    assert_int_equal(r.closed_from_ms, -1);
+    assert_false(throttle_closed_start(&r, 0, &at));
+    assert_int_equal(parse(THROTTLE_SL,
+                           "SL.THROTTLE k gcra 5 1000 closed_from 7 COST 2 CLOSED_FROM 4000", &r,
+                           err),
+                     0);
+    assert_int_equal(r.closed_from_ms, 4000);
+    assert_int_equal(r.cost, 2);
+    assert_true(throttle_closed_start(&r, 4000 * NS_MS, &at));
+    assert_int_equal(at, 4000 * NS_MS);
+    assert_true(throttle_closed_start(&r, 3000 * NS_MS, &at)); /* a clock behind: still closed */
+    assert_true(throttle_closed_start(&r, 5000 * NS_MS - 1, &at));
+    assert_false(throttle_closed_start(&r, 5000 * NS_MS, &at)); /* one window (1000 ms) later */
+    assert_int_equal(
+        parse(THROTTLE_SL_PEEK, "SL.PEEK k sliding_log 5 60000 CLOSED_FROM 0", &r, err), 0);
+    assert_int_equal(r.closed_from_ms, 0);
+    assert_true(throttle_closed_start(&r, 59999 * NS_MS, &at));
+    assert_int_equal(at, 0);
+    assert_int_equal(parse(THROTTLE_SL_SETTLE,
+                           "SL.SETTLE k gcra 5 1000 RESERVED 3 CLOSED_FROM 9 ACTUAL 1", &r, err),
+                     0);
+    assert_int_equal(r.closed_from_ms, 9);
+    assert_int_equal(r.reserved, 3);
+    assert_int_equal(parse(THROTTLE_CL, "CL.THROTTLE k 4 1 1 1", &r, err), 0);
+    assert_int_equal(r.closed_from_ms, -1);
+    /* the latest ms there is: its start is past SL_NOW_MAX_NS, so SL_NOW_MAX_NS */
+    assert_int_equal(
+        parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 CLOSED_FROM 9223372036854", &r, err), 0);
+    assert_true(throttle_closed_start(&r, SL_NOW_MAX_NS, &at));
+    assert_int_equal(at, SL_NOW_MAX_NS);
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 CLOSED_FROM -1",
+              "ERR closed_from must be >= 0");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 CLOSED_FROM soon",
+              "ERR closed_from is not an integer or out of range");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 CLOSED_FROM 9223372036855",
+              "ERR closed_from is out of range");
+    PARSE_ERR(THROTTLE_SL_PEEK, "SL.PEEK k gcra 5 1000 CLOSED_FROM", "ERR syntax error");
+    PARSE_ERR(THROTTLE_CL, "CL.THROTTLE k 4 1 CLOSED_FROM 5",
+              "ERR Couldn't parse as integer: CLOSED_FROM");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_settle_options),
-        cmocka_unit_test(test_settle_errors),
-        cmocka_unit_test(test_settle_alone),
-        cmocka_unit_test(test_charged_ns),
+        cmocka_unit_test(test_settle_options), cmocka_unit_test(test_settle_errors),
+        cmocka_unit_test(test_settle_alone),   cmocka_unit_test(test_charged_ns),
+        cmocka_unit_test(test_closed_from),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

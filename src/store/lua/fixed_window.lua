@@ -13,12 +13,13 @@
 -- cost > 0 writes (SET .. PXAT the window's end, when the key is fresh again), a settle that
 -- changes the state (a DEL when it leaves it fresh), and a cost > 0 or a settle on a value it
 -- converted. A settle past the limit (debt) counts past N, saturating at 2^53 - 1 (the core at
--- 2^62 - 1).
+-- 2^62 - 1). A closed start (closed_from) gives a key that does not exist the count N in the
+-- window holding its time, written as a converted value is.
 local ALG = 'fixed_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^53 - 1; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
     rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 local SUFFIX = '#' .. string.format('%d', window)
@@ -51,6 +52,9 @@ if s then
         end
         converted = true
     end
+end
+if not s and closed then -- a closed start: the whole limit taken at closed, written as converted
+    count, idx, converted = limit, math.floor(closed / window), true
 end
 
 local function text_of(c, k) -- the state's value

@@ -20,7 +20,9 @@
 -- core at 2^62 - 1). A value written under another window or bucket count is converted first, as
 -- the core does: each bucket's count goes to the new bucket holding its last us (the latest
 -- admission, for the newest), dropped when that is older than the new ring reaches; a cost > 0 or
--- a settle on a converted value writes it, whatever the decision.
+-- a settle on a converted value writes it, whatever the decision. A closed start (closed_from)
+-- gives a key that does not exist the count N in the bucket holding its time, as the latest
+-- admission's, written as a converted value is.
 local ALG = 'sliding_buckets' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
@@ -40,7 +42,7 @@ local function check_buckets(buckets, window)
 end
 
 -- limit up to 2^53 - 1; buckets up to SL_BUCKETS_MAX, 4096; burst and max_delay_us do not apply
-local err, limit, window, _, K, _, cost, now, reserved, actual, charged =
+local err, limit, window, _, K, _, cost, now, reserved, actual, charged, closed =
     rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0, check_buckets)
 if err then return redis.error_reply(err) end
 
@@ -61,6 +63,14 @@ end
 local have_fmt = packed_fmt(have)
 local newest = math.floor(latest / G) -- the stored counts are buckets newest - m + 1 .. newest
 local first = newest - m + 1
+-- Reads the state from the packed value text (nil: a fresh state) into the locals above.
+local function load(text)
+    have, latest, m = width, 0, 0
+    if text then have, latest, m = packed_read(text) end
+    have_fmt = packed_fmt(have)
+    newest = math.floor(latest / G)
+    first = newest - m + 1
+end
 local function count(j)
     if j < first or j > newest then return 0 end
     return struct.unpack(have_fmt, s, HEADER + 1 + have * (j - first))
@@ -115,11 +125,13 @@ if converted then -- the core's sliding_buckets_convert
     if converted_fresh > 0 then
         s = text_of(latest, oldest, top, get, nil, 0, big and 8 or width)
     end
-    have, latest, m = width, 0, 0
-    if s then have, latest, m = packed_read(s) end
-    have_fmt = packed_fmt(have)
-    newest = math.floor(latest / G)
-    first = newest - m + 1
+    load(s)
+end
+if not raw and closed then -- a closed start: the whole limit taken at closed, in its bucket
+    local b = math.floor(closed / G)
+    s = text_of(closed, b, b, function() return 0 end, b, limit, width)
+    load(s)
+    converted, converted_fresh = true, (b + K + 1) * G -- written as a converted value is
 end
 
 if reserved and (reserved ~= actual or converted) then -- a settle, then a peek

@@ -21,7 +21,9 @@
 -- A value written under another limit or window is converted first, as the core does: of the
 -- stamps inside the new window at the latest time recorded, the newest up to the new limit
 -- (DROPPED when some were left out, copies of the oldest standing for stamps a debt dropped);
--- a cost > 0 or a settle on a converted value writes it, whatever the decision.
+-- a cost > 0 or a settle on a converted value writes it, whatever the decision. A closed start
+-- (closed_from) gives a key that does not exist N stamps at its time, written as a converted
+-- value is.
 local ALG = 'sliding_log' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
@@ -29,7 +31,7 @@ local ALG = 'sliding_log' -- in error messages
 local DROPPED, LATEST = 16, 32
 
 -- limit up to SL_LOG_LIMIT_MAX, 2^20; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
     rule_args(1048576, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
@@ -68,6 +70,12 @@ local function read()
 end
 if not read() or (nums and nums ~= NUMS and not string.match(nums, '^%d+:%d+$')) then
     return no_state_reply(key)
+end
+local saturated = not raw and closed -- a closed start: N stamps at closed, the whole limit taken
+if saturated then
+    s = string.char(width + NUMBERED) .. struct.pack('<i8', closed) ..
+        string.rep(struct.pack(packed_fmt(width), 0), limit) .. SUFFIX
+    read()
 end
 
 local converted = nums and nums ~= NUMS -- written under other numbers
@@ -118,6 +126,7 @@ if converted then -- the core's sliding_log_convert
     end
     read()
 end
+if saturated then converted = true end -- written as a converted value is
 
 if reserved and (reserved ~= actual or converted) then -- a settle (the core's), then a peek
     local st, cnt, dropped = {}, n, flags == DROPPED

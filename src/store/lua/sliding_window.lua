@@ -15,13 +15,15 @@
 -- window of now, the one before, or none). Only an admitted cost > 0 writes (SET .. PXAT the end
 -- of window k + 1, when the key is fresh again), a settle that changes the state (a DEL when it
 -- leaves it fresh), and a cost > 0 or a settle on a value it converted. A settle past the limit
--- (debt) counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1).
+-- (debt) counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1). A closed
+-- start (closed_from) gives a key that does not exist the count N in the window holding its time
+-- (none in the one before), written as a converted value is.
 local ALG = 'sliding_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^52 (muldiv's divisors); burst, buckets and max_delay_us do not apply
 local COUNT_MAX = 4503599627370496 -- 2^52
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged =
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
     rule_args(COUNT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
@@ -101,6 +103,9 @@ if s then
         end
         converted = true
     end
+end
+if not s and closed then -- a closed start: the whole limit taken at closed, written as converted
+    idx, curr, prev, converted = math.floor(closed / window), limit, 0, true
 end
 
 local w = window

@@ -19,8 +19,11 @@ state is not fresh, its expiry the first millisecond the core's state is fresh, 
 leaves the core's state as it was leaves the key's bytes as they were), `convert` (keys whose
 numbers change among decisions and settles: converted as the core's sl_state_convert() converts,
 the value recording the new numbers, a peek under other numbers writing nothing; values without
-numbers, as an older sluiced wrote them, read under the command's numbers). Prints one line per
-case; exits 1 if any check failed.
+numbers, as an older sluiced wrote them, read under the command's numbers), `cold` (a closed
+start, closed_from: keys absent within one window of it taken as having used their whole
+capacity then, as sl_state_saturate() says, through the scripts and, when the Redis has it
+loaded with its test clock, through sluice.so's CLOSED_FROM: every reply, value and expiry).
+Prints one line per case; exits 1 if any check failed.
 """
 import hashlib
 import os
@@ -32,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from resp_client import Conn  # noqa: E402
-from sluice_core import Core, Keys  # noqa: E402
+from sluice_core import Core, Keys, module_value  # noqa: E402
 
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
               "token_bucket", "gcra"]
@@ -104,6 +107,17 @@ BAD_ARGS = [
      "ERR sluice sliding_window: now_us must be"),
     ("sliding_buckets", [5, SEC, -1, 4, 0, "Settle", 1, 0, "now"],
      "ERR sluice sliding_buckets: cost must be"),
+    ("gcra", [5, SEC, -1, -1, 0, 1, "closed_from", "x"], "ERR sluice gcra: closed_from_us must be"),
+    ("token_bucket", [5, SEC, -1, -1, 0, 1, 7, "closed_from", -1],
+     "ERR sluice token_bucket: closed_from_us must be"),
+    ("fixed_window", [5, SEC, -1, -1, 0, "settle", 1, 0, "now", "closed_from"],
+     "ERR sluice fixed_window: closed_from_us must be an integer in [0, 9007199254740991], "
+     "got nothing"),
+    ("sliding_log", [5, SEC, -1, -1, 0, 1, 7, "closed"],
+     "ERR sluice sliding_log: unexpected argument 'closed' (the last ones are [now_us] "
+     "[closed_from from_us])"),
+    ("sliding_window", [5, SEC, -1, -1, 0, 1, "closed_from", 7, 8],
+     "ERR sluice sliding_window: unexpected argument '8'"),
 ]
 
 
@@ -675,6 +689,188 @@ def check_saturation(conn, shas, ck):
                   "%r %r %r" % (r1, r2, view))
 
 
+COLD_LINES = 1200
+
+
+def module_rule_args(alg, limit, window, burst, buckets, max_delay):
+    """sluice.so's rule arguments for a case (window and max_delay in us), or None when it takes
+    only whole milliseconds and the case has others."""
+    if window % MS or max_delay % MS:
+        return None
+    args = [alg, limit, window // MS]
+    if burst != -1:
+        args += ["BURST", burst]
+    if buckets != -1:
+        args += ["BUCKETS", buckets]
+    if max_delay:
+        args += ["MAX_DELAY", max_delay // MS]
+    return args
+
+
+def module_fields(d):
+    """A core decision as sluice.so's SL.THROTTLE replies: durations in ms, rounded up; a delayed
+    admission's delay as its retry."""
+    f = d.fields()
+    retry = f[5] if f[0] else f[3]
+    return [f[0], f[1], f[2], -1 if retry < 0 else -(-retry // 10**6), -(-f[4] // 10**6)]
+
+
+def cold_ops(rng, window, grain, cap):
+    """A seeded sequence for the closed-start check: (time us, key, op, closed_from us or None),
+    op ("cost", c), ("settle", reserved, actual, charged us or "now") or ("del",): a key whose
+    data is lost. closed_from is whole ms, at or before the time it was chosen at (a node that
+    lost its data, a rule whose algorithm changed), moving on now and then, sometimes a window
+    or more back (then absent keys are fresh)."""
+    t = START_US + rng.randrange(window)
+    closed, ops, admitted = None, [], {}
+    for _ in range(COLD_LINES):
+        r = rng.random()
+        t += (0 if r < 0.2 else rng.randrange(1, 1000) if r < 0.3 else
+              rng.randrange(1, max(2, window // 8)) if r < 0.8 else
+              rng.randrange(window // 3, 2 * window) if r < 0.95 else
+              (t // grain + 1) * grain - t)
+        if rng.random() < 0.03:
+            t = max(START_US, t - rng.randrange(1, window))  # time going back
+        if t > START_US + 200 * window:  # far ahead (a 30-day window): back to the start, so
+            t = START_US + rng.randrange(window)  # that every time stays before NOW_MAX_NS
+        if closed is None or rng.random() < 0.1:
+            back = rng.choice([0, 0, 0, 0, MS, window // 2, window + MS])
+            closed = max(0, (t - back) // MS * MS)
+            if back == 0:
+                t = max(closed, START_US)  # decided at the closed start itself too
+        key = "k%d" % rng.randrange(6)
+        a = rng.random()
+        if a < 0.12:
+            ops.append((t, key, ("del",), None))
+            admitted.pop(key, None)
+            continue
+        if a < 0.3:
+            reserved = rng.randrange(cap + 1)
+            past = admitted.get(key, [])
+            charged = ("now" if not past or rng.random() < 0.4 else
+                       min(rng.choice(past[-3:]), t) // MS * MS)
+            b = rng.random()
+            actual = (0 if b < 0.35 else rng.randrange(reserved + 1) if b < 0.6 else
+                      reserved if b < 0.7 else reserved + rng.randrange(1, cap + 1))
+            op = ("settle", reserved, actual, charged)
+        else:
+            c = rng.random()
+            op = ("cost", 0 if c < 0.2 else rng.randrange(1, max(2, cap // 4)) if c < 0.7 else
+                  rng.randrange(1, cap + 1))
+            admitted.setdefault(key, []).append(t)
+        ops.append((t, key, op, closed if rng.random() < 0.75 else None))
+    return ops
+
+
+def check_cold(conn, shas, ck, seed):
+    """A closed start (the scripts' closed_from, sluice.so's CLOSED_FROM when the Redis has it
+    loaded with its test clock): seeded decisions, peeks and settles, some naming a closed start,
+    on keys that now and then lose their data, through the scripts (and sluice.so), against
+    libsluice with sl_state_saturate() for a key that is absent within one window of the closed
+    start: every reply, the value and its expiry; a peek of a saturated key writes nothing, a cost
+    or a settle writes it whatever it decides."""
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    info = conn.call("COMMAND", "INFO", "sl.throttle")
+    module = isinstance(info, list) and info[0] is not None
+    conn.call("FLUSHALL")
+    for idx, (name, alg, limit, window, burst, buckets, max_delay) in enumerate(CASES):
+        rng = random.Random(seed * 100 + 90 + idx)
+        rule = core.rule(alg, limit, window * 1000, burst, buckets, max_delay * 1000)
+        keys, cap = Keys(core, rule), rule.capacity
+        margs = module_rule_args(alg, limit, window, burst, buckets, max_delay) if module else None
+        k = 10 if buckets == -1 else buckets
+        grain = (window // k if alg == "sliding_buckets" else
+                 max(1, window // limit) if alg in ("token_bucket", "gcra") else window)
+        head = ["EVALSHA", shas[alg], 1, None, limit, window, burst, buckets, max_delay]
+        stats = {"saturated": 0, "saturated and refused": 0, "saturated peeks": 0,
+                 "saturated settles": 0, "fresh past the window": 0, "lost": 0}
+        cmds, wants = [], []
+        for t, key, op, closed in cold_ops(rng, window, grain, cap):
+            lkey, mkey = "lua:cold:%s:%s" % (name, key), "mod:cold:%s:%s" % (name, key)
+            if op[0] == "del":
+                cmds += [["DEL", lkey, mkey]]
+                wants.append(None)
+                keys.states.pop(key, None)
+                stats["lost"] += 1
+                continue
+            absent = keys.copy(key) is None
+            saved, before = keys.save(key), keys.packed(key)
+            sat = closed is not None and keys.closed_start(key, closed * 1000, t * 1000)
+            stats["fresh past the window"] += absent and closed is not None and not sat
+            stats["saturated"] += sat
+            tail = [] if closed is None else ["closed_from", closed]
+            mtail = [] if closed is None else ["CLOSED_FROM", closed // MS]
+            if op[0] == "settle":
+                _, reserved, actual, charged = op
+                at = t if charged == "now" else charged
+                d = keys.settle(key, reserved, actual, at * 1000, t * 1000)
+                if sat:
+                    keys.keep(key, t * 1000)
+                stats["saturated settles"] += sat
+                unchanged = not sat and before is not None and keys.packed(key) == before
+                lua = head + ["settle", reserved, actual, charged, t] + tail
+                mod = margs and (["SL.SETTLE", mkey] + margs + ["RESERVED", reserved, "ACTUAL",
+                                 actual] + ([] if charged == "now" else ["AT", charged // MS]) +
+                                 mtail)
+            else:
+                cost = op[1]
+                d = keys.decide(key, cost, t * 1000)
+                if sat and cost == 0:
+                    keys.restore(key, saved)  # a peek writes nothing
+                    stats["saturated peeks"] += 1
+                elif sat:
+                    keys.keep(key, t * 1000)
+                    stats["saturated and refused"] += not d.allowed
+                unchanged = cost == 0 or (not d.allowed and not sat)
+                lua = head + [cost, t] + tail
+                peek = cost == 0 and rng.random() < 0.5
+                mod = margs and (["SL.PEEK", mkey] + margs + mtail if peek else
+                                 ["SL.THROTTLE", mkey] + margs + ["COST", cost] + mtail)
+            lua[3] = lkey
+            state = keys.copy(key)
+            view = state and core_view(alg, rule, state, keys.packed(key))
+            value = module_value(rule, keys.packed(key))
+            cmds += [["GET", lkey], lua, ["GET", lkey], ["PEXPIRETIME", lkey]]
+            if mod:
+                cmds += [["SL.DEBUG", "SETTIME", t * 1000], ["GET", mkey], mod, ["GET", mkey],
+                         ["PEXPIRETIME", mkey]]
+            wants.append((lua, mod, core_fields(d), module_fields(d), unchanged, state, view,
+                          value))
+        got = conn.pipeline(cmds)
+        bad, pos = [], 0
+        for w in wants:
+            if w is None:
+                pos += 1
+                continue
+            lua, mod, want, mwant, unchanged, state, view, value = w
+            before, g, after, expire = got[pos:pos + 4]
+            pos += 4
+            got_view = after and script_view(alg, rule, after)
+            why = ("reply" if g != want else "write" if unchanged and before != after else
+                   "expiry" if not expiry_ok(core, rule, state, expire) else
+                   "state" if got_view != view else None)
+            if why:
+                bad.append(("lua " + why, " ".join(map(str, lua[4:])), want, g, view, got_view,
+                            expire))
+            if mod:
+                before, g, after, expire = got[pos + 1:pos + 5]
+                pos += 5
+                why = ("reply" if g != mwant else "write" if unchanged and before != after else
+                       "expiry" if not expiry_ok(core, rule, state, expire) else
+                       "state" if after != value else None)
+                if why:
+                    bad.append(("module " + why, " ".join(map(str, mod[2:])), mwant, g, value,
+                                after, expire))
+        print("%-16s %d operations%s: %s; %d differ" % (
+            name, len(wants), " (scripts and sluice.so)" if margs else "",
+            ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+        for b in bad[:5]:
+            print("  %s: %s: core %r, got %r (state: core %r, got %r; pexpiretime %r)" % b)
+        ck.expect("cold/" + name, not bad and stats["saturated"] >= 20 and
+                  stats["saturated and refused"] >= 5 and stats["saturated peeks"] >= 1 and
+                  stats["saturated settles"] >= 1 and stats["fresh past the window"] >= 5)
+
+
 def used_memory(conn):
     info = conn.call("INFO", "memory").decode()
     return int([l for l in info.split("\r\n") if l.startswith("used_memory:")][0].split(":")[1])
@@ -726,7 +922,8 @@ def report_memory(conn, port, shas, ck):
 
 def main():
     port, sluice, script_dir, tmp, seed = sys.argv[1:6]
-    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "convert", "memory"]
+    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "convert", "cold",
+                             "memory"]
     conn = Conn(int(port))
     ck = Checks()
     shas = load_scripts(conn, script_dir, ck, "sha" in which)
@@ -743,6 +940,8 @@ def main():
         check_saturation(conn, shas, ck)
     if "convert" in which:
         check_convert(conn, shas, ck, int(seed))
+    if "cold" in which:
+        check_cold(conn, shas, ck, int(seed))
     if "memory" in which:
         report_memory(conn, int(port), shas, ck)
     sys.exit(1 if ck.failed else 0)

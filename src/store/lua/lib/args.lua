@@ -3,11 +3,15 @@
 -- place of the script's include line, after the script's `local ALG = '<algorithm>'`.
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
+--           [closed_from from_us]
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us settle reserved actual
---           charged_us|now [now_us]
+--           charged_us|now [now_us] [closed_from from_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --
--- now_us is the test clock; without it the time is the server's TIME. Times are integer
+-- now_us is the test clock; without it the time is the server's TIME. closed_from is a closed
+-- start: a key that does not exist is taken, for one window from from_us, as having taken the
+-- rule's whole capacity at from_us (the core's sl_state_saturate()), its usage being unknown; a
+-- cost or a settle writes that state whatever it decides, as a converted value's. Times are integer
 -- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years). A settle gives back
 -- reserved - actual units charged at charged_us (now: the settle's time), or charges actual -
 -- reserved past the limit, and replies with a peek; its arguments are the core's sl_settle().
@@ -33,12 +37,13 @@ end
 -- is read and returns the buckets to use, or nil and an error. Returns nil and then limit,
 -- window, burst, buckets, max_delay, cost and now (clamped to [0, NOW_MAX_US] as the core clamps
 -- it), then for a settle reserved, actual and charged (clamped likewise; now is then no earlier
--- than charged, as in the core), nil for a decision; or the error. Numbers, not a table of
--- ranges: a script runs all of this on every call, and tables cost allocations.
+-- than charged, as in the core), nil for a decision, then the closed start's time when the call
+-- names one whose window now is in (clamped likewise), else nil; or the error. Numbers, not a
+-- table of ranges: a script runs all of this on every call, and tables cost allocations.
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
-    local reserved, actual, charged
+    local reserved, actual, charged, closed
     limit, err = int_arg(1, 'limit', 1, limit_max)
     if err then return err end
     window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
@@ -68,19 +73,34 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         cost, err = int_arg(6, 'cost', 0, INT_MAX)
         if err then return err end
     end
-    if ARGV[at] then
+    if ARGV[at] and ARGV[at] ~= 'closed_from' then
         now, err = int_arg(at, 'now_us', -INT_MAX, INT_MAX)
         if err then return err end
+        at = at + 1
     else
         local t = redis.call('TIME')
         now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
+    if ARGV[at] == 'closed_from' then
+        closed, err = int_arg(at + 1, 'closed_from_us', 0, INT_MAX)
+        if err then return err end
+        at = at + 2
+    end
+    if ARGV[at] then
+        return string.format("ERR sluice %s: unexpected argument '%s' (the last ones are " ..
+            "[now_us] [closed_from from_us])", ALG, ARGV[at])
+    end
     now = math.min(math.max(now, 0), NOW_MAX_US)
+    if closed then
+        closed = math.min(closed, NOW_MAX_US)
+        if now >= closed + window then closed = nil end -- past its window: a key is fresh
+    end
     if reserved then
         charged = charged and math.min(math.max(charged, 0), NOW_MAX_US) or now
         now = math.max(now, charged)
     end
-    return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged
+    return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
+        closed
 end
 
 -- The error reply for a key that holds a string that is not this algorithm's state.

@@ -15,14 +15,16 @@
 -- again), a settle that changes the TAT (a DEL when it leaves it fresh), and a cost > 0 or a
 -- settle on a value it converted. A refund gives back only what the bucket has not
 -- refilled by itself, c * T - (now - charged), as the core does; a debt moves TAT past the
--- tolerance, saturating just below 2^53 us (the year 2255; the core at 2^63 - 1 ns, 2262).
+-- tolerance, saturating just below 2^53 us (the year 2255; the core at 2^63 - 1 ns, 2262). A
+-- closed start (closed_from) gives a key that does not exist the TAT of the whole capacity taken
+-- at its time, written as a converted value is.
 local TOL_MAX_Q, TOL_MAX_R = 2305843009213693, 951 -- SL_TOLERANCE_MAX_NS, (2^63 - 1) / 4 ns
 local CAP_MAX = 9000000000000 -- capacity * 999 ns stays below 2^53
 
 -- limit up to CAP_MAX; burst -1 (the limit) up to CAP_MAX - 1; buckets does not apply; max_delay_us
 -- up to 366 days
 local TAT_MAX_Q = 9007199254740990 -- a debt's TAT saturates at (TAT_MAX_Q, 0): 2^53 - 2 us
-local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged =
+local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged, closed =
     rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
 if err then return redis.error_reply(err) end
 if burst == -1 then burst = limit end
@@ -143,6 +145,10 @@ if s then
         end
         converted = true
     end
+end
+if not s and closed then -- a closed start: the whole capacity taken at closed, TAT = closed + tol
+    tatq, tatr = norm(closed + tolq, tolr)
+    converted = true -- written as a converted value is
 end
 
 -- no clamp of a now that stepped back: the decision is monotone in now (an earlier now sees less
