@@ -149,7 +149,9 @@ static int apply_file_list(server_config_t *c, const source_t *s)
     list_clear(c, s->opt);
     const yt_node_t *n = s->node;
     if (n->kind != YT_SEQ) {
-        const char *t = cfg_node_text(s, "an address or a list of them");
+        const char *t =
+            cfg_node_text(s, strcmp(s->opt->metavar, "FILE") == 0 ? "a file name or a list of them"
+                                                                  : "an address or a list of them");
         return t == NULL ? -1 : list_add(c, s, t, n->len);
     }
     for (size_t i = 0; i < n->n; i++) {

@@ -694,7 +694,7 @@ static size_t loop_evict(loop_t *l)
     while (cap > 0 && atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
         conn_t *largest = NULL;
         for (conn_t *c = l->conns; c != NULL; c = c->next) {
-            if (counted(c) > 0 && !c->closing && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+            if (counted(c) > 0 && !uv_is_closing((uv_handle_t *)&c->tcp) &&
                 (largest == NULL || counted(c) > counted(largest))) {
                 largest = c;
             }
@@ -702,8 +702,12 @@ static size_t loop_evict(loop_t *l)
         if (largest == NULL || (int)size_class(counted(largest)) < input_top_class(srv)) {
             break;
         }
+        size_t had = counted(largest);
         conn_evict(largest);
         evicted++;
+        if (counted(largest) >= had) {
+            break; /* it let go of nothing: stop rather than pick it again */
+        }
     }
     return evicted;
 }

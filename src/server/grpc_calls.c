@@ -129,9 +129,27 @@ static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_
     return rule;
 }
 
-/* The rule in force for each descriptor (descriptors.h), NULL for none; an override in a known
- * domain is the caller's. Then, as envoyproxy/ratelimit does, a limit named in the `replaces`
- * of another descriptor's limit (unlimited ones too) no longer applies. */
+/* True when a rule's limit_name is among the names some rule of rules[0..n) replaces. */
+static bool replaced(const rule_descriptor_t *mine, rule_state_t *const *rules, size_t n)
+{
+    for (size_t j = 0; mine != NULL && mine->limit_name != NULL && j < n; j++) {
+        const rule_descriptor_t *other = rules[j] != NULL ? rules[j]->def.desc : NULL;
+        for (size_t k = 0; other != NULL && k < other->nreplaces; k++) {
+            if (strcmp(other->replaces[k], mine->limit_name) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * The rule in force for each descriptor (descriptors.h), NULL for none. As envoyproxy/ratelimit
+ * does: a descriptor that asks for its own limit in a known domain takes no rule (the caller
+ * makes its limit, which has no name and replaces nothing); then every limit named in the
+ * `replaces` of any matched rule (unlimited ones too) no longer applies, whatever the order of
+ * the descriptors and whether the replacing rule is itself replaced.
+ */
 static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
 {
     engine_worker_t *w = s->gc->conn->loop->worker;
@@ -140,18 +158,17 @@ static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
         rules[i] =
             engine_descriptor(w, s->req.domain, s->req.domain_len, d->entries, d->n_entries, known);
     }
-    for (size_t i = 0; i < s->req.n; i++) {
-        const rule_descriptor_t *mine = rules[i] != NULL ? rules[i]->def.desc : NULL;
-        for (size_t j = 0; mine != NULL && mine->limit_name != NULL && j < s->req.n; j++) {
-            const rule_descriptor_t *other = rules[j] != NULL ? rules[j]->def.desc : NULL;
-            for (size_t k = 0; other != NULL && k < other->nreplaces; k++) {
-                if (strcmp(other->replaces[k], mine->limit_name) == 0) {
-                    rules[i] = NULL; /* replaced */
-                    mine = NULL;
-                    break;
-                }
-            }
+    for (size_t i = 0; *known && i < s->req.n; i++) {
+        if (s->req.descs[i].has_override) {
+            rules[i] = NULL;
         }
+    }
+    bool drop[ENGINE_CHECKS_MAX] = {false};
+    for (size_t i = 0; i < s->req.n; i++) {
+        drop[i] = rules[i] != NULL && replaced(rules[i]->def.desc, rules, s->req.n);
+    }
+    for (size_t i = 0; i < s->req.n; i++) {
+        rules[i] = drop[i] ? NULL : rules[i];
     }
 }
 

@@ -141,6 +141,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     bool ends = (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
                 (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
     gstream_t *s = ends ? stream_of(user_data, frame->hd.stream_id) : NULL;
+    if (s != NULL) {
+        s->ended = true;
+    }
     if (s != NULL && !s->answered) {
         grpc_call(s);
     }
@@ -316,8 +319,13 @@ static void grpc_reply_closing(buf_t *out, const char *why)
     grpc_h2_goaway(out, false, NGHTTP2_ENHANCE_YOUR_CALM, why);
 }
 
-/* Stopping: GOAWAY (no error) naming the last stream this server will answer, so the client
- * sends its next calls elsewhere while the ones in flight are answered. */
+/*
+ * Stopping: GOAWAY (no error) naming the last stream this server answers, so the client sends
+ * its next calls elsewhere while the ones in flight are answered. A closing connection reads no
+ * more, so a call whose body has not all come is not answered: the last stream named is below
+ * the first such, and the client may send those calls again elsewhere (HTTP/2 says streams
+ * above the last were not processed).
+ */
 static void grpc_stopping(conn_t *c)
 {
     grpc_conn_t *gc = conn_state(c);
@@ -325,6 +333,11 @@ static void grpc_stopping(conn_t *c)
         return;
     }
     int32_t last = nghttp2_session_get_last_proc_stream_id(gc->session);
+    for (const gstream_t *s = gc->streams; s != NULL; s = s->next) {
+        if (!s->ended && !s->answered && s->id <= last) {
+            last = s->id - 2 > 0 ? s->id - 2 : 0; /* client streams are odd */
+        }
+    }
     static const char why[] = "the server is stopping";
     if (nghttp2_submit_goaway(gc->session, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR,
                               (const uint8_t *)why, sizeof why - 1) != 0 ||

@@ -41,6 +41,7 @@ typedef struct gstream {
     bool post;                       /* :method POST */
     bool grpc_ct;                    /* content-type application/grpc[+proto|;...] */
     bool answered;                   /* a response was submitted: what still arrives is discarded */
+    bool ended;                      /* the client ended it: the call came whole */
     bool pending;                    /* a decision is on its way (its callback frees an orphan) */
     size_t header_bytes;             /* of its header fields (GRPC_HEADERS_MAX) */
     size_t held_headers;             /* of those, counted in its connection's held bytes */

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import time
+import urllib.request
 
 import grpc
 
@@ -440,10 +441,13 @@ def case_stop_answers():
     body = b"\x00" + len(msg).to_bytes(4, "big") + msg
     block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
     s = h2_connect()
+    # stream 1 whole; stream 3 with half its body, which will not come: not answered, and the
+    # GOAWAY names stream 1 as the last, so the client knows 3 was not processed
     s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
+              frame(HEADERS, END_HEADERS, 3, block) + frame(DATA, 0, 3, body[:6]) +
               frame(PING, 0, 0, b"12345678"))
     frames, is_open = read_frames(s, has(PING, ACK), TIMEOUT_S)
-    expect(is_open and has(PING, ACK)(frames), "the call was read (the PING behind it answered)")
+    expect(is_open and has(PING, ACK)(frames), "the calls were read (the PING behind answered)")
     os.kill(int(os.environ["SLUICED_PID"]), signal.SIGTERM)
     frames, _ = read_frames(s, lambda fs: has(HEADERS, END_STREAM, 1)(fs), 10)
     goaways = [f for f in frames if f[0] == GOAWAY]
@@ -486,6 +490,13 @@ def case_held_cap():
     for g in goaways:
         expect(not g or b"max-input-buffers" in g[0], "the GOAWAY says why: %r" % g)
     expect(2 <= closed <= 7, "the largest were closed, not all: %d of 8" % closed)
+    # while the others still hold theirs: counted, and within the cap
+    url = "http://127.0.0.1:%s/metrics" % os.environ["SLUICE_HTTP_PORT"]
+    text = urllib.request.urlopen(url, timeout=TIMEOUT_S).read().decode()
+    held = [int(float(line.split()[1])) for line in text.splitlines()
+            if line.startswith("sluice_input_buffers_bytes ")][0]
+    expect((8 - closed) * 60000 <= held <= 300 * 1024,
+           "%d bytes held by %d connections, cap 300k" % (held, 8 - closed))
     r = health.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S)
     expect(r.status == health_pb2.HealthCheckResponse.SERVING, "a new client is served")
     for s in conns:
@@ -564,6 +575,22 @@ def case_envoy_replaces():
     expect(r.overall_code == Code.OVER_LIMIT, "the plan alone is over: %s" % r)
 
 
+def case_envoy_replaces_chain():
+    # A replaces B, B replaces C (1 an hour): whatever the order of the descriptors, only A
+    # applies, and C is not charged; a descriptor asking its own limit replaces nothing
+    for order in (("rb", "rc", "ra"), ("rc", "rb", "ra"), ("ra", "rc", "rb")):
+        r = ask("edge", *[desc((k, "v")) for k in order])
+        names = [st.current_limit.name if st.HasField("current_limit") else None
+                 for st in r.statuses]
+        want = [("A" if k == "ra" else None) for k in order]
+        expect(r.overall_code == Code.OK and names == want, "%s: %s" % (order, names))
+    code, s = status_of("edge", ("rc", "v"))
+    expect(code == Code.OK and s.limit_remaining == 0, "C charged only now: %s" % s)
+    r = ask("edge", desc(("ra", "w"), limit=(5, Unit.HOUR)), desc(("rb", "w")))
+    expect(r.statuses[0].current_limit.requests_per_unit == 5 and
+           r.statuses[1].current_limit.name == "B", "an own limit replaces nothing: %s" % r)
+
+
 def case_envoy_shadow():
     for _ in range(3):
         code, s = status_of("edge", ("dry", "k"))
@@ -622,6 +649,7 @@ CASES = {
     "stop_answers": case_stop_answers, "held_cap": case_held_cap,
     "envoy_nested": case_envoy_nested, "envoy_values": case_envoy_values,
     "envoy_unlimited": case_envoy_unlimited, "envoy_replaces": case_envoy_replaces,
+    "envoy_replaces_chain": case_envoy_replaces_chain,
     "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,
     "envoy_limit_3": case_envoy_limit_3, "envoy_limit_10": case_envoy_limit_10,
     "envoy_api_rule": case_envoy_api_rule, "envoy_imported": case_envoy_imported,

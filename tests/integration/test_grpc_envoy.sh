@@ -2,7 +2,8 @@
 # test_grpc_envoy.sh - envoyproxy/ratelimit's configuration files served to a real gRPC client
 # (Python's grpcio): two files given with --rules, one per domain, beside a sluice rules file;
 # nested descriptors, a value before a prefix before any value, a value with no limit, unlimited,
-# replaces (not charged), shadow_mode, hits_addend, a second domain; the rules answer over RESP
+# replaces (not charged; in any order, along a chain; not by a descriptor asking its own limit),
+# shadow_mode, hits_addend, a second domain; the rules answer over RESP
 # too (SL.PEEK); SIGHUP with a changed file (in force), a broken one (logged with its position,
 # the rules in force stay) and an API-made rule kept; the same format imported over RESP, HTTP
 # and the CLI; a domain in two files refused at start. Then the Redis store (sluice.so).
@@ -51,6 +52,12 @@ descriptors:
   - key: dry
     shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: ra
+    rate_limit: {unit: hour, requests_per_unit: 100, name: A, replaces: [{name: B}]}
+  - key: rb
+    rate_limit: {unit: hour, requests_per_unit: 100, name: B, replaces: [{name: C}]}
+  - key: rc
+    rate_limit: {unit: hour, requests_per_unit: 1, name: C}
 YAML
 }
 edge_yaml 3 >"$TMP/edge.yaml"
@@ -85,8 +92,8 @@ run_cases() { # PREFIX CASE..: each case must say ok
 start_sluiced s1 --rules "$TMP/edge.yaml" --rules "$TMP/rules.yaml" --rules "$TMP/api.yaml" \
     --config-store "$TMP/s1.db" --snapshot "" --threads 2 || { cat "$TMP/s1.log"; exit 1; }
 check "start logs the three files" grep -q "rules files $TMP/edge.yaml, $TMP/rules.yaml, $TMP/api.yaml" "$TMP/s1.log"
-run_cases "" envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_shadow \
-    envoy_second_file envoy_limit_3
+run_cases "" envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_replaces_chain \
+    envoy_shadow envoy_second_file envoy_limit_3
 
 # the same rules over RESP: bob has used both of his
 peek=$(redis-cli -p "$RESP_PORT" SL.PEEK "edge.tenant:acme.user" "acme|bob" | sed -n 2,3p | tr '\n' ' ')
@@ -137,6 +144,7 @@ edge_yaml 3 >"$TMP/edge.yaml"
 start_redis module --loadmodule "$MODULE" || { cat "$TMP/module.log"; exit 1; }
 start_sluiced s2 --rules "$TMP/edge.yaml" --config-store "$TMP/s2.db" --snapshot "" --threads 2 \
     --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s2.log"; exit 1; }
-run_cases "redis " envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_shadow
+run_cases "redis " envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_replaces_chain \
+    envoy_shadow
 check "s2 stops cleanly" stop_bg s2 TERM
 finish

@@ -404,6 +404,8 @@ static void test_file_errors(void **unused)
         {"trusted_proxies: {a: b}\n",
          "line 1, column 18: trusted_proxies: must be an address or a list of them, not a "
          "mapping"},
+        {"rules: {a: 1}\n",
+         "line 1, column 8: rules: must be a file name or a list of them, not a mapping"},
         {"idle_timeout: 5 minutes\n",
          "line 1, column 15: idle_timeout: malformed duration '5 minutes' (e.g. 250ms, 10s, 1m)"},
         {"idle_timeout: -5\n",
