@@ -8,8 +8,11 @@
  * reader that sees version V and then lists the rules sees exactly the rules of some version
  * >= V, never half of a change.
  *
- * SQLite is the embedded default: one file, WAL mode, a busy timeout, so several processes
- * (sluiced and `sluice rules ...` through sluiced, or two sluiced on one host) may share it.
+ * Which store is chosen by the URL given to config_store_open (config_store_ops.h is what a store
+ * is, config_stores.c the list): SQLite is the embedded default (one file, WAL mode, a busy
+ * timeout, so several processes, sluiced and `sluice rules ...` through sluiced, or two sluiced
+ * on one host, may share it). Every store passes one conformance suite
+ * (tests/config_conformance.h).
  *
  * A store handle is used by one thread at a time (sluiced gives each user its own handle).
  * Every function returns 0 on success, CONFIG_STORE_NOTFOUND where stated, or -1 with a message
@@ -24,6 +27,7 @@
 #include <stdint.h>
 
 #define CONFIG_STORE_ERR_MAX  256
+#define CONFIG_STORE_NAME_MAX 256 /* config_store_describe()'s buffer, bytes */
 #define CONFIG_STORE_NOTFOUND 1
 
 typedef struct config_store config_store_t;
@@ -35,9 +39,15 @@ typedef struct config_rule {
 } config_rule_t;
 
 /* Opens (creating if needed, with its schema) the store at `url`: a path ("./sluice.db"), or
- * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out. */
+ * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out; a URL no store takes is refused
+ * with the forms each store takes. */
 int config_store_open(const char *url, config_store_t **out, char *err);
+/* NULL is a no-op. */
 void config_store_close(config_store_t *s);
+
+/* Where the store is, for a log line ("sqlite ./sluice.db"): never a password. Writes into buf
+ * (CONFIG_STORE_NAME_MAX bytes) and returns it. */
+const char *config_store_describe(const config_store_t *s, char *buf);
 
 /* How long a statement waits for another connection's lock before failing, ms (default 5000). */
 void config_store_set_busy_timeout(config_store_t *s, int ms);

@@ -1,0 +1,202 @@
+/*
+ * config_common.c - what every config store shares (see config_common.h): messages, lists, and
+ * an import's plan and diff.
+ */
+#include "rules/config_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int config_fail(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, CONFIG_STORE_ERR_MAX, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void config_rules_free(config_rule_t *rules, size_t n)
+{
+    if (rules == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(rules[i].name);
+        free(rules[i].json);
+    }
+    free(rules);
+}
+
+int config_rules_push(config_rule_t **rules, size_t *n, size_t *cap, const char *name,
+                      const char *json)
+{
+    if (*n == *cap) {
+        size_t grown = *cap ? *cap * 2 : 16;
+        config_rule_t *p = realloc(*rules, grown * sizeof(**rules));
+        if (p == NULL)
+            return -1;
+        *rules = p;
+        *cap = grown;
+    }
+    config_rule_t *r = &(*rules)[*n];
+    r->name = strdup(name);
+    r->json = strdup(json);
+    (*n)++;
+    return r->name != NULL && r->json != NULL ? 0 : -1;
+}
+
+/* ---- diffs --------------------------------------------------------------------------------- */
+
+static int names_push(char ***names, size_t *n, const char *name)
+{
+    if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
+        char **grown = realloc(*names, (*n ? 2 * *n : 1) * sizeof(**names));
+        if (grown == NULL)
+            return -1;
+        *names = grown;
+    }
+    if (((*names)[*n] = strdup(name)) == NULL)
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static void names_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+void config_import_diff_free(config_import_diff_t *d)
+{
+    if (d == NULL)
+        return;
+    names_free(d->added, d->nadded);
+    names_free(d->changed, d->nchanged);
+    names_free(d->removed, d->nremoved);
+    *d = (config_import_diff_t){0};
+}
+
+/* ---- the plan ------------------------------------------------------------------------------ */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const config_rule_t *const *)a)->name,
+                  (*(const config_rule_t *const *)b)->name);
+}
+
+static int by_rule_key(const void *a, const void *b)
+{
+    const config_override_t *x = a, *y = b;
+    int c = strcmp(x->rule, y->rule);
+    if (c != 0)
+        return c;
+    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    c = n > 0 ? memcmp(x->key, y->key, n) : 0;
+    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+/* The rule named name among the plan's (sorted) rules, or NULL. */
+static const config_rule_t **plan_find(const config_import_plan_t *p, const char *name)
+{
+    config_rule_t probe = {.name = (char *)name};
+    const config_rule_t *key = &probe;
+    return bsearch(&key, p->sorted, p->n, sizeof(*p->sorted), by_name);
+}
+
+void config_import_plan_free(config_import_plan_t *p)
+{
+    free(p->sorted);
+    free(p->ovs);
+    free(p->stored);
+    *p = (config_import_plan_t){0};
+}
+
+/* The rules given, checked and sorted by name. */
+static int plan_rules(config_import_plan_t *p, const config_rule_t *rules, size_t n, char *err)
+{
+    if (rules == NULL && n > 0)
+        return config_fail(err, "config store: import: no rules");
+    p->sorted = malloc((n ? n : 1) * sizeof(*p->sorted));
+    p->stored = calloc(n ? n : 1, sizeof(*p->stored));
+    if (p->sorted == NULL || p->stored == NULL)
+        return config_fail(err, "config store: out of memory (importing rules)");
+    for (size_t i = 0; i < n; i++) {
+        if (rules[i].name == NULL || rules[i].json == NULL)
+            return config_fail(err, "config store: import: rule %zu has no name or JSON", i);
+        p->sorted[i] = &rules[i];
+    }
+    p->n = n;
+    qsort(p->sorted, n, sizeof(*p->sorted), by_name);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(p->sorted[i - 1]->name, p->sorted[i]->name) == 0)
+            return config_fail(err, "config store: import: rule '%.64s' appears twice",
+                               p->sorted[i]->name);
+    }
+    return 0;
+}
+
+int config_import_plan(const config_rule_t *rules, size_t n, const config_override_t *ovs,
+                       size_t nov, config_import_mode_t mode, const char *origin,
+                       config_import_plan_t *p, char *err)
+{
+    *p = (config_import_plan_t){.mode = mode,
+                                .origin = origin != NULL               ? origin
+                                          : mode == CONFIG_IMPORT_FILE ? "file"
+                                                                       : "api"};
+    if (plan_rules(p, rules, n, err) != 0)
+        goto fail;
+    if ((p->ovs = malloc((nov ? nov : 1) * sizeof(*p->ovs))) == NULL) {
+        config_fail(err, "config store: out of memory (importing rules)");
+        goto fail;
+    }
+    for (size_t i = 0; i < nov; i++) {
+        if (ovs[i].rule == NULL || ovs[i].json == NULL || (ovs[i].key == NULL && ovs[i].key_len) ||
+            plan_find(p, ovs[i].rule) == NULL) {
+            config_fail(err, "config store: import: override %zu is not of a rule imported", i);
+            goto fail;
+        }
+        p->ovs[i] = ovs[i];
+    }
+    p->nov = nov;
+    qsort(p->ovs, nov, sizeof(*p->ovs), by_rule_key);
+    return 0;
+fail:
+    config_import_plan_free(p);
+    return -1;
+}
+
+int config_import_seen(config_import_plan_t *p, config_import_diff_t *d, const char *name,
+                       const char *json, const char *origin)
+{
+    const config_rule_t **hit = plan_find(p, name);
+    if (hit != NULL) {
+        p->stored[hit - p->sorted] = true;
+        if (json == NULL || strcmp(json, (*hit)->json) != 0)
+            return names_push(&d->changed, &d->nchanged, name);
+        return 0;
+    }
+    if (p->mode == CONFIG_IMPORT_REPLACE ||
+        (p->mode == CONFIG_IMPORT_FILE && origin != NULL && strcmp(origin, "file") == 0))
+        return names_push(&d->removed, &d->nremoved, name);
+    d->kept++;
+    return 0;
+}
+
+int config_import_unseen(config_import_plan_t *p, config_import_diff_t *d)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (!p->stored[i] && names_push(&d->added, &d->nadded, p->sorted[i]->name) != 0)
+            return -1;
+    return 0;
+}
+
+bool config_import_names_override(const config_import_plan_t *p, const char *rule, const void *key,
+                                  size_t key_len)
+{
+    config_override_t probe = {.rule = rule, .key = key, .key_len = key_len};
+    return bsearch(&probe, p->ovs, p->nov, sizeof(*p->ovs), by_rule_key) != NULL;
+}
