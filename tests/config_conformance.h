@@ -790,14 +790,14 @@ static inline void conf_newer_schema_refused(void **unused)
     assert_non_null(strstr(err, "newer sluiced"));
 }
 
-/* Every case, for a CMUnitTest array. */
-#define CONFORMANCE_TESTS                                                                          \
-    cmocka_unit_test(conf_new_store_is_empty), cmocka_unit_test(conf_rules_and_versions),          \
-        cmocka_unit_test(conf_overrides), cmocka_unit_test(conf_foreach_order_and_limit),          \
-        cmocka_unit_test(conf_paging), cmocka_unit_test(conf_import),                              \
-        cmocka_unit_test(conf_import_modes), cmocka_unit_test(conf_failed_import_rolls_back),      \
-        cmocka_unit_test(conf_second_handle_sees_changes),                                         \
-        cmocka_unit_test(conf_version_with_its_change),                                            \
-        cmocka_unit_test(conf_newer_schema_refused)
+/* Every case, each wrapped by WRAP (cmocka_unit_test, or one with a setup), for a CMUnitTest
+ * array. */
+#define CONFORMANCE_CASES(WRAP)                                                                    \
+    WRAP(conf_new_store_is_empty), WRAP(conf_rules_and_versions), WRAP(conf_overrides),            \
+        WRAP(conf_foreach_order_and_limit), WRAP(conf_paging), WRAP(conf_import),                  \
+        WRAP(conf_import_modes), WRAP(conf_failed_import_rolls_back),                              \
+        WRAP(conf_second_handle_sees_changes), WRAP(conf_version_with_its_change),                 \
+        WRAP(conf_newer_schema_refused)
+#define CONFORMANCE_TESTS CONFORMANCE_CASES(cmocka_unit_test)
 
 #endif /* SLUICE_TESTS_CONFIG_CONFORMANCE_H */

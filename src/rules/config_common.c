@@ -200,3 +200,120 @@ bool config_import_names_override(const config_import_plan_t *p, const char *rul
     config_override_t probe = {.rule = rule, .key = key, .key_len = key_len};
     return bsearch(&probe, p->ovs, p->nov, sizeof(*p->ovs), by_rule_key) != NULL;
 }
+
+/* ---- the body ------------------------------------------------------------------------------ */
+
+/* The stored overrides of one rule that the plan does not name, to delete. */
+typedef struct stale {
+    const config_import_plan_t *plan;
+    const char *rule;
+    char **keys;  /* [n] copies, malloc'ed */
+    size_t *lens; /* [n] their lengths, bytes */
+    size_t n, cap;
+    bool failed; /* out of memory */
+} stale_t;
+
+static int collect_stale(void *arg, const void *key, size_t key_len, const char *json)
+{
+    (void)json;
+    stale_t *l = arg;
+    if (config_import_names_override(l->plan, l->rule, key, key_len))
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **keys = realloc(l->keys, cap * sizeof(*keys));
+        if (keys != NULL)
+            l->keys = keys;
+        size_t *lens = keys != NULL ? realloc(l->lens, cap * sizeof(*lens)) : NULL;
+        if (lens == NULL) {
+            l->failed = true;
+            return 1;
+        }
+        l->lens = lens;
+        l->cap = cap;
+    }
+    if ((l->keys[l->n] = malloc(key_len ? key_len : 1)) == NULL) {
+        l->failed = true;
+        return 1;
+    }
+    memcpy(l->keys[l->n], key, key_len);
+    l->lens[l->n++] = key_len;
+    return 0;
+}
+
+/* REPLACE: every override of an imported rule that the plan does not name is deleted. */
+static int drop_stale(const config_import_steps_t *st, void *ctx, const config_import_plan_t *p,
+                      config_import_diff_t *d, bool *changed, char *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        stale_t l = {.plan = p, .rule = p->sorted[i]->name};
+        rc = st->foreach_override(ctx, l.rule, collect_stale, &l, err);
+        if (rc == 0 && l.failed)
+            rc = config_fail(err, "config store: out of memory (importing rules)");
+        for (size_t k = 0; rc == 0 && k < l.n; k++) {
+            bool found = false;
+            rc = st->delete_override(ctx, l.rule, l.keys[k], l.lens[k], &found, err);
+            d->overrides_removed += found;
+            *changed = *changed || found;
+        }
+        for (size_t k = 0; k < l.n; k++)
+            free(l.keys[k]);
+        free(l.keys);
+        free(l.lens);
+    }
+    return rc;
+}
+
+/* The import's body, in the write transaction. */
+static int import_body(const config_import_steps_t *st, void *ctx, config_import_plan_t *p,
+                       config_import_diff_t *d, bool *changed, char *err)
+{
+    int rc = st->walk_rules(ctx, p, d, err);
+    for (size_t i = 0; rc == 0 && i < d->nremoved; i++) {
+        bool found = false;
+        rc = st->delete_rule(ctx, d->removed[i], &found, err);
+        *changed = *changed || found;
+    }
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        if ((rc = st->put_rule(ctx, p->sorted[i], p->origin, changed, err)) != 0) {
+            /* name the rule the store refused */
+            size_t used = strlen(err);
+            snprintf(err + used, CONFIG_STORE_ERR_MAX - used, " at rule '%.64s'",
+                     p->sorted[i]->name);
+        }
+    }
+    if (rc == 0 && p->mode == CONFIG_IMPORT_REPLACE)
+        rc = drop_stale(st, ctx, p, d, changed, err);
+    for (size_t i = 0; rc == 0 && i < p->nov; i++) {
+        bool put = false;
+        rc = st->put_override(ctx, &p->ovs[i], &put, err);
+        d->overrides_written += put;
+        *changed = *changed || put;
+    }
+    return rc;
+}
+
+int config_import_run(const config_import_steps_t *st, void *ctx, const config_rule_t *rules,
+                      size_t n, const config_override_t *ovs, size_t nov, config_import_mode_t mode,
+                      const char *origin, config_import_diff_t *diff, int64_t *version, char *err)
+{
+    config_import_diff_t local = {0};
+    config_import_diff_t *d = diff != NULL ? diff : &local;
+    *d = (config_import_diff_t){0};
+    config_import_plan_t plan;
+    if (config_import_plan(rules, n, ovs, nov, mode, origin, &plan, err) != 0)
+        return -1;
+    bool changed = false;
+    int rc = st->begin(ctx, err);
+    if (rc == 0 && import_body(st, ctx, &plan, d, &changed, err) != 0) {
+        st->rollback(ctx);
+        rc = -1;
+    } else if (rc == 0) {
+        rc = st->finish(ctx, changed, version, err);
+    }
+    config_import_plan_free(&plan);
+    if (rc != 0 || diff == NULL)
+        config_import_diff_free(d);
+    return rc;
+}

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rules/config_store.h"
 
@@ -55,5 +56,34 @@ int config_import_unseen(config_import_plan_t *p, config_import_diff_t *d);
 /* Whether the import gives an override of rule for key (REPLACE keeps only those). */
 bool config_import_names_override(const config_import_plan_t *p, const char *rule, const void *key,
                                   size_t key_len);
+
+/* What an import asks of a store (ctx is the store's handle): a write transaction, and inside
+ * it the steps below. Each returns 0 or -1 with err; found / changed say whether a row was there
+ * / changed. */
+typedef struct config_import_steps {
+    int (*begin)(void *ctx, char *err); /* a write transaction */
+    void (*rollback)(void *ctx);
+    /* bumps the version when changed, commits, *version (may be NULL) gets the version */
+    int (*finish)(void *ctx, bool changed, int64_t *version, char *err);
+    /* Calls config_import_seen() for every stored rule (name, JSON, origin). */
+    int (*walk_rules)(void *ctx, config_import_plan_t *p, config_import_diff_t *d, char *err);
+    int (*delete_rule)(void *ctx, const char *name, bool *found, char *err); /* and overrides */
+    int (*put_rule)(void *ctx, const config_rule_t *r, const char *origin, bool *changed,
+                    char *err);
+    int (*foreach_override)(void *ctx, const char *rule, config_override_fn fn, void *arg,
+                            char *err);
+    int (*delete_override)(void *ctx, const char *rule, const void *key, size_t key_len,
+                           bool *found, char *err);
+    int (*put_override)(void *ctx, const config_override_t *o, bool *changed, char *err);
+} config_import_steps_t;
+
+/* config_store_import() through a store's steps: the arguments checked and sorted (nothing is
+ * written when they are wrong), then in one write transaction the diff, the removed rules
+ * deleted, the rules given written with their origin, for REPLACE the overrides of the imported
+ * rules it does not name deleted, then the overrides given written; the version bumped when
+ * anything changed. On failure everything is rolled back and diff is empty. */
+int config_import_run(const config_import_steps_t *st, void *ctx, const config_rule_t *rules,
+                      size_t n, const config_override_t *ovs, size_t nov, config_import_mode_t mode,
+                      const char *origin, config_import_diff_t *diff, int64_t *version, char *err);
 
 #endif /* SLUICE_RULES_CONFIG_COMMON_H */

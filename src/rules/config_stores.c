@@ -9,10 +9,12 @@
 
 #include "rules/config_common.h"
 
+extern const config_store_ops_t config_pg_ops;     /* config_pg.c */
 extern const config_store_ops_t config_sqlite_ops; /* config_sqlite.c */
 
 /* The stores, in the order their URLs are tried: SQLite takes any path, so it comes last. */
 static const config_store_ops_t *const stores[] = {
+    &config_pg_ops,
     &config_sqlite_ops,
 };
 

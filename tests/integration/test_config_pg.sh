@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test_config_pg.sh - the PostgreSQL config store against a real PostgreSQL started here (initdb
+# in a temporary directory, as an unprivileged user, on 127.0.0.1 and a free port): the
+# conformance suite every store passes; sluiced on it by URL and by keyword string, the schema it
+# creates, rules and overrides made through it landing in the database, a password never in its
+# log, a schema newer than it knows refused, and an unreachable database refused at start with
+# the reason.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need_postgres
+need redis-cli
+
+start_postgres pg || { cat "$TMP/pg.log"; exit 1; }
+sql() { psql -X -q -A -t -h 127.0.0.1 -p "$PG_PORT" -U sluice -d sluice -c "$1" 2>&1; }
+cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+
+# 1. The conformance suite, each case in a schema of its own.
+SLUICE_TEST_PG=$PG_URL "$SLUICE_BUILD_DIR/tests/test_config_conformance" >"$TMP/conformance.log" 2>&1
+rc=$?
+check conformance test "$rc" -eq 0
+check conformance-ran test "$(grep -c 'PASSED  \] 11 test' "$TMP/conformance.log")" -eq 2
+[ "$rc" -eq 0 ] || tail -40 "$TMP/conformance.log"
+
+# 2. sluiced on it: the schema is created, the rules file imported, changes land in the database.
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: api
+    algorithm: sliding_log
+    limit: 5
+    window: 1h
+    overrides:
+      - key: "o'brien"
+        limit: 50
+YAML
+# a password trust authentication ignores: it must not reach the log
+URL="postgresql://sluice:s3cret-pw@127.0.0.1:$PG_PORT/sluice?sslmode=disable"
+start_sluiced s1 --config-store "$URL" --rules "$TMP/rules.yaml" --snapshot "" --threads 2 ||
+    { cat "$TMP/s1.log"; exit 1; }
+check schema-version matches "$(sql 'SELECT version FROM sluice_schema')" '^1$'
+check rules-imported matches "$(sql "SELECT name, origin FROM sluice_rules")" '^api\|file$'
+check override-imported matches "$(sql "SELECT encode(key, 'escape') FROM sluice_overrides")" \
+    "^o'brien$"
+check decide matches "$(cli SL.ALLOW api k1)" '^1 5 4 0 '
+check decide-override matches "$(cli SL.ALLOW api "o'brien")" '^1 50 49 0 '
+check rule-set matches "$(cli SL.RULE SET extra '{"algorithm":"gcra","limit":3,"window":"1s"}')" '^OK$'
+check rule-stored matches "$(sql "SELECT origin FROM sluice_rules WHERE name = 'extra'")" '^api$'
+check rule-in-force matches "$(cli SL.ALLOW extra k)" '^1 4 3 0 '
+check override-set matches "$(cli SL.OVERRIDE SET extra "it's \"quoted\"" '{"limit":0}')" '^OK$'
+check override-blocks matches "$(cli SL.ALLOW extra "it's \"quoted\"")" '^0 '
+check version-bumped matches "$(sql 'SELECT version FROM sluice_meta')" '^[3-9]$'
+check store-named grep -q "from postgresql://sluice@127.0.0.1:$PG_PORT/sluice" "$TMP/s1.log"
+check no-password-in-log test "$(grep -c s3cret-pw "$TMP/s1.log")" -eq 0
+stop_bg s1
+
+# 3. A libpq keyword string names the same store.
+start_sluiced s2 --config-store "host=127.0.0.1 port=$PG_PORT user=sluice dbname=sluice" \
+    --snapshot "" || { cat "$TMP/s2.log"; exit 1; }
+check keywords-same-store matches "$(cli SL.RULE GET extra)" '"limit":3'
+stop_bg s2
+
+# 4. A schema newer than this sluiced knows is refused, with the reason; nothing is changed.
+sql 'UPDATE sluice_schema SET version = 99' >/dev/null
+PORT=$(free_port)
+timeout 20 "$SLUICED" --config-store "$PG_URL" --port "$PORT" --http-port 0 --grpc-port 0 \
+    --snapshot "" >"$TMP/newer.log" 2>&1
+check newer-refused test $? -ne 0
+check newer-says-why grep -q "has schema version 99; this sluiced knows up to 1 (written by a newer sluiced?)" \
+    "$TMP/newer.log"
+check newer-untouched matches "$(sql 'SELECT version FROM sluice_schema')" '^99$'
+sql 'UPDATE sluice_schema SET version = 1' >/dev/null
+
+# 5. A database nobody listens at: refused at start, saying where and why.
+hold_port closed closed
+timeout 20 "$SLUICED" --config-store "postgres://sluice@127.0.0.1:$HELD_PORT/sluice" \
+    --port "$PORT" --http-port 0 --grpc-port 0 --snapshot "" >"$TMP/down.log" 2>&1
+check down-refused test $? -ne 0
+check down-says-where grep -q "cannot connect to postgresql://sluice@127.0.0.1:$HELD_PORT/sluice" \
+    "$TMP/down.log"
+check down-says-why grep -qi "refused" "$TMP/down.log"
+
+stop_bg pg INT
+finish
