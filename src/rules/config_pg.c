@@ -194,7 +194,12 @@ static int pg_open(const char *url, config_store_t **out, char *err)
     s->rng = (uint64_t)sl_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s;
     s->rng |= 1;
     pg_describe_conninfo(s);
-    if (pg_connect(s, "opening the config store", err) != 0 || schema_ensure(s, err) != 0) {
+    if (pg_connect(s, "opening the config store", err) != 0) {
+        pg_close(&s->base);
+        return -1;
+    }
+    pg_describe_conninfo(s); /* what libpq connected to; fixed from now on (the watch reads it) */
+    if (schema_ensure(s, err) != 0) {
         pg_close(&s->base);
         return -1;
     }
@@ -442,4 +447,5 @@ const config_store_ops_t config_pg_ops = {
     .put_override = pg_put_override,
     .del_override = pg_del_override,
     .foreach_override = pg_foreach,
+    .watch = pg_watch,
 };

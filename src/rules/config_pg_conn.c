@@ -30,7 +30,7 @@
 
 /* The first line of libpq's message (what follows is a hint: "Is the server running on that
  * host...?"), tabs as spaces, none at the ends. */
-static void one_line(char *out, size_t cap, const char *msg)
+void pg_one_line(char *out, size_t cap, const char *msg)
 {
     size_t n = 0;
     bool space = false;
@@ -64,7 +64,7 @@ static int fail_pg(pg_store_t *s, const PGresult *res, const char *doing, char *
     if (msg == NULL)
         msg = s->conn != NULL ? PQerrorMessage(s->conn) : "no connection";
     char line[CONFIG_STORE_ERR_MAX];
-    one_line(line, sizeof(line), msg);
+    pg_one_line(line, sizeof(line), msg);
     s->busy = state != NULL && (strcmp(state, PG_SQLSTATE_LOCK) == 0 ||
                                 strncmp(state, "40", 2) == 0); /* serialization, deadlock */
     return config_fail(err, "postgresql: %s (%s)", line, doing);
@@ -98,19 +98,25 @@ void pg_describe_conninfo(pg_store_t *s)
 
 /* ---- waiting ------------------------------------------------------------------------------- */
 
-/* Waits until the connection's socket is ready for `events` or deadline_ns passes. 1 ready, 0
- * the deadline passed, -1 an error. */
-static int wait_socket(PGconn *c, short events, int64_t deadline_ns)
+#define PG_WAIT_SLICE_MS 100 /* how often a wait looks at its abort flag */
+
+int pg_wait(PGconn *c, short events, int64_t deadline_ns, int stop_fd, _Atomic bool *abort)
 {
     int fd = PQsocket(c);
     if (fd < 0)
         return -1;
-    for (int tries = 0; tries < 1000; tries++) {
+    for (int tries = 0; tries < 100000; tries++) {
+        if (abort != NULL && atomic_load(abort))
+            return 2;
         int64_t left_ns = deadline_ns - sl_now_ns();
         if (left_ns <= 0)
             return 0;
-        struct pollfd p = {.fd = fd, .events = events};
-        int rc = poll(&p, 1, (int)((left_ns + NS_PER_MS - 1) / NS_PER_MS));
+        int64_t ms = (left_ns + NS_PER_MS - 1) / NS_PER_MS;
+        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = stop_fd, .events = POLLIN}};
+        int rc = poll(p, stop_fd >= 0 ? 2 : 1,
+                      (int)(abort != NULL && ms > PG_WAIT_SLICE_MS ? PG_WAIT_SLICE_MS : ms));
+        if (rc > 0 && stop_fd >= 0 && p[1].revents != 0)
+            return 2;
         if (rc > 0)
             return 1;
         if (rc < 0 && errno != EINTR)
@@ -121,48 +127,102 @@ static int wait_socket(PGconn *c, short events, int64_t deadline_ns)
 
 /* ---- connecting ---------------------------------------------------------------------------- */
 
-/* A wait between half and one and a half of backoff_ns. */
-static int64_t jittered(pg_store_t *s, int64_t backoff_ns)
+int64_t pg_jittered(uint64_t *rng, int64_t backoff_ns)
 {
-    s->rng ^= s->rng << 13;
-    s->rng ^= s->rng >> 7;
-    s->rng ^= s->rng << 17;
-    return backoff_ns / 2 + (int64_t)(s->rng % (uint64_t)(backoff_ns > 0 ? backoff_ns : 1));
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    return backoff_ns / 2 + (int64_t)(*rng % (uint64_t)(backoff_ns > 0 ? backoff_ns : 1));
 }
 
-/* The attempt failed with `why`: the next one waits for the backoff. Returns -1 with err. */
-static int connect_failed(pg_store_t *s, PGconn *c, const char *why, const char *doing, char *err)
+int64_t pg_backoff_next(int64_t backoff_ns)
 {
-    char line[CONFIG_STORE_ERR_MAX];
-    one_line(line, sizeof(line), why);
-    PQfinish(c);
-    snprintf(s->down, sizeof(s->down), "%s", line);
     int64_t max_ns = PG_BACKOFF_MAX_MS * NS_PER_MS;
-    s->backoff_ns = s->backoff_ns == 0            ? PG_BACKOFF_MIN_MS * NS_PER_MS
-                    : s->backoff_ns >= max_ns / 2 ? max_ns
-                                                  : s->backoff_ns * 2;
-    s->retry_at_ns = sl_now_ns() + jittered(s, s->backoff_ns);
+    return backoff_ns == 0            ? PG_BACKOFF_MIN_MS * NS_PER_MS
+           : backoff_ns >= max_ns / 2 ? max_ns
+                                      : backoff_ns * 2;
+}
+
+/* The attempt failed with `why`: the next one waits for the backoff (or for the watch to
+ * connect). Returns -1 with err. */
+static int connect_failed(pg_store_t *s, const char *why, const char *doing, char *err)
+{
+    snprintf(s->down, sizeof(s->down), "%s", why);
+    s->backoff_ns = pg_backoff_next(s->backoff_ns);
+    s->retry_at_ns = sl_now_ns() + pg_jittered(&s->rng, s->backoff_ns);
     return config_fail(err, "postgresql: cannot connect to %s: %s (%s)", s->where, s->down, doing);
 }
 
-/* Runs PQconnectPoll to its end within the deadline. NULL on success, else why not. */
-static const char *connect_poll(PGconn *c, char *why, size_t cap)
+/* Runs PQconnectPoll to its end within the deadline. NULL on success, else why not (in why). */
+static const char *connect_poll(PGconn *c, int stop_fd, char *why, size_t cap)
 {
     int64_t deadline_ns = sl_now_ns() + PG_CONNECT_TIMEOUT_MS * NS_PER_MS;
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     for (int steps = 0; steps < 10000 && st != PGRES_POLLING_OK; steps++) {
         if (st == PGRES_POLLING_FAILED)
-            return PQerrorMessage(c);
-        int rc = wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline_ns);
-        if (rc == 0) {
-            snprintf(why, cap, "no answer within %d ms", PG_CONNECT_TIMEOUT_MS);
+            break;
+        short events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+        int rc = pg_wait(c, events, deadline_ns, stop_fd, NULL);
+        if (rc == 0 || rc == 2) {
+            if (rc == 0)
+                snprintf(why, cap, "no answer within %d ms", PG_CONNECT_TIMEOUT_MS);
+            else
+                snprintf(why, cap, "stopped");
             return why;
         }
         if (rc < 0)
-            return PQerrorMessage(c);
+            break;
         st = PQconnectPoll(c);
     }
-    return st == PGRES_POLLING_OK ? NULL : "the connection did not complete";
+    if (st == PGRES_POLLING_OK)
+        return NULL;
+    pg_one_line(why, cap, PQerrorMessage(c));
+    return why;
+}
+
+/* libpq prints the server's notices (and the FATAL of a connection the server ends) on stderr
+ * unless told otherwise: a connection's failure reaches sluiced as an error of the call. */
+static void quiet(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+PGconn *pg_dial(const char *conninfo, int stop_fd, char *why, size_t cap)
+{
+    /* ours first: the URL's own settings override them (keepalives find a host that vanished
+     * without a word); the encoding last: always UTF-8 */
+    const char *keys[] = {"fallback_application_name",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "dbname",
+                          "client_encoding",
+                          NULL};
+    const char *vals[] = {"sluiced", "5", "2", "2", conninfo, "UTF8", NULL};
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    if (c == NULL) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    const char *failed = NULL;
+    if (PQstatus(c) == CONNECTION_BAD) {
+        pg_one_line(why, cap, PQerrorMessage(c));
+        failed = why;
+    } else {
+        failed = connect_poll(c, stop_fd, why, cap);
+    }
+    if (failed == NULL)
+        PQsetNoticeProcessor(c, quiet, NULL);
+    if (failed == NULL && PQsetnonblocking(c, 1) != 0) {
+        pg_one_line(why, cap, PQerrorMessage(c));
+        failed = why;
+    }
+    if (failed != NULL) {
+        PQfinish(c);
+        return NULL;
+    }
+    return c;
 }
 
 /* Sets the connection's statement and lock timeouts. */
@@ -178,29 +238,31 @@ static int set_timeouts(pg_store_t *s, const char *doing, char *err)
                   2, p, NULL, doing, err);
 }
 
+/* Whether to fail at once rather than try: the watch finds the database unreachable, or the
+ * last attempt failed and its backoff has not passed (unless the watch connected since). */
+static bool wait_for_backoff(pg_store_t *s)
+{
+    if (atomic_load(&s->watch_down))
+        return true;
+    return s->down[0] != '\0' && sl_now_ns() < s->retry_at_ns &&
+           atomic_load(&s->up_epoch) == s->failed_epoch;
+}
+
 int pg_connect(pg_store_t *s, const char *doing, char *err)
 {
-    if (s->conn != NULL)
+    if (s->conn != NULL && !atomic_load(&s->watch_down))
         return 0;
-    if (s->down[0] != '\0' && sl_now_ns() < s->retry_at_ns)
-        return config_fail(err, "postgresql: cannot connect to %s: %s (%s)", s->where, s->down,
-                           doing);
-    /* the URL's own settings override the application name; the encoding is always UTF-8 */
-    const char *keys[] = {"fallback_application_name", "dbname", "client_encoding", NULL};
-    const char *vals[] = {"sluiced", s->conninfo, "UTF8", NULL};
-    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    pg_disconnect(s);
+    if (wait_for_backoff(s))
+        return config_fail(err, "postgresql: cannot connect to %s: %s (%s)", s->where,
+                           s->down[0] != '\0' ? s->down : "the database is unreachable", doing);
+    s->failed_epoch = atomic_load(&s->up_epoch);
+    char why[CONFIG_STORE_ERR_MAX];
+    PGconn *c = pg_dial(s->conninfo, -1, why, sizeof(why));
     if (c == NULL)
-        return config_fail(err, "postgresql: out of memory (%s)", doing);
-    char why[64];
-    const char *failed =
-        PQstatus(c) == CONNECTION_BAD ? PQerrorMessage(c) : connect_poll(c, why, sizeof(why));
-    if (failed == NULL && PQsetnonblocking(c, 1) != 0)
-        failed = PQerrorMessage(c);
-    if (failed != NULL)
-        return connect_failed(s, c, failed, doing, err);
+        return connect_failed(s, why, doing, err);
     s->conn = c;
     s->in_tx = false;
-    pg_describe_conninfo(s);
     if (set_timeouts(s, doing, err) != 0) {
         pg_disconnect(s);
         return -1;
@@ -221,7 +283,7 @@ void pg_disconnect(pg_store_t *s)
 
 /* Sends the statement and flushes it within the deadline. 0, or -1 (the connection's error). */
 static int send_query(PGconn *c, const char *sql, int n, const pg_param_t *params,
-                      int64_t deadline_ns)
+                      int64_t deadline_ns, _Atomic bool *abort)
 {
     const char *values[8];
     int lengths[8], formats[8];
@@ -236,7 +298,7 @@ static int send_query(PGconn *c, const char *sql, int n, const pg_param_t *param
         return -1;
     int rc;
     while ((rc = PQflush(c)) == 1) {
-        if (wait_socket(c, POLLOUT | POLLIN, deadline_ns) != 1 || !PQconsumeInput(c))
+        if (pg_wait(c, POLLOUT | POLLIN, deadline_ns, -1, abort) != 1 || !PQconsumeInput(c))
             return -1;
     }
     return rc == 0 ? 0 : -1;
@@ -244,13 +306,13 @@ static int send_query(PGconn *c, const char *sql, int n, const pg_param_t *param
 
 /* Waits for the statement's results; returns the last (NULL with *timed_out, or a connection
  * error). */
-static PGresult *read_results(PGconn *c, int64_t deadline_ns, bool *timed_out)
+static PGresult *read_results(PGconn *c, int64_t deadline_ns, _Atomic bool *abort, bool *timed_out)
 {
     PGresult *last = NULL;
     for (int results = 0; results < 1000; results++) {
         while (PQisBusy(c)) {
-            int rc = wait_socket(c, POLLIN, deadline_ns);
-            if (rc == 0)
+            int rc = pg_wait(c, POLLIN, deadline_ns, -1, abort);
+            if (rc == 0 || rc == 2)
                 *timed_out = true;
             if (rc != 1 || !PQconsumeInput(c)) {
                 PQclear(last);
@@ -274,13 +336,16 @@ static PGresult *exec_once(pg_store_t *s, const char *sql, int n, const pg_param
     int64_t deadline_ns = sl_now_ns() + (PG_STATEMENT_TIMEOUT_MS + 1000) * NS_PER_MS;
     bool timed_out = false;
     PGresult *res = NULL;
-    if (send_query(s->conn, sql, n, params, deadline_ns) == 0)
-        res = read_results(s->conn, deadline_ns, &timed_out);
+    if (send_query(s->conn, sql, n, params, deadline_ns, &s->watch_down) == 0)
+        res = read_results(s->conn, deadline_ns, &s->watch_down, &timed_out);
     ExecStatusType st = res != NULL ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return res;
     *lost = timed_out || PQstatus(s->conn) == CONNECTION_BAD;
-    if (timed_out)
+    if (timed_out && atomic_load(&s->watch_down))
+        config_fail(err, "postgresql: %s became unreachable while waiting for an answer (%s)",
+                    s->where, doing);
+    else if (timed_out)
         config_fail(err, "postgresql: %s gave no answer within %d ms (%s)", s->where,
                     PG_STATEMENT_TIMEOUT_MS + 1000, doing);
     else
@@ -302,7 +367,7 @@ PGresult *pg_exec(pg_store_t *s, const char *sql, int n, const pg_param_t *param
         PGresult *res = exec_once(s, sql, n, params, doing, err, &lost);
         if (res != NULL || !lost || !retry || had_tx)
             return res;
-        s->retry_at_ns = 0; /* it was up a moment ago: try at once */
+        s->down[0] = '\0'; /* it was up a moment ago: try at once */
     }
     return NULL;
 }

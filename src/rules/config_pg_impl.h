@@ -11,13 +11,18 @@
  * that stops answering fails the call instead of holding the thread (the connection is then
  * dropped and made again later).
  *
+ * config_pg_watch.c: the watch's thread (LISTEN), which shares with the handle only what the
+ * open set and two atomics (up_epoch, watch_down).
+ *
  * Every helper returns 0 or -1 with err (CONFIG_STORE_ERR_MAX bytes) filled, unless it says
  * otherwise; `doing` names the operation for the message.
  */
 #ifndef SLUICE_RULES_CONFIG_PG_IMPL_H
 #define SLUICE_RULES_CONFIG_PG_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <libpq-fe.h>
@@ -35,7 +40,8 @@ typedef struct pg_store {
     config_store_t base;               /* first: its table */
     PGconn *conn;                      /* NULL while there is no connection */
     char *conninfo;                    /* the URL or keywords, as given */
-    char where[CONFIG_STORE_NAME_MAX]; /* "postgresql://user@host:port/db", no password */
+    char where[CONFIG_STORE_NAME_MAX]; /* "postgresql://user@host:port/db", no password; set by
+                                          the open, then only read */
     int lock_timeout_ms;               /* how long a statement waits for a row lock */
     bool busy;                         /* the last failure was a lock or a conflict */
     bool in_tx;                        /* a transaction is open on conn */
@@ -44,6 +50,9 @@ typedef struct pg_store {
     int64_t backoff_ns;                /* the wait after the next failure (0: none yet) */
     char down[CONFIG_STORE_ERR_MAX];   /* why the last connection attempt failed, or "" */
     uint64_t rng;                      /* jitter's generator state */
+    _Atomic uint64_t up_epoch;         /* bumped by the watch each time it connects */
+    _Atomic bool watch_down;           /* the watch finds the database unreachable */
+    uint64_t failed_epoch;             /* up_epoch when the last attempt failed */
 } pg_store_t;
 
 /* A statement's parameter: text (NUL-terminated; len ignored), bytes (binary, len bytes), or
@@ -57,6 +66,25 @@ typedef struct pg_param {
 #define PG_TEXT(s) ((pg_param_t){.value = (s)})
 #define PG_BYTES(p, n)                                                                             \
     ((pg_param_t){.value = (n) ? (const char *)(p) : "", .len = (int)(n), .binary = true})
+
+/* The first line of a libpq message (what follows is a hint), tabs as spaces, trimmed. */
+void pg_one_line(char *out, size_t cap, const char *msg);
+
+/* A wait between half and one and a half of backoff_ns, drawn from *rng (xorshift; never 0). */
+int64_t pg_jittered(uint64_t *rng, int64_t backoff_ns);
+
+/* The backoff after one more failed attempt: PG_BACKOFF_MIN_MS, then doubling up to
+ * PG_BACKOFF_MAX_MS. */
+int64_t pg_backoff_next(int64_t backoff_ns);
+
+/* Connects to conninfo (a URL or keywords) within PG_CONNECT_TIMEOUT_MS, or sooner when stop_fd
+ * (if >= 0) becomes readable: the connection, in non-blocking mode, or NULL with why (cap bytes).
+ */
+PGconn *pg_dial(const char *conninfo, int stop_fd, char *why, size_t cap);
+
+/* Waits until c's socket is ready for `events`, deadline_ns passes, stop_fd (if >= 0) becomes
+ * readable or *abort (if not NULL) becomes true. 1 ready, 0 deadline, -1 error, 2 stopped. */
+int pg_wait(PGconn *c, short events, int64_t deadline_ns, int stop_fd, _Atomic bool *abort);
 
 /* Fills s->where from the connection info (the host, port, database and user libpq would use;
  * never the password). */
@@ -106,6 +134,10 @@ int pg_delete_rule(pg_store_t *s, const char *name, bool *found, const char *doi
 int pg_foreach_override(pg_store_t *s, const char *rule, const void *after, size_t after_len,
                         size_t limit, config_override_fn fn, void *arg, const char *doing,
                         char *err);
+
+/* config_store_watch() on PostgreSQL (config_pg_watch.c). */
+int pg_watch(config_store_t *base, const config_watch_fns_t *fns, void *arg, config_watch_t **out,
+             char *err);
 
 /* config_store_import() on PostgreSQL (config_pg_import.c). */
 int pg_import(config_store_t *base, const config_rule_t *rules, size_t n,

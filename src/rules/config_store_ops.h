@@ -26,6 +26,11 @@ struct config_store {
     const config_store_ops_t *ops;
 };
 
+/* What every store's watch begins with. */
+struct config_watch {
+    void (*stop)(config_watch_t *w); /* stops and frees it */
+};
+
 struct config_store_ops {
     const char *name;     /* "sqlite", "postgresql" */
     const char *url_form; /* the URLs it takes, for an error naming none */
@@ -58,6 +63,9 @@ struct config_store_ops {
                         const char *json, int64_t *version, char *err);
     int (*del_override)(config_store_t *s, const char *rule, const void *key, size_t key_len,
                         int64_t *version, char *err);
+    /* NULL: no push (config_store_watch gives no watch) */
+    int (*watch)(config_store_t *s, const config_watch_fns_t *fns, void *arg, config_watch_t **out,
+                 char *err);
     /* after NULL: from the first key */
     int (*foreach_override)(config_store_t *s, const char *rule, const void *after,
                             size_t after_len, size_t limit, config_override_fn fn, void *arg,

@@ -144,3 +144,16 @@ int config_store_foreach_override_after(config_store_t *s, const char *rule, con
         return config_fail(err, "config store: foreach override: no rule or callback");
     return s->ops->foreach_override(s, rule, after, after_len, limit, fn, arg, err);
 }
+
+int config_store_watch(config_store_t *s, const config_watch_fns_t *fns, void *arg,
+                       config_watch_t **out, char *err)
+{
+    *out = NULL;
+    return s->ops->watch != NULL ? s->ops->watch(s, fns, arg, out, err) : 0;
+}
+
+void config_watch_stop(config_watch_t *w)
+{
+    if (w != NULL)
+        w->stop(w);
+}
