@@ -70,7 +70,44 @@ check newer-says-why grep -q "has schema version 99; this sluiced knows up to 1 
 check newer-untouched matches "$(sql 'SELECT version FROM sluice_schema')" '^99$'
 sql 'UPDATE sluice_schema SET version = 1' >/dev/null
 
-# 5. A database nobody listens at: refused at start, saying where and why.
+# 5. A million overrides, written straight into the database: sluiced starts without reading
+# them (the table's read counters stay near zero: it asks only whether a rule has any) and
+# answers one by looking it up, through its cache.
+cat >"$TMP/many.yaml" <<'YAML'
+rules:
+  - name: many
+    algorithm: fixed_window
+    limit: 5
+    window: 1h
+YAML
+start_sluiced s3 --config-store "$PG_URL" --rules "$TMP/many.yaml" --snapshot "" ||
+    { cat "$TMP/s3.log"; exit 1; }
+stop_bg s3
+sql "INSERT INTO sluice_overrides(rule, key, json) SELECT 'many', convert_to('user:' || i, 'UTF8'),
+     '{\"limit\":' || (i % 1000 + 1) || '}' FROM generate_series(1, 1000000) AS i;
+     UPDATE sluice_meta SET version = version + 1" >/dev/null
+check million-stored matches "$(sql "SELECT count(*) FROM sluice_overrides WHERE rule = 'many'")" \
+    '^1000000$'
+# rows read from the table so far, by index and by sequential scan (PostgreSQL's counters,
+# reported by each session a moment after it goes idle)
+read_rows() { sql "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) FROM
+                   pg_stat_user_tables WHERE relname = 'sluice_overrides'"; }
+scans() { sql "SELECT coalesce(idx_scan, 0) + coalesce(seq_scan, 0) FROM pg_stat_user_tables
+               WHERE relname = 'sluice_overrides'"; }
+before_scans=$(scans)
+before_rows=$(read_rows)
+start_sluiced s4 --config-store "$PG_URL" --snapshot "" --threads 1 || { cat "$TMP/s4.log"; exit 1; }
+check million-one-lookup matches "$(cli SL.ALLOW many user:777777)" '^1 778 777 0 '
+check million-no-override matches "$(cli SL.ALLOW many somebody)" '^1 5 4 0 '
+check million-cached matches "$(cli SL.ALLOW many user:777777)" '^1 778 776 0 '
+# the start's "has this rule overrides?" and the two lookups: three index scans at least, once
+# the sessions have reported them
+scanned() { [ "$(scans)" -ge "$((before_scans + 3))" ]; }
+check million-scans-reported poll 10 scanned
+check million-not-loaded test "$(($(read_rows) - before_rows))" -lt 100
+stop_bg s4
+
+# 6. A database nobody listens at: refused at start, saying where and why.
 hold_port closed closed
 timeout 20 "$SLUICED" --config-store "postgres://sluice@127.0.0.1:$HELD_PORT/sluice" \
     --port "$PORT" --http-port 0 --grpc-port 0 --snapshot "" >"$TMP/down.log" 2>&1
