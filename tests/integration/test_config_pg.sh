@@ -107,7 +107,29 @@ check million-scans-reported poll 10 scanned
 check million-not-loaded test "$(($(read_rows) - before_rows))" -lt 100
 stop_bg s4
 
-# 6. A database nobody listens at: refused at start, saying where and why.
+# 6. A SQLite store moved into PostgreSQL with `sluice rules export` and `import --replace`:
+# the same rules, the same overrides (keys with quotes, 1 KiB), found the same way.
+start_sluiced lite --config-store "$TMP/lite.db" --rules "$TMP/rules.yaml" --snapshot "" ||
+    { cat "$TMP/lite.log"; exit 1; }
+LITE=$RESP_PORT
+LONG=$(printf 'k%.0s' $(seq 1024))
+redis-cli -p "$LITE" SL.OVERRIDE SET api "it's \"quoted\"" '{"limit":9}' >/dev/null
+redis-cli -p "$LITE" SL.OVERRIDE SET api "$LONG" '{"limit":11}' >/dev/null
+"$SLUICE" -p "$LITE" rules export >"$TMP/backup.yaml"
+check export-ok test $? -eq 0
+"$SLUICE" -p "$LITE" overrides list api >"$TMP/lite.overrides"
+start_sluiced moved --config-store "$PG_URL" --snapshot "" || { cat "$TMP/moved.log"; exit 1; }
+check import-ok matches "$("$SLUICE" -p "$RESP_PORT" rules import --replace "$TMP/backup.yaml")" '^OK$'
+check same-rules matches "$("$SLUICE" -p "$RESP_PORT" rules list | tr '\n' ' ')" '^api $'
+"$SLUICE" -p "$RESP_PORT" overrides list api >"$TMP/pg.overrides"
+check same-overrides cmp "$TMP/lite.overrides" "$TMP/pg.overrides"
+check three-overrides test "$(wc -l <"$TMP/pg.overrides")" -eq 3
+check moved-quoted matches "$(cli SL.ALLOW api "it's \"quoted\"")" '^1 9 8 0 '
+check moved-long matches "$(cli SL.ALLOW api "$LONG")" '^1 11 10 0 '
+stop_bg moved
+stop_bg lite
+
+# 7. A database nobody listens at: refused at start, saying where and why.
 hold_port closed closed
 timeout 20 "$SLUICED" --config-store "postgres://sluice@127.0.0.1:$HELD_PORT/sluice" \
     --port "$PORT" --http-port 0 --grpc-port 0 --snapshot "" >"$TMP/down.log" 2>&1
