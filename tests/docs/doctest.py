@@ -71,11 +71,11 @@ import argparse
 import ctypes
 import difflib
 import fcntl
-import glob
 import os
 import re
 import secrets
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -315,10 +315,11 @@ def flag_port(args, flag, default):
 
 
 class Servers:
-    def __init__(self, sandbox, build, env):
+    def __init__(self, sandbox, build, env, source):
         self.sandbox = sandbox
         self.build = build
         self.env = env
+        self.source = source
         self.procs = {}  # name -> (Popen, log)
 
     def stop(self, name):
@@ -388,33 +389,22 @@ class Servers:
                                "postgres)" % kind)
 
     def start_postgres(self, args):
+        """scripts/postgres.sh (shared with the integration tests) makes and runs the cluster."""
         if args:
             raise RuntimeError("usage: start postgres")
-        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: [
-            int(x) if x.isdigit() else 0 for x in d.split("/")[-2].split(".")])
-        bindir = next((d for d in reversed(bindirs)
-                       if os.access(os.path.join(d, "postgres"), os.X_OK)), None)
-        if bindir is None or shutil.which("psql", path=self.env["PATH"]) is None:
+        lib = ". %s && pg_find_bin && " % shlex.quote(
+            os.path.join(self.source, "scripts", "postgres.sh"))
+        if (subprocess.run(["bash", "-c", lib + "true"], env=self.env).returncode != 0 or
+                shutil.which("psql", path=self.env["PATH"]) is None):
             raise Skip("PostgreSQL is not installed")
         d = os.path.join(self.sandbox, ".postgres")
-        as_user = []
-        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-            as_user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
-            os.chmod(self.sandbox, 0o711)
-        if not os.path.isdir(d):
-            os.makedirs(d)
-            if as_user:
-                shutil.chown(d, "nobody", "nogroup")
-            init = subprocess.run(as_user + [os.path.join(bindir, "initdb"), "-D", d, "-U",
-                                             "sluice", "--auth=trust", "-E", "UTF8",
-                                             "--locale=C", "-N"],
-                                  env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            if init.returncode != 0:
-                raise RuntimeError("initdb failed:\n" + init.stdout.decode("utf-8", "replace"))
-        self.spawn("postgres", as_user + [os.path.join(bindir, "postgres"), "-D", d, "-p", "5432",
-                                          "-c", "listen_addresses=127.0.0.1",
-                                          "-c", "unix_socket_directories=" + d,
-                                          "-c", "fsync=off"], [5432])
+        log = os.path.join(self.sandbox, ".logs", "initdb.log")
+        if not os.path.isdir(d) and subprocess.run(
+                ["bash", "-c", lib + "pg_initdb %s %s" % (shlex.quote(d), shlex.quote(log))],
+                env=self.env).returncode != 0:
+            raise RuntimeError("initdb failed:\n" + read_tail(log))
+        self.spawn("postgres", ["bash", "-c", lib + "pg_exec_server %s 5432" % shlex.quote(d)],
+                   [5432])
         psql = ["psql", "-X", "-q", "-h", "127.0.0.1", "-p", "5432", "-U", "sluice", "-d",
                 "postgres", "-c"]
         deadline = time.monotonic() + PORT_TIMEOUT_S
@@ -656,7 +646,7 @@ class Doc:
         sandbox = tempfile.mkdtemp(prefix="sluice-doc.")
         env = make_env(sandbox)
         prepare_sandbox(sandbox, self.source, self.build)
-        servers = Servers(sandbox, self.build, env)
+        servers = Servers(sandbox, self.build, env, self.source)
         shell = None
         try:
             servers.start("sluiced --rules examples/rules.yaml")

@@ -27,8 +27,9 @@
 #   start_redis NAME ARGS..     starts redis-server (serve), sets REDIS_PORT
 #   start_redis_at NAME PORT ARGS..   the same on the port given
 #   start_cluster N TIMEOUT ARGS..    a Redis Cluster of N primaries and N replicas
-#   need_postgres       skips the test (exit 77) unless PostgreSQL's server programs are installed;
-#                       sets PG_BIN (PG_BIN from the environment wins)
+#   need_postgres       skips the test (exit 77) unless PostgreSQL's server programs and psql are
+#                       installed; sets PG_BIN (scripts/postgres.sh; PG_BIN from the environment
+#                       wins)
 #   start_postgres NAME [ARGS..]  a new PostgreSQL cluster (initdb) in $TMP/NAME, run as an
 #                       unprivileged user when the test runs as root, on 127.0.0.1 (serve), with a
 #                       database "sluice"; sets PG_PORT and PG_URL (its libpq URL). Stop it by its
@@ -328,32 +329,16 @@ start_redis_at() {
 }
 
 # ---- PostgreSQL ------------------------------------------------------------------------------
-PG_BIN=${PG_BIN:-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/postgres.sh"
 need_postgres() {
-    local d
-    if [ -z "$PG_BIN" ]; then
-        for d in /usr/lib/postgresql/*/bin; do
-            [ -x "$d/postgres" ] && PG_BIN=$d
-        done
-    fi
-    need "$PG_BIN/initdb" "$PG_BIN/postgres" psql
-}
-# PostgreSQL refuses to run as root: as root, its programs run as nobody, in directories nobody
-# may enter. lib_pg_exec replaces the shell it runs in (setpriv execs too), so in start_bg's
-# background shell the PID recorded is the postmaster's own.
-lib_pg_exec() {
-    if [ "$(id -u)" -eq 0 ]; then
-        exec setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
-    fi
-    exec "$@"
+    pg_find_bin || { echo "SKIP: needs PostgreSQL's server (Debian's postgresql)"; exit 77; }
+    need psql
 }
 lib_launch_postgres() { # NAME ARGS..
     local name=$1
     shift
     PG_PORT=${SERVE_PORTS[0]}
-    start_bg "$name" lib_pg_exec "$PG_BIN/postgres" -D "$TMP/$name" -p "$PG_PORT" \
-        -c listen_addresses=127.0.0.1 -c unix_socket_directories="$TMP/$name" -c fsync=off \
-        -c full_page_writes=off -c synchronous_commit=off "$@"
+    start_bg "$name" pg_exec_server "$TMP/$name" "$PG_PORT" "$@"
 }
 lib_pg_ready() {
     psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U sluice -d postgres -c 'SELECT 1' >/dev/null 2>&1
@@ -361,11 +346,7 @@ lib_pg_ready() {
 start_postgres() {
     local name=$1
     shift
-    [ "$(id -u)" -ne 0 ] || chmod 711 "$TMP"
-    mkdir -p "$TMP/$name"
-    [ "$(id -u)" -ne 0 ] || chown nobody:nogroup "$TMP/$name"
-    (lib_pg_exec "$PG_BIN/initdb" -D "$TMP/$name" -U sluice --auth=trust -E UTF8 --locale=C -N) \
-        >"$TMP/$name.initdb.log" 2>&1 || { cat "$TMP/$name.initdb.log"; return 1; }
+    pg_initdb "$TMP/$name" "$TMP/$name.initdb.log" || { cat "$TMP/$name.initdb.log"; return 1; }
     serve "$name" 1 lib_launch_postgres "$@" || return 1
     poll 10 lib_pg_ready || { echo "$name: does not answer"; return 1; }
     psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U sluice -d postgres -c 'CREATE DATABASE sluice' ||
