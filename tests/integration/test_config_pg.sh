@@ -2,9 +2,10 @@
 # test_config_pg.sh - the PostgreSQL config store against a real PostgreSQL started here (initdb
 # in a temporary directory, as an unprivileged user, on 127.0.0.1 and a free port): the
 # conformance suite every store passes; sluiced on it by URL and by keyword string, the schema it
-# creates, rules and overrides made through it landing in the database, a password never in its
-# log, a schema newer than it knows refused, and an unreachable database refused at start with
-# the reason.
+# creates, rules and overrides made through it landing in the database, a change waiting out
+# another session's lock while decisions go on, a password never in its log, a million overrides
+# never read at start, a SQLite store moved in with `sluice rules export`/`import`, a schema newer
+# than it knows refused, and an unreachable database refused at start with the reason.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need_postgres
@@ -51,6 +52,28 @@ check override-blocks matches "$(cli SL.ALLOW extra "it's \"quoted\"")" '^0 '
 check version-bumped matches "$(sql 'SELECT version FROM sluice_meta')" '^[3-9]$'
 check store-named grep -q "from postgresql://sluice@127.0.0.1:$PG_PORT/sluice" "$TMP/s1.log"
 check no-password-in-log test "$(grep -c s3cret-pw "$TMP/s1.log")" -eq 0
+
+# Another session holds the version row's lock (a writer mid-transaction): a change through
+# sluiced waits for it on the config thread (retried, as SQLite's lock is) while decisions go on,
+# and is made once the lock is let go.
+psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U sluice -d sluice >"$TMP/locker.log" 2>&1 <<SQL &
+BEGIN;
+SELECT version FROM sluice_meta WHERE id = 1 FOR UPDATE;
+\\! touch $TMP/locked
+SELECT pg_sleep(1.5);
+COMMIT;
+SQL
+LOCKER=$!
+LIB_PIDS+=("$LOCKER")
+check lock-taken poll 10 test -e "$TMP/locked"
+redis-cli -p "$RESP_PORT" SL.RULE SET waited '{"algorithm":"gcra","limit":2,"window":"1s"}' \
+    >"$TMP/waited.out" 2>&1 &
+SETTER=$!
+check decide-while-locked matches "$(cli SL.ALLOW api k2)" '^1 5 4 0 '
+check set-still-waiting test ! -s "$TMP/waited.out"
+wait "$SETTER"
+check set-after-lock matches "$(cat "$TMP/waited.out")" '^OK$'
+wait "$LOCKER"
 stop_bg s1
 
 # 3. A libpq keyword string names the same store.
