@@ -58,9 +58,9 @@ typedef struct pg_store {
 /* A statement's parameter: text (NUL-terminated; len ignored), bytes (binary, len bytes), or
  * SQL NULL (value NULL). */
 typedef struct pg_param {
-    const char *value;
-    int len;     /* bytes, for binary */
-    bool binary; /* bytea bytes rather than text */
+    const char *value; /* text or bytes, the caller's until the statement returns */
+    int len;           /* bytes, for binary */
+    bool binary;       /* bytea bytes rather than text */
 } pg_param_t;
 
 #define PG_TEXT(s) ((pg_param_t){.value = (s)})

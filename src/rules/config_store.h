@@ -64,8 +64,8 @@ const char *config_store_describe(const config_store_t *s, char *buf);
  */
 typedef struct config_watch config_watch_t;
 typedef struct config_watch_fns {
-    void (*changed)(void *arg);
-    void (*state)(void *arg, bool up, const char *why);
+    void (*changed)(void *arg);                         /* read the version (above) */
+    void (*state)(void *arg, bool up, const char *why); /* reachable or not, and why not */
 } config_watch_fns_t;
 
 /* Starts a watch of the store s opened. 0 with *out (NULL when the store has no push: poll its
