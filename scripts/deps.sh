@@ -6,10 +6,10 @@ set -euo pipefail
 
 what=${1:-build}
 # Libraries (docs/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
-# (JSON), libyaml (rules files), SQLite (config store), hiredis (the client library and the CLI),
-# protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC).
+# (JSON), libyaml (rules files), SQLite and libpq (the config stores), hiredis (the client
+# library and the CLI), protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC).
 packages=(gcc make cmake pkg-config libuv1-dev libhttp-parser-dev libjansson-dev libyaml-dev
-  libsqlite3-dev libhiredis-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev)
+  libsqlite3-dev libpq-dev libhiredis-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev)
 if [ "$what" = run ]; then
   # what `make run` suggests trying
   packages+=(redis-tools curl)
@@ -26,10 +26,11 @@ if [ "$what" = test ]; then
   packages+=(lintian systemd man-db procps)
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
   # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), caddy
-  # (forward_auth), curl, sqlite3, node + npm (ioredis, @grpc/grpc-js); python3 (test drivers,
-  # the doc tests) with grpcio and grpc_tools (the gRPC port's real client); wrk for the benchmarks
+  # (forward_auth), curl, sqlite3, postgresql (the PostgreSQL config store's tests start their
+  # own), node + npm (ioredis, @grpc/grpc-js); python3 (test drivers, the doc tests) with grpcio
+  # and grpc_tools (the gRPC port's real client); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
-    sqlite3 python3 python3-grpcio python3-grpc-tools wrk)
+    sqlite3 postgresql python3 python3-grpcio python3-grpc-tools wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
@@ -47,9 +48,9 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 
 # The tests start their own servers on ports they choose. Debian's packages also start system
-# services when they install (caddy.service, with a Caddyfile serving port 80; nginx and
-# redis-server likewise), which would take ports 80, 443 and 6379 on this machine and keep
-# running after the tests. A policy-rc.d that answers 101 ("action forbidden") tells the
+# services when they install (caddy.service, with a Caddyfile serving port 80; nginx,
+# redis-server and postgresql likewise), which would take ports 80, 443, 6379 and 5432 on this
+# machine and keep running after the tests. A policy-rc.d that answers 101 ("action forbidden") tells the
 # packages' scripts (invoke-rc.d, deb-systemd-invoke) not to start them; one already in place
 # (containers have one) is left as it is. A service still enabled for the next boot is disabled
 # afterwards where systemd runs.
@@ -66,7 +67,7 @@ $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 if [ -d /run/systemd/system ]; then
   for p in "${missing[@]}"; do
     case "$p" in
-    caddy | nginx-light | redis-server)
+    caddy | nginx-light | redis-server | postgresql)
       unit=${p%-light}
       $sudo systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
       ;;

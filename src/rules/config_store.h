@@ -8,8 +8,12 @@
  * reader that sees version V and then lists the rules sees exactly the rules of some version
  * >= V, never half of a change.
  *
- * SQLite is the embedded default: one file, WAL mode, a busy timeout, so several processes
- * (sluiced and `sluice rules ...` through sluiced, or two sluiced on one host) may share it.
+ * Which store is chosen by the URL given to config_store_open (config_store_ops.h is what a store
+ * is, config_stores.c the list): SQLite is the embedded default (one file, WAL mode, a busy
+ * timeout, so several processes, sluiced and `sluice rules ...` through sluiced, or two sluiced
+ * on one host, may share it); PostgreSQL is the store many hosts share, and tells them of each
+ * change as it is committed (config_store_watch). Every store passes one conformance suite
+ * (tests/config_conformance.h).
  *
  * A store handle is used by one thread at a time (sluiced gives each user its own handle).
  * Every function returns 0 on success, CONFIG_STORE_NOTFOUND where stated, or -1 with a message
@@ -24,6 +28,7 @@
 #include <stdint.h>
 
 #define CONFIG_STORE_ERR_MAX  256
+#define CONFIG_STORE_NAME_MAX 256 /* config_store_describe()'s buffer, bytes */
 #define CONFIG_STORE_NOTFOUND 1
 
 typedef struct config_store config_store_t;
@@ -35,9 +40,42 @@ typedef struct config_rule {
 } config_rule_t;
 
 /* Opens (creating if needed, with its schema) the store at `url`: a path ("./sluice.db"), or
- * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out. */
+ * "sqlite:PATH" / "sqlite://PATH". Returns 0 and sets *out; a URL no store takes is refused
+ * with the forms each store takes. */
 int config_store_open(const char *url, config_store_t **out, char *err);
+/* NULL is a no-op. */
 void config_store_close(config_store_t *s);
+
+/* Where the store is, for a log line ("sqlite ./sluice.db"): never a password. Writes into buf
+ * (CONFIG_STORE_NAME_MAX bytes) and returns it. */
+const char *config_store_describe(const config_store_t *s, char *buf);
+
+/*
+ * Push. A store shared by many hosts (PostgreSQL) can tell of every change committed through any
+ * handle, on any host, as it happens, and of its own reachability. A watch does that on a thread
+ * of its own with a connection of its own, calling:
+ *   changed(arg)          a change was committed, or the watch connected again (a change may
+ *                         have been missed meanwhile): read the version
+ *   state(arg, up, why)   the store became unreachable (up false, why: the reason) or reachable
+ *                         again (up true, why ""); once per change of state
+ * Both run on the watch's thread and must not block. While the watch finds the store
+ * unreachable, the handle it was started from fails at once instead of trying (its next try is
+ * at once when the watch connects again).
+ */
+typedef struct config_watch config_watch_t;
+typedef struct config_watch_fns {
+    void (*changed)(void *arg);                         /* read the version (above) */
+    void (*state)(void *arg, bool up, const char *why); /* reachable or not, and why not */
+} config_watch_fns_t;
+
+/* Starts a watch of the store s opened. 0 with *out (NULL when the store has no push: poll its
+ * version), or -1 with err. May run while another thread uses s (it reads only what the open
+ * set). Stop the watch before closing s. */
+int config_store_watch(config_store_t *s, const config_watch_fns_t *fns, void *arg,
+                       config_watch_t **out, char *err);
+
+/* Stops the watch: no callback runs once it returns. NULL is a no-op. */
+void config_watch_stop(config_watch_t *w);
 
 /* How long a statement waits for another connection's lock before failing, ms (default 5000). */
 void config_store_set_busy_timeout(config_store_t *s, int ms);

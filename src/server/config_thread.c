@@ -23,6 +23,7 @@ struct config_thread {
     uv_loop_t loop;
     uv_thread_t thread;
     uv_async_t wake;        /* new jobs, or the stop */
+    uv_async_t poll_now;    /* a poll asked for by a store that pushes its changes */
     uv_timer_t poll_timer;  /* every poll_interval_ns */
     uv_timer_t retry_timer; /* the admin head's next attempt */
     config_store_t *store;
@@ -143,6 +144,17 @@ static void on_poll(uv_timer_t *h)
     t->poll(t->poll_arg, t->store);
 }
 
+static void on_poll_now(uv_async_t *h)
+{
+    config_thread_t *t = h->data;
+    pthread_mutex_lock(&t->lock);
+    bool stopping = t->stopping;
+    pthread_mutex_unlock(&t->lock);
+    if (!stopping && t->poll != NULL) {
+        t->poll(t->poll_arg, t->store);
+    }
+}
+
 static void close_handle(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -202,6 +214,8 @@ int config_thread_start(config_store_t *store, unsigned inboxes, int64_t poll_in
     uv_loop_init(&t->loop);
     uv_async_init(&t->loop, &t->wake, on_wake);
     t->wake.data = t;
+    uv_async_init(&t->loop, &t->poll_now, on_poll_now);
+    t->poll_now.data = t;
     uv_timer_init(&t->loop, &t->retry_timer);
     t->retry_timer.data = t;
     uv_timer_init(&t->loop, &t->poll_timer);
@@ -306,6 +320,15 @@ void config_inbox_detach(config_inbox_t *in)
     }
     on_inbox(&in->async); /* what already came is answered while the loop still runs */
     uv_close((uv_handle_t *)&in->async, NULL);
+}
+
+void config_thread_poll_now(config_thread_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    if (!t->stopping) {
+        uv_async_send(&t->poll_now); /* under the lock: the handle is closed only after stopping */
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 void config_job_submit(config_thread_t *t, config_job_t *job)

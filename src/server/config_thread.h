@@ -92,6 +92,11 @@ config_inbox_t *config_thread_inbox(config_thread_t *t, unsigned i);
 int config_inbox_attach(config_inbox_t *in, uv_loop_t *loop);
 void config_inbox_detach(config_inbox_t *in);
 
+/* Runs the poll on the config thread as soon as it is free (several calls before it runs make
+ * one poll), as well as every poll interval: a store that pushes its changes calls this. Any
+ * thread; a no-op once the thread is stopping. */
+void config_thread_poll_now(config_thread_t *t);
+
 /* Queues job (run, done, drop, inbox and admin set by the caller). Any thread. */
 void config_job_submit(config_thread_t *t, config_job_t *job);
 

@@ -43,6 +43,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
         return -1;
     }
     e->cfg = *cfg;
+    atomic_store(&e->store_up, true);
     e->store_url = strdup(cfg->store_url);
     e->cfg.store_url = e->store_url;
     pthread_mutex_init(&e->reload_lock, NULL);
@@ -129,8 +130,15 @@ size_t engine_key_max(const engine_t *e)
     return e->cfg.key_max;
 }
 
+bool engine_store_up(engine_t *e)
+{
+    return atomic_load(&e->store_up);
+}
+
 /* The config thread's poll: a new version of the store is put in force; a store file that was
- * deleted or replaced is reported once (the rules in force stay). */
+ * deleted or replaced is reported once (the rules in force stay). A failed reload is logged
+ * once until it fails otherwise or succeeds, and not at all while the store is known to be
+ * unreachable (its push said so, once). */
 static void engine_poll(void *arg, config_store_t *store)
 {
     engine_t *e = arg;
@@ -140,22 +148,52 @@ static void engine_poll(void *arg, config_store_t *store)
         if (strcmp(serr, e->store_problem) != 0) { /* reported once per change */
             log_error("%s", serr);
             atomic_fetch_add(&e->store_errors, 1);
+            atomic_store(&e->store_up, false);
             snprintf(e->store_problem, sizeof e->store_problem, "%s", serr);
         }
     } else if (e->store_problem[0] != '\0') {
         log_info("config store file is back: changes are accepted again");
+        atomic_store(&e->store_up, true);
         e->store_problem[0] = '\0';
     }
     int rc = engine_reload(e, store, false, err);
-    if (rc < 0) {
+    if (rc < 0 && strcmp(err, e->poll_problem) != 0 && (e->watch == NULL || engine_store_up(e))) {
         log_error("rules not reloaded (the rules in force stay): %s", err);
-    } else if (rc > 0) {
+        snprintf(e->poll_problem, sizeof e->poll_problem, "%s", err);
+    } else if (rc >= 0) {
+        e->poll_problem[0] = '\0';
+    }
+    if (rc > 0) {
         log_info("rules version %lld in force", (long long)engine_version(e));
     }
     engine_collect(e);
     size_t swept = engine_inline_sweep(e, sl_now_ns());
     if (swept > 0) {
         log_debug("%zu idle inline rules taken out of force", swept);
+    }
+}
+
+/* The store's push: a change was committed somewhere, or the push connected again. On the
+ * push's thread: the poll runs on the config thread. */
+static void store_changed(void *arg)
+{
+    engine_t *e = arg;
+    config_thread_poll_now(e->ct);
+}
+
+/* The store became unreachable or reachable again: one line each, and the gauge. On the push's
+ * thread. */
+static void store_state(void *arg, bool up, const char *why)
+{
+    engine_t *e = arg;
+    atomic_store(&e->store_up, up);
+    if (up) {
+        log_info("config store reachable again: the rules are read again, changes are accepted");
+    } else {
+        atomic_fetch_add(&e->store_errors, 1);
+        log_error("config store unreachable (%s): the rules in force stay and decisions go on; "
+                  "changes are refused until it is back; reconnecting",
+                  why);
     }
 }
 
@@ -167,11 +205,20 @@ int engine_start(engine_t *e, int64_t poll_interval_ns, char *err)
         snprintf(err, ENGINE_ERR_MAX, "%s", terr);
         return -1;
     }
+    static const config_watch_fns_t fns = {.changed = store_changed, .state = store_state};
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_watch(e->store, &fns, e, &e->watch, serr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "%s", serr);
+        engine_stop(e);
+        return -1;
+    }
     return 0;
 }
 
 void engine_stop(engine_t *e)
 {
+    config_watch_stop(e->watch); /* first: it asks the config thread for polls */
+    e->watch = NULL;
     config_thread_stop(e->ct);
     e->ct = NULL;
 }

@@ -128,13 +128,19 @@ config_store_t *engine_store(engine_t *e);
 
 /*
  * Starts the config thread (config_thread.h): from now on every use of the config store runs
- * there, including a poll of its version every poll_interval_ns (a new version is put in force).
+ * there, including a poll of its version every poll_interval_ns (a new version is put in force),
+ * and, for a store that pushes its changes (PostgreSQL), a poll as soon as it tells of one.
  * Call after the first rules are loaded and before the loops start. Returns 0 or -1 with err.
  */
 int engine_start(engine_t *e, int64_t poll_interval_ns, char *err);
 
-/* Stops the config thread after every loop has stopped (engine_free does it too). */
+/* Stops the store's push, then the config thread, after every loop has stopped (engine_free
+ * does it too). */
 void engine_stop(engine_t *e);
+
+/* Whether the config store can be reached (a PostgreSQL the push finds answering; a SQLite file
+ * still the one opened). Any thread. Each change is logged once. */
+bool engine_store_up(engine_t *e);
 
 /* Config store failures seen by the engine: polls and reloads that failed, a store file that was
  * deleted or replaced. */

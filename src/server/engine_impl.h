@@ -116,6 +116,11 @@ struct engine {
     config_thread_t *ct;                      /* NULL until engine_start (and in tests) */
     char store_problem[CONFIG_STORE_ERR_MAX]; /* the store file's last reported problem, or ""
                                                  (config thread only) */
+    char poll_problem[ENGINE_ERR_MAX];        /* the last poll failure logged, or "" (config
+                                                 thread only) */
+    config_watch_t *watch;                    /* the store's push (NULL: it has none) */
+    _Atomic bool store_up;                    /* the store can be reached (and is the file
+                                                 opened) */
     _Atomic(ruleset_t *) current;
     pthread_mutex_t reload_lock;
     ruleset_t *retired; /* published before, maybe still in use */

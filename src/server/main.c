@@ -372,6 +372,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;
     }
+    char store_name[CONFIG_STORE_NAME_MAX]; /* the store without its password, before the config
+                                               thread owns it */
+    config_store_describe(engine_store(m.srv.engine), store_name);
     config_import_mode_t mode;
     size_t nfiles = 0;
     if ((rules_files(&cfg, &mode, &nfiles), nfiles > 0) &&
@@ -400,8 +403,8 @@ int main(int argc, char **argv)
         }
     }
     log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
-             SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine),
-             cfg.config_store, engine_store_name(m.srv.engine));
+             SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine), store_name,
+             engine_store_name(m.srv.engine));
     tell_manager("READY=1");
 
     uv_loop_init(&m.loop);

@@ -221,6 +221,9 @@ void metrics_render(server_t *srv, buf_t *b)
          "Config store failures (polls, reloads, imports).");
     buf_printf(b, "sluice_config_store_errors_total %llu\n",
                (unsigned long long)engine_store_errors(srv->engine));
+    help(b, "sluice_config_store_up", "gauge",
+         "1 while the config store can be reached, 0 while it cannot (the rules in force stay).");
+    buf_printf(b, "sluice_config_store_up %d\n", engine_store_up(srv->engine) ? 1 : 0);
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
     buf_printf(b, "sluice_snapshots_total %llu\n",
                (unsigned long long)atomic_load(&srv->snapshots));

@@ -18,7 +18,8 @@ The markup (README.md and docs/ follow it):
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
   examples/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
-  their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80) on 127.0.0.1 and
+  their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80,
+  PostgreSQL 5432) on 127.0.0.1 and
   documents run side by side. State carries over from one command to the next within a
   document; every document starts with fresh servers: sluiced with `--rules
   examples/rules.yaml`, as `make run` starts it.
@@ -44,6 +45,10 @@ The markup (README.md and docs/ follow it):
       start redis [ARGS]     starts redis-server on 6379 (no persistence)
       start redis-module [ARGS]   the same, loading the built sluice.so (ARGS follow its path:
                              the module's arguments)
+      start postgres         PostgreSQL on 5432 (a cluster made with initdb in the document's
+                             directory on first use, run as nobody when the harness is root;
+                             trust authentication, user and database `sluice`), so examples
+                             use postgresql://sluice@127.0.0.1:5432/sluice
       start nginx FILE       nginx on port 80 with FILE (server blocks, from a `file` directive)
                              inside an http {} the harness writes, which also has an upstream
                              `app` (a server on 127.0.0.1:8081 answering "hello from app")
@@ -70,6 +75,7 @@ import os
 import re
 import secrets
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -309,17 +315,19 @@ def flag_port(args, flag, default):
 
 
 class Servers:
-    def __init__(self, sandbox, build, env):
+    def __init__(self, sandbox, build, env, source):
         self.sandbox = sandbox
         self.build = build
         self.env = env
+        self.source = source
         self.procs = {}  # name -> (Popen, log)
 
     def stop(self, name):
         if name not in self.procs:
             return
         proc, _ = self.procs.pop(name)
-        proc.terminate()
+        # PostgreSQL's SIGTERM waits for its clients to leave; SIGINT ends their sessions
+        proc.send_signal(signal.SIGINT if name == "postgres" else signal.SIGTERM)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -374,9 +382,40 @@ class Servers:
             self.spawn("nginx", ["nginx", "-c", conf, "-p", self.sandbox], [80, 8081])
         elif kind == "caddy":
             self.start_caddy(args)
+        elif kind == "postgres":
+            self.start_postgres(args)
         else:
-            raise RuntimeError("unknown server '%s' (sluiced, redis, redis-module, nginx, caddy)"
-                               % kind)
+            raise RuntimeError("unknown server '%s' (sluiced, redis, redis-module, nginx, caddy, "
+                               "postgres)" % kind)
+
+    def start_postgres(self, args):
+        """scripts/postgres.sh (shared with the integration tests) makes and runs the cluster."""
+        if args:
+            raise RuntimeError("usage: start postgres")
+        lib = ". %s && pg_find_bin && " % shlex.quote(
+            os.path.join(self.source, "scripts", "postgres.sh"))
+        if (subprocess.run(["bash", "-c", lib + "true"], env=self.env).returncode != 0 or
+                shutil.which("psql", path=self.env["PATH"]) is None):
+            raise Skip("PostgreSQL is not installed")
+        d = os.path.join(self.sandbox, ".postgres")
+        log = os.path.join(self.sandbox, ".logs", "initdb.log")
+        if not os.path.isdir(d) and subprocess.run(
+                ["bash", "-c", lib + "pg_initdb %s %s" % (shlex.quote(d), shlex.quote(log))],
+                env=self.env).returncode != 0:
+            raise RuntimeError("initdb failed:\n" + read_tail(log))
+        self.spawn("postgres", ["bash", "-c", lib + "pg_exec_server %s 5432" % shlex.quote(d)],
+                   [5432])
+        psql = ["psql", "-X", "-q", "-h", "127.0.0.1", "-p", "5432", "-U", "sluice", "-d",
+                "postgres", "-c"]
+        deadline = time.monotonic() + PORT_TIMEOUT_S
+        while subprocess.run(psql + ["SELECT 1"], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("PostgreSQL does not answer:\n" +
+                                   read_tail(self.procs["postgres"][1]))
+            time.sleep(0.05)
+        subprocess.run(psql + ["CREATE DATABASE sluice"], env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start_caddy(self, args):
         if len(args) != 1:
@@ -607,7 +646,7 @@ class Doc:
         sandbox = tempfile.mkdtemp(prefix="sluice-doc.")
         env = make_env(sandbox)
         prepare_sandbox(sandbox, self.source, self.build)
-        servers = Servers(sandbox, self.build, env)
+        servers = Servers(sandbox, self.build, env, self.source)
         shell = None
         try:
             servers.start("sluiced --rules examples/rules.yaml")

@@ -27,6 +27,14 @@
 #   start_redis NAME ARGS..     starts redis-server (serve), sets REDIS_PORT
 #   start_redis_at NAME PORT ARGS..   the same on the port given
 #   start_cluster N TIMEOUT ARGS..    a Redis Cluster of N primaries and N replicas
+#   need_postgres       skips the test (exit 77) unless PostgreSQL's server programs and psql are
+#                       installed; sets PG_BIN (scripts/postgres.sh; PG_BIN from the environment
+#                       wins)
+#   start_postgres NAME [ARGS..]  a new PostgreSQL cluster (initdb) in $TMP/NAME, run as an
+#                       unprivileged user when the test runs as root, on 127.0.0.1 (serve), with a
+#                       database "sluice"; sets PG_PORT and PG_URL (its libpq URL). Stop it by its
+#                       PID with stop_bg NAME (the postmaster's, as start_bg recorded it)
+#   start_postgres_at NAME PORT   the same cluster started again on its port (after stop_bg)
 #   hold_port NAME closed|silent      a process holding a port the kernel picks: bound only
 #                       (connections are refused) or listening and never answering; sets
 #                       HELD_PORT
@@ -318,6 +326,36 @@ start_redis_at() {
     local name=$1 port=$2
     shift 2
     serve_at "$name" "$port" lib_launch_redis "$@"
+}
+
+# ---- PostgreSQL ------------------------------------------------------------------------------
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/postgres.sh"
+need_postgres() {
+    pg_find_bin || { echo "SKIP: needs PostgreSQL's server (Debian's postgresql)"; exit 77; }
+    need psql
+}
+lib_launch_postgres() { # NAME ARGS..
+    local name=$1
+    shift
+    PG_PORT=${SERVE_PORTS[0]}
+    start_bg "$name" pg_exec_server "$TMP/$name" "$PG_PORT" "$@"
+}
+lib_pg_ready() {
+    psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U sluice -d postgres -c 'SELECT 1' >/dev/null 2>&1
+}
+start_postgres() {
+    local name=$1
+    shift
+    pg_initdb "$TMP/$name" "$TMP/$name.initdb.log" || { cat "$TMP/$name.initdb.log"; return 1; }
+    serve "$name" 1 lib_launch_postgres "$@" || return 1
+    poll 10 lib_pg_ready || { echo "$name: does not answer"; return 1; }
+    psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U sluice -d postgres -c 'CREATE DATABASE sluice' ||
+        return 1
+    PG_URL="postgresql://sluice@127.0.0.1:$PG_PORT/sluice"
+}
+start_postgres_at() {
+    local name=$1
+    serve_at "$name" "$2" lib_launch_postgres && poll 10 lib_pg_ready
 }
 
 # caught_up PRIMARY_PORT REPLICA_PORT: the replica has processed every byte of the primary's
