@@ -415,15 +415,20 @@ def case_full():
     held.close()
 
 
+def rls_call_frames(address):
+    """A ShouldRateLimit call by hand: its framed body (one descriptor, remote_address=address,
+    in domain edge) and its header block."""
+    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", address))])
+    msg = req.SerializeToString()
+    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
+    return body, request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+
+
 def case_abandon():
     # run while the request store cannot answer yet: stream 1 is reset by the client while its
     # decision waits, then the connection closes with stream 3's waiting; the answers that come
     # later find no one to answer (and under ASan, nothing leaks or is used after it is freed)
-    req = rls_pb2.RateLimitRequest(domain="edge",
-                                   descriptors=[desc(("remote_address", "10.7.7.7"))])
-    msg = req.SerializeToString()
-    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
-    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    body, block = rls_call_frames("10.7.7.7")
     s = h2_connect()
     s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
               frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big")) +
@@ -435,11 +440,7 @@ def case_stop_answers():
     # sluiced (SLUICED_PID) is stopped while a call waits on the request store (paused by the
     # script): it says GOAWAY with no error, naming that call's stream as the last it answers,
     # and still answers it before closing
-    req = rls_pb2.RateLimitRequest(domain="edge",
-                                   descriptors=[desc(("remote_address", "10.8.8.8"))])
-    msg = req.SerializeToString()
-    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
-    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    body, block = rls_call_frames("10.8.8.8")
     s = h2_connect()
     # stream 1 whole; stream 3 with half its body, which will not come: not answered, and the
     # GOAWAY names stream 1 as the last, so the client knows 3 was not processed
@@ -465,8 +466,7 @@ def case_held_cap():
     # (the server's --max-input-buffers is 300k) eight connections each hold a 60 KB body of a
     # call not yet ended: counted against the cap, so the largest are closed (a GOAWAY saying
     # why) until the rest fit, and a new client is served
-    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", "x"))])
-    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    _, block = rls_call_frames("x")
     conns = []
     for i in range(8):
         s = h2_connect()
