@@ -16,7 +16,7 @@
 #   cpu_ticks PID..               utime + stime of the PIDs (all threads), clock ticks
 #   wait_quiet                    waits (bounded) for other processes to leave the CPUs
 #   measure OUT SECS PID.. -- CMD..   runs CMD; sets M_SRV_S, M_SRV_EACH, M_WALL_S, M_OTHER
-#   run_case CASE KIND PID.. -- CMD.. one measured run, re-run (bounded) when disturbed; appends
+#   run_case CASE KIND PID.. -- CMD.. one measured run (KIND rb, wrk or h2), re-run (bounded) when disturbed; appends
 #                                 its result line to $RESULTS
 #   rb CASE PID PORT N P R CMD..  run_case of redis-benchmark -c $CLIENTS -n N -P P -r R --csv
 #   med CASE COL [LAST]           median over a case's undisturbed runs of COL (or of the sum of
@@ -208,7 +208,8 @@ measure() {
 }
 
 # run_case CASE KIND PIDS -- CMD..: one measured run of a case, re-run (bounded) while something
-# else took more than OTHER_MAX_PCT % of a CPU; KIND rb (redis-benchmark --csv) or wrk. Appends
+# else took more than OTHER_MAX_PCT % of a CPU; KIND rb (redis-benchmark --csv), wrk, or h2
+# (h2load with --log-file=PATH, from which p50 and p99 are computed). Appends
 # "CASE rps p50_ms p99_ms cpu_us_per_req server_busy_pct other_pct non2xx cpu_us_per_req_of_PID.."
 # to $RESULTS.
 run_case() {
@@ -229,7 +230,16 @@ run_case() {
     for ((try = 0; ; try++)); do
         wait_quiet
         measure "$TMP/run.out" "$RUN_TIMEOUT_S" "${args[@]}"
-        if [ "$kind" = rb ]; then
+        if [ "$kind" = h2 ]; then
+            # h2load: its summary, and p50/p99 from its --log-file (third column: us per request)
+            local log
+            log=$(printf '%s\n' "${cmd[@]}" | sed -n 's/^--log-file=//p')
+            rps=$(awk '/^finished in/ { print $4 }' "$TMP/run.out")
+            n=$(awk '/^requests:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^succeeded/) print $i }' "$TMP/run.out")
+            bad=$(awk '/^requests:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^(failed|errored|timeout)/) b += $i; print b + 0 }' "$TMP/run.out")
+            read -r p50 p99 < <(cut -f3 "$log" | sort -n | awk '{ v[NR] = $1 } END {
+                if (NR) printf "%.3f %.3f\n", v[int(NR * 0.50) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }')
+        elif [ "$kind" = rb ]; then
             line=$(grep -v '^"test"' "$TMP/run.out" | grep '^"' | tail -n 1 | tr -d '"')
             # test,rps,avg,min,p50,p95,p99,max; the test name holds no comma
             IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$line"
@@ -261,7 +271,7 @@ run_case() {
         # shellcheck disable=SC2086 # the fields of the result line
         set -- $line
         printf '  %-14s %8s req/s  p50 %6s ms  p99 %6s ms  %6s us CPU/req  server busy %3s%%  others %3s%%%s%s\n' \
-            "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$([ "$kind" = wrk ] && echo "  non-2xx $8")" \
+            "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$(case $kind in wrk) echo "  non-2xx $8" ;; h2) echo "  failed $8" ;; esac)" \
             "$([ "$npids" -gt 1 ] && a="${*:9}" && echo "  (per process: ${a// / + } us)")"
         if [ "$M_OTHER" -le "$OTHER_MAX_PCT" ]; then
             break

@@ -5,10 +5,13 @@
  */
 #include "proto/rls.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grpc/rls.pb-c.h"
+#include "sluice/sluice.h"
+#include "proto/http.h"
 #include "proto/text.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
@@ -20,12 +23,76 @@ typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus pb_st
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit pb_limit_t;
 typedef Envoy__Service__Ratelimit__V3__Duration pb_duration_t;
 
-/* What rls_request_t.owned holds: the decoded message, then the arrays. */
+/*
+ * What rls_request_t.owned holds: the decoded message and the arrays, all in one arena. A
+ * request's message is a tree of small allocations (each descriptor, entry and string): they
+ * are carved from the arena's first block, which lives in owned_t, or from blocks chained
+ * after it when a request is larger, and all freed together. So a typical call costs one
+ * allocation rather than a dozen.
+ */
+#define ARENA_FIRST_WORDS (1024 / sizeof(max_align_t))
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t size, used; /* bytes of data[], bytes taken */
+    max_align_t data[];
+} arena_block_t;
+
 typedef struct owned {
     pb_request_t *msg;
     rls_descriptor_t *descs;
     rls_entry_t *entries;
+    ProtobufCAllocator alloc;             /* carves from first, then from blocks */
+    arena_block_t *blocks;                /* taken when first is full, newest first */
+    size_t used;                          /* bytes of first taken */
+    max_align_t first[ARENA_FIRST_WORDS]; /* most requests fit here */
 } owned_t;
+
+static void *arena_alloc(void *arg, size_t size)
+{
+    owned_t *o = arg;
+    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (o->blocks == NULL && sizeof o->first - o->used >= size) {
+        void *p = (char *)o->first + o->used;
+        o->used += size;
+        return p;
+    }
+    arena_block_t *b = o->blocks;
+    if (b == NULL || b->size - b->used < size) {
+        size_t want = 2 * (b != NULL ? b->size : sizeof o->first);
+        want = want > size ? want : size;
+        b = malloc(sizeof *b + want);
+        if (b == NULL) {
+            return NULL;
+        }
+        *b = (arena_block_t){.next = o->blocks, .size = want};
+        o->blocks = b;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += size;
+    return p;
+}
+
+static void arena_free(void *arg, void *p)
+{
+    (void)arg; /* freed with the arena */
+    (void)p;
+}
+
+/* An empty owned_t whose allocator carves from itself. */
+static owned_t *owned_new(void)
+{
+    owned_t *o = malloc(sizeof *o);
+    if (o != NULL) {
+        o->msg = NULL;
+        o->descs = NULL;
+        o->entries = NULL;
+        o->alloc = (ProtobufCAllocator){arena_alloc, arena_free, o};
+        o->blocks = NULL;
+        o->used = 0;
+    }
+    return o;
+}
 
 int64_t rls_unit_ns(rls_unit_t unit)
 {
@@ -52,11 +119,10 @@ static void owned_free(owned_t *o)
     if (o == NULL) {
         return;
     }
-    if (o->msg != NULL) {
-        envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(o->msg, NULL);
+    for (arena_block_t *b = o->blocks, *next; b != NULL; b = next) {
+        next = b->next;
+        free(b);
     }
-    free(o->descs);
-    free(o->entries);
     free(o);
 }
 
@@ -145,11 +211,13 @@ static grpc_status_t request_check(owned_t *o, size_t descs_max, rls_request_t *
     for (size_t i = 0; i < m->n_descriptors; i++) {
         entries += m->descriptors[i]->n_entries;
     }
-    o->descs = calloc(m->n_descriptors, sizeof *o->descs);
-    o->entries = calloc(entries > 0 ? entries : 1, sizeof *o->entries);
+    o->descs = arena_alloc(o, m->n_descriptors * sizeof *o->descs);
+    o->entries = arena_alloc(o, (entries > 0 ? entries : 1) * sizeof *o->entries);
     if (o->descs == NULL || o->entries == NULL) {
         return text_error(GRPC_STATUS_RESOURCE_EXHAUSTED, err, cap, "out of memory");
     }
+    memset(o->descs, 0, m->n_descriptors * sizeof *o->descs);
+    memset(o->entries, 0, (entries > 0 ? entries : 1) * sizeof *o->entries);
     for (size_t i = 0, used = 0; i < m->n_descriptors; i++) {
         grpc_status_t st = descriptor_take(m, i, &o->descs[i], o->entries + used, err, cap);
         if (st != GRPC_STATUS_OK) {
@@ -165,11 +233,11 @@ grpc_status_t rls_request_decode(const uint8_t *msg, size_t len, size_t descs_ma
                                  rls_request_t *out, char *err, size_t cap)
 {
     memset(out, 0, sizeof *out);
-    owned_t *o = calloc(1, sizeof *o);
+    owned_t *o = owned_new();
     if (o == NULL) {
         return text_error(GRPC_STATUS_RESOURCE_EXHAUSTED, err, cap, "out of memory");
     }
-    o->msg = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
+    o->msg = envoy__service__ratelimit__v3__rate_limit_request__unpack(&o->alloc, len, msg);
     if (o->msg == NULL) {
         owned_free(o);
         return text_error(GRPC_STATUS_INVALID_ARGUMENT, err, cap,
@@ -288,8 +356,9 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&sp[i]);
         spp[i] = &sp[i];
         sp[i].code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)st[i].code;
+        sp[i].limit_remaining = u32_cap(st[i].remaining);
         if (!st[i].has_limit) {
-            continue;
+            continue; /* remaining alone: an unlimited descriptor's is the most there is */
         }
         envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
         envoy__service__ratelimit__v3__duration__init(&dur[i]);
@@ -301,7 +370,6 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         dur[i].seconds = reset_ns / NS_PER_SEC;
         dur[i].nanos = (int32_t)(reset_ns % NS_PER_SEC);
         sp[i].current_limit = &lim[i];
-        sp[i].limit_remaining = u32_cap(st[i].remaining);
         sp[i].duration_until_reset = &dur[i];
     }
     size_t len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
@@ -313,4 +381,30 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
     for (size_t i = 0; i < nh; i++) {
         free(values[i]);
     }
+}
+
+/*
+ * rls_ratelimit_headers (rls.h): the IETF RateLimit fields of the status with the fewest units
+ * left (the first of them on a tie), as HTTP's responses carry them, for Envoy to add to its
+ * client's response. Appends nothing when no status has a limit. Returns the headers added.
+ */
+size_t rls_ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, buf_t *limit,
+                             rls_header_t *out)
+{
+    const rls_status_t *least = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].has_limit && (least == NULL || st[i].remaining < least->remaining)) {
+            least = &st[i];
+        }
+    }
+    if (least == NULL) {
+        return 0;
+    }
+    http_ratelimit_values(policy, limit, least->name, (int64_t)least->limit,
+                          sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC),
+                          (int64_t)least->remaining,
+                          sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
+    out[0] = (rls_header_t){"ratelimit-policy", policy->data, policy->len};
+    out[1] = (rls_header_t){"ratelimit", limit->data, limit->len};
+    return 2;
 }

@@ -124,4 +124,13 @@ typedef struct rls_header {
 void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n,
                          const rls_header_t *headers, size_t nh);
 
+/*
+ * The IETF RateLimit fields (RateLimit-Policy, RateLimit) of the status with the fewest units
+ * left (the first of them on a tie), written as sluiced's HTTP responses write them, into out[0]
+ * and out[1], their values in policy and limit (which the caller frees). Returns the headers
+ * written: 2, or 0 when no status has a limit.
+ */
+size_t rls_ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, buf_t *limit,
+                             rls_header_t *out);
+
 #endif /* SLUICE_PROTO_RLS_H */

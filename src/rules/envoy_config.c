@@ -18,8 +18,8 @@
 static const char *const root_fields[] = {"domain", "descriptors"};
 static const char *const node_fields[] = {"key",         "value",       "rate_limit",
                                           "descriptors", "shadow_mode", "detailed_metric"};
-static const char *const limit_fields[] = {"unit", "requests_per_unit", "unlimited", "name",
-                                           "replaces"};
+static const char *const limit_fields[] = {"unit", "requests_per_unit", "unlimited",
+                                           "name", "replaces",          "algorithm"};
 static const char *const replaces_fields[] = {"name"};
 static const char *const unit_names[] = {"second", "minute", "hour", "day", "month", "year"};
 
@@ -157,6 +157,20 @@ static int limit_parse(const yt_node_t *map, const char *node_path, envoy_limit_
         text_of(map, "name", path, false, &out->name, err) != 0 ||
         replaces_parse(yt_map_get(map, "replaces"), path, out, err) != 0) {
         return -1;
+    }
+    const yt_node_t *a = yt_map_get(map, "algorithm");
+    out->algorithm = SL_FIXED_WINDOW;
+    if (a != NULL && a->kind != YT_NULL) {
+        char shown[RD_SHOWN_BUF];
+        if (a->kind != YT_STRING || sl_algorithm_parse(a->text, a->len, &out->algorithm) != SL_OK) {
+            return rd_fail(err, a, path, "algorithm",
+                           "unknown algorithm '%s' (expected fixed_window, sliding_log, "
+                           "sliding_window, sliding_buckets, token_bucket or gcra)",
+                           a->text != NULL ? rd_shown(a->text, a->len, shown) : "?");
+        }
+        if (out->unlimited) {
+            return rd_fail(err, a, path, "algorithm", "must not be given with unlimited: true");
+        }
     }
     const yt_node_t *v = yt_map_get(map, "requests_per_unit");
     if (v != NULL && v->kind != YT_NULL) {
@@ -322,4 +336,274 @@ const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_
         }
     }
     return n > 0 && at->has_limit ? at : NULL;
+}
+
+/* ---- building a tree ----------------------------------------------------------------------- */
+
+/* The child of parent written exactly as e (key, value or none, prefix), or NULL. */
+static envoy_node_t *child_written(envoy_node_t *parent, const desc_entry_t *e)
+{
+    for (size_t i = 0; i < parent->n; i++) {
+        envoy_node_t *c = &parent->children[i];
+        if (strcmp(c->key, e->key) == 0 && same_value(c->value, e->value) &&
+            c->prefix == e->prefix) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+envoy_node_t *envoy_config_add(envoy_config_t *c, const desc_entry_t *entries, size_t n)
+{
+    envoy_node_t *at = &c->root;
+    for (size_t i = 0; i < n; i++) {
+        envoy_node_t *next = child_written(at, &entries[i]);
+        if (next == NULL) {
+            envoy_node_t *grown = realloc(at->children, (at->n + 1) * sizeof *grown);
+            if (grown == NULL) {
+                return NULL;
+            }
+            at->children = grown;
+            next = &at->children[at->n];
+            *next = (envoy_node_t){.key = strdup(entries[i].key),
+                                   .value = entries[i].value ? strdup(entries[i].value) : NULL,
+                                   .prefix = entries[i].prefix};
+            if (next->key == NULL || (entries[i].value != NULL && next->value == NULL)) {
+                free(next->key);
+                free(next->value);
+                return NULL;
+            }
+            at->n++;
+        }
+        at = next;
+    }
+    return at;
+}
+
+/* ---- as sluice rules ----------------------------------------------------------------------- */
+
+/* Where a conversion is: the entries from the top level down, and the rules made so far. */
+typedef struct to_rules {
+    const envoy_config_t *c;
+    const envoy_node_t *path[DESC_ENTRIES_MAX]; /* the nodes from the top level down */
+    size_t depth;
+    ruledef_list_t *out;
+    size_t cap; /* rules out has room for */
+    char *err;
+} to_rules_t;
+
+/* Appends s with every character but A-Z a-z 0-9 _ - as '_', up to cap - 1 bytes in all. */
+static void name_add(char *name, size_t cap, const char *s)
+{
+    size_t n = strlen(name);
+    for (; *s != '\0' && n + 1 < cap; s++) {
+        char ch = *s;
+        bool keep = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        name[n++] = keep ? ch : '_';
+    }
+    name[n] = '\0';
+}
+
+static bool name_taken(const ruledef_list_t *list, const char *name)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        if (strcmp(list->rules[i].name, name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The rule's name: the domain and the entries, or, when that is too long or taken, its first
+ * characters and a hash of the domain and entries written out exactly. */
+static void rule_name(const to_rules_t *t, char *name)
+{
+    char full[4 * RULE_NAME_MAX] = "";
+    uint64_t h = sl_hash64(t->c->domain, strlen(t->c->domain) + 1, 0);
+    name_add(full, sizeof full, t->c->domain);
+    for (size_t i = 0; i < t->depth; i++) {
+        const envoy_node_t *n = t->path[i];
+        strncat(full, ".", sizeof full - strlen(full) - 1);
+        name_add(full, sizeof full, n->key);
+        h = sl_hash64(n->key, strlen(n->key) + 1, h);
+        if (n->value != NULL) {
+            strncat(full, ":", sizeof full - strlen(full) - 1);
+            name_add(full, sizeof full, n->value);
+            h = sl_hash64(n->value, strlen(n->value) + 1, h ^ 1);
+        }
+    }
+    if (strlen(full) <= RULE_NAME_MAX && !name_taken(t->out, full)) {
+        memcpy(name, full, strlen(full) + 1);
+        return;
+    }
+    snprintf(name, RULE_NAME_MAX + 1, "%.*s-%08x", RULE_NAME_MAX - 9, full, (unsigned)(h >> 32));
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+    char *d = s != NULL ? strdup(s) : NULL;
+    *failed = *failed || (s != NULL && d == NULL);
+    return d;
+}
+
+/* The descriptor of the node at the end of t->path. NULL when out of memory. */
+static rule_descriptor_t *descriptor_of(const to_rules_t *t, const envoy_limit_t *l)
+{
+    rule_descriptor_t *d = calloc(1, sizeof *d);
+    bool failed = d == NULL;
+    if (failed) {
+        return NULL;
+    }
+    d->domain = dup_or_null(t->c->domain, &failed);
+    d->limit_name = dup_or_null(l->name, &failed);
+    d->entries = calloc(t->depth, sizeof *d->entries);
+    d->replaces = calloc(l->nreplaces > 0 ? l->nreplaces : 1, sizeof *d->replaces);
+    failed = failed || d->entries == NULL || d->replaces == NULL;
+    for (size_t i = 0; !failed && i < t->depth; i++, d->n++) {
+        const envoy_node_t *n = t->path[i];
+        desc_entry_t *e = &d->entries[i];
+        e->key = dup_or_null(n->key, &failed);
+        e->value = dup_or_null(n->value, &failed);
+        e->value_len = n->value != NULL ? strlen(n->value) - n->prefix : 0;
+        e->prefix = n->prefix;
+    }
+    for (size_t i = 0; !failed && i < l->nreplaces; i++, d->nreplaces++) {
+        d->replaces[i] = dup_or_null(l->replaces[i], &failed);
+    }
+    if (failed) {
+        desc_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* A rule is made to be stored: what the config store would refuse (a domain, a name or the
+ * entries longer than a rule's fields hold) is refused here, where the file can say where. */
+static int storable(const ruledef_t *def, const yt_node_t *at, const char *where, char *err)
+{
+    char *json = ruledef_to_json(def);
+    ruledef_t back;
+    char why[RULEDEF_ERR_MAX];
+    if (json == NULL) {
+        return rd_fail(err, at, where, NULL, "out of memory");
+    }
+    int rc = ruledef_parse_json(json, strlen(json), NULL, &back, why);
+    free(json);
+    if (rc != 0) {
+        const char *bare = strstr(why, ": ") ? strstr(why, ": ") + 2 : why; /* no JSON position */
+        return rd_fail(err, at, where, NULL, "cannot be a sluice rule: %s", bare);
+    }
+    ruledef_free(&back);
+    return 0;
+}
+
+/* The rule for the node at the end of t->path, appended to t->out: its rate_limit's, or, for a
+ * node with no limit at or under it, an unlimited one (see stops_lookup()). */
+static int rule_of(to_rules_t *t, const envoy_node_t *n, const char *where)
+{
+    static const envoy_limit_t none = {.unlimited = true};
+    const envoy_limit_t *l = n->has_limit ? &n->limit : &none;
+    const yt_node_t at = {.line = n->line, .column = n->column};
+    if (t->out->n == t->cap) {
+        return rd_fail(t->err, &at, where, NULL, "more than %d descriptors with a limit",
+                       RULES_MAX);
+    }
+    ruledef_t *def = &t->out->rules[t->out->n];
+    memset(def, 0, sizeof *def);
+    int rc = SL_OK;
+    if (l->unlimited) {
+        def->unlimited = true;
+        rc = sl_rule_init(&def->rule, SL_FIXED_WINDOW, RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
+    } else if (l->requests_per_unit == 0) {
+        return rd_fail(t->err, &at, where, "rate_limit.requests_per_unit",
+                       "must be at least 1: a sluice rule refuses every request only for keys "
+                       "given an override of limit 0");
+    } else {
+        rc = sl_rule_init(&def->rule, l->algorithm, l->requests_per_unit, rls_unit_ns(l->unit));
+    }
+    if (rc != SL_OK) {
+        return rd_fail(t->err, &at, where, "rate_limit", "%s: %s", sl_algorithm_name(l->algorithm),
+                       sl_strerror(rc));
+    }
+    def->shadow = n->shadow_mode;
+    rule_name(t, def->name);
+    def->desc = descriptor_of(t, l);
+    if (def->desc == NULL) {
+        return rd_fail(t->err, &at, where, NULL, "out of memory");
+    }
+    t->out->n++;
+    return storable(def, &at, where, t->err);
+}
+
+static size_t limits_under(const envoy_node_t *parent)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < parent->n; i++) {
+        n += parent->children[i].has_limit + limits_under(&parent->children[i]);
+    }
+    return n;
+}
+
+/* A node with no limit at or under it still decides a lookup that reaches it: the descriptor has
+ * no limit, even where a sibling's prefix or any value would give one. A rule set keeps that as
+ * an unlimited rule for the node (and nothing under it). */
+static bool stops_lookup(const envoy_node_t *n)
+{
+    return !n->has_limit && limits_under(n) == 0;
+}
+
+/* The rules a tree makes: one per node with a limit or stopping a lookup. */
+static size_t rules_needed(const envoy_node_t *parent)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < parent->n; i++) {
+        const envoy_node_t *c = &parent->children[i];
+        n += stops_lookup(c) ? 1 : c->has_limit + rules_needed(c);
+    }
+    return n;
+}
+
+static int rules_under(to_rules_t *t, const envoy_node_t *parent, const char *path)
+{
+    for (size_t i = 0; i < parent->n; i++) {
+        const envoy_node_t *n = &parent->children[i];
+        char where[PATH_MAX_LEN];
+        snprintf(where, sizeof where, "%.200s%sdescriptors[%zu]", path, path[0] != '\0' ? "." : "",
+                 i);
+        if (t->depth == DESC_ENTRIES_MAX) {
+            return rd_fail(t->err, &(yt_node_t){.line = n->line, .column = n->column}, where, NULL,
+                           "nested deeper than %d descriptors", DESC_ENTRIES_MAX);
+        }
+        t->path[t->depth++] = n;
+        int rc = stops_lookup(n)                                  ? rule_of(t, n, where)
+                 : (n->has_limit ? rule_of(t, n, where) : 0) == 0 ? rules_under(t, n, where)
+                                                                  : -1;
+        t->depth--;
+        if (rc != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err)
+{
+    *out = (ruledef_list_t){0};
+    if (c->root.n == 0) { /* what a file cut short looks like; as an empty sluice rules file */
+        return rd_fail(err, NULL, NULL, "descriptors",
+                       "there are none: a configuration names at least one descriptor (to "
+                       "remove a domain's rules, stop giving its file)");
+    }
+    size_t n = rules_needed(&c->root);
+    to_rules_t t = {.c = c, .out = out, .cap = n < RULES_MAX ? n : RULES_MAX, .err = err};
+    out->rules = calloc(t.cap > 0 ? t.cap : 1, sizeof *out->rules);
+    if (out->rules == NULL) {
+        return rd_fail(err, NULL, NULL, NULL, "out of memory");
+    }
+    if (rules_under(&t, &c->root, "") != 0) {
+        ruledef_list_free(out);
+        return -1;
+    }
+    return 0;
 }

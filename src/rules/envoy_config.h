@@ -9,7 +9,9 @@
  *       rate_limit: {unit: second, requests_per_unit: 10}
  *     - key: path
  *       value: /login                       # this value only ("/log*": a prefix)
- *       rate_limit: {unit: minute, requests_per_unit: 5, name: login, replaces: [{name: x}]}
+ *       rate_limit: {unit: minute, requests_per_unit: 5, name: login, replaces: [{name: x}],
+ *                    algorithm: sliding_log}   # sluice's addition: any algorithm
+
  *       shadow_mode: true                   # decided and counted, always allowed
  *     - key: tenant
  *       value: acme
@@ -31,6 +33,9 @@
 #include <stdint.h>
 
 #include "proto/rls.h"
+#include "rules/descriptor.h"
+#include "rules/ruledef.h"
+#include "sluice/sluice.h"
 
 #define ENVOY_CONFIG_ERR_MAX 256 /* room for an error message (RULEDEF_ERR_MAX) */
 
@@ -38,6 +43,7 @@ typedef struct envoy_limit {
     uint32_t requests_per_unit; /* per unit; 0 with unlimited */
     rls_unit_t unit;            /* SECOND..YEAR; UNKNOWN when unlimited */
     bool unlimited;             /* never limited (and counted as such) */
+    sl_algorithm_t algorithm;   /* sluice's addition (`algorithm:`); fixed_window by default */
     char *name;                 /* the limit's name, NUL-terminated; NULL when none */
     char **replaces;            /* names of limits this one replaces, nreplaces of them */
     size_t nreplaces;
@@ -55,6 +61,7 @@ struct envoy_node {
     envoy_node_t *children; /* nested descriptors, n of them */
     size_t n;
     unsigned line, column; /* where the node is written, for messages */
+    void *data;            /* in a tree built with envoy_config_add: the caller's */
 };
 
 typedef struct envoy_config {
@@ -74,8 +81,33 @@ int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *
 /* Frees what envoy_config_parse() allocated; c is then empty. */
 void envoy_config_free(envoy_config_t *c);
 
+/*
+ * Adds the path of n entries (descriptor.h's: a key with a value, a prefix or any value) to c's
+ * tree, making the nodes on the way that are not there, with no limit. Returns the last node,
+ * new or not, or NULL when out of memory. For trees built in memory rather than read: the
+ * nodes have no position.
+ */
+envoy_node_t *envoy_config_add(envoy_config_t *c, const desc_entry_t *entries, size_t n);
+
 /* The node whose limit a descriptor of n entries gets (see above), or NULL for no limit. */
 const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_t *entries,
                                        size_t n);
+
+/*
+ * The sluice rules a configuration stands for: one per descriptor with a rate_limit, in the
+ * order written, and an unlimited one for each descriptor with no limit at or under it (which
+ * still ends a lookup that reaches it with no limit, where a sibling would have given one). Each
+ * carries its domain and the entries from the top level down to it (rule_descriptor_t), its limit's
+ * name and replaces; `unlimited: true` is an unlimited rule; otherwise requests_per_unit per unit
+ * with the limit's algorithm (fixed_window unless it says) and shadow_mode as shadow. Names are the
+ * domain and the entries ("edge.remote_address", "edge.path:_login": a value after ':', characters
+ * other than A-Z a-z 0-9 _ - as '_'); a name longer than 64 characters or already taken ends in '-'
+ * and 8 hex digits of a hash of the domain and entries instead. Returns 0, or -1 with "line L,
+ * column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and out empty: no descriptors at
+ * all (as an empty sluice rules file: what a file cut short looks like), a limit of 0
+ * requests_per_unit, a limit the algorithm cannot take, descriptors nested deeper than
+ * DESC_ENTRIES_MAX, more than RULES_MAX.
+ */
+int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err);
 
 #endif /* SLUICE_RULES_ENVOY_CONFIG_H */

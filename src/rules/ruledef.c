@@ -1,7 +1,7 @@
 /*
  * ruledef.c - rule definitions: the validation shared by the YAML and JSON front ends, names,
  * durations, equality and freeing (see ruledef.h). The writers are in the front ends' files,
- * over the fields ruledef_write.c lists.
+ * over the fields ruledef_write.c lists (which writes durations too).
  *
  * A mapping of fields (a YAML rule, a JSON object; see ruledef_impl.h) is checked in three
  * steps: each field's value on its own, in the order written (its type, integer syntax,
@@ -87,39 +87,6 @@ bool ruledef_name_valid(const char *name, size_t len)
             return false;
     }
     return true;
-}
-
-char *ruledef_format_duration(int64_t ns, char *buf)
-{
-    char *p = buf;
-    uint64_t v = (uint64_t)ns;
-    if (ns < 0) {
-        *p++ = '-';
-        v = 0 - v;
-    }
-    const uint64_t sec = (uint64_t)SL_NS_PER_SEC;
-    if (v == 0) {
-        strcpy(p, "0s");
-    } else if (v % sec == 0) {
-        static const struct {
-            uint64_t s;
-            char unit;
-        } groups[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
-        uint64_t s = v / sec;
-        for (size_t i = 0; i < 4; i++) {
-            if (s >= groups[i].s) {
-                p += sprintf(p, "%llu%c", (unsigned long long)(s / groups[i].s), groups[i].unit);
-                s %= groups[i].s;
-            }
-        }
-    } else if (v % (uint64_t)SL_NS_PER_MS == 0) {
-        sprintf(p, "%llums", (unsigned long long)(v / (uint64_t)SL_NS_PER_MS));
-    } else if (v % (uint64_t)SL_NS_PER_US == 0) {
-        sprintf(p, "%lluus", (unsigned long long)(v / (uint64_t)SL_NS_PER_US));
-    } else {
-        sprintf(p, "%lluns", (unsigned long long)v);
-    }
-    return buf;
 }
 
 /* ---- field values -------------------------------------------------------------------------- */
@@ -416,6 +383,9 @@ int rd_override_from_map(const ruledef_t *parent, const yt_node_t *map, const ch
     if (fields == 0)
         return rd_fail(err, map, path, NULL,
                        "names no field to override (limit, window, burst, buckets, max_delay)");
+    if (parent->unlimited)
+        return rd_fail(err, map, path, NULL,
+                       "rule '%s' is unlimited: it has no numbers to override", parent->name);
     if (override_rule(parent, map, at, num, fields, path, out, err) != 0)
         return -1;
     const char *k = key != NULL ? key : slots[OF_KEY]->text;
@@ -536,12 +506,18 @@ enum {
     RF_SHADOW,
     RF_ON_STORE_ERROR,
     RF_COLD_START,
+    RF_DOMAIN,
+    RF_DESCRIPTOR,
+    RF_LIMIT_NAME,
+    RF_REPLACES,
+    RF_UNLIMITED,
     RF_OVERRIDES,
     RF_COUNT
 };
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",      "algorithm", "limit",  "window",         "burst",      "buckets",
-    "max_delay", "key",       "shadow", "on_store_error", "cold_start", "overrides"};
+    "name",       "algorithm",  "limit",    "window",         "burst",      "buckets",
+    "max_delay",  "key",        "shadow",   "on_store_error", "cold_start", "domain",
+    "descriptor", "limit_name", "replaces", "unlimited",      "overrides"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -571,6 +547,18 @@ static int parse_key_template(const yt_node_t *v, const char *path, ruledef_t *o
         return rd_fail(err, v, path, "key", "%s", kerr);
     memcpy(out->key_text, v->text, v->len + 1); /* keytpl_parse bounds len below the buffer */
     out->has_key = true;
+    return 0;
+}
+
+/* One of the descriptor's fields (domain, descriptor, limit_name, replaces) into out->desc. */
+static int descriptor_field(const char *name, const yt_node_t *v, const char *path, ruledef_t *out,
+                            char *err)
+{
+    char why[RULEDEF_ERR_MAX / 2];
+    if (get_text(v, path, name, err) != 0)
+        return -1;
+    if (desc_set(&out->desc, name, v->text, v->len, why, sizeof why) != 0)
+        return rd_fail(err, v, path, name, "%s", why);
     return 0;
 }
 
@@ -617,9 +605,42 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
             return -1;
         out->cold_start = choice ? RULE_COLD_CLOSED : RULE_COLD_OPEN;
         return 0;
+    case RF_DOMAIN:
+    case RF_DESCRIPTOR:
+    case RF_LIMIT_NAME:
+    case RF_REPLACES:
+        return descriptor_field(name, v, path, out, err);
+    case RF_UNLIMITED:
+        return get_bool(v, path, name, &out->unlimited, err);
     default:
         return 0; /* overrides: once the rule is prepared */
     }
+}
+
+/* An unlimited rule names no numbers (they are RULE_UNLIMITED_LIMIT per second) and needs a
+ * descriptor; the fields of a descriptor come together. */
+static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_t *map,
+                                   const char *path, ruledef_t *out, char *err)
+{
+    for (size_t f = RF_ALGORITHM; out->unlimited && f <= RF_OVERRIDES; f++) {
+        if (slots[f] != NULL && (f <= RF_MAX_DELAY || f == RF_OVERRIDES))
+            return rd_fail(err, slots[f], path, rule_field_names[f],
+                           "an unlimited rule takes no %s: it admits everything",
+                           rule_field_names[f]);
+    }
+    if (out->unlimited)
+        sl_rule_init(&out->rule, SL_FIXED_WINDOW, RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
+    if ((slots[RF_DOMAIN] == NULL) != (slots[RF_DESCRIPTOR] == NULL)) {
+        size_t given = slots[RF_DOMAIN] != NULL ? RF_DOMAIN : RF_DESCRIPTOR;
+        return rd_fail(err, slots[given], path, rule_field_names[given], "needs '%s' beside it",
+                       given == RF_DOMAIN ? "descriptor" : "domain");
+    }
+    for (size_t f = RF_LIMIT_NAME; f <= RF_UNLIMITED; f++) {
+        if (slots[f] != NULL && slots[RF_DESCRIPTOR] == NULL)
+            return rd_fail(err, slots[f], path, rule_field_names[f],
+                           "only applies to a rule with a domain and a descriptor");
+    }
+    return 0;
 }
 
 static int build_rule(const yt_node_t *map, const char *path, const char *name_hint,
@@ -648,6 +669,10 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
                            "A-Z a-z 0-9 _ . : -");
         memcpy(out->name, name_hint, strlen(name_hint) + 1);
     }
+    if (check_descriptor_fields(slots, map, path, out, err) != 0)
+        return -1;
+    if (out->unlimited)
+        return 0;
     for (size_t f = RF_ALGORITHM; f <= RF_WINDOW; f++) {
         if (slots[f] == NULL)
             return rd_fail(err, map, path, NULL, "missing required field '%s'",
@@ -699,7 +724,8 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
     if (strcmp(a->name, b->name) != 0 || !rule_equal(&a->rule, &b->rule) ||
         a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
         a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
-        a->cold_start != b->cold_start || a->noverrides != b->noverrides)
+        a->cold_start != b->cold_start || a->unlimited != b->unlimited ||
+        !desc_equal(a->desc, b->desc) || a->noverrides != b->noverrides)
         return false;
     for (size_t i = 0; i < a->noverrides; i++) {
         if (!override_equal(&a->overrides[i], &b->overrides[i]))
@@ -726,6 +752,8 @@ void ruledef_free(ruledef_t *def)
     free(def->overrides);
     def->overrides = NULL;
     def->noverrides = 0;
+    desc_free(def->desc);
+    def->desc = NULL;
 }
 
 void ruledef_list_free(ruledef_list_t *list)

@@ -31,6 +31,16 @@
  *   cold_start      open | closed (default open)
  *   overrides       (YAML only) list of { key: "...", <override fields> }
  *
+ * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
+ * three only with a descriptor):
+ *   domain          text: the domain Envoy sends (with descriptor)
+ *   descriptor      text: the entries, e.g. "tenant=acme, user" (with domain)
+ *   limit_name      text: the limit's name in statuses and in other rules' replaces
+ *   replaces        text: names of limits this one replaces when both apply, e.g. "a, b"
+ *   unlimited       bool: the descriptor has no limit; the rule then takes none of algorithm,
+ *                   limit, window, burst, buckets, max_delay and no overrides, and admits
+ *                   everything (a fixed window of RULE_UNLIMITED_LIMIT per second)
+ *
  * An override replaces some of the rule's numbers for one key (a premium tenant, a blocked user):
  *   limit (integer >= 0; 0 = the key is blocked: every request denied), window, burst, buckets,
  *   max_delay. Fields it does not name are the rule's. The algorithm is always the rule's.
@@ -56,6 +66,7 @@
 #include <stdint.h>
 
 #include "sluice/sluice.h"
+#include "rules/descriptor.h"
 #include "rules/keytpl.h"
 
 #define RULE_NAME_MAX             64   /* longest rule name, bytes */
@@ -63,6 +74,10 @@
 #define RULES_MAX                 4096 /* most rules in one file / store */
 #define OVERRIDE_KEY_MAX          1024 /* longest override key, bytes */
 #define RULE_OVERRIDES_INLINE_MAX 4096 /* most inline overrides of one rule in a rules file */
+#define RULE_UNLIMITED_LIMIT                                                                       \
+    UINT32_MAX /* an unlimited rule's limit per second: what Envoy's                               \
+                  rate limit service reports as an unlimited                                       \
+                  descriptor's remaining */
 
 typedef enum rule_on_error {
     RULE_ON_ERROR_ALLOW = 0, /* fail open: a store failure admits */
@@ -100,7 +115,10 @@ typedef struct ruledef {
     bool shadow;
     rule_on_error_t on_store_error;
     rule_cold_start_t cold_start;
-    size_t noverrides; /* inline overrides from YAML; JSON rules have none */
+    rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
+                                when none (malloc'ed, freed with the rule) */
+    bool unlimited;          /* a descriptor without a limit: the rule admits everything */
+    size_t noverrides;       /* inline overrides from YAML; JSON rules have none */
     rule_override_t *overrides;
 } ruledef_t;
 

@@ -2,12 +2,48 @@
  * ruledef_write.c - what the canonical writers write (the JSON of ruledef_json.c, the rules
  * files of ruledef_yaml.c): which fields of a rule and an override, in which order, as which
  * kind of value. Each writer turns the fields into its format's syntax; the choice of fields is
- * made here once, so the two formats cannot drift apart.
+ * made here once, so the two formats cannot drift apart. Durations are written here too.
  */
 #include "rules/ruledef_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg);
+
+char *ruledef_format_duration(int64_t ns, char *buf)
+{
+    char *p = buf;
+    uint64_t v = (uint64_t)ns;
+    if (ns < 0) {
+        *p++ = '-';
+        v = 0 - v;
+    }
+    const uint64_t sec = (uint64_t)SL_NS_PER_SEC;
+    if (v == 0) {
+        strcpy(p, "0s");
+    } else if (v % sec == 0) {
+        static const struct {
+            uint64_t s;
+            char unit;
+        } groups[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+        uint64_t s = v / sec;
+        for (size_t i = 0; i < 4; i++) {
+            if (s >= groups[i].s) {
+                p += sprintf(p, "%llu%c", (unsigned long long)(s / groups[i].s), groups[i].unit);
+                s %= groups[i].s;
+            }
+        }
+    } else if (v % (uint64_t)SL_NS_PER_MS == 0) {
+        sprintf(p, "%llums", (unsigned long long)(v / (uint64_t)SL_NS_PER_MS));
+    } else if (v % (uint64_t)SL_NS_PER_US == 0) {
+        sprintf(p, "%lluus", (unsigned long long)(v / (uint64_t)SL_NS_PER_US));
+    } else {
+        sprintf(p, "%lluns", (unsigned long long)v);
+    }
+    return buf;
+}
 
 static bool put_text(rd_field_fn fn, void *arg, const char *field, rd_kind_t kind, const char *text,
                      size_t len)
@@ -40,27 +76,54 @@ static bool put_word(rd_field_fn fn, void *arg, const char *field, const char *w
     return put_text(fn, arg, field, RD_WORD, word, strlen(word));
 }
 
+/* A descriptor's fields: domain, descriptor, and limit_name and replaces when it has them. */
+static bool put_descriptor(const rule_descriptor_t *d, rd_field_fn fn, void *arg)
+{
+    char *entries = desc_entries_text(d);
+    char *replaces = d->nreplaces > 0 ? desc_replaces_text(d) : NULL;
+    bool ok = entries != NULL && (d->nreplaces == 0 || replaces != NULL) &&
+              put_text(fn, arg, "domain", RD_TEXT, d->domain, strlen(d->domain)) &&
+              put_text(fn, arg, "descriptor", RD_TEXT, entries, strlen(entries));
+    if (ok && d->limit_name != NULL)
+        ok = put_text(fn, arg, "limit_name", RD_TEXT, d->limit_name, strlen(d->limit_name));
+    if (ok && replaces != NULL)
+        ok = put_text(fn, arg, "replaces", RD_TEXT, replaces, strlen(replaces));
+    free(entries);
+    free(replaces);
+    return ok;
+}
+
 bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
 {
     const sl_rule_t *r = &def->rule;
     const char *alg = sl_algorithm_name(r->algorithm);
     if (alg == NULL)
         return false;
-    bool ok = put_text(fn, arg, "name", RD_TEXT, def->name, strlen(def->name)) &&
-              put_word(fn, arg, "algorithm", alg) && put_int(fn, arg, "limit", r->limit) &&
-              put_duration(fn, arg, "window", r->window_ns);
+    bool ok = put_text(fn, arg, "name", RD_TEXT, def->name, strlen(def->name));
+    if (def->unlimited) /* no numbers: they are always the same */
+        return ok && put_bool(fn, arg, "unlimited", true) && put_tail(def, fn, arg);
+    ok = ok && put_word(fn, arg, "algorithm", alg) && put_int(fn, arg, "limit", r->limit) &&
+         put_duration(fn, arg, "window", r->window_ns);
     if (ok && rd_uses_tokens(r->algorithm))
         ok = put_int(fn, arg, "burst", r->burst);
     if (ok && r->algorithm == SL_SLIDING_BUCKETS)
         ok = put_int(fn, arg, "buckets", r->buckets);
     if (ok && r->max_delay_ns != 0)
         ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
-    if (ok && def->has_key)
+    return ok && put_tail(def, fn, arg);
+}
+
+/* What follows a rule's numbers: its key template, flags and descriptor. */
+static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg)
+{
+    bool ok = true;
+    if (def->has_key)
         ok = put_text(fn, arg, "key", RD_TEXT, def->key_text, strlen(def->key_text));
-    return ok && put_bool(fn, arg, "shadow", def->shadow) &&
-           put_word(fn, arg, "on_store_error",
-                    def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow") &&
-           put_word(fn, arg, "cold_start", def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
+    ok = ok && put_bool(fn, arg, "shadow", def->shadow) &&
+         put_word(fn, arg, "on_store_error",
+                  def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow") &&
+         put_word(fn, arg, "cold_start", def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
+    return ok && (def->desc == NULL || put_descriptor(def->desc, fn, arg));
 }
 
 bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg)

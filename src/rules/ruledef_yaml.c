@@ -76,7 +76,9 @@ static const yt_node_t *rules_node(const yt_node_t *root, char *err)
         bool is_rules = k->text != NULL && k->len == 5 && memcmp(k->text, "rules", 5) == 0;
         if (!is_rules) {
             char buf[RD_SHOWN_BUF];
-            rd_fail(err, k, NULL, NULL, "unknown top-level field '%s' (expected only 'rules:')",
+            rd_fail(err, k, NULL, NULL,
+                    "unknown top-level field '%s' (expected 'rules:', or 'domain:' for an "
+                    "envoyproxy/ratelimit configuration)",
                     k->text != NULL ? rd_shown(k->text, k->len, buf) : "?");
             return NULL;
         }

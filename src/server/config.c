@@ -50,10 +50,13 @@ static const option_t options[] = {
      0, 0, CHECK_NONE, NULL, "gRPC: ask Envoy to add RateLimit headers to its responses"},
     {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
      "worker threads, 1..256 (default: online CPUs)"},
-    {"rules", "rules", OPT_STRING, F(rules_path), 0, 0, 0, 0, CHECK_NONE, "FILE",
-     "import a YAML rules file at start and on SIGHUP (it owns the rules it names)"},
-    {"rules-replace", "rules_replace", OPT_STRING, F(rules_replace_path), 0, 0, 0, 0, CHECK_NONE,
-     "FILE", "as --rules, but the file replaces every rule in the store, API-made ones too"},
+    {"rules", "rules", OPT_LIST, F(rules_paths), F(nrules), CONFIG_RULES_MAX, 0, 0, CHECK_NONE,
+     "FILE",
+     "import a rules file at start and on SIGHUP (it owns the rules it names; repeatable; "
+     "sluice's format or envoyproxy/ratelimit's)"},
+    {"rules-replace", "rules_replace", OPT_LIST, F(rules_replace_paths), F(nrules_replace),
+     CONFIG_RULES_MAX, 0, 0, CHECK_NONE, "FILE",
+     "as --rules, but the files replace every rule in the store, API-made ones too"},
     {"config-store", "config_store", OPT_STRING, F(config_store), 0, 0, 0, 0, CHECK_NONE,
      "URL|PATH", "config store: SQLite path or URL (default " CONFIG_DEFAULT_STORE ")"},
     {"store", "store", OPT_STRING, F(request_store), 0, 0, 0, 0, CHECK_NONE, "URL",
@@ -146,7 +149,9 @@ static int apply_file_list(server_config_t *c, const source_t *s)
     list_clear(c, s->opt);
     const yt_node_t *n = s->node;
     if (n->kind != YT_SEQ) {
-        const char *t = cfg_node_text(s, "an address or a list of them");
+        const char *t =
+            cfg_node_text(s, strcmp(s->opt->metavar, "FILE") == 0 ? "a file name or a list of them"
+                                                                  : "an address or a list of them");
         return t == NULL ? -1 : list_add(c, s, t, n->len);
     }
     for (size_t i = 0; i < n->n; i++) {
@@ -486,8 +491,8 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         snprintf(err, err_cap, "bind: at least one address is needed");
         rc = -1;
     }
-    if (rc == 0 && c->rules_path != NULL && c->rules_replace_path != NULL) {
-        snprintf(err, err_cap, "--rules and --rules-replace: give one rules file, not both");
+    if (rc == 0 && c->nrules > 0 && c->nrules_replace > 0) {
+        snprintf(err, err_cap, "--rules and --rules-replace: give files to one of them, not both");
         rc = -1;
     }
     if (rc == 0 && c->output_hard > 0 && c->output_soft > c->output_hard) {
@@ -565,8 +570,10 @@ void server_config_free(server_config_t *c)
     for (size_t i = 0; i < c->ntrusted; i++)
         free(c->trusted_proxies[i]);
     free(c->config_path);
-    free(c->rules_path);
-    free(c->rules_replace_path);
+    for (size_t i = 0; i < c->nrules; i++)
+        free(c->rules_paths[i]);
+    for (size_t i = 0; i < c->nrules_replace; i++)
+        free(c->rules_replace_paths[i]);
     free(c->config_store);
     free(c->request_store);
     free(c->snapshot_path);

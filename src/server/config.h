@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #define CONFIG_BIND_MAX    8             /* most --bind addresses */
+#define CONFIG_RULES_MAX   64            /* most --rules files */
 #define CONFIG_TRUSTED_MAX 64            /* most --trusted-proxy entries */
 #define CONFIG_ERR_MAX     256           /* a server_config_parse error message fits in this */
 #define CONFIG_THREADS_MAX 256           /* most worker threads */
@@ -57,10 +58,12 @@ typedef struct server_config {
     bool grpc_ratelimit_headers; /* --grpc-ratelimit-headers: RateLimit and RateLimit-Policy in
                                     ShouldRateLimit's response_headers_to_add; default off */
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
-    char *rules_path;            /* --rules FILE: imported at start and on SIGHUP, owning the
-                                    rules it names; NULL = none */
-    char *rules_replace_path;    /* --rules-replace FILE: imported the same way, replacing every
-                                    rule in the store; NULL = none */
+    char *rules_paths[CONFIG_RULES_MAX];         /* --rules FILE (repeatable): imported together at
+                                                    start and on SIGHUP, owning the rules they name */
+    size_t nrules;                               /* files in rules_paths; 0 = none */
+    char *rules_replace_paths[CONFIG_RULES_MAX]; /* --rules-replace FILE (repeatable): imported
+                                                    the same way, replacing every rule */
+    size_t nrules_replace;                       /* files in rules_replace_paths; 0 = none */
     char *request_store; /* --store memory|redis://h:p|redis-cluster://h:p,..., default memory */
     int64_t store_timeout_ns; /* --store-timeout DUR, default 5ms: a Redis decision's deadline */
     char *config_store;  /* --config-store URL|PATH (rules, overrides), default "./sluice.db" */

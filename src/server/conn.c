@@ -5,11 +5,12 @@
  * Input buffers. A connection owns an input buffer only while it holds part of a request (or
  * requests it could not answer yet, during backpressure); otherwise each read goes into its
  * loop's spare buffer, lent for the read and taken back when the read's requests are all
- * answered. Owned buffers are counted in the server's input_bytes and, by size class, in
- * input_classes (atomics: every loop adds to them). When the total passes --max-input-buffers, a
- * loop closes its own clients with the largest buffers, as long as they are in the largest class
- * held anywhere, and tells the other loops to look at theirs (evict_async); a client's buffer
- * is only ever touched by its own loop.
+ * answered. Owned buffers, and the bytes of requests a protocol keeps outside them (gRPC's
+ * bodies and header fields, conn_hold()), are counted per connection in the server's input_bytes
+ * and, by size class, in input_classes (atomics: every loop adds to them). When the total passes
+ * --max-input-buffers, a loop closes its own clients with the largest buffers, as long as they are
+ * in the largest class held anywhere, and tells the other loops to look at theirs (evict_async); a
+ * client's buffer is only ever touched by its own loop.
  *
  * Output. What waits for a client is its output buffer, the bytes of its pending uv_write
  * (libuv's write queue) and the done replies waiting in slots behind an earlier one. It is
@@ -76,6 +77,13 @@ static int input_top_class(server_t *srv)
     return -1;
 }
 
+/* The bytes of requests c holds that count against --max-input-buffers: its own input buffer
+ * (not one lent for a read) and what its protocol holds (conn_hold). */
+static size_t counted(const conn_t *c)
+{
+    return (c->in != NULL && !c->in_borrowed ? c->in_cap : 0) + c->held;
+}
+
 /* Gives c's input buffer up (it holds nothing worth keeping): back to the loop as its spare if
  * it has none and the buffer is of the initial size, else freed. */
 static void conn_input_release(conn_t *c)
@@ -84,9 +92,7 @@ static void conn_input_release(conn_t *c)
     if (c->in == NULL) {
         return;
     }
-    if (!c->in_borrowed) {
-        input_count(l->srv, c->in_cap, 0);
-    }
+    size_t before = counted(c);
     if (l->spare == NULL && c->in_cap == INPUT_INITIAL) {
         l->spare = c->in;
     } else {
@@ -96,6 +102,21 @@ static void conn_input_release(conn_t *c)
     c->in_len = 0;
     c->in_cap = 0;
     c->in_borrowed = false;
+    input_count(l->srv, before, counted(c));
+}
+
+void conn_hold(conn_t *c, size_t more, size_t less)
+{
+    size_t before = counted(c);
+    c->held = c->held + more - less;
+    input_count(c->loop->srv, before, counted(c));
+}
+
+/* A closing connection goes once its replies are out: none waits in a slot, and the protocol
+ * has none still being decided. */
+static bool all_answered(const conn_t *c)
+{
+    return c->slots == NULL && (c->proto->pending == NULL || !c->proto->pending(c));
 }
 
 /* After a read's requests were answered: a drained buffer is given up; one holding a partial
@@ -108,8 +129,9 @@ static void conn_input_settle(conn_t *c)
     if (c->in_len == 0) {
         conn_input_release(c);
     } else if (c->in_borrowed) {
+        size_t before = counted(c);
         c->in_borrowed = false;
-        input_count(c->loop->srv, 0, c->in_cap);
+        input_count(c->loop->srv, before, counted(c));
     }
 }
 
@@ -158,9 +180,7 @@ static void on_conn_closed(uv_handle_t *h)
         c->proto->close(c);
     }
     conn_unlink(c);
-    if (!c->in_borrowed) {
-        input_count(c->loop->srv, c->in_cap, 0);
-    }
+    input_count(c->loop->srv, counted(c), 0); /* the protocol let go of what it held above */
     free(c->in);
     buf_free(&c->out);
     free(c);
@@ -243,9 +263,10 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         if (p == NULL) {
             return;
         }
-        input_count(l->srv, c->in_cap, cap);
+        size_t before = counted(c);
         c->in = p;
         c->in_cap = cap;
+        input_count(l->srv, before, counted(c));
     }
     buf->base = c->in + c->in_len;
     buf->len = c->in_cap - c->in_len;
@@ -313,7 +334,7 @@ static void on_written(uv_write_t *req, int status)
         return;
     }
     if (c->closing) {
-        if (c->slots == NULL) {
+        if (all_answered(c)) {
             conn_close_lingering(c);
         }
         return;
@@ -335,7 +356,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (c->out.len == 0) {
-        if (c->closing && c->slots == NULL) {
+        if (c->closing && all_answered(c)) {
             conn_close_lingering(c);
         }
         return;
@@ -347,7 +368,7 @@ void conn_flush(conn_t *c)
         if (c->out.cap > OUT_SHRINK_SIZE) {
             buf_free(&c->out);
         }
-        if (c->closing && c->slots == NULL) {
+        if (c->closing && all_answered(c)) {
             conn_close_lingering(c);
         }
         return;
@@ -496,68 +517,6 @@ void conn_resolve(reply_slot_t *slot)
     }
 }
 
-/* A reply held back until its due time; the loop keeps them soonest first. */
-typedef struct delayed {
-    struct delayed *next;
-    reply_slot_t *slot;
-    uint64_t due_ms; /* loop time */
-} delayed_t;
-
-static void on_delay_timer(uv_timer_t *t);
-
-static void delays_arm(loop_t *l)
-{
-    if (l->delayed == NULL) {
-        uv_timer_stop(&l->delay_timer);
-        return;
-    }
-    uint64_t now = uv_now(&l->uv);
-    uint64_t due = l->delayed->due_ms;
-    uv_timer_start(&l->delay_timer, on_delay_timer, due > now ? due - now : 0, 0);
-}
-
-/* Resolves the held replies due by `until_ms` (UINT64_MAX: all). */
-void conn_delays_resolve(loop_t *l, uint64_t until_ms)
-{
-    while (l->delayed != NULL && l->delayed->due_ms <= until_ms) {
-        delayed_t *d = l->delayed;
-        l->delayed = d->next;
-        conn_resolve(d->slot);
-        free(d);
-    }
-}
-
-static void on_delay_timer(uv_timer_t *t)
-{
-    loop_t *l = t->data;
-    conn_delays_resolve(l, uv_now(&l->uv));
-    delays_arm(l);
-}
-
-void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns)
-{
-    conn_t *c = slot->conn;
-    delayed_t *d = c != NULL && delay_ns > 0 && !atomic_load(&c->loop->srv->stopping)
-                       ? malloc(sizeof *d)
-                       : NULL;
-    if (d == NULL) {
-        conn_resolve(slot);
-        return;
-    }
-    loop_t *l = c->loop;
-    uint64_t delay_ms = (uint64_t)((delay_ns + 999999) / 1000000); /* never sooner */
-    *d = (delayed_t){.slot = slot, .due_ms = uv_now(&l->uv) + delay_ms};
-    delayed_t **pp = &l->delayed;
-    while (*pp != NULL && (*pp)->due_ms <= d->due_ms) {
-        pp = &(*pp)->next;
-    }
-    d->next = *pp;
-    *pp = d;
-    if (l->delayed == d) {
-        delays_arm(l);
-    }
-}
-
 void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
 {
     if (c->slots == NULL) {
@@ -703,7 +662,7 @@ static void evicted_reply(void *arg)
 static void conn_evict(conn_t *c)
 {
     loop_t *l = c->loop;
-    size_t held = c->in_cap;
+    size_t held = counted(c);
     conn_input_release(c);
     if (c->proto->input_dropped != NULL) {
         c->proto->input_dropped(c);
@@ -735,16 +694,20 @@ static size_t loop_evict(loop_t *l)
     while (cap > 0 && atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
         conn_t *largest = NULL;
         for (conn_t *c = l->conns; c != NULL; c = c->next) {
-            if (c->in != NULL && !c->in_borrowed && !uv_is_closing((uv_handle_t *)&c->tcp) &&
-                (largest == NULL || c->in_cap > largest->in_cap)) {
+            if (counted(c) > 0 && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+                (largest == NULL || counted(c) > counted(largest))) {
                 largest = c;
             }
         }
-        if (largest == NULL || (int)size_class(largest->in_cap) < input_top_class(srv)) {
+        if (largest == NULL || (int)size_class(counted(largest)) < input_top_class(srv)) {
             break;
         }
+        size_t had = counted(largest);
         conn_evict(largest);
         evicted++;
+        if (counted(largest) >= had) {
+            break; /* it let go of nothing: stop rather than pick it again */
+        }
     }
     return evicted;
 }

@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "sluice/sluice.h"
+#include "proto/rls.h"
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
 #include "server/config_thread.h"
@@ -71,7 +72,8 @@ typedef struct ruleset {
     int64_t version;     /* the config store's version it was built from */
     uint64_t generation; /* unique per published set (a forced reload keeps the version) */
     size_t n;
-    rule_state_t **rules; /* sorted by name */
+    rule_state_t **rules;            /* sorted by name */
+    struct descriptors *descriptors; /* what Envoy's descriptors are decided by (descriptors.h) */
     struct ruleset *retired_next;
 } ruleset_t;
 
@@ -178,6 +180,11 @@ void engine_worker_end(engine_worker_t *w);
 
 /* Finds a named rule in the worker's current set. */
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
+
+/* The rule in force for a descriptor of Envoy's rate limit service (descriptors.h), or NULL;
+ * *domain_known tells whether any rule stands for a descriptor of the domain. */
+rule_state_t *engine_descriptor(engine_worker_t *w, const char *domain, size_t domain_len,
+                                const rls_entry_t *entries, size_t n, bool *domain_known);
 
 /*
  * Decides cost units for key under rule at now_ns (cost 0: peek) at once, reading a key's

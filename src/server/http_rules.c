@@ -2,6 +2,7 @@
  * http_rules.c - sluiced's HTTP routes for rules and overrides (admin token):
  *
  *   GET    /v1/rules                           every rule
+ *   POST|PUT /v1/rules                         import a rules file: add and change / replace
  *   GET|PUT|DELETE /v1/rules/{name}            one rule
  *   GET    /v1/rules/{name}/overrides          its overrides
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}
@@ -97,6 +98,25 @@ static char *overrides_json(const admin_req_t *r)
     return text;
 }
 
+/* What an import did: {"added":[..],"changed":[..],"removed":[..],"kept":N}. malloc'ed, or
+ * NULL when out of memory. */
+static char *import_json(const config_import_diff_t *d)
+{
+    json_t *names[3] = {json_array(), json_array(), json_array()};
+    char **lists[3] = {d->added, d->changed, d->removed};
+    size_t counts[3] = {d->nadded, d->nchanged, d->nremoved};
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; names[k] != NULL && i < counts[k]; i++) {
+            json_array_append_new(names[k], json_string(lists[k][i]));
+        }
+    }
+    json_t *o = json_pack("{s:o*,s:o*,s:o*,s:I}", "added", names[0], "changed", names[1], "removed",
+                          names[2], "kept", (json_int_t)d->kept);
+    char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
 static void admin_replied(admin_req_t *r)
 {
     reply_slot_t *slot = r->arg;
@@ -111,8 +131,8 @@ static void admin_replied(admin_req_t *r)
     } else if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
         http_begin(b, 204);
         http_end(b, keep_alive, NULL, NULL, 0);
-    } else if (r->op == ADMIN_OVERRIDE_LIST) {
-        char *body = overrides_json(r);
+    } else if (r->op == ADMIN_OVERRIDE_LIST || r->op == ADMIN_RULES_IMPORT) {
+        char *body = r->op == ADMIN_OVERRIDE_LIST ? overrides_json(r) : import_json(&r->diff);
         if (body == NULL) {
             http_problem(b, 503, keep_alive, NULL, "out of memory");
         } else {
@@ -147,7 +167,7 @@ static void admin_replied(admin_req_t *r)
 static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rule,
                         const http_segment_t *key, size_t limit)
 {
-    bool body = op == ADMIN_RULE_PUT || op == ADMIN_OVERRIDE_PUT;
+    bool body = op == ADMIN_RULE_PUT || op == ADMIN_OVERRIDE_PUT || op == ADMIN_RULES_IMPORT;
     admin_req_t *r = admin_new(x->c->loop->srv->engine, op, rule ? rule->ptr : NULL,
                                rule ? rule->len : 0, key ? key->ptr : NULL, key ? key->len : 0,
                                body ? x->req->body : NULL, body ? x->req->body_len : 0);
@@ -161,6 +181,7 @@ static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rul
     r->arg = slot;
     r->done = admin_replied;
     r->limit = limit;
+    r->replace = op == ADMIN_RULES_IMPORT && x->req->method == HTTP_PUT;
     admin_submit(x->c->loop->worker, r);
 }
 
@@ -218,11 +239,13 @@ void route_rules(route_ctx_t *x)
         return;
     }
     if (x->nseg == 2) {
-        if (x->req->method != HTTP_GET) {
-            route_method_not_allowed(x, "GET");
+        int m = x->req->method;
+        if (m != HTTP_GET && m != HTTP_POST && m != HTTP_PUT) {
+            route_method_not_allowed(x, "GET, POST, PUT");
             return;
         }
-        admin_start(x, ADMIN_RULE_LIST, NULL, NULL, ADMIN_LIST_DEFAULT);
+        admin_start(x, m == HTTP_GET ? ADMIN_RULE_LIST : ADMIN_RULES_IMPORT, NULL, NULL,
+                    ADMIN_LIST_DEFAULT);
     } else if (x->nseg == 3) {
         route_document(x, ADMIN_RULE_GET, ADMIN_RULE_PUT, ADMIN_RULE_DEL, NULL);
     } else if (x->nseg == 4 && seg_is(x, 3, "overrides")) {

@@ -26,6 +26,7 @@
 
 #include <uv.h>
 
+#include "store/pool.h"
 #include "proto/buf.h"
 #include "proto/netaddr.h"
 #include "rules/ruledef.h"
@@ -99,6 +100,8 @@ struct conn {
     char *in;               /* received, not yet consumed; NULL while there is nothing */
     size_t in_len;          /* bytes */
     size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
+    size_t held;   /* bytes of requests its protocol keeps outside the input buffer (gRPC's
+                      bodies and header fields; conn_hold), counted with it */
     buf_t out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
@@ -153,6 +156,7 @@ struct loop {
     uv_check_t flush_check; /* writes the connections in flush_head after each poll */
     uv_idle_t flush_idle;   /* active while flush_head is not empty: the poll does not block */
     conn_t *flush_head;     /* connections whose replies resolved outside a batch */
+    pool_t pool;            /* memory its connections take and give back on every request */
     loop_stats_t stats;
 };
 
@@ -185,6 +189,11 @@ void conn_flush(conn_t *c);
 /* A slot for a reply that will come later (appended after every earlier reply). NULL when out of
  * memory. */
 reply_slot_t *conn_defer(conn_t *c);
+
+/* The protocol now holds `more` bytes more and `less` bytes fewer of c's requests outside its
+ * input buffer (c->held): counted against --max-input-buffers with it, so the clients holding
+ * the most are the ones closed at the cap, and the cap is checked after the read. */
+void conn_hold(conn_t *c, size_t more, size_t less);
 
 /* The slot's reply is in slot->buf: writes it (and any done slots after it) once every earlier
  * reply has gone. Frees the slot. Safe when the connection has gone (slot->conn NULL). */

@@ -178,27 +178,34 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_stop(&m->loop);
 }
 
-/* The rules file (--rules or --rules-replace) and how it is imported; path NULL: none. */
-static const char *rules_file(const server_config_t *cfg, config_import_mode_t *mode)
+/* The rules files (--rules or --rules-replace; *n of them, 0: none) and how they are imported. */
+static char *const *rules_files(const server_config_t *cfg, config_import_mode_t *mode, size_t *n)
 {
-    *mode = cfg->rules_replace_path != NULL ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_FILE;
-    return cfg->rules_replace_path != NULL ? cfg->rules_replace_path : cfg->rules_path;
+    bool replace = cfg->nrules_replace > 0;
+    *mode = replace ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_FILE;
+    *n = replace ? cfg->nrules_replace : cfg->nrules;
+    return replace ? cfg->rules_replace_paths : cfg->rules_paths;
 }
 
-/* Imports the rules file into store and logs what changed. Returns what rules_import_file does
- * (err says why on failure). */
+/* Imports the rules files into store and logs what changed. Returns what rules_import_files
+ * does (err says why on failure). */
 static int import_rules(const server_config_t *cfg, engine_t *engine, config_store_t *store,
                         const char *when, char *err, size_t cap)
 {
     config_import_mode_t mode;
-    const char *path = rules_file(cfg, &mode);
+    size_t n = 0;
+    char *const *paths = rules_files(cfg, &mode, &n);
     config_import_diff_t diff;
     rules_import_opts_t opts = {
         .mode = mode, .origin = "file", .check = engine_rule_check, .check_arg = engine};
-    int rc = rules_import_file(store, path, &opts, &diff, err, cap);
+    int rc = rules_import_files(store, paths, n, &opts, &diff, err, cap);
     if (rc == 0) {
         char source[4096];
-        snprintf(source, sizeof source, "%srules file %s", when, path);
+        int used = snprintf(source, sizeof source, "%srules file%s", when, n > 1 ? "s" : "");
+        for (size_t i = 0; i < n && used > 0 && (size_t)used < sizeof source; i++) {
+            used += snprintf(source + used, sizeof source - (size_t)used, "%s%s",
+                             i > 0 ? ", " : " ", paths[i]);
+        }
         rules_import_log(source, &diff);
         config_import_diff_free(&diff);
     }
@@ -217,7 +224,8 @@ static int hup_run(config_job_t *job, config_store_t *store, bool last)
     hup_job_t *h = (hup_job_t *)job;
     char err[1024];
     config_import_mode_t mode;
-    if (rules_file(h->cfg, &mode) != NULL) {
+    size_t nfiles = 0;
+    if ((rules_files(h->cfg, &mode, &nfiles), nfiles > 0)) {
         int rc = import_rules(h->cfg, h->engine, store, "SIGHUP: ", err, sizeof err);
         if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
             return CONFIG_JOB_RETRY;
@@ -368,7 +376,8 @@ int main(int argc, char **argv)
                                                thread owns it */
     config_store_describe(engine_store(m.srv.engine), store_name);
     config_import_mode_t mode;
-    if (rules_file(&cfg, &mode) != NULL &&
+    size_t nfiles = 0;
+    if ((rules_files(&cfg, &mode, &nfiles), nfiles > 0) &&
         import_rules(&cfg, m.srv.engine, engine_store(m.srv.engine), "", err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;

@@ -18,6 +18,7 @@
 #ifndef SLUICE_SERVER_PROTOCOL_H
 #define SLUICE_SERVER_PROTOCOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "proto/buf.h"
@@ -49,6 +50,15 @@ typedef struct protocol {
     /* Appends an error reply carrying `why` (a sentence, no trailing period) for a connection
      * the server closes after it. */
     void (*reply_closing)(buf_t *out, const char *why);
+
+    /* The server is stopping: what the protocol says before the connection's last answers
+     * (HTTP/2's GOAWAY), appended to c->out. May be NULL. */
+    void (*stopping)(conn_t *c);
+
+    /* True while requests it read are still being decided and will be answered outside reply
+     * slots (conn_defer): a closing connection stays open until they are out (while stopping,
+     * until the drain's time is up). May be NULL: never. */
+    bool (*pending)(const conn_t *c);
 } protocol_t;
 
 #endif /* SLUICE_SERVER_PROTOCOL_H */

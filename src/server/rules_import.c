@@ -10,6 +10,7 @@
 
 #include "proto/text.h"
 #include "rules/ruledef.h"
+#include "rules/rulesfile.h"
 #include "server/log.h"
 
 /* Every rule and override of the list through the import's check. */
@@ -34,16 +35,10 @@ static int check_list(const ruledef_list_t *list, const rules_import_opts_t *opt
     return 0;
 }
 
-int rules_import_yaml(config_store_t *store, const char *text, size_t len,
-                      const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
-                      size_t cap)
+/* Imports a parsed list (which it frees), as rules_import_yaml. */
+static int import_list(config_store_t *store, ruledef_list_t list, const rules_import_opts_t *opts,
+                       config_import_diff_t *diff, char *err, size_t cap)
 {
-    ruledef_list_t list = {0};
-    char perr[RULEDEF_ERR_MAX];
-    if (ruledef_parse_yaml(text, len, &list, perr) != 0) {
-        snprintf(err, cap, "%s", perr);
-        return RULES_IMPORT_EINVALID;
-    }
     if (check_list(&list, opts, err, cap) != 0) {
         ruledef_list_free(&list);
         return RULES_IMPORT_EINVALID;
@@ -93,13 +88,26 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
     return rc;
 }
 
-int rules_import_file(config_store_t *store, const char *path, const rules_import_opts_t *opts,
-                      config_import_diff_t *diff, char *err, size_t cap)
+int rules_import_yaml(config_store_t *store, const char *text, size_t len,
+                      const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                      size_t cap)
+{
+    ruledef_list_t list = {0};
+    char perr[RULEDEF_ERR_MAX];
+    if (rulesfile_parse(text, len, &list, NULL, perr) != 0) {
+        snprintf(err, cap, "%s", perr);
+        return RULES_IMPORT_EINVALID;
+    }
+    return import_list(store, list, opts, diff, err, cap);
+}
+
+/* The text of the file at path (malloc'ed, *len bytes), or NULL with err. */
+static char *read_file(const char *path, size_t *len_out, char *err, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
-        return RULES_IMPORT_EINVALID;
+        return NULL;
     }
     size_t len = 0, size = 64 * 1024;
     char *text = malloc(size);
@@ -122,15 +130,108 @@ int rules_import_file(config_store_t *store, const char *path, const rules_impor
     if (text == NULL || failed) {
         free(text);
         snprintf(err, cap, "%s: cannot read (or larger than 64 MiB)", path);
-        return RULES_IMPORT_EINVALID;
+        return NULL;
     }
-    char inner[512];
-    int rc = rules_import_yaml(store, text, len, opts, diff, inner, sizeof inner);
-    free(text);
+    *len_out = len;
+    return text;
+}
+
+/* Moves the rules of `from` to the end of `to`; false (nothing moved) when out of memory. */
+static bool list_append(ruledef_list_t *to, ruledef_list_t *from)
+{
+    ruledef_t *grown = realloc(to->rules, (to->n + from->n + 1) * sizeof *grown);
+    if (grown == NULL) {
+        return false;
+    }
+    memcpy(grown + to->n, from->rules, from->n * sizeof *grown);
+    to->rules = grown;
+    to->n += from->n;
+    free(from->rules);
+    *from = (ruledef_list_t){0};
+    return true;
+}
+
+/* The first rule of `list` from index `from` on whose name is also in list[0..from), or SIZE_MAX.
+ */
+static size_t name_clash(const ruledef_list_t *list, size_t from, size_t *other)
+{
+    for (size_t i = from; i < list->n; i++) {
+        for (size_t j = 0; j < from; j++) {
+            if (strcmp(list->rules[i].name, list->rules[j].name) == 0) {
+                *other = j;
+                return i;
+            }
+        }
+    }
+    return SIZE_MAX;
+}
+
+int rules_import_files(config_store_t *store, char *const *paths, size_t n,
+                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                       size_t cap)
+{
+    ruledef_list_t all = {0};
+    const char **domains = calloc(n > 0 ? n : 1, sizeof *domains);
+    size_t *first = calloc(n + 1, sizeof *first); /* all.rules index each file starts at */
+    int rc = domains != NULL && first != NULL ? 0 : RULES_IMPORT_ESTORE;
     if (rc != 0) {
-        snprintf(err, cap, "%s: %s", path, inner);
+        snprintf(err, cap, "out of memory");
     }
-    return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t len = 0;
+        char *text = read_file(paths[i], &len, err, cap);
+        ruledef_list_t list = {0};
+        char perr[RULEDEF_ERR_MAX];
+        char *domain = NULL;
+        if (text == NULL) {
+            rc = RULES_IMPORT_EINVALID;
+        } else if (rulesfile_parse(text, len, &list, &domain, perr) != 0) {
+            snprintf(err, cap, "%s: %s", paths[i], perr);
+            rc = RULES_IMPORT_EINVALID;
+        }
+        free(text);
+        domains[i] = domain;
+        for (size_t j = 0; rc == 0 && domain != NULL && j < i; j++) {
+            if (domains[j] != NULL && strcmp(domains[j], domain) == 0) {
+                snprintf(err, cap, "%s: domain '%.100s' is also configured by %s", paths[i], domain,
+                         paths[j]);
+                rc = RULES_IMPORT_EINVALID;
+            }
+        }
+        first[i] = all.n;
+        if (rc == 0 && !list_append(&all, &list)) {
+            snprintf(err, cap, "out of memory");
+            rc = RULES_IMPORT_ESTORE;
+        }
+        ruledef_list_free(&list);
+        size_t other = 0, clash = rc == 0 ? name_clash(&all, first[i], &other) : SIZE_MAX;
+        if (clash != SIZE_MAX) {
+            size_t file = 0;
+            while (file + 1 <= i && first[file + 1] <= other) {
+                file++;
+            }
+            snprintf(err, cap, "%s: rule '%s' is also in %s", paths[i], all.rules[clash].name,
+                     paths[file]);
+            rc = RULES_IMPORT_EINVALID;
+        }
+    }
+    for (size_t i = 0; domains != NULL && i < n; i++) {
+        free((char *)domains[i]);
+    }
+    free(domains);
+    free(first);
+    if (rc != 0) {
+        ruledef_list_free(&all);
+        return rc;
+    }
+    return import_list(store, all, opts, diff, err, cap);
+}
+
+int rules_import_file(config_store_t *store, const char *path, const rules_import_opts_t *opts,
+                      config_import_diff_t *diff, char *err, size_t cap)
+{
+    char *const paths[] = {(char *)path};
+    return rules_import_files(store, paths, 1, opts, diff, err, cap);
 }
 
 /* Appends one stored override to the rule being exported (config_override_fn). */

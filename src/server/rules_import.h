@@ -1,10 +1,10 @@
 /*
- * rules_import.h - a YAML rules file into the config store: `sluiced --rules FILE` at start and
- * on SIGHUP (CONFIG_IMPORT_FILE: the file owns the rules it names; rules made through the API are
- * kept), `--rules-replace` and SL.RULE IMPORT ... REPLACE (the store becomes the file), and
- * SL.RULE IMPORT (adds and changes, removes nothing). A file's overrides are written after its
- * rules. Nothing is ever removed silently: rules_import_log names every rule added, changed and
- * removed.
+ * rules_import.h - YAML rules files (sluice's or envoyproxy/ratelimit's) into the config store:
+ * `sluiced --rules FILE` at start and on SIGHUP (CONFIG_IMPORT_FILE: the file owns the rules it
+ * names; rules made through the API are kept), `--rules-replace` and SL.RULE IMPORT ... REPLACE
+ * (the store becomes the file), and SL.RULE IMPORT (adds and changes, removes nothing). A file's
+ * overrides are written after its rules. Nothing is ever removed silently: rules_import_log names
+ * every rule added, changed and removed.
  */
 #ifndef SLUICE_SERVER_RULES_IMPORT_H
 #define SLUICE_SERVER_RULES_IMPORT_H
@@ -39,6 +39,14 @@ typedef struct rules_import_opts {
 int rules_import_yaml(config_store_t *store, const char *text, size_t len,
                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
                       size_t cap);
+
+/* Reads the files at paths[0..n) and imports their rules together, as one file: each in either
+ * format (sluice's or envoyproxy/ratelimit's, rules/rulesfile.h). Errors name the file: one that
+ * cannot be read or parsed, a rule name in two files, a domain configured by two files. Nothing
+ * is written then. */
+int rules_import_files(config_store_t *store, char *const *paths, size_t n,
+                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                       size_t cap);
 
 /* Reads the file at path and imports it, as above; errors name the file and say why it could
  * not be read. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/descriptors.h"
 #include "server/engine_impl.h"
 #include "server/log.h"
 
@@ -146,6 +147,7 @@ void ruleset_free(ruleset_t *set)
         engine_state_release(set->rules[i]);
     }
     free(set->rules);
+    descriptors_free(set->descriptors);
     free(set);
 }
 
@@ -214,6 +216,14 @@ void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 {
     return ruleset_find(w->set, name, len);
+}
+
+rule_state_t *engine_descriptor(engine_worker_t *w, const char *domain, size_t domain_len,
+                                const rls_entry_t *entries, size_t n, bool *domain_known)
+{
+    const descriptors_t *d = w->set != NULL ? w->set->descriptors : NULL;
+    *domain_known = descriptors_domain_known(d, domain, domain_len);
+    return *domain_known ? descriptors_match(d, domain, domain_len, entries, n) : NULL;
 }
 
 /* ---- rule sets ----------------------------------------------------------------------------- */
@@ -336,6 +346,18 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
     config_rules_free(rows, n);
     if (set->n > 1) {
         qsort(set->rules, set->n, sizeof *set->rules, cmp_state);
+    }
+    const ruledef_t **defs = calloc(set->n > 0 ? set->n : 1, sizeof *defs);
+    for (size_t i = 0; defs != NULL && i < set->n; i++) {
+        defs[i] = &set->rules[i]->def;
+    }
+    set->descriptors =
+        defs != NULL ? descriptors_build(defs, (void *const *)set->rules, set->n) : NULL;
+    free(defs);
+    if (set->descriptors == NULL) {
+        ruleset_free(set);
+        snprintf(err, ENGINE_ERR_MAX, "out of memory");
+        return NULL;
     }
     return set;
 }

@@ -121,6 +121,9 @@ static void on_stop(uv_async_t *a)
      * those answers. A connection closes once its answers are out. */
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
+        if (c->proto->stopping != NULL && !c->closing) {
+            c->proto->stopping(c);
+        }
         c->closing = true;
         if (!c->writing) {
             conn_flush(c); /* closes it, or after the write it starts completes */
@@ -247,6 +250,7 @@ static void loops_abandon(server_t *srv, unsigned n)
         uv_walk(&l->uv, close_any, NULL);
         uv_run(&l->uv, UV_RUN_DEFAULT);
         uv_loop_close(&l->uv);
+        pool_clear(&l->pool);
     }
     free(srv->loops);
     srv->loops = NULL;
@@ -344,6 +348,7 @@ void server_stop(server_t *srv)
     for (unsigned i = 0; i < srv->nloops; i++) {
         uv_thread_join(&srv->loops[i].thread);
         uv_loop_close(&srv->loops[i].uv);
+        pool_clear(&srv->loops[i].pool);
     }
     free(srv->loops);
     srv->loops = NULL;

@@ -3,7 +3,8 @@
  * the doc tests (doctest.py): a block that is a file, not a command, is still run through the
  * code that would read it.
  *
- *   doc_check rules FILE    a YAML rules file (ruledef_parse_yaml: sluiced --rules, SL.RULE IMPORT)
+ *   doc_check rules FILE    a YAML rules file, sluice's or envoyproxy/ratelimit's (rulesfile_parse:
+ *                           sluiced --rules, SL.RULE IMPORT)
  *   doc_check rule FILE     one rule as JSON (ruledef_parse_json: SL.RULE SET, PUT /v1/rules/x)
  *   doc_check config FILE   a sluiced config file (server_config_parse: sluiced --config FILE)
  *
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "rules/ruledef.h"
+#include "rules/rulesfile.h"
 #include "server/config.h"
 
 /* The whole of path in a malloc'ed buffer, NUL-terminated; NULL when unreadable. */
@@ -49,7 +51,7 @@ static char *read_file(const char *path, size_t *len)
 static int check_rules(const char *text, size_t len, char *err)
 {
     ruledef_list_t list;
-    if (ruledef_parse_yaml(text, len, &list, err) != 0) {
+    if (rulesfile_parse(text, len, &list, NULL, err) != 0) {
         return 1;
     }
     ruledef_list_free(&list);

@@ -59,8 +59,8 @@ The markup (README.md and docs/ follow it):
 
   Blocks checked by their language. ```c: compiled with the built libraries (libsluice, and
   libsluice-client when it includes sluice/client.h) and run, in the document's directory with
-  its servers up; a fragment without main() is put into one. ```yaml with a top-level `rules:`:
-  read by sluiced's rules-file parser. ```json: read as a rule by the parser SL.RULE SET uses
+  its servers up; a fragment without main() is put into one. ```yaml with a top-level `rules:`
+  (or envoyproxy/ratelimit's `domain:`): read by sluiced's rules-file parser. ```json: read as a rule by the parser SL.RULE SET uses
   (tests/docs/doc_check.c). Any other block needs `skip REASON` or `file NAME`.
 
 Exit status: 0 when every example is as shown, 1 otherwise (each difference printed with its
@@ -695,7 +695,8 @@ class Doc:
             self.fail(block.line, "vary and same apply to sessions only")
         if block.lang == "c":
             self.check_c(block, sandbox, env)
-        elif block.lang == "yaml" and any(l.startswith("rules:") for l in block.lines):
+        elif block.lang == "yaml" and any(l.startswith(("rules:", "domain:"))
+                                           for l in block.lines):
             self.check_parsed(block, sandbox, "rules")
         elif block.lang == "json":
             self.check_parsed(block, sandbox, "rule")

@@ -1,15 +1,16 @@
 /*
- * fuzz_rules_yaml.c - libFuzzer target for rules files: arbitrary bytes are parsed as YAML
- * rules. Nothing may crash, leak or read out of bounds; an error message is NUL-terminated; and
- * a file that parses writes back (ruledef_list_to_yaml) to a file that parses to an equal list,
- * each rule's canonical JSON parses back to an equal rule, and each override's JSON to an equal
- * override.
+ * fuzz_rules_yaml.c - libFuzzer target for rules files: arbitrary bytes are parsed as a rules
+ * file of either format (sluice's, or envoyproxy/ratelimit's; rules/rulesfile.h). Nothing may
+ * crash, leak or read out of bounds; an error message is NUL-terminated; and a file that parses
+ * writes back (ruledef_list_to_yaml) to a file that parses to an equal list, each rule's canonical
+ * JSON parses back to an equal rule, and each override's JSON to an equal override.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rules/ruledef.h"
+#include "rules/rulesfile.h"
 
 static void check_json(const ruledef_t *def)
 {
@@ -44,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[RULEDEF_ERR_MAX];
     memset(err, 'x', sizeof(err));
     ruledef_list_t list;
-    if (ruledef_parse_yaml((const char *)data, size, &list, err) != 0) {
+    if (rulesfile_parse((const char *)data, size, &list, NULL, err) != 0) {
         if (memchr(err, '\0', sizeof(err)) == NULL || list.n != 0 || list.rules != NULL)
             abort();
         return 0;

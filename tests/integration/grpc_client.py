@@ -5,9 +5,12 @@ the exit status is the number of failures (at most 100).
 Usage: grpc_client.py PORT STUBS_DIR CASE..   (cases: see CASES below; they run in the order given
 and share the server's state, so the shell script says which to run against which server)
 """
+import os
+import signal
 import socket
 import sys
 import time
+import urllib.request
 
 import grpc
 
@@ -184,16 +187,21 @@ def case_empty_value():
 
 def case_override():
     # a descriptor's own limit (2 an hour) replaces the rule's (3 a minute), counted apart from
-    # it, and applies in a domain with no rules too
-    for domain in ("edge", "nodomain"):
-        for want in (1, 0):
-            r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
-            s = r.statuses[0]
-            expect(r.overall_code == Code.OK and s.limit_remaining == want, "%s: %s" % (domain, r))
-            expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
-                   "the override's limit: %s" % r)
+    # it, in a domain some rule stands for (as envoyproxy/ratelimit: in a configured domain)
+    domain = "edge"
+    for want in (1, 0):
         r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
-        expect(r.overall_code == Code.OVER_LIMIT, "%s: the third is over: %s" % (domain, r))
+        s = r.statuses[0]
+        expect(r.overall_code == Code.OK and s.limit_remaining == want, "%s: %s" % (domain, r))
+        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
+               "the override's limit: %s" % r)
+    r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
+    expect(r.overall_code == Code.OVER_LIMIT, "%s: the third is over: %s" % (domain, r))
+    # a domain no rule stands for has no limits, asked for or not
+    for _ in range(3):
+        r = ask("nodomain", desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
+        expect(r.overall_code == Code.OK and not r.statuses[0].HasField("current_limit"),
+               "nodomain: no limit: %s" % r)
     r = ask("edge", desc(("remote_address", "10.5.5.5")))
     s = r.statuses[0]
     expect(s.limit_remaining == 2 and s.current_limit.requests_per_unit == 3,
@@ -407,15 +415,20 @@ def case_full():
     held.close()
 
 
+def rls_call_frames(address):
+    """A ShouldRateLimit call by hand: its framed body (one descriptor, remote_address=address,
+    in domain edge) and its header block."""
+    req = rls_pb2.RateLimitRequest(domain="edge", descriptors=[desc(("remote_address", address))])
+    msg = req.SerializeToString()
+    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
+    return body, request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+
+
 def case_abandon():
     # run while the request store cannot answer yet: stream 1 is reset by the client while its
     # decision waits, then the connection closes with stream 3's waiting; the answers that come
     # later find no one to answer (and under ASan, nothing leaks or is used after it is freed)
-    req = rls_pb2.RateLimitRequest(domain="edge",
-                                   descriptors=[desc(("remote_address", "10.7.7.7"))])
-    msg = req.SerializeToString()
-    body = b"\x00" + len(msg).to_bytes(4, "big") + msg
-    block = request_block(path=("/%s/ShouldRateLimit" % RLS).encode())
+    body, block = rls_call_frames("10.7.7.7")
     s = h2_connect()
     s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
               frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big")) +
@@ -423,11 +436,206 @@ def case_abandon():
     s.close()
 
 
+def case_stop_answers():
+    # sluiced (SLUICED_PID) is stopped while a call waits on the request store (paused by the
+    # script): it says GOAWAY with no error, naming that call's stream as the last it answers,
+    # and still answers it before closing
+    body, block = rls_call_frames("10.8.8.8")
+    s = h2_connect()
+    # stream 1 whole; stream 3 with half its body, which will not come: not answered, and the
+    # GOAWAY names stream 1 as the last, so the client knows 3 was not processed
+    s.sendall(frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body) +
+              frame(HEADERS, END_HEADERS, 3, block) + frame(DATA, 0, 3, body[:6]) +
+              frame(PING, 0, 0, b"12345678"))
+    frames, is_open = read_frames(s, has(PING, ACK), TIMEOUT_S)
+    expect(is_open and has(PING, ACK)(frames), "the calls were read (the PING behind answered)")
+    os.kill(int(os.environ["SLUICED_PID"]), signal.SIGTERM)
+    frames, _ = read_frames(s, lambda fs: has(HEADERS, END_STREAM, 1)(fs), 10)
+    goaways = [f for f in frames if f[0] == GOAWAY]
+    expect(goaways and int.from_bytes(goaways[0][3][:4], "big") == 1 and
+           int.from_bytes(goaways[0][3][4:8], "big") == 0,
+           "a GOAWAY (NO_ERROR, last stream 1) first: %s" % goaways)
+    expect(has(DATA, None, 1)(frames) and has(HEADERS, END_STREAM, 1)(frames),
+           "stream 1 answered, message and trailers: %s" % [(f[0], f[1], f[2]) for f in frames])
+    expect(frames.index(goaways[0]) < min(i for i, f in enumerate(frames) if f[2] == 1),
+           "the GOAWAY before the answer")
+    s.close()
+
+
+def case_held_cap():
+    # (the server's --max-input-buffers is 300k) eight connections each hold a 60 KB body of a
+    # call not yet ended: counted against the cap, so the largest are closed (a GOAWAY saying
+    # why) until the rest fit, and a new client is served
+    _, block = rls_call_frames("x")
+    conns = []
+    for i in range(8):
+        s = h2_connect()
+        s.sendall(frame(HEADERS, END_HEADERS, 1, block) +
+                  b"".join(frame(DATA, 0, 1, b"\0" * 15000) for _ in range(4)) +
+                  frame(PING, 0, 0, b"12345678"))
+        conns.append(s)
+    # each connection's PING answered (or the connection closed); then, the server's one loop
+    # having enforced the cap after each read, a second PING tells the closed from the served
+    goaways = [[] for _ in conns]
+    for rnd in range(2):
+        for i, s in enumerate(conns):
+            if goaways[i]:
+                continue
+            if rnd == 1:
+                s.sendall(frame(PING, 0, 0, b"87654321"))
+            frames, _ = read_frames(s, lambda fs: has(PING, ACK)(fs) or has(GOAWAY)(fs),
+                                    TIMEOUT_S)
+            goaways[i] = [f[3][8:] for f in frames if f[0] == GOAWAY]
+    closed = sum(1 for g in goaways if g)
+    for g in goaways:
+        expect(not g or b"max-input-buffers" in g[0], "the GOAWAY says why: %r" % g)
+    expect(2 <= closed <= 7, "the largest were closed, not all: %d of 8" % closed)
+    # while the others still hold theirs: counted, and within the cap
+    url = "http://127.0.0.1:%s/metrics" % os.environ["SLUICE_HTTP_PORT"]
+    text = urllib.request.urlopen(url, timeout=TIMEOUT_S).read().decode()
+    held = [int(float(line.split()[1])) for line in text.splitlines()
+            if line.startswith("sluice_input_buffers_bytes ")][0]
+    expect((8 - closed) * 60000 <= held <= 300 * 1024,
+           "%d bytes held by %d connections, cap 300k" % (held, 8 - closed))
+    r = health.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S)
+    expect(r.status == health_pb2.HealthCheckResponse.SERVING, "a new client is served")
+    for s in conns:
+        s.close()
+
+
 def case_abandoned_charged():
     # after case_abandon: both abandoned calls were decided (a fixed window of 3)
     r = ask("edge", desc(("remote_address", "10.7.7.7")))
     expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 0,
            "two abandoned calls charged, this one the third: %s" % r)
+
+
+
+# ---- envoyproxy/ratelimit configurations (test_grpc_envoy.sh's edge.yaml and api.yaml) --------
+
+def status_of(domain, *pairs, hits=None):
+    r = ask(domain, desc(*pairs, hits=hits))
+    return r.overall_code, r.statuses[0]
+
+
+def no_limit(s):
+    return s.code == Code.OK and not s.HasField("current_limit")
+
+
+def case_envoy_nested():
+    # tenant=acme, then any user: 2 an hour per (tenant, user); no limit for other tenants or
+    # for the tenant alone (its node has no limit of its own)
+    for want in (1, 0):
+        code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
+        expect(code == Code.OK and s.limit_remaining == want, "bob: %s" % s)
+        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
+               "the nested limit: %s" % s)
+    code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
+    expect(code == Code.OVER_LIMIT, "bob's third: %s" % s)
+    code, s = status_of("edge", ("tenant", "acme"), ("user", "eve"))
+    expect(code == Code.OK and s.limit_remaining == 1, "eve counts apart: %s" % s)
+    for pairs in ((("tenant", "other"), ("user", "bob")), (("tenant", "acme"),)):
+        code, s = status_of("edge", *pairs)
+        expect(code == Code.OK and no_limit(s), "%s: no limit: %s" % (pairs, s))
+
+
+def case_envoy_values():
+    # a value before a prefix before any value; a value with nothing configured ends the lookup
+    code, s = status_of("edge", ("path", "/login"))
+    expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.MINUTE and
+           s.current_limit.name == "login" and s.limit_remaining == 1, "/login: %s" % s)
+    code, s = status_of("edge", ("path", "/api/v1"))
+    expect(s.current_limit.requests_per_unit == 4 and s.current_limit.unit == Unit.HOUR and
+           s.limit_remaining == 3, "/api/v1: %s" % s)
+    code, s = status_of("edge", ("path", "/other"), hits=3)
+    expect(s.current_limit.requests_per_unit == 5 and s.limit_remaining == 2,
+           "/other with hits 3: %s" % s)
+    for _ in range(8):
+        code, s = status_of("edge", ("path", "/health"))
+        expect(code == Code.OK and not s.HasField("current_limit"), "/health: %s" % s)
+
+
+def case_envoy_unlimited():
+    for _ in range(5):
+        code, s = status_of("edge", ("tenant", "acme"), ("user", "admin"))
+        expect(code == Code.OK and s.limit_remaining == 4294967295 and
+               not s.HasField("current_limit"), "admin: %s" % s)
+
+
+def case_envoy_replaces():
+    # free_plan allows 1 an hour; a request that also carries promo (which replaces free_plan)
+    # is not limited by free_plan, and is not charged to it
+    r = ask("edge", desc(("plan", "free")))
+    expect(r.overall_code == Code.OK, "the plan's first: %s" % r)
+    for _ in range(3):
+        r = ask("edge", desc(("plan", "free")), desc(("promo", "spring")))
+        expect(r.overall_code == Code.OK and no_limit(r.statuses[0]) and
+               r.statuses[1].current_limit.requests_per_unit == 100, "replaced: %s" % r)
+    r = ask("edge", desc(("plan", "free")))
+    expect(r.overall_code == Code.OVER_LIMIT, "the plan alone is over: %s" % r)
+
+
+def case_envoy_replaces_chain():
+    # A replaces B, B replaces C (1 an hour): whatever the order of the descriptors, only A
+    # applies, and C is not charged; a descriptor asking its own limit replaces nothing
+    for order in (("rb", "rc", "ra"), ("rc", "rb", "ra"), ("ra", "rc", "rb")):
+        r = ask("edge", *[desc((k, "v")) for k in order])
+        names = [st.current_limit.name if st.HasField("current_limit") else None
+                 for st in r.statuses]
+        want = [("A" if k == "ra" else None) for k in order]
+        expect(r.overall_code == Code.OK and names == want, "%s: %s" % (order, names))
+    code, s = status_of("edge", ("rc", "v"))
+    expect(code == Code.OK and s.limit_remaining == 0, "C charged only now: %s" % s)
+    r = ask("edge", desc(("ra", "w"), limit=(5, Unit.HOUR)), desc(("rb", "w")))
+    expect(r.statuses[0].current_limit.requests_per_unit == 5 and
+           r.statuses[1].current_limit.name == "B", "an own limit replaces nothing: %s" % r)
+
+
+def case_envoy_shadow():
+    for _ in range(3):
+        code, s = status_of("edge", ("dry", "k"))
+        expect(code == Code.OK, "shadow: %s" % s)
+
+
+def case_envoy_second_file():
+    for want in (1, 0):
+        code, s = status_of("api", ("client_id", "c1"))
+        expect(code == Code.OK and s.limit_remaining == want, "api: %s" % s)
+    code, s = status_of("api", ("client_id", "c1"))
+    expect(code == Code.OVER_LIMIT, "api's third: %s" % s)
+
+
+def limit_of(domain, *pairs):
+    """The requests_per_unit a descriptor is given now (0: none); it charges one unit, so callers
+    use a key no one else does."""
+    code, s = status_of(domain, *pairs)
+    return s.current_limit.requests_per_unit if s.HasField("current_limit") else 0
+
+
+def case_envoy_limit_3():
+    expect(limit_of("edge", ("remote_address", "probe3")) == 3, "remote_address: 3 a minute")
+
+
+def case_envoy_limit_10():
+    expect(limit_of("edge", ("remote_address", "probe10")) == 10, "remote_address: 10 a minute")
+
+
+def case_envoy_api_rule():
+    # a rule made over RESP with a descriptor: country=xx, 1 an hour
+    code, s = status_of("edge", ("country", "xx"))
+    expect(code == Code.OK and s.current_limit.requests_per_unit == 1, "country: %s" % s)
+    code, s = status_of("edge", ("country", "xx"))
+    expect(code == Code.OVER_LIMIT, "country's second: %s" % s)
+
+
+def case_envoy_imported():
+    # domains imported over RESP, HTTP and the CLI: one a minute each
+    for domain in ("viaresp", "viahttp", "viacli"):
+        code, s = status_of(domain, ("k", "v"))
+        expect(code == Code.OK and s.current_limit.requests_per_unit == 1, "%s: %s" % (domain, s))
+        code, s = status_of(domain, ("k", "v"))
+        expect(code == Code.OVER_LIMIT, "%s's second: %s" % (domain, s))
+
 
 
 CASES = {
@@ -438,6 +646,13 @@ CASES = {
     "shadow": case_shadow,
     "errors": case_errors, "misuse": case_misuse, "h2_abuse": case_h2_abuse,
     "abandon": case_abandon, "full": case_full, "abandoned_charged": case_abandoned_charged,
+    "stop_answers": case_stop_answers, "held_cap": case_held_cap,
+    "envoy_nested": case_envoy_nested, "envoy_values": case_envoy_values,
+    "envoy_unlimited": case_envoy_unlimited, "envoy_replaces": case_envoy_replaces,
+    "envoy_replaces_chain": case_envoy_replaces_chain,
+    "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,
+    "envoy_limit_3": case_envoy_limit_3, "envoy_limit_10": case_envoy_limit_10,
+    "envoy_api_rule": case_envoy_api_rule, "envoy_imported": case_envoy_imported,
 }
 
 

@@ -87,6 +87,15 @@ start_sluiced hdr --rules "$TMP/rules.yaml" --config-store "$TMP/hdr.db" --snaps
 check "ratelimit headers" client headers
 check "hdr stops cleanly" stop_bg hdr TERM
 
+# the bodies and header fields calls hold count against --max-input-buffers
+start_sluiced cap --config-store "$TMP/cap.db" --snapshot "" --max-input-buffers 300k \
+    --max-request-size 64k --threads 1 || { cat "$TMP/cap.log"; exit 1; }
+check "held bytes under the input cap" env SLUICE_HTTP_PORT="$HTTP_PORT" "$PY" \
+    "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" held_cap
+metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+check "evictions counted" test "$(metric sluice_evicted_clients_total)" -ge 2
+check "cap stops cleanly" stop_bg cap TERM
+
 # a client refused at --max-clients hears it in HTTP/2
 start_sluiced full --config-store "$TMP/full.db" --snapshot "" --max-clients 1 ||
     { cat "$TMP/full.log"; exit 1; }
@@ -111,6 +120,10 @@ redis-cli -p "$REDIS_PORT" CLIENT PAUSE 1000 ALL >/dev/null
 check "abandon" client abandon
 check "redis answers again" poll 5 redis-cli -p "$REDIS_PORT" PING
 check "served after the abandoned calls" client health abandoned_charged
+# stopped while a call waits on Redis: GOAWAY, then the call's answer, then the close
+redis-cli -p "$REDIS_PORT" CLIENT PAUSE 1000 ALL >/dev/null
+check "stopping answers what it read" env SLUICED_PID="$(cat "$TMP/s2.pid")" "$PY" \
+    "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" stop_answers
 check "s2 stops cleanly" stop_bg s2 TERM
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so

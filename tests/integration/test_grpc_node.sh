@@ -2,7 +2,9 @@
 # test_grpc_node.sh - sluiced's gRPC port under Node's gRPC client (@grpc/grpc-js, messages
 # from sluice's .proto files through @grpc/proto-loader, at the versions of
 # tests/node/package-lock.json): the health check, limits and statuses, all or nothing with a
-# descriptor no rule names, error statuses, and 200 calls at once on one connection. The cases
+# descriptor no rule names, error statuses, 200 calls at once on one connection, and an
+# envoyproxy/ratelimit configuration (values, prefixes, nesting, unlimited, replaces, shadow
+# mode, hits_addend, a descriptor's own limit). The cases
 # are in tests/node/grpc.js; this script installs the packages (npm ci, into
 # tests/node/node_modules, when they are missing) and runs sluiced.
 # Skipped (exit 77, "Skipped" in ctest) when node or npm is not installed.
@@ -29,13 +31,41 @@ rules:
     window: 1h
 YAML
 
-start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" --snapshot "" \
-    --threads 2 || { cat "$TMP/s1.log"; exit 1; }
+cat >"$TMP/shop.yaml" <<'YAML'
+domain: shop
+descriptors:
+  - key: path
+    value: /cart
+    rate_limit: {unit: minute, requests_per_unit: 2, name: cart}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: hour, requests_per_unit: 4}
+  - key: path
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: vendor
+    value: acme
+    descriptors:
+      - key: sku
+        rate_limit: {unit: hour, requests_per_unit: 2}
+      - key: sku
+        value: free
+        rate_limit: {unlimited: true}
+  - key: guest
+    rate_limit: {unit: hour, requests_per_unit: 1, name: guest}
+  - key: coupon
+    rate_limit: {unit: hour, requests_per_unit: 9, replaces: [{name: guest}]}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+YAML
+
+start_sluiced s1 --rules "$TMP/rules.yaml" --rules "$TMP/shop.yaml" --config-store "$TMP/store.db" \
+    --snapshot "" --threads 2 || { cat "$TMP/s1.log"; exit 1; }
 out=$(SLUICE_GRPC_PORT=$GRPC_PORT SLUICE_PROTO_DIR=$SLUICE_SOURCE_DIR/src/proto/grpc \
     timeout 120 node "$NODE_DIR/grpc.js" 2>&1)
 rc=$?
 echo "$out"
 check "grpc.js passes" test "$rc" -eq 0
-check "grpc.js ran its cases" test "$(grep -c '^ok - ' <<<"$out")" -eq 5
+check "grpc.js ran its cases" test "$(grep -c '^ok - ' <<<"$out")" -eq 6
 check "s1 stops cleanly" stop_bg s1 TERM
 finish

@@ -70,5 +70,5 @@ stop_bg s3 TERM
 "$SLUICED" --grpc-port 0 --port 0 --http-port "$(free_port)" --rules "$TMP/rules.yaml" \
     --rules-replace "$TMP/rules.yaml" "${ARGS[@]}" >"$TMP/both.out" 2>&1
 check both-refused test $? -eq 2
-check both-message grep -q "give one rules file, not both" "$TMP/both.out"
+check both-message grep -q "give files to one of them, not both" "$TMP/both.out"
 finish

@@ -130,6 +130,56 @@ async function main() {
         assert.ok(replies.every(admitted));
     });
 
+    // domain "shop" comes from an envoyproxy/ratelimit file (test_grpc_node.sh's shop.yaml)
+    await test('an envoyproxy/ratelimit configuration', async () => {
+        const one = async (...pairs) => (await ask('shop', [desc(...pairs)])).statuses[0];
+        // a value before a prefix before any value, each list of values counted apart
+        let s = await one(['path', '/cart']);
+        assert.equal(s.current_limit.name, 'cart');
+        assert.equal(s.limit_remaining, 1);
+        s = await one(['path', '/api/x']);
+        assert.equal(s.current_limit.requests_per_unit, 4);
+        assert.equal(s.current_limit.unit, 'HOUR');
+        s = await one(['path', '/else']);
+        assert.equal(s.current_limit.requests_per_unit, 5);
+        // nested: only under vendor=acme; vendor=acme alone has no limit of its own
+        for (const want of [1, 0]) {
+            s = await one(['vendor', 'acme'], ['sku', 's1']);
+            assert.equal(s.limit_remaining, want);
+        }
+        assert.equal((await ask('shop', [desc(['vendor', 'acme'], ['sku', 's1'])])).overall_code,
+            'OVER_LIMIT');
+        assert.equal((await one(['vendor', 'other'], ['sku', 's1'])).current_limit, null);
+        assert.equal((await one(['vendor', 'acme'])).current_limit, null);
+        // unlimited
+        for (let i = 0; i < 3; i++) {
+            s = await one(['vendor', 'acme'], ['sku', 'free']);
+            assert.equal(s.code, 'OK');
+            assert.equal(s.limit_remaining, 4294967295);
+            assert.equal(s.current_limit, null);
+        }
+        // replaces: coupon replaces "guest", which is then neither applied nor charged
+        assert.equal((await ask('shop', [desc(['guest', 'g'])])).overall_code, 'OK');
+        const both = await ask('shop', [desc(['guest', 'g']), desc(['coupon', 'c'])]);
+        assert.equal(both.overall_code, 'OK');
+        assert.equal(both.statuses[0].current_limit, null);
+        assert.equal((await ask('shop', [desc(['guest', 'g'])])).overall_code, 'OVER_LIMIT');
+        // shadow_mode: over its limit, still OK
+        for (let i = 0; i < 3; i++) {
+            assert.equal((await one(['trial', 't'])).code, 'OK');
+        }
+        // a descriptor's own hits_addend, and its own limit (in a configured domain)
+        const hits = { ...desc(['path', '/hits']), hits_addend: { value: 3 } };
+        assert.equal((await ask('shop', [hits])).statuses[0].limit_remaining, 2);
+        const own = { ...desc(['path', '/own']), limit: { requests_per_unit: 1, unit: 'DAY' } };
+        assert.equal((await ask('shop', [own])).statuses[0].current_limit.unit, 'DAY');
+        assert.equal((await ask('shop', [own])).overall_code, 'OVER_LIMIT');
+        const away = { ...desc(['path', '/own']), limit: { requests_per_unit: 1, unit: 'DAY' } };
+        for (let i = 0; i < 2; i++) {
+            assert.equal((await ask('nowhere', [away])).overall_code, 'OK');
+        }
+    });
+
     limiter.close();
     health.close();
     raw.close();

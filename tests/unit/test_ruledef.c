@@ -298,11 +298,11 @@ static void test_yaml_shape_errors(void **unused)
         {"# only a comment\n",
          "line 1, column 1: expected a mapping with 'rules:' at the top level"},
         {"- a\n- b\n", "line 1, column 1: expected a mapping with 'rules:' at the top level"},
-        {"rulez: []\n",
-         "line 1, column 1: unknown top-level field 'rulez' (expected only 'rules:')"},
+        {"rulez: []\n", "line 1, column 1: unknown top-level field 'rulez' (expected 'rules:', or "
+                        "'domain:' for an envoyproxy/ratelimit configuration)"},
         {"rules: []\nrules: []\n", "line 2, column 1: duplicate field 'rules'"},
-        {"version: 2\n", "line 1, column 1: unknown top-level field 'version' (expected only "
-                         "'rules:')"},
+        {"version: 2\n", "line 1, column 1: unknown top-level field 'version' (expected "
+                         "'rules:', or 'domain:' for an envoyproxy/ratelimit configuration)"},
         {"rules: {a: 1}\n", "line 1, column 8: rules: must be a list of rules, not a mapping"},
         /* an empty list would turn every rule off: a file cut short looks like this */
         {"rules: []\n", "line 1, column 8: rules: is empty: a rules file names at least one rule "

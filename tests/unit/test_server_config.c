@@ -96,7 +96,8 @@ static void test_defaults(void **unused)
     assert_int_equal(c.grpc_port, 8391);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     assert_int_equal(c.threads, cpus < 1 ? 1 : cpus > 256 ? 256 : cpus);
-    assert_null(c.rules_path);
+    assert_int_equal(c.nrules, 0);
+    assert_int_equal(c.nrules_replace, 0);
     assert_string_equal(c.config_store, "./sluice.db");
     assert_string_equal(c.snapshot_path, "./sluice.snapshot");
     assert_int_equal(c.snapshot_interval_ns, 60 * SL_NS_PER_SEC);
@@ -125,7 +126,7 @@ static void test_every_flag(void **unused)
     (void)unused;
     server_config_t c;
     PARSE_OK(&c, "--bind", "0.0.0.0", "--bind=::1", "--port", "7000", "--http-port=0",
-             "--grpc-port=9001", "--threads", "3", "--rules", "r.yaml",
+             "--grpc-port=9001", "--threads", "3", "--rules", "r.yaml", "--rules=edge.yaml",
              "--config-store=postgres://db/sluice", "--snapshot", "", "--snapshot-interval", "0",
              "--poll-interval=250", "--override-ttl", "1m", "--max-clients", "50",
              "--max-key-length=64", "--max-request-size", "1m", "--idle-timeout", "0",
@@ -140,7 +141,9 @@ static void test_every_flag(void **unused)
     assert_int_equal(c.http_port, 0);
     assert_int_equal(c.grpc_port, 9001);
     assert_int_equal(c.threads, 3);
-    assert_string_equal(c.rules_path, "r.yaml");
+    assert_int_equal(c.nrules, 2);
+    assert_string_equal(c.rules_paths[0], "r.yaml");
+    assert_string_equal(c.rules_paths[1], "edge.yaml");
     assert_string_equal(c.config_store, "postgres://db/sluice");
     assert_string_equal(c.snapshot_path, "");
     assert_int_equal(c.snapshot_interval_ns, 0);
@@ -222,6 +225,8 @@ static void test_flag_errors(void **unused)
     PARSE_ERR("--port: must be an integer 0..65535", "--port", "80x");
     PARSE_ERR("--port: must be an integer 0..65535", "--port", "");
     PARSE_ERR("--http-port: must be an integer 0..65535", "--http-port=99999999999999999999");
+    PARSE_ERR("--rules and --rules-replace: give files to one of them, not both", "--rules", "a",
+              "--rules-replace", "b");
     PARSE_ERR("--threads: must be an integer 1..256", "--threads", "0");
     PARSE_ERR("--threads: must be an integer 1..256", "--threads", "257");
     PARSE_ERR("--max-clients: must be an integer 1..1073741824", "--max-clients", "0");
@@ -303,7 +308,8 @@ static void test_file(void **unused)
     assert_int_equal(c.resp_port, 7001);
     assert_int_equal(c.http_port, 0);
     assert_int_equal(c.threads, 2);
-    assert_string_equal(c.rules_path, "/etc/sluice/rules.yaml");
+    assert_int_equal(c.nrules, 1);
+    assert_string_equal(c.rules_paths[0], "/etc/sluice/rules.yaml");
     assert_string_equal(c.config_store, "/var/lib/sluice/sluice.db");
     assert_string_equal(c.snapshot_path, "");
     assert_int_equal(c.snapshot_interval_ns, 30 * SL_NS_PER_SEC);
@@ -398,6 +404,8 @@ static void test_file_errors(void **unused)
         {"trusted_proxies: {a: b}\n",
          "line 1, column 18: trusted_proxies: must be an address or a list of them, not a "
          "mapping"},
+        {"rules: {a: 1}\n",
+         "line 1, column 8: rules: must be a file name or a list of them, not a mapping"},
         {"idle_timeout: 5 minutes\n",
          "line 1, column 15: idle_timeout: malformed duration '5 minutes' (e.g. 250ms, 10s, 1m)"},
         {"idle_timeout: -5\n",
