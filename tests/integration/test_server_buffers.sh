@@ -102,6 +102,8 @@ elif mode == "stall":
     # Small replies, no output limit: the client's socket fills, sluiced's write stops moving.
     base = metric("sluice_clients")
     s = socket.create_connection(("127.0.0.1", port))
+    # counted before it sends: once its write stalls, the idle timeout may close it at any time
+    wait_for(lambda: metric("sluice_clients") == base + 1, "the client to be counted")
     s.setblocking(False)
     sent = 0
     chunk = b"PING\r\n" * 10000
@@ -113,7 +115,6 @@ elif mode == "stall":
             # full; sluiced stopped reading once its replies backed up
             if not select.select([], [s], [], 1)[1]:
                 break
-    wait_for(lambda: metric("sluice_clients") == base + 1, "the client to be counted")
     wait_for(lambda: metric("sluice_clients") == base, "the stalled client to be closed",
              each=other_served)
     s.setblocking(True)
