@@ -5,7 +5,8 @@
 # CL.THROTTLE table, equivalence with the core (`sluice replay`) on seeded random sequences for
 # all six algorithms, SL.SETTLE by hand and against the core itself (libsluice through
 # tests/integration/sluice_core.py: replies, stored bytes and expiries on random sequences of
-# decisions and settles), CLOSED_FROM (a closed start) by hand, and memory per key against
+# decisions and settles), SL.LEASE and SL.RETURN by hand, CLOSED_FROM (a closed start) by hand,
+# and memory per key against
 # redis-server's own SET k v PX t.
 # Times set with SL.DEBUG SETTIME are in 2096, so keys written under the test clock never expire
 # by redis-server's real clock while the test runs.
@@ -498,6 +499,56 @@ expect se-neg "ERR actual must be >= 0" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUA
 expect se-at "ERR at is not an integer or out of range" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0 AT now
 expect se-wrongtype "$WT" SL.SETTLE lst gcra 5 1000 RESERVED 1 ACTUAL 0
 expect se-foreign "$NOT" SL.SETTLE str gcra 5 1000 RESERVED 1 ACTUAL 0
+
+# --- SL.LEASE and SL.RETURN: units of a key's quota spent elsewhere, the unused part given back.
+# The worked examples of docs/algorithms.md ("Leases"), at ms times from B (a whole 10 s); a lease's
+# times are in microseconds.
+B=180000
+LS=$((START_MS + B))
+at $((B + 5000))
+expect lf-lease "30 $(((LS + 5000) * 1000)) $(((LS + 10000) * 1000)) 70 5000" SL.LEASE lf fixed_window 100 10000 WANT 30 FOR 20000
+at $((B + 6000))
+expect lf-decide "1 100 10 0 4000" SL.THROTTLE lf fixed_window 100 10000 COST 60
+at $((B + 8000))
+expect lf-fewer "10 $(((LS + 8000) * 1000)) $(((LS + 9000) * 1000)) 0 2000" SL.LEASE lf fixed_window 100 10000 WANT 30 FOR 1000
+at $((B + 9000))
+expect lf-return "1 100 4 0 1000" SL.RETURN lf fixed_window 100 10000 GRANTED 30 UNUSED 4 AT $(((LS + 5000) * 1000)) UNTIL $(((LS + 10000) * 1000))
+at $((B + 10000))
+expect lf-next "1 100 0 0 10000" SL.THROTTLE lf fixed_window 100 10000 COST 100
+B=200000
+LS=$((START_MS + B))
+at $B
+expect lt-lease "4 $((LS * 1000)) $(((LS + 3000) * 1000)) 3 7000" SL.LEASE lt token_bucket 10 10000 WANT 4 FOR 3000
+expect lt-refused "0 10 3 1000 7000" SL.THROTTLE lt token_bucket 10 10000 COST 4
+at $((B + 2000))
+expect lt-return "1 10 7 0 3000" SL.RETURN lt token_bucket 10 10000 GRANTED 4 UNUSED 1 AT $((LS * 1000)) UNTIL $(((LS + 3000) * 1000))
+expect lt-decide "1 10 0 0 10000" SL.THROTTLE lt token_bucket 10 10000 COST 7
+expect lt-too-long "ERR for must be at most 9000 ms for this rule (capacity - 1 intervals)" SL.LEASE lt token_bucket 10 10000 WANT 1 FOR 9001
+# a lease of 0 units writes nothing; a whole lease returned at once gives the bytes back
+expect lz-none "0 $(((LS + 2000) * 1000)) $(((LS + 2000) * 1000)) 0 10000" SL.LEASE lt token_bucket 10 10000 WANT 5 FOR 100
+expect lx-fill "1 6 4 0 400" SL.THROTTLE lx gcra 5 1000 COST 2
+bytes_lx=$(redis-cli -p "$PORT" --no-raw GET lx)
+expect lx-lease "2 $(((LS + 2000) * 1000)) $(((LS + 2100) * 1000)) 1 900" SL.LEASE lx gcra 5 1000 WANT 2 FOR 100
+check lx-written [ "$(redis-cli -p "$PORT" --no-raw GET lx)" != "$bytes_lx" ]
+expect lx-return "1 6 4 0 400" SL.RETURN lx gcra 5 1000 GRANTED 2 UNUSED 2 AT $(((LS + 2000) * 1000)) UNTIL $(((LS + 2100) * 1000))
+check lx-restored [ "$(redis-cli -p "$PORT" --no-raw GET lx)" = "$bytes_lx" ]
+check watch-return-nothing [ "$(watch_exec lx SL.RETURN lx gcra 5 1000 GRANTED 2 UNUSED 0 AT $(((LS + 2000) * 1000)) UNTIL $(((LS + 2000) * 1000)))" = executed ]
+# errors: the parser's, the algorithm's, and those of the key
+expect le-log "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)" SL.LEASE k sliding_log 10 1000 WANT 1 FOR 100
+expect le-log-return "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)" SL.RETURN k sliding_log 10 1000 GRANTED 1 UNUSED 1 AT 0 UNTIL 1
+expect le-needs "ERR SL.LEASE needs WANT and FOR" SL.LEASE k gcra 5 1000 WANT 1
+expect le-for "ERR for must be > 0" SL.LEASE k gcra 5 1000 WANT 1 FOR 0
+expect le-neg "ERR want must be >= 0" SL.LEASE k gcra 5 1000 WANT -1 FOR 10
+expect le-cost "ERR SL.LEASE takes no COST (WANT says how many units)" SL.LEASE k gcra 5 1000 WANT 1 FOR 10 COST 1
+expect le-arity "ERR wrong number of arguments for 'sl.lease' command" SL.LEASE k gcra 5
+expect lr-needs "ERR SL.RETURN needs GRANTED, UNUSED, AT and UNTIL" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 0
+expect lr-unused "ERR unused must be <= granted" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 2 AT 0 UNTIL 1
+expect lr-until "ERR until must be >= at" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 5 UNTIL 1
+expect lr-cost "ERR SL.RETURN takes no COST (UNUSED says what)" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 0 UNTIL 1 COST 1
+expect le-wrongtype "$WT" SL.LEASE lst gcra 5 1000 WANT 1 FOR 10
+expect le-foreign "$NOT" SL.LEASE str gcra 5 1000 WANT 1 FOR 10
+expect lr-foreign "$NOT" SL.RETURN str gcra 5 1000 GRANTED 1 UNUSED 1 AT 0 UNTIL 1
+at 175000 # where the cases below left the clock
 expect se-other "ERR the key holds sluice state of another rule (gcra, not sliding_log); SL.RESET it or use another key" SL.SETTLE sf sliding_log 5 1000 RESERVED 1 ACTUAL 0
 expect se-kept hello GET str
 check flags-settle bash -c "redis-cli -p $PORT COMMAND INFO sl.settle | grep -qx denyoom"
