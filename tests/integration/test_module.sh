@@ -603,19 +603,20 @@ expect ng-old-rewritten "1 6 1 0 1000" SL.THROTTLE ng gcra 5 1000
 check ng-old-format [ "$(stbyte ng 1)" = 70 ] # written again in format 4
 
 # --- SL.SETTLE and changes of a key's numbers against the core: random sequences of decisions,
-# peeks, settles below, equal and above the reservation (refunds, debts, AT in the past, no AT)
-# through the module and through libsluice (tests/integration/sluice_core.py), each key now and
+# peeks, settles below, equal and above the reservation (refunds, debts, AT in the past, no AT),
+# leases and returns of their unused parts (sliding_log: none) through the module and through
+# libsluice (tests/integration/sluice_core.py), each key now and
 # then decided under other numbers of its algorithm (converted by sl_state_convert in the core):
 # every reply equal, every value the core's packed state byte for byte under the header of the
 # numbers it was last written under, every expiry the first millisecond the state is fresh.
 cat >"$TMP/settle_equiv.py" <<'PY'
 import random, sys
 from resp_client import Conn
-from sluice_core import Core, Keys, module_header, module_value
+from sluice_core import Core, Keys, Lease, module_header, module_value
 
 port, build, seed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 START, MS, SEC = 4 * 10**18, 10**6, 10**9
-LINES = 1500
+LINES = 1900  # a fifth of them leases and returns (sliding_log: none)
 core = Core(build)
 
 def ceil_ms(ns):
@@ -662,7 +663,8 @@ for idx, (name, variants) in enumerate(CASES):
     t = START + rng.randrange(SEC)
     cmds, wants = [], []
     stats = {"refund": 0, "debt": 0, "refused peek": 0, "flagged": 0, "deleted": 0,
-             "converted": 0, "converted by a rejection": 0}
+             "converted": 0, "converted by a rejection": 0, "leases granted": 0, "returns": 0}
+    held = {}  # key -> [(index of its numbers, lease as SL.LEASE replied it)]
     for _ in range(LINES):
         r = rng.random()
         t += (0 if r < 0.2 else rng.randrange(1, 1000) if r < 0.3 else
@@ -677,7 +679,39 @@ for idx, (name, variants) in enumerate(CASES):
         cap = rule.capacity
         kind = rng.random()
         saved = keys.save(key)
-        if kind < 0.5:
+        tokens = rule.algorithm in (5, 6)
+        longest = (rule.tolerance_ns - rule.interval_ns) // MS if tokens else args[2]
+        mine = [h for h in held.get(key, []) if h[0] == current.get(key, 0)]
+        if name.startswith("sliding_log") or longest < 1:
+            mine, kind = [], kind * 0.8  # no leases
+        if kind >= 0.8 and (kind < 0.9 or not mine):
+            want = rng.choice([0, 1, rng.randrange(1, cap + 2), cap])
+            lease_ms = rng.randrange(1, longest + 1)
+            cmd = ["SL.LEASE", rkey, *args, "WANT", want, "FOR", lease_ms]
+            converted = keys.with_rule(key, rule, t)
+            lease = keys.lease(key, want, lease_ms * MS, t)
+            if converted:
+                keys.keep(key, t)
+                stats["converted"] += 1
+            if lease.granted > 0:
+                stats["leases granted"] += 1
+                held.setdefault(key, []).append((current.get(key, 0), lease))
+            reply = [lease.granted, lease.at_ns // 1000, lease.until_ns // 1000,
+                     lease.remaining, ceil_ms(lease.reset_after_ns)]
+        elif kind >= 0.8:
+            i, lease = mine[rng.randrange(len(mine))]
+            held[key].remove((i, lease))
+            unused = rng.choice([0, lease.granted, rng.randrange(lease.granted + 1)])
+            at_us, until_us = lease.at_ns // 1000, lease.until_ns // 1000
+            cmd = ["SL.RETURN", rkey, *args, "GRANTED", lease.granted, "UNUSED", unused,
+                   "AT", at_us, "UNTIL", until_us]
+            named = Lease(granted=lease.granted, at_ns=min(at_us * 1000, t),
+                          until_ns=until_us * 1000)
+            keys.with_rule(key, rule, t)
+            d = keys.lease_return(key, named, unused, t)
+            keys.keep(key, t)  # the module writes what the return leaves (a DEL when fresh)
+            stats["returns"] += 1
+        elif kind < 0.5:
             cost = min(rng.choice([0, 1, 1, 1, 2, 3, cap]), cap)
             cmd = ["SL.THROTTLE", rkey, *args, "COST", cost]
             converted = keys.with_rule(key, rule, t)
@@ -715,8 +749,9 @@ for idx, (name, variants) in enumerate(CASES):
             stats["debt"] += actual > reserved
             stats["refused peek"] += not d.allowed
             stats["deleted"] += before is not None and keys.packed(key) is None
-        f = d.fields()  # costs are within the capacity: never the "exceeds" error
-        reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
+        if cmd[0] != "SL.LEASE":
+            f = d.fields()  # costs are within the capacity: never the "exceeds" error
+            reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
         written = keys.rule_of(key)
         packed = keys.packed(key)
         value = module_value(written, packed)
@@ -740,6 +775,8 @@ for idx, (name, variants) in enumerate(CASES):
         print("  %s at %d: core %r, module %r; value core %r, module %r (pexpiretime %r)" % b)
     need = {"refund": 40, "debt": 50, "refused peek": 50, "deleted": 5, "converted": 30,
             "converted by a rejection": 3}
+    if not name.startswith("sliding_log"):
+        need.update({"leases granted": 30, "returns": 30})
     if name.startswith("sliding_log"):
         need["flagged"] = 20
     if bad or any(stats[k] < v for k, v in need.items()):
