@@ -80,6 +80,8 @@ enum sl_error {
     SL_ESTATE = -12,    /* state bytes are not a state of this rule (corrupt or foreign) */
     SL_EDURATION = -13, /* malformed duration string */
     SL_EINVAL = -14,    /* other invalid argument (NULL pointer, bad table config) */
+    SL_ELEASE = -15,    /* no lease possible: sliding_log cannot lease; a lease time must be in
+                           [1 ns, SL_WINDOW_MAX_NS], for token_bucket/gcra at most tolerance - T */
 };
 
 /* Returns a static, human-readable description of an SL_E* code ("unknown error" otherwise). */
@@ -229,6 +231,66 @@ SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t c
  */
 SL_API int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                      int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/* ---- leases ------------------------------------------------------------------------------ */
+
+/* A lease: units of a key's quota granted to one holder, who admits requests with them locally
+ * at times in [at_ns, until_ns) and gives back what it did not use (sl_lease_return()). */
+typedef struct sl_lease {
+    int64_t granted;        /* units granted, 0 .. the units asked for */
+    int64_t at_ns;          /* the time of the grant (now_ns clamped as sl_decide() clamps it) */
+    int64_t until_ns;       /* the lease's end: its units may be spent only before it, ns;
+                               at_ns when nothing was granted */
+    int64_t remaining;      /* units a request could still take after the grant */
+    int64_t reset_after_ns; /* how long until the key is fresh after the grant, ns */
+} sl_lease_t;
+
+/*
+ * Grants up to `want` units of the key's quota at now_ns, for at most lease_ns: as if `want`
+ * requests of cost 1 arrived at now_ns (fewer when fewer would be admitted), recorded so that
+ * however the holder spends them at times in [at_ns, until_ns), no window ever sees more than the
+ * rule allows (docs/algorithms.md, "Leases"):
+ *
+ *   fixed_window, sliding_window   the lease ends no later than the end of the current window:
+ *                                  the state cannot tell apart times in one window
+ *   sliding_buckets                likewise, the end of the current bucket
+ *   token_bucket, gcra             until_ns = now + lease_ns, and the bucket holds the lease
+ *                                  time too: a lease of n costs n * T + lease_ns of TAT, as the
+ *                                  holder may spend all n at its very end
+ *   sliding_log                    refused (SL_ELEASE): a stamp at the grant would leave the
+ *                                  window before a unit spent later, and no one time serves
+ *
+ * A grant of 0 changes nothing. Admission needs no delay (max_delay is not used). out->remaining
+ * and out->reset_after_ns are a peek after the grant.
+ *
+ * Returns SL_OK, SL_ECOST (want < 0), SL_ELEASE (sliding_log; lease_ns outside [1,
+ * SL_WINDOW_MAX_NS]; token_bucket/gcra with lease_ns > tolerance - T, where nothing could ever
+ * be granted) or SL_EINVAL (NULL arguments). Never allocates, locks or reads a clock.
+ */
+SL_API int sl_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+                    int64_t now_ns, sl_lease_t *out);
+
+/*
+ * Gives back the `unused` units (0 <= unused <= lease->granted) of a lease sl_lease() granted on
+ * this key, at now_ns (an earlier now_ns is taken as lease->at_ns); the holder spends none of
+ * them after. Like sl_refund() of the unused units charged at lease->at_ns, and for token_bucket
+ * and gcra also the lease time not yet run, until_ns - now_ns: so it is
+ *
+ *   Exact  at the grant's time: sl_lease_return(all granted, now = at_ns) leaves the state the
+ *          grant found, as sl_refund() is exact (byte for byte where it says so);
+ *   Safe   later, whatever else happened on the key: it never admits more than had the lease's
+ *          spent units been requests at their latest possible time (until_ns, or now_ns when
+ *          returned before it).
+ *
+ * A lease never returned (its holder died) keeps its units until they leave the window, or
+ * refill: under-admission, never over-admission. `out` is a peek at now_ns afterwards.
+ *
+ * Returns SL_OK, SL_ECOST (unused outside [0, lease->granted]), SL_ELEASE (sliding_log), or
+ * SL_EINVAL (NULL arguments, lease->until_ns before lease->at_ns or a lease longer than
+ * SL_WINDOW_MAX_NS).
+ */
+SL_API int sl_lease_return(const sl_rule_t *rule, void *state, const sl_lease_t *lease,
+                           int64_t unused, int64_t now_ns, sl_decision_t *out);
 
 /*
  * Checks that `state` is one sl_decide(), sl_refund() or sl_settle() can have written under

@@ -52,6 +52,27 @@ SL_DECIDE_FN(sliding_window);
 SL_DECIDE_FN(sliding_buckets);
 SL_DECIDE_FN(gcra); /* token_bucket too: the same GCRA with its own tolerance */
 
+/*
+ * Leases (lease.c). For the counting algorithms, <alg>_span() gives the span of time the state
+ * cannot tell apart around now_ns (clamped as a decision clamps it, written to *at_ns): its end,
+ * the first ns of the next window (fixed_window, sliding_window) or bucket (sliding_buckets).
+ * Units admitted at *at_ns and spent at any time in [*at_ns, end) leave the state as they would
+ * have had they arrived when spent.
+ */
+int64_t fixed_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns, int64_t *at_ns);
+int64_t sliding_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                            int64_t *at_ns);
+int64_t sliding_buckets_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                             int64_t *at_ns);
+
+/* token_bucket and gcra: grants up to want units held for lease_ns (n * T + lease_ns of TAT,
+ * admitted without delay), returns the units granted; and gives back `unused` units of a lease
+ * granted at at_ns, with the lease time not yet run (gcra.c). now_ns >= at_ns. */
+int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+                   int64_t now_ns);
+void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
+                       int64_t until_ns, int64_t now_ns);
+
 /* sliding_log's packed form (the others pack to their state as is): see sl_state_pack(). */
 size_t sliding_log_packed_max(const sl_rule_t *rule);
 size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out);

@@ -36,6 +36,9 @@ const char *sl_strerror(int code)
         return "malformed duration (expected e.g. 250ms, 10s, 1m, 1h30m, 1d)";
     case SL_EINVAL:
         return "invalid argument";
+    case SL_ELEASE:
+        return "no lease possible: sliding_log cannot lease, and a lease time must be within "
+               "[1ns, 366d] (token_bucket/gcra: at most the bucket's tolerance less one interval)";
     }
     return "unknown error";
 }

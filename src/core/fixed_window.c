@@ -88,6 +88,13 @@ void fixed_window_convert(const sl_rule_t *from, const void *from_state, const s
     memcpy(to_state, &out, sizeof(out));
 }
 
+int64_t fixed_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns, int64_t *at_ns)
+{
+    int64_t k = max_i64(now_ns / rule->window_ns, load_i64(state)); /* clamp */
+    *at_ns = max_i64(now_ns, k * rule->window_ns);
+    return (k + 1) * rule->window_ns;
+}
+
 bool fixed_window_valid(const sl_rule_t *rule, const void *state)
 {
     fixed_window_state_t st;

@@ -27,6 +27,11 @@
  * full anyway; a refund of c*T would then leave room that never existed. An admission at t
  * leaves TAT' - tol - max_delay <= t, so a refund's now earlier than that is treated as that.
  *
+ * Lease of n units for L ns at now (lease.c): TAT = max(TAT, now) + n*T + L, granted only as far
+ * as that is admitted without delay. The holder may spend every unit as late as now + L, so the
+ * state must be at least max(TAT, now + L) + n*T; the lease time is charged too. Its return
+ * gives back, as a refund, what of unused*T + L has not refilled by itself.
+ *
  * Convert to another emission interval (the same T is a copy: TAT does not depend on the
  * tolerance): the units the bucket has not refilled at now, u = ceil((TAT - now) / T_from), are
  * taken again at now, TAT_to = now + u * T_to (saturating); a bucket full at now stays fresh.
@@ -82,15 +87,43 @@ void gcra_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     store_i64(state, tat);
 }
 
-void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                 int64_t now_ns)
+/* Gives back what is left of charge_ns of TAT charged at charged_ns, at now_ns: the part the
+ * bucket has not refilled by itself, charge_ns - (now - charged), TAT not below now. */
+static void give_back(const sl_rule_t *rule, void *state, int64_t charge_ns, int64_t charged_ns,
+                      int64_t now_ns)
 {
     int64_t tat = load_i64(state);
     now_ns = max_i64(now_ns, tat - rule->tolerance_ns - rule->max_delay_ns);
-    int64_t back = sat_mul(cost, rule->interval_ns) - (now_ns - charged_ns); /* not refilled */
+    int64_t back = charge_ns - (now_ns - charged_ns); /* not refilled */
     if (back <= 0 || tat <= now_ns)
         return;
     store_i64(state, max_i64(tat - back, now_ns));
+}
+
+void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                 int64_t now_ns)
+{
+    give_back(rule, state, sat_mul(cost, rule->interval_ns), charged_ns, now_ns);
+}
+
+int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+                   int64_t now_ns)
+{
+    int64_t tat0 = max_i64(load_i64(state), now_ns);
+    int64_t room_ns = rule->tolerance_ns - lease_ns; /* what a full bucket could lease */
+    if (tat0 - now_ns >= room_ns)
+        return 0;
+    int64_t n = min_i64(want, (room_ns - (tat0 - now_ns)) / rule->interval_ns);
+    if (n > 0) /* n * T <= tolerance: no overflow */
+        store_i64(state, tat0 + n * rule->interval_ns + lease_ns);
+    return n;
+}
+
+void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
+                       int64_t until_ns, int64_t now_ns)
+{
+    give_back(rule, state, sat_add(sat_mul(unused, rule->interval_ns), until_ns - at_ns), at_ns,
+              now_ns);
 }
 
 void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,

@@ -206,6 +206,13 @@ void sliding_buckets_convert(const sl_rule_t *from, const void *from_state, cons
     memcpy(to_state, &h, sizeof(h));
 }
 
+int64_t sliding_buckets_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                             int64_t *at_ns)
+{
+    *at_ns = max_i64(now_ns, load_i64(state)); /* clamp to the latest admission */
+    return (*at_ns / rule->bucket_ns + 1) * rule->bucket_ns;
+}
+
 bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_buckets_header_t h;

@@ -147,6 +147,14 @@ void sliding_window_convert(const sl_rule_t *from, const void *from_state, const
     memcpy(to_state, &out, sizeof(out));
 }
 
+int64_t sliding_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                            int64_t *at_ns)
+{
+    int64_t k = max_i64(now_ns / rule->window_ns, load_i64(state)); /* clamp */
+    *at_ns = max_i64(now_ns, k * rule->window_ns);
+    return (k + 1) * rule->window_ns;
+}
+
 bool sliding_window_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_window_state_t st;

@@ -10,6 +10,10 @@
  *               [CLOSED_FROM unix_ms]
  *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
  *               RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
+ *   SL.LEASE    key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *               WANT n FOR ms [CLOSED_FROM unix_ms]
+ *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
+ *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
@@ -472,8 +476,74 @@ static const char *settle_step(const throttle_req_t *req, const key_state_t *ks,
     return NULL;
 }
 
+/* SL.LEASE's step on an open key: grants up to WANT units for FOR ms (sl_lease()). The key is
+ * written when units were granted (or its state was converted, or saturated). */
+static const char *lease_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
+                              sl_lease_t *lease, bool *write, char *err)
+{
+    int rc = sl_lease(&req->rule, ks->state, req->want, req->lease_ms * NS_PER_MS, now_ns, lease);
+    if (rc == SL_ELEASE) {
+        throttle_lease_error(req, err);
+        return err;
+    }
+    if (rc != SL_OK) {
+        return "ERR sluice could not lease (invalid units)";
+    }
+    *write = lease->granted > 0 || ks->rewrite;
+    return NULL;
+}
+
+/* SL.RETURN's step on an open key: gives back UNUSED units of the lease GRANTED at AT until
+ * UNTIL (sl_lease_return()). key_write() writes only a state that changed. */
+static const char *return_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
+                               sl_decision_t *d, bool *write, char *err)
+{
+    sl_lease_t lease = throttle_return_lease(req, now_ns);
+    int rc = sl_lease_return(&req->rule, ks->state, &lease, req->unused, now_ns, d);
+    if (rc == SL_ELEASE) {
+        throttle_lease_error(req, err);
+        return err;
+    }
+    if (rc != SL_OK) {
+        return "ERR sluice could not return the lease (invalid units)";
+    }
+    *write = true;
+    return NULL;
+}
+
+/* SL.LEASE: a lease on the key argv[1], replied as [granted, at_us, until_us, remaining,
+ * reset_after_ms]. */
+static int cmd_sl_lease(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    request_t r;
+    if (parse(ctx, THROTTLE_SL_LEASE, argv, argc, &r) != 0) {
+        return REDISMODULE_OK;
+    }
+    int64_t now_ns = module_now_ns();
+    key_state_t ks;
+    char err[THROTTLE_ERR_MAX];
+    const char *error = key_open(ctx, argv[1], &r, true, now_ns, &ks, err);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    sl_lease_t lease;
+    bool write = false;
+    error = lease_step(&r.t, &ks, now_ns, &lease, &write, err);
+    if (error == NULL && write) {
+        error = key_write(ctx, argv[1], &ks, &r, now_ns, lease.reset_after_ns);
+    }
+    key_close(&ks);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    int64_t reply[5];
+    throttle_reply_lease(&lease, reply);
+    return reply_int_array(ctx, reply, 5);
+}
+
 /*
- * SL.THROTTLE, SL.PEEK, CL.THROTTLE and SL.SETTLE: one step on the key argv[1]. SL.SETTLE gives
+ * SL.THROTTLE, SL.PEEK, CL.THROTTLE, SL.SETTLE and SL.RETURN: one step on the key argv[1].
+ * SL.RETURN replies as SL.SETTLE does. SL.SETTLE gives
  * back (or charges past the limit) the difference between a reservation and what it cost, and
  * replies with the key's decision afterwards (a peek) in SL.THROTTLE's shape.
  */
@@ -487,15 +557,16 @@ static int key_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     int64_t now_ns = module_now_ns();
     key_state_t ks;
     char err[THROTTLE_ERR_MAX];
-    bool settle = cmd == THROTTLE_SL_SETTLE;
+    bool settle = cmd == THROTTLE_SL_SETTLE || cmd == THROTTLE_SL_RETURN;
     const char *error = key_open(ctx, argv[1], &r, settle || req->cost > 0, now_ns, &ks, err);
     if (error != NULL) {
         return RedisModule_ReplyWithError(ctx, error);
     }
     sl_decision_t d;
     bool write = false;
-    error = settle ? settle_step(req, &ks, now_ns, &d, &write)
-                   : decide_step(req, cmd, &ks, now_ns, &d, &write, err);
+    error = cmd == THROTTLE_SL_RETURN ? return_step(req, &ks, now_ns, &d, &write, err)
+            : settle                  ? settle_step(req, &ks, now_ns, &d, &write)
+                                      : decide_step(req, cmd, &ks, now_ns, &d, &write, err);
     if (error == NULL && write) {
         error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
     }
@@ -530,6 +601,11 @@ static int cmd_cl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 static int cmd_sl_settle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     return key_command(ctx, argv, argc, THROTTLE_SL_SETTLE);
+}
+
+static int cmd_sl_return(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return key_command(ctx, argv, argc, THROTTLE_SL_RETURN);
 }
 
 /* SL.RESET key: forgets the key's usage. +OK whether or not it held any; a value that is not
@@ -609,6 +685,8 @@ static const command_t commands[] = {
     {"cl.throttle", cmd_cl_throttle, "write deny-oom", 1, 1, 1},
     {"sl.peek", cmd_sl_peek, "readonly", 1, 1, 1},
     {"sl.settle", cmd_sl_settle, "write deny-oom", 1, 1, 1},
+    {"sl.lease", cmd_sl_lease, "write deny-oom", 1, 1, 1},
+    {"sl.return", cmd_sl_return, "write deny-oom", 1, 1, 1},
     {"sl.reset", cmd_sl_reset, "write", 1, 1, 1},
     {"sl.debug", cmd_sl_debug, "fast", 0, 0, 0},
 };

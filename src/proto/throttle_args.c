@@ -7,11 +7,14 @@
 
 #include "proto/text.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#define NS_PER_US  INT64_C(1000)
 #define NS_PER_MS  INT64_C(1000000)
 #define NS_PER_SEC INT64_C(1000000000)
 
@@ -92,41 +95,122 @@ static int prepare(throttle_req_t *out, char *err)
     return 0;
 }
 
-/* One of a settle's options, argv[i] naming it and argv[i + 1] its value (present): 1 when it
- * is RESERVED, ACTUAL or AT and was stored in *out, 0 when it is another name, -1 with err when
- * its value is bad. */
-static int settle_option(const throttle_arg_t *argv, size_t i, throttle_req_t *out, char *err)
+/* The options a command takes beyond the rule's: a name, the field its value goes to, and the
+ * field's name in errors. */
+typedef struct extra_option {
+    const char *name;
+    size_t offset; /* of an int64_t in throttle_req_t */
+    const char *what;
+} extra_option_t;
+
+#define EXTRA(name, field, what)                                                                   \
+    {                                                                                              \
+        name, offsetof(throttle_req_t, field), what                                                \
+    }
+
+static const extra_option_t settle_options[] = {
+    EXTRA("RESERVED", reserved, "reserved"),
+    EXTRA("ACTUAL", actual, "actual"),
+    EXTRA("AT", at_ms, "at"),
+    {NULL, 0, NULL},
+};
+static const extra_option_t lease_options[] = {
+    EXTRA("WANT", want, "want"),
+    EXTRA("FOR", lease_ms, "for"),
+    {NULL, 0, NULL},
+};
+static const extra_option_t return_options[] = {
+    EXTRA("GRANTED", granted, "granted"),
+    EXTRA("UNUSED", unused, "unused"),
+    EXTRA("AT", lease_at_us, "at"),
+    EXTRA("UNTIL", until_us, "until"),
+    {NULL, 0, NULL},
+};
+
+static const extra_option_t *extra_options_of(throttle_cmd_t cmd)
 {
-    int64_t *slot = throttle_arg_is(&argv[i], "RESERVED") ? &out->reserved
-                    : throttle_arg_is(&argv[i], "ACTUAL") ? &out->actual
-                    : throttle_arg_is(&argv[i], "AT")     ? &out->at_ms
-                                                          : NULL;
-    if (slot == NULL) {
+    return cmd == THROTTLE_SL_SETTLE   ? settle_options
+           : cmd == THROTTLE_SL_LEASE  ? lease_options
+           : cmd == THROTTLE_SL_RETURN ? return_options
+                                       : NULL;
+}
+
+static int64_t *extra_slot(throttle_req_t *out, const extra_option_t *o)
+{
+    return (int64_t *)(void *)((char *)out + o->offset);
+}
+
+/* One of a command's own options, argv[i] naming it and argv[i + 1] its value (present): 1 when
+ * it is one of opts and was stored in *out, 0 when it is another name, -1 with err when its
+ * value is bad. */
+static int extra_option(const extra_option_t *opts, const throttle_arg_t *argv, size_t i,
+                        throttle_req_t *out, char *err)
+{
+    const extra_option_t *o = opts;
+    while (o->name != NULL && !throttle_arg_is(&argv[i], o->name)) {
+        o++;
+    }
+    if (o->name == NULL) {
         return 0;
     }
-    const char *what = slot == &out->reserved ? "reserved" : slot == &out->actual ? "actual" : "at";
     int64_t v;
     if (!throttle_arg_i64(&argv[i + 1], &v)) {
-        return fail(err, "ERR %s is not an integer or out of range", what);
+        return fail(err, "ERR %s is not an integer or out of range", o->what);
     }
     if (v < 0) {
-        return fail(err, "ERR %s must be >= 0", what);
+        return fail(err, "ERR %s must be >= 0", o->what);
     }
-    *slot = v;
+    *extra_slot(out, o) = v;
     return 1;
+}
+
+/* Every option of opts unset (-1 until given). */
+static void extra_init(const extra_option_t *opts, throttle_req_t *out)
+{
+    for (const extra_option_t *o = opts; o->name != NULL; o++) {
+        *extra_slot(out, o) = -1;
+    }
 }
 
 static void settle_init(throttle_req_t *out)
 {
-    out->reserved = -1; /* -1 until given */
-    out->actual = -1;
-    out->at_ms = -1;
+    extra_init(settle_options, out);
 }
 
 static int settle_given(throttle_req_t *out, char *err)
 {
     if (out->reserved < 0 || out->actual < 0) {
         return fail(err, "ERR SL.SETTLE needs RESERVED and ACTUAL");
+    }
+    return 0;
+}
+
+/* SL.LEASE's and SL.RETURN's options all given, and consistent. */
+static int lease_given(throttle_cmd_t cmd, throttle_req_t *out, char *err)
+{
+    if (cmd == THROTTLE_SL_LEASE) {
+        if (out->want < 0 || out->lease_ms < 0) {
+            return fail(err, "ERR SL.LEASE needs WANT and FOR");
+        }
+        if (out->lease_ms == 0) {
+            return fail(err, "ERR for must be > 0");
+        }
+        if (out->lease_ms > INT64_MAX / NS_PER_MS) {
+            return fail(err, "ERR for is out of range");
+        }
+        return 0;
+    }
+    if (out->granted < 0 || out->unused < 0 || out->lease_at_us < 0 || out->until_us < 0) {
+        return fail(err, "ERR SL.RETURN needs GRANTED, UNUSED, AT and UNTIL");
+    }
+    if (out->unused > out->granted) {
+        return fail(err, "ERR unused must be <= granted");
+    }
+    if (out->until_us < out->lease_at_us) {
+        return fail(err, "ERR until must be >= at");
+    }
+    if (out->until_us > SL_NOW_MAX_NS / NS_PER_US) {
+        return fail(err, "ERR until is out of range");
     }
     return 0;
 }
@@ -139,7 +223,7 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
         if (i + 1 >= argc) {
             return fail(err, "ERR syntax error");
         }
-        int rc = settle_option(argv, i, out, err);
+        int rc = extra_option(settle_options, argv, i, out, err);
         if (rc <= 0) {
             return rc < 0 ? -1 : fail(err, "ERR syntax error");
         }
@@ -166,8 +250,11 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
     out->reserved = out->actual = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
-    if (cmd == THROTTLE_SL_SETTLE) {
-        settle_init(out);
+    out->want = out->lease_ms = out->granted = out->unused = 0;
+    out->lease_at_us = out->until_us = 0;
+    const extra_option_t *extra = extra_options_of(cmd);
+    if (extra != NULL) {
+        extra_init(extra, out);
     }
     if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &p->algorithm) != SL_OK) {
         return fail(err,
@@ -186,8 +273,8 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
         if (i + 1 >= argc) {
             return fail(err, "ERR syntax error");
         }
-        if (cmd == THROTTLE_SL_SETTLE) {
-            int rc = settle_option(argv, i, out, err);
+        if (extra != NULL) {
+            int rc = extra_option(extra, argv, i, out, err);
             if (rc != 0) {
                 if (rc < 0) {
                     return -1;
@@ -210,6 +297,12 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
         if (cmd == THROTTLE_SL_SETTLE && strcmp(what, "cost") == 0) {
             return fail(err,
                         "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)");
+        }
+        if (cmd == THROTTLE_SL_LEASE && strcmp(what, "cost") == 0) {
+            return fail(err, "ERR SL.LEASE takes no COST (WANT says how many units)");
+        }
+        if (cmd == THROTTLE_SL_RETURN && strcmp(what, "cost") == 0) {
+            return fail(err, "ERR SL.RETURN takes no COST (UNUSED says what)");
         }
         int64_t v;
         if (!throttle_arg_i64(&argv[i + 1], &v)) {
@@ -238,6 +331,10 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
     if (cmd == THROTTLE_SL_SETTLE && settle_given(out, err) != 0) {
         return -1;
     }
+    if ((cmd == THROTTLE_SL_LEASE || cmd == THROTTLE_SL_RETURN) &&
+        lease_given(cmd, out, err) != 0) {
+        return -1;
+    }
     if (p->limit <= 0) {
         return fail(err, "ERR limit must be > 0");
     }
@@ -255,6 +352,40 @@ int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
     }
     int64_t at_ns = req->at_ms > now_ns / NS_PER_MS ? now_ns / NS_PER_MS : req->at_ms;
     return at_ns * NS_PER_MS; /* <= now_ns: no overflow */
+}
+
+sl_lease_t throttle_return_lease(const throttle_req_t *req, int64_t now_ns)
+{
+    sl_lease_t lease = {0};
+    lease.granted = req->granted;
+    lease.until_ns = req->until_us * NS_PER_US; /* the parser kept it below SL_NOW_MAX_NS */
+    lease.at_ns = req->lease_at_us * NS_PER_US; /* <= until_ns */
+    if (lease.at_ns > now_ns) {
+        lease.at_ns = now_ns; /* an AT in the future is now */
+    }
+    return lease;
+}
+
+void throttle_lease_error(const throttle_req_t *req, char err[THROTTLE_ERR_MAX])
+{
+    const sl_rule_t *r = &req->rule;
+    if (r->algorithm == SL_SLIDING_LOG) {
+        fail(err, "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)");
+    } else if (r->algorithm == SL_TOKEN_BUCKET || r->algorithm == SL_GCRA) {
+        fail(err, "ERR for must be at most %" PRId64 " ms for this rule (capacity - 1 intervals)",
+             (r->tolerance_ns - r->interval_ns) / NS_PER_MS);
+    } else {
+        fail(err, "ERR for is out of range (at most 366 days)");
+    }
+}
+
+void throttle_reply_lease(const sl_lease_t *lease, int64_t out[5])
+{
+    out[0] = lease->granted;
+    out[1] = lease->at_ns / NS_PER_US;
+    out[2] = lease->until_ns / NS_PER_US;
+    out[3] = lease->remaining;
+    out[4] = sl_ns_to_units_ceil(lease->reset_after_ns, NS_PER_MS);
 }
 
 bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *at_ns)
@@ -309,6 +440,8 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
                               .buckets = SL_DEFAULT};
     out->cost = v[3];
     out->reserved = out->actual = 0;
+    out->want = out->lease_ms = out->granted = out->unused = 0;
+    out->lease_at_us = out->until_us = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
     return prepare(out, err);
@@ -324,6 +457,8 @@ int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, 
     case THROTTLE_SL:
     case THROTTLE_SL_PEEK:
     case THROTTLE_SL_SETTLE:
+    case THROTTLE_SL_LEASE:
+    case THROTTLE_SL_RETURN:
         return parse_sl(cmd, argv, argc, out, err);
     case THROTTLE_CL:
         return parse_cl(argv, argc, out, err);

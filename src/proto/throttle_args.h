@@ -9,6 +9,10 @@
  *               [CLOSED_FROM unix_ms]
  *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
  *               RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
+ *   SL.LEASE    key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
+ *               WANT n FOR ms [CLOSED_FROM unix_ms]
+ *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
+ *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -27,6 +31,9 @@
  *   ERR SL.PEEK takes no COST (it reports without consuming)
  *   ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)
  *   ERR SL.SETTLE needs RESERVED and ACTUAL
+ *   ERR SL.LEASE takes no COST (WANT says how many units)   (SL.RETURN: UNUSED says what)
+ *   ERR SL.LEASE needs WANT and FOR     ERR SL.RETURN needs GRANTED, UNUSED, AT and UNTIL
+ *   ERR for must be > 0     ERR unused must be <= granted     ERR until must be >= at
  *   ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]
  *   ERR Couldn't parse as integer: x     ERR max_burst must be >= 0
  *   ERR count per period must be > 0    ERR quantity must be >= 0    ERR period must be > 0
@@ -56,16 +63,24 @@ typedef enum throttle_cmd {
     THROTTLE_SL_PEEK,   /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
     THROTTLE_CL,        /* CL.THROTTLE: gcra, cost from quantity, default 1 */
     THROTTLE_SL_SETTLE, /* SL.SETTLE: SL.THROTTLE's rule arguments, RESERVED and ACTUAL, [AT] */
+    THROTTLE_SL_LEASE,  /* SL.LEASE: SL.THROTTLE's rule arguments, WANT and FOR */
+    THROTTLE_SL_RETURN, /* SL.RETURN: SL.THROTTLE's rule arguments, GRANTED, UNUSED, AT, UNTIL */
 } throttle_cmd_t;
 
 /* A parsed request. */
 typedef struct throttle_req {
-    sl_rule_t params; /* the rule as given: burst and buckets may be SL_DEFAULT; not prepared */
-    sl_rule_t rule;   /* params after sl_rule_prepare() */
-    int64_t cost;     /* units, >= 0; 0 = peek (SL.PEEK, SL.SETTLE) */
-    int64_t reserved; /* SL.SETTLE: units the reservation was admitted with, >= 0; else 0 */
-    int64_t actual;   /* SL.SETTLE: units it turned out to cost, >= 0; else 0 */
-    int64_t at_ms;    /* SL.SETTLE: when it was admitted, ms since the Unix epoch; -1 = now */
+    sl_rule_t params;    /* the rule as given: burst and buckets may be SL_DEFAULT; not prepared */
+    sl_rule_t rule;      /* params after sl_rule_prepare() */
+    int64_t cost;        /* units, >= 0; 0 = peek (SL.PEEK, SL.SETTLE) */
+    int64_t reserved;    /* SL.SETTLE: units the reservation was admitted with, >= 0; else 0 */
+    int64_t actual;      /* SL.SETTLE: units it turned out to cost, >= 0; else 0 */
+    int64_t at_ms;       /* SL.SETTLE: when it was admitted, ms since the Unix epoch; -1 = now */
+    int64_t want;        /* SL.LEASE: units asked for, >= 0; else 0 */
+    int64_t lease_ms;    /* SL.LEASE: the lease's time, ms, > 0; else 0 */
+    int64_t granted;     /* SL.RETURN: units the lease was granted, >= 0; else 0 */
+    int64_t unused;      /* SL.RETURN: units given back, 0 <= unused <= granted; else 0 */
+    int64_t lease_at_us; /* SL.RETURN: when the lease was granted, us since the Unix epoch */
+    int64_t until_us;    /* SL.RETURN: the lease's end, us since the Unix epoch, >= lease_at_us */
     int64_t closed_from_ms; /* CLOSED_FROM: a closed start, ms since the Unix epoch; -1 = none */
 } throttle_req_t;
 
@@ -102,6 +117,19 @@ int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns);
  * fresh). Whether the key exists is the caller's to say.
  */
 bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *at_ns);
+
+/* SL.RETURN's lease, from GRANTED, AT and UNTIL (microseconds, as SL.LEASE replied them; the
+ * module's clock is whole microseconds, so they are the lease's own times), AT no later than
+ * now_ns. now_ns >= 0. */
+sl_lease_t throttle_return_lease(const throttle_req_t *req, int64_t now_ns);
+
+/* The error for sl_lease() or sl_lease_return() refusing with SL_ELEASE under the request's rule
+ * (sliding_log, or a FOR the rule cannot lease for), to err. */
+void throttle_lease_error(const throttle_req_t *req, char err[THROTTLE_ERR_MAX]);
+
+/* SL.LEASE's reply: [granted, at_us, until_us, remaining, reset_after_ms]: at and until in us,
+ * rounded down (a holder stops no later than the lease ends), reset_after rounded up to the ms. */
+void throttle_reply_lease(const sl_lease_t *lease, int64_t out[5]);
 
 /* What sluiced answers a CLOSED_FROM: its rules have a cold_start of their own. */
 #define THROTTLE_ERR_CLOSED_FROM                                                                   \

@@ -1,14 +1,16 @@
 /*
  * fuzz_throttle_args.c - libFuzzer target for the inline-rule commands' parser shared by sluice.so
- * and sluiced (proto/throttle_args.h): SL.THROTTLE, SL.PEEK, SL.SETTLE, CL.THROTTLE, and a named
- * rule's settle options alone (throttle_parse_settle).
+ * and sluiced (proto/throttle_args.h): SL.THROTTLE, SL.PEEK, SL.SETTLE, CL.THROTTLE, SL.LEASE,
+ * SL.RETURN, and a named rule's settle options alone (throttle_parse_settle).
  *
  * The first byte picks the command, whose name is argv[0] (Redis and sluiced call the parser only
  * for a name they matched); the rest is split at NUL bytes into the arguments after it (argv[1]
  * the key), each an exact-size copy so that reading past one is caught by ASan. Checked besides
  * "does not crash": a request that parses has a prepared rule and costs, reserved and actual units
  * >= 0, an AT of -1 or >= 0 whose charge time is within [0, now], a CLOSED_FROM of -1 or >= 0
- * whose closed start is within [0, SL_NOW_MAX_NS] (and in force at time 0); an error is a
+ * whose closed start is within [0, SL_NOW_MAX_NS] (and in force at time 0), a lease's WANT >= 0 and
+ * FOR > 0, a return's UNUSED <= GRANTED and a lease from it within [0, now] .. SL_NOW_MAX_NS, in
+ * order; an error is a
  * NUL-terminated "ERR ..." line within THROTTLE_ERR_MAX.
  */
 #include <stddef.h>
@@ -20,10 +22,12 @@
 
 #define ARGS_MAX 32
 
-static const throttle_cmd_t cmds[] = {THROTTLE_SL, THROTTLE_SL_PEEK, THROTTLE_SL_SETTLE,
-                                      THROTTLE_CL};
-static const char *const names[] = {"SL.THROTTLE", "SL.PEEK", "SL.SETTLE", "CL.THROTTLE",
-                                    "SL.SETTLE"};
+/* names[i] parses as cmds[i]; the last name, past cmds, is a settle alone (sluiced's form) */
+static const throttle_cmd_t cmds[] = {THROTTLE_SL, THROTTLE_SL_PEEK,  THROTTLE_SL_SETTLE,
+                                      THROTTLE_CL, THROTTLE_SL_LEASE, THROTTLE_SL_RETURN};
+static const char *const names[] = {"SL.THROTTLE", "SL.PEEK",   "SL.SETTLE", "CL.THROTTLE",
+                                    "SL.LEASE",    "SL.RETURN", "SL.SETTLE"};
+#define NCMDS (sizeof cmds / sizeof cmds[0])
 
 static void check_error(const char *err)
 {
@@ -56,6 +60,18 @@ static void check(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, b
             throttle_closed_start(&req, SL_NOW_MAX_NS, &at_ns) != (at_ns >= 0) ||
             at_ns > SL_NOW_MAX_NS ||
             (req.closed_from_ms >= 0 && !throttle_closed_start(&req, 0, &at_ns))) {
+            abort();
+        }
+    }
+    if (cmd == THROTTLE_SL_LEASE && !alone && (req.want < 0 || req.lease_ms <= 0)) {
+        abort();
+    }
+    if (cmd == THROTTLE_SL_RETURN && !alone) {
+        const int64_t now_ns = INT64_C(4000000000123456789);
+        sl_lease_t lease = throttle_return_lease(&req, now_ns);
+        if (req.unused < 0 || req.unused > req.granted || req.until_us < req.lease_at_us ||
+            lease.at_ns < 0 || lease.at_ns > now_ns || lease.until_ns < lease.at_ns ||
+            lease.until_ns > SL_NOW_MAX_NS) {
             abort();
         }
     }
@@ -92,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             start = i + 1;
         }
     }
-    check(cmds[pick % 4], argv, argc, pick == 4);
+    check(cmds[pick % NCMDS], argv, argc, pick == NCMDS);
     for (size_t i = 1; i < argc; i++) {
         free((void *)argv[i].ptr);
     }

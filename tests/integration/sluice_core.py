@@ -8,6 +8,8 @@ replay` cannot express (settles and refunds, the stored bytes).
     keys = Keys(core, rule)
     keys.decide("k", cost, now_ns)                          -> Decision
     keys.settle("k", reserved, actual, charged_ns, now_ns)  -> Decision
+    keys.lease("k", want, lease_ns, now_ns)                 -> Lease, or None when refused
+    keys.lease_return("k", lease, unused, now_ns)           -> Decision
     keys.packed("k")                                         -> bytes (sl_state_pack)
     keys.copy("k")                                           -> a state to keep (None: absent)
     keys.with_rule("k", other_rule, now_ns)                  -> the key converted to other numbers
@@ -55,6 +57,14 @@ class Decision(ctypes.Structure):
                 self.reset_after_ns, self.delay_ns)
 
 
+class Lease(ctypes.Structure):
+    _fields_ = [("granted", ctypes.c_int64),
+                ("at_ns", ctypes.c_int64),
+                ("until_ns", ctypes.c_int64),
+                ("remaining", ctypes.c_int64),
+                ("reset_after_ns", ctypes.c_int64)]
+
+
 class Core:
     def __init__(self, build_dir):
         lib = ctypes.CDLL(os.path.join(build_dir, "src", "libsluice.so"))
@@ -72,6 +82,9 @@ class Core:
         lib.sl_state_unpack.argtypes = [rp, p, ctypes.c_size_t, p]
         lib.sl_state_convert.argtypes = [rp, p, rp, p, i64]
         lib.sl_state_saturate.argtypes = [rp, p, i64]
+        lp = ctypes.POINTER(Lease)
+        lib.sl_lease.argtypes = [rp, p, i64, i64, i64, lp]
+        lib.sl_lease_return.argtypes = [rp, p, lp, i64, i64, dp]
         self.lib = lib
 
     def fresh(self, rule, state, now_ns):
@@ -174,6 +187,31 @@ class Keys:
         assert rc == 0, rc
         if reserved != actual:
             self._keep(key, state, max(now_ns, charged_ns))
+        return d
+
+    def lease(self, key, want, lease_ns, now_ns):
+        """sl_lease(): the lease, or None when the rule refuses the lease time (SL_ELEASE)."""
+        state, out = self._state(key), Lease()
+        rule = self.rule_of(key)
+        rc = self.core.lib.sl_lease(ctypes.byref(rule), state, want, lease_ns, now_ns,
+                                    ctypes.byref(out))
+        if rc == -15:
+            return None
+        assert rc == 0, rc
+        if out.granted > 0:
+            self._keep(key, state, out.at_ns)
+        return out
+
+    def lease_return(self, key, lease, unused, now_ns):
+        """sl_lease_return() of a lease sl_lease() granted."""
+        state, d = self._state(key), Decision()
+        rule = self.rule_of(key)
+        rc = self.core.lib.sl_lease_return(ctypes.byref(rule), state, ctypes.byref(lease), unused,
+                                           now_ns, ctypes.byref(d))
+        assert rc == 0, rc
+        tokens = rule.algorithm in (ALGORITHMS["token_bucket"], ALGORITHMS["gcra"])
+        if unused > 0 or (tokens and lease.until_ns > lease.at_ns):  # as a settle that gives back
+            self._keep(key, state, max(now_ns, lease.at_ns))
         return d
 
     def copy(self, key):

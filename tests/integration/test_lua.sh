@@ -26,6 +26,11 @@
 #     with its test clock, against libsluice with sl_state_saturate(): a key absent within one
 #     window of the closed start is taken as having used its whole capacity then (every reply,
 #     value and expiry equal; a peek writes nothing; a cost or a settle writes it);
+#   - leases and their returns: such sequences with leases of random sizes and times and returns
+#     of random unused parts among them, through every script but sliding_log's and through
+#     libsluice (sl_lease, sl_lease_return): every reply, value and expiry equal, a lease of
+#     nothing writing nothing; and by hand through redis-cli, the worked examples of
+#     docs/algorithms.md ("Leases") and the errors of a lease;
 # and prints (asserting only that a decimal state's key is at most 40 bytes larger than SET k v
 # PX t) memory per key and
 # per stored sliding_log request, and each script's requests/s under redis-benchmark (EVALSHA,
@@ -69,7 +74,7 @@ CORE_ENV=()
 if ldd "$SLUICE_BUILD_DIR/src/libsluice.so" | grep -q libasan; then
     CORE_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
-for what in sha errors clock equiv settle convert memory; do
+for what in sha errors clock equiv settle lease convert memory; do
     check "$what" env "${CORE_ENV[@]}" python3 "$DRIVER" "$PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
         "${SLUICE_SEED:-20250}" "$what"
 done
@@ -79,6 +84,57 @@ start_redis withmodule --loadmodule "$MODULE" testclock || { cat "$TMP/withmodul
 check cold env "${CORE_ENV[@]}" python3 "$DRIVER" "$REDIS_PORT" "$SLUICE" "$LUA_DIR" "$TMP" \
     "${SLUICE_SEED:-20250}" cold
 stop_bg withmodule
+
+# --- leases by hand: the worked examples of docs/algorithms.md, in microseconds from S (a whole
+# 10 s in 2096, so the keys never expire while the test runs)
+S=4000000000000000
+ev() { # ev ALG KEY ARGS...: the script's reply, joined by spaces
+    local sha
+    sha=$(sha1sum "$LUA_DIR/$1.lua" | cut -d' ' -f1)
+    redis-cli -p "$PORT" EVALSHA "$sha" 1 "$2" "${@:3}" 2>&1 | sed '/^$/d' | paste -sd' ' -
+}
+lease_is() { # lease_is NAME WANT ALG KEY ARGS...
+    local name=$1 want=$2 got
+    shift 2
+    got=$(ev "$@")
+    if [ "$got" != "$want" ]; then
+        echo "FAIL [lease/$name]: $* -> '$got', want '$want'"
+        return 1
+    fi
+}
+FW=(100 10000000 -1 -1 0)
+check lease/fw-grant lease_is fw-grant "30 $((S + 5000000)) $((S + 10000000)) 70 5000000" \
+    fixed_window hl:fw "${FW[@]}" lease 30 20000000 $((S + 5000000))
+check lease/fw-decide lease_is fw-decide "1 100 10 0 4000000 0" \
+    fixed_window hl:fw "${FW[@]}" 60 $((S + 6000000))
+check lease/fw-fewer lease_is fw-fewer "10 $((S + 8000000)) $((S + 9000000)) 0 2000000" \
+    fixed_window hl:fw "${FW[@]}" lease 30 1000000 $((S + 8000000))
+check lease/fw-return lease_is fw-return "1 100 4 0 1000000 0" \
+    fixed_window hl:fw "${FW[@]}" return 30 4 $((S + 5000000)) $((S + 10000000)) $((S + 9000000))
+check lease/fw-next lease_is fw-next "1 100 0 0 10000000 0" \
+    fixed_window hl:fw "${FW[@]}" 100 $((S + 10000000))
+TB=(10 10000000 -1 -1 0)
+check lease/tb-grant lease_is tb-grant "4 $S $((S + 3000000)) 3 7000000" \
+    token_bucket hl:tb "${TB[@]}" lease 4 3000000 $S
+check lease/tb-refused lease_is tb-refused "0 10 3 1000000 7000000 0" \
+    token_bucket hl:tb "${TB[@]}" 4 $S
+check lease/tb-return lease_is tb-return "1 10 7 0 3000000 0" \
+    token_bucket hl:tb "${TB[@]}" return 4 1 $S $((S + 3000000)) $((S + 2000000))
+check lease/tb-decide lease_is tb-decide "1 10 0 0 10000000 0" \
+    token_bucket hl:tb "${TB[@]}" 7 $((S + 2000000))
+check lease/tb-too-long lease_is tb-too-long \
+    "ERR sluice token_bucket: lease_us must be at most 9000000 (the tolerance less one interval), got 9000001" \
+    token_bucket hl:tb "${TB[@]}" lease 1 9000001 $((S + 2000000))
+check lease/log lease_is log \
+    "ERR sluice sliding_log: cannot lease: it keeps each unit's time (sliding_buckets can)" \
+    sliding_log hl:log 10 1000000 -1 -1 0 lease 1 1000 $S
+check lease/unused lease_is unused "ERR sluice gcra: unused must be an integer in [0, 4], got '5'" \
+    gcra hl:g 10 1000000 -1 -1 0 return 4 5 $S $((S + 1))
+check lease/until lease_is until \
+    "ERR sluice gcra: until_us must be an integer in [$S, $((S + 31622400000000))], got '1'" \
+    gcra hl:g 10 1000000 -1 -1 0 return 4 1 $S 1
+check lease/for lease_is for "ERR sluice fixed_window: lease_us must be an integer in [1, 31622400000000], got '0'" \
+    fixed_window hl:fw "${FW[@]}" lease 1 0 $S
 
 # --- requests/s of each script: printed, not asserted (a shared machine's figures)
 bench() {

@@ -5,7 +5,8 @@
 # CL.THROTTLE table, equivalence with the core (`sluice replay`) on seeded random sequences for
 # all six algorithms, SL.SETTLE by hand and against the core itself (libsluice through
 # tests/integration/sluice_core.py: replies, stored bytes and expiries on random sequences of
-# decisions and settles), CLOSED_FROM (a closed start) by hand, and memory per key against
+# decisions and settles), SL.LEASE and SL.RETURN by hand, CLOSED_FROM (a closed start) by hand,
+# and memory per key against
 # redis-server's own SET k v PX t.
 # Times set with SL.DEBUG SETTIME are in 2096, so keys written under the test clock never expire
 # by redis-server's real clock while the test runs.
@@ -498,6 +499,56 @@ expect se-neg "ERR actual must be >= 0" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUA
 expect se-at "ERR at is not an integer or out of range" SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0 AT now
 expect se-wrongtype "$WT" SL.SETTLE lst gcra 5 1000 RESERVED 1 ACTUAL 0
 expect se-foreign "$NOT" SL.SETTLE str gcra 5 1000 RESERVED 1 ACTUAL 0
+
+# --- SL.LEASE and SL.RETURN: units of a key's quota spent elsewhere, the unused part given back.
+# The worked examples of docs/algorithms.md ("Leases"), at ms times from B (a whole 10 s); a lease's
+# times are in microseconds.
+B=180000
+LS=$((START_MS + B))
+at $((B + 5000))
+expect lf-lease "30 $(((LS + 5000) * 1000)) $(((LS + 10000) * 1000)) 70 5000" SL.LEASE lf fixed_window 100 10000 WANT 30 FOR 20000
+at $((B + 6000))
+expect lf-decide "1 100 10 0 4000" SL.THROTTLE lf fixed_window 100 10000 COST 60
+at $((B + 8000))
+expect lf-fewer "10 $(((LS + 8000) * 1000)) $(((LS + 9000) * 1000)) 0 2000" SL.LEASE lf fixed_window 100 10000 WANT 30 FOR 1000
+at $((B + 9000))
+expect lf-return "1 100 4 0 1000" SL.RETURN lf fixed_window 100 10000 GRANTED 30 UNUSED 4 AT $(((LS + 5000) * 1000)) UNTIL $(((LS + 10000) * 1000))
+at $((B + 10000))
+expect lf-next "1 100 0 0 10000" SL.THROTTLE lf fixed_window 100 10000 COST 100
+B=200000
+LS=$((START_MS + B))
+at $B
+expect lt-lease "4 $((LS * 1000)) $(((LS + 3000) * 1000)) 3 7000" SL.LEASE lt token_bucket 10 10000 WANT 4 FOR 3000
+expect lt-refused "0 10 3 1000 7000" SL.THROTTLE lt token_bucket 10 10000 COST 4
+at $((B + 2000))
+expect lt-return "1 10 7 0 3000" SL.RETURN lt token_bucket 10 10000 GRANTED 4 UNUSED 1 AT $((LS * 1000)) UNTIL $(((LS + 3000) * 1000))
+expect lt-decide "1 10 0 0 10000" SL.THROTTLE lt token_bucket 10 10000 COST 7
+expect lt-too-long "ERR for must be at most 9000 ms for this rule (capacity - 1 intervals)" SL.LEASE lt token_bucket 10 10000 WANT 1 FOR 9001
+# a lease of 0 units writes nothing; a whole lease returned at once gives the bytes back
+expect lz-none "0 $(((LS + 2000) * 1000)) $(((LS + 2000) * 1000)) 0 10000" SL.LEASE lt token_bucket 10 10000 WANT 5 FOR 100
+expect lx-fill "1 6 4 0 400" SL.THROTTLE lx gcra 5 1000 COST 2
+bytes_lx=$(redis-cli -p "$PORT" --no-raw GET lx)
+expect lx-lease "2 $(((LS + 2000) * 1000)) $(((LS + 2100) * 1000)) 1 900" SL.LEASE lx gcra 5 1000 WANT 2 FOR 100
+check lx-written [ "$(redis-cli -p "$PORT" --no-raw GET lx)" != "$bytes_lx" ]
+expect lx-return "1 6 4 0 400" SL.RETURN lx gcra 5 1000 GRANTED 2 UNUSED 2 AT $(((LS + 2000) * 1000)) UNTIL $(((LS + 2100) * 1000))
+check lx-restored [ "$(redis-cli -p "$PORT" --no-raw GET lx)" = "$bytes_lx" ]
+check watch-return-nothing [ "$(watch_exec lx SL.RETURN lx gcra 5 1000 GRANTED 2 UNUSED 0 AT $(((LS + 2000) * 1000)) UNTIL $(((LS + 2000) * 1000)))" = executed ]
+# errors: the parser's, the algorithm's, and those of the key
+expect le-log "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)" SL.LEASE k sliding_log 10 1000 WANT 1 FOR 100
+expect le-log-return "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)" SL.RETURN k sliding_log 10 1000 GRANTED 1 UNUSED 1 AT 0 UNTIL 1
+expect le-needs "ERR SL.LEASE needs WANT and FOR" SL.LEASE k gcra 5 1000 WANT 1
+expect le-for "ERR for must be > 0" SL.LEASE k gcra 5 1000 WANT 1 FOR 0
+expect le-neg "ERR want must be >= 0" SL.LEASE k gcra 5 1000 WANT -1 FOR 10
+expect le-cost "ERR SL.LEASE takes no COST (WANT says how many units)" SL.LEASE k gcra 5 1000 WANT 1 FOR 10 COST 1
+expect le-arity "ERR wrong number of arguments for 'sl.lease' command" SL.LEASE k gcra 5
+expect lr-needs "ERR SL.RETURN needs GRANTED, UNUSED, AT and UNTIL" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 0
+expect lr-unused "ERR unused must be <= granted" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 2 AT 0 UNTIL 1
+expect lr-until "ERR until must be >= at" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 5 UNTIL 1
+expect lr-cost "ERR SL.RETURN takes no COST (UNUSED says what)" SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 0 AT 0 UNTIL 1 COST 1
+expect le-wrongtype "$WT" SL.LEASE lst gcra 5 1000 WANT 1 FOR 10
+expect le-foreign "$NOT" SL.LEASE str gcra 5 1000 WANT 1 FOR 10
+expect lr-foreign "$NOT" SL.RETURN str gcra 5 1000 GRANTED 1 UNUSED 1 AT 0 UNTIL 1
+at 175000 # where the cases below left the clock
 expect se-other "ERR the key holds sluice state of another rule (gcra, not sliding_log); SL.RESET it or use another key" SL.SETTLE sf sliding_log 5 1000 RESERVED 1 ACTUAL 0
 expect se-kept hello GET str
 check flags-settle bash -c "redis-cli -p $PORT COMMAND INFO sl.settle | grep -qx denyoom"
@@ -552,19 +603,20 @@ expect ng-old-rewritten "1 6 1 0 1000" SL.THROTTLE ng gcra 5 1000
 check ng-old-format [ "$(stbyte ng 1)" = 70 ] # written again in format 4
 
 # --- SL.SETTLE and changes of a key's numbers against the core: random sequences of decisions,
-# peeks, settles below, equal and above the reservation (refunds, debts, AT in the past, no AT)
-# through the module and through libsluice (tests/integration/sluice_core.py), each key now and
+# peeks, settles below, equal and above the reservation (refunds, debts, AT in the past, no AT),
+# leases and returns of their unused parts (sliding_log: none) through the module and through
+# libsluice (tests/integration/sluice_core.py), each key now and
 # then decided under other numbers of its algorithm (converted by sl_state_convert in the core):
 # every reply equal, every value the core's packed state byte for byte under the header of the
 # numbers it was last written under, every expiry the first millisecond the state is fresh.
 cat >"$TMP/settle_equiv.py" <<'PY'
 import random, sys
 from resp_client import Conn
-from sluice_core import Core, Keys, module_header, module_value
+from sluice_core import Core, Keys, Lease, module_header, module_value
 
 port, build, seed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 START, MS, SEC = 4 * 10**18, 10**6, 10**9
-LINES = 1500
+LINES = 1900  # a fifth of them leases and returns (sliding_log: none)
 core = Core(build)
 
 def ceil_ms(ns):
@@ -611,7 +663,8 @@ for idx, (name, variants) in enumerate(CASES):
     t = START + rng.randrange(SEC)
     cmds, wants = [], []
     stats = {"refund": 0, "debt": 0, "refused peek": 0, "flagged": 0, "deleted": 0,
-             "converted": 0, "converted by a rejection": 0}
+             "converted": 0, "converted by a rejection": 0, "leases granted": 0, "returns": 0}
+    held = {}  # key -> [(index of its numbers, lease as SL.LEASE replied it)]
     for _ in range(LINES):
         r = rng.random()
         t += (0 if r < 0.2 else rng.randrange(1, 1000) if r < 0.3 else
@@ -626,7 +679,39 @@ for idx, (name, variants) in enumerate(CASES):
         cap = rule.capacity
         kind = rng.random()
         saved = keys.save(key)
-        if kind < 0.5:
+        tokens = rule.algorithm in (5, 6)
+        longest = (rule.tolerance_ns - rule.interval_ns) // MS if tokens else args[2]
+        mine = [h for h in held.get(key, []) if h[0] == current.get(key, 0)]
+        if name.startswith("sliding_log") or longest < 1:
+            mine, kind = [], kind * 0.8  # no leases
+        if kind >= 0.8 and (kind < 0.9 or not mine):
+            want = rng.choice([0, 1, rng.randrange(1, cap + 2), cap])
+            lease_ms = rng.randrange(1, longest + 1)
+            cmd = ["SL.LEASE", rkey, *args, "WANT", want, "FOR", lease_ms]
+            converted = keys.with_rule(key, rule, t)
+            lease = keys.lease(key, want, lease_ms * MS, t)
+            if converted:
+                keys.keep(key, t)
+                stats["converted"] += 1
+            if lease.granted > 0:
+                stats["leases granted"] += 1
+                held.setdefault(key, []).append((current.get(key, 0), lease))
+            reply = [lease.granted, lease.at_ns // 1000, lease.until_ns // 1000,
+                     lease.remaining, ceil_ms(lease.reset_after_ns)]
+        elif kind >= 0.8:
+            i, lease = mine[rng.randrange(len(mine))]
+            held[key].remove((i, lease))
+            unused = rng.choice([0, lease.granted, rng.randrange(lease.granted + 1)])
+            at_us, until_us = lease.at_ns // 1000, lease.until_ns // 1000
+            cmd = ["SL.RETURN", rkey, *args, "GRANTED", lease.granted, "UNUSED", unused,
+                   "AT", at_us, "UNTIL", until_us]
+            named = Lease(granted=lease.granted, at_ns=min(at_us * 1000, t),
+                          until_ns=until_us * 1000)
+            keys.with_rule(key, rule, t)
+            d = keys.lease_return(key, named, unused, t)
+            keys.keep(key, t)  # the module writes what the return leaves (a DEL when fresh)
+            stats["returns"] += 1
+        elif kind < 0.5:
             cost = min(rng.choice([0, 1, 1, 1, 2, 3, cap]), cap)
             cmd = ["SL.THROTTLE", rkey, *args, "COST", cost]
             converted = keys.with_rule(key, rule, t)
@@ -664,8 +749,9 @@ for idx, (name, variants) in enumerate(CASES):
             stats["debt"] += actual > reserved
             stats["refused peek"] += not d.allowed
             stats["deleted"] += before is not None and keys.packed(key) is None
-        f = d.fields()  # costs are within the capacity: never the "exceeds" error
-        reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
+        if cmd[0] != "SL.LEASE":
+            f = d.fields()  # costs are within the capacity: never the "exceeds" error
+            reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
         written = keys.rule_of(key)
         packed = keys.packed(key)
         value = module_value(written, packed)
@@ -689,6 +775,8 @@ for idx, (name, variants) in enumerate(CASES):
         print("  %s at %d: core %r, module %r; value core %r, module %r (pexpiretime %r)" % b)
     need = {"refund": 40, "debt": 50, "refused peek": 50, "deleted": 5, "converted": 30,
             "converted by a rejection": 3}
+    if not name.startswith("sliding_log"):
+        need.update({"leases granted": 30, "returns": 30})
     if name.startswith("sliding_log"):
         need["flagged"] = 20
     if bad or any(stats[k] < v for k, v in need.items()):

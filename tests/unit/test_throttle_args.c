@@ -3,7 +3,8 @@
  * sluiced share: RESERVED, ACTUAL and AT among the rule's options, each error, the settle
  * options alone (throttle_parse_settle), and the charge time AT names
  * (throttle_settle_charged_ns); CLOSED_FROM on SL.THROTTLE, SL.PEEK and SL.SETTLE, its errors and
- * the closed start it names (throttle_closed_start). SL.THROTTLE's and CL.THROTTLE's errors are
+ * the closed start it names (throttle_closed_start); SL.LEASE's and SL.RETURN's options, errors,
+ * reply and the lease a return names. SL.THROTTLE's and CL.THROTTLE's errors are
  * checked side by side
  * in a real redis-server and sluiced by tests/integration/test_module.sh.
  */
@@ -219,12 +220,87 @@ static void test_closed_from(void **unused)
               "ERR Couldn't parse as integer: CLOSED_FROM");
 }
 
+/* SL.LEASE and SL.RETURN: their options among the rule's, each error, and the lease a return
+ * names (throttle_return_lease), the reply (throttle_reply_lease) and the refusal's text. */
+static void test_lease_options(void **unused)
+{
+    (void)unused;
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    assert_int_equal(parse(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 FOR 250 WANT 3", &r, err), 0);
+    assert_int_equal(r.want, 3);
+    assert_int_equal(r.lease_ms, 250);
+    assert_int_equal(r.cost, 0);
+    assert_int_equal(parse(THROTTLE_SL_RETURN,
+                           "SL.RETURN k gcra 5 1000 GRANTED 4 UNUSED 1 AT 7000001 UNTIL 7250001",
+                           &r, err),
+                     0);
+    assert_int_equal(r.granted, 4);
+    assert_int_equal(r.unused, 1);
+    sl_lease_t lease = throttle_return_lease(&r, INT64_C(8000000000));
+    assert_int_equal(lease.granted, 4);
+    assert_int_equal(lease.at_ns, INT64_C(7000001000));
+    assert_int_equal(lease.until_ns, INT64_C(7250001000));
+    lease = throttle_return_lease(&r, INT64_C(6000000000)); /* an AT in the future is now */
+    assert_int_equal(lease.at_ns, INT64_C(6000000000));
+    assert_int_equal(lease.until_ns, INT64_C(7250001000));
+    lease = (sl_lease_t){3, INT64_C(7000001999), INT64_C(7250001999), 2, INT64_C(1000000001)};
+    int64_t reply[5];
+    throttle_reply_lease(&lease, reply);
+    assert_int_equal(reply[0], 3);
+    assert_int_equal(reply[1], 7000001);
+    assert_int_equal(reply[2], 7250001);
+    assert_int_equal(reply[3], 2);
+    assert_int_equal(reply[4], 1001);
+    assert_int_equal(
+        parse(THROTTLE_SL_LEASE, "SL.LEASE k sliding_log 5 1000 WANT 1 FOR 1", &r, err), 0);
+    throttle_lease_error(&r, err);
+    assert_string_equal(
+        err, "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)");
+    assert_int_equal(parse(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1 FOR 1", &r, err), 0);
+    throttle_lease_error(&r, err);
+    assert_string_equal(err,
+                        "ERR for must be at most 1000 ms for this rule (capacity - 1 intervals)");
+}
+
+static void test_lease_errors(void **unused)
+{
+    (void)unused;
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1",
+              "ERR SL.LEASE needs WANT and FOR");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 FOR 1", "ERR SL.LEASE needs WANT and FOR");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1 FOR 0", "ERR for must be > 0");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1 FOR 9223372036855",
+              "ERR for is out of range");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT -1 FOR 1", "ERR want must be >= 0");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT x FOR 1",
+              "ERR want is not an integer or out of range");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1 FOR 1 COST 1",
+              "ERR SL.LEASE takes no COST (WANT says how many units)");
+    PARSE_ERR(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1000 WANT 1 FOR 1 RESERVED 1",
+              "ERR syntax error");
+    PARSE_ERR(THROTTLE_SL_RETURN, "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 1 AT 1",
+              "ERR SL.RETURN needs GRANTED, UNUSED, AT and UNTIL");
+    PARSE_ERR(THROTTLE_SL_RETURN, "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 2 AT 1 UNTIL 2",
+              "ERR unused must be <= granted");
+    PARSE_ERR(THROTTLE_SL_RETURN, "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 1 AT 3 UNTIL 2",
+              "ERR until must be >= at");
+    PARSE_ERR(THROTTLE_SL_RETURN,
+              "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 1 AT 3 UNTIL 4611686018427388",
+              "ERR until is out of range");
+    PARSE_ERR(THROTTLE_SL_RETURN, "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 1 AT 1 UNTIL 2 COST 1",
+              "ERR SL.RETURN takes no COST (UNUSED says what)");
+    PARSE_ERR(THROTTLE_SL_RETURN, "SL.RETURN k gcra 5 1000 GRANTED 1 UNUSED 1 AT 1 UNTIL 2 WANT 1",
+              "ERR syntax error");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_settle_options), cmocka_unit_test(test_settle_errors),
         cmocka_unit_test(test_settle_alone),   cmocka_unit_test(test_charged_ns),
-        cmocka_unit_test(test_closed_from),
+        cmocka_unit_test(test_closed_from),    cmocka_unit_test(test_lease_options),
+        cmocka_unit_test(test_lease_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

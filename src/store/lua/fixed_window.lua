@@ -14,12 +14,13 @@
 -- changes the state (a DEL when it leaves it fresh), and a cost > 0 or a settle on a value it
 -- converted. A settle past the limit (debt) counts past N, saturating at 2^53 - 1 (the core at
 -- 2^62 - 1). A closed start (closed_from) gives a key that does not exist the count N in the
--- window holding its time, written as a converted value is.
+-- window holding its time, written as a converted value is. A lease is a decision of up to
+-- `want` units ending with the window (or lease_us); its return, a settle (lib/args.lua).
 local ALG = 'fixed_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^53 - 1; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len =
     rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 local SUFFIX = '#' .. string.format('%d', window)
@@ -91,9 +92,10 @@ if reserved then -- a settle, then a peek
     converted = false
 end
 
--- a cost on a value written under another window leaves it converted, whatever the decision
+-- a cost or a lease on a value written under another window leaves it converted, whatever the
+-- decision
 local converted_value, converted_fresh
-if converted and cost > 0 then
+if converted and (cost > 0 or want) then
     converted_value, converted_fresh = value_now(), (idx + 1) * window
 end
 
@@ -105,6 +107,17 @@ if k < idx then -- clamp to the start of the stored window
 end
 if idx ~= k then count = 0 end
 local until_next = (k + 1) * window - t
+
+if want then -- a lease: a decision of what remains, ending no later than the window
+    local n = math.min(want, math.max(0, limit - count))
+    if n == 0 then
+        if converted_fresh then store(key, s, converted_value, converted_fresh) end
+        return {0, t, t, math.max(0, limit - count), count > 0 and until_next or 0}
+    end
+    count = count + n
+    redis.call('SET', key, text_of(count, k), 'PXAT', math.floor(((k + 1) * window + 999) / 1000))
+    return {n, t, math.min(t + lease_len, (k + 1) * window), limit - count, until_next}
+end
 
 if cost <= limit - count then
     if cost > 0 then

@@ -22,7 +22,8 @@
 -- admission, for the newest), dropped when that is older than the new ring reaches; a cost > 0 or
 -- a settle on a converted value writes it, whatever the decision. A closed start (closed_from)
 -- gives a key that does not exist the count N in the bucket holding its time, as the latest
--- admission's, written as a converted value is.
+-- admission's, written as a converted value is. A lease is a decision of up to `want` units
+-- ending with the current bucket (or lease_us); its return, a settle (lib/args.lua).
 local ALG = 'sliding_buckets' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
@@ -42,7 +43,7 @@ local function check_buckets(buckets, window)
 end
 
 -- limit up to 2^53 - 1; buckets up to SL_BUCKETS_MAX, 4096; burst and max_delay_us do not apply
-local err, limit, window, _, K, _, cost, now, reserved, actual, charged, closed =
+local err, limit, window, _, K, _, cost, now, reserved, actual, charged, closed, want, lease_len =
     rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0, check_buckets)
 if err then return redis.error_reply(err) end
 
@@ -193,6 +194,13 @@ local function drop_time(j) -- when bucket j stops being counted
     return (j + K + 1) * G
 end
 
+if want and want > 0 and inside < limit then -- a lease: a decision of what remains, to the bucket's end
+    local n = math.min(want, limit - inside)
+    local text = text_of(now, math.max(first, lo), b, count, b, n, width)
+    redis.call('SET', key, text, 'PXAT', math.floor((drop_time(b) + 999) / 1000))
+    return {n, now, math.min(now + lease_len, (b + 1) * G), limit - inside - n, drop_time(b) - now}
+end
+
 if cost <= limit - inside then
     if cost > 0 then
         -- every count is within the limit: none was admitted otherwise
@@ -211,11 +219,14 @@ local function reset()
     return 0
 end
 
+if converted and (cost > 0 or want) then -- a cost or a lease leaves a converted value written
+    store(key, raw, s, converted_fresh)
+end
+if want then -- a lease of nothing
+    return {0, now, now, math.max(0, limit - inside), reset()}
+end
 if cost <= limit - inside then -- a peek
     return {1, limit, math.max(0, limit - inside), 0, reset(), 0}
-end
-if converted and cost > 0 then -- a cost leaves a converted value written, whatever the decision
-    store(key, raw, s, converted_fresh)
 end
 local retry = -1
 if cost <= limit then -- oldest first, until enough has left the window

@@ -17,13 +17,14 @@
 -- leaves it fresh), and a cost > 0 or a settle on a value it converted. A settle past the limit
 -- (debt) counts past N, saturating at 2^52 (muldiv's divisors; the core at 2^62 - 1). A closed
 -- start (closed_from) gives a key that does not exist the count N in the window holding its time
--- (none in the one before), written as a converted value is.
+-- (none in the one before), written as a converted value is. A lease is a decision of up to
+-- `want` units ending with the window (or lease_us); its return, a settle (lib/args.lua).
 local ALG = 'sliding_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^52 (muldiv's divisors); burst, buckets and max_delay_us do not apply
 local COUNT_MAX = 4503599627370496 -- 2^52
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len =
     rule_args(COUNT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
@@ -155,9 +156,10 @@ if reserved then -- a settle, then a peek
     converted = false
 end
 
--- a cost on a value written under another window leaves it converted, whatever the decision
+-- a cost or a lease on a value written under another window leaves it converted, whatever the
+-- decision
 local converted_value, converted_fresh
-if converted and cost > 0 then converted_value, converted_fresh = value_now() end
+if converted and (cost > 0 or want) then converted_value, converted_fresh = value_now() end
 
 local k = math.floor(now / w)
 if k < idx then -- clamp to the start of the stored window
@@ -177,6 +179,17 @@ local function reset()
     if curr > 0 then return 2 * w - e end
     if prev > 0 then return w - e end
     return 0
+end
+
+if want then -- a lease: a decision of what the estimate allows, ending no later than the window
+    local n, at = math.min(want, math.max(0, allows - curr)), math.max(now, k * w)
+    if n == 0 then
+        if converted_fresh then store(key, s, converted_value, converted_fresh) end
+        return {0, at, at, math.max(0, allows - curr), reset()}
+    end
+    curr = curr + n
+    redis.call('SET', key, text_of(curr, prev, k), 'PXAT', math.floor(((k + 2) * w + 999) / 1000))
+    return {n, at, math.min(at + lease_len, (k + 1) * w), math.max(0, allows - curr), reset()}
 end
 
 if cost <= limit - curr and curr + cost <= allows then

@@ -508,6 +508,88 @@ def check_settle(conn, shas, ck, seed):
                   stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 10))
 
 
+LEASE_LINES = 900
+
+
+def check_lease(conn, shas, ck, seed):
+    """Leases, their returns and decisions through every script but sliding_log's and through
+    libsluice (sl_lease, sl_lease_return): every reply, the value, its expiry, and a lease of
+    nothing or a return that gives nothing back leaving the key's bytes alone."""
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    conn.call("FLUSHALL")
+    for idx, (name, alg, limit, window, burst, buckets, max_delay) in enumerate(CASES):
+        if alg == "sliding_log":
+            continue
+        rng = random.Random(seed * 100 + 70 + idx)
+        rule = core.rule(alg, limit, window * 1000, burst, buckets, max_delay * 1000)
+        keys, cap = Keys(core, rule), rule.capacity
+        tokens = alg in ("token_bucket", "gcra")
+        longest = min((rule.tolerance_ns - rule.interval_ns) // 1000 if tokens else window,
+                      366 * DAY)
+        k = 10 if buckets == -1 else buckets
+        grain = (window // k if alg == "sliding_buckets" else
+                 max(1, window // limit) if tokens else window)
+        held = {}  # key -> leases not returned yet
+        cmds, wants = [], []
+        stats = {"leases": 0, "granted": 0, "units": 0, "returns": 0, "gave back": 0}
+        for t, key, cost in sequence(rng, window, grain, cap)[:LEASE_LINES]:
+            rkey = "lua:l:%s:%s" % (name, key)
+            head = ["EVALSHA", shas[alg], 1, rkey, limit, window, burst, buckets, max_delay]
+            before = keys.packed(key)
+            r = rng.random()
+            mine = held.setdefault(key, [])
+            if r < 0.35 and longest >= 1:
+                want = rng.choice([0, 1, rng.randrange(1, cap + 3), cap])
+                lease_us = rng.randrange(1, longest + 1) if rng.random() < 0.7 else longest
+                lease = keys.lease(key, want, lease_us * 1000, t * 1000)
+                want_reply = [lease.granted, lease.at_ns // 1000, lease.until_ns // 1000,
+                              lease.remaining, -(-lease.reset_after_ns // 1000)]
+                cmd = head + ["lease", want, lease_us, t]
+                stats["leases"] += 1
+                stats["granted"] += lease.granted > 0
+                stats["units"] += lease.granted
+                if lease.granted > 0:
+                    mine.append(lease)
+                unchanged = lease.granted == 0
+            elif r < 0.6 and mine:
+                lease = mine.pop(rng.randrange(len(mine)))
+                unused = rng.choice([0, lease.granted, rng.randrange(lease.granted + 1)])
+                when = t if rng.random() < 0.8 else lease.at_ns // 1000
+                d = keys.lease_return(key, lease, unused, when * 1000)
+                want_reply = core_fields(d)
+                cmd = head + ["return", lease.granted, unused, lease.at_ns // 1000,
+                              lease.until_ns // 1000, when]
+                stats["returns"] += 1
+                stats["gave back"] += keys.packed(key) != before
+                unchanged = keys.packed(key) == before
+            else:
+                d = keys.decide(key, cost, t * 1000)
+                want_reply = core_fields(d)
+                cmd = head + [cost, t]
+                unchanged = not d.allowed or cost == 0
+            cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
+            state = keys.copy(key)
+            view = state and core_view(alg, rule, state, keys.packed(key))
+            wants.append((cmd, want_reply, unchanged, state, view))
+        got = conn.pipeline(cmds)
+        bad = []
+        for i, (cmd, want, unchanged, state, view) in enumerate(wants):
+            before, g, after, expire = got[4 * i:4 * i + 4]
+            got_view = after and script_view(alg, rule, after)
+            why = ("reply" if g != want else "write" if unchanged and before != after else
+                   "expiry" if not expiry_ok(core, rule, state, expire) else
+                   "state" if got_view != view else None)
+            if why:
+                bad.append((why, " ".join(map(str, cmd[4:])), want, g, view, got_view, expire))
+        print("%-16s %d operations: %s; %d differ" % (
+            name, len(wants), ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+        for b in bad[:5]:
+            print("  %s: %s: core %r, script %r (state: core %r, script %r; pexpiretime %r)" % b)
+        enough = longest < 1 or (stats["granted"] >= 20 and stats["returns"] >= 20 and
+                                 stats["gave back"] >= 5)
+        ck.expect("lease/" + name, not bad and enough)
+
+
 # name, algorithm, then the numbers a key goes between (limit, window_us, burst, buckets,
 # max_delay_us): the first the case's, the others what an override or a rule change makes them
 CONVERT_CASES = [
@@ -922,8 +1004,8 @@ def report_memory(conn, port, shas, ck):
 
 def main():
     port, sluice, script_dir, tmp, seed = sys.argv[1:6]
-    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "convert", "cold",
-                             "memory"]
+    which = sys.argv[6:] or ["sha", "errors", "clock", "equiv", "settle", "lease", "convert",
+                             "cold", "memory"]
     conn = Conn(int(port))
     ck = Checks()
     shas = load_scripts(conn, script_dir, ck, "sha" in which)
@@ -938,6 +1020,8 @@ def main():
     if "settle" in which:
         check_settle(conn, shas, ck, int(seed))
         check_saturation(conn, shas, ck)
+    if "lease" in which:
+        check_lease(conn, shas, ck, int(seed))
     if "convert" in which:
         check_convert(conn, shas, ck, int(seed))
     if "cold" in which:

@@ -7,6 +7,12 @@
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us settle reserved actual
 --           charged_us|now [now_us] [closed_from from_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us lease want lease_us [now_us]
+--           [closed_from from_us]
+--   -> {granted, at_us, until_us, remaining, reset_after_us}
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us return granted unused at_us
+--           until_us [now_us] [closed_from from_us]
+--   -> a peek's reply, as a settle's
 --
 -- now_us is the test clock; without it the time is the server's TIME. closed_from is a closed
 -- start: a key that does not exist is taken, for one window from from_us, as having taken the
@@ -15,6 +21,10 @@
 -- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years). A settle gives back
 -- reserved - actual units charged at charged_us (now: the settle's time), or charges actual -
 -- reserved past the limit, and replies with a peek; its arguments are the core's sl_settle().
+-- A lease grants up to `want` units for at most lease_us (the core's sl_lease()); a return gives
+-- back `unused` units of a lease granted at at_us until until_us (sl_lease_return()): a settle
+-- of unused units reserved at at_us that cost 0, and for token_bucket and gcra also the lease
+-- time until_us - at_us (`hold`), charged at at_us.
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -38,12 +48,15 @@ end
 -- window, burst, buckets, max_delay, cost and now (clamped to [0, NOW_MAX_US] as the core clamps
 -- it), then for a settle reserved, actual and charged (clamped likewise; now is then no earlier
 -- than charged, as in the core), nil for a decision, then the closed start's time when the call
--- names one whose window now is in (clamped likewise), else nil; or the error. Numbers, not a
--- table of ranges: a script runs all of this on every call, and tables cost allocations.
+-- names one whose window now is in (clamped likewise), else nil, then for a lease want and
+-- lease_us (else nil, nil), then for a return the lease time to give back, hold (else 0); or the
+-- error. Numbers, not a table of ranges: a script runs all of this on every call, and tables
+-- cost allocations.
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
-    local reserved, actual, charged, closed
+    local reserved, actual, charged, closed, want, lease_len
+    local hold = 0
     limit, err = int_arg(1, 'limit', 1, limit_max)
     if err then return err end
     window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
@@ -69,6 +82,32 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
             if err then return err .. " (or 'now')" end
         end
         cost, at = 0, 10
+    elseif ARGV[6] == 'lease' or ARGV[6] == 'return' then
+        if ALG == 'sliding_log' then
+            return 'ERR sluice sliding_log: cannot lease: it keeps each unit\'s time ' ..
+                '(sliding_buckets can)'
+        end
+        if ARGV[6] == 'lease' then
+            want, err = int_arg(7, 'want', 0, INT_MAX)
+            if err then return err end
+            lease_len, err = int_arg(8, 'lease_us', 1, WINDOW_MAX_US)
+            if err then return err end
+            at = 9
+        else
+            local granted, lease_at, lease_until
+            granted, err = int_arg(7, 'granted', 0, INT_MAX)
+            if err then return err end
+            reserved, err = int_arg(8, 'unused', 0, granted)
+            if err then return err end
+            lease_at, err = int_arg(9, 'at_us', 0, INT_MAX)
+            if err then return err end
+            lease_until, err = int_arg(10, 'until_us', lease_at,
+                math.min(lease_at + WINDOW_MAX_US, INT_MAX))
+            if err then return err end
+            actual, charged, at = 0, lease_at, 11
+            hold = math.min(lease_until, NOW_MAX_US) - math.min(lease_at, NOW_MAX_US)
+        end
+        cost = 0
     else
         cost, err = int_arg(6, 'cost', 0, INT_MAX)
         if err then return err end
@@ -100,7 +139,7 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         now = math.max(now, charged)
     end
     return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
-        closed
+        closed, want, lease_len, hold
 end
 
 -- The error reply for a key that holds a string that is not this algorithm's state.

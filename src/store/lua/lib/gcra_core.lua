@@ -17,15 +17,17 @@
 -- refilled by itself, c * T - (now - charged), as the core does; a debt moves TAT past the
 -- tolerance, saturating just below 2^53 us (the year 2255; the core at 2^63 - 1 ns, 2262). A
 -- closed start (closed_from) gives a key that does not exist the TAT of the whole capacity taken
--- at its time, written as a converted value is.
+-- at its time, written as a converted value is. A lease of n units for L us moves TAT to
+-- max(TAT, now) + n * T + L (granted as far as that leaves TAT - tol <= now, L at most tol - T);
+-- its return is a refund of the unused units and L charged at the lease's time (lib/args.lua).
 local TOL_MAX_Q, TOL_MAX_R = 2305843009213693, 951 -- SL_TOLERANCE_MAX_NS, (2^63 - 1) / 4 ns
 local CAP_MAX = 9000000000000 -- capacity * 999 ns stays below 2^53
 
 -- limit up to CAP_MAX; burst -1 (the limit) up to CAP_MAX - 1; buckets does not apply; max_delay_us
 -- up to 366 days
 local TAT_MAX_Q = 9007199254740990 -- a debt's TAT saturates at (TAT_MAX_Q, 0): 2^53 - 2 us
-local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged, closed =
-    rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
+local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged, closed, want,
+    lease_len, hold = rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
 if err then return redis.error_reply(err) end
 if burst == -1 then burst = limit end
 local cap
@@ -78,6 +80,13 @@ local tolq, tolr = times_t(cap) -- the tolerance, T * capacity
 if gt(tolq, tolr, TOL_MAX_Q, TOL_MAX_R) then
     return redis.error_reply('ERR sluice ' .. ALG .. ': the rule overflows 64-bit nanoseconds ' ..
         '(emission interval times capacity above (2^63 - 1) / 4 ns)')
+end
+if lease_len then -- a lease holds its time too: at most tolerance - T, room for one unit
+    local mq, mr = norm(tolq - tq, tolr - tr)
+    if gt(lease_len, 0, mq, mr) then
+        return redis.error_reply(string.format('ERR sluice %s: lease_us must be at most %.0f ' ..
+            '(the tolerance less one interval), got %.0f', ALG, math.max(mq, 0), lease_len))
+    end
 end
 
 -- What a request at now (n_q, n_r) could still take with the bucket's level at t (t_q, t_r):
@@ -155,10 +164,10 @@ end
 -- refilled), and a TAT in debt lies beyond any bound of the last admission's time
 local nq, nr = now, 0
 
-if reserved and (reserved ~= actual or converted) then -- a settle, then a peek
+if reserved and (reserved ~= actual or converted or hold > 0) then -- a settle, then a peek
     local before_q, before_r = tatq, tatr
-    if actual == reserved then -- nothing to settle: the converted state is written
-    elseif actual < reserved then
+    if actual == reserved and hold == 0 then -- nothing to settle: the converted state is written
+    elseif actual <= reserved then -- a refund (of a lease: its unused units and its time, hold)
         -- now no earlier than TAT - tol - max_delay (no admission is older), and the part of the
         -- charge's c * T not refilled since charged comes off TAT, TAT no lower than now
         local aq, ar = norm(tatq - tolq - max_delay, tatr - tolr)
@@ -167,7 +176,7 @@ if reserved and (reserved ~= actual or converted) then -- a settle, then a peek
         if gt(tatq, tatr, mq, mr) then
             local cq, cr = times_big(reserved - actual, tq, tr)
             local lq, lr = mq, mr -- TAT - back, when back > 0
-            if cq then lq, lr = norm(tatq - cq + (mq - charged), tatr - cr + mr) end
+            if cq then lq, lr = norm(tatq - cq - hold + (mq - charged), tatr - cr + mr) end
             if gt(tatq, tatr, lq, lr) then -- back > 0
                 if gt(lq, lr, mq, mr) then mq, mr = lq, lr end
                 tatq, tatr = mq, mr
@@ -194,14 +203,29 @@ local t0q, t0r = tatq, tatr
 if gt(nq, nr, tatq, tatr) then t0q, t0r = nq, nr end
 local reset0 = ceil_us(norm(t0q - nq, t0r - nr))
 
--- a cost on a value written under another T leaves it converted, whatever the decision
+-- a cost or a lease on a value written under another T leaves it converted, whatever the decision
 local keep_converted
-if converted and cost > 0 then
+if converted and (cost > 0 or want) then
     keep_converted = function()
         local value -- nil: fresh, the key goes
         if gt(tatq, tatr, nq, nr) then value = tat_text(tatq, tatr) .. SUFFIX end
         store(key, s, value, ceil_us(tatq, tatr))
     end
+end
+
+if want then -- a lease: n units and its time, TAT = max(TAT, now) + n * T + lease_us
+    local lq, lr = t0q + lease_len, t0r
+    local n = math.min(want, remaining_at(lq, lr, nq, nr))
+    if n == 0 then
+        if keep_converted then keep_converted() end
+        return {0, now, now, remaining_at(t0q, t0r, nq, nr), reset0}
+    end
+    local dq, dr = times_t(n)
+    local t1q, t1r = norm(lq + dq, lr + dr)
+    redis.call('SET', key, tat_text(t1q, t1r) .. SUFFIX, 'PXAT',
+        math.floor((ceil_us(t1q, t1r) + 999) / 1000))
+    return {n, now, now + lease_len, remaining_at(t1q, t1r, nq, nr),
+        ceil_us(norm(t1q - nq, t1r - nr))}
 end
 
 if cost > cap then -- c * T > tol: never
