@@ -75,11 +75,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (s == NULL || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0; /* trailers from the client carry nothing we read */
     }
-    s->header_bytes += namelen + valuelen;
-    if (!s->answered) {
-        s->held_headers += namelen + valuelen;
-        conn_hold(s->gc->conn, namelen + valuelen, 0);
-    }
+    s->header_bytes += namelen + valuelen; /* held once the frame is in (on_frame_recv) */
     if (s->header_bytes > GRPC_HEADERS_MAX) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream */
     }
@@ -138,13 +134,19 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
-    bool ends = (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
-                (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-    gstream_t *s = ends ? stream_of(user_data, frame->hd.stream_id) : NULL;
-    if (s != NULL) {
+    bool headers = frame->hd.type == NGHTTP2_HEADERS;
+    bool ends =
+        (frame->hd.type == NGHTTP2_DATA || headers) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    gstream_t *s = ends || headers ? stream_of(user_data, frame->hd.stream_id) : NULL;
+    if (s != NULL && headers && !s->answered && s->header_bytes > s->held_headers) {
+        /* a header block's fields count against the input cap once per frame, not per field */
+        conn_hold(s->gc->conn, s->header_bytes - s->held_headers, 0);
+        s->held_headers = s->header_bytes;
+    }
+    if (s != NULL && ends) {
         s->ended = true;
     }
-    if (s != NULL && !s->answered) {
+    if (s != NULL && ends && !s->answered) {
         grpc_call(s);
     }
     return 0;
