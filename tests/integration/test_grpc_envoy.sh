@@ -122,6 +122,13 @@ check "SL.RULE IMPORT" test "$(redis-cli -p "$RESP_PORT" SL.RULE IMPORT "$(domai
 domain_file viahttp >"$TMP/viahttp.yaml"
 curl -s -X POST --data-binary @"$TMP/viahttp.yaml" "http://127.0.0.1:$HTTP_PORT/v1/rules" >"$TMP/http.out"
 check "POST /v1/rules" grep -q '"added":\["viahttp.k"\]' "$TMP/http.out"
+# a broken file over HTTP: 400 naming where, and nothing changes
+printf 'domain: viahttp\ndescriptors:\n  - key: k\n    rate_limit: {unit: week}\n' >"$TMP/bad.yaml"
+code=$(curl -s -o "$TMP/bad.out" -w '%{http_code}' -X POST --data-binary @"$TMP/bad.yaml" \
+    "http://127.0.0.1:$HTTP_PORT/v1/rules")
+check "a broken file is refused (400)" test "$code" = 400
+check "naming where" grep -q "line 4, column 24: descriptors\[0\].rate_limit.unit: unknown unit 'week'" "$TMP/bad.out"
+check "nothing changed" grep -q '"descriptor":"k"' <(redis-cli -p "$RESP_PORT" SL.RULE GET viahttp.k)
 domain_file viacli >"$TMP/viacli.yaml"
 check "sluice rules import" "$SLUICE" -p "$RESP_PORT" rules import "$TMP/viacli.yaml"
 run_cases "" envoy_imported
