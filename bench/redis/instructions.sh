@@ -7,7 +7,8 @@
 # redis-benchmark -c 50 -P 16 -r R sends WARM requests, callgrind_control dumps (and zeroes) the
 # counters, it sends N more, a second dump holds exactly those N requests (plus the server's
 # idle cron), and instructions / N is printed. The cases (those of docs/performance.md): INCR, SET k v PX 60000,
-# MIN.GCRA (bench/redis/minimal_gcra.c), SL.THROTTLE gcra 100 1000, bench/server/gcra.lua, and
+# MIN.GCRA (bench/redis/minimal_gcra.c), SL.THROTTLE gcra 100 1000, SL.LEASE of 4 units of the
+# same rule (what the leased mode sends instead of a decision), bench/server/gcra.lua, and
 # the sliding log 100 per 60 s: SL.THROTTLE against bench/redis/zset_log.lua, with sparse keys
 # (-r 100000) and with keys filling up (-r (WARM + N) / 100: about 100 requests per key).
 #
@@ -91,6 +92,7 @@ icase incr 100000 - INCR 'i:__rand_int__'
 icase set-px 100000 - SET 's:__rand_int__' v PX 60000
 icase min-gcra 100000 - MIN.GCRA 'n:__rand_int__' 100 100 1000
 icase mod-gcra 100000 - SL.THROTTLE 'g:__rand_int__' gcra 100 1000
+icase mod-lease 100000 - SL.LEASE 'e:__rand_int__' gcra 100 1000 WANT 4 FOR 5
 icase lua-gcra 100000 "$ROOT/bench/server/gcra.lua" 1 'b:__rand_int__' 100 1000
 icase mod-slog 100000 - SL.THROTTLE 'l:__rand_int__' sliding_log 100 60000
 icase lua-zset 100000 "$ROOT/bench/redis/zset_log.lua" 1 'z:__rand_int__' 100 60000
@@ -101,6 +103,7 @@ say ""
 say "== ratios (instructions of the other / of sluice.so; above 1: sluice.so does less work)"
 say "  gcra: Lua GCRA / module $(per lua-gcra mod-gcra) (target >= 3 in req/s);" \
     "INCR / module $(per incr mod-gcra) (target >= 0.8 in req/s);" \
-    "minimal module / module $(per min-gcra mod-gcra); SET PX / module $(per set-px mod-gcra)"
+    "minimal module / module $(per min-gcra mod-gcra); SET PX / module $(per set-px mod-gcra);" \
+    "SL.LEASE / SL.THROTTLE $(per mod-lease mod-gcra)"
 say "  sliding log: ZSET / module $(per lua-zset mod-slog) with sparse keys," \
     "$(per lua-zset-full mod-slog-full) with keys filling up (target >= 5 in req/s)"
