@@ -22,7 +22,9 @@ static void help(buf_t *b, const char *name, const char *type, const char *text)
 
 /* One series' numbers: a rule's, or the inline rules without series of their own together. */
 typedef struct rule_row {
-    char name[RULE_NAME_MAX + 1]; /* copied: the rule may be gone once the walk is over */
+    /* the series' labels, copied (the rule may be gone once the walk is over): rule="name",
+     * then domain="..." for a rule that answers Envoy's rate limit service */
+    char labels[sizeof "rule=\"\",domain=\"\"" + RULE_NAME_MAX + 2 * DESC_NAME_MAX];
     uint64_t allowed, denied, shadow, errors;
     size_t keys, bytes;
 } rule_row_t;
@@ -33,6 +35,34 @@ typedef struct rules_ctx {
     rule_row_t other;
 } rules_ctx_t;
 
+/* Writes a label value: text with \\, " and newline escaped as the exposition format asks. */
+static size_t label_value(char *out, size_t cap, const char *text)
+{
+    size_t n = 0;
+    for (; *text != '\0' && n + 2 < cap; text++) {
+        char c = *text;
+        if (c == '\\' || c == '"' || c == '\n') {
+            out[n++] = '\\';
+            c = c == '\n' ? 'n' : c;
+        }
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static void rule_labels(rule_row_t *row, const rule_state_t *rs)
+{
+    int n = snprintf(row->labels, sizeof row->labels, "rule=\"%s\"", rs->def.name);
+    const rule_descriptor_t *d = rs->def.desc;
+    if (d != NULL && d->domain != NULL && n > 0 && (size_t)n + 12 < sizeof row->labels) {
+        memcpy(row->labels + n, ",domain=\"", 9);
+        n += 9;
+        n += (int)label_value(row->labels + n, sizeof row->labels - (size_t)n - 1, d->domain);
+        memcpy(row->labels + n, "\"", 2);
+    }
+}
+
 static void collect_rule(void *arg, rule_state_t *rs)
 {
     rules_ctx_t *x = arg;
@@ -40,7 +70,7 @@ static void collect_rule(void *arg, rule_state_t *rs)
         return; /* in "inline:other", summed by the engine */
     }
     rule_row_t row = {.allowed = 0};
-    snprintf(row.name, sizeof row.name, "%s", rs->def.name);
+    rule_labels(&row, rs);
     engine_counters_sum(rs, &row.allowed, &row.denied, &row.shadow, &row.errors);
     sl_table_stats_t st;
     engine_rule_stats(rs, &st);
@@ -65,7 +95,7 @@ static void collect_rule(void *arg, rule_state_t *rs)
  */
 static void render_rules(server_t *srv, buf_t *b)
 {
-    rules_ctx_t x = {.other = {.name = "inline:other"}};
+    rules_ctx_t x = {.other = {.labels = "rule=\"inline:other\""}};
     engine_foreach_rule(srv->engine, collect_rule, &x);
     engine_inline_other_t o;
     engine_inline_other(srv->engine, &o);
@@ -92,24 +122,24 @@ static void render_rules(server_t *srv, buf_t *b)
             const rule_row_t *r = i < x.n ? &x.rows[i] : &x.other;
             switch (m) {
             case 0:
-                buf_printf(b, "%s{rule=\"%s\",result=\"allowed\"} %llu\n", metrics[m].name, r->name,
+                buf_printf(b, "%s{%s,result=\"allowed\"} %llu\n", metrics[m].name, r->labels,
                            (unsigned long long)r->allowed);
-                buf_printf(b, "%s{rule=\"%s\",result=\"denied\"} %llu\n", metrics[m].name, r->name,
+                buf_printf(b, "%s{%s,result=\"denied\"} %llu\n", metrics[m].name, r->labels,
                            (unsigned long long)r->denied);
                 break;
             case 1:
-                buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                buf_printf(b, "%s{%s} %llu\n", metrics[m].name, r->labels,
                            (unsigned long long)r->shadow);
                 break;
             case 2:
-                buf_printf(b, "%s{rule=\"%s\"} %llu\n", metrics[m].name, r->name,
+                buf_printf(b, "%s{%s} %llu\n", metrics[m].name, r->labels,
                            (unsigned long long)r->errors);
                 break;
             case 3:
-                buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->keys);
+                buf_printf(b, "%s{%s} %zu\n", metrics[m].name, r->labels, r->keys);
                 break;
             default:
-                buf_printf(b, "%s{rule=\"%s\"} %zu\n", metrics[m].name, r->name, r->bytes);
+                buf_printf(b, "%s{%s} %zu\n", metrics[m].name, r->labels, r->bytes);
                 break;
             }
         }

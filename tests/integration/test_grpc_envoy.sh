@@ -95,6 +95,16 @@ check "start logs the three files" grep -q "rules files $TMP/edge.yaml, $TMP/rul
 run_cases "" envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_replaces_chain \
     envoy_shadow envoy_second_file envoy_limit_3
 
+# /metrics: a descriptor's rule carries its domain, escaped as the exposition format asks
+curl -s "http://127.0.0.1:$HTTP_PORT/metrics" >"$TMP/metrics.txt"
+check "metrics: the rule's series carries its domain" grep -Eq \
+    '^sluice_decisions_total\{rule="edge\.tenant:acme\.user",domain="edge",result="denied"\} [1-9]' "$TMP/metrics.txt"
+check "metrics: a plain rule has no domain" grep -Eq '^sluice_keys\{rule="plain"\} [0-9]+$' "$TMP/metrics.txt"
+check "RESP rule in an awkward domain" test "$(redis-cli -p "$RESP_PORT" SL.RULE SET odd.k \
+    '{"algorithm":"gcra","limit":1,"window":"1h","domain":"a\"b\\c","descriptor":"k"}')" = OK
+check "metrics: the domain escaped" grep -Fq 'sluice_keys{rule="odd.k",domain="a\"b\\c"} 0' \
+    <(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")
+
 # the same rules over RESP: bob has used both of his
 peek=$(redis-cli -p "$RESP_PORT" SL.PEEK "edge.tenant:acme.user" "acme|bob" | sed -n 2,3p | tr '\n' ' ')
 check "RESP peeks the nested limit: 2, none left" test "$peek" = "2 0 "
