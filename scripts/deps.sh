@@ -7,9 +7,11 @@ set -euo pipefail
 what=${1:-build}
 # Libraries (docs/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
 # (JSON), libyaml (rules files), SQLite and libpq (the config stores), hiredis (the client
-# library and the CLI), protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC).
+# library and the CLI), protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC),
+# OpenSSL (TLS on the listeners).
 packages=(gcc make cmake pkg-config libuv1-dev libhttp-parser-dev libjansson-dev libyaml-dev
-  libsqlite3-dev libpq-dev libhiredis-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev)
+  libsqlite3-dev libpq-dev libhiredis-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev
+  libssl-dev)
 if [ "$what" = run ]; then
   # what `make run` suggests trying
   packages+=(redis-tools curl)

@@ -48,6 +48,14 @@ static const option_t options[] = {
      "gRPC port: Envoy's rate limit service, h2c (default 8391; 0 = off)"},
     {"grpc-ratelimit-headers", "grpc_ratelimit_headers", OPT_BOOL, F(grpc_ratelimit_headers), 0, 0,
      0, 0, CHECK_NONE, NULL, "gRPC: ask Envoy to add RateLimit headers to its responses"},
+    {"tls-cert", "tls_cert", OPT_STRING, F(tls_cert), 0, 0, 0, 0, CHECK_NONE, "FILE",
+     "TLS certificate chain (PEM): the listeners --tls names speak TLS"},
+    {"tls-key", "tls_key", OPT_STRING, F(tls_key), 0, 0, 0, 0, CHECK_NONE, "FILE",
+     "the certificate's private key (PEM)"},
+    {"tls-client-ca", "tls_client_ca", OPT_STRING, F(tls_client_ca), 0, 0, 0, 0, CHECK_NONE, "FILE",
+     "require client certificates signed by these CAs (PEM)"},
+    {"tls", "tls", OPT_STRING, F(tls_listeners), 0, 0, 0, 0, CHECK_NONE, "LIST",
+     "listeners that speak TLS: resp, http, grpc, comma-separated (default all three)"},
     {"threads", "threads", OPT_INT, F(threads), 0, 0, 1, CONFIG_THREADS_MAX, CHECK_NONE, "N",
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_LIST, F(rules_paths), F(nrules), CONFIG_RULES_MAX, 0, 0, CHECK_NONE,
@@ -110,6 +118,8 @@ static const option_t options[] = {
     {"version", NULL, OPT_FLAG, 0, 0, 0, 0, 0, CHECK_NONE, NULL, "print the version and exit"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static int tls_check(server_config_t *c, char *err, size_t err_cap);
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -491,6 +501,8 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         snprintf(err, err_cap, "bind: at least one address is needed");
         rc = -1;
     }
+    if (rc == 0)
+        rc = tls_check(c, err, err_cap);
     if (rc == 0 && c->nrules > 0 && c->nrules_replace > 0) {
         snprintf(err, err_cap, "--rules and --rules-replace: give files to one of them, not both");
         rc = -1;
@@ -507,6 +519,50 @@ int server_config_parse(server_config_t *c, int argc, char **argv, char *err, si
         rc = -1;
     }
     return rc;
+}
+
+/* The TLS settings: a certificate and a key together, or neither (then no --tls and no
+ * --tls-client-ca); --tls's names. Sets c->tls_mask. */
+static int tls_check(server_config_t *c, char *err, size_t err_cap)
+{
+    c->tls_mask = 0;
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+        snprintf(err, err_cap, "--tls-cert and --tls-key go together: %s is missing",
+                 c->tls_cert == NULL ? "--tls-cert" : "--tls-key");
+        return -1;
+    }
+    if (c->tls_cert == NULL) {
+        if (c->tls_listeners != NULL || c->tls_client_ca != NULL) {
+            snprintf(err, err_cap, "%s needs --tls-cert and --tls-key",
+                     c->tls_listeners != NULL ? "--tls" : "--tls-client-ca");
+            return -1;
+        }
+        return 0;
+    }
+    if (c->tls_listeners == NULL) {
+        c->tls_mask = CONFIG_TLS_RESP | CONFIG_TLS_HTTP | CONFIG_TLS_GRPC;
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"resp", CONFIG_TLS_RESP}, {"http", CONFIG_TLS_HTTP}, {"grpc", CONFIG_TLS_GRPC}};
+    for (const char *p = c->tls_listeners;;) {
+        size_t n = strcspn(p, ",");
+        size_t k = 0;
+        while (k < 3 && !(strlen(names[k].name) == n && strncmp(p, names[k].name, n) == 0))
+            k++;
+        if (k == 3) {
+            snprintf(err, err_cap, "--tls: '%.*s' is not a listener (resp, http or grpc)", (int)n,
+                     p);
+            return -1;
+        }
+        c->tls_mask |= names[k].bit;
+        if (p[n] == '\0')
+            break;
+        p += n + 1;
+    }
+    return 0;
 }
 
 /* True for an address only this host can reach: 127.0.0.0/8, ::1, ::ffff:127.x.x.x. */
@@ -576,6 +632,10 @@ void server_config_free(server_config_t *c)
         free(c->rules_replace_paths[i]);
     free(c->config_store);
     free(c->request_store);
+    free(c->tls_cert);
+    free(c->tls_key);
+    free(c->tls_client_ca);
+    free(c->tls_listeners);
     free(c->snapshot_path);
     free(c->requirepass);
     free(c->admin_token);

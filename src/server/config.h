@@ -46,6 +46,10 @@
 #define CONFIG_DEFAULT_OUTPUT_SOFT_S  60
 #define CONFIG_DEFAULT_INPUT_BUFFERS  (512 * 1024 * 1024)
 
+#define CONFIG_TLS_RESP 1u /* tls_mask: the RESP listener speaks TLS */
+#define CONFIG_TLS_HTTP 2u
+#define CONFIG_TLS_GRPC 4u
+
 typedef enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
 typedef struct server_config {
@@ -57,6 +61,12 @@ typedef struct server_config {
     int grpc_port;               /* --grpc-port, default 8391; 0 = gRPC off */
     bool grpc_ratelimit_headers; /* --grpc-ratelimit-headers: RateLimit and RateLimit-Policy in
                                     ShouldRateLimit's response_headers_to_add; default off */
+    char *tls_cert;              /* --tls-cert FILE: PEM certificate chain; NULL = no TLS */
+    char *tls_key;               /* --tls-key FILE: its private key (PEM), with tls_cert */
+    char *tls_client_ca;         /* --tls-client-ca FILE: require client certificates these CAs
+                                    signed; NULL = none asked */
+    char *tls_listeners;         /* --tls LIST: "resp,http,grpc" or part; NULL = all three */
+    unsigned tls_mask;           /* derived: CONFIG_TLS_* of the listeners speaking TLS */
     int threads;                 /* --threads, default: online CPUs (sysconf), 1..256 */
     char *rules_paths[CONFIG_RULES_MAX];         /* --rules FILE (repeatable): imported together at
                                                     start and on SIGHUP, owning the rules they name */

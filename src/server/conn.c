@@ -16,6 +16,11 @@
  * (libuv's write queue) and the done replies waiting in slots behind an earlier one. It is
  * checked against --output-buffer-hard after every request's reply and every deferred reply,
  * and against --output-buffer-soft once a second (the idle tick).
+ *
+ * TLS (tls.h). A TLS connection reads ciphertext into its loop's tls_in buffer; the session
+ * decrypts it into the input buffer as above, so the protocols never know. Its replies go into
+ * the output buffer as plaintext, and conn_flush() encrypts them into tls_out, which is what is
+ * written. The input buffers themselves (the spare, the accounting) are conn_input.c's.
  */
 #include "server/conn.h"
 
@@ -27,12 +32,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/conn_input.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/tls.h"
 
-#define READ_CHUNK      (16 * 1024)      /* room offered to each read */
-#define OUT_SHRINK_SIZE (1024 * 1024)    /* an output buffer this large is freed when drained */
-#define INPUT_INITIAL   (2 * READ_CHUNK) /* a fresh input buffer (and a loop's spare), bytes */
+#define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
 
 typedef struct write_req {
     uv_write_t req;
@@ -40,99 +45,11 @@ typedef struct write_req {
     char *data; /* the bytes being written, owned */
 } write_req_t;
 
-/* ---- input buffers: accounting ------------------------------------------------------------ */
-
-static unsigned size_class(size_t bytes)
-{
-    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)bytes);
-    return k < INPUT_SIZE_CLASSES ? k : INPUT_SIZE_CLASSES - 1;
-}
-
-/* A counted input buffer goes from old_cap to new_cap bytes (0: none). */
-static void input_count(server_t *srv, size_t old_cap, size_t new_cap)
-{
-    if (new_cap > old_cap) {
-        atomic_fetch_add_explicit(&srv->input_bytes, new_cap - old_cap, memory_order_relaxed);
-    } else {
-        atomic_fetch_sub_explicit(&srv->input_bytes, old_cap - new_cap, memory_order_relaxed);
-    }
-    if (old_cap > 0) {
-        atomic_fetch_sub_explicit(&srv->input_classes[size_class(old_cap)], 1,
-                                  memory_order_relaxed);
-    }
-    if (new_cap > 0) {
-        atomic_fetch_add_explicit(&srv->input_classes[size_class(new_cap)], 1,
-                                  memory_order_relaxed);
-    }
-}
-
-/* The size class of the largest input buffer any connection holds, or -1. */
-static int input_top_class(server_t *srv)
-{
-    for (int k = INPUT_SIZE_CLASSES - 1; k >= 0; k--) {
-        if (atomic_load_explicit(&srv->input_classes[k], memory_order_relaxed) > 0) {
-            return k;
-        }
-    }
-    return -1;
-}
-
-/* The bytes of requests c holds that count against --max-input-buffers: its own input buffer
- * (not one lent for a read) and what its protocol holds (conn_hold). */
-static size_t counted(const conn_t *c)
-{
-    return (c->in != NULL && !c->in_borrowed ? c->in_cap : 0) + c->held;
-}
-
-/* Gives c's input buffer up (it holds nothing worth keeping): back to the loop as its spare if
- * it has none and the buffer is of the initial size, else freed. */
-static void conn_input_release(conn_t *c)
-{
-    loop_t *l = c->loop;
-    if (c->in == NULL) {
-        return;
-    }
-    size_t before = counted(c);
-    if (l->spare == NULL && c->in_cap == INPUT_INITIAL) {
-        l->spare = c->in;
-    } else {
-        free(c->in);
-    }
-    c->in = NULL;
-    c->in_len = 0;
-    c->in_cap = 0;
-    c->in_borrowed = false;
-    input_count(l->srv, before, counted(c));
-}
-
-void conn_hold(conn_t *c, size_t more, size_t less)
-{
-    size_t before = counted(c);
-    c->held = c->held + more - less;
-    input_count(c->loop->srv, before, counted(c));
-}
-
 /* A closing connection goes once its replies are out: none waits in a slot, and the protocol
  * has none still being decided. */
 static bool all_answered(const conn_t *c)
 {
     return c->slots == NULL && (c->proto->pending == NULL || !c->proto->pending(c));
-}
-
-/* After a read's requests were answered: a drained buffer is given up; one holding a partial
- * request (or requests waiting for a write) is kept, and counted if it was lent. */
-static void conn_input_settle(conn_t *c)
-{
-    if (c->in == NULL) {
-        return;
-    }
-    if (c->in_len == 0) {
-        conn_input_release(c);
-    } else if (c->in_borrowed) {
-        size_t before = counted(c);
-        c->in_borrowed = false;
-        input_count(c->loop->srv, before, counted(c));
-    }
 }
 
 /* ---- connections --------------------------------------------------------------------------- */
@@ -180,9 +97,12 @@ static void on_conn_closed(uv_handle_t *h)
         c->proto->close(c);
     }
     conn_unlink(c);
-    input_count(c->loop->srv, counted(c), 0); /* the protocol let go of what it held above */
+    conn_input_count(c->loop->srv, conn_counted(c),
+                     0); /* the protocol let go of what it held above */
     free(c->in);
     buf_free(&c->out);
+    tls_conn_free(c->tls);
+    buf_free(&c->tls_out);
     free(c);
 }
 
@@ -245,31 +165,31 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     loop_t *l = c->loop;
     buf->base = NULL;
     buf->len = 0;
-    if (c->in == NULL) { /* nothing buffered: read into the loop's spare (on_read settles it) */
-        if (l->spare == NULL && (l->spare = malloc(INPUT_INITIAL)) == NULL) {
+    if (c->tls != NULL) { /* ciphertext: into the loop's buffer, decrypted into c->in */
+        if (l->tls_in == NULL && (l->tls_in = malloc(READ_CHUNK)) == NULL) {
             return;
         }
-        c->in = l->spare;
-        c->in_cap = INPUT_INITIAL;
-        c->in_borrowed = true;
-        l->spare = NULL;
-    } else if (c->in_cap - c->in_len < READ_CHUNK) {
-        /* settled after every read, so a buffer still here is the connection's own */
-        size_t cap = c->in_cap * 2;
-        while (cap - c->in_len < READ_CHUNK) {
-            cap *= 2;
-        }
-        char *p = realloc(c->in, cap);
-        if (p == NULL) {
-            return;
-        }
-        size_t before = counted(c);
-        c->in = p;
-        c->in_cap = cap;
-        input_count(l->srv, before, counted(c));
+        buf->base = l->tls_in;
+        buf->len = READ_CHUNK;
+        return;
     }
-    buf->base = c->in + c->in_len;
-    buf->len = c->in_cap - c->in_len;
+    size_t len = 0;
+    char *room = conn_input_room(c, &len);
+    if (room != NULL) {
+        buf->base = room;
+        buf->len = len;
+    }
+}
+
+/* tls_conn_input()'s callbacks: plaintext goes where a plain read would have put it. */
+static char *tls_room(void *arg, size_t *len)
+{
+    return conn_input_room(arg, len);
+}
+
+static void tls_added(void *arg, size_t n)
+{
+    ((conn_t *)arg)->in_len += n;
 }
 
 void conn_input_check(loop_t *l);
@@ -280,6 +200,42 @@ static void conn_process(conn_t *c)
     c->proto->process(c);
     conn_input_settle(c);
     conn_input_check(c->loop);
+}
+
+/* The client closed its side (clean: EOF or TLS close_notify) or the socket failed. */
+static void conn_on_eof(conn_t *c, bool clean)
+{
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->closing = true;
+    c->eof = true;
+    if (!clean) {
+        conn_close_now(c);
+    } else if (!c->writing) {
+        conn_flush(c); /* closes it once every answer, also those waiting on Redis, is out */
+    }
+}
+
+/* Ciphertext read on a TLS connection: decrypted into c->in and answered as a plain read's
+ * bytes are; the handshake's messages are sent at once. */
+static void conn_tls_read(conn_t *c, const char *data, size_t n)
+{
+    enum tls_input r = tls_conn_input(c->tls, data, n, tls_room, tls_added, c);
+    if (r == TLS_INPUT_ERROR) {
+        log_debug("%s client %s:%d: TLS: %s", c->proto->label, c->addr, c->port,
+                  tls_conn_error(c->tls));
+        conn_input_settle(c);
+        conn_close_now(c);
+        return;
+    }
+    if (c->in_len > 0) {
+        conn_process(c); /* its replies are flushed, and the handshake's with them */
+    } else {
+        conn_input_settle(c);
+        conn_flush(c);
+    }
+    if (r == TLS_INPUT_CLOSED && !c->closing) {
+        conn_on_eof(c, true);
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -300,17 +256,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         /* EOF or an error: replies still being written go out first (a client may half-close
          * after sending its requests). */
-        uv_read_stop(s);
-        c->closing = true;
-        c->eof = true;
-        if (nread != UV_EOF) {
-            conn_close_now(c);
-        } else if (!c->writing) {
-            conn_flush(c); /* closes it once every answer, also those waiting on Redis, is out */
-        }
+        conn_on_eof(c, nread == UV_EOF);
         return;
     }
     if (nread == 0 || c->closing) {
+        return;
+    }
+    if (c->tls != NULL) {
+        conn_tls_read(c, buf->base, (size_t)nread);
         return;
     }
     c->in_len += (size_t)nread;
@@ -355,20 +308,30 @@ void conn_flush(conn_t *c)
         conn_close_now(c);
         return;
     }
-    if (c->out.len == 0) {
-        if (c->closing && all_answered(c)) {
+    buf_t *w = &c->out; /* what goes to the socket */
+    if (c->tls != NULL) {
+        if (tls_conn_output(c->tls, &c->out, &c->tls_out) != 0) {
+            log_debug("%s client %s:%d: TLS: %s", c->proto->label, c->addr, c->port,
+                      tls_conn_error(c->tls));
+            conn_close_now(c);
+            return;
+        }
+        w = &c->tls_out;
+    }
+    if (w->len == 0) {
+        if (c->closing && all_answered(c) && c->out.len == 0) {
             conn_close_lingering(c);
         }
         return;
     }
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == (int)c->out.len) {
-        c->out.len = 0;
-        if (c->out.cap > OUT_SHRINK_SIZE) {
-            buf_free(&c->out);
+    if (n == (int)w->len) {
+        w->len = 0;
+        if (w->cap > OUT_SHRINK_SIZE) {
+            buf_free(w);
         }
-        if (c->closing && all_answered(c)) {
+        if (c->closing && all_answered(c) && c->out.len == 0) {
             conn_close_lingering(c);
         }
         return;
@@ -378,7 +341,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (n > 0) {
-        buf_consume(&c->out, (size_t)n);
+        buf_consume(w, (size_t)n);
     }
     /* The rest goes with uv_write; the buffer moves to the request and the connection stops
      * reading until it completes. */
@@ -388,11 +351,11 @@ void conn_flush(conn_t *c)
         return;
     }
     wr->conn = c;
-    wr->data = c->out.data;
-    b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-    c->out.data = NULL;
-    c->out.len = 0;
-    c->out.cap = 0;
+    wr->data = w->data;
+    b = uv_buf_init(w->data, (unsigned)w->len);
+    w->data = NULL;
+    w->len = 0;
+    w->cap = 0;
     c->writing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
@@ -406,7 +369,7 @@ void conn_flush(conn_t *c)
 size_t conn_output_bytes(const conn_t *c)
 {
     size_t queued = c->writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) : 0;
-    return c->out.len + c->slot_bytes + queued;
+    return c->out.len + c->tls_out.len + c->slot_bytes + queued;
 }
 
 /* Closes c at once (counted) if more output waits for it than --output-buffer-hard. */
@@ -598,9 +561,11 @@ void conn_on_connection(uv_stream_t *server, int status)
         return;
     }
     const protocol_t *proto = NULL;
+    bool tls = false;
     for (size_t i = 0; i < l->nlisteners; i++) {
         if ((uv_stream_t *)&l->listeners[i] == server) {
             proto = l->listener_proto[i];
+            tls = l->listener_tls[i];
         }
     }
     conn_t *c = calloc(1, sizeof *c + proto->state_size);
@@ -622,6 +587,11 @@ void conn_on_connection(uv_stream_t *server, int status)
         return;
     }
     server_t *srv = l->srv;
+    if (tls && (c->tls = tls_conn_new(srv->tls, proto->alpn)) == NULL) {
+        log_warn("%s: no TLS session for a new client (out of memory)", proto->label);
+        conn_close_now(c);
+        return;
+    }
     atomic_fetch_add_explicit(&l->stats.connections, 1, memory_order_relaxed);
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
     c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;
@@ -637,6 +607,10 @@ void conn_on_connection(uv_stream_t *server, int status)
     c->counted = true;
     if (clients > srv->cfg->max_clients || atomic_load(&srv->stopping)) {
         atomic_fetch_add_explicit(&l->stats.rejected_clients, 1, memory_order_relaxed);
+        if (c->tls != NULL) { /* nothing can be said before a handshake: just close */
+            conn_close_now(c);
+            return;
+        }
         proto->reply_full(&c->out);
         c->closing = true;
         conn_flush(c);
@@ -662,7 +636,7 @@ static void evicted_reply(void *arg)
 static void conn_evict(conn_t *c)
 {
     loop_t *l = c->loop;
-    size_t held = counted(c);
+    size_t held = conn_counted(c);
     conn_input_release(c);
     if (c->proto->input_dropped != NULL) {
         c->proto->input_dropped(c);
@@ -694,18 +668,19 @@ static size_t loop_evict(loop_t *l)
     while (cap > 0 && atomic_load_explicit(&srv->input_bytes, memory_order_relaxed) > cap) {
         conn_t *largest = NULL;
         for (conn_t *c = l->conns; c != NULL; c = c->next) {
-            if (counted(c) > 0 && !uv_is_closing((uv_handle_t *)&c->tcp) &&
-                (largest == NULL || counted(c) > counted(largest))) {
+            if (conn_counted(c) > 0 && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+                (largest == NULL || conn_counted(c) > conn_counted(largest))) {
                 largest = c;
             }
         }
-        if (largest == NULL || (int)size_class(counted(largest)) < input_top_class(srv)) {
+        if (largest == NULL ||
+            (int)conn_size_class(conn_counted(largest)) < conn_input_top_class(srv)) {
             break;
         }
-        size_t had = counted(largest);
+        size_t had = conn_counted(largest);
         conn_evict(largest);
         evicted++;
-        if (counted(largest) >= had) {
+        if (conn_counted(largest) >= had) {
             break; /* it let go of nothing: stop rather than pick it again */
         }
     }

@@ -357,6 +357,7 @@ static bool grpc_pending(const conn_t *c)
 const protocol_t grpc_protocol = {
     .name = "grpc",
     .label = "gRPC",
+    .alpn = "h2",
     .state_size = sizeof(grpc_conn_t),
     .open = grpc_open,
     .close = grpc_close,

@@ -180,6 +180,7 @@ static void http_reply_closing(buf_t *out, const char *why)
 const protocol_t http_protocol = {
     .name = "http",
     .label = "HTTP",
+    .alpn = "http/1.1",
     .state_size = sizeof(http_conn_t),
     .process = http_process,
     .input_dropped = http_input_dropped,

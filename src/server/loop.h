@@ -46,6 +46,7 @@ typedef struct loop loop_t;
 typedef struct server_listener {
     const protocol_t *proto;
     int port;
+    bool tls; /* speaks TLS (server_t.tls) */
 } server_listener_t;
 
 /*
@@ -103,6 +104,9 @@ struct conn {
     size_t held;   /* bytes of requests its protocol keeps outside the input buffer (gRPC's
                       bodies and header fields; conn_hold), counted with it */
     buf_t out;
+    struct tls_conn *tls; /* its TLS session (tls.h), NULL for a plain connection; then out is
+                             plaintext the session encrypts into tls_out before it is written */
+    buf_t tls_out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
     conn_t *prev;
@@ -140,6 +144,8 @@ struct loop {
     uv_thread_t thread;
     uv_tcp_t listeners[SERVER_LISTEN_MAX];
     const protocol_t *listener_proto[SERVER_LISTEN_MAX];
+    bool listener_tls[SERVER_LISTEN_MAX];
+    char *tls_in; /* ciphertext read from a TLS connection, before it is decrypted */
     size_t nlisteners;
     uv_async_t stop_async;
     uv_async_t evict_async;  /* another loop saw the input buffers over the cap */
@@ -178,6 +184,7 @@ struct server {
     _Atomic int64_t last_snapshot_ns;
     size_t ntrusted;
     netaddr_net_t *trusted;     /* the trusted proxies' networks, [ntrusted], owned by main */
+    struct tls_ctx *tls;        /* certificate and key of the TLS listeners; NULL: none */
     _Atomic size_t input_bytes; /* every connection's input buffer, bytes allocated */
     _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
     uv_mutex_t evict_mu;                              /* guards the loops' evict_open */

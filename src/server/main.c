@@ -7,7 +7,7 @@
  *   SIGTERM, SIGINT  stop accepting, answer what was read, wait for a snapshot being written,
  *                    write a last one, exit 0
  *   SIGHUP           re-import --rules FILE (if given) and reload the rules (on the config
- *                    store's thread)
+ *                    store's thread); read the TLS certificate and key again
  * A service manager that started it with $NOTIFY_SOCKET (systemd's Type=notify) is told READY=1
  * once every port listens, and STOPPING=1 on SIGTERM or SIGINT (notify.h).
  *
@@ -35,6 +35,7 @@
 #include "server/resp_front.h"
 #include "server/rules_import.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "store/snapshot.h"
 #include "sluice/version.h"
 
@@ -253,6 +254,14 @@ static void on_hup(uv_signal_t *s, int signum)
 {
     (void)signum;
     main_ctx_t *m = s->data;
+    if (m->srv.tls != NULL) { /* a renewed certificate: new connections take it */
+        char err[TLS_ERR_MAX];
+        if (tls_ctx_reload(m->srv.tls, err) != 0) {
+            log_error("SIGHUP: %s (the certificate in use stays)", err);
+        } else {
+            log_info("SIGHUP: TLS certificate %s read again", m->srv.cfg->tls_cert);
+        }
+    }
     hup_job_t *h = calloc(1, sizeof *h);
     if (h == NULL) {
         log_error("SIGHUP: out of memory");
@@ -315,13 +324,13 @@ static void add_listeners(server_t *srv)
 {
     const server_config_t *cfg = srv->cfg;
     if (cfg->resp_port > 0) {
-        server_listen(srv, &resp_protocol, cfg->resp_port);
+        server_listen(srv, &resp_protocol, cfg->resp_port, cfg->tls_mask & CONFIG_TLS_RESP);
     }
     if (cfg->http_port > 0) {
-        server_listen(srv, &http_protocol, cfg->http_port);
+        server_listen(srv, &http_protocol, cfg->http_port, cfg->tls_mask & CONFIG_TLS_HTTP);
     }
     if (cfg->grpc_port > 0) {
-        server_listen(srv, &grpc_protocol, cfg->grpc_port);
+        server_listen(srv, &grpc_protocol, cfg->grpc_port, cfg->tls_mask & CONFIG_TLS_GRPC);
     }
 }
 
@@ -358,6 +367,11 @@ int main(int argc, char **argv)
         return 2;
     }
     rc = 1; /* from here on, a failure to start */
+    if (cfg.tls_cert != NULL &&
+        tls_ctx_new(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca, &m.srv.tls, err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto out;
+    }
 
     engine_config_t ec = {.store_url = cfg.config_store,
                           .workers = (unsigned)cfg.threads,
@@ -399,7 +413,8 @@ int main(int argc, char **argv)
     for (size_t b = 0; b < cfg.nbind; b++) {
         for (size_t k = 0; k < m.srv.nlisten; k++) {
             const server_listener_t *sl = &m.srv.listen[k];
-            log_info("listening on %s port %d (%s)", cfg.bind[b], sl->port, sl->proto->label);
+            log_info("listening on %s port %d (%s%s)", cfg.bind[b], sl->port, sl->proto->label,
+                     sl->tls ? " over TLS" : "");
         }
     }
     log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
@@ -441,6 +456,7 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     engine_free(m.srv.engine);
+    tls_ctx_free(m.srv.tls);
     free(m.srv.trusted);
     server_config_free(&cfg);
     return rc;

@@ -29,6 +29,7 @@ typedef struct protocol {
     const char *name;  /* lower case, as CLIENT LIST reports it: "resp2", "http" */
     const char *label; /* for logs: "RESP", "HTTP" */
     size_t state_size; /* bytes of per-connection state (conn_state()), 0 for none */
+    const char *alpn;  /* the TLS ALPN protocol id it answers to ("h2"), NULL: none */
 
     /* A connection was accepted (its state is zeroed). May be NULL. */
     void (*open)(conn_t *c);

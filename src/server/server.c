@@ -145,6 +145,7 @@ static void loop_thread(void *arg)
     uv_run(&l->uv, UV_RUN_DEFAULT);
     engine_worker_end(l->worker);
     free(l->spare);
+    free(l->tls_in);
     l->spare = NULL;
 }
 
@@ -229,6 +230,7 @@ static int loop_listen(loop_t *l, const char *host, const server_listener_t *sl,
         uv_close((uv_handle_t *)t, NULL);
         return -1;
     }
+    l->listener_tls[l->nlisteners] = sl->tls;
     l->listener_proto[l->nlisteners++] = sl->proto;
     return 0;
 }
@@ -271,12 +273,12 @@ static int loop_listen_all(loop_t *l, char *err, size_t err_cap)
     return 0;
 }
 
-int server_listen(server_t *srv, const protocol_t *proto, int port)
+int server_listen(server_t *srv, const protocol_t *proto, int port, bool tls)
 {
     if (srv->nlisten == SERVER_PROTOCOLS_MAX) {
         return -1;
     }
-    srv->listen[srv->nlisten++] = (server_listener_t){.proto = proto, .port = port};
+    srv->listen[srv->nlisten++] = (server_listener_t){.proto = proto, .port = port, .tls = tls};
     return 0;
 }
 

@@ -10,9 +10,10 @@
 #include "server/loop.h"
 #include "server/protocol.h"
 
-/* Adds a listener: every bind address listens on port for proto (before server_start). Returns
- * 0, or -1 when SERVER_PROTOCOLS_MAX are already set. */
-int server_listen(server_t *srv, const protocol_t *proto, int port);
+/* Adds a listener: every bind address listens on port for proto (before server_start), in TLS
+ * when tls (srv->tls must then be set). Returns 0, or -1 when SERVER_PROTOCOLS_MAX are already
+ * set. */
+int server_listen(server_t *srv, const protocol_t *proto, int port, bool tls);
 
 /* Binds every listener of every loop (so a port in use fails start-up, not a thread), then
  * starts the loop threads. Returns 0 or -1 with err. */

@@ -27,7 +27,26 @@ RLS = "envoy.service.ratelimit.v3.RateLimitService"
 Code = rls_pb2.RateLimitResponse.Code
 Unit = rls_pb2.RateLimitResponse.RateLimit.Unit
 
-channel = grpc.insecure_channel(TARGET)
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def make_channel():
+    """A plain channel, or with GRPC_TLS_CA set a TLS one trusting that CA (and with
+    GRPC_TLS_CERT and GRPC_TLS_KEY, presenting that client certificate)."""
+    ca = os.environ.get("GRPC_TLS_CA")
+    if not ca:
+        return grpc.insecure_channel(TARGET)
+    cert, key = os.environ.get("GRPC_TLS_CERT"), os.environ.get("GRPC_TLS_KEY")
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read_file(ca),
+        private_key=read_file(key) if key else None,
+        certificate_chain=read_file(cert) if cert else None)
+    return grpc.secure_channel(TARGET, creds)
+
+
+channel = make_channel()
 stub = rls_pb2_grpc.RateLimitServiceStub(channel)
 health = health_pb2_grpc.HealthStub(channel)
 

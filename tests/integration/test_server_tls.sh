@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# test_server_tls.sh - sluiced's listeners over TLS, with real clients: redis-cli --tls (one
+# command, and 3,000 pipelined: records that span reads, replies larger than a record), curl
+# over HTTPS, grpcio over TLS (Python's); a plain client, and bytes that are not TLS at all, on
+# a TLS port (closed; the server goes on); ALPN (a gRPC port refuses a client that offers only
+# http/1.1); SIGHUP with a renewed certificate (new connections get it) and with a broken one
+# (logged, the certificate in use stays); client certificates (--tls-client-ca) on the listeners
+# --tls names, the others plain; a client that never finishes its handshake (the idle timeout);
+# start-up errors that name what is wrong.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
+need openssl redis-cli curl "$PY"
+"$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
+    echo "SKIP: needs python3-grpcio and python3-grpc-tools"
+    exit 77
+}
+redis-cli --help 2>&1 | grep -q -- --tls || {
+    echo "SKIP: this redis-cli was built without TLS"
+    exit 77
+}
+mkdir -p "$TMP/stubs"
+"$PY" -m grpc_tools.protoc -I "$SLUICE_SOURCE_DIR/src/proto/grpc" --python_out="$TMP/stubs" \
+    --grpc_python_out="$TMP/stubs" rls.proto health.proto || exit 1
+
+# A CA, two server certificates for 127.0.0.1 (the second for the renewal) and a client one.
+pki() {
+    local d=$TMP/pki
+    mkdir -p "$d" && cd "$d" || return 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+        -subj "/CN=sluice test CA" 2>/dev/null || return 1
+    printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
+    local n
+    for n in server renewed client; do
+        openssl req -newkey rsa:2048 -nodes -keyout "$n.key" -out "$n.csr" -subj "/CN=$n" \
+            2>/dev/null || return 1
+        openssl x509 -req -in "$n.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -out "$n.pem" $([ "$n" = client ] || echo -extfile san.ext) 2>/dev/null || return 1
+    done
+    cd - >/dev/null || return 1
+}
+pki || { echo "could not make certificates"; exit 1; }
+P=$TMP/pki
+cp "$P/server.pem" "$TMP/cert.pem"
+cp "$P/server.key" "$TMP/key.pem"
+
+start_sluiced s1 --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" --config-store "$TMP/s1.db" \
+    --snapshot "" --threads 2 --idle-timeout 2s || { cat "$TMP/s1.log"; exit 1; }
+check "the log says which listeners speak TLS" grep -q "port $GRPC_PORT (gRPC over TLS)" "$TMP/s1.log"
+
+tls_cli() { redis-cli --tls --cacert "$P/ca.pem" -h 127.0.0.1 -p "$RESP_PORT" "$@"; }
+check "RESP over TLS" test "$(tls_cli PING)" = PONG
+first=$(tls_cli SL.THROTTLE tk fixed_window 2 60000 | head -1)
+second=$(tls_cli SL.THROTTLE tk fixed_window 2 60000 | head -1)
+third=$(tls_cli SL.THROTTLE tk fixed_window 2 60000 | head -1)
+check "RESP over TLS decides: allowed, allowed, refused" test "$first $second $third" = "1 1 0"
+
+# 3,000 pipelined commands in one connection: requests span TLS records and reads, and so do
+# the replies
+for ((i = 0; i < 3000; i++)); do printf 'SL.THROTTLE p%d gcra 100 1000\r\n' "$i"; done >"$TMP/pipe.txt"
+tls_cli --pipe <"$TMP/pipe.txt" >"$TMP/pipe.out" 2>&1
+check "3,000 pipelined over TLS, every one answered" grep -q "errors: 0, replies: 3000" "$TMP/pipe.out"
+
+curl_tls() { curl -s --cacert "$P/ca.pem" "$@"; }
+check "HTTPS /healthz" test "$(curl_tls -o /dev/null -w '%{http_code}' "https://127.0.0.1:$HTTP_PORT/healthz")" = 200
+check "HTTPS /metrics counts the pipelined calls" grep -q '^sluice_requests_total{protocol="resp"} 30[0-9][0-9]' \
+    <(curl_tls "https://127.0.0.1:$HTTP_PORT/metrics")
+check "a rule over TLS" test "$(tls_cli SL.RULE SET h '{"algorithm":"gcra","limit":5,"window":"1s"}')" = OK
+check "HTTPS POST /v1/allow" grep -q '"allowed":true' \
+    <(curl_tls -X POST -d '{"rule":"h","key":"k"}' "https://127.0.0.1:$HTTP_PORT/v1/allow")
+
+grpc_cases() { GRPC_TLS_CA=$P/ca.pem "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" \
+    "$GRPC_PORT" "$TMP/stubs" "$@"; }
+check "gRPC over TLS: the health check" grep -qx "ok health" <(grpc_cases health 2>&1)
+check "gRPC over TLS: an unknown domain" grep -qx "ok unknown" <(grpc_cases unknown 2>&1)
+
+# clients that do not speak TLS
+check "a plain RESP client gets nothing" test "$(redis-cli -p "$RESP_PORT" PING 2>/dev/null)" != PONG
+check "bytes that are not TLS: closed" "$PY" - "$RESP_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"\x16\x03\x01\x00\x05hello, this is no ClientHello\r\n" * 4)
+data = s.recv(4096)
+while data and len(data) < 65536:  # an alert at most, then the end
+    more = s.recv(4096)
+    if not more:
+        break
+    data += more
+sys.exit(0)
+PY
+check "ALPN: a gRPC port refuses a client offering only http/1.1" bash -c \
+    "! openssl s_client -connect 127.0.0.1:$GRPC_PORT -alpn http/1.1 -CAfile '$P/ca.pem' </dev/null >/dev/null 2>&1"
+check "ALPN: the gRPC port accepts h2" bash -c \
+    "openssl s_client -connect 127.0.0.1:$GRPC_PORT -alpn h2 -CAfile '$P/ca.pem' </dev/null 2>/dev/null | grep -q 'ALPN protocol: h2'"
+check "after all that, TLS clients are still served" test "$(tls_cli PING)" = PONG
+
+# a client that connects and never finishes its handshake is closed by the idle timeout
+check "an unfinished handshake is closed by the idle timeout" "$PY" - "$RESP_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(b"\x16\x03\x01")  # the start of a record, then nothing
+sys.exit(0 if s.recv(1) == b"" else 1)
+PY
+
+# SIGHUP: a renewed certificate for new connections; a broken one changes nothing
+subject() { openssl s_client -connect "127.0.0.1:$RESP_PORT" -CAfile "$P/ca.pem" </dev/null 2>/dev/null |
+    openssl x509 -noout -subject 2>/dev/null; }
+check "the first certificate" grep -q "CN = server" <(subject)
+cp "$P/renewed.pem" "$TMP/cert.pem"
+cp "$P/renewed.key" "$TMP/key.pem"
+kill -HUP "$(cat "$TMP/s1.pid")"
+check "SIGHUP: read again" wait_log s1 "TLS certificate $TMP/cert.pem read again"
+check "new connections get the renewed certificate" grep -q "CN = renewed" <(subject)
+cp "$P/server.pem" "$TMP/cert.pem" # a certificate that does not match the key
+kill -HUP "$(cat "$TMP/s1.pid")"
+check "SIGHUP: the mismatch is logged" wait_log s1 "TLS private key $TMP/key.pem: .*key values mismatch (the certificate in use stays)"
+check "the renewed certificate stays in use" grep -q "CN = renewed" <(subject)
+check "s1 stops cleanly" stop_bg s1 TERM
+
+# client certificates, on HTTP and gRPC only (RESP stays plain)
+start_sluiced s2 --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls-client-ca "$P/ca.pem" \
+    --tls http,grpc --config-store "$TMP/s2.db" --snapshot "" || { cat "$TMP/s2.log"; exit 1; }
+check "--tls http,grpc: RESP is plain" test "$(redis-cli -p "$RESP_PORT" PING)" = PONG
+check "no client certificate: refused" bash -c \
+    "! curl -s --cacert '$P/ca.pem' https://127.0.0.1:$HTTP_PORT/healthz"
+check "with the client certificate: served" test "$(curl_tls --cert "$P/client.pem" --key "$P/client.key" \
+    -o /dev/null -w '%{http_code}' "https://127.0.0.1:$HTTP_PORT/healthz")" = 200
+check "gRPC with the client certificate" grep -qx "ok health" \
+    <(GRPC_TLS_CERT=$P/client.pem GRPC_TLS_KEY=$P/client.key grpc_cases health 2>&1)
+check "gRPC without one: refused" bash -c "! grep -qx 'ok health' <(GRPC_TLS_CA='$P/ca.pem' '$PY' \
+    '$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py' $GRPC_PORT '$TMP/stubs' health 2>&1)"
+check "s2 stops cleanly" stop_bg s2 TERM
+
+# start-up errors name what is wrong
+startup_error() { # EXPECTED ARGS..
+    local want=$1 out
+    shift
+    out=$("$SLUICED" --port 0 --http-port "$(free_port)" --grpc-port 0 --snapshot "" \
+        --config-store "$TMP/err.db" "$@" 2>&1)
+    [ $? -ne 0 ] && grep -q -- "$want" <<<"$out" || { echo "  got: $out"; return 1; }
+}
+check "a certificate without its key" startup_error "--tls-cert and --tls-key go together: --tls-key is missing" \
+    --tls-cert "$P/server.pem"
+check "an unknown listener in --tls" startup_error "--tls: 'smtp' is not a listener" \
+    --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls http,smtp
+check "a key of another certificate" startup_error "TLS private key $P/client.key: .*key values mismatch" \
+    --tls-cert "$P/server.pem" --tls-key "$P/client.key"
+check "a certificate file that is missing" startup_error "TLS certificate $TMP/none.pem" \
+    --tls-cert "$TMP/none.pem" --tls-key "$P/server.key"
+finish
