@@ -12,6 +12,7 @@
 #define SLUICE_TESTS_PROP_GEN_H
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -216,6 +217,57 @@ static inline void print_decision(FILE *f, const sl_decision_t *d)
             " reset_after=%" PRId64 " delay=%" PRId64,
             d->allowed ? 1 : 0, d->limit, d->remaining, d->retry_after_ns, d->reset_after_ns,
             d->delay_ns);
+}
+
+/* token_bucket and gcra: the algorithms that meter (a TAT against a tolerance) rather than
+ * count. */
+static inline bool prop_is_meter(const sl_rule_t *rule)
+{
+    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
+}
+
+#define PROP_COPY_WORDS 1024 /* 8 KiB: the largest state prop_decide_copy() takes */
+
+/* What sl_decide() answers for `cost` at `now` on the key's state, leaving the state as it is
+ * (the decision runs on a copy of rule->state_size bytes). */
+static inline sl_decision_t prop_decide_copy(const sl_rule_t *rule, const void *state, int64_t cost,
+                                             int64_t now)
+{
+    uint64_t copy[PROP_COPY_WORDS];
+    sl_decision_t d;
+    if (rule->state_size > sizeof copy) {
+        fprintf(stderr, "prop_decide_copy: a state of %u bytes\n", (unsigned)rule->state_size);
+        abort();
+    }
+    memcpy(copy, state, rule->state_size);
+    sl_decide(rule, copy, cost, now, &d);
+    return d;
+}
+
+/*
+ * Reports a failed check: counts it in *failed and prints the first max_prints of each
+ * property, as "FAIL <prop>: <algorithm> case <idx>: <message>"; the first time a case fails
+ * (*printed false), also the seed and its rule (and `to`, a second rule, unless NULL).
+ */
+static inline void prop_vfail(long *failed, long max_prints, const char *prop,
+                              const sl_rule_t *rule, const sl_rule_t *to, long idx, uint64_t seed,
+                              bool *printed, const char *fmt, va_list ap)
+{
+    if (++*failed > max_prints) {
+        return;
+    }
+    fprintf(stderr, "FAIL %s: %s case %ld: ", prop, sl_algorithm_name(rule->algorithm), idx);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    if (!*printed) {
+        fprintf(stderr, "  seed 0x%" PRIx64 "; %s", seed, to != NULL ? "from " : "");
+        print_rule(stderr, rule);
+        if (to != NULL) {
+            fprintf(stderr, "  to ");
+            print_rule(stderr, to);
+        }
+        *printed = true;
+    }
 }
 
 static inline bool decision_eq(const sl_decision_t *a, const sl_decision_t *b)

@@ -136,11 +136,6 @@ static const sl_algorithm_t algorithms[] = {
     SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA,
 };
 
-static bool is_meter(const sl_rule_t *rule)
-{
-    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
-}
-
 static void print_history(const tcase_t *c, int upto)
 {
     fprintf(stderr, "  replay: SLUICE_SEED=0x%" PRIx64 " SLUICE_CASE=%s:%ld\n", c->run->seed,
@@ -593,7 +588,7 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
         fprintf(stderr, "sl_state_size %zu out of range for this test\n", size);
         exit(2);
     }
-    bool backwards_ok = !(is_meter(&c.rule) && c.rule.max_delay_ns > 0);
+    bool backwards_ok = !(prop_is_meter(&c.rule) && c.rule.max_delay_ns > 0);
     run->cases_by[alg][c.rule.max_delay_ns > 0]++;
     if (sl_state_packed_max(&c.rule) > sizeof(packed)) {
         fprintf(stderr, "sl_state_packed_max out of range for this test\n");
@@ -621,7 +616,7 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
             } else if (prng_chance(&rng, 6)) {
                 /* just before or at the next boundary of a window, bucket or interval */
                 int64_t unit = c.rule.bucket_ns > 0 ? c.rule.bucket_ns : c.rule.window_ns;
-                if (is_meter(&c.rule) && prng_chance(&rng, 50)) {
+                if (prop_is_meter(&c.rule) && prng_chance(&rng, 50)) {
                     unit = c.rule.interval_ns;
                 }
                 now = (max_now / unit + 1) * unit - prng_range(&rng, 0, 2);

@@ -94,39 +94,11 @@ static void failf(pcase_t *c, enum prop prop, const char *fmt, ...)
 
 static void failf(pcase_t *c, enum prop prop, const char *fmt, ...)
 {
-    c->run->failed[prop]++;
-    if (c->run->failed[prop] > MAX_FAIL_PRINTS) {
-        return;
-    }
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s: %s case %ld: ", prop_names[prop],
-            sl_algorithm_name(c->from.algorithm), c->idx);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    prop_vfail(&c->run->failed[prop], MAX_FAIL_PRINTS, prop_names[prop], &c->from, &c->to, c->idx,
+               c->run->seed, &c->printed, fmt, ap);
     va_end(ap);
-    if (!c->printed) {
-        fprintf(stderr, "  seed 0x%" PRIx64 "; from ", c->run->seed);
-        print_rule(stderr, &c->from);
-        fprintf(stderr, "  to ");
-        print_rule(stderr, &c->to);
-        c->printed = true;
-    }
-}
-
-static bool is_meter(const sl_rule_t *rule)
-{
-    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
-}
-
-static sl_decision_t decide_copy(const sl_rule_t *rule, const uint64_t *state, int64_t cost,
-                                 int64_t now)
-{
-    uint64_t copy[STATE_WORDS];
-    sl_decision_t d;
-    memcpy(copy, state, sizeof(copy));
-    sl_decide(rule, copy, cost, now, &d);
-    return d;
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */
@@ -147,7 +119,7 @@ static sl_rule_t gen_to(prng_t *r, const sl_rule_t *from)
         to.window_ns = prng_chance(r, 50) ? from->window_ns * a : from->window_ns / a;
         break;
     case 2: /* the parameter of the algorithm */
-        if (is_meter(from)) {
+        if (prop_is_meter(from)) {
             to.burst = prng_range(r, from->algorithm == SL_TOKEN_BUCKET ? 1 : 0, 20);
         } else if (from->algorithm == SL_SLIDING_BUCKETS) {
             to.buckets = prng_range(r, 1, 16); /* buckets a multiple of the old ones */
@@ -366,8 +338,8 @@ static bool probe(pcase_t *c, prng_t *rng, enum prop prop, const uint64_t *conv,
         int64_t at = now + (k == 0 ? 0 : prng_range(rng, 0, horizon));
         int64_t costs[4] = {0, 1, prng_range(rng, 0, to->capacity), to->capacity};
         for (int j = 0; j < 4; j++) {
-            sl_decision_t x = decide_copy(to, conv, costs[j], at);
-            sl_decision_t y = decide_copy(to, ref, costs[j], at);
+            sl_decision_t x = prop_decide_copy(to, conv, costs[j], at);
+            sl_decision_t y = prop_decide_copy(to, ref, costs[j], at);
             bool y_allowed = y.allowed;
             if (log && costs[j] == 0) { /* the unbounded log of those stamps */
                 y_allowed = log_inside(h, since, to->window_ns, at) <= to->limit;
@@ -432,8 +404,8 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
 
     /* the units the old state records, or for a T that grows the units owed at now */
     int64_t since = recorded_from(from, &h, now);
-    if (is_meter(from) && to->interval_ns > from->interval_ns) {
-        int64_t reset = decide_copy(from, s, 0, now).reset_after_ns;
+    if (prop_is_meter(from) && to->interval_ns > from->interval_ns) {
+        int64_t reset = prop_decide_copy(from, s, 0, now).reset_after_ns;
         int64_t units = reset / from->interval_ns + (reset % from->interval_ns != 0);
         sl_decision_t d;
         if (units > 0) {

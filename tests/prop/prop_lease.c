@@ -93,51 +93,25 @@ static void failf(pcase_t *c, const char *fmt, ...) __attribute__((format(printf
 
 static void failf(pcase_t *c, const char *fmt, ...)
 {
-    c->run->failed[c->prop]++;
-    if (c->run->failed[c->prop] > MAX_FAIL_PRINTS) {
-        return;
-    }
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s: %s case %ld: ", prop_names[c->prop],
-            sl_algorithm_name(c->rule.algorithm), c->idx);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    prop_vfail(&c->run->failed[c->prop], MAX_FAIL_PRINTS, prop_names[c->prop], &c->rule, NULL,
+               c->idx, c->run->seed, &c->printed, fmt, ap);
     va_end(ap);
-    if (!c->printed) {
-        fprintf(stderr, "  seed 0x%" PRIx64 "; ", c->run->seed);
-        print_rule(stderr, &c->rule);
-        c->printed = true;
-    }
-}
-
-static bool is_meter(const sl_rule_t *rule)
-{
-    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
 }
 
 /* The longest lease time sl_lease() takes under the rule (< 1: none). */
 static int64_t lease_max(const sl_rule_t *rule)
 {
-    return is_meter(rule) ? rule->tolerance_ns - rule->interval_ns : SL_WINDOW_MAX_NS;
+    return prop_is_meter(rule) ? rule->tolerance_ns - rule->interval_ns : SL_WINDOW_MAX_NS;
 }
 
 /* A lease time: mostly within a window (or the bucket's tolerance), sometimes a whole one. */
 static int64_t gen_lease(prng_t *rng, const sl_rule_t *rule)
 {
-    int64_t hi = is_meter(rule) ? lease_max(rule) : rule->window_ns;
+    int64_t hi = prop_is_meter(rule) ? lease_max(rule) : rule->window_ns;
     return prng_chance(rng, 80) ? prng_range(rng, 1, hi / 4 + 1 < hi ? hi / 4 + 1 : hi)
                                 : prng_range(rng, 1, hi);
-}
-
-static sl_decision_t decide_copy(const sl_rule_t *rule, const uint64_t *state, int64_t cost,
-                                 int64_t now)
-{
-    uint64_t copy[PROP_STATE_WORDS];
-    sl_decision_t d;
-    memcpy(copy, state, sizeof(copy));
-    sl_decide(rule, copy, cost, now, &d);
-    return d;
 }
 
 /* ---- exact ------------------------------------------------------------------------------- */
@@ -202,7 +176,7 @@ static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
         return;
     }
     /* what was granted is what a request of that cost at the grant's time would have taken */
-    sl_decision_t asked = decide_copy(&c.rule, s, lease.granted, lease.at_ns);
+    sl_decision_t asked = prop_decide_copy(&c.rule, s, lease.granted, lease.at_ns);
     if (!asked.allowed) {
         failf(&c, "granted %" PRId64 " that a request at the grant's time is refused",
               lease.granted);
@@ -224,8 +198,8 @@ static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
         int64_t at = lease.at_ns + (p == 0 ? 0 : gen_gap(&rng, &c.rule, q));
         int64_t costs[4] = {0, 1, prng_range(&rng, 0, c.rule.capacity), c.rule.capacity};
         for (int k = 0; k < 4; k++) {
-            sl_decision_t a = decide_copy(&c.rule, s, costs[k], at);
-            sl_decision_t b = decide_copy(&c.rule, s2, costs[k], at);
+            sl_decision_t a = prop_decide_copy(&c.rule, s, costs[k], at);
+            sl_decision_t b = prop_decide_copy(&c.rule, s2, costs[k], at);
             if (!decision_eq(&a, &b)) {
                 failf(&c, "after the return, cost %" PRId64 " at +%" PRId64 " decides otherwise",
                       costs[k], at - lease.at_ns);
@@ -407,8 +381,8 @@ static void check_twin(world_t *w, int64_t end, int64_t q)
         int64_t at = end + (p == 0 ? 0 : gen_gap(w->rng, rule, q));
         int64_t costs[4] = {0, 1, prng_range(w->rng, 0, rule->capacity), rule->capacity};
         for (int k = 0; k < 4; k++) {
-            sl_decision_t a = decide_copy(rule, w->shared, costs[k], at);
-            sl_decision_t b = decide_copy(rule, twin, costs[k], at);
+            sl_decision_t a = prop_decide_copy(rule, w->shared, costs[k], at);
+            sl_decision_t b = prop_decide_copy(rule, twin, costs[k], at);
             if ((a.allowed && !b.allowed) || (costs[k] == 0 && a.remaining > b.remaining)) {
                 failf(w->c,
                       "laxer than strict at +%" PRId64 ", cost %" PRId64 ": shared allowed %d "
@@ -527,7 +501,7 @@ static void run_refuse(run_t *run, sl_algorithm_t alg, long idx)
         return;
     }
     int64_t bad[3] = {0, -prng_range(&rng, 1, SL_NS_PER_SEC), SL_WINDOW_MAX_NS + 1};
-    if (is_meter(&c.rule)) {
+    if (prop_is_meter(&c.rule)) {
         bad[2] = lease_max(&c.rule) + prng_range(&rng, 1, c.rule.interval_ns);
     }
     for (int k = 0; k < 3; k++) {

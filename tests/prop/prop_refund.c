@@ -88,42 +88,16 @@ static void failf(pcase_t *c, const char *fmt, ...) __attribute__((format(printf
 
 static void failf(pcase_t *c, const char *fmt, ...)
 {
-    c->run->failed[c->prop]++;
-    if (c->run->failed[c->prop] > MAX_FAIL_PRINTS) {
-        return;
-    }
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s: %s case %ld: ", prop_names[c->prop],
-            sl_algorithm_name(c->rule.algorithm), c->idx);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    prop_vfail(&c->run->failed[c->prop], MAX_FAIL_PRINTS, prop_names[c->prop], &c->rule, NULL,
+               c->idx, c->run->seed, &c->printed, fmt, ap);
     va_end(ap);
-    if (!c->printed) {
-        fprintf(stderr, "  seed 0x%" PRIx64 "; ", c->run->seed);
-        print_rule(stderr, &c->rule);
-        c->printed = true;
-    }
-}
-
-static bool is_meter(const sl_rule_t *rule)
-{
-    return rule->algorithm == SL_TOKEN_BUCKET || rule->algorithm == SL_GCRA;
 }
 
 static int64_t horizon(const sl_rule_t *rule)
 {
     return 3 * rule->window_ns + rule->tolerance_ns + rule->max_delay_ns;
-}
-
-static sl_decision_t decide_copy(const sl_rule_t *rule, const uint64_t *state, int64_t cost,
-                                 int64_t now)
-{
-    uint64_t copy[PROP_STATE_WORDS];
-    sl_decision_t d;
-    memcpy(copy, state, sizeof(copy));
-    sl_decide(rule, copy, cost, now, &d);
-    return d;
 }
 
 /*
@@ -137,7 +111,7 @@ static int64_t history(const sl_rule_t *rule, prng_t *rng, uint64_t *state, int6
     int64_t adm_t[HISTORY_MAX], adm_c[HISTORY_MAX];
     int nadm = 0;
     int steps = (int)prng_range(rng, 0, HISTORY_MAX);
-    bool back_ok = !(is_meter(rule) && rule->max_delay_ns > 0);
+    bool back_ok = !(prop_is_meter(rule) && rule->max_delay_ns > 0);
     sl_decision_t d;
     for (int i = 0; i < steps; i++) {
         now = back_ok && prng_chance(rng, 5) ? latest - prng_range(rng, 0, rule->window_ns)
@@ -235,7 +209,7 @@ static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
     if (prng_chance(&rng, 70)) {
         t += gen_gap(&rng, rule, gen_quantum(&rng, rule));
     }
-    sl_decision_t d = decide_copy(rule, s, 0, t);
+    sl_decision_t d = prop_decide_copy(rule, s, 0, t);
     if (!d.allowed || d.remaining == 0) {
         run->skipped++;
         return;
@@ -264,15 +238,15 @@ static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
                   cost);
         }
     }
-    sl_decision_t peek = decide_copy(rule, s2, 0, t);
+    sl_decision_t peek = prop_decide_copy(rule, s2, 0, t);
     if (!decision_eq(&d, &peek)) {
         failf(&c, "the refund's report differs from a peek right after it");
     }
     for (int k = 0; k < PROBES; k++) {
         int64_t at = t + (k == 0 ? 0 : prng_range(&rng, 0, horizon(rule)));
         int64_t probe = prng_range(&rng, 0, rule->capacity + 1);
-        sl_decision_t x = decide_copy(rule, s, probe, at);
-        sl_decision_t y = decide_copy(rule, s2, probe, at);
+        sl_decision_t x = prop_decide_copy(rule, s, probe, at);
+        sl_decision_t y = prop_decide_copy(rule, s2, probe, at);
         if (!decision_eq(&x, &y) ||
             sl_state_is_fresh(rule, s, at) != sl_state_is_fresh(rule, s2, at)) {
             failf(&c,
@@ -297,13 +271,13 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
     uint64_t real[PROP_STATE_WORDS] = {0}, never[PROP_STATE_WORDS];
     int64_t t0 = history(rule, &rng, real, PROP_START + prng_range(&rng, 0, w));
     memcpy(never, real, sizeof(real));
-    bool back_ok = !(is_meter(rule) && rule->max_delay_ns > 0);
+    bool back_ok = !(prop_is_meter(rule) && rule->max_delay_ns > 0);
 
     int64_t t_c = t0 + gen_gap(&rng, rule, q);
     if (back_ok && prng_chance(&rng, 15)) {
         t_c = t0 - prng_range(&rng, 0, w); /* a charge clamped to the latest time */
     }
-    sl_decision_t d = decide_copy(rule, real, 0, t_c);
+    sl_decision_t d = prop_decide_copy(rule, real, 0, t_c);
     if (!d.allowed || d.remaining == 0) {
         run->skipped++;
         return;
@@ -320,7 +294,7 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
     int64_t now = t_c;
     for (int k = 0; k < others; k++) {
         /* meters: in [t_c, t_r]; the others: anywhere around, after t_r too */
-        if (is_meter(rule)) {
+        if (prop_is_meter(rule)) {
             now = t_c + prng_range(&rng, 0, t_r - t_c);
             if (back_ok && prng_chance(&rng, 20)) {
                 now = t_c - prng_range(&rng, 0, w);
@@ -347,8 +321,8 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
         int64_t at = t_r + (k == 0 ? 0 : prng_range(&rng, 0, horizon(rule)));
         int64_t costs[4] = {0, 1, prng_range(&rng, 0, rule->capacity), rule->capacity};
         for (int j = 0; j < 4; j++) {
-            sl_decision_t x = decide_copy(rule, real, costs[j], at);
-            sl_decision_t y = decide_copy(rule, never, costs[j], at);
+            sl_decision_t x = prop_decide_copy(rule, real, costs[j], at);
+            sl_decision_t y = prop_decide_copy(rule, never, costs[j], at);
             /* remaining is after the request: compared on peeks */
             if ((x.allowed && (!y.allowed || x.delay_ns < y.delay_ns)) ||
                 (costs[j] == 0 && x.remaining > y.remaining)) {
@@ -448,7 +422,7 @@ static bool log_compare(pcase_t *c, prng_t *rng, const uint64_t *ring, ref_log_t
         int64_t base = r->latest > PROP_START ? r->latest : PROP_START;
         int64_t at = base + (k == 0 ? 0 : prng_range(rng, 0, 2 * rule->window_ns));
         int64_t cost = k < 2 ? k : prng_range(rng, 0, rule->limit + 1);
-        sl_decision_t x = decide_copy(rule, ring, cost, at);
+        sl_decision_t x = prop_decide_copy(rule, ring, cost, at);
         sl_decision_t y = ref_decide(rule, r, cost, at, false);
         bool ok;
         if (at_least) {
@@ -519,7 +493,7 @@ static void run_log(run_t *run, long idx)
             int64_t cost = prng_range(&rng, 1, adm_c[j] > 0 ? adm_c[j] : 1);
             now = now > adm_t[j] ? now : adm_t[j];
             /* a peek refused at the latest time: dropped stamps are still in the window */
-            bool dropped = !decide_copy(rule, ring, 0, r.latest).allowed;
+            bool dropped = !prop_decide_copy(rule, ring, 0, r.latest).allowed;
             /* when it was charged, or (a store's lower bound of that) earlier */
             int64_t at =
                 adm_t[j] - (prng_chance(&rng, 25) ? prng_range(&rng, 0, rule->window_ns) : 0);
