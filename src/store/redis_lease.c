@@ -445,6 +445,11 @@ const redis_lease_stats_t *redis_leases_stats(const redis_leases_t *t)
     return &t->stats;
 }
 
+void redis_leases_asked(redis_leases_t *t)
+{
+    ADD(asked, 1);
+}
+
 redis_leases_t *redis_leases_create(uv_loop_t *loop, redis_store_t *rs)
 {
     redis_leases_t *t = calloc(1, sizeof *t);

@@ -60,6 +60,7 @@ typedef struct redis_lease_stats {
     _Atomic uint64_t units;      /* units granted */
     _Atomic uint64_t hits;       /* decisions answered from a lease */
     _Atomic uint64_t spent;      /* units those took */
+    _Atomic uint64_t asked;      /* decisions and settles asked of the store, leased or not */
 } redis_lease_stats_t;
 
 typedef struct redis_leases redis_leases_t;
@@ -100,5 +101,8 @@ void redis_leases_drop(redis_leases_t *t, const redis_lease_target_t *tg);
 unsigned redis_leases_stop(redis_leases_t *t);
 
 const redis_lease_stats_t *redis_leases_stats(const redis_leases_t *t);
+
+/* Counts a decision or settle asked of the loop's store (for Redis commands per decision). */
+void redis_leases_asked(redis_leases_t *t);
 
 #endif /* SLUICE_STORE_REDIS_LEASE_H */

@@ -211,6 +211,7 @@ static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_
     redis_loop_t *rl = (redis_loop_t *)l;
     redis_store_t *rs = rl->rs;
     int64_t closed_ns = closed_of(tg, now_ns);
+    redis_leases_asked(rl->leases);
     if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
         redis_lease_target_t lt = lease_target(tg, now_ns);
         redis_leases_decide(rl->leases, &lt, req->cost, now_ns, fn, arg);
@@ -330,7 +331,8 @@ static void stats_of(void *arg, const void *loop)
                            .leases_unreturned = LOAD(l->unreturned),
                            .lease_units = LOAD(l->units),
                            .lease_hits = LOAD(l->hits),
-                           .lease_units_spent = LOAD(l->spent)};
+                           .lease_units_spent = LOAD(l->spent),
+                           .asked = LOAD(l->asked)};
 #undef LOAD
 }
 

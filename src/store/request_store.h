@@ -118,6 +118,7 @@ typedef struct store_stats {
      * a lease and the units they took */
     uint64_t leases_taken, leases_returned, leases_unreturned, lease_units, lease_hits,
         lease_units_spent;
+    uint64_t asked; /* decisions and settles asked of the store (decisions counts commands) */
 } store_stats_t;
 
 struct request_store_ops {
