@@ -257,7 +257,8 @@ static bool running(const lease_entry_t *e, int64_t cost, int64_t now)
 
 static void on_lease(void *arg, int status, const sl_decision_t *d, const char *err);
 
-/* Asks for a lease for e, sized for cost and e's rate, and makes (fn, arg) its first waiter. */
+/* Asks for a lease for e, sized for cost (what the waiters w.. ask) and e's rate, and makes the
+ * waiters wait for it. */
 static void ask(lease_entry_t *e, const redis_lease_target_t *tg, int64_t cost, int64_t now_ns,
                 int64_t now, lease_waiter_t *w)
 {
@@ -269,8 +270,12 @@ static void ask(lease_entry_t *e, const redis_lease_target_t *tg, int64_t cost, 
     e->rate_since_ns = now;
     int64_t want = lease_want(e->rate_per_s, e->lease_ns, e->remaining, cost);
     e->inflight = true;
-    e->wait_head = e->wait_tail = w;
-    e->nwait = 1;
+    e->wait_head = w;
+    e->nwait = 0;
+    for (e->wait_tail = w; e->wait_tail->next != NULL; e->wait_tail = e->wait_tail->next) {
+        e->nwait++;
+    }
+    e->nwait++;
     e->sent_ns = now;
     t->outstanding++;
     redis_store_lease(t->rs, tg->name, tg->rule, tg->key, tg->key_len, want, e->lease_ns,
@@ -362,21 +367,45 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         e->grant.granted = 0;
         e->left = 0;
     }
-    while (w != NULL) {
+    bool served = false;
+    while (w != NULL && status == 0 && running(e, w->cost, now)) {
         lease_waiter_t *next = w->next;
         sl_decision_t got;
+        served = true;
+        take(e, w->cost, now, &got);
+        w->fn(w->arg, 0, &got, NULL);
+        free(w);
+        w = next;
+    }
+    e->serving = false;
+    if (w != NULL && served && !t->stopping &&
+        !atomic_load_explicit(&e->ref->retired, memory_order_acquire)) {
+        /* the grant ran short, the key had room: another lease for the rest, sized from the
+         * rate they arrived at */
+        int64_t cost = 0;
+        for (const lease_waiter_t *x = w; x != NULL; x = x->next) {
+            cost += x->cost;
+        }
+        redis_lease_target_t tg = {.ref = e->ref,
+                                   .name = e->bytes,
+                                   .rule = &e->rule,
+                                   .key = entry_key(e),
+                                   .key_len = e->key_len,
+                                   .lease_ns = e->lease_ns,
+                                   .closed_ns = e->closed_ns};
+        ask(e, &tg, cost, now_ns, now, w);
+        return;
+    }
+    while (w != NULL) { /* a store error is theirs too; a grant of nothing: strict */
+        lease_waiter_t *next = w->next;
         if (status != 0) {
             w->fn(w->arg, -1, NULL, err);
-        } else if (running(e, w->cost, now)) {
-            take(e, w->cost, now, &got);
-            w->fn(w->arg, 0, &got, NULL);
         } else {
             strict(t, e, NULL, w->cost, now_ns, w->fn, w->arg);
         }
         free(w);
         w = next;
     }
-    e->serving = false;
     if (t->stopping) {
         give_back(e);
     }
