@@ -6,6 +6,8 @@
 #      (bounded in count and time): no fixed window admits more than its key's limit, counted
 #      from the replies, and Redis runs far fewer commands than there are decisions (INFO
 #      commandstats; /metrics says the same)
+#   1b. a lease with units left at its window's end is not spent in the next window: another
+#      sluiced takes that window's whole limit, and the first admits nothing more in it
 #   2. SIGTERM: a sluiced holding a lease gives it back before it exits (Redis shows the units)
 #   3. SIGKILL: a sluiced holding a lease dies with it: its units stay used (under-admission
 #      only: the other sluiced admit no more than the limit less them)
@@ -36,6 +38,12 @@ rules:
     overrides:
       - key: hot
         limit: 2000
+  - name: le
+    algorithm: fixed_window
+    limit: 100
+    window: 2s
+    mode: leased
+    lease_time: 2s
   - name: lt
     algorithm: fixed_window
     limit: 1000
@@ -105,6 +113,9 @@ lt() { [ "$1" -lt "$2" ] || { echo "  $1 is not < $2"; return 1; }; }
 le() { [ "$1" -le "$2" ] || { echo "  $1 is not <= $2"; return 1; }; }
 eq() { [ "$1" -eq "$2" ] || { echo "  $1 is not $2"; return 1; }; }
 # a ratio test: $1 * 100 < $2 * PERCENT
+now_ms() { date +%s%3N; }
+early_in_window() { [ $(($(now_ms) % 2000)) -lt 500 ]; } # the le rule's 2 s windows
+window_after() { [ $(($(now_ms) / 2000)) -gt "$1" ]; }
 ratio_below() { [ $(($1 * 100)) -lt $(($2 * $3)) ] || { echo "  $1 / $2 is not below $3 %"; return 1; }; }
 
 # run_suite MODE REDIS [REDIS ARGS..]: three sluiced over one Redis started here
@@ -142,6 +153,17 @@ run_suite() {
     check "$m: lease-hits" lt 0 "$(metric "${https[0]}" sluice_redis_lease_hits_total)"
     check "$m: leases-taken" lt 0 "$(metric "${https[1]}" 'sluice_redis_leases_total{event="taken"}')"
     check "$m: no-store-errors" eq "$(store_errors "${https[2]}" lh)" 0
+
+    # 1b. a window's end ends its leases
+    local w
+    poll 5 early_in_window
+    w=$(($(now_ms) / 2000))
+    check "$m: edge-spent" eq "$(allow_n "$p1" 5 le e1)" 5
+    check "$m: edge-leased" lt "$(remaining "$p2" le e1)" 95 # units left in p1's lease
+    check "$m: edge-same-window" test $(($(now_ms) / 2000)) -eq "$w"
+    check "$m: edge-next-window" poll 5 window_after "$w"
+    check "$m: edge-others-take-all" eq "$(allow_n "$p2" 100 le e1)" 100
+    check "$m: edge-nothing-more" eq "$(allow_n "$p1" 30 le e1)" 0
 
     # 2. SIGTERM gives the leases back: Redis holds exactly what was spent
     check "$m: term-spent" eq "$(allow_n "$p1" 50 lt t1)" 50
