@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/freelist.h"
 #include "store/lease_size.h"
 #include "store/overlimit_cache.h"
 #include "store/redis_lease.h"
@@ -54,6 +55,7 @@ struct redis_leases {
     size_t count;         /* entries */
     unsigned outstanding; /* returns and lease requests on their way */
     redis_lease_stats_t stats;
+    freelist_t waiters; /* lease_waiter_t to reuse */
     lease_entry_t *slots[LEASE_SLOTS];
 };
 
@@ -325,7 +327,7 @@ void redis_leases_decide(redis_leases_t *t, const redis_lease_target_t *tg, int6
     }
     lease_waiter_t *w = NULL;
     if ((e->inflight && e->nwait >= LEASE_WAITERS_MAX) ||
-        (!e->inflight && now < e->strict_until_ns) || (w = malloc(sizeof *w)) == NULL) {
+        (!e->inflight && now < e->strict_until_ns) || (w = freelist_get(&t->waiters)) == NULL) {
         strict(t, NULL, tg, cost, now_ns, fn, arg);
         return;
     }
@@ -374,7 +376,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         served = true;
         take(e, w->cost, now, &got);
         w->fn(w->arg, 0, &got, NULL);
-        free(w);
+        freelist_put(&t->waiters, w);
         w = next;
     }
     e->serving = false;
@@ -403,7 +405,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         } else {
             strict(t, e, NULL, w->cost, now_ns, w->fn, w->arg);
         }
-        free(w);
+        freelist_put(&t->waiters, w);
         w = next;
     }
     if (t->stopping) {
@@ -488,6 +490,7 @@ redis_leases_t *redis_leases_create(uv_loop_t *loop, redis_store_t *rs)
     t->loop = loop;
     t->rs = rs;
     t->seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)t;
+    t->waiters = (freelist_t){.size = sizeof(lease_waiter_t), .keep = LEASE_WAITERS_MAX};
     uv_timer_init(loop, &t->sweep);
     t->sweep.data = t;
     return t;
@@ -508,6 +511,7 @@ void redis_leases_free(redis_leases_t *t)
             entry_free(t, i);
         }
     }
+    freelist_clear(&t->waiters);
     uv_timer_stop(&t->sweep);
     uv_close((uv_handle_t *)&t->sweep, on_sweep_closed);
 }

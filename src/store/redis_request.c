@@ -1,7 +1,8 @@
 /*
  * redis_request.c - the Redis request store's entry (request_store.h): an adapter over
  * redis_store.h, where the module and Lua ways to decide live. The store is engine-wide (the
- * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t. Keys
+ * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t, and
+ * its table of leases for leased rules (redis_lease.h), which decides those rules' keys. Keys
  * under any numbers of one algorithm share one state in Redis, so there is no override handle
  * and nothing to move when a key's override changes; per rule there is only its closed start
  * (cold_start: closed, after its algorithm changed), which Redis applies to keys it does not

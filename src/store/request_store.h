@@ -5,7 +5,8 @@
  * Stores (one file each, and one entry each in request_stores.c's list):
  *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
  *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
- *   redis-cluster://  per decision, the state shared by every sluiced using the same Redis
+ *   redis-cluster://  per decision (per lease for leased rules: redis_lease.h), the state shared
+ *                   by every sluiced using the same Redis
  *
  * Objects:
  *   request_store_t  one per engine, from the --store URL (request_store_open, request_stores.h)
