@@ -9,7 +9,8 @@ set -u
 need redis-server redis-cli curl
 export PYTHONPATH=$SLUICE_SOURCE_DIR/tests/integration
 
-MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+MODULE=${SLUICE_MODULE:-$SLUICE_BUILD_DIR/src/module/sluice.so}
+# (SLUICE_MODULE: another build's sluice.so, for a TSan build's sluiced: its own cannot load in Redis)
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: lh
