@@ -17,7 +17,8 @@
 #   6. a refund of a leased rule's unit goes to Redis
 #   7. Redis killed: the lease in hand serves (no store error), then on_store_error (deny), then
 #      Redis restarted on its port: decisions recover; a leased rule with cold_start: closed is
-#      refused for one window (its keys were lost)
+#      refused for one window (its keys were lost); a lease the lost Redis granted is never given
+#      back to the new one, one it granted is
 # And with the memory store a leased rule decides strictly, said once in the log. Each sluiced
 # runs one loop: leases are per loop, and the checks of what one holds need every connection on
 # the same one.
@@ -222,6 +223,7 @@ run_suite() {
     check "$m: lr-spent" eq "$(allow_n "$p3" 20 lr t3)" 20
     check "$m: lr-spent-more" eq "$(allow_n "$p3" 20 lr t3)" 20
     check "$m: lc-spent" eq "$(allow_n "$p3" 1 lc c1)" 1
+    check "$m: lost-lease-spent" eq "$(allow_n "$p3" 5 lr t8)" 5 # units left, never returned
     stop_bg "$r" KILL
     check "$m: down-lease-serves" matches "$(sc "$p3" SL.ALLOW lr t3)" '^1 '
     check "$m: down-no-store-error" eq "$(store_errors "${https[2]}" lr)" 0
@@ -239,6 +241,9 @@ run_suite() {
     check "$m: up-closed-refused" matches "$(sc "$p3" SL.ALLOW lc c2)" '^0 5 0 '
     stop_bg "${m}3" TERM
     check "$m: s3-exit-0" test $? -eq 0
+    if [ "$m" = module ]; then # t7's lease goes back to the new Redis, t8's (the old one's) never
+        check "$m: lost-lease-not-returned" eq "$(sl_cmd_calls "$rp" sl.return)" 1
+    fi
     stop_bg "$r" TERM
 }
 
