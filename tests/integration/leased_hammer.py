@@ -1,9 +1,10 @@
 """leased_hammer.py - hammers sluiced servers with SL.ALLOW on one hot key and many warm keys,
 from one thread per server, and counts from the replies what each fixed window admitted.
 
-usage: leased_hammer.py PORTS RULE WINDOW_MS HOT_LIMIT WARM_LIMIT WARM_KEYS DECISIONS SECONDS
+usage: leased_hammer.py PORTS RULE WINDOW_MS HOT_LIMIT WARM_LIMIT WARM_KEYS DECISIONS SECONDS [CONNS]
 
-PORTS is a comma-separated list of sluiced RESP ports. Every thread sends batches of 40
+PORTS is a comma-separated list of sluiced RESP ports, each hammered over CONNS connections
+(default 1; sluiced spreads connections over its loops). Every thread sends batches of 40
 pipelined SL.ALLOW RULE <key> (70 % the hot key "hot", the rest one of WARM_KEYS keys "w<i>"),
 at most DECISIONS decisions or SECONDS seconds each. A reply is counted in the fixed window of
 RULE's WINDOW_MS that holds both the batch's send and its last reply (the decision was made in
@@ -56,13 +57,14 @@ def main():
     rule, window_ms = sys.argv[2], int(sys.argv[3])
     hot_limit, warm_limit, warm_keys = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
     decisions, seconds = int(sys.argv[7]), float(sys.argv[8])
+    conns = int(sys.argv[9]) if len(sys.argv) > 9 else 1
     out = {"decisions": 0, "admitted": 0, "counts": {}}
     lock = threading.Lock()
     deadline = time.time() + seconds
     threads = [
         threading.Thread(target=hammer, args=(p, rule, window_ms, warm_keys, decisions, deadline,
                                               out, lock, i + 1))
-        for i, p in enumerate(ports)
+        for i, p in enumerate(ports * conns)
     ]
     for t in threads:
         t.start()

@@ -3,7 +3,8 @@
 # (--store redis-cluster://), with sluice.so in every node and then with the Lua scripts: one hot
 # key and 100 warm keys (spread over the shards) hammered from three sluiced at once (bounded in
 # count and time): no fixed window admits more than its key's limit, counted from the replies,
-# and the primaries together run far fewer commands than there are decisions.
+# and the primaries together run far fewer commands than there are decisions. Each sluiced runs
+# two loops, each hammered over a connection of its own: each loop holds leases of its own.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-server redis-cli curl
@@ -42,7 +43,7 @@ run_suite() {
     start_cluster 3 2000 "$@" || { cat "$TMP"/node*.log; exit 1; }
     local nodes=("${CLUSTER_PORTS[@]}") ports=()
     for i in 1 2 3; do
-        start_sluiced "$m$i" --threads 1 --rules "$TMP/rules.yaml" --config-store "$TMP/$m$i.db" \
+        start_sluiced "$m$i" --threads 2 --rules "$TMP/rules.yaml" --config-store "$TMP/$m$i.db" \
             --snapshot "" --store "redis-cluster://127.0.0.1:${nodes[0]},127.0.0.1:${nodes[1]}" \
             --store-timeout 1s || { cat "$TMP/$m$i.log"; exit 1; }
         ports+=("$RESP_PORT")
@@ -52,7 +53,7 @@ run_suite() {
     done
     local out decisions most_hot c
     out=$(python3 "$SLUICE_SOURCE_DIR/tests/integration/leased_hammer.py" \
-        "${ports[0]},${ports[1]},${ports[2]}" lh 1000 2000 50 100 30000 6)
+        "${ports[0]},${ports[1]},${ports[2]}" lh 1000 2000 50 100 15000 6 2)
     check "$m: hammer-no-window-over" test $? -eq 0
     echo "  $m hammer: $out"
     decisions=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["decisions"])')
