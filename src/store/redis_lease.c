@@ -379,7 +379,6 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         freelist_put(&t->waiters, w);
         w = next;
     }
-    e->serving = false;
     if (w != NULL && served && !t->stopping &&
         !atomic_load_explicit(&e->ref->retired, memory_order_acquire)) {
         /* the grant ran short, the key had room: another lease for the rest, sized from the
@@ -395,6 +394,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
                                    .key_len = e->key_len,
                                    .lease_ns = e->lease_ns,
                                    .closed_ns = e->closed_ns};
+        e->serving = false;
         ask(e, &tg, cost, now_ns, now, w);
         return;
     }
@@ -408,6 +408,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         freelist_put(&t->waiters, w);
         w = next;
     }
+    e->serving = false;
     if (t->stopping) {
         give_back(e);
     }
