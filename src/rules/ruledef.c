@@ -506,6 +506,8 @@ enum {
     RF_SHADOW,
     RF_ON_STORE_ERROR,
     RF_COLD_START,
+    RF_MODE,
+    RF_LEASE_TIME,
     RF_DOMAIN,
     RF_DESCRIPTOR,
     RF_LIMIT_NAME,
@@ -515,9 +517,10 @@ enum {
     RF_COUNT
 };
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",       "algorithm",  "limit",    "window",         "burst",      "buckets",
-    "max_delay",  "key",        "shadow",   "on_store_error", "cold_start", "domain",
-    "descriptor", "limit_name", "replaces", "unlimited",      "overrides"};
+    "name",       "algorithm", "limit",      "window",   "burst",
+    "buckets",    "max_delay", "key",        "shadow",   "on_store_error",
+    "cold_start", "mode",      "lease_time", "domain",   "descriptor",
+    "limit_name", "replaces",  "unlimited",  "overrides"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -605,6 +608,19 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
             return -1;
         out->cold_start = choice ? RULE_COLD_CLOSED : RULE_COLD_OPEN;
         return 0;
+    case RF_MODE:
+        if (get_choice(v, "strict", "leased", path, name, &choice, err) != 0)
+            return -1;
+        out->mode = choice ? RULE_MODE_LEASED : RULE_MODE_STRICT;
+        return 0;
+    case RF_LEASE_TIME:
+        if (get_duration(v, path, name, &out->lease_ns, err) != 0)
+            return -1;
+        if (out->lease_ns < SL_NS_PER_MS || out->lease_ns % SL_NS_PER_MS != 0)
+            return rd_fail(err, v, path, name, "must be whole milliseconds, at least 1ms");
+        if (out->lease_ns > SL_WINDOW_MAX_NS)
+            return rd_fail(err, v, path, name, "must be at most 366d");
+        return 0;
     case RF_DOMAIN:
     case RF_DESCRIPTOR:
     case RF_LIMIT_NAME:
@@ -623,7 +639,8 @@ static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_
                                    const char *path, ruledef_t *out, char *err)
 {
     for (size_t f = RF_ALGORITHM; out->unlimited && f <= RF_OVERRIDES; f++) {
-        if (slots[f] != NULL && (f <= RF_MAX_DELAY || f == RF_OVERRIDES))
+        if (slots[f] != NULL &&
+            (f <= RF_MAX_DELAY || f == RF_OVERRIDES || f == RF_MODE || f == RF_LEASE_TIME))
             return rd_fail(err, slots[f], path, rule_field_names[f],
                            "an unlimited rule takes no %s: it admits everything",
                            rule_field_names[f]);
@@ -684,6 +701,11 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     int rc = sl_rule_prepare(&out->rule);
     if (rc != SL_OK)
         return prepare_fail(rc, &tried, at, map, path, "the default", err);
+    char why[RULEDEF_ERR_MAX / 2];
+    bool at_lease_time = false;
+    if (rd_mode_problem(out, slots[RF_LEASE_TIME] != NULL, &at_lease_time, why, sizeof why))
+        return rd_fail(err, slots[at_lease_time ? RF_LEASE_TIME : RF_MODE], path,
+                       at_lease_time ? "lease_time" : "mode", "%s", why);
     if (slots[RF_OVERRIDES] != NULL)
         return inline_overrides(out, slots[RF_OVERRIDES], path, err);
     return 0;
@@ -724,8 +746,9 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
     if (strcmp(a->name, b->name) != 0 || !rule_equal(&a->rule, &b->rule) ||
         a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
         a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
-        a->cold_start != b->cold_start || a->unlimited != b->unlimited ||
-        !desc_equal(a->desc, b->desc) || a->noverrides != b->noverrides)
+        a->cold_start != b->cold_start || a->mode != b->mode || a->lease_ns != b->lease_ns ||
+        a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
+        a->noverrides != b->noverrides)
         return false;
     for (size_t i = 0; i < a->noverrides; i++) {
         if (!override_equal(&a->overrides[i], &b->overrides[i]))

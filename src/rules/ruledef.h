@@ -29,6 +29,10 @@
  *   shadow          bool (default false)
  *   on_store_error  allow | deny (default allow)
  *   cold_start      open | closed (default open)
+ *   mode            strict | leased (default strict); leased is refused for sliding_log, and
+ *                   for a token_bucket / gcra whose capacity less one interval is under 1 ms
+ *   lease_time      duration, whole milliseconds >= 1ms (mode: leased only; token_bucket /
+ *                   gcra: at most the capacity less one interval); see ruledef_lease_ns()
  *   overrides       (YAML only) list of { key: "...", <override fields> }
  *
  * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
@@ -56,7 +60,7 @@
  *
  * The canonical JSON and YAML always write burst for token_bucket / gcra and buckets for
  * sliding_buckets, max_delay when it is not 0, key when there is one, and shadow,
- * on_store_error and cold_start.
+ * on_store_error and cold_start; mode only when leased, and lease_time when it was given.
  */
 #ifndef SLUICE_RULES_RULEDEF_H
 #define SLUICE_RULES_RULEDEF_H
@@ -83,6 +87,11 @@ typedef enum rule_on_error {
     RULE_ON_ERROR_ALLOW = 0, /* fail open: a store failure admits */
     RULE_ON_ERROR_DENY = 1,  /* fail closed: a store failure rejects */
 } rule_on_error_t;
+
+typedef enum rule_mode {
+    RULE_MODE_STRICT = 0, /* every decision at the key's store */
+    RULE_MODE_LEASED = 1, /* a node leases part of a key's quota and decides with it locally */
+} rule_mode_t;
 
 typedef enum rule_cold_start {
     RULE_COLD_OPEN = 0,   /* no usable snapshot: keys start fresh */
@@ -115,6 +124,8 @@ typedef struct ruledef {
     bool shadow;
     rule_on_error_t on_store_error;
     rule_cold_start_t cold_start;
+    rule_mode_t mode;
+    int64_t lease_ns;        /* lease_time as written, ns; 0 when not given (ruledef_lease_ns) */
     rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
                                 when none (malloc'ed, freed with the rule) */
     bool unlimited;          /* a descriptor without a limit: the rule admits everything */
@@ -174,6 +185,15 @@ char *ruledef_list_to_yaml(const ruledef_list_t *list);
  * overrides, in order. / True when two overrides have the same key, named fields and rule. */
 bool ruledef_equal(const ruledef_t *a, const ruledef_t *b);
 bool override_equal(const rule_override_t *a, const rule_override_t *b);
+
+/* The time a leased rule's leases last, ns: lease_time when given, else the smaller of a tenth
+ * of the window and 1 s, and for token_bucket / gcra at most the capacity less one interval
+ * (tolerance - T), in whole milliseconds (at least 1 ms). 0 for a strict rule. */
+int64_t ruledef_lease_ns(const ruledef_t *def);
+
+/* The longest lease rule's numbers allow, ns, whole milliseconds: SL_WINDOW_MAX_NS, or for
+ * token_bucket / gcra the capacity less one interval (0: none, a burst of 1). */
+int64_t ruledef_lease_room_ns(const sl_rule_t *rule);
 
 /* True when a rule name is valid ([A-Za-z0-9_.:-]{1,64}). */
 bool ruledef_name_valid(const char *name, size_t len);

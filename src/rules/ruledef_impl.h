@@ -51,6 +51,13 @@ static inline bool rd_uses_tokens(sl_algorithm_t a)
     return a == SL_TOKEN_BUCKET || a == SL_GCRA;
 }
 
+/* Why def's mode and lease_time cannot be (mode: leased where a lease is unsound or could grant
+ * nothing: sliding_log, a bucket without room for one; lease_time without it or past the
+ * bucket's room): true with the reason in why (cap bytes) and *at_lease_time saying which field
+ * it is about; false when they are fine (ruledef_lease.c). */
+bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease_time, char *why,
+                     size_t cap);
+
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 
 /* How a field's value is written: user text (a YAML double-quoted scalar, a JSON string), a word

@@ -337,6 +337,12 @@ void engine_worker_detach(engine_worker_t *w)
     freelist_clear(&w->ops);
 }
 
+unsigned engine_worker_stop(engine_worker_t *w)
+{
+    request_store_t *s = w->engine->requests;
+    return s->ops->stop != NULL && w->requests != NULL ? s->ops->stop(w->requests) : 0;
+}
+
 /* ---- the request store --------------------------------------------------------------------- */
 
 bool engine_is_remote(const engine_t *e)

@@ -59,6 +59,7 @@ typedef struct rule_state {
     ruledef_t def;      /* no inline overrides: they are in the store */
     bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
     bool has_overrides; /* the store held overrides for it when the set was built */
+    int64_t lease_ns;   /* mode: leased: its leases' time (ruledef_lease_ns), ns; 0 strict */
     rule_tables_t *t;
     _Atomic int refs;              /* sets holding it, and decisions waiting on a remote store */
     _Atomic int64_t last_used_ns;  /* inline rules: the last decision, to within a second */
@@ -284,6 +285,10 @@ void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nod
  * thread before its first decision; engine_worker_detach when the loop stops. */
 int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err);
 void engine_worker_detach(engine_worker_t *w);
+/* The worker's loop is stopping: what its request store holds for others (leased rules' leases)
+ * is given back, at the first call. Returns how many of those are still on their way: wait
+ * (bounded) for 0 before engine_worker_detach. */
+unsigned engine_worker_stop(engine_worker_t *w);
 
 typedef void (*engine_decision_fn)(void *arg, int status, const engine_decision_t *d);
 typedef void (*engine_done_fn)(void *arg, int status);

@@ -231,11 +231,15 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
                            .numbers = &rs->t->rule,
                            .key = key,
                            .key_len = key_len,
-                           .closed = rs->def.cold_start == RULE_COLD_CLOSED};
+                           .closed = rs->def.cold_start == RULE_COLD_CLOSED,
+                           .lease_ns = rs->lease_ns};
     if (en != NULL && en->present) {
         tg->handle = en->handle;
         tg->numbers = &en->ov_rule;
         out->window_ns = en->window_ns;
+        if (tg->lease_ns > 0 && tg->lease_ns > ruledef_lease_room_ns(&en->ov_rule)) {
+            tg->lease_ns = ruledef_lease_room_ns(&en->ov_rule); /* a smaller burst: 0 strict */
+        }
     }
 }
 

@@ -147,6 +147,37 @@ static void render_rules(server_t *srv, buf_t *b)
     free(x.rows);
 }
 
+/* Leased rules' leases, and what they save: Redis commands per decision asked of the store. */
+static void metrics_leases(buf_t *b, const engine_store_stats_t *t)
+{
+    help(b, "sluice_redis_leases_total", "counter",
+         "Leases of leased rules: taken (granted units), returned (unused units given back), "
+         "unreturned (unused units never given back: the node lost its data, a return failed, "
+         "a reset, a stop).");
+    buf_printf(b, "sluice_redis_leases_total{event=\"taken\"} %llu\n",
+               (unsigned long long)t->leases_taken);
+    buf_printf(b, "sluice_redis_leases_total{event=\"returned\"} %llu\n",
+               (unsigned long long)t->leases_returned);
+    buf_printf(b, "sluice_redis_leases_total{event=\"unreturned\"} %llu\n",
+               (unsigned long long)t->leases_unreturned);
+    help(b, "sluice_redis_lease_units_total", "counter",
+         "Units of leases: granted by Redis, and spent here by decisions answered from them.");
+    buf_printf(b, "sluice_redis_lease_units_total{use=\"granted\"} %llu\n",
+               (unsigned long long)t->lease_units);
+    buf_printf(b, "sluice_redis_lease_units_total{use=\"spent\"} %llu\n",
+               (unsigned long long)t->lease_units_spent);
+    help(b, "sluice_redis_lease_hits_total", "counter",
+         "Decisions answered from a lease, without a Redis command.");
+    buf_printf(b, "sluice_redis_lease_hits_total %llu\n", (unsigned long long)t->lease_hits);
+    help(b, "sluice_redis_asked_total", "counter",
+         "Decisions and settles asked of the Redis store, leased or not.");
+    buf_printf(b, "sluice_redis_asked_total %llu\n", (unsigned long long)t->asked);
+    help(b, "sluice_redis_commands_per_decision", "gauge",
+         "Redis commands sent per decision or settle asked, since start.");
+    buf_printf(b, "sluice_redis_commands_per_decision %.6f\n",
+               t->asked > 0 ? (double)t->decisions / (double)t->asked : 0.0);
+}
+
 void metrics_render(server_t *srv, buf_t *b)
 {
     render_rules(srv, b);
@@ -215,9 +246,17 @@ void metrics_render(server_t *srv, buf_t *b)
             total.redirects += st.redirects;
             total.refreshes += st.refreshes;
             total.reconnects += st.reconnects;
+            total.leases_taken += st.leases_taken;
+            total.leases_returned += st.leases_returned;
+            total.leases_unreturned += st.leases_unreturned;
+            total.lease_units += st.lease_units;
+            total.lease_hits += st.lease_hits;
+            total.lease_units_spent += st.lease_units_spent;
+            total.asked += st.asked;
         }
         static const char *const names[][2] = {
-            {"sluice_redis_decisions_total", "Decisions sent to Redis."},
+            {"sluice_redis_decisions_total",
+             "Commands sent to Redis: decisions, settles, leases and their returns."},
             {"sluice_redis_cache_hits_total",
              "Decisions answered from the over-limit cache, without a round trip."},
             {"sluice_redis_timeouts_total", "Decisions past their deadline (on_store_error)."},
@@ -234,6 +273,7 @@ void metrics_render(server_t *srv, buf_t *b)
             help(b, names[i][0], "counter", names[i][1]);
             buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
         }
+        metrics_leases(b, &total);
         size_t module_nodes, lua_nodes;
         engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
         help(b, "sluice_redis_nodes", "gauge",

@@ -100,6 +100,7 @@ rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
     free(def->overrides);
     def->overrides = NULL;
     def->noverrides = 0;
+    rs->lease_ns = ruledef_lease_ns(&rs->def);
     rs->t = t;
     atomic_fetch_add(&t->refs, 1);
     return rs;
@@ -313,6 +314,12 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
                 log_warn("rule '%s' is in force but %s: every new key gets its on_store_error",
                          def.name, why);
             }
+        }
+        if (def.mode == RULE_MODE_LEASED && !e->requests->ops->leases &&
+            (prev == NULL || prev->def.mode != RULE_MODE_LEASED)) {
+            log_info("rule '%s' has mode: leased, but the %s store keeps every key in this "
+                     "process: it decides strictly here",
+                     def.name, e->requests->ops->name);
         }
         rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;
         if (rs != NULL) {

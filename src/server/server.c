@@ -88,7 +88,10 @@ static void on_drain_tick(uv_timer_t *t)
 {
     loop_t *l = t->data;
     uint64_t waited_ms = uv_now(&l->uv) - l->stop_ms;
-    if (l->conns != NULL && waited_ms < STOP_DRAIN_MS) {
+    /* leases go back first, while the connections to Redis are up: the loop waits for their
+     * answers too */
+    unsigned giving_back = engine_worker_stop(l->worker);
+    if ((l->conns != NULL || giving_back > 0) && waited_ms < STOP_DRAIN_MS) {
         return;
     }
     /* what is still waiting on Redis now is answered by on_store_error, and written */

@@ -220,6 +220,26 @@ static void module_op_args(args_t *a, const pending_t *p)
         }
         return;
     }
+    if (p->op == OP_LEASE) {
+        module_rule_args(a, "SL.LEASE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "WANT", 4);
+        arg_i64(a, p->want);
+        arg_str(a, "FOR", 3);
+        arg_i64(a, p->lease_ns / NS_PER_MS);
+        return;
+    }
+    if (p->op == OP_RETURN) {
+        module_rule_args(a, "SL.RETURN", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "GRANTED", 7);
+        arg_i64(a, p->lease.granted);
+        arg_str(a, "UNUSED", 6);
+        arg_i64(a, p->unused);
+        arg_str(a, "AT", 2);
+        arg_i64(a, p->lease.at_ns / NS_PER_US);
+        arg_str(a, "UNTIL", 5);
+        arg_i64(a, p->lease.until_ns / NS_PER_US);
+        return;
+    }
     module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
     arg_str(a, "COST", 4);
     arg_i64(a, p->cost);
@@ -252,6 +272,20 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
         } else {
             arg_str(a, "now", 3);
         }
+        return;
+    }
+    if (p->op == OP_LEASE) {
+        arg_str(a, "lease", 5);
+        arg_i64(a, p->want);
+        arg_i64(a, p->lease_ns / NS_PER_US);
+        return;
+    }
+    if (p->op == OP_RETURN) {
+        arg_str(a, "return", 6);
+        arg_i64(a, p->lease.granted);
+        arg_i64(a, p->unused);
+        arg_i64(a, p->lease.at_ns / NS_PER_US);
+        arg_i64(a, p->lease.until_ns / NS_PER_US);
         return;
     }
     arg_i64(a, p->cost);

@@ -1,7 +1,8 @@
 /*
  * redis_request.c - the Redis request store's entry (request_store.h): an adapter over
  * redis_store.h, where the module and Lua ways to decide live. The store is engine-wide (the
- * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t. Keys
+ * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t, and
+ * its table of leases for leased rules (redis_lease.h), which decides those rules' keys. Keys
  * under any numbers of one algorithm share one state in Redis, so there is no override handle
  * and nothing to move when a key's override changes; per rule there is only its closed start
  * (cold_start: closed, after its algorithm changed), which Redis applies to keys it does not
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/redis_lease.h"
 #include "store/redis_store.h"
 #include "store/request_store.h"
 
@@ -22,11 +24,19 @@ typedef struct redis_request {
 } redis_request_t;
 
 /* A rule's closed start: keys first decided before until_ns, and absent from Redis, start as
- * having used their whole quota at from_ns. */
+ * having used their whole quota at from_ns; counted, since a lease holds it until it is given
+ * back (redis_lease.h). */
 struct store_rule {
+    redis_rule_ref_t ref;    /* first: freed through it */
     int64_t closed_from_ns;  /* ns since the Unix epoch; 0 none */
     int64_t closed_until_ns; /* ns since the Unix epoch */
 };
+
+/* A loop's store: its decisions and its leases. */
+typedef struct redis_loop {
+    redis_store_t *rs;
+    redis_leases_t *leases;
+} redis_loop_t;
 
 extern const request_store_ops_t redis_request_ops; /* this file's entry, at its end */
 
@@ -101,23 +111,36 @@ static int redis_attach(request_store_t *s, uv_loop_t *loop, store_loop_t **slot
 {
     redis_request_t *r = (redis_request_t *)s;
     char rerr[REDIS_STORE_ERR_MAX];
-    redis_store_t *rs;
-    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, node_news, r, &rs, rerr) !=
-        0) {
-        snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: %s", rerr);
+    redis_loop_t *rl = calloc(1, sizeof *rl);
+    if (rl == NULL) {
+        snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: out of memory");
         return -1;
     }
-    redis_shared_set(r->shared, (redis_store_t **)slot, rs); /* stats() reads it */
+    if (redis_store_create(loop, &r->rc, r->shared, r->cfg.timeout_ns, node_news, r, &rl->rs,
+                           rerr) != 0) {
+        snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: %s", rerr);
+        free(rl);
+        return -1;
+    }
+    if ((rl->leases = redis_leases_create(loop, rl->rs)) == NULL) {
+        redis_store_free(rl->rs);
+        free(rl);
+        snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: out of memory");
+        return -1;
+    }
+    redis_shared_set(r->shared, (void **)slot, rl); /* stats() reads it */
     return 0;
 }
 
 static void redis_detach(request_store_t *s, store_loop_t **slot)
 {
     redis_request_t *r = (redis_request_t *)s;
-    redis_store_t *rs = (redis_store_t *)*slot;
-    if (rs != NULL) {
-        redis_shared_set(r->shared, (redis_store_t **)slot, NULL);
-        redis_store_free(rs);
+    redis_loop_t *rl = (redis_loop_t *)*slot;
+    if (rl != NULL) {
+        redis_shared_set(r->shared, (void **)slot, NULL);
+        redis_store_free(rl->rs); /* answers what is in flight, leases and returns too */
+        redis_leases_free(rl->leases);
+        free(rl);
     }
 }
 
@@ -126,20 +149,26 @@ static int redis_rule_new(request_store_t *s, const sl_rule_t *numbers, store_ru
     (void)s;
     (void)numbers;
     *out = calloc(1, sizeof **out);
-    return *out != NULL ? 0 : -1;
+    if (*out == NULL) {
+        return -1;
+    }
+    atomic_init(&(*out)->ref.refs, 1);
+    return 0;
 }
 
 /* The numbers changed: a closed start in force goes on. */
 static void redis_rule_migrate(store_rule_t *to, store_rule_t *from, int64_t now_ns)
 {
     if (from->closed_until_ns > now_ns) {
-        *to = *from;
+        to->closed_from_ns = from->closed_from_ns;
+        to->closed_until_ns = from->closed_until_ns;
     }
 }
 
+/* Freed when the last lease under it has been given back (redis_lease.h). */
 static void redis_rule_free(store_rule_t *r)
 {
-    free(r);
+    redis_rule_ref_retire(&r->ref);
 }
 
 static void redis_cold_start(store_rule_t *r, int64_t from_ns, int64_t until_ns, bool renew)
@@ -161,15 +190,33 @@ static int64_t closed_of(const store_target_t *tg, int64_t now_ns)
     return r != NULL && now_ns < r->closed_until_ns ? r->closed_from_ns : 0;
 }
 
+/* tg as a leased decision names it. */
+static redis_lease_target_t lease_target(const store_target_t *tg, int64_t now_ns)
+{
+    return (redis_lease_target_t){.ref = &tg->rule->ref,
+                                  .name = tg->name,
+                                  .rule = tg->numbers,
+                                  .key = tg->key,
+                                  .key_len = tg->key_len,
+                                  .lease_ns = tg->lease_ns,
+                                  .closed_ns = closed_of(tg, now_ns)};
+}
+
+/* Leased: from a lease when it can (redis_lease.h); peeks and settles are strict. */
 static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                         const store_request_t *req, int64_t now_ns, sl_decision_t *d,
                         store_done_fn fn, void *arg)
 {
     (void)s;
     (void)d;
-    redis_store_t *rs = (redis_store_t *)l;
+    redis_loop_t *rl = (redis_loop_t *)l;
+    redis_store_t *rs = rl->rs;
     int64_t closed_ns = closed_of(tg, now_ns);
-    if (req->settle) {
+    redis_leases_asked(rl->leases);
+    if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
+        redis_lease_target_t lt = lease_target(tg, now_ns);
+        redis_leases_decide(rl->leases, &lt, req->cost, now_ns, fn, arg);
+    } else if (req->settle) {
         redis_store_settle(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->reserved,
                            req->actual, req->charged_ns, closed_ns, now_ns, fn, arg);
     } else {
@@ -187,13 +234,21 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
     (void)s;
     (void)d;
     (void)at;
+    redis_loop_t *rl = (redis_loop_t *)l;
     redis_pair_t rp[REDIS_ALL_MAX];
+    redis_lease_target_t lt[REDIS_ALL_MAX];
+    sl_decision_t got[REDIS_ALL_MAX];
     if (n == 0 || n > REDIS_ALL_MAX) {
         return STORE_ENOTSUP;
     }
+    bool leased = true;
     for (size_t i = 0; i < n; i++) {
         if (pairs[i].cost != pairs[0].cost) {
             return STORE_ENOTSUP;
+        }
+        leased = leased && pairs[i].tg.lease_ns > 0 && pairs[i].tg.rule != NULL;
+        if (leased) {
+            lt[i] = lease_target(&pairs[i].tg, now_ns);
         }
         rp[i] = (redis_pair_t){.name = pairs[i].tg.name,
                                .rule = pairs[i].tg.numbers,
@@ -202,7 +257,11 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
                                .shadow = pairs[i].shadow,
                                .closed_ns = closed_of(&pairs[i].tg, now_ns)};
     }
-    if (redis_store_decide_all((redis_store_t *)l, rp, n, pairs[0].cost, now_ns, fn, arg) != 0) {
+    if (leased && redis_leases_take_all(rl->leases, lt, n, pairs[0].cost, got)) {
+        fn(arg, 0, got, n, -1, NULL); /* every key's lease had the units */
+        return STORE_PENDING;
+    }
+    if (redis_store_decide_all(rl->rs, rp, n, pairs[0].cost, now_ns, fn, arg) != 0) {
         return STORE_ENOTSUP;
     }
     return STORE_PENDING;
@@ -214,13 +273,23 @@ static int redis_reset(request_store_t *s, store_loop_t *l, const store_target_t
                        store_done_fn fn, void *arg)
 {
     (void)s;
-    redis_store_reset((redis_store_t *)l, tg->name, tg->numbers, tg->key, tg->key_len, fn, arg);
+    redis_loop_t *rl = (redis_loop_t *)l;
+    if (tg->rule != NULL) {
+        redis_lease_target_t lt = lease_target(tg, 0);
+        redis_leases_drop(rl->leases, &lt); /* nothing to give back to a key deleted */
+    }
+    redis_store_reset(rl->rs, tg->name, tg->numbers, tg->key, tg->key_len, fn, arg);
     return STORE_PENDING;
 }
 
 static void redis_forget(store_loop_t *l, const store_target_t *tg)
 {
-    redis_store_forget((redis_store_t *)l, tg->name, tg->numbers, tg->key, tg->key_len);
+    redis_store_forget(((redis_loop_t *)l)->rs, tg->name, tg->numbers, tg->key, tg->key_len);
+}
+
+static unsigned redis_stop(store_loop_t *l)
+{
+    return redis_leases_stop(((redis_loop_t *)l)->leases);
 }
 
 static const char *redis_describe(const request_store_t *s)
@@ -242,11 +311,13 @@ static void redis_modes(const request_store_t *s, size_t *module_nodes, size_t *
 }
 
 /* The counters of a loop's store, under the lock that keeps it from being freed meanwhile. */
-static void stats_of(void *arg, const redis_store_t *store)
+static void stats_of(void *arg, const void *loop)
 {
     store_stats_t *out = arg;
-    const redis_store_stats_t *s = redis_store_stats(store);
-    const rc_stats_t *r = redis_store_client_stats(store);
+    const redis_loop_t *rl = loop;
+    const redis_store_stats_t *s = redis_store_stats(rl->rs);
+    const rc_stats_t *r = redis_store_client_stats(rl->rs);
+    const redis_lease_stats_t *l = redis_leases_stats(rl->leases);
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
     *out = (store_stats_t){.decisions = LOAD(s->decisions),
                            .cache_hits = LOAD(s->cache_hits),
@@ -255,24 +326,33 @@ static void stats_of(void *arg, const redis_store_t *store)
                            .noscript = LOAD(s->noscript),
                            .redirects = LOAD(r->redirects),
                            .refreshes = LOAD(r->refreshes),
-                           .reconnects = LOAD(r->reconnects)};
+                           .reconnects = LOAD(r->reconnects),
+                           .leases_taken = LOAD(l->taken),
+                           .leases_returned = LOAD(l->returned),
+                           .leases_unreturned = LOAD(l->unreturned),
+                           .lease_units = LOAD(l->units),
+                           .lease_hits = LOAD(l->hits),
+                           .lease_units_spent = LOAD(l->spent),
+                           .asked = LOAD(l->asked)};
 #undef LOAD
 }
 
 static void redis_stats(request_store_t *s, store_loop_t *const *slot, store_stats_t *out)
 {
     redis_request_t *r = (redis_request_t *)s;
-    redis_shared_visit(r->shared, (redis_store_t *const *)slot, stats_of, out);
+    redis_shared_visit(r->shared, (void *const *)slot, stats_of, out);
 }
 
 const request_store_ops_t redis_request_ops = {
     .name = "redis",
     .url_form = "redis://host:port or redis-cluster://host:port,host:port,...",
+    .leases = true,
     .accepts = redis_accepts,
     .open = redis_open,
     .close = redis_close,
     .attach = redis_attach,
     .detach = redis_detach,
+    .stop = redis_stop,
     .rule_new = redis_rule_new,
     .rule_migrate = redis_rule_migrate,
     .rule_free = redis_rule_free,

@@ -60,6 +60,9 @@ unsigned rs_node_probed(redis_shared_t *sh, shared_node_t *n, redis_mode_t mode,
         }
         snprintf(n->run_id, sizeof n->run_id, "%s", run_id);
     }
+    if (news != 0) {
+        atomic_fetch_add_explicit(&n->generation, 1, memory_order_relaxed);
+    }
     if (n->known && news != 0) { /* before, nothing was sent to it in another mode */
         atomic_store_explicit(&n->closed_ns, now_ns, memory_order_relaxed);
         news |= REDIS_NODE_CLOSED;
@@ -190,15 +193,15 @@ void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *
     }
 }
 
-void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store)
+void redis_shared_set(redis_shared_t *sh, void **slot, void *store)
 {
     pthread_mutex_lock(&sh->lock);
     *slot = store;
     pthread_mutex_unlock(&sh->lock);
 }
 
-void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
-                        void (*fn)(void *arg, const redis_store_t *store), void *arg)
+void redis_shared_visit(redis_shared_t *sh, void *const *slot,
+                        void (*fn)(void *arg, const void *store), void *arg)
 {
     pthread_mutex_lock(&sh->lock);
     if (*slot != NULL) {

@@ -267,6 +267,37 @@ bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
     return true;
 }
 
+/* A reply to a lease, [granted, at_us, until_us, remaining, reset_after] (reset_after in ms
+ * from the module, us from a script), into *lease and a peek after it into *d. */
+static bool parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rule,
+                        sl_lease_t *lease, sl_decision_t *d)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+        return false;
+    }
+    long long v[5];
+    for (size_t i = 0; i < 5; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER || r->element[i]->integer < 0) {
+            return false;
+        }
+        v[i] = r->element[i]->integer;
+    }
+    if (v[2] < v[1] || v[2] > INT64_MAX / NS_PER_US) {
+        return false;
+    }
+    *lease = (sl_lease_t){.granted = v[0],
+                          .at_ns = v[1] * NS_PER_US,
+                          .until_ns = v[2] * NS_PER_US,
+                          .remaining = v[3],
+                          .reset_after_ns =
+                              to_ns(v[4], mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US)};
+    *d = (sl_decision_t){.allowed = v[0] > 0,
+                         .limit = rule->capacity,
+                         .remaining = v[3],
+                         .reset_after_ns = lease->reset_after_ns};
+    return true;
+}
+
 /* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
 static bool is_unknown_command(const redisReply *r)
 {
@@ -347,6 +378,13 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
         pending_release(s, p);
         fn(fn_arg, 0, NULL, NULL);
+    } else if (p->op == OP_LEASE) {
+        bool ok = parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
+        if (!ok) {
+            atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+        }
+        pending_release(s, p);
+        fn(fn_arg, ok ? 0 : -1, ok ? &d : NULL, ok ? NULL : "redis: unexpected reply to a lease");
     } else if (!rs_parse_decision(reply, p->mode, &d)) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         pending_release(s, p);
@@ -354,7 +392,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
     } else {
         if (p->op == OP_DECIDE) {
             cache_answer(s, p, &d);
-        } else if (p->actual < p->reserved) {
+        } else if (p->op == OP_RETURN || p->actual < p->reserved) {
             /* room given back: refusals Redis gave before the settle ran are stale too */
             rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
         }
@@ -370,6 +408,17 @@ static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
     void *fn_arg = p->arg;
     unlink_pending(s, p);
     atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    pending_release(s, p);
+    fn(fn_arg, -1, NULL, msg);
+}
+
+/* p (queued) is not to be sent after all (a lease's return to a node that lost it): answered
+ * now, as an error, but not counted as one. */
+static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    unlink_pending(s, p);
     pending_release(s, p);
     fn(fn_arg, -1, NULL, msg);
 }
@@ -410,6 +459,15 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
         return;
     }
     redis_mode_t mode = rs_node_mode(s, idx);
+    uint64_t generation = atomic_load_explicit(&ns->node->generation, memory_order_relaxed);
+    if (p->op == OP_RETURN &&
+        (p->lease_node.node != ns->node || p->lease_node.generation != generation)) {
+        send_dropped(s, p, "the lease's node lost its data, changed mode or moved the key");
+        return;
+    }
+    if (p->op == OP_LEASE) {
+        *p->node_out = (redis_lease_node_t){.node = ns->node, .generation = generation};
+    }
     if (mode != p->mode) {
         rs_rekey(s, p, mode);
     }
@@ -546,6 +604,63 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->mode = r.mode;
     p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
     p->epoch = atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
+    send_decision(s, p, r.idx, false);
+}
+
+void redis_store_lease(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                       size_t key_len, int64_t want, int64_t lease_ns, int64_t closed_ns,
+                       int64_t now_ns, sl_lease_t *lease, redis_lease_node_t *node,
+                       redis_decision_fn fn, void *arg)
+{
+    if (want < 1 || lease_ns < NS_PER_MS || lease_ns % NS_PER_MS != 0) {
+        fn(arg, -1, NULL, "a lease needs want >= 1 and whole milliseconds");
+        return;
+    }
+    route_t r;
+    if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
+        return;
+    }
+    pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
+    if (p == NULL) {
+        fn(arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->op = OP_LEASE;
+    p->rule = *rule;
+    p->want = want;
+    p->lease_ns = lease_ns;
+    p->lease_out = lease;
+    p->node_out = node;
+    p->closed_ns = closed_ns;
+    p->asked_ns = now_ns;
+    p->mode = r.mode;
+    p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
+    send_decision(s, p, r.idx, false);
+}
+
+void redis_store_return(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len, const sl_lease_t *lease, int64_t unused,
+                        const redis_lease_node_t *node, redis_decision_fn fn, void *arg)
+{
+    route_t r;
+    if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
+        return;
+    }
+    rs_forget_key(s, rule, r.rkey, r.rkey_len); /* room comes back, as a settle's */
+    pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
+    if (p == NULL) {
+        fn(arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->op = OP_RETURN;
+    p->rule = *rule;
+    p->lease = *lease;
+    p->unused = unused;
+    p->lease_node = *node;
+    p->closed_ns = -1; /* an absent key has nothing to give back to */
+    p->asked_ns = sl_now_ns();
+    p->mode = r.mode;
+    p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
     send_decision(s, p, r.idx, false);
 }
 

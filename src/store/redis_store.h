@@ -94,14 +94,15 @@ void redis_shared_free(redis_shared_t *sh);
  * scripts. Any thread. */
 void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *lua_nodes);
 
-/* Sets *slot, a pointer other threads read through redis_shared_visit(), to store (NULL to
+/* Sets *slot, a pointer other threads read through redis_shared_visit(), to store (a loop's
+ * store, or what holds it; NULL to
  * clear it before freeing the store it held), under the shared lock. */
-void redis_shared_set(redis_shared_t *sh, redis_store_t **slot, redis_store_t *store);
+void redis_shared_set(redis_shared_t *sh, void **slot, void *store);
 
 /* Calls fn(arg, store) under the shared lock when *slot holds a store, which stays whole during
  * the call (see redis_shared_set). Any thread; fn must be quick and must not call back in. */
-void redis_shared_visit(redis_shared_t *sh, redis_store_t *const *slot,
-                        void (*fn)(void *arg, const redis_store_t *store), void *arg);
+void redis_shared_visit(redis_shared_t *sh, void *const *slot,
+                        void (*fn)(void *arg, const void *store), void *arg);
 
 /* What a probe of a node found (bits of redis_node_news_t). */
 typedef enum redis_node_news {
@@ -181,6 +182,37 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
  */
 void redis_store_forget(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len);
+
+/* Where a lease was granted: the node, and how many times it had lost its data or changed mode
+ * then. A lease is given back only to that node in that generation: to a node that lost its
+ * data since, the units would be room its new state never recorded. */
+typedef struct redis_lease_node {
+    const void *node;    /* the shared node (identity only) */
+    uint64_t generation; /* its generation then */
+} redis_lease_node_t;
+
+/*
+ * Leases up to `want` units of key under rule for lease_ns (whole milliseconds: the module's
+ * unit): SL.LEASE with the module, the script's lease otherwise, with the closed start as
+ * redis_store_decide sends it. Calls fn exactly once (as redis_store_decide): status 0 with *d
+ * a peek after the grant (allowed when units were granted), *lease the grant on Redis's clock
+ * (ns since the Unix epoch) and *node where it was granted; or -1 and err. lease and node must
+ * stay valid until fn is called. Never answered from the over-limit cache.
+ */
+void redis_store_lease(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                       size_t key_len, int64_t want, int64_t lease_ns, int64_t closed_ns,
+                       int64_t now_ns, sl_lease_t *lease, redis_lease_node_t *node,
+                       redis_decision_fn fn, void *arg);
+
+/*
+ * Gives back `unused` units of lease (granted by redis_store_lease on node) under the numbers
+ * it was granted under: SL.RETURN, or the script's return. fn gets status 0 with the key's peek
+ * afterwards, or -1 and err: the node is another one, or lost its data or changed mode since
+ * (nothing is sent), or Redis failed. The key's cached refusals are dropped in every loop.
+ */
+void redis_store_return(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                        size_t key_len, const sl_lease_t *lease, int64_t unused,
+                        const redis_lease_node_t *node, redis_decision_fn fn, void *arg);
 
 #define REDIS_ALL_MAX 64 /* most pairs in one SL.ALLOWALL */
 

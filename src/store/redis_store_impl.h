@@ -39,6 +39,8 @@ typedef enum pending_op {
     OP_DECIDE = 0, /* a decision: SL.THROTTLE, or the script with a cost */
     OP_RESET,      /* a DEL of the key in both modes' names */
     OP_SETTLE,     /* a settle: SL.SETTLE, or the script's settle */
+    OP_LEASE,      /* a lease: SL.LEASE, or the script's lease */
+    OP_RETURN,     /* a lease given back: SL.RETURN, or the script's return */
 } pending_op_t;
 
 /* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
@@ -53,16 +55,22 @@ typedef struct pending {
     redis_mode_t mode;     /* the form rkey (and the command) is in */
     unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
-    int64_t cost;                /* OP_DECIDE: units */
-    int64_t reserved, actual;    /* OP_SETTLE: units */
-    int64_t charged_ns;          /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
-    int64_t closed_ns;           /* the rule's closed start, ns; 0 none; -1 an open rule */
-    int64_t closed_ms;           /* the closed start it is sent with, ms; -1 none */
-    int64_t asked_ns;            /* the caller's clock when it was asked (the cache's time) */
-    uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
-    uint64_t epoch;              /* its stripe's epoch when it was sent */
-    struct pending *prev, *next; /* the FIFO */
-    struct pending *wait_next;   /* in a node's list of decisions waiting for its probe */
+    int64_t cost;                  /* OP_DECIDE: units */
+    int64_t reserved, actual;      /* OP_SETTLE: units */
+    int64_t charged_ns;            /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
+    int64_t want, lease_ns;        /* OP_LEASE: units asked for, for how long (ns) */
+    sl_lease_t *lease_out;         /* OP_LEASE: the grant goes there; OP_RETURN: what goes back */
+    redis_lease_node_t *node_out;  /* OP_LEASE: where it was granted */
+    redis_lease_node_t lease_node; /* OP_RETURN: where it was granted */
+    sl_lease_t lease;              /* OP_RETURN: the lease */
+    int64_t unused;                /* OP_RETURN: units given back */
+    int64_t closed_ns;             /* the rule's closed start, ns; 0 none; -1 an open rule */
+    int64_t closed_ms;             /* the closed start it is sent with, ms; -1 none */
+    int64_t asked_ns;              /* the caller's clock when it was asked (the cache's time) */
+    uint64_t cache_hash;           /* rkey's hash: where a refusal is remembered */
+    uint64_t epoch;                /* its stripe's epoch when it was sent */
+    struct pending *prev, *next;   /* the FIFO */
+    struct pending *wait_next;     /* in a node's list of decisions waiting for its probe */
     size_t rkey_len;
     char *rkey; /* rkey_inline, or allocated */
     char rkey_inline[RKEY_INLINE];
@@ -78,6 +86,7 @@ typedef struct shared_node {
     _Atomic int mode;            /* redis_mode_t, as last found out */
     _Atomic int64_t closed_ns;   /* its closed start: when it lost its data or changed mode, ns
                                     since the Unix epoch on this host's clock; 0 none */
+    _Atomic uint64_t generation; /* bumped when it loses its data or changes mode */
     bool known;                  /* a probe has answered (or the start-up probe) */
     char run_id[RUN_ID_MAX + 1]; /* INFO server's, as last found out; "" unknown */
 } shared_node_t;

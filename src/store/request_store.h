@@ -5,7 +5,8 @@
  * Stores (one file each, and one entry each in request_stores.c's list):
  *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
  *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
- *   redis-cluster://  per decision, the state shared by every sluiced using the same Redis
+ *   redis-cluster://  per decision (per lease for leased rules: redis_lease.h), the state shared
+ *                   by every sluiced using the same Redis
  *
  * Objects:
  *   request_store_t  one per engine, from the --store URL (request_store_open, request_stores.h)
@@ -89,7 +90,9 @@ typedef struct store_target {
     const sl_rule_t *numbers; /* the numbers in force: the override's, else the rule's */
     const void *key;
     size_t key_len;
-    bool closed; /* the rule's cold_start is closed: a key of unknown usage starts saturated */
+    bool closed;      /* the rule's cold_start is closed: a key of unknown usage starts saturated */
+    int64_t lease_ns; /* mode: leased: a lease's time, ns (a store with `leases` may decide from
+                         a lease it holds); 0: strict */
 } store_target_t;
 
 /* One pair of decide_all. */
@@ -111,12 +114,20 @@ typedef void (*store_all_fn)(void *arg, int status, const sl_decision_t *d, size
 /* A loop's counters (all zero for a store without them). */
 typedef struct store_stats {
     uint64_t decisions, cache_hits, timeouts, errors, noscript, redirects, refreshes, reconnects;
+    /* leased rules: leases granted, given back, ended with units never given back (the node
+     * lost its data, a return failed, a reset, a stop), units granted, decisions answered from
+     * a lease and the units they took */
+    uint64_t leases_taken, leases_returned, leases_unreturned, lease_units, lease_hits,
+        lease_units_spent;
+    uint64_t asked; /* decisions and settles asked of the store (decisions counts commands) */
 } store_stats_t;
 
 struct request_store_ops {
     const char *name;       /* "memory", "redis" */
     bool completes_at_once; /* decide and reset never return STORE_PENDING */
     bool has_snapshots;     /* save_rule .. load_close are set; a start without one is cold */
+    bool leases;            /* targets with a lease_ns may be decided from leases the store
+                               holds (else every mode is strict); `stop` returns them */
     const char *url_form;   /* the URLs it takes, for an error naming none; NULL: the default */
 
     /* Whether url names this store. */
@@ -129,6 +140,10 @@ struct request_store_ops {
      * loop's store, NULL for a store with nothing per loop. Detach clears and frees it. */
     int (*attach)(request_store_t *s, uv_loop_t *loop, store_loop_t **slot, char *err);
     void (*detach)(request_store_t *s, store_loop_t **slot);
+    /* The loop is stopping: what it holds for others (leases) is given back, at the first call,
+     * while its connections are still up; returns how many of those are still on their way
+     * (0: done; the caller may wait for them, bounded). NULL: nothing to give back. */
+    unsigned (*stop)(store_loop_t *l);
 
     /* Per-rule data for these numbers: 0 with *out (NULL when the store keeps none), -1 when out
      * of memory. migrate carries every key of `from` into `to` (the same algorithm, other

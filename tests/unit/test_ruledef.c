@@ -162,6 +162,75 @@ static void test_yaml_every_field(void **unused)
     ruledef_list_free(&l);
 }
 
+/* mode and lease_time: the default lease time, what is written back, and each refusal. */
+static void test_mode(void **unused)
+{
+    (void)unused;
+    ruledef_list_t l = yaml_ok("rules:\n"
+                               "- {name: a, algorithm: fixed_window, limit: 10, window: 1m}\n"
+                               "- {name: b, algorithm: fixed_window, limit: 10, window: 1m,"
+                               " mode: leased}\n"
+                               "- {name: c, algorithm: sliding_window, limit: 10, window: 2s,"
+                               " mode: leased}\n"
+                               "- {name: d, algorithm: token_bucket, limit: 10, window: 1s,"
+                               " burst: 3, mode: leased}\n"
+                               "- {name: e, algorithm: gcra, limit: 100, window: 1m, mode: leased,"
+                               " lease_time: 250ms}\n"
+                               "- {name: f, algorithm: fixed_window, limit: 10, window: 1m,"
+                               " mode: strict}\n");
+    assert_int_equal(l.rules[0].mode, RULE_MODE_STRICT);
+    assert_int_equal(ruledef_lease_ns(&l.rules[0]), 0);
+    assert_int_equal(l.rules[1].mode, RULE_MODE_LEASED);
+    assert_int_equal(ruledef_lease_ns(&l.rules[1]), SL_NS_PER_SEC);      /* min(1m / 10, 1s) */
+    assert_int_equal(ruledef_lease_ns(&l.rules[2]), 200 * SL_NS_PER_MS); /* 2s / 10 */
+    /* token_bucket 10/s burst 3: T 100ms, tau 300ms, room 200ms; min(1s / 10, 1s, 200ms) */
+    assert_int_equal(ruledef_lease_ns(&l.rules[3]), 100 * SL_NS_PER_MS);
+    assert_int_equal(ruledef_lease_room_ns(&l.rules[3].rule), 200 * SL_NS_PER_MS);
+    assert_int_equal(ruledef_lease_ns(&l.rules[4]), 250 * SL_NS_PER_MS);
+    /* written back: mode only when leased, lease_time only when given */
+    char *j = ruledef_to_json(&l.rules[1]);
+    assert_non_null(strstr(j, "\"cold_start\":\"open\",\"mode\":\"leased\"}"));
+    free(j);
+    j = ruledef_to_json(&l.rules[4]);
+    assert_non_null(strstr(j, "\"mode\":\"leased\",\"lease_time\":\"250ms\""));
+    ruledef_t back = json_ok(j, NULL);
+    assert_true(ruledef_equal(&back, &l.rules[4]));
+    assert_false(ruledef_equal(&back, &l.rules[1]));
+    ruledef_free(&back);
+    free(j);
+    j = ruledef_to_json(&l.rules[5]);
+    assert_null(strstr(j, "mode"));
+    free(j);
+    ruledef_list_free(&l);
+
+    static const struct {
+        const char *algorithm, *extra, *want;
+    } rows[] = {
+        {"fixed_window", "    mode: fast\n",
+         "line 6, column 11: rules[0].mode: must be strict or leased, not 'fast'"},
+        {"sliding_log", "    mode: leased\n",
+         "line 6, column 11: rules[0].mode: sliding_log cannot lease: it keeps each unit's time "
+         "(sliding_buckets can)"},
+        {"token_bucket", "    burst: 1\n    mode: leased\n",
+         "line 7, column 11: rules[0].mode: token_bucket cannot lease with burst 1: a lease's time "
+         "is held in the bucket, and its capacity less one interval is under 1ms"},
+        {"gcra", "    burst: 2\n    mode: leased\n    lease_time: 300ms\n",
+         "line 8, column 17: rules[0].lease_time: 300ms is longer than the bucket's room for a "
+         "lease, 200ms (its capacity less one interval)"},
+        {"fixed_window", "    lease_time: 1s\n",
+         "line 6, column 17: rules[0].lease_time: only applies to a rule with mode: leased"},
+        {"fixed_window", "    mode: leased\n    lease_time: 1500us\n",
+         "line 7, column 17: rules[0].lease_time: must be whole milliseconds, at least 1ms"},
+        {"fixed_window", "    mode: leased\n    lease_time: 0\n",
+         "line 7, column 17: rules[0].lease_time: must be whole milliseconds, at least 1ms"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const char *got = yaml_err(one_rule(rows[i].algorithm, rows[i].extra));
+        if (strcmp(got, rows[i].want) != 0)
+            fail_msg("row %zu:\n got  %s\n want %s", i, got, rows[i].want);
+    }
+}
+
 static void test_yaml_defaults(void **unused)
 {
     (void)unused;
@@ -812,6 +881,12 @@ static void rnd_rule_json(char *out, size_t cap, int index, bool with_overrides)
                   rnd() % 2 ? "true" : "false", rnd() % 2 ? "deny" : "allow");
     if (rnd() % 2)
         n += snprintf(out + n, cap - n, ", \"cold_start\": \"%s\"", rnd() % 2 ? "open" : "closed");
+    if (a != 1 && rnd() % 3 == 0) {
+        n += snprintf(out + n, cap - n, ", \"mode\": \"leased\"");
+        if (rnd() % 2)
+            n += snprintf(out + n, cap - n, ", \"lease_time\": \"%lldms\"",
+                          (long long)rnd_in(1, 500));
+    }
     if (with_overrides && rnd() % 2) {
         n += snprintf(out + n, cap - n, ", \"overrides\": [");
         int k = (int)rnd_in(1, 4);
@@ -850,7 +925,8 @@ static void test_round_trips(void **unused)
         if (ruledef_parse_json(text, strlen(text), NULL, &d, err) != 0) {
             /* only combinations the generator cannot avoid may fail */
             if (!strstr(err, "must divide the window") && !strstr(err, "out of range") &&
-                !strstr(err, "must be at least 1ms") && !strstr(err, "1048576"))
+                !strstr(err, "must be at least 1ms") && !strstr(err, "1048576") &&
+                !strstr(err, "cannot lease") && !strstr(err, "room for a lease"))
                 fail_msg("%s\n%s", err, text);
             continue;
         }
@@ -932,6 +1008,7 @@ int main(void)
         cmocka_unit_test(test_yaml_spec_example),
         cmocka_unit_test(test_yaml_every_field),
         cmocka_unit_test(test_yaml_defaults),
+        cmocka_unit_test(test_mode),
         cmocka_unit_test(test_yaml_field_errors),
         cmocka_unit_test(test_yaml_shape_errors),
         cmocka_unit_test(test_yaml_nesting_limit),

@@ -1,0 +1,68 @@
+/*
+ * ruledef_lease.c - a rule's mode: leased, where it is sound and can grant something, and its
+ * leases' time (ruledef.h).
+ */
+#include <stdio.h>
+
+#include "rules/ruledef_impl.h"
+
+int64_t ruledef_lease_room_ns(const sl_rule_t *rule)
+{
+    if (!rd_uses_tokens(rule->algorithm))
+        return SL_WINDOW_MAX_NS / SL_NS_PER_MS * SL_NS_PER_MS;
+    int64_t room = rule->tolerance_ns - rule->interval_ns;
+    return room > 0 ? room / SL_NS_PER_MS * SL_NS_PER_MS : 0;
+}
+
+int64_t ruledef_lease_ns(const ruledef_t *def)
+{
+    if (def->mode != RULE_MODE_LEASED)
+        return 0;
+    if (def->lease_ns > 0)
+        return def->lease_ns;
+    int64_t ns =
+        def->rule.window_ns / 10 < SL_NS_PER_SEC ? def->rule.window_ns / 10 : SL_NS_PER_SEC;
+    int64_t room = ruledef_lease_room_ns(&def->rule);
+    ns = (ns < room ? ns : room) / SL_NS_PER_MS * SL_NS_PER_MS;
+    return ns >= SL_NS_PER_MS ? ns : SL_NS_PER_MS;
+}
+
+/* mode: leased where a lease is sound and can grant something; lease_time only with it, and
+ * within the bucket's room for a lease. */
+bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease_time, char *why,
+                     size_t cap)
+{
+    char a[32], b[32];
+    const sl_rule_t *r = &def->rule;
+    *at_lease_time = true;
+    if (lease_time_given && def->mode != RULE_MODE_LEASED) {
+        snprintf(why, cap, "only applies to a rule with mode: leased");
+        return true;
+    }
+    if (def->mode != RULE_MODE_LEASED)
+        return false;
+    int64_t room = ruledef_lease_room_ns(r);
+    *at_lease_time = false;
+    if (r->algorithm == SL_SLIDING_LOG) {
+        snprintf(why, cap,
+                 "sliding_log cannot lease: it keeps each unit's time (sliding_buckets "
+                 "can)");
+        return true;
+    }
+    if (room < SL_NS_PER_MS) {
+        snprintf(why, cap,
+                 "%s cannot lease with burst %lld: a lease's time is held in the bucket, "
+                 "and its capacity less one interval is under 1ms",
+                 sl_algorithm_name(r->algorithm), (long long)r->burst);
+        return true;
+    }
+    *at_lease_time = true;
+    if (def->lease_ns > room) {
+        snprintf(why, cap,
+                 "%s is longer than the bucket's room for a lease, %s (its capacity less one "
+                 "interval)",
+                 ruledef_format_duration(def->lease_ns, a), ruledef_format_duration(room, b));
+        return true;
+    }
+    return false;
+}
