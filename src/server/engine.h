@@ -179,6 +179,9 @@ const ruleset_t *engine_worker_begin(engine_worker_t *w);
 /* Drops the worker's hold on any rule set (a loop that is shutting down). */
 void engine_worker_end(engine_worker_t *w);
 
+/* The worker's current set (NULL before its first engine_worker_begin). */
+const ruleset_t *engine_worker_set(const engine_worker_t *w);
+
 /* Finds a named rule in the worker's current set. */
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 

@@ -231,6 +231,11 @@ void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *
     rule_counters_sum(rule->t->counters, n, allowed, denied, shadow_denied, store_errors);
 }
 
+const ruleset_t *engine_worker_set(const engine_worker_t *w)
+{
+    return w->set;
+}
+
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 {
     return ruleset_find(w->set, name, len);
