@@ -26,14 +26,18 @@
 
 #define RELAXED memory_order_relaxed
 
+/* Counter fields are stored with release and loaded with acquire: a seqlock without fences
+ * (Boehm, "Can seqlocks get along with programming language memory models?", 2012): the odd
+ * sequence is seen before any field written after it, and a reader's second look at the sequence
+ * comes after every field it read. On x86 both are plain moves. */
 static inline uint64_t load(const _Atomic uint64_t *p)
 {
-    return atomic_load_explicit(p, RELAXED);
+    return atomic_load_explicit(p, memory_order_acquire);
 }
 
 static inline void store(_Atomic uint64_t *p, uint64_t v)
 {
-    atomic_store_explicit(p, v, RELAXED);
+    atomic_store_explicit(p, v, memory_order_release);
 }
 
 /* ---- the writer's index and buckets --------------------------------------------------------- */
@@ -191,9 +195,8 @@ void topk_reset(topk_t *s, int64_t epoch)
 {
     uint32_t seq = atomic_load_explicit(&s->seq, RELAXED);
     atomic_store_explicit(&s->seq, seq + 1, RELAXED);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->n, 0, RELAXED);
-    atomic_store_explicit(&s->epoch, epoch, RELAXED);
+    atomic_store_explicit(&s->n, 0, memory_order_release);
+    atomic_store_explicit(&s->epoch, epoch, memory_order_release);
     store(&s->total, 0);
     memset(s->index, 0, sizeof s->index);
     buckets_clear(s);
@@ -211,13 +214,13 @@ static void counter_set(topk_counter_t *c, uint64_t hash, const void *key, size_
 {
     uint32_t seq = atomic_load_explicit(&c->seq, RELAXED);
     atomic_store_explicit(&c->seq, seq + 1, RELAXED);
-    atomic_thread_fence(memory_order_release);
     uint64_t words[TOPK_KEY_INLINE / 8] = {0};
     memcpy(words, key, len < TOPK_KEY_INLINE ? len : TOPK_KEY_INLINE);
     for (size_t w = 0; w < TOPK_KEY_INLINE / 8; w++) {
         store(&c->key[w], words[w]);
     }
-    atomic_store_explicit(&c->key_len, (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX), RELAXED);
+    atomic_store_explicit(&c->key_len, (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX),
+                          memory_order_release);
     store(&c->hash, hash);
     store(&c->count, count);
     store(&c->error, error);
@@ -268,11 +271,10 @@ static bool counter_read(const topk_counter_t *c, topk_item_t *it)
         for (size_t w = 0; w < TOPK_KEY_INLINE / 8; w++) {
             words[w] = load(&c->key[w]);
         }
-        it->key_len = atomic_load_explicit(&c->key_len, RELAXED);
+        it->key_len = atomic_load_explicit(&c->key_len, memory_order_acquire);
         it->hash = load(&c->hash);
         it->count = load(&c->count);
         it->error = load(&c->error);
-        atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&c->seq, RELAXED) == seq) {
             memcpy(it->key, words, sizeof it->key);
             return true;
@@ -288,7 +290,7 @@ size_t topk_read(const topk_t *s, topk_item_t *out, int64_t *epoch, uint64_t *to
     if (seq & 1u) {
         return 0;
     }
-    *epoch = atomic_load_explicit(&s->epoch, RELAXED);
+    *epoch = atomic_load_explicit(&s->epoch, memory_order_acquire);
     unsigned n = atomic_load_explicit(&s->n, memory_order_acquire);
     size_t got = 0;
     uint64_t least = UINT64_MAX;
@@ -299,7 +301,6 @@ size_t topk_read(const topk_t *s, topk_item_t *out, int64_t *epoch, uint64_t *to
         }
     }
     uint64_t added = load(&s->total); /* after the counts: at least what they hold */
-    atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&s->seq, RELAXED) != seq) {
         return 0;
     }

@@ -128,9 +128,10 @@ static void next_second(watch_loop_t *l, int64_t now_ns)
     l->second_start = l->second * NS_PER_S;
     watch_second_t *s = &l->sec[l->second % WATCH_SECONDS];
     if (atomic_load_explicit(&s->second, RELAXED) != l->second) {
-        atomic_store_explicit(&s->allowed, 0, RELAXED);
-        atomic_store_explicit(&s->denied, 0, RELAXED);
-        atomic_store_explicit(&s->shadow_denied, 0, RELAXED);
+        atomic_store_explicit(&s->second, -1, RELAXED); /* readers: being claimed */
+        atomic_store_explicit(&s->allowed, 0, memory_order_release);
+        atomic_store_explicit(&s->denied, 0, memory_order_release);
+        atomic_store_explicit(&s->shadow_denied, 0, memory_order_release);
         atomic_store_explicit(&s->second, l->second, memory_order_release);
     }
     int64_t k = now_ns / WATCH_INTERVAL_NS;
@@ -198,10 +199,9 @@ void watch_rates(const watch_t *w, int64_t end_s, size_t n, uint64_t *allowed, u
             if (atomic_load_explicit(&s->second, memory_order_acquire) != want) {
                 continue;
             }
-            uint32_t a = atomic_load_explicit(&s->allowed, RELAXED);
-            uint32_t d = atomic_load_explicit(&s->denied, RELAXED);
-            uint32_t sh = atomic_load_explicit(&s->shadow_denied, RELAXED);
-            atomic_thread_fence(memory_order_acquire);
+            uint32_t a = atomic_load_explicit(&s->allowed, memory_order_acquire);
+            uint32_t d = atomic_load_explicit(&s->denied, memory_order_acquire);
+            uint32_t sh = atomic_load_explicit(&s->shadow_denied, memory_order_acquire);
             if (atomic_load_explicit(&s->second, RELAXED) != want) {
                 continue; /* claimed by a later second while read: long gone */
             }
