@@ -376,6 +376,10 @@ void route_stats_stream(route_ctx_t *x)
     }
     loop_t *l = x->c->loop;
     server_t *srv = l->srv;
+    if (x->c->detached) { /* no socket and no running loop (the fuzz target) */
+        problem(x, 503, "a stream needs a connection");
+        return;
+    }
     if (atomic_fetch_add(&srv->streams, 1) >= STREAMS_MAX) {
         atomic_fetch_sub(&srv->streams, 1);
         problem(x, 503, "too many stats streams (at most %d per server)", STREAMS_MAX);
