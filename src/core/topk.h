@@ -38,7 +38,7 @@
 
 #define TOPK_CAPACITY   128                 /* counters per sketch (at most 255) */
 #define TOPK_KEY_INLINE 64                  /* bytes of a key kept for display (a multiple of 8) */
-#define TOPK_INDEX      (2 * TOPK_CAPACITY) /* hash index slots (a power of two) */
+#define TOPK_INDEX      (8 * TOPK_CAPACITY) /* hash index slots (a power of two; load 1/8) */
 #define TOPK_NIL        255                 /* no counter, no bucket */
 
 typedef struct topk_counter {

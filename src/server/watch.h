@@ -13,8 +13,8 @@
  * some moment during the read.
  *
  * Memory: per loop that decided the rule, WATCH_SECONDS slots of 24 bytes (21.6 KB), plus
- * WATCH_INTERVALS sketches of sizeof(topk_t) (15.4 KB each: 92 KB) for decisions and, once the
- * loop has denied a key of the rule, as many for denials: at most 206 KB per loop.
+ * WATCH_INTERVALS sketches of sizeof(topk_t) (16.2 KB each: 97 KB) for decisions and, once the
+ * loop has denied a key of the rule, as many for denials: at most 216 KB per loop.
  */
 #ifndef SLUICE_SERVER_WATCH_H
 #define SLUICE_SERVER_WATCH_H

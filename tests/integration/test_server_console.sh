@@ -141,7 +141,7 @@ get -X POST -d '{"algorithm":"gcra","limit":0,"window":"1s","log":""}' -w '\n%{h
 check replay-bad-rule-400 test "$(tail -n 1 "$TMP/bad.txt")" = 400
 
 # --- the stats stream: its comment at once, then one event a second
-curl -sN --max-time 30 "$BASE/v1/stats/stream" >"$TMP/stream.txt" &
+curl -sN --max-time 150 "$BASE/v1/stats/stream" >"$TMP/stream.txt" &
 CURL_PID=$!
 check stream-comment poll 5 grep -q '^: sluice' "$TMP/stream.txt"
 events() { test "$(grep -c '^event: stats' "$TMP/stream.txt")" -ge "$1"; }
