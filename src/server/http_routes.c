@@ -5,9 +5,11 @@
  *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
  *   POST   /v1/settle                          {"rule","key","reserved","actual"[,"at"]}
  *   GET    /v1/auth/{rule}                     204 / 429 for auth_request and forward-auth
- *   GET    /v1/rules                           every rule             (admin token)
- *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
+ *   GET    /v1/rules                           every rule             (open)
+ *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
+ *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
+ *   POST   /v1/replay                          a log replayed against a candidate rule (open)
  *   GET    /metrics  /healthz  /readyz
  */
 #include <http_parser.h>
@@ -96,6 +98,16 @@ static void handle_now(void *arg)
             return;
         }
         route_settle(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules") && x.nseg == 4 &&
+               seg_is(&x, 3, "top")) {
+        only_get(&x, route_top);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 2) {
+        only_get(&x, route_stats);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "replay") && x.nseg == 2) {
+        route_replay(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 3 &&
+               seg_is(&x, 2, "stream")) {
+        route_stats_stream(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
         route_rules(&x);
     } else if (x.nseg == 1 && seg_is(&x, 0, "metrics")) {
