@@ -48,7 +48,7 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
         seen = WATCH_DENIED;
     }
-    if (rs->t->watch != NULL) {
+    if (rs->t->watch != NULL && !out->peek) {
         watch_record(rs->t->watch, w->index, key, key_len, seen, now_ns);
     }
 }
@@ -59,7 +59,8 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
                       size_t key_len, const engine_request_t *req, int64_t now_ns,
                       engine_decision_t *out)
 {
-    *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+    *out =
+        (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns, .peek = req->cost == 0};
     if (engine_blocked(en, out)) {
         engine_decision_done(w, rs, SL_OK, out, key, key_len, now_ns);
         return ENGINE_OK;
@@ -138,7 +139,8 @@ static engine_op_t *op_get(engine_worker_t *w, rule_state_t *rs, const void *key
                         .req = {.cost = cost},
                         .now_ns = now_ns,
                         .key_len = key_len};
-    op->out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
+    op->out =
+        (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns, .peek = cost == 0};
     if (key != NULL) {
         op->key = key_len <= sizeof op->key_buf ? op->key_buf : malloc(key_len);
         if (op->key == NULL) {

@@ -53,6 +53,11 @@ check top-resp-all test "$(wc -l <"$TMP/top.txt")" = 12
 check top-resp-denied test "$(head -n 1 "$TMP/top.txt")" = hot
 check top-resp-unknown sh -c "${RC[*]} SL.TOP nope | grep -q \"unknown rule 'nope'\""
 check top-resp-n-range sh -c "${RC[*]} SL.TOP api 101 | grep -q 'from 1 to 100'"
+# peeks decide nothing: SL.PEEK, COST 0 over RESP and HTTP leave the counts as they were
+"${RC[@]}" SL.PEEK api hot >/dev/null
+"${RC[@]}" SL.ALLOW api hot COST 0 >/dev/null
+get -X POST -d '{"rule":"api","key":"hot","cost":0}' "$BASE/v1/allow" >/dev/null
+check peeks-not-counted test "$("${RC[@]}" SL.TOP api 1 | sed -n 2p)" = 2000
 get "$BASE/v1/rules/api/top?n=2" >"$TMP/top.json"
 check top-http json "$TMP/top.json" 'd["rule"] == "api" and d["by"] == "decisions" and d["window_s"] == 60 and [k["key"] for k in d["keys"]][0] == "hot" and d["keys"][0]["count"] == 2000 and len(d["keys"]) == 2'
 get "$BASE/v1/rules/api/top?by=denied" >"$TMP/top.json"
