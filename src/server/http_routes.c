@@ -9,6 +9,7 @@
  *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /metrics  /healthz  /readyz
+ *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
  */
 #include <http_parser.h>
 #include <stdarg.h>
@@ -98,6 +99,8 @@ static void handle_now(void *arg)
         route_settle(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
         route_rules(&x);
+    } else if (seg_is(&x, 0, "ui")) {
+        route_ui(&x);
     } else if (x.nseg == 1 && seg_is(&x, 0, "metrics")) {
         only_get(&x, route_metrics);
     } else if (x.nseg == 1 && seg_is(&x, 0, "healthz")) {

@@ -1,0 +1,57 @@
+// app.js - the console: a hash router over the pages, and the admin token field.
+import {token, setToken} from "./api.js";
+import * as overview from "./overview.js";
+import * as rule from "./rule.js";
+import * as editor from "./editor.js";
+import * as replay from "./replay.js";
+
+const main = document.getElementById("main");
+let unmount = () => {};
+
+function route() {
+  unmount();
+  const hash = location.hash.replace(/^#/, "") || "/";
+  let nav = "overview";
+  const m = hash.match(/^\/rule\/(.+)$/);
+  if (m) {
+    unmount = rule.mount(main, decodeURIComponent(m[1]));
+  } else if (hash === "/rules") {
+    nav = "rules";
+    unmount = editor.mount(main);
+  } else if (hash === "/replay") {
+    nav = "replay";
+    unmount = replay.mount(main);
+  } else {
+    unmount = overview.mount(main);
+  }
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.classList.toggle("active", a.dataset.nav === nav && !m);
+  }
+  document.title = "sluice · " + (m ? decodeURIComponent(m[1]) : nav);
+}
+
+function tokenField() {
+  const input = document.getElementById("token");
+  const state = document.getElementById("token-state");
+  const show = () => {
+    state.textContent = token() ? "set for this tab" : "";
+  };
+  document.getElementById("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    setToken(input.value.trim());
+    input.value = "";
+    show();
+    route(); // the page asks again, with the token
+  });
+  document.getElementById("token-clear").addEventListener("click", () => {
+    setToken("");
+    input.value = "";
+    show();
+    route();
+  });
+  show();
+}
+
+tokenField();
+window.addEventListener("hashchange", route);
+route();
