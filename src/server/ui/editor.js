@@ -140,7 +140,7 @@ function ruleForm(onSaved) {
   const form = h("form", {class: "fields", id: "rule-form", onsubmit: save, novalidate: true},
     rows, h("span", {}), h("div", {class: "actions"}, submit, cancel, done));
   load(null);
-  return {el: h("section", {class: "card"}, title, formError, form), load, showError};
+  return {el: h("section", {class: "card editor"}, title, formError, form), load, showError};
 }
 
 function confirmButton(label, action) {
@@ -172,7 +172,7 @@ export function mount(root) {
       h("table", {id: "rules-table"}, h("thead", {}, h("tr", {}, h("th", {}, "name"),
         h("th", {}, "algorithm"), h("th", {class: "num"}, "limit"), h("th", {}, "window"),
         h("th", {}, "shadow"), h("th", {}, ""))), list)),
-    h("div", {class: "cols"}, form.el));
+    form.el);
 
   async function act(fn) {
     listError.textContent = "";
@@ -203,12 +203,12 @@ export function mount(root) {
         h("td", {class: "num"}, r.limit !== undefined ? num(r.limit) : ""),
         h("td", {}, r.window !== undefined ? String(r.window) : ""),
         h("td", {}, r.shadow ? "on" : "off"),
-        h("td", {class: "actions"},
+        h("td", {}, h("div", {class: "actions"},
           h("button", {type: "button", class: "edit", onclick: () => form.load(r)}, "Edit"),
           h("button", {type: "button", class: "shadow-toggle",
             onclick: () => act(() => api.putRule(r.name, Object.assign({}, r, {shadow: !r.shadow})))},
           r.shadow ? "Enforce" : "Shadow"),
-          confirmButton("Delete", () => act(() => api.deleteRule(r.name))))));
+          confirmButton("Delete", () => act(() => api.deleteRule(r.name)))))));
     }
   }
   refresh();
