@@ -11,7 +11,7 @@ const TOP_EVERY_MS = 2000; // how often the top keys are asked again
 function topTable(by) {
   const body = h("tbody", {});
   const status = h("p", {class: "muted"}, "loading…");
-  const table = h("table", {class: "top", dataset: {by}},
+  const table = h("table", {class: "topkeys", dataset: {by}},
     h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "key"),
       h("th", {class: "num"}, by === "denied" ? "denials" : "decisions"),
       h("th", {class: "num", title: "the count may be over by at most this much"}, "± error"))),
@@ -88,7 +88,7 @@ export function mount(root, name) {
         byDecisions.status, byDecisions.table),
       h("section", {class: "card", id: "top-denied"}, h("h2", {}, "Top keys by denials"),
         byDenied.status, byDenied.table)),
-    h("div", {class: "cols"}, insp.el));
+    insp.el);
 
   let chart = null;
   const stop = follow(() => api.stats(), {
