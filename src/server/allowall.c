@@ -201,6 +201,8 @@ typedef struct all_now {
     engine_decision_t *d;
     size_t n;
     int64_t now_ns;
+    const char *const *keys; /* [n], key_lens[i] bytes each */
+    const size_t *key_lens;
     store_pair_t pairs[ENGINE_CHECKS_MAX]; /* each pair's target (its override's, if any) */
     const ov_entry_t *ens[ENGINE_CHECKS_MAX];
     bool out[ENGINE_CHECKS_MAX]; /* decided apart: a store error let through */
@@ -210,7 +212,7 @@ typedef struct all_now {
  * true when it refuses the whole. */
 static bool all_now_apart(all_now_t *x, size_t i, int st)
 {
-    engine_decision_done(x->w, x->rules[i], st, &x->d[i]);
+    engine_decision_done(x->w, x->rules[i], st, &x->d[i], x->keys[i], x->key_lens[i], x->now_ns);
     x->out[i] = true;
     return !x->d[i].d.allowed;
 }
@@ -268,7 +270,7 @@ static bool all_now_charge(all_now_t *x, size_t *refused)
     }
     if (rc != SL_OK) {
         for (size_t j = 0; j < x->n; j++) { /* out of memory before anything: every pair */
-            engine_decision_done(x->w, x->rules[j], rc, &x->d[j]);
+            engine_decision_done(x->w, x->rules[j], rc, &x->d[j], NULL, 0, 0);
         }
         *refused = 0;
         return true;
@@ -277,12 +279,16 @@ static bool all_now_charge(all_now_t *x, size_t *refused)
         x->d[at[j]].d = got[j];
     }
     if (r < k) {
-        engine_decision_done(x->w, x->rules[at[r]], SL_OK, &x->d[at[r]]); /* nothing charged */
+        size_t i = at[r]; /* nothing charged */
+        engine_decision_done(x->w, x->rules[i], SL_OK, &x->d[i], x->keys[i], x->key_lens[i],
+                             x->now_ns);
         *refused = at[r];
         return true;
     }
     for (size_t j = 0; j < k; j++) {
-        engine_decision_done(x->w, x->rules[at[j]], SL_OK, &x->d[at[j]]);
+        size_t i = at[j];
+        engine_decision_done(x->w, x->rules[i], SL_OK, &x->d[i], x->keys[i], x->key_lens[i],
+                             x->now_ns);
     }
     *refused = x->n;
     return true;
@@ -301,7 +307,13 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
                            const size_t *key_lens, const int64_t *costs, size_t n, int64_t now_ns,
                            engine_decision_t *d, size_t *refused)
 {
-    all_now_t x = {.w = w, .rules = rules, .d = d, .n = n, .now_ns = now_ns};
+    all_now_t x = {.w = w,
+                   .rules = rules,
+                   .d = d,
+                   .n = n,
+                   .now_ns = now_ns,
+                   .keys = keys,
+                   .key_lens = key_lens};
     *refused = all_now_targets(&x, keys, key_lens, costs);
     if (*refused < n) {
         return;
@@ -351,7 +363,8 @@ static void all_answered(void *arg, int status, const sl_decision_t *d, size_t n
                 out[i].d = d[i];
             }
             if (status != 0 || refused < 0 || (size_t)refused == i) { /* counted: what decided */
-                engine_decision_done(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[i]);
+                engine_decision_done(op->w, op->rules[i], status == 0 ? SL_OK : SL_EINVAL, &out[i],
+                                     NULL, 0, op->a->now_ns); /* counted per second only */
             }
         }
         allowall_atomic(op->a, out, op->n, status == 0 ? refused : -1);

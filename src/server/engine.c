@@ -43,6 +43,8 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
         return -1;
     }
     e->cfg = *cfg;
+    /* the watches' sketch seed: unknown to clients, so they cannot aim keys at one hash */
+    e->watch_seed = sl_hash64(&e, sizeof e, (uint64_t)sl_now_ns()) | 1;
     atomic_store(&e->store_up, true);
     e->store_url = strdup(cfg->store_url);
     e->cfg.store_url = e->store_url;

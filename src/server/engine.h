@@ -34,6 +34,7 @@
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
 #include "server/config_thread.h"
+#include "server/watch.h"
 #include "store/request_store.h"
 
 #define ENGINE_WORKERS_MAX     256
@@ -178,6 +179,9 @@ const ruleset_t *engine_worker_begin(engine_worker_t *w);
 /* Drops the worker's hold on any rule set (a loop that is shutting down). */
 void engine_worker_end(engine_worker_t *w);
 
+/* The worker's current set (NULL before its first engine_worker_begin). */
+const ruleset_t *engine_worker_set(const engine_worker_t *w);
+
 /* Finds a named rule in the worker's current set. */
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 
@@ -252,6 +256,15 @@ bool engine_rule_fits(const engine_t *e, const sl_rule_t *rule, char *err, size_
 
 /* engine_rule_fits as a rules_check_fn (rules_import.h): arg is the engine. */
 bool engine_rule_check(void *arg, const sl_rule_t *rule, char *err, size_t cap);
+
+/* What the console shows of a named rule (watch.h), read from any thread while rule is held:
+ * its heaviest keys of the last minute, by decisions or by denials (watch_top's result; -1 for
+ * an inline rule, which is not watched, or when out of memory), and its decisions per second
+ * (watch_rates; false, and nothing written, for an inline rule). */
+long engine_top(const rule_state_t *rule, bool denied, int64_t now_ns, size_t n, topk_item_t *out,
+                uint64_t *total);
+bool engine_rates(const rule_state_t *rule, int64_t end_s, size_t n, uint64_t *allowed,
+                  uint64_t *denied, uint64_t *shadow_denied);
 
 /* Table statistics of a rule, summed over its base and override tables. */
 void engine_rule_stats(rule_state_t *rule, sl_table_stats_t *out);

@@ -25,7 +25,8 @@ static void store_error_decision(const rule_state_t *rs, engine_decision_t *out)
     }
 }
 
-void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
+void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out,
+                          const void *key, size_t key_len, int64_t now_ns)
 {
     rule_counters_t *c = &rs->t->counters[w->index];
     if (st != SL_OK) {
@@ -34,6 +35,7 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         return;
     }
     out->never = !out->d.allowed && out->d.retry_after_ns < 0;
+    watch_outcome_t seen = WATCH_ALLOWED;
     if (out->d.allowed) {
         atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
     } else if (rs->def.shadow) {
@@ -41,8 +43,13 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         out->d.allowed = true;
         out->d.retry_after_ns = 0;
         atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
+        seen = WATCH_SHADOW_DENIED;
     } else {
         atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
+        seen = WATCH_DENIED;
+    }
+    if (rs->t->watch != NULL) {
+        watch_record(rs->t->watch, w->index, key, key_len, seen, now_ns);
     }
 }
 
@@ -54,7 +61,7 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
 {
     *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
     if (engine_blocked(en, out)) {
-        engine_decision_done(w, rs, SL_OK, out);
+        engine_decision_done(w, rs, SL_OK, out, key, key_len, now_ns);
         return ENGINE_OK;
     }
     request_store_t *s = w->engine->requests;
@@ -67,7 +74,7 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
     if (st == SL_ECOST) {
         return ENGINE_ECOST;
     }
-    engine_decision_done(w, rs, st, out);
+    engine_decision_done(w, rs, st, out, key, key_len, now_ns);
     return ENGINE_OK;
 }
 
@@ -86,7 +93,7 @@ static int check_request(const engine_worker_t *w, size_t key_len, int64_t cost)
 static void store_error(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
 {
     *out = (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns};
-    engine_decision_done(w, rs, st, out);
+    engine_decision_done(w, rs, st, out, NULL, 0, 0); /* st != SL_OK: not watched */
 }
 
 int engine_decide(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
@@ -181,7 +188,8 @@ static void store_answered(void *arg, int status, const sl_decision_t *d, const 
     if (status == 0) {
         op->out.d = *d;
     }
-    engine_decision_done(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out);
+    engine_decision_done(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out, op->key,
+                         op->key_len, op->now_ns);
     op_complete(op);
 }
 
@@ -198,12 +206,12 @@ static void op_continue(engine_op_t *op, const ov_entry_t *en)
     }
     if (rs->has_overrides && en == NULL) {
         log_debug("rule '%s': override lookup failed", rs->def.name);
-        engine_decision_done(w, rs, SL_EINVAL, &op->out);
+        engine_decision_done(w, rs, SL_EINVAL, &op->out, NULL, 0, 0);
         op_complete(op);
         return;
     }
     if (engine_blocked(en, &op->out)) {
-        engine_decision_done(w, rs, SL_OK, &op->out);
+        engine_decision_done(w, rs, SL_OK, &op->out, op->key, op->key_len, op->now_ns);
         op_complete(op);
         return;
     }
@@ -214,7 +222,7 @@ static void op_continue(engine_op_t *op, const ov_entry_t *en)
     int st =
         s->ops->decide(s, w->requests, &tg, &op->req, op->now_ns, &op->out.d, store_answered, op);
     if (st != STORE_PENDING) {
-        engine_decision_done(w, rs, st, &op->out);
+        engine_decision_done(w, rs, st, &op->out, op->key, op->key_len, op->now_ns);
         op_complete(op);
     }
 }
@@ -244,8 +252,9 @@ static int op_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_
     if (!wait && w->engine->requests->ops->completes_at_once) {
         return engine_decide_now(w, rs, en, key, key_len, req, now_ns, out);
     }
-    /* The key is copied only for a lookup: a store's request is formatted before this returns. */
-    engine_op_t *op = op_get(w, rs, wait ? key : NULL, key_len, req->cost, now_ns);
+    /* The key is copied: a lookup needs it, and the rule's watch counts it when the store
+     * answers (keys up to OP_KEY_INLINE bytes live in the op, which is reused). */
+    engine_op_t *op = op_get(w, rs, key, key_len, req->cost, now_ns);
     if (op == NULL) {
         store_error(w, rs, SL_ENOMEM, out);
         return ENGINE_OK;
@@ -256,9 +265,7 @@ static int op_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_
     if (wait) {
         override_wait(w, rs, op->key, op->key_len, &op->wait);
     } else {
-        op->key = (char *)key; /* for the store's request only; not kept */
         op_continue(op, en);
-        op->key = NULL;
     }
     op->starting = false;
     if (op->finished) {

@@ -29,6 +29,8 @@ struct rule_tables {
     const request_store_ops_t *ops; /* the store data belongs to */
     store_rule_t *data;             /* the request store's for this rule (NULL: it keeps none) */
     rule_counters_t *counters;      /* [workers] */
+    watch_t *watch;                 /* named rules: what the console shows (held; NULL for
+                                       inline rules) */
     _Atomic int refs;               /* rule states using these */
 };
 
@@ -136,6 +138,7 @@ struct engine {
     _Atomic size_t inl_series;           /* inline rules with series of their own */
     rule_counters_t inl_other_gone;      /* counts of "inline:other" rules freed since */
     request_store_t *requests;           /* where per-key state lives (request_store.h) */
+    uint64_t watch_seed;                 /* the named rules' watches hash keys with it */
 };
 
 /* ---- ruleset.c ---------------------------------------------------------------------------- */
@@ -205,8 +208,11 @@ void inline_free_all(engine_t *e);
 
 /* ---- engine_decide.c ---------------------------------------------------------------------- */
 
-/* The end of every decision: shadow mode, counters, and on_store_error when st != SL_OK. */
-void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out);
+/* The end of every decision: shadow mode, counters, the rule's watch (key: key_len bytes, or
+ * NULL when not at hand: counted per second only; now_ns: when it was asked), and
+ * on_store_error when st != SL_OK. */
+void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out,
+                          const void *key, size_t key_len, int64_t now_ns);
 
 /* A key its override blocks (limit 0): refused, never admissible. Returns true when en says so
  * (and fills out). Inline: every decision asks. */

@@ -8,6 +8,7 @@
  *   GET    /v1/rules                           every rule             (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
+ *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
  *   GET    /metrics  /healthz  /readyz
  *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
  */
@@ -97,6 +98,14 @@ static void handle_now(void *arg)
             return;
         }
         route_settle(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules") && x.nseg == 4 &&
+               seg_is(&x, 3, "top")) {
+        only_get(&x, route_top);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 2) {
+        only_get(&x, route_stats);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 3 &&
+               seg_is(&x, 2, "stream")) {
+        route_stats_stream(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
         route_rules(&x);
     } else if (seg_is(&x, 0, "ui")) {

@@ -152,11 +152,12 @@ struct loop {
     engine_worker_t *worker;
     conn_t *conns;
     size_t nconns;
-    int64_t now_ns;         /* the clock for the current batch */
-    uv_check_t flush_check; /* writes the connections in flush_head after each poll */
-    uv_idle_t flush_idle;   /* active while flush_head is not empty: the poll does not block */
-    conn_t *flush_head;     /* connections whose replies resolved outside a batch */
-    pool_t pool;            /* memory its connections take and give back on every request */
+    int64_t now_ns;          /* the clock for the current batch */
+    uv_check_t flush_check;  /* writes the connections in flush_head after each poll */
+    uv_idle_t flush_idle;    /* active while flush_head is not empty: the poll does not block */
+    conn_t *flush_head;      /* connections whose replies resolved outside a batch */
+    pool_t pool;             /* memory its connections take and give back on every request */
+    struct streams *streams; /* its stats streams and their timer (http_stats.c), or NULL */
     loop_stats_t stats;
 };
 
@@ -181,6 +182,7 @@ struct server {
     _Atomic size_t input_bytes; /* every connection's input buffer, bytes allocated */
     _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
     uv_mutex_t evict_mu;                              /* guards the loops' evict_open */
+    _Atomic size_t streams;                           /* stats streams open (http_stats.c) */
 };
 
 /* Writes the connection's pending output (what handlers appended to c->out). */

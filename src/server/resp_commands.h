@@ -7,6 +7,7 @@
  *   resp_limit.c    rate limiting: SL.ALLOW, SL.PEEK, SL.THROTTLE, SL.SETTLE, SL.ALLOWALL,
  *                   SL.RESET, CL.THROTTLE
  *   resp_rules.c    rules and overrides: SL.RULE, SL.OVERRIDE
+ *   resp_stats.c    what the console reads: SL.TOP
  *   resp_server.c   connection and server commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO,
  *                   CLIENT, INFO
  *   resp_common.c   argument and reply helpers
@@ -70,6 +71,9 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc);
+
+/* resp_stats.c */
+void resp_cmd_top(conn_t *c, resp_arg_t *argv, size_t argc);
 
 /* resp_rules.c */
 void resp_cmd_rule(conn_t *c, resp_arg_t *argv, size_t argc);

@@ -35,6 +35,7 @@ static const command_t commands[] = {
     {"sl.allowall", -3, CMD_WRITE, resp_cmd_allowall},
     {"sl.settle", -5, CMD_WRITE, resp_cmd_settle},
     {"sl.peek", -3, 0, resp_cmd_peek},
+    {"sl.top", -2, 0, resp_cmd_top},
     {"sl.reset", -2, CMD_WRITE | CMD_ADMIN, resp_cmd_reset},
     {"sl.rule", -2, CMD_WRITE | CMD_ADMIN, resp_cmd_rule},
     {"sl.override", -3, CMD_WRITE | CMD_ADMIN, resp_cmd_override},
@@ -358,6 +359,10 @@ static const doc_arg_t doc_command_names[] = {
 static const doc_arg_t doc_info[] = {{"section", "string", NULL, DOC_OPTIONAL | DOC_MULTIPLE, NULL},
                                      DOC_END};
 static const doc_arg_t doc_select[] = {{"index", "integer", NULL, 0, NULL}, DOC_END};
+static const doc_arg_t doc_top[] = {DOC_RULE,
+                                    {"count", "integer", NULL, DOC_OPTIONAL, NULL},
+                                    {"denied", "pure-token", "DENIED", DOC_OPTIONAL, NULL},
+                                    DOC_END};
 
 #define DOC_SUBS_END                                                                               \
     {                                                                                              \
@@ -415,6 +420,8 @@ static const command_doc_t command_docs[] = {
      NULL},
     {"sl.peek", "Reports what a request would be told, consuming nothing", "module", doc_peek,
      NULL},
+    {"sl.top", "Returns a rule's heaviest keys of the last minute, by decisions or denials",
+     "module", doc_top, NULL},
     {"sl.settle",
      "Settles a reservation with its actual cost: refunds the rest, or charges past "
      "the limit",

@@ -6,6 +6,7 @@
  *                   (http_protocol, http_front.h)
  *   http_decide.c   decisions: POST /v1/allow, POST /v1/settle, GET /v1/auth/{rule}
  *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
+ *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream]
  *   http_ui.c       the console's files: /ui/, /ui/<file>
  */
 #ifndef SLUICE_SERVER_ROUTE_H
@@ -63,6 +64,11 @@ void route_auth(route_ctx_t *x);
 
 /* http_rules.c */
 void route_rules(route_ctx_t *x);
+
+/* http_stats.c */
+void route_top(route_ctx_t *x);          /* GET /v1/rules/{name}/top */
+void route_stats(route_ctx_t *x);        /* GET /v1/stats */
+void route_stats_stream(route_ctx_t *x); /* GET /v1/stats/stream */
 
 /* http_ui.c: GET|HEAD /ui (308 to /ui/), /ui/ (index.html), /ui/<file>; 404 for other files. */
 void route_ui(route_ctx_t *x);

@@ -81,6 +81,7 @@ void engine_tables_release(rule_tables_t *t)
         t->ops->rule_free(t->data);
     }
     free(t->counters);
+    watch_release(t->watch);
     free(t);
 }
 
@@ -206,11 +207,33 @@ const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker
     return &rule->t->counters[worker];
 }
 
+long engine_top(const rule_state_t *rule, bool denied, int64_t now_ns, size_t n, topk_item_t *out,
+                uint64_t *total)
+{
+    *total = 0;
+    return rule->t->watch != NULL ? watch_top(rule->t->watch, denied, now_ns, n, out, total) : -1;
+}
+
+bool engine_rates(const rule_state_t *rule, int64_t end_s, size_t n, uint64_t *allowed,
+                  uint64_t *denied, uint64_t *shadow_denied)
+{
+    if (rule->t->watch == NULL) {
+        return false;
+    }
+    watch_rates(rule->t->watch, end_s, n, allowed, denied, shadow_denied);
+    return true;
+}
+
 void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
                          uint64_t *shadow_denied, uint64_t *store_errors)
 {
     unsigned n = rule->engine != NULL ? rule->engine->cfg.workers : 0;
     rule_counters_sum(rule->t->counters, n, allowed, denied, shadow_denied, store_errors);
+}
+
+const ruleset_t *engine_worker_set(const engine_worker_t *w)
+{
+    return w->set;
 }
 
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
@@ -271,6 +294,22 @@ static void tables_migrate(const engine_t *e, const ruledef_t *def, rule_tables_
     }
 }
 
+/* A named rule's watch: its rates and top keys follow it by name when its numbers change
+ * (another table), so the console's charts go on; a new rule gets a new one. Without one
+ * (out of memory) the rule is decided and not watched. */
+static void tables_watch(const engine_t *e, rule_tables_t *t, const rule_state_t *prev)
+{
+    if (t == NULL) {
+        return;
+    }
+    if (prev != NULL && prev->t->watch != NULL) {
+        t->watch = prev->t->watch;
+        watch_hold(t->watch);
+    } else {
+        t->watch = watch_create(e->cfg.workers, e->watch_seed);
+    }
+}
+
 /* Builds a rule set from the store's rules; reuses the tables of `old` where the parameters
  * match. Called under reload_lock. */
 static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t *old, char *err)
@@ -308,6 +347,7 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             if (t != NULL && prev != NULL) {
                 tables_migrate(e, &def, t, prev->t);
             }
+            tables_watch(e, t, prev);
             char why[ENGINE_ERR_MAX];
             if (t != NULL && !engine_rule_fits(e, &def.rule, why, sizeof why)) {
                 log_warn("rule '%s' is in force but %s: every new key gets its on_store_error",

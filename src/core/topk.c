@@ -1,0 +1,308 @@
+/*
+ * topk.c - the Space-Saving heavy-hitter sketch (topk.h).
+ *
+ * State. c[0..n) are the counters in use. The writer keeps, beside them and for itself only:
+ * heap, a binary min-heap of counter numbers ordered by count (heap[0] is the counter a new key
+ * takes once all are in use), with pos its inverse; and index, an open-addressed table of
+ * counter number + 1 by hash (linear probing, deletion by backward shift), so a key is found
+ * in about one probe. Invariants: heap is a min-heap over c[0..n); pos[heap[i]] == i; every
+ * counter in use is in index exactly once, at or after its home slot with no empty slot between.
+ *
+ * Readers see only c[], n, seq and epoch, all atomics: a counter's fields are written with its
+ * seq odd (a seqlock), a count alone is one relaxed store (the key does not change), so a copy
+ * whose seq did not move is one counter as it was.
+ */
+#include "core/topk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+#define RELAXED memory_order_relaxed
+
+static inline uint64_t load(const _Atomic uint64_t *p)
+{
+    return atomic_load_explicit(p, RELAXED);
+}
+
+static inline void store(_Atomic uint64_t *p, uint64_t v)
+{
+    atomic_store_explicit(p, v, RELAXED);
+}
+
+/* ---- the writer's index and heap --------------------------------------------------------- */
+
+static inline unsigned home(uint64_t hash)
+{
+    return (unsigned)(hash >> 40) & (TOPK_INDEX - 1);
+}
+
+/* The index slot holding hash, or the empty slot where it would go. */
+static unsigned index_find(const topk_t *s, uint64_t hash, bool *found)
+{
+    unsigned i = home(hash);
+    for (;;) {
+        unsigned v = s->index[i];
+        if (v == 0) {
+            *found = false;
+            return i;
+        }
+        if (load(&s->c[v - 1].hash) == hash) {
+            *found = true;
+            return i;
+        }
+        i = (i + 1) & (TOPK_INDEX - 1);
+    }
+}
+
+/* Removes slot i, shifting back the entries after it that may move (Knuth's algorithm R). */
+static void index_remove(topk_t *s, unsigned i)
+{
+    unsigned j = i;
+    for (;;) {
+        s->index[i] = 0;
+        for (;;) {
+            j = (j + 1) & (TOPK_INDEX - 1);
+            if (s->index[j] == 0) {
+                return;
+            }
+            unsigned k = home(load(&s->c[s->index[j] - 1].hash));
+            /* j's entry stays when its home k lies cyclically in (i, j] */
+            bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+            if (!stays) {
+                break;
+            }
+        }
+        s->index[i] = s->index[j];
+        i = j;
+    }
+}
+
+static inline uint64_t heap_count(const topk_t *s, unsigned at)
+{
+    return load(&s->c[s->heap[at]].count);
+}
+
+static void heap_swap(topk_t *s, unsigned a, unsigned b)
+{
+    uint8_t t = s->heap[a];
+    s->heap[a] = s->heap[b];
+    s->heap[b] = t;
+    s->pos[s->heap[a]] = (uint8_t)a;
+    s->pos[s->heap[b]] = (uint8_t)b;
+}
+
+/* Restores the heap below `at` after its count grew. */
+static void heap_down(topk_t *s, unsigned at, unsigned n)
+{
+    for (;;) {
+        unsigned l = 2 * at + 1, r = l + 1, least = at;
+        if (l < n && heap_count(s, l) < heap_count(s, least)) {
+            least = l;
+        }
+        if (r < n && heap_count(s, r) < heap_count(s, least)) {
+            least = r;
+        }
+        if (least == at) {
+            return;
+        }
+        heap_swap(s, at, least);
+        at = least;
+    }
+}
+
+/* Restores the heap above `at` (a counter just added). */
+static void heap_up(topk_t *s, unsigned at)
+{
+    while (at > 0 && heap_count(s, (at - 1) / 2) > heap_count(s, at)) {
+        heap_swap(s, at, (at - 1) / 2);
+        at = (at - 1) / 2;
+    }
+}
+
+/* ---- the writer ----------------------------------------------------------------------------- */
+
+void topk_init(topk_t *s, uint64_t seed, int64_t epoch)
+{
+    memset(s, 0, sizeof *s);
+    s->seed = seed;
+    atomic_store_explicit(&s->epoch, epoch, RELAXED);
+}
+
+void topk_reset(topk_t *s, int64_t epoch)
+{
+    uint32_t seq = atomic_load_explicit(&s->seq, RELAXED);
+    atomic_store_explicit(&s->seq, seq + 1, RELAXED);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->n, 0, RELAXED);
+    atomic_store_explicit(&s->epoch, epoch, RELAXED);
+    store(&s->total, 0);
+    memset(s->index, 0, sizeof s->index);
+    atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+}
+
+uint64_t topk_hash(const topk_t *s, const void *key, size_t len)
+{
+    return sl_hash64(key, len, s->seed);
+}
+
+/* Gives counter i to key (readers see it whole or not at all). */
+static void counter_set(topk_counter_t *c, uint64_t hash, const void *key, size_t len,
+                        uint64_t count, uint64_t error)
+{
+    uint32_t seq = atomic_load_explicit(&c->seq, RELAXED);
+    atomic_store_explicit(&c->seq, seq + 1, RELAXED);
+    atomic_thread_fence(memory_order_release);
+    uint64_t words[TOPK_KEY_INLINE / 8] = {0};
+    memcpy(words, key, len < TOPK_KEY_INLINE ? len : TOPK_KEY_INLINE);
+    for (size_t w = 0; w < TOPK_KEY_INLINE / 8; w++) {
+        store(&c->key[w], words[w]);
+    }
+    atomic_store_explicit(&c->key_len, (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX), RELAXED);
+    store(&c->hash, hash);
+    store(&c->count, count);
+    store(&c->error, error);
+    atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
+}
+
+void topk_add(topk_t *s, uint64_t hash, const void *key, size_t len)
+{
+    bool found;
+    unsigned slot = index_find(s, hash, &found);
+    unsigned n = atomic_load_explicit(&s->n, RELAXED);
+    store(&s->total, load(&s->total) + 1);
+    if (found) {
+        unsigned i = s->index[slot] - 1u;
+        store(&s->c[i].count, load(&s->c[i].count) + 1);
+        heap_down(s, s->pos[i], n);
+        return;
+    }
+    if (n < TOPK_CAPACITY) {
+        counter_set(&s->c[n], hash, key, len, 1, 0);
+        s->index[slot] = (uint8_t)(n + 1);
+        s->heap[n] = (uint8_t)n;
+        s->pos[n] = (uint8_t)n;
+        heap_up(s, n);
+        atomic_store_explicit(&s->n, n + 1, memory_order_release);
+        return;
+    }
+    /* every counter in use: the least one's key is forgotten, the new key takes its count */
+    unsigned i = s->heap[0];
+    uint64_t least = load(&s->c[i].count);
+    bool old_found;
+    index_remove(s, index_find(s, load(&s->c[i].hash), &old_found));
+    counter_set(&s->c[i], hash, key, len, least + 1, least);
+    s->index[index_find(s, hash, &found)] = (uint8_t)(i + 1);
+    heap_down(s, 0, n);
+}
+
+/* ---- readers -------------------------------------------------------------------------------- */
+
+/* Copies counter c into it; false when it was being rewritten throughout a few tries. */
+static bool counter_read(const topk_counter_t *c, topk_item_t *it)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+        if (seq & 1u) {
+            continue;
+        }
+        uint64_t words[TOPK_KEY_INLINE / 8];
+        for (size_t w = 0; w < TOPK_KEY_INLINE / 8; w++) {
+            words[w] = load(&c->key[w]);
+        }
+        it->key_len = atomic_load_explicit(&c->key_len, RELAXED);
+        it->hash = load(&c->hash);
+        it->count = load(&c->count);
+        it->error = load(&c->error);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c->seq, RELAXED) == seq) {
+            memcpy(it->key, words, sizeof it->key);
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t topk_read(const topk_t *s, topk_item_t *out, int64_t *epoch, uint64_t *total)
+{
+    *total = 0;
+    uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if (seq & 1u) {
+        return 0;
+    }
+    *epoch = atomic_load_explicit(&s->epoch, RELAXED);
+    unsigned n = atomic_load_explicit(&s->n, memory_order_acquire);
+    size_t got = 0;
+    uint64_t least = UINT64_MAX;
+    for (unsigned i = 0; i < n && i < TOPK_CAPACITY; i++) {
+        if (counter_read(&s->c[i], &out[got])) {
+            least = out[got].count < least ? out[got].count : least;
+            got++;
+        }
+    }
+    uint64_t added = load(&s->total); /* after the counts: at least what they hold */
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&s->seq, RELAXED) != seq) {
+        return 0;
+    }
+    *total = added;
+    /* a counter left out (rewritten while read) may have been the least: the floor is then the
+     * least seen, an over-estimate that keeps every merged count an over-estimate */
+    uint64_t floor = n >= TOPK_CAPACITY ? least : 0;
+    for (size_t i = 0; i < got; i++) {
+        out[i].floor = floor;
+    }
+    return got;
+}
+
+/* ---- the merge ------------------------------------------------------------------------------ */
+
+static int by_hash(const void *a, const void *b)
+{
+    uint64_t x = ((const topk_item_t *)a)->hash, y = ((const topk_item_t *)b)->hash;
+    return x < y ? -1 : x > y;
+}
+
+static int by_count(const void *a, const void *b)
+{
+    const topk_item_t *x = a, *y = b;
+    if (x->count != y->count) {
+        return x->count > y->count ? -1 : 1;
+    }
+    if (x->error != y->error) {
+        return x->error < y->error ? -1 : 1;
+    }
+    size_t lx = x->key_len < TOPK_KEY_INLINE ? x->key_len : TOPK_KEY_INLINE;
+    size_t ly = y->key_len < TOPK_KEY_INLINE ? y->key_len : TOPK_KEY_INLINE;
+    int c = memcmp(x->key, y->key, lx < ly ? lx : ly);
+    return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+size_t topk_merge(topk_item_t *items, size_t n, uint64_t floor_sum)
+{
+    if (n == 0) {
+        return 0;
+    }
+    qsort(items, n, sizeof *items, by_hash);
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+        topk_item_t m = items[i];
+        uint64_t floors = m.floor;
+        size_t j = i + 1;
+        for (; j < n && items[j].hash == m.hash; j++) {
+            m.count += items[j].count;
+            m.error += items[j].error;
+            floors += items[j].floor;
+        }
+        /* the sketches not holding it: what it may have had in each */
+        uint64_t missing = floor_sum >= floors ? floor_sum - floors : 0;
+        m.count += missing;
+        m.error += missing;
+        m.floor = 0;
+        items[out++] = m;
+        i = j;
+    }
+    qsort(items, out, sizeof *items, by_count);
+    return out;
+}
