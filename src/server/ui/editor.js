@@ -128,7 +128,9 @@ function ruleForm(onSaved) {
   function showError(err) {
     const field = err instanceof ApiError ? err.field : null;
     if (field && errors[field]) {
-      errors[field].textContent = err.message;
+      // "invalid rule: line 1, column 9: limit: must be ..." -> "must be ..." under Limit
+      const at = err.message.lastIndexOf(field + ": ");
+      errors[field].textContent = at >= 0 ? err.message.slice(at + field.length + 2) : err.message;
       inputs[field].classList.add("invalid");
       inputs[field].setAttribute("aria-invalid", "true");
       inputs[field].focus();
