@@ -3,8 +3,8 @@
  *
  * Three layers, each usable without the next:
  *
- *   1. replay_parse_line(): one input line -> one request. Pure: no I/O, no allocation, no
- *      global state. The returned key points into the caller's line.
+ *   1. replay_parse_line() (proto/replay.h, shared with sluiced's POST /v1/replay): one input
+ *      line -> one request. Pure: no I/O, no allocation, no global state.
  *   2. replay_parse_args(): the command's flags -> a prepared rule and options. No I/O either:
  *      errors come back as text for the caller to print.
  *   3. replay_run(): the loop. Reads lines from a FILE *, decides each request with one
@@ -30,37 +30,7 @@
 
 #include "sluice/sluice.h"
 
-#define REPLAY_KEY_MAX 1024 /* longest KEY accepted, bytes (SPEC: oversized key default 1 KiB) */
-#define REPLAY_ERR_MAX 256  /* a buffer this size always holds a whole error message */
-
-/* replay_parse_line() results. */
-enum replay_line {
-    REPLAY_LINE_ERROR = -1,  /* malformed; err holds the reason */
-    REPLAY_LINE_SKIP = 0,    /* blank line or comment */
-    REPLAY_LINE_REQUEST = 1, /* *out holds a request */
-};
-
-/* One parsed input line. */
-struct replay_request {
-    int64_t time;    /* TIME as written, in input units (>= 0) */
-    int64_t now_ns;  /* TIME converted to ns: time * unit_ns, overflow-checked */
-    const char *key; /* KEY: points into the parsed line, not NUL-terminated */
-    size_t key_len;  /* bytes, 1..REPLAY_KEY_MAX */
-    int64_t cost;    /* COST, units (>= 0); 1 when the field is absent */
-};
-
-/*
- * Parses one input line of `len` bytes (a trailing "\n" or "\r\n" is allowed, not required;
- * the line need not be NUL-terminated). `unit_ns` (> 0) is the length of one TIME unit in ns.
- *
- * Returns REPLAY_LINE_REQUEST with *out filled (out->key points into `line`), REPLAY_LINE_SKIP
- * for a blank or comment line (*out untouched), or REPLAY_LINE_ERROR with a one-line reason
- * written to err (NUL-terminated, truncated to errlen; err may be NULL when errlen is 0). The
- * reason names neither file nor line: the caller adds them. Never allocates, never reads
- * beyond line[len - 1].
- */
-int replay_parse_line(const char *line, size_t len, int64_t unit_ns, struct replay_request *out,
-                      char *err, size_t errlen);
+#include "proto/replay.h"
 
 /* Everything `sluice replay` needs to run, as parsed from its flags. */
 struct replay_config {

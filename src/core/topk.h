@@ -39,6 +39,7 @@
 #define TOPK_CAPACITY   128                 /* counters per sketch (at most 255) */
 #define TOPK_KEY_INLINE 64                  /* bytes of a key kept for display (a multiple of 8) */
 #define TOPK_INDEX      (2 * TOPK_CAPACITY) /* hash index slots (a power of two) */
+#define TOPK_NIL        255                 /* no counter, no bucket */
 
 typedef struct topk_counter {
     _Atomic uint32_t seq;                      /* odd while its key is rewritten */
@@ -56,9 +57,18 @@ typedef struct topk {
     _Atomic uint64_t total; /* keys added since the reset */
     uint64_t seed;          /* the hash seed, the same for sketches that merge */
     topk_counter_t c[TOPK_CAPACITY];
-    uint8_t heap[TOPK_CAPACITY]; /* writer's: counters in a min-heap by count */
-    uint8_t pos[TOPK_CAPACITY];  /* writer's: where counter i is in heap */
-    uint8_t index[TOPK_INDEX];   /* writer's: counter + 1 by hash (0 empty), linear probing */
+    /* the writer's (Stream-Summary: counters grouped in buckets of equal count) */
+    uint8_t index[TOPK_INDEX];      /* counter + 1 by hash (0 empty), linear probing */
+    uint64_t chash[TOPK_CAPACITY];  /* counter -> its key's hash (a copy, close at hand) */
+    uint8_t bucket[TOPK_CAPACITY];  /* counter -> its bucket */
+    uint8_t cnext[TOPK_CAPACITY];   /* the next counter in its bucket (TOPK_NIL: none) */
+    uint8_t cprev[TOPK_CAPACITY];   /* the previous one */
+    uint8_t bhead[TOPK_CAPACITY];   /* bucket -> its first counter */
+    uint8_t bnext[TOPK_CAPACITY];   /* the bucket of the next larger count (or next free) */
+    uint8_t bprev[TOPK_CAPACITY];   /* the bucket of the next smaller count */
+    uint8_t bmin;                   /* the bucket of the least count (TOPK_NIL: none) */
+    uint8_t bfree;                  /* the first free bucket */
+    uint64_t bcount[TOPK_CAPACITY]; /* bucket -> the count of its counters */
 } topk_t;
 
 /* One counted key, as read or merged. */

@@ -9,6 +9,7 @@
  *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
+ *   POST   /v1/replay                          a log replayed against a candidate rule (open)
  *   GET    /metrics  /healthz  /readyz
  *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
  */
@@ -103,6 +104,8 @@ static void handle_now(void *arg)
         only_get(&x, route_top);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 2) {
         only_get(&x, route_stats);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "replay") && x.nseg == 2) {
+        route_replay(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 3 &&
                seg_is(&x, 2, "stream")) {
         route_stats_stream(&x);
