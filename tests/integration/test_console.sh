@@ -56,7 +56,7 @@ awk -v seed="${SLUICE_SEED:-15}" 'BEGIN {
         t += int(rand() * 40)
         k = rand() < 0.5 ? "user:hot" : "user:" int(rand() * 6)
         c = rand() < 0.1 ? " 2" : ""
-        printf "%d %s%s\n", t, k, c
+        printf "%.0f %s%s\n", t, k, c
     }
 }' >"$TMP/traffic.log"
 "$SLUICE" replay --algorithm gcra --limit 5 --window 1s --summary "$TMP/traffic.log" \

@@ -3,9 +3,10 @@
 const COLORS = {allowed: "#1a7f37", denied: "#cf222e", shadow_denied: "#bc4c00",
   admitted: "#1a7f37", rejected: "#cf222e"};
 
-// A chart in el of the named series over x (unix seconds). data: [xs, ...one array per name].
-// Returns {update(data), destroy()}. The chart follows el's width.
-export function timeChart(el, names, data, height) {
+// A chart in el of the named series over x (unix seconds; plain seconds when time is false).
+// data: [xs, ...one array per name]. Returns {update(data), destroy()}. The chart follows el's
+// width.
+export function timeChart(el, names, data, height, time = true) {
   const series = [{}].concat(names.map((name) => ({
     label: name.replace("_", " "),
     stroke: COLORS[name] || "#1f6feb",
@@ -17,7 +18,7 @@ export function timeChart(el, names, data, height) {
     width: Math.max(el.clientWidth, 300),
     height: height || 180,
     series,
-    scales: {x: {time: true}, y: {range: (u, min, max) => [0, Math.max(max, 1)]}},
+    scales: {x: {time}, y: {range: (u, min, max) => [0, Math.max(max, 1)]}},
     axes: [{}, {size: 50}],
     legend: {live: false},
     cursor: {drag: {x: false, y: false}},

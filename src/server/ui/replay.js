@@ -71,16 +71,18 @@ export function mount(root) {
         h("span", {}, h("b", {class: "denied"}, num(r.rejected)), " rejected"),
         h("span", {class: "muted"}, r.keys.length + " keys")),
         chartEl),
-      h("section", {class: "card"}, h("h2", {}, "Per key"),
+      h("section", {class: "card"}, h("h2", {}, "Per key, most rejected first"),
         r.keys.length > KEYS_SHOWN ? h("p", {class: "muted"}, "the first " + KEYS_SHOWN +
           " keys of " + r.keys.length) : null,
         h("table", {id: "replay-keys"}, h("thead", {}, h("tr", {}, h("th", {}, "key"),
           h("th", {class: "num"}, "admitted"), h("th", {class: "num"}, "rejected"))),
         h("tbody", {}, rows))));
     if (r.series.length > 0) {
+      // times since the epoch are shown as dates; others (a log starting at 0) as seconds
       const xs = r.series.map((p) => p.t * UNIT_S[u]);
       chart = timeChart(chartEl, ["admitted", "rejected"],
-        [xs, r.series.map((p) => p.admitted), r.series.map((p) => p.rejected)], 200);
+        [xs, r.series.map((p) => p.admitted), r.series.map((p) => p.rejected)], 200,
+        xs[0] > 1e9);
     }
   }
 
