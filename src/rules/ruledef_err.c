@@ -32,7 +32,7 @@ bool ruledef_err_field(const char *err, char *field, size_t cap)
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         size_t k = strlen(named[i]);
         const char *end = strncmp(err, named[i], k) == 0 ? strchr(err + k, '\'') : NULL;
-        if (end == NULL)
+        if (end == NULL || end == err + k) /* none, or '' (an empty member name) */
             continue;
         /* the path, a dot, the quoted name */
         size_t want = n + (n > 0) + (size_t)(end - (err + k));

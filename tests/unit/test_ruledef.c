@@ -949,6 +949,8 @@ static void test_err_field(void **state)
         {NULL, "line 7, column 12: rules[1].limit: must be an integer > 0", "rules[1].limit"},
         {NULL, "line 3, column 5: rules[0]: missing required field 'window'", "rules[0].window"},
         {NULL, "unknown field 'x'", "x"},
+        {NULL, "line 1, column 40: unknown field ''", NULL},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1s\",\"\":1}", NULL, NULL},
         {NULL, "line 1, column 30: string or '}' expected near end of file", NULL},
         {NULL, "", NULL},
         {NULL, "limit:no space", NULL},
