@@ -28,6 +28,12 @@ function push(s, t, one) {
   }
 }
 
+// The time of the newest second held (unix s), or null when none is.
+function lastTime(rules) {
+  for (const s of rules.values()) if (s.x.length > 0) return s.x[s.x.length - 1];
+  return null;
+}
+
 // Sums of the last `seconds` entries of a series: {allowed, denied, shadow_denied}.
 export function lastSums(s, seconds) {
   const out = {allowed: 0, denied: 0, shadow_denied: 0};
@@ -70,11 +76,14 @@ export function follow(load, {onLoad, onTick, onState, onError}) {
     const names = new Set(d.rules.map((r) => r.name));
     const changed = d.rules.some((r) => !rules.has(r.name)) ||
       [...rules.keys()].some((n) => !names.has(n));
-    if (changed) {
-      reload();
+    const t = d.end_ms / 1000;
+    const last = lastTime(rules);
+    if (last !== null && t <= last) return; // a second the load already had
+    if (changed || (last !== null && t > last + 1.5)) {
+      reload(); // rules came or went, or seconds were missed (a reconnect): ask for them all
       return;
     }
-    for (const r of d.rules) push(rules.get(r.name), d.end_ms / 1000, r);
+    for (const r of d.rules) push(rules.get(r.name), t, r);
     onTick(rules);
   }
 
