@@ -130,6 +130,25 @@ async function liveDenials(browser) {
   // the chart plots the same series: its denied line is drawn (uPlot's series path)
   const drawn = await page.$$eval('.rule-card[data-rule="burst"] canvas', (c) => c.length);
   check("chart-drawn", drawn > 0);
+  // waves on "web" (30 an hour), each once the chart has the one before: a chart over seconds
+  let sent = 0;
+  let wavesSeen = true;
+  for (const n of [6, 9, 12, 8, 10]) {
+    for (let i = 0; i < n; i++) resp("SL.ALLOW", "web", "w");
+    sent += n;
+    try {
+      await page.waitForFunction((want) => {
+        const s = document.querySelector('.rule-card[data-rule="web"] .sums');
+        return s && Number(s.dataset.allowed) + Number(s.dataset.denied) === want;
+      }, WAIT, sent);
+    } catch (e) {
+      wavesSeen = false;
+    }
+  }
+  const web = await page.$eval('.rule-card[data-rule="web"] .sums', (el) => [Number(el.dataset.allowed), Number(el.dataset.denied)]);
+  check("waves-counted", wavesSeen && JSON.stringify(web) === "[30,15]", JSON.stringify(web));
+  await page.click('#range button[data-seconds="60"]'); // the last minute, as the screenshot shows
+  await page.waitForSelector('#range button[data-seconds="60"].active', WAIT);
   check("overview-no-console-error", page.errors.length === 0, page.errors.join(" | "));
   await shot(page, "overview");
   await page.close();

@@ -34,6 +34,10 @@ rules:
     algorithm: sliding_log
     limit: 5
     window: 1h
+  - name: web
+    algorithm: sliding_log
+    limit: 30
+    window: 1h
 YAML
 start_sluiced open --rules "$TMP/rules.yaml" --config-store "$TMP/open.db" --snapshot "" || {
     cat "$TMP/open.log"

@@ -27,13 +27,41 @@ export function sumsLine(el, s) {
 }
 
 const SERIES = ["allowed", "denied", "shadow_denied"];
-export const chartData = (s) => [s.x, s.allowed, s.denied, s.shadow_denied];
+// A series as chart data: its last `seconds` points (all when not given).
+export const chartData = (s, seconds) => {
+  const from = seconds ? Math.max(0, s.x.length - seconds) : 0;
+  return [s.x, s.allowed, s.denied, s.shadow_denied].map((a) => a.slice(from));
+};
+
+const RANGES = [["1 min", 60], ["5 min", 300], ["15 min", 900]];
+const RANGE_KEY = "sluice.range";
+
+// Buttons choosing how far back the charts go (remembered for the tab). onChange(seconds).
+export function rangePicker(onChange) {
+  let seconds = Number(sessionStorage.getItem(RANGE_KEY)) || 300;
+  const buttons = RANGES.map(([label, s]) => h("button", {type: "button", class: "range",
+    dataset: {seconds: s}, onclick: () => {
+      seconds = s;
+      sessionStorage.setItem(RANGE_KEY, String(s));
+      mark();
+      onChange(s);
+    }}, label));
+  function mark() {
+    for (const b of buttons) b.classList.toggle("active", Number(b.dataset.seconds) === seconds);
+  }
+  mark();
+  return {el: h("span", {class: "ranges", id: "range"}, buttons), seconds: () => seconds};
+}
 
 export function mount(root) {
   const state = h("span", {class: "muted", id: "stream-state"}, "connecting…");
   const grid = h("div", {class: "grid", id: "rules-grid"});
-  fill(root, h("h1", {}, "Overview ", state), grid);
   let cards = new Map();
+  let latest = new Map();
+  const range = rangePicker((seconds) => {
+    for (const [name, c] of cards) c.chart.update(chartData(latest.get(name), seconds));
+  });
+  fill(root, h("div", {class: "titlebar"}, h("h1", {}, "Overview ", state), range.el), grid);
 
   function destroyCharts() {
     for (const c of cards.values()) c.chart.destroy();
@@ -42,6 +70,7 @@ export function mount(root) {
 
   const stop = follow(() => api.stats(), {
     onLoad(rules) {
+      latest = rules;
       destroyCharts();
       fill(grid);
       if (rules.size === 0) {
@@ -57,15 +86,16 @@ export function mount(root) {
           sums, chartEl);
         grid.appendChild(card);
         sumsLine(sums, s);
-        cards.set(name, {sums, chart: timeChart(chartEl, SERIES, chartData(s))});
+        cards.set(name, {sums, chart: timeChart(chartEl, SERIES, chartData(s, range.seconds()))});
       }
     },
     onTick(rules) {
+      latest = rules;
       for (const [name, s] of rules) {
         const c = cards.get(name);
         if (!c) continue;
         sumsLine(c.sums, s);
-        c.chart.update(chartData(s));
+        c.chart.update(chartData(s, range.seconds()));
       }
     },
     onState(st) {

@@ -3,7 +3,7 @@
 import {api} from "./api.js";
 import {timeChart} from "./chart.js";
 import {h, fill, num, duration} from "./dom.js";
-import {ruleTags, sumsLine, chartData} from "./overview.js";
+import {ruleTags, sumsLine, chartData, rangePicker} from "./overview.js";
 import {follow, lastSums} from "./stats.js";
 
 const TOP_EVERY_MS = 2000; // how often the top keys are asked again
@@ -79,9 +79,14 @@ export function mount(root, name) {
   const byDecisions = topTable("decisions");
   const byDenied = topTable("denied");
   const insp = inspector(name);
+  let chart = null;
+  let latest = null;
+  const range = rangePicker((seconds) => {
+    if (chart && latest) chart.update(chartData(latest, seconds));
+  });
   fill(root,
     h("p", {}, h("a", {href: "#/"}, "← overview")),
-    h("h1", {id: "rule-name"}, name),
+    h("div", {class: "titlebar"}, h("h1", {id: "rule-name"}, name), range.el),
     h("section", {class: "card"}, head, facts, sums, chartEl),
     h("div", {class: "cols"},
       h("section", {class: "card", id: "top-decisions"}, h("h2", {}, "Top keys by decisions"),
@@ -90,10 +95,10 @@ export function mount(root, name) {
         byDenied.status, byDenied.table)),
     insp.el);
 
-  let chart = null;
   const stop = follow(() => api.stats(), {
     onLoad(rules) {
       const s = rules.get(name);
+      latest = s || null;
       if (chart) chart.destroy();
       chart = null;
       if (!s) {
@@ -109,13 +114,14 @@ export function mount(root, name) {
         h("dt", {}, "last 15 minutes"), h("dd", {}, num(q.allowed) + " allowed, " + num(q.denied) +
           " denied, " + num(q.shadow_denied) + " shadow-denied"));
       sumsLine(sums, s);
-      chart = timeChart(chartEl, ["allowed", "denied", "shadow_denied"], chartData(s));
+      chart = timeChart(chartEl, ["allowed", "denied", "shadow_denied"], chartData(s, range.seconds()));
     },
     onTick(rules) {
       const s = rules.get(name);
+      latest = s || null;
       if (!s || !chart) return;
       sumsLine(sums, s);
-      chart.update(chartData(s));
+      chart.update(chartData(s, range.seconds()));
     },
     onState() {},
     onError(e) {
