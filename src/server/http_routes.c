@@ -5,8 +5,8 @@
  *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
  *   POST   /v1/settle                          {"rule","key","reserved","actual"[,"at"]}
  *   GET    /v1/auth/{rule}                     204 / 429 for auth_request and forward-auth
- *   GET    /v1/rules                           every rule             (admin token)
- *   GET|PUT|DELETE /v1/rules/{name}            one rule               (admin token)
+ *   GET    /v1/rules                           every rule             (open)
+ *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
  *   POST   /v1/replay                          a log replayed against a candidate rule (open)

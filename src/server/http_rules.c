@@ -1,9 +1,9 @@
 /*
- * http_rules.c - sluiced's HTTP routes for rules and overrides (admin token):
+ * http_rules.c - sluiced's HTTP routes for rules and overrides (admin token, but to read rules):
  *
- *   GET    /v1/rules                           every rule
+ *   GET    /v1/rules                           every rule (no token)
  *   POST|PUT /v1/rules                         import a rules file: add and change / replace
- *   GET|PUT|DELETE /v1/rules/{name}            one rule
+ *   GET|PUT|DELETE /v1/rules/{name}            one rule (GET: no token)
  *   GET    /v1/rules/{name}/overrides          its overrides
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}
  *
@@ -237,7 +237,10 @@ static void route_override_list(route_ctx_t *x)
 
 void route_rules(route_ctx_t *x)
 {
-    if (!admin_ok(x)) {
+    /* reading rules is open (the console shows them); overrides name keys, which may be
+     * secrets (API keys), so they and every change need the token (docs/design.md) */
+    bool rule_read = x->req->method == HTTP_GET && (x->nseg == 2 || x->nseg == 3);
+    if (!rule_read && !admin_ok(x)) {
         return;
     }
     if (x->nseg == 2) {

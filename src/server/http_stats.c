@@ -23,7 +23,8 @@
  * A stream is a connection of the loop that accepted it: each loop that has any keeps a timer,
  * set for just after each second ends, that writes the event to its streams. At most
  * STREAMS_MAX streams per server (503 past it). A stream whose client does not read is closed
- * once more than STREAM_OUT_MAX bytes wait for it; one whose client reads is never idle. When
+ * when, at an event, more than STREAM_OUT_MAX bytes (or --output-buffer-hard, if less) of the
+ * events before still wait for it; one whose client reads is never idle. When
  * the server stops, every connection closes, streams too; the loop's timer goes once it has no
  * stream left.
  */
@@ -300,7 +301,9 @@ static void streams_drop(streams_t *s, size_t i)
 /* Writes ev to stream connection c: closes it instead when its client does not read. */
 static void stream_write(conn_t *c, const buf_t *ev, int64_t now_ns)
 {
-    if (conn_output_bytes(c) + ev->len > STREAM_OUT_MAX) {
+    size_t hard = c->loop->srv->cfg->output_hard;
+    size_t most = hard != 0 && hard < STREAM_OUT_MAX ? hard : STREAM_OUT_MAX;
+    if (conn_output_bytes(c) > most) { /* what it was sent before still waits */
         c->closing = true;
         conn_close_now(c);
         return;

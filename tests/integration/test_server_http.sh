@@ -131,12 +131,19 @@ check fwd-other-method-204 test "$STATUS" = 204
 req "$BASE/v1/auth/bypath"
 check fwd-own-path-204 test "$STATUS" = 204
 
-# --- rules CRUD behind the admin token
+# --- rules: reads open, changes behind the admin token
 req "$BASE/v1/rules"
+check rules-read-open test "$STATUS" = 200
+check rules-read-open-body body_has '"name":"api"'
+req "$BASE/v1/rules/api"
+check rule-read-open test "$STATUS" = 200
+req -X POST "$BASE/v1/rules" -d 'rules: []'
 check rules-401 test "$STATUS" = 401
 check rules-401-www has_header 'WWW-Authenticate: Bearer'
-req -H "Authorization: Bearer wrong" "$BASE/v1/rules"
+req -H "Authorization: Bearer wrong" -X DELETE "$BASE/v1/rules/api"
 check rules-bad-token-401 test "$STATUS" = 401
+req "$BASE/v1/rules/api/overrides"
+check overrides-read-401 test "$STATUS" = 401
 AUTH=(-H "Authorization: Bearer $TOKEN")
 req "${AUTH[@]}" "$BASE/v1/rules"
 check rules-list test "$STATUS" = 200
