@@ -5,7 +5,7 @@
 # page loads with no console error; a burst over RESP shows as denials on the live chart; the
 # hammered key heads the top keys; a key "<script>alert(1)</script>" renders as text; a rule
 # created and changed in the editor is in force over RESP; a refused value is shown at its
-# field; without the admin token a server that has one refuses the editor, which says so; the
+# field; without the admin token a server that has one refuses a change, and the page says so; the
 # replay page gives the counts of `sluice replay --summary`. Screenshots of the pages are left
 # in $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies).
 # Skipped (exit 77) when node, npm or chromium is not installed.
