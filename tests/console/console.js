@@ -207,6 +207,37 @@ async function topKeysAndEscaping(browser) {
   await page.close();
 }
 
+// The burst key "b" was used up by liveDenials: peeking it says a request now is refused, and
+// when the key is fresh again, not "allowed, retry after 0 ms" (a peek of cost 0 fits anyway).
+async function inspectorExhausted(browser) {
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/rule/burst", {waitUntil: "load"});
+  await page.waitForSelector("#peek-form", WAIT);
+  await setField(page, "#peek-key", "b");
+  await page.$eval("#peek-form button", (b) => b.click());
+  await page.waitForFunction(() => document.getElementById("peek-remaining") !== null, WAIT);
+  const text = await textOf(page, "#peek-result");
+  const verdict = await page.$eval("#peek-result", (el) => el.dataset.verdict);
+  check("inspector-exhausted-refused", verdict === "refused" &&
+    text.includes("would be refused") && !text.includes("would be allowed"), text);
+  check("inspector-exhausted-remaining", (await textOf(page, "#peek-remaining")) === "0");
+  const retry = await page.$eval("#peek-result", (el) => {
+    const r = el.querySelector("#peek-retry");
+    return r ? r.textContent : "(no retry shown)";
+  });
+  check("inspector-exhausted-retry", /^within [0-9]+ ms/.test(retry) && !retry.startsWith("within 0 "),
+    retry);
+  // a key never used is allowed, with nothing to wait for
+  await setField(page, "#peek-key", "fresh");
+  await page.$eval("#peek-form button", (b) => b.click());
+  await page.waitForFunction(() => document.getElementById("peek-key-shown") &&
+    document.getElementById("peek-key-shown").textContent === "fresh", WAIT);
+  check("inspector-fresh-allowed", (await page.$eval("#peek-result", (el) => el.dataset.verdict)) ===
+    "allowed" && (await textOf(page, "#peek-remaining")) === "5", await textOf(page, "#peek-result"));
+  check("inspector-exhausted-no-console-error", page.errors.length === 0, page.errors.join(" | "));
+  await page.close();
+}
+
 // Saves the editor's form; resolves once the reply is shown (done or an error).
 async function saveForm(page) {
   await page.$eval("#form-done", (el) => {
@@ -383,7 +414,8 @@ async function main() {
     protocolTimeout: 60000,
   });
   try {
-    for (const step of [pagesLoad, liveDenials, topKeysAndEscaping, editor, tokenNeeded, replay]) {
+    for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, editor,
+      tokenNeeded, replay]) {
       try {
         await step(browser);
       } catch (e) {

@@ -1,5 +1,6 @@
 // rule.js - #/rule/<name> : one rule's numbers and rates, its top keys by decisions and by
-// denials over the last minute, and a key inspector that peeks a key (cost 0: nothing used).
+// denials over the last minute, and a key inspector that peeks a key (cost 0: nothing used) and
+// says whether a request of cost 1 would be allowed now.
 import {api} from "./api.js";
 import {timeChart} from "./chart.js";
 import {h, fill, num, duration} from "./dom.js";
@@ -45,17 +46,25 @@ function inspector(rule) {
     fill(out, h("p", {class: "muted"}, "asking…"));
     try {
       const d = await api.peek(rule, key.value);
+      // The peek has cost 0, which fits even a key with nothing left, so its "allowed" and
+      // retry_after_ms (0) say nothing of a real request: a request of cost 1 now is allowed
+      // when at least 1 remains. Otherwise the key has room again by the time it is fresh.
+      const allowed = d.remaining >= 1;
+      const retry = allowed ? "now" : d.retry_after_ms < 0 ? "never" :
+        "within " + d.reset_after_ms + " ms (when the key is fresh again)";
       fill(out,
         h("p", {}, "Key ", h("code", {class: "key", id: "peek-key-shown"}, key.value), ": ",
-          d.allowed ? h("b", {class: "ok"}, "a request now would be allowed") :
-            h("b", {class: "error"}, "a request now would be denied"),
-          d.shadow ? h("span", {class: "muted"}, " (shadow rule: allowed anyway)") : null),
+          allowed ? h("b", {class: "ok"}, "a request of cost 1 now would be allowed") :
+            h("b", {class: "error"}, "a request of cost 1 now would be refused"),
+          d.shadow && !allowed ? h("span", {class: "muted"},
+            " (shadow rule: let through anyway, counted as shadow-denied)") : null),
         h("dl", {class: "kv"},
           h("dt", {}, "limit"), h("dd", {}, num(d.limit)),
           h("dt", {}, "remaining"), h("dd", {id: "peek-remaining"}, num(d.remaining)),
-          h("dt", {}, "retry after"), h("dd", {}, d.retry_after_ms < 0 ? "never" : d.retry_after_ms + " ms"),
+          h("dt", {}, "retry"), h("dd", {id: "peek-retry"}, retry),
           h("dt", {}, "back to fresh in"), h("dd", {}, d.reset_after_ms + " ms")));
       out.dataset.remaining = d.remaining;
+      out.dataset.verdict = allowed ? "allowed" : "refused";
     } catch (err) {
       fill(out, h("p", {class: "error"}, err.message));
     }
