@@ -238,6 +238,34 @@ async function inspectorExhausted(browser) {
   await page.close();
 }
 
+// A hash that is not valid percent-encoding (#/rule/%E0) leads to the overview, with no error:
+// loaded as it is, and reached from another page.
+async function badHash(browser) {
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/rule/%E0", {waitUntil: "load"});
+  try {
+    await page.waitForSelector("#rules-grid .rule-card", WAIT);
+    check("bad-hash-overview", true);
+  } catch (e) {
+    check("bad-hash-overview", false, await textOf(page, "main"));
+  }
+  await page.evaluate(() => {
+    location.hash = "#/rules";
+  });
+  await page.waitForSelector("#rules-table", WAIT);
+  await page.evaluate(() => {
+    location.hash = "#/rule/%E0%A4";
+  });
+  try {
+    await page.waitForSelector("#rules-grid .rule-card", WAIT);
+    check("bad-hash-change-overview", true);
+  } catch (e) {
+    check("bad-hash-change-overview", false, await textOf(page, "main"));
+  }
+  check("bad-hash-no-console-error", page.errors.length === 0, page.errors.join(" | "));
+  await page.close();
+}
+
 // Saves the editor's form; resolves once the reply is shown (done or an error).
 async function saveForm(page) {
   await page.$eval("#form-done", (el) => {
@@ -414,8 +442,8 @@ async function main() {
     protocolTimeout: 60000,
   });
   try {
-    for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, editor,
-      tokenNeeded, replay]) {
+    for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, badHash,
+      editor, tokenNeeded, replay]) {
       try {
         await step(browser);
       } catch (e) {

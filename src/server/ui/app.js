@@ -8,13 +8,26 @@ import * as replay from "./replay.js";
 const main = document.getElementById("main");
 let unmount = () => {};
 
+// The rule a hash names ("/rule/NAME", NAME percent-encoded), or null for another page or a
+// NAME that is not valid percent-encoding (the overview is shown then).
+function ruleOf(hash) {
+  const m = hash.match(/^\/rule\/(.+)$/);
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch (e) {
+    return null;
+  }
+}
+
 function route() {
   unmount();
+  unmount = () => {};
   const hash = location.hash.replace(/^#/, "") || "/";
   let nav = "overview";
-  const m = hash.match(/^\/rule\/(.+)$/);
-  if (m) {
-    unmount = rule.mount(main, decodeURIComponent(m[1]));
+  const name = ruleOf(hash);
+  if (name !== null) {
+    unmount = rule.mount(main, name);
   } else if (hash === "/rules") {
     nav = "rules";
     unmount = editor.mount(main);
@@ -25,9 +38,9 @@ function route() {
     unmount = overview.mount(main);
   }
   for (const a of document.querySelectorAll("[data-nav]")) {
-    a.classList.toggle("active", a.dataset.nav === nav && !m);
+    a.classList.toggle("active", a.dataset.nav === nav && name === null);
   }
-  document.title = "sluice · " + (m ? decodeURIComponent(m[1]) : nav);
+  document.title = "sluice · " + (name !== null ? name : nav);
 }
 
 function tokenField() {
