@@ -43,26 +43,28 @@ function route() {
   document.title = "sluice · " + (name !== null ? name : nav);
 }
 
+// A change of the token is told to the page in view as a "sluice:token" event on window; the
+// page is not built again (what was typed in it stays), it asks again for what the token
+// changes.
 function tokenField() {
   const input = document.getElementById("token");
   const state = document.getElementById("token-state");
-  const show = () => {
+  const changed = () => {
     state.textContent = token() ? "set for this tab" : "";
+    window.dispatchEvent(new Event("sluice:token"));
   };
   document.getElementById("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
     setToken(input.value.trim());
     input.value = "";
-    show();
-    route(); // the page asks again, with the token
+    changed();
   });
   document.getElementById("token-clear").addEventListener("click", () => {
     setToken("");
     input.value = "";
-    show();
-    route();
+    changed();
   });
-  show();
+  state.textContent = token() ? "set for this tab" : "";
 }
 
 tokenField();

@@ -35,6 +35,7 @@ function ruleForm(onSaved) {
   const errors = {};
   const rows = [];
   let original = null; // the rule's JSON being changed, or null for a new rule
+  let authError = false; // the message shown is the server refusing the admin token (or none)
   for (const f of FIELDS) {
     let input;
     if (f.options) {
@@ -71,6 +72,7 @@ function ruleForm(onSaved) {
       inputs[name].removeAttribute("aria-invalid");
     }
     formError.textContent = "";
+    authError = false;
     done.textContent = "";
   }
 
@@ -136,13 +138,20 @@ function ruleForm(onSaved) {
       inputs[field].focus();
     } else {
       formError.textContent = err.message;
+      authError = err instanceof ApiError && err.status === 401;
     }
+  }
+
+  // The admin token changed: a message about the one before no longer holds.
+  function tokenChanged() {
+    if (authError) clearErrors();
   }
 
   const form = h("form", {class: "fields", id: "rule-form", onsubmit: save, novalidate: true},
     rows, h("span", {}), h("div", {class: "actions"}, submit, cancel, done));
   load(null);
-  return {el: h("section", {class: "card editor"}, title, formError, form), load, showError};
+  return {el: h("section", {class: "card editor"}, title, formError, form), load, showError,
+    tokenChanged};
 }
 
 function confirmButton(label, action) {
@@ -213,6 +222,16 @@ export function mount(root) {
           confirmButton("Delete", () => act(() => api.deleteRule(r.name)))))));
     }
   }
+  // A new token changes no rule: the list is asked again (a refusal shown there may be gone),
+  // and what was typed in the form stays.
+  function onToken() {
+    listError.textContent = "";
+    form.tokenChanged();
+    refresh();
+  }
+  window.addEventListener("sluice:token", onToken);
   refresh();
-  return () => {};
+  return () => {
+    window.removeEventListener("sluice:token", onToken);
+  };
 }
