@@ -5,7 +5,8 @@ const COLORS = {allowed: "#1a7f37", denied: "#cf222e", shadow_denied: "#bc4c00",
 
 // A chart in el of the named series over x (unix seconds; plain seconds when time is false).
 // data: [xs, ...one array per name]. Returns {update(data), destroy()}. The chart follows el's
-// width.
+// width. el's data-totals is the sum of each series the plot holds, as JSON ({"allowed": 5,
+// ...}): what the chart shows, in a form a test can read.
 export function timeChart(el, names, data, height, time = true) {
   const series = [{}].concat(names.map((name) => ({
     label: name.replace("_", " "),
@@ -24,13 +25,24 @@ export function timeChart(el, names, data, height, time = true) {
     cursor: {drag: {x: false, y: false}},
   };
   const plot = new uPlot(opts, data, el);
+  const totals = () => {
+    const out = {};
+    names.forEach((name, i) => {
+      out[name] = plot.data[i + 1].reduce((a, v) => a + (v || 0), 0);
+    });
+    el.dataset.totals = JSON.stringify(out);
+  };
+  totals();
   const resize = new ResizeObserver(() => {
     const w = Math.max(el.clientWidth, 300);
     if (w !== plot.width) plot.setSize({width: w, height: opts.height});
   });
   resize.observe(el);
   return {
-    update: (d) => plot.setData(d),
+    update: (d) => {
+      plot.setData(d);
+      totals();
+    },
     destroy: () => {
       resize.disconnect();
       plot.destroy();
