@@ -346,9 +346,29 @@ async function editor(browser) {
   }, WAIT);
   check("shadow-off-resp", resp("SL.ALLOW", "edited", "k")[0] === "0");
 
+  // a new rule of a name in use asks before it replaces that rule
+  await page.click("#new-rule");
+  await page.waitForFunction(() => document.getElementById("f-name").value === "" &&
+    !document.getElementById("f-name").readOnly, WAIT);
+  await setField(page, "#f-name", "edited");
+  await page.select("#f-algorithm", "sliding_log");
+  await setField(page, "#f-limit", "9");
+  await setField(page, "#f-window", "1h");
+  await page.click("#save-rule");
+  try {
+    await page.waitForFunction(() => document.getElementById("form-confirm").textContent !== "", WAIT);
+    check("replace-asks", (await textOf(page, "#form-confirm")).includes("edited"));
+  } catch (e) {
+    check("replace-asks", false, "no warning; form-done: " + (await textOf(page, "#form-done")));
+  }
+  check("replace-asks-unchanged", resp("SL.RULE", "GET", "edited").join("").includes('"limit":3'));
+  await saveForm(page);
+  check("replace-saved", (await textOf(page, "#form-done")).includes("Saved"), await textOf(page, "#form-error"));
+  check("replace-in-force", resp("SL.RULE", "GET", "edited").join("").includes('"limit":9'));
+
   // delete asks twice
   await page.click('#rules-table tr[data-rule="edited"] button.danger');
-  check("delete-asks", resp("SL.RULE", "GET", "edited").join("").includes('"limit":3'));
+  check("delete-asks", resp("SL.RULE", "GET", "edited").join("").includes('"limit":9'));
   await page.click('#rules-table tr[data-rule="edited"] button.danger');
   await page.waitForFunction(() => !document.querySelector('#rules-table tr[data-rule="edited"]'), WAIT);
   check("delete-resp", resp("SL.RULE", "GET", "edited").join(" ").includes("unknown rule"));

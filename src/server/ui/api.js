@@ -72,6 +72,7 @@ export const api = {
   top: (rule, by, n) => call("GET", "/v1/rules/" + enc(rule) + "/top?n=" + (n || 10) + "&by=" + by),
   peek: (rule, key) => call("POST", "/v1/allow", {rule, key, cost: 0}),
   rules: () => call("GET", "/v1/rules"),
+  rule: (name) => call("GET", "/v1/rules/" + enc(name)),
   putRule: (name, rule) => call("PUT", "/v1/rules/" + enc(name), rule),
   deleteRule: (name) => call("DELETE", "/v1/rules/" + enc(name)),
   replay: (req) => call("POST", "/v1/replay", req),

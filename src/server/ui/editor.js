@@ -35,6 +35,7 @@ function ruleForm(onSaved) {
   const errors = {};
   const rows = [];
   let original = null; // the rule's JSON being changed, or null for a new rule
+  let replacing = null; // the name of a rule in force that the next Save of a new rule replaces
   let authError = false; // the message shown is the server refusing the admin token (or none)
   for (const f of FIELDS) {
     let input;
@@ -54,10 +55,19 @@ function ruleForm(onSaved) {
       h("div", {}, input, f.hint ? h("div", {class: "hint"}, f.hint) : null, errors[f.name]));
   }
   const formError = h("p", {class: "error", id: "form-error", role: "alert"});
+  const confirmMsg = h("p", {class: "warn", id: "form-confirm", role: "alert"});
   const done = h("span", {class: "ok", id: "form-done"});
   const title = h("h2", {id: "form-title"}, "New rule");
   const submit = h("button", {type: "submit", class: "primary", id: "save-rule"}, "Save");
-  const cancel = h("button", {type: "button", onclick: () => load(null)}, "New rule");
+  const cancel = h("button", {type: "button", id: "new-rule", onclick: () => load(null)}, "New rule");
+
+  // A new rule's name that is in use asks for a second Save, which replaces that rule.
+  function disarm() {
+    replacing = null;
+    confirmMsg.textContent = "";
+    submit.textContent = "Save";
+  }
+  inputs.name.addEventListener("input", disarm);
 
   function applicable() {
     const alg = inputs.algorithm.value;
@@ -79,6 +89,7 @@ function ruleForm(onSaved) {
   function load(rule) {
     original = rule;
     clearErrors();
+    disarm();
     title.textContent = rule ? "Change rule " : "New rule";
     if (rule) title.appendChild(h("code", {}, rule.name));
     for (const f of FIELDS) {
@@ -117,13 +128,33 @@ function ruleForm(onSaved) {
       inputs.name.classList.add("invalid");
       return;
     }
+    const confirmed = replacing === name;
+    disarm();
     try {
+      if (original === null && !confirmed && (await exists(name))) {
+        replacing = name;
+        confirmMsg.textContent = "A rule named \u201c" + name + "\u201d is in force: Save again " +
+          "to replace it, or choose another name.";
+        submit.textContent = "Replace";
+        return;
+      }
       const saved = await api.putRule(name, body());
       load(saved);
       done.textContent = "Saved; in force now.";
       onSaved();
     } catch (err) {
       showError(err);
+    }
+  }
+
+  // Whether a rule of this name is in force (GET /v1/rules/NAME: 404 when not).
+  async function exists(name) {
+    try {
+      await api.rule(name);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return false;
+      throw err;
     }
   }
 
@@ -150,8 +181,8 @@ function ruleForm(onSaved) {
   const form = h("form", {class: "fields", id: "rule-form", onsubmit: save, novalidate: true},
     rows, h("span", {}), h("div", {class: "actions"}, submit, cancel, done));
   load(null);
-  return {el: h("section", {class: "card editor"}, title, formError, form), load, showError,
-    tokenChanged};
+  return {el: h("section", {class: "card editor"}, title, formError, confirmMsg, form), load,
+    showError, tokenChanged};
 }
 
 function confirmButton(label, action) {
