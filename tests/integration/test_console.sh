@@ -2,12 +2,14 @@
 # test_console.sh - the console (/ui/) in a real browser: Debian's chromium, headless, driven
 # by puppeteer-core at the version of tests/console/package-lock.json (installed with npm ci into
 # tests/console/node_modules when missing). The cases are in tests/console/console.js: every
-# page loads with no console error; a burst over RESP shows as denials on the live chart; the
-# hammered key heads the top keys; a key "<script>alert(1)</script>" renders as text; a rule
-# created and changed in the editor is in force over RESP; a refused value is shown at its
-# field; without the admin token a server that has one refuses a change, and the page says so; the
-# replay page gives the counts of `sluice replay --summary`. Screenshots of the pages are left
-# in $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies).
+# page loads with no console error; a burst over RESP shows as denials on the live chart and in
+# the data it plots; the key inspector says a used-up key would be refused; the hammered key
+# heads the top keys; a key "<script>alert(1)</script>" renders as text; a malformed hash shows
+# the overview; a rule created and changed in the editor is in force over RESP; a refused value
+# is shown at its field; a new rule of a name in use asks before replacing it; without the admin
+# token a server that has one refuses a change, and the page says so; entering the token keeps
+# the form as typed; the replay page gives the counts of `sluice replay --summary`. Screenshots
+# of the pages are left in $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies).
 # Skipped (exit 77) when node, npm or chromium is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
