@@ -29,10 +29,11 @@ if [ "$what" = test ]; then
   # cmocka: unit tests; clang + compiler-rt: libFuzzer targets and sanitizers; real servers and
   # clients the integration tests drive: redis-server/redis-cli, nginx (auth_request), caddy
   # (forward_auth), curl, sqlite3, postgresql (the PostgreSQL config store's tests start their
-  # own), node + npm (ioredis, @grpc/grpc-js); python3 (test drivers, the doc tests) with grpcio
+  # own), node + npm (ioredis, @grpc/grpc-js, puppeteer-core), chromium and a font (the console's
+  # pages in a real browser, headless, and their screenshots); python3 (test drivers, the doc tests) with grpcio
   # and grpc_tools (the gRPC port's real client); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
-    sqlite3 postgresql python3 python3-grpcio python3-grpc-tools wrk)
+    sqlite3 postgresql python3 python3-grpcio python3-grpc-tools wrk chromium fonts-dejavu-core)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi

@@ -250,6 +250,11 @@ void http_ratelimit_values(buf_t *policy_out, buf_t *limit_out, const char *poli
  */
 void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, const char *detail);
 
+/* http_problem_end() with a "field" member naming the request's field the problem is about
+ * ("limit"), when field is not NULL. */
+void http_problem_field_end(buf_t *b, int status, bool keep_alive, const char *title,
+                            const char *detail, const char *field);
+
 /* A whole problem response: http_begin(b, status) then http_problem_end(). */
 void http_problem(buf_t *b, int status, bool keep_alive, const char *title, const char *detail);
 

@@ -171,6 +171,12 @@ void http_ratelimit_values(buf_t *policy_out, buf_t *limit_out, const char *poli
 
 void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, const char *detail)
 {
+    http_problem_field_end(b, status, keep_alive, title, detail, NULL);
+}
+
+void http_problem_field_end(buf_t *b, int status, bool keep_alive, const char *title,
+                            const char *detail, const char *field)
+{
     if (title == NULL)
         title = http_reason(status);
     char code[16];
@@ -180,6 +186,9 @@ void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, 
                  http_json_escape(NULL, 0, title, title_len) + (size_t)code_len;
     if (detail != NULL)
         len += strlen(",\"detail\":\"\"") + http_json_escape(NULL, 0, detail, detail_len);
+    size_t field_len = field != NULL ? strlen(field) : 0;
+    if (field != NULL)
+        len += strlen(",\"field\":\"\"") + http_json_escape(NULL, 0, field, field_len);
     if (!end_head(b, keep_alive, "application/problem+json", len))
         return;
     put_str(b, "{\"type\":\"about:blank\",\"title\":");
@@ -189,6 +198,10 @@ void http_problem_end(buf_t *b, int status, bool keep_alive, const char *title, 
     if (detail != NULL) {
         put_str(b, ",\"detail\":");
         http_json_append(b, detail, detail_len);
+    }
+    if (field != NULL) {
+        put_str(b, ",\"field\":");
+        http_json_append(b, field, field_len);
     }
     put_str(b, "}");
 }

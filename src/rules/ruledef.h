@@ -198,6 +198,15 @@ int64_t ruledef_lease_room_ns(const sl_rule_t *rule);
 /* True when a rule name is valid ([A-Za-z0-9_.:-]{1,64}). */
 bool ruledef_name_valid(const char *name, size_t len);
 
+/*
+ * The field a parse error of this file names (err as ruledef_parse_yaml(), ruledef_parse_json()
+ * or override_parse_json() wrote it): "limit" for "line 1, column 9: limit: must be ...",
+ * "rules[1].window" for "rules[1]: missing required field 'window'", "foo" for "unknown field
+ * 'foo'". Writes it NUL-terminated into field (cap bytes) and returns true, or returns false
+ * (field "") when the error names no field (JSON syntax) or the name does not fit.
+ */
+bool ruledef_err_field(const char *err, char *field, size_t cap);
+
 void ruledef_free(ruledef_t *def);       /* frees the overrides; def itself is the caller's */
 void override_free(rule_override_t *ov); /* frees the key */
 void ruledef_list_free(ruledef_list_t *list);

@@ -77,6 +77,7 @@ static int rule_put(admin_req_t *r, config_store_t *store, bool last)
     ruledef_t def;
     char perr[RULEDEF_ERR_MAX], serr[CONFIG_STORE_ERR_MAX];
     if (ruledef_parse_json(r->body, r->body_len, r->rule, &def, perr) != 0) {
+        ruledef_err_field(perr, r->field, sizeof r->field);
         set_status(r, ADMIN_EINVALID, "invalid rule: %s", perr);
         return CONFIG_JOB_DONE;
     }
@@ -116,6 +117,7 @@ static int override_put(admin_req_t *r, config_store_t *store, bool last)
     }
     if (rc != 0) {
         ruledef_free(&def);
+        ruledef_err_field(perr, r->field, sizeof r->field);
         set_status(r, ADMIN_EINVALID, "invalid override: %s", perr);
         return CONFIG_JOB_DONE;
     }
@@ -255,6 +257,7 @@ static bool valid(admin_req_t *r)
         snprintf(shown + n, sizeof shown - n, "%s", r->bad_name && n == RULE_NAME_MAX ? "..." : "");
         set_status(r, ADMIN_EINVALID, "invalid rule name '%s' (1-64 of A-Z a-z 0-9 _ . : -)",
                    shown);
+        snprintf(r->field, sizeof r->field, "name");
         return false;
     }
     if (r->op == ADMIN_OVERRIDE_LIST && (r->limit < 1 || r->limit > ADMIN_LIST_MAX)) {

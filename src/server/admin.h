@@ -20,7 +20,8 @@
 #include "server/config_thread.h"
 #include "server/engine.h"
 
-#define ADMIN_ERR_MAX 512
+#define ADMIN_ERR_MAX   512
+#define ADMIN_FIELD_MAX 96 /* the longest field name an error names, bytes */
 
 typedef enum admin_op {
     ADMIN_RULE_GET,      /* rule -> text: its JSON */
@@ -71,8 +72,10 @@ struct admin_req {
     /* results */
     admin_status_t status;
     char err[ADMIN_ERR_MAX];
-    char *text;          /* GET, PUT, EXPORT */
-    config_rule_t *rows; /* LIST */
+    char field[ADMIN_FIELD_MAX]; /* EINVALID of RULE_PUT / OVERRIDE_PUT: the field err is about
+                                    ("limit", "name"), or "" (NUL-terminated) */
+    char *text;                  /* GET, PUT, EXPORT */
+    config_rule_t *rows;         /* LIST */
     size_t nrows;
     int64_t version;           /* LIST: the version the rows belong to */
     config_import_diff_t diff; /* IMPORT: what it did */

@@ -11,6 +11,7 @@
  *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
  *   POST   /v1/replay                          a log replayed against a candidate rule (open)
  *   GET    /metrics  /healthz  /readyz
+ *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
  */
 #include <http_parser.h>
 #include <stdarg.h>
@@ -110,6 +111,8 @@ static void handle_now(void *arg)
         route_stats_stream(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules")) {
         route_rules(&x);
+    } else if (seg_is(&x, 0, "ui")) {
+        route_ui(&x);
     } else if (x.nseg == 1 && seg_is(&x, 0, "metrics")) {
         only_get(&x, route_metrics);
     } else if (x.nseg == 1 && seg_is(&x, 0, "healthz")) {

@@ -127,7 +127,9 @@ static void admin_replied(admin_req_t *r)
                  : r->status == ADMIN_ESTORE   ? 503
                                                : 404;
     if (status != 200) {
-        http_problem(b, status, keep_alive, NULL, r->err);
+        http_begin(b, status);
+        http_problem_field_end(b, status, keep_alive, NULL, r->err,
+                               r->field[0] != '\0' ? r->field : NULL);
     } else if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
         http_begin(b, 204);
         http_end(b, keep_alive, NULL, NULL, 0);

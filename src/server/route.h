@@ -8,6 +8,7 @@
  *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
  *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream],
  *                   POST /v1/replay
+ *   http_ui.c       the console's files: /ui/, /ui/<file>
  */
 #ifndef SLUICE_SERVER_ROUTE_H
 #define SLUICE_SERVER_ROUTE_H
@@ -70,5 +71,8 @@ void route_top(route_ctx_t *x);          /* GET /v1/rules/{name}/top */
 void route_stats(route_ctx_t *x);        /* GET /v1/stats */
 void route_stats_stream(route_ctx_t *x); /* GET /v1/stats/stream */
 void route_replay(route_ctx_t *x);       /* POST /v1/replay */
+
+/* http_ui.c: GET|HEAD /ui (308 to /ui/), /ui/ (index.html), /ui/<file>; 404 for other files. */
+void route_ui(route_ctx_t *x);
 
 #endif /* SLUICE_SERVER_ROUTE_H */

@@ -2,14 +2,29 @@
  * fuzz_rule_json.c - libFuzzer target for JSON rules and overrides (SL.RULE SET, PUT
  * /v1/rules/{name}, SL.OVERRIDE SET): the input is parsed as a rule; on success its canonical
  * JSON must parse back to an equal rule. The same bytes are then parsed as an override of a
- * fixed token_bucket rule (and of the parsed rule), whose JSON must parse back equal. Nothing
+ * fixed token_bucket rule (and of the parsed rule), whose JSON must parse back equal. The field
+ * an error names (ruledef_err_field(), what HTTP puts in "field") is text of the error. Nothing
  * may crash, leak or read out of bounds.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rules/ruledef.h"
+
+/* The field err names, if any, fits and is part of err (before its quotes, when quoted). */
+static void check_field(const char *err)
+{
+    char field[16]; /* small: names that do not fit are refused, not cut */
+    memset(field, 'x', sizeof field);
+    bool named = ruledef_err_field(err, field, sizeof field);
+    if (memchr(field, '\0', sizeof field) == NULL || named != (field[0] != '\0'))
+        abort();
+    const char *dot = strrchr(field, '.');
+    if (named && strstr(err, dot != NULL ? dot + 1 : field) == NULL)
+        abort();
+}
 
 static void check_override(const ruledef_t *parent, const uint8_t *data, size_t size)
 {
@@ -20,6 +35,7 @@ static void check_override(const ruledef_t *parent, const uint8_t *data, size_t 
         0) {
         if (memchr(err, '\0', sizeof(err)) == NULL || ov.key != NULL)
             abort();
+        check_field(err);
         return;
     }
     char *json = override_to_json(parent, &ov);
@@ -42,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != 0) {
         if (memchr(err, '\0', sizeof(err)) == NULL || def.noverrides != 0)
             abort();
+        check_field(err);
     } else {
         char *json = ruledef_to_json(&def);
         ruledef_t back;

@@ -157,10 +157,18 @@ check rule-put-limits test "$STATUS" = 429
 req "${AUTH[@]}" -X PUT "$BASE/v1/rules/fresh" -d $'{"algorithm":"sliding_log",\n "limit":"many","window":"1h"}'
 check rule-put-bad-400 test "$STATUS" = 400
 check rule-put-bad-detail body_has 'limit'
+check rule-put-bad-field body_has '"field":"limit"'
+req "${AUTH[@]}" -X PUT "$BASE/v1/rules/fresh" -d '{"algorithm":"sliding_log","limit":1}'
+check rule-put-missing-field body_has '"field":"window"'
+req "${AUTH[@]}" -X PUT "$BASE/v1/rules/bad%20name" -d '{"algorithm":"gcra","limit":1,"window":"1s"}'
+check rule-put-name-field body_has '"field":"name"'
+req "${AUTH[@]}" -X PUT "$BASE/v1/rules/fresh/overrides/k" -d '{"window":"soon"}'
+check ov-put-bad-field body_has '"field":"window"'
 req "$BASE/v1/auth/fresh?key=z"
 check rule-old-still-in-force test "$STATUS" = 429
 req "${AUTH[@]}" -X PUT "$BASE/v1/rules/fresh" -d '{"algorithm":'
 check rule-put-badjson-pos body_has 'line 1, column'
+check rule-put-badjson-no-field test "$(grep -c "\"field\"" "$TMP/b")" -eq 0
 req "${AUTH[@]}" "$BASE/v1/rules/fresh"
 check rule-get test "$STATUS" = 200
 check rule-get-body body_has '"algorithm":"sliding_log"'

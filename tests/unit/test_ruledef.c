@@ -1002,6 +1002,58 @@ static void test_yaml_writer_refuses_non_utf8(void **unused)
     free(y);
 }
 
+/* The field an error is about, read back from the parsers' own messages. */
+static void test_err_field(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json; /* a rule refused (NULL: err is given as is) */
+        const char *err;
+        const char *field; /* NULL: none */
+    } rows[] = {
+        {"{\"algorithm\":\"gcra\",\"limit\":0,\"window\":\"1s\"}", NULL, "limit"},
+        {"{\"algorithm\":\"gcra\",\"limit\":\"x\",\"window\":\"1s\"}", NULL, "limit"},
+        {"{\"algorithm\":\"nope\",\"limit\":1,\"window\":\"1s\"}", NULL, "algorithm"},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"5 s\"}", NULL, "window"},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1s\",\"burst\":-1}", NULL, "burst"},
+        {"{\"algorithm\":\"gcra\",\"limit\":5}", NULL, "window"},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1s\",\"foo\":1}", NULL, "foo"},
+        {"{\"algorithm\":\"sliding_buckets\",\"limit\":5,\"window\":\"1s\",\"buckets\":3}", NULL,
+         "buckets"},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,", NULL, NULL},
+        {"[1]", NULL, NULL},
+        {NULL, "line 7, column 12: rules[1].limit: must be an integer > 0", "rules[1].limit"},
+        {NULL, "line 3, column 5: rules[0]: missing required field 'window'", "rules[0].window"},
+        {NULL, "unknown field 'x'", "x"},
+        {NULL, "line 1, column 40: unknown field ''", NULL},
+        {"{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1s\",\"\":1}", NULL, NULL},
+        {NULL, "line 1, column 30: string or '}' expected near end of file", NULL},
+        {NULL, "", NULL},
+        {NULL, "limit:no space", NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *e = rows[i].json != NULL ? json_err(rows[i].json, "r") : rows[i].err;
+        char field[64];
+        bool named = ruledef_err_field(e, field, sizeof field);
+        if (rows[i].field == NULL) {
+            if (named)
+                fail_msg("row %zu: '%s' names field '%s', expected none", i, e, field);
+            assert_string_equal(field, "");
+        } else {
+            if (!named)
+                fail_msg("row %zu: '%s' names no field, expected '%s'", i, e, rows[i].field);
+            assert_string_equal(field, rows[i].field);
+        }
+    }
+    /* a field that does not fit is not cut short */
+    char small[6];
+    assert_false(ruledef_err_field("line 1, column 2: window: malformed", small, sizeof small));
+    assert_string_equal(small, "");
+    assert_false(ruledef_err_field("unknown field 'abcdefgh'", small, sizeof small));
+    assert_true(ruledef_err_field("burst: must be", small, sizeof small));
+    assert_string_equal(small, "burst");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1022,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_yaml_writer_refuses_non_utf8),
+        cmocka_unit_test(test_err_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

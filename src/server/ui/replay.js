@@ -1,0 +1,107 @@
+// replay.js - #/replay : what a rule would have done to a traffic log (sluice replay's format:
+// "TIME KEY [COST]" per line), computed by sluiced with the same core (POST /v1/replay):
+// admitted and rejected per key and over time.
+import {api} from "./api.js";
+import {timeChart} from "./chart.js";
+import {h, fill, num} from "./dom.js";
+
+const ALGORITHMS = ["gcra", "token_bucket", "sliding_log", "sliding_window", "sliding_buckets",
+  "fixed_window"];
+const UNIT_S = {s: 1, ms: 1e-3, us: 1e-6, ns: 1e-9};
+const KEYS_SHOWN = 200; // rows of the per-key table
+
+const numberOrText = (v) => (/^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : v);
+
+export function mount(root) {
+  const log = h("textarea", {id: "replay-log", rows: 10, spellcheck: "false",
+    placeholder: "1700000000000 user:alice\n1700000000100 user:alice 2\n1700000000200 user:bob"});
+  const file = h("input", {id: "replay-file", type: "file", accept: ".log,.txt,text/plain"});
+  file.addEventListener("change", () => {
+    const f = file.files[0];
+    if (!f) return;
+    f.text().then((t) => {
+      log.value = t;
+    });
+  });
+  const alg = h("select", {id: "replay-algorithm"}, ALGORITHMS.map((a) => h("option", {value: a}, a)));
+  const limit = h("input", {id: "replay-limit", type: "text", value: "5", size: 8});
+  const windowIn = h("input", {id: "replay-window", type: "text", value: "1s", size: 8});
+  const burst = h("input", {id: "replay-burst", type: "text", size: 8, placeholder: "limit"});
+  const unit = h("select", {id: "replay-unit"}, Object.keys(UNIT_S).map((u) =>
+    h("option", {value: u}, u)));
+  unit.value = "ms";
+  const error = h("p", {class: "error", id: "replay-error", role: "alert"});
+  const result = h("div", {id: "replay-result"});
+  const syncBurst = () => {
+    burst.disabled = !["gcra", "token_bucket"].includes(alg.value);
+  };
+  alg.addEventListener("change", syncBurst);
+  syncBurst();
+  let chart = null;
+
+  async function run(e) {
+    e.preventDefault();
+    error.textContent = "";
+    const req = {algorithm: alg.value, limit: numberOrText(limit.value.trim()),
+      window: windowIn.value.trim(), unit: unit.value, log: log.value};
+    if (!burst.disabled && burst.value.trim() !== "") req.burst = numberOrText(burst.value.trim());
+    const button = e.submitter;
+    if (button) button.disabled = true;
+    try {
+      show(await api.replay(req), unit.value);
+    } catch (err) {
+      error.textContent = err.message;
+    } finally {
+      if (button) button.disabled = false;
+    }
+  }
+
+  function show(r, u) {
+    if (chart) chart.destroy();
+    chart = null;
+    const chartEl = h("div", {class: "chart"});
+    const rows = r.keys.slice(0, KEYS_SHOWN).map((k) => h("tr", {},
+      h("td", {class: "key"}, k.key), h("td", {class: "num"}, num(k.admitted)),
+      h("td", {class: "num"}, num(k.rejected))));
+    fill(result,
+      h("section", {class: "card"},
+        h("div", {class: "sums", id: "replay-totals", dataset: {admitted: r.admitted,
+          rejected: r.rejected}},
+        h("span", {}, h("b", {class: "allowed"}, num(r.admitted)), " admitted"),
+        h("span", {}, h("b", {class: "denied"}, num(r.rejected)), " rejected"),
+        h("span", {class: "muted"}, r.keys.length + " keys")),
+        chartEl),
+      h("section", {class: "card"}, h("h2", {}, "Per key, most rejected first"),
+        r.keys.length > KEYS_SHOWN ? h("p", {class: "muted"}, "the first " + KEYS_SHOWN +
+          " keys of " + r.keys.length) : null,
+        h("table", {id: "replay-keys"}, h("thead", {}, h("tr", {}, h("th", {}, "key"),
+          h("th", {class: "num"}, "admitted"), h("th", {class: "num"}, "rejected"))),
+        h("tbody", {}, rows))));
+    if (r.series.length > 0) {
+      // times since the epoch are shown as dates; others (a log starting at 0) as seconds
+      const xs = r.series.map((p) => p.t * UNIT_S[u]);
+      chart = timeChart(chartEl, ["admitted", "rejected"],
+        [xs, r.series.map((p) => p.admitted), r.series.map((p) => p.rejected)], 200,
+        xs[0] > 1e9);
+    }
+  }
+
+  fill(root, h("h1", {}, "Replay"),
+    h("p", {class: "muted"}, "What a rule would have done to traffic you already have: one " +
+      "request per line, TIME KEY [COST], as for sluice replay."),
+    h("form", {class: "card", id: "replay-form", onsubmit: run},
+      h("div", {class: "row"}, h("label", {for: "replay-file"}, "Log file "), file),
+      log,
+      h("div", {class: "row"},
+        h("label", {for: "replay-algorithm"}, "Algorithm"), alg,
+        h("label", {for: "replay-limit"}, "Limit"), limit,
+        h("label", {for: "replay-window"}, "Window"), windowIn,
+        h("label", {for: "replay-burst"}, "Burst"), burst,
+        h("label", {for: "replay-unit"}, "Time unit"), unit,
+        h("button", {type: "submit", class: "primary", id: "replay-run"}, "Replay")),
+      error),
+    result);
+  return () => {
+    if (chart) chart.destroy();
+  };
+}
