@@ -9,10 +9,10 @@ int64_t approx_left(const approx_count_t *c)
     return left > 0 ? left : 0;
 }
 
-approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t sync_ns, int64_t now_ns)
+approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t now_ns)
 {
     c->asked = true;
-    if (c->remaining < 0 || now_ns - c->count_ns >= APPROX_STALE_TIMES * sync_ns) {
+    if (c->remaining < 0 || now_ns >= c->until_ns) {
         return APPROX_STRICT;
     }
     if (c->remaining - c->sending - c->admitted < cost) {
@@ -40,7 +40,8 @@ int64_t approx_sync_begin(approx_count_t *c)
     return c->sending;
 }
 
-void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent_ns)
+void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent_ns,
+                     int64_t sync_ns, int64_t now_ns)
 {
     int64_t sent = c->sending;
     c->sending = 0;
@@ -49,14 +50,16 @@ void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent
         c->admitted += sent;
         return;
     }
-    approx_reply(c, remaining, sent_ns);
+    approx_reply(c, remaining, sent_ns, sync_ns, now_ns);
 }
 
-void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns)
+void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns, int64_t sync_ns,
+                  int64_t now_ns)
 {
     if (c->remaining >= 0 && sent_ns < c->count_ns) {
         return; /* a later request's count is in already */
     }
     c->remaining = remaining > 0 ? remaining : 0;
     c->count_ns = sent_ns;
+    c->until_ns = now_ns + sync_ns;
 }

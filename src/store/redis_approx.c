@@ -103,7 +103,8 @@ static void on_synced(void *arg, int status, const sl_decision_t *d, const char 
     if (status != 0) {
         ADD(failures, 1);
     }
-    approx_sync_end(&e->count, status == 0, status == 0 ? d->remaining : 0, e->sync_sent_ns);
+    approx_sync_end(&e->count, status == 0, status == 0 ? d->remaining : 0, e->sync_sent_ns,
+                    e->sync_ns, mono_ns());
 }
 
 /* Sends what e admitted since its last sync (0: a peek), and gets its count back. */
@@ -213,7 +214,7 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
     t->outstanding--;
     e->strict--;
     if (status == 0) {
-        approx_reply(&e->count, d->remaining, s->sent_ns);
+        approx_reply(&e->count, d->remaining, s->sent_ns, e->sync_ns, mono_ns());
     }
     freelist_put(&t->stricts, s);
     fn(fn_arg, status, d, err);
@@ -241,7 +242,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
         }
         e->closed_ns = tg->closed_ns;
         e->last_ns = now;
-        approx_verdict_t v = approx_decide(&e->count, cost, e->sync_ns, now);
+        approx_verdict_t v = approx_decide(&e->count, cost, now);
         if (v != APPROX_STRICT) {
             int64_t lag = now - e->count.count_ns;
             ADD(local, 1);

@@ -9,8 +9,9 @@
  * key decided on several loops of a node has a count on each; each loop is one node of the
  * bound (approx_count.h).
  *
- *   decide   a key new to the loop, or whose count is stale (older than two sync intervals: its
- *            syncs fail, or it was idle), is decided strictly and the reply is its count; else
+ *   decide   a key new to the loop, or whose count is stale (it arrived a sync interval ago or
+ *            more: its syncs fail, or it was idle), is decided strictly and the reply is its
+ *            count; else
  *            it is admitted or refused here. Peeks, settles and costs over the rule's capacity
  *            are strict. A key whose slot holds another key with units not yet synced is
  *            decided strictly.
@@ -20,7 +21,8 @@
  *   forget   a key not decided for APPROX_IDLE_TIMES sync intervals, with nothing to send, is
  *            dropped.
  *   Redis down  a failed sync keeps its units for the next; local decisions go on from the last
- *            count until it is two intervals old, then the key is strict (on_store_error).
+ *            count for a sync interval after it arrived, then the key is strict
+ *            (on_store_error).
  *   stop     redis_approx_stop() sends what every key admitted and says how many syncs are on
  *            their way; from then on every decision is strict.
  */
