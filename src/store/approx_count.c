@@ -28,11 +28,12 @@ bool approx_sync_due(const approx_count_t *c, int64_t sync_ns, int64_t now_ns)
         return false; /* one sync at a time */
     }
     bool something = c->admitted > 0 || (c->asked && c->remaining >= 0);
-    return something && now_ns - c->count_ns >= sync_ns;
+    return something && now_ns - c->sync_ns >= sync_ns;
 }
 
-int64_t approx_sync_begin(approx_count_t *c)
+int64_t approx_sync_begin(approx_count_t *c, int64_t now_ns)
 {
+    c->sync_ns = now_ns;
     c->sending = c->admitted;
     c->admitted = 0;
     c->syncing = true;

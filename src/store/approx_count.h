@@ -35,6 +35,7 @@ typedef struct approx_count {
     int64_t remaining; /* the key's remaining in the latest reply, units; -1: none yet */
     int64_t count_ns;  /* when the request that brought it was sent, the node's clock, ns */
     int64_t until_ns;  /* it is used until then: a sync interval after it arrived, ns */
+    int64_t sync_ns;   /* the last sync was sent then, ns; 0 none */
     int64_t sending;   /* units in the sync on its way (the reply's count will hold them) */
     int64_t admitted;  /* units admitted here and not yet sent */
     bool asked;        /* a decision came since the last sync was sent */
@@ -56,12 +57,13 @@ approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t now_ns);
 /* The units the key's count leaves for a decision here now (>= 0 when there is a count). */
 int64_t approx_left(const approx_count_t *c);
 
-/* Whether a sync is due for the key at now_ns: none is on its way, its count is at least a
- * sync interval old, and it has units to send or was asked about since the last sync. */
+/* Whether a sync is due for the key at now_ns: none is on its way, the last was sent at least a
+ * sync interval ago, and it has units to send or was asked about since the last sync. */
 bool approx_sync_due(const approx_count_t *c, int64_t sync_ns, int64_t now_ns);
 
-/* A sync is sent: returns the units it charges (what was admitted), which move to sending. */
-int64_t approx_sync_begin(approx_count_t *c);
+/* A sync is sent at now_ns: returns the units it charges (what was admitted), which move to
+ * sending. */
+int64_t approx_sync_begin(approx_count_t *c, int64_t now_ns);
 
 /* The answer, at now_ns, to the sync sent at sent_ns: ok with the key's remaining afterwards
  * (the count, used until now_ns + sync_ns), or failed (its units go back to admitted, to be

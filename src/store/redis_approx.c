@@ -111,7 +111,7 @@ static void on_synced(void *arg, int status, const sl_decision_t *d, const char 
 static void sync_send(approx_entry_t *e, int64_t now)
 {
     redis_approx_t *t = e->table;
-    int64_t units = approx_sync_begin(&e->count);
+    int64_t units = approx_sync_begin(&e->count, now);
     e->sync_sent_ns = now;
     t->outstanding++;
     ADD(syncs, 1);
