@@ -28,7 +28,7 @@ bool approx_sync_due(const approx_count_t *c, int64_t sync_ns, int64_t now_ns)
         return false; /* one sync at a time */
     }
     bool something = c->admitted > 0 || (c->asked && c->remaining >= 0);
-    return something && now_ns - c->sync_ns >= sync_ns;
+    return something && (c->sync_ns == 0 || now_ns - c->sync_ns >= sync_ns);
 }
 
 int64_t approx_sync_begin(approx_count_t *c, int64_t now_ns)
@@ -57,10 +57,16 @@ void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent
 void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns, int64_t sync_ns,
                   int64_t now_ns)
 {
-    if (c->remaining >= 0 && sent_ns < c->count_ns) {
-        return; /* a later request's count is in already */
+    if (sent_ns < c->count_ns) {
+        return; /* a later request's count is in already, or the count was forgotten since */
     }
     c->remaining = remaining > 0 ? remaining : 0;
     c->count_ns = sent_ns;
     c->until_ns = now_ns + sync_ns;
+}
+
+void approx_forget(approx_count_t *c, int64_t now_ns)
+{
+    c->remaining = -1;
+    c->count_ns = now_ns;
 }

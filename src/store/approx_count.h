@@ -77,4 +77,9 @@ void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent
 void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns, int64_t sync_ns,
                   int64_t now_ns);
 
+/* The count is forgotten at now_ns (the rule's numbers changed, the key was reset): the next
+ * decision is strict, and no reply to a request sent before now_ns is taken as a count. What
+ * was admitted stays to be sent. */
+void approx_forget(approx_count_t *c, int64_t now_ns);
+
 #endif /* SLUICE_STORE_APPROX_COUNT_H */

@@ -235,7 +235,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
              * key), and the count is asked again */
             e->rule = *tg->rule;
             e->sync_ns = tg->sync_ns;
-            e->count.remaining = -1;
+            approx_forget(&e->count, now);
             if (tg->sync_ns < t->tick_ns) {
                 tick_set(t, tg->sync_ns);
             }
@@ -278,7 +278,7 @@ void redis_approx_drop(redis_approx_t *t, const redis_approx_target_t *tg)
     approx_entry_t *e = t->slots[h & (APPROX_SLOTS - 1)];
     if (e != NULL && entry_is(e, tg, h)) {
         e->count.admitted = 0;
-        e->count.remaining = -1;
+        approx_forget(&e->count, mono_ns());
     }
 }
 
