@@ -20,6 +20,7 @@ typedef struct approx_entry {
     approx_count_t count;     /* its count and what was admitted since */
     int64_t sync_sent_ns;     /* the sync on its way was sent then, node's monotonic clock, ns */
     int64_t last_ns;          /* the last decision, ns */
+    int64_t reset_at_ns;      /* when the key is fresh, as of the latest reply, ns */
     unsigned strict;          /* strict decisions on their way, which bring a count */
     size_t name_len, key_len; /* bytes */
     char bytes[];             /* the name, NUL, then the key */
@@ -102,6 +103,8 @@ static void on_synced(void *arg, int status, const sl_decision_t *d, const char 
     t->outstanding--;
     if (status != 0) {
         ADD(failures, 1);
+    } else {
+        e->reset_at_ns = mono_ns() + d->reset_after_ns;
     }
     approx_sync_end(&e->count, status == 0, status == 0 ? d->remaining : 0, e->sync_sent_ns,
                     e->sync_ns, mono_ns());
@@ -214,7 +217,9 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
     t->outstanding--;
     e->strict--;
     if (status == 0) {
-        approx_reply(&e->count, d->remaining, s->sent_ns, e->sync_ns, mono_ns());
+        int64_t now = mono_ns();
+        approx_reply(&e->count, d->remaining, s->sent_ns, e->sync_ns, now);
+        e->reset_at_ns = now + d->reset_after_ns;
     }
     freelist_put(&t->stricts, s);
     fn(fn_arg, status, d, err);
@@ -247,9 +252,11 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
             int64_t lag = now - e->count.count_ns;
             ADD(local, 1);
             ADD(lag_ns, (uint64_t)(lag > 0 ? lag : 0));
+            int64_t reset = e->reset_at_ns - now;
             sl_decision_t d = {.allowed = v == APPROX_ADMIT,
                                .limit = tg->rule->capacity,
-                               .remaining = approx_left(&e->count)};
+                               .remaining = approx_left(&e->count),
+                               .reset_after_ns = reset > 0 ? reset : 0};
             if (!d.allowed) {
                 /* the count may change at the next sync */
                 int64_t wait = e->sync_ns - lag;

@@ -138,10 +138,12 @@ run_suite() {
     # (strict: the key is new here), then 29 from its count
     check "$m: term-first" eq "$(allow_n "$p1" 1 al t1)" 1
     check "$m: term-admitted" eq "$(allow_n "$p1" 29 al t1)" 29
+    # a local decision answers the count less what was admitted, and the key's reset time
+    check "$m: local-reply" matches "$(sc "$p1" SL.ALLOW al t1)" '^1 1000 969 0 [1-9][0-9]+$'
     check "$m: term-unsynced" eq "$(remaining "$p2" al t1)" 999 # the first decision only
     stop_bg "${m}1" TERM
     check "$m: term-exit-0" test $? -eq 0
-    check "$m: term-synced" eq "$(remaining "$p2" al t1)" 970
+    check "$m: term-synced" eq "$(remaining "$p2" al t1)" 969
 
     # 4. Redis killed: the last count serves, then on_store_error, then recovery
     check "$m: ar-admitted" eq "$(allow_n "$p3" 20 ar t3)" 20
