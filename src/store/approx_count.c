@@ -28,7 +28,10 @@ bool approx_sync_due(const approx_count_t *c, int64_t sync_ns, int64_t now_ns)
         return false; /* one sync at a time */
     }
     bool something = c->admitted > 0 || (c->asked && c->remaining >= 0);
-    return something && (c->sync_ns == 0 || now_ns - c->sync_ns >= sync_ns);
+    /* from the last sync; before the first, from the first count: every unit admitted here came
+     * after it */
+    int64_t since = c->sync_ns != 0 ? c->sync_ns : c->count_ns;
+    return something && now_ns - since >= sync_ns;
 }
 
 int64_t approx_sync_begin(approx_count_t *c, int64_t now_ns)

@@ -58,7 +58,8 @@ approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t now_ns);
 int64_t approx_left(const approx_count_t *c);
 
 /* Whether a sync is due for the key at now_ns: none is on its way, the last was sent at least a
- * sync interval ago, and it has units to send or was asked about since the last sync. */
+ * sync interval ago (before the first: the first count was asked for that long ago), and it has
+ * units to send or was asked about since the last sync. */
 bool approx_sync_due(const approx_count_t *c, int64_t sync_ns, int64_t now_ns);
 
 /* A sync is sent at now_ns: returns the units it charges (what was admitted), which move to

@@ -33,22 +33,25 @@ static void test_sync(void **unused)
 {
     (void)unused;
     approx_count_t c = APPROX_COUNT_NEW;
-    approx_reply(&c, 10, 0, S, MS);
+    approx_reply(&c, 10, 0, S, 20 * MS); /* used until 120 ms */
     assert_false(approx_sync_due(&c, S, 50 * MS)); /* nothing to send */
     assert_int_equal(approx_decide(&c, 4, 20 * MS), APPROX_ADMIT);
-    assert_true(approx_sync_due(&c, S, 30 * MS)); /* never synced: at the next tick */
-    assert_int_equal(approx_sync_begin(&c, 30 * MS), 4);
-    assert_false(approx_sync_due(&c, S, 200 * MS)); /* one at a time */
-    assert_int_equal(approx_decide(&c, 6, 40 * MS), APPROX_ADMIT);
-    assert_int_equal(approx_decide(&c, 1, 41 * MS), APPROX_REFUSE); /* 10 - 4 sending - 6 */
-    approx_sync_end(&c, true, 6, 30 * MS, S, 45 * MS);              /* it counts the 4 */
-    assert_int_equal(approx_left(&c), 0);                           /* 6 - 6 admitted */
-    assert_false(approx_sync_due(&c, S, 100 * MS));                 /* 70 ms after the last */
-    assert_true(approx_sync_due(&c, S, 130 * MS));
-    assert_int_equal(approx_sync_begin(&c, 130 * MS), 6);
-    approx_sync_end(&c, false, 0, 130 * MS, S, 140 * MS); /* failed: the 6 go again */
+    assert_false(approx_sync_due(&c, S, 30 * MS)); /* an interval after the first count */
+    assert_true(approx_sync_due(&c, S, 100 * MS));
+    assert_int_equal(approx_sync_begin(&c, 100 * MS), 4);
+    assert_false(approx_sync_due(&c, S, 300 * MS)); /* one at a time */
+    assert_int_equal(approx_decide(&c, 6, 110 * MS), APPROX_ADMIT);
+    assert_int_equal(approx_decide(&c, 1, 111 * MS), APPROX_REFUSE); /* 10 - 4 sending - 6 */
+    approx_sync_end(&c, true, 6, 100 * MS, S, 105 * MS);             /* it counts the 4 */
+    assert_int_equal(approx_left(&c), 0);                            /* 6 - 6 admitted */
+    /* a strict decision's count between two syncs does not put the next one off */
+    approx_reply(&c, 3, 120 * MS, S, 125 * MS);
+    assert_false(approx_sync_due(&c, S, 150 * MS)); /* 50 ms after the last sync */
+    assert_true(approx_sync_due(&c, S, 200 * MS));
+    assert_int_equal(approx_sync_begin(&c, 200 * MS), 6);
+    approx_sync_end(&c, false, 0, 200 * MS, S, 210 * MS); /* failed: the 6 go again */
     assert_int_equal(c.admitted, 6);
-    assert_int_equal(approx_decide(&c, 1, 145 * MS), APPROX_STRICT); /* 45 + S: expired */
+    assert_int_equal(approx_decide(&c, 1, 225 * MS), APPROX_STRICT); /* 125 + S: expired */
 }
 
 /* A count forgotten (the rule changed, the key was reset) takes no reply of a request sent
