@@ -158,21 +158,32 @@ static int get_bool(const yt_node_t *v, const char *path, const char *field, boo
     return 0;
 }
 
-/* One of two words (first -> 0, second -> 1). */
-static int get_choice(const yt_node_t *v, const char *a, const char *b, const char *path,
-                      const char *field, int *out, char *err)
+/* One of the words (words[i] -> i; n of them, 2 or 3). */
+static int get_word(const yt_node_t *v, const char *const *words, int n, const char *path,
+                    const char *field, int *out, char *err)
 {
     char buf[RD_SHOWN_BUF];
     if (get_text(v, path, field, err) != 0)
         return -1;
-    if (strlen(a) == v->len && memcmp(v->text, a, v->len) == 0)
-        *out = 0;
-    else if (strlen(b) == v->len && memcmp(v->text, b, v->len) == 0)
-        *out = 1;
-    else
-        return rd_fail(err, v, path, field, "must be %s or %s, not '%s'", a, b,
+    for (int i = 0; i < n; i++) {
+        if (strlen(words[i]) == v->len && memcmp(v->text, words[i], v->len) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    if (n == 2)
+        return rd_fail(err, v, path, field, "must be %s or %s, not '%s'", words[0], words[1],
                        rd_shown(v->text, v->len, buf));
-    return 0;
+    return rd_fail(err, v, path, field, "must be %s, %s or %s, not '%s'", words[0], words[1],
+                   words[2], rd_shown(v->text, v->len, buf));
+}
+
+/* One of two words (first -> 0, second -> 1). */
+static int get_choice(const yt_node_t *v, const char *a, const char *b, const char *path,
+                      const char *field, int *out, char *err)
+{
+    const char *const words[2] = {a, b};
+    return get_word(v, words, 2, path, field, out, err);
 }
 
 /*
@@ -508,6 +519,7 @@ enum {
     RF_COLD_START,
     RF_MODE,
     RF_LEASE_TIME,
+    RF_SYNC_INTERVAL,
     RF_DOMAIN,
     RF_DESCRIPTOR,
     RF_LIMIT_NAME,
@@ -516,11 +528,13 @@ enum {
     RF_OVERRIDES,
     RF_COUNT
 };
+const char *const rule_mode_names[3] = {"strict", "leased", "approximate"};
+
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",       "algorithm", "limit",      "window",   "burst",
-    "buckets",    "max_delay", "key",        "shadow",   "on_store_error",
-    "cold_start", "mode",      "lease_time", "domain",   "descriptor",
-    "limit_name", "replaces",  "unlimited",  "overrides"};
+    "name",       "algorithm",  "limit",      "window",        "burst",
+    "buckets",    "max_delay",  "key",        "shadow",        "on_store_error",
+    "cold_start", "mode",       "lease_time", "sync_interval", "domain",
+    "descriptor", "limit_name", "replaces",   "unlimited",     "overrides"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -609,9 +623,9 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         out->cold_start = choice ? RULE_COLD_CLOSED : RULE_COLD_OPEN;
         return 0;
     case RF_MODE:
-        if (get_choice(v, "strict", "leased", path, name, &choice, err) != 0)
+        if (get_word(v, rule_mode_names, 3, path, name, &choice, err) != 0)
             return -1;
-        out->mode = choice ? RULE_MODE_LEASED : RULE_MODE_STRICT;
+        out->mode = (rule_mode_t)choice;
         return 0;
     case RF_LEASE_TIME:
         if (get_duration(v, path, name, &out->lease_ns, err) != 0)
@@ -620,6 +634,14 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
             return rd_fail(err, v, path, name, "must be whole milliseconds, at least 1ms");
         if (out->lease_ns > SL_WINDOW_MAX_NS)
             return rd_fail(err, v, path, name, "must be at most 366d");
+        return 0;
+    case RF_SYNC_INTERVAL:
+        if (get_duration(v, path, name, &out->sync_ns, err) != 0)
+            return -1;
+        if (out->sync_ns < SL_NS_PER_MS || out->sync_ns % SL_NS_PER_MS != 0)
+            return rd_fail(err, v, path, name, "must be whole milliseconds, at least 1ms");
+        if (out->sync_ns > RULE_SYNC_MAX_NS)
+            return rd_fail(err, v, path, name, "must be at most 1h");
         return 0;
     case RF_DOMAIN:
     case RF_DESCRIPTOR:
@@ -639,8 +661,8 @@ static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_
                                    const char *path, ruledef_t *out, char *err)
 {
     for (size_t f = RF_ALGORITHM; out->unlimited && f <= RF_OVERRIDES; f++) {
-        if (slots[f] != NULL &&
-            (f <= RF_MAX_DELAY || f == RF_OVERRIDES || f == RF_MODE || f == RF_LEASE_TIME))
+        if (slots[f] != NULL && (f <= RF_MAX_DELAY || f == RF_OVERRIDES || f == RF_MODE ||
+                                 f == RF_LEASE_TIME || f == RF_SYNC_INTERVAL))
             return rd_fail(err, slots[f], path, rule_field_names[f],
                            "an unlimited rule takes no %s: it admits everything",
                            rule_field_names[f]);
@@ -702,10 +724,14 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     if (rc != SL_OK)
         return prepare_fail(rc, &tried, at, map, path, "the default", err);
     char why[RULEDEF_ERR_MAX / 2];
-    bool at_lease_time = false;
-    if (rd_mode_problem(out, slots[RF_LEASE_TIME] != NULL, &at_lease_time, why, sizeof why))
-        return rd_fail(err, slots[at_lease_time ? RF_LEASE_TIME : RF_MODE], path,
-                       at_lease_time ? "lease_time" : "mode", "%s", why);
+    rd_mode_field_t field = RD_AT_MODE;
+    _Static_assert(RF_LEASE_TIME == RF_MODE + RD_AT_LEASE_TIME &&
+                       RF_SYNC_INTERVAL == RF_MODE + RD_AT_SYNC_INTERVAL,
+                   "rd_mode_problem's fields follow mode");
+    if (rd_mode_problem(out, slots[RF_LEASE_TIME] != NULL, slots[RF_SYNC_INTERVAL] != NULL, &field,
+                        why, sizeof why))
+        return rd_fail(err, slots[RF_MODE + field], path, rule_field_names[RF_MODE + field], "%s",
+                       why);
     if (slots[RF_OVERRIDES] != NULL)
         return inline_overrides(out, slots[RF_OVERRIDES], path, err);
     return 0;
@@ -747,7 +773,7 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
         a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
         a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
         a->cold_start != b->cold_start || a->mode != b->mode || a->lease_ns != b->lease_ns ||
-        a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
+        a->sync_ns != b->sync_ns || a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
         a->noverrides != b->noverrides)
         return false;
     for (size_t i = 0; i < a->noverrides; i++) {

@@ -29,10 +29,13 @@
  *   shadow          bool (default false)
  *   on_store_error  allow | deny (default allow)
  *   cold_start      open | closed (default open)
- *   mode            strict | leased (default strict); leased is refused for sliding_log, and
- *                   for a token_bucket / gcra whose capacity less one interval is under 1 ms
+ *   mode            strict | leased | approximate (default strict); leased is refused for
+ *                   sliding_log, and for a token_bucket / gcra whose capacity less one
+ *                   interval is under 1 ms; approximate suits every algorithm
  *   lease_time      duration, whole milliseconds >= 1ms (mode: leased only; token_bucket /
  *                   gcra: at most the capacity less one interval); see ruledef_lease_ns()
+ *   sync_interval   duration, whole milliseconds, 1ms .. 1h (mode: approximate only; default
+ *                   100ms); see ruledef_sync_ns()
  *   overrides       (YAML only) list of { key: "...", <override fields> }
  *
  * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
@@ -60,7 +63,8 @@
  *
  * The canonical JSON and YAML always write burst for token_bucket / gcra and buckets for
  * sliding_buckets, max_delay when it is not 0, key when there is one, and shadow,
- * on_store_error and cold_start; mode only when leased, and lease_time when it was given.
+ * on_store_error and cold_start; mode only when not strict, and lease_time and sync_interval
+ * when they were given.
  */
 #ifndef SLUICE_RULES_RULEDEF_H
 #define SLUICE_RULES_RULEDEF_H
@@ -89,9 +93,17 @@ typedef enum rule_on_error {
 } rule_on_error_t;
 
 typedef enum rule_mode {
-    RULE_MODE_STRICT = 0, /* every decision at the key's store */
-    RULE_MODE_LEASED = 1, /* a node leases part of a key's quota and decides with it locally */
+    RULE_MODE_STRICT = 0,      /* every decision at the key's store */
+    RULE_MODE_LEASED = 1,      /* a node leases part of a key's quota and decides with it locally */
+    RULE_MODE_APPROXIMATE = 2, /* a node decides locally from the key's count as of its last
+                                  sync, and syncs what it admitted every sync_interval */
 } rule_mode_t;
+
+/* The modes' names, by rule_mode_t. */
+extern const char *const rule_mode_names[3];
+
+#define RULE_SYNC_DEFAULT_NS (100 * SL_NS_PER_MS)   /* sync_interval when not given */
+#define RULE_SYNC_MAX_NS     (3600 * SL_NS_PER_SEC) /* the longest sync_interval */
 
 typedef enum rule_cold_start {
     RULE_COLD_OPEN = 0,   /* no usable snapshot: keys start fresh */
@@ -126,6 +138,7 @@ typedef struct ruledef {
     rule_cold_start_t cold_start;
     rule_mode_t mode;
     int64_t lease_ns;        /* lease_time as written, ns; 0 when not given (ruledef_lease_ns) */
+    int64_t sync_ns;         /* sync_interval as written, ns; 0 when not given (ruledef_sync_ns) */
     rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
                                 when none (malloc'ed, freed with the rule) */
     bool unlimited;          /* a descriptor without a limit: the rule admits everything */
@@ -190,6 +203,10 @@ bool override_equal(const rule_override_t *a, const rule_override_t *b);
  * of the window and 1 s, and for token_bucket / gcra at most the capacity less one interval
  * (tolerance - T), in whole milliseconds (at least 1 ms). 0 for a strict rule. */
 int64_t ruledef_lease_ns(const ruledef_t *def);
+
+/* An approximate rule's sync interval, ns: sync_interval when given, else RULE_SYNC_DEFAULT_NS.
+ * 0 for a rule of another mode. */
+int64_t ruledef_sync_ns(const ruledef_t *def);
 
 /* The longest lease rule's numbers allow, ns, whole milliseconds: SL_WINDOW_MAX_NS, or for
  * token_bucket / gcra the capacity less one interval (0: none, a burst of 1). */

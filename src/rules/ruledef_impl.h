@@ -51,12 +51,20 @@ static inline bool rd_uses_tokens(sl_algorithm_t a)
     return a == SL_TOKEN_BUCKET || a == SL_GCRA;
 }
 
-/* Why def's mode and lease_time cannot be (mode: leased where a lease is unsound or could grant
- * nothing: sliding_log, a bucket without room for one; lease_time without it or past the
- * bucket's room): true with the reason in why (cap bytes) and *at_lease_time saying which field
- * it is about; false when they are fine (ruledef_lease.c). */
-bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease_time, char *why,
-                     size_t cap);
+/* The field a mode problem is about. */
+typedef enum rd_mode_field {
+    RD_AT_MODE = 0,
+    RD_AT_LEASE_TIME = 1,
+    RD_AT_SYNC_INTERVAL = 2,
+} rd_mode_field_t;
+
+/* Why def's mode, lease_time and sync_interval cannot be (mode: leased where a lease is unsound
+ * or could grant nothing: sliding_log, a bucket without room for one; lease_time without it or
+ * past the bucket's room; sync_interval without mode: approximate): true with the reason in why
+ * (cap bytes) and *at saying which field it is about; false when they are fine
+ * (ruledef_lease.c). */
+bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_interval_given,
+                     rd_mode_field_t *at, char *why, size_t cap);
 
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
  * ruledef_lease.c - a rule's mode: leased, where it is sound and can grant something, and its
- * leases' time (ruledef.h).
+ * leases' time; approximate's sync interval (ruledef.h).
  */
 #include <stdio.h>
 
@@ -27,14 +27,27 @@ int64_t ruledef_lease_ns(const ruledef_t *def)
     return ns >= SL_NS_PER_MS ? ns : SL_NS_PER_MS;
 }
 
+int64_t ruledef_sync_ns(const ruledef_t *def)
+{
+    if (def->mode != RULE_MODE_APPROXIMATE)
+        return 0;
+    return def->sync_ns > 0 ? def->sync_ns : RULE_SYNC_DEFAULT_NS;
+}
+
 /* mode: leased where a lease is sound and can grant something; lease_time only with it, and
- * within the bucket's room for a lease. */
-bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease_time, char *why,
-                     size_t cap)
+ * within the bucket's room for a lease; sync_interval only with mode: approximate (sound for
+ * every algorithm: it promises a bound, not exactness). */
+bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_interval_given,
+                     rd_mode_field_t *at, char *why, size_t cap)
 {
     char a[32], b[32];
     const sl_rule_t *r = &def->rule;
-    *at_lease_time = true;
+    *at = RD_AT_SYNC_INTERVAL;
+    if (sync_interval_given && def->mode != RULE_MODE_APPROXIMATE) {
+        snprintf(why, cap, "only applies to a rule with mode: approximate");
+        return true;
+    }
+    *at = RD_AT_LEASE_TIME;
     if (lease_time_given && def->mode != RULE_MODE_LEASED) {
         snprintf(why, cap, "only applies to a rule with mode: leased");
         return true;
@@ -42,7 +55,7 @@ bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease
     if (def->mode != RULE_MODE_LEASED)
         return false;
     int64_t room = ruledef_lease_room_ns(r);
-    *at_lease_time = false;
+    *at = RD_AT_MODE;
     if (r->algorithm == SL_SLIDING_LOG) {
         snprintf(why, cap,
                  "sliding_log cannot lease: it keeps each unit's time (sliding_buckets "
@@ -56,7 +69,7 @@ bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool *at_lease
                  sl_algorithm_name(r->algorithm), (long long)r->burst);
         return true;
     }
-    *at_lease_time = true;
+    *at = RD_AT_LEASE_TIME;
     if (def->lease_ns > room) {
         snprintf(why, cap,
                  "%s is longer than the bucket's room for a lease, %s (its capacity less one "

@@ -123,10 +123,12 @@ static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg)
          put_word(fn, arg, "on_store_error",
                   def->on_store_error == RULE_ON_ERROR_DENY ? "deny" : "allow") &&
          put_word(fn, arg, "cold_start", def->cold_start == RULE_COLD_CLOSED ? "closed" : "open");
-    if (ok && def->mode == RULE_MODE_LEASED)
-        ok = put_word(fn, arg, "mode", "leased");
+    if (ok && def->mode != RULE_MODE_STRICT)
+        ok = put_word(fn, arg, "mode", rule_mode_names[def->mode]);
     if (ok && def->lease_ns > 0)
         ok = put_duration(fn, arg, "lease_time", def->lease_ns);
+    if (ok && def->sync_ns > 0)
+        ok = put_duration(fn, arg, "sync_interval", def->sync_ns);
     return ok && (def->desc == NULL || put_descriptor(def->desc, fn, arg));
 }
 

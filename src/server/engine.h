@@ -61,6 +61,7 @@ typedef struct rule_state {
     bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
     bool has_overrides; /* the store held overrides for it when the set was built */
     int64_t lease_ns;   /* mode: leased: its leases' time (ruledef_lease_ns), ns; 0 strict */
+    int64_t sync_ns;    /* mode: approximate: its sync interval (ruledef_sync_ns), ns; 0 else */
     rule_tables_t *t;
     _Atomic int refs;              /* sets holding it, and decisions waiting on a remote store */
     _Atomic int64_t last_used_ns;  /* inline rules: the last decision, to within a second */

@@ -238,7 +238,8 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
                            .key = key,
                            .key_len = key_len,
                            .closed = rs->def.cold_start == RULE_COLD_CLOSED,
-                           .lease_ns = rs->lease_ns};
+                           .lease_ns = rs->lease_ns,
+                           .sync_ns = rs->sync_ns};
     if (en != NULL && en->present) {
         tg->handle = en->handle;
         tg->numbers = &en->ov_rule;

@@ -147,6 +147,31 @@ static void render_rules(server_t *srv, buf_t *b)
     free(x.rows);
 }
 
+/* Approximate rules: their syncs, and the decisions answered from a key's count. */
+static void metrics_approx(buf_t *b, const engine_store_stats_t *t)
+{
+    help(b, "sluice_redis_approx_syncs_total", "counter",
+         "Syncs of approximate rules' keys sent to Redis (one command each): sent, and failed "
+         "(their units are sent again with the next).");
+    buf_printf(b, "sluice_redis_approx_syncs_total{event=\"sent\"} %llu\n",
+               (unsigned long long)t->approx_syncs);
+    buf_printf(b, "sluice_redis_approx_syncs_total{event=\"failed\"} %llu\n",
+               (unsigned long long)t->approx_failures);
+    help(b, "sluice_redis_approx_units_total", "counter",
+         "Units admitted here by approximate rules and charged to Redis by syncs.");
+    buf_printf(b, "sluice_redis_approx_units_total %llu\n", (unsigned long long)t->approx_units);
+    help(b, "sluice_redis_approx_local_total", "counter",
+         "Decisions of approximate rules answered here from a key's count, without a command.");
+    buf_printf(b, "sluice_redis_approx_local_total %llu\n", (unsigned long long)t->approx_local);
+    help(b, "sluice_redis_approx_sync_lag_seconds", "summary",
+         "Age of the count each local decision of an approximate rule was made from: the time "
+         "since the request that brought it was sent.");
+    buf_printf(b, "sluice_redis_approx_sync_lag_seconds_sum %.9f\n",
+               (double)t->approx_lag_ns / 1e9);
+    buf_printf(b, "sluice_redis_approx_sync_lag_seconds_count %llu\n",
+               (unsigned long long)t->approx_local);
+}
+
 /* Leased rules' leases, and what they save: Redis commands per decision asked of the store. */
 static void metrics_leases(buf_t *b, const engine_store_stats_t *t)
 {
@@ -255,6 +280,11 @@ void metrics_render(server_t *srv, buf_t *b)
             total.lease_hits += st.lease_hits;
             total.lease_units_spent += st.lease_units_spent;
             total.asked += st.asked;
+            total.approx_syncs += st.approx_syncs;
+            total.approx_units += st.approx_units;
+            total.approx_local += st.approx_local;
+            total.approx_lag_ns += st.approx_lag_ns;
+            total.approx_failures += st.approx_failures;
         }
         static const char *const names[][2] = {
             {"sluice_redis_decisions_total",
@@ -276,6 +306,7 @@ void metrics_render(server_t *srv, buf_t *b)
             buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
         }
         metrics_leases(b, &total);
+        metrics_approx(b, &total);
         size_t module_nodes, lua_nodes;
         engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
         help(b, "sluice_redis_nodes", "gauge",

@@ -102,6 +102,7 @@ rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
     def->overrides = NULL;
     def->noverrides = 0;
     rs->lease_ns = ruledef_lease_ns(&rs->def);
+    rs->sync_ns = ruledef_sync_ns(&rs->def);
     rs->t = t;
     atomic_fetch_add(&t->refs, 1);
     return rs;
@@ -355,11 +356,11 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
                          def.name, why);
             }
         }
-        if (def.mode == RULE_MODE_LEASED && !e->requests->ops->leases &&
-            (prev == NULL || prev->def.mode != RULE_MODE_LEASED)) {
-            log_info("rule '%s' has mode: leased, but the %s store keeps every key in this "
+        if (def.mode != RULE_MODE_STRICT && !e->requests->ops->leases &&
+            (prev == NULL || prev->def.mode != def.mode)) {
+            log_info("rule '%s' has mode: %s, but the %s store keeps every key in this "
                      "process: it decides strictly here",
-                     def.name, e->requests->ops->name);
+                     def.name, rule_mode_names[def.mode], e->requests->ops->name);
         }
         rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;
         if (rs != NULL) {

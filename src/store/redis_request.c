@@ -2,7 +2,8 @@
  * redis_request.c - the Redis request store's entry (request_store.h): an adapter over
  * redis_store.h, where the module and Lua ways to decide live. The store is engine-wide (the
  * nodes' modes, the caches' epochs: redis_shared_t); each loop has its own redis_store_t, and
- * its table of leases for leased rules (redis_lease.h), which decides those rules' keys. Keys
+ * its table of leases for leased rules (redis_lease.h) and of counts for approximate rules
+ * (redis_approx.h), which decide those rules' keys. Keys
  * under any numbers of one algorithm share one state in Redis, so there is no override handle
  * and nothing to move when a key's override changes; per rule there is only its closed start
  * (cold_start: closed, after its algorithm changed), which Redis applies to keys it does not
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/redis_approx.h"
 #include "store/redis_lease.h"
 #include "store/redis_store.h"
 #include "store/request_store.h"
@@ -32,10 +34,11 @@ struct store_rule {
     int64_t closed_until_ns; /* ns since the Unix epoch */
 };
 
-/* A loop's store: its decisions and its leases. */
+/* A loop's store: its decisions, its leases and its approximate counts. */
 typedef struct redis_loop {
     redis_store_t *rs;
     redis_leases_t *leases;
+    redis_approx_t *approx;
 } redis_loop_t;
 
 extern const request_store_ops_t redis_request_ops; /* this file's entry, at its end */
@@ -122,8 +125,10 @@ static int redis_attach(request_store_t *s, uv_loop_t *loop, store_loop_t **slot
         free(rl);
         return -1;
     }
-    if ((rl->leases = redis_leases_create(loop, rl->rs)) == NULL) {
+    if ((rl->leases = redis_leases_create(loop, rl->rs)) == NULL ||
+        (rl->approx = redis_approx_create(loop, rl->rs)) == NULL) {
         redis_store_free(rl->rs);
+        redis_leases_free(rl->leases);
         free(rl);
         snprintf(err, REQUEST_STORE_ERR_MAX, "redis store: out of memory");
         return -1;
@@ -138,8 +143,9 @@ static void redis_detach(request_store_t *s, store_loop_t **slot)
     redis_loop_t *rl = (redis_loop_t *)*slot;
     if (rl != NULL) {
         redis_shared_set(r->shared, (void **)slot, NULL);
-        redis_store_free(rl->rs); /* answers what is in flight, leases and returns too */
+        redis_store_free(rl->rs); /* answers what is in flight, leases, returns, syncs too */
         redis_leases_free(rl->leases);
+        redis_approx_free(rl->approx);
         free(rl);
     }
 }
@@ -202,7 +208,19 @@ static redis_lease_target_t lease_target(const store_target_t *tg, int64_t now_n
                                   .closed_ns = closed_of(tg, now_ns)};
 }
 
-/* Leased: from a lease when it can (redis_lease.h); peeks and settles are strict. */
+/* tg as an approximate decision names it. */
+static redis_approx_target_t approx_target(const store_target_t *tg, int64_t now_ns)
+{
+    return (redis_approx_target_t){.name = tg->name,
+                                   .rule = tg->numbers,
+                                   .key = tg->key,
+                                   .key_len = tg->key_len,
+                                   .sync_ns = tg->sync_ns,
+                                   .closed_ns = closed_of(tg, now_ns)};
+}
+
+/* Leased: from a lease when it can (redis_lease.h); approximate: from the key's count when it
+ * can (redis_approx.h); peeks and settles are strict. */
 static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                         const store_request_t *req, int64_t now_ns, sl_decision_t *d,
                         store_done_fn fn, void *arg)
@@ -216,6 +234,9 @@ static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_
     if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
         redis_lease_target_t lt = lease_target(tg, now_ns);
         redis_leases_decide(rl->leases, &lt, req->cost, now_ns, fn, arg);
+    } else if (tg->sync_ns > 0 && !req->settle && req->cost > 0) {
+        redis_approx_target_t at = approx_target(tg, now_ns);
+        redis_approx_decide(rl->approx, &at, req->cost, now_ns, fn, arg);
     } else if (req->settle) {
         redis_store_settle(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->reserved,
                            req->actual, req->charged_ns, closed_ns, now_ns, fn, arg);
@@ -278,6 +299,8 @@ static int redis_reset(request_store_t *s, store_loop_t *l, const store_target_t
         redis_lease_target_t lt = lease_target(tg, 0);
         redis_leases_drop(rl->leases, &lt); /* nothing to give back to a key deleted */
     }
+    redis_approx_target_t at = approx_target(tg, 0);
+    redis_approx_drop(rl->approx, &at); /* nor to charge it */
     redis_store_reset(rl->rs, tg->name, tg->numbers, tg->key, tg->key_len, fn, arg);
     return STORE_PENDING;
 }
@@ -289,7 +312,9 @@ static void redis_forget(store_loop_t *l, const store_target_t *tg)
 
 static unsigned redis_stop(store_loop_t *l)
 {
-    return redis_leases_stop(((redis_loop_t *)l)->leases);
+    redis_loop_t *rl = (redis_loop_t *)l;
+    unsigned leases = redis_leases_stop(rl->leases);
+    return leases + redis_approx_stop(rl->approx);
 }
 
 static const char *redis_describe(const request_store_t *s)
@@ -318,6 +343,7 @@ static void stats_of(void *arg, const void *loop)
     const redis_store_stats_t *s = redis_store_stats(rl->rs);
     const rc_stats_t *r = redis_store_client_stats(rl->rs);
     const redis_lease_stats_t *l = redis_leases_stats(rl->leases);
+    const redis_approx_stats_t *a = redis_approx_stats(rl->approx);
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
     *out = (store_stats_t){.decisions = LOAD(s->decisions),
                            .cache_hits = LOAD(s->cache_hits),
@@ -333,7 +359,12 @@ static void stats_of(void *arg, const void *loop)
                            .lease_units = LOAD(l->units),
                            .lease_hits = LOAD(l->hits),
                            .lease_units_spent = LOAD(l->spent),
-                           .asked = LOAD(l->asked)};
+                           .asked = LOAD(l->asked),
+                           .approx_syncs = LOAD(a->syncs),
+                           .approx_units = LOAD(a->units),
+                           .approx_local = LOAD(a->local),
+                           .approx_lag_ns = LOAD(a->lag_ns),
+                           .approx_failures = LOAD(a->failures)};
 #undef LOAD
 }
 

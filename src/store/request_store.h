@@ -5,7 +5,8 @@
  * Stores (one file each, and one entry each in request_stores.c's list):
  *   memory          sl_table_t per rule in this process (memory_store.c), snapshots to disk
  *   redis://        Redis or Redis Cluster (redis_request.c over redis_store.h): one round trip
- *   redis-cluster://  per decision (per lease for leased rules: redis_lease.h), the state shared
+ *   redis-cluster://  per decision (per lease for leased rules: redis_lease.h; per sync interval
+ *                   for approximate ones: redis_approx.h), the state shared
  *                   by every sluiced using the same Redis
  *
  * Objects:
@@ -93,6 +94,8 @@ typedef struct store_target {
     bool closed;      /* the rule's cold_start is closed: a key of unknown usage starts saturated */
     int64_t lease_ns; /* mode: leased: a lease's time, ns (a store with `leases` may decide from
                          a lease it holds); 0: strict */
+    int64_t sync_ns;  /* mode: approximate: the sync interval, ns (a store with `leases` may
+                         decide from the key's count as of its last sync); 0: not approximate */
 } store_target_t;
 
 /* One pair of decide_all. */
@@ -120,6 +123,9 @@ typedef struct store_stats {
     uint64_t leases_taken, leases_returned, leases_unreturned, lease_units, lease_hits,
         lease_units_spent;
     uint64_t asked; /* decisions and settles asked of the store (decisions counts commands) */
+    /* approximate rules: syncs sent and the units they charged, decisions answered from a
+     * key's count (admitted or refused), the sum of those counts' ages (ns), failed syncs */
+    uint64_t approx_syncs, approx_units, approx_local, approx_lag_ns, approx_failures;
 } store_stats_t;
 
 struct request_store_ops {
@@ -127,7 +133,9 @@ struct request_store_ops {
     bool completes_at_once; /* decide and reset never return STORE_PENDING */
     bool has_snapshots;     /* save_rule .. load_close are set; a start without one is cold */
     bool leases;            /* targets with a lease_ns may be decided from leases the store
-                               holds (else every mode is strict); `stop` returns them */
+                               holds, and targets with a sync_ns from a count synced every
+                               sync_ns (else every mode is strict); `stop` returns leases and
+                               sends what was admitted since the last sync */
     const char *url_form;   /* the URLs it takes, for an error naming none; NULL: the default */
 
     /* Whether url names this store. */

@@ -51,6 +51,10 @@ check leased-set matches "$(cli SL.RULE SET leased '{"algorithm":"fixed_window",
 check leased-stored matches "$(sql "SELECT json FROM sluice_rules WHERE name = 'leased'")" \
     '"mode":"leased","lease_time":"250ms"'
 check leased-read-back matches "$(cli SL.RULE GET leased)" '"mode":"leased","lease_time":"250ms"'
+check approx-set matches "$(cli SL.RULE SET approx '{"algorithm":"sliding_log","limit":3,"window":"1s","mode":"approximate","sync_interval":"40ms"}')" '^OK$'
+check approx-stored matches "$(sql "SELECT json FROM sluice_rules WHERE name = 'approx'")" \
+    '"mode":"approximate","sync_interval":"40ms"'
+check approx-read-back matches "$(cli SL.RULE GET approx)" '"mode":"approximate","sync_interval":"40ms"'
 check override-set matches "$(cli SL.OVERRIDE SET extra "it's \"quoted\"" '{"limit":0}')" '^OK$'
 check override-blocks matches "$(cli SL.ALLOW extra "it's \"quoted\"")" '^0 '
 check version-bumped matches "$(sql 'SELECT version FROM sluice_meta')" '^[3-9]$'

@@ -162,7 +162,8 @@ static void test_yaml_every_field(void **unused)
     ruledef_list_free(&l);
 }
 
-/* mode and lease_time: the default lease time, what is written back, and each refusal. */
+/* mode, lease_time and sync_interval: the default lease time, what is written back, and each
+ * refusal. */
 static void test_mode(void **unused)
 {
     (void)unused;
@@ -203,11 +204,45 @@ static void test_mode(void **unused)
     free(j);
     ruledef_list_free(&l);
 
+    /* approximate: every algorithm, sync_interval 100ms unless given, written back */
+    l = yaml_ok("rules:\n"
+                "- {name: a, algorithm: sliding_log, limit: 10, window: 1m, mode: approximate}\n"
+                "- {name: b, algorithm: token_bucket, limit: 10, window: 1s, burst: 1,"
+                " mode: approximate, sync_interval: 250ms}\n");
+    assert_int_equal(l.rules[0].mode, RULE_MODE_APPROXIMATE);
+    assert_int_equal(ruledef_sync_ns(&l.rules[0]), 100 * SL_NS_PER_MS);
+    assert_int_equal(ruledef_lease_ns(&l.rules[0]), 0);
+    assert_int_equal(ruledef_sync_ns(&l.rules[1]), 250 * SL_NS_PER_MS);
+    j = ruledef_to_json(&l.rules[0]);
+    assert_non_null(strstr(j, "\"mode\":\"approximate\"}"));
+    free(j);
+    j = ruledef_to_json(&l.rules[1]);
+    assert_non_null(strstr(j, "\"mode\":\"approximate\",\"sync_interval\":\"250ms\""));
+    back = json_ok(j, NULL);
+    assert_true(ruledef_equal(&back, &l.rules[1]));
+    back.sync_ns = 0;
+    assert_false(ruledef_equal(&back, &l.rules[1]));
+    ruledef_free(&back);
+    free(j);
+    ruledef_list_free(&l);
+
     static const struct {
         const char *algorithm, *extra, *want;
     } rows[] = {
         {"fixed_window", "    mode: fast\n",
-         "line 6, column 11: rules[0].mode: must be strict or leased, not 'fast'"},
+         "line 6, column 11: rules[0].mode: must be strict, leased or approximate, not 'fast'"},
+        {"fixed_window", "    sync_interval: 1s\n",
+         "line 6, column 20: rules[0].sync_interval: only applies to a rule with mode: "
+         "approximate"},
+        {"fixed_window", "    mode: leased\n    sync_interval: 1s\n",
+         "line 7, column 20: rules[0].sync_interval: only applies to a rule with mode: "
+         "approximate"},
+        {"fixed_window", "    mode: approximate\n    lease_time: 1s\n",
+         "line 7, column 17: rules[0].lease_time: only applies to a rule with mode: leased"},
+        {"fixed_window", "    mode: approximate\n    sync_interval: 1500us\n",
+         "line 7, column 20: rules[0].sync_interval: must be whole milliseconds, at least 1ms"},
+        {"fixed_window", "    mode: approximate\n    sync_interval: 2h\n",
+         "line 7, column 20: rules[0].sync_interval: must be at most 1h"},
         {"sliding_log", "    mode: leased\n",
          "line 6, column 11: rules[0].mode: sliding_log cannot lease: it keeps each unit's time "
          "(sliding_buckets can)"},
@@ -886,6 +921,11 @@ static void rnd_rule_json(char *out, size_t cap, int index, bool with_overrides)
         if (rnd() % 2)
             n += snprintf(out + n, cap - n, ", \"lease_time\": \"%lldms\"",
                           (long long)rnd_in(1, 500));
+    } else if (rnd() % 4 == 0) {
+        n += snprintf(out + n, cap - n, ", \"mode\": \"approximate\"");
+        if (rnd() % 2)
+            n += snprintf(out + n, cap - n, ", \"sync_interval\": \"%lldms\"",
+                          (long long)rnd_in(1, 5000));
     }
     if (with_overrides && rnd() % 2) {
         n += snprintf(out + n, cap - n, ", \"overrides\": [");
