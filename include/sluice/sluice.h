@@ -144,6 +144,11 @@ SL_API int sl_rule_prepare(sl_rule_t *rule);
  * sliding_log. A state has no alignment requirement (it is plain bytes, copyable with memcpy). */
 SL_API size_t sl_state_size(const sl_rule_t *rule);
 
+/* True when a and b have the same numbers: algorithm, limit, window, burst, buckets and
+ * max_delay (what a prepared rule derives follows from them). A key's state then means the same
+ * under both; otherwise sl_state_convert() carries its usage over. False when either is NULL. */
+SL_API bool sl_rule_same(const sl_rule_t *a, const sl_rule_t *b);
+
 /* ---- decisions --------------------------------------------------------------------------- */
 
 typedef struct sl_decision {

@@ -164,6 +164,13 @@ size_t sl_state_size(const sl_rule_t *rule)
     return rule == NULL ? 0 : rule->state_size;
 }
 
+bool sl_rule_same(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a != NULL && b != NULL && a->algorithm == b->algorithm && a->limit == b->limit &&
+           a->window_ns == b->window_ns && a->burst == b->burst && a->buckets == b->buckets &&
+           a->max_delay_ns == b->max_delay_ns;
+}
+
 /* NULL arguments, or a rule that was never prepared. */
 static bool bad_arguments(const sl_rule_t *rule, const void *state, const sl_decision_t *out)
 {

@@ -166,13 +166,6 @@ uint16_t value_params_hash(const sl_rule_t *rule)
     return (uint16_t)(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
 }
 
-bool value_same_numbers(const sl_rule_t *rule, const sl_rule_t *other)
-{
-    return rule->algorithm == other->algorithm && rule->limit == other->limit &&
-           rule->window_ns == other->window_ns && rule->burst == other->burst &&
-           rule->buckets == other->buckets && rule->max_delay_ns == other->max_delay_ns;
-}
-
 bool value_format_read(sl_algorithm_t algorithm, unsigned format)
 {
     if (format == VALUE_FORMAT) {

@@ -77,10 +77,6 @@ size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX]);
  * buckets and max_delay_ns, 8 bytes each little endian, folded to 16 bits). */
 uint16_t value_params_hash(const sl_rule_t *rule);
 
-/* Whether a prepared rule has the numbers of `other`: the same algorithm, limit, window, burst,
- * buckets and max_delay (the header of one is the header of the other). */
-bool value_same_numbers(const sl_rule_t *rule, const sl_rule_t *other);
-
 /* The formats a build reads for an algorithm, for the error text ("formats 1 and 4"). */
 const char *value_formats_read(sl_algorithm_t algorithm);
 

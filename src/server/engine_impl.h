@@ -146,8 +146,6 @@ struct engine {
 /* Memory for per-thread slots: whole cache lines, so two threads never share one. */
 void *engine_alloc_lines(size_t bytes);
 
-bool params_equal(const sl_rule_t *a, const sl_rule_t *b);
-
 rule_tables_t *engine_tables_create(const engine_t *e, const sl_rule_t *rule);
 void engine_tables_release(rule_tables_t *t);
 /* A rule state over tables t (takes ownership of def's contents); refs 0. NULL: out of memory. */

@@ -49,7 +49,7 @@ static rule_state_t *set_lookup(const inline_set_t *s, const sl_rule_t *rule)
         return NULL;
     }
     for (size_t i = params_hash(rule) & s->mask; s->index[i] != NULL; i = (i + 1) & s->mask) {
-        if (params_equal(&s->index[i]->t->rule, rule)) {
+        if (sl_rule_same(&s->index[i]->t->rule, rule)) {
             return s->index[i];
         }
     }
@@ -198,7 +198,7 @@ static rule_state_t *limbo_take(engine_t *e, const sl_rule_t *rule)
 {
     for (rule_state_t **pp = &e->inl_limbo; *pp != NULL; pp = &(*pp)->limbo_next) {
         rule_state_t *rs = *pp;
-        if (params_equal(&rs->t->rule, rule)) {
+        if (sl_rule_same(&rs->t->rule, rule)) {
             *pp = rs->limbo_next;
             rs->limbo_next = NULL;
             return rs;
@@ -254,7 +254,7 @@ int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, unsigned *bu
 {
     rule_state_t *found = NULL;
     for (unsigned i = 0; i < INLINE_CACHE && found == NULL; i++) {
-        if (w->inl[i].rule != NULL && params_equal(&w->inl[i].params, params)) {
+        if (w->inl[i].rule != NULL && sl_rule_same(&w->inl[i].params, params)) {
             found = w->inl[i].rule;
         }
     }

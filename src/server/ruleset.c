@@ -25,12 +25,6 @@ void *engine_alloc_lines(size_t bytes)
 
 /* ---- rule states and tables ---------------------------------------------------------------- */
 
-bool params_equal(const sl_rule_t *a, const sl_rule_t *b)
-{
-    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
-           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
-}
-
 bool engine_rule_fits(const engine_t *e, const sl_rule_t *rule, char *err, size_t cap)
 {
     const request_store_ops_t *ops = e->requests->ops;
@@ -342,7 +336,7 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
         }
         rule_state_t *prev = ruleset_find(old, def.name, strlen(def.name));
         rule_tables_t *t = NULL;
-        if (prev != NULL && params_equal(&prev->t->rule, &def.rule)) {
+        if (prev != NULL && sl_rule_same(&prev->t->rule, &def.rule)) {
             t = prev->t;
         } else {
             t = engine_tables_create(e, &def.rule);

@@ -42,12 +42,6 @@ struct store_rule {
 
 extern const request_store_ops_t memory_store_ops; /* this file's entry, at its end */
 
-static bool numbers_equal(const sl_rule_t *a, const sl_rule_t *b)
-{
-    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
-           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
-}
-
 /* ---- the store ----------------------------------------------------------------------------- */
 
 static bool mem_accepts(const char *url)
@@ -266,7 +260,7 @@ static int mem_override(store_rule_t *r, const sl_rule_t *numbers, void **handle
     sl_table_t *found = NULL;
     pthread_mutex_lock(&r->ov_lock);
     for (size_t i = 0; i < r->nov && found == NULL; i++) {
-        if (numbers_equal(&r->ov[i].rule, numbers)) {
+        if (sl_rule_same(&r->ov[i].rule, numbers)) {
             found = r->ov[i].table;
         }
     }
@@ -613,7 +607,7 @@ static int mem_load_section(store_loader_t *l, store_rule_t *r, char kind, const
         return l->target != NULL ? 0 : -1;
     }
     const sl_rule_t *now = sl_table_rule(r->table);
-    if (!numbers_equal(now, from)) { /* numbers changed while stopped: carry usage */
+    if (!sl_rule_same(now, from)) { /* numbers changed while stopped: carry usage */
         if (!load_convert(l, from, now)) {
             return -1;
         }

@@ -56,12 +56,6 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-static bool same_numbers(const sl_rule_t *a, const sl_rule_t *b)
-{
-    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
-           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
-}
-
 static uint64_t hash_of(const redis_approx_t *t, const redis_approx_target_t *tg)
 {
     return olc_key_hash(t->seed, tg->name, strlen(tg->name) + 1, tg->key, tg->key_len);
@@ -235,7 +229,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
     }
     approx_strict_t *s = NULL;
     if (e != NULL) {
-        if (!same_numbers(&e->rule, tg->rule) || e->sync_ns != tg->sync_ns) {
+        if (!sl_rule_same(&e->rule, tg->rule) || e->sync_ns != tg->sync_ns) {
             /* the rule changed: its units are sent under the new numbers (Redis converts the
              * key), and the count is asked again */
             e->rule = *tg->rule;

@@ -82,12 +82,6 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-static bool same_numbers(const sl_rule_t *a, const sl_rule_t *b)
-{
-    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
-           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns;
-}
-
 static uint64_t hash_of(const redis_leases_t *t, const redis_lease_target_t *tg)
 {
     return olc_key_hash(t->seed, tg->name, strlen(tg->name) + 1, tg->key, tg->key_len);
@@ -222,7 +216,7 @@ static lease_entry_t *entry_for(redis_leases_t *t, const redis_lease_target_t *t
  * goes back, and e follows tg (its rate is the key's still). */
 static void entry_follow(lease_entry_t *e, const redis_lease_target_t *tg)
 {
-    if (e->ref == tg->ref && same_numbers(&e->rule, tg->rule) && e->lease_ns == tg->lease_ns) {
+    if (e->ref == tg->ref && sl_rule_same(&e->rule, tg->rule) && e->lease_ns == tg->lease_ns) {
         return;
     }
     give_back(e);
@@ -309,7 +303,7 @@ void redis_leases_decide(redis_leases_t *t, const redis_lease_target_t *tg, int6
         strict(t, NULL, tg, cost, now_ns, fn, arg);
         return;
     }
-    if (e->inflight && (e->ref != tg->ref || !same_numbers(&e->rule, tg->rule))) {
+    if (e->inflight && (e->ref != tg->ref || !sl_rule_same(&e->rule, tg->rule))) {
         strict(t, NULL, tg, cost, now_ns, fn, arg); /* a lease under other numbers is coming */
         return;
     }
@@ -426,7 +420,7 @@ bool redis_leases_take_all(redis_leases_t *t, const redis_lease_target_t *tg, si
         uint64_t h = hash_of(t, &tg[i]);
         lease_entry_t *e = t->slots[h & (LEASE_SLOTS - 1)];
         if (tg[i].lease_ns <= 0 || e == NULL || !entry_is(e, &tg[i], h) || e->inflight ||
-            e->ref != tg[i].ref || !same_numbers(&e->rule, tg[i].rule) || !running(e, cost, now)) {
+            e->ref != tg[i].ref || !sl_rule_same(&e->rule, tg[i].rule) || !running(e, cost, now)) {
             return false;
         }
         int64_t times = 1; /* one key named several times needs each cost */
