@@ -1,7 +1,8 @@
 /*
- * ruledef.c - rule definitions: the validation shared by the YAML and JSON front ends, names,
- * durations, equality and freeing (see ruledef.h). The writers are in the front ends' files,
- * over the fields ruledef_write.c lists (which writes durations too).
+ * ruledef.c - rule definitions: the validation shared by the YAML and JSON front ends, names
+ * and durations (see ruledef.h). The writers are in the front ends' files, over the fields
+ * ruledef_write.c lists (which writes durations and the mode's names too); equality and
+ * freeing are ruledef_equal.c's.
  *
  * A mapping of fields (a YAML rule, a JSON object; see ruledef_impl.h) is checked in three
  * steps: each field's value on its own, in the order written (its type, integer syntax,
@@ -528,7 +529,6 @@ enum {
     RF_OVERRIDES,
     RF_COUNT
 };
-const char *const rule_mode_names[3] = {"strict", "leased", "approximate"};
 
 static const char *const rule_field_names[RF_COUNT] = {
     "name",       "algorithm",  "limit",      "window",        "burst",
@@ -748,70 +748,4 @@ int rd_rule_from_map(const yt_node_t *map, const char *path, const char *name_hi
         return -1;
     }
     return 0;
-}
-
-/* ---- equality and freeing ------------------------------------------------------------------ */
-
-static bool rule_equal(const sl_rule_t *a, const sl_rule_t *b)
-{
-    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
-           a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns &&
-           a->interval_ns == b->interval_ns && a->tolerance_ns == b->tolerance_ns &&
-           a->bucket_ns == b->bucket_ns && a->capacity == b->capacity &&
-           a->state_size == b->state_size;
-}
-
-bool override_equal(const rule_override_t *a, const rule_override_t *b)
-{
-    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0 &&
-           a->blocked == b->blocked && a->fields == b->fields && rule_equal(&a->rule, &b->rule);
-}
-
-bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
-{
-    if (strcmp(a->name, b->name) != 0 || !rule_equal(&a->rule, &b->rule) ||
-        a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
-        a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
-        a->cold_start != b->cold_start || a->mode != b->mode || a->lease_ns != b->lease_ns ||
-        a->sync_ns != b->sync_ns || a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
-        a->noverrides != b->noverrides)
-        return false;
-    for (size_t i = 0; i < a->noverrides; i++) {
-        if (!override_equal(&a->overrides[i], &b->overrides[i]))
-            return false;
-    }
-    return true;
-}
-
-void override_free(rule_override_t *ov)
-{
-    if (ov == NULL)
-        return;
-    free(ov->key);
-    ov->key = NULL;
-    ov->key_len = 0;
-}
-
-void ruledef_free(ruledef_t *def)
-{
-    if (def == NULL)
-        return;
-    for (size_t i = 0; i < def->noverrides; i++)
-        override_free(&def->overrides[i]);
-    free(def->overrides);
-    def->overrides = NULL;
-    def->noverrides = 0;
-    desc_free(def->desc);
-    def->desc = NULL;
-}
-
-void ruledef_list_free(ruledef_list_t *list)
-{
-    if (list == NULL)
-        return;
-    for (size_t i = 0; i < list->n; i++)
-        ruledef_free(&list->rules[i]);
-    free(list->rules);
-    list->rules = NULL;
-    list->n = 0;
 }

@@ -6,6 +6,8 @@
  */
 #include "rules/ruledef_impl.h"
 
+const char *const rule_mode_names[3] = {"strict", "leased", "approximate"};
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
