@@ -82,14 +82,14 @@ REDIS_PID=$LAST_PID
 wait_port "$RPORT"
 
 # three sluiced over Redis, and three over their memory stores
-declare -a RP HP PIDS MRP MHP MPIDS
+declare -a RP HP SPIDS MRP MHP MPIDS
 for i in 0 1 2; do
     RP[i]=$(free_port)
     HP[i]=$(free_port)
     start "sluiced$i" "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "${RP[i]}" \
         --http-port "${HP[i]}" --grpc-port 0 --rules "$TMP/rules.yaml" --config-store "$TMP/r$i.db" \
         --snapshot "" --store "redis://127.0.0.1:$RPORT" --store-timeout 50ms --log-level warn
-    PIDS[i]=$LAST_PID
+    SPIDS[i]=$LAST_PID
     MRP[i]=$(free_port)
     MHP[i]=$(free_port)
     start "memory$i" "${SRV_PIN[@]}" "$SLUICED" --threads 1 --port "${MRP[i]}" \
@@ -144,7 +144,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     for c in hot_leased hot_approx hot_strict memory; do
         wait_quiet
         if [ "$c" = memory ]; then ports=("${MRP[@]}") pids=("${MPIDS[@]}") rule=hot_strict
-        else ports=("${RP[@]}") pids=("${PIDS[@]}" "$REDIS_PID") rule=$c; fi
+        else ports=("${RP[@]}") pids=("${SPIDS[@]}" "$REDIS_PID") rule=$c; fi
         calls0=$(redis_calls)
         t0=0
         for p in "${pids[@]:0:3}"; do t0=$((t0 + $(cpu_ticks "$p"))); done
