@@ -64,7 +64,7 @@ static void check_rule(const value_t *v, const uint8_t *in)
         memcpy(again + n, packed, plen);
         value_t w;
         if (value_parse(again, n + plen, &w) != VALUE_OK || !w.has_rule ||
-            !value_same_numbers(&w.rule, &v->rule) || w.packed_len != plen) {
+            !sl_rule_same(&w.rule, &v->rule) || w.packed_len != plen) {
             abort();
         }
         free(again);
