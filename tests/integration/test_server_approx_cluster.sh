@@ -1,78 +1,13 @@
 #!/usr/bin/env bash
-# test_server_approx_cluster.sh - an approximate rule on a Redis Cluster of 3 primaries + 3 replicas
-# (--store redis-cluster://), with sluice.so in every node and then with the Lua scripts: one hot
-# key and 10 warm keys (spread over the shards) hammered from three sluiced at once (bounded in
-# count and time): no fixed window admits more than its key's limit plus approximate's bound
-# (leased_hammer.py's, from the rates it measures), counted from the replies, and the primaries
-# together run far fewer commands than there are decisions. Each sluiced runs two loops, each
-# hammered over a connection of its own: each loop is a node of the bound, with its own counts.
-set -u
-. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
-need redis-server redis-cli curl
-export PYTHONPATH=$SLUICE_SOURCE_DIR/tests/integration
-
-MODULE=${SLUICE_MODULE:-$SLUICE_BUILD_DIR/src/module/sluice.so}
-# (SLUICE_MODULE: another build's sluice.so, for a TSan build's sluiced: its own cannot load in Redis)
-cat >"$TMP/rules.yaml" <<'YAML'
-rules:
-  - name: ah
-    algorithm: fixed_window
-    limit: 50
-    window: 1s
-    mode: approximate
-    sync_interval: 10ms
-    overrides:
-      - key: hot
-        limit: 2000
-YAML
-calls() { # PORTS..: calls of sl.* commands and scripts on those nodes since their RESETSTAT
-    local p n=0 c
-    for p in "$@"; do
-        c=$(redis-cli -p "$p" INFO commandstats | tr -d '\r' |
-            awk -F'[=,:]' '/^cmdstat_(sl\.|evalsha|eval)/ {n += $3} END {print n + 0}')
-        n=$((n + c))
-    done
-    echo "$n"
-}
-lt() { [ "$1" -lt "$2" ] || { echo "  $1 is not < $2"; return 1; }; }
-ratio_below() { [ $(($1 * 100)) -lt $(($2 * $3)) ] || { echo "  $1 / $2 is not below $3 %"; return 1; }; }
-
-# run_suite MODE [NODE ARGS..]
-run_suite() {
-    local m=$1 i p
-    shift
-    start_cluster 3 2000 "$@" || { cat "$TMP"/node*.log; exit 1; }
-    local nodes=("${CLUSTER_PORTS[@]}") ports=()
-    for i in 1 2 3; do
-        start_sluiced "$m$i" --threads 2 --rules "$TMP/rules.yaml" --config-store "$TMP/$m$i.db" \
-            --snapshot "" --store "redis-cluster://127.0.0.1:${nodes[0]},127.0.0.1:${nodes[1]}" \
-            --store-timeout 1s || { cat "$TMP/$m$i.log"; exit 1; }
-        ports+=("$RESP_PORT")
-    done
-    for p in "${nodes[@]}"; do
-        redis-cli -p "$p" CONFIG RESETSTAT >/dev/null
-    done
-    local out decisions most_hot c
-    out=$(python3 "$SLUICE_SOURCE_DIR/tests/integration/leased_hammer.py" \
-        "${ports[0]},${ports[1]},${ports[2]}" ah 1000 2000 50 10 15000 6 2 10)
-    check "$m: hammer-within-bound" test $? -eq 0
-    echo "  $m hammer: $out"
-    decisions=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["decisions"])')
-    most_hot=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["most_hot"])')
-    c=$(calls "${nodes[@]}")
-    echo "  $m: $c Redis commands for $decisions decisions"
-    check "$m: hammer-decided" lt 3000 "$decisions"
-    check "$m: hammer-hot-admitted" lt 1500 "$most_hot"
-    check "$m: commands-per-decision" ratio_below "$c" "$decisions" 25
-    for i in 1 2 3; do
-        stop_bg "$m$i" TERM
-        check "$m: s$i-exit-0" test $? -eq 0
-    done
-    for ((i = 1; i <= ${#nodes[@]}; i++)); do
-        stop_bg "node$i" TERM
-    done
-}
-
-run_suite module --loadmodule "$MODULE"
-run_suite lua
-finish
+# test_server_approx_cluster.sh - an approximate rule on a Redis Cluster of 3 primaries + 3
+# replicas, module and Lua (modes_cluster.sh): one hot key and 10 warm keys hammered from three
+# sluiced at once; no fixed window admits more than its key's limit plus approximate's bound
+# (leased_hammer.py's, from the rates it measures), and Redis runs far fewer commands than there
+# are decisions.
+MC_RULE=ah
+MC_MODE_YAML='    mode: approximate
+    sync_interval: 10ms'
+MC_HAMMER_ARGS=(10 15000 6 2 10)
+MC_HAMMER_CHECK=hammer-within-bound
+MC_HOT_MIN=1500
+. "$SLUICE_SOURCE_DIR/tests/integration/modes_cluster.sh"
