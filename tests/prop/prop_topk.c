@@ -56,7 +56,9 @@ static void fail(tcase_t *c, const char *what, const char *fmt, ...)
 static size_t key_of(long r, char *buf)
 {
     if (r % 7 == 0) {
-        return (size_t)snprintf(buf, 128, "a-long-key-that-does-not-fit-in-the-sixty-four-bytes-kept-for-display-%ld", r);
+        return (size_t)snprintf(
+            buf, 128, "a-long-key-that-does-not-fit-in-the-sixty-four-bytes-kept-for-display-%ld",
+            r);
     }
     return (size_t)snprintf(buf, 128, "user:%ld", r);
 }

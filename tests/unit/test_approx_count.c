@@ -33,7 +33,7 @@ static void test_sync(void **unused)
 {
     (void)unused;
     approx_count_t c = APPROX_COUNT_NEW;
-    approx_reply(&c, 10, 0, S, 20 * MS); /* used until 120 ms */
+    approx_reply(&c, 10, 0, S, 20 * MS);           /* used until 120 ms */
     assert_false(approx_sync_due(&c, S, 50 * MS)); /* nothing to send */
     assert_int_equal(approx_decide(&c, 4, 20 * MS), APPROX_ADMIT);
     assert_false(approx_sync_due(&c, S, 30 * MS)); /* an interval after the first count */
