@@ -44,12 +44,16 @@
  * sl_table_foreach() copies a shard, a piece per lock hold, and visits the copy after unlocking,
  * so a visitor that writes a snapshot to disk holds up no decision, and may call into any table.
  */
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/core.h"
 
@@ -94,6 +98,7 @@ typedef struct shard {
     atomic_uint lock;     /* 0 free, 1 held */
     bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
     uint32_t removed;     /* keys removed since the last rebuild (their overflow may be stale) */
+    atomic_uint napping;  /* lockers asleep on the lock (shard_lock_contended) */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
     uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
@@ -127,26 +132,46 @@ struct sl_table {
 
 /* ---- locking ----------------------------------------------------------------------------- */
 
+/* Sleeps until the lock word `word` may no longer be 1, or about 10 us have passed (plus the
+ * timer's slack). */
+static void lock_nap(atomic_uint *word)
+{
+    struct timespec nap = {0, 10000};
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, 1u, &nap, NULL, 0);
+#else
+    (void)word;
+    nanosleep(&nap, NULL);
+#endif
+}
+
 /*
- * Spins, then yields, then sleeps: a holder that is descheduled (more threads than cores) runs
- * once we yield, unless it has a lower priority than ours (a snapshot thread at SCHED_IDLE on our
- * core), which the scheduler does not run while we are runnable: only sleeping lets it finish.
+ * Spins, then sleeps on the lock word, counted in `napping`. A holder on another core lets go
+ * within the spin. One that is not running (more threads than cores) runs while we sleep; we
+ * never yield, since a holder of lower priority than ours (a snapshot's thread at SCHED_IDLE on
+ * our core) is not run by sched_yield but by the scheduler's next tick, milliseconds later. A
+ * long walk (shard_unlock_walk) wakes the sleepers as it lets go and lets them in before it
+ * takes the lock again; any other holder is waited for by naps of about 10 us.
  */
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
     unsigned spins = 0;
+    bool asleep = false;
     do {
         while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
             if (++spins < 128) {
                 cpu_relax();
-            } else if (spins < 160) {
-                sched_yield();
-            } else {
-                struct timespec nap = {0, 10000}; /* 10 us (plus the timer's slack) */
-                nanosleep(&nap, NULL);
+                continue;
             }
+            if (!asleep) {
+                asleep = true;
+                atomic_fetch_add_explicit(&s->napping, 1, memory_order_seq_cst);
+            }
+            lock_nap(&s->lock);
         }
     } while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0);
+    if (asleep)
+        atomic_fetch_sub_explicit(&s->napping, 1, memory_order_relaxed);
 }
 
 static inline void shard_lock(shard_t *s)
@@ -158,6 +183,29 @@ static inline void shard_lock(shard_t *s)
 static inline void shard_unlock(shard_t *s)
 {
     atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
+
+#define GIVE_WAY_NAPS 100u /* a long walk waits at most this many naps for a sleeper to get in */
+
+/*
+ * Unlocks between two pieces of a long walk over a shard (a copy for a snapshot). Wakes the
+ * lockers asleep on the lock, and sleeps until they have had it: a walk whose thread has a lower
+ * priority than a loop on its core runs only while the loop sleeps, and would otherwise take
+ * the lock back before the loop woke, again and again until the whole shard was walked.
+ */
+static void shard_unlock_walk(shard_t *s)
+{
+    atomic_store_explicit(&s->lock, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->napping, memory_order_seq_cst) == 0)
+        return;
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)&s->lock, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+#endif
+    for (unsigned n = 0;
+         n < GIVE_WAY_NAPS && atomic_load_explicit(&s->napping, memory_order_relaxed) != 0; n++) {
+        struct timespec nap = {0, 10000};
+        nanosleep(&nap, NULL);
+    }
 }
 
 /* ---- chunks and entries ------------------------------------------------------------------ */
@@ -1502,7 +1550,7 @@ static int shard_copy(const sl_table_t *t, shard_t *s, shard_copy_t *c)
             last = chunk + COPY_PIECE_CHUNKS;
         size_t need = copy_chunks(t, s, c, &chunk, &entry, last);
         bool done = need == 0 && chunk == s->nchunks;
-        shard_unlock(s);
+        shard_unlock_walk(s);
         if (done)
             return SL_OK;
         if (need != 0 && copy_grow(c, c->used + need) != SL_OK)

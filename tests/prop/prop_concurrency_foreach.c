@@ -20,8 +20,9 @@
  *     removes them), those of the first shard visited with their states of before the call.
  *
  * Racing rounds then run the decider and sl_table_foreach() at once, unordered: passes of
- * sl_table_foreach() back to back while the decider runs, on gcra tables of RACE_KEYS keys (a
- * shard of them is copied in many pieces, one per lock hold), the decider charging keys present
+ * sl_table_foreach() back to back on two threads while the decider runs (two walks at once, each
+ * letting the decider, and the other walk, in between its pieces), on gcra tables of RACE_KEYS keys
+ * (a shard of them is copied in many pieces, one per lock hold), the decider charging keys present
  * and adding many new ones (so shards grow, and are rebuilt between two pieces of their copy,
  * which then starts again). Whatever the interleaving, in every pass:
  *   - every key present throughout is visited exactly once;
@@ -48,7 +49,8 @@
 #define RACE_ROUNDS     12
 #define RACE_KEYS       20000  /* filled before each racing round */
 #define RACE_DECISIONS  200000 /* the decider's, meanwhile; half of them new keys */
-#define RACE_PASSES_MAX 1000   /* sl_table_foreach passes while the decider runs */
+#define RACE_PASSES_MAX 1000   /* sl_table_foreach passes while the decider runs, per walker */
+#define RACE_WALKERS    2      /* threads walking at once */
 
 typedef struct round {
     sl_table_t *table;
@@ -265,16 +267,25 @@ static int run_round(uint64_t seed, int n)
 
 /* ---- racing rounds --------------------------------------------------------------------------- */
 
-typedef struct race {
+typedef struct race race_t;
+
+/* One of the threads walking the table, with what its passes found. */
+typedef struct race_walker {
+    race_t *race;
+    int64_t *seen_max; /* the latest TAT any of its passes saw for each filled key */
+    unsigned *seen;    /* visits in the current pass */
+    int passes, foreach_rc;
+    size_t missing, twice, too_early; /* over all its passes */
+} race_walker_t;
+
+struct race {
     sl_table_t *table;
     prng_t rng;
     int64_t *before, *after; /* each filled key's TAT before and after the round */
-    int64_t *seen_max;       /* the latest TAT any pass saw for it */
-    unsigned *seen;          /* visits in the current pass */
     atomic_bool decided;     /* the decider is done */
-    int passes, decide_errors, foreach_rc;
-    size_t missing, twice, too_early; /* over all passes */
-} race_t;
+    int decide_errors;
+    race_walker_t walkers[RACE_WALKERS];
+};
 
 static size_t race_key(char *buf, int i)
 {
@@ -303,7 +314,7 @@ static int race_index(const void *key, size_t len)
 
 static int race_visit(void *arg, const void *key, size_t len, const void *state, size_t size)
 {
-    race_t *r = arg;
+    race_walker_t *r = arg;
     int i = race_index(key, len);
     if (i < 0 || size != sizeof(int64_t)) {
         return 0; /* a key the decider added */
@@ -311,7 +322,7 @@ static int race_visit(void *arg, const void *key, size_t len, const void *state,
     int64_t tat;
     memcpy(&tat, state, sizeof tat);
     r->seen[i]++;
-    r->too_early += tat < r->before[i];
+    r->too_early += tat < r->race->before[i];
     r->seen_max[i] = tat > r->seen_max[i] ? tat : r->seen_max[i];
     return 0;
 }
@@ -337,17 +348,17 @@ static void *race_decider(void *arg)
 /* Passes back to back while the decider runs (one at least), each checked when it ends. */
 static void *race_visitor(void *arg)
 {
-    race_t *r = arg;
+    race_walker_t *r = arg;
     do {
         memset(r->seen, 0, RACE_KEYS * sizeof *r->seen);
-        int rc = sl_table_foreach(r->table, race_visit, r);
+        int rc = sl_table_foreach(r->race->table, race_visit, r);
         r->foreach_rc = rc != 0 ? rc : r->foreach_rc;
         for (int i = 0; i < RACE_KEYS; i++) {
             r->missing += r->seen[i] == 0;
             r->twice += r->seen[i] > 1;
         }
         r->passes++;
-    } while (!atomic_load(&r->decided) && r->passes < RACE_PASSES_MAX);
+    } while (!atomic_load(&r->race->decided) && r->passes < RACE_PASSES_MAX);
     return NULL;
 }
 
@@ -366,8 +377,11 @@ static int run_race(uint64_t seed, int n)
     }
     r.before = calloc(RACE_KEYS, sizeof(int64_t));
     r.after = calloc(RACE_KEYS, sizeof(int64_t));
-    r.seen_max = calloc(RACE_KEYS, sizeof(int64_t));
-    r.seen = calloc(RACE_KEYS, sizeof(unsigned));
+    for (int w = 0; w < RACE_WALKERS; w++) {
+        r.walkers[w].race = &r;
+        r.walkers[w].seen_max = calloc(RACE_KEYS, sizeof(int64_t));
+        r.walkers[w].seen = calloc(RACE_KEYS, sizeof(unsigned));
+    }
     char key[KEY_CAP];
     for (int i = 0; i < RACE_KEYS; i++) {
         size_t len = race_key(key, i);
@@ -377,36 +391,46 @@ static int run_race(uint64_t seed, int n)
     }
     sl_table_stats_t st0, st1;
     sl_table_stats(r.table, &st0);
-    pthread_t dd, v;
+    pthread_t dd, v[RACE_WALKERS];
     pthread_create(&dd, NULL, race_decider, &r);
-    pthread_create(&v, NULL, race_visitor, &r);
+    for (int w = 0; w < RACE_WALKERS; w++) {
+        pthread_create(&v[w], NULL, race_visitor, &r.walkers[w]);
+    }
     pthread_join(dd, NULL);
-    pthread_join(v, NULL);
+    for (int w = 0; w < RACE_WALKERS; w++) {
+        pthread_join(v[w], NULL);
+    }
     sl_table_stats(r.table, &st1);
-    size_t too_late = 0;
     for (int i = 0; i < RACE_KEYS; i++) {
         size_t len = race_key(key, i);
         sl_table_get(r.table, key, len, &r.after[i]);
-        too_late += r.seen_max[i] > r.after[i];
     }
     int fails = 0;
-    if (r.foreach_rc != 0 || r.decide_errors != 0 || r.missing || r.twice || r.too_early ||
-        too_late) {
-        fprintf(stderr,
-                "race %d (%u shards, %d passes, %llu rebuilds meanwhile): sl_table_foreach "
-                "returned %d, %d decisions failed; over the passes, of the %d keys present "
-                "throughout: %zu times one was not visited, %zu visited twice, %zu seen with a "
-                "state older than before the call, %zu newer than after it\n",
-                n, shards, r.passes, (unsigned long long)(st1.rebuilds - st0.rebuilds),
-                r.foreach_rc, r.decide_errors, RACE_KEYS, r.missing, r.twice, r.too_early,
-                too_late);
-        fails = 1;
+    for (int w = 0; w < RACE_WALKERS; w++) {
+        race_walker_t *k = &r.walkers[w];
+        size_t too_late = 0;
+        for (int i = 0; i < RACE_KEYS; i++) {
+            too_late += k->seen_max[i] > r.after[i];
+        }
+        if (k->foreach_rc != 0 || r.decide_errors != 0 || k->missing || k->twice || k->too_early ||
+            too_late) {
+            fprintf(stderr,
+                    "race %d, walker %d (%u shards, %d passes, %llu rebuilds meanwhile): "
+                    "sl_table_foreach returned %d, %d decisions failed; over the passes, of the "
+                    "%d keys present throughout: %zu times one was not visited, %zu visited "
+                    "twice, %zu seen with a state older than before the call, %zu newer than "
+                    "after it\n",
+                    n, w, shards, k->passes, (unsigned long long)(st1.rebuilds - st0.rebuilds),
+                    k->foreach_rc, r.decide_errors, RACE_KEYS, k->missing, k->twice, k->too_early,
+                    too_late);
+            fails = 1;
+        }
+        free(k->seen_max);
+        free(k->seen);
     }
     sl_table_free(r.table);
     free(r.before);
     free(r.after);
-    free(r.seen_max);
-    free(r.seen);
     return fails;
 }
 
