@@ -2,13 +2,23 @@
  * snapshot.c - the memory request store on disk: write, verify, read (see snapshot.h for the
  * format).
  *
- * Writing streams: bytes go through a 64 KiB buffer to "<path>.tmp" with one running CRC-32C.
+ * Writing streams: bytes go through a 1 MiB buffer to "<path>.tmp" with one running CRC-32C.
+ * The file is written with direct I/O (O_DIRECT) where the file system allows it: whole 4 KiB
+ * blocks from the buffer to the device, the last few bytes at commit. A snapshot is read only
+ * when sluiced starts, so the page cache gains nothing from holding it; and the writeback of
+ * hundreds of megabytes of cached pages is kernel work that runs in bursts of up to a
+ * millisecond, which a kernel without preemption does not interrupt for the event loop that
+ * shares the core (docs/design.md, "Snapshots"). Where direct I/O is refused (tmpfs), the file
+ * is written through the page cache instead.
+ *
  * A section's entry count is known only when the section ends, so the section header is written
- * with a count of 0 and patched when the next section starts (or at commit): in the buffer if it
- * is still there, else with pwrite. The running CRC is corrected at the same time without
- * reading anything back: a CRC is linear over GF(2), so changing 8 zero bytes to D at a point n
- * bytes before the end changes the CRC register by crc0(D) * x^(8n) mod P, where crc0 is the
- * register of D alone from 0 (crc32c_shift computes the product in O(log n)).
+ * with a count of 0 and patched when the next section starts (or at commit): in the buffer where
+ * it still is, with a small write through the page cache where it was written out already
+ * (whole blocks below the buffer's start, which no later direct write touches). The running CRC is
+ * corrected at the same time without reading anything back: a CRC is linear over GF(2), so changing
+ * 8 zero bytes to D at a point n bytes before the end changes the CRC register by crc0(D) * x^(8n)
+ * mod P, where crc0 is the register of D alone from 0 (crc32c_shift computes the product in O(log
+ * n)).
  *
  * Reading maps the whole file and walks it twice: first to check every tag, length, rule and
  * count against the file and the CRC, then, only when all of it is good, to hand the sections
@@ -36,12 +46,13 @@
 #define SNAPSHOT_HEADER_SIZE     24 /* magic, u32 version, u32 flags, i64 written_at_ns */
 #define SNAPSHOT_TAG_SECTION     'S'
 #define SNAPSHOT_TAG_END         'E'
-#define SNAPSHOT_RULE_SIZE       44          /* u32 algorithm, 5 x i64 */
-#define SNAPSHOT_CLOSED_SIZE     16          /* format 2: i64 closed_from_ns, closed_until_ns */
-#define SNAPSHOT_TRAILER_SIZE    21          /* u8 tag, u64 sections, u64 entries, u32 CRC */
-#define SNAPSHOT_BUF_SIZE        (64 * 1024) /* write buffer, bytes */
-#define SNAPSHOT_SET_ASIDE_MAX   4096        /* set_aside_path buffer, bytes */
-#define SNAPSHOT_SET_ASIDE_TRIES 100         /* ".corrupt-<secs>", then "-1" .. "-99" */
+#define SNAPSHOT_RULE_SIZE       44 /* u32 algorithm, 5 x i64 */
+#define SNAPSHOT_CLOSED_SIZE     16 /* format 2: i64 closed_from_ns, closed_until_ns */
+#define SNAPSHOT_TRAILER_SIZE    21 /* u8 tag, u64 sections, u64 entries, u32 CRC */
+#define SNAPSHOT_BUF_SIZE        SNAPSHOT_WRITE_BUFFER /* bytes: whole blocks */
+#define SNAPSHOT_BLOCK           4096 /* direct I/O: alignment of address, offset, size */
+#define SNAPSHOT_SET_ASIDE_MAX   4096 /* set_aside_path buffer, bytes */
+#define SNAPSHOT_SET_ASIDE_TRIES 100  /* ".corrupt-<secs>", then "-1" .. "-99" */
 
 /* ---- CRC-32C (Castagnoli), slicing-by-8 ---------------------------------------------------- */
 
@@ -149,9 +160,10 @@ struct snapshot_writer {
     int fd;                   /* path.tmp, open for writing; -1 once closed */
     char *path;               /* the snapshot being replaced */
     char *tmp_path;           /* path + ".tmp" */
-    uint8_t *buf;             /* SNAPSHOT_BUF_SIZE bytes not yet written */
+    uint8_t *buf;             /* SNAPSHOT_BUF_SIZE bytes not yet written, block-aligned */
     size_t used;              /* bytes in buf */
     uint64_t flushed;         /* file offset of buf[0]: bytes already written to the file */
+    bool direct;              /* fd has O_DIRECT: flushed is a multiple of SNAPSHOT_BLOCK */
     uint32_t crc;             /* CRC register over every byte so far, as the file will hold them */
     bool in_section;          /* a section is open */
     uint64_t count_off;       /* file offset of the open section's entry count (written as 0) */
@@ -206,14 +218,47 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
     return 0;
 }
 
-static int flush(snapshot_writer_t *w, char *err)
+/* Turns direct I/O on or off for the file. A file that cannot have it on is written without. */
+static int set_direct(snapshot_writer_t *w, bool on)
 {
-    if (w->used == 0)
+    int flags = fcntl(w->fd, F_GETFL);
+    if (flags < 0 || fcntl(w->fd, F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) != 0)
+        return on ? (w->direct = false, 0) : -1;
+    w->direct = on;
+    return 0;
+}
+
+/* Writes p[0..n) at `off`; a direct write the file system refuses is written through the page
+ * cache, as is everything after it. */
+static int write_at(snapshot_writer_t *w, const uint8_t *p, size_t n, uint64_t off)
+{
+    if (pwrite_all(w->fd, p, n, off) == 0)
         return 0;
-    if (pwrite_all(w->fd, w->buf, w->used, w->flushed) != 0)
+    if (!w->direct || errno != EINVAL || set_direct(w, false) != 0)
+        return -1;
+    return pwrite_all(w->fd, p, n, off);
+}
+
+/*
+ * Writes the buffer out: with direct I/O, its whole blocks only, keeping the rest (under a
+ * block) at the buffer's start, unless `all`, which writes the tail through the page cache.
+ */
+static int flush(snapshot_writer_t *w, bool all, char *err)
+{
+    size_t n = w->used;
+    if (w->direct && n % SNAPSHOT_BLOCK != 0) {
+        if (!all)
+            n -= n % SNAPSHOT_BLOCK;
+        else if (set_direct(w, false) != 0)
+            return writer_fail(w, "fcntl (O_DIRECT off)", err);
+    }
+    if (n == 0)
+        return 0;
+    if (write_at(w, w->buf, n, w->flushed) != 0)
         return writer_fail(w, "write", err);
-    w->flushed += w->used;
-    w->used = 0;
+    memmove(w->buf, w->buf + n, w->used - n);
+    w->flushed += n;
+    w->used -= n;
     return 0;
 }
 
@@ -223,7 +268,7 @@ static int emit(snapshot_writer_t *w, const void *data, size_t n, char *err)
     const uint8_t *p = data;
     w->crc = crc32c_update(w->crc, p, n);
     while (n > 0) {
-        if (w->used == SNAPSHOT_BUF_SIZE && flush(w, err) != 0)
+        if (w->used == SNAPSHOT_BUF_SIZE && flush(w, false, err) != 0)
             return -1;
         size_t room = SNAPSHOT_BUF_SIZE - w->used;
         size_t take = n < room ? n : room;
@@ -247,14 +292,17 @@ static int end_section(snapshot_writer_t *w, char *err)
     put_u64(count, w->section_entries);
     uint64_t end = w->flushed + w->used;
     w->crc ^= crc32c_shift(crc32c_update(0, count, 8), end - (w->count_off + 8));
-    if (w->count_off >= w->flushed) {
-        memcpy(w->buf + (w->count_off - w->flushed), count, 8);
+    /* the count's first bytes may be in the file, the rest in the buffer */
+    size_t in_file = w->count_off >= w->flushed ? 0 : (size_t)(w->flushed - w->count_off);
+    in_file = in_file < 8 ? in_file : 8;
+    if (in_file < 8) /* then count_off + in_file >= flushed */
+        memcpy(w->buf + (w->count_off + in_file - w->flushed), count + in_file, 8 - in_file);
+    if (in_file == 0)
         return 0;
-    }
-    /* flush first: the count may straddle what was written and what is buffered */
-    if (flush(w, err) != 0)
-        return -1;
-    if (pwrite_all(w->fd, count, 8, w->count_off) != 0)
+    bool direct = w->direct;
+    if ((direct && set_direct(w, false) != 0) ||
+        pwrite_all(w->fd, count, in_file, w->count_off) != 0 ||
+        (direct && set_direct(w, true) != 0))
         return writer_fail(w, "write (section count)", err);
     return 0;
 }
@@ -280,7 +328,7 @@ int snapshot_begin(const char *path, int64_t now_ns, snapshot_writer_t **out, ch
     size_t len = strlen(path);
     if (w == NULL || (w->path = strdup(path)) == NULL ||
         (w->tmp_path = malloc(len + sizeof(".tmp"))) == NULL ||
-        (w->buf = malloc(SNAPSHOT_BUF_SIZE)) == NULL) {
+        posix_memalign((void **)&w->buf, SNAPSHOT_BLOCK, SNAPSHOT_BUF_SIZE) != 0) {
         if (w != NULL) {
             free(w->path);
             free(w->tmp_path);
@@ -293,6 +341,9 @@ int snapshot_begin(const char *path, int64_t now_ns, snapshot_writer_t **out, ch
     w->crc = ~(uint32_t)0;
     /* 0600: keys are client identifiers (addresses, API keys) */
     w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    struct stat st;
+    if (w->fd >= 0 && fstat(w->fd, &st) == 0 && S_ISREG(st.st_mode))
+        set_direct(w, true); /* or not, where the file system refuses it */
     if (w->fd < 0) {
         fail(err, "%s: open: %s", w->tmp_path, strerror(errno));
         writer_free(w, false);
@@ -419,7 +470,7 @@ int snapshot_commit(snapshot_writer_t *w, char *err)
     if (end_section(w, err) != 0 || emit(w, trailer, SNAPSHOT_TRAILER_SIZE - 4, err) != 0)
         goto fail;
     put_u32(trailer, ~w->crc);
-    if (emit(w, trailer, 4, err) != 0 || flush(w, err) != 0)
+    if (emit(w, trailer, 4, err) != 0 || flush(w, true, err) != 0)
         goto fail;
     if (fsync(w->fd) != 0) {
         writer_fail(w, "fsync", err);
@@ -441,6 +492,11 @@ int snapshot_commit(snapshot_writer_t *w, char *err)
 fail:
     writer_free(w, true);
     return -1;
+}
+
+bool snapshot_writes_direct(const snapshot_writer_t *w)
+{
+    return w->direct;
 }
 
 void snapshot_abort(snapshot_writer_t *w)

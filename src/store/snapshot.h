@@ -58,6 +58,13 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
 int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const void *state,
                    char *err);
 
+/* Whether w writes its file with direct I/O (O_DIRECT), past the page cache; false where the
+ * file system refuses it (tmpfs), which the writer then goes through. */
+bool snapshot_writes_direct(const snapshot_writer_t *w);
+
+/* The write buffer, bytes: the file is written in pieces of this size. */
+#define SNAPSHOT_WRITE_BUFFER (1024 * 1024)
+
 /* Writes the trailer, fsyncs, renames over path, fsyncs the directory, frees w. Returns 0 or -1
  * (the old snapshot, if any, is then untouched and path.tmp is removed). */
 int snapshot_commit(snapshot_writer_t *w, char *err);

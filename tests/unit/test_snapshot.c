@@ -1,9 +1,10 @@
 /*
  * test_snapshot.c - snapshots: round trips of all six algorithms' states (produced by
- * sl_decide on seeded random requests), sections over the 64 KiB write buffer, empty and missing
- * snapshots, every single-byte corruption and every truncation of a small snapshot, structural
- * errors behind a correct CRC (recomputed here with an independent bitwise CRC-32C), a failed
- * commit that leaves the old snapshot, and setting a corrupt snapshot aside.
+ * sl_decide on seeded random requests), sections over the 1 MiB write buffer and a section count
+ * split by it, direct I/O and the page cache, empty and missing snapshots, every single-byte
+ * corruption and every truncation of a small snapshot, structural errors behind a correct CRC
+ * (recomputed here with an independent bitwise CRC-32C), a failed commit that leaves the old
+ * snapshot, and setting a corrupt snapshot aside.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -351,9 +352,9 @@ static void test_round_trip_large_sections(void **unused)
     sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
     sl_rule_t buckets =
         prepared(rule_fields(SL_SLIDING_BUCKETS, 100, 4 * SL_NS_PER_SEC, 0, 1000, 0));
-    fill_section(&secs[0], "big-log", log, 40); /* 40 x 8008-byte states */
+    fill_section(&secs[0], "big-log", log, 300); /* 300 x 8008-byte states */
     fill_section(&secs[1], "empty", buckets, 0);
-    fill_section(&secs[2], "big-buckets", buckets, 300); /* 300 x 8024-byte states */
+    fill_section(&secs[2], "big-buckets", buckets, 400); /* 400 x 8024-byte states */
     fill_section(&secs[3], "last", log, 1);
     write_snapshot(path, secs, 4);
 
@@ -365,6 +366,81 @@ static void test_round_trip_large_sections(void **unused)
     assert_seen(&seen, secs, 4, NULL);
     seen_free(&seen);
     sections_free(secs, 4);
+}
+
+/*
+ * A section's count that straddles the first write of the buffer: its first 4 bytes are in the
+ * file when the section ends, its last 4 still buffered. Sections: A (sliding_log, key length
+ * 16), F (gcra, key lengths chosen to place B exactly), B (whose count is at 1 MiB - 4).
+ */
+static void straddle_in(const char *path)
+{
+    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
+    sl_rule_t gcra = prepared(rule_fields(SL_GCRA, 10, SL_NS_PER_SEC, 0, 0, 0));
+    const size_t head = 1 + 4 + 44 + 4 + 16 + 8; /* a section's bytes but its id */
+    const size_t nf = MAX_ENTRY, ef_min = 4 + sl_state_size(&gcra),
+                 ea = 4 + 16 + sl_state_size(&log);
+    size_t room = SNAPSHOT_WRITE_BUFFER - 4 - HEADER - (head + 1) - (head + 1) - (head - 8 + 1);
+    size_t na = (room - nf * ef_min) / ea;
+    size_t extra = room - na * ea - nf * ef_min; /* key bytes of F: < ea <= 16 per entry */
+    assert_true(na < MAX_ENTRY && extra <= nf * 16);
+    fill_section(&secs[0], "A", log, na);
+    for (size_t i = 0; i < na; i++)
+        secs[0].entries[i].key_len = 16;
+    fill_section(&secs[1], "F", gcra, nf);
+    for (size_t i = 0; i < nf; i++) {
+        secs[1].entries[i].key_len = extra < 16 ? extra : 16;
+        extra -= secs[1].entries[i].key_len;
+    }
+    fill_section(&secs[2], "B", log, 3); /* past the buffer: it is written out */
+    write_snapshot(path, secs, 3);
+
+    size_t len;
+    uint8_t *data = slurp(path, &len);
+    uint8_t want[8] = {3, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(data + SNAPSHOT_WRITE_BUFFER - 4, want, 8); /* B's count, in place */
+    free(data);
+    seen_t seen = {0};
+    char err[SNAPSHOT_ERR_MAX] = "";
+    if (snapshot_load(path, visitor(&seen), NULL, err) != SNAPSHOT_LOADED)
+        fail_msg("load %s: %s", path, err);
+    assert_seen(&seen, secs, 3, NULL);
+    seen_free(&seen);
+    sections_free(secs, 3);
+}
+
+/* Whether files in path's directory can be opened for direct I/O. */
+static bool dir_takes_direct(const char *path)
+{
+    char probe[700];
+    snprintf(probe, sizeof(probe), "%s.probe", path);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    return fd >= 0;
+}
+
+/* Direct I/O where the file system has it, through the page cache where it does not (tmpfs):
+ * the writer says which it used, and both files read back right. */
+static void test_direct_and_page_cache(void **unused)
+{
+    char paths[2][300];
+    new_path(paths[0], sizeof(paths[0]));
+    snprintf(paths[1], sizeof(paths[1]), "/dev/shm/sluice-test-snapshot-%d", (int)getpid());
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && !exists("/dev/shm"))
+            continue;
+        snapshot_writer_t *w = NULL;
+        char err[SNAPSHOT_ERR_MAX] = "";
+        assert_int_equal(snapshot_begin(paths[i], NOW_NS, &w, err), 0);
+        assert_int_equal(snapshot_writes_direct(w), dir_takes_direct(paths[i]));
+        snapshot_abort(w);
+        straddle_in(paths[i]);
+        if (i == 1)
+            unlink(paths[i]);
+    }
 }
 
 static void test_empty_snapshot(void **unused)
@@ -609,7 +685,7 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
     uint8_t *state = calloc(1, sl_state_size(&log));
     assert_int_equal(snapshot_section(w, "big", 3, &log, NULL, err), 0);
     int rc = 0;
-    for (int i = 0; i < 40 && rc == 0; i++)
+    for (int i = 0; i < 400 && rc == 0; i++) /* 3.2 MB: the buffer is written out */
         rc = snapshot_entry(w, &i, sizeof(i), state, err);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "File too large"));
@@ -710,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_crc_reference),
         cmocka_unit_test(test_round_trip_six_algorithms),
         cmocka_unit_test(test_round_trip_large_sections),
+        cmocka_unit_test(test_direct_and_page_cache),
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_missing_and_unreadable),
         cmocka_unit_test(test_every_byte_flip_is_corrupt),
