@@ -8,7 +8,7 @@
  *
  *   bench_stall run --port P --rule R --snapshot PATH [--server-pid PID] [--rate N]
  *                   [--probe-keys M] [--conns C] [--miss-rule O --miss-rate K]
- *                   [--window-ms T] [--reps N] [--seed S]
+ *                   [--window-ms T] [--reps N] [--seed S] [--slow-log FILE]
  *       sends SL.ALLOW R probe:<random> at a fixed rate (open loop) and measures each decision's
  *       latency, in three kinds of windows, interleaved, --reps times each:
  *         snapshot  while PATH.tmp exists (sluiced is writing a snapshot: it creates PATH.tmp,
@@ -30,6 +30,9 @@
  * one slow request: coordinated omission). The client spins on its CPU (no sleeping: a wake-up
  * would add its own latency) and checks that it kept up: the largest lateness of a send is
  * printed per window.
+ *
+ * --slow-log FILE writes a line per probe slower than 0.3 ms: repetition, phase, when it was due
+ * (ms into its window) and its latency (ms); it tells one long stall from many short ones.
  *
  * Per window: requests, p50 / p99 / p99.9 / max latency, the time the snapshot file existed
  * during the window (its overlap with the write), and "others": CPU time that neither the
@@ -71,10 +74,11 @@
 #define SNAP_WAIT_S    120                /* longest wait for a snapshot to start */
 #define SNAP_MAX_S     120                /* longest snapshot window */
 #define SETTLE_MS      300                /* after a snapshot, before the next window */
-#define QUIET_MS       300       /* a quiet stretch: others under OTHERS_MAX for this long */
-#define QUIET_BUDGET_S 60        /* in all, waiting for quiet stretches */
-#define OTHERS_MAX     15.0      /* % of one CPU: above it, a window is disturbed */
-#define LATE_MAX_NS    NS_PER_MS /* a send later than this: the client lost its CPU */
+#define QUIET_MS       300          /* a quiet stretch: others under OTHERS_MAX for this long */
+#define QUIET_BUDGET_S 60           /* in all, waiting for quiet stretches */
+#define OTHERS_MAX     15.0         /* % of one CPU: above it, a window is disturbed */
+#define LATE_MAX_NS    NS_PER_MS    /* a send later than this: the client lost its CPU */
+#define SLOW_NS        (300 * 1000) /* --slow-log: probes slower than this, ns */
 #define NS_PER_MS      INT64_C(1000000)
 #define NS_PER_S       INT64_C(1000000000)
 
@@ -309,7 +313,7 @@ static void conn_read(conn_t *c, reply_fn done, void *arg)
 typedef struct opts {
     int port, server_pid, conns, reps, window_ms;
     long long keys, probe_keys, cost, rate, miss_rate, seed;
-    const char *rule, *miss_rule, *snapshot;
+    const char *rule, *miss_rule, *snapshot, *slow_log;
 } opts_t;
 
 static void parse_opts(opts_t *o, int argc, char **argv)
@@ -355,6 +359,8 @@ static void parse_opts(opts_t *o, int argc, char **argv)
             o->miss_rule = v;
         else if (strcmp(a, "--snapshot") == 0)
             o->snapshot = v;
+        else if (strcmp(a, "--slow-log") == 0)
+            o->slow_log = v;
         else
             die("unknown option %s", a);
     }
@@ -457,6 +463,7 @@ typedef struct run {
     long long stray_errors; /* errors outside windows */
     int reruns, reruns_max; /* disturbed windows measured again, and the bound */
     int64_t quiet_waited_ns;
+    FILE *slow_log; /* --slow-log, or NULL */
 } run_t;
 
 static uint64_t xorshift(uint64_t *s)
@@ -483,6 +490,9 @@ static void run_reply(void *arg, const inflight_t *in, const redisReply *r, int6
     } else {
         samples_add(&w->lat, now_ns - in->due_ns);
         w->errors += !ok;
+        if (run->slow_log != NULL && now_ns - in->due_ns > SLOW_NS)
+            fprintf(run->slow_log, "%d %s %.3f %.3f\n", w->rep + 1, phase_name[w->phase],
+                    (double)(in->due_ns - w->start_ns) / 1e6, (double)(now_ns - in->due_ns) / 1e6);
         if (now_ns - in->due_ns > w->worst_ns) {
             w->worst_ns = now_ns - in->due_ns;
             w->worst_due_ns = in->due_ns;
@@ -696,6 +706,39 @@ static bool counts(const run_t *r, const window_t *w, bool *all_disturbed)
     return w->lat.n > 0 && (!clean || !w->disturbed);
 }
 
+/*
+ * The same windows' decisions pooled per phase, then their quantiles. A stall of the machine
+ * that comes at a steady rate (here: a kernel thread's few milliseconds every second) weighs the
+ * same in every phase pooled, whereas a median of per-window p99s weighs it more in short
+ * windows (a snapshot's, under a second) than in long ones.
+ */
+static void print_pooled(const run_t *r)
+{
+    double p99[PHASES] = {0};
+    printf("\npooled: every decision of those windows, per phase, ms\n");
+    printf("  %-9s %8s %8s %8s %8s  %9s   %s\n", "phase", "p50", "p99", "p99.9", "max", "decisions",
+           "p99 / idle p99 (target <= 2)");
+    for (int p = 0; p < PHASES; p++) {
+        if (p == PHASE_OVERRIDE && r->miss == NULL)
+            continue;
+        samples_t all = {0};
+        bool all_disturbed;
+        for (int i = 0; i < r->nw; i++) {
+            const window_t *w = &r->w[i];
+            if (w->phase != (enum phase)p || !counts(r, w, &all_disturbed))
+                continue;
+            for (size_t k = 0; k < w->lat.n; k++)
+                samples_add(&all, w->lat.v[k]);
+        }
+        qsort(all.v, all.n, sizeof *all.v, cmp_i64);
+        p99[p] = quantile_ms(&all, 0.99);
+        printf("  %-9s %8.3f %8.3f %8.3f %8.3f  %9zu   %.2f\n", phase_name[p],
+               quantile_ms(&all, 0.5), p99[p], quantile_ms(&all, 0.999), quantile_ms(&all, 1.0),
+               all.n, p99[PHASE_IDLE] > 0 ? p99[p] / p99[PHASE_IDLE] : 0);
+        free(all.v);
+    }
+}
+
 static void print_summary(const run_t *r)
 {
     double med[PHASES][4];
@@ -734,6 +777,7 @@ static void print_summary(const run_t *r)
                med[PHASE_IDLE][1] > 0 ? med[p][1] / med[PHASE_IDLE][1] : 0,
                all_disturbed[p] ? "   (every window of this phase was disturbed)" : "");
     }
+    print_pooled(r);
 }
 
 static int cmd_run(const opts_t *o)
@@ -745,6 +789,8 @@ static int cmd_run(const opts_t *o)
     if (o->snapshot == NULL)
         die("--snapshot PATH is required");
     snprintf(r.tmp_path, sizeof r.tmp_path, "%s.tmp", o->snapshot);
+    if (o->slow_log != NULL && (r.slow_log = fopen(o->slow_log, "w")) == NULL)
+        die("%s: %s", o->slow_log, strerror(errno));
     for (int i = 0; i < o->conns; i++)
         conn_open(&r.conns[i], o->port);
     if (o->miss_rule != NULL && o->miss_rate > 0) {

@@ -17,6 +17,7 @@
 #   QUICK=1 bench/stall/run.sh             1 M keys, 2 repetitions (figures not comparable)
 #   REPS=9 KEYS=5000000 RATE=20000 bench/stall/run.sh
 #   SLUICED=/path/to/sluiced bench/stall/run.sh   measure another build (e.g. an older commit)
+#   SLOW_LOG=/tmp/slow.txt bench/stall/run.sh     also list every probe slower than 0.3 ms
 #   BUILD_DIR=/tmp/b bench/stall/run.sh           build (RelWithDebInfo, no sanitizer) there
 #
 # Every process started here listens on 127.0.0.1 on free ports and is stopped by its PID.
@@ -95,15 +96,24 @@ say "sluiced: RSS $(awk '/VmRSS/ { printf "%.0f MB", $2 / 1024 }' "/proc/$SL_PID
 say ""
 say "== run: $REPS repetitions of (snapshot, idle, override) windows; snapshot every $SNAP_INTERVAL"
 wait_quiet
+# minor page faults: memory sluiced touches afresh (field 10 of /proc/PID/stat; the name has no
+# space here)
+minflt() { awk '{ print $10 }' "/proc/$SL_PID/stat"; }
+FAULTS0=$(minflt)
+SNAPS0=$(metric sluice_snapshots_total)
 cmd=("${CLI_PIN[@]}" "$STALL" run --port "$PORT" --rule snap --snapshot "$SNAP"
     --server-pid "$SL_PID" --rate "$RATE" --probe-keys "$PROBE_KEYS" --conns 4 --miss-rule ov
-    --miss-rate "$MISS_RATE" --window-ms "$WINDOW_MS" --reps "$REPS")
+    --miss-rate "$MISS_RATE" --window-ms "$WINDOW_MS" --reps "$REPS"
+    ${SLOW_LOG:+--slow-log "$SLOW_LOG"})
 say "\$ ${cmd[*]}"
 timeout "$RUN_TIMEOUT_S" "${cmd[@]}" || die "the run failed"
 say ""
 say "snapshot file: $(stat -c %s "$SNAP" | awk '{ printf "%.0f MB", $1 / 1e6 }');" \
     "sluiced: snapshots $(metric sluice_snapshots_total), snapshot errors $(metric sluice_snapshot_errors_total)," \
     "RSS $(awk '/VmRSS/ { printf "%.0f MB", $2 / 1024 }' "/proc/$SL_PID/status")"
+SNAPS=$(($(metric sluice_snapshots_total) - SNAPS0))
+say "sluiced's minor page faults during the run: $(($(minflt) - FAULTS0)) ($SNAPS snapshots;" \
+    "$((($(minflt) - FAULTS0) / (SNAPS > 0 ? SNAPS : 1))) per snapshot)"
 if grep -q . "$TMP/sluiced.log"; then
     say "sluiced's log (warnings and errors):"
     sed 's/^/  /' "$TMP/sluiced.log" | grep -v "admin commands are open" | tail -n 20
