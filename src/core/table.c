@@ -49,10 +49,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <errno.h>
 #ifdef __linux__
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#else
+#define FUTEX_WAIT_PRIVATE 0
+#define FUTEX_WAKE_PRIVATE 0
 #endif
 
 #include "core/core.h"
@@ -97,6 +101,7 @@ typedef struct shard {
     /* line 1: the lock, and what is only touched while holding it and rarely */
     atomic_uint lock;     /* 0 free, 1 held */
     bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
+    atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
     uint32_t removed;     /* keys removed since the last rebuild (their overflow may be stale) */
     atomic_uint napping;  /* lockers asleep on the lock (shard_lock_contended) */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
@@ -132,34 +137,66 @@ struct sl_table {
 
 /* ---- locking ----------------------------------------------------------------------------- */
 
+/* futex(2) on `word` with a timeout in this libc's struct timespec: where time_t is wider than
+ * long (32-bit systems with 64-bit time), that is futex_time64's. -1 where there is none. */
+static long lock_futex(atomic_uint *word, int op, unsigned val, const struct timespec *timeout)
+{
+#if defined(__linux__) && defined(SYS_futex_time64)
+    if (sizeof(time_t) > sizeof(long))
+        return syscall(SYS_futex_time64, (unsigned *)word, op, val, timeout, NULL, 0);
+#endif
+#if defined(__linux__) && defined(SYS_futex)
+    return syscall(SYS_futex, (unsigned *)word, op, val, timeout, NULL, 0);
+#else
+    (void)word, (void)op, (void)val, (void)timeout;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /* Sleeps until the lock word `word` may no longer be 1, or about 10 us have passed (plus the
  * timer's slack). */
 static void lock_nap(atomic_uint *word)
 {
     struct timespec nap = {0, 10000};
-#ifdef __linux__
-    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, 1u, &nap, NULL, 0);
-#else
-    (void)word;
-    nanosleep(&nap, NULL);
-#endif
+    if (lock_futex(word, FUTEX_WAIT_PRIVATE, 1u, &nap) != 0 && errno == ENOSYS)
+        nanosleep(&nap, NULL);
+}
+
+#define LOCK_SPIN_NS 20000 /* a waiter spins this long before it sleeps, ns */
+
+static int64_t lock_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /*
- * Spins, then sleeps on the lock word, counted in `napping`. A holder on another core lets go
- * within the spin. One that is not running (more threads than cores) runs while we sleep; we
- * never yield, since a holder of lower priority than ours (a snapshot's thread at SCHED_IDLE on
- * our core) is not run by sched_yield but by the scheduler's next tick, milliseconds later. A
- * long walk (shard_unlock_walk) wakes the sleepers as it lets go and lets them in before it
- * takes the lock again; any other holder is waited for by naps of about 10 us.
+ * Spins for up to LOCK_SPIN_NS, then sleeps on the lock word, counted in `napping`. A holder on
+ * another core lets go within the spin (a batch of decisions holds a shard for microseconds);
+ * a long walk holds it longer, and may be waiting for our core: its waiters sleep at once.
+ * One that is not running (more threads than cores) runs while we sleep; we never yield, since a
+ * holder of lower priority than ours (a snapshot's thread at SCHED_IDLE on our core) is not run
+ * by sched_yield but by the scheduler's next tick, milliseconds later. A long walk
+ * (shard_unlock_walk) wakes the sleepers as it lets go and lets them in before it takes the lock
+ * again; any other holder is waited for by naps of about 10 us.
  */
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
     unsigned spins = 0;
+    int64_t spin_until_ns = 0;
     bool asleep = false;
     do {
         while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
             if (++spins < 128) {
+                cpu_relax();
+                continue;
+            }
+            if (spin_until_ns == 0)
+                spin_until_ns = lock_clock_ns() + LOCK_SPIN_NS;
+            if (!asleep && !atomic_load_explicit(&s->walking, memory_order_relaxed) &&
+                lock_clock_ns() < spin_until_ns) {
                 cpu_relax();
                 continue;
             }
@@ -188,21 +225,22 @@ static inline void shard_unlock(shard_t *s)
 #define GIVE_WAY_NAPS 100u /* a long walk waits at most this many naps for a sleeper to get in */
 
 /*
- * Unlocks between two pieces of a long walk over a shard (a copy for a snapshot). Wakes the
- * lockers asleep on the lock, and sleeps until they have had it: a walk whose thread has a lower
- * priority than a loop on its core runs only while the loop sleeps, and would otherwise take
- * the lock back before the loop woke, again and again until the whole shard was walked.
+ * Unlocks after a piece of a long walk over a shard (a copy for a snapshot). Wakes the lockers
+ * asleep on the lock and, when the walk will take the lock `again`, sleeps until they have had
+ * it: a walk whose thread has a lower priority than a loop on its core runs only while the loop
+ * sleeps, and would otherwise take the lock back before the loop woke, again and again until the
+ * whole shard was walked.
  */
-static void shard_unlock_walk(shard_t *s)
+static void shard_unlock_walk(shard_t *s, bool again)
 {
+    atomic_store_explicit(&s->walking, false, memory_order_relaxed);
     atomic_store_explicit(&s->lock, 0, memory_order_seq_cst);
     if (atomic_load_explicit(&s->napping, memory_order_seq_cst) == 0)
         return;
-#ifdef __linux__
-    syscall(SYS_futex, (unsigned *)&s->lock, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-#endif
+    lock_futex(&s->lock, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
     for (unsigned n = 0;
-         n < GIVE_WAY_NAPS && atomic_load_explicit(&s->napping, memory_order_relaxed) != 0; n++) {
+         again && n < GIVE_WAY_NAPS && atomic_load_explicit(&s->napping, memory_order_relaxed) != 0;
+         n++) {
         struct timespec nap = {0, 10000};
         nanosleep(&nap, NULL);
     }
@@ -1538,6 +1576,7 @@ static int shard_copy(const sl_table_t *t, shard_t *s, shard_copy_t *c)
     bool started = false;
     for (;;) {
         shard_lock(s);
+        atomic_store_explicit(&s->walking, true, memory_order_relaxed);
         if (!started || s->rebuilds != rebuilds) { /* (again) from the start: entries moved */
             restarts += started;
             started = true;
@@ -1550,7 +1589,7 @@ static int shard_copy(const sl_table_t *t, shard_t *s, shard_copy_t *c)
             last = chunk + COPY_PIECE_CHUNKS;
         size_t need = copy_chunks(t, s, c, &chunk, &entry, last);
         bool done = need == 0 && chunk == s->nchunks;
-        shard_unlock_walk(s);
+        shard_unlock_walk(s, !done);
         if (done)
             return SL_OK;
         if (need != 0 && copy_grow(c, c->used + need) != SL_OK)
