@@ -8,8 +8,8 @@
  * when sluiced starts, so the page cache gains nothing from holding it; and the writeback of
  * hundreds of megabytes of cached pages is kernel work that runs in bursts of up to a
  * millisecond, which a kernel without preemption does not interrupt for the event loop that
- * shares the core (docs/design.md, "Snapshots"). Where direct I/O is refused (tmpfs), the file
- * is written through the page cache instead.
+ * shares the core (docs/design.md, "Snapshots"). Where direct I/O is refused (some file systems
+ * do), the file is written through the page cache instead.
  *
  * A section's entry count is known only when the section ends, so the section header is written
  * with a count of 0 and patched when the next section starts (or at commit): in the buffer where
@@ -218,13 +218,18 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
     return 0;
 }
 
-/* Turns direct I/O on or off for the file. A file that cannot have it on is written without. */
+/* Turns direct I/O on (where the file system and the system have it; else the file is written
+ * through the page cache) or off. Returns 0, or -1 when it cannot be turned off. */
 static int set_direct(snapshot_writer_t *w, bool on)
 {
+#ifdef O_DIRECT
     int flags = fcntl(w->fd, F_GETFL);
     if (flags < 0 || fcntl(w->fd, F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) != 0)
         return on ? (w->direct = false, 0) : -1;
     w->direct = on;
+#else
+    w->direct = false;
+#endif
     return 0;
 }
 
@@ -240,25 +245,19 @@ static int write_at(snapshot_writer_t *w, const uint8_t *p, size_t n, uint64_t o
 }
 
 /*
- * Writes the buffer out: with direct I/O, its whole blocks only, keeping the rest (under a
- * block) at the buffer's start, unless `all`, which writes the tail through the page cache.
+ * Writes the buffer out. It is full (whole blocks, at a multiple of its size) but for the last
+ * write, which, when it is not whole blocks, goes through the page cache.
  */
-static int flush(snapshot_writer_t *w, bool all, char *err)
+static int flush(snapshot_writer_t *w, char *err)
 {
-    size_t n = w->used;
-    if (w->direct && n % SNAPSHOT_BLOCK != 0) {
-        if (!all)
-            n -= n % SNAPSHOT_BLOCK;
-        else if (set_direct(w, false) != 0)
-            return writer_fail(w, "fcntl (O_DIRECT off)", err);
-    }
-    if (n == 0)
+    if (w->used == 0)
         return 0;
-    if (write_at(w, w->buf, n, w->flushed) != 0)
+    if (w->direct && w->used % SNAPSHOT_BLOCK != 0 && set_direct(w, false) != 0)
+        return writer_fail(w, "fcntl (O_DIRECT off)", err);
+    if (write_at(w, w->buf, w->used, w->flushed) != 0)
         return writer_fail(w, "write", err);
-    memmove(w->buf, w->buf + n, w->used - n);
-    w->flushed += n;
-    w->used -= n;
+    w->flushed += w->used;
+    w->used = 0;
     return 0;
 }
 
@@ -268,7 +267,7 @@ static int emit(snapshot_writer_t *w, const void *data, size_t n, char *err)
     const uint8_t *p = data;
     w->crc = crc32c_update(w->crc, p, n);
     while (n > 0) {
-        if (w->used == SNAPSHOT_BUF_SIZE && flush(w, false, err) != 0)
+        if (w->used == SNAPSHOT_BUF_SIZE && flush(w, err) != 0)
             return -1;
         size_t room = SNAPSHOT_BUF_SIZE - w->used;
         size_t take = n < room ? n : room;
@@ -301,9 +300,10 @@ static int end_section(snapshot_writer_t *w, char *err)
         return 0;
     bool direct = w->direct;
     if ((direct && set_direct(w, false) != 0) ||
-        pwrite_all(w->fd, count, in_file, w->count_off) != 0 ||
-        (direct && set_direct(w, true) != 0))
+        pwrite_all(w->fd, count, in_file, w->count_off) != 0)
         return writer_fail(w, "write (section count)", err);
+    if (direct)
+        set_direct(w, true);
     return 0;
 }
 
@@ -470,7 +470,7 @@ int snapshot_commit(snapshot_writer_t *w, char *err)
     if (end_section(w, err) != 0 || emit(w, trailer, SNAPSHOT_TRAILER_SIZE - 4, err) != 0)
         goto fail;
     put_u32(trailer, ~w->crc);
-    if (emit(w, trailer, 4, err) != 0 || flush(w, true, err) != 0)
+    if (emit(w, trailer, 4, err) != 0 || flush(w, err) != 0)
         goto fail;
     if (fsync(w->fd) != 0) {
         writer_fail(w, "fsync", err);

@@ -59,7 +59,7 @@ int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const 
                    char *err);
 
 /* Whether w writes its file with direct I/O (O_DIRECT), past the page cache; false where the
- * file system refuses it (tmpfs), which the writer then goes through. */
+ * file system refuses it, which the writer then goes through. */
 bool snapshot_writes_direct(const snapshot_writer_t *w);
 
 /* The write buffer, bytes: the file is written in pieces of this size. */

@@ -422,8 +422,9 @@ static bool dir_takes_direct(const char *path)
     return fd >= 0;
 }
 
-/* Direct I/O where the file system has it, through the page cache where it does not (tmpfs):
- * the writer says which it used, and both files read back right. */
+/* Direct I/O where the file system has it, through the page cache where it does not: the
+ * writer says which it used (as a probe of the directory finds), and both files read back
+ * right. The test directory and tmpfs (/dev/shm); tmpfs refuses direct I/O before Linux 6.6. */
 static void test_direct_and_page_cache(void **unused)
 {
     char paths[2][300];
