@@ -113,7 +113,7 @@ say "snapshot file: $(stat -c %s "$SNAP" | awk '{ printf "%.0f MB", $1 / 1e6 }')
     "RSS $(awk '/VmRSS/ { printf "%.0f MB", $2 / 1024 }' "/proc/$SL_PID/status")"
 SNAPS=$(($(metric sluice_snapshots_total) - SNAPS0))
 say "sluiced's minor page faults during the run: $(($(minflt) - FAULTS0)) ($SNAPS snapshots;" \
-    "$((($(minflt) - FAULTS0) / (SNAPS > 0 ? SNAPS : 1))) per snapshot)"
+    "$((($(minflt) - FAULTS0) / (SNAPS > 0 ? SNAPS : 1))) per snapshot taken)"
 if grep -q . "$TMP/sluiced.log"; then
     say "sluiced's log (warnings and errors):"
     sed 's/^/  /' "$TMP/sluiced.log" | grep -v "admin commands are open" | tail -n 20
