@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/events.h"
 #include "server/server.h"
 
 static void help(buf_t *b, const char *name, const char *type, const char *text)
@@ -333,4 +334,5 @@ void metrics_render(server_t *srv, buf_t *b)
     help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
     buf_printf(b, "sluice_snapshot_errors_total %llu\n",
                (unsigned long long)atomic_load(&srv->snapshot_errors));
+    events_render(b);
 }

@@ -18,6 +18,7 @@
 #include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "server/admin.h"
+#include "server/events.h"
 #include "server/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
@@ -186,9 +187,10 @@ static void resp_process(conn_t *c)
         }
         if (inline_request && looks_like_http(&argv[0])) {
             /* a web page making a browser POST to this port: nothing it sent runs */
-            log_warn("client %s:%d sent an HTTP request to the RESP port: possible cross-protocol "
-                     "attack, connection closed",
-                     c->addr, c->port);
+            event_note(EV_CROSS_PROTOCOL,
+                       "client %s:%d sent an HTTP request to the RESP port: possible "
+                       "cross-protocol attack, connection closed",
+                       c->addr, c->port);
             atomic_fetch_add_explicit(&l->stats.protocol_errors, 1, memory_order_relaxed);
             c->closing = true;
             break;

@@ -37,6 +37,16 @@ check host-nothing-ran matches "$(cli SL.RULE LIST)" '^login$'
 curl -s -m 5 "http://127.0.0.1:$RESP_PORT/?SL.RULE%20DEL%20login" >/dev/null 2>&1
 check get-nothing-ran matches "$(cli SL.RULE LIST)" '^login$'
 check serving matches "$(cli SL.ALLOW login k)" '^1 5 4 0 '
+# a flood of them: every one counted, but the log gets a line per second at most, the lines left
+# out counted in the next one ("and N more like it")
+for i in $(seq 1 200); do
+    timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; printf "POST / HTTP/1.1\r\n\r\n" >&3; cat <&3' >/dev/null 2>&1
+done
+metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+check flood-counted matches "$(metric sluice_cross_protocol_total)" '^203$'
+lines=$(grep -c "sent an HTTP request to the RESP port" "$TMP/s1.log")
+told=$(grep -o 'and [0-9]* more like it' "$TMP/s1.log" | awk '{s += $2} END {print s + 0}')
+check flood-log-bounded test "$((lines + told))" -le 203 -a "$lines" -lt 203
 stop_bg s1 TERM
 
 # 2. HELLO SETNAME: no name before AUTH; the same checks as CLIENT SETNAME
