@@ -379,12 +379,41 @@ SL_API int sl_state_unpack(const sl_rule_t *rule, const void *packed, size_t len
 
 typedef struct sl_table sl_table_t;
 
+/*
+ * A memory cap shared by several tables (and by whatever else the caller counts against it):
+ * bytes in use, and the most there may be. Tables check it before they take memory and count
+ * what they take and give back; sl_budget_take() and sl_budget_give() count the caller's own.
+ * Lock-free: tables growing on several threads at once can pass the cap by what each takes in
+ * one step (a key, or a shard's array growing by a quarter). Thread-safe.
+ */
+typedef struct sl_budget sl_budget_t;
+
+/* Creates a budget of max_bytes (> 0). Returns SL_OK and sets *out, or SL_EINVAL / SL_ENOMEM.
+ * Free it with sl_budget_free() once every table created with it is freed. */
+SL_API int sl_budget_create(size_t max_bytes, sl_budget_t **out);
+
+/* Frees a budget. NULL is a no-op. */
+SL_API void sl_budget_free(sl_budget_t *budget);
+
+/* Counts bytes against the budget if they fit under its cap: true when they were counted,
+ * false (nothing counted) when they would pass it. */
+SL_API bool sl_budget_take(sl_budget_t *budget, size_t bytes);
+
+/* Gives back bytes counted with sl_budget_take(). */
+SL_API void sl_budget_give(sl_budget_t *budget, size_t bytes);
+
+/* Bytes counted now, and the cap. */
+SL_API size_t sl_budget_used(const sl_budget_t *budget);
+SL_API size_t sl_budget_max(const sl_budget_t *budget);
+
 typedef struct sl_table_config {
     size_t max_bytes;    /* memory cap for slots, keys and states, bytes; 0 = no cap */
     size_t key_max;      /* longest key accepted, bytes; 0 = SL_KEY_MAX_DEFAULT */
     unsigned shards;     /* lock shards, a power of two <= 65536; 0 = 64 */
     size_t initial_keys; /* capacity to allocate up front, keys; 0 = grow from small */
     uint64_t seed;       /* hash seed; 0 = random per table (defeats hash flooding) */
+    sl_budget_t *budget; /* a cap shared with other tables, besides max_bytes; NULL = none */
+    bool evict_idle;     /* at the cap, evict idle keys before refusing a new one (below) */
 } sl_table_config_t;
 
 /*
@@ -394,10 +423,17 @@ typedef struct sl_table_config {
  * sl_table_free(). A cap smaller than an empty table is not an error: the table is made and
  * refuses every new key (see sl_table_can_hold).
  *
- * Memory cap policy: when a new key needs room beyond max_bytes, the table first drops keys
- * whose state is fresh; if there is still no room the new key is refused with SL_EFULL (keys
- * already present keep deciding normally). sluice never evicts a key that still holds usage, so
- * a full table never over-admits; the caller chooses to fail open or closed on SL_EFULL.
+ * Memory cap policy: when a new key needs room beyond max_bytes (or its budget's cap), the table
+ * first drops keys whose state is fresh (nothing is lost). With evict_idle it then evicts idle
+ * keys, as nginx's limit_req zone does: a key is idle when no decision, settle or refund touched
+ * it since the eviction hand last passed it (a clock sweep over the shard, which unmarks the keys
+ * it passes), and of the idle keys the hand sees, the one with the most units left goes, so what
+ * eviction forgives is the least usage it can find. An evicted key starts fresh: it may be
+ * admitted up to what it had used (counted in sl_table_stats_t.evicted). If there is still no
+ * room (every key the hand passed in a lap was in use), the new key is refused with SL_EFULL
+ * (keys already present keep deciding normally), and the caller chooses to fail open or closed.
+ * Without evict_idle a key that still holds usage is never evicted, so a full table never
+ * over-admits.
  */
 SL_API int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out);
 
@@ -522,21 +558,21 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
                                  size_t state_size);
 
 /*
- * Calls fn for every stored key, shard by shard: each shard's keys and states are copied, then
- * fn visits the copy. fn runs with no lock held, so deciding goes on meanwhile, on every shard,
- * however long fn takes (a snapshot writing to disk), and fn may call any sl_table_* function on
- * any table, this one included (except sl_table_free() of this table). The copy itself holds a
- * shard's lock for about a thousand keys at a time: a decision waits for one such piece at most,
- * whatever the table's size.
+ * Calls fn for every stored key, a piece of a shard at a time: a piece's keys and states (about
+ * a thousand keys, or 1 MiB) are copied, then fn visits the copy. fn runs with no lock held, so
+ * deciding goes on meanwhile, on every shard, however long fn takes (a snapshot writing to disk),
+ * and fn may call any sl_table_* function on any table, this one included (except
+ * sl_table_free() of this table). A decision waits for one piece's copy at most, whatever the
+ * table's size.
  *
  * Concurrent changes: each key is seen with a state it held at one moment during the call (not
  * one moment for all keys); a key stored throughout the call is visited exactly once; a key
- * added or removed during the call may or may not be visited. A shard's copy is complete before
- * fn sees any of it, so changes fn makes are seen only in shards not yet copied.
+ * added or removed during the call may or may not be visited. A piece's copy is complete before
+ * fn sees any of it, so changes fn makes may be seen in later pieces.
  *
  * key and state point into the copy (state is 8-byte aligned, state_size bytes) and are valid
- * only during that call of fn. Memory: one shard's copy at a time (about its keys and states),
- * reused from shard to shard and freed before returning.
+ * only during that call of fn. Memory: one piece's copy at a time (about 1 MiB, more only for a
+ * single key whose state is larger), reused from piece to piece and freed before returning.
  *
  * Returns 0 after visiting every key, the first nonzero value fn returned (return a positive
  * value to stop, to tell it from an error), SL_ENOMEM when no memory could be had for a shard's
@@ -548,6 +584,13 @@ SL_API int sl_table_foreach(sl_table_t *table, sl_table_visit_fn fn, void *arg);
  * needed for correctness: tables also reclaim lazily when a shard runs out of room. */
 SL_API size_t sl_table_reclaim(sl_table_t *table, int64_t now_ns);
 
+/* Frees about `bytes` of the table's memory (for a shared budget near its cap, so that other
+ * tables have room), spread over its shards: drops each shard's fresh keys, then evicts idle
+ * keys as a full table with evict_idle does (one lap of the shard's hand at most), and shrinks
+ * the shard's array when its keys fit in three quarters of it. Returns the bytes freed. Works
+ * whatever the table's evict_idle; each shard is locked once, for a walk over it. */
+SL_API size_t sl_table_evict(sl_table_t *table, int64_t now_ns, size_t bytes);
+
 /* Counters of a table's housekeeping, for metrics (each a sum over shards, read shard by shard). */
 typedef struct sl_table_stats {
     size_t keys;        /* keys stored */
@@ -555,6 +598,7 @@ typedef struct sl_table_stats {
     uint64_t rebuilds;  /* shard rebuilds: growth, and tidying after removals */
     uint64_t reclaimed; /* keys dropped because their state was fresh */
     uint64_t refused;   /* inserts refused with SL_EFULL at the memory cap */
+    uint64_t evicted;   /* idle keys evicted at the cap, their usage forgotten (evict_idle) */
 } sl_table_stats_t;
 
 /* Fills *out. Returns SL_OK or SL_EINVAL. */

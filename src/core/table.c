@@ -59,11 +59,14 @@
 #define FUTEX_WAKE_PRIVATE 0
 #endif
 
+#include "core/budget.h"
 #include "core/core.h"
 
 #define STATE_INLINE_MAX 128u  /* larger states are allocated out of line, bytes */
 #define KEY_AREA_MIN     19u   /* inline key capacity at least, bytes */
-#define KLEN_LONG        0xFFu /* klen of a key stored out of line */
+#define KLEN_MASK        0x7Fu /* the klen byte's length bits */
+#define KLEN_LONG        0x7Fu /* klen of a key stored out of line */
+#define KLEN_USED        0x80u /* in klen: decided on since the eviction hand last passed */
 #define CHUNK_ENTRIES    4u    /* entries per chunk */
 #define CHUNK_HEADER     8u    /* tags + overflow, bytes */
 #define MAX_LOAD_NUM     7u    /* grow when count reaches 7/8 of capacity */
@@ -73,6 +76,8 @@
 #define HUGE_ALLOC_MIN   ((size_t)2 << 20) /* huge page size; larger arrays are mmap'ed */
 #define SHARDS_DEFAULT   64u
 #define BATCH_AHEAD      16u /* batch: requests hashed and prefetched ahead */
+#define EVICT_SCAN       64u /* entries the eviction hand passes at most to evict one key */
+#define EVICT_SAMPLE     8u  /* idle keys it compares: the one with the most units left goes */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -100,10 +105,11 @@ typedef struct long_key {
 typedef struct shard {
     /* line 1: the lock, and what is only touched while holding it and rarely */
     atomic_uint lock;     /* 0 free, 1 held */
-    bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
-    atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
     uint32_t removed;     /* keys removed since the last rebuild (their overflow may be stale) */
     atomic_uint napping;  /* lockers asleep on the lock (shard_lock_contended) */
+    uint32_t hand;        /* the eviction hand: the entry slot it looks at next */
+    bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
+    atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
     uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
@@ -114,7 +120,8 @@ typedef struct shard {
     uint32_t nchunks;                                   /* chunks in the array */
     uint32_t grow_at;                                   /* count that triggers a rebuild */
     uint32_t count;                                     /* stored keys */
-    size_t bytes; /* chunk array + out-of-line keys and states, bytes */
+    size_t bytes;     /* chunk array + out-of-line keys and states, bytes */
+    uint64_t evicted; /* idle keys evicted at the memory cap (their usage forgotten) */
 } __attribute__((aligned(64))) shard_t;
 _Static_assert(sizeof(shard_t) == 128, "a shard is two cache lines");
 
@@ -128,12 +135,38 @@ struct sl_table {
     uint32_t key_area;   /* inline key capacity, bytes */
     size_t key_max;      /* longest key accepted, bytes */
     size_t shard_budget; /* max bytes per shard; SIZE_MAX = no cap */
+    sl_budget_t *budget; /* the cap shared with other tables, or NULL */
+    bool evict_idle;     /* at the cap, evict idle keys before refusing a new one */
     uint64_t seed;       /* hash seed */
     int64_t rescan_ns;   /* at the memory cap, the least time between two reclaim scans, ns */
     uint64_t shard_mask; /* nshards - 1 */
     unsigned nshards;    /* power of two, <= 2^16 */
     shard_t shards[];
 };
+
+/* ---- the shared budget -------------------------------------------------------------------- */
+
+/* Whether `bytes` more fit under the budget the table shares (always, without one). Checked
+ * before a change and counted after it, with no lock between: tables growing at once on other
+ * threads can pass the cap by what each takes in one step (an array's growth, a key). */
+static inline bool budget_fits(const sl_table_t *t, size_t bytes)
+{
+    if (t->budget == NULL)
+        return true;
+    size_t used = atomic_load_explicit(&t->budget->used, memory_order_relaxed);
+    return used <= t->budget->max && bytes <= t->budget->max - used;
+}
+
+/* Counts a change of the table's bytes in the budget it shares. */
+static inline void budget_add(const sl_table_t *t, size_t before, size_t after)
+{
+    if (t->budget == NULL || before == after)
+        return;
+    if (after > before)
+        atomic_fetch_add_explicit(&t->budget->used, after - before, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&t->budget->used, before - after, memory_order_relaxed);
+}
 
 /* ---- locking ----------------------------------------------------------------------------- */
 
@@ -332,8 +365,8 @@ static inline bool entry_key_equal(const sl_table_t *t, unsigned char *entry,
 {
     unsigned char *kl = entry_klen(t, entry);
     if (len <= t->key_area)
-        return kl[0] == len && bytes_equal(kl + 1, key, len);
-    if (kl[0] != KLEN_LONG)
+        return (kl[0] & KLEN_MASK) == len && bytes_equal(kl + 1, key, len);
+    if ((kl[0] & KLEN_MASK) != KLEN_LONG)
         return false;
     long_key_t lk;
     memcpy(&lk, kl + 1, sizeof(lk));
@@ -344,14 +377,23 @@ static inline bool entry_key_equal(const sl_table_t *t, unsigned char *entry,
 static const unsigned char *entry_key(const sl_table_t *t, unsigned char *entry, size_t *len)
 {
     unsigned char *kl = entry_klen(t, entry);
-    if (kl[0] != KLEN_LONG) {
-        *len = kl[0];
+    if ((kl[0] & KLEN_MASK) != KLEN_LONG) {
+        *len = kl[0] & KLEN_MASK;
         return kl + 1;
     }
     long_key_t lk;
     memcpy(&lk, kl + 1, sizeof(lk));
     *len = lk.len;
     return lk.bytes;
+}
+
+/* Marks the entry as decided on: the eviction hand passes it over once (it is not idle). A
+ * store only when the mark is not there yet, so a hot key's line is not written for it. */
+static inline void entry_touch(const sl_table_t *t, unsigned char *entry)
+{
+    unsigned char *kl = entry_klen(t, entry);
+    if (!(kl[0] & KLEN_USED))
+        kl[0] |= KLEN_USED;
 }
 
 static uint64_t entry_hash(const sl_table_t *t, unsigned char *entry)
@@ -375,7 +417,7 @@ static size_t entry_external_bytes(const sl_table_t *t, unsigned char *entry)
 {
     size_t n = t->state_external ? t->state_size : 0;
     unsigned char *kl = entry_klen(t, entry);
-    if (kl[0] == KLEN_LONG) {
+    if ((kl[0] & KLEN_MASK) == KLEN_LONG) {
         long_key_t lk;
         memcpy(&lk, kl + 1, sizeof(lk));
         n += lk.len;
@@ -388,7 +430,7 @@ static void entry_free_external(const sl_table_t *t, unsigned char *entry)
     if (t->state_external)
         free(entry_state(t, entry));
     unsigned char *kl = entry_klen(t, entry);
-    if (kl[0] == KLEN_LONG) {
+    if ((kl[0] & KLEN_MASK) == KLEN_LONG) {
         long_key_t lk;
         memcpy(&lk, kl + 1, sizeof(lk));
         free(lk.bytes);
@@ -573,6 +615,7 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t
     array_free(t, s->chunks, s->nchunks);
     shard_set_array(s, fresh, new_chunks);
     s->count = kept;
+    budget_add(t, s->bytes, array_bytes(t, new_chunks) + external);
     s->bytes = array_bytes(t, new_chunks) + external;
     s->long_probe = false;
     s->removed = 0;
@@ -599,17 +642,71 @@ static uint32_t shard_count_fresh(const sl_table_t *t, shard_t *s, int64_t now_n
 /* Room for `keys` more keys with `extra` out-of-line bytes between them. */
 static bool shard_has_room(const sl_table_t *t, const shard_t *s, uint32_t keys, size_t extra)
 {
-    return s->count + keys <= s->grow_at && s->bytes + extra <= t->shard_budget;
+    return s->count + keys <= s->grow_at && s->bytes + extra <= t->shard_budget &&
+           budget_fits(t, extra);
 }
 
-/* Removes a key, as reclamation does: its out-of-line parts are freed. */
+/* Removes a key and frees its out-of-line parts. */
+static void shard_forget(sl_table_t *t, shard_t *s, unsigned char *entry, uint64_t h)
+{
+    size_t external = entry_external_bytes(t, entry);
+    budget_add(t, s->bytes, s->bytes - external);
+    s->bytes -= external;
+    entry_free_external(t, entry);
+    shard_remove(t, s, entry, h);
+}
+
+/* Removes a key, as reclamation does. */
 static void shard_drop(sl_table_t *t, shard_t *s, unsigned char *entry)
 {
     s->reclaimed++;
-    uint64_t h = entry_hash(t, entry); /* before its key is freed */
-    s->bytes -= entry_external_bytes(t, entry);
-    entry_free_external(t, entry);
-    shard_remove(t, s, entry, h);
+    shard_forget(t, s, entry, entry_hash(t, entry)); /* the hash before its key is freed */
+}
+
+/*
+ * Evicts one idle key of shard s: the hand walks on, unmarking the keys decided on since it last
+ * passed (they are not idle), until it has seen EVICT_SAMPLE idle keys, or passed EVICT_SCAN
+ * entry slots having seen one, or passed *passes slots (which it counts down); of the idle keys
+ * it saw, the one with the most units left at now_ns goes (the one whose forgotten usage admits
+ * the least more). Returns false when it saw no idle key. A caller that passes each slot at most
+ * once (*passes starting at the shard's slots) never evicts a key marked when it began; after
+ * such a lap that found no idle key, every key is unmarked, so the next lap finds one at once
+ * unless it was decided on meanwhile.
+ */
+static bool shard_evict_one(sl_table_t *t, shard_t *s, int64_t now_ns, uint32_t *passes)
+{
+    const uint32_t slots = s->nchunks * CHUNK_ENTRIES;
+    unsigned char *victim = NULL;
+    int64_t most_left = -1;
+    unsigned idle = 0;
+    if (s->hand >= slots)
+        s->hand = 0; /* the array shrank or was rebuilt */
+    for (uint32_t n = 0; *passes > 0 && idle < EVICT_SAMPLE && (n < EVICT_SCAN || idle == 0);
+         n++, (*passes)--) {
+        unsigned char *chunk = chunk_at(t, s->chunks, s->hand / CHUNK_ENTRIES);
+        unsigned e = s->hand % CHUNK_ENTRIES;
+        s->hand = s->hand + 1 == slots ? 0 : s->hand + 1;
+        if (((chunk_tags(chunk) >> (8 * e)) & 0xff) == 0)
+            continue;
+        unsigned char *entry = entry_at(t, chunk, e);
+        unsigned char *kl = entry_klen(t, entry);
+        if (kl[0] & KLEN_USED) {
+            kl[0] &= (unsigned char)~KLEN_USED;
+            continue;
+        }
+        sl_decision_t peek; /* a peek writes nothing */
+        core_decide(&t->rule, entry_state(t, entry), 0, max_i64(now_ns, 0), &peek);
+        idle++;
+        if (peek.remaining > most_left) {
+            most_left = peek.remaining;
+            victim = entry;
+        }
+    }
+    if (victim == NULL)
+        return false;
+    s->evicted++;
+    shard_forget(t, s, victim, entry_hash(t, victim));
+    return true;
 }
 
 /* Removes the keys whose state is fresh at now_ns, in place (no allocation). */
@@ -639,23 +736,29 @@ static int shard_make_room(sl_table_t *t, shard_t *s, uint32_t keys, size_t extr
     while (bigger != 0 && grow_threshold(bigger) < s->count + keys) /* several keys at once */
         bigger = next_size(bigger);
     size_t external = s->bytes - array_bytes(t, s->nchunks); /* counts fresh keys: an upper bound */
-    bool can_grow = bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget;
-    if (!can_grow && now_ns < s->rescan_ns) {
-        s->refused++;
-        return SL_EFULL;
+    bool can_grow = bigger != 0 && array_bytes(t, bigger) + external + extra <= t->shard_budget &&
+                    budget_fits(t, array_bytes(t, bigger) - array_bytes(t, s->nchunks) + extra);
+    if (can_grow || now_ns >= s->rescan_ns) {
+        uint32_t fresh = shard_count_fresh(t, s, now_ns);
+        uint32_t after = s->count - fresh + keys - 1; /* live keys, and all but the last new one */
+        if (can_grow && after + after / 8 >= s->grow_at) {
+            int rc = shard_rebuild(t, s, bigger, now_ns);
+            if (rc != SL_OK)
+                return rc;
+        } else if (fresh > 0) {
+            shard_drop_fresh(t, s, now_ns);
+        }
+        if (shard_has_room(t, s, keys, extra))
+            return SL_OK;
+        s->rescan_ns = sat_add(now_ns, t->rescan_ns);
     }
-    uint32_t fresh = shard_count_fresh(t, s, now_ns);
-    uint32_t after = s->count - fresh + keys - 1; /* live keys, and all but the last new one */
-    if (can_grow && after + after / 8 >= s->grow_at) {
-        int rc = shard_rebuild(t, s, bigger, now_ns);
-        if (rc != SL_OK)
-            return rc;
-    } else if (fresh > 0) {
-        shard_drop_fresh(t, s, now_ns);
-    }
+    /* one lap of the hand at most: a key the caller marked (sl_table_decide_all()'s) stays */
+    uint32_t passes = s->nchunks * CHUNK_ENTRIES;
+    while (t->evict_idle && !shard_has_room(t, s, keys, extra) &&
+           shard_evict_one(t, s, now_ns, &passes))
+        ;
     if (shard_has_room(t, s, keys, extra))
         return SL_OK;
-    s->rescan_ns = sat_add(now_ns, t->rescan_ns);
     s->refused++;
     return SL_EFULL;
 }
@@ -680,10 +783,10 @@ static void shard_place(sl_table_t *t, shard_t *s, const unsigned char *key, siz
     if (len > t->key_area) {
         memcpy(key_copy, key, len);
         long_key_t lk = {.bytes = key_copy, .len = (uint32_t)len, .hash_lo = (uint32_t)h};
-        kl[0] = KLEN_LONG;
+        kl[0] = KLEN_LONG | KLEN_USED;
         memcpy(kl + 1, &lk, sizeof(lk));
     } else {
-        kl[0] = (unsigned char)len;
+        kl[0] = (unsigned char)(len | KLEN_USED);
         if (len > 0)
             memcpy(kl + 1, key, len);
     }
@@ -693,6 +796,7 @@ static void shard_place(sl_table_t *t, shard_t *s, const unsigned char *key, siz
         memcpy(image, state, t->state_size);
     chunks_place(t, s->chunks, s->nchunks, image, h);
     s->count++;
+    budget_add(t, s->bytes, s->bytes + key_extra(t, len));
     s->bytes += key_extra(t, len);
 }
 
@@ -775,6 +879,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->state_area = t->state_external ? (uint32_t)sizeof(void *) : rule->state_size;
     t->entry_size = (t->state_area + 1 + KEY_AREA_MIN + 3) / 4 * 4;
     t->key_area = t->entry_size - t->state_area - 1;
+    assert(t->key_area < KLEN_LONG); /* klen's 7 bits hold any inline length */
     t->chunk_size = CHUNK_HEADER + CHUNK_ENTRIES * t->entry_size;
     t->key_max = c.key_max ? c.key_max : SL_KEY_MAX_DEFAULT;
     if (t->key_max > UINT32_MAX)
@@ -783,6 +888,8 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->nshards = nshards;
     t->shard_mask = nshards - 1;
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
+    t->budget = c.budget;
+    t->evict_idle = c.evict_idle;
     t->rescan_ns = max_i64(rule->window_ns / 16, SL_NS_PER_MS);
 
     uint64_t keys = c.initial_keys < ((uint64_t)1 << 40) ? c.initial_keys : (uint64_t)1 << 40;
@@ -803,6 +910,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
         }
         shard_set_array(s, chunks, nchunks);
         s->bytes = array_bytes(t, nchunks);
+        budget_add(t, 0, s->bytes);
     }
     *out = t;
     return SL_OK;
@@ -818,6 +926,7 @@ void sl_table_free(sl_table_t *t)
             continue;
         SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, { entry_free_external(t, entry); })
         array_free(t, s->chunks, s->nchunks);
+        budget_add(t, s->bytes, 0);
     }
     free(t);
 }
@@ -894,6 +1003,7 @@ static inline __attribute__((always_inline)) int shard_decide(sl_table_t *t, sha
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (__builtin_expect(entry == NULL, 0))
         return shard_decide_absent(t, s, key, len, h, cost, now_ns, out);
+    entry_touch(t, entry);
     core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     return SL_OK;
 }
@@ -987,6 +1097,7 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
 {
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (entry != NULL) {
+        entry_touch(t, entry);
         int64_t at =
             core_settle(&t->rule, entry_state(t, entry), reserved, actual, charged_ns, now_ns, out);
         if (actual < reserved && is_fresh(t, entry, at)) {
@@ -1262,11 +1373,13 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     for (size_t k = 0; k < m->nkeys; k++) {
         multi_key_t *mk = &m->keys[k];
         const sl_table_t *t = mk->t;
-        mk->entry = shard_find(t, mk->s, mk->key, mk->len, mk->h);
-        if (mk->entry != NULL)
+        mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
+        if (mk->entry != NULL) {
+            entry_touch(t, mk->entry); /* not evicted to make room for the others */
             memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
-        else
+        } else {
             memset(mk->state, 0, t->state_size);
+        }
         mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
     }
     *refused = multi_decide(m, reqs, n);
@@ -1315,14 +1428,6 @@ static int check_key(const sl_table_t *t, const void *key, size_t len)
     return len > t->key_max ? SL_EKEY : SL_OK;
 }
 
-/* Removes a key (hash h) and frees its out-of-line parts: a reset, not a reclamation. */
-static void shard_delete(sl_table_t *t, shard_t *s, unsigned char *entry, uint64_t h)
-{
-    s->bytes -= entry_external_bytes(t, entry);
-    entry_free_external(t, entry);
-    shard_remove(t, s, entry, h);
-}
-
 int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
 {
     int rc = check_key(t, key, key_len);
@@ -1332,7 +1437,7 @@ int sl_table_reset(sl_table_t *t, const void *key, size_t key_len)
     unsigned char *entry;
     shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
     if (entry != NULL)
-        shard_delete(t, s, entry, h);
+        shard_forget(t, s, entry, h);
     shard_unlock(s);
     return SL_OK;
 }
@@ -1470,7 +1575,7 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
     if (rc == SL_OK) {
         for (size_t i = 1; i <= nfrom; i++) {
             if (at[i].entry != NULL)
-                shard_delete(at[i].t, at[i].s, at[i].entry, at[i].h);
+                shard_forget(at[i].t, at[i].s, at[i].entry, at[i].h);
         }
     }
     lockset_unlock(locks, nlocks);
@@ -1484,115 +1589,138 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
 }
 
 /*
- * sl_table_foreach() copies a shard into a buffer, then visits the copy with no lock held. A
- * record of the copy is [u32 key length | 4 bytes of padding | state, rounded up to 8 bytes |
- * key, rounded up to 8 bytes], so every state is 8-byte aligned for the visitor.
+ * sl_table_foreach() walks each shard in pieces: a piece is the keys whose hash's low 32 bits
+ * (those that place a key: its home chunk grows with them) fall in a range [lo, hi). A piece is
+ * copied into a buffer under the shard's lock, then visited with no lock held. A record of the
+ * copy is [u32 key length | u32 state length | state, rounded up to 8 bytes | key, rounded up to
+ * 8 bytes], so every state is 8-byte aligned for the visitor.
  *
- * The copy takes the shard's lock for COPY_PIECE_CHUNKS chunks at a time, so that a decision on
- * the shard waits for one piece (tens of microseconds), not for the whole shard (milliseconds at
- * 150 k keys a shard). Between pieces entries do not move, except when the shard is rebuilt
- * (counted in `rebuilds`): then the copy starts the shard again. A shard rebuilt COPY_RESTARTS
- * times during its copy is copied in one lock hold, so the copy always ends.
+ * A key lies in its home chunk or after it (wrapping), and a chunk's overflow count says whether
+ * keys that passed it lie further on, so a piece scans from the home of lo to the home of hi - 1
+ * and on while the overflow says so, keeping the keys of its range. Entries may move between two
+ * pieces (a rebuild, when a key is added), but hashes do not: a key stored throughout the walk
+ * falls in exactly one piece, whatever happened between them, so it is visited once, and no
+ * piece needs to know where another stopped.
+ *
+ * A range covers about COPY_PIECE_CHUNKS chunks, so a decision on the shard waits for one piece
+ * (tens of microseconds), not for the whole shard (milliseconds at 150 k keys a shard). A piece
+ * whose records pass COPY_PIECE_BYTES is copied again with half its range, so the buffer stays
+ * near that size whatever the table holds (the keys of one hash value always go together: a
+ * single key larger than that is copied alone). The table is never copied whole: a snapshot of
+ * any size needs one piece's buffer beside the table.
  */
-#define COPY_PIECE_CHUNKS 256u /* chunks copied per lock hold: ~1000 entries */
-#define COPY_RESTARTS     4u   /* rebuilds met before a shard is copied in one lock hold */
+#define COPY_PIECE_CHUNKS 256u                /* chunks a piece's range covers: ~1000 entries */
+#define COPY_PIECE_BYTES  ((size_t)1 << 20)   /* a piece's records, bytes, at most (but one key) */
+#define HASH_SPACE        ((uint64_t)1 << 32) /* the low 32 bits of a hash: ranges cover them */
 
-typedef struct shard_copy {
-    unsigned char *buf; /* records of one shard */
+typedef struct piece {
+    unsigned char *buf; /* records of one piece */
     size_t cap;         /* bytes allocated */
     size_t used;        /* bytes of records */
-} shard_copy_t;
+} piece_t;
 
 static size_t round8(size_t n)
 {
     return (n + 7) & ~(size_t)7;
 }
 
-/* Grows c's buffer to at least `need` bytes, keeping its records; the new part is touched here,
- * outside any lock, so that copying into it takes no page faults. Returns SL_OK or SL_ENOMEM. */
-static int copy_grow(shard_copy_t *c, size_t need)
+/* Grows p's buffer to at least `need` bytes; the new part is touched here, outside any lock, so
+ * that copying into it takes no page faults. Returns SL_OK or SL_ENOMEM. */
+static int piece_grow(piece_t *p, size_t need)
 {
-    size_t cap = c->cap * 2 > need ? c->cap * 2 : need;
+    size_t cap = p->cap * 2 > need ? p->cap * 2 : need;
     cap = cap < ((size_t)64 << 10) ? (size_t)64 << 10 : cap;
-    unsigned char *p = realloc(c->buf, cap);
-    if (p == NULL)
+    unsigned char *b = realloc(p->buf, cap);
+    if (b == NULL)
         return SL_ENOMEM;
-    memset(p + c->cap, 0, cap - c->cap);
-    c->buf = p;
-    c->cap = cap;
+    memset(b + p->cap, 0, cap - p->cap);
+    p->buf = b;
+    p->cap = cap;
     return SL_OK;
 }
 
 /* Appends the record of `entry` if it fits; returns 0, or the record's size when it does not. */
-static size_t copy_entry(const sl_table_t *t, unsigned char *entry, shard_copy_t *c)
+static size_t piece_add(const sl_table_t *t, unsigned char *entry, piece_t *p)
 {
     size_t len;
     const unsigned char *key = entry_key(t, entry, &len);
-    size_t size = 8 + round8(t->state_size) + round8(len);
-    if (c->used + size > c->cap)
+    const size_t state_len = t->state_size;
+    size_t size = 8 + round8(state_len) + round8(len);
+    if (p->used + size > p->cap)
         return size;
-    unsigned char *p = c->buf + c->used;
-    uint32_t klen = (uint32_t)len;
-    memcpy(p, &klen, sizeof(klen));
-    memcpy(p + 8, entry_state(t, entry), t->state_size);
+    unsigned char *r = p->buf + p->used;
+    uint32_t lens[2] = {(uint32_t)len, (uint32_t)state_len};
+    memcpy(r, lens, sizeof(lens));
+    memcpy(r + 8, entry_state(t, entry), state_len);
     if (len > 0)
-        memcpy(p + 8 + round8(t->state_size), key, len);
-    c->used += size;
+        memcpy(r + 8 + round8(state_len), key, len);
+    p->used += size;
     return 0;
 }
 
 /*
- * Copies the entries of shard s from chunk *chunk, entry *entry on, under its lock, until `last`
- * chunks have been walked or a record does not fit. Advances the cursor. Returns 0, or the size
- * of the record that did not fit.
+ * Copies the keys of shard s whose hash's low 32 bits are in [lo, hi) into p (emptied first),
+ * under the shard's lock, held by the caller. Returns 0, or the size of a record that did not
+ * fit (p then holds part of the piece).
  */
-static size_t copy_chunks(const sl_table_t *t, shard_t *s, shard_copy_t *c, uint32_t *chunk,
-                          unsigned *entry, uint32_t last)
+static size_t piece_copy(const sl_table_t *t, shard_t *s, piece_t *p, uint64_t lo, uint64_t hi)
 {
-    for (; *chunk < last; (*chunk)++, *entry = 0) {
-        unsigned char *ch = chunk_at(t, s->chunks, *chunk);
-        uint32_t tags = chunk_tags(ch);
-        for (; *entry < CHUNK_ENTRIES; (*entry)++) {
-            if (((tags >> (8 * *entry)) & 0xff) == 0)
+    p->used = 0;
+    const uint32_t nchunks = s->nchunks;
+    const uint32_t last = home_of(hi - 1, nchunks); /* the range's last home chunk */
+    bool past = false;
+    uint32_t c = home_of(lo, nchunks);
+    for (uint32_t walked = 0; walked < nchunks; walked++, c = next_chunk(c, nchunks)) {
+        unsigned char *chunk = chunk_at(t, s->chunks, c);
+        uint32_t tags = chunk_tags(chunk);
+        for (unsigned e = 0; e < CHUNK_ENTRIES; e++) {
+            if (((tags >> (8 * e)) & 0xff) == 0)
                 continue;
-            size_t need = copy_entry(t, entry_at(t, ch, *entry), c);
+            unsigned char *entry = entry_at(t, chunk, e);
+            uint64_t h32 = entry_hash(t, entry) & 0xffffffffu;
+            if (h32 < lo || h32 >= hi)
+                continue;
+            size_t need = piece_add(t, entry, p);
             if (need != 0)
                 return need;
         }
+        /* from the range's last home chunk on, go on only while keys passed the chunk */
+        past = past || c == last;
+        if (past && chunk_overflow(chunk) == 0)
+            return 0;
     }
     return 0;
 }
 
-/*
- * Copies shard s into c (c->used: its records' bytes), COPY_PIECE_CHUNKS chunks per lock hold;
- * after COPY_RESTARTS rebuilds met, all of it in one. The buffer grows between holds, never
- * while holding the lock. Returns SL_OK or SL_ENOMEM.
- */
-static int shard_copy(const sl_table_t *t, shard_t *s, shard_copy_t *c)
+/* The end of a piece starting at lo, over a shard of nchunks chunks. */
+static uint64_t piece_end(uint64_t lo, uint32_t nchunks)
 {
-    uint64_t rebuilds = 0;
-    uint32_t chunk = 0;
-    unsigned entry = 0, restarts = 0;
-    bool started = false;
+    uint64_t width = HASH_SPACE * COPY_PIECE_CHUNKS / nchunks + 1;
+    return lo + width < HASH_SPACE ? lo + width : HASH_SPACE;
+}
+
+/*
+ * Copies the piece of shard s starting at lo into p and sets *hi to where it ends: about
+ * COPY_PIECE_CHUNKS chunks' worth, halved while its records pass COPY_PIECE_BYTES. The buffer
+ * grows between lock holds, never while holding the lock. Returns SL_OK or SL_ENOMEM.
+ */
+static int piece_take(const sl_table_t *t, shard_t *s, piece_t *p, uint64_t lo, uint64_t *hi)
+{
+    *hi = 0;
     for (;;) {
         shard_lock(s);
         atomic_store_explicit(&s->walking, true, memory_order_relaxed);
-        if (!started || s->rebuilds != rebuilds) { /* (again) from the start: entries moved */
-            restarts += started;
-            started = true;
-            rebuilds = s->rebuilds;
-            chunk = entry = 0;
-            c->used = 0;
-        }
-        uint32_t last = s->nchunks;
-        if (restarts < COPY_RESTARTS && last - chunk > COPY_PIECE_CHUNKS)
-            last = chunk + COPY_PIECE_CHUNKS;
-        size_t need = copy_chunks(t, s, c, &chunk, &entry, last);
-        bool done = need == 0 && chunk == s->nchunks;
-        shard_unlock_walk(s, !done);
-        if (done)
+        if (*hi == 0)
+            *hi = piece_end(lo, s->nchunks);
+        size_t need = piece_copy(t, s, p, lo, *hi);
+        shard_unlock_walk(s, need != 0);
+        if (need == 0)
             return SL_OK;
-        if (need != 0 && copy_grow(c, c->used + need) != SL_OK)
+        if (p->used + need > COPY_PIECE_BYTES && *hi - lo > 1) {
+            *hi = lo + (*hi - lo) / 2; /* too much for one piece: half the range */
+            continue;
+        }
+        if (piece_grow(p, p->used + need) != SL_OK)
             return SL_ENOMEM;
     }
 }
@@ -1601,21 +1729,23 @@ int sl_table_foreach(sl_table_t *t, sl_table_visit_fn fn, void *arg)
 {
     if (t == NULL || fn == NULL)
         return SL_EINVAL;
-    shard_copy_t c = {0};
+    piece_t p = {0};
     int stop = 0;
     for (unsigned k = 0; k < t->nshards && stop == 0; k++) {
-        if ((stop = shard_copy(t, &t->shards[k], &c)) != SL_OK)
-            break;
-        for (size_t at = 0; at < c.used && stop == 0;) {
-            uint32_t len;
-            memcpy(&len, c.buf + at, sizeof(len));
-            const unsigned char *state = c.buf + at + 8;
-            const unsigned char *key = state + round8(t->state_size);
-            at += 8 + round8(t->state_size) + round8(len);
-            stop = fn(arg, key, len, state, t->state_size);
+        for (uint64_t lo = 0, hi; lo < HASH_SPACE && stop == 0; lo = hi) {
+            if ((stop = piece_take(t, &t->shards[k], &p, lo, &hi)) != SL_OK)
+                break;
+            for (size_t at = 0; at < p.used && stop == 0;) {
+                uint32_t lens[2];
+                memcpy(lens, p.buf + at, sizeof(lens));
+                const unsigned char *state = p.buf + at + 8;
+                const unsigned char *key = state + round8(lens[1]);
+                at += 8 + round8(lens[1]) + round8(lens[0]);
+                stop = fn(arg, key, lens[0], state, lens[1]);
+            }
         }
     }
-    free(c.buf);
+    free(p.buf);
     return stop;
 }
 
@@ -1633,6 +1763,82 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
     return dropped;
 }
 
+/* The chunks a shard of `count` keys needs, with a quarter to spare (MIN_CHUNKS at least). */
+static uint32_t chunks_for(uint32_t count)
+{
+    uint64_t need = ((uint64_t)count + count / 4) * MAX_LOAD_DEN / MAX_LOAD_NUM / CHUNK_ENTRIES + 1;
+    return need < MIN_CHUNKS ? MIN_CHUNKS : need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
+}
+
+/* Bytes shard s would hold after a rebuild to chunks_for(its keys): its array shrinks only when
+ * that is at most three quarters of it (a rebuild for less is not worth it). */
+static size_t shard_bytes_shrunk(const sl_table_t *t, const shard_t *s)
+{
+    uint32_t fit = chunks_for(s->count);
+    if (fit > s->nchunks / 4 * 3)
+        return s->bytes;
+    return s->bytes - array_bytes(t, s->nchunks) + array_bytes(t, fit);
+}
+
+#define EVICT_LEVELS 16 /* sl_table_evict(): idle keys are ranked by sixteenths of units left */
+
+/* Which sixteenth of the rule's capacity a peek at the entry leaves (0 = none left, 15 = all). */
+static unsigned units_left_level(const sl_table_t *t, unsigned char *entry, int64_t now_ns)
+{
+    sl_decision_t peek; /* a peek writes nothing */
+    core_decide(&t->rule, entry_state(t, entry), 0, max_i64(now_ns, 0), &peek);
+    int64_t left = peek.remaining < 0 ? 0 : peek.remaining;
+    return (unsigned)((__int128)left * (EVICT_LEVELS - 1) / max_i64(t->rule.capacity, 1));
+}
+
+/*
+ * sl_table_evict() on one shard, locked: frees about `want` bytes; returns the bytes freed.
+ * Idle keys are those not marked as in use when the call begins. A first walk only counts the
+ * idle keys by the units they have left; the lowest level such that the idle keys at or above it
+ * hold `want` bytes is the threshold. A second walk evicts the idle keys at or above it (the most
+ * units left first, as far as sixteenths tell) until that much is freed, and unmarks the keys in
+ * use, so that they are idle at the next call unless decided on meanwhile.
+ */
+static size_t shard_evict(sl_table_t *t, shard_t *s, int64_t now_ns, size_t want)
+{
+    const size_t before = s->bytes;
+    shard_drop_fresh(t, s, now_ns);
+    size_t per_key = s->count > 0 ? s->bytes / s->count : 1; /* what a key holds, about */
+    uint64_t idle[EVICT_LEVELS] = {0};
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+        if (!(entry_klen(t, entry)[0] & KLEN_USED))
+            idle[units_left_level(t, entry, now_ns)]++;
+    })
+    unsigned threshold = EVICT_LEVELS;
+    for (uint64_t keys = 0; threshold > 0 && keys * per_key < want;)
+        keys += idle[--threshold];
+    SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
+        unsigned char *kl = entry_klen(t, entry);
+        if (kl[0] & KLEN_USED) {
+            kl[0] &= (unsigned char)~KLEN_USED;
+        } else if (before - shard_bytes_shrunk(t, s) < want &&
+                   units_left_level(t, entry, now_ns) >= threshold) {
+            s->evicted++;
+            shard_forget(t, s, entry, entry_hash(t, entry));
+        }
+    })
+    if (shard_bytes_shrunk(t, s) < s->bytes)
+        shard_rebuild(t, s, chunks_for(s->count), -1); /* on ENOMEM it stays as large */
+    return before > s->bytes ? before - s->bytes : 0;
+}
+
+size_t sl_table_evict(sl_table_t *t, int64_t now_ns, size_t bytes)
+{
+    size_t freed = 0;
+    for (unsigned k = 0; t != NULL && k < t->nshards && freed < bytes; k++) {
+        shard_t *s = &t->shards[k];
+        shard_lock(s);
+        freed += shard_evict(t, s, now_ns, (bytes - freed) / (t->nshards - k) + 1);
+        shard_unlock(s);
+    }
+    return freed;
+}
+
 int sl_table_stats(sl_table_t *t, sl_table_stats_t *out)
 {
     if (t == NULL || out == NULL)
@@ -1646,6 +1852,7 @@ int sl_table_stats(sl_table_t *t, sl_table_stats_t *out)
         out->rebuilds += s->rebuilds;
         out->reclaimed += s->reclaimed;
         out->refused += s->refused;
+        out->evicted += s->evicted;
         shard_unlock(s);
     }
     return SL_OK;

@@ -1,6 +1,6 @@
 /*
  * prop_concurrency_foreach.c - deciding goes on while sl_table_foreach()'s visitor runs, on the
- * very shard being visited, and the visitor sees each shard as it was at one moment.
+ * very shard being visited, and the visitor sees each key once, as it was at one moment.
  *
  * Each round fills a table with random keys (short and out-of-line ones, inline and out-of-line
  * states), then runs two threads, ordered by events only:
@@ -14,17 +14,18 @@
  * (it ran under the shard's lock), so the visitor's wait can only end by its bound: the round
  * fails ("deciding did not go on"), rather than hanging. Properties checked after each round:
  *   - the decider finished while the visitor was waiting;
- *   - one shard: the visitor saw exactly the keys and states of before the call (its shard was
- *     copied before the decider started);
- *   - several shards: every key present throughout was visited exactly once (the decider never
- *     removes them), those of the first shard visited with their states of before the call.
+ *   - every filled key the decider did not reset was visited exactly once (a reset one at most
+ *     once), whatever the decider did to the shard between two pieces of the walk (inserts that
+ *     grow and rebuild it);
+ *   - a filled key the decider did not touch was visited with its filled state, and so was the
+ *     first key visited (its piece was copied before the decider started).
  *
  * Racing rounds then run the decider and sl_table_foreach() at once, unordered: passes of
  * sl_table_foreach() back to back on two threads while the decider runs (two walks at once, each
  * letting the decider, and the other walk, in between its pieces), on gcra tables of RACE_KEYS keys
  * (a shard of them is copied in many pieces, one per lock hold), the decider charging keys present
- * and adding many new ones (so shards grow, and are rebuilt between two pieces of their copy,
- * which then starts again). Whatever the interleaving, in every pass:
+ * and adding many new ones (so shards grow, and are rebuilt between two pieces of their walk).
+ * Whatever the interleaving, in every pass:
  *   - every key present throughout is visited exactly once;
  *   - each with a state it held during the round: a TAT no earlier than before it and no later
  *     than after it (charges only move a gcra key's TAT forward).
@@ -55,15 +56,15 @@
 typedef struct round {
     sl_table_t *table;
     unsigned shards;
-    uint64_t seed;   /* the table's hash seed: which shard a key is in */
-    int first_shard; /* the shard of the first key visited: copied before the decider started */
+    uint64_t seed; /* the table's hash seed: which shard a key is in */
     prng_t rng;
     char keys[KEYS][KEY_CAP];
     uint64_t *before; /* KEYS states of state_size bytes, as filled */
     size_t state_size;
-    unsigned char *seen; /* times each filled key was visited */
-    size_t unknown;      /* keys visited that were not filled (the decider's new keys) */
-    size_t wrong_state;  /* keys of the first shard visited whose state was not the filled one */
+    unsigned char *seen;    /* times each filled key was visited */
+    unsigned char *touched; /* the decider charged (1) or reset (2) each filled key */
+    bool first_wrong;       /* the first key visited had another state than the filled one */
+    size_t wrong_state;     /* untouched keys visited whose state was not the filled one */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool visiting, decided, timed_out, visitor_done, decider_done;
@@ -104,18 +105,16 @@ static int find_key(const round_t *r, const void *key, size_t len)
     return -1;
 }
 
-/* As table.c picks a key's shard (bits 40.. of its hash). */
-static int shard_of(const round_t *r, const void *key, size_t len)
-{
-    return (int)((sl_hash64(key, len, r->seed) >> 40) & (r->shards - 1));
-}
-
 static int visit(void *arg, const void *key, size_t len, const void *state, size_t size)
 {
     round_t *r = arg;
+    int i = find_key(r, key, len);
+    const unsigned char *want =
+        i < 0 ? NULL : (const unsigned char *)r->before + (size_t)i * r->state_size;
+    bool filled_state = i >= 0 && size == r->state_size && memcmp(state, want, size) == 0;
     pthread_mutex_lock(&r->mu);
     if (!r->visiting) {
-        r->first_shard = shard_of(r, key, len);
+        r->first_wrong = !filled_state; /* copied before the decider began */
         r->visiting = true;
         pthread_cond_broadcast(&r->cv);
         if (!wait_for(r, &r->decided, WAIT_S)) {
@@ -123,17 +122,11 @@ static int visit(void *arg, const void *key, size_t len, const void *state, size
         }
     }
     pthread_mutex_unlock(&r->mu);
-    int i = find_key(r, key, len);
     if (i < 0) {
-        r->unknown++;
-        return 0;
+        return 0; /* a key the decider added */
     }
     r->seen[i]++;
-    const unsigned char *want = (const unsigned char *)r->before + (size_t)i * r->state_size;
-    if (shard_of(r, key, len) == r->first_shard &&
-        (size != r->state_size || memcmp(state, want, size) != 0)) {
-        r->wrong_state++;
-    }
+    r->wrong_state += !r->touched[i] && !filled_state; /* decider done: touched[] is final */
     return 0;
 }
 
@@ -160,11 +153,13 @@ static void *decider_main(void *arg)
         if (x % 4 == 0) { /* a new key: inserts, and the shard grows */
             int n = snprintf(fresh, sizeof fresh, "new-%d-%016llx", i, (unsigned long long)x);
             rc = sl_table_decide(r->table, fresh, (size_t)n, 1, now, &d);
-        } else if (x % 4 == 1 && r->shards == 1) { /* with several shards, keys stay */
+        } else if (x % 4 == 1) {
             const char *k = r->keys[(x >> 8) % KEYS];
+            r->touched[(x >> 8) % KEYS] = 2;
             rc = sl_table_reset(r->table, k, strlen(k));
         } else {
             const char *k = r->keys[(x >> 8) % KEYS];
+            r->touched[(x >> 8) % KEYS] |= 1;
             rc = sl_table_decide(r->table, k, strlen(k), 1, now, &d);
         }
         if (rc != SL_OK) {
@@ -196,6 +191,7 @@ static int run_round(uint64_t seed, int n)
     r.state_size = sl_state_size(&rule);
     r.before = calloc(KEYS, r.state_size);
     r.seen = calloc(KEYS, 1);
+    r.touched = calloc(KEYS, 1);
     pthread_mutex_init(&r.mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -247,19 +243,21 @@ static int run_round(uint64_t seed, int n)
     }
     size_t missing = 0, twice = 0;
     for (int i = 0; i < KEYS; i++) {
-        missing += r.seen[i] == 0;
+        missing += r.seen[i] == 0 && r.touched[i] != 2;
         twice += r.seen[i] > 1;
     }
-    if (twice != 0 || missing != 0 || r.wrong_state != 0 || (r.shards == 1 && r.unknown != 0)) {
+    if (twice != 0 || missing != 0 || r.wrong_state != 0 || r.first_wrong) {
         fprintf(stderr,
-                "round %d (%s, %u shards): %zu filled keys not visited, %zu visited twice, %zu "
-                "new keys visited, %zu with another state than at the copy\n",
-                n, what, r.shards, missing, twice, r.unknown, r.wrong_state);
+                "round %d (%s, %u shards): %zu filled keys not reset and not visited, %zu "
+                "visited twice, %zu untouched with another state than filled, first key %s\n",
+                n, what, r.shards, missing, twice, r.wrong_state,
+                r.first_wrong ? "with another state than filled" : "as filled");
         fails++;
     }
     sl_table_free(r.table);
     free(r.before);
     free(r.seen);
+    free(r.touched);
     pthread_mutex_destroy(&r.mu);
     pthread_cond_destroy(&r.cv);
     return fails;

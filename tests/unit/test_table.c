@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -306,6 +309,61 @@ static void reenter_run(void *arg)
     c->rc = sl_table_foreach(c->t, reenter_visit, c);
 }
 
+/* Address space in use now, bytes (Linux: /proc/self/statm's first field). 0 if unknown. */
+static size_t address_space_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static int count_visit(void *arg, const void *key, size_t key_len, const void *state, size_t size)
+{
+    (void)key, (void)key_len, (void)state, (void)size;
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+/* sl_table_foreach() needs a piece's copy beside the table, never a shard's: a shard of 64 MiB
+ * of states is walked with 32 MiB of address space to spare (a child process under RLIMIT_AS;
+ * not under the sanitizers, whose shadow memory needs terabytes of address space). */
+static void test_foreach_bounded_memory(void **unused)
+{
+    (void)unused;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip();
+#endif
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sl_rule_t r = rule_of(SL_SLIDING_LOG, 4000, 3600 * SL_NS_PER_SEC); /* 32 KiB a key */
+        sl_table_config_t cfg = {.shards = 1};
+        sl_table_t *t = table_of(&r, &cfg);
+        char key[32];
+        for (int i = 0; i < 2048; i++) {
+            snprintf(key, sizeof(key), "k%d", i);
+            if (!allow(t, key, 1 + i % 100, T0))
+                _exit(2);
+        }
+        size_t limit = address_space_bytes() + ((size_t)32 << 20);
+        struct rlimit rl = {limit, limit};
+        size_t visited = 0;
+        if (limit == ((size_t)32 << 20) || setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(3);
+        int rc = sl_table_foreach(t, count_visit, &visited);
+        _exit(rc == 0 && visited == 2048 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* The visitor runs with no lock held: it may decide on the table being visited (the same shard,
  * with one shard), decide all or nothing across tables, and reset keys; it sees every key as it
  * was when its shard was copied. (It used to run under the shard's lock, and deadlocked.) */
@@ -403,6 +461,220 @@ static void test_memory_cap(void **unused)
     /* a window later the old keys are fresh: new keys fit again */
     assert_true(allow(t, "late-comer", 1, T0 + 2 * SL_NS_PER_SEC));
     sl_table_free(t);
+}
+
+/* Stores keys "<prefix><i>" from i = *next with cost(i), until the table has evicted one (or
+ * `max` keys were tried); returns the number stored. The first new key at the cap is refused:
+ * the hand's first lap finds every key marked (each was just stored) and unmarks them all. */
+static int fill_until_evicted(sl_table_t *t, const char *prefix, int *next, int64_t (*cost)(int),
+                              int max)
+{
+    char key[32];
+    sl_table_stats_t st = {0};
+    int stored = 0;
+    for (; *next < max && st.evicted == 0; (*next)++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, *next);
+        sl_decision_t d;
+        int rc = sl_table_decide(t, key, strlen(key), cost(*next), T0, &d);
+        if (rc == SL_OK)
+            stored++;
+        else
+            assert_int_equal(rc, SL_EFULL);
+        assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    }
+    return stored;
+}
+
+static int64_t cost_one(int i)
+{
+    (void)i;
+    return 1;
+}
+
+/* Units a key of a fixed_window rule has used (its state: window start, count). */
+static int64_t used_of(sl_table_t *t, const char *key)
+{
+    int64_t st[2];
+    assert_int_equal(sl_table_get(t, key, strlen(key), st), SL_OK);
+    return st[1];
+}
+
+/* At the cap with evict_idle, new keys take the place of idle ones; a key decided on between
+ * every two new keys is never idle when the hand passes, so it keeps its usage however many new
+ * keys come. */
+static void test_evict_idle_keeps_hot_keys(void **unused)
+{
+    (void)unused;
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 3600 * SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 32 * 1024, .evict_idle = true, .seed = 7};
+    sl_table_t *t = table_of(&r, &cfg);
+    sl_decision_t d;
+    assert_int_equal(sl_table_decide(t, "hot", 3, 7, T0, &d), SL_OK);
+    int next = 0, capacity = 0;
+    capacity = fill_until_evicted(t, "k", &next, cost_one, 100000);
+    assert_true(capacity > 100);
+    char key[32];
+    int refused = 0;
+    for (int i = 0; i < 10 * capacity; i++, next++) {
+        assert_int_equal(sl_table_decide(t, "hot", 3, 0, T0, &d), SL_OK); /* a peek touches */
+        snprintf(key, sizeof(key), "k%d", next);
+        int rc = sl_table_decide(t, key, strlen(key), 1, T0, &d);
+        refused += rc == SL_EFULL;
+        assert_true(rc == SL_OK || rc == SL_EFULL);
+    }
+    assert_int_equal(used_of(t, "hot"), 7);
+    sl_table_stats_t st;
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_true(st.evicted >= (uint64_t)(9 * capacity)); /* the new keys found room */
+    /* one refusal per lap of the hand that found every key in use: the first lap at the cap
+     * (every key had just been stored), and none after it (only "hot" is in use) */
+    assert_int_equal(refused, 0);
+    assert_int_equal(st.refused, 1);
+    assert_true(sl_table_memory(t) <= 32 * 1024 + 4096);
+    sl_table_free(t);
+}
+
+static int64_t cost_by_parity(int i)
+{
+    return i % 2 == 0 ? 9 : 1; /* even keys near their limit of 10, odd ones with 9 left */
+}
+
+/* Of the idle keys the hand sees, the one with the most units left is evicted: the keys near
+ * their limit are the last to go. */
+static void test_evict_least_usage_first(void **unused)
+{
+    (void)unused;
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 3600 * SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 64 * 1024, .evict_idle = true, .seed = 11};
+    sl_table_t *t = table_of(&r, &cfg);
+    int next = 0;
+    int stored = fill_until_evicted(t, "k", &next, cost_by_parity, 100000);
+    /* a tenth as many new keys again: each eviction compares up to EVICT_SAMPLE idle keys */
+    char key[32];
+    for (int i = 0; i < stored / 10; i++) {
+        snprintf(key, sizeof(key), "new%d", i);
+        sl_decision_t d;
+        int rc = sl_table_decide(t, key, strlen(key), 1, T0, &d);
+        assert_true(rc == SL_OK || rc == SL_EFULL);
+    }
+    int even_gone = 0, odd_gone = 0;
+    for (int i = 0; i < next; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (used_of(t, key) == 0)
+            *(i % 2 == 0 ? &even_gone : &odd_gone) += 1;
+    }
+    assert_true(odd_gone > stored / 20);
+    assert_true(even_gone * 20 <= odd_gone); /* only when a whole sample was near its limit */
+    sl_table_free(t);
+}
+
+/* Without evict_idle the cap refuses and keeps every key (the library's default). */
+static void test_no_eviction_by_default(void **unused)
+{
+    (void)unused;
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 3600 * SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 1, .max_bytes = 32 * 1024};
+    sl_table_t *t = table_of(&r, &cfg);
+    int next = 0;
+    fill_until_evicted(t, "k", &next, cost_one, 5000);
+    sl_table_stats_t st;
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_int_equal(st.evicted, 0);
+    assert_true(st.refused > 0);
+    /* asked, it evicts: a first lap unmarks the keys (all just stored), the second evicts */
+    assert_int_equal(sl_table_evict(t, T0, 1 << 20), 0);
+    assert_true(sl_table_evict(t, T0, 1 << 20) > 0);
+    assert_int_equal(sl_table_stats(t, &st), SL_OK);
+    assert_true(st.evicted > 0);
+    sl_table_free(t);
+}
+
+/* Tables sharing a budget stop growing at its cap, together; what they count is given back
+ * exactly, whatever they did (a seeded mix of new keys, resets, refunds, evictions). */
+static void test_budget_shared_and_balanced(void **unused)
+{
+    (void)unused;
+    sl_budget_t *b = NULL;
+    assert_int_equal(sl_budget_create(0, &b), SL_EINVAL);
+    assert_int_equal(sl_budget_create(256 * 1024, &b), SL_OK);
+    sl_rule_t gcra = rule_of(SL_GCRA, 100, SL_NS_PER_SEC);
+    sl_rule_t slog = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC); /* out-of-line states */
+    sl_table_config_t cfg = {.budget = b};
+    sl_table_t *t1 = table_of(&gcra, &cfg), *t2 = table_of(&slog, &cfg);
+    assert_true(sl_budget_used(b) > 0); /* the empty tables' arrays */
+    uint64_t x = 0x5eed;
+    int full = 0;
+    char key[32];
+    for (int i = 0; i < 40000; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        sl_table_t *t = (x >> 33) % 2 ? t1 : t2;
+        snprintf(key, sizeof(key), "k%llu", (unsigned long long)((x >> 40) % 20000));
+        sl_decision_t d;
+        switch ((x >> 20) % 8) {
+        case 0:
+            assert_int_equal(sl_table_reset(t, key, strlen(key)), SL_OK);
+            break;
+        case 1:
+            assert_int_equal(sl_table_refund(t, key, strlen(key), 1, T0, T0, &d), SL_OK);
+            break;
+        case 2:
+            if ((x >> 10) % 16 == 0)
+                sl_table_evict(t, T0, 1024);
+            break;
+        default: {
+            int rc = sl_table_decide(t, key, strlen(key), 1, T0, &d);
+            assert_true(rc == SL_OK || rc == SL_EFULL);
+            full += rc == SL_EFULL;
+            break;
+        }
+        }
+        /* growth is checked before and counted after: it may pass the cap by one step */
+        assert_true(sl_budget_used(b) <= 256 * 1024 + 64 * 1024);
+    }
+    assert_true(full > 0);
+    assert_false(sl_budget_take(b, 64 * 1024)); /* full: the caller's own memory is refused */
+    sl_table_free(t2);
+    size_t used = sl_budget_used(b);
+    assert_true(used < 256 * 1024);
+    assert_true(sl_budget_take(b, 1000));
+    assert_int_equal(sl_budget_used(b), used + 1000);
+    sl_budget_give(b, 1000);
+    sl_table_free(t1);
+    assert_int_equal(sl_budget_used(b), 0);
+    assert_false(sl_budget_take(b, 256 * 1024 + 1));
+    assert_true(sl_budget_take(b, 256 * 1024));
+    assert_int_equal(sl_budget_max(b), 256 * 1024);
+    sl_budget_free(b);
+}
+
+/* sl_table_evict() frees what it is asked for when idle keys hold it, shrinking arrays, and
+ * gives it back to the budget; hot keys stay. */
+static void test_table_evict_frees(void **unused)
+{
+    (void)unused;
+    sl_budget_t *b = NULL;
+    assert_int_equal(sl_budget_create(64 << 20, &b), SL_OK);
+    sl_rule_t r = rule_of(SL_FIXED_WINDOW, 10, 3600 * SL_NS_PER_SEC);
+    sl_table_config_t cfg = {.shards = 4, .budget = b};
+    sl_table_t *t = table_of(&r, &cfg);
+    char key[32];
+    for (int i = 0; i < 50000; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_true(allow(t, key, 1, T0));
+    }
+    size_t before = sl_budget_used(b), memory = sl_table_memory(t);
+    /* a first lap unmarks every key (all were decided on), freeing nothing; the keys touched
+     * after it are in use again */
+    assert_int_equal(sl_table_evict(t, T0, memory / 2), 0);
+    assert_true(allow(t, "k1", 1, T0));
+    size_t freed = sl_table_evict(t, T0, memory / 2);
+    assert_true(freed >= memory / 2);
+    assert_int_equal(sl_budget_used(b), before - freed);
+    assert_int_equal(sl_table_memory(t), memory - freed);
+    assert_int_equal(used_of(t, "k1"), 2);
+    sl_table_free(t);
+    assert_int_equal(sl_budget_used(b), 0);
+    sl_budget_free(b);
 }
 
 /* The batch entry point decides as the same calls in a row would, including repeated keys. */
@@ -1057,8 +1329,14 @@ int main(void)
         cmocka_unit_test(test_foreach_round_trip),
         cmocka_unit_test(test_foreach_stops),
         cmocka_unit_test(test_foreach_visitor_calls_into_tables),
+        cmocka_unit_test(test_foreach_bounded_memory),
         cmocka_unit_test(test_reclaim_drops_only_fresh),
         cmocka_unit_test(test_memory_cap),
+        cmocka_unit_test(test_evict_idle_keeps_hot_keys),
+        cmocka_unit_test(test_evict_least_usage_first),
+        cmocka_unit_test(test_no_eviction_by_default),
+        cmocka_unit_test(test_budget_shared_and_balanced),
+        cmocka_unit_test(test_table_evict_frees),
         cmocka_unit_test(test_batch_equals_sequential),
         cmocka_unit_test(test_put_refuses_corrupt_states),
         cmocka_unit_test(test_lookup_ends_after_removals),
