@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/engine_impl.h"
+#include "server/events.h"
 #include "store/request_stores.h"
 #include "server/log.h"
 
@@ -33,8 +34,8 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     }
     if (cfg->max_memory != 0 && cfg->max_memory < ENGINE_TABLE_MIN_BYTES) {
         snprintf(err, ENGINE_ERR_MAX,
-                 "--max-memory must be 0 (no cap) or at least 64k: it caps each rule's table, "
-                 "and an empty table takes about 48 KiB");
+                 "--max-memory must be 0 (no cap) or at least 64k: it caps the keys of every rule "
+                 "together, and each rule's empty table takes some of it");
         return -1;
     }
     engine_t *e = calloc(1, sizeof *e);
@@ -173,6 +174,7 @@ static void engine_poll(void *arg, config_store_t *store)
     if (swept > 0) {
         log_debug("%zu idle inline rules taken out of force", swept);
     }
+    engine_relieve(e, sl_now_ns());
 }
 
 /* The store's push: a change was committed somewhere, or the push connected again. On the
@@ -362,6 +364,27 @@ void engine_store_modes(const engine_t *e, size_t *module_nodes, size_t *lua_nod
     *module_nodes = *lua_nodes = 0;
     if (e->requests->ops->modes != NULL) {
         e->requests->ops->modes(e->requests, module_nodes, lua_nodes);
+    }
+}
+
+size_t engine_relieve(engine_t *e, int64_t now_ns)
+{
+    if (e->requests->ops->relieve == NULL) {
+        return 0;
+    }
+    size_t freed = e->requests->ops->relieve(e->requests, now_ns);
+    if (freed > 0) {
+        event_note(EV_MEMORY_RELIEVED,
+                   "near --max-memory: %zu bytes of idle keys evicted across the rules", freed);
+    }
+    return freed;
+}
+
+void engine_memory(const engine_t *e, size_t *used, size_t *max)
+{
+    *used = *max = 0;
+    if (e->requests->ops->memory != NULL) {
+        e->requests->ops->memory(e->requests, used, max);
     }
 }
 

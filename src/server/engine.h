@@ -37,10 +37,11 @@
 #include "server/watch.h"
 #include "store/request_store.h"
 
-#define ENGINE_WORKERS_MAX     256
-#define ENGINE_INLINE_MAX      1024 /* default most distinct inline (SL.THROTTLE) rules */
-#define ENGINE_ERR_MAX         512
-#define ENGINE_TABLE_MIN_BYTES (64 * 1024) /* the least max_memory (a table's empty size) */
+#define ENGINE_WORKERS_MAX 256
+#define ENGINE_INLINE_MAX  1024 /* default most distinct inline (SL.THROTTLE) rules */
+#define ENGINE_ERR_MAX     512
+#define ENGINE_TABLE_MIN_BYTES                                                                     \
+    (64 * 1024) /* the least max_memory (rules' empty tables take some) */
 
 /* Per worker, per rule counters (one cache line each, written by one thread). */
 typedef struct rule_counters {
@@ -84,7 +85,8 @@ typedef struct engine_config {
     const char *store_url;
     unsigned workers;
     size_t key_max;
-    size_t max_memory; /* cap of each table, bytes; 0 none, else >= ENGINE_TABLE_MIN_BYTES */
+    size_t max_memory; /* cap of all keys of all rules, bytes; 0 none, else >=
+                          ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
     const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
     int64_t store_timeout_ns;  /* a decision's deadline with a remote request store */
@@ -291,6 +293,15 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 /* Whether decisions wait for a remote store (they do not complete at once). */
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
+
+/* Near --max-memory, frees idle keys across every rule (the memory store; the config thread calls
+ * it at each poll): returns the bytes freed, counted and logged. A key decided on since the last
+ * call is not idle. */
+size_t engine_relieve(engine_t *e, int64_t now_ns);
+
+/* Bytes the request store holds under --max-memory (every rule's tables, the memory store) and
+ * the cap; 0 and 0 for a store that holds none. Any thread. */
+void engine_memory(const engine_t *e, size_t *used, size_t *max);
 
 /* With the Redis store: how many nodes decide with the sluice.so module and how many with the
  * Lua scripts, as last found out (each connection to a node asks); 0 and 0 with a store without

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "server/engine_impl.h"
+#include "server/events.h"
 #include "server/log.h"
 
 /* ---- the end of every decision ------------------------------------------------------------- */
@@ -30,6 +31,13 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
 {
     rule_counters_t *c = &rs->t->counters[w->index];
     if (st != SL_OK) {
+        if (st == SL_EFULL) {
+            event_note(EV_MEMORY_FULL,
+                       "rule '%s': no room for a new key under --max-memory (every key in use): "
+                       "on_store_error %s decided",
+                       rs->def.name,
+                       rs->def.on_store_error == RULE_ON_ERROR_ALLOW ? "allow" : "deny");
+        }
         store_error_decision(rs, out);
         atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
         return;

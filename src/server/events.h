@@ -27,7 +27,12 @@
  */
 #define EVENTS(X)                                                                                  \
     X(EV_CROSS_PROTOCOL, "sluice_cross_protocol_total", "", LOG_WARN,                              \
-      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.")
+      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.") \
+    X(EV_MEMORY_FULL, "sluice_memory_full_total", "", LOG_WARN,                                    \
+      "New keys refused under --max-memory because every key was in use: decided by their "        \
+      "rule's on_store_error.")                                                                    \
+    X(EV_MEMORY_RELIEVED, "sluice_memory_relieved_total", "", LOG_INFO,                            \
+      "Times the memory store freed idle keys across the rules as it neared --max-memory.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

@@ -95,17 +95,19 @@ static void snapshot_record(main_ctx_t *m, int rc, int64_t now_ns, size_t keys, 
     log_debug("snapshot %s: %zu keys", path, keys);
 }
 
-/* Writes a snapshot on this thread (the last one, at shutdown; or when no thread could start). */
-static void save_snapshot_now(main_ctx_t *m)
+/* Writes a snapshot on this thread (the last one, at shutdown; or when no thread could start).
+ * Returns 0, or -1 when it was not written (logged). */
+static int save_snapshot_now(main_ctx_t *m)
 {
     if (!snapshots_on(m)) {
-        return;
+        return 0;
     }
     char err[ENGINE_ERR_MAX];
     size_t keys = 0;
     int64_t now_ns = sl_now_ns();
     int rc = engine_save_snapshot(m->srv.engine, m->srv.cfg->snapshot_path, now_ns, &keys, err);
     snapshot_record(m, rc, now_ns, keys, err);
+    return rc != 0 ? -1 : 0;
 }
 
 static void snapshot_thread(void *arg)
@@ -444,7 +446,9 @@ int main(int argc, char **argv)
     server_stop(&m.srv);
     engine_stop(m.srv.engine);
     snapshot_join(&m); /* a snapshot under way finishes first: both write PATH.tmp */
-    save_snapshot_now(&m);
+    /* a final snapshot that failed loses what the keys used since the last one: the exit says
+     * so, for the service manager and whoever restarts it */
+    int final_rc = save_snapshot_now(&m);
     uv_close((uv_handle_t *)&m.sig_term, NULL);
     uv_close((uv_handle_t *)&m.sig_int, NULL);
     uv_close((uv_handle_t *)&m.sig_hup, NULL);
@@ -452,6 +456,12 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.snapshot_done, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);
+    if (final_rc != 0) {
+        log_error("stopped without the final snapshot: the keys' usage since the last snapshot "
+                  "is lost");
+        rc = 1;
+        goto out;
+    }
     log_info("stopped");
     rc = 0;
 out:

@@ -26,7 +26,7 @@ typedef struct rule_row {
     /* the series' labels, copied (the rule may be gone once the walk is over): rule="name",
      * then domain="..." for a rule that answers Envoy's rate limit service */
     char labels[sizeof "rule=\"\",domain=\"\"" + RULE_NAME_MAX + 2 * DESC_NAME_MAX];
-    uint64_t allowed, denied, shadow, errors;
+    uint64_t allowed, denied, shadow, errors, evicted;
     size_t keys, bytes;
 } rule_row_t;
 
@@ -77,6 +77,7 @@ static void collect_rule(void *arg, rule_state_t *rs)
     engine_rule_stats(rs, &st);
     row.keys = st.keys;
     row.bytes = st.bytes;
+    row.evicted = st.evicted;
     if (x->n == x->cap) {
         size_t cap = x->cap > 0 ? 2 * x->cap : 64;
         rule_row_t *grown = realloc(x->rows, cap * sizeof *grown);
@@ -116,8 +117,10 @@ static void render_rules(server_t *srv, buf_t *b)
          "Decisions made by on_store_error (table full, override lookup failed)."},
         {"sluice_keys", "gauge", "Keys held in the rule's tables."},
         {"sluice_table_bytes", "gauge", "Memory of the rule's tables, bytes."},
+        {"sluice_evicted_keys_total", "counter",
+         "Idle keys evicted near --max-memory (their usage forgotten)."},
     };
-    for (int m = 0; m < 5; m++) {
+    for (int m = 0; m < 6; m++) {
         help(b, metrics[m].name, metrics[m].type, metrics[m].help);
         for (size_t i = 0; i <= x.n; i++) {
             const rule_row_t *r = i < x.n ? &x.rows[i] : &x.other;
@@ -139,8 +142,12 @@ static void render_rules(server_t *srv, buf_t *b)
             case 3:
                 buf_printf(b, "%s{%s} %zu\n", metrics[m].name, r->labels, r->keys);
                 break;
-            default:
+            case 4:
                 buf_printf(b, "%s{%s} %zu\n", metrics[m].name, r->labels, r->bytes);
+                break;
+            default:
+                buf_printf(b, "%s{%s} %llu\n", metrics[m].name, r->labels,
+                           (unsigned long long)r->evicted);
                 break;
             }
         }
@@ -315,6 +322,14 @@ void metrics_render(server_t *srv, buf_t *b)
         buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
         buf_printf(b, "sluice_redis_nodes{mode=\"lua\"} %zu\n", lua_nodes);
     }
+
+    size_t memory_used, memory_max;
+    engine_memory(srv->engine, &memory_used, &memory_max);
+    help(b, "sluice_memory_bytes", "gauge",
+         "Memory of every rule's keys counted against --max-memory (the memory store), bytes.");
+    buf_printf(b, "sluice_memory_bytes %zu\n", memory_used);
+    help(b, "sluice_memory_max_bytes", "gauge", "--max-memory, bytes; 0 when there is no cap.");
+    buf_printf(b, "sluice_memory_max_bytes %zu\n", memory_max);
 
     help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
     buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));

@@ -6,6 +6,13 @@
  * A key's usage lives in one table of its rule: the one its override names, or the rule's own.
  * The list of override tables grows under ov_lock (a key's first decision under new numbers)
  * and is read under it; the tables themselves live as long as the rule's data.
+ *
+ * Memory. --max-memory is one budget (sl_budget_t) for every table of every rule (named,
+ * inline and override tables alike), so no number of rules multiplies it. At the cap a table
+ * evicts its own idle keys before it refuses a new one (sl_table_config_t.evict_idle), and
+ * relieve() (the config thread, once a poll) frees idle keys across all tables while the budget
+ * is above RELIEVE_AT, in proportion to what each holds, so that a rule flooded with new keys
+ * cannot leave the others no room for long. The rules' data is listed (rules_lock) for it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,14 +22,21 @@
 #include "rules/ruledef.h"
 #include "store/request_store.h"
 
-#define TABLE_SHARDS     64   /* lock shards of a table with no cap */
-#define TABLE_SHARD_KEYS 64   /* under a cap, fewer shards until each can hold this many keys */
-#define STATE_STACK_MAX  4096 /* cold-start states up to this size live on the stack */
-#define TABLES_STACK     16   /* table lists up to this long live on the stack */
+#define TABLE_SHARDS      64          /* lock shards of a table */
+#define TABLE_SHARD_BYTES (64 * 1024) /* under --max-memory, a shard per this much of it */
+#define STATE_STACK_MAX   4096        /* cold-start states up to this size live on the stack */
+#define TABLES_STACK      16          /* table lists up to this long live on the stack */
+#define RELIEVE_AT_NUM    15          /* relieve() frees memory above 15/16 of the budget ... */
+#define RELIEVE_AT_DEN    16
+#define RELIEVE_TO_NUM    7 /* ... down to 7/8 of it */
+#define RELIEVE_TO_DEN    8
 
 typedef struct memory_store {
     request_store_t base;
     store_config_t cfg;
+    sl_budget_t *budget;        /* --max-memory for all tables; NULL: no cap */
+    pthread_mutex_t rules_lock; /* guards rules */
+    store_rule_t *rules;        /* every rule's data, for relieve() */
 } memory_store_t;
 
 typedef struct override_table {
@@ -31,7 +45,8 @@ typedef struct override_table {
 } override_table_t;
 
 struct store_rule {
-    const memory_store_t *store;
+    memory_store_t *store;
+    store_rule_t *prev, *next; /* in store->rules */
     sl_table_t *table;
     pthread_mutex_t ov_lock;
     override_table_t *ov;
@@ -59,13 +74,22 @@ static int mem_open(const char *url, const store_config_t *cfg, request_store_t 
     }
     m->base.ops = &memory_store_ops;
     m->cfg = *cfg;
+    if (cfg->max_memory > 0 && sl_budget_create(cfg->max_memory, &m->budget) != SL_OK) {
+        snprintf(err, REQUEST_STORE_ERR_MAX, "out of memory");
+        free(m);
+        return -1;
+    }
+    pthread_mutex_init(&m->rules_lock, NULL);
     *out = &m->base;
     return 0;
 }
 
 static void mem_close(request_store_t *s)
 {
-    free(s);
+    memory_store_t *m = (memory_store_t *)s;
+    pthread_mutex_destroy(&m->rules_lock);
+    sl_budget_free(m->budget); /* every rule's data is freed before the store */
+    free(m);
 }
 
 static int mem_attach(request_store_t *s, uv_loop_t *loop, store_loop_t **slot, char *err)
@@ -91,14 +115,17 @@ static const char *mem_describe(const request_store_t *s)
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
-/* The table settings for numbers: under --max-memory, split into fewer shards when a shard's
- * share of the cap would hold few of its keys (sliding_log rings take 8 bytes per unit of the
- * limit). */
-static sl_table_config_t table_config(const memory_store_t *m, const sl_rule_t *numbers)
+/* The table settings: every table counts against the one budget, and evicts its idle keys when
+ * the budget is full. Under a small budget, fewer shards (TABLE_SHARD_BYTES of budget each): an
+ * empty shard takes about 600 bytes, and a rule's empty table should not take a small budget. */
+static sl_table_config_t table_config(const memory_store_t *m)
 {
-    sl_table_config_t tc = {
-        .max_bytes = m->cfg.max_memory, .key_max = m->cfg.key_max, .shards = TABLE_SHARDS};
-    while (tc.shards > 1 && !sl_table_can_hold(numbers, &tc, TABLE_SHARD_KEYS)) {
+    sl_table_config_t tc = {.key_max = m->cfg.key_max,
+                            .shards = TABLE_SHARDS,
+                            .budget = m->budget,
+                            .evict_idle = m->budget != NULL};
+    while (m->budget != NULL && tc.shards > 1 &&
+           (size_t)tc.shards * TABLE_SHARD_BYTES > sl_budget_max(m->budget)) {
         tc.shards /= 2;
     }
     return tc;
@@ -106,7 +133,7 @@ static sl_table_config_t table_config(const memory_store_t *m, const sl_rule_t *
 
 static sl_table_t *table_new(const memory_store_t *m, const sl_rule_t *numbers)
 {
-    sl_table_config_t tc = table_config(m, numbers);
+    sl_table_config_t tc = table_config(m);
     sl_table_t *t = NULL;
     if (sl_table_create(numbers, &tc, &t) != SL_OK) {
         return NULL;
@@ -127,13 +154,20 @@ static int mem_rule_new(request_store_t *s, const sl_rule_t *numbers, store_rule
     if (r == NULL) {
         return -1;
     }
-    r->store = (const memory_store_t *)s;
+    r->store = (memory_store_t *)s;
     r->table = table_new(r->store, numbers);
     if (r->table == NULL) {
         free(r);
         return -1;
     }
     pthread_mutex_init(&r->ov_lock, NULL);
+    pthread_mutex_lock(&r->store->rules_lock);
+    r->next = r->store->rules;
+    if (r->next != NULL) {
+        r->next->prev = r;
+    }
+    r->store->rules = r;
+    pthread_mutex_unlock(&r->store->rules_lock);
     *out = r;
     return 0;
 }
@@ -143,6 +177,12 @@ static void mem_rule_free(store_rule_t *r)
     if (r == NULL) {
         return;
     }
+    pthread_mutex_lock(&r->store->rules_lock);
+    *(r->prev != NULL ? &r->prev->next : &r->store->rules) = r->next;
+    if (r->next != NULL) {
+        r->next->prev = r->prev;
+    }
+    pthread_mutex_unlock(&r->store->rules_lock);
     sl_table_free(r->table);
     for (size_t i = 0; i < r->nov; i++) {
         sl_table_free(r->ov[i].table);
@@ -248,9 +288,69 @@ static void mem_rule_stats(store_rule_t *r, sl_table_stats_t *out)
             out->rebuilds += st.rebuilds;
             out->reclaimed += st.reclaimed;
             out->refused += st.refused;
+            out->evicted += st.evicted;
         }
     }
     pthread_mutex_unlock(&r->ov_lock);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static void mem_memory(const request_store_t *s, size_t *used, size_t *max)
+{
+    const memory_store_t *m = (const memory_store_t *)s;
+    *used = sl_budget_used(m->budget);
+    *max = sl_budget_max(m->budget);
+}
+
+/* Bytes of every table of r. */
+static size_t rule_bytes(store_rule_t *r)
+{
+    sl_table_stats_t st;
+    mem_rule_stats(r, &st);
+    return st.bytes;
+}
+
+/* Frees about `want` bytes of r's tables, in proportion to what each holds of `total`. */
+static size_t rule_relieve(store_rule_t *r, int64_t now_ns, size_t want, size_t total)
+{
+    sl_table_t *stack[TABLES_STACK];
+    size_t n = 0, freed = 0;
+    sl_table_t **list = tables_list(r, NULL, true, stack, &n);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        size_t share =
+            (size_t)((__int128)want * sl_table_memory(list[i]) / (total > 0 ? total : 1));
+        freed += sl_table_evict(list[i], now_ns, share + 1);
+    }
+    if (list != stack) {
+        free(list);
+    }
+    return freed;
+}
+
+/*
+ * Above RELIEVE_AT of the budget, frees memory down to RELIEVE_TO of it from every rule's
+ * tables, each giving up its share of what they all hold: the idle keys with the most units
+ * left go first (sl_table_evict()). A table's keys in use since the last call stay. Returns the
+ * bytes freed.
+ */
+static size_t mem_relieve(request_store_t *s, int64_t now_ns)
+{
+    memory_store_t *m = (memory_store_t *)s;
+    size_t used = sl_budget_used(m->budget), max = sl_budget_max(m->budget);
+    if (m->budget == NULL || used < max / RELIEVE_AT_DEN * RELIEVE_AT_NUM) {
+        return 0;
+    }
+    size_t want = used - max / RELIEVE_TO_DEN * RELIEVE_TO_NUM, total = 0, freed = 0;
+    pthread_mutex_lock(&m->rules_lock);
+    for (store_rule_t *r = m->rules; r != NULL; r = r->next) {
+        total += rule_bytes(r);
+    }
+    for (store_rule_t *r = m->rules; r != NULL; r = r->next) {
+        freed += rule_relieve(r, now_ns, want, total);
+    }
+    pthread_mutex_unlock(&m->rules_lock);
+    return freed;
 }
 
 /* ---- override tables ----------------------------------------------------------------------- */
@@ -671,4 +771,6 @@ const request_store_ops_t memory_store_ops = {
     .load_entry = mem_load_entry,
     .load_close = mem_load_close,
     .describe = mem_describe,
+    .relieve = mem_relieve,
+    .memory = mem_memory,
 };

@@ -67,7 +67,7 @@ struct request_store {
 typedef void (*store_note_fn)(int level, const char *text);
 
 typedef struct store_config {
-    size_t max_memory;  /* cap of each table, bytes; 0 none */
+    size_t max_memory;  /* cap of all the store's memory together, bytes; 0 none */
     size_t key_max;     /* the longest key, bytes */
     int64_t timeout_ns; /* a decision's deadline, for a store that waits for answers */
     store_note_fn note; /* may be NULL */
@@ -210,6 +210,12 @@ struct request_store_ops {
     int (*load_section)(store_loader_t *l, store_rule_t *r, char kind, const sl_rule_t *from);
     void (*load_entry)(store_loader_t *l, const void *key, size_t key_len, const void *state);
     size_t (*load_close)(store_loader_t *l);
+
+    /* Frees memory when the store is near its --max-memory (the config thread, once a poll):
+     * returns the bytes freed. NULL: nothing to free. */
+    size_t (*relieve)(request_store_t *s, int64_t now_ns);
+    /* Bytes the store holds under --max-memory, and the cap (0: none). NULL: it holds none. */
+    void (*memory)(const request_store_t *s, size_t *used, size_t *max);
 
     /* "memory", "redis (sluice.so module)", ...: what is deciding now. */
     const char *(*describe)(const request_store_t *s);

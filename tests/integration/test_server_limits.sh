@@ -46,8 +46,10 @@ check port-in-use-exit test $? -eq 1
 check port-in-use-reason grep -q "cannot listen on 127.0.0.1 port $held: Address already in use" "$TMP/held.out"
 stop_bg holder
 
+# (--poll-interval 1h: the config thread's poll, which also frees idle keys near the cap, does
+# not run while the test fills the cap, so that which keys are idle is the test's doing)
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s.db" --snapshot "" \
-    --max-request-size 4k --idle-timeout 1s --max-memory 64k ||
+    --max-request-size 4k --idle-timeout 1s --max-memory 64k --poll-interval 1h ||
     { cat "$TMP/s1.log"; exit 1; }
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 
@@ -64,14 +66,24 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$HTTP_PO
 check http-body-too-big test "$code" = 413
 check still-serving matches "$(cli PING)" '^PONG$'
 
-# --- a table at its memory cap (64 KiB holds a few hundred keys): new keys get on_store_error
-for i in $(seq 1 3000); do printf 'SL.ALLOW open f%d\r\nSL.ALLOW shut f%d\r\n' "$i" "$i"; done >"$TMP/fill.txt"
-redis-cli -p "$RESP_PORT" <"$TMP/fill.txt" >/dev/null
-check cap-allow matches "$(cli SL.ALLOW open newkey)" '^1 5 0 0 '
-check cap-deny matches "$(cli SL.ALLOW shut newkey)" '^0 5 0 1000 '
-check cap-old-keys-decide matches "$(cli SL.ALLOW shut f1)" '^1 5 3 0 '
+# --- the memory cap (64 KiB for both rules' keys: a few hundred): the first new key with every
+# key in use (all just stored) gets its rule's on_store_error, counted and logged; after it new
+# keys take the place of idle ones, and a key in use keeps its usage
+for i in $(seq 1 3000); do
+    printf 'SL.ALLOW open f%d\r\nSL.ALLOW shut f%d\r\nSL.ALLOW shut busy\r\n' "$i" "$i"
+done >"$TMP/fill.txt"
+redis-cli -p "$RESP_PORT" <"$TMP/fill.txt" | tr '\n' ' ' | grep -o '[01] 5 [0-9]* [0-9]* [0-9]*' >"$TMP/fill.out"
+check cap-deny grep -q '^0 5 0 1000 0$' "$TMP/fill.out"
+check cap-allow matches "$(cli SL.ALLOW open newkey)" '^1 5 4 0 '
+check cap-evicts matches "$(cli SL.ALLOW shut newkey)" '^1 5 4 0 '
+check cap-busy-kept matches "$(cli SL.ALLOW shut busy)" '^0 5 0 [1-9]'
 metrics=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")
 check cap-counted matches "$metrics" 'sluice_store_errors_total\{rule="shut"\} [1-9]'
+check cap-full-counted matches "$metrics" 'sluice_memory_full_total [1-9]'
+check cap-evicted matches "$metrics" 'sluice_evicted_keys_total\{rule="shut"\} [1-9]'
+check cap-logged grep -q "rule '[a-z]*': no room for a new key under --max-memory" "$TMP/s1.log"
+used=$(awk '$1 == "sluice_memory_bytes" {print $2}' <<<"$metrics")
+check cap-held test "$used" -le $((64 * 1024))
 
 # --- idle clients are closed after --idle-timeout (1 s; the check runs every second)
 out=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; cat <&3; echo closed')

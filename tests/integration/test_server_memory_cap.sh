@@ -2,7 +2,8 @@
 # test_server_memory_cap.sh - --max-memory caps keys, never the rule set: a small cap still loads
 # and serves every rule; a rule one key of which can never fit is refused when it is set or
 # imported, with the reason; a store that already holds such a rule (written under a larger cap)
-# never stops a start: the rule is in force, logged, and its keys get on_store_error.
+# never stops a start: the rule is in force, logged, and its keys get on_store_error. Under a
+# flood of new keys the cap holds, idle keys make room, and a busy key at its limit stays so.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -53,4 +54,24 @@ check capped-api matches "$(cli SL.ALLOW api k)" '^1 6 5 0 '
 check capped-store-error matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 ~ /^sluice_store_errors_total\{rule="big"\}/ {print $2}')" '^[1-9]'
 stop_bg s3 TERM
 check capped-exit-0 test $? -eq 0
+
+# 3. a flood of new keys under a 1m cap: memory stays under it, idle keys make room (counted), and
+# a key at its limit that keeps asking stays refused throughout (it is never idle)
+start_sluiced s4 --rules "$TMP/rules.yaml" --config-store "$TMP/c.db" --snapshot "" \
+    --max-memory 1m || { cat "$TMP/s4.log"; exit 1; }
+cli SL.ALLOW api attacker COST 100 >/dev/null
+for i in $(seq 1 40000); do
+    printf 'SL.ALLOW api flood%d\r\n' "$i"
+    [ $((i % 50)) -ne 0 ] || printf 'SL.ALLOW api attacker\r\n'
+done >"$TMP/flood.txt"
+redis-cli -p "$RESP_PORT" <"$TMP/flood.txt" | paste -d' ' - - - - - >"$TMP/flood.out"
+check flood-answered test "$(wc -l <"$TMP/flood.out")" -eq 40800
+check flood-attacker-blocked test "$(grep -c '^0 100 0 ' "$TMP/flood.out")" -eq 800
+metrics=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")
+metric() { awk -v m="$1" '$1 == m {print $2}' <<<"$metrics"; }
+check flood-evicted test "$(metric 'sluice_evicted_keys_total{rule="api"}')" -gt 1000
+check flood-under-cap test "$(metric sluice_memory_bytes)" -le $((1024 * 1024))
+check flood-cap-shown test "$(metric sluice_memory_max_bytes)" -eq $((1024 * 1024))
+check flood-still-blocked matches "$(cli SL.ALLOW api attacker)" '^0 100 0 [1-9]'
+stop_bg s4 TERM
 finish

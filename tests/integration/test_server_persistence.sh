@@ -107,4 +107,15 @@ check changed-numbers-log grep -q "rule 'open' changed its numbers since the sna
 check changed-algorithm-log grep -q "rule 'closed' changed algorithm (gcra to fixed_window)" "$TMP/s7.log"
 check changed-algorithm-closed matches "$(cli SL.ALLOW closed k9)" '^0 3 0 [1-9]'
 stop_bg s7 TERM
+
+# 8. a final snapshot that cannot be written (its directory is gone): logged, and the exit
+# status says so (the keys' usage since the last snapshot is lost)
+mkdir -p "$TMP/gone"
+start_sluiced s8 --rules "$TMP/rules.yaml" --config-store "$TMP/s8.db" --snapshot "$TMP/gone/s.snap" \
+    --snapshot-interval 0 || { cat "$TMP/s8.log"; exit 1; }
+cli SL.ALLOW open k >/dev/null
+rm -rf "$TMP/gone"
+stop_bg s8 TERM
+check final-failed-exit test $? -eq 1
+check final-failed-logged grep -q "stopped without the final snapshot" "$TMP/s8.log"
 finish

@@ -13,14 +13,16 @@
 #include <cmocka.h>
 
 #include "server/engine.h"
+#include "server/events.h"
 #include "tmpdir.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
 
 static const int64_t t0_ns = INT64_C(1700000000) * NS_PER_SEC;
 
-/* An engine (one worker) over a new store holding the rules given as name, json pairs. */
-static engine_t *engine_with(const char *const *rules, size_t n)
+/* An engine (one worker) over a new store holding the rules given as name, json pairs, its keys
+ * capped at max_memory bytes (0: none). */
+static engine_t *engine_capped(const char *const *rules, size_t n, size_t max_memory)
 {
     char serr[CONFIG_STORE_ERR_MAX], err[ENGINE_ERR_MAX];
     static char path[TMPDIR_MAX + 32];
@@ -31,13 +33,21 @@ static engine_t *engine_with(const char *const *rules, size_t n)
         assert_int_equal(config_store_put_rule(s, rules[2 * i], rules[2 * i + 1], NULL, serr), 0);
     }
     config_store_close(s);
-    engine_config_t ec = {
-        .store_url = path, .workers = 1, .key_max = 1024, .override_ttl_ns = NS_PER_SEC};
+    engine_config_t ec = {.store_url = path,
+                          .workers = 1,
+                          .key_max = 1024,
+                          .override_ttl_ns = NS_PER_SEC,
+                          .max_memory = max_memory};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fail_msg("engine_create: %s", err);
     }
     return e;
+}
+
+static engine_t *engine_with(const char *const *rules, size_t n)
+{
+    return engine_capped(rules, n, 0);
 }
 
 static engine_decision_t decide(engine_worker_t *w, const char *rule, const char *key, int64_t cost,
@@ -281,6 +291,67 @@ static void test_inline_names(void **unused)
     engine_free(e);
 }
 
+/*
+ * --max-memory is one cap for every rule's keys. At the cap a rule's new key takes the place of
+ * an idle key of that rule; when every key was in use since the last lap of the eviction hand
+ * (the keys just stored, at first), the new key is decided by on_store_error (deny here),
+ * counted as an event. engine_relieve() frees idle keys across the rules below the cap, never a
+ * key decided on since its last call.
+ */
+static void test_memory_cap_evicts_then_refuses(void **unused)
+{
+    (void)unused;
+    const char *rules[] = {"shut",
+                           "{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1h\","
+                           "\"on_store_error\":\"deny\"}",
+                           "open", "{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1h\"}"};
+    const size_t cap = 64 * 1024;
+    engine_t *e = engine_capped(rules, 2, cap);
+    engine_worker_t *w = engine_worker(e, 0);
+    uint64_t full_before = event_total(EV_MEMORY_FULL);
+    char key[32];
+    int i = 0, refused_at = -1;
+    for (; i < 20000 && refused_at < 0; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        engine_decision_t d = decide(w, "shut", key, 1, t0_ns);
+        if (d.store_error) {
+            assert_false(d.d.allowed); /* on_store_error: deny */
+            refused_at = i;
+        }
+    }
+    assert_true(refused_at > 100);
+    assert_int_equal(event_total(EV_MEMORY_FULL), full_before + 1);
+    size_t used, max;
+    engine_memory(e, &used, &max);
+    assert_int_equal(max, cap);
+    assert_true(used <= cap);
+    /* the lap that refused unmarked every key: the next new keys evict idle ones */
+    for (int j = 0; j < 100; j++, i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        engine_decision_t d = decide(w, "shut", key, 1, t0_ns);
+        assert_false(d.store_error);
+        assert_true(d.d.allowed);
+    }
+    /* the other rule's keys fill the rest, then relieving frees both rules' idle keys; a key
+     * decided on since the first call stays */
+    for (int j = 0; j < 3000; j++) {
+        snprintf(key, sizeof key, "o%d", j);
+        decide(w, "open", key, 1, t0_ns);
+    }
+    int64_t kept = decide(w, "shut", "kept", 2, t0_ns).d.remaining; /* 6 - 2 (gcra: burst + 1) */
+    assert_int_equal(kept, 4);
+    engine_memory(e, &used, &max);
+    assert_true(used > cap / 16 * 15); /* near the cap: relieving has work to do */
+    /* the shut keys the refusing lap unmarked are idle: they go; "kept" and the open keys
+     * were decided on since, and stay (unmarked now) */
+    assert_true(engine_relieve(e, t0_ns) > 0);
+    engine_memory(e, &used, &max);
+    assert_true(used <= cap / 16 * 15);
+    assert_int_equal(decide(w, "shut", "kept", 0, t0_ns).d.remaining, kept);
+    assert_int_equal(decide(w, "open", "o2999", 0, t0_ns).d.remaining, 5);
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_inline_limbo_keeps_usage),
         cmocka_unit_test(test_inline_bounds),
         cmocka_unit_test(test_inline_names),
+        cmocka_unit_test(test_memory_cap_evicts_then_refuses),
     };
     if (tmpdir_create("engine") != 0) {
         return 1;
