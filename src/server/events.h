@@ -27,7 +27,17 @@
  */
 #define EVENTS(X)                                                                                  \
     X(EV_CROSS_PROTOCOL, "sluice_cross_protocol_total", "", LOG_WARN,                              \
-      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.")
+      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.") \
+    X(EV_REPLAY_BUSY, "sluice_replay_refused_total", "reason=\"busy\"", LOG_INFO,                  \
+      "POST /v1/replay refused with 503: --replay-concurrency replays were running.")              \
+    X(EV_REPLAY_DEADLINE, "sluice_replay_stopped_total", "reason=\"deadline\"", LOG_INFO,          \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_MEMORY, "sluice_replay_stopped_total", "reason=\"memory\"", LOG_INFO,              \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_SHUTDOWN, "sluice_replay_stopped_total", "reason=\"shutdown\"", LOG_INFO,          \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_ABANDONED, "sluice_replay_abandoned_total", "", LOG_INFO,                          \
+      "POST /v1/replay answers dropped: the client closed before its replay ended.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,
