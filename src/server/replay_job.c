@@ -167,7 +167,11 @@ static int by_rejected(const void *a, const void *b)
     if (x->rejected != y->rejected) {
         return x->rejected > y->rejected ? -1 : 1;
     }
-    return (x->admitted < y->admitted) - (x->admitted > y->admitted);
+    if (x->admitted != y->admitted) {
+        return x->admitted > y->admitted ? -1 : 1;
+    }
+    int c = memcmp(x->key, y->key, x->key_len < y->key_len ? x->key_len : y->key_len);
+    return c != 0 ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
 }
 
 static void answer_head(buf_t *b, const job_t *j)
