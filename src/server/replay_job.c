@@ -314,6 +314,14 @@ static bool job_replay(json_t *o, job_t *j)
     return job_lines(j, replay_one, &j->lines) || j->err[0] == '\0';
 }
 
+/* Makes s one line of text: control bytes become '?'. */
+static void one_line(char *s)
+{
+    for (; *s != '\0'; s++) {
+        *s = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    }
+}
+
 void replay_job_run(const char *body, size_t len, const replay_limits_t *lim, replay_answer_t *out)
 {
     *out = (replay_answer_t){.status = 400};
@@ -323,6 +331,7 @@ void replay_job_run(const char *body, size_t len, const replay_limits_t *lim, re
         if (o == NULL) {
             snprintf(out->err, sizeof out->err, "invalid JSON: line %d, column %d: %s", jerr.line,
                      jerr.column, jerr.text);
+            one_line(out->err); /* jansson quotes the bytes it stopped at */
         } else {
             snprintf(out->err, sizeof out->err, "the body must be a JSON object");
         }
