@@ -97,7 +97,7 @@ static void replay_work(uv_work_t *req)
     replay_work_t *w = req->data;
     replay_job_run(w->body, w->len, &w->lim, &w->answer);
 #ifdef __GLIBC__
-    malloc_trim(0); /* what the table held goes back to the system, not to the heap's top */
+    malloc_trim(0); /* the pages of the replay's many small blocks go back to the system */
 #endif
 }
 
