@@ -261,8 +261,9 @@ static int run_case(uint64_t seed, long idx)
     if (failed != NULL) {
         fprintf(stderr,
                 "FAIL case %ld (SLUICE_SEED=%#" PRIx64 "): %s; rule {%s}, %zu lines, "
-                "budget %zu, deadline %" PRId64 ", replayed %zu: %.300s\n",
+                "budget %zu, deadline %" PRId64 ", replayed %zu: %.*s\n",
                 idx, seed, failed, d.fields, d.lines, lim.memory_max, lim.deadline_ns, a.lines,
+                a.status == 200 ? (int)(a.body.len < 300 ? a.body.len : 300) : 300,
                 a.status == 200 ? a.body.data : a.err);
     }
     int stopped = failed != NULL ? -1 : (int)a.stopped;

@@ -88,12 +88,13 @@ static void test_complete_answer(void **unused)
     assert_non_null(o);
     assert_int_equal(a.stopped, REPLAY_COMPLETE);
     assert_int_equal(a.lines, 7);
+    char *text = strndup(a.body.data, a.body.len); /* a buf_t is not NUL-terminated */
     assert_string_equal(
-        a.body.data,
-        "{\"complete\":true,\"lines_replayed\":7,\"admitted\":3,\"rejected\":2,\"keys\":["
-        "{\"key\":\"u1\",\"admitted\":2,\"rejected\":2},{\"key\":\"u2\",\"admitted\":1,"
-        "\"rejected\":0}],\"series\":[{\"t\":0,\"admitted\":2,\"rejected\":1},{\"t\":1,"
-        "\"admitted\":0,\"rejected\":1},{\"t\":2,\"admitted\":1,\"rejected\":0}]}");
+        text, "{\"complete\":true,\"lines_replayed\":7,\"admitted\":3,\"rejected\":2,\"keys\":["
+              "{\"key\":\"u1\",\"admitted\":2,\"rejected\":2},{\"key\":\"u2\",\"admitted\":1,"
+              "\"rejected\":0}],\"series\":[{\"t\":0,\"admitted\":2,\"rejected\":1},{\"t\":1,"
+              "\"admitted\":0,\"rejected\":1},{\"t\":2,\"admitted\":1,\"rejected\":0}]}");
+    free(text);
     json_decref(o);
     replay_job_answer_free(&a);
 }
