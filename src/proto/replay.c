@@ -5,8 +5,10 @@
  * them, so it can be fuzzed and unit-tested on its own.
  *
  * The tally is an insertion-ordered array of entries plus an open-addressing index of entry
- * numbers, so keys are listed in the order they were first seen. Invariant: the index is at
- * most half full.
+ * numbers, so keys are listed in the order they were first seen. Invariants: the index is at
+ * most half full; `bytes` is keys[cap] + index[nindex] + every key copy (an empty key's copy is
+ * one byte). Each allocation is asked for first (tally_may_take) with the most the tally holds
+ * while it is made: a new index beside the old, a realloc'ed array beside its copy.
  */
 #include "proto/replay.h"
 
@@ -201,13 +203,21 @@ static uint64_t hash_key(const char *key, size_t len)
     return h ^ (h >> 29);
 }
 
+/* Whether t may take `more` bytes beside what it holds (its owner's ask, when it has one). */
+static bool tally_may_take(const replay_tally_t *t, size_t more)
+{
+    return t->ask == NULL || t->ask(t->ask_arg, t->bytes + more);
+}
+
 static int tally_grow_index(replay_tally_t *t)
 {
     size_t nindex = t->nindex ? t->nindex * 2 : 64;
+    if (!tally_may_take(t, nindex * sizeof(size_t))) { /* the old index is held until the end */
+        return SL_EFULL;
+    }
     size_t *index = calloc(nindex, sizeof *index);
-
     if (index == NULL) {
-        return -1;
+        return SL_ENOMEM;
     }
     for (size_t e = 0; e < t->n; e++) {
         size_t s = (size_t)t->keys[e].hash & (nindex - 1);
@@ -217,51 +227,72 @@ static int tally_grow_index(replay_tally_t *t)
         index[s] = e + 1;
     }
     free(t->index);
+    t->bytes += (nindex - t->nindex) * sizeof(size_t);
     t->index = index;
     t->nindex = nindex;
-    return 0;
+    return SL_OK;
 }
 
-/* Returns the entry for key, adding it when new, or NULL when out of memory. */
-static replay_tally_key_t *tally_find(replay_tally_t *t, const char *key, size_t len)
+/* Makes room for one more entry in t->keys. */
+static int tally_grow_keys(replay_tally_t *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 32;
+    if (!tally_may_take(t, cap * sizeof(replay_tally_key_t))) { /* realloc may copy */
+        return SL_EFULL;
+    }
+    replay_tally_key_t *keys = realloc(t->keys, cap * sizeof *keys);
+    if (keys == NULL) {
+        return SL_ENOMEM;
+    }
+    t->bytes += (cap - t->cap) * sizeof *keys;
+    t->keys = keys;
+    t->cap = cap;
+    return SL_OK;
+}
+
+/* Sets *out to the entry for key, adding it when new. SL_OK, SL_ENOMEM, or SL_EFULL when the
+ * tally's ask refused the room. */
+static int tally_find(replay_tally_t *t, const char *key, size_t len, replay_tally_key_t **out)
 {
     uint64_t h = hash_key(key, len);
-
-    if (2 * (t->n + 1) > t->nindex && tally_grow_index(t) != 0) {
-        return NULL;
+    int rc = 2 * (t->n + 1) > t->nindex ? tally_grow_index(t) : SL_OK;
+    if (rc != SL_OK) {
+        return rc;
     }
     size_t s = (size_t)h & (t->nindex - 1);
     for (; t->index[s] != 0; s = (s + 1) & (t->nindex - 1)) {
         replay_tally_key_t *k = &t->keys[t->index[s] - 1];
         if (k->hash == h && k->key_len == len && memcmp(k->key, key, len) == 0) {
-            return k;
+            *out = k;
+            return SL_OK;
         }
     }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        replay_tally_key_t *keys = realloc(t->keys, cap * sizeof *keys);
-        if (keys == NULL) {
-            return NULL;
-        }
-        t->keys = keys;
-        t->cap = cap;
+    if (t->n == t->cap && (rc = tally_grow_keys(t)) != SL_OK) {
+        return rc;
     }
-    char *copy = malloc(len ? len : 1);
+    size_t copy_len = len ? len : 1;
+    if (!tally_may_take(t, copy_len)) {
+        return SL_EFULL;
+    }
+    char *copy = malloc(copy_len);
     if (copy == NULL) {
-        return NULL;
+        return SL_ENOMEM;
     }
     memcpy(copy, key, len);
+    t->bytes += copy_len;
     t->keys[t->n] = (replay_tally_key_t){.key = copy, .key_len = len, .hash = h};
     t->index[s] = ++t->n;
-    return &t->keys[t->n - 1];
+    *out = &t->keys[t->n - 1];
+    return SL_OK;
 }
 
 static int tally_add(replay_tally_t *t, const char *key, size_t len, bool allowed)
 {
-    replay_tally_key_t *k = tally_find(t, key, len);
+    replay_tally_key_t *k = NULL;
+    int rc = tally_find(t, key, len, &k);
 
-    if (k == NULL) {
-        return -1;
+    if (rc != SL_OK) {
+        return rc;
     }
     if (allowed) {
         k->admitted++;
@@ -270,7 +301,7 @@ static int tally_add(replay_tally_t *t, const char *key, size_t len, bool allowe
         k->rejected++;
         t->rejected++;
     }
-    return 0;
+    return SL_OK;
 }
 
 void replay_tally_free(replay_tally_t *t)
@@ -289,8 +320,5 @@ int replay_step(sl_table_t *table, replay_tally_t *tally, const struct replay_re
     if (rc != SL_OK) {
         return rc;
     }
-    if (tally != NULL && tally_add(tally, req->key, req->key_len, d->allowed) != 0) {
-        return SL_ENOMEM;
-    }
-    return SL_OK;
+    return tally != NULL ? tally_add(tally, req->key, req->key_len, d->allowed) : SL_OK;
 }

@@ -5,7 +5,9 @@
  *   replay_parse_line()  one input line -> one request. Pure: no I/O, no allocation, no global
  *                        state. The returned key points into the caller's line.
  *   replay_step()        decides one request on the caller's table and counts it, per key
- *                        (first-seen order) and in total, in a replay_tally_t.
+ *                        (first-seen order) and in total, in a replay_tally_t. The tally counts
+ *                        the bytes it holds and can ask its owner before it grows, so a replay
+ *                        on a budget (sluiced's) stops before its tallies pass it.
  *
  * Input format (one request per line):  TIME KEY [COST]
  *   - fields separated by spaces or tabs (any of " \t\r\v\f"), so CRLF files work;
@@ -65,7 +67,15 @@ typedef struct replay_tally_key {
     uint64_t rejected; /* requests with ALLOWED 0 */
 } replay_tally_key_t;
 
-/* Every key's counts, in first-seen order, and the totals. Zero-initialise; replay_tally_free. */
+/*
+ * Asked by a tally before it allocates: it would then hold `bytes` in all (what it holds now and
+ * the allocation asked for). True lets it allocate; false refuses, and the request being counted
+ * is not counted (replay_step returns SL_EFULL).
+ */
+typedef bool (*replay_tally_ask_fn)(void *arg, size_t bytes);
+
+/* Every key's counts, in first-seen order, and the totals. Zero-initialise (then it never
+ * asks); set ask and ask_arg to keep it within a budget. Free with replay_tally_free. */
 typedef struct replay_tally {
     replay_tally_key_t *keys; /* first-seen order */
     size_t n;                 /* keys in use */
@@ -74,12 +84,16 @@ typedef struct replay_tally {
     size_t nindex;            /* slots, a power of two, >= 2 * n */
     uint64_t admitted;        /* over all keys */
     uint64_t rejected;        /* over all keys */
+    size_t bytes;             /* held: keys[cap], index[nindex] and the key copies, bytes */
+    replay_tally_ask_fn ask;  /* asked before each allocation; NULL: never asked */
+    void *ask_arg;            /* ask's first argument */
 } replay_tally_t;
 
 /*
  * Decides req on table (a fresh table of the rule replayed, fed every request in order) into
  * *d and counts it in tally (NULL: not counted). Returns SL_OK, a table error (sl_strerror()),
- * or SL_ENOMEM when the tally could not grow.
+ * SL_ENOMEM when the tally could not grow, or SL_EFULL when its ask refused the growth. After
+ * a tally error the decision was made (the table holds it) but not counted.
  */
 int replay_step(sl_table_t *table, replay_tally_t *tally, const struct replay_request *req,
                 sl_decision_t *d);

@@ -30,6 +30,7 @@
 #define COUNT_VALUE_MAX      (UINT64_C(1) << 30) /* largest count setting */
 #define REQUEST_MAX_MIN      1024                /* smallest --max-request-size, bytes */
 #define POLL_INTERVAL_MIN_NS SL_NS_PER_MS        /* shortest --poll-interval */
+#define REPLAY_MEMORY_MIN    (64 * 1024)         /* smallest --replay-memory, bytes */
 
 #define F(field)   offsetof(server_config_t, field)
 #define NO_MAX     INT64_MAX
@@ -101,6 +102,14 @@ static const option_t options[] = {
      CHECK_NONE, "N", "most SL.THROTTLE/CL.THROTTLE parameter sets at once (default 1024)"},
     {"metrics-inline-rules", "metrics_inline_rules", OPT_COUNT, F(metrics_inline), 0, 0, 0, 1000000,
      CHECK_NONE, "N", "inline rules with /metrics series of their own (default 64)"},
+    {"replay-timeout", "replay_timeout", OPT_DURATION, F(replay_timeout_ns), 0, 0, SL_NS_PER_MS, 0,
+     CHECK_NONE, "DUR", "POST /v1/replay stops this long after it arrived (default 5s)"},
+    {"replay-memory", "replay_memory", OPT_SIZE, F(replay_memory), 0, 0, REPLAY_MEMORY_MIN,
+     SIZE_MAX_V, CHECK_NONE, "BYTES",
+     "what one replay's key table and tallies may hold (default 64m)"},
+    {"replay-concurrency", "replay_concurrency", OPT_COUNT, F(replay_concurrency), 0, 0, 1,
+     CONFIG_REPLAYS_MAX, CHECK_NONE, "N",
+     "replays running at once, 1..4; more get 503 (default 1)"},
     {"requirepass", "requirepass", OPT_STRING, F(requirepass), 0, 0, 0, 0, CHECK_NONE, "PW",
      "RESP password (or env SLUICE_REQUIREPASS)"},
     {"admin-token", "admin_token", OPT_STRING, F(admin_token), 0, 0, 0, 0, CHECK_NONE, "TOKEN",
@@ -430,6 +439,9 @@ void server_config_defaults(server_config_t *c)
     c->max_memory = 0;
     c->max_inline = CONFIG_DEFAULT_MAX_INLINE;
     c->metrics_inline = CONFIG_DEFAULT_METRICS_INLINE;
+    c->replay_timeout_ns = CONFIG_DEFAULT_REPLAY_TIMEOUT_S * SL_NS_PER_SEC;
+    c->replay_memory = CONFIG_DEFAULT_REPLAY_MEMORY;
+    c->replay_concurrency = CONFIG_DEFAULT_REPLAYS;
     c->log_level = LOG_INFO;
 }
 

@@ -30,21 +30,25 @@
 #define CONFIG_THREADS_MAX 256           /* most worker threads */
 #define CONFIG_FILE_MAX    (1024 * 1024) /* largest --config file, bytes */
 
-#define CONFIG_DEFAULT_BIND           "127.0.0.1"
-#define CONFIG_DEFAULT_RESP_PORT      6390
-#define CONFIG_DEFAULT_HTTP_PORT      8390
-#define CONFIG_DEFAULT_GRPC_PORT      8391
-#define CONFIG_DEFAULT_STORE          "./sluice.db"
-#define CONFIG_DEFAULT_SNAPSHOT       "./sluice.snapshot"
-#define CONFIG_DEFAULT_MAX_CLIENTS    10000
-#define CONFIG_DEFAULT_MAX_INLINE     1024
-#define CONFIG_DEFAULT_METRICS_INLINE 64
-#define CONFIG_DEFAULT_KEY_MAX        1024
-#define CONFIG_DEFAULT_REQUEST_MAX    (512 * 1024)
-#define CONFIG_DEFAULT_OUTPUT_HARD    (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
-#define CONFIG_DEFAULT_OUTPUT_SOFT    (8 * 1024 * 1024)
-#define CONFIG_DEFAULT_OUTPUT_SOFT_S  60
-#define CONFIG_DEFAULT_INPUT_BUFFERS  (512 * 1024 * 1024)
+#define CONFIG_DEFAULT_BIND             "127.0.0.1"
+#define CONFIG_DEFAULT_RESP_PORT        6390
+#define CONFIG_DEFAULT_HTTP_PORT        8390
+#define CONFIG_DEFAULT_GRPC_PORT        8391
+#define CONFIG_DEFAULT_STORE            "./sluice.db"
+#define CONFIG_DEFAULT_SNAPSHOT         "./sluice.snapshot"
+#define CONFIG_DEFAULT_MAX_CLIENTS      10000
+#define CONFIG_DEFAULT_MAX_INLINE       1024
+#define CONFIG_DEFAULT_METRICS_INLINE   64
+#define CONFIG_DEFAULT_KEY_MAX          1024
+#define CONFIG_DEFAULT_REQUEST_MAX      (512 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_HARD      (32 * 1024 * 1024) /* Redis's pubsub class: 32mb 8mb 60 */
+#define CONFIG_DEFAULT_OUTPUT_SOFT      (8 * 1024 * 1024)
+#define CONFIG_DEFAULT_OUTPUT_SOFT_S    60
+#define CONFIG_DEFAULT_INPUT_BUFFERS    (512 * 1024 * 1024)
+#define CONFIG_DEFAULT_REPLAY_TIMEOUT_S 5
+#define CONFIG_DEFAULT_REPLAY_MEMORY    (64 * 1024 * 1024)
+#define CONFIG_DEFAULT_REPLAYS          1
+#define CONFIG_REPLAYS_MAX              4 /* libuv's thread pool has 4 threads by default */
 
 #define CONFIG_TLS_RESP 1u /* tls_mask: the RESP listener speaks TLS */
 #define CONFIG_TLS_HTTP 2u
@@ -100,6 +104,12 @@ typedef struct server_config {
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
     size_t metrics_inline;        /* --metrics-inline-rules N, default 64: inline rules with
                                      /metrics series of their own; the rest share one */
+    int64_t replay_timeout_ns;    /* --replay-timeout DUR, default 5s: POST /v1/replay stops
+                                     this long after it arrived; >= 1ms */
+    size_t replay_memory;         /* --replay-memory BYTES, default 64m: what one replay's table
+                                     and tallies may hold together; >= 64k */
+    size_t replay_concurrency;    /* --replay-concurrency N, default 1: replays running at
+                                     once, 1..CONFIG_REPLAYS_MAX; more are refused (503) */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
                                      none */
     char *admin_token;            /* --admin-token T, or env SLUICE_ADMIN_TOKEN; NULL =
@@ -124,7 +134,7 @@ void server_config_defaults(server_config_t *c);
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
  * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
  * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
- * metrics_inline_rules,
+ * metrics_inline_rules, replay_timeout, replay_memory, replay_concurrency,
  * requirepass, admin_token, trusted_proxies (list), log_level); then flags override the file;
  * then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty
  * variable counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the

@@ -32,7 +32,17 @@
       "New keys refused under --max-memory because every key was in use: decided by their "        \
       "rule's on_store_error.")                                                                    \
     X(EV_MEMORY_RELIEVED, "sluice_memory_relieved_total", "", LOG_INFO,                            \
-      "Times the memory store freed idle keys across the rules as it neared --max-memory.")
+      "Times the memory store freed idle keys across the rules as it neared --max-memory.")        \
+    X(EV_REPLAY_BUSY, "sluice_replay_refused_total", "reason=\"busy\"", LOG_INFO,                  \
+      "POST /v1/replay refused with 503: --replay-concurrency replays were running.")              \
+    X(EV_REPLAY_DEADLINE, "sluice_replay_stopped_total", "reason=\"deadline\"", LOG_INFO,          \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_MEMORY, "sluice_replay_stopped_total", "reason=\"memory\"", LOG_INFO,              \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_SHUTDOWN, "sluice_replay_stopped_total", "reason=\"shutdown\"", LOG_INFO,          \
+      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
+    X(EV_REPLAY_ABANDONED, "sluice_replay_abandoned_total", "", LOG_INFO,                          \
+      "POST /v1/replay answers dropped: the client closed before its replay ended.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

@@ -9,7 +9,8 @@
  *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
- *   POST   /v1/replay                          a log replayed against a candidate rule (open)
+ *   POST   /v1/replay                          a log replayed against a candidate rule
+ *                                              (admin token; http_replay.c, off the loop)
  *   GET    /metrics  /healthz  /readyz
  *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
  */

@@ -25,7 +25,7 @@
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
 
-static bool admin_ok(route_ctx_t *x)
+bool route_admin_ok(route_ctx_t *x)
 {
     const char *token = x->c->loop->srv->cfg->admin_token;
     if (token == NULL) {
@@ -240,7 +240,7 @@ void route_rules(route_ctx_t *x)
     /* reading rules is open (the console shows them); overrides name keys, which may be
      * secrets (API keys), so they and every change need the token (docs/design.md) */
     bool rule_read = x->req->method == HTTP_GET && (x->nseg == 2 || x->nseg == 3);
-    if (!rule_read && !admin_ok(x)) {
+    if (!rule_read && !route_admin_ok(x)) {
         return;
     }
     if (x->nseg == 2) {

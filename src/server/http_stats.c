@@ -14,11 +14,6 @@
  *        the same as Server-Sent Events, one `stats` event per second with the second that
  *        just ended: {"end_ms":..,"rules":[{"name":..,"allowed":N,"denied":N,
  *        "shadow_denied":N}]}
- *   POST /v1/replay
- *        a traffic log replayed against a candidate rule, as `sluice replay --summary` does:
- *        {"algorithm":..,"limit":..,"window":..[,"burst":..][,"unit":"ms"],"log":".."} ->
- *        {"admitted":N,"rejected":N,"keys":[{"key":..,"admitted":N,"rejected":N}],
- *         "series":[{"t":..,"admitted":N,"rejected":N}]}
  *
  * A stream is a connection of the loop that accepted it: each loop that has any keeps a timer,
  * set for just after each second ends, that writes the event to its streams. At most
@@ -29,17 +24,13 @@
  * stream left.
  */
 #include <http_parser.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/http.h"
-#include "proto/replay.h"
-#include "proto/text.h"
-#include "rules/ruledef.h"
-#include "server/admin.h"
 #include "server/conn.h"
+#include "server/json_write.h"
 #include "server/route.h"
 #include "server/server.h"
 
@@ -49,34 +40,6 @@
 #define STREAMS_MAX    64           /* stats streams per server */
 #define STREAM_OUT_MAX (256 * 1024) /* bytes waiting for a stream's client before it is closed */
 #define STREAM_LAG_MS  50           /* an event is written this long after its second ends */
-
-/* ---- JSON helpers -------------------------------------------------------------------------- */
-
-/* Appends s[0..len) as a JSON string (bytes that are not UTF-8: as \xNN text, see text_show). */
-static void json_text(buf_t *b, const char *s, size_t len)
-{
-    char shown[TEXT_SHOW_CAP(TOPK_KEY_INLINE)];
-    if (!text_is_utf8(s, len)) {
-        s = text_show(shown, sizeof shown, s, len, len, 0);
-        len = strlen(s);
-    }
-    json_t *j = json_stringn(s, len);
-    char *text = j != NULL ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    if (text != NULL) {
-        buf_add_str(b, text);
-    } else {
-        buf_add_str(b, "null");
-    }
-    free(text);
-    json_decref(j);
-}
-
-static void json_u64(buf_t *b, uint64_t v)
-{
-    char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)v);
-    buf_add(b, num, (size_t)n);
-}
 
 static void reply_json(route_ctx_t *x, buf_t *body)
 {
@@ -97,22 +60,15 @@ static void reply_json(route_ctx_t *x, buf_t *body)
 static void top_item(buf_t *b, const topk_item_t *it)
 {
     size_t len = it->key_len < TOPK_KEY_INLINE ? it->key_len : TOPK_KEY_INLINE;
-    buf_add_str(b, "{\"key\":");
-    json_text(b, it->key, len);
-    if (!text_is_utf8(it->key, len)) {
-        char *hex = admin_hex(it->key, len);
-        buf_add_str(b, ",\"key_hex\":\"");
-        buf_add_str(b, hex != NULL ? hex : "");
-        buf_add_str(b, "\"");
-        free(hex);
-    }
+    buf_add_str(b, "{");
+    json_write_key(b, it->key, len);
     if (it->key_len > TOPK_KEY_INLINE) {
         buf_add_str(b, ",\"truncated\":true");
     }
     buf_add_str(b, ",\"count\":");
-    json_u64(b, it->count);
+    json_write_u64(b, it->count);
     buf_add_str(b, ",\"error\":");
-    json_u64(b, it->error);
+    json_write_u64(b, it->error);
     buf_add_str(b, "}");
 }
 
@@ -160,12 +116,12 @@ void route_top(route_ctx_t *x)
     }
     buf_t body = {0};
     buf_add_str(&body, "{\"rule\":");
-    json_text(&body, rs->def.name, strlen(rs->def.name));
+    json_write_text(&body, rs->def.name, strlen(rs->def.name));
     buf_add_str(&body, denied ? ",\"by\":\"denied\"" : ",\"by\":\"decisions\"");
     buf_add_str(&body, ",\"window_s\":");
-    json_u64(&body, WATCH_WINDOW_S);
+    json_write_u64(&body, WATCH_WINDOW_S);
     buf_add_str(&body, ",\"total\":");
-    json_u64(&body, total);
+    json_write_u64(&body, total);
     buf_add_str(&body, ",\"keys\":[");
     for (long i = 0; i < got; i++) {
         if (i > 0) {
@@ -188,7 +144,7 @@ static void json_series(buf_t *b, const char *name, const uint64_t *v, size_t n)
         if (i > 0) {
             buf_add_str(b, ",");
         }
-        json_u64(b, v[i]);
+        json_write_u64(b, v[i]);
     }
     buf_add_str(b, "]");
 }
@@ -199,13 +155,13 @@ static void stats_rule(buf_t *b, const rule_state_t *rs, int64_t end_s, size_t n
 {
     engine_rates(rs, end_s, n, a, d, sh);
     buf_add_str(b, "{\"name\":");
-    json_text(b, rs->def.name, strlen(rs->def.name));
+    json_write_text(b, rs->def.name, strlen(rs->def.name));
     buf_add_str(b, ",\"algorithm\":\"");
     buf_add_str(b, sl_algorithm_name(rs->def.rule.algorithm));
     buf_add_str(b, "\",\"limit\":");
-    json_u64(b, (uint64_t)rs->def.rule.limit);
+    json_write_u64(b, (uint64_t)rs->def.rule.limit);
     buf_add_str(b, ",\"window_ms\":");
-    json_u64(b, (uint64_t)(rs->def.rule.window_ns / NS_PER_MS));
+    json_write_u64(b, (uint64_t)(rs->def.rule.window_ns / NS_PER_MS));
     buf_add_str(b, rs->def.shadow ? ",\"shadow\":true" : ",\"shadow\":false");
     json_series(b, "allowed", a, n);
     json_series(b, "denied", d, n);
@@ -231,9 +187,9 @@ void route_stats(route_ctx_t *x)
     uint64_t a[WATCH_SECONDS], d[WATCH_SECONDS], sh[WATCH_SECONDS];
     buf_t body = {0};
     buf_add_str(&body, "{\"interval_ms\":1000,\"end_ms\":");
-    json_u64(&body, (uint64_t)end_s * 1000);
+    json_write_u64(&body, (uint64_t)end_s * 1000);
     buf_add_str(&body, ",\"seconds\":");
-    json_u64(&body, (uint64_t)n);
+    json_write_u64(&body, (uint64_t)n);
     buf_add_str(&body, ",\"rules\":[");
     for (size_t i = 0; set != NULL && i < set->n; i++) {
         if (i > 0) {
@@ -259,20 +215,20 @@ typedef struct streams {
 static void stream_event(buf_t *b, const ruleset_t *set, int64_t end_s)
 {
     buf_add_str(b, "event: stats\ndata: {\"end_ms\":");
-    json_u64(b, (uint64_t)end_s * 1000);
+    json_write_u64(b, (uint64_t)end_s * 1000);
     buf_add_str(b, ",\"rules\":[");
     for (size_t i = 0; set != NULL && i < set->n; i++) {
         uint64_t a, d, sh;
         const rule_state_t *rs = set->rules[i];
         engine_rates(rs, end_s, 1, &a, &d, &sh);
         buf_add_str(b, i > 0 ? ",{\"name\":" : "{\"name\":");
-        json_text(b, rs->def.name, strlen(rs->def.name));
+        json_write_text(b, rs->def.name, strlen(rs->def.name));
         buf_add_str(b, ",\"allowed\":");
-        json_u64(b, a);
+        json_write_u64(b, a);
         buf_add_str(b, ",\"denied\":");
-        json_u64(b, d);
+        json_write_u64(b, d);
         buf_add_str(b, ",\"shadow_denied\":");
-        json_u64(b, sh);
+        json_write_u64(b, sh);
         buf_add_str(b, "}");
     }
     buf_add_str(b, "]}\n\n");
@@ -398,273 +354,4 @@ void route_stats_stream(route_ctx_t *x)
     http_header(out, "Cache-Control", "no-store");
     http_header(out, "Connection", "close");
     buf_add_str(out, "\r\n: sluice\n\n");
-}
-
-/* ---- POST /v1/replay ----------------------------------------------------------------------- */
-
-/* Replays a traffic log against a candidate rule with the code of `sluice replay`
- * (proto/replay.h), on a table of its own: nothing in force is touched, so it is a read. */
-
-#define REPLAY_BODY_MAX (8 * 1024 * 1024) /* largest body, bytes (--max-request-size first) */
-#define REPLAY_KEYS_MAX 100000            /* distinct keys tracked */
-#define REPLAY_KEYS_OUT 1000              /* keys listed */
-#define REPLAY_BUCKETS  120               /* most buckets of the series */
-
-typedef struct replay_job {
-    const char *log; /* the log's text, log_len bytes */
-    size_t log_len;
-    int64_t unit_ns;
-    int64_t first, last; /* the least and greatest TIME, input units */
-    size_t lines;        /* requests */
-    char err[PROBLEM_MAX];
-} replay_job_t;
-
-/* Calls fn for each request line of the log (numbering lines from 1); stops at the first
- * malformed line or when fn returns false. Returns true when every line was a request or blank. */
-static bool replay_lines(replay_job_t *j,
-                         bool (*fn)(replay_job_t *, const struct replay_request *, void *),
-                         void *arg)
-{
-    size_t off = 0, lineno = 0;
-    while (off < j->log_len) {
-        const char *line = j->log + off;
-        const char *nl = memchr(line, '\n', j->log_len - off);
-        size_t len = nl != NULL ? (size_t)(nl - line) + 1 : j->log_len - off;
-        off += len;
-        lineno++;
-        struct replay_request req;
-        char why[REPLAY_ERR_MAX];
-        int rc = replay_parse_line(line, len, j->unit_ns, &req, why, sizeof why);
-        if (rc == REPLAY_LINE_ERROR) {
-            snprintf(j->err, sizeof j->err, "log: line %zu: %s", lineno, why);
-            return false;
-        }
-        if (rc == REPLAY_LINE_REQUEST && !fn(j, &req, arg)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool replay_span(replay_job_t *j, const struct replay_request *req, void *arg)
-{
-    (void)arg;
-    j->first = j->lines == 0 || req->time < j->first ? req->time : j->first;
-    j->last = j->lines == 0 || req->time > j->last ? req->time : j->last;
-    j->lines++;
-    return true;
-}
-
-typedef struct replay_run {
-    sl_table_t *table;
-    replay_tally_t tally;
-    int64_t width; /* a bucket's length, input units */
-    uint64_t admitted[REPLAY_BUCKETS], rejected[REPLAY_BUCKETS];
-} replay_run_t;
-
-static bool replay_one(replay_job_t *j, const struct replay_request *req, void *arg)
-{
-    replay_run_t *r = arg;
-    sl_decision_t d;
-    int rc = replay_step(r->table, &r->tally, req, &d);
-    if (rc != SL_OK) {
-        snprintf(j->err, sizeof j->err, "log: %s", sl_strerror(rc));
-        return false;
-    }
-    if (r->tally.n > REPLAY_KEYS_MAX) {
-        snprintf(j->err, sizeof j->err, "log: more than %d distinct keys", REPLAY_KEYS_MAX);
-        return false;
-    }
-    size_t b = (size_t)((req->time - j->first) / r->width);
-    (d.allowed ? r->admitted : r->rejected)[b]++;
-    return true;
-}
-
-static int by_rejected(const void *a, const void *b)
-{
-    const replay_tally_key_t *x = *(const replay_tally_key_t *const *)a;
-    const replay_tally_key_t *y = *(const replay_tally_key_t *const *)b;
-    if (x->rejected != y->rejected) {
-        return x->rejected > y->rejected ? -1 : 1;
-    }
-    return (x->admitted < y->admitted) - (x->admitted > y->admitted);
-}
-
-static void replay_key_json(buf_t *b, const replay_tally_key_t *k)
-{
-    buf_add_str(b, "{\"key\":");
-    json_text(b, k->key, k->key_len);
-    if (!text_is_utf8(k->key, k->key_len)) {
-        char *hex = admin_hex(k->key, k->key_len);
-        buf_add_str(b, ",\"key_hex\":\"");
-        buf_add_str(b, hex != NULL ? hex : "");
-        buf_add_str(b, "\"");
-        free(hex);
-    }
-    buf_add_str(b, ",\"admitted\":");
-    json_u64(b, k->admitted);
-    buf_add_str(b, ",\"rejected\":");
-    json_u64(b, k->rejected);
-    buf_add_str(b, "}");
-}
-
-/* The answer: totals, the keys most rejected first, the series. false when out of memory. */
-static bool replay_json(buf_t *b, const replay_job_t *j, const replay_run_t *r)
-{
-    size_t nk = r->tally.n;
-    const replay_tally_key_t **keys = malloc((nk > 0 ? nk : 1) * sizeof *keys);
-    if (keys == NULL) {
-        return false;
-    }
-    for (size_t i = 0; i < nk; i++) {
-        keys[i] = &r->tally.keys[i];
-    }
-    qsort(keys, nk, sizeof *keys, by_rejected);
-    buf_add_str(b, "{\"admitted\":");
-    json_u64(b, r->tally.admitted);
-    buf_add_str(b, ",\"rejected\":");
-    json_u64(b, r->tally.rejected);
-    buf_add_str(b, ",\"keys\":[");
-    for (size_t i = 0; i < nk && i < REPLAY_KEYS_OUT; i++) {
-        buf_add_str(b, i > 0 ? "," : "");
-        replay_key_json(b, keys[i]);
-    }
-    free(keys);
-    buf_add_str(b, "],\"series\":[");
-    size_t nb = j->lines == 0 ? 0 : (size_t)((j->last - j->first) / r->width) + 1;
-    for (size_t i = 0; i < nb; i++) {
-        buf_add_str(b, i > 0 ? ",{\"t\":" : "{\"t\":");
-        json_u64(b, (uint64_t)(j->first + (int64_t)i * r->width));
-        buf_add_str(b, ",\"admitted\":");
-        json_u64(b, r->admitted[i]);
-        buf_add_str(b, ",\"rejected\":");
-        json_u64(b, r->rejected[i]);
-        buf_add_str(b, "}");
-    }
-    buf_add_str(b, "]}");
-    return true;
-}
-
-/* The rule of the body: its rule fields, parsed as a rule is (ruledef_parse_json). */
-static bool replay_rule(json_t *o, sl_rule_t *rule, char *err)
-{
-    static const char *const fields[] = {"algorithm", "limit",   "window",
-                                         "burst",     "buckets", "max_delay"};
-    json_t *r = json_object();
-    for (size_t i = 0; r != NULL && i < sizeof fields / sizeof fields[0]; i++) {
-        json_t *v = json_object_get(o, fields[i]);
-        if (v != NULL) {
-            json_object_set(r, fields[i], v);
-        }
-    }
-    char *text = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
-    json_decref(r);
-    if (text == NULL) {
-        snprintf(err, PROBLEM_MAX, "out of memory");
-        return false;
-    }
-    ruledef_t def;
-    char why[RULEDEF_ERR_MAX];
-    int rc = ruledef_parse_json(text, strlen(text), "replay", &def, why);
-    free(text);
-    if (rc != 0) {
-        const char *at = strstr(why, ": "); /* positions are in the rule's text, not the body */
-        snprintf(err, PROBLEM_MAX, "%s", strncmp(why, "line ", 5) == 0 && at ? at + 2 : why);
-        return false;
-    }
-    *rule = def.rule;
-    ruledef_free(&def);
-    return true;
-}
-
-/* unit and log of the body. */
-static bool replay_input(json_t *o, replay_job_t *j, char *err)
-{
-    static const struct {
-        const char *name;
-        int64_t ns;
-    } units[] = {{"ns", 1}, {"us", SL_NS_PER_US}, {"ms", SL_NS_PER_MS}, {"s", SL_NS_PER_SEC}};
-    json_t *unit = json_object_get(o, "unit");
-    j->unit_ns = SL_NS_PER_MS;
-    if (unit != NULL) {
-        j->unit_ns = 0;
-        for (size_t i = 0; json_is_string(unit) && i < sizeof units / sizeof units[0]; i++) {
-            j->unit_ns =
-                strcmp(json_string_value(unit), units[i].name) == 0 ? units[i].ns : j->unit_ns;
-        }
-        if (j->unit_ns == 0) {
-            snprintf(err, PROBLEM_MAX, "unit: must be ns, us, ms or s");
-            return false;
-        }
-    }
-    json_t *log = json_object_get(o, "log");
-    if (!json_is_string(log)) {
-        snprintf(err, PROBLEM_MAX, "log: required, the traffic log's text (TIME KEY [COST] lines)");
-        return false;
-    }
-    j->log = json_string_value(log);
-    j->log_len = json_string_length(log);
-    return true;
-}
-
-/* Replays the log of body o into b; false with j->err for a 400. */
-static bool replay_do(json_t *o, replay_job_t *j, buf_t *b)
-{
-    sl_rule_t rule;
-    if (!replay_rule(o, &rule, j->err) || !replay_input(o, j, j->err) ||
-        !replay_lines(j, replay_span, NULL)) {
-        return false;
-    }
-    replay_run_t *r = calloc(1, sizeof *r);
-    sl_table_config_t tcfg = {.key_max = REPLAY_KEY_MAX};
-    if (r == NULL || sl_table_create(&rule, &tcfg, &r->table) != SL_OK) {
-        free(r);
-        snprintf(j->err, sizeof j->err, "out of memory");
-        return false;
-    }
-    uint64_t span = (uint64_t)(j->last - j->first) + 1;
-    r->width = (int64_t)((span + REPLAY_BUCKETS - 1) / REPLAY_BUCKETS);
-    bool ok = replay_lines(j, replay_one, r) && replay_json(b, j, r);
-    if (ok && b->failed) {
-        snprintf(j->err, sizeof j->err, "out of memory");
-        ok = false;
-    }
-    replay_tally_free(&r->tally);
-    sl_table_free(r->table);
-    free(r);
-    return ok;
-}
-
-void route_replay(route_ctx_t *x)
-{
-    if (x->req->method != HTTP_POST) {
-        route_method_not_allowed(x, "POST");
-        return;
-    }
-    if (x->req->body_len > REPLAY_BODY_MAX) {
-        problem(x, 413, "the body is over %d bytes", REPLAY_BODY_MAX);
-        return;
-    }
-    json_error_t jerr;
-    json_t *o = json_loadb(x->req->body, x->req->body_len, 0, &jerr);
-    if (!json_is_object(o)) {
-        if (o == NULL) {
-            problem(x, 400, "invalid JSON: line %d, column %d: %s", jerr.line, jerr.column,
-                    jerr.text);
-        } else {
-            problem(x, 400, "the body must be a JSON object");
-        }
-        json_decref(o);
-        return;
-    }
-    replay_job_t j = {0};
-    buf_t body = {0};
-    bool ok = replay_do(o, &j, &body);
-    json_decref(o);
-    if (!ok) {
-        buf_free(&body);
-        problem(x, strcmp(j.err, "out of memory") == 0 ? 503 : 400, "%s", j.err);
-        return;
-    }
-    reply_json(x, &body);
 }

@@ -190,6 +190,7 @@ struct server {
     _Atomic size_t input_classes[INPUT_SIZE_CLASSES]; /* connections by input buffer size */
     uv_mutex_t evict_mu;                              /* guards the loops' evict_open */
     _Atomic size_t streams;                           /* stats streams open (http_stats.c) */
+    _Atomic size_t replays; /* POST /v1/replay running, or queued (http_replay.c) */
 };
 
 /* Writes the connection's pending output (what handlers appended to c->out). */

@@ -252,6 +252,8 @@ void metrics_render(server_t *srv, buf_t *b)
     buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
     help(b, "sluice_stats_streams", "gauge", "Open GET /v1/stats/stream connections.");
     buf_printf(b, "sluice_stats_streams %zu\n", atomic_load(&srv->streams));
+    help(b, "sluice_replays_running", "gauge", "POST /v1/replay replays running now.");
+    buf_printf(b, "sluice_replays_running %zu\n", atomic_load(&srv->replays));
     help(b, "sluice_output_buffer_disconnections_total", "counter",
          "Clients closed because too many of their replies were waiting, by limit "
          "(--output-buffer-hard, --output-buffer-soft).");

@@ -6,8 +6,8 @@
  *                   (http_protocol, http_front.h)
  *   http_decide.c   decisions: POST /v1/allow, POST /v1/settle, GET /v1/auth/{rule}
  *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
- *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream],
- *                   POST /v1/replay
+ *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream]
+ *   http_replay.c   POST /v1/replay (admin token), on libuv's thread pool
  *   http_ui.c       the console's files: /ui/, /ui/<file>
  */
 #ifndef SLUICE_SERVER_ROUTE_H
@@ -66,11 +66,18 @@ void route_auth(route_ctx_t *x);
 /* http_rules.c */
 void route_rules(route_ctx_t *x);
 
+/* Whether the request may use admin routes: true when sluiced has no --admin-token or the
+ * request carries it (Authorization: Bearer, compared in constant time); otherwise replies 401
+ * and returns false. */
+bool route_admin_ok(route_ctx_t *x);
+
 /* http_stats.c */
 void route_top(route_ctx_t *x);          /* GET /v1/rules/{name}/top */
 void route_stats(route_ctx_t *x);        /* GET /v1/stats */
 void route_stats_stream(route_ctx_t *x); /* GET /v1/stats/stream */
-void route_replay(route_ctx_t *x);       /* POST /v1/replay */
+
+/* http_replay.c */
+void route_replay(route_ctx_t *x); /* POST /v1/replay */
 
 /* http_ui.c: GET|HEAD /ui (308 to /ui/), /ui/ (index.html), /ui/<file>; 404 for other files. */
 void route_ui(route_ctx_t *x);

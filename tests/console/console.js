@@ -435,8 +435,8 @@ async function tokenNeeded(browser) {
 }
 
 // The replay page gives the counts `sluice replay --summary` gives for the same log.
-async function replay(browser) {
-  const log = fs.readFileSync(env("REPLAY_LOG"), "utf8");
+// What `sluice replay --summary` printed for REPLAY_LOG: {total: [admitted, rejected], keys}.
+function replaySummary() {
   const want = {keys: []};
   for (const line of fs.readFileSync(env("REPLAY_SUMMARY"), "utf8").split("\n")) {
     const m = line.match(/^# (\S+) admitted=(\d+) rejected=(\d+)$/);
@@ -445,17 +445,28 @@ async function replay(browser) {
     else want.keys.push([m[1], Number(m[2]), Number(m[3])]);
   }
   // the last "total" line is the total (a key may be named total too)
-  const page = await newPage(browser);
-  await page.goto(BASE + "#/replay", {waitUntil: "load"});
-  await page.waitForSelector("#replay-form", WAIT);
+  return want;
+}
+
+// Fills the replay form with log and the rule, and presses Replay.
+async function replayForm(page, log, algorithm, limit, window) {
   await page.$eval("#replay-log", (el, text) => {
     el.value = text;
   }, log);
-  await page.select("#replay-algorithm", "gcra");
-  await setField(page, "#replay-limit", "5");
-  await setField(page, "#replay-window", "1s");
+  await page.select("#replay-algorithm", algorithm);
+  await setField(page, "#replay-limit", limit);
+  await setField(page, "#replay-window", window);
   await page.select("#replay-unit", "ms");
   await page.click("#replay-run");
+}
+
+async function replay(browser) {
+  const log = fs.readFileSync(env("REPLAY_LOG"), "utf8");
+  const want = replaySummary();
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/replay", {waitUntil: "load"});
+  await page.waitForSelector("#replay-form", WAIT);
+  await replayForm(page, log, "gcra", "5", "1s");
   try {
     await page.waitForSelector("#replay-totals", WAIT);
   } catch (e) {
@@ -482,6 +493,58 @@ async function replay(browser) {
   await page.close();
 }
 
+// With an admin token on the server a replay needs it: without it the page says so; with it
+// (entered at the top, the form kept as typed) the counts are `sluice replay --summary`'s. A
+// replay that outgrows sluiced's memory budget for one says it stopped, and after how many
+// lines: 200 keys of a sliding_log of limit 2^20 (8 MB each), of which 7 fit in 64 MiB.
+async function replayToken(browser) {
+  const want = replaySummary();
+  const page = await newPage(browser);
+  await page.goto(TBASE + "#/replay", {waitUntil: "load"});
+  await page.waitForSelector("#replay-form", WAIT);
+  await replayForm(page, fs.readFileSync(env("REPLAY_LOG"), "utf8"), "gcra", "5", "1s");
+  await page.waitForFunction(() => document.getElementById("replay-error").textContent !== "", WAIT);
+  const err = await textOf(page, "#replay-error");
+  check("replay-token-refused", err.includes("needs the admin token"), err);
+  check("replay-token-no-result", (await page.$("#replay-totals")) === null);
+
+  await useToken(page, TOKEN);
+  check("replay-token-error-cleared", (await textOf(page, "#replay-error")) === "");
+  await page.click("#replay-run");
+  try {
+    await page.waitForSelector("#replay-totals", WAIT);
+  } catch (e) {
+    check("replay-token-answered", false, await textOf(page, "#replay-error"));
+    await page.close();
+    return;
+  }
+  const got = await page.$eval("#replay-totals", (el) => [Number(el.dataset.admitted), Number(el.dataset.rejected)]);
+  check("replay-token-total", JSON.stringify(got) === JSON.stringify(want.total),
+    JSON.stringify(got) + " vs sluice replay " + JSON.stringify(want.total));
+  check("replay-token-complete", (await page.$("#replay-stopped")) === null);
+
+  let big = "";
+  for (let i = 0; i < 200; i++) big += i + " k" + i + " 1048576\n";
+  await replayForm(page, big, "sliding_log", "1048576", "1h");
+  try {
+    await page.waitForSelector("#replay-stopped", WAIT);
+  } catch (e) {
+    check("replay-stopped-shown", false, await textOf(page, "#replay-error"));
+    await page.close();
+    return;
+  }
+  const stopped = await page.$eval("#replay-stopped", (el) => [el.dataset.stopped, el.dataset.lines, el.textContent]);
+  check("replay-stopped-memory", stopped[0] === "memory" && stopped[1] === "7", JSON.stringify(stopped));
+  check("replay-stopped-says-lines", stopped[2].includes("first 7 lines"), stopped[2]);
+  const totals = await page.$eval("#replay-totals", (el) => Number(el.dataset.admitted));
+  check("replay-stopped-counts", totals === 7, String(totals));
+  // the browser logs the refused request itself (the 401 before the token); nothing else
+  const errors = page.errors.filter((m) => !m.includes("status of 401"));
+  check("replay-token-no-console-error", errors.length === 0, errors.join(" | "));
+  await shot(page, "replay-stopped");
+  await page.close();
+}
+
 async function main() {
   fs.mkdirSync(SHOTS, {recursive: true});
   const browser = await puppeteer.launch({
@@ -493,7 +556,7 @@ async function main() {
   });
   try {
     for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, badHash,
-      editor, tokenNeeded, replay]) {
+      editor, tokenNeeded, replay, replayToken]) {
       try {
         await step(browser);
       } catch (e) {

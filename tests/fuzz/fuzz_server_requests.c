@@ -57,6 +57,9 @@ static resp_arg_t argv[RESP_ARGS_MAX];
 static void setup(void)
 {
     server_config_defaults(&cfg);
+    /* POST /v1/replay runs here, on no thread of its own: keep each input short */
+    cfg.replay_timeout_ns = INT64_C(20000000);
+    cfg.replay_memory = 1024 * 1024;
     loop = fuzz_server_start(&srv, &cfg, rules_yaml, sizeof rules_yaml - 1);
     conn.loop = loop;
     conn.authed = true;

@@ -8,7 +8,9 @@
 # the overview; a rule created and changed in the editor is in force over RESP; a refused value
 # is shown at its field; a new rule of a name in use asks before replacing it; without the admin
 # token a server that has one refuses a change, and the page says so; entering the token keeps
-# the form as typed; the replay page gives the counts of `sluice replay --summary`. Screenshots
+# the form as typed; the replay page gives the counts of `sluice replay --summary`, and with the
+# token server needs the token (then gives them too) and says when a replay stopped early and
+# after how many lines (a log whose keys outgrow the memory budget of a replay). Screenshots
 # of the pages are left in $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies).
 # Skipped (exit 77) when node, npm or chromium is not installed.
 set -u
@@ -76,7 +78,7 @@ env CHROMIUM="$CHROMIUM" SLUICE_HTTP="$OPEN_HTTP" SLUICE_RESP="$OPEN_RESP" \
     REPLAY_LOG="$TMP/traffic.log" REPLAY_SUMMARY="$TMP/traffic.summary" HOME="$TMP" \
     timeout 240 node "$NODE_DIR/console.js"
 check console-cases test $? -eq 0
-for page in overview rule rules replay; do
+for page in overview rule rules replay replay-stopped; do
     check "screenshot-$page" test -s "$SHOTS/$page.png"
 done
 

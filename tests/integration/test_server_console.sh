@@ -4,7 +4,7 @@
 # deleted, a shadow rule's shadow denials, inline rules (not shown), keys that need escaping in
 # JSON, the stats event stream (its comment first, events each second, the cap on streams, a
 # client that stops reading, SIGTERM), POST /v1/replay against `sluice replay --summary`, and
-# all of it without the admin token.
+# all of it without the admin token but the replay, which needs it.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need curl redis-cli redis-benchmark python3
@@ -112,7 +112,7 @@ check deleted-not-in-stats json "$TMP/stats.json" 'not any(r["name"] == "api" fo
 get "${AUTH[@]}" -X PUT "$BASE/v1/rules/api" -d '{"algorithm":"gcra","limit":5,"window":"1s"}' >/dev/null
 check recreated-top-empty test "$("${RC[@]}" SL.TOP api | wc -c)" -le 1
 
-# --- replay: the counts of sluice replay --summary, no token needed
+# --- replay: the counts of sluice replay --summary; the admin token needed
 python3 - "$TMP/traffic.log" <<'PY'
 import random, sys
 r = random.Random(7)
@@ -127,7 +127,8 @@ PY
 python3 -c 'import json, sys
 print(json.dumps({"algorithm": "gcra", "limit": 5, "window": "1s", "burst": 2, "unit": "ms",
                   "log": open(sys.argv[1]).read()}))' "$TMP/traffic.log" >"$TMP/body.json"
-get -X POST --data-binary @"$TMP/body.json" "$BASE/v1/replay" >"$TMP/replay.json"
+check replay-needs-token sh -c "curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @'$TMP/body.json' '$BASE/v1/replay' | grep -q 401"
+get "${AUTH[@]}" -X POST --data-binary @"$TMP/body.json" "$BASE/v1/replay" >"$TMP/replay.json"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 for k in d["keys"]:
@@ -137,12 +138,12 @@ print("# total admitted=%d rejected=%d" % (d["admitted"], d["rejected"]))' "$TMP
 check replay-same-counts diff "$TMP/cli.txt" "$TMP/server.txt"
 check replay-series json "$TMP/replay.json" 'len(d["series"]) <= 120 and sum(s["admitted"] for s in d["series"]) == d["admitted"] and sum(s["rejected"] for s in d["series"]) == d["rejected"]'
 check replay-sorted json "$TMP/replay.json" '[(k["rejected"], k["admitted"]) for k in d["keys"]] == sorted([(k["rejected"], k["admitted"]) for k in d["keys"]], reverse=True)'
-get -X POST -d '{"algorithm":"gcra","limit":5,"window":"1s","log":"1 a\n2 b\n3 c x\n"}' \
+get "${AUTH[@]}" -X POST -d '{"algorithm":"gcra","limit":5,"window":"1s","log":"1 a\n2 b\n3 c x\n"}' \
     -w '\n%{http_code}' "$BASE/v1/replay" >"$TMP/bad.txt"
 check replay-bad-line-400 test "$(tail -n 1 "$TMP/bad.txt")" = 400
 check replay-bad-line-named grep -q 'line 3: cost must be a non-negative integer' "$TMP/bad.txt"
-get -X POST -d '{"algorithm":"gcra","limit":0,"window":"1s","log":""}' -w '\n%{http_code}' \
-    "$BASE/v1/replay" >"$TMP/bad.txt"
+get "${AUTH[@]}" -X POST -d '{"algorithm":"gcra","limit":0,"window":"1s","log":""}' \
+    -w '\n%{http_code}' "$BASE/v1/replay" >"$TMP/bad.txt"
 check replay-bad-rule-400 test "$(tail -n 1 "$TMP/bad.txt")" = 400
 
 # --- the stats stream: its comment at once, then one event a second

@@ -391,6 +391,76 @@ static void test_args_bad(void **state)
     }
 }
 
+/* ---- the tally's budget ------------------------------------------------------------------ */
+
+static size_t tally_allowed; /* bytes ask_upto lets a tally hold */
+static size_t tally_asked;   /* the most it was asked for */
+
+static bool ask_upto(void *arg, size_t bytes)
+{
+    (void)arg;
+    tally_asked = bytes > tally_asked ? bytes : tally_asked;
+    return bytes <= tally_allowed;
+}
+
+/* What a tally holds by its invariant: keys[cap], index[nindex] and the key copies. */
+static size_t tally_held(const replay_tally_t *t)
+{
+    size_t n = t->cap * sizeof(replay_tally_key_t) + t->nindex * sizeof(size_t);
+    for (size_t e = 0; e < t->n; e++) {
+        n += t->keys[e].key_len;
+    }
+    return n;
+}
+
+/* New keys until the tally is refused room: it then says SL_EFULL, has counted exactly the
+ * requests before, and never held more than it was allowed; without an ask it counts alike. */
+static void test_tally_budget(void **state)
+{
+    (void)state;
+    static const size_t budgets[] = {1024, 4096, 16384, 65536, SIZE_MAX};
+    sl_rule_t rule = {.algorithm = SL_GCRA,
+                      .limit = 1000,
+                      .window_ns = SL_NS_PER_SEC,
+                      .burst = SL_DEFAULT,
+                      .buckets = SL_DEFAULT};
+    assert_int_equal(sl_rule_prepare(&rule), SL_OK);
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        sl_table_t *table;
+        assert_int_equal(sl_table_create(&rule, NULL, &table), SL_OK);
+        replay_tally_t t = {0};
+        if (budgets[b] != SIZE_MAX) {
+            t.ask = ask_upto;
+        }
+        tally_allowed = budgets[b];
+        tally_asked = 0;
+        int rc = SL_OK;
+        size_t counted = 0;
+        for (int i = 0; i < 3000 && rc == SL_OK; i++) {
+            char key[32];
+            int n = snprintf(key, sizeof key, "key-%d", i % 2 == 0 ? i : i - 1); /* each twice */
+            struct replay_request req = {
+                .time = i, .now_ns = i * SL_NS_PER_MS, .key = key, .key_len = (size_t)n, .cost = 1};
+            sl_decision_t d;
+            rc = replay_step(table, &t, &req, &d);
+            counted += rc == SL_OK;
+            assert_int_equal(t.bytes, tally_held(&t));
+            assert_true(t.ask == NULL || t.bytes <= budgets[b]);
+        }
+        assert_int_equal(t.admitted + t.rejected, counted);
+        assert_int_equal(t.n, (counted + 1) / 2);
+        if (t.ask != NULL) {
+            assert_int_equal(rc, SL_EFULL);
+            assert_true(tally_asked > budgets[b]);
+        } else {
+            assert_int_equal(rc, SL_OK);
+            assert_int_equal(counted, 3000);
+        }
+        replay_tally_free(&t);
+        sl_table_free(table);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_key_length),     cmocka_unit_test(test_err_buffer),
         cmocka_unit_test(test_out_untouched),  cmocka_unit_test(test_args_ok),
         cmocka_unit_test(test_args_help),      cmocka_unit_test(test_args_bad),
+        cmocka_unit_test(test_tally_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,6 +112,9 @@ static void test_defaults(void **unused)
     assert_int_equal(c.output_soft_ns, 60 * SL_NS_PER_SEC);
     assert_int_equal(c.input_buffers_max, 512 << 20);
     assert_int_equal(c.max_memory, 0);
+    assert_int_equal(c.replay_timeout_ns, 5 * SL_NS_PER_SEC);
+    assert_int_equal(c.replay_memory, 64 << 20);
+    assert_int_equal(c.replay_concurrency, 1);
     assert_null(c.requirepass);
     assert_null(c.admin_token);
     assert_int_equal(c.ntrusted, 0);
@@ -133,7 +136,8 @@ static void test_every_flag(void **unused)
              "--output-buffer-hard", "1m", "--output-buffer-soft=256k", "--output-buffer-soft-time",
              "5s", "--max-input-buffers", "64m", "--max-memory=2g", "--requirepass", "pw",
              "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=::1",
-             "--log-level", "debug");
+             "--log-level", "debug", "--replay-timeout", "250ms", "--replay-memory=1m",
+             "--replay-concurrency", "2");
     assert_int_equal(c.nbind, 2);
     assert_string_equal(c.bind[0], "0.0.0.0");
     assert_string_equal(c.bind[1], "::1");
@@ -164,6 +168,9 @@ static void test_every_flag(void **unused)
     assert_string_equal(c.trusted_proxies[0], "10.0.0.0/8");
     assert_string_equal(c.trusted_proxies[1], "::1");
     assert_int_equal(c.log_level, LOG_DEBUG);
+    assert_int_equal(c.replay_timeout_ns, 250 * SL_NS_PER_MS);
+    assert_int_equal(c.replay_memory, 1 << 20);
+    assert_int_equal(c.replay_concurrency, 2);
     server_config_free(&c);
 }
 
@@ -248,6 +255,10 @@ static void test_flag_errors(void **unused)
               "99999999999d");
     PARSE_ERR("--poll-interval: must be at least 1ms", "--poll-interval", "0");
     PARSE_ERR("--poll-interval: must be at least 1ms", "--poll-interval", "999us");
+    PARSE_ERR("--replay-timeout: must be at least 1ms", "--replay-timeout", "0");
+    PARSE_ERR("--replay-memory: must be 65536..1125899906842624 bytes", "--replay-memory", "63k");
+    PARSE_ERR("--replay-concurrency: must be an integer 1..4", "--replay-concurrency", "0");
+    PARSE_ERR("--replay-concurrency: must be an integer 1..4", "--replay-concurrency", "5");
     PARSE_ERR("--log-level: must be error, warn, info or debug, not 'verbose'", "--log-level",
               "verbose");
     PARSE_ERR("--bind: 'localhost' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, 0.0.0.0)",
@@ -480,6 +491,9 @@ static void test_example_file(void **unused)
     assert_int_equal(c.input_buffers_max, d.input_buffers_max);
     assert_int_equal(c.max_memory, d.max_memory);
     assert_int_equal(c.max_inline, d.max_inline);
+    assert_int_equal(c.replay_timeout_ns, d.replay_timeout_ns);
+    assert_int_equal(c.replay_memory, d.replay_memory);
+    assert_int_equal(c.replay_concurrency, d.replay_concurrency);
     assert_int_equal(c.log_level, d.log_level);
     server_config_free(&c);
     server_config_free(&d);

@@ -1,6 +1,6 @@
-// api.js - sluiced's HTTP API as the console calls it. Reads need nothing; changes need the
-// admin token when the server has one. The token entered (kept in sessionStorage, for this tab
-// only) goes with every request.
+// api.js - sluiced's HTTP API as the console calls it. Reads need nothing; changes and replays
+// need the admin token when the server has one. The token entered (kept in sessionStorage, for
+// this tab only) goes with every request.
 
 const TOKEN_KEY = "sluice.adminToken";
 

@@ -1,7 +1,9 @@
 // replay.js - #/replay : what a rule would have done to a traffic log (sluice replay's format:
 // "TIME KEY [COST]" per line), computed by sluiced with the same core (POST /v1/replay):
-// admitted and rejected per key and over time.
-import {api} from "./api.js";
+// admitted and rejected per key and over time. A replay needs the admin token when sluiced has
+// one (it is work sluiced does on a thread of its own, within a deadline and a memory budget);
+// one stopped early says why and how many lines of the log it replayed.
+import {api, ApiError} from "./api.js";
 import {timeChart} from "./chart.js";
 import {h, fill, num} from "./dom.js";
 
@@ -9,6 +11,11 @@ const ALGORITHMS = ["gcra", "token_bucket", "sliding_log", "sliding_window", "sl
   "fixed_window"];
 const UNIT_S = {s: 1, ms: 1e-3, us: 1e-6, ns: 1e-9};
 const KEYS_SHOWN = 200; // rows of the per-key table
+const STOPPED = {
+  deadline: "it reached sluiced's time limit for a replay (--replay-timeout)",
+  memory: "its keys needed more memory than sluiced gives a replay (--replay-memory)",
+  shutdown: "sluiced was stopping",
+};
 
 const numberOrText = (v) => (/^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : v);
 
@@ -38,10 +45,12 @@ export function mount(root) {
   alg.addEventListener("change", syncBurst);
   syncBurst();
   let chart = null;
+  let authError = false; // the message shown is the server refusing the admin token (or none)
 
   async function run(e) {
     e.preventDefault();
     error.textContent = "";
+    authError = false;
     const req = {algorithm: alg.value, limit: numberOrText(limit.value.trim()),
       window: windowIn.value.trim(), unit: unit.value, log: log.value};
     if (!burst.disabled && burst.value.trim() !== "") req.burst = numberOrText(burst.value.trim());
@@ -51,6 +60,7 @@ export function mount(root) {
       show(await api.replay(req), unit.value);
     } catch (err) {
       error.textContent = err.message;
+      authError = err instanceof ApiError && err.status === 401;
     } finally {
       if (button) button.disabled = false;
     }
@@ -63,8 +73,13 @@ export function mount(root) {
     const rows = r.keys.slice(0, KEYS_SHOWN).map((k) => h("tr", {},
       h("td", {class: "key"}, k.key), h("td", {class: "num"}, num(k.admitted)),
       h("td", {class: "num"}, num(k.rejected))));
+    const lines = r.lines_replayed === 1 ? "line" : "lines";
+    const stopped = r.complete === false ? h("p", {class: "warn", id: "replay-stopped",
+      dataset: {stopped: r.stopped, lines: r.lines_replayed}},
+    "Stopped early: " + (STOPPED[r.stopped] || r.stopped) + ". These are the counts of the " +
+      "log's first " + num(r.lines_replayed) + " " + lines + ".") : null;
     fill(result,
-      h("section", {class: "card"},
+      h("section", {class: "card"}, stopped,
         h("div", {class: "sums", id: "replay-totals", dataset: {admitted: r.admitted,
           rejected: r.rejected}},
         h("span", {}, h("b", {class: "allowed"}, num(r.admitted)), " admitted"),
@@ -101,7 +116,14 @@ export function mount(root) {
         h("button", {type: "submit", class: "primary", id: "replay-run"}, "Replay")),
       error),
     result);
+  // A new admin token: a refusal shown for the one before no longer holds (what was typed stays).
+  const onToken = () => {
+    if (authError) error.textContent = "";
+    authError = false;
+  };
+  window.addEventListener("sluice:token", onToken);
   return () => {
+    window.removeEventListener("sluice:token", onToken);
     if (chart) chart.destroy();
   };
 }
