@@ -380,12 +380,16 @@ size_t engine_relieve(engine_t *e, int64_t now_ns)
     return freed;
 }
 
+sl_budget_t *engine_budget(const engine_t *e)
+{
+    return e->requests->ops->budget != NULL ? e->requests->ops->budget(e->requests) : NULL;
+}
+
 void engine_memory(const engine_t *e, size_t *used, size_t *max)
 {
-    *used = *max = 0;
-    if (e->requests->ops->memory != NULL) {
-        e->requests->ops->memory(e->requests, used, max);
-    }
+    sl_budget_t *b = engine_budget(e);
+    *used = sl_budget_used(b);
+    *max = sl_budget_max(b);
 }
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)

@@ -299,6 +299,10 @@ const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so
  * call is not idle. */
 size_t engine_relieve(engine_t *e, int64_t now_ns);
 
+/* The budget of --max-memory that the request store's keys count against, and whatever else the
+ * server holds for clients should (a replay's table): NULL when there is none. */
+sl_budget_t *engine_budget(const engine_t *e);
+
 /* Bytes the request store holds under --max-memory (every rule's tables, the memory store) and
  * the cap; 0 and 0 for a store that holds none. Any thread. */
 void engine_memory(const engine_t *e, size_t *used, size_t *max);

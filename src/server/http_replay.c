@@ -55,7 +55,8 @@ static replay_limits_t limits_of(server_t *srv)
     return (replay_limits_t){.deadline_ns = monotonic_ns() + cfg->replay_timeout_ns,
                              .memory_max = cfg->replay_memory,
                              .clock_ns = monotonic_ns,
-                             .stop = &srv->stopping};
+                             .stop = &srv->stopping,
+                             .budget = engine_budget(srv->engine)};
 }
 
 /* The answer as an HTTP response into out. */

@@ -63,12 +63,19 @@ const char *replay_job_stop_name(replay_stop_t s)
 /*
  * The one place a replay's memory is counted: its table and tallies hold, or are about to hold,
  * `bytes` together (0 at the end). Returns false, and counts nothing, when that is over the
- * budget. Counting replays against a server-wide budget too is a change to this function.
+ * replay's budget or the more it needs does not fit under the server's (--max-memory).
  */
 static bool replay_mem_charge(job_t *j, size_t bytes)
 {
     if (bytes > j->lim->memory_max) {
         return false;
+    }
+    sl_budget_t *b = j->lim->budget;
+    if (bytes > j->charged && b != NULL && !sl_budget_take(b, bytes - j->charged)) {
+        return false;
+    }
+    if (bytes < j->charged && b != NULL) {
+        sl_budget_give(b, j->charged - bytes);
     }
     j->charged = bytes;
     j->peak = bytes > j->peak ? bytes : j->peak;

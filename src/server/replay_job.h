@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "proto/buf.h"
+#include "sluice/sluice.h"
 
 #define REPLAY_JOB_ERR_MAX 512  /* an answer's error text, bytes with the NUL */
 #define REPLAY_KEYS_OUT    1000 /* keys listed in an answer, most rejected first */
@@ -44,6 +45,7 @@ typedef struct replay_limits {
     size_t memory_max;         /* bytes its table and tallies may hold together */
     int64_t (*clock_ns)(void); /* a monotonic clock, ns (sluiced: uv_hrtime) */
     const _Atomic bool *stop;  /* set: stop before the next line; NULL: never */
+    sl_budget_t *budget;       /* what it holds counts against this too (--max-memory); NULL */
 } replay_limits_t;
 
 /* What a replay answered. Free with replay_job_answer_free(). */

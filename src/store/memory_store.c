@@ -296,11 +296,9 @@ static void mem_rule_stats(store_rule_t *r, sl_table_stats_t *out)
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
-static void mem_memory(const request_store_t *s, size_t *used, size_t *max)
+static sl_budget_t *mem_budget(const request_store_t *s)
 {
-    const memory_store_t *m = (const memory_store_t *)s;
-    *used = sl_budget_used(m->budget);
-    *max = sl_budget_max(m->budget);
+    return ((const memory_store_t *)s)->budget;
 }
 
 /* Bytes of every table of r. */
@@ -772,5 +770,5 @@ const request_store_ops_t memory_store_ops = {
     .load_close = mem_load_close,
     .describe = mem_describe,
     .relieve = mem_relieve,
-    .memory = mem_memory,
+    .budget = mem_budget,
 };

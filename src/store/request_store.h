@@ -214,8 +214,9 @@ struct request_store_ops {
     /* Frees memory when the store is near its --max-memory (the config thread, once a poll):
      * returns the bytes freed. NULL: nothing to free. */
     size_t (*relieve)(request_store_t *s, int64_t now_ns);
-    /* Bytes the store holds under --max-memory, and the cap (0: none). NULL: it holds none. */
-    void (*memory)(const request_store_t *s, size_t *used, size_t *max);
+    /* The budget of --max-memory the store's keys count against (NULL: none, or no cap), which
+     * the server's other memory held for clients counts against too. NULL: it holds none. */
+    sl_budget_t *(*budget)(const request_store_t *s);
 
     /* "memory", "redis (sluice.so module)", ...: what is deciding now. */
     const char *(*describe)(const request_store_t *s);

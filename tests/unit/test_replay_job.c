@@ -236,6 +236,46 @@ static void test_memory_sliding_log(void **unused)
     free(body);
 }
 
+/* What a replay holds counts against the server's budget (--max-memory) too: with less room there
+ * than its own budget it stops for memory where the server's budget runs out, and gives all of it
+ * back when it ends. */
+static void test_memory_server_budget(void **unused)
+{
+    (void)unused;
+    size_t n = 20000;
+    char *log = malloc(n * 24), *p = log;
+    for (size_t i = 0; i < n; i++) {
+        p += sprintf(p, "%zu k%zu\n", i, i);
+    }
+    char *body = body_of("\"algorithm\":\"gcra\",\"limit\":10,\"window\":\"1h\"", log);
+    sl_budget_t *server = NULL;
+    assert_int_equal(sl_budget_create(4 * MiB, &server), SL_OK);
+    assert_true(sl_budget_take(server, 3 * MiB)); /* the keys of the rules in force */
+    replay_limits_t lim = limits(INT64_MAX, 64 * MiB);
+    lim.budget = server;
+    replay_answer_t a;
+    json_t *o = run(body, lim, &a);
+    assert_non_null(o);
+    assert_string_equal(str(o, "stopped"), "memory");
+    assert_true(num(o, "lines_replayed") > 0);
+    assert_true(num(o, "lines_replayed") < (long long)n);
+    assert_true(a.peak_bytes <= 1 * MiB);
+    assert_int_equal(sl_budget_used(server), 3 * MiB); /* all given back */
+    json_decref(o);
+    replay_job_answer_free(&a);
+    /* with room, the same log is replayed whole */
+    sl_budget_give(server, 3 * MiB);
+    o = run(body, lim, &a);
+    assert_non_null(o);
+    assert_int_equal(a.stopped, REPLAY_COMPLETE);
+    assert_int_equal(sl_budget_used(server), 0);
+    json_decref(o);
+    replay_job_answer_free(&a);
+    sl_budget_free(server);
+    free(body);
+    free(log);
+}
+
 /* The budget bounds memory, not keys: keys whose state is fresh again make room, so a log of
  * many more keys than fit at once is replayed whole; the same keys in a window none leaves
  * stop the replay. */
@@ -387,7 +427,7 @@ int main(void)
         cmocka_unit_test(test_probe_deadline),    cmocka_unit_test(test_memory_sliding_log),
         cmocka_unit_test(test_memory_fresh_keys), cmocka_unit_test(test_memory_tallies),
         cmocka_unit_test(test_memory_after_line), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_bad_line_late),
+        cmocka_unit_test(test_bad_line_late),     cmocka_unit_test(test_memory_server_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
