@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/http_origin.h"
 #include "rules/yamltree.h"
 #include "sluice/sluice.h"
 #include "sluice/version.h"
@@ -112,6 +113,9 @@ static const option_t options[] = {
     {"trusted-proxy", "trusted_proxies", OPT_LIST, F(trusted_proxies), F(ntrusted),
      CONFIG_TRUSTED_MAX, 0, 0, CHECK_CIDR, "CIDR",
      "trust X-Forwarded-For from this network (repeatable)"},
+    {"http-host", "http_host", OPT_LIST, F(http_hosts), F(nhttp_hosts), CONFIG_HOSTS_MAX, 0, 0,
+     CHECK_NONE, "NAME",
+     "a name HTTP clients reach this server by, besides its addresses (repeatable; * = any)"},
     {"log-level", "log_level", OPT_LOG_LEVEL, F(log_level), 0, 0, 0, 0, CHECK_NONE, "LEVEL",
      "error, warn, info or debug (default info)"},
     {"help", NULL, OPT_FLAG, 0, 0, 0, 0, 0, CHECK_NONE, NULL, "print this help and exit"},
@@ -136,6 +140,19 @@ static void list_clear(server_config_t *c, const option_t *o)
     *n = 0;
 }
 
+/* An --http-host entry: "*", or a host name or address as a Host header names it (no port:
+ * the name is trusted on whatever port a client reaches it by). */
+static int check_http_host(const source_t *s, const char *text, size_t len)
+{
+    char buf[48];
+    http_authority_t a;
+    if ((len == 1 && text[0] == '*') ||
+        (http_authority_parse(text, len, &a) == 0 && a.port < 0 && memchr(text, '@', len) == NULL))
+        return 0;
+    return cfg_fail(s, "must be a host name (limiter.example.com), an address or *, not '%s'",
+                    cfg_shown(text, buf));
+}
+
 /* Appends one list entry (text, len bytes) after checking it. */
 static int list_add(server_config_t *c, const source_t *s, const char *text, size_t len)
 {
@@ -145,6 +162,8 @@ static int list_add(server_config_t *c, const source_t *s, const char *text, siz
     if (*n == o->list_max)
         return cfg_fail(s, "more than %zu entries", o->list_max);
     if (cfg_check_text(s, text, len) != 0)
+        return -1;
+    if (o->offset == F(http_hosts) && check_http_host(s, text, len) != 0)
         return -1;
     char *p = cfg_dup_text(s, text, len);
     if (p == NULL)
@@ -159,9 +178,10 @@ static int apply_file_list(server_config_t *c, const source_t *s)
     list_clear(c, s->opt);
     const yt_node_t *n = s->node;
     if (n->kind != YT_SEQ) {
-        const char *t =
-            cfg_node_text(s, strcmp(s->opt->metavar, "FILE") == 0 ? "a file name or a list of them"
-                                                                  : "an address or a list of them");
+        const char *t = cfg_node_text(
+            s, strcmp(s->opt->metavar, "FILE") == 0   ? "a file name or a list of them"
+               : strcmp(s->opt->metavar, "NAME") == 0 ? "a host name or a list of them"
+                                                      : "an address or a list of them");
         return t == NULL ? -1 : list_add(c, s, t, n->len);
     }
     for (size_t i = 0; i < n->n; i++) {
@@ -625,6 +645,8 @@ void server_config_free(server_config_t *c)
         free(c->bind[i]);
     for (size_t i = 0; i < c->ntrusted; i++)
         free(c->trusted_proxies[i]);
+    for (size_t i = 0; i < c->nhttp_hosts; i++)
+        free(c->http_hosts[i]);
     free(c->config_path);
     for (size_t i = 0; i < c->nrules; i++)
         free(c->rules_paths[i]);

@@ -68,7 +68,7 @@ check "HTTPS /metrics counts the pipelined calls" grep -q '^sluice_requests_tota
     <(curl_tls "https://127.0.0.1:$HTTP_PORT/metrics")
 check "a rule over TLS" test "$(tls_cli SL.RULE SET h '{"algorithm":"gcra","limit":5,"window":"1s"}')" = OK
 check "HTTPS POST /v1/allow" grep -q '"allowed":true' \
-    <(curl_tls -X POST -d '{"rule":"h","key":"k"}' "https://127.0.0.1:$HTTP_PORT/v1/allow")
+    <(curl_tls -X POST -H 'Content-Type: application/json' -d '{"rule":"h","key":"k"}' "https://127.0.0.1:$HTTP_PORT/v1/allow")
 
 grpc_cases() { GRPC_TLS_CA=$P/ca.pem "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" \
     "$GRPC_PORT" "$TMP/stubs" "$@"; }
