@@ -221,6 +221,11 @@ static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rul
     r->done = admin_replied;
     r->limit = limit;
     r->replace = op == ADMIN_RULES_IMPORT && x->req->method == HTTP_PUT;
+    const char *client = NULL;
+    size_t client_len = 0;
+    http_header_get(x->req, "x-sluice-client", &client, &client_len);
+    admin_set_who(r, "HTTP", x->c->addr, x->c->port, client, client_len,
+                  x->c->loop->srv->cfg->admin_token != NULL ? "admin token" : "no token");
     admin_submit(x->c->loop->worker, r);
 }
 
