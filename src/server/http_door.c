@@ -76,9 +76,12 @@ static bool host_is_ours(const server_config_t *cfg, const http_authority_t *h)
     }
     for (size_t i = 0; i < cfg->nhttp_hosts; i++) {
         const char *name = cfg->http_hosts[i];
-        http_authority_t a;
-        if (strcmp(name, "*") == 0 || (http_authority_parse(name, strlen(name), &a) == 0 &&
-                                       http_authority_same_host(&a, h))) {
+        size_t len = strlen(name);
+        http_authority_t a = {.port = -1};
+        bool ok = netaddr_parse(name, len, &a.ip) == NETADDR_OK; /* "::1" needs no brackets */
+        a.is_ip = ok;
+        ok = ok || http_authority_parse(name, len, &a) == 0;
+        if (strcmp(name, "*") == 0 || (ok && http_authority_same_host(&a, h))) {
             return true;
         }
     }
