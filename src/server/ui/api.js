@@ -50,7 +50,9 @@ export async function call(method, path, body) {
   }
   let res;
   try {
-    res = await fetch(path, {method, headers, body: payload, cache: "no-store"});
+    // same-origin: the request carries the page's Origin, which sluiced checks on a change
+    res = await fetch(path, {method, headers, body: payload, cache: "no-store",
+      referrerPolicy: "same-origin"});
   } catch (e) {
     throw new Error("sluiced did not answer (" + e.message + ")");
   }
