@@ -101,7 +101,7 @@ check "counted: content_type" test "$(metric 'sluice_http_refused_total{reason="
 check "logged with the peer" grep -q "WARN HTTP: refused POST /v1/rules from 127.0.0.1:[0-9]*: Host 'evil.example' is not a name of this server" "$TMP/open.log"
 check "no CORS" bash -c "! grep -qi '^access-control' <(curl -s -D - -o /dev/null -X OPTIONS \
     -H 'Origin: http://evil.example' -H 'Access-Control-Request-Method: PUT' '$BASE/v1/rules/api')"
-stop_bg open TERM
+check "open stops cleanly" stop_bg open TERM
 
 # with a token: a cross-site POST /v1/settle (no token needed to settle) is refused
 start_sluiced tok --rules "$TMP/rules.yaml" --config-store "$TMP/tok.db" --snapshot "" \
@@ -188,7 +188,7 @@ while True:
 print("answers", data.count(b"-WRONGPASS"), "ping", b"NOAUTH" in data)
 PY
 check "flood: closed before all were answered" matches "$(cat "$TMP/flood.out")" '^answers (1[0-9]|2[0-9]|3[0-9]) ping False$'
-stop_bg tok TERM
+check "tok stops cleanly" stop_bg tok TERM
 
 # ---- 3. changes logged --------------------------------------------------------------------------
 start_sluiced chg --rules "$TMP/rules.yaml" --config-store "$TMP/chg.db" --snapshot "" \
@@ -227,7 +227,7 @@ check "RESP: import, by whom" grep -q "INFO SL.RULE IMPORT by RESP 127.0.0.1:[0-
 sed -i 's/limit: 100/limit: 99/' "$TMP/rules.yaml"
 kill -HUP "$(cat "$TMP/chg.pid")"
 check "SIGHUP: the reload and its changes" wait_log chg "INFO SIGHUP: rules file $TMP/rules.yaml: changed 2 rules: api, tok"
-stop_bg chg TERM
+check "chg stops cleanly" stop_bg chg TERM
 
 # ---- 4. empty secrets -----------------------------------------------------------------------
 refused() { # WANT ARGS..: sluiced exits non-zero saying WANT
