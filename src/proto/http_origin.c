@@ -53,7 +53,7 @@ static int name_host(const char *s, size_t len, http_authority_t *out)
     if (len > 1 && s[len - 1] == '.') {
         len--;
     }
-    if (len == 0 || len > HTTP_HOST_MAX) {
+    if (len == 0 || len > HTTP_HOST_MAX || s[len - 1] == '.') { /* "a..": an empty label */
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
@@ -73,10 +73,14 @@ int http_authority_parse(const char *s, size_t len, http_authority_t *out)
 {
     memset(out, 0, sizeof *out);
     out->port = -1;
+    if (len == 0) {
+        return -1;
+    }
+    bool bracket = s[0] == '[';
     const char *host = s;
     size_t host_len = len;
     const char *rest = s + len; /* after the host: "" or ":port" */
-    if (len > 0 && s[0] == '[') {
+    if (bracket) {
         const char *close = memchr(s, ']', len);
         if (close == NULL) {
             return -1;
@@ -97,7 +101,7 @@ int http_authority_parse(const char *s, size_t len, http_authority_t *out)
             return -1;
         }
     }
-    return s[0] == '[' ? ipv6_host(host, host_len, out) : name_host(host, host_len, out);
+    return bracket ? ipv6_host(host, host_len, out) : name_host(host, host_len, out);
 }
 
 int http_origin_parse(const char *s, size_t len, http_origin_t *out)

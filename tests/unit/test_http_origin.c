@@ -78,6 +78,8 @@ static void test_host_refused(void **unused)
         "ex/ample",
         "exa%41mple",
         "[::1]:8390:1",
+        "a..",
+        "-A..:80",
         "host\xc3\xa9",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
