@@ -133,14 +133,9 @@ static guard_verdict_t entry_fail(guard_entry_t *e, int64_t now_ns)
         return v;
     }
     int64_t start = e->due_ns > now_ns ? e->due_ns : now_ns;
-    int64_t due = start + held_delay_ns(e->failures - GUARD_FREE_FAILURES);
-    if (due - now_ns > GUARD_QUEUE_MAX_NS) {
-        v.hold_ns = GUARD_QUEUE_MAX_NS; /* the queue stays where it is; this connection goes */
-        v.close = true;
-        return v;
-    }
-    e->due_ns = due;
-    v.hold_ns = due - now_ns;
+    e->due_ns = start + held_delay_ns(e->failures - GUARD_FREE_FAILURES);
+    v.hold_ns = e->due_ns - now_ns;
+    v.close = v.hold_ns > GUARD_QUEUE_MAX_NS; /* its connection goes: no pipeline piles up */
     return v;
 }
 

@@ -8,10 +8,11 @@
  * each next one twice as long as the one before, up to GUARD_DELAY_MAX_NS. The replies of one
  * address leave one after another, each its delay after the one before (whatever connection it
  * came on), so parallel connections and pipelined AUTHs gain nothing: one address gets about one
- * answer a second. When an address's queue would reach beyond GUARD_QUEUE_MAX_NS, the reply is
- * held that long and its connection is closed after it: what an address can keep waiting is
- * bounded. A success clears its address; a correct secret is never held back, so an attacker
- * sharing an address (a NAT) with its owners slows only their failures.
+ * answer a second. A reply that waits more than GUARD_QUEUE_MAX_NS behind the others closes its
+ * connection after it, so a connection holds a bounded number of waiting replies (about 15),
+ * and an address at most that many per connection it keeps open. A success clears its address;
+ * a correct secret is never held back, so an attacker sharing an address (a NAT) with its owners
+ * slows only their failures.
  *
  * IPv4 clients are counted by address, IPv6 ones by /64 (one host commonly owns a whole /64).
  * The table is bounded: GUARD_ADDRESSES entries, found by a seeded hash within GUARD_PROBE slots;
@@ -36,7 +37,7 @@
 #define GUARD_WINDOW_NS     INT64_C(60000000000) /* failures older than this are forgotten */
 #define GUARD_DELAY_NS      INT64_C(50000000)    /* the first held reply's delay: 50 ms */
 #define GUARD_DELAY_MAX_NS  INT64_C(1000000000)  /* the longest one: 1 s */
-#define GUARD_QUEUE_MAX_NS  INT64_C(10000000000) /* the longest any reply waits: 10 s */
+#define GUARD_QUEUE_MAX_NS  INT64_C(10000000000) /* a reply waiting longer closes: 10 s */
 #define GUARD_ADDRESSES     4096                 /* entries in the table (40 bytes each) */
 #define GUARD_PROBE         16                   /* slots an address may take */
 
@@ -44,9 +45,10 @@ typedef struct guard guard_t;
 
 /* What to do with the reply to one failure. */
 typedef struct guard_verdict {
-    int64_t hold_ns;   /* hold the reply back this long; 0: answer at once */
+    int64_t hold_ns;   /* hold the reply back this long; 0: answer at once. At most
+                          GUARD_DELAY_MAX_NS per failure in the window */
     uint32_t failures; /* from this address (or the shared entry) in the window, this one too */
-    bool close;        /* close the connection after the reply: the address's queue is full */
+    bool close;        /* close the connection after the reply: it waits over GUARD_QUEUE_MAX_NS */
     bool shared;       /* counted in the shared entry (the table had no room for the address) */
 } guard_verdict_t;
 

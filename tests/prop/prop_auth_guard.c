@@ -8,10 +8,11 @@
  *
  *   model     while no address is counted in the shared entry (the table had room), every
  *             verdict is the model's: failures in the window, the hold, the close;
- *   bound     the table never holds more than GUARD_ADDRESSES live addresses, and every hold is
- *             at most GUARD_QUEUE_MAX_NS;
- *   spacing   the held replies of one address (not closed) leave in the order they came, each
- *             at least GUARD_DELAY_NS after the one before: however many connections send them
+ *   bound     the table never holds more than GUARD_ADDRESSES live addresses; a hold is at
+ *             most GUARD_DELAY_MAX_NS per failure counted, and closes its connection exactly
+ *             when it is over GUARD_QUEUE_MAX_NS;
+ *   spacing   the held replies of one address leave in the order they came, each at least
+ *             GUARD_DELAY_NS after the one before: however many connections send them;
  *   free      no address gets more than GUARD_FREE_FAILURES answers at once per window of its
  *             own failures (an address in the shared entry gets fewer);
  *   threads   4 threads failing for one address at once: every failure counted once.
@@ -78,14 +79,9 @@ static guard_verdict_t model_fail(model_t *m, int64_t now)
     if (m->failures <= GUARD_FREE_FAILURES) {
         return v;
     }
-    int64_t due = (m->due_ns > now ? m->due_ns : now) + model_delay(m->failures - 5);
-    if (due - now > GUARD_QUEUE_MAX_NS) {
-        v.hold_ns = GUARD_QUEUE_MAX_NS;
-        v.close = true;
-    } else {
-        m->due_ns = due;
-        v.hold_ns = due - now;
-    }
+    m->due_ns = (m->due_ns > now ? m->due_ns : now) + model_delay(m->failures - 5);
+    v.hold_ns = m->due_ns - now;
+    v.close = v.hold_ns > GUARD_QUEUE_MAX_NS;
     return v;
 }
 
@@ -141,8 +137,12 @@ static void run_case(tcase_t *c, uint64_t seed)
         }
         guard_verdict_t got = guard_fail(g, &a, now);
         shared_seen = shared_seen || got.shared;
-        if (got.hold_ns < 0 || got.hold_ns > GUARD_QUEUE_MAX_NS) {
-            fail(c, "event %ld: hold %lld ns", e, (long long)got.hold_ns);
+        if (got.hold_ns < 0 || got.hold_ns > GUARD_DELAY_MAX_NS * (int64_t)got.failures) {
+            fail(c, "event %ld: hold %lld ns after %u failures", e, (long long)got.hold_ns,
+                 got.failures);
+        }
+        if (got.close != (got.hold_ns > GUARD_QUEUE_MAX_NS)) {
+            fail(c, "event %ld: hold %lld ns, close %d", e, (long long)got.hold_ns, got.close);
         }
         if (got.hold_ns == 0 && !got.shared) { /* free: at most five in a window of failures */
             if (free_n[k] == 0 || now - free_since[k] > GUARD_WINDOW_NS) {
@@ -161,7 +161,7 @@ static void run_case(tcase_t *c, uint64_t seed)
                  (long long)got.hold_ns, got.close, want.failures, (long long)want.hold_ns,
                  want.close);
         }
-        if (!got.shared && got.hold_ns > 0 && !got.close) {
+        if (!got.shared && got.hold_ns > 0) {
             int64_t due = now + got.hold_ns;
             if (m[k].last_held_due_ns != 0 && due < m[k].last_held_due_ns + GUARD_DELAY_NS) {
                 fail(c, "event %ld: address %d's held replies %lld ns apart", e, k,
