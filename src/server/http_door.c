@@ -101,9 +101,10 @@ static bool request_host(const route_ctx_t *x, http_authority_t *h, bool *presen
 /* 421 / 403 / 415 with the detail, counted under ev and logged with the peer. */
 static bool refuse(route_ctx_t *x, event_id_t ev, int status, const char *why, const char *fix)
 {
-    event_note(ev, "HTTP: refused %s %.*s from %s:%d: %s", http_method_str(x->req->method),
-               (int)(x->req->path_len < 128 ? x->req->path_len : 128), x->req->path, x->c->addr,
-               x->c->port, why);
+    char path[TEXT_SHOW_CAP(SHOWN_MAX)];
+    text_show(path, sizeof path, x->req->path, x->req->path_len, SHOWN_MAX, 0);
+    event_note(ev, "HTTP: refused %s %s from %s:%d: %s", http_method_str(x->req->method), path,
+               x->c->addr, x->c->port, why);
     problem(x, status, "%s%s", why, fix);
     return false;
 }
