@@ -20,7 +20,7 @@ Try it from another terminal:
   redis-cli -p $resp_port SL.THROTTLE user:7 gcra 10 1000   # an inline rule, no config needed
   redis-cli -p $resp_port CL.THROTTLE user:7 15 30 60       # redis-cell's command and reply
   redis-cli -p $resp_port SL.RULE LIST
-  curl -i -X POST localhost:$http_port/v1/allow -d '{"rule":"api","key":"tenant:42"}'
+  curl -i -X POST localhost:$http_port/v1/allow -H 'Content-Type: application/json' -d '{"rule":"api","key":"tenant:42"}'
   curl -i localhost:$http_port/v1/auth/login                 # 204 until the limit, then 429
   curl -s localhost:$http_port/metrics | grep sluice_decisions
   $build/src/cli/sluice -p $resp_port check login 10.0.0.1

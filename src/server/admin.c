@@ -13,8 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/text.h"
 #include "server/log.h"
 #include "server/rules_import.h"
+
+#define LOGGED_JSON_MAX 400 /* bytes of a rule's or override's JSON a change's log line shows */
+#define LOGGED_KEY_MAX  96  /* bytes of an override's key it shows */
 
 static void set_status(admin_req_t *r, admin_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -47,6 +51,30 @@ static void put_in_force(admin_req_t *r, config_store_t *store)
     if (engine_reload(r->engine, store, false, err) < 0) {
         log_error("rules not reloaded after a change (the rules in force stay): %s", err);
     }
+}
+
+/* Who made r, for a change's log line. */
+static const char *who(const admin_req_t *r)
+{
+    return r->who[0] != '\0' ? r->who : "an unknown client";
+}
+
+/* The INFO line of a change that was made: what it did ("set", "deleted"), to what, by whom,
+ * and the definition written (json, or NULL). Keys are outside bytes: shown escaped. */
+static void log_change(const admin_req_t *r, const char *did, const char *json)
+{
+    char key[TEXT_SHOW_CAP(LOGGED_KEY_MAX)];
+    size_t json_len = json != NULL ? strlen(json) : 0;
+    const char *more = json_len > LOGGED_JSON_MAX ? "..." : "";
+    int shown = json_len > LOGGED_JSON_MAX ? LOGGED_JSON_MAX : (int)json_len;
+    if (r->key == NULL) {
+        log_info("rule '%s' %s by %s%s%.*s%s", r->rule, did, who(r), json ? ": " : "", shown,
+                 json ? json : "", more);
+        return;
+    }
+    text_show(key, sizeof key, r->key, r->key_len, LOGGED_KEY_MAX, 0);
+    log_info("override of rule '%s' for key '%s' %s by %s%s%.*s%s", r->rule, key, did, who(r),
+             json ? ": " : "", shown, json ? json : "", more);
 }
 
 /* The rule as the store holds it, parsed into *def; false with the status set otherwise. */
@@ -97,6 +125,7 @@ static int rule_put(admin_req_t *r, config_store_t *store, bool last)
         return store_failed(r, store, serr, last);
     }
     r->text = json;
+    log_change(r, "set", json);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -133,6 +162,7 @@ static int override_put(admin_req_t *r, config_store_t *store, bool last)
         return store_failed(r, store, serr, last);
     }
     r->text = json;
+    log_change(r, "set", json);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -148,6 +178,7 @@ static int deleted(admin_req_t *r, config_store_t *store, int rc, const char *se
     if (rc != 0) {
         return store_failed(r, store, serr, last);
     }
+    log_change(r, "deleted", NULL);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -237,7 +268,11 @@ static int rules_import(admin_req_t *r, config_store_t *store, bool last)
         set_status(r, ADMIN_ESTORE, "%s", err);
         return CONFIG_JOB_DONE;
     }
-    rules_import_log(r->replace ? "SL.RULE IMPORT REPLACE" : "SL.RULE IMPORT", &r->diff);
+    bool http = strncmp(r->who, "HTTP", 4) == 0;
+    const char *source = http ? (r->replace ? "PUT /v1/rules" : "POST /v1/rules")
+                              : (r->replace ? "SL.RULE IMPORT REPLACE" : "SL.RULE IMPORT");
+    log_info("%s by %s", source, who(r));
+    rules_import_log(source, &r->diff);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -386,6 +421,18 @@ admin_req_t *admin_new(engine_t *e, admin_op_t op, const char *rule, size_t rule
         r->body_len = body_len;
     }
     return r;
+}
+
+void admin_set_who(admin_req_t *req, const char *protocol, const char *addr, int port,
+                   const char *client, size_t client_len, const char *user)
+{
+    int n = snprintf(req->who, sizeof req->who, "%s %s:%d, %s", protocol, addr, port, user);
+    if (client != NULL && client_len > 0 && n > 0 && (size_t)n < sizeof req->who) {
+        char name[TEXT_SHOW_CAP(64)];
+        text_show(name, sizeof name, client, client_len, 64, 0);
+        size_t room = sizeof req->who - (size_t)n;
+        snprintf(req->who + n, room, ", client '%.*s'", (int)(room > 12 ? room - 12 : 0), name);
+    }
 }
 
 void admin_submit(engine_worker_t *w, admin_req_t *req)

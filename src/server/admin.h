@@ -21,7 +21,8 @@
 #include "server/engine.h"
 
 #define ADMIN_ERR_MAX   512
-#define ADMIN_FIELD_MAX 96 /* the longest field name an error names, bytes */
+#define ADMIN_FIELD_MAX 96  /* the longest field name an error names, bytes */
+#define ADMIN_WHO_MAX   256 /* who asked for a change, as its log line says it, bytes */
 
 typedef enum admin_op {
     ADMIN_RULE_GET,      /* rule -> text: its JSON */
@@ -82,7 +83,9 @@ struct admin_req {
     size_t limit;              /* OVERRIDE_LIST: most to return, 1..ADMIN_LIST_MAX */
     admin_override_t *ovs;     /* OVERRIDE_LIST: the page, sorted by key */
     size_t novs;
-    bool more; /* OVERRIDE_LIST: more may follow the last one */
+    bool more;               /* OVERRIDE_LIST: more may follow the last one */
+    char who[ADMIN_WHO_MAX]; /* where the request came from, for the log line of a change
+                                (admin_set_who); "" = unknown */
     /* the front end's */
     void (*done)(admin_req_t *req); /* on the submitting loop */
     void *arg;
@@ -93,6 +96,16 @@ struct admin_req {
  * and keys are validated when it runs. NULL when out of memory. */
 admin_req_t *admin_new(engine_t *e, admin_op_t op, const char *rule, size_t rule_len,
                        const void *key, size_t key_len, const char *body, size_t body_len);
+
+/*
+ * Says where req comes from, for the INFO line that every change (a rule or an override set or
+ * deleted, an import) writes when it is made: "RESP 127.0.0.1:50412, user admin, client
+ * 'deploy'". protocol: "RESP", "HTTP"; addr and port: the peer's; user: what it authenticated
+ * as ("user admin", "user default", "admin token", "no token"); client: the name the client gave
+ * (client_len bytes, any bytes: shown escaped; NULL or empty for none).
+ */
+void admin_set_who(admin_req_t *req, const char *protocol, const char *addr, int port,
+                   const char *client, size_t client_len, const char *user);
 
 /* Runs req on the config thread; req->done(req) runs on w's loop afterwards. */
 void admin_submit(engine_worker_t *w, admin_req_t *req);

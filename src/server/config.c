@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/http_origin.h"
 #include "rules/yamltree.h"
 #include "sluice/sluice.h"
 #include "sluice/version.h"
@@ -121,6 +122,9 @@ static const option_t options[] = {
     {"trusted-proxy", "trusted_proxies", OPT_LIST, F(trusted_proxies), F(ntrusted),
      CONFIG_TRUSTED_MAX, 0, 0, CHECK_CIDR, "CIDR",
      "trust X-Forwarded-For from this network (repeatable)"},
+    {"http-host", "http_host", OPT_LIST, F(http_hosts), F(nhttp_hosts), CONFIG_HOSTS_MAX, 0, 0,
+     CHECK_NONE, "NAME",
+     "a name clients reach the HTTP port by, besides its addresses (repeatable; * = any)"},
     {"log-level", "log_level", OPT_LOG_LEVEL, F(log_level), 0, 0, 0, 0, CHECK_NONE, "LEVEL",
      "error, warn, info or debug (default info)"},
     {"help", NULL, OPT_FLAG, 0, 0, 0, 0, 0, CHECK_NONE, NULL, "print this help and exit"},
@@ -145,6 +149,20 @@ static void list_clear(server_config_t *c, const option_t *o)
     *n = 0;
 }
 
+/* An --http-host entry: "*", an address, or a host name as a Host header names it (no port:
+ * the name is trusted on whatever port a client reaches it by). */
+static int check_http_host(const source_t *s, const char *text, size_t len)
+{
+    char buf[48];
+    http_authority_t a;
+    netaddr_t ip;
+    if ((len == 1 && text[0] == '*') || netaddr_parse(text, len, &ip) == NETADDR_OK ||
+        (http_authority_parse(text, len, &a) == 0 && a.port < 0))
+        return 0;
+    return cfg_fail(s, "must be a host name (limiter.example.com), an address or *, not '%s'",
+                    cfg_shown(text, buf));
+}
+
 /* Appends one list entry (text, len bytes) after checking it. */
 static int list_add(server_config_t *c, const source_t *s, const char *text, size_t len)
 {
@@ -154,6 +172,8 @@ static int list_add(server_config_t *c, const source_t *s, const char *text, siz
     if (*n == o->list_max)
         return cfg_fail(s, "more than %zu entries", o->list_max);
     if (cfg_check_text(s, text, len) != 0)
+        return -1;
+    if (o->offset == F(http_hosts) && check_http_host(s, text, len) != 0)
         return -1;
     char *p = cfg_dup_text(s, text, len);
     if (p == NULL)
@@ -168,9 +188,10 @@ static int apply_file_list(server_config_t *c, const source_t *s)
     list_clear(c, s->opt);
     const yt_node_t *n = s->node;
     if (n->kind != YT_SEQ) {
-        const char *t =
-            cfg_node_text(s, strcmp(s->opt->metavar, "FILE") == 0 ? "a file name or a list of them"
-                                                                  : "an address or a list of them");
+        const char *t = cfg_node_text(
+            s, strcmp(s->opt->metavar, "FILE") == 0   ? "a file name or a list of them"
+               : strcmp(s->opt->metavar, "NAME") == 0 ? "a host name or a list of them"
+                                                      : "an address or a list of them");
         return t == NULL ? -1 : list_add(c, s, t, n->len);
     }
     for (size_t i = 0; i < n->n; i++) {
@@ -181,6 +202,14 @@ static int apply_file_list(server_config_t *c, const source_t *s)
             return -1;
     }
     return 0;
+}
+
+/* The secrets: none may be empty. An empty password is one nobody can log in with (RESP AUTH
+ * refuses it), and an empty token one any "Bearer " would match. */
+static bool is_secret(const option_t *o)
+{
+    return o->offset == F(requirepass) || o->offset == F(admin_token) ||
+           o->offset == F(admin_password);
 }
 
 /* Applies one scalar value (text, len bytes; from a flag or a file node) to its field. */
@@ -194,6 +223,9 @@ static int apply_scalar(server_config_t *c, const source_t *s, const char *text,
     switch (o->kind) {
     case OPT_PATH:
     case OPT_STRING: {
+        if (len == 0 && is_secret(o))
+            return cfg_fail(s, "must not be empty (no client could give it); leave the setting "
+                               "out to have none");
         if (cfg_check_text(s, text, len) != 0)
             return -1;
         char *p = cfg_dup_text(s, text, len);
@@ -445,12 +477,18 @@ void server_config_defaults(server_config_t *c)
     c->log_level = LOG_INFO;
 }
 
-/* Fills a secret from the environment when neither the file nor a flag gave it. */
+/* Fills a secret from the environment when neither the file nor a flag gave it. A variable set
+ * but empty is an error rather than "none": it is what `VAR=${UNSET}` in a unit or compose file
+ * leaves, and taking it as none would start a server open to every client. */
 static int secret_from_env(char **field, const char *var, char *err, size_t cap)
 {
     const char *v = getenv(var);
-    if (*field != NULL || v == NULL || v[0] == '\0')
+    if (*field != NULL || v == NULL)
         return 0;
+    if (v[0] == '\0') {
+        snprintf(err, cap, "%s is set but empty: unset it to have no secret, or give one", var);
+        return -1;
+    }
     *field = strdup(v);
     if (*field == NULL) {
         snprintf(err, cap, "%s: out of memory", var);
@@ -637,6 +675,8 @@ void server_config_free(server_config_t *c)
         free(c->bind[i]);
     for (size_t i = 0; i < c->ntrusted; i++)
         free(c->trusted_proxies[i]);
+    for (size_t i = 0; i < c->nhttp_hosts; i++)
+        free(c->http_hosts[i]);
     free(c->config_path);
     for (size_t i = 0; i < c->nrules; i++)
         free(c->rules_paths[i]);
@@ -662,7 +702,7 @@ const char *server_config_log_level_name(log_level_t level)
 
 const char *server_config_usage(void)
 {
-    static char text[4096];
+    static char text[8192]; /* every option's line, with room for more */
     if (text[0] != '\0')
         return text;
     size_t n = (size_t)snprintf(text, sizeof(text),

@@ -26,6 +26,7 @@
 #define CONFIG_BIND_MAX    8             /* most --bind addresses */
 #define CONFIG_RULES_MAX   64            /* most --rules files */
 #define CONFIG_TRUSTED_MAX 64            /* most --trusted-proxy entries */
+#define CONFIG_HOSTS_MAX   32            /* most --http-host names */
 #define CONFIG_ERR_MAX     256           /* a server_config_parse error message fits in this */
 #define CONFIG_THREADS_MAX 256           /* most worker threads */
 #define CONFIG_FILE_MAX    (1024 * 1024) /* largest --config file, bytes */
@@ -120,6 +121,10 @@ typedef struct server_config {
     char *trusted_proxies[CONFIG_TRUSTED_MAX]; /* --trusted-proxy CIDR (repeatable), strings as
                                                   given ("10.0.0.0/8", "::1") */
     size_t ntrusted;                           /* entries in trusted_proxies */
+    char *http_hosts[CONFIG_HOSTS_MAX];        /* --http-host NAME (repeatable): names besides the
+                                                  bound addresses that HTTP requests may be sent
+                                                  to (their Host); "*" = any */
+    size_t nhttp_hosts;                        /* entries in http_hosts */
     log_level_t log_level;                     /* --log-level error|warn|info|debug, default info */
 } server_config_t;
 
@@ -135,12 +140,14 @@ void server_config_defaults(server_config_t *c);
  * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
  * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
  * metrics_inline_rules, replay_timeout, replay_memory, replay_concurrency,
- * requirepass, admin_token, trusted_proxies (list), log_level); then flags override the file;
- * then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty
- * variable counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the
- * file an integer is milliseconds. --help / --version are answered once the flags' syntax is
- * checked, before their values are. An empty bind list, both ports 0, both rules files, and a
- * soft output limit above the hard one are errors.
+ * requirepass, admin_token, admin_password, trusted_proxies (list), http_host (list),
+ * log_level); then flags override the file; then the env vars SLUICE_REQUIREPASS /
+ * SLUICE_ADMIN_TOKEN / SLUICE_ADMIN_PASSWORD fill the secrets not given. Durations given as flags
+ * need a unit ("300s"), except "0"; in the file an integer is milliseconds. --help / --version
+ * are answered once the flags' syntax is checked, before their values are. An empty bind list,
+ * both ports 0, both rules files, a soft output limit above the hard one, an --http-host that is
+ * not a host name, and an empty secret (a flag, the file or a variable that is set but empty:
+ * a server nobody could log in to, or one a misspelt variable left open) are errors.
  *
  * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
  * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",

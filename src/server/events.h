@@ -42,7 +42,28 @@
     X(EV_REPLAY_SHUTDOWN, "sluice_replay_stopped_total", "reason=\"shutdown\"", LOG_INFO,          \
       "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
     X(EV_REPLAY_ABANDONED, "sluice_replay_abandoned_total", "", LOG_INFO,                          \
-      "POST /v1/replay answers dropped: the client closed before its replay ended.")
+      "POST /v1/replay answers dropped: the client closed before its replay ended.")               \
+    X(EV_AUTH_FAILED_RESP, "sluice_auth_failures_total", "protocol=\"resp\"", LOG_WARN,            \
+      "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
+      "admin token.")                                                                              \
+    X(EV_AUTH_FAILED_HTTP, "sluice_auth_failures_total", "protocol=\"http\"", LOG_WARN,            \
+      "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
+      "admin token.")                                                                              \
+    X(EV_AUTH_HELD, "sluice_auth_delayed_total", "", LOG_WARN,                                     \
+      "Replies to wrong secrets held back because their address failed more than 5 times in a "    \
+      "minute.")                                                                                   \
+    X(EV_HTTP_FOREIGN_HOST, "sluice_http_refused_total", "reason=\"host\"", LOG_WARN,              \
+      "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
+      "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
+      "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
+    X(EV_HTTP_FOREIGN_ORIGIN, "sluice_http_refused_total", "reason=\"origin\"", LOG_WARN,          \
+      "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
+      "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
+      "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
+    X(EV_HTTP_NOT_JSON, "sluice_http_refused_total", "reason=\"content_type\"", LOG_WARN,          \
+      "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
+      "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
+      "JSON Content-Type or X-Sluice-Client (content_type).")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

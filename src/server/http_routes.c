@@ -13,6 +13,9 @@
  *                                              (admin token; http_replay.c, off the loop)
  *   GET    /metrics  /healthz  /readyz
  *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
+ *
+ * Before any route, route_door() (http_door.c) refuses what a web page of another site could
+ * make a browser send: a foreign Host, a change with a foreign Origin or without a JSON body.
  */
 #include <http_parser.h>
 #include <stdarg.h>
@@ -61,6 +64,26 @@ static void route_readyz(route_ctx_t *x)
              ready ? 6 : 9);
 }
 
+/* What the browser checks ask of a path (route.h, http_door.c): nothing of the proxies' and
+ * the probes' routes, whose callers name the server as they like; of every other, a Host of
+ * this server, and for a change an Origin of this server and a JSON body. Paths that only read
+ * answer 405 to a change; unknown paths get every check: a route added later is safe by
+ * default. */
+static door_kind_t door_kind(const route_ctx_t *x)
+{
+    bool v1 = seg_is(x, 0, "v1");
+    if ((v1 && seg_is(x, 1, "auth") && x->nseg == 3) ||
+        (x->nseg == 1 &&
+         (seg_is(x, 0, "metrics") || seg_is(x, 0, "healthz") || seg_is(x, 0, "readyz")))) {
+        return DOOR_OPEN;
+    }
+    if (seg_is(x, 0, "ui") || (v1 && seg_is(x, 1, "stats")) ||
+        (v1 && seg_is(x, 1, "rules") && x->nseg == 4 && seg_is(x, 3, "top"))) {
+        return DOOR_READ;
+    }
+    return v1 && seg_is(x, 1, "rules") && x->nseg == 2 ? DOOR_IMPORT : DOOR_API;
+}
+
 typedef struct handle_ctx {
     conn_t *c;
     http_request_t *req;
@@ -84,6 +107,9 @@ static void handle_now(void *arg)
     x.nseg = http_path_segments(req->path, req->path_len, storage, sizeof storage, x.seg, SEGMENTS);
     if (x.nseg < 0) {
         problem(&x, 404, "no such resource");
+        return;
+    }
+    if (!route_door(&x, door_kind(&x))) {
         return;
     }
     if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "auth") && x.nseg == 3) {

@@ -20,11 +20,47 @@
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "server/admin.h"
+#include "server/auth_guard.h"
+#include "server/events.h"
 #include "server/route.h"
 #include "server/server.h"
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
 
+/* The reply to a wrong admin token: a 401 at once, or held back when the address keeps
+ * failing (auth_guard.h), in a reply slot of its own that later requests wait behind. */
+static void token_refused(route_ctx_t *x)
+{
+    conn_t *c = x->c;
+    guard_verdict_t v = guard_fail(guard_global(), &c->peer, (int64_t)uv_hrtime());
+    event_note(EV_AUTH_FAILED_HTTP,
+               "HTTP: wrong admin token from %s:%d (%u from this address in the last minute%s)",
+               c->addr, c->port, v.failures,
+               v.shared ? ", counted with others: the table of addresses is full" : "");
+    reply_slot_t *slot = v.hold_ns > 0 ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        problem(x, 401, "invalid admin token");
+        c->closing = c->closing || v.hold_ns > 0; /* out of memory: no free answer either */
+        return;
+    }
+    event_note(EV_AUTH_HELD,
+               "HTTP: slowing down %s:%d: %u wrong admin tokens from its address in the last "
+               "minute; this reply held back %lld ms%s",
+               c->addr, c->port, v.failures, (long long)(v.hold_ns / 1000000),
+               v.close ? ", then the connection closed" : "");
+    slot->close_after = !x->req->keep_alive || v.close;
+    c->closing = c->closing || v.close; /* nothing pipelined after it runs */
+    http_begin(&slot->buf, 401);
+    http_header(&slot->buf, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+    http_problem_end(&slot->buf, 401, !slot->close_after, NULL, "invalid admin token");
+    if (x->req->method == HTTP_HEAD) {
+        http_head_only(&slot->buf, 0);
+    }
+    conn_resolve_after(slot, v.hold_ns);
+}
+
+/* The admin token's check: true when there is none or the request carries it (and then the
+ * address's failures are forgotten); false after replying 401. */
 bool route_admin_ok(route_ctx_t *x)
 {
     const char *token = x->c->loop->srv->cfg->admin_token;
@@ -45,10 +81,11 @@ bool route_admin_ok(route_ctx_t *x)
     for (size_t i = 0; i < vlen; i++) {
         diff |= (unsigned char)(v[i] ^ token[i < n ? i : 0]);
     }
-    if (diff != 0) {
-        problem(x, 401, "invalid admin token");
+    if (diff != 0 || n == 0) {
+        token_refused(x);
         return false;
     }
+    guard_success(guard_global(), &x->c->peer);
     return true;
 }
 
@@ -184,6 +221,11 @@ static void admin_start(route_ctx_t *x, admin_op_t op, const http_segment_t *rul
     r->done = admin_replied;
     r->limit = limit;
     r->replace = op == ADMIN_RULES_IMPORT && x->req->method == HTTP_PUT;
+    const char *client = NULL;
+    size_t client_len = 0;
+    http_header_get(x->req, "x-sluice-client", &client, &client_len);
+    admin_set_who(r, "HTTP", x->c->addr, x->c->port, client, client_len,
+                  x->c->loop->srv->cfg->admin_token != NULL ? "admin token" : "no token");
     admin_submit(x->c->loop->worker, r);
 }
 

@@ -1,9 +1,10 @@
 /*
  * http_ui.c - the console's files at GET /ui/ (index.html) and /ui/<file>, from the table
  * compiled into sluiced (ui_assets.h). Every reply carries a strict Content-Security-Policy
- * (scripts and styles from /ui/ only, no inline script, requests only to this server), the
- * file's ETag (a matching If-None-Match gets 304) and Cache-Control: no-cache, so a browser
- * revalidates and sees a new sluiced's files at once. A path that names no file is a 404.
+ * (scripts and styles from /ui/ only, no inline script, requests only to this server), a
+ * Referrer-Policy that sends nothing to other sites, the file's ETag (a matching If-None-Match
+ * gets 304) and Cache-Control: no-cache, so a browser revalidates and sees a new sluiced's files
+ * at once. A path that names no file is a 404.
  */
 #include <http_parser.h>
 #include <string.h>
@@ -51,7 +52,9 @@ static void ui_headers(route_ctx_t *x, const ui_asset_t *a)
 {
     http_header(&x->c->out, "Content-Security-Policy", "%s", ui_csp);
     http_header(&x->c->out, "X-Content-Type-Options", "nosniff");
-    http_header(&x->c->out, "Referrer-Policy", "no-referrer");
+    /* same-origin, not no-referrer: under no-referrer the Fetch standard has a page's own
+     * PUT and DELETE sent with "Origin: null", which the door (http_door.c) refuses */
+    http_header(&x->c->out, "Referrer-Policy", "same-origin");
     http_header(&x->c->out, "Cache-Control", "no-cache");
     http_header(&x->c->out, "ETag", "%s", a->etag);
 }

@@ -14,6 +14,7 @@
 
 #include "server/events.h"
 #include "server/server.h"
+#include "server/tls.h"
 
 static void help(buf_t *b, const char *name, const char *type, const char *text)
 {
@@ -351,5 +352,11 @@ void metrics_render(server_t *srv, buf_t *b)
     help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
     buf_printf(b, "sluice_snapshot_errors_total %llu\n",
                (unsigned long long)atomic_load(&srv->snapshot_errors));
+    if (srv->tls != NULL) {
+        help(b, "sluice_tls_certificate_expiry_timestamp_seconds", "gauge",
+             "When the TLS certificate new connections get stops being valid, unix seconds.");
+        buf_printf(b, "sluice_tls_certificate_expiry_timestamp_seconds %lld\n",
+                   (long long)tls_ctx_not_after(srv->tls));
+    }
     events_render(b);
 }

@@ -109,6 +109,9 @@ static void admin_start(conn_t *c, admin_op_t op, const resp_arg_t *rule, const 
     r->done = admin_replied;
     r->replace = option;
     r->limit = limit;
+    bool admin_user = c->admin && c->loop->srv->cfg->admin_password != NULL;
+    admin_set_who(r, "RESP", c->addr, c->port, c->name, strlen(c->name),
+                  admin_user ? "user admin" : "user default");
     admin_submit(c->loop->worker, r);
 }
 

@@ -14,6 +14,8 @@
 #include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "server/admin.h"
+#include "server/auth_guard.h"
+#include "server/events.h"
 #include "server/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
@@ -70,23 +72,61 @@ static bool secret_equal(const char *secret, const resp_arg_t *given)
     return n > 0 && diff == 0;
 }
 
-/* Checks [user] password; replies the error itself and returns false on failure. */
+#define WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+
+/*
+ * A wrong password from c (for `user`, user_len bytes as the client wrote it): counted and
+ * logged at a limited rate with the peer's address; its reply (WRONGPASS) written at once, or,
+ * when the address keeps failing, held back in a reply slot of its own (auth_guard.h), the loop
+ * and other clients going on meanwhile. Commands pipelined after it wait behind it, in order;
+ * once the address's queue is full the connection is closed after the reply.
+ */
+static void auth_refused(conn_t *c, const char *user, size_t user_len)
+{
+    guard_verdict_t v = guard_fail(guard_global(), &c->peer, (int64_t)uv_hrtime());
+    char shown[TEXT_SHOW_CAP(32)];
+    text_show(shown, sizeof shown, user, user_len, 32, 0);
+    event_note(EV_AUTH_FAILED_RESP,
+               "RESP: wrong password for user '%s' from %s:%d (%u from this address in the last "
+               "minute%s)",
+               shown, c->addr, c->port, v.failures,
+               v.shared ? ", counted with others: the table of addresses is full" : "");
+    reply_slot_t *slot = v.hold_ns > 0 ? conn_defer(c) : NULL;
+    if (slot == NULL) {
+        resp_add_error(&c->out, WRONGPASS);
+        c->closing = c->closing || v.hold_ns > 0; /* out of memory: no free answer either */
+        return;
+    }
+    event_note(EV_AUTH_HELD,
+               "RESP: slowing down %s:%d: %u wrong passwords from its address in the last minute; "
+               "this reply held back %lld ms%s",
+               c->addr, c->port, v.failures, (long long)(v.hold_ns / 1000000),
+               v.close ? ", then the connection closed" : "");
+    resp_add_error(&slot->buf, WRONGPASS);
+    if (v.close) {
+        slot->close_after = true;
+        c->closing = true; /* nothing pipelined after it runs */
+    }
+    conn_resolve_after(slot, v.hold_ns);
+}
+
 /*
  * Checks [user] password and switches the connection to that user; replies the error itself
  * and returns false on failure. Two users, in the spirit of Redis's ACLs: "default" (deciding;
  * its password is --requirepass) and "admin" (also rules, overrides and resets; its password is
  * --admin-password; the user exists only when that is set). With no admin password every client
- * may administer.
+ * may administer. A wrong password is answered by auth_refused; a right one clears the address's
+ * failures.
  */
 static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
 {
     const server_config_t *cfg = c->loop->srv->cfg;
     if (user != NULL && resp_arg_is(user, "admin") && cfg->admin_password != NULL) {
         if (!secret_equal(cfg->admin_password, pass)) {
-            resp_add_error(&c->out,
-                           "WRONGPASS invalid username-password pair or user is disabled.");
+            auth_refused(c, user->ptr, user->len);
             return false;
         }
+        guard_success(guard_global(), &c->peer);
         c->authed = true;
         c->admin = true;
         return true;
@@ -99,9 +139,10 @@ static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass
         return false;
     }
     if ((user != NULL && !resp_arg_is(user, "default")) || !secret_equal(secret, pass)) {
-        resp_add_error(&c->out, "WRONGPASS invalid username-password pair or user is disabled.");
+        auth_refused(c, user != NULL ? user->ptr : "default", user != NULL ? user->len : 7);
         return false;
     }
+    guard_success(guard_global(), &c->peer);
     c->authed = true;
     c->admin = cfg->admin_password == NULL;
     return true;

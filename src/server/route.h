@@ -9,6 +9,7 @@
  *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream]
  *   http_replay.c   POST /v1/replay (admin token), on libuv's thread pool
  *   http_ui.c       the console's files: /ui/, /ui/<file>
+ *   http_door.c     before any route: what keeps web pages out (Host, Origin, JSON bodies)
  */
 #ifndef SLUICE_SERVER_ROUTE_H
 #define SLUICE_SERVER_ROUTE_H
@@ -57,6 +58,21 @@ static inline bool seg_is(const route_ctx_t *x, long i, const char *s)
 
 /* 405 with the methods the resource allows ("GET, HEAD"). */
 void route_method_not_allowed(route_ctx_t *x, const char *allow);
+
+/* How much of the browser checks a route gets (http_door.c). */
+typedef enum door_kind {
+    DOOR_OPEN,   /* none: /v1/auth (proxies forward the browser's own Host, Origin and
+                    Sec-Fetch-* fields), /metrics, /healthz, /readyz (probes name the server
+                    as they like) */
+    DOOR_READ,   /* Host: what only reads (the console's files and reads; they answer 405
+                    to any other method) */
+    DOOR_API,    /* Host; and for a change, Origin, Sec-Fetch-Site and a JSON body */
+    DOOR_IMPORT, /* the same, a YAML body allowed too (POST|PUT /v1/rules) */
+} door_kind_t;
+
+/* True when the request may go on to its route; otherwise it was answered (421, 403, 415),
+ * counted and logged. */
+bool route_door(route_ctx_t *x, door_kind_t kind);
 
 /* http_decide.c */
 void route_allow(route_ctx_t *x);

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "proto/buf.h"
 
@@ -27,7 +28,10 @@ typedef struct tls_conn tls_conn_t;
 /*
  * Loads a PEM certificate chain and its private key (and, when client_ca is not NULL, the CAs
  * whose client certificates are required) into a new context. Returns 0, or -1 with a message
- * naming the file and OpenSSL's reason in err (TLS_ERR_MAX bytes).
+ * in err (TLS_ERR_MAX bytes) naming the setting and the file, and the system's reason when the
+ * file cannot be read ("--tls-key /x/key.pem: No such file or directory"), else what it is not
+ * and OpenSSL's reason. A certificate that has expired or is not valid yet is loaded, and a
+ * warning logged.
  */
 int tls_ctx_new(const char *cert_path, const char *key_path, const char *client_ca, tls_ctx_t **out,
                 char *err);
@@ -35,6 +39,10 @@ int tls_ctx_new(const char *cert_path, const char *key_path, const char *client_
 /* Loads the same files again; on success new connections use them. On failure nothing
  * changes. Returns 0 or -1 with err, as tls_ctx_new(). Thread-safe against tls_conn_new(). */
 int tls_ctx_reload(tls_ctx_t *ctx, char *err);
+
+/* The end of the validity of the certificate new connections get (its notAfter), unix seconds;
+ * 0 when it could not be read. Thread-safe. */
+int64_t tls_ctx_not_after(const tls_ctx_t *ctx);
 
 /* Frees the context; connections still open keep what they use. */
 void tls_ctx_free(tls_ctx_t *ctx);

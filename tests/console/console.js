@@ -7,7 +7,10 @@
 //   SLUICE_T_HTTP   HTTP port of a sluiced with the admin token SLUICE_TOKEN
 //   SLUICE_SHOTS    directory for the pages' screenshots
 //   REPLAY_LOG      a traffic log; REPLAY_SUMMARY: `sluice replay --summary` of it (gcra 5/1s)
+//   ATTACK_HTTP     port of a plain web server on 127.0.0.1 (another origin) serving attack.html
 //
+// The browser resolves evil.example to 127.0.0.1 (--host-resolver-rules), as a DNS rebinding
+// attack would make it: a page of that name is same-origin, to the browser, with sluiced.
 // Every wait is for an event (a selector, a condition) with a bounded timeout; nothing sleeps.
 // Prints "ok NAME" / "FAIL NAME: why" per case, then "N passed, M failed"; exits 1 on a failure.
 "use strict";
@@ -26,6 +29,8 @@ const TBASE = "http://127.0.0.1:" + env("SLUICE_T_HTTP") + "/ui/";
 const RESP = env("SLUICE_RESP");
 const TOKEN = env("SLUICE_TOKEN");
 const SHOTS = env("SLUICE_SHOTS");
+const ATTACK = "http://127.0.0.1:" + env("ATTACK_HTTP") + "/attack.html?port=" +
+  env("SLUICE_HTTP") + "&tport=" + env("SLUICE_T_HTTP");
 const WAIT = {timeout: 20000}; // ms: one event on a loaded machine
 const XSS = "<script>alert(1)</script>";
 
@@ -376,6 +381,77 @@ async function editor(browser) {
   await page.close();
 }
 
+// A counter of a server's /metrics (its HTTP port), as a number (0 when absent).
+async function metricOf(port, series) {
+  const res = await fetch("http://127.0.0.1:" + port + "/metrics");
+  const line = (await res.text()).split("\n").find((l) => l.startsWith(series + " "));
+  return line ? Number(line.split(" ")[1]) : 0;
+}
+
+// Waits (bounded) until a counter reaches want; returns what it is then.
+async function metricReaches(port, series, want) {
+  const until = Date.now() + WAIT.timeout;
+  let got = await metricOf(port, series);
+  while (got < want && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 50));
+    got = await metricOf(port, series);
+  }
+  return got;
+}
+
+// A page of another site (attack.html, from another port) tries a form POST, "simple"
+// fetches, a Blob with no type, a beacon, a JSON PUT and a DELETE (preflighted) and a settle on
+// the server with a token: every one that the browser sends is refused (counted in /metrics by
+// sluiced, so it did arrive), the preflighted ones are never sent, and nothing changed.
+async function crossSite(browser) {
+  const rule = resp("SL.RULE", "GET", "api").join("");
+  const victim = resp("SL.PEEK", "api", "victim").join(" ");
+  const ORIGIN = 'sluice_http_refused_total{reason="origin"}';
+  const before = await metricOf(env("SLUICE_HTTP"), ORIGIN);
+  const tokBefore = await metricOf(env("SLUICE_T_HTTP"), ORIGIN);
+  const page = await newPage(browser);
+  await page.goto(ATTACK, {waitUntil: "load"});
+  await page.waitForSelector("body[data-done]", WAIT);
+  const got = JSON.parse(await page.$eval("body", (b) => b.dataset.done));
+  check("cross-site-form-sent", got.form === "submitted", JSON.stringify(got));
+  check("cross-site-simple-fetches-opaque", got.fetch_text === "opaque" &&
+    got.fetch_allow_text === "opaque" && got.fetch_blob === "opaque", JSON.stringify(got));
+  check("cross-site-preflighted-never-sent", got.fetch_put_json === "threw" &&
+    got.fetch_delete === "threw", JSON.stringify(got));
+  check("cross-site-beacon-queued", got.beacon === true, JSON.stringify(got));
+  // the form, three fetches and the beacon reached sluiced and were refused: five, no more
+  const refused = await metricReaches(env("SLUICE_HTTP"), ORIGIN, before + 5);
+  check("cross-site-refused-five", refused === before + 5, (refused - before) + " refused");
+  check("cross-site-settle-refused",
+    (await metricReaches(env("SLUICE_T_HTTP"), ORIGIN, tokBefore + 1)) === tokBefore + 1);
+  check("cross-site-rule-unchanged", resp("SL.RULE", "GET", "api").join("") === rule);
+  check("cross-site-key-not-charged", resp("SL.PEEK", "api", "victim").join(" ") === victim,
+    resp("SL.PEEK", "api", "victim").join(" ") + " vs " + victim);
+  await page.close();
+}
+
+// DNS rebinding: evil.example resolves to 127.0.0.1, so its pages are same-origin with sluiced
+// to the browser. sluiced refuses the name: the console does not load under it, and a script
+// of that origin can neither read the rules nor change one (same-origin: no preflight stops it).
+async function rebinding(browser) {
+  const rule = resp("SL.RULE", "GET", "api").join("");
+  const page = await newPage(browser);
+  const res = await page.goto("http://evil.example:" + env("SLUICE_HTTP") + "/ui/",
+    {waitUntil: "load"});
+  check("rebinding-console-421", res.status() === 421, String(res.status()));
+  const got = await page.evaluate(async () => {
+    const read = await fetch("/v1/rules");
+    const put = await fetch("/v1/rules/api", {method: "PUT",
+      headers: {"Content-Type": "application/json", "X-Sluice-Client": "console"},
+      body: '{"algorithm":"sliding_log","limit":1,"window":"1h"}'});
+    return [read.status, put.status, await put.text()];
+  });
+  check("rebinding-read-421", got[0] === 421, JSON.stringify(got));
+  check("rebinding-put-421", got[1] === 421 && got[2].includes("--http-host"), JSON.stringify(got));
+  check("rebinding-rule-unchanged", resp("SL.RULE", "GET", "api").join("") === rule);
+  await page.close();
+}
+
 // GET /v1/rules/NAME on the server with the admin token, with the token: the HTTP status.
 async function tokRuleStatus(name) {
   const res = await fetch("http://127.0.0.1:" + env("SLUICE_T_HTTP") + "/v1/rules/" +
@@ -551,12 +627,13 @@ async function main() {
     executablePath: env("CHROMIUM"),
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-      "--disable-extensions", "--font-render-hinting=none"],
+      "--disable-extensions", "--font-render-hinting=none",
+      "--host-resolver-rules=MAP evil.example 127.0.0.1"],
     protocolTimeout: 60000,
   });
   try {
     for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, badHash,
-      editor, tokenNeeded, replay, replayToken]) {
+      editor, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
       try {
         await step(browser);
       } catch (e) {

@@ -10,9 +10,14 @@
 # token a server that has one refuses a change, and the page says so; entering the token keeps
 # the form as typed; the replay page gives the counts of `sluice replay --summary`, and with the
 # token server needs the token (then gives them too) and says when a replay stopped early and
-# after how many lines (a log whose keys outgrow the memory budget of a replay). Screenshots
-# of the pages are left in $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies).
-# Skipped (exit 77) when node, npm or chromium is not installed.
+# after how many lines (a log whose keys outgrow the memory budget of a replay); a page of
+# another site (tests/console/attack.html on another port) that tries a form POST, simple
+# fetches, a beacon, preflighted requests and a settle changes nothing, every request it got
+# sent refused and counted; under a rebound name (DNS rebinding) the console does not load and a
+# script of that origin can neither read nor change a rule; the console's changes are logged
+# with it as the client. Screenshots of the pages are left in
+# $SLUICE_BUILD_DIR/console-screenshots/ (docs/console/ holds copies). Skipped (exit 77) when
+# node, npm or chromium is not installed.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -71,13 +76,25 @@ awk -v seed="${SLUICE_SEED:-15}" 'BEGIN {
     >"$TMP/traffic.out" || { echo "sluice replay failed"; exit 1; }
 grep '^#' "$TMP/traffic.out" >"$TMP/traffic.summary"
 
+# another site: a plain web server on another port serving the attacker's page
+mkdir -p "$TMP/attack"
+cp "$NODE_DIR/attack.html" "$TMP/attack/"
+attack_launch() { start_bg "$1" python3 -m http.server --bind 127.0.0.1 --directory "$TMP/attack" "${SERVE_PORTS[0]}"; }
+serve attack 1 attack_launch || { cat "$TMP/attack.log"; exit 1; }
+ATTACK_HTTP=${SERVE_PORTS[0]}
+
 SHOTS=$SLUICE_BUILD_DIR/console-screenshots
 rm -rf "$SHOTS"
 env CHROMIUM="$CHROMIUM" SLUICE_HTTP="$OPEN_HTTP" SLUICE_RESP="$OPEN_RESP" \
     SLUICE_T_HTTP="$TOK_HTTP" SLUICE_TOKEN="$TOKEN" SLUICE_SHOTS="$SHOTS" \
     REPLAY_LOG="$TMP/traffic.log" REPLAY_SUMMARY="$TMP/traffic.summary" HOME="$TMP" \
-    timeout 240 node "$NODE_DIR/console.js"
+    ATTACK_HTTP="$ATTACK_HTTP" timeout 240 node "$NODE_DIR/console.js"
 check console-cases test $? -eq 0
+check "the console's changes logged with it as the client" grep -q \
+    "INFO rule 'edited' set by HTTP 127.0.0.1:[0-9]*, no token, client 'console': {" "$TMP/open.log"
+check "the console's delete logged" grep -q \
+    "INFO rule 'edited' deleted by HTTP 127.0.0.1:[0-9]*, no token, client 'console'" "$TMP/open.log"
+stop_bg attack TERM
 for page in overview rule rules replay replay-stopped; do
     check "screenshot-$page" test -s "$SHOTS/$page.png"
 done

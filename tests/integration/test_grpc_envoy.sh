@@ -130,11 +130,11 @@ check "the API-made rule stays" test "$(redis-cli -p "$RESP_PORT" SL.RULE GET ed
 # the format over RESP, HTTP and the CLI
 check "SL.RULE IMPORT" test "$(redis-cli -p "$RESP_PORT" SL.RULE IMPORT "$(domain_file viaresp)")" = OK
 domain_file viahttp >"$TMP/viahttp.yaml"
-curl -s -X POST --data-binary @"$TMP/viahttp.yaml" "http://127.0.0.1:$HTTP_PORT/v1/rules" >"$TMP/http.out"
+curl -s -X POST -H 'Content-Type: application/yaml' --data-binary @"$TMP/viahttp.yaml" "http://127.0.0.1:$HTTP_PORT/v1/rules" >"$TMP/http.out"
 check "POST /v1/rules" grep -q '"added":\["viahttp.k"\]' "$TMP/http.out"
 # a broken file over HTTP: 400 naming where, and nothing changes
 printf 'domain: viahttp\ndescriptors:\n  - key: k\n    rate_limit: {unit: week}\n' >"$TMP/bad.yaml"
-code=$(curl -s -o "$TMP/bad.out" -w '%{http_code}' -X POST --data-binary @"$TMP/bad.yaml" \
+code=$(curl -s -o "$TMP/bad.out" -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' --data-binary @"$TMP/bad.yaml" \
     "http://127.0.0.1:$HTTP_PORT/v1/rules")
 check "a broken file is refused (400)" test "$code" = 400
 check "naming where" grep -q "line 4, column 24: descriptors\[0\].rate_limit.unit: unknown unit 'week'" "$TMP/bad.out"

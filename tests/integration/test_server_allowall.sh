@@ -51,7 +51,7 @@ rules:
 YAML
 cli() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
-post() { curl -s -X POST "http://127.0.0.1:$HTTP_PORT/v1/allow" -d "$1"; }
+post() { curl -s -X POST "http://127.0.0.1:$HTTP_PORT/v1/allow" -H 'Content-Type: application/json' -d "$1"; }
 
 start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" --snapshot "" \
     --threads 2 || { cat "$TMP/s1.log"; exit 1; }

@@ -176,11 +176,11 @@ start_sluiced mem --rules "$TMP/rules.yaml" --config-store "$TMP/mem.db" --snaps
 check "memory: said" wait_log mem "rule 'at' has mode: approximate, but the memory store keeps every key in this process: it decides strictly here"
 check "memory: strict" matches "$(sc "$RESP_PORT" SL.ALLOW at m1)" '^1 100 99 '
 check "memory: strict-peek" matches "$(sc "$RESP_PORT" SL.PEEK at m1)" '^1 100 99 '
-check "memory: http-put" matches "$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
+check "memory: http-put" matches "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
     "http://127.0.0.1:$HTTP_PORT/v1/rules/hx" \
     -d '{"algorithm":"sliding_log","limit":10,"window":"1s","mode":"approximate","sync_interval":"30ms"}')" '^20[01]$'
 check "memory: http-get" matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/v1/rules/hx")" '"mode":"approximate","sync_interval":"30ms"'
-check "memory: http-refused" matches "$(curl -s -X PUT "http://127.0.0.1:$HTTP_PORT/v1/rules/hy" \
+check "memory: http-refused" matches "$(curl -s -X PUT -H 'Content-Type: application/json' "http://127.0.0.1:$HTTP_PORT/v1/rules/hy" \
     -d '{"algorithm":"gcra","limit":10,"window":"1s","mode":"leased","sync_interval":"1s"}')" \
     'sync_interval: only applies to a rule with mode: approximate'
 sc "$RESP_PORT" SL.RULE SET at '{"algorithm":"fixed_window","limit":60,"window":"1s","mode":"approximate"}' >/dev/null

@@ -124,7 +124,7 @@ elif mode == "input":
     cap = 2 << 20
     small_req = b"*2\r\n$4\r\nECHO\r\n$20000\r\n"
     big_req = b"*2\r\n$4\r\nECHO\r\n$400000\r\n"
-    http_head = (b"POST /v1/allow HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+    http_head = (b"POST /v1/allow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Content-Length: 400000\r\n\r\n")
     smalls = []
     for _ in range(6):  # 10 KB of 20 KB: a 32 KiB buffer each

@@ -56,7 +56,7 @@ check top-resp-n-range sh -c "${RC[*]} SL.TOP api 101 | grep -q 'from 1 to 100'"
 # peeks decide nothing: SL.PEEK, COST 0 over RESP and HTTP leave the counts as they were
 "${RC[@]}" SL.PEEK api hot >/dev/null
 "${RC[@]}" SL.ALLOW api hot COST 0 >/dev/null
-get -X POST -d '{"rule":"api","key":"hot","cost":0}' "$BASE/v1/allow" >/dev/null
+get -X POST -H 'Content-Type: application/json' -d '{"rule":"api","key":"hot","cost":0}' "$BASE/v1/allow" >/dev/null
 check peeks-not-counted test "$("${RC[@]}" SL.TOP api 1 | sed -n 2p)" = 2000
 get "$BASE/v1/rules/api/top?n=2" >"$TMP/top.json"
 check top-http json "$TMP/top.json" 'd["rule"] == "api" and d["by"] == "decisions" and d["window_s"] == 60 and [k["key"] for k in d["keys"]][0] == "hot" and d["keys"][0]["count"] == 2000 and len(d["keys"]) == 2'
@@ -100,16 +100,16 @@ check escape-bytes json "$TMP/top.json" 'any(k.get("key_hex") == "726177ff" for 
 
 # --- a rule changed keeps its rates and top keys; deleted, they go
 AUTH=(-H "Authorization: Bearer $TOKEN")
-get "${AUTH[@]}" -X PUT "$BASE/v1/rules/api" -d '{"algorithm":"gcra","limit":50,"window":"1s"}' >/dev/null
+get "${AUTH[@]}" -X PUT "$BASE/v1/rules/api" -H 'Content-Type: application/json' -d '{"algorithm":"gcra","limit":50,"window":"1s"}' >/dev/null
 check changed-top-follows test "$("${RC[@]}" SL.TOP api 1 | head -n 1)" = hot
 check changed-stats-follow poll 5 decided 2007
 get "$BASE/v1/stats?seconds=1" >"$TMP/stats.json"
 check changed-stats-numbers json "$TMP/stats.json" '[r for r in d["rules"] if r["name"] == "api"][0]["limit"] == 50'
-get "${AUTH[@]}" -X DELETE "$BASE/v1/rules/api" >/dev/null
+get "${AUTH[@]}" -X DELETE -H 'X-Sluice-Client: test' "$BASE/v1/rules/api" >/dev/null
 check deleted-top-404 sh -c "curl -s -o /dev/null -w '%{http_code}' '$BASE/v1/rules/api/top' | grep -q 404"
 get "$BASE/v1/stats?seconds=1" >"$TMP/stats.json"
 check deleted-not-in-stats json "$TMP/stats.json" 'not any(r["name"] == "api" for r in d["rules"])'
-get "${AUTH[@]}" -X PUT "$BASE/v1/rules/api" -d '{"algorithm":"gcra","limit":5,"window":"1s"}' >/dev/null
+get "${AUTH[@]}" -X PUT "$BASE/v1/rules/api" -H 'Content-Type: application/json' -d '{"algorithm":"gcra","limit":5,"window":"1s"}' >/dev/null
 check recreated-top-empty test "$("${RC[@]}" SL.TOP api | wc -c)" -le 1
 
 # --- replay: the counts of sluice replay --summary; the admin token needed
@@ -127,8 +127,8 @@ PY
 python3 -c 'import json, sys
 print(json.dumps({"algorithm": "gcra", "limit": 5, "window": "1s", "burst": 2, "unit": "ms",
                   "log": open(sys.argv[1]).read()}))' "$TMP/traffic.log" >"$TMP/body.json"
-check replay-needs-token sh -c "curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @'$TMP/body.json' '$BASE/v1/replay' | grep -q 401"
-get "${AUTH[@]}" -X POST --data-binary @"$TMP/body.json" "$BASE/v1/replay" >"$TMP/replay.json"
+check replay-needs-token sh -c "curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @'$TMP/body.json' '$BASE/v1/replay' | grep -q 401"
+get "${AUTH[@]}" -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/body.json" "$BASE/v1/replay" >"$TMP/replay.json"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 for k in d["keys"]:
@@ -138,11 +138,11 @@ print("# total admitted=%d rejected=%d" % (d["admitted"], d["rejected"]))' "$TMP
 check replay-same-counts diff "$TMP/cli.txt" "$TMP/server.txt"
 check replay-series json "$TMP/replay.json" 'len(d["series"]) <= 120 and sum(s["admitted"] for s in d["series"]) == d["admitted"] and sum(s["rejected"] for s in d["series"]) == d["rejected"]'
 check replay-sorted json "$TMP/replay.json" '[(k["rejected"], k["admitted"]) for k in d["keys"]] == sorted([(k["rejected"], k["admitted"]) for k in d["keys"]], reverse=True)'
-get "${AUTH[@]}" -X POST -d '{"algorithm":"gcra","limit":5,"window":"1s","log":"1 a\n2 b\n3 c x\n"}' \
+get "${AUTH[@]}" -X POST -H 'Content-Type: application/json' -d '{"algorithm":"gcra","limit":5,"window":"1s","log":"1 a\n2 b\n3 c x\n"}' \
     -w '\n%{http_code}' "$BASE/v1/replay" >"$TMP/bad.txt"
 check replay-bad-line-400 test "$(tail -n 1 "$TMP/bad.txt")" = 400
 check replay-bad-line-named grep -q 'line 3: cost must be a non-negative integer' "$TMP/bad.txt"
-get "${AUTH[@]}" -X POST -d '{"algorithm":"gcra","limit":0,"window":"1s","log":""}' \
+get "${AUTH[@]}" -X POST -H 'Content-Type: application/json' -d '{"algorithm":"gcra","limit":0,"window":"1s","log":""}' \
     -w '\n%{http_code}' "$BASE/v1/replay" >"$TMP/bad.txt"
 check replay-bad-rule-400 test "$(tail -n 1 "$TMP/bad.txt")" = 400
 
@@ -162,7 +162,7 @@ import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.connect(("127.0.0.1", int(sys.argv[1])))
-s.sendall(b"GET /v1/stats/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(b"GET /v1/stats/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 open(sys.argv[2], "w").close()
 time.sleep(120)  # never reads; stopped by its PID
 PY
@@ -181,7 +181,7 @@ import socket, sys
 socks = []
 for i in range(64):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-    s.sendall(b"GET /v1/stats/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /v1/stats/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     socks.append(s)
 codes = []
 for s in socks:

@@ -39,9 +39,11 @@ start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --sn
     --admin-token "$TOKEN" --trusted-proxy 127.0.0.1 || { cat "$TMP/srv.log"; exit 1; }
 BASE=http://127.0.0.1:$HTTP_PORT
 
-# req ARGS...: curl with the status in $STATUS, headers in $TMP/h, body in $TMP/b
+# req ARGS...: curl with the status in $STATUS, headers in $TMP/h, body in $TMP/b; bodies go as
+# JSON, and every request names its client (as a DELETE must)
 req() {
-    STATUS=$(curl -s -o "$TMP/b" -D "$TMP/h" -w '%{http_code}' "$@")
+    STATUS=$(curl -s -o "$TMP/b" -D "$TMP/h" -w '%{http_code}' -H 'Content-Type: application/json' \
+        -H 'X-Sluice-Client: test_server_http' "$@")
 }
 has_header() { grep -qi "^$1" "$TMP/h"; }
 body_has() { grep -q -- "$1" "$TMP/b"; }
@@ -207,7 +209,7 @@ check metrics-keys body_has 'sluice_keys{rule="api"} [1-9]'
 got=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$HTTP_PORT"'; printf "GARBAGE\r\n\r\n" >&3; head -n 1 <&3')
 check bad-request-400 test "${got%$'\r'}" = "HTTP/1.1 400 Bad Request"
 # Expect: 100-continue is answered, so the client sends its body at once
-curl -s -o /dev/null -D "$TMP/h" -H 'Expect: 100-continue' -X POST "$BASE/v1/allow" \
+curl -s -o /dev/null -D "$TMP/h" -H 'Expect: 100-continue' -H 'Content-Type: application/json' -X POST "$BASE/v1/allow" \
     -d '{"rule":"api","key":"e1"}'
 check expect-100 has_header 'HTTP/1.1 100 Continue'
 # pipelined: three requests in one write, three responses in their order

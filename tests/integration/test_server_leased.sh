@@ -258,11 +258,11 @@ check "memory: strict" matches "$(sc "$RESP_PORT" SL.ALLOW lt m1)" '^1 1000 999 
 check "memory: strict-peek" matches "$(sc "$RESP_PORT" SL.PEEK lt m1)" '^1 1000 999 '
 sc "$RESP_PORT" SL.RULE SET lh '{"algorithm":"fixed_window","limit":60,"window":"1s","mode":"leased"}' >/dev/null
 # over HTTP too: the fields go in and come back
-check "memory: http-put" matches "$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
+check "memory: http-put" matches "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
     "http://127.0.0.1:$HTTP_PORT/v1/rules/hx" \
     -d '{"algorithm":"gcra","limit":10,"window":"1s","burst":5,"mode":"leased","lease_time":"300ms"}')" '^20[01]$'
 check "memory: http-get" matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/v1/rules/hx")" '"mode":"leased","lease_time":"300ms"'
-check "memory: http-refused" matches "$(curl -s -X PUT "http://127.0.0.1:$HTTP_PORT/v1/rules/hy" \
+check "memory: http-refused" matches "$(curl -s -X PUT -H 'Content-Type: application/json' "http://127.0.0.1:$HTTP_PORT/v1/rules/hy" \
     -d '{"algorithm":"gcra","limit":10,"window":"1s","burst":5,"mode":"leased","lease_time":"1s"}')" \
     'lease_time: 1s is longer than the bucket.s room for a lease, 500ms'
 check "memory: said-once" test "$(grep -c "rule 'lt' has mode: leased" "$TMP/mem.log")" -eq 1

@@ -29,7 +29,7 @@ rules:
 YAML
 sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
-post() { curl -s -m 5 -X POST "http://127.0.0.1:$HTTP_PORT$1" -d "$2" -w ' %{http_code}'; }
+post() { curl -s -m 5 -X POST "http://127.0.0.1:$HTTP_PORT$1" -H 'Content-Type: application/json' -d "$2" -w ' %{http_code}'; }
 
 # The worked example and the store's cache, on whichever store RESP_PORT's sluiced uses. $1 names
 # the run in the case names.

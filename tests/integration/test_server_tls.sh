@@ -6,7 +6,9 @@
 # http/1.1); SIGHUP with a renewed certificate (new connections get it) and with a broken one
 # (logged, the certificate in use stays); client certificates (--tls-client-ca) on the listeners
 # --tls names, the others plain; a client that never finishes its handshake (the idle timeout);
-# start-up errors that name what is wrong.
+# start-up errors that name the setting, the file and why (a missing or unreadable file: the
+# system's reason); a certificate that has expired or is not valid yet served with a warning at
+# start and on SIGHUP, and its end in /metrics.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -38,6 +40,25 @@ pki() {
         openssl x509 -req -in "$n.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
             -out "$n.pem" $([ "$n" = client ] || echo -extfile san.ext) 2>/dev/null || return 1
     done
+    # certificates with dates of their own (openssl ca takes them; openssl x509 does not): one
+    # that expired on 2021-01-01, one not valid before 2100-01-01
+    printf '[ca]\ndefault_ca = t\n[t]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n%s\n' \
+        'default_md = sha256
+policy = any
+[any]
+commonName = supplied' >ca.cnf
+    : >index.txt
+    echo 1000 >serial
+    for n in expired future; do
+        openssl req -newkey rsa:2048 -nodes -keyout "$n.key" -out "$n.csr" -subj "/CN=$n" \
+            2>/dev/null || return 1
+    done
+    openssl ca -batch -notext -config ca.cnf -cert ca.pem -keyfile ca.key -in expired.csr \
+        -out expired.pem -startdate 20200101000000Z -enddate 20210101000000Z -extfile san.ext \
+        >/dev/null 2>&1 || return 1
+    openssl ca -batch -notext -config ca.cnf -cert ca.pem -keyfile ca.key -in future.csr \
+        -out future.pem -startdate 21000101000000Z -enddate 21010101000000Z -extfile san.ext \
+        >/dev/null 2>&1 || return 1
     cd - >/dev/null || return 1
 }
 pki || { echo "could not make certificates"; exit 1; }
@@ -68,7 +89,7 @@ check "HTTPS /metrics counts the pipelined calls" grep -q '^sluice_requests_tota
     <(curl_tls "https://127.0.0.1:$HTTP_PORT/metrics")
 check "a rule over TLS" test "$(tls_cli SL.RULE SET h '{"algorithm":"gcra","limit":5,"window":"1s"}')" = OK
 check "HTTPS POST /v1/allow" grep -q '"allowed":true' \
-    <(curl_tls -X POST -d '{"rule":"h","key":"k"}' "https://127.0.0.1:$HTTP_PORT/v1/allow")
+    <(curl_tls -X POST -H 'Content-Type: application/json' -d '{"rule":"h","key":"k"}' "https://127.0.0.1:$HTTP_PORT/v1/allow")
 
 grpc_cases() { GRPC_TLS_CA=$P/ca.pem "$PY" "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" \
     "$GRPC_PORT" "$TMP/stubs" "$@"; }
@@ -114,7 +135,7 @@ check "SIGHUP: read again" wait_log s1 "TLS certificate $TMP/cert.pem read again
 check "new connections get the renewed certificate" grep -q "CN = renewed" <(subject)
 cp "$P/server.pem" "$TMP/cert.pem" # a certificate that does not match the key
 kill -HUP "$(cat "$TMP/s1.pid")"
-check "SIGHUP: the mismatch is logged" wait_log s1 "TLS private key $TMP/key.pem: .*key values mismatch (the certificate in use stays)"
+check "SIGHUP: the mismatch is logged" wait_log s1 "--tls-key $TMP/key.pem: not the key of the certificate in --tls-cert (.*key values mismatch) (the certificate in use stays)"
 check "the renewed certificate stays in use" grep -q "CN = renewed" <(subject)
 check "s1 stops cleanly" stop_bg s1 TERM
 
@@ -144,8 +165,49 @@ check "a certificate without its key" startup_error "--tls-cert and --tls-key go
     --tls-cert "$P/server.pem"
 check "an unknown listener in --tls" startup_error "--tls: 'smtp' is not a listener" \
     --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls http,smtp
-check "a key of another certificate" startup_error "TLS private key $P/client.key: .*key values mismatch" \
+check "a key of another certificate" startup_error \
+    "--tls-key $P/client.key: not the key of the certificate in --tls-cert (.*key values mismatch)" \
     --tls-cert "$P/server.pem" --tls-key "$P/client.key"
-check "a certificate file that is missing" startup_error "TLS certificate $TMP/none.pem" \
+check "a certificate file that is missing" startup_error \
+    "--tls-cert $TMP/none.pem: No such file or directory" \
     --tls-cert "$TMP/none.pem" --tls-key "$P/server.key"
+check "a key file that is missing" startup_error "--tls-key $TMP/x/key.pem: No such file or directory" \
+    --tls-cert "$P/server.pem" --tls-key "$TMP/x/key.pem"
+check "a key that is a directory" startup_error "--tls-key $P: Is a directory" \
+    --tls-cert "$P/server.pem" --tls-key "$P"
+check "a client CA file that is missing" startup_error \
+    "--tls-client-ca $TMP/ca.pem: No such file or directory" \
+    --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls-client-ca "$TMP/ca.pem"
+check "a file that is no certificate" startup_error \
+    "--tls-cert $P/server.key: not a PEM certificate chain (" \
+    --tls-cert "$P/server.key" --tls-key "$P/server.key"
+if [ "$(id -u)" != 0 ]; then # root reads any file
+    cp "$P/server.key" "$TMP/locked.key" && chmod 000 "$TMP/locked.key"
+    check "a key file that cannot be read" startup_error "--tls-key $TMP/locked.key: Permission denied" \
+        --tls-cert "$P/server.pem" --tls-key "$TMP/locked.key"
+fi
+
+# a certificate out of its dates is served (the operator may be mid-renewal), with a warning at
+# start and again on SIGHUP; /metrics gives its end, unix seconds
+start_sluiced s3 --tls-cert "$P/expired.pem" --tls-key "$P/expired.key" --tls http \
+    --config-store "$TMP/s3.db" --snapshot "" || { cat "$TMP/s3.log"; exit 1; }
+EXPIRED="TLS certificate $P/expired.pem (--tls-cert) expired on 2021-01-01 00:00:00 UTC, [0-9]* days ago"
+check "an expired certificate: warned at start" wait_log s3 "WARN $EXPIRED"
+check "an expired certificate: still served" \
+    test "$(curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$HTTP_PORT/healthz")" = 200
+check "an expired certificate: its end in /metrics" grep -qx \
+    'sluice_tls_certificate_expiry_timestamp_seconds 1609459200' \
+    <(curl -sk "https://127.0.0.1:$HTTP_PORT/metrics")
+kill -HUP "$(cat "$TMP/s3.pid")"
+check "an expired certificate: warned again on SIGHUP" wait_log s3 "WARN $EXPIRED" 2
+stop_bg s3 TERM
+start_sluiced s4 --tls-cert "$P/future.pem" --tls-key "$P/future.key" --tls http \
+    --config-store "$TMP/s4.db" --snapshot "" || { cat "$TMP/s4.log"; exit 1; }
+check "a certificate not valid yet: warned" wait_log s4 \
+    "WARN TLS certificate $P/future.pem (--tls-cert) is not valid before 2100-01-01 00:00:00 UTC"
+check "a certificate not valid yet: its end in /metrics" grep -qx \
+    'sluice_tls_certificate_expiry_timestamp_seconds 4133980800' \
+    <(curl -sk "https://127.0.0.1:$HTTP_PORT/metrics")
+stop_bg s4 TERM
+check "a valid certificate is not warned about" bash -c "! grep -q 'TLS certificate.*(--tls-cert)' '$TMP/s1.log'"
 finish

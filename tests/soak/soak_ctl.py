@@ -123,7 +123,8 @@ def resp_call(port, *args):
 def http_call(port, method, path, body=None):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        c.request(method, path, body=body)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        c.request(method, path, body=body, headers=headers)
         r = c.getresponse()
         return r.status, r.read()
     finally:

@@ -79,6 +79,7 @@ static int teardown(void **unused)
     unlink(file_path);
     unsetenv("SLUICE_REQUIREPASS");
     unsetenv("SLUICE_ADMIN_TOKEN");
+    unsetenv("SLUICE_ADMIN_PASSWORD");
     return 0;
 }
 
@@ -383,11 +384,84 @@ static void test_precedence(void **unused)
     assert_int_equal(c.resp_port, 2); /* the last flag wins */
     server_config_free(&c);
 
-    setenv("SLUICE_ADMIN_TOKEN", "", 1); /* empty counts as unset */
+    unsetenv("SLUICE_ADMIN_TOKEN");
     PARSE_OK(&c, "--port", "1");
     assert_string_equal(c.requirepass, "envpw");
     assert_null(c.admin_token);
     server_config_free(&c);
+}
+
+/* An empty secret is refused wherever it comes from: a server nobody could log in to, or (a
+ * variable that `VAR=${UNSET}` left empty) one left open by mistake. */
+static void test_empty_secrets(void **unused)
+{
+    (void)unused;
+    PARSE_ERR("--requirepass: must not be empty (no client could give it); leave the setting out "
+              "to have none",
+              "--requirepass", "");
+    PARSE_ERR("--admin-token: must not be empty (no client could give it); leave the setting out "
+              "to have none",
+              "--admin-token=");
+    PARSE_ERR("--admin-password: must not be empty (no client could give it); leave the setting "
+              "out to have none",
+              "--admin-password", "");
+    char want[CONFIG_ERR_MAX];
+    write_file("port: 7000\nadmin_token: \"\"\n");
+    snprintf(want, sizeof want,
+             "%s: line 2, column 14: admin_token: must not be empty (no client could give it); "
+             "leave the setting out to have none",
+             file_path);
+    const char *args[] = {"--config", file_path, NULL};
+    parse_err(args, want);
+    static const char *const vars[] = {"SLUICE_REQUIREPASS", "SLUICE_ADMIN_TOKEN",
+                                       "SLUICE_ADMIN_PASSWORD"};
+    for (size_t i = 0; i < 3; i++) {
+        setenv(vars[i], "", 1);
+        snprintf(want, sizeof want, "%s is set but empty: unset it to have no secret, or give one",
+                 vars[i]);
+        const char *none[] = {NULL};
+        parse_err(none, want);
+        /* a flag or the file gives the secret: the variable is not read */
+        server_config_t c;
+        const char *flag = i == 0 ? "--requirepass" : i == 1 ? "--admin-token" : "--admin-password";
+        const char *given[] = {flag, "s3cret", NULL};
+        assert_int_equal(parse_args(&c, given), 0);
+        server_config_free(&c);
+        unsetenv(vars[i]);
+    }
+}
+
+/* --http-host: names (and addresses) as a Host header names them, no port; "*"; the file's
+ * list; anything else refused with the value shown. */
+static void test_http_host(void **unused)
+{
+    (void)unused;
+    server_config_t c;
+    PARSE_OK(&c, "--http-host", "limiter.example.com", "--http-host=Sluiced", "--http-host",
+             "203.0.113.7", "--http-host", "::1", "--http-host", "*");
+    assert_int_equal(c.nhttp_hosts, 5);
+    assert_string_equal(c.http_hosts[0], "limiter.example.com");
+    assert_string_equal(c.http_hosts[4], "*");
+    server_config_free(&c);
+    write_file("http_host: [a.example, b.example]\n");
+    PARSE_OK(&c, "--config", file_path);
+    assert_int_equal(c.nhttp_hosts, 2);
+    assert_string_equal(c.http_hosts[1], "b.example");
+    server_config_free(&c);
+    PARSE_OK(&c, "--config", file_path, "--http-host", "c.example"); /* flags replace the file's */
+    assert_int_equal(c.nhttp_hosts, 1);
+    server_config_free(&c);
+    PARSE_ERR("--http-host: must be a host name (limiter.example.com), an address or *, not "
+              "'limiter.example.com:8390'",
+              "--http-host", "limiter.example.com:8390");
+    PARSE_ERR("--http-host: must be a host name (limiter.example.com), an address or *, not "
+              "'http://x'",
+              "--http-host", "http://x");
+    PARSE_ERR("--http-host: must be a host name (limiter.example.com), an address or *, not ''",
+              "--http-host", "");
+    PARSE_ERR("--http-host: must be a host name (limiter.example.com), an address or *, not "
+              "'a b'",
+              "--http-host", "a b");
 }
 
 static void test_file_errors(void **unused)
@@ -560,6 +634,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flag_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_example_file, setup, teardown),

@@ -1,6 +1,8 @@
 // api.js - sluiced's HTTP API as the console calls it. Reads need nothing; changes and replays
 // need the admin token when the server has one. The token entered (kept in sessionStorage, for
-// this tab only) goes with every request.
+// this tab only) goes with every request, and so does X-Sluice-Client: sluiced takes a change
+// only with a header no form and no other site's page can make a browser send (a DELETE has no
+// JSON body to show it), and names the console as the client in its log of changes.
 
 const TOKEN_KEY = "sluice.adminToken";
 
@@ -38,7 +40,7 @@ function messageFor(status, problem) {
 // JSON reply (null for 204); rejects with ApiError for a reply that is not 2xx, or Error when
 // the server cannot be reached.
 export async function call(method, path, body) {
-  const headers = {Accept: "application/json"};
+  const headers = {Accept: "application/json", "X-Sluice-Client": "console"};
   const t = token();
   if (t) headers.Authorization = "Bearer " + t;
   let payload;
@@ -48,7 +50,9 @@ export async function call(method, path, body) {
   }
   let res;
   try {
-    res = await fetch(path, {method, headers, body: payload, cache: "no-store"});
+    // same-origin: the request carries the page's Origin, which sluiced checks on a change
+    res = await fetch(path, {method, headers, body: payload, cache: "no-store",
+      referrerPolicy: "same-origin"});
   } catch (e) {
     throw new Error("sluiced did not answer (" + e.message + ")");
   }
