@@ -45,6 +45,7 @@
 #define CONFIG_DEFAULT_OUTPUT_SOFT    (8 * 1024 * 1024)
 #define CONFIG_DEFAULT_OUTPUT_SOFT_S  60
 #define CONFIG_DEFAULT_INPUT_BUFFERS  (512 * 1024 * 1024)
+#define CONFIG_DEFAULT_OV_TIMEOUT_MS  200
 
 #define CONFIG_TLS_RESP 1u /* tls_mask: the RESP listener speaks TLS */
 #define CONFIG_TLS_HTTP 2u
@@ -84,6 +85,9 @@ typedef struct server_config {
     int64_t poll_interval_ns;     /* --poll-interval DUR, default 1s: config store version
                                      poll; > 0 */
     int64_t override_ttl_ns;      /* --override-ttl DUR, default 10s; 0 = no caching */
+    int64_t override_timeout_ns;  /* --override-timeout DUR, default 200ms: longest a decision
+                                     waits for a config store answering no lookup; 0 = no
+                                     limit */
     size_t max_clients;           /* --max-clients N, default 10000; >= 1 */
     size_t key_max;               /* --max-key-length N, bytes, default 1024; >= 1 */
     size_t request_max;           /* --max-request-size BYTES, default 524288 (accepts
@@ -98,6 +102,8 @@ typedef struct server_config {
                                      input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
+    size_t max_inline_address;    /* --max-inline-rules-per-address N: inline rules one client
+                                     address may make; 0 (the default) = max_inline / 4 */
     size_t metrics_inline;        /* --metrics-inline-rules N, default 64: inline rules with
                                      /metrics series of their own; the rest share one */
     char *requirepass;            /* --requirepass PW, or env SLUICE_REQUIREPASS; NULL =
@@ -122,15 +128,15 @@ void server_config_defaults(server_config_t *c);
  * server_config_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
- * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
- * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
- * metrics_inline_rules,
- * requirepass, admin_token, trusted_proxies (list), log_level); then flags override the file;
- * then the env vars SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty
- * variable counts as not set). Durations given as flags need a unit ("300s"), except "0"; in the
- * file an integer is milliseconds. --help / --version are answered once the flags' syntax is
- * checked, before their values are. An empty bind list, both ports 0, both rules files, and a
- * soft output limit above the hard one are errors.
+ * override_ttl, override_timeout, max_clients, max_key_length, max_request_size, idle_timeout,
+ * output_buffer_hard, output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory,
+ * max_inline_rules, max_inline_rules_per_address, metrics_inline_rules, requirepass, admin_token,
+ * trusted_proxies (list), log_level); then flags override the file; then the env vars
+ * SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable counts as
+ * not set). Durations given as flags need a unit ("300s"), except "0"; in the file an integer is
+ * milliseconds. --help / --version are answered once the flags' syntax is checked, before their
+ * values are. An empty bind list, both ports 0, both rules files, and a soft output limit above the
+ * hard one are errors.
  *
  * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
  * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",

@@ -46,6 +46,8 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     /* the watches' sketch seed: unknown to clients, so they cannot aim keys at one hash */
     e->watch_seed = sl_hash64(&e, sizeof e, (uint64_t)sl_now_ns()) | 1;
     atomic_store(&e->store_up, true);
+    atomic_store(&e->store_writable, true);
+    e->known = ov_known_create(OV_KNOWN_MAX);
     e->store_url = strdup(cfg->store_url);
     e->cfg.store_url = e->store_url;
     pthread_mutex_init(&e->reload_lock, NULL);
@@ -54,7 +56,10 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     if (e->cfg.max_inline == 0) {
         e->cfg.max_inline = ENGINE_INLINE_MAX;
     }
-    if (e->store_url == NULL || e->workers == NULL) {
+    if (e->cfg.max_inline_address == 0) {
+        e->cfg.max_inline_address = e->cfg.max_inline / 4 > 0 ? e->cfg.max_inline / 4 : 1;
+    }
+    if (e->store_url == NULL || e->workers == NULL || e->known == NULL) {
         snprintf(err, ENGINE_ERR_MAX, "out of memory");
         engine_free(e);
         return -1;
@@ -110,6 +115,7 @@ void engine_free(engine_t *e)
         free(e->workers);
     }
     config_store_close(e->store);
+    ov_known_free(e->known);
     request_store_close(e->requests); /* after every rule's data */
     pthread_mutex_destroy(&e->reload_lock);
     pthread_mutex_destroy(&e->inline_lock);
@@ -320,6 +326,7 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
 {
     engine_t *e = w->engine;
     w->attached = true;
+    override_worker_attach(w, loop);
     w->inbox = config_thread_inbox(e->ct, w->index);
     if (config_inbox_attach(w->inbox, loop) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "cannot attach to the config store thread");

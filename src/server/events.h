@@ -27,7 +27,44 @@
  */
 #define EVENTS(X)                                                                                  \
     X(EV_CROSS_PROTOCOL, "sluice_cross_protocol_total", "", LOG_WARN,                              \
-      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.")
+      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.") \
+    X(EV_OVERRIDE_WAIT, "sluice_override_lookup_waits_total", "", LOG_WARN,                        \
+      "Decisions that waited for a free override lookup (a loop had 4096 in flight); their "       \
+      "connections were not read meanwhile.")                                                      \
+    X(EV_OVERRIDE_ERROR_KNOWN, "sluice_override_lookup_failures_total",                            \
+      "reason=\"error\",decided_by=\"known\"", LOG_WARN,                                           \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_ERROR_FAILED, "sluice_override_lookup_failures_total",                           \
+      "reason=\"error\",decided_by=\"on_store_error\"", LOG_WARN,                                  \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_TIMEOUT_KNOWN, "sluice_override_lookup_failures_total",                          \
+      "reason=\"timeout\",decided_by=\"known\"", LOG_WARN,                                         \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_TIMEOUT_FAILED, "sluice_override_lookup_failures_total",                         \
+      "reason=\"timeout\",decided_by=\"on_store_error\"", LOG_WARN,                                \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_KNOWN_FULL, "sluice_override_memory_full_total", "", LOG_WARN,                   \
+      "Overrides found that could not be remembered for an outage (65536 already were).")          \
+    X(EV_INLINE_SERVER, "sluice_inline_rule_refusals_total", "cap=\"server\"", LOG_WARN,           \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-rules-per-address (address).")                                                 \
+    X(EV_INLINE_CONNECTION, "sluice_inline_rule_refusals_total", "cap=\"connection\"", LOG_WARN,   \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-rules-per-address (address).")                                                 \
+    X(EV_INLINE_ADDRESS, "sluice_inline_rule_refusals_total", "cap=\"address\"", LOG_WARN,         \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-rules-per-address (address).")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,
