@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/engine_impl.h"
+#include "server/events.h"
 #include "store/request_stores.h"
 #include "server/log.h"
 
@@ -20,6 +21,27 @@ static void store_note(int level, const char *text)
         log_info("%s", text);
     } else {
         log_warn("%s", text);
+    }
+}
+
+/* The request store's failures and reconnections (request_store.h): counted and logged at a
+ * limited rate, one line a second per kind at most. */
+static void store_event(void *arg, store_event_t ev, const char *text)
+{
+    (void)arg;
+    switch (ev) {
+    case STORE_EVENT_TIMEOUT:
+        event_note(EV_STORE_TIMEOUT, "%s: the rule's on_store_error decides", text);
+        break;
+    case STORE_EVENT_ERROR:
+        event_note(EV_STORE_ERROR, "%s: the rule's on_store_error decides", text);
+        break;
+    case STORE_EVENT_DOWN:
+        event_note(EV_STORE_DOWN, "%s", text);
+        break;
+    case STORE_EVENT_UP:
+        event_note(EV_STORE_UP, "%s", text);
+        break;
     }
 }
 
@@ -73,7 +95,9 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     store_config_t scfg = {.max_memory = cfg->max_memory,
                            .key_max = cfg->key_max,
                            .timeout_ns = cfg->store_timeout_ns,
-                           .note = store_note};
+                           .note = store_note,
+                           .event = store_event,
+                           .event_arg = e};
     char rerr[REQUEST_STORE_ERR_MAX];
     if (request_store_open(cfg->request_store, &scfg, &e->requests, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "--store: %.480s", rerr);

@@ -64,7 +64,18 @@
     X(EV_INLINE_ADDRESS, "sluice_inline_rule_refusals_total", "cap=\"address\"", LOG_WARN,         \
       "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
       "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-rules-per-address (address).")
+      "--max-inline-rules-per-address (address).")                                                 \
+    X(EV_STORE_TIMEOUT, "sluice_redis_failures_total", "kind=\"timeout\"", LOG_WARN,               \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_ERROR, "sluice_redis_failures_total", "kind=\"error\"", LOG_WARN,                   \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_DOWN, "sluice_redis_failures_total", "kind=\"down\"", LOG_ERROR,                    \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_UP, "sluice_redis_reconnected_total", "", LOG_INFO,                                 \
+      "Connections to a Redis node made again after they were lost.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

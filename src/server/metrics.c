@@ -286,6 +286,7 @@ void metrics_render(server_t *srv, buf_t *b)
             total.approx_local += st.approx_local;
             total.approx_lag_ns += st.approx_lag_ns;
             total.approx_failures += st.approx_failures;
+            total.nodes_down += st.nodes_down;
         }
         static const char *const names[][2] = {
             {"sluice_redis_decisions_total",
@@ -310,6 +311,13 @@ void metrics_render(server_t *srv, buf_t *b)
         metrics_approx(b, &total);
         size_t module_nodes, lua_nodes;
         engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
+        help(b, "sluice_redis_up", "gauge",
+             "1 while every connection to Redis is up, 0 while one is lost or cannot be made.");
+        buf_printf(b, "sluice_redis_up %d\n", total.nodes_down == 0 ? 1 : 0);
+        help(b, "sluice_redis_connections_down", "gauge",
+             "Connections to Redis nodes (one per loop and node) lost or not made, not yet made "
+             "again.");
+        buf_printf(b, "sluice_redis_connections_down %llu\n", (unsigned long long)total.nodes_down);
         help(b, "sluice_redis_nodes", "gauge",
              "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
         buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);

@@ -8,8 +8,10 @@
  * slot (the key's {hash tag}, CRC16 mod 16384); the slot map comes from CLUSTER SLOTS and is
  * corrected by MOVED replies (the command is re-sent to the node named, up to
  * RC_REDIRECTS_MAX times) and by a refresh after a connection is lost; ASK replies re-send once
- * with ASKING. A lost connection is re-made on the next command after a backoff (10 ms doubling
- * to 1 s); until then commands to that node fail at once.
+ * with ASKING. A lost connection is re-made after a backoff (10 ms doubling to 1 s), on the next
+ * command or by a timer, commands or not, while the node is still needed (the one server, or a
+ * cluster node owning a slot); until then commands to that node fail at once. Each loss and
+ * each return is told (rc_on_state) and the nodes down are counted (rc_stats_t.down).
  *
  * One client per loop thread; nothing here is thread-safe.
  */
@@ -63,6 +65,13 @@ typedef void (*rc_connect_fn)(void *arg, int node, bool reconnect);
  * 0 or -1 with err. */
 int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, void *arg,
               rc_client_t **out, char *err);
+
+/* Told when node's connection is lost or cannot be made (up false, why: what failed) and when
+ * it is made again (up true, why ""): once per change, on the client's loop. */
+typedef void (*rc_state_fn)(void *arg, int node, bool up, const char *why);
+
+/* Sets who is told of nodes going down and up (NULL: nobody). */
+void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg);
 
 /* Disconnects everything; commands still waiting get their callback with an error. */
 void rc_free(rc_client_t *c);
@@ -127,6 +136,7 @@ typedef struct rc_stats {
     _Atomic uint64_t refreshes;  /* slot map reloads */
     _Atomic uint64_t reconnects; /* connections made after the first */
     _Atomic uint64_t failures;   /* callbacks that got no reply */
+    _Atomic uint64_t down;       /* nodes whose connection is lost and not made again (a gauge) */
 } rc_stats_t;
 
 const rc_stats_t *rc_stats(const rc_client_t *c);
