@@ -26,6 +26,8 @@
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
+#include "store/redis_replies.h"
+
 #define RC_NODES_MAX     64
 #define RC_REDIRECTS_MAX 5
 #define RC_ERR_MAX       256
@@ -108,26 +110,6 @@ bool rc_is_cluster(const rc_client_t *c);
 
 /* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
 unsigned rc_key_slot(const char *key, size_t len);
-
-/*
- * Reply objects for hiredis's reader, reused from a free list instead of allocated one by one
- * (with hiredis's own functions a decision's reply, an array of 5 integers, is 7 callocs and 7
- * frees). They are ordinary redisReply trees of every type (read them as usual); the reader
- * frees them through the pool. The client gives its pool to every connection it makes; exposed
- * here for tests. One pool per thread; nothing here is thread-safe.
- */
-typedef struct rc_reply_pool rc_reply_pool_t;
-
-/* Returns a new pool, or NULL when out of memory. */
-rc_reply_pool_t *rc_reply_pool_create(void);
-
-/* Frees the pool; a reply still alive (a reader freed later) is freed on its own and the pool
- * with the last one. NULL is a no-op. */
-void rc_reply_pool_free(rc_reply_pool_t *p);
-
-/* Makes reader r build its replies from p, which must outlive them (it does, see above). Call
- * before r has read anything. */
-void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r);
 
 /* Counters for metrics: written by the client's loop, readable from any thread. */
 typedef struct rc_stats {

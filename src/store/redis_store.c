@@ -127,17 +127,15 @@ int rs_probe(redis_store_t *s, int idx)
 static void on_state(void *arg, int idx, bool up, const char *why)
 {
     redis_store_t *s = arg;
-    const char *host;
-    int port;
-    rc_node_addr(s->client, idx, &host, &port);
+    const char *node = node_at(s, idx)->node->name;
     if (up) {
-        rs_event(s->shared, REDIS_EVENT_UP, "redis %s:%d: connected again", host, port);
-    } else {
-        rs_event(s->shared, REDIS_EVENT_DOWN,
-                 "redis %s:%d: %s: its decisions get their rule's on_store_error until it is "
-                 "back; reconnecting",
-                 host, port, why);
+        rs_event(s->shared, REDIS_EVENT_UP, "redis %s: connected again", node);
+        return;
     }
+    rs_event(s->shared, REDIS_EVENT_DOWN,
+             "redis %s: %s: its decisions get their rule's on_store_error until it is back; "
+             "reconnecting",
+             node, why);
 }
 
 /* Every connection made to a node asks it first. A reconnect may be to a Redis that restarted
