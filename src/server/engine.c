@@ -167,16 +167,58 @@ bool engine_store_up(engine_t *e)
     return atomic_load(&e->store_up);
 }
 
+bool engine_store_writable(engine_t *e)
+{
+    return atomic_load(&e->store_writable) && atomic_load(&e->store_up);
+}
+
 /* The config thread's poll: a new version of the store is put in force; a store file that was
  * deleted or replaced is reported once (the rules in force stay). A failed reload is logged
  * once until it fails otherwise or succeeds, and not at all while the store is known to be
  * unreachable (its push said so, once). */
-static void engine_poll(void *arg, config_store_t *store)
+static bool keep_none(void *arg, const char *rule)
 {
-    engine_t *e = arg;
-    char err[ENGINE_ERR_MAX];
+    (void)arg;
+    (void)rule;
+    return false;
+}
+
+/* Whether changes can be written to the store: the gauge follows, each change logged once. */
+static void engine_poll_writable(engine_t *e, config_store_t *store)
+{
     char serr[CONFIG_STORE_ERR_MAX];
-    if (config_store_check(store, serr) != 0) {
+    if (config_store_writable(store, serr) != 0) {
+        if (strcmp(serr, e->write_problem) != 0) {
+            log_error("config store not writable: %s", serr);
+            atomic_fetch_add(&e->store_errors, 1);
+            snprintf(e->write_problem, sizeof e->write_problem, "%s", serr);
+        }
+        atomic_store(&e->store_writable, false);
+    } else if (e->write_problem[0] != '\0') {
+        log_info("config store writable again: changes are accepted");
+        e->write_problem[0] = '\0';
+        atomic_store(&e->store_writable, true);
+    }
+}
+
+/* The store file: still the one opened, gone, or another one put in its place (opened now:
+ * returns true, its rules to be read again; the overrides remembered from the old one are
+ * forgotten). Each problem is logged once. */
+static bool engine_poll_file(engine_t *e, config_store_t *store)
+{
+    char serr[CONFIG_STORE_ERR_MAX];
+    int rc = config_store_check(store, serr);
+    if (rc == CONFIG_STORE_REOPENED) {
+        char name[CONFIG_STORE_NAME_MAX];
+        log_warn("config store: another file was put in place of %s (restored, replaced): "
+                 "opened it; its rules are put in force",
+                 config_store_describe(store, name));
+        ov_known_prune(e->known, keep_none, NULL);
+        atomic_store(&e->store_up, true);
+        e->store_problem[0] = '\0';
+        return true;
+    }
+    if (rc != 0) {
         if (strcmp(serr, e->store_problem) != 0) { /* reported once per change */
             log_error("%s", serr);
             atomic_fetch_add(&e->store_errors, 1);
@@ -188,7 +230,16 @@ static void engine_poll(void *arg, config_store_t *store)
         atomic_store(&e->store_up, true);
         e->store_problem[0] = '\0';
     }
-    int rc = engine_reload(e, store, false, err);
+    return false;
+}
+
+static void engine_poll(void *arg, config_store_t *store)
+{
+    engine_t *e = arg;
+    char err[ENGINE_ERR_MAX];
+    bool reopened = engine_poll_file(e, store);
+    engine_poll_writable(e, store);
+    int rc = engine_reload(e, store, reopened, err);
     if (rc < 0 && strcmp(err, e->poll_problem) != 0 && (e->watch == NULL || engine_store_up(e))) {
         log_error("rules not reloaded (the rules in force stay): %s", err);
         snprintf(e->poll_problem, sizeof e->poll_problem, "%s", err);

@@ -155,8 +155,13 @@ void engine_stop(engine_t *e);
  * still the one opened). Any thread. Each change is logged once. */
 bool engine_store_up(engine_t *e);
 
+/* Whether changes can be written to the config store (it can be reached and, SQLite, its file
+ * is writable: config_store_writable), as of the last poll. Any thread. Each change is logged
+ * once. */
+bool engine_store_writable(engine_t *e);
+
 /* Config store failures seen by the engine: polls and reloads that failed, a store file that was
- * deleted or replaced. */
+ * deleted or replaced, a store found not writable. */
 uint64_t engine_store_errors(engine_t *e);
 
 /*

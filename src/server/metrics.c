@@ -336,6 +336,10 @@ void metrics_render(server_t *srv, buf_t *b)
     help(b, "sluice_config_store_up", "gauge",
          "1 while the config store can be reached, 0 while it cannot (the rules in force stay).");
     buf_printf(b, "sluice_config_store_up %d\n", engine_store_up(srv->engine) ? 1 : 0);
+    help(b, "sluice_config_store_writable", "gauge",
+         "1 while rule and override changes can be written to the config store, 0 while they "
+         "cannot (unreachable; a read-only or immutable file; writes failing).");
+    buf_printf(b, "sluice_config_store_writable %d\n", engine_store_writable(srv->engine) ? 1 : 0);
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
     buf_printf(b, "sluice_snapshots_total %llu\n",
                (unsigned long long)atomic_load(&srv->snapshots));
