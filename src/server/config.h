@@ -102,7 +102,7 @@ typedef struct server_config {
                                      input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
-    size_t max_inline_address;    /* --max-inline-rules-per-address N: inline rules one client
+    size_t max_inline_address;    /* --max-inline-per-address N: inline rules one client
                                      address may make; 0 (the default) = max_inline / 4 */
     size_t metrics_inline;        /* --metrics-inline-rules N, default 64: inline rules with
                                      /metrics series of their own; the rest share one */
@@ -130,7 +130,7 @@ void server_config_defaults(server_config_t *c);
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
  * override_ttl, override_timeout, max_clients, max_key_length, max_request_size, idle_timeout,
  * output_buffer_hard, output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory,
- * max_inline_rules, max_inline_rules_per_address, metrics_inline_rules, requirepass, admin_token,
+ * max_inline_rules, max_inline_per_address, metrics_inline_rules, requirepass, admin_token,
  * trusted_proxies (list), log_level); then flags override the file; then the env vars
  * SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN fill the secrets not given (an empty variable counts as
  * not set). Durations given as flags need a unit ("300s"), except "0"; in the file an integer is

@@ -56,15 +56,15 @@
     X(EV_INLINE_SERVER, "sluice_inline_rule_refusals_total", "cap=\"server\"", LOG_WARN,           \
       "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
       "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-rules-per-address (address).")                                                 \
+      "--max-inline-per-address (address).")                                                       \
     X(EV_INLINE_CONNECTION, "sluice_inline_rule_refusals_total", "cap=\"connection\"", LOG_WARN,   \
       "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
       "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-rules-per-address (address).")                                                 \
+      "--max-inline-per-address (address).")                                                       \
     X(EV_INLINE_ADDRESS, "sluice_inline_rule_refusals_total", "cap=\"address\"", LOG_WARN,         \
       "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
       "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-rules-per-address (address).")                                                 \
+      "--max-inline-per-address (address).")                                                       \
     X(EV_STORE_TIMEOUT, "sluice_redis_failures_total", "kind=\"timeout\"", LOG_WARN,               \
       "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
       "one answered by an error or not at all (error), a connection lost or not made (down).")     \

@@ -253,7 +253,7 @@ static bool may_create(engine_t *e, const inline_set_t *cur, const engine_inline
         made_by(cur, &budget->addr) >= e->cfg.max_inline_address) {
         snprintf(err, ENGINE_ERR_MAX,
                  "the connections from %s made %zu distinct inline rules, the most one client "
-                 "address may (--max-inline-rules-per-address); reuse their parameters or "
+                 "address may (--max-inline-per-address); reuse their parameters or "
                  "define a named rule",
                  addr, e->cfg.max_inline_address);
         event_note(EV_INLINE_ADDRESS, "%s", err);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_server_inline_address.sh - the probe that took the server-wide cap of inline rules: 8
 # connections from one address each making 128 distinct SL.THROTTLE parameter sets (8 x 128 =
-# --max-inline-rules, 1024). Together they stop at --max-inline-rules-per-address (a quarter,
+# --max-inline-rules, 1024). Together they stop at --max-inline-per-address (a quarter,
 # 256), with an error naming the setting, counted and logged at a limited rate; a client from
 # another address (127.0.0.2: loopback too) still makes its own, and CL.THROTTLE counts
 # against the same cap.
@@ -49,7 +49,7 @@ read -r OK REFUSED <"$TMP/one.out"
 check one-address-capped test "$OK" -eq 256
 check one-address-refused test "$REFUSED" -eq $((8 * 128 - 256))
 check error-names-setting grep -q \
-    '^-ERR the connections from 127.0.0.1 made 256 distinct inline rules, the most one client address may (--max-inline-rules-per-address)' \
+    '^-ERR the connections from 127.0.0.1 made 256 distinct inline rules, the most one client address may (--max-inline-per-address)' \
     "$TMP/one.out"
 check refusals-counted test "$(metric 'sluice_inline_rule_refusals_total{cap="address"}')" -eq "$REFUSED"
 check refusals-logged wait_log s "the connections from 127.0.0.1 made 256 distinct inline rules"
@@ -63,6 +63,6 @@ check other-address-not-refused test "$REFUSED2" -eq 0
 # the first address's rules serve anyone; CL.THROTTLE counts against the same cap
 MADE=$(sed -n 3p "$TMP/one.out")
 check rule-reused bash -c "redis-cli -p $RESP_PORT SL.THROTTLE other fixed_window $MADE 60000 | head -1 | grep -qx 1"
-check cl-refused bash -c "redis-cli -p $RESP_PORT CL.THROTTLE k 99999 10 60 | grep -q 'max-inline-rules-per-address'"
+check cl-refused bash -c "redis-cli -p $RESP_PORT CL.THROTTLE k 99999 10 60 | grep -q 'max-inline-per-address'"
 stop_bg s
 finish

@@ -264,7 +264,7 @@ static engine_inline_budget_t budget_from(const engine_t *e, const char *addr)
 }
 
 /* The probe that took the server-wide cap: one address opening many connections, each making
- * its budget of inline rules. Together they stop at --max-inline-rules-per-address (a quarter
+ * its budget of inline rules. Together they stop at --max-inline-per-address (a quarter
  * of the cap by default), with an error naming it and counted; another address still makes its
  * own; an IPv6 client counts by its /64; rules taken out of force give the address its share
  * back. */
@@ -290,7 +290,7 @@ static void test_inline_per_address(void **unused)
             assert_int_equal(rc, ENGINE_EINLINE);
             assert_non_null(strstr(err, "the connections from 127.0.0.1 made 32 distinct inline "
                                         "rules, the most one client address may "
-                                        "(--max-inline-rules-per-address)"));
+                                        "(--max-inline-per-address)"));
         }
     }
     assert_int_equal(made, 32);
