@@ -77,6 +77,7 @@ kill -CONT "${PG_PIDS[@]}"
 frozen_blocked() { [[ "$(on SL.ALLOW vip frozen)" =~ ^0\ 0\ 0\ -1 ]]; }
 check resumed-override-applies poll 20 frozen_blocked
 
-stop_bg s
+stop_bg s TERM
+check exit-0 test $? -eq 0
 stop_bg pg INT
 finish

@@ -64,5 +64,6 @@ check other-address-not-refused test "$REFUSED2" -eq 0
 MADE=$(sed -n 3p "$TMP/one.out")
 check rule-reused bash -c "redis-cli -p $RESP_PORT SL.THROTTLE other fixed_window $MADE 60000 | head -1 | grep -qx 1"
 check cl-refused bash -c "redis-cli -p $RESP_PORT CL.THROTTLE k 99999 10 60 | grep -q 'max-inline-per-address'"
-stop_bg s
+stop_bg s TERM
+check exit-0 test $? -eq 0
 finish

@@ -107,6 +107,7 @@ run memory
 check memory-store-errors test \
     "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 == "sluice_store_errors_total{rule=\"api\"}" {print $2}')" -eq 0
 stop_bg mem TERM
+check memory-exit-0 test $? -eq 0
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
 if [ -f "$MODULE" ]; then
@@ -119,4 +120,5 @@ start_sluiced red --rules "$TMP/rules.yaml" --config-store "$TMP/red.db" --snaps
     { cat "$TMP/red.log"; exit 1; }
 run redis
 stop_bg red TERM
+check redis-exit-0 test $? -eq 0
 finish

@@ -74,5 +74,6 @@ check up-again poll 20 up_is 1
 check up-logged wait_log s "redis 127.0.0.1:$RPORT: connected again"
 check reconnected-counted test "$(metric sluice_redis_reconnected_total)" -ge 1
 check serving-again poll 10 answers_again
-stop_bg s
+stop_bg s TERM
+check exit-0 test $? -eq 0
 finish
