@@ -47,6 +47,24 @@ static void store_event(void *arg, store_event_t ev, const char *text)
 
 /* ---- the engine ---------------------------------------------------------------------------- */
 
+/* Whether changes can be written to the store: the gauge follows, each change logged once. */
+static void engine_poll_writable(engine_t *e, config_store_t *store)
+{
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_writable(store, serr) != 0) {
+        if (strcmp(serr, e->write_problem) != 0) {
+            log_error("config store not writable: %s", serr);
+            atomic_fetch_add(&e->store_errors, 1);
+            snprintf(e->write_problem, sizeof e->write_problem, "%s", serr);
+        }
+        atomic_store(&e->store_writable, false);
+    } else if (e->write_problem[0] != '\0') {
+        log_info("config store writable again: changes are accepted");
+        e->write_problem[0] = '\0';
+        atomic_store(&e->store_writable, true);
+    }
+}
+
 int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
 {
     if (cfg->workers == 0 || cfg->workers > ENGINE_WORKERS_MAX) {
@@ -114,6 +132,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
         engine_free(e);
         return -1;
     }
+    engine_poll_writable(e, e->store); /* a read-only file is known, and logged, at start */
     *out = e;
     return 0;
 }
@@ -181,24 +200,6 @@ static bool keep_none(void *arg, const char *rule)
     (void)arg;
     (void)rule;
     return false;
-}
-
-/* Whether changes can be written to the store: the gauge follows, each change logged once. */
-static void engine_poll_writable(engine_t *e, config_store_t *store)
-{
-    char serr[CONFIG_STORE_ERR_MAX];
-    if (config_store_writable(store, serr) != 0) {
-        if (strcmp(serr, e->write_problem) != 0) {
-            log_error("config store not writable: %s", serr);
-            atomic_fetch_add(&e->store_errors, 1);
-            snprintf(e->write_problem, sizeof e->write_problem, "%s", serr);
-        }
-        atomic_store(&e->store_writable, false);
-    } else if (e->write_problem[0] != '\0') {
-        log_info("config store writable again: changes are accepted");
-        e->write_problem[0] = '\0';
-        atomic_store(&e->store_writable, true);
-    }
 }
 
 /* The store file: still the one opened, gone, or another one put in its place (opened now:
