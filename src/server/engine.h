@@ -16,7 +16,9 @@
  *
  * Overrides are resolved lazily: per worker, a direct-mapped cache of (rule, key) -> override or
  * "none", each entry valid for override_ttl and only while the rule set it was read under is
- * current. Rules the store holds no overrides for are never looked up.
+ * current. Rules the store holds no overrides for are never looked up. A lookup the store fails,
+ * or does not answer within override_timeout, is answered by the last known override of the key
+ * (overrides.c), so a block once known holds through an outage.
  */
 #ifndef SLUICE_SERVER_ENGINE_H
 #define SLUICE_SERVER_ENGINE_H
