@@ -46,11 +46,12 @@ static void store_make(int nblocked)
     tmpdir_file(path, sizeof path, "store", ".db");
     config_store_t *s = NULL;
     assert_int_equal(config_store_open(path, &s, serr), 0);
-    assert_int_equal(config_store_put_rule(s, "api",
-                                           "{\"algorithm\":\"fixed_window\",\"limit\":1000,\"window\":"
-                                           "\"1s\",\"on_store_error\":\"allow\"}",
-                                           NULL, serr),
-                     0);
+    assert_int_equal(
+        config_store_put_rule(s, "api",
+                              "{\"algorithm\":\"fixed_window\",\"limit\":1000,\"window\":"
+                              "\"1s\",\"on_store_error\":\"allow\"}",
+                              NULL, serr),
+        0);
     for (int i = 0; i < nblocked; i++) {
         char key[32];
         int n = snprintf(key, sizeof key, "blocked:%d", i);
