@@ -23,13 +23,16 @@
  *
  * Statements and transactions are config_sqlite_db.c's, imports config_sqlite_import.c's.
  */
+#define _GNU_SOURCE /* F_OFD_SETLK */
 #include "rules/config_sqlite_impl.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CONFIG_SCHEMA_VERSION  2    /* PRAGMA user_version this code writes and reads */
 #define CONFIG_BUSY_TIMEOUT_MS 5000 /* how long a writer waits for another's transaction */
@@ -144,14 +147,62 @@ rollback:
     return -1;
 }
 
+/* Closes the connection (its statements first). */
+static void db_disconnect(sqlite_store_t *s)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->stmt[i]);
+        s->stmt[i] = NULL;
+    }
+    sqlite3_close_v2(s->db);
+    s->db = NULL;
+    s->writing = false;
+}
+
 static void sqlite_close(config_store_t *base)
 {
     sqlite_store_t *s = of(base);
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(s->stmt[i]);
-    sqlite3_close_v2(s->db);
+    db_disconnect(s);
     free(s->path);
     free(s);
+}
+
+/* Connects to the file at s->path (create: it may be made, with the schema; else it must be
+ * there with the schema, and none is made) and records which file it is. */
+static int db_connect(sqlite_store_t *s, bool create, char *err)
+{
+    char doing[CONFIG_DOING_MAX];
+    snprintf(doing, sizeof(doing), "opening '%s'", s->path);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        if (s->db != NULL)
+            cs_fail_db(s, doing, err);
+        else
+            config_fail(err, "sqlite: %s (%s)", sqlite3_errstr(rc), doing);
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    int have = 0;
+    if (sqlite3_busy_timeout(s->db, s->busy_ms) != SQLITE_OK ||
+        exec_sql(s, "PRAGMA journal_mode = WAL", doing, err) != 0 ||
+        exec_sql(s, "PRAGMA synchronous = NORMAL", doing, err) != 0 ||
+        (!create && read_user_version(s, &have, doing, err) != 0))
+        goto fail;
+    if (!create && have == 0) {
+        config_fail(err, "'%s' holds no sluice config store (no schema)", s->path);
+        goto fail;
+    }
+    if (schema_ensure(s, s->path, err) != 0)
+        goto fail;
+    struct stat st; /* the file exists now (the schema is in it) */
+    s->have_id = stat(s->path, &st) == 0;
+    s->dev = s->have_id ? st.st_dev : 0;
+    s->ino = s->have_id ? st.st_ino : 0;
+    return 0;
+fail:
+    db_disconnect(s);
+    return -1;
 }
 
 extern const config_store_ops_t config_sqlite_ops;
@@ -166,41 +217,18 @@ static int sqlite_open(const char *url, config_store_t **out, char *err)
         return config_fail(err, "config store: empty path in url '%s'", url);
 
     sqlite_store_t *s = calloc(1, sizeof(*s));
-    if (s == NULL)
+    if (s == NULL || (s->path = strdup(path)) == NULL) {
+        free(s);
         return config_fail(err, "config store: out of memory");
+    }
     s->base.ops = &config_sqlite_ops;
-    char doing[CONFIG_DOING_MAX];
-    snprintf(doing, sizeof(doing), "opening '%s'", path);
-    int rc = sqlite3_open_v2(
-        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        if (s->db != NULL)
-            cs_fail_db(s, doing, err);
-        else
-            config_fail(err, "sqlite: %s (%s)", sqlite3_errstr(rc), doing);
-        goto fail;
-    }
-    sqlite3_extended_result_codes(s->db, 1);
-    if ((s->path = strdup(path)) == NULL) {
-        config_fail(err, "config store: out of memory");
-        goto fail;
-    }
-    if (sqlite3_busy_timeout(s->db, CONFIG_BUSY_TIMEOUT_MS) != SQLITE_OK ||
-        exec_sql(s, "PRAGMA journal_mode = WAL", doing, err) != 0 ||
-        exec_sql(s, "PRAGMA synchronous = NORMAL", doing, err) != 0 ||
-        schema_ensure(s, path, err) != 0)
-        goto fail;
-    struct stat st; /* the file exists now (the schema is in it) */
-    if (stat(path, &st) == 0) {
-        s->have_id = true;
-        s->dev = st.st_dev;
-        s->ino = st.st_ino;
+    s->busy_ms = CONFIG_BUSY_TIMEOUT_MS;
+    if (db_connect(s, true, err) != 0) {
+        sqlite_close(&s->base);
+        return -1;
     }
     *out = &s->base;
     return 0;
-fail:
-    sqlite_close(&s->base);
-    return -1;
 }
 
 static const char *sqlite_describe(const config_store_t *base, char *buf)
@@ -211,7 +239,9 @@ static const char *sqlite_describe(const config_store_t *base, char *buf)
 
 static void sqlite_set_busy_timeout(config_store_t *s, int ms)
 {
-    sqlite3_busy_timeout(of(s)->db, ms);
+    of(s)->busy_ms = ms;
+    if (of(s)->db != NULL)
+        sqlite3_busy_timeout(of(s)->db, ms);
 }
 
 static bool sqlite_busy(const config_store_t *s)
@@ -219,9 +249,145 @@ static bool sqlite_busy(const config_store_t *s)
     return ((const sqlite_store_t *)s)->busy;
 }
 
-static int sqlite_check(config_store_t *s, char *err)
+/* ---- a file put in the store's place ------------------------------------------------------ */
+
+/* The inode of path's "-wal" file, or 0 when there is none. */
+static ino_t wal_inode(const char *path)
 {
-    return cs_check(of(s), err);
+    char wal[4096];
+    struct stat st;
+    if (snprintf(wal, sizeof wal, "%s-wal", path) >= (int)sizeof wal || stat(wal, &st) != 0)
+        return 0;
+    return st.st_ino;
+}
+
+/* Whether the file at path is a store this code opens, read from its header without SQLite
+ * (which would pair it with the old file's -wal): "SQLite format 3", and a user_version (bytes
+ * 60..63, big-endian) of 1..CONFIG_SCHEMA_VERSION. */
+static int header_check(const char *path, char *why, size_t cap)
+{
+    unsigned char h[64];
+    FILE *f = fopen(path, "rb");
+    size_t n = f != NULL ? fread(h, 1, sizeof h, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    if (n < sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+        snprintf(why, cap, "it is not an SQLite database");
+        return -1;
+    }
+    uint32_t v = (uint32_t)h[60] << 24 | (uint32_t)h[61] << 16 | (uint32_t)h[62] << 8 | h[63];
+    if (v < 1 || v > CONFIG_SCHEMA_VERSION) {
+        snprintf(why, cap,
+                 "it holds no sluice config store of a schema this sluiced knows "
+                 "(schema version %u)",
+                 v);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Whether the old file's -wal and -shm (still at the path's names: SQLite does not checkpoint
+ * and delete them when it closes a file that was moved or deleted) are used by no connection
+ * any more; if so they are deleted, so that SQLite does not read them as the new file's (which
+ * would corrupt it). Every SQLite connection holds a read lock on the -shm's "dead man switch"
+ * byte, offset 128 (sqlite.org/walformat.html) while it has the file open: a write lock there,
+ * taken as an open file description lock (which conflicts with every other lock, this
+ * process's included), proves there is none.
+ */
+static bool old_wal_released(const char *path)
+{
+#ifdef F_OFD_SETLK
+    char wal[4096], shm[4096];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    int fd = open(shm, O_RDWR | O_CLOEXEC);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 128, .l_len = 1};
+    if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        close(fd);
+        return false;
+    }
+    unlink(wal);
+    unlink(shm);
+    if (fd >= 0)
+        close(fd); /* the lock goes with it */
+    return true;
+#else
+    (void)path;
+    return false;
+#endif
+}
+
+/*
+ * The file put in the old one's place is opened, once the old file's -wal (its inode recorded
+ * when the old file was let go) is gone, is another file, or is used by no connection any more
+ * (then deleted): while another program still has the old file open, SQLite opening the new
+ * one would read the old -wal as the new file's.
+ */
+static int reconnect(sqlite_store_t *s, char *err)
+{
+    ino_t wal = wal_inode(s->path);
+    if (wal != 0 && wal == s->old_wal && !old_wal_released(s->path)) {
+        config_fail(s->closed_why,
+                    "config store '%s' was replaced by another file, not opened while another "
+                    "program still has the old one open (its '%s-wal' is still there): the "
+                    "rules in force stay, changes are refused; close that program (sluiced "
+                    "opens the new file at its next poll)",
+                    s->path, s->path);
+        return config_fail(err, "%s", s->closed_why);
+    }
+    char cerr[CONFIG_STORE_ERR_MAX];
+    if (db_connect(s, false, cerr) != 0) {
+        config_fail(s->closed_why,
+                    "config store '%s' was replaced by another file, which could not be opened "
+                    "(%s): the rules in force stay, changes are refused",
+                    s->path, cerr);
+        return config_fail(err, "%s", s->closed_why);
+    }
+    s->old_wal = 0;
+    return CONFIG_STORE_REOPENED;
+}
+
+/* config_store_check: the file opened still at its path (0); deleted (-1: the old file is read
+ * still); another file in its place: opened instead, when it is a store this code opens. */
+static int sqlite_check(config_store_t *base, char *err)
+{
+    sqlite_store_t *s = of(base);
+    if (s->db == NULL)
+        return reconnect(s, err);
+    if (cs_check(s, err) == 0)
+        return 0;
+    struct stat st;
+    if (stat(s->path, &st) != 0)
+        return -1; /* deleted (err says so): the old file is still read */
+    char why[CONFIG_STORE_ERR_MAX];
+    if (header_check(s->path, why, sizeof why) != 0)
+        return config_fail(err,
+                           "config store '%s' was replaced by another file, which sluiced does "
+                           "not open: %s; the rules in force stay, changes are refused",
+                           s->path, why);
+    s->old_wal = wal_inode(s->path);
+    db_disconnect(s); /* checkpoints the old file and deletes its -wal, if it is the last */
+    return reconnect(s, err);
+}
+
+static int sqlite_writable(config_store_t *base, char *err)
+{
+    sqlite_store_t *s = of(base);
+    if (cs_check(s, err) != 0 || cs_writable(s, err) != 0)
+        return -1;
+    if (!s->write_failed)
+        return 0;
+    /* the last write failed: try one that changes nothing, to know when it works again */
+    const char *doing = "trying a write";
+    if (cs_tx_begin(s, true, doing, err) != 0 || cs_exec_id(s, ST_TOUCH, doing, err) != 0 ||
+        cs_tx_commit(s, doing, err) != 0) {
+        cs_tx_rollback(s);
+        if (s->busy)
+            return config_fail(err, "%s", s->write_why); /* locked: nothing learnt */
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- reads ------------------------------------------------------------------------------- */
@@ -432,6 +598,7 @@ const config_store_ops_t config_sqlite_ops = {
     .set_busy_timeout = sqlite_set_busy_timeout,
     .busy = sqlite_busy,
     .check = sqlite_check,
+    .writable = sqlite_writable,
     .version = sqlite_version,
     .list_rules = sqlite_list_rules,
     .get_rule = sqlite_get_rule,

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CONFIG_SCHEMA_VERSION  2    /* PRAGMA user_version this code writes and reads */
 #define CONFIG_BUSY_TIMEOUT_MS 5000 /* how long a writer waits for another's transaction */
@@ -48,6 +50,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LIST_OVERRIDES] = "SELECT key, json FROM overrides WHERE rule = ?1 ORDER BY key LIMIT ?2",
     [ST_LIST_OVERRIDES_AFTER] = ("SELECT key, json FROM overrides WHERE rule = ?1 AND key > ?3 "
                                  "ORDER BY key LIMIT ?2"),
+    /* a write that changes nothing: whether writes work again */
+    [ST_TOUCH] = "UPDATE meta SET version = version WHERE id = 1",
 };
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -55,9 +59,20 @@ static const char *const stmt_sql[ST_COUNT] = {
 /* "sqlite: <what SQLite said> (<what we were doing>)". */
 int cs_fail_db(sqlite_store_t *s, const char *doing, char *err)
 {
+    if (s->db == NULL) {
+        return config_fail(err, "%s", s->closed_why);
+    }
     int code = sqlite3_errcode(s->db) & 0xff;
     s->busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
-    return config_fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
+    config_fail(err, "sqlite: %s (%s)", sqlite3_errmsg(s->db), doing);
+    /* a write the file refused (read-only, I/O, full): not writable until a write succeeds */
+    if (s->writing && (code == SQLITE_READONLY || code == SQLITE_IOERR || code == SQLITE_FULL ||
+                       code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_CORRUPT ||
+                       code == SQLITE_NOTADB)) {
+        s->write_failed = true;
+        snprintf(s->write_why, sizeof s->write_why, "%s", err);
+    }
+    return -1;
 }
 
 /* ---- statements -------------------------------------------------------------------------- */
@@ -66,6 +81,10 @@ int cs_fail_db(sqlite_store_t *s, const char *doing, char *err)
 sqlite3_stmt *cs_stmt(sqlite_store_t *s, enum stmt_id id, const char *doing, char *err)
 {
     sqlite3_stmt *st = s->stmt[id];
+    if (s->db == NULL) {
+        config_fail(err, "%s", s->closed_why);
+        return NULL;
+    }
     if (st == NULL) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
             SQLITE_OK) {
@@ -152,16 +171,23 @@ int cs_tx_begin(sqlite_store_t *s, bool write, const char *doing, char *err)
     s->busy = false;
     if (write && cs_check(s, err) != 0)
         return -1;
-    return cs_exec_id(s, write ? ST_BEGIN_WRITE : ST_BEGIN_READ, doing, err);
+    if (write && cs_writable(s, err) != 0)
+        return -1;
+    s->writing = write;
+    int rc = cs_exec_id(s, write ? ST_BEGIN_WRITE : ST_BEGIN_READ, doing, err);
+    if (rc != 0)
+        s->writing = false;
+    return rc;
 }
 
 /* Undoes the open transaction, if SQLite has not already rolled it back. */
 void cs_tx_rollback(sqlite_store_t *s)
 {
-    if (!sqlite3_get_autocommit(s->db)) {
+    if (s->db != NULL && !sqlite3_get_autocommit(s->db)) {
         char ignored[CONFIG_STORE_ERR_MAX];
         cs_exec_id(s, ST_ROLLBACK, "rolling back", ignored);
     }
+    s->writing = false;
 }
 
 int cs_tx_commit(sqlite_store_t *s, const char *doing, char *err)
@@ -169,6 +195,10 @@ int cs_tx_commit(sqlite_store_t *s, const char *doing, char *err)
     if (cs_exec_id(s, ST_COMMIT, doing, err) != 0) {
         cs_tx_rollback(s);
         return -1;
+    }
+    if (s->writing) {
+        s->write_failed = false; /* a write went through */
+        s->writing = false;
     }
     return 0;
 }
@@ -212,21 +242,40 @@ int cs_tx_finish(sqlite_store_t *s, bool changed, int64_t *version, const char *
 
 int cs_check(sqlite_store_t *s, char *err)
 {
+    if (s->db == NULL)
+        return config_fail(err, "%s", s->closed_why);
     if (!s->have_id)
         return 0;
     struct stat st;
     if (stat(s->path, &st) != 0)
-        return config_fail(
-            err,
-            "config store '%s' was deleted while sluiced runs: the rules in force stay, "
-            "changes are refused until the file is back or sluiced restarts",
-            s->path);
+        return config_fail(err,
+                           "config store '%s' was deleted while sluiced runs: the rules in force "
+                           "stay, changes are refused until a store file is put back (it is "
+                           "opened at the next poll) or sluiced restarts",
+                           s->path);
     if (st.st_dev != s->dev || st.st_ino != s->ino)
-        return config_fail(
-            err,
-            "config store '%s' was replaced by another file while sluiced runs: the rules "
-            "in force stay, changes are refused until sluiced restarts",
-            s->path);
+        return config_fail(err,
+                           "config store '%s' was replaced by another file while sluiced runs: "
+                           "the rules in force stay, changes are refused until the new file is "
+                           "opened (at the next poll)",
+                           s->path);
+    return 0;
+}
+
+int cs_writable(sqlite_store_t *s, char *err)
+{
+    if (s->db == NULL)
+        return config_fail(err, "%s", s->closed_why);
+    if (sqlite3_db_readonly(s->db, "main") == 1)
+        return config_fail(err,
+                           "config store '%s' was opened read-only (the file was not writable "
+                           "then): changes are refused until sluiced restarts with it writable",
+                           s->path);
+    if (s->have_id && access(s->path, W_OK) != 0)
+        return config_fail(err,
+                           "config store '%s' is not writable (%s): changes are refused until it "
+                           "is",
+                           s->path, strerror(errno));
     return 0;
 }
 

@@ -38,18 +38,28 @@ enum stmt_id {
     ST_DEL_OVERRIDE,
     ST_LIST_OVERRIDES,
     ST_LIST_OVERRIDES_AFTER,
+    ST_TOUCH,
     ST_COUNT
 };
 
 typedef struct sqlite_store {
     config_store_t base;          /* first: its table */
-    sqlite3 *db;                  /* the connection */
+    sqlite3 *db;                  /* the connection; NULL between a file put in the store's place
+                                     being found and its opening (closed_why says why) */
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
     char *path;                   /* the file opened */
     bool have_id;                 /* dev and ino are the opened file's (not for ":memory:") */
     dev_t dev;                    /* the opened file's device */
     ino_t ino;                    /* and inode */
     bool busy;                    /* the last failure was another connection's lock */
+    int busy_ms;                  /* the busy timeout set, ms (set again on a new connection) */
+    ino_t old_wal;                /* db NULL: the inode of the old file's -wal when it was
+                                     closed (0: none): while it is there, another program still
+                                     has the old file open */
+    char closed_why[CONFIG_STORE_ERR_MAX]; /* db NULL: why */
+    bool writing;                          /* in a write transaction */
+    bool write_failed; /* the last write failed for another reason than a lock: write_why */
+    char write_why[CONFIG_STORE_ERR_MAX];
 } sqlite_store_t;
 
 /* An override key to bind as a blob (ptr may be NULL when len is 0). */
@@ -98,8 +108,13 @@ int cs_change(sqlite_store_t *s, enum stmt_id id, const char *name, const struct
 /* Deletes a rule and its overrides inside a write transaction; *found says if it was there. */
 int cs_delete_rule(sqlite_store_t *s, const char *name, bool *found, const char *doing, char *err);
 
-/* Checks that the file the handle opened is still the one at its path (config_store_check). */
+/* Checks that the file the handle opened is still the one at its path (config_store_check's
+ * first half: a file put in its place is opened by config_sqlite.c's check). */
 int cs_check(sqlite_store_t *s, char *err);
+
+/* Whether a change may be written: the connection is read-write and the file writable (not
+ * read-only, not immutable, not on a file system mounted read-only). */
+int cs_writable(sqlite_store_t *s, char *err);
 
 /* BEGIN (a read) or BEGIN IMMEDIATE (a write, once cs_check() finds the file is still the one
  * opened). */

@@ -30,6 +30,7 @@
 #define CONFIG_STORE_ERR_MAX  256
 #define CONFIG_STORE_NAME_MAX 256 /* config_store_describe()'s buffer, bytes */
 #define CONFIG_STORE_NOTFOUND 1
+#define CONFIG_STORE_REOPENED 2 /* config_store_check: another file was opened in its place */
 
 typedef struct config_store config_store_t;
 
@@ -84,10 +85,27 @@ void config_store_set_busy_timeout(config_store_t *s, int ms);
  * locked"): trying again later may succeed. */
 bool config_store_busy(const config_store_t *s);
 
-/* Checks that the file this handle opened is still the one at its path. A deleted or replaced
- * file (another inode) keeps being read through this handle, but what is written to it would be
- * lost: every write calls this first and is refused. Returns 0 or -1 with err saying which. */
+/*
+ * Checks that the file this handle opened is still the one at its path (SQLite; 0 for a store
+ * without a file). Every write checks it first, and is refused while it is not: what is written
+ * to a file no longer at its path would be lost.
+ *   - deleted: -1 with err saying so; the handle keeps reading the deleted file.
+ *   - another file in its place (restored from a backup, renamed over it, copied back after a
+ *     delete): when it is an SQLite file with a schema this code knows, the handle lets go of
+ *     the old file and opens the new one, and returns CONFIG_STORE_REOPENED: read everything
+ *     again. Not while another program still has the old file open (the old file's -wal file
+ *     is still there; SQLite would read it as the new file's, corrupting it): then -1, and the
+ *     handle reads nothing until a later call opens the new file. A file of no known schema is
+ *     not opened: -1, and the old file is still read.
+ * Returns 0, CONFIG_STORE_REOPENED, or -1 with err saying what and what to do.
+ */
 int config_store_check(config_store_t *s, char *err);
+
+/* Whether changes can be written now: the handle is read-write and (SQLite) its file writable:
+ * not read-only, not immutable, not on a file system mounted read-only, and a write that failed
+ * for another reason (disk full, I/O error) has been followed by one that worked (one that
+ * changes nothing is tried). 0, or -1 with err saying why not. A store without the check: 0. */
+int config_store_writable(config_store_t *s, char *err);
 
 /* The current version (0 for a new, empty store). Cheap: one indexed read. */
 int config_store_version(config_store_t *s, int64_t *version, char *err);

@@ -44,7 +44,8 @@ struct config_store_ops {
 
     void (*set_busy_timeout)(config_store_t *s, int ms);
     bool (*busy)(const config_store_t *s);
-    int (*check)(config_store_t *s, char *err); /* NULL: always fine */
+    int (*check)(config_store_t *s, char *err);    /* NULL: always fine */
+    int (*writable)(config_store_t *s, char *err); /* NULL: as long as it can be reached */
 
     int (*version)(config_store_t *s, int64_t *version, char *err);
     int (*list_rules)(config_store_t *s, config_rule_t **rules, size_t *n, int64_t *version,

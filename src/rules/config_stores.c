@@ -66,6 +66,11 @@ int config_store_check(config_store_t *s, char *err)
     return s->ops->check != NULL ? s->ops->check(s, err) : 0;
 }
 
+int config_store_writable(config_store_t *s, char *err)
+{
+    return s->ops->writable != NULL ? s->ops->writable(s, err) : 0;
+}
+
 int config_store_version(config_store_t *s, int64_t *version, char *err)
 {
     return s->ops->version(s, version, err);

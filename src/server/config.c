@@ -81,6 +81,10 @@ static const option_t options[] = {
      POLL_INTERVAL_MIN_NS, 0, CHECK_NONE, "DUR", "config store version poll (default 1s)"},
     {"override-ttl", "override_ttl", OPT_DURATION, F(override_ttl_ns), 0, 0, 0, 0, CHECK_NONE,
      "DUR", "how long a looked-up override is cached (default 10s)"},
+    {"override-timeout", "override_timeout", OPT_DURATION, F(override_timeout_ns), 0, 0, 0, 0,
+     CHECK_NONE, "DUR",
+     "longest a decision waits for a config store that answers no lookup (default 200ms; 0 = "
+     "as long as it takes)"},
     {"max-clients", "max_clients", OPT_COUNT, F(max_clients), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,
      CHECK_NONE, "N", "most connections at once (default 10000)"},
     {"max-key-length", "max_key_length", OPT_COUNT, F(key_max), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,
@@ -101,6 +105,9 @@ static const option_t options[] = {
      "memory cap of each rule's key table, >= 64k (default 0 = none)"},
     {"max-inline-rules", "max_inline_rules", OPT_COUNT, F(max_inline), 0, 0, 16, 1000000,
      CHECK_NONE, "N", "most SL.THROTTLE/CL.THROTTLE parameter sets at once (default 1024)"},
+    {"max-inline-per-address", "max_inline_per_address", OPT_COUNT, F(max_inline_address), 0, 0, 1,
+     1000000, CHECK_NONE, "N",
+     "most of them one client address may make (default a quarter of --max-inline-rules)"},
     {"metrics-inline-rules", "metrics_inline_rules", OPT_COUNT, F(metrics_inline), 0, 0, 0, 1000000,
      CHECK_NONE, "N", "inline rules with /metrics series of their own (default 64)"},
     {"replay-timeout", "replay_timeout", OPT_DURATION, F(replay_timeout_ns), 0, 0, SL_NS_PER_MS, 0,
@@ -460,6 +467,7 @@ void server_config_defaults(server_config_t *c)
     c->snapshot_interval_ns = 60 * SL_NS_PER_SEC;
     c->poll_interval_ns = SL_NS_PER_SEC;
     c->override_ttl_ns = 10 * SL_NS_PER_SEC;
+    c->override_timeout_ns = CONFIG_DEFAULT_OV_TIMEOUT_MS * SL_NS_PER_MS;
     c->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
     c->key_max = CONFIG_DEFAULT_KEY_MAX;
     c->request_max = CONFIG_DEFAULT_REQUEST_MAX;

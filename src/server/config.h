@@ -50,6 +50,7 @@
 #define CONFIG_DEFAULT_REPLAY_MEMORY    (64 * 1024 * 1024)
 #define CONFIG_DEFAULT_REPLAYS          1
 #define CONFIG_REPLAYS_MAX              4 /* libuv's thread pool has 4 threads by default */
+#define CONFIG_DEFAULT_OV_TIMEOUT_MS    200
 
 #define CONFIG_TLS_RESP 1u /* tls_mask: the RESP listener speaks TLS */
 #define CONFIG_TLS_HTTP 2u
@@ -89,6 +90,9 @@ typedef struct server_config {
     int64_t poll_interval_ns;     /* --poll-interval DUR, default 1s: config store version
                                      poll; > 0 */
     int64_t override_ttl_ns;      /* --override-ttl DUR, default 10s; 0 = no caching */
+    int64_t override_timeout_ns;  /* --override-timeout DUR, default 200ms: longest a decision
+                                     waits for a config store answering no lookup; 0 = no
+                                     limit */
     size_t max_clients;           /* --max-clients N, default 10000; >= 1 */
     size_t key_max;               /* --max-key-length N, bytes, default 1024; >= 1 */
     size_t request_max;           /* --max-request-size BYTES, default 524288 (accepts
@@ -103,6 +107,8 @@ typedef struct server_config {
                                      input buffers together; 0 = no cap */
     size_t max_memory;            /* --max-memory BYTES (e.g. 2g), default 0 = no cap */
     size_t max_inline;            /* --max-inline-rules N, default 1024: inline rules at once */
+    size_t max_inline_address;    /* --max-inline-per-address N: inline rules one client
+                                     address may make; 0 (the default) = max_inline / 4 */
     size_t metrics_inline;        /* --metrics-inline-rules N, default 64: inline rules with
                                      /metrics series of their own; the rest share one */
     int64_t replay_timeout_ns;    /* --replay-timeout DUR, default 5s: POST /v1/replay stops
@@ -137,11 +143,11 @@ void server_config_defaults(server_config_t *c);
  * server_config_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
- * override_ttl, max_clients, max_key_length, max_request_size, idle_timeout, output_buffer_hard,
- * output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory, max_inline_rules,
- * metrics_inline_rules, replay_timeout, replay_memory, replay_concurrency,
- * requirepass, admin_token, admin_password, trusted_proxies (list), http_host (list),
- * log_level); then flags override the file; then the env vars SLUICE_REQUIREPASS /
+ * override_ttl, override_timeout, max_clients, max_key_length, max_request_size, idle_timeout,
+ * output_buffer_hard, output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory,
+ * max_inline_rules, max_inline_per_address, metrics_inline_rules, replay_timeout, replay_memory,
+ * replay_concurrency, requirepass, admin_token, admin_password, trusted_proxies (list), http_host
+ * (list), log_level); then flags override the file; then the env vars SLUICE_REQUIREPASS /
  * SLUICE_ADMIN_TOKEN / SLUICE_ADMIN_PASSWORD fill the secrets not given. Durations given as flags
  * need a unit ("300s"), except "0"; in the file an integer is milliseconds. --help / --version
  * are answered once the flags' syntax is checked, before their values are. An empty bind list,

@@ -8,6 +8,7 @@
  */
 #include "server/config_thread.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,7 +39,22 @@ struct config_thread {
     job_queue_t dropped; /* finished jobs whose inbox had detached (thread only, then stop) */
     unsigned ninboxes;
     config_inbox_t *inboxes;
+    _Atomic uint64_t busy_since; /* uv_hrtime() when the job or poll running began; 0: idle */
 };
+
+/* Runs job (or the poll, job NULL) with the thread marked busy meanwhile. */
+static int timed_run(config_thread_t *t, config_job_t *job, bool last)
+{
+    atomic_store_explicit(&t->busy_since, uv_hrtime(), memory_order_relaxed);
+    int rc = 0;
+    if (job != NULL) {
+        rc = job->run(job, t->store, last);
+    } else {
+        t->poll(t->poll_arg, t->store);
+    }
+    atomic_store_explicit(&t->busy_since, 0, memory_order_relaxed);
+    return rc;
+}
 
 static void queue_push(job_queue_t *q, config_job_t *job)
 {
@@ -90,7 +106,7 @@ static void run_lookups(config_thread_t *t)
     pthread_mutex_unlock(&t->lock);
     while (job != NULL) {
         config_job_t *next = job->next;
-        job->run(job, t->store, true);
+        timed_run(t, job, true);
         deliver(t, job);
         job = next;
     }
@@ -114,7 +130,7 @@ static void run_admin(config_thread_t *t)
             job->first_try_ns = now_ns;
         }
         bool last = stopping || now_ns - job->first_try_ns >= CONFIG_THREAD_WRITE_WAIT_NS;
-        if (job->run(job, t->store, last) == CONFIG_JOB_RETRY && !last) {
+        if (timed_run(t, job, last) == CONFIG_JOB_RETRY && !last) {
             t->admin_waiting = true;
             uv_timer_start(&t->retry_timer, on_retry, CONFIG_THREAD_RETRY_MS, 0);
             return;
@@ -141,7 +157,7 @@ static void on_retry(uv_timer_t *h)
 static void on_poll(uv_timer_t *h)
 {
     config_thread_t *t = h->data;
-    t->poll(t->poll_arg, t->store);
+    timed_run(t, NULL, false);
 }
 
 static void on_poll_now(uv_async_t *h)
@@ -151,7 +167,7 @@ static void on_poll_now(uv_async_t *h)
     bool stopping = t->stopping;
     pthread_mutex_unlock(&t->lock);
     if (!stopping && t->poll != NULL) {
-        t->poll(t->poll_arg, t->store);
+        timed_run(t, NULL, false);
     }
 }
 
@@ -268,6 +284,16 @@ void config_thread_stop(config_thread_t *t)
     pthread_mutex_destroy(&t->lock);
     free(t->inboxes);
     free(t);
+}
+
+int64_t config_thread_busy_ns(config_thread_t *t)
+{
+    if (t == NULL) {
+        return 0;
+    }
+    uint64_t since = atomic_load_explicit(&t->busy_since, memory_order_relaxed);
+    uint64_t now = uv_hrtime();
+    return since != 0 && now > since ? (int64_t)(now - since) : 0;
 }
 
 config_inbox_t *config_thread_inbox(config_thread_t *t, unsigned i)

@@ -84,6 +84,11 @@ int config_thread_start(config_store_t *store, unsigned inboxes, int64_t poll_in
  * the thread, drops the jobs of detached inboxes. No loop may be attached any more. NULL: no-op. */
 void config_thread_stop(config_thread_t *t);
 
+/* How long the thread has been running the job or poll it runs now, ns (CLOCK_MONOTONIC); 0
+ * when it is idle, and for a NULL thread. Any thread: a loop waiting on a lookup tells a store
+ * that answers nothing (the thread stuck on one statement) from a queue that is long. */
+int64_t config_thread_busy_ns(config_thread_t *t);
+
 /* Inbox number i (< inboxes), or NULL for a NULL thread. */
 config_inbox_t *config_thread_inbox(config_thread_t *t, unsigned i);
 

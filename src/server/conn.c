@@ -194,12 +194,53 @@ static void tls_added(void *arg, size_t n)
 
 void conn_input_check(loop_t *l);
 
+static void conn_process(conn_t *c);
+
+/* The engine's override lookups on this loop have room again: the connections paused for them
+ * are read again, and what they had buffered is answered. */
+static void on_lookups_ready(void *arg)
+{
+    loop_t *l = arg;
+    for (conn_t *c = l->conns; c != NULL; c = c->next) {
+        if (!c->lookups_paused) {
+            continue;
+        }
+        c->lookups_paused = false;
+        if (c->closing || c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
+            continue; /* a closing one reads no more; a writing one starts when written */
+        }
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        if (c->in_len > 0) {
+            conn_process(c);
+        }
+    }
+}
+
+/*
+ * Back-pressure: the requests c just brought made decisions wait for a free override lookup
+ * (the loop has as many in flight as it may). c is read no more until there is room again;
+ * its requests already read are answered in order as their lookups come back, and what it sends
+ * meanwhile waits in the kernel's buffers, as with a slow store.
+ */
+static void conn_pause_for_lookups(conn_t *c)
+{
+    engine_worker_t *w = c->loop->worker;
+    if (w == NULL || c->detached || uv_is_closing((uv_handle_t *)&c->tcp) ||
+        !engine_worker_saturated(w)) {
+        return;
+    }
+    c->lookups_paused = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    engine_worker_when_ready(w, on_lookups_ready, c->loop);
+}
+
 /* Answers the requests buffered in c, then settles its input buffer and the input cap. */
 static void conn_process(conn_t *c)
 {
     c->proto->process(c);
     conn_input_settle(c);
     conn_input_check(c->loop);
+    conn_pause_for_lookups(c);
 }
 
 /* The client closed its side (clean: EOF or TLS close_notify) or the socket failed. */
@@ -291,6 +332,9 @@ static void on_written(uv_write_t *req, int status)
             conn_close_lingering(c);
         }
         return;
+    }
+    if (c->lookups_paused) {
+        return; /* read again when the override lookups have room (on_lookups_ready) */
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     /* Requests that arrived while the write was pending are still buffered. */
@@ -600,6 +644,7 @@ void conn_on_connection(uv_stream_t *server, int status)
     c->inline_budget = engine_inline_budget(srv->engine);
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);
+    engine_inline_budget_address(&c->inline_budget, &c->peer);
     if (proto->open != NULL) {
         proto->open(c);
     }

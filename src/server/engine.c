@@ -24,7 +24,46 @@ static void store_note(int level, const char *text)
     }
 }
 
+/* The request store's failures and reconnections (request_store.h): counted and logged at a
+ * limited rate, one line a second per kind at most. */
+static void store_event(void *arg, store_event_t ev, const char *text)
+{
+    (void)arg;
+    switch (ev) {
+    case STORE_EVENT_TIMEOUT:
+        event_note(EV_STORE_TIMEOUT, "%s: the rule's on_store_error decides", text);
+        break;
+    case STORE_EVENT_ERROR:
+        event_note(EV_STORE_ERROR, "%s: the rule's on_store_error decides", text);
+        break;
+    case STORE_EVENT_DOWN:
+        event_note(EV_STORE_DOWN, "%s", text);
+        break;
+    case STORE_EVENT_UP:
+        event_note(EV_STORE_UP, "%s", text);
+        break;
+    }
+}
+
 /* ---- the engine ---------------------------------------------------------------------------- */
+
+/* Whether changes can be written to the store: the gauge follows, each change logged once. */
+static void engine_poll_writable(engine_t *e, config_store_t *store)
+{
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_writable(store, serr) != 0) {
+        if (strcmp(serr, e->write_problem) != 0) {
+            log_error("config store not writable: %s", serr);
+            atomic_fetch_add(&e->store_errors, 1);
+            snprintf(e->write_problem, sizeof e->write_problem, "%s", serr);
+        }
+        atomic_store(&e->store_writable, false);
+    } else if (e->write_problem[0] != '\0') {
+        log_info("config store writable again: changes are accepted");
+        e->write_problem[0] = '\0';
+        atomic_store(&e->store_writable, true);
+    }
+}
 
 int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
 {
@@ -47,6 +86,8 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     /* the watches' sketch seed: unknown to clients, so they cannot aim keys at one hash */
     e->watch_seed = sl_hash64(&e, sizeof e, (uint64_t)sl_now_ns()) | 1;
     atomic_store(&e->store_up, true);
+    atomic_store(&e->store_writable, true);
+    e->known = ov_known_create(OV_KNOWN_MAX);
     e->store_url = strdup(cfg->store_url);
     e->cfg.store_url = e->store_url;
     pthread_mutex_init(&e->reload_lock, NULL);
@@ -55,7 +96,10 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     if (e->cfg.max_inline == 0) {
         e->cfg.max_inline = ENGINE_INLINE_MAX;
     }
-    if (e->store_url == NULL || e->workers == NULL) {
+    if (e->cfg.max_inline_address == 0) {
+        e->cfg.max_inline_address = e->cfg.max_inline / 4 > 0 ? e->cfg.max_inline / 4 : 1;
+    }
+    if (e->store_url == NULL || e->workers == NULL || e->known == NULL) {
         snprintf(err, ENGINE_ERR_MAX, "out of memory");
         engine_free(e);
         return -1;
@@ -69,7 +113,9 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
     store_config_t scfg = {.max_memory = cfg->max_memory,
                            .key_max = cfg->key_max,
                            .timeout_ns = cfg->store_timeout_ns,
-                           .note = store_note};
+                           .note = store_note,
+                           .event = store_event,
+                           .event_arg = e};
     char rerr[REQUEST_STORE_ERR_MAX];
     if (request_store_open(cfg->request_store, &scfg, &e->requests, rerr) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "--store: %.480s", rerr);
@@ -86,6 +132,7 @@ int engine_create(const engine_config_t *cfg, engine_t **out, char *err)
         engine_free(e);
         return -1;
     }
+    engine_poll_writable(e, e->store); /* a read-only file is known, and logged, at start */
     *out = e;
     return 0;
 }
@@ -111,6 +158,7 @@ void engine_free(engine_t *e)
         free(e->workers);
     }
     config_store_close(e->store);
+    ov_known_free(e->known);
     request_store_close(e->requests); /* after every rule's data */
     pthread_mutex_destroy(&e->reload_lock);
     pthread_mutex_destroy(&e->inline_lock);
@@ -138,16 +186,40 @@ bool engine_store_up(engine_t *e)
     return atomic_load(&e->store_up);
 }
 
+bool engine_store_writable(engine_t *e)
+{
+    return atomic_load(&e->store_writable) && atomic_load(&e->store_up);
+}
+
 /* The config thread's poll: a new version of the store is put in force; a store file that was
  * deleted or replaced is reported once (the rules in force stay). A failed reload is logged
  * once until it fails otherwise or succeeds, and not at all while the store is known to be
  * unreachable (its push said so, once). */
-static void engine_poll(void *arg, config_store_t *store)
+static bool keep_none(void *arg, const char *rule)
 {
-    engine_t *e = arg;
-    char err[ENGINE_ERR_MAX];
+    (void)arg;
+    (void)rule;
+    return false;
+}
+
+/* The store file: still the one opened, gone, or another one put in its place (opened now:
+ * returns true, its rules to be read again; the overrides remembered from the old one are
+ * forgotten). Each problem is logged once. */
+static bool engine_poll_file(engine_t *e, config_store_t *store)
+{
     char serr[CONFIG_STORE_ERR_MAX];
-    if (config_store_check(store, serr) != 0) {
+    int rc = config_store_check(store, serr);
+    if (rc == CONFIG_STORE_REOPENED) {
+        char name[CONFIG_STORE_NAME_MAX];
+        log_warn("config store: another file was put in place of %s (restored, replaced): "
+                 "opened it; its rules are put in force",
+                 config_store_describe(store, name));
+        ov_known_prune(e->known, keep_none, NULL);
+        atomic_store(&e->store_up, true);
+        e->store_problem[0] = '\0';
+        return true;
+    }
+    if (rc != 0) {
         if (strcmp(serr, e->store_problem) != 0) { /* reported once per change */
             log_error("%s", serr);
             atomic_fetch_add(&e->store_errors, 1);
@@ -159,7 +231,16 @@ static void engine_poll(void *arg, config_store_t *store)
         atomic_store(&e->store_up, true);
         e->store_problem[0] = '\0';
     }
-    int rc = engine_reload(e, store, false, err);
+    return false;
+}
+
+static void engine_poll(void *arg, config_store_t *store)
+{
+    engine_t *e = arg;
+    char err[ENGINE_ERR_MAX];
+    bool reopened = engine_poll_file(e, store);
+    engine_poll_writable(e, store);
+    int rc = engine_reload(e, store, reopened, err);
     if (rc < 0 && strcmp(err, e->poll_problem) != 0 && (e->watch == NULL || engine_store_up(e))) {
         log_error("rules not reloaded (the rules in force stay): %s", err);
         snprintf(e->poll_problem, sizeof e->poll_problem, "%s", err);
@@ -322,6 +403,7 @@ int engine_worker_attach(engine_worker_t *w, uv_loop_t *loop, char *err)
 {
     engine_t *e = w->engine;
     w->attached = true;
+    override_worker_attach(w, loop);
     w->inbox = config_thread_inbox(e->ct, w->index);
     if (config_inbox_attach(w->inbox, loop) != 0) {
         snprintf(err, ENGINE_ERR_MAX, "cannot attach to the config store thread");

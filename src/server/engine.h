@@ -16,7 +16,9 @@
  *
  * Overrides are resolved lazily: per worker, a direct-mapped cache of (rule, key) -> override or
  * "none", each entry valid for override_ttl and only while the rule set it was read under is
- * current. Rules the store holds no overrides for are never looked up.
+ * current. Rules the store holds no overrides for are never looked up. A lookup the store fails,
+ * or does not answer within override_timeout, is answered by the last known override of the key
+ * (overrides.c), so a block once known holds through an outage.
  */
 #ifndef SLUICE_SERVER_ENGINE_H
 #define SLUICE_SERVER_ENGINE_H
@@ -30,6 +32,7 @@
 #include <uv.h>
 
 #include "sluice/sluice.h"
+#include "proto/netaddr.h"
 #include "proto/rls.h"
 #include "rules/config_store.h"
 #include "rules/ruledef.h"
@@ -61,6 +64,7 @@ typedef struct rule_state {
     ruledef_t def;      /* no inline overrides: they are in the store */
     bool inline_rule;   /* made by SL.THROTTLE / CL.THROTTLE, not named */
     bool has_overrides; /* the store held overrides for it when the set was built */
+    uint64_t name_hash; /* of def.name: its keys' overrides are cached by name and key */
     int64_t lease_ns;   /* mode: leased: its leases' time (ruledef_lease_ns), ns; 0 strict */
     int64_t sync_ns;    /* mode: approximate: its sync interval (ruledef_sync_ns), ns; 0 else */
     rule_tables_t *t;
@@ -70,6 +74,8 @@ typedef struct rule_state {
     bool own_series;               /* inline rules: /metrics shows it under its own name (else
                                       in the "inline:other" series), for its whole life */
     struct engine *engine;         /* inline rules: whose series count it takes or adds to */
+    netaddr_t maker;               /* inline rules: the client address (an IPv6 one's /64) whose
+                                      connection made it; family 0: none (a snapshot's) */
 } rule_state_t;
 
 typedef struct ruleset {
@@ -88,10 +94,14 @@ typedef struct engine_config {
     size_t max_memory; /* cap of all keys of all rules, bytes; 0 none, else >=
                           ENGINE_TABLE_MIN_BYTES */
     int64_t override_ttl_ns;
-    const char *request_store; /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
-    int64_t store_timeout_ns;  /* a decision's deadline with a remote request store */
-    size_t max_inline;         /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
-    size_t metrics_inline;     /* inline rules with series of their own at once */
+    int64_t override_timeout_ns; /* longest an override lookup the store does not answer holds
+                                    a decision, ns; 0: as long as the store takes */
+    const char *request_store;   /* "memory" (NULL too), "redis://h:p", "redis-cluster://h:p,..." */
+    int64_t store_timeout_ns;    /* a decision's deadline with a remote request store */
+    size_t max_inline;           /* most inline rules at once; 0 = ENGINE_INLINE_MAX */
+    size_t max_inline_address;   /* most inline rules the connections of one client address may
+                                    have made, of those in force; 0 = max_inline / 4 */
+    size_t metrics_inline;       /* inline rules with series of their own at once */
 } engine_config_t;
 
 typedef struct engine engine_t;
@@ -149,8 +159,13 @@ void engine_stop(engine_t *e);
  * still the one opened). Any thread. Each change is logged once. */
 bool engine_store_up(engine_t *e);
 
+/* Whether changes can be written to the config store (it can be reached and, SQLite, its file
+ * is writable: config_store_writable), as of the last poll. Any thread. Each change is logged
+ * once. */
+bool engine_store_writable(engine_t *e);
+
 /* Config store failures seen by the engine: polls and reloads that failed, a store file that was
- * deleted or replaced. */
+ * deleted or replaced, a store found not writable. */
 uint64_t engine_store_errors(engine_t *e);
 
 /*
@@ -182,6 +197,15 @@ engine_worker_t *engine_worker(engine_t *e, unsigned index);
 /* Picks up the newest rule set; call at the start of a batch. Returns it. */
 const ruleset_t *engine_worker_begin(engine_worker_t *w);
 
+/* Whether decisions on this worker wait for an override lookup to be free (OV_WAITS_MAX in
+ * flight): the loop should read no more from the connections that add to them (back-pressure)
+ * until engine_worker_when_ready's callback. */
+bool engine_worker_saturated(const engine_worker_t *w);
+
+/* fn(arg) once, later on this worker's loop, when no decision waits for a free override lookup
+ * any more (one callback per worker: a second call replaces the first). */
+void engine_worker_when_ready(engine_worker_t *w, void (*fn)(void *arg), void *arg);
+
 /* Drops the worker's hold on any rule set (a loop that is shutting down). */
 void engine_worker_end(engine_worker_t *w);
 
@@ -210,18 +234,31 @@ int engine_decide(engine_worker_t *w, rule_state_t *rule, const void *key, size_
  * that completes at once; ENGINE_ESTORE with one that does not (engine_reset_async's). */
 int engine_reset(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len);
 
+/* What one connection may still make of inline rules: a count of its own, and its client
+ * address, whose connections together may have made at most cfg.max_inline_address of the
+ * rules in force. */
+typedef struct engine_inline_budget {
+    unsigned left;  /* inline rules this connection may still create */
+    netaddr_t addr; /* its client's address (family 0: unknown, not capped by address) */
+} engine_inline_budget_t;
+
 /*
  * The inline rule for these parameters, created on first use (inline_rules.c). budget (may be
  * NULL: no limit) is what the caller's connection may still create; a creation takes one.
  * now_ns marks the rule used. Returns ENGINE_OK and *out (valid until the worker's next
  * engine_worker_begin; hold it to keep it longer), ENGINE_ERULE (err says which parameter) or
- * ENGINE_EINLINE (too many inline rules, or this connection's budget is spent; err says which).
+ * ENGINE_EINLINE (too many inline rules, or this connection's or this address's share is spent;
+ * err says which, naming the setting; counted and logged at a limited rate).
  */
-int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, unsigned *budget,
+int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, engine_inline_budget_t *budget,
                        int64_t now_ns, rule_state_t **out, char *err);
 
-/* How many inline rules one connection may create (1/8 of the most, at least 16). */
-unsigned engine_inline_budget(const engine_t *e);
+/* A new connection's budget: 1/8 of the most inline rules (at least 16), its address unknown. */
+engine_inline_budget_t engine_inline_budget(const engine_t *e);
+
+/* Sets the client address of budget (an IPv6 address counts by its /64, as one client holds a
+ * whole /64). */
+void engine_inline_budget_address(engine_inline_budget_t *budget, const netaddr_t *peer);
 
 /* Takes out of force the inline rules unused for a while whose keys are all fresh (nothing is
  * lost). The config thread calls it at every poll. Returns how many it took out. */

@@ -1,6 +1,7 @@
 /*
  * engine_impl.h - the engine's internals, shared by its files. Each calls only those listed
  * before it (no file calls back into one that calls it):
+ *   override_known.c the overrides every lookup found, kept engine-wide for an outage
  *   ruleset.c        rule states, their per-rule data and counters, rule sets, reloads
  *   overrides.c      each worker's cache of per-key overrides and the lookups behind it
  *   inline_rules.c   rules made by SL.THROTTLE / CL.THROTTLE
@@ -19,10 +20,15 @@
 #include "store/request_store.h"
 
 #define OV_CACHE_SLOTS 4096 /* per worker; a power of two */
-#define OV_WAITS_MAX   4096 /* override lookups in flight per worker */
-#define INLINE_CACHE   8    /* per worker, most recently used inline rules */
-#define OPS_KEEP       4096 /* free engine_op_t kept per worker */
-#define OP_KEY_INLINE  128  /* keys up to this long live inside their op */
+#define OV_WAITS_MAX   4096 /* override lookups in flight per worker; more wait their turn */
+#define OV_INDEX_SLOTS 8192 /* the lookups in flight by (rule, key), chained; a power of two */
+#define OV_STALE_NS                                                                                \
+    INT64_C(1000000000)     /* a last known answer standing in for a lookup                        \
+                               that failed is cached this long, ns */
+#define OV_KNOWN_MAX  65536 /* overrides remembered engine-wide for an outage */
+#define INLINE_CACHE  8     /* per worker, most recently used inline rules */
+#define OPS_KEEP      4096  /* free engine_op_t kept per worker */
+#define OP_KEY_INLINE 128   /* keys up to this long live inside their op */
 
 struct rule_tables {
     sl_rule_t rule;
@@ -34,21 +40,30 @@ struct rule_tables {
     _Atomic int refs;               /* rule states using these */
 };
 
-/* What a worker knows of one (rule, key)'s override. */
+/* What a worker knows of one (rule, key)'s override. The slot is chosen by the rule's name
+ * and the key, so an answer outlives its rule state: after a rule change or past its TTL it is
+ * no longer fresh, but it is still the last known answer for when the store cannot be read. */
 typedef struct ov_entry {
-    uint64_t hash;
-    uint64_t generation; /* valid only while the worker's set is of this generation */
-    const rule_state_t *rule;
-    int64_t expires_ns;
-    bool present; /* the key has an override */
+    uint64_t hash;            /* of (rule name, key); 0: an empty slot */
+    uint64_t generation;      /* fresh only while the worker's set is of this generation */
+    const rule_state_t *rule; /* the rule state it was read under: compared, followed only
+                                 while generation is the worker's */
+    int64_t expires_ns;       /* fresh until then, ns since the Unix epoch */
+    bool present;             /* the key has an override */
     bool blocked;
     void *handle;      /* the store's handle of the override's numbers, when present and not
-                          blocked (request_store.h) */
+                          blocked (request_store.h); valid while `rule` is */
     sl_rule_t ov_rule; /* the override's parameters when present */
     int64_t window_ns;
-    char *key;
-    size_t key_len;
+    char *key;        /* key_len bytes, then the rule's name and the override's JSON ("" for
+                         none), each NUL-terminated: one allocation, owned */
+    size_t key_len;   /* bytes */
+    const char *name; /* in key's allocation */
+    const char *json; /* in key's allocation */
 } ov_entry_t;
+
+/* The overrides lookups found, engine-wide (override_known.c). */
+typedef struct ov_known ov_known_t;
 
 typedef struct inline_slot {
     sl_rule_t params;
@@ -63,8 +78,11 @@ typedef struct inline_set inline_set_t;
 typedef struct ov_waiter ov_waiter_t;
 struct ov_waiter {
     void (*resume)(ov_waiter_t *waiter, const ov_entry_t *en);
-    ov_waiter_t *next; /* in the lookup's waiters, oldest first */
+    ov_waiter_t *next; /* in the lookup's waiters, or the worker's queue, oldest first */
     int64_t now_ns;    /* when the decision was asked */
+    rule_state_t *rs;  /* what it waits for (override_wait sets them): the rule (held by the */
+    const char *key;   /* waiter's owner) and key_len bytes of key, valid while it waits */
+    size_t key_len;
 };
 
 /*
@@ -99,8 +117,18 @@ struct engine_worker {
     config_store_t *store; /* without a config thread: this worker's own handle */
     config_inbox_t *inbox; /* with one: where its jobs come back (NULL until attached) */
     ov_entry_t *ov_cache;  /* [OV_CACHE_SLOTS] */
-    ov_wait_t *ov_waits;   /* override lookups in flight */
-    size_t nov_waits;
+    ov_wait_t **ov_index;  /* [OV_INDEX_SLOTS]: lookups in flight that decisions wait for */
+    ov_wait_t *ov_first;   /* override lookups in flight, oldest first */
+    ov_wait_t *ov_last;
+    size_t nov_waits;            /* in that list */
+    ov_waiter_t *ov_queue;       /* decisions waiting for a lookup to be free (nov_waits at */
+    ov_waiter_t *ov_queue_tail;  /* OV_WAITS_MAX), oldest first */
+    bool ov_stuck;               /* lookups timed out and none came back since: a miss is decided
+                                    by what is known, without asking the store */
+    bool ov_timer_on;            /* ov_timer is initialized (on the loop attached) */
+    uv_timer_t ov_timer;         /* times out lookups the store does not answer */
+    void (*ov_ready)(void *arg); /* engine_worker_when_ready's, until called */
+    void *ov_ready_arg;
     _Atomic(inline_set_t *) inl_hazard; /* the inline set this worker uses */
     inline_set_t *inl_set;
     inline_slot_t inl[INLINE_CACHE]; /* most recently used rules of inl_set */
@@ -123,6 +151,10 @@ struct engine {
     config_watch_t *watch;                    /* the store's push (NULL: it has none) */
     _Atomic bool store_up;                    /* the store can be reached (and is the file
                                                  opened) */
+    _Atomic bool store_writable;              /* changes can be written to it */
+    char write_problem[CONFIG_STORE_ERR_MAX]; /* why not, as last logged, or "" (config
+                                                 thread only) */
+    ov_known_t *known;                        /* the overrides lookups found */
     _Atomic(ruleset_t *) current;
     pthread_mutex_t reload_lock;
     ruleset_t *retired; /* published before, maybe still in use */
@@ -140,6 +172,27 @@ struct engine {
     request_store_t *requests;           /* where per-key state lives (request_store.h) */
     uint64_t watch_seed;                 /* the named rules' watches hash keys with it */
 };
+
+/* ---- override_known.c ---------------------------------------------------------------------- */
+
+/* An empty memory of at most max overrides; NULL when out of memory. */
+ov_known_t *ov_known_create(size_t max);
+void ov_known_free(ov_known_t *k);
+
+/* What a lookup of (rule, key) found: the override's json, or NULL for none (forgotten).
+ * Returns false when json could not be remembered (full, or out of memory). Any thread. */
+bool ov_known_note(ov_known_t *k, const char *rule, const void *key, size_t key_len,
+                   const char *json);
+
+/* A copy (malloc'ed, the caller frees it) of the JSON last found for (rule, key), or NULL when
+ * none is remembered. Any thread. */
+char *ov_known_get(ov_known_t *k, const char *rule, const void *key, size_t key_len);
+
+/* Forgets every override of the rules keep(arg, name) says no longer have overrides. */
+void ov_known_prune(ov_known_t *k, bool (*keep)(void *arg, const char *rule), void *arg);
+
+/* Overrides remembered. Any thread. */
+size_t ov_known_count(ov_known_t *k);
 
 /* ---- ruleset.c ---------------------------------------------------------------------------- */
 
@@ -172,18 +225,25 @@ const ov_entry_t *override_cached(engine_worker_t *w, const rule_state_t *rs, co
                                   size_t key_len, int64_t now_ns);
 
 /* Looks (rs, key) up in the store now, on this thread (no config thread: tests, tools), and
- * caches it. NULL when the store could not be read (apply on_store_error). */
-const ov_entry_t *override_lookup_now(engine_worker_t *w, const rule_state_t *rs, const void *key,
+ * caches it. When the store cannot be read, the last known answer for (rule, key) stands in;
+ * NULL when there is none (apply on_store_error). */
+const ov_entry_t *override_lookup_now(engine_worker_t *w, rule_state_t *rs, const void *key,
                                       size_t key_len, int64_t now_ns);
 
-/* Makes waiter wait for (rs, key)'s override: joins a lookup in flight for the same (rule, key)
- * or submits one to the config thread. waiter->resume runs on this worker's loop when it is
- * done (at once, with NULL, when no lookup can be made). */
+/* Makes waiter wait for (rs, key)'s override (key: key_len bytes that stay valid while it
+ * waits; rs held by the waiter's owner): joins a lookup in flight for the same (rule, key), or
+ * submits one to the config thread, or, with OV_WAITS_MAX in flight, waits its turn in order.
+ * waiter->resume runs on this worker's loop when the answer is known: the store's, or the last
+ * known answer when the store failed or did not answer within the override timeout, or NULL
+ * when there is none (apply on_store_error). At once when the worker knows the store is stuck
+ * or out of memory. */
 void override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
                    ov_waiter_t *waiter);
 
-/* A worker leaving its loop: everything waiting for a lookup resumes with NULL now
- * (on_store_error); the lookups in flight are dropped when they come back. */
+/* Gives the worker its loop's timer for lookups' deadlines (engine_worker_attach). */
+void override_worker_attach(engine_worker_t *w, uv_loop_t *loop);
+/* A worker leaving its loop: everything waiting for a lookup resumes now, by what is known
+ * (else on_store_error); the lookups in flight are dropped when they come back. */
 void override_worker_detach(engine_worker_t *w);
 /* Frees the worker's cache and store handle. */
 void override_worker_free(engine_worker_t *w);

@@ -63,7 +63,55 @@
     X(EV_HTTP_NOT_JSON, "sluice_http_refused_total", "reason=\"content_type\"", LOG_WARN,          \
       "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
       "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
-      "JSON Content-Type or X-Sluice-Client (content_type).")
+      "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
+    X(EV_OVERRIDE_WAIT, "sluice_override_lookup_waits_total", "", LOG_WARN,                        \
+      "Decisions that waited for a free override lookup (a loop had 4096 in flight); their "       \
+      "connections were not read meanwhile.")                                                      \
+    X(EV_OVERRIDE_ERROR_KNOWN, "sluice_override_lookup_failures_total",                            \
+      "reason=\"error\",decided_by=\"known\"", LOG_WARN,                                           \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_ERROR_FAILED, "sluice_override_lookup_failures_total",                           \
+      "reason=\"error\",decided_by=\"on_store_error\"", LOG_WARN,                                  \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_TIMEOUT_KNOWN, "sluice_override_lookup_failures_total",                          \
+      "reason=\"timeout\",decided_by=\"known\"", LOG_WARN,                                         \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_TIMEOUT_FAILED, "sluice_override_lookup_failures_total",                         \
+      "reason=\"timeout\",decided_by=\"on_store_error\"", LOG_WARN,                                \
+      "Decisions whose override lookup failed (error) or was not answered within "                 \
+      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
+      "none known, by the rule's on_store_error.")                                                 \
+    X(EV_OVERRIDE_KNOWN_FULL, "sluice_override_memory_full_total", "", LOG_WARN,                   \
+      "Overrides found that could not be remembered for an outage (65536 already were).")          \
+    X(EV_INLINE_SERVER, "sluice_inline_rule_refusals_total", "cap=\"server\"", LOG_WARN,           \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-per-address (address).")                                                       \
+    X(EV_INLINE_CONNECTION, "sluice_inline_rule_refusals_total", "cap=\"connection\"", LOG_WARN,   \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-per-address (address).")                                                       \
+    X(EV_INLINE_ADDRESS, "sluice_inline_rule_refusals_total", "cap=\"address\"", LOG_WARN,         \
+      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
+      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
+      "--max-inline-per-address (address).")                                                       \
+    X(EV_STORE_TIMEOUT, "sluice_redis_failures_total", "kind=\"timeout\"", LOG_WARN,               \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_ERROR, "sluice_redis_failures_total", "kind=\"error\"", LOG_WARN,                   \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_DOWN, "sluice_redis_failures_total", "kind=\"down\"", LOG_ERROR,                    \
+      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
+      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
+    X(EV_STORE_UP, "sluice_redis_reconnected_total", "", LOG_INFO,                                 \
+      "Connections to a Redis node made again after they were lost.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

@@ -15,14 +15,19 @@
  * late decision left usage in it. A lookup that misses while the rule waits in limbo takes it back
  * from there. So there is never a second table for one parameter set, and no key's usage is lost.
  *
- * Bounds: at most cfg.max_inline rules, and one connection may create at most
- * engine_inline_budget() of them, so one client inventing parameters cannot take them all.
+ * Bounds: at most cfg.max_inline rules; one connection may create at most
+ * engine_inline_budget() of them, and the connections of one client address (an IPv6 client's
+ * /64) together at most cfg.max_inline_address of those in force (each rule remembers the
+ * address that made it; a miss counts them under inline_lock), so neither one client inventing
+ * parameters nor one host opening many connections can take them all. Each refusal names the
+ * setting, and is counted and logged at a limited rate.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/engine_impl.h"
+#include "server/events.h"
 #include "server/log.h"
 
 #define INLINE_IDLE_NS  (INT64_C(10) * 1000000000) /* unused this long: may be reclaimed */
@@ -207,8 +212,58 @@ static rule_state_t *limbo_take(engine_t *e, const sl_rule_t *rule)
     return NULL;
 }
 
+/* Inline rules in force that connections from addr made (as --max-inline-rules counts those in
+ * force). Under inline_lock. */
+static size_t made_by(const inline_set_t *cur, const netaddr_t *addr)
+{
+    size_t n = 0;
+    for (size_t i = 0; cur != NULL && i < cur->n; i++) {
+        n += memcmp(&cur->rules[i]->maker, addr, sizeof *addr) == 0;
+    }
+    return n;
+}
+
+/* Whether budget's client may make one more inline rule; if not, err says which cap refused
+ * it (counted and logged). Under inline_lock. */
+static bool may_create(engine_t *e, const inline_set_t *cur, const engine_inline_budget_t *budget,
+                       char *err)
+{
+    char addr[NETADDR_STRLEN] = "?";
+    if (budget != NULL && budget->addr.family != 0) {
+        netaddr_format(&budget->addr, addr, sizeof addr);
+    }
+    if (cur != NULL && cur->n >= e->cfg.max_inline) {
+        snprintf(err, ENGINE_ERR_MAX,
+                 "too many distinct inline rules (at most %zu: --max-inline-rules); reuse "
+                 "parameters or define a named rule",
+                 e->cfg.max_inline);
+        event_note(EV_INLINE_SERVER, "client %s: %s", addr, err);
+        return false;
+    }
+    if (budget != NULL && budget->left == 0) {
+        snprintf(err, ENGINE_ERR_MAX,
+                 "this connection made %u distinct inline rules, the most one connection may "
+                 "(an eighth of --max-inline-rules); reuse their parameters or define a named "
+                 "rule",
+                 engine_inline_budget(e).left);
+        event_note(EV_INLINE_CONNECTION, "client %s: %s", addr, err);
+        return false;
+    }
+    if (budget != NULL && budget->addr.family != 0 &&
+        made_by(cur, &budget->addr) >= e->cfg.max_inline_address) {
+        snprintf(err, ENGINE_ERR_MAX,
+                 "the connections from %s made %zu distinct inline rules, the most one client "
+                 "address may (--max-inline-per-address); reuse their parameters or "
+                 "define a named rule",
+                 addr, e->cfg.max_inline_address);
+        event_note(EV_INLINE_ADDRESS, "%s", err);
+        return false;
+    }
+    return true;
+}
+
 /* The miss path, under inline_lock: the rule from the set in force, from limbo, or new. */
-static int inline_find_or_create(engine_t *e, const sl_rule_t *rule, unsigned *budget,
+static int inline_find_or_create(engine_t *e, const sl_rule_t *rule, engine_inline_budget_t *budget,
                                  int64_t now_ns, rule_state_t **out, char *err)
 {
     inline_set_t *cur = atomic_load(&e->inl_current);
@@ -217,16 +272,7 @@ static int inline_find_or_create(engine_t *e, const sl_rule_t *rule, unsigned *b
     }
     rule_state_t *rs = limbo_take(e, rule);
     if (rs == NULL) {
-        if (cur != NULL && cur->n >= e->cfg.max_inline) {
-            snprintf(err, ENGINE_ERR_MAX, "too many distinct inline rules (at most %zu)",
-                     e->cfg.max_inline);
-            return ENGINE_EINLINE;
-        }
-        if (budget != NULL && *budget == 0) {
-            snprintf(err, ENGINE_ERR_MAX,
-                     "this connection made %u distinct inline rules, the most one connection may; "
-                     "reuse their parameters or define a named rule",
-                     engine_inline_budget(e));
+        if (!may_create(e, cur, budget, err)) {
             return ENGINE_EINLINE;
         }
         if ((rs = inline_create(e, rule)) == NULL) {
@@ -234,7 +280,8 @@ static int inline_find_or_create(engine_t *e, const sl_rule_t *rule, unsigned *b
             return ENGINE_EINLINE;
         }
         if (budget != NULL) {
-            (*budget)--;
+            budget->left--;
+            rs->maker = budget->addr;
         }
     }
     atomic_store_explicit(&rs->last_used_ns, now_ns, memory_order_relaxed);
@@ -249,7 +296,7 @@ static int inline_find_or_create(engine_t *e, const sl_rule_t *rule, unsigned *b
     return ENGINE_OK;
 }
 
-int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, unsigned *budget,
+int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, engine_inline_budget_t *budget,
                        int64_t now_ns, rule_state_t **out, char *err)
 {
     rule_state_t *found = NULL;
@@ -291,10 +338,20 @@ int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, unsigned *bu
     return ENGINE_OK;
 }
 
-unsigned engine_inline_budget(const engine_t *e)
+engine_inline_budget_t engine_inline_budget(const engine_t *e)
 {
     size_t per = e->cfg.max_inline / 8;
-    return (unsigned)(per < 16 ? 16 : per);
+    return (engine_inline_budget_t){.left = (unsigned)(per < 16 ? 16 : per)};
+}
+
+void engine_inline_budget_address(engine_inline_budget_t *budget, const netaddr_t *peer)
+{
+    budget->addr = (netaddr_t){.family = peer->family};
+    if (peer->family == 4) {
+        memcpy(budget->addr.addr, peer->addr, 4);
+    } else if (peer->family == 6) {
+        memcpy(budget->addr.addr, peer->addr, 8); /* its /64 */
+    }
 }
 
 void engine_inline_retired(engine_t *e, uint64_t *allowed, uint64_t *denied,

@@ -78,7 +78,8 @@ struct conn {
     bool
         lingering; /* output written, FIN sent, discarding input until EOF (conn_close_lingering) */
     bool detached; /* no socket (the fuzz target): replies accumulate in out, never written */
-    bool flush_queued; /* in its loop's flush list: written after this loop turn's callbacks */
+    bool flush_queued;   /* in its loop's flush list: written after this loop turn's callbacks */
+    bool lookups_paused; /* not read until the loop's override lookups have room (conn.c) */
     conn_t *flush_next;
     bool in_batch;           /* a read's requests are being answered: conn_batch_done writes them */
     bool in_borrowed;        /* in is the loop's spare buffer, lent for one read (not counted) */
@@ -97,9 +98,9 @@ struct conn {
     int64_t last_active_ns; /* loop time (ns) of the last complete request, written reply or
                                connect */
     uint64_t requests;
-    unsigned inline_budget; /* inline rules this connection may still create */
-    char *in;               /* received, not yet consumed; NULL while there is nothing */
-    size_t in_len;          /* bytes */
+    engine_inline_budget_t inline_budget; /* inline rules this connection may still create */
+    char *in;      /* received, not yet consumed; NULL while there is nothing */
+    size_t in_len; /* bytes */
     size_t in_cap; /* bytes allocated (counted in the server's input_bytes unless borrowed) */
     size_t held;   /* bytes of requests its protocol keeps outside the input buffer (gRPC's
                       bodies and header fields; conn_hold), counted with it */

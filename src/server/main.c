@@ -380,9 +380,11 @@ int main(int argc, char **argv)
                           .key_max = cfg.key_max,
                           .max_memory = cfg.max_memory,
                           .override_ttl_ns = cfg.override_ttl_ns,
+                          .override_timeout_ns = cfg.override_timeout_ns,
                           .request_store = cfg.request_store,
                           .store_timeout_ns = cfg.store_timeout_ns,
                           .max_inline = cfg.max_inline,
+                          .max_inline_address = cfg.max_inline_address,
                           .metrics_inline = cfg.metrics_inline};
     if (engine_create(&ec, &m.srv.engine, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);

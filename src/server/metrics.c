@@ -296,6 +296,7 @@ void metrics_render(server_t *srv, buf_t *b)
             total.approx_local += st.approx_local;
             total.approx_lag_ns += st.approx_lag_ns;
             total.approx_failures += st.approx_failures;
+            total.nodes_down += st.nodes_down;
         }
         static const char *const names[][2] = {
             {"sluice_redis_decisions_total",
@@ -320,6 +321,13 @@ void metrics_render(server_t *srv, buf_t *b)
         metrics_approx(b, &total);
         size_t module_nodes, lua_nodes;
         engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
+        help(b, "sluice_redis_up", "gauge",
+             "1 while every connection to Redis is up, 0 while one is lost or cannot be made.");
+        buf_printf(b, "sluice_redis_up %d\n", total.nodes_down == 0 ? 1 : 0);
+        help(b, "sluice_redis_connections_down", "gauge",
+             "Connections to Redis nodes (one per loop and node) lost or not made, not yet made "
+             "again.");
+        buf_printf(b, "sluice_redis_connections_down %llu\n", (unsigned long long)total.nodes_down);
         help(b, "sluice_redis_nodes", "gauge",
              "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
         buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
@@ -346,6 +354,10 @@ void metrics_render(server_t *srv, buf_t *b)
     help(b, "sluice_config_store_up", "gauge",
          "1 while the config store can be reached, 0 while it cannot (the rules in force stay).");
     buf_printf(b, "sluice_config_store_up %d\n", engine_store_up(srv->engine) ? 1 : 0);
+    help(b, "sluice_config_store_writable", "gauge",
+         "1 while rule and override changes can be written to the config store, 0 while they "
+         "cannot (unreachable; a read-only or immutable file; writes failing).");
+    buf_printf(b, "sluice_config_store_writable %d\n", engine_store_writable(srv->engine) ? 1 : 0);
     help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
     buf_printf(b, "sluice_snapshots_total %llu\n",
                (unsigned long long)atomic_load(&srv->snapshots));

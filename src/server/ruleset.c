@@ -95,6 +95,7 @@ rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
     free(def->overrides);
     def->overrides = NULL;
     def->noverrides = 0;
+    rs->name_hash = sl_hash64(rs->def.name, strlen(rs->def.name), 0x0e77);
     rs->lease_ns = ruledef_lease_ns(&rs->def);
     rs->sync_ns = ruledef_sync_ns(&rs->def);
     rs->t = t;
@@ -424,6 +425,13 @@ void engine_collect(engine_t *e)
     pthread_mutex_unlock(&e->reload_lock);
 }
 
+/* Whether the rule named name, in the set arg, may have overrides (ov_known_prune's test). */
+static bool rule_has_overrides(void *arg, const char *name)
+{
+    const rule_state_t *rs = ruleset_find(arg, name, strlen(name));
+    return rs != NULL && rs->has_overrides;
+}
+
 int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
 {
     char serr[CONFIG_STORE_ERR_MAX];
@@ -446,6 +454,7 @@ int engine_reload(engine_t *e, config_store_t *store, bool force, char *err)
         return -1;
     }
     set->generation = ++e->generation;
+    ov_known_prune(e->known, rule_has_overrides, set);
     atomic_store(&e->current, set);
     atomic_store_explicit(&e->version, set->version, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reloads, 1, memory_order_relaxed);

@@ -18,9 +18,6 @@
 #define REFRESH_MIN_GAP_MS 100  /* at most ten slot map reloads a second */
 #define CMD_INLINE         224  /* command bytes a request holds without an allocation */
 #define REQUESTS_KEEP      4096 /* free requests kept for reuse per client */
-#define RNODE_ELEMS        6    /* array elements a reply node holds (a decision has 5 or 6) */
-#define RNODE_STR          64   /* string bytes a reply node holds, NUL included */
-#define RNODES_KEEP        256  /* free reply nodes kept per pool */
 
 typedef struct rc_node {
     rc_client_t *client;
@@ -30,6 +27,7 @@ typedef struct rc_node {
     uint64_t retry_at_ms;  /* the next connect attempt, loop time */
     unsigned backoff_ms;
     bool ever_connected;
+    bool down; /* its connection was lost or could not be made, and is not made again yet */
 } rc_node_t;
 
 struct rc_client {
@@ -37,13 +35,17 @@ struct rc_client {
     rc_config_t cfg;
     rc_connect_fn on_connect; /* told of every connection made */
     void *on_connect_arg;
+    rc_state_fn on_state; /* told when a node goes down and comes back (rc_on_state) */
+    void *on_state_arg;
     rc_node_t nodes[RC_NODES_MAX];
     size_t nnodes;
     int16_t slots[RC_SLOTS]; /* owner node index, -1 unknown */
     bool refreshing;
     bool closing; /* rc_free() is tearing down: no reconnects, no refreshes */
     uint64_t last_refresh_ms;
-    uv_check_t flush; /* after each loop turn's reads: write what the turn queued */
+    uv_check_t flush;    /* after each loop turn's reads: write what the turn queued */
+    uv_timer_t retry;    /* connects again to the nodes that are down, after their backoff */
+    int closing_handles; /* rc_free: handles whose close has not completed (the last frees) */
     rc_stats_t stats;
     freelist_t requests;      /* rc_request_t to reuse */
     rc_reply_pool_t *replies; /* every connection's reply objects */
@@ -95,172 +97,6 @@ unsigned rc_key_slot(const char *key, size_t len)
     return crc16(key, len) & (RC_SLOTS - 1);
 }
 
-/* ---- reply objects ---------------------------------------------------------------------- */
-
-/* One reply object: an array's elements or a string's bytes inside it when they fit. */
-typedef struct rnode {
-    redisReply r; /* first: a node is its reply */
-    rc_reply_pool_t *pool;
-    union {
-        redisReply *elems[RNODE_ELEMS];
-        char str[RNODE_STR];
-    } in;
-} rnode_t;
-
-struct rc_reply_pool {
-    freelist_t nodes; /* rnode_t to reuse */
-    size_t live;      /* nodes in replies not yet freed */
-    bool orphaned;    /* rc_reply_pool_free was called: the last live node frees the pool */
-};
-
-static rnode_t *rnode_new(const redisReadTask *task, int type)
-{
-    rc_reply_pool_t *p = task->privdata;
-    rnode_t *n = freelist_get(&p->nodes);
-    if (n == NULL) {
-        return NULL;
-    }
-    memset(&n->r, 0, sizeof n->r);
-    n->r.type = type;
-    n->pool = p;
-    p->live++;
-    return n;
-}
-
-static void rnode_put(rnode_t *n)
-{
-    rc_reply_pool_t *p = n->pool;
-    p->live--;
-    if (!p->orphaned) {
-        freelist_put(&p->nodes, n);
-        return;
-    }
-    free(n);
-    if (p->live == 0) {
-        free(p);
-    }
-}
-
-/* n in its parent array, as hiredis's own functions do; returns n. */
-static void *rnode_link(const redisReadTask *task, rnode_t *n)
-{
-    if (task->parent != NULL) {
-        redisReply *parent = task->parent->obj;
-        parent->element[task->idx] = &n->r;
-    }
-    return n;
-}
-
-static void *reply_string(const redisReadTask *task, char *str, size_t len)
-{
-    rnode_t *n = rnode_new(task, task->type); /* string, status or error */
-    if (n == NULL) {
-        return NULL;
-    }
-    char *buf = len < RNODE_STR ? n->in.str : malloc(len + 1);
-    if (buf == NULL) {
-        rnode_put(n);
-        return NULL;
-    }
-    memcpy(buf, str, len);
-    buf[len] = '\0';
-    n->r.str = buf;
-    n->r.len = len;
-    return rnode_link(task, n);
-}
-
-static void *reply_array(const redisReadTask *task, int elements)
-{
-    rnode_t *n = rnode_new(task, REDIS_REPLY_ARRAY);
-    if (n == NULL) {
-        return NULL;
-    }
-    if (elements > 0) {
-        size_t count = (size_t)elements;
-        redisReply **v = count <= RNODE_ELEMS ? n->in.elems : calloc(count, sizeof *v);
-        if (v == NULL) {
-            rnode_put(n);
-            return NULL;
-        }
-        if (v == n->in.elems) {
-            memset(v, 0, count * sizeof *v); /* a reply cut short frees what was made */
-        }
-        n->r.element = v;
-        n->r.elements = count;
-    }
-    return rnode_link(task, n);
-}
-
-static void *reply_integer(const redisReadTask *task, long long value)
-{
-    rnode_t *n = rnode_new(task, REDIS_REPLY_INTEGER);
-    if (n == NULL) {
-        return NULL;
-    }
-    n->r.integer = value;
-    return rnode_link(task, n);
-}
-
-static void *reply_nil(const redisReadTask *task)
-{
-    rnode_t *n = rnode_new(task, REDIS_REPLY_NIL);
-    return n != NULL ? rnode_link(task, n) : NULL;
-}
-
-static void reply_free(void *obj)
-{
-    rnode_t *n = obj;
-    if (n->r.type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < n->r.elements; i++) {
-            if (n->r.element[i] != NULL) {
-                reply_free(n->r.element[i]);
-            }
-        }
-        if (n->r.element != n->in.elems) {
-            free(n->r.element);
-        }
-    } else if (n->r.str != NULL && n->r.str != n->in.str) {
-        free(n->r.str);
-    }
-    rnode_put(n);
-}
-
-static redisReplyObjectFunctions reply_functions = {
-    .createString = reply_string,
-    .createArray = reply_array,
-    .createInteger = reply_integer,
-    .createNil = reply_nil,
-    .freeObject = reply_free,
-};
-
-rc_reply_pool_t *rc_reply_pool_create(void)
-{
-    rc_reply_pool_t *p = calloc(1, sizeof *p);
-    if (p != NULL) {
-        p->nodes.size = sizeof(rnode_t);
-        p->nodes.keep = RNODES_KEEP;
-    }
-    return p;
-}
-
-void rc_reply_pool_free(rc_reply_pool_t *p)
-{
-    if (p == NULL) {
-        return;
-    }
-    freelist_clear(&p->nodes);
-    p->orphaned = true;
-    if (p->live == 0) {
-        free(p);
-    }
-}
-
-void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r)
-{
-    r->fn = &reply_functions;
-    r->privdata = p;
-}
-
 /* ---- URLs ------------------------------------------------------------------------------ */
 
 int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
@@ -308,14 +144,56 @@ int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
 
 /* ---- nodes ----------------------------------------------------------------------------- */
 
+static void retry_arm(rc_client_t *c);
+
+/* Whether n is one the client needs: the one server, or a cluster node owning a slot (a node
+ * gone from the slot map is not waited for). */
+static bool node_wanted(const rc_client_t *c, const rc_node_t *n)
+{
+    if (!c->cfg.cluster) {
+        return true;
+    }
+    int idx = (int)(n - c->nodes);
+    bool mapped = false; /* before the first slot map, every node is */
+    for (size_t s = 0; s < RC_SLOTS; s++) {
+        if (c->slots[s] == idx) {
+            return true;
+        }
+        mapped = mapped || c->slots[s] >= 0;
+    }
+    return !mapped;
+}
+
+/* n's connection is down (why) or up again: told once per change, counted in stats.down; a
+ * node down is tried again by the retry timer. */
+static void node_state(rc_node_t *n, bool up, const char *why)
+{
+    rc_client_t *c = n->client;
+    if (c->closing) {
+        return;
+    }
+    if (n->down == up) { /* a change */
+        n->down = !up;
+        atomic_fetch_add_explicit(&c->stats.down, up ? (uint64_t)-1 : 1, memory_order_relaxed);
+        if (c->on_state != NULL) {
+            c->on_state(c->on_state_arg, (int)(n - c->nodes), up, why);
+        }
+    }
+    if (!up) {
+        retry_arm(c);
+    }
+}
+
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     rc_node_t *n = ac->data;
     if (status != REDIS_OK) {
         n->ac = NULL; /* hiredis frees it and fails its callbacks */
+        node_state(n, false, ac->errstr[0] != '\0' ? ac->errstr : "cannot connect");
         return;
     }
     n->backoff_ms = 0;
+    node_state(n, true, "");
 }
 
 static void refresh_slots(rc_client_t *c);
@@ -325,6 +203,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     (void)status;
     rc_node_t *n = ac->data;
     n->ac = NULL;
+    node_state(n, false, ac->errstr[0] != '\0' ? ac->errstr : "connection lost");
     if (n->client->cfg.cluster) {
         refresh_slots(n->client);
     }
@@ -347,9 +226,11 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     n->retry_at_ms = now_ms + n->backoff_ms;
     redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
     if (ac == NULL) {
+        node_state(n, false, "out of memory");
         return NULL;
     }
     if (ac->err != 0 || uv_glue_attach_batched(ac, c->loop) != REDIS_OK) {
+        node_state(n, false, ac->err != 0 ? ac->errstr : "cannot watch the connection");
         redisAsyncFree(ac);
         return NULL;
     }
@@ -389,6 +270,44 @@ static int node_find(rc_client_t *c, const char *host, size_t host_len, int port
     memcpy(n->host, host, host_len);
     n->port = port;
     return (int)c->nnodes++;
+}
+
+/* Every node that is down and still wanted is connected to again once its backoff allows,
+ * whether commands come or not, so that it is known to be back; a node no longer wanted (gone
+ * from the slot map) is not down any more. */
+static void on_retry(uv_timer_t *t)
+{
+    rc_client_t *c = t->data;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        rc_node_t *n = &c->nodes[i];
+        if (!n->down || n->ac != NULL) {
+            continue;
+        }
+        if (!node_wanted(c, n)) {
+            node_state(n, true, "");
+            continue;
+        }
+        node_conn(n);
+    }
+    retry_arm(c);
+}
+
+/* Runs on_retry at the next backoff's end of a node down and not being connected to. */
+static void retry_arm(rc_client_t *c)
+{
+    if (c->closing) {
+        return;
+    }
+    uint64_t now_ms = uv_now(c->loop), due = UINT64_MAX;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const rc_node_t *n = &c->nodes[i];
+        if (n->down && n->ac == NULL && n->retry_at_ms < due) {
+            due = n->retry_at_ms;
+        }
+    }
+    if (due != UINT64_MAX) {
+        uv_timer_start(&c->retry, on_retry, due > now_ms ? due - now_ms : 0, 0);
+    }
 }
 
 /* ---- the slot map ---------------------------------------------------------------------- */
@@ -680,6 +599,8 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, 
     uv_check_init(loop, &c->flush);
     c->flush.data = c;
     uv_check_start(&c->flush, on_flush);
+    uv_timer_init(loop, &c->retry);
+    c->retry.data = c;
     *out = c; /* before the first connection, which `connected` is told of */
     if (cfg->cluster) {
         refresh_slots(c);
@@ -687,9 +608,12 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, 
     return 0;
 }
 
-static void on_flush_closed(uv_handle_t *h)
+static void on_handle_closed(uv_handle_t *h)
 {
     rc_client_t *c = h->data;
+    if (--c->closing_handles > 0) {
+        return;
+    }
     freelist_clear(&c->requests);
     rc_reply_pool_free(c->replies);
     free(c);
@@ -710,7 +634,16 @@ void rc_free(rc_client_t *c)
             redisAsyncFree(ac); /* fails pending callbacks with a NULL reply */
         }
     }
-    uv_close((uv_handle_t *)&c->flush, on_flush_closed); /* frees c */
+    uv_timer_stop(&c->retry);
+    c->closing_handles = 2;
+    uv_close((uv_handle_t *)&c->flush, on_handle_closed);
+    uv_close((uv_handle_t *)&c->retry, on_handle_closed); /* the last frees c */
+}
+
+void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg)
+{
+    c->on_state = fn;
+    c->on_state_arg = arg;
 }
 
 const rc_stats_t *rc_stats(const rc_client_t *c)

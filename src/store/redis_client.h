@@ -8,8 +8,10 @@
  * slot (the key's {hash tag}, CRC16 mod 16384); the slot map comes from CLUSTER SLOTS and is
  * corrected by MOVED replies (the command is re-sent to the node named, up to
  * RC_REDIRECTS_MAX times) and by a refresh after a connection is lost; ASK replies re-send once
- * with ASKING. A lost connection is re-made on the next command after a backoff (10 ms doubling
- * to 1 s); until then commands to that node fail at once.
+ * with ASKING. A lost connection is re-made after a backoff (10 ms doubling to 1 s), on the next
+ * command or by a timer, commands or not, while the node is still needed (the one server, or a
+ * cluster node owning a slot); until then commands to that node fail at once. Each loss and
+ * each return is told (rc_on_state) and the nodes down are counted (rc_stats_t.down).
  *
  * One client per loop thread; nothing here is thread-safe.
  */
@@ -23,6 +25,8 @@
 
 #include <hiredis/hiredis.h>
 #include <uv.h>
+
+#include "store/redis_replies.h"
 
 #define RC_NODES_MAX     64
 #define RC_REDIRECTS_MAX 5
@@ -64,6 +68,13 @@ typedef void (*rc_connect_fn)(void *arg, int node, bool reconnect);
 int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, void *arg,
               rc_client_t **out, char *err);
 
+/* Told when node's connection is lost or cannot be made (up false, why: what failed) and when
+ * it is made again (up true, why ""): once per change, on the client's loop. */
+typedef void (*rc_state_fn)(void *arg, int node, bool up, const char *why);
+
+/* Sets who is told of nodes going down and up (NULL: nobody). */
+void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg);
+
 /* Disconnects everything; commands still waiting get their callback with an error. */
 void rc_free(rc_client_t *c);
 
@@ -100,26 +111,6 @@ bool rc_is_cluster(const rc_client_t *c);
 /* The cluster slot of a key (its hash tag's CRC16 mod 16384). */
 unsigned rc_key_slot(const char *key, size_t len);
 
-/*
- * Reply objects for hiredis's reader, reused from a free list instead of allocated one by one
- * (with hiredis's own functions a decision's reply, an array of 5 integers, is 7 callocs and 7
- * frees). They are ordinary redisReply trees of every type (read them as usual); the reader
- * frees them through the pool. The client gives its pool to every connection it makes; exposed
- * here for tests. One pool per thread; nothing here is thread-safe.
- */
-typedef struct rc_reply_pool rc_reply_pool_t;
-
-/* Returns a new pool, or NULL when out of memory. */
-rc_reply_pool_t *rc_reply_pool_create(void);
-
-/* Frees the pool; a reply still alive (a reader freed later) is freed on its own and the pool
- * with the last one. NULL is a no-op. */
-void rc_reply_pool_free(rc_reply_pool_t *p);
-
-/* Makes reader r build its replies from p, which must outlive them (it does, see above). Call
- * before r has read anything. */
-void rc_reply_pool_attach(rc_reply_pool_t *p, redisReader *r);
-
 /* Counters for metrics: written by the client's loop, readable from any thread. */
 typedef struct rc_stats {
     _Atomic uint64_t commands;   /* sent (including re-sends) */
@@ -127,6 +118,7 @@ typedef struct rc_stats {
     _Atomic uint64_t refreshes;  /* slot map reloads */
     _Atomic uint64_t reconnects; /* connections made after the first */
     _Atomic uint64_t failures;   /* callbacks that got no reply */
+    _Atomic uint64_t down;       /* nodes whose connection is lost and not made again (a gauge) */
 } rc_stats_t;
 
 const rc_stats_t *rc_stats(const rc_client_t *c);

@@ -49,6 +49,19 @@ static bool redis_accepts(const char *url)
            (strncmp(url, "redis://", 8) == 0 || strncmp(url, "redis-cluster://", 16) == 0);
 }
 
+/* Redis's events, as the request store's (request_store.h). */
+static void redis_event(void *arg, redis_event_t ev, const char *text)
+{
+    const redis_request_t *r = arg;
+    static const store_event_t as[] = {[REDIS_EVENT_TIMEOUT] = STORE_EVENT_TIMEOUT,
+                                       [REDIS_EVENT_ERROR] = STORE_EVENT_ERROR,
+                                       [REDIS_EVENT_DOWN] = STORE_EVENT_DOWN,
+                                       [REDIS_EVENT_UP] = STORE_EVENT_UP};
+    if (r->cfg.event != NULL) {
+        r->cfg.event(r->cfg.event_arg, as[ev], text);
+    }
+}
+
 static int redis_open(const char *url, const store_config_t *cfg, request_store_t **out, char *err)
 {
     redis_request_t *r = calloc(1, sizeof *r);
@@ -65,6 +78,7 @@ static int redis_open(const char *url, const store_config_t *cfg, request_store_
     }
     r->base.ops = &redis_request_ops;
     r->cfg = *cfg;
+    redis_shared_on_event(r->shared, redis_event, r);
     *out = &r->base;
     return 0;
 }
@@ -364,7 +378,8 @@ static void stats_of(void *arg, const void *loop)
                            .approx_units = LOAD(a->units),
                            .approx_local = LOAD(a->local),
                            .approx_lag_ns = LOAD(a->lag_ns),
-                           .approx_failures = LOAD(a->failures)};
+                           .approx_failures = LOAD(a->failures),
+                           .nodes_down = LOAD(r->down)};
 #undef LOAD
 }
 

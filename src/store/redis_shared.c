@@ -3,6 +3,7 @@
  * probe, each node's mode, and the over-limit caches' epochs (see redis_store.h).
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,25 @@ void redis_shared_modes(const redis_shared_t *sh, size_t *module_nodes, size_t *
             (*lua_nodes)++;
         }
     }
+}
+
+void redis_shared_on_event(redis_shared_t *sh, redis_event_fn fn, void *arg)
+{
+    sh->on_event = fn;
+    sh->on_event_arg = arg;
+}
+
+void rs_event(const redis_shared_t *sh, redis_event_t ev, const char *fmt, ...)
+{
+    if (sh->on_event == NULL) {
+        return;
+    }
+    char text[REDIS_STORE_ERR_MAX + RC_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    sh->on_event(sh->on_event_arg, ev, text);
 }
 
 void redis_shared_set(redis_shared_t *sh, void **slot, void *store)

@@ -123,6 +123,21 @@ int rs_probe(redis_store_t *s, int idx)
     return 0;
 }
 
+/* A node's connection was lost or could not be made, or was made again. */
+static void on_state(void *arg, int idx, bool up, const char *why)
+{
+    redis_store_t *s = arg;
+    const char *node = node_at(s, idx)->node->name;
+    if (up) {
+        rs_event(s->shared, REDIS_EVENT_UP, "redis %s: connected again", node);
+        return;
+    }
+    rs_event(s->shared, REDIS_EVENT_DOWN,
+             "redis %s: %s: its decisions get their rule's on_store_error until it is back; "
+             "reconnecting",
+             node, why);
+}
+
 /* Every connection made to a node asks it first. A reconnect may be to a Redis that restarted
  * empty: every cached refusal is dropped. */
 static void on_connect(void *arg, int idx, bool reconnect)
@@ -162,6 +177,9 @@ static void on_deadline(uv_timer_t *t)
         unlink_pending(s, p);
         p->answered = true;
         atomic_fetch_add_explicit(&s->stats.timeouts, 1, memory_order_relaxed);
+        rs_event(s->shared, REDIS_EVENT_TIMEOUT,
+                 "redis: no reply within the decision timeout (%lld ms, --store-timeout)",
+                 (long long)s->timeout_ms);
         p->fn(p->arg, -1, NULL, "redis: no reply within the decision timeout");
         /* p itself is released when its reply (or the connection's failure) comes */
     }
@@ -366,12 +384,14 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
     sl_decision_t d;
     if (reply == NULL) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", err);
         pending_release(s, p);
         fn(fn_arg, -1, NULL, err);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
+        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
         pending_release(s, p);
         fn(fn_arg, -1, NULL, msg);
     } else if (p->op == OP_RESET) {
@@ -382,11 +402,13 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         bool ok = parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
         if (!ok) {
             atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+            rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a lease");
         }
         pending_release(s, p);
         fn(fn_arg, ok ? 0 : -1, ok ? &d : NULL, ok ? NULL : "redis: unexpected reply to a lease");
     } else if (!rs_parse_decision(reply, p->mode, &d)) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+        rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a decision");
         pending_release(s, p);
         fn(fn_arg, -1, NULL, "redis: unexpected reply to a decision");
     } else {
@@ -408,6 +430,7 @@ static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
     void *fn_arg = p->arg;
     unlink_pending(s, p);
     atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
     pending_release(s, p);
     fn(fn_arg, -1, NULL, msg);
 }
@@ -488,7 +511,9 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
     if (!rs_format_args(s, a.argc, a.argv, a.len)) {
         send_failed(s, p, "out of memory");
     } else if (rs_send_cmd(s, idx, on_reply, p) != 0) {
-        send_failed(s, p, "redis: not connected (reconnecting)");
+        char msg[REDIS_STORE_ERR_MAX];
+        snprintf(msg, sizeof msg, "redis %s: not connected (reconnecting)", ns->node->name);
+        send_failed(s, p, msg);
     }
 }
 
@@ -693,6 +718,7 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
         rs_send_cmd(s, rc_key_node(s->client, rkey, rkey_len), on_reply, p) != 0) {
         unlink_pending(s, p);
         pending_release(s, p);
+        rs_event(s->shared, REDIS_EVENT_ERROR, "redis: a reset: not connected (reconnecting)");
         fn(arg, -1, NULL, "redis: not connected (reconnecting)");
     }
 }
@@ -729,6 +755,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
         free(s);
         return -1;
     }
+    rc_on_state(s->client, on_state, s);
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     *out = s;

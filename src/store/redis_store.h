@@ -116,6 +116,24 @@ typedef enum redis_node_news {
  * given to redis_store_create(). */
 typedef void (*redis_node_fn)(void *arg, const char *node, unsigned news, redis_mode_t mode);
 
+/* What goes wrong, or right again, with Redis: a request past its deadline (TIMEOUT), one
+ * answered by an error or by nothing (ERROR), a node's connection lost or not made (DOWN), made
+ * again (UP). */
+typedef enum redis_event {
+    REDIS_EVENT_TIMEOUT = 0,
+    REDIS_EVENT_ERROR = 1,
+    REDIS_EVENT_DOWN = 2,
+    REDIS_EVENT_UP = 3,
+} redis_event_t;
+
+/* Told of each event, with a line saying which node and why, on the loop of the store that saw
+ * it (any loop's thread): each timeout and error of a request, each change of a connection. The
+ * receiver limits what it logs. */
+typedef void (*redis_event_fn)(void *arg, redis_event_t ev, const char *text);
+
+/* Sets who is told of events (NULL: nobody); before the first store is created. */
+void redis_shared_on_event(redis_shared_t *sh, redis_event_fn fn, void *arg);
+
 /* One store per loop, all of an engine's over one shared (which must outlive them); on_node may
  * be NULL (else it gets on_node_arg). */
 int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *shared,

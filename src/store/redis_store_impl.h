@@ -112,6 +112,8 @@ struct redis_shared {
     _Atomic size_t nnodes;   /* published nodes */
     shared_node_t nodes[SHARED_NODES_MAX];
     _Atomic uint64_t epoch[EPOCH_STRIPES]; /* bumped when a key of the stripe gets room back */
+    redis_event_fn on_event;               /* told of failures (redis_shared_on_event) */
+    void *on_event_arg;
 };
 
 struct redis_store {
@@ -156,6 +158,9 @@ shared_node_t *rs_shared_node(redis_shared_t *sh, const char *name);
 _Atomic uint64_t *rs_epoch_of(redis_shared_t *sh, uint64_t h);
 /* Every cache entry of every loop is dropped, and no answer already on its way is remembered. */
 void rs_forget_all(redis_shared_t *sh);
+/* Tells the shared's receiver of ev, with fmt's line. */
+void rs_event(const redis_shared_t *sh, redis_event_t ev, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- redis_keys.c ------------------------------------------------------------------------- */
 

@@ -66,11 +66,28 @@ struct request_store {
 /* Told something worth a log line (level: 0 info, 1 warning); any loop's thread. */
 typedef void (*store_note_fn)(int level, const char *text);
 
+/* What goes wrong, or right again, with a remote store: a request past its deadline, one
+ * answered by an error or not at all, a connection lost or not made, made again. */
+typedef enum store_event {
+    STORE_EVENT_TIMEOUT = 0,
+    STORE_EVENT_ERROR = 1,
+    STORE_EVENT_DOWN = 2,
+    STORE_EVENT_UP = 3,
+} store_event_t;
+
+/* Told of each event as it happens, with a line saying where and why, on the loop's thread
+ * that saw it: as many as there are (a flood of timeouts is a flood of calls), so the receiver
+ * limits what it logs. This is how the store layer reports without knowing who listens (the
+ * server counts and logs them, rate-limited). */
+typedef void (*store_event_fn)(void *arg, store_event_t ev, const char *text);
+
 typedef struct store_config {
-    size_t max_memory;  /* cap of all the store's memory together, bytes; 0 none */
-    size_t key_max;     /* the longest key, bytes */
-    int64_t timeout_ns; /* a decision's deadline, for a store that waits for answers */
-    store_note_fn note; /* may be NULL */
+    size_t max_memory;    /* cap of all the store's memory together, bytes; 0 none */
+    size_t key_max;       /* the longest key, bytes */
+    int64_t timeout_ns;   /* a decision's deadline, for a store that waits for answers */
+    store_note_fn note;   /* may be NULL */
+    store_event_fn event; /* may be NULL; gets event_arg */
+    void *event_arg;
 } store_config_t;
 
 /* What an operation on a key does: decide `cost` units (0: a peek), or settle a reservation
@@ -126,6 +143,8 @@ typedef struct store_stats {
     /* approximate rules: syncs sent and the units they charged, decisions answered from a
      * key's count (admitted or refused), the sum of those counts' ages (ns), failed syncs */
     uint64_t approx_syncs, approx_units, approx_local, approx_lag_ns, approx_failures;
+    uint64_t nodes_down; /* a gauge: the loop's connections lost (or never made) and not made
+                            again yet */
 } store_stats_t;
 
 struct request_store_ops {

@@ -2,7 +2,9 @@
 # test_server_backup.sh - overrides can be listed (SL.OVERRIDE LIST with a cursor, GET
 # /v1/rules/{name}/overrides with ?after=, `sluice overrides list`) and backed up: SL.RULE EXPORT
 # holds every rule and every override, and importing it with REPLACE into a store changed
-# meanwhile gives back exactly the store that was exported.
+# meanwhile gives back exactly the store that was exported; a copy of the store file put back in
+# place of the file (renamed over it) while sluiced runs is opened, and gives back exactly the
+# store it copied.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -89,5 +91,23 @@ check restore matches "$("$SLUICE" -p "$RESP_PORT" rules import --replace "$TMP/
 dump >"$TMP/after.txt"
 check round-trip cmp "$TMP/before.txt" "$TMP/after.txt"
 check restore-logged grep -q "SL.RULE IMPORT REPLACE: removed 1 rules (and their overrides): extra" "$TMP/s1.log"
+
+# a copy of the store file (SQLite's own backup, taken while sluiced runs) put back in place of
+# the file, renamed over it: sluiced opens it at its next poll, and serves exactly what it held
+sqlite3 "$TMP/store.db" ".backup '$TMP/file-backup.db'"
+check file-backup-taken test -s "$TMP/file-backup.db"
+cli SL.RULE SET later '{"algorithm":"gcra","limit":5,"window":"1s"}' >/dev/null
+cli SL.OVERRIDE SET api tenant:002 '{"limit":9}' >/dev/null
+check later-in-force matches "$(cli SL.RULE GET later)" 'gcra'
+cp "$TMP/file-backup.db" "$TMP/store.db.new"
+mv "$TMP/store.db.new" "$TMP/store.db"
+reopened() { grep -q "another file was put in place of sqlite $TMP/store.db" "$TMP/s1.log"; }
+check file-put-back poll 10 reopened
+gone() { [[ "$(cli SL.RULE GET later)" =~ not\ found|unknown|nil|^$ ]]; }
+check file-rules-back poll 10 gone
+dump >"$TMP/put-back.txt"
+check file-round-trip cmp "$TMP/before.txt" "$TMP/put-back.txt"
+check file-override-back matches "$(cli SL.ALLOW api tenant:002)" '^1 2004 ' # {"limit":1002}, burst 2x
+check file-writable matches "$(cli SL.RULE SET later '{"algorithm":"gcra","limit":5,"window":"1s"}')" '^OK$'
 stop_bg s1 TERM
 finish

@@ -56,8 +56,11 @@ check_batch() {
 # --- the module
 start_redis redis --loadmodule "$MODULE" || { cat "$TMP/redis.log"; exit 1; }
 RP=$REDIS_PORT
+# (every batch's limits are inline rules of their own, all made from 127.0.0.1: more than one
+# address may make by default)
 start_sluiced s1 --threads 1 --config-store "$TMP/s1.db" --snapshot "" \
-    --store "redis://127.0.0.1:$RP" --store-timeout 1s || { cat "$TMP/s1.log"; exit 1; }
+    --store "redis://127.0.0.1:$RP" --store-timeout 1s --max-inline-per-address 1024 ||
+    { cat "$TMP/s1.log"; exit 1; }
 P1=$RESP_PORT H1=$HTTP_PORT
 check_batch warm "$(batch "$P1" 100 a)" 100 redis
 

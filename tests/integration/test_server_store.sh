@@ -2,7 +2,9 @@
 # test_server_store.sh - the config store while sluiced serves: another process holding SQLite's
 # write lock stalls no loop (a rule change waits for the lock on the config store's thread while
 # decisions on the same loop, with and without overrides, are answered meanwhile); a store file
-# deleted or replaced under sluiced is logged, keeps the rules in force, and refuses changes.
+# deleted or replaced under sluiced is logged, keeps the rules in force, and refuses changes;
+# a store file put back (a backup renamed into place) is opened and its rules put in force; an
+# immutable store file refuses changes, saying why, and sluice_config_store_writable says so.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -70,8 +72,12 @@ check set-after-lock matches "$(cat "$TMP/set.out")" '^OK$'
 check set-in-force matches "$(cli SL.ALLOW extra k)" '^1 10 9 0 '
 wait "$LOCKER"
 
+metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+gauge_is() { [ "$(metric "$1")" = "$2" ]; }
+
 # 2. The store file is deleted under sluiced: logged once, the rules in force stay, every change
 # is refused (nothing is written to a file that no longer exists, no new file appears).
+sqlite3 "$DB" "VACUUM INTO '$TMP/backup.db'" # (a backup, for part 4)
 rm -f "$DB"
 check deleted-logged wait_for 10 grep -q "config store '$DB' was deleted while sluiced runs" \
     "$TMP/s1.log"
@@ -91,6 +97,42 @@ check replaced-logged wait_for 10 grep -q "config store '$DB' was replaced by an
     "$TMP/s1.log"
 check replaced-refused matches "$(cli SL.RULE DEL extra)" 'was replaced by another file'
 check replaced-rules-stay matches "$(cli SL.ALLOW extra k)" '^1 10 7 0 '
+check replaced-not-writable gauge_is sluice_config_store_writable 0
+
+# 4. A store file put back (the backup, renamed over the foreign one): opened at the next poll,
+# logged, its rules put in force, changes accepted and written into it.
+mv "$TMP/backup.db" "$DB"
+check put-back-logged wait_for 10 grep -q "another file was put in place of sqlite $DB" "$TMP/s1.log"
+check put-back-writable poll 10 gauge_is sluice_config_store_writable 1
+check put-back-up gauge_is sluice_config_store_up 1
+check put-back-change matches "$(cli SL.RULE SET more '{"algorithm":"gcra","limit":1,"window":"1s"}')" '^OK$'
+check put-back-in-file matches "$(sqlite3 "$DB" "SELECT name FROM rules ORDER BY name" | tr '\n' ' ')" '^api extra more $'
+check put-back-override matches "$(cli SL.ALLOW api gold)" '^1 50 '
+
+# 5. The file made immutable (chattr +i; where that is not permitted, made read-only by its
+# mode, which binds a process that is not root): the gauge says it, a change is refused saying
+# why, nothing is written; writable again once the flag or the mode is back.
+UNDO=()
+if chattr +i "$DB" 2>/dev/null; then
+    UNDO=(chattr -i "$DB")
+elif [ "$(id -u)" -ne 0 ]; then
+    chmod 0444 "$DB"
+    UNDO=(chmod 0644 "$DB")
+fi
+if [ "${#UNDO[@]}" -gt 0 ]; then
+    check immutable-gauge poll 10 gauge_is sluice_config_store_writable 0
+    check immutable-up gauge_is sluice_config_store_up 1
+    check immutable-logged wait_for 10 grep -q "config store not writable: config store '$DB' is not writable (" "$TMP/s1.log"
+    check immutable-refused matches "$(cli SL.RULE SET no '{"algorithm":"gcra","limit":1,"window":"1s"}')" \
+        "^ERR config store: config store '$DB' is not writable \\((Operation not permitted|Permission denied)\\): changes are refused until it is"
+    check immutable-decides matches "$(cli SL.ALLOW more k)" '^1 '
+    "${UNDO[@]}"
+    check writable-again poll 10 gauge_is sluice_config_store_writable 1
+    check writable-logged wait_for 10 grep -q "config store writable again" "$TMP/s1.log"
+    check writable-change matches "$(cli SL.RULE SET no '{"algorithm":"gcra","limit":1,"window":"1s"}')" '^OK$'
+else
+    echo "skipped the unwritable file: chattr +i is not permitted here, and root writes any mode"
+fi
 stop_bg s1 TERM
 check stop-exit-0 test $? -eq 0
 finish

@@ -1,7 +1,8 @@
 /*
  * test_config_store.c - what only the SQLite config store does, on real files in a temporary
  * directory: a second process on the same file, a writer waiting out another's transaction,
- * files that are not a store, the first schema upgraded, and URLs no store takes. What every
+ * files that are not a store, the first schema upgraded, URLs no store takes, and the file under
+ * the store put back, replaced or made unwritable while it is open. What every
  * store does is the conformance suite's (test_config_conformance.c).
  */
 #define _GNU_SOURCE
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,6 +210,198 @@ static void test_schema_1_upgraded(void **unused)
     config_store_close(s);
 }
 
+/* ---- the file under the store: put back, replaced, not writable ---------------------------- */
+
+/* A copy of the store at path, made as a backup is (SQLite's VACUUM INTO, through a connection of
+ * its own), at out. */
+static void backup_to(const char *path, const char *out)
+{
+    char sql[600];
+    snprintf(sql, sizeof sql, "VACUUM INTO '%s'", out);
+    raw_exec(path, sql);
+}
+
+static int check_of(config_store_t *s, char *err)
+{
+    err[0] = '\0';
+    return config_store_check(s, err);
+}
+
+/* A backup renamed over the store file: the next check opens it (CONFIG_STORE_REOPENED), its
+ * rules are what is read, and a change goes into it, not into the old file. */
+static void test_file_put_back_is_opened(void **unused)
+{
+    char path[256], backup[300], err[CONFIG_STORE_ERR_MAX];
+    config_store_t *s = open_new(path, sizeof path);
+    conf_put(s, "a", "A");
+    snprintf(backup, sizeof backup, "%s.backup", path);
+    backup_to(path, backup);
+    conf_put(s, "b", "B"); /* after the backup */
+    assert_int_equal(check_of(s, err), 0);
+    assert_int_equal(rename(backup, path), 0);
+    assert_int_equal(check_of(s, err), CONFIG_STORE_REOPENED);
+    conf_names(s, "a");
+    assert_int_equal(check_of(s, err), 0);
+    conf_put(s, "c", "C");
+    config_store_t *other = conf_open(path); /* what is in the file at the path now */
+    conf_names(other, "a,c");
+    config_store_close(other);
+    config_store_close(s);
+}
+
+/* Deleted: -1, the rules in the deleted file are still read, no change is written; a file copied
+ * back to the path: opened. */
+static void test_deleted_then_put_back(void **unused)
+{
+    char path[256], backup[300], err[CONFIG_STORE_ERR_MAX];
+    config_store_t *s = open_new(path, sizeof path);
+    conf_put(s, "a", "A");
+    snprintf(backup, sizeof backup, "%s.backup", path);
+    backup_to(path, backup);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(check_of(s, err), -1);
+    assert_non_null(strstr(err, "was deleted while sluiced runs"));
+    conf_names(s, "a");
+    int64_t v = 0;
+    assert_int_equal(config_store_put_rule(s, "b", "B", &v, err), -1);
+    assert_non_null(strstr(err, "was deleted while sluiced runs"));
+    assert_int_equal(access(path, F_OK), -1); /* nothing made it again */
+    assert_int_equal(link(backup, path), 0);
+    assert_int_equal(check_of(s, err), CONFIG_STORE_REOPENED);
+    conf_names(s, "a");
+    conf_put(s, "b", "B");
+    config_store_close(s);
+}
+
+/* A file that is no sluice store put in its place is not opened: the old file is still read,
+ * changes are refused, saying why. */
+static void test_foreign_file_not_opened(void **unused)
+{
+    char path[256], other[300], err[CONFIG_STORE_ERR_MAX];
+    config_store_t *s = open_new(path, sizeof path);
+    conf_put(s, "a", "A");
+    snprintf(other, sizeof other, "%s.other", path);
+    raw_exec(other, "CREATE TABLE t(x)");
+    assert_int_equal(rename(other, path), 0);
+    assert_int_equal(check_of(s, err), -1);
+    assert_non_null(strstr(err, "which sluiced does not open: it holds no sluice config store"));
+    conf_names(s, "a");
+    int64_t v = 0;
+    assert_int_equal(config_store_put_rule(s, "b", "B", &v, err), -1);
+    assert_non_null(strstr(err, "was replaced by another file"));
+    config_store_close(s);
+}
+
+/* Another program still has the old file open (its -wal is still there): the new file is not
+ * opened, which would pair it with the old -wal; nothing is read meanwhile, each failure saying
+ * why; once that program lets go, the next check opens it. */
+static void test_put_back_waits_for_old_readers(void **unused)
+{
+    char path[256], backup[300], err[CONFIG_STORE_ERR_MAX];
+    config_store_t *s = open_new(path, sizeof path);
+    conf_put(s, "a", "A");
+    snprintf(backup, sizeof backup, "%s.backup", path);
+    backup_to(path, backup);
+    conf_put(s, "b", "B");
+    /* another program with the old file open: python3's sqlite3 holding a connection until
+     * its stdin ends (a program of its own: SQLite's locks do not survive a fork) */
+    int to[2], from[2];
+    assert_int_equal(pipe(to), 0);
+    assert_int_equal(pipe(from), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        execlp("python3", "python3", "-c",
+               "import sqlite3, sys\n"
+               "c = sqlite3.connect(sys.argv[1])\n"
+               "c.execute('SELECT count(*) FROM rules').fetchall()\n"
+               "print('ready', flush=True)\n"
+               "sys.stdin.read()\n"
+               "c.close()\n",
+               path, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    char ready[8] = "";
+    size_t got = 0;
+    for (ssize_t n = 1; got < 6 && n > 0; got += (size_t)(n > 0 ? n : 0)) {
+        n = read(from[0], ready + got, 6 - got); /* "ready\n", however it is written */
+    }
+    if (got != 6 || memcmp(ready, "ready\n", 6) != 0) {
+        close(to[1]);
+        waitpid(child, NULL, 0);
+        print_message("skipped: python3 with sqlite3 could not hold the file open\n");
+        config_store_close(s);
+        return;
+    }
+    assert_int_equal(rename(backup, path), 0);
+    assert_int_equal(check_of(s, err), -1);
+    assert_non_null(strstr(err, "not opened while another program still has the old one open"));
+    config_rule_t *rules = NULL;
+    size_t n = 0;
+    assert_int_equal(config_store_list_rules(s, &rules, &n, NULL, err), -1);
+    assert_non_null(strstr(err, "still has the old one open"));
+    assert_int_equal(check_of(s, err), -1); /* still held */
+    close(to[1]);
+    close(from[0]);
+    int status = -1;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_int_equal(status, 0);
+    assert_int_equal(check_of(s, err), CONFIG_STORE_REOPENED);
+    conf_names(s, "a");
+    config_store_close(s);
+}
+
+/* Makes the file unwritable (on) or writable again: its immutable flag (chattr +i), or where
+ * that is not permitted and this process is not root, its mode. False when neither binds. */
+static bool set_immutable(const char *path, bool on)
+{
+    static bool by_mode;
+    char cmd[400];
+    if (by_mode) {
+        by_mode = on;
+        return chmod(path, on ? 0444 : 0644) == 0;
+    }
+    snprintf(cmd, sizeof cmd, "chattr %si '%s' 2>/dev/null", on ? "+" : "-", path);
+    if (system(cmd) == 0) {
+        return true;
+    }
+    by_mode = on && geteuid() != 0 && chmod(path, 0444) == 0;
+    return by_mode;
+}
+
+/* An immutable file (or, without the right to set that, a read-only mode): not writable, saying
+ * why; a change is refused with that reason and nothing is written; writable again once the flag
+ * is cleared. Skipped, and said so, as root without the right to use chattr. */
+static void test_not_writable(void **unused)
+{
+    char path[256], err[CONFIG_STORE_ERR_MAX];
+    config_store_t *s = open_new(path, sizeof path);
+    conf_put(s, "a", "A");
+    assert_int_equal(config_store_writable(s, err), 0);
+    if (!set_immutable(path, true)) {
+        print_message("skipped: chattr +i is not permitted here, and root writes any mode\n");
+        config_store_close(s);
+        return;
+    }
+    assert_int_equal(config_store_writable(s, err), -1);
+    assert_true(strstr(err, "is not writable (Operation not permitted)") != NULL ||
+                strstr(err, "is not writable (Permission denied)") != NULL);
+    int64_t v = 0;
+    assert_int_equal(config_store_put_rule(s, "b", "B", &v, err), -1);
+    assert_non_null(strstr(err, "is not writable"));
+    conf_names(s, "a");
+    assert_true(set_immutable(path, false));
+    assert_int_equal(config_store_writable(s, err), 0);
+    conf_put(s, "b", "B");
+    config_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +411,11 @@ int main(void)
         cmocka_unit_test(test_not_a_database),
         cmocka_unit_test(test_missing_directory),
         cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_file_put_back_is_opened),
+        cmocka_unit_test(test_deleted_then_put_back),
+        cmocka_unit_test(test_foreign_file_not_opened),
+        cmocka_unit_test(test_put_back_waits_for_old_readers),
+        cmocka_unit_test(test_not_writable),
     };
     return cmocka_run_group_tests(tests, group_setup, tmpdir_remove);
 }

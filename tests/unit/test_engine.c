@@ -147,7 +147,7 @@ static sl_rule_t inline_params(int64_t limit)
 }
 
 static rule_state_t *inline_rule_window(engine_worker_t *w, int64_t limit, int64_t window_ns,
-                                        unsigned *budget, int64_t now_ns)
+                                        engine_inline_budget_t *budget, int64_t now_ns)
 {
     char err[ENGINE_ERR_MAX];
     sl_rule_t p = inline_params_window(limit, window_ns);
@@ -159,7 +159,7 @@ static rule_state_t *inline_rule_window(engine_worker_t *w, int64_t limit, int64
     return rs;
 }
 
-static rule_state_t *inline_rule(engine_worker_t *w, int64_t limit, unsigned *budget,
+static rule_state_t *inline_rule(engine_worker_t *w, int64_t limit, engine_inline_budget_t *budget,
                                  int64_t now_ns)
 {
     return inline_rule_window(w, limit, 10 * NS_PER_SEC, budget, now_ns);
@@ -235,8 +235,8 @@ static void test_inline_bounds(void **unused)
     engine_t *e = engine_workers_n(1, 32);
     engine_worker_t *w = engine_worker(e, 0);
     engine_worker_begin(w);
-    unsigned flood = engine_inline_budget(e), polite = engine_inline_budget(e);
-    assert_int_equal(flood, 16);
+    engine_inline_budget_t flood = engine_inline_budget(e), polite = engine_inline_budget(e);
+    assert_int_equal(flood.left, 16);
     char err[ENGINE_ERR_MAX];
     rule_state_t *rs = NULL;
     for (int64_t limit = 1; limit <= 16; limit++) {
@@ -251,14 +251,83 @@ static void test_inline_bounds(void **unused)
         inline_rule(w, limit, &polite, t0_ns);
     }
     assert_int_equal(engine_inline_count(e), 32);
-    unsigned more = engine_inline_budget(e);
+    engine_inline_budget_t more = engine_inline_budget(e);
     p = inline_params(500);
     assert_int_equal(engine_inline_rule(w, &p, &more, t0_ns, &rs, err), ENGINE_EINLINE);
-    assert_non_null(strstr(err, "too many distinct inline rules (at most 32)"));
+    assert_non_null(strstr(err, "too many distinct inline rules (at most 32: --max-inline-rules)"));
     engine_inline_sweep(e, t0_ns + 60 * NS_PER_SEC); /* none has a key: all go */
     engine_worker_begin(w);
     assert_int_equal(engine_inline_rule(w, &p, &more, t0_ns + 60 * NS_PER_SEC, &rs, err),
                      ENGINE_OK);
+    engine_worker_end(w);
+    engine_free(e);
+}
+
+static engine_inline_budget_t budget_from(const engine_t *e, const char *addr)
+{
+    engine_inline_budget_t b = engine_inline_budget(e);
+    netaddr_t a;
+    assert_int_equal(netaddr_parse(addr, strlen(addr), &a), NETADDR_OK);
+    engine_inline_budget_address(&b, &a);
+    return b;
+}
+
+/* The probe that took the server-wide cap: one address opening many connections, each making
+ * its budget of inline rules. Together they stop at --max-inline-per-address (a quarter
+ * of the cap by default), with an error naming it and counted; another address still makes its
+ * own; an IPv6 client counts by its /64; rules taken out of force give the address its share
+ * back. */
+static void test_inline_per_address(void **unused)
+{
+    engine_t *e = engine_workers_n(1, 128); /* 16 per connection, 32 per address */
+    engine_worker_t *w = engine_worker(e, 0);
+    engine_worker_begin(w);
+    char err[ENGINE_ERR_MAX];
+    rule_state_t *rs = NULL;
+    uint64_t refused = event_total(EV_INLINE_ADDRESS);
+    int64_t limit = 1;
+    int made = 0;
+    for (int conn = 0; conn < 8; conn++) {
+        engine_inline_budget_t b = budget_from(e, "127.0.0.1");
+        for (int i = 0; i < 16; i++, limit++) {
+            sl_rule_t p = inline_params(limit);
+            int rc = engine_inline_rule(w, &p, &b, t0_ns, &rs, err);
+            if (rc == ENGINE_OK) {
+                made++;
+                continue;
+            }
+            assert_int_equal(rc, ENGINE_EINLINE);
+            assert_non_null(strstr(err, "the connections from 127.0.0.1 made 32 distinct inline "
+                                        "rules, the most one client address may "
+                                        "(--max-inline-per-address)"));
+        }
+    }
+    assert_int_equal(made, 32);
+    assert_int_equal(event_total(EV_INLINE_ADDRESS) - refused, 8 * 16 - 32);
+    /* a rule the address made is used by anyone, made by no one new */
+    engine_inline_budget_t b = budget_from(e, "127.0.0.1");
+    assert_non_null(inline_rule(w, 1, &b, t0_ns));
+    engine_inline_budget_t other = budget_from(e, "127.0.0.2");
+    for (int i = 0; i < 16; i++) {
+        inline_rule(w, 1000 + i, &other, t0_ns);
+    }
+    engine_inline_budget_t v6 = budget_from(e, "2001:db8::1"), v6b = budget_from(e, "2001:db8::2");
+    engine_inline_budget_t v6c = budget_from(e, "2001:db8:0:1::1");
+    for (int i = 0; i < 16; i++) {
+        inline_rule(w, 2000 + i, &v6, t0_ns);
+        inline_rule(w, 3000 + i, &v6b, t0_ns);
+    }
+    sl_rule_t p = inline_params(4000);
+    assert_int_equal(engine_inline_rule(w, &p, &v6c, t0_ns, &rs, err), ENGINE_OK); /* other /64 */
+    v6b = budget_from(e, "2001:db8::3");
+    p = inline_params(4001);
+    assert_int_equal(engine_inline_rule(w, &p, &v6b, t0_ns, &rs, err), ENGINE_EINLINE);
+    assert_non_null(strstr(err, "the connections from 2001:db8:: made 32"));
+    engine_inline_sweep(e, t0_ns + 60 * NS_PER_SEC); /* none has a key: all go */
+    engine_worker_begin(w);
+    b = budget_from(e, "127.0.0.1");
+    p = inline_params(5000);
+    assert_int_equal(engine_inline_rule(w, &p, &b, t0_ns + 60 * NS_PER_SEC, &rs, err), ENGINE_OK);
     engine_worker_end(w);
     engine_free(e);
 }
@@ -360,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_inline_sweep),
         cmocka_unit_test(test_inline_limbo_keeps_usage),
         cmocka_unit_test(test_inline_bounds),
+        cmocka_unit_test(test_inline_per_address),
         cmocka_unit_test(test_inline_names),
         cmocka_unit_test(test_memory_cap_evicts_then_refuses),
     };

@@ -390,9 +390,9 @@ static void test_concrete_word_is_found(void **unused)
 static void test_engine_names_no_concrete_store(void **unused)
 {
     (void)unused;
-    static const char *const files[] = {"engine.c",          "ruleset.c",    "engine_decide.c",
-                                        "engine_snapshot.c", "allowall.c",   "overrides.c",
-                                        "inline_rules.c",    "engine_impl.h"};
+    static const char *const files[] = {"engine.c",          "ruleset.c",     "engine_decide.c",
+                                        "engine_snapshot.c", "allowall.c",    "overrides.c",
+                                        "inline_rules.c",    "engine_impl.h", "override_known.c"};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", __FILE__); /* .../tests/unit/test_request_store.c */
     char *cut = strstr(dir, "/tests/unit/");
