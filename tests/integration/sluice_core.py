@@ -329,11 +329,14 @@ def log_entries(packed):
 
 def log_packed_old(rule, packed):
     """The older form of a packed sliding_log (one stamp per unit), as an older sluice.so wrote
-    the same usage: its stamps, the newest N of them with DROPPED when there are more."""
+    the same usage: its stamps, the newest N of them with DROPPED when there are more; the
+    latest time (LATEST) only when fewer than N (the older ring had no room for it)."""
     unit, entries, latest, _ = log_entries(packed)
     stamps = [t for t, u in entries for _ in range(u)]
     dropped = len(stamps) > rule.limit
     stamps = stamps[-rule.limit:] if dropped else stamps
+    if len(stamps) == rule.limit:
+        latest = None  # a full ring recorded its newest stamp as the latest time
     e = 0
     while e < 9 and all(x % 10 ** (e + 1) == 0 for x in stamps + ([latest] if latest else [])):
         e += 1
