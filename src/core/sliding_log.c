@@ -94,42 +94,67 @@
 #define HEADER 32 /* bytes before the first entry */
 #define ENTRY  16 /* bytes per entry */
 
-typedef struct log_header {
-    uint32_t head;     /* ring index of the oldest entry */
-    uint32_t count;    /* entries in use */
-    uint32_t cap;      /* entries the buffer holds; 0 = N */
-    uint32_t zero;     /* 0 */
-    uint64_t base;     /* running total before the oldest entry, units mod 2^64 */
-    int64_t latest_ns; /* the latest time recorded, ns */
-} log_header_t;
+/* The header's fields, by byte offset. They are read and written one by one: a copy of the
+ * whole header through a struct made the compiler store fields one by one and load them back as
+ * one vector, a store-forwarding stall that doubled a decision's time. */
+#define AT_HEAD   0  /* u32: ring index of the oldest entry */
+#define AT_COUNT  4  /* u32: entries in use */
+#define AT_ROOM   8  /* u32: entries the buffer holds; 0 = N */
+#define AT_ZERO   12 /* u32: 0 */
+#define AT_BASE   16 /* u64: running total before the oldest entry, units mod 2^64 */
+#define AT_LATEST 24 /* i64: the latest time recorded, ns */
 
-_Static_assert(sizeof(log_header_t) == HEADER, "the header is 32 bytes, no padding");
-
-/* A state opened for reading or writing: its header and where its entries are. */
+/* A state opened for reading or writing: its header's fields and where its entries are. */
 typedef struct log {
-    log_header_t h;
-    unsigned char *e; /* entries */
-    uint32_t cap;     /* entries the buffer holds (h.cap, or N for 0) */
+    uint32_t head, count, room, zero; /* as in the header */
+    uint64_t base;                    /* as in the header */
+    int64_t latest_ns;                /* as in the header */
+    unsigned char *e;                 /* entries */
+    uint32_t cap;                     /* entries the buffer holds (room, or N for 0) */
 } log_t;
+
+static inline uint32_t load_u32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void store_u32(unsigned char *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 static inline log_t log_open(const sl_rule_t *rule, const void *state)
 {
+    const unsigned char *p = state;
     log_t l;
-    memcpy(&l.h, state, sizeof(l.h));
+    l.head = load_u32(p + AT_HEAD);
+    l.count = load_u32(p + AT_COUNT);
+    l.room = load_u32(p + AT_ROOM);
+    l.zero = load_u32(p + AT_ZERO);
+    l.base = (uint64_t)load_i64(p + AT_BASE);
+    l.latest_ns = load_i64(p + AT_LATEST);
     l.e = (unsigned char *)state + HEADER;
-    l.cap = l.h.cap != 0 ? l.h.cap : (uint32_t)rule->limit;
+    l.cap = l.room != 0 ? l.room : (uint32_t)rule->limit;
     return l;
 }
 
 static inline void log_put(void *state, const log_t *l)
 {
-    memcpy(state, &l->h, sizeof(l->h));
+    unsigned char *p = state;
+    store_u32(p + AT_HEAD, l->head);
+    store_u32(p + AT_COUNT, l->count);
+    store_u32(p + AT_ROOM, l->room);
+    store_u32(p + AT_ZERO, l->zero);
+    store_i64(p + AT_BASE, (int64_t)l->base);
+    store_i64(p + AT_LATEST, l->latest_ns);
 }
 
 /* Bytes of the i-th oldest entry's slot (0 <= i <= count, count <= cap). */
 static inline unsigned char *slot(const log_t *l, uint32_t i)
 {
-    uint64_t at = (uint64_t)l->h.head + i;
+    uint64_t at = (uint64_t)l->head + i;
     return l->e + ENTRY * (size_t)(at >= l->cap ? at - l->cap : at);
 }
 
@@ -146,7 +171,7 @@ static inline uint64_t total(const log_t *l, uint32_t i)
 /* The running total before the i-th oldest entry. */
 static inline uint64_t before(const log_t *l, uint32_t i)
 {
-    return i == 0 ? l->h.base : total(l, i - 1);
+    return i == 0 ? l->base : total(l, i - 1);
 }
 
 static inline void entry_put(const log_t *l, uint32_t i, int64_t t, uint64_t tot)
@@ -159,14 +184,22 @@ static inline void entry_put(const log_t *l, uint32_t i, int64_t t, uint64_t tot
 /* Units in entries [i, count). */
 static inline int64_t units_from(const log_t *l, uint32_t i)
 {
-    return i < l->h.count ? (int64_t)(total(l, l->h.count - 1) - before(l, i)) : 0;
+    return i < l->count ? (int64_t)(total(l, l->count - 1) - before(l, i)) : 0;
 }
 
-/* Index of the first entry stamped later than cutoff_ns: with now - W, the expired entries. */
+/* Index of the first entry stamped later than cutoff_ns: with now - W, the expired entries. They
+ * are the oldest few as a rule (none, or the one an admission at the limit replaces), so the
+ * search gallops from the front, probing entries 0, 1, 3, 7, ..., then bisects: O(log k) for k
+ * expired entries. */
 static uint32_t first_after(const log_t *l, int64_t cutoff_ns)
 {
-    uint32_t lo = 0, hi = l->h.count;
-    while (lo < hi) {
+    uint32_t lo = 0, hi = 0, step = 1;
+    while (hi < l->count && stamp(l, hi) <= cutoff_ns) {
+        lo = hi + 1;
+        hi = lo + step > l->count ? l->count : lo + step;
+        step *= 2;
+    }
+    while (lo < hi) { /* stamp(lo - 1) <= cutoff_ns (or lo == 0); stamp(hi) > it (or hi == count) */
         uint32_t mid = lo + (hi - lo) / 2;
         if (stamp(l, mid) > cutoff_ns)
             hi = mid;
@@ -177,12 +210,19 @@ static uint32_t first_after(const log_t *l, int64_t cutoff_ns)
 }
 
 /* Index of the first entry j >= from whose units from entry `from` through j reach `units`
- * (1 <= units <= units_from(l, from)). */
+ * (1 <= units <= units_from(l, from)). The entry that has to leave for a request to fit is one of
+ * the oldest as a rule, so this gallops from `from` too. */
 static uint32_t entry_reaching(const log_t *l, uint32_t from, uint64_t units)
 {
     const uint64_t b = before(l, from);
-    uint32_t lo = from, hi = l->h.count - 1;
-    while (lo < hi) {
+    const uint32_t last = l->count - 1;
+    uint32_t lo = from, hi = from, step = 1;
+    while (hi < last && total(l, hi) - b < units) {
+        lo = hi + 1;
+        hi = lo + step > last ? last : lo + step;
+        step *= 2;
+    }
+    while (lo < hi) { /* entry lo - 1 falls short (or lo == from); hi reaches (or hi == last) */
         uint32_t mid = lo + (hi - lo) / 2;
         if (total(l, mid) - b >= units)
             hi = mid;
@@ -197,31 +237,31 @@ static inline void drop_oldest(log_t *l, uint32_t k)
 {
     if (k == 0)
         return;
-    l->h.base = total(l, k - 1);
-    l->h.head = (uint32_t)(((uint64_t)l->h.head + k) % l->cap);
-    l->h.count -= k;
+    l->base = total(l, k - 1);
+    l->head = (uint32_t)(slot(l, k) - l->e) / ENTRY; /* head + k < 2 cap: no division */
+    l->count -= k;
 }
 
 /* Drops the oldest `units` units (< the units in the ring): whole entries, then part of one. */
 static void drop_units(log_t *l, uint64_t units)
 {
-    const uint64_t b = l->h.base;
+    const uint64_t b = l->base;
     uint32_t j = entry_reaching(l, 0, units);
     drop_oldest(l, j + (total(l, j) - b == units));
-    l->h.base = b + units;
+    l->base = b + units;
 }
 
 /* Appends (now_ns, units): to the newest entry when it is at now_ns. The ring has room. */
-static void append(log_t *l, int64_t now_ns, uint64_t units)
+static inline void append(log_t *l, int64_t now_ns, uint64_t units)
 {
-    const uint32_t n = l->h.count;
+    const uint32_t n = l->count;
     if (n > 0 && stamp(l, n - 1) == now_ns) {
         entry_put(l, n - 1, now_ns, total(l, n - 1) + units);
         return;
     }
     assert(n < l->cap);
     entry_put(l, n, now_ns, before(l, n) + units);
-    l->h.count++;
+    l->count++;
 }
 
 void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
@@ -229,9 +269,9 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
 {
     log_t l = log_open(rule, state);
     const int64_t n = rule->limit;
-    assert(l.h.count <= l.cap && l.cap <= (uint64_t)n);
+    assert(l.count <= l.cap && l.cap <= (uint64_t)n);
 
-    now_ns = max_i64(now_ns, l.h.latest_ns); /* clamp */
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
     uint32_t expired = first_after(&l, now_ns - rule->window_ns);
     int64_t inside = units_from(&l, expired); /* may pass N in debt */
 
@@ -240,7 +280,7 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
         if (cost > 0) { /* inside <= N - 1: fewer than N entries stay, so there is room */
             drop_oldest(&l, expired);
             append(&l, now_ns, (uint64_t)cost);
-            l.h.latest_ns = now_ns;
+            l.latest_ns = now_ns;
             log_put(state, &l);
         }
         inside += cost;
@@ -253,33 +293,33 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
     }
     out->remaining = max_i64(n - inside, 0);
     /* l is the stored log now, so its newest stamp is now_ns after an admission */
-    out->reset_after_ns = inside > 0 ? stamp(&l, l.h.count - 1) + rule->window_ns - now_ns : 0;
+    out->reset_after_ns = inside > 0 ? stamp(&l, l.count - 1) + rule->window_ns - now_ns : 0;
 }
 
 void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     log_t l = log_open(rule, state);
     const uint32_t n = (uint32_t)rule->limit;
-    now_ns = max_i64(now_ns, l.h.latest_ns); /* clamp */
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
     drop_oldest(&l, first_after(&l, now_ns - rule->window_ns));
     const int64_t held = units_from(&l, 0);
     if (cost >= SL_COUNT_MAX) { /* the newest SL_COUNT_MAX units: the charge's own */
-        drop_oldest(&l, l.h.count);
+        drop_oldest(&l, l.count);
         cost = SL_COUNT_MAX;
     } else if (held > SL_COUNT_MAX - cost) {
         drop_units(&l, (uint64_t)(held - (SL_COUNT_MAX - cost)));
     }
-    const bool shares = l.h.count > 0 && stamp(&l, l.h.count - 1) == now_ns;
-    if (!shares && l.h.count == n) { /* full: the oldest entry joins the next (see the top) */
+    const bool shares = l.count > 0 && stamp(&l, l.count - 1) == now_ns;
+    if (!shares && l.count == n) { /* full: the oldest entry joins the next (see the top) */
         if (n == 1) {
             entry_put(&l, 0, now_ns, total(&l, 0)); /* the next is the charge's own */
         } else {
-            l.h.head = (uint32_t)(((uint64_t)l.h.head + 1) % l.cap);
-            l.h.count--; /* base stays: the next entry's units take the oldest's */
+            l.head = (uint32_t)(slot(&l, 1) - l.e) / ENTRY;
+            l.count--; /* base stays: the next entry's units take the oldest's */
         }
     }
     append(&l, now_ns, (uint64_t)cost);
-    l.h.latest_ns = now_ns;
+    l.latest_ns = now_ns;
     log_put(state, &l);
 }
 
@@ -287,11 +327,11 @@ void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_
  * entries left without a unit go, those after move down, totals follow. O(entries after). */
 static void remove_units(log_t *l, uint64_t from, uint64_t k)
 {
-    const uint64_t b = l->h.base, end = from + k;
+    const uint64_t b = l->base, end = from + k;
     uint32_t j = entry_reaching(l, 0, from + 1); /* holds the first unit that goes */
     uint32_t w = j;
     uint64_t lo = before(l, j) - b, run = before(l, j);
-    for (; j < l->h.count; j++) {
+    for (; j < l->count; j++) {
         const int64_t t = stamp(l, j);
         const uint64_t hi = total(l, j) - b; /* the entry holds units [lo, hi) */
         const uint64_t cut_lo = lo > from ? lo : from, cut_hi = hi < end ? hi : end;
@@ -302,7 +342,7 @@ static void remove_units(log_t *l, uint64_t from, uint64_t k)
             entry_put(l, w++, t, run);
         }
     }
-    l->h.count = w;
+    l->count = w;
 }
 
 void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
@@ -311,13 +351,13 @@ void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_
     (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded,
                    * which the refund keeps (a later now would drop entries it does not record) */
     log_t l = log_open(rule, state);
-    const int64_t latest = l.h.latest_ns;
+    const int64_t latest = l.latest_ns;
     drop_oldest(&l, first_after(&l, latest - rule->window_ns));
-    if (l.h.count > 0 && charged_ns > latest - rule->window_ns) {
+    if (l.count > 0 && charged_ns > latest - rule->window_ns) {
         const uint64_t held = (uint64_t)units_from(&l, 0);
         const uint64_t k = (uint64_t)cost < held ? (uint64_t)cost : held;
         /* the units from the first one stamped >= charged_ns, or the newest k */
-        uint64_t at = before(&l, first_after(&l, charged_ns - 1)) - l.h.base;
+        uint64_t at = before(&l, first_after(&l, charged_ns - 1)) - l.base;
         remove_units(&l, at + k <= held ? at : held - k, k);
     }
     log_put(state, &l);
@@ -327,7 +367,7 @@ void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_
 static log_t log_fresh(const sl_rule_t *rule, void *buf, size_t bytes)
 {
     const uint64_t n = (uint64_t)rule->limit, room = (bytes - HEADER) / ENTRY;
-    log_t l = {.h = {.cap = room >= n ? 0 : (uint32_t)room}, .e = (unsigned char *)buf + HEADER};
+    log_t l = {.room = room >= n ? 0 : (uint32_t)room, .e = (unsigned char *)buf + HEADER};
     l.cap = room >= n ? (uint32_t)n : (uint32_t)room;
     return l;
 }
@@ -338,33 +378,33 @@ void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl
     (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded */
     const log_t f = log_open(from, from_state);
     const uint32_t n_to = (uint32_t)to->limit;
-    const uint32_t expired = first_after(&f, f.h.latest_ns - to->window_ns);
+    const uint32_t expired = first_after(&f, f.latest_ns - to->window_ns);
     /* the newest N entries inside the new window; older ones join the oldest of them */
-    const uint32_t first = f.h.count - expired > n_to ? f.h.count - n_to : expired;
+    const uint32_t first = f.count - expired > n_to ? f.count - n_to : expired;
     const uint64_t b = before(&f, expired);
 
     memset(to_state, 0, HEADER);
     log_t t = log_fresh(to, to_state, to_bytes);
-    assert(f.h.count - first <= t.cap);
-    for (uint32_t i = first; i < f.h.count; i++)
+    assert(f.count - first <= t.cap);
+    for (uint32_t i = first; i < f.count; i++)
         entry_put(&t, i - first, stamp(&f, i), total(&f, i) - b);
-    t.h.count = f.h.count - first;
-    t.h.latest_ns = f.h.latest_ns;
+    t.count = f.count - first;
+    t.latest_ns = f.latest_ns;
     log_put(to_state, &t);
 }
 
 bool sliding_log_valid(const sl_rule_t *rule, const void *state)
 {
     const log_t l = log_open(rule, state);
-    if (l.h.zero != 0 || l.h.cap > (uint64_t)rule->limit || l.h.count > l.cap ||
-        l.h.head >= l.cap || l.h.latest_ns < 0 || l.h.latest_ns > SL_NOW_MAX_NS)
+    if (l.zero != 0 || l.room > (uint64_t)rule->limit || l.count > l.cap || l.head >= l.cap ||
+        l.latest_ns < 0 || l.latest_ns > SL_NOW_MAX_NS)
         return false;
     int64_t prev = -1;
-    uint64_t units = 0, run = l.h.base;
-    for (uint32_t i = 0; i < l.h.count; i++) { /* stamps increasing, each entry >= 1 unit */
+    uint64_t units = 0, run = l.base;
+    for (uint32_t i = 0; i < l.count; i++) { /* stamps increasing, each entry >= 1 unit */
         int64_t t = stamp(&l, i);
         uint64_t u = total(&l, i) - run;
-        if (t <= prev || t > l.h.latest_ns || u < 1 || u > (uint64_t)SL_COUNT_MAX - units)
+        if (t <= prev || t > l.latest_ns || u < 1 || u > (uint64_t)SL_COUNT_MAX - units)
             return false;
         prev = t;
         units += u;
@@ -376,7 +416,7 @@ bool sliding_log_valid(const sl_rule_t *rule, const void *state)
 bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     const log_t l = log_open(rule, state);
-    return l.h.count == 0 || stamp(&l, l.h.count - 1) <= now_ns - rule->window_ns;
+    return l.count == 0 || stamp(&l, l.count - 1) <= now_ns - rule->window_ns;
 }
 
 /* ---- variable size -----------------------------------------------------------------------------
@@ -404,36 +444,33 @@ void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
 
 size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state)
 {
-    log_header_t h;
-    memcpy(&h, state, sizeof(h));
-    return bytes_for(h.cap != 0 ? h.cap : (uint64_t)rule->limit);
+    uint32_t room = load_u32((const unsigned char *)state + AT_ROOM);
+    return bytes_for(room != 0 ? room : (uint64_t)rule->limit);
 }
 
 size_t sliding_log_state_need(const sl_rule_t *rule, const void *state)
 {
-    log_header_t h;
-    memcpy(&h, state, sizeof(h));
-    return bytes_for(min_i64((int64_t)h.count + 1, rule->limit));
+    uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
+    return bytes_for(min_i64((int64_t)count + 1, rule->limit));
 }
 
 size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to)
 {
-    log_header_t h;
-    memcpy(&h, from_state, sizeof(h));
     (void)from;
-    return bytes_for(min_i64((int64_t)h.count + 1, to->limit));
+    uint32_t count = load_u32((const unsigned char *)from_state + AT_COUNT);
+    return bytes_for(min_i64((int64_t)count + 1, to->limit));
 }
 
 void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes)
 {
     const log_t f = log_open(rule, from);
     log_t t = log_fresh(rule, to, to_bytes);
-    assert(f.h.count <= t.cap);
-    for (uint32_t i = 0; i < f.h.count; i++)
+    assert(f.count <= t.cap);
+    for (uint32_t i = 0; i < f.count; i++)
         entry_put(&t, i, stamp(&f, i), total(&f, i));
-    t.h.count = f.h.count;
-    t.h.base = f.h.base;
-    t.h.latest_ns = f.h.latest_ns;
+    t.count = f.count;
+    t.base = f.base;
+    t.latest_ns = f.latest_ns;
     log_put(to, &t);
 }
 
@@ -483,35 +520,34 @@ size_t sliding_log_packed_max(const sl_rule_t *rule)
 size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state)
 {
     (void)rule;
-    log_header_t h;
-    memcpy(&h, state, sizeof(h));
-    return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)h.count + VARINT_MAX;
+    uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
+    return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)count + VARINT_MAX;
 }
 
 size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
 {
     const log_t l = log_open(rule, state);
-    const int64_t newest = l.h.count > 0 ? stamp(&l, l.h.count - 1) : 0;
-    const bool latest = l.h.latest_ns > newest;
+    const int64_t newest = l.count > 0 ? stamp(&l, l.count - 1) : 0;
+    const bool latest = l.latest_ns > newest;
 
     unsigned e = 9; /* the largest power of ten dividing every time */
-    for (uint32_t i = 0; i < l.h.count && e > 0; i++)
+    for (uint32_t i = 0; i < l.count && e > 0; i++)
         while (e > 0 && stamp(&l, i) % pow10_ns[e] != 0)
             e--;
-    while (latest && e > 0 && l.h.latest_ns % pow10_ns[e] != 0)
+    while (latest && e > 0 && l.latest_ns % pow10_ns[e] != 0)
         e--;
     unsigned char *p = out;
     *p++ = (unsigned char)(e + PACKED_ENTRIES + (latest ? PACKED_LATEST : 0));
-    p = put_varint(p, l.h.count);
+    p = put_varint(p, l.count);
     int64_t prev = 0;
-    for (uint32_t i = 0; i < l.h.count; i++) {
+    for (uint32_t i = 0; i < l.count; i++) {
         int64_t t = stamp(&l, i);
         p = put_varint(p, (uint64_t)((t - prev) / pow10_ns[e]));
         p = put_varint(p, total(&l, i) - before(&l, i));
         prev = t;
     }
     if (latest)
-        p = put_varint(p, (uint64_t)((l.h.latest_ns - prev) / pow10_ns[e]));
+        p = put_varint(p, (uint64_t)((l.latest_ns - prev) / pow10_ns[e]));
     return (size_t)(p - (unsigned char *)out);
 }
 
@@ -568,16 +604,16 @@ static bool packed_entries(packed_reader_t *r, log_t *l)
              (!get_varint(&r->p, r->end, &u) || u < 1 || u > (uint64_t)SL_COUNT_MAX - run)))
             return false; /* truncated, out of range, a stamp not later, an entry of no unit */
         run += u;
-        if (l->h.count > 0 && stamp(l, l->h.count - 1) == t)
-            entry_put(l, l->h.count - 1, t, run); /* the older form's equal stamps */
+        if (l->count > 0 && stamp(l, l->count - 1) == t)
+            entry_put(l, l->count - 1, t, run); /* the older form's equal stamps */
         else
-            entry_put(l, l->h.count++, t, run);
+            entry_put(l, l->count++, t, run);
     }
-    l->h.latest_ns = t;
-    if ((r->flags & PACKED_LATEST) && !read_delta(r, &l->h.latest_ns, true))
+    l->latest_ns = t;
+    if ((r->flags & PACKED_LATEST) && !read_delta(r, &l->latest_ns, true))
         return false;
-    if ((r->flags & PACKED_DROPPED) && l->h.count > 0) /* one more unit at the oldest's time */
-        for (uint32_t i = 0; i < l->h.count; i++)
+    if ((r->flags & PACKED_DROPPED) && l->count > 0) /* one more unit at the oldest's time */
+        for (uint32_t i = 0; i < l->count; i++)
             entry_put(l, i, stamp(l, i), total(l, i) + 1);
     return r->p == r->end; /* nothing may follow */
 }
@@ -658,14 +694,14 @@ bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t rin
         prev = t;
         if (i == count)
             break;
-        bool shares = l.h.count > 0 && stamp(&l, l.h.count - 1) == t;
-        if (!shares && l.h.count == l.cap)
+        bool shares = l.count > 0 && stamp(&l, l.count - 1) == t;
+        if (!shares && l.count == l.cap)
             return false; /* no room in `bytes` */
         append(&l, t, 1);
     }
-    l.h.latest_ns = prev;
+    l.latest_ns = prev;
     if (flags & LEGACY_DROPPED) /* the stamps it dropped: one more unit at the oldest's time */
-        for (uint32_t i = 0; i < l.h.count; i++)
+        for (uint32_t i = 0; i < l.count; i++)
             entry_put(&l, i, stamp(&l, i), total(&l, i) + 1);
     log_put(state, &l);
     return true;
