@@ -375,7 +375,7 @@ static void test_round_trip_large_sections(void **unused)
  */
 static void straddle_in(const char *path)
 {
-    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
+    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 500, SL_NS_PER_SEC, 0, 0, 0));
     sl_rule_t gcra = prepared(rule_fields(SL_GCRA, 10, SL_NS_PER_SEC, 0, 0, 0));
     const size_t head = 1 + 4 + 44 + 4 + 16 + 8; /* a section's bytes but its id */
     const size_t nf = MAX_ENTRY, ef_min = 4 + sl_state_size(&gcra),

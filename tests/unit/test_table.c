@@ -172,11 +172,11 @@ static void test_growth_keeps_every_key(void **unused)
 
 static void test_reset_get_put(void **unused)
 {
-    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, 10 * SL_NS_PER_SEC); /* 32-byte state, inline */
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, 10 * SL_NS_PER_SEC); /* 80-byte state, inline */
     sl_table_t *t = table_of(&r, NULL);
     assert_true(allow(t, "u", 3, T0));
     assert_false(allow(t, "u", 1, T0));
-    uint64_t state[4], zero[4] = {0};
+    uint64_t state[10], zero[10] = {0};
     assert_int_equal(sl_table_get(t, "u", 1, state), SL_OK);
     assert_memory_not_equal(state, zero, sizeof(state));
     assert_int_equal(sl_table_reset(t, "u", 1), SL_OK);
@@ -186,7 +186,7 @@ static void test_reset_get_put(void **unused)
     /* put the saved (full) state under another key: it is full there too */
     assert_int_equal(sl_table_put(t, "v", 1, state, T0), SL_OK);
     assert_false(allow(t, "v", 1, T0));
-    uint64_t back[4];
+    uint64_t back[10];
     assert_int_equal(sl_table_get(t, "absent", 6, back), SL_OK);
     assert_memory_equal(back, zero, sizeof(back));
     /* putting a state that is fresh by now removes the key */
@@ -710,19 +710,28 @@ static void test_put_refuses_corrupt_states(void **unused)
 {
     sl_rule_t log = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
     sl_table_t *t = table_of(&log, NULL);
+    /* sliding_log.c: head, count, cap, 0, base, latest; entries of (stamp, running total) */
     uint32_t *hdr = calloc(1, sl_state_size(&log));
-    int64_t *ring = (int64_t *)(hdr + 2);
+    int64_t *ring = (int64_t *)(hdr + 8);
     hdr[0] = 0xFFFFFF00u; /* head far outside the ring */
     hdr[1] = 1;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
     hdr[0] = 0;
-    hdr[1] = 41; /* more stamps than the limit */
+    hdr[1] = 41; /* more entries than the limit */
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
     hdr[1] = 2;
+    memcpy(hdr + 6, &(int64_t){T0}, 8); /* the latest time */
     ring[0] = T0;
-    ring[1] = T0 - 1; /* not sorted */
+    ring[1] = 1;
+    ring[2] = T0 - 1; /* not sorted */
+    ring[3] = 2;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
-    ring[1] = T0;
+    ring[2] = T0;
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE); /* two entries at one time */
+    ring[0] = T0 - 1;
+    ring[3] = 1; /* an entry of no unit */
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
+    ring[3] = 2;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_OK);
     assert_int_equal(sl_table_count(t), 1);
     free(hdr);
@@ -838,7 +847,7 @@ static void test_peek_is_never_delayed(void **unused)
 static void test_can_hold(void **unused)
 {
     sl_rule_t gcra = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
-    sl_rule_t log = rule_of(SL_SLIDING_LOG, 200000, SL_NS_PER_SEC); /* 1.6 MB a key */
+    sl_rule_t log = rule_of(SL_SLIDING_LOG, 100000, SL_NS_PER_SEC); /* 1.6 MB a key */
     assert_true(sl_table_can_hold(&gcra, NULL, 1000000));           /* no cap */
     sl_table_config_t one_mb = {.max_bytes = 1 << 20, .shards = 1};
     assert_true(sl_table_can_hold(&gcra, &one_mb, 1000));
@@ -915,8 +924,12 @@ static void test_refund_settle_match_private_state(void **unused)
             /* stored exactly when not fresh (a decide stores only on an admission) */
             uint64_t st[64];
             assert_int_equal(sl_table_get(t, keys[k], strlen(keys[k]), st), SL_OK);
-            if (!sl_state_is_fresh(&r, states[k], now))
-                assert_memory_equal(st, states[k], sl_state_size(&r));
+            if (!sl_state_is_fresh(&r, states[k], now)) { /* the same state, whatever its past */
+                unsigned char pa[256], pb[256];
+                size_t n = sl_state_pack(&r, st, pa);
+                assert_int_equal(sl_state_pack(&r, states[k], pb), n);
+                assert_memory_equal(pa, pb, n);
+            }
         }
         sl_table_free(t);
     }
@@ -1035,7 +1048,7 @@ static void test_decide_all_repeated_pairs(void **unused)
  */
 static void test_decide_all_two_tables(void **unused)
 {
-    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
+    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 20, SL_NS_PER_SEC); /* 352 bytes: out of line */
     sl_rule_t rg = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
     sl_table_config_t cfg = {.shards = 16, .seed = 7};
     sl_table_t *log = table_of(&rl, &cfg), *g = table_of(&rg, &cfg);
