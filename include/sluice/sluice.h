@@ -535,8 +535,9 @@ SL_API int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_n
  * SL_EKEY / SL_EINVAL. */
 SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
 
-/* Copies the key's state into `state` (sl_state_size() bytes). Returns SL_OK, or SL_EKEY /
- * SL_EINVAL; an absent key yields an all-zero (fresh) state. Does not change the table. */
+/* Copies the key's state into `state` (sl_state_size() bytes, the room a state can need; the
+ * table may hold it in fewer). Returns SL_OK, or SL_EKEY / SL_EINVAL; an absent key yields an
+ * all-zero (fresh) state. Does not change the table. */
 SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void *state);
 
 /* Stores `state` for `key`, replacing what was there (snapshot loading). The state is checked
@@ -544,6 +545,13 @@ SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void
  * SL_ESTATE, SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL. */
 SL_API int sl_table_put(sl_table_t *table, const void *key, size_t key_len, const void *state,
                         int64_t now_ns);
+
+/* sl_table_put() of a state in a buffer of `len` bytes, which may be smaller than
+ * sl_state_size() for a sliding_log state (one sl_table_foreach() handed out, or
+ * sl_state_unpack() wrote into a buffer of the size it needs): checked with
+ * sl_state_check_len(). */
+SL_API int sl_table_put_len(sl_table_t *table, const void *key, size_t key_len, const void *state,
+                            size_t len, int64_t now_ns);
 
 /*
  * Moves a key's usage into `to` from other tables of the same algorithm, for a key whose numbers
@@ -579,9 +587,11 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
  * added or removed during the call may or may not be visited. A piece's copy is complete before
  * fn sees any of it, so changes fn makes may be seen in later pieces.
  *
- * key and state point into the copy (state is 8-byte aligned, state_size bytes) and are valid
- * only during that call of fn. Memory: one piece's copy at a time (about 1 MiB, more only for a
- * single key whose state is larger), reused from piece to piece and freed before returning.
+ * key and state point into the copy (state is 8-byte aligned, state_size bytes: sl_state_size()
+ * bytes, or fewer for a sliding_log state, whose buffer grows with its entries; hand it on with
+ * sl_table_put_len() or sl_state_check_len()) and are valid only during that call of fn. Memory:
+ * one piece's copy at a time (about 1 MiB, more only for a single key whose state is larger),
+ * reused from piece to piece and freed before returning.
  *
  * Returns 0 after visiting every key, the first nonzero value fn returned (return a positive
  * value to stop, to tell it from an error), SL_ENOMEM when no memory could be had for a shard's
