@@ -53,7 +53,7 @@ extern "C" {
 #define SL_WINDOW_MAX_NS    (INT64_C(366) * 86400 * SL_NS_PER_SEC) /* longest window: 366 days */
 #define SL_NOW_MAX_NS       (INT64_MAX / 2)    /* latest time decided on, ns (year 2116) */
 #define SL_TOLERANCE_MAX_NS (INT64_MAX / 4)    /* token_bucket/gcra: T * capacity, ~73 years */
-#define SL_LOG_LIMIT_MAX    (INT64_C(1) << 20) /* sliding_log keeps one 8-byte stamp per unit */
+#define SL_LOG_LIMIT_MAX    (INT64_C(1) << 20) /* sliding_log: up to N entries of 16 bytes */
 #define SL_BUCKETS_MAX      INT64_C(4096)      /* sliding_buckets sub-windows per window */
 #define SL_BUCKETS_DEFAULT  INT64_C(10)
 #define SL_KEY_MAX_DEFAULT  1024 /* bytes; sl_table_config_t.key_max when 0 */
@@ -91,7 +91,7 @@ SL_API const char *sl_strerror(int code);
 
 typedef enum sl_algorithm {
     SL_FIXED_WINDOW = 1, /* count per window aligned to multiples of W since the epoch */
-    SL_SLIDING_LOG,      /* exact: one timestamp per admitted unit, window (now - W, now] */
+    SL_SLIDING_LOG,      /* exact: each admission's time and units, window (now - W, now] */
     SL_SLIDING_WINDOW,   /* weighted estimate over the previous and current fixed window */
     SL_SLIDING_BUCKETS,  /* window split into `buckets` sub-windows; never over-admits */
     SL_TOKEN_BUCKET,     /* capacity B, refill N per W, stored as one time value */
@@ -140,8 +140,10 @@ SL_API int sl_rule_init(sl_rule_t *rule, sl_algorithm_t algorithm, int64_t limit
 SL_API int sl_rule_prepare(sl_rule_t *rule);
 
 /* Bytes of state one key needs under a prepared rule: 8 for token_bucket and gcra, 16 for
- * fixed_window, 24 for sliding_window, 16 + 8 * (buckets + 1) for sliding_buckets, 8 + 8 * N for
- * sliding_log. A state has no alignment requirement (it is plain bytes, copyable with memcpy). */
+ * fixed_window, 24 for sliding_window, 16 + 8 * (buckets + 1) for sliding_buckets, 32 + 16 * N for
+ * sliding_log (room for N admissions: the most a key can need; a key that made one request
+ * needs 48 bytes of it, and sluice's own table keeps each key in a buffer of the size it needs).
+ * A state has no alignment requirement (it is plain bytes, copyable with memcpy). */
 SL_API size_t sl_state_size(const sl_rule_t *rule);
 
 /* True when a and b have the same numbers: algorithm, limit, window, burst, buckets and
@@ -204,13 +206,14 @@ SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t 
  *          decides as S at every time >= t (and is fresh exactly when S is). It is S byte for
  *          byte for fixed_window, token_bucket and gcra when S is not fresh at t; for
  *          sliding_window when S's window is t's; for sliding_buckets when S's latest
- *          admission was at t. sliding_log gets S's stamps back (the same ring positions) when
- *          none of S's stamps had left the window at t, and also records t as the latest time
- *          (a clock that steps back stays clamped to it) unless S's newest stamp was t. A fresh
+ *          admission was at t. sliding_log gets S's entries back (the same ring positions) when
+ *          none of S's entries had left the window at t, and also records t as the latest time
+ *          (a clock that steps back stays clamped to it) unless S's latest time was t. A fresh
  *          S yields a state fresh at t: what recorded the old window or time cannot come back.
  *
  * Returns SL_OK, SL_ECOST (cost < 0) or SL_EINVAL (NULL arguments). O(1), except sliding_log:
- * O(log N), plus O(N) when the stamps given back are not the newest, and sliding_buckets: O(K).
+ * O(log E) for E entries (admissions in the window), plus O(E) when the units given back are
+ * not the newest, and sliding_buckets: O(K).
  */
 SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                      int64_t now_ns, sl_decision_t *out);
@@ -229,8 +232,8 @@ SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t c
  * reserved) among the requests in it (docs/algorithms.md).
  *
  * Counts in debt saturate at SL_COUNT_MAX units, token_bucket/gcra's TAT at INT64_MAX ns.
- * sliding_log keeps at most N stamps: in debt it keeps the newest N, which admits every cost
- * >= 1 exactly when the whole log would (docs/algorithms.md).
+ * sliding_log keeps at most N entries: a debt that meets N of them merges the oldest into the
+ * next, which admits every cost >= 1 exactly when the whole log would (docs/algorithms.md).
  *
  * Returns SL_OK, SL_ECOST (reserved or actual < 0) or SL_EINVAL.
  */
@@ -299,12 +302,17 @@ SL_API int sl_lease_return(const sl_rule_t *rule, void *state, const sl_lease_t 
 
 /*
  * Checks that `state` is one sl_decide(), sl_refund() or sl_settle() can have written under
- * `rule` (counts within [0, SL_COUNT_MAX], times within range, a sliding_log ring sorted).
- * sl_decide() trusts its state -- it is the bytes it wrote -- so check any state that comes from
- * outside (a snapshot, a network peer) before deciding on it. Returns SL_OK, SL_ESTATE or
- * SL_EINVAL. O(state size).
+ * `rule` (counts within [0, SL_COUNT_MAX], times within range, a sliding_log's entries sorted),
+ * in a buffer of sl_state_size(rule) bytes. sl_decide() trusts its state -- it is the bytes it
+ * wrote -- so check any state that comes from outside (a snapshot, a network peer) before
+ * deciding on it. Returns SL_OK, SL_ESTATE or SL_EINVAL. O(state size).
  */
 SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
+
+/* sl_state_check() of a state in a buffer of `len` bytes: a sliding_log state records the size
+ * of its buffer (which may be smaller than sl_state_size() in sluice's own table), and is
+ * refused (SL_ESTATE) when that is more than len, as when it is no valid state. */
+SL_API int sl_state_check_len(const sl_rule_t *rule, const void *state, size_t len);
 
 /*
  * Carries a key's usage from one rule to another of the same algorithm (an override or a rule
@@ -325,9 +333,9 @@ SL_API int sl_state_check(const sl_rule_t *rule, const void *state);
  *   fixed_window, sliding_window      each window's count goes to the new window holding the
  *                                     latest instant its units can have had
  *   sliding_buckets                   likewise bucket by bucket
- *   sliding_log                       the newest stamps up to the new limit, exact in admissions
- *                                     when the window does not grow (but for stamps a debt
- *                                     dropped, which a larger limit must assume)
+ *   sliding_log                       the entries inside the new window, the oldest merged into
+ *                                     the next beyond the new limit's number: exact in
+ *                                     admissions when the window does not grow
  *   token_bucket, gcra                the units not yet refilled, ceil((TAT - now) / T_from), as
  *                                     if taken at now_ns: safe against the whole history when T
  *                                     does not grow
@@ -359,17 +367,18 @@ SL_API int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns);
 /*
  * A state's packed form: the same state in as few bytes as its algorithm allows, for stores that
  * keep each key's state as a value of its own (sluice.so keeps it in a Redis string). Only
- * sliding_log packs smaller: its state holds room for N stamps, its packed form only the stamps in
- * use, about 2-3 bytes each from a microsecond clock (format: src/core/sliding_log.c). Every
- * other algorithm's packed form is its state, byte for byte.
+ * sliding_log packs smaller: its state holds room for N entries, its packed form only the entries
+ * in use, about 3-4 bytes each from a microsecond clock (format: src/core/sliding_log.c; the
+ * older form of one stamp per unit, which older builds wrote, is still read). Every other
+ * algorithm's packed form is its state, byte for byte.
  *
  * sl_state_packed_max() is the largest packed form under a prepared rule, bytes (0 for NULL).
  * sl_state_pack() writes the packed form of a state sl_decide() (or a refund, a settle) wrote to
- * `out` (at least
- * sl_state_packed_max() bytes) and returns its length; the same state always packs to the same
- * bytes. sl_state_unpack() reads `len` packed bytes into `state` (sl_state_size() bytes) and
- * checks them as sl_state_check() does: SL_OK, SL_ESTATE for bytes that are not a packed state
- * of this rule (state is then unspecified), SL_EINVAL for NULL arguments. O(len + N) at most.
+ * `out` (at least sl_state_packed_max() bytes) and returns its length; the same state always
+ * packs to the same bytes. sl_state_unpack() reads `len` packed bytes into `state`
+ * (sl_state_size() bytes) and checks them as sl_state_check() does: SL_OK, SL_ESTATE for bytes
+ * that are not a packed state of this rule (state is then unspecified), SL_EINVAL for NULL
+ * arguments. O(len).
  */
 SL_API size_t sl_state_packed_max(const sl_rule_t *rule);
 SL_API size_t sl_state_pack(const sl_rule_t *rule, const void *state, void *out);
@@ -526,8 +535,9 @@ SL_API int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_n
  * SL_EKEY / SL_EINVAL. */
 SL_API int sl_table_reset(sl_table_t *table, const void *key, size_t key_len);
 
-/* Copies the key's state into `state` (sl_state_size() bytes). Returns SL_OK, or SL_EKEY /
- * SL_EINVAL; an absent key yields an all-zero (fresh) state. Does not change the table. */
+/* Copies the key's state into `state` (sl_state_size() bytes, the room a state can need; the
+ * table may hold it in fewer). Returns SL_OK, or SL_EKEY / SL_EINVAL; an absent key yields an
+ * all-zero (fresh) state. Does not change the table. */
 SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void *state);
 
 /* Stores `state` for `key`, replacing what was there (snapshot loading). The state is checked
@@ -535,6 +545,13 @@ SL_API int sl_table_get(sl_table_t *table, const void *key, size_t key_len, void
  * SL_ESTATE, SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL. */
 SL_API int sl_table_put(sl_table_t *table, const void *key, size_t key_len, const void *state,
                         int64_t now_ns);
+
+/* sl_table_put() of a state in a buffer of `len` bytes, which may be smaller than
+ * sl_state_size() for a sliding_log state (one sl_table_foreach() handed out, or
+ * sl_state_unpack() wrote into a buffer of the size it needs): checked with
+ * sl_state_check_len(). */
+SL_API int sl_table_put_len(sl_table_t *table, const void *key, size_t key_len, const void *state,
+                            size_t len, int64_t now_ns);
 
 /*
  * Moves a key's usage into `to` from other tables of the same algorithm, for a key whose numbers
@@ -570,9 +587,11 @@ typedef int (*sl_table_visit_fn)(void *arg, const void *key, size_t key_len, con
  * added or removed during the call may or may not be visited. A piece's copy is complete before
  * fn sees any of it, so changes fn makes may be seen in later pieces.
  *
- * key and state point into the copy (state is 8-byte aligned, state_size bytes) and are valid
- * only during that call of fn. Memory: one piece's copy at a time (about 1 MiB, more only for a
- * single key whose state is larger), reused from piece to piece and freed before returning.
+ * key and state point into the copy (state is 8-byte aligned, state_size bytes: sl_state_size()
+ * bytes, or fewer for a sliding_log state, whose buffer grows with its entries; hand it on with
+ * sl_table_put_len() or sl_state_check_len()) and are valid only during that call of fn. Memory:
+ * one piece's copy at a time (about 1 MiB, more only for a single key whose state is larger),
+ * reused from piece to piece and freed before returning.
  *
  * Returns 0 after visiting every key, the first nonzero value fn returned (return a positive
  * value to stop, to tell it from an error), SL_ENOMEM when no memory could be had for a shard's

@@ -6,18 +6,50 @@
  *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state any alignment.
  *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
  *   <alg>_valid(rule, state)                      true when state is one the functions here can
- *                                                 have written (bytes from a snapshot are checked).
+ *                                                 have written (bytes from a snapshot are checked),
+ *                                                 for a state whose buffer holds the bytes it says
+ *                                                 (core_state_check() sees to that first).
  *   <alg>_refund(rule, state, cost, charged_ns, now_ns)
  *                                                 gives back cost > 0 units charged at charged_ns,
  *                                                 0 <= charged_ns <= now_ns (sl_refund()).
  *   <alg>_charge(rule, state, cost, now_ns)       adds cost > 0 units at now_ns even past the
  *                                                 limit: debt (sl_settle()).
- *   <alg>_convert(from, from_state, to, to_state, now_ns)
- *                                                 writes to_state (to->state_size bytes, not
+ *   <alg>_convert(from, from_state, to, to_state, to_bytes, now_ns)
+ *                                                 writes to_state (a buffer of to_bytes >=
+ *                                                 core_state_convert_need() bytes, not
  *                                                 overlapping) with the usage of a valid from_state
  *                                                 carried to `to`, a rule of the same algorithm
  *                                                 whose state means something else
  *                                                 (sl_state_convert()).
+ *
+ * States of variable size. A state records the size of its own buffer. Five algorithms have a
+ * fixed size, rule->state_size bytes. sliding_log's state holds one entry per admission (see
+ * sliding_log.c), so its buffer grows with the admissions a key made and never needs more than
+ * rule->state_size bytes (room for N entries); its header records how many entries the buffer
+ * holds, 0 meaning rule->state_size bytes' worth, so that a zeroed rule->state_size buffer (what
+ * callers of the public sl_decide() pass) is a fresh state with all the room it can need. The
+ * contract, the same for every algorithm (trivial for the fixed ones):
+ *
+ *   core_state_min(rule)               bytes of a fresh key's smallest buffer.
+ *   core_state_init(rule, buf, bytes)  writes a fresh state into a buffer of `bytes` >=
+ *                                      core_state_min() bytes (all of it: the same bytes
+ *                                      for the same size).
+ *   core_state_bytes(rule, state)      the buffer size the state says it has.
+ *   core_state_need(rule, state)       the least buffer size, <= rule->state_size, in which any
+ *                                      one more operation on the state fits without losing
+ *                                      anything: a decision of any cost, a charge, a refund, a
+ *                                      lease; the caller moves a state whose core_state_bytes()
+ *                                      is smaller to a buffer of at least this size before the
+ *                                      operation (core_decide() and core_settle() assert room).
+ *   core_state_move(rule, from, to, to_bytes)
+ *                                      writes the same state into another buffer (not
+ *                                      overlapping) of to_bytes >= core_state_need(from) bytes,
+ *                                      or at least the bytes of what it holds, to grow or shrink
+ *                                      it; it then decides exactly as before.
+ *
+ * A table keeps each key's state in a buffer of core_state_need() bytes (or a little more), and
+ * may shrink it after an operation: a sliding_log key then costs what its entries take. Every
+ * function taking a state reads only the bytes its header says.
  *
  * The dispatcher (rule.c) has already validated the arguments, so these functions do not
  * check them again: core_decide() and core_settle(), through which every decision, refund and
@@ -44,7 +76,7 @@
                        int64_t now_ns);                                                            \
     void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);          \
     void name##_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,        \
-                        void *to_state, int64_t now_ns)
+                        void *to_state, size_t to_bytes, int64_t now_ns)
 
 SL_DECIDE_FN(fixed_window);
 SL_DECIDE_FN(sliding_log);
@@ -73,10 +105,30 @@ int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lea
 void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
                        int64_t until_ns, int64_t now_ns);
 
-/* sliding_log's packed form (the others pack to their state as is): see sl_state_pack(). */
+/* sliding_log's variable size (the contract above; the others have a fixed size). */
+size_t sliding_log_state_min(const sl_rule_t *rule);
+void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes);
+size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state);
+size_t sliding_log_state_need(const sl_rule_t *rule, const void *state);
+void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
+size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
+
+/* sliding_log's packed form (the others pack to their state as is): see sl_state_pack().
+ * packed_need is the most a given state packs to; unpack_need the buffer a packed state needs
+ * (core_state_need() of what it unpacks to), 0 when its first bytes are no packed state. */
 size_t sliding_log_packed_max(const sl_rule_t *rule);
+size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state);
 size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out);
-bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state);
+size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len);
+bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state,
+                        size_t bytes);
+
+/* sliding_log's older unpacked ring (8 + 8 * N bytes: one stamp per unit), as older snapshots
+ * hold it: its size, the buffer its state needs (0: not such a ring), and the state. */
+size_t sliding_log_legacy_size(const sl_rule_t *rule);
+size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t ring_len);
+bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t ring_len, void *state,
+                             size_t bytes);
 
 /* States have no alignment requirement: every access goes through these (a mov on x86-64). */
 static inline int64_t load_i64(const void *p)
@@ -151,10 +203,65 @@ typedef struct algorithm_ops {
                    int64_t now_ns);
     void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
     void (*convert)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                    void *to_state, int64_t now_ns);
+                    void *to_state, size_t to_bytes, int64_t now_ns);
+    /* the size of a state (the contract at the top) */
+    size_t (*state_min)(const sl_rule_t *rule);
+    void (*state_init)(const sl_rule_t *rule, void *buf, size_t bytes);
+    size_t (*state_bytes)(const sl_rule_t *rule, const void *state);
+    size_t (*state_need)(const sl_rule_t *rule, const void *state);
+    void (*state_move)(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
+    size_t (*convert_need)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
 } algorithm_ops_t;
 
 extern const algorithm_ops_t core_algorithms[CORE_ALGORITHM_SLOTS];
+
+/* ---- states of variable size (the contract at the top) ----------------------------------------
+ */
+
+size_t core_state_min(const sl_rule_t *rule);
+void core_state_init(const sl_rule_t *rule, void *buf, size_t bytes);
+size_t core_state_bytes(const sl_rule_t *rule, const void *state);
+size_t core_state_need(const sl_rule_t *rule, const void *state);
+void core_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
+
+/* sl_state_check_len(): SL_OK when the `len` bytes at state hold a state of the rule (its
+ * header's buffer size within len, and valid), SL_ESTATE when not. A prepared rule. */
+int core_state_check(const sl_rule_t *rule, const void *state, size_t len);
+
+/* The least bytes of a buffer under `to` for sl_state_convert() of a valid from_state, with room
+ * for one more operation; and the conversion into a buffer of to_bytes >= that (SL_OK,
+ * SL_EALGORITHM, SL_ESTATE for a from_state core_state_check(from, .., its bytes) refuses). */
+size_t core_state_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
+int core_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                       void *to_state, size_t to_bytes, int64_t now_ns);
+
+/* The most sl_state_pack() writes for this state (sliding_log: what its entries take, rather
+ * than sl_state_packed_max()'s N of them). */
+size_t core_state_packed_need(const sl_rule_t *rule, const void *state);
+
+/* The buffer size sl_state_unpack() of these packed bytes needs, with room for one more
+ * operation (<= rule->state_size; 0 when they are no packed state of the rule); and the unpack
+ * into a buffer of `bytes` (>= that): SL_OK or SL_ESTATE (state unspecified then). */
+size_t core_state_unpack_need(const sl_rule_t *rule, const void *packed, size_t len);
+int core_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void *state,
+                      size_t bytes);
+
+/*
+ * States that older builds kept unpacked (an older snapshot's entries): sliding_log's ring was
+ * 8 + 8 * N bytes, one stamp per admitted unit; every other algorithm's state is unchanged.
+ * core_state_legacy_size() is that size; core_state_legacy_need() the buffer the state of such
+ * bytes needs, with room for one more operation (0 when they are no such state);
+ * core_state_from_legacy() writes the state into a buffer of `bytes` >= that: exact (each stamp
+ * one unit, equal stamps one entry, a settle's DROPPED and LATEST kept as sliding_log.c says).
+ * Returns SL_OK, or SL_ESTATE for bytes that are not a valid older state of the rule.
+ */
+size_t core_state_legacy_size(const sl_rule_t *rule);
+size_t core_state_legacy_need(const sl_rule_t *rule, const void *legacy, size_t len);
+int core_state_from_legacy(const sl_rule_t *rule, const void *legacy, size_t len, void *state,
+                           size_t bytes);
+
+/* sl_state_saturate() into a buffer of `bytes` >= core_state_min(rule). */
+void core_state_saturate(const sl_rule_t *rule, void *state, size_t bytes, int64_t at_ns);
 
 /* Treats times outside [0, SL_NOW_MAX_NS] as its ends (now + window + tolerance stay far from
  * INT64_MAX). */
@@ -165,7 +272,8 @@ static inline int64_t core_clamp_now(int64_t now_ns)
 
 /*
  * The dispatch behind sl_decide(), for callers that have already validated their arguments
- * (cost >= 0, a prepared rule, a state of rule->state_size bytes): the table's hot path. The
+ * (cost >= 0, a prepared rule, a state in a buffer of at least core_state_need() bytes): the
+ * table's hot path. The
  * algorithms with a hot-key target get direct calls; an indirect call through
  * core_algorithms[] measured 0.5 ns more per hot-key decision (bench_core hot), a third of
  * the target's margin. The others go through the table.

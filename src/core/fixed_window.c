@@ -76,8 +76,9 @@ void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64
 }
 
 void fixed_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                          void *to_state, int64_t now_ns)
+                          void *to_state, size_t to_bytes, int64_t now_ns)
 {
+    (void)to_bytes; /* rule->state_size: a fixed size */
     fixed_window_state_t st, out = {0, 0};
     memcpy(&st, from_state, sizeof(st));
     int64_t k = max_i64(now_ns / from->window_ns, st.window_index); /* clamp */

@@ -127,8 +127,9 @@ void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64
 }
 
 void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                  void *to_state, int64_t now_ns)
+                  void *to_state, size_t to_bytes, int64_t now_ns)
 {
+    (void)to_bytes; /* rule->state_size: a fixed size */
     int64_t tat = load_i64(from_state), out = 0;
     if (tat > now_ns) {
         int64_t owed_ns = tat - now_ns; /* > 0: now_ns >= 0 */

@@ -16,17 +16,57 @@ static const char *const algorithm_names[] = {
     [SL_TOKEN_BUCKET] = "token_bucket",     [SL_GCRA] = "gcra",
 };
 
-#define OPS(name)                                                                                  \
+/* ---- the size of a fixed-size state: rule->state_size bytes ---------------------------------- */
+
+static size_t fixed_state_min(const sl_rule_t *rule)
+{
+    return rule->state_size;
+}
+
+static void fixed_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
+{
+    (void)rule;
+    memset(buf, 0, bytes);
+}
+
+static size_t fixed_state_bytes(const sl_rule_t *rule, const void *state)
+{
+    (void)state;
+    return rule->state_size;
+}
+
+static void fixed_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes)
+{
+    memcpy(to, from, rule->state_size);
+    memset((unsigned char *)to + rule->state_size, 0, to_bytes - rule->state_size);
+}
+
+static size_t fixed_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to)
+{
+    (void)from;
+    (void)from_state;
+    return to->state_size;
+}
+
+#define OPS(name, size)                                                                            \
     {                                                                                              \
-        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge, name##_convert \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge,                \
+            name##_convert, size##_state_min, size##_state_init, size##_state_bytes,               \
+            size##_state_bytes, size##_state_move, size##_convert_need                             \
+    }
+#define VARIABLE_OPS(name)                                                                         \
+    {                                                                                              \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge,                \
+            name##_convert, name##_state_min, name##_state_init, name##_state_bytes,               \
+            name##_state_need, name##_state_move, name##_convert_need                              \
     }
 const algorithm_ops_t core_algorithms[CORE_ALGORITHM_SLOTS] = {
-    [SL_FIXED_WINDOW] = OPS(fixed_window),
-    [SL_SLIDING_LOG] = OPS(sliding_log),
-    [SL_SLIDING_WINDOW] = OPS(sliding_window),
-    [SL_SLIDING_BUCKETS] = OPS(sliding_buckets),
-    [SL_TOKEN_BUCKET] = OPS(gcra), /* the same GCRA, its own tolerance */
-    [SL_GCRA] = OPS(gcra),
+    [SL_FIXED_WINDOW] = OPS(fixed_window, fixed),
+    [SL_SLIDING_LOG] = VARIABLE_OPS(sliding_log),
+    [SL_SLIDING_WINDOW] = OPS(sliding_window, fixed),
+    [SL_SLIDING_BUCKETS] = OPS(sliding_buckets, fixed),
+    [SL_TOKEN_BUCKET] = OPS(gcra, fixed), /* the same GCRA, its own tolerance */
+    [SL_GCRA] = OPS(gcra, fixed),
 };
 
 const char *sl_algorithm_name(sl_algorithm_t algorithm)
@@ -68,7 +108,7 @@ static uint32_t state_size_of(const sl_rule_t *r)
     case SL_SLIDING_WINDOW:
         return 24; /* window index, current, previous */
     case SL_SLIDING_LOG:
-        return (uint32_t)(8 + 8 * r->limit); /* head, count, N stamps */
+        return (uint32_t)(32 + 16 * r->limit); /* header, room for N entries (sliding_log.c) */
     case SL_SLIDING_BUCKETS:
         return (uint32_t)(16 + 8 * (r->buckets + 1)); /* newest, total, K + 1 counts */
     default:
@@ -226,12 +266,57 @@ int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actu
     return SL_OK;
 }
 
+/* A prepared rule of a known algorithm. */
+static bool prepared(const sl_rule_t *rule)
+{
+    return rule != NULL && sl_algorithm_name(rule->algorithm) != NULL && rule->state_size != 0;
+}
+
+size_t core_state_min(const sl_rule_t *rule)
+{
+    return core_algorithms[rule->algorithm].state_min(rule);
+}
+
+void core_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
+{
+    core_algorithms[rule->algorithm].state_init(rule, buf, bytes);
+}
+
+size_t core_state_bytes(const sl_rule_t *rule, const void *state)
+{
+    return core_algorithms[rule->algorithm].state_bytes(rule, state);
+}
+
+size_t core_state_need(const sl_rule_t *rule, const void *state)
+{
+    return core_algorithms[rule->algorithm].state_need(rule, state);
+}
+
+void core_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes)
+{
+    core_algorithms[rule->algorithm].state_move(rule, from, to, to_bytes);
+}
+
+int core_state_check(const sl_rule_t *rule, const void *state, size_t len)
+{
+    const algorithm_ops_t *ops = &core_algorithms[rule->algorithm];
+    if (len < ops->state_min(rule) || ops->state_bytes(rule, state) > len)
+        return SL_ESTATE; /* no header, or a header promising more than there is */
+    return ops->valid(rule, state) ? SL_OK : SL_ESTATE;
+}
+
 int sl_state_check(const sl_rule_t *rule, const void *state)
 {
-    if (rule == NULL || state == NULL || sl_algorithm_name(rule->algorithm) == NULL ||
-        rule->state_size == 0)
+    if (!prepared(rule) || state == NULL)
         return SL_EINVAL;
-    return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
+    return core_state_check(rule, state, rule->state_size);
+}
+
+int sl_state_check_len(const sl_rule_t *rule, const void *state, size_t len)
+{
+    if (!prepared(rule) || state == NULL)
+        return SL_EINVAL;
+    return core_state_check(rule, state, len);
 }
 
 bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
@@ -246,6 +331,12 @@ size_t sl_state_packed_max(const sl_rule_t *rule)
     return rule->algorithm == SL_SLIDING_LOG ? sliding_log_packed_max(rule) : rule->state_size;
 }
 
+size_t core_state_packed_need(const sl_rule_t *rule, const void *state)
+{
+    return rule->algorithm == SL_SLIDING_LOG ? sliding_log_packed_need(rule, state)
+                                             : rule->state_size;
+}
+
 size_t sl_state_pack(const sl_rule_t *rule, const void *state, void *out)
 {
     if (rule->algorithm == SL_SLIDING_LOG)
@@ -254,17 +345,49 @@ size_t sl_state_pack(const sl_rule_t *rule, const void *state, void *out)
     return rule->state_size;
 }
 
+size_t core_state_unpack_need(const sl_rule_t *rule, const void *packed, size_t len)
+{
+    if (rule->algorithm == SL_SLIDING_LOG)
+        return sliding_log_unpack_need(rule, packed, len);
+    return len == rule->state_size ? rule->state_size : 0;
+}
+
+int core_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void *state,
+                      size_t bytes)
+{
+    if (rule->algorithm == SL_SLIDING_LOG)
+        return sliding_log_unpack(rule, packed, len, state, bytes) ? SL_OK : SL_ESTATE;
+    if (len != rule->state_size || bytes < len)
+        return SL_ESTATE;
+    core_state_move(rule, packed, state, bytes);
+    return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
+}
+
 int sl_state_unpack(const sl_rule_t *rule, const void *packed, size_t len, void *state)
 {
-    if (rule == NULL || (packed == NULL && len > 0) || state == NULL ||
-        sl_algorithm_name(rule->algorithm) == NULL || rule->state_size == 0)
+    if (!prepared(rule) || (packed == NULL && len > 0) || state == NULL)
         return SL_EINVAL;
+    return core_state_unpack(rule, packed, len, state, rule->state_size);
+}
+
+size_t core_state_legacy_size(const sl_rule_t *rule)
+{
+    return rule->algorithm == SL_SLIDING_LOG ? sliding_log_legacy_size(rule) : rule->state_size;
+}
+
+size_t core_state_legacy_need(const sl_rule_t *rule, const void *legacy, size_t len)
+{
     if (rule->algorithm == SL_SLIDING_LOG)
-        return sliding_log_unpack(rule, packed, len, state) ? SL_OK : SL_ESTATE;
-    if (len != rule->state_size)
-        return SL_ESTATE;
-    memcpy(state, packed, len);
-    return core_algorithms[rule->algorithm].valid(rule, state) ? SL_OK : SL_ESTATE;
+        return sliding_log_legacy_need(rule, legacy, len);
+    return len == rule->state_size ? rule->state_size : 0;
+}
+
+int core_state_from_legacy(const sl_rule_t *rule, const void *legacy, size_t len, void *state,
+                           size_t bytes)
+{
+    if (rule->algorithm == SL_SLIDING_LOG)
+        return sliding_log_from_legacy(rule, legacy, len, state, bytes) ? SL_OK : SL_ESTATE;
+    return core_state_unpack(rule, legacy, len, state, bytes); /* the same bytes as today's */
 }
 
 /* Whether a state means the same usage under both rules (same algorithm): then it is copied. */
@@ -275,7 +398,7 @@ static bool same_meaning(const sl_rule_t *a, const sl_rule_t *b)
     case SL_SLIDING_WINDOW:
         return a->window_ns == b->window_ns; /* counts per window, whatever the limit */
     case SL_SLIDING_LOG:
-        return a->limit == b->limit && a->window_ns == b->window_ns; /* the ring's size */
+        return a->limit == b->limit && a->window_ns == b->window_ns; /* the entries' meaning */
     case SL_SLIDING_BUCKETS:
         return a->window_ns == b->window_ns && a->buckets == b->buckets;
     default:
@@ -283,24 +406,47 @@ static bool same_meaning(const sl_rule_t *a, const sl_rule_t *b)
     }
 }
 
-int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                     void *to_state, int64_t now_ns)
+size_t core_state_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to)
 {
-    if (from == NULL || to == NULL || from_state == NULL || to_state == NULL ||
-        sl_algorithm_name(from->algorithm) == NULL || from->state_size == 0 ||
-        sl_algorithm_name(to->algorithm) == NULL || to->state_size == 0)
-        return SL_EINVAL;
+    return core_algorithms[from->algorithm].convert_need(from, from_state, to);
+}
+
+int core_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                       void *to_state, size_t to_bytes, int64_t now_ns)
+{
     if (from->algorithm != to->algorithm)
         return SL_EALGORITHM;
     const algorithm_ops_t *ops = &core_algorithms[from->algorithm];
-    if (!ops->valid(from, from_state))
-        return SL_ESTATE;
-    if (same_meaning(from, to)) {
-        memcpy(to_state, from_state, to->state_size);
-        return SL_OK;
-    }
-    ops->convert(from, from_state, to, to_state, core_clamp_now(now_ns));
+    if (core_state_check(from, from_state, ops->state_bytes(from, from_state)) != SL_OK)
+        return SL_ESTATE; /* the caller's buffer holds what the header says (the contract) */
+    const size_t from_bytes = ops->state_bytes(from, from_state);
+    if (same_meaning(from, to) && to_bytes == from_bytes)
+        memcpy(to_state, from_state, to_bytes); /* byte for byte (sl_state_convert()) */
+    else if (same_meaning(from, to))
+        core_state_move(to, from_state, to_state, to_bytes);
+    else
+        ops->convert(from, from_state, to, to_state, to_bytes, core_clamp_now(now_ns));
     return SL_OK;
+}
+
+int sl_state_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                     void *to_state, int64_t now_ns)
+{
+    if (!prepared(from) || !prepared(to) || from_state == NULL || to_state == NULL)
+        return SL_EINVAL;
+    if (from->algorithm != to->algorithm)
+        return SL_EALGORITHM;
+    if (core_state_check(from, from_state, from->state_size) != SL_OK)
+        return SL_ESTATE;
+    return core_state_convert(from, from_state, to, to_state, to->state_size, now_ns);
+}
+
+void core_state_saturate(const sl_rule_t *rule, void *state, size_t bytes, int64_t at_ns)
+{
+    sl_decision_t d;
+    core_state_init(rule, state, bytes);
+    core_decide(rule, state, rule->capacity, at_ns, &d);
+    assert(d.allowed); /* a fresh state admits its capacity */
 }
 
 int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns)
@@ -308,8 +454,6 @@ int sl_state_saturate(const sl_rule_t *rule, void *state, int64_t at_ns)
     sl_decision_t d = {0};
     if (bad_arguments(rule, state, &d))
         return SL_EINVAL;
-    memset(state, 0, rule->state_size);
-    core_decide(rule, state, rule->capacity, at_ns, &d);
-    assert(d.allowed); /* a fresh state admits its capacity */
+    core_state_saturate(rule, state, rule->state_size, at_ns);
     return SL_OK;
 }

@@ -182,9 +182,10 @@ void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, in
 }
 
 void sliding_buckets_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                             void *to_state, int64_t now_ns)
+                             void *to_state, size_t to_bytes, int64_t now_ns)
 {
-    (void)now_ns; /* the counts keep their own time: nothing to clamp */
+    (void)to_bytes; /* rule->state_size: a fixed size */
+    (void)now_ns;   /* the counts keep their own time: nothing to clamp */
     sliding_buckets_header_t h;
     memcpy(&h, from_state, sizeof(h));
     const unsigned char *counts = (const unsigned char *)from_state + sizeof(h);

@@ -1,100 +1,207 @@
 /*
- * sliding_log.c - the exact sliding window: one timestamp per admitted unit.
+ * sliding_log.c - the exact sliding window: one entry per admission, its time and its units.
  *
- * State (8 + 8 * N bytes): a ring of up to N stamps, oldest at `head`, `count` in use, sorted
- * non-decreasing (times are clamped to the latest time recorded, so appends keep the order). A
- * stamp t is inside the window at `now` iff t > now - W: the window excludes exactly now - W
- * (seed 003). Counting the window is a binary search over the sorted ring, so peeks and
- * rejections (which must not write) cost O(log N); an admission drops the expired stamps it
- * found, amortized O(1) per stamp, and appends `cost` copies of now. The head's two top bits are
- * flags, set only by settles and refunds (a state sl_decide() alone wrote has neither):
+ * A request of cost c admitted at t is one entry (t, c); a settle's charge past the limit is one
+ * too. The key admits c at now iff (units of the entries with t > now - W) + c <= N: the window
+ * excludes exactly now - W (seed 003). A key's state therefore grows with the admissions it
+ * made, never with the limit N or the costs a client names: a key that made one request of
+ * cost 10^6 holds one entry.
  *
- *   DROPPED  Debt (a settle charging d units past the limit) appends d stamps at the clamped now
- *            and, as the ring holds N, drops the oldest: of the whole log's N + x stamps it keeps
- *            the newest N. That is exact for every cost c >= 1: stamps leave in order, so both
- *            logs admit c once x + c stamps have left, and report the same remaining (0 until
- *            then). What the ring no longer knows is when the dropped stamps leave, only that
- *            they are no newer than its oldest; DROPPED says some were dropped. While it is set
- *            the ring is full, and a peek counts one more stamp at the oldest's time, so it is
- *            refused until the oldest stamp leaves the window (as a cost of 1 is). An admission
- *            needs the oldest stamp gone, which takes every dropped one with it: it clears the
- *            flag.
- *   LATEST   The slot after the newest stamp holds the latest time recorded, later than the
- *            newest stamp: a refund took the newest stamps back, and a clock that steps back
- *            must still be clamped to their time (stamps that expired before it are gone, and
- *            would otherwise seem to come back). The ring is then not full. The next append
- *            writes that slot, at the clamped now, and clears the flag.
+ * State: a 32-byte header, then a ring of 16-byte entries, oldest at `head`:
  *
- * Refund of c units charged at t_c: the newest c stamps no newer than t_c are removed (the
- * charge's own are at t_c, or later if it was clamped: a removed stamp is never newer than the
- * charge's). Right after the charge these are its own stamps, at the tail. With DROPPED set the
- * dropped stamps would move up into the window: each removed stamp is replaced by a copy of the
- * oldest, no older than the stamp it stands for; and the newest stamp stays (there is no free
- * slot to record its time in).
+ *   header   u32 head     ring index of the oldest entry (< the ring's capacity)
+ *            u32 count    entries in use
+ *            u32 cap      entries the buffer holds; 0: N, the sl_state_size() buffer
+ *            u32 zero     0
+ *            u64 base     the running total of units before the oldest entry (mod 2^64)
+ *            i64 latest   the latest time recorded, ns: no earlier than the newest stamp; 0 for
+ *                         a key that never recorded one. An earlier now is clamped to it.
+ *   entry    i64 stamp    ns, strictly increasing from the oldest
+ *            u64 total    the running total of units through this entry (mod 2^64): the entry
+ *                         holds total - (the previous entry's total, or base) >= 1 units
  *
- * Convert to another limit or window: of the stamps inside the new window at the latest time
- * recorded L, the newest up to the new N; DROPPED when some had to be left out, which is exact
- * in admissions as debt is. When the old ring had DROPPED and its oldest stamp is still inside
- * the new window, the stamps it dropped may be too, and how many is unknown: the new ring is
- * filled up to its N with copies of that oldest stamp (no older than any dropped one) and keeps
- * DROPPED. L stays the latest time (LATEST, when the new ring has room and no stamp at L). Exact
- * when the window does not grow, unless that filling happened; a longer window cannot count the
- * stamps the ring already let go.
+ * Running totals make the units of any run of entries one subtraction, so counting the window is
+ * a binary search over the stamps and a peek or a rejection (which must not write) costs
+ * O(log entries); so does finding the entry that has to leave before a cost fits (retry_after).
+ * An admission drops the expired entries (amortized O(1) each: head moves, base takes the last
+ * dropped total) and appends (now, cost), or adds cost to the newest entry when it is at now:
+ * two admissions at the same clamped now share one entry. The units in the ring never exceed
+ * SL_COUNT_MAX, so every total - previous total is exact in 64 bits.
  *
- * Packed form (sl_state_pack(), for stores that keep each key's state as its own value): the
- * stamps in use and nothing else, so a key weighs what it holds rather than N stamps.
+ * At most N entries, each >= 1 unit. Without debt the window never holds more than N units, so
+ * an admission always finds room. A debt charge (a settle past the limit) appends (now, d) even
+ * past the limit; when the ring already holds N entries, the oldest entry's units join the next
+ * entry (its stamp goes: head moves, base stays). That merge is exact in admissions:
  *
- *   byte 0   e, 0..9: every stamp is a multiple of 10^e ns, and is written in units of 10^e;
- *            plus 16 with DROPPED (the count is then N), plus 32 with LATEST
+ *   Let the oldest entry hold u units at t0, the rest R units at t1 < ... (R counts the new
+ *   charge). N entries of >= 1 unit each, plus the charge, give R >= N. While the entry at t1 is
+ *   in the window, both logs hold >= R >= N units, so neither admits a cost >= 1; from t1 + W
+ *   on, the u units have left both. A cost c >= 1 needs inside + c - N units to leave: at least
+ *   u + c units of the exact log (u + R + c - N with R >= N), so the one that has to leave is
+ *   past the oldest entry, at the same place in both logs: retry_after is equal too. A peek
+ *   (c = 0) may differ only when R = N, in [t0 + W, t1 + W): the exact log then holds N units
+ *   and allows a peek, the merged log refuses it, as both refuse a cost of 1.
+ *
+ * Units in debt saturate at SL_COUNT_MAX: a charge that would pass it drops the oldest units
+ * first, keeping the newest SL_COUNT_MAX; exact in admissions, peeks included, as the units kept
+ * are > N and no dropped unit is newer than a kept one (while one is inside, all kept ones are).
+ *
+ * Refund of c units charged at t_c: expiry is judged at the latest time recorded L (kept: a later
+ * now would drop entries the state does not record), and none go when t_c <= L - W (the charge's
+ * may have left). Otherwise, in unit order (oldest first), the c units starting at the first
+ * unit stamped >= t_c go -- the charge's own when it was charged then (they are its newest, or
+ * it shares the newest entry), older ones when t_c is only a lower bound of the charge's time (a
+ * safe choice: a unit that stays leaves later) -- and when fewer units follow it, the newest
+ * before it too. A merged log's units are each no older than the same unit of the exact log, and
+ * this rule, applied to both, keeps that so: after a merge a refund leaves the log at least as
+ * strict as the exact log.
+ *
+ * Convert to another limit or window: the entries inside the new window at L; when more than the
+ * new N, the older ones join the oldest of the newest N (merged as above: exact in admissions,
+ * each merge leaving >= N entries after it). L stays the latest time. Exact when the window does
+ * not grow; a longer window cannot count the units the log already let go.
+ *
+ * Variable size (core.h): a state in a buffer of H + 16 * cap bytes holds cap entries; a fresh key
+ * needs one (48 bytes), the next operation at most one more than it holds, never more than N.
+ * A zeroed sl_state_size() buffer is a fresh state with room for N.
+ *
+ * Packed form (sl_state_pack(), for stores that keep each key's state as its own value):
+ *
+ *   byte 0   e, 0..9: every time is a multiple of 10^e ns, and is written in units of 10^e;
+ *            plus 64 (ENTRIES: this format), plus 32 with LATEST: the latest time is later than
+ *            the newest stamp (a refund took the newest units back) and follows the entries
  *   varint   count, 0..N
- *   varint   the oldest stamp / 10^e                      (when count > 0)
- *   varint   each later stamp minus the one before / 10^e  (count - 1 of them, >= 0)
+ *   varint   per entry: its stamp minus the one before (the first: the stamp) / 10^e, > 0 after
+ *            the first; then its units, >= 1
  *   varint   with LATEST: the latest time minus the newest stamp (or 0) / 10^e, > 0
  *
  * Varints are LEB128 (7 bits a byte, low first). Stamps taken from a microsecond clock pack with
- * e = 3: a delta below 16 ms takes 2 bytes, below 2 s 3 bytes.
+ * e = 3: a delta below 16 ms takes 2 bytes, a cost below 128 one.
+ *
+ * The older form, one stamp per unit, is still read (values of older builds): byte 0 is e plus
+ * 16 with DROPPED (a debt kept the newest N stamps; the count is then N) plus 32 with LATEST,
+ * then the count of stamps, the oldest stamp and each later one's delta (>= 0) / 10^e, and with
+ * LATEST the latest time's delta (> 0). Equal stamps become one entry of their number of units.
+ * DROPPED said that some stamps no newer than the oldest were dropped, and made the oldest count
+ * one unit more while it was in the window: the oldest entry gets that unit, which decides
+ * alike (the old ring's N stamps plus one at the oldest's time). sliding_log_from_legacy() reads
+ * the older unpacked ring, 8 + 8 * N bytes, the same way.
  */
 #include <string.h>
 
 #include "core/core.h"
 
-typedef struct sliding_log_header {
-    uint32_t head;  /* ring index of the oldest stamp, | DROPPED | LATEST */
-    uint32_t count; /* stamps in use, <= N; N with DROPPED, < N with LATEST */
-} sliding_log_header_t;
+#define HEADER 32 /* bytes before the first entry */
+#define ENTRY  16 /* bytes per entry */
 
-#define DROPPED 0x80000000u /* in head: debt dropped stamps no newer than the oldest */
-#define LATEST  0x40000000u /* in head: the slot after the newest holds the latest time */
-#define FLAGS   (DROPPED | LATEST)
+/* The header's fields, by byte offset. They are read and written one by one: a copy of the
+ * whole header through a struct made the compiler store fields one by one and load them back as
+ * one vector, a store-forwarding stall that doubled a decision's time. */
+#define AT_HEAD   0  /* u32: ring index of the oldest entry */
+#define AT_COUNT  4  /* u32: entries in use */
+#define AT_ROOM   8  /* u32: entries the buffer holds; 0 = N */
+#define AT_ZERO   12 /* u32: 0 */
+#define AT_BASE   16 /* u64: running total before the oldest entry, units mod 2^64 */
+#define AT_LATEST 24 /* i64: the latest time recorded, ns */
 
-/* Ring index of the i-th oldest stamp (0 <= i <= count), for a head without flags. */
-static inline size_t slot_of(uint32_t n, const sliding_log_header_t *h, uint32_t i)
+/* A state opened for reading or writing: its header's fields and where its entries are. */
+typedef struct log {
+    uint32_t head, count, room, zero; /* as in the header */
+    uint64_t base;                    /* as in the header */
+    int64_t latest_ns;                /* as in the header */
+    unsigned char *e;                 /* entries */
+    uint32_t cap;                     /* entries the buffer holds (room, or N for 0) */
+} log_t;
+
+static inline uint32_t load_u32(const unsigned char *p)
 {
-    uint64_t at = (uint64_t)h->head + i;
-    return 8 * (size_t)(at >= n ? at - n : at);
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
 }
 
-/* The i-th oldest stamp (0 <= i < count); i = count is LATEST's slot. */
-static inline int64_t stamp_at(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
-                               uint32_t i)
+static inline void store_u32(unsigned char *p, uint32_t v)
 {
-    return load_i64(ring + slot_of(n, h, i));
+    memcpy(p, &v, sizeof(v));
 }
 
-static inline void stamp_put(unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
-                             uint32_t i, int64_t t)
+static inline log_t log_open(const sl_rule_t *rule, const void *state)
 {
-    store_i64(ring + slot_of(n, h, i), t);
+    const unsigned char *p = state;
+    log_t l;
+    l.head = load_u32(p + AT_HEAD);
+    l.count = load_u32(p + AT_COUNT);
+    l.room = load_u32(p + AT_ROOM);
+    l.zero = load_u32(p + AT_ZERO);
+    l.base = (uint64_t)load_i64(p + AT_BASE);
+    l.latest_ns = load_i64(p + AT_LATEST);
+    l.e = (unsigned char *)state + HEADER;
+    l.cap = l.room != 0 ? l.room : (uint32_t)rule->limit;
+    return l;
 }
 
-/* Index of the first stamp newer than cutoff_ns: with now - W, the number of expired stamps. */
-static uint32_t first_inside(const unsigned char *ring, uint32_t n, const sliding_log_header_t *h,
-                             int64_t cutoff_ns)
+static inline void log_put(void *state, const log_t *l)
 {
-    uint32_t lo = 0, hi = h->count;
-    while (lo < hi) {
+    unsigned char *p = state;
+    store_u32(p + AT_HEAD, l->head);
+    store_u32(p + AT_COUNT, l->count);
+    store_u32(p + AT_ROOM, l->room);
+    store_u32(p + AT_ZERO, l->zero);
+    store_i64(p + AT_BASE, (int64_t)l->base);
+    store_i64(p + AT_LATEST, l->latest_ns);
+}
+
+/* Bytes of the i-th oldest entry's slot (0 <= i <= count, count <= cap). */
+static inline unsigned char *slot(const log_t *l, uint32_t i)
+{
+    uint64_t at = (uint64_t)l->head + i;
+    return l->e + ENTRY * (size_t)(at >= l->cap ? at - l->cap : at);
+}
+
+static inline int64_t stamp(const log_t *l, uint32_t i)
+{
+    return load_i64(slot(l, i));
+}
+
+static inline uint64_t total(const log_t *l, uint32_t i)
+{
+    return (uint64_t)load_i64(slot(l, i) + 8);
+}
+
+/* The running total before the i-th oldest entry. */
+static inline uint64_t before(const log_t *l, uint32_t i)
+{
+    return i == 0 ? l->base : total(l, i - 1);
+}
+
+static inline void entry_put(const log_t *l, uint32_t i, int64_t t, uint64_t tot)
+{
+    unsigned char *p = slot(l, i);
+    store_i64(p, t);
+    store_i64(p + 8, (int64_t)tot);
+}
+
+/* Units in entries [i, count). */
+static inline int64_t units_from(const log_t *l, uint32_t i)
+{
+    return i < l->count ? (int64_t)(total(l, l->count - 1) - before(l, i)) : 0;
+}
+
+/* Index of the first entry stamped later than cutoff_ns: with now - W, the expired entries. They
+ * are the oldest few as a rule (none, or the one an admission at the limit replaces), so the
+ * search gallops from the front, probing entries 0, 1, 3, 7, ..., then bisects: O(log k) for k
+ * expired entries. */
+static uint32_t first_after(const log_t *l, int64_t cutoff_ns)
+{
+    uint32_t lo = 0, hi = 0, step = 1;
+    while (hi < l->count && stamp(l, hi) <= cutoff_ns) {
+        lo = hi + 1;
+        hi = lo + step > l->count ? l->count : lo + step;
+        step *= 2;
+    }
+    while (lo < hi) { /* stamp(lo - 1) <= cutoff_ns (or lo == 0); stamp(hi) > it (or hi == count) */
         uint32_t mid = lo + (hi - lo) / 2;
-        if (stamp_at(ring, n, h, mid) > cutoff_ns)
+        if (stamp(l, mid) > cutoff_ns)
             hi = mid;
         else
             lo = mid + 1;
@@ -102,229 +209,277 @@ static uint32_t first_inside(const unsigned char *ring, uint32_t n, const slidin
     return lo;
 }
 
-/* Reads the header, splitting the flags off the head. */
-static inline sliding_log_header_t header_of(const void *state, uint32_t *flags)
+/* Index of the first entry j >= from whose units from entry `from` through j reach `units`
+ * (1 <= units <= units_from(l, from)). The entry that has to leave for a request to fit is one of
+ * the oldest as a rule, so this gallops from `from` too. */
+static uint32_t entry_reaching(const log_t *l, uint32_t from, uint64_t units)
 {
-    sliding_log_header_t h;
-    memcpy(&h, state, sizeof(h));
-    *flags = h.head & FLAGS;
-    h.head &= ~FLAGS;
-    return h;
-}
-
-static void header_put(void *state, sliding_log_header_t h, uint32_t flags)
-{
-    h.head |= flags;
-    memcpy(state, &h, sizeof(h));
-}
-
-/* The latest time the ring records (0 when empty): what an earlier now is clamped to. */
-static inline int64_t latest_of(const unsigned char *ring, uint32_t n,
-                                const sliding_log_header_t *h, uint32_t flags)
-{
-    if (flags & LATEST)
-        return stamp_at(ring, n, h, h->count);
-    return h->count > 0 ? stamp_at(ring, n, h, h->count - 1) : 0;
-}
-
-/* Drops the first `expired` stamps. */
-static inline void drop_oldest(uint32_t n, sliding_log_header_t *h, uint32_t expired)
-{
-    h->head = (uint32_t)(((uint64_t)h->head + expired) % n);
-    h->count -= expired;
-}
-
-/* Appends `cost` copies of now_ns to a ring with room for them. */
-static inline void append(unsigned char *ring, uint32_t n, sliding_log_header_t *h, int64_t cost,
-                          int64_t now_ns)
-{
-    for (int64_t i = 0; i < cost; i++) {
-        stamp_put(ring, n, h, h->count, now_ns);
-        h->count++;
+    const uint64_t b = before(l, from);
+    const uint32_t last = l->count - 1;
+    uint32_t lo = from, hi = from, step = 1;
+    while (hi < last && total(l, hi) - b < units) {
+        lo = hi + 1;
+        hi = lo + step > last ? last : lo + step;
+        step *= 2;
     }
+    while (lo < hi) { /* entry lo - 1 falls short (or lo == from); hi reaches (or hi == last) */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (total(l, mid) - b >= units)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
 }
 
-/* Appends `cost` (> 0) copies of now_ns, dropping the oldest stamps beyond N; true if it did. */
-static bool append_over(unsigned char *ring, uint32_t n, sliding_log_header_t *h, int64_t cost,
-                        int64_t now_ns)
+/* Drops the k oldest entries. */
+static inline void drop_oldest(log_t *l, uint32_t k)
 {
-    bool over = cost > (int64_t)(n - h->count);
-    if (over)
-        drop_oldest(n, h, cost >= n ? h->count : (uint32_t)(h->count + cost - n));
-    append(ring, n, h, min_i64(cost, n), now_ns);
-    return over;
+    if (k == 0)
+        return;
+    l->base = total(l, k - 1);
+    l->head = (uint32_t)(slot(l, k) - l->e) / ENTRY; /* head + k < 2 cap: no division */
+    l->count -= k;
+}
+
+/* Drops the oldest `units` units (< the units in the ring): whole entries, then part of one. */
+static void drop_units(log_t *l, uint64_t units)
+{
+    const uint64_t b = l->base;
+    uint32_t j = entry_reaching(l, 0, units);
+    drop_oldest(l, j + (total(l, j) - b == units));
+    l->base = b + units;
+}
+
+/* Appends (now_ns, units): to the newest entry when it is at now_ns. The ring has room. */
+static inline void append(log_t *l, int64_t now_ns, uint64_t units)
+{
+    const uint32_t n = l->count;
+    if (n > 0 && stamp(l, n - 1) == now_ns) {
+        entry_put(l, n - 1, now_ns, total(l, n - 1) + units);
+        return;
+    }
+    assert(n < l->cap);
+    entry_put(l, n, now_ns, before(l, n) + units);
+    l->count++;
 }
 
 void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
                         sl_decision_t *out)
 {
-    uint32_t flags;
-    sliding_log_header_t h = header_of(state, &flags);
-    unsigned char *ring = (unsigned char *)state + sizeof(h);
-    const uint32_t n = (uint32_t)rule->limit;
-    assert(h.count <= n && h.head < n);
+    log_t l = log_open(rule, state);
+    const int64_t n = rule->limit;
+    assert(l.count <= l.cap && l.cap <= (uint64_t)n);
 
-    now_ns = max_i64(now_ns, latest_of(ring, n, &h, flags)); /* clamp */
-    uint32_t expired = first_inside(ring, n, &h, now_ns - rule->window_ns);
-    int64_t inside = h.count - expired;
-    /* dropped stamps are in the window until the oldest kept one leaves: at least one more */
-    int64_t unseen = (flags >> 31) & (expired == 0); /* DROPPED is the top bit */
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
+    uint32_t expired = first_after(&l, now_ns - rule->window_ns);
+    int64_t inside = units_from(&l, expired); /* may pass N in debt */
 
-    if (cost <= rule->limit - inside - unseen) {
+    if (cost <= n - inside) {
         decision_admit(out);
-        if (cost > 0) {
-            drop_oldest(n, &h, expired); /* expired > 0 with DROPPED */
-            append(ring, n, &h, cost, now_ns);
-            memcpy(state, &h, sizeof(h)); /* no flags: see the top of the file */
+        if (cost > 0) { /* inside <= N - 1: fewer than N entries stay, so there is room */
+            drop_oldest(&l, expired);
+            append(&l, now_ns, (uint64_t)cost);
+            l.latest_ns = now_ns;
+            log_put(state, &l);
         }
         inside += cost;
-    } else if (cost > rule->limit) {
+    } else if (cost > n) {
         decision_reject(out, -1);
     } else {
-        /* the (inside + unseen + cost - N)-th oldest stamp in the window has to leave it; the
-         * unseen ones are no newer than the oldest kept, which stands for them */
-        uint32_t j = expired + (uint32_t)max_i64(inside + cost - rule->limit - 1, 0);
-        decision_reject(out, stamp_at(ring, n, &h, j) + rule->window_ns - now_ns);
+        /* inside + cost - N units have to leave: the last of them sets the time */
+        uint32_t j = entry_reaching(&l, expired, (uint64_t)(inside + cost - n));
+        decision_reject(out, stamp(&l, j) + rule->window_ns - now_ns);
     }
-    out->remaining = rule->limit - inside;
-    /* h is the stored header now, so its newest stamp is now_ns after an admission */
-    out->reset_after_ns =
-        inside > 0 ? stamp_at(ring, n, &h, h.count - 1) + rule->window_ns - now_ns : 0;
+    out->remaining = max_i64(n - inside, 0);
+    /* l is the stored log now, so its newest stamp is now_ns after an admission */
+    out->reset_after_ns = inside > 0 ? stamp(&l, l.count - 1) + rule->window_ns - now_ns : 0;
 }
 
 void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
-    uint32_t flags;
-    sliding_log_header_t h = header_of(state, &flags);
-    unsigned char *ring = (unsigned char *)state + sizeof(h);
+    log_t l = log_open(rule, state);
     const uint32_t n = (uint32_t)rule->limit;
-    now_ns = max_i64(now_ns, latest_of(ring, n, &h, flags)); /* clamp */
-    uint32_t expired = first_inside(ring, n, &h, now_ns - rule->window_ns);
-    if (expired > 0)
-        flags &= ~DROPPED; /* the dropped stamps left before the oldest kept one */
-    drop_oldest(n, &h, expired);
-    bool dropped = append_over(ring, n, &h, cost, now_ns);
-    header_put(state, h, (flags & DROPPED) || dropped ? DROPPED : 0);
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
+    drop_oldest(&l, first_after(&l, now_ns - rule->window_ns));
+    const int64_t held = units_from(&l, 0);
+    if (cost >= SL_COUNT_MAX) { /* the newest SL_COUNT_MAX units: the charge's own */
+        drop_oldest(&l, l.count);
+        cost = SL_COUNT_MAX;
+    } else if (held > SL_COUNT_MAX - cost) {
+        drop_units(&l, (uint64_t)(held - (SL_COUNT_MAX - cost)));
+    }
+    const bool shares = l.count > 0 && stamp(&l, l.count - 1) == now_ns;
+    if (!shares && l.count == n) { /* full: the oldest entry joins the next (see the top) */
+        if (n == 1) {
+            entry_put(&l, 0, now_ns, total(&l, 0)); /* the next is the charge's own */
+        } else {
+            l.head = (uint32_t)(slot(&l, 1) - l.e) / ENTRY;
+            l.count--; /* base stays: the next entry's units take the oldest's */
+        }
+    }
+    append(&l, now_ns, (uint64_t)cost);
+    l.latest_ns = now_ns;
+    log_put(state, &l);
+}
+
+/* Removes the units at positions [from, from + k) of the ring (0: the oldest unit), k >= 1:
+ * entries left without a unit go, those after move down, totals follow. O(entries after). */
+static void remove_units(log_t *l, uint64_t from, uint64_t k)
+{
+    const uint64_t b = l->base, end = from + k;
+    uint32_t j = entry_reaching(l, 0, from + 1); /* holds the first unit that goes */
+    uint32_t w = j;
+    uint64_t lo = before(l, j) - b, run = before(l, j);
+    for (; j < l->count; j++) {
+        const int64_t t = stamp(l, j);
+        const uint64_t hi = total(l, j) - b; /* the entry holds units [lo, hi) */
+        const uint64_t cut_lo = lo > from ? lo : from, cut_hi = hi < end ? hi : end;
+        const uint64_t keep = hi - lo - (cut_hi > cut_lo ? cut_hi - cut_lo : 0);
+        lo = hi;
+        if (keep > 0) {
+            run += keep;
+            entry_put(l, w++, t, run);
+        }
+    }
+    l->count = w;
 }
 
 void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                         int64_t now_ns)
 {
-    uint32_t flags;
-    sliding_log_header_t h = header_of(state, &flags);
-    unsigned char *ring = (unsigned char *)state + sizeof(h);
-    const uint32_t n = (uint32_t)rule->limit;
-    if (h.count == 0)
-        return;
-    (void)now_ns; /* stamps carry their own time; expiry is judged at the latest time recorded,
-                   * which the refund keeps (a later now would drop stamps it does not record) */
-    const int64_t latest = latest_of(ring, n, &h, flags);
-    uint32_t expired = first_inside(ring, n, &h, latest - rule->window_ns);
-    if (expired > 0)
-        flags &= ~DROPPED;
-    drop_oldest(n, &h, expired);
-    /* stamps [i - k, i) go. With none dropped, the charge's stamps are in the ring unless they
-     * left the window: the oldest k at or after charged_ns go (the charge's own when charged
-     * then; older ones, a safe choice, when charged_ns is a lower bound of the charge's time),
-     * and when there are fewer, the newest before it too (a charge dated later, as `now` is:
-     * the newest); none when charged_ns is outside the window (the charge's may have left it).
-     * When a debt dropped stamps, the charge's may be among them: the newest k no newer than
-     * charged_ns go, and the newest stays (it records the latest time). */
-    uint32_t i = 0, k = 0;
-    if (flags & DROPPED) {
-        i = (uint32_t)min_i64(first_inside(ring, n, &h, charged_ns), h.count - 1);
-        k = (uint32_t)min_i64(cost, i);
-    } else if (charged_ns > latest - rule->window_ns) {
-        k = (uint32_t)min_i64(cost, h.count);
-        i = (uint32_t)min_i64((int64_t)first_inside(ring, n, &h, charged_ns - 1) + k, h.count);
+    (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded,
+                   * which the refund keeps (a later now would drop entries it does not record) */
+    log_t l = log_open(rule, state);
+    const int64_t latest = l.latest_ns;
+    drop_oldest(&l, first_after(&l, latest - rule->window_ns));
+    if (l.count > 0 && charged_ns > latest - rule->window_ns) {
+        const uint64_t held = (uint64_t)units_from(&l, 0);
+        const uint64_t k = (uint64_t)cost < held ? (uint64_t)cost : held;
+        /* the units from the first one stamped >= charged_ns, or the newest k */
+        uint64_t at = before(&l, first_after(&l, charged_ns - 1)) - l.base;
+        remove_units(&l, at + k <= held ? at : held - k, k);
     }
-    if (flags & DROPPED) {
-        int64_t oldest = stamp_at(ring, n, &h, 0);
-        for (uint32_t j = i; j-- > k;)
-            stamp_put(ring, n, &h, j, stamp_at(ring, n, &h, j - k));
-        for (uint32_t j = 0; j < k; j++)
-            stamp_put(ring, n, &h, j, oldest);
-    } else {
-        for (uint32_t j = i; j < h.count; j++) /* none when they are the newest, as usual */
-            stamp_put(ring, n, &h, j - k, stamp_at(ring, n, &h, j));
-        h.count -= k;
-        flags &= ~LATEST;
-        if (latest > (h.count > 0 ? stamp_at(ring, n, &h, h.count - 1) : 0)) {
-            stamp_put(ring, n, &h, h.count, latest); /* a free slot: k > 0 or it was set */
-            flags |= LATEST;
-        }
-    }
-    header_put(state, h, flags);
+    log_put(state, &l);
+}
+
+/* Writes a fresh state's header for a buffer of `bytes` (>= HEADER + ENTRY). */
+static log_t log_fresh(const sl_rule_t *rule, void *buf, size_t bytes)
+{
+    const uint64_t n = (uint64_t)rule->limit, room = (bytes - HEADER) / ENTRY;
+    log_t l = {.room = room >= n ? 0 : (uint32_t)room, .e = (unsigned char *)buf + HEADER};
+    l.cap = room >= n ? (uint32_t)n : (uint32_t)room;
+    return l;
 }
 
 void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                         void *to_state, int64_t now_ns)
+                         void *to_state, size_t to_bytes, int64_t now_ns)
 {
-    (void)now_ns; /* stamps carry their own time; expiry is judged at the latest time recorded */
-    uint32_t flags;
-    sliding_log_header_t h = header_of(from_state, &flags);
-    const unsigned char *ring = (const unsigned char *)from_state + sizeof(h);
-    const uint32_t n = (uint32_t)from->limit, n_to = (uint32_t)to->limit;
-    const int64_t latest = latest_of(ring, n, &h, flags);
-    const uint32_t expired = first_inside(ring, n, &h, latest - to->window_ns);
-    const uint32_t inside = h.count - expired;
-    const uint32_t first = inside > n_to ? h.count - n_to : expired; /* oldest kept */
-    /* the old ring's dropped stamps are no newer than its oldest, which is inside */
-    const bool dropped = inside > n_to || ((flags & DROPPED) && expired == 0);
+    (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded */
+    const log_t f = log_open(from, from_state);
+    const uint32_t n_to = (uint32_t)to->limit;
+    const uint32_t expired = first_after(&f, f.latest_ns - to->window_ns);
+    /* the newest N entries inside the new window; older ones join the oldest of them */
+    const uint32_t first = f.count - expired > n_to ? f.count - n_to : expired;
+    const uint64_t b = before(&f, expired);
 
-    sliding_log_header_t out = {.head = 0, .count = 0};
-    unsigned char *to_ring = (unsigned char *)to_state + sizeof(out);
-    memset(to_state, 0, to->state_size);
-    /* with room left, copies of the oldest stand for the dropped stamps */
-    out.count = dropped ? n_to : h.count - first;
-    const uint32_t copies = out.count - (h.count - first);
-    for (uint32_t i = 0; i < out.count; i++)
-        stamp_put(to_ring, n_to, &out, i,
-                  stamp_at(ring, n, &h, i < copies ? first : first + i - copies));
-    int64_t newest = out.count > 0 ? stamp_at(to_ring, n_to, &out, out.count - 1) : 0;
-    /* a full ring records its newest stamp as the latest time: an earlier now then counts at
-     * least the stamps it counts at L, so it admits no more than L would */
-    if (out.count < n_to && latest > newest) {
-        stamp_put(to_ring, n_to, &out, out.count, latest);
-        header_put(to_state, out, LATEST);
-    } else {
-        header_put(to_state, out, dropped ? DROPPED : 0);
-    }
+    memset(to_state, 0, HEADER);
+    log_t t = log_fresh(to, to_state, to_bytes);
+    assert(f.count - first <= t.cap);
+    for (uint32_t i = first; i < f.count; i++)
+        entry_put(&t, i - first, stamp(&f, i), total(&f, i) - b);
+    t.count = f.count - first;
+    t.latest_ns = f.latest_ns;
+    log_put(to_state, &t);
 }
 
 bool sliding_log_valid(const sl_rule_t *rule, const void *state)
 {
-    uint32_t flags;
-    sliding_log_header_t h = header_of(state, &flags);
-    const uint32_t n = (uint32_t)rule->limit;
-    if (h.count > n || h.head >= n || flags == FLAGS || ((flags & DROPPED) && h.count != n) ||
-        ((flags & LATEST) && h.count == n))
+    const log_t l = log_open(rule, state);
+    if (l.zero != 0 || l.room > (uint64_t)rule->limit || l.count > l.cap || l.head >= l.cap ||
+        l.latest_ns < 0 || l.latest_ns > SL_NOW_MAX_NS)
         return false;
-    const unsigned char *ring = (const unsigned char *)state + sizeof(h);
-    int64_t prev = 0;
-    uint32_t last = h.count + ((flags & LATEST) != 0); /* LATEST's slot is after the newest */
-    for (uint32_t i = 0; i < last; i++) {              /* sorted, within [0, SL_NOW_MAX_NS] */
-        int64_t t = stamp_at(ring, n, &h, i);
-        if (t < prev || t > SL_NOW_MAX_NS || (i == h.count && t == prev))
+    int64_t prev = -1;
+    uint64_t units = 0, run = l.base;
+    for (uint32_t i = 0; i < l.count; i++) { /* stamps increasing, each entry >= 1 unit */
+        int64_t t = stamp(&l, i);
+        uint64_t u = total(&l, i) - run;
+        if (t <= prev || t > l.latest_ns || u < 1 || u > (uint64_t)SL_COUNT_MAX - units)
             return false;
         prev = t;
+        units += u;
+        run += u;
     }
     return true;
 }
 
 bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
-    uint32_t flags; /* no unit is newer than the newest stamp: the flags do not matter here */
-    sliding_log_header_t h = header_of(state, &flags);
-    if (h.count == 0)
-        return true;
-    const unsigned char *ring = (const unsigned char *)state + sizeof(h);
-    return stamp_at(ring, (uint32_t)rule->limit, &h, h.count - 1) <= now_ns - rule->window_ns;
+    const log_t l = log_open(rule, state);
+    return l.count == 0 || stamp(&l, l.count - 1) <= now_ns - rule->window_ns;
+}
+
+/* ---- variable size -----------------------------------------------------------------------------
+ */
+
+/* Bytes of a buffer of `entries` entries. */
+static inline size_t bytes_for(uint64_t entries)
+{
+    return HEADER + ENTRY * (size_t)entries;
+}
+
+size_t sliding_log_state_min(const sl_rule_t *rule)
+{
+    (void)rule; /* N >= 1 */
+    return bytes_for(1);
+}
+
+void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
+{
+    assert(bytes >= bytes_for(1));
+    memset(buf, 0, bytes);
+    log_t l = log_fresh(rule, buf, bytes);
+    log_put(buf, &l);
+}
+
+size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state)
+{
+    uint32_t room = load_u32((const unsigned char *)state + AT_ROOM);
+    return bytes_for(room != 0 ? room : (uint64_t)rule->limit);
+}
+
+size_t sliding_log_state_need(const sl_rule_t *rule, const void *state)
+{
+    uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
+    return bytes_for(min_i64((int64_t)count + 1, rule->limit));
+}
+
+size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to)
+{
+    (void)from;
+    uint32_t count = load_u32((const unsigned char *)from_state + AT_COUNT);
+    return bytes_for(min_i64((int64_t)count + 1, to->limit));
+}
+
+void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes)
+{
+    const log_t f = log_open(rule, from);
+    log_t t = log_fresh(rule, to, to_bytes);
+    assert(f.count <= t.cap);
+    for (uint32_t i = 0; i < f.count; i++)
+        entry_put(&t, i, stamp(&f, i), total(&f, i));
+    t.count = f.count;
+    t.base = f.base;
+    t.latest_ns = f.latest_ns;
+    log_put(to, &t);
 }
 
 /* ---- packed form ----------------------------------------------------------------------------- */
 
-#define VARINT_MAX 10 /* bytes of a 64-bit LEB128 */
+#define VARINT_MAX     10 /* bytes of a 64-bit LEB128 */
+#define PACKED_DROPPED 16 /* older form: added to byte 0 with DROPPED */
+#define PACKED_LATEST  32 /* added to byte 0 with LATEST */
+#define PACKED_ENTRIES 64 /* added to byte 0 in this form: entries with their units */
 
 static const int64_t pow10_ns[10] = {1,      10,      100,      1000,      10000,
                                      100000, 1000000, 10000000, 100000000, 1000000000};
@@ -358,64 +513,196 @@ static bool get_varint(const unsigned char **p, const unsigned char *end, uint64
 
 size_t sliding_log_packed_max(const sl_rule_t *rule)
 {
-    /* e, the count, N times; LATEST's time only when fewer than N stamps */
-    return 1 + VARINT_MAX + VARINT_MAX * (size_t)rule->limit;
+    /* e, the count, N entries of two varints, LATEST's time */
+    return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)rule->limit + VARINT_MAX;
 }
 
-#define PACKED_DROPPED 16 /* added to byte 0 with DROPPED */
-#define PACKED_LATEST  32 /* added to byte 0 with LATEST */
+size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state)
+{
+    (void)rule;
+    uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
+    return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)count + VARINT_MAX;
+}
 
 size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
 {
-    uint32_t flags;
-    sliding_log_header_t h = header_of(state, &flags);
-    const unsigned char *ring = (const unsigned char *)state + sizeof(h);
-    const uint32_t n = (uint32_t)rule->limit;
-    const uint32_t last = h.count + ((flags & LATEST) != 0); /* the times to write */
+    const log_t l = log_open(rule, state);
+    const int64_t newest = l.count > 0 ? stamp(&l, l.count - 1) : 0;
+    const bool latest = l.latest_ns > newest;
 
     unsigned e = 9; /* the largest power of ten dividing every time */
-    for (uint32_t i = 0; i < last && e > 0; i++) {
-        int64_t t = stamp_at(ring, n, &h, i);
-        while (e > 0 && t % pow10_ns[e] != 0)
+    for (uint32_t i = 0; i < l.count && e > 0; i++)
+        while (e > 0 && stamp(&l, i) % pow10_ns[e] != 0)
             e--;
-    }
+    while (latest && e > 0 && l.latest_ns % pow10_ns[e] != 0)
+        e--;
     unsigned char *p = out;
-    *p++ = (unsigned char)(e + (flags & DROPPED ? PACKED_DROPPED : 0) +
-                           (flags & LATEST ? PACKED_LATEST : 0));
-    p = put_varint(p, h.count);
+    *p++ = (unsigned char)(e + PACKED_ENTRIES + (latest ? PACKED_LATEST : 0));
+    p = put_varint(p, l.count);
     int64_t prev = 0;
-    for (uint32_t i = 0; i < last; i++) {
-        int64_t t = stamp_at(ring, n, &h, i);
+    for (uint32_t i = 0; i < l.count; i++) {
+        int64_t t = stamp(&l, i);
         p = put_varint(p, (uint64_t)((t - prev) / pow10_ns[e]));
+        p = put_varint(p, total(&l, i) - before(&l, i));
         prev = t;
     }
+    if (latest)
+        p = put_varint(p, (uint64_t)((l.latest_ns - prev) / pow10_ns[e]));
     return (size_t)(p - (unsigned char *)out);
 }
 
-bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state)
+/* A packed form being read: where, its scale, its flags, and the entries it says it has. */
+typedef struct packed_reader {
+    const unsigned char *p, *end;
+    int64_t unit;   /* 10^e ns */
+    unsigned flags; /* PACKED_* of byte 0 */
+    uint64_t count; /* entries (stamps in the older form) */
+} packed_reader_t;
+
+/* Reads byte 0 and the count; false when they are no packed sliding_log under rule. */
+static bool packed_open(const sl_rule_t *rule, const void *in, size_t len, packed_reader_t *r)
 {
-    const unsigned char *p = in, *end = p + len;
-    uint64_t count = 0;
-    if (len < 2 || *p % PACKED_DROPPED > 9 || *p >= PACKED_DROPPED + PACKED_LATEST)
-        return false; /* e above 9, an unknown flag, or both flags */
-    const uint32_t flags = (*p & PACKED_DROPPED ? DROPPED : 0) | (*p & PACKED_LATEST ? LATEST : 0);
-    const int64_t unit = pow10_ns[*p++ % PACKED_DROPPED];
-    if (!get_varint(&p, end, &count) || count > (uint64_t)rule->limit ||
-        ((flags & DROPPED) && count != (uint64_t)rule->limit) ||
-        ((flags & LATEST) && count == (uint64_t)rule->limit))
+    const unsigned char *p = in;
+    if (len < 2)
         return false;
-    sliding_log_header_t h = {.head = 0, .count = (uint32_t)count};
-    unsigned char *ring = (unsigned char *)state + sizeof(h);
-    const uint32_t last = h.count + ((flags & LATEST) != 0);
+    const unsigned b = p[0], e = b % PACKED_DROPPED, flags = b - e;
+    if (e > 9 || (flags != 0 && flags != PACKED_DROPPED && flags != PACKED_LATEST &&
+                  flags != PACKED_ENTRIES && flags != PACKED_ENTRIES + PACKED_LATEST))
+        return false; /* e above 9, an unknown flag, or DROPPED with another */
+    *r = (packed_reader_t){.p = p + 1, .end = p + len, .unit = pow10_ns[e], .flags = flags};
+    if (!get_varint(&r->p, r->end, &r->count) || r->count > (uint64_t)rule->limit)
+        return false;
+    if (flags & PACKED_ENTRIES)
+        return true;
+    /* the older form: DROPPED with N stamps, LATEST with fewer */
+    return ((flags & PACKED_DROPPED) == 0 || r->count == (uint64_t)rule->limit) &&
+           ((flags & PACKED_LATEST) == 0 || r->count < (uint64_t)rule->limit);
+}
+
+/* Reads a time delta (in units of 10^e) after *t; false past SL_NOW_MAX_NS, or when it is 0 and
+ * must not be. */
+static bool read_delta(packed_reader_t *r, int64_t *t, bool positive)
+{
+    uint64_t d;
+    if (!get_varint(&r->p, r->end, &d) || d > (uint64_t)(SL_NOW_MAX_NS - *t) / (uint64_t)r->unit ||
+        (positive && d == 0))
+        return false;
+    *t += (int64_t)d * r->unit;
+    return true;
+}
+
+/* Reads the entries (or stamps) into l, whose buffer holds r->count entries. */
+static bool packed_entries(packed_reader_t *r, log_t *l)
+{
+    const bool entries = r->flags & PACKED_ENTRIES;
     int64_t t = 0;
-    for (uint32_t i = 0; i < last; i++) {
-        uint64_t d = 0;
-        if (!get_varint(&p, end, &d) || d > (uint64_t)(SL_NOW_MAX_NS - t) / (uint64_t)unit ||
-            (i == h.count && d == 0))
-            return false; /* truncated, past SL_NOW_MAX_NS, or a latest time not later */
-        t += (int64_t)d * unit;
-        store_i64(ring + 8 * (size_t)i, t);
+    uint64_t run = 0;
+    for (uint64_t i = 0; i < r->count; i++) {
+        uint64_t u = 1;
+        if (!read_delta(r, &t, entries && i > 0) ||
+            (entries &&
+             (!get_varint(&r->p, r->end, &u) || u < 1 || u > (uint64_t)SL_COUNT_MAX - run)))
+            return false; /* truncated, out of range, a stamp not later, an entry of no unit */
+        run += u;
+        if (l->count > 0 && stamp(l, l->count - 1) == t)
+            entry_put(l, l->count - 1, t, run); /* the older form's equal stamps */
+        else
+            entry_put(l, l->count++, t, run);
     }
-    header_put(state, h, flags);
-    return p == end; /* sorted and in range by construction; nothing may follow */
+    l->latest_ns = t;
+    if ((r->flags & PACKED_LATEST) && !read_delta(r, &l->latest_ns, true))
+        return false;
+    if ((r->flags & PACKED_DROPPED) && l->count > 0) /* one more unit at the oldest's time */
+        for (uint32_t i = 0; i < l->count; i++)
+            entry_put(l, i, stamp(l, i), total(l, i) + 1);
+    return r->p == r->end; /* nothing may follow */
+}
+
+size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len)
+{
+    packed_reader_t r;
+    if (!packed_open(rule, in, len, &r))
+        return 0;
+    return bytes_for(min_i64((int64_t)r.count + 1, rule->limit));
+}
+
+bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state,
+                        size_t bytes)
+{
+    packed_reader_t r;
+    if (!packed_open(rule, in, len, &r) || bytes < bytes_for(1))
+        return false;
+    memset(state, 0, HEADER);
+    log_t l = log_fresh(rule, state, bytes);
+    if (r.count > l.cap)
+        return false;
+    bool ok = packed_entries(&r, &l);
+    log_put(state, &l);
+    return ok; /* sorted and in range by construction */
+}
+
+/* ---- the older unpacked ring --------------------------------------------------------------- */
+
+#define LEGACY_DROPPED 0x80000000u /* in the older ring's head */
+#define LEGACY_LATEST  0x40000000u
+
+size_t sliding_log_legacy_size(const sl_rule_t *rule)
+{
+    return 8 + 8 * (size_t)rule->limit;
+}
+
+/* The older ring's head (flags apart), count and flags; false when they are out of range. */
+static bool legacy_header(const sl_rule_t *rule, const void *ring, uint32_t *head, uint32_t *count,
+                          uint32_t *flags)
+{
+    uint32_t w[2];
+    memcpy(w, ring, sizeof(w));
+    const uint32_t n = (uint32_t)rule->limit;
+    *flags = w[0] & (LEGACY_DROPPED | LEGACY_LATEST);
+    *head = w[0] & ~(LEGACY_DROPPED | LEGACY_LATEST);
+    *count = w[1];
+    return *count <= n && *head < n && *flags != (LEGACY_DROPPED | LEGACY_LATEST) &&
+           (!(*flags & LEGACY_DROPPED) || *count == n) && (!(*flags & LEGACY_LATEST) || *count < n);
+}
+
+size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t ring_len)
+{
+    uint32_t head, count, flags;
+    if (ring_len != sliding_log_legacy_size(rule) ||
+        !legacy_header(rule, ring, &head, &count, &flags))
+        return 0;
+    return bytes_for(min_i64((int64_t)count + 1, rule->limit));
+}
+
+bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t ring_len, void *state,
+                             size_t bytes)
+{
+    uint32_t head, count, flags;
+    if (ring_len != sliding_log_legacy_size(rule) ||
+        !legacy_header(rule, ring, &head, &count, &flags) || bytes < bytes_for(1))
+        return false;
+    const unsigned char *stamps = (const unsigned char *)ring + 8;
+    const uint32_t n = (uint32_t)rule->limit;
+    memset(state, 0, HEADER);
+    log_t l = log_fresh(rule, state, bytes);
+    int64_t prev = 0;
+    uint32_t last = count + ((flags & LEGACY_LATEST) != 0); /* LATEST's slot follows */
+    for (uint32_t i = 0; i < last; i++) {                   /* sorted, in [0, SL_NOW_MAX_NS] */
+        int64_t t = load_i64(stamps + 8 * (size_t)(((uint64_t)head + i) % n));
+        if (t < prev || t > SL_NOW_MAX_NS || (i == count && t == prev))
+            return false;
+        prev = t;
+        if (i == count)
+            break;
+        bool shares = l.count > 0 && stamp(&l, l.count - 1) == t;
+        if (!shares && l.count == l.cap)
+            return false; /* no room in `bytes` */
+        append(&l, t, 1);
+    }
+    l.latest_ns = prev;
+    if (flags & LEGACY_DROPPED) /* the stamps it dropped: one more unit at the oldest's time */
+        for (uint32_t i = 0; i < l.count; i++)
+            entry_put(&l, i, stamp(&l, i), total(&l, i) + 1);
+    log_put(state, &l);
+    return true;
 }

@@ -19,11 +19,14 @@
  * branch, instead of a probe run of slots with a mispredicted branch per slot. (The idea is
  * that of Swiss tables and folly's F14: tags to skip compares, overflow counts to stop early.)
  *
- * Small states (<= STATE_INLINE_MAX bytes) live in the entry; larger ones (a sliding_log ring)
- * are a separate allocation and the state area holds the pointer. Keys up to the key area's
- * size (19 bytes) live in the entry; longer ones are a separate allocation described by the key
- * area (klen KLEN_LONG). An 8-byte state and a short key take one 28-byte entry, 30 bytes with
- * the chunk header.
+ * Small states (<= STATE_INLINE_MAX bytes) live in the entry; larger ones (a sliding_log's
+ * entries) are a separate allocation and the state area holds the pointer. An out-of-line state
+ * says the size of its buffer (core.h, "States of variable size"): it is kept with room for one
+ * more operation before each one that writes (growing by half again at least), and shrunk when
+ * it holds a quarter of that, so a sliding_log key weighs what its admissions take. Keys up to the
+ * key area's size (19 bytes) live in the entry; longer ones are a separate allocation described by
+ * the key area (klen KLEN_LONG). An 8-byte state and a short key take one 28-byte entry, 30 bytes
+ * with the chunk header.
  *
  * Invariants (per shard, under its lock):
  *   - chunk c's overflow = the number of stored keys whose probe passed c, i.e. whose home
@@ -415,7 +418,7 @@ static inline void *entry_state(const sl_table_t *t, unsigned char *entry)
 
 static size_t entry_external_bytes(const sl_table_t *t, unsigned char *entry)
 {
-    size_t n = t->state_external ? t->state_size : 0;
+    size_t n = t->state_external ? core_state_bytes(&t->rule, entry_state(t, entry)) : 0;
     unsigned char *kl = entry_klen(t, entry);
     if ((kl[0] & KLEN_MASK) == KLEN_LONG) {
         long_key_t lk;
@@ -763,10 +766,82 @@ static int shard_make_room(sl_table_t *t, shard_t *s, uint32_t keys, size_t extr
     return SL_EFULL;
 }
 
-/* Out-of-line bytes a new key of len bytes takes. */
-static size_t key_extra(const sl_table_t *t, size_t len)
+/* Out-of-line bytes a new key of len bytes takes with `state` (an out-of-line state's buffer). */
+static size_t key_extra(const sl_table_t *t, size_t len, const void *state)
 {
-    return (t->state_external ? t->state_size : 0) + (len > t->key_area ? len : 0);
+    return (t->state_external ? core_state_bytes(&t->rule, state) : 0) +
+           (len > t->key_area ? len : 0);
+}
+
+/* Bytes of a buffer for an out-of-line state with room for one more operation: what
+ * core_state_need() asks, or a half again as much as the buffer it had, so that a key growing
+ * by an entry at a time is moved O(log n) times, not n. */
+static size_t ext_room_bytes(const sl_table_t *t, const void *state)
+{
+    size_t have = core_state_bytes(&t->rule, state), need = core_state_need(&t->rule, state);
+    size_t want = have + have / 2 > need ? have + have / 2 : need;
+    return want < t->state_size ? want : t->state_size; /* need <= state_size */
+}
+
+/* A copy of an out-of-line state in a new buffer of `bytes` (>= what it holds), or NULL. */
+static void *ext_moved(const sl_table_t *t, const void *state, size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (p != NULL)
+        core_state_move(&t->rule, state, p, bytes);
+    return p;
+}
+
+/* Puts `state` (a malloc'ed out-of-line state, now the table's) in entry's place, freeing the
+ * one there and counting the change of bytes. */
+static void ext_replace(sl_table_t *t, shard_t *s, unsigned char *entry, void *state)
+{
+    void *old = entry_state(t, entry);
+    size_t before = s->bytes, was = core_state_bytes(&t->rule, old);
+    s->bytes = s->bytes - was + core_state_bytes(&t->rule, state);
+    budget_add(t, before, s->bytes);
+    memcpy(entry, &state, sizeof(state));
+    free(old);
+}
+
+/*
+ * Makes room in entry's out-of-line state for one more operation that writes (a charge, a
+ * refund), under the caps: evicts idle keys of the shard when the bigger buffer does not fit
+ * (the entry is marked: it stays; no entry moves), unless `anyway` (a refund, which gives back
+ * usage, is not refused for the few bytes it may need). Returns SL_OK, SL_EFULL or SL_ENOMEM,
+ * with the state as it was on error.
+ */
+static int ext_room(sl_table_t *t, shard_t *s, unsigned char *entry, int64_t now_ns, bool anyway)
+{
+    void *state = entry_state(t, entry);
+    if (core_state_need(&t->rule, state) <= core_state_bytes(&t->rule, state))
+        return SL_OK;
+    size_t want = ext_room_bytes(t, state), extra = want - core_state_bytes(&t->rule, state);
+    uint32_t passes = s->nchunks * CHUNK_ENTRIES;
+    while (!anyway && (s->bytes + extra > t->shard_budget || !budget_fits(t, extra))) {
+        if (!t->evict_idle || !shard_evict_one(t, s, now_ns, &passes)) {
+            s->refused++;
+            return SL_EFULL;
+        }
+    }
+    void *grown = ext_moved(t, state, want);
+    if (grown == NULL)
+        return SL_ENOMEM;
+    ext_replace(t, s, entry, grown);
+    return SL_OK;
+}
+
+/* Moves entry's out-of-line state to a smaller buffer when it holds a quarter of its buffer or
+ * less (what an operation left: expired entries dropped, units refunded). Best effort. */
+static void ext_shrink(sl_table_t *t, shard_t *s, unsigned char *entry)
+{
+    void *state = entry_state(t, entry);
+    size_t have = core_state_bytes(&t->rule, state), need = core_state_need(&t->rule, state);
+    if (have / 4 < need || have <= core_state_min(&t->rule))
+        return;
+    void *smaller = ext_moved(t, state, need + need / 2);
+    if (smaller != NULL)
+        ext_replace(t, s, entry, smaller);
 }
 
 /*
@@ -796,33 +871,25 @@ static void shard_place(sl_table_t *t, shard_t *s, const unsigned char *key, siz
         memcpy(image, state, t->state_size);
     chunks_place(t, s->chunks, s->nchunks, image, h);
     s->count++;
-    budget_add(t, s->bytes, s->bytes + key_extra(t, len));
-    s->bytes += key_extra(t, len);
+    budget_add(t, s->bytes, s->bytes + key_extra(t, len, state));
+    s->bytes += key_extra(t, len, state);
 }
 
 /*
- * Inserts key with `state` (state_size bytes) into shard s, which does not hold it. For
- * out-of-line states, `owned` says state is a malloc'ed block the table may keep as is (else it
- * is copied). Returns SL_OK, SL_EFULL or SL_ENOMEM; on error nothing changed and an owned state
- * is still the caller's to free.
+ * Inserts key with `state` into shard s, which does not hold it: an inline state's bytes, or an
+ * out-of-line state the table keeps (malloc'ed, with room for one more operation). Returns SL_OK,
+ * SL_EFULL or SL_ENOMEM; on error nothing changed and an out-of-line state is still the
+ * caller's to free.
  */
 static int shard_insert(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
-                        void *state, bool owned, int64_t now_ns)
+                        void *state, int64_t now_ns)
 {
-    int rc = shard_make_room(t, s, 1, key_extra(t, len), now_ns);
+    int rc = shard_make_room(t, s, 1, key_extra(t, len, state), now_ns);
     if (rc != SL_OK)
         return rc;
     unsigned char *key_copy = NULL;
     if (len > t->key_area && (key_copy = malloc(len)) == NULL)
         return SL_ENOMEM;
-    if (t->state_external && !owned) {
-        void *p = malloc(t->state_size);
-        if (p == NULL) {
-            free(key_copy);
-            return SL_ENOMEM;
-        }
-        state = memcpy(p, state, t->state_size);
-    }
     shard_place(t, s, key, len, h, state, key_copy);
     return SL_OK;
 }
@@ -852,7 +919,7 @@ bool sl_table_can_hold(const sl_rule_t *rule, const sl_table_config_t *cfg, size
     t.state_area = t.state_external ? (uint32_t)sizeof(void *) : rule->state_size;
     t.entry_size = (t.state_area + 1 + KEY_AREA_MIN + 3) / 4 * 4;
     t.chunk_size = CHUNK_HEADER + CHUNK_ENTRIES * t.entry_size;
-    uint64_t per_key = t.state_external ? rule->state_size : 0;
+    uint64_t per_key = t.state_external ? core_state_min(rule) : 0;
     uint32_t chunks = MIN_CHUNKS;
     while ((uint64_t)chunks * CHUNK_ENTRIES * MAX_LOAD_NUM / MAX_LOAD_DEN < keys && chunks != 0)
         chunks = next_size(chunks);
@@ -949,11 +1016,18 @@ static void fresh_decision(const sl_table_t *t, int64_t cost, sl_decision_t *out
                            .retry_after_ns = cost == 0 ? 0 : -1};
 }
 
-/* A zeroed state for a key about to be stored: in `buf` (STATE_INLINE_MAX bytes), or allocated
- * for an out-of-line state (NULL when that fails). */
+/* A fresh state for a key about to be stored: in `buf` (STATE_INLINE_MAX bytes), or allocated
+ * for an out-of-line state, its smallest buffer, which has room for one operation (NULL when
+ * that fails). */
 static void *fresh_state(const sl_table_t *t, uint64_t *buf)
 {
-    return t->state_external ? calloc(1, t->state_size) : memset(buf, 0, t->state_size);
+    if (!t->state_external)
+        return memset(buf, 0, t->state_size);
+    size_t bytes = core_state_min(&t->rule);
+    void *p = malloc(bytes);
+    if (p != NULL)
+        core_state_init(&t->rule, p, bytes);
+    return p;
 }
 
 /*
@@ -985,13 +1059,27 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
     core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
     if (out->allowed) {
-        rc = shard_insert(t, s, key, len, h, state, true, now_ns);
+        rc = shard_insert(t, s, key, len, h, state, now_ns);
         if (rc == SL_OK && t->state_external)
             return SL_OK; /* the table kept the allocation */
     }
     if (t->state_external)
         free(state);
     return rc;
+}
+
+/* A charge on an out-of-line state: room first (a decision may append), a smaller buffer after
+ * if it left little (expired entries dropped). Out of line: the inline states' path stays short. */
+static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
+                                                      unsigned char *entry, int64_t cost,
+                                                      int64_t now_ns, sl_decision_t *out)
+{
+    int rc = ext_room(t, s, entry, now_ns, false);
+    if (rc != SL_OK)
+        return rc;
+    core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
+    ext_shrink(t, s, entry);
+    return SL_OK;
 }
 
 /* Decides under the shard lock (held by the caller), on the state where it lies. */
@@ -1004,6 +1092,8 @@ static inline __attribute__((always_inline)) int shard_decide(sl_table_t *t, sha
     if (__builtin_expect(entry == NULL, 0))
         return shard_decide_absent(t, s, key, len, h, cost, now_ns, out);
     entry_touch(t, entry);
+    if (t->state_external && cost > 0)
+        return shard_decide_ext(t, s, entry, cost, now_ns, out);
     core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     return SL_OK;
 }
@@ -1098,11 +1188,16 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (entry != NULL) {
         entry_touch(t, entry);
+        int rc = t->state_external ? ext_room(t, s, entry, now_ns, actual < reserved) : SL_OK;
+        if (rc != SL_OK)
+            return rc;
         int64_t at =
             core_settle(&t->rule, entry_state(t, entry), reserved, actual, charged_ns, now_ns, out);
         if (actual < reserved && is_fresh(t, entry, at)) {
             shard_drop(t, s, entry);
             s->reclaimed_ns = max_i64(s->reclaimed_ns, at);
+        } else if (t->state_external) {
+            ext_shrink(t, s, entry);
         }
         return SL_OK;
     }
@@ -1116,7 +1211,7 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
     if (state == NULL)
         return SL_ENOMEM;
     core_settle(&t->rule, state, reserved, actual, charged_ns, now_ns, out);
-    int rc = shard_insert(t, s, key, len, h, state, true, now_ns);
+    int rc = shard_insert(t, s, key, len, h, state, now_ns);
     if (t->state_external && rc != SL_OK)
         free(state); /* else the table kept it */
     return rc;
@@ -1212,11 +1307,11 @@ static int multi_alloc(multi_t *m, size_t *at)
     for (size_t k = 0; k < m->nkeys; k++) {
         multi_key_t *mk = &m->keys[k];
         const sl_table_t *t = mk->t;
-        mk->state = t->state_external ? malloc(t->state_size)
-                                      : (void *)&m->inline_states[k * STATE_INLINE_MAX / 8];
+        /* an out-of-line scratch state is made under the lock, of the size the key needs */
+        mk->state = t->state_external ? NULL : (void *)&m->inline_states[k * STATE_INLINE_MAX / 8];
         if (mk->len > t->key_area)
             mk->key_copy = malloc(mk->len);
-        if (mk->state == NULL || (mk->len > t->key_area && mk->key_copy == NULL)) {
+        if (mk->len > t->key_area && mk->key_copy == NULL) {
             *at = k;
             return SL_ENOMEM;
         }
@@ -1227,7 +1322,7 @@ static int multi_alloc(multi_t *m, size_t *at)
 static void multi_free(multi_t *m)
 {
     for (size_t k = 0; k < m->nkeys; k++) {
-        if (m->keys[k].t->state_external)
+        if (m->keys[k].t->state_external) /* NULL when the table took it or none was made */
             free(m->keys[k].state);
         free(m->keys[k].key_copy);
     }
@@ -1285,13 +1380,19 @@ static int multi_make_room(multi_t *m, int64_t now_ns, size_t *at)
         size_t extra = 0, first = 0;
         for (size_t k = 0; k < m->nkeys; k++) {
             multi_key_t *mk = &m->keys[k];
-            if (mk->s == s && mk->charged &&
-                (mk->entry == NULL || is_fresh(mk->t, mk->entry, when))) {
+            if (mk->s != s || !mk->charged)
+                continue;
+            if (mk->entry == NULL || is_fresh(mk->t, mk->entry, when)) {
                 first = keys++ == 0 ? k : first;
-                extra += key_extra(mk->t, mk->len);
+                extra += key_extra(mk->t, mk->len, mk->state);
+            } else if (mk->t->state_external) { /* a scratch that grew past the stored buffer */
+                size_t was = core_state_bytes(&mk->t->rule, entry_state(mk->t, mk->entry));
+                size_t now = core_state_bytes(&mk->t->rule, mk->state);
+                extra += now > was ? now - was : 0;
+                first = keys == 0 && extra > 0 ? k : first;
             }
         }
-        if (keys == 0)
+        if (keys == 0 && extra == 0)
             continue;
         sl_table_t *t = m->keys[first].t;
         int rc = shard_make_room(t, s, keys, extra, when);
@@ -1313,11 +1414,16 @@ static void multi_write(multi_t *m)
             continue;
         sl_table_t *t = mk->t;
         unsigned char *entry = shard_find(t, mk->s, mk->key, mk->len, mk->h); /* may have moved */
+        if (entry != NULL && t->state_external) {
+            ext_replace(t, mk->s, entry, mk->state);
+            mk->state = NULL; /* the table keeps it */
+            continue;
+        }
         if (entry != NULL) {
             memcpy(entry_state(t, entry), mk->state, t->state_size);
             continue;
         }
-        assert(shard_has_room(t, mk->s, 1, key_extra(t, mk->len)));
+        assert(mk->s->count < mk->s->grow_at); /* the bytes are checked, not held, by make_room */
         shard_place(t, mk->s, mk->key, mk->len, mk->h, mk->state, mk->key_copy);
         if (t->state_external)
             mk->state = NULL; /* the table keeps them */
@@ -1325,13 +1431,33 @@ static void multi_write(multi_t *m)
     }
 }
 
-/* Decides the requests in order on the scratch states; returns the first refused, or n. */
-static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n)
+/* Gives an out-of-line scratch state room for one more charge: SL_OK or SL_ENOMEM. */
+static int multi_room(multi_key_t *mk)
+{
+    const sl_table_t *t = mk->t;
+    if (!t->state_external ||
+        core_state_need(&t->rule, mk->state) <= core_state_bytes(&t->rule, mk->state))
+        return SL_OK;
+    void *grown = ext_moved(t, mk->state, ext_room_bytes(t, mk->state));
+    if (grown == NULL)
+        return SL_ENOMEM;
+    free(mk->state);
+    mk->state = grown;
+    return SL_OK;
+}
+
+/* Decides the requests in order on the scratch states; returns the first refused, or n; or
+ * n + 1 when memory for a scratch state ran out (*at: the request). */
+static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_t *at)
 {
     for (size_t i = 0; i < n; i++) {
         multi_key_t *mk = &m->keys[m->key_of[i]];
         sl_multi_request_t *r = &reqs[i];
         r->status = SL_OK;
+        if (r->cost > 0 && multi_room(mk) != SL_OK) {
+            *at = i;
+            return n + 1;
+        }
         core_decide(&mk->t->rule, mk->state, r->cost, mk->now_ns, &r->decision);
         if (!r->decision.allowed)
             return i;
@@ -1370,20 +1496,34 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     }
 
     multi_lock(m);
-    for (size_t k = 0; k < m->nkeys; k++) {
+    for (size_t k = 0; k < m->nkeys && rc == SL_OK; k++) {
         multi_key_t *mk = &m->keys[k];
         const sl_table_t *t = mk->t;
         mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
-        if (mk->entry != NULL) {
-            entry_touch(t, mk->entry); /* not evicted to make room for the others */
-            memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
-        } else {
-            memset(mk->state, 0, t->state_size);
-        }
         mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
+        if (mk->entry != NULL)
+            entry_touch(t, mk->entry); /* not evicted to make room for the others */
+        if (!t->state_external) {
+            if (mk->entry != NULL)
+                memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
+            else
+                memset(mk->state, 0, t->state_size);
+            continue;
+        }
+        const void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+        mk->state = stored != NULL ? ext_moved(t, stored, core_state_bytes(&t->rule, stored))
+                                   : fresh_state(t, NULL);
+        if (mk->state == NULL) {
+            rc = SL_ENOMEM;
+            at = mk->first;
+        }
     }
-    *refused = multi_decide(m, reqs, n);
-    if (*refused < n) {
+    *refused = rc == SL_OK ? multi_decide(m, reqs, n, &at) : n + 1;
+    if (*refused > n) { /* out of memory for a scratch state: nothing charged */
+        rc = SL_ENOMEM;
+        reqs[at].status = rc;
+        *refused = at;
+    } else if (*refused < n) {
         for (size_t i = *refused + 1; i < n; i++) { /* not decided: a peek at what is stored */
             multi_key_t *mk = &m->keys[m->key_of[i]];
             reqs[i].status = SL_OK;
@@ -1450,7 +1590,9 @@ int sl_table_get(sl_table_t *t, const void *key, size_t key_len, void *state)
     uint64_t h;
     unsigned char *entry;
     shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
-    if (entry != NULL)
+    if (entry != NULL && t->state_external)
+        core_state_move(&t->rule, entry_state(t, entry), state, t->state_size);
+    else if (entry != NULL)
         memcpy(state, entry_state(t, entry), t->state_size);
     else
         memset(state, 0, t->state_size);
@@ -1458,24 +1600,38 @@ int sl_table_get(sl_table_t *t, const void *key, size_t key_len, void *state)
     return SL_OK;
 }
 
-int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *state, int64_t now_ns)
+int sl_table_put_len(sl_table_t *t, const void *key, size_t key_len, const void *state, size_t len,
+                     int64_t now_ns)
 {
     int rc = check_key(t, key, key_len);
     if (rc != SL_OK || state == NULL)
         return rc != SL_OK ? rc : SL_EINVAL;
-    if ((rc = sl_state_check(&t->rule, state)) != SL_OK)
+    if ((rc = core_state_check(&t->rule, state, len)) != SL_OK)
         return rc;
     if (sl_state_is_fresh(&t->rule, state, now_ns))
         return sl_table_reset(t, key, key_len);
+    /* an out-of-line state goes into a buffer of the size it needs, made before the lock */
+    void *copy = t->state_external ? ext_moved(t, state, ext_room_bytes(t, state)) : (void *)state;
+    if (copy == NULL)
+        return SL_ENOMEM;
     uint64_t h;
     unsigned char *entry;
     shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
-    if (entry != NULL)
-        memcpy(entry_state(t, entry), state, t->state_size);
+    if (entry != NULL && t->state_external)
+        ext_replace(t, s, entry, copy);
+    else if (entry != NULL)
+        memcpy(entry_state(t, entry), copy, t->state_size);
     else
-        rc = shard_insert(t, s, key, key_len, h, (void *)state, false, now_ns);
+        rc = shard_insert(t, s, key, key_len, h, copy, now_ns);
     shard_unlock(s);
+    if (rc != SL_OK && t->state_external)
+        free(copy);
     return rc;
+}
+
+int sl_table_put(sl_table_t *t, const void *key, size_t key_len, const void *state, int64_t now_ns)
+{
+    return sl_table_put_len(t, key, key_len, state, t != NULL ? t->state_size : 0, now_ns);
 }
 
 /* One table of an sl_table_adopt() call, with the key's place in it. */
@@ -1486,16 +1642,38 @@ typedef struct adopt_place {
     unsigned char *entry; /* while locked; NULL when absent */
 } adopt_place_t;
 
-/* True when state a (of rule) records more usage at now_ns than b: a peek (on a copy, in
- * scratch) leaves fewer units, or as few and a longer wait. */
-static bool more_usage(const sl_rule_t *rule, const void *a, const void *b, void *scratch,
-                       size_t size, int64_t now_ns)
+/* True when state a (of rule) records more usage at now_ns than b: a peek leaves fewer units, or
+ * as few and a longer wait. (A peek writes nothing: it runs on the states themselves.) */
+static bool more_usage(const sl_rule_t *rule, void *a, void *b, int64_t now_ns)
 {
     sl_decision_t da, db;
-    core_decide(rule, memcpy(scratch, a, size), 0, now_ns, &da);
-    core_decide(rule, memcpy(scratch, b, size), 0, now_ns, &db);
+    core_decide(rule, a, 0, now_ns, &da);
+    core_decide(rule, b, 0, now_ns, &db);
     return da.remaining < db.remaining ||
            (da.remaining == db.remaining && da.retry_after_ns > db.retry_after_ns);
+}
+
+/*
+ * `from`'s state at g, converted to `to`'s numbers: into spare (an inline state's buffer), or for
+ * out-of-line states into a new buffer of the size it needs. Returns the state, or NULL with *rc
+ * set (SL_ENOMEM, or sl_state_convert()'s error).
+ */
+static void *adopt_convert(const sl_table_t *to, const sl_table_t *g, const void *from_state,
+                           void *spare, int64_t now_ns, int *rc)
+{
+    size_t bytes = to->state_size;
+    void *cand = spare;
+    if (to->state_external) {
+        bytes = core_state_convert_need(&g->rule, from_state, &to->rule);
+        if ((cand = malloc(bytes)) == NULL) {
+            *rc = SL_ENOMEM;
+            return NULL;
+        }
+    }
+    *rc = core_state_convert(&g->rule, from_state, &to->rule, cand, bytes, now_ns);
+    if (*rc != SL_OK && to->state_external)
+        free(cand);
+    return *rc == SL_OK ? cand : NULL;
 }
 
 int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *const *from,
@@ -1525,19 +1703,10 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
         at[i].s = shard_of(t, at[i].h);
         lockset_add(locks, &nlocks, at[i].s);
     }
-    /* Scratch states in `to`'s layout, before any lock: the best copy so far, a candidate, and
-     * a peek's copy. buf[0] is the one an insert hands to the table (kept when out of line). */
-    const size_t size = to->state_size;
-    uint64_t inline_bufs[3][STATE_INLINE_MAX / 8];
-    void *buf[3];
-    for (int b = 0; b < 3; b++) {
-        buf[b] = to->state_external ? malloc(size) : (void *)inline_bufs[b];
-        if (buf[b] == NULL) {
-            while (b-- > 0 && to->state_external)
-                free(buf[b]);
-            return SL_ENOMEM;
-        }
-    }
+    /* Scratch for inline states: the best converted copy so far and a candidate, swapped as a
+     * candidate wins. Out-of-line ones are allocated under the lock, of the size they need. */
+    uint64_t inline_bufs[2][STATE_INLINE_MAX / 8];
+    void *spare[2] = {inline_bufs[0], inline_bufs[1]};
 
     lockset_lock(locks, nlocks);
     for (size_t i = 0; i <= nfrom; i++)
@@ -1545,32 +1714,36 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
     /* The key has one home. Normally one table holds it; when two do (a decision that raced a
      * change of the key's numbers), the copy recording the most usage is kept, so what is lost
      * is never more than the racing decisions took. */
-    void *best = NULL; /* `to`'s own state, or buf[0] */
+    void *best = NULL; /* `to`'s own state, or a converted copy (`converted`) */
     if (at[0].entry != NULL && !is_fresh(to, at[0].entry, now_ns))
         best = entry_state(to, at[0].entry);
-    bool moved = false;
+    bool converted = false;
     for (size_t i = 1; i <= nfrom && rc == SL_OK; i++) {
         const sl_table_t *g = at[i].t;
         if (at[i].entry == NULL || is_fresh(g, at[i].entry, now_ns))
             continue;
-        void *cand = best == buf[0] ? buf[1] : buf[0];
-        rc = sl_state_convert(&g->rule, entry_state(g, at[i].entry), &to->rule, cand, now_ns);
-        if (rc == SL_OK && !sl_state_is_fresh(&to->rule, cand, now_ns) &&
-            (best == NULL || more_usage(&to->rule, cand, best, buf[2], size, now_ns))) {
-            if (cand == buf[1]) { /* keep the best in buf[0] */
-                buf[1] = buf[0];
-                buf[0] = cand;
-            }
-            best = buf[0];
-            moved = true;
+        void *cand = adopt_convert(to, g, entry_state(g, at[i].entry),
+                                   best == spare[0] ? spare[1] : spare[0], now_ns, &rc);
+        if (cand == NULL)
+            break;
+        bool wins = !sl_state_is_fresh(&to->rule, cand, now_ns) &&
+                    (best == NULL || more_usage(&to->rule, cand, best, now_ns));
+        if (to->state_external && (wins ? converted : true))
+            free(wins ? best : cand); /* the copy that lost */
+        if (wins) {
+            best = cand;
+            converted = true;
         }
     }
-    bool owned = to->state_external; /* buf[0] still ours to free */
-    if (rc == SL_OK && moved && at[0].entry != NULL) {
-        memcpy(entry_state(to, at[0].entry), best, size);
-    } else if (rc == SL_OK && moved) {
-        rc = shard_insert(to, at[0].s, k, key_len, at[0].h, best, true, now_ns);
-        owned = owned && rc != SL_OK; /* the table keeps an inserted out-of-line state */
+    if (rc == SL_OK && converted && at[0].entry != NULL) {
+        if (to->state_external)
+            ext_replace(to, at[0].s, at[0].entry, best);
+        else
+            memcpy(entry_state(to, at[0].entry), best, to->state_size);
+        best = NULL; /* in place */
+    } else if (rc == SL_OK && converted) {
+        rc = shard_insert(to, at[0].s, k, key_len, at[0].h, best, now_ns);
+        best = rc == SL_OK ? NULL : best; /* the table keeps an inserted out-of-line state */
     }
     if (rc == SL_OK) {
         for (size_t i = 1; i <= nfrom; i++) {
@@ -1579,13 +1752,9 @@ int sl_table_adopt(sl_table_t *to, const void *key, size_t key_len, sl_table_t *
         }
     }
     lockset_unlock(locks, nlocks);
-    if (to->state_external) {
-        if (owned)
-            free(buf[0]);
-        free(buf[1]);
-        free(buf[2]);
-    }
-    return rc != SL_OK ? rc : moved ? 1 : 0;
+    if (to->state_external && converted && best != NULL)
+        free(best);
+    return rc != SL_OK ? rc : converted ? 1 : 0;
 }
 
 /*
@@ -1644,14 +1813,15 @@ static size_t piece_add(const sl_table_t *t, unsigned char *entry, piece_t *p)
 {
     size_t len;
     const unsigned char *key = entry_key(t, entry, &len);
-    const size_t state_len = t->state_size;
+    const void *state = entry_state(t, entry);
+    const size_t state_len = t->state_external ? core_state_bytes(&t->rule, state) : t->state_size;
     size_t size = 8 + round8(state_len) + round8(len);
     if (p->used + size > p->cap)
         return size;
     unsigned char *r = p->buf + p->used;
     uint32_t lens[2] = {(uint32_t)len, (uint32_t)state_len};
     memcpy(r, lens, sizeof(lens));
-    memcpy(r + 8, entry_state(t, entry), state_len);
+    memcpy(r + 8, state, state_len);
     if (len > 0)
         memcpy(r + 8 + round8(state_len), key, len);
     p->used += size;

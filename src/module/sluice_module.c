@@ -21,7 +21,9 @@
  * A key's value is a Redis string: a header naming the format, the algorithm and the numbers the
  * state was written under, then the state in its packed form (src/module/value.h has the
  * format). A gcra key with small numbers is about 16 bytes. The clock is read in whole
- * microseconds, like Redis's own TIME, so sliding_log stamps pack as microseconds.
+ * microseconds, like Redis's own TIME, so sliding_log stamps pack as microseconds. A command
+ * reads the state into a buffer of the size it needs (core.h): a sliding_log key costs what its
+ * entries take, whatever its limit.
  *
  * A decision that admits a cost writes the state, sets the key's absolute expiry to the moment
  * the state is fresh again, and replicates exactly that: SET key <bytes> PXAT <ms> (or DEL when
@@ -47,6 +49,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/core.h"
 #include "module/redismodule.h"
 #include "module/value.h"
 #include "proto/throttle_args.h"
@@ -88,20 +91,40 @@ typedef struct request {
 
 /* ---- the state format (value.h) ------------------------------------------------------------ */
 
-/* Unpacks len packed bytes at p under rule into state; the error text, or NULL. A fixed-size
- * state must be exactly its size (its packed form is the state). */
+/* A buffer for a state of `bytes`: `local` (STATE_LOCAL bytes) when it fits, else the heap. */
+static uint8_t *state_buffer(uint8_t *local, size_t bytes)
+{
+    return bytes <= STATE_LOCAL ? local : RedisModule_Alloc(bytes);
+}
+
+static void state_free(uint8_t *state, const uint8_t *local)
+{
+    if (state != local) {
+        RedisModule_Free(state);
+    }
+}
+
+/* Unpacks len packed bytes at p under rule into *state, a buffer of the *bytes it needs (local,
+ * or allocated); the error text (nothing allocated then), or NULL. A fixed-size state must be
+ * exactly its size (its packed form is the state). */
 static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_t *p, size_t len,
-                          void *state, char err[THROTTLE_ERR_MAX])
+                          uint8_t *local, uint8_t **state, size_t *bytes,
+                          char err[THROTTLE_ERR_MAX])
 {
     const char *name = sl_algorithm_name(rule->algorithm);
-    size_t want = sl_state_size(rule);
+    size_t want = sl_state_size(rule), need = core_state_unpack_need(rule, p, len);
     if (rule->algorithm != SL_SLIDING_LOG && len != want) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
                  header_len + len, name, header_len + want);
         return err;
     }
-    if (sl_state_unpack(rule, p, len, state) != SL_OK) {
+    *state = need > 0 ? state_buffer(local, need) : NULL;
+    *bytes = need;
+    if (need == 0 || core_state_unpack(rule, p, len, *state, need) != SL_OK) {
+        if (*state != NULL) {
+            state_free(*state, local);
+        }
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
                  name);
@@ -111,46 +134,54 @@ static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_
 }
 
 /*
- * A value written under other numbers (v->rule, format 4; its header header_len bytes): its
- * state unpacked under them and
- * converted to the request's rule at now_ns (sl_state_convert: the usage carried, never less),
- * into `state`. Returns NULL, or the error text.
+ * A value written under other numbers (v->rule, format 4 or 5; its header header_len bytes): its
+ * state unpacked under them and converted to the request's rule at now_ns (the usage carried,
+ * never less), into *state, a buffer of the *bytes it needs (local, or allocated). Returns NULL,
+ * or the error text (nothing allocated then).
  */
 static const char *convert(const request_t *req, const value_t *v, size_t header_len,
-                           int64_t now_ns, void *state, char err[THROTTLE_ERR_MAX])
+                           int64_t now_ns, uint8_t *local, uint8_t **state, size_t *bytes,
+                           char err[THROTTLE_ERR_MAX])
 {
-    size_t size = sl_state_size(&v->rule);
-    uint8_t local[STATE_LOCAL];
-    uint8_t *from = size <= sizeof(local) ? local : RedisModule_Alloc(size);
-    const char *error = unpack(&v->rule, header_len, v->packed, v->packed_len, from, err);
-    if (error == NULL && sl_state_convert(&v->rule, from, &req->t.rule, state, now_ns) != SL_OK) {
+    uint8_t from_local[STATE_LOCAL];
+    uint8_t *from;
+    size_t from_bytes;
+    const char *error =
+        unpack(&v->rule, header_len, v->packed, v->packed_len, from_local, &from, &from_bytes, err);
+    if (error != NULL) {
+        return error;
+    }
+    *bytes = core_state_convert_need(&v->rule, from, &req->t.rule);
+    *state = state_buffer(local, *bytes);
+    if (core_state_convert(&v->rule, from, &req->t.rule, *state, *bytes, now_ns) != SL_OK) {
+        state_free(*state, local);
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%s state out of range); SL.RESET it",
                  sl_algorithm_name(v->algorithm));
         error = err;
     }
-    if (from != local) {
-        RedisModule_Free(from);
-    }
+    state_free(from, from_local);
     return error;
 }
 
 /*
- * Reads a stored value as the state of the request's rule at now_ns, into `state`
- * (sl_state_size() bytes). A value written under the request's numbers is unpacked (and checked
- * as sl_state_check() does); one written under other numbers of the same algorithm (format 4)
- * is converted to them, and *converted set. A value of an older format was written under the
- * numbers its hash names: read when they are the request's, an error otherwise (which numbers
- * they were is not known). Returns NULL, or the error text (written to err).
+ * Reads a stored value as the state of the request's rule at now_ns, into *state, a buffer of
+ * the *bytes it needs (local, or allocated). A value written under the request's numbers is
+ * unpacked (and checked as sl_state_check() does); one written under other numbers of the same
+ * algorithm, or in an older format 4 of sliding_log, is converted to them, and *converted set. A
+ * value of an older format without numbers was written under the numbers its hash names: read
+ * when they are the request's, an error otherwise (which numbers they were is not known).
+ * Returns NULL, or the error text (written to err; nothing allocated then).
  */
 static const char *value_read(const request_t *req, const uint8_t *p, size_t len, int64_t now_ns,
-                              void *state, bool *converted, char err[THROTTLE_ERR_MAX])
+                              uint8_t *local, uint8_t **state, size_t *bytes, bool *converted,
+                              char err[THROTTLE_ERR_MAX])
 {
     const sl_rule_t *rule = &req->t.rule;
     *converted = false;
     if (len >= req->header_len && memcmp(p, req->header, req->header_len) == 0) {
-        return unpack(rule, req->header_len, p + req->header_len, len - req->header_len, state,
-                      err); /* the same numbers: the usual case */
+        return unpack(rule, req->header_len, p + req->header_len, len - req->header_len, local,
+                      state, bytes, err); /* the same numbers: the usual case */
     }
     value_t v;
     value_status_t st = value_parse(p, len, &v);
@@ -191,10 +222,10 @@ static const char *value_read(const request_t *req, const uint8_t *p, size_t len
                      stored);
             return err;
         }
-        return unpack(rule, VALUE_OLD_HEADER, v.packed, v.packed_len, state, err);
+        return unpack(rule, VALUE_OLD_HEADER, v.packed, v.packed_len, local, state, bytes, err);
     }
     *converted = true;
-    return convert(req, &v, (size_t)(v.packed - p), now_ns, state, err);
+    return convert(req, &v, (size_t)(v.packed - p), now_ns, local, state, bytes, err);
 }
 
 /*
@@ -351,9 +382,24 @@ typedef struct key_state {
     bool rewrite;      /* state is not the value's own (converted from other numbers, or a
                           closed start's for a key that does not exist): a command that may
                           write writes it, whatever it decides */
-    uint8_t *state;    /* sl_state_size() bytes: local, or allocated */
+    uint8_t *state;    /* local, or allocated */
+    size_t bytes;      /* of state's buffer: at least core_state_need(), room for the command */
     uint8_t local[STATE_LOCAL];
 } key_state_t;
+
+/* Gives ks->state room for one more operation (core_state_need()). */
+static void key_room(key_state_t *ks, const sl_rule_t *rule)
+{
+    size_t need = core_state_need(rule, ks->state);
+    if (ks->bytes >= need) {
+        return;
+    }
+    uint8_t *to = RedisModule_Alloc(need); /* need > bytes: more than the state took */
+    core_state_move(rule, ks->state, to, need);
+    state_free(ks->state, ks->local);
+    ks->state = to;
+    ks->bytes = need;
+}
 
 /*
  * Opens argv[1] and reads its state under the request's rule at now_ns (converted when it was
@@ -376,35 +422,34 @@ static const char *key_open(RedisModuleCtx *ctx, RedisModuleString *keyname, con
         RedisModule_CloseKey(ks->key);
         return REDISMODULE_ERRORMSG_WRONGTYPE;
     }
-    size_t size = sl_state_size(&r->t.rule);
-    ks->state = size <= sizeof(ks->local) ? ks->local : RedisModule_Alloc(size);
+    const sl_rule_t *rule = &r->t.rule;
     if (ks->type == REDISMODULE_KEYTYPE_EMPTY) {
         int64_t at_ns;
-        memset(ks->state, 0, size);
+        ks->bytes = core_state_min(rule);
+        ks->state = state_buffer(ks->local, ks->bytes);
+        core_state_init(rule, ks->state, ks->bytes);
         if (throttle_closed_start(&r->t, now_ns, &at_ns)) { /* its usage is not known */
-            sl_state_saturate(&r->t.rule, ks->state, at_ns);
+            core_state_saturate(rule, ks->state, ks->bytes, at_ns);
             ks->rewrite = true;
         }
+        key_room(ks, rule);
         return NULL;
     }
     ks->stored = (const uint8_t *)RedisModule_StringDMA(ks->key, &ks->stored_len, REDISMODULE_READ);
-    const char *error =
-        value_read(r, ks->stored, ks->stored_len, now_ns, ks->state, &ks->rewrite, err);
+    const char *error = value_read(r, ks->stored, ks->stored_len, now_ns, ks->local, &ks->state,
+                                   &ks->bytes, &ks->rewrite, err);
     if (error != NULL) {
-        if (ks->state != ks->local) {
-            RedisModule_Free(ks->state);
-        }
         RedisModule_CloseKey(ks->key);
+        return error;
     }
-    return error;
+    key_room(ks, rule);
+    return NULL;
 }
 
 static void key_close(key_state_t *ks)
 {
     RedisModule_CloseKey(ks->key);
-    if (ks->state != ks->local) {
-        RedisModule_Free(ks->state);
-    }
+    state_free(ks->state, ks->local);
 }
 
 /*
@@ -425,7 +470,7 @@ static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, ke
         }
         return NULL;
     }
-    size_t max = sl_state_packed_max(rule);
+    size_t max = core_state_packed_need(rule, ks->state);
     uint8_t packed_local[STATE_LOCAL];
     uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
     size_t n = sl_state_pack(rule, ks->state, packed);

@@ -76,7 +76,7 @@ size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX])
 {
     uint8_t *p = out;
     *p++ = VALUE_MAGIC;
-    *p++ = (uint8_t)(VALUE_FORMAT << 4 | ((unsigned)rule->algorithm & 0x0f));
+    *p++ = (uint8_t)(value_format(rule->algorithm) << 4 | ((unsigned)rule->algorithm & 0x0f));
     p = put_varint(p, (uint64_t)rule->limit);
     p = put_varint(p, duration_code(rule->window_ns));
     if (has_burst(rule->algorithm)) {
@@ -89,7 +89,7 @@ size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX])
     return (size_t)(p - out);
 }
 
-/* The rule of a format 4 header's numbers, read from *p up to end. */
+/* The rule of a format 4 or 5 header's numbers, read from *p up to end. */
 static bool numbers_read(sl_algorithm_t alg, const uint8_t **p, const uint8_t *end, sl_rule_t *r)
 {
     uint64_t limit, window, burst = 0, delay = 0, buckets = 0;
@@ -121,7 +121,7 @@ value_status_t value_parse(const uint8_t *p, size_t len, value_t *out)
         return len < VALUE_OLD_HEADER ? VALUE_NOT_OURS : VALUE_ALGORITHM;
     }
     *out = (value_t){.format = format, .algorithm = (sl_algorithm_t)algorithm};
-    if (format != VALUE_FORMAT) {
+    if (!value_format_numbered(out->algorithm, format)) {
         if (len < VALUE_OLD_HEADER) {
             return VALUE_NOT_OURS;
         }
@@ -142,7 +142,7 @@ value_status_t value_parse(const uint8_t *p, size_t len, value_t *out)
     uint8_t again[VALUE_HEADER_MAX];
     if (!numbers_read(out->algorithm, &at, end, &out->rule) ||
         value_header(&out->rule, again) != (size_t)(at - p) ||
-        memcmp(again, p, (size_t)(at - p)) != 0) {
+        memcmp(again + 2, p + 2, (size_t)(at - p) - 2) != 0) {
         return VALUE_CORRUPT; /* numbers that are no rule (or not its only header) */
     }
     out->has_rule = true;
@@ -168,7 +168,7 @@ uint16_t value_params_hash(const sl_rule_t *rule)
 
 bool value_format_read(sl_algorithm_t algorithm, unsigned format)
 {
-    if (format == VALUE_FORMAT) {
+    if (value_format_numbered(algorithm, format)) {
         return true;
     }
     return algorithm == SL_SLIDING_LOG ? format == 2 || format == 3 : format == 1;
@@ -176,5 +176,15 @@ bool value_format_read(sl_algorithm_t algorithm, unsigned format)
 
 const char *value_formats_read(sl_algorithm_t algorithm)
 {
-    return algorithm == SL_SLIDING_LOG ? "formats 2, 3 and 4" : "formats 1 and 4";
+    return algorithm == SL_SLIDING_LOG ? "formats 2 to 5" : "formats 1 and 4";
+}
+
+unsigned value_format(sl_algorithm_t algorithm)
+{
+    return algorithm == SL_SLIDING_LOG ? VALUE_FORMAT_LOG : VALUE_FORMAT;
+}
+
+bool value_format_numbered(sl_algorithm_t algorithm, unsigned format)
+{
+    return format == VALUE_FORMAT || format == value_format(algorithm);
 }

@@ -8,7 +8,9 @@
  *   byte 0     VALUE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
  *   byte 1     format (high nibble) | algorithm (low nibble, 1..6)
  *
- *   format 4 (every algorithm; what this build writes)
+ *   format 4 (every algorithm; what this build writes, but for sliding_log), and format 5
+ *   (sliding_log, what this build writes: its packed form of one entry per admission; format 4
+ *   holds the older one stamp per unit, which sl_state_unpack() still reads)
  *   varint     limit
  *   varint     window: ms << 1 when a whole number of ms, else ns << 1 | 1
  *   varint     token_bucket, gcra: burst (as prepared: never the default marker)
@@ -35,7 +37,8 @@
 #include "sluice/sluice.h"
 
 #define VALUE_MAGIC      0xF5
-#define VALUE_FORMAT     4            /* the format this build writes */
+#define VALUE_FORMAT     4            /* the format this build writes, but for sliding_log */
+#define VALUE_FORMAT_LOG 5            /* the format this build writes for sliding_log */
 #define VALUE_HEADER_MAX (2 + 5 * 10) /* magic, format | algorithm, five 64-bit varints */
 #define VALUE_OLD_HEADER 4            /* formats 1 to 3: magic, format | algorithm, hash */
 
@@ -45,14 +48,14 @@ typedef enum value_status {
     VALUE_NOT_OURS,   /* too short, or no magic byte: not sluice state at all */
     VALUE_ALGORITHM,  /* the algorithm nibble names no algorithm */
     VALUE_FORMAT_NEW, /* a format this build does not read (a newer build's) */
-    VALUE_CORRUPT,    /* format 4 with numbers that do not parse or make no valid rule */
+    VALUE_CORRUPT,    /* format 4 or 5 with numbers that do not parse or make no valid rule */
 } value_status_t;
 
 /* A parsed value: where its state is, and the rule it was written under when it says. */
 typedef struct value {
-    unsigned format;          /* 1..4 */
+    unsigned format;          /* 1..5 */
     sl_algorithm_t algorithm; /* as the header names it */
-    bool has_rule;            /* format 4: `rule` is the rule the state was written under */
+    bool has_rule;            /* format 4 or 5: `rule` is the rule the state was written under */
     sl_rule_t rule;           /* prepared; valid when has_rule */
     uint16_t hash;            /* formats 1 to 3: value_params_hash() of the writer's rule */
     const uint8_t *packed;    /* the packed state: inside the parsed bytes */
@@ -64,13 +67,14 @@ typedef struct value {
  * VALUE_OK fills *out; the packed state is not checked here (sl_state_unpack() does that under
  * out->rule, or under the reader's rule for formats 1 to 3). VALUE_FORMAT_NEW and VALUE_CORRUPT
  * fill out->format and out->algorithm (for the error text); the other statuses leave *out
- * unspecified. Format 4 headers must be in their shortest form, the numbers a rule that
- * sl_rule_prepare() accepts and that writes the same header again.
+ * unspecified. Format 4 and 5 headers must be in their shortest form, the numbers a rule that
+ * sl_rule_prepare() accepts and that writes the same header again (but for the format).
  */
 value_status_t value_parse(const uint8_t *p, size_t len, value_t *out);
 
-/* Writes the format 4 header of a prepared rule to out and returns its length (at most
- * VALUE_HEADER_MAX). The same numbers always give the same bytes. */
+/* Writes the header of a prepared rule, in the format this build writes (value_format()), to out
+ * and returns its length (at most VALUE_HEADER_MAX). The same numbers always give the same
+ * bytes. */
 size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX]);
 
 /* Formats 1 to 3's hash of a prepared rule's parameters (FNV-1a over limit, window_ns, burst,
@@ -82,5 +86,12 @@ const char *value_formats_read(sl_algorithm_t algorithm);
 
 /* Whether this build reads `format` for `algorithm`. */
 bool value_format_read(sl_algorithm_t algorithm, unsigned format);
+
+/* The format this build writes for `algorithm`: VALUE_FORMAT_LOG or VALUE_FORMAT. */
+unsigned value_format(sl_algorithm_t algorithm);
+
+/* Whether `format` of `algorithm` carries the numbers its state was written under (4; 5 too for
+ * sliding_log). */
+bool value_format_numbered(sl_algorithm_t algorithm, unsigned format);
 
 #endif /* SLUICE_MODULE_VALUE_H */

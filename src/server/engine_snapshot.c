@@ -137,10 +137,11 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
     return rs->t->ops->load_section(l->loader, rs->t->data, s[0], rule) >= 0;
 }
 
-static void load_entry(void *arg, const void *key, size_t key_len, const void *state)
+static void load_entry(void *arg, const void *key, size_t key_len, const void *state,
+                       size_t state_len)
 {
     load_ctx_t *l = arg;
-    l->e->requests->ops->load_entry(l->loader, key, key_len, state);
+    l->e->requests->ops->load_entry(l->loader, key, key_len, state, state_len);
 }
 
 int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *keys, char *err)

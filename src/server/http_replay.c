@@ -49,6 +49,24 @@ static int64_t monotonic_ns(void)
     return (int64_t)uv_hrtime();
 }
 
+/* SLUICE_TEST_REPLAY_PAUSE (a duration: "1ms"), for the tests only: every replay sleeps that
+ * long before each line, so that a test can count on one still running while it asks the
+ * loops something. Read once. */
+static int64_t test_pause_ns(void)
+{
+    static _Atomic int64_t pause_ns = -1;
+    int64_t p = atomic_load(&pause_ns);
+    if (p < 0) {
+        const char *v = getenv("SLUICE_TEST_REPLAY_PAUSE");
+        p = 0;
+        if (v != NULL && sl_duration_parse(v, strlen(v), &p) != SL_OK) {
+            p = 0;
+        }
+        atomic_store(&pause_ns, p);
+    }
+    return p;
+}
+
 static replay_limits_t limits_of(server_t *srv)
 {
     const server_config_t *cfg = srv->cfg;
@@ -56,7 +74,8 @@ static replay_limits_t limits_of(server_t *srv)
                              .memory_max = cfg->replay_memory,
                              .clock_ns = monotonic_ns,
                              .stop = &srv->stopping,
-                             .budget = engine_budget(srv->engine)};
+                             .budget = engine_budget(srv->engine),
+                             .line_pause_ns = test_pause_ns()};
 }
 
 /* The answer as an HTTP response into out. */

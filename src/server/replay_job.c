@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "proto/replay.h"
 #include "rules/ruledef.h"
@@ -106,11 +107,17 @@ static bool job_must_stop(job_t *j)
 typedef bool (*line_fn)(job_t *, const struct replay_request *);
 
 /* Calls fn for each request line of the log, counting lines in *lines; stops at a malformed
- * line (j->err), when fn returns false or when the replay must stop. True at the log's end. */
-static bool job_lines(job_t *j, line_fn fn, size_t *lines)
+ * line (j->err), when fn returns false or when the replay must stop. True at the log's end.
+ * `paced`: the pass that replays, which the tests' line_pause_ns slows. */
+static bool job_lines(job_t *j, line_fn fn, size_t *lines, bool paced)
 {
     size_t off = 0;
     while (off < j->log_len) {
+        if (paced && j->lim->line_pause_ns > 0) {
+            struct timespec pause = {j->lim->line_pause_ns / 1000000000,
+                                     j->lim->line_pause_ns % 1000000000};
+            nanosleep(&pause, NULL);
+        }
         if (job_must_stop(j)) {
             return false;
         }
@@ -301,7 +308,7 @@ static bool job_replay(json_t *o, job_t *j)
     if (!body_rule(o, &rule, j) || !body_input(o, j)) {
         return false;
     }
-    if (!job_lines(j, span_one, &spanned)) {
+    if (!job_lines(j, span_one, &spanned, false)) {
         return j->err[0] == '\0'; /* stopped: answered with nothing replayed */
     }
     sl_table_config_t tcfg = {
@@ -318,7 +325,7 @@ static bool job_replay(json_t *o, job_t *j)
     j->tally.ask_arg = j;
     uint64_t span = (uint64_t)(j->last - j->first) + 1;
     j->width = (int64_t)((span + REPLAY_BUCKETS - 1) / REPLAY_BUCKETS);
-    return job_lines(j, replay_one, &j->lines) || j->err[0] == '\0';
+    return job_lines(j, replay_one, &j->lines, true) || j->err[0] == '\0';
 }
 
 /* Makes s one line of text: control bytes become '?'. */

@@ -46,6 +46,8 @@ typedef struct replay_limits {
     int64_t (*clock_ns)(void); /* a monotonic clock, ns (sluiced: uv_hrtime) */
     const _Atomic bool *stop;  /* set: stop before the next line; NULL: never */
     sl_budget_t *budget;       /* what it holds counts against this too (--max-memory); NULL */
+    int64_t line_pause_ns;     /* tests only: a sleep before each line (0: none), so that a
+                                  replay lasts as long as a test needs it to */
 } replay_limits_t;
 
 /* What a replay answered. Free with replay_job_answer_free(). */

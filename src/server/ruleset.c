@@ -32,8 +32,8 @@ bool engine_rule_fits(const engine_t *e, const sl_rule_t *rule, char *err, size_
         return true;
     }
     snprintf(err, cap,
-             "one key of this rule takes %zu bytes of state, more than --max-memory (%zu bytes "
-             "for each rule's keys) can ever hold",
+             "one key of this rule can take up to %zu bytes of state, more than --max-memory "
+             "(%zu bytes for every rule's keys) can ever hold",
              sl_state_size(rule), e->cfg.max_memory);
     return false;
 }

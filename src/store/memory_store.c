@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "rules/ruledef.h"
 #include "store/request_store.h"
 
@@ -141,11 +142,14 @@ static sl_table_t *table_new(const memory_store_t *m, const sl_rule_t *numbers)
     return t;
 }
 
+/* Whether a key of these numbers can take all the state it may need (sliding_log: N entries)
+ * under --max-memory, beside its table's smallest array. */
 static bool mem_rule_fits(request_store_t *s, const sl_rule_t *numbers)
 {
     const memory_store_t *m = (const memory_store_t *)s;
     sl_table_config_t one = {.max_bytes = m->cfg.max_memory, .shards = 1};
-    return sl_table_can_hold(numbers, &one, 1);
+    return sl_table_can_hold(numbers, &one, 1) &&
+           (m->cfg.max_memory == 0 || sl_state_size(numbers) <= m->cfg.max_memory / 2);
 }
 
 static int mem_rule_new(request_store_t *s, const sl_rule_t *numbers, store_rule_t **out)
@@ -215,7 +219,8 @@ static sl_table_t **tables_list(store_rule_t *r, const sl_table_t *but, bool own
 typedef struct migrate_ctx {
     sl_table_t *to;
     const sl_rule_t *from; /* the numbers the visited states were written under */
-    void *buf;             /* sl_state_size(to's numbers) bytes */
+    void *buf;             /* a converted state, cap bytes */
+    size_t cap;
     int64_t now_ns;
 } migrate_ctx_t;
 
@@ -224,8 +229,19 @@ static int migrate_entry(void *arg, const void *key, size_t key_len, const void 
 {
     (void)state_size;
     migrate_ctx_t *m = arg;
-    if (sl_state_convert(m->from, state, sl_table_rule(m->to), m->buf, m->now_ns) == SL_OK) {
-        sl_table_put(m->to, key, key_len, m->buf, m->now_ns); /* a key at the cap is dropped */
+    const sl_rule_t *to = sl_table_rule(m->to);
+    size_t need = core_state_convert_need(m->from, state, to);
+    if (need > m->cap) {
+        void *p = realloc(m->buf, need);
+        if (p == NULL) {
+            return 0; /* out of memory: this key is dropped */
+        }
+        m->buf = p;
+        m->cap = need;
+    }
+    if (core_state_convert(m->from, state, to, m->buf, need, m->now_ns) == SL_OK) {
+        /* a key at the cap is dropped */
+        sl_table_put_len(m->to, key, key_len, m->buf, need, m->now_ns);
     }
     return 0;
 }
@@ -234,10 +250,7 @@ static int migrate_entry(void *arg, const void *key, size_t key_len, const void 
 static void table_migrate(sl_table_t *to, sl_table_t *from, int64_t now_ns)
 {
     migrate_ctx_t m = {.to = to, .from = sl_table_rule(from), .now_ns = now_ns};
-    m.buf = malloc(sl_state_size(sl_table_rule(to)));
-    if (m.buf != NULL) {
-        sl_table_foreach(from, migrate_entry, &m);
-    }
+    sl_table_foreach(from, migrate_entry, &m);
     free(m.buf);
 }
 
@@ -595,9 +608,8 @@ typedef struct save_ctx {
 static int save_entry(void *arg, const void *key, size_t key_len, const void *state,
                       size_t state_size)
 {
-    (void)state_size;
     save_ctx_t *s = arg;
-    if (snapshot_entry(s->w, key, key_len, state, s->err) != 0) {
+    if (snapshot_entry(s->w, key, key_len, state, state_size, s->err) != 0) {
         s->failed = 1;
         return 1;
     }
@@ -660,7 +672,7 @@ struct store_loader {
     sl_table_t *target;
     sl_rule_t from;       /* the section's numbers, when its states are converted */
     bool convert;         /* the section's numbers differ from the target's */
-    unsigned char *state; /* a converted state, sl_state_size(target's numbers) bytes */
+    unsigned char *state; /* a converted state */
     size_t state_size;    /* bytes allocated at state */
     int64_t now_ns;
     size_t keys;
@@ -675,10 +687,16 @@ static store_loader_t *mem_load_open(int64_t now_ns)
     return l;
 }
 
-/* Sets up converting the section's states (under `from`) to `to`'s numbers. */
-static bool load_convert(store_loader_t *l, const sl_rule_t *from, const sl_rule_t *to)
+/* Sets up converting the section's states (under `from`) to another rule's numbers. */
+static void load_convert(store_loader_t *l, const sl_rule_t *from)
 {
-    size_t size = sl_state_size(to);
+    l->from = *from;
+    l->convert = true;
+}
+
+/* Makes l->state hold at least `size` bytes. */
+static bool load_room(store_loader_t *l, size_t size)
+{
     if (size > l->state_size) {
         unsigned char *p = realloc(l->state, size);
         if (p == NULL) {
@@ -687,8 +705,6 @@ static bool load_convert(store_loader_t *l, const sl_rule_t *from, const sl_rule
         l->state = p;
         l->state_size = size;
     }
-    l->from = *from;
-    l->convert = true;
     return true;
 }
 
@@ -706,9 +722,7 @@ static int mem_load_section(store_loader_t *l, store_rule_t *r, char kind, const
     }
     const sl_rule_t *now = sl_table_rule(r->table);
     if (!sl_rule_same(now, from)) { /* numbers changed while stopped: carry usage */
-        if (!load_convert(l, from, now)) {
-            return -1;
-        }
+        load_convert(l, from);
         l->target = r->table;
         return 1;
     }
@@ -716,16 +730,21 @@ static int mem_load_section(store_loader_t *l, store_rule_t *r, char kind, const
     return 0;
 }
 
-static void mem_load_entry(store_loader_t *l, const void *key, size_t key_len, const void *state)
+static void mem_load_entry(store_loader_t *l, const void *key, size_t key_len, const void *state,
+                           size_t state_len)
 {
     if (l->target != NULL && l->convert) {
-        if (sl_state_convert(&l->from, state, sl_table_rule(l->target), l->state, l->now_ns) !=
-            SL_OK) {
+        const sl_rule_t *to = sl_table_rule(l->target);
+        size_t need = core_state_convert_need(&l->from, state, to);
+        if (!load_room(l, need) ||
+            core_state_convert(&l->from, state, to, l->state, need, l->now_ns) != SL_OK) {
             return;
         }
         state = l->state;
+        state_len = need;
     }
-    if (l->target != NULL && sl_table_put(l->target, key, key_len, state, l->now_ns) == SL_OK) {
+    if (l->target != NULL &&
+        sl_table_put_len(l->target, key, key_len, state, state_len, l->now_ns) == SL_OK) {
         l->keys++;
     }
 }

@@ -227,7 +227,8 @@ struct request_store_ops {
                      int64_t now_ns, size_t *keys, char *err);
     store_loader_t *(*load_open)(int64_t now_ns);
     int (*load_section)(store_loader_t *l, store_rule_t *r, char kind, const sl_rule_t *from);
-    void (*load_entry)(store_loader_t *l, const void *key, size_t key_len, const void *state);
+    void (*load_entry)(store_loader_t *l, const void *key, size_t key_len, const void *state,
+                       size_t state_len);
     size_t (*load_close)(store_loader_t *l);
 
     /* Frees memory when the store is near its --max-memory (the config thread, once a poll):

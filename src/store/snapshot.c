@@ -41,6 +41,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/core.h"
+
 #define SNAPSHOT_MAGIC           "SLUICESN"
 #define SNAPSHOT_MAGIC_LEN       8
 #define SNAPSHOT_HEADER_SIZE     24 /* magic, u32 version, u32 flags, i64 written_at_ns */
@@ -168,7 +170,9 @@ struct snapshot_writer {
     bool in_section;          /* a section is open */
     uint64_t count_off;       /* file offset of the open section's entry count (written as 0) */
     uint64_t section_entries; /* entries in the open section */
-    uint32_t state_size;      /* bytes of state per entry in the open section */
+    sl_rule_t rule;           /* the open section's rule (its states are packed under it) */
+    uint8_t *packed;          /* a state's packed form, packed_cap bytes */
+    size_t packed_cap;
     uint64_t sections;        /* sections written */
     uint64_t entries;         /* entries written, all sections */
     bool failed;              /* sticky: an I/O error happened; commit refuses */
@@ -315,6 +319,7 @@ static void writer_free(snapshot_writer_t *w, bool remove_tmp)
     if (remove_tmp)
         unlink(w->tmp_path);
     free(w->buf);
+    free(w->packed);
     free(w->path);
     free(w->tmp_path);
     free(w);
@@ -407,13 +412,27 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
         return -1;
     w->in_section = true;
     w->section_entries = 0;
-    w->state_size = check.state_size;
+    w->rule = check;
     w->sections++;
     return 0;
 }
 
+/* Makes w->packed hold at least `need` bytes. */
+static int packed_room(snapshot_writer_t *w, size_t need, char *err)
+{
+    if (need <= w->packed_cap)
+        return 0;
+    size_t cap = need > 2 * w->packed_cap ? need : 2 * w->packed_cap;
+    uint8_t *p = realloc(w->packed, cap);
+    if (p == NULL)
+        return fail(err, "snapshot entry: out of memory for a state of %zu bytes", need);
+    w->packed = p;
+    w->packed_cap = cap;
+    return 0;
+}
+
 int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const void *state,
-                   char *err)
+                   size_t state_len, char *err)
 {
     if (w->failed)
         return fail(err, "%s", w->failure);
@@ -421,10 +440,17 @@ int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const 
         return fail(err, "snapshot entry: no section started");
     if ((key == NULL && key_len > 0) || key_len > UINT32_MAX || state == NULL)
         return fail(err, "snapshot entry: no state, or a key of %zu bytes", key_len);
-    uint8_t len[4];
+    if (core_state_check(&w->rule, state, state_len) != SL_OK)
+        return fail(err, "snapshot entry: not a state of the section's rule (%zu bytes)",
+                    state_len);
+    if (packed_room(w, core_state_packed_need(&w->rule, state), err) != 0)
+        return -1;
+    size_t packed = sl_state_pack(&w->rule, state, w->packed);
+    uint8_t len[4], plen[4];
     put_u32(len, (uint32_t)key_len);
+    put_u32(plen, (uint32_t)packed);
     if (emit(w, len, sizeof(len), err) != 0 || emit(w, key, key_len, err) != 0 ||
-        emit(w, state, w->state_size, err) != 0)
+        emit(w, plen, sizeof(plen), err) != 0 || emit(w, w->packed, packed, err) != 0)
         return -1;
     w->section_entries++;
     w->entries++;
@@ -513,8 +539,10 @@ typedef struct cursor {
     size_t len; /* bytes in data */
     size_t off; /* next byte to read */
     char *err;
-    const char *name; /* prefix for messages (the path), or NULL */
-    uint32_t version; /* the file's format */
+    const char *name;   /* prefix for messages (the path), or NULL */
+    uint32_t version;   /* the file's format */
+    uint8_t *state;     /* an entry's state, unpacked (format 3) or converted (older) */
+    size_t state_cap;   /* bytes allocated at state */
 } cursor_t;
 
 static int corrupt(cursor_t *c, size_t off, const char *fmt, ...)
@@ -585,10 +613,12 @@ static int read_section_head(cursor_t *c, section_head_t *s)
     if (rc != SL_OK)
         return corrupt(c, at, "section rule (%s): %s", sl_algorithm_name(s->rule.algorithm),
                        sl_strerror(rc));
+    /* the largest state the rule can need; formats 1 and 2 hold every state at that size, in
+     * the layouts of their time (sliding_log's: one stamp per unit) */
     uint32_t state_size = get_u32(p + 44);
-    if (state_size != sl_state_size(&s->rule))
-        return corrupt(c, at + 44, "state size %u, the rule needs %zu", state_size,
-                       sl_state_size(&s->rule));
+    size_t want = c->version >= 3 ? sl_state_size(&s->rule) : core_state_legacy_size(&s->rule);
+    if (state_size != want)
+        return corrupt(c, at + 44, "state size %u, the rule needs %zu", state_size, want);
     s->closed = (snapshot_closed_t){0, 0};
     if (closed_size > 0) {
         s->closed.from_ns = (int64_t)get_u64(p + 48);
@@ -599,28 +629,66 @@ static int read_section_head(cursor_t *c, section_head_t *s)
     }
     size_t count_at = 48 + closed_size;
     s->count = get_u64(p + count_at);
-    /* every entry takes at least a key length and a state */
-    if (s->count > left(c) / (4 + (uint64_t)state_size))
+    /* every entry takes at least a key length and a state (format 3: its length, and a byte) */
+    uint64_t least = c->version >= 3 ? 4 + 4 + 1 : 4 + (uint64_t)state_size;
+    if (s->count > left(c) / least)
         return corrupt(c, at + count_at, "section entry count %llu beyond the file",
                        (unsigned long long)s->count);
     return SNAPSHOT_LOADED;
 }
 
-/* Reads one entry of a section whose states are state_size bytes. */
-static int read_entry(cursor_t *c, size_t state_size, const uint8_t **key, size_t *key_len,
-                      const uint8_t **state)
+/* Makes c->state hold at least `need` bytes; false when memory ran out. */
+static bool state_room(cursor_t *c, size_t need)
+{
+    if (need <= c->state_cap)
+        return true;
+    uint8_t *p = realloc(c->state, need);
+    if (p == NULL)
+        return false;
+    c->state = p;
+    c->state_cap = need;
+    return true;
+}
+
+/*
+ * Reads one entry of a section under `rule` into *key and the state, unpacked (format 3: the
+ * state's packed form, its length first) or converted (older formats: the state in the layout
+ * of their time, sl_state_size() bytes of then) into c->state, *state_len bytes: checked as
+ * sl_state_check_len() does, so the visiting walk hands out only states of the rule.
+ */
+static int read_entry(cursor_t *c, const sl_rule_t *rule, const uint8_t **key, size_t *key_len,
+                      size_t *state_len)
 {
     size_t at = c->off;
-    const uint8_t *p;
+    const uint8_t *p, *raw;
     if (!take(c, 4, &p))
         return corrupt(c, at, "entry key length cut off by the end of the file");
     uint32_t len = get_u32(p);
     if (!take(c, len, key))
         return corrupt(c, at, "entry key length %u beyond the file", len);
     *key_len = len;
-    if (!take(c, state_size, state))
-        return corrupt(c, c->off, "entry state (%zu bytes) cut off by the end of the file",
-                       state_size);
+    at = c->off;
+    size_t raw_len = core_state_legacy_size(rule);
+    if (c->version >= 3) {
+        if (!take(c, 4, &p))
+            return corrupt(c, at, "entry state length cut off by the end of the file");
+        raw_len = get_u32(p);
+    }
+    if (!take(c, raw_len, &raw))
+        return corrupt(c, at, "entry state (%zu bytes) cut off by the end of the file", raw_len);
+    size_t need = c->version >= 3 ? core_state_unpack_need(rule, raw, raw_len)
+                                  : core_state_legacy_need(rule, raw, raw_len);
+    if (need == 0)
+        return corrupt(c, at, "entry state of %zu bytes is no state of its section's rule",
+                       raw_len);
+    if (!state_room(c, need))
+        return corrupt(c, at, "no memory for an entry state of %zu bytes", need);
+    int rc = c->version >= 3 ? core_state_unpack(rule, raw, raw_len, c->state, need)
+                             : core_state_from_legacy(rule, raw, raw_len, c->state, need);
+    if (rc != SL_OK)
+        return corrupt(c, at, "entry state of %zu bytes is no state of its section's rule",
+                       raw_len);
+    *state_len = need;
     return SNAPSHOT_LOADED;
 }
 
@@ -647,13 +715,13 @@ static int walk(cursor_t *c, const snapshot_visitor_t *v)
         bool wanted = v != NULL && (v->section == NULL ||
                                     v->section(v->arg, s.id, s.id_len, &s.rule, &s.closed));
         for (uint64_t i = 0; i < s.count; i++) {
-            const uint8_t *key = NULL, *state = NULL;
-            size_t key_len = 0;
-            rc = read_entry(c, sl_state_size(&s.rule), &key, &key_len, &state);
+            const uint8_t *key = NULL;
+            size_t key_len = 0, state_len = 0;
+            rc = read_entry(c, &s.rule, &key, &key_len, &state_len);
             if (rc != SNAPSHOT_LOADED)
                 return rc;
             if (wanted && v->entry != NULL)
-                v->entry(v->arg, key, key_len, state);
+                v->entry(v->arg, key, key_len, c->state, state_len);
         }
         sections++;
         entries += s.count;
@@ -699,21 +767,21 @@ static int parse_named(const void *data, size_t len, const snapshot_visitor_t *v
     cursor_t c = {.data = data, .len = len, .err = err, .name = name};
     int64_t written = 0;
     int rc = read_header(&c, &written);
-    if (rc != SNAPSHOT_LOADED)
-        return rc;
-    if ((rc = walk(&c, NULL)) != SNAPSHOT_LOADED)
-        return rc;
-    uint32_t stored = get_u32(c.data + len - 4), computed = crc32c(data, len - 4);
-    if (stored != computed)
-        return corrupt(&c, len - 4, "CRC-32C %08x does not match the contents' %08x", stored,
-                       computed);
-    if (v != NULL) {
+    if (rc == SNAPSHOT_LOADED)
+        rc = walk(&c, NULL); /* checks, and sizes c.state for the largest state */
+    uint32_t stored = rc == SNAPSHOT_LOADED ? get_u32(c.data + len - 4) : 0;
+    uint32_t computed = rc == SNAPSHOT_LOADED ? crc32c(data, len - 4) : 0;
+    if (rc == SNAPSHOT_LOADED && stored != computed)
+        rc = corrupt(&c, len - 4, "CRC-32C %08x does not match the contents' %08x", stored,
+                     computed);
+    if (rc == SNAPSHOT_LOADED && v != NULL) {
         c.off = SNAPSHOT_HEADER_SIZE;
-        walk(&c, v);
+        walk(&c, v); /* cannot fail: the same entries, into a state buffer large enough */
     }
-    if (written_at_ns != NULL)
+    free(c.state);
+    if (rc == SNAPSHOT_LOADED && written_at_ns != NULL)
         *written_at_ns = written;
-    return SNAPSHOT_LOADED;
+    return rc;
 }
 
 int snapshot_parse(const void *data, size_t len, const snapshot_visitor_t *v,

@@ -10,9 +10,14 @@
  * Format (all integers little-endian; documented in docs/design.md):
  *   header   magic "SLUICESN", u32 format version, u32 flags (0), i64 written_at_ns
  *   section  u8 tag 'S', u32 id_len, id bytes, the rule's public fields (u32 algorithm, i64
- *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size, i64 closed_from_ns,
- *            i64 closed_until_ns (format 2; 0 and 0 when none), u64 entry count
- *   entry    u32 key_len, key bytes, state_size bytes
+ *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size (sl_state_size():
+ *            the most a state can take), i64 closed_from_ns, i64 closed_until_ns (format 2 on;
+ *            0 and 0 when none), u64 entry count
+ *   entry    u32 key_len, key bytes, u32 state_len, the state's packed form (sl_state_pack(),
+ *            state_len bytes: a sliding_log key weighs what its entries take)
+ *
+ * Formats 1 and 2 held every state whole, state_size bytes, in the layouts of their time (a
+ * sliding_log's ring of one stamp per unit): they are read, and their states converted.
  *   trailer  u8 tag 'E', u64 section count, u64 total entries, u32 CRC-32C of every byte before
  *            the CRC
  *
@@ -33,9 +38,7 @@
 #include "sluice/sluice.h"
 
 #define SNAPSHOT_ERR_MAX 256
-#define SNAPSHOT_FORMAT                                                                            \
-    2 /* the format version written; format 1 (no closed window) is read too                       \
-       */
+#define SNAPSHOT_FORMAT 3 /* the format written; 1 (no closed window) and 2 (states whole) read */
 
 typedef struct snapshot_writer snapshot_writer_t;
 
@@ -54,9 +57,11 @@ typedef struct snapshot_closed {
 int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const sl_rule_t *rule,
                      const snapshot_closed_t *closed, char *err);
 
-/* Adds one entry to the current section (state is sl_state_size(rule) bytes). Buffered. */
+/* Adds one entry to the current section: a state of its rule in a buffer of state_len bytes
+ * (sl_state_size() of the rule, or fewer for a sliding_log state that says so), checked, and
+ * written packed. Buffered. */
 int snapshot_entry(snapshot_writer_t *w, const void *key, size_t key_len, const void *state,
-                   char *err);
+                   size_t state_len, char *err);
 
 /* Whether w writes its file with direct I/O (O_DIRECT), past the page cache; false where the
  * file system refuses it, which the writer then goes through. */
@@ -74,11 +79,14 @@ void snapshot_abort(snapshot_writer_t *w);
 
 /* What snapshot_load calls: once per section, then once per entry of that section. A section
  * callback returning false skips the section's entries (unknown rule, changed parameters).
- * `closed` is the section's closed window ({0, 0} when none, and in format 1 files). */
+ * `closed` is the section's closed window ({0, 0} when none, and in format 1 files). An entry's
+ * state is a state of the section's rule, checked, in a buffer of state_len bytes (valid for
+ * the call only). */
 typedef struct snapshot_visitor {
     bool (*section)(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
                     const snapshot_closed_t *closed);
-    void (*entry)(void *arg, const void *key, size_t key_len, const void *state);
+    void (*entry)(void *arg, const void *key, size_t key_len, const void *state,
+                  size_t state_len);
     void *arg;
 } snapshot_visitor_t;
 

@@ -3,8 +3,9 @@
  * header of a value sluice.so finds in a Redis key: bytes any client can have written.
  *
  * Input: the value, in an exact-size heap copy so ASan catches any over-read. Checks what must
- * hold for any input: a format 4 value names a prepared rule whose header is exactly the bytes
- * before its packed state (one header per set of numbers); its state, when it unpacks, converts
+ * hold for any input: a format 4 or 5 value names a prepared rule whose header is exactly the
+ * bytes before its packed state but for the format (one header per set of numbers); its state,
+ * when it unpacks (a sliding_log's in the older form too), converts
  * to another rule of its algorithm into a state that passes sl_state_check(); the value written
  * again (header, packed state) parses to the same rule. Formats 1 to 3 carry their packed state
  * after 4 bytes.
@@ -39,7 +40,8 @@ static void check_rule(const value_t *v, const uint8_t *in)
 {
     uint8_t header[VALUE_HEADER_MAX];
     size_t n = value_header(&v->rule, header);
-    if (n != (size_t)(v->packed - in) || memcmp(header, in, n) != 0 ||
+    if (n != (size_t)(v->packed - in) || memcmp(header + 2, in + 2, n - 2) != 0 ||
+        header[0] != in[0] || (header[1] & 0x0f) != (in[1] & 0x0f) ||
         v->rule.algorithm != v->algorithm) {
         abort();
     }
@@ -81,8 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     value_t v;
     value_status_t st = value_parse(in, size, &v);
     if (st == VALUE_OK) {
-        if (v.has_rule != (v.format == VALUE_FORMAT) || !value_format_read(v.algorithm, v.format) ||
-            v.packed < in || v.packed + v.packed_len != in + size) {
+        if (v.has_rule != value_format_numbered(v.algorithm, v.format) ||
+            !value_format_read(v.algorithm, v.format) || v.packed < in ||
+            v.packed + v.packed_len != in + size) {
             abort();
         }
         if (v.has_rule) {

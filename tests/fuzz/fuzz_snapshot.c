@@ -5,14 +5,16 @@
  *
  *   bit 0 clear  the payload is a whole file, parsed as is (an exact-size heap copy, so ASan
  *                catches any over-read). Almost every mutation fails the CRC.
- *   bit 0 set    the payload is a body: the harness puts a valid header before it and a correct
- *                CRC-32C after it, so the structural checks (tags, lengths, rules, counts) are
- *                what decides, and the visiting pass runs whenever they pass.
+ *   bit 0 set    the payload is a body: the harness puts a valid header before it (the format
+ *                version 1, 2 or 3 by bits 1-2 of the first byte) and a correct CRC-32C after
+ *                it, so the structural checks (tags, lengths, rules, counts, states) are what
+ *                decides, and the visiting pass runs whenever they pass.
  *
  * Checks what must hold for any input: a result of LOADED or CORRUPT only; CORRUPT visits
- * nothing and says why; on LOADED every id, key and state lies inside the input, every section
- * comes before its entries, every rule handed out is prepared (state_size matches), and the
- * same bytes parse the same way twice.
+ * nothing and says why; on LOADED every id and key lies inside the input, every state handed
+ * out is a state of its section's rule in the length it is given with (sl_state_check_len),
+ * every section comes before its entries, every rule handed out is prepared (state_size
+ * matches), and the same bytes parse the same way twice.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ typedef struct visit {
     const uint8_t *lo, *hi; /* the input's bytes */
     size_t sections, entries;
     size_t state_size; /* of the current section; 0 before the first */
+    sl_rule_t rule;    /* of the current section */
     uint64_t hash;     /* of everything visited, to compare two parses */
 } visit_t;
 
@@ -54,21 +57,23 @@ static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t
         abort();
     v->sections++;
     v->state_size = sl_state_size(rule);
+    v->rule = *rule;
     mix(v, id, id_len);
     mix(v, &rule->state_size, sizeof(rule->state_size));
     return (id_len & 1) == 0; /* skip some sections' entries, as sluiced does for unknown rules */
 }
 
-static void on_entry(void *arg, const void *key, size_t key_len, const void *state)
+static void on_entry(void *arg, const void *key, size_t key_len, const void *state,
+                     size_t state_len)
 {
     visit_t *v = arg;
-    if (v->sections == 0 || v->state_size == 0)
+    if (v->sections == 0 || v->state_size == 0 || state_len > v->state_size ||
+        sl_state_check_len(&v->rule, state, state_len) != SL_OK)
         abort();
     inside(v, key, key_len);
-    inside(v, state, v->state_size);
     v->entries++;
     mix(v, key, key_len);
-    mix(v, state, v->state_size);
+    mix(v, state, state_len);
 }
 
 static uint32_t crc32c(const uint8_t *p, size_t n)
@@ -107,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     bool framed = data[0] & 1;
+    uint8_t version = (uint8_t)(1 + (data[0] >> 1 & 3) % 3);
     data++;
     size--;
     size_t len = framed ? HEADER_SIZE + size + 4 : size;
@@ -114,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (framed) {
         static const uint8_t header[HEADER_SIZE] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'N', 1};
         memcpy(buf, header, HEADER_SIZE);
+        buf[8] = version;
         memcpy(buf + HEADER_SIZE, data, size);
         uint32_t crc = crc32c(buf, len - 4);
         for (int i = 0; i < 4; i++)

@@ -261,10 +261,13 @@ def duration_code(ns):
     return (ns // 10**6) << 1 if ns % 10**6 == 0 else ns << 1 | 1
 
 
-def module_header(rule):
-    """sluice.so's format 4 header of a prepared rule (src/module/value.h): magic, format and
-    algorithm, then the numbers the state is written under."""
-    out = bytes([0xF5, 4 << 4 | rule.algorithm]) + varint(rule.limit)
+def module_header(rule, fmt=None):
+    """sluice.so's header of a prepared rule (src/module/value.h): magic, format (5 for
+    sliding_log, 4 for the others; `fmt` another) and algorithm, then the numbers the state is
+    written under."""
+    if fmt is None:
+        fmt = 5 if rule.algorithm == ALGORITHMS["sliding_log"] else 4
+    out = bytes([0xF5, fmt << 4 | rule.algorithm]) + varint(rule.limit)
     out += varint(duration_code(rule.window_ns))
     if rule.algorithm in (ALGORITHMS["token_bucket"], ALGORITHMS["gcra"]):
         out += varint(rule.burst) + varint(duration_code(rule.max_delay_ns))
@@ -287,3 +290,62 @@ def module_value_old(rule, packed):
         version = 3 if packed[0] & 0x30 else 2
     h = params_hash(rule)
     return bytes([0xF5, version << 4 | rule.algorithm, h & 0xff, h >> 8]) + packed
+
+
+def _leb128(data, i):
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def log_entries(packed):
+    """A packed sliding_log (src/core/sliding_log.c), either form: (unit in ns, [(stamp_ns,
+    units)], latest_ns or None, dropped)."""
+    e, flags = packed[0] % 16, packed[0] - packed[0] % 16
+    unit = 10 ** e
+    n, i = _leb128(packed, 1)
+    out, t = [], 0
+    for _ in range(n):
+        d, i = _leb128(packed, i)
+        t += d * unit
+        u = 1
+        if flags & 64:
+            u, i = _leb128(packed, i)
+        if out and out[-1][0] == t:
+            out[-1] = (t, out[-1][1] + u)
+        else:
+            out.append((t, u))
+    latest = None
+    if flags & 32:
+        d, i = _leb128(packed, i)
+        latest = t + d * unit
+    return unit, out, latest, bool(flags & 16)
+
+
+def log_packed_old(rule, packed):
+    """The older form of a packed sliding_log (one stamp per unit), as an older sluice.so wrote
+    the same usage: its stamps, the newest N of them with DROPPED when there are more; the
+    latest time (LATEST) only when fewer than N (the older ring had no room for it)."""
+    unit, entries, latest, _ = log_entries(packed)
+    stamps = [t for t, u in entries for _ in range(u)]
+    dropped = len(stamps) > rule.limit
+    stamps = stamps[-rule.limit:] if dropped else stamps
+    if len(stamps) == rule.limit:
+        latest = None  # a full ring recorded its newest stamp as the latest time
+    e = 0
+    while e < 9 and all(x % 10 ** (e + 1) == 0 for x in stamps + ([latest] if latest else [])):
+        e += 1
+    out = bytes([e + (16 if dropped else 0) + (32 if latest else 0)]) + varint(len(stamps))
+    prev = 0
+    for x in stamps:
+        out += varint((x - prev) // 10 ** e)
+        prev = x
+    if latest:
+        out += varint((latest - prev) // 10 ** e)
+    return out
+

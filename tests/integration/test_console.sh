@@ -56,7 +56,7 @@ OPEN_RESP=$RESP_PORT
 OPEN_HTTP=$HTTP_PORT
 TOKEN=console-it-$RANDOM$RANDOM
 start_sluiced tok --rules "$TMP/rules.yaml" --config-store "$TMP/tok.db" --snapshot "" \
-    --admin-token "$TOKEN" || {
+    --admin-token "$TOKEN" --replay-memory 64k || {
     cat "$TMP/tok.log"
     exit 1
 }

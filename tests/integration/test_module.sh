@@ -38,21 +38,26 @@ sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | sed '/^$/d' | paste -sd' ' -; }
 # cannot express.
 export PYTHONPATH=$SLUICE_SOURCE_DIR/tests/integration
 # old_value KEY FORMAT ALGORITHM LIMIT WINDOW_MS: rewrites KEY's value as an older sluice.so
-# wrote it (formats 1 to 3: a 4-byte header with the 16-bit hash of the rule's numbers), its
-# packed state kept (tests/integration/sluice_core.py knows both headers).
+# wrote it (formats 1 to 3: a 4-byte header with the 16-bit hash of the rule's numbers; format 4
+# of sliding_log: today's header but for the format), a sliding_log's packed state in the older
+# form of one stamp per unit (tests/integration/sluice_core.py knows the headers and forms).
 old_value() {
     env "${CORE_ENV[@]}" python3 - "$PORT" "$SLUICE_BUILD_DIR" "$@" <<'PY'
 import sys
 from resp_client import Conn
-from sluice_core import Core, module_header, params_hash
+from sluice_core import Core, log_packed_old, module_header, params_hash
 port, build, key, fmt, alg, limit, window_ms = sys.argv[1:8]
 rule = Core(build).rule(alg, int(limit), int(window_ms) * 10**6)
 c = Conn(int(port))
 v = c.call("GET", key)
-packed = v[len(module_header(rule)):] if v[1] >> 4 == 4 else v[4:]
+packed = v[len(module_header(rule)):] if v[1] >> 4 >= 4 else v[4:]
+if alg == "sliding_log" and packed[0] & 64:
+    packed = log_packed_old(rule, packed)
 h = params_hash(rule)
-c.call("SET", key, bytes([0xF5, int(fmt) << 4 | rule.algorithm, h & 0xff, h >> 8]) + packed,
-       "KEEPTTL")
+head = bytes([0xF5, int(fmt) << 4 | rule.algorithm, h & 0xff, h >> 8])
+if int(fmt) >= 4:
+    head = module_header(rule, int(fmt))
+c.call("SET", key, head + packed, "KEEPTTL")
 PY
 }
 
@@ -219,23 +224,26 @@ expect fwb-back "1 5 3 0 1000" SL.THROTTLE fwb fixed_window 5 1000
 expect fwb-pxat $((START_MS + 2000)) PEXPIRETIME fwb
 expect settime OK SL.DEBUG SETTIME $((START_NS + 250000001))
 
-# --- a sliding_log key holds only the stamps in use (sl_state_pack): header 6 (magic, format,
-# limit 100 in 1 byte, window 60000 ms in 3), e 1, count 1, the oldest stamp / 10^e, then one
-# delta per later stamp. At START_NS (a whole second) e = 9: 4*10^9 is a 5-byte varint; with a
-# stamp 1 ms later e = 6: 4*10^12 takes 6 bytes, each 1 ms delta 1. The whole ring of 100
-# stamps would be 812 bytes.
+# --- a sliding_log key holds one entry per admission (sl_state_pack): header 6 (magic, format,
+# limit 100 in 1 byte, window 60000 ms in 3), e 1, count 1, then per entry its delta / 10^e
+# (the first: its stamp) and its units. At START_NS (a whole second) e = 9: 4*10^9 is a 5-byte
+# varint; with an entry 1 ms later e = 6: 4*10^12 takes 6 bytes, each 1 ms delta 1, each unit
+# count 1. A request of cost 10^6 under a limit of 2^20 is one entry: 19 bytes (the ring of one
+# stamp per unit an older sluice.so kept held 8 MiB while the command ran, the value 1 MB).
 expect slp-t0 OK SL.DEBUG SETTIME "$START_NS"
 expect slp-1 "1 100 99 0 60000" SL.THROTTLE slp sliding_log 100 60000
-expect slp-len1 13 STRLEN slp
+expect slp-len1 14 STRLEN slp
 for i in $(seq 1 11); do
     redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + i * 1000000)) >/dev/null
     redis-cli -p "$PORT" SL.THROTTLE slp sliding_log 100 60000 >/dev/null
 done
-expect slp-len12 25 STRLEN slp
+expect slp-len12 37 STRLEN slp
 expect slp-peek "1 100 88 0 60000" SL.PEEK slp sliding_log 100 60000
 redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + 60000 * 1000000 + 5000000)) >/dev/null
 expect slp-slid "1 100 93 0 60000" SL.THROTTLE slp sliding_log 100 60000 # 6 of 12 left, 1 added
-expect slp-len7 22 STRLEN slp # 6 bytes, five 1-ms deltas, one of 59994 ms (3 bytes)
+expect slp-len7 29 STRLEN slp # 8 bytes, 1 + 1 for five 1-ms deltas, 3 + 1 for 59994 ms
+expect slp-big "1 1048576 48576 0 60000" SL.THROTTLE slpb sliding_log 1048576 60000 COST 1000000
+expect slp-big-len 19 STRLEN slpb # header 8, e 1, count 1, stamp 6, 10^6 in 3
 redis-cli -p "$PORT" SETRANGE slp 7 "$(printf '\145')" >/dev/null # count 101 > 100
 expect slp-bad "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK slp sliding_log 100 60000
 expect slp-reset OK SL.RESET slp
@@ -263,12 +271,13 @@ redis-cli -p "$PORT" SET ver2 "$(printf '\365\046abcdefghij')" >/dev/null
 expect version-2 "ERR the key holds gcra state of format 2, this sluice.so reads formats 1 and 4 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver2 gcra 5 1000
 # a sliding_log key of format 1 (the whole ring of N stamps) is refused, not misread
 redis-cli -p "$PORT" SET ver1 "$(printf '\365\022abcdefghij')" >/dev/null
-expect version-log "ERR the key holds sliding_log state of format 1, this sluice.so reads formats 2, 3 and 4 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver1 sliding_log 5 1000
-# the header's format: 4 for every algorithm (the numbers the state was written under follow)
+expect version-log "ERR the key holds sliding_log state of format 1, this sluice.so reads formats 2 to 5 (SL.RESET it, or load a matching sluice.so)" SL.THROTTLE ver1 sliding_log 5 1000
+# the header's format: 5 for sliding_log (one entry per admission), 4 for the others (the
+# numbers the state was written under follow)
 redis-cli -p "$PORT" SL.THROTTLE hdrl sliding_log 5 1000 >/dev/null
 redis-cli -p "$PORT" SL.THROTTLE hdrg gcra 5 1000 >/dev/null
 hdr() { redis-cli -p "$PORT" --raw GETRANGE "$1" 1 1 | head -c 1 | od -An -tu1 | tr -d ' '; }
-for pair in "hdrl 66" "hdrg 70"; do # 0x42: format 4, sliding_log (2); 0x46: format 4, gcra (6)
+for pair in "hdrl 82" "hdrg 70"; do # 0x52: format 5, sliding_log (2); 0x46: format 4, gcra (6)
     read -r key want <<<"$pair"
     CASES=$((CASES + 1))
     [ "$(hdr "$key")" = "$want" ] || { echo "FAIL [header $key]: byte 1 is $(hdr "$key"), want $want"; FAILS=$((FAILS + 1)); }
@@ -432,17 +441,22 @@ expect st-below "1 1000 880 0 58000" SL.SETTLE st "${LOG[@]}" RESERVED 300 ACTUA
 at 5000
 expect st-next "1 1000 780 0 60000" SL.THROTTLE st "${LOG[@]}" COST 100
 at 7000
-expect st-debt "0 1000 0 60000 60000" SL.SETTLE st "${LOG[@]}" RESERVED 100 ACTUAL 1100 AT $((START_MS + 5000))
-expect st-debt-peek "0 1000 0 60000 60000" SL.PEEK st "${LOG[@]}"
+# the window holds 120 (at 0) + 100 (at 5 s) + 1000 (at 7 s): a peek waits for 220 to leave
+# (65 s), a request of 1 for one more (67 s)
+expect st-debt "0 1000 0 58000 60000" SL.SETTLE st "${LOG[@]}" RESERVED 100 ACTUAL 1100 AT $((START_MS + 5000))
+expect st-debt-peek "0 1000 0 58000 60000" SL.PEEK st "${LOG[@]}"
 expect st-debt-refused "0 1000 0 60000 60000" SL.THROTTLE st "${LOG[@]}"
-# the debt kept the newest 1000 stamps and marked the dropped ones (DROPPED, in the packed form's
-# first byte, after the header's 7 bytes: e 9 (the stamps are whole seconds) + 16)
+# three entries (the count after the header's 7 bytes and the packed form's first byte: e 9, the
+# stamps being whole seconds, + 64)
 stbyte() { redis-cli -p "$PORT" --raw GETRANGE "$1" "$2" "$2" | head -c 1 | od -An -tu1 | tr -d ' '; }
-check st-dropped [ "$(stbyte st 7)" = 25 ]
+check st-form [ "$(stbyte st 7)" = 73 ]
+check st-entries [ "$(stbyte st 8)" = 3 ]
 expect st-debt-pxat $((START_MS + 67000)) PEXPIRETIME st
+at 65000
+expect st-debt-peek-65 "1 1000 0 0 2000" SL.PEEK st "${LOG[@]}"
 at 67000
 expect st-paid "1 1000 999 0 60000" SL.THROTTLE st "${LOG[@]}"
-check st-flags-cleared [ "$(stbyte st 7)" = 9 ] # an admission clears the flags
+check st-one-entry [ "$(stbyte st 8)" = 1 ]
 # settle above, but within the limit: the difference is charged now; equal changes nothing
 expect sa-1 "1 5 3 0 1000" SL.THROTTLE sa fixed_window 5 1000 COST 2
 bytes_sa=$(redis-cli -p "$PORT" --no-raw GET sa)
@@ -480,7 +494,7 @@ expect sl-1 "1 4 3 0 60000" SL.THROTTLE sl sliding_log 4 60000
 at 175000
 expect sl-2 "1 4 2 0 60000" SL.THROTTLE sl sliding_log 4 60000
 expect sl-refund "1 4 3 0 55000" SL.SETTLE sl sliding_log 4 60000 RESERVED 1 ACTUAL 0
-check sl-latest [ "$(stbyte sl 6)" = 41 ] # e 9 + 32
+check sl-latest [ "$(stbyte sl 6)" = 105 ] # e 9 + 64 + 32
 at 172000
 expect sl-back "1 4 3 0 55000" SL.PEEK sl sliding_log 4 60000
 at 175000
@@ -553,9 +567,10 @@ expect se-other "ERR the key holds sluice state of another rule (gcra, not slidi
 expect se-kept hello GET str
 check flags-settle bash -c "redis-cli -p $PORT COMMAND INFO sl.settle | grep -qx denyoom"
 expect getkeys-settle "k" COMMAND GETKEYS SL.SETTLE k gcra 5 1000 RESERVED 1 ACTUAL 0
-# values of older builds (formats 2 and 3: a 4-byte header with a hash of the numbers) are read
-# under the numbers that hash names; a format 3 value whose first byte carries no flag is
-# corrupt, as is a format 2 with one
+# values of older builds (formats 2 and 3: a 4-byte header with a hash of the numbers; format
+# 4: the numbers, and the older packed form of one stamp per unit) are read under the numbers
+# they name; a format 3 value whose first byte carries no flag is corrupt, as is a format 2 with
+# one
 old_value sl 2 sliding_log 4 60000 # flags kept
 expect se-v2-flags "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK sl sliding_log 4 60000
 old_value sl 3 sliding_log 4 60000
@@ -564,8 +579,13 @@ old_value sp 3 sliding_log 10 60000 # no flag
 expect se-v3-none "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK sp sliding_log 10 60000
 old_value sp 2 sliding_log 10 60000
 expect se-v2-read "1 10 7 0 25000" SL.PEEK sp sliding_log 10 60000
-expect se-v5 OK SET v5 "$(printf '\365\122abcdefghij')"
-expect se-v5-refused "ERR the key holds sliding_log state of format 5, this sluice.so reads formats 2, 3 and 4 (SL.RESET it, or load a matching sluice.so)" SL.SETTLE v5 sliding_log 5 1000 RESERVED 1 ACTUAL 0
+old_value sl 4 sliding_log 4 60000
+expect se-v4-read "1 4 3 0 55000" SL.PEEK sl sliding_log 4 60000
+check se-v4-kept [ "$(stbyte sl 1)" = 66 ] # a peek writes nothing
+expect se-v4-written "1 4 2 0 60000" SL.THROTTLE sl sliding_log 4 60000
+check se-v4-rewritten [ "$(stbyte sl 1)" = 82 ] # in format 5
+expect se-v6 OK SET v6 "$(printf '\365\142abcdefghij')"
+expect se-v6-refused "ERR the key holds sliding_log state of format 6, this sluice.so reads formats 2 to 5 (SL.RESET it, or load a matching sluice.so)" SL.SETTLE v6 sliding_log 5 1000 RESERVED 1 ACTUAL 0
 
 # --- a key's numbers change (an override, a rule changed, another caller's limits): the state is
 # converted to the command's numbers (sl_state_convert), never less usage. The override example
@@ -662,7 +682,7 @@ for idx, (name, variants) in enumerate(CASES):
     admitted = {}  # key -> [(time, cost)] of its admissions, as the core decided them
     t = START + rng.randrange(SEC)
     cmds, wants = [], []
-    stats = {"refund": 0, "debt": 0, "refused peek": 0, "flagged": 0, "deleted": 0,
+    stats = {"refund": 0, "debt": 0, "refused peek": 0, "latest kept": 0, "deleted": 0,
              "converted": 0, "converted by a rejection": 0, "leases granted": 0, "returns": 0}
     held = {}  # key -> [(index of its numbers, lease as SL.LEASE replied it)]
     for _ in range(LINES):
@@ -755,8 +775,8 @@ for idx, (name, variants) in enumerate(CASES):
         written = keys.rule_of(key)
         packed = keys.packed(key)
         value = module_value(written, packed)
-        stats["flagged"] += (written.algorithm == 2 and packed is not None and
-                             packed[0] & 0x30 != 0)
+        stats["latest kept"] += (written.algorithm == 2 and packed is not None and
+                                 packed[0] & 32 != 0)
         cmds += [["SL.DEBUG", "SETTIME", t], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
         wants.append((cmd, t, reply, value, keys.copy(key), written))
     got = conn.pipeline(cmds)
@@ -778,7 +798,7 @@ for idx, (name, variants) in enumerate(CASES):
     if not name.startswith("sliding_log"):
         need.update({"leases granted": 30, "returns": 30})
     if name.startswith("sliding_log"):
-        need["flagged"] = 20
+        need["latest kept"] = 5
     if bad or any(stats[k] < v for k, v in need.items()):
         failed += 1
 sys.exit(1 if failed else 0)

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # test_server_replay.sh - POST /v1/replay is bounded and off the event loop: the admin token
 # (401 without it); the probe that held a loop for a minute (a 512 KB body of "i k 1048576"
-# lines against a sliding_log of limit 1048576 and window 1ms) answered at the deadline with
-# "stopped":"deadline"; while a replay runs, a PING on another RESP connection and /healthz are
-# answered on the same and only loop, and the replay has not answered yet (order, not time: the
-# replay has a deadline of a minute and work for longer); a second replay over
-# --replay-concurrency refused with 503 and Retry-After; the replay stopped by SIGTERM says so;
-# 200 keys of cost 2^20 stopped by the memory budget after the 7 that fit in 64 MiB, with sluiced
-# under an address-space limit (prlimit --as) so that a replay without a budget fails rather than
-# takes the machine's memory; a client that resets its connection while its replay runs (the
-# answer dropped, counted) or half-closes (the answer still written); replies on one connection
-# in order around a replay. Every stop and refusal is counted in /metrics.
+# lines against a sliding_log of limit 1048576 and window 1ms) is replayed whole now (a
+# sliding_log key holds a request's cost in one entry), and when its lines are made slow it
+# answers at the deadline with "stopped":"deadline"; while a replay runs, a PING on another RESP
+# connection and /healthz are answered on the same and only loop, and the replay has not
+# answered yet (order, not time: the replay has a deadline of a minute and, paced by the tests'
+# SLUICE_TEST_REPLAY_PAUSE, work for longer); a second replay over --replay-concurrency refused
+# with 503 and Retry-After; the replay stopped by SIGTERM says so; 200 keys of cost 2^20 replayed
+# whole in a few KB, and 30,000 new keys stopped by a --replay-memory of 1m, with sluiced under an
+# address-space limit (prlimit --as) so that a replay without a budget fails rather than takes
+# the machine's memory; a client that resets its connection while its replay runs (the answer
+# dropped, counted) or half-closes (the answer still written); replies on one connection in
+# order around a replay. Every stop and refusal is counted in /metrics.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need curl redis-cli python3
@@ -40,15 +42,19 @@ with open(sys.argv[1], "w") as f:
 PY
 check probe-is-512k test "$(wc -c <"$TMP/probe.json")" -le $((512 * 1024))
 PROBE_LINES=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["log"].count("\n"))' "$TMP/probe.json")
-# 200 keys, each charged 2^20 units of a sliding_log of limit 2^20: 8 MB of stamps a key
+# 200 keys, each charged 2^20 units of a sliding_log of limit 2^20 (once 8 MB of stamps a key)
 python3 -c 'import json
 print(json.dumps({"algorithm": "sliding_log", "limit": 1048576, "window": "1h",
                   "log": "".join("%d k%d 1048576\n" % (i, i) for i in range(200))}))' >"$TMP/keys.json"
+# 30,000 keys, each new: more than a --replay-memory of 1m holds
+python3 -c 'import json
+print(json.dumps({"algorithm": "gcra", "limit": 5, "window": "1h",
+                  "log": "".join("%d u%d\n" % (i, i) for i in range(30000))}))' >"$TMP/many.json"
 SMALL='{"algorithm":"fixed_window","limit":2,"window":"2s","unit":"s","log":"0 u1\n0 u1\n0 u1\n1 u1\n2 u2\n"}'
 
 # ---- one loop, a deadline of a minute: what the loop answers while a replay runs -------------
-start_sluiced long --threads 1 --config-store "$TMP/long.db" --snapshot "" \
-    --admin-token "$TOKEN" --replay-timeout 60s --replay-concurrency 1 || {
+SLUICE_TEST_REPLAY_PAUSE=1ms start_sluiced long --threads 1 --config-store "$TMP/long.db" \
+    --snapshot "" --admin-token "$TOKEN" --replay-timeout 60s --replay-concurrency 1 || {
     cat "$TMP/long.log"
     exit 1
 }
@@ -107,8 +113,23 @@ if command -v prlimit >/dev/null &&
 fi
 printf '#!/bin/sh\nexec %s "$@"\n' "${RUN[*]}" >"$TMP/sluiced-limited"
 chmod +x "$TMP/sluiced-limited"
-SLUICED=$TMP/sluiced-limited start_sluiced bounded --threads 2 --config-store "$TMP/b.db" \
+# the deadline: the probe's lines paced (1 ms each) so that it cannot end within 1 s
+SLUICE_TEST_REPLAY_PAUSE=1ms start_sluiced paced --threads 1 --config-store "$TMP/p.db" \
     --snapshot "" --admin-token "$TOKEN" --replay-timeout 1s || {
+    cat "$TMP/paced.log"
+    exit 1
+}
+curl -s --max-time 60 -X POST --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
+    "http://127.0.0.1:$HTTP_PORT/v1/replay" >"$TMP/paced.out"
+check paced-200 test "$(code_of "$TMP/paced.out")" = 200
+head -n 1 "$TMP/paced.out" >"$TMP/paced.answer"
+check paced-stopped-at-deadline json "$TMP/paced.answer" 'd["complete"] is False and d["stopped"] == "deadline" and d["lines_replayed"] < '"$PROBE_LINES"' and d["admitted"] + d["rejected"] == d["lines_replayed"] and [k["key"] for k in d["keys"]] == ["k"]'
+check paced-counted metric_is "$HTTP_PORT" 'sluice_replay_stopped_total{reason="deadline"}' 1
+check paced-logged wait_log paced 'stopped (deadline) after'
+stop_bg paced TERM
+
+SLUICED=$TMP/sluiced-limited start_sluiced bounded --threads 2 --config-store "$TMP/b.db" \
+    --snapshot "" --admin-token "$TOKEN" --replay-timeout 30s --replay-memory 1m || {
     cat "$TMP/bounded.log"
     exit 1
 }
@@ -116,19 +137,24 @@ B_HTTP=$HTTP_PORT
 B_RESP=$RESP_PORT
 B=http://127.0.0.1:$B_HTTP
 
+# the probe itself, unpaced: each line's cost is one entry of the key's log, so it is replayed
+# whole (within a deadline of 30 s, which it would take an hour's work to need)
 curl -s --max-time 60 -X POST --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "$B/v1/replay" >"$TMP/probe.out"
 check probe-200 test "$(code_of "$TMP/probe.out")" = 200
 head -n 1 "$TMP/probe.out" >"$TMP/probe.answer"
-check probe-stopped-at-deadline json "$TMP/probe.answer" 'd["complete"] is False and d["stopped"] == "deadline" and d["lines_replayed"] < '"$PROBE_LINES"' and d["admitted"] + d["rejected"] == d["lines_replayed"] and [k["key"] for k in d["keys"]] == ["k"]'
-check probe-counted metric_is "$B_HTTP" 'sluice_replay_stopped_total{reason="deadline"}' 1
-check probe-logged wait_log bounded 'stopped (deadline) after'
+check probe-whole json "$TMP/probe.answer" 'd["complete"] is True and d["lines_replayed"] == '"$PROBE_LINES"' and [k["key"] for k in d["keys"]] == ["k"]'
 
 curl -s --max-time 60 -X POST --data-binary @"$TMP/keys.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "$B/v1/replay" >"$TMP/keys.out"
-check memory-200 test "$(code_of "$TMP/keys.out")" = 200
+check costly-200 test "$(code_of "$TMP/keys.out")" = 200
 head -n 1 "$TMP/keys.out" >"$TMP/keys.answer"
-check memory-stopped json "$TMP/keys.answer" 'd["complete"] is False and d["stopped"] == "memory" and d["lines_replayed"] == 7 and d["admitted"] == 7 and len(d["keys"]) == 7'
+check costly-whole json "$TMP/keys.answer" 'd["complete"] is True and d["lines_replayed"] == 200 and d["admitted"] == 200 and len(d["keys"]) == 200'
+curl -s --max-time 60 -X POST --data-binary @"$TMP/many.json" "${AUTH[@]}" -w '\n%{http_code}' \
+    "$B/v1/replay" >"$TMP/many.out"
+check memory-200 test "$(code_of "$TMP/many.out")" = 200
+head -n 1 "$TMP/many.out" >"$TMP/many.answer"
+check memory-stopped json "$TMP/many.answer" 'd["complete"] is False and d["stopped"] == "memory" and 0 < d["lines_replayed"] < 30000 and d["admitted"] == d["lines_replayed"]'
 check memory-counted metric_is "$B_HTTP" 'sluice_replay_stopped_total{reason="memory"}' 1
 check memory-alive test "$(redis-cli -p "$B_RESP" PING)" = PONG
 

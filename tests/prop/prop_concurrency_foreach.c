@@ -105,13 +105,30 @@ static int find_key(const round_t *r, const void *key, size_t len)
     return -1;
 }
 
+/* Whether a visited state (size bytes: a sliding_log's buffer holds its entries) is the filled
+ * one (a full-size copy): their packed forms are equal (one state always packs to one form). */
+static bool same_state(const round_t *r, const void *state, size_t size, const void *want)
+{
+    sl_rule_t rule = *sl_table_rule(r->table);
+    size_t max = sl_state_packed_max(&rule);
+    unsigned char *a = malloc(max), *b = malloc(max);
+    bool same = a != NULL && b != NULL && sl_state_check_len(&rule, state, size) == SL_OK;
+    if (same) {
+        size_t na = sl_state_pack(&rule, state, a), nb = sl_state_pack(&rule, want, b);
+        same = na == nb && memcmp(a, b, na) == 0;
+    }
+    free(a);
+    free(b);
+    return same;
+}
+
 static int visit(void *arg, const void *key, size_t len, const void *state, size_t size)
 {
     round_t *r = arg;
     int i = find_key(r, key, len);
     const unsigned char *want =
         i < 0 ? NULL : (const unsigned char *)r->before + (size_t)i * r->state_size;
-    bool filled_state = i >= 0 && size == r->state_size && memcmp(state, want, size) == 0;
+    bool filled_state = i >= 0 && same_state(r, state, size, want);
     pthread_mutex_lock(&r->mu);
     if (!r->visiting) {
         r->first_wrong = !filled_state; /* copied before the decider began */

@@ -16,13 +16,13 @@
  *   safe   The reference is a fresh key under `to` charged (sl_settle from 0) with the units of H
  *          the old state still records, at their times: for fixed_window those of the current
  *          window at now; sliding_window the current and the previous one; sliding_buckets the
- *          K + 1 buckets of the ring; sliding_log the stamps in (L - W, L], L the latest time;
+ *          K + 1 buckets of the ring; sliding_log the units in (L - W, L], L the latest time;
  *          token_bucket and gcra all of H when T does not grow, else the units not refilled at
  *          now (ceil(reset_after / T_from) of a peek), taken at now. At many times >= now, for
  *          costs 0, 1, random and capacity: what the converted key admits the reference admits
  *          too (with no longer a delay), and a peek reports no more remaining. sliding_log's peek
- *          is held to the unbounded log of those stamps (a ring in debt refuses peeks the whole
- *          log would allow: the reference ring is no measure there).
+ *          is held to the unbounded log of those units (a log in debt that merged entries
+ *          refuses peeks the whole log would allow: the reference's log is no measure there).
  *   whole  Where the new rule counts nothing the old state can have forgotten (the new window of
  *          now, or its previous one, or its ring, starts no earlier than the old one's; a
  *          sliding_log window that does not grow; a T that does not grow), the same against all of
@@ -32,8 +32,8 @@
  *          allowed): a state both rules read alike (also byte for byte); fixed_window when the
  *          new window starts no later than the old one; sliding_buckets when the new bucket
  *          length is a multiple of the old; sliding_log when the window does not grow, in
- *          histories without refunds, unless the ring had to stand in for stamps a debt dropped
- *          (more stamps in (L - W_to, L] than the old limit, and a larger new limit); token_bucket
+ *          histories without refunds, unless a debt merged entries under the old limit and the
+ *          new one is larger (a merge is exact under the limit it was made for); token_bucket
  *          and gcra with a T that grows (the units owed at now, as defined).
  *
  * Environment: SLUICE_SEED (default PROP_DEFAULT_SEED), SLUICE_PROP_CASES (cases per algorithm,
@@ -53,7 +53,7 @@
 #include "prop/gen.h"
 
 #define HISTORY_MAX     60
-#define STATE_WORDS     128  /* 1 KiB: a sliding_log of up to 80 stamps (a limit of 20 times 4) */
+#define STATE_WORDS     256  /* 2 KiB: a sliding_log of up to 80 entries (a limit of 20 times 4) */
 #define PACKED_BYTES    2048 /* its packed form at most */
 #define PROBES          12
 #define MAX_FAIL_PRINTS 5
@@ -256,18 +256,30 @@ static bool packs_back(const sl_rule_t *rule, const uint64_t *state)
 }
 
 /*
- * Whether sliding_log's conversion fills the new ring with copies of the old one's oldest stamp:
- * the old ring dropped stamps in debt (DROPPED, the top bit of the head, sliding_log.c), its
- * oldest stamp is inside the new window at the latest time, and the new limit is larger.
+ * Whether a debt merged sliding_log entries under `from` (the oldest entry's units joined the
+ * next, sliding_log.c): the state's units in (L - W, L] are not H's, time for time. Such a merge
+ * is exact in admissions under the old limit, not under a larger one. The state: u32 head,
+ * count, cap, 0; u64 base; i64 latest; entries of (i64 stamp, u64 running total).
  */
-static bool log_filled(const pcase_t *c, const uint64_t *state, const history_t *h)
+static bool log_merged(const pcase_t *c, const uint64_t *state, const history_t *h)
 {
-    uint32_t header[2];
-    memcpy(header, state, sizeof(header));
-    uint32_t head = header[0] & ~0xC0000000u;
-    int64_t oldest = (int64_t)state[1 + head];
-    return (header[0] & 0x80000000u) && oldest > h->latest - c->to.window_ns &&
-           c->to.limit > c->from.limit;
+    uint32_t w[3];
+    memcpy(w, state, sizeof(w));
+    const uint32_t cap = w[2] != 0 ? w[2] : (uint32_t)c->from.limit;
+    const int64_t cutoff = h->latest - c->from.window_ns;
+    uint64_t prev = state[2];
+    for (uint32_t i = 0; i < w[1]; i++) {
+        const uint64_t *e = &state[4 + 2 * ((w[0] + i) % cap)];
+        int64_t t = (int64_t)e[0], units = (int64_t)(e[1] - prev), in_h = 0;
+        prev = e[1];
+        for (int k = 0; k < h->n; k++) {
+            in_h += h->h[k].t == t ? h->h[k].c : 0;
+        }
+        if (t > cutoff && units != in_h) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Whether the docs promise that the converted key decides as the reference. */
@@ -283,7 +295,8 @@ static bool promised_exact(const pcase_t *c, const uint64_t *state, const histor
     case SL_SLIDING_BUCKETS:
         return to->bucket_ns % from->bucket_ns == 0;
     case SL_SLIDING_LOG:
-        return to->window_ns <= from->window_ns && !h->refunds && !log_filled(c, state, h);
+        return to->window_ns <= from->window_ns && !h->refunds &&
+               (to->limit <= from->limit || !log_merged(c, state, h));
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return to->interval_ns > from->interval_ns;

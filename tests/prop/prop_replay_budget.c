@@ -3,10 +3,11 @@
  * whatever stops it, what it answers is what a replay without limits answers for the lines it
  * says it replayed.
  *
- * Each case draws a rule (any algorithm; now and then a sliding_log whose one key takes
- * hundreds of KB), a log (keys from a pool of 1 to 1500, some with long names; times that rise,
- * or in a tenth of the logs sometimes step back; costs 0 to a few times the limit, blank and
- * comment lines), a memory budget (64 KB to 4 MB), a deadline on a clock that ticks once per
+ * Each case draws a rule (any algorithm; now and then a sliding_log of a large limit, whose keys
+ * grow by an entry a request, with a budget of a few KB), a log (keys from a pool of 1 to 1500,
+ * some with long names; times that rise, or in a tenth of the logs sometimes step back; costs 0
+ * to a few times the limit, blank and comment lines), a memory budget (64 KB to 4 MB, or 2 to 12
+ * KB for those sliding_logs), a deadline on a clock that ticks once per
  * read (or none) and sometimes the stop flag. The answer of replay_job_run() is then checked
  * against a reference: the same rule on a table with no cap, fed the first lines_replayed lines
  * with replay_step() and a tally that never asks. (A table at its cap drops keys whose state is
@@ -59,6 +60,7 @@ typedef struct draw {
     size_t log_len, lines;
     bool steps_back; /* times sometimes go back */
     size_t budget;   /* the replay's memory budget */
+    bool heavy;      /* a sliding_log of a large limit: a small budget */
 } draw_t;
 
 static void draw_rule(prng_t *r, draw_t *d)
@@ -69,7 +71,8 @@ static void draw_rule(prng_t *r, draw_t *d)
                         .window_ns = prng_range(r, 1, 500) * 10 * SL_NS_PER_MS,
                         .burst = SL_DEFAULT,
                         .buckets = SL_DEFAULT};
-    if (prng_chance(r, 10)) { /* one key takes 8 * limit bytes: memory stops */
+    d->heavy = prng_chance(r, 10); /* a key grows by 16 bytes an admission: memory stops */
+    if (d->heavy) {
         rule->algorithm = SL_SLIDING_LOG;
         rule->limit = prng_range(r, 1000, 60000);
     }
@@ -248,7 +251,8 @@ static int run_case(uint64_t seed, long idx)
     replay_limits_t lim = {
         .deadline_ns =
             prng_chance(&r, 40) ? prng_range(&r, 0, 2 * (int64_t)d.lines + 4) : INT64_MAX,
-        .memory_max = d.budget = (size_t)prng_range(&r, 64 * 1024, 4 * 1024 * 1024),
+        .memory_max = d.budget = d.heavy ? (size_t)prng_range(&r, 2 * 1024, 12 * 1024)
+                                         : (size_t)prng_range(&r, 64 * 1024, 4 * 1024 * 1024),
         .clock_ns = tick_clock,
         .stop = prng_chance(&r, 50) ? &stop : NULL};
     ticks = 0;

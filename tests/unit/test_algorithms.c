@@ -803,9 +803,9 @@ static sl_decision_t settle_at(const sl_rule_t *rule, void *state, int64_t reser
 /*
  * The worked example of docs/algorithms.md. sliding_log, limit 1000, window 60 s: a reservation
  * of 300 that used 120 gives 180 back; one of 100 that used 1100 charges 1000 past the limit at
- * 7 s. The window then holds 120 (at 0) + 100 (at 5 s) + 1000 (at 7 s) = 1220 units; the ring
- * keeps the newest 1000, all at 7 s, so a request waits until they leave at 67 s (as in the whole
- * log, where the 120 leave at 60 s, the 100 at 65 s, and one more at 67 s).
+ * 7 s. The window then holds 120 (at 0) + 100 (at 5 s) + 1000 (at 7 s) = 1220 units, three
+ * entries: a peek waits until 220 have left (the 120 at 60 s, the 100 at 65 s), a request of 1
+ * until one more has (the 1000 leave at 67 s).
  */
 static void test_settle_worked_example(void **cm)
 {
@@ -824,8 +824,9 @@ static void test_settle_worked_example(void **cm)
     d = settle_at(&rule, state, 100, 1100, 5 * SEC, 7 * SEC);
     assert_false(d.allowed); /* in debt: even a peek is refused */
     assert_int_equal(d.remaining, 0);
-    assert_int_equal(d.retry_after_ns, 60 * SEC);
+    assert_int_equal(d.retry_after_ns, 58 * SEC);
     assert_int_equal(d.reset_after_ns, 60 * SEC);
+    assert_true(decide_at(&rule, state, 0, 65 * SEC).allowed);
     d = decide_at(&rule, state, 1, 7 * SEC);
     assert_false(d.allowed);
     assert_int_equal(d.retry_after_ns, 60 * SEC);
@@ -1038,9 +1039,19 @@ static void test_refund_settle_arguments(void **cm)
     assert_int_equal(tat, START + SEC + rule.interval_ns);
 }
 
+/* A decision's allowed, remaining and retry_after, failing at the caller's line. */
+#define assert_decision(d, allowed_, remaining_, retry_after_)                                     \
+    do {                                                                                           \
+        sl_decision_t got_ = (d);                                                                  \
+        assert_int_equal(got_.allowed, (allowed_));                                                \
+        assert_int_equal(got_.remaining, (remaining_));                                            \
+        assert_int_equal(got_.retry_after_ns, (retry_after_));                                     \
+    } while (0)
+
 /* ---- packed states ----------------------------------------------------------------------- */
 
-/* The documented format, byte for byte: stamps at whole microseconds pack with e = 3. */
+/* The documented format, byte for byte: stamps at whole microseconds pack with e = 3, each entry
+ * its delta and its units. The older form (one stamp per unit) reads as the same state. */
 static void test_sliding_log_packed_format(void **cm)
 {
     (void)cm;
@@ -1050,30 +1061,36 @@ static void test_sliding_log_packed_format(void **cm)
     const int64_t t0 = INT64_C(1000000000) * US; /* 10^9 us */
     assert_int_equal(sl_decide(&rule, state, 2, t0, &d), SL_OK);
     assert_int_equal(sl_decide(&rule, state, 1, t0 + 201 * US, &d), SL_OK);
-    unsigned char out[64];
+    unsigned char out[128];
     assert_true(sl_state_packed_max(&rule) <= sizeof(out));
     size_t n = sl_state_pack(&rule, state, out);
-    /* e = 3; count 3; 10^9 us = 0x3B9ACA00 -> 80 94 eb dc 03; +0 -> 00; +201 -> c9 01 */
-    static const unsigned char want[] = {3, 3, 0x80, 0x94, 0xeb, 0xdc, 0x03, 0x00, 0xc9, 0x01};
+    /* 64 + e 3; count 2; 10^9 us = 0x3B9ACA00 -> 80 94 eb dc 03, 2 units; +201 -> c9 01, 1 */
+    static const unsigned char want[] = {67, 2, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 0xc9, 0x01, 1};
     assert_int_equal(n, sizeof(want));
+    assert_memory_equal(out, want, sizeof(want));
+    /* the older form: count 3 stamps, +0, +201 */
+    static const unsigned char old[] = {3, 3, 0x80, 0x94, 0xeb, 0xdc, 0x03, 0x00, 0xc9, 0x01};
+    unsigned char *back = new_state(&rule);
+    assert_int_equal(sl_state_unpack(&rule, old, sizeof(old), back), SL_OK);
+    assert_int_equal(sl_state_pack(&rule, back, out), sizeof(want));
     assert_memory_equal(out, want, sizeof(want));
     /* one nanosecond off a microsecond: the stamps pack in ns (e = 0) and still round-trip */
     assert_int_equal(sl_decide(&rule, state, 1, t0 + 201 * US + 1, &d), SL_OK);
     n = sl_state_pack(&rule, state, out);
-    assert_int_equal(out[0], 0);
-    unsigned char *back = new_state(&rule);
+    assert_int_equal(out[0], 64);
     assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
     assert_int_equal(sl_decide(&rule, back, 0, t0 + SEC, &d), SL_OK);
-    assert_int_equal(d.remaining, 2); /* t0's two stamps left exactly at t0 + W */
+    assert_int_equal(d.remaining, 2); /* t0's two units left exactly at t0 + W */
     free(back);
     free(state);
 }
 
 /*
- * The flags in byte 0. N 3, W 1 s, times in whole ms (e = 6): a debt of 2 on a full ring at t0
- * keeps the newest 3 stamps and sets DROPPED (+16); a refund of the newest stamp records its time
- * after the stamps (LATEST, +32): [38, count 1, t0 / 1 ms, 2 ms later]. Both unpack to states
- * that decide as the originals, a clock that steps back included.
+ * LATEST in byte 0. N 3, W 1 s, times in whole ms (e = 6): 1 at t0, 1 at t0 + 2 ms, the newest
+ * refunded: the latest time follows the entries [64 + 32 + 6, count 1, t0 / 1 ms, 1 unit, 2 ms
+ * later]. The older form's DROPPED (a debt kept the newest N stamps of more) reads as one more
+ * unit at the oldest stamp: [t0, t0 + 1 ms, t0 + 1 ms] + DROPPED is 2 units at t0 and 2 at t0 +
+ * 1 ms, which decides as the older ring did: a peek refused until t0 leaves, then 1 left.
  */
 static void test_sliding_log_packed_flags(void **cm)
 {
@@ -1082,30 +1099,30 @@ static void test_sliding_log_packed_flags(void **cm)
     unsigned char *state = new_state(&rule), *back = new_state(&rule);
     const int64_t t0 = INT64_C(1000000000) * MS - START; /* 10^9 ms, as an offset */
     unsigned char out[64];
-    decide_at(&rule, state, 3, t0);
-    settle_at(&rule, state, 0, 2, t0, t0 + MS);
-    size_t n = sl_state_pack(&rule, state, out);
-    assert_int_equal(out[0], 16 + 6);
-    assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
-    sl_decision_t a = decide_at(&rule, state, 0, t0 + MS), b = decide_at(&rule, back, 0, t0 + MS);
-    assert_false(a.allowed);
-    assert_int_equal(b.allowed, a.allowed);
-    assert_int_equal(b.retry_after_ns, a.retry_after_ns);
-
-    memset(state, 0, sl_state_size(&rule));
     decide_at(&rule, state, 1, t0);
     decide_at(&rule, state, 1, t0 + 2 * MS);
     refund_at(&rule, state, 1, t0 + 2 * MS, t0 + 2 * MS);
-    n = sl_state_pack(&rule, state, out);
-    static const unsigned char want[] = {38, 1, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2};
+    size_t n = sl_state_pack(&rule, state, out);
+    static const unsigned char want[] = {102, 1, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1, 2};
     assert_int_equal(n, sizeof(want));
     assert_memory_equal(out, want, sizeof(want));
     assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
-    a = decide_at(&rule, state, 1, t0 + MS); /* stepped back: clamped to t0 + 2 ms */
-    b = decide_at(&rule, back, 1, t0 + MS);
+    sl_decision_t a = decide_at(&rule, state, 1, t0 + MS); /* stepped back: clamped to t0 + 2 ms */
+    sl_decision_t b = decide_at(&rule, back, 1, t0 + MS);
     assert_int_equal(a.reset_after_ns, SEC);
     assert_int_equal(b.reset_after_ns, a.reset_after_ns);
     assert_int_equal(b.remaining, a.remaining);
+
+    /* the older form: 16 + 6, count 3, t0 / 1 ms, +1, +0 */
+    static const unsigned char dropped[] = {22, 3, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1, 0};
+    assert_int_equal(sl_state_unpack(&rule, dropped, sizeof(dropped), back), SL_OK);
+    n = sl_state_pack(&rule, back, out);
+    static const unsigned char entries[] = {70, 2, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 1, 2};
+    assert_int_equal(n, sizeof(entries));
+    assert_memory_equal(out, entries, sizeof(entries));
+    assert_decision(decide_at(&rule, back, 0, t0 + MS), false, 0, SEC - MS);
+    assert_decision(decide_at(&rule, back, 0, t0 + SEC - 1), false, 0, 1);
+    assert_decision(decide_at(&rule, back, 1, t0 + SEC), true, 0, 0);
     free(back);
     free(state);
 }
@@ -1139,14 +1156,27 @@ static void test_packed_state_refusals(void **cm)
          {0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
          12},
         {"a stamp past SL_NOW_MAX_NS", {9, 1, 0xff, 0xff, 0xff, 0xff, 0x1f}, 7},
+        {"entries with the older dropped flag", {64 + 16 + 3, 1, 1, 1}, 4},
+        {"e above 9 in entries", {64 + 10, 1, 1, 1}, 4},
+        {"an entry of no unit", {64 + 3, 1, 1, 0}, 4},
+        {"an entry without its units", {64 + 3, 1, 1}, 3},
+        {"an entry no later than the one before", {64 + 3, 2, 1, 1, 0, 1}, 6},
+        {"more entries than the limit", {64 + 3, 4, 1, 1, 1, 1, 1, 1, 1, 1}, 10},
+        {"units past SL_COUNT_MAX",
+         {64, 2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 1, 1},
+         14},
+        {"entries, a latest time no later than the newest", {64 + 32 + 3, 1, 1, 1, 0}, 5},
+        {"entries, a byte after the last", {64 + 3, 1, 1, 1, 0}, 5},
+        {"an unknown flag above entries", {128 + 3, 0}, 2},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (sl_state_unpack(&log, bad[i].bytes, bad[i].len, state) != SL_ESTATE) {
             fail_msg("sliding_log: %s was not refused", bad[i].why);
         }
     }
-    static const unsigned char empty[] = {0, 0};
+    static const unsigned char empty[] = {0, 0}, empty_entries[] = {64, 0};
     assert_int_equal(sl_state_unpack(&log, empty, sizeof(empty), state), SL_OK);
+    assert_int_equal(sl_state_unpack(&log, empty_entries, sizeof(empty_entries), state), SL_OK);
     assert_int_equal(sl_state_unpack(NULL, empty, sizeof(empty), state), SL_EINVAL);
     assert_int_equal(sl_state_unpack(&log, NULL, 2, state), SL_EINVAL);
 
@@ -1200,23 +1230,14 @@ static void *convert_at(const sl_rule_t *from, const void *state, const sl_rule_
     return out;
 }
 
-/* A decision's allowed, remaining and retry_after, failing at the caller's line. */
-#define assert_decision(d, allowed_, remaining_, retry_after_)                                     \
-    do {                                                                                           \
-        sl_decision_t got_ = (d);                                                                  \
-        assert_int_equal(got_.allowed, (allowed_));                                                \
-        assert_int_equal(got_.remaining, (remaining_));                                            \
-        assert_int_equal(got_.retry_after_ns, (retry_after_));                                     \
-    } while (0)
-
 /*
- * sliding_log, 10 per minute, a key with 5 stamps (0, 1, 2, 3, 4 s), its override changed at
- * 10 s. To limit 2: the ring keeps the newest 2 (3 s, 4 s) and notes that it dropped some:
- * refused, 0 left, a peek refused too (over the limit is debt); a request of 1 waits for the 4th
- * oldest stamp, 3 s, to leave at 63 s, as with all 5 stamps. To 20 and back to 10, or to 5 (which
- * holds all 5) and back: 15 and 5 left, the history kept both ways. Back from 2 to 10, the ring
- * cannot say how many it dropped: it fills up with copies of its oldest stamp (3 s), so 0 left
- * until 63 s (5 with all the stamps), then 9 as with all of them.
+ * sliding_log, 10 per minute, a key with 5 entries (0, 1, 2, 3, 4 s), its override changed at
+ * 10 s. To limit 2: the newest 2 entries stay, the older units joining the oldest of them (4 at
+ * 3 s, 1 at 4 s): refused, 0 left, a peek refused too (over the limit is debt); a request of 1
+ * waits for the 4th oldest unit, 3 s, to leave at 63 s, as with all 5 entries. To 20 and back to
+ * 10, or to 5 (which holds all 5) and back: 15 and 5 left, the history kept both ways. Back from
+ * 2 to 10 the 5 units are still there, at 3 s and 4 s: 4 left after a request, 7 after one more
+ * at 63 s (the 4 at 3 s gone).
  */
 static void test_convert_sliding_log_override(void **cm)
 {
@@ -1246,9 +1267,9 @@ static void test_convert_sliding_log_override(void **cm)
     free(back);
 
     back = convert_at(&two, low, &ten, 10 * SEC);
-    assert_decision(decide_at(&ten, back, 1, 10 * SEC), false, 0, 53 * SEC);
-    assert_decision(decide_at(&ten, back, 1, 63 * SEC), true, 8, 0);
-    assert_decision(decide_at(&two, low, 1, 63 * SEC), true, 0, 0); /* 4 s left: 1 + 1 */
+    assert_decision(decide_at(&ten, back, 1, 10 * SEC), true, 4, 0);
+    assert_decision(decide_at(&ten, back, 1, 63 * SEC), true, 7, 0); /* 4 s, 10 s, 63 s */
+    assert_decision(decide_at(&two, low, 1, 63 * SEC), true, 0, 0);  /* 4 s left: 1 + 1 */
     free(back);
     free(held);
     free(up);
@@ -1257,13 +1278,12 @@ static void test_convert_sliding_log_override(void **cm)
 }
 
 /*
- * sliding_log's flags. A refund that took the newest stamp back keeps its time (LATEST): N 4,
- * stamps 0 and 200 ms, the 200 ms one refunded; converted to N 3, a clock stepped back to 100 ms
- * is still clamped to 200 ms (its stamp leaves at 1.2 s: at 1.15 s 2 left, not 3). A debt's
- * DROPPED: N 3, 3 at 0 and 2 more at 100 ms keep [0, 100, 100] of 5 stamps; to N 5 the ring is
- * filled with copies of the oldest, [0, 0, 0, 100, 100], which here are the 5 stamps exactly
- * (refused until 1 s). With a window of 50 ms the stamps at 0 are gone, and so are the dropped
- * ones: no flag, [100, 100].
+ * sliding_log's latest time and debt. A refund that took the newest entry back keeps its time:
+ * N 4, entries at 0 and 200 ms, the 200 ms one refunded; converted to N 3, a clock stepped back
+ * to 100 ms is still clamped to 200 ms (the entry at 0 leaves at 1 s measured from there: at
+ * 1.15 s 2 left, not 3). A debt: N 3, 3 at 0 and 2 more at 100 ms are 5 units in 2 entries; to
+ * N 5 they are the 5 units exactly: a peek allowed with 0 left, a request refused until 1 s.
+ * With a window of 50 ms the units at 0 are gone: 2 at 100 ms.
  */
 static void test_convert_sliding_log_flags(void **cm)
 {
@@ -1286,7 +1306,7 @@ static void test_convert_sliding_log_flags(void **cm)
     decide_at(&three, state, 3, 0);
     settle_at(&three, state, 0, 2, 100 * MS, 100 * MS);
     out = convert_at(&three, state, &five, 200 * MS);
-    assert_decision(decide_at(&five, out, 0, 200 * MS), false, 0, 800 * MS);
+    assert_decision(decide_at(&five, out, 0, 200 * MS), true, 0, 0);
     assert_decision(decide_at(&five, out, 1, 999 * MS), false, 0, 1 * MS);
     assert_decision(decide_at(&five, out, 1, SEC), true, 2, 0);
     free(out);

@@ -255,11 +255,11 @@ static void test_defaults_and_derived_fields(void **cm)
     assert_int_equal(sl_state_size(&r), 24);
     assert_int_equal(sl_rule_init(&r, SL_SLIDING_LOG, 10, SEC), SL_OK);
     assert_int_equal(r.capacity, 10);
-    assert_int_equal(sl_state_size(&r), 8 + 8 * 10);
+    assert_int_equal(sl_state_size(&r), 32 + 16 * 10);
     assert_int_equal(sl_rule_init(&r, SL_SLIDING_LOG, 1, SEC), SL_OK);
-    assert_int_equal(sl_state_size(&r), 16);
+    assert_int_equal(sl_state_size(&r), 48);
     assert_int_equal(sl_rule_init(&r, SL_SLIDING_LOG, SL_LOG_LIMIT_MAX, SEC), SL_OK);
-    assert_int_equal(sl_state_size(&r), 8 + 8 * SL_LOG_LIMIT_MAX);
+    assert_int_equal(sl_state_size(&r), 32 + 16 * SL_LOG_LIMIT_MAX);
 }
 
 static void test_rule_init_equals_prepare_with_defaults(void **cm)

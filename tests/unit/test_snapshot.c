@@ -1,10 +1,11 @@
 /*
  * test_snapshot.c - snapshots: round trips of all six algorithms' states (produced by
- * sl_decide on seeded random requests), sections over the 1 MiB write buffer and a section count
- * split by it, direct I/O and the page cache, empty and missing snapshots, every single-byte
- * corruption and every truncation of a small snapshot, structural errors behind a correct CRC
- * (recomputed here with an independent bitwise CRC-32C), a failed commit that leaves the old
- * snapshot, and setting a corrupt snapshot aside.
+ * sl_decide on seeded random requests, written packed), sections over the 1 MiB write buffer and
+ * a section count split by it, direct I/O and the page cache, empty and missing snapshots, every
+ * single-byte corruption and every truncation of a small snapshot, structural errors behind a
+ * correct CRC (recomputed here with an independent bitwise CRC-32C), files of formats 1 and 2
+ * (states whole, a sliding_log's ring of one stamp per unit) read and converted, a failed commit
+ * that leaves the old snapshot, and setting a corrupt snapshot aside.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -80,7 +81,8 @@ static void put_le32(uint8_t *p, uint32_t v)
 typedef struct entry {
     uint8_t key[16];
     size_t key_len;
-    uint8_t *state;
+    uint8_t *state; /* written: sl_state_size() bytes; seen: the state's packed form */
+    size_t packed;  /* seen: bytes of the packed form */
 } entry_t;
 
 typedef struct section {
@@ -112,17 +114,20 @@ static bool on_section(void *arg, const void *id, size_t id_len, const sl_rule_t
     return s->skip_id == NULL || strcmp(s->skip_id, sec->id) != 0;
 }
 
-static void on_entry(void *arg, const void *key, size_t key_len, const void *state)
+static void on_entry(void *arg, const void *key, size_t key_len, const void *state,
+                     size_t state_len)
 {
     seen_t *s = arg;
     assert_true(s->nsections > 0);
     section_t *sec = &s->sections[s->nsections - 1];
     assert_true(sec->n < MAX_ENTRY && key_len <= sizeof(sec->entries[0].key));
+    assert_true(state_len <= sl_state_size(&sec->rule));
+    assert_int_equal(sl_state_check_len(&sec->rule, state, state_len), SL_OK);
     entry_t *e = &sec->entries[sec->n++];
     memcpy(e->key, key, key_len);
     e->key_len = key_len;
-    e->state = malloc(sl_state_size(&sec->rule));
-    memcpy(e->state, state, sl_state_size(&sec->rule));
+    e->state = malloc(sl_state_packed_max(&sec->rule));
+    e->packed = sl_state_pack(&sec->rule, state, e->state);
     s->entries++;
 }
 
@@ -227,7 +232,8 @@ static void write_snapshot(const char *path, const section_t *secs, size_t n)
                          0);
         for (size_t j = 0; j < secs[i].n; j++)
             assert_int_equal(snapshot_entry(w, secs[i].entries[j].key, secs[i].entries[j].key_len,
-                                            secs[i].entries[j].state, err),
+                                            secs[i].entries[j].state, sl_state_size(&secs[i].rule),
+                                            err),
                              0);
     }
     if (snapshot_commit(w, err) != 0)
@@ -249,7 +255,8 @@ static void assert_rule_equal(const sl_rule_t *a, const sl_rule_t *b)
     assert_int_equal(a->state_size, b->state_size);
 }
 
-/* What was visited is exactly what was written, in order (skip_id's entries excepted). */
+/* What was visited is exactly what was written, in order (skip_id's entries excepted): the same
+ * states, as their packed forms say (one state always packs to one form). */
 static void assert_seen(const seen_t *seen, const section_t *secs, size_t n, const char *skip_id)
 {
     assert_int_equal(seen->nsections, n);
@@ -265,9 +272,11 @@ static void assert_seen(const seen_t *seen, const section_t *secs, size_t n, con
             assert_int_equal(got->entries[j].key_len, want->entries[j].key_len);
             assert_memory_equal(got->entries[j].key, want->entries[j].key,
                                 want->entries[j].key_len);
-            assert_memory_equal(got->entries[j].state, want->entries[j].state,
-                                sl_state_size(&want->rule));
-            assert_int_equal(sl_state_check(&got->rule, got->entries[j].state), SL_OK);
+            uint8_t *packed = malloc(sl_state_packed_max(&want->rule));
+            size_t n_packed = sl_state_pack(&want->rule, want->entries[j].state, packed);
+            assert_int_equal(got->entries[j].packed, n_packed);
+            assert_memory_equal(got->entries[j].state, packed, n_packed);
+            free(packed);
         }
     }
 }
@@ -321,7 +330,7 @@ static void test_round_trip_six_algorithms(void **unused)
     uint32_t stored = (uint32_t)data[len - 4] | (uint32_t)data[len - 3] << 8 |
                       (uint32_t)data[len - 2] << 16 | (uint32_t)data[len - 1] << 24;
     assert_int_equal(stored, crc32c_bitwise(data, len - 4));
-    assert_memory_equal(data, "SLUICESN\x02\0\0\0\0\0\0\0", 16);
+    assert_memory_equal(data, "SLUICESN\x03\0\0\0\0\0\0\0", 16);
     free(data);
 
     seen_t seen = {0};
@@ -344,7 +353,8 @@ static void test_round_trip_six_algorithms(void **unused)
 }
 
 /* Sections far beyond the write buffer: a count patched in the file (pwrite) and a CRC shifted
- * over hundreds of KiB; an empty section between them. */
+ * over hundreds of KiB; an empty section between them. (sliding_buckets' states pack to
+ * themselves, 8 KiB each; sliding_log's to their entries.) */
 static void test_round_trip_large_sections(void **unused)
 {
     char path[256];
@@ -352,7 +362,7 @@ static void test_round_trip_large_sections(void **unused)
     sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
     sl_rule_t buckets =
         prepared(rule_fields(SL_SLIDING_BUCKETS, 100, 4 * SL_NS_PER_SEC, 0, 1000, 0));
-    fill_section(&secs[0], "big-log", log, 300); /* 300 x 8008-byte states */
+    fill_section(&secs[0], "big-log", log, 300); /* 300 states of up to 12 entries */
     fill_section(&secs[1], "empty", buckets, 0);
     fill_section(&secs[2], "big-buckets", buckets, 400); /* 400 x 8024-byte states */
     fill_section(&secs[3], "last", log, 1);
@@ -370,16 +380,17 @@ static void test_round_trip_large_sections(void **unused)
 
 /*
  * A section's count that straddles the first write of the buffer: its first 4 bytes are in the
- * file when the section ends, its last 4 still buffered. Sections: A (sliding_log, key length
- * 16), F (gcra, key lengths chosen to place B exactly), B (whose count is at 1 MiB - 4).
+ * file when the section ends, its last 4 still buffered. Sections: A (sliding_buckets, whose
+ * states pack to themselves, key length 16), F (gcra, key lengths chosen to place B exactly),
+ * B (whose count is at 1 MiB - 4).
  */
 static void straddle_in(const char *path)
 {
-    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
+    sl_rule_t log = prepared(rule_fields(SL_SLIDING_BUCKETS, 500, SL_NS_PER_SEC, 0, 500, 0));
     sl_rule_t gcra = prepared(rule_fields(SL_GCRA, 10, SL_NS_PER_SEC, 0, 0, 0));
     const size_t head = 1 + 4 + 44 + 4 + 16 + 8; /* a section's bytes but its id */
-    const size_t nf = MAX_ENTRY, ef_min = 4 + sl_state_size(&gcra),
-                 ea = 4 + 16 + sl_state_size(&log);
+    const size_t nf = MAX_ENTRY, ef_min = 4 + 4 + sl_state_size(&gcra),
+                 ea = 4 + 16 + 4 + sl_state_size(&log);
     size_t room = SNAPSHOT_WRITE_BUFFER - 4 - HEADER - (head + 1) - (head + 1) - (head - 8 + 1);
     size_t na = (room - nf * ef_min) / ea;
     size_t extra = room - na * ea - nf * ef_min; /* key bytes of F: < ea <= 16 per entry */
@@ -585,8 +596,8 @@ static void test_structure_errors_behind_a_good_crc(void **unused)
     const size_t rule_at = HEADER + 1 + 4 + 1, closed_at = rule_at + 44 + 4,
                  count_at = closed_at + 16, entry_at = count_at + 8;
 
-    put_le32(b4, 3);
-    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 3; this sluiced reads");
+    put_le32(b4, 4);
+    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 4; this sluiced reads");
     put_le32(b4, 0);
     assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 0; this sluiced reads");
     uint8_t later[8] = {5};
@@ -607,42 +618,145 @@ static void test_structure_errors_behind_a_good_crc(void **unused)
     uint8_t two[8] = {2};
     assert_edit_corrupt(data, len, count_at, two, 8, "unknown tag"); /* the 3rd entry is read
                                                                           as a tag */
-    char want[64];
+    char want[80];
     snprintf(want, sizeof(want), "offset %zu: entry key length 70000 beyond the file", entry_at);
     put_le32(b4, 70000);
     assert_edit_corrupt(data, len, entry_at, b4, 4, want);
+    /* the first entry's state: its length (a gcra state packs to its 8 bytes), then the bytes */
+    size_t key_len = data[entry_at] | (size_t)data[entry_at + 1] << 8;
+    size_t state_at = entry_at + 4 + key_len;
+    put_le32(b4, 7);
+    snprintf(want, sizeof(want), "offset %zu: entry state of 7 bytes is no state", state_at);
+    assert_edit_corrupt(data, len, state_at, b4, 4, want);
+    put_le32(b4, 70000);
+    snprintf(want, sizeof(want), "offset %zu: entry state (70000 bytes) cut off", state_at);
+    assert_edit_corrupt(data, len, state_at, b4, 4, want);
+    uint8_t past[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}; /* a TAT before 0 */
+    snprintf(want, sizeof(want), "offset %zu: entry state of 8 bytes is no state", state_at);
+    assert_edit_corrupt(data, len, state_at + 4, past, 8, want);
     uint8_t sections[8] = {3};
     assert_edit_corrupt(data, len, len - 20, sections, 8,
                         "trailer counts 3 sections and 5 entries, the file holds 2 and 5");
     free(data);
 }
 
-/* A format 1 file (sections without a closed window), as an older sluiced wrote it, is read:
- * the same sections and entries, no closed window. */
-static void test_reads_format_1(void **unused)
+static void put_le64(uint8_t *p, uint64_t v)
 {
-    char path[256];
-    new_path(path, sizeof(path));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/*
+ * A file of an older format, by hand: format 1 (no closed window) or 2, one section "a" of
+ * `rule` whose state size field says state_size, and n entries (keys "k0", "k1", ...) whose
+ * states are written whole, state_size bytes each, as those formats did. Returns it (malloc'ed)
+ * with its length.
+ */
+static uint8_t *old_format(uint32_t version, const sl_rule_t *rule, uint32_t state_size,
+                           uint8_t *const *states, size_t n, size_t *len)
+{
+    size_t cap = 256 + n * (8 + state_size);
+    uint8_t *d = calloc(1, cap), *p = d;
+    memcpy(p, "SLUICESN", 8);
+    put_le32(p + 8, version);
+    put_le64(p + 16, (uint64_t)NOW_NS);
+    p += HEADER;
+    *p++ = 'S';
+    put_le32(p, 1);
+    p[4] = 'a';
+    p += 5;
+    put_le32(p, (uint32_t)rule->algorithm);
+    put_le64(p + 4, (uint64_t)rule->limit);
+    put_le64(p + 12, (uint64_t)rule->window_ns);
+    put_le64(p + 20, (uint64_t)rule->burst);
+    put_le64(p + 28, (uint64_t)rule->buckets);
+    put_le64(p + 36, (uint64_t)rule->max_delay_ns);
+    put_le32(p + 44, state_size);
+    p += 48 + (version >= 2 ? 16 : 0); /* the closed window: none */
+    put_le64(p, n);
+    p += 8;
+    for (size_t i = 0; i < n; i++) {
+        put_le32(p, 2);
+        p[4] = 'k';
+        p[5] = (uint8_t)('0' + i);
+        memcpy(p + 6, states[i], state_size);
+        p += 6 + state_size;
+    }
+    *p++ = 'E';
+    put_le64(p, 1);
+    put_le64(p + 8, n);
+    p += 16 + 4;
+    *len = (size_t)(p - d);
+    fix_crc(d, *len);
+    return d;
+}
+
+/* Files of formats 1 and 2, as older sluiced wrote them, are read: states whole, in the layouts
+ * of their time, handed out as today's. gcra's layout is today's; sliding_log's was a ring of one
+ * stamp per unit (8 + 8 N bytes), which is converted, exactly (a stamp a unit). */
+static void test_reads_older_formats(void **unused)
+{
     fill_section(&secs[0], "a", prepared(rule_fields(SL_GCRA, 2, SL_NS_PER_SEC, 1, 0, 0)), 3);
-    write_snapshot(path, secs, 1);
+    uint8_t *states[3];
+    for (size_t i = 0; i < 3; i++) { /* the keys old_format writes */
+        states[i] = secs[0].entries[i].state;
+        secs[0].entries[i].key_len = 2;
+        memcpy(secs[0].entries[i].key, (char[]){'k', (char)('0' + i)}, 2);
+    }
+    for (uint32_t version = 1; version <= 2; version++) {
+        size_t len;
+        uint8_t *data = old_format(version, &secs[0].rule, 8, states, 3, &len);
+        seen_t seen = {0};
+        char err[SNAPSHOT_ERR_MAX] = "";
+        if (snapshot_parse(data, len, visitor(&seen), NULL, err) != SNAPSHOT_LOADED)
+            fail_msg("format %u: %s", version, err);
+        assert_seen(&seen, secs, 1, NULL);
+        seen_free(&seen);
+        /* the same bytes read as the other old format are short or long by a closed window */
+        put_le32(data + 8, 3 - version);
+        fix_crc(data, len);
+        assert_int_equal(snapshot_parse(data, len, visitor(&seen), NULL, err), SNAPSHOT_CORRUPT);
+        free(data);
+    }
+    sections_free(secs, 1);
+
+    /* sliding_log, limit 5: a ring of 3 stamps (head 0, count 3), 48 bytes */
+    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 5, SL_NS_PER_SEC, 0, 0, 0));
+    uint8_t ring[48] = {0}, *rings[2] = {ring, ring};
+    put_le32(ring + 4, 3);
+    for (int i = 0; i < 3; i++)
+        put_le64(ring + 8 + 8 * i, (uint64_t)(NOW_NS + i * 10 * SL_NS_PER_MS));
     size_t len;
-    uint8_t *data = slurp(path, &len);
-    const size_t closed_at = HEADER + 1 + 4 + 1 + 44 + 4;
-    memmove(data + closed_at, data + closed_at + 16, len - closed_at - 16);
-    len -= 16;
-    put_le32(data + 8, 1);
-    fix_crc(data, len);
+    uint8_t *data = old_format(2, &log, 48, rings, 1, &len);
     seen_t seen = {0};
     char err[SNAPSHOT_ERR_MAX] = "";
     if (snapshot_parse(data, len, visitor(&seen), NULL, err) != SNAPSHOT_LOADED)
-        fail_msg("format 1: %s", err);
-    assert_seen(&seen, secs, 1, NULL);
+        fail_msg("sliding_log ring: %s", err);
+    assert_int_equal(seen.sections[0].n, 1);
+    uint8_t *state = calloc(1, sl_state_size(&log));
+    assert_int_equal(sl_state_unpack(&log, seen.sections[0].entries[0].state,
+                                     seen.sections[0].entries[0].packed, state),
+                     SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_decide(&log, state, 0, NOW_NS + 30 * SL_NS_PER_MS, &d), SL_OK);
+    assert_int_equal(d.remaining, 2); /* the three stamps, each a unit */
+    assert_int_equal(sl_decide(&log, state, 0, NOW_NS + SL_NS_PER_SEC + 1, &d), SL_OK);
+    assert_int_equal(d.remaining, 3); /* the first left the window */
+    free(state);
     seen_free(&seen);
-    /* the same bytes called format 2 are short by the closed window */
-    put_le32(data + 8, 2);
+    /* a ring whose stamps go back is no state of the rule */
+    put_le64(ring + 16, (uint64_t)(NOW_NS - SL_NS_PER_SEC));
+    free(data);
+    data = old_format(2, &log, 48, rings, 1, &len);
+    assert_int_equal(snapshot_parse(data, len, visitor(&seen), NULL, err), SNAPSHOT_CORRUPT);
+    assert_non_null(strstr(err, "entry state of 48 bytes is no state"));
+    /* and format 3 sections give today's state size */
+    put_le32(data + 8, 3);
     fix_crc(data, len);
     assert_int_equal(snapshot_parse(data, len, visitor(&seen), NULL, err), SNAPSHOT_CORRUPT);
-    sections_free(secs, 1);
+    char want[64];
+    snprintf(want, sizeof(want), "state size 48, the rule needs %zu", sl_state_size(&log));
+    assert_non_null(strstr(err, want));
     free(data);
 }
 
@@ -664,7 +778,8 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
     assert_int_equal(snapshot_begin(path, NOW_NS, &w, err), 0);
     assert_true(exists(tmp));
     assert_int_equal(snapshot_section(w, "s", 1, &secs[0].rule, NULL, err), 0);
-    assert_int_equal(snapshot_entry(w, "k", 1, secs[0].entries[0].state, err), 0);
+    assert_int_equal(
+        snapshot_entry(w, "k", 1, secs[0].entries[0].state, sl_state_size(&secs[0].rule), err), 0);
     assert_int_equal(snapshot_commit(w, err), -1);
     assert_non_null(strstr(err, "rename"));
     assert_false(exists(tmp));
@@ -682,16 +797,16 @@ static void test_failed_commit_keeps_old_snapshot(void **unused)
     signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
     assert_int_equal(snapshot_begin(path, NOW_NS + 1, &w, err), 0);
-    sl_rule_t log = prepared(rule_fields(SL_SLIDING_LOG, 1000, SL_NS_PER_SEC, 0, 0, 0));
-    uint8_t *state = calloc(1, sl_state_size(&log));
-    assert_int_equal(snapshot_section(w, "big", 3, &log, NULL, err), 0);
+    sl_rule_t big = prepared(rule_fields(SL_SLIDING_BUCKETS, 1000, SL_NS_PER_SEC, 0, 1000, 0));
+    uint8_t *state = calloc(1, sl_state_size(&big)); /* 8 KiB, packed as it is */
+    assert_int_equal(snapshot_section(w, "big", 3, &big, NULL, err), 0);
     int rc = 0;
     for (int i = 0; i < 400 && rc == 0; i++) /* 3.2 MB: the buffer is written out */
-        rc = snapshot_entry(w, &i, sizeof(i), state, err);
+        rc = snapshot_entry(w, &i, sizeof(i), state, sl_state_size(&big), err);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "File too large"));
     /* the failure is sticky: later calls and the commit fail too */
-    assert_int_equal(snapshot_entry(w, "k", 1, state, err), -1);
+    assert_int_equal(snapshot_entry(w, "k", 1, state, sl_state_size(&big), err), -1);
     assert_int_equal(snapshot_commit(w, err), -1);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
     signal(SIGXFSZ, SIG_DFL);
@@ -729,20 +844,22 @@ static void test_writer_misuse(void **unused)
     char err[SNAPSHOT_ERR_MAX] = "";
     assert_int_equal(snapshot_begin(path, NOW_NS, &w, err), 0);
     uint8_t state[16] = {0};
-    assert_int_equal(snapshot_entry(w, "k", 1, state, err), -1);
+    assert_int_equal(snapshot_entry(w, "k", 1, state, 16, err), -1);
     assert_non_null(strstr(err, "no section"));
     sl_rule_t fw = prepared(rule_fields(SL_FIXED_WINDOW, 3, SL_NS_PER_SEC, 0, 0, 0));
     assert_int_equal(snapshot_section(w, "s", 1, &fw, NULL, err), 0);
-    assert_int_equal(snapshot_entry(w, "k", 1, state, err), 0);
+    assert_int_equal(snapshot_entry(w, "k", 1, state, 15, err), -1); /* short of a state */
+    assert_non_null(strstr(err, "not a state of the section's rule"));
+    assert_int_equal(snapshot_entry(w, "k", 1, state, 16, err), 0);
     /* a refused section ends the one before: its entries cannot land there */
     sl_rule_t unprepared = rule_fields(SL_FIXED_WINDOW, 0, SL_NS_PER_SEC, 0, 0, 0);
     assert_int_equal(snapshot_section(w, "bad", 3, &unprepared, NULL, err), -1);
     assert_non_null(strstr(err, "limit must"));
-    assert_int_equal(snapshot_entry(w, "k2", 2, state, err), -1);
+    assert_int_equal(snapshot_entry(w, "k2", 2, state, 16, err), -1);
     assert_non_null(strstr(err, "no section"));
     /* none of these errors broke the writer */
     assert_int_equal(snapshot_section(w, "t", 1, &fw, NULL, err), 0);
-    assert_int_equal(snapshot_entry(w, "k3", 2, state, err), 0);
+    assert_int_equal(snapshot_entry(w, "k3", 2, state, 16, err), 0);
     assert_int_equal(snapshot_commit(w, err), 0);
     seen_t seen = {0};
     assert_int_equal(snapshot_load(path, visitor(&seen), NULL, err), SNAPSHOT_LOADED);
@@ -793,7 +910,7 @@ int main(void)
         cmocka_unit_test(test_every_byte_flip_is_corrupt),
         cmocka_unit_test(test_every_truncation_is_corrupt),
         cmocka_unit_test(test_structure_errors_behind_a_good_crc),
-        cmocka_unit_test(test_reads_format_1),
+        cmocka_unit_test(test_reads_older_formats),
         cmocka_unit_test(test_failed_commit_keeps_old_snapshot),
         cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_set_aside),

@@ -172,11 +172,11 @@ static void test_growth_keeps_every_key(void **unused)
 
 static void test_reset_get_put(void **unused)
 {
-    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, 10 * SL_NS_PER_SEC); /* 32-byte state, inline */
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 3, 10 * SL_NS_PER_SEC); /* 80-byte state, inline */
     sl_table_t *t = table_of(&r, NULL);
     assert_true(allow(t, "u", 3, T0));
     assert_false(allow(t, "u", 1, T0));
-    uint64_t state[4], zero[4] = {0};
+    uint64_t state[10], zero[10] = {0};
     assert_int_equal(sl_table_get(t, "u", 1, state), SL_OK);
     assert_memory_not_equal(state, zero, sizeof(state));
     assert_int_equal(sl_table_reset(t, "u", 1), SL_OK);
@@ -186,7 +186,7 @@ static void test_reset_get_put(void **unused)
     /* put the saved (full) state under another key: it is full there too */
     assert_int_equal(sl_table_put(t, "v", 1, state, T0), SL_OK);
     assert_false(allow(t, "v", 1, T0));
-    uint64_t back[4];
+    uint64_t back[10];
     assert_int_equal(sl_table_get(t, "absent", 6, back), SL_OK);
     assert_memory_equal(back, zero, sizeof(back));
     /* putting a state that is fresh by now removes the key */
@@ -206,8 +206,10 @@ static int copy_visit(void *arg, const void *key, size_t len, const void *state,
 {
     copy_ctx_t *c = arg;
     c->visited++;
-    assert_int_equal(size, sl_state_size(sl_table_rule(c->into)));
-    return sl_table_put(c->into, key, len, state, c->now);
+    /* a sliding_log key's buffer holds its entries, with room for one more: one admission of a
+     * key of 40 takes a small part of the 40 entries a buffer could need */
+    assert_true(size < sl_state_size(sl_table_rule(c->into)) / 4);
+    return sl_table_put_len(c->into, key, len, state, size, c->now);
 }
 
 /* A snapshot through the iterator restores the same decisions in another table; sliding_log's
@@ -329,9 +331,37 @@ static int count_visit(void *arg, const void *key, size_t key_len, const void *s
     return 0;
 }
 
-/* sl_table_foreach() needs a piece's copy beside the table, never a shard's: a shard of 64 MiB
- * of states is walked with 32 MiB of address space to spare (a child process under RLIMIT_AS;
- * not under the sanitizers, whose shadow memory needs terabytes of address space). */
+/* The bounded walk of test_foreach_bounded_memory, in a process of its own (exec'ed, so that no
+ * heap an earlier test freed is there to be reused unseen): exits 0 when the walk visited every
+ * key under RLIMIT_AS. */
+static int foreach_bounded_child(void)
+{
+    sl_rule_t r = rule_of(SL_SLIDING_LOG, 8192, 3600 * SL_NS_PER_SEC); /* 128 KiB a key */
+    sl_table_config_t cfg = {.shards = 1};
+    sl_table_t *t = table_of(&r, &cfg);
+    char key[32];
+    for (int i = 0; i < 256; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        for (int j = 0; j < 8192; j++) {
+            if (!allow(t, key, 1, T0 + j))
+                return 2;
+        }
+    }
+    if (sl_table_memory(t) < ((size_t)32 << 20))
+        return 4;
+    size_t limit = address_space_bytes() + ((size_t)16 << 20);
+    struct rlimit rl = {limit, limit};
+    size_t visited = 0;
+    if (limit == ((size_t)16 << 20) || setrlimit(RLIMIT_AS, &rl) != 0)
+        return 3;
+    int rc = sl_table_foreach(t, count_visit, &visited);
+    return rc == 0 && visited == 256 ? 0 : 1;
+}
+
+/* sl_table_foreach() needs a piece's copy beside the table, never a shard's: a shard of 32 MiB
+ * of states (256 sliding_log keys of 8192 admissions each) is walked with 16 MiB of address
+ * space to spare (not under the sanitizers, whose shadow memory needs terabytes of address
+ * space). */
 static void test_foreach_bounded_memory(void **unused)
 {
     (void)unused;
@@ -341,22 +371,8 @@ static void test_foreach_bounded_memory(void **unused)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        sl_rule_t r = rule_of(SL_SLIDING_LOG, 4000, 3600 * SL_NS_PER_SEC); /* 32 KiB a key */
-        sl_table_config_t cfg = {.shards = 1};
-        sl_table_t *t = table_of(&r, &cfg);
-        char key[32];
-        for (int i = 0; i < 2048; i++) {
-            snprintf(key, sizeof(key), "k%d", i);
-            if (!allow(t, key, 1 + i % 100, T0))
-                _exit(2);
-        }
-        size_t limit = address_space_bytes() + ((size_t)32 << 20);
-        struct rlimit rl = {limit, limit};
-        size_t visited = 0;
-        if (limit == ((size_t)32 << 20) || setrlimit(RLIMIT_AS, &rl) != 0)
-            _exit(3);
-        int rc = sl_table_foreach(t, count_visit, &visited);
-        _exit(rc == 0 && visited == 2048 ? 0 : 1);
+        execl("/proc/self/exe", "test_table", "foreach-bounded", (char *)NULL);
+        _exit(5);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -710,19 +726,28 @@ static void test_put_refuses_corrupt_states(void **unused)
 {
     sl_rule_t log = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
     sl_table_t *t = table_of(&log, NULL);
+    /* sliding_log.c: head, count, cap, 0, base, latest; entries of (stamp, running total) */
     uint32_t *hdr = calloc(1, sl_state_size(&log));
-    int64_t *ring = (int64_t *)(hdr + 2);
+    int64_t *ring = (int64_t *)(hdr + 8);
     hdr[0] = 0xFFFFFF00u; /* head far outside the ring */
     hdr[1] = 1;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
     hdr[0] = 0;
-    hdr[1] = 41; /* more stamps than the limit */
+    hdr[1] = 41; /* more entries than the limit */
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
     hdr[1] = 2;
+    memcpy(hdr + 6, &(int64_t){T0}, 8); /* the latest time */
     ring[0] = T0;
-    ring[1] = T0 - 1; /* not sorted */
+    ring[1] = 1;
+    ring[2] = T0 - 1; /* not sorted */
+    ring[3] = 2;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
-    ring[1] = T0;
+    ring[2] = T0;
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE); /* two entries at one time */
+    ring[0] = T0 - 1;
+    ring[3] = 1; /* an entry of no unit */
+    assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_ESTATE);
+    ring[3] = 2;
     assert_int_equal(sl_table_put(t, "k", 1, hdr, T0), SL_OK);
     assert_int_equal(sl_table_count(t), 1);
     free(hdr);
@@ -834,29 +859,35 @@ static void test_peek_is_never_delayed(void **unused)
     assert_int_equal(d.remaining, 0);
 }
 
-/* What a cap can hold: a shard's share against its smallest array and out-of-line states. */
+/* What a cap can hold: a shard's share against its smallest array and out-of-line states at their
+ * smallest (a sliding_log key that made one request). */
 static void test_can_hold(void **unused)
 {
     sl_rule_t gcra = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
-    sl_rule_t log = rule_of(SL_SLIDING_LOG, 200000, SL_NS_PER_SEC); /* 1.6 MB a key */
+    sl_rule_t log = rule_of(SL_SLIDING_LOG, 100000, SL_NS_PER_SEC); /* up to 1.6 MB a key */
     assert_true(sl_table_can_hold(&gcra, NULL, 1000000));           /* no cap */
     sl_table_config_t one_mb = {.max_bytes = 1 << 20, .shards = 1};
     assert_true(sl_table_can_hold(&gcra, &one_mb, 1000));
-    assert_false(sl_table_can_hold(&log, &one_mb, 1));
-    sl_table_config_t two_mb = {.max_bytes = 2 << 20, .shards = 1};
-    assert_true(sl_table_can_hold(&log, &two_mb, 1));
-    assert_false(sl_table_can_hold(&log, &two_mb, 2));
-    two_mb.shards = 2; /* the cap is split over the shards */
-    assert_false(sl_table_can_hold(&log, &two_mb, 1));
-    /* and what it says holds: a table of that cap takes a key of that rule, or refuses it */
+    assert_true(sl_table_can_hold(&log, &one_mb, 1000));
+    assert_false(sl_table_can_hold(&log, &one_mb, 100000));
+    one_mb.shards = 64; /* the cap is split over the shards */
+    assert_false(sl_table_can_hold(&log, &one_mb, 1000));
+    /* a key grows with its admissions, under the cap: one whose entries pass it is refused its
+     * next admission (SL_EFULL), and keeps what it holds */
     sl_table_t *t = NULL;
-    sl_table_config_t fits = {.max_bytes = 2 << 20, .shards = 1};
-    assert_int_equal(sl_table_create(&log, &fits, &t), SL_OK);
+    sl_table_config_t small = {.max_bytes = 64 * 1024, .shards = 1};
+    assert_int_equal(sl_table_create(&log, &small, &t), SL_OK);
     sl_decision_t d;
-    assert_int_equal(sl_table_decide(t, "k", 1, 1, T0, &d), SL_OK);
-    sl_table_free(t);
-    assert_int_equal(sl_table_create(&log, &one_mb, &t), SL_OK);
-    assert_int_equal(sl_table_decide(t, "k", 1, 1, T0, &d), SL_EFULL);
+    int rc = SL_OK, admitted = 0;
+    for (int i = 0; i < 10000 && rc == SL_OK; i++) {
+        rc = sl_table_decide(t, "k", 1, 1, T0 + i, &d); /* a new entry each: other times */
+        admitted += rc == SL_OK;
+    }
+    assert_int_equal(rc, SL_EFULL);
+    assert_true(admitted > 1000);
+    assert_true(sl_table_memory(t) <= 64 * 1024 + 4096);
+    assert_int_equal(sl_table_decide(t, "k", 1, 0, T0 + 20000, &d), SL_OK); /* a peek needs none */
+    assert_int_equal(d.remaining, 100000 - admitted);
     sl_table_free(t);
 }
 
@@ -915,8 +946,12 @@ static void test_refund_settle_match_private_state(void **unused)
             /* stored exactly when not fresh (a decide stores only on an admission) */
             uint64_t st[64];
             assert_int_equal(sl_table_get(t, keys[k], strlen(keys[k]), st), SL_OK);
-            if (!sl_state_is_fresh(&r, states[k], now))
-                assert_memory_equal(st, states[k], sl_state_size(&r));
+            if (!sl_state_is_fresh(&r, states[k], now)) { /* the same state, whatever its past */
+                unsigned char pa[256], pb[256];
+                size_t n = sl_state_pack(&r, st, pa);
+                assert_int_equal(sl_state_pack(&r, states[k], pb), n);
+                assert_memory_equal(pa, pb, n);
+            }
         }
         sl_table_free(t);
     }
@@ -1035,7 +1070,7 @@ static void test_decide_all_repeated_pairs(void **unused)
  */
 static void test_decide_all_two_tables(void **unused)
 {
-    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 40, SL_NS_PER_SEC);
+    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 20, SL_NS_PER_SEC); /* 352 bytes: out of line */
     sl_rule_t rg = rule_of(SL_GCRA, 10, SL_NS_PER_SEC);
     sl_table_config_t cfg = {.shards = 16, .seed = 7};
     sl_table_t *log = table_of(&rl, &cfg), *g = table_of(&rg, &cfg);
@@ -1317,8 +1352,10 @@ static void test_bad_config(void **unused)
     sl_table_free(NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "foreach-bounded") == 0)
+        return foreach_bounded_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_private_state),
         cmocka_unit_test(test_absent_key_matches_fresh_state),

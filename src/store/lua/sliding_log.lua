@@ -4,31 +4,40 @@
 --
 -- burst and buckets must be -1 or 0, max_delay_us 0; limit at most 2^20 (the core's too). Stamps
 -- and windows are whole microseconds, so every time the core computes is 1000 times this script's:
--- the decisions are the core's.
--- State: one stamp per admitted unit, oldest first, packed (lib/packed.lua): the width of a stamp
--- (4 or 8), an 8-byte base time, then each stamp's offset from the base, then the numbers it was
--- written under, "N:W" (NUMS). Windows up to 2^32 us (71 minutes) take 4 bytes per stamp, longer
--- ones 8. The base is the oldest stamp at the last
--- rewrite; an admission keeps it while the new stamp's offset fits, and otherwise rewrites the log
--- from its oldest stamp still in the window. An admission drops the expired stamps (SET of the
--- whole log, PXAT newest + W, when the key is fresh again); a rejection or a peek only reads.
--- A decision reads the whole log: O(N) bytes.
--- Settles set the core's two flags in the width byte (docs/algorithms.md): DROPPED (16), a debt
--- kept the newest N stamps of more, and until the oldest leaves a peek is refused as a cost of 1
--- is; LATEST (32), a refund took the newest stamps back, and one more entry after the stamps
--- holds their time, the latest recorded (what an earlier now is clamped to). An admission clears
--- both. A settle rewrites the log when it changes it (a DEL when it leaves it fresh).
--- A value written under another limit or window is converted first, as the core does: of the
--- stamps inside the new window at the latest time recorded, the newest up to the new limit
--- (DROPPED when some were left out, copies of the oldest standing for stamps a debt dropped);
--- a cost > 0 or a settle on a converted value writes it, whatever the decision. A closed start
--- (closed_from) gives a key that does not exist N stamps at its time, written as a converted
--- value is.
+-- the decisions are the core's (src/core/sliding_log.c), entry for entry.
+-- State: one entry per admission (and per settle's charge), oldest first: its time and the
+-- running total of units through it, so that a decision counts the window with two binary
+-- searches and reads O(log entries) of the value, whatever the costs. The value: a byte (ENTRIES
+-- + NUMBERED + LATEST + the width of a time offset, 4 or 8), an 8-byte base time, the 4-byte
+-- running total before the first entry, then per entry its offset from the base (the width) and
+-- its running total (4 bytes, modulo 2^32: a log holds at most 2^32 - 1 units, where the core
+-- holds 2^62 - 1), then the numbers it was written under, "N:W" (NUMS), and their length.
+-- Windows up to 2^32 us (71 minutes) take 8 bytes an entry, longer ones 12. An admission keeps
+-- the base while the new offset fits, and otherwise rewrites the log from its oldest entry still
+-- in the window; it drops the expired entries (SET of the rest, PXAT newest + W, when the key is
+-- fresh again) and adds its cost to the newest entry when it is at now; a rejection or a peek
+-- only reads.
+-- Settles as the core's: a debt adds an entry at the clamped now past the limit, and when the
+-- log already holds N entries the oldest one's units join the next (exact in admissions); a
+-- refund takes units back, and when it takes the newest, LATEST keeps their time in one more
+-- entry after the others (the latest time recorded, what an earlier now is clamped to). An
+-- admission clears it. A settle rewrites the log when it changes it (a DEL when it leaves it
+-- fresh).
+-- A value written under another limit or window is converted first, as the core does: the
+-- entries inside the new window at the latest time recorded, the oldest merged into the next
+-- beyond the new limit's number; a cost > 0 or a settle on a converted value writes it, whatever
+-- the decision. A closed start (closed_from) gives a key that does not exist N units at its time,
+-- written as a converted value is. A value of older sluiceds (one stamp per unit, lib/packed.lua,
+-- with the flags DROPPED and LATEST, with or without numbers) is read as the core reads the older
+-- packed form, and written in this form by the next command that writes.
 local ALG = 'sliding_log' -- in error messages
 -- include: lib/args.lua
 -- include: lib/packed.lua
 
-local DROPPED, LATEST = 16, 32
+local DROPPED, LATEST, ENTRIES = 16, 32, 128
+local TWO32 = 4294967296
+local UNITS_MAX = TWO32 - 1 -- the units a log holds at most: its totals are modulo 2^32
+local HDR = 13 -- the byte, the base time, the running total before the first entry
 
 -- limit up to SL_LOG_LIMIT_MAX, 2^20; burst, buckets and max_delay_us do not apply
 local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
@@ -42,56 +51,113 @@ local SUFFIX = NUMS .. string.char(#NUMS)
 
 local key = KEYS[1]
 local raw = redis.call('GET', key)
-local s = raw
-local n, have, base, flags, latest, nums = 0, width, 0, 0, 0, nil
-local have_fmt
+local s -- the value in this script's form (raw, or what an older value reads as)
+local n, hw, base, cbase, latest, nums = 0, width, 0, 0, 0, nil
+local hfmt, hew = packed_fmt(width), width + 4
 
-local function stamp(i) -- the i-th oldest stamp, 0 <= i < n; i = n: LATEST's time
-    return base + struct.unpack(have_fmt, s, HEADER + 1 + have * i)
+local function stamp(i) -- the i-th oldest entry's time, 0 <= i < n; i = n: LATEST's time
+    return base + struct.unpack(hfmt, s, HDR + 1 + hew * i)
+end
+local function total(i) -- the running total through the i-th oldest entry, modulo 2^32
+    return (struct.unpack('<I4', s, HDR + 1 + hew * i + hw))
+end
+local function before(i) -- the running total before it
+    if i == 0 then return cbase end
+    return total(i - 1)
+end
+
+-- The value of a log: times st[0 .. cnt), units un[0 .. cnt), the latest time recorded when it
+-- is later than the newest (LATEST), offsets of w bytes, then suffix (the numbers).
+local function encode(st, un, cnt, latest_kept, w, suffix)
+    local fmt, parts, run = packed_fmt(w), {}, 0
+    local b = st[0] or latest_kept or 0
+    for i = 0, cnt - 1 do
+        run = (run + un[i]) % TWO32
+        parts[i + 1] = struct.pack(fmt, st[i] - b) .. struct.pack('<I4', run)
+    end
+    if latest_kept then parts[cnt + 1] = struct.pack(fmt, latest_kept - b) .. struct.pack('<I4', run) end
+    local f = ENTRIES + NUMBERED + w + (latest_kept and LATEST or 0)
+    return string.char(f) .. struct.pack('<i8', b) .. struct.pack('<I4', 0) ..
+        table.concat(parts) .. suffix
 end
 
 -- Reads the value s, and the latest time it records (what an earlier now is clamped to); false
--- if it is no sliding_log state.
+-- if it is no sliding_log state of this form.
 local function read()
-    n, have, base, flags, latest, nums = 0, width, 0, 0, 0, nil
-    if s then
-        have, base, n, flags, nums = packed_read(s)
-        if not have or (flags ~= 0 and flags ~= DROPPED and flags ~= LATEST) then return false end
-        if flags == LATEST then n = n - 1 end
-    end
-    have_fmt = packed_fmt(have)
+    n, hw, base, cbase, latest, nums = 0, width, 0, 0, 0, nil
+    if not s then return true end
+    local f = string.byte(s, 1)
+    if not f or f < ENTRIES + NUMBERED then return false end
+    local tail = 1 + string.byte(s, -1)
+    nums, f = string.sub(s, -tail, -2), f - ENTRIES - NUMBERED
+    hw = f % 16
+    local flags, len = f - hw, #s - tail
+    if (hw ~= 4 and hw ~= 8) or (flags ~= 0 and flags ~= LATEST) then return false end
+    hfmt, hew = packed_fmt(hw), hw + 4
+    if len < HDR or (len - HDR) % hew ~= 0 then return false end
+    base, cbase = struct.unpack('<i8', s, 2), struct.unpack('<I4', s, 10)
+    n = (len - HDR) / hew
+    if flags == LATEST then n = n - 1 end
+    if n < 0 then return false end
     if n > 0 then latest = stamp(n - 1) end
-    if flags == DROPPED and n == 0 then return false end
     if flags == LATEST then
-        if n < 0 or stamp(n) <= latest then return false end
+        if stamp(n) <= latest then return false end
         latest = stamp(n)
     end
     return true
 end
-if not read() or (nums and nums ~= NUMS and not string.match(nums, '^%d+:%d+$')) then
+
+-- An older value (one stamp per unit, lib/packed.lua) in this form: equal stamps one entry,
+-- DROPPED one more unit at the oldest (the core's reading of the older form); nil if it is none.
+local function from_older(v)
+    local have, b, cnt, flags, onums = packed_read(v)
+    if not have or (flags ~= 0 and flags ~= DROPPED and flags ~= LATEST) then return nil end
+    local fmt, st, un, m, lat = packed_fmt(have), {}, {}, 0, 0
+    if flags == LATEST then cnt = cnt - 1 end
+    if cnt < 0 or (flags == DROPPED and cnt == 0) then return nil end
+    for i = 0, cnt - 1 do
+        local t = b + struct.unpack(fmt, v, HEADER + 1 + have * i)
+        if m > 0 and st[m - 1] == t then
+            un[m - 1] = un[m - 1] + 1
+        else
+            st[m], un[m], m = t, 1, m + 1
+        end
+    end
+    if m > 0 then lat = st[m - 1] end
+    if flags == LATEST then
+        local t = b + struct.unpack(fmt, v, HEADER + 1 + have * cnt)
+        if t <= lat then return nil end
+        lat = t
+    end
+    if flags == DROPPED then un[0] = un[0] + 1 end
+    local suffix = SUFFIX -- no numbers: written under the command's
+    if onums then suffix = onums .. string.char(#onums) end
+    return encode(st, un, m, lat > (st[m - 1] or 0) and lat or nil, have, suffix)
+end
+
+s = raw
+if raw and string.byte(raw, 1) < ENTRIES then s = from_older(raw) end
+if (raw and not s) or not read() or (nums ~= NUMS and not string.match(nums or NUMS, '^%d+:%d+$')) then
     return no_state_reply(key)
 end
-local saturated = not raw and closed -- a closed start: N stamps at closed, the whole limit taken
+local saturated = not raw and closed -- a closed start: N units at closed, the whole limit taken
 if saturated then
-    s = string.char(width + NUMBERED) .. struct.pack('<i8', closed) ..
-        string.rep(struct.pack(packed_fmt(width), 0), limit) .. SUFFIX
+    s = encode({[0] = closed}, {[0] = limit}, 1, nil, width, SUFFIX)
     read()
 end
 
 local converted = nums and nums ~= NUMS -- written under other numbers
-local log_value, count_upto -- for a settle or a conversion only (no closure a decision needs)
+local tables, count_upto -- for a settle or a conversion only (no closure a decision needs)
 if reserved or converted then
-    -- The value of a log (stamps st[0 .. cnt), oldest first; dropped: DROPPED; the latest time
-    -- recorded when it is later than the newest stamp, LATEST) under these numbers.
-    log_value = function(st, cnt, dropped, latest_kept)
-        local fmt = packed_fmt(width)
-        local parts = {}
-        for i = 0, cnt - 1 do parts[i + 1] = struct.pack(fmt, st[i] - st[0]) end
-        if latest_kept then parts[cnt + 1] = struct.pack(fmt, latest_kept - st[0]) end
-        local f = width + NUMBERED + (dropped and DROPPED or 0) + (latest_kept and LATEST or 0)
-        return string.char(f) .. struct.pack('<i8', st[0]) .. table.concat(parts) .. SUFFIX
+    -- The log read into tables: times st, units un, cnt entries.
+    tables = function()
+        local st, un = {}, {}
+        for i = 0, n - 1 do
+            st[i], un[i] = stamp(i), (total(i) - before(i)) % TWO32
+        end
+        return st, un, n
     end
-    -- the number of stamps t <= cutoff in st[0 .. cnt) (sorted): binary search
+    -- the number of entries t <= cutoff in st[0 .. cnt) (sorted): binary search
     count_upto = function(st, cnt, cutoff)
         local lo, hi = 0, cnt
         while lo < hi do
@@ -103,88 +169,92 @@ if reserved or converted then
 end
 
 if converted then -- the core's sliding_log_convert
-    local st = {}
-    for i = 0, n - 1 do st[i] = stamp(i) end
-    local expired = count_upto(st, n, latest - window) -- out of the new window at the latest time
-    local inside = n - expired
-    local first = expired -- the oldest kept
-    if inside > limit then first = n - limit end
-    -- the old log's dropped stamps are no newer than its oldest, which is inside
-    local dropped = inside > limit or (flags == DROPPED and expired == 0)
-    local cnt = n - first
-    if dropped then cnt = limit end
-    local copies = cnt - (n - first) -- copies of the oldest stand for the dropped stamps
-    local out = {}
-    for i = 0, cnt - 1 do
-        if i < copies then out[i] = st[first] else out[i] = st[first + i - copies] end
-    end
+    local st, un, cnt = tables()
+    local expired = count_upto(st, cnt, latest - window) -- out of the new window at the latest time
+    local first = expired -- the oldest kept; beyond the limit's number, the older ones join it
+    if cnt - expired > limit then first = cnt - limit end
+    local ost, oun, m = {}, {}, 0
+    for i = first, cnt - 1 do ost[i - first], oun[i - first], m = st[i], un[i], m + 1 end
+    for i = expired, first - 1 do oun[0] = oun[0] + un[i] end
     s = nil -- fresh at now: the key goes
-    if cnt > 0 and out[cnt - 1] > now - window then
-        local keep = nil -- a full log records its newest stamp as the latest time
-        if cnt < limit and latest > out[cnt - 1] then keep = latest end
-        s = log_value(out, cnt, dropped and not keep, keep)
+    if m > 0 and ost[m - 1] > now - window then
+        s = encode(ost, oun, m, latest > ost[m - 1] and latest or nil, width, SUFFIX)
     end
     read()
 end
 if saturated then converted = true end -- written as a converted value is
 
 if reserved and (reserved ~= actual or converted) then -- a settle (the core's), then a peek
-    local st, cnt, dropped = {}, n, flags == DROPPED
-    for i = 0, n - 1 do st[i] = stamp(i) end
-    local has_latest, changed = flags == LATEST, true
-    local function drop(k) -- the oldest k stamps
-        for i = k, cnt - 1 do st[i - k] = st[i] end
+    local st, un, cnt = tables()
+    local lat, changed = latest, true
+    local function drop(k) -- the oldest k entries
+        for i = k, cnt - 1 do st[i - k], un[i - k] = st[i], un[i] end
         cnt = cnt - k
+    end
+    local function held()
+        local h = 0
+        for i = 0, cnt - 1 do h = h + un[i] end
+        return h
     end
     if actual == reserved then -- nothing to settle: the converted log is written
         changed = false
-    elseif actual < reserved then -- the charge's stamps go (see the core's sliding_log_refund)
+    elseif actual < reserved then -- the charge's units go (see the core's sliding_log_refund)
         changed = false
         if cnt > 0 then
-            local expired = count_upto(st, cnt, latest - window)
-            if expired > 0 then dropped, changed = false, true end
+            local expired = count_upto(st, cnt, lat - window)
+            if expired > 0 then changed = true end
             drop(expired)
-            local c, i, k = reserved - actual, 0, 0 -- stamps [i - k, i) go
-            if dropped then -- the newest k no newer than charged; the newest stays
-                i = math.min(count_upto(st, cnt, charged), cnt - 1)
-                k = math.min(c, i)
-            elseif charged > latest - window then -- the oldest k at or after charged, or
-                k = math.min(c, cnt)                   -- the newest before it when fewer
-                i = math.min(count_upto(st, cnt, charged - 1) + k, cnt)
+            if cnt > 0 and charged > lat - window then
+                -- the units from the first one stamped >= charged, or the newest k
+                local h, at = held(), 0
+                local k = math.min(reserved - actual, h)
+                for i = 0, count_upto(st, cnt, charged - 1) - 1 do at = at + un[i] end
+                if at + k > h then at = h - k end
+                local lo, w = 0, 0
+                for i = 0, cnt - 1 do -- units [at, at + k) go, and entries left without one
+                    local hi = lo + un[i]
+                    local cut = math.max(0, math.min(hi, at + k) - math.max(lo, at))
+                    if un[i] > cut then st[w], un[w], w = st[i], un[i] - cut, w + 1 end
+                    lo = hi
+                end
+                cnt, changed = w, true
             end
-            if dropped then -- each replaced by a copy of the oldest
-                local oldest = st[0]
-                for j = i - 1, k, -1 do st[j] = st[j - k] end
-                for j = 0, k - 1 do st[j] = oldest end
-                changed = changed or k > 0
+        end
+    else -- debt: d units at the clamped now, past the limit
+        local x, d = math.max(now, lat), actual - reserved
+        drop(count_upto(st, cnt, x - window))
+        local h = held()
+        if d >= UNITS_MAX then -- saturated: the newest UNITS_MAX units, the charge's own
+            drop(cnt)
+            d = UNITS_MAX
+        elseif h > UNITS_MAX - d then -- the oldest units go, whole entries and part of one
+            local x_units = h - (UNITS_MAX - d)
+            local i = 0
+            while un[i] <= x_units do x_units, i = x_units - un[i], i + 1 end
+            drop(i)
+            un[0] = un[0] - x_units
+        end
+        if not (cnt > 0 and st[cnt - 1] == x) and cnt == limit then -- full: the oldest joins the next
+            if limit == 1 then
+                st[0] = x -- the next is the charge's own
             else
-                for j = i, cnt - 1 do st[j - k] = st[j] end
-                cnt = cnt - k
-                changed = changed or k > 0
-                has_latest = latest > (cnt > 0 and st[cnt - 1] or 0)
+                un[1] = un[1] + un[0]
+                drop(1)
             end
         end
-    else -- debt: d stamps at the clamped now, keeping the newest N
-        local x, d = math.max(now, latest), actual - reserved
-        local expired = count_upto(st, cnt, x - window)
-        if expired > 0 then dropped = false end
-        drop(expired)
-        if d > limit - cnt then
-            drop(d >= limit and cnt or cnt + d - limit)
-            dropped = true
+        if cnt > 0 and st[cnt - 1] == x then
+            un[cnt - 1] = un[cnt - 1] + d
+        else
+            st[cnt], un[cnt], cnt = x, d, cnt + 1
         end
-        for _ = 1, math.min(d, limit) do
-            st[cnt] = x
-            cnt = cnt + 1
-        end
-        has_latest = false
+        lat = x
     end
-    local was = s and packed_numbered(s, nums, SUFFIX) -- as this script writes it
+    local was = s -- as this script writes it
     local value = was
     if cnt == 0 or st[cnt - 1] <= now - window then
         value = nil -- fresh: the key goes
     elseif changed or converted then
-        value = log_value(st, cnt, dropped, has_latest and latest)
+        value = encode(st, un, cnt, lat > st[cnt - 1] and lat or nil, width, SUFFIX)
     end
     if converted or value ~= was then store(key, raw, value, cnt > 0 and st[cnt - 1] + window) end
     converted = false
@@ -193,7 +263,7 @@ if reserved and (reserved ~= actual or converted) then -- a settle (the core's),
 end
 
 now = math.max(now, latest) -- clamp to the latest time recorded
--- binary search: the number of stamps t <= now - W (expired; the window excludes now - W)
+-- binary search: the number of entries t <= now - W (expired; the window excludes now - W)
 local cutoff = now - window
 local lo, hi = 0, n
 while lo < hi do
@@ -201,28 +271,33 @@ while lo < hi do
     if stamp(mid) > cutoff then hi = mid else lo = mid + 1 end
 end
 local expired = lo
-local inside = n - expired
--- after a debt dropped stamps, they are in the window until the oldest kept one leaves
-local unseen = 0
-if flags == DROPPED and expired == 0 then unseen = 1 end
+local inside = 0
+if n > expired then inside = (total(n - 1) - before(expired)) % TWO32 end
 
-if cost <= limit - inside - unseen then
-    if cost > 0 then -- writes the stamps in the window and the new ones, without flags
+if cost <= limit - inside then
+    if cost > 0 then -- writes the entries in the window and the new one, without LATEST
         local text
         local fmt = packed_fmt(width)
-        if s and have == width and now - base < 2 ^ (width == 4 and 32 or 62) then
-            -- the new offsets fit: keep the base and the bytes of the stamps in the window
-            text = string.char(width + NUMBERED) .. string.sub(s, 2, HEADER) ..
-                string.sub(s, HEADER + 1 + have * expired, HEADER + have * n)
-        else -- rebase on the oldest stamp in the window (or now)
+        local last = n - 1 -- the newest entry kept as it is; at now, it takes the cost
+        local run = before(n) -- the running total through the newest (base's when none)
+        if n > expired and stamp(n - 1) == now then last = n - 2 end
+        if s and hw == width and now - base < 2 ^ (width == 4 and 32 or 62) then
+            -- the new offset fits: keep the base and the bytes of the entries in the window
+            text = string.char(ENTRIES + NUMBERED + width) .. string.sub(s, 2, 9) ..
+                struct.pack('<I4', before(expired)) ..
+                string.sub(s, HDR + 1 + hew * expired, HDR + hew * (last + 1))
+        else -- rebase on the oldest entry in the window (or now)
             local new_base = now
-            if inside > 0 then new_base = stamp(expired) end
-            local parts = {string.char(width + NUMBERED) .. struct.pack('<i8', new_base)}
-            for i = expired, n - 1 do parts[#parts + 1] = struct.pack(fmt, stamp(i) - new_base) end
+            if n > expired then new_base = stamp(expired) end
+            local parts = {string.char(ENTRIES + NUMBERED + width) .. struct.pack('<i8', new_base) ..
+                struct.pack('<I4', before(expired))}
+            for i = expired, last do
+                parts[#parts + 1] = struct.pack(fmt, stamp(i) - new_base) .. struct.pack('<I4', total(i))
+            end
             text = table.concat(parts)
             base = new_base
         end
-        text = text .. string.rep(struct.pack(fmt, now - base), cost) .. SUFFIX
+        text = text .. struct.pack(fmt, now - base) .. struct.pack('<I4', (run + cost) % TWO32) .. SUFFIX
         redis.call('SET', key, text, 'PXAT', math.floor((now + window + 999) / 1000))
         inside = inside + cost
         return {1, limit, math.max(0, limit - inside), 0, window, 0}
@@ -236,9 +311,14 @@ if converted and cost > 0 then -- a cost leaves a converted value written, whate
 end
 local retry = -1
 if cost <= limit then
-    -- the (inside + cost - N)-th oldest stamp in the window has to leave it (the oldest, for
-    -- the dropped stamps it stands for)
-    retry = stamp(expired + math.max(inside + cost - limit - 1, 0)) + window - now
+    -- inside + cost - N units have to leave: the entry holding the last of them sets the time
+    local need, b = inside + cost - limit, before(expired)
+    lo, hi = expired, n - 1
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if (total(mid) - b) % TWO32 >= need then hi = mid else lo = mid + 1 end
+    end
+    retry = stamp(lo) + window - now
 end
 local reset = 0
 if inside > 0 then reset = stamp(n - 1) + window - now end

@@ -25,6 +25,7 @@ capacity then, as sl_state_saturate() says, through the scripts and, when the Re
 loaded with its test clock, through sluice.so's CLOSED_FROM: every reply, value and expiry).
 Prints one line per case; exits 1 if any check failed.
 """
+import ctypes
 import hashlib
 import os
 import random
@@ -35,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from resp_client import Conn  # noqa: E402
-from sluice_core import Core, Keys, module_value  # noqa: E402
+from sluice_core import Core, Keys, log_entries, log_packed_old, module_value  # noqa: E402
 
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
               "token_bucket", "gcra"]
@@ -335,15 +336,18 @@ def core_view(alg, rule, state, packed):
         counts = {j: q[2 + j % (k + 1)] for j in range(newest - k, newest + 1)}
         return ("latest", q[0] // 1000, "counts", {j: c for j, c in counts.items() if c})
     # sliding_log: the packed form (src/core/sliding_log.c)
-    unit, flags = 10 ** (packed[0] % 16), packed[0] - packed[0] % 16
-    n, i = leb128(packed, 1)
-    stamps, t = [], 0
-    for _ in range(n + (1 if flags & 32 else 0)):
-        d, i = leb128(packed, i)
-        t += d * unit
-        stamps.append(t // 1000)
-    latest = stamps.pop() if flags & 32 else None
-    return ("flags", flags, "stamps", stamps, "latest", latest)
+    return packed_view(packed)
+
+
+def packed_view(packed):
+    """A packed sliding_log (either form) as entries of (time us, units) and the latest time
+    recorded when it is later than the newest (None otherwise); the older form's DROPPED as one
+    more unit at the oldest, as the core reads it."""
+    _, entries, latest, dropped = log_entries(packed)
+    entries = [(t // 1000, u) for t, u in entries]
+    if dropped:
+        entries[0] = (entries[0][0], entries[0][1] + 1)
+    return ("entries", entries, "latest", latest and latest // 1000)
 
 
 def split_value(alg, value):
@@ -400,6 +404,15 @@ def plain_view(alg, rule, value):
         return ("tat ns", int(value))
     width, flags = value[0] % 16, value[0] - value[0] % 16
     base = struct.unpack("<q", value[1:9])[0]
+    if alg == "sliding_log" and value[0] >= 128:  # entries: offset, running total mod 2^32
+        ofs, prev, out = "<I" if width == 4 else "<q", struct.unpack("<I", value[9:13])[0], []
+        for j in range(13, len(value), width + 4):
+            t = base + struct.unpack(ofs, value[j:j + width])[0]
+            total = struct.unpack("<I", value[j + width:j + width + 4])[0]
+            out.append((t, (total - prev) % 2**32))
+            prev = total
+        latest = out.pop()[0] if flags & 32 else None
+        return ("entries", out, "latest", latest)
     fmt = "<%d%s" % ((len(value) - 9) // width, "I" if width == 4 else "q")
     entries = list(struct.unpack(fmt, value[9:]))
     if alg == "sliding_buckets":
@@ -408,14 +421,22 @@ def plain_view(alg, rule, value):
         first = newest - len(entries) + 1
         return ("latest", base, "counts",
                 {first + j: c for j, c in enumerate(entries) if c})
-    stamps = [base + e for e in entries]
+    stamps = [base + e for e in entries]  # the older form of sliding_log: one stamp per unit
     latest = stamps.pop() if flags & 32 else None
-    return ("flags", flags, "stamps", stamps, "latest", latest)
+    out = []
+    for t in stamps:
+        if out and out[-1][0] == t:
+            out[-1] = (t, out[-1][1] + 1)
+        else:
+            out.append((t, 1))
+    if flags & 16:
+        out[0] = (out[0][0], out[0][1] + 1)
+    return ("entries", out, "latest", latest)
 
 
 SETTLE_LINES = 900
-# besides CASES: small logs, where debts keep the newest N of distinct stamps and refunds then
-# replace stamps by copies of the oldest (the core's DROPPED), or keep the latest time (LATEST)
+# besides CASES: small logs, where debts meet logs full of entries (the oldest merged into the
+# next) and refunds keep the latest time (LATEST)
 SETTLE_CASES = [
     ("log-3", "sliding_log", 3, 100 * MS, -1, -1, 0),
     ("log-8", "sliding_log", 8, 50 * MS, -1, -1, 0),
@@ -461,7 +482,7 @@ def check_settle(conn, shas, ck, seed):
                 settle = (reserved, actual, charged)
                 if actual > reserved and past and rng.random() < 0.5:
                     # then, at once, a refund of an earlier admission: in a log that a debt
-                    # filled, its stamps give way to copies of the oldest
+                    # filled, after a merge
                     when, res = rng.choice(past[-4:])
                     todo.append((t, key, 0, (res, rng.randrange(res), when)))
             if settle is not None:
@@ -487,10 +508,10 @@ def check_settle(conn, shas, ck, seed):
             view = state and core_view(alg, rule, state, keys.packed(key))
             wants.append((cmd, core_fields(d), unchanged, state, view))
         got = conn.pipeline(cmds)
-        bad, flagged = [], 0  # sliding_log values with a settle's flag (DROPPED, LATEST)
+        bad, flagged = [], 0  # sliding_log values keeping a refunded entry's time (LATEST)
         for i, (cmd, want, unchanged, state, view) in enumerate(wants):
             before, g, after, expire = got[4 * i:4 * i + 4]
-            flagged += alg == "sliding_log" and after is not None and after[0] >= 16
+            flagged += alg == "sliding_log" and after is not None and after[0] & 32 != 0
             got_view = after and script_view(alg, rule, after)
             why = ("reply" if g != want else "write" if unchanged and before != after else
                    "expiry" if not expiry_ok(core, rule, state, expire) else
@@ -505,7 +526,7 @@ def check_settle(conn, shas, ck, seed):
             print("  %s: %s: core %r, script %r (state: core %r, script %r; pexpiretime %r)" % b)
         ck.expect("settle/" + name, not bad and stats["settles"] >= SETTLE_LINES // 3 and
                   stats["refunds that gave back"] >= 10 and stats["debts"] >= 50 and
-                  stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 10))
+                  stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 3))
 
 
 LEASE_LINES = 900
@@ -611,18 +632,47 @@ CONVERT_CASES = [
 ]
 CONVERT_LINES = 1500
 
-# Rewrites a key's value as a sluiced before recorded numbers wrote it (ARGV[1]: 'decimal' or
-# 'packed'), keeping its expiry
+# Rewrites a key's value as a sluiced before recorded numbers wrote it (ARGV[1]: 'decimal',
+# 'packed', or 'log': sliding_log's older form of one stamp per unit, for a log of at most N
+# units, ARGV[2]), keeping its expiry
 STRIP = """local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
+if not v or (ARGV[1] == 'log' and string.byte(v, 1) < 128) then return 0 end -- older already
+local n = string.byte(v, -1)
 if ARGV[1] == 'decimal' then
   v = string.match(v, '^([^#]+)#')
-else
-  local n = string.byte(v, -1)
+elseif ARGV[1] == 'packed' then
   v = string.char(string.byte(v, 1) - 64) .. string.sub(v, 2, -n - 2)
+else
+  v = string.sub(v, 1, -n - 2)
+  local w = (string.byte(v, 1) - 192) % 16
+  local latest = string.byte(v, 1) - 192 - w == 32
+  local fmt, base = w == 4 and '<I4' or '<i8', struct.unpack('<i8', v, 2)
+  local prev, cnt, parts = struct.unpack('<I4', v, 10), (#v - 13) / (w + 4), {}
+  if latest then cnt = cnt - 1 end
+  local first = cnt > 0 and base + struct.unpack(fmt, v, 14) or base
+  for i = 0, cnt - 1 do
+    local at = 14 + (w + 4) * i
+    local t, total = base + struct.unpack(fmt, v, at), struct.unpack('<I4', v, at + w)
+    for _ = 1, (total - prev) % 4294967296 do parts[#parts + 1] = struct.pack(fmt, t - first) end
+    prev = total
+  end
+  if latest then
+    parts[#parts + 1] = struct.pack(fmt, base + struct.unpack(fmt, v, 14 + (w + 4) * cnt) - first)
+  end
+  v = string.char(w + (latest and 32 or 0)) .. struct.pack('<i8', first) .. table.concat(parts)
 end
 redis.call('SET', KEYS[1], v, 'KEEPTTL')
 return 1"""
+
+
+def older_ok(alg, rule, packed):
+    """Whether the state is one an older sluiced could have written exactly: for sliding_log, one
+    stamp per unit, at most N of them (N with the latest time recorded apart: fewer)."""
+    if alg != "sliding_log":
+        return True
+    _, entries, latest, _ = log_entries(packed)
+    units = sum(u for _, u in entries)
+    return units < rule.limit or (units == rule.limit and latest is None)
 
 
 def check_convert(conn, shas, ck, seed):
@@ -715,10 +765,11 @@ def check_convert(conn, shas, ck, seed):
             cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
             wants.append((cmd, core_fields(d), unchanged, state, view, written))
             if (state is not None and script_nums(alg, written) == script_nums(alg, rule) and
-                    rng.random() < 0.05):
+                    older_ok(alg, written, keys.packed(key)) and rng.random() < 0.05):
                 # the key's value as an older sluiced wrote it: read under the numbers of the
                 # commands until one writes it, which stay these
-                form = "packed" if alg in ("sliding_log", "sliding_buckets") else "decimal"
+                form = ("log" if alg == "sliding_log" else "packed" if alg == "sliding_buckets"
+                        else "decimal")
                 cmds.append(["EVAL", STRIP, 1, rkey, form])
                 pinned.add(key)
                 stats["older values"] += 1
@@ -745,13 +796,107 @@ def check_convert(conn, shas, ck, seed):
                   stats["older values"] >= 20)
 
 
+OLDER_LINES = 1500
+
+
+def older_value(packed, nums):
+    """sliding_log's value as an older sluiced wrote it, from the older packed form (one stamp
+    per unit, src/core/sliding_log.c): width 4, the oldest stamp, offsets from it (us), with the
+    numbers when nums is not None."""
+    flags = packed[0] - packed[0] % 16
+    unit = 10 ** (packed[0] % 16)
+    n, i = leb128(packed, 1)
+    stamps, t = [], 0
+    for _ in range(n + (1 if flags & 32 else 0)):
+        d, i = leb128(packed, i)
+        t += d * unit
+        stamps.append(t // 1000)
+    base = stamps[0] if stamps else 0
+    out = bytes([4 + flags + (64 if nums else 0)]) + struct.pack("<q", base)
+    out += b"".join(struct.pack("<I", x - base) for x in stamps)
+    return out + (nums.encode() + bytes([len(nums)]) if nums else b"")
+
+
+def check_older(conn, shas, ck, seed):
+    """sliding_log values of older sluiceds (one stamp per unit; a debt's DROPPED, a refund's
+    LATEST; with and without numbers): states the core makes from random decisions, debts and
+    refunds, written in the older form (the newest N stamps and DROPPED when a debt holds more),
+    are read by the script as the core reads the same older packed bytes (sl_state_unpack): a
+    random decision or settle on both, every reply and the value written."""
+    core = Core(os.environ["SLUICE_BUILD_DIR"])
+    conn.call("FLUSHALL")
+    for idx, (limit, window) in enumerate([(3, 100 * MS), (5, SEC)]):
+        rng = random.Random(seed * 100 + 95 + idx)
+        name = "older-%d" % limit
+        rule = core.rule("sliding_log", limit, window * 1000)
+        keys, older = Keys(core, rule), Keys(core, rule)
+        nums = "%d:%d" % (limit, window)
+        t, cmds, wants = START_US + rng.randrange(window), [], []
+        stats = {"dropped": 0, "latest": 0, "without numbers": 0, "written": 0}
+        head = ["EVALSHA", shas["sliding_log"], 1, None, limit, window, -1, -1, 0]
+        for j in range(OLDER_LINES):
+            t += rng.choice([0, rng.randrange(1, window // 4), rng.randrange(window)])
+            if rng.random() < 0.6:
+                keys.decide("k", rng.randrange(limit + 1), t * 1000)
+            elif rng.random() < 0.4:
+                keys.settle("k", 0, rng.randrange(1, 2 * limit + 2), t * 1000, t * 1000)
+            else:
+                keys.settle("k", rng.randrange(1, limit + 1), 0, t * 1000, t * 1000)
+            packed = keys.packed("k")
+            if packed is None:
+                continue
+            old = log_packed_old(rule, packed)
+            state = ctypes.create_string_buffer(rule.state_size)
+            assert core.lib.sl_state_unpack(ctypes.byref(rule), old, len(old), state) == 0
+            older.states["o"] = state
+            recorded = nums if rng.random() < 0.7 else None
+            stats["dropped"] += old[0] & 16 != 0
+            stats["latest"] += old[0] & 32 != 0
+            stats["without numbers"] += recorded is None
+            at = t + rng.randrange(window)
+            if rng.random() < 0.6:
+                cost = rng.randrange(limit + 1)
+                d = older.decide("o", cost, at * 1000)
+                cmd = head + [cost, at]
+            else:
+                reserved, actual = rng.randrange(limit + 1), rng.randrange(2 * limit + 1)
+                d = older.settle("o", reserved, actual, at * 1000, at * 1000)
+                cmd = head + ["settle", reserved, actual, "now", at]
+            rkey = "lua:older:%s:%d" % (name, j)
+            cmd[3] = rkey
+            cmds += [["SET", rkey, older_value(old, recorded), "PX", 10**9], cmd, ["GET", rkey]]
+            after = older.packed("o")
+            wants.append((cmd, core_fields(d), after and packed_view(after), old))
+        got = conn.pipeline(cmds)
+        bad = []
+        for i, (cmd, want, view, old) in enumerate(wants):
+            g, value = got[3 * i + 1], got[3 * i + 2]
+            stats["written"] += value is not None and value[0] >= 128
+            got_view = None
+            if value is not None:
+                got_view = script_view("sliding_log", rule, value)
+                got_view = got_view[:4]  # the numbers it records are the command's
+            # an older value the command did not write stays, and reads as the core's
+            why = ("reply" if g != want else "state" if value is not None and view is not None
+                   and got_view != view else None)
+            if why:
+                bad.append((why, " ".join(map(str, cmd[4:])), want, g, view, got_view, old))
+        print("%-16s %d operations: %s; %d differ" % (
+            name, len(wants), ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
+        for b in bad[:5]:
+            print("  %s: %s: core %r, script %r (state: core %r, script %r; older %r)" % b)
+        ck.expect("older/" + name, not bad and stats["dropped"] >= 20 and stats["latest"] >= 5 and
+                  stats["without numbers"] >= 20 and stats["written"] >= 100)
+
+
 def check_saturation(conn, shas, ck):
     """A debt of 2^53 - 1 units saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
-    sliding_window, the newest N stamps, a TAT just below 2^53 us) without an error, and the key
-    refuses even a peek."""
+    sliding_window, 2^32 - 1 in sliding_log's one entry, a TAT just below 2^53 us) without an
+    error, and the key refuses even a peek."""
     big, t = 2**53 - 1, START_US + 7
     want = {"fixed_window": ("count", big), "sliding_window": ("curr", 2**52),
-            "sliding_buckets": ("counts", {(t // 250000): big}), "sliding_log": ("stamps", [t] * 5),
+            "sliding_buckets": ("counts", {(t // 250000): big}),
+            "sliding_log": ("entries", [(t, 2**32 - 1)]),
             "token_bucket": ("tat ns", 9007199254740990000), "gcra": ("tat ns", 9007199254740990000)}
     core = Core(os.environ["SLUICE_BUILD_DIR"])
     for alg in ALGORITHMS:
@@ -979,8 +1124,12 @@ def report_memory(conn, port, shas, ck):
     rows = [("SET k v PX t", lambda j: [["SET", "user:%d" % j, "v", "PX", 3600000]])]
     for alg in ALGORITHMS:
         rows.append((alg, lambda j, a=alg: [ev(a, j)]))
-    # logs of 1000 requests: past zset-max-listpack-entries (128), as a ZSET log of a busy key
-    rows.append(("sliding_log, 1000 stamps", lambda j: [ev("sliding_log", j, 1000, cost=1000)]))
+    # a request of cost 10^6 under a limit of 2^20 is one entry, as a request of cost 1 is
+    rows.append(("sliding_log, cost 10^6", lambda j: [ev("sliding_log", j, 2**20, cost=10**6)]))
+    # logs of 100 requests (at 100 times), and a ZSET log of 1000 (past
+    # zset-max-listpack-entries, 128, as a ZSET log of a busy key)
+    rows.append(("sliding_log, 100 requests", lambda j: [
+        ev("sliding_log", j, 1000) + [START_US + i] for i in range(100)]))
     rows.append(("ZSET log, 1000 entries", lambda j: [
         ["ZADD", "user:%d" % j] + [x for i in range(1000) for x in (1700000000000000 + i,
                                                                      "1700000000000000-%d" % i)],
@@ -988,13 +1137,15 @@ def report_memory(conn, port, shas, ck):
     per_key(conn, port, 2000, rows[1][1])  # warm-up: one-time allocations are not per key
     got = {}
     for name, make in rows:
-        got[name] = per_key(conn, port, n if "1000" not in name else n // 20, make)
+        got[name] = per_key(conn, port, n if "100" not in name else n // 20, make)
         usage = conn.call("MEMORY", "USAGE", "user:1")
         print("memory per key: %-24s %7.1f B (MEMORY USAGE %s B)" % (name, got[name], usage))
-    log_1, log_1000 = got["sliding_log"], got["sliding_log, 1000 stamps"]
+    log_1, log_100 = got["sliding_log"], got["sliding_log, 100 requests"]
     zset_1000 = got["ZSET log, 1000 entries"]
     print("memory per stored request: sliding_log %.1f B, ZSET log %.1f B"
-          % ((log_1000 - log_1) / 999, (zset_1000 - got["SET k v PX t"]) / 1000))
+          % ((log_100 - log_1) / 99, (zset_1000 - got["SET k v PX t"]) / 1000))
+    # the value's size follows the requests, not their cost: a cost of 10^6, one entry
+    ck.expect("memory/sliding_log-cost", got["sliding_log, cost 10^6"] <= log_1 + 16)
     conn.call("FLUSHALL")
     # a decimal state with the numbers it records is a string short enough to be kept with its
     # object in one allocation: at most 40 bytes more than SET k v PX t
@@ -1020,6 +1171,7 @@ def main():
     if "settle" in which:
         check_settle(conn, shas, ck, int(seed))
         check_saturation(conn, shas, ck)
+        check_older(conn, shas, ck, int(seed))
     if "lease" in which:
         check_lease(conn, shas, ck, int(seed))
     if "convert" in which:

@@ -1,9 +1,11 @@
--- lib/packed.lua - the packed state of sliding_log and sliding_buckets (docs/lua.md), put into
--- those scripts by the build in place of their include line: a byte with the width of an entry
--- (4 or 8) plus the script's flags (multiples of 16) plus NUMBERED, an 8-byte time, then the
--- entries, little-endian (4-byte ones unsigned), then the numbers the state was written under
--- (the script's NUMS) and one byte giving their length. A value without NUMBERED (an older
--- sluiced's) ends with the entries and records no numbers.
+-- lib/packed.lua - the packed state of sliding_buckets, and of sliding_log as older sluiceds
+-- wrote it (one stamp per unit; sliding_log.lua reads it and writes its own form, whose first
+-- byte has 128 set, which packed_read() refuses) (docs/lua.md), put into those scripts by the
+-- build in place of their include line: a byte with the width of an entry (4 or 8) plus the
+-- script's flags (multiples of 16) plus NUMBERED, an 8-byte time, then the entries,
+-- little-endian (4-byte ones unsigned), then the numbers the state was written under (the
+-- script's NUMS) and one byte giving their length. A value without NUMBERED (an older sluiced's)
+-- ends with the entries and records no numbers.
 local HEADER = 9 -- the width byte and the time
 local NUMBERED = 64 -- in the width byte: the numbers follow the entries
 
