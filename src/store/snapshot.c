@@ -15,14 +15,12 @@
  * with a count of 0 and patched when the next section starts (or at commit): in the buffer where
  * it still is, with a small write through the page cache where it was written out already
  * (whole blocks below the buffer's start, which no later direct write touches). The running CRC is
- * corrected at the same time without reading anything back: a CRC is linear over GF(2), so changing
- * 8 zero bytes to D at a point n bytes before the end changes the CRC register by crc0(D) * x^(8n)
- * mod P, where crc0 is the register of D alone from 0 (crc32c_shift computes the product in O(log
- * n)).
+ * corrected at the same time without reading anything back (crc32c_shift, crc32c.h).
  *
- * Reading maps the whole file and walks it twice: first to check every tag, length, rule and
- * count against the file and the CRC, then, only when all of it is good, to hand the sections
- * and entries to the visitor. The visiting walk cannot fail.
+ * Reading maps the whole file and walks it twice: first to check every tag, length, rule, count
+ * and state against the file and the CRC, then, only when all of it is good, to hand the sections
+ * and entries to the visitor. The visiting walk cannot fail (its states fit the buffer the first
+ * walk grew).
  *
  * Integers are read and written byte by byte, little-endian, so the format does not depend on
  * the host's byte order or alignment.
@@ -42,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "store/crc32c.h"
 
 #define SNAPSHOT_MAGIC           "SLUICESN"
 #define SNAPSHOT_MAGIC_LEN       8
@@ -55,76 +54,6 @@
 #define SNAPSHOT_BLOCK           4096 /* direct I/O: alignment of address, offset, size */
 #define SNAPSHOT_SET_ASIDE_MAX   4096 /* set_aside_path buffer, bytes */
 #define SNAPSHOT_SET_ASIDE_TRIES 100  /* ".corrupt-<secs>", then "-1" .. "-99" */
-
-/* ---- CRC-32C (Castagnoli), slicing-by-8 ---------------------------------------------------- */
-
-#define CRC32C_POLY 0x82f63b78u /* reflected 0x1edc6f41 */
-
-static uint32_t crc_table[8][256];
-static uint32_t crc_x8n[64]; /* x^(8 * 2^i) mod P, reflected: shifting by 2^i bytes */
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-/* a * b mod P over GF(2), both reflected (bit 31 is x^0). */
-static uint32_t gf2_mul(uint32_t a, uint32_t b)
-{
-    uint32_t product = 0;
-    for (uint32_t m = (uint32_t)1 << 31; m != 0; m >>= 1) {
-        if (a & m)
-            product ^= b;
-        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
-    }
-    return product;
-}
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-    crc_x8n[0] = (uint32_t)1 << (31 - 8); /* x^8 */
-    for (int i = 1; i < 64; i++)
-        crc_x8n[i] = gf2_mul(crc_x8n[i - 1], crc_x8n[i - 1]);
-}
-
-/* Advances a CRC register (no pre- or post-inversion) over n bytes. */
-static uint32_t crc32c_update(uint32_t reg, const uint8_t *p, size_t n)
-{
-    pthread_once(&crc_once, crc_init);
-    while (n >= 8) {
-        uint32_t lo = reg ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
-        reg = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
-              crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        reg = (reg >> 8) ^ crc_table[0][(reg ^ *p++) & 0xff];
-    return reg;
-}
-
-/* The register after n zero bytes: reg * x^(8n) mod P. */
-static uint32_t crc32c_shift(uint32_t reg, uint64_t n)
-{
-    pthread_once(&crc_once, crc_init);
-    for (int i = 0; n != 0; i++, n >>= 1)
-        if (n & 1)
-            reg = gf2_mul(crc_x8n[i], reg);
-    return reg;
-}
-
-/* CRC-32C of a whole buffer. */
-static uint32_t crc32c(const void *p, size_t n)
-{
-    return ~crc32c_update(~(uint32_t)0, p, n);
-}
 
 /* ---- little-endian encoding ------------------------------------------------------------- */
 
@@ -173,9 +102,9 @@ struct snapshot_writer {
     sl_rule_t rule;           /* the open section's rule (its states are packed under it) */
     uint8_t *packed;          /* a state's packed form, packed_cap bytes */
     size_t packed_cap;
-    uint64_t sections;        /* sections written */
-    uint64_t entries;         /* entries written, all sections */
-    bool failed;              /* sticky: an I/O error happened; commit refuses */
+    uint64_t sections;              /* sections written */
+    uint64_t entries;               /* entries written, all sections */
+    bool failed;                    /* sticky: an I/O error happened; commit refuses */
     char failure[SNAPSHOT_ERR_MAX]; /* what failed */
 };
 
@@ -539,10 +468,10 @@ typedef struct cursor {
     size_t len; /* bytes in data */
     size_t off; /* next byte to read */
     char *err;
-    const char *name;   /* prefix for messages (the path), or NULL */
-    uint32_t version;   /* the file's format */
-    uint8_t *state;     /* an entry's state, unpacked (format 3) or converted (older) */
-    size_t state_cap;   /* bytes allocated at state */
+    const char *name; /* prefix for messages (the path), or NULL */
+    uint32_t version; /* the file's format */
+    uint8_t *state;   /* an entry's state, unpacked (format 3) or converted (older) */
+    size_t state_cap; /* bytes allocated at state */
 } cursor_t;
 
 static int corrupt(cursor_t *c, size_t off, const char *fmt, ...)

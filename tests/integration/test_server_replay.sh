@@ -61,22 +61,22 @@ SLUICE_TEST_REPLAY_PAUSE=1ms start_sluiced long --threads 1 --config-store "$TMP
 LONG_HTTP=$HTTP_PORT
 LONG_RESP=$RESP_PORT
 
-curl -s --max-time 10 -X POST -d "$SMALL" -D "$TMP/h401" -w '\n%{http_code}' \
+curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" -D "$TMP/h401" -w '\n%{http_code}' \
     "http://127.0.0.1:$LONG_HTTP/v1/replay" >"$TMP/r401"
 check no-token-401 test "$(code_of "$TMP/r401")" = 401
 check no-token-says-why grep -q 'needs Authorization: Bearer' "$TMP/r401"
 check no-token-www-authenticate grep -qi '^WWW-Authenticate: Bearer' "$TMP/h401"
-curl -s --max-time 10 -X POST -d "$SMALL" -H "Authorization: Bearer wrong" -w '\n%{http_code}' \
+curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" -H "Authorization: Bearer wrong" -w '\n%{http_code}' \
     "http://127.0.0.1:$LONG_HTTP/v1/replay" >"$TMP/r401"
 check wrong-token-401 test "$(code_of "$TMP/r401")" = 401
-curl -s --max-time 10 -X POST -d "$SMALL" "${AUTH[@]}" -w '\n%{http_code}' \
+curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" "${AUTH[@]}" -w '\n%{http_code}' \
     "http://127.0.0.1:$LONG_HTTP/v1/replay" >"$TMP/r200"
 check token-200 test "$(code_of "$TMP/r200")" = 200
 head -n 1 "$TMP/r200" >"$TMP/small.json"
 check token-answer json "$TMP/small.json" 'd["complete"] and d["lines_replayed"] == 5 and d["admitted"] == 3 and d["rejected"] == 2'
 
 # the probe with a deadline of a minute: it is still running when the checks below are done
-curl -s --max-time 120 -X POST --data-binary @"$TMP/probe.json" "${AUTH[@]}" \
+curl -s --max-time 120 -X POST -H "Content-Type: application/json" --data-binary @"$TMP/probe.json" "${AUTH[@]}" \
     -o "$TMP/long.json" "http://127.0.0.1:$LONG_HTTP/v1/replay" &
 LONG_CURL=$!
 check long-running poll 20 metric_is "$LONG_HTTP" sluice_replays_running 1
@@ -87,7 +87,7 @@ check replay-still-running kill -0 "$LONG_CURL"
 check still-running-gauge metric_is "$LONG_HTTP" sluice_replays_running 1
 
 # over --replay-concurrency: refused at once, with when to try again (the deadline, in seconds)
-curl -s --max-time 10 -X POST -d "$SMALL" "${AUTH[@]}" -D "$TMP/h503" -w '\n%{http_code}' \
+curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" "${AUTH[@]}" -D "$TMP/h503" -w '\n%{http_code}' \
     "http://127.0.0.1:$LONG_HTTP/v1/replay" >"$TMP/r503"
 check busy-503 test "$(code_of "$TMP/r503")" = 503
 check busy-retry-after grep -qi '^Retry-After: 60' "$TMP/h503"
@@ -119,7 +119,7 @@ SLUICE_TEST_REPLAY_PAUSE=1ms start_sluiced paced --threads 1 --config-store "$TM
     cat "$TMP/paced.log"
     exit 1
 }
-curl -s --max-time 60 -X POST --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
+curl -s --max-time 60 -X POST -H "Content-Type: application/json" --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "http://127.0.0.1:$HTTP_PORT/v1/replay" >"$TMP/paced.out"
 check paced-200 test "$(code_of "$TMP/paced.out")" = 200
 head -n 1 "$TMP/paced.out" >"$TMP/paced.answer"
@@ -139,18 +139,18 @@ B=http://127.0.0.1:$B_HTTP
 
 # the probe itself, unpaced: each line's cost is one entry of the key's log, so it is replayed
 # whole (within a deadline of 30 s, which it would take an hour's work to need)
-curl -s --max-time 60 -X POST --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
+curl -s --max-time 60 -X POST -H "Content-Type: application/json" --data-binary @"$TMP/probe.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "$B/v1/replay" >"$TMP/probe.out"
 check probe-200 test "$(code_of "$TMP/probe.out")" = 200
 head -n 1 "$TMP/probe.out" >"$TMP/probe.answer"
 check probe-whole json "$TMP/probe.answer" 'd["complete"] is True and d["lines_replayed"] == '"$PROBE_LINES"' and [k["key"] for k in d["keys"]] == ["k"]'
 
-curl -s --max-time 60 -X POST --data-binary @"$TMP/keys.json" "${AUTH[@]}" -w '\n%{http_code}' \
+curl -s --max-time 60 -X POST -H "Content-Type: application/json" --data-binary @"$TMP/keys.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "$B/v1/replay" >"$TMP/keys.out"
 check costly-200 test "$(code_of "$TMP/keys.out")" = 200
 head -n 1 "$TMP/keys.out" >"$TMP/keys.answer"
 check costly-whole json "$TMP/keys.answer" 'd["complete"] is True and d["lines_replayed"] == 200 and d["admitted"] == 200 and len(d["keys"]) == 200'
-curl -s --max-time 60 -X POST --data-binary @"$TMP/many.json" "${AUTH[@]}" -w '\n%{http_code}' \
+curl -s --max-time 60 -X POST -H "Content-Type: application/json" --data-binary @"$TMP/many.json" "${AUTH[@]}" -w '\n%{http_code}' \
     "$B/v1/replay" >"$TMP/many.out"
 check memory-200 test "$(code_of "$TMP/many.out")" = 200
 head -n 1 "$TMP/many.out" >"$TMP/many.answer"
@@ -163,9 +163,9 @@ python3 - "$B_HTTP" "$TOKEN" "$SMALL" >"$TMP/pipelined.txt" <<'PY'
 import socket, sys
 port, token, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
 s = socket.create_connection(("127.0.0.1", port), timeout=30)
-s.sendall(b"POST /v1/replay HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+s.sendall(b"POST /v1/replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer " + token.encode() +
           b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body +
-          b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+          b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 data = b""
 while True:
     chunk = s.recv(65536)
@@ -192,7 +192,7 @@ leave_early() { # fin|rst
 import socket, struct, sys, time, urllib.request
 port, token, body, how = int(sys.argv[1]), sys.argv[2], open(sys.argv[3], "rb").read(), sys.argv[4]
 s = socket.create_connection(("127.0.0.1", port), timeout=30)
-s.sendall(b"POST /v1/replay HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+s.sendall(b"POST /v1/replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer " + token.encode() +
           b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 for _ in range(400):  # at most 20 s
     m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
@@ -214,7 +214,7 @@ check rst-counted poll 15 metric_is "$B_HTTP" sluice_replay_abandoned_total 1
 check rst-logged wait_log bounded 'replay answer dropped'
 check rst-gauge-back poll 5 metric_is "$B_HTTP" sluice_replays_running 0
 check rst-alive test "$(redis-cli -p "$B_RESP" PING)" = PONG
-curl -s --max-time 10 -X POST -d "$SMALL" "${AUTH[@]}" "$B/v1/replay" >"$TMP/after.json"
+curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" "${AUTH[@]}" "$B/v1/replay" >"$TMP/after.json"
 check rst-then-replay json "$TMP/after.json" 'd["complete"] and d["admitted"] == 3'
 
 stop_bg bounded TERM
