@@ -312,10 +312,12 @@ def log_entries(packed):
     out, t = [], 0
     for _ in range(n):
         d, i = _leb128(packed, i)
-        t += d * unit
         u = 1
-        if flags & 64:
-            u, i = _leb128(packed, i)
+        if flags & 64:  # the delta shifted left once, the low bit set when a count follows
+            d, more = d >> 1, d & 1
+            if more:
+                u, i = _leb128(packed, i)
+        t += d * unit
         if out and out[-1][0] == t:
             out[-1] = (t, out[-1][1] + u)
         else:

@@ -226,24 +226,25 @@ expect settime OK SL.DEBUG SETTIME $((START_NS + 250000001))
 
 # --- a sliding_log key holds one entry per admission (sl_state_pack): header 6 (magic, format,
 # limit 100 in 1 byte, window 60000 ms in 3), e 1, count 1, then per entry its delta / 10^e
-# (the first: its stamp) and its units. At START_NS (a whole second) e = 9: 4*10^9 is a 5-byte
-# varint; with an entry 1 ms later e = 6: 4*10^12 takes 6 bytes, each 1 ms delta 1, each unit
-# count 1. A request of cost 10^6 under a limit of 2^20 is one entry: 19 bytes (the ring of one
-# stamp per unit an older sluice.so kept held 8 MiB while the command ran, the value 1 MB).
+# (the first: its stamp) shifted left once, plus 1 and a count when it holds more than a unit.
+# At START_NS (a whole second) e = 9: 8*10^9 is a 5-byte varint; with an entry 1 ms later e = 6:
+# 8*10^12 takes 7 bytes, each 1 ms delta 1. A request of cost 10^6 under a limit of 2^20 is one
+# entry: 20 bytes (the ring of one stamp per unit an older sluice.so kept held 8 MiB while the
+# command ran, the value 1 MB).
 expect slp-t0 OK SL.DEBUG SETTIME "$START_NS"
 expect slp-1 "1 100 99 0 60000" SL.THROTTLE slp sliding_log 100 60000
-expect slp-len1 14 STRLEN slp
+expect slp-len1 13 STRLEN slp
 for i in $(seq 1 11); do
     redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + i * 1000000)) >/dev/null
     redis-cli -p "$PORT" SL.THROTTLE slp sliding_log 100 60000 >/dev/null
 done
-expect slp-len12 37 STRLEN slp
+expect slp-len12 26 STRLEN slp
 expect slp-peek "1 100 88 0 60000" SL.PEEK slp sliding_log 100 60000
 redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + 60000 * 1000000 + 5000000)) >/dev/null
 expect slp-slid "1 100 93 0 60000" SL.THROTTLE slp sliding_log 100 60000 # 6 of 12 left, 1 added
-expect slp-len7 29 STRLEN slp # 8 bytes, 1 + 1 for five 1-ms deltas, 3 + 1 for 59994 ms
+expect slp-len7 23 STRLEN slp # 8 bytes, 7, five 1-ms deltas, 3 for 59994 ms
 expect slp-big "1 1048576 48576 0 60000" SL.THROTTLE slpb sliding_log 1048576 60000 COST 1000000
-expect slp-big-len 19 STRLEN slpb # header 8, e 1, count 1, stamp 6, 10^6 in 3
+expect slp-big-len 20 STRLEN slpb # header 8, e 1, count 1, stamp 7, 10^6 in 3
 redis-cli -p "$PORT" SETRANGE slp 7 "$(printf '\145')" >/dev/null # count 101 > 100
 expect slp-bad "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK slp sliding_log 100 60000
 expect slp-reset OK SL.RESET slp

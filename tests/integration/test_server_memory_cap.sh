@@ -30,12 +30,12 @@ check small-cap-login matches "$(cli SL.ALLOW login k)" '^1 10 9 0 '
 check small-cap-not-oom bash -c "! grep -q 'out of memory' '$TMP/s1.log'"
 # a rule one key of which takes 1.6 MB can never limit anyone under 64k: refused, with why
 check big-refused matches "$(cli SL.RULE SET big "$BIG")" \
-    "^ERR invalid rule: one key of this rule takes 1600008 bytes of state, more than --max-memory \(65536 bytes"
+    "^ERR invalid rule: one key of this rule takes 3200032 bytes of state, more than --max-memory \(65536 bytes"
 check big-not-in matches "$(cli SL.RULE LIST)" '^api login$'
 check big-override-refused matches "$(cli SL.OVERRIDE SET login vip '{"limit":200000}')" \
-    '^ERR invalid override: one key of this rule takes 1600008 bytes'
+    '^ERR invalid override: one key of this rule takes 3200032 bytes'
 check big-import-refused matches "$(cli SL.RULE IMPORT "$(printf 'rules:\n  - name: big\n    algorithm: sliding_log\n    limit: 200000\n    window: 1h\n')")" \
-    "^ERR invalid rules: rules\[0\] 'big': one key of this rule takes 1600008 bytes"
+    "^ERR invalid rules: rules\[0\] 'big': one key of this rule takes 3200032 bytes"
 stop_bg s1 TERM
 
 # 2. a store holding such a rule (set with no cap) starts under the cap: in force, logged, every
@@ -47,7 +47,7 @@ stop_bg s2 TERM
 start_sluiced s3 --config-store "$TMP/b.db" --snapshot "" --max-memory 1m ||
     { cat "$TMP/s3.log"; exit 1; }
 check capped-start-rules matches "$(cli SL.RULE LIST)" '^api big$'
-check capped-start-logged grep -q "rule 'big' is in force but one key of this rule takes 1600008 bytes" "$TMP/s3.log"
+check capped-start-logged grep -q "rule 'big' is in force but one key of this rule takes 3200032 bytes" "$TMP/s3.log"
 check capped-big-denied matches "$(cli SL.ALLOW big k)" '^0 200000 0 [1-9]'
 check capped-api matches "$(cli SL.ALLOW api k)" '^1 6 5 0 '
 check capped-store-error matches "$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 ~ /^sluice_store_errors_total\{rule="big"\}/ {print $2}')" '^[1-9]'

@@ -79,8 +79,9 @@ check tb-ov-del matches "$(sc SL.OVERRIDE DEL tb k2)" '^1$'
 check tb-back matches "$(sc SL.ALLOW tb k2 COST 0)" '^1 10 5 0 '
 check tb-vip-untouched matches "$(sc SL.ALLOW tb vip)" '^1 100 99 0 '
 
-# 3. sliding_log: a larger limit carries every stamp; a smaller one keeps the newest and, back
-# at the larger limit, waits for them as for all it had (the safe side)
+# 3. sliding_log: a larger limit carries every entry; a smaller one keeps every unit too (the
+# oldest entries merged into the newest the limit's number allows), so back at the larger limit
+# the key has what it had left: 6 of 10 used, 3 left after one more
 spend log k3 6
 check log-up-set matches "$(sc SL.OVERRIDE SET log k3 '{"limit":20}')" '^OK$'
 check log-up matches "$(sc SL.ALLOW log k3)" '^1 20 13 0 '
@@ -91,7 +92,7 @@ check log-down-set matches "$(sc SL.OVERRIDE SET log k4 '{"limit":2}')" '^OK$'
 check log-down-refused refused_everywhere log k4
 check log-down-del matches "$(sc SL.OVERRIDE DEL log k4)" '^1$'
 r=$(sc SL.ALLOW log k4)
-check log-down-back-safe matches "$r" '^0 10 0 [1-9][0-9]* '
+check log-down-back-kept matches "$r" '^1 10 3 0 '
 check log-down-other-key matches "$(sc SL.ALLOW log k4b)" '^1 10 9 0 '
 
 # 4. a rule whose numbers change: keys with and without overrides keep their usage
