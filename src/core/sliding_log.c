@@ -326,6 +326,14 @@ void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_
     log_put(state, &l);
 }
 
+int64_t sliding_log_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    log_t l = log_open(rule, state);
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
+    int64_t inside = units_from(&l, first_after(&l, now_ns - rule->window_ns));
+    return max_i64(sat_count(inside, cost) - rule->limit, 0); /* the window's units past N */
+}
+
 /* Removes the units at positions [from, from + k) of the ring (0: the oldest unit), k >= 1:
  * entries left without a unit go, those after move down, totals follow. O(entries after). */
 static void remove_units(log_t *l, uint64_t from, uint64_t k)

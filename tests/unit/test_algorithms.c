@@ -940,6 +940,15 @@ static void test_refund_token_bucket(void **cm)
     free(state);
 }
 
+/* A rule of k's numbers whose debt is unbounded (max_debt SL_COUNT_MAX). */
+static sl_rule_t unbounded(const sl_rule_t *rule)
+{
+    sl_rule_t r = *rule;
+    r.max_debt = SL_COUNT_MAX;
+    assert_int_equal(sl_rule_prepare(&r), SL_OK);
+    return r;
+}
+
 /* A charge past the limit puts every algorithm in debt: a peek is refused until retry_after,
  * then admitted (token_bucket/gcra with max_delay: admitted within max_delay of it, a peek is
  * never delayed); the state checks, and survives its packed form. */
@@ -949,7 +958,7 @@ static void test_debt_every_algorithm(void **cm)
     known_t k[8];
     size_t n = known_rules(k);
     for (size_t i = 0; i < n; i++) {
-        const sl_rule_t *rule = &k[i].rule;
+        const sl_rule_t u = unbounded(&k[i].rule), *rule = &u;
         void *state = new_state(rule), *back = new_state(rule);
         assert_true(decide_at(rule, state, k[i].capacity, 0).allowed);
         /* with max_delay, a debt within it only delays: go past it */
@@ -976,6 +985,58 @@ static void test_debt_every_algorithm(void **cm)
     }
 }
 
+/*
+ * max_debt bounds a debt, for every algorithm (default the capacity). The attack a client can
+ * send, a settle of reserved 0 and actual INT64_MAX (which locked a token_bucket key for about 235
+ * years), is refused: SL_EDEBT, the state byte for byte as it was, the reply a peek on it. A debt
+ * of exactly max_debt is taken, one unit more is refused; max_debt 0 takes no debt but admits a
+ * charge up to the capacity. max_debt outside [0, SL_COUNT_MAX] is no rule.
+ */
+static void test_max_debt(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        assert_int_equal(rule->max_debt, k[i].capacity);
+        unsigned char *state = new_state(rule), *was = new_state(rule);
+        sl_decision_t d;
+        assert_int_equal(sl_settle(rule, state, 0, INT64_MAX, START, START, &d), SL_EDEBT);
+        assert_memory_equal(state, was, sl_state_size(rule));
+        assert_true(d.allowed);
+        assert_int_equal(d.remaining, k[i].capacity);
+        int64_t full = k[i].capacity + rule->max_debt;
+        assert_int_equal(sl_settle(rule, state, 0, full, START, START, &d), SL_OK);
+        assert_true(!d.allowed || rule->max_delay_ns > 0); /* in debt (or within the delay) */
+        memcpy(was, state, sl_state_size(rule));
+        assert_int_equal(sl_settle(rule, state, 0, 1, START, START, &d), SL_EDEBT);
+        assert_memory_equal(state, was, sl_state_size(rule));
+        assert_int_equal(sl_settle(rule, state, 1, 2, START, START, &d), SL_EDEBT); /* a charge */
+        assert_int_equal(sl_settle(rule, state, 2, 1, START, START, &d), SL_OK);    /* a refund */
+
+        sl_rule_t none = *rule;
+        none.max_debt = 0;
+        assert_int_equal(sl_rule_prepare(&none), SL_OK);
+        memset(state, 0, sl_state_size(rule));
+        assert_int_equal(sl_settle(&none, state, 0, k[i].capacity, START, START, &d), SL_OK);
+        assert_int_equal(d.remaining, 0);
+        assert_int_equal(sl_settle(&none, state, 0, 1, START, START, &d), SL_EDEBT);
+        free(was);
+        free(state);
+    }
+    sl_rule_t r;
+    assert_int_equal(sl_rule_init(&r, SL_GCRA, 10, SEC), SL_OK);
+    sl_rule_t bad = r;
+    bad.max_debt = -2;
+    assert_int_equal(sl_rule_prepare(&bad), SL_EMAXDEBT);
+    bad.max_debt = SL_COUNT_MAX + 1;
+    assert_int_equal(sl_rule_prepare(&bad), SL_EMAXDEBT);
+    bad.max_debt = SL_COUNT_MAX;
+    assert_int_equal(sl_rule_prepare(&bad), SL_OK);
+    assert_false(sl_rule_same(&r, &bad)); /* another bound: another rule */
+}
+
 /* Debt saturates (counts at SL_COUNT_MAX, TAT at INT64_MAX) and the state stays valid. */
 static void test_debt_saturates(void **cm)
 {
@@ -983,7 +1044,7 @@ static void test_debt_saturates(void **cm)
     known_t k[8];
     size_t n = known_rules(k);
     for (size_t i = 0; i < n; i++) {
-        const sl_rule_t *rule = &k[i].rule;
+        const sl_rule_t u = unbounded(&k[i].rule), *rule = &u;
         void *state = new_state(rule);
         sl_decision_t d = settle_at(rule, state, 0, INT64_MAX, 0, 0);
         assert_false(d.allowed);
@@ -1599,6 +1660,7 @@ int main(void)
         cmocka_unit_test(test_refund_sliding_log),
         cmocka_unit_test(test_refund_token_bucket),
         cmocka_unit_test(test_debt_every_algorithm),
+        cmocka_unit_test(test_max_debt),
         cmocka_unit_test(test_debt_saturates),
         cmocka_unit_test(test_refund_settle_arguments),
         cmocka_unit_test(test_sliding_log_packed_format),
