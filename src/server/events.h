@@ -27,7 +27,10 @@
  */
 #define EVENTS(X)                                                                                  \
     X(EV_CROSS_PROTOCOL, "sluice_cross_protocol_total", "", LOG_WARN,                              \
-      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.")
+      "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.") \
+    X(EV_SETTLE_DEBT, "sluice_settle_refused_total", "reason=\"max_debt\"", LOG_INFO,              \
+      "Settles refused because they would leave a key owing more than its rule's max_debt; "       \
+      "nothing was charged.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,
