@@ -1186,11 +1186,12 @@ static void slog_key(int64_t limit, int64_t requests, int64_t cost)
     if (packed == NULL)
         die("malloc", SL_ENOMEM);
     printf("key: limit %" PRId64 ", %" PRId64 " request%s of cost %" PRId64 ": %u entr%s, holds "
-           "%zu B, needs %zu B with room for the next, packed %zu B; older ring %zu B (%.0fx)\n",
+           "%zu B, needs %zu B with room for the next, packed %zu B; older ring %zu B (held "
+           "now / older: %.3gx)\n",
            limit, requests, requests == 1 ? "" : "s", cost, entries, entries == 1 ? "y" : "ies",
            32 + 16 * (size_t)entries, core_state_need(&rule, state),
            sl_state_pack(&rule, state, packed), core_state_legacy_size(&rule),
-           (double)core_state_legacy_size(&rule) / (double)(32 + 16 * (size_t)entries));
+           (double)(32 + 16 * (size_t)entries) / (double)core_state_legacy_size(&rule));
     free(packed);
     free(state);
 }

@@ -20,6 +20,7 @@ static inline sl_rule_t rule_fields(sl_algorithm_t alg, int64_t limit, int64_t w
     rule.burst = burst;
     rule.buckets = buckets;
     rule.max_delay_ns = max_delay_ns;
+    rule.max_debt = SL_DEFAULT;
     return rule;
 }
 

@@ -82,6 +82,9 @@ enum sl_error {
     SL_EINVAL = -14,    /* other invalid argument (NULL pointer, bad table config) */
     SL_ELEASE = -15,    /* no lease possible: sliding_log cannot lease; a lease time must be in
                            [1 ns, SL_WINDOW_MAX_NS], for token_bucket/gcra at most tolerance - T */
+    SL_EDEBT = -16,     /* a settle would leave the key owing more than its rule's max_debt:
+                           refused, nothing charged */
+    SL_EMAXDEBT = -17,  /* max_debt must be SL_DEFAULT or within [0, SL_COUNT_MAX] */
 };
 
 /* Returns a static, human-readable description of an SL_E* code ("unknown error" otherwise). */
@@ -119,6 +122,10 @@ typedef struct sl_rule {
     int64_t buckets;      /* sliding_buckets sub-windows; SL_DEFAULT = SL_BUCKETS_DEFAULT.
                              Other algorithms: SL_DEFAULT or 0 */
     int64_t max_delay_ns; /* token_bucket/gcra: admit with a delay of at most this, ns; 0 = off */
+    int64_t max_debt;     /* units a key may owe beyond what it can admit after a settle (its
+                             debt, sl_settle()); SL_DEFAULT = the capacity, one window's worth;
+                             0 = no debt: a settle past the limit is refused. A caller filling
+                             the struct itself sets it, as it sets burst and buckets */
 
     /* derived by sl_rule_prepare(): */
     int64_t interval_ns;  /* token_bucket/gcra: emission interval T = ceil(W / N), ns */
@@ -128,15 +135,16 @@ typedef struct sl_rule {
     uint32_t state_size;  /* bytes of per-key state, see sl_state_size() */
 } sl_rule_t;
 
-/* Fills *rule with the algorithm, limit and window, burst and buckets at SL_DEFAULT, max_delay
- * 0, and prepares it. Returns what sl_rule_prepare() returns. */
+/* Fills *rule with the algorithm, limit and window, burst, buckets and max_debt at SL_DEFAULT,
+ * max_delay 0, and prepares it. Returns what sl_rule_prepare() returns. */
 SL_API int sl_rule_init(sl_rule_t *rule, sl_algorithm_t algorithm, int64_t limit,
                         int64_t window_ns);
 
-/* Validates the public fields, applies defaults (burst, buckets) and computes the derived
- * fields. Returns SL_OK, or the SL_E* code of the first invalid field; on error *rule is left
- * as it was. burst or max_delay_ns set (other than SL_DEFAULT / 0) on an algorithm that does not
- * use them is SL_EBURST / SL_EDELAY; buckets set on one other than sliding_buckets SL_EBUCKETS. */
+/* Validates the public fields, applies defaults (burst, buckets, max_debt) and computes the
+ * derived fields. Returns SL_OK, or the SL_E* code of the first invalid field; on error *rule is
+ * left as it was. burst or max_delay_ns set (other than SL_DEFAULT / 0) on an algorithm that
+ * does not use them is SL_EBURST / SL_EDELAY; buckets set on one other than sliding_buckets
+ * SL_EBUCKETS; max_debt below 0 (but SL_DEFAULT) or above SL_COUNT_MAX SL_EMAXDEBT. */
 SL_API int sl_rule_prepare(sl_rule_t *rule);
 
 /* Bytes of state one key needs under a prepared rule: 8 for token_bucket and gcra, 16 for
@@ -146,9 +154,11 @@ SL_API int sl_rule_prepare(sl_rule_t *rule);
  * A state has no alignment requirement (it is plain bytes, copyable with memcpy). */
 SL_API size_t sl_state_size(const sl_rule_t *rule);
 
-/* True when a and b have the same numbers: algorithm, limit, window, burst, buckets and
- * max_delay (what a prepared rule derives follows from them). A key's state then means the same
- * under both; otherwise sl_state_convert() carries its usage over. False when either is NULL. */
+/* True when a and b have the same numbers: algorithm, limit, window, burst, buckets, max_delay
+ * and max_debt (what a prepared rule derives follows from them). A key's state then means the
+ * same under both; otherwise sl_state_convert() carries its usage over (max_debt alone changes
+ * what a settle may charge, not what a state means: the state is copied). False when either is
+ * NULL. */
 SL_API bool sl_rule_same(const sl_rule_t *a, const sl_rule_t *b);
 
 /* ---- decisions --------------------------------------------------------------------------- */
@@ -225,6 +235,13 @@ SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t c
  * debt and refuses every request, peeks included, until time has paid it back; equal changes
  * nothing. now_ns earlier than charged_ns is treated as charged_ns.
  *
+ * The debt is bounded by rule->max_debt: a charge that would leave the key owing more is
+ * refused (SL_EDEBT), the state unchanged. A key's debt is the units it has charged beyond what
+ * it can admit at now_ns, in its algorithm's own terms (docs/algorithms.md): units in its window
+ * (fixed_window's, sliding_log's, sliding_buckets' counted buckets) beyond N; the weighted
+ * estimate beyond N (sliding_window); for token_bucket and gcra the time owed beyond the
+ * bucket's tolerance, in units of T rounded up. A key that can admit its whole cost owes 0.
+ *
  * `out` is what a peek at now_ns reports afterwards: in debt, allowed is false, remaining 0,
  * retry_after_ns the time until a peek is allowed again (the debt paid) and reset_after_ns the
  * time until the key is fresh. With reservations settled as they complete, the units a key
@@ -235,7 +252,8 @@ SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t c
  * sliding_log keeps at most N entries: a debt that meets N of them merges the oldest into the
  * next, which admits every cost >= 1 exactly when the whole log would (docs/algorithms.md).
  *
- * Returns SL_OK, SL_ECOST (reserved or actual < 0) or SL_EINVAL.
+ * Returns SL_OK, SL_EDEBT (nothing charged; `out` is a peek at now_ns), SL_ECOST (reserved or
+ * actual < 0) or SL_EINVAL.
  */
 SL_API int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                      int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
@@ -488,8 +506,8 @@ SL_API size_t sl_table_decide_batch(sl_table_t *table, sl_request_t *reqs, size_
  * sl_refund() and sl_settle() on the key's state in the table, with the same arguments and
  * results. An absent key has nothing to give back: a refund reports a fresh key. A settle that
  * charges stores the key (so it may return SL_EFULL or SL_ENOMEM, as a decide may); a refund that
- * leaves the state fresh drops the key, as reclamation would. Returns SL_OK, SL_ECOST, SL_EKEY,
- * SL_EFULL, SL_ENOMEM or SL_EINVAL.
+ * leaves the state fresh drops the key, as reclamation would. Returns SL_OK, SL_EDEBT, SL_ECOST,
+ * SL_EKEY, SL_EFULL, SL_ENOMEM or SL_EINVAL.
  */
 SL_API int sl_table_refund(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
                            int64_t charged_ns, int64_t now_ns, sl_decision_t *out);

@@ -53,7 +53,8 @@ static const char settle_usage[] =
     "until time has paid it back. --at MS: when the reservation was allowed, in ms since the\n"
     "Unix epoch, so that a late settle gives back only what is still counted of it (default:\n"
     "now). Prints KEY's decision after the settle, as 'check --peek' does. Exit status 0\n"
-    "allowed, 1 denied (no room left, or in debt).\n"
+    "allowed, 1 denied (no room left, or in debt). A charge that would leave KEY owing more\n"
+    "than the rule's max_debt is refused and charges nothing: sluiced's error, exit status 3.\n"
     "\n";
 
 static const char rules_usage[] =

@@ -313,6 +313,7 @@ int replay_parse_args(int argc, char **argv, struct replay_config *cfg, char *er
     memset(cfg, 0, sizeof *cfg);
     cfg->rule.burst = SL_DEFAULT;
     cfg->rule.buckets = SL_DEFAULT;
+    cfg->rule.max_debt = SL_DEFAULT;
     cfg->unit = "ms";
     cfg->unit_ns = SL_NS_PER_MS;
 

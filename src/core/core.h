@@ -14,6 +14,13 @@
  *                                                 0 <= charged_ns <= now_ns (sl_refund()).
  *   <alg>_charge(rule, state, cost, now_ns)       adds cost > 0 units at now_ns even past the
  *                                                 limit: debt (sl_settle()).
+ *   <alg>_debt(rule, state, cost, now_ns)         the key's debt at now_ns after a charge of
+ *                                                 cost >= 0 units, not writing: the units it has
+ *                                                 charged beyond what it can admit then, in the
+ *                                                 algorithm's own terms (0 when it could admit
+ *                                                 its whole cost), saturating at SL_COUNT_MAX.
+ *                                                 sl_settle() refuses a charge whose debt passes
+ *                                                 rule->max_debt.
  *   <alg>_convert(from, from_state, to, to_state, to_bytes, now_ns)
  *                                                 writes to_state (a buffer of to_bytes >=
  *                                                 core_state_convert_need() bytes, not
@@ -75,6 +82,7 @@
     void name##_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,       \
                        int64_t now_ns);                                                            \
     void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);          \
+    int64_t name##_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns);   \
     void name##_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,        \
                         void *to_state, size_t to_bytes, int64_t now_ns)
 
@@ -202,6 +210,7 @@ typedef struct algorithm_ops {
     void (*refund)(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                    int64_t now_ns);
     void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
+    int64_t (*debt)(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns);
     void (*convert)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
                     void *to_state, size_t to_bytes, int64_t now_ns);
     /* the size of a state (the contract at the top) */
@@ -303,7 +312,10 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
  * The settle behind sl_settle() and sl_refund() (a refund is a settle with actual 0), for
  * validated arguments (0 <= reserved, 0 <= actual): gives back reserved - actual, or charges
  * actual - reserved past the limit, then fills *out with a peek. Times are clamped as
- * sl_decide() clamps them, and now_ns to no earlier than charged_ns. Returns the now_ns it used.
+ * sl_decide() clamps them, and now_ns to no earlier than charged_ns. Returns the now_ns it used
+ * (>= 0), or SL_EDEBT when the charge would leave the key owing more than rule->max_debt: the
+ * state is then unchanged and *out a peek at now_ns. (A table storing a key that was absent
+ * stores nothing then: the state it passed is still fresh.)
  */
 int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                     int64_t charged_ns, int64_t now_ns, sl_decision_t *out);

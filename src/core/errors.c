@@ -39,6 +39,12 @@ const char *sl_strerror(int code)
     case SL_ELEASE:
         return "no lease possible: sliding_log cannot lease, and a lease time must be within "
                "[1ns, 366d] (token_bucket/gcra: at most the bucket's tolerance less one interval)";
+    case SL_EDEBT:
+        return "settle refused: it would leave the key owing more than the rule's max_debt "
+               "(nothing was charged)";
+    case SL_EMAXDEBT:
+        return "max_debt must be an integer between 0 and 2^62 - 1 (units a key may owe beyond "
+               "its limit)";
     }
     return "unknown error";
 }

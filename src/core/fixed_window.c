@@ -63,6 +63,15 @@ void fixed_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64
     memcpy(state, &st, sizeof(st));
 }
 
+int64_t fixed_window_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    fixed_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    int64_t k = max_i64(now_ns / rule->window_ns, st.window_index); /* clamp */
+    int64_t count = st.window_index == k ? st.count : 0;
+    return max_i64(sat_count(count, cost) - rule->limit, 0); /* the window's units past N */
+}
+
 void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                          int64_t now_ns)
 {

@@ -87,6 +87,15 @@ void gcra_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     store_i64(state, tat);
 }
 
+int64_t gcra_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    int64_t tat = sat_add(max_i64(load_i64(state), now_ns), sat_mul(cost, rule->interval_ns));
+    int64_t owed_ns = tat - now_ns - rule->tolerance_ns; /* time owed past a bucket emptied */
+    if (owed_ns <= 0)
+        return 0;
+    return min_i64(owed_ns / rule->interval_ns + (owed_ns % rule->interval_ns != 0), SL_COUNT_MAX);
+}
+
 /* Gives back what is left of charge_ns of TAT charged at charged_ns, at now_ns: the part the
  * bucket has not refilled by itself, charge_ns - (now - charged), TAT not below now. */
 static void give_back(const sl_rule_t *rule, void *state, int64_t charge_ns, int64_t charged_ns,

@@ -50,13 +50,13 @@ static size_t fixed_convert_need(const sl_rule_t *from, const void *from_state, 
 
 #define OPS(name, size)                                                                            \
     {                                                                                              \
-        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge,                \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge, name##_debt,   \
             name##_convert, size##_state_min, size##_state_init, size##_state_bytes,               \
             size##_state_bytes, size##_state_move, size##_convert_need                             \
     }
 #define VARIABLE_OPS(name)                                                                         \
     {                                                                                              \
-        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge,                \
+        name##_decide, name##_is_fresh, name##_valid, name##_refund, name##_charge, name##_debt,   \
             name##_convert, name##_state_min, name##_state_init, name##_state_bytes,               \
             name##_state_need, name##_state_move, name##_convert_need                              \
     }
@@ -181,6 +181,10 @@ int sl_rule_prepare(sl_rule_t *rule)
     int rc = derive(&r);
     if (rc != SL_OK)
         return rc;
+    if (r.max_debt == SL_DEFAULT)
+        r.max_debt = r.capacity; /* one window's worth */
+    if (r.max_debt < 0 || r.max_debt > SL_COUNT_MAX)
+        return SL_EMAXDEBT;
     *rule = r;
     return SL_OK;
 }
@@ -196,6 +200,7 @@ int sl_rule_init(sl_rule_t *rule, sl_algorithm_t algorithm, int64_t limit, int64
     rule->burst = SL_DEFAULT;
     rule->buckets = SL_DEFAULT;
     rule->max_delay_ns = 0;
+    rule->max_debt = SL_DEFAULT;
     return sl_rule_prepare(rule);
 }
 
@@ -208,7 +213,7 @@ bool sl_rule_same(const sl_rule_t *a, const sl_rule_t *b)
 {
     return a != NULL && b != NULL && a->algorithm == b->algorithm && a->limit == b->limit &&
            a->window_ns == b->window_ns && a->burst == b->burst && a->buckets == b->buckets &&
-           a->max_delay_ns == b->max_delay_ns;
+           a->max_delay_ns == b->max_delay_ns && a->max_debt == b->max_debt;
 }
 
 /* NULL arguments, or a rule that was never prepared. */
@@ -236,12 +241,16 @@ int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_
     charged_ns = core_clamp_now(charged_ns);
     now_ns = max_i64(core_clamp_now(now_ns), charged_ns);
     const algorithm_ops_t *ops = &core_algorithms[rule->algorithm];
+    int64_t result = now_ns;
     if (actual < reserved)
         ops->refund(rule, state, reserved - actual, charged_ns, now_ns);
+    else if (actual > reserved &&
+             ops->debt(rule, state, actual - reserved, now_ns) > rule->max_debt)
+        result = SL_EDEBT; /* nothing charged */
     else if (actual > reserved)
         ops->charge(rule, state, actual - reserved, now_ns);
     core_decide(rule, state, 0, now_ns, out);
-    return now_ns;
+    return result;
 }
 
 int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns, int64_t now_ns,
@@ -262,8 +271,8 @@ int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actu
         return SL_EINVAL;
     if (reserved < 0 || actual < 0)
         return SL_ECOST;
-    core_settle(rule, state, reserved, actual, charged_ns, now_ns, out);
-    return SL_OK;
+    return core_settle(rule, state, reserved, actual, charged_ns, now_ns, out) < 0 ? SL_EDEBT
+                                                                                   : SL_OK;
 }
 
 /* A prepared rule of a known algorithm. */

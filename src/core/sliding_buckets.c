@@ -159,6 +159,15 @@ void sliding_buckets_charge(const sl_rule_t *rule, void *state, int64_t cost, in
     memcpy(state, &h, sizeof(h));
 }
 
+int64_t sliding_buckets_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    sliding_buckets_header_t h;
+    memcpy(&h, state, sizeof(h));
+    const unsigned char *counts = (const unsigned char *)state + sizeof(h);
+    view_t v = look(rule, &h, counts, max_i64(now_ns, h.latest_ns)); /* clamp */
+    return max_i64(sat_count(v.inside, cost) - rule->limit, 0);      /* counted units past N */
+}
+
 void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                             int64_t now_ns)
 {

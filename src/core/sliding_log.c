@@ -72,11 +72,14 @@
  *            the newest stamp (a refund took the newest units back) and follows the entries
  *   varint   count, 0..N
  *   varint   per entry: its stamp minus the one before (the first: the stamp) / 10^e, > 0 after
- *            the first; then its units, >= 1
+ *            the first, shifted left once, plus 1 when its units are more than one; then
+ *   varint   only then, its units, >= 2
  *   varint   with LATEST: the latest time minus the newest stamp (or 0) / 10^e, > 0
  *
  * Varints are LEB128 (7 bits a byte, low first). Stamps taken from a microsecond clock pack with
- * e = 3: a delta below 16 ms takes 2 bytes, a cost below 128 one.
+ * e = 3: a request of cost 1 whose delta is below 8 ms takes 2 bytes, below 1 s 3 bytes; a cost
+ * above 1 adds its count, one byte below 128. (The bit for a single unit keeps a log of requests
+ * of cost 1 within a bit per entry of the older form's one stamp per unit.)
  *
  * The older form, one stamp per unit, is still read (values of older builds): byte 0 is e plus
  * 16 with DROPPED (a debt kept the newest N stamps; the count is then N) plus 32 with LATEST,
@@ -323,6 +326,14 @@ void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_
     log_put(state, &l);
 }
 
+int64_t sliding_log_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    log_t l = log_open(rule, state);
+    now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
+    int64_t inside = units_from(&l, first_after(&l, now_ns - rule->window_ns));
+    return max_i64(sat_count(inside, cost) - rule->limit, 0); /* the window's units past N */
+}
+
 /* Removes the units at positions [from, from + k) of the ring (0: the oldest unit), k >= 1:
  * entries left without a unit go, those after move down, totals follow. O(entries after). */
 static void remove_units(log_t *l, uint64_t from, uint64_t k)
@@ -542,8 +553,10 @@ size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
     int64_t prev = 0;
     for (uint32_t i = 0; i < l.count; i++) {
         int64_t t = stamp(&l, i);
-        p = put_varint(p, (uint64_t)((t - prev) / pow10_ns[e]));
-        p = put_varint(p, total(&l, i) - before(&l, i));
+        const uint64_t units = total(&l, i) - before(&l, i);
+        p = put_varint(p, (uint64_t)((t - prev) / pow10_ns[e]) << 1 | (units > 1));
+        if (units > 1)
+            p = put_varint(p, units);
         prev = t;
     }
     if (latest)
@@ -579,16 +592,35 @@ static bool packed_open(const sl_rule_t *rule, const void *in, size_t len, packe
            ((flags & PACKED_LATEST) == 0 || r->count < (uint64_t)rule->limit);
 }
 
+/* Adds a delta d (in units of 10^e) to *t; false past SL_NOW_MAX_NS, or when it is 0 and must
+ * not be. */
+static bool add_delta(const packed_reader_t *r, int64_t *t, uint64_t d, bool positive)
+{
+    int64_t dt; /* a multiplication checked for overflow: a division per entry took a third of
+                 * an unpack's time */
+    if (d > (uint64_t)SL_NOW_MAX_NS || __builtin_mul_overflow((int64_t)d, r->unit, &dt) ||
+        dt > SL_NOW_MAX_NS - *t || (positive && d == 0))
+        return false;
+    *t += dt;
+    return true;
+}
+
 /* Reads a time delta (in units of 10^e) after *t; false past SL_NOW_MAX_NS, or when it is 0 and
  * must not be. */
 static bool read_delta(packed_reader_t *r, int64_t *t, bool positive)
 {
     uint64_t d;
-    if (!get_varint(&r->p, r->end, &d) || d > (uint64_t)(SL_NOW_MAX_NS - *t) / (uint64_t)r->unit ||
-        (positive && d == 0))
-        return false;
-    *t += (int64_t)d * r->unit;
-    return true;
+    return get_varint(&r->p, r->end, &d) && add_delta(r, t, d, positive);
+}
+
+/* Reads an entry of this form: its delta, shifted left once, with the low bit set when a count
+ * of units (>= 2) follows; a single unit otherwise. */
+static bool read_entry(packed_reader_t *r, int64_t *t, uint64_t *units, bool positive)
+{
+    uint64_t d;
+    *units = 1;
+    return get_varint(&r->p, r->end, &d) && add_delta(r, t, d >> 1, positive) &&
+           (!(d & 1) || (get_varint(&r->p, r->end, units) && *units >= 2));
 }
 
 /* Reads the entries (or stamps) into l, whose buffer holds r->count entries. */
@@ -599,15 +631,17 @@ static bool packed_entries(packed_reader_t *r, log_t *l)
     uint64_t run = 0;
     for (uint64_t i = 0; i < r->count; i++) {
         uint64_t u = 1;
-        if (!read_delta(r, &t, entries && i > 0) ||
-            (entries &&
-             (!get_varint(&r->p, r->end, &u) || u < 1 || u > (uint64_t)SL_COUNT_MAX - run)))
-            return false; /* truncated, out of range, a stamp not later, an entry of no unit */
+        if (!(entries ? read_entry(r, &t, &u, i > 0) : read_delta(r, &t, false)) ||
+            u > (uint64_t)SL_COUNT_MAX - run)
+            return false; /* truncated, out of range, a stamp not later, a count not above 1 */
         run += u;
-        if (l->count > 0 && stamp(l, l->count - 1) == t)
-            entry_put(l, l->count - 1, t, run); /* the older form's equal stamps */
-        else
-            entry_put(l, l->count++, t, run);
+        /* the ring starts at slot 0: entry i is slot i; the older form's equal stamps share */
+        const bool shares =
+            !entries && l->count > 0 && load_i64(l->e + ENTRY * (l->count - 1)) == t;
+        unsigned char *at = l->e + ENTRY * (size_t)(l->count - shares);
+        store_i64(at, t);
+        store_i64(at + 8, (int64_t)run);
+        l->count += !shares;
     }
     l->latest_ns = t;
     if ((r->flags & PACKED_LATEST) && !read_delta(r, &l->latest_ns, true))

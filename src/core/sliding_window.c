@@ -108,6 +108,26 @@ void sliding_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int
     memcpy(state, &st, sizeof(st));
 }
 
+int64_t sliding_window_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+{
+    sliding_window_state_t st;
+    memcpy(&st, state, sizeof(st));
+    const int64_t w = rule->window_ns;
+    int64_t k = now_ns / w;
+    if (k < st.window_index) { /* clamp */
+        k = st.window_index;
+        now_ns = k * w;
+    }
+    int64_t prev, curr;
+    roll(&st, k, &prev, &curr);
+    /* what a decision could admit: floor(budget / W) - curr, budget = N W - prev (W - e); the
+     * debt is what the charge takes beyond it (budget < 0 in debt: floor toward -inf) */
+    i128 budget = (i128)rule->limit * w - (i128)prev * (w - (now_ns - k * w));
+    i128 room = budget >= 0 ? budget / w : -((-budget + w - 1) / w);
+    i128 debt = (i128)sat_count(curr, cost) - room;
+    return debt <= 0 ? 0 : debt > SL_COUNT_MAX ? SL_COUNT_MAX : (int64_t)debt;
+}
+
 void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                            int64_t now_ns)
 {

@@ -508,13 +508,18 @@ static const char *decide_step(const throttle_req_t *req, throttle_cmd_t cmd, co
 
 /* SL.SETTLE's step on an open key: settles a reservation of RESERVED units admitted at AT
  * (default now) that cost ACTUAL (sl_settle()). The key is written, and the write replicated,
- * only when its state changes (or was converted from other numbers, or saturated). */
+ * only when its state changes (or was converted from other numbers, or saturated). A charge
+ * that would leave the key owing more than MAX_DEBT is an error, and writes nothing. */
 static const char *settle_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
-                               sl_decision_t *d, bool *write)
+                               sl_decision_t *d, bool *write, char *err)
 {
     int64_t charged_ns = throttle_settle_charged_ns(req, now_ns); /* <= now_ns */
-    if (sl_settle(&req->rule, ks->state, req->reserved, req->actual, charged_ns, now_ns, d) !=
-        SL_OK) {
+    int rc = sl_settle(&req->rule, ks->state, req->reserved, req->actual, charged_ns, now_ns, d);
+    if (rc == SL_EDEBT) { /* nothing charged: an error writes nothing */
+        throttle_debt_error(&req->rule, err);
+        return err;
+    }
+    if (rc != SL_OK) {
         return "ERR sluice could not settle (invalid units)";
     }
     *write = req->reserved != req->actual || ks->rewrite;
@@ -610,7 +615,7 @@ static int key_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     sl_decision_t d;
     bool write = false;
     error = cmd == THROTTLE_SL_RETURN ? return_step(req, &ks, now_ns, &d, &write, err)
-            : settle                  ? settle_step(req, &ks, now_ns, &d, &write)
+            : settle                  ? settle_step(req, &ks, now_ns, &d, &write, err)
                                       : decide_step(req, cmd, &ks, now_ns, &d, &write, err);
     if (error == NULL && write) {
         error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);

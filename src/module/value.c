@@ -106,7 +106,8 @@ static bool numbers_read(sl_algorithm_t alg, const uint8_t **p, const uint8_t *e
     *r = (sl_rule_t){.algorithm = alg,
                      .limit = (int64_t)limit,
                      .burst = has_burst(alg) ? (int64_t)burst : SL_DEFAULT,
-                     .buckets = alg == SL_SLIDING_BUCKETS ? (int64_t)buckets : SL_DEFAULT};
+                     .buckets = alg == SL_SLIDING_BUCKETS ? (int64_t)buckets : SL_DEFAULT,
+                     .max_debt = SL_DEFAULT}; /* not recorded: it means nothing to the state */
     return duration_ns(window, &r->window_ns) && duration_ns(delay, &r->max_delay_ns) &&
            sl_rule_prepare(r) == SL_OK;
 }

@@ -232,7 +232,7 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
 }
 
 /* SL.THROTTLE / SL.PEEK / SL.SETTLE key algorithm limit window_ms [BURST b] [BUCKETS k]
- * [MAX_DELAY ms] [COST n] (SL.SETTLE: RESERVED r ACTUAL a [AT unix_ms], no COST) */
+ * [MAX_DELAY ms] [MAX_DEBT n] [COST n] (SL.SETTLE: RESERVED r ACTUAL a [AT unix_ms], no COST) */
 static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
                     throttle_req_t *out, char *err)
 {
@@ -245,7 +245,7 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
         return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
     }
     sl_rule_t *p = &out->params;
-    *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT};
+    *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT, .max_debt = SL_DEFAULT};
     out->cost = cmd == THROTTLE_SL ? 1 : 0;
     out->reserved = out->actual = 0;
     out->at_ms = -1;
@@ -285,6 +285,7 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
         const char *what = throttle_arg_is(&argv[i], "BURST")         ? "burst"
                            : throttle_arg_is(&argv[i], "BUCKETS")     ? "buckets"
                            : throttle_arg_is(&argv[i], "MAX_DELAY")   ? "max_delay"
+                           : throttle_arg_is(&argv[i], "MAX_DEBT")    ? "max_debt"
                            : throttle_arg_is(&argv[i], "COST")        ? "cost"
                            : throttle_arg_is(&argv[i], "CLOSED_FROM") ? "closed_from"
                                                                       : NULL;
@@ -313,6 +314,8 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
         }
         if (strcmp(what, "burst") == 0) {
             p->burst = v;
+        } else if (strcmp(what, "max_debt") == 0) {
+            p->max_debt = v;
         } else if (strcmp(what, "buckets") == 0) {
             p->buckets = v;
         } else if (strcmp(what, "max_delay") == 0 || strcmp(what, "closed_from") == 0) {
@@ -379,6 +382,13 @@ void throttle_lease_error(const throttle_req_t *req, char err[THROTTLE_ERR_MAX])
     }
 }
 
+void throttle_debt_error(const sl_rule_t *rule, char err[THROTTLE_ERR_MAX])
+{
+    fail(err,
+         "ERR " THROTTLE_DEBT_REFUSED " (%" PRId64 " units past its limit); nothing was charged",
+         rule->max_debt);
+}
+
 void throttle_reply_lease(const sl_lease_t *lease, int64_t out[5])
 {
     out[0] = lease->granted;
@@ -437,7 +447,8 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
                               .limit = v[1],
                               .window_ns = v[2] * NS_PER_SEC,
                               .burst = v[0],
-                              .buckets = SL_DEFAULT};
+                              .buckets = SL_DEFAULT,
+                              .max_debt = SL_DEFAULT};
     out->cost = v[3];
     out->reserved = out->actual = 0;
     out->want = out->lease_ms = out->granted = out->unused = 0;

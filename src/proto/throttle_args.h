@@ -8,7 +8,7 @@
  *   SL.PEEK     key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
  *               [CLOSED_FROM unix_ms]
  *   SL.SETTLE   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
- *               RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
+ *               [MAX_DEBT n] RESERVED r ACTUAL a [AT unix_ms] [CLOSED_FROM unix_ms]
  *   SL.LEASE    key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
  *               WANT n FOR ms [CLOSED_FROM unix_ms]
  *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
@@ -19,13 +19,16 @@
  * pairs, argv[0] being the command name; the result is a prepared rule and a cost, or a
  * Redis-style error text ("ERR ...", NUL-terminated) for the caller to send as it is.
  *
- * Options repeat as sluiced always allowed (the last one wins) and their names are
+ * Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
+ * settle, sl_rule_t.max_debt; default the rule's capacity; 0 = no debt), which only SL.SETTLE
+ * uses. Options repeat as sluiced always allowed (the last one wins) and their names are
  * case-insensitive. Error texts (they are part of the protocol: clients match on them):
  *
  *   ERR wrong number of arguments for 'sl.throttle' command      (argv[0] in lower case)
  *   ERR unknown algorithm 'x' (fixed_window, sliding_log, ...)
  *   ERR limit is not an integer or out of range                  (also window_ms, burst, ...)
- *   ERR burst must be >= 0   (also buckets, max_delay, cost, reserved, actual, at, closed_from)
+ *   ERR burst must be >= 0   (also buckets, max_delay, max_debt, cost, reserved, actual, at,
+ *                            closed_from)
  *   ERR max_delay is out of range (also closed_from)   ERR syntax error   ERR limit must be > 0
  *   ERR window_ms must be > 0            ERR invalid rule: <sl_strerror() of the rule>
  *   ERR SL.PEEK takes no COST (it reports without consuming)
@@ -126,6 +129,16 @@ sl_lease_t throttle_return_lease(const throttle_req_t *req, int64_t now_ns);
 /* The error for sl_lease() or sl_lease_return() refusing with SL_ELEASE under the request's rule
  * (sliding_log, or a FOR the rule cannot lease for), to err. */
 void throttle_lease_error(const throttle_req_t *req, char err[THROTTLE_ERR_MAX]);
+
+/* What a settle refused by its rule's max_debt (sl_settle()'s SL_EDEBT) answers, from sluiced,
+ * sluice.so and the Lua scripts alike (the scripts say "ERR sluice <algorithm>: " before it):
+ * the request stores find a refusal by this text in a reply. */
+#define THROTTLE_DEBT_REFUSED "settle refused: the key would owe more than max_debt"
+
+/* The error of a settle refused by the rule's max_debt, to err:
+ * "ERR settle refused: the key would owe more than max_debt (6 units past its limit); nothing
+ * was charged". */
+void throttle_debt_error(const sl_rule_t *rule, char err[THROTTLE_ERR_MAX]);
 
 /* SL.LEASE's reply: [granted, at_us, until_us, remaining, reset_after_ms]: at and until in us,
  * rounded down (a holder stops no later than the lease ends), reset_after rounded up to the ms. */

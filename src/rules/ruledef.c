@@ -327,6 +327,8 @@ static int override_rule(const ruledef_t *parent, const yt_node_t *map, const yt
         return 0;
     }
     sl_rule_t r = parent->rule;
+    if (!parent->max_debt_given)
+        r.max_debt = SL_DEFAULT; /* the override's own capacity */
     if (rd_uses_tokens(r.algorithm) && (fields & OVERRIDE_F_LIMIT) &&
         !(fields & OVERRIDE_F_BURST)) {
         /* the burst keeps its proportion to the limit (a default burst stays the limit): an
@@ -514,6 +516,7 @@ enum {
     RF_BURST,
     RF_BUCKETS,
     RF_MAX_DELAY,
+    RF_MAX_DEBT,
     RF_KEY,
     RF_SHADOW,
     RF_ON_STORE_ERROR,
@@ -531,10 +534,10 @@ enum {
 };
 
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",       "algorithm",  "limit",      "window",        "burst",
-    "buckets",    "max_delay",  "key",        "shadow",        "on_store_error",
-    "cold_start", "mode",       "lease_time", "sync_interval", "domain",
-    "descriptor", "limit_name", "replaces",   "unlimited",     "overrides"};
+    "name",      "algorithm",  "limit",         "window", "burst",          "buckets",
+    "max_delay", "max_debt",   "key",           "shadow", "on_store_error", "cold_start",
+    "mode",      "lease_time", "sync_interval", "domain", "descriptor",     "limit_name",
+    "replaces",  "unlimited",  "overrides"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -608,6 +611,14 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         return get_int(v, 1, path, name, &out->rule.buckets, err);
     case RF_MAX_DELAY:
         return get_duration(v, path, name, &out->rule.max_delay_ns, err);
+    case RF_MAX_DEBT:
+        if (get_int(v, 0, path, name, &out->rule.max_debt, err) != 0)
+            return -1;
+        if (out->rule.max_debt > SL_COUNT_MAX)
+            return rd_fail(err, v, path, name,
+                           "must be at most 4611686018427387903 (2^62 - 1) units past the limit");
+        out->max_debt_given = true;
+        return 0;
     case RF_KEY:
         return parse_key_template(v, path, out, err);
     case RF_SHADOW:
@@ -661,7 +672,7 @@ static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_
                                    const char *path, ruledef_t *out, char *err)
 {
     for (size_t f = RF_ALGORITHM; out->unlimited && f <= RF_OVERRIDES; f++) {
-        if (slots[f] != NULL && (f <= RF_MAX_DELAY || f == RF_OVERRIDES || f == RF_MODE ||
+        if (slots[f] != NULL && (f <= RF_MAX_DEBT || f == RF_OVERRIDES || f == RF_MODE ||
                                  f == RF_LEASE_TIME || f == RF_SYNC_INTERVAL))
             return rd_fail(err, slots[f], path, rule_field_names[f],
                            "an unlimited rule takes no %s: it admits everything",
@@ -743,6 +754,7 @@ int rd_rule_from_map(const yt_node_t *map, const char *path, const char *name_hi
     memset(out, 0, sizeof(*out));
     out->rule.burst = SL_DEFAULT;
     out->rule.buckets = SL_DEFAULT;
+    out->rule.max_debt = SL_DEFAULT;
     if (build_rule(map, path, name_hint, inline_overrides, out, err) != 0) {
         ruledef_free(out);
         return -1;

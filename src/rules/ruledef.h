@@ -25,6 +25,9 @@
  *   burst           integer >= 0 (token_bucket >= 1)   token_bucket / gcra only
  *   buckets         integer                            sliding_buckets only
  *   max_delay       duration or integer ms             token_bucket / gcra only
+ *   max_debt        integer 0 .. 2^62 - 1: units a key may owe past its limit after a settle
+ *                   (default: the capacity, one window's worth, an override's own capacity
+ *                   under an override; 0 = no debt: a settle past the limit is refused)
  *   key             key template (keytpl.h), e.g. "{ip}", "{header:x-api-key}"
  *   shadow          bool (default false)
  *   on_store_error  allow | deny (default allow)
@@ -62,9 +65,9 @@
  * rules / no overrides). YAML aliases, non-standard tags and several documents are refused.
  *
  * The canonical JSON and YAML always write burst for token_bucket / gcra and buckets for
- * sliding_buckets, max_delay when it is not 0, key when there is one, and shadow,
- * on_store_error and cold_start; mode only when not strict, and lease_time and sync_interval
- * when they were given.
+ * sliding_buckets, max_delay when it is not 0, max_debt when it was given, key when there is one,
+ * and shadow, on_store_error and cold_start; mode only when not strict, and lease_time and
+ * sync_interval when they were given.
  */
 #ifndef SLUICE_RULES_RULEDEF_H
 #define SLUICE_RULES_RULEDEF_H
@@ -139,6 +142,8 @@ typedef struct ruledef {
     rule_mode_t mode;
     int64_t lease_ns;        /* lease_time as written, ns; 0 when not given (ruledef_lease_ns) */
     int64_t sync_ns;         /* sync_interval as written, ns; 0 when not given (ruledef_sync_ns) */
+    bool max_debt_given;     /* max_debt was written (rule.max_debt holds it); else rule.max_debt
+                                is the capacity, and an override's the override's capacity */
     rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
                                 when none (malloc'ed, freed with the rule) */
     bool unlimited;          /* a descriptor without a limit: the rule admits everything */

@@ -11,9 +11,9 @@ static bool rule_equal(const sl_rule_t *a, const sl_rule_t *b)
 {
     return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ns == b->window_ns &&
            a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns &&
-           a->interval_ns == b->interval_ns && a->tolerance_ns == b->tolerance_ns &&
-           a->bucket_ns == b->bucket_ns && a->capacity == b->capacity &&
-           a->state_size == b->state_size;
+           a->max_debt == b->max_debt && a->interval_ns == b->interval_ns &&
+           a->tolerance_ns == b->tolerance_ns && a->bucket_ns == b->bucket_ns &&
+           a->capacity == b->capacity && a->state_size == b->state_size;
 }
 
 bool override_equal(const rule_override_t *a, const rule_override_t *b)
@@ -28,7 +28,8 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
         a->has_key != b->has_key || (a->has_key && strcmp(a->key_text, b->key_text) != 0) ||
         a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
         a->cold_start != b->cold_start || a->mode != b->mode || a->lease_ns != b->lease_ns ||
-        a->sync_ns != b->sync_ns || a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
+        a->max_debt_given != b->max_debt_given || a->sync_ns != b->sync_ns ||
+        a->unlimited != b->unlimited || !desc_equal(a->desc, b->desc) ||
         a->noverrides != b->noverrides)
         return false;
     for (size_t i = 0; i < a->noverrides; i++) {

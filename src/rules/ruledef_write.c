@@ -112,6 +112,8 @@ bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
         ok = put_int(fn, arg, "buckets", r->buckets);
     if (ok && r->max_delay_ns != 0)
         ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
+    if (ok && def->max_debt_given)
+        ok = put_int(fn, arg, "max_debt", r->max_debt);
     return ok && put_tail(def, fn, arg);
 }
 

@@ -109,12 +109,14 @@ typedef struct engine engine_t;
 /* The result of one check, with everything a front end reports. */
 typedef struct engine_decision {
     sl_decision_t d;
-    bool shadowed;    /* denied by the rule but allowed: shadow mode */
-    bool store_error; /* decided by on_store_error */
-    bool never;       /* the cost exceeds what the rule can ever admit for this key */
-    bool blocked;     /* the key's override blocks it (limit 0) */
-    bool peek;        /* a cost of 0 (a peek, or a settle): the console's rates and top keys
-                         leave it out, as it decides nothing */
+    bool shadowed;     /* denied by the rule but allowed: shadow mode */
+    bool store_error;  /* decided by on_store_error */
+    bool never;        /* the cost exceeds what the rule can ever admit for this key */
+    bool blocked;      /* the key's override blocks it (limit 0) */
+    bool peek;         /* a cost of 0 (a peek, or a settle): the console's rates and top keys
+                          leave it out, as it decides nothing */
+    bool debt_refused; /* a settle refused: it would have left the key owing more than the
+                          rule's max_debt; nothing was charged (the reply is an error) */
     const rule_state_t *rule;
     int64_t window_ns; /* the window in force for this key (an override's, if any) */
     int64_t cost;      /* engine_allowall, a check never admissible: its cost, summed over the

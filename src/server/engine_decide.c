@@ -30,6 +30,14 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
                           const void *key, size_t key_len, int64_t now_ns)
 {
     rule_counters_t *c = &rs->t->counters[w->index];
+    if (st == SL_EDEBT) { /* a settle past max_debt: refused, nothing charged */
+        out->debt_refused = true;
+        event_note(EV_SETTLE_DEBT,
+                   "rule '%s': a settle refused: it would leave a key owing more "
+                   "than max_debt (%lld units past its limit)",
+                   rs->def.name, (long long)rs->def.rule.max_debt);
+        return;
+    }
     if (st != SL_OK) {
         if (st == SL_EFULL) {
             event_note(EV_MEMORY_FULL,
@@ -192,14 +200,17 @@ static void op_complete(engine_op_t *op)
 static void store_answered(void *arg, int status, const sl_decision_t *d, const char *err)
 {
     engine_op_t *op = arg;
-    if (status != 0) {
+    if (status != 0 && status != SL_EDEBT) {
         log_debug("rule '%s': request store error: %s", op->rs->def.name, err);
     }
     if (status == 0) {
         op->out.d = *d;
     }
-    engine_decision_done(op->w, op->rs, status == 0 ? SL_OK : SL_EINVAL, &op->out, op->key,
-                         op->key_len, op->now_ns);
+    engine_decision_done(op->w, op->rs,
+                         status == 0          ? SL_OK
+                         : status == SL_EDEBT ? SL_EDEBT
+                                              : SL_EINVAL,
+                         &op->out, op->key, op->key_len, op->now_ns);
     op_complete(op);
 }
 

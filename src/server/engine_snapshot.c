@@ -117,9 +117,15 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
     const char *name = s + 2;
     size_t name_len = id_len - 2;
     rule_state_t *rs = NULL;
+    /* a section does not record max_debt, which no state depends on: an inline rule's is the
+     * default (what SL.THROTTLE without MAX_DEBT names); a named rule's and its overrides' the
+     * one the rule gives now, or the default (each its own capacity) */
+    sl_rule_t with_debt = *rule;
+    with_debt.max_debt = SL_DEFAULT;
     if (s[0] == 'i') {
         char err[ENGINE_ERR_MAX];
-        if (engine_inline_rule(l->w, rule, NULL, l->now_ns, &rs, err) != ENGINE_OK) {
+        if (sl_rule_prepare(&with_debt) != SL_OK ||
+            engine_inline_rule(l->w, &with_debt, NULL, l->now_ns, &rs, err) != ENGINE_OK) {
             return false;
         }
     } else {
@@ -128,6 +134,13 @@ static bool load_section(void *arg, const void *id, size_t id_len, const sl_rule
     if (rs == NULL || l->loader == NULL) {
         return false;
     }
+    if (s[0] != 'i') {
+        with_debt.max_debt = rs->def.max_debt_given ? rs->def.rule.max_debt : SL_DEFAULT;
+        if (sl_rule_prepare(&with_debt) != SL_OK) {
+            return false;
+        }
+    }
+    rule = &with_debt;
     if (s[0] == 'r') {
         return load_rule(l, rs, rule, closed);
     }

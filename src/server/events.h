@@ -111,7 +111,10 @@
       "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
       "one answered by an error or not at all (error), a connection lost or not made (down).")     \
     X(EV_STORE_UP, "sluice_redis_reconnected_total", "", LOG_INFO,                                 \
-      "Connections to a Redis node made again after they were lost.")
+      "Connections to a Redis node made again after they were lost.")                              \
+    X(EV_SETTLE_DEBT, "sluice_settle_refused_total", "reason=\"max_debt\"", LOG_INFO,              \
+      "Settles refused because they would leave a key owing more than its rule's max_debt; "       \
+      "nothing was charged.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,

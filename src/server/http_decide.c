@@ -115,6 +115,13 @@ static void job_respond(job_t *j)
     bool keep_alive = !j->slot->close_after;
     for (size_t i = 0; i < j->n; i++) {
         const engine_decision_t *ed = &j->got[i];
+        if (ed->debt_refused) { /* a settle: nothing was charged */
+            job_problem(j, 422,
+                        THROTTLE_DEBT_REFUSED " of rule '%s' (%lld units past its limit); "
+                                              "nothing was charged",
+                        j->rules[i]->def.name, (long long)j->rules[i]->def.rule.max_debt);
+            return;
+        }
         if (ed->never && !ed->blocked) {
             char where[32] = "";
             if (j->kind == JOB_ALLOW_MANY) {

@@ -44,7 +44,8 @@ struct inline_set {
 
 static uint64_t params_hash(const sl_rule_t *r)
 {
-    int64_t v[6] = {r->algorithm, r->limit, r->window_ns, r->burst, r->buckets, r->max_delay_ns};
+    int64_t v[7] = {r->algorithm, r->limit,        r->window_ns, r->burst,
+                    r->buckets,   r->max_delay_ns, r->max_debt};
     return sl_hash64(v, sizeof v, 0x5a17);
 }
 
@@ -166,8 +167,11 @@ static void inline_name(const sl_rule_t *r, char name[RULE_NAME_MAX + 1])
                      sl_algorithm_name(r->algorithm), (long long)r->limit,
                      (long long)(r->window_ns / NS_PER_MS), (long long)burst, (long long)buckets);
     if (r->max_delay_ns > 0 && n > 0 && n < RULE_NAME_MAX) {
-        snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":%lld",
-                 (long long)(r->max_delay_ns / NS_PER_MS));
+        n += snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":%lld",
+                      (long long)(r->max_delay_ns / NS_PER_MS));
+    }
+    if (r->max_debt != r->capacity && n > 0 && n < RULE_NAME_MAX) { /* MAX_DEBT given */
+        snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":debt%lld", (long long)r->max_debt);
     }
 }
 

@@ -75,6 +75,12 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
         resp_add_error(b, "ERR internal error %d", rc);
         return true;
     }
+    if (ed != NULL && ed->debt_refused) {
+        char err[THROTTLE_ERR_MAX];
+        throttle_debt_error(&rs->def.rule, err);
+        resp_add_error(b, "%s", err);
+        return true;
+    }
     if (ed != NULL && ed->never && !ed->blocked) {
         resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                        (long long)cost, rs->def.name, (long long)ed->d.limit);

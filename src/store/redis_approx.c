@@ -113,7 +113,11 @@ static void sync_send(approx_entry_t *e, int64_t now)
     t->outstanding++;
     ADD(syncs, 1);
     ADD(units, (uint64_t)units);
-    redis_store_settle(t->rs, e->bytes, &e->rule, entry_key(e), e->key_len, 0, units, -1,
+    /* units the node admitted already: charged whatever the rule's max_debt, which bounds
+     * what a client's settle may charge, not what the nodes' own admissions took */
+    sl_rule_t unbounded = e->rule;
+    unbounded.max_debt = SL_COUNT_MAX;
+    redis_store_settle(t->rs, e->bytes, &unbounded, entry_key(e), e->key_len, 0, units, -1,
                        e->closed_ns, sl_now_ns(), on_synced, e);
 }
 

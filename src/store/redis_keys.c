@@ -15,6 +15,8 @@
 #include "store/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
+#define LUA_INT_MAX INT64_C(9007199254740991) /* 2^53 - 1: the scripts' largest integer */
+
 /* ---- keys and arguments -------------------------------------------------------------------- */
 
 /*
@@ -210,6 +212,8 @@ static void module_op_args(args_t *a, const pending_t *p)
 {
     if (p->op == OP_SETTLE) {
         module_rule_args(a, "SL.SETTLE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "MAX_DEBT", 8);
+        arg_i64(a, p->rule.max_debt);
         arg_str(a, "RESERVED", 8);
         arg_i64(a, p->reserved);
         arg_str(a, "ACTUAL", 6);
@@ -264,14 +268,20 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
     arg_i64(a, r->buckets);
     arg_i64(a, r->max_delay_ns / NS_PER_US);
     if (p->op == OP_SETTLE) {
+        /* the scripts take units up to 2^53 - 1: the difference is what a settle does (a refund
+         * of reserved - actual, or a charge of actual - reserved), so that is what is sent */
+        int64_t back = p->reserved > p->actual ? p->reserved - p->actual : 0;
+        int64_t more = p->actual > p->reserved ? p->actual - p->reserved : 0;
         arg_str(a, "settle", 6);
-        arg_i64(a, p->reserved);
-        arg_i64(a, p->actual);
+        arg_i64(a, back < LUA_INT_MAX ? back : LUA_INT_MAX);
+        arg_i64(a, more < LUA_INT_MAX ? more : LUA_INT_MAX);
         if (p->charged_ns >= 0) {
             arg_i64(a, p->charged_ns / NS_PER_US);
         } else {
             arg_str(a, "now", 3);
         }
+        arg_str(a, "max_debt", 8); /* the scripts count to 2^53 - 1: more is no bound there */
+        arg_i64(a, r->max_debt < LUA_INT_MAX ? r->max_debt : LUA_INT_MAX);
         return;
     }
     if (p->op == OP_LEASE) {

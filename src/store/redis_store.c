@@ -12,6 +12,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proto/buf.h"
+#include "proto/throttle_args.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
 #include "store/redis_store_impl.h"
@@ -387,6 +388,10 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         rs_event(s->shared, REDIS_EVENT_ERROR, "%s", err);
         pending_release(s, p);
         fn(fn_arg, -1, NULL, err);
+    } else if (reply->type == REDIS_REPLY_ERROR && p->op == OP_SETTLE &&
+               strstr(reply->str, THROTTLE_DEBT_REFUSED) != NULL) {
+        pending_release(s, p); /* refused by max_debt, nothing charged: not a store error */
+        fn(fn_arg, SL_EDEBT, NULL, reply->str);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];

@@ -143,7 +143,8 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
 /* Frees the store; decisions still waiting are answered as store errors first. */
 void redis_store_free(redis_store_t *s);
 
-/* The answer to a decision: status 0 with *d, or -1 (store error: err says why). */
+/* The answer to a decision: status 0 with *d, or -1 (store error: err says why), or for a
+ * settle SL_EDEBT: refused by the rule's max_debt, nothing charged (d NULL, err the reply). */
 typedef void (*redis_decision_fn)(void *arg, int status, const sl_decision_t *d, const char *err);
 
 /*

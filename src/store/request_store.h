@@ -122,7 +122,9 @@ typedef struct store_pair {
     bool shadow; /* a refusal of this pair does not block the others */
 } store_pair_t;
 
-/* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL). */
+/* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL), or
+ * SL_EDEBT for a settle refused by the rule's max_debt (nothing charged; d may be NULL). A store
+ * that answers at once returns the same codes (SL_OK, SL_EDEBT, ...). */
 typedef void (*store_done_fn)(void *arg, int status, const sl_decision_t *d, const char *err);
 
 /* decide_all's later answer: status 0 and d[0..n): pair `refused` (>= 0) refused, nothing

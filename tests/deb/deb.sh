@@ -25,9 +25,15 @@ step=${1:?usage: deb.sh build|lintian|unit|contents|run|install}
 
 DEBS=$SLUICE_BUILD_DIR/deb-test
 VERSION=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SLUICE_SOURCE_DIR/CMakeLists.txt")
-SOVERSION=${VERSION%%.*}
-PACKAGES=(sluiced sluice-tools redis-sluice "libsluice$SOVERSION" "libsluice-client$SOVERSION"
+# the libraries' ABI versions (their sonames' numbers), libsluice's and libsluice-client's
+soversion() { sed -n "s/^set($1 \([0-9]*\))/\1/p" "$SLUICE_SOURCE_DIR/CMakeLists.txt"; }
+LIB_SO=$(soversion SLUICE_SOVERSION)
+CLIENT_SO=$(soversion SLUICE_CLIENT_SOVERSION)
+[[ -n $LIB_SO && -n $CLIENT_SO ]] || { echo "deb: no SOVERSION in CMakeLists.txt"; exit 1; }
+PACKAGES=(sluiced sluice-tools redis-sluice "libsluice$LIB_SO" "libsluice-client$CLIENT_SO"
     libsluice-dev)
+# so_of PACKAGE: a library package's ABI version
+so_of() { case $1 in libsluice-client*) echo "$CLIENT_SO" ;; *) echo "$LIB_SO" ;; esac; }
 
 # deb PACKAGE: the file of PACKAGE built by the build step
 deb() { echo "$DEBS/$1_${VERSION}_$(dpkg --print-architecture).deb"; }
@@ -128,7 +134,8 @@ contents_of() {
 
 # expected PACKAGE: what contents_of PACKAGE must print
 expected() {
-    local p=$1 v=$VERSION so=$SOVERSION
+    local p=$1 v=$VERSION so
+    so=$(so_of "$p")
     local type
     type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$SLUICE_BUILD_DIR/CMakeCache.txt" |
         tr '[:upper:]' '[:lower:]')
@@ -153,7 +160,7 @@ expected() {
             echo "-rwxr-xr-x /usr/lib/sluice/sluice.so"
             echo "-rw-r--r-- /usr/share/lintian/overrides/$p"
             ;;
-        libsluice$so | libsluice-client$so)
+        "libsluice$LIB_SO" | "libsluice-client$CLIENT_SO")
             local lib=${p%"$so"}
             echo "lrwxrwxrwx /usr/lib/$lib.so.$so -> $lib.so.$v"
             echo "-rw-r--r-- /usr/lib/$lib.so.$v"
@@ -167,9 +174,9 @@ expected() {
                 echo "-rw-r--r-- /usr/lib/cmake/sluice/$f"
             done
             echo "-rw-r--r-- /usr/lib/libsluice-client.a"
-            echo "lrwxrwxrwx /usr/lib/libsluice-client.so -> libsluice-client.so.$so"
+            echo "lrwxrwxrwx /usr/lib/libsluice-client.so -> libsluice-client.so.$CLIENT_SO"
             echo "-rw-r--r-- /usr/lib/libsluice.a"
-            echo "lrwxrwxrwx /usr/lib/libsluice.so -> libsluice.so.$so"
+            echo "lrwxrwxrwx /usr/lib/libsluice.so -> libsluice.so.$LIB_SO"
             echo "-rw-r--r-- /usr/lib/pkgconfig/sluice-client.pc"
             echo "-rw-r--r-- /usr/lib/pkgconfig/sluice.pc"
             echo "-rw-r--r-- /usr/share/lintian/overrides/$p"
@@ -189,7 +196,7 @@ control_files() {
 step_contents() {
     need readelf file
     need_packages
-    local p arch
+    local p arch so
     arch=$(dpkg --print-architecture)
     for p in "${PACKAGES[@]}"; do
         contents_of "$p" >"$TMP/$p.got"
@@ -205,15 +212,16 @@ step_contents() {
     check control-sluiced test "$(control_files sluiced)" = "conffiles control md5sums postinst postrm prerm "
     check conffiles test "$(dpkg-deb --ctrl-tarfile "$(deb sluiced)" | tar -xO ./conffiles)" = \
         /etc/sluice/sluiced.yaml
-    for p in "libsluice$SOVERSION" "libsluice-client$SOVERSION"; do
+    for p in "libsluice$LIB_SO" "libsluice-client$CLIENT_SO"; do
+        so=$(so_of "$p")
         check "control-$p" test "$(control_files "$p")" = "control md5sums postinst postrm shlibs triggers "
         check "trigger-$p" test "$(dpkg-deb --ctrl-tarfile "$(deb "$p")" | tar -xO ./triggers | grep -v '^#')" = \
             "activate-noawait ldconfig"
-        check "shlibs-$p" grep -qx "${p%"$SOVERSION"} $SOVERSION $p (>= $VERSION)" \
+        check "shlibs-$p" grep -qx "${p%"$so"} $so $p (>= $VERSION)" \
             <(dpkg-deb --ctrl-tarfile "$(deb "$p")" | tar -xO ./shlibs)
     done
     check depends-sluiced eval 'field sluiced Depends | grep -q "libuv1"'
-    check depends-dev eval "field libsluice-dev Depends | grep -qF 'libsluice$SOVERSION (= $VERSION)'"
+    check depends-dev eval "field libsluice-dev Depends | grep -qF 'libsluice$LIB_SO (= $VERSION)'"
 
     # the programs and libraries: stripped, no RPATH; no file holds a path of this build
     local root=$TMP/root f
@@ -287,7 +295,7 @@ install_here() {
     local up=$1
     mkdir -p "$up"/{etc,etc-w,usr,usr-w,var,var-w}
     unshare --mount --propagation private bash -c '
-        up=$1 debs=$2 version=$3 tmp=$4
+        up=$1 debs=$2 version=$3 tmp=$4 so=$5
         for d in etc usr var; do
             mount -t overlay overlay -o "lowerdir=/$d,upperdir=$up/$d,workdir=$up/$d-w" "/$d" || exit 3
         done
@@ -298,7 +306,7 @@ install_here() {
             echo "status-$p $(dpkg-query -W -f="\${db:Status-Status}" "$p")"
         done
         echo "enabled $(readlink /etc/systemd/system/multi-user.target.wants/sluiced.service)"
-        echo "ldconfig $(ldconfig -p | grep -c "libsluice.so.0 ")"
+        echo "ldconfig $(ldconfig -p | grep -c "libsluice.so.$so ")"
         echo "pkgconfig $(pkg-config --modversion sluice)"
         printf "#include <sluice/sluice.h>\n#include <stdio.h>\nint main(void) { puts(SL_VERSION_STRING); return 0; }\n" >"$tmp/app.c"
         cc "$tmp/app.c" -o "$tmp/app" $(pkg-config --cflags --libs sluice) && echo "app $("$tmp/app")"
@@ -315,7 +323,7 @@ install_here() {
         echo "purged-state $(ls -d /var/lib/sluice /var/lib/private/sluice 2>/dev/null | wc -l)"
         echo "purged-enabled $(ls /etc/systemd/system/multi-user.target.wants/sluiced.service 2>/dev/null | wc -l)"
         echo "purged-mask $(ls /etc/systemd/system/sluiced.service 2>/dev/null | wc -l)"
-    ' _ "$up" "$DEBS" "$VERSION" "$TMP"
+    ' _ "$up" "$DEBS" "$VERSION" "$TMP" "$LIB_SO"
 }
 
 # the NAME line of install_here's output is "NAME WANT"

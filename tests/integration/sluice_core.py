@@ -4,7 +4,7 @@ and the Lua scripts (tests/integration/lua/lua_equiv.py) are compared with, for 
 replay` cannot express (settles and refunds, the stored bytes).
 
     core = Core(build_dir)
-    rule = core.rule("sliding_log", limit=5, window_ns=10**9)
+    rule = core.rule("sliding_log", limit=5, window_ns=10**9)    (max_debt=...: a settle's bound)
     keys = Keys(core, rule)
     keys.decide("k", cost, now_ns)                          -> Decision
     keys.settle("k", reserved, actual, charged_ns, now_ns)  -> Decision
@@ -27,6 +27,7 @@ import os
 ALGORITHMS = {"fixed_window": 1, "sliding_log": 2, "sliding_window": 3, "sliding_buckets": 4,
               "token_bucket": 5, "gcra": 6}
 SL_DEFAULT = -1
+SL_EDEBT = -16  # a settle refused by the rule's max_debt
 NOW_MAX_NS = (2**63 - 1) // 2  # SL_NOW_MAX_NS: later times are decided as this one
 
 
@@ -37,6 +38,7 @@ class Rule(ctypes.Structure):
                 ("burst", ctypes.c_int64),
                 ("buckets", ctypes.c_int64),
                 ("max_delay_ns", ctypes.c_int64),
+                ("max_debt", ctypes.c_int64),
                 ("interval_ns", ctypes.c_int64),
                 ("tolerance_ns", ctypes.c_int64),
                 ("bucket_ns", ctypes.c_int64),
@@ -92,9 +94,9 @@ class Core:
         return state is None or self.lib.sl_state_is_fresh(ctypes.byref(rule), state, now_ns)
 
     def rule(self, algorithm, limit, window_ns, burst=SL_DEFAULT, buckets=SL_DEFAULT,
-             max_delay_ns=0):
+             max_delay_ns=0, max_debt=SL_DEFAULT):
         r = Rule(algorithm=ALGORITHMS[algorithm], limit=limit, window_ns=window_ns, burst=burst,
-                 buckets=buckets, max_delay_ns=max_delay_ns)
+                 buckets=buckets, max_delay_ns=max_delay_ns, max_debt=max_debt)
         rc = self.lib.sl_rule_prepare(ctypes.byref(r))
         if rc != 0:
             raise ValueError("sl_rule_prepare: %d" % rc)
@@ -180,10 +182,14 @@ class Keys:
         return d
 
     def settle(self, key, reserved, actual, charged_ns, now_ns):
+        """sl_settle(): the decision after it, or None when the rule's max_debt refused the
+        charge (SL_EDEBT: nothing changed, as sluice.so and the scripts then write nothing)."""
         state, d = self._state(key), Decision()
         rule = self.rule_of(key)
         rc = self.core.lib.sl_settle(ctypes.byref(rule), state, reserved, actual, charged_ns,
                                      now_ns, ctypes.byref(d))
+        if rc == SL_EDEBT:
+            return None
         assert rc == 0, rc
         if reserved != actual:
             self._keep(key, state, max(now_ns, charged_ns))
@@ -312,10 +318,12 @@ def log_entries(packed):
     out, t = [], 0
     for _ in range(n):
         d, i = _leb128(packed, i)
-        t += d * unit
         u = 1
-        if flags & 64:
-            u, i = _leb128(packed, i)
+        if flags & 64:  # the delta shifted left once, the low bit set when a count follows
+            d, more = d >> 1, d & 1
+            if more:
+                u, i = _leb128(packed, i)
+        t += d * unit
         if out and out[-1][0] == t:
             out[-1] = (t, out[-1][1] + u)
         else:
@@ -349,3 +357,10 @@ def log_packed_old(rule, packed):
         out += varint((latest - prev) // 10 ** e)
     return out
 
+
+def debt_refused(rule, alg=None):
+    """The error sluice.so (alg None) or a script (alg its algorithm) replies for a settle its
+    rule's max_debt refused, as resp_client shows it."""
+    text = ("settle refused: the key would owe more than max_debt (%d units past its limit); "
+            "nothing was charged" % rule.max_debt)
+    return "-ERR " + (text if alg is None else "sluice %s: %s" % (alg, text))

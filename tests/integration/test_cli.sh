@@ -274,6 +274,9 @@ check "settle 100 -> 1100: in debt, denied, exit 1" expect 1 \
 [[ "$OUT" =~ retry_after_ms=0 ]] && check "in debt with a retry time" false
 run "${P[@]}" check tokens u42 --peek
 check "the key stays in debt: a peek is denied" expect 1 "denied limit=1000 remaining=0 .*" ""
+run "${P[@]}" settle tokens u42 0 9223372036854775807
+check "settle past max_debt: refused, the server's error, exit 3" expect 3 "" \
+    "sluice: ERR .*max_debt.*"
 run "${P[@]}" settle tokens u42 0 0 --json
 check "settle --json of a key in debt: exit 1" expect 1 '\{"allowed":false,.*\}' ""
 check "settle JSON fields" json_is 'v["allowed"] is False and v["remaining"] == 0 and v["retry_after_ms"] > 0 and list(v) == ["allowed","limit","remaining","retry_after_ms","reset_after_ms"]'

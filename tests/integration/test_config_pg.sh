@@ -55,6 +55,10 @@ check approx-set matches "$(cli SL.RULE SET approx '{"algorithm":"sliding_log","
 check approx-stored matches "$(sql "SELECT json FROM sluice_rules WHERE name = 'approx'")" \
     '"mode":"approximate","sync_interval":"40ms"'
 check approx-read-back matches "$(cli SL.RULE GET approx)" '"mode":"approximate","sync_interval":"40ms"'
+check debt-set matches "$(cli SL.RULE SET debtor '{"algorithm":"gcra","limit":3,"window":"1s","max_debt":0}')" '^OK$'
+check debt-stored matches "$(sql "SELECT json FROM sluice_rules WHERE name = 'debtor'")" '"max_debt":0'
+check debt-read-back matches "$(cli SL.RULE GET debtor)" '"max_debt":0'
+check debt-in-force matches "$(cli SL.SETTLE debtor k 0 5)" 'max_debt'
 check override-set matches "$(cli SL.OVERRIDE SET extra "it's \"quoted\"" '{"limit":0}')" '^OK$'
 check override-blocks matches "$(cli SL.ALLOW extra "it's \"quoted\"")" '^0 '
 check version-bumped matches "$(sql 'SELECT version FROM sluice_meta')" '^[3-9]$'

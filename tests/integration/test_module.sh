@@ -226,24 +226,25 @@ expect settime OK SL.DEBUG SETTIME $((START_NS + 250000001))
 
 # --- a sliding_log key holds one entry per admission (sl_state_pack): header 6 (magic, format,
 # limit 100 in 1 byte, window 60000 ms in 3), e 1, count 1, then per entry its delta / 10^e
-# (the first: its stamp) and its units. At START_NS (a whole second) e = 9: 4*10^9 is a 5-byte
-# varint; with an entry 1 ms later e = 6: 4*10^12 takes 6 bytes, each 1 ms delta 1, each unit
-# count 1. A request of cost 10^6 under a limit of 2^20 is one entry: 19 bytes (the ring of one
-# stamp per unit an older sluice.so kept held 8 MiB while the command ran, the value 1 MB).
+# (the first: its stamp) shifted left once, plus 1 and a count when it holds more than a unit.
+# At START_NS (a whole second) e = 9: 8*10^9 is a 5-byte varint; with an entry 1 ms later e = 6:
+# 8*10^12 takes 7 bytes, each 1 ms delta 1. A request of cost 10^6 under a limit of 2^20 is one
+# entry: 20 bytes (the ring of one stamp per unit an older sluice.so kept held 8 MiB while the
+# command ran, the value 1 MB).
 expect slp-t0 OK SL.DEBUG SETTIME "$START_NS"
 expect slp-1 "1 100 99 0 60000" SL.THROTTLE slp sliding_log 100 60000
-expect slp-len1 14 STRLEN slp
+expect slp-len1 13 STRLEN slp
 for i in $(seq 1 11); do
     redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + i * 1000000)) >/dev/null
     redis-cli -p "$PORT" SL.THROTTLE slp sliding_log 100 60000 >/dev/null
 done
-expect slp-len12 37 STRLEN slp
+expect slp-len12 26 STRLEN slp
 expect slp-peek "1 100 88 0 60000" SL.PEEK slp sliding_log 100 60000
 redis-cli -p "$PORT" SL.DEBUG SETTIME $((START_NS + 60000 * 1000000 + 5000000)) >/dev/null
 expect slp-slid "1 100 93 0 60000" SL.THROTTLE slp sliding_log 100 60000 # 6 of 12 left, 1 added
-expect slp-len7 29 STRLEN slp # 8 bytes, 1 + 1 for five 1-ms deltas, 3 + 1 for 59994 ms
+expect slp-len7 23 STRLEN slp # 8 bytes, 7, five 1-ms deltas, 3 for 59994 ms
 expect slp-big "1 1048576 48576 0 60000" SL.THROTTLE slpb sliding_log 1048576 60000 COST 1000000
-expect slp-big-len 19 STRLEN slpb # header 8, e 1, count 1, stamp 6, 10^6 in 3
+expect slp-big-len 20 STRLEN slpb # header 8, e 1, count 1, stamp 7, 10^6 in 3
 redis-cli -p "$PORT" SETRANGE slp 7 "$(printf '\145')" >/dev/null # count 101 > 100
 expect slp-bad "ERR the key holds corrupt sluice state (sliding_log state out of range); SL.RESET it" SL.PEEK slp sliding_log 100 60000
 expect slp-reset OK SL.RESET slp
@@ -469,9 +470,20 @@ expect sa-gone 0 EXISTS sa
 # a refund of a fresh key gives nothing back and writes nothing; a debt on a fresh key writes
 expect sf-refund "1 6 6 0 0" SL.SETTLE sf gcra 5 1000 RESERVED 3 ACTUAL 0
 expect sf-none 0 EXISTS sf
-expect sf-debt "0 6 0 2800 4000" SL.SETTLE sf gcra 5 1000 RESERVED 0 ACTUAL 20
-expect sf-pxat $((START_MS + 67000 + 4000)) PEXPIRETIME sf
+expect sf-debt "0 6 0 1200 2400" SL.SETTLE sf gcra 5 1000 RESERVED 0 ACTUAL 12
+expect sf-pxat $((START_MS + 67000 + 2400)) PEXPIRETIME sf
 expect sf-len 15 STRLEN sf
+# a debt past MAX_DEBT (default the capacity, 6: 12 units at T 200 ms owe 1200 ms, 6 units past
+# an emptied bucket) is refused and writes nothing; 0 takes no debt at all. The attack of a
+# client naming the largest actual, which would lock the key for centuries, changes nothing
+expect sf-over "ERR settle refused: the key would owe more than max_debt (6 units past its limit); nothing was charged" SL.SETTLE sf gcra 5 1000 RESERVED 0 ACTUAL 1
+expect sf-over-kept $((START_MS + 67000 + 2400)) PEXPIRETIME sf
+expect sf-zero "ERR settle refused: the key would owe more than max_debt (0 units past its limit); nothing was charged" SL.SETTLE sf0 gcra 5 1000 MAX_DEBT 0 RESERVED 0 ACTUAL 7
+expect sf-zero-none 0 EXISTS sf0
+expect sf-zero-within "1 6 0 0 1200" SL.SETTLE sf0 gcra 5 1000 MAX_DEBT 0 RESERVED 0 ACTUAL 6
+expect sf-attack "ERR settle refused: the key would owe more than max_debt (11 units past its limit); nothing was charged" SL.SETTLE victim token_bucket 11 1000 RESERVED 0 ACTUAL 9223372036854775807
+expect sf-attack-none 0 EXISTS victim
+expect sf-max-debt-neg "ERR max_debt must be >= 0" SL.SETTLE sf gcra 5 1000 MAX_DEBT -1 RESERVED 0 ACTUAL 1
 # AT in the past names which admission is settled: with two admissions 40 s apart, refunding
 # the first (AT of its millisecond) takes its stamps, not the second's. The second's 3 stamps
 # are then all the window holds when the first's would have left.
@@ -632,7 +644,7 @@ check ng-old-format [ "$(stbyte ng 1)" = 70 ] # written again in format 4
 cat >"$TMP/settle_equiv.py" <<'PY'
 import random, sys
 from resp_client import Conn
-from sluice_core import Core, Keys, Lease, module_header, module_value
+from sluice_core import Core, Keys, Lease, debt_refused, module_header, module_value
 
 port, build, seed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 START, MS, SEC = 4 * 10**18, 10**6, 10**9
@@ -682,7 +694,8 @@ for idx, (name, variants) in enumerate(CASES):
     admitted = {}  # key -> [(time, cost)] of its admissions, as the core decided them
     t = START + rng.randrange(SEC)
     cmds, wants = [], []
-    stats = {"refund": 0, "debt": 0, "refused peek": 0, "latest kept": 0, "deleted": 0,
+    stats = {"refund": 0, "debt": 0, "debt refused": 0, "refused peek": 0, "latest kept": 0,
+             "deleted": 0,
              "converted": 0, "converted by a rejection": 0, "leases granted": 0, "returns": 0}
     held = {}  # key -> [(index of its numbers, lease as SL.LEASE replied it)]
     for _ in range(LINES):
@@ -762,14 +775,19 @@ for idx, (name, variants) in enumerate(CASES):
             converted = keys.with_rule(key, rule, t)
             before = keys.packed(key)
             d = keys.settle(key, reserved, actual, charged, t)
-            if converted:
+            if d is None:  # refused by max_debt (the capacity): the module writes nothing
+                keys.restore(key, saved)
+                stats["debt refused"] += 1
+            elif converted:
                 keys.keep(key, t)
                 stats["converted"] += 1
             stats["refund"] += actual < reserved and keys.packed(key) != before
-            stats["debt"] += actual > reserved
-            stats["refused peek"] += not d.allowed
+            stats["debt"] += actual > reserved and d is not None
+            stats["refused peek"] += d is not None and not d.allowed
             stats["deleted"] += before is not None and keys.packed(key) is None
-        if cmd[0] != "SL.LEASE":
+        if cmd[0] != "SL.LEASE" and d is None:
+            reply = debt_refused(rule)
+        elif cmd[0] != "SL.LEASE":
             f = d.fields()  # costs are within the capacity: never the "exceeds" error
             reply = [f[0], f[1], f[2], ceil_ms(f[5] if f[0] else f[3]), ceil_ms(f[4])]
         written = keys.rule_of(key)
@@ -793,8 +811,8 @@ for idx, (name, variants) in enumerate(CASES):
         "%d %s" % (v, k) for k, v in stats.items()), len(bad)))
     for b in bad[:5]:
         print("  %s at %d: core %r, module %r; value core %r, module %r (pexpiretime %r)" % b)
-    need = {"refund": 40, "debt": 50, "refused peek": 50, "deleted": 5, "converted": 30,
-            "converted by a rejection": 3}
+    need = {"refund": 40, "debt": 50, "debt refused": 3, "refused peek": 50, "deleted": 5,
+            "converted": 30, "converted by a rejection": 3}
     if not name.startswith("sliding_log"):
         need.update({"leases granted": 30, "returns": 30})
     if name.startswith("sliding_log"):

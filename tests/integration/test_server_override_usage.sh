@@ -79,9 +79,9 @@ check tb-ov-del matches "$(sc SL.OVERRIDE DEL tb k2)" '^1$'
 check tb-back matches "$(sc SL.ALLOW tb k2 COST 0)" '^1 10 5 0 '
 check tb-vip-untouched matches "$(sc SL.ALLOW tb vip)" '^1 100 99 0 '
 
-# 3. sliding_log: a larger limit carries every entry; a smaller one merges the oldest entries
-# into the next (their units counted from its later time: the safe side) and, back at the larger
-# limit, the key still holds all 6 units
+# 3. sliding_log: a larger limit carries every entry; a smaller one keeps every unit too (the
+# oldest entries merged into the newest the limit's number allows), so back at the larger limit
+# the key has what it had left: 6 of 10 used, 3 left after one more
 spend log k3 6
 check log-up-set matches "$(sc SL.OVERRIDE SET log k3 '{"limit":20}')" '^OK$'
 check log-up matches "$(sc SL.ALLOW log k3)" '^1 20 13 0 '

@@ -72,8 +72,8 @@ run_suite() {
     check "$m: tb-ov-del" matches "$(sc SL.OVERRIDE DEL tb k2)" '^1$'
     check "$m: tb-back" matches "$(sc SL.ALLOW tb k2 COST 0)" '^1 10 5 0 '
 
-    # 3. sliding_log held to a smaller limit merges its oldest entries into the next (their units
-    # counted from its later time: the safe side); back at the larger limit it holds all 6 units
+    # 3. sliding_log held to a smaller limit keeps every unit (the oldest entries merged into the
+    # newest the limit's number allows); back at the larger limit the key has what it had left
     spend log k4 6
     check "$m: log-down-set" matches "$(sc SL.OVERRIDE SET log k4 '{"limit":2}')" '^OK$'
     check "$m: log-down-refused" refused_everywhere log k4

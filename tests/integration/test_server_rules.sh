@@ -71,6 +71,15 @@ for i in $(seq 1 50); do
     sleep 0.1
 done
 check retriever-applies test $ok -eq 1
+PORT=$P1 cli SL.RULE SET debtor '{"algorithm":"sliding_log","limit":4,"window":"1h","max_debt":2}' >/dev/null
+ok=0
+for i in $(seq 1 50); do
+    [[ "$(PORT=$P2 cli SL.PEEK debtor k)" =~ ^1\ 4\  ]] && { ok=1; break; }
+    sleep 0.1
+done
+check max-debt-applies test $ok -eq 1
+check max-debt-through-the-store matches "$(PORT=$P2 cli SL.RULE GET debtor)" '"max_debt":2'
+check max-debt-in-force matches "$(PORT=$P2 cli SL.SETTLE debtor k 0 7)" 'max_debt \(2 units'
 PORT=$P2 cli SL.OVERRIDE SET shared vip '{"limit":9}' >/dev/null
 ok=0
 for i in $(seq 1 50); do

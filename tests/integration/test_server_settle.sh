@@ -5,7 +5,10 @@
 # blocked key, a shadow rule, AT, a debt surviving a restart from a snapshot. Redis store (sluice.so
 # and the Lua scripts): the same example, a refusal cached by the over-limit cache and then given
 # room back by a settle (the next request goes to Redis, on every loop), a debt refused, a script
-# cache flushed under it (NOSCRIPT).
+# cache flushed under it (NOSCRIPT). Redis Cluster (sluice.so): the same example. On every store: a settle that would leave a key owing more
+# than its rule's max_debt is refused with the same error over RESP and HTTP (422) and charges
+# nothing, the largest actual a client can name included (which would have locked the key for
+# about 235 years); max_debt 0 takes no debt at all.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-server redis-cli curl
@@ -26,6 +29,15 @@ rules:
     limit: 10
     window: 1h
     shadow: true
+  - name: api
+    algorithm: token_bucket
+    limit: 10
+    window: 1s
+  - name: nodebt
+    algorithm: gcra
+    limit: 10
+    window: 1s
+    max_debt: 0
 YAML
 sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
@@ -63,6 +75,20 @@ example() {
     check "$m-ov-reserve" matches "$(sc SL.ALLOW tok big COST 3000)" '^1 5000 2000 0 '
     check "$m-ov-settle" matches "$(sc SL.SETTLE tok big 3000 1000)" '^1 5000 4000 0 '
     check "$m-blocked" matches "$(sc SL.SETTLE tok banned 0 5)" '^0 0 0 -1 '
+    # max_debt (default the capacity): the attack, over HTTP and RESP, charges nothing
+    local refused='settle refused: the key would owe more than max_debt'
+    check "$m-attack-http" matches \
+        "$(post /v1/settle '{"rule":"api","key":"victim","reserved":0,"actual":9223372036854775807}')" \
+        "\"detail\":\"$refused of rule 'api' \\(10 units past its limit\\); nothing was charged\".* 422$"
+    check "$m-attack-resp" matches "$(sc SL.SETTLE api victim 0 9223372036854775807)" \
+        "^ERR $refused \\(10 units past its limit\\); nothing was charged$"
+    check "$m-attack-nothing" matches "$(sc SL.ALLOW api victim)" '^1 10 9 0 '
+    check "$m-debt-within" matches "$(sc SL.SETTLE api victim 1 16)" '^0 10 0 [1-9][0-9]* '
+    check "$m-debt-past" matches "$(sc SL.SETTLE api victim 0 10)" "^ERR $refused "
+    check "$m-nodebt-within" matches "$(sc SL.SETTLE nodebt k 0 11)" '^1 11 0 0 '
+    check "$m-nodebt-past" matches "$(sc SL.SETTLE nodebt k 0 1)" \
+        "^ERR $refused \\(0 units past its limit\\); nothing was charged$"
+    check "$m-nodebt-refund" matches "$(sc SL.SETTLE nodebt k 11 0)" '^1 11 11 0 '
 }
 
 # ---- memory store
@@ -72,9 +98,12 @@ example mem
 # the module's inline form, on an inline rule
 check inline-reserve matches "$(sc SL.THROTTLE k gcra 10 1000 COST 5)" '^1 11 6 0 '
 check inline-settle matches "$(sc SL.SETTLE k gcra 10 1000 RESERVED 5 ACTUAL 1)" '^1 11 10 0 '
-# shadow: settled and counted, always allowed
-check shadow-debt matches "$(sc SL.SETTLE quiet s 0 50)" '^1 10 0 0 '
+# shadow: settled and counted, always allowed; a debt past max_debt is refused all the same
+check shadow-debt matches "$(sc SL.SETTLE quiet s 0 15)" '^1 10 0 0 '
 check shadow-still-allows matches "$(sc SL.ALLOW quiet s)" '^1 10 0 0 '
+check shadow-debt-past matches "$(sc SL.SETTLE quiet s 0 50)" '^ERR settle refused: '
+check refusals-counted matches "$(curl -s -m 5 "http://127.0.0.1:$HTTP_PORT/metrics")" \
+    'sluice_settle_refused_total\{reason="max_debt"\} [1-9]'
 # AT names when the reservation was admitted, or any time before (taken before it was sent):
 # it is given back; a time so old its units would have left the window finds nothing to give
 t0=$(date +%s%3N)
@@ -122,4 +151,12 @@ start_sluiced s4 --rules "$TMP/rules.yaml" --config-store "$TMP/s4.db" --snapsho
 example lua
 redis-cli -p "$REDIS_PORT" SCRIPT FLUSH >/dev/null
 check lua-noscript matches "$(sc SL.SETTLE tok big 0 0)" '^1 5000 4000 0 '
+stop_bg s4 TERM
+
+# ---- Redis Cluster, sluice.so in every node: the same example, the same refusals
+start_cluster 3 2000 --loadmodule "$MODULE" || { cat "$TMP"/node*.log; exit 1; }
+start_sluiced s5 --rules "$TMP/rules.yaml" --config-store "$TMP/s5.db" --snapshot "" --threads 2 \
+    --store "redis-cluster://127.0.0.1:${CLUSTER_PORTS[0]}" --store-timeout 2s ||
+    { cat "$TMP/s5.log"; exit 1; }
+example cluster
 finish

@@ -100,8 +100,10 @@ static inline int64_t gen_window(prng_t *r)
 
 /*
  * A random valid rule for `alg`: limit 1..20, a window from gen_window(), buckets dividing the
- * window, burst at its default or random, max_delay 0 or random (when allow_delay). Aborts the
- * program if sl_rule_prepare() refuses it, since every rule made here is valid by the contract.
+ * window, burst at its default or random, max_delay 0 or random (when allow_delay), and debt
+ * unbounded (max_debt SL_COUNT_MAX: the properties of debt hold whatever a settle charges; the
+ * bound has a property of its own). Aborts the program if sl_rule_prepare() refuses it, since
+ * every rule made here is valid by the contract.
  */
 static inline sl_rule_t gen_rule(prng_t *r, sl_algorithm_t alg, bool allow_delay)
 {
@@ -113,6 +115,7 @@ static inline sl_rule_t gen_rule(prng_t *r, sl_algorithm_t alg, bool allow_delay
     rule.burst = SL_DEFAULT;
     rule.buckets = SL_DEFAULT;
     rule.max_delay_ns = 0;
+    rule.max_debt = SL_COUNT_MAX;
     if (alg == SL_SLIDING_BUCKETS) {
         int64_t k = prng_chance(r, 20) ? SL_BUCKETS_DEFAULT : prng_range(r, 1, 16);
         int64_t g = (rule.window_ns + k - 1) / k;

@@ -88,7 +88,8 @@ static void *worker_main(void *arg)
                             .limit = INLINE_LIMIT,
                             .window_ns = (INLINE_WINDOW_S + p) * INT64_C(1000000000),
                             .burst = SL_DEFAULT,
-                            .buckets = SL_DEFAULT};
+                            .buckets = SL_DEFAULT,
+                            .max_debt = SL_DEFAULT};
         rule_state_t *inl = NULL;
         char err[ENGINE_ERR_MAX];
         if (engine_inline_rule(ew, &params, NULL, now_ns, &inl, err) != ENGINE_OK) {

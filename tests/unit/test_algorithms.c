@@ -940,6 +940,15 @@ static void test_refund_token_bucket(void **cm)
     free(state);
 }
 
+/* A rule of k's numbers whose debt is unbounded (max_debt SL_COUNT_MAX). */
+static sl_rule_t unbounded(const sl_rule_t *rule)
+{
+    sl_rule_t r = *rule;
+    r.max_debt = SL_COUNT_MAX;
+    assert_int_equal(sl_rule_prepare(&r), SL_OK);
+    return r;
+}
+
 /* A charge past the limit puts every algorithm in debt: a peek is refused until retry_after,
  * then admitted (token_bucket/gcra with max_delay: admitted within max_delay of it, a peek is
  * never delayed); the state checks, and survives its packed form. */
@@ -949,7 +958,7 @@ static void test_debt_every_algorithm(void **cm)
     known_t k[8];
     size_t n = known_rules(k);
     for (size_t i = 0; i < n; i++) {
-        const sl_rule_t *rule = &k[i].rule;
+        const sl_rule_t u = unbounded(&k[i].rule), *rule = &u;
         void *state = new_state(rule), *back = new_state(rule);
         assert_true(decide_at(rule, state, k[i].capacity, 0).allowed);
         /* with max_delay, a debt within it only delays: go past it */
@@ -976,6 +985,58 @@ static void test_debt_every_algorithm(void **cm)
     }
 }
 
+/*
+ * max_debt bounds a debt, for every algorithm (default the capacity). The attack a client can
+ * send, a settle of reserved 0 and actual INT64_MAX (which locked a token_bucket key for about 235
+ * years), is refused: SL_EDEBT, the state byte for byte as it was, the reply a peek on it. A debt
+ * of exactly max_debt is taken, one unit more is refused; max_debt 0 takes no debt but admits a
+ * charge up to the capacity. max_debt outside [0, SL_COUNT_MAX] is no rule.
+ */
+static void test_max_debt(void **cm)
+{
+    (void)cm;
+    known_t k[8];
+    size_t n = known_rules(k);
+    for (size_t i = 0; i < n; i++) {
+        const sl_rule_t *rule = &k[i].rule;
+        assert_int_equal(rule->max_debt, k[i].capacity);
+        unsigned char *state = new_state(rule), *was = new_state(rule);
+        sl_decision_t d;
+        assert_int_equal(sl_settle(rule, state, 0, INT64_MAX, START, START, &d), SL_EDEBT);
+        assert_memory_equal(state, was, sl_state_size(rule));
+        assert_true(d.allowed);
+        assert_int_equal(d.remaining, k[i].capacity);
+        int64_t full = k[i].capacity + rule->max_debt;
+        assert_int_equal(sl_settle(rule, state, 0, full, START, START, &d), SL_OK);
+        assert_true(!d.allowed || rule->max_delay_ns > 0); /* in debt (or within the delay) */
+        memcpy(was, state, sl_state_size(rule));
+        assert_int_equal(sl_settle(rule, state, 0, 1, START, START, &d), SL_EDEBT);
+        assert_memory_equal(state, was, sl_state_size(rule));
+        assert_int_equal(sl_settle(rule, state, 1, 2, START, START, &d), SL_EDEBT); /* a charge */
+        assert_int_equal(sl_settle(rule, state, 2, 1, START, START, &d), SL_OK);    /* a refund */
+
+        sl_rule_t none = *rule;
+        none.max_debt = 0;
+        assert_int_equal(sl_rule_prepare(&none), SL_OK);
+        memset(state, 0, sl_state_size(rule));
+        assert_int_equal(sl_settle(&none, state, 0, k[i].capacity, START, START, &d), SL_OK);
+        assert_int_equal(d.remaining, 0);
+        assert_int_equal(sl_settle(&none, state, 0, 1, START, START, &d), SL_EDEBT);
+        free(was);
+        free(state);
+    }
+    sl_rule_t r;
+    assert_int_equal(sl_rule_init(&r, SL_GCRA, 10, SEC), SL_OK);
+    sl_rule_t bad = r;
+    bad.max_debt = -2;
+    assert_int_equal(sl_rule_prepare(&bad), SL_EMAXDEBT);
+    bad.max_debt = SL_COUNT_MAX + 1;
+    assert_int_equal(sl_rule_prepare(&bad), SL_EMAXDEBT);
+    bad.max_debt = SL_COUNT_MAX;
+    assert_int_equal(sl_rule_prepare(&bad), SL_OK);
+    assert_false(sl_rule_same(&r, &bad)); /* another bound: another rule */
+}
+
 /* Debt saturates (counts at SL_COUNT_MAX, TAT at INT64_MAX) and the state stays valid. */
 static void test_debt_saturates(void **cm)
 {
@@ -983,7 +1044,7 @@ static void test_debt_saturates(void **cm)
     known_t k[8];
     size_t n = known_rules(k);
     for (size_t i = 0; i < n; i++) {
-        const sl_rule_t *rule = &k[i].rule;
+        const sl_rule_t u = unbounded(&k[i].rule), *rule = &u;
         void *state = new_state(rule);
         sl_decision_t d = settle_at(rule, state, 0, INT64_MAX, 0, 0);
         assert_false(d.allowed);
@@ -1064,8 +1125,9 @@ static void test_sliding_log_packed_format(void **cm)
     unsigned char out[128];
     assert_true(sl_state_packed_max(&rule) <= sizeof(out));
     size_t n = sl_state_pack(&rule, state, out);
-    /* 64 + e 3; count 2; 10^9 us = 0x3B9ACA00 -> 80 94 eb dc 03, 2 units; +201 -> c9 01, 1 */
-    static const unsigned char want[] = {67, 2, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 0xc9, 0x01, 1};
+    /* 64 + e 3; count 2; 10^9 us << 1 | 1 (more than a unit) -> 81 a8 d6 b9 07, then 2 units;
+     * +201 << 1 (one unit) -> 92 03 */
+    static const unsigned char want[] = {67, 2, 0x81, 0xa8, 0xd6, 0xb9, 0x07, 2, 0x92, 0x03};
     assert_int_equal(n, sizeof(want));
     assert_memory_equal(out, want, sizeof(want));
     /* the older form: count 3 stamps, +0, +201 */
@@ -1087,8 +1149,8 @@ static void test_sliding_log_packed_format(void **cm)
 
 /*
  * LATEST in byte 0. N 3, W 1 s, times in whole ms (e = 6): 1 at t0, 1 at t0 + 2 ms, the newest
- * refunded: the latest time follows the entries [64 + 32 + 6, count 1, t0 / 1 ms, 1 unit, 2 ms
- * later]. The older form's DROPPED (a debt kept the newest N stamps of more) reads as one more
+ * refunded: the latest time follows the entries [64 + 32 + 6, count 1, t0 / 1 ms << 1 (one unit),
+ * 2 ms later]. The older form's DROPPED (a debt kept the newest N stamps of more) reads as one more
  * unit at the oldest stamp: [t0, t0 + 1 ms, t0 + 1 ms] + DROPPED is 2 units at t0 and 2 at t0 +
  * 1 ms, which decides as the older ring did: a peek refused until t0 leaves, then 1 left.
  */
@@ -1103,7 +1165,7 @@ static void test_sliding_log_packed_flags(void **cm)
     decide_at(&rule, state, 1, t0 + 2 * MS);
     refund_at(&rule, state, 1, t0 + 2 * MS, t0 + 2 * MS);
     size_t n = sl_state_pack(&rule, state, out);
-    static const unsigned char want[] = {102, 1, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1, 2};
+    static const unsigned char want[] = {102, 1, 0x80, 0xa8, 0xd6, 0xb9, 0x07, 2};
     assert_int_equal(n, sizeof(want));
     assert_memory_equal(out, want, sizeof(want));
     assert_int_equal(sl_state_unpack(&rule, out, n, back), SL_OK);
@@ -1117,7 +1179,7 @@ static void test_sliding_log_packed_flags(void **cm)
     static const unsigned char dropped[] = {22, 3, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1, 0};
     assert_int_equal(sl_state_unpack(&rule, dropped, sizeof(dropped), back), SL_OK);
     n = sl_state_pack(&rule, back, out);
-    static const unsigned char entries[] = {70, 2, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 1, 2};
+    static const unsigned char entries[] = {70, 2, 0x81, 0xa8, 0xd6, 0xb9, 0x07, 2, 3, 2};
     assert_int_equal(n, sizeof(entries));
     assert_memory_equal(out, entries, sizeof(entries));
     assert_decision(decide_at(&rule, back, 0, t0 + MS), false, 0, SEC - MS);
@@ -1159,14 +1221,15 @@ static void test_packed_state_refusals(void **cm)
         {"entries with the older dropped flag", {64 + 16 + 3, 1, 1, 1}, 4},
         {"e above 9 in entries", {64 + 10, 1, 1, 1}, 4},
         {"an entry of no unit", {64 + 3, 1, 1, 0}, 4},
+        {"a single unit written as a count", {64 + 3, 1, 3, 1}, 4},
         {"an entry without its units", {64 + 3, 1, 1}, 3},
-        {"an entry no later than the one before", {64 + 3, 2, 1, 1, 0, 1}, 6},
-        {"more entries than the limit", {64 + 3, 4, 1, 1, 1, 1, 1, 1, 1, 1}, 10},
+        {"an entry no later than the one before", {64 + 3, 2, 2, 0}, 4},
+        {"more entries than the limit", {64 + 3, 4, 2, 2, 2, 2}, 6},
         {"units past SL_COUNT_MAX",
-         {64, 2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 1, 1},
+         {64, 2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 3, 2},
          14},
-        {"entries, a latest time no later than the newest", {64 + 32 + 3, 1, 1, 1, 0}, 5},
-        {"entries, a byte after the last", {64 + 3, 1, 1, 1, 0}, 5},
+        {"entries, a latest time no later than the newest", {64 + 32 + 3, 1, 2, 0}, 4},
+        {"entries, a byte after the last", {64 + 3, 1, 2, 0}, 4},
         {"an unknown flag above entries", {128 + 3, 0}, 2},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1597,6 +1660,7 @@ int main(void)
         cmocka_unit_test(test_refund_sliding_log),
         cmocka_unit_test(test_refund_token_bucket),
         cmocka_unit_test(test_debt_every_algorithm),
+        cmocka_unit_test(test_max_debt),
         cmocka_unit_test(test_debt_saturates),
         cmocka_unit_test(test_refund_settle_arguments),
         cmocka_unit_test(test_sliding_log_packed_format),

@@ -137,7 +137,8 @@ static sl_rule_t inline_params_window(int64_t limit, int64_t window_ns)
                    .limit = limit,
                    .window_ns = window_ns,
                    .burst = SL_DEFAULT,
-                   .buckets = SL_DEFAULT};
+                   .buckets = SL_DEFAULT,
+                   .max_debt = SL_DEFAULT};
     return r;
 }
 
@@ -344,7 +345,8 @@ static void test_inline_names(void **unused)
                          .limit = 10,
                          .window_ns = NS_PER_SEC,
                          .burst = SL_DEFAULT,
-                         .buckets = SL_DEFAULT};
+                         .buckets = SL_DEFAULT,
+                         .max_debt = SL_DEFAULT};
     sl_rule_t given = spelled;
     given.burst = 10;
     sl_rule_t delayed = spelled;

@@ -331,6 +331,13 @@ static void test_yaml_field_errors(void **unused)
         {"gcra", "    max_delay: 1.5\n",
          "line 6, column 16: rules[0].max_delay: must be a duration such as \"1s\" or integer "
          "milliseconds, not a fractional number"},
+        {"gcra", "    max_debt: -1\n",
+         "line 6, column 15: rules[0].max_debt: must be an integer >= 0"},
+        {"gcra", "    max_debt: 4611686018427387904\n",
+         "line 6, column 15: rules[0].max_debt: must be at most 4611686018427387903 (2^62 - 1) "
+         "units past the limit"},
+        {"sliding_log", "    max_debt: \"5\"\n",
+         "line 6, column 15: rules[0].max_debt: must be an integer >= 0, not a string"},
         {"gcra", "    max_delay: 99999999999999999999999s\n",
          "line 6, column 16: rules[0].max_delay: duration '99999999999999999999999s' is out of "
          "range"},
@@ -903,6 +910,8 @@ static void rnd_rule_json(char *out, size_t cap, int index, bool with_overrides)
         n += snprintf(out + n, cap - n, ", \"max_delay\": %s", rnd_duration(d2));
     if (a == 3 && rnd() % 2)
         n += snprintf(out + n, cap - n, ", \"buckets\": %d", rnd() % 2 ? 1 : 5);
+    if (rnd() % 4 == 0)
+        n += snprintf(out + n, cap - n, ", \"max_debt\": %lld", (long long)rnd_in(0, 5000));
     if (rnd() % 2) {
         static const char *const keys[] = {"{ip}",
                                            "{ip/24}",
@@ -947,6 +956,50 @@ static void rnd_rule_json(char *out, size_t cap, int index, bool with_overrides)
         n += snprintf(out + n, cap - n, "]");
     }
     snprintf(out + n, cap - n, "}");
+}
+
+/* max_debt: the capacity by default (an override's under an override), 0 takes no debt; written
+ * back only when given, so a rule read again means the same. */
+static void test_max_debt(void **unused)
+{
+    (void)unused;
+    ruledef_t d = json_ok("{\"algorithm\":\"gcra\",\"limit\":10,\"window\":\"1s\"}", "g");
+    assert_int_equal(d.rule.max_debt, 11); /* the capacity, burst + 1 */
+    assert_false(d.max_debt_given);
+    char *j = ruledef_to_json(&d);
+    assert_null(strstr(j, "max_debt"));
+    free(j);
+    ruledef_free(&d);
+    d = json_ok("{\"algorithm\":\"sliding_log\",\"limit\":100,\"window\":\"1m\","
+                "\"max_debt\":0}",
+                "s");
+    assert_int_equal(d.rule.max_debt, 0);
+    j = ruledef_to_json(&d);
+    assert_string_equal(j, "{\"name\":\"s\",\"algorithm\":\"sliding_log\",\"limit\":100,"
+                           "\"window\":\"1m\",\"max_debt\":0,\"shadow\":false,"
+                           "\"on_store_error\":\"allow\",\"cold_start\":\"open\"}");
+    ruledef_t back = json_ok(j, "s");
+    assert_true(ruledef_equal(&d, &back));
+    free(j);
+    ruledef_free(&back);
+    ruledef_free(&d);
+    /* an override of the limit: the default follows its capacity; a given one stays */
+    ruledef_list_t l = yaml_ok("rules:\n"
+                               "  - name: a\n    algorithm: fixed_window\n    limit: 10\n"
+                               "    window: 1s\n    overrides:\n      - key: k\n"
+                               "        limit: 50\n"
+                               "  - name: b\n    algorithm: fixed_window\n    limit: 10\n"
+                               "    window: 1s\n    max_debt: 3\n    overrides:\n"
+                               "      - key: k\n        limit: 50\n");
+    assert_int_equal(l.rules[0].overrides[0].rule.max_debt, 50);
+    assert_int_equal(l.rules[1].rule.max_debt, 3);
+    assert_int_equal(l.rules[1].overrides[0].rule.max_debt, 3);
+    ruledef_list_free(&l);
+    /* an unlimited rule takes no number, max_debt included */
+    static const char unlimited[] =
+        "{\"unlimited\":true,\"domain\":\"d\",\"descriptor\":\"k\",\"max_debt\":1}";
+    assert_int_equal(ruledef_parse_json(unlimited, strlen(unlimited), "u", &d, err), -1);
+    assert_non_null(strstr(err, "an unlimited rule takes no max_debt"));
 }
 
 static void test_round_trips(void **unused)
@@ -1112,6 +1165,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_max_debt),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_yaml_writer_refuses_non_utf8),
         cmocka_unit_test(test_err_field),

@@ -4,9 +4,9 @@
  * options alone (throttle_parse_settle), and the charge time AT names
  * (throttle_settle_charged_ns); CLOSED_FROM on SL.THROTTLE, SL.PEEK and SL.SETTLE, its errors and
  * the closed start it names (throttle_closed_start); SL.LEASE's and SL.RETURN's options, errors,
- * reply and the lease a return names. SL.THROTTLE's and CL.THROTTLE's errors are
- * checked side by side
- * in a real redis-server and sluiced by tests/integration/test_module.sh.
+ * reply and the lease a return names; MAX_DEBT and the error of a refused settle. SL.THROTTLE's and
+ * CL.THROTTLE's errors are checked side by side in a real redis-server and sluiced by
+ * tests/integration/test_module.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,6 +120,44 @@ static void test_settle_errors(void **unused)
     /* the settle options are SL.SETTLE's only */
     PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 RESERVED 1", "ERR syntax error");
     PARSE_ERR(THROTTLE_SL_PEEK, "SL.PEEK k gcra 5 1000 AT 1", "ERR syntax error");
+}
+
+/* MAX_DEBT: every command naming a rule takes it (only a settle uses it); the refusal's text. */
+static void test_max_debt(void **unused)
+{
+    (void)unused;
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    assert_int_equal(
+        parse(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 0 ACTUAL 7", &r, err), 0);
+    assert_int_equal(r.rule.max_debt, r.rule.capacity); /* the default: the capacity */
+    assert_int_equal(parse(THROTTLE_SL_SETTLE,
+                           "SL.SETTLE k gcra 5 1000 max_debt 9 RESERVED 0 MAX_DEBT 0 ACTUAL 7", &r,
+                           err),
+                     0);
+    assert_int_equal(r.rule.max_debt, 0); /* the last one wins; 0 is a value */
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k sliding_log 5 1000 MAX_DEBT 3", &r, err), 0);
+    assert_int_equal(r.rule.max_debt, 3);
+    assert_int_equal(parse(THROTTLE_SL_PEEK, "SL.PEEK k fixed_window 5 1000 MAX_DEBT 3", &r, err),
+                     0);
+    assert_int_equal(parse(THROTTLE_CL, "CL.THROTTLE k 1 2 3", &r, err), 0);
+    assert_int_equal(r.rule.max_debt, r.rule.capacity);
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 MAX_DEBT -1 RESERVED 0 ACTUAL 1",
+              "ERR max_debt must be >= 0");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 MAX_DEBT x RESERVED 0 ACTUAL 1",
+              "ERR max_debt is not an integer or out of range");
+    PARSE_ERR(THROTTLE_SL_SETTLE,
+              "SL.SETTLE k gcra 5 1000 MAX_DEBT 4611686018427387904 RESERVED 0 ACTUAL 1",
+              "ERR invalid rule: max_debt must be an integer between 0 and 2^62 - 1 (units a key "
+              "may owe beyond its limit)");
+    PARSE_ERR(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 1000 RESERVED 0 ACTUAL 1 MAX_DEBT",
+              "ERR syntax error");
+    assert_int_equal(parse(THROTTLE_SL_SETTLE,
+                           "SL.SETTLE k gcra 5 1000 MAX_DEBT 6 RESERVED 0 ACTUAL 7", &r, err),
+                     0);
+    throttle_debt_error(&r.rule, err);
+    assert_string_equal(err, "ERR settle refused: the key would owe more than max_debt (6 units "
+                             "past its limit); nothing was charged");
 }
 
 /* A named rule's settle options, with the same errors. */
@@ -300,7 +338,7 @@ int main(void)
         cmocka_unit_test(test_settle_options), cmocka_unit_test(test_settle_errors),
         cmocka_unit_test(test_settle_alone),   cmocka_unit_test(test_charged_ns),
         cmocka_unit_test(test_closed_from),    cmocka_unit_test(test_lease_options),
-        cmocka_unit_test(test_lease_errors),
+        cmocka_unit_test(test_lease_errors),   cmocka_unit_test(test_max_debt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

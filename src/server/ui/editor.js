@@ -21,6 +21,7 @@ const FIELDS = [
   {name: "burst", label: "Burst", hint: "token_bucket / gcra; empty: the limit", number: true},
   {name: "buckets", label: "Buckets", hint: "sliding_buckets; must divide the window", number: true},
   {name: "max_delay", label: "Max delay", hint: "token_bucket / gcra: admit after a wait of up to this"},
+  {name: "max_debt", label: "Max debt", hint: "units a key may owe past its limit after a settle; empty: the capacity; 0: none", number: true},
   {name: "key", label: "Key template", hint: "for /v1/auth: {ip}, {header:x-api-key}, …"},
   {name: "shadow", label: "Shadow", checkbox: true, hint: "decide and count, but always allow"},
   {name: "on_store_error", label: "On store error", options: ["allow", "deny"]},

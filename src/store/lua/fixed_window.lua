@@ -20,9 +20,10 @@ local ALG = 'fixed_window' -- in error messages
 -- include: lib/args.lua
 
 -- limit up to 2^53 - 1; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len =
-    rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len,
+    _, max_debt = rule_args(INT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
+max_debt = max_debt or limit -- the capacity
 local SUFFIX = '#' .. string.format('%d', window)
 
 local key = KEYS[1]
@@ -82,6 +83,10 @@ if reserved then -- a settle, then a peek
     elseif actual > reserved then -- debt: the difference, now (clamped), past the limit
         local k = math.max(math.floor(now / window), idx)
         if k ~= idx then count = 0 end
+        -- the window's units past N, bounded by max_debt: more is refused, nothing written
+        if math.min(count + (actual - reserved), INT_MAX) - limit > max_debt then
+            return debt_reply(max_debt)
+        end
         count, idx = math.min(count + (actual - reserved), INT_MAX), k
     end
     local value = value_now()

@@ -43,8 +43,8 @@ local function check_buckets(buckets, window)
 end
 
 -- limit up to 2^53 - 1; buckets up to SL_BUCKETS_MAX, 4096; burst and max_delay_us do not apply
-local err, limit, window, _, K, _, cost, now, reserved, actual, charged, closed, want, lease_len =
-    rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0, check_buckets)
+local err, limit, window, _, K, _, cost, now, reserved, actual, charged, closed, want, lease_len,
+    _, max_debt = rule_args(INT_MAX, -1, 0, -1, 4096, -1, 0, check_buckets)
 if err then return redis.error_reply(err) end
 
 local G = window / K
@@ -150,6 +150,14 @@ if reserved and (reserved ~= actual or converted) then -- a settle, then a peek
             counts[j], c, j = counts[j] - take, c - take, j - 1
         end
     else -- debt: the difference in the current bucket, past the limit, as an admission adds
+        -- the counted units past N (buckets bx - K + 1 .. bx, and bx - K while e <= G - 2),
+        -- bounded by max_debt: more is refused, nothing written
+        local lo, inside = bx - K, 0
+        if x - bx * G > G - 2 then lo = lo + 1 end
+        for j = math.max(first, lo), math.min(newest, bx) do inside = inside + counts[j] end
+        if math.min(inside + (actual - reserved), INT_MAX) - limit > (max_debt or limit) then
+            return debt_reply(max_debt or limit)
+        end
         local kept = 0
         for j = math.max(first, bx - K), newest do kept = kept + counts[j] end
         first = math.max(first, bx - K)

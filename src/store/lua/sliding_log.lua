@@ -40,8 +40,8 @@ local UNITS_MAX = TWO32 - 1 -- the units a log holds at most: its totals are mod
 local HDR = 13 -- the byte, the base time, the running total before the first entry
 
 -- limit up to SL_LOG_LIMIT_MAX, 2^20; burst, buckets and max_delay_us do not apply
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed =
-    rule_args(1048576, -1, 0, -1, 0, -1, 0)
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, _, _, _,
+    max_debt = rule_args(1048576, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
 local width = 8
@@ -224,6 +224,10 @@ if reserved and (reserved ~= actual or converted) then -- a settle (the core's),
         local x, d = math.max(now, lat), actual - reserved
         drop(count_upto(st, cnt, x - window))
         local h = held()
+        -- the window's units past N, bounded by max_debt: more is refused, nothing written
+        if math.min(h + d, UNITS_MAX) - limit > (max_debt or limit) then
+            return debt_reply(max_debt or limit)
+        end
         if d >= UNITS_MAX then -- saturated: the newest UNITS_MAX units, the charge's own
             drop(cnt)
             d = UNITS_MAX

@@ -24,8 +24,8 @@ local ALG = 'sliding_window' -- in error messages
 
 -- limit up to 2^52 (muldiv's divisors); burst, buckets and max_delay_us do not apply
 local COUNT_MAX = 4503599627370496 -- 2^52
-local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len =
-    rule_args(COUNT_MAX, -1, 0, -1, 0, -1, 0)
+local err, limit, window, _, _, _, cost, now, reserved, actual, charged, closed, want, lease_len,
+    _, max_debt = rule_args(COUNT_MAX, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 
 -- floor(a * b / c) exactly, for integers a, b >= 0 and 0 < c <= 2^52 (the result must be below
@@ -146,6 +146,12 @@ if reserved then -- a settle, then a peek
         elseif idx ~= k then
             prev, curr = 0, 0
         end
+        -- the estimate's units past what it allows at e (the core's debt), bounded by max_debt:
+        -- more is refused, nothing written
+        local e = math.max(now - k * w, 0)
+        local over = math.min(curr + (actual - reserved), COUNT_MAX) -
+            (limit - prev + muldiv(prev, e, w))
+        if over > (max_debt or limit) then return debt_reply(max_debt or limit) end
         curr, idx = math.min(curr + (actual - reserved), COUNT_MAX), k
     end
     local value, fresh = value_now()

@@ -36,7 +36,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from resp_client import Conn  # noqa: E402
-from sluice_core import Core, Keys, log_entries, log_packed_old, module_value  # noqa: E402
+from sluice_core import (Core, Keys, debt_refused, log_entries, log_packed_old,  # noqa: E402
+                         module_value)
 
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
               "token_bucket", "gcra"]
@@ -119,6 +120,16 @@ BAD_ARGS = [
      "[closed_from from_us])"),
     ("sliding_window", [5, SEC, -1, -1, 0, 1, "closed_from", 7, 8],
      "ERR sluice sliding_window: unexpected argument '8'"),
+    ("gcra", [5, SEC, -1, -1, 0, "settle", 0, 1, "now", "max_debt", -1],
+     "ERR sluice gcra: max_debt must be an integer in [0, 9007199254740991], got '-1'"),
+    ("sliding_log", [5, SEC, -1, -1, 0, "settle", 0, 1, "now", 7, "max_debt"],
+     "ERR sluice sliding_log: max_debt must be an integer in [0, 9007199254740991], got nothing"),
+    ("fixed_window", [5, SEC, -1, -1, 0, "settle", 0, 1, "now", 7, "max", 1],
+     "ERR sluice fixed_window: unexpected argument 'max' (the last ones are [now_us] "
+     "[max_debt units] [closed_from from_us])"),
+    ("token_bucket", [5, SEC, -1, -1, 0, 1, "max_debt", 1],
+     "ERR sluice token_bucket: unexpected argument 'max_debt' (the last ones are [now_us] "
+     "[closed_from from_us])"),
 ]
 
 
@@ -447,10 +458,15 @@ def check_settle(conn, shas, ck, seed):
     """Decisions and settles through every script and through libsluice (sluice_core.py)."""
     core = Core(os.environ["SLUICE_BUILD_DIR"])
     conn.call("FLUSHALL")
+    refused_all = 0  # settles refused by max_debt, every case
     for idx, (name, alg, limit, window, burst, buckets, max_delay) in enumerate(
             CASES + SETTLE_CASES):
         rng = random.Random(seed * 100 + 50 + idx)
         rule = core.rule(alg, limit, window * 1000, burst, buckets, max_delay * 1000)
+        # max_debt: the default (the capacity), none, or twice the capacity, by turns
+        md = [None, 0, 2 * rule.capacity][idx % 3]
+        if md is not None:
+            rule = core.rule(alg, limit, window * 1000, burst, buckets, max_delay * 1000, md)
         keys, cap = Keys(core, rule), rule.capacity
         k = 10 if buckets == -1 else buckets
         grain = (window // k if alg == "sliding_buckets" else
@@ -458,7 +474,7 @@ def check_settle(conn, shas, ck, seed):
         admitted = {}  # key -> [(time us, cost)], as the core decided them
         cmds, wants = [], []
         stats = {"settles": 0, "refunds that gave back": 0, "debts": 0, "refused peeks": 0,
-                 "deleted": 0, "unchanged": 0}
+                 "deleted": 0, "unchanged": 0, "debts refused": 0}
         todo = [(t, key, cost, None) for t, key, cost in sequence(rng, window, grain, cap)]
         todo = todo[:SETTLE_LINES][::-1]  # popped from the end
         while todo:
@@ -491,11 +507,13 @@ def check_settle(conn, shas, ck, seed):
                 at = t * 1000 if charged == "now" else charged * 1000
                 d = keys.settle(key, reserved, actual, at, t * 1000)
                 cmd = head + ["settle", reserved, actual, charged, t]
+                cmd += [] if md is None else ["max_debt", md]
                 stats["refunds that gave back"] += actual < reserved and keys.packed(key) != before
-                stats["debts"] += actual > reserved
-                stats["refused peeks"] += not d.allowed
+                stats["debts"] += actual > reserved and d is not None
+                stats["debts refused"] += d is None
+                stats["refused peeks"] += d is not None and not d.allowed
                 stats["deleted"] += before is not None and keys.packed(key) is None
-                unchanged = before is not None and keys.packed(key) == before
+                unchanged = (before is not None or d is None) and keys.packed(key) == before
                 stats["unchanged"] += unchanged
             else:
                 d = keys.decide(key, cost, t * 1000)
@@ -506,7 +524,8 @@ def check_settle(conn, shas, ck, seed):
             cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
             state = keys.copy(key)
             view = state and core_view(alg, rule, state, keys.packed(key))
-            wants.append((cmd, core_fields(d), unchanged, state, view))
+            want = debt_refused(rule, alg) if d is None else core_fields(d)
+            wants.append((cmd, want, unchanged, state, view))
         got = conn.pipeline(cmds)
         bad, flagged = [], 0  # sliding_log values keeping a refunded entry's time (LATEST)
         for i, (cmd, want, unchanged, state, view) in enumerate(wants):
@@ -524,9 +543,14 @@ def check_settle(conn, shas, ck, seed):
             name, len(wants), ", ".join("%d %s" % (v, k) for k, v in stats.items()), len(bad)))
         for b in bad[:5]:
             print("  %s: %s: core %r, script %r (state: core %r, script %r; pexpiretime %r)" % b)
+        # with max_debt 0 no debt is taken, so no peek is refused but at the limit
+        refused_all += stats["debts refused"]
         ck.expect("settle/" + name, not bad and stats["settles"] >= SETTLE_LINES // 3 and
-                  stats["refunds that gave back"] >= 10 and stats["debts"] >= 50 and
-                  stats["refused peeks"] >= 20 and (alg != "sliding_log" or flagged >= 3))
+                  stats["refunds that gave back"] >= 10 and
+                  (md == 0 or stats["debts"] >= 20 and stats["refused peeks"] >= 20) and
+                  (md != 0 or stats["debts refused"] >= 20) and
+                  (alg != "sliding_log" or flagged >= 3))
+    ck.expect("settle/debts-refused", refused_all >= 300, "%d" % refused_all)
 
 
 LEASE_LINES = 900
@@ -751,19 +775,24 @@ def check_convert(conn, shas, ck, seed):
                 reserved, actual, charged = settle
                 d = keys.settle(key, reserved, actual,
                                 t * 1000 if charged == "now" else charged * 1000, t * 1000)
-                if converted:
+                if d is None:  # refused by max_debt: the script writes nothing, converted or not
+                    keys.restore(key, saved)
+                    converted = False
+                elif converted:
                     keys.keep(key, at * 1000)
                 stats["refunds"] += actual < reserved and keys.packed(key) != before
-                stats["debts"] += actual > reserved
+                stats["debts"] += actual > reserved and d is not None
                 cmd = head + ["settle", reserved, actual, charged, t]
-                unchanged = not converted and before is not None and keys.packed(key) == before
+                unchanged = d is None or (not converted and before is not None and
+                                          keys.packed(key) == before)
             stats["converted"] += converted and (cmd[-5] == "settle" or cmd[-2] > 0)
             state, written = keys.copy(key), keys.rule_of(key)
             if state is None:
                 pinned.discard(key)
             view = state and core_view(alg, written, state, keys.packed(key))
             cmds += [["GET", rkey], cmd, ["GET", rkey], ["PEXPIRETIME", rkey]]
-            wants.append((cmd, core_fields(d), unchanged, state, view, written))
+            want = debt_refused(rule, alg) if d is None else core_fields(d)
+            wants.append((cmd, want, unchanged, state, view, written))
             if (state is not None and script_nums(alg, written) == script_nums(alg, rule) and
                     older_ok(alg, written, keys.packed(key)) and rng.random() < 0.05):
                 # the key's value as an older sluiced wrote it: read under the numbers of the
@@ -866,7 +895,8 @@ def check_older(conn, shas, ck, seed):
             cmd[3] = rkey
             cmds += [["SET", rkey, older_value(old, recorded), "PX", 10**9], cmd, ["GET", rkey]]
             after = older.packed("o")
-            wants.append((cmd, core_fields(d), after and packed_view(after), old))
+            want = debt_refused(rule, "sliding_log") if d is None else core_fields(d)
+            wants.append((cmd, want, after and packed_view(after), old))
         got = conn.pipeline(cmds)
         bad = []
         for i, (cmd, want, view, old) in enumerate(wants):
@@ -890,7 +920,9 @@ def check_older(conn, shas, ck, seed):
 
 
 def check_saturation(conn, shas, ck):
-    """A debt of 2^53 - 1 units saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
+    """A debt of 2^53 - 1 units (a client naming the largest actual, which would lock a key for
+    centuries) is refused by the default max_debt, the capacity, and writes nothing; allowed by a
+    max_debt of 2^53 - 1 it saturates at the scripts' bounds (2^53 - 1 units, 2^52 for
     sliding_window, 2^32 - 1 in sliding_log's one entry, a TAT just below 2^53 us) without an
     error, and the key refuses even a peek."""
     big, t = 2**53 - 1, START_US + 7
@@ -904,9 +936,13 @@ def check_saturation(conn, shas, ck):
         conn.call("DEL", key)
         buckets = 4 if alg == "sliding_buckets" else -1
         args = [5, SEC, -1, buckets, 0]
-        r1 = conn.call("EVALSHA", shas[alg], 1, key, *args, "settle", 0, big, "now", t)
-        r2 = conn.call("EVALSHA", shas[alg], 1, key, *args, 0, t + 1)
         rule = core.rule(alg, 5, SEC * 1000, buckets=buckets)
+        r0 = conn.call("EVALSHA", shas[alg], 1, key, *args, "settle", 0, big, "now", t)
+        ck.expect("attack/" + alg, r0 == debt_refused(rule, alg) and
+                  conn.call("EXISTS", key) == 0, "%r" % (r0,))
+        r1 = conn.call("EVALSHA", shas[alg], 1, key, *args, "settle", 0, big, "now", t,
+                       "max_debt", big)
+        r2 = conn.call("EVALSHA", shas[alg], 1, key, *args, 0, t + 1)
         value = conn.call("GET", key)
         view = value and script_view(alg, rule, value)
         field, expected = want[alg]
@@ -1031,10 +1067,13 @@ def check_cold(conn, shas, ck, seed):
                 _, reserved, actual, charged = op
                 at = t if charged == "now" else charged
                 d = keys.settle(key, reserved, actual, at * 1000, t * 1000)
-                if sat:
+                if d is None:  # refused by max_debt: nothing is written, saturated or not
+                    keys.restore(key, saved)
+                elif sat:
                     keys.keep(key, t * 1000)
                 stats["saturated settles"] += sat
-                unchanged = not sat and before is not None and keys.packed(key) == before
+                unchanged = d is None or (not sat and before is not None and
+                                          keys.packed(key) == before)
                 lua = head + ["settle", reserved, actual, charged, t] + tail
                 mod = margs and (["SL.SETTLE", mkey] + margs + ["RESERVED", reserved, "ACTUAL",
                                  actual] + ([] if charged == "now" else ["AT", charged // MS]) +
@@ -1061,8 +1100,9 @@ def check_cold(conn, shas, ck, seed):
             if mod:
                 cmds += [["SL.DEBUG", "SETTIME", t * 1000], ["GET", mkey], mod, ["GET", mkey],
                          ["PEXPIRETIME", mkey]]
-            wants.append((lua, mod, core_fields(d), module_fields(d), unchanged, state, view,
-                          value))
+            want = debt_refused(rule, alg) if d is None else core_fields(d)
+            mwant = debt_refused(rule) if d is None else module_fields(d)
+            wants.append((lua, mod, want, mwant, unchanged, state, view, value))
         got = conn.pipeline(cmds)
         bad, pos = [], 0
         for w in wants:

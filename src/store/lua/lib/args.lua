@@ -5,7 +5,7 @@
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --           [closed_from from_us]
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us settle reserved actual
---           charged_us|now [now_us] [closed_from from_us]
+--           charged_us|now [now_us] [max_debt units] [closed_from from_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us lease want lease_us [now_us]
 --           [closed_from from_us]
@@ -21,6 +21,8 @@
 -- microseconds in Lua numbers (doubles, exact to 2^53 us, 285 years). A settle gives back
 -- reserved - actual units charged at charged_us (now: the settle's time), or charges actual -
 -- reserved past the limit, and replies with a peek; its arguments are the core's sl_settle().
+-- max_debt (a settle's; default the rule's capacity, 0 = no debt) bounds what a key may owe past
+-- its limit: a charge that would leave it owing more is refused (debt_reply()), nothing written.
 -- A lease grants up to `want` units for at most lease_us (the core's sl_lease()); a return gives
 -- back `unused` units of a lease granted at at_us until until_us (sl_lease_return()): a settle
 -- of unused units reserved at at_us that cost 0, and for token_bucket and gcra also the lease
@@ -49,13 +51,13 @@ end
 -- it), then for a settle reserved, actual and charged (clamped likewise; now is then no earlier
 -- than charged, as in the core), nil for a decision, then the closed start's time when the call
 -- names one whose window now is in (clamped likewise), else nil, then for a lease want and
--- lease_us (else nil, nil), then for a return the lease time to give back, hold (else 0); or the
--- error. Numbers, not a table of ranges: a script runs all of this on every call, and tables
--- cost allocations.
+-- lease_us (else nil, nil), then for a return the lease time to give back, hold (else 0), then a
+-- settle's max_debt when it names one (else nil: the script's capacity); or the error. Numbers,
+-- not a table of ranges: a script runs all of this on every call, and tables cost allocations.
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
-    local reserved, actual, charged, closed, want, lease_len
+    local reserved, actual, charged, closed, want, lease_len, max_debt
     local hold = 0
     limit, err = int_arg(1, 'limit', 1, limit_max)
     if err then return err end
@@ -112,13 +114,18 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         cost, err = int_arg(6, 'cost', 0, INT_MAX)
         if err then return err end
     end
-    if ARGV[at] and ARGV[at] ~= 'closed_from' then
+    if ARGV[at] and ARGV[at] ~= 'closed_from' and ARGV[at] ~= 'max_debt' then
         now, err = int_arg(at, 'now_us', -INT_MAX, INT_MAX)
         if err then return err end
         at = at + 1
     else
         local t = redis.call('TIME')
         now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    if ARGV[at] == 'max_debt' and ARGV[6] == 'settle' then
+        max_debt, err = int_arg(at + 1, 'max_debt', 0, INT_MAX)
+        if err then return err end
+        at = at + 2
     end
     if ARGV[at] == 'closed_from' then
         closed, err = int_arg(at + 1, 'closed_from_us', 0, INT_MAX)
@@ -127,7 +134,8 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
     end
     if ARGV[at] then
         return string.format("ERR sluice %s: unexpected argument '%s' (the last ones are " ..
-            "[now_us] [closed_from from_us])", ALG, ARGV[at])
+            "[now_us] %s[closed_from from_us])", ALG, ARGV[at],
+            ARGV[6] == 'settle' and '[max_debt units] ' or '')
     end
     now = math.min(math.max(now, 0), NOW_MAX_US)
     if closed then
@@ -139,7 +147,15 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         now = math.max(now, charged)
     end
     return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
-        closed, want, lease_len, hold
+        closed, want, lease_len, hold, max_debt
+end
+
+-- The error of a settle refused because it would leave the key owing more than max_debt units
+-- past its limit: nothing is written. sluiced's request store knows it by its words, which are
+-- sluice.so's (proto/throttle_args.h: THROTTLE_DEBT_REFUSED).
+local function debt_reply(max_debt)
+    return redis.error_reply(string.format('ERR sluice %s: settle refused: the key would owe ' ..
+        'more than max_debt (%.0f units past its limit); nothing was charged', ALG, max_debt))
 end
 
 -- The error reply for a key that holds a string that is not this algorithm's state.

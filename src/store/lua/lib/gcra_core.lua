@@ -27,7 +27,7 @@ local CAP_MAX = 9000000000000 -- capacity * 999 ns stays below 2^53
 -- up to 366 days
 local TAT_MAX_Q = 9007199254740990 -- a debt's TAT saturates at (TAT_MAX_Q, 0): 2^53 - 2 us
 local err, limit, window, burst, _, max_delay, cost, now, reserved, actual, charged, closed, want,
-    lease_len, hold = rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
+    lease_len, hold, max_debt = rule_args(CAP_MAX, -1, CAP_MAX - 1, -1, 0, 0, WINDOW_MAX_US)
 if err then return redis.error_reply(err) end
 if burst == -1 then burst = limit end
 local cap
@@ -188,6 +188,14 @@ if reserved and (reserved ~= actual or converted or hold > 0) then -- a settle, 
         if gt(nq, nr, bq, br) then bq, br = nq, nr end
         if dq then bq, br = norm(bq + dq, br + dr) end
         if not dq or gt(bq, br, TAT_MAX_Q, 0) then bq, br = TAT_MAX_Q, 0 end
+        -- the debt, the time owed past a bucket emptied in units of T, rounded up: more than
+        -- max_debt (default the capacity) is TAT' - now - tol > max_debt * T; refused, nothing
+        -- written (a bound past 2^53 us is none)
+        local mq, mr = times_big(max_debt or cap, tq, tr)
+        if mq then
+            local lq, lr = norm(nq + tolq + mq, nr + tolr + mr)
+            if gt(bq, br, lq, lr) then return debt_reply(max_debt or cap) end
+        end
         tatq, tatr = bq, br
     end
     local value -- nil: fresh, the key goes
