@@ -1179,7 +1179,8 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
 /*
  * sl_table_settle() under the shard lock (sl_table_refund() is a settle with actual 0). A state
  * a refund leaves fresh is dropped, as reclamation would; an absent key has nothing to give back,
- * and is stored only when a charge past the limit gives it something to hold.
+ * and is stored only when a charge past the limit gives it something to hold. A charge past the
+ * rule's max_debt changes nothing (SL_EDEBT, *out a peek): an absent key stays absent.
  */
 static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
                         int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns,
@@ -1193,6 +1194,8 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
             return rc;
         int64_t at =
             core_settle(&t->rule, entry_state(t, entry), reserved, actual, charged_ns, now_ns, out);
+        if (at < 0)
+            return (int)at; /* SL_EDEBT: unchanged */
         if (actual < reserved && is_fresh(t, entry, at)) {
             shard_drop(t, s, entry);
             s->reclaimed_ns = max_i64(s->reclaimed_ns, at);
@@ -1210,8 +1213,8 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
     void *state = fresh_state(t, buf);
     if (state == NULL)
         return SL_ENOMEM;
-    core_settle(&t->rule, state, reserved, actual, charged_ns, now_ns, out);
-    int rc = shard_insert(t, s, key, len, h, state, now_ns);
+    int64_t at = core_settle(&t->rule, state, reserved, actual, charged_ns, now_ns, out);
+    int rc = at < 0 ? (int)at : shard_insert(t, s, key, len, h, state, now_ns);
     if (t->state_external && rc != SL_OK)
         free(state); /* else the table kept it */
     return rc;

@@ -119,6 +119,7 @@ typedef struct engine_decision {
                           rule's max_debt; nothing was charged (the reply is an error) */
     const rule_state_t *rule;
     int64_t window_ns; /* the window in force for this key (an override's, if any) */
+    int64_t max_debt;  /* the max_debt in force for this key (an override's, if any), units */
     int64_t cost;      /* engine_allowall, a check never admissible: its cost, summed over the
                           checks naming its (rule, key) */
 } engine_decision_t;

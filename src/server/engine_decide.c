@@ -35,7 +35,7 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         event_note(EV_SETTLE_DEBT,
                    "rule '%s': a settle refused: it would leave a key owing more "
                    "than max_debt (%lld units past its limit)",
-                   rs->def.name, (long long)rs->def.rule.max_debt);
+                   rs->def.name, (long long)out->max_debt);
         return;
     }
     if (st != SL_OK) {

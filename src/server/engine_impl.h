@@ -285,8 +285,8 @@ static inline bool engine_blocked(const ov_entry_t *en, engine_decision_t *out)
 }
 
 /* What the store is asked about (rs, key) with its override en (NULL: none); out->window_ns
- * becomes the override's. tg points into en and rs: valid while they are. Inline: every
- * decision asks. */
+ * and out->max_debt become the numbers' in force. tg points into en and rs: valid while they
+ * are. Inline: every decision asks. */
 static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const void *key,
                                  size_t key_len, store_target_t *tg, engine_decision_t *out)
 {
@@ -306,6 +306,7 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
             tg->lease_ns = ruledef_lease_room_ns(&en->ov_rule); /* a smaller burst: 0 strict */
         }
     }
+    out->max_debt = tg->numbers->max_debt;
 }
 
 /* Decides req on a store that completes at once, its override known (en). ENGINE_OK with *out,

@@ -119,7 +119,7 @@ static void job_respond(job_t *j)
             job_problem(j, 422,
                         THROTTLE_DEBT_REFUSED " of rule '%s' (%lld units past its limit); "
                                               "nothing was charged",
-                        j->rules[i]->def.name, (long long)j->rules[i]->def.rule.max_debt);
+                        j->rules[i]->def.name, (long long)ed->max_debt);
             return;
         }
         if (ed->never && !ed->blocked) {

@@ -77,7 +77,9 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
     }
     if (ed != NULL && ed->debt_refused) {
         char err[THROTTLE_ERR_MAX];
-        throttle_debt_error(&rs->def.rule, err);
+        sl_rule_t numbers = rs->def.rule; /* the key's override's max_debt, when it has one */
+        numbers.max_debt = ed->max_debt;
+        throttle_debt_error(&numbers, err);
         resp_add_error(b, "%s", err);
         return true;
     }

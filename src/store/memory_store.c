@@ -522,30 +522,6 @@ static bool cold_start_decide(const store_rule_t *r, sl_table_t *table, const vo
     return peeked;
 }
 
-/*
- * Whether a settle that charges (actual > reserved) would leave the key owing more than its
- * rule's max_debt, asked of a copy of the key's state, *d then a peek. The table refuses such a
- * charge itself (core_settle() charges nothing) but sl_table_settle() still answers SL_OK, so
- * the store asks first to answer SL_EDEBT. A charge that passes here and finds the key deeper in
- * debt under the shard's lock (another request between) is still refused there, and answered
- * with a peek: the bound holds either way. Once sl_table_settle() returns SL_EDEBT this goes.
- */
-static bool debt_refused(sl_table_t *table, const store_target_t *tg, const store_request_t *req,
-                         int64_t charged_ns, int64_t now_ns, sl_decision_t *d)
-{
-    const sl_rule_t *rule = sl_table_rule(table);
-    size_t size = sl_state_size(rule);
-    uint64_t stack[STATE_STACK_MAX / 8];
-    void *state = size <= sizeof stack ? stack : malloc(size);
-    bool refused =
-        state != NULL && sl_table_get(table, tg->key, tg->key_len, state) == SL_OK &&
-        sl_settle(rule, state, req->reserved, req->actual, charged_ns, now_ns, d) == SL_EDEBT;
-    if (state != stack) {
-        free(state);
-    }
-    return refused;
-}
-
 static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                       const store_request_t *req, int64_t now_ns, sl_decision_t *d,
                       store_done_fn fn, void *arg)
@@ -562,9 +538,6 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
     }
     if (req->settle) {
         int64_t charged_ns = req->charged_ns < 0 ? now_ns : req->charged_ns;
-        if (req->actual > req->reserved && debt_refused(table, tg, req, charged_ns, now_ns, d)) {
-            return SL_EDEBT;
-        }
         return sl_table_settle(table, tg->key, tg->key_len, req->reserved, req->actual, charged_ns,
                                now_ns, d);
     }

@@ -83,6 +83,12 @@ example() {
     check "$m-attack-resp" matches "$(sc SL.SETTLE api victim 0 9223372036854775807)" \
         "^ERR $refused \\(10 units past its limit\\); nothing was charged$"
     check "$m-attack-nothing" matches "$(sc SL.ALLOW api victim)" '^1 10 9 0 '
+    # a key's override has a max_debt of its own (its capacity here), which the refusal names
+    check "$m-attack-override" matches "$(sc SL.SETTLE tok big 0 9223372036854775807)" \
+        "^ERR $refused \\(5000 units past its limit\\); nothing was charged$"
+    check "$m-attack-override-http" matches \
+        "$(post /v1/settle '{"rule":"tok","key":"big","reserved":0,"actual":9223372036854775807}')" \
+        "\"detail\":\"$refused of rule 'tok' \\(5000 units past its limit\\); nothing was charged\".* 422$"
     check "$m-debt-within" matches "$(sc SL.SETTLE api victim 1 16)" '^0 10 0 [1-9][0-9]* '
     check "$m-debt-past" matches "$(sc SL.SETTLE api victim 0 10)" "^ERR $refused "
     check "$m-nodebt-within" matches "$(sc SL.SETTLE nodebt k 0 11)" '^1 11 0 0 '

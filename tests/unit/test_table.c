@@ -1021,6 +1021,35 @@ static void test_settle_at_the_cap(void **unused)
     sl_table_free(t);
 }
 
+/* A settle past the rule's max_debt is refused in the table as it is on a state: SL_EDEBT, the
+ * key's state as it was (a peek in the reply), and an absent key is not stored. Every algorithm,
+ * sliding_log's out-of-line states included. */
+static void test_settle_past_max_debt(void **unused)
+{
+    for (sl_algorithm_t a = SL_FIXED_WINDOW; a <= SL_GCRA; a++) {
+        sl_rule_t r = rule_of(a, 10, 3600 * SL_NS_PER_SEC);
+        sl_table_t *t = table_of(&r, NULL);
+        sl_decision_t d;
+        /* the attack: a debt of 2^63 - 1 units on a key never seen, then on one in use */
+        assert_int_equal(sl_table_settle(t, "victim", 6, 0, INT64_MAX, T0, T0, &d), SL_EDEBT);
+        assert_int_equal(sl_table_count(t), 0);
+        assert_int_equal(d.remaining, r.capacity);
+        assert_true(allow(t, "used", 3, T0));
+        uint64_t before[64] = {0}, after[64] = {0};
+        assert_true(sl_state_size(&r) <= sizeof(before));
+        assert_int_equal(sl_table_get(t, "used", 4, before), SL_OK);
+        assert_int_equal(sl_table_settle(t, "used", 4, 1, INT64_MAX, T0, T0, &d), SL_EDEBT);
+        assert_int_equal(sl_table_get(t, "used", 4, after), SL_OK);
+        assert_memory_equal(before, after, sl_state_size(&r));
+        assert_int_equal(d.remaining, r.capacity - 3);
+        /* within the bound it charges: max_debt (the capacity) past what the key can admit */
+        assert_int_equal(sl_table_settle(t, "used", 4, 0, r.capacity - 3 + r.max_debt, T0, T0, &d),
+                         SL_OK);
+        assert_false(d.allowed);
+        sl_table_free(t);
+    }
+}
+
 /* ---- all or nothing ---------------------------------------------------------------------- */
 
 static sl_multi_request_t mreq(sl_table_t *t, const char *key, int64_t cost)
@@ -1383,6 +1412,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refund_settle_match_private_state),
         cmocka_unit_test(test_refund_drops_fresh_key),
         cmocka_unit_test(test_settle_at_the_cap),
+        cmocka_unit_test(test_settle_past_max_debt),
         cmocka_unit_test(test_decide_all_repeated_pairs),
         cmocka_unit_test(test_decide_all_two_tables),
         cmocka_unit_test(test_decide_all_errors),
