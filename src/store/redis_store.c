@@ -250,79 +250,6 @@ static pending_t *pending_new(redis_store_t *s, const char *rkey, size_t rkey_le
 
 /* ---- replies ------------------------------------------------------------------------------- */
 
-static int64_t to_ns(long long v, int64_t unit_ns)
-{
-    return v < 0 ? -1 : (int64_t)v * unit_ns;
-}
-
-/* The module's 5 integers in ms, or the scripts' 6 in µs, as a decision. */
-bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
-{
-    size_t want = mode == REDIS_MODE_MODULE ? 5 : 6;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != want) {
-        return false;
-    }
-    for (size_t i = 0; i < want; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
-            return false;
-        }
-    }
-    long long v[6] = {0};
-    for (size_t i = 0; i < want; i++) {
-        v[i] = r->element[i]->integer;
-    }
-    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
-    *d = (sl_decision_t){.allowed = v[0] == 1,
-                         .limit = v[1],
-                         .remaining = v[2],
-                         .retry_after_ns = to_ns(v[3], unit),
-                         .reset_after_ns = to_ns(v[4], unit),
-                         .delay_ns = to_ns(v[5], unit)};
-    if (mode == REDIS_MODE_MODULE && d->allowed && d->retry_after_ns > 0) {
-        /* the module, like sluiced, reports a delayed admission's delay as retry_after */
-        d->delay_ns = d->retry_after_ns;
-        d->retry_after_ns = 0;
-    }
-    return true;
-}
-
-/* A reply to a lease, [granted, at_us, until_us, remaining, reset_after] (reset_after in ms
- * from the module, us from a script), into *lease and a peek after it into *d. */
-static bool parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rule,
-                        sl_lease_t *lease, sl_decision_t *d)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
-        return false;
-    }
-    long long v[5];
-    for (size_t i = 0; i < 5; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER || r->element[i]->integer < 0) {
-            return false;
-        }
-        v[i] = r->element[i]->integer;
-    }
-    if (v[2] < v[1] || v[2] > INT64_MAX / NS_PER_US) {
-        return false;
-    }
-    *lease = (sl_lease_t){.granted = v[0],
-                          .at_ns = v[1] * NS_PER_US,
-                          .until_ns = v[2] * NS_PER_US,
-                          .remaining = v[3],
-                          .reset_after_ns =
-                              to_ns(v[4], mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US)};
-    *d = (sl_decision_t){.allowed = v[0] > 0,
-                         .limit = rule->capacity,
-                         .remaining = v[3],
-                         .reset_after_ns = lease->reset_after_ns};
-    return true;
-}
-
-/* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
-static bool is_unknown_command(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && strncasecmp(r->str, "ERR unknown command", 19) == 0;
-}
-
 /*
  * p (unlinked) was sent as a module command to a node without the module: sent again at the tail
  * with a fresh deadline (FIFO order is deadline order), in the mode of the node its key goes to
@@ -376,7 +303,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         return;
     }
     if (reply != NULL && p->op != OP_RESET && p->mode == REDIS_MODE_MODULE &&
-        is_unknown_command(reply) && p->mode_resends < MODE_RESENDS_MAX) {
+        rs_is_unknown_command(reply) && p->mode_resends < MODE_RESENDS_MAX) {
         resend_in_mode(s, p);
         return;
     }
@@ -404,7 +331,7 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         pending_release(s, p);
         fn(fn_arg, 0, NULL, NULL);
     } else if (p->op == OP_LEASE) {
-        bool ok = parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
+        bool ok = rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
         if (!ok) {
             atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
             rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a lease");

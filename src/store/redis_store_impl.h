@@ -4,6 +4,7 @@
  * functions one file lends another. Each file calls only those listed before it:
  *   redis_shared.c    the shared state: start-up probe, node modes, the caches' epochs
  *   redis_keys.c      Redis key names, the cache's names for them, command arguments
+ *   redis_parse.c     replies read as decisions and leases
  *   redis_store.c     nodes, pending decisions and deadlines, replies, decide/settle/reset
  *   redis_allowall.c  SL.ALLOWALL in one step
  * Nothing outside these files includes this.
@@ -188,10 +189,19 @@ void rs_module_args(args_t *a, const pending_t *p);
 /* p's command for a script: EVALSHA (EVAL when full) ... */
 void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool full);
 
+/* ---- redis_parse.c ------------------------------------------------------------------------ */
+
+/* A reply's five integers (the module's, in ms) or six (a script's, in us) as a decision. */
+bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d);
+/* A reply to a lease, [granted, at_us, until_us, remaining, reset_after], into *lease and a
+ * peek after it into *d; false when it is no such reply. */
+bool rs_parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rule,
+                    sl_lease_t *lease, sl_decision_t *d);
+/* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
+bool rs_is_unknown_command(const redisReply *r);
+
 /* ---- redis_store.c ------------------------------------------------------------------------ */
 
-/* A reply's five integers as a decision, in mode's units. */
-bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d);
 /* Asks node idx its mode (COMMAND INFO sl.throttle); 0, or -1 when nothing could be sent. */
 int rs_probe(redis_store_t *s, int idx);
 /* The mode node idx decides in, as last found out. */
