@@ -1074,9 +1074,20 @@ static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
                                                       unsigned char *entry, int64_t cost,
                                                       int64_t now_ns, sl_decision_t *out)
 {
-    int rc = ext_room(t, s, entry, now_ns, false);
-    if (rc != SL_OK)
-        return rc;
+    void *state = entry_state(t, entry);
+    if (core_state_need(&t->rule, state) > core_state_bytes(&t->rule, state)) {
+        /* a cost the key cannot take now is refused, which writes nothing and needs no room:
+         * a key at its limit is refused as such even when the cap leaves none (the states that
+         * grow, sliding_log's, refuse exactly the costs over a peek's remaining) */
+        core_decide(&t->rule, state, 0, now_ns, out);
+        if (cost > out->remaining) {
+            core_decide(&t->rule, state, cost, now_ns, out);
+            return SL_OK;
+        }
+        int rc = ext_room(t, s, entry, now_ns, false);
+        if (rc != SL_OK)
+            return rc;
+    }
     core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     ext_shrink(t, s, entry);
     return SL_OK;
@@ -1943,14 +1954,27 @@ static uint32_t chunks_for(uint32_t count)
     return need < MIN_CHUNKS ? MIN_CHUNKS : need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
 }
 
-/* Bytes shard s would hold after a rebuild to chunks_for(its keys): its array shrinks only when
- * that is at most three quarters of it (a rebuild for less is not worth it). */
-static size_t shard_bytes_shrunk(const sl_table_t *t, const shard_t *s)
+/* Whether shard s's array is larger than chunks_for(its keys), and may be shrunk to it. */
+static bool shard_shrinks(const shard_t *s)
 {
-    uint32_t fit = chunks_for(s->count);
-    if (fit > s->nchunks / 4 * 3)
-        return s->bytes;
-    return s->bytes - array_bytes(t, s->nchunks) + array_bytes(t, fit);
+    return chunks_for(s->count) < s->nchunks;
+}
+
+/*
+ * Keys shard s would have to lose to free `want` bytes: out-of-line states free theirs with the
+ * key (want over what a key holds, about); inline ones only as the array shrinks, so as many as
+ * leave the keys that fit an array smaller by `want` (chunks_for's inverse).
+ */
+static uint64_t keys_to_free(const sl_table_t *t, const shard_t *s, size_t want)
+{
+    if (s->count == 0)
+        return 0;
+    if (t->state_external)
+        return want / (s->bytes / s->count) + 1;
+    size_t array = array_bytes(t, s->nchunks);
+    uint64_t keep_chunks = want >= array ? MIN_CHUNKS : (array - want) / t->chunk_size;
+    uint64_t keep = keep_chunks * CHUNK_ENTRIES * MAX_LOAD_NUM / MAX_LOAD_DEN * 4 / 5;
+    return s->count > keep ? s->count - keep : 0;
 }
 
 #define EVICT_LEVELS 16 /* sl_table_evict(): idle keys are ranked by sixteenths of units left */
@@ -1968,34 +1992,45 @@ static unsigned units_left_level(const sl_table_t *t, unsigned char *entry, int6
  * sl_table_evict() on one shard, locked: frees about `want` bytes; returns the bytes freed.
  * Idle keys are those not marked as in use when the call begins. A first walk only counts the
  * idle keys by the units they have left; the lowest level such that the idle keys at or above it
- * hold `want` bytes is the threshold. A second walk evicts the idle keys at or above it (the most
- * units left first, as far as sixteenths tell) until that much is freed, and unmarks the keys in
- * use, so that they are idle at the next call unless decided on meanwhile.
+ * hold `want` bytes is the threshold. A second walk evicts the idle keys above it, and of those
+ * at it the share still wanted, chosen by a mix of their hash (the most units left first, as far
+ * as sixteenths tell), and unmarks the keys in use, so that they are idle at the next call unless
+ * decided on meanwhile. What goes is spread over the hash range, not the array's first keys: the
+ * keys left then fill a smaller array evenly (a prefix evicted left them all in its upper part,
+ * and rebuilding that was quadratic, under the lock).
  */
 static size_t shard_evict(sl_table_t *t, shard_t *s, int64_t now_ns, size_t want)
 {
     const size_t before = s->bytes;
     shard_drop_fresh(t, s, now_ns);
-    size_t per_key = s->count > 0 ? s->bytes / s->count : 1; /* what a key holds, about */
     uint64_t idle[EVICT_LEVELS] = {0};
     SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
         if (!(entry_klen(t, entry)[0] & KLEN_USED))
             idle[units_left_level(t, entry, now_ns)]++;
     })
+    uint64_t wanted = keys_to_free(t, s, want), above = 0; /* and those above the threshold */
     unsigned threshold = EVICT_LEVELS;
-    for (uint64_t keys = 0; threshold > 0 && keys * per_key < want;)
-        keys += idle[--threshold];
+    while (threshold > 0 && above + idle[threshold - 1] < wanted)
+        above += idle[--threshold];
+    if (threshold > 0)
+        threshold--; /* the level evicted in part */
+    uint64_t at = threshold < EVICT_LEVELS ? idle[threshold] : 0;
+    uint64_t cut = at > 0 ? ((wanted > above ? wanted - above : 0) << 16) / at : 0; /* of 2^16 */
     SHARD_FOREACH_ENTRY(t, s->chunks, s->nchunks, entry, {
         unsigned char *kl = entry_klen(t, entry);
         if (kl[0] & KLEN_USED) {
             kl[0] &= (unsigned char)~KLEN_USED;
-        } else if (before - shard_bytes_shrunk(t, s) < want &&
-                   units_left_level(t, entry, now_ns) >= threshold) {
+            continue;
+        }
+        unsigned level = units_left_level(t, entry, now_ns);
+        uint64_t h = entry_hash(t, entry);
+        if (level > threshold ||
+            (level == threshold && (sl_hash_mix(h, SL_HASH_P1) & 0xffff) < cut)) {
             s->evicted++;
-            shard_forget(t, s, entry, entry_hash(t, entry));
+            shard_forget(t, s, entry, h);
         }
     })
-    if (shard_bytes_shrunk(t, s) < s->bytes)
+    if (shard_shrinks(s))
         shard_rebuild(t, s, chunks_for(s->count), -1); /* on ENOMEM it stays as large */
     return before > s->bytes ? before - s->bytes : 0;
 }

@@ -163,6 +163,7 @@ static int override_put(admin_req_t *r, config_store_t *store, bool last)
     }
     r->text = json;
     log_change(r, "set", json);
+    engine_override_written(r->engine, r->rule, r->key, r->key_len, json);
     put_in_force(r, store);
     return CONFIG_JOB_DONE;
 }
@@ -196,6 +197,9 @@ static int override_read(admin_req_t *r, config_store_t *store, bool last)
     int rc;
     if (r->op == ADMIN_OVERRIDE_DEL) {
         rc = config_store_del_override(store, r->rule, r->key, r->key_len, NULL, serr);
+        if (rc == 0) {
+            engine_override_written(r->engine, r->rule, r->key, r->key_len, NULL);
+        }
         return deleted(r, store, rc, serr, last, missing);
     }
     rc = config_store_get_override(store, r->rule, r->key, r->key_len, &r->text, serr);

@@ -255,7 +255,6 @@ static void engine_poll(void *arg, config_store_t *store)
     if (swept > 0) {
         log_debug("%zu idle inline rules taken out of force", swept);
     }
-    engine_relieve(e, sl_now_ns());
 }
 
 /* The store's push: a change was committed somewhere, or the push connected again. On the

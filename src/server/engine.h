@@ -334,14 +334,22 @@ int engine_load_snapshot(engine_t *e, const char *path, int64_t now_ns, size_t *
 bool engine_is_remote(const engine_t *e);
 const char *engine_store_name(const engine_t *e); /* "memory", "redis (sluice.so module)", ... */
 
-/* Near --max-memory, frees idle keys across every rule (the memory store; the config thread calls
- * it at each poll): returns the bytes freed, counted and logged. A key decided on since the last
- * call is not idle. */
+/* Near --max-memory, frees idle keys across every rule (the memory store; sluiced's main thread
+ * calls it once a poll interval, never the config thread, whose override lookups must not wait
+ * for it): returns the bytes freed, counted and logged. A key decided on since the last call is
+ * not idle. Any thread, one at a time. */
 size_t engine_relieve(engine_t *e, int64_t now_ns);
 
 /* The budget of --max-memory that the request store's keys count against, and whatever else the
  * server holds for clients should (a replay's table): NULL when there is none. */
 sl_budget_t *engine_budget(const engine_t *e);
+
+/* The config store now holds json as (rule, key)'s override (NULL: none any more), written by
+ * this server (SL.OVERRIDE, /v1/rules/.../overrides): remembered as a lookup's answer would be,
+ * so that a block set here holds through an outage that begins before any lookup of the key.
+ * Any thread. */
+void engine_override_written(engine_t *e, const char *rule, const void *key, size_t key_len,
+                             const char *json);
 
 /* Bytes the request store holds under --max-memory (every rule's tables, the memory store) and
  * the cap; 0 and 0 for a store that holds none. Any thread. */

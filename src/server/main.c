@@ -59,6 +59,7 @@ typedef struct main_ctx {
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t snapshot_timer;
+    uv_timer_t relieve_timer; /* every poll interval: idle keys evicted near --max-memory */
     uv_async_t snapshot_done; /* the snapshot thread finished */
     snapshot_run_t snap;
 } main_ctx_t;
@@ -139,6 +140,14 @@ static void snapshot_join(main_ctx_t *m)
 static void on_snapshot_done(uv_async_t *a)
 {
     snapshot_join(a->data); /* the thread has signalled: it is ending, the join is short */
+}
+
+/* Near --max-memory, idle keys of every rule make room for the others (engine_relieve): here on
+ * the main thread, which decides nothing and looks nothing up. */
+static void on_relieve_timer(uv_timer_t *t)
+{
+    main_ctx_t *m = t->data;
+    engine_relieve(m->srv.engine, sl_now_ns());
 }
 
 static void on_snapshot_timer(uv_timer_t *t)
@@ -436,6 +445,12 @@ int main(int argc, char **argv)
     uv_signal_start(&m.sig_hup, on_hup, SIGHUP);
     uv_timer_init(&m.loop, &m.snapshot_timer);
     m.snapshot_timer.data = &m;
+    uv_timer_init(&m.loop, &m.relieve_timer);
+    m.relieve_timer.data = &m;
+    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / NS_PER_MS) + 1;
+    if (cfg.max_memory > 0) {
+        uv_timer_start(&m.relieve_timer, on_relieve_timer, poll_ms, poll_ms);
+    }
     uv_async_init(&m.loop, &m.snapshot_done, on_snapshot_done);
     m.snapshot_done.data = &m;
     uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
@@ -455,6 +470,7 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.sig_int, NULL);
     uv_close((uv_handle_t *)&m.sig_hup, NULL);
     uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
+    uv_close((uv_handle_t *)&m.relieve_timer, NULL);
     uv_close((uv_handle_t *)&m.snapshot_done, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);

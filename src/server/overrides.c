@@ -671,3 +671,14 @@ void override_worker_free(engine_worker_t *w)
     config_store_close(w->store);
     w->store = NULL;
 }
+
+void engine_override_written(engine_t *e, const char *rule, const void *key, size_t key_len,
+                             const char *json)
+{
+    if (e->known != NULL && !ov_known_note(e->known, rule, key, key_len, json)) {
+        event_note(EV_OVERRIDE_KNOWN_FULL,
+                   "override of rule '%s' set but not remembered for an outage: %d overrides "
+                   "already are",
+                   rule, OV_KNOWN_MAX);
+    }
+}

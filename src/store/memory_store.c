@@ -10,9 +10,9 @@
  * Memory. --max-memory is one budget (sl_budget_t) for every table of every rule (named,
  * inline and override tables alike), so no number of rules multiplies it. At the cap a table
  * evicts its own idle keys before it refuses a new one (sl_table_config_t.evict_idle), and
- * relieve() (the config thread, once a poll) frees idle keys across all tables while the budget
- * is above RELIEVE_AT, in proportion to what each holds, so that a rule flooded with new keys
- * cannot leave the others no room for long. The rules' data is listed (rules_lock) for it.
+ * relieve() (the main thread, once a poll interval) frees idle keys across all tables while the
+ * budget is above RELIEVE_AT, in proportion to what each holds, so that a rule flooded with new
+ * keys cannot leave the others no room for long. The rules' data is listed (rules_lock) for it.
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -233,7 +233,7 @@ struct request_store_ops {
                        size_t state_len);
     size_t (*load_close)(store_loader_t *l);
 
-    /* Frees memory when the store is near its --max-memory (the config thread, once a poll):
+    /* Frees memory when the store is near its --max-memory (the main thread, every poll interval):
      * returns the bytes freed. NULL: nothing to free. */
     size_t (*relieve)(request_store_t *s, int64_t now_ns);
     /* The budget of --max-memory the store's keys count against (NULL: none, or no cap), which

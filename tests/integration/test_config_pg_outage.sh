@@ -2,8 +2,8 @@
 # test_config_pg_outage.sh - blocking overrides across a PostgreSQL config store's outages, the
 # probes that found them bypassed:
 #   1. stopped after a rule change: the blocking override cached before it still applies (it
-#      used to be admitted, [1,5,0,0,0]); a key never looked up gets on_store_error; both
-#      counted;
+#      used to be admitted, [1,5,0,0,0]), and so does one set through this server and never
+#      asked; a key never looked up gets on_store_error; both counted;
 #   2. frozen (SIGSTOP on the postmaster and its backends, so connections stay open and nothing
 #      answers): a decision on a key nothing is known of is answered by on_store_error once
 #      --override-timeout has passed, counted as a timeout; a cached blocking override applies;
@@ -48,9 +48,12 @@ check gold-blocked answers '^0 0 0 -1 ' SL.ALLOW vip gold
 check rule-change answers '^OK$' SL.RULE SET vip \
     '{"algorithm":"fixed_window","limit":6,"window":"1h","on_store_error":"allow"}'
 check new-rule answers '^1 6 5 ' SL.ALLOW vip someone
+# a block set through this server, never asked before the outage, is known all the same
+check banned-set answers '^OK$' SL.OVERRIDE SET vip banned '{"limit":0}'
 stop_bg pg INT
 check pg-stopped test $? -eq 0
 check gold-still-blocked answers '^0 0 0 -1 ' SL.ALLOW vip gold
+check banned-blocked answers '^0 0 0 -1 ' SL.ALLOW vip banned
 check stranger-on-store-error answers '^1 6 ' SL.ALLOW vip stranger
 check counted-known test "$(failures error known)" -ge 1
 check counted-on-store-error test "$(failures error on_store_error)" -ge 1
