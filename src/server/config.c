@@ -102,7 +102,7 @@ static const option_t options[] = {
     {"max-input-buffers", "max_input_buffers", OPT_SIZE, F(input_buffers_max), 0, 0, 0, SIZE_MAX_V,
      CHECK_NONE, "BYTES", "cap of all clients' input buffers together (default 512m; 0 = none)"},
     {"max-memory", "max_memory", OPT_SIZE, F(max_memory), 0, 0, 0, SIZE_MAX_V, CHECK_NONE, "BYTES",
-     "memory cap of each rule's key table, >= 64k (default 0 = none)"},
+     "memory cap of every rule's keys together, >= 64k (default 0 = none)"},
     {"max-inline-rules", "max_inline_rules", OPT_COUNT, F(max_inline), 0, 0, 16, 1000000,
      CHECK_NONE, "N", "most SL.THROTTLE/CL.THROTTLE parameter sets at once (default 1024)"},
     {"max-inline-per-address", "max_inline_per_address", OPT_COUNT, F(max_inline_address), 0, 0, 1,
