@@ -19,8 +19,9 @@
  * engine_inline_budget() of them, and the connections of one client address (an IPv6 client's
  * /64) together at most cfg.max_inline_address of those in force (each rule remembers the
  * address that made it; a miss counts them under inline_lock), so neither one client inventing
- * parameters nor one host opening many connections can take them all. Each refusal names the
- * setting, and is counted and logged at a limited rate.
+ * parameters nor one host opening many connections can take them all (a client with many
+ * addresses, an IPv6 prefix wider than a /64, still can: the server-wide cap is what bounds
+ * memory). Each refusal names the setting, and is counted and logged at a limited rate.
  */
 #include <stdio.h>
 #include <stdlib.h>
