@@ -4,7 +4,8 @@
 # imported, with the reason; a store that already holds such a rule (written under a larger cap)
 # never stops a start: the rule is in force and logged, and its keys decide while their state
 # fits (a sliding_log key grows with its admissions). Under a
-# flood of new keys the cap holds, idle keys make room, and a busy key at its limit stays so.
+# flood of new keys the cap holds, idle keys make room, and a busy key at its limit stays so. A
+# key charged a million units at once holds one entry.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -75,4 +76,29 @@ check flood-under-cap test "$(metric sluice_memory_bytes)" -le $((1024 * 1024))
 check flood-cap-shown test "$(metric sluice_memory_max_bytes)" -eq $((1024 * 1024))
 check flood-still-blocked matches "$(cli SL.ALLOW api attacker)" '^0 100 0 [1-9]'
 stop_bg s4 TERM
+
+# 4. the probe that took 153 MB for 20 keys and made a 1 GB snapshot of 120: 1,000 keys of a
+# sliding_log of limit 2^20, each charged 10^6 units at once, with no --max-memory. A key keeps
+# one entry per admission, whatever its cost: sluiced stays small (its resident memory is read,
+# not timed), the snapshot too, and it stops cleanly. Under an address-space limit (not with the
+# sanitizers' shadow memory) a regression fails to allocate instead of taking the machine.
+RUN=("$SLUICED")
+if command -v prlimit >/dev/null &&
+    ! grep -Eq '^SLUICE_(ASAN|TSAN):BOOL=ON' "$SLUICE_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+    RUN=(prlimit --as=$((1024 * 1024 * 1024)) "$SLUICED")
+fi
+printf '#!/bin/sh\nexec %s "$@"\n' "${RUN[*]}" >"$TMP/sluiced-limited"
+chmod +x "$TMP/sluiced-limited"
+SLUICED=$TMP/sluiced-limited start_sluiced s5 --config-store "$TMP/d.db" \
+    --snapshot "$TMP/s5.snap" || { cat "$TMP/s5.log"; exit 1; }
+for i in $(seq 1 1000); do
+    printf 'SL.THROTTLE k%d sliding_log 1048576 60000 COST 1000000\r\n' "$i"
+done >"$TMP/costly.txt"
+redis-cli -p "$RESP_PORT" <"$TMP/costly.txt" | paste -d' ' - - - - - >"$TMP/costly.out"
+check costly-all-admitted test "$(grep -c '^1 1048576 48576 ' "$TMP/costly.out")" -eq 1000
+rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$(cat "$TMP/s5.pid")/status")
+check costly-small test "$rss_kb" -lt $((128 * 1024))
+stop_bg s5 TERM
+check costly-stopped-cleanly test $? -eq 0
+check costly-snapshot-small test "$(stat -c %s "$TMP/s5.snap")" -lt $((1024 * 1024))
 finish
