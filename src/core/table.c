@@ -1624,8 +1624,15 @@ int sl_table_put_len(sl_table_t *t, const void *key, size_t key_len, const void 
         return rc;
     if (sl_state_is_fresh(&t->rule, state, now_ns))
         return sl_table_reset(t, key, key_len);
-    /* an out-of-line state goes into a buffer of the size it needs, made before the lock */
-    void *copy = t->state_external ? ext_moved(t, state, ext_room_bytes(t, state)) : (void *)state;
+    /* an out-of-line state goes into a buffer of the size it needs, made before the lock; an
+     * inline one into the entry's size (a sliding_log of a small limit is inline, and the state
+     * given may be in a smaller buffer than that) */
+    uint64_t whole[STATE_INLINE_MAX / 8];
+    void *copy = whole;
+    if (t->state_external)
+        copy = ext_moved(t, state, ext_room_bytes(t, state));
+    else
+        core_state_move(&t->rule, state, whole, t->state_size);
     if (copy == NULL)
         return SL_ENOMEM;
     uint64_t h;

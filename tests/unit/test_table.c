@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "bounded.h"
+#include "core/core.h"
 #include "sluice/sluice.h"
 
 #define T0       (INT64_C(1700000000) * SL_NS_PER_SEC)
@@ -206,38 +207,60 @@ static int copy_visit(void *arg, const void *key, size_t len, const void *state,
 {
     copy_ctx_t *c = arg;
     c->visited++;
-    /* a sliding_log key's buffer holds its entries, with room for one more: one admission of a
-     * key of 40 takes a small part of the 40 entries a buffer could need */
-    assert_true(size < sl_state_size(sl_table_rule(c->into)) / 4);
+    /* an out-of-line sliding_log key's buffer holds its entries, with room for one more: one
+     * admission takes a small part of the 40 entries a buffer could need; an inline state is
+     * handed out whole */
+    size_t whole = sl_state_size(sl_table_rule(c->into));
+    assert_true(whole > 128 ? size < whole / 4 : size == whole);
     return sl_table_put_len(c->into, key, len, state, size, c->now);
 }
 
 /* A snapshot through the iterator restores the same decisions in another table; sliding_log's
- * large states are out of line. */
+ * large states are out of line, its small ones (a limit of 4) in the entry. A state a snapshot
+ * unpacks into a buffer of the size it needs goes into either. */
 static void test_foreach_round_trip(void **unused)
 {
-    sl_rule_t r = rule_of(SL_SLIDING_LOG, 40, 10 * SL_NS_PER_SEC); /* 328-byte state */
-    sl_table_t *a = table_of(&r, NULL), *b = table_of(&r, NULL);
-    char key[32];
-    for (int i = 0; i < 300; i++) {
-        snprintf(key, sizeof(key), "key-%d", i);
-        assert_true(allow(a, key, 1 + i % 40, T0 + i));
+    static const int64_t limits[] = {40, 4};
+    for (size_t l = 0; l < 2; l++) {
+        int64_t n = limits[l];
+        sl_rule_t r = rule_of(SL_SLIDING_LOG, n, 10 * SL_NS_PER_SEC);
+        sl_table_t *a = table_of(&r, NULL), *b = table_of(&r, NULL);
+        char key[32];
+        for (int i = 0; i < 300; i++) {
+            snprintf(key, sizeof(key), "key-%d", i);
+            assert_true(allow(a, key, 1 + i % n, T0 + i));
+        }
+        copy_ctx_t c = {.into = b, .now = T0 + 1000};
+        assert_int_equal(sl_table_foreach(a, copy_visit, &c), 0);
+        assert_int_equal(c.visited, 300);
+        assert_int_equal(sl_table_count(b), 300);
+        for (int i = 0; i < 300; i++) {
+            snprintf(key, sizeof(key), "key-%d", i);
+            sl_decision_t da, db;
+            sl_table_decide(a, key, strlen(key), 0, T0 + 2000, &da);
+            sl_table_decide(b, key, strlen(key), 0, T0 + 2000, &db);
+            assert_int_equal(da.remaining, n - (1 + i % n));
+            assert_int_equal(db.remaining, da.remaining);
+            assert_int_equal(db.reset_after_ns, da.reset_after_ns);
+        }
+        /* a state in a buffer of the size it needs, as a snapshot's reader unpacks it */
+        unsigned char packed[1024];
+        uint64_t whole[1024];
+        assert_true(sl_state_size(&r) <= sizeof(whole) && sl_state_packed_max(&r) <= 1024);
+        assert_int_equal(sl_table_get(a, "key-1", 5, whole), SL_OK);
+        size_t plen = sl_state_pack(&r, whole, packed);
+        size_t need = core_state_unpack_need(&r, packed, plen);
+        assert_true(need > 0 && need < sl_state_size(&r));
+        unsigned char *exact = malloc(need); /* ASan: a read past it would be caught */
+        assert_int_equal(core_state_unpack(&r, packed, plen, exact, need), SL_OK);
+        assert_int_equal(sl_table_put_len(b, "copy", 4, exact, need, T0 + 1000), SL_OK);
+        free(exact);
+        sl_decision_t d;
+        assert_int_equal(sl_table_decide(b, "copy", 4, 0, T0 + 2000, &d), SL_OK);
+        assert_int_equal(d.remaining, n - 2);
+        sl_table_free(a);
+        sl_table_free(b);
     }
-    copy_ctx_t c = {.into = b, .now = T0 + 1000};
-    assert_int_equal(sl_table_foreach(a, copy_visit, &c), 0);
-    assert_int_equal(c.visited, 300);
-    assert_int_equal(sl_table_count(b), 300);
-    for (int i = 0; i < 300; i++) {
-        snprintf(key, sizeof(key), "key-%d", i);
-        sl_decision_t da, db;
-        sl_table_decide(a, key, strlen(key), 0, T0 + 2000, &da);
-        sl_table_decide(b, key, strlen(key), 0, T0 + 2000, &db);
-        assert_int_equal(da.remaining, 40 - (1 + i % 40));
-        assert_int_equal(db.remaining, da.remaining);
-        assert_int_equal(db.reset_after_ns, da.reset_after_ns);
-    }
-    sl_table_free(a);
-    sl_table_free(b);
 }
 
 static int stop_at_three(void *arg, const void *key, size_t len, const void *state, size_t size)
