@@ -15,15 +15,25 @@
 
 #include "server/log.h"
 
-typedef struct event_desc {
-    const char *name;   /* the /metrics counter */
-    const char *labels; /* its label pairs, "" for none */
-    log_level_t level;  /* of its log line */
+typedef struct counter_desc {
+    const char *name; /* the /metrics counter */
     const char *help;
+} counter_desc_t;
+
+static const counter_desc_t counters[EVENT_COUNTER_COUNT] = {
+#define COUNTER_DESC(id, name, help) [id] = {name, help},
+    EVENT_COUNTERS(COUNTER_DESC)
+#undef COUNTER_DESC
+};
+
+typedef struct event_desc {
+    event_counter_t counter; /* the counter it counts in */
+    const char *labels;      /* its label pairs there, "" for none */
+    log_level_t level;       /* of its log line */
 } event_desc_t;
 
 static const event_desc_t descs[EVENT_COUNT] = {
-#define EVENT_DESC(id, name, labels, level, help) [id] = {name, labels, level, help},
+#define EVENT_DESC(id, counter, labels, level) [id] = {counter, labels, level},
     EVENTS(EVENT_DESC)
 #undef EVENT_DESC
 };
@@ -101,14 +111,15 @@ uint64_t event_total(event_id_t id)
 
 void events_render(buf_t *b)
 {
-    const char *named = NULL;
+    int named = -1;
     for (int i = 0; i < EVENT_COUNT; i++) {
         const event_desc_t *d = &descs[i];
-        if (named == NULL || strcmp(named, d->name) != 0) {
-            buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", d->name, d->help, d->name);
-            named = d->name;
+        const counter_desc_t *c = &counters[d->counter];
+        if (named != (int)d->counter) {
+            buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
+            named = (int)d->counter;
         }
-        buf_printf(b, d->labels[0] != '\0' ? "%s{%s} %llu\n" : "%s%s %llu\n", d->name, d->labels,
+        buf_printf(b, d->labels[0] != '\0' ? "%s{%s} %llu\n" : "%s%s %llu\n", c->name, d->labels,
                    (unsigned long long)event_total((event_id_t)i));
     }
 }

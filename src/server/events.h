@@ -1,12 +1,13 @@
 /*
  * events.h - what sluiced refuses or fails at, counted and logged at a limited rate.
  *
- * Each event is declared once, in EVENTS below: its /metrics counter (name and labels), the
- * counter's help text and the level of its log line. event_note() counts one occurrence and
- * logs it, but at most one line per event per EVENT_LOG_INTERVAL_NS: the lines in between are
- * suppressed and counted, and the next line that is written says how many were ("... (and 41
- * more like it in the last 1.2 s)"). A flood of bad requests therefore costs the log one line a
- * second per kind, and /metrics still counts every one of them.
+ * Each event is declared once, in EVENTS below: the /metrics counter it counts in (declared once
+ * in EVENT_COUNTERS, with its help text), its labels there and the level of its log line.
+ * event_note() counts one occurrence and logs it, but at most one line per event per
+ * EVENT_LOG_INTERVAL_NS: the lines in between are suppressed and counted, and the next line that is
+ * written says how many were ("... (and 41 more like it in the last 1.2 s)"). A flood of bad
+ * requests therefore costs the log one line a second per kind, and /metrics still counts every one
+ * of them.
  *
  * Thread-safe and lock-free: any loop, the config thread or the main thread may note an event.
  */
@@ -21,103 +22,103 @@
 #define EVENT_LOG_INTERVAL_NS INT64_C(1000000000) /* at most one line per event this often */
 
 /*
- * X(id, metric name, labels, level, help). Events that share a metric name must be adjacent and
- * share the help text (it is written once, with the first); labels are Prometheus label pairs
- * without braces, or "" for none.
+ * The counters, each described once: C(id, metric name, help). Several events may count in one
+ * counter under different labels.
  */
-#define EVENTS(X)                                                                                  \
-    X(EV_CROSS_PROTOCOL, "sluice_cross_protocol_total", "", LOG_WARN,                              \
+#define EVENT_COUNTERS(C)                                                                          \
+    C(EC_CROSS_PROTOCOL, "sluice_cross_protocol_total",                                            \
       "HTTP requests sent to the RESP port (a web page posting to it); the connection is closed.") \
-    X(EV_MEMORY_FULL, "sluice_memory_full_total", "", LOG_WARN,                                    \
-      "New keys refused under --max-memory because every key was in use: decided by their "        \
-      "rule's on_store_error.")                                                                    \
-    X(EV_MEMORY_RELIEVED, "sluice_memory_relieved_total", "", LOG_INFO,                            \
+    C(EC_MEMORY_FULL, "sluice_memory_full_total",                                                  \
+      "New keys refused under --max-memory because every key was in use: decided by their rule's " \
+      "on_store_error.")                                                                           \
+    C(EC_MEMORY_RELIEVED, "sluice_memory_relieved_total",                                          \
       "Times the memory store freed idle keys across the rules as it neared --max-memory.")        \
-    X(EV_REPLAY_BUSY, "sluice_replay_refused_total", "reason=\"busy\"", LOG_INFO,                  \
+    C(EC_REPLAY_REFUSED, "sluice_replay_refused_total",                                            \
       "POST /v1/replay refused with 503: --replay-concurrency replays were running.")              \
-    X(EV_REPLAY_DEADLINE, "sluice_replay_stopped_total", "reason=\"deadline\"", LOG_INFO,          \
+    C(EC_REPLAY_STOPPED, "sluice_replay_stopped_total",                                            \
       "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
-    X(EV_REPLAY_MEMORY, "sluice_replay_stopped_total", "reason=\"memory\"", LOG_INFO,              \
-      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
-    X(EV_REPLAY_SHUTDOWN, "sluice_replay_stopped_total", "reason=\"shutdown\"", LOG_INFO,          \
-      "POST /v1/replay stopped before the end of its log: deadline, memory budget or shutdown.")   \
-    X(EV_REPLAY_ABANDONED, "sluice_replay_abandoned_total", "", LOG_INFO,                          \
+    C(EC_REPLAY_ABANDONED, "sluice_replay_abandoned_total",                                        \
       "POST /v1/replay answers dropped: the client closed before its replay ended.")               \
-    X(EV_AUTH_FAILED_RESP, "sluice_auth_failures_total", "protocol=\"resp\"", LOG_WARN,            \
+    C(EC_AUTH_FAILURES, "sluice_auth_failures_total",                                              \
       "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
       "admin token.")                                                                              \
-    X(EV_AUTH_FAILED_HTTP, "sluice_auth_failures_total", "protocol=\"http\"", LOG_WARN,            \
-      "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
-      "admin token.")                                                                              \
-    X(EV_AUTH_HELD, "sluice_auth_delayed_total", "", LOG_WARN,                                     \
+    C(EC_AUTH_DELAYED, "sluice_auth_delayed_total",                                                \
       "Replies to wrong secrets held back because their address failed more than 5 times in a "    \
       "minute.")                                                                                   \
-    X(EV_HTTP_FOREIGN_HOST, "sluice_http_refused_total", "reason=\"host\"", LOG_WARN,              \
+    C(EC_HTTP_REFUSED, "sluice_http_refused_total",                                                \
       "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
       "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
       "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
-    X(EV_HTTP_FOREIGN_ORIGIN, "sluice_http_refused_total", "reason=\"origin\"", LOG_WARN,          \
-      "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
-      "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
-      "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
-    X(EV_HTTP_NOT_JSON, "sluice_http_refused_total", "reason=\"content_type\"", LOG_WARN,          \
-      "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
-      "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
-      "JSON Content-Type or X-Sluice-Client (content_type).")                                      \
-    X(EV_OVERRIDE_WAIT, "sluice_override_lookup_waits_total", "", LOG_WARN,                        \
+    C(EC_OVERRIDE_LOOKUP_WAITS, "sluice_override_lookup_waits_total",                              \
       "Decisions that waited for a free override lookup (a loop had 4096 in flight); their "       \
       "connections were not read meanwhile.")                                                      \
-    X(EV_OVERRIDE_ERROR_KNOWN, "sluice_override_lookup_failures_total",                            \
-      "reason=\"error\",decided_by=\"known\"", LOG_WARN,                                           \
+    C(EC_OVERRIDE_LOOKUP_FAILURES, "sluice_override_lookup_failures_total",                        \
       "Decisions whose override lookup failed (error) or was not answered within "                 \
       "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
       "none known, by the rule's on_store_error.")                                                 \
-    X(EV_OVERRIDE_ERROR_FAILED, "sluice_override_lookup_failures_total",                           \
-      "reason=\"error\",decided_by=\"on_store_error\"", LOG_WARN,                                  \
-      "Decisions whose override lookup failed (error) or was not answered within "                 \
-      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
-      "none known, by the rule's on_store_error.")                                                 \
-    X(EV_OVERRIDE_TIMEOUT_KNOWN, "sluice_override_lookup_failures_total",                          \
-      "reason=\"timeout\",decided_by=\"known\"", LOG_WARN,                                         \
-      "Decisions whose override lookup failed (error) or was not answered within "                 \
-      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
-      "none known, by the rule's on_store_error.")                                                 \
-    X(EV_OVERRIDE_TIMEOUT_FAILED, "sluice_override_lookup_failures_total",                         \
-      "reason=\"timeout\",decided_by=\"on_store_error\"", LOG_WARN,                                \
-      "Decisions whose override lookup failed (error) or was not answered within "                 \
-      "--override-timeout (timeout), decided by the key's last known override (known) or, with "   \
-      "none known, by the rule's on_store_error.")                                                 \
-    X(EV_OVERRIDE_KNOWN_FULL, "sluice_override_memory_full_total", "", LOG_WARN,                   \
+    C(EC_OVERRIDE_MEMORY_FULL, "sluice_override_memory_full_total",                                \
       "Overrides found that could not be remembered for an outage (65536 already were).")          \
-    X(EV_INLINE_SERVER, "sluice_inline_rule_refusals_total", "cap=\"server\"", LOG_WARN,           \
+    C(EC_INLINE_RULE_REFUSALS, "sluice_inline_rule_refusals_total",                                \
       "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
       "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
       "--max-inline-per-address (address).")                                                       \
-    X(EV_INLINE_CONNECTION, "sluice_inline_rule_refusals_total", "cap=\"connection\"", LOG_WARN,   \
-      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
-      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-per-address (address).")                                                       \
-    X(EV_INLINE_ADDRESS, "sluice_inline_rule_refusals_total", "cap=\"address\"", LOG_WARN,         \
-      "Inline rules (SL.THROTTLE, CL.THROTTLE parameter sets) refused, by the cap that refused "   \
-      "them: --max-inline-rules (server), a connection's eighth of it (connection), "              \
-      "--max-inline-per-address (address).")                                                       \
-    X(EV_STORE_TIMEOUT, "sluice_redis_failures_total", "kind=\"timeout\"", LOG_WARN,               \
+    C(EC_REDIS_FAILURES, "sluice_redis_failures_total",                                            \
       "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
       "one answered by an error or not at all (error), a connection lost or not made (down).")     \
-    X(EV_STORE_ERROR, "sluice_redis_failures_total", "kind=\"error\"", LOG_WARN,                   \
-      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
-      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
-    X(EV_STORE_DOWN, "sluice_redis_failures_total", "kind=\"down\"", LOG_ERROR,                    \
-      "Failures of the Redis request store, by kind: a request past --store-timeout (timeout), "   \
-      "one answered by an error or not at all (error), a connection lost or not made (down).")     \
-    X(EV_STORE_UP, "sluice_redis_reconnected_total", "", LOG_INFO,                                 \
+    C(EC_REDIS_RECONNECTED, "sluice_redis_reconnected_total",                                      \
       "Connections to a Redis node made again after they were lost.")                              \
-    X(EV_SETTLE_DEBT, "sluice_settle_refused_total", "reason=\"max_debt\"", LOG_INFO,              \
+    C(EC_SETTLE_REFUSED, "sluice_settle_refused_total",                                            \
       "Settles refused because they would leave a key owing more than its rule's max_debt; "       \
       "nothing was charged.")
 
+/*
+ * X(id, counter, labels, level): an event, the counter it counts in with its label pairs
+ * (without braces, "" for none; the events of one counter must be adjacent) and the level of
+ * its log line.
+ */
+#define EVENTS(X)                                                                                  \
+    X(EV_CROSS_PROTOCOL, EC_CROSS_PROTOCOL, "", LOG_WARN)                                          \
+    X(EV_MEMORY_FULL, EC_MEMORY_FULL, "", LOG_WARN)                                                \
+    X(EV_MEMORY_RELIEVED, EC_MEMORY_RELIEVED, "", LOG_INFO)                                        \
+    X(EV_REPLAY_BUSY, EC_REPLAY_REFUSED, "reason=\"busy\"", LOG_INFO)                              \
+    X(EV_REPLAY_DEADLINE, EC_REPLAY_STOPPED, "reason=\"deadline\"", LOG_INFO)                      \
+    X(EV_REPLAY_MEMORY, EC_REPLAY_STOPPED, "reason=\"memory\"", LOG_INFO)                          \
+    X(EV_REPLAY_SHUTDOWN, EC_REPLAY_STOPPED, "reason=\"shutdown\"", LOG_INFO)                      \
+    X(EV_REPLAY_ABANDONED, EC_REPLAY_ABANDONED, "", LOG_INFO)                                      \
+    X(EV_AUTH_FAILED_RESP, EC_AUTH_FAILURES, "protocol=\"resp\"", LOG_WARN)                        \
+    X(EV_AUTH_FAILED_HTTP, EC_AUTH_FAILURES, "protocol=\"http\"", LOG_WARN)                        \
+    X(EV_AUTH_HELD, EC_AUTH_DELAYED, "", LOG_WARN)                                                 \
+    X(EV_HTTP_FOREIGN_HOST, EC_HTTP_REFUSED, "reason=\"host\"", LOG_WARN)                          \
+    X(EV_HTTP_FOREIGN_ORIGIN, EC_HTTP_REFUSED, "reason=\"origin\"", LOG_WARN)                      \
+    X(EV_HTTP_NOT_JSON, EC_HTTP_REFUSED, "reason=\"content_type\"", LOG_WARN)                      \
+    X(EV_OVERRIDE_WAIT, EC_OVERRIDE_LOOKUP_WAITS, "", LOG_WARN)                                    \
+    X(EV_OVERRIDE_ERROR_KNOWN, EC_OVERRIDE_LOOKUP_FAILURES,                                        \
+      "reason=\"error\",decided_by=\"known\"", LOG_WARN)                                           \
+    X(EV_OVERRIDE_ERROR_FAILED, EC_OVERRIDE_LOOKUP_FAILURES,                                       \
+      "reason=\"error\",decided_by=\"on_store_error\"", LOG_WARN)                                  \
+    X(EV_OVERRIDE_TIMEOUT_KNOWN, EC_OVERRIDE_LOOKUP_FAILURES,                                      \
+      "reason=\"timeout\",decided_by=\"known\"", LOG_WARN)                                         \
+    X(EV_OVERRIDE_TIMEOUT_FAILED, EC_OVERRIDE_LOOKUP_FAILURES,                                     \
+      "reason=\"timeout\",decided_by=\"on_store_error\"", LOG_WARN)                                \
+    X(EV_OVERRIDE_KNOWN_FULL, EC_OVERRIDE_MEMORY_FULL, "", LOG_WARN)                               \
+    X(EV_INLINE_SERVER, EC_INLINE_RULE_REFUSALS, "cap=\"server\"", LOG_WARN)                       \
+    X(EV_INLINE_CONNECTION, EC_INLINE_RULE_REFUSALS, "cap=\"connection\"", LOG_WARN)               \
+    X(EV_INLINE_ADDRESS, EC_INLINE_RULE_REFUSALS, "cap=\"address\"", LOG_WARN)                     \
+    X(EV_STORE_TIMEOUT, EC_REDIS_FAILURES, "kind=\"timeout\"", LOG_WARN)                           \
+    X(EV_STORE_ERROR, EC_REDIS_FAILURES, "kind=\"error\"", LOG_WARN)                               \
+    X(EV_STORE_DOWN, EC_REDIS_FAILURES, "kind=\"down\"", LOG_ERROR)                                \
+    X(EV_STORE_UP, EC_REDIS_RECONNECTED, "", LOG_INFO)                                             \
+    X(EV_SETTLE_DEBT, EC_SETTLE_REFUSED, "reason=\"max_debt\"", LOG_INFO)
+
+typedef enum event_counter {
+#define COUNTER_ENUM(id, name, help) id,
+    EVENT_COUNTERS(COUNTER_ENUM)
+#undef COUNTER_ENUM
+        EVENT_COUNTER_COUNT
+} event_counter_t;
+
 typedef enum event_id {
-#define EVENT_ENUM(id, name, labels, level, help) id,
+#define EVENT_ENUM(id, counter, labels, level) id,
     EVENTS(EVENT_ENUM)
 #undef EVENT_ENUM
         EVENT_COUNT
@@ -127,13 +128,15 @@ typedef enum event_id {
  * than EVENT_LOG_INTERVAL_NS ago (then the line is suppressed and counted for the next). */
 void event_note(event_id_t id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Counts `n` occurrences of `id` without a log line (the caller logs, or the count says it). */
+/* Counts `n` occurrences of `id` without a log line (the caller logs, or the count says it).
+ */
 void event_count(event_id_t id, uint64_t n);
 
 /* Occurrences of `id` since start. */
 uint64_t event_total(event_id_t id);
 
-/* Replaces the clock event_note() reads (CLOCK_MONOTONIC, ns), for tests; NULL restores it. */
+/* Replaces the clock event_note() reads (CLOCK_MONOTONIC, ns), for tests; NULL restores it.
+ */
 void event_set_clock(int64_t (*now_ns)(void));
 
 /* Appends every event's counter in the Prometheus text format (HELP and TYPE once a name). */
