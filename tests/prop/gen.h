@@ -74,6 +74,25 @@ static inline long prop_env_long(const char *name, long def)
     return def;
 }
 
+/* Prints each claim's line ("name ok|FAIL: N cases, F failed — claim", the names padded to the
+ * longest) and returns the failures of them all. */
+static inline long prop_report(int n, const char *const *names, const char *const *claims,
+                               const long *checked, const long *failed)
+{
+    int width = 0;
+    for (int p = 0; p < n; p++) {
+        int len = (int)strlen(names[p]);
+        width = len > width ? len : width;
+    }
+    long total = 0;
+    for (int p = 0; p < n; p++) {
+        printf("%-*s %s: %ld cases, %ld failed — %s\n", width, names[p], failed[p] ? "FAIL" : "ok",
+               checked[p], failed[p], claims[p]);
+        total += failed[p];
+    }
+    return total;
+}
+
 /* The generator of one case. */
 static inline prng_t prop_case_prng(uint64_t seed, int algorithm, long case_idx)
 {

@@ -455,12 +455,7 @@ int main(void)
             run_case(&run, algorithms[a], i);
         }
     }
-    long total = 0;
-    for (int p = 0; p < P_COUNT; p++) {
-        printf("%-6s %s: %ld cases, %ld failed — %s\n", prop_names[p],
-               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
-        total += run.failed[p];
-    }
+    long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("%ld cases copied the state\n", run.copies);
     printf("prop_convert: %s in %.1f s cpu (seed 0x%" PRIx64 ")\n", total ? "FAILED" : "passed",
            (double)(clock() - t0) / CLOCKS_PER_SEC, run.seed);

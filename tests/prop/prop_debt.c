@@ -201,12 +201,7 @@ int main(void)
             run_case(&run, algorithms[a], i);
         }
     }
-    long total = 0;
-    for (int p = 0; p < P_COUNT; p++) {
-        printf("%-8s %s: %ld cases, %ld failed — %s\n", prop_names[p],
-               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
-        total += run.failed[p];
-    }
+    long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("charges refused %ld, taken %ld (%ld exactly at max_debt); keys seen owing %ld "
            "times\n",
            run.refused, run.taken, run.at_bound, run.owing);

@@ -541,12 +541,7 @@ int main(void)
             run_refuse(&run, algorithms[a], i);
         }
     }
-    long total = 0;
-    for (int p = 0; p < P_COUNT; p++) {
-        printf("%-6s %s: %ld cases, %ld failed — %s\n", prop_names[p],
-               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
-        total += run.failed[p];
-    }
+    long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("exact compared bytes in %ld cases; nodes: %ld units granted, %ld spent from leases, "
            "%ld spent by dead nodes, %ld given back\n",
            run.bytes, run.granted, run.local, run.zombie, run.returned);

@@ -578,12 +578,7 @@ int main(void)
     for (long i = 0; i < cases; i++) {
         run_log(&run, i);
     }
-    long total = 0;
-    for (int p = 0; p < P_COUNT; p++) {
-        printf("%-6s %s: %ld cases, %ld failed — %s\n", prop_names[p],
-               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
-        total += run.failed[p];
-    }
+    long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("exact compared bytes in %ld cases; %ld exact/safe cases skipped (no room for a "
            "charge); log compared %ld states; %ld sequences merged entries, %ld ended by a refund "
            "after a merge\n",

@@ -359,12 +359,7 @@ int main(void)
             run_case(&run, algorithms[a], i);
         }
     }
-    long total = 0;
-    for (int p = 0; p < P_COUNT; p++) {
-        printf("%-5s %s: %ld cases, %ld failed — %s\n", prop_names[p],
-               run.failed[p] ? "FAIL" : "ok", run.checked[p], run.failed[p], prop_claims[p]);
-        total += run.failed[p];
-    }
+    long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("buffers grown %ld, shrunk %ld; %ld conversions; %ld steps back; %ld sliding_log keys "
            "full of entries; %ld large limits\n",
            run.grown, run.shrunk, run.converted, run.stepped_back, run.merged_rings, run.big_rules);
