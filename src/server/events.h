@@ -50,8 +50,8 @@
       "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
       "admin token.")                                                                              \
     X(EV_AUTH_HELD, "sluice_auth_delayed_total", "", LOG_WARN,                                     \
-      "Replies to wrong secrets held back because their address failed more than 5 times in a "    \
-      "minute.")                                                                                   \
+      "Replies to refused secrets held back because their address failed more than 5 times "       \
+      "without a minute's pause.")                                                                 \
     X(EV_HTTP_FOREIGN_HOST, "sluice_http_refused_total", "reason=\"host\"", LOG_WARN,              \
       "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
       "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
@@ -114,7 +114,22 @@
       "Connections to a Redis node made again after they were lost.")                              \
     X(EV_SETTLE_DEBT, "sluice_settle_refused_total", "reason=\"max_debt\"", LOG_INFO,              \
       "Settles refused because they would leave a key owing more than its rule's max_debt; "       \
-      "nothing was charged.")
+      "nothing was charged.")                                                                      \
+    X(EV_AUTH_LOCKED_RESP, "sluice_auth_locked_total", "protocol=\"resp\"", LOG_WARN,              \
+      "Attempts at a secret refused whatever the secret, because their address failed more than "  \
+      "5 times without a minute's pause: RESP AUTH or HELLO AUTH, HTTP requests with an admin "    \
+      "token.")                                                                                    \
+    X(EV_AUTH_LOCKED_HTTP, "sluice_auth_locked_total", "protocol=\"http\"", LOG_WARN,              \
+      "Attempts at a secret refused whatever the secret, because their address failed more than "  \
+      "5 times without a minute's pause: RESP AUTH or HELLO AUTH, HTTP requests with an admin "    \
+      "token.")                                                                                    \
+    X(EV_AUTH_DROPPED, "sluice_auth_dropped_total", "", LOG_WARN,                                  \
+      "Connections closed unanswered after a refused secret: its reply would have waited more "    \
+      "than 10 s behind the other held replies of its address.")                                   \
+    X(EV_HELD_FULL, "sluice_held_replies_full_total", "", LOG_WARN,                                \
+      "Replies to hold back that were not, because their loop held 65536 already (or memory ran "  \
+      "out): a /v1/auth admitted with a delay was answered at once; a refused secret's "           \
+      "connection was closed unanswered.")
 
 typedef enum event_id {
 #define EVENT_ENUM(id, name, labels, level, help) id,
