@@ -10,7 +10,6 @@
 #include "server/auth_guard.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -26,10 +25,7 @@ typedef struct guard_entry {
 struct guard {
     pthread_mutex_t mu;
     uint64_t seed;
-    _Atomic size_t used;  /* entries that hold an address (live or expired), and the shared
-                             entry while it counts: 0 lets a success skip the lock */
     guard_entry_t shared; /* addresses that found no free slot */
-    bool shared_used;
     guard_entry_t slots[GUARD_ADDRESSES];
 };
 
@@ -78,8 +74,16 @@ static bool expired(const guard_entry_t *e, int64_t now_ns)
     return now_ns - e->last_ns > GUARD_WINDOW_NS;
 }
 
-/* k's entry: its own, a free one taken for it, or the shared one (*shared set). */
-static guard_entry_t *guard_find(guard_t *g, const netaddr_t *k, int64_t now_ns, bool *shared)
+/* More than the free failures in a window that has not passed. */
+static bool hot(const guard_entry_t *e, int64_t now_ns)
+{
+    return e->failures > GUARD_FREE_FAILURES && !expired(e, now_ns);
+}
+
+/* k's entry: its own; else a free one, taken for it when `take` (NULL when not: k has no
+ * failures); else the shared one (*shared set). */
+static guard_entry_t *guard_find(guard_t *g, const netaddr_t *k, int64_t now_ns, bool take,
+                                 bool *shared)
 {
     size_t at = guard_slot(g, k);
     guard_entry_t *spare = NULL;
@@ -94,17 +98,13 @@ static guard_entry_t *guard_find(guard_t *g, const netaddr_t *k, int64_t now_ns,
     }
     *shared = spare == NULL;
     if (spare == NULL) {
-        if (!g->shared_used) {
-            g->shared_used = true;
-            atomic_fetch_add(&g->used, 1);
-        }
         return &g->shared;
     }
-    if (spare->addr.family == 0) {
-        atomic_fetch_add(&g->used, 1);
+    if (take) {
+        *spare = (guard_entry_t){.addr = *k};
+        return spare;
     }
-    *spare = (guard_entry_t){.addr = *k};
-    return spare;
+    return NULL;
 }
 
 /* The delay of the n-th held reply (n >= 1): GUARD_DELAY_NS, doubled each time, capped. */
@@ -117,7 +117,8 @@ static int64_t held_delay_ns(uint32_t n)
     return d < GUARD_DELAY_MAX_NS ? d : GUARD_DELAY_MAX_NS;
 }
 
-/* One more failure of entry e at now_ns: the verdict, e updated. */
+/* One more failure of entry e at now_ns: the verdict, e updated (its queue only when the reply
+ * is held back). */
 static guard_verdict_t entry_fail(guard_entry_t *e, int64_t now_ns)
 {
     if (expired(e, now_ns)) {
@@ -133,40 +134,35 @@ static guard_verdict_t entry_fail(guard_entry_t *e, int64_t now_ns)
         return v;
     }
     int64_t start = e->due_ns > now_ns ? e->due_ns : now_ns;
-    e->due_ns = start + held_delay_ns(e->failures - GUARD_FREE_FAILURES);
-    v.hold_ns = e->due_ns - now_ns;
-    v.close = v.hold_ns > GUARD_QUEUE_MAX_NS; /* its connection goes: no pipeline piles up */
+    int64_t due = start + held_delay_ns(e->failures - GUARD_FREE_FAILURES);
+    if (due - now_ns > GUARD_QUEUE_MAX_NS) {
+        v.drop = true; /* not queued: the queue stays within GUARD_QUEUE_MAX_NS */
+        return v;
+    }
+    e->due_ns = due;
+    v.hold_ns = due - now_ns;
+    v.retry_ns = now_ns + GUARD_WINDOW_NS - due;
     return v;
 }
 
-guard_verdict_t guard_fail(guard_t *g, const netaddr_t *addr, int64_t now_ns)
+guard_verdict_t guard_attempt(guard_t *g, const netaddr_t *addr, int64_t now_ns, bool right)
 {
     netaddr_t k = guard_key(addr);
     bool shared = false;
     pthread_mutex_lock(&g->mu);
-    guard_verdict_t v = entry_fail(guard_find(g, &k, now_ns, &shared), now_ns);
+    guard_entry_t *e = guard_find(g, &k, now_ns, false, &shared);
+    bool is_hot = e != NULL && hot(e, now_ns);
+    guard_verdict_t v = {.let_in = true};
+    if (is_hot || !right) {
+        if (e == NULL) {
+            e = guard_find(g, &k, now_ns, true, &shared);
+        }
+        v = entry_fail(e, now_ns);
+        v.hot = is_hot;
+    }
     pthread_mutex_unlock(&g->mu);
     v.shared = shared;
     return v;
-}
-
-void guard_success(guard_t *g, const netaddr_t *addr)
-{
-    if (atomic_load_explicit(&g->used, memory_order_relaxed) == 0) {
-        return;
-    }
-    netaddr_t k = guard_key(addr);
-    size_t at = guard_slot(g, &k);
-    pthread_mutex_lock(&g->mu);
-    for (size_t i = 0; i < GUARD_PROBE; i++) {
-        guard_entry_t *e = &g->slots[(at + i) % GUARD_ADDRESSES];
-        if (same_key(e, &k)) {
-            *e = (guard_entry_t){0};
-            atomic_fetch_sub(&g->used, 1);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g->mu);
 }
 
 size_t guard_live(guard_t *g, int64_t now_ns)

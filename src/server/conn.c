@@ -52,6 +52,22 @@ static bool all_answered(const conn_t *c)
     return c->slots == NULL && (c->proto->pending == NULL || !c->proto->pending(c));
 }
 
+/* The client closed its side and waits for nothing but held refusals (reply_slot_t.droppable):
+ * nothing else of its is being written, decided, or waiting in a slot. */
+static bool waits_only_droppable(const conn_t *c)
+{
+    if (!c->eof || c->writing || c->out.len > 0 || c->tls_out.len > 0 ||
+        (c->proto->pending != NULL && c->proto->pending(c))) {
+        return false;
+    }
+    for (const reply_slot_t *s = c->slots; s != NULL; s = s->next) {
+        if (!s->droppable) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- connections --------------------------------------------------------------------------- */
 
 static void conn_unlink(conn_t *c)
@@ -111,6 +127,14 @@ void conn_close_now(conn_t *c)
     if (!uv_is_closing((uv_handle_t *)&c->tcp)) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    }
+}
+
+void conn_drop(conn_t *c)
+{
+    c->closing = true;
+    if (!c->detached) { /* the fuzz target's connection has no socket */
+        conn_close_now(c);
     }
 }
 
@@ -249,7 +273,7 @@ static void conn_on_eof(conn_t *c, bool clean)
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->closing = true;
     c->eof = true;
-    if (!clean) {
+    if (!clean || waits_only_droppable(c)) {
         conn_close_now(c);
     } else if (!c->writing) {
         conn_flush(c); /* closes it once every answer, also those waiting on Redis, is out */
@@ -330,6 +354,8 @@ static void on_written(uv_write_t *req, int status)
     if (c->closing) {
         if (all_answered(c)) {
             conn_close_lingering(c);
+        } else if (waits_only_droppable(c)) {
+            conn_close_now(c);
         }
         return;
     }
@@ -430,8 +456,7 @@ static void conn_output_check(conn_t *c)
     atomic_fetch_add_explicit(&c->loop->stats.output_hard_closed, 1, memory_order_relaxed);
     log_info("closing client %s:%d: %zu bytes of replies waiting, over output-buffer-hard (%zu)",
              c->addr, c->port, waiting, hard);
-    c->closing = true; /* the batch answering its requests stops */
-    conn_close_now(c);
+    conn_drop(c); /* the batch answering its requests stops */
 }
 
 reply_slot_t *conn_defer(conn_t *c)

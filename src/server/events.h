@@ -43,8 +43,19 @@
       "Wrong secrets: RESP AUTH or HELLO AUTH with a wrong password, HTTP requests with a wrong "  \
       "admin token.")                                                                              \
     C(EC_AUTH_DELAYED, "sluice_auth_delayed_total",                                                \
-      "Replies to wrong secrets held back because their address failed more than 5 times in a "    \
-      "minute.")                                                                                   \
+      "Replies to refused secrets held back because their address failed more than 5 times "       \
+      "without a minute's pause.")                                                                 \
+    C(EC_AUTH_LOCKED, "sluice_auth_locked_total",                                                  \
+      "Attempts at a secret refused whatever the secret, because their address failed more than "  \
+      "5 times without a minute's pause: RESP AUTH or HELLO AUTH, HTTP requests with an admin "    \
+      "token.")                                                                                    \
+    C(EC_AUTH_DROPPED, "sluice_auth_dropped_total",                                                \
+      "Connections closed unanswered after a refused secret: its reply would have waited more "    \
+      "than 10 s behind the other held replies of its address.")                                   \
+    C(EC_HELD_REPLIES_FULL, "sluice_held_replies_full_total",                                      \
+      "Replies to hold back that were not, because their loop held 65536 already (or memory ran "  \
+      "out): a /v1/auth admitted with a delay was answered at once; a refused secret's "           \
+      "connection was closed unanswered.")                                                         \
     C(EC_HTTP_REFUSED, "sluice_http_refused_total",                                                \
       "HTTP requests refused to keep web pages out: a Host that is not one of this server's "      \
       "names (host), an Origin or Sec-Fetch-Site of another site (origin), a change without a "    \
@@ -88,6 +99,10 @@
     X(EV_AUTH_FAILED_RESP, EC_AUTH_FAILURES, "protocol=\"resp\"", LOG_WARN)                        \
     X(EV_AUTH_FAILED_HTTP, EC_AUTH_FAILURES, "protocol=\"http\"", LOG_WARN)                        \
     X(EV_AUTH_HELD, EC_AUTH_DELAYED, "", LOG_WARN)                                                 \
+    X(EV_AUTH_LOCKED_RESP, EC_AUTH_LOCKED, "protocol=\"resp\"", LOG_WARN)                          \
+    X(EV_AUTH_LOCKED_HTTP, EC_AUTH_LOCKED, "protocol=\"http\"", LOG_WARN)                          \
+    X(EV_AUTH_DROPPED, EC_AUTH_DROPPED, "", LOG_WARN)                                              \
+    X(EV_HELD_FULL, EC_HELD_REPLIES_FULL, "", LOG_WARN)                                            \
     X(EV_HTTP_FOREIGN_HOST, EC_HTTP_REFUSED, "reason=\"host\"", LOG_WARN)                          \
     X(EV_HTTP_FOREIGN_ORIGIN, EC_HTTP_REFUSED, "reason=\"origin\"", LOG_WARN)                      \
     X(EV_HTTP_NOT_JSON, EC_HTTP_REFUSED, "reason=\"content_type\"", LOG_WARN)                      \

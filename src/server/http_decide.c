@@ -193,9 +193,12 @@ static void job_end(job_t *j)
         engine_rule_release(j->rules[i]);
     }
     /* /v1/auth admitted with a delay (a max_delay rule): the answer waits that long, as nginx's
-     * limit_req delays the request, since auth_request cannot pass the delay on */
+     * limit_req delays the request, since auth_request cannot pass the delay on; at once when
+     * the loop cannot hold it (its cap: counted) */
     int64_t delay_ns = j->kind == JOB_AUTH && j->got[0].d.allowed ? j->got[0].d.delay_ns : 0;
-    conn_resolve_after(j->slot, delay_ns);
+    if (!conn_resolve_after(j->slot, delay_ns)) {
+        conn_resolve(j->slot);
+    }
     free(j);
 }
 

@@ -27,40 +27,86 @@
 
 /* ---- rules and overrides ------------------------------------------------------------------- */
 
-/* The reply to a wrong admin token: a 401 at once, or held back when the address keeps
- * failing (auth_guard.h), in a reply slot of its own that later requests wait behind. */
-static void token_refused(route_ctx_t *x)
+/* The refusal v calls for, into b: 401 for a wrong token, or, from a hot address, 429 with
+ * Retry-After (rounded up to a second). */
+static void token_refusal(buf_t *b, const guard_verdict_t *v, bool keep_alive)
+{
+    if (!v->hot) {
+        http_begin(b, 401);
+        http_header(b, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+        http_problem_end(b, 401, keep_alive, NULL, "invalid admin token");
+        return;
+    }
+    long long retry_s = (long long)((v->retry_ns + 999999999) / 1000000000);
+    char detail[128];
+    snprintf(detail, sizeof detail,
+             "too many failed admin token attempts from your address; retry in %lld s", retry_s);
+    http_begin(b, 429);
+    http_header(b, "Retry-After", "%lld", retry_s);
+    http_problem_end(b, 429, keep_alive, NULL, detail);
+}
+
+/* Counts and logs (at a limited rate) a refused admin token, and whether it is dropped. */
+static void token_note(const conn_t *c, const guard_verdict_t *v)
+{
+    const char *shared = v->shared ? ", counted with others: the table of addresses is full" : "";
+    if (v->hot) {
+        event_note(
+            EV_AUTH_LOCKED_HTTP,
+            "HTTP: admin token from %s:%d refused: its address is locked (failure %u without "
+            "a minute's pause%s)",
+            c->addr, c->port, v->failures, shared);
+    } else {
+        event_note(EV_AUTH_FAILED_HTTP,
+                   "HTTP: wrong admin token from %s:%d (failure %u from this address without a "
+                   "minute's pause%s)",
+                   c->addr, c->port, v->failures, shared);
+    }
+    if (v->drop) {
+        event_note(
+            EV_AUTH_DROPPED,
+            "HTTP: closing %s:%d unanswered: the replies held back for its address reach 10 s "
+            "(failure %u without a minute's pause)",
+            c->addr, c->port, v->failures);
+    }
+}
+
+/* The reply to a refused admin token (v: auth_guard.h's verdict): at once, or, when the address
+ * keeps failing, held back in a reply slot of its own that later requests wait behind (dropped
+ * if the client closes its side meanwhile). When it cannot be held (the address's queue is full,
+ * the loop's too, out of memory) the connection is closed at once, unanswered. */
+static void token_refused(route_ctx_t *x, const guard_verdict_t *v)
 {
     conn_t *c = x->c;
-    guard_verdict_t v = guard_fail(guard_global(), &c->peer, (int64_t)uv_hrtime());
-    event_note(EV_AUTH_FAILED_HTTP,
-               "HTTP: wrong admin token from %s:%d (%u from this address in the last minute%s)",
-               c->addr, c->port, v.failures,
-               v.shared ? ", counted with others: the table of addresses is full" : "");
-    reply_slot_t *slot = v.hold_ns > 0 ? conn_defer(c) : NULL;
+    token_note(c, v);
+    if (v->hold_ns == 0 && !v->drop) {
+        token_refusal(&c->out, v, x->req->keep_alive);
+        return;
+    }
+    reply_slot_t *slot = v->drop ? NULL : conn_defer(c);
     if (slot == NULL) {
-        problem(x, 401, "invalid admin token");
-        c->closing = c->closing || v.hold_ns > 0; /* out of memory: no free answer either */
+        conn_drop(c);
         return;
     }
     event_note(EV_AUTH_HELD,
-               "HTTP: slowing down %s:%d: %u wrong admin tokens from its address in the last "
-               "minute; this reply held back %lld ms%s",
-               c->addr, c->port, v.failures, (long long)(v.hold_ns / 1000000),
-               v.close ? ", then the connection closed" : "");
-    slot->close_after = !x->req->keep_alive || v.close;
-    c->closing = c->closing || v.close; /* nothing pipelined after it runs */
-    http_begin(&slot->buf, 401);
-    http_header(&slot->buf, "WWW-Authenticate", "Bearer realm=\"sluice\"");
-    http_problem_end(&slot->buf, 401, !slot->close_after, NULL, "invalid admin token");
+               "HTTP: slowing down %s:%d: failure %u from its address without a minute's pause; "
+               "this reply held back %lld ms",
+               c->addr, c->port, v->failures, (long long)(v->hold_ns / 1000000));
+    slot->close_after = !x->req->keep_alive;
+    slot->droppable = true;
+    token_refusal(&slot->buf, v, !slot->close_after);
     if (x->req->method == HTTP_HEAD) {
         http_head_only(&slot->buf, 0);
     }
-    conn_resolve_after(slot, v.hold_ns);
+    if (!conn_resolve_after(slot, v->hold_ns)) {
+        conn_drop(c); /* first, so that nothing of it is written */
+        conn_resolve(slot);
+    }
 }
 
-/* The admin token's check: true when there is none or the request carries it (and then the
- * address's failures are forgotten); false after replying 401. */
+/* The admin token's check: true when there is none or the request carries it and its address's
+ * guard lets it in (auth_guard.h: from a hot address nothing is let in, the right token
+ * neither); false after replying (401, 429) or closing the connection. */
 bool route_admin_ok(route_ctx_t *x)
 {
     const char *token = x->c->loop->srv->cfg->admin_token;
@@ -81,11 +127,12 @@ bool route_admin_ok(route_ctx_t *x)
     for (size_t i = 0; i < vlen; i++) {
         diff |= (unsigned char)(v[i] ^ token[i < n ? i : 0]);
     }
-    if (diff != 0 || n == 0) {
-        token_refused(x);
+    guard_verdict_t verdict =
+        guard_attempt(guard_global(), &x->c->peer, (int64_t)uv_hrtime(), diff == 0 && n > 0);
+    if (!verdict.let_in) {
+        token_refused(x, &verdict);
         return false;
     }
-    guard_success(guard_global(), &x->c->peer);
     return true;
 }
 

@@ -36,8 +36,9 @@
 
 #define SERVER_PROTOCOLS_MAX 4 /* ports (each with its protocol) per bind address */
 #define SERVER_LISTEN_MAX    (SERVER_PROTOCOLS_MAX * CONFIG_BIND_MAX)
-#define LATENCY_BUCKETS      12 /* histogram bounds, loop_latency_bounds_ns, then +Inf */
-#define INPUT_SIZE_CLASSES   64 /* input buffers counted by floor(log2(capacity)) */
+#define LATENCY_BUCKETS      12    /* histogram bounds, loop_latency_bounds_ns, then +Inf */
+#define INPUT_SIZE_CLASSES   64    /* input buffers counted by floor(log2(capacity)) */
+#define CONN_HELD_MAX        65536 /* replies one loop may hold back (conn_resolve_after) */
 
 typedef struct server server_t;
 typedef struct loop loop_t;
@@ -60,6 +61,8 @@ typedef struct reply_slot {
     buf_t buf;
     bool done;
     bool close_after;   /* the connection closes once this reply is out (HTTP, no keep-alive) */
+    bool droppable;     /* a refusal held back (auth_guard.h): a client that closed its side, and
+                           waits for nothing else, is closed without it (conn.c) */
     bool in_batch;      /* taken while a batch was answered (batch_seq says which) */
     uint64_t batch_seq; /* the connection's batch_seq when taken */
     int64_t start_ns;   /* the batch's clock when taken: where the request's latency starts */
@@ -136,6 +139,7 @@ typedef struct loop_stats {
     _Atomic uint64_t output_hard_closed; /* clients closed above --output-buffer-hard */
     _Atomic uint64_t output_soft_closed; /* clients closed above --output-buffer-soft too long */
     _Atomic uint64_t evicted_clients;    /* clients closed for --max-input-buffers */
+    _Atomic uint64_t held_replies;       /* replies held back now (conn_resolve_after): a gauge */
 } loop_stats_t;
 
 struct loop {
@@ -153,8 +157,10 @@ struct loop {
     bool evict_open;         /* evict_async may be sent to (under the server's evict_mu) */
     char *spare;             /* an input buffer lent to each read of a connection holding none */
     uv_timer_t idle_timer;   /* idle timeouts; while stopping, the drain check */
-    uv_timer_t delay_timer;  /* the first of delayed's due times */
-    struct delayed *delayed; /* replies held back (conn_resolve_after), soonest first */
+    uv_timer_t delay_timer;  /* the soonest of delayed's due times */
+    struct delayed *delayed; /* replies held back (conn_resolve_after): a min-heap on due time */
+    size_t ndelayed;         /* in delayed, at most CONN_HELD_MAX */
+    size_t delayed_cap;      /* delayed's room */
     uint64_t stop_ms;        /* loop time the stop began */
     engine_worker_t *worker;
     conn_t *conns;
@@ -210,10 +216,19 @@ void conn_hold(conn_t *c, size_t more, size_t less);
  * reply has gone. Frees the slot. Safe when the connection has gone (slot->conn NULL). */
 void conn_resolve(reply_slot_t *slot);
 
-/* conn_resolve(slot) once delay_ns have passed (a reply held back: /v1/auth under a max_delay
- * rule, as nginx's limit_req delays). A loop that stops resolves every held reply at once. Out of
- * memory: resolved now. */
-void conn_resolve_after(reply_slot_t *slot, int64_t delay_ns);
+/* Closes c at once, unanswered: nothing more is written to it (what waits in its output and its
+ * slots is dropped) and the batch answering its requests stops. */
+void conn_drop(conn_t *c);
+
+/*
+ * conn_resolve(slot) once delay_ns have passed (a reply held back: /v1/auth under a max_delay
+ * rule, as nginx's limit_req delays; a refused secret, auth_guard.h). Returns true when the slot
+ * is taken care of: held, or resolved now (delay_ns <= 0, the connection gone, the server
+ * stopping; a loop that stops resolves every held reply at once). Returns false, the slot left
+ * unresolved for the caller, when its loop already holds CONN_HELD_MAX replies or memory for one
+ * more ran out (counted in sluice_held_replies_full_total). O(log n) in the replies held.
+ */
+bool conn_resolve_after(reply_slot_t *slot, int64_t delay_ns);
 
 /* Runs one request's handler so its reply lands in order: straight into c->out, or, while
  * replies are deferred, into a slot of its own. */

@@ -270,6 +270,10 @@ void metrics_render(server_t *srv, buf_t *b)
          "Clients closed because all clients' input buffers were over --max-input-buffers.");
     buf_printf(b, "sluice_evicted_clients_total %llu\n",
                (unsigned long long)SERVER_STAT(srv, evicted_clients));
+    help(b, "sluice_held_replies", "gauge",
+         "Replies held back now: /v1/auth answers admitted with a delay, refused AUTHs and admin "
+         "tokens from addresses that keep failing.");
+    buf_printf(b, "sluice_held_replies %llu\n", (unsigned long long)SERVER_STAT(srv, held_replies));
 
     if (engine_is_remote(srv->engine)) {
         engine_store_stats_t total = {0};

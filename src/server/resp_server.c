@@ -74,40 +74,68 @@ static bool secret_equal(const char *secret, const resp_arg_t *given)
 
 #define WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
 
-/*
- * A wrong password from c (for `user`, user_len bytes as the client wrote it): counted and
- * logged at a limited rate with the peer's address; its reply (WRONGPASS) written at once, or,
- * when the address keeps failing, held back in a reply slot of its own (auth_guard.h), the loop
- * and other clients going on meanwhile. Commands pipelined after it wait behind it, in order;
- * once the address's queue is full the connection is closed after the reply.
- */
-static void auth_refused(conn_t *c, const char *user, size_t user_len)
+/* The refusal v calls for: WRONGPASS for a wrong password, or, from a hot address, when to try
+ * again (rounded up to a second). */
+static void auth_refusal(buf_t *b, const guard_verdict_t *v)
 {
-    guard_verdict_t v = guard_fail(guard_global(), &c->peer, (int64_t)uv_hrtime());
+    if (!v->hot) {
+        resp_add_error(b, WRONGPASS);
+        return;
+    }
+    resp_add_error(b, "ERR too many failed AUTH attempts from your address; retry in %lld s",
+                   (long long)((v->retry_ns + 999999999) / 1000000000));
+}
+
+/*
+ * A refused AUTH from c (for `user`, user_len bytes as the client wrote it; v: auth_guard.h's
+ * verdict): counted and logged at a limited rate with the peer's address. Its reply is written
+ * at once, or, when the address keeps failing, held back in a reply slot of its own (dropped
+ * if c closes its side meanwhile), the loop and other clients going on; commands pipelined after
+ * it wait behind it, in order. When it cannot be held (the address's queue is full, the loop's
+ * too, out of memory) the connection is closed at once, unanswered.
+ */
+static void auth_refused(conn_t *c, const char *user, size_t user_len, const guard_verdict_t *v)
+{
     char shown[TEXT_SHOW_CAP(32)];
     text_show(shown, sizeof shown, user, user_len, 32, 0);
-    event_note(EV_AUTH_FAILED_RESP,
-               "RESP: wrong password for user '%s' from %s:%d (%u from this address in the last "
-               "minute%s)",
-               shown, c->addr, c->port, v.failures,
-               v.shared ? ", counted with others: the table of addresses is full" : "");
-    reply_slot_t *slot = v.hold_ns > 0 ? conn_defer(c) : NULL;
+    const char *shared = v->shared ? ", counted with others: the table of addresses is full" : "";
+    if (v->hot) {
+        event_note(EV_AUTH_LOCKED_RESP,
+                   "RESP: AUTH for user '%s' from %s:%d refused: its address is locked (failure %u "
+                   "without a minute's pause%s)",
+                   shown, c->addr, c->port, v->failures, shared);
+    } else {
+        event_note(EV_AUTH_FAILED_RESP,
+                   "RESP: wrong password for user '%s' from %s:%d (failure %u from this address "
+                   "without a minute's pause%s)",
+                   shown, c->addr, c->port, v->failures, shared);
+    }
+    if (v->hold_ns == 0 && !v->drop) {
+        auth_refusal(&c->out, v);
+        return;
+    }
+    reply_slot_t *slot = v->drop ? NULL : conn_defer(c);
     if (slot == NULL) {
-        resp_add_error(&c->out, WRONGPASS);
-        c->closing = c->closing || v.hold_ns > 0; /* out of memory: no free answer either */
+        if (v->drop) {
+            event_note(
+                EV_AUTH_DROPPED,
+                "RESP: closing %s:%d unanswered: the replies held back for its address reach 10 s "
+                "(failure %u without a minute's pause)",
+                c->addr, c->port, v->failures);
+        }
+        conn_drop(c);
         return;
     }
     event_note(EV_AUTH_HELD,
-               "RESP: slowing down %s:%d: %u wrong passwords from its address in the last minute; "
-               "this reply held back %lld ms%s",
-               c->addr, c->port, v.failures, (long long)(v.hold_ns / 1000000),
-               v.close ? ", then the connection closed" : "");
-    resp_add_error(&slot->buf, WRONGPASS);
-    if (v.close) {
-        slot->close_after = true;
-        c->closing = true; /* nothing pipelined after it runs */
+               "RESP: slowing down %s:%d: failure %u from its address without a minute's pause; "
+               "this reply held back %lld ms",
+               c->addr, c->port, v->failures, (long long)(v->hold_ns / 1000000));
+    auth_refusal(&slot->buf, v);
+    slot->droppable = true;
+    if (!conn_resolve_after(slot, v->hold_ns)) {
+        conn_drop(c); /* first, so that nothing of it is written */
+        conn_resolve(slot);
     }
-    conn_resolve_after(slot, v.hold_ns);
 }
 
 /*
@@ -115,36 +143,30 @@ static void auth_refused(conn_t *c, const char *user, size_t user_len)
  * and returns false on failure. Two users, in the spirit of Redis's ACLs: "default" (deciding;
  * its password is --requirepass) and "admin" (also rules, overrides and resets; its password is
  * --admin-password; the user exists only when that is set). With no admin password every client
- * may administer. A wrong password is answered by auth_refused; a right one clears the address's
- * failures.
+ * may administer. The password is compared first, then the address's guard decides
+ * (auth_guard.h): from a hot address nothing is let in, a right password neither.
  */
 static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
 {
     const server_config_t *cfg = c->loop->srv->cfg;
-    if (user != NULL && resp_arg_is(user, "admin") && cfg->admin_password != NULL) {
-        if (!secret_equal(cfg->admin_password, pass)) {
-            auth_refused(c, user->ptr, user->len);
-            return false;
-        }
-        guard_success(guard_global(), &c->peer);
-        c->authed = true;
-        c->admin = true;
-        return true;
-    }
-    const char *secret = cfg->requirepass;
+    bool as_admin = user != NULL && resp_arg_is(user, "admin") && cfg->admin_password != NULL;
+    const char *secret = as_admin ? cfg->admin_password : cfg->requirepass;
     if (secret == NULL) {
         resp_add_error(&c->out,
                        "ERR AUTH <password> called without any password configured for the "
                        "default user. Are you sure your configuration is correct?");
         return false;
     }
-    if ((user != NULL && !resp_arg_is(user, "default")) || !secret_equal(secret, pass)) {
-        auth_refused(c, user != NULL ? user->ptr : "default", user != NULL ? user->len : 7);
+    bool match = secret_equal(secret, pass);
+    bool user_ok = as_admin || user == NULL || resp_arg_is(user, "default");
+    guard_verdict_t v =
+        guard_attempt(guard_global(), &c->peer, (int64_t)uv_hrtime(), user_ok && match);
+    if (!v.let_in) {
+        auth_refused(c, user != NULL ? user->ptr : "default", user != NULL ? user->len : 7, &v);
         return false;
     }
-    guard_success(guard_global(), &c->peer);
     c->authed = true;
-    c->admin = cfg->admin_password == NULL;
+    c->admin = as_admin || cfg->admin_password == NULL;
     return true;
 }
 
