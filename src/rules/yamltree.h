@@ -1,7 +1,7 @@
 /*
  * yamltree.h - a YAML document read (with libyaml) into a small tree of nodes that remember
  * where they were written, for the YAML files sluice reads: rules files (ruledef_yaml.c) and
- * sluiced.yaml (server/config.c). Readers walk the tree and name the line and column of a bad
+ * sluiced.yaml (server/settings.c). Readers walk the tree and name the line and column of a bad
  * value, which a streaming reader could only do with a state machine per file format.
  *
  * Scalars are resolved as YAML 1.2's core schema does, so that `limit: 10` is an integer and

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "server/conn_input.h"
-#include "server/log.h"
+#include "engine/log.h"
 #include "server/loop.h"
 #include "server/tls.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "server/conn.h"
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/loop.h"
 
 /* A reply held back until its due time. */

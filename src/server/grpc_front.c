@@ -24,7 +24,7 @@
 
 #include "server/grpc_front.h"
 #include "server/grpc_stream.h"
-#include "server/log.h"
+#include "engine/log.h"
 #include "server/server.h"
 
 /* ---- nghttp2's callbacks ------------------------------------------------------------------- */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "server/grpc_stream.h"
-#include "server/log.h"
+#include "engine/log.h"
 
 void grpc_body_drop(gstream_t *s)
 {

@@ -19,7 +19,7 @@
 #include "proto/buf.h"
 #include "proto/grpc.h"
 #include "proto/rls.h"
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "server/loop.h"
 
 #define GRPC_STREAMS_MAX 100         /* concurrent streams a client may open (SETTINGS) */

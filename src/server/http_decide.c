@@ -19,7 +19,7 @@
 #include "proto/http.h"
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
-#include "server/admin.h"
+#include "engine/admin.h"
 #include "server/route.h"
 #include "server/server.h"
 

@@ -30,7 +30,7 @@
 #include "proto/http_origin.h"
 #include "proto/netaddr.h"
 #include "proto/text.h"
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/route.h"
 
 #define SHOWN_MAX 64 /* bytes of a header value a refusal quotes */
@@ -65,7 +65,7 @@ static bool bound_host(const netaddr_t *b, const http_authority_t *h)
 }
 
 /* Whether the Host h names this server: a bound address (or localhost), or an --http-host. */
-static bool host_is_ours(const server_config_t *cfg, const http_authority_t *h)
+static bool host_is_ours(const server_settings_t *cfg, const http_authority_t *h)
 {
     for (size_t i = 0; i < cfg->nbind; i++) {
         netaddr_t b;

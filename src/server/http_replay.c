@@ -26,7 +26,7 @@
 #endif
 
 #include "proto/http.h"
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/replay_job.h"
 #include "server/route.h"
 #include "server/server.h"
@@ -69,7 +69,7 @@ static int64_t test_pause_ns(void)
 
 static replay_limits_t limits_of(server_t *srv)
 {
-    const server_config_t *cfg = srv->cfg;
+    const server_settings_t *cfg = srv->cfg;
     return (replay_limits_t){.deadline_ns = monotonic_ns() + cfg->replay_timeout_ns,
                              .memory_max = cfg->replay_memory,
                              .clock_ns = monotonic_ns,
@@ -148,7 +148,7 @@ static void replay_done(uv_work_t *req, int status)
 /* Over --replay-concurrency: 503, to try again once a running replay has surely ended. */
 static void replay_busy(route_ctx_t *x, size_t running)
 {
-    const server_config_t *cfg = x->c->loop->srv->cfg;
+    const server_settings_t *cfg = x->c->loop->srv->cfg;
     long long after_s = (long long)((cfg->replay_timeout_ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
     char detail[128];
     snprintf(detail, sizeof detail, "too many replays at once: %zu running, the most allowed",

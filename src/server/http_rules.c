@@ -19,9 +19,9 @@
 #include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
-#include "server/admin.h"
+#include "engine/admin.h"
 #include "server/auth_guard.h"
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/route.h"
 #include "server/server.h"
 
@@ -146,7 +146,7 @@ void route_method_not_allowed(route_ctx_t *x, const char *allow)
 }
 
 /*
- * /v1/rules: the admin operations of server/admin.h, run on the config thread. The response is
+ * /v1/rules: the admin operations of engine/admin.h, run on the config thread. The response is
  * written into the request's reply slot when the operation is done and in force on this loop.
  */
 /* A page of overrides: {"overrides":[{"key":..,"override":{..}},..],"next":"<hex>"|null}; a key

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "proto/text.h"
-#include "server/admin.h"
+#include "engine/admin.h"
 
 void json_write_text(buf_t *b, const char *s, size_t len)
 {

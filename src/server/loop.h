@@ -30,12 +30,12 @@
 #include "proto/buf.h"
 #include "proto/netaddr.h"
 #include "rules/ruledef.h"
-#include "server/config.h"
-#include "server/engine.h"
+#include "server/settings.h"
+#include "engine/engine.h"
 #include "server/protocol.h"
 
 #define SERVER_PROTOCOLS_MAX 4 /* ports (each with its protocol) per bind address */
-#define SERVER_LISTEN_MAX    (SERVER_PROTOCOLS_MAX * CONFIG_BIND_MAX)
+#define SERVER_LISTEN_MAX    (SERVER_PROTOCOLS_MAX * SETTINGS_BIND_MAX)
 #define LATENCY_BUCKETS      12    /* histogram bounds, loop_latency_bounds_ns, then +Inf */
 #define INPUT_SIZE_CLASSES   64    /* input buffers counted by floor(log2(capacity)) */
 #define CONN_HELD_MAX        65536 /* replies one loop may hold back (conn_resolve_after) */
@@ -175,7 +175,7 @@ struct loop {
 };
 
 struct server {
-    server_config_t *cfg;
+    server_settings_t *cfg;
     server_listener_t listen[SERVER_PROTOCOLS_MAX]; /* set with server_listen() */
     size_t nlisten;
     engine_t *engine;

@@ -30,10 +30,10 @@
 #include "proto/netaddr.h"
 #include "server/grpc_front.h"
 #include "server/http_front.h"
-#include "server/log.h"
-#include "server/notify.h"
+#include "engine/log.h"
+#include "engine/notify.h"
 #include "server/resp_front.h"
-#include "server/rules_import.h"
+#include "engine/rules_import.h"
 #include "server/server.h"
 #include "server/tls.h"
 #include "store/snapshot.h"
@@ -191,7 +191,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 }
 
 /* The rules files (--rules or --rules-replace; *n of them, 0: none) and how they are imported. */
-static char *const *rules_files(const server_config_t *cfg, config_import_mode_t *mode, size_t *n)
+static char *const *rules_files(const server_settings_t *cfg, config_import_mode_t *mode, size_t *n)
 {
     bool replace = cfg->nrules_replace > 0;
     *mode = replace ? CONFIG_IMPORT_REPLACE : CONFIG_IMPORT_FILE;
@@ -201,7 +201,7 @@ static char *const *rules_files(const server_config_t *cfg, config_import_mode_t
 
 /* Imports the rules files into store and logs what changed. Returns what rules_import_files
  * does (err says why on failure). */
-static int import_rules(const server_config_t *cfg, engine_t *engine, config_store_t *store,
+static int import_rules(const server_settings_t *cfg, engine_t *engine, config_store_t *store,
                         const char *when, char *err, size_t cap)
 {
     config_import_mode_t mode;
@@ -228,7 +228,7 @@ static int import_rules(const server_config_t *cfg, engine_t *engine, config_sto
 typedef struct hup_job {
     config_job_t job; /* first */
     engine_t *engine;
-    const server_config_t *cfg;
+    const server_settings_t *cfg;
 } hup_job_t;
 
 static int hup_run(config_job_t *job, config_store_t *store, bool last)
@@ -312,7 +312,7 @@ static void load_snapshot(main_ctx_t *m)
 
 static int parse_trusted(server_t *srv)
 {
-    server_config_t *cfg = srv->cfg;
+    server_settings_t *cfg = srv->cfg;
     netaddr_net_t *nets = calloc(cfg->ntrusted ? cfg->ntrusted : 1, sizeof *nets);
     if (nets == NULL) {
         return -1;
@@ -333,38 +333,38 @@ static int parse_trusted(server_t *srv)
 /* Which port speaks which protocol: a port set to 0 is not listened on. */
 static void add_listeners(server_t *srv)
 {
-    const server_config_t *cfg = srv->cfg;
+    const server_settings_t *cfg = srv->cfg;
     if (cfg->resp_port > 0) {
-        server_listen(srv, &resp_protocol, cfg->resp_port, cfg->tls_mask & CONFIG_TLS_RESP);
+        server_listen(srv, &resp_protocol, cfg->resp_port, cfg->tls_mask & SETTINGS_TLS_RESP);
     }
     if (cfg->http_port > 0) {
-        server_listen(srv, &http_protocol, cfg->http_port, cfg->tls_mask & CONFIG_TLS_HTTP);
+        server_listen(srv, &http_protocol, cfg->http_port, cfg->tls_mask & SETTINGS_TLS_HTTP);
     }
     if (cfg->grpc_port > 0) {
-        server_listen(srv, &grpc_protocol, cfg->grpc_port, cfg->tls_mask & CONFIG_TLS_GRPC);
+        server_listen(srv, &grpc_protocol, cfg->grpc_port, cfg->tls_mask & SETTINGS_TLS_GRPC);
     }
 }
 
 int main(int argc, char **argv)
 {
     static main_ctx_t m;
-    server_config_t cfg;
+    server_settings_t cfg;
     char err[1024];
-    server_config_defaults(&cfg);
-    int rc = server_config_parse(&cfg, argc, argv, err, sizeof err);
+    server_settings_defaults(&cfg);
+    int rc = server_settings_parse(&cfg, argc, argv, err, sizeof err);
     if (rc != 0) {
         if (rc < 0) {
             fprintf(stderr, "sluiced: %s\n", err);
         }
-        server_config_free(&cfg);
+        server_settings_free(&cfg);
         return rc > 0 ? 0 : 2;
     }
     log_set_level(cfg.log_level);
     char admin_warning[512];
-    if (server_config_admin_check(&cfg, admin_warning, sizeof admin_warning, err, sizeof err) !=
+    if (server_settings_admin_check(&cfg, admin_warning, sizeof admin_warning, err, sizeof err) !=
         0) {
         fprintf(stderr, "sluiced: %s\n", err);
-        server_config_free(&cfg);
+        server_settings_free(&cfg);
         return 2;
     }
     if (admin_warning[0] != '\0') {
@@ -374,7 +374,7 @@ int main(int argc, char **argv)
     m.srv.cfg = &cfg;
     m.srv.started_ns = sl_now_ns();
     if (parse_trusted(&m.srv) != 0) {
-        server_config_free(&cfg);
+        server_settings_free(&cfg);
         return 2;
     }
     rc = 1; /* from here on, a failure to start */
@@ -384,17 +384,17 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    engine_config_t ec = {.store_url = cfg.config_store,
-                          .workers = (unsigned)cfg.threads,
-                          .key_max = cfg.key_max,
-                          .max_memory = cfg.max_memory,
-                          .override_ttl_ns = cfg.override_ttl_ns,
-                          .override_timeout_ns = cfg.override_timeout_ns,
-                          .request_store = cfg.request_store,
-                          .store_timeout_ns = cfg.store_timeout_ns,
-                          .max_inline = cfg.max_inline,
-                          .max_inline_address = cfg.max_inline_address,
-                          .metrics_inline = cfg.metrics_inline};
+    engine_settings_t ec = {.store_url = cfg.config_store,
+                            .workers = (unsigned)cfg.threads,
+                            .key_max = cfg.key_max,
+                            .max_memory = cfg.max_memory,
+                            .override_ttl_ns = cfg.override_ttl_ns,
+                            .override_timeout_ns = cfg.override_timeout_ns,
+                            .request_store = cfg.request_store,
+                            .store_timeout_ns = cfg.store_timeout_ns,
+                            .max_inline = cfg.max_inline,
+                            .max_inline_address = cfg.max_inline_address,
+                            .metrics_inline = cfg.metrics_inline};
     if (engine_create(&ec, &m.srv.engine, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto out;
@@ -486,6 +486,6 @@ out:
     engine_free(m.srv.engine);
     tls_ctx_free(m.srv.tls);
     free(m.srv.trusted);
-    server_config_free(&cfg);
+    server_settings_free(&cfg);
     return rc;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/server.h"
 #include "server/tls.h"
 

@@ -68,10 +68,10 @@ typedef struct replay_answer {
  *   {"complete":B[,"stopped":"deadline"|"memory"|"shutdown"],"lines_replayed":N,"admitted":N,
  *    "rejected":N,"keys":[{"key":..[,"key_hex":..],"admitted":N,"rejected":N}],
  *    "series":[{"t":TIME,"admitted":N,"rejected":N}]}
- * keys most rejected first, then most admitted, then by their bytes; series in equal buckets over the log's span,
- * each named by its first TIME, up to the last bucket replayed. A malformed line is a 400 naming
- * it, found before anything is decided (unless the replay stops first). Thread-safe: any number
- * may run at once.
+ * keys most rejected first, then most admitted, then by their bytes; series in equal buckets over
+ * the log's span, each named by its first TIME, up to the last bucket replayed. A malformed line is
+ * a 400 naming it, found before anything is decided (unless the replay stops first). Thread-safe:
+ * any number may run at once.
  */
 void replay_job_run(const char *body, size_t len, const replay_limits_t *lim, replay_answer_t *out);
 

@@ -12,8 +12,8 @@
 
 #include "proto/text.h"
 #include "proto/throttle_args.h"
-#include "server/admin.h"
-#include "server/log.h"
+#include "engine/admin.h"
+#include "engine/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
 #include "sluice/version.h"

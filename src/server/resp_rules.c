@@ -13,8 +13,8 @@
 
 #include "proto/text.h"
 #include "proto/throttle_args.h"
-#include "server/admin.h"
-#include "server/log.h"
+#include "engine/admin.h"
+#include "engine/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
 #include "sluice/version.h"
@@ -22,7 +22,7 @@
 /* ---- rules and overrides ------------------------------------------------------------------- */
 
 /*
- * SL.RULE and SL.OVERRIDE run on the config thread (server/admin.h): the command takes a reply
+ * SL.RULE and SL.OVERRIDE run on the config thread (engine/admin.h): the command takes a reply
  * slot, and the reply is written when the operation is done and its change in force on this
  * loop. Validation, the store and the reload are admin.c's; this is only the RESP shape.
  */

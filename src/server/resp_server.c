@@ -13,10 +13,10 @@
 
 #include "proto/text.h"
 #include "proto/throttle_args.h"
-#include "server/admin.h"
+#include "engine/admin.h"
 #include "server/auth_guard.h"
-#include "server/events.h"
-#include "server/log.h"
+#include "engine/events.h"
+#include "engine/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
 #include "sluice/version.h"
@@ -148,7 +148,7 @@ static void auth_refused(conn_t *c, const char *user, size_t user_len, const gua
  */
 static bool check_auth(conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
 {
-    const server_config_t *cfg = c->loop->srv->cfg;
+    const server_settings_t *cfg = c->loop->srv->cfg;
     bool as_admin = user != NULL && resp_arg_is(user, "admin") && cfg->admin_password != NULL;
     const char *secret = as_admin ? cfg->admin_password : cfg->requirepass;
     if (secret == NULL) {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "server/resp_commands.h"
-#include "server/watch.h"
+#include "engine/watch.h"
 
 #define TOP_DEFAULT 10
 

@@ -17,9 +17,9 @@
 
 #include "proto/text.h"
 #include "proto/throttle_args.h"
-#include "server/admin.h"
-#include "server/events.h"
-#include "server/log.h"
+#include "engine/admin.h"
+#include "engine/events.h"
+#include "engine/log.h"
 #include "server/resp_commands.h"
 #include "server/resp_front.h"
 #include "sluice/version.h"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "server/conn.h"
-#include "server/log.h"
+#include "engine/log.h"
 
 #define IDLE_TICK_MS  1000
 #define STOP_DRAIN_MS 3000 /* longest a stopping loop waits for its connections to finish */
@@ -26,7 +26,7 @@
  * (checked once per idle tick, so up to a tick later). Returns true if it did. */
 static bool conn_output_soft_check(conn_t *c, int64_t now_ns)
 {
-    const server_config_t *cfg = c->loop->srv->cfg;
+    const server_settings_t *cfg = c->loop->srv->cfg;
     size_t waiting = conn_output_bytes(c);
     if (cfg->output_soft == 0 || waiting <= cfg->output_soft) {
         c->over_soft = false;
@@ -287,7 +287,7 @@ int server_listen(server_t *srv, const protocol_t *proto, int port, bool tls)
 
 int server_start(server_t *srv, char *err, size_t err_cap)
 {
-    server_config_t *cfg = srv->cfg;
+    server_settings_t *cfg = srv->cfg;
     for (size_t b = 0; b < cfg->nbind; b++) {
         for (size_t k = 0; k < srv->nlisten; k++) {
             if (port_free(cfg->bind[b], srv->listen[k].port, err, err_cap) != 0) {

@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "server/log.h"
+#include "engine/log.h"
 
 #define TLS_READ_MAX   (64 * 1024) /* plaintext read per SSL_read, bytes */
 #define TLS_PATH_MAX   4096        /* the files' paths, bytes */

@@ -6,7 +6,7 @@
  *   doc_check rules FILE    a YAML rules file, sluice's or envoyproxy/ratelimit's (rulesfile_parse:
  *                           sluiced --rules, SL.RULE IMPORT)
  *   doc_check rule FILE     one rule as JSON (ruledef_parse_json: SL.RULE SET, PUT /v1/rules/x)
- *   doc_check config FILE   a sluiced config file (server_config_parse: sluiced --config FILE)
+ *   doc_check config FILE   a sluiced config file (server_settings_parse: sluiced --config FILE)
  *
  * Exit status 0 when the parser accepts the file, 1 with its error on stderr when it does not,
  * 2 for a usage error or an unreadable file.
@@ -17,7 +17,7 @@
 
 #include "rules/ruledef.h"
 #include "rules/rulesfile.h"
-#include "server/config.h"
+#include "server/settings.h"
 
 /* The whole of path in a malloc'ed buffer, NUL-terminated; NULL when unreadable. */
 static char *read_file(const char *path, size_t *len)
@@ -70,11 +70,11 @@ static int check_rule(const char *text, size_t len, char *err)
 
 static int check_config(const char *path, char *err, size_t err_cap)
 {
-    server_config_t c;
-    server_config_defaults(&c);
+    server_settings_t c;
+    server_settings_defaults(&c);
     char *argv[] = {"sluiced", "--config", (char *)path, NULL};
-    int rc = server_config_parse(&c, 3, argv, err, err_cap);
-    server_config_free(&c);
+    int rc = server_settings_parse(&c, 3, argv, err, err_cap);
+    server_settings_free(&c);
     return rc == 0 ? 0 : 1;
 }
 
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         perror(argv[2]);
         return 2;
     }
-    char err[RULEDEF_ERR_MAX > CONFIG_ERR_MAX ? RULEDEF_ERR_MAX : CONFIG_ERR_MAX] = "";
+    char err[RULEDEF_ERR_MAX > SETTINGS_ERR_MAX ? RULEDEF_ERR_MAX : SETTINGS_ERR_MAX] = "";
     int rc;
     if (strcmp(argv[1], "rules") == 0) {
         rc = check_rules(text, len, err);

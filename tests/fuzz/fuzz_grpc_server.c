@@ -30,13 +30,13 @@ static const char rules_yaml[] = "rules:\n"
  * leak detection off for it). Here leaks matter: a stream left behind is one. */
 #define KEY_MAX 19
 
-static server_config_t cfg;
+static server_settings_t cfg;
 static server_t srv;
 static loop_t *loop;
 
 static void setup(void)
 {
-    server_config_defaults(&cfg);
+    server_settings_defaults(&cfg);
     cfg.request_max = 4096;
     cfg.key_max = KEY_MAX;
     loop = fuzz_server_start(&srv, &cfg, rules_yaml, sizeof rules_yaml - 1);

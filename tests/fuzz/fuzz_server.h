@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "server/rules_import.h"
+#include "engine/rules_import.h"
 #include "server/server.h"
 
 /*
@@ -19,7 +19,7 @@
  * worker attached to nothing: requests are handed to connections on it by the caller. Aborts on
  * any failure: a harness that cannot start finds nothing.
  */
-static loop_t *fuzz_server_start(server_t *srv, server_config_t *cfg, const char *rules_yaml,
+static loop_t *fuzz_server_start(server_t *srv, server_settings_t *cfg, const char *rules_yaml,
                                  size_t rules_len)
 {
     char dir[] = "/tmp/sluice-fuzz.XXXXXX";
@@ -31,10 +31,10 @@ static loop_t *fuzz_server_start(server_t *srv, server_config_t *cfg, const char
     cfg->threads = 1;
     free(cfg->config_store);
     cfg->config_store = store;
-    engine_config_t ec = {.store_url = store,
-                          .workers = 1,
-                          .key_max = cfg->key_max,
-                          .override_ttl_ns = INT64_C(1000000000)};
+    engine_settings_t ec = {.store_url = store,
+                            .workers = 1,
+                            .key_max = cfg->key_max,
+                            .override_ttl_ns = INT64_C(1000000000)};
     char err[ENGINE_ERR_MAX];
     if (engine_create(&ec, &srv->engine, err) != 0) {
         fprintf(stderr, "%s\n", err);

@@ -47,7 +47,7 @@ static const char rules_yaml[] = "rules:\n"
                                  "    window: 1m\n"
                                  "    key: \"{method} {path} {query:user}\"\n";
 
-static server_config_t cfg;
+static server_settings_t cfg;
 static server_t srv;
 static loop_t *loop;
 static conn_t conn;
@@ -56,7 +56,7 @@ static resp_arg_t argv[RESP_ARGS_MAX];
 
 static void setup(void)
 {
-    server_config_defaults(&cfg);
+    server_settings_defaults(&cfg);
     /* POST /v1/replay runs here, on no thread of its own: keep each input short */
     cfg.replay_timeout_ns = INT64_C(20000000);
     cfg.replay_memory = 1024 * 1024;

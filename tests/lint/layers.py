@@ -11,9 +11,10 @@ layers"):
     rules    src/rules                  rule definitions, key templates, config stores
     store    src/store                  request stores and the Redis client
     client   src/client                 libsluice-client
+    engine   src/engine                 rules in force, overrides, decisions, snapshots, events
     top      src/server, src/module, src/cli   sluiced, sluice.so, sluice: never each other
 
-A file is a module: src/server/engine.c and src/server/engine.h are one (a header with no source
+A file is a module: src/engine/engine.c and src/engine/engine.h are one (a header with no source
 of its name, such as a group's private header, holds no code and is left out). Two modules may not
 depend on each other in a loop, within a layer too: a dependency is an #include "..." of the
 other's header, or a call or data reference found in the compiled objects (nm: a symbol one
@@ -34,14 +35,14 @@ import subprocess
 import sys
 
 LAYERS = {"core": 0, "sluice": 0, "proto": 1, "rules": 2, "store": 3, "client": 4,
-          "server": 5, "module": 5, "cli": 5}
+          "engine": 5, "server": 6, "module": 6, "cli": 6}
 LONG_LINES = 800
 MEDIAN_MAX = 15
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def module_of(path):
-    """'src/server/engine.c' -> 'server/engine'; include/sluice/x.h -> 'sluice/x'."""
+    """'src/engine/engine.c' -> 'engine/engine'; include/sluice/x.h -> 'sluice/x'."""
     path = path.replace(os.sep, "/")
     for root in ("src/", "include/"):
         at = path.rfind(root)
@@ -168,7 +169,7 @@ def layer_findings(edges, kind):
             lt = layer_of(t)
             if lm not in LAYERS or lt not in LAYERS:
                 continue
-            if LAYERS[lt] > LAYERS[lm] or (LAYERS[lt] == LAYERS[lm] == 5 and lt != lm):
+            if LAYERS[lt] > LAYERS[lm] or (LAYERS[lt] == LAYERS[lm] == 6 and lt != lm):
                 found.append(f"layer: {m} ({lm}) {kind} {t} ({lt}), a layer it may not use")
     return found
 

@@ -49,7 +49,7 @@ typedef struct held {
     bool resolved;   /* the model: due by a step's time */
 } held_t;
 
-static server_config_t cfg;
+static server_settings_t cfg;
 static server_t srv;
 
 static conn_t *new_conn(loop_t *l)
@@ -159,7 +159,7 @@ static void run_case(tcase_t *c, uint64_t seed)
 
 int main(void)
 {
-    server_config_defaults(&cfg);
+    server_settings_defaults(&cfg);
     srv.cfg = &cfg;
     uint64_t seed = prop_seed();
     long cases = prop_env_long("SLUICE_CASES", 60);
@@ -169,7 +169,7 @@ int main(void)
         run_case(&c, seed);
         failed += c.failed != 0;
     }
-    server_config_free(&cfg);
+    server_settings_free(&cfg);
     printf("prop_conn_delay: seed 0x%llx, %ld cases, %d failed\n", (unsigned long long)seed, cases,
            failed);
     return failed != 0;

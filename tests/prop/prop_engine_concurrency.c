@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "prop/gen.h"
-#include "server/engine.h"
+#include "engine/engine.h"
 
 #define WORKERS         2
 #define KEYS            64
@@ -132,10 +132,10 @@ int main(void)
     }
     config_store_close(setup);
 
-    engine_config_t ec = {.store_url = store_path,
-                          .workers = WORKERS,
-                          .key_max = 1024,
-                          .override_ttl_ns = INT64_C(1000000)}; /* 1 ms: lookups keep happening */
+    engine_settings_t ec = {.store_url = store_path,
+                            .workers = WORKERS,
+                            .key_max = 1024,
+                            .override_ttl_ns = INT64_C(1000000)}; /* 1 ms: lookups keep happening */
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fprintf(stderr, "engine: %s\n", err);

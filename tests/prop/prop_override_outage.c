@@ -1,6 +1,6 @@
 /*
  * prop_override_outage.c - a blocking override once known is never bypassed while the config
- * store fails, whatever happens around it (white-box: src/server/overrides.c and
+ * store fails, whatever happens around it (white-box: src/engine/overrides.c and
  * override_known.c, over a real SQLite store, no config thread: each lookup is read at once).
  *
  * Each case is a random sequence over a pool of keys, some of which share a cache slot (so that
@@ -23,7 +23,7 @@
 #include <sqlite3.h>
 
 #include "prop/gen.h"
-#include "server/engine_impl.h"
+#include "engine/engine_impl.h"
 #include "tmpdir.h"
 
 #define CASES     120
@@ -144,7 +144,7 @@ static int run_case(uint64_t seed, long c)
     put_rule(admin, m.limit);
     /* an override from the start, so that the rule is looked up */
     config_store_put_override(admin, "api", "seed", 4, "{\"limit\":0}", NULL, serr);
-    engine_config_t ec = {.store_url = path, .workers = 1, .key_max = 1024, .override_ttl_ns = 1};
+    engine_settings_t ec = {.store_url = path, .workers = 1, .key_max = 1024, .override_ttl_ns = 1};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fprintf(stderr, "engine_create: %s\n", err);

@@ -1,5 +1,5 @@
 /*
- * prop_watch_concurrency.c - a rule's watch (server/watch.h) read while two loops write it, as
+ * prop_watch_concurrency.c - a rule's watch (engine/watch.h) read while two loops write it, as
  * sluiced's readers (SL.TOP, /v1/stats) do: each of two writer threads records seeded keys (one
  * key in four is "hot") with its own advancing clock, while a reader merges the top and sums the
  * seconds over and over. Checked on every read: no count is above what the writers recorded so
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "prop/gen.h"
-#include "server/watch.h"
+#include "engine/watch.h"
 
 #define RECORDS 200000 /* per writer */
 #define KEYS    5000   /* distinct cold keys */

@@ -17,10 +17,10 @@
 
 #include "proto/resp.h"
 #include "server/conn.h"
-#include "server/events.h"
+#include "engine/events.h"
 #include "server/server.h"
 
-static server_config_t cfg;
+static server_settings_t cfg;
 static server_t srv;
 static loop_t *loop;
 
@@ -42,7 +42,7 @@ static void free_conn(conn_t *c)
 static int setup(void **unused)
 {
     (void)unused;
-    server_config_defaults(&cfg);
+    server_settings_defaults(&cfg);
     srv.cfg = &cfg;
     srv.nloops = 1;
     loop = calloc(1, sizeof *loop);
@@ -64,7 +64,7 @@ static int teardown(void **unused)
     uv_run(&loop->uv, UV_RUN_DEFAULT);
     uv_loop_close(&loop->uv);
     free(loop);
-    server_config_free(&cfg);
+    server_settings_free(&cfg);
     return 0;
 }
 

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "server/engine.h"
-#include "server/events.h"
+#include "engine/engine.h"
+#include "engine/events.h"
 #include "tmpdir.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
@@ -33,11 +33,11 @@ static engine_t *engine_capped(const char *const *rules, size_t n, size_t max_me
         assert_int_equal(config_store_put_rule(s, rules[2 * i], rules[2 * i + 1], NULL, serr), 0);
     }
     config_store_close(s);
-    engine_config_t ec = {.store_url = path,
-                          .workers = 1,
-                          .key_max = 1024,
-                          .override_ttl_ns = NS_PER_SEC,
-                          .max_memory = max_memory};
+    engine_settings_t ec = {.store_url = path,
+                            .workers = 1,
+                            .key_max = 1024,
+                            .override_ttl_ns = NS_PER_SEC,
+                            .max_memory = max_memory};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fail_msg("engine_create: %s", err);
@@ -119,11 +119,11 @@ static engine_t *engine_workers_n(unsigned workers, size_t max_inline)
     char err[ENGINE_ERR_MAX];
     static char path[TMPDIR_MAX + 32];
     tmpdir_file(path, sizeof path, "store", ".db");
-    engine_config_t ec = {.store_url = path,
-                          .workers = workers,
-                          .key_max = 1024,
-                          .override_ttl_ns = NS_PER_SEC,
-                          .max_inline = max_inline};
+    engine_settings_t ec = {.store_url = path,
+                            .workers = workers,
+                            .key_max = 1024,
+                            .override_ttl_ns = NS_PER_SEC,
+                            .max_inline = max_inline};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fail_msg("engine_create: %s", err);

@@ -1,6 +1,6 @@
 /*
  * test_engine_overrides.c - per-key overrides when the config store is slow, stuck or failing
- * (white-box: src/server/overrides.c, override_known.c), over a real SQLite store and, where
+ * (white-box: src/engine/overrides.c, override_known.c), over a real SQLite store and, where
  * lookups go to the config thread, a real config thread and libuv loop:
  *   - more lookups than a loop may have in flight wait their turn (back-pressure), in order,
  *     counted; none is decided by on_store_error, every blocked key stays blocked, and the loop
@@ -28,8 +28,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "server/engine_impl.h"
-#include "server/events.h"
+#include "engine/engine_impl.h"
+#include "engine/events.h"
 #include "tmpdir.h"
 
 #define NS_PER_MS  INT64_C(1000000)
@@ -66,11 +66,11 @@ static void store_make(int nblocked)
 static engine_t *engine_make(int64_t ttl_ns, int64_t timeout_ns)
 {
     char err[ENGINE_ERR_MAX];
-    engine_config_t ec = {.store_url = path,
-                          .workers = 1,
-                          .key_max = 1024,
-                          .override_ttl_ns = ttl_ns,
-                          .override_timeout_ns = timeout_ns};
+    engine_settings_t ec = {.store_url = path,
+                            .workers = 1,
+                            .key_max = 1024,
+                            .override_ttl_ns = ttl_ns,
+                            .override_timeout_ns = timeout_ns};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {
         fail_msg("engine_create: %s", err);

@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "bounded.h"
-#include "server/engine_impl.h"
+#include "engine/engine_impl.h"
 #include "tmpdir.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
@@ -99,7 +99,7 @@ static engine_t *engine_with(const char *name, const char *json)
     assert_int_equal(config_store_open(path, &s, serr), 0);
     assert_int_equal(config_store_put_rule(s, name, json, NULL, serr), 0);
     config_store_close(s);
-    engine_config_t ec = {
+    engine_settings_t ec = {
         .store_url = path, .workers = 1, .key_max = 1024, .override_ttl_ns = NS_PER_SEC};
     engine_t *e = NULL;
     if (engine_create(&ec, &e, err) != 0) {

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "server/events.h"
-#include "server/log.h"
+#include "engine/events.h"
+#include "engine/log.h"
 
 static int64_t fake_now_ns;
 

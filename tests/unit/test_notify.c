@@ -1,5 +1,5 @@
 /*
- * test_notify.c - telling the service manager (server/notify.h): $NOTIFY_SOCKET read as a path
+ * test_notify.c - telling the service manager (engine/notify.h): $NOTIFY_SOCKET read as a path
  * or an abstract name, bad values refused with what is wrong, and the state arriving as one
  * datagram on a socket the test binds, as systemd would.
  */
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "server/notify.h"
+#include "engine/notify.h"
 #include "tmpdir.h"
 
 static char err[NOTIFY_ERR_MAX];

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "prop/gen.h"
-#include "server/engine.h"
+#include "engine/engine.h"
 #include "store/request_stores.h"
 #include "tmpdir.h"
 
@@ -250,11 +250,11 @@ static void test_engine_gets_the_stores_decisions(void **unused)
                                            NULL, serr),
                      0);
     config_store_close(cs);
-    engine_config_t ec = {.store_url = path,
-                          .workers = 1,
-                          .key_max = 1024,
-                          .override_ttl_ns = NS_PER_SEC,
-                          .request_store = "memory"};
+    engine_settings_t ec = {.store_url = path,
+                            .workers = 1,
+                            .key_max = 1024,
+                            .override_ttl_ns = NS_PER_SEC,
+                            .request_store = "memory"};
     engine_t *e = NULL;
     assert_int_equal(engine_create(&ec, &e, err), 0);
     assert_false(engine_is_remote(e));
@@ -400,11 +400,11 @@ static void test_engine_names_no_concrete_store(void **unused)
     *cut = '\0';
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/src/server/%s", dir, files[i]);
+        snprintf(path, sizeof path, "%s/src/engine/%s", dir, files[i]);
         char *code = code_of(path);
         const char *word = concrete_word(code);
         if (word != NULL) {
-            fail_msg("src/server/%s names a concrete request store: '%s'", files[i], word);
+            fail_msg("src/engine/%s names a concrete request store: '%s'", files[i], word);
         }
         free(code);
     }

@@ -18,7 +18,7 @@
 #include "proto/resp.h"
 #include "server/server.h"
 
-static server_config_t cfg;
+static server_settings_t cfg;
 static server_t srv;
 static loop_t *loop;
 static conn_t *conn;
@@ -26,7 +26,7 @@ static conn_t *conn;
 static int setup(void **unused)
 {
     (void)unused;
-    server_config_defaults(&cfg);
+    server_settings_defaults(&cfg);
     srv.cfg = &cfg;
     srv.nloops = 1;
     loop = calloc(1, sizeof *loop);
@@ -54,7 +54,7 @@ static int teardown(void **unused)
     buf_free(&conn->out);
     free(conn);
     free(loop);
-    server_config_free(&cfg);
+    server_settings_free(&cfg);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_watch.c - a rule's per-second counters and top keys (server/watch.h), with explicit times:
+ * test_watch.c - a rule's per-second counters and top keys (engine/watch.h), with explicit times:
  * seconds summed over loops, a slot reused 15 minutes later, a clock that steps back, the top's
  * window of whole intervals, denials (shadow ones too), and a key longer than what is kept.
  */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "server/watch.h"
+#include "engine/watch.h"
 
 #define S  INT64_C(1000000000)
 #define T0 (INT64_C(1700000000) * S) /* a multiple of 10 s */
