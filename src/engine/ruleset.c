@@ -307,6 +307,78 @@ static void tables_watch(const engine_t *e, rule_tables_t *t, const rule_state_t
     }
 }
 
+/* The tables for def: those of prev (its rule of the same name in the set in force) when its
+ * parameters are the same, else new ones, the usage carried from prev's. NULL when out of
+ * memory. */
+static rule_tables_t *tables_for(engine_t *e, const ruledef_t *def, const rule_state_t *prev)
+{
+    if (prev != NULL && sl_rule_same(&prev->t->rule, &def->rule)) {
+        return prev->t;
+    }
+    rule_tables_t *t = engine_tables_create(e, &def->rule);
+    if (t != NULL && prev != NULL) {
+        tables_migrate(e, def, t, prev->t);
+    }
+    tables_watch(e, t, prev);
+    char why[ENGINE_ERR_MAX];
+    if (t != NULL && !engine_rule_fits(e, &def->rule, why, sizeof why)) {
+        log_warn("rule '%s' is in force but %s: every new key gets its on_store_error", def->name,
+                 why);
+    }
+    return t;
+}
+
+/* The state of one rule of the new set, taking def (freed on failure); prev is its rule of the
+ * same name in the set in force, or NULL. NULL when out of memory. */
+static rule_state_t *state_build(engine_t *e, config_store_t *store, ruledef_t *def,
+                                 const rule_state_t *prev)
+{
+    rule_tables_t *t = tables_for(e, def, prev);
+    if (def->mode != RULE_MODE_STRICT && !e->requests->ops->leases &&
+        (prev == NULL || prev->def.mode != def->mode)) {
+        log_info("rule '%s' has mode: %s, but the %s store keeps every key in this process: it "
+                 "decides strictly here",
+                 def->name, rule_mode_names[def->mode], e->requests->ops->name);
+    }
+    rule_state_t *rs = t != NULL ? engine_state_create(def, t) : NULL;
+    if (rs == NULL) {
+        if (t != NULL && t->refs == 0) {
+            t->refs = 1;
+            engine_tables_release(t);
+        }
+        ruledef_free(def);
+        return NULL;
+    }
+    rs->engine = e;
+    rs->refs = 1;
+    bool any = false;
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_foreach_override(store, rs->def.name, 1, has_override_fn, &any, serr) != 0) {
+        any = true; /* look keys up; a failure there applies on_store_error */
+    }
+    rs->has_overrides = any;
+    if (!any && prev != NULL && t == prev->t && t->ops->overrides_gone != NULL) {
+        t->ops->overrides_gone(t->data, sl_now_ns()); /* its last override went */
+    }
+    return rs;
+}
+
+/* Sorts the set's rules by name and builds its descriptor index. -1 when out of memory. */
+static int set_index(ruleset_t *set)
+{
+    if (set->n > 1) {
+        qsort(set->rules, set->n, sizeof *set->rules, cmp_state);
+    }
+    const ruledef_t **defs = calloc(set->n > 0 ? set->n : 1, sizeof *defs);
+    for (size_t i = 0; defs != NULL && i < set->n; i++) {
+        defs[i] = &set->rules[i]->def;
+    }
+    set->descriptors =
+        defs != NULL ? descriptors_build(defs, (void *const *)set->rules, set->n) : NULL;
+    free(defs);
+    return set->descriptors != NULL ? 0 : -1;
+}
+
 /* Builds a rule set from the store's rules; reuses the tables of `old` where the parameters
  * match. Called under reload_lock. */
 static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t *old, char *err)
@@ -335,69 +407,18 @@ static ruleset_t *set_build(engine_t *e, config_store_t *store, const ruleset_t 
             fprintf(stderr, "sluiced: config store rule '%s' skipped: %s\n", rows[i].name, perr);
             continue;
         }
-        rule_state_t *prev = ruleset_find(old, def.name, strlen(def.name));
-        rule_tables_t *t = NULL;
-        if (prev != NULL && sl_rule_same(&prev->t->rule, &def.rule)) {
-            t = prev->t;
-        } else {
-            t = engine_tables_create(e, &def.rule);
-            if (t != NULL && prev != NULL) {
-                tables_migrate(e, &def, t, prev->t);
-            }
-            tables_watch(e, t, prev);
-            char why[ENGINE_ERR_MAX];
-            if (t != NULL && !engine_rule_fits(e, &def.rule, why, sizeof why)) {
-                log_warn("rule '%s' is in force but %s: every new key gets its on_store_error",
-                         def.name, why);
-            }
-        }
-        if (def.mode != RULE_MODE_STRICT && !e->requests->ops->leases &&
-            (prev == NULL || prev->def.mode != def.mode)) {
-            log_info("rule '%s' has mode: %s, but the %s store keeps every key in this "
-                     "process: it decides strictly here",
-                     def.name, rule_mode_names[def.mode], e->requests->ops->name);
-        }
-        rule_state_t *rs = t != NULL ? engine_state_create(&def, t) : NULL;
-        if (rs != NULL) {
-            rs->engine = e;
-        }
+        rule_state_t *rs =
+            state_build(e, store, &def, ruleset_find(old, def.name, strlen(def.name)));
         if (rs == NULL) {
-            if (t != NULL && t->refs == 0) {
-                t->refs = 1;
-                engine_tables_release(t);
-            }
-            ruledef_free(&def);
             ruleset_free(set);
             config_rules_free(rows, n);
             snprintf(err, ENGINE_ERR_MAX, "out of memory");
             return NULL;
         }
-        rs->refs = 1;
-        bool any = false;
-        if (config_store_foreach_override(store, rs->def.name, 1, has_override_fn, &any, serr) !=
-            0) {
-            any = true; /* look keys up; a failure there applies on_store_error */
-        }
-        rs->has_overrides = any;
-        if (!any && t == (prev != NULL ? prev->t : NULL)) {
-            if (t->ops->overrides_gone != NULL) { /* its last override went */
-                t->ops->overrides_gone(t->data, sl_now_ns());
-            }
-        }
         set->rules[set->n++] = rs;
     }
     config_rules_free(rows, n);
-    if (set->n > 1) {
-        qsort(set->rules, set->n, sizeof *set->rules, cmp_state);
-    }
-    const ruledef_t **defs = calloc(set->n > 0 ? set->n : 1, sizeof *defs);
-    for (size_t i = 0; defs != NULL && i < set->n; i++) {
-        defs[i] = &set->rules[i]->def;
-    }
-    set->descriptors =
-        defs != NULL ? descriptors_build(defs, (void *const *)set->rules, set->n) : NULL;
-    free(defs);
-    if (set->descriptors == NULL) {
+    if (set_index(set) != 0) {
         ruleset_free(set);
         snprintf(err, ENGINE_ERR_MAX, "out of memory");
         return NULL;

@@ -109,10 +109,10 @@ static void job_problem(job_t *j, int status, const char *fmt, ...)
     http_problem(&j->slot->buf, status, !j->slot->close_after, NULL, detail);
 }
 
-static void job_respond(job_t *j)
+/* Answers with a problem when a check cannot be answered with a decision: a settle refused for
+ * its debt (422), a cost no window can ever admit (400). Returns whether it did. */
+static bool job_respond_problem(job_t *j)
 {
-    buf_t *b = &j->slot->buf;
-    bool keep_alive = !j->slot->close_after;
     for (size_t i = 0; i < j->n; i++) {
         const engine_decision_t *ed = &j->got[i];
         if (ed->debt_refused) { /* a settle: nothing was charged */
@@ -120,7 +120,7 @@ static void job_respond(job_t *j)
                         THROTTLE_DEBT_REFUSED " of rule '%s' (%lld units past its limit); "
                                               "nothing was charged",
                         j->rules[i]->def.name, (long long)ed->max_debt);
-            return;
+            return true;
         }
         if (ed->never && !ed->blocked) {
             char where[32] = "";
@@ -131,28 +131,38 @@ static void job_respond(job_t *j)
             job_problem(j, 400,
                         "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                         where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
-            return;
+            return true;
         }
     }
-    if (j->kind == JOB_AUTH) {
-        const engine_decision_t *ed = &j->got[0];
-        if (ed->d.allowed) {
-            http_begin(b, 204);
-            ratelimit_headers(b, ed);
-            http_end(b, keep_alive, NULL, NULL, 0);
-            return;
-        }
-        http_begin(b, 429);
+    return false;
+}
+
+/* /v1/auth: 204 when admitted, 429 with Retry-After and a problem when not. */
+static void job_respond_auth(job_t *j)
+{
+    buf_t *b = &j->slot->buf;
+    bool keep_alive = !j->slot->close_after;
+    const engine_decision_t *ed = &j->got[0];
+    if (ed->d.allowed) {
+        http_begin(b, 204);
         ratelimit_headers(b, ed);
-        if (ed->d.retry_after_ns >= 0) {
-            http_header(b, "Retry-After", "%lld", (long long)sec_ceil(ed->d.retry_after_ns));
-        }
-        char detail[256];
-        snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", ed->rule->def.name,
-                 (long long)ed->d.limit, (long long)sec_ceil(ed->window_ns));
-        http_problem_end(b, 429, keep_alive, "Too Many Requests", detail);
+        http_end(b, keep_alive, NULL, NULL, 0);
         return;
     }
+    http_begin(b, 429);
+    ratelimit_headers(b, ed);
+    if (ed->d.retry_after_ns >= 0) {
+        http_header(b, "Retry-After", "%lld", (long long)sec_ceil(ed->d.retry_after_ns));
+    }
+    char detail[256];
+    snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", ed->rule->def.name,
+             (long long)ed->d.limit, (long long)sec_ceil(ed->window_ns));
+    http_problem_end(b, 429, keep_alive, "Too Many Requests", detail);
+}
+
+/* The JSON answers: one decision, or {"checks":[...],"allowed":...} for a batch. */
+static void job_respond_json(job_t *j)
+{
     buf_t body = {0};
     const engine_decision_t *first = &j->got[0];
     bool all = true;
@@ -177,10 +187,22 @@ static void job_respond(job_t *j)
     if (j->kind == JOB_ALLOW_MANY) {
         buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
     }
-    http_begin(b, 200);
-    ratelimit_headers(b, first);
-    http_end(b, keep_alive, "application/json", body.data, body.len);
+    http_begin(&j->slot->buf, 200);
+    ratelimit_headers(&j->slot->buf, first);
+    http_end(&j->slot->buf, !j->slot->close_after, "application/json", body.data, body.len);
     buf_free(&body);
+}
+
+static void job_respond(job_t *j)
+{
+    if (job_respond_problem(j)) {
+        return;
+    }
+    if (j->kind == JOB_AUTH) {
+        job_respond_auth(j);
+    } else {
+        job_respond_json(j);
+    }
 }
 
 static void job_end(job_t *j)
@@ -478,6 +500,46 @@ static void forwarded_request(route_ctx_t *x, keytpl_request_t *kr)
     }
 }
 
+/* The key of a /v1/auth request with no ?key=: built from the request by the rule's key template
+ * ({ip} when it has none), into keybuf. Returns whether it could be (else answered 400). */
+static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *keybuf,
+                                  size_t keybuf_size, size_t *key_len)
+{
+    conn_t *c = x->c;
+    server_t *srv = c->loop->srv;
+    netaddr_t client;
+    bool known = c->peer.family != 0 &&
+                 http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, &client) == 0;
+    keytpl_request_t kr = {
+        .client = known ? &client : NULL,
+        .method = http_method_str(x->req->method),
+        .method_len = strlen(http_method_str(x->req->method)),
+        .path = x->req->path,
+        .path_len = x->req->path_len,
+        .header = header_lookup,
+        .header_arg = x->req,
+    };
+    forwarded_request(x, &kr);
+    keytpl_t ip_tpl;
+    const keytpl_t *tpl = &rs->def.key;
+    if (!rs->def.has_key) {
+        char e[KEYTPL_ERR_MAX];
+        keytpl_parse("{ip}", 4, &ip_tpl, e);
+        tpl = &ip_tpl;
+    }
+    int rc = keytpl_build(tpl, &kr, keybuf, keybuf_size, key_len);
+    if (rc == KEYTPL_EMISSING) {
+        problem(x, 400, "the request lacks what rule '%s' builds its key from (%s)", rs->def.name,
+                rs->def.has_key ? rs->def.key_text : "{ip}");
+        return false;
+    }
+    if (rc != KEYTPL_OK) {
+        problem(x, 400, "cannot build the key of rule '%s' from this request", rs->def.name);
+        return false;
+    }
+    return true;
+}
+
 void route_auth(route_ctx_t *x)
 {
     conn_t *c = x->c;
@@ -499,37 +561,9 @@ void route_auth(route_ctx_t *x)
         }
         cost = v;
     }
-    if (!http_query_get(x->req, "key", keybuf, sizeof keybuf, &key_len)) {
-        netaddr_t client;
-        bool known = c->peer.family != 0 &&
-                     http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, &client) == 0;
-        keytpl_request_t kr = {
-            .client = known ? &client : NULL,
-            .method = http_method_str(x->req->method),
-            .method_len = strlen(http_method_str(x->req->method)),
-            .path = x->req->path,
-            .path_len = x->req->path_len,
-            .header = header_lookup,
-            .header_arg = x->req,
-        };
-        forwarded_request(x, &kr);
-        keytpl_t ip_tpl;
-        const keytpl_t *tpl = &rs->def.key;
-        if (!rs->def.has_key) {
-            char e[KEYTPL_ERR_MAX];
-            keytpl_parse("{ip}", 4, &ip_tpl, e);
-            tpl = &ip_tpl;
-        }
-        int rc = keytpl_build(tpl, &kr, keybuf, sizeof keybuf, &key_len);
-        if (rc == KEYTPL_EMISSING) {
-            problem(x, 400, "the request lacks what rule '%s' builds its key from (%s)",
-                    rs->def.name, rs->def.has_key ? rs->def.key_text : "{ip}");
-            return;
-        }
-        if (rc != KEYTPL_OK) {
-            problem(x, 400, "cannot build the key of rule '%s' from this request", rs->def.name);
-            return;
-        }
+    if (!http_query_get(x->req, "key", keybuf, sizeof keybuf, &key_len) &&
+        !auth_key_from_request(x, rs, keybuf, sizeof keybuf, &key_len)) {
+        return;
     }
     if (key_len > srv->cfg->key_max) {
         problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);

@@ -39,8 +39,6 @@
 #include "store/snapshot.h"
 #include "sluice/version.h"
 
-#define NS_PER_MS INT64_C(1000000)
-
 /* The periodic snapshot being written on its own thread. Main thread only, but for the result
  * fields, which the snapshot thread writes before it signals `done` and the main thread reads
  * after joining it. */
@@ -345,30 +343,154 @@ static void add_listeners(server_t *srv)
     }
 }
 
-int main(int argc, char **argv)
+/* Reads the settings (defaults, file, flags, environment) into cfg and checks the admin secrets.
+ * Returns -1 to go on, else the exit status: 0 after --help or --version, 2 for bad settings
+ * (said on stderr; cfg freed). */
+static int read_settings(server_settings_t *cfg, int argc, char **argv)
 {
-    static main_ctx_t m;
-    server_settings_t cfg;
-    char err[1024];
-    server_settings_defaults(&cfg);
-    int rc = server_settings_parse(&cfg, argc, argv, err, sizeof err);
+    char err[1024], admin_warning[512];
+    server_settings_defaults(cfg);
+    int rc = server_settings_parse(cfg, argc, argv, err, sizeof err);
+    if (rc == 0) {
+        log_set_level(cfg->log_level);
+        rc = server_settings_admin_check(cfg, admin_warning, sizeof admin_warning, err, sizeof err);
+        if (rc == 0 && admin_warning[0] != '\0') {
+            log_warn("%s", admin_warning);
+        }
+        if (rc != 0) {
+            rc = -1; /* the admin check's error */
+        }
+    }
     if (rc != 0) {
         if (rc < 0) {
             fprintf(stderr, "sluiced: %s\n", err);
         }
-        server_settings_free(&cfg);
+        server_settings_free(cfg);
         return rc > 0 ? 0 : 2;
     }
-    log_set_level(cfg.log_level);
-    char admin_warning[512];
-    if (server_settings_admin_check(&cfg, admin_warning, sizeof admin_warning, err, sizeof err) !=
-        0) {
+    return -1;
+}
+
+/* The engine from the settings: created, its rules imported and loaded, the snapshot read, its
+ * threads started. 0, or -1 with the reason on stderr. */
+static int start_engine(main_ctx_t *m, const server_settings_t *cfg, char *store_name)
+{
+    char err[1024];
+    engine_settings_t ec = {.store_url = cfg->config_store,
+                            .workers = (unsigned)cfg->threads,
+                            .key_max = cfg->key_max,
+                            .max_memory = cfg->max_memory,
+                            .override_ttl_ns = cfg->override_ttl_ns,
+                            .override_timeout_ns = cfg->override_timeout_ns,
+                            .request_store = cfg->request_store,
+                            .store_timeout_ns = cfg->store_timeout_ns,
+                            .max_inline = cfg->max_inline,
+                            .max_inline_address = cfg->max_inline_address,
+                            .metrics_inline = cfg->metrics_inline};
+    if (engine_create(&ec, &m->srv.engine, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
-        server_settings_free(&cfg);
-        return 2;
+        return -1;
     }
-    if (admin_warning[0] != '\0') {
-        log_warn("%s", admin_warning);
+    /* the store without its password, before the config thread owns it */
+    config_store_describe(engine_store(m->srv.engine), store_name);
+    config_import_mode_t mode;
+    size_t nfiles = 0;
+    if ((rules_files(cfg, &mode, &nfiles), nfiles > 0) &&
+        import_rules(cfg, m->srv.engine, engine_store(m->srv.engine), "", err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return -1;
+    }
+    if (load_rules(m) != 0) {
+        return -1;
+    }
+    load_snapshot(m);
+    if (engine_start(m->srv.engine, cfg->poll_interval_ns, err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The listeners opened and the loops started, each address logged. 0, or -1 (said on stderr). */
+static int start_server(main_ctx_t *m, const server_settings_t *cfg)
+{
+    char err[1024];
+    add_listeners(&m->srv);
+    if (server_start(&m->srv, err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return -1;
+    }
+    for (size_t b = 0; b < cfg->nbind; b++) {
+        for (size_t k = 0; k < m->srv.nlisten; k++) {
+            const server_listener_t *sl = &m->srv.listen[k];
+            log_info("listening on %s port %d (%s%s)", cfg->bind[b], sl->port, sl->proto->label,
+                     sl->tls ? " over TLS" : "");
+        }
+    }
+    return 0;
+}
+
+/* The main thread's loop until SIGTERM or SIGINT: signals, the snapshot and relief timers. */
+static void run_main_loop(main_ctx_t *m, const server_settings_t *cfg)
+{
+    uv_loop_init(&m->loop);
+    uv_signal_init(&m->loop, &m->sig_term);
+    uv_signal_init(&m->loop, &m->sig_int);
+    uv_signal_init(&m->loop, &m->sig_hup);
+    m->sig_term.data = m->sig_int.data = m->sig_hup.data = m;
+    uv_signal_start(&m->sig_term, on_stop_signal, SIGTERM);
+    uv_signal_start(&m->sig_int, on_stop_signal, SIGINT);
+    uv_signal_start(&m->sig_hup, on_hup, SIGHUP);
+    uv_timer_init(&m->loop, &m->snapshot_timer);
+    m->snapshot_timer.data = m;
+    uv_timer_init(&m->loop, &m->relieve_timer);
+    m->relieve_timer.data = m;
+    uint64_t poll_ms = (uint64_t)(cfg->poll_interval_ns / SL_NS_PER_MS) + 1;
+    if (cfg->max_memory > 0) {
+        uv_timer_start(&m->relieve_timer, on_relieve_timer, poll_ms, poll_ms);
+    }
+    uv_async_init(&m->loop, &m->snapshot_done, on_snapshot_done);
+    m->snapshot_done.data = m;
+    uint64_t snap_ms = (uint64_t)(cfg->snapshot_interval_ns / SL_NS_PER_MS);
+    if (snap_ms > 0 && snapshots_on(m)) {
+        uv_timer_start(&m->snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
+    }
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+}
+
+/* Stops the loops and the engine, writes the final snapshot and closes the main loop. 0, or 1
+ * when the final snapshot failed (the keys' usage since the last one is lost: the exit says so,
+ * for the service manager and whoever restarts it). */
+static int stop_all(main_ctx_t *m)
+{
+    server_stop(&m->srv);
+    engine_stop(m->srv.engine);
+    snapshot_join(m); /* a snapshot under way finishes first: both write PATH.tmp */
+    int final_rc = save_snapshot_now(m);
+    uv_close((uv_handle_t *)&m->sig_term, NULL);
+    uv_close((uv_handle_t *)&m->sig_int, NULL);
+    uv_close((uv_handle_t *)&m->sig_hup, NULL);
+    uv_close((uv_handle_t *)&m->snapshot_timer, NULL);
+    uv_close((uv_handle_t *)&m->relieve_timer, NULL);
+    uv_close((uv_handle_t *)&m->snapshot_done, NULL);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    if (final_rc != 0) {
+        log_error("stopped without the final snapshot: the keys' usage since the last snapshot "
+                  "is lost");
+        return 1;
+    }
+    log_info("stopped");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static main_ctx_t m;
+    server_settings_t cfg;
+    int rc = read_settings(&cfg, argc, argv);
+    if (rc >= 0) {
+        return rc;
     }
     signal(SIGPIPE, SIG_IGN);
     m.srv.cfg = &cfg;
@@ -378,111 +500,18 @@ int main(int argc, char **argv)
         return 2;
     }
     rc = 1; /* from here on, a failure to start */
+    char err[1024], store_name[CONFIG_STORE_NAME_MAX];
     if (cfg.tls_cert != NULL &&
         tls_ctx_new(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca, &m.srv.tls, err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
-        goto out;
+    } else if (start_engine(&m, &cfg, store_name) == 0 && start_server(&m, &cfg) == 0) {
+        log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
+                 SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine),
+                 store_name, engine_store_name(m.srv.engine));
+        tell_manager("READY=1");
+        run_main_loop(&m, &cfg);
+        rc = stop_all(&m);
     }
-
-    engine_settings_t ec = {.store_url = cfg.config_store,
-                            .workers = (unsigned)cfg.threads,
-                            .key_max = cfg.key_max,
-                            .max_memory = cfg.max_memory,
-                            .override_ttl_ns = cfg.override_ttl_ns,
-                            .override_timeout_ns = cfg.override_timeout_ns,
-                            .request_store = cfg.request_store,
-                            .store_timeout_ns = cfg.store_timeout_ns,
-                            .max_inline = cfg.max_inline,
-                            .max_inline_address = cfg.max_inline_address,
-                            .metrics_inline = cfg.metrics_inline};
-    if (engine_create(&ec, &m.srv.engine, err) != 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
-        goto out;
-    }
-    char store_name[CONFIG_STORE_NAME_MAX]; /* the store without its password, before the config
-                                               thread owns it */
-    config_store_describe(engine_store(m.srv.engine), store_name);
-    config_import_mode_t mode;
-    size_t nfiles = 0;
-    if ((rules_files(&cfg, &mode, &nfiles), nfiles > 0) &&
-        import_rules(&cfg, m.srv.engine, engine_store(m.srv.engine), "", err, sizeof err) != 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
-        goto out;
-    }
-    if (load_rules(&m) != 0) {
-        goto out;
-    }
-    load_snapshot(&m);
-    if (engine_start(m.srv.engine, cfg.poll_interval_ns, err) != 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
-        goto out;
-    }
-
-    add_listeners(&m.srv);
-    if (server_start(&m.srv, err, sizeof err) != 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
-        goto out;
-    }
-    for (size_t b = 0; b < cfg.nbind; b++) {
-        for (size_t k = 0; k < m.srv.nlisten; k++) {
-            const server_listener_t *sl = &m.srv.listen[k];
-            log_info("listening on %s port %d (%s%s)", cfg.bind[b], sl->port, sl->proto->label,
-                     sl->tls ? " over TLS" : "");
-        }
-    }
-    log_info("sluiced %s ready: %d threads, rules version %lld from %s, request store %s",
-             SL_VERSION_STRING, cfg.threads, (long long)engine_version(m.srv.engine), store_name,
-             engine_store_name(m.srv.engine));
-    tell_manager("READY=1");
-
-    uv_loop_init(&m.loop);
-    uv_signal_init(&m.loop, &m.sig_term);
-    uv_signal_init(&m.loop, &m.sig_int);
-    uv_signal_init(&m.loop, &m.sig_hup);
-    m.sig_term.data = m.sig_int.data = m.sig_hup.data = &m;
-    uv_signal_start(&m.sig_term, on_stop_signal, SIGTERM);
-    uv_signal_start(&m.sig_int, on_stop_signal, SIGINT);
-    uv_signal_start(&m.sig_hup, on_hup, SIGHUP);
-    uv_timer_init(&m.loop, &m.snapshot_timer);
-    m.snapshot_timer.data = &m;
-    uv_timer_init(&m.loop, &m.relieve_timer);
-    m.relieve_timer.data = &m;
-    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / NS_PER_MS) + 1;
-    if (cfg.max_memory > 0) {
-        uv_timer_start(&m.relieve_timer, on_relieve_timer, poll_ms, poll_ms);
-    }
-    uv_async_init(&m.loop, &m.snapshot_done, on_snapshot_done);
-    m.snapshot_done.data = &m;
-    uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
-    if (snap_ms > 0 && snapshots_on(&m)) {
-        uv_timer_start(&m.snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
-    }
-
-    uv_run(&m.loop, UV_RUN_DEFAULT);
-
-    server_stop(&m.srv);
-    engine_stop(m.srv.engine);
-    snapshot_join(&m); /* a snapshot under way finishes first: both write PATH.tmp */
-    /* a final snapshot that failed loses what the keys used since the last one: the exit says
-     * so, for the service manager and whoever restarts it */
-    int final_rc = save_snapshot_now(&m);
-    uv_close((uv_handle_t *)&m.sig_term, NULL);
-    uv_close((uv_handle_t *)&m.sig_int, NULL);
-    uv_close((uv_handle_t *)&m.sig_hup, NULL);
-    uv_close((uv_handle_t *)&m.snapshot_timer, NULL);
-    uv_close((uv_handle_t *)&m.relieve_timer, NULL);
-    uv_close((uv_handle_t *)&m.snapshot_done, NULL);
-    uv_run(&m.loop, UV_RUN_DEFAULT);
-    uv_loop_close(&m.loop);
-    if (final_rc != 0) {
-        log_error("stopped without the final snapshot: the keys' usage since the last snapshot "
-                  "is lost");
-        rc = 1;
-        goto out;
-    }
-    log_info("stopped");
-    rc = 0;
-out:
     engine_free(m.srv.engine);
     tls_ctx_free(m.srv.tls);
     free(m.srv.trusted);

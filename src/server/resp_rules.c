@@ -26,26 +26,30 @@
  * slot, and the reply is written when the operation is done and its change in force on this
  * loop. Validation, the store and the reload are admin.c's; this is only the RESP shape.
  */
-static void admin_replied(admin_req_t *r)
+/* SL.OVERRIDE LIST's answer, like SCAN's: [next cursor ("0" at the end), [key, json, ...]]; a
+ * cursor is the last key returned, in hex. */
+static void reply_override_list(buf_t *b, admin_req_t *r)
 {
-    reply_slot_t *slot = r->arg;
-    buf_t *b = &slot->buf;
-    switch (r->status) {
-    case ADMIN_OK:
-        break;
-    case ADMIN_NOTFOUND:
-        if (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL) {
-            resp_add_int(b, 0);
-        } else if (r->op == ADMIN_OVERRIDE_GET) {
-            resp_add_null(b);
-        } else {
-            resp_add_error(b, "ERR %s", r->err);
-        }
-        goto out;
-    default:
-        resp_add_error(b, "ERR %s", r->err);
-        goto out;
+    bool failed;
+    char *cursor = admin_next_cursor(r, &failed);
+    resp_add_array(b, 2);
+    if (cursor != NULL) {
+        resp_add_bulk(b, cursor, strlen(cursor));
+    } else {
+        resp_add_bulk(b, "0", 1);
     }
+    b->failed = b->failed || failed;
+    free(cursor);
+    resp_add_array(b, 2 * r->novs);
+    for (size_t i = 0; i < r->novs; i++) {
+        resp_add_bulk(b, r->ovs[i].key, r->ovs[i].key_len);
+        resp_add_bulk(b, r->ovs[i].json, strlen(r->ovs[i].json));
+    }
+}
+
+/* The answer to an operation that succeeded. */
+static void reply_admin_ok(buf_t *b, admin_req_t *r)
+{
     switch (r->op) {
     case ADMIN_RULE_GET:
     case ADMIN_RULES_EXPORT:
@@ -67,28 +71,26 @@ static void admin_replied(admin_req_t *r)
     case ADMIN_OVERRIDE_PUT:
         resp_add_simple(b, "OK");
         break;
-    case ADMIN_OVERRIDE_LIST: {
-        /* like SCAN: [next cursor ("0" at the end), [key, json, key, json, ...]]; a cursor is
-         * the last key returned, in hex */
-        bool failed;
-        char *cursor = admin_next_cursor(r, &failed);
-        resp_add_array(b, 2);
-        if (cursor != NULL) {
-            resp_add_bulk(b, cursor, strlen(cursor));
-        } else {
-            resp_add_bulk(b, "0", 1);
-        }
-        b->failed = b->failed || failed;
-        free(cursor);
-        resp_add_array(b, 2 * r->novs);
-        for (size_t i = 0; i < r->novs; i++) {
-            resp_add_bulk(b, r->ovs[i].key, r->ovs[i].key_len);
-            resp_add_bulk(b, r->ovs[i].json, strlen(r->ovs[i].json));
-        }
+    case ADMIN_OVERRIDE_LIST:
+        reply_override_list(b, r);
         break;
     }
+}
+
+static void admin_replied(admin_req_t *r)
+{
+    reply_slot_t *slot = r->arg;
+    buf_t *b = &slot->buf;
+    if (r->status == ADMIN_OK) {
+        reply_admin_ok(b, r);
+    } else if (r->status == ADMIN_NOTFOUND &&
+               (r->op == ADMIN_RULE_DEL || r->op == ADMIN_OVERRIDE_DEL)) {
+        resp_add_int(b, 0);
+    } else if (r->status == ADMIN_NOTFOUND && r->op == ADMIN_OVERRIDE_GET) {
+        resp_add_null(b);
+    } else {
+        resp_add_error(b, "ERR %s", r->err);
     }
-out:
     conn_resolve(slot);
     admin_free(r);
 }

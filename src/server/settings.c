@@ -505,32 +505,28 @@ static int secret_from_env(char **field, const char *var, char *err, size_t cap)
     return 0;
 }
 
-int server_settings_parse(server_settings_t *c, int argc, char **argv, char *err, size_t err_cap)
+/* Applies the flags split from the command line: --help and --version (1), then the --config
+ * file (the last one wins), then the other flags over it. 0, 1, or -1 with err set. */
+static int apply_flags(server_settings_t *c, const flag_t *flags, size_t nflags, char *err,
+                       size_t err_cap)
 {
-    err[0] = '\0';
-    flag_t *flags = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*flags));
-    size_t nflags = 0;
-    if (flags == NULL) {
-        snprintf(err, err_cap, "out of memory");
-        return -1;
-    }
-    int rc = split_flags(argc, argv, flags, &nflags, err, err_cap);
-    for (size_t i = 0; rc == 0 && i < nflags; i++) {
+    for (size_t i = 0; i < nflags; i++) {
         if (strcmp(flags[i].opt->flag, "help") == 0) {
             fputs(server_settings_usage(), stdout);
-            rc = 1;
-        } else if (strcmp(flags[i].opt->flag, "version") == 0) {
+            return 1;
+        }
+        if (strcmp(flags[i].opt->flag, "version") == 0) {
             print_version();
-            rc = 1;
+            return 1;
         }
     }
-    /* the file first (the last --config wins), then the flags over it */
     const char *file = NULL;
-    for (size_t i = 0; rc == 0 && i < nflags; i++) {
+    for (size_t i = 0; i < nflags; i++) {
         if (flags[i].opt->kind == OPT_PATH)
             file = flags[i].value;
     }
-    if (rc == 0 && file != NULL) {
+    int rc = 0;
+    if (file != NULL) {
         source_t s = {.opt = &options[0], .err = err, .cap = err_cap};
         rc = apply_scalar(c, &s, file, strlen(file));
         if (rc == 0)
@@ -548,6 +544,46 @@ int server_settings_parse(server_settings_t *c, int argc, char **argv, char *err
         source_t s = {.opt = o, .err = err, .cap = err_cap};
         rc = apply_scalar(c, &s, flags[i].value, strlen(flags[i].value));
     }
+    return rc;
+}
+
+/* The checks across settings once all are read. 0, or -1 with err set. */
+static int check_together(const server_settings_t *c, char *err, size_t err_cap)
+{
+    if (c->nbind == 0) {
+        snprintf(err, err_cap, "bind: at least one address is needed");
+        return -1;
+    }
+    if (c->nrules > 0 && c->nrules_replace > 0) {
+        snprintf(err, err_cap, "--rules and --rules-replace: give files to one of them, not both");
+        return -1;
+    }
+    if (c->output_hard > 0 && c->output_soft > c->output_hard) {
+        snprintf(err, err_cap,
+                 "output-buffer-soft (%zu bytes) is above output-buffer-hard (%zu bytes): the "
+                 "soft limit could never apply",
+                 c->output_soft, c->output_hard);
+        return -1;
+    }
+    if (c->resp_port == 0 && c->http_port == 0 && c->grpc_port == 0) {
+        snprintf(err, err_cap, "--port, --http-port and --grpc-port are all 0: nothing to serve");
+        return -1;
+    }
+    return 0;
+}
+
+int server_settings_parse(server_settings_t *c, int argc, char **argv, char *err, size_t err_cap)
+{
+    err[0] = '\0';
+    flag_t *flags = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*flags));
+    size_t nflags = 0;
+    if (flags == NULL) {
+        snprintf(err, err_cap, "out of memory");
+        return -1;
+    }
+    int rc = split_flags(argc, argv, flags, &nflags, err, err_cap);
+    if (rc == 0)
+        rc = apply_flags(c, flags, nflags, err, err_cap);
     free(flags);
     if (rc == 0)
         rc = secret_from_env(&c->requirepass, "SLUICE_REQUIREPASS", err, err_cap);
@@ -555,27 +591,10 @@ int server_settings_parse(server_settings_t *c, int argc, char **argv, char *err
         rc = secret_from_env(&c->admin_token, "SLUICE_ADMIN_TOKEN", err, err_cap);
     if (rc == 0)
         rc = secret_from_env(&c->admin_password, "SLUICE_ADMIN_PASSWORD", err, err_cap);
-    if (rc == 0 && c->nbind == 0) {
-        snprintf(err, err_cap, "bind: at least one address is needed");
-        rc = -1;
-    }
-    if (rc == 0)
+    if (rc == 0 && c->nbind > 0)
         rc = tls_check(c, err, err_cap);
-    if (rc == 0 && c->nrules > 0 && c->nrules_replace > 0) {
-        snprintf(err, err_cap, "--rules and --rules-replace: give files to one of them, not both");
-        rc = -1;
-    }
-    if (rc == 0 && c->output_hard > 0 && c->output_soft > c->output_hard) {
-        snprintf(err, err_cap,
-                 "output-buffer-soft (%zu bytes) is above output-buffer-hard (%zu bytes): the "
-                 "soft limit could never apply",
-                 c->output_soft, c->output_hard);
-        rc = -1;
-    }
-    if (rc == 0 && c->resp_port == 0 && c->http_port == 0 && c->grpc_port == 0) {
-        snprintf(err, err_cap, "--port, --http-port and --grpc-port are all 0: nothing to serve");
-        rc = -1;
-    }
+    if (rc == 0)
+        rc = check_together(c, err, err_cap);
     return rc;
 }
 
