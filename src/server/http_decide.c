@@ -177,6 +177,9 @@ static void job_respond(job_t *j)
     if (j->kind == JOB_ALLOW_MANY) {
         buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
     }
+    if (j->kind == JOB_ALLOW_MANY && j->refused < j->n) {
+        first = &j->got[j->refused]; /* every check says false: the one that refused the whole */
+    }
     http_begin(b, 200);
     ratelimit_headers(b, first);
     http_end(b, keep_alive, "application/json", body.data, body.len);
