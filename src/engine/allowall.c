@@ -294,6 +294,20 @@ static bool all_now_charge(all_now_t *x, size_t *refused)
     return true;
 }
 
+/* The whole refused after the charge was tried: a shadow rule's pair, not decided, reports its
+ * key as it stands (a peek, not counted), as every pair the refusal did not charge does. */
+static void all_now_peek_shadows(all_now_t *x)
+{
+    request_store_t *s = x->w->engine->requests;
+    const engine_request_t peek = {.cost = 0};
+    for (size_t i = 0; i < x->n; i++) {
+        if (!x->out[i] && x->rules[i]->def.shadow) {
+            s->ops->decide(s, x->w->requests, &x->pairs[i].tg, &peek, x->now_ns, &x->d[i].d, NULL,
+                           NULL);
+        }
+    }
+}
+
 /*
  * n distinct (rule, key) pairs whose overrides are in the worker's cache. The pairs of rules in
  * force (not in shadow mode) are decided in one decide_all, under every shard's lock at once:
@@ -323,6 +337,7 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
         answered = all_now_charge(&x, refused);
     }
     if (*refused < n) {
+        all_now_peek_shadows(&x);
         return;
     }
     /* every pair in force was charged: the shadow rules' pairs, each on its own */

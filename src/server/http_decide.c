@@ -187,6 +187,9 @@ static void job_respond_json(job_t *j)
     if (j->kind == JOB_ALLOW_MANY) {
         buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
     }
+    if (j->kind == JOB_ALLOW_MANY && j->refused < j->n) {
+        first = &j->got[j->refused]; /* every check says false: the one that refused the whole */
+    }
     http_begin(&j->slot->buf, 200);
     ratelimit_headers(&j->slot->buf, first);
     http_end(&j->slot->buf, !j->slot->close_after, "application/json", body.data, body.len);
