@@ -1979,7 +1979,11 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         shard_t *s = &t->shards[k];
         shard_lock(s);
         uint32_t before = s->count;
-        shard_drop_fresh(t, s, now_ns);
+        if (before > 0) {
+            shard_drop_fresh(t, s, now_ns);
+        } else if (now_ns > s->reclaimed_ns) {
+            s->reclaimed_ns = now_ns; /* an empty shard: nothing to walk */
+        }
         dropped += before - s->count;
         shard_unlock(s);
     }
