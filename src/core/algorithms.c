@@ -143,6 +143,12 @@ const core_algorithm_t *core_algorithm_with(uint32_t caps)
     return NULL;
 }
 
+sl_algorithm_t core_algorithm_id_with(uint32_t caps)
+{
+    const core_algorithm_t *row = core_algorithm_with(caps);
+    return row != NULL ? core_algorithm_id(row) : (sl_algorithm_t)0;
+}
+
 const char *sl_algorithm_name(sl_algorithm_t algorithm)
 {
     const core_algorithm_t *row = core_algorithm(algorithm);

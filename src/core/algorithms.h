@@ -117,8 +117,10 @@ const core_algorithm_t *core_algorithm_next(const core_algorithm_t *row);
     for (const core_algorithm_t *row = core_algorithm_next(NULL); row != NULL;                     \
          row = core_algorithm_next(row))
 
-/* The first row whose caps include all of `caps`, or NULL. */
+/* The first row whose caps include all of `caps`, or NULL; and its sl_algorithm_t, or 0 (no
+ * algorithm: sl_rule_prepare() refuses it) when there is none. */
 const core_algorithm_t *core_algorithm_with(uint32_t caps);
+sl_algorithm_t core_algorithm_id_with(uint32_t caps);
 
 /* The value SL_DEFAULT stands for in parameter p of a rule with this limit (SL_DEFAULT for
  * CORE_DEFAULT_NONE). */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/algorithms.h"
 #include "engine/engine_impl.h"
 #include "engine/events.h"
 #include "engine/log.h"
@@ -153,15 +154,16 @@ void inline_worker_end(engine_worker_t *w)
  * SL.THROTTLE's arguments left out would; max_delay is added only when set. */
 static void inline_name(const sl_rule_t *r, char name[RULE_NAME_MAX + 1])
 {
-    bool tokens = r->algorithm == SL_TOKEN_BUCKET || r->algorithm == SL_GCRA;
-    int64_t burst = tokens && r->burst == r->limit ? SL_DEFAULT : r->burst;
-    int64_t buckets = r->algorithm == SL_SLIDING_BUCKETS && r->buckets == SL_BUCKETS_DEFAULT
-                          ? SL_DEFAULT
-                          : r->buckets;
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    const bool tokens = row->burst.taken, ks = row->buckets.taken;
+    int64_t burst =
+        tokens && r->burst == core_param_default(&row->burst, r->limit) ? SL_DEFAULT : r->burst;
+    int64_t buckets =
+        ks && r->buckets == core_param_default(&row->buckets, r->limit) ? SL_DEFAULT : r->buckets;
     if (!tokens && burst == 0) {
         burst = SL_DEFAULT;
     }
-    if (r->algorithm != SL_SLIDING_BUCKETS && buckets == 0) {
+    if (!ks && buckets == 0) {
         buckets = SL_DEFAULT;
     }
     int n = snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",

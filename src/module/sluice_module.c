@@ -113,7 +113,7 @@ static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_
 {
     const char *name = sl_algorithm_name(rule->algorithm);
     size_t want = sl_state_size(rule), need = core_state_unpack_need(rule, p, len);
-    if (rule->algorithm != SL_SLIDING_LOG && len != want) {
+    if (!(core_algorithm(rule->algorithm)->caps & CORE_CAP_VARIABLE) && len != want) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
                  header_len + len, name, header_len + want);

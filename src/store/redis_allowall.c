@@ -10,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
@@ -161,14 +162,14 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         const sl_rule_t *r = pairs[i].rule;
-        bool burst = r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET;
+        const core_algorithm_t *row = core_algorithm(r->algorithm);
         const char *alg = sl_algorithm_name(r->algorithm);
         argv[argc] = alg;
         len[argc++] = strlen(alg);
         int64_t v[7] = {r->limit,
                         r->window_ns / NS_PER_MS,
-                        burst ? r->burst : -1,
-                        r->algorithm == SL_SLIDING_BUCKETS ? r->buckets : -1,
+                        row->burst.taken ? r->burst : -1,
+                        row->buckets.taken ? r->buckets : -1,
                         r->max_delay_ns / NS_PER_MS,
                         pairs[i].shadow ? 1 : 0,
                         rs_closed_ms(s, node, pairs[i].closed_ns, r, now_ns)};

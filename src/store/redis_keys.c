@@ -10,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
@@ -193,15 +194,16 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
     arg_str(a, alg, strlen(alg));
     arg_i64(a, r->limit);
     arg_i64(a, r->window_ns / NS_PER_MS);
-    if (r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET) {
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    if (row->burst.taken) {
         arg_str(a, "BURST", 5);
         arg_i64(a, r->burst);
-        if (r->max_delay_ns > 0) {
-            arg_str(a, "MAX_DELAY", 9);
-            arg_i64(a, r->max_delay_ns / NS_PER_MS);
-        }
     }
-    if (r->algorithm == SL_SLIDING_BUCKETS) {
+    if (row->max_delay.taken && r->max_delay_ns > 0) {
+        arg_str(a, "MAX_DELAY", 9);
+        arg_i64(a, r->max_delay_ns / NS_PER_MS);
+    }
+    if (row->buckets.taken) {
         arg_str(a, "BUCKETS", 7);
         arg_i64(a, r->buckets);
     }
