@@ -34,7 +34,6 @@
 
 #define INLINE_IDLE_NS  (INT64_C(10) * 1000000000) /* unused this long: may be reclaimed */
 #define INLINE_TOUCH_NS INT64_C(1000000000)        /* last_used is refreshed this often */
-#define NS_PER_MS       INT64_C(1000000)
 
 struct inline_set {
     size_t n;
@@ -166,12 +165,13 @@ static void inline_name(const sl_rule_t *r, char name[RULE_NAME_MAX + 1])
     if (!ks && buckets == 0) {
         buckets = SL_DEFAULT;
     }
-    int n = snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
-                     sl_algorithm_name(r->algorithm), (long long)r->limit,
-                     (long long)(r->window_ns / NS_PER_MS), (long long)burst, (long long)buckets);
+    int n =
+        snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
+                 sl_algorithm_name(r->algorithm), (long long)r->limit,
+                 (long long)(r->window_ns / SL_NS_PER_MS), (long long)burst, (long long)buckets);
     if (r->max_delay_ns > 0 && n > 0 && n < RULE_NAME_MAX) {
         n += snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":%lld",
-                      (long long)(r->max_delay_ns / NS_PER_MS));
+                      (long long)(r->max_delay_ns / SL_NS_PER_MS));
     }
     if (r->max_debt != r->capacity && n > 0 && n < RULE_NAME_MAX) { /* MAX_DEBT given */
         snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":debt%lld", (long long)r->max_debt);

@@ -39,8 +39,6 @@
 #include "store/snapshot.h"
 #include "sluice/version.h"
 
-#define NS_PER_MS INT64_C(1000000)
-
 /* The periodic snapshot being written on its own thread. Main thread only, but for the result
  * fields, which the snapshot thread writes before it signals `done` and the main thread reads
  * after joining it. */
@@ -447,13 +445,13 @@ int main(int argc, char **argv)
     m.snapshot_timer.data = &m;
     uv_timer_init(&m.loop, &m.relieve_timer);
     m.relieve_timer.data = &m;
-    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / NS_PER_MS) + 1;
+    uint64_t poll_ms = (uint64_t)(cfg.poll_interval_ns / SL_NS_PER_MS) + 1;
     if (cfg.max_memory > 0) {
         uv_timer_start(&m.relieve_timer, on_relieve_timer, poll_ms, poll_ms);
     }
     uv_async_init(&m.loop, &m.snapshot_done, on_snapshot_done);
     m.snapshot_done.data = &m;
-    uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / NS_PER_MS);
+    uint64_t snap_ms = (uint64_t)(cfg.snapshot_interval_ns / SL_NS_PER_MS);
     if (snap_ms > 0 && snapshots_on(&m)) {
         uv_timer_start(&m.snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
     }
