@@ -219,8 +219,10 @@ size_t core_algorithm_join(char *buf, size_t cap, core_algorithm_pred keep, cons
             continue;
         const char *before = n == 0 ? "" : n + 1 == total ? last : sep;
         int w = snprintf(buf + at, cap - at, "%s%s", before, row->name);
-        if (w < 0 || (size_t)w >= cap - at)
-            return n; /* cut short: buf is full */
+        if (w < 0 || (size_t)w >= cap - at) {
+            buf[at] = '\0'; /* cut short: the names that fit, whole */
+            return n;
+        }
         at += (size_t)w;
         n++;
     }

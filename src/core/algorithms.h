@@ -140,7 +140,8 @@ bool core_algorithm_is_tokens(const core_algorithm_t *row);     /* CORE_CAP_TOKE
 bool core_algorithm_no_lease(const core_algorithm_t *row);      /* not CORE_CAP_LEASABLE */
 bool core_algorithm_limit_bounded(const core_algorithm_t *row); /* limit_max < INT64_MAX */
 
-/* Writes into buf (cap bytes, NUL-terminated, cut short if it must be) the names of the rows
+/* Writes into buf (cap bytes, NUL-terminated; cut short if it must be, to the names that fit
+ * whole) the names of the rows
  * `keep` accepts, in sl_algorithm_t order, separated by sep and the last two by last ("a, b or
  * c" with ", " and " or "). Returns the number of names written. */
 size_t core_algorithm_join(char *buf, size_t cap, core_algorithm_pred keep, const char *sep,
