@@ -36,8 +36,6 @@
 #include "engine/engine_impl.h"
 #include "engine/events.h"
 
-#define NS_PER_MS INT64_C(1000000)
-
 /* ---- override handles ---------------------------------------------------------------------- */
 
 void *override_table(rule_tables_t *t, const sl_rule_t *rule)
@@ -222,7 +220,7 @@ static const ov_entry_t *cache_known(engine_worker_t *w, rule_state_t *rs, const
 static void note_failure(const engine_worker_t *w, const rule_state_t *rs, bool known,
                          bool timed_out, const char *why)
 {
-    long long ms = (long long)(w->engine->cfg.override_timeout_ns / NS_PER_MS);
+    long long ms = (long long)(w->engine->cfg.override_timeout_ns / SL_NS_PER_MS);
     const char *by = rs->def.on_store_error == RULE_ON_ERROR_ALLOW ? "allowed" : "denied";
     if (timed_out && known) {
         event_note(EV_OVERRIDE_TIMEOUT_KNOWN,
@@ -436,7 +434,7 @@ static void timer_arm(engine_worker_t *w, int64_t after_ns)
         uv_is_active((uv_handle_t *)&w->ov_timer)) {
         return;
     }
-    uint64_t ms = (uint64_t)((after_ns + NS_PER_MS - 1) / NS_PER_MS);
+    uint64_t ms = (uint64_t)((after_ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
     uv_timer_start(&w->ov_timer, on_deadline, ms > 0 ? ms : 1, 0);
 }
 

@@ -63,8 +63,6 @@
 #define STATE_LOCAL       2048 /* state (and packed) bytes on the stack; larger go to the heap */
 #define PARSE_CACHE_BYTES 96   /* longest argument list (after the key) the parse cache keeps */
 
-#define NS_PER_MS INT64_C(1000000)
-
 #define ERR_NOT_STATE                                                                              \
     "ERR the key holds a string that is not sluice state (DEL it, or use another key)"
 
@@ -113,7 +111,7 @@ static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_
 {
     const char *name = sl_algorithm_name(rule->algorithm);
     size_t want = sl_state_size(rule), need = core_state_unpack_need(rule, p, len);
-    if (rule->algorithm != SL_SLIDING_LOG && len != want) {
+    if (!(core_algorithm(rule->algorithm)->caps & CORE_CAP_VARIABLE) && len != want) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
                  header_len + len, name, header_len + want);
@@ -241,7 +239,7 @@ static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_
 {
     int64_t at = reset_after_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + reset_after_ns;
     if (at < SL_NOW_MAX_NS && !sl_state_is_fresh(rule, state, at)) {
-        int64_t lo = at, step = NS_PER_MS; /* lo: not fresh */
+        int64_t lo = at, step = SL_NS_PER_MS; /* lo: not fresh */
         for (;;) {
             at = step > SL_NOW_MAX_NS - lo ? SL_NOW_MAX_NS : lo + step;
             if (at == SL_NOW_MAX_NS || sl_state_is_fresh(rule, state, at)) {
@@ -259,7 +257,7 @@ static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_
             }
         }
     }
-    return (mstime_t)sl_ns_to_units_ceil(at, NS_PER_MS);
+    return (mstime_t)sl_ns_to_units_ceil(at, SL_NS_PER_MS);
 }
 
 /* ---- commands ------------------------------------------------------------------------------ */
@@ -531,7 +529,8 @@ static const char *settle_step(const throttle_req_t *req, const key_state_t *ks,
 static const char *lease_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
                               sl_lease_t *lease, bool *write, char *err)
 {
-    int rc = sl_lease(&req->rule, ks->state, req->want, req->lease_ms * NS_PER_MS, now_ns, lease);
+    int rc =
+        sl_lease(&req->rule, ks->state, req->want, req->lease_ms * SL_NS_PER_MS, now_ns, lease);
     if (rc == SL_ELEASE) {
         throttle_lease_error(req, err);
         return err;

@@ -10,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
 #include "store/overlimit_cache.h"
@@ -141,7 +142,7 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
         const sl_rule_t *r = pairs[i].rule;
         size_t k = rs_key(pairs[i].name, r, REDIS_MODE_MODULE, pairs[i].key, pairs[i].key_len,
                           rkeys[i], RKEY_MAX);
-        if (k == 0 || r->window_ns % NS_PER_MS != 0 || r->max_delay_ns % NS_PER_MS != 0 ||
+        if (k == 0 || r->window_ns % SL_NS_PER_MS != 0 || r->max_delay_ns % SL_NS_PER_MS != 0 ||
             cost > r->capacity) {
             return -1; /* the step-by-step path answers these */
         }
@@ -161,15 +162,15 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         const sl_rule_t *r = pairs[i].rule;
-        bool burst = r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET;
+        const core_algorithm_t *row = core_algorithm(r->algorithm);
         const char *alg = sl_algorithm_name(r->algorithm);
         argv[argc] = alg;
         len[argc++] = strlen(alg);
         int64_t v[7] = {r->limit,
-                        r->window_ns / NS_PER_MS,
-                        burst ? r->burst : -1,
-                        r->algorithm == SL_SLIDING_BUCKETS ? r->buckets : -1,
-                        r->max_delay_ns / NS_PER_MS,
+                        r->window_ns / SL_NS_PER_MS,
+                        row->burst.taken ? r->burst : -1,
+                        row->buckets.taken ? r->buckets : -1,
+                        r->max_delay_ns / SL_NS_PER_MS,
                         pairs[i].shadow ? 1 : 0,
                         rs_closed_ms(s, node, pairs[i].closed_ns, r, now_ns)};
         for (int j = 0; j < 7; j++) {

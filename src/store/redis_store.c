@@ -55,7 +55,7 @@ int64_t rs_closed_ms(redis_store_t *s, int idx, int64_t rule_closed_ns, const sl
             latest = from[i];
         }
     }
-    return latest < 0 ? -1 : sl_ns_to_units_ceil(latest, NS_PER_MS);
+    return latest < 0 ? -1 : sl_ns_to_units_ceil(latest, SL_NS_PER_MS);
 }
 
 static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_script);
@@ -383,7 +383,7 @@ static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
  * NULL. */
 static const char *unfit(const sl_rule_t *rule, redis_mode_t mode)
 {
-    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
     if (rule->window_ns % unit == 0 && rule->max_delay_ns % unit == 0) {
         return NULL;
     }
@@ -569,7 +569,7 @@ void redis_store_lease(redis_store_t *s, const char *name, const sl_rule_t *rule
                        int64_t now_ns, sl_lease_t *lease, redis_lease_node_t *node,
                        redis_decision_fn fn, void *arg)
 {
-    if (want < 1 || lease_ns < NS_PER_MS || lease_ns % NS_PER_MS != 0) {
+    if (want < 1 || lease_ns < SL_NS_PER_MS || lease_ns % SL_NS_PER_MS != 0) {
         fn(arg, -1, NULL, "a lease needs want >= 1 and whole milliseconds");
         return;
     }
@@ -679,7 +679,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
     s->shared = shared;
     s->on_node = on_node;
     s->on_node_arg = on_node_arg;
-    s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
+    s->timeout_ms = timeout_ns / SL_NS_PER_MS > 0 ? timeout_ns / SL_NS_PER_MS : 1;
     olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];
     if (rc_create(loop, cfg, on_connect, s, &s->client, cerr) != 0) {

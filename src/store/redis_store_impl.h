@@ -20,8 +20,6 @@
 #include "store/overlimit_cache.h"
 #include "store/redis_store.h"
 
-#define NS_PER_US        INT64_C(1000)
-#define NS_PER_MS        INT64_C(1000000)
 #define CACHE_SLOTS      4096 /* over-limit cache entries per loop (direct-mapped) */
 #define EPOCH_STRIPES    1024 /* the caches' epochs: one per stripe of key hashes; a power of two */
 #define SHARED_NODES_MAX (2 * RC_NODES_MAX) /* nodes whose mode is shared (by name) */
