@@ -220,7 +220,7 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
         e->reset_at_ns = now + d->reset_after_ns;
     }
     freelist_put(&t->stricts, s);
-    fn(fn_arg, status, d, err);
+    redis_store_answer(t->rs, fn, fn_arg, status, d, err);
 }
 
 void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int64_t cost,
@@ -260,7 +260,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
                 int64_t wait = e->sync_ns - lag;
                 d.retry_after_ns = wait > 0 ? wait : 0;
             }
-            fn(arg, 0, &d, NULL);
+            redis_store_answer(t->rs, fn, arg, 0, &d, NULL);
             return;
         }
         s = freelist_get(&t->stricts);

@@ -316,7 +316,7 @@ void redis_leases_decide(redis_leases_t *t, const redis_lease_target_t *tg, int6
     sl_decision_t d;
     if (!e->inflight && running(e, cost, now)) {
         take(e, cost, now, &d);
-        fn(arg, 0, &d, NULL);
+        redis_store_answer(t->rs, fn, arg, 0, &d, NULL);
         return;
     }
     lease_waiter_t *w = NULL;
@@ -369,7 +369,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
         sl_decision_t got;
         served = true;
         take(e, w->cost, now, &got);
-        w->fn(w->arg, 0, &got, NULL);
+        redis_store_answer(t->rs, w->fn, w->arg, 0, &got, NULL);
         freelist_put(&t->waiters, w);
         w = next;
     }
@@ -395,7 +395,7 @@ static void on_lease(void *arg, int status, const sl_decision_t *d, const char *
     while (w != NULL) { /* a store error is theirs too; a grant of nothing: strict */
         lease_waiter_t *next = w->next;
         if (status != 0) {
-            w->fn(w->arg, -1, NULL, err);
+            redis_store_answer(t->rs, w->fn, w->arg, -1, NULL, err);
         } else {
             strict(t, e, NULL, w->cost, now_ns, w->fn, w->arg);
         }

@@ -233,15 +233,21 @@ static redis_approx_target_t approx_target(const store_target_t *tg, int64_t now
                                    .closed_ns = closed_of(tg, now_ns)};
 }
 
+/* What a call through the seam returns: the answer found inside it (request_store.h: never
+ * called back inside the call), else STORE_PENDING. */
+static int inside_result(const redis_inside_t *in)
+{
+    if (!in->answered) {
+        return STORE_PENDING;
+    }
+    return in->status == 0 ? SL_OK : in->status == SL_EDEBT ? SL_EDEBT : SL_EINVAL;
+}
+
 /* Leased: from a lease when it can (redis_lease.h); approximate: from the key's count when it
  * can (redis_approx.h); peeks and settles are strict. */
-static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
-                        const store_request_t *req, int64_t now_ns, sl_decision_t *d,
-                        store_done_fn fn, void *arg)
+static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const store_request_t *req,
+                          int64_t now_ns, store_done_fn fn, void *arg)
 {
-    (void)s;
-    (void)d;
-    redis_loop_t *rl = (redis_loop_t *)l;
     redis_store_t *rs = rl->rs;
     int64_t closed_ns = closed_of(tg, now_ns);
     redis_leases_asked(rl->leases);
@@ -258,21 +264,33 @@ static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_
         redis_store_decide(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost, closed_ns,
                            now_ns, fn, arg);
     }
-    return STORE_PENDING;
 }
 
-/* The one-slot script when every pair asks one cost, else STORE_ENOTSUP: pair by pair. */
+/* An answer found at once (a cached refusal, a lease's units, a key's count, a request that
+ * could not be sent) is returned; fn is called only for an answer that comes later. */
+static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
+                        const store_request_t *req, int64_t now_ns, sl_decision_t *d,
+                        store_done_fn fn, void *arg)
+{
+    (void)s;
+    redis_loop_t *rl = (redis_loop_t *)l;
+    redis_inside_t in = {.fn = fn, .arg = arg, .d = d};
+    redis_inside_t *before = redis_store_enter(rl->rs, &in);
+    decide_inside(rl, tg, req, now_ns, fn, arg);
+    redis_store_leave(rl->rs, before);
+    return inside_result(&in);
+}
+
+/* From the keys' leases when every one has the units (answered at once: d[], *at = n), else
+ * the one-slot script when every pair asks one cost, else STORE_ENOTSUP: pair by pair. */
 static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pair_t *pairs,
                             size_t n, int64_t now_ns, sl_decision_t *d, size_t *at, store_all_fn fn,
                             void *arg)
 {
     (void)s;
-    (void)d;
-    (void)at;
     redis_loop_t *rl = (redis_loop_t *)l;
     redis_pair_t rp[REDIS_ALL_MAX];
     redis_lease_target_t lt[REDIS_ALL_MAX];
-    sl_decision_t got[REDIS_ALL_MAX];
     if (n == 0 || n > REDIS_ALL_MAX) {
         return STORE_ENOTSUP;
     }
@@ -292,9 +310,9 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
                                .shadow = pairs[i].shadow,
                                .closed_ns = closed_of(&pairs[i].tg, now_ns)};
     }
-    if (leased && redis_leases_take_all(rl->leases, lt, n, pairs[0].cost, got)) {
-        fn(arg, 0, got, n, -1, NULL); /* every key's lease had the units */
-        return STORE_PENDING;
+    if (leased && redis_leases_take_all(rl->leases, lt, n, pairs[0].cost, d)) {
+        *at = n; /* every key's lease had the units: answered at once */
+        return SL_OK;
     }
     if (redis_store_decide_all(rl->rs, rp, n, pairs[0].cost, now_ns, fn, arg) != 0) {
         return STORE_ENOTSUP;
@@ -315,8 +333,11 @@ static int redis_reset(request_store_t *s, store_loop_t *l, const store_target_t
     }
     redis_approx_target_t at = approx_target(tg, 0);
     redis_approx_drop(rl->approx, &at); /* nor to charge it */
+    redis_inside_t in = {.fn = fn, .arg = arg};
+    redis_inside_t *before = redis_store_enter(rl->rs, &in);
     redis_store_reset(rl->rs, tg->name, tg->numbers, tg->key, tg->key_len, fn, arg);
-    return STORE_PENDING;
+    redis_store_leave(rl->rs, before);
+    return inside_result(&in);
 }
 
 static void redis_forget(store_loop_t *l, const store_target_t *tg)

@@ -130,8 +130,9 @@ struct redis_store {
     olc_t cache; /* the over-limit cache, over cache_slots */
     olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
-    freelist_t pending; /* pending_t to reuse */
-    buf_t cmd;          /* the command being formatted, reused */
+    freelist_t pending;     /* pending_t to reuse */
+    buf_t cmd;              /* the command being formatted, reused */
+    redis_inside_t *inside; /* the call through the seam under way (redis_store_enter) */
 };
 
 typedef struct args {

@@ -20,11 +20,18 @@
  *   handle           a (void *) naming an override's numbers for one rule, from ops->override:
  *                    the memory store's override table; NULL when the numbers are enough (Redis)
  *
- * Completion. decide() returns STORE_PENDING and calls fn exactly once later (on the loop, or
- * before it returns: a Redis over-limit cache hit), or it completes at once and returns the
- * sl_status with *d filled, without calling fn. A store whose `completes_at_once` is true never
- * returns STORE_PENDING: its caller may pass fn NULL and need not prepare anything for a later
- * answer (the memory store decides without allocating).
+ * Completion: an answer is returned, or called back after the call has returned, never inside
+ * it. decide, decide_all and reset return the answer when they have it within the call (an
+ * sl_status with *d / d[] and *at filled: a memory store's every decision, a Redis refusal
+ * remembered, a lease's units, a key's approximate count, a request that could not be sent), and
+ * fn is then never called; or they return STORE_PENDING, and fn is called exactly once, later,
+ * from the loop, after the call has returned (a callback never runs inside the call that took
+ * it, as libuv's never do). So a caller need not guard against its callback running while it is
+ * still starting the operation. Another operation's callback may run inside a call (a reply
+ * that was waiting is read). A store whose `completes_at_once` is true never returns
+ * STORE_PENDING: its caller may pass fn NULL and need not prepare anything for a later answer
+ * (the memory store decides without allocating). tests/unit/test_store_contract.c holds every
+ * store to this.
  *
  * Capabilities are fields of the table, not the store's name: a caller that must know asks the
  * field (completes_at_once, has_snapshots: a store whose keys' usage a restart without a
@@ -200,20 +207,23 @@ struct request_store_ops {
     /* The rule has no overrides any more: every key goes back to the rule's own numbers. */
     void (*overrides_gone)(store_rule_t *r, int64_t now_ns);
 
-    /* Decides or settles on tg at now_ns: an sl_status with *d (completed at once: fn unused),
-     * or STORE_PENDING and fn(arg, ...) exactly once, later or before returning. */
+    /* Decides or settles on tg at now_ns: an sl_status with *d (answered within the call: fn
+     * unused; a store error is SL_EINVAL), or STORE_PENDING and fn(arg, ...) exactly once,
+     * after the call has returned. */
     int (*decide)(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                   const store_request_t *req, int64_t now_ns, sl_decision_t *d, store_done_fn fn,
                   void *arg);
     /* All or nothing over n pairs. completes_at_once: every pair is charged or none, under the
      * tables' locks, shadow pairs not given (the caller decides them after): returns an
      * sl_status with d[] and *at (the refusing pair, or n), or with an error *at the pair at
-     * fault (n: every one). Otherwise: STORE_PENDING and fn later, or STORE_ENOTSUP (nothing
-     * done: one cost for every pair is needed, keys on one slot, ...). */
+     * fault (n: every one). Otherwise the same when answered within the call (d[], *at: the
+     * refusing pair or n), or STORE_PENDING and fn after the call has returned, or
+     * STORE_ENOTSUP (nothing done: one cost for every pair is needed, keys on one slot, ...). */
     int (*decide_all)(request_store_t *s, store_loop_t *l, const store_pair_t *pairs, size_t n,
                       int64_t now_ns, sl_decision_t *d, size_t *at, store_all_fn fn, void *arg);
     /* Forgets the key under tg's rule (every numbers' state for the memory store; for Redis,
-     * the key under the rule's algorithm). 0 done, or STORE_PENDING and fn(arg, 0 or -1) later. */
+     * the key under the rule's algorithm). 0 done (SL_EINVAL: failed), or STORE_PENDING and
+     * fn(arg, 0 or -1) after the call has returned. */
     int (*reset)(request_store_t *s, store_loop_t *l, const store_target_t *tg, store_done_fn fn,
                  void *arg);
     /* The loop forgets its cached refusals of tg (NULL: it caches none). */
