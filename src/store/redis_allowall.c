@@ -12,7 +12,7 @@
 
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 /* ---- SL.ALLOWALL in one step ---------------------------------------------------------------- */

@@ -7,7 +7,7 @@
 
 #include "store/approx_count.h"
 #include "store/freelist.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_approx.h"
 
 /* A (rule, key) this loop decides approximately. */

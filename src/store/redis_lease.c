@@ -7,7 +7,7 @@
 
 #include "store/freelist.h"
 #include "store/lease_size.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_lease.h"
 
 /* A decision waiting for its key's lease request. */

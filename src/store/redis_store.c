@@ -14,7 +14,7 @@
 #include "proto/buf.h"
 #include "proto/throttle_args.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 /* ---- answers ------------------------------------------------------------------------------ */

@@ -40,7 +40,7 @@
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
  * reply is dropped.
  *
- * The over-limit cache (store/overlimit_cache.h) is per loop: a refusal of cost c is remembered
+ * The over-limit cache (remote/overlimit_cache.h) is per loop: a refusal of cost c is remembered
  * until its retry time (less the rule's max_delay), and a request of cost >= c for that key is
  * answered from it without a round trip (counted as a cache hit); smaller costs and peeks go to
  * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset, a settle

@@ -17,7 +17,7 @@
 #include "proto/buf.h"
 #include "store/freelist.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store.h"
 
 #define NS_PER_US        INT64_C(1000)
