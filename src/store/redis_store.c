@@ -315,6 +315,69 @@ static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision
                p->asked_ns);
 }
 
+/* Sends p (unlinked) again when its reply asks for it: NOSCRIPT (as EVAL, at the tail with a
+ * fresh deadline: FIFO order is deadline order), or a module command on a node that lost the
+ * module (in the node's mode). Returns whether it did. */
+static bool resent(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    if (reply == NULL || p->op == OP_RESET) {
+        return false;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
+        pending_enqueue(s, p);
+        send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
+        return true;
+    }
+    if (p->mode == REDIS_MODE_MODULE && rs_is_unknown_command(reply) &&
+        p->mode_resends < MODE_RESENDS_MAX) {
+        resend_in_mode(s, p);
+        return true;
+    }
+    return false;
+}
+
+/* p (unlinked) failed: a store error, counted and told, and answered. */
+static void answer_error(redis_store_t *s, pending_t *p, const char *msg)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
+    pending_release(s, p);
+    redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
+}
+
+/* p's (unlinked) reply, not an error reply: its answer. */
+static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    sl_decision_t d;
+    if (p->op == OP_RESET) {
+        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
+        pending_release(s, p);
+        redis_store_answer(s, fn, fn_arg, 0, NULL, NULL);
+        return;
+    }
+    bool ok = p->op == OP_LEASE ? rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d)
+                                : rs_parse_decision(reply, p->mode, &d);
+    if (!ok) {
+        answer_error(s, p,
+                     p->op == OP_LEASE ? "redis: unexpected reply to a lease"
+                                       : "redis: unexpected reply to a decision");
+        return;
+    }
+    if (p->op == OP_DECIDE) {
+        cache_answer(s, p, &d);
+    } else if (p->op == OP_RETURN || (p->op == OP_SETTLE && p->actual < p->reserved)) {
+        /* room given back: refusals Redis gave before the settle ran are stale too */
+        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
+    }
+    pending_release(s, p);
+    redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
+}
+
 static void on_reply(void *arg, redisReply *reply, const char *err)
 {
     pending_t *p = arg;
@@ -324,78 +387,31 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         return;
     }
     unlink_pending(s, p); /* the timer stays: see arm_timer */
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0 && p->op != OP_RESET) {
-        atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
-        /* sent again as EVAL, at the tail with a fresh deadline (FIFO order is deadline order) */
-        pending_enqueue(s, p);
-        send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
+    if (resent(s, p, reply)) {
         return;
     }
-    if (reply != NULL && p->op != OP_RESET && p->mode == REDIS_MODE_MODULE &&
-        rs_is_unknown_command(reply) && p->mode_resends < MODE_RESENDS_MAX) {
-        resend_in_mode(s, p);
-        return;
-    }
-    redis_decision_fn fn = p->fn;
-    void *fn_arg = p->arg;
-    sl_decision_t d;
     if (reply == NULL) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", err);
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, -1, NULL, err);
+        answer_error(s, p, err);
     } else if (reply->type == REDIS_REPLY_ERROR && p->op == OP_SETTLE &&
                strstr(reply->str, THROTTLE_DEBT_REFUSED) != NULL) {
+        redis_decision_fn fn = p->fn;
+        void *fn_arg = p->arg;
         pending_release(s, p); /* refused by max_debt, nothing charged: not a store error */
         redis_store_answer(s, fn, fn_arg, SL_EDEBT, NULL, reply->str);
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
-    } else if (p->op == OP_RESET) {
-        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, 0, NULL, NULL);
-    } else if (p->op == OP_LEASE) {
-        bool ok = rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
-        if (!ok) {
-            atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-            rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a lease");
-        }
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, ok ? 0 : -1, ok ? &d : NULL,
-                           ok ? NULL : "redis: unexpected reply to a lease");
-    } else if (!rs_parse_decision(reply, p->mode, &d)) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a decision");
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, -1, NULL, "redis: unexpected reply to a decision");
+        answer_error(s, p, msg);
     } else {
-        if (p->op == OP_DECIDE) {
-            cache_answer(s, p, &d);
-        } else if (p->op == OP_RETURN || p->actual < p->reserved) {
-            /* room given back: refusals Redis gave before the settle ran are stale too */
-            rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
-        }
-        pending_release(s, p);
-        redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
+        answer_reply(s, p, reply);
     }
 }
 
 /* p (queued) failed before anything was sent: answered now, as a store error. */
 static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
 {
-    redis_decision_fn fn = p->fn;
-    void *fn_arg = p->arg;
     unlink_pending(s, p);
-    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-    rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
-    pending_release(s, p);
-    redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
+    answer_error(s, p, msg);
 }
 
 /* p (queued) is not to be sent after all (a lease's return to a node that lost it): answered
