@@ -391,8 +391,8 @@ static void all_answered(void *arg, int status, const sl_decision_t *d, size_t n
 }
 
 /* The pairs in one step of the store's (one script inside Redis). Returns ENGINE_OK (answered
- * later through allowall_atomic), or ENGINE_ENOTSUP with nothing done (a blocked key, a lookup
- * to make, a store that cannot: decide pair by pair). */
+ * through allowall_atomic, now or later), or ENGINE_ENOTSUP with nothing done (a blocked key, a
+ * lookup to make, a store that cannot: decide pair by pair). */
 static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **rules,
                             const char *const *keys, const size_t *key_lens, const int64_t *costs,
                             size_t n, int64_t now_ns)
@@ -427,13 +427,19 @@ static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **ru
         op->rules[i] = rules[i];
         engine_rule_hold(rules[i]);
     }
-    if (s->ops->decide_all(s, w->requests, pairs, n, now_ns, NULL, NULL, all_answered, op) !=
-        STORE_PENDING) {
+    sl_decision_t d[STORE_ALL_MAX];
+    size_t at = n;
+    int st = s->ops->decide_all(s, w->requests, pairs, n, now_ns, d, &at, all_answered, op);
+    if (st == STORE_ENOTSUP) {
         for (size_t i = 0; i < n; i++) {
             engine_state_release(op->rules[i]);
         }
         free(op);
         return ENGINE_ENOTSUP;
+    }
+    if (st != STORE_PENDING) { /* answered within the call: at is the refused pair, or n */
+        all_answered(op, st == SL_OK ? 0 : -1, st == SL_OK ? d : NULL, n, at < n ? (long)at : -1,
+                     "the request store failed");
     }
     return ENGINE_OK;
 }

@@ -13,7 +13,7 @@
 #include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 /* ---- SL.ALLOWALL in one step ---------------------------------------------------------------- */

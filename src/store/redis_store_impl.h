@@ -17,7 +17,7 @@
 #include "proto/buf.h"
 #include "store/freelist.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store.h"
 
 #define CACHE_SLOTS      4096 /* over-limit cache entries per loop (direct-mapped) */
@@ -128,8 +128,9 @@ struct redis_store {
     olc_t cache; /* the over-limit cache, over cache_slots */
     olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
-    freelist_t pending; /* pending_t to reuse */
-    buf_t cmd;          /* the command being formatted, reused */
+    freelist_t pending;     /* pending_t to reuse */
+    buf_t cmd;              /* the command being formatted, reused */
+    redis_inside_t *inside; /* the call through the seam under way (redis_store_enter) */
 };
 
 typedef struct args {
