@@ -90,13 +90,27 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
     a->got[ref->i] = *ed; /* a refund's answer: what the key holds after it, as a peek */
+    engine_decision_t *got = &a->got[ref->i];
+    if (a->phase == PHASE_REFUND && got->shadowed) { /* a shadow rule's key as it stands */
+        got->shadowed = false;
+        got->d.allowed = false;
+        got->d.retry_after_ns = got->shadowed_retry_after_ns;
+    }
     if (--a->left == 0) {
         allowall_step(a);
     }
 }
 
-/* Starts, for merged checks [0, m) that `want` selects, a decision of its cost (PHASE_CHARGE) or
- * the refund of its charged cost (PHASE_REFUND). */
+/* Starts, for merged checks [0, m) that `want` selects, a decision of its cost (PHASE_CHARGE), or
+ * the refund of its charged cost or a shadow rule's peek (PHASE_REFUND: the whole refused, a
+ * shadow rule's check reports its key as it stands, as decide_all_now's do). */
+/* A check whose charge took units: admitted for real (not by shadow mode or on_store_error). */
+static bool charged(const allowall_t *a, size_t j)
+{
+    const engine_decision_t *ed = &a->got[j];
+    return a->costs[j] > 0 && ed->d.allowed && !ed->shadowed && !ed->store_error;
+}
+
 static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_t j))
 {
     a->left = 1; /* held until every request is started, so none completes the phase early */
@@ -111,6 +125,9 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
              * would give back their newer units or a refill the charge no longer holds */
             req = (engine_request_t){
                 .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
+            if (!charged(a, j)) {
+                req = (engine_request_t){.cost = 0};
+            }
         }
         a->left++;
         if (engine_request_async(a->w, a->rules[j], a->keys[j], a->key_lens[j], &req, a->now_ns,
@@ -134,11 +151,13 @@ static bool every_check(const allowall_t *a, size_t j)
     return true;
 }
 
-/* A check whose charge took units: admitted for real (not by shadow mode or on_store_error). */
-static bool was_charged(const allowall_t *a, size_t j)
+/* A check whose charge took units (to give back when the whole is refused), or a shadow rule's
+ * check not decided apart (to peek at). */
+static bool refund_or_peek(const allowall_t *a, size_t j)
 {
     const engine_decision_t *ed = &a->got[j];
-    return a->costs[j] > 0 && ed->d.allowed && !ed->shadowed && !ed->store_error;
+    return charged(a, j) ||
+           (a->rules[j]->def.shadow && !ed->store_error && !ed->blocked && !ed->never);
 }
 
 /* The step-by-step path (the Redis store without one atomic script). */
@@ -164,7 +183,7 @@ static void allowall_step(allowall_t *a)
     }
     a->phase = PHASE_REFUND;
     a->refused = refused;
-    allowall_send(a, was_charged);
+    allowall_send(a, refund_or_peek);
 }
 
 /* The one atomic step's answer: the refusal, or every check charged. */

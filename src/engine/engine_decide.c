@@ -56,6 +56,7 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
     } else if (rs->def.shadow) {
         out->shadowed = true;
+        out->shadowed_retry_after_ns = out->d.retry_after_ns;
         out->d.allowed = true;
         out->d.retry_after_ns = 0;
         atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);

@@ -26,7 +26,10 @@
  * pair; one that cannot take the cost by the peek is decided for real (a delayed admission can
  * still admit it). The first refused ends it: what was charged so far is given back (SL.SETTLE ...
  * ACTUAL 0, at the same time: exact) and the reply is {i, then 5 integers per pair}: pair i's
- * refusal, the others' peeks. Otherwise every pair is charged: {0, 5 integers per pair}.
+ * refusal, and each other pair as it stands alone: its peek when the cost fits (a shadow rule's
+ * pair: its peek), else its own refusal (a delayed admission in its place is given back at once,
+ * and answered by the peek).
+ * Otherwise every pair is charged: {0, 5 integers per pair}.
  */
 static const char allowall_script[] =
     "local cost = ARGV[1]\n"
@@ -50,7 +53,17 @@ static const char allowall_script[] =
     "        for j in pairs(charged) do call('SL.SETTLE', j, 'RESERVED', cost, 'ACTUAL', '0') end\n"
     "        local out = {i}\n"
     "        for k = 1, #KEYS do\n"
-    "          local e = k == i and d or call('SL.PEEK', k)\n"
+    "          local e = d\n"
+    "          if k ~= i then\n"
+    "            e = call('SL.PEEK', k)\n"
+    "            local shadow = ARGV[1 + (k - 1) * 8 + 7] == '1'\n"
+    "            if not shadow and tonumber(cost) > 0 and (e[1] == 0 or e[3] < tonumber(cost)) "
+    "then\n"
+    "              local t = call('SL.THROTTLE', k, 'COST', cost)\n"
+    "              if t[1] == 0 then e = t\n"
+    "              else call('SL.SETTLE', k, 'RESERVED', cost, 'ACTUAL', '0') end\n"
+    "            end\n"
+    "          end\n"
     "          for j = 1, 5 do out[#out + 1] = e[j] end\n"
     "        end\n"
     "        return out\n"

@@ -296,10 +296,17 @@ static void resend_in_mode(redis_store_t *s, pending_t *p)
     send_decision(s, p, idx, false);
 }
 
-/* A decision's answer into the over-limit cache, if nothing gave its key room back since it was
- * sent. */
+/*
+ * A decision's refusal into the over-limit cache, if nothing gave its key room back since it was
+ * sent and its numbers stay true while it is held: a refusal of one unit with none left. Nothing
+ * but a refund changes such a key before the unit fits (its retry_after), where a refusal leaving
+ * some units gains more as the key refills, and loses some to smaller admissions, before then.
+ */
 static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision_t *d)
 {
+    if (d->allowed || p->cost != 1 || d->remaining != 0) {
+        return;
+    }
     uint64_t now_epoch =
         atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
     if (now_epoch != p->epoch) {
@@ -368,10 +375,13 @@ static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply
                                        : "redis: unexpected reply to a decision");
         return;
     }
-    if (p->op == OP_DECIDE) {
+    if (p->op == OP_DECIDE && p->beyond) {
+        d.allowed = false; /* the key as it stands, refusing a cost it can never take */
+        d.retry_after_ns = -1;
+    } else if (p->op == OP_DECIDE) {
         cache_answer(s, p, &d);
-    } else if (p->op == OP_RETURN || (p->op == OP_SETTLE && p->actual < p->reserved)) {
-        /* room given back: refusals Redis gave before the settle ran are stale too */
+    } else if (p->op == OP_RETURN || (p->op == OP_SETTLE && p->actual != p->reserved)) {
+        /* room given back or charged: refusals Redis gave before the settle ran are stale too */
         rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
     }
     pending_release(s, p);
@@ -537,12 +547,6 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
                         redis_decision_fn fn, void *arg)
 {
-    if (cost > rule->capacity) {
-        /* never admissible, whatever the state: no round trip (the module would refuse it) */
-        sl_decision_t d = {.allowed = false, .limit = rule->capacity, .retry_after_ns = -1};
-        redis_store_answer(s, fn, arg, 0, &d, NULL);
-        return;
-    }
     route_t r;
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
@@ -550,7 +554,8 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     uint64_t h = rs_key_hash(s, r.rkey, r.rkey_len);
     uint64_t epoch = atomic_load_explicit(rs_epoch_of(s->shared, h), memory_order_acquire);
     olc_answer_t a;
-    if (olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
+    bool beyond = cost > rule->capacity; /* never admissible: the key's numbers from a peek */
+    if (!beyond && olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
         /* Redis refused as much or less, and would still: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
@@ -567,7 +572,8 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
         return;
     }
     p->rule = *rule;
-    p->cost = cost;
+    p->cost = beyond ? 0 : cost;
+    p->beyond = beyond;
     p->closed_ns = closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;
@@ -589,9 +595,10 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
     }
-    if (actual < reserved) {
-        /* room given back: every loop forgets its refusals now, and again when Redis has done
-         * it (a refusal it gave before the settle ran must not be remembered after) */
+    if (actual != reserved) {
+        /* room given back, or more charged (a refusal's retry_after grows): every loop forgets
+         * its refusals now, and again when Redis has done it (a refusal it gave before the
+         * settle ran must not be remembered after) */
         rs_forget_key(s, rule, r.rkey, r.rkey_len);
     }
     pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);

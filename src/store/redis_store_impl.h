@@ -55,6 +55,8 @@ typedef struct pending {
     unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
     int64_t cost;                  /* OP_DECIDE: units */
+    bool beyond;                   /* OP_DECIDE: a cost over the capacity, sent as a peek and
+                                      answered as that cost's refusal */
     int64_t reserved, actual;      /* OP_SETTLE: units */
     int64_t charged_ns;            /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
     int64_t want, lease_ns;        /* OP_LEASE: units asked for, for how long (ns) */

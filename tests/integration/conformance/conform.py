@@ -417,66 +417,10 @@ def random_steps(rng, n, tag):
 
 
 # ---- known differences ------------------------------------------------------------------------
-# Answers that differ today for a reason the Redis store must fix (test_store_conformance.sh's
-# header names each). A known step that answers alike fails too, so that the list stays true.
+# Answers that differ today for a reason a store must fix (test_store_conformance.sh's header
+# would name each). A known step that answers alike fails too, so that the list stays true.
 # (scenario, step index): (stores that differ, why)
-_SETTLE = ("over-limit cache: a settle that charges past the limit leaves the key's cached "
-           "refusal, which answers with the retry_after and reset_after of before the charge")
-_REFILL = ("over-limit cache: a refused cost over 1 is answered with the remaining Redis gave, "
-           "though the key has refilled a unit since")
-_NEVER = ("a cost over the capacity is answered without Redis: remaining 0 and reset_after 0, "
-          "not the key's")
-_SCRIPT = ("the SL.ALLOWALL script reports every pair but the first refused as a peek: another "
-           "pair over its limit is reported allowed (gRPC: OK), retry_after 0")
-_REDIS = ("module", "lua", "cluster")
-KNOWN = {("algorithm %s over %s" % (r, via), 27): (_REDIS, _SETTLE) for r, via in [
-    ("sw", "http"), ("tb", "resp"), ("tb", "http"), ("gc", "resp"), ("gc", "http"),
-    ("odd", "resp"), ("odd", "http"), ("oddtb", "resp"), ("oddtb", "http"), ("oddsw", "resp")]}
-KNOWN[("inline rules", 118)] = (_REDIS, _REFILL)
-KNOWN.update({("inline rules", i): (_REDIS, _NEVER) for i in (119, 120, 122, 123, 125)})
-KNOWN[("multi-checks", 57)] = (("module", "cluster"), _SCRIPT)  # one slot: the script
-KNOWN[("multi-checks", 58)] = (("module",), _SCRIPT)  # two slots: the cluster goes step by step
-KNOWN[("envoy descriptors", 26)] = (("module", "cluster"), _SCRIPT)
-KNOWN[("envoy descriptors", 27)] = (("module", "cluster"), _SCRIPT)
-CACHE_STORES = ("module", "lua", "cluster")
-
-
-def blank_refused(a):
-    """An answer with the numbers of its refusals blanked: remaining, retry_after, reset_after
-    (RESP), their JSON fields and the RateLimit field (HTTP)."""
-    if isinstance(a, list) and len(a) == 5 and all(isinstance(x, int) for x in a):
-        return a[:2] if a[0] == 0 else a
-    if isinstance(a, list) and len(a) == 3 and isinstance(a[1], dict):
-        def one(d):
-            if not isinstance(d, dict) or d.get("allowed") is not False and not d.get("shadow"):
-                return d
-            return {k: v for k, v in d.items()
-                    if k not in ("remaining", "retry_after_ms", "reset_after_ms")}
-        body = a[2]
-        if isinstance(body, dict) and "checks" in body:
-            body = dict(body, checks=[one(c) for c in body["checks"]])
-        else:
-            body = one(body)
-        fields = {k: v for k, v in a[1].items() if k != "RateLimit"}
-        return [a[0], fields, body]
-    return a
-
-
-def cache_staleness(step, answers, names):
-    """The Redis store's over-limit cache answers a refusal it remembers with the remaining,
-    retry_after and reset_after Redis gave then (aged), which a charge past the limit (a settle)
-    or a cost over 1 whose key refills meanwhile have made stale: allowed is right, the numbers
-    not. True when every difference is that: only Redis stores differ, and only in the numbers
-    of refusals (a shadow rule's refusal answers as allowed: with dry, the reset_after of an
-    answer with nothing left)."""
-    if step[0] not in ("resp", "http"):
-        return False
-    blank = [blank_refused(a) for a in answers]
-    if step[0] == "resp" and "dry" in step[1]:  # a shadow refusal, cached, answers as allowed
-        blank = [b[:4] if isinstance(b, list) and len(b) == 5 and b[2] == 0 else b
-                 for b in blank]
-    return all(n in CACHE_STORES for n, a in zip(names, answers) if a != answers[0]) and \
-        all(b == blank[0] for b in blank[1:])
+KNOWN = {}
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -491,7 +435,7 @@ class Run:
         self.known_seen = {}
         self.steps = 0
 
-    def scenario(self, name, relaxed, steps, tolerate_cache=False):
+    def scenario(self, name, relaxed, steps):
         bad = 0
         for i, step in enumerate(steps):
             if step[0] == "clock":
@@ -515,7 +459,6 @@ class Run:
             self.steps += 1
             got = [t.run(step) for t in self.targets]
             cmp = [relax(g) for g in got] if relaxed else got
-            names = [t.name for t in self.targets]
             differ = [t.name for t, c in zip(self.targets, cmp) if c != cmp[0]]
             known = KNOWN.get((name, i))
             if known is not None:
@@ -532,9 +475,6 @@ class Run:
                         print("known [%s] step %d: %s: %s (%s)" % (
                             name, i, describe(step), known[1], ",".join(differ)))
                     self.known_seen[known[1]] += 1
-                continue
-            if differ and tolerate_cache and cache_staleness(step, got, names):
-                self.known += 1
                 continue
             if self.trace:
                 print("  %d %s\n    %s" % (i, describe(step), "\n    ".join(
@@ -585,8 +525,7 @@ def main():
     for r in range(a.random_runs if not a.only else 0):
         s = seed + r
         ok = run.scenario("random seed %d" % s, False,
-                          random_steps(random.Random(s), a.random_steps, "rnd%d" % s),
-                          tolerate_cache=True)
+                          random_steps(random.Random(s), a.random_steps, "rnd%d" % s))
         if not ok:
             print("  replay: conform.py ... --seed %d --random-runs 1 --random-steps %d"
                   % (s, a.random_steps))
