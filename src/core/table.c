@@ -1516,6 +1516,38 @@ static void multi_alone(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
         *out = alone;
 }
 
+/*
+ * Every key's entry found and its state copied to its scratch (a fresh one for an absent key),
+ * under the shards' locks. Returns SL_OK, or SL_ENOMEM with *at the first request of the key whose
+ * out-of-line state could not be copied.
+ */
+static int multi_read(multi_t *m, int64_t now_ns, size_t *at)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        const sl_table_t *t = mk->t;
+        mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
+        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
+        if (mk->entry != NULL)
+            entry_touch(t, mk->entry); /* not evicted to make room for the others */
+        if (!t->state_external) {
+            if (mk->entry != NULL)
+                memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
+            else
+                memset(mk->state, 0, t->state_size);
+            continue;
+        }
+        const void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+        mk->state = stored != NULL ? ext_moved(t, stored, core_state_bytes(&t->rule, stored))
+                                   : fresh_state(t, NULL);
+        if (mk->state == NULL) {
+            *at = mk->first;
+            return SL_ENOMEM;
+        }
+    }
+    return SL_OK;
+}
+
 int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
 {
     if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
@@ -1546,28 +1578,7 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     }
 
     multi_lock(m);
-    for (size_t k = 0; k < m->nkeys && rc == SL_OK; k++) {
-        multi_key_t *mk = &m->keys[k];
-        const sl_table_t *t = mk->t;
-        mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
-        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
-        if (mk->entry != NULL)
-            entry_touch(t, mk->entry); /* not evicted to make room for the others */
-        if (!t->state_external) {
-            if (mk->entry != NULL)
-                memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
-            else
-                memset(mk->state, 0, t->state_size);
-            continue;
-        }
-        const void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
-        mk->state = stored != NULL ? ext_moved(t, stored, core_state_bytes(&t->rule, stored))
-                                   : fresh_state(t, NULL);
-        if (mk->state == NULL) {
-            rc = SL_ENOMEM;
-            at = mk->first;
-        }
-    }
+    rc = multi_read(m, now_ns, &at);
     *refused = rc == SL_OK ? multi_decide(m, reqs, n, &at) : n + 1;
     if (*refused > n) { /* out of memory for a scratch state: nothing charged */
         rc = SL_ENOMEM;

@@ -174,6 +174,54 @@ static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
 }
 
 /*
+ * The checks of s's decoded request, into checks[0, *n): each descriptor's rule (an override's
+ * rule for one with a limit of its own) and key (in s->keys); s->check_of[i] says which check
+ * descriptor i is, or that it has no limit. Returns 0, or -1 with err set (an override that
+ * cannot be made, or no memory for the keys).
+ */
+static int rls_checks(gstream_t *s, engine_check_t *checks, size_t *n, char *err, size_t err_len)
+{
+    rule_state_t *found[ENGINE_CHECKS_MAX];
+    bool known = false;
+    descriptor_rules(s, found, &known);
+    size_t key_off[ENGINE_CHECKS_MAX];
+    buf_t *keys = &s->keys;
+    *n = 0;
+    for (size_t i = 0; i < s->req.n; i++) {
+        const rls_descriptor_t *d = &s->req.descs[i];
+        char why[GRPC_ERR_MAX];
+        key_off[*n] = keys->len;
+        rule_state_t *rule = found[i];
+        if (d->has_override && known) {
+            rule = override_rule(s, d, keys, why, sizeof why);
+            if (rule == NULL) {
+                snprintf(err, err_len, "descriptors[%zu]: %.200s", i, why);
+                return -1;
+            }
+        } else if (rule != NULL && rule->def.unlimited) {
+            s->check_of[i] = CHECK_UNLIMITED;
+            continue;
+        } else if (rule != NULL) {
+            rls_key(d, keys);
+        }
+        s->check_of[i] = rule != NULL ? (int)*n : CHECK_NONE;
+        if (rule != NULL) {
+            checks[*n] = (engine_check_t){
+                .rule = rule, .key_len = keys->len - key_off[*n], .cost = (int64_t)d->cost};
+            (*n)++;
+        }
+    }
+    if (keys->failed) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < *n; j++) {
+        checks[j].key = keys->data != NULL ? keys->data + key_off[j] : ""; /* all keys empty */
+    }
+    return 0;
+}
+
+/*
  * A ShouldRateLimit call: each descriptor is decided by the rule in force for it (descriptor_rules)
  * on a key of its values, or, in a domain some rule stands for, by the limit it asks for;
  * descriptors with no rule have no limit (OK, as envoyproxy/ratelimit answers an unknown
@@ -190,42 +238,10 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     engine_check_t checks[ENGINE_CHECKS_MAX];
-    rule_state_t *found[ENGINE_CHECKS_MAX];
-    bool known = false;
-    descriptor_rules(s, found, &known);
-    size_t key_off[ENGINE_CHECKS_MAX], n = 0;
-    buf_t *keys = &s->keys;
-    for (size_t i = 0; i < s->req.n; i++) {
-        const rls_descriptor_t *d = &s->req.descs[i];
-        char why[GRPC_ERR_MAX];
-        key_off[n] = keys->len;
-        rule_state_t *rule = found[i];
-        if (d->has_override && known) {
-            rule = override_rule(s, d, keys, why, sizeof why);
-            if (rule == NULL) {
-                snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
-                grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
-                return;
-            }
-        } else if (rule != NULL && rule->def.unlimited) {
-            s->check_of[i] = CHECK_UNLIMITED;
-            continue;
-        } else if (rule != NULL) {
-            rls_key(d, keys);
-        }
-        s->check_of[i] = rule != NULL ? (int)n : CHECK_NONE;
-        if (rule != NULL) {
-            checks[n] = (engine_check_t){
-                .rule = rule, .key_len = keys->len - key_off[n], .cost = (int64_t)d->cost};
-            n++;
-        }
-    }
-    if (keys->failed) {
-        grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    size_t n = 0;
+    if (rls_checks(s, checks, &n, err, sizeof err) != 0) {
+        grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
         return;
-    }
-    for (size_t j = 0; j < n; j++) {
-        checks[j].key = keys->data != NULL ? keys->data + key_off[j] : ""; /* all keys empty */
     }
     if (n == 0) { /* no limit applies to any descriptor */
         rls_decided(s, NULL, 0, 0);
