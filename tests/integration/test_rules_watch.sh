@@ -66,14 +66,15 @@ swap "edge.yaml=$(edge 20)"
 check removed poll 10 gone api.user
 check kept limit_is edge.remote_address 20
 
-# 3. a broken file: logged with line and column, counted, the rules in force stay
+# 3. a broken file: logged with line and column, counted (once per reload: a slow machine may
+#    see the swap as two bursts), the rules in force stay
 swap "edge.yaml=domain: edge
 descriptors:
   - key: remote_address
     rate_limit: {unit: fortnight, requests_per_unit: 5}"
 check broken-logged wait_log s "rules changed: rules not reloaded (the rules in force stay): .*edge.yaml: line 4, column 24: descriptors\[0\].rate_limit.unit: unknown unit 'fortnight'"
 check broken-stays limit_is edge.remote_address 20
-check broken-counted poll 10 sh -c "curl -s http://127.0.0.1:$HTTP_PORT/metrics | grep -q '^sluice_rules_reload_failures_total.* 1$'"
+check broken-counted poll 10 sh -c "curl -s http://127.0.0.1:$HTTP_PORT/metrics | grep -q '^sluice_rules_reload_failures_total.* [1-9][0-9]*$'"
 
 # 4. a plain edit of a file in a watched directory (no links) and SIGHUP still work
 rm -rf "$CFG"/..?* "$CFG"/*.yaml
