@@ -14,7 +14,8 @@ every process here reads the same wall clock, except a process whose clock a fau
 
   well_formed   every reply is [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms]
                 with limit the key's (the rule's, or its override's: an override that a reply
-                does not show was lost), 0 <= remaining <= limit, retry_after 0 when allowed and
+                does not show was lost; a refusal that shows the rule's limit on an overridden
+                key is counted apart, as override_in_reply), 0 <= remaining <= limit, retry_after 0 when allowed and
                 >= -1 otherwise, reset_after >= 0; or a RESP error (counted: "errors")
   limit         strict and leased: no fixed window admits more than the key's limit. An
                 admission is placed in the window of its send and its reply when both are in
@@ -47,12 +48,15 @@ every process here reads the same wall clock, except a process whose clock a fau
                 of a key with room, sent after the fault ended); the time from the end of the
                 fault to the first such reply is reported (recover_s), the check is that it
                 came before the run ended
+  starved       after the faults ended (and settle_s more, default 1 s), no node refuses a
+                whole window of a key it was asked at least twice the limit in (a node whose
+                clock froze admits nothing)
 """
 import json
 import sys
 
-VIOLATIONS = ("well_formed", "limit", "approx", "store_error", "ledger_phantom", "ledger_lost",
-              "rules", "recovery")
+VIOLATIONS = ("well_formed", "override_in_reply", "limit", "approx", "store_error", "ledger_phantom", "ledger_lost",
+              "rules", "recovery", "starved")
 
 
 def key_limit(rule, key):
@@ -74,6 +78,9 @@ def check_reply(rec, rule):
     want = key_limit(rule, rec["key"])
     if allowed not in (0, 1):
         return "allowed is %d" % allowed
+    if limit != want and not allowed and limit == rule["limit"]:
+        return ("override_in_reply", "a refusal with the rule's limit %d where the key's "
+                "override is %d" % (limit, want))
     if limit != want:
         return "limit %d where the key's is %d (an override lost or wrongly applied)" % (
             limit, want)
@@ -234,18 +241,50 @@ def check_recovery(run, hist, out):
         out["recover_s"] = max(out["recover_s"], round(worst, 3))
 
 
+def check_starved(run, hist, out):
+    """Windows of the "fw"-like rules (window under 10 s) that began after every fault ended
+    (plus settle_s, the stated recovery time), in which a key got at least twice its limit of
+    requests (all nodes together: one node may take the whole limit) and none was admitted."""
+    faults = run.get("faults", [])
+    after = max((f["t1"] for f in faults), default=None)
+    if after is None:
+        return
+    after += run.get("settle_s", 1.0)
+    seen, early = {}, set()
+    for rec in hist:
+        rule = run["rules"].get(rec["rule"])
+        if rule is None or rule["window_ms"] > 10000:
+            continue
+        w0, w1 = window_of(rec["sw"], rule["window_ms"]), window_of(rec["rw"], rule["window_ms"])
+        if rec["s"] < after:  # a window that began before: its units may be spent already
+            early.update({(rec["rule"], rec["key"], w0), (rec["rule"], rec["key"], w1)})
+            continue
+        if w0 != w1 or "rep" not in rec:
+            continue
+        k = (rec["rule"], rec["key"], w0)
+        asked, got = seen.get(k, (0, 0))
+        seen[k] = (asked + rec["cost"], got + (rec["cost"] if admitted(rec) else 0))
+    for (name, key, w), (asked, got) in sorted(seen.items()):
+        if (name, key, w) not in early and asked >= 2 * key_limit(run["rules"][name], key) and got == 0:
+            out["starved"] += 1
+            out["violations"].append({"check": "starved", "rule": name,
+                                      "key": key, "window": w, "asked": asked})
+
+
 def check(run, hist):
     out = {"requests": len(hist), "admitted": sum(1 for r in hist if admitted(r)),
            "errors": 0, "unanswered": 0, "over": 0, "over_max": 0, "most": {},
            "during_fault": 0, "admitted_while_down": 0, "phantom": 0, "lost": 0,
-           "ledger_skipped": 0, "rules_lost": 0, "recover_s": 0.0, "violations": []}
+           "ledger_skipped": 0, "rules_lost": 0, "recover_s": 0.0, "starved": 0, "violations": []}
     for rec in hist:
         if "rep" not in rec:
             out["unanswered"] += 1
             continue
         rule = run["rules"].get(rec["rule"])
         why = "no such rule in the run" if rule is None else check_reply(rec, rule)
-        if why:
+        if isinstance(why, tuple):
+            out["violations"].append({"check": why[0], "why": why[1], "rec": rec})
+        elif why:
             out["violations"].append({"check": "well_formed", "why": why, "rec": rec})
         elif isinstance(rec["rep"], str):
             out["errors"] += 1
@@ -254,6 +293,7 @@ def check(run, hist):
     check_ledger(run, hist, out)
     check_rules(run, out)
     check_recovery(run, hist, out)
+    check_starved(run, hist, out)
     if out["errors"] and not run.get("allow_errors"):
         out["violations"].append({"check": "well_formed", "why": "%d RESP error replies" %
                                   out["errors"]})
@@ -295,6 +335,8 @@ def self_test():
                   good + [_rec("c0", "s1", "k", 0.3, 0.31, [1, 3])], ["well_formed"]))
     cases.append(("an override lost (the rule's limit on the override's key)", _run(),
                   _ok(key="vip", n=1), ["well_formed"]))
+    cases.append(("a refusal showing the rule's limit on an override's key", _run(),
+                  [_rec("c0", "s1", "vip", 0.1, 0.11, [0, 3, 0, 5, 900])], ["override_in_reply"]))
     cases.append(("allowed with a retry_after", _run(),
                   [_rec("c0", "s1", "k", 0.1, 0.11, [1, 3, 2, 5, 900])], ["well_formed"]))
     cases.append(("an error reply where none may be", _run(),
@@ -355,6 +397,13 @@ def self_test():
     cases.append(("no recovery after a fault", _run(faults=[fault]),
                   _ok(n=1) + [_rec("c0", "s1", "k", 0.3, 0.31, [0, 3, 0, 1, 1])], ["recovery"]))
     cases.append(("a recovery", _run(faults=[fault]), _ok(n=1, t=0.2), []))
+    late = {"label": "clock", "t0": 0.0, "t1": 0.01, "nodes": ["s1"], "recover": False}
+    frozen = [_rec("c0", "s1", "k", 1.2 + i * 0.01, 1.2 + i * 0.01 + 0.001, [0, 3, 0, 440, 440])
+              for i in range(6)]
+    cases.append(("a node that admits nothing after the fault (a frozen clock)",
+                  _run(faults=[late]), frozen, ["starved"]))
+    cases.append(("the same node admitting again", _run(faults=[late]),
+                  frozen[:3] + _ok(n=1, t=1.5), []))
     bad = 0
     for name, run, hist, want in cases:
         got = check(run, hist)["failed"]

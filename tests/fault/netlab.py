@@ -211,10 +211,11 @@ class Lab:
         done = []
 
         def undo_once():
-            if not done:
+            if not done:  # "fault-" when the undo begins: from then on it may be lifted
                 done.append(1)
-                undo()
                 self.events.append((mono(), "fault-", label, None))
+                undo()
+                self.events.append((mono(), "undone", label, None))
         self.undos.append((label, undo_once))
         if seconds is None:
             return undo_once
