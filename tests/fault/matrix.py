@@ -48,6 +48,10 @@ def expected(store, mode, config, fault):
     if fault == "clock-forward" and store == "memory":
         e["ledger_lost"] = "documented: a clock stepped forward starts every window anew"
         e["starved"] = DEFECT_D
+    if fault == "kill-sluiced" and store == "memory":
+        e["ledger_lost"] = ("documented: a killed sluiced's memory store comes back from its "
+                            "last snapshot (here none: --snapshot \"\")")
+        e["limit"] = e["ledger_lost"]
     if fault == "kill-sluiced" and store != "memory" and mode == "leased":
         e["ledger_phantom"] = "documented: a killed node's leases are lost (under-admission)"
     if fault == "kill-sluiced" and store != "memory" and mode == "approximate":
