@@ -34,6 +34,7 @@
 #define INLINE_KEYS     8
 #define INLINE_LIMIT    3
 #define INLINE_WINDOW_S 3600
+#define EXTRA_SWEEPS    300 /* sweep rounds after the reloads, while the workers decide */
 
 static const int64_t now_ns = INT64_C(1700000000000000000) + INT64_C(1000000000);
 
@@ -169,11 +170,13 @@ int main(void)
         /* every inline rule looks idle: those with no key yet are taken out of force */
         sweeps += engine_inline_sweep(e, now_ns + 60 * INT64_C(1000000000));
     }
-    while (!atomic_load(&stop) && sweeps < RELOADS) { /* more sweeps while the workers run */
+    /* More sweeps while the workers run, a bounded number of them: whether a sweep takes a rule
+     * out depends on the workers' timing (a table a worker just wrote to is not empty), so a
+     * loop until so many were taken out would end only as fast as the machine lets it (under
+     * TSan beside a CPU hog: not in minutes, each round walking every shard of 16 tables). */
+    while (!atomic_load(&stop) && sweeps < RELOADS && extra_rounds < EXTRA_SWEEPS) {
         sweeps += engine_inline_sweep(e, now_ns + 60 * INT64_C(1000000000));
-        if (++extra_rounds > 200000) {
-            break;
-        }
+        extra_rounds++;
     }
     atomic_store(&stop, true);
     for (unsigned i = 0; i < WORKERS; i++) {
