@@ -269,6 +269,25 @@ def check_starved(run, hist, out):
         k = (rec["rule"], rec["key"], w0)
         asked, got = seen.get(k, (0, 0))
         seen[k] = (asked + rec["cost"], got + (rec["cost"] if admitted(rec) else 0))
+    per_node = {}
+    for rec in hist:
+        rule = run["rules"].get(rec["rule"])
+        if rule is None or rule["window_ms"] > 10000 or rec["s"] < after or "rep" not in rec:
+            continue
+        w0 = window_of(rec["sw"], rule["window_ms"])
+        if (rec["rule"], rec["key"], w0) in early:
+            continue
+        k = (rec["n"], rec["rule"], rec["key"])
+        wins = per_node.setdefault(k, {})
+        asked, got = wins.get(w0, (0, 0))
+        wins[w0] = (asked + rec["cost"], got + (rec["cost"] if admitted(rec) else 0))
+    for (node, name, key), wins in sorted(per_node.items()):
+        busy = [w for w, (asked, _) in wins.items() if asked >= key_limit(run["rules"][name], key)]
+        if len(busy) >= 3 and all(wins[w][1] == 0 for w in busy):
+            out["starved"] += 1
+            out["violations"].append({"check": "starved", "node": node, "rule": name,
+                                      "key": key, "windows": len(busy),
+                                      "why": "the node admitted none in any window"})
     for (name, key, w), (asked, got) in sorted(seen.items()):
         if (name, key, w) not in early and asked >= 2 * key_limit(run["rules"][name], key) and got == 0:
             out["starved"] += 1
@@ -412,6 +431,13 @@ def self_test():
                   _run(faults=[late]), frozen, ["starved"]))
     cases.append(("the same node admitting again", _run(faults=[late]),
                   frozen[:3] + _ok(n=1, t=1.5), []))
+    one_node = [_rec("c0", "s1", "k", 1.1 + w + i * 0.01, 1.1 + w + i * 0.01 + 0.001,
+                     [0, 3, 0, 440, 440]) for w in range(3) for i in range(3)] + \
+        [_rec("c1", "s2", "k", 1.5 + w, 1.501 + w, [1, 3, 2, 0, 400]) for w in range(3)]
+    cases.append(("one node admits nothing after the fault, the other goes on",
+                  _run(faults=[late]), one_node, ["starved"]))
+    cases.append(("the same node admitting in one window", _run(faults=[late]),
+                  one_node + [_rec("c0", "s1", "k", 2.6, 2.601, [1, 3, 1, 0, 400])], []))
     bad = 0
     for name, run, hist, want in cases:
         got = check(run, hist)["failed"]

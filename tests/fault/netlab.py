@@ -55,12 +55,14 @@ def mono():
 
 
 def can_run():
-    """Why this machine cannot run the lab (None when it can): root, ip, nft."""
+    """Why this machine cannot run the lab (None when it can): root, ip, nft, libfaketime."""
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
     for tool in ("ip", "nft"):
         if shutil.which(tool) is None:
             return "needs %s (Debian's %s)" % (tool, "iproute2" if tool == "ip" else "nftables")
+    if not os.path.exists(FAKETIME_LIB):  # a missing preload is ignored: no step would happen
+        return "needs %s (Debian's faketime)" % FAKETIME_LIB
     return None
 
 
