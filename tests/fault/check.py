@@ -22,8 +22,9 @@ every process here reads the same wall clock, except a process whose clock a fau
                 one window (the decision was made in between); one whose send and reply straddle
                 an edge is counted in neither (so a window over its limit is a proof).
                 "over" counts the units beyond the limit, "over_max" the most in one window.
-                A fault may state extra units a window may admit (a clock stepped forward:
-                extra_per_window), which the check allows on top of the limit.
+                A fault may state extra quotas a window may admit (a memory store's clock
+                stepped forward: extra_limits_per_window, each one more limit of the key),
+                which the check allows on top of the limit.
   approx        approximate: no window admits more than limit + sum over connections c of
                 A_c(S + d) + A_c(S + 2d) (docs/algorithms.md, "Approximate counts"; every
                 connection counted as a node, which only loosens it), A_c(T) the most units
@@ -118,7 +119,7 @@ def span_max(items, span):
 def check_limits(run, hist, out):
     extra = {}
     for f in run.get("faults", []):
-        for r, n in f.get("extra_per_window", {}).items():
+        for r, n in f.get("extra_limits_per_window", {}).items():
             extra[r] = extra.get(r, 0) + n
     counts = {}
     per_conn = {}
@@ -146,7 +147,7 @@ def check_limits(run, hist, out):
     for (name, key, w), n in sorted(counts.items()):
         rule = run["rules"][name]
         check, slack = bounds[name]
-        allowed = key_limit(rule, key) + slack + extra.get(name, 0)
+        allowed = key_limit(rule, key) * (1 + extra.get(name, 0)) + slack
         out["most"][name] = max(out["most"].get(name, 0), n)
         if n > allowed:
             out["over"] += n - allowed
@@ -374,8 +375,9 @@ def self_test():
     cases.append(("a fourth admission across the window's edge proves nothing", _run(),
                   straddle, []))
     clock = _run(faults=[{"label": "clock", "t0": 0, "t1": 1, "nodes": [], "recover": False,
-                          "extra_per_window": {"fw": 1}}])
-    cases.append(("a stated extra unit (a clock step) allowed", clock, over, []))
+                          "extra_limits_per_window": {"fw": 1}}])
+    cases.append(("a stated extra quota (a clock step) allowed", clock, over, []))
+    cases.append(("past the stated extra quota", clock, over + over[:3], ["limit"]))
     approx = _run()
     approx["rules"]["fw"].update(mode="approximate", sync_interval_ms=10)
     # two connections, each admitting once every 0.1 s: A_c(12 ms) is 1 each, slack 4

@@ -39,7 +39,8 @@ DEFECT_D = ("known defect (d): a node's time never goes back, so a clock stepped
 def expected(store, mode, config, fault):
     """{check: reason} the cell may fail."""
     e = {}
-    store_faults = ("cut-store", "reset-store", "slow-store", "pause-store", "failover")
+    store_faults = ("cut-store", "reset-store", "slow-store", "lossy-store", "pause-store",
+                    "failover")
     if store != "memory" and fault in store_faults:
         e["ledger_phantom"] = DEFECT_A if mode == "strict" else (
             DEFECT_A + "; and documented: " + (
@@ -88,6 +89,9 @@ def cell_list(which):
     for store in ("redis-module", "redis-lua"):
         for mode in MODES:
             cells.append((store, mode, "sqlite", "slow-store"))
+    for store in ("redis-module", "redis-lua"):
+        for mode in MODES:
+            cells.append((store, mode, "sqlite", "lossy-store"))
     for store in ("cluster-module", "cluster-lua"):
         for mode in MODES:
             cells.append((store, mode, "sqlite", "failover"))

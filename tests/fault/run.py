@@ -345,6 +345,22 @@ def _nothing(cell):
     return {}
 
 
+def fault_lossy_store(cell):
+    """30 % of the packets of every store node dropped, both ways: TCP retransmits, some
+    replies come after --store-timeout (on_store_error decides those)."""
+    if not cell.store_nodes:
+        return _nothing(cell)
+    lab = cell.lab
+    undos = [lab.loss(n, 30) for n in cell.store_nodes]
+    t0 = time.monotonic()
+    time.sleep(cell.a.hold)
+    t1 = time.monotonic()
+    for u in undos:
+        u()
+    return {"faults": [{"label": "lossy store", "t0": t0, "t1": t1, "nodes": list(cell.sluiced),
+                        "roomy_keys": ["L0"]}]}
+
+
 def fault_slow_store(cell):
     if not cell.a.store.startswith("redis"):
         return _nothing(cell)
@@ -406,18 +422,16 @@ def _clock(offset, extra_windows):
         f = {"label": "clock s1 " + offset, "t0": t0, "t1": t1, "nodes": ["s1"],
              "roomy_keys": ["L0"], "recover": extra_windows is not None}
         if extra_windows:
-            f["extra_per_window"] = extra_windows(cell)
+            f["extra_limits_per_window"] = extra_windows(cell)
         return {"faults": [f]}
     return fault
 
 
 def _fwd_extra(cell):
-    """What a clock stepped forward may add: every key of s1's memory store finds fresh windows
-    when the clock jumps, and again when it comes back (it keeps the windows it had: they are
-    in the past for it, then current again). The doc states it: at most the limit per step."""
-    if cell.a.store != "memory":
-        return {}
-    return {"fw": 40, "ledger": 0, "roomy": 0}
+    """What a clock stepped forward may add: s1's memory store finds every key in a new window
+    when its clock jumps (one more quota per key, in the window of the jump); set right again,
+    its time stays at the later value (no more). Redis decides on its own clock: nothing."""
+    return {"fw": 1} if cell.a.store == "memory" else {}
 
 
 def fault_failover(cell):
@@ -524,6 +538,7 @@ FAULTS = {
     "cut-store": lambda c: _store_cut(c, "drop"),
     "reset-store": lambda c: _store_cut(c, "reject"),
     "slow-store": fault_slow_store,
+    "lossy-store": fault_lossy_store,
     "pause-store": fault_pause_store,
     "pause-sluiced": fault_pause_sluiced,
     "kill-sluiced": fault_kill_sluiced,

@@ -15,7 +15,7 @@
  *
  * Prints: reclaims done, the decisions made during each (median, 90th percentile, max) and the
  * total. Run it beside a CPU hog (scripts/stress.sh) to see a waiter on an oversubscribed
- * machine. A figure, not a test: src/core/table.c's lock decides it (see docs/reliability.md).
+ * machine. A figure, not a test: what it shows is up to src/core/table.c's lock.
  */
 #include <pthread.h>
 #include <stdatomic.h>
