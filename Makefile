@@ -70,7 +70,7 @@ test-tsan:
 test-fuzz:
 	@CC=clang $(call configure,build-fuzz,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_BENCH=OFF -DSLUICE_FUZZ_SECONDS=$(FUZZ_SECONDS))
 	@cmake --build build-fuzz -j$(JOBS)
-	ctest --test-dir build-fuzz --output-on-failure -L fuzz
+	ctest --test-dir build-fuzz --output-on-failure -j$(JOBS) -L fuzz
 
 faults faults-long: test-deps
 	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)

@@ -533,10 +533,13 @@ typedef struct sl_multi_request {
  *
  * Returns SL_OK with *refused = n when all were admitted (each decision as sl_table_decide()
  * would have given in that order), or with *refused = i, the first request refused: nothing was
- * charged; requests before i hold the decision they would have had (allowed, not charged),
- * request i its refusal as decided after their tentative charges, and requests after i the
- * decision of a peek at now_ns on their key as stored (they were not decided). Every status is
- * then SL_OK.
+ * charged. Request i holds its refusal as decided after the earlier requests' tentative charges
+ * (on distinct keys: as it stands alone). Every other request holds its own cost decided alone
+ * on its key as stored at now_ns, charging nothing: when that cost fits, a peek (allowed,
+ * remaining and reset_after as the key has them, retry_after and delay 0); when it does not,
+ * its own refusal (allowed false, its retry_after, or -1 for a cost over its capacity). The
+ * whole can be admitted again, if nothing else arrives, after the longest retry_after among the
+ * refused requests. Every status is then SL_OK.
  *
  * Or returns an error with nothing charged: SL_EINVAL (NULL reqs or refused, n > SL_MULTI_MAX, a
  * NULL table or key with key_len > 0), SL_EKEY, SL_ECOST, SL_ENOMEM, or SL_EFULL (a new key did

@@ -9,18 +9,25 @@
  */
 #include "replay.h"
 
+#include "core/algorithms.h"
 #include "proto/text.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EXIT_INPUT 1 /* malformed input, unreadable file, write error */
 #define EXIT_USAGE 2 /* bad flags */
 
-static const char usage_text[] =
+#define USAGE_MAX  4096 /* bytes of the usage text */
+#define USAGE_WRAP 88   /* columns of its lines */
+#define USAGE_OPT  24   /* column of an option's description */
+
+static const char usage_head[] =
     "usage: sluice replay --algorithm ALG --limit N --window DURATION [--burst B]\n"
     "                     [--buckets K] [--max-delay DURATION] [--unit ms|us|ns|s]\n"
     "                     [--summary] [FILE|-]\n"
@@ -35,21 +42,9 @@ static const char usage_text[] =
     "character is # are skipped. Keys are at most 1024 bytes.\n"
     "\n"
     "Output: one tab-separated line per request,\n"
-    "  TIME KEY COST ALLOWED LIMIT REMAINING RETRY_AFTER RESET_AFTER [DELAY]\n"
-    "ALLOWED is 1 or 0; LIMIT is the rule's capacity (N; B for token_bucket; B + 1 for\n"
-    "gcra). RETRY_AFTER, RESET_AFTER and DELAY are in --unit, rounded up; RETRY_AFTER is -1\n"
-    "when the cost can never be admitted. The DELAY column appears only with --max-delay:\n"
-    "a request admitted after a wait has ALLOWED 1 and DELAY > 0.\n"
-    "\n"
-    "Options:\n"
-    "  --algorithm ALG       fixed_window, sliding_log, sliding_window, sliding_buckets,\n"
-    "                        token_bucket or gcra\n"
-    "  --limit N             units admitted per window (> 0)\n"
-    "  --window DURATION     window length: 250ms, 10s, 1m, 1h, 1d, 1h30m, ... (a bare\n"
-    "                        number is milliseconds, as in rules files: --unit ms only)\n"
-    "  --burst B             token_bucket capacity / gcra max burst (default N)\n"
-    "  --buckets K           sliding_buckets sub-windows (default 10; must divide the window)\n"
-    "  --max-delay DURATION  token_bucket/gcra: admit a request that would wait at most this\n"
+    "  TIME KEY COST ALLOWED LIMIT REMAINING RETRY_AFTER RESET_AFTER [DELAY]\n";
+
+static const char usage_tail[] =
     "  --unit UNIT           unit of TIME and of reported durations: ms (default), us, ns, s\n"
     "  --summary             then print '# summary', '# KEY admitted=N rejected=M' per key\n"
     "                        (first-seen order) and '# total admitted=N rejected=M'\n"
@@ -58,9 +53,123 @@ static const char usage_text[] =
     "Exit status: 0 ok; 1 malformed input (the message names the file and line; the lines\n"
     "before it have been printed, the summary is not); 2 usage error.\n";
 
+/* The usage being made: its text and the column its last line is at. */
+typedef struct usage {
+    char text[USAGE_MAX];
+    size_t len, column;
+} usage_t;
+
+/* Appends printf-style text to the usage (cut short at USAGE_MAX: it never is). */
+static void usage_add(usage_t *u, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void usage_add(usage_t *u, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(u->text + u->len, USAGE_MAX - u->len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        u->len = (size_t)w >= USAGE_MAX - u->len ? USAGE_MAX - 1 : u->len + (size_t)w;
+}
+
+/* Appends words (separated by single spaces) wrapped at USAGE_WRAP columns, a line broken
+ * going on at column `indent`. */
+static void usage_words(usage_t *u, const char *words, size_t indent)
+{
+    for (const char *w = words; *w != '\0';) {
+        size_t n = strcspn(w, " ");
+        if (u->column > indent && u->column + 1 + n > USAGE_WRAP) {
+            usage_add(u, "\n%*s", (int)indent, "");
+            u->column = indent;
+        } else if (u->column > indent) {
+            usage_add(u, " ");
+            u->column++;
+        }
+        usage_add(u, "%.*s", (int)n, w);
+        u->column += n;
+        w += n + (w[n] == ' ');
+    }
+}
+
+/* Appends one option's line(s): "  --flag ARG", its description from column USAGE_OPT. */
+static void usage_option(usage_t *u, const char *flag, const char *description)
+{
+    usage_add(u, "  %-*s ", USAGE_OPT - 3, flag);
+    u->column = USAGE_OPT;
+    usage_words(u, description, USAGE_OPT);
+    usage_add(u, "\n");
+    u->column = 0;
+}
+
+/* "(N; B for token_bucket; B + 1 for gcra)" and "token_bucket capacity / gcra max burst",
+ * from the rows that take a burst. */
+static void usage_bursts(char *capacity, char *burst, size_t cap)
+{
+    size_t c = (size_t)snprintf(capacity, cap, "(N"), b = 0;
+    burst[0] = '\0';
+    CORE_ALGORITHM_EACH(row)
+    {
+        if (!row->burst.taken)
+            continue;
+        if (row->capacity_extra > 0)
+            c += (size_t)snprintf(capacity + c, cap - c, "; B + %lld for %s",
+                                  (long long)row->capacity_extra, row->name);
+        else
+            c += (size_t)snprintf(capacity + c, cap - c, "; B for %s", row->name);
+        b += (size_t)snprintf(burst + b, cap - b, "%s%s %s", b > 0 ? " / " : "", row->name,
+                              row->burst_means != NULL ? row->burst_means : "burst");
+    }
+    snprintf(capacity + c, cap - c, ")");
+}
+
+/* The options that name the rule, from the table of algorithms. */
+static void usage_rule_options(usage_t *u)
+{
+    char names[256], text[1024], capacity[256], burst[256];
+    core_algorithm_join(names, sizeof names, core_algorithm_any, ", ", " or ");
+    usage_option(u, "--algorithm ALG", names);
+    usage_option(u, "--limit N", "units admitted per window (> 0)");
+    usage_option(u, "--window DURATION",
+                 "window length: 250ms, 10s, 1m, 1h, 1d, 1h30m, ... (a "
+                 "bare number is milliseconds, as in rules files: --unit "
+                 "ms only)");
+    usage_bursts(capacity, burst, sizeof capacity);
+    snprintf(text, sizeof text, "%s (default N)", burst);
+    usage_option(u, "--burst B", text);
+    const core_algorithm_t *k = core_algorithm_next(NULL);
+    while (k != NULL && !k->buckets.taken)
+        k = core_algorithm_next(k);
+    core_algorithm_join(names, sizeof names, core_algorithm_takes_buckets, ", ", " and ");
+    snprintf(text, sizeof text, "%s sub-windows (default %lld; must divide the window)", names,
+             (long long)(k != NULL ? k->buckets.def : 0));
+    usage_option(u, "--buckets K", text);
+    core_algorithm_join(names, sizeof names, core_algorithm_takes_delay, "/", "/");
+    snprintf(text, sizeof text, "%s: admit a request that would wait at most this", names);
+    usage_option(u, "--max-delay DURATION", text);
+}
+
+/* The usage text: the parts that name algorithms made from the table of algorithms (once: the
+ * CLI has one thread). */
 const char *replay_usage(void)
 {
-    return usage_text;
+    static usage_t u;
+    if (u.len > 0)
+        return u.text;
+    char capacity[256], burst[256], text[1024];
+    usage_add(&u, "%s", usage_head);
+    usage_bursts(capacity, burst, sizeof capacity);
+    snprintf(text, sizeof text,
+             "ALLOWED is 1 or 0; LIMIT is the rule's capacity %s. RETRY_AFTER, RESET_AFTER and "
+             "DELAY are in --unit, rounded up; RETRY_AFTER is -1 when the cost can never be "
+             "admitted. The DELAY column appears only with --max-delay: a request admitted after "
+             "a wait has ALLOWED 1 and DELAY > 0.",
+             capacity);
+    usage_words(&u, text, 0);
+    usage_add(&u, "\n\nOptions:\n");
+    u.column = 0;
+    usage_rule_options(&u);
+    usage_add(&u, "%s", usage_tail);
+    return u.text;
 }
 
 /* ---- flags as data ----------------------------------------------------------------------- */

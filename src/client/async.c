@@ -12,7 +12,7 @@
  * goes through uv_close() of our idle handle, so the memory outlives any frame that is still
  * using it. Pending callbacks see a NULL reply when hiredis tears down, and report SLC_EIO.
  *
- * The libuv glue is the Redis client's, src/store/uv_glue.c (hiredis's libuv adapter with
+ * The libuv glue is the Redis client's, src/remote/uv_glue.c (hiredis's libuv adapter with
  * hiredis 1.0's error fix).
  *
  * Cache hits are answered from the loop, not inside the call: they wait in a queue drained by
@@ -27,7 +27,7 @@
 #include <uv.h>
 
 #include "client/cache.h"
-#include "store/uv_glue.h"
+#include "remote/uv_glue.h"
 #include "client/common.h"
 #include "sluice/client.h"
 

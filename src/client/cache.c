@@ -1,5 +1,5 @@
 /*
- * cache.c - the client's over-limit cache: store/overlimit_cache.c with the client's units,
+ * cache.c - the client's over-limit cache: remote/overlimit_cache.c with the client's units,
  * names and slots (see cache.h).
  *
  * Durations are converted between ms and ns with saturation, since the retry times come from
@@ -13,7 +13,7 @@
 
 #include "client/common.h"
 #include "sluice/sluice.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 
 #define NS_PER_MS INT64_C(1000000)
 

@@ -7,7 +7,7 @@
  * trip for every request of a client that keeps knocking.
  *
  * This is the client's face of the over-limit cache that sluiced's Redis store uses too
- * (store/overlimit_cache.h, which has the contract): it names a (rule, key) by a hash of its
+ * (remote/overlimit_cache.h, which has the contract): it names a (rule, key) by a hash of its
  * bytes under a seed random per cache, converts the client's milliseconds to the cache's
  * nanoseconds and back (rounding what it reports up), owns the slots, and counts hits. A
  * (rule, key) may live in any of CACHE_PROBE slots; an insert takes a free or expired one, else

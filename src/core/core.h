@@ -1,27 +1,28 @@
 /*
  * core.h - internal interface between the rule dispatcher (rule.c) and the algorithms.
  *
- * Each algorithm file implements these functions over a state of the size rule.c computes:
+ * Each algorithm file implements these functions (the members of its algorithm_ops_t, below)
+ * over a state of the size its state_size() gives:
  *
- *   <alg>_decide(rule, state, cost, now_ns, out)  cost >= 0, now_ns >= 0, state any alignment.
- *   <alg>_is_fresh(rule, state, now_ns)           true when state decides as all-zero would.
- *   <alg>_valid(rule, state)                      true when state is one the functions here can
+ *   decide(rule, state, cost, now_ns, out)        cost >= 0, now_ns >= 0, state any alignment.
+ *   is_fresh(rule, state, now_ns)                 true when state decides as all-zero would.
+ *   valid(rule, state)                            true when state is one the functions here can
  *                                                 have written (bytes from a snapshot are checked),
  *                                                 for a state whose buffer holds the bytes it says
  *                                                 (core_state_check() sees to that first).
- *   <alg>_refund(rule, state, cost, charged_ns, now_ns)
+ *   refund(rule, state, cost, charged_ns, now_ns)
  *                                                 gives back cost > 0 units charged at charged_ns,
  *                                                 0 <= charged_ns <= now_ns (sl_refund()).
- *   <alg>_charge(rule, state, cost, now_ns)       adds cost > 0 units at now_ns even past the
+ *   charge(rule, state, cost, now_ns)             adds cost > 0 units at now_ns even past the
  *                                                 limit: debt (sl_settle()).
- *   <alg>_debt(rule, state, cost, now_ns)         the key's debt at now_ns after a charge of
+ *   debt(rule, state, cost, now_ns)               the key's debt at now_ns after a charge of
  *                                                 cost >= 0 units, not writing: the units it has
  *                                                 charged beyond what it can admit then, in the
  *                                                 algorithm's own terms (0 when it could admit
  *                                                 its whole cost), saturating at SL_COUNT_MAX.
  *                                                 sl_settle() refuses a charge whose debt passes
  *                                                 rule->max_debt.
- *   <alg>_convert(from, from_state, to, to_state, to_bytes, now_ns)
+ *   convert(from, from_state, to, to_state, to_bytes, now_ns)
  *                                                 writes to_state (a buffer of to_bytes >=
  *                                                 core_state_convert_need() bytes, not
  *                                                 overlapping) with the usage of a valid from_state
@@ -29,13 +30,13 @@
  *                                                 whose state means something else
  *                                                 (sl_state_convert()).
  *
- * States of variable size. A state records the size of its own buffer. Five algorithms have a
- * fixed size, rule->state_size bytes. sliding_log's state holds one entry per admission (see
- * sliding_log.c), so its buffer grows with the admissions a key made and never needs more than
- * rule->state_size bytes (room for N entries); its header records how many entries the buffer
- * holds, 0 meaning rule->state_size bytes' worth, so that a zeroed rule->state_size buffer (what
- * callers of the public sl_decide() pass) is a fresh state with all the room it can need. The
- * contract, the same for every algorithm (trivial for the fixed ones):
+ * States of variable size. A state records the size of its own buffer. Most algorithms have a
+ * fixed size, rule->state_size bytes. One with CORE_CAP_VARIABLE (sliding_log: one entry per
+ * admission, see sliding_log.c) has a buffer that grows with the admissions a key made and never
+ * needs more than rule->state_size bytes (room for N entries); its header records how many entries
+ * the buffer holds, 0 meaning rule->state_size bytes' worth, so that a zeroed rule->state_size
+ * buffer (what callers of the public sl_decide() pass) is a fresh state with all the room it can
+ * need. The contract, the same for every algorithm (trivial for the fixed ones):
  *
  *   core_state_min(rule)               bytes of a fresh key's smallest buffer.
  *   core_state_init(rule, buf, bytes)  writes a fresh state into a buffer of `bytes` >=
@@ -72,71 +73,83 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/algorithms.h"
 #include "sluice/sluice.h"
 
-#define SL_DECIDE_FN(name)                                                                         \
-    void name##_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,           \
-                       sl_decision_t *out);                                                        \
-    bool name##_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);                \
-    bool name##_valid(const sl_rule_t *rule, const void *state);                                   \
-    void name##_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,       \
-                       int64_t now_ns);                                                            \
-    void name##_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);          \
-    int64_t name##_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns);   \
-    void name##_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,        \
-                        void *to_state, size_t to_bytes, int64_t now_ns)
-
-SL_DECIDE_FN(fixed_window);
-SL_DECIDE_FN(sliding_log);
-SL_DECIDE_FN(sliding_window);
-SL_DECIDE_FN(sliding_buckets);
-SL_DECIDE_FN(gcra); /* token_bucket too: the same GCRA with its own tolerance */
+/* The variable size of a state (CORE_CAP_VARIABLE: sliding_log), the contract above, and its
+ * packed forms. packed_max is the most sl_state_pack() writes under the rule, packed_need the
+ * most a given state packs to; unpack_need the buffer a packed state needs (core_state_need()
+ * of what it unpacks to), 0 when its bytes are no packed state; unpack false for bytes that are
+ * no valid state. legacy_*: the older unpacked layout of older snapshots (see
+ * core_state_legacy_size() below): its size, the buffer its state needs (0: not such bytes), and
+ * the state. */
+typedef struct algorithm_variable {
+    size_t (*state_min)(const sl_rule_t *rule);
+    void (*state_init)(const sl_rule_t *rule, void *buf, size_t bytes);
+    size_t (*state_bytes)(const sl_rule_t *rule, const void *state);
+    size_t (*state_need)(const sl_rule_t *rule, const void *state);
+    void (*state_move)(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
+    size_t (*convert_need)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
+    size_t (*packed_max)(const sl_rule_t *rule);
+    size_t (*packed_need)(const sl_rule_t *rule, const void *state);
+    size_t (*pack)(const sl_rule_t *rule, const void *state, void *out);
+    size_t (*unpack_need)(const sl_rule_t *rule, const void *in, size_t len);
+    bool (*unpack)(const sl_rule_t *rule, const void *in, size_t len, void *state, size_t bytes);
+    size_t (*legacy_size)(const sl_rule_t *rule);
+    size_t (*legacy_need)(const sl_rule_t *rule, const void *legacy, size_t len);
+    bool (*from_legacy)(const sl_rule_t *rule, const void *legacy, size_t len, void *state,
+                        size_t bytes);
+} algorithm_variable_t;
 
 /*
- * Leases (lease.c). For the counting algorithms, <alg>_span() gives the span of time the state
- * cannot tell apart around now_ns (clamped as a decision clamps it, written to *at_ns): its end,
- * the first ns of the next window (fixed_window, sliding_window) or bucket (sliding_buckets).
- * Units admitted at *at_ns and spent at any time in [*at_ns, end) leave the state as they would
- * have had they arrived when spent.
+ * One algorithm's functions: its file (src/core/<x>.c) defines them static and exports this
+ * one struct, `<x>_ops`, which its row in algorithms.c points at. The first seven are the
+ * contract at the top; the others:
+ *
+ *   state_size(rule)      the bytes of the largest state (rule->state_size, sl_state_size()) of
+ *                         a rule whose numbers sl_rule_prepare() has checked.
+ *   same_meaning(a, b)    whether a state means the same usage under two rules of the
+ *                         algorithm (sl_state_convert() then copies it rather than converting).
+ *   span                  counting algorithms that lease (lease.c): the span of time the state
+ *                         cannot tell apart around now_ns (clamped as a decision clamps it,
+ *                         written to *at_ns), returning its end, the first ns of the next window
+ *                         or bucket. Units admitted at *at_ns and spent at any time in [*at_ns,
+ *                         end) leave the state as they would have had they arrived when spent.
+ *   lease, lease_return   CORE_CAP_TOKENS algorithms that lease: grant up to want units held for
+ *                         lease_ns (returning the units granted), and give back `unused` units
+ *                         of a lease granted at at_ns, its time not yet run (now_ns >= at_ns).
+ *   variable              NULL for a state of fixed size, rule->state_size bytes, packed as it
+ *                         is (every CORE_CAP_VARIABLE row has one, no other).
+ *
+ * A CORE_CAP_LEASABLE row has span, or lease and lease_return (tests/unit/test_algorithm_table.c
+ * checks that the rows and their functions agree).
  */
-int64_t fixed_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns, int64_t *at_ns);
-int64_t sliding_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
-                            int64_t *at_ns);
-int64_t sliding_buckets_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
-                             int64_t *at_ns);
-
-/* token_bucket and gcra: grants up to want units held for lease_ns (n * T + lease_ns of TAT,
- * admitted without delay), returns the units granted; and gives back `unused` units of a lease
- * granted at at_ns, with the lease time not yet run (gcra.c). now_ns >= at_ns. */
-int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+typedef struct algorithm_ops {
+    void (*decide)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                   sl_decision_t *out);
+    bool (*is_fresh)(const sl_rule_t *rule, const void *state, int64_t now_ns);
+    bool (*valid)(const sl_rule_t *rule, const void *state);
+    void (*refund)(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
                    int64_t now_ns);
-void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
-                       int64_t until_ns, int64_t now_ns);
+    void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
+    int64_t (*debt)(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns);
+    void (*convert)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                    void *to_state, size_t to_bytes, int64_t now_ns);
+    uint32_t (*state_size)(const sl_rule_t *rule);
+    bool (*same_meaning)(const sl_rule_t *a, const sl_rule_t *b);
+    int64_t (*span)(const sl_rule_t *rule, const void *state, int64_t now_ns, int64_t *at_ns);
+    int64_t (*lease)(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+                     int64_t now_ns);
+    void (*lease_return)(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
+                         int64_t until_ns, int64_t now_ns);
+    const algorithm_variable_t *variable;
+} algorithm_ops_t;
 
-/* sliding_log's variable size (the contract above; the others have a fixed size). */
-size_t sliding_log_state_min(const sl_rule_t *rule);
-void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes);
-size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state);
-size_t sliding_log_state_need(const sl_rule_t *rule, const void *state);
-void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
-size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
-
-/* sliding_log's packed form (the others pack to their state as is): see sl_state_pack().
- * packed_need is the most a given state packs to; unpack_need the buffer a packed state needs
- * (core_state_need() of what it unpacks to), 0 when its first bytes are no packed state. */
-size_t sliding_log_packed_max(const sl_rule_t *rule);
-size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state);
-size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out);
-size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len);
-bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state,
-                        size_t bytes);
-
-/* sliding_log's older unpacked ring (8 + 8 * N bytes: one stamp per unit), as older snapshots
- * hold it: its size, the buffer its state needs (0: not such a ring), and the state. */
-size_t sliding_log_legacy_size(const sl_rule_t *rule);
-size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t ring_len);
-bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t ring_len, void *state,
-                             size_t bytes);
+/* The functions of a prepared rule's algorithm. */
+static inline const algorithm_ops_t *core_ops(const sl_rule_t *rule)
+{
+    return core_algorithms[rule->algorithm].ops;
+}
 
 /* States have no alignment requirement: every access goes through these (a mov on x86-64). */
 static inline int64_t load_i64(const void *p)
@@ -196,41 +209,29 @@ static inline void decision_admit(sl_decision_t *out)
     out->delay_ns = 0;
 }
 
-/* The last sl_algorithm_t value, and the size of an array indexed by sl_algorithm_t (index 0,
- * no algorithm, unused). */
-#define CORE_ALGORITHM_LAST  SL_GCRA
-#define CORE_ALGORITHM_SLOTS (CORE_ALGORITHM_LAST + 1)
-
-/* One algorithm's functions; core_algorithms[] (rule.c) holds them by sl_algorithm_t. */
-typedef struct algorithm_ops {
-    void (*decide)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                   sl_decision_t *out);
-    bool (*is_fresh)(const sl_rule_t *rule, const void *state, int64_t now_ns);
-    bool (*valid)(const sl_rule_t *rule, const void *state);
-    void (*refund)(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                   int64_t now_ns);
-    void (*charge)(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns);
-    int64_t (*debt)(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns);
-    void (*convert)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                    void *to_state, size_t to_bytes, int64_t now_ns);
-    /* the size of a state (the contract at the top) */
-    size_t (*state_min)(const sl_rule_t *rule);
-    void (*state_init)(const sl_rule_t *rule, void *buf, size_t bytes);
-    size_t (*state_bytes)(const sl_rule_t *rule, const void *state);
-    size_t (*state_need)(const sl_rule_t *rule, const void *state);
-    void (*state_move)(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
-    size_t (*convert_need)(const sl_rule_t *from, const void *from_state, const sl_rule_t *to);
-} algorithm_ops_t;
-
-extern const algorithm_ops_t core_algorithms[CORE_ALGORITHM_SLOTS];
-
 /* ---- states of variable size (the contract at the top) ----------------------------------------
  */
 
-size_t core_state_min(const sl_rule_t *rule);
+/* Inline: a table calls the three that only read on every decision of a state kept out of line. */
+static inline size_t core_state_min(const sl_rule_t *rule)
+{
+    const algorithm_variable_t *v = core_ops(rule)->variable;
+    return v != NULL ? v->state_min(rule) : rule->state_size;
+}
+
+static inline size_t core_state_bytes(const sl_rule_t *rule, const void *state)
+{
+    const algorithm_variable_t *v = core_ops(rule)->variable;
+    return v != NULL ? v->state_bytes(rule, state) : rule->state_size;
+}
+
+static inline size_t core_state_need(const sl_rule_t *rule, const void *state)
+{
+    const algorithm_variable_t *v = core_ops(rule)->variable;
+    return v != NULL ? v->state_need(rule, state) : rule->state_size;
+}
+
 void core_state_init(const sl_rule_t *rule, void *buf, size_t bytes);
-size_t core_state_bytes(const sl_rule_t *rule, const void *state);
-size_t core_state_need(const sl_rule_t *rule, const void *state);
 void core_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes);
 
 /* sl_state_check_len(): SL_OK when the `len` bytes at state hold a state of the rule (its
@@ -282,30 +283,15 @@ static inline int64_t core_clamp_now(int64_t now_ns)
 /*
  * The dispatch behind sl_decide(), for callers that have already validated their arguments
  * (cost >= 0, a prepared rule, a state in a buffer of at least core_state_need() bytes): the
- * table's hot path. The
- * algorithms with a hot-key target get direct calls; an indirect call through
- * core_algorithms[] measured 0.5 ns more per hot-key decision (bench_core hot), a third of
- * the target's margin. The others go through the table.
+ * table's hot path, one indirect call through the rule's row.
  */
 static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
                                sl_decision_t *out)
 {
-    assert(rule->algorithm >= SL_FIXED_WINDOW && rule->algorithm <= CORE_ALGORITHM_LAST);
+    assert(core_algorithm(rule->algorithm) != NULL);
     assert(rule->state_size > 0 && cost >= 0);
     out->limit = rule->capacity;
-    now_ns = core_clamp_now(now_ns);
-    switch (rule->algorithm) {
-    case SL_TOKEN_BUCKET:
-    case SL_GCRA:
-        gcra_decide(rule, state, cost, now_ns, out);
-        break;
-    case SL_FIXED_WINDOW:
-        fixed_window_decide(rule, state, cost, now_ns, out);
-        break;
-    default:
-        core_algorithms[rule->algorithm].decide(rule, state, cost, now_ns, out);
-        break;
-    }
+    core_ops(rule)->decide(rule, state, cost, core_clamp_now(now_ns), out);
 }
 
 /*

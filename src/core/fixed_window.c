@@ -24,8 +24,8 @@ typedef struct fixed_window_state {
     int64_t count;        /* units admitted in that window */
 } fixed_window_state_t;
 
-void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                         sl_decision_t *out)
+static void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                                sl_decision_t *out)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -53,7 +53,7 @@ void fixed_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64
     out->reset_after_ns = count > 0 ? until_next_ns : 0;
 }
 
-void fixed_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+static void fixed_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -63,7 +63,8 @@ void fixed_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64
     memcpy(state, &st, sizeof(st));
 }
 
-int64_t fixed_window_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+static int64_t fixed_window_debt(const sl_rule_t *rule, const void *state, int64_t cost,
+                                 int64_t now_ns)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -72,8 +73,8 @@ int64_t fixed_window_debt(const sl_rule_t *rule, const void *state, int64_t cost
     return max_i64(sat_count(count, cost) - rule->limit, 0); /* the window's units past N */
 }
 
-void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                         int64_t now_ns)
+static void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost,
+                                int64_t charged_ns, int64_t now_ns)
 {
     (void)now_ns; /* a window's units leave all at once: when does not matter */
     fixed_window_state_t st;
@@ -84,8 +85,8 @@ void fixed_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64
     memcpy(state, &st, sizeof(st));
 }
 
-void fixed_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                          void *to_state, size_t to_bytes, int64_t now_ns)
+static void fixed_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                                 void *to_state, size_t to_bytes, int64_t now_ns)
 {
     (void)to_bytes; /* rule->state_size: a fixed size */
     fixed_window_state_t st, out = {0, 0};
@@ -98,14 +99,15 @@ void fixed_window_convert(const sl_rule_t *from, const void *from_state, const s
     memcpy(to_state, &out, sizeof(out));
 }
 
-int64_t fixed_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns, int64_t *at_ns)
+static int64_t fixed_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                                 int64_t *at_ns)
 {
     int64_t k = max_i64(now_ns / rule->window_ns, load_i64(state)); /* clamp */
     *at_ns = max_i64(now_ns, k * rule->window_ns);
     return (k + 1) * rule->window_ns;
 }
 
-bool fixed_window_valid(const sl_rule_t *rule, const void *state)
+static bool fixed_window_valid(const sl_rule_t *rule, const void *state)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -113,9 +115,35 @@ bool fixed_window_valid(const sl_rule_t *rule, const void *state)
            st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
 }
 
-bool fixed_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+static bool fixed_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     fixed_window_state_t st;
     memcpy(&st, state, sizeof(st));
     return st.count == 0 || st.window_index < now_ns / rule->window_ns;
 }
+
+static uint32_t fixed_window_state_size(const sl_rule_t *rule)
+{
+    (void)rule;
+    return sizeof(fixed_window_state_t); /* window index, count */
+}
+
+/* A count per window, whatever the limit. */
+static bool fixed_window_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->window_ns == b->window_ns;
+}
+
+/* fixed_window's functions, for its row in algorithms.c. */
+const algorithm_ops_t fixed_window_ops = {
+    .decide = fixed_window_decide,
+    .is_fresh = fixed_window_is_fresh,
+    .valid = fixed_window_valid,
+    .refund = fixed_window_refund,
+    .charge = fixed_window_charge,
+    .debt = fixed_window_debt,
+    .convert = fixed_window_convert,
+    .state_size = fixed_window_state_size,
+    .same_meaning = fixed_window_same_meaning,
+    .span = fixed_window_span,
+};

@@ -52,8 +52,8 @@ static int64_t remaining_at(const sl_rule_t *rule, int64_t tat_ns, int64_t now_n
     return headroom > 0 ? headroom / rule->interval_ns : 0;
 }
 
-void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                 sl_decision_t *out)
+static void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                        sl_decision_t *out)
 {
     int64_t tat;
     memcpy(&tat, state, sizeof(tat));
@@ -81,13 +81,13 @@ void gcra_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_n
     out->reset_after_ns = tat0 - now_ns;
 }
 
-void gcra_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+static void gcra_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     int64_t tat = sat_add(max_i64(load_i64(state), now_ns), sat_mul(cost, rule->interval_ns));
     store_i64(state, tat);
 }
 
-int64_t gcra_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+static int64_t gcra_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
 {
     int64_t tat = sat_add(max_i64(load_i64(state), now_ns), sat_mul(cost, rule->interval_ns));
     int64_t owed_ns = tat - now_ns - rule->tolerance_ns; /* time owed past a bucket emptied */
@@ -109,14 +109,14 @@ static void give_back(const sl_rule_t *rule, void *state, int64_t charge_ns, int
     store_i64(state, max_i64(tat - back, now_ns));
 }
 
-void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                 int64_t now_ns)
+static void gcra_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                        int64_t now_ns)
 {
     give_back(rule, state, sat_mul(cost, rule->interval_ns), charged_ns, now_ns);
 }
 
-int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
-                   int64_t now_ns)
+static int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lease_ns,
+                          int64_t now_ns)
 {
     int64_t tat0 = max_i64(load_i64(state), now_ns);
     int64_t room_ns = rule->tolerance_ns - lease_ns; /* what a full bucket could lease */
@@ -128,15 +128,15 @@ int64_t gcra_lease(const sl_rule_t *rule, void *state, int64_t want, int64_t lea
     return n;
 }
 
-void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
-                       int64_t until_ns, int64_t now_ns)
+static void gcra_lease_return(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
+                              int64_t until_ns, int64_t now_ns)
 {
     give_back(rule, state, sat_add(sat_mul(unused, rule->interval_ns), until_ns - at_ns), at_ns,
               now_ns);
 }
 
-void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                  void *to_state, size_t to_bytes, int64_t now_ns)
+static void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                         void *to_state, size_t to_bytes, int64_t now_ns)
 {
     (void)to_bytes; /* rule->state_size: a fixed size */
     int64_t tat = load_i64(from_state), out = 0;
@@ -148,16 +148,43 @@ void gcra_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t
     store_i64(to_state, out);
 }
 
-bool gcra_valid(const sl_rule_t *rule, const void *state)
+static bool gcra_valid(const sl_rule_t *rule, const void *state)
 {
     (void)rule; /* every TAT >= 0 is reachable: a debt can push it to INT64_MAX */
     return load_i64(state) >= 0;
 }
 
-bool gcra_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+static bool gcra_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     (void)rule;
     int64_t tat;
     memcpy(&tat, state, sizeof(tat));
     return tat <= now_ns;
 }
+
+static uint32_t gcra_state_size(const sl_rule_t *rule)
+{
+    (void)rule;
+    return sizeof(int64_t); /* TAT */
+}
+
+/* TAT, whatever the tolerance: the same emission interval means the same. */
+static bool gcra_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->interval_ns == b->interval_ns;
+}
+
+/* The functions of token_bucket and gcra, for their rows in algorithms.c. */
+const algorithm_ops_t gcra_ops = {
+    .decide = gcra_decide,
+    .is_fresh = gcra_is_fresh,
+    .valid = gcra_valid,
+    .refund = gcra_refund,
+    .charge = gcra_charge,
+    .debt = gcra_debt,
+    .convert = gcra_convert,
+    .state_size = gcra_state_size,
+    .same_meaning = gcra_same_meaning,
+    .lease = gcra_lease,
+    .lease_return = gcra_lease_return,
+};

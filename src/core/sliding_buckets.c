@@ -104,8 +104,8 @@ static int64_t drop_time(const sl_rule_t *rule, int64_t j)
     return (j + rule->buckets + 1) * rule->bucket_ns - 1;
 }
 
-void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                            sl_decision_t *out)
+static void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                                   sl_decision_t *out)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -148,7 +148,7 @@ void sliding_buckets_decide(const sl_rule_t *rule, void *state, int64_t cost, in
     }
 }
 
-void sliding_buckets_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+static void sliding_buckets_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -159,7 +159,8 @@ void sliding_buckets_charge(const sl_rule_t *rule, void *state, int64_t cost, in
     memcpy(state, &h, sizeof(h));
 }
 
-int64_t sliding_buckets_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+static int64_t sliding_buckets_debt(const sl_rule_t *rule, const void *state, int64_t cost,
+                                    int64_t now_ns)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -168,8 +169,8 @@ int64_t sliding_buckets_debt(const sl_rule_t *rule, const void *state, int64_t c
     return max_i64(sat_count(v.inside, cost) - rule->limit, 0);      /* counted units past N */
 }
 
-void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                            int64_t now_ns)
+static void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost,
+                                   int64_t charged_ns, int64_t now_ns)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -190,8 +191,9 @@ void sliding_buckets_refund(const sl_rule_t *rule, void *state, int64_t cost, in
     memcpy(state, &h, sizeof(h));
 }
 
-void sliding_buckets_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                             void *to_state, size_t to_bytes, int64_t now_ns)
+static void sliding_buckets_convert(const sl_rule_t *from, const void *from_state,
+                                    const sl_rule_t *to, void *to_state, size_t to_bytes,
+                                    int64_t now_ns)
 {
     (void)to_bytes; /* rule->state_size: a fixed size */
     (void)now_ns;   /* the counts keep their own time: nothing to clamp */
@@ -216,14 +218,14 @@ void sliding_buckets_convert(const sl_rule_t *from, const void *from_state, cons
     memcpy(to_state, &h, sizeof(h));
 }
 
-int64_t sliding_buckets_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
-                             int64_t *at_ns)
+static int64_t sliding_buckets_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                                    int64_t *at_ns)
 {
     *at_ns = max_i64(now_ns, load_i64(state)); /* clamp to the latest admission */
     return (*at_ns / rule->bucket_ns + 1) * rule->bucket_ns;
 }
 
-bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
+static bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
@@ -240,10 +242,36 @@ bool sliding_buckets_valid(const sl_rule_t *rule, const void *state)
     return sum == h.total;
 }
 
-bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+static bool sliding_buckets_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     sliding_buckets_header_t h;
     memcpy(&h, state, sizeof(h));
     const unsigned char *counts = (const unsigned char *)state + sizeof(h);
     return look(rule, &h, counts, max_i64(now_ns, h.latest_ns)).inside == 0;
 }
+
+static uint32_t sliding_buckets_state_size(const sl_rule_t *rule)
+{
+    /* newest, total, K + 1 counts */
+    return (uint32_t)(sizeof(sliding_buckets_header_t) + 8 * (size_t)(rule->buckets + 1));
+}
+
+/* Counts per bucket: the same buckets mean the same. */
+static bool sliding_buckets_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->window_ns == b->window_ns && a->buckets == b->buckets;
+}
+
+/* sliding_buckets' functions, for its row in algorithms.c. */
+const algorithm_ops_t sliding_buckets_ops = {
+    .decide = sliding_buckets_decide,
+    .is_fresh = sliding_buckets_is_fresh,
+    .valid = sliding_buckets_valid,
+    .refund = sliding_buckets_refund,
+    .charge = sliding_buckets_charge,
+    .debt = sliding_buckets_debt,
+    .convert = sliding_buckets_convert,
+    .state_size = sliding_buckets_state_size,
+    .same_meaning = sliding_buckets_same_meaning,
+    .span = sliding_buckets_span,
+};

@@ -93,6 +93,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/varint.h"
 
 #define HEADER 32 /* bytes before the first entry */
 #define ENTRY  16 /* bytes per entry */
@@ -267,8 +268,8 @@ static inline void append(log_t *l, int64_t now_ns, uint64_t units)
     l->count++;
 }
 
-void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                        sl_decision_t *out)
+static void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                               sl_decision_t *out)
 {
     log_t l = log_open(rule, state);
     const int64_t n = rule->limit;
@@ -299,7 +300,7 @@ void sliding_log_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_
     out->reset_after_ns = inside > 0 ? stamp(&l, l.count - 1) + rule->window_ns - now_ns : 0;
 }
 
-void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+static void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     log_t l = log_open(rule, state);
     const uint32_t n = (uint32_t)rule->limit;
@@ -326,7 +327,8 @@ void sliding_log_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_
     log_put(state, &l);
 }
 
-int64_t sliding_log_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+static int64_t sliding_log_debt(const sl_rule_t *rule, const void *state, int64_t cost,
+                                int64_t now_ns)
 {
     log_t l = log_open(rule, state);
     now_ns = max_i64(now_ns, l.latest_ns); /* clamp */
@@ -356,8 +358,8 @@ static void remove_units(log_t *l, uint64_t from, uint64_t k)
     l->count = w;
 }
 
-void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                        int64_t now_ns)
+static void sliding_log_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
+                               int64_t now_ns)
 {
     (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded,
                    * which the refund keeps (a later now would drop entries it does not record) */
@@ -383,8 +385,8 @@ static log_t log_fresh(const sl_rule_t *rule, void *buf, size_t bytes)
     return l;
 }
 
-void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                         void *to_state, size_t to_bytes, int64_t now_ns)
+static void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
+                                void *to_state, size_t to_bytes, int64_t now_ns)
 {
     (void)now_ns; /* entries carry their own time; expiry is judged at the latest time recorded */
     const log_t f = log_open(from, from_state);
@@ -404,7 +406,7 @@ void sliding_log_convert(const sl_rule_t *from, const void *from_state, const sl
     log_put(to_state, &t);
 }
 
-bool sliding_log_valid(const sl_rule_t *rule, const void *state)
+static bool sliding_log_valid(const sl_rule_t *rule, const void *state)
 {
     const log_t l = log_open(rule, state);
     if (l.zero != 0 || l.room > (uint64_t)rule->limit || l.count > l.cap || l.head >= l.cap ||
@@ -424,7 +426,7 @@ bool sliding_log_valid(const sl_rule_t *rule, const void *state)
     return true;
 }
 
-bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+static bool sliding_log_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     const log_t l = log_open(rule, state);
     return l.count == 0 || stamp(&l, l.count - 1) <= now_ns - rule->window_ns;
@@ -439,13 +441,13 @@ static inline size_t bytes_for(uint64_t entries)
     return HEADER + ENTRY * (size_t)entries;
 }
 
-size_t sliding_log_state_min(const sl_rule_t *rule)
+static size_t sliding_log_state_min(const sl_rule_t *rule)
 {
     (void)rule; /* N >= 1 */
     return bytes_for(1);
 }
 
-void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
+static void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
 {
     assert(bytes >= bytes_for(1));
     memset(buf, 0, bytes);
@@ -453,26 +455,28 @@ void sliding_log_state_init(const sl_rule_t *rule, void *buf, size_t bytes)
     log_put(buf, &l);
 }
 
-size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state)
+static size_t sliding_log_state_bytes(const sl_rule_t *rule, const void *state)
 {
     uint32_t room = load_u32((const unsigned char *)state + AT_ROOM);
     return bytes_for(room != 0 ? room : (uint64_t)rule->limit);
 }
 
-size_t sliding_log_state_need(const sl_rule_t *rule, const void *state)
+static size_t sliding_log_state_need(const sl_rule_t *rule, const void *state)
 {
     uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
     return bytes_for(min_i64((int64_t)count + 1, rule->limit));
 }
 
-size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state, const sl_rule_t *to)
+static size_t sliding_log_convert_need(const sl_rule_t *from, const void *from_state,
+                                       const sl_rule_t *to)
 {
     (void)from;
     uint32_t count = load_u32((const unsigned char *)from_state + AT_COUNT);
     return bytes_for(min_i64((int64_t)count + 1, to->limit));
 }
 
-void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, size_t to_bytes)
+static void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to,
+                                   size_t to_bytes)
 {
     const log_t f = log_open(rule, from);
     log_t t = log_fresh(rule, to, to_bytes);
@@ -487,7 +491,6 @@ void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, s
 
 /* ---- packed form ----------------------------------------------------------------------------- */
 
-#define VARINT_MAX     10 /* bytes of a 64-bit LEB128 */
 #define PACKED_DROPPED 16 /* older form: added to byte 0 with DROPPED */
 #define PACKED_LATEST  32 /* added to byte 0 with LATEST */
 #define PACKED_ENTRIES 64 /* added to byte 0 in this form: entries with their units */
@@ -495,47 +498,20 @@ void sliding_log_state_move(const sl_rule_t *rule, const void *from, void *to, s
 static const int64_t pow10_ns[10] = {1,      10,      100,      1000,      10000,
                                      100000, 1000000, 10000000, 100000000, 1000000000};
 
-static unsigned char *put_varint(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
-
-/* Reads one varint from [*p, end); false when it is truncated or longer than 64 bits. */
-static bool get_varint(const unsigned char **p, const unsigned char *end, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-        unsigned char b = *(*p)++;
-        if (shift == 63 && b > 1)
-            return false;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (b < 0x80) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
-size_t sliding_log_packed_max(const sl_rule_t *rule)
+static size_t sliding_log_packed_max(const sl_rule_t *rule)
 {
     /* e, the count, N entries of two varints, LATEST's time */
     return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)rule->limit + VARINT_MAX;
 }
 
-size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state)
+static size_t sliding_log_packed_need(const sl_rule_t *rule, const void *state)
 {
     (void)rule;
     uint32_t count = load_u32((const unsigned char *)state + AT_COUNT);
     return 1 + VARINT_MAX + 2 * VARINT_MAX * (size_t)count + VARINT_MAX;
 }
 
-size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
+static size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
 {
     const log_t l = log_open(rule, state);
     const int64_t newest = l.count > 0 ? stamp(&l, l.count - 1) : 0;
@@ -549,18 +525,18 @@ size_t sliding_log_pack(const sl_rule_t *rule, const void *state, void *out)
         e--;
     unsigned char *p = out;
     *p++ = (unsigned char)(e + PACKED_ENTRIES + (latest ? PACKED_LATEST : 0));
-    p = put_varint(p, l.count);
+    p = varint_put(p, l.count);
     int64_t prev = 0;
     for (uint32_t i = 0; i < l.count; i++) {
         int64_t t = stamp(&l, i);
         const uint64_t units = total(&l, i) - before(&l, i);
-        p = put_varint(p, (uint64_t)((t - prev) / pow10_ns[e]) << 1 | (units > 1));
+        p = varint_put(p, (uint64_t)((t - prev) / pow10_ns[e]) << 1 | (units > 1));
         if (units > 1)
-            p = put_varint(p, units);
+            p = varint_put(p, units);
         prev = t;
     }
     if (latest)
-        p = put_varint(p, (uint64_t)((l.latest_ns - prev) / pow10_ns[e]));
+        p = varint_put(p, (uint64_t)((l.latest_ns - prev) / pow10_ns[e]));
     return (size_t)(p - (unsigned char *)out);
 }
 
@@ -583,7 +559,7 @@ static bool packed_open(const sl_rule_t *rule, const void *in, size_t len, packe
                   flags != PACKED_ENTRIES && flags != PACKED_ENTRIES + PACKED_LATEST))
         return false; /* e above 9, an unknown flag, or DROPPED with another */
     *r = (packed_reader_t){.p = p + 1, .end = p + len, .unit = pow10_ns[e], .flags = flags};
-    if (!get_varint(&r->p, r->end, &r->count) || r->count > (uint64_t)rule->limit)
+    if (!varint_get(&r->p, r->end, &r->count, false) || r->count > (uint64_t)rule->limit)
         return false;
     if (flags & PACKED_ENTRIES)
         return true;
@@ -610,7 +586,7 @@ static bool add_delta(const packed_reader_t *r, int64_t *t, uint64_t d, bool pos
 static bool read_delta(packed_reader_t *r, int64_t *t, bool positive)
 {
     uint64_t d;
-    return get_varint(&r->p, r->end, &d) && add_delta(r, t, d, positive);
+    return varint_get(&r->p, r->end, &d, false) && add_delta(r, t, d, positive);
 }
 
 /* Reads an entry of this form: its delta, shifted left once, with the low bit set when a count
@@ -619,8 +595,8 @@ static bool read_entry(packed_reader_t *r, int64_t *t, uint64_t *units, bool pos
 {
     uint64_t d;
     *units = 1;
-    return get_varint(&r->p, r->end, &d) && add_delta(r, t, d >> 1, positive) &&
-           (!(d & 1) || (get_varint(&r->p, r->end, units) && *units >= 2));
+    return varint_get(&r->p, r->end, &d, false) && add_delta(r, t, d >> 1, positive) &&
+           (!(d & 1) || (varint_get(&r->p, r->end, units, false) && *units >= 2));
 }
 
 /* Reads the entries (or stamps) into l, whose buffer holds r->count entries. */
@@ -652,7 +628,7 @@ static bool packed_entries(packed_reader_t *r, log_t *l)
     return r->p == r->end; /* nothing may follow */
 }
 
-size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len)
+static size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len)
 {
     packed_reader_t r;
     if (!packed_open(rule, in, len, &r))
@@ -660,8 +636,8 @@ size_t sliding_log_unpack_need(const sl_rule_t *rule, const void *in, size_t len
     return bytes_for(min_i64((int64_t)r.count + 1, rule->limit));
 }
 
-bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state,
-                        size_t bytes)
+static bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void *state,
+                               size_t bytes)
 {
     packed_reader_t r;
     if (!packed_open(rule, in, len, &r) || bytes < bytes_for(1))
@@ -680,7 +656,7 @@ bool sliding_log_unpack(const sl_rule_t *rule, const void *in, size_t len, void 
 #define LEGACY_DROPPED 0x80000000u /* in the older ring's head */
 #define LEGACY_LATEST  0x40000000u
 
-size_t sliding_log_legacy_size(const sl_rule_t *rule)
+static size_t sliding_log_legacy_size(const sl_rule_t *rule)
 {
     return 8 + 8 * (size_t)rule->limit;
 }
@@ -699,7 +675,7 @@ static bool legacy_header(const sl_rule_t *rule, const void *ring, uint32_t *hea
            (!(*flags & LEGACY_DROPPED) || *count == n) && (!(*flags & LEGACY_LATEST) || *count < n);
 }
 
-size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t ring_len)
+static size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t ring_len)
 {
     uint32_t head, count, flags;
     if (ring_len != sliding_log_legacy_size(rule) ||
@@ -708,8 +684,8 @@ size_t sliding_log_legacy_need(const sl_rule_t *rule, const void *ring, size_t r
     return bytes_for(min_i64((int64_t)count + 1, rule->limit));
 }
 
-bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t ring_len, void *state,
-                             size_t bytes)
+static bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t ring_len,
+                                    void *state, size_t bytes)
 {
     uint32_t head, count, flags;
     if (ring_len != sliding_log_legacy_size(rule) ||
@@ -740,3 +716,45 @@ bool sliding_log_from_legacy(const sl_rule_t *rule, const void *ring, size_t rin
     log_put(state, &l);
     return true;
 }
+
+static uint32_t sliding_log_state_size(const sl_rule_t *rule)
+{
+    return (uint32_t)bytes_for((uint64_t)rule->limit); /* header, room for N entries */
+}
+
+/* The entries' meaning depends on the limit (how many) and the window. */
+static bool sliding_log_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->limit == b->limit && a->window_ns == b->window_ns;
+}
+
+static const algorithm_variable_t sliding_log_variable = {
+    .state_min = sliding_log_state_min,
+    .state_init = sliding_log_state_init,
+    .state_bytes = sliding_log_state_bytes,
+    .state_need = sliding_log_state_need,
+    .state_move = sliding_log_state_move,
+    .convert_need = sliding_log_convert_need,
+    .packed_max = sliding_log_packed_max,
+    .packed_need = sliding_log_packed_need,
+    .pack = sliding_log_pack,
+    .unpack_need = sliding_log_unpack_need,
+    .unpack = sliding_log_unpack,
+    .legacy_size = sliding_log_legacy_size,
+    .legacy_need = sliding_log_legacy_need,
+    .from_legacy = sliding_log_from_legacy,
+};
+
+/* sliding_log's functions, for its row in algorithms.c. */
+const algorithm_ops_t sliding_log_ops = {
+    .decide = sliding_log_decide,
+    .is_fresh = sliding_log_is_fresh,
+    .valid = sliding_log_valid,
+    .refund = sliding_log_refund,
+    .charge = sliding_log_charge,
+    .debt = sliding_log_debt,
+    .convert = sliding_log_convert,
+    .state_size = sliding_log_state_size,
+    .same_meaning = sliding_log_same_meaning,
+    .variable = &sliding_log_variable,
+};

@@ -66,8 +66,8 @@ static int64_t retry_after(const sl_rule_t *rule, int64_t prev, int64_t curr, in
     return (w - e) + e2;
 }
 
-void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
-                           sl_decision_t *out)
+static void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
+                                  sl_decision_t *out)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -97,7 +97,7 @@ void sliding_window_decide(const sl_rule_t *rule, void *state, int64_t cost, int
     out->reset_after_ns = curr > 0 ? 2 * w - e : prev > 0 ? w - e : 0;
 }
 
-void sliding_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
+static void sliding_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -108,7 +108,8 @@ void sliding_window_charge(const sl_rule_t *rule, void *state, int64_t cost, int
     memcpy(state, &st, sizeof(st));
 }
 
-int64_t sliding_window_debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now_ns)
+static int64_t sliding_window_debt(const sl_rule_t *rule, const void *state, int64_t cost,
+                                   int64_t now_ns)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -128,8 +129,8 @@ int64_t sliding_window_debt(const sl_rule_t *rule, const void *state, int64_t co
     return debt <= 0 ? 0 : debt > SL_COUNT_MAX ? SL_COUNT_MAX : (int64_t)debt;
 }
 
-void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t charged_ns,
-                           int64_t now_ns)
+static void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost,
+                                  int64_t charged_ns, int64_t now_ns)
 {
     (void)now_ns; /* the counts carry no time within their windows */
     sliding_window_state_t st;
@@ -144,8 +145,9 @@ void sliding_window_refund(const sl_rule_t *rule, void *state, int64_t cost, int
     memcpy(state, &st, sizeof(st));
 }
 
-void sliding_window_convert(const sl_rule_t *from, const void *from_state, const sl_rule_t *to,
-                            void *to_state, size_t to_bytes, int64_t now_ns)
+static void sliding_window_convert(const sl_rule_t *from, const void *from_state,
+                                   const sl_rule_t *to, void *to_state, size_t to_bytes,
+                                   int64_t now_ns)
 {
     (void)to_bytes; /* rule->state_size: a fixed size */
     sliding_window_state_t st, out = {0, 0, 0};
@@ -168,15 +170,15 @@ void sliding_window_convert(const sl_rule_t *from, const void *from_state, const
     memcpy(to_state, &out, sizeof(out));
 }
 
-int64_t sliding_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
-                            int64_t *at_ns)
+static int64_t sliding_window_span(const sl_rule_t *rule, const void *state, int64_t now_ns,
+                                   int64_t *at_ns)
 {
     int64_t k = max_i64(now_ns / rule->window_ns, load_i64(state)); /* clamp */
     *at_ns = max_i64(now_ns, k * rule->window_ns);
     return (k + 1) * rule->window_ns;
 }
 
-bool sliding_window_valid(const sl_rule_t *rule, const void *state)
+static bool sliding_window_valid(const sl_rule_t *rule, const void *state)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -184,7 +186,7 @@ bool sliding_window_valid(const sl_rule_t *rule, const void *state)
            st.window_index >= 0 && st.window_index <= SL_NOW_MAX_NS / rule->window_ns;
 }
 
-bool sliding_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
+static bool sliding_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
     sliding_window_state_t st;
     memcpy(&st, state, sizeof(st));
@@ -193,3 +195,29 @@ bool sliding_window_is_fresh(const sl_rule_t *rule, const void *state, int64_t n
     roll(&st, k, &prev, &curr);
     return prev == 0 && curr == 0;
 }
+
+static uint32_t sliding_window_state_size(const sl_rule_t *rule)
+{
+    (void)rule;
+    return sizeof(sliding_window_state_t); /* window index, current, previous */
+}
+
+/* Counts per window, whatever the limit. */
+static bool sliding_window_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
+{
+    return a->window_ns == b->window_ns;
+}
+
+/* sliding_window's functions, for its row in algorithms.c. */
+const algorithm_ops_t sliding_window_ops = {
+    .decide = sliding_window_decide,
+    .is_fresh = sliding_window_is_fresh,
+    .valid = sliding_window_valid,
+    .refund = sliding_window_refund,
+    .charge = sliding_window_charge,
+    .debt = sliding_window_debt,
+    .convert = sliding_window_convert,
+    .state_size = sliding_window_state_size,
+    .same_meaning = sliding_window_same_meaning,
+    .span = sliding_window_span,
+};

@@ -1480,6 +1480,42 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
     return n;
 }
 
+/*
+ * A request of a refused call, other than the refused one: its cost alone on its key as stored
+ * (the scratch state is not looked at), charging nothing. Admitted alone, *out is a peek of the
+ * key (remaining and reset_after as they are; nothing is owed, so no delay); refused alone, the
+ * refusal (which changes no state), with its own retry_after. Holding the key's shard lock.
+ */
+static void multi_alone(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
+{
+    const sl_table_t *t = mk->t;
+    void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+    if (stored != NULL)
+        core_decide(&t->rule, stored, 0, mk->now_ns, out); /* a peek changes nothing */
+    else
+        fresh_decision(t, 0, out);
+    if (cost == 0 || (out->allowed && cost <= out->remaining))
+        return; /* "remaining": what a request right now could take */
+    sl_decision_t alone;
+    if (!t->state_external) { /* on a copy: a max_delay rule may admit past remaining */
+        uint64_t copy[STATE_INLINE_MAX / 8];
+        if (stored != NULL)
+            memcpy(copy, stored, t->state_size);
+        else
+            memset(copy, 0, t->state_size);
+        core_decide(&t->rule, copy, cost, mk->now_ns, &alone);
+    } else if (stored !=
+               NULL) { /* past what it could take: refused, and a refusal writes nothing */
+        assert(t->rule.max_delay_ns == 0);
+        core_decide(&t->rule, stored, cost, mk->now_ns, &alone);
+        assert(!alone.allowed);
+    } else { /* a fresh key refuses only a cost over its capacity */
+        fresh_decision(t, cost, &alone);
+    }
+    if (!alone.allowed)
+        *out = alone;
+}
+
 int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
 {
     if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
@@ -1538,14 +1574,10 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
         reqs[at].status = rc;
         *refused = at;
     } else if (*refused < n) {
-        for (size_t i = *refused + 1; i < n; i++) { /* not decided: a peek at what is stored */
-            multi_key_t *mk = &m->keys[m->key_of[i]];
+        for (size_t i = 0; i < n; i++) { /* nothing charged: each as it stands alone */
+            if (i != *refused)
+                multi_alone(&m->keys[m->key_of[i]], reqs[i].cost, &reqs[i].decision);
             reqs[i].status = SL_OK;
-            if (mk->entry != NULL)
-                core_decide(&mk->t->rule, entry_state(mk->t, mk->entry), 0, now_ns,
-                            &reqs[i].decision);
-            else
-                fresh_decision(mk->t, 0, &reqs[i].decision);
         }
     } else if ((rc = multi_make_room(m, now_ns, &at)) != SL_OK) {
         at = m->keys[at].first;
@@ -1947,7 +1979,11 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         shard_t *s = &t->shards[k];
         shard_lock(s);
         uint32_t before = s->count;
-        shard_drop_fresh(t, s, now_ns);
+        if (before > 0) {
+            shard_drop_fresh(t, s, now_ns);
+        } else if (now_ns > s->reclaimed_ns) {
+            s->reclaimed_ns = now_ns; /* an empty shard: nothing to walk */
+        }
         dropped += before - s->count;
         shard_unlock(s);
     }

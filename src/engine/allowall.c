@@ -90,13 +90,27 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
     a->got[ref->i] = *ed; /* a refund's answer: what the key holds after it, as a peek */
+    engine_decision_t *got = &a->got[ref->i];
+    if (a->phase == PHASE_REFUND && got->shadowed) { /* a shadow rule's key as it stands */
+        got->shadowed = false;
+        got->d.allowed = false;
+        got->d.retry_after_ns = got->shadowed_retry_after_ns;
+    }
     if (--a->left == 0) {
         allowall_step(a);
     }
 }
 
-/* Starts, for merged checks [0, m) that `want` selects, a decision of its cost (PHASE_CHARGE) or
- * the refund of its charged cost (PHASE_REFUND). */
+/* Starts, for merged checks [0, m) that `want` selects, a decision of its cost (PHASE_CHARGE), or
+ * the refund of its charged cost or a shadow rule's peek (PHASE_REFUND: the whole refused, a
+ * shadow rule's check reports its key as it stands, as decide_all_now's do). */
+/* A check whose charge took units: admitted for real (not by shadow mode or on_store_error). */
+static bool charged(const allowall_t *a, size_t j)
+{
+    const engine_decision_t *ed = &a->got[j];
+    return a->costs[j] > 0 && ed->d.allowed && !ed->shadowed && !ed->store_error;
+}
+
 static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_t j))
 {
     a->left = 1; /* held until every request is started, so none completes the phase early */
@@ -111,6 +125,9 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
              * would give back their newer units or a refill the charge no longer holds */
             req = (engine_request_t){
                 .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
+            if (!charged(a, j)) {
+                req = (engine_request_t){.cost = 0};
+            }
         }
         a->left++;
         if (engine_request_async(a->w, a->rules[j], a->keys[j], a->key_lens[j], &req, a->now_ns,
@@ -134,11 +151,13 @@ static bool every_check(const allowall_t *a, size_t j)
     return true;
 }
 
-/* A check whose charge took units: admitted for real (not by shadow mode or on_store_error). */
-static bool was_charged(const allowall_t *a, size_t j)
+/* A check whose charge took units (to give back when the whole is refused), or a shadow rule's
+ * check not decided apart (to peek at). */
+static bool refund_or_peek(const allowall_t *a, size_t j)
 {
     const engine_decision_t *ed = &a->got[j];
-    return a->costs[j] > 0 && ed->d.allowed && !ed->shadowed && !ed->store_error;
+    return charged(a, j) ||
+           (a->rules[j]->def.shadow && !ed->store_error && !ed->blocked && !ed->never);
 }
 
 /* The step-by-step path (the Redis store without one atomic script). */
@@ -164,7 +183,7 @@ static void allowall_step(allowall_t *a)
     }
     a->phase = PHASE_REFUND;
     a->refused = refused;
-    allowall_send(a, was_charged);
+    allowall_send(a, refund_or_peek);
 }
 
 /* The one atomic step's answer: the refusal, or every check charged. */
@@ -294,6 +313,20 @@ static bool all_now_charge(all_now_t *x, size_t *refused)
     return true;
 }
 
+/* The whole refused after the charge was tried: a shadow rule's pair, not decided, reports its
+ * key as it stands (a peek, not counted), as every pair the refusal did not charge does. */
+static void all_now_peek_shadows(all_now_t *x)
+{
+    request_store_t *s = x->w->engine->requests;
+    const engine_request_t peek = {.cost = 0};
+    for (size_t i = 0; i < x->n; i++) {
+        if (!x->out[i] && x->rules[i]->def.shadow) {
+            s->ops->decide(s, x->w->requests, &x->pairs[i].tg, &peek, x->now_ns, &x->d[i].d, NULL,
+                           NULL);
+        }
+    }
+}
+
 /*
  * n distinct (rule, key) pairs whose overrides are in the worker's cache. The pairs of rules in
  * force (not in shadow mode) are decided in one decide_all, under every shard's lock at once:
@@ -323,6 +356,7 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
         answered = all_now_charge(&x, refused);
     }
     if (*refused < n) {
+        all_now_peek_shadows(&x);
         return;
     }
     /* every pair in force was charged: the shadow rules' pairs, each on its own */
@@ -376,8 +410,8 @@ static void all_answered(void *arg, int status, const sl_decision_t *d, size_t n
 }
 
 /* The pairs in one step of the store's (one script inside Redis). Returns ENGINE_OK (answered
- * later through allowall_atomic), or ENGINE_ENOTSUP with nothing done (a blocked key, a lookup
- * to make, a store that cannot: decide pair by pair). */
+ * through allowall_atomic, now or later), or ENGINE_ENOTSUP with nothing done (a blocked key, a
+ * lookup to make, a store that cannot: decide pair by pair). */
 static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **rules,
                             const char *const *keys, const size_t *key_lens, const int64_t *costs,
                             size_t n, int64_t now_ns)
@@ -412,13 +446,19 @@ static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **ru
         op->rules[i] = rules[i];
         engine_rule_hold(rules[i]);
     }
-    if (s->ops->decide_all(s, w->requests, pairs, n, now_ns, NULL, NULL, all_answered, op) !=
-        STORE_PENDING) {
+    sl_decision_t d[STORE_ALL_MAX];
+    size_t at = n;
+    int st = s->ops->decide_all(s, w->requests, pairs, n, now_ns, d, &at, all_answered, op);
+    if (st == STORE_ENOTSUP) {
         for (size_t i = 0; i < n; i++) {
             engine_state_release(op->rules[i]);
         }
         free(op);
         return ENGINE_ENOTSUP;
+    }
+    if (st != STORE_PENDING) { /* answered within the call: at is the refused pair, or n */
+        all_answered(op, st == SL_OK ? 0 : -1, st == SL_OK ? d : NULL, n, at < n ? (long)at : -1,
+                     "the request store failed");
     }
     return ENGINE_OK;
 }

@@ -14,8 +14,6 @@
 
 #include "sluice/sluice.h"
 
-#define NS_PER_MS INT64_C(1000000)
-
 typedef struct job_queue {
     config_job_t *head, *tail;
 } job_queue_t;
@@ -219,7 +217,7 @@ int config_thread_start(config_store_t *store, unsigned inboxes, int64_t poll_in
     t->poll = poll;
     t->poll_arg = poll_arg;
     t->poll_ms =
-        poll_interval_ns > 0 ? (uint64_t)((poll_interval_ns + NS_PER_MS - 1) / NS_PER_MS) : 0;
+        poll_interval_ns > 0 ? (uint64_t)((poll_interval_ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS) : 0;
     t->ninboxes = inboxes;
     t->inboxes = in;
     for (unsigned i = 0; i < inboxes; i++) {

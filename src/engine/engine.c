@@ -475,9 +475,9 @@ void engine_memory(const engine_t *e, size_t *used, size_t *max)
 
 void engine_worker_stats(const engine_worker_t *w, engine_store_stats_t *out)
 {
-    *out = (engine_store_stats_t){0};
     request_store_t *s = w->engine->requests;
+    *out = (engine_store_stats_t){.list = s->ops->stat_list, .n = s->ops->nstat};
     if (s->ops->stats != NULL) {
-        s->ops->stats(s, &w->requests, out);
+        s->ops->stats(s, &w->requests, out->value);
     }
 }

@@ -109,8 +109,9 @@ typedef struct engine engine_t;
 /* The result of one check, with everything a front end reports. */
 typedef struct engine_decision {
     sl_decision_t d;
-    bool shadowed;     /* denied by the rule but allowed: shadow mode */
-    bool store_error;  /* decided by on_store_error */
+    bool shadowed;                   /* denied by the rule but allowed: shadow mode */
+    int64_t shadowed_retry_after_ns; /* shadowed: the refusal's retry_after as the store gave it */
+    bool store_error;                /* decided by on_store_error */
     bool never;        /* the cost exceeds what the rule can ever admit for this key */
     bool blocked;      /* the key's override blocks it (limit 0) */
     bool peek;         /* a cost of 0 (a peek, or a settle): the console's rates and top keys

@@ -56,6 +56,7 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
     } else if (rs->def.shadow) {
         out->shadowed = true;
+        out->shadowed_retry_after_ns = out->d.retry_after_ns;
         out->d.allowed = true;
         out->d.retry_after_ns = 0;
         atomic_fetch_add_explicit(&c->shadow_denied, 1, memory_order_relaxed);
@@ -184,19 +185,14 @@ static void op_release(engine_op_t *op)
     }
 }
 
-/* Completes op with op->out: fills the starter's result, or calls fn; then releases it. */
-static void op_complete(engine_op_t *op)
+/* Answers op's later completion through fn, then releases it. */
+static void op_finish(engine_op_t *op)
 {
-    if (op->starting) {
-        *op->sync_out = op->out;
-        op->finished = true; /* engine_decide_start releases it */
-        return;
-    }
     op->fn(op->arg, ENGINE_OK, &op->out);
     op_release(op);
 }
 
-/* The store's answer to op. */
+/* The store's answer to op: after decide returned STORE_PENDING (request_store.h). */
 static void store_answered(void *arg, int status, const sl_decision_t *d, const char *err)
 {
     engine_op_t *op = arg;
@@ -211,30 +207,28 @@ static void store_answered(void *arg, int status, const sl_decision_t *d, const 
                          : status == SL_EDEBT ? SL_EDEBT
                                               : SL_EINVAL,
                          &op->out, op->key, op->key_len, op->now_ns);
-    op_complete(op);
+    op_finish(op);
 }
 
 /* Continues a decision whose override is now known (en NULL: the lookup failed, apply
- * on_store_error): asks the store, and completes op now or when the store answers. */
-static void op_continue(engine_op_t *op, const ov_entry_t *en)
+ * on_store_error): asks the store. Returns true when op->out is its answer now, false when the
+ * store answers later (store_answered). */
+static bool op_continue(engine_op_t *op, const ov_entry_t *en)
 {
     engine_worker_t *w = op->w;
     rule_state_t *rs = op->rs;
     if (op->resolve_only) {
         op->out.store_error = en == NULL;
-        op_complete(op);
-        return;
+        return true;
     }
     if (rs->has_overrides && en == NULL) {
         log_debug("rule '%s': override lookup failed", rs->def.name);
         engine_decision_done(w, rs, SL_EINVAL, &op->out, NULL, 0, 0);
-        op_complete(op);
-        return;
+        return true;
     }
     if (engine_blocked(en, &op->out)) {
         engine_decision_done(w, rs, SL_OK, &op->out, op->key, op->key_len, op->now_ns);
-        op_complete(op);
-        return;
+        return true;
     }
     request_store_t *s = w->engine->requests;
     store_target_t tg;
@@ -242,15 +236,20 @@ static void op_continue(engine_op_t *op, const ov_entry_t *en)
     /* key and cost were checked when the decision started */
     int st =
         s->ops->decide(s, w->requests, &tg, &op->req, op->now_ns, &op->out.d, store_answered, op);
-    if (st != STORE_PENDING) {
-        engine_decision_done(w, rs, st, &op->out, op->key, op->key_len, op->now_ns);
-        op_complete(op);
+    if (st == STORE_PENDING) {
+        return false;
     }
+    engine_decision_done(w, rs, st, &op->out, op->key, op->key_len, op->now_ns);
+    return true;
 }
 
+/* The override lookup op waited for is answered (after override_wait returned). */
 static void op_resume(ov_waiter_t *waiter, const ov_entry_t *en)
 {
-    op_continue((engine_op_t *)waiter, en); /* wait is op's first member */
+    engine_op_t *op = (engine_op_t *)waiter; /* wait is op's first member */
+    if (op_continue(op, en)) {
+        op_finish(op);
+    }
 }
 
 /* engine_decide_start and engine_settle_start: req says which (the request was checked). */
@@ -281,20 +280,15 @@ static int op_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_
         return ENGINE_OK;
     }
     op->req = *req;
-    op->starting = true;
-    op->sync_out = out;
-    if (wait) {
-        override_wait(w, rs, op->key, op->key_len, &op->wait);
-    } else {
-        op_continue(op, en);
+    ov_entry_t copy;
+    bool now = !wait || override_wait(w, rs, op->key, op->key_len, &op->wait, &copy, &en);
+    if (!now || !op_continue(op, en)) {
+        *pending = (engine_pending_t *)op; /* answered through engine_pending_then's fn */
+        return ENGINE_PENDING;
     }
-    op->starting = false;
-    if (op->finished) {
-        op_release(op);
-        return ENGINE_OK;
-    }
-    *pending = (engine_pending_t *)op;
-    return ENGINE_PENDING;
+    *out = op->out;
+    op_release(op);
+    return ENGINE_OK;
 }
 
 int engine_request_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
@@ -388,11 +382,16 @@ int engine_resolve_overrides(engine_worker_t *w, rule_state_t *const *rules,
         if (op == NULL) {
             continue;
         }
-        r->left++;
         op->resolve_only = true;
         op->fn = resolved_one;
         op->arg = r;
-        override_wait(w, rules[i], op->key, op->key_len, &op->wait);
+        ov_entry_t copy;
+        const ov_entry_t *en;
+        if (override_wait(w, rules[i], op->key, op->key_len, &op->wait, &copy, &en)) {
+            op_release(op); /* known now: nothing to wait for */
+            continue;
+        }
+        r->left++;
     }
     if (r == NULL) {
         return ENGINE_OK;
@@ -481,8 +480,9 @@ int engine_reset_async(engine_worker_t *w, rule_state_t *rs, const void *key, si
     store_target_t tg;
     engine_decision_t unused;
     engine_target(rs, NULL, key, key_len, &tg, &unused);
-    if (s->ops->reset(s, w->requests, &tg, reset_answered, op) != STORE_PENDING) {
-        reset_answered(op, 0, NULL, NULL);
+    int st = s->ops->reset(s, w->requests, &tg, reset_answered, op);
+    if (st != STORE_PENDING) {
+        reset_answered(op, st, NULL, NULL); /* answered within the call */
     }
     return ENGINE_OK;
 }

@@ -87,9 +87,9 @@ struct ov_waiter {
 
 /*
  * A decision that completes later: waiting for an override lookup, or for a store that answers
- * later. Reused through the worker's free list. While it is being started (engine_decide_start)
- * `starting` is set, and a completion then only fills *sync_out; otherwise completion calls
- * fn(arg).
+ * later. Reused through the worker's free list. Neither calls back inside the call that started
+ * the wait (override_wait, request_store.h), so an op that completes while it is being started
+ * is answered by the start's return value, and fn(arg) is called only for a later completion.
  */
 typedef struct engine_op {
     ov_waiter_t wait; /* first */
@@ -98,9 +98,6 @@ typedef struct engine_op {
     engine_decision_fn fn;
     void *arg;
     engine_decision_t out;
-    engine_decision_t *sync_out; /* while starting */
-    bool starting;
-    bool finished;     /* completed while starting */
     bool resolve_only; /* only waits for the override: completes without deciding */
     engine_request_t req;
     int64_t now_ns;
@@ -233,12 +230,13 @@ const ov_entry_t *override_lookup_now(engine_worker_t *w, rule_state_t *rs, cons
 /* Makes waiter wait for (rs, key)'s override (key: key_len bytes that stay valid while it
  * waits; rs held by the waiter's owner): joins a lookup in flight for the same (rule, key), or
  * submits one to the config thread, or, with OV_WAITS_MAX in flight, waits its turn in order.
- * waiter->resume runs on this worker's loop when the answer is known: the store's, or the last
- * known answer when the store failed or did not answer within the override timeout, or NULL
- * when there is none (apply on_store_error). At once when the worker knows the store is stuck
- * or out of memory. */
-void override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                   ov_waiter_t *waiter);
+ * waiter->resume runs later on this worker's loop, never inside this call, when the answer is
+ * known: the store's, or the last known answer when the store failed or did not answer within
+ * the override timeout, or NULL when there is none (apply on_store_error). Returns true instead,
+ * with *known (in *copy, or NULL) and nothing waiting, when the answer is known now: cached, or
+ * the store stuck or out of memory. */
+bool override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                   ov_waiter_t *waiter, ov_entry_t *copy, const ov_entry_t **known);
 
 /* Gives the worker its loop's timer for lookups' deadlines (engine_worker_attach). */
 void override_worker_attach(engine_worker_t *w, uv_loop_t *loop);

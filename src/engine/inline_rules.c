@@ -27,13 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/algorithms.h"
 #include "engine/engine_impl.h"
 #include "engine/events.h"
 #include "engine/log.h"
 
 #define INLINE_IDLE_NS  (INT64_C(10) * 1000000000) /* unused this long: may be reclaimed */
 #define INLINE_TOUCH_NS INT64_C(1000000000)        /* last_used is refreshed this often */
-#define NS_PER_MS       INT64_C(1000000)
 
 struct inline_set {
     size_t n;
@@ -153,23 +153,25 @@ void inline_worker_end(engine_worker_t *w)
  * SL.THROTTLE's arguments left out would; max_delay is added only when set. */
 static void inline_name(const sl_rule_t *r, char name[RULE_NAME_MAX + 1])
 {
-    bool tokens = r->algorithm == SL_TOKEN_BUCKET || r->algorithm == SL_GCRA;
-    int64_t burst = tokens && r->burst == r->limit ? SL_DEFAULT : r->burst;
-    int64_t buckets = r->algorithm == SL_SLIDING_BUCKETS && r->buckets == SL_BUCKETS_DEFAULT
-                          ? SL_DEFAULT
-                          : r->buckets;
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    const bool tokens = row->burst.taken, ks = row->buckets.taken;
+    int64_t burst =
+        tokens && r->burst == core_param_default(&row->burst, r->limit) ? SL_DEFAULT : r->burst;
+    int64_t buckets =
+        ks && r->buckets == core_param_default(&row->buckets, r->limit) ? SL_DEFAULT : r->buckets;
     if (!tokens && burst == 0) {
         burst = SL_DEFAULT;
     }
-    if (r->algorithm != SL_SLIDING_BUCKETS && buckets == 0) {
+    if (!ks && buckets == 0) {
         buckets = SL_DEFAULT;
     }
-    int n = snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
-                     sl_algorithm_name(r->algorithm), (long long)r->limit,
-                     (long long)(r->window_ns / NS_PER_MS), (long long)burst, (long long)buckets);
+    int n =
+        snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
+                 sl_algorithm_name(r->algorithm), (long long)r->limit,
+                 (long long)(r->window_ns / SL_NS_PER_MS), (long long)burst, (long long)buckets);
     if (r->max_delay_ns > 0 && n > 0 && n < RULE_NAME_MAX) {
         n += snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":%lld",
-                      (long long)(r->max_delay_ns / NS_PER_MS));
+                      (long long)(r->max_delay_ns / SL_NS_PER_MS));
     }
     if (r->max_debt != r->capacity && n > 0 && n < RULE_NAME_MAX) { /* MAX_DEBT given */
         snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":debt%lld", (long long)r->max_debt);

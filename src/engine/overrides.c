@@ -36,8 +36,6 @@
 #include "engine/engine_impl.h"
 #include "engine/events.h"
 
-#define NS_PER_MS INT64_C(1000000)
-
 /* ---- override handles ---------------------------------------------------------------------- */
 
 void *override_table(rule_tables_t *t, const sl_rule_t *rule)
@@ -222,7 +220,7 @@ static const ov_entry_t *cache_known(engine_worker_t *w, rule_state_t *rs, const
 static void note_failure(const engine_worker_t *w, const rule_state_t *rs, bool known,
                          bool timed_out, const char *why)
 {
-    long long ms = (long long)(w->engine->cfg.override_timeout_ns / NS_PER_MS);
+    long long ms = (long long)(w->engine->cfg.override_timeout_ns / SL_NS_PER_MS);
     const char *by = rs->def.on_store_error == RULE_ON_ERROR_ALLOW ? "allowed" : "denied";
     if (timed_out && known) {
         event_note(EV_OVERRIDE_TIMEOUT_KNOWN,
@@ -436,7 +434,7 @@ static void timer_arm(engine_worker_t *w, int64_t after_ns)
         uv_is_active((uv_handle_t *)&w->ov_timer)) {
         return;
     }
-    uint64_t ms = (uint64_t)((after_ns + NS_PER_MS - 1) / NS_PER_MS);
+    uint64_t ms = (uint64_t)((after_ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
     uv_timer_start(&w->ov_timer, on_deadline, ms > 0 ? ms : 1, 0);
 }
 
@@ -498,39 +496,57 @@ static void queue_push(engine_worker_t *w, ov_waiter_t *waiter)
                OV_WAITS_MAX);
 }
 
+/* What a decision goes on with when its lookup of (rs, key) failed at once: the last known
+ * answer in *copy, or NULL (on_store_error); the failure noted. */
+static const ov_entry_t *failed_now(engine_worker_t *w, rule_state_t *rs, const char *key,
+                                    size_t key_len, bool timed_out, const char *why,
+                                    ov_entry_t *copy)
+{
+    const ov_entry_t *en = cache_known(w, rs, key, key_len, sl_now_ns());
+    note_failure(w, rs, en != NULL, timed_out, why);
+    if (en == NULL) {
+        return NULL;
+    }
+    *copy = *en;
+    return copy;
+}
+
 /* Starts waiter's wait (its rs, key set): the cache if it has the answer by now; what is known
  * when the store is stuck; a lookup in flight to join; a new lookup, unless OV_WAITS_MAX are in
- * flight or (in_turn false) earlier decisions wait for one: then in the queue. */
-static void wait_start(engine_worker_t *w, ov_waiter_t *waiter, bool in_turn)
+ * flight or (in_turn false) earlier decisions wait for one: then in the queue. Returns true when
+ * the answer is known now (*known, NULL: none), and the waiter waits for nothing. */
+static bool wait_start(engine_worker_t *w, ov_waiter_t *waiter, bool in_turn, ov_entry_t *copy,
+                       const ov_entry_t **known)
 {
     rule_state_t *rs = waiter->rs;
     const ov_entry_t *en = override_cached(w, rs, waiter->key, waiter->key_len, sl_now_ns());
     if (en != NULL) {
-        ov_entry_t copy = *en;
-        waiter->resume(waiter, &copy);
-        return;
+        *copy = *en;
+        *known = copy;
+        return true;
     }
     if (w->ov_stuck) {
-        resume_failed(w, rs, waiter->key, waiter->key_len, waiter, true, NULL);
-        return;
+        *known = failed_now(w, rs, waiter->key, waiter->key_len, true, NULL, copy);
+        return true;
     }
     uint64_t h = entry_hash(rs, waiter->key, waiter->key_len);
     ov_wait_t *x = index_find(w, h, rs, waiter->key, waiter->key_len);
     if (x != NULL) {
         x->tail->next = waiter;
         x->tail = waiter;
-        return;
+        return false;
     }
     if (w->nov_waits >= OV_WAITS_MAX || (!in_turn && w->ov_queue != NULL)) {
         queue_push(w, waiter);
-        return;
+        return false;
     }
     if ((x = wait_new(w, rs, waiter->key, waiter->key_len, h, waiter)) == NULL) {
-        resume_failed(w, rs, waiter->key, waiter->key_len, waiter, false, "out of memory");
-        return;
+        *known = failed_now(w, rs, waiter->key, waiter->key_len, false, "out of memory", copy);
+        return true;
     }
     config_job_submit(w->engine->ct, &x->job);
     timer_arm(w, w->engine->cfg.override_timeout_ns);
+    return false;
 }
 
 /* Decisions that waited for a free lookup go on, in order, while lookups are free (all of them
@@ -544,7 +560,11 @@ static void queue_drain(engine_worker_t *w)
             w->ov_queue_tail = NULL;
         }
         wt->next = NULL;
-        wait_start(w, wt, true);
+        ov_entry_t copy;
+        const ov_entry_t *en;
+        if (wait_start(w, wt, true, &copy, &en)) {
+            wt->resume(wt, en);
+        }
     }
     if (w->ov_queue == NULL && w->ov_ready != NULL) {
         void (*fn)(void *) = w->ov_ready;
@@ -605,14 +625,14 @@ static void wait_drop(config_job_t *job)
     wait_free((ov_wait_t *)job);
 }
 
-void override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
-                   ov_waiter_t *waiter)
+bool override_wait(engine_worker_t *w, rule_state_t *rs, const void *key, size_t key_len,
+                   ov_waiter_t *waiter, ov_entry_t *copy, const ov_entry_t **known)
 {
     waiter->next = NULL;
     waiter->rs = rs;
     waiter->key = key;
     waiter->key_len = key_len;
-    wait_start(w, waiter, false);
+    return wait_start(w, waiter, false, copy, known);
 }
 
 bool engine_worker_saturated(const engine_worker_t *w)

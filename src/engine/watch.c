@@ -20,8 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NS_PER_S INT64_C(1000000000)
-#define RELAXED  memory_order_relaxed
+#include "sluice/sluice.h"
+
+#define RELAXED memory_order_relaxed
 
 typedef struct watch_second {
     _Atomic int64_t second; /* which second it counts, s since the epoch (-1: none yet) */
@@ -124,8 +125,8 @@ static topk_t *denied_sketches(watch_t *w, watch_loop_t *l)
 /* Moves l on to the second (and interval) of now_ns. */
 static void next_second(watch_loop_t *l, int64_t now_ns)
 {
-    l->second = now_ns / NS_PER_S;
-    l->second_start = l->second * NS_PER_S;
+    l->second = now_ns / SL_NS_PER_SEC;
+    l->second_start = l->second * SL_NS_PER_SEC;
     watch_second_t *s = &l->sec[l->second % WATCH_SECONDS];
     if (atomic_load_explicit(&s->second, RELAXED) != l->second) {
         atomic_store_explicit(&s->second, -1, RELAXED); /* readers: being claimed */
@@ -161,7 +162,7 @@ void watch_record(watch_t *w, unsigned loop, const void *key, size_t key_len,
         return;
     }
     /* a clock that stepped back stays in the second it left: counters never move backwards */
-    if (now_ns - l->second_start >= NS_PER_S) {
+    if (now_ns - l->second_start >= SL_NS_PER_SEC) {
         next_second(l, now_ns);
     }
     watch_second_t *s = &l->sec[l->second % WATCH_SECONDS];

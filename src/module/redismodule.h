@@ -1,7 +1,9 @@
 /*
  * redismodule.h - the part of the Redis module API that sluice.so uses, written from the
  * documented API (https://redis.io/docs/reference/modules/modules-api-ref/). Every function
- * here exists in Redis 6.2.2 and later (Debian 12 ships 7.0.15).
+ * here exists in Redis 6.2.2 and later (Debian 12 ships 7.0.15), except RedisModule_GetCommand and
+ * RedisModule_SetCommandInfo (Redis 7.0: a command's summary, arity and arguments for COMMAND
+ * DOCS and COMMAND INFO), which are looked up but may be missing.
  *
  * The ABI: redis-server calls RedisModule_OnLoad(ctx, argv, argc). The first word of the
  * context is a pointer to RedisModule_GetApi(name, &fnptr), which looks a function up by its
@@ -52,6 +54,93 @@ typedef struct RedisModuleString RedisModuleString;
 
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
+/* Command descriptions (RedisModule_SetCommandInfo, Redis 7.0): the layouts the API documents,
+ * version 1 of RedisModuleCommandInfo. A list of arguments ends with an element of zeros. */
+typedef struct RedisModuleCommand RedisModuleCommand;
+
+typedef enum {
+    REDISMODULE_ARG_TYPE_STRING = 0,
+    REDISMODULE_ARG_TYPE_INTEGER = 1,
+    REDISMODULE_ARG_TYPE_DOUBLE = 2,
+    REDISMODULE_ARG_TYPE_KEY = 3,
+    REDISMODULE_ARG_TYPE_PATTERN = 4,
+    REDISMODULE_ARG_TYPE_UNIX_TIME = 5,
+    REDISMODULE_ARG_TYPE_PURE_TOKEN = 6,
+    REDISMODULE_ARG_TYPE_ONEOF = 7,
+    REDISMODULE_ARG_TYPE_BLOCK = 8,
+} RedisModuleCommandArgType;
+
+#define REDISMODULE_CMD_ARG_OPTIONAL (1 << 0)
+#define REDISMODULE_CMD_ARG_MULTIPLE (1 << 1)
+
+typedef struct RedisModuleCommandArg {
+    const char *name;
+    RedisModuleCommandArgType type;
+    int key_spec_index; /* a key's key spec (0: the first key's), else -1 */
+    const char *token;
+    const char *summary;
+    const char *since;
+    int flags; /* REDISMODULE_CMD_ARG_* */
+    const char *deprecated_since;
+    struct RedisModuleCommandArg *subargs;
+    const char *display_text;
+} RedisModuleCommandArg;
+
+typedef struct {
+    const char *since;
+    const char *changes;
+} RedisModuleCommandHistoryEntry;
+
+typedef struct {
+    const char *notes;
+    uint64_t flags;
+    int begin_search_type;
+    union {
+        struct {
+            int pos;
+        } index;
+        struct {
+            const char *keyword;
+            int startfrom;
+        } keyword;
+    } bs;
+    int find_keys_type;
+    union {
+        struct {
+            int lastkey, keystep, limit;
+        } range;
+        struct {
+            int keynumidx, firstkey, keystep;
+        } keynum;
+    } fk;
+} RedisModuleCommandKeySpec;
+
+typedef struct {
+    int version;
+    size_t sizeof_historyentry;
+    size_t sizeof_keyspec;
+    size_t sizeof_arg;
+} RedisModuleCommandInfoVersion;
+
+typedef struct {
+    const RedisModuleCommandInfoVersion *version;
+    const char *summary;
+    const char *complexity;
+    const char *since;
+    RedisModuleCommandHistoryEntry *history;
+    const char *tips;
+    int arity;                            /* N exactly N arguments with the name, -N at least N */
+    RedisModuleCommandKeySpec *key_specs; /* NULL: the first/last/step given at creation */
+    RedisModuleCommandArg *args;
+} RedisModuleCommandInfo;
+
+static const RedisModuleCommandInfoVersion RedisModule_CommandInfoVersion1 = {
+    .version = 1,
+    .sizeof_historyentry = sizeof(RedisModuleCommandHistoryEntry),
+    .sizeof_keyspec = sizeof(RedisModuleCommandKeySpec),
+    .sizeof_arg = sizeof(RedisModuleCommandArg),
+};
+
 /* ---- the functions (pointers filled by RedisModule_Init) ---------------------------------- */
 
 #define REDISMODULE_API static
@@ -67,6 +156,11 @@ REDISMODULE_API int (*RedisModule_CreateCommand)(RedisModuleCtx *ctx, const char
                                                  RedisModuleCmdFunc cmdfunc, const char *strflags,
                                                  int firstkey, int lastkey, int keystep);
 REDISMODULE_API void (*RedisModule_SetModuleOptions)(RedisModuleCtx *ctx, int options);
+/* Redis 7.0 and later (NULL before): a command's description for COMMAND DOCS and INFO. */
+REDISMODULE_API RedisModuleCommand *(*RedisModule_GetCommand)(RedisModuleCtx *ctx,
+                                                              const char *name);
+REDISMODULE_API int (*RedisModule_SetCommandInfo)(RedisModuleCommand *command,
+                                                  const RedisModuleCommandInfo *info);
 REDISMODULE_API void (*RedisModule_Log)(RedisModuleCtx *ctx, const char *level, const char *fmt,
                                         ...) __attribute__((format(printf, 3, 4)));
 
@@ -118,6 +212,8 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver, int 
     int missing = 0;
     missing |= REDISMODULE_GET_API(SetModuleAttribs);
     REDISMODULE_GET_API(IsModuleNameBusy); /* optional */
+    REDISMODULE_GET_API(GetCommand);       /* optional (7.0) */
+    REDISMODULE_GET_API(SetCommandInfo);   /* optional (7.0) */
     missing |= REDISMODULE_GET_API(CreateCommand);
     missing |= REDISMODULE_GET_API(SetModuleOptions);
     missing |= REDISMODULE_GET_API(Log);

@@ -3,6 +3,12 @@
  * redis-server and Redis Cluster. Glue only: arguments, errors and replies come from
  * src/proto/throttle_args.c (shared with sluiced), decisions from the core (src/core/), and
  * this file moves state between a Redis key and sl_decide(). docs/module.md is the user's view.
+ * The commands' flags, arity, summary and arguments are their descriptions in
+ * src/proto/commands.c, registered at load (COMMAND INFO and COMMAND DOCS on Redis 7).
+ *
+ * It is long because every call into Redis goes through redismodule.h's function pointers,
+ * which are static, this file's own: what calls Redis (the commands, their registration and
+ * descriptions) is one file.
  *
  *   SL.THROTTLE key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] [COST n]
  *               [CLOSED_FROM unix_ms]
@@ -52,6 +58,7 @@
 #include "core/core.h"
 #include "module/redismodule.h"
 #include "module/value.h"
+#include "proto/commands.h"
 #include "proto/throttle_args.h"
 #include "sluice/sluice.h"
 #include "sluice/version.h"
@@ -62,8 +69,6 @@
 #define ARGS_LOCAL        16   /* arguments converted on the stack; more go to the heap */
 #define STATE_LOCAL       2048 /* state (and packed) bytes on the stack; larger go to the heap */
 #define PARSE_CACHE_BYTES 96   /* longest argument list (after the key) the parse cache keeps */
-
-#define NS_PER_MS INT64_C(1000000)
 
 #define ERR_NOT_STATE                                                                              \
     "ERR the key holds a string that is not sluice state (DEL it, or use another key)"
@@ -113,7 +118,7 @@ static const char *unpack(const sl_rule_t *rule, size_t header_len, const uint8_
 {
     const char *name = sl_algorithm_name(rule->algorithm);
     size_t want = sl_state_size(rule), need = core_state_unpack_need(rule, p, len);
-    if (rule->algorithm != SL_SLIDING_LOG && len != want) {
+    if (!(core_algorithm(rule->algorithm)->caps & CORE_CAP_VARIABLE) && len != want) {
         snprintf(err, THROTTLE_ERR_MAX,
                  "ERR the key holds corrupt sluice state (%zu bytes, %s needs %zu); SL.RESET it",
                  header_len + len, name, header_len + want);
@@ -241,7 +246,7 @@ static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_
 {
     int64_t at = reset_after_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + reset_after_ns;
     if (at < SL_NOW_MAX_NS && !sl_state_is_fresh(rule, state, at)) {
-        int64_t lo = at, step = NS_PER_MS; /* lo: not fresh */
+        int64_t lo = at, step = SL_NS_PER_MS; /* lo: not fresh */
         for (;;) {
             at = step > SL_NOW_MAX_NS - lo ? SL_NOW_MAX_NS : lo + step;
             if (at == SL_NOW_MAX_NS || sl_state_is_fresh(rule, state, at)) {
@@ -259,7 +264,7 @@ static mstime_t expiry_ms(const sl_rule_t *rule, const void *state, int64_t now_
             }
         }
     }
-    return (mstime_t)sl_ns_to_units_ceil(at, NS_PER_MS);
+    return (mstime_t)sl_ns_to_units_ceil(at, SL_NS_PER_MS);
 }
 
 /* ---- commands ------------------------------------------------------------------------------ */
@@ -531,7 +536,8 @@ static const char *settle_step(const throttle_req_t *req, const key_state_t *ks,
 static const char *lease_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
                               sl_lease_t *lease, bool *write, char *err)
 {
-    int rc = sl_lease(&req->rule, ks->state, req->want, req->lease_ms * NS_PER_MS, now_ns, lease);
+    int rc =
+        sl_lease(&req->rule, ks->state, req->want, req->lease_ms * SL_NS_PER_MS, now_ns, lease);
     if (rc == SL_ELEASE) {
         throttle_lease_error(req, err);
         return err;
@@ -723,23 +729,117 @@ static int cmd_sl_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
+/* The commands: each one's flags, arity, summary and arguments are its description
+ * (proto/commands.h, shared with sluiced's where the forms are the same). */
 typedef struct command {
-    const char *name;
+    const cmd_desc_t *desc;
     RedisModuleCmdFunc fn;
-    const char *flags;
-    int firstkey, lastkey, keystep;
 } command_t;
 
 static const command_t commands[] = {
-    {"sl.throttle", cmd_sl_throttle, "write deny-oom", 1, 1, 1},
-    {"cl.throttle", cmd_cl_throttle, "write deny-oom", 1, 1, 1},
-    {"sl.peek", cmd_sl_peek, "readonly", 1, 1, 1},
-    {"sl.settle", cmd_sl_settle, "write deny-oom", 1, 1, 1},
-    {"sl.lease", cmd_sl_lease, "write deny-oom", 1, 1, 1},
-    {"sl.return", cmd_sl_return, "write deny-oom", 1, 1, 1},
-    {"sl.reset", cmd_sl_reset, "write", 1, 1, 1},
-    {"sl.debug", cmd_sl_debug, "fast", 0, 0, 0},
+    {&desc_sl_throttle, cmd_sl_throttle}, {&desc_cl_throttle, cmd_cl_throttle},
+    {&desc_mod_sl_peek, cmd_sl_peek},     {&desc_mod_sl_settle, cmd_sl_settle},
+    {&desc_mod_sl_lease, cmd_sl_lease},   {&desc_mod_sl_return, cmd_sl_return},
+    {&desc_mod_sl_reset, cmd_sl_reset},   {&desc_mod_sl_debug, cmd_sl_debug},
 };
+
+/* Redis's flags for CreateCommand ("write deny-oom") from the description's. */
+static const char *command_flags(unsigned flags, char *out, size_t cap)
+{
+    static const struct {
+        unsigned flag;
+        const char *word;
+    } words[] = {{CMD_WRITE, "write"},
+                 {CMD_READONLY, "readonly"},
+                 {CMD_DENYOOM, "deny-oom"},
+                 {CMD_FAST, "fast"}};
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if ((flags & words[i].flag) != 0 && n + strlen(words[i].word) + 2 < cap) {
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n > 0 ? " " : "", words[i].word);
+        }
+    }
+    return out;
+}
+
+/* The key is the first argument when the description says so (1 1 1), else none (0 0 0). */
+static int command_key(const cmd_desc_t *d)
+{
+    return d->args != NULL && d->args[0].name != NULL && strcmp(d->args[0].type, "key") == 0;
+}
+
+#define INFO_ARGS_MAX 96 /* Redis copies what it is given: one pool, used per command */
+
+typedef struct arg_pool {
+    RedisModuleCommandArg arg[INFO_ARGS_MAX];
+    size_t used;
+} arg_pool_t;
+
+static RedisModuleCommandArgType arg_type(const char *type)
+{
+    static const struct {
+        const char *name;
+        RedisModuleCommandArgType type;
+    } types[] = {{"key", REDISMODULE_ARG_TYPE_KEY},
+                 {"integer", REDISMODULE_ARG_TYPE_INTEGER},
+                 {"pure-token", REDISMODULE_ARG_TYPE_PURE_TOKEN},
+                 {"block", REDISMODULE_ARG_TYPE_BLOCK},
+                 {"oneof", REDISMODULE_ARG_TYPE_ONEOF}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (strcmp(types[i].name, type) == 0) {
+            return types[i].type;
+        }
+    }
+    return REDISMODULE_ARG_TYPE_STRING;
+}
+
+/* args as Redis's list (ending with zeros) from the pool, or NULL when it is full. */
+static RedisModuleCommandArg *info_args(arg_pool_t *pool, const cmd_arg_t *args)
+{
+    size_t n = cmd_args_count(args);
+    if (pool->used + n + 1 > INFO_ARGS_MAX) {
+        return NULL;
+    }
+    RedisModuleCommandArg *out = &pool->arg[pool->used];
+    pool->used += n + 1;
+    memset(out, 0, (n + 1) * sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        const cmd_arg_t *a = &args[i];
+        out[i] = (RedisModuleCommandArg){
+            .name = a->name,
+            .type = arg_type(a->type),
+            .key_spec_index = strcmp(a->type, "key") == 0 ? 0 : -1,
+            .token = a->token,
+            .flags = ((a->flags & CMD_ARG_OPTIONAL) ? REDISMODULE_CMD_ARG_OPTIONAL : 0) |
+                     ((a->flags & CMD_ARG_MULTIPLE) ? REDISMODULE_CMD_ARG_MULTIPLE : 0)};
+        if (a->args != NULL && (out[i].subargs = info_args(pool, a->args)) == NULL) {
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* Tells Redis 7 the command's summary, arity and arguments (COMMAND DOCS and COMMAND INFO);
+ * nothing on an older Redis. Returns REDISMODULE_OK, or REDISMODULE_ERR when Redis refused. */
+static int command_describe(RedisModuleCtx *ctx, const cmd_desc_t *d)
+{
+    if (RedisModule_GetCommand == NULL || RedisModule_SetCommandInfo == NULL) {
+        return REDISMODULE_OK;
+    }
+    static arg_pool_t pool; /* OnLoad runs on Redis's main thread, once */
+    pool.used = 0;
+    RedisModuleCommandInfo info = {.version = &RedisModule_CommandInfoVersion1,
+                                   .summary = d->summary,
+                                   .since = SL_VERSION_STRING,
+                                   .arity = d->arity,
+                                   .args = info_args(&pool, d->args)};
+    RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, d->name);
+    if (cmd == NULL || (d->args != NULL && info.args == NULL)) {
+        return REDISMODULE_ERR;
+    }
+    return RedisModule_SetCommandInfo(cmd, &info);
+}
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
                                                               RedisModuleString **argv, int argc);
@@ -764,11 +864,15 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_t *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->lastkey,
-                                      c->keystep) != REDISMODULE_OK) {
+        const cmd_desc_t *d = commands[i].desc;
+        char flags[64];
+        int key = command_key(d);
+        if (RedisModule_CreateCommand(ctx, d->name, commands[i].fn,
+                                      command_flags(d->flags, flags, sizeof flags), key, key,
+                                      key) != REDISMODULE_OK ||
+            command_describe(ctx, d) != REDISMODULE_OK) {
             RedisModule_Log(ctx, REDISMODULE_LOGLEVEL_WARNING, "sluice: cannot register %s",
-                            c->name);
+                            d->name);
             return REDISMODULE_ERR;
         }
     }

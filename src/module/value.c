@@ -5,53 +5,38 @@
 
 #include <string.h>
 
-#define NS_PER_MS INT64_C(1000000)
+#include "core/algorithms.h"
+#include "core/varint.h"
 
-/* The flag bits of a packed sliding_log's first byte (src/core/sliding_log.c): set only by a
- * settle or a refund, and what made such a value format 3 rather than 2. */
+/* The algorithm nibble of byte 1 holds every algorithm a row may have. */
+_Static_assert(CORE_ALGORITHM_SLOTS <= 16, "an algorithm beyond 15 needs a new value format");
+
+/* The flag bits of the first byte of the packed form of a CORE_CAP_VARIABLE algorithm's state
+ * as formats 2 and 3 hold it (sliding_log's, src/core/sliding_log.c, the one such algorithm
+ * when older builds wrote them): set only by a settle or a refund, and what made such a value
+ * format 3 rather than 2. */
 #define LOG_PACKED_FLAGS 0x30
 
-static bool has_burst(sl_algorithm_t a)
+#define SHORTEST true /* varints in their shortest form: one set of numbers has one header */
+
+/* The row of an algorithm this build knows (value_parse() has checked the nibble). */
+static const core_algorithm_t *row_of(sl_algorithm_t a)
 {
-    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+    return core_algorithm(a);
 }
 
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
+/* Whether the algorithm's values have formats of their own: those of a state whose size varies
+ * (CORE_CAP_VARIABLE), packed in a form of its own. */
+static bool variable(sl_algorithm_t a)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-/* Reads a shortest-form varint at *p (before end) into *v and moves *p past it. False for a
- * varint cut short, longer than 64 bits, or not in its shortest form. */
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t out = 0;
-    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-        uint8_t b = *(*p)++;
-        if (shift == 63 && b > 1) {
-            return false; /* beyond 64 bits */
-        }
-        out |= (uint64_t)(b & 0x7f) << shift;
-        if (b < 0x80) {
-            if (b == 0 && shift > 0) {
-                return false; /* a trailing zero byte: not the shortest form */
-            }
-            *v = out;
-            return true;
-        }
-    }
-    return false;
+    const core_algorithm_t *row = row_of(a);
+    return row != NULL && (row->caps & CORE_CAP_VARIABLE);
 }
 
 /* A duration as the header writes it: ms << 1, or ns << 1 | 1 (ns in [0, SL_WINDOW_MAX_NS]). */
 static uint64_t duration_code(int64_t ns)
 {
-    return ns % NS_PER_MS == 0 ? (uint64_t)(ns / NS_PER_MS) << 1 : (uint64_t)ns << 1 | 1;
+    return ns % SL_NS_PER_MS == 0 ? (uint64_t)(ns / SL_NS_PER_MS) << 1 : (uint64_t)ns << 1 | 1;
 }
 
 /* The ns of a duration code; false when it is beyond any rule's range. */
@@ -59,16 +44,16 @@ static bool duration_ns(uint64_t code, int64_t *ns)
 {
     uint64_t v = code >> 1;
     if (code & 1) {
-        if (v > (uint64_t)SL_WINDOW_MAX_NS || v % NS_PER_MS == 0) {
+        if (v > (uint64_t)SL_WINDOW_MAX_NS || v % SL_NS_PER_MS == 0) {
             return false; /* out of range, or not the shortest code (ms would do) */
         }
         *ns = (int64_t)v;
         return true;
     }
-    if (v > (uint64_t)(SL_WINDOW_MAX_NS / NS_PER_MS)) {
+    if (v > (uint64_t)(SL_WINDOW_MAX_NS / SL_NS_PER_MS)) {
         return false;
     }
-    *ns = (int64_t)v * NS_PER_MS;
+    *ns = (int64_t)v * SL_NS_PER_MS;
     return true;
 }
 
@@ -77,14 +62,17 @@ size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX])
     uint8_t *p = out;
     *p++ = VALUE_MAGIC;
     *p++ = (uint8_t)(value_format(rule->algorithm) << 4 | ((unsigned)rule->algorithm & 0x0f));
-    p = put_varint(p, (uint64_t)rule->limit);
-    p = put_varint(p, duration_code(rule->window_ns));
-    if (has_burst(rule->algorithm)) {
-        p = put_varint(p, (uint64_t)rule->burst);
-        p = put_varint(p, duration_code(rule->max_delay_ns));
+    p = varint_put(p, (uint64_t)rule->limit);
+    p = varint_put(p, duration_code(rule->window_ns));
+    const core_algorithm_t *row = row_of(rule->algorithm);
+    if (row->burst.taken) {
+        p = varint_put(p, (uint64_t)rule->burst);
     }
-    if (rule->algorithm == SL_SLIDING_BUCKETS) {
-        p = put_varint(p, (uint64_t)rule->buckets);
+    if (row->max_delay.taken) {
+        p = varint_put(p, duration_code(rule->max_delay_ns));
+    }
+    if (row->buckets.taken) {
+        p = varint_put(p, (uint64_t)rule->buckets);
     }
     return (size_t)(p - out);
 }
@@ -93,20 +81,24 @@ size_t value_header(const sl_rule_t *rule, uint8_t out[VALUE_HEADER_MAX])
 static bool numbers_read(sl_algorithm_t alg, const uint8_t **p, const uint8_t *end, sl_rule_t *r)
 {
     uint64_t limit, window, burst = 0, delay = 0, buckets = 0;
-    if (!get_varint(p, end, &limit) || !get_varint(p, end, &window) || limit > INT64_MAX) {
+    const core_algorithm_t *row = row_of(alg);
+    if (!varint_get(p, end, &limit, SHORTEST) || !varint_get(p, end, &window, SHORTEST) ||
+        limit > INT64_MAX) {
         return false;
     }
-    if (has_burst(alg) &&
-        (!get_varint(p, end, &burst) || !get_varint(p, end, &delay) || burst > INT64_MAX)) {
+    if (row->burst.taken && (!varint_get(p, end, &burst, SHORTEST) || burst > INT64_MAX)) {
         return false;
     }
-    if (alg == SL_SLIDING_BUCKETS && (!get_varint(p, end, &buckets) || buckets > INT64_MAX)) {
+    if (row->max_delay.taken && !varint_get(p, end, &delay, SHORTEST)) {
+        return false;
+    }
+    if (row->buckets.taken && (!varint_get(p, end, &buckets, SHORTEST) || buckets > INT64_MAX)) {
         return false;
     }
     *r = (sl_rule_t){.algorithm = alg,
                      .limit = (int64_t)limit,
-                     .burst = has_burst(alg) ? (int64_t)burst : SL_DEFAULT,
-                     .buckets = alg == SL_SLIDING_BUCKETS ? (int64_t)buckets : SL_DEFAULT,
+                     .burst = row->burst.taken ? (int64_t)burst : SL_DEFAULT,
+                     .buckets = row->buckets.taken ? (int64_t)buckets : SL_DEFAULT,
                      .max_debt = SL_DEFAULT}; /* not recorded: it means nothing to the state */
     return duration_ns(window, &r->window_ns) && duration_ns(delay, &r->max_delay_ns) &&
            sl_rule_prepare(r) == SL_OK;
@@ -118,7 +110,7 @@ value_status_t value_parse(const uint8_t *p, size_t len, value_t *out)
         return VALUE_NOT_OURS;
     }
     unsigned format = p[1] >> 4, algorithm = p[1] & 0x0f;
-    if (sl_algorithm_name((sl_algorithm_t)algorithm) == NULL) {
+    if (core_algorithm_at(algorithm) == NULL) {
         return len < VALUE_OLD_HEADER ? VALUE_NOT_OURS : VALUE_ALGORITHM;
     }
     *out = (value_t){.format = format, .algorithm = (sl_algorithm_t)algorithm};
@@ -132,8 +124,8 @@ value_status_t value_parse(const uint8_t *p, size_t len, value_t *out)
         out->hash = (uint16_t)(p[2] | p[3] << 8);
         out->packed = p + VALUE_OLD_HEADER;
         out->packed_len = len - VALUE_OLD_HEADER;
-        /* sliding_log: format 3 exactly when the packed form carries a settle's flag */
-        if (algorithm == SL_SLIDING_LOG &&
+        /* a variable state: format 3 exactly when the packed form carries a settle's flag */
+        if (variable(out->algorithm) &&
             (out->packed_len == 0 || ((p[4] & LOG_PACKED_FLAGS) != 0) != (format == 3))) {
             return VALUE_CORRUPT;
         }
@@ -172,17 +164,17 @@ bool value_format_read(sl_algorithm_t algorithm, unsigned format)
     if (value_format_numbered(algorithm, format)) {
         return true;
     }
-    return algorithm == SL_SLIDING_LOG ? format == 2 || format == 3 : format == 1;
+    return variable(algorithm) ? format == 2 || format == 3 : format == 1;
 }
 
 const char *value_formats_read(sl_algorithm_t algorithm)
 {
-    return algorithm == SL_SLIDING_LOG ? "formats 2 to 5" : "formats 1 and 4";
+    return variable(algorithm) ? "formats 2 to 5" : "formats 1 and 4";
 }
 
 unsigned value_format(sl_algorithm_t algorithm)
 {
-    return algorithm == SL_SLIDING_LOG ? VALUE_FORMAT_LOG : VALUE_FORMAT;
+    return variable(algorithm) ? VALUE_FORMAT_LOG : VALUE_FORMAT;
 }
 
 bool value_format_numbered(sl_algorithm_t algorithm, unsigned format)

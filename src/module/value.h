@@ -6,21 +6,23 @@
  * feeds it arbitrary bytes.
  *
  *   byte 0     VALUE_MAGIC (0xF5: never the first byte of UTF-8 text or of a decimal number)
- *   byte 1     format (high nibble) | algorithm (low nibble, 1..6)
+ *   byte 1     format (high nibble) | algorithm (low nibble: its sl_algorithm_t, 1..15, whose
+ *              row in src/core/algorithms.c says what follows)
  *
- *   format 4 (every algorithm; what this build writes, but for sliding_log), and format 5
- *   (sliding_log, what this build writes: its packed form of one entry per admission; format 4
- *   holds the older one stamp per unit, which sl_state_unpack() still reads)
+ *   format 4 (every algorithm; what this build writes, but for one whose state's size varies:
+ *   CORE_CAP_VARIABLE, sliding_log), and format 5 (what this build writes for those: sliding_log's
+ *   packed form of one entry per admission; format 4 holds the older one stamp per unit, which
+ *   sl_state_unpack() still reads)
  *   varint     limit
  *   varint     window: ms << 1 when a whole number of ms, else ns << 1 | 1
- *   varint     token_bucket, gcra: burst (as prepared: never the default marker)
- *   varint     token_bucket, gcra: max_delay, as the window
- *   varint     sliding_buckets: buckets (as prepared)
+ *   varint     when the algorithm takes a burst (token_bucket, gcra): burst (as prepared: never
+ *              the default marker)
+ *   varint     when it takes max_delay (token_bucket, gcra): max_delay, as the window
+ *   varint     when it takes buckets (sliding_buckets): buckets (as prepared)
  *   bytes      the packed state under that rule
  *
- *   formats 1 (fixed_window, sliding_window, sliding_buckets, token_bucket, gcra), 2 and 3
- *   (sliding_log: 3 when its packed form carries a settle's flag, 2 otherwise), written by
- *   older builds and still read:
+ *   formats 1 (an algorithm of fixed size), 2 and 3 (a variable one, sliding_log: 3 when its
+ *   packed form carries a settle's flag, 2 otherwise), written by older builds and still read:
  *   bytes 2-3  a 16-bit hash of the prepared rule's limit, window, burst, buckets and max_delay
  *   bytes 4..  the packed state
  *
@@ -37,8 +39,8 @@
 #include "sluice/sluice.h"
 
 #define VALUE_MAGIC      0xF5
-#define VALUE_FORMAT     4            /* the format this build writes, but for sliding_log */
-#define VALUE_FORMAT_LOG 5            /* the format this build writes for sliding_log */
+#define VALUE_FORMAT     4 /* the format this build writes, but for a variable state */
+#define VALUE_FORMAT_LOG 5 /* the format this build writes for a variable state (sliding_log) */
 #define VALUE_HEADER_MAX (2 + 5 * 10) /* magic, format | algorithm, five 64-bit varints */
 #define VALUE_OLD_HEADER 4            /* formats 1 to 3: magic, format | algorithm, hash */
 
@@ -91,7 +93,7 @@ bool value_format_read(sl_algorithm_t algorithm, unsigned format);
 unsigned value_format(sl_algorithm_t algorithm);
 
 /* Whether `format` of `algorithm` carries the numbers its state was written under (4; 5 too for
- * sliding_log). */
+ * a variable state). */
 bool value_format_numbered(sl_algorithm_t algorithm, unsigned format);
 
 #endif /* SLUICE_MODULE_VALUE_H */

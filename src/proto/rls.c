@@ -14,8 +14,6 @@
 #include "proto/http.h"
 #include "proto/text.h"
 
-#define NS_PER_SEC INT64_C(1000000000)
-
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest pb_request_t;
 typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor pb_descriptor_t;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse pb_response_t;
@@ -98,17 +96,17 @@ int64_t rls_unit_ns(rls_unit_t unit)
 {
     switch (unit) {
     case RLS_UNIT_SECOND:
-        return NS_PER_SEC;
+        return SL_NS_PER_SEC;
     case RLS_UNIT_MINUTE:
-        return 60 * NS_PER_SEC;
+        return 60 * SL_NS_PER_SEC;
     case RLS_UNIT_HOUR:
-        return 3600 * NS_PER_SEC;
+        return 3600 * SL_NS_PER_SEC;
     case RLS_UNIT_DAY:
-        return 86400 * NS_PER_SEC;
+        return 86400 * SL_NS_PER_SEC;
     case RLS_UNIT_MONTH:
-        return 30 * 86400 * NS_PER_SEC;
+        return 30 * 86400 * SL_NS_PER_SEC;
     case RLS_UNIT_YEAR:
-        return 365 * 86400 * NS_PER_SEC;
+        return 365 * 86400 * SL_NS_PER_SEC;
     default:
         return 0;
     }
@@ -367,8 +365,8 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         lim[i].unit = (Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit__Unit)unit_of(
             st[i].window_ns);
         int64_t reset_ns = st[i].reset_ns > 0 ? st[i].reset_ns : 0;
-        dur[i].seconds = reset_ns / NS_PER_SEC;
-        dur[i].nanos = (int32_t)(reset_ns % NS_PER_SEC);
+        dur[i].seconds = reset_ns / SL_NS_PER_SEC;
+        dur[i].nanos = (int32_t)(reset_ns % SL_NS_PER_SEC);
         sp[i].current_limit = &lim[i];
         sp[i].duration_until_reset = &dur[i];
     }

@@ -5,6 +5,7 @@
  */
 #include "proto/throttle_args.h"
 
+#include "core/algorithms.h"
 #include "proto/text.h"
 
 #include <inttypes.h>
@@ -13,10 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-#define NS_PER_US  INT64_C(1000)
-#define NS_PER_MS  INT64_C(1000000)
-#define NS_PER_SEC INT64_C(1000000000)
 
 #define SHOW_MAX     64 /* bytes of an argument quoted in an error */
 #define SHOW_BUF     (SHOW_MAX + 4)
@@ -195,7 +192,7 @@ static int lease_given(throttle_cmd_t cmd, throttle_req_t *out, char *err)
         if (out->lease_ms == 0) {
             return fail(err, "ERR for must be > 0");
         }
-        if (out->lease_ms > INT64_MAX / NS_PER_MS) {
+        if (out->lease_ms > INT64_MAX / SL_NS_PER_MS) {
             return fail(err, "ERR for is out of range");
         }
         return 0;
@@ -209,7 +206,7 @@ static int lease_given(throttle_cmd_t cmd, throttle_req_t *out, char *err)
     if (out->until_us < out->lease_at_us) {
         return fail(err, "ERR until must be >= at");
     }
-    if (out->until_us > SL_NOW_MAX_NS / NS_PER_US) {
+    if (out->until_us > SL_NOW_MAX_NS / SL_NS_PER_US) {
         return fail(err, "ERR until is out of range");
     }
     return 0;
@@ -231,21 +228,104 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
     return settle_given(out, err);
 }
 
-/* SL.THROTTLE / SL.PEEK / SL.SETTLE key algorithm limit window_ms [BURST b] [BUCKETS k]
- * [MAX_DELAY ms] [MAX_DEBT n] [COST n] (SL.SETTLE: RESERVED r ACTUAL a [AT unix_ms], no COST) */
-static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
-                    throttle_req_t *out, char *err)
+/* The options naming the rule and the cost, after the window: their names and how errors name
+ * them. */
+typedef enum rule_opt {
+    OPT_BURST,
+    OPT_BUCKETS,
+    OPT_MAX_DELAY,
+    OPT_MAX_DEBT,
+    OPT_COST,
+    OPT_CLOSED_FROM,
+    OPT_COUNT
+} rule_opt_t;
+
+static const struct {
+    const char *name; /* as the command writes it, in any case */
+    const char *what; /* in errors */
+} rule_options[OPT_COUNT] = {
+    [OPT_BURST] = {"BURST", "burst"},
+    [OPT_BUCKETS] = {"BUCKETS", "buckets"},
+    [OPT_MAX_DELAY] = {"MAX_DELAY", "max_delay"},
+    [OPT_MAX_DEBT] = {"MAX_DEBT", "max_debt"},
+    [OPT_COST] = {"COST", "cost"},
+    [OPT_CLOSED_FROM] = {"CLOSED_FROM", "closed_from"},
+};
+
+/* Why a command takes no COST, or NULL when it does. */
+static const char *no_cost(throttle_cmd_t cmd)
 {
-    char b[SHOW_BUF];
-    if (argc < 5) {
-        return wrong_arity(&argv[0], err);
+    switch (cmd) {
+    case THROTTLE_SL:
+    case THROTTLE_CL:
+        return NULL;
+    case THROTTLE_SL_PEEK:
+        return "ERR SL.PEEK takes no COST (it reports without consuming)";
+    case THROTTLE_SL_SETTLE:
+        return "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)";
+    case THROTTLE_SL_LEASE:
+        return "ERR SL.LEASE takes no COST (WANT says how many units)";
+    case THROTTLE_SL_RETURN:
+        return "ERR SL.RETURN takes no COST (UNUSED says what)";
     }
-    /* sluiced's named form with a COST (SL.PEEK rule key COST n) has the inline form's length */
-    if (cmd == THROTTLE_SL_PEEK && argc == 5 && throttle_arg_is(&argv[3], "COST")) {
-        return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
-    }
+    return NULL;
+}
+
+/* Stores the value v >= 0 of option o. */
+static int rule_option_set(rule_opt_t o, int64_t v, throttle_req_t *out, char *err)
+{
     sl_rule_t *p = &out->params;
-    *p = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT, .max_debt = SL_DEFAULT};
+    if ((o == OPT_MAX_DELAY || o == OPT_CLOSED_FROM) && v > INT64_MAX / SL_NS_PER_MS)
+        return fail(err, "ERR %s is out of range", rule_options[o].what); /* both become ns */
+    switch (o) {
+    case OPT_BURST:
+        p->burst = v;
+        break;
+    case OPT_BUCKETS:
+        p->buckets = v;
+        break;
+    case OPT_MAX_DELAY:
+        p->max_delay_ns = v * SL_NS_PER_MS;
+        break;
+    case OPT_MAX_DEBT:
+        p->max_debt = v;
+        break;
+    case OPT_COST:
+        out->cost = v;
+        break;
+    case OPT_CLOSED_FROM:
+        out->closed_from_ms = v;
+        break;
+    case OPT_COUNT:
+        break;
+    }
+    return 0;
+}
+
+/* One rule option, argv[i] naming it and argv[i + 1] its value (present): 0, or -1 with err. */
+static int rule_option(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t i,
+                       throttle_req_t *out, char *err)
+{
+    rule_opt_t o = 0;
+    while (o < OPT_COUNT && !throttle_arg_is(&argv[i], rule_options[o].name))
+        o++;
+    if (o == OPT_COUNT)
+        return fail(err, "ERR syntax error");
+    if (o == OPT_COST && no_cost(cmd) != NULL)
+        return fail(err, "%s", no_cost(cmd));
+    int64_t v;
+    if (!throttle_arg_i64(&argv[i + 1], &v))
+        return fail(err, "ERR %s is not an integer or out of range", rule_options[o].what);
+    if (v < 0)
+        return fail(err, "ERR %s must be >= 0", rule_options[o].what);
+    return rule_option_set(o, v, out, err);
+}
+
+/* A request with nothing given yet: the defaults of cmd, its own options unset. Returns the
+ * options cmd takes beyond the rule's (NULL: none). */
+static const extra_option_t *sl_init(throttle_cmd_t cmd, throttle_req_t *out)
+{
+    out->params = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT, .max_debt = SL_DEFAULT};
     out->cost = cmd == THROTTLE_SL ? 1 : 0;
     out->reserved = out->actual = 0;
     out->at_ms = -1;
@@ -253,99 +333,66 @@ static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
     out->want = out->lease_ms = out->granted = out->unused = 0;
     out->lease_at_us = out->until_us = 0;
     const extra_option_t *extra = extra_options_of(cmd);
-    if (extra != NULL) {
+    if (extra != NULL)
         extra_init(extra, out);
+    return extra;
+}
+
+/* key algorithm limit window_ms: the algorithm and the limit into out->params, the window to
+ * *window_ms. */
+static int sl_head(const throttle_arg_t *argv, throttle_req_t *out, int64_t *window_ms, char *err)
+{
+    if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &out->params.algorithm) != SL_OK) {
+        char b[SHOW_BUF], names[THROTTLE_ERR_MAX];
+        core_algorithm_join(names, sizeof names, core_algorithm_any, ", ", ", ");
+        return fail(err, "ERR unknown algorithm '%s' (%s)", show(&argv[2], b), names);
     }
-    if (sl_algorithm_parse(argv[2].ptr, argv[2].len, &p->algorithm) != SL_OK) {
-        return fail(err,
-                    "ERR unknown algorithm '%s' (fixed_window, sliding_log, sliding_window, "
-                    "sliding_buckets, token_bucket, gcra)",
-                    show(&argv[2], b));
-    }
-    int64_t window_ms = 0;
-    if (!throttle_arg_i64(&argv[3], &p->limit)) {
+    if (!throttle_arg_i64(&argv[3], &out->params.limit))
         return fail(err, "ERR limit is not an integer or out of range");
-    }
-    if (!throttle_arg_i64(&argv[4], &window_ms)) {
+    if (!throttle_arg_i64(&argv[4], window_ms))
         return fail(err, "ERR window_ms is not an integer or out of range");
-    }
-    for (size_t i = 5; i < argc; i += 2) {
-        if (i + 1 >= argc) {
-            return fail(err, "ERR syntax error");
-        }
-        if (extra != NULL) {
-            int rc = extra_option(extra, argv, i, out, err);
-            if (rc != 0) {
-                if (rc < 0) {
-                    return -1;
-                }
-                continue;
-            }
-        }
-        const char *what = throttle_arg_is(&argv[i], "BURST")         ? "burst"
-                           : throttle_arg_is(&argv[i], "BUCKETS")     ? "buckets"
-                           : throttle_arg_is(&argv[i], "MAX_DELAY")   ? "max_delay"
-                           : throttle_arg_is(&argv[i], "MAX_DEBT")    ? "max_debt"
-                           : throttle_arg_is(&argv[i], "COST")        ? "cost"
-                           : throttle_arg_is(&argv[i], "CLOSED_FROM") ? "closed_from"
-                                                                      : NULL;
-        if (what == NULL) {
-            return fail(err, "ERR syntax error");
-        }
-        if (cmd == THROTTLE_SL_PEEK && strcmp(what, "cost") == 0) {
-            return fail(err, "ERR SL.PEEK takes no COST (it reports without consuming)");
-        }
-        if (cmd == THROTTLE_SL_SETTLE && strcmp(what, "cost") == 0) {
-            return fail(err,
-                        "ERR SL.SETTLE takes no COST (RESERVED and ACTUAL say what to settle)");
-        }
-        if (cmd == THROTTLE_SL_LEASE && strcmp(what, "cost") == 0) {
-            return fail(err, "ERR SL.LEASE takes no COST (WANT says how many units)");
-        }
-        if (cmd == THROTTLE_SL_RETURN && strcmp(what, "cost") == 0) {
-            return fail(err, "ERR SL.RETURN takes no COST (UNUSED says what)");
-        }
-        int64_t v;
-        if (!throttle_arg_i64(&argv[i + 1], &v)) {
-            return fail(err, "ERR %s is not an integer or out of range", what);
-        }
-        if (v < 0) {
-            return fail(err, "ERR %s must be >= 0", what);
-        }
-        if (strcmp(what, "burst") == 0) {
-            p->burst = v;
-        } else if (strcmp(what, "max_debt") == 0) {
-            p->max_debt = v;
-        } else if (strcmp(what, "buckets") == 0) {
-            p->buckets = v;
-        } else if (strcmp(what, "max_delay") == 0 || strcmp(what, "closed_from") == 0) {
-            if (v > INT64_MAX / NS_PER_MS) { /* both become ns */
-                return fail(err, "ERR %s is out of range", what);
-            }
-            if (strcmp(what, "max_delay") == 0) {
-                p->max_delay_ns = v * NS_PER_MS;
-            } else {
-                out->closed_from_ms = v;
-            }
-        } else {
-            out->cost = v;
-        }
-    }
-    if (cmd == THROTTLE_SL_SETTLE && settle_given(out, err) != 0) {
+    return 0;
+}
+
+/* After the options: what the command needs given, the limit and the window, the rule. */
+static int sl_finish(throttle_cmd_t cmd, int64_t window_ms, throttle_req_t *out, char *err)
+{
+    if (cmd == THROTTLE_SL_SETTLE && settle_given(out, err) != 0)
         return -1;
-    }
-    if ((cmd == THROTTLE_SL_LEASE || cmd == THROTTLE_SL_RETURN) &&
-        lease_given(cmd, out, err) != 0) {
+    if ((cmd == THROTTLE_SL_LEASE || cmd == THROTTLE_SL_RETURN) && lease_given(cmd, out, err) != 0)
         return -1;
-    }
-    if (p->limit <= 0) {
+    if (out->params.limit <= 0)
         return fail(err, "ERR limit must be > 0");
-    }
-    if (window_ms <= 0 || window_ms > INT64_MAX / NS_PER_MS) {
+    if (window_ms <= 0 || window_ms > INT64_MAX / SL_NS_PER_MS)
         return fail(err, "ERR window_ms must be > 0");
-    }
-    p->window_ns = window_ms * NS_PER_MS;
+    out->params.window_ns = window_ms * SL_NS_PER_MS;
     return prepare(out, err);
+}
+
+/* SL.THROTTLE / SL.PEEK / SL.SETTLE / SL.LEASE / SL.RETURN key algorithm limit window_ms [BURST b]
+ * [BUCKETS k] [MAX_DELAY ms] [MAX_DEBT n] [COST n] [CLOSED_FROM unix_ms], and each command's own
+ * options (SL.SETTLE: RESERVED r ACTUAL a [AT unix_ms]) among them. Which options an algorithm
+ * takes is its row's (algorithms.h): sl_rule_prepare() refuses the others. */
+static int parse_sl(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc,
+                    throttle_req_t *out, char *err)
+{
+    if (argc < 5)
+        return wrong_arity(&argv[0], err);
+    /* sluiced's named form with a COST (SL.PEEK rule key COST n) has the inline form's length */
+    if (cmd == THROTTLE_SL_PEEK && argc == 5 && throttle_arg_is(&argv[3], "COST"))
+        return fail(err, "%s", no_cost(cmd));
+    const extra_option_t *extra = sl_init(cmd, out);
+    int64_t window_ms = 0;
+    if (sl_head(argv, out, &window_ms, err) != 0)
+        return -1;
+    for (size_t i = 5; i < argc; i += 2) {
+        if (i + 1 >= argc)
+            return fail(err, "ERR syntax error");
+        int rc = extra != NULL ? extra_option(extra, argv, i, out, err) : 0;
+        if (rc < 0 || (rc == 0 && rule_option(cmd, argv, i, out, err) != 0))
+            return -1;
+    }
+    return sl_finish(cmd, window_ms, out, err);
 }
 
 int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
@@ -353,16 +400,16 @@ int64_t throttle_settle_charged_ns(const throttle_req_t *req, int64_t now_ns)
     if (req->at_ms < 0) {
         return now_ns; /* no AT: now */
     }
-    int64_t at_ns = req->at_ms > now_ns / NS_PER_MS ? now_ns / NS_PER_MS : req->at_ms;
-    return at_ns * NS_PER_MS; /* <= now_ns: no overflow */
+    int64_t at_ns = req->at_ms > now_ns / SL_NS_PER_MS ? now_ns / SL_NS_PER_MS : req->at_ms;
+    return at_ns * SL_NS_PER_MS; /* <= now_ns: no overflow */
 }
 
 sl_lease_t throttle_return_lease(const throttle_req_t *req, int64_t now_ns)
 {
     sl_lease_t lease = {0};
     lease.granted = req->granted;
-    lease.until_ns = req->until_us * NS_PER_US; /* the parser kept it below SL_NOW_MAX_NS */
-    lease.at_ns = req->lease_at_us * NS_PER_US; /* <= until_ns */
+    lease.until_ns = req->until_us * SL_NS_PER_US; /* the parser kept it below SL_NOW_MAX_NS */
+    lease.at_ns = req->lease_at_us * SL_NS_PER_US; /* <= until_ns */
     if (lease.at_ns > now_ns) {
         lease.at_ns = now_ns; /* an AT in the future is now */
     }
@@ -372,11 +419,12 @@ sl_lease_t throttle_return_lease(const throttle_req_t *req, int64_t now_ns)
 void throttle_lease_error(const throttle_req_t *req, char err[THROTTLE_ERR_MAX])
 {
     const sl_rule_t *r = &req->rule;
-    if (r->algorithm == SL_SLIDING_LOG) {
-        fail(err, "ERR sliding_log cannot lease: it keeps each unit's time (sliding_buckets can)");
-    } else if (r->algorithm == SL_TOKEN_BUCKET || r->algorithm == SL_GCRA) {
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    if (row != NULL && !(row->caps & CORE_CAP_LEASABLE)) {
+        fail(err, "ERR %s cannot lease: %s", row->name, row->lease_refusal);
+    } else if (row != NULL && (row->caps & CORE_CAP_TOKENS)) {
         fail(err, "ERR for must be at most %" PRId64 " ms for this rule (capacity - 1 intervals)",
-             (r->tolerance_ns - r->interval_ns) / NS_PER_MS);
+             (r->tolerance_ns - r->interval_ns) / SL_NS_PER_MS);
     } else {
         fail(err, "ERR for is out of range (at most 366 days)");
     }
@@ -392,10 +440,10 @@ void throttle_debt_error(const sl_rule_t *rule, char err[THROTTLE_ERR_MAX])
 void throttle_reply_lease(const sl_lease_t *lease, int64_t out[5])
 {
     out[0] = lease->granted;
-    out[1] = lease->at_ns / NS_PER_US;
-    out[2] = lease->until_ns / NS_PER_US;
+    out[1] = lease->at_ns / SL_NS_PER_US;
+    out[2] = lease->until_ns / SL_NS_PER_US;
     out[3] = lease->remaining;
-    out[4] = sl_ns_to_units_ceil(lease->reset_after_ns, NS_PER_MS);
+    out[4] = sl_ns_to_units_ceil(lease->reset_after_ns, SL_NS_PER_MS);
 }
 
 bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *at_ns)
@@ -403,7 +451,7 @@ bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *a
     if (req->closed_from_ms < 0) {
         return false;
     }
-    int64_t from_ns = req->closed_from_ms * NS_PER_MS; /* the parser kept it within int64 ns */
+    int64_t from_ns = req->closed_from_ms * SL_NS_PER_MS; /* the parser kept it within int64 ns */
     if (from_ns > SL_NOW_MAX_NS) {
         from_ns = SL_NOW_MAX_NS;
     }
@@ -412,6 +460,18 @@ bool throttle_closed_start(const throttle_req_t *req, int64_t now_ns, int64_t *a
     }
     *at_ns = from_ns;
     return true;
+}
+
+/* CL.THROTTLE's algorithm: redis-cell's GCRA, the token algorithm of capacity max_burst + 1 (the
+ * first such row; 0, no algorithm, when there is none). */
+static sl_algorithm_t cell_algorithm(void)
+{
+    CORE_ALGORITHM_EACH(row)
+    {
+        if ((row->caps & CORE_CAP_TOKENS) && row->capacity_extra == 1)
+            return core_algorithm_id(row);
+    }
+    return (sl_algorithm_t)0;
 }
 
 /* CL.THROTTLE key max_burst count period_s [quantity] */
@@ -440,12 +500,12 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     if (v[3] < 0) {
         return fail(err, "ERR quantity must be >= 0");
     }
-    if (v[2] <= 0 || v[2] > INT64_MAX / NS_PER_SEC) {
+    if (v[2] <= 0 || v[2] > INT64_MAX / SL_NS_PER_SEC) {
         return fail(err, "ERR period must be > 0");
     }
-    out->params = (sl_rule_t){.algorithm = SL_GCRA,
+    out->params = (sl_rule_t){.algorithm = cell_algorithm(),
                               .limit = v[1],
-                              .window_ns = v[2] * NS_PER_SEC,
+                              .window_ns = v[2] * SL_NS_PER_SEC,
                               .burst = v[0],
                               .buckets = SL_DEFAULT,
                               .max_debt = SL_DEFAULT};
@@ -481,7 +541,7 @@ void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1
 {
     const char *alg = sl_algorithm_name(params->algorithm);
     snprintf(name, THROTTLE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld", alg ? alg : "?",
-             (long long)params->limit, (long long)(params->window_ns / NS_PER_MS),
+             (long long)params->limit, (long long)(params->window_ns / SL_NS_PER_MS),
              (long long)params->burst, (long long)params->buckets);
 }
 
@@ -504,8 +564,8 @@ void throttle_reply_sl(const sl_decision_t *d, int64_t out[5])
     out[0] = d->allowed ? 1 : 0;
     out[1] = d->limit;
     out[2] = d->remaining;
-    out[3] = sl_ns_to_units_ceil(retry_ns, NS_PER_MS);
-    out[4] = sl_ns_to_units_ceil(d->reset_after_ns, NS_PER_MS);
+    out[3] = sl_ns_to_units_ceil(retry_ns, SL_NS_PER_MS);
+    out[4] = sl_ns_to_units_ceil(d->reset_after_ns, SL_NS_PER_MS);
 }
 
 int64_t throttle_cell_seconds(int64_t ns)
@@ -513,7 +573,7 @@ int64_t throttle_cell_seconds(int64_t ns)
     if (ns < 0) {
         return -1;
     }
-    return ns / NS_PER_SEC + (ns % NS_PER_SEC >= NS_PER_MS ? 1 : 0);
+    return ns / SL_NS_PER_SEC + (ns % SL_NS_PER_SEC >= SL_NS_PER_MS ? 1 : 0);
 }
 
 void throttle_reply_cl(const sl_decision_t *d, int64_t out[5])

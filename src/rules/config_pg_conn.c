@@ -22,7 +22,6 @@
 
 #include "sluice/sluice.h"
 
-#define NS_PER_MS        INT64_C(1000000)
 #define PG_PAGE_ROWS     1000    /* overrides read per statement when walking them */
 #define PG_SQLSTATE_LOCK "55P03" /* lock_not_available: lock_timeout passed */
 
@@ -111,7 +110,7 @@ int pg_wait(PGconn *c, short events, int64_t deadline_ns, int stop_fd, _Atomic b
         int64_t left_ns = deadline_ns - sl_now_ns();
         if (left_ns <= 0)
             return 0;
-        int64_t ms = (left_ns + NS_PER_MS - 1) / NS_PER_MS;
+        int64_t ms = (left_ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
         struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = stop_fd, .events = POLLIN}};
         int rc = poll(p, stop_fd >= 0 ? 2 : 1,
                       (int)(abort != NULL && ms > PG_WAIT_SLICE_MS ? PG_WAIT_SLICE_MS : ms));
@@ -137,8 +136,8 @@ int64_t pg_jittered(uint64_t *rng, int64_t backoff_ns)
 
 int64_t pg_backoff_next(int64_t backoff_ns)
 {
-    int64_t max_ns = PG_BACKOFF_MAX_MS * NS_PER_MS;
-    return backoff_ns == 0            ? PG_BACKOFF_MIN_MS * NS_PER_MS
+    int64_t max_ns = PG_BACKOFF_MAX_MS * SL_NS_PER_MS;
+    return backoff_ns == 0            ? PG_BACKOFF_MIN_MS * SL_NS_PER_MS
            : backoff_ns >= max_ns / 2 ? max_ns
                                       : backoff_ns * 2;
 }
@@ -156,7 +155,7 @@ static int connect_failed(pg_store_t *s, const char *why, const char *doing, cha
 /* Runs PQconnectPoll to its end within the deadline. NULL on success, else why not (in why). */
 static const char *connect_poll(PGconn *c, int stop_fd, char *why, size_t cap)
 {
-    int64_t deadline_ns = sl_now_ns() + PG_CONNECT_TIMEOUT_MS * NS_PER_MS;
+    int64_t deadline_ns = sl_now_ns() + PG_CONNECT_TIMEOUT_MS * SL_NS_PER_MS;
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     for (int steps = 0; steps < 10000 && st != PGRES_POLLING_OK; steps++) {
         if (st == PGRES_POLLING_FAILED)
@@ -333,7 +332,7 @@ static PGresult *exec_once(pg_store_t *s, const char *sql, int n, const pg_param
                            const char *doing, char *err, bool *lost)
 {
     /* a little longer than the server's statement_timeout, which should answer first */
-    int64_t deadline_ns = sl_now_ns() + (PG_STATEMENT_TIMEOUT_MS + 1000) * NS_PER_MS;
+    int64_t deadline_ns = sl_now_ns() + (PG_STATEMENT_TIMEOUT_MS + 1000) * SL_NS_PER_MS;
     bool timed_out = false;
     PGresult *res = NULL;
     if (send_query(s->conn, sql, n, params, deadline_ns, &s->watch_down) == 0)

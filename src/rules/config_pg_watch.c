@@ -27,7 +27,6 @@
 
 #include "sluice/sluice.h"
 
-#define NS_PER_MS                 INT64_C(1000000)
 #define PG_WATCH_PING_MS          1000 /* an idle connection is pinged this often */
 #define PG_WATCH_PING_DEADLINE_MS 2000 /* and must answer within this */
 #define PG_WATCH_LISTEN_MS        5000 /* LISTEN must be answered within this */
@@ -63,7 +62,7 @@ static bool drain_notifies(PGconn *c)
 static int run_waited(pg_watch_t *w, PGconn *c, const char *sql, int timeout_ms, char *why,
                       size_t cap)
 {
-    int64_t deadline_ns = sl_now_ns() + timeout_ms * NS_PER_MS;
+    int64_t deadline_ns = sl_now_ns() + timeout_ms * SL_NS_PER_MS;
     if (!PQsendQuery(c, sql))
         goto lost;
     int rc;
@@ -114,7 +113,7 @@ static int listen_on(pg_watch_t *w, PGconn *c, char *why, size_t cap)
         return rc > 0 ? 0 : -1;
     for (;;) {
         int ready =
-            pg_wait(c, POLLIN, sl_now_ns() + PG_WATCH_PING_MS * NS_PER_MS, w->wake[0], NULL);
+            pg_wait(c, POLLIN, sl_now_ns() + PG_WATCH_PING_MS * SL_NS_PER_MS, w->wake[0], NULL);
         if (ready == 2)
             return 0;
         if (ready == 0) { /* idle: is it still there? */
@@ -141,7 +140,7 @@ static bool sleep_or_stop(pg_watch_t *w, int64_t ns)
         int64_t left_ns = deadline_ns - sl_now_ns();
         if (left_ns <= 0)
             return false;
-        int rc = poll(&p, 1, (int)((left_ns + NS_PER_MS - 1) / NS_PER_MS));
+        int rc = poll(&p, 1, (int)((left_ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS));
         if (rc > 0)
             return true;
         if (rc < 0 && errno != EINTR)

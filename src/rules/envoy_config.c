@@ -159,14 +159,10 @@ static int limit_parse(const yt_node_t *map, const char *node_path, envoy_limit_
         return -1;
     }
     const yt_node_t *a = yt_map_get(map, "algorithm");
-    out->algorithm = SL_FIXED_WINDOW;
+    out->algorithm = rd_unlimited_algorithm(); /* envoyproxy/ratelimit's aligned windows */
     if (a != NULL && a->kind != YT_NULL) {
-        char shown[RD_SHOWN_BUF];
         if (a->kind != YT_STRING || sl_algorithm_parse(a->text, a->len, &out->algorithm) != SL_OK) {
-            return rd_fail(err, a, path, "algorithm",
-                           "unknown algorithm '%s' (expected fixed_window, sliding_log, "
-                           "sliding_window, sliding_buckets, token_bucket or gcra)",
-                           a->text != NULL ? rd_shown(a->text, a->len, shown) : "?");
+            return rd_unknown_algorithm(err, a, path, "algorithm", a->text, a->len);
         }
         if (out->unlimited) {
             return rd_fail(err, a, path, "algorithm", "must not be given with unlimited: true");
@@ -514,7 +510,8 @@ static int rule_of(to_rules_t *t, const envoy_node_t *n, const char *where)
     int rc = SL_OK;
     if (l->unlimited) {
         def->unlimited = true;
-        rc = sl_rule_init(&def->rule, SL_FIXED_WINDOW, RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
+        rc =
+            sl_rule_init(&def->rule, rd_unlimited_algorithm(), RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
     } else if (l->requests_per_unit == 0) {
         return rd_fail(t->err, &at, where, "rate_limit.requests_per_unit",
                        "must be at least 1: a sluice rule refuses every request only for keys "

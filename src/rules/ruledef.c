@@ -63,6 +63,15 @@ int rd_fail(char *err, const yt_node_t *at, const char *path, const char *field,
     return -1;
 }
 
+int rd_unknown_algorithm(char *err, const yt_node_t *at, const char *path, const char *field,
+                         const char *text, size_t len)
+{
+    char shown[RD_SHOWN_BUF], names[160];
+    core_algorithm_join(names, sizeof names, core_algorithm_any, ", ", " or ");
+    return rd_fail(err, at, path, field, "unknown algorithm '%s' (expected %s)",
+                   text != NULL ? rd_shown(text, len, shown) : "?", names);
+}
+
 const char *rd_shown(const char *t, size_t len, char *buf)
 {
     size_t n = len < RD_SHOWN_MAX ? len : RD_SHOWN_MAX;
@@ -232,6 +241,14 @@ static const char *num_text(int f, const sl_rule_t *r, char *buf)
     return buf;
 }
 
+/* "only applies to token_bucket and gcra": the algorithms that take a parameter, from their
+ * rows. names is room for them (n bytes). */
+static void only_applies(char *why, size_t cap, core_algorithm_pred takes, char *names, size_t n)
+{
+    core_algorithm_join(names, n, takes, ", ", " and ");
+    snprintf(why, cap, "only applies to %s", names);
+}
+
 /*
  * Reports the field sl_rule_prepare() refused r for with rc. at[f] is the node of number f when
  * it was written here; a number not written is `unset_from`'s ("the default", "the rule's") and
@@ -242,19 +259,23 @@ static int prepare_fail(int rc, const sl_rule_t *tried, const yt_node_t *const *
 {
     sl_rule_t resolved = *tried; /* the defaults as sl_rule_prepare() applies them */
     const sl_rule_t *r = &resolved;
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    if (row == NULL)
+        return rd_fail(err, map, path, NULL, "%s", sl_strerror(rc));
     if (resolved.burst == SL_DEFAULT)
-        resolved.burst = rd_uses_tokens(resolved.algorithm) ? resolved.limit : 0;
+        resolved.burst = row->burst.taken ? core_param_default(&row->burst, r->limit) : 0;
     if (resolved.buckets == SL_DEFAULT)
-        resolved.buckets = resolved.algorithm == SL_SLIDING_BUCKETS ? SL_BUCKETS_DEFAULT : 0;
-    char why[96], val[32];
+        resolved.buckets = row->buckets.taken ? core_param_default(&row->buckets, r->limit) : 0;
+    char why[160], val[32], names[96];
     int f;
-    const bool tokens = rd_uses_tokens(r->algorithm);
     switch (rc) {
     case SL_ELIMIT:
         f = NF_LIMIT;
-        snprintf(why, sizeof(why), "%s",
-                 r->limit > 0 ? "must be at most 1048576 for sliding_log"
-                              : "must be an integer > 0");
+        if (r->limit > 0)
+            snprintf(why, sizeof(why), "must be at most %lld for %s", (long long)row->limit_max,
+                     row->name);
+        else
+            snprintf(why, sizeof(why), "must be an integer > 0");
         break;
     case SL_EWINDOW:
         f = NF_WINDOW;
@@ -263,24 +284,29 @@ static int prepare_fail(int rc, const sl_rule_t *tried, const yt_node_t *const *
         break;
     case SL_EBURST:
         f = NF_BURST;
-        snprintf(why, sizeof(why), "%s",
-                 tokens ? "must be at least 1 for token_bucket"
-                        : "only applies to token_bucket and gcra");
+        if (row->burst.taken)
+            snprintf(why, sizeof(why), "must be at least %lld for %s", (long long)row->burst.min,
+                     row->name);
+        else
+            only_applies(why, sizeof(why), core_algorithm_takes_burst, names, sizeof(names));
         break;
     case SL_EBUCKETS:
         f = NF_BUCKETS;
-        if (r->algorithm != SL_SLIDING_BUCKETS)
-            snprintf(why, sizeof(why), "only applies to sliding_buckets");
-        else if (r->buckets < 1 || r->buckets > SL_BUCKETS_MAX)
-            snprintf(why, sizeof(why), "must be 1..%lld", (long long)SL_BUCKETS_MAX);
+        if (!row->buckets.taken)
+            only_applies(why, sizeof(why), core_algorithm_takes_buckets, names, sizeof(names));
+        else if (r->buckets < row->buckets.min || r->buckets > row->buckets.max)
+            snprintf(why, sizeof(why), "must be %lld..%lld", (long long)row->buckets.min,
+                     (long long)row->buckets.max);
         else
             snprintf(why, sizeof(why), "must divide the window (%s)",
                      ruledef_format_duration(r->window_ns, val));
         break;
     case SL_EDELAY:
         f = NF_MAX_DELAY;
-        snprintf(why, sizeof(why), "%s",
-                 tokens ? "must be at most 366d" : "only applies to token_bucket and gcra");
+        if (row->max_delay.taken)
+            snprintf(why, sizeof(why), "must be at most 366d");
+        else
+            only_applies(why, sizeof(why), core_algorithm_takes_delay, names, sizeof(names));
         break;
     case SL_EOVERFLOW:
         f = at[NF_BURST] != NULL ? NF_BURST : NF_WINDOW;
@@ -329,7 +355,7 @@ static int override_rule(const ruledef_t *parent, const yt_node_t *map, const yt
     sl_rule_t r = parent->rule;
     if (!parent->max_debt_given)
         r.max_debt = SL_DEFAULT; /* the override's own capacity */
-    if (rd_uses_tokens(r.algorithm) && (fields & OVERRIDE_F_LIMIT) &&
+    if (rd_takes_burst(r.algorithm) && (fields & OVERRIDE_F_LIMIT) &&
         !(fields & OVERRIDE_F_BURST)) {
         /* the burst keeps its proportion to the limit (a default burst stays the limit): an
          * override that raises the limit raises what a key may take at once too */
@@ -587,7 +613,6 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
                             ruledef_t *out, char *err)
 {
     const char *name = rule_field_names[f];
-    char buf[RD_SHOWN_BUF];
     int choice = 0;
     switch (f) {
     case RF_NAME:
@@ -596,10 +621,7 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         if (get_text(v, path, name, err) != 0)
             return -1;
         if (sl_algorithm_parse(v->text, v->len, &out->rule.algorithm) != SL_OK)
-            return rd_fail(err, v, path, name,
-                           "unknown algorithm '%s' (expected fixed_window, sliding_log, "
-                           "sliding_window, sliding_buckets, token_bucket or gcra)",
-                           rd_shown(v->text, v->len, buf));
+            return rd_unknown_algorithm(err, v, path, name, v->text, v->len);
         return 0;
     case RF_LIMIT:
         return get_int(v, 1, path, name, &out->rule.limit, err);
@@ -679,7 +701,7 @@ static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_
                            rule_field_names[f]);
     }
     if (out->unlimited)
-        sl_rule_init(&out->rule, SL_FIXED_WINDOW, RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
+        sl_rule_init(&out->rule, rd_unlimited_algorithm(), RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
     if ((slots[RF_DOMAIN] == NULL) != (slots[RF_DESCRIPTOR] == NULL)) {
         size_t given = slots[RF_DOMAIN] != NULL ? RF_DOMAIN : RF_DESCRIPTOR;
         return rd_fail(err, slots[given], path, rule_field_names[given], "needs '%s' beside it",

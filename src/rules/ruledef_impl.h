@@ -11,6 +11,7 @@
 #ifndef SLUICE_RULES_RULEDEF_IMPL_H
 #define SLUICE_RULES_RULEDEF_IMPL_H
 
+#include "core/algorithms.h"
 #include "rules/ruledef.h"
 #include "rules/yamltree.h"
 
@@ -27,6 +28,18 @@ const char *rd_shown(const char *text, size_t len, char *buf);
  * is left out when at is NULL or has none, path and field when empty / NULL. Returns -1. */
 int rd_fail(char *err, const yt_node_t *at, const char *path, const char *field, const char *fmt,
             ...) __attribute__((format(printf, 5, 6)));
+
+/* rd_fail() of an algorithm's name that names none (text NULL: not text): "unknown algorithm 'x'
+ * (expected fixed_window, ... or gcra)", the names from the table of algorithms. Returns -1. */
+int rd_unknown_algorithm(char *err, const yt_node_t *at, const char *path, const char *field,
+                         const char *text, size_t len);
+
+/* The algorithm of a rule with no numbers of its own (unlimited: true): windows aligned as
+ * envoyproxy/ratelimit's (CORE_CAP_ALIGNED), whose limit it stands in for. */
+static inline sl_algorithm_t rd_unlimited_algorithm(void)
+{
+    return core_algorithm_id_with(CORE_CAP_ALIGNED);
+}
 
 /*
  * Builds *out (zeroed first) from a mapping node of rule fields. name_hint (may be NULL) names
@@ -45,10 +58,11 @@ int rd_rule_from_map(const yt_node_t *map, const char *path, const char *name_hi
 int rd_override_from_map(const ruledef_t *parent, const yt_node_t *map, const char *path,
                          const char *key, size_t key_len, rule_override_t *out, char *err);
 
-/* True for the algorithms with a burst (token_bucket, gcra). */
-static inline bool rd_uses_tokens(sl_algorithm_t a)
+/* True for the algorithms that take a burst (their rows say: core/algorithms.h). */
+static inline bool rd_takes_burst(sl_algorithm_t a)
 {
-    return a == SL_TOKEN_BUCKET || a == SL_GCRA;
+    const core_algorithm_t *row = core_algorithm(a);
+    return row != NULL && row->burst.taken;
 }
 
 /* The field a mode problem is about. */
@@ -59,10 +73,10 @@ typedef enum rd_mode_field {
 } rd_mode_field_t;
 
 /* Why def's mode, lease_time and sync_interval cannot be (mode: leased where a lease is unsound
- * or could grant nothing: sliding_log, a bucket without room for one; lease_time without it or
- * past the bucket's room; sync_interval without mode: approximate): true with the reason in why
- * (cap bytes) and *at saying which field it is about; false when they are fine
- * (ruledef_lease.c). */
+ * or could grant nothing: an algorithm whose row cannot lease, a bucket without room for one;
+ * lease_time without it or past the bucket's room; sync_interval without mode: approximate): true
+ * with the reason in why (cap bytes) and *at saying which field it is about; false when they are
+ * fine (ruledef_lease.c). */
 bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_interval_given,
                      rd_mode_field_t *at, char *why, size_t cap);
 

@@ -8,7 +8,8 @@
 
 int64_t ruledef_lease_room_ns(const sl_rule_t *rule)
 {
-    if (!rd_uses_tokens(rule->algorithm))
+    const core_algorithm_t *row = core_algorithm(rule->algorithm);
+    if (row == NULL || !(row->caps & CORE_CAP_TOKENS))
         return SL_WINDOW_MAX_NS / SL_NS_PER_MS * SL_NS_PER_MS;
     int64_t room = rule->tolerance_ns - rule->interval_ns;
     return room > 0 ? room / SL_NS_PER_MS * SL_NS_PER_MS : 0;
@@ -34,9 +35,10 @@ int64_t ruledef_sync_ns(const ruledef_t *def)
     return def->sync_ns > 0 ? def->sync_ns : RULE_SYNC_DEFAULT_NS;
 }
 
-/* mode: leased where a lease is sound and can grant something; lease_time only with it, and
- * within the bucket's room for a lease; sync_interval only with mode: approximate (sound for
- * every algorithm: it promises a bound, not exactness). */
+/* mode: leased where a lease is sound (the row is CORE_CAP_LEASABLE) and can grant something;
+ * lease_time only with it, and within the bucket's room for a lease; mode: approximate where
+ * the row is CORE_CAP_APPROXIMATE (it promises a bound, not exactness), sync_interval only with
+ * it. */
 bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_interval_given,
                      rd_mode_field_t *at, char *why, size_t cap)
 {
@@ -52,14 +54,18 @@ bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_inte
         snprintf(why, cap, "only applies to a rule with mode: leased");
         return true;
     }
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    *at = RD_AT_MODE;
+    if (def->mode == RULE_MODE_APPROXIMATE && row != NULL && !(row->caps & CORE_CAP_APPROXIMATE)) {
+        snprintf(why, cap, "%s cannot be approximate: a count of what remains is no bound on it",
+                 row->name);
+        return true;
+    }
     if (def->mode != RULE_MODE_LEASED)
         return false;
     int64_t room = ruledef_lease_room_ns(r);
-    *at = RD_AT_MODE;
-    if (r->algorithm == SL_SLIDING_LOG) {
-        snprintf(why, cap,
-                 "sliding_log cannot lease: it keeps each unit's time (sliding_buckets "
-                 "can)");
+    if (row != NULL && !(row->caps & CORE_CAP_LEASABLE)) {
+        snprintf(why, cap, "%s cannot lease: %s", row->name, row->lease_refusal);
         return true;
     }
     if (room < SL_NS_PER_MS) {

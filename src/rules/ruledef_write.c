@@ -106,9 +106,10 @@ bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
         return ok && put_bool(fn, arg, "unlimited", true) && put_tail(def, fn, arg);
     ok = ok && put_word(fn, arg, "algorithm", alg) && put_int(fn, arg, "limit", r->limit) &&
          put_duration(fn, arg, "window", r->window_ns);
-    if (ok && rd_uses_tokens(r->algorithm))
+    const core_algorithm_t *row = core_algorithm(r->algorithm); /* not NULL: it has a name */
+    if (ok && row->burst.taken)
         ok = put_int(fn, arg, "burst", r->burst);
-    if (ok && r->algorithm == SL_SLIDING_BUCKETS)
+    if (ok && row->buckets.taken)
         ok = put_int(fn, arg, "buckets", r->buckets);
     if (ok && r->max_delay_ns != 0)
         ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);

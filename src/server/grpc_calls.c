@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/algorithms.h"
 #include "rules/descriptor.h"
 #include "server/grpc_stream.h"
 #include "server/server.h"
@@ -109,7 +110,7 @@ static rule_state_t *override_rule(gstream_t *s, const rls_descriptor_t *d, buf_
 {
     conn_t *c = s->gc->conn;
     sl_rule_t params;
-    if (sl_rule_init(&params, SL_FIXED_WINDOW, d->override_per_unit,
+    if (sl_rule_init(&params, core_algorithm_id_with(CORE_CAP_ALIGNED), d->override_per_unit,
                      rls_unit_ns(d->override_unit)) != SL_OK) {
         snprintf(err, cap, "its limit of %u per unit %d is not a rule", d->override_per_unit,
                  (int)d->override_unit);

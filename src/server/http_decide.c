@@ -23,15 +23,13 @@
 #include "server/route.h"
 #include "server/server.h"
 
-#define NS_PER_MS  INT64_C(1000000)
-#define NS_PER_SEC INT64_C(1000000000)
 #define CHECKS_MAX 64
 
 /* ---- decisions ----------------------------------------------------------------------------- */
 
 static int64_t sec_ceil(int64_t ns)
 {
-    return sl_ns_to_units_ceil(ns, NS_PER_SEC);
+    return sl_ns_to_units_ceil(ns, SL_NS_PER_SEC);
 }
 
 static void ratelimit_headers(buf_t *b, const engine_decision_t *ed)
@@ -48,14 +46,15 @@ static void decision_json(buf_t *b, const engine_decision_t *ed, const char *key
     buf_add(b, ",\"key\":", 7);
     http_json_append(b, key, key_len);
     int64_t retry_ns = ed->d.allowed ? 0 : ed->d.retry_after_ns;
-    int n = snprintf(
-        num, sizeof num,
-        ",\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
-        "\"reset_after_ms\":%lld,\"delay_ms\":%lld,\"shadow\":%s}",
-        ed->d.allowed ? "true" : "false", (long long)ed->d.limit, (long long)ed->d.remaining,
-        (long long)sl_ns_to_units_ceil(retry_ns, NS_PER_MS),
-        (long long)sl_ns_to_units_ceil(ed->d.reset_after_ns, NS_PER_MS),
-        (long long)sl_ns_to_units_ceil(ed->d.delay_ns, NS_PER_MS), ed->shadowed ? "true" : "false");
+    int n =
+        snprintf(num, sizeof num,
+                 ",\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
+                 "\"reset_after_ms\":%lld,\"delay_ms\":%lld,\"shadow\":%s}",
+                 ed->d.allowed ? "true" : "false", (long long)ed->d.limit,
+                 (long long)ed->d.remaining, (long long)sl_ns_to_units_ceil(retry_ns, SL_NS_PER_MS),
+                 (long long)sl_ns_to_units_ceil(ed->d.reset_after_ns, SL_NS_PER_MS),
+                 (long long)sl_ns_to_units_ceil(ed->d.delay_ns, SL_NS_PER_MS),
+                 ed->shadowed ? "true" : "false");
     buf_add(b, num, (size_t)n);
 }
 
@@ -186,6 +185,9 @@ static void job_respond_json(job_t *j)
     }
     if (j->kind == JOB_ALLOW_MANY) {
         buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+    }
+    if (j->kind == JOB_ALLOW_MANY && j->refused < j->n) {
+        first = &j->got[j->refused]; /* every check says false: the one that refused the whole */
     }
     http_begin(&j->slot->buf, 200);
     ratelimit_headers(&j->slot->buf, first);

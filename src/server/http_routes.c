@@ -9,6 +9,7 @@
  *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
  *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
+ *   GET    /v1/algorithms                      the table of algorithms (open; http_algorithms.c)
  *   POST   /v1/replay                          a log replayed against a candidate rule
  *                                              (admin token; http_replay.c, off the loop)
  *   GET    /metrics  /healthz  /readyz
@@ -77,7 +78,7 @@ static door_kind_t door_kind(const route_ctx_t *x)
          (seg_is(x, 0, "metrics") || seg_is(x, 0, "healthz") || seg_is(x, 0, "readyz")))) {
         return DOOR_OPEN;
     }
-    if (seg_is(x, 0, "ui") || (v1 && seg_is(x, 1, "stats")) ||
+    if (seg_is(x, 0, "ui") || (v1 && seg_is(x, 1, "stats")) || (v1 && seg_is(x, 1, "algorithms")) ||
         (v1 && seg_is(x, 1, "rules") && x->nseg == 4 && seg_is(x, 3, "top"))) {
         return DOOR_READ;
     }
@@ -131,6 +132,8 @@ static void handle_now(void *arg)
         only_get(&x, route_top);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 2) {
         only_get(&x, route_stats);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "algorithms") && x.nseg == 2) {
+        only_get(&x, route_algorithms);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "replay") && x.nseg == 2) {
         route_replay(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 3 &&

@@ -34,8 +34,6 @@
 #include "server/route.h"
 #include "server/server.h"
 
-#define NS_PER_MS      INT64_C(1000000)
-#define NS_PER_S       INT64_C(1000000000)
 #define TOP_DEFAULT    10
 #define STREAMS_MAX    64           /* stats streams per server */
 #define STREAM_OUT_MAX (256 * 1024) /* bytes waiting for a stream's client before it is closed */
@@ -161,7 +159,7 @@ static void stats_rule(buf_t *b, const rule_state_t *rs, int64_t end_s, size_t n
     buf_add_str(b, "\",\"limit\":");
     json_write_u64(b, (uint64_t)rs->def.rule.limit);
     buf_add_str(b, ",\"window_ms\":");
-    json_write_u64(b, (uint64_t)(rs->def.rule.window_ns / NS_PER_MS));
+    json_write_u64(b, (uint64_t)(rs->def.rule.window_ns / SL_NS_PER_MS));
     buf_add_str(b, rs->def.shadow ? ",\"shadow\":true" : ",\"shadow\":false");
     json_series(b, "allowed", a, n);
     json_series(b, "denied", d, n);
@@ -182,7 +180,7 @@ void route_stats(route_ctx_t *x)
             return;
         }
     }
-    int64_t end_s = sl_now_ns() / NS_PER_S; /* the current second is not complete */
+    int64_t end_s = sl_now_ns() / SL_NS_PER_SEC; /* the current second is not complete */
     const ruleset_t *set = engine_worker_set(x->c->loop->worker);
     uint64_t a[WATCH_SECONDS], d[WATCH_SECONDS], sh[WATCH_SECONDS];
     buf_t body = {0};
@@ -243,8 +241,8 @@ static void streams_closed(uv_handle_t *h)
 static uint64_t next_tick_ms(void)
 {
     int64_t now_ns = sl_now_ns();
-    int64_t left_ns = NS_PER_S - now_ns % NS_PER_S;
-    return (uint64_t)(left_ns / NS_PER_MS + STREAM_LAG_MS);
+    int64_t left_ns = SL_NS_PER_SEC - now_ns % SL_NS_PER_SEC;
+    return (uint64_t)(left_ns / SL_NS_PER_MS + STREAM_LAG_MS);
 }
 
 /* Drops stream i of s (its connection is gone or closed). */
@@ -277,9 +275,9 @@ static void streams_tick(uv_timer_t *t)
     loop_t *l = s->loop;
     bool found[STREAMS_MAX] = {false};
     buf_t ev = {0};
-    int64_t now_ns = (int64_t)uv_now(&l->uv) * NS_PER_MS;
+    int64_t now_ns = (int64_t)uv_now(&l->uv) * SL_NS_PER_MS;
     const ruleset_t *set = engine_worker_begin(l->worker);
-    stream_event(&ev, set, sl_now_ns() / NS_PER_S); /* the second that just ended */
+    stream_event(&ev, set, sl_now_ns() / SL_NS_PER_SEC); /* the second that just ended */
     for (conn_t *c = l->conns, *next; c != NULL; c = next) {
         next = c->next;
         for (size_t i = 0; i < s->n; i++) {

@@ -15,6 +15,7 @@
 #include "engine/events.h"
 #include "server/server.h"
 #include "server/tls.h"
+#include "store/store_stats.h"
 
 static void help(buf_t *b, const char *name, const char *type, const char *text)
 {
@@ -156,66 +157,196 @@ static void render_rules(server_t *srv, buf_t *b)
     free(x.rows);
 }
 
-/* Approximate rules: their syncs, and the decisions answered from a key's count. */
-static void metrics_approx(buf_t *b, const engine_store_stats_t *t)
+/* The request store's statistics, as it declares them (store_stats.h), summed over the loops. */
+static void render_store(server_t *srv, buf_t *b)
 {
-    help(b, "sluice_redis_approx_syncs_total", "counter",
-         "Syncs of approximate rules' keys sent to Redis (one command each): sent, and failed "
-         "(their units are sent again with the next).");
-    buf_printf(b, "sluice_redis_approx_syncs_total{event=\"sent\"} %llu\n",
-               (unsigned long long)t->approx_syncs);
-    buf_printf(b, "sluice_redis_approx_syncs_total{event=\"failed\"} %llu\n",
-               (unsigned long long)t->approx_failures);
-    help(b, "sluice_redis_approx_units_total", "counter",
-         "Units admitted here by approximate rules and charged to Redis by syncs.");
-    buf_printf(b, "sluice_redis_approx_units_total %llu\n", (unsigned long long)t->approx_units);
-    help(b, "sluice_redis_approx_local_total", "counter",
-         "Decisions of approximate rules answered here from a key's count, without a command.");
-    buf_printf(b, "sluice_redis_approx_local_total %llu\n", (unsigned long long)t->approx_local);
-    help(b, "sluice_redis_approx_sync_lag_seconds", "summary",
-         "Age of the count each local decision of an approximate rule was made from: the time "
-         "since the request that brought it was sent.");
-    buf_printf(b, "sluice_redis_approx_sync_lag_seconds_sum %.9f\n",
-               (double)t->approx_lag_ns / 1e9);
-    buf_printf(b, "sluice_redis_approx_sync_lag_seconds_count %llu\n",
-               (unsigned long long)t->approx_local);
+    store_stats_t total = {0};
+    for (unsigned i = 0; i < srv->nloops; i++) {
+        store_stats_t st;
+        engine_worker_stats(engine_worker(srv->engine, i), &st);
+        store_stats_add(&total, &st);
+    }
+    store_stats_prometheus(&total, b);
 }
 
-/* Leased rules' leases, and what they save: Redis commands per decision asked of the store. */
-static void metrics_leases(buf_t *b, const engine_store_stats_t *t)
+/* ---- the server's statistics: /metrics and INFO from one table --------------------------- */
+
+static uint64_t rules_walk(metrics_ctx_t *x, int which);
+
+#define STAT_GET(name, expr)                                                                       \
+    static uint64_t name(metrics_ctx_t *x)                                                         \
+    {                                                                                              \
+        server_t *srv = x->srv;                                                                    \
+        (void)srv;                                                                                 \
+        return (uint64_t)(expr);                                                                   \
+    }
+STAT_GET(get_connections, SERVER_STAT(srv, connections))
+STAT_GET(get_commands, SERVER_STAT(srv, commands))
+STAT_GET(get_http, SERVER_STAT(srv, http_requests))
+STAT_GET(get_grpc, SERVER_STAT(srv, grpc_calls))
+STAT_GET(get_rejected, SERVER_STAT(srv, rejected_clients))
+STAT_GET(get_protocol_errors, SERVER_STAT(srv, protocol_errors))
+STAT_GET(get_out_hard, SERVER_STAT(srv, output_hard_closed))
+STAT_GET(get_out_soft, SERVER_STAT(srv, output_soft_closed))
+STAT_GET(get_out_both, SERVER_STAT(srv, output_hard_closed) + SERVER_STAT(srv, output_soft_closed))
+STAT_GET(get_evicted, SERVER_STAT(srv, evicted_clients))
+STAT_GET(get_clients, atomic_load(&srv->clients))
+STAT_GET(get_max_clients, srv->cfg->max_clients)
+STAT_GET(get_input_bytes, atomic_load_explicit(&srv->input_bytes, memory_order_relaxed))
+STAT_GET(get_streams, atomic_load(&srv->streams))
+STAT_GET(get_replays, atomic_load(&srv->replays))
+STAT_GET(get_held, SERVER_STAT(srv, held_replies))
+STAT_GET(get_version, engine_version(srv->engine))
+STAT_GET(get_rules, rules_walk(x, 0))
+STAT_GET(get_inline_rules, rules_walk(x, 1))
+STAT_GET(get_reloads, engine_reloads(srv->engine))
+STAT_GET(get_keys, rules_walk(x, 2))
+STAT_GET(get_table_bytes, rules_walk(x, 3))
+STAT_GET(get_config_errors, engine_store_errors(srv->engine))
+STAT_GET(get_config_up, engine_store_up(srv->engine) ? 1 : 0)
+STAT_GET(get_config_writable, engine_store_writable(srv->engine) ? 1 : 0)
+STAT_GET(get_loading, 0)
+STAT_GET(get_snapshots, atomic_load(&srv->snapshots))
+STAT_GET(get_snapshot_errors, atomic_load(&srv->snapshot_errors))
+STAT_GET(get_last_snapshot, atomic_load(&srv->last_snapshot_ns) / SL_NS_PER_SEC)
+#undef STAT_GET
+
+/* One number of the server's: a Prometheus sample (metric NULL: INFO only), an INFO field
+ * (info NULL: /metrics only), or both, read once by get. A family's rows are together, its help
+ * on the first; within an INFO section the rows are in INFO's order. */
+typedef struct server_stat {
+    const char *metric;
+    const char *help;
+    const char *type; /* "counter", "gauge" */
+    const char *labels;
+    metrics_section_t section;
+    const char *info;
+    uint64_t (*get)(metrics_ctx_t *x);
+} server_stat_t;
+
+#define S_NONE        METRICS_NONE
+#define S_CLIENTS     METRICS_CLIENTS
+#define S_STATS       METRICS_STATS
+#define S_RULES       METRICS_RULES
+#define S_PERSISTENCE METRICS_PERSISTENCE
+static const server_stat_t server_stats[] = {
+    {"sluice_connections_total", "Connections accepted.", "counter", "", S_STATS,
+     "total_connections_received", get_connections},
+    {"sluice_requests_total", "Requests handled, by protocol.", "counter", "protocol=\"resp\"",
+     S_STATS, "total_commands_processed", get_commands},
+    {"sluice_requests_total", NULL, "counter", "protocol=\"http\"", S_STATS, "total_http_requests",
+     get_http},
+    {"sluice_requests_total", NULL, "counter", "protocol=\"grpc\"", S_NONE, NULL, get_grpc},
+    {"sluice_rejected_connections_total", "Connections refused at max_clients.", "counter", "",
+     S_STATS, "rejected_connections", get_rejected},
+    {"sluice_protocol_errors_total", "Malformed requests (the connection was closed).", "counter",
+     "", S_STATS, "protocol_errors", get_protocol_errors},
+    {"sluice_output_buffer_disconnections_total",
+     "Clients closed because too many of their replies were waiting, by limit "
+     "(--output-buffer-hard, --output-buffer-soft).",
+     "counter", "limit=\"hard\"", S_NONE, NULL, get_out_hard},
+    {"sluice_output_buffer_disconnections_total", NULL, "counter", "limit=\"soft\"", S_NONE, NULL,
+     get_out_soft},
+    {NULL, NULL, NULL, "", S_STATS, "client_output_buffer_limit_disconnections", get_out_both},
+    {"sluice_evicted_clients_total",
+     "Clients closed because all clients' input buffers were over --max-input-buffers.", "counter",
+     "", S_STATS, "evicted_clients", get_evicted},
+    {"sluice_clients", "Open connections.", "gauge", "", S_CLIENTS, "connected_clients",
+     get_clients},
+    {NULL, NULL, NULL, "", S_CLIENTS, "maxclients", get_max_clients},
+    {"sluice_input_buffers_bytes",
+     "Memory of all clients' input buffers (requests not yet complete), bytes.", "gauge", "",
+     S_CLIENTS, "clients_input_buffers_bytes", get_input_bytes},
+    {"sluice_stats_streams", "Open GET /v1/stats/stream connections.", "gauge", "", S_NONE, NULL,
+     get_streams},
+    {"sluice_replays_running", "POST /v1/replay replays running now.", "gauge", "", S_NONE, NULL,
+     get_replays},
+    {"sluice_held_replies",
+     "Replies held back now: /v1/auth answers admitted with a delay, refused AUTHs and admin "
+     "tokens from addresses that keep failing.",
+     "gauge", "", S_NONE, NULL, get_held},
+    {"sluice_rules_version", "Config store version of the rule set in force.", "gauge", "", S_RULES,
+     "rules_version", get_version},
+    {NULL, NULL, NULL, "", S_RULES, "rules", get_rules},
+    {NULL, NULL, NULL, "", S_RULES, "inline_rules", get_inline_rules},
+    {"sluice_rules_reloads_total", "Rule sets published.", "counter", "", S_RULES, "reloads",
+     get_reloads},
+    {NULL, NULL, NULL, "", S_RULES, "keys", get_keys},
+    {NULL, NULL, NULL, "", S_RULES, "table_bytes", get_table_bytes},
+    {"sluice_config_store_errors_total", "Config store failures (polls, reloads, imports).",
+     "counter", "", S_NONE, NULL, get_config_errors},
+    {"sluice_config_store_up",
+     "1 while the config store can be reached, 0 while it cannot (the rules in force stay).",
+     "gauge", "", S_NONE, NULL, get_config_up},
+    {"sluice_config_store_writable",
+     "1 while rule and override changes can be written to the config store, 0 while they "
+     "cannot (unreachable; a read-only or immutable file; writes failing).",
+     "gauge", "", S_NONE, NULL, get_config_writable},
+    {NULL, NULL, NULL, "", S_PERSISTENCE, "loading", get_loading},
+    {"sluice_snapshots_total", "Snapshots written.", "counter", "", S_PERSISTENCE, "snapshots",
+     get_snapshots},
+    {"sluice_snapshot_errors_total", "Snapshots that failed.", "counter", "", S_PERSISTENCE,
+     "snapshot_errors", get_snapshot_errors},
+    {NULL, NULL, NULL, "", S_PERSISTENCE, "last_snapshot_time", get_last_snapshot},
+};
+#define NSERVER_STATS (sizeof server_stats / sizeof server_stats[0])
+
+static void rules_count(void *arg, rule_state_t *rs)
 {
-    help(b, "sluice_redis_leases_total", "counter",
-         "Leases of leased rules: taken (granted units), returned (unused units given back), "
-         "unreturned (unused units never given back: the node lost its data, a return failed, "
-         "a reset, a stop).");
-    buf_printf(b, "sluice_redis_leases_total{event=\"taken\"} %llu\n",
-               (unsigned long long)t->leases_taken);
-    buf_printf(b, "sluice_redis_leases_total{event=\"returned\"} %llu\n",
-               (unsigned long long)t->leases_returned);
-    buf_printf(b, "sluice_redis_leases_total{event=\"unreturned\"} %llu\n",
-               (unsigned long long)t->leases_unreturned);
-    help(b, "sluice_redis_lease_units_total", "counter",
-         "Units of leases: granted by Redis, and spent here by decisions answered from them.");
-    buf_printf(b, "sluice_redis_lease_units_total{use=\"granted\"} %llu\n",
-               (unsigned long long)t->lease_units);
-    buf_printf(b, "sluice_redis_lease_units_total{use=\"spent\"} %llu\n",
-               (unsigned long long)t->lease_units_spent);
-    help(b, "sluice_redis_lease_hits_total", "counter",
-         "Decisions answered from a lease, without a Redis command.");
-    buf_printf(b, "sluice_redis_lease_hits_total %llu\n", (unsigned long long)t->lease_hits);
-    help(b, "sluice_redis_asked_total", "counter",
-         "Decisions and settles asked of the Redis store, leased or not.");
-    buf_printf(b, "sluice_redis_asked_total %llu\n", (unsigned long long)t->asked);
-    help(b, "sluice_redis_commands_per_decision", "gauge",
-         "Redis commands sent per decision or settle asked, since start.");
-    buf_printf(b, "sluice_redis_commands_per_decision %.6f\n",
-               t->asked > 0 ? (double)t->decisions / (double)t->asked : 0.0);
+    metrics_ctx_t *x = arg;
+    sl_table_stats_t st;
+    engine_rule_stats(rs, &st);
+    x->keys += st.keys;
+    x->bytes += st.bytes;
+    *(rs->inline_rule ? &x->inline_rules : &x->rules) += 1;
 }
 
-void metrics_render(server_t *srv, buf_t *b)
+/* The rules' totals (which: rules, inline rules, keys, bytes), counted at the first ask. */
+static uint64_t rules_walk(metrics_ctx_t *x, int which)
 {
-    render_rules(srv, b);
+    if (!x->counted) {
+        engine_foreach_rule(x->srv->engine, rules_count, x);
+        x->counted = true;
+    }
+    const size_t v[] = {x->rules, x->inline_rules, x->keys, x->bytes};
+    return v[which];
+}
 
+size_t metrics_rule_keys(metrics_ctx_t *x)
+{
+    return (size_t)rules_walk(x, 2);
+}
+
+void metrics_info(metrics_ctx_t *x, metrics_section_t section, buf_t *b)
+{
+    for (size_t i = 0; i < NSERVER_STATS; i++) {
+        const server_stat_t *r = &server_stats[i];
+        if (r->info != NULL && r->section == section) {
+            buf_printf(b, "%s:%lld\r\n", r->info, (long long)r->get(x));
+        }
+    }
+}
+
+/* Every row of the table with a metric. */
+static void render_server(server_t *srv, buf_t *b)
+{
+    metrics_ctx_t x = {.srv = srv};
+    for (size_t i = 0; i < NSERVER_STATS; i++) {
+        const server_stat_t *r = &server_stats[i];
+        if (r->metric == NULL) {
+            continue;
+        }
+        if (r->help != NULL) {
+            help(b, r->metric, r->type, r->help);
+        }
+        const char *open = r->labels[0] != '\0' ? "{" : "";
+        const char *close = r->labels[0] != '\0' ? "}" : "";
+        buf_printf(b, "%s%s%s%s %lld\n", r->metric, open, r->labels, close, (long long)r->get(&x));
+    }
+}
+
+static void render_latency(server_t *srv, buf_t *b)
+{
     help(b, "sluice_request_duration_seconds", "histogram",
          "Time from the read that completed a request to its reply being ready to write.");
     uint64_t cumulative = 0;
@@ -231,113 +362,10 @@ void metrics_render(server_t *srv, buf_t *b)
                (double)SERVER_STAT(srv, latency_sum_ns) / 1e9);
     buf_printf(b, "sluice_request_duration_seconds_count %llu\n",
                (unsigned long long)SERVER_STAT(srv, latency_count));
+}
 
-    help(b, "sluice_requests_total", "counter", "Requests handled, by protocol.");
-    buf_printf(b, "sluice_requests_total{protocol=\"resp\"} %llu\n",
-               (unsigned long long)SERVER_STAT(srv, commands));
-    buf_printf(b, "sluice_requests_total{protocol=\"http\"} %llu\n",
-               (unsigned long long)SERVER_STAT(srv, http_requests));
-    buf_printf(b, "sluice_requests_total{protocol=\"grpc\"} %llu\n",
-               (unsigned long long)SERVER_STAT(srv, grpc_calls));
-    help(b, "sluice_protocol_errors_total", "counter",
-         "Malformed requests (the connection was closed).");
-    buf_printf(b, "sluice_protocol_errors_total %llu\n",
-               (unsigned long long)SERVER_STAT(srv, protocol_errors));
-    help(b, "sluice_connections_total", "counter", "Connections accepted.");
-    buf_printf(b, "sluice_connections_total %llu\n",
-               (unsigned long long)SERVER_STAT(srv, connections));
-    help(b, "sluice_rejected_connections_total", "counter", "Connections refused at max_clients.");
-    buf_printf(b, "sluice_rejected_connections_total %llu\n",
-               (unsigned long long)SERVER_STAT(srv, rejected_clients));
-    help(b, "sluice_clients", "gauge", "Open connections.");
-    buf_printf(b, "sluice_clients %zu\n", atomic_load(&srv->clients));
-    help(b, "sluice_stats_streams", "gauge", "Open GET /v1/stats/stream connections.");
-    buf_printf(b, "sluice_stats_streams %zu\n", atomic_load(&srv->streams));
-    help(b, "sluice_replays_running", "gauge", "POST /v1/replay replays running now.");
-    buf_printf(b, "sluice_replays_running %zu\n", atomic_load(&srv->replays));
-    help(b, "sluice_output_buffer_disconnections_total", "counter",
-         "Clients closed because too many of their replies were waiting, by limit "
-         "(--output-buffer-hard, --output-buffer-soft).");
-    buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"hard\"} %llu\n",
-               (unsigned long long)SERVER_STAT(srv, output_hard_closed));
-    buf_printf(b, "sluice_output_buffer_disconnections_total{limit=\"soft\"} %llu\n",
-               (unsigned long long)SERVER_STAT(srv, output_soft_closed));
-    help(b, "sluice_input_buffers_bytes", "gauge",
-         "Memory of all clients' input buffers (requests not yet complete), bytes.");
-    buf_printf(b, "sluice_input_buffers_bytes %zu\n",
-               atomic_load_explicit(&srv->input_bytes, memory_order_relaxed));
-    help(b, "sluice_evicted_clients_total", "counter",
-         "Clients closed because all clients' input buffers were over --max-input-buffers.");
-    buf_printf(b, "sluice_evicted_clients_total %llu\n",
-               (unsigned long long)SERVER_STAT(srv, evicted_clients));
-    help(b, "sluice_held_replies", "gauge",
-         "Replies held back now: /v1/auth answers admitted with a delay, refused AUTHs and admin "
-         "tokens from addresses that keep failing.");
-    buf_printf(b, "sluice_held_replies %llu\n", (unsigned long long)SERVER_STAT(srv, held_replies));
-
-    if (engine_is_remote(srv->engine)) {
-        engine_store_stats_t total = {0};
-        for (unsigned i = 0; i < srv->nloops; i++) {
-            engine_store_stats_t st;
-            engine_worker_stats(engine_worker(srv->engine, i), &st);
-            total.decisions += st.decisions;
-            total.cache_hits += st.cache_hits;
-            total.timeouts += st.timeouts;
-            total.errors += st.errors;
-            total.noscript += st.noscript;
-            total.redirects += st.redirects;
-            total.refreshes += st.refreshes;
-            total.reconnects += st.reconnects;
-            total.leases_taken += st.leases_taken;
-            total.leases_returned += st.leases_returned;
-            total.leases_unreturned += st.leases_unreturned;
-            total.lease_units += st.lease_units;
-            total.lease_hits += st.lease_hits;
-            total.lease_units_spent += st.lease_units_spent;
-            total.asked += st.asked;
-            total.approx_syncs += st.approx_syncs;
-            total.approx_units += st.approx_units;
-            total.approx_local += st.approx_local;
-            total.approx_lag_ns += st.approx_lag_ns;
-            total.approx_failures += st.approx_failures;
-            total.nodes_down += st.nodes_down;
-        }
-        static const char *const names[][2] = {
-            {"sluice_redis_decisions_total",
-             "Commands sent to Redis: decisions, settles, leases and their returns."},
-            {"sluice_redis_cache_hits_total",
-             "Decisions answered from the over-limit cache, without a round trip."},
-            {"sluice_redis_timeouts_total", "Decisions past their deadline (on_store_error)."},
-            {"sluice_redis_errors_total", "Redis replies that were errors, or none."},
-            {"sluice_redis_noscript_total", "EVALSHA answered NOSCRIPT (re-sent as EVAL)."},
-            {"sluice_redis_redirects_total", "MOVED and ASK redirects followed."},
-            {"sluice_redis_slot_refreshes_total", "Cluster slot map reloads."},
-            {"sluice_redis_reconnects_total", "Connections to Redis made again."},
-        };
-        const uint64_t values[] = {total.decisions, total.cache_hits, total.timeouts,
-                                   total.errors,    total.noscript,   total.redirects,
-                                   total.refreshes, total.reconnects};
-        for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-            help(b, names[i][0], "counter", names[i][1]);
-            buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)values[i]);
-        }
-        metrics_leases(b, &total);
-        metrics_approx(b, &total);
-        size_t module_nodes, lua_nodes;
-        engine_store_modes(srv->engine, &module_nodes, &lua_nodes);
-        help(b, "sluice_redis_up", "gauge",
-             "1 while every connection to Redis is up, 0 while one is lost or cannot be made.");
-        buf_printf(b, "sluice_redis_up %d\n", total.nodes_down == 0 ? 1 : 0);
-        help(b, "sluice_redis_connections_down", "gauge",
-             "Connections to Redis nodes (one per loop and node) lost or not made, not yet made "
-             "again.");
-        buf_printf(b, "sluice_redis_connections_down %llu\n", (unsigned long long)total.nodes_down);
-        help(b, "sluice_redis_nodes", "gauge",
-             "Redis nodes deciding with the sluice.so module or with the Lua scripts.");
-        buf_printf(b, "sluice_redis_nodes{mode=\"module\"} %zu\n", module_nodes);
-        buf_printf(b, "sluice_redis_nodes{mode=\"lua\"} %zu\n", lua_nodes);
-    }
-
+static void render_memory(server_t *srv, buf_t *b)
+{
     size_t memory_used, memory_max;
     engine_memory(srv->engine, &memory_used, &memory_max);
     help(b, "sluice_memory_bytes", "gauge",
@@ -345,29 +373,15 @@ void metrics_render(server_t *srv, buf_t *b)
     buf_printf(b, "sluice_memory_bytes %zu\n", memory_used);
     help(b, "sluice_memory_max_bytes", "gauge", "--max-memory, bytes; 0 when there is no cap.");
     buf_printf(b, "sluice_memory_max_bytes %zu\n", memory_max);
+}
 
-    help(b, "sluice_rules_version", "gauge", "Config store version of the rule set in force.");
-    buf_printf(b, "sluice_rules_version %lld\n", (long long)engine_version(srv->engine));
-    help(b, "sluice_rules_reloads_total", "counter", "Rule sets published.");
-    buf_printf(b, "sluice_rules_reloads_total %llu\n",
-               (unsigned long long)engine_reloads(srv->engine));
-    help(b, "sluice_config_store_errors_total", "counter",
-         "Config store failures (polls, reloads, imports).");
-    buf_printf(b, "sluice_config_store_errors_total %llu\n",
-               (unsigned long long)engine_store_errors(srv->engine));
-    help(b, "sluice_config_store_up", "gauge",
-         "1 while the config store can be reached, 0 while it cannot (the rules in force stay).");
-    buf_printf(b, "sluice_config_store_up %d\n", engine_store_up(srv->engine) ? 1 : 0);
-    help(b, "sluice_config_store_writable", "gauge",
-         "1 while rule and override changes can be written to the config store, 0 while they "
-         "cannot (unreachable; a read-only or immutable file; writes failing).");
-    buf_printf(b, "sluice_config_store_writable %d\n", engine_store_writable(srv->engine) ? 1 : 0);
-    help(b, "sluice_snapshots_total", "counter", "Snapshots written.");
-    buf_printf(b, "sluice_snapshots_total %llu\n",
-               (unsigned long long)atomic_load(&srv->snapshots));
-    help(b, "sluice_snapshot_errors_total", "counter", "Snapshots that failed.");
-    buf_printf(b, "sluice_snapshot_errors_total %llu\n",
-               (unsigned long long)atomic_load(&srv->snapshot_errors));
+void metrics_render(server_t *srv, buf_t *b)
+{
+    render_rules(srv, b);
+    render_latency(srv, b);
+    render_server(srv, b);
+    render_store(srv, b);
+    render_memory(srv, b);
     if (srv->tls != NULL) {
         help(b, "sluice_tls_certificate_expiry_timestamp_seconds", "gauge",
              "When the TLS certificate new connections get stops being valid, unix seconds.");

@@ -21,25 +21,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/commands.h"
 #include "proto/resp.h"
 #include "server/server.h"
 
 #define NS_PER_MS  INT64_C(1000000)
 #define NS_PER_SEC INT64_C(1000000000)
 
-enum {
-    CMD_NOAUTH = 1u << 0, /* allowed before AUTH */
-    CMD_WRITE = 1u << 1,  /* changes state (COMMAND INFO says "write") */
-    CMD_ADMIN = 1u << 2,  /* changes rules or overrides */
-};
-
 typedef void (*command_fn)(conn_t *c, resp_arg_t *argv, size_t argc);
 
-/* One row of the command table (resp_table.c). */
+/* One row of the command table (resp_table.c): a command's description (its name, arity, CMD_*
+ * flags, summary and arguments: proto/commands.h) and its handler. */
 typedef struct command {
-    const char *name; /* lower case */
-    int arity;      /* Redis's convention: N exactly N arguments counting the name, -N at least N */
-    unsigned flags; /* CMD_* */
+    const cmd_desc_t *desc;
     command_fn fn;
 } command_t;
 

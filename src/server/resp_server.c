@@ -18,7 +18,9 @@
 #include "engine/events.h"
 #include "engine/log.h"
 #include "server/resp_commands.h"
+#include "server/metrics.h"
 #include "server/resp_front.h"
+#include "store/store_stats.h"
 #include "sluice/version.h"
 
 /* ---- connection and server commands -------------------------------------------------------- */
@@ -323,34 +325,8 @@ void resp_cmd_client(conn_t *c, resp_arg_t *argv, size_t argc)
 typedef struct info_ctx {
     server_t *srv;
     int64_t now_ns;
-    bool counted; /* the fields below are filled (one walk of the rules serves every section) */
-    size_t keys;
-    size_t bytes;
-    size_t rules;
-    size_t inline_rules;
+    metrics_ctx_t m; /* the numbers /metrics shows too (metrics.h) */
 } info_ctx_t;
-
-static void info_rule(void *arg, rule_state_t *rs)
-{
-    info_ctx_t *x = arg;
-    sl_table_stats_t st;
-    engine_rule_stats(rs, &st);
-    x->keys += st.keys;
-    x->bytes += st.bytes;
-    if (rs->inline_rule) {
-        x->inline_rules++;
-    } else {
-        x->rules++;
-    }
-}
-
-static void info_count(info_ctx_t *x)
-{
-    if (!x->counted) {
-        engine_foreach_rule(x->srv->engine, info_rule, x);
-        x->counted = true;
-    }
-}
 
 static void info_server(buf_t *b, info_ctx_t *x)
 {
@@ -371,75 +347,78 @@ static void info_server(buf_t *b, info_ctx_t *x)
 
 static void info_clients(buf_t *b, info_ctx_t *x)
 {
-    server_t *srv = x->srv;
     buf_printf(b, "# Clients\r\n");
-    buf_printf(b, "connected_clients:%zu\r\n", atomic_load(&srv->clients));
-    buf_printf(b, "maxclients:%zu\r\n", srv->cfg->max_clients);
-    buf_printf(b, "clients_input_buffers_bytes:%zu\r\n", atomic_load(&srv->input_bytes));
+    metrics_info(&x->m, METRICS_CLIENTS, b);
 }
 
 static void info_stats(buf_t *b, info_ctx_t *x)
 {
-    server_t *srv = x->srv;
     buf_printf(b, "# Stats\r\n");
-    buf_printf(b, "total_connections_received:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, connections));
-    buf_printf(b, "total_commands_processed:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, commands));
-    buf_printf(b, "total_http_requests:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, http_requests));
-    buf_printf(b, "rejected_connections:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, rejected_clients));
-    buf_printf(b, "protocol_errors:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, protocol_errors));
-    buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
-               (unsigned long long)(SERVER_STAT(srv, output_hard_closed) +
-                                    SERVER_STAT(srv, output_soft_closed)));
-    buf_printf(b, "evicted_clients:%llu\r\n",
-               (unsigned long long)SERVER_STAT(srv, evicted_clients));
+    metrics_info(&x->m, METRICS_STATS, b);
 }
 
 static void info_rules(buf_t *b, info_ctx_t *x)
 {
-    info_count(x);
     buf_printf(b, "# Rules\r\n");
-    buf_printf(b, "rules_version:%lld\r\n", (long long)engine_version(x->srv->engine));
-    buf_printf(b, "rules:%zu\r\n", x->rules);
-    buf_printf(b, "inline_rules:%zu\r\n", x->inline_rules);
-    buf_printf(b, "reloads:%llu\r\n", (unsigned long long)engine_reloads(x->srv->engine));
-    buf_printf(b, "keys:%zu\r\n", x->keys);
-    buf_printf(b, "table_bytes:%zu\r\n", x->bytes);
+    metrics_info(&x->m, METRICS_RULES, b);
 }
 
 static void info_persistence(buf_t *b, info_ctx_t *x)
 {
-    server_t *srv = x->srv;
     buf_printf(b, "# Persistence\r\n");
-    buf_printf(b, "loading:0\r\n");
-    buf_printf(b, "snapshots:%llu\r\n", (unsigned long long)atomic_load(&srv->snapshots));
-    buf_printf(b, "snapshot_errors:%llu\r\n",
-               (unsigned long long)atomic_load(&srv->snapshot_errors));
-    buf_printf(b, "last_snapshot_time:%lld\r\n",
-               (long long)(atomic_load(&srv->last_snapshot_ns) / NS_PER_SEC));
+    metrics_info(&x->m, METRICS_PERSISTENCE, b);
 }
 
 /* Redis's shape: one line per database that holds keys. Every key of every rule counts, in
  * database 0; keys carry no TTL of their own (they are dropped when their quota is fresh). */
 static void info_keyspace(buf_t *b, info_ctx_t *x)
 {
-    info_count(x);
+    size_t keys = metrics_rule_keys(&x->m);
     buf_printf(b, "# Keyspace\r\n");
-    if (x->keys > 0) {
-        buf_printf(b, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", x->keys);
+    if (keys > 0) {
+        buf_printf(b, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", keys);
     }
+}
+
+/* The request store's statistics, as it declares them (store_stats.h): the same rows and values
+ * as /metrics, under INFO names. */
+static void store_total(info_ctx_t *x, store_stats_t *total)
+{
+    *total = (store_stats_t){0};
+    for (unsigned i = 0; i < x->srv->nloops; i++) {
+        store_stats_t st;
+        engine_worker_stats(engine_worker(x->srv->engine, i), &st);
+        store_stats_add(total, &st);
+    }
+}
+
+static bool info_has_store(info_ctx_t *x)
+{
+    store_stats_t total;
+    store_total(x, &total);
+    return total.n > 0;
+}
+
+static void info_store(buf_t *b, info_ctx_t *x)
+{
+    store_stats_t total;
+    store_total(x, &total);
+    buf_printf(b, "# Store\r\n");
+    store_stats_info(&total, b);
 }
 
 static const struct info_section {
     const char *name; /* lower case, as INFO's argument */
     void (*fn)(buf_t *b, info_ctx_t *x);
+    bool (*present)(info_ctx_t *x); /* NULL: always */
 } info_sections[] = {
-    {"server", info_server}, {"clients", info_clients},         {"stats", info_stats},
-    {"rules", info_rules},   {"persistence", info_persistence}, {"keyspace", info_keyspace},
+    {"server", info_server, NULL},
+    {"clients", info_clients, NULL},
+    {"stats", info_stats, NULL},
+    {"rules", info_rules, NULL},
+    {"persistence", info_persistence, NULL},
+    {"store", info_store, info_has_store}, /* a store that keeps none has no section */
+    {"keyspace", info_keyspace, NULL},
 };
 
 #define INFO_NSECTIONS (sizeof info_sections / sizeof info_sections[0])
@@ -454,11 +433,12 @@ void resp_cmd_info(conn_t *c, resp_arg_t *argv, size_t argc)
             want[i] = want[i] || every || resp_arg_is(&argv[a], info_sections[i].name);
         }
     }
-    info_ctx_t x = {.srv = c->loop->srv, .now_ns = sl_now_ns()};
+    info_ctx_t x = {.srv = c->loop->srv, .now_ns = sl_now_ns(), .m = {.srv = c->loop->srv}};
     buf_t b = {0};
     bool first = true;
     for (size_t i = 0; i < INFO_NSECTIONS; i++) {
-        if (argc == 1 || want[i]) {
+        bool present = info_sections[i].present == NULL || info_sections[i].present(&x);
+        if ((argc == 1 || want[i]) && present) {
             if (!first) {
                 buf_add_str(&b, "\r\n");
             }

@@ -8,6 +8,7 @@
  *   http_rules.c    rules and overrides: /v1/rules[/{name}[/overrides[/{key}]]] (admin token)
  *   http_stats.c    what the console reads: /v1/rules/{name}/top, /v1/stats[/stream]
  *   http_replay.c   POST /v1/replay (admin token), on libuv's thread pool
+ *   http_algorithms.c  GET /v1/algorithms: the table of algorithms
  *   http_ui.c       the console's files: /ui/, /ui/<file>
  *   http_door.c     before any route: what keeps web pages out (Host, Origin, JSON bodies)
  */
@@ -94,6 +95,9 @@ void route_stats_stream(route_ctx_t *x); /* GET /v1/stats/stream */
 
 /* http_replay.c */
 void route_replay(route_ctx_t *x); /* POST /v1/replay */
+
+/* http_algorithms.c */
+void route_algorithms(route_ctx_t *x); /* GET /v1/algorithms */
 
 /* http_ui.c: GET|HEAD /ui (308 to /ui/), /ui/ (index.html), /ui/<file>; 404 for other files. */
 void route_ui(route_ctx_t *x);

@@ -10,9 +10,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 /* ---- SL.ALLOWALL in one step ---------------------------------------------------------------- */
@@ -25,7 +26,10 @@
  * pair; one that cannot take the cost by the peek is decided for real (a delayed admission can
  * still admit it). The first refused ends it: what was charged so far is given back (SL.SETTLE ...
  * ACTUAL 0, at the same time: exact) and the reply is {i, then 5 integers per pair}: pair i's
- * refusal, the others' peeks. Otherwise every pair is charged: {0, 5 integers per pair}.
+ * refusal, and each other pair as it stands alone: its peek when the cost fits (a shadow rule's
+ * pair: its peek), else its own refusal (a delayed admission in its place is given back at once,
+ * and answered by the peek).
+ * Otherwise every pair is charged: {0, 5 integers per pair}.
  */
 static const char allowall_script[] =
     "local cost = ARGV[1]\n"
@@ -49,7 +53,17 @@ static const char allowall_script[] =
     "        for j in pairs(charged) do call('SL.SETTLE', j, 'RESERVED', cost, 'ACTUAL', '0') end\n"
     "        local out = {i}\n"
     "        for k = 1, #KEYS do\n"
-    "          local e = k == i and d or call('SL.PEEK', k)\n"
+    "          local e = d\n"
+    "          if k ~= i then\n"
+    "            e = call('SL.PEEK', k)\n"
+    "            local shadow = ARGV[1 + (k - 1) * 8 + 7] == '1'\n"
+    "            if not shadow and tonumber(cost) > 0 and (e[1] == 0 or e[3] < tonumber(cost)) "
+    "then\n"
+    "              local t = call('SL.THROTTLE', k, 'COST', cost)\n"
+    "              if t[1] == 0 then e = t\n"
+    "              else call('SL.SETTLE', k, 'RESERVED', cost, 'ACTUAL', '0') end\n"
+    "            end\n"
+    "          end\n"
     "          for j = 1, 5 do out[#out + 1] = e[j] end\n"
     "        end\n"
     "        return out\n"
@@ -141,7 +155,7 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
         const sl_rule_t *r = pairs[i].rule;
         size_t k = rs_key(pairs[i].name, r, REDIS_MODE_MODULE, pairs[i].key, pairs[i].key_len,
                           rkeys[i], RKEY_MAX);
-        if (k == 0 || r->window_ns % NS_PER_MS != 0 || r->max_delay_ns % NS_PER_MS != 0 ||
+        if (k == 0 || r->window_ns % SL_NS_PER_MS != 0 || r->max_delay_ns % SL_NS_PER_MS != 0 ||
             cost > r->capacity) {
             return -1; /* the step-by-step path answers these */
         }
@@ -161,15 +175,15 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         const sl_rule_t *r = pairs[i].rule;
-        bool burst = r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET;
+        const core_algorithm_t *row = core_algorithm(r->algorithm);
         const char *alg = sl_algorithm_name(r->algorithm);
         argv[argc] = alg;
         len[argc++] = strlen(alg);
         int64_t v[7] = {r->limit,
-                        r->window_ns / NS_PER_MS,
-                        burst ? r->burst : -1,
-                        r->algorithm == SL_SLIDING_BUCKETS ? r->buckets : -1,
-                        r->max_delay_ns / NS_PER_MS,
+                        r->window_ns / SL_NS_PER_MS,
+                        row->burst.taken ? r->burst : -1,
+                        row->buckets.taken ? r->buckets : -1,
+                        r->max_delay_ns / SL_NS_PER_MS,
                         pairs[i].shadow ? 1 : 0,
                         rs_closed_ms(s, node, pairs[i].closed_ns, r, now_ns)};
         for (int j = 0; j < 7; j++) {

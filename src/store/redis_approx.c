@@ -7,23 +7,22 @@
 
 #include "store/approx_count.h"
 #include "store/freelist.h"
-#include "store/overlimit_cache.h"
+#include "store/keyed_table.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_approx.h"
 
 /* A (rule, key) this loop decides approximately. */
 typedef struct approx_entry {
+    keyed_entry_t k; /* first: its (name, key) in the loop's table */
     redis_approx_t *table;
-    uint64_t hash;            /* of (name, key) */
-    sl_rule_t rule;           /* the numbers it is decided under */
-    int64_t sync_ns;          /* its rule's sync interval, ns */
-    int64_t closed_ns;        /* the rule's closed start, as last given */
-    approx_count_t count;     /* its count and what was admitted since */
-    int64_t sync_sent_ns;     /* the sync on its way was sent then, node's monotonic clock, ns */
-    int64_t last_ns;          /* the last decision, ns */
-    int64_t reset_at_ns;      /* when the key is fresh, as of the latest reply, ns */
-    unsigned strict;          /* strict decisions on their way, which bring a count */
-    size_t name_len, key_len; /* bytes */
-    char bytes[];             /* the name, NUL, then the key */
+    sl_rule_t rule;       /* the numbers it is decided under */
+    int64_t sync_ns;      /* its rule's sync interval, ns */
+    int64_t closed_ns;    /* the rule's closed start, as last given */
+    approx_count_t count; /* its count and what was admitted since */
+    int64_t sync_sent_ns; /* the sync on its way was sent then, node's monotonic clock, ns */
+    int64_t last_ns;      /* the last decision, ns */
+    int64_t reset_at_ns;  /* when the key is fresh, as of the latest reply, ns */
+    unsigned strict;      /* strict decisions on their way, which bring a count */
 } approx_entry_t;
 
 /* A strict decision whose reply is the key's count. */
@@ -40,12 +39,10 @@ struct redis_approx {
     uv_timer_t tick;
     int64_t tick_ns;      /* the timer's period (0: stopped), ns */
     bool stopping;        /* redis_approx_stop was called: everything strict */
-    uint64_t seed;        /* of the entries' hashes */
-    size_t count;         /* entries */
     unsigned outstanding; /* syncs and strict decisions on their way */
     freelist_t stricts;   /* approx_strict_t to reuse */
     redis_approx_stats_t stats;
-    approx_entry_t *slots[APPROX_SLOTS];
+    keyed_table_t keys; /* approx_entry_t, APPROX_SLOTS */
 };
 
 #define ADD(field, n) atomic_fetch_add_explicit(&t->stats.field, (n), memory_order_relaxed)
@@ -56,22 +53,16 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-static uint64_t hash_of(const redis_approx_t *t, const redis_approx_target_t *tg)
-{
-    return olc_key_hash(t->seed, tg->name, strlen(tg->name) + 1, tg->key, tg->key_len);
-}
-
-static bool entry_is(const approx_entry_t *e, const redis_approx_target_t *tg, uint64_t h)
-{
-    size_t name_len = strlen(tg->name);
-    return e->hash == h && e->name_len == name_len && e->key_len == tg->key_len &&
-           memcmp(e->bytes, tg->name, name_len) == 0 &&
-           memcmp(e->bytes + name_len + 1, tg->key, tg->key_len) == 0;
-}
-
 static const char *entry_key(const approx_entry_t *e)
 {
-    return e->bytes + e->name_len + 1;
+    return keyed_key(&e->k);
+}
+
+/* The entry of tg's (rule, key), or NULL; *slot where it is or would be. */
+static approx_entry_t *entry_find(const redis_approx_t *t, const redis_approx_target_t *tg,
+                                  size_t *slot)
+{
+    return keyed_find(&t->keys, tg->name, tg->key, tg->key_len, slot);
 }
 
 /* Whether e holds nothing to send and nothing on its way: it may be freed. */
@@ -82,9 +73,7 @@ static bool entry_quiet(const approx_entry_t *e)
 
 static void entry_free(redis_approx_t *t, size_t slot)
 {
-    free(t->slots[slot]);
-    t->slots[slot] = NULL;
-    t->count--;
+    keyed_remove(&t->keys, slot);
 }
 
 /* ---- syncs --------------------------------------------------------------------------------- */
@@ -117,8 +106,8 @@ static void sync_send(approx_entry_t *e, int64_t now)
      * what a client's settle may charge, not what the nodes' own admissions took */
     sl_rule_t unbounded = e->rule;
     unbounded.max_debt = SL_COUNT_MAX;
-    redis_store_settle(t->rs, e->bytes, &unbounded, entry_key(e), e->key_len, 0, units, -1,
-                       e->closed_ns, sl_now_ns(), on_synced, e);
+    redis_store_settle(t->rs, keyed_name(&e->k), &unbounded, entry_key(e), e->k.key_len, 0, units,
+                       -1, e->closed_ns, sl_now_ns(), on_synced, e);
 }
 
 static void on_tick(uv_timer_t *timer);
@@ -145,8 +134,8 @@ static void on_tick(uv_timer_t *timer)
     int64_t least = 0;
     /* half a period early is on time: the timer's ticks are not exact */
     int64_t due_at = now + t->tick_ns / 2;
-    for (size_t i = 0; i < APPROX_SLOTS; i++) {
-        approx_entry_t *e = t->slots[i];
+    for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+        approx_entry_t *e = keyed_at(&t->keys, i);
         if (e == NULL) {
             continue;
         }
@@ -168,35 +157,25 @@ static void on_tick(uv_timer_t *timer)
  * busy with another key's units, or out of memory. */
 static approx_entry_t *entry_for(redis_approx_t *t, const redis_approx_target_t *tg, int64_t now)
 {
-    uint64_t h = hash_of(t, tg);
-    size_t slot = (size_t)(h & (APPROX_SLOTS - 1));
-    approx_entry_t *e = t->slots[slot];
-    if (e != NULL && entry_is(e, tg, h)) {
+    size_t slot;
+    approx_entry_t *e = entry_find(t, tg, &slot);
+    if (e != NULL) {
         return e;
     }
-    if (e != NULL) {
+    if ((e = keyed_at(&t->keys, slot)) != NULL) {
         if (!entry_quiet(e)) {
             return NULL;
         }
         entry_free(t, slot);
     }
-    size_t name_len = strlen(tg->name);
-    e = calloc(1, sizeof *e + name_len + 1 + tg->key_len);
-    if (e == NULL) {
+    if ((e = keyed_add(&t->keys, slot, tg->name, tg->key, tg->key_len)) == NULL) {
         return NULL;
     }
     e->table = t;
-    e->hash = h;
     e->rule = *tg->rule;
     e->sync_ns = tg->sync_ns;
     e->count = APPROX_COUNT_NEW;
     e->last_ns = now;
-    e->name_len = name_len;
-    e->key_len = tg->key_len;
-    memcpy(e->bytes, tg->name, name_len + 1);
-    memcpy(e->bytes + name_len + 1, tg->key, tg->key_len);
-    t->slots[slot] = e;
-    t->count++;
     if (t->tick_ns == 0 || tg->sync_ns < t->tick_ns) {
         tick_set(t, tg->sync_ns);
     }
@@ -220,7 +199,7 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
         e->reset_at_ns = now + d->reset_after_ns;
     }
     freelist_put(&t->stricts, s);
-    fn(fn_arg, status, d, err);
+    redis_store_answer(t->rs, fn, fn_arg, status, d, err);
 }
 
 void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int64_t cost,
@@ -260,7 +239,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
                 int64_t wait = e->sync_ns - lag;
                 d.retry_after_ns = wait > 0 ? wait : 0;
             }
-            fn(arg, 0, &d, NULL);
+            redis_store_answer(t->rs, fn, arg, 0, &d, NULL);
             return;
         }
         s = freelist_get(&t->stricts);
@@ -279,9 +258,9 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
 
 void redis_approx_drop(redis_approx_t *t, const redis_approx_target_t *tg)
 {
-    uint64_t h = hash_of(t, tg);
-    approx_entry_t *e = t->slots[h & (APPROX_SLOTS - 1)];
-    if (e != NULL && entry_is(e, tg, h)) {
+    size_t slot;
+    approx_entry_t *e = entry_find(t, tg, &slot);
+    if (e != NULL) {
         e->count.admitted = 0;
         approx_forget(&e->count, mono_ns());
     }
@@ -292,8 +271,8 @@ unsigned redis_approx_stop(redis_approx_t *t)
     if (!t->stopping) {
         t->stopping = true;
         int64_t now = mono_ns();
-        for (size_t i = 0; i < APPROX_SLOTS; i++) {
-            approx_entry_t *e = t->slots[i];
+        for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+            approx_entry_t *e = keyed_at(&t->keys, i);
             if (e != NULL && e->count.admitted > 0 && !e->count.syncing) {
                 sync_send(e, now);
             }
@@ -315,7 +294,11 @@ redis_approx_t *redis_approx_create(uv_loop_t *loop, redis_store_t *rs)
     }
     t->loop = loop;
     t->rs = rs;
-    t->seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)t;
+    uint64_t seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)t;
+    if (keyed_init(&t->keys, APPROX_SLOTS, sizeof(approx_entry_t), seed) != 0) {
+        free(t);
+        return NULL;
+    }
     t->stricts = (freelist_t){.size = sizeof(approx_strict_t), .keep = 1024};
     uv_timer_init(loop, &t->tick);
     t->tick.data = t;
@@ -332,11 +315,12 @@ void redis_approx_free(redis_approx_t *t)
     if (t == NULL) {
         return;
     }
-    for (size_t i = 0; i < APPROX_SLOTS; i++) {
-        if (t->slots[i] != NULL) {
+    for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+        if (keyed_at(&t->keys, i) != NULL) {
             entry_free(t, i);
         }
     }
+    keyed_destroy(&t->keys);
     freelist_clear(&t->stricts);
     uv_timer_stop(&t->tick);
     uv_close((uv_handle_t *)&t->tick, on_tick_closed);

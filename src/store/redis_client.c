@@ -11,7 +11,7 @@
 
 #include <hiredis/async.h>
 
-#include "store/uv_glue.h"
+#include "remote/uv_glue.h"
 
 #define BACKOFF_MIN_MS     10
 #define BACKOFF_MAX_MS     1000

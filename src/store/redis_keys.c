@@ -10,9 +10,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 #define LUA_INT_MAX INT64_C(9007199254740991) /* 2^53 - 1: the scripts' largest integer */
@@ -192,16 +193,17 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
     arg_str(a, rkey, rkey_len);
     arg_str(a, alg, strlen(alg));
     arg_i64(a, r->limit);
-    arg_i64(a, r->window_ns / NS_PER_MS);
-    if (r->algorithm == SL_GCRA || r->algorithm == SL_TOKEN_BUCKET) {
+    arg_i64(a, r->window_ns / SL_NS_PER_MS);
+    const core_algorithm_t *row = core_algorithm(r->algorithm);
+    if (row->burst.taken) {
         arg_str(a, "BURST", 5);
         arg_i64(a, r->burst);
-        if (r->max_delay_ns > 0) {
-            arg_str(a, "MAX_DELAY", 9);
-            arg_i64(a, r->max_delay_ns / NS_PER_MS);
-        }
     }
-    if (r->algorithm == SL_SLIDING_BUCKETS) {
+    if (row->max_delay.taken && r->max_delay_ns > 0) {
+        arg_str(a, "MAX_DELAY", 9);
+        arg_i64(a, r->max_delay_ns / SL_NS_PER_MS);
+    }
+    if (row->buckets.taken) {
         arg_str(a, "BUCKETS", 7);
         arg_i64(a, r->buckets);
     }
@@ -220,7 +222,7 @@ static void module_op_args(args_t *a, const pending_t *p)
         arg_i64(a, p->actual);
         if (p->charged_ns >= 0) {
             arg_str(a, "AT", 2);
-            arg_i64(a, p->charged_ns / NS_PER_MS);
+            arg_i64(a, p->charged_ns / SL_NS_PER_MS);
         }
         return;
     }
@@ -229,7 +231,7 @@ static void module_op_args(args_t *a, const pending_t *p)
         arg_str(a, "WANT", 4);
         arg_i64(a, p->want);
         arg_str(a, "FOR", 3);
-        arg_i64(a, p->lease_ns / NS_PER_MS);
+        arg_i64(a, p->lease_ns / SL_NS_PER_MS);
         return;
     }
     if (p->op == OP_RETURN) {
@@ -239,9 +241,9 @@ static void module_op_args(args_t *a, const pending_t *p)
         arg_str(a, "UNUSED", 6);
         arg_i64(a, p->unused);
         arg_str(a, "AT", 2);
-        arg_i64(a, p->lease.at_ns / NS_PER_US);
+        arg_i64(a, p->lease.at_ns / SL_NS_PER_US);
         arg_str(a, "UNTIL", 5);
-        arg_i64(a, p->lease.until_ns / NS_PER_US);
+        arg_i64(a, p->lease.until_ns / SL_NS_PER_US);
         return;
     }
     module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
@@ -263,10 +265,10 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
     arg_str(a, "1", 1);
     arg_str(a, p->rkey, p->rkey_len);
     arg_i64(a, r->limit);
-    arg_i64(a, r->window_ns / NS_PER_US);
+    arg_i64(a, r->window_ns / SL_NS_PER_US);
     arg_i64(a, r->burst);
     arg_i64(a, r->buckets);
-    arg_i64(a, r->max_delay_ns / NS_PER_US);
+    arg_i64(a, r->max_delay_ns / SL_NS_PER_US);
     if (p->op == OP_SETTLE) {
         /* the scripts take units up to 2^53 - 1: the difference is what a settle does (a refund
          * of reserved - actual, or a charge of actual - reserved), so that is what is sent */
@@ -276,7 +278,7 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
         arg_i64(a, back < LUA_INT_MAX ? back : LUA_INT_MAX);
         arg_i64(a, more < LUA_INT_MAX ? more : LUA_INT_MAX);
         if (p->charged_ns >= 0) {
-            arg_i64(a, p->charged_ns / NS_PER_US);
+            arg_i64(a, p->charged_ns / SL_NS_PER_US);
         } else {
             arg_str(a, "now", 3);
         }
@@ -287,15 +289,15 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
     if (p->op == OP_LEASE) {
         arg_str(a, "lease", 5);
         arg_i64(a, p->want);
-        arg_i64(a, p->lease_ns / NS_PER_US);
+        arg_i64(a, p->lease_ns / SL_NS_PER_US);
         return;
     }
     if (p->op == OP_RETURN) {
         arg_str(a, "return", 6);
         arg_i64(a, p->lease.granted);
         arg_i64(a, p->unused);
-        arg_i64(a, p->lease.at_ns / NS_PER_US);
-        arg_i64(a, p->lease.until_ns / NS_PER_US);
+        arg_i64(a, p->lease.at_ns / SL_NS_PER_US);
+        arg_i64(a, p->lease.until_ns / SL_NS_PER_US);
         return;
     }
     arg_i64(a, p->cost);
@@ -321,6 +323,6 @@ void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool
     lua_op_args(a, p, script, full);
     if (p->closed_ms >= 0) {
         arg_str(a, "closed_from", 11);
-        arg_i64(a, p->closed_ms * (NS_PER_MS / NS_PER_US));
+        arg_i64(a, p->closed_ms * (SL_NS_PER_MS / SL_NS_PER_US));
     }
 }

@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "store/freelist.h"
+#include "store/keyed_table.h"
 #include "store/lease_size.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_lease.h"
 
 /* A decision waiting for its key's lease request. */
@@ -20,8 +21,8 @@ typedef struct lease_waiter {
 
 /* A (rule, key) this loop leases: the lease in hand (granted > 0) and what sizes the next. */
 typedef struct lease_entry {
+    keyed_entry_t k; /* first: its (name, key) in the loop's table */
     redis_leases_t *table;
-    uint64_t hash;           /* of (name, key) */
     redis_rule_ref_t *ref;   /* held */
     sl_rule_t rule;          /* the numbers it is leased under */
     int64_t lease_ns;        /* the lease time asked for, ns */
@@ -41,8 +42,6 @@ typedef struct lease_entry {
     bool serving;            /* its waiters are being answered: not to be freed meanwhile */
     lease_waiter_t *wait_head, *wait_tail;
     size_t nwait;
-    size_t name_len, key_len; /* bytes */
-    char bytes[];             /* the name, NUL, then the key */
 } lease_entry_t;
 
 struct redis_leases {
@@ -51,12 +50,10 @@ struct redis_leases {
     uv_timer_t sweep;
     bool sweeping;        /* the timer runs */
     bool stopping;        /* redis_leases_stop was called: everything strict */
-    uint64_t seed;        /* of the entries' hashes */
-    size_t count;         /* entries */
     unsigned outstanding; /* returns and lease requests on their way */
     redis_lease_stats_t stats;
     freelist_t waiters; /* lease_waiter_t to reuse */
-    lease_entry_t *slots[LEASE_SLOTS];
+    keyed_table_t keys; /* lease_entry_t, LEASE_SLOTS */
 };
 
 #define ADD(field, n) atomic_fetch_add_explicit(&t->stats.field, (n), memory_order_relaxed)
@@ -82,22 +79,16 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-static uint64_t hash_of(const redis_leases_t *t, const redis_lease_target_t *tg)
-{
-    return olc_key_hash(t->seed, tg->name, strlen(tg->name) + 1, tg->key, tg->key_len);
-}
-
-static bool entry_is(const lease_entry_t *e, const redis_lease_target_t *tg, uint64_t h)
-{
-    size_t name_len = strlen(tg->name);
-    return e->hash == h && e->name_len == name_len && e->key_len == tg->key_len &&
-           memcmp(e->bytes, tg->name, name_len) == 0 &&
-           memcmp(e->bytes + name_len + 1, tg->key, tg->key_len) == 0;
-}
-
 static const char *entry_key(const lease_entry_t *e)
 {
-    return e->bytes + e->name_len + 1;
+    return keyed_key(&e->k);
+}
+
+/* The entry of tg's (rule, key), or NULL; *slot where it is or would be. */
+static lease_entry_t *entry_find(const redis_leases_t *t, const redis_lease_target_t *tg,
+                                 size_t *slot)
+{
+    return keyed_find(&t->keys, tg->name, tg->key, tg->key_len, slot);
 }
 
 /* ---- giving back --------------------------------------------------------------------------- */
@@ -122,8 +113,8 @@ static void give_back(lease_entry_t *e)
     redis_leases_t *t = e->table;
     if (e->grant.granted > 0 && e->left > 0) {
         t->outstanding++;
-        redis_store_return(t->rs, e->bytes, &e->rule, entry_key(e), e->key_len, &e->grant, e->left,
-                           &e->node, on_returned, t);
+        redis_store_return(t->rs, keyed_name(&e->k), &e->rule, entry_key(e), e->k.key_len,
+                           &e->grant, e->left, &e->node, on_returned, t);
     }
     e->grant.granted = 0;
     e->left = 0;
@@ -131,14 +122,12 @@ static void give_back(lease_entry_t *e)
 
 static void entry_free(redis_leases_t *t, size_t slot)
 {
-    lease_entry_t *e = t->slots[slot];
+    lease_entry_t *e = keyed_at(&t->keys, slot);
     if (e->grant.granted > 0 && e->left > 0) {
         ADD(unreturned, 1);
     }
     ref_release(e->ref);
-    free(e);
-    t->slots[slot] = NULL;
-    t->count--;
+    keyed_remove(&t->keys, slot);
 }
 
 /* ---- the sweep ----------------------------------------------------------------------------- */
@@ -147,8 +136,8 @@ static void on_sweep(uv_timer_t *timer)
 {
     redis_leases_t *t = timer->data;
     int64_t now = mono_ns();
-    for (size_t i = 0; i < LEASE_SLOTS; i++) {
-        lease_entry_t *e = t->slots[i];
+    for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+        lease_entry_t *e = keyed_at(&t->keys, i);
         if (e == NULL || e->inflight || e->serving) {
             continue;
         }
@@ -160,7 +149,7 @@ static void on_sweep(uv_timer_t *timer)
             entry_free(t, i);
         }
     }
-    if (t->count == 0) {
+    if (t->keys.count == 0) {
         uv_timer_stop(&t->sweep);
         t->sweeping = false;
     }
@@ -172,26 +161,22 @@ static void on_sweep(uv_timer_t *timer)
  * NULL when the slot is busy with another key's lease request, or out of memory. */
 static lease_entry_t *entry_for(redis_leases_t *t, const redis_lease_target_t *tg, int64_t now)
 {
-    uint64_t h = hash_of(t, tg);
-    size_t slot = (size_t)(h & (LEASE_SLOTS - 1));
-    lease_entry_t *e = t->slots[slot];
-    if (e != NULL && entry_is(e, tg, h)) {
+    size_t slot;
+    lease_entry_t *e = entry_find(t, tg, &slot);
+    if (e != NULL) {
         return e;
     }
-    if (e != NULL) {
+    if ((e = keyed_at(&t->keys, slot)) != NULL) {
         if (e->inflight || e->serving) {
             return NULL;
         }
         give_back(e);
         entry_free(t, slot);
     }
-    size_t name_len = strlen(tg->name);
-    e = calloc(1, sizeof *e + name_len + 1 + tg->key_len);
-    if (e == NULL) {
+    if ((e = keyed_add(&t->keys, slot, tg->name, tg->key, tg->key_len)) == NULL) {
         return NULL;
     }
     e->table = t;
-    e->hash = h;
     e->ref = tg->ref;
     atomic_fetch_add_explicit(&e->ref->refs, 1, memory_order_relaxed);
     e->rule = *tg->rule;
@@ -199,12 +184,6 @@ static lease_entry_t *entry_for(redis_leases_t *t, const redis_lease_target_t *t
     e->remaining = -1;
     e->rate_since_ns = now;
     e->last_ns = now;
-    e->name_len = name_len;
-    e->key_len = tg->key_len;
-    memcpy(e->bytes, tg->name, name_len + 1);
-    memcpy(e->bytes + name_len + 1, tg->key, tg->key_len);
-    t->slots[slot] = e;
-    t->count++;
     if (!t->sweeping) {
         uv_timer_start(&t->sweep, on_sweep, LEASE_SWEEP_MS, LEASE_SWEEP_MS);
         t->sweeping = true;
@@ -286,8 +265,8 @@ static void strict(redis_leases_t *t, const lease_entry_t *e, const redis_lease_
         redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns,
                            now_ns, fn, arg);
     } else {
-        redis_store_decide(t->rs, e->bytes, &e->rule, entry_key(e), e->key_len, cost, e->closed_ns,
-                           now_ns, fn, arg);
+        redis_store_decide(t->rs, keyed_name(&e->k), &e->rule, entry_key(e), e->k.key_len, cost,
+                           e->closed_ns, now_ns, fn, arg);
     }
 }
 
@@ -316,7 +295,7 @@ void redis_leases_decide(redis_leases_t *t, const redis_lease_target_t *tg, int6
     sl_decision_t d;
     if (!e->inflight && running(e, cost, now)) {
         take(e, cost, now, &d);
-        fn(arg, 0, &d, NULL);
+        redis_store_answer(t->rs, fn, arg, 0, &d, NULL);
         return;
     }
     lease_waiter_t *w = NULL;
@@ -335,67 +314,90 @@ void redis_leases_decide(redis_leases_t *t, const redis_lease_target_t *tg, int6
     ask(e, tg, cost, now_ns, now, w);
 }
 
+/* e's lease request is answered (status 0 with d, the grant in e->grant): what it holds now. */
+static void grant_in(lease_entry_t *e, int status, const sl_decision_t *d)
+{
+    redis_leases_t *t = e->table;
+    t->outstanding--;
+    e->inflight = false;
+    e->serving = true;
+    if (status != 0) {
+        e->grant.granted = 0;
+        e->left = 0;
+        return;
+    }
+    e->remaining = d->remaining;
+    if (e->grant.granted > 0) {
+        e->left = e->grant.granted;
+        e->end_ns = lease_local_end(e->sent_ns, &e->grant);
+        ADD(taken, 1);
+        ADD(units, (uint64_t)e->grant.granted);
+    } else {
+        e->strict_until_ns = e->sent_ns + e->lease_ns;
+    }
+}
+
+/* Answers waiters w.. from e's lease, in order, while it has their units; returns the first
+ * not answered, and whether any was. */
+static lease_waiter_t *serve(lease_entry_t *e, lease_waiter_t *w, int64_t now, bool *served)
+{
+    redis_leases_t *t = e->table;
+    while (w != NULL && running(e, w->cost, now)) {
+        lease_waiter_t *next = w->next;
+        sl_decision_t got;
+        *served = true;
+        take(e, w->cost, now, &got);
+        redis_store_answer(t->rs, w->fn, w->arg, 0, &got, NULL);
+        freelist_put(&t->waiters, w);
+        w = next;
+    }
+    return w;
+}
+
+/* Asks for another lease for waiters w.. (the grant ran short, the key had room), sized from
+ * the rate they arrived at. */
+static void ask_again(lease_entry_t *e, lease_waiter_t *w, int64_t now_ns, int64_t now)
+{
+    int64_t cost = 0;
+    for (const lease_waiter_t *x = w; x != NULL; x = x->next) {
+        cost += x->cost;
+    }
+    redis_lease_target_t tg = {.ref = e->ref,
+                               .name = keyed_name(&e->k),
+                               .rule = &e->rule,
+                               .key = entry_key(e),
+                               .key_len = e->k.key_len,
+                               .lease_ns = e->lease_ns,
+                               .closed_ns = e->closed_ns};
+    e->serving = false;
+    ask(e, &tg, cost, now_ns, now, w);
+}
+
 /* The answer to e's lease request: its waiters are answered from the grant in order, and
  * strictly when it runs short; a store error is theirs too. */
 static void on_lease(void *arg, int status, const sl_decision_t *d, const char *err)
 {
     lease_entry_t *e = arg;
     redis_leases_t *t = e->table;
-    t->outstanding--;
-    e->inflight = false;
     lease_waiter_t *w = e->wait_head;
     e->wait_head = e->wait_tail = NULL;
     e->nwait = 0;
     int64_t now = mono_ns();
     int64_t now_ns = sl_now_ns();
-    e->serving = true;
-    if (status == 0) {
-        e->remaining = d->remaining;
-        if (e->grant.granted > 0) {
-            e->left = e->grant.granted;
-            e->end_ns = lease_local_end(e->sent_ns, &e->grant);
-            ADD(taken, 1);
-            ADD(units, (uint64_t)e->grant.granted);
-        } else {
-            e->strict_until_ns = e->sent_ns + e->lease_ns;
-        }
-    } else {
-        e->grant.granted = 0;
-        e->left = 0;
-    }
+    grant_in(e, status, d);
     bool served = false;
-    while (w != NULL && status == 0 && running(e, w->cost, now)) {
-        lease_waiter_t *next = w->next;
-        sl_decision_t got;
-        served = true;
-        take(e, w->cost, now, &got);
-        w->fn(w->arg, 0, &got, NULL);
-        freelist_put(&t->waiters, w);
-        w = next;
+    if (status == 0) {
+        w = serve(e, w, now, &served);
     }
     if (w != NULL && served && !t->stopping &&
         !atomic_load_explicit(&e->ref->retired, memory_order_acquire)) {
-        /* the grant ran short, the key had room: another lease for the rest, sized from the
-         * rate they arrived at */
-        int64_t cost = 0;
-        for (const lease_waiter_t *x = w; x != NULL; x = x->next) {
-            cost += x->cost;
-        }
-        redis_lease_target_t tg = {.ref = e->ref,
-                                   .name = e->bytes,
-                                   .rule = &e->rule,
-                                   .key = entry_key(e),
-                                   .key_len = e->key_len,
-                                   .lease_ns = e->lease_ns,
-                                   .closed_ns = e->closed_ns};
-        e->serving = false;
-        ask(e, &tg, cost, now_ns, now, w);
+        ask_again(e, w, now_ns, now);
         return;
     }
     while (w != NULL) { /* a store error is theirs too; a grant of nothing: strict */
         lease_waiter_t *next = w->next;
         if (status != 0) {
-            w->fn(w->arg, -1, NULL, err);
+            redis_store_answer(t->rs, w->fn, w->arg, -1, NULL, err);
         } else {
             strict(t, e, NULL, w->cost, now_ns, w->fn, w->arg);
         }
@@ -417,10 +419,10 @@ bool redis_leases_take_all(redis_leases_t *t, const redis_lease_target_t *tg, si
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = hash_of(t, &tg[i]);
-        lease_entry_t *e = t->slots[h & (LEASE_SLOTS - 1)];
-        if (tg[i].lease_ns <= 0 || e == NULL || !entry_is(e, &tg[i], h) || e->inflight ||
-            e->ref != tg[i].ref || !sl_rule_same(&e->rule, tg[i].rule) || !running(e, cost, now)) {
+        size_t slot;
+        lease_entry_t *e = entry_find(t, &tg[i], &slot);
+        if (tg[i].lease_ns <= 0 || e == NULL || e->inflight || e->ref != tg[i].ref ||
+            !sl_rule_same(&e->rule, tg[i].rule) || !running(e, cost, now)) {
             return false;
         }
         int64_t times = 1; /* one key named several times needs each cost */
@@ -442,9 +444,9 @@ bool redis_leases_take_all(redis_leases_t *t, const redis_lease_target_t *tg, si
 
 void redis_leases_drop(redis_leases_t *t, const redis_lease_target_t *tg)
 {
-    uint64_t h = hash_of(t, tg);
-    lease_entry_t *e = t->slots[h & (LEASE_SLOTS - 1)];
-    if (e != NULL && entry_is(e, tg, h) && e->grant.granted > 0 && !e->inflight) {
+    size_t slot;
+    lease_entry_t *e = entry_find(t, tg, &slot);
+    if (e != NULL && e->grant.granted > 0 && !e->inflight) {
         if (e->left > 0) {
             ADD(unreturned, 1);
         }
@@ -457,9 +459,10 @@ unsigned redis_leases_stop(redis_leases_t *t)
 {
     if (!t->stopping) {
         t->stopping = true;
-        for (size_t i = 0; i < LEASE_SLOTS; i++) {
-            if (t->slots[i] != NULL && !t->slots[i]->inflight) {
-                give_back(t->slots[i]);
+        for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+            lease_entry_t *e = keyed_at(&t->keys, i);
+            if (e != NULL && !e->inflight) {
+                give_back(e);
             }
         }
     }
@@ -484,7 +487,11 @@ redis_leases_t *redis_leases_create(uv_loop_t *loop, redis_store_t *rs)
     }
     t->loop = loop;
     t->rs = rs;
-    t->seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)t;
+    uint64_t seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)t;
+    if (keyed_init(&t->keys, LEASE_SLOTS, sizeof(lease_entry_t), seed) != 0) {
+        free(t);
+        return NULL;
+    }
     t->waiters = (freelist_t){.size = sizeof(lease_waiter_t), .keep = LEASE_WAITERS_MAX};
     uv_timer_init(loop, &t->sweep);
     t->sweep.data = t;
@@ -501,11 +508,12 @@ void redis_leases_free(redis_leases_t *t)
     if (t == NULL) {
         return;
     }
-    for (size_t i = 0; i < LEASE_SLOTS; i++) {
-        if (t->slots[i] != NULL) {
+    for (size_t i = 0; i < keyed_slots(&t->keys); i++) {
+        if (keyed_at(&t->keys, i) != NULL) {
             entry_free(t, i);
         }
     }
+    keyed_destroy(&t->keys);
     freelist_clear(&t->waiters);
     uv_timer_stop(&t->sweep);
     uv_close((uv_handle_t *)&t->sweep, on_sweep_closed);

@@ -29,7 +29,7 @@ bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
     for (size_t i = 0; i < want; i++) {
         v[i] = r->element[i]->integer;
     }
-    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
     *d = (sl_decision_t){.allowed = v[0] == 1,
                          .limit = v[1],
                          .remaining = v[2],
@@ -59,15 +59,15 @@ bool rs_parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rul
         }
         v[i] = r->element[i]->integer;
     }
-    if (v[2] < v[1] || v[2] > INT64_MAX / NS_PER_US) {
+    if (v[2] < v[1] || v[2] > INT64_MAX / SL_NS_PER_US) {
         return false;
     }
     *lease = (sl_lease_t){.granted = v[0],
-                          .at_ns = v[1] * NS_PER_US,
-                          .until_ns = v[2] * NS_PER_US,
+                          .at_ns = v[1] * SL_NS_PER_US,
+                          .until_ns = v[2] * SL_NS_PER_US,
                           .remaining = v[3],
                           .reset_after_ns =
-                              to_ns(v[4], mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US)};
+                              to_ns(v[4], mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US)};
     *d = (sl_decision_t){.allowed = v[0] > 0,
                          .limit = rule->capacity,
                          .remaining = v[3],

@@ -233,15 +233,21 @@ static redis_approx_target_t approx_target(const store_target_t *tg, int64_t now
                                    .closed_ns = closed_of(tg, now_ns)};
 }
 
+/* What a call through the seam returns: the answer found inside it (request_store.h: never
+ * called back inside the call), else STORE_PENDING. */
+static int inside_result(const redis_inside_t *in)
+{
+    if (!in->answered) {
+        return STORE_PENDING;
+    }
+    return in->status == 0 ? SL_OK : in->status == SL_EDEBT ? SL_EDEBT : SL_EINVAL;
+}
+
 /* Leased: from a lease when it can (redis_lease.h); approximate: from the key's count when it
  * can (redis_approx.h); peeks and settles are strict. */
-static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
-                        const store_request_t *req, int64_t now_ns, sl_decision_t *d,
-                        store_done_fn fn, void *arg)
+static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const store_request_t *req,
+                          int64_t now_ns, store_done_fn fn, void *arg)
 {
-    (void)s;
-    (void)d;
-    redis_loop_t *rl = (redis_loop_t *)l;
     redis_store_t *rs = rl->rs;
     int64_t closed_ns = closed_of(tg, now_ns);
     redis_leases_asked(rl->leases);
@@ -258,21 +264,33 @@ static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_
         redis_store_decide(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost, closed_ns,
                            now_ns, fn, arg);
     }
-    return STORE_PENDING;
 }
 
-/* The one-slot script when every pair asks one cost, else STORE_ENOTSUP: pair by pair. */
+/* An answer found at once (a cached refusal, a lease's units, a key's count, a request that
+ * could not be sent) is returned; fn is called only for an answer that comes later. */
+static int redis_decide(request_store_t *s, store_loop_t *l, const store_target_t *tg,
+                        const store_request_t *req, int64_t now_ns, sl_decision_t *d,
+                        store_done_fn fn, void *arg)
+{
+    (void)s;
+    redis_loop_t *rl = (redis_loop_t *)l;
+    redis_inside_t in = {.fn = fn, .arg = arg, .d = d};
+    redis_inside_t *before = redis_store_enter(rl->rs, &in);
+    decide_inside(rl, tg, req, now_ns, fn, arg);
+    redis_store_leave(rl->rs, before);
+    return inside_result(&in);
+}
+
+/* From the keys' leases when every one has the units (answered at once: d[], *at = n), else
+ * the one-slot script when every pair asks one cost, else STORE_ENOTSUP: pair by pair. */
 static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pair_t *pairs,
                             size_t n, int64_t now_ns, sl_decision_t *d, size_t *at, store_all_fn fn,
                             void *arg)
 {
     (void)s;
-    (void)d;
-    (void)at;
     redis_loop_t *rl = (redis_loop_t *)l;
     redis_pair_t rp[REDIS_ALL_MAX];
     redis_lease_target_t lt[REDIS_ALL_MAX];
-    sl_decision_t got[REDIS_ALL_MAX];
     if (n == 0 || n > REDIS_ALL_MAX) {
         return STORE_ENOTSUP;
     }
@@ -292,9 +310,9 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
                                .shadow = pairs[i].shadow,
                                .closed_ns = closed_of(&pairs[i].tg, now_ns)};
     }
-    if (leased && redis_leases_take_all(rl->leases, lt, n, pairs[0].cost, got)) {
-        fn(arg, 0, got, n, -1, NULL); /* every key's lease had the units */
-        return STORE_PENDING;
+    if (leased && redis_leases_take_all(rl->leases, lt, n, pairs[0].cost, d)) {
+        *at = n; /* every key's lease had the units: answered at once */
+        return SL_OK;
     }
     if (redis_store_decide_all(rl->rs, rp, n, pairs[0].cost, now_ns, fn, arg) != 0) {
         return STORE_ENOTSUP;
@@ -315,8 +333,11 @@ static int redis_reset(request_store_t *s, store_loop_t *l, const store_target_t
     }
     redis_approx_target_t at = approx_target(tg, 0);
     redis_approx_drop(rl->approx, &at); /* nor to charge it */
+    redis_inside_t in = {.fn = fn, .arg = arg};
+    redis_inside_t *before = redis_store_enter(rl->rs, &in);
     redis_store_reset(rl->rs, tg->name, tg->numbers, tg->key, tg->key_len, fn, arg);
-    return STORE_PENDING;
+    redis_store_leave(rl->rs, before);
+    return inside_result(&in);
 }
 
 static void redis_forget(store_loop_t *l, const store_target_t *tg)
@@ -349,44 +370,154 @@ static void redis_modes(const request_store_t *s, size_t *module_nodes, size_t *
     redis_shared_modes(r->shared, module_nodes, lua_nodes);
 }
 
-/* The counters of a loop's store, under the lock that keeps it from being freed meanwhile. */
+/* ---- statistics (request_store.h: store_stat_t) ------------------------------------------- */
+
+/* Where each number is in a loop's values. */
+enum {
+    V_DECISIONS,
+    V_CACHE_HITS,
+    V_TIMEOUTS,
+    V_ERRORS,
+    V_NOSCRIPT,
+    V_REDIRECTS,
+    V_REFRESHES,
+    V_RECONNECTS,
+    V_LEASES_TAKEN,
+    V_LEASES_RETURNED,
+    V_LEASES_UNRETURNED,
+    V_LEASE_UNITS,
+    V_LEASE_SPENT,
+    V_LEASE_HITS,
+    V_ASKED,
+    V_APPROX_SYNCS,
+    V_APPROX_FAILURES,
+    V_APPROX_UNITS,
+    V_APPROX_LOCAL,
+    V_APPROX_LAG_NS,
+    V_NODES_DOWN,
+    V_NODES_MODULE,
+    V_NODES_LUA,
+    V_COUNT
+};
+_Static_assert(V_COUNT <= STORE_STAT_VALUES_MAX, "the values fit store_stats_t");
+
+#define C STORE_STAT_COUNTER
+#define G STORE_STAT_GAUGE
+static const store_stat_t redis_stat_list[] = {
+    {"sluice_redis_decisions_total",
+     "Commands sent to Redis: decisions, settles, leases and their returns.", "", "", C,
+     STORE_STAT_INT, V_DECISIONS, 0, false},
+    {"sluice_redis_cache_hits_total",
+     "Decisions answered from the over-limit cache, without a round trip.", "", "", C,
+     STORE_STAT_INT, V_CACHE_HITS, 0, false},
+    {"sluice_redis_timeouts_total", "Decisions past their deadline (on_store_error).", "", "", C,
+     STORE_STAT_INT, V_TIMEOUTS, 0, false},
+    {"sluice_redis_errors_total", "Redis replies that were errors, or none.", "", "", C,
+     STORE_STAT_INT, V_ERRORS, 0, false},
+    {"sluice_redis_noscript_total", "EVALSHA answered NOSCRIPT (re-sent as EVAL).", "", "", C,
+     STORE_STAT_INT, V_NOSCRIPT, 0, false},
+    {"sluice_redis_redirects_total", "MOVED and ASK redirects followed.", "", "", C, STORE_STAT_INT,
+     V_REDIRECTS, 0, false},
+    {"sluice_redis_slot_refreshes_total", "Cluster slot map reloads.", "", "", C, STORE_STAT_INT,
+     V_REFRESHES, 0, false},
+    {"sluice_redis_reconnects_total", "Connections to Redis made again.", "", "", C, STORE_STAT_INT,
+     V_RECONNECTS, 0, false},
+    {"sluice_redis_leases_total",
+     "Leases of leased rules: taken (granted units), returned (unused units given back), "
+     "unreturned (unused units never given back: the node lost its data, a return failed, "
+     "a reset, a stop).",
+     "", "event=\"taken\"", C, STORE_STAT_INT, V_LEASES_TAKEN, 0, false},
+    {"sluice_redis_leases_total", NULL, "", "event=\"returned\"", C, STORE_STAT_INT,
+     V_LEASES_RETURNED, 0, false},
+    {"sluice_redis_leases_total", NULL, "", "event=\"unreturned\"", C, STORE_STAT_INT,
+     V_LEASES_UNRETURNED, 0, false},
+    {"sluice_redis_lease_units_total",
+     "Units of leases: granted by Redis, and spent here by decisions answered from them.", "",
+     "use=\"granted\"", C, STORE_STAT_INT, V_LEASE_UNITS, 0, false},
+    {"sluice_redis_lease_units_total", NULL, "", "use=\"spent\"", C, STORE_STAT_INT, V_LEASE_SPENT,
+     0, false},
+    {"sluice_redis_lease_hits_total", "Decisions answered from a lease, without a Redis command.",
+     "", "", C, STORE_STAT_INT, V_LEASE_HITS, 0, false},
+    {"sluice_redis_asked_total", "Decisions and settles asked of the Redis store, leased or not.",
+     "", "", C, STORE_STAT_INT, V_ASKED, 0, false},
+    {"sluice_redis_commands_per_decision",
+     "Redis commands sent per decision or settle asked, since start.", "", "", G, STORE_STAT_RATIO,
+     V_DECISIONS, V_ASKED, false},
+    {"sluice_redis_approx_syncs_total",
+     "Syncs of approximate rules' keys sent to Redis (one command each): sent, and failed "
+     "(their units are sent again with the next).",
+     "", "event=\"sent\"", C, STORE_STAT_INT, V_APPROX_SYNCS, 0, false},
+    {"sluice_redis_approx_syncs_total", NULL, "", "event=\"failed\"", C, STORE_STAT_INT,
+     V_APPROX_FAILURES, 0, false},
+    {"sluice_redis_approx_units_total",
+     "Units admitted here by approximate rules and charged to Redis by syncs.", "", "", C,
+     STORE_STAT_INT, V_APPROX_UNITS, 0, false},
+    {"sluice_redis_approx_local_total",
+     "Decisions of approximate rules answered here from a key's count, without a command.", "", "",
+     C, STORE_STAT_INT, V_APPROX_LOCAL, 0, false},
+    {"sluice_redis_approx_sync_lag_seconds",
+     "Age of the count each local decision of an approximate rule was made from: the time "
+     "since the request that brought it was sent.",
+     "_sum", "", STORE_STAT_SUMMARY, STORE_STAT_SECONDS, V_APPROX_LAG_NS, 0, false},
+    {"sluice_redis_approx_sync_lag_seconds", NULL, "_count", "", STORE_STAT_SUMMARY, STORE_STAT_INT,
+     V_APPROX_LOCAL, 0, false},
+    {"sluice_redis_up",
+     "1 while every connection to Redis is up, 0 while one is lost or cannot be made.", "", "", G,
+     STORE_STAT_NONE, V_NODES_DOWN, 0, false},
+    {"sluice_redis_connections_down",
+     "Connections to Redis nodes (one per loop and node) lost or not made, not yet made "
+     "again.",
+     "", "", G, STORE_STAT_INT, V_NODES_DOWN, 0, false},
+    {"sluice_redis_nodes",
+     "Redis nodes deciding with the sluice.so module or with the Lua scripts.", "",
+     "mode=\"module\"", G, STORE_STAT_INT, V_NODES_MODULE, 0, true},
+    {"sluice_redis_nodes", NULL, "", "mode=\"lua\"", G, STORE_STAT_INT, V_NODES_LUA, 0, true},
+};
+#undef C
+#undef G
+
+/* The values of a loop's store, under the lock that keeps it from being freed meanwhile. */
 static void stats_of(void *arg, const void *loop)
 {
-    store_stats_t *out = arg;
+    uint64_t *v = arg;
     const redis_loop_t *rl = loop;
     const redis_store_stats_t *s = redis_store_stats(rl->rs);
     const rc_stats_t *r = redis_store_client_stats(rl->rs);
     const redis_lease_stats_t *l = redis_leases_stats(rl->leases);
     const redis_approx_stats_t *a = redis_approx_stats(rl->approx);
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-    *out = (store_stats_t){.decisions = LOAD(s->decisions),
-                           .cache_hits = LOAD(s->cache_hits),
-                           .timeouts = LOAD(s->timeouts),
-                           .errors = LOAD(s->errors),
-                           .noscript = LOAD(s->noscript),
-                           .redirects = LOAD(r->redirects),
-                           .refreshes = LOAD(r->refreshes),
-                           .reconnects = LOAD(r->reconnects),
-                           .leases_taken = LOAD(l->taken),
-                           .leases_returned = LOAD(l->returned),
-                           .leases_unreturned = LOAD(l->unreturned),
-                           .lease_units = LOAD(l->units),
-                           .lease_hits = LOAD(l->hits),
-                           .lease_units_spent = LOAD(l->spent),
-                           .asked = LOAD(l->asked),
-                           .approx_syncs = LOAD(a->syncs),
-                           .approx_units = LOAD(a->units),
-                           .approx_local = LOAD(a->local),
-                           .approx_lag_ns = LOAD(a->lag_ns),
-                           .approx_failures = LOAD(a->failures),
-                           .nodes_down = LOAD(r->down)};
+    v[V_DECISIONS] = LOAD(s->decisions);
+    v[V_CACHE_HITS] = LOAD(s->cache_hits);
+    v[V_TIMEOUTS] = LOAD(s->timeouts);
+    v[V_ERRORS] = LOAD(s->errors);
+    v[V_NOSCRIPT] = LOAD(s->noscript);
+    v[V_REDIRECTS] = LOAD(r->redirects);
+    v[V_REFRESHES] = LOAD(r->refreshes);
+    v[V_RECONNECTS] = LOAD(r->reconnects);
+    v[V_LEASES_TAKEN] = LOAD(l->taken);
+    v[V_LEASES_RETURNED] = LOAD(l->returned);
+    v[V_LEASES_UNRETURNED] = LOAD(l->unreturned);
+    v[V_LEASE_UNITS] = LOAD(l->units);
+    v[V_LEASE_SPENT] = LOAD(l->spent);
+    v[V_LEASE_HITS] = LOAD(l->hits);
+    v[V_ASKED] = LOAD(l->asked);
+    v[V_APPROX_SYNCS] = LOAD(a->syncs);
+    v[V_APPROX_FAILURES] = LOAD(a->failures);
+    v[V_APPROX_UNITS] = LOAD(a->units);
+    v[V_APPROX_LOCAL] = LOAD(a->local);
+    v[V_APPROX_LAG_NS] = LOAD(a->lag_ns);
+    v[V_NODES_DOWN] = LOAD(r->down);
 #undef LOAD
 }
 
-static void redis_stats(request_store_t *s, store_loop_t *const *slot, store_stats_t *out)
+static void redis_stats(request_store_t *s, store_loop_t *const *slot, uint64_t *value)
 {
     redis_request_t *r = (redis_request_t *)s;
-    redis_shared_visit(r->shared, (void *const *)slot, stats_of, out);
+    redis_shared_visit(r->shared, (void *const *)slot, stats_of, value);
+    size_t module, lua;
+    redis_shared_modes(r->shared, &module, &lua);
+    value[V_NODES_MODULE] = module;
+    value[V_NODES_LUA] = lua;
 }
 
 const request_store_ops_t redis_request_ops = {
@@ -396,6 +527,8 @@ const request_store_ops_t redis_request_ops = {
     .accepts = redis_accepts,
     .open = redis_open,
     .close = redis_close,
+    .stat_list = redis_stat_list,
+    .nstat = sizeof redis_stat_list / sizeof redis_stat_list[0],
     .attach = redis_attach,
     .detach = redis_detach,
     .stop = redis_stop,

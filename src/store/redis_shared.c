@@ -13,7 +13,7 @@
 
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
 
 /* ---- the shared state: start-up probe, node modes, epochs ---------------------------------- */

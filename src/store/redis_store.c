@@ -14,8 +14,37 @@
 #include "proto/buf.h"
 #include "proto/throttle_args.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store_impl.h"
+
+/* ---- answers ------------------------------------------------------------------------------ */
+
+redis_inside_t *redis_store_enter(redis_store_t *s, redis_inside_t *in)
+{
+    redis_inside_t *before = s->inside;
+    s->inside = in;
+    return before;
+}
+
+void redis_store_leave(redis_store_t *s, redis_inside_t *before)
+{
+    s->inside = before;
+}
+
+void redis_store_answer(redis_store_t *s, redis_decision_fn fn, void *arg, int status,
+                        const sl_decision_t *d, const char *err)
+{
+    redis_inside_t *in = s->inside;
+    if (in == NULL || in->answered || in->fn != fn || in->arg != arg) {
+        fn(arg, status, d, err);
+        return;
+    }
+    in->answered = true;
+    in->status = status;
+    if (in->d != NULL && d != NULL && status == 0) {
+        *in->d = *d;
+    }
+}
 
 /* ---- nodes: their modes, probed on every connection ---------------------------------------- */
 
@@ -55,7 +84,7 @@ int64_t rs_closed_ms(redis_store_t *s, int idx, int64_t rule_closed_ns, const sl
             latest = from[i];
         }
     }
-    return latest < 0 ? -1 : sl_ns_to_units_ceil(latest, NS_PER_MS);
+    return latest < 0 ? -1 : sl_ns_to_units_ceil(latest, SL_NS_PER_MS);
 }
 
 static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_script);
@@ -181,7 +210,8 @@ static void on_deadline(uv_timer_t *t)
         rs_event(s->shared, REDIS_EVENT_TIMEOUT,
                  "redis: no reply within the decision timeout (%lld ms, --store-timeout)",
                  (long long)s->timeout_ms);
-        p->fn(p->arg, -1, NULL, "redis: no reply within the decision timeout");
+        redis_store_answer(s, p->fn, p->arg, -1, NULL,
+                           "redis: no reply within the decision timeout");
         /* p itself is released when its reply (or the connection's failure) comes */
     }
     arm_timer(s);
@@ -266,10 +296,17 @@ static void resend_in_mode(redis_store_t *s, pending_t *p)
     send_decision(s, p, idx, false);
 }
 
-/* A decision's answer into the over-limit cache, if nothing gave its key room back since it was
- * sent. */
+/*
+ * A decision's refusal into the over-limit cache, if nothing gave its key room back since it was
+ * sent and its numbers stay true while it is held: a refusal of one unit with none left. Nothing
+ * but a refund changes such a key before the unit fits (its retry_after), where a refusal leaving
+ * some units gains more as the key refills, and loses some to smaller admissions, before then.
+ */
 static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision_t *d)
 {
+    if (d->allowed || p->cost != 1 || d->remaining != 0) {
+        return;
+    }
     uint64_t now_epoch =
         atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
     if (now_epoch != p->epoch) {
@@ -285,6 +322,72 @@ static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision
                p->asked_ns);
 }
 
+/* Sends p (unlinked) again when its reply asks for it: NOSCRIPT (as EVAL, at the tail with a
+ * fresh deadline: FIFO order is deadline order), or a module command on a node that lost the
+ * module (in the node's mode). Returns whether it did. */
+static bool resent(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    if (reply == NULL || p->op == OP_RESET) {
+        return false;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
+        pending_enqueue(s, p);
+        send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
+        return true;
+    }
+    if (p->mode == REDIS_MODE_MODULE && rs_is_unknown_command(reply) &&
+        p->mode_resends < MODE_RESENDS_MAX) {
+        resend_in_mode(s, p);
+        return true;
+    }
+    return false;
+}
+
+/* p (unlinked) failed: a store error, counted and told, and answered. */
+static void answer_error(redis_store_t *s, pending_t *p, const char *msg)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
+    pending_release(s, p);
+    redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
+}
+
+/* p's (unlinked) reply, not an error reply: its answer. */
+static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    sl_decision_t d;
+    if (p->op == OP_RESET) {
+        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
+        pending_release(s, p);
+        redis_store_answer(s, fn, fn_arg, 0, NULL, NULL);
+        return;
+    }
+    bool ok = p->op == OP_LEASE ? rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d)
+                                : rs_parse_decision(reply, p->mode, &d);
+    if (!ok) {
+        answer_error(s, p,
+                     p->op == OP_LEASE ? "redis: unexpected reply to a lease"
+                                       : "redis: unexpected reply to a decision");
+        return;
+    }
+    if (p->op == OP_DECIDE && p->beyond) {
+        d.allowed = false; /* the key as it stands, refusing a cost it can never take */
+        d.retry_after_ns = -1;
+    } else if (p->op == OP_DECIDE) {
+        cache_answer(s, p, &d);
+    } else if (p->op == OP_RETURN || (p->op == OP_SETTLE && p->actual != p->reserved)) {
+        /* room given back or charged: refusals Redis gave before the settle ran are stale too */
+        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
+    }
+    pending_release(s, p);
+    redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
+}
+
 static void on_reply(void *arg, redisReply *reply, const char *err)
 {
     pending_t *p = arg;
@@ -294,77 +397,31 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         return;
     }
     unlink_pending(s, p); /* the timer stays: see arm_timer */
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0 && p->op != OP_RESET) {
-        atomic_fetch_add_explicit(&s->stats.noscript, 1, memory_order_relaxed);
-        /* sent again as EVAL, at the tail with a fresh deadline (FIFO order is deadline order) */
-        pending_enqueue(s, p);
-        send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), true);
+    if (resent(s, p, reply)) {
         return;
     }
-    if (reply != NULL && p->op != OP_RESET && p->mode == REDIS_MODE_MODULE &&
-        rs_is_unknown_command(reply) && p->mode_resends < MODE_RESENDS_MAX) {
-        resend_in_mode(s, p);
-        return;
-    }
-    redis_decision_fn fn = p->fn;
-    void *fn_arg = p->arg;
-    sl_decision_t d;
     if (reply == NULL) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", err);
-        pending_release(s, p);
-        fn(fn_arg, -1, NULL, err);
+        answer_error(s, p, err);
     } else if (reply->type == REDIS_REPLY_ERROR && p->op == OP_SETTLE &&
                strstr(reply->str, THROTTLE_DEBT_REFUSED) != NULL) {
+        redis_decision_fn fn = p->fn;
+        void *fn_arg = p->arg;
         pending_release(s, p); /* refused by max_debt, nothing charged: not a store error */
-        fn(fn_arg, SL_EDEBT, NULL, reply->str);
+        redis_store_answer(s, fn, fn_arg, SL_EDEBT, NULL, reply->str);
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
-        pending_release(s, p);
-        fn(fn_arg, -1, NULL, msg);
-    } else if (p->op == OP_RESET) {
-        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
-        pending_release(s, p);
-        fn(fn_arg, 0, NULL, NULL);
-    } else if (p->op == OP_LEASE) {
-        bool ok = rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d);
-        if (!ok) {
-            atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-            rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a lease");
-        }
-        pending_release(s, p);
-        fn(fn_arg, ok ? 0 : -1, ok ? &d : NULL, ok ? NULL : "redis: unexpected reply to a lease");
-    } else if (!rs_parse_decision(reply, p->mode, &d)) {
-        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-        rs_event(s->shared, REDIS_EVENT_ERROR, "redis: unexpected reply to a decision");
-        pending_release(s, p);
-        fn(fn_arg, -1, NULL, "redis: unexpected reply to a decision");
+        answer_error(s, p, msg);
     } else {
-        if (p->op == OP_DECIDE) {
-            cache_answer(s, p, &d);
-        } else if (p->op == OP_RETURN || p->actual < p->reserved) {
-            /* room given back: refusals Redis gave before the settle ran are stale too */
-            rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
-        }
-        pending_release(s, p);
-        fn(fn_arg, 0, &d, NULL);
+        answer_reply(s, p, reply);
     }
 }
 
 /* p (queued) failed before anything was sent: answered now, as a store error. */
 static void send_failed(redis_store_t *s, pending_t *p, const char *msg)
 {
-    redis_decision_fn fn = p->fn;
-    void *fn_arg = p->arg;
     unlink_pending(s, p);
-    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
-    rs_event(s->shared, REDIS_EVENT_ERROR, "%s", msg);
-    pending_release(s, p);
-    fn(fn_arg, -1, NULL, msg);
+    answer_error(s, p, msg);
 }
 
 /* p (queued) is not to be sent after all (a lease's return to a node that lost it): answered
@@ -375,7 +432,7 @@ static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
     void *fn_arg = p->arg;
     unlink_pending(s, p);
     pending_release(s, p);
-    fn(fn_arg, -1, NULL, msg);
+    redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
 }
 
 /* Why rule cannot be decided in mode (the module takes milliseconds, the scripts microseconds:
@@ -383,7 +440,7 @@ static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
  * NULL. */
 static const char *unfit(const sl_rule_t *rule, redis_mode_t mode)
 {
-    int64_t unit = mode == REDIS_MODE_MODULE ? NS_PER_MS : NS_PER_US;
+    int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
     if (rule->window_ns % unit == 0 && rule->max_delay_ns % unit == 0) {
         return NULL;
     }
@@ -458,8 +515,8 @@ typedef struct route {
 } route_t;
 
 /*
- * Fills r for (name, rule, key). Returns true, or false after answering fn(arg, -1, NULL, why)
- * when it cannot be asked (a key too long, a rule the node's mode cannot take).
+ * Fills r for (name, rule, key). Returns true, or false after answering redis_store_answer(s, fn,
+ * arg, -1, NULL, why) when it cannot be asked (a key too long, a rule the node's mode cannot take).
  */
 static bool route(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                   size_t key_len, route_t *r, redis_decision_fn fn, void *arg)
@@ -480,7 +537,7 @@ static bool route(redis_store_t *s, const char *name, const sl_rule_t *rule, con
         why = unfit(rule, r->mode);
     }
     if (why != NULL) {
-        fn(arg, -1, NULL, why);
+        redis_store_answer(s, fn, arg, -1, NULL, why);
         return false;
     }
     return true;
@@ -490,12 +547,6 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
                         redis_decision_fn fn, void *arg)
 {
-    if (cost > rule->capacity) {
-        /* never admissible, whatever the state: no round trip (the module would refuse it) */
-        sl_decision_t d = {.allowed = false, .limit = rule->capacity, .retry_after_ns = -1};
-        fn(arg, 0, &d, NULL);
-        return;
-    }
     route_t r;
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
@@ -503,7 +554,8 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     uint64_t h = rs_key_hash(s, r.rkey, r.rkey_len);
     uint64_t epoch = atomic_load_explicit(rs_epoch_of(s->shared, h), memory_order_acquire);
     olc_answer_t a;
-    if (olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
+    bool beyond = cost > rule->capacity; /* never admissible: the key's numbers from a peek */
+    if (!beyond && olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
         /* Redis refused as much or less, and would still: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
@@ -511,16 +563,17 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                            .remaining = a.remaining,
                            .retry_after_ns = a.retry_after_ns,
                            .reset_after_ns = a.reset_after_ns};
-        fn(arg, 0, &d, NULL);
+        redis_store_answer(s, fn, arg, 0, &d, NULL);
         return;
     }
     pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
-        fn(arg, -1, NULL, "out of memory");
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
         return;
     }
     p->rule = *rule;
-    p->cost = cost;
+    p->cost = beyond ? 0 : cost;
+    p->beyond = beyond;
     p->closed_ns = closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;
@@ -534,21 +587,23 @@ void redis_store_settle(redis_store_t *s, const char *name, const sl_rule_t *rul
                         int64_t closed_ns, int64_t now_ns, redis_decision_fn fn, void *arg)
 {
     if (reserved < 0 || actual < 0 || charged_ns < -1) {
-        fn(arg, -1, NULL, "a settle needs reserved and actual >= 0, and a charge time >= 0");
+        redis_store_answer(s, fn, arg, -1, NULL,
+                           "a settle needs reserved and actual >= 0, and a charge time >= 0");
         return;
     }
     route_t r;
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
     }
-    if (actual < reserved) {
-        /* room given back: every loop forgets its refusals now, and again when Redis has done
-         * it (a refusal it gave before the settle ran must not be remembered after) */
+    if (actual != reserved) {
+        /* room given back, or more charged (a refusal's retry_after grows): every loop forgets
+         * its refusals now, and again when Redis has done it (a refusal it gave before the
+         * settle ran must not be remembered after) */
         rs_forget_key(s, rule, r.rkey, r.rkey_len);
     }
     pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
-        fn(arg, -1, NULL, "out of memory");
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
         return;
     }
     p->op = OP_SETTLE;
@@ -569,8 +624,8 @@ void redis_store_lease(redis_store_t *s, const char *name, const sl_rule_t *rule
                        int64_t now_ns, sl_lease_t *lease, redis_lease_node_t *node,
                        redis_decision_fn fn, void *arg)
 {
-    if (want < 1 || lease_ns < NS_PER_MS || lease_ns % NS_PER_MS != 0) {
-        fn(arg, -1, NULL, "a lease needs want >= 1 and whole milliseconds");
+    if (want < 1 || lease_ns < SL_NS_PER_MS || lease_ns % SL_NS_PER_MS != 0) {
+        redis_store_answer(s, fn, arg, -1, NULL, "a lease needs want >= 1 and whole milliseconds");
         return;
     }
     route_t r;
@@ -579,7 +634,7 @@ void redis_store_lease(redis_store_t *s, const char *name, const sl_rule_t *rule
     }
     pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
-        fn(arg, -1, NULL, "out of memory");
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
         return;
     }
     p->op = OP_LEASE;
@@ -606,7 +661,7 @@ void redis_store_return(redis_store_t *s, const char *name, const sl_rule_t *rul
     rs_forget_key(s, rule, r.rkey, r.rkey_len); /* room comes back, as a settle's */
     pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
     if (p == NULL) {
-        fn(arg, -1, NULL, "out of memory");
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
         return;
     }
     p->op = OP_RETURN;
@@ -627,7 +682,7 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
     char rkey[RKEY_MAX];
     size_t rkey_len = rs_key(name, rule, REDIS_MODE_MODULE, key, key_len, rkey, sizeof rkey);
     if (rkey_len == 0) {
-        fn(arg, -1, NULL, "key too long for the redis store");
+        redis_store_answer(s, fn, arg, -1, NULL, "key too long for the redis store");
         return;
     }
     /* Every loop's cached refusals are forgotten now, and again when the DEL is done (a
@@ -635,7 +690,7 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
     rs_forget_key(s, rule, rkey, rkey_len);
     pending_t *p = pending_new(s, rkey, rkey_len, fn, arg);
     if (p == NULL) {
-        fn(arg, -1, NULL, "out of memory");
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
         return;
     }
     p->op = OP_RESET;
@@ -651,7 +706,7 @@ void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule
         unlink_pending(s, p);
         pending_release(s, p);
         rs_event(s->shared, REDIS_EVENT_ERROR, "redis: a reset: not connected (reconnecting)");
-        fn(arg, -1, NULL, "redis: not connected (reconnecting)");
+        redis_store_answer(s, fn, arg, -1, NULL, "redis: not connected (reconnecting)");
     }
 }
 
@@ -679,7 +734,7 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
     s->shared = shared;
     s->on_node = on_node;
     s->on_node_arg = on_node_arg;
-    s->timeout_ms = timeout_ns / NS_PER_MS > 0 ? timeout_ns / NS_PER_MS : 1;
+    s->timeout_ms = timeout_ns / SL_NS_PER_MS > 0 ? timeout_ns / SL_NS_PER_MS : 1;
     olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];
     if (rc_create(loop, cfg, on_connect, s, &s->client, cerr) != 0) {
@@ -713,7 +768,7 @@ void redis_store_free(redis_store_t *s)
         pending_t *p = s->head;
         unlink_pending(s, p);
         p->answered = true;
-        p->fn(p->arg, -1, NULL, "sluiced is stopping");
+        redis_store_answer(s, p->fn, p->arg, -1, NULL, "sluiced is stopping");
     }
     rc_free(s->client);
     uv_timer_stop(&s->timer);

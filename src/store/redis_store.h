@@ -40,7 +40,7 @@
  * not come by then is answered as a store error (the rule's on_store_error applies) and the late
  * reply is dropped.
  *
- * The over-limit cache (store/overlimit_cache.h) is per loop: a refusal of cost c is remembered
+ * The over-limit cache (remote/overlimit_cache.h) is per loop: a refusal of cost c is remembered
  * until its retry time (less the rule's max_delay), and a request of cost >= c for that key is
  * answered from it without a round trip (counted as a cache hit); smaller costs and peeks go to
  * Redis. Whatever gives a key room back drops its entry in every loop at once: a reset, a settle
@@ -148,12 +148,37 @@ void redis_store_free(redis_store_t *s);
 typedef void (*redis_decision_fn)(void *arg, int status, const sl_decision_t *d, const char *err);
 
 /*
+ * No answer is called back inside the call that asked for it (request_store.h's contract): the
+ * store's seam (redis_request.c) marks the call it is making with redis_store_enter(), and while
+ * it is marked, an answer to that call's (fn, arg) found inside it (a cache hit, a lease's
+ * units, a key's count, a request that could not be sent) is kept in the mark, which the seam
+ * returns as the call's result. Every answer of the Redis store goes through
+ * redis_store_answer(). Marks nest (a callback that runs inside a call may start another).
+ */
+typedef struct redis_inside {
+    redis_decision_fn fn; /* the call's answer */
+    void *arg;
+    sl_decision_t *d; /* where its decision goes (may be NULL: a reset) */
+    int status;       /* what fn would have been given */
+    bool answered;
+} redis_inside_t;
+
+/* Marks in as the call under way on s; returns the mark it replaces, for redis_store_leave(). */
+redis_inside_t *redis_store_enter(redis_store_t *s, redis_inside_t *in);
+/* Ends the call marked on s: the mark before it is back. */
+void redis_store_leave(redis_store_t *s, redis_inside_t *before);
+/* Answers (fn, arg): kept in s's mark when it is the call under way, else fn(arg, ...) now. */
+void redis_store_answer(redis_store_t *s, redis_decision_fn fn, void *arg, int status,
+                        const sl_decision_t *d, const char *err);
+
+/*
  * Decides cost units for key under the prepared rule (named name, for the Redis key) at the
  * Redis server's time; now_ns (the caller's batch clock) dates the over-limit cache and says
  * which closed starts are in their window. closed_ns is the rule's: -1 for an open rule (no
  * closed start at all), else its own closed start's time (ns since the Unix epoch; 0: none), to
- * which the node's is added (see above). Calls fn exactly once: at once for a cache hit or when
- * nothing could be sent, else when the reply or the deadline comes.
+ * which the node's is added (see above). Calls fn exactly once (through redis_store_answer):
+ * at once for a cache hit or when nothing could be sent, else when the reply or the deadline
+ * comes.
  */
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,

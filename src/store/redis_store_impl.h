@@ -17,11 +17,9 @@
 #include "proto/buf.h"
 #include "store/freelist.h"
 #include "store/lua_scripts.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 #include "store/redis_store.h"
 
-#define NS_PER_US        INT64_C(1000)
-#define NS_PER_MS        INT64_C(1000000)
 #define CACHE_SLOTS      4096 /* over-limit cache entries per loop (direct-mapped) */
 #define EPOCH_STRIPES    1024 /* the caches' epochs: one per stripe of key hashes; a power of two */
 #define SHARED_NODES_MAX (2 * RC_NODES_MAX) /* nodes whose mode is shared (by name) */
@@ -57,6 +55,8 @@ typedef struct pending {
     unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
     int64_t cost;                  /* OP_DECIDE: units */
+    bool beyond;                   /* OP_DECIDE: a cost over the capacity, sent as a peek and
+                                      answered as that cost's refusal */
     int64_t reserved, actual;      /* OP_SETTLE: units */
     int64_t charged_ns;            /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
     int64_t want, lease_ns;        /* OP_LEASE: units asked for, for how long (ns) */
@@ -130,8 +130,9 @@ struct redis_store {
     olc_t cache; /* the over-limit cache, over cache_slots */
     olc_entry_t cache_slots[CACHE_SLOTS];
     redis_store_stats_t stats;
-    freelist_t pending; /* pending_t to reuse */
-    buf_t cmd;          /* the command being formatted, reused */
+    freelist_t pending;     /* pending_t to reuse */
+    buf_t cmd;              /* the command being formatted, reused */
+    redis_inside_t *inside; /* the call through the seam under way (redis_store_enter) */
 };
 
 typedef struct args {

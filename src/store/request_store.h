@@ -20,11 +20,18 @@
  *   handle           a (void *) naming an override's numbers for one rule, from ops->override:
  *                    the memory store's override table; NULL when the numbers are enough (Redis)
  *
- * Completion. decide() returns STORE_PENDING and calls fn exactly once later (on the loop, or
- * before it returns: a Redis over-limit cache hit), or it completes at once and returns the
- * sl_status with *d filled, without calling fn. A store whose `completes_at_once` is true never
- * returns STORE_PENDING: its caller may pass fn NULL and need not prepare anything for a later
- * answer (the memory store decides without allocating).
+ * Completion: an answer is returned, or called back after the call has returned, never inside
+ * it. decide, decide_all and reset return the answer when they have it within the call (an
+ * sl_status with *d / d[] and *at filled: a memory store's every decision, a Redis refusal
+ * remembered, a lease's units, a key's approximate count, a request that could not be sent), and
+ * fn is then never called; or they return STORE_PENDING, and fn is called exactly once, later,
+ * from the loop, after the call has returned (a callback never runs inside the call that took
+ * it, as libuv's never do). So a caller need not guard against its callback running while it is
+ * still starting the operation. Another operation's callback may run inside a call (a reply
+ * that was waiting is read). A store whose `completes_at_once` is true never returns
+ * STORE_PENDING: its caller may pass fn NULL and need not prepare anything for a later answer
+ * (the memory store decides without allocating). tests/unit/test_store_contract.c holds every
+ * store to this.
  *
  * Capabilities are fields of the table, not the store's name: a caller that must know asks the
  * field (completes_at_once, has_snapshots: a store whose keys' usage a restart without a
@@ -133,20 +140,45 @@ typedef void (*store_done_fn)(void *arg, int status, const sl_decision_t *d, con
 typedef void (*store_all_fn)(void *arg, int status, const sl_decision_t *d, size_t n, long refused,
                              const char *err);
 
-/* A loop's counters (all zero for a store without them). */
+/*
+ * Statistics: each store declares the numbers it keeps as a list of rows (ops->stat_list), and
+ * fills a loop's values (ops->stats); /metrics and INFO render that list (store_stats.h), so no
+ * reader names a store's counter. A row is one Prometheus sample: its family `metric` (with
+ * `help`, on the family's first row), the sample's suffix and labels, its kind, and where its
+ * value is. INFO shows the same value under a name made from the sample's (store_stats.h).
+ */
+typedef enum store_stat_kind {
+    STORE_STAT_COUNTER = 0, /* a count since start */
+    STORE_STAT_GAUGE = 1,   /* a level now */
+    STORE_STAT_SUMMARY = 2, /* a Prometheus summary's _sum or _count */
+} store_stat_kind_t;
+
+/* How a row's value is made from the values. */
+typedef enum store_stat_form {
+    STORE_STAT_INT = 0,     /* value[at] */
+    STORE_STAT_SECONDS = 1, /* value[at], ns, in seconds */
+    STORE_STAT_RATIO = 2,   /* value[at] / value[over] (0 while value[over] is 0) */
+    STORE_STAT_NONE = 3,    /* 1 while value[at] is 0, else 0 */
+} store_stat_form_t;
+
+#define STORE_STAT_VALUES_MAX 32
+
+typedef struct store_stat {
+    const char *metric; /* the family: "sluice_redis_leases_total" */
+    const char *help;   /* the family's help, on its first row; NULL on the others */
+    const char *suffix; /* the sample's: "" or "_sum", "_count" */
+    const char *labels; /* the sample's: "event=\"taken\"", or "" */
+    store_stat_kind_t kind;
+    store_stat_form_t form;
+    unsigned at, over; /* indexes in the values (< STORE_STAT_VALUES_MAX) */
+    bool shared;       /* value[at] is the store's, the same in every loop: not summed */
+} store_stat_t;
+
+/* A loop's statistics: the store's rows and the loop's values. */
 typedef struct store_stats {
-    uint64_t decisions, cache_hits, timeouts, errors, noscript, redirects, refreshes, reconnects;
-    /* leased rules: leases granted, given back, ended with units never given back (the node
-     * lost its data, a return failed, a reset, a stop), units granted, decisions answered from
-     * a lease and the units they took */
-    uint64_t leases_taken, leases_returned, leases_unreturned, lease_units, lease_hits,
-        lease_units_spent;
-    uint64_t asked; /* decisions and settles asked of the store (decisions counts commands) */
-    /* approximate rules: syncs sent and the units they charged, decisions answered from a
-     * key's count (admitted or refused), the sum of those counts' ages (ns), failed syncs */
-    uint64_t approx_syncs, approx_units, approx_local, approx_lag_ns, approx_failures;
-    uint64_t nodes_down; /* a gauge: the loop's connections lost (or never made) and not made
-                            again yet */
+    const store_stat_t *list; /* NULL: none (n 0) */
+    size_t n;
+    uint64_t value[STORE_STAT_VALUES_MAX];
 } store_stats_t;
 
 struct request_store_ops {
@@ -200,20 +232,23 @@ struct request_store_ops {
     /* The rule has no overrides any more: every key goes back to the rule's own numbers. */
     void (*overrides_gone)(store_rule_t *r, int64_t now_ns);
 
-    /* Decides or settles on tg at now_ns: an sl_status with *d (completed at once: fn unused),
-     * or STORE_PENDING and fn(arg, ...) exactly once, later or before returning. */
+    /* Decides or settles on tg at now_ns: an sl_status with *d (answered within the call: fn
+     * unused; a store error is SL_EINVAL), or STORE_PENDING and fn(arg, ...) exactly once,
+     * after the call has returned. */
     int (*decide)(request_store_t *s, store_loop_t *l, const store_target_t *tg,
                   const store_request_t *req, int64_t now_ns, sl_decision_t *d, store_done_fn fn,
                   void *arg);
     /* All or nothing over n pairs. completes_at_once: every pair is charged or none, under the
      * tables' locks, shadow pairs not given (the caller decides them after): returns an
      * sl_status with d[] and *at (the refusing pair, or n), or with an error *at the pair at
-     * fault (n: every one). Otherwise: STORE_PENDING and fn later, or STORE_ENOTSUP (nothing
-     * done: one cost for every pair is needed, keys on one slot, ...). */
+     * fault (n: every one). Otherwise the same when answered within the call (d[], *at: the
+     * refusing pair or n), or STORE_PENDING and fn after the call has returned, or
+     * STORE_ENOTSUP (nothing done: one cost for every pair is needed, keys on one slot, ...). */
     int (*decide_all)(request_store_t *s, store_loop_t *l, const store_pair_t *pairs, size_t n,
                       int64_t now_ns, sl_decision_t *d, size_t *at, store_all_fn fn, void *arg);
     /* Forgets the key under tg's rule (every numbers' state for the memory store; for Redis,
-     * the key under the rule's algorithm). 0 done, or STORE_PENDING and fn(arg, 0 or -1) later. */
+     * the key under the rule's algorithm). 0 done (SL_EINVAL: failed), or STORE_PENDING and
+     * fn(arg, 0 or -1) after the call has returned. */
     int (*reset)(request_store_t *s, store_loop_t *l, const store_target_t *tg, store_done_fn fn,
                  void *arg);
     /* The loop forgets its cached refusals of tg (NULL: it caches none). */
@@ -244,8 +279,11 @@ struct request_store_ops {
     const char *(*describe)(const request_store_t *s);
     /* Nodes deciding with sluice.so and with the Lua scripts (NULL: none). Any thread. */
     void (*modes)(const request_store_t *s, size_t *module_nodes, size_t *lua_nodes);
-    /* The loop at *slot's counters (NULL: none). Any thread. */
-    void (*stats)(request_store_t *s, store_loop_t *const *slot, store_stats_t *out);
+    /* The statistics the store keeps (nstat rows; NULL: none), and the loop at *slot's values
+     * of them into value[STORE_STAT_VALUES_MAX] (NULL: none). Any thread. */
+    const store_stat_t *stat_list;
+    size_t nstat;
+    void (*stats)(request_store_t *s, store_loop_t *const *slot, uint64_t *value);
 };
 
 #endif /* SLUICE_STORE_REQUEST_STORE_H */

@@ -530,7 +530,7 @@ static int read_section_head(cursor_t *c, section_head_t *s)
     if (!take(c, SNAPSHOT_RULE_SIZE + 4 + closed_size + 8, &p))
         return corrupt(c, at, "section rule cut off by the end of the file");
     uint32_t algorithm = get_u32(p);
-    if (algorithm > SL_GCRA || sl_algorithm_name((sl_algorithm_t)algorithm) == NULL)
+    if (core_algorithm_at(algorithm) == NULL)
         return corrupt(c, at, "unknown algorithm %u", algorithm);
     s->rule = (sl_rule_t){.algorithm = (sl_algorithm_t)algorithm,
                           .limit = (int64_t)get_u64(p + 4),

@@ -623,6 +623,50 @@ async function replayToken(browser) {
   await page.close();
 }
 
+// The forms offer what sluiced's table of algorithms says (GET /v1/algorithms), in its order,
+// with the table's suggestion first, and enable a number only for the algorithms that take it.
+async function formsFromTable(browser) {
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/rules", {waitUntil: "load"});
+  await page.waitForSelector('#rules-table tr[data-rule="api"]', WAIT);
+  const algs = await page.evaluate(async () => (await (await fetch("/v1/algorithms")).json()).algorithms);
+  const names = algs.map((a) => a.name);
+  check("table-has-algorithms", names.length >= 6 && names.includes("sliding_buckets"),
+    JSON.stringify(names));
+  const options = await page.$$eval("#f-algorithm option", (os) => os.map((o) => o.value));
+  check("editor-options-are-the-table", JSON.stringify(options) === JSON.stringify(names),
+    JSON.stringify(options));
+  const pick = (algs.find((a) => a.suggested) || algs[0]).name;
+  check("editor-new-rule-suggested", (await page.$eval("#f-algorithm", (el) => el.value)) === pick);
+  const disabled = async (sel) => page.$eval(sel, (el) => el.disabled);
+  let agree = true;
+  for (const a of algs) {
+    await page.select("#f-algorithm", a.name);
+    for (const param of ["burst", "buckets", "max_delay"]) {
+      if ((await disabled("#f-" + param)) !== (a[param] === null)) {
+        agree = false;
+        check("editor-" + param + "-for-" + a.name, false, "enabled " + !(await disabled("#f-" + param)));
+      }
+    }
+  }
+  check("editor-numbers-as-the-table", agree);
+  await page.goto("about:blank");
+  await page.goto(BASE + "#/replay", {waitUntil: "load"});
+  await page.waitForSelector("#replay-form", WAIT);
+  const replayOptions = await page.$$eval("#replay-algorithm option", (os) => os.map((o) => o.value));
+  check("replay-options-are-the-table", JSON.stringify(replayOptions) === JSON.stringify(names),
+    JSON.stringify(replayOptions));
+  check("replay-suggested", (await page.$eval("#replay-algorithm", (el) => el.value)) === pick);
+  agree = true;
+  for (const a of algs) {
+    await page.select("#replay-algorithm", a.name);
+    agree = agree && (await disabled("#replay-burst")) === (a.burst === null);
+  }
+  check("replay-burst-as-the-table", agree);
+  check("forms-no-console-error", page.errors.length === 0, page.errors.join(" | "));
+  await page.close();
+}
+
 async function main() {
   fs.mkdirSync(SHOTS, {recursive: true});
   const browser = await puppeteer.launch({
@@ -635,7 +679,7 @@ async function main() {
   });
   try {
     for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, badHash,
-      editor, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
+      editor, formsFromTable, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
       try {
         await step(browser);
       } catch (e) {

@@ -83,15 +83,15 @@ run_suite() {
         timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$p"'; cat >&3; head -n 120 <&3' | tr -d '\r' |
         awk 'NR % 6 == 2' | paste -sd' ' -)
     check "$mode: pipelined in order" test "$out" = ":1 :1 :1 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0 :0"
-    # a key known to be over its limit is answered without a round trip: refused by Redis for a
-    # cost of 2, it is refused the same cost 10 times more from the cache of the loop that holds
+    # a key known to be over its limit is answered without a round trip: refused a unit by
+    # Redis with none left, it is refused 10 times more from the cache of the loop that holds
     # the connection, with no Redis call and 10 cache hits
     check "$mode: over-limit cache" over_limit_cache "$rp" "$p" "$hp"
 }
 
 # over_limit_cache REDIS_PORT RESP_PORT HTTP_PORT: one connection (one loop) decides
-# "api cache COST 2" 12 times: admitted (1 of 3 left), refused by Redis, then 10 refusals that
-# make no Redis call and count 10 cache hits.
+# "api cache COST 3" (admitted, none of 3 left), then "api cache" 11 times: refused by Redis,
+# then 10 refusals that make no Redis call and count 10 cache hits.
 over_limit_cache() {
     python3 - "$@" <<'PY'
 import sys, urllib.request
@@ -106,12 +106,12 @@ def hits():
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10).read().decode()
     return int([l for l in text.splitlines()
                 if l.startswith("sluice_redis_cache_hits_total ")][0].split()[1])
-first = sluiced.call("SL.ALLOW", "api", "cache", "COST", 2)[:3]
-refused = sluiced.call("SL.ALLOW", "api", "cache", "COST", 2)[:3]
+first = sluiced.call("SL.ALLOW", "api", "cache", "COST", 3)[:3]
+refused = sluiced.call("SL.ALLOW", "api", "cache")[:3]
 calls0, hits0 = calls(), hits()
-again = [sluiced.call("SL.ALLOW", "api", "cache", "COST", 2)[:3] for _ in range(10)]
+again = [sluiced.call("SL.ALLOW", "api", "cache")[:3] for _ in range(10)]
 calls1, hits1 = calls(), hits()
-ok = (first == [1, 3, 1] and refused == [0, 3, 1] and all(a[0] == 0 for a in again)
+ok = (first == [1, 3, 0] and refused == [0, 3, 0] and all(a == [0, 3, 0] for a in again)
       and calls1 == calls0 and hits1 - hits0 == 10)
 if not ok:
     print("  first %r, refused %r, then %r; Redis calls %d -> %d, cache hits %d -> %d"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_server_redis_cache.sh - the Redis store's over-limit cache against a real redis-server,
-# with the sluice.so module and with the Lua scripts: a refusal of a cost answers only costs at
-# least as large (a smaller cost still asks Redis and may be admitted), with the remaining
-# Redis reported; a larger cost is answered without a round trip (counted as a cache hit); a
-# peek always asks Redis; a reset drops what was cached, and a refusal cached under a rule's
+# with the sluice.so module and with the Lua scripts: a refusal of one unit with nothing left
+# answers that cost again without a round trip (counted as a cache hit), with the numbers Redis
+# gave; a larger cost, a smaller one (which may be admitted), a refusal that left units (the key
+# gains some as it refills and loses some to smaller admissions) and a peek ask Redis; a reset drops what was cached, and a refusal cached under a rule's
 # numbers never answers under others (the key's usage carried over to them); a denial that
 # on_store_error gave is never cached; a shadow rule's refusals are cached like any other.
 #
@@ -84,43 +84,49 @@ run_suite() {
     check "$mode: cost 0 asks redis" matches "$(line 4 "$out")" '^1 10 4 0 '
     check "$mode: peek asks redis" matches "$(line 5 "$out")" '^1 10 4 0 '
 
-    # The refused cost again is answered from the cache: no round trip, counted, and with the
-    # remaining Redis last reported for the key (4, after the admission of 6).
+    # A refused unit with nothing left, asked again, is answered from the cache: no round trip,
+    # counted, with the numbers Redis gave (remaining 0 until the unit fits).
     local calls hits
-    conn "$p" "SL.ALLOW slow c COST 6" "SL.ALLOW slow c COST 5" >/dev/null # 4 left, 5 refused
+    conn "$p" "SL.ALLOW slow c COST 10" "SL.ALLOW slow c" >/dev/null # none left, 1 refused
     calls=$(redis_calls "$rp")
     hits=$(metric "$hp" sluice_redis_cache_hits_total)
-    out=$(conn "$p" "SL.ALLOW slow c COST 5" "SL.ALLOW slow c COST 5")
-    check "$mode: same cost from the cache" matches "$(line 1 "$out")" '^0 10 4 [1-9][0-9]* [0-9]+$'
-    check "$mode: and again" matches "$(line 2 "$out")" '^0 10 4 [1-9][0-9]* '
+    out=$(conn "$p" "SL.ALLOW slow c" "SL.ALLOW slow c")
+    check "$mode: same cost from the cache" matches "$(line 1 "$out")" '^0 10 0 [1-9][0-9]* [0-9]+$'
+    check "$mode: and again" matches "$(line 2 "$out")" '^0 10 0 [1-9][0-9]* '
     check "$mode: no round trip" test "$(redis_calls "$rp")" -eq "$calls"
     check "$mode: cache hits counted" test "$(metric "$hp" sluice_redis_cache_hits_total)" -eq $((hits + 2))
     # a larger cost is refused too, but until later: Redis says when, not the cache
-    local retry5 retry9
-    retry5=$(cut -d' ' -f4 <<<"$(line 2 "$out")")
-    retry9=$(conn "$p" "SL.ALLOW slow c COST 9" | cut -d' ' -f4)
+    local retry1 retry3
+    retry1=$(cut -d' ' -f4 <<<"$(line 2 "$out")")
+    retry3=$(conn "$p" "SL.ALLOW slow c COST 3" | cut -d' ' -f4)
     check "$mode: larger cost asks redis" test "$(redis_calls "$rp")" -eq $((calls + 1))
-    check "$mode: larger cost, later retry" test "$retry9" -gt "$retry5"
+    check "$mode: larger cost, later retry" test "$retry3" -gt "$retry1"
+    # a refusal that left units is not kept: asked again, Redis answers
+    conn "$p" "SL.ALLOW slow u COST 6" "SL.ALLOW slow u COST 5" >/dev/null # 4 left, 5 refused
+    calls=$(redis_calls "$rp")
+    check "$mode: refusal leaving units asked again" matches "$(conn "$p" "SL.ALLOW slow u COST 5")" \
+        '^0 10 4 [1-9]'
+    check "$mode: refusal leaving units not cached" test "$(redis_calls "$rp")" -eq $((calls + 1))
     calls=$(redis_calls "$rp")
     # a smaller cost still asks Redis, and is admitted
-    check "$mode: smaller cost admitted" matches "$(conn "$p" "SL.ALLOW slow c COST 4")" '^1 10 0 0 '
+    check "$mode: smaller cost admitted" matches "$(conn "$p" "SL.ALLOW slow u COST 4")" '^1 10 0 0 '
     check "$mode: smaller cost was a round trip" test "$(redis_calls "$rp")" -gt "$calls"
 
     # SL.RESET drops the cached refusal at once
-    out=$(conn "$p" "SL.ALLOW slow r COST 10" "SL.ALLOW slow r COST 3" "SL.RESET slow r" \
-        "SL.ALLOW slow r COST 3")
+    out=$(conn "$p" "SL.ALLOW slow r COST 10" "SL.ALLOW slow r" "SL.RESET slow r" \
+        "SL.ALLOW slow r")
     check "$mode: refused before the reset" matches "$(line 2 "$out")" '^0 10 0 '
-    check "$mode: admitted after the reset" matches "$(line 4 "$out")" '^1 10 7 0 '
+    check "$mode: admitted after the reset" matches "$(line 4 "$out")" '^1 10 9 0 '
 
     # a rule whose numbers change keeps the key and its usage (converted: the 10 units owed at
     # T = 100 s are 500 s at T = 50 s, so 10 of 20 are left), and a refusal cached under the old
-    # numbers does not answer under the new ones: the cost of 3 goes to Redis, and is admitted
-    out=$(conn "$p" "SL.ALLOW slow n COST 10" "SL.ALLOW slow n COST 3" \
+    # numbers does not answer under the new ones: the unit goes to Redis, and is admitted
+    out=$(conn "$p" "SL.ALLOW slow n COST 10" "SL.ALLOW slow n" \
         'SL.RULE SET slow {"algorithm":"token_bucket","limit":20,"window":"1000s"}' \
-        "SL.ALLOW slow n COST 3" \
+        "SL.ALLOW slow n" \
         'SL.RULE SET slow {"algorithm":"token_bucket","limit":10,"window":"1000s"}')
     check "$mode: refused before the rule change" matches "$(line 2 "$out")" '^0 10 0 '
-    check "$mode: admitted under the new rule" matches "$(line 4 "$out")" '^1 20 7 0 '
+    check "$mode: admitted under the new rule" matches "$(line 4 "$out")" '^1 20 9 0 '
 
     # a shadow rule: the refusal is cached like any other, and still answered as allowed
     check "$mode: shadow admitted" matches "$(conn "$p" "SL.ALLOW sh s")" '^1 1 0 0 '

@@ -99,7 +99,8 @@ check busy-logged wait_log long 'refused: too many replays at once'
 stop_bg long TERM
 check long-exit-0 test $? -eq 0
 wait "$LONG_CURL"
-check shutdown-answered json "$TMP/long.json" 'd["complete"] is False and d["stopped"] == "shutdown" and 0 < d["lines_replayed"] < '"$PROBE_LINES"
+# (a loaded machine may not have replayed a line yet: it may still be reading the body)
+check shutdown-answered json "$TMP/long.json" 'd["complete"] is False and d["stopped"] == "shutdown" and 0 <= d["lines_replayed"] < '"$PROBE_LINES"
 check shutdown-logged grep -q 'stopped (shutdown)' "$TMP/long.log"
 
 # ---- the deadline and the memory budget, under an address-space limit -----------------------

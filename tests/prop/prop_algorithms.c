@@ -712,8 +712,8 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
         run->checked[P_WINDOW]++;
         check_window_meter(&c);
         break;
-    default:
-        break; /* sliding_window: tests/prop/prop_sliding_window.c */
+    case SL_SLIDING_WINDOW:
+        break; /* tests/prop/prop_sliding_window.c */
     }
 }
 

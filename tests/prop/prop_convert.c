@@ -156,9 +156,11 @@ static bool same_meaning(const sl_rule_t *a, const sl_rule_t *b)
         return a->limit == b->limit && a->window_ns == b->window_ns;
     case SL_SLIDING_BUCKETS:
         return a->window_ns == b->window_ns && a->buckets == b->buckets;
-    default:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
         return a->interval_ns == b->interval_ns;
     }
+    return false; /* not an algorithm */
 }
 
 /* ---- histories --------------------------------------------------------------------------- */
@@ -227,9 +229,11 @@ static int64_t recorded_from(const sl_rule_t *from, const history_t *h, int64_t 
         return (h->latest / from->bucket_ns - from->buckets) * from->bucket_ns;
     case SL_SLIDING_LOG:
         return h->latest - from->window_ns + 1;
-    default:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
         return 0;
     }
+    return 0; /* not an algorithm */
 }
 
 /* Units of H at times >= since inside (t - W, t] (sliding_log's unbounded log). */
@@ -300,9 +304,10 @@ static bool promised_exact(const pcase_t *c, const uint64_t *state, const histor
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return to->interval_ns > from->interval_ns;
-    default:
+    case SL_SLIDING_WINDOW:
         return false;
     }
+    return false; /* not an algorithm */
 }
 
 /* Whether the new rule counts nothing the old state can have forgotten, so that the converted
@@ -320,9 +325,11 @@ static bool keeps_whole(const sl_rule_t *from, const sl_rule_t *to, const histor
                (h->latest / from->bucket_ns - from->buckets) * from->bucket_ns;
     case SL_SLIDING_LOG:
         return to->window_ns <= from->window_ns;
-    default:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
         return to->interval_ns <= from->interval_ns;
     }
+    return false; /* not an algorithm */
 }
 
 /* A fresh key under `to` charged with the units of H from `since` on, at their times. */

@@ -79,7 +79,7 @@ static void failf(pcase_t *c, enum prop p, const char *fmt, ...)
 /* The key's debt after a charge of cost at now (the algorithm's own measure). */
 static int64_t debt(const sl_rule_t *rule, const void *state, int64_t cost, int64_t now)
 {
-    return core_algorithms[rule->algorithm].debt(rule, state, cost, core_clamp_now(now));
+    return core_ops(rule)->debt(rule, state, cost, core_clamp_now(now));
 }
 
 /* A settle that charges: checked against its prediction. False after a failure. */

@@ -125,9 +125,13 @@ static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
         return first == t / rule->window_ns;
     case SL_SLIDING_BUCKETS:
         return first == t;
-    default:
+    case SL_FIXED_WINDOW:
+    case SL_SLIDING_LOG:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
         return !sl_state_is_fresh(rule, s, t);
     }
+    return false; /* not an algorithm */
 }
 
 static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
@@ -459,7 +463,10 @@ static void run_nodes(run_t *run, sl_algorithm_t alg, long idx)
         check_windows(&w, times, c.rule.limit);
         check_strict_replay(&w, times);
         break;
-    default: /* fixed_window: its windows are the aligned ones, which the replay checks */
+    case SL_FIXED_WINDOW: /* its windows are the aligned ones, which the replay checks */
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
+    case SL_SLIDING_LOG: /* never here: it cannot lease */
         check_strict_replay(&w, times);
         break;
     }

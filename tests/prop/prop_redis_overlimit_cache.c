@@ -1,6 +1,6 @@
 /*
  * prop_redis_overlimit_cache.c - seeded property test of the over-limit cache that the Redis
- * store and libsluice-client share (src/store/overlimit_cache.c), over the cache alone: random
+ * store and libsluice-client share (src/remote/overlimit_cache.c), over the cache alone: random
  * costs and times against a real Redis would be too slow, and the cache's whole claim is about
  * what it was told.
  *
@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "prop/gen.h"
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 
 #define KEYS_MAX    6
 #define REFUSED_MAX 256 /* remembered refusals per key in the reference */

@@ -185,9 +185,12 @@ static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
         log_header(rule, s, &head, &count, &cap);
         return count == 0 || log_stamp(rule, s, 0) > t - rule->window_ns;
     }
-    default:
+    case SL_FIXED_WINDOW:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
         return true;
     }
+    return false; /* not an algorithm */
 }
 
 static bool same_bytes(const sl_rule_t *rule, const uint64_t *a, const uint64_t *b)

@@ -704,7 +704,8 @@ static void test_negative_now_is_zero(void **cm)
         case SL_GCRA:
             assert_int_equal(da.reset_after_ns, 200 * MS); /* T = 1 s / 5 */
             break;
-        default:
+        case SL_SLIDING_WINDOW:
+        case SL_SLIDING_BUCKETS:
             break;
         }
         free(a);
@@ -1069,7 +1070,8 @@ static void test_debt_saturates(void **cm)
             memcpy(&first, (unsigned char *)state + 8, sizeof(first));
             assert_int_equal(first, SL_COUNT_MAX); /* the total */
             break;
-        default:
+        case SL_SLIDING_WINDOW:
+        case SL_SLIDING_LOG:
             break;
         }
         free(state);

@@ -373,8 +373,8 @@ static void test_memory_cap_evicts_then_refuses(void **unused)
 {
     (void)unused;
     const char *rules[] = {"shut",
-                           "{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1h\","
-                           "\"on_store_error\":\"deny\"}",
+                           ("{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1h\","
+                            "\"on_store_error\":\"deny\"}"),
                            "open", "{\"algorithm\":\"gcra\",\"limit\":5,\"window\":\"1h\"}"};
     const size_t cap = 64 * 1024;
     engine_t *e = engine_capped(rules, 2, cap);

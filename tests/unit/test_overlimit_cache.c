@@ -1,6 +1,6 @@
 /*
  * test_overlimit_cache.c - the over-limit cache shared by sluiced's Redis store and
- * libsluice-client (src/store/overlimit_cache.c), with explicit times: tables of (now, what the
+ * libsluice-client (src/remote/overlimit_cache.c), with explicit times: tables of (now, what the
  * store answered or what is asked, what the cache must answer), as redis-cell's it_rate_limits.
  *
  * The defects these rows pin down: a refusal of cost 8 (5 of 10 left) must not answer a cost of
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 
 #define MS INT64_C(1000000) /* ns */
 

@@ -1122,7 +1122,8 @@ static void snapshot_of(sl_table_t *t, char (*keys)[32], int n, uint64_t (*out)[
 }
 
 /* A key twice sees its own earlier charge: api dd api dd at 150 each on 200 refuses the third
- * and charges nothing; at 100 each all four are admitted. */
+ * and charges nothing (the others report their keys as stored); at 100 each all four are
+ * admitted. */
 static void test_decide_all_repeated_pairs(void **unused)
 {
     sl_rule_t r = rule_of(SL_FIXED_WINDOW, 200, SL_NS_PER_SEC);
@@ -1133,11 +1134,12 @@ static void test_decide_all_repeated_pairs(void **unused)
     assert_int_equal(sl_table_decide_all(q, 4, T0, &refused), SL_OK);
     assert_int_equal(refused, 2);
     assert_true(q[0].decision.allowed);
-    assert_int_equal(q[0].decision.remaining, 50);
+    assert_int_equal(q[0].decision.remaining, 200); /* not charged: as stored */
+    assert_int_equal(q[1].decision.remaining, 200);
     assert_false(q[2].decision.allowed);
     assert_int_equal(q[2].decision.remaining, 50); /* after the first one's tentative charge */
     assert_int_equal(q[3].status, SL_OK);
-    assert_true(q[3].decision.allowed); /* a peek at what is stored: nothing */
+    assert_true(q[3].decision.allowed); /* 150 alone fits: a peek at what is stored */
     assert_int_equal(q[3].decision.remaining, 200);
     assert_int_equal(sl_table_count(t), 0);
     for (int i = 0; i < 4; i++)
@@ -1149,6 +1151,60 @@ static void test_decide_all_repeated_pairs(void **unused)
     assert_int_equal(sl_table_decide(t, "api", 3, 0, T0, &d), SL_OK);
     assert_int_equal(d.remaining, 0);
     sl_table_free(t);
+}
+
+/*
+ * A refused call reports every request but the refused one alone on its key as stored: admitted
+ * before it, or fitting after it: a peek (remaining as stored, no delay); refused alone after
+ * it, its own refusal (an out-of-line sliding_log state, an inline one, a fresh key's cost over
+ * its capacity); a max_delay rule's cost that only fits with a wait: a peek. Nothing changes.
+ */
+static void test_decide_all_refused_reports(void **unused)
+{
+    sl_rule_t rf = rule_of(SL_FIXED_WINDOW, 5, 10 * SL_NS_PER_SEC);
+    sl_rule_t rl = rule_of(SL_SLIDING_LOG, 20, 10 * SL_NS_PER_SEC); /* out of line */
+    sl_rule_t rg = rule_of(SL_GCRA, 2, 2 * SL_NS_PER_SEC);
+    rg.burst = 1;
+    rg.max_delay_ns = 3 * SL_NS_PER_SEC;
+    assert_int_equal(sl_rule_prepare(&rg), SL_OK);
+    sl_table_t *f = table_of(&rf, NULL), *l = table_of(&rl, NULL), *g = table_of(&rg, NULL);
+    sl_decision_t d, peek_a, peek_g, alone_c;
+    assert_int_equal(sl_table_decide(f, "a", 1, 2, T0, &d), SL_OK); /* 3 left */
+    assert_int_equal(sl_table_decide(f, "b", 1, 5, T0, &d), SL_OK); /* none left */
+    assert_int_equal(sl_table_decide(l, "c", 1, 20, T0, &d), SL_OK);
+    assert_int_equal(sl_table_decide(g, "d", 1, 2, T0, &d), SL_OK); /* the burst: a wait next */
+    int64_t now = T0 + SEC_HALF;
+    assert_int_equal(sl_table_decide(f, "a", 1, 0, now, &peek_a), SL_OK);
+    assert_int_equal(sl_table_decide(g, "d", 1, 0, now, &peek_g), SL_OK);
+    assert_int_equal(sl_table_decide(l, "c", 1, 1, now, &alone_c), SL_OK);
+    assert_false(alone_c.allowed);
+    size_t before = sl_table_count(f) + sl_table_count(l) + sl_table_count(g);
+    sl_multi_request_t q[6] = {mreq(f, "a", 2), mreq(f, "b", 1), mreq(l, "c", 1),
+                               mreq(f, "e", 6), mreq(g, "d", 1), mreq(l, "new", 1)};
+    size_t refused = 99;
+    assert_int_equal(sl_table_decide_all(q, 6, now, &refused), SL_OK);
+    assert_int_equal(refused, 1);
+    assert_same_decision(&q[0].decision, &peek_a); /* admitted before the refusal: as stored */
+    assert_int_equal(q[0].decision.remaining, 3);
+    assert_false(q[1].decision.allowed);
+    assert_true(q[1].decision.retry_after_ns > 0);
+    assert_same_decision(&q[2].decision, &alone_c); /* refused alone too */
+    assert_false(q[3].decision.allowed);            /* over the capacity */
+    assert_int_equal(q[3].decision.retry_after_ns, -1);
+    assert_same_decision(&q[4].decision, &peek_g); /* fits with a wait: not charged, no delay */
+    assert_int_equal(q[4].decision.delay_ns, 0);
+    assert_true(q[5].decision.allowed); /* a fresh key */
+    assert_int_equal(q[5].decision.remaining, 20);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(q[i].status, SL_OK);
+    assert_int_equal(sl_table_count(f) + sl_table_count(l) + sl_table_count(g), before);
+    assert_int_equal(sl_table_decide(f, "a", 1, 0, now, &d), SL_OK);
+    assert_same_decision(&d, &peek_a);
+    assert_int_equal(sl_table_decide(g, "d", 1, 0, now, &d), SL_OK);
+    assert_same_decision(&d, &peek_g);
+    sl_table_free(f);
+    sl_table_free(l);
+    sl_table_free(g);
 }
 
 /*
@@ -1472,6 +1528,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_settle_past_max_debt),
         cmocka_unit_test(test_refusal_needs_no_room),
         cmocka_unit_test(test_decide_all_repeated_pairs),
+        cmocka_unit_test(test_decide_all_refused_reports),
         cmocka_unit_test(test_decide_all_two_tables),
         cmocka_unit_test(test_decide_all_errors),
         cmocka_unit_test(test_decide_all_grows),

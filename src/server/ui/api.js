@@ -80,4 +80,24 @@ export const api = {
   putRule: (name, rule) => call("PUT", "/v1/rules/" + enc(name), rule),
   deleteRule: (name) => call("DELETE", "/v1/rules/" + enc(name)),
   replay: (req) => call("POST", "/v1/replay", req),
+  algorithms,
 };
+
+// The algorithms sluiced knows, from its table (GET /v1/algorithms): what the forms offer and
+// which numbers each takes, asked once per page load (again after a failure).
+let algorithmsAsked = null;
+function algorithms() {
+  if (!algorithmsAsked) {
+    algorithmsAsked = call("GET", "/v1/algorithms").then((r) => r.algorithms, (err) => {
+      algorithmsAsked = null;
+      throw err;
+    });
+  }
+  return algorithmsAsked;
+}
+
+// The names of the algorithms that take a parameter ("burst", "buckets", "max_delay").
+export const taking = (algs, param) => algs.filter((a) => a[param] !== null).map((a) => a.name);
+
+// The algorithm a form offers first: the one the table suggests, or the first.
+export const suggested = (algs) => (algs.find((a) => a.suggested) || algs[0] || {name: ""}).name;

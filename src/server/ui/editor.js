@@ -2,36 +2,37 @@
 // turn shadow mode on and off (GET|PUT|DELETE /v1/rules/{name}; the admin token when the
 // server has one). The server validates: its problem reply names the field it refuses
 // ("field"), and the message is shown under that field.
-import {api, ApiError} from "./api.js";
+import {api, ApiError, taking, suggested} from "./api.js";
 import {h, fill, num} from "./dom.js";
 
-const ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "sliding_buckets",
-  "token_bucket", "gcra"];
-// Which algorithms take which optional numbers.
-const APPLIES = {
-  burst: ["token_bucket", "gcra"],
-  max_delay: ["token_bucket", "gcra"],
-  buckets: ["sliding_buckets"],
-};
-const FIELDS = [
-  {name: "name", label: "Name", hint: "letters, digits, _ . : - (up to 64)"},
-  {name: "algorithm", label: "Algorithm", options: ALGORITHMS},
-  {name: "limit", label: "Limit", hint: "requests (units) per window", number: true},
-  {name: "window", label: "Window", hint: "250ms, 1s, 1m, 1h30m, or milliseconds"},
-  {name: "burst", label: "Burst", hint: "token_bucket / gcra; empty: the limit", number: true},
-  {name: "buckets", label: "Buckets", hint: "sliding_buckets; must divide the window", number: true},
-  {name: "max_delay", label: "Max delay", hint: "token_bucket / gcra: admit after a wait of up to this"},
-  {name: "max_debt", label: "Max debt", hint: "units a key may owe past its limit after a settle; empty: the capacity; 0: none", number: true},
-  {name: "key", label: "Key template", hint: "for /v1/auth: {ip}, {header:x-api-key}, …"},
-  {name: "shadow", label: "Shadow", checkbox: true, hint: "decide and count, but always allow"},
-  {name: "on_store_error", label: "On store error", options: ["allow", "deny"]},
-  {name: "cold_start", label: "Cold start", options: ["open", "closed"]},
-];
+// The optional numbers only some algorithms take (which ones: the table of algorithms).
+const PARAMS = ["burst", "buckets", "max_delay"];
+
+// The form's fields; the algorithms, and which of them take which number, come from sluiced's
+// table of algorithms (GET /v1/algorithms), so that the form names none itself.
+function fields(algs) {
+  const by = (param) => taking(algs, param).join(" / ");
+  return [
+    {name: "name", label: "Name", hint: "letters, digits, _ . : - (up to 64)"},
+    {name: "algorithm", label: "Algorithm", options: algs.map((a) => a.name)},
+    {name: "limit", label: "Limit", hint: "requests (units) per window", number: true},
+    {name: "window", label: "Window", hint: "250ms, 1s, 1m, 1h30m, or milliseconds"},
+    {name: "burst", label: "Burst", hint: by("burst") + "; empty: the limit", number: true},
+    {name: "buckets", label: "Buckets", hint: by("buckets") + "; must divide the window", number: true},
+    {name: "max_delay", label: "Max delay", hint: by("max_delay") + ": admit after a wait of up to this"},
+    {name: "max_debt", label: "Max debt", hint: "units a key may owe past its limit after a settle; empty: the capacity; 0: none", number: true},
+    {name: "key", label: "Key template", hint: "for /v1/auth: {ip}, {header:x-api-key}, …"},
+    {name: "shadow", label: "Shadow", checkbox: true, hint: "decide and count, but always allow"},
+    {name: "on_store_error", label: "On store error", options: ["allow", "deny"]},
+    {name: "cold_start", label: "Cold start", options: ["open", "closed"]},
+  ];
+}
 
 // "12" -> 12; anything else stays text, for the server to refuse with its own words.
 const numberOrText = (v) => (/^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : v);
 
-function ruleForm(onSaved) {
+function ruleForm(onSaved, algs) {
+  const FIELDS = fields(algs);
   const inputs = {};
   const errors = {};
   const rows = [];
@@ -72,7 +73,7 @@ function ruleForm(onSaved) {
 
   function applicable() {
     const alg = inputs.algorithm.value;
-    for (const [field, algs] of Object.entries(APPLIES)) inputs[field].disabled = !algs.includes(alg);
+    for (const field of PARAMS) inputs[field].disabled = !taking(algs, field).includes(alg);
   }
   inputs.algorithm.addEventListener("change", applicable);
 
@@ -99,7 +100,7 @@ function ruleForm(onSaved) {
       else if (f.options) inputs[f.name].value = v !== undefined ? String(v) : f.options[0];
       else inputs[f.name].value = v !== undefined ? String(v) : "";
     }
-    if (!rule) inputs.algorithm.value = "gcra";
+    if (!rule) inputs.algorithm.value = suggested(algs);
     inputs.name.readOnly = rule !== null;
     applicable();
   }
@@ -209,13 +210,15 @@ export function mount(root) {
   const list = h("tbody", {});
   const listStatus = h("p", {class: "muted", id: "rules-status"});
   const listError = h("p", {class: "error", id: "rules-error", role: "alert"});
-  const form = ruleForm(refresh);
+  const formSlot = h("div", {});
+  let form = null; // the rule form, once the algorithms are known
+  let mounted = true;
   fill(root, h("h1", {}, "Rules"), listError,
     h("section", {class: "card"}, listStatus,
       h("table", {id: "rules-table"}, h("thead", {}, h("tr", {}, h("th", {}, "name"),
         h("th", {}, "algorithm"), h("th", {class: "num"}, "limit"), h("th", {}, "window"),
         h("th", {}, "shadow"), h("th", {}, ""))), list)),
-    form.el);
+    formSlot);
 
   async function act(fn) {
     listError.textContent = "";
@@ -247,7 +250,7 @@ export function mount(root) {
         h("td", {}, r.window !== undefined ? String(r.window) : ""),
         h("td", {}, r.shadow ? "on" : "off"),
         h("td", {}, h("div", {class: "actions"},
-          h("button", {type: "button", class: "edit", onclick: () => form.load(r)}, "Edit"),
+          h("button", {type: "button", class: "edit", onclick: () => form && form.load(r)}, "Edit"),
           h("button", {type: "button", class: "shadow-toggle",
             onclick: () => act(() => api.putRule(r.name, Object.assign({}, r, {shadow: !r.shadow})))},
           r.shadow ? "Enforce" : "Shadow"),
@@ -258,12 +261,23 @@ export function mount(root) {
   // and what was typed in the form stays.
   function onToken() {
     listError.textContent = "";
-    form.tokenChanged();
+    if (form) form.tokenChanged();
     refresh();
   }
   window.addEventListener("sluice:token", onToken);
-  refresh();
+  // The form first, then the list: a rule in the list can be edited as soon as it is shown.
+  api.algorithms().then((algs) => {
+    if (!mounted) return;
+    form = ruleForm(refresh, algs);
+    fill(formSlot, form.el);
+    refresh();
+  }, (err) => {
+    if (!mounted) return;
+    listError.textContent = "Could not read the algorithms (no form): " + err.message;
+    refresh();
+  });
   return () => {
+    mounted = false;
     window.removeEventListener("sluice:token", onToken);
   };
 }

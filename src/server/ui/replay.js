@@ -3,12 +3,10 @@
 // admitted and rejected per key and over time. A replay needs the admin token when sluiced has
 // one (it is work sluiced does on a thread of its own, within a deadline and a memory budget);
 // one stopped early says why and how many lines of the log it replayed.
-import {api, ApiError} from "./api.js";
+import {api, ApiError, taking, suggested} from "./api.js";
 import {timeChart} from "./chart.js";
 import {h, fill, num} from "./dom.js";
 
-const ALGORITHMS = ["gcra", "token_bucket", "sliding_log", "sliding_window", "sliding_buckets",
-  "fixed_window"];
 const UNIT_S = {s: 1, ms: 1e-3, us: 1e-6, ns: 1e-9};
 const KEYS_SHOWN = 200; // rows of the per-key table
 const STOPPED = {
@@ -30,7 +28,9 @@ export function mount(root) {
       log.value = t;
     });
   });
-  const alg = h("select", {id: "replay-algorithm"}, ALGORITHMS.map((a) => h("option", {value: a}, a)));
+  // the algorithms and which take a burst: sluiced's table (GET /v1/algorithms), filled in below
+  const alg = h("select", {id: "replay-algorithm"});
+  let bursts = [];
   const limit = h("input", {id: "replay-limit", type: "text", value: "5", size: 8});
   const windowIn = h("input", {id: "replay-window", type: "text", value: "1s", size: 8});
   const burst = h("input", {id: "replay-burst", type: "text", size: 8, placeholder: "limit"});
@@ -40,10 +40,9 @@ export function mount(root) {
   const error = h("p", {class: "error", id: "replay-error", role: "alert"});
   const result = h("div", {id: "replay-result"});
   const syncBurst = () => {
-    burst.disabled = !["gcra", "token_bucket"].includes(alg.value);
+    burst.disabled = !bursts.includes(alg.value);
   };
   alg.addEventListener("change", syncBurst);
-  syncBurst();
   let chart = null;
   let authError = false; // the message shown is the server refusing the admin token (or none)
 
@@ -101,9 +100,9 @@ export function mount(root) {
     }
   }
 
-  fill(root, h("h1", {}, "Replay"),
-    h("p", {class: "muted"}, "What a rule would have done to traffic you already have: one " +
-      "request per line, TIME KEY [COST], as for sluice replay."),
+  const intro = h("p", {class: "muted"}, "What a rule would have done to traffic you already " +
+    "have: one request per line, TIME KEY [COST], as for sluice replay.");
+  const page = () => fill(root, h("h1", {}, "Replay"), intro,
     h("form", {class: "card", id: "replay-form", onsubmit: run},
       h("div", {class: "row"}, h("label", {for: "replay-file"}, "Log file "), file),
       log,
@@ -116,6 +115,21 @@ export function mount(root) {
         h("button", {type: "submit", class: "primary", id: "replay-run"}, "Replay")),
       error),
     result);
+  // The form once its algorithms are known (without them: the form, and why it has none).
+  let mounted = true;
+  fill(root, h("h1", {}, "Replay"), intro);
+  api.algorithms().then((algs) => {
+    if (!mounted) return;
+    fill(alg, algs.map((a) => h("option", {value: a.name}, a.name)));
+    alg.value = suggested(algs);
+    bursts = taking(algs, "burst");
+    syncBurst();
+    page();
+  }, (err) => {
+    if (!mounted) return;
+    error.textContent = "Could not read the algorithms: " + err.message;
+    page();
+  });
   // A new admin token: a refusal shown for the one before no longer holds (what was typed stays).
   const onToken = () => {
     if (authError) error.textContent = "";
@@ -123,6 +137,7 @@ export function mount(root) {
   };
   window.addEventListener("sluice:token", onToken);
   return () => {
+    mounted = false;
     window.removeEventListener("sluice:token", onToken);
     if (chart) chart.destroy();
   };

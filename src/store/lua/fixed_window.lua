@@ -16,7 +16,7 @@
 -- 2^62 - 1). A closed start (closed_from) gives a key that does not exist the count N in the
 -- window holding its time, written as a converted value is. A lease is a decision of up to
 -- `want` units ending with the window (or lease_us); its return, a settle (lib/args.lua).
-local ALG = 'fixed_window' -- in error messages
+-- include: row
 -- include: lib/args.lua
 
 -- limit up to 2^53 - 1; burst, buckets and max_delay_us do not apply

@@ -4,7 +4,7 @@
 -- has the algorithm.
 --
 -- The algorithm is lib/gcra_core.lua's, with redis-cell's capacity B + 1: burst (-1 = limit) >= 0.
-local ALG = 'gcra' -- in error messages
+-- include: row
 -- include: lib/args.lua
 
 local function capacity(burst)

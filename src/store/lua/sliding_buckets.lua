@@ -24,7 +24,7 @@
 -- gives a key that does not exist the count N in the bucket holding its time, as the latest
 -- admission's, written as a converted value is. A lease is a decision of up to `want` units
 -- ending with the current bucket (or lease_us); its return, a settle (lib/args.lua).
-local ALG = 'sliding_buckets' -- in error messages
+-- include: row
 -- include: lib/args.lua
 -- include: lib/packed.lua
 

@@ -30,7 +30,7 @@
 -- written as a converted value is. A value of older sluiceds (one stamp per unit, lib/packed.lua,
 -- with the flags DROPPED and LATEST, with or without numbers) is read as the core reads the older
 -- packed form, and written in this form by the next command that writes.
-local ALG = 'sliding_log' -- in error messages
+-- include: row
 -- include: lib/args.lua
 -- include: lib/packed.lua
 

@@ -19,7 +19,7 @@
 -- start (closed_from) gives a key that does not exist the count N in the window holding its time
 -- (none in the one before), written as a converted value is. A lease is a decision of up to
 -- `want` units ending with the window (or lease_us); its return, a settle (lib/args.lua).
-local ALG = 'sliding_window' -- in error messages
+-- include: row
 -- include: lib/args.lua
 
 -- limit up to 2^52 (muldiv's divisors); burst, buckets and max_delay_us do not apply

@@ -4,7 +4,7 @@
 -- docs/algorithms.md has the algorithm.
 --
 -- The algorithm is lib/gcra_core.lua's, with the capacity B: burst (-1 = limit) must be at least 1.
-local ALG = 'token_bucket' -- in error messages
+-- include: row
 -- include: lib/args.lua
 
 local function capacity(burst)

@@ -1,6 +1,7 @@
 -- lib/args.lua - the part of the contract every script shares (docs/lua.md): the arguments,
 -- their checks and the clock. Not a script of its own: the build puts it into each script in
--- place of the script's include line, after the script's `local ALG = '<algorithm>'`.
+-- place of the script's include line, after the script's row (its include line "row": ALG, the
+-- algorithm's name, and NO_LEASE, why it cannot lease or nil, from src/core/algorithms.c).
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
 --           [closed_from from_us]
@@ -85,9 +86,8 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         end
         cost, at = 0, 10
     elseif ARGV[6] == 'lease' or ARGV[6] == 'return' then
-        if ALG == 'sliding_log' then
-            return 'ERR sluice sliding_log: cannot lease: it keeps each unit\'s time ' ..
-                '(sliding_buckets can)'
+        if NO_LEASE then
+            return 'ERR sluice ' .. ALG .. ': cannot lease: ' .. NO_LEASE
         end
         if ARGV[6] == 'lease' then
             want, err = int_arg(7, 'want', 0, INT_MAX)

@@ -5,7 +5,7 @@
  * occupies at most one slot, within its probe window; count is the number of used slots. Times
  * from the network are added with saturation.
  */
-#include "store/overlimit_cache.h"
+#include "remote/overlimit_cache.h"
 
 #include <string.h>
 

@@ -38,7 +38,7 @@
  *   NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED
  *   OF THE POSSIBILITY OF SUCH DAMAGE.
  */
-#include "store/uv_glue.h"
+#include "remote/uv_glue.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
