@@ -286,7 +286,25 @@ class Cell:
         hist = check.load_history(hist_path)
         out = check.check(run, hist)
         out["events"] = faults.get("notes", {})
+        out["events"].update(self.counters())
         return out
+
+    COUNTED = ("sluice_store_late_charges_total", "sluice_redis_failures_total")
+
+    def counters(self):
+        """The live nodes' counters of COUNTED, summed by name and labels (e.g. the admissions
+        Redis made after their deadline and that were given back)."""
+        got = {}
+        for name, (n, p) in self.sluiced.items():
+            if not p.alive():
+                continue
+            r = self.lab.nsexec(self.cl, ["curl", "-s", "-m", "5", "http://%s:%d/metrics" %
+                                          (n.addr, HTTP)], check=False)
+            for line in (r.stdout or "").splitlines():
+                if line.startswith(self.COUNTED):
+                    metric, _, value = line.rpartition(" ")
+                    got[metric] = got.get(metric, 0) + int(float(value))
+        return got
 
     def after_run(self):
         pass
