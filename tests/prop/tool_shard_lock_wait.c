@@ -15,7 +15,8 @@
  *
  * Prints: reclaims done, the decisions made during each (median, 90th percentile, max) and the
  * total. Run it beside a CPU hog (scripts/stress.sh) to see a waiter on an oversubscribed
- * machine. A figure, not a test: what it shows is up to src/core/table.c's lock.
+ * machine. A figure, not a test: src/core/table.c states the bound (a waiter that napped
+ * HANDOFF_NAPS times has the lock kept for it), which the max here shows.
  */
 #include <pthread.h>
 #include <stdatomic.h>
