@@ -113,6 +113,7 @@ typedef struct shard {
     uint32_t hand;        /* the eviction hand: the entry slot it looks at next */
     bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
     atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
+    atomic_bool handoff;  /* a waiter waited HANDOFF_NAPS naps: the lock is kept for it */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
     uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
@@ -208,6 +209,19 @@ static int64_t lock_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#define HANDOFF_NAPS 8u /* naps a waiter takes before the lock is kept for it */
+
+/* Sleeps about 10 us while the lock is held, or kept for another waiter (it may be free). */
+static void wait_nap(shard_t *s)
+{
+    if (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
+        lock_nap(&s->lock);
+        return;
+    }
+    struct timespec nap = {0, 10000};
+    nanosleep(&nap, NULL);
+}
+
 /*
  * Spins for up to LOCK_SPIN_NS, then sleeps on the lock word, counted in `napping`. A holder on
  * another core lets go within the spin (a batch of decisions holds a shard for microseconds);
@@ -217,14 +231,21 @@ static int64_t lock_clock_ns(void)
  * by sched_yield but by the scheduler's next tick, milliseconds later. A long walk
  * (shard_unlock_walk) wakes the sleepers as it lets go and lets them in before it takes the lock
  * again; any other holder is waited for by naps of about 10 us.
+ *
+ * Fairness: the lock is not FIFO, but no waiter waits unboundedly while others take it back at
+ * once. A waiter that has napped HANDOFF_NAPS times claims `handoff` (one at a time); while it is
+ * set, nobody else takes the lock (shard_lock's fast path comes here, and waits), so the claimant
+ * has it as soon as the holder lets go, behind at most the lockers that had already passed the
+ * check (one per thread). tests/prop/tool_shard_lock_wait.c counts it.
  */
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
-    unsigned spins = 0;
+    unsigned spins = 0, naps = 0;
     int64_t spin_until_ns = 0;
-    bool asleep = false;
-    do {
-        while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
+    bool asleep = false, mine = false;
+    for (;;) {
+        while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0 ||
+               (!mine && atomic_load_explicit(&s->handoff, memory_order_relaxed))) {
             if (++spins < 128) {
                 cpu_relax();
                 continue;
@@ -240,16 +261,27 @@ static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
                 asleep = true;
                 atomic_fetch_add_explicit(&s->napping, 1, memory_order_seq_cst);
             }
-            lock_nap(&s->lock);
+            bool unclaimed = false;
+            if (!mine && ++naps >= HANDOFF_NAPS &&
+                atomic_compare_exchange_strong_explicit(&s->handoff, &unclaimed, true,
+                                                        memory_order_relaxed, memory_order_relaxed))
+                mine = true;
+            wait_nap(s);
         }
-    } while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0);
+        if (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) == 0)
+            break;
+    }
+    if (mine)
+        atomic_store_explicit(&s->handoff, false, memory_order_relaxed);
     if (asleep)
         atomic_fetch_sub_explicit(&s->napping, 1, memory_order_relaxed);
 }
 
 static inline void shard_lock(shard_t *s)
 {
-    if (__builtin_expect(atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0, 0))
+    if (__builtin_expect(atomic_load_explicit(&s->handoff, memory_order_relaxed) ||
+                             atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0,
+                         0))
         shard_lock_contended(s);
 }
 
@@ -970,6 +1002,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     for (unsigned i = 0; i < nshards; i++) {
         shard_t *s = &t->shards[i];
         atomic_init(&s->lock, 0);
+        atomic_init(&s->handoff, false);
         unsigned char *chunks = array_alloc(t, nchunks);
         if (chunks == NULL) {
             sl_table_free(t);

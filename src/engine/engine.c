@@ -42,6 +42,12 @@ static void store_event(void *arg, store_event_t ev, const char *text)
     case STORE_EVENT_UP:
         event_note(EV_STORE_UP, "%s", text);
         break;
+    case STORE_EVENT_LATE_REFUND:
+        event_note(EV_STORE_LATE_REFUND, "%s", text);
+        break;
+    case STORE_EVENT_LATE_REFUND_FAILED:
+        event_note(EV_STORE_LATE_REFUND_FAILED, "%s", text);
+        break;
     }
 }
 
