@@ -4,6 +4,8 @@
 #include "server/rules_watch.h"
 
 #include <libgen.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,7 @@
 typedef struct watched {
     uv_fs_event_t ev;
     char path[4096];
+    char only[256]; /* the directory a path is in: the path's own name, the one that matters */
     struct rules_watch *w;
 } watched_t;
 
@@ -35,13 +38,43 @@ static void on_closed(uv_handle_t *h)
 
 static void on_debounced(uv_timer_t *t);
 
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n > k && strcmp(s + n - k, tail) == 0;
+}
+
+/*
+ * Whether a change to `name` (NULL: unknown) seen by x can change the rules: a ConfigMap's swap
+ * ("..data", "..data_tmp"); in the directory a path is in, that path's name; in a watched path
+ * itself, its own name (a file) or a rules file in it (a directory: *.yaml, *.yml, not a dot
+ * file). Anything else (a config store's database beside the rules, an editor's swap file) is
+ * not a reason to reload: a reload imports the files again, over rules changed since through
+ * the API.
+ */
+static bool matters(const watched_t *x, const char *name)
+{
+    if (name == NULL || strncmp(name, "..data", 6) == 0) {
+        return true;
+    }
+    if (x->only[0] != '\0') {
+        return strcmp(name, x->only) == 0;
+    }
+    const char *slash = strrchr(x->path, '/');
+    if (strcmp(name, slash != NULL ? slash + 1 : x->path) == 0) {
+        return true;
+    }
+    return name[0] != '.' && (ends_with(name, ".yaml") || ends_with(name, ".yml"));
+}
+
 static void on_change(uv_fs_event_t *ev, const char *name, int events, int status)
 {
-    (void)name;
     (void)events;
     (void)status;
     watched_t *x = ev->data;
-    uv_timer_start(&x->w->debounce, on_debounced, x->w->debounce_ms, 0);
+    if (matters(x, name)) {
+        uv_timer_start(&x->w->debounce, on_debounced, x->w->debounce_ms, 0);
+    }
 }
 
 /* (Re)starts one watch on what its path names now. */
@@ -86,6 +119,8 @@ rules_watch_t *rules_watch_start(uv_loop_t *loop, char *const *paths, size_t n,
                 char copy[sizeof x->path];
                 snprintf(copy, sizeof copy, "%s", paths[i]);
                 snprintf(x->path, sizeof x->path, "%s", dirname(copy));
+                snprintf(copy, sizeof copy, "%s", paths[i]);
+                snprintf(x->only, sizeof x->only, "%s", basename(copy));
             }
             x->w = w;
             uv_fs_event_init(loop, &x->ev);

@@ -6,7 +6,10 @@
 # "..data_tmp" point at it and renames it over "..data" (one atomic step), then removes the old
 # directory. Checked: the swap applies (the new limit is in force) with no SIGHUP; a file added
 # and a file removed apply; a broken file is logged with its line and column, counted, and the
-# rules in force stay; SIGHUP still reloads. Every wait is bounded (poll, wait_log).
+# rules in force stay; SIGHUP still reloads; a rules file watched through the directory it is in
+# is not imported again when something else in that directory changes (the config store's
+# database beside it): that would undo rules changed through the API. Every wait is bounded
+# (poll, wait_log).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -82,4 +85,24 @@ edge 30 >"$CFG/edge.yaml.tmp" && mv "$CFG/edge.yaml.tmp" "$CFG/edge.yaml"
 check edit-applied poll 10 limit_is edge.remote_address 30
 kill -HUP "$(cat "$TMP/s.pid")"
 check hup-still wait_log s "SIGHUP: rules file $CFG"
+stop_bg s TERM
+
+# 5. one rules file beside the config store's database and other files: their changes are no
+#    reason to import the file again, over a rule changed through the API since; the file's own
+#    change is
+ONE=$TMP/one
+mkdir -p "$ONE"
+printf 'rules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    window: 1s\n  - name: b\n    algorithm: gcra\n    limit: 5\n    window: 1s\n' >"$ONE/rules.yaml"
+start_sluiced o --rules "$ONE/rules.yaml" --rules-watch 100ms --config-store "$ONE/store.db" \
+    --snapshot "" || { cat "$TMP/o.log"; exit 1; }
+check one-loaded limit_is b 5
+check one-api-change test "$(cli SL.RULE SET b '{"algorithm":"gcra","limit":9,"window":"1s"}')" = OK
+echo notes >"$ONE/notes.txt"
+: >"$ONE/.rules.yaml.swp"
+sqlite3 "$ONE/store.db" 'PRAGMA user_version' >/dev/null 2>&1 || true
+sleep 0.5 # past the debounce: a reload these caused would have been started
+check one-api-kept limit_is b 9
+check one-no-reload test "$(grep -c 'rules changed: ' "$TMP/o.log")" -eq 0
+sed -i 's/limit: 5/limit: 6/' "$ONE/rules.yaml"
+check one-file-change-applied poll 10 limit_is a 6
 finish
