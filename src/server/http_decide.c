@@ -84,16 +84,18 @@ struct job {
     size_t n, left;
     int64_t now_ns;
     size_t key_max;
-    rule_state_t *rules[CHECKS_MAX];
-    const char *keys[CHECKS_MAX];
-    size_t key_len[CHECKS_MAX];
-    int64_t costs[CHECKS_MAX];
-    engine_decision_t got[CHECKS_MAX];
-    job_ref_t ref[CHECKS_MAX];
     size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
     bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
     engine_request_t settle; /* JOB_SETTLE: what is settled */
-    char bytes[];            /* the keys */
+    /* per check, [0, checks) of the allocation's tail (job_new): a job of one check is a few
+     * hundred bytes to allocate and zero, not room for CHECKS_MAX */
+    engine_decision_t *got;
+    job_ref_t *ref;
+    rule_state_t **rules;
+    const char **keys;
+    size_t *key_len;
+    int64_t *costs;
+    char *bytes; /* the keys */
 };
 
 static void job_problem(job_t *j, int status, const char *fmt, ...)
@@ -238,9 +240,26 @@ static void job_decided(void *arg, int status, const engine_decision_t *ed)
 }
 
 /* A job for n checks whose keys total `bytes`; NULL (with a 503 problem) when out of memory. */
-static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t bytes)
+_Static_assert(sizeof(job_t) % _Alignof(engine_decision_t) == 0 &&
+                   sizeof(engine_decision_t) % _Alignof(job_ref_t) == 0,
+               "each check's arrays follow the job aligned");
+
+/* A job of `checks` checks whose keys take `bytes`, in one allocation: the job, each check's
+ * arrays, the keys. */
+static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t bytes)
 {
-    job_t *j = calloc(1, sizeof *j + bytes);
+    size_t each = sizeof(engine_decision_t) + sizeof(job_ref_t) + sizeof(rule_state_t *) +
+                  sizeof(const char *) + sizeof(size_t) + sizeof(int64_t); /* 8-byte aligned */
+    job_t *j = calloc(1, sizeof *j + checks * each + bytes);
+    if (j != NULL) {
+        j->got = (engine_decision_t *)(j + 1);
+        j->ref = (job_ref_t *)(j->got + checks);
+        j->rules = (rule_state_t **)(j->ref + checks);
+        j->keys = (const char **)(j->rules + checks);
+        j->key_len = (size_t *)(j->keys + checks);
+        j->costs = (int64_t *)(j->key_len + checks);
+        j->bytes = (char *)(j->costs + checks);
+    }
     reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
     if (slot == NULL) {
         free(j);
@@ -396,7 +415,7 @@ void route_allow(route_ctx_t *x)
         }
         bytes += json_string_length(json_object_get(obj, "key"));
     }
-    job_t *j = job_new(x, checks != NULL ? JOB_ALLOW_MANY : JOB_ALLOW_ONE, bytes);
+    job_t *j = job_new(x, checks != NULL ? JOB_ALLOW_MANY : JOB_ALLOW_ONE, n, bytes);
     if (j != NULL) {
         char *space = j->bytes;
         for (size_t i = 0; i < n; i++) {
@@ -442,8 +461,9 @@ void route_settle(route_ctx_t *x)
                json_units(x, root, "at", false, &tr.at_ms)) {
         rs = check_parse(x, root, "body", &unused);
     }
-    job_t *j = rs != NULL ? job_new(x, JOB_SETTLE, json_string_length(json_object_get(root, "key")))
-                          : NULL;
+    job_t *j = rs != NULL
+                   ? job_new(x, JOB_SETTLE, 1, json_string_length(json_object_get(root, "key")))
+                   : NULL;
     if (j != NULL) {
         char *space = j->bytes;
         json_t *key = json_object_get(root, "key");
@@ -571,7 +591,7 @@ void route_auth(route_ctx_t *x)
         problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
         return;
     }
-    job_t *j = job_new(x, JOB_AUTH, key_len);
+    job_t *j = job_new(x, JOB_AUTH, 1, key_len);
     if (j != NULL) {
         char *space = j->bytes;
         job_add(j, rs, keybuf, key_len, cost, &space);

@@ -187,7 +187,19 @@ check pipelined-in-order order
 
 # a client that leaves while its replay runs, once /metrics shows the replay running. With a
 # FIN (its side closed, as a client that sent its requests may) the answer is still written when
-# it comes; with a reset the connection goes at once, and the answer is dropped and counted.
+# it comes; with a reset the connection goes at once, and the answer is dropped and counted. The
+# probe is paced (1 ms a line) and stopped by a 3 s deadline, so that it is seen running however
+# fast or slow the machine, and ends.
+stop_bg bounded TERM
+check bounded-exit-0 test $? -eq 0
+SLUICE_TEST_REPLAY_PAUSE=1ms start_sluiced leaving --threads 2 --config-store "$TMP/l.db" \
+    --snapshot "" --admin-token "$TOKEN" --replay-timeout 3s || {
+    cat "$TMP/leaving.log"
+    exit 1
+}
+B_HTTP=$HTTP_PORT
+B_RESP=$RESP_PORT
+B=http://127.0.0.1:$B_HTTP
 leave_early() { # fin|rst
     python3 - "$B_HTTP" "$TOKEN" "$TMP/probe.json" "$1" <<'PY'
 import socket, struct, sys, time, urllib.request
@@ -212,12 +224,12 @@ check fin-answer-written metric_is "$B_HTTP" sluice_replay_abandoned_total 0
 check fin-alive test "$(redis-cli -p "$B_RESP" PING)" = PONG
 check rst-while-running leave_early rst
 check rst-counted poll 15 metric_is "$B_HTTP" sluice_replay_abandoned_total 1
-check rst-logged wait_log bounded 'replay answer dropped'
+check rst-logged wait_log leaving 'replay answer dropped'
 check rst-gauge-back poll 5 metric_is "$B_HTTP" sluice_replays_running 0
 check rst-alive test "$(redis-cli -p "$B_RESP" PING)" = PONG
 curl -s --max-time 10 -X POST -H "Content-Type: application/json" -d "$SMALL" "${AUTH[@]}" "$B/v1/replay" >"$TMP/after.json"
 check rst-then-replay json "$TMP/after.json" 'd["complete"] and d["admitted"] == 3'
 
-stop_bg bounded TERM
-check bounded-exit-0 test $? -eq 0
+stop_bg leaving TERM
+check leaving-exit-0 test $? -eq 0
 finish
