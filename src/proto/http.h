@@ -217,6 +217,9 @@ void http_begin(buf_t *b, int status);
 void http_header(buf_t *b, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Appends "<name>: <v>\r\n", v in decimal. name is a literal token from the caller. */
+void http_header_int(buf_t *b, const char *name, int64_t v);
+
 /*
  * Ends the response started with http_begin(): Content-Type when content_type is not NULL,
  * Content-Length: len (omitted, with the body, for 1xx, 204 and 304, which RFC 9110 §8.6 says

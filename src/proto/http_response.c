@@ -20,11 +20,27 @@ static void put_str(buf_t *b, const char *s)
     buf_add(b, s, strlen(s));
 }
 
+/* v in decimal: every response writes a few, and printf's machinery is most of their cost */
 static void put_int(buf_t *b, int64_t v)
 {
     char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
-    buf_add(b, tmp, (size_t)n);
+    size_t i = sizeof(tmp);
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        tmp[--i] = '-';
+    buf_add(b, tmp + i, sizeof(tmp) - i);
+}
+
+void http_header_int(buf_t *b, const char *name, int64_t v)
+{
+    put_str(b, name);
+    put_str(b, ": ");
+    put_int(b, v);
+    put_str(b, "\r\n");
 }
 
 const char *http_reason(int status)
@@ -99,7 +115,7 @@ static bool end_head(buf_t *b, bool keep_alive, const char *content_type, size_t
     if (!bodyless) {
         if (content_type != NULL)
             http_header(b, "Content-Type", "%s", content_type);
-        http_header(b, "Content-Length", "%zu", len);
+        http_header_int(b, "Content-Length", (int64_t)len);
     }
     if (!keep_alive)
         put_str(b, "Connection: close\r\n");

@@ -153,7 +153,7 @@ static void job_respond_auth(job_t *j)
     http_begin(b, 429);
     ratelimit_headers(b, ed);
     if (ed->d.retry_after_ns >= 0) {
-        http_header(b, "Retry-After", "%lld", (long long)sec_ceil(ed->d.retry_after_ns));
+        http_header_int(b, "Retry-After", sec_ceil(ed->d.retry_after_ns));
     }
     char detail[256];
     snprintf(detail, sizeof detail, "rule '%s' allows %lld per %llds", ed->rule->def.name,

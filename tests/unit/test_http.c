@@ -888,6 +888,30 @@ static void test_ratelimit_headers(void **unused)
     buf_free(&b);
 }
 
+/* http_header_int writes any int64_t in decimal as printf's %lld would, over random values and
+ * the edges (seeded). */
+static void test_header_int(void **unused)
+{
+    (void)unused;
+    const int64_t edges[] = {0, 1, -1, 9, 10, -10, 999999999999999LL, INT64_MAX, INT64_MIN};
+    uint64_t x = 0x9e3779b97f4a7c15ULL; /* a fixed seed: the values are the same every run */
+    for (size_t i = 0; i < 2000; i++) {
+        int64_t v;
+        if (i < sizeof edges / sizeof edges[0]) {
+            v = edges[i];
+        } else {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v = (int64_t)(x >> (x % 64)) * ((x & 1) ? -1 : 1);
+        }
+        char want[64];
+        snprintf(want, sizeof want, "Content-Length: %lld\r\n", (long long)v);
+        buf_t b = {0};
+        http_header_int(&b, "Content-Length", v);
+        assert_buf(&b, want);
+        buf_free(&b);
+    }
+}
+
 /* A HEAD answer is the GET answer's head: the body goes, Content-Length and earlier responses
  * in the buffer stay. */
 static void test_head_only(void **unused)
@@ -1017,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_client_ip),
         cmocka_unit_test(test_response_bytes),
         cmocka_unit_test(test_ratelimit_headers),
+        cmocka_unit_test(test_header_int),
         cmocka_unit_test(test_head_only),
         cmocka_unit_test(test_problem),
         cmocka_unit_test(test_json_escape),
