@@ -128,8 +128,7 @@ void grpc_answer(gstream_t *s, grpc_status_t status, const char *message)
 
 void grpc_stream_free(gstream_t *s)
 {
-    rls_request_free(&s->req);
-    buf_free(&s->keys);
+    rls_plan_free(&s->plan);
     grpc_body_drop(s);
     buf_free(&s->resp);
     pool_free(s->pool, s);

@@ -21,6 +21,7 @@
 #include "proto/rls.h"
 #include "engine/engine.h"
 #include "server/loop.h"
+#include "server/rls_plan.h"
 
 #define GRPC_STREAMS_MAX 100         /* concurrent streams a client may open (SETTINGS) */
 #define GRPC_HEADERS_MAX (16 * 1024) /* bytes of one stream's header names and values */
@@ -38,25 +39,20 @@ typedef struct gstream {
     grpc_conn_t *gc;             /* NULL once the stream or the connection is gone */
     pool_t *pool;                /* its loop's, which it came from */
     int32_t id;
-    bool post;                       /* :method POST */
-    bool grpc_ct;                    /* content-type application/grpc[+proto|;...] */
-    bool answered;                   /* a response was submitted: what still arrives is discarded */
-    bool ended;                      /* the client ended it: the call came whole */
-    bool pending;                    /* a decision is on its way (its callback frees an orphan) */
-    size_t header_bytes;             /* of its header fields (GRPC_HEADERS_MAX) */
-    size_t held_headers;             /* of those, counted in its connection's held bytes */
-    char path[GRPC_PATH_MAX];        /* :path, NUL-terminated; "" when absent or too long */
-    buf_t body;                      /* the request's body: framed messages */
-    buf_t resp;                      /* the response's one framed message */
-    size_t resp_off;                 /* bytes of resp handed to nghttp2 */
-    int64_t start_ns;                /* the batch clock when the call was complete */
-    rls_request_t req;               /* a ShouldRateLimit's request while it is decided */
-    buf_t keys;                      /* its descriptors' keys, while they are decided */
-    int check_of[ENGINE_CHECKS_MAX]; /* descriptor -> its check, or CHECK_NONE, CHECK_UNLIMITED */
+    bool post;                /* :method POST */
+    bool grpc_ct;             /* content-type application/grpc[+proto|;...] */
+    bool answered;            /* a response was submitted: what still arrives is discarded */
+    bool ended;               /* the client ended it: the call came whole */
+    bool pending;             /* a decision is on its way (its callback frees an orphan) */
+    size_t header_bytes;      /* of its header fields (GRPC_HEADERS_MAX) */
+    size_t held_headers;      /* of those, counted in its connection's held bytes */
+    char path[GRPC_PATH_MAX]; /* :path, NUL-terminated; "" when absent or too long */
+    buf_t body;               /* the request's body: framed messages */
+    buf_t resp;               /* the response's one framed message */
+    size_t resp_off;          /* bytes of resp handed to nghttp2 */
+    int64_t start_ns;         /* the batch clock when the call was complete */
+    rls_plan_t plan;          /* a ShouldRateLimit's request while it is decided */
 } gstream_t;
-
-#define CHECK_NONE      (-1) /* no limit applies to the descriptor */
-#define CHECK_UNLIMITED (-2) /* its limit is `unlimited` */
 
 /* A gRPC connection's state (conn_state()). */
 struct grpc_conn {

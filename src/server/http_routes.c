@@ -14,6 +14,7 @@
  *                                              (admin token; http_replay.c, off the loop)
  *   GET    /metrics  /healthz  /readyz
  *   GET    /ui/  /ui/<file>                    the console's files (http_ui.c)
+ *   POST   /json  GET /healthcheck             envoyproxy/ratelimit's (http_rls.c; any method)
  *
  * Before any route, route_door() (http_door.c) refuses what a web page of another site could
  * make a browser send: a foreign Host, a change with a foreign Origin or without a JSON body.
@@ -73,6 +74,9 @@ static void route_readyz(route_ctx_t *x)
 static door_kind_t door_kind(const route_ctx_t *x)
 {
     bool v1 = seg_is(x, 0, "v1");
+    if (x->nseg == 1 && (seg_is(x, 0, "json") || seg_is(x, 0, "healthcheck"))) {
+        return DOOR_OPEN; /* envoyproxy/ratelimit's: its Lua clients and probes send no JSON type */
+    }
     if ((v1 && seg_is(x, 1, "auth") && x->nseg == 3) ||
         (x->nseg == 1 &&
          (seg_is(x, 0, "metrics") || seg_is(x, 0, "healthz") || seg_is(x, 0, "readyz")))) {
@@ -149,6 +153,10 @@ static void handle_now(void *arg)
         only_get(&x, route_healthz);
     } else if (x.nseg == 1 && seg_is(&x, 0, "readyz")) {
         only_get(&x, route_readyz);
+    } else if (x.nseg == 1 && seg_is(&x, 0, "json")) {
+        route_rls_json(&x);
+    } else if (x.nseg == 1 && seg_is(&x, 0, "healthcheck")) {
+        route_healthcheck(&x);
     } else {
         problem(&x, 404, "no such resource");
     }

@@ -10,6 +10,7 @@
  *   http_replay.c   POST /v1/replay (admin token), on libuv's thread pool
  *   http_algorithms.c  GET /v1/algorithms: the table of algorithms
  *   http_ui.c       the console's files: /ui/, /ui/<file>
+ *   http_rls.c      envoyproxy/ratelimit's routes: POST /json, GET /healthcheck
  *   http_door.c     before any route: what keeps web pages out (Host, Origin, JSON bodies)
  */
 #ifndef SLUICE_SERVER_ROUTE_H
@@ -101,5 +102,9 @@ void route_algorithms(route_ctx_t *x); /* GET /v1/algorithms */
 
 /* http_ui.c: GET|HEAD /ui (308 to /ui/), /ui/ (index.html), /ui/<file>; 404 for other files. */
 void route_ui(route_ctx_t *x);
+
+/* http_rls.c */
+void route_rls_json(route_ctx_t *x);    /* POST /json: Envoy's RateLimitRequest as JSON */
+void route_healthcheck(route_ctx_t *x); /* GET /healthcheck: 200 "OK", 500 once stopping */
 
 #endif /* SLUICE_SERVER_ROUTE_H */

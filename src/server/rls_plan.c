@@ -1,0 +1,196 @@
+/*
+ * rls_plan.c - Envoy's rate limit service request decided (rls_plan.h): the rule in force for
+ * each descriptor found in the rule set's descriptor trees, or the limit it asks for made into
+ * an inline rule, its key made of its values; and the decisions turned into statuses. Shared by
+ * the gRPC call (grpc_calls.c) and the HTTP JSON route (http_rls.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/algorithms.h"
+#include "rules/descriptor.h"
+#include "server/rls_plan.h"
+
+/*
+ * A descriptor that asks for its own limit (its `limit` field) is decided by the inline
+ * fixed-window rule of that limit per unit, shared by every descriptor asking the same, on a
+ * key naming the descriptor (rls_override_key), as envoyproxy/ratelimit puts an override in
+ * place of whatever its configuration says (its caller applies it only in a domain some rule
+ * stands for, as envoyproxy/ratelimit does). NULL with err when the rule cannot be had (this
+ * connection made too many, or the server holds the most it may).
+ */
+static rule_state_t *override_rule(conn_t *c, const rls_request_t *req, const rls_descriptor_t *d,
+                                   buf_t *keys, char *err, size_t cap)
+{
+    sl_rule_t params;
+    if (sl_rule_init(&params, core_algorithm_id_with(CORE_CAP_ALIGNED), d->override_per_unit,
+                     rls_unit_ns(d->override_unit)) != SL_OK) {
+        snprintf(err, cap, "its limit of %u per unit %d is not a rule", d->override_per_unit,
+                 (int)d->override_unit);
+        return NULL;
+    }
+    rule_state_t *rule;
+    char eerr[ENGINE_ERR_MAX];
+    if (engine_inline_rule(c->loop->worker, &params, &c->inline_budget, c->loop->now_ns, &rule,
+                           eerr) != ENGINE_OK) {
+        snprintf(err, cap, "its limit cannot be applied: %.160s", eerr);
+        return NULL;
+    }
+    if (!rls_override_key(req->domain, req->domain_len, d, keys)) {
+        snprintf(err, cap, "its domain and keys are longer than %d bytes", RLS_NAME_MAX - 1);
+        return NULL;
+    }
+    return rule;
+}
+
+/* True when a rule's limit_name is among the names some rule of rules[0..n) replaces. */
+static bool replaced(const rule_descriptor_t *mine, rule_state_t *const *rules, size_t n)
+{
+    for (size_t j = 0; mine != NULL && mine->limit_name != NULL && j < n; j++) {
+        const rule_descriptor_t *other = rules[j] != NULL ? rules[j]->def.desc : NULL;
+        for (size_t k = 0; other != NULL && k < other->nreplaces; k++) {
+            if (strcmp(other->replaces[k], mine->limit_name) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * The rule in force for each descriptor (descriptors.h), NULL for none. As envoyproxy/ratelimit
+ * does: a descriptor that asks for its own limit in a known domain takes no rule (the caller
+ * makes its limit, which has no name and replaces nothing); then every limit named in the
+ * `replaces` of any matched rule (unlimited ones too) no longer applies, whatever the order of
+ * the descriptors and whether the replacing rule is itself replaced.
+ */
+static void descriptor_rules(engine_worker_t *w, const rls_request_t *req, rule_state_t **rules,
+                             bool *known, buf_t *keys, size_t *key_off, size_t *key_len)
+{
+    for (size_t i = 0; i < req->n; i++) {
+        const rls_descriptor_t *d = &req->descs[i];
+        const char *counted[DESC_ENTRIES_MAX]; /* a longer descriptor matches no rule */
+        bool fits = d->n_entries <= DESC_ENTRIES_MAX;
+        rules[i] = engine_descriptor(w, req->domain, req->domain_len, d->entries, d->n_entries,
+                                     known, fits ? counted : NULL);
+        key_off[i] = keys->len;
+        rls_entry_t as[DESC_ENTRIES_MAX]; /* each value, or the pattern it is counted as */
+        for (size_t k = 0; rules[i] != NULL && fits && k < d->n_entries; k++) {
+            as[k] = d->entries[k];
+            if (counted[k] != NULL) {
+                as[k].value = counted[k];
+                as[k].value_len = strlen(counted[k]);
+            }
+        }
+        if (rules[i] != NULL && fits) {
+            rls_key(&(rls_descriptor_t){.entries = as, .n_entries = d->n_entries}, keys);
+        }
+        key_len[i] = keys->len - key_off[i];
+    }
+    for (size_t i = 0; *known && i < req->n; i++) {
+        if (req->descs[i].has_override) {
+            rules[i] = NULL;
+        }
+    }
+    bool drop[ENGINE_CHECKS_MAX] = {false};
+    for (size_t i = 0; i < req->n; i++) {
+        drop[i] = rules[i] != NULL && replaced(rules[i]->def.desc, rules, req->n);
+    }
+    for (size_t i = 0; i < req->n; i++) {
+        rules[i] = drop[i] ? NULL : rules[i];
+    }
+}
+
+/* rls_checks (rls_plan.h) */
+int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char *err,
+               size_t err_len)
+{
+    const rls_request_t *req = &p->req;
+    rule_state_t *found[ENGINE_CHECKS_MAX];
+    bool known = false;
+    buf_t *keys = &p->keys;
+    size_t key_off[ENGINE_CHECKS_MAX], key_len[ENGINE_CHECKS_MAX], check_off[ENGINE_CHECKS_MAX];
+    descriptor_rules(c->loop->worker, req, found, &known, keys, key_off, key_len);
+    *n = 0;
+    for (size_t i = 0; i < req->n; i++) {
+        const rls_descriptor_t *d = &req->descs[i];
+        char why[256];
+        check_off[*n] = key_off[i];
+        rule_state_t *rule = found[i];
+        size_t klen = key_len[i];
+        if (d->has_override && known) {
+            check_off[*n] = keys->len;
+            rule = override_rule(c, req, d, keys, why, sizeof why);
+            klen = keys->len - check_off[*n];
+            if (rule == NULL) {
+                snprintf(err, err_len, "descriptors[%zu]: %.200s", i, why);
+                return -1;
+            }
+        } else if (rule != NULL && rule->def.unlimited) {
+            p->check_of[i] = CHECK_UNLIMITED;
+            continue;
+        }
+        p->check_of[i] = rule != NULL ? (int)*n : CHECK_NONE;
+        if (rule != NULL) {
+            checks[*n] = (engine_check_t){.rule = rule, .key_len = klen, .cost = (int64_t)d->cost};
+            (*n)++;
+        }
+    }
+    if (keys->failed) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < *n; j++) {
+        checks[j].key = keys->data != NULL ? keys->data + check_off[j] : ""; /* all keys empty */
+    }
+    return 0;
+}
+
+rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t n, size_t refused,
+                        rls_status_t *st)
+{
+    bool over = refused < n;
+    for (size_t i = 0; i < p->req.n; i++) {
+        int j = p->check_of[i];
+        if (j < 0) { /* as envoyproxy/ratelimit: an unlimited descriptor has all it could want */
+            st[i] = (rls_status_t){.code = RLS_CODE_OK,
+                                   .remaining = j == CHECK_UNLIMITED ? UINT32_MAX : 0};
+            continue;
+        }
+        const engine_decision_t *e = &d[j];
+        if (e->rule == NULL) { /* not looked at: a cost never admissible answered the whole */
+            st[i] = (rls_status_t){.code = RLS_CODE_OK};
+            continue;
+        }
+        bool refused_it = (size_t)j == refused || e->never || !e->d.allowed;
+        over = over || refused_it;
+        const rule_descriptor_t *desc = e->rule->def.desc;
+        st[i] = (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
+                               .has_limit = true,
+                               .name = desc != NULL && desc->limit_name != NULL ? desc->limit_name
+                                                                                : e->rule->def.name,
+                               .limit = (uint64_t)e->d.limit,
+                               .window_ns = e->window_ns,
+                               .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
+                               .reset_ns = e->d.reset_after_ns};
+    }
+    return over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK;
+}
+
+size_t rls_descriptor_of(const rls_plan_t *p, size_t bad)
+{
+    size_t desc = 0;
+    for (size_t i = 0; i < p->req.n; i++) {
+        if (p->check_of[i] == (int)bad) {
+            desc = i;
+        }
+    }
+    return desc;
+}
+
+void rls_plan_free(rls_plan_t *p)
+{
+    rls_request_free(&p->req);
+    buf_free(&p->keys);
+}
