@@ -443,7 +443,8 @@ static void test_yaml_shape_errors(void **unused)
         {"rules:\n  - name: ~\n", "line 2, column 11: rules[0].name: must be a string, not null"},
         {"rules:\n  - name: x\n    algorithm: leaky\n",
          "line 3, column 16: rules[0].algorithm: unknown algorithm 'leaky' (expected "
-         "fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket or gcra)"},
+         "fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra or "
+         "concurrency)"},
         {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 0\n",
          "line 4, column 12: rules[0].limit: must be an integer > 0"},
         {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 10\n    window: 5 s\n",
