@@ -1,7 +1,12 @@
 # Thin wrapper over CMake for the README's two commands. Everything real is in CMakeLists.txt.
 #   make run    install what is missing, build, start sluiced on 127.0.0.1 (scripts/run.sh)
 #   make test   install what is missing, build, run every test: the normal build, then
-#               ASan+UBSan, then TSan, then the fuzz targets briefly
+#               ASan+UBSan, then TSan, then the fuzz targets briefly, then the short fault run
+#               (make faults). STRESS=1 make test runs it all with a CPU hog on every core
+#               beside it (scripts/stress.sh), as the tests must pass that way too
+#   make faults       a few cells of the fault matrix (tests/fault/; docs/reliability.md), each
+#                     bounded, about two minutes; needs root (network namespaces)
+#   make faults-long  every cell of the matrix, known defects listed as such (about an hour)
 #   make soak   the chaos soak (tests/soak/soak.sh) against the normal build, SOAK_SECONDS long
 #   make deb    Debian packages in $(DEB_DIR)/ (default build-deb/): a build of its own with
 #               Debian's build flags, packed by CPack (packaging/; docs/install.md)
@@ -16,7 +21,7 @@ CMAKE_FLAGS ?=
 
 configure = cmake -S . -B $(1) -DSLUICE_WERROR=$(WERROR) $(2) $(CMAKE_FLAGS) >/dev/null
 
-.PHONY: all build deps test-deps deb-deps run test test-plain test-asan test-tsan test-fuzz soak bench install deb clean
+.PHONY: all build deps test-deps deb-deps run test test-plain test-asan test-tsan test-fuzz soak bench install deb clean faults faults-long
 
 all: build
 
@@ -37,8 +42,13 @@ run: build
 	@bash scripts/deps.sh run
 	@bash scripts/run.sh $(BUILD)
 
-test: test-deps test-plain test-asan test-tsan test-fuzz
+ifeq ($(STRESS),1)
+test:
+	@bash scripts/stress.sh $(MAKE) test STRESS=
+else
+test: test-deps test-plain test-asan test-tsan test-fuzz faults
 	@echo "make test: all suites passed"
+endif
 
 test-plain:
 	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
@@ -61,6 +71,11 @@ test-fuzz:
 	@CC=clang $(call configure,build-fuzz,-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_BENCH=OFF -DSLUICE_FUZZ_SECONDS=$(FUZZ_SECONDS))
 	@cmake --build build-fuzz -j$(JOBS)
 	ctest --test-dir build-fuzz --output-on-failure -j$(JOBS) -L fuzz
+
+faults faults-long: test-deps
+	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build build-test -j$(JOBS)
+	SLUICE_BUILD_DIR=$(CURDIR)/build-test bash tests/fault/faults.sh $(if $(filter faults-long,$@),long,short)
 
 soak: test-deps
 	@$(call configure,build-test,-DCMAKE_BUILD_TYPE=RelWithDebInfo)

@@ -34,6 +34,10 @@ if [ "$what" = test ]; then
   # and grpc_tools (the gRPC port's real client); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
     sqlite3 postgresql python3 python3-grpcio python3-grpc-tools wrk chromium fonts-dejavu-core)
+  # the fault harness (tests/fault/): network namespaces and veth pairs (iproute2), partitions
+  # and packet loss (nftables)
+  packages+=(iproute2)
+  packages+=(nftables)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi

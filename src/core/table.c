@@ -114,6 +114,7 @@ typedef struct shard {
     uint32_t hand;        /* the eviction hand: the entry slot it looks at next */
     bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
     atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
+    atomic_bool handoff;  /* a waiter waited HANDOFF_NAPS naps: the lock is kept for it */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
     uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
@@ -211,6 +212,19 @@ static int64_t lock_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#define HANDOFF_NAPS 8u /* naps a waiter takes before the lock is kept for it */
+
+/* Sleeps about 10 us while the lock is held, or kept for another waiter (it may be free). */
+static void wait_nap(shard_t *s)
+{
+    if (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
+        lock_nap(&s->lock);
+        return;
+    }
+    struct timespec nap = {0, 10000};
+    nanosleep(&nap, NULL);
+}
+
 /*
  * Spins for up to LOCK_SPIN_NS, then sleeps on the lock word, counted in `napping`. A holder on
  * another core lets go within the spin (a batch of decisions holds a shard for microseconds);
@@ -220,14 +234,21 @@ static int64_t lock_clock_ns(void)
  * by sched_yield but by the scheduler's next tick, milliseconds later. A long walk
  * (shard_unlock_walk) wakes the sleepers as it lets go and lets them in before it takes the lock
  * again; any other holder is waited for by naps of about 10 us.
+ *
+ * Fairness: the lock is not FIFO, but no waiter waits unboundedly while others take it back at
+ * once. A waiter that has napped HANDOFF_NAPS times claims `handoff` (one at a time); while it is
+ * set, nobody else takes the lock (shard_lock's fast path comes here, and waits), so the claimant
+ * has it as soon as the holder lets go, behind at most the lockers that had already passed the
+ * check (one per thread). tests/prop/tool_shard_lock_wait.c counts it.
  */
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
-    unsigned spins = 0;
+    unsigned spins = 0, naps = 0;
     int64_t spin_until_ns = 0;
-    bool asleep = false;
-    do {
-        while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0) {
+    bool asleep = false, mine = false;
+    for (;;) {
+        while (atomic_load_explicit(&s->lock, memory_order_relaxed) != 0 ||
+               (!mine && atomic_load_explicit(&s->handoff, memory_order_relaxed))) {
             if (++spins < 128) {
                 cpu_relax();
                 continue;
@@ -243,16 +264,27 @@ static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
                 asleep = true;
                 atomic_fetch_add_explicit(&s->napping, 1, memory_order_seq_cst);
             }
-            lock_nap(&s->lock);
+            bool unclaimed = false;
+            if (!mine && ++naps >= HANDOFF_NAPS &&
+                atomic_compare_exchange_strong_explicit(&s->handoff, &unclaimed, true,
+                                                        memory_order_relaxed, memory_order_relaxed))
+                mine = true;
+            wait_nap(s);
         }
-    } while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0);
+        if (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) == 0)
+            break;
+    }
+    if (mine)
+        atomic_store_explicit(&s->handoff, false, memory_order_relaxed);
     if (asleep)
         atomic_fetch_sub_explicit(&s->napping, 1, memory_order_relaxed);
 }
 
 static inline void shard_lock(shard_t *s)
 {
-    if (__builtin_expect(atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0, 0))
+    if (__builtin_expect(atomic_load_explicit(&s->handoff, memory_order_relaxed) ||
+                             atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0,
+                         0))
         shard_lock_contended(s);
 }
 
@@ -975,6 +1007,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     for (unsigned i = 0; i < nshards; i++) {
         shard_t *s = &t->shards[i];
         atomic_init(&s->lock, 0);
+        atomic_init(&s->handoff, false);
         unsigned char *chunks = array_alloc(t, nchunks);
         if (chunks == NULL) {
             sl_table_free(t);
@@ -1521,6 +1554,38 @@ static void multi_alone(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
         *out = alone;
 }
 
+/*
+ * Every key's entry found and its state copied to its scratch (a fresh one for an absent key),
+ * under the shards' locks. Returns SL_OK, or SL_ENOMEM with *at the first request of the key whose
+ * out-of-line state could not be copied.
+ */
+static int multi_read(multi_t *m, int64_t now_ns, size_t *at)
+{
+    for (size_t k = 0; k < m->nkeys; k++) {
+        multi_key_t *mk = &m->keys[k];
+        const sl_table_t *t = mk->t;
+        mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
+        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
+        if (mk->entry != NULL)
+            entry_touch(t, mk->entry); /* not evicted to make room for the others */
+        if (!t->state_external) {
+            if (mk->entry != NULL)
+                memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
+            else
+                memset(mk->state, 0, t->state_size);
+            continue;
+        }
+        const void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+        mk->state = stored != NULL ? ext_moved(t, stored, core_state_bytes(&t->rule, stored))
+                                   : fresh_state(t, NULL);
+        if (mk->state == NULL) {
+            *at = mk->first;
+            return SL_ENOMEM;
+        }
+    }
+    return SL_OK;
+}
+
 int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
 {
     if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
@@ -1551,28 +1616,7 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     }
 
     multi_lock(m);
-    for (size_t k = 0; k < m->nkeys && rc == SL_OK; k++) {
-        multi_key_t *mk = &m->keys[k];
-        const sl_table_t *t = mk->t;
-        mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
-        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
-        if (mk->entry != NULL)
-            entry_touch(t, mk->entry); /* not evicted to make room for the others */
-        if (!t->state_external) {
-            if (mk->entry != NULL)
-                memcpy(mk->state, entry_state(t, mk->entry), t->state_size);
-            else
-                memset(mk->state, 0, t->state_size);
-            continue;
-        }
-        const void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
-        mk->state = stored != NULL ? ext_moved(t, stored, core_state_bytes(&t->rule, stored))
-                                   : fresh_state(t, NULL);
-        if (mk->state == NULL) {
-            rc = SL_ENOMEM;
-            at = mk->first;
-        }
-    }
+    rc = multi_read(m, now_ns, &at);
     *refused = rc == SL_OK ? multi_decide(m, reqs, n, &at) : n + 1;
     if (*refused > n) { /* out of memory for a scratch state: nothing charged */
         rc = SL_ENOMEM;

@@ -252,7 +252,7 @@ static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_
             }
             continue;
         }
-        if (engine_blocked(en, &x->d[i])) {
+        if (engine_blocked(rs, en, &x->d[i])) {
             all_now_apart(x, i, SL_OK);
             return i;
         }
@@ -429,6 +429,10 @@ static int decide_all_later(engine_worker_t *w, allowall_t *a, rule_state_t **ru
     for (size_t i = 0; i < n; i++) {
         rule_state_t *rs = rules[i];
         const ov_entry_t *en = NULL;
+        if (rs->def.blocked) {
+            free(op); /* a rule of limit 0: the step-by-step path refuses it */
+            return ENGINE_ENOTSUP;
+        }
         if (rs->has_overrides) {
             en = override_cached(w, rs, keys[i], key_lens[i], now_ns);
             if (en == NULL || (en->present && en->blocked)) {
@@ -470,6 +474,9 @@ static size_t never_admissible(allowall_t *a)
     for (size_t j = 0; j < a->m; j++) {
         rule_state_t *rs = a->rules[j];
         const sl_rule_t *rule = &rs->t->rule;
+        if (rs->def.blocked) {
+            continue; /* refused when decided */
+        }
         const ov_entry_t *en =
             rs->has_overrides ? override_cached(a->w, rs, a->keys[j], a->key_lens[j], a->now_ns)
                               : NULL;

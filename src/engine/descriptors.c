@@ -143,9 +143,14 @@ bool descriptors_domain_known(const descriptors_t *d, const char *domain, size_t
 }
 
 void *descriptors_match(const descriptors_t *d, const char *domain, size_t domain_len,
-                        const rls_entry_t *entries, size_t n)
+                        const rls_entry_t *entries, size_t n, const char **counted)
 {
     const envoy_config_t *c = d != NULL ? domain_of(d, domain, domain_len) : NULL;
-    const envoy_node_t *node = c != NULL ? envoy_config_match(c, entries, n) : NULL;
+    const envoy_node_t *path[DESC_ENTRIES_MAX];
+    const envoy_node_t *node =
+        c != NULL && n <= DESC_ENTRIES_MAX ? envoy_config_match(c, entries, n, path) : NULL;
+    for (size_t i = 0; counted != NULL && i < n; i++) {
+        counted[i] = node != NULL && path[i]->shared ? path[i]->value : NULL;
+    }
     return node != NULL ? ((const rule_ref_t *)node->data)->data : NULL;
 }

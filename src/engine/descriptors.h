@@ -33,8 +33,11 @@ void descriptors_free(descriptors_t *d);
 bool descriptors_domain_known(const descriptors_t *d, const char *domain, size_t domain_len);
 
 /* The data of the rule a descriptor of n entries in the domain is decided by, or NULL when no
- * limit applies (an unknown domain, no match, a match without a rule). */
+ * limit applies (an unknown domain, no match, a match without a rule). With counted (room for
+ * n), counted[i] is the pattern entry i is counted as (its value matched a pattern that counts
+ * every value it matches as one: share_threshold), or NULL: its own value. The patterns live as
+ * long as d. */
 void *descriptors_match(const descriptors_t *d, const char *domain, size_t domain_len,
-                        const rls_entry_t *entries, size_t n);
+                        const rls_entry_t *entries, size_t n, const char **counted);
 
 #endif /* SLUICE_ENGINE_DESCRIPTORS_H */

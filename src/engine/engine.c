@@ -42,6 +42,12 @@ static void store_event(void *arg, store_event_t ev, const char *text)
     case STORE_EVENT_UP:
         event_note(EV_STORE_UP, "%s", text);
         break;
+    case STORE_EVENT_LATE_REFUND:
+        event_note(EV_STORE_LATE_REFUND, "%s", text);
+        break;
+    case STORE_EVENT_LATE_REFUND_FAILED:
+        event_note(EV_STORE_LATE_REFUND_FAILED, "%s", text);
+        break;
     }
 }
 
@@ -63,6 +69,28 @@ static void engine_poll_writable(engine_t *e, config_store_t *store)
         e->write_problem[0] = '\0';
         atomic_store(&e->store_writable, true);
     }
+}
+
+/* e's request store and config store, from its settings. Returns 0, or -1 with err set. */
+static int open_stores(engine_t *e, char *err)
+{
+    store_config_t scfg = {.max_memory = e->cfg.max_memory,
+                           .key_max = e->cfg.key_max,
+                           .timeout_ns = e->cfg.store_timeout_ns,
+                           .note = store_note,
+                           .event = store_event,
+                           .event_arg = e};
+    char rerr[REQUEST_STORE_ERR_MAX];
+    if (request_store_open(e->cfg.request_store, &scfg, &e->requests, rerr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "--store: %.480s", rerr);
+        return -1;
+    }
+    char serr[CONFIG_STORE_ERR_MAX];
+    if (config_store_open(e->store_url, &e->store, serr) != 0) {
+        snprintf(err, ENGINE_ERR_MAX, "config store: %s", serr);
+        return -1;
+    }
+    return 0;
 }
 
 int engine_create(const engine_settings_t *cfg, engine_t **out, char *err)
@@ -110,25 +138,7 @@ int engine_create(const engine_settings_t *cfg, engine_t **out, char *err)
         e->workers[i].index = i;
         e->workers[i].ops = (freelist_t){.size = sizeof(engine_op_t), .keep = OPS_KEEP};
     }
-    store_config_t scfg = {.max_memory = cfg->max_memory,
-                           .key_max = cfg->key_max,
-                           .timeout_ns = cfg->store_timeout_ns,
-                           .note = store_note,
-                           .event = store_event,
-                           .event_arg = e};
-    char rerr[REQUEST_STORE_ERR_MAX];
-    if (request_store_open(cfg->request_store, &scfg, &e->requests, rerr) != 0) {
-        snprintf(err, ENGINE_ERR_MAX, "--store: %.480s", rerr);
-        engine_free(e);
-        return -1;
-    }
-    char serr[CONFIG_STORE_ERR_MAX];
-    if (config_store_open(e->store_url, &e->store, serr) != 0) {
-        snprintf(err, ENGINE_ERR_MAX, "config store: %s", serr);
-        engine_free(e);
-        return -1;
-    }
-    if (engine_reload(e, e->store, true, err) < 0) {
+    if (open_stores(e, err) != 0 || engine_reload(e, e->store, true, err) < 0) {
         engine_free(e);
         return -1;
     }

@@ -220,9 +220,11 @@ const ruleset_t *engine_worker_set(const engine_worker_t *w);
 rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len);
 
 /* The rule in force for a descriptor of Envoy's rate limit service (descriptors.h), or NULL;
- * *domain_known tells whether any rule stands for a descriptor of the domain. */
+ * *domain_known tells whether any rule stands for a descriptor of the domain. counted (room for
+ * n, or NULL) as descriptors_match's: valid until the worker's next engine_worker_begin. */
 rule_state_t *engine_descriptor(engine_worker_t *w, const char *domain, size_t domain_len,
-                                const rls_entry_t *entries, size_t n, bool *domain_known);
+                                const rls_entry_t *entries, size_t n, bool *domain_known,
+                                const char **counted);
 
 /*
  * Decides cost units for key under rule at now_ns (cost 0: peek) at once, reading a key's

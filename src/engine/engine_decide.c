@@ -78,7 +78,7 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
 {
     *out =
         (engine_decision_t){.rule = rs, .window_ns = rs->t->rule.window_ns, .peek = req->cost == 0};
-    if (engine_blocked(en, out)) {
+    if (engine_blocked(rs, en, out)) {
         engine_decision_done(w, rs, SL_OK, out, key, key_len, now_ns);
         return ENGINE_OK;
     }
@@ -226,7 +226,7 @@ static bool op_continue(engine_op_t *op, const ov_entry_t *en)
         engine_decision_done(w, rs, SL_EINVAL, &op->out, NULL, 0, 0);
         return true;
     }
-    if (engine_blocked(en, &op->out)) {
+    if (engine_blocked(rs, en, &op->out)) {
         engine_decision_done(w, rs, SL_OK, &op->out, op->key, op->key_len, op->now_ns);
         return true;
     }

@@ -270,11 +270,12 @@ void inline_free_all(engine_t *e);
 void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out,
                           const void *key, size_t key_len, int64_t now_ns);
 
-/* A key its override blocks (limit 0): refused, never admissible. Returns true when en says so
- * (and fills out). Inline: every decision asks. */
-static inline bool engine_blocked(const ov_entry_t *en, engine_decision_t *out)
+/* A key its override blocks (limit 0), or any key of a rule of limit 0: refused, never
+ * admissible. Returns true when rs or en says so (and fills out). Inline: every decision asks. */
+static inline bool engine_blocked(const rule_state_t *rs, const ov_entry_t *en,
+                                  engine_decision_t *out)
 {
-    if (en == NULL || !en->present || !en->blocked) {
+    if (!rs->def.blocked && (en == NULL || !en->present || !en->blocked)) {
         return false;
     }
     out->d = (sl_decision_t){.allowed = false, .retry_after_ns = -1};

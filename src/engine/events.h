@@ -80,7 +80,13 @@
       "Connections to a Redis node made again after they were lost.")                              \
     C(EC_SETTLE_REFUSED, "sluice_settle_refused_total",                                            \
       "Settles refused because they would leave a key owing more than its rule's max_debt; "       \
-      "nothing was charged.")
+      "nothing was charged.")                                                                      \
+    C(EC_RULES_RELOAD_FAILED, "sluice_rules_reload_failures_total",                                \
+      "Reloads of the rules files (SIGHUP, or a change seen in a watched file or directory) "      \
+      "refused: a file could not be read or is invalid; the rules in force stay.")                 \
+    C(EC_STORE_LATE_CHARGES, "sluice_store_late_charges_total",                                    \
+      "Decisions answered without the store (past --store-timeout) that the store admitted when "  \
+      "it ran them later: given back (outcome refunded), or left charged (refund_failed).")
 
 /*
  * X(id, counter, labels, level): an event, the counter it counts in with its label pairs
@@ -123,7 +129,10 @@
     X(EV_STORE_ERROR, EC_REDIS_FAILURES, "kind=\"error\"", LOG_WARN)                               \
     X(EV_STORE_DOWN, EC_REDIS_FAILURES, "kind=\"down\"", LOG_ERROR)                                \
     X(EV_STORE_UP, EC_REDIS_RECONNECTED, "", LOG_INFO)                                             \
-    X(EV_SETTLE_DEBT, EC_SETTLE_REFUSED, "reason=\"max_debt\"", LOG_INFO)
+    X(EV_SETTLE_DEBT, EC_SETTLE_REFUSED, "reason=\"max_debt\"", LOG_INFO)                          \
+    X(EV_RULES_RELOAD_FAILED, EC_RULES_RELOAD_FAILED, "", LOG_ERROR)                               \
+    X(EV_STORE_LATE_REFUND, EC_STORE_LATE_CHARGES, "outcome=\"refunded\"", LOG_WARN)               \
+    X(EV_STORE_LATE_REFUND_FAILED, EC_STORE_LATE_CHARGES, "outcome=\"refund_failed\"", LOG_ERROR)
 
 typedef enum event_counter {
 #define COUNTER_ENUM(id, name, help) id,

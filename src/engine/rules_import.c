@@ -3,8 +3,10 @@
  */
 #include "engine/rules_import.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,9 +168,9 @@ static size_t name_clash(const ruledef_list_t *list, size_t from, size_t *other)
     return SIZE_MAX;
 }
 
-int rules_import_files(config_store_t *store, char *const *paths, size_t n,
-                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
-                       size_t cap)
+static int import_paths(config_store_t *store, char *const *paths, size_t n,
+                        const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                        size_t cap)
 {
     ruledef_list_t all = {0};
     const char **domains = calloc(n > 0 ? n : 1, sizeof *domains);
@@ -225,6 +227,85 @@ int rules_import_files(config_store_t *store, char *const *paths, size_t n,
         return rc;
     }
     return import_list(store, all, opts, diff, err, cap);
+}
+
+/* A rules file in a directory: *.yaml or *.yml, not a dot-file (a ConfigMap's "..data" and
+ * "..2026_..." entries, an editor's ".x.yaml.swp"), as envoyproxy/ratelimit ignores them. */
+static bool dir_entry_taken(const char *name)
+{
+    size_t len = strlen(name);
+    return name[0] != '.' && ((len > 5 && strcmp(name + len - 5, ".yaml") == 0) ||
+                              (len > 4 && strcmp(name + len - 4, ".yml") == 0));
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends a copy of s to (*out)[0..*n), growing *room. False when out of memory. */
+static bool push_copy(char ***out, size_t *n, size_t *room, const char *s)
+{
+    if (*n == *room) {
+        size_t bigger = *room * 2 + 8;
+        char **grown = realloc(*out, bigger * sizeof **out);
+        if (grown == NULL) {
+            return false;
+        }
+        *out = grown;
+        *room = bigger;
+    }
+    (*out)[*n] = strdup(s);
+    return (*out)[*n] != NULL && ++*n > 0;
+}
+
+/* Appends the files a path stands for to *out (*n of them): itself, or, for a directory, its
+ * rules files (dir_entry_taken) that are files (symbolic links followed) in the order of their
+ * names. False with err when memory ends. */
+static bool expand_path(const char *path, char ***out, size_t *n, size_t *room, char *err,
+                        size_t cap)
+{
+    struct stat st;
+    DIR *d = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+    size_t start = *n;
+    bool ok = d != NULL || push_copy(out, n, room, path); /* a file: read (or refused) as such */
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; ok && e != NULL; e = readdir(d)) {
+        char full[4096];
+        struct stat fs;
+        if (dir_entry_taken(e->d_name) &&
+            snprintf(full, sizeof full, "%s/%s", path, e->d_name) < (int)sizeof full &&
+            stat(full, &fs) == 0 && S_ISREG(fs.st_mode)) {
+            ok = push_copy(out, n, room, full);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+        if (*n > start) {
+            qsort(*out + start, *n - start, sizeof **out, by_name);
+        }
+    }
+    if (!ok) {
+        snprintf(err, cap, "out of memory");
+    }
+    return ok;
+}
+
+int rules_import_files(config_store_t *store, char *const *paths, size_t n,
+                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
+                       size_t cap)
+{
+    char **files = NULL;
+    size_t nfiles = 0, room = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = expand_path(paths[i], &files, &nfiles, &room, err, cap);
+    }
+    int rc = ok ? import_paths(store, files, nfiles, opts, diff, err, cap) : RULES_IMPORT_ESTORE;
+    for (size_t i = 0; i < nfiles; i++) {
+        free(files[i]);
+    }
+    free(files);
+    return rc;
 }
 
 int rules_import_file(config_store_t *store, const char *path, const rules_import_opts_t *opts,

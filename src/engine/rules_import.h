@@ -41,7 +41,10 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
                       size_t cap);
 
 /* Reads the files at paths[0..n) and imports their rules together, as one file: each in either
- * format (sluice's or envoyproxy/ratelimit's, rules/rulesfile.h). Errors name the file: one that
+ * format (sluice's or envoyproxy/ratelimit's, rules/rulesfile.h). A path that is a directory
+ * stands for its *.yaml and *.yml files in the order of their names, dot-files left out (as
+ * envoyproxy/ratelimit reads its runtime directory; a Kubernetes ConfigMap's "..data" too),
+ * symbolic links followed. Errors name the file: one that
  * cannot be read or parsed, a rule name in two files, a domain configured by two files. Nothing
  * is written then. */
 int rules_import_files(config_store_t *store, char *const *paths, size_t n,

@@ -239,11 +239,18 @@ rule_state_t *engine_find(engine_worker_t *w, const char *name, size_t len)
 }
 
 rule_state_t *engine_descriptor(engine_worker_t *w, const char *domain, size_t domain_len,
-                                const rls_entry_t *entries, size_t n, bool *domain_known)
+                                const rls_entry_t *entries, size_t n, bool *domain_known,
+                                const char **counted)
 {
     const descriptors_t *d = w->set != NULL ? w->set->descriptors : NULL;
     *domain_known = descriptors_domain_known(d, domain, domain_len);
-    return *domain_known ? descriptors_match(d, domain, domain_len, entries, n) : NULL;
+    if (!*domain_known) {
+        for (size_t i = 0; counted != NULL && i < n; i++) {
+            counted[i] = NULL;
+        }
+        return NULL;
+    }
+    return descriptors_match(d, domain, domain_len, entries, n, counted);
 }
 
 /* ---- rule sets ----------------------------------------------------------------------------- */

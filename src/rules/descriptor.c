@@ -11,6 +11,7 @@
 
 #include "proto/buf.h"
 #include "proto/text.h"
+#include "rules/wildcard.h"
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
@@ -30,44 +31,60 @@ static int hex_digit(char c)
 
 /*
  * Decodes one key, value or name (s[0..len), its %XX escapes) into a malloc'ed NUL-terminated
- * string; *star_escaped tells whether its last character was written "%2A". NULL with err on a
- * bad escape, a NUL, text that is not UTF-8, or no memory. `what` names it in messages.
+ * string. With `pattern` (a value), a '*' written as such is a wildcard: when there is one,
+ * *wild is set and the string is a pattern of wildcard.h (every other '*' and every '\\'
+ * escaped by a '\\'); when there is none, the text as it is. NULL with err on a bad escape, a
+ * NUL, text that is not UTF-8, or no memory. `what` names it in messages.
  */
-static char *decode(const char *s, size_t len, const char *what, bool *star_escaped, char *err,
-                    size_t cap)
+static char *decode(const char *s, size_t len, const char *what, bool pattern, bool *wild,
+                    char *err, size_t cap)
 {
-    char *out = malloc(len + 1);
-    if (out == NULL) {
-        snprintf(err, cap, "out of memory");
-        return NULL;
-    }
+    char *text = malloc(len + 1), *out = malloc(2 * len + 1);
+    bool *star = calloc(len + 1, sizeof *star); /* text[i] is a wildcard */
     size_t n = 0;
-    *star_escaped = false;
-    for (size_t i = 0; i < len; i++) {
+    *wild = false;
+    for (size_t i = 0; text != NULL && out != NULL && star != NULL && i < len; i++, n++) {
         int hi, lo;
-        *star_escaped = false;
         if (s[i] != '%') {
-            out[n++] = s[i];
+            star[n] = pattern && s[i] == '*';
+            *wild = *wild || star[n];
+            text[n] = s[i];
             continue;
         }
         if (i + 2 >= len || (hi = hex_digit(s[i + 1])) < 0 || (lo = hex_digit(s[i + 2])) < 0) {
             snprintf(err, cap, "%s: '%%' must start an escape of two hex digits (%%25 is '%%')",
                      what);
-            free(out);
-            return NULL;
+            goto fail;
         }
-        out[n++] = (char)(hi * 16 + lo);
-        *star_escaped = out[n - 1] == '*';
+        text[n] = (char)(hi * 16 + lo);
         i += 2;
     }
-    out[n] = '\0';
-    if (memchr(out, '\0', n) != NULL || !text_is_utf8(out, n)) {
-        snprintf(err, cap, "%s: %s", what,
-                 memchr(out, '\0', n) != NULL ? "holds a NUL (%00)" : "is not UTF-8");
-        free(out);
-        return NULL;
+    if (text == NULL || out == NULL || star == NULL) {
+        snprintf(err, cap, "out of memory");
+        goto fail;
     }
+    text[n] = '\0';
+    if (memchr(text, '\0', n) != NULL || !text_is_utf8(text, n)) {
+        snprintf(err, cap, "%s: %s", what,
+                 memchr(text, '\0', n) != NULL ? "holds a NUL (%00)" : "is not UTF-8");
+        goto fail;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (*wild && !star[i] && (text[i] == '*' || text[i] == '\\')) {
+            out[o++] = '\\';
+        }
+        out[o++] = text[i];
+    }
+    out[o] = '\0';
+    free(text);
+    free(star);
     return out;
+fail:
+    free(text);
+    free(out);
+    free(star);
+    return NULL;
 }
 
 /* Drops the spaces at both ends of s[0..*len). */
@@ -147,25 +164,37 @@ static int entry_item(void *arg, const char *s, size_t len, size_t index, char *
         snprintf(err, cap, "%s: the key is empty", what);
         return -1;
     }
+    bool shared = vlen > 0 && v[0] == '=';
+    if (shared) {
+        v++;
+        vlen--;
+        trim(&v, &vlen);
+    }
     if (eq != NULL && vlen == 0) {
         snprintf(err, cap, "%s: the value is empty (write the key alone to match any value)", what);
         return -1;
     }
     desc_entry_t *e = &d->entries[d->n];
-    bool star = false;
-    e->key = decode(s, klen, what, &star, err, cap);
+    bool wild = false;
+    e->key = decode(s, klen, what, false, &wild, err, cap);
     if (e->key == NULL) {
         return -1;
     }
     d->n++;
     if (eq != NULL) {
-        e->value = decode(v, vlen, what, &star, err, cap);
+        e->value = decode(v, vlen, what, true, &e->glob, err, cap);
         if (e->value == NULL) {
             return -1;
         }
         e->value_len = strlen(e->value);
-        e->prefix = e->value[e->value_len - 1] == '*' && !star;
-        e->value_len -= e->prefix;
+        e->shared = shared;
+    }
+    if (shared && !e->glob) {
+        snprintf(err, cap,
+                 "%s: '==' counts every value a pattern matches as one: the value needs "
+                 "a wildcard ('*')",
+                 what);
+        return -1;
     }
     return 0;
 }
@@ -214,8 +243,8 @@ static int name_item(void *arg, const char *s, size_t len, size_t index, char *e
         return -1;
     }
     d->replaces = grown;
-    bool star = false;
-    char *name = decode(s, len, what, &star, err, cap);
+    bool wild = false;
+    char *name = decode(s, len, what, false, &wild, err, cap);
     if (name == NULL) {
         return -1;
     }
@@ -278,15 +307,21 @@ int desc_set(rule_descriptor_t **d, const char *field, const char *text, size_t 
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-/* Appends s[0..len) with what the reader would take otherwise escaped; `literal_star` escapes a
- * last '*' (a value that is not a prefix). */
-static void encode(buf_t *out, const char *s, size_t len, bool literal_star)
+/* Appends s[0..len) with what the reader would take otherwise escaped. With `value`, every '*'
+ * is escaped (a literal star); with `glob` too, s is a pattern (wildcard.h): its wildcards are
+ * written as '*', the bytes its '\\' escapes as themselves. */
+static void encode(buf_t *out, const char *s, size_t len, bool value, bool glob)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < len; i++) {
+        if (glob && s[i] == '*') {
+            buf_add(out, "*", 1);
+            continue;
+        }
+        i += glob && s[i] == '\\' && i + 1 < len;
         unsigned char c = (unsigned char)s[i];
         bool edge_space = c == ' ' && (i == 0 || i + 1 == len);
-        bool star = c == '*' && literal_star && i + 1 == len;
+        bool star = c == '*' && value;
         if (c == '%' || c == ',' || c == '=' || c < 0x20 || c == 0x7f || edge_space || star) {
             char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
             buf_add(out, esc, 3);
@@ -314,13 +349,10 @@ char *desc_entries_text(const rule_descriptor_t *d)
         if (i > 0) {
             buf_add(&b, ", ", 2);
         }
-        encode(&b, e->key, strlen(e->key), false);
+        encode(&b, e->key, strlen(e->key), false, false);
         if (e->value != NULL) {
-            buf_add(&b, "=", 1);
-            encode(&b, e->value, e->value_len, true);
-            if (e->prefix) {
-                buf_add(&b, "*", 1);
-            }
+            buf_add(&b, e->shared ? "==" : "=", e->shared ? 2 : 1);
+            encode(&b, e->value, e->value_len, true, e->glob);
         }
     }
     return finish(&b);
@@ -333,7 +365,7 @@ char *desc_replaces_text(const rule_descriptor_t *d)
         if (i > 0) {
             buf_add(&b, ", ", 2);
         }
-        encode(&b, d->replaces[i], strlen(d->replaces[i]), false);
+        encode(&b, d->replaces[i], strlen(d->replaces[i]), false, false);
     }
     return finish(&b);
 }
@@ -356,8 +388,8 @@ bool desc_equal(const rule_descriptor_t *a, const rule_descriptor_t *b)
     }
     for (size_t i = 0; i < a->n; i++) {
         const desc_entry_t *x = &a->entries[i], *y = &b->entries[i];
-        if (strcmp(x->key, y->key) != 0 || !same_text(x->value, y->value) ||
-            x->prefix != y->prefix) {
+        if (strcmp(x->key, y->key) != 0 || !same_text(x->value, y->value) || x->glob != y->glob ||
+            x->shared != y->shared) {
             return false;
         }
     }

@@ -6,12 +6,16 @@
  * In a rule the entries are one line of text (a rule's fields are flat, in YAML and JSON alike):
  *
  *   descriptor: "tenant=acme, user"      tenant must be acme; any user, counted per user
- *   descriptor: "path=/api*"             any path starting with /api (a trailing star)
+ *   descriptor: "path=/api*"             any path starting with /api
+ *   descriptor: "path=/a*-v1*"           wildcards anywhere, any number of them (wildcard.h)
+ *   descriptor: "file==f*.pdf"           every file matching f*.pdf counted as one value
+ *                                        (envoyproxy/ratelimit's share_threshold)
  *
  * Entries are separated by ','; spaces around an entry, a key or a value are not part of it. In
  * keys and values, '%', ',', '=', a space at either end and control characters are written %XX
- * (hex), so any UTF-8 text can be said; "%2A" at the end of a value is a literal '*', not a
- * prefix. A rule's `replaces` is a list of limit names written the same way ("a, b").
+ * (hex), so any UTF-8 text can be said; in a value, '*' is a wildcard and "%2A" a literal '*'.
+ * A value written after "==" must hold a wildcard: every value it matches is counted on the
+ * pattern itself. A rule's `replaces` is a list of limit names written the same way ("a, b").
  *
  * Pure: no I/O. Every function that fails writes a sentence into err (cap bytes).
  */
@@ -28,9 +32,11 @@
 
 typedef struct desc_entry {
     char *key;        /* NUL-terminated, not empty */
-    char *value;      /* NUL-terminated, not empty; NULL: any value (counted per value) */
-    size_t value_len; /* bytes, without a prefix's '*' */
-    bool prefix;      /* value ends with '*': matches values starting with value[0..value_len) */
+    char *value;      /* NUL-terminated, not empty; NULL: any value (counted per value); with
+                         glob, a pattern of wildcard.h ('*' any run, '\\' makes the next literal) */
+    size_t value_len; /* bytes of value */
+    bool glob;        /* value is a pattern holding a wildcard */
+    bool shared;      /* with glob: every value it matches counted as one (share_threshold) */
 } desc_entry_t;
 
 typedef struct rule_descriptor {
@@ -43,7 +49,8 @@ typedef struct rule_descriptor {
 } rule_descriptor_t;
 
 /* Parses entries text (len bytes) into d->entries, replacing any there. Returns 0, or -1 with
- * err: an empty entry or key, a value of '=' alone, a bad %XX, text that is not UTF-8, more
+ * err: an empty entry or key, a value of '=' alone, "==" before a value without a wildcard, a
+ * bad %XX, text that is not UTF-8, more
  * than DESC_ENTRIES_MAX entries, more than DESC_TEXT_MAX bytes of keys and values, or more
  * than DESC_WRITTEN_MAX bytes of text. */
 int desc_parse_entries(rule_descriptor_t *d, const char *text, size_t len, char *err, size_t cap);

@@ -11,13 +11,15 @@
 #include <strings.h>
 
 #include "rules/ruledef_impl.h"
+#include "rules/wildcard.h"
 #include "rules/yamltree.h"
 
 #define PATH_MAX_LEN 256 /* "descriptors[3].descriptors[12]...", cut when deeper */
 
 static const char *const root_fields[] = {"domain", "descriptors"};
-static const char *const node_fields[] = {"key",         "value",       "rate_limit",
-                                          "descriptors", "shadow_mode", "detailed_metric"};
+static const char *const node_fields[] = {
+    "key",        "value",           "rate_limit",      "descriptors",     "shadow_mode",
+    "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 static const char *const limit_fields[] = {"unit", "requests_per_unit", "unlimited",
                                            "name", "replaces",          "algorithm"};
 static const char *const replaces_fields[] = {"name"};
@@ -184,6 +186,7 @@ static void node_free(envoy_node_t *n)
 {
     free(n->key);
     free(n->value);
+    wildcard_free(n->wild);
     limit_free(&n->limit);
     for (size_t i = 0; i < n->n; i++) {
         node_free(&n->children[i]);
@@ -200,6 +203,46 @@ static bool same_value(const char *a, const char *b)
 static int descriptors_parse(const yt_node_t *seq, const char *path, envoy_node_t *parent,
                              char *err);
 
+/* What a node may say that sluice cannot do: quota_mode (a descriptor over its limit refuses
+ * the request only when every quota descriptor of it is over). metadata is taken as it is: it
+ * only ever reaches a response's dynamic metadata, which sluiced does not send. */
+static int node_refused(const yt_node_t *map, const char *path, char *err)
+{
+    bool quota = false;
+    if (bool_of(map, "quota_mode", path, &quota, err) != 0) {
+        return -1;
+    }
+    return quota ? rd_fail(err, yt_map_get(map, "quota_mode"), path, "quota_mode",
+                           "sluice cannot honour it: descriptors of a request are all or nothing, "
+                           "so one over its limit refuses the request")
+                 : 0;
+}
+
+/* A value with a '*' is a pattern (any '*' a wildcard, as envoyproxy/ratelimit reads it), kept
+ * as wildcard.h writes one; share_threshold needs one. */
+static int node_pattern(const yt_node_t *map, const char *path, envoy_node_t *out, char *err)
+{
+    size_t vlen = out->value != NULL ? strlen(out->value) : 0;
+    out->glob = vlen > 0 && memchr(out->value, '*', vlen) != NULL;
+    if (out->shared && !out->glob) {
+        return rd_fail(err, yt_map_get(map, "share_threshold"), path, "share_threshold",
+                       "needs a value with a wildcard ('*'): it counts every value the pattern "
+                       "matches as one");
+    }
+    if (!out->glob) {
+        return 0;
+    }
+    char *quoted = malloc(2 * vlen + 1);
+    if (quoted == NULL) {
+        return rd_fail(err, map, path, "value", "out of memory");
+    }
+    wildcard_quote(out->value, vlen, true, quoted);
+    free(out->value);
+    out->value = quoted;
+    out->wild = wildcard_compile(quoted, strlen(quoted));
+    return out->wild != NULL ? 0 : rd_fail(err, map, path, "value", "out of memory");
+}
+
 static int node_parse(const yt_node_t *map, const char *path, envoy_node_t *out, char *err)
 {
     out->line = map != NULL ? map->line : 0;
@@ -209,11 +252,12 @@ static int node_parse(const yt_node_t *map, const char *path, envoy_node_t *out,
         text_of(map, "key", path, true, &out->key, err) != 0 ||
         text_of(map, "value", path, false, &out->value, err) != 0 ||
         bool_of(map, "shadow_mode", path, &out->shadow_mode, err) != 0 ||
-        bool_of(map, "detailed_metric", path, &out->detailed_metric, err) != 0) {
+        bool_of(map, "detailed_metric", path, &out->detailed_metric, err) != 0 ||
+        bool_of(map, "value_to_metric", path, &out->value_to_metric, err) != 0 ||
+        bool_of(map, "share_threshold", path, &out->shared, err) != 0 ||
+        node_refused(map, path, err) != 0 || node_pattern(map, path, out, err) != 0) {
         return -1;
     }
-    size_t vlen = out->value != NULL ? strlen(out->value) : 0;
-    out->prefix = vlen > 0 && out->value[vlen - 1] == '*';
     const yt_node_t *rl = yt_map_get(map, "rate_limit");
     if (rl != NULL && rl->kind != YT_NULL) {
         out->has_limit = true;
@@ -296,10 +340,11 @@ static bool key_is(const envoy_node_t *n, const rls_entry_t *e)
     return strlen(n->key) == e->key_len && memcmp(n->key, e->key, e->key_len) == 0;
 }
 
-/* The child of parent an entry matches: its key and value, a prefix of the value, its key. */
+/* The child of parent an entry matches: its key and value, the first pattern matching the
+ * value, its key. */
 static const envoy_node_t *child_for(const envoy_node_t *parent, const rls_entry_t *e)
 {
-    const envoy_node_t *prefixed = NULL, *any = NULL;
+    const envoy_node_t *matched = NULL, *any = NULL;
     for (size_t i = 0; i < parent->n; i++) {
         const envoy_node_t *c = &parent->children[i];
         if (!key_is(c, e)) {
@@ -310,25 +355,28 @@ static const envoy_node_t *child_for(const envoy_node_t *parent, const rls_entry
             continue;
         }
         size_t vlen = strlen(c->value);
-        if (!c->prefix && vlen == e->value_len && memcmp(c->value, e->value, vlen) == 0) {
+        if (!c->glob && vlen == e->value_len && memcmp(c->value, e->value, vlen) == 0) {
             return c;
         }
-        if (c->prefix && prefixed == NULL && e->value_len >= vlen - 1 &&
-            memcmp(c->value, e->value, vlen - 1) == 0) {
-            prefixed = c;
+        if (c->glob && matched == NULL && c->wild != NULL &&
+            wildcard_match(c->wild, e->value, e->value_len)) {
+            matched = c;
         }
     }
-    return prefixed != NULL ? prefixed : any;
+    return matched != NULL ? matched : any;
 }
 
 const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_t *entries,
-                                       size_t n)
+                                       size_t n, const envoy_node_t **path)
 {
     const envoy_node_t *at = &c->root;
     for (size_t i = 0; i < n; i++) {
         at = child_for(at, &entries[i]);
         if (at == NULL) {
             return NULL;
+        }
+        if (path != NULL) {
+            path[i] = at;
         }
     }
     return n > 0 && at->has_limit ? at : NULL;
@@ -341,8 +389,8 @@ static envoy_node_t *child_written(envoy_node_t *parent, const desc_entry_t *e)
 {
     for (size_t i = 0; i < parent->n; i++) {
         envoy_node_t *c = &parent->children[i];
-        if (strcmp(c->key, e->key) == 0 && same_value(c->value, e->value) &&
-            c->prefix == e->prefix) {
+        if (strcmp(c->key, e->key) == 0 && same_value(c->value, e->value) && c->glob == e->glob &&
+            c->shared == e->shared) {
             return c;
         }
     }
@@ -361,12 +409,15 @@ envoy_node_t *envoy_config_add(envoy_config_t *c, const desc_entry_t *entries, s
             }
             at->children = grown;
             next = &at->children[at->n];
-            *next = (envoy_node_t){.key = strdup(entries[i].key),
-                                   .value = entries[i].value ? strdup(entries[i].value) : NULL,
-                                   .prefix = entries[i].prefix};
-            if (next->key == NULL || (entries[i].value != NULL && next->value == NULL)) {
-                free(next->key);
-                free(next->value);
+            const desc_entry_t *e = &entries[i];
+            *next = (envoy_node_t){.key = strdup(e->key),
+                                   .value = e->value ? strdup(e->value) : NULL,
+                                   .glob = e->glob,
+                                   .shared = e->shared};
+            next->wild = e->glob ? wildcard_compile(e->value, e->value_len) : NULL;
+            if (next->key == NULL || (e->value != NULL && next->value == NULL) ||
+                (e->glob && next->wild == NULL)) {
+                node_free(next);
                 return NULL;
             }
             at->n++;
@@ -461,8 +512,9 @@ static rule_descriptor_t *descriptor_of(const to_rules_t *t, const envoy_limit_t
         desc_entry_t *e = &d->entries[i];
         e->key = dup_or_null(n->key, &failed);
         e->value = dup_or_null(n->value, &failed);
-        e->value_len = n->value != NULL ? strlen(n->value) - n->prefix : 0;
-        e->prefix = n->prefix;
+        e->value_len = n->value != NULL ? strlen(n->value) : 0;
+        e->glob = n->glob;
+        e->shared = n->shared;
     }
     for (size_t i = 0; !failed && i < l->nreplaces; i++, d->nreplaces++) {
         d->replaces[i] = dup_or_null(l->replaces[i], &failed);
@@ -512,10 +564,9 @@ static int rule_of(to_rules_t *t, const envoy_node_t *n, const char *where)
         def->unlimited = true;
         rc =
             sl_rule_init(&def->rule, rd_unlimited_algorithm(), RULE_UNLIMITED_LIMIT, SL_NS_PER_SEC);
-    } else if (l->requests_per_unit == 0) {
-        return rd_fail(t->err, &at, where, "rate_limit.requests_per_unit",
-                       "must be at least 1: a sluice rule refuses every request only for keys "
-                       "given an override of limit 0");
+    } else if (l->requests_per_unit == 0) { /* refuses every request */
+        def->blocked = true;
+        rc = sl_rule_init(&def->rule, l->algorithm, 1, rls_unit_ns(l->unit));
     } else {
         rc = sl_rule_init(&def->rule, l->algorithm, l->requests_per_unit, rls_unit_ns(l->unit));
     }

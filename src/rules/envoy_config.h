@@ -8,7 +8,7 @@
  *     - key: remote_address                 # any value, each value counted apart
  *       rate_limit: {unit: second, requests_per_unit: 10}
  *     - key: path
- *       value: /login                       # this value only ("/log*": a prefix)
+ *       value: /login                       # this value only ("/log*", "/a*b*c": a pattern)
  *       rate_limit: {unit: minute, requests_per_unit: 5, name: login, replaces: [{name: x}],
  *                    algorithm: sliding_log}   # sluice's addition: any algorithm
 
@@ -19,11 +19,18 @@
  *         - key: user
  *           rate_limit: {unlimited: true}
  *
+ * Every field of envoyproxy/ratelimit's schema is read: share_threshold (on a value with a
+ * '*': every value the pattern matches counted as one), value_to_metric and detailed_metric
+ * (metric names: taken, sluice counts per rule), metadata (any YAML: only ever sent as dynamic
+ * metadata, which sluice does not send); quota_mode: true is refused (sluice cannot honour it).
+ * requests_per_unit: 0 refuses every request.
+ *
  * Lookup (envoy_config_match): the descriptor's entries are matched level by level, each
  * against the children of the node the last one matched: a child with the entry's key and
- * value first, then one whose value ends with '*' and is a prefix of the entry's value, then one
- * with the key and no value. The descriptor gets the limit of the node its last entry matched,
- * if that node has one; no match at some level, or a last node without a limit, is no limit.
+ * value first, then the first whose value is a pattern (any '*' a wildcard, wildcard.h) the
+ * entry's value matches, then one with the key and no value. The descriptor gets the limit of
+ * the node its last entry matched, if that node has one; no match at some level, or a last
+ * node without a limit, is no limit.
  */
 #ifndef SLUICE_RULES_ENVOY_CONFIG_H
 #define SLUICE_RULES_ENVOY_CONFIG_H
@@ -35,6 +42,7 @@
 #include "proto/rls.h"
 #include "rules/descriptor.h"
 #include "rules/ruledef.h"
+#include "rules/wildcard.h"
 #include "sluice/sluice.h"
 
 #define ENVOY_CONFIG_ERR_MAX 256 /* room for an error message (RULEDEF_ERR_MAX) */
@@ -52,12 +60,16 @@ typedef struct envoy_limit {
 typedef struct envoy_node envoy_node_t;
 struct envoy_node {
     char *key;              /* NUL-terminated, not empty */
-    char *value;            /* NUL-terminated; NULL: any value (counted per value) */
-    bool prefix;            /* value ended with '*': matches values starting with the rest */
+    char *value;            /* NUL-terminated; NULL: any value (counted per value); with glob,
+                               a pattern as wildcard.h writes it */
+    bool glob;              /* value held a '*': a pattern, matched by wild */
+    bool shared;            /* share_threshold: every value glob matches counted as one */
+    wildcard_t *wild;       /* with glob: value compiled */
     bool has_limit;         /* `rate_limit` given */
     envoy_limit_t limit;    /* with has_limit */
     bool shadow_mode;       /* decided and counted, always allowed */
     bool detailed_metric;   /* metrics per value, not per node */
+    bool value_to_metric;   /* metrics named with the value */
     envoy_node_t *children; /* nested descriptors, n of them */
     size_t n;
     unsigned line, column; /* where the node is written, for messages */
@@ -89,9 +101,11 @@ void envoy_config_free(envoy_config_t *c);
  */
 envoy_node_t *envoy_config_add(envoy_config_t *c, const desc_entry_t *entries, size_t n);
 
-/* The node whose limit a descriptor of n entries gets (see above), or NULL for no limit. */
+/* The node whose limit a descriptor of n entries gets (see above), or NULL for no limit. With
+ * path (room for n), path[i] is the node entry i matched (a shared pattern's entry is counted on
+ * the pattern). */
 const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_t *entries,
-                                       size_t n);
+                                       size_t n, const envoy_node_t **path);
 
 /*
  * The sluice rules a configuration stands for: one per descriptor with a rate_limit, in the
@@ -104,8 +118,8 @@ const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_
  * other than A-Z a-z 0-9 _ - as '_'); a name longer than 64 characters or already taken ends in '-'
  * and 8 hex digits of a hash of the domain and entries instead. Returns 0, or -1 with "line L,
  * column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and out empty: no descriptors at
- * all (as an empty sluice rules file: what a file cut short looks like), a limit of 0
- * requests_per_unit, a limit the algorithm cannot take, descriptors nested deeper than
+ * all (as an empty sluice rules file: what a file cut short looks like), a limit the algorithm
+ * cannot take, descriptors nested deeper than
  * DESC_ENTRIES_MAX, more than RULES_MAX.
  */
 int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err);

@@ -624,8 +624,9 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         if (sl_algorithm_parse(v->text, v->len, &out->rule.algorithm) != SL_OK)
             return rd_unknown_algorithm(err, v, path, name, v->text, v->len);
         return 0;
-    case RF_LIMIT:
-        return get_int(v, 1, path, name, &out->rule.limit, err);
+    case RF_LIMIT: /* 0 (every request refused) only with a descriptor: build_rule checks */
+        out->blocked = v->kind == YT_INT && v->int_status == YT_INT_OK && v->integer == 0;
+        return out->blocked ? 0 : get_int(v, 1, path, name, &out->rule.limit, err);
     case RF_WINDOW:
     case RF_HOLD_TIMEOUT: /* a holding algorithm's window (build_rule() checks which) */
         return get_duration(v, path, name, &out->rule.window_ns, err);
@@ -734,6 +735,8 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         if (parse_rule_field(order[i], slots[order[i]], path, name_hint, out, err) != 0)
             return -1;
     }
+    if (out->blocked && out->desc == NULL) /* a key is blocked by an override of limit 0 */
+        return rd_fail(err, slots[RF_LIMIT], path, "limit", "must be an integer > 0");
     if (slots[RF_NAME] == NULL) {
         if (name_hint == NULL)
             return rd_fail(err, map, path, NULL, "missing required field 'name'");
@@ -763,6 +766,8 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     }
     const yt_node_t *at[NF_COUNT] = {slots[RF_LIMIT], slots[RF_WINDOW], slots[RF_BURST],
                                      slots[RF_BUCKETS], slots[RF_MAX_DELAY]};
+    if (out->blocked) /* refuses every request; prepared as a limit of 1 */
+        out->rule.limit = 1;
     sl_rule_t tried = out->rule;
     int rc = sl_rule_prepare(&out->rule);
     if (rc != SL_OK)

@@ -147,6 +147,8 @@ typedef struct ruledef {
     rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
                                 when none (malloc'ed, freed with the rule) */
     bool unlimited;          /* a descriptor without a limit: the rule admits everything */
+    bool blocked;            /* `limit: 0`: every request refused, as an override of limit 0
+                                refuses its key (rule holds the numbers of a limit of 1) */
     size_t noverrides;       /* inline overrides from YAML; JSON rules have none */
     rule_override_t *overrides;
 } ruledef_t;

@@ -104,7 +104,8 @@ bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
     bool ok = put_text(fn, arg, "name", RD_TEXT, def->name, strlen(def->name));
     if (def->unlimited) /* no numbers: they are always the same */
         return ok && put_bool(fn, arg, "unlimited", true) && put_tail(def, fn, arg);
-    ok = ok && put_word(fn, arg, "algorithm", alg) && put_int(fn, arg, "limit", r->limit) &&
+    ok = ok && put_word(fn, arg, "algorithm", alg) &&
+         put_int(fn, arg, "limit", def->blocked ? 0 : r->limit) &&
          put_duration(fn, arg, "window", r->window_ns);
     const core_algorithm_t *row = core_algorithm(r->algorithm); /* not NULL: it has a name */
     if (ok && row->burst.taken)

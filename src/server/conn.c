@@ -21,6 +21,10 @@
  * decrypts it into the input buffer as above, so the protocols never know. Its replies go into
  * the output buffer as plaintext, and conn_flush() encrypts them into tls_out, which is what is
  * written. The input buffers themselves (the spare, the accounting) are conn_input.c's.
+ *
+ * This file is long because a connection's life (accept, read, ordered replies, write, close,
+ * eviction under the input cap) turns on one set of static helpers (all_answered, conn_drop,
+ * conn_close_lingering, the slots): split apart, each part would call back into the others.
  */
 #include "server/conn.h"
 
@@ -369,6 +373,39 @@ static void on_written(uv_write_t *req, int status)
     }
 }
 
+/* The rest of w, which the socket did not take at once, goes with uv_write: the buffer moves to
+ * the request and the connection stops reading until it completes (on_written). */
+static void write_rest(conn_t *c, buf_t *w)
+{
+    write_req_t *wr = malloc(sizeof *wr);
+    if (wr == NULL) {
+        conn_close_now(c);
+        return;
+    }
+    wr->conn = c;
+    wr->data = w->data;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+    w->data = NULL;
+    w->len = 0;
+    w->cap = 0;
+    c->writing = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
+        free(wr->data);
+        free(wr);
+        c->writing = false;
+        conn_close_now(c);
+    }
+}
+
+/* A connection told to close once everything is answered and written closes now if it is. */
+static void close_if_done(conn_t *c)
+{
+    if (c->closing && all_answered(c) && c->out.len == 0) {
+        conn_close_lingering(c);
+    }
+}
+
 void conn_flush(conn_t *c)
 {
     if (c->detached || c->writing || uv_is_closing((uv_handle_t *)&c->tcp)) {
@@ -389,9 +426,7 @@ void conn_flush(conn_t *c)
         w = &c->tls_out;
     }
     if (w->len == 0) {
-        if (c->closing && all_answered(c) && c->out.len == 0) {
-            conn_close_lingering(c);
-        }
+        close_if_done(c);
         return;
     }
     uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
@@ -401,38 +436,14 @@ void conn_flush(conn_t *c)
         if (w->cap > OUT_SHRINK_SIZE) {
             buf_free(w);
         }
-        if (c->closing && all_answered(c) && c->out.len == 0) {
-            conn_close_lingering(c);
+        close_if_done(c);
+    } else if (n < 0 && n != UV_EAGAIN) {
+        conn_close_now(c);
+    } else {
+        if (n > 0) {
+            buf_consume(w, (size_t)n);
         }
-        return;
-    }
-    if (n < 0 && n != UV_EAGAIN) {
-        conn_close_now(c);
-        return;
-    }
-    if (n > 0) {
-        buf_consume(w, (size_t)n);
-    }
-    /* The rest goes with uv_write; the buffer moves to the request and the connection stops
-     * reading until it completes. */
-    write_req_t *wr = malloc(sizeof *wr);
-    if (wr == NULL) {
-        conn_close_now(c);
-        return;
-    }
-    wr->conn = c;
-    wr->data = w->data;
-    b = uv_buf_init(w->data, (unsigned)w->len);
-    w->data = NULL;
-    w->len = 0;
-    w->cap = 0;
-    c->writing = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
-        free(wr->data);
-        free(wr);
-        c->writing = false;
-        conn_close_now(c);
+        write_rest(c, w);
     }
 }
 
@@ -623,12 +634,10 @@ static void peer_name(conn_t *c)
     }
 }
 
-void conn_on_connection(uv_stream_t *server, int status)
+/* A new connection on listener `server` of loop l: allocated, linked into the loop's list and
+ * accepted. Returns NULL when it could not be (closed already, if it was linked). */
+static conn_t *conn_accept(loop_t *l, uv_stream_t *server)
 {
-    loop_t *l = server->data;
-    if (status < 0) {
-        return;
-    }
     const protocol_t *proto = NULL;
     bool tls = false;
     for (size_t i = 0; i < l->nlisteners; i++) {
@@ -639,7 +648,7 @@ void conn_on_connection(uv_stream_t *server, int status)
     }
     conn_t *c = calloc(1, sizeof *c + proto->state_size);
     if (c == NULL) {
-        return;
+        return NULL;
     }
     uv_tcp_init(&l->uv, &c->tcp);
     c->tcp.data = c;
@@ -653,14 +662,25 @@ void conn_on_connection(uv_stream_t *server, int status)
     l->nconns++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         conn_close_now(c);
+        return NULL;
+    }
+    if (tls && (c->tls = tls_conn_new(l->srv->tls, proto->alpn)) == NULL) {
+        log_warn("%s: no TLS session for a new client (out of memory)", proto->label);
+        conn_close_now(c);
+        return NULL;
+    }
+    return c;
+}
+
+void conn_on_connection(uv_stream_t *server, int status)
+{
+    loop_t *l = server->data;
+    conn_t *c = status < 0 ? NULL : conn_accept(l, server);
+    if (c == NULL) {
         return;
     }
     server_t *srv = l->srv;
-    if (tls && (c->tls = tls_conn_new(srv->tls, proto->alpn)) == NULL) {
-        log_warn("%s: no TLS session for a new client (out of memory)", proto->label);
-        conn_close_now(c);
-        return;
-    }
+    const protocol_t *proto = c->proto;
     atomic_fetch_add_explicit(&l->stats.connections, 1, memory_order_relaxed);
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
     c->created_ns = c->last_active_ns = uv_now(&l->uv) * 1000000;

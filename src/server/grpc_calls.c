@@ -151,13 +151,29 @@ static bool replaced(const rule_descriptor_t *mine, rule_state_t *const *rules, 
  * `replaces` of any matched rule (unlimited ones too) no longer applies, whatever the order of
  * the descriptors and whether the replacing rule is itself replaced.
  */
-static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
+static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known, buf_t *keys,
+                             size_t *key_off, size_t *key_len)
 {
     engine_worker_t *w = s->gc->conn->loop->worker;
     for (size_t i = 0; i < s->req.n; i++) {
         const rls_descriptor_t *d = &s->req.descs[i];
-        rules[i] =
-            engine_descriptor(w, s->req.domain, s->req.domain_len, d->entries, d->n_entries, known);
+        const char *counted[DESC_ENTRIES_MAX]; /* a longer descriptor matches no rule */
+        bool fits = d->n_entries <= DESC_ENTRIES_MAX;
+        rules[i] = engine_descriptor(w, s->req.domain, s->req.domain_len, d->entries, d->n_entries,
+                                     known, fits ? counted : NULL);
+        key_off[i] = keys->len;
+        rls_entry_t as[DESC_ENTRIES_MAX]; /* each value, or the pattern it is counted as */
+        for (size_t k = 0; rules[i] != NULL && fits && k < d->n_entries; k++) {
+            as[k] = d->entries[k];
+            if (counted[k] != NULL) {
+                as[k].value = counted[k];
+                as[k].value_len = strlen(counted[k]);
+            }
+        }
+        if (rules[i] != NULL && fits) {
+            rls_key(&(rls_descriptor_t){.entries = as, .n_entries = d->n_entries}, keys);
+        }
+        key_len[i] = keys->len - key_off[i];
     }
     for (size_t i = 0; *known && i < s->req.n; i++) {
         if (s->req.descs[i].has_override) {
@@ -171,6 +187,54 @@ static void descriptor_rules(gstream_t *s, rule_state_t **rules, bool *known)
     for (size_t i = 0; i < s->req.n; i++) {
         rules[i] = drop[i] ? NULL : rules[i];
     }
+}
+
+/*
+ * The checks of s's decoded request, into checks[0, *n): each descriptor's rule (an override's
+ * rule for one with a limit of its own) and key (in s->keys); s->check_of[i] says which check
+ * descriptor i is, or that it has no limit. Returns 0, or -1 with err set (an override that
+ * cannot be made, or no memory for the keys).
+ */
+static int rls_checks(gstream_t *s, engine_check_t *checks, size_t *n, char *err, size_t err_len)
+{
+    rule_state_t *found[ENGINE_CHECKS_MAX];
+    bool known = false;
+    buf_t *keys = &s->keys;
+    size_t key_off[ENGINE_CHECKS_MAX], key_len[ENGINE_CHECKS_MAX], check_off[ENGINE_CHECKS_MAX];
+    descriptor_rules(s, found, &known, keys, key_off, key_len);
+    *n = 0;
+    for (size_t i = 0; i < s->req.n; i++) {
+        const rls_descriptor_t *d = &s->req.descs[i];
+        char why[GRPC_ERR_MAX];
+        check_off[*n] = key_off[i];
+        rule_state_t *rule = found[i];
+        size_t klen = key_len[i];
+        if (d->has_override && known) {
+            check_off[*n] = keys->len;
+            rule = override_rule(s, d, keys, why, sizeof why);
+            klen = keys->len - check_off[*n];
+            if (rule == NULL) {
+                snprintf(err, err_len, "descriptors[%zu]: %.200s", i, why);
+                return -1;
+            }
+        } else if (rule != NULL && rule->def.unlimited) {
+            s->check_of[i] = CHECK_UNLIMITED;
+            continue;
+        }
+        s->check_of[i] = rule != NULL ? (int)*n : CHECK_NONE;
+        if (rule != NULL) {
+            checks[*n] = (engine_check_t){.rule = rule, .key_len = klen, .cost = (int64_t)d->cost};
+            (*n)++;
+        }
+    }
+    if (keys->failed) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < *n; j++) {
+        checks[j].key = keys->data != NULL ? keys->data + check_off[j] : ""; /* all keys empty */
+    }
+    return 0;
 }
 
 /*
@@ -190,42 +254,10 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     engine_check_t checks[ENGINE_CHECKS_MAX];
-    rule_state_t *found[ENGINE_CHECKS_MAX];
-    bool known = false;
-    descriptor_rules(s, found, &known);
-    size_t key_off[ENGINE_CHECKS_MAX], n = 0;
-    buf_t *keys = &s->keys;
-    for (size_t i = 0; i < s->req.n; i++) {
-        const rls_descriptor_t *d = &s->req.descs[i];
-        char why[GRPC_ERR_MAX];
-        key_off[n] = keys->len;
-        rule_state_t *rule = found[i];
-        if (d->has_override && known) {
-            rule = override_rule(s, d, keys, why, sizeof why);
-            if (rule == NULL) {
-                snprintf(err, sizeof err, "descriptors[%zu]: %.200s", i, why);
-                grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
-                return;
-            }
-        } else if (rule != NULL && rule->def.unlimited) {
-            s->check_of[i] = CHECK_UNLIMITED;
-            continue;
-        } else if (rule != NULL) {
-            rls_key(d, keys);
-        }
-        s->check_of[i] = rule != NULL ? (int)n : CHECK_NONE;
-        if (rule != NULL) {
-            checks[n] = (engine_check_t){
-                .rule = rule, .key_len = keys->len - key_off[n], .cost = (int64_t)d->cost};
-            n++;
-        }
-    }
-    if (keys->failed) {
-        grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    size_t n = 0;
+    if (rls_checks(s, checks, &n, err, sizeof err) != 0) {
+        grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
         return;
-    }
-    for (size_t j = 0; j < n; j++) {
-        checks[j].key = keys->data != NULL ? keys->data + key_off[j] : ""; /* all keys empty */
     }
     if (n == 0) { /* no limit applies to any descriptor */
         rls_decided(s, NULL, 0, 0);

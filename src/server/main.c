@@ -30,9 +30,11 @@
 #include "proto/netaddr.h"
 #include "server/grpc_front.h"
 #include "server/http_front.h"
+#include "engine/events.h"
 #include "engine/log.h"
 #include "engine/notify.h"
 #include "server/resp_front.h"
+#include "server/rules_watch.h"
 #include "engine/rules_import.h"
 #include "server/server.h"
 #include "server/tls.h"
@@ -60,6 +62,7 @@ typedef struct main_ctx {
     uv_timer_t relieve_timer; /* every poll interval: idle keys evicted near --max-memory */
     uv_async_t snapshot_done; /* the snapshot thread finished */
     snapshot_run_t snap;
+    rules_watch_t *watch; /* the rules files and directories, when there are any */
 } main_ctx_t;
 
 /* The first load, before the config store's thread runs. */
@@ -227,6 +230,7 @@ typedef struct hup_job {
     config_job_t job; /* first */
     engine_t *engine;
     const server_settings_t *cfg;
+    const char *when; /* "SIGHUP: ", "rules changed: " */
 } hup_job_t;
 
 static int hup_run(config_job_t *job, config_store_t *store, bool last)
@@ -236,17 +240,19 @@ static int hup_run(config_job_t *job, config_store_t *store, bool last)
     config_import_mode_t mode;
     size_t nfiles = 0;
     if ((rules_files(h->cfg, &mode, &nfiles), nfiles > 0)) {
-        int rc = import_rules(h->cfg, h->engine, store, "SIGHUP: ", err, sizeof err);
+        int rc = import_rules(h->cfg, h->engine, store, h->when, err, sizeof err);
         if (rc == RULES_IMPORT_ESTORE && !last && config_store_busy(store)) {
             return CONFIG_JOB_RETRY;
         }
         if (rc != 0) {
-            log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
+            event_note(EV_RULES_RELOAD_FAILED, "%srules not reloaded (the rules in force stay): %s",
+                       h->when, err);
             return CONFIG_JOB_DONE;
         }
     }
     if (engine_reload(h->engine, store, true, err) < 0) {
-        log_error("SIGHUP: rules not reloaded (the rules in force stay): %s", err);
+        event_note(EV_RULES_RELOAD_FAILED, "%srules not reloaded (the rules in force stay): %s",
+                   h->when, err);
     } else {
         log_info("rules version %lld in force", (long long)engine_version(h->engine));
     }
@@ -257,6 +263,28 @@ static int hup_run(config_job_t *job, config_store_t *store, bool last)
 static void hup_free(config_job_t *job)
 {
     free(job);
+}
+
+/* Re-imports the rules files and reloads, on the config store's thread; `when` starts its
+ * messages. */
+static void reload_rules(main_ctx_t *m, const char *when)
+{
+    hup_job_t *h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        log_error("%sout of memory", when);
+        return;
+    }
+    *h = (hup_job_t){.job = {.run = hup_run, .done = hup_free, .drop = hup_free, .admin = true},
+                     .engine = m->srv.engine,
+                     .cfg = m->srv.cfg,
+                     .when = when};
+    engine_submit_main(m->srv.engine, &h->job);
+}
+
+/* A change seen in a watched rules file or directory (rules_watch.h). */
+static void on_rules_changed(void *arg)
+{
+    reload_rules(arg, "rules changed: ");
 }
 
 static void on_hup(uv_signal_t *s, int signum)
@@ -271,15 +299,7 @@ static void on_hup(uv_signal_t *s, int signum)
             log_info("SIGHUP: TLS certificate %s read again", m->srv.cfg->tls_cert);
         }
     }
-    hup_job_t *h = calloc(1, sizeof *h);
-    if (h == NULL) {
-        log_error("SIGHUP: out of memory");
-        return;
-    }
-    *h = (hup_job_t){.job = {.run = hup_run, .done = hup_free, .drop = hup_free, .admin = true},
-                     .engine = m->srv.engine,
-                     .cfg = m->srv.cfg};
-    engine_submit_main(m->srv.engine, &h->job);
+    reload_rules(m, "SIGHUP: ");
 }
 
 static void load_snapshot(main_ctx_t *m)
@@ -455,6 +475,14 @@ static void run_main_loop(main_ctx_t *m, const server_settings_t *cfg)
     if (snap_ms > 0 && snapshots_on(m)) {
         uv_timer_start(&m->snapshot_timer, on_snapshot_timer, snap_ms, snap_ms);
     }
+    config_import_mode_t mode;
+    size_t nfiles = 0;
+    char *const *paths = rules_files(cfg, &mode, &nfiles);
+    if (nfiles > 0 && cfg->rules_watch_ns > 0) {
+        uint64_t debounce_ms = (uint64_t)(cfg->rules_watch_ns / SL_NS_PER_MS);
+        m->watch = rules_watch_start(&m->loop, paths, nfiles, debounce_ms > 0 ? debounce_ms : 1,
+                                     on_rules_changed, m);
+    }
     uv_run(&m->loop, UV_RUN_DEFAULT);
 }
 
@@ -470,6 +498,7 @@ static int stop_all(main_ctx_t *m)
     uv_close((uv_handle_t *)&m->sig_term, NULL);
     uv_close((uv_handle_t *)&m->sig_int, NULL);
     uv_close((uv_handle_t *)&m->sig_hup, NULL);
+    rules_watch_stop(m->watch);
     uv_close((uv_handle_t *)&m->snapshot_timer, NULL);
     uv_close((uv_handle_t *)&m->relieve_timer, NULL);
     uv_close((uv_handle_t *)&m->snapshot_done, NULL);

@@ -62,8 +62,12 @@ static const option_t options[] = {
      "worker threads, 1..256 (default: online CPUs)"},
     {"rules", "rules", OPT_LIST, F(rules_paths), F(nrules), SETTINGS_RULES_MAX, 0, 0, CHECK_NONE,
      "FILE",
-     "import a rules file at start and on SIGHUP (it owns the rules it names; repeatable; "
-     "sluice's format or envoyproxy/ratelimit's)"},
+     "import a rules file, or a directory's *.yaml files, at start, on SIGHUP and when they "
+     "change (they own the rules they name; repeatable; sluice's format or "
+     "envoyproxy/ratelimit's)"},
+    {"rules-watch", "rules_watch", OPT_DURATION, F(rules_watch_ns), 0, 0, 0, 0, CHECK_NONE, "DUR",
+     "after a change in a rules file or directory, wait this long for more, then reload "
+     "(default 200ms; 0: reload on SIGHUP only)"},
     {"rules-replace", "rules_replace", OPT_LIST, F(rules_replace_paths), F(nrules_replace),
      SETTINGS_RULES_MAX, 0, 0, CHECK_NONE, "FILE",
      "as --rules, but the files replace every rule in the store, API-made ones too"},
@@ -463,6 +467,7 @@ void server_settings_defaults(server_settings_t *c)
     c->config_store = must_strdup(SETTINGS_DEFAULT_STORE);
     c->request_store = must_strdup("memory");
     c->store_timeout_ns = INT64_C(5000000);
+    c->rules_watch_ns = INT64_C(200000000);
     c->snapshot_path = must_strdup(SETTINGS_DEFAULT_SNAPSHOT);
     c->snapshot_interval_ns = 60 * SL_NS_PER_SEC;
     c->poll_interval_ns = SL_NS_PER_SEC;

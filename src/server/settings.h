@@ -82,6 +82,8 @@ typedef struct server_settings {
     size_t nrules_replace;                         /* files in rules_replace_paths; 0 = none */
     char *request_store; /* --store memory|redis://h:p|redis-cluster://h:p,..., default memory */
     int64_t store_timeout_ns; /* --store-timeout DUR, default 5ms: a Redis decision's deadline */
+    int64_t rules_watch_ns;   /* --rules-watch DUR, default 200ms: a change's debounce; 0: no
+                                 watching of the rules files */
     char *config_store;  /* --config-store URL|PATH (rules, overrides), default "./sluice.db" */
     char *snapshot_path; /* --snapshot PATH, default "./sluice.snapshot"; "" = no
                             snapshots */

@@ -56,7 +56,10 @@ static void redis_event(void *arg, redis_event_t ev, const char *text)
     static const store_event_t as[] = {[REDIS_EVENT_TIMEOUT] = STORE_EVENT_TIMEOUT,
                                        [REDIS_EVENT_ERROR] = STORE_EVENT_ERROR,
                                        [REDIS_EVENT_DOWN] = STORE_EVENT_DOWN,
-                                       [REDIS_EVENT_UP] = STORE_EVENT_UP};
+                                       [REDIS_EVENT_UP] = STORE_EVENT_UP,
+                                       [REDIS_EVENT_LATE_REFUND] = STORE_EVENT_LATE_REFUND,
+                                       [REDIS_EVENT_LATE_REFUND_FAILED] =
+                                           STORE_EVENT_LATE_REFUND_FAILED};
     if (r->cfg.event != NULL) {
         r->cfg.event(r->cfg.event_arg, as[ev], text);
     }

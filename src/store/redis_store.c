@@ -2,6 +2,9 @@
  * redis_store.c - the Redis request store (see redis_store.h): each node's mode as a loop finds
  * it, decisions waiting for Redis and their deadlines, replies, and decide, settle, reset and
  * forget. redis_store_impl.h lists the store's other files.
+ *
+ * long because a decision's whole life (sent, waiting for a probe, past its deadline, answered,
+ * answered late and given back) is one FIFO of pendings and the static steps over it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -388,12 +391,64 @@ static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply
     redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
 }
 
+/* The answer to a late admission's refund (refund_late): a failure leaves the key charged for
+ * a request it did not admit (under-admission until the window turns), counted and told. */
+static void on_late_refund(void *arg, int status, const sl_decision_t *d, const char *err)
+{
+    (void)d;
+    redis_store_t *s = arg;
+    if (status == 0) {
+        atomic_fetch_add_explicit(&s->stats.late_refunds, 1, memory_order_relaxed);
+        return;
+    }
+    rs_event(s->shared, REDIS_EVENT_LATE_REFUND_FAILED,
+             "redis: a decision answered without Redis and admitted by it later could not be "
+             "given back (%s): its key stays charged",
+             err != NULL ? err : "no reply");
+}
+
+/*
+ * p (still linked nowhere) was answered at its deadline, without Redis (on_store_error decided
+ * it), and reply is what Redis did when the command ran after all. A decision Redis admitted
+ * charged units for a request it did not admit: they are given back, as a settle of the cost to
+ * 0 (the path an all-or-nothing check's refunds take) dated at the decision's ask, which on a
+ * clock in step with Redis's is no later than the charge (if the window turned in between, the
+ * refund gives nothing back: under-admission, never over). Returns whether p was sent so.
+ */
+static bool refund_late(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    sl_decision_t d;
+    if (p->op != OP_DECIDE || p->cost <= 0 || p->beyond || reply == NULL ||
+        reply->type == REDIS_REPLY_ERROR || !rs_parse_decision(reply, p->mode, &d) || !d.allowed) {
+        return false;
+    }
+    rs_event(s->shared, REDIS_EVENT_LATE_REFUND,
+             "redis: a decision answered without Redis (past --store-timeout) was admitted when "
+             "it ran later: its %lld units are given back",
+             (long long)p->cost);
+    rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
+    p->op = OP_SETTLE;
+    p->reserved = p->cost;
+    p->actual = 0;
+    p->charged_ns = p->asked_ns;
+    p->fn = on_late_refund;
+    p->arg = s;
+    p->answered = false;
+    p->mode_resends = 0;
+    pending_enqueue(s, p);
+    send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), false);
+    return true;
+}
+
 static void on_reply(void *arg, redisReply *reply, const char *err)
 {
     pending_t *p = arg;
     redis_store_t *s = p->store;
     if (p->answered) {
-        pending_release(s, p); /* its deadline passed: the reply is dropped */
+        /* its deadline passed: the reply is dropped, what it charged given back */
+        if (!refund_late(s, p, reply)) {
+            pending_release(s, p);
+        }
         return;
     }
     unlink_pending(s, p); /* the timer stays: see arm_timer */

@@ -118,12 +118,16 @@ typedef void (*redis_node_fn)(void *arg, const char *node, unsigned news, redis_
 
 /* What goes wrong, or right again, with Redis: a request past its deadline (TIMEOUT), one
  * answered by an error or by nothing (ERROR), a node's connection lost or not made (DOWN), made
- * again (UP). */
+ * again (UP); a decision answered without Redis (past its deadline) that Redis admitted when it
+ * ran later, its units given back (LATE_REFUND), or that refund answered by an error or by
+ * nothing (LATE_REFUND_FAILED: the key stays charged for a refused request). */
 typedef enum redis_event {
     REDIS_EVENT_TIMEOUT = 0,
     REDIS_EVENT_ERROR = 1,
     REDIS_EVENT_DOWN = 2,
     REDIS_EVENT_UP = 3,
+    REDIS_EVENT_LATE_REFUND = 4,
+    REDIS_EVENT_LATE_REFUND_FAILED = 5,
 } redis_event_t;
 
 /* Told of each event, with a line saying which node and why, on the loop of the store that saw
@@ -292,11 +296,12 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
 
 /* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 typedef struct redis_store_stats {
-    _Atomic uint64_t decisions;  /* sent to Redis */
-    _Atomic uint64_t cache_hits; /* answered from the over-limit cache */
-    _Atomic uint64_t timeouts;   /* answered as errors at their deadline */
-    _Atomic uint64_t errors;     /* no reply, or an error reply */
-    _Atomic uint64_t noscript;   /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
+    _Atomic uint64_t decisions;    /* sent to Redis */
+    _Atomic uint64_t cache_hits;   /* answered from the over-limit cache */
+    _Atomic uint64_t timeouts;     /* answered as errors at their deadline */
+    _Atomic uint64_t errors;       /* no reply, or an error reply */
+    _Atomic uint64_t noscript;     /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
+    _Atomic uint64_t late_refunds; /* admissions Redis made after their deadline, given back */
 } redis_store_stats_t;
 
 /* The store's counters, and its connections' (redirects, refreshes, reconnects). */

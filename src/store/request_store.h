@@ -74,12 +74,16 @@ struct request_store {
 typedef void (*store_note_fn)(int level, const char *text);
 
 /* What goes wrong, or right again, with a remote store: a request past its deadline, one
- * answered by an error or not at all, a connection lost or not made, made again. */
+ * answered by an error or not at all, a connection lost or not made, made again; a decision
+ * answered without the store (past its deadline) that the store admitted later, given back
+ * (LATE_REFUND), or whose refund failed (LATE_REFUND_FAILED). */
 typedef enum store_event {
     STORE_EVENT_TIMEOUT = 0,
     STORE_EVENT_ERROR = 1,
     STORE_EVENT_DOWN = 2,
     STORE_EVENT_UP = 3,
+    STORE_EVENT_LATE_REFUND = 4,
+    STORE_EVENT_LATE_REFUND_FAILED = 5,
 } store_event_t;
 
 /* Told of each event as it happens, with a line saying where and why, on the loop's thread

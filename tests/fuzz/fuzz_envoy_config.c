@@ -30,7 +30,7 @@ static void walk(const envoy_config_t *c, const envoy_node_t *n, rls_entry_t *pa
         const envoy_node_t *k = &n->children[i];
         const char *v = k->value != NULL ? k->value : "any";
         path[depth] = (rls_entry_t){k->key, strlen(k->key), v, strlen(v)};
-        const envoy_node_t *m = envoy_config_match(c, path, depth + 1);
+        const envoy_node_t *m = envoy_config_match(c, path, depth + 1, NULL);
         if (m != NULL && !m->has_limit)
             abort();
         walk(c, k, path, depth + 1);

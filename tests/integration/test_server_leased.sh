@@ -3,9 +3,12 @@
 # sluice.so module and then with the Lua scripts (a redis-server without the module):
 #
 #   1. one hot key (an override's numbers) and 100 warm keys hammered from all three at once
-#      (bounded in count and time): no fixed window admits more than its key's limit, counted
-#      from the replies, and Redis runs far fewer commands than there are decisions (INFO
-#      commandstats; /metrics says the same)
+#      (a count of decisions, the time only capped): every decision is answered, no fixed
+#      window admits more than its key's limit, counted from the replies, every reply on the
+#      hot key shows the override's limit, and decisions were answered from leases (/metrics:
+#      lease hits). How many Redis commands a decision costs is a figure of
+#      speed (a slower client spreads its requests over more, smaller leases): bench/leased
+#      measures it, the test prints it
 #   1b. a lease with units left at its window's end is not spent in the next window: another
 #      sluiced takes that window's whole limit, and the first admits nothing more in it
 #   2. SIGTERM: a sluiced holding a lease gives it back before it exits (Redis shows the units)
@@ -62,7 +65,7 @@ rules:
   - name: lc
     algorithm: sliding_window
     limit: 5
-    window: 2s
+    window: 1m
     mode: leased
     cold_start: closed
   - name: la
@@ -76,6 +79,7 @@ rules:
     window: 10m
     buckets: 10
     mode: leased
+    lease_time: 20s
 YAML
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
 sc() { redis-cli -p "$1" "${@:2}" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
@@ -114,11 +118,10 @@ admits_all() { [ "$(allow_n "$1" "$2" "$3" "$4")" -eq "$2" ]; }      # PORT N RU
 lt() { [ "$1" -lt "$2" ] || { echo "  $1 is not < $2"; return 1; }; }
 le() { [ "$1" -le "$2" ] || { echo "  $1 is not <= $2"; return 1; }; }
 eq() { [ "$1" -eq "$2" ] || { echo "  $1 is not $2"; return 1; }; }
-# a ratio test: $1 * 100 < $2 * PERCENT
 now_ms() { date +%s%3N; }
 early_in_window() { [ $(($(now_ms) % 2000)) -lt 500 ]; } # the le rule's 2 s windows
 window_after() { [ $(($(now_ms) / 2000)) -gt "$1" ]; }
-ratio_below() { [ $(($1 * 100)) -lt $(($2 * $3)) ] || { echo "  $1 / $2 is not below $3 %"; return 1; }; }
+hammer_field() { echo "$1" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)[sys.argv[1]]).replace(" ", ""))' "$2"; }
 
 # run_suite MODE REDIS [REDIS ARGS..]: three sluiced over one Redis started here
 run_suite() {
@@ -141,31 +144,48 @@ run_suite() {
     redis-cli -p "$rp" CONFIG RESETSTAT >/dev/null
     local out
     out=$(python3 "$SLUICE_SOURCE_DIR/tests/integration/leased_hammer.py" \
-        "$p1,$p2,$p3" lh 1000 2000 50 100 40000 6)
+        "$p1,$p2,$p3" lh 1000 2000 50 100 5000 240)
     check "$m: hammer-no-window-over" test $? -eq 0
     echo "  $m hammer: $out"
-    local decisions calls most_hot
-    decisions=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["decisions"])')
-    most_hot=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["most_hot"])')
+    local calls
     calls=$(sl_calls "$rp")
-    check "$m: hammer-decided" lt 3000 "$decisions"
-    check "$m: hammer-hot-admitted" lt 500 "$most_hot" # leases admit, not only refuse
-    check "$m: commands-per-decision" ratio_below "$calls" "$decisions" 25
-    echo "  $m: $calls Redis commands for $decisions decisions"
+    check "$m: hammer-decided" eq "$(hammer_field "$out" decisions)" 15000
+    check "$m: hot-override-applied" test "$(hammer_field "$out" hot_limits)" = "[2000]"
+    check "$m: hot-admitted" lt 0 "$(hammer_field "$out" hot_admitted)"
+    echo "  $m: $calls Redis commands for $(hammer_field "$out" decisions) decisions (a figure: bench/leased)"
     check "$m: lease-hits" lt 0 "$(metric "${https[0]}" sluice_redis_lease_hits_total)"
     check "$m: leases-taken" lt 0 "$(metric "${https[1]}" 'sluice_redis_leases_total{event="taken"}')"
     check "$m: no-store-errors" eq "$(store_errors "${https[2]}" lh)" 0
 
-    # 1b. a window's end ends its leases
-    local w
-    poll 5 early_in_window
-    w=$(($(now_ms) / 2000))
-    check "$m: edge-spent" eq "$(allow_n "$p1" 5 le e1)" 5
-    check "$m: edge-leased" lt "$(remaining "$p2" le e1)" 95 # units left in p1's lease
-    check "$m: edge-same-window" test $(($(now_ms) / 2000)) -eq "$w"
-    check "$m: edge-next-window" poll 5 window_after "$w"
-    check "$m: edge-others-take-all" eq "$(allow_n "$p2" 100 le e1)" 100
-    check "$m: edge-nothing-more" eq "$(allow_n "$p1" 30 le e1)" 0
+    # 1b. a window's end ends its leases: p1 spends from a lease in one window; in a later one p2
+    # takes the whole limit, and p1 admits nothing more there. Each pair of steps must fall in
+    # one window: a try whose pair straddles an edge (a slow machine) proves nothing, and is made
+    # again on a new key (at most 5 tries)
+    local w w2 try key spent left took more
+    for ((try = 1; try <= 5; try++)); do
+        key=e$try
+        poll 5 early_in_window
+        w=$(($(now_ms) / 2000))
+        spent=$(allow_n "$p1" 5 le "$key")
+        left=$(remaining "$p2" le "$key")
+        if [ $(($(now_ms) / 2000)) -ne "$w" ]; then
+            echo "  $m: try $try straddled a window's edge; again on a new key"
+            continue
+        fi
+        poll 5 window_after "$w"
+        poll 5 early_in_window
+        w2=$(($(now_ms) / 2000))
+        took=$(allow_n "$p2" 100 le "$key")
+        more=$(allow_n "$p1" 30 le "$key")
+        [ $(($(now_ms) / 2000)) -eq "$w2" ] && break
+        echo "  $m: try $try straddled a window's edge; again on a new key"
+    done
+    check "$m: edge-one-window" test "$try" -le 5
+    check "$m: edge-spent" eq "$spent" 5
+    check "$m: edge-leased" lt "$left" 95 # units left in p1's lease
+    check "$m: edge-next-window" test "$w2" -gt "$w"
+    check "$m: edge-others-take-all" eq "$took" 100
+    check "$m: edge-nothing-more" eq "$more" 0
 
     # 2. SIGTERM gives the leases back: Redis holds exactly what was spent
     check "$m: term-spent" eq "$(allow_n "$p1" 50 lt t1)" 50
@@ -202,11 +222,28 @@ run_suite() {
     check "$m: change-units-back" poll 5 remaining_is "$p3" lt t5 1970
 
     # 5. SL.ALLOWALL: from the leases when both have the units, else all or nothing in Redis
-    allow_n "$p3" 5 lb b1 >/dev/null
-    allow_n "$p3" 5 lb b2 >/dev/null
-    redis-cli -p "$rp" CONFIG RESETSTAT >/dev/null
-    check "$m: allowall-leased" matches "$(sc "$p3" SL.ALLOWALL lb b1 lb b2)" '^1 '
-    check "$m: allowall-no-command" eq "$(sl_calls "$rp")" 0
+    # The leases last 20 s but end with their bucket (a minute): a try across a bucket's edge
+    # proves nothing and is made again on new keys (at most 3 tries)
+    local b bk
+    for ((try = 1; try <= 3; try++)); do
+        b=$(($(now_ms) / 60000))
+        bk=$((try * 2 - 1))
+        allow_n "$p3" 5 lb "b$bk" >/dev/null
+        allow_n "$p3" 5 lb "b$((bk + 1))" >/dev/null
+        # what Redis runs meanwhile on those two keys (MONITOR: other keys' leases end and go
+        # back at any time, so a count of every command would race with them)
+        start_bg "$m-aa-monitor" redis-cli -p "$rp" MONITOR
+        poll 10 grep -q '^OK' "$TMP/$m-aa-monitor.log"
+        got=$(sc "$p3" SL.ALLOWALL lb "b$bk" lb "b$((bk + 1))")
+        redis-cli -p "$rp" ECHO allowall-done >/dev/null
+        wait_log "$m-aa-monitor" allowall-done
+        stop_bg "$m-aa-monitor" TERM
+        [ $(($(now_ms) / 60000)) -eq "$b" ] && break
+        echo "  $m: try $try straddled a bucket's edge; again on new keys"
+    done
+    check "$m: allowall-one-bucket" test "$try" -le 3
+    check "$m: allowall-leased" matches "$got" '^1 '
+    check "$m: allowall-no-command" eq "$(grep -c "sl:{b$bk}\\|sl:{b$((bk + 1))}" "$TMP/$m-aa-monitor.log")" 0
     check "$m: allowall-a1-spent" eq "$(allow_n "$p3" 4 la a1)" 3
     local a2
     a2=$(remaining "$p3" la a2)
@@ -215,9 +252,9 @@ run_suite() {
 
     # 6. a refund goes to Redis
     local before
-    before=$(remaining "$p3" lb b1)
-    check "$m: refund" matches "$(sc "$p3" SL.SETTLE lb b1 1 0)" '^1 '
-    check "$m: refund-in-redis" eq "$(remaining "$p3" lb b1)" $((before + 1))
+    before=$(remaining "$p3" lb "b$bk")
+    check "$m: refund" matches "$(sc "$p3" SL.SETTLE lb "b$bk" 1 0)" '^1 '
+    check "$m: refund-in-redis" eq "$(remaining "$p3" lb "b$bk")" $((before + 1))
 
     # 7. Redis killed: the lease in hand serves, then on_store_error, then recovery
     check "$m: lr-spent" eq "$(allow_n "$p3" 20 lr t3)" 20
@@ -240,6 +277,7 @@ run_suite() {
     check "$m: up-recovers" poll 10 admits "$p3" lr t6
     check "$m: up-recovers-leased" poll 10 admits_all "$p3" 20 lr t7
     check "$m: up-lost-logged" wait_log "${m}3" "its data was lost"
+    # (closed for one window, a minute: longer than the steps above take on a loaded machine)
     check "$m: up-closed-refused" matches "$(sc "$p3" SL.ALLOW lc c2)" '^0 5 0 '
     stop_bg "${m}3" TERM
     check "$m: s3-exit-0" test $? -eq 0

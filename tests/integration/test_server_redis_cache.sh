@@ -54,6 +54,8 @@ for cmd in sys.argv[2:]:
     print(r)
 PY
 }
+# peek_is PORT 'RULE KEY' RE: SL.PEEK RULE KEY's reply on PORT matches RE
+peek_is() { [[ "$(conn "$1" "SL.PEEK $2")" =~ $3 ]]; }
 # in_log NAME TEXT: until NAME's log has a line with TEXT (a line written after the ports open)
 in_log() {
     local i
@@ -136,11 +138,15 @@ run_suite() {
     check "$mode: shadow refusal cached" test "$(redis_calls "$rp")" -eq $((calls + 1))
 
     # a denial on_store_error gave is not cached: Redis's writes paused, the decision times out
-    # and is denied; unpaused, the same key is admitted at once (the timed-out command ran too)
+    # and is denied; unpaused, the same key is admitted at once. The timed-out command ran too,
+    # and admitted: its unit is given back (before or after the next decision), so the key ends
+    # charged for the one admission only
     out=$(conn "$p" "@$rp CLIENT PAUSE 20000 WRITE" "SL.ALLOW fw e" "@$rp CLIENT UNPAUSE" \
         "SL.ALLOW fw e")
     check "$mode: store error denies" matches "$(line 2 "$out")" '^0 3 0 [1-9]'
-    check "$mode: store error denial not cached" matches "$(line 4 "$out")" '^1 3 1 0 '
+    check "$mode: store error denial not cached" matches "$(line 4 "$out")" '^1 3 [12] 0 '
+    check "$mode: the late admission given back" poll 10 peek_is "$p" "fw e" '^1 3 2 '
+    check "$mode: the refund logged" in_log s1 "admitted when it ran later"
 }
 
 # --- with the module

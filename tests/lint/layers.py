@@ -23,7 +23,8 @@ object leaves undefined and another defines). Loops are broken with function poi
 caller, which neither the includes nor the symbols show.
 
 Also checked: a file in src/ over LONG_LINES lines says why at its top (a comment line holding
-"long because"); the median function length is printed, and must stay at most MEDIAN_MAX lines.
+"long because"), and so does a function whose body is over LONG_FUNCTION lines, in the comment
+above it; the median function length is printed, and must stay at most MEDIAN_MAX lines.
 
 Exits 0 when everything holds, 1 with every finding listed.
 """
@@ -39,6 +40,7 @@ LAYERS = {"core": 0, "sluice": 0, "proto": 1, "rules": 2, "remote": 3, "store": 
           "engine": 6, "server": 7, "module": 7, "cli": 7}
 TOP = 7  # the top layer's parts never use each other
 LONG_LINES = 800
+LONG_FUNCTION = 60
 MEDIAN_MAX = 15
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -180,15 +182,20 @@ FUNC_START = re.compile(r"^[A-Za-z_][^;=]*\)\s*$")
 
 
 def function_lengths(path):
-    """Body lengths of the functions defined at column 0 (a signature line, then '{' alone)."""
+    """(body length, signature line, comment above) of the functions defined at column 0 (a
+    signature line, then '{' alone); the comment is the block of lines right above the
+    signature that are part of a comment."""
     with open(path, encoding="utf-8", errors="replace") as fh:
         lines = fh.read().split("\n")
     out = []
     for i, line in enumerate(lines[:-1]):
         if FUNC_START.match(line) and lines[i + 1] == "{":
+            k = i
+            while k > 0 and lines[k - 1].lstrip().startswith(("/*", "*", "//")):
+                k -= 1
             for j in range(i + 2, len(lines)):
                 if lines[j] == "}":
-                    out.append(j - i - 1)
+                    out.append((j - i - 1, line, "\n".join(lines[k:i])))
                     break
     return out
 
@@ -232,7 +239,12 @@ def main():
             findings.append(f"long: {rel} has {n} lines and no reason at its top "
                             f"(a comment line holding 'long because ...')")
         if f.endswith(".c"):
-            lengths += function_lengths(f)
+            for n_body, sig, above in function_lengths(f):
+                lengths.append(n_body)
+                if n_body > LONG_FUNCTION and "long because" not in above:
+                    findings.append(f"long: {rel}: '{sig.strip()[:60]}' has a body of {n_body} "
+                                    f"lines and no reason in the comment above it (a line "
+                                    f"holding 'long because ...')")
     median = statistics.median(lengths) if lengths else 0
     print(f"layers.py: {len(both)} modules, {nobj} objects, {len(lengths)} functions, "
           f"median function body {median} lines")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # selftest.sh - shows that layers.py fails on what it is meant to find: a call loop between two
-# files, a file that includes a layer after its own, a long file with no reason; and passes once
+# files, a file that includes a layer after its own, a long file or function with no reason; and passes once
 # each is gone. Builds a small tree of its own in a temporary directory.
 set -eu
 command -v python3 >/dev/null && command -v cc >/dev/null || { echo "SKIP: needs python3 and cc"; exit 77; }
@@ -54,4 +54,10 @@ seq 900 | sed 's,^,// ,' >>"$tmp/src/core/c.c"
 expect 1 "long: src/core/c.c has"
 sed -i '1i /* long because: one table, one file */' "$tmp/src/core/c.c"
 expect 0 ""
-echo "selftest: layers.py finds loops, layer breaches and unexplained long files"
+{ printf 'int d(void)\n{\n    int x = 0;\n'; seq 70 | sed 's,^,    x += ,; s,$,;,'; printf '    return x;\n}\n'; } >>"$tmp/src/core/c.c"
+build
+expect 1 "long: src/core/c.c: 'int d(void)' has a body of 73 lines"
+sed -i 's,^int d(void)$,/* d: long because it is a test */\nint d(void),' "$tmp/src/core/c.c"
+build
+expect 0 ""
+echo "selftest: layers.py finds loops, layer breaches and unexplained long files and functions"

@@ -17,6 +17,7 @@
 #include "prop/gen.h"
 #include "rules/descriptor.h"
 #include "rules/ruledef.h"
+#include "rules/wildcard.h"
 
 static char err[RULEDEF_ERR_MAX];
 
@@ -37,7 +38,7 @@ static void test_entries(void **unused)
     assert_int_equal(d->n, 2);
     assert_string_equal(d->entries[0].key, "tenant");
     assert_string_equal(d->entries[0].value, "acme");
-    assert_false(d->entries[0].prefix);
+    assert_false(d->entries[0].glob);
     assert_string_equal(d->entries[1].key, "user");
     assert_null(d->entries[1].value);
     char *text = desc_entries_text(d);
@@ -46,10 +47,10 @@ static void test_entries(void **unused)
     desc_free(d);
 
     d = entries_ok("path=/api*, path=/a%2A, k%3Dx=%20v%2C%25");
-    assert_true(d->entries[0].prefix);
+    assert_true(d->entries[0].glob);
     assert_string_equal(d->entries[0].value, "/api*");
-    assert_int_equal(d->entries[0].value_len, 4);
-    assert_false(d->entries[1].prefix); /* an escaped star is the star itself */
+    assert_int_equal(d->entries[0].value_len, 5);
+    assert_false(d->entries[1].glob); /* an escaped star is the star itself */
     assert_string_equal(d->entries[1].value, "/a*");
     assert_int_equal(d->entries[1].value_len, 3);
     assert_string_equal(d->entries[2].key, "k=x");
@@ -58,6 +59,24 @@ static void test_entries(void **unused)
     assert_string_equal(text, "path=/api*, path=/a%2A, k%3Dx=%20v%2C%25");
     free(text);
     desc_free(d);
+
+    /* wildcards anywhere; a literal star or backslash in a pattern is escaped for wildcard.h */
+    d = entries_ok("m=foo*bar*baz, l=a%2A\\b*, f==files/*, e=%3Dx");
+    assert_true(d->entries[0].glob);
+    assert_false(d->entries[0].shared);
+    assert_string_equal(d->entries[1].value, "a\\*\\\\b*");
+    assert_true(d->entries[2].shared);
+    assert_string_equal(d->entries[2].value, "files/*");
+    assert_false(d->entries[3].glob); /* a value starting with '=' is written %3D */
+    assert_string_equal(d->entries[3].value, "=x");
+    text = desc_entries_text(d);
+    assert_string_equal(text, "m=foo*bar*baz, l=a%2A\\b*, f==files/*, e=%3Dx");
+    free(text);
+    desc_free(d);
+    rule_descriptor_t bad = {0};
+    assert_int_equal(desc_parse_entries(&bad, "f==files", 8, err, sizeof err), -1);
+    assert_string_equal(err, "entry 1: '==' counts every value a pattern matches as one: the "
+                             "value needs a wildcard ('*')");
 }
 
 static void test_entries_errors(void **unused)
@@ -150,11 +169,25 @@ static void test_entries_round_trip(void **unused)
             gen_text(&r, key, false);
             d.entries[i].key = strdup(key);
             if (prng_chance(&r, 70)) {
-                bool prefix = prng_chance(&r, 30);
-                gen_text(&r, value, prefix);
-                d.entries[i].value = strdup(value);
-                d.entries[i].prefix = prefix;
-                d.entries[i].value_len = strlen(value) - prefix;
+                bool glob = prng_chance(&r, 30);
+                char pattern[2 * sizeof value + 2];
+                gen_text(&r, value, false);
+                size_t n = glob ? wildcard_quote(value, strlen(value), false, pattern) : 0;
+                if (glob) { /* a wildcard at a place drawn, never inside an escape */
+                    size_t at = 0, skip = (size_t)prng_range(&r, 0, (int64_t)n);
+                    for (size_t k = 0; k < skip && at < n; k++) {
+                        at += pattern[at] == '\\' ? 2 : 1;
+                        while ((pattern[at] & 0xC0) == 0x80) { /* not inside a character */
+                            at++;
+                        }
+                    }
+                    memmove(pattern + at + 1, pattern + at, n - at + 1);
+                    pattern[at] = '*';
+                }
+                d.entries[i].value = strdup(glob ? pattern : value);
+                d.entries[i].glob = glob;
+                d.entries[i].shared = glob && prng_chance(&r, 50);
+                d.entries[i].value_len = strlen(d.entries[i].value);
             }
         }
         char *text = desc_entries_text(&d);
