@@ -316,6 +316,9 @@ SL_API int sl_acquire(const sl_rule_t *rule, void *state, int64_t cost, int64_t 
 SL_API int sl_release(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
                       sl_decision_t *out, sl_hold_t *released);
 
+/* Whether the rule's algorithm holds units (sl_acquire() and sl_release() apply to it). */
+SL_API bool sl_rule_holds(const sl_rule_t *rule);
+
 /* Units the key's live holds hold at now_ns (0 for a rule without holds or NULL arguments). */
 SL_API int64_t sl_in_flight(const sl_rule_t *rule, const void *state, int64_t now_ns);
 

@@ -66,3 +66,9 @@ int64_t sl_in_flight(const sl_rule_t *rule, const void *state, int64_t now_ns)
     const algorithm_holds_t *h = holds_of(rule, state, state, &rc);
     return h == NULL ? 0 : h->in_flight(rule, state, core_clamp_now(now_ns));
 }
+
+bool sl_rule_holds(const sl_rule_t *rule)
+{
+    const core_algorithm_t *row = rule != NULL ? core_algorithm(rule->algorithm) : NULL;
+    return row != NULL && row->ops->holds != NULL;
+}
