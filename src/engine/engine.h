@@ -418,11 +418,11 @@ int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key,
  * Returns as engine_decide_start() does; ENGINE_ECOST for a negative cost, reserved or actual.
  */
 /* req may be an acquire or a release (req->hold_op) on a rule whose algorithm holds units
- * (ENGINE_ENOHOLDS otherwise): the decision then carries the hold made or freed (out->hold; the
- * engine points req->hold there itself) or the request's error (out->hold_status: SL_EHOLD for
- * a release of no live hold, SL_EHOLDTIME for a hold time outside [1 ms, the rule's window]).
- * A blocked key's acquire is refused with no hold; a refused acquire under shadow mode is
- * allowed with no hold (id 0: nothing to release). */
+ * (ENGINE_ENOHOLDS otherwise) with a store that holds (ENGINE_ENOTSUP otherwise): the decision then
+ * carries the hold made or freed (out->hold; the engine points req->hold there itself) or the
+ * request's error (out->hold_status: SL_EHOLD for a release of no live hold, SL_EHOLDTIME for a
+ * hold time outside [1 ms, the rule's window]). A blocked key's acquire is refused with no hold; a
+ * refused acquire under shadow mode is allowed with no hold (id 0: nothing to release). */
 int engine_request_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                          const engine_request_t *req, int64_t now_ns, engine_decision_t *out,
                          engine_pending_t **pending);

@@ -331,6 +331,9 @@ int engine_request_start(engine_worker_t *w, rule_state_t *rs, const void *key, 
     if (req->hold_op != STORE_HOLD_NONE && !sl_rule_holds(&rs->t->rule)) {
         return ENGINE_ENOHOLDS;
     }
+    if (req->hold_op != STORE_HOLD_NONE && !w->engine->requests->ops->holds) {
+        return ENGINE_ENOTSUP; /* the store cannot hold: never decided as a plain request */
+    }
     return op_start(w, rs, key, key_len, req, now_ns, out, pending);
 }
 

@@ -355,6 +355,29 @@ const cmd_desc_t desc_mod_sl_peek = {
     .group = "module",
     .args = doc_peek_inline,
 };
+static const cmd_arg_t doc_mod_acquire[] = {
+    CMD_INLINE_RULE,
+    CMD_ARG_COST,
+    {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
+static const cmd_arg_t doc_mod_release[] = {
+    CMD_INLINE_RULE, {"id", "integer", "ID", 0, NULL}, CMD_ARGS_END};
+const cmd_desc_t desc_mod_sl_acquire = {
+    .name = "sl.acquire",
+    .arity = -5,
+    .flags = CMD_WRITE | CMD_DENYOOM,
+    .summary = "Takes units of an in-flight rule's key as one hold, returning its id",
+    .group = "module",
+    .args = doc_mod_acquire,
+};
+const cmd_desc_t desc_mod_sl_release = {
+    .name = "sl.release",
+    .arity = -7,
+    .flags = CMD_WRITE,
+    .summary = "Gives back the units of a hold by its id",
+    .group = "module",
+    .args = doc_mod_release,
+};
 const cmd_desc_t desc_mod_sl_settle = {
     .name = "sl.settle",
     .arity = -5,

@@ -57,7 +57,7 @@ extern const cmd_desc_t desc_sl_throttle, desc_sl_allow, desc_cl_throttle, desc_
 /* sluice.so's own: the inline forms of SL.PEEK and SL.SETTLE, SL.RESET of a Redis key, the
  * leases, the test clock. */
 extern const cmd_desc_t desc_mod_sl_peek, desc_mod_sl_settle, desc_mod_sl_reset, desc_mod_sl_lease,
-    desc_mod_sl_return, desc_mod_sl_debug;
+    desc_mod_sl_return, desc_mod_sl_debug, desc_mod_sl_acquire, desc_mod_sl_release;
 
 /* The number of arguments in a NULL-name terminated list (0 for NULL). */
 size_t cmd_args_count(const cmd_arg_t *args);

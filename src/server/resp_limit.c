@@ -71,6 +71,9 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
     case ENGINE_ESTORE:
         resp_add_error(b, "ERR the request store failed");
         return true;
+    case ENGINE_ENOTSUP:
+        resp_add_error(b, "ERR in-flight limits are not available with this request store");
+        return true;
     case ENGINE_ENOHOLDS:
         resp_add_error(b,
                        "ERR rule '%s' holds nothing to acquire or release: its algorithm, %s, "

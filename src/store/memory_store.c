@@ -820,6 +820,7 @@ const request_store_ops_t memory_store_ops = {
     .rule_fits = mem_rule_fits,
     .rule_stats = mem_rule_stats,
     .rule_in_flight = mem_rule_in_flight,
+    .holds = true,
     .override = mem_override,
     .adopt = mem_adopt,
     .overrides_gone = mem_overrides_gone,

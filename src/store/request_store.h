@@ -208,6 +208,7 @@ struct request_store_ops {
                                sync_ns (else every mode is strict); `stop` returns leases and
                                sends what was admitted since the last sync */
     const char *url_form;   /* the URLs it takes, for an error naming none; NULL: the default */
+    bool holds;             /* decide takes acquires and releases (store_request_t.hold_op) */
 
     /* Whether url names this store. */
     bool (*accepts)(const char *url);

@@ -5,8 +5,9 @@
 # release (0, another key's, a made-up one), TIMEOUT (shorter holds, bounds), a key with an
 # override (its limit), a blocked key, a shadow rule (allowed, no hold), the errors of every bad
 # argument (nothing changes), a hold kept by a snapshot across a restart and released after it,
-# the metrics (in flight, holds expired, releases refused). Redis store (sluice.so, the Lua
-# scripts, Redis Cluster): the same example.
+# the metrics (in flight, holds expired, releases refused). sluice.so's own SL.ACQUIRE and
+# SL.RELEASE (the key's expiry set, a release once, the errors). sluiced over Redis refuses an
+# acquire with a clear error until the Redis store sends them.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-server redis-cli curl
@@ -119,4 +120,33 @@ check snapshot-kept matches "$(sc SL.PEEK conn kept)" '^1 3 1 0 '
 check snapshot-release matches "$(sc SL.RELEASE conn kept "$(id_of "$held")")" '^OK$'
 check snapshot-freed matches "$(sc SL.PEEK conn kept)" '^1 3 3 0 0$'
 stop_bg s2 TERM
+
+# ---- sluice.so's own SL.ACQUIRE and SL.RELEASE (the numbers inline, as the Redis store sends them)
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+if ldd "$MODULE" | grep -q libtsan; then
+    echo "sluice.so is built with TSan, which redis-server cannot load: memory store only"
+    finish
+fi
+start_redis rm --loadmodule "$MODULE" || { cat "$TMP/rm.log"; exit 1; }
+rc() { redis-cli -p "$REDIS_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+a=$(rc SL.ACQUIRE m concurrency 3 60000)
+check mod-first matches "$a" '^1 3 2 0 [0-9]+ [1-9][0-9]*$'
+check mod-second matches "$(rc SL.ACQUIRE m concurrency 3 60000 COST 2)" '^1 3 0 0 [0-9]+ [1-9]'
+check mod-full matches "$(rc SL.ACQUIRE m concurrency 3 60000)" '^0 3 0 [0-9]+ [0-9]+ 0$'
+check mod-expiry-set matches "$(rc PTTL m)" '^[1-9][0-9]*$'
+check mod-release matches "$(rc SL.RELEASE m concurrency 3 60000 ID "$(id_of "$a")")" '^OK$'
+check mod-release-again matches "$(rc SL.RELEASE m concurrency 3 60000 ID "$(id_of "$a")")" "$nohold"
+check mod-freed matches "$(rc SL.PEEK m concurrency 3 60000)" '^1 3 1 0 '
+check mod-timeout-long matches "$(rc SL.ACQUIRE m concurrency 3 60000 TIMEOUT 60001)" \
+    "^ERR timeout must be within 1..60000 ms \\(the rule's hold timeout\\)$"
+check mod-no-id matches "$(rc SL.RELEASE m concurrency 3 60000 COST 1)" '^ERR SL.RELEASE takes no COST'
+check mod-not-holds matches "$(rc SL.ACQUIRE g gcra 3 60000)" \
+    '^ERR SL.ACQUIRE and SL.RELEASE need an algorithm that holds units$'
+check mod-unchanged matches "$(rc SL.PEEK m concurrency 3 60000)" '^1 3 1 0 '
+# sluiced with the Redis store: not yet, and says so (never decided as a plain request)
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" --threads 2 \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s3.log"; exit 1; }
+check redis-store-refuses matches "$(sc SL.ACQUIRE conn u)" \
+    '^ERR in-flight limits are not available with this request store$'
+stop_bg s3 TERM
 finish
