@@ -1,6 +1,8 @@
 /*
  * sluice.h - the public interface of libsluice, an embeddable rate limiter.
  *
+ * long because: it is the one public header of the library, every contract in one place.
+ *
  * Two layers:
  *
  *   1. Pure algorithms. sl_decide() takes a prepared rule, a caller-owned state buffer of
@@ -60,6 +62,7 @@ extern "C" {
 #define SL_DEFAULT          (-1) /* sl_rule_t.burst / .buckets: use the algorithm's default */
 #define SL_COUNT_MAX        (INT64_MAX / 2) /* a window's count in debt saturates here, units */
 #define SL_MULTI_MAX        64 /* requests one sl_table_decide_all() call takes at most */
+#define SL_HOLDS_MAX        INT64_C(4096) /* concurrency: limit (units held at once) at most */
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -85,6 +88,10 @@ enum sl_error {
     SL_EDEBT = -16,     /* a settle would leave the key owing more than its rule's max_debt:
                            refused, nothing charged */
     SL_EMAXDEBT = -17,  /* max_debt must be SL_DEFAULT or within [0, SL_COUNT_MAX] */
+    SL_EHOLD = -18,     /* release of a hold the key does not hold: never acquired there,
+                           expired or already released; nothing changed */
+    SL_EHOLDTIME = -19, /* a hold's timeout must be within [1 ms, the rule's hold timeout] */
+    SL_ENOHOLDS = -20,  /* acquire or release on a rule whose algorithm holds nothing */
 };
 
 /* Returns a static, human-readable description of an SL_E* code ("unknown error" otherwise). */
@@ -99,6 +106,7 @@ typedef enum sl_algorithm {
     SL_SLIDING_BUCKETS,  /* window split into `buckets` sub-windows; never over-admits */
     SL_TOKEN_BUCKET,     /* capacity B, refill N per W, stored as one time value */
     SL_GCRA,             /* redis-cell's CL.THROTTLE: limit = burst + 1 */
+    SL_CONCURRENCY,      /* in flight: at most limit units held at once (sl_acquire()) */
 } sl_algorithm_t;
 
 /* Returns "fixed_window", "sliding_log", ... or NULL for a value outside the enum. */
@@ -257,6 +265,62 @@ SL_API int sl_refund(const sl_rule_t *rule, void *state, int64_t cost, int64_t c
  */
 SL_API int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                      int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/* ---- holds (in-flight limits) --------------------------------------------------------- */
+
+/*
+ * A concurrency rule limits how many units are in flight at once rather than how many arrive per
+ * window: a key holds at most `limit` units. sl_acquire() takes units as one hold, named by an
+ * id; sl_release() of that id gives them back. Every hold expires: the rule's window_ns is its
+ * hold timeout (the longest a hold lives, and what an acquire that names no time gets), so a
+ * holder that crashes loses its units at the expiry, never forever. sl_decide() on such a rule
+ * is an acquire of the hold timeout whose hold no one can release (for callers that have no
+ * release). burst, buckets and max_delay do not apply; limit is at most SL_HOLDS_MAX, and the
+ * state is 48 + 16 * limit bytes (16 per hold).
+ */
+
+/* A hold sl_acquire() made (or sl_release() freed). */
+typedef struct sl_hold {
+    uint64_t id;      /* the hold's id, 1 .. 2^48 - 1; 0: no hold was made */
+    int64_t until_ns; /* when it expires, ns since the epoch */
+    int64_t expired;  /* holds of the key this call found expired and dropped (metrics) */
+} sl_hold_t;
+
+/*
+ * Acquires `cost` units for the key whose state is `state` (sl_state_size(rule) bytes, all zero
+ * for a new key) at now_ns, held for hold_ns (0: the rule's window_ns, the hold timeout).
+ * Admitted when cost fits in what live holds leave of the limit; then, for cost > 0, the units
+ * are one hold with a new id, expiring at now_ns + hold_ns (*hold filled). cost 0 is a peek: no
+ * hold, hold->id 0. Refused, nothing changes and hold->id is 0: retry_after_ns is the time until
+ * enough holds expire for the cost to fit, an upper bound (a release frees units sooner), or -1
+ * for a cost above the limit. remaining is limit less the units held; reset_after_ns the time
+ * until the last hold expires.
+ *
+ * Ids: a key's ids are a permutation of a counter under a secret of the key's own, taken from
+ * `entropy` at its first acquire (pass random bits: the table uses its random seed): never
+ * reused while the key lives, and not to be guessed from other ids (about 2^48 / limit tries).
+ *
+ * Returns SL_OK, SL_ECOST (cost < 0), SL_EHOLDTIME (hold_ns outside [1 ms, window_ns], 0
+ * excepted), SL_ENOHOLDS (an algorithm without holds) or SL_EINVAL (NULL arguments). O(holds).
+ */
+SL_API int sl_acquire(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold_ns,
+                      int64_t now_ns, uint64_t entropy, sl_decision_t *out, sl_hold_t *hold);
+
+/*
+ * Releases hold `id` of the key at now_ns: its units are free at once. A hold that is not live
+ * (never made on this key, expired, released before) is SL_EHOLD and changes nothing: a release
+ * is idempotent per id and frees only the hold that id names. *out is a peek afterwards (allowed
+ * true). *released (may be NULL) gets the id and the count of expired holds dropped.
+ * Returns SL_OK, SL_EHOLD, SL_ENOHOLDS or SL_EINVAL. O(holds).
+ */
+SL_API int sl_release(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
+                      sl_decision_t *out, sl_hold_t *released);
+
+/* Whether the rule's algorithm holds units (sl_acquire() and sl_release() apply to it). */
+SL_API bool sl_rule_holds(const sl_rule_t *rule);
+
+/* Units the key's live holds hold at now_ns (0 for a rule without holds or NULL arguments). */
+SL_API int64_t sl_in_flight(const sl_rule_t *rule, const void *state, int64_t now_ns);
 
 /* ---- leases ------------------------------------------------------------------------------ */
 
@@ -513,6 +577,18 @@ SL_API int sl_table_refund(sl_table_t *table, const void *key, size_t key_len, i
                            int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
 SL_API int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, int64_t reserved,
                            int64_t actual, int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
+
+/*
+ * sl_acquire() and sl_release() on the key's state in the table, with the same arguments and
+ * results; the table's random seed is the entropy. A key is stored only when a hold is made;
+ * a release on an absent key is SL_EHOLD, and a release that leaves the key with no live hold
+ * drops it (a later acquire starts its ids afresh, under a new secret). Returns those codes and
+ * SL_EKEY, SL_EFULL, SL_ENOMEM.
+ */
+SL_API int sl_table_acquire(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
+                            int64_t hold_ns, int64_t now_ns, sl_decision_t *out, sl_hold_t *hold);
+SL_API int sl_table_release(sl_table_t *table, const void *key, size_t key_len, uint64_t id,
+                            int64_t now_ns, sl_decision_t *out, sl_hold_t *released);
 
 /* One request of an all-or-nothing decision: the caller fills table, key, key_len and cost; the
  * call fills status and decision. */

@@ -18,6 +18,7 @@ extern const algorithm_ops_t sliding_log_ops;
 extern const algorithm_ops_t sliding_window_ops;
 extern const algorithm_ops_t sliding_buckets_ops;
 extern const algorithm_ops_t gcra_ops;
+extern const algorithm_ops_t concurrency_ops;
 
 /* A parameter the algorithm does not take. */
 #define NOT_TAKEN                                                                                  \
@@ -117,10 +118,22 @@ const core_algorithm_t core_algorithms[CORE_ALGORITHM_SLOTS] = {
             .suggested = true,
             .ops = &gcra_ops,
         },
+    [SL_CONCURRENCY] =
+        {
+            .name = "concurrency",
+            .summary = "in flight: at most N units held at once, each hold released or expired",
+            .caps = CORE_CAP_HOLDS | CORE_CAP_EXACT,
+            .limit_max = SL_HOLDS_MAX,
+            .burst = NOT_TAKEN,
+            .buckets = NOT_TAKEN,
+            .max_delay = NOT_TAKEN,
+            .lease_refusal = "a hold is released by its id or expires, never spent elsewhere",
+            .ops = &concurrency_ops,
+        },
 };
 
 const char *const core_cap_names[CORE_CAP_COUNT] = {
-    "tokens", "exact", "refundable", "leasable", "approximate", "aligned", "variable",
+    "tokens", "exact", "refundable", "leasable", "approximate", "aligned", "variable", "holds",
 };
 
 const core_algorithm_t *core_algorithm_next(const core_algorithm_t *row)
@@ -203,6 +216,11 @@ bool core_algorithm_no_lease(const core_algorithm_t *row)
 bool core_algorithm_limit_bounded(const core_algorithm_t *row)
 {
     return row->limit_max < INT64_MAX;
+}
+
+bool core_algorithm_holds(const core_algorithm_t *row)
+{
+    return (row->caps & CORE_CAP_HOLDS) != 0;
 }
 
 size_t core_algorithm_join(char *buf, size_t cap, core_algorithm_pred keep, const char *sep,

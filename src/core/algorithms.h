@@ -51,10 +51,13 @@ enum core_cap {
     /* Its state's size varies with its admissions, and it has a packed form of its own
      * (sl_state_pack()); sluice.so writes it in a format of its own (module/value.h). */
     CORE_CAP_VARIABLE = 1u << 6,
+    /* Holds units until released or expired (sl_acquire(), sl_release(): its ops have holds);
+     * the window is the hold timeout. Its decide is an acquire no one can release. */
+    CORE_CAP_HOLDS = 1u << 7,
 };
 
 /* CORE_CAP_* and their names in GET /v1/algorithms, in this order. */
-#define CORE_CAP_COUNT 7
+#define CORE_CAP_COUNT 8
 extern const char *const core_cap_names[CORE_CAP_COUNT];
 
 /* What SL_DEFAULT in a parameter stands for (core_param_t.def). */
@@ -139,6 +142,7 @@ bool core_algorithm_takes_delay(const core_algorithm_t *row);   /* max_delay.tak
 bool core_algorithm_is_tokens(const core_algorithm_t *row);     /* CORE_CAP_TOKENS */
 bool core_algorithm_no_lease(const core_algorithm_t *row);      /* not CORE_CAP_LEASABLE */
 bool core_algorithm_limit_bounded(const core_algorithm_t *row); /* limit_max < INT64_MAX */
+bool core_algorithm_holds(const core_algorithm_t *row);         /* CORE_CAP_HOLDS */
 
 /* Writes into buf (cap bytes, NUL-terminated; cut short if it must be, to the names that fit
  * whole) the names of the rows

@@ -102,6 +102,36 @@ typedef struct algorithm_variable {
 } algorithm_variable_t;
 
 /*
+ * The functions of an algorithm that holds units (CORE_CAP_HOLDS): sl_acquire(), sl_release()
+ * and what metrics read, over a state its ops' decide also decides on. Arguments checked by the
+ * caller (holds.c): a prepared rule, cost >= 0, 1 ms <= hold_ns <= rule->window_ns, now_ns
+ * clamped to [0, SL_NOW_MAX_NS].
+ *
+ *   acquire(rule, state, cost, hold_ns, now_ns, entropy, out, hold)
+ *                         the decision of cost units held until now + hold_ns (the state's
+ *                         latest time if later); admitted with cost > 0, a hold with a new id
+ *                         (*hold: id, until_ns, and expired, the holds it found expired and
+ *                         dropped); entropy keys the key's ids when it has none yet. Writes
+ *                         only when it admits a cost > 0; *hold untouched otherwise.
+ *   release(rule, state, id, now_ns, out, expired)
+ *                         frees the live hold `id` (SL_OK, *expired the holds dropped with it)
+ *                         or returns SL_EHOLD and writes nothing; *out a peek after.
+ *   in_flight(rule, state, now_ns)
+ *                         the units live holds hold at now_ns.
+ */
+/* The time a hold of hold_ns (0: the rule's window_ns, the hold timeout) lives: SL_OK and
+ * *out_ns, or SL_EHOLDTIME outside [1 ms, window_ns]. */
+int core_hold_time(const sl_rule_t *rule, int64_t hold_ns, int64_t *out_ns);
+
+typedef struct algorithm_holds {
+    void (*acquire)(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold_ns,
+                    int64_t now_ns, uint64_t entropy, sl_decision_t *out, sl_hold_t *hold);
+    int (*release)(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
+                   sl_decision_t *out, int64_t *expired);
+    int64_t (*in_flight)(const sl_rule_t *rule, const void *state, int64_t now_ns);
+} algorithm_holds_t;
+
+/*
  * One algorithm's functions: its file (src/core/<x>.c) defines them static and exports this
  * one struct, `<x>_ops`, which its row in algorithms.c points at. The first seven are the
  * contract at the top; the others:
@@ -120,6 +150,8 @@ typedef struct algorithm_variable {
  *                         of a lease granted at at_ns, its time not yet run (now_ns >= at_ns).
  *   variable              NULL for a state of fixed size, rule->state_size bytes, packed as it
  *                         is (every CORE_CAP_VARIABLE row has one, no other).
+ *   holds                 acquire and release (above): every CORE_CAP_HOLDS row has them, no
+ *                         other.
  *
  * A CORE_CAP_LEASABLE row has span, or lease and lease_return (tests/unit/test_algorithm_table.c
  * checks that the rows and their functions agree).
@@ -143,6 +175,7 @@ typedef struct algorithm_ops {
     void (*lease_return)(const sl_rule_t *rule, void *state, int64_t unused, int64_t at_ns,
                          int64_t until_ns, int64_t now_ns);
     const algorithm_variable_t *variable;
+    const algorithm_holds_t *holds;
 } algorithm_ops_t;
 
 /* The functions of a prepared rule's algorithm. */

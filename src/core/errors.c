@@ -11,7 +11,7 @@
 #define TEXT_MAX 384 /* bytes of one text made from the table */
 
 static char text_algorithm[TEXT_MAX], text_limit[TEXT_MAX], text_burst[TEXT_MAX],
-    text_buckets[TEXT_MAX], text_delay[TEXT_MAX], text_lease[TEXT_MAX];
+    text_buckets[TEXT_MAX], text_delay[TEXT_MAX], text_lease[TEXT_MAX], text_holds[TEXT_MAX];
 static pthread_once_t texts_once = PTHREAD_ONCE_INIT;
 
 /* Appends printf-style text at buf + *at (cap bytes in all), cutting it short at cap. */
@@ -85,6 +85,9 @@ static void make_texts(void)
         "a lease time must be within [1ns, 366d] (%s: at most the bucket's "
         "tolerance less one interval)",
         names);
+    core_algorithm_join(names, sizeof names, core_algorithm_holds, ", ", " or ");
+    at = 0;
+    add(text_holds, &at, "acquire and release need a rule that holds units (algorithm %s)", names);
 }
 
 /* The text of a code that names algorithms, made once. */
@@ -135,6 +138,13 @@ const char *sl_strerror(int code)
     case SL_EMAXDEBT:
         return "max_debt must be an integer between 0 and 2^62 - 1 (units a key may owe beyond "
                "its limit)";
+    case SL_EHOLD:
+        return "unknown hold: this key holds no live hold of that id (never acquired here, "
+               "expired, or already released); nothing was released";
+    case SL_EHOLDTIME:
+        return "a hold's timeout must be between 1ms and the rule's hold_timeout";
+    case SL_ENOHOLDS:
+        return made(text_holds);
     }
     return "unknown error";
 }

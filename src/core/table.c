@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <errno.h>
 #ifdef __linux__
@@ -126,6 +127,7 @@ typedef struct shard {
     uint32_t count;                                     /* stored keys */
     size_t bytes;     /* chunk array + out-of-line keys and states, bytes */
     uint64_t evicted; /* idle keys evicted at the memory cap (their usage forgotten) */
+    uint64_t holds;   /* sl_table_acquire() calls on the shard: the entropy of each differs */
 } __attribute__((aligned(64))) shard_t;
 _Static_assert(sizeof(shard_t) == 128, "a shard is two cache lines");
 
@@ -142,6 +144,7 @@ struct sl_table {
     sl_budget_t *budget; /* the cap shared with other tables, or NULL */
     bool evict_idle;     /* at the cap, evict idle keys before refusing a new one */
     uint64_t seed;       /* hash seed */
+    uint64_t hold_key;   /* random, never configured: keys the entropy of hold ids */
     int64_t rescan_ns;   /* at the memory cap, the least time between two reclaim scans, ns */
     uint64_t shard_mask; /* nshards - 1 */
     unsigned nshards;    /* power of two, <= 2^16 */
@@ -984,6 +987,8 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     if (t->key_max > UINT32_MAX)
         t->key_max = UINT32_MAX;
     t->seed = c.seed ? c.seed : random_seed();
+    if (getrandom(&t->hold_key, sizeof t->hold_key, 0) != (ssize_t)sizeof t->hold_key)
+        t->hold_key = random_seed() ^ sl_hash_mix(t->seed, SL_HASH_P1);
     t->nshards = nshards;
     t->shard_mask = nshards - 1;
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
@@ -1633,6 +1638,105 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     multi_unlock(m);
     multi_free(m);
     free(m);
+    return rc;
+}
+
+/* ---- holds: sl_table_acquire(), sl_table_release() ----------------------------------------- */
+
+static shard_t *lock_and_find(sl_table_t *t, const void *key, size_t len, uint64_t *h,
+                              unsigned char **entry);
+
+/* Checks what every table call checks: SL_OK, or its error. */
+static int holds_check(const sl_table_t *t, const void *key, size_t len, const void *out)
+{
+    if (t == NULL || out == NULL || (key == NULL && len > 0))
+        return SL_EINVAL;
+    if (core_algorithm(t->rule.algorithm)->ops->holds == NULL)
+        return SL_ENOHOLDS;
+    return len > t->key_max ? SL_EKEY : SL_OK;
+}
+
+/* An acquire under the shard lock: on the stored state, or on a fresh one stored if a hold was
+ * made (a peek or a cost no key can take needs none). */
+static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len,
+                         uint64_t h, int64_t cost, int64_t hold_ns, int64_t now_ns,
+                         sl_decision_t *out, sl_hold_t *hold)
+{
+    const algorithm_holds_t *ops = core_ops(&t->rule)->holds;
+    uint64_t entropy = sl_hash_mix(t->hold_key ^ h, ++s->holds ^ SL_HASH_P1);
+    unsigned char *entry = shard_find(t, s, key, len, h);
+    if (entry != NULL) {
+        entry_touch(t, entry);
+        ops->acquire(&t->rule, entry_state(t, entry), cost, hold_ns, now_ns, entropy, out, hold);
+        return SL_OK;
+    }
+    if (cost == 0 || cost > t->rule.capacity) {
+        fresh_decision(t, cost, out);
+        return SL_OK;
+    }
+    now_ns = max_i64(now_ns, s->reclaimed_ns); /* as shard_decide_absent() */
+    uint64_t buf[STATE_INLINE_MAX / 8];
+    void *state = fresh_state(t, buf);
+    if (state == NULL)
+        return SL_ENOMEM;
+    ops->acquire(&t->rule, state, cost, hold_ns, now_ns, entropy, out, hold);
+    int rc = shard_insert(t, s, key, len, h, state, now_ns);
+    if (rc != SL_OK) {
+        *hold = (sl_hold_t){0, 0, 0}; /* not stored: no hold */
+        if (t->state_external)
+            free(state);
+    }
+    return rc;
+}
+
+int sl_table_acquire(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t hold_ns,
+                     int64_t now_ns, sl_decision_t *out, sl_hold_t *hold)
+{
+    int rc = holds_check(t, key, key_len, out);
+    if (rc == SL_OK && hold == NULL)
+        rc = SL_EINVAL;
+    if (rc == SL_OK && cost < 0)
+        rc = SL_ECOST;
+    if (rc == SL_OK)
+        rc = core_hold_time(&t->rule, hold_ns, &hold_ns);
+    if (rc != SL_OK)
+        return rc;
+    *hold = (sl_hold_t){0, 0, 0};
+    now_ns = core_clamp_now(now_ns);
+    uint64_t h = sl_hash64(key_len > 0 ? key : "", key_len, t->seed);
+    shard_t *s = shard_of(t, h);
+    shard_lock(s);
+    rc = shard_acquire(t, s, key_len > 0 ? key : "", key_len, h, cost, hold_ns, now_ns, out, hold);
+    shard_unlock(s);
+    return rc;
+}
+
+int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id, int64_t now_ns,
+                     sl_decision_t *out, sl_hold_t *released)
+{
+    int rc = holds_check(t, key, key_len, out);
+    if (rc != SL_OK)
+        return rc;
+    now_ns = core_clamp_now(now_ns);
+    uint64_t h;
+    unsigned char *entry;
+    shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
+    int64_t expired = 0;
+    rc = SL_EHOLD;
+    if (entry == NULL) {
+        fresh_decision(t, 0, out);
+    } else {
+        entry_touch(t, entry);
+        rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, out,
+                                                &expired);
+        if (rc == SL_OK && is_fresh(t, entry, now_ns)) {
+            shard_drop(t, s, entry);
+            s->reclaimed_ns = max_i64(s->reclaimed_ns, now_ns);
+        }
+    }
+    shard_unlock(s);
+    if (released != NULL)
+        *released = (sl_hold_t){id, 0, expired};
     return rc;
 }
 

@@ -52,7 +52,9 @@ typedef struct rule_counters {
     _Atomic uint64_t denied;
     _Atomic uint64_t shadow_denied; /* denied by the rule, allowed because it is in shadow mode */
     _Atomic uint64_t store_errors;  /* table full, out of memory, override lookup failed */
-    char pad[32];
+    _Atomic uint64_t holds_expired; /* holds found expired (never released) and dropped */
+    _Atomic uint64_t releases_refused; /* releases of no live hold (SL_EHOLD) */
+    char pad[16];
 } rule_counters_t;
 
 /* A rule's request-store data (its tables, for the memory store) and counters: shared by the
@@ -123,18 +125,24 @@ typedef struct engine_decision {
     int64_t max_debt;  /* the max_debt in force for this key (an override's, if any), units */
     int64_t cost;      /* engine_allowall, a check never admissible: its cost, summed over the
                           checks naming its (rule, key) */
+    sl_hold_t hold;    /* an acquire: the hold made (id 0: none, refused or shadowed); a
+                          release: the hold freed */
+    int hold_status;   /* an acquire or a release the key's numbers refused as a request error:
+                          SL_EHOLD (no such live hold: nothing changed), SL_EHOLDTIME, SL_ENOHOLDS;
+                          SL_OK otherwise */
 } engine_decision_t;
 
 enum engine_status {
     ENGINE_OK = 0,
-    ENGINE_ENORULE = -1, /* unknown rule */
-    ENGINE_ECOST = -2,   /* cost is negative */
-    ENGINE_EKEY = -3,    /* key longer than the limit */
-    ENGINE_EINLINE = -4, /* too many distinct inline rules */
-    ENGINE_ERULE = -5,   /* invalid inline rule parameters (err says which) */
-    ENGINE_ESTORE = -6,  /* the request store failed (a reset that could not be done) */
-    ENGINE_ENOTSUP = -7, /* not possible this way (the caller has another) */
-    ENGINE_PENDING = 1,  /* engine_decide_start: the answer comes later */
+    ENGINE_ENORULE = -1,  /* unknown rule */
+    ENGINE_ECOST = -2,    /* cost is negative */
+    ENGINE_EKEY = -3,     /* key longer than the limit */
+    ENGINE_EINLINE = -4,  /* too many distinct inline rules */
+    ENGINE_ERULE = -5,    /* invalid inline rule parameters (err says which) */
+    ENGINE_ESTORE = -6,   /* the request store failed (a reset that could not be done) */
+    ENGINE_ENOTSUP = -7,  /* not possible this way (the caller has another) */
+    ENGINE_ENOHOLDS = -8, /* an acquire or release on a rule whose algorithm holds nothing */
+    ENGINE_PENDING = 1,   /* engine_decide_start: the answer comes later */
 };
 
 typedef struct engine_worker engine_worker_t;
@@ -277,6 +285,14 @@ size_t engine_inline_count(engine_t *e);
 const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker);
 
 /* The counters of rule summed over the workers. */
+/* A rule's holds (a rule whose algorithm holds units): units in flight at now_ns (-1: the store
+ * cannot tell), holds dropped at their expiry, releases refused. */
+typedef struct engine_holds {
+    int64_t in_flight;
+    uint64_t expired, releases_refused;
+} engine_holds_t;
+void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t *out);
+
 void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
                          uint64_t *shadow_denied, uint64_t *store_errors);
 
@@ -401,6 +417,12 @@ int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key,
  * afterwards (counted as a peek is); a store that fails gives the rule's on_store_error.
  * Returns as engine_decide_start() does; ENGINE_ECOST for a negative cost, reserved or actual.
  */
+/* req may be an acquire or a release (req->hold_op) on a rule whose algorithm holds units
+ * (ENGINE_ENOHOLDS otherwise) with a store that holds (ENGINE_ENOTSUP otherwise): the decision then
+ * carries the hold made or freed (out->hold; the engine points req->hold there itself) or the
+ * request's error (out->hold_status: SL_EHOLD for a release of no live hold, SL_EHOLDTIME for a
+ * hold time outside [1 ms, the rule's window]). A blocked key's acquire is refused with no hold; a
+ * refused acquire under shadow mode is allowed with no hold (id 0: nothing to release). */
 int engine_request_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                          const engine_request_t *req, int64_t now_ns, engine_decision_t *out,
                          engine_pending_t **pending);

@@ -26,10 +26,33 @@ static void store_error_decision(const rule_state_t *rs, engine_decision_t *out)
     }
 }
 
+/* An acquire or release refused as a request error (nothing changed): counted; a release of no
+ * live hold is an event too (a client that releases twice, late, or a hold it never had). */
+static void hold_refused(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out)
+{
+    out->hold_status = st;
+    if (st == SL_EHOLD) {
+        atomic_fetch_add_explicit(&rs->t->counters[w->index].releases_refused, 1,
+                                  memory_order_relaxed);
+        event_note(EV_RELEASE_REFUSED,
+                   "rule '%s': a release of a hold the key does not hold (expired, released "
+                   "before, or never made): nothing changed",
+                   rs->def.name);
+    }
+}
+
 void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_decision_t *out,
                           const void *key, size_t key_len, int64_t now_ns)
 {
     rule_counters_t *c = &rs->t->counters[w->index];
+    if (st == SL_EHOLD || st == SL_EHOLDTIME || st == SL_ENOHOLDS) { /* the request's error */
+        hold_refused(w, rs, st, out);
+        return;
+    }
+    if (st == SL_OK && out->hold.expired > 0) {
+        atomic_fetch_add_explicit(&c->holds_expired, (uint64_t)out->hold.expired,
+                                  memory_order_relaxed);
+    }
     if (st == SL_EDEBT) { /* a settle past max_debt: refused, nothing charged */
         out->debt_refused = true;
         event_note(EV_SETTLE_DEBT,
@@ -85,7 +108,9 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
     request_store_t *s = w->engine->requests;
     store_target_t tg;
     engine_target(rs, en, key, key_len, &tg, out);
-    int st = s->ops->decide(s, w->requests, &tg, req, now_ns, &out->d, NULL, NULL);
+    engine_request_t with_hold = *req;
+    with_hold.hold = &out->hold;
+    int st = s->ops->decide(s, w->requests, &tg, &with_hold, now_ns, &out->d, NULL, NULL);
     if (st == SL_EKEY) {
         return ENGINE_EKEY;
     }
@@ -196,16 +221,18 @@ static void op_finish(engine_op_t *op)
 static void store_answered(void *arg, int status, const sl_decision_t *d, const char *err)
 {
     engine_op_t *op = arg;
-    if (status != 0 && status != SL_EDEBT) {
+    if (status != 0 && status != SL_EDEBT && status != SL_EHOLD) {
         log_debug("rule '%s': request store error: %s", op->rs->def.name, err);
     }
     if (status == 0) {
         op->out.d = *d;
     }
+    bool passed = status == SL_EDEBT || status == SL_EHOLD || status == SL_EHOLDTIME ||
+                  status == SL_ENOHOLDS; /* the request's own errors, not the store's */
     engine_decision_done(op->w, op->rs,
-                         status == 0          ? SL_OK
-                         : status == SL_EDEBT ? SL_EDEBT
-                                              : SL_EINVAL,
+                         status == 0 ? SL_OK
+                         : passed    ? status
+                                     : SL_EINVAL,
                          &op->out, op->key, op->key_len, op->now_ns);
     op_finish(op);
 }
@@ -280,6 +307,7 @@ static int op_start(engine_worker_t *w, rule_state_t *rs, const void *key, size_
         return ENGINE_OK;
     }
     op->req = *req;
+    op->req.hold = &op->out.hold; /* the op lives until the store has answered */
     ov_entry_t copy;
     bool now = !wait || override_wait(w, rs, op->key, op->key_len, &op->wait, &copy, &en);
     if (!now || !op_continue(op, en)) {
@@ -299,6 +327,12 @@ int engine_request_start(engine_worker_t *w, rule_state_t *rs, const void *key, 
     int rc = check_request(w, key_len, units);
     if (rc != ENGINE_OK) {
         return rc;
+    }
+    if (req->hold_op != STORE_HOLD_NONE && !sl_rule_holds(&rs->t->rule)) {
+        return ENGINE_ENOHOLDS;
+    }
+    if (req->hold_op != STORE_HOLD_NONE && !w->engine->requests->ops->holds) {
+        return ENGINE_ENOTSUP; /* the store cannot hold: never decided as a plain request */
     }
     return op_start(w, rs, key, key_len, req, now_ns, out, pending);
 }

@@ -228,6 +228,21 @@ void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *
     rule_counters_sum(rule->t->counters, n, allowed, denied, shadow_denied, store_errors);
 }
 
+void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t *out)
+{
+    unsigned n = rule->engine != NULL ? rule->engine->cfg.workers : 0;
+    *out = (engine_holds_t){.in_flight = -1};
+    for (unsigned i = 0; i < n; i++) {
+        const rule_counters_t *c = &rule->t->counters[i];
+        out->expired += atomic_load_explicit(&c->holds_expired, memory_order_relaxed);
+        out->releases_refused += atomic_load_explicit(&c->releases_refused, memory_order_relaxed);
+    }
+    const request_store_ops_t *ops = rule->t->ops;
+    if (ops != NULL && ops->rule_in_flight != NULL && rule->t->data != NULL) {
+        out->in_flight = ops->rule_in_flight(rule->t->data, now_ns);
+    }
+}
+
 const ruleset_t *engine_worker_set(const engine_worker_t *w)
 {
     return w->set;

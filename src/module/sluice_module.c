@@ -20,6 +20,8 @@
  *               WANT n FOR ms [CLOSED_FROM unix_ms]
  *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]
  *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
+ *   SL.ACQUIRE  key algorithm limit window_ms [COST n] [TIMEOUT ms]
+ *   SL.RELEASE  key algorithm limit window_ms ID id
  *   CL.THROTTLE key max_burst count period_s [quantity]
  *   SL.RESET    key
  *   SL.DEBUG    SETTIME unix_ns          (only when loaded with the argument "testclock")
@@ -597,6 +599,102 @@ static int cmd_sl_lease(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return reply_int_array(ctx, reply, 5);
 }
 
+/* Random bits read at load: keyed with a counter, the entropy of each acquire (a key's first
+ * acquire makes the secret its hold ids are made with from it). */
+static uint64_t hold_seed;
+static uint64_t hold_count;
+
+/* SL.ACQUIRE's step on an open key: takes COST units as one hold of TIMEOUT (sl_acquire()). The
+ * key is written when a hold was made (or its state was converted, or saturated). */
+static const char *acquire_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
+                                sl_decision_t *d, sl_hold_t *hold, bool *write, char *err)
+{
+    uint64_t entropy = sl_hash_mix(hold_seed ^ (uint64_t)now_ns, ++hold_count);
+    int rc = sl_acquire(&req->rule, ks->state, req->cost, req->hold_ms * SL_NS_PER_MS, now_ns,
+                        entropy, d, hold);
+    if (rc == SL_EHOLDTIME) {
+        throttle_hold_time_error(&req->rule, err);
+        return err;
+    }
+    if (rc == SL_ENOHOLDS) {
+        return THROTTLE_ERR_NO_HOLDS;
+    }
+    if (rc != SL_OK) {
+        return "ERR sluice could not acquire (invalid cost)";
+    }
+    if (throttle_never_error(req, d, err)) {
+        return err;
+    }
+    *write = hold->id != 0 || (req->cost > 0 && ks->rewrite);
+    return NULL;
+}
+
+/* SL.RELEASE's step on an open key: frees hold ID (sl_release()); a hold the key does not hold
+ * is an error and writes nothing. */
+static const char *release_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
+                                sl_decision_t *d, bool *write)
+{
+    int rc = sl_release(&req->rule, ks->state, (uint64_t)req->hold_id, now_ns, d, NULL);
+    if (rc == SL_EHOLD) {
+        return "ERR " THROTTLE_NO_HOLD;
+    }
+    if (rc == SL_ENOHOLDS) {
+        return THROTTLE_ERR_NO_HOLDS;
+    }
+    if (rc != SL_OK) {
+        return "ERR sluice could not release";
+    }
+    *write = true;
+    return NULL;
+}
+
+/* SL.ACQUIRE and SL.RELEASE on the key argv[1]: [allowed, limit, remaining, retry_after_ms,
+ * reset_after_ms, hold_id], or +OK. A write replicates as its effect, as every command's does. */
+static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, throttle_cmd_t cmd)
+{
+    request_t r;
+    if (parse(ctx, cmd, argv, argc, &r) != 0) {
+        return REDISMODULE_OK;
+    }
+    int64_t now_ns = module_now_ns();
+    key_state_t ks;
+    char err[THROTTLE_ERR_MAX];
+    bool acquire = cmd == THROTTLE_SL_ACQUIRE;
+    const char *error = key_open(ctx, argv[1], &r, !acquire || r.t.cost > 0, now_ns, &ks, err);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    sl_decision_t d;
+    sl_hold_t hold = {0, 0, 0};
+    bool write = false;
+    error = acquire ? acquire_step(&r.t, &ks, now_ns, &d, &hold, &write, err)
+                    : release_step(&r.t, &ks, now_ns, &d, &write);
+    if (error == NULL && write) {
+        error = key_write(ctx, argv[1], &ks, &r, now_ns, d.reset_after_ns);
+    }
+    key_close(&ks);
+    if (error != NULL) {
+        return RedisModule_ReplyWithError(ctx, error);
+    }
+    if (!acquire) {
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    int64_t reply[6];
+    throttle_reply_sl(&d, reply);
+    reply[5] = (int64_t)hold.id;
+    return reply_int_array(ctx, reply, 6);
+}
+
+static int cmd_sl_acquire(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return hold_command(ctx, argv, argc, THROTTLE_SL_ACQUIRE);
+}
+
+static int cmd_sl_release(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return hold_command(ctx, argv, argc, THROTTLE_SL_RELEASE);
+}
+
 /*
  * SL.THROTTLE, SL.PEEK, CL.THROTTLE, SL.SETTLE and SL.RETURN: one step on the key argv[1].
  * SL.RETURN replies as SL.SETTLE does. SL.SETTLE gives
@@ -737,10 +835,11 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
-    {&desc_sl_throttle, cmd_sl_throttle}, {&desc_cl_throttle, cmd_cl_throttle},
-    {&desc_mod_sl_peek, cmd_sl_peek},     {&desc_mod_sl_settle, cmd_sl_settle},
-    {&desc_mod_sl_lease, cmd_sl_lease},   {&desc_mod_sl_return, cmd_sl_return},
-    {&desc_mod_sl_reset, cmd_sl_reset},   {&desc_mod_sl_debug, cmd_sl_debug},
+    {&desc_sl_throttle, cmd_sl_throttle},   {&desc_cl_throttle, cmd_cl_throttle},
+    {&desc_mod_sl_peek, cmd_sl_peek},       {&desc_mod_sl_settle, cmd_sl_settle},
+    {&desc_mod_sl_lease, cmd_sl_lease},     {&desc_mod_sl_return, cmd_sl_return},
+    {&desc_mod_sl_reset, cmd_sl_reset},     {&desc_mod_sl_debug, cmd_sl_debug},
+    {&desc_mod_sl_acquire, cmd_sl_acquire}, {&desc_mod_sl_release, cmd_sl_release},
 };
 
 /* Redis's flags for CreateCommand ("write deny-oom") from the description's. */
@@ -863,6 +962,13 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         }
     }
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
+    FILE *urandom = fopen("/dev/urandom", "rb");
+    if (urandom == NULL || fread(&hold_seed, sizeof hold_seed, 1, urandom) != 1) {
+        hold_seed = sl_hash_mix((uint64_t)sl_now_ns(), (uint64_t)(uintptr_t)&hold_seed);
+    }
+    if (urandom != NULL) {
+        fclose(urandom);
+    }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const cmd_desc_t *d = commands[i].desc;
         char flags[64];

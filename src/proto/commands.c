@@ -63,6 +63,14 @@ static const cmd_arg_t doc_settle_forms[] = {{"named", "block", NULL, 0, doc_set
                                              {"inline", "block", NULL, 0, doc_settle_inline},
                                              CMD_ARGS_END};
 static const cmd_arg_t doc_settle[] = {{"form", "oneof", NULL, 0, doc_settle_forms}, CMD_ARGS_END};
+static const cmd_arg_t doc_acquire[] = {
+    CMD_ARG_RULE,
+    CMD_ARG_KEY,
+    CMD_ARG_COST,
+    {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
+static const cmd_arg_t doc_release[] = {
+    CMD_ARG_RULE, CMD_ARG_KEY, {"id", "integer", NULL, 0, NULL}, CMD_ARGS_END};
 static const cmd_arg_t doc_cl_throttle[] = {CMD_ARG_KEY,
                                             {"max_burst", "integer", NULL, 0, NULL},
                                             {"count", "integer", NULL, 0, NULL},
@@ -201,6 +209,22 @@ const cmd_desc_t desc_sl_settle = {
     .group = "module",
     .args = doc_settle,
 };
+const cmd_desc_t desc_sl_acquire = {
+    .name = "sl.acquire",
+    .arity = -3,
+    .flags = CMD_WRITE,
+    .summary = "Takes units of an in-flight rule's key as one hold, returning its id",
+    .group = "module",
+    .args = doc_acquire,
+};
+const cmd_desc_t desc_sl_release = {
+    .name = "sl.release",
+    .arity = 4,
+    .flags = CMD_WRITE,
+    .summary = "Gives back the units of a hold by its id",
+    .group = "module",
+    .args = doc_release,
+};
 const cmd_desc_t desc_sl_peek = {
     .name = "sl.peek",
     .arity = -3,
@@ -330,6 +354,29 @@ const cmd_desc_t desc_mod_sl_peek = {
     .summary = PEEK_SUMMARY,
     .group = "module",
     .args = doc_peek_inline,
+};
+static const cmd_arg_t doc_mod_acquire[] = {
+    CMD_INLINE_RULE,
+    CMD_ARG_COST,
+    {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
+static const cmd_arg_t doc_mod_release[] = {
+    CMD_INLINE_RULE, {"id", "integer", "ID", 0, NULL}, CMD_ARGS_END};
+const cmd_desc_t desc_mod_sl_acquire = {
+    .name = "sl.acquire",
+    .arity = -5,
+    .flags = CMD_WRITE | CMD_DENYOOM,
+    .summary = "Takes units of an in-flight rule's key as one hold, returning its id",
+    .group = "module",
+    .args = doc_mod_acquire,
+};
+const cmd_desc_t desc_mod_sl_release = {
+    .name = "sl.release",
+    .arity = -7,
+    .flags = CMD_WRITE,
+    .summary = "Gives back the units of a hold by its id",
+    .group = "module",
+    .args = doc_mod_release,
 };
 const cmd_desc_t desc_mod_sl_settle = {
     .name = "sl.settle",

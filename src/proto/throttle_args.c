@@ -124,12 +124,23 @@ static const extra_option_t return_options[] = {
     {NULL, 0, NULL},
 };
 
+static const extra_option_t acquire_options[] = {
+    EXTRA("TIMEOUT", hold_ms, "timeout"),
+    {NULL, 0, NULL},
+};
+static const extra_option_t release_options[] = {
+    EXTRA("ID", hold_id, "id"),
+    {NULL, 0, NULL},
+};
+
 static const extra_option_t *extra_options_of(throttle_cmd_t cmd)
 {
-    return cmd == THROTTLE_SL_SETTLE   ? settle_options
-           : cmd == THROTTLE_SL_LEASE  ? lease_options
-           : cmd == THROTTLE_SL_RETURN ? return_options
-                                       : NULL;
+    return cmd == THROTTLE_SL_SETTLE    ? settle_options
+           : cmd == THROTTLE_SL_LEASE   ? lease_options
+           : cmd == THROTTLE_SL_RETURN  ? return_options
+           : cmd == THROTTLE_SL_ACQUIRE ? acquire_options
+           : cmd == THROTTLE_SL_RELEASE ? release_options
+                                        : NULL;
 }
 
 static int64_t *extra_slot(throttle_req_t *out, const extra_option_t *o)
@@ -180,6 +191,28 @@ static int settle_given(throttle_req_t *out, char *err)
         return fail(err, "ERR SL.SETTLE needs RESERVED and ACTUAL");
     }
     return 0;
+}
+
+/* SL.ACQUIRE's TIMEOUT (optional, > 0) and SL.RELEASE's ID (needed). */
+static int hold_given(throttle_cmd_t cmd, throttle_req_t *out, char *err)
+{
+    if (cmd == THROTTLE_SL_RELEASE) {
+        return out->hold_id < 0 ? fail(err, "ERR SL.RELEASE needs ID") : 0;
+    }
+    if (out->hold_ms == 0) {
+        return fail(err, "ERR timeout must be > 0");
+    }
+    if (out->hold_ms > INT64_MAX / SL_NS_PER_MS) {
+        return fail(err, "ERR timeout is out of range");
+    }
+    out->hold_ms = out->hold_ms < 0 ? 0 : out->hold_ms; /* not given: the rule's */
+    return 0;
+}
+
+void throttle_hold_time_error(const sl_rule_t *rule, char err[THROTTLE_ERR_MAX])
+{
+    fail(err, "ERR timeout must be within 1..%lld ms (the rule's hold timeout)",
+         (long long)(rule->window_ns / SL_NS_PER_MS));
 }
 
 /* SL.LEASE's and SL.RETURN's options all given, and consistent. */
@@ -258,7 +291,10 @@ static const char *no_cost(throttle_cmd_t cmd)
     switch (cmd) {
     case THROTTLE_SL:
     case THROTTLE_CL:
+    case THROTTLE_SL_ACQUIRE:
         return NULL;
+    case THROTTLE_SL_RELEASE:
+        return "ERR SL.RELEASE takes no COST (ID names the hold)";
     case THROTTLE_SL_PEEK:
         return "ERR SL.PEEK takes no COST (it reports without consuming)";
     case THROTTLE_SL_SETTLE:
@@ -326,7 +362,8 @@ static int rule_option(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t i,
 static const extra_option_t *sl_init(throttle_cmd_t cmd, throttle_req_t *out)
 {
     out->params = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT, .max_debt = SL_DEFAULT};
-    out->cost = cmd == THROTTLE_SL ? 1 : 0;
+    out->cost = cmd == THROTTLE_SL || cmd == THROTTLE_SL_ACQUIRE ? 1 : 0;
+    out->hold_ms = out->hold_id = 0;
     out->reserved = out->actual = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
@@ -360,6 +397,9 @@ static int sl_finish(throttle_cmd_t cmd, int64_t window_ms, throttle_req_t *out,
     if (cmd == THROTTLE_SL_SETTLE && settle_given(out, err) != 0)
         return -1;
     if ((cmd == THROTTLE_SL_LEASE || cmd == THROTTLE_SL_RETURN) && lease_given(cmd, out, err) != 0)
+        return -1;
+    if ((cmd == THROTTLE_SL_ACQUIRE || cmd == THROTTLE_SL_RELEASE) &&
+        hold_given(cmd, out, err) != 0)
         return -1;
     if (out->params.limit <= 0)
         return fail(err, "ERR limit must be > 0");
@@ -513,6 +553,7 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     out->reserved = out->actual = 0;
     out->want = out->lease_ms = out->granted = out->unused = 0;
     out->lease_at_us = out->until_us = 0;
+    out->hold_ms = out->hold_id = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
     return prepare(out, err);
@@ -530,6 +571,8 @@ int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, 
     case THROTTLE_SL_SETTLE:
     case THROTTLE_SL_LEASE:
     case THROTTLE_SL_RETURN:
+    case THROTTLE_SL_ACQUIRE:
+    case THROTTLE_SL_RELEASE:
         return parse_sl(cmd, argv, argc, out, err);
     case THROTTLE_CL:
         return parse_cl(argv, argc, out, err);

@@ -13,6 +13,8 @@
  *               WANT n FOR ms [CLOSED_FROM unix_ms]
  *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
  *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
+ *   SL.ACQUIRE  key algorithm limit window_ms [COST n] [TIMEOUT ms]                  (module)
+ *   SL.RELEASE  key algorithm limit window_ms ID id                                  (module)
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -62,12 +64,14 @@
 typedef proto_arg_t throttle_arg_t;
 
 typedef enum throttle_cmd {
-    THROTTLE_SL,        /* SL.THROTTLE: cost from COST, default 1 */
-    THROTTLE_SL_PEEK,   /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
-    THROTTLE_CL,        /* CL.THROTTLE: gcra, cost from quantity, default 1 */
-    THROTTLE_SL_SETTLE, /* SL.SETTLE: SL.THROTTLE's rule arguments, RESERVED and ACTUAL, [AT] */
-    THROTTLE_SL_LEASE,  /* SL.LEASE: SL.THROTTLE's rule arguments, WANT and FOR */
-    THROTTLE_SL_RETURN, /* SL.RETURN: SL.THROTTLE's rule arguments, GRANTED, UNUSED, AT, UNTIL */
+    THROTTLE_SL,         /* SL.THROTTLE: cost from COST, default 1 */
+    THROTTLE_SL_PEEK,    /* SL.PEEK: SL.THROTTLE's rule arguments, no COST, cost 0 */
+    THROTTLE_CL,         /* CL.THROTTLE: gcra, cost from quantity, default 1 */
+    THROTTLE_SL_SETTLE,  /* SL.SETTLE: SL.THROTTLE's rule arguments, RESERVED and ACTUAL, [AT] */
+    THROTTLE_SL_LEASE,   /* SL.LEASE: SL.THROTTLE's rule arguments, WANT and FOR */
+    THROTTLE_SL_RETURN,  /* SL.RETURN: SL.THROTTLE's rule arguments, GRANTED, UNUSED, AT, UNTIL */
+    THROTTLE_SL_ACQUIRE, /* SL.ACQUIRE: SL.THROTTLE's rule arguments, COST, [TIMEOUT ms] */
+    THROTTLE_SL_RELEASE, /* SL.RELEASE: SL.THROTTLE's rule arguments, ID id */
 } throttle_cmd_t;
 
 /* A parsed request. */
@@ -85,6 +89,8 @@ typedef struct throttle_req {
     int64_t lease_at_us; /* SL.RETURN: when the lease was granted, us since the Unix epoch */
     int64_t until_us;    /* SL.RETURN: the lease's end, us since the Unix epoch, >= lease_at_us */
     int64_t closed_from_ms; /* CLOSED_FROM: a closed start, ms since the Unix epoch; -1 = none */
+    int64_t hold_ms;        /* SL.ACQUIRE: TIMEOUT, the hold's time, ms; 0 = the rule's window */
+    int64_t hold_id;        /* SL.RELEASE: ID, the hold's id, >= 0 */
 } throttle_req_t;
 
 /*
@@ -147,6 +153,17 @@ void throttle_reply_lease(const sl_lease_t *lease, int64_t out[5]);
 /* What sluiced answers a CLOSED_FROM: its rules have a cold_start of their own. */
 #define THROTTLE_ERR_CLOSED_FROM                                                                   \
     "ERR CLOSED_FROM is sluice.so's (sluiced applies its rules' cold_start itself)"
+
+/* What a release of a hold the key does not hold answers (sluiced, sluice.so and the Lua
+ * scripts alike; the request stores find it by this text in a reply). */
+#define THROTTLE_NO_HOLD                                                                           \
+    "no such hold: the key holds no live hold of that id (expired, released before, or never "     \
+    "made); nothing changed"
+/* What an acquire on a rule whose algorithm holds nothing answers. */
+#define THROTTLE_ERR_NO_HOLDS "ERR SL.ACQUIRE and SL.RELEASE need an algorithm that holds units"
+/* The error of an acquire's TIMEOUT outside [1 ms, the rule's window] (sl_acquire()'s
+ * SL_EHOLDTIME), to err: "ERR timeout must be within 1..2000 ms (the rule's hold timeout)". */
+void throttle_hold_time_error(const sl_rule_t *rule, char err[THROTTLE_ERR_MAX]);
 
 /* True when the argument is `word`, ASCII case-insensitively. */
 bool throttle_arg_is(const throttle_arg_t *a, const char *word);

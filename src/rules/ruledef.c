@@ -556,14 +556,15 @@ enum {
     RF_REPLACES,
     RF_UNLIMITED,
     RF_OVERRIDES,
+    RF_HOLD_TIMEOUT,
     RF_COUNT
 };
 
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",      "algorithm",  "limit",         "window", "burst",          "buckets",
-    "max_delay", "max_debt",   "key",           "shadow", "on_store_error", "cold_start",
-    "mode",      "lease_time", "sync_interval", "domain", "descriptor",     "limit_name",
-    "replaces",  "unlimited",  "overrides"};
+    "name",      "algorithm",  "limit",         "window",      "burst",          "buckets",
+    "max_delay", "max_debt",   "key",           "shadow",      "on_store_error", "cold_start",
+    "mode",      "lease_time", "sync_interval", "domain",      "descriptor",     "limit_name",
+    "replaces",  "unlimited",  "overrides",     "hold_timeout"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -627,6 +628,7 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         out->blocked = v->kind == YT_INT && v->int_status == YT_INT_OK && v->integer == 0;
         return out->blocked ? 0 : get_int(v, 1, path, name, &out->rule.limit, err);
     case RF_WINDOW:
+    case RF_HOLD_TIMEOUT: /* a holding algorithm's window (build_rule() checks which) */
         return get_duration(v, path, name, &out->rule.window_ns, err);
     case RF_BURST:
         return get_int(v, 0, path, name, &out->rule.burst, err);
@@ -748,6 +750,15 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         return -1;
     if (out->unlimited)
         return 0;
+    char why[RULEDEF_ERR_MAX / 2];
+    const yt_node_t *h = slots[RF_HOLD_TIMEOUT];
+    int hp =
+        h != NULL ? rd_hold_timeout_problem(out, slots[RF_WINDOW] != NULL, why, sizeof why) : 0;
+    if (hp != 0)
+        return rd_fail(err, hp == 1 ? h : slots[RF_WINDOW], path,
+                       hp == 1 ? "hold_timeout" : "window", "%s", why);
+    if (h != NULL)
+        slots[RF_WINDOW] = h; /* required below, and where errors point */
     for (size_t f = RF_ALGORITHM; f <= RF_WINDOW; f++) {
         if (slots[f] == NULL)
             return rd_fail(err, map, path, NULL, "missing required field '%s'",
@@ -761,7 +772,6 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     int rc = sl_rule_prepare(&out->rule);
     if (rc != SL_OK)
         return prepare_fail(rc, &tried, at, map, path, "the default", err);
-    char why[RULEDEF_ERR_MAX / 2];
     rd_mode_field_t field = RD_AT_MODE;
     _Static_assert(RF_LEASE_TIME == RF_MODE + RD_AT_LEASE_TIME &&
                        RF_SYNC_INTERVAL == RF_MODE + RD_AT_SYNC_INTERVAL,

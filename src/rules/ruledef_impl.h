@@ -80,6 +80,11 @@ typedef enum rd_mode_field {
 bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_interval_given,
                      rd_mode_field_t *at, char *why, size_t cap);
 
+/* hold_timeout, given on a rule: the window of an algorithm that holds units (CORE_CAP_HOLDS)
+ * under its own name. 0 when it may be; 1 (about hold_timeout: another algorithm) or 2 (about
+ * window: both given) with why written. */
+int rd_hold_timeout_problem(const ruledef_t *def, bool window_given, char *why, size_t cap);
+
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 
 /* How a field's value is written: user text (a YAML double-quoted scalar, a JSON string), a word

@@ -85,3 +85,19 @@ bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_inte
     }
     return false;
 }
+
+int rd_hold_timeout_problem(const ruledef_t *def, bool window_given, char *why, size_t cap)
+{
+    const core_algorithm_t *row = core_algorithm(def->rule.algorithm);
+    if (row == NULL || !core_algorithm_holds(row)) {
+        char names[256];
+        core_algorithm_join(names, sizeof names, core_algorithm_holds, ", ", " and ");
+        snprintf(why, cap, "only applies to %s (the window elsewhere)", names);
+        return 1;
+    }
+    if (window_given) {
+        snprintf(why, cap, "give hold_timeout or window, not both: they are one value");
+        return 2;
+    }
+    return 0;
+}

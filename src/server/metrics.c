@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/events.h"
 #include "server/server.h"
@@ -155,6 +156,55 @@ static void render_rules(server_t *srv, buf_t *b)
         }
     }
     free(x.rows);
+}
+
+/* The rules that hold units (in-flight limits): units in flight now (where the store can tell: the
+ * memory store walks the rule's keys), holds dropped at their expiry, releases refused. */
+typedef struct holds_ctx {
+    buf_t *b;
+    int which; /* 0 in flight, 1 expired, 2 releases refused */
+    int64_t now_ns;
+} holds_ctx_t;
+
+static void holds_row(void *arg, rule_state_t *rs)
+{
+    holds_ctx_t *x = arg;
+    if (rs->inline_rule || !sl_rule_holds(&rs->def.rule)) {
+        return;
+    }
+    rule_row_t row;
+    rule_labels(&row, rs);
+    engine_holds_t h;
+    engine_rule_holds(rs, x->which == 0 ? x->now_ns : 0, &h);
+    static const char *const names[] = {"sluice_in_flight", "sluice_holds_expired_total",
+                                        "sluice_hold_releases_refused_total"};
+    long long v = x->which == 0   ? (long long)h.in_flight
+                  : x->which == 1 ? (long long)h.expired
+                                  : (long long)h.releases_refused;
+    if (x->which != 0 || v >= 0) {
+        buf_printf(x->b, "%s{%s} %lld\n", names[x->which], row.labels, v);
+    }
+}
+
+static void render_holds(server_t *srv, buf_t *b)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    holds_ctx_t x = {.b = b, .now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec};
+    help(b, "sluice_in_flight", "gauge",
+         "Units held now by an in-flight rule's live holds (the memory store; a Redis store's "
+         "holds are in Redis).");
+    engine_foreach_rule(srv->engine, holds_row, &x);
+    x.which = 1;
+    help(b, "sluice_holds_expired_total", "counter",
+         "Holds of an in-flight rule dropped at their expiry, never released (a holder that "
+         "crashed or forgot), as this server's requests found them.");
+    engine_foreach_rule(srv->engine, holds_row, &x);
+    x.which = 2;
+    help(b, "sluice_hold_releases_refused_total", "counter",
+         "Releases refused: the key held no live hold of that id (expired, released before, or "
+         "never made).");
+    engine_foreach_rule(srv->engine, holds_row, &x);
 }
 
 /* The request store's statistics, as it declares them (store_stats.h), summed over the loops. */
@@ -378,6 +428,7 @@ static void render_memory(server_t *srv, buf_t *b)
 void metrics_render(server_t *srv, buf_t *b)
 {
     render_rules(srv, b);
+    render_holds(srv, b);
     render_latency(srv, b);
     render_server(srv, b);
     render_store(srv, b);

@@ -64,6 +64,8 @@ void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc);
+void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc);
+void resp_cmd_release(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc);
 
 /* resp_stats.c */

@@ -71,6 +71,15 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
     case ENGINE_ESTORE:
         resp_add_error(b, "ERR the request store failed");
         return true;
+    case ENGINE_ENOTSUP:
+        resp_add_error(b, "ERR in-flight limits are not available with this request store");
+        return true;
+    case ENGINE_ENOHOLDS:
+        resp_add_error(b,
+                       "ERR rule '%s' holds nothing to acquire or release: its algorithm, %s, "
+                       "holds no units",
+                       rs->def.name, sl_algorithm_name(rs->def.rule.algorithm));
+        return true;
     default:
         resp_add_error(b, "ERR internal error %d", rc);
         return true;
@@ -84,8 +93,9 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
         return true;
     }
     if (ed != NULL && ed->never && !ed->blocked) {
-        resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-                       (long long)cost, rs->def.name, (long long)ed->d.limit);
+        resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld %s)",
+                       (long long)cost, rs->def.name, (long long)ed->d.limit,
+                       sl_rule_holds(&rs->def.rule) ? "at once" : "per window");
         return true;
     }
     return false;
@@ -97,8 +107,10 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
  * CL.THROTTLE; the reply shapes differ.
  */
 typedef enum reply_shape {
-    SHAPE_SL, /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
-    SHAPE_CL, /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
+    SHAPE_SL,      /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
+    SHAPE_CL,      /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
+    SHAPE_ACQUIRE, /* SHAPE_SL's and the hold id (0: none made) */
+    SHAPE_RELEASE, /* +OK */
 } reply_shape_t;
 
 typedef struct deferred {
@@ -108,9 +120,49 @@ typedef struct deferred {
     size_t key_max;
 } deferred_t;
 
+/* An acquire's or a release's own error (engine.h, hold_status): true when it replied one. */
+static bool reply_hold_error(buf_t *b, const engine_decision_t *ed)
+{
+    switch (ed->hold_status) {
+    case SL_EHOLD:
+        resp_add_error(b, "ERR no such hold: the key holds no live hold of that id (expired, "
+                          "released before, or never made); nothing changed");
+        return true;
+    case SL_EHOLDTIME:
+        resp_add_error(b, "ERR timeout must be within 1..%lld ms (rule '%s' hold_timeout)",
+                       (long long)(ed->window_ns / 1000000), ed->rule->def.name);
+        return true;
+    case SL_ENOHOLDS:
+        resp_add_error(b, "ERR rule '%s' holds nothing to acquire or release", ed->rule->def.name);
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void write_hold(buf_t *b, reply_shape_t shape, const engine_decision_t *ed, int64_t cost,
+                       size_t key_max)
+{
+    if (reply_hold_error(b, ed) || reply_engine_error(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
+        return;
+    }
+    if (shape == SHAPE_RELEASE) {
+        resp_add_simple(b, "OK");
+        return;
+    }
+    int64_t v[6];
+    throttle_reply_sl(&ed->d, v);
+    v[5] = (int64_t)ed->hold.id;
+    resp_add_int_array(b, v, 6);
+}
+
 static void write_decision(buf_t *b, reply_shape_t shape, const engine_decision_t *ed, int64_t cost,
                            size_t key_max)
 {
+    if (shape == SHAPE_ACQUIRE || shape == SHAPE_RELEASE) {
+        write_hold(b, shape, ed, cost, key_max);
+        return;
+    }
     if (shape == SHAPE_SL) {
         if (!reply_engine_error(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
             reply_decision(b, ed);
@@ -527,4 +579,66 @@ void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc)
 void resp_cmd_cl_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     throttle(c, argv, argc, THROTTLE_CL);
+}
+
+/* ---- in-flight limits ---------------------------------------------------------------------- */
+
+/* Parses "TIMEOUT ms" at argv[i..i+1] into *hold_ns (the rule's bounds are checked by the
+ * store's core, which knows the key's numbers). */
+static bool parse_timeout(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *hold_ns)
+{
+    int64_t ms;
+    if (!resp_arg_i64(&argv[i + 1], &ms) || ms < 1 || ms > SL_WINDOW_MAX_NS / 1000000) {
+        resp_add_error(&c->out, "ERR timeout must be a positive integer of milliseconds");
+        return false;
+    }
+    *hold_ns = ms * 1000000;
+    return true;
+}
+
+/* SL.ACQUIRE rule key [COST n] [TIMEOUT ms]: the decision and, admitted, a hold's id. */
+void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
+    if (argc < 3 || argc % 2 == 0) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    bool cost_seen = false, timeout_seen = false;
+    for (size_t i = 3; i < argc; i += 2) {
+        bool cost = resp_arg_is(&argv[i], "COST") && !cost_seen;
+        bool timeout = resp_arg_is(&argv[i], "TIMEOUT") && !timeout_seen;
+        if (!cost && !timeout) {
+            resp_reply_syntax(c);
+            return;
+        }
+        if (cost ? !parse_cost(c, argv, i, &req.cost) : !parse_timeout(c, argv, i, &req.hold_ns)) {
+            return;
+        }
+        cost_seen = cost_seen || cost;
+        timeout_seen = timeout_seen || timeout;
+    }
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs != NULL) {
+        request_and_reply(c, rs, &argv[2], &req, SHAPE_ACQUIRE);
+    }
+}
+
+/* SL.RELEASE rule key id: +OK, or the error of a hold the key does not hold. */
+void resp_cmd_release(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    if (argc != 4) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    int64_t id;
+    if (!resp_arg_i64(&argv[3], &id) || id < 0) {
+        resp_add_error(&c->out, "ERR hold id is not a non-negative integer");
+        return;
+    }
+    engine_request_t req = {.hold_op = STORE_HOLD_RELEASE, .hold_id = (uint64_t)id};
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs != NULL) {
+        request_and_reply(c, rs, &argv[2], &req, SHAPE_RELEASE);
+    }
 }

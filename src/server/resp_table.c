@@ -35,6 +35,8 @@ static const command_t commands[] = {
     {&desc_cl_throttle, resp_cmd_cl_throttle},
     {&desc_sl_allowall, resp_cmd_allowall},
     {&desc_sl_settle, resp_cmd_settle},
+    {&desc_sl_acquire, resp_cmd_acquire},
+    {&desc_sl_release, resp_cmd_release},
     {&desc_sl_peek, resp_cmd_peek},
     {&desc_sl_top, resp_cmd_top},
     {&desc_sl_reset, resp_cmd_reset},

@@ -1,7 +1,9 @@
 /*
  * memory_store.c - the memory request store: each rule's keys in an sl_table_t of this process,
  * one more table per override's numbers, the rule's cold-start window, and the tables' part of
- * snapshots (see request_store.h).
+ * snapshots (see request_store.h). It is long because every operation of the store's table
+ * works on the same private rule data (its own table, its override tables under ov_lock, its
+ * cold-start window): splitting it would put that layout in a header for two files.
  *
  * A key's usage lives in one table of its rule: the one its override names, or the rule's own.
  * The list of override tables grows under ov_lock (a key's first decision under new numbers)
@@ -307,6 +309,40 @@ static void mem_rule_stats(store_rule_t *r, sl_table_stats_t *out)
     pthread_mutex_unlock(&r->ov_lock);
 }
 
+typedef struct in_flight_ctx {
+    const sl_rule_t *rule;
+    int64_t now_ns, units;
+} in_flight_ctx_t;
+
+static int in_flight_entry(void *arg, const void *key, size_t key_len, const void *state,
+                           size_t state_size)
+{
+    (void)key;
+    (void)key_len;
+    (void)state_size;
+    in_flight_ctx_t *x = arg;
+    x->units += sl_in_flight(x->rule, state, x->now_ns);
+    return 0;
+}
+
+static int64_t mem_rule_in_flight(store_rule_t *r, int64_t now_ns)
+{
+    sl_table_t *stack[TABLES_STACK];
+    size_t n;
+    sl_table_t **list = tables_list(r, NULL, true, stack, &n);
+    in_flight_ctx_t x = {.now_ns = now_ns};
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        x.rule = sl_table_rule(list[i]);
+        if (sl_rule_holds(x.rule)) {
+            sl_table_foreach(list[i], in_flight_entry, &x);
+        }
+    }
+    if (list != stack) {
+        free(list);
+    }
+    return x.units;
+}
+
 /* ---- memory ------------------------------------------------------------------------------- */
 
 static sl_budget_t *mem_budget(const request_store_t *s)
@@ -531,10 +567,17 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
     (void)fn;
     (void)arg;
     sl_table_t *table = target_table(tg);
-    bool peek = !req->settle && req->cost == 0;
+    bool peek = !req->settle && req->hold_op != STORE_HOLD_RELEASE && req->cost == 0;
     if (tg->closed && now_ns < tg->rule->closed_until_ns &&
         cold_start_decide(tg->rule, table, tg->key, tg->key_len, peek, now_ns, d)) {
         return SL_OK;
+    }
+    if (req->hold_op == STORE_HOLD_ACQUIRE) {
+        return sl_table_acquire(table, tg->key, tg->key_len, req->cost, req->hold_ns, now_ns, d,
+                                req->hold);
+    }
+    if (req->hold_op == STORE_HOLD_RELEASE) {
+        return sl_table_release(table, tg->key, tg->key_len, req->hold_id, now_ns, d, req->hold);
     }
     if (req->settle) {
         int64_t charged_ns = req->charged_ns < 0 ? now_ns : req->charged_ns;
@@ -776,6 +819,8 @@ const request_store_ops_t memory_store_ops = {
     .rule_idle = mem_rule_idle,
     .rule_fits = mem_rule_fits,
     .rule_stats = mem_rule_stats,
+    .rule_in_flight = mem_rule_in_flight,
+    .holds = true,
     .override = mem_override,
     .adopt = mem_adopt,
     .overrides_gone = mem_overrides_gone,

@@ -101,14 +101,28 @@ typedef struct store_config {
     void *event_arg;
 } store_config_t;
 
+/* A request on a rule whose algorithm holds units (concurrency): none, an acquire of `cost`
+ * units as one hold, or a release of a hold by its id. */
+typedef enum store_hold_op {
+    STORE_HOLD_NONE = 0,
+    STORE_HOLD_ACQUIRE = 1, /* sl_acquire(): the decision of cost units, and a hold if admitted */
+    STORE_HOLD_RELEASE = 2, /* sl_release() of hold_id: SL_OK, or SL_EHOLD (nothing changed) */
+} store_hold_op_t;
+
 /* What an operation on a key does: decide `cost` units (0: a peek), or settle a reservation
- * (a refund is a settle of actual 0). */
+ * (a refund is a settle of actual 0), or acquire or release a hold. */
 typedef struct store_request {
-    int64_t cost;       /* a decision's units */
-    bool settle;        /* a settle instead: the fields below */
-    int64_t reserved;   /* units the reservation was admitted for */
-    int64_t actual;     /* what it cost */
-    int64_t charged_ns; /* when it was admitted, ns since the Unix epoch; -1: now */
+    int64_t cost;            /* a decision's units (an acquire's too) */
+    bool settle;             /* a settle instead: the fields below */
+    int64_t reserved;        /* units the reservation was admitted for */
+    int64_t actual;          /* what it cost */
+    int64_t charged_ns;      /* when it was admitted, ns since the Unix epoch; -1: now */
+    store_hold_op_t hold_op; /* an acquire or a release instead of a decision (settle false) */
+    int64_t hold_ns;         /* acquire: the hold's lifetime, ns; 0: the rule's window */
+    uint64_t hold_id;        /* release: the hold's id */
+    sl_hold_t *hold;         /* acquire, release: where the store writes the hold made or freed
+                                (its id, expiry and the expired holds it dropped) before it
+                                answers; the caller keeps it alive until then */
 } store_request_t;
 
 /* The (rule, key) an operation names, with the numbers in force for the key. */
@@ -194,6 +208,7 @@ struct request_store_ops {
                                sync_ns (else every mode is strict); `stop` returns leases and
                                sends what was admitted since the last sync */
     const char *url_form;   /* the URLs it takes, for an error naming none; NULL: the default */
+    bool holds;             /* decide takes acquires and releases (store_request_t.hold_op) */
 
     /* Whether url names this store. */
     bool (*accepts)(const char *url);
@@ -226,6 +241,9 @@ struct request_store_ops {
     bool (*rule_fits)(request_store_t *s, const sl_rule_t *numbers);
     /* Keys, bytes, ... of the rule's data (NULL: all zero). */
     void (*rule_stats)(store_rule_t *r, sl_table_stats_t *out);
+    /* Units the live holds of the rule's keys hold at now_ns, over every numbers' table (a walk
+     * of the keys: for metrics). NULL: not known here (a remote store). */
+    int64_t (*rule_in_flight)(store_rule_t *r, int64_t now_ns);
 
     /* The handle of an override's numbers for rule r (created on first use): 0 with *handle
      * (NULL when the numbers are enough), -1 when out of memory. NULL: no handles. */

@@ -132,8 +132,8 @@ typedef struct tcase {
 } tcase_t;
 
 static const sl_algorithm_t algorithms[] = {
-    SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
-    SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA,
+    SL_FIXED_WINDOW, SL_SLIDING_LOG, SL_SLIDING_WINDOW, SL_SLIDING_BUCKETS,
+    SL_TOKEN_BUCKET, SL_GCRA,        SL_CONCURRENCY,
 };
 
 static void print_history(const tcase_t *c, int upto)
@@ -700,6 +700,7 @@ static void run_case(run_t *run, sl_algorithm_t alg, long idx)
     switch (alg) {
     case SL_SLIDING_LOG:
     case SL_SLIDING_BUCKETS:
+    case SL_CONCURRENCY: /* a decision's hold lives W: a true sliding window */
         run->checked[P_WINDOW]++;
         check_window_sliding(&c);
         break;

@@ -154,6 +154,8 @@ static bool same_meaning(const sl_rule_t *a, const sl_rule_t *b)
         return a->window_ns == b->window_ns;
     case SL_SLIDING_LOG:
         return a->limit == b->limit && a->window_ns == b->window_ns;
+    case SL_CONCURRENCY: /* not in algorithms[]: holds keep their own expiry (prop_holds.c) */
+        return a->limit == b->limit;
     case SL_SLIDING_BUCKETS:
         return a->window_ns == b->window_ns && a->buckets == b->buckets;
     case SL_TOKEN_BUCKET:
@@ -228,6 +230,7 @@ static int64_t recorded_from(const sl_rule_t *from, const history_t *h, int64_t 
     case SL_SLIDING_BUCKETS:
         return (h->latest / from->bucket_ns - from->buckets) * from->bucket_ns;
     case SL_SLIDING_LOG:
+    case SL_CONCURRENCY:
         return h->latest - from->window_ns + 1;
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
@@ -305,6 +308,7 @@ static bool promised_exact(const pcase_t *c, const uint64_t *state, const histor
     case SL_GCRA:
         return to->interval_ns > from->interval_ns;
     case SL_SLIDING_WINDOW:
+    case SL_CONCURRENCY:
         return false;
     }
     return false; /* not an algorithm */
@@ -325,6 +329,8 @@ static bool keeps_whole(const sl_rule_t *from, const sl_rule_t *to, const histor
                (h->latest / from->bucket_ns - from->buckets) * from->bucket_ns;
     case SL_SLIDING_LOG:
         return to->window_ns <= from->window_ns;
+    case SL_CONCURRENCY:
+        return false;
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return to->interval_ns <= from->interval_ns;

@@ -46,8 +46,8 @@ static const char *const prop_claims[P_COUNT] = {
 };
 
 static const sl_algorithm_t algorithms[] = {
-    SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
-    SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA,
+    SL_FIXED_WINDOW, SL_SLIDING_LOG, SL_SLIDING_WINDOW, SL_SLIDING_BUCKETS,
+    SL_TOKEN_BUCKET, SL_GCRA,        SL_CONCURRENCY,
 };
 
 typedef struct run {

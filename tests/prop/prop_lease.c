@@ -130,6 +130,8 @@ static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return !sl_state_is_fresh(rule, s, t);
+    case SL_CONCURRENCY: /* not in this file's list: it cannot lease */
+        return false;
     }
     return false; /* not an algorithm */
 }
@@ -467,6 +469,7 @@ static void run_nodes(run_t *run, sl_algorithm_t alg, long idx)
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
     case SL_SLIDING_LOG: /* never here: it cannot lease */
+    case SL_CONCURRENCY: /* nor it */
         check_strict_replay(&w, times);
         break;
     }

@@ -189,6 +189,8 @@ static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return true;
+    case SL_CONCURRENCY: /* not in algorithms[]: it is not refundable */
+        return false;
     }
     return false; /* not an algorithm */
 }

@@ -203,9 +203,10 @@ static void test_error_texts(void **cm)
     }
     assert_string_equal(sl_strerror(SL_EALGORITHM),
                         "unknown algorithm (expected fixed_window, sliding_log, sliding_window, "
-                        "sliding_buckets, token_bucket or gcra)");
+                        "sliding_buckets, token_bucket, gcra or concurrency)");
     assert_string_equal(sl_strerror(SL_ELIMIT),
-                        "limit must be a positive integer (at most 1048576 for sliding_log)");
+                        "limit must be a positive integer (at most 1048576 for sliding_log, at "
+                        "most 4096 for concurrency)");
     assert_string_equal(sl_strerror(SL_EBURST), "burst must be >= 1 for token_bucket, >= 0 for "
                                                 "gcra, and only applies to them");
     assert_string_equal(sl_strerror(SL_EBUCKETS),
@@ -213,10 +214,11 @@ static void test_error_texts(void **cm)
                         "to sliding_buckets");
     assert_string_equal(sl_strerror(SL_EDELAY), "max_delay must be between 0 and 366d and only "
                                                 "applies to token_bucket and gcra");
-    assert_string_equal(sl_strerror(SL_ELEASE),
-                        "no lease possible: sliding_log cannot lease, and a lease time must be "
-                        "within [1ns, 366d] (token_bucket/gcra: at most the bucket's tolerance "
-                        "less one interval)");
+    assert_string_equal(
+        sl_strerror(SL_ELEASE),
+        "no lease possible: sliding_log and concurrency cannot lease, and a lease time must be "
+        "within [1ns, 366d] (token_bucket/gcra: at most the bucket's tolerance "
+        "less one interval)");
 }
 
 static void test_join(void **cm)
@@ -226,10 +228,10 @@ static void test_join(void **cm)
     size_t n = core_algorithm_join(buf, sizeof buf, core_algorithm_any, ", ", " or ");
     assert_int_equal(n, rows());
     assert_string_equal(buf, "fixed_window, sliding_log, sliding_window, sliding_buckets, "
-                             "token_bucket or gcra");
+                             "token_bucket, gcra or concurrency");
     assert_int_equal(core_algorithm_join(buf, sizeof buf, core_algorithm_no_lease, ", ", " and "),
-                     1);
-    assert_string_equal(buf, "sliding_log");
+                     2);
+    assert_string_equal(buf, "sliding_log and concurrency");
     /* cut short: NUL-terminated within the buffer, the names that fit */
     char small[16];
     memset(small, 'x', sizeof small);

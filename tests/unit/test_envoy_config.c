@@ -284,7 +284,8 @@ static void test_rules_errors(void **unused)
     expect_rules_error("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
                        "requests_per_unit: 2000000, algorithm: sliding_log}\n",
                        "line 3, column 5: descriptors[0].rate_limit: sliding_log: limit must be a "
-                       "positive integer (at most 1048576 for sliding_log)");
+                       "positive integer (at most 1048576 for sliding_log, at most 4096 for "
+                       "concurrency)");
     expect_rules_error("domain: d\n", "descriptors: there are none: a configuration names at "
                                       "least one descriptor (to remove a domain's rules, stop "
                                       "giving its file)");

@@ -52,7 +52,7 @@ typedef struct bad_rule {
 static const bad_rule_t bad_rules[] = {
     /* algorithm */
     {"algorithm 0", (sl_algorithm_t)0, 10, SEC, DEF, DEF, 0, SL_EALGORITHM},
-    {"algorithm 7", (sl_algorithm_t)7, 10, SEC, DEF, DEF, 0, SL_EALGORITHM},
+    {"algorithm 8", (sl_algorithm_t)8, 10, SEC, DEF, DEF, 0, SL_EALGORITHM},
     {"algorithm -1", (sl_algorithm_t)-1, 10, SEC, DEF, DEF, 0, SL_EALGORITHM},
     /* limit */
     {"fixed_window limit 0", FW, 0, SEC, DEF, DEF, 0, SL_ELIMIT},
@@ -323,7 +323,7 @@ static void test_algorithm_names(void **cm)
     assert_int_equal(sl_algorithm_parse("leaky_bucket", 12, &out), SL_EALGORITHM);
     assert_int_equal(sl_algorithm_parse(" gcra", 5, &out), SL_EALGORITHM);
     assert_null(sl_algorithm_name((sl_algorithm_t)0));
-    assert_null(sl_algorithm_name((sl_algorithm_t)7));
+    assert_null(sl_algorithm_name((sl_algorithm_t)8));
     assert_null(sl_algorithm_name((sl_algorithm_t)-1));
 }
 
@@ -443,16 +443,16 @@ static void test_strerror(void **cm)
 {
     (void)cm;
     static const int codes[] = {
-        SL_EALGORITHM, SL_ELIMIT,    SL_EWINDOW, SL_EBURST, SL_EBUCKETS, SL_EDELAY,
-        SL_ECOST,      SL_EOVERFLOW, SL_EKEY,    SL_ENOMEM, SL_EFULL,    SL_ESTATE,
-        SL_EDURATION,  SL_EINVAL,    SL_ELEASE,  SL_EDEBT,  SL_EMAXDEBT,
+        SL_EALGORITHM, SL_ELIMIT, SL_EWINDOW,  SL_EBURST, SL_EBUCKETS,  SL_EDELAY,    SL_ECOST,
+        SL_EOVERFLOW,  SL_EKEY,   SL_ENOMEM,   SL_EFULL,  SL_ESTATE,    SL_EDURATION, SL_EINVAL,
+        SL_ELEASE,     SL_EDEBT,  SL_EMAXDEBT, SL_EHOLD,  SL_EHOLDTIME, SL_ENOHOLDS,
     };
     const size_t n = sizeof(codes) / sizeof(codes[0]);
     const char *unknown = sl_strerror(-1000);
     assert_non_null(unknown);
     assert_string_equal(unknown, "unknown error");
     assert_string_equal(sl_strerror(1), "unknown error");
-    assert_string_equal(sl_strerror(-18), "unknown error");
+    assert_string_equal(sl_strerror(-21), "unknown error");
     assert_string_equal(sl_strerror(INT_MIN), "unknown error");
     assert_string_equal(sl_strerror(INT_MAX), "unknown error");
     assert_non_null(sl_strerror(SL_OK));

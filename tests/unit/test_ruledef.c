@@ -443,9 +443,24 @@ static void test_yaml_shape_errors(void **unused)
         {"rules:\n  - name: ~\n", "line 2, column 11: rules[0].name: must be a string, not null"},
         {"rules:\n  - name: x\n    algorithm: leaky\n",
          "line 3, column 16: rules[0].algorithm: unknown algorithm 'leaky' (expected "
-         "fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket or gcra)"},
+         "fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra or "
+         "concurrency)"},
         {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 0\n",
          "line 4, column 12: rules[0].limit: must be an integer > 0"},
+        {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 1\n    hold_timeout: 1s\n",
+         "line 5, column 19: rules[0].hold_timeout: only applies to concurrency (the window "
+         "elsewhere)"},
+        {"rules:\n  - name: x\n    algorithm: concurrency\n    limit: 1\n    window: 1s\n"
+         "    hold_timeout: 1s\n",
+         "line 5, column 13: rules[0].window: give hold_timeout or window, not both: they are one "
+         "value"},
+        {"rules:\n  - name: x\n    algorithm: concurrency\n    limit: 4097\n    hold_timeout: "
+         "1s\n",
+         "line 4, column 12: rules[0].limit: must be at most 4096 for concurrency"},
+        {"rules:\n  - name: x\n    algorithm: concurrency\n    limit: 4\n    hold_timeout: "
+         "30s\n    mode: leased\n",
+         "line 6, column 11: rules[0].mode: concurrency cannot lease: a hold is released by its id "
+         "or expires, never spent elsewhere"},
         {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 10\n    window: 5 s\n",
          "line 5, column 13: rules[0].window: malformed duration '5 s' (e.g. 250ms, 10s, 1h30m)"},
         {"rules:\n  - name: x\n    algorithm: gcra\n    limit: 10\n    window: 0\n",

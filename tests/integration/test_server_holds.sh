@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# test_server_holds.sh - in-flight limits through sluiced: SL.ACQUIRE and SL.RELEASE on a rule of
+# algorithm concurrency. Memory store: holds up to the limit, a refusal's retry_after (the
+# earliest expiry that frees enough), a release frees at once and only once, ids that never
+# release (0, another key's, a made-up one), TIMEOUT (shorter holds, bounds), a key with an
+# override (its limit), a blocked key, a shadow rule (allowed, no hold), the errors of every bad
+# argument (nothing changes), a hold kept by a snapshot across a restart and released after it,
+# the metrics (in flight, holds expired, releases refused). sluice.so's own SL.ACQUIRE and
+# SL.RELEASE (the key's expiry set, a release once, the errors). sluiced over Redis refuses an
+# acquire with a clear error until the Redis store sends them.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+need redis-server redis-cli curl
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: conn
+    algorithm: concurrency
+    limit: 3
+    hold_timeout: 1h
+    overrides:
+      - key: big
+        limit: 5
+      - key: banned
+        limit: 0
+  - name: short
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 300ms
+  - name: quiet
+    algorithm: concurrency
+    limit: 1
+    hold_timeout: 1h
+    shadow: true
+  - name: api
+    algorithm: gcra
+    limit: 10
+    window: 1s
+YAML
+sc() { redis-cli -p "$RESP_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
+id_of() { echo "${1##* }"; } # an acquire's reply: the hold id is its last field
+remaining_is() { [[ "$(sc SL.PEEK "$1" "$2")" =~ ^1\ [0-9]+\ $3\  ]]; }
+lacks() { ! [[ "$1" =~ $2 ]] || { echo "  found /$2/"; return 1; }; }
+nohold='^ERR no such hold: the key holds no live hold of that id'
+
+# The example, on whichever store RESP_PORT's sluiced uses. $1 names the run in the case names.
+example() {
+    local m=$1 a b c
+    a=$(sc SL.ACQUIRE conn u)
+    check "$m-first" matches "$a" '^1 3 2 0 [0-9]+ [1-9][0-9]*$'
+    b=$(sc SL.ACQUIRE conn u COST 2)
+    check "$m-second" matches "$b" '^1 3 0 0 [0-9]+ [1-9][0-9]*$'
+    check "$m-ids-differ" test "$(id_of "$a")" != "$(id_of "$b")"
+    # full: refused, no hold, retry_after the earliest expiry that frees one unit (about 1h)
+    check "$m-full" matches "$(sc SL.ACQUIRE conn u)" '^0 3 0 3[0-9]{6} [0-9]+ 0$'
+    check "$m-never" matches "$(sc SL.ACQUIRE conn u COST 4)" \
+        "^ERR cost 4 exceeds what rule 'conn' can ever admit \\(3 at once\\)$"
+    # a release frees its units at once, once; another key's id frees nothing there
+    check "$m-other-key" matches "$(sc SL.RELEASE conn v "$(id_of "$b")")" "$nohold"
+    check "$m-release" matches "$(sc SL.RELEASE conn u "$(id_of "$b")")" '^OK$'
+    check "$m-freed" matches "$(sc SL.PEEK conn u)" '^1 3 2 0 '
+    check "$m-release-again" matches "$(sc SL.RELEASE conn u "$(id_of "$b")")" "$nohold"
+    check "$m-release-zero" matches "$(sc SL.RELEASE conn u 0)" "$nohold"
+    check "$m-release-made-up" matches "$(sc SL.RELEASE conn u 12345)" "$nohold"
+    check "$m-release-absent" matches "$(sc SL.RELEASE conn nobody 1)" "$nohold"
+    check "$m-still-one" matches "$(sc SL.PEEK conn u)" '^1 3 2 0 '
+    # TIMEOUT: a shorter hold expires by itself; longer than the rule's is refused
+    c=$(sc SL.ACQUIRE short t TIMEOUT 100 COST 2)
+    check "$m-timeout" matches "$c" '^1 2 0 0 [0-9]+ [1-9][0-9]*$'
+    check "$m-timeout-long" matches "$(sc SL.ACQUIRE short t TIMEOUT 301)" \
+        "^ERR timeout must be within 1..300 ms \\(rule 'short' hold_timeout\\)$"
+    check "$m-expires" poll 10 remaining_is short t 2
+    check "$m-expired" matches "$(sc SL.ACQUIRE short t COST 2)" '^1 2 0 0 '
+    check "$m-expired-release" matches "$(sc SL.RELEASE short t "$(id_of "$c")")" "$nohold"
+    # an override's limit; a blocked key is refused with no hold
+    check "$m-override" matches "$(sc SL.ACQUIRE conn big COST 5)" '^1 5 0 0 [0-9]+ [1-9]'
+    check "$m-blocked" matches "$(sc SL.ACQUIRE conn banned)" '^0 0 0 -1 0 0$'
+    # shadow: a refusal is allowed, with no hold (id 0: nothing to release)
+    check "$m-shadow-hold" matches "$(sc SL.ACQUIRE quiet q)" '^1 1 0 0 [0-9]+ [1-9][0-9]*$'
+    check "$m-shadow-over" matches "$(sc SL.ACQUIRE quiet q)" '^1 1 0 0 [0-9]+ 0$'
+    # errors: specific, nothing changes
+    check "$m-err-algorithm" matches "$(sc SL.ACQUIRE api u)" \
+        "^ERR rule 'api' holds nothing to acquire or release: its algorithm, gcra, holds no units"
+    check "$m-err-release-algorithm" matches "$(sc SL.RELEASE api u 1)" "^ERR rule 'api' holds nothing"
+    check "$m-err-syntax" matches "$(sc SL.ACQUIRE conn u COST 1 COST 1)" '^ERR syntax error$'
+    check "$m-err-word" matches "$(sc SL.ACQUIRE conn u FOO 1)" '^ERR syntax error$'
+    check "$m-err-cost" matches "$(sc SL.ACQUIRE conn u COST -1)" '^ERR cost must be >= 0$'
+    check "$m-err-timeout" matches "$(sc SL.ACQUIRE conn u TIMEOUT 0)" \
+        '^ERR timeout must be a positive integer of milliseconds$'
+    check "$m-err-arity" matches "$(sc SL.ACQUIRE conn u COST)" "^ERR wrong number of arguments"
+    check "$m-err-release-arity" matches "$(sc SL.RELEASE conn u)" "^ERR wrong number of arguments"
+    check "$m-err-id" matches "$(sc SL.RELEASE conn u x)" '^ERR hold id is not a non-negative integer$'
+    check "$m-err-rule" matches "$(sc SL.ACQUIRE nope u)" "^ERR unknown rule 'nope'$"
+    check "$m-unchanged" matches "$(sc SL.PEEK conn u)" '^1 3 2 0 '
+    # the first hold is still live and releases
+    check "$m-release-first" matches "$(sc SL.RELEASE conn u "$(id_of "$a")")" '^OK$'
+    check "$m-empty" matches "$(sc SL.PEEK conn u)" '^1 3 3 0 0$'
+}
+
+# ---- memory store
+start_sluiced s1 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "$TMP/snap" \
+    --threads 2 || { cat "$TMP/s1.log"; exit 1; }
+example mem
+metrics=$(curl -s -m 5 "http://127.0.0.1:$HTTP_PORT/metrics")
+check metric-in-flight matches "$metrics" $'sluice_in_flight\\{rule="conn"\\} 5\n'
+check metric-in-flight-quiet matches "$metrics" $'sluice_in_flight\\{rule="quiet"\\} 1\n'
+check metric-expired matches "$metrics" $'sluice_holds_expired_total\\{rule="short"\\} 1\n'
+check metric-refused matches "$metrics" $'sluice_hold_releases_refused_total\\{rule="conn"\\} 5\n'
+check metric-refused-expired matches "$metrics" \
+    $'sluice_hold_releases_refused_total\\{rule="short"\\} 1\n'
+check metric-refused-event matches "$metrics" 'sluice_releases_refused_total [1-9]'
+check metric-no-gcra lacks "$metrics" 'sluice_in_flight\{rule="api"'
+# a hold survives a restart from the snapshot, and its id still releases it
+held=$(sc SL.ACQUIRE conn kept COST 2)
+stop_bg s1 TERM
+start_sluiced s2 --rules "$TMP/rules.yaml" --config-store "$TMP/s1.db" --snapshot "$TMP/snap" \
+    --threads 2 || { cat "$TMP/s2.log"; exit 1; }
+check snapshot-kept matches "$(sc SL.PEEK conn kept)" '^1 3 1 0 '
+check snapshot-release matches "$(sc SL.RELEASE conn kept "$(id_of "$held")")" '^OK$'
+check snapshot-freed matches "$(sc SL.PEEK conn kept)" '^1 3 3 0 0$'
+stop_bg s2 TERM
+
+# ---- sluice.so's own SL.ACQUIRE and SL.RELEASE (the numbers inline, as the Redis store sends them)
+MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
+if ldd "$MODULE" | grep -q libtsan; then
+    echo "sluice.so is built with TSan, which redis-server cannot load: memory store only"
+    finish
+fi
+start_redis rm --loadmodule "$MODULE" || { cat "$TMP/rm.log"; exit 1; }
+rc() { redis-cli -p "$REDIS_PORT" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+a=$(rc SL.ACQUIRE m concurrency 3 60000)
+check mod-first matches "$a" '^1 3 2 0 [0-9]+ [1-9][0-9]*$'
+check mod-second matches "$(rc SL.ACQUIRE m concurrency 3 60000 COST 2)" '^1 3 0 0 [0-9]+ [1-9]'
+check mod-full matches "$(rc SL.ACQUIRE m concurrency 3 60000)" '^0 3 0 [0-9]+ [0-9]+ 0$'
+check mod-expiry-set matches "$(rc PTTL m)" '^[1-9][0-9]*$'
+check mod-release matches "$(rc SL.RELEASE m concurrency 3 60000 ID "$(id_of "$a")")" '^OK$'
+check mod-release-again matches "$(rc SL.RELEASE m concurrency 3 60000 ID "$(id_of "$a")")" "$nohold"
+check mod-freed matches "$(rc SL.PEEK m concurrency 3 60000)" '^1 3 1 0 '
+check mod-timeout-long matches "$(rc SL.ACQUIRE m concurrency 3 60000 TIMEOUT 60001)" \
+    "^ERR timeout must be within 1..60000 ms \\(the rule's hold timeout\\)$"
+check mod-no-id matches "$(rc SL.RELEASE m concurrency 3 60000 COST 1)" '^ERR SL.RELEASE takes no COST'
+check mod-not-holds matches "$(rc SL.ACQUIRE g gcra 3 60000)" \
+    '^ERR SL.ACQUIRE and SL.RELEASE need an algorithm that holds units$'
+check mod-unchanged matches "$(rc SL.PEEK m concurrency 3 60000)" '^1 3 1 0 '
+# sluiced with the Redis store: not yet, and says so (never decided as a plain request)
+start_sluiced s3 --rules "$TMP/rules.yaml" --config-store "$TMP/s3.db" --snapshot "" --threads 2 \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s3.log"; exit 1; }
+check redis-store-refuses matches "$(sc SL.ACQUIRE conn u)" \
+    '^ERR in-flight limits are not available with this request store$'
+stop_bg s3 TERM
+finish
