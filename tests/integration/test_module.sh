@@ -116,8 +116,8 @@ both delay-opt "1 2 0 0 1000" SL.THROTTLE p:g5 gcra 2 1000 BURST 1 MAX_DELAY 100
 # --- argument errors: the module's texts are sluiced's
 both arity "ERR wrong number of arguments for 'sl.throttle' command" SL.THROTTLE k gcra 5
 both arity-case "ERR wrong number of arguments for 'sl.throttle' command" Sl.Throttle k
-both algorithm "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)" SL.THROTTLE k leaky 5 1000
-both algorithm-show "ERR unknown algorithm 'a?b' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)" SL.THROTTLE k "a'b" 5 1000
+both algorithm "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)" SL.THROTTLE k leaky 5 1000
+both algorithm-show "ERR unknown algorithm 'a?b' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)" SL.THROTTLE k "a'b" 5 1000
 both limit-int "ERR limit is not an integer or out of range" SL.THROTTLE k gcra 5x 1000
 both limit-big "ERR limit is not an integer or out of range" SL.THROTTLE k gcra 9223372036854775808 1000
 both window-int "ERR window_ms is not an integer or out of range" SL.THROTTLE k gcra 5 1s
@@ -137,7 +137,7 @@ both window-range "ERR window_ms must be > 0" SL.THROTTLE k gcra 5 9223372036855
 both rule-burst "ERR invalid rule: burst must be >= 1 for token_bucket, >= 0 for gcra, and only applies to them" SL.THROTTLE k fixed_window 5 1000 BURST 3
 both rule-buckets "ERR invalid rule: buckets must be between 1 and 4096, divide the window, and only applies to sliding_buckets" SL.THROTTLE k sliding_buckets 5 1000 BUCKETS 7
 both rule-window "ERR invalid rule: window must be between 1ms and 366d" SL.THROTTLE k gcra 5 31708800001
-both rule-log "ERR invalid rule: limit must be a positive integer (at most 1048576 for sliding_log)" SL.THROTTLE k sliding_log 1048577 1000
+both rule-log "ERR invalid rule: limit must be a positive integer (at most 1048576 for sliding_log, at most 4096 for concurrency)" SL.THROTTLE k sliding_log 1048577 1000
 both never "ERR cost 9 exceeds what rule 'inline:gcra:4:1000:-1:-1' can ever admit (5 per window)" SL.THROTTLE p:n1 gcra 4 1000 COST 9
 both never-opts "ERR cost 4 exceeds what rule 'inline:sliding_buckets:3:1000:-1:5' can ever admit (3 per window)" SL.THROTTLE p:n2 sliding_buckets 3 1000 BUCKETS 5 COST 4
 expect never-nokey 0 EXISTS p:n1
@@ -159,7 +159,7 @@ both cl-rule "ERR invalid rule: window must be between 1ms and 366d" CL.THROTTLE
 # --- module-only commands and errors
 expect peek-arity "ERR wrong number of arguments for 'sl.peek' command" SL.PEEK k gcra 5
 expect peek-cost "ERR SL.PEEK takes no COST (it reports without consuming)" SL.PEEK k gcra 5 1000 COST 1
-expect peek-bad "ERR unknown algorithm 'x' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)" SL.PEEK k x 5 1000
+expect peek-bad "ERR unknown algorithm 'x' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)" SL.PEEK k x 5 1000
 expect peek-fresh "1 6 6 0 0" SL.PEEK pk gcra 5 1000
 expect peek-nokey 0 EXISTS pk
 expect reset-arity "ERR wrong number of arguments for 'sl.reset' command" SL.RESET
@@ -283,8 +283,8 @@ for pair in "hdrl 82" "hdrg 70"; do # 0x52: format 5, sliding_log (2); 0x46: for
     CASES=$((CASES + 1))
     [ "$(hdr "$key")" = "$want" ] || { echo "FAIL [header $key]: byte 1 is $(hdr "$key"), want $want"; FAILS=$((FAILS + 1)); }
 done
-redis-cli -p "$PORT" SET alg "$(printf '\365\047abcdefghij')" >/dev/null
-expect bad-alg "ERR the key holds corrupt sluice state (algorithm 7)" SL.THROTTLE alg gcra 5 1000
+redis-cli -p "$PORT" SET alg "$(printf '\365\057abcdefghij')" >/dev/null
+expect bad-alg "ERR the key holds corrupt sluice state (algorithm 15)" SL.THROTTLE alg gcra 5 1000
 expect fw-2 "1 5 3 0 750" SL.THROTTLE fw fixed_window 5 1000
 redis-cli -p "$PORT" APPEND fw x >/dev/null
 expect bad-len "ERR the key holds corrupt sluice state (22 bytes, fixed_window needs 21); SL.RESET it" SL.THROTTLE fw fixed_window 5 1000

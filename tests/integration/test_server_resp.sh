@@ -139,7 +139,7 @@ expect_match thr3 '^0 2 0 [1-9]' SL.THROTTLE t1 sliding_log 2 3600000
 expect_match thr-gcra '^1 6 5 0 ' SL.THROTTLE g1 gcra 10 3600000 BURST 5
 expect_match thr-cost '^1 6 2 0 ' SL.THROTTLE g1 gcra 10 3600000 BURST 5 COST 3
 expect_match thr-buckets '^1 10 9 0 ' SL.THROTTLE b1 sliding_buckets 10 1000 BUCKETS 5
-expect thr-algo "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)" SL.THROTTLE k leaky 1 1000
+expect thr-algo "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)" SL.THROTTLE k leaky 1 1000
 expect thr-limit "ERR limit must be > 0" SL.THROTTLE k gcra 0 1000
 expect thr-limit-nan "ERR limit is not an integer or out of range" SL.THROTTLE k gcra ten 1000
 expect thr-window "ERR window_ms must be > 0" SL.THROTTLE k gcra 1 0

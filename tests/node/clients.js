@@ -173,7 +173,7 @@ async function ioredisCases() {
         await expectReplyError(
             r.call('SL.THROTTLE', 'k', 'leaky', 1, 1000),
             ReplyError,
-            "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra)",
+            "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)",
         );
         await expectReplyError(
             r.call('CL.THROTTLE', 'k', 'x', 30, 60),

@@ -63,7 +63,7 @@ async function test(name, fn) {
         await assert.rejects(cluster.call('SL.THROTTLE', 'k', 'leaky', '1', '1000'), (e) => {
             assert.ok(e instanceof ReplyError);
             assert.equal(e.message, "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, " +
-                'sliding_window, sliding_buckets, token_bucket, gcra)');
+                'sliding_window, sliding_buckets, token_bucket, gcra, concurrency)');
             return true;
         });
     });
