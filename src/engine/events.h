@@ -86,7 +86,10 @@
       "refused: a file could not be read or is invalid; the rules in force stay.")                 \
     C(EC_STORE_LATE_CHARGES, "sluice_store_late_charges_total",                                    \
       "Decisions answered without the store (past --store-timeout) that the store admitted when "  \
-      "it ran them later: given back (outcome refunded), or left charged (refund_failed).")
+      "it ran them later: given back (outcome refunded), or left charged (refund_failed).")        \
+    C(EC_STORE_UNREPLICATED, "sluice_store_unreplicated_total",                                    \
+      "Admissions of rules with replicas that fewer replicas acknowledged within replica_wait: "   \
+      "given back, and decided by on_store_error.")
 
 /*
  * X(id, counter, labels, level): an event, the counter it counts in with its label pairs
@@ -132,7 +135,8 @@
     X(EV_SETTLE_DEBT, EC_SETTLE_REFUSED, "reason=\"max_debt\"", LOG_INFO)                          \
     X(EV_RULES_RELOAD_FAILED, EC_RULES_RELOAD_FAILED, "", LOG_ERROR)                               \
     X(EV_STORE_LATE_REFUND, EC_STORE_LATE_CHARGES, "outcome=\"refunded\"", LOG_WARN)               \
-    X(EV_STORE_LATE_REFUND_FAILED, EC_STORE_LATE_CHARGES, "outcome=\"refund_failed\"", LOG_ERROR)
+    X(EV_STORE_LATE_REFUND_FAILED, EC_STORE_LATE_CHARGES, "outcome=\"refund_failed\"", LOG_ERROR)  \
+    X(EV_STORE_UNREPLICATED, EC_STORE_UNREPLICATED, "", LOG_WARN)
 
 typedef enum event_counter {
 #define COUNTER_ENUM(id, name, help) id,
