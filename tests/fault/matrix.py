@@ -45,7 +45,12 @@ def expected(store, mode, config, fault, rounds="1"):
                     "failover")
     if store != "memory" and fault in store_faults:
         # strict: a decision Redis admitted after its deadline is given back (none expected)
-        if mode != "strict":
+        if mode == "strict+replicas":
+            e["ledger_phantom"] = ("documented: an admission refused for want of a replica's "
+                                   "acknowledgement is given back to the primary; when that "
+                                   "primary dies first, the replica keeps the charge "
+                                   "(under-admission)")
+        elif mode != "strict":
             e["ledger_phantom"] = DEFECT_A + "; and documented: " + (
                 "a lease granted after its deadline, or that could not go back, is lost until "
                 "its window ends" if mode == "leased" else

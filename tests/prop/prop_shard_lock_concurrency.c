@@ -24,7 +24,7 @@
 #include "sluice/sluice.h"
 
 #define DECIDERS      3
-#define RECLAIMS_MAX  20000
+#define RECLAIMS_MAX  200000
 #define HANDOFFS_WANT 50
 #define CAP_S         60
 
