@@ -339,4 +339,13 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
 int64_t core_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual,
                     int64_t charged_ns, int64_t now_ns, sl_decision_t *out);
 
+/*
+ * The shard lock's fairness, counted (table.c): handoffs, the times a waiter that had napped
+ * HANDOFF_NAPS times claimed the lock and then got it, summed over the shards (each shard's
+ * count saturates at 255); passed_max, the most acquisitions of a shard's lock by other threads
+ * between such a claim and the claimant's own (saturating at 255) -- bounded by the number of
+ * other threads locking the shard, one each, whatever the load. Takes every shard's lock once.
+ */
+void sl_table_lock_counts(sl_table_t *t, uint64_t *handoffs, unsigned *passed_max);
+
 #endif /* SLUICE_CORE_H */

@@ -108,13 +108,17 @@ typedef struct long_key {
  */
 typedef struct shard {
     /* line 1: the lock, and what is only touched while holding it and rarely */
-    atomic_uint lock;     /* 0 free, 1 held */
-    uint32_t removed;     /* keys removed since the last rebuild (their overflow may be stale) */
-    atomic_uint napping;  /* lockers asleep on the lock (shard_lock_contended) */
-    uint32_t hand;        /* the eviction hand: the entry slot it looks at next */
-    bool long_probe;      /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
-    atomic_bool walking;  /* the holder is a long walk (shard_copy): waiters sleep at once */
-    atomic_bool handoff;  /* a waiter waited HANDOFF_NAPS naps: the lock is kept for it */
+    atomic_uint lock;       /* 0 free, 1 held */
+    uint32_t removed;       /* keys removed since the last rebuild (their overflow may be stale) */
+    atomic_uint napping;    /* lockers asleep on the lock (shard_lock_contended) */
+    uint32_t hand;          /* the eviction hand: the entry slot it looks at next */
+    bool long_probe;        /* a lookup walked PROBE_LONG chunks or more since the last rebuild */
+    atomic_bool walking;    /* the holder is a long walk (shard_copy): waiters sleep at once */
+    atomic_bool handoff;    /* a waiter waited HANDOFF_NAPS naps: the lock is kept for it */
+    uint8_t handoffs;       /* claims of handoff that got the lock (saturating at 255) */
+    _Atomic uint16_t takes; /* acquisitions, mod 2^16 (stored under the lock, no RMW) */
+    uint8_t passed_max;     /* the most acquisitions by others between a handoff's claim and
+                               the claimant's own (saturating; sl_table_lock_counts) */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
     uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
@@ -244,6 +248,7 @@ static void wait_nap(shard_t *s)
 static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
 {
     unsigned spins = 0, naps = 0;
+    uint16_t claimed_at = 0;
     int64_t spin_until_ns = 0;
     bool asleep = false, mine = false;
     for (;;) {
@@ -266,16 +271,26 @@ static __attribute__((noinline)) void shard_lock_contended(shard_t *s)
             }
             bool unclaimed = false;
             if (!mine && ++naps >= HANDOFF_NAPS &&
-                atomic_compare_exchange_strong_explicit(&s->handoff, &unclaimed, true,
-                                                        memory_order_relaxed, memory_order_relaxed))
+                atomic_compare_exchange_strong_explicit(
+                    &s->handoff, &unclaimed, true, memory_order_relaxed, memory_order_relaxed)) {
                 mine = true;
+                claimed_at = atomic_load_explicit(&s->takes, memory_order_relaxed);
+            }
             wait_nap(s);
         }
         if (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) == 0)
             break;
     }
-    if (mine)
+    if (mine) {
+        /* takes was counted by shard_lock for the lockers in between, not yet for us */
+        unsigned passed =
+            (uint16_t)(atomic_load_explicit(&s->takes, memory_order_relaxed) - claimed_at);
+        if (passed > s->passed_max)
+            s->passed_max = passed > 255 ? 255 : (uint8_t)passed;
+        if (s->handoffs < 255)
+            s->handoffs++;
         atomic_store_explicit(&s->handoff, false, memory_order_relaxed);
+    }
     if (asleep)
         atomic_fetch_sub_explicit(&s->napping, 1, memory_order_relaxed);
 }
@@ -286,6 +301,11 @@ static inline void shard_lock(shard_t *s)
                              atomic_exchange_explicit(&s->lock, 1, memory_order_acquire) != 0,
                          0))
         shard_lock_contended(s);
+    /* a plain store under the lock, on the lock's own line (a relaxed atomic for the waiter that
+     * reads it without the lock) */
+    atomic_store_explicit(&s->takes,
+                          (uint16_t)(atomic_load_explicit(&s->takes, memory_order_relaxed) + 1),
+                          memory_order_relaxed);
 }
 
 static inline void shard_unlock(shard_t *s)
@@ -2255,6 +2275,19 @@ int sl_table_stats(sl_table_t *t, sl_table_stats_t *out)
         shard_unlock(s);
     }
     return SL_OK;
+}
+
+void sl_table_lock_counts(sl_table_t *t, uint64_t *handoffs, unsigned *passed_max)
+{
+    *handoffs = 0;
+    *passed_max = 0;
+    for (unsigned k = 0; t != NULL && k < t->nshards; k++) {
+        shard_t *s = &t->shards[k];
+        shard_lock(s);
+        *handoffs += s->handoffs;
+        *passed_max = s->passed_max > *passed_max ? s->passed_max : *passed_max;
+        shard_unlock(s);
+    }
 }
 
 size_t sl_table_count(sl_table_t *t)

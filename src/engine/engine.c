@@ -48,6 +48,9 @@ static void store_event(void *arg, store_event_t ev, const char *text)
     case STORE_EVENT_LATE_REFUND_FAILED:
         event_note(EV_STORE_LATE_REFUND_FAILED, "%s", text);
         break;
+    case STORE_EVENT_UNREPLICATED:
+        event_note(EV_STORE_UNREPLICATED, "%s: the rule's on_store_error decides", text);
+        break;
     }
 }
 

@@ -296,7 +296,9 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
                            .key_len = key_len,
                            .closed = rs->def.cold_start == RULE_COLD_CLOSED,
                            .lease_ns = rs->lease_ns,
-                           .sync_ns = rs->sync_ns};
+                           .sync_ns = rs->sync_ns,
+                           .replicas = (int)rs->def.replicas,
+                           .replica_wait_ms = ruledef_replica_wait_ns(&rs->def) / SL_NS_PER_MS};
     if (en != NULL && en->present) {
         tg->handle = en->handle;
         tg->numbers = &en->ov_rule;

@@ -89,7 +89,10 @@
       "it ran them later: given back (outcome refunded), or left charged (refund_failed).")        \
     C(EC_RELEASES_REFUSED, "sluice_releases_refused_total",                                        \
       "Releases refused: the key held no live hold of that id (expired, released before, or "      \
-      "never made); nothing changed.")
+      "never made); nothing changed.")                                                             \
+    C(EC_STORE_UNREPLICATED, "sluice_store_unreplicated_total",                                    \
+      "Admissions of rules with replicas that fewer replicas acknowledged within replica_wait: "   \
+      "given back, and decided by on_store_error.")
 
 /*
  * X(id, counter, labels, level): an event, the counter it counts in with its label pairs
@@ -136,7 +139,8 @@
     X(EV_RULES_RELOAD_FAILED, EC_RULES_RELOAD_FAILED, "", LOG_ERROR)                               \
     X(EV_STORE_LATE_REFUND, EC_STORE_LATE_CHARGES, "outcome=\"refunded\"", LOG_WARN)               \
     X(EV_STORE_LATE_REFUND_FAILED, EC_STORE_LATE_CHARGES, "outcome=\"refund_failed\"", LOG_ERROR)  \
-    X(EV_RELEASE_REFUSED, EC_RELEASES_REFUSED, "", LOG_INFO)
+    X(EV_RELEASE_REFUSED, EC_RELEASES_REFUSED, "", LOG_INFO)                                       \
+    X(EV_STORE_UNREPLICATED, EC_STORE_UNREPLICATED, "", LOG_WARN)
 
 typedef enum event_counter {
 #define COUNTER_ENUM(id, name, help) id,

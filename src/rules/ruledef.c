@@ -550,6 +550,8 @@ enum {
     RF_MODE,
     RF_LEASE_TIME,
     RF_SYNC_INTERVAL,
+    RF_REPLICAS,
+    RF_REPLICA_WAIT,
     RF_DOMAIN,
     RF_DESCRIPTOR,
     RF_LIMIT_NAME,
@@ -561,10 +563,10 @@ enum {
 };
 
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",      "algorithm",  "limit",         "window",      "burst",          "buckets",
-    "max_delay", "max_debt",   "key",           "shadow",      "on_store_error", "cold_start",
-    "mode",      "lease_time", "sync_interval", "domain",      "descriptor",     "limit_name",
-    "replaces",  "unlimited",  "overrides",     "hold_timeout"};
+    "name",       "algorithm",  "limit",         "window",    "burst",          "buckets",
+    "max_delay",  "max_debt",   "key",           "shadow",    "on_store_error", "cold_start",
+    "mode",       "lease_time", "sync_interval", "replicas",  "replica_wait",   "domain",
+    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -679,6 +681,10 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         if (out->sync_ns > RULE_SYNC_MAX_NS)
             return rd_fail(err, v, path, name, "must be at most 1h");
         return 0;
+    case RF_REPLICAS: /* its bounds, and replica_wait's: rd_replicas_problem */
+        return get_int(v, 1, path, name, &out->replicas, err);
+    case RF_REPLICA_WAIT:
+        return get_duration(v, path, name, &out->replica_wait_ns, err);
     case RF_DOMAIN:
     case RF_DESCRIPTOR:
     case RF_LIMIT_NAME:
@@ -697,8 +703,9 @@ static int check_descriptor_fields(const yt_node_t *const *slots, const yt_node_
                                    const char *path, ruledef_t *out, char *err)
 {
     for (size_t f = RF_ALGORITHM; out->unlimited && f <= RF_OVERRIDES; f++) {
-        if (slots[f] != NULL && (f <= RF_MAX_DEBT || f == RF_OVERRIDES || f == RF_MODE ||
-                                 f == RF_LEASE_TIME || f == RF_SYNC_INTERVAL))
+        if (slots[f] != NULL &&
+            (f <= RF_MAX_DEBT || f == RF_OVERRIDES || f == RF_MODE || f == RF_LEASE_TIME ||
+             f == RF_SYNC_INTERVAL || f == RF_REPLICAS || f == RF_REPLICA_WAIT))
             return rd_fail(err, slots[f], path, rule_field_names[f],
                            "an unlimited rule takes no %s: it admits everything",
                            rule_field_names[f]);
@@ -774,10 +781,13 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         return prepare_fail(rc, &tried, at, map, path, "the default", err);
     rd_mode_field_t field = RD_AT_MODE;
     _Static_assert(RF_LEASE_TIME == RF_MODE + RD_AT_LEASE_TIME &&
-                       RF_SYNC_INTERVAL == RF_MODE + RD_AT_SYNC_INTERVAL,
+                       RF_SYNC_INTERVAL == RF_MODE + RD_AT_SYNC_INTERVAL &&
+                       RF_REPLICAS == RF_MODE + RD_AT_REPLICAS &&
+                       RF_REPLICA_WAIT == RF_MODE + RD_AT_REPLICA_WAIT,
                    "rd_mode_problem's fields follow mode");
     if (rd_mode_problem(out, slots[RF_LEASE_TIME] != NULL, slots[RF_SYNC_INTERVAL] != NULL, &field,
-                        why, sizeof why))
+                        why, sizeof why) ||
+        rd_replicas_problem(out, slots[RF_REPLICA_WAIT] != NULL, &field, why, sizeof why))
         return rd_fail(err, slots[RF_MODE + field], path, rule_field_names[RF_MODE + field], "%s",
                        why);
     if (slots[RF_OVERRIDES] != NULL)

@@ -39,6 +39,13 @@
  *                   gcra: at most the capacity less one interval); see ruledef_lease_ns()
  *   sync_interval   duration, whole milliseconds, 1ms .. 1h (mode: approximate only; default
  *                   100ms); see ruledef_sync_ns()
+ *   replicas        integer 1 .. 64 (mode: strict only): an admission is answered only once
+ *                   that many replicas of the key's Redis acknowledged it (Redis's WAIT, sent
+ *                   after the decision on its connection); fewer within replica_wait is a store
+ *                   error (on_store_error decides) and the admission is given back. A store
+ *                   without replicas (memory) ignores it
+ *   replica_wait    duration, whole milliseconds, 1ms .. 1s (with replicas only; default 100ms):
+ *                   how long Redis waits for the replicas' acknowledgement
  *   overrides       (YAML only) list of { key: "...", <override fields> }
  *
  * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
@@ -66,8 +73,8 @@
  *
  * The canonical JSON and YAML always write burst for token_bucket / gcra and buckets for
  * sliding_buckets, max_delay when it is not 0, max_debt when it was given, key when there is one,
- * and shadow, on_store_error and cold_start; mode only when not strict, and lease_time and
- * sync_interval when they were given.
+ * and shadow, on_store_error and cold_start; mode only when not strict, and lease_time,
+ * sync_interval, replicas and replica_wait when they were given.
  */
 #ifndef SLUICE_RULES_RULEDEF_H
 #define SLUICE_RULES_RULEDEF_H
@@ -105,8 +112,11 @@ typedef enum rule_mode {
 /* The modes' names, by rule_mode_t. */
 extern const char *const rule_mode_names[3];
 
-#define RULE_SYNC_DEFAULT_NS (100 * SL_NS_PER_MS)   /* sync_interval when not given */
-#define RULE_SYNC_MAX_NS     (3600 * SL_NS_PER_SEC) /* the longest sync_interval */
+#define RULE_SYNC_DEFAULT_NS         (100 * SL_NS_PER_MS)   /* sync_interval when not given */
+#define RULE_SYNC_MAX_NS             (3600 * SL_NS_PER_SEC) /* the longest sync_interval */
+#define RULE_REPLICAS_MAX            64                     /* the most replicas a rule waits for */
+#define RULE_REPLICA_WAIT_DEFAULT_NS (100 * SL_NS_PER_MS)   /* replica_wait when not given */
+#define RULE_REPLICA_WAIT_MAX_NS     SL_NS_PER_SEC          /* the longest replica_wait */
 
 typedef enum rule_cold_start {
     RULE_COLD_OPEN = 0,   /* no usable snapshot: keys start fresh */
@@ -142,6 +152,9 @@ typedef struct ruledef {
     rule_mode_t mode;
     int64_t lease_ns;        /* lease_time as written, ns; 0 when not given (ruledef_lease_ns) */
     int64_t sync_ns;         /* sync_interval as written, ns; 0 when not given (ruledef_sync_ns) */
+    int64_t replicas;        /* replicas an admission waits for; 0 none */
+    int64_t replica_wait_ns; /* replica_wait as written, ns; 0 when not given
+                                (ruledef_replica_wait_ns) */
     bool max_debt_given;     /* max_debt was written (rule.max_debt holds it); else rule.max_debt
                                 is the capacity, and an override's the override's capacity */
     rule_descriptor_t *desc; /* the descriptor it answers for Envoy's rate limit service; NULL
@@ -214,6 +227,10 @@ int64_t ruledef_lease_ns(const ruledef_t *def);
 /* An approximate rule's sync interval, ns: sync_interval when given, else RULE_SYNC_DEFAULT_NS.
  * 0 for a rule of another mode. */
 int64_t ruledef_sync_ns(const ruledef_t *def);
+
+/* How long a rule's admissions wait for its replicas, ns: replica_wait when given, else
+ * RULE_REPLICA_WAIT_DEFAULT_NS; 0 for a rule without replicas. */
+int64_t ruledef_replica_wait_ns(const ruledef_t *def);
 
 /* The longest lease rule's numbers allow, ns, whole milliseconds: SL_WINDOW_MAX_NS, or for
  * token_bucket / gcra the capacity less one interval (0: none, a burst of 1). */

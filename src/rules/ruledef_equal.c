@@ -29,6 +29,7 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
         a->shadow != b->shadow || a->on_store_error != b->on_store_error ||
         a->cold_start != b->cold_start || a->mode != b->mode || a->lease_ns != b->lease_ns ||
         a->max_debt_given != b->max_debt_given || a->sync_ns != b->sync_ns ||
+        a->replicas != b->replicas || a->replica_wait_ns != b->replica_wait_ns ||
         a->unlimited != b->unlimited || a->blocked != b->blocked || !desc_equal(a->desc, b->desc) ||
         a->noverrides != b->noverrides)
         return false;

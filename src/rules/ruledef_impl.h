@@ -70,6 +70,8 @@ typedef enum rd_mode_field {
     RD_AT_MODE = 0,
     RD_AT_LEASE_TIME = 1,
     RD_AT_SYNC_INTERVAL = 2,
+    RD_AT_REPLICAS = 3,
+    RD_AT_REPLICA_WAIT = 4,
 } rd_mode_field_t;
 
 /* Why def's mode, lease_time and sync_interval cannot be (mode: leased where a lease is unsound
@@ -84,6 +86,13 @@ bool rd_mode_problem(const ruledef_t *def, bool lease_time_given, bool sync_inte
  * under its own name. 0 when it may be; 1 (about hold_timeout: another algorithm) or 2 (about
  * window: both given) with why written. */
 int rd_hold_timeout_problem(const ruledef_t *def, bool window_given, char *why, size_t cap);
+
+/* Why def's replicas and replica_wait cannot be (replicas past RULE_REPLICAS_MAX, or with a mode
+ * other than strict: a lease or a count is granted once for many local decisions; replica_wait
+ * without replicas, or not whole milliseconds 1ms .. 1s):
+ * true with the reason in why (cap bytes) and *at the field; false when fine (ruledef_lease.c). */
+bool rd_replicas_problem(const ruledef_t *def, bool replica_wait_given, rd_mode_field_t *at,
+                         char *why, size_t cap);
 
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 

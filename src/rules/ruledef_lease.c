@@ -1,6 +1,6 @@
 /*
  * ruledef_lease.c - a rule's mode: leased, where it is sound and can grant something, and its
- * leases' time; approximate's sync interval (ruledef.h).
+ * leases' time; approximate's sync interval; strict's replicas (ruledef.h).
  */
 #include <stdio.h>
 
@@ -33,6 +33,43 @@ int64_t ruledef_sync_ns(const ruledef_t *def)
     if (def->mode != RULE_MODE_APPROXIMATE)
         return 0;
     return def->sync_ns > 0 ? def->sync_ns : RULE_SYNC_DEFAULT_NS;
+}
+
+int64_t ruledef_replica_wait_ns(const ruledef_t *def)
+{
+    if (def->replicas == 0)
+        return 0;
+    return def->replica_wait_ns > 0 ? def->replica_wait_ns : RULE_REPLICA_WAIT_DEFAULT_NS;
+}
+
+bool rd_replicas_problem(const ruledef_t *def, bool replica_wait_given, rd_mode_field_t *at,
+                         char *why, size_t cap)
+{
+    *at = RD_AT_REPLICAS;
+    if (def->replicas > RULE_REPLICAS_MAX) {
+        snprintf(why, cap, "must be at most %d", RULE_REPLICAS_MAX);
+        return true;
+    }
+    *at = RD_AT_REPLICA_WAIT;
+    if (replica_wait_given && def->replicas == 0) {
+        snprintf(why, cap, "only applies to a rule with replicas");
+        return true;
+    }
+    int64_t w = def->replica_wait_ns;
+    if (replica_wait_given &&
+        (w < SL_NS_PER_MS || w % SL_NS_PER_MS != 0 || w > RULE_REPLICA_WAIT_MAX_NS)) {
+        snprintf(why, cap, "must be whole milliseconds, 1ms .. 1s");
+        return true;
+    }
+    *at = RD_AT_REPLICAS;
+    if (def->replicas > 0 && def->mode != RULE_MODE_STRICT) {
+        snprintf(why, cap,
+                 "only applies to a strict rule: a %s rule decides locally from what it was "
+                 "granted",
+                 rule_mode_names[def->mode]);
+        return true;
+    }
+    return false;
 }
 
 /* mode: leased where a lease is sound (the row is CORE_CAP_LEASABLE) and can grant something;

@@ -135,6 +135,10 @@ static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg)
         ok = put_duration(fn, arg, "lease_time", def->lease_ns);
     if (ok && def->sync_ns > 0)
         ok = put_duration(fn, arg, "sync_interval", def->sync_ns);
+    if (ok && def->replicas > 0)
+        ok = put_int(fn, arg, "replicas", def->replicas);
+    if (ok && def->replica_wait_ns > 0)
+        ok = put_duration(fn, arg, "replica_wait", def->replica_wait_ns);
     return ok && (def->desc == NULL || put_descriptor(def->desc, fn, arg));
 }
 

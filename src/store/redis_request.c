@@ -59,7 +59,8 @@ static void redis_event(void *arg, redis_event_t ev, const char *text)
                                        [REDIS_EVENT_UP] = STORE_EVENT_UP,
                                        [REDIS_EVENT_LATE_REFUND] = STORE_EVENT_LATE_REFUND,
                                        [REDIS_EVENT_LATE_REFUND_FAILED] =
-                                           STORE_EVENT_LATE_REFUND_FAILED};
+                                           STORE_EVENT_LATE_REFUND_FAILED,
+                                       [REDIS_EVENT_UNREPLICATED] = STORE_EVENT_UNREPLICATED};
     if (r->cfg.event != NULL) {
         r->cfg.event(r->cfg.event_arg, as[ev], text);
     }
@@ -264,8 +265,10 @@ static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const stor
         redis_store_settle(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->reserved,
                            req->actual, req->charged_ns, closed_ns, now_ns, fn, arg);
     } else {
-        redis_store_decide(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost, closed_ns,
-                           now_ns, fn, arg);
+        redis_acks_t acks = {.replicas = req->cost > 0 ? tg->replicas : 0,
+                             .wait_ms = tg->replica_wait_ms};
+        redis_store_decide_acked(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost,
+                                 closed_ns, now_ns, &acks, fn, arg);
     }
 }
 
@@ -299,8 +302,8 @@ static int redis_decide_all(request_store_t *s, store_loop_t *l, const store_pai
     }
     bool leased = true;
     for (size_t i = 0; i < n; i++) {
-        if (pairs[i].cost != pairs[0].cost) {
-            return STORE_ENOTSUP;
+        if (pairs[i].cost != pairs[0].cost || pairs[i].tg.replicas > 0) {
+            return STORE_ENOTSUP; /* a rule with replicas waits for them pair by pair */
         }
         leased = leased && pairs[i].tg.lease_ns > 0 && pairs[i].tg.rule != NULL;
         if (leased) {

@@ -239,6 +239,10 @@ static void arm_timer(redis_store_t *s)
 
 static void pending_release(redis_store_t *s, pending_t *p)
 {
+    if (p->waits_out > 0) {
+        p->release_due = true; /* a WAIT's reply still names it: freed then (on_wait) */
+        return;
+    }
     if (p->rkey != p->rkey_inline) {
         free(p->rkey);
     }
@@ -415,6 +419,8 @@ static void on_late_refund(void *arg, int status, const sl_decision_t *d, const 
  * clock in step with Redis's is no later than the charge (if the window turned in between, the
  * refund gives nothing back: under-admission, never over). Returns whether p was sent so.
  */
+static void give_back(redis_store_t *s, pending_t *p);
+
 static bool refund_late(redis_store_t *s, pending_t *p, const redisReply *reply)
 {
     sl_decision_t d;
@@ -426,6 +432,14 @@ static bool refund_late(redis_store_t *s, pending_t *p, const redisReply *reply)
              "redis: a decision answered without Redis (past --store-timeout) was admitted when "
              "it ran later: its %lld units are given back",
              (long long)p->cost);
+    give_back(s, p);
+    return true;
+}
+
+/* p (an admission, linked nowhere) is given back: a settle of its cost to 0 dated at its ask
+ * (refund_late), answered to on_late_refund. */
+static void give_back(redis_store_t *s, pending_t *p)
+{
     rs_forget_key(s, &p->rule, p->rkey, p->rkey_len);
     p->op = OP_SETTLE;
     p->reserved = p->cost;
@@ -437,7 +451,92 @@ static bool refund_late(redis_store_t *s, pending_t *p, const redisReply *reply)
     p->mode_resends = 0;
     pending_enqueue(s, p);
     send_decision(s, p, rc_key_node(s->client, p->rkey, p->rkey_len), false);
+}
+
+/*
+ * p's (still linked) admission once its WAITs have answered, acks the replicas the last one
+ * counted: answered when enough, else a store error and given back. Answered already (its
+ * deadline passed while it waited: on_store_error decided it): given back.
+ */
+static void finish_acked(redis_store_t *s, pending_t *p, long long acks)
+{
+    p->holding = false;
+    if (p->answered) {
+        rs_event(s->shared, REDIS_EVENT_LATE_REFUND,
+                 "redis: an admission whose replicas were awaited past --store-timeout is given "
+                 "back (%lld units)",
+                 (long long)p->cost);
+        give_back(s, p);
+        return;
+    }
+    unlink_pending(s, p);
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    if (!p->acks_void && acks >= p->replicas) {
+        sl_decision_t d = p->held;
+        pending_release(s, p);
+        redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
+        return;
+    }
+    char msg[REDIS_STORE_ERR_MAX];
+    snprintf(msg, sizeof msg, "redis: an admission reached %lld of %d replicas within %lld ms",
+             p->acks_void ? 0 : acks, p->replicas, (long long)p->replica_wait_ms);
+    atomic_fetch_add_explicit(&s->stats.unreplicated, 1, memory_order_relaxed);
+    rs_event(s->shared, REDIS_EVENT_UNREPLICATED, "%s: given back", msg);
+    give_back(s, p);
+    redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
+}
+
+/* A WAIT's reply (the replicas that acknowledged the connection's writes so far). The last one
+ * out for a held admission decides it; one for a p released meanwhile frees it. */
+static void on_wait(void *arg, redisReply *reply, const char *err)
+{
+    (void)err;
+    pending_t *p = arg;
+    redis_store_t *s = p->store;
+    p->waits_out--;
+    if (p->holding && p->waits_out == 0) {
+        finish_acked(s, p,
+                     reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0);
+    } else if (!p->holding && p->release_due && p->waits_out == 0) {
+        p->release_due = false;
+        pending_release(s, p);
+    }
+}
+
+/* Holds p's admission (reply; p not answered, still linked) until its WAIT answers, when its
+ * rule asks for replicas. An admission from a node other than the one the WAIT went to (the key
+ * was redirected) counts as unacknowledged. Returns whether it held it. */
+static bool hold_for_acks(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    sl_decision_t d;
+    if (p->op != OP_DECIDE || p->replicas <= 0 || p->beyond || reply == NULL ||
+        reply->type == REDIS_REPLY_ERROR || !rs_parse_decision(reply, p->mode, &d) || !d.allowed) {
+        return false;
+    }
+    p->held = d;
+    p->holding = true;
+    p->acks_void = rc_key_node(s->client, p->rkey, p->rkey_len) != p->wait_idx;
+    if (p->waits_out == 0) {
+        finish_acked(s, p, 0); /* the WAIT could not be sent */
+    }
     return true;
+}
+
+/* Sends `WAIT replicas ms` to node idx after p's decision (p an admission-to-be of a rule with
+ * replicas); a WAIT that cannot be sent leaves p to be answered as unacknowledged. */
+static void send_wait(redis_store_t *s, pending_t *p, int idx)
+{
+    char n[24], ms[24];
+    snprintf(n, sizeof n, "%d", p->replicas);
+    snprintf(ms, sizeof ms, "%lld", (long long)p->replica_wait_ms);
+    const char *argv[3] = {"WAIT", n, ms};
+    size_t len[3] = {4, strlen(n), strlen(ms)};
+    p->wait_idx = idx;
+    if (rs_format_args(s, 3, argv, len) && rs_send_cmd(s, idx, on_wait, p) == 0) {
+        p->waits_out++;
+        atomic_fetch_add_explicit(&s->stats.replica_waits, 1, memory_order_relaxed);
+    }
 }
 
 static void on_reply(void *arg, redisReply *reply, const char *err)
@@ -449,6 +548,9 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         if (!refund_late(s, p, reply)) {
             pending_release(s, p);
         }
+        return;
+    }
+    if (hold_for_acks(s, p, reply)) {
         return;
     }
     unlink_pending(s, p); /* the timer stays: see arm_timer */
@@ -558,6 +660,8 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis %s: not connected (reconnecting)", ns->node->name);
         send_failed(s, p, msg);
+    } else if (p->op == OP_DECIDE && p->replicas > 0 && !p->beyond) {
+        send_wait(s, p, idx); /* pipelined: its reply comes right after the decision's */
     }
 }
 
@@ -602,6 +706,14 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
                         redis_decision_fn fn, void *arg)
 {
+    redis_store_decide_acked(s, name, rule, key, key_len, cost, closed_ns, now_ns, NULL, fn, arg);
+}
+
+void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_t *rule,
+                              const void *key, size_t key_len, int64_t cost, int64_t closed_ns,
+                              int64_t now_ns, const redis_acks_t *acks, redis_decision_fn fn,
+                              void *arg)
+{
     route_t r;
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
         return;
@@ -634,6 +746,10 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
     p->mode = r.mode;
     p->cache_hash = h;
     p->epoch = epoch;
+    if (acks != NULL && acks->replicas > 0) {
+        p->replicas = acks->replicas;
+        p->replica_wait_ms = acks->wait_ms;
+    }
     send_decision(s, p, r.idx, false);
 }
 

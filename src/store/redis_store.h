@@ -128,6 +128,8 @@ typedef enum redis_event {
     REDIS_EVENT_UP = 3,
     REDIS_EVENT_LATE_REFUND = 4,
     REDIS_EVENT_LATE_REFUND_FAILED = 5,
+    REDIS_EVENT_UNREPLICATED = 6, /* an admission fewer replicas acknowledged than its rule
+                                     asks (redis_store_decide_acked): a store error, given back */
 } redis_event_t;
 
 /* Told of each event, with a line saying which node and why, on the loop of the store that saw
@@ -187,6 +189,29 @@ void redis_store_answer(redis_store_t *s, redis_decision_fn fn, void *arg, int s
 void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
                         redis_decision_fn fn, void *arg);
+
+/* What an admission waits for before it is answered: replicas (0: none) acknowledging it within
+ * wait_ms. */
+typedef struct redis_acks {
+    int replicas;
+    int64_t wait_ms;
+} redis_acks_t;
+
+/*
+ * redis_store_decide, and an admission is answered only once acks->replicas replicas of the
+ * key's node hold it: `WAIT replicas wait_ms` is sent right after the decision on the same
+ * connection (WAIT counts the replicas that acknowledged every write the connection made before
+ * it), and its reply read after the decision's. Fewer replicas (or no reply to the WAIT) is a
+ * store error (-1, "redis: ... replicas ..."), and the admission is given back (a settle of its
+ * cost to 0, as for one answered past its deadline). A refusal, or a decision redirected to
+ * another node (whose WAIT then came first), waits for a WAIT sent on its reply. acks NULL or
+ * replicas 0: redis_store_decide. The wait holds the connection: every later command of this loop
+ * to that node waits behind it (up to wait_ms).
+ */
+void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_t *rule,
+                              const void *key, size_t key_len, int64_t cost, int64_t closed_ns,
+                              int64_t now_ns, const redis_acks_t *acks, redis_decision_fn fn,
+                              void *arg);
 
 /*
  * Settles a reservation of `reserved` units that a decision on key under rule admitted, now that
@@ -296,12 +321,14 @@ int redis_store_decide_all(redis_store_t *s, const redis_pair_t *pairs, size_t n
 
 /* Counters: written by the store's loop, readable from any thread (relaxed atomics). */
 typedef struct redis_store_stats {
-    _Atomic uint64_t decisions;    /* sent to Redis */
-    _Atomic uint64_t cache_hits;   /* answered from the over-limit cache */
-    _Atomic uint64_t timeouts;     /* answered as errors at their deadline */
-    _Atomic uint64_t errors;       /* no reply, or an error reply */
-    _Atomic uint64_t noscript;     /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
-    _Atomic uint64_t late_refunds; /* admissions Redis made after their deadline, given back */
+    _Atomic uint64_t decisions;     /* sent to Redis */
+    _Atomic uint64_t cache_hits;    /* answered from the over-limit cache */
+    _Atomic uint64_t timeouts;      /* answered as errors at their deadline */
+    _Atomic uint64_t errors;        /* no reply, or an error reply */
+    _Atomic uint64_t noscript;      /* EVALSHA answered NOSCRIPT, re-sent as EVAL */
+    _Atomic uint64_t late_refunds;  /* admissions Redis made after their deadline, given back */
+    _Atomic uint64_t replica_waits; /* WAITs sent after a decision (redis_store_decide_acked) */
+    _Atomic uint64_t unreplicated;  /* admissions too few replicas acknowledged, given back */
 } redis_store_stats_t;
 
 /* The store's counters, and its connections' (redirects, refreshes, reconnects). */

@@ -68,6 +68,14 @@ typedef struct pending {
     int64_t closed_ns;             /* the rule's closed start, ns; 0 none; -1 an open rule */
     int64_t closed_ms;             /* the closed start it is sent with, ms; -1 none */
     int64_t asked_ns;              /* the caller's clock when it was asked (the cache's time) */
+    int replicas;                  /* OP_DECIDE: replicas an admission waits for; 0 none */
+    int64_t replica_wait_ms;       /* OP_DECIDE: their WAIT's timeout, ms */
+    int wait_idx;                  /* the node the last WAIT went to */
+    unsigned waits_out;            /* WAITs sent for it whose reply has not come: p is kept */
+    bool holding;                  /* its admission (held) waits for the last WAIT's reply */
+    bool acks_void;                /* the admission came from a node other than the WAIT's */
+    bool release_due;              /* released while WAITs were out: freed at the last reply */
+    sl_decision_t held;            /* the admission, while holding */
     uint64_t cache_hash;           /* rkey's hash: where a refusal is remembered */
     uint64_t epoch;                /* its stripe's epoch when it was sent */
     struct pending *prev, *next;   /* the FIFO */

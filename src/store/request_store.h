@@ -84,6 +84,7 @@ typedef enum store_event {
     STORE_EVENT_UP = 3,
     STORE_EVENT_LATE_REFUND = 4,
     STORE_EVENT_LATE_REFUND_FAILED = 5,
+    STORE_EVENT_UNREPLICATED = 6, /* an admission too few replicas acknowledged: given back */
 } store_event_t;
 
 /* Told of each event as it happens, with a line saying where and why, on the loop's thread
@@ -138,6 +139,10 @@ typedef struct store_target {
                          a lease it holds); 0: strict */
     int64_t sync_ns;  /* mode: approximate: the sync interval, ns (a store with `leases` may
                          decide from the key's count as of its last sync); 0: not approximate */
+    int replicas;     /* strict: an admission is answered once this many replicas of the
+                         key's store acknowledged it (a store without replicas ignores
+                         it); 0: none */
+    int64_t replica_wait_ms; /* with replicas: how long the store waits for them, ms */
 } store_target_t;
 
 /* One pair of decide_all. */

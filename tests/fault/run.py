@@ -7,7 +7,8 @@ found nothing, 1 when it found a violation, 77 when this machine cannot run it.
     run.py --store STORE --mode MODE --config CONFIG --fault FAULT [--keep] [--seconds S]
 
   STORE   memory | redis-module | redis-lua | cluster-module | cluster-lua
-  MODE    strict | leased | approximate (the rules' mode; memory decides every mode strictly)
+  MODE    strict | leased | approximate (the rules' mode; memory decides every mode strictly) |
+          strict+replicas (strict, every rule with `replicas: 1`, `replica_wait: 100ms`)
   CONFIG  sqlite | pg
   FAULT   one of FAULTS below
 
@@ -20,7 +21,9 @@ Rules (fixed_window; the checker's definitions): fw, 20 per second, deny on stor
 override vip: 40 (made through s1 once the fleet is up); ledger, 1,000,000 an hour, deny (its
 key L0 is never near its limit: after the run the store's count of it is compared with the
 admissions the clients saw); roomy, 1,000,000 an hour, allow (its key A0 must be admitted
-while the store is unreachable); api-made, a rule made through s1 (it must not be lost).
+while the store is unreachable); api-made, a rule made through s1 (it must not be lost). Failover faults add fo, 400 a
+minute, deny, asked on key L0 (the slot whose primary fails): reached while the primary is cut off
+from its replica, so that what the replica never got is admitted again after it takes over.
 """
 import argparse
 import json
@@ -59,14 +62,23 @@ RULES_YAML = """rules:
     window: 1h
     on_store_error: allow
 {mode}
+  - name: fo
+    algorithm: fixed_window
+    limit: 400
+    window: 1m
+    on_store_error: deny
+{mode}
 """
 MODE_YAML = {"strict": "", "leased": "    mode: leased\n    lease_time: 200ms",
-             "approximate": "    mode: approximate\n    sync_interval: 50ms"}
+             "approximate": "    mode: approximate\n    sync_interval: 50ms",
+             "strict+replicas": "    replicas: 1\n    replica_wait: 100ms"}
 
 
 def run_rules(mode, store):
     extra = {"strict": {}, "leased": {"lease_time_ms": 200},
-             "approximate": {"sync_interval_ms": 50}}[mode]
+             "approximate": {"sync_interval_ms": 50},
+             "strict+replicas": {"replicas": 1, "replica_wait_ms": 100}}[mode]
+    mode = mode.partition("+")[0]
 
     def rule(limit, window_ms, ose, **kw):
         r = {"algorithm": "fixed_window", "limit": limit, "window_ms": window_ms,
@@ -76,7 +88,7 @@ def run_rules(mode, store):
         return r
     return {"fw": rule(20, 1000, "deny", overrides={"vip": 40}),
             "ledger": rule(1000000, 3600000, "deny"), "roomy": rule(1000000, 3600000, "allow"),
-            "api-made": rule(5, 60000, "deny")}
+            "api-made": rule(5, 60000, "deny"), "fo": rule(400, 60000, "deny")}
 
 
 class Resp:
@@ -247,13 +259,15 @@ class Cell:
                               "port": RESP})
         ops = [["fw", "k%d" % i, 1, 4] for i in range(4)] + \
             [["fw", "vip", 1, 2], ["ledger", "L0", 1, 3], ["roomy", "A0", 1, 1]]
+        if self.a.fault.startswith("failover"):
+            ops.append(["fo", "L0", 1, 2])
         return {"conns": conns, "ops": ops, "count": 200000, "seconds": seconds,
                 "gap_ms": 2, "timeout_ms": 1000, "seed": self.a.seed,
                 "stop_file": os.path.join(self.lab.dir, "stop")}
 
     def go(self):
         a = self.a
-        spec = self.client_spec(a.pre + a.hold + a.post + 30)
+        spec = self.client_spec(a.pre + a.hold * a.rounds + a.post + 30 * a.rounds)
         spec_path = os.path.join(self.lab.dir, "client.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
@@ -289,7 +303,8 @@ class Cell:
         out["events"].update(self.counters())
         return out
 
-    COUNTED = ("sluice_store_late_charges_total", "sluice_redis_failures_total")
+    COUNTED = ("sluice_store_late_charges_total", "sluice_redis_failures_total",
+               "sluice_store_unreplicated_total")
 
     def counters(self):
         """The live nodes' counters of COUNTED, summed by name and labels (e.g. the admissions
@@ -454,9 +469,22 @@ def _fwd_extra(cell):
 
 def fault_failover(cell):
     """A primary cut off from its replica (so its writes stop replicating) and then killed:
-    the replica takes over without what the primary acknowledged meanwhile."""
+    the replica takes over without what the primary acknowledged meanwhile. --rounds N: N times,
+    the killed node started again after each (it comes back as the new primary's replica, so
+    that a rule with replicas can admit on the slot again)."""
     if not cell.a.store.startswith("cluster"):
         return _nothing(cell)
+    out = None
+    for i in range(cell.a.rounds):
+        got = _failover_once(cell, restart=cell.a.rounds > 1)
+        if out is None:
+            out = got
+        else:
+            out["faults"][0]["t1"] = got["faults"][0]["t1"]
+    return out
+
+
+def _failover_once(cell, restart):
     lab = cell.lab
     # the primary of L0's slot, and its replica
     c1 = cell.store_nodes[0]
@@ -490,6 +518,16 @@ def fault_failover(cell):
         r = lab.nsexec(rn, ["redis-cli", "-h", rn.addr, "-p", str(REDIS), "ROLE"], check=False)
         return r.stdout.startswith("master")
     poll(30, promoted)
+    if restart:  # the old primary back, as the new one's replica, synced, before the next round
+        pp.start()
+        lab.wait_port(pn, REDIS, pp)
+
+        def synced():
+            r = lab.nsexec(pn, ["redis-cli", "-h", pn.addr, "-p", str(REDIS), "INFO",
+                                "replication"], check=False)
+            return "role:slave" in r.stdout and "master_link_status:up" in r.stdout
+        poll(30, synced)
+        time.sleep(1.0)
     t0, t1 = _span(lab, "partition")
     lab.events.append((time.monotonic(), "fault-", "failover", None))
     names = list(cell.sluiced)
@@ -574,13 +612,15 @@ def main():
     ap.add_argument("--store", default="redis-module",
                     choices=["memory", "redis-module", "redis-lua", "cluster-module",
                              "cluster-lua"])
-    ap.add_argument("--mode", default="strict", choices=["strict", "leased", "approximate"])
+    ap.add_argument("--mode", default="strict",
+                    choices=["strict", "leased", "approximate", "strict+replicas"])
     ap.add_argument("--config", default="sqlite", choices=["sqlite", "pg"])
     ap.add_argument("--fault", default="none", choices=sorted(FAULTS))
     ap.add_argument("--pre", type=float, default=1.5)
     ap.add_argument("--hold", type=float, default=3.0)
     ap.add_argument("--post", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1, help="failover: how many, one after another")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     why = netlab.can_run()
@@ -598,8 +638,10 @@ def main():
             lab.keep = True
             sys.exit(2)
         out.update(cell)
+        if a.rounds > 1:
+            out["fault"] = "%s x%d" % (a.fault, a.rounds)
         out["command"] = "tests/fault/run.py --store %s --mode %s --config %s --fault %s" % (
-            a.store, a.mode, a.config, a.fault)
+            a.store, a.mode, a.config, a.fault) + (" --rounds %d" % a.rounds if a.rounds > 1 else "")
         if out["violations"]:
             with open(os.path.join(lab.dir, "violations.json"), "w") as f:
                 json.dump(out["violations"], f, indent=1)

@@ -226,6 +226,27 @@ static void test_mode(void **unused)
     free(j);
     ruledef_list_free(&l);
 
+    /* replicas: strict only, replica_wait 100ms unless given, both written back when given */
+    l = yaml_ok("rules:\n"
+                "- {name: a, algorithm: fixed_window, limit: 10, window: 1m, replicas: 1}\n"
+                "- {name: b, algorithm: gcra, limit: 10, window: 1s, replicas: 2,"
+                " replica_wait: 20ms}\n");
+    assert_int_equal(l.rules[0].replicas, 1);
+    assert_int_equal(ruledef_replica_wait_ns(&l.rules[0]), 100 * SL_NS_PER_MS);
+    assert_int_equal(ruledef_replica_wait_ns(&l.rules[1]), 20 * SL_NS_PER_MS);
+    j = ruledef_to_json(&l.rules[0]);
+    assert_non_null(strstr(j, "\"cold_start\":\"open\",\"replicas\":1}"));
+    free(j);
+    j = ruledef_to_json(&l.rules[1]);
+    assert_non_null(strstr(j, "\"replicas\":2,\"replica_wait\":\"20ms\""));
+    back = json_ok(j, NULL);
+    assert_true(ruledef_equal(&back, &l.rules[1]));
+    back.replica_wait_ns = 0;
+    assert_false(ruledef_equal(&back, &l.rules[1]));
+    ruledef_free(&back);
+    free(j);
+    ruledef_list_free(&l);
+
     static const struct {
         const char *algorithm, *extra, *want;
     } rows[] = {
@@ -258,6 +279,19 @@ static void test_mode(void **unused)
          "line 7, column 17: rules[0].lease_time: must be whole milliseconds, at least 1ms"},
         {"fixed_window", "    mode: leased\n    lease_time: 0\n",
          "line 7, column 17: rules[0].lease_time: must be whole milliseconds, at least 1ms"},
+        {"fixed_window", "    replicas: 0\n",
+         "line 6, column 15: rules[0].replicas: must be an integer > 0"},
+        {"fixed_window", "    replicas: 65\n",
+         "line 6, column 15: rules[0].replicas: must be at most 64"},
+        {"fixed_window", "    replica_wait: 10ms\n",
+         "line 6, column 19: rules[0].replica_wait: only applies to a rule with replicas"},
+        {"fixed_window", "    replicas: 1\n    replica_wait: 2s\n",
+         "line 7, column 19: rules[0].replica_wait: must be whole milliseconds, 1ms .. 1s"},
+        {"fixed_window", "    replicas: 1\n    replica_wait: 1500us\n",
+         "line 7, column 19: rules[0].replica_wait: must be whole milliseconds, 1ms .. 1s"},
+        {"fixed_window", "    mode: leased\n    replicas: 1\n",
+         "line 7, column 15: rules[0].replicas: only applies to a strict rule: a leased rule "
+         "decides locally from what it was granted"},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const char *got = yaml_err(one_rule(rows[i].algorithm, rows[i].extra));
@@ -950,6 +984,11 @@ static void rnd_rule_json(char *out, size_t cap, int index, bool with_overrides)
         if (rnd() % 2)
             n += snprintf(out + n, cap - n, ", \"sync_interval\": \"%lldms\"",
                           (long long)rnd_in(1, 5000));
+    } else if (rnd() % 3 == 0) {
+        n += snprintf(out + n, cap - n, ", \"replicas\": %lld", (long long)rnd_in(1, 64));
+        if (rnd() % 2)
+            n += snprintf(out + n, cap - n, ", \"replica_wait\": \"%lldms\"",
+                          (long long)rnd_in(1, 1000));
     }
     if (with_overrides && rnd() % 2) {
         n += snprintf(out + n, cap - n, ", \"overrides\": [");
