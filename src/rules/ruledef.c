@@ -16,6 +16,10 @@
  * 100). A burst the rule set to anything else is kept. Because the canonical JSON writes burst
  * explicitly and a written burst equal to the limit means the same as no burst, the rule
  * survives a round trip through JSON with its overrides' meaning unchanged.
+ *
+ * This file is long because a rule's grammar and its overrides' are one: an override reads the
+ * rule's fields with the same static readers, and the rule's walk reads its overrides, so split
+ * in two files the halves would call each other (a loop the layers forbid).
  */
 #include "rules/ruledef_impl.h"
 
