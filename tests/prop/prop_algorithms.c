@@ -61,6 +61,9 @@
 
 #include "sluice/sluice.h"
 
+#define ALGORITHM_IDS 16 /* room for every sl_algorithm_t value, as an index */
+_Static_assert(SL_CONCURRENCY < ALGORITHM_IDS, "an algorithm's id indexes the counts below");
+
 #include "prop/gen.h"
 
 #define MAX_STEPS       200
@@ -113,8 +116,9 @@ typedef struct run {
     uint64_t seed;
     long checked[P_COUNT];
     long failed[P_COUNT];
-    long failed_by[P_COUNT][7][2]; /* failures by property, algorithm, max_delay > 0 */
-    long cases_by[7][2];           /* cases run by algorithm, max_delay > 0 */
+    long failed_by[P_COUNT][SL_CONCURRENCY + 1]
+                  [2];               /* failures by property, algorithm, max_delay > 0 */
+    long cases_by[ALGORITHM_IDS][2]; /* cases run by algorithm, max_delay > 0 */
     bool verbose;
 } run_t;
 
