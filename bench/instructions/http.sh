@@ -19,8 +19,10 @@ WARM=$((N / 2))
 BENCH_NAME=bench/instructions/http.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+# shellcheck source=bench/instructions/lib.sh
+. "$ROOT/bench/instructions/lib.sh"
 
-need_tools valgrind callgrind_control python3 cmake /usr/sbin/nginx
+need_tools callgrind_annotate valgrind callgrind_control python3 cmake /usr/sbin/nginx
 BUILDS=("$@")
 if [ ${#BUILDS[@]} -eq 0 ]; then
     bench_build build-bench-instr sluiced
@@ -29,18 +31,6 @@ fi
 bench_init
 bench_machine
 
-last_dump() { find "$TMP/cg" -name 'cg.out*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2; }
-dump_total() { # PID: dumps its counters, prints the dump's total
-    local before after i
-    before=$(last_dump)
-    callgrind_control -d "$1" >/dev/null 2>&1
-    for ((i = 0; i < 100; i++)); do
-        after=$(last_dump)
-        [ "$after" != "$before" ] && [ -s "$after" ] && break
-        sleep 0.1
-    done
-    awk '/^(summary|totals):/ { print $2; exit }' "$after"
-}
 # send PORT PATH COUNT: COUNT keep-alive GETs of PATH?key=k<random>; exits 1 unless each answer
 # is a 204 or a 429
 send() {
@@ -65,6 +55,9 @@ measure() {
     send "$3" "$4" "$N"
     total=$(dump_total "$2")
     printf '  %-36s %8d instructions per request\n' "$1" "$((total / N))"
+    case $1 in
+    sluiced*) layers "$N" engine_request_start sl_table_decide job_end,conn_flush ;;
+    esac
 }
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

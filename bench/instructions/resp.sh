@@ -23,6 +23,8 @@ WARM=$((N / 2))
 BENCH_NAME=bench/instructions/resp.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+# shellcheck source=bench/instructions/lib.sh
+. "$ROOT/bench/instructions/lib.sh"
 
 need_tools redis-server redis-benchmark redis-cli valgrind callgrind_control python3 cmake
 BUILDS=("$@")
@@ -33,18 +35,6 @@ fi
 bench_init
 bench_machine
 
-last_dump() { find "$TMP/cg" -name 'cg.out*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2; }
-dump_total() { # PID: dumps its counters, prints the dump's total
-    local before after i
-    before=$(last_dump)
-    callgrind_control -d "$1" >/dev/null 2>&1
-    for ((i = 0; i < 100; i++)); do
-        after=$(last_dump)
-        [ "$after" != "$before" ] && [ -s "$after" ] && break
-        sleep 0.1
-    done
-    awk '/^(summary|totals):/ { print $2; exit }' "$after"
-}
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:
   - name: api
@@ -63,6 +53,9 @@ measure() {
     redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$N" -r "$r" -P 16 -q "$@" >/dev/null 2>&1
     total=$(dump_total "$pid")
     printf '  %-40s %8d instructions per request\n' "$name" "$((total / N))"
+    case $name in
+    sluiced*) layers "$N" engine_request_start,engine_find sl_table_decide write_decision,conn_flush ;;
+    esac
 }
 
 # sluiced_case BUILD NAME R STORE ARGS..: one sluiced under callgrind

@@ -136,17 +136,26 @@ static int64_t sf_clamp(int64_t v)
     return v < 0 ? 0 : v > SF_INTEGER_MAX ? SF_INTEGER_MAX : v;
 }
 
-/* An RFC 8941 sf-string: printable ASCII, '"' and '\' escaped. */
+/* An RFC 8941 sf-string: printable ASCII, '"' and '\' escaped, any other byte as '?'. Plain
+ * runs are appended whole: every decision's two RateLimit fields carry the policy's name. */
 static void put_sf_string(buf_t *b, const char *s)
 {
     buf_add(b, "\"", 1);
+    const char *run = s;
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            buf_add(b, "\\", 1);
-        char out = c >= 0x20 && c < 0x7f ? (char)c : '?';
-        buf_add(b, &out, 1);
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            continue;
+        buf_add(b, run, (size_t)(s - run));
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            buf_add(b, esc, 2);
+        } else {
+            buf_add(b, "?", 1);
+        }
+        run = s + 1;
     }
+    buf_add(b, run, (size_t)(s - run));
     buf_add(b, "\"", 1);
 }
 

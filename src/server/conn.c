@@ -41,7 +41,8 @@
 #include "server/loop.h"
 #include "server/tls.h"
 
-#define OUT_SHRINK_SIZE (1024 * 1024) /* an output buffer this large is freed when drained */
+#define OUT_SHRINK_SIZE    (1024 * 1024) /* an output buffer this large is freed when drained */
+#define SPARE_SLOT_CAP_MAX 4096 /* a resolved slot whose buffer grew larger is freed, not kept */
 
 typedef struct write_req {
     uv_write_t req;
@@ -119,6 +120,10 @@ static void on_conn_closed(uv_handle_t *h)
     conn_unlink(c);
     conn_input_count(c->loop->srv, conn_counted(c),
                      0); /* the protocol let go of what it held above */
+    if (c->spare_slot != NULL) {
+        buf_free(&c->spare_slot->buf);
+        free(c->spare_slot);
+    }
     free(c->in);
     buf_free(&c->out);
     tls_conn_free(c->tls);
@@ -472,8 +477,11 @@ static void conn_output_check(conn_t *c)
 
 reply_slot_t *conn_defer(conn_t *c)
 {
-    reply_slot_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
+    reply_slot_t *s = c->spare_slot;
+    if (s != NULL) { /* emptied by conn_resolve(); its buffer's room is kept */
+        c->spare_slot = NULL;
+        *s = (reply_slot_t){.buf = s->buf};
+    } else if ((s = calloc(1, sizeof *s)) == NULL) {
         return NULL;
     }
     s->conn = c;
@@ -507,6 +515,19 @@ void conn_flush_queued(uv_check_t *h)
 static void on_flush_idle(uv_idle_t *h)
 {
     (void)h; /* only keeps the loop's poll from blocking; conn_flush_queued runs right after it */
+}
+
+/* Frees a slot taken off c's list, or keeps it (and its buffer's room, unless large) as the
+ * next conn_defer()'s. */
+static void slot_release(conn_t *c, reply_slot_t *s)
+{
+    if (c->spare_slot == NULL && !s->buf.failed && s->buf.cap <= SPARE_SLOT_CAP_MAX) {
+        s->buf.len = 0;
+        c->spare_slot = s;
+        return;
+    }
+    buf_free(&s->buf);
+    free(s);
 }
 
 void conn_resolve(reply_slot_t *slot)
@@ -545,8 +566,7 @@ void conn_resolve(reply_slot_t *slot)
         if (s->close_after) {
             c->closing = true;
         }
-        buf_free(&s->buf);
-        free(s);
+        slot_release(c, s);
     }
     conn_output_check(c);
     /* Inside a batch, the batch's end writes everything at once; otherwise (an answer from

@@ -79,6 +79,8 @@ typedef struct job_ref {
 
 struct job {
     reply_slot_t *slot;
+    loop_t *loop;
+    bool spare_sized; /* JOB_SPARE_BYTES allocated: may be kept as the loop's spare_job */
     job_kind_t kind;
     bool head; /* HEAD: the response without its body */
     size_t n, left;
@@ -98,6 +100,7 @@ struct job {
     char *bytes; /* the keys */
 };
 
+static void job_free(loop_t *loop, job_t *j);
 static void job_problem(job_t *j, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void job_problem(job_t *j, int status, const char *fmt, ...)
@@ -218,6 +221,7 @@ static void job_end(job_t *j)
     for (size_t i = 0; i < j->n; i++) {
         engine_rule_release(j->rules[i]);
     }
+    loop_t *loop = j->loop;
     /* /v1/auth admitted with a delay (a max_delay rule): the answer waits that long, as nginx's
      * limit_req delays the request, since auth_request cannot pass the delay on; at once when
      * the loop cannot hold it (its cap: counted) */
@@ -225,7 +229,7 @@ static void job_end(job_t *j)
     if (!conn_resolve_after(j->slot, delay_ns)) {
         conn_resolve(j->slot);
     }
-    free(j);
+    job_free(loop, j);
 }
 
 static void job_decided(void *arg, int status, const engine_decision_t *ed)
@@ -244,14 +248,46 @@ _Static_assert(sizeof(job_t) % _Alignof(engine_decision_t) == 0 &&
                    sizeof(engine_decision_t) % _Alignof(job_ref_t) == 0,
                "each check's arrays follow the job aligned");
 
+/* A job's memory, zeroed: the loop's spare_job when it is large enough (the usual one-check
+ * job, finished in the turn that took it with the memory store), so a decision allocates
+ * nothing; a job this size otherwise allocated whole, so it can be kept in turn. */
+#define JOB_SPARE_BYTES 1024
+
+static job_t *job_alloc(loop_t *loop, size_t size)
+{
+    job_t *j;
+    if (size > JOB_SPARE_BYTES) {
+        return calloc(1, size);
+    }
+    if (loop->spare_job != NULL) {
+        j = loop->spare_job;
+        loop->spare_job = NULL;
+        memset(j, 0, size);
+    } else if ((j = calloc(1, JOB_SPARE_BYTES)) == NULL) {
+        return NULL;
+    }
+    j->spare_sized = true;
+    return j;
+}
+
+static void job_free(loop_t *loop, job_t *j)
+{
+    if (j != NULL && j->spare_sized && loop->spare_job == NULL) {
+        loop->spare_job = j;
+    } else {
+        free(j);
+    }
+}
+
 /* A job of `checks` checks whose keys take `bytes`, in one allocation: the job, each check's
  * arrays, the keys. */
 static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(job_ref_t) + sizeof(rule_state_t *) +
                   sizeof(const char *) + sizeof(size_t) + sizeof(int64_t); /* 8-byte aligned */
-    job_t *j = calloc(1, sizeof *j + checks * each + bytes);
+    job_t *j = job_alloc(x->c->loop, sizeof *j + checks * each + bytes);
     if (j != NULL) {
+        j->loop = x->c->loop;
         j->got = (engine_decision_t *)(j + 1);
         j->ref = (job_ref_t *)(j->got + checks);
         j->rules = (rule_state_t **)(j->ref + checks);
@@ -262,7 +298,7 @@ static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t byt
     }
     reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
     if (slot == NULL) {
-        free(j);
+        job_free(x->c->loop, j);
         problem(x, 503, "out of memory");
         return NULL;
     }

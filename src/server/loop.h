@@ -113,6 +113,8 @@ struct conn {
     buf_t tls_out;
     reply_slot_t *slots; /* deferred replies, oldest first; NULL when none */
     reply_slot_t *slots_tail;
+    reply_slot_t *spare_slot; /* the last resolved slot, kept with its buffer for the next
+                                 conn_defer(): no allocation per deferred reply */
     conn_t *prev;
     conn_t *next;
     _Alignas(max_align_t) unsigned char state[]; /* the protocol's, proto->state_size bytes */
@@ -156,6 +158,7 @@ struct loop {
     uv_async_t evict_async;  /* another loop saw the input buffers over the cap */
     bool evict_open;         /* evict_async may be sent to (under the server's evict_mu) */
     char *spare;             /* an input buffer lent to each read of a connection holding none */
+    void *spare_job;         /* http_decide.c's last finished decision job, kept for the next */
     uv_timer_t idle_timer;   /* idle timeouts; while stopping, the drain check */
     uv_timer_t delay_timer;  /* the soonest of delayed's due times */
     struct delayed *delayed; /* replies held back (conn_resolve_after): a min-heap on due time */

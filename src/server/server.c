@@ -148,6 +148,7 @@ static void loop_thread(void *arg)
     uv_run(&l->uv, UV_RUN_DEFAULT);
     engine_worker_end(l->worker);
     free(l->spare);
+    free(l->spare_job);
     free(l->tls_in);
     l->spare = NULL;
 }
