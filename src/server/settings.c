@@ -12,6 +12,7 @@
  * --version; the file is then applied; the second pass applies the flags over it, in order.
  */
 #include "server/settings_impl.h"
+#include "server/settings_env.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -510,6 +511,41 @@ static int secret_from_env(char **field, const char *var, char *err, size_t cap)
     return 0;
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
+/* envoyproxy/ratelimit's variables (settings_env.c), over the file and under the flags: each
+ * as the flag it stands for; a list it gives replaces the default's or the file's. 0, or -1
+ * with err naming the variable. */
+static int apply_env(server_settings_t *c, const flag_t *flags, size_t nflags, char *err,
+                     size_t err_cap)
+{
+    env_flag_t env[SETTINGS_ENV_MAX];
+    size_t n = 0;
+    if (settings_env_read(env_get, env, &n, err, err_cap) != 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const option_t *o = by_flag(env[i].flag, strlen(env[i].flag));
+        bool flagged = false; /* a flag given wins over the variable */
+        for (size_t f = 0; f < nflags; f++)
+            flagged = flagged || flags[f].opt == o;
+        if (flagged)
+            continue;
+        if (o->kind == OPT_LIST)
+            list_clear(c, o);
+        char why[512];
+        source_t s = {.opt = o, .err = why, .cap = sizeof why};
+        rc = apply_scalar(c, &s, env[i].value, strlen(env[i].value));
+        if (rc != 0)
+            snprintf(err, err_cap, "%s=%.64s (as %s)", env[i].var, env[i].value, why);
+    }
+    settings_env_free(env, n);
+    return rc;
+}
+
 /* Applies the flags split from the command line: --help and --version (1), then the --config
  * file (the last one wins), then the other flags over it. 0, 1, or -1 with err set. */
 static int apply_flags(server_settings_t *c, const flag_t *flags, size_t nflags, char *err,
@@ -537,6 +573,8 @@ static int apply_flags(server_settings_t *c, const flag_t *flags, size_t nflags,
         if (rc == 0)
             rc = load_file(c, file, err, err_cap);
     }
+    if (rc == 0)
+        rc = apply_env(c, flags, nflags, err, err_cap);
     bool cleared[NOPTIONS] = {false};
     for (size_t i = 0; rc == 0 && i < nflags; i++) {
         const option_t *o = flags[i].opt;
