@@ -58,6 +58,16 @@ static void decision_json(buf_t *b, const engine_decision_t *ed, const char *key
     buf_add(b, num, (size_t)n);
 }
 
+/* A release's JSON: the hold is given back. */
+static void release_json(buf_t *b, const engine_decision_t *ed, const char *key, size_t key_len)
+{
+    buf_add(b, "{\"rule\":", 8);
+    http_json_append(b, ed->rule->def.name, strlen(ed->rule->def.name));
+    buf_add(b, ",\"key\":", 7);
+    http_json_append(b, key, key_len);
+    buf_add(b, ",\"released\":true}", 17);
+}
+
 /*
  * Decisions of one HTTP request (the auth endpoint's one, /v1/allow's one or many), with either
  * store: each check is decided with engine_decide_async(); the response is written into the
@@ -67,7 +77,9 @@ typedef enum job_kind {
     JOB_AUTH,       /* 204 / 429 */
     JOB_ALLOW_ONE,  /* 200, one decision's JSON */
     JOB_ALLOW_MANY, /* 200, {"checks":[...],"allowed":...} */
-    JOB_SETTLE      /* 200, the settled key's decision's JSON */
+    JOB_SETTLE,     /* 200, the settled key's decision's JSON */
+    JOB_ACQUIRE,    /* 200, the decision's JSON and the hold's id */
+    JOB_RELEASE     /* 200, {"rule","key","released":true} */
 } job_kind_t;
 
 typedef struct job job_t;
@@ -88,7 +100,7 @@ struct job {
     size_t key_max;
     size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
     bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
-    engine_request_t settle; /* JOB_SETTLE: what is settled */
+    engine_request_t settle; /* JOB_SETTLE: what is settled; JOB_ACQUIRE, JOB_RELEASE: the hold */
     /* per check, [0, checks) of the allocation's tail (job_new): a job of one check is a few
      * hundred bytes to allocate and zero, not room for CHECKS_MAX */
     engine_decision_t *got;
@@ -119,6 +131,15 @@ static bool job_respond_problem(job_t *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         const engine_decision_t *ed = &j->got[i];
+        if (ed->hold_status == SL_EHOLD) {
+            job_problem(j, 409, THROTTLE_NO_HOLD);
+            return true;
+        }
+        if (ed->hold_status == SL_EHOLDTIME) {
+            job_problem(j, 400, "timeout_ms must be within 1..%lld (rule '%s' hold_timeout)",
+                        (long long)(ed->window_ns / SL_NS_PER_MS), j->rules[i]->def.name);
+            return true;
+        }
         if (ed->debt_refused) { /* a settle: nothing was charged */
             job_problem(j, 422,
                         THROTTLE_DEBT_REFUSED " of rule '%s' (%lld units past its limit); "
@@ -182,7 +203,18 @@ static void job_respond_json(job_t *j)
             j->got[i].d.allowed = false;
             j->got[i].shadowed = false;
         }
-        decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
+        if (j->kind == JOB_RELEASE) {
+            release_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
+        } else {
+            decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
+        }
+        if (j->kind == JOB_ACQUIRE) { /* the decision's object, with the hold's id */
+            char num[48];
+            int len = snprintf(num, sizeof num, ",\"hold_id\":%llu}",
+                               (unsigned long long)j->got[i].hold.id);
+            body.len--;
+            buf_add(&body, num, (size_t)len);
+        }
         if (all && !j->got[i].d.allowed) {
             first = &j->got[i]; /* the headers describe the first refusal, if any */
         }
@@ -195,7 +227,9 @@ static void job_respond_json(job_t *j)
         first = &j->got[j->refused]; /* every check says false: the one that refused the whole */
     }
     http_begin(&j->slot->buf, 200);
-    ratelimit_headers(&j->slot->buf, first);
+    if (j->kind != JOB_RELEASE) { /* a release decides nothing: no quota to describe */
+        ratelimit_headers(&j->slot->buf, first);
+    }
     http_end(&j->slot->buf, !j->slot->close_after, "application/json", body.data, body.len);
     buf_free(&body);
 }
@@ -362,8 +396,8 @@ static void job_run(job_t *j, engine_worker_t *w)
     }
     j->left = j->n + 1; /* held until every decision has started */
     for (size_t i = 0; i < j->n; i++) {
-        engine_request_t req =
-            j->kind == JOB_SETTLE ? j->settle : (engine_request_t){.cost = j->costs[i]};
+        bool own = j->kind == JOB_SETTLE || j->kind == JOB_ACQUIRE || j->kind == JOB_RELEASE;
+        engine_request_t req = own ? j->settle : (engine_request_t){.cost = j->costs[i]};
         int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
                                       job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
@@ -633,4 +667,98 @@ void route_auth(route_ctx_t *x)
         job_add(j, rs, keybuf, key_len, cost, &space);
         job_run(j, c->loop->worker);
     }
+}
+
+/* ---- in-flight limits ---------------------------------------------------------------------- */
+
+/* Whether every field of the body is one of names (NULL-terminated); else replies 400 naming the
+ * first other one (a typo must not silently take a default). */
+static bool fields_known(route_ctx_t *x, json_t *root, const char *const *names)
+{
+    const char *field;
+    json_t *v;
+    json_object_foreach(root, field, v)
+    {
+        const char *const *n = names;
+        while (*n != NULL && strcmp(*n, field) != 0) {
+            n++;
+        }
+        if (*n == NULL) {
+            problem(x, 400, "body: unknown field '%.64s'", field);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The rule of an acquire's or a release's body (an in-flight rule), after its fields' checks;
+ * NULL after replying a problem. */
+static rule_state_t *hold_rule(route_ctx_t *x, json_t *root, const char *const *names)
+{
+    int64_t unused;
+    if (!json_is_object(root) || !fields_known(x, root, names)) {
+        if (!json_is_object(root)) {
+            problem(x, 400, "body: must be a JSON object");
+        }
+        return NULL;
+    }
+    rule_state_t *rs = check_parse(x, root, "body", &unused);
+    if (rs != NULL && !sl_rule_holds(&rs->def.rule)) {
+        problem(x, 400, "rule '%s' holds nothing to acquire or release", rs->def.name);
+        return NULL;
+    }
+    return rs;
+}
+
+/* Decides j's one check, the hold request req, after the rule and key were checked. */
+static void hold_run(route_ctx_t *x, json_t *root, rule_state_t *rs, job_kind_t kind,
+                     const engine_request_t *req)
+{
+    json_t *key = json_object_get(root, "key");
+    job_t *j = job_new(x, kind, 1, json_string_length(key));
+    if (j != NULL) {
+        char *space = j->bytes;
+        job_add(j, rs, json_string_value(key), json_string_length(key), req->cost, &space);
+        j->settle = *req;
+        job_run(j, x->c->loop->worker);
+    }
+}
+
+void route_acquire(route_ctx_t *x)
+{
+    static const char *const names[] = {"rule", "key", "cost", "timeout_ms", NULL};
+    json_t *root = body_json(x);
+    if (root == NULL) {
+        return;
+    }
+    engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
+    int64_t timeout_ms = 0;
+    rule_state_t *rs = hold_rule(x, root, names);
+    if (rs != NULL && json_units(x, root, "cost", false, &req.cost) &&
+        json_units(x, root, "timeout_ms", false, &timeout_ms)) {
+        if (json_object_get(root, "timeout_ms") != NULL &&
+            (timeout_ms < 1 || timeout_ms > SL_WINDOW_MAX_NS / SL_NS_PER_MS)) {
+            problem(x, 400, "body: timeout_ms must be a positive integer of milliseconds");
+        } else {
+            req.hold_ns = timeout_ms * SL_NS_PER_MS;
+            hold_run(x, root, rs, JOB_ACQUIRE, &req);
+        }
+    }
+    json_decref(root);
+}
+
+void route_release(route_ctx_t *x)
+{
+    static const char *const names[] = {"rule", "key", "id", NULL};
+    json_t *root = body_json(x);
+    if (root == NULL) {
+        return;
+    }
+    int64_t id = 0;
+    rule_state_t *rs = hold_rule(x, root, names);
+    if (rs != NULL && json_units(x, root, "id", true, &id)) {
+        engine_request_t req = {.hold_op = STORE_HOLD_RELEASE, .hold_id = (uint64_t)id};
+        hold_run(x, root, rs, JOB_RELEASE, &req);
+    }
+    json_decref(root);
 }

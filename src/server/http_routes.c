@@ -4,6 +4,8 @@
  *
  *   POST   /v1/allow                           one check {"rule","key","cost"} or {"checks":[..]}
  *   POST   /v1/settle                          {"rule","key","reserved","actual"[,"at"]}
+ *   POST   /v1/acquire                         {"rule","key"[,"cost"][,"timeout_ms"]}: a hold
+ *   POST   /v1/release                         {"rule","key","id"}: the hold given back
  *   GET    /v1/auth/{rule}                     204 / 429 for auth_request and forward-auth
  *   GET    /v1/rules                           every rule             (open)
  *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
@@ -103,6 +105,7 @@ void http_handle(conn_t *c, http_request_t *req)
     conn_in_order(c, handle_now, &x);
 }
 
+/* long because the route table is one chain of tests on the path, a branch per route */
 static void handle_now(void *arg)
 {
     conn_t *c = ((handle_ctx_t *)arg)->c;
@@ -131,6 +134,18 @@ static void handle_now(void *arg)
             return;
         }
         route_settle(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "acquire") && x.nseg == 2) {
+        if (req->method != HTTP_POST) {
+            route_method_not_allowed(&x, "POST");
+            return;
+        }
+        route_acquire(&x);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "release") && x.nseg == 2) {
+        if (req->method != HTTP_POST) {
+            route_method_not_allowed(&x, "POST");
+            return;
+        }
+        route_release(&x);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules") && x.nseg == 4 &&
                seg_is(&x, 3, "top")) {
         only_get(&x, route_top);

@@ -79,6 +79,11 @@ bool route_door(route_ctx_t *x, door_kind_t kind);
 /* http_decide.c */
 void route_allow(route_ctx_t *x);
 void route_settle(route_ctx_t *x);
+/* POST /v1/acquire {"rule","key"[,"cost"][,"timeout_ms"]}: a hold on an in-flight rule (a
+ * decision's JSON and "hold_id", 0 when none was made); POST /v1/release {"rule","key","id"}:
+ * the hold given back (200), or 409 when the key holds no live hold of that id. */
+void route_acquire(route_ctx_t *x);
+void route_release(route_ctx_t *x);
 void route_auth(route_ctx_t *x);
 
 /* http_rules.c */

@@ -8,7 +8,8 @@
  *                         DIR/<name>.lua per row; exit 0, or 1 with a message on stderr
  *
  * A row's Lua: ALG, the name (in messages), and NO_LEASE, why the algorithm cannot lease (nil
- * when it can: CORE_CAP_LEASABLE), as the core's own errors say it.
+ * when it can: CORE_CAP_LEASABLE), as the core's own errors say it; HOLDS, whether it takes
+ * acquires and releases (CORE_CAP_HOLDS).
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static bool write_row(const char *dir, const core_algorithm_t *row)
     else
         lua_string(f, row->lease_refusal != NULL ? row->lease_refusal : "it cannot");
     fputs(" -- why it cannot lease; nil: it can\n", f);
+    fprintf(f, "local HOLDS = %s -- it takes acquires and releases\n",
+            (row->caps & CORE_CAP_HOLDS) ? "true" : "false");
     return fclose(f) == 0;
 }
 

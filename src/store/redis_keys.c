@@ -246,6 +246,20 @@ static void module_op_args(args_t *a, const pending_t *p)
         arg_i64(a, p->lease.until_ns / SL_NS_PER_US);
         return;
     }
+    if (p->op == OP_ACQUIRE) {
+        module_rule_args(a, "SL.ACQUIRE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "COST", 4);
+        arg_i64(a, p->cost);
+        arg_str(a, "TIMEOUT", 7);
+        arg_i64(a, p->hold_ns / SL_NS_PER_MS);
+        return;
+    }
+    if (p->op == OP_RELEASE) {
+        module_rule_args(a, "SL.RELEASE", p->rkey, p->rkey_len, &p->rule);
+        arg_str(a, "ID", 2);
+        arg_i64(a, (int64_t)p->hold_id);
+        return;
+    }
     module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
     arg_str(a, "COST", 4);
     arg_i64(a, p->cost);
@@ -298,6 +312,18 @@ static void lua_op_args(args_t *a, const pending_t *p, const lua_script_t *scrip
         arg_i64(a, p->unused);
         arg_i64(a, p->lease.at_ns / SL_NS_PER_US);
         arg_i64(a, p->lease.until_ns / SL_NS_PER_US);
+        return;
+    }
+    if (p->op == OP_ACQUIRE) {
+        arg_str(a, "acquire", 7);
+        arg_i64(a, p->cost);
+        arg_i64(a, p->hold_ns / SL_NS_PER_US);
+        arg_i64(a, (int64_t)p->hold_id);
+        return;
+    }
+    if (p->op == OP_RELEASE) {
+        arg_str(a, "release", 7);
+        arg_i64(a, (int64_t)p->hold_id);
         return;
     }
     arg_i64(a, p->cost);

@@ -75,6 +75,33 @@ bool rs_parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rul
     return true;
 }
 
+/* An acquire's six integers: a decision's five (times in the mode's unit) and the hold's id,
+ * 0 when none was made, else below 2^48 - 1. */
+bool rs_parse_acquire(const redisReply *r, redis_mode_t mode, sl_decision_t *d, uint64_t *id)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+        return false;
+    }
+    long long v[6];
+    for (size_t i = 0; i < 6; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+            return false;
+        }
+        v[i] = r->element[i]->integer;
+    }
+    if (v[5] < 0 || v[5] >= (1LL << 48) - 1) {
+        return false;
+    }
+    int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
+    *d = (sl_decision_t){.allowed = v[0] == 1,
+                         .limit = v[1],
+                         .remaining = v[2],
+                         .retry_after_ns = to_ns(v[3], unit),
+                         .reset_after_ns = to_ns(v[4], unit)};
+    *id = (uint64_t)v[5];
+    return true;
+}
+
 /* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
 bool rs_is_unknown_command(const redisReply *r)
 {

@@ -244,7 +244,8 @@ static int inside_result(const redis_inside_t *in)
     if (!in->answered) {
         return STORE_PENDING;
     }
-    return in->status == 0 ? SL_OK : in->status == SL_EDEBT ? SL_EDEBT : SL_EINVAL;
+    bool own = in->status == SL_EDEBT || in->status == SL_EHOLD || in->status == SL_EHOLDTIME;
+    return in->status == 0 ? SL_OK : own ? in->status : SL_EINVAL;
 }
 
 /* Leased: from a lease when it can (redis_lease.h); approximate: from the key's count when it
@@ -255,7 +256,15 @@ static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const stor
     redis_store_t *rs = rl->rs;
     int64_t closed_ns = closed_of(tg, now_ns);
     redis_leases_asked(rl->leases);
-    if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
+    if (req->hold_op != STORE_HOLD_NONE) { /* in-flight rules are strict (no lease, no count) */
+        redis_hold_req_t hr = {.release = req->hold_op == STORE_HOLD_RELEASE,
+                               .cost = req->cost,
+                               .hold_ns = req->hold_ns,
+                               .id = req->hold_id,
+                               .hold = req->hold,
+                               .closed_ns = closed_ns};
+        redis_store_hold(rs, tg->name, tg->numbers, tg->key, tg->key_len, &hr, now_ns, fn, arg);
+    } else if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
         redis_lease_target_t lt = lease_target(tg, now_ns);
         redis_leases_decide(rl->leases, &lt, req->cost, now_ns, fn, arg);
     } else if (tg->sync_ns > 0 && !req->settle && req->cost > 0) {
@@ -530,6 +539,7 @@ const request_store_ops_t redis_request_ops = {
     .name = "redis",
     .url_form = "redis://host:port or redis-cluster://host:port,host:port,...",
     .leases = true,
+    .holds = true,
     .accepts = redis_accepts,
     .open = redis_open,
     .close = redis_close,

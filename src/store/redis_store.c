@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include <hiredis/hiredis.h>
 
@@ -314,6 +315,9 @@ static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision
     if (d->allowed || p->cost != 1 || d->remaining != 0) {
         return;
     }
+    if (sl_rule_holds(&p->rule)) {
+        return; /* a release frees units before the retry time, and may come from elsewhere */
+    }
     uint64_t now_epoch =
         atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
     if (now_epoch != p->epoch) {
@@ -362,6 +366,34 @@ static void answer_error(redis_store_t *s, pending_t *p, const char *msg)
     redis_store_answer(s, fn, fn_arg, -1, NULL, msg);
 }
 
+/* p's (an acquire or a release, unlinked) reply, not an error reply: its answer. */
+static void answer_hold(redis_store_t *s, pending_t *p, const redisReply *reply)
+{
+    redis_decision_fn fn = p->fn;
+    void *fn_arg = p->arg;
+    sl_decision_t d = {.allowed = true, .limit = p->rule.capacity};
+    uint64_t id = 0;
+    bool ok = p->op == OP_ACQUIRE ? rs_parse_acquire(reply, p->mode, &d, &id)
+                                  : reply->type == REDIS_REPLY_STATUS;
+    if (!ok) {
+        answer_error(s, p, "redis: unexpected reply to an acquire or a release");
+        return;
+    }
+    if (p->op == OP_RELEASE) {
+        rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* room given back */
+        id = p->hold_id;
+    } else if (p->beyond) {
+        d.allowed = false; /* the key as it stands, refusing a cost it can never take */
+        d.retry_after_ns = -1;
+    }
+    if (p->hold_out != NULL) {
+        *p->hold_out = (sl_hold_t){
+            .id = id, .until_ns = id != 0 && p->op == OP_ACQUIRE ? p->asked_ns + p->hold_ns : 0};
+    }
+    pending_release(s, p);
+    redis_store_answer(s, fn, fn_arg, 0, &d, NULL);
+}
+
 /* p's (unlinked) reply, not an error reply: its answer. */
 static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply)
 {
@@ -372,6 +404,10 @@ static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply
         rs_forget_key(s, &p->rule, p->rkey, p->rkey_len); /* refusals sent before the DEL ran */
         pending_release(s, p);
         redis_store_answer(s, fn, fn_arg, 0, NULL, NULL);
+        return;
+    }
+    if (p->op == OP_ACQUIRE || p->op == OP_RELEASE) {
+        answer_hold(s, p, reply);
         return;
     }
     bool ok = p->op == OP_LEASE ? rs_parse_lease(reply, p->mode, &p->rule, p->lease_out, &d)
@@ -565,6 +601,12 @@ static void on_reply(void *arg, redisReply *reply, const char *err)
         void *fn_arg = p->arg;
         pending_release(s, p); /* refused by max_debt, nothing charged: not a store error */
         redis_store_answer(s, fn, fn_arg, SL_EDEBT, NULL, reply->str);
+    } else if (reply->type == REDIS_REPLY_ERROR && p->op == OP_RELEASE &&
+               strstr(reply->str, THROTTLE_NO_HOLD) != NULL) {
+        redis_decision_fn fn = p->fn;
+        void *fn_arg = p->arg;
+        pending_release(s, p); /* no such hold, nothing changed: the request's error */
+        redis_store_answer(s, fn, fn_arg, SL_EHOLD, NULL, reply->str);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         char msg[REDIS_STORE_ERR_MAX];
         snprintf(msg, sizeof msg, "redis: %s", reply->str);
@@ -847,6 +889,46 @@ void redis_store_return(redis_store_t *s, const char *name, const sl_rule_t *rul
     send_decision(s, p, r.idx, false);
 }
 
+void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                      size_t key_len, const redis_hold_req_t *req, int64_t now_ns,
+                      redis_decision_fn fn, void *arg)
+{
+    int64_t hold_ns = req->hold_ns == 0 ? rule->window_ns : req->hold_ns;
+    if (!req->release && (req->cost < 0 || hold_ns < SL_NS_PER_MS || hold_ns > rule->window_ns)) {
+        redis_store_answer(s, fn, arg, req->cost < 0 ? -1 : SL_EHOLDTIME, NULL,
+                           "an acquire needs a cost >= 0 and a hold time within the window");
+        return;
+    }
+    route_t r;
+    if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
+        return;
+    }
+    if (req->release) {
+        rs_forget_key(s, rule, r.rkey, r.rkey_len); /* room comes back, as a settle's */
+    }
+    pending_t *p = pending_new(s, r.rkey, r.rkey_len, fn, arg);
+    if (p == NULL) {
+        redis_store_answer(s, fn, arg, -1, NULL, "out of memory");
+        return;
+    }
+    p->op = req->release ? OP_RELEASE : OP_ACQUIRE;
+    p->rule = *rule;
+    p->beyond = !req->release && req->cost > rule->capacity; /* sent as a peek, as a decision's */
+    p->cost = req->release || p->beyond ? 0 : req->cost;
+    p->hold_ns = hold_ns;
+    /* an acquire's entropy: 48 random bits (the key's secret, at its first acquire) */
+    p->hold_id = req->release ? req->id
+                              : sl_hash_mix(s->hold_key, ++s->holds ^ SL_HASH_P1) &
+                                    ((UINT64_C(1) << 48) - 1);
+    p->hold_out = req->hold;
+    p->closed_ns = req->closed_ns;
+    p->asked_ns = now_ns;
+    p->mode = r.mode;
+    p->cache_hash = rs_key_hash(s, r.rkey, r.rkey_len);
+    p->epoch = atomic_load_explicit(rs_epoch_of(s->shared, p->cache_hash), memory_order_acquire);
+    send_decision(s, p, r.idx, false);
+}
+
 void redis_store_reset(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
                        size_t key_len, redis_decision_fn fn, void *arg)
 {
@@ -906,6 +988,9 @@ int redis_store_create(uv_loop_t *loop, const rc_config_t *cfg, redis_shared_t *
     s->on_node = on_node;
     s->on_node_arg = on_node_arg;
     s->timeout_ms = timeout_ns / SL_NS_PER_MS > 0 ? timeout_ns / SL_NS_PER_MS : 1;
+    if (getrandom(&s->hold_key, sizeof s->hold_key, GRND_NONBLOCK) != (ssize_t)sizeof s->hold_key) {
+        s->hold_key = sl_hash_mix((uint64_t)sl_now_ns() ^ (uint64_t)(uintptr_t)s, SL_HASH_P2);
+    }
     olc_init(&s->cache, s->cache_slots, CACHE_SLOTS, 1);
     char cerr[RC_ERR_MAX];
     if (rc_create(loop, cfg, on_connect, s, &s->client, cerr) != 0) {

@@ -287,6 +287,31 @@ void redis_store_return(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, const sl_lease_t *lease, int64_t unused,
                         const redis_lease_node_t *node, redis_decision_fn fn, void *arg);
 
+/* An acquire or a release of a hold on a key of a rule whose algorithm holds units. */
+typedef struct redis_hold_req {
+    bool release;      /* a release of id; else an acquire of cost units for hold_ns */
+    int64_t cost;      /* acquire: units (0: what a peek reports, no hold) */
+    int64_t hold_ns;   /* acquire: the hold's time, ns; 0: the rule's window */
+    uint64_t id;       /* release: the hold's id */
+    sl_hold_t *hold;   /* the hold made (its id; 0 when none) or freed goes there; may be NULL;
+                          valid until fn is called */
+    int64_t closed_ns; /* the rule's closed start, as redis_store_decide's */
+} redis_hold_req_t;
+
+/*
+ * SL.ACQUIRE or SL.RELEASE (the module), or the script's acquire or release, on key under rule:
+ * the core's sl_acquire() and sl_release() on the key's state in Redis, atomically, at the Redis
+ * server's time. Calls fn exactly once (as redis_store_decide): status 0 and *d (an acquire's
+ * decision, with the hold's id in *req->hold; a release's d admits, with the rule's limit),
+ * SL_EHOLD (a release of a hold the key does not hold: nothing changed, not a store error),
+ * SL_EHOLDTIME (a hold time outside [1 ms, the rule's window], at once: nothing sent), or -1 and
+ * err. Never answered from the over-limit cache; a release drops the key's cached refusals in
+ * every loop. An acquire answered past its deadline keeps its hold until the hold expires.
+ */
+void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule, const void *key,
+                      size_t key_len, const redis_hold_req_t *req, int64_t now_ns,
+                      redis_decision_fn fn, void *arg);
+
 #define REDIS_ALL_MAX 64 /* most pairs in one SL.ALLOWALL */
 
 /* One pair of an all-or-nothing decision. */

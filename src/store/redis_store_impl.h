@@ -40,6 +40,8 @@ typedef enum pending_op {
     OP_SETTLE,     /* a settle: SL.SETTLE, or the script's settle */
     OP_LEASE,      /* a lease: SL.LEASE, or the script's lease */
     OP_RETURN,     /* a lease given back: SL.RETURN, or the script's return */
+    OP_ACQUIRE,    /* a hold taken: SL.ACQUIRE, or the script's acquire */
+    OP_RELEASE,    /* a hold given back: SL.RELEASE, or the script's release */
 } pending_op_t;
 
 /* A decision waiting for Redis, in the store's FIFO (send order = deadline order). Reused
@@ -54,13 +56,13 @@ typedef struct pending {
     redis_mode_t mode;     /* the form rkey (and the command) is in */
     unsigned mode_resends; /* re-sent after "unknown command" */
     sl_rule_t rule;
-    int64_t cost;                  /* OP_DECIDE: units */
-    bool beyond;                   /* OP_DECIDE: a cost over the capacity, sent as a peek and
-                                      answered as that cost's refusal */
-    int64_t reserved, actual;      /* OP_SETTLE: units */
-    int64_t charged_ns;            /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
-    int64_t want, lease_ns;        /* OP_LEASE: units asked for, for how long (ns) */
-    sl_lease_t *lease_out;         /* OP_LEASE: the grant goes there; OP_RETURN: what goes back */
+    int64_t cost;             /* OP_DECIDE: units */
+    bool beyond;              /* OP_DECIDE, OP_ACQUIRE: a cost over the capacity, sent as a peek and
+                                 answered as that cost's refusal */
+    int64_t reserved, actual; /* OP_SETTLE: units */
+    int64_t charged_ns;       /* OP_SETTLE: on Redis's clock, ns; -1 = when Redis runs it */
+    int64_t want, lease_ns;   /* OP_LEASE: units asked for, for how long (ns) */
+    sl_lease_t *lease_out;    /* OP_LEASE: the grant goes there; OP_RETURN: what goes back */
     redis_lease_node_t *node_out;  /* OP_LEASE: where it was granted */
     redis_lease_node_t lease_node; /* OP_RETURN: where it was granted */
     sl_lease_t lease;              /* OP_RETURN: the lease */
@@ -76,6 +78,9 @@ typedef struct pending {
     bool acks_void;                /* the admission came from a node other than the WAIT's */
     bool release_due;              /* released while WAITs were out: freed at the last reply */
     sl_decision_t held;            /* the admission, while holding */
+    int64_t hold_ns;               /* OP_ACQUIRE: the hold's time, ns (cost: its units) */
+    uint64_t hold_id;              /* OP_ACQUIRE: the entropy (48 bits); OP_RELEASE: the id */
+    sl_hold_t *hold_out;           /* OP_ACQUIRE, OP_RELEASE: the hold made or freed goes there */
     uint64_t cache_hash;           /* rkey's hash: where a refusal is remembered */
     uint64_t epoch;                /* its stripe's epoch when it was sent */
     struct pending *prev, *next;   /* the FIFO */
@@ -141,6 +146,8 @@ struct redis_store {
     freelist_t pending;     /* pending_t to reuse */
     buf_t cmd;              /* the command being formatted, reused */
     redis_inside_t *inside; /* the call through the seam under way (redis_store_enter) */
+    uint64_t hold_key;      /* random at create: keys the entropy of the scripts' hold ids */
+    uint64_t holds;         /* acquires sent: the entropy of each differs */
 };
 
 typedef struct args {
@@ -206,6 +213,9 @@ bool rs_parse_decision(const redisReply *r, redis_mode_t mode, sl_decision_t *d)
  * peek after it into *d; false when it is no such reply. */
 bool rs_parse_lease(const redisReply *r, redis_mode_t mode, const sl_rule_t *rule,
                     sl_lease_t *lease, sl_decision_t *d);
+/* A reply to an acquire, [allowed, limit, remaining, retry_after, reset_after, hold_id] (times in
+ * ms from the module, us from the script), into *d and the hold's id into *id. */
+bool rs_parse_acquire(const redisReply *r, redis_mode_t mode, sl_decision_t *d, uint64_t *id);
 /* "ERR unknown command 'SL.THROTTLE', ...": the node has no sluice.so (any more). */
 bool rs_is_unknown_command(const redisReply *r);
 

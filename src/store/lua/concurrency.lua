@@ -1,8 +1,184 @@
--- concurrency.lua - sluice's concurrency (in-flight limits) as a Redis script, for a Redis that
--- forbids modules. docs/lua.md has the contract; docs/algorithms.md the algorithm.
+-- concurrency.lua - sluice's concurrency (in-flight limits: at most N units held at once) as a
+-- Redis script, for a Redis that forbids modules. docs/lua.md has the contract (lib/args.lua:
+-- the arguments, acquire and release among them); docs/algorithms.md the algorithm. Its answers
+-- are the core's (src/core/concurrency.c), in microseconds.
+--
+-- The key's holds are in one string (so one cluster slot), written with SET .. PXAT the last
+-- hold's expiry (DEL when none is left): a 24-byte header, then 16 bytes per hold, sorted by
+-- expiry (ties: in the order they came), little-endian:
+--
+--   latest_us (i8)  the latest time a write was decided at: times are clamped to it
+--   secret (i8)     48 bits the key's hold ids are made with (the first acquire's entropy)
+--   seq (i8)        ids issued on the key: the next id is the permutation of seq + 1
+--   per hold        expires_us (i8), id (6 bytes), cost (2 bytes, 1..65535)
+--
+-- A hold is live while now < expires_us; expired holds are dropped when the key is read. Ids are
+-- those of the core's scheme (a 4-round Feistel permutation of the 48-bit seq under the secret,
+-- here with a 24-bit round function Lua's numbers compute exactly): never reused while the key
+-- lives, never 0 (a decision's hold, which no release frees) nor 2^48 - 1 (units charged past
+-- the limit, or merged), and not told apart from others' without the secret. A key written under
+-- a greater limit keeps its live holds; beyond the limit, those expiring first merge into one
+-- hold of id 2^48 - 1 that expires with the last of them (the core's conversion).
 -- include: row
 -- include: lib/args.lua
 
-local err, limit, window, _, _, _, cost, now = rule_args(4096, -1, 0, -1, 0, -1, 0)
+local ID_MASK = 281474976710655 -- 2^48 - 1: also the id of charged or merged units
+local COST_MAX = 65535 -- units one hold records
+local H24 = 16777216 -- 2^24: the Feistel's halves
+local HDR, HOLD = '<i8i8i8', '<i8I6I2'
+local NO_HOLD = 'ERR no such hold: the key holds no live hold of that id (expired, released ' ..
+    'before, or never made); nothing changed'
+
+local err, limit, window, _, _, _, cost, now, reserved, actual, _, closed, _, _, _, max_debt,
+    hold_us, hold_arg = rule_args(4096, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
-return redis.error_reply('ERR sluice ' .. ALG .. ': not available through Lua yet')
+local key, op = KEYS[1], ARGV[6]
+
+-- the key's state: E, I, C (expiry, id, cost) of the live holds, m of them holding u units
+local raw = redis.call('GET', key)
+local latest, secret, seq, dirty = 0, 0, 0, false
+local E, I, C, m, u = {}, {}, {}, 0, 0
+
+-- Puts a hold after every hold expiring no later.
+local function insert(e, id, c)
+    local at = m + 1
+    while at > 1 and E[at - 1] > e do at = at - 1 end
+    table.insert(E, at, e)
+    table.insert(I, at, id)
+    table.insert(C, at, c)
+    m, u = m + 1, u + c
+end
+
+if raw then
+    if #raw < 24 or (#raw - 24) % 16 ~= 0 then return no_state_reply(key) end
+    latest, secret, seq = struct.unpack(HDR, raw)
+    now = math.max(now, latest)
+    for at = 25, #raw, 16 do
+        local e, id, c = struct.unpack(HOLD, raw, at)
+        if e > now then
+            m, u = m + 1, u + c
+            E[m], I[m], C[m] = e, id, c
+        end
+    end
+elseif closed then -- taken as having held the whole limit since the closed start
+    insert(closed + window, 0, limit)
+    latest, dirty = closed, true
+end
+if m > limit then -- written under a greater limit: the first ones merge into one
+    local merged, units = m - limit + 1, 0
+    for i = 1, merged do units = units + C[i] end
+    local e = E[merged]
+    for _ = 1, merged do
+        table.remove(E, 1)
+        table.remove(I, 1)
+        table.remove(C, 1)
+    end
+    m, u = m - merged, u - units
+    insert(e, ID_MASK, math.min(units, COST_MAX))
+    dirty = true
+end
+
+-- Writes the state (nothing held: the key goes).
+local function write()
+    local parts = {struct.pack(HDR, latest, secret, seq)}
+    for i = 1, m do parts[i + 1] = struct.pack(HOLD, E[i], I[i], C[i]) end
+    store(key, raw, m > 0 and table.concat(parts) or nil, m > 0 and E[m] or 0)
+end
+
+-- The reply of a decision: {allowed, limit, remaining, retry_after_us, reset_after_us, last}.
+local function reply(allowed, retry, last)
+    local reset = (u > 0 and m > 0) and E[m] - now or 0
+    return {allowed and 1 or 0, limit, math.max(limit - u, 0), retry, reset, last}
+end
+
+-- Time until enough holds expire for cost to fit; -1 when it never can.
+local function wait_for(c)
+    if c > limit then return -1 end
+    local left = u
+    for i = 1, m do
+        left = left - C[i]
+        if c <= limit - left then return E[i] - now end
+    end
+    return 0
+end
+
+-- 24 bits of x under round key k.
+local function mix24(x, k)
+    x = bit.bxor(x, k)
+    x = (x * 2654435 + 40503) % H24
+    x = bit.bxor(x, math.floor(x / 4096))
+    x = (x * 1500007 + 7919) % H24
+    return bit.bxor(x, math.floor(x / 8192))
+end
+
+-- The id of sequence number s under the key's secret: a permutation of [0, 2^48).
+local function id_of(s)
+    local l, r = math.floor(s / H24), s % H24
+    local lo, hi = secret % H24, math.floor(secret / H24)
+    for i = 0, 3 do
+        local k = ((i % 2 == 0 and lo or hi) + i * 5039) % H24
+        l, r = r, bit.bxor(l, mix24(r, k))
+    end
+    return l * H24 + r
+end
+
+-- The next id on the key, never 0 nor ID_MASK.
+local function next_id(entropy)
+    if secret == 0 then
+        secret = entropy ~= 0 and entropy or (now * 40503 + 1) % ID_MASK + 1
+    end
+    local id
+    repeat
+        seq = (seq + 1) % (ID_MASK + 1)
+        id = id_of(seq)
+    until id ~= 0 and id ~= ID_MASK
+    return id
+end
+
+if op == 'release' then
+    local found
+    for i = 1, m do
+        if I[i] == hold_arg and hold_arg ~= 0 and hold_arg ~= ID_MASK then found = i end
+    end
+    if not found then return redis.error_reply(NO_HOLD) end
+    u, m = u - C[found], m - 1
+    table.remove(E, found)
+    table.remove(I, found)
+    table.remove(C, found)
+    latest = now
+    write()
+    return redis.status_reply('OK')
+end
+
+if reserved then -- a settle: nothing goes back (a hold goes by its release); more is charged
+    local more = actual > reserved and actual - reserved or 0
+    if more > 0 then
+        local in_one = m < limit and more or more + C[m]
+        local debt = math.max(u + more - limit, 0)
+        max_debt = max_debt or limit
+        if in_one > COST_MAX or debt > max_debt then return debt_reply(max_debt) end
+        if m < limit then
+            insert(now + window, ID_MASK, more)
+        else
+            u = u + math.min(C[m] + more, COST_MAX) - C[m]
+            I[m], C[m] = ID_MASK, math.min(C[m] + more, COST_MAX)
+            E[m] = math.max(E[m], now + window)
+        end
+        latest, dirty = now, true
+    end
+    if dirty then write() end
+    return reply(limit - u >= 0, limit - u >= 0 and 0 or wait_for(0), 0)
+end
+
+if cost > limit - u then
+    if dirty and cost > 0 then write() end
+    return reply(false, wait_for(cost), 0)
+end
+local id = 0
+if cost > 0 then
+    if op == 'acquire' then id = next_id(hold_arg) end
+    insert(now + (hold_us or window), id, cost)
+    latest = now
+    write()
+end
+return reply(true, 0, id)

@@ -366,12 +366,59 @@ def mode_steps(rule):
     return s
 
 
+def acquire(rule, key, *more):
+    return ("acquire", R("SL.ACQUIRE", rule, key, *[str(m) for m in more]))
+
+
+def release(rule, key, n, via="resp"):
+    """SL.RELEASE (or POST /v1/release) of the id the n-th acquire of the scenario got (from
+    each store its own)."""
+    return ("release", rule, key, n, via)
+
+
+def hacquire(body):
+    return ("acquire", H("POST", "/v1/acquire", body))
+
+
+def holds_steps():
+    """In-flight limits: acquires up to the limit, a refusal's retry_after (the earliest expiry
+    that frees enough), a release that frees once, releases refused (again, id 0, made up, an
+    expired hold's), TIMEOUT and its bounds, expiry on the clock, a key with an override's limit,
+    a shadow rule (admitted, no hold), and plain decisions and peeks on the rule."""
+    k, w = "inf:k", "inf:wide"
+    return [
+        acquire("inf", k), T(1000), acquire("inf", k, "COST", 2), acquire("inf", k),
+        acquire("inf", k, "COST", 4), R("SL.PEEK", "inf", k), release("inf", k, 0),
+        release("inf", k, 0), R("SL.RELEASE", "inf", k, 0), R("SL.RELEASE", "inf", k, 12345),
+        acquire("inf", k, "TIMEOUT", 2000), acquire("inf", k), acquire("inf", k, "TIMEOUT", 20000),
+        acquire("inf", k, "TIMEOUT", 0), T(2000), R("SL.PEEK", "inf", k),
+        release("inf", k, 4), acquire("inf", k), T(8000), R("SL.PEEK", "inf", k),
+        release("inf", k, 1), allow("inf", k), allow("inf", k, 2), R("SL.PEEK", "inf", k),
+        T(10000), R("SL.PEEK", "inf", k), acquire("inf", k, "COST", 3),
+        acquire("inf", w, "COST", 4), acquire("inf", w), acquire("inf", w), release("inf", w, 10),
+        acquire("inf", w), R("SL.PEEK", "inf", w),
+        acquire("infdry", "d"), acquire("infdry", "d"), R("SL.PEEK", "infdry", "d"),
+        R("SL.RELEASE", "infdry", "d", 1), R("SL.ACQUIRE", "fw", "x"),
+        # over HTTP (acquires 16 on)
+        T(20000), hacquire({"rule": "inf", "key": "h"}),
+        hacquire({"rule": "inf", "key": "h", "cost": 2, "timeout_ms": 3000}),
+        hacquire({"rule": "inf", "key": "h"}), release("inf", "h", 17, "http"),
+        release("inf", "h", 17, "http"), hacquire({"rule": "inf", "key": "h", "cost": 4}),
+        hacquire({"rule": "inf", "key": "h", "timeout_ms": 20000}),
+        hacquire({"rule": "inf", "key": "h", "cots": 2}),
+        hacquire({"rule": "fw", "key": "h"}), H("POST", "/v1/release", {"rule": "inf", "key": "h"}),
+        H("POST", "/v1/release", {"rule": "inf", "key": "h", "id": 0, "extra": 1}),
+        H("GET", "/v1/acquire"), T(3000), release("inf", "h", 16), R("SL.PEEK", "inf", "h"),
+    ]
+
+
 SCENARIOS = [("algorithm %s over %s" % (r, via), False, algorithm_steps(r, via))
              for r in STRICT for via in ("resp", "http")]
 SCENARIOS += [("inline rules", False, inline_steps()), ("overrides", False, override_steps()),
               ("multi-checks", False, allowall_steps()), ("envoy descriptors", False, envoy_steps()),
               ("max_delay", False, maxdelay_steps()), ("debt", False, debt_steps()),
-              ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx"))]
+              ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx")),
+              ("in-flight holds", False, holds_steps())]
 
 
 # ---- random sequences ------------------------------------------------------------------------
@@ -435,8 +482,36 @@ class Run:
         self.known_seen = {}
         self.steps = 0
 
+    def hold_ids(self, step, got, ids):
+        """An acquire's answers (RESP's six numbers, or HTTP's body) with each hold id checked
+        for its shape (an integer in [1, 2^48 - 2] when admitted, 0 when not) and replaced by
+        that shape, the id kept per target; or a release step made into each target's release
+        of its own id (RESP, or HTTP when the step says so)."""
+        if step[0] == "acquire":
+            out = []
+            for t, g in zip(self.targets, got):
+                if isinstance(g, list) and len(g) == 6:
+                    hid, g = g[5], g[:5] + [None]
+                elif isinstance(g, list) and len(g) == 3 and isinstance(g[2], dict):
+                    hid, g = g[2].get("hold_id", 0), [g[0], g[1], dict(g[2], hold_id=None)]
+                else:
+                    hid = 0
+                ids.setdefault(t.name, []).append(hid)
+                shape = 0 if hid == 0 else "id" if 1 <= hid < 2**48 - 1 else "bad id %r" % hid
+                out.append(g[:5] + [shape] if len(g) == 6 else
+                           [g[0], g[1], dict(g[2], hold_id=shape)] if len(g) == 3 and
+                           isinstance(g[2], dict) else g)
+            return out
+        _, rule, key, n, via = step
+        if via == "http":
+            return [t.run(H("POST", "/v1/release", {"rule": rule, "key": key,
+                                                     "id": ids[t.name][n]}))
+                    for t in self.targets]
+        return [t.run(R("SL.RELEASE", rule, key, ids[t.name][n])) for t in self.targets]
+
     def scenario(self, name, relaxed, steps):
         bad = 0
+        ids = {}
         for i, step in enumerate(steps):
             if step[0] == "clock":
                 self.clock.step_ms(step[1])
@@ -457,7 +532,12 @@ class Run:
                 at = (self.clock.now_ns // MS) + dt
                 step = R("SL.SETTLE", rule, key, res, act, "AT", at)
             self.steps += 1
-            got = [t.run(step) for t in self.targets]
+            if step[0] == "release":
+                got = self.hold_ids(step, None, ids)
+            elif step[0] == "acquire":
+                got = self.hold_ids(step, [t.run(step[1]) for t in self.targets], ids)
+            else:
+                got = [t.run(step) for t in self.targets]
             cmp = [relax(g) for g in got] if relaxed else got
             differ = [t.name for t, c in zip(self.targets, cmp) if c != cmp[0]]
             known = KNOWN.get((name, i))
@@ -492,6 +572,10 @@ class Run:
 
 
 def describe(step):
+    if step[0] == "acquire":
+        return describe(step[1])
+    if step[0] == "release":
+        return "release (%s) %s %s <id of acquire %d>" % (step[4], step[1], step[2], step[3])
     if step[0] == "resp":
         return " ".join(step[1])
     if step[0] == "http":

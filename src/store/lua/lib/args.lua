@@ -14,6 +14,11 @@
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us return granted unused at_us
 --           until_us [now_us] [closed_from from_us]
 --   -> a peek's reply, as a settle's
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us acquire cost hold_us entropy
+--           [now_us] [closed_from from_us]
+--   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, hold_id}
+--   EVALSHA sha 1 key limit window_us burst buckets max_delay_us release id [now_us]
+--   -> OK, or the error of a hold the key does not hold
 --
 -- now_us is the test clock; without it the time is the server's TIME. closed_from is a closed
 -- start: a key that does not exist is taken, for one window from from_us, as having taken the
@@ -27,7 +32,10 @@
 -- A lease grants up to `want` units for at most lease_us (the core's sl_lease()); a return gives
 -- back `unused` units of a lease granted at at_us until until_us (sl_lease_return()): a settle
 -- of unused units reserved at at_us that cost 0, and for token_bucket and gcra also the lease
--- time until_us - at_us (`hold`), charged at at_us.
+-- time until_us - at_us (`hold`), charged at at_us. An acquire (an algorithm with HOLDS only)
+-- takes cost units as one hold living hold_us (at least 1 ms, at most the window); entropy
+-- (48 bits, from the caller) makes the key's hold ids at its first acquire. A release gives the
+-- hold of that id back.
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
@@ -53,13 +61,15 @@ end
 -- than charged, as in the core), nil for a decision, then the closed start's time when the call
 -- names one whose window now is in (clamped likewise), else nil, then for a lease want and
 -- lease_us (else nil, nil), then for a return the lease time to give back, hold (else 0), then a
--- settle's max_debt when it names one (else nil: the script's capacity); or the error. Numbers,
+-- settle's max_debt when it names one (else nil: the script's capacity), then an acquire's
+-- hold_us and entropy, or a release's id as the second (else nil, nil); or the error. Numbers,
 -- not a table of ranges: a script runs all of this on every call, and tables cost allocations.
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
     local reserved, actual, charged, closed, want, lease_len, max_debt
     local hold = 0
+    local hold_us, hold_arg -- an acquire's hold time and entropy; a release's id
     limit, err = int_arg(1, 'limit', 1, limit_max)
     if err then return err end
     window, err = int_arg(2, 'window_us', 1000, WINDOW_MAX_US)
@@ -110,6 +120,23 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
             hold = math.min(lease_until, NOW_MAX_US) - math.min(lease_at, NOW_MAX_US)
         end
         cost = 0
+    elseif ARGV[6] == 'acquire' or ARGV[6] == 'release' then
+        if not HOLDS then
+            return 'ERR SL.ACQUIRE and SL.RELEASE need an algorithm that holds units'
+        end
+        if ARGV[6] == 'acquire' then
+            cost, err = int_arg(7, 'cost', 0, INT_MAX)
+            if err then return err end
+            hold_us, err = int_arg(8, 'hold_us', 1000, window)
+            if err then return err end
+            hold_arg, err = int_arg(9, 'entropy', 0, 281474976710655)
+            if err then return err end
+            at = 10
+        else
+            hold_arg, err = int_arg(7, 'id', 0, INT_MAX)
+            if err then return err end
+            cost, at = 0, 8
+        end
     else
         cost, err = int_arg(6, 'cost', 0, INT_MAX)
         if err then return err end
@@ -147,7 +174,7 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         now = math.max(now, charged)
     end
     return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
-        closed, want, lease_len, hold, max_debt
+        closed, want, lease_len, hold, max_debt, hold_us, hold_arg
 end
 
 -- The error of a settle refused because it would leave the key owing more than max_debt units
