@@ -95,6 +95,9 @@ lib_forget() {
     LIB_PIDS=("${keep[@]}")
 }
 
+# stop_bg NAME [SIGNAL]: signals NAME's process and waits for it (60 s at most: a stop drains
+# connections and the request store, which a loaded machine makes slow; then KILL); returns its
+# exit status (137 when it had to be killed)
 stop_bg() {
     local name=$1 sig=${2:-TERM} pid i rc=137
     pid=$(cat "$TMP/$name.pid" 2>/dev/null) || return 1
@@ -102,7 +105,7 @@ stop_bg() {
     # on its stderr when it reaps it, which may be during the wait loop
     {
         kill -"$sig" "$pid" 2>/dev/null
-        for ((i = 0; i < 200; i++)); do
+        for ((i = 0; i < 1200; i++)); do
             if ! kill -0 "$pid" 2>/dev/null; then
                 { wait "$pid"; } 2>/dev/null
                 rc=$?
@@ -110,7 +113,7 @@ stop_bg() {
             fi
             sleep 0.05
         done
-        if [ "$i" -eq 200 ]; then
+        if [ "$i" -eq 1200 ]; then
             kill -KILL "$pid" 2>/dev/null
             { wait "$pid"; } 2>/dev/null
         fi
