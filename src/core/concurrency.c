@@ -40,11 +40,13 @@
  * Refund: gives nothing back (not CORE_CAP_REFUNDABLE): units go back by a release of their
  * hold's id, or at its expiry. (Matching a decision's hold by its time gave back, in property
  * tests, units that debt charged between had merged: never sound enough to claim.) Charge (debt):
- * one hold of cost at now + W, or, with no free slot, the cost added to the hold that expires last,
- * its expiry pushed to now
- * + W if earlier. Convert to another limit: the live holds carry over; beyond the new N, the ones
- * expiring first merge into one hold of id 2^48 - 1 expiring with the last of them (their units
- * stay held at least as long; their ids no longer release).
+ * one hold of cost at now + W (id 2^48 - 1). With no free slot a charge is refused (SL_EDEBT)
+ * unless max_debt is all: joining a live hold would either take its id (its holder's release then
+ * fails) or be freed by that release. Under max_debt all the cost is added to the hold that expires
+ * last, which keeps its id, its expiry pushed to now + W if earlier. Convert to another limit: the
+ * live holds carry over; beyond the new N, the ones expiring first merge into one hold of id 2^48 -
+ * 1 expiring with the last of them (their units stay held at least as long; their ids no longer
+ * release).
  */
 #include <string.h>
 
@@ -318,9 +320,11 @@ static int64_t concurrency_debt(const sl_rule_t *rule, const void *state, int64_
     uint32_t live;
     int64_t u = live_units(state, &h, &now_ns, &live);
     bool room = h.count - live < (uint32_t)rule->limit;
-    int64_t in_one = room ? cost : sat_add(cost, hold_cost(hold_get(state, h.count - 1)));
-    if (in_one > COST_MAX)
-        return SL_COUNT_MAX; /* more than a hold can record: refused unless max_debt is all */
+    /* No free slot: the charge would have to join a live hold, whose id would then free the
+     * charged units too. Reported as more than can be recorded, so it is refused unless max_debt
+     * is all (SL_COUNT_MAX), as is a cost past what one hold records. */
+    if (!room || cost > COST_MAX)
+        return SL_COUNT_MAX;
     return max_i64(sat_count(u, cost) - rule->limit, 0);
 }
 
@@ -334,10 +338,12 @@ static void concurrency_charge(const sl_rule_t *rule, void *state, int64_t cost,
     if (h.count < (uint32_t)rule->limit) {
         insert(state, &h, (hold_t){until, ID_CHARGED << 16 | (uint64_t)min_i64(cost, COST_MAX)});
     } else {
+        /* Only with max_debt all (concurrency_debt): the units join the hold that expires last,
+         * which keeps its id, so its holder's release still works (and frees them with it). */
         hold_t x = hold_get(state, h.count - 1);
         int64_t c = min_i64(hold_cost(x) + cost, COST_MAX);
         h.held += (uint32_t)(c - hold_cost(x));
-        x.tag = ID_CHARGED << 16 | (uint64_t)c; /* no release, no refund frees it now */
+        x.tag = hold_id(x) << 16 | (uint64_t)c;
         x.expires_ns = max_i64(x.expires_ns, until);
         hold_set(state, h.count - 1, x);
     }

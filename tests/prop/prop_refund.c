@@ -1,5 +1,5 @@
 /*
- * prop_refund.c - seeded property tests of sl_refund() and sl_settle() for the six algorithms
+ * prop_refund.c - seeded property tests of sl_refund() and sl_settle() for the seven algorithms
  * (include/sluice/sluice.h, docs/algorithms.md), through the public functions.
  *
  *   exact  S is a state from a random history (decisions, settles, refunds of earlier charges,
@@ -17,18 +17,23 @@
  *          charge gets the same other requests as charges of their cost (sl_settle from 0) at
  *          their times. At many times >= t_r, for costs 0, 1, random and capacity: what the
  *          refunded key admits, the other admits too (and with no longer a delay), and a peek
- *          reports no more remaining. sliding_log's peek is not compared: a debt that merged
- *          entries (sliding_log.c) refuses a peek as a cost of 1 is, which the key without
- *          the charge may have merged differently.
- *   log    sliding_log keeps at most N entries in debt, merging the oldest into the next: a
- *          random sequence of decisions, settles past the limit and refunds runs on the ring
- *          and on an unbounded reference log (the exact sliding window, every unit's time
- *          kept). After each step, at random later times, every cost >= 1 is decided alike
+ *          reports no more remaining. sliding_log's and concurrency's peeks are not compared: a
+ * debt that merged entries (sliding_log.c) refuses a peek as a cost of 1 is, and a charge with no
+ * free slot under max_debt all joins the hold that expires last (concurrency.c), which the key
+ * without the charge may have merged differently. log    sliding_log keeps at most N entries in
+ * debt, merging the oldest into the next: a random sequence of decisions, settles past the limit
+ * and refunds runs on the ring and on an unbounded reference log (the exact sliding window, every
+ * unit's time kept). After each step, at random later times, every cost >= 1 is decided alike
  *          (allowed, remaining, retry_after, reset_after); a peek reports the same remaining
  *          and reset_after, and is refused whenever the whole log refuses it. Once a merge has
  *          moved units to a later time (the ring's units in the window are no longer the
  *          log's), a refund may take back other units than the log's; from then on the ring only
  *          has to be at least as strict: that is checked once, and the sequence ends.
+ *          concurrency gives nothing back on a refund (a hold goes by its release or expiry):
+ *          its exact property is that S'' is S' byte for byte.
+ *   hold   concurrency: random acquires, charges past the limit (max_debt the default or all),
+ *          decisions and releases; every release of a hold still live succeeds (a charge with no
+ *          free slot once merged into the last hold and took its id).
  *
  * Environment: SLUICE_SEED (default PROP_DEFAULT_SEED), SLUICE_PROP_CASES (cases per algorithm
  * and property, default 20000). Exit status 0 when every property held, 1 otherwise.
@@ -53,19 +58,20 @@
 #define REF_MAX         (LOG_STEPS * 70)
 #define MAX_FAIL_PRINTS 5
 
-enum prop { P_EXACT, P_SAFE, P_LOG, P_COUNT };
+enum prop { P_EXACT, P_SAFE, P_LOG, P_HOLD, P_COUNT };
 
-static const char *const prop_names[P_COUNT] = {"exact", "safe", "log"};
+static const char *const prop_names[P_COUNT] = {"exact", "safe", "log", "hold"};
 
 static const char *const prop_claims[P_COUNT] = {
     "a refund at the charge's time undoes it (decisions, freshness, bytes where documented)",
     "a refund never leaves a key laxer than if the charge had not happened",
     "sliding_log's ring of N decides as the unbounded log (a peek: never laxer)",
+    "concurrency: a charge past the limit never takes a hold's id (a live hold's release works)",
 };
 
 static const sl_algorithm_t algorithms[] = {
-    SL_FIXED_WINDOW,    SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
-    SL_SLIDING_BUCKETS, SL_TOKEN_BUCKET, SL_GCRA,
+    SL_FIXED_WINDOW, SL_SLIDING_LOG, SL_SLIDING_WINDOW, SL_SLIDING_BUCKETS,
+    SL_TOKEN_BUCKET, SL_GCRA,        SL_CONCURRENCY,
 };
 
 typedef struct run {
@@ -189,7 +195,25 @@ static bool promised_exact(const sl_rule_t *rule, const uint64_t *s, int64_t t)
     case SL_TOKEN_BUCKET:
     case SL_GCRA:
         return true;
-    case SL_CONCURRENCY: /* not in algorithms[]: it is not refundable */
+    case SL_CONCURRENCY: /* not refundable: see refundable() */
+        return false;
+    }
+    return false; /* not an algorithm */
+}
+
+/* Whether sl_refund() gives units back. concurrency's does not (a hold goes back by its
+ * release, or expires): there exact is "a refund changes nothing". */
+static bool refundable(sl_algorithm_t alg)
+{
+    switch (alg) {
+    case SL_FIXED_WINDOW:
+    case SL_SLIDING_LOG:
+    case SL_SLIDING_WINDOW:
+    case SL_SLIDING_BUCKETS:
+    case SL_TOKEN_BUCKET:
+    case SL_GCRA:
+        return true;
+    case SL_CONCURRENCY:
         return false;
     }
     return false; /* not an algorithm */
@@ -242,6 +266,12 @@ static void run_exact(run_t *run, sl_algorithm_t alg, long idx)
     memcpy(s2, s1, sizeof(s1));
     if (sl_refund(rule, s2, cost, t, t, &d) != SL_OK || sl_state_check(rule, s2) != SL_OK) {
         failf(&c, "sl_refund failed or wrote a state sl_state_check refuses");
+        return;
+    }
+    if (!refundable(alg)) {
+        if (memcmp(s1, s2, sizeof(s1)) != 0) {
+            failf(&c, "a refund of a rule that gives nothing back changed the state");
+        }
         return;
     }
     bool fresh = sl_state_is_fresh(rule, s, t);
@@ -342,7 +372,9 @@ static void run_safe(run_t *run, sl_algorithm_t alg, long idx)
             sl_decision_t y = prop_decide_copy(rule, never, costs[j], at);
             /* remaining is after the request: compared on peeks; sliding_log's peek is refused
              * after a merge, which either key may have made (see the top) */
-            bool merge_peek = rule->algorithm == SL_SLIDING_LOG && costs[j] == 0;
+            bool merge_peek =
+                (rule->algorithm == SL_SLIDING_LOG || rule->algorithm == SL_CONCURRENCY) &&
+                costs[j] == 0;
             if ((x.allowed && !merge_peek && (!y.allowed || x.delay_ns < y.delay_ns)) ||
                 (costs[j] == 0 && x.remaining > y.remaining)) {
                 failf(&c,
@@ -565,6 +597,62 @@ static void run_log(run_t *run, long idx)
     }
 }
 
+/* ---- concurrency: charges never take a hold's id ----------------------------------------- */
+
+#define HOLD_STEPS 80
+#define HOLDS_KEPT 32
+
+/*
+ * A random sequence on a concurrency key: acquires (their ids and expiries kept), settles that
+ * charge past the limit (under the rule's max_debt: the default, or all), decisions, and
+ * releases of a kept hold. Every release of a kept hold that is still live must succeed, and
+ * the units held never exceed the limit plus what charges added.
+ */
+static void run_hold(run_t *run, long idx)
+{
+    prng_t rng = prop_case_prng(run->seed, 40, idx);
+    pcase_t c = {run, P_HOLD, gen_rule(&rng, SL_CONCURRENCY, false), idx, false};
+    sl_rule_t *rule = &c.rule;
+    if (prng_chance(&rng, 50)) {
+        rule->max_debt = SL_DEFAULT;
+        sl_rule_prepare(rule);
+    }
+    uint64_t s[PROP_STATE_WORDS] = {0};
+    sl_hold_t kept[HOLDS_KEPT];
+    int nkept = 0;
+    int64_t now = PROP_START, q = gen_quantum(&rng, rule);
+    sl_decision_t d;
+    run->checked[P_HOLD]++;
+    for (int i = 0; i < HOLD_STEPS; i++) {
+        now += prng_chance(&rng, 50) ? 0 : gen_gap(&rng, rule, q);
+        int p = (int)prng_range(&rng, 0, 99);
+        if (p < 40 && nkept < HOLDS_KEPT) {
+            sl_hold_t h;
+            int64_t timeout = prng_chance(&rng, 50) ? 0 : prng_range(&rng, 1, rule->window_ns);
+            if (sl_acquire(rule, s, prng_range(&rng, 1, rule->limit), timeout, now, idx, &d, &h) ==
+                    SL_OK &&
+                d.allowed) {
+                kept[nkept++] = h;
+            }
+        } else if (p < 65) {
+            sl_settle(rule, s, 0, prng_range(&rng, 1, 2 * rule->limit), now, now, &d);
+        } else if (p < 75) {
+            sl_decide(rule, s, prng_range(&rng, 1, rule->limit), now, &d);
+        } else if (nkept > 0) {
+            int j = (int)prng_range(&rng, 0, nkept - 1);
+            int rc = sl_release(rule, s, kept[j].id, now, &d, NULL);
+            if (now < kept[j].until_ns && rc != SL_OK) {
+                failf(&c,
+                      "step %d: the release of a live hold (id %" PRIu64 ", %" PRId64
+                      " ns left) failed: %s",
+                      i, kept[j].id, kept[j].until_ns - now, sl_strerror(rc));
+                return;
+            }
+            kept[j] = kept[--nkept];
+        }
+    }
+}
+
 int main(void)
 {
     run_t run;
@@ -582,6 +670,7 @@ int main(void)
     }
     for (long i = 0; i < cases; i++) {
         run_log(&run, i);
+        run_hold(&run, i);
     }
     long total = prop_report(P_COUNT, prop_names, prop_claims, run.checked, run.failed);
     printf("exact compared bytes in %ld cases; %ld exact/safe cases skipped (no room for a "

@@ -122,6 +122,47 @@ static void test_decide_holds_until_timeout(void **cm)
     assert_true(d.allowed);
 }
 
+/* A settle that charges past the limit with no free slot: refused (SL_EDEBT, nothing changes)
+ * unless max_debt is all, as joining a live hold would take its id; under max_debt all it joins
+ * the hold that expires last, whose holder's release still works and frees the charge with it.
+ * (The case prop_refund's hold property found: the merged hold's id used to be overwritten.) */
+static void test_charge_keeps_releases(void **cm)
+{
+    (void)cm;
+    sl_rule_t r = holds_rule(2, 10 * SEC);
+    unsigned char st[80] = {0}, before[80];
+    sl_decision_t d;
+    sl_hold_t a, b;
+    assert_int_equal(sl_acquire(&r, st, 1, 0, T0, 7, &d, &a), SL_OK);
+    assert_int_equal(sl_acquire(&r, st, 1, 0, T0 + SEC, 7, &d, &b), SL_OK);
+    memcpy(before, st, sizeof st);
+    assert_int_equal(sl_settle(&r, st, 0, 1, T0 + 2 * SEC, T0 + 2 * SEC, &d), SL_EDEBT);
+    assert_memory_equal(before, st, sizeof st);
+    assert_int_equal(sl_release(&r, st, a.id, T0 + 3 * SEC, &d, NULL), SL_OK);
+    assert_int_equal(sl_release(&r, st, b.id, T0 + 3 * SEC, &d, NULL), SL_OK);
+    assert_int_equal(d.remaining, 2);
+
+    /* a free slot: the charge is a hold of its own, the holders' ids untouched */
+    assert_int_equal(sl_acquire(&r, st, 1, 0, T0 + 4 * SEC, 7, &d, &a), SL_OK);
+    assert_int_equal(sl_settle(&r, st, 0, 2, T0 + 4 * SEC, T0 + 4 * SEC, &d), SL_OK);
+    assert_false(d.allowed); /* 3 held of 2: in debt */
+    assert_int_equal(sl_release(&r, st, a.id, T0 + 5 * SEC, &d, NULL), SL_OK);
+    assert_int_equal(sl_in_flight(&r, st, T0 + 5 * SEC), 2);
+
+    sl_rule_t all = r;
+    all.max_debt = SL_COUNT_MAX;
+    assert_int_equal(sl_rule_prepare(&all), SL_OK);
+    memset(st, 0, sizeof st);
+    assert_int_equal(sl_acquire(&all, st, 1, 0, T0, 7, &d, &a), SL_OK);
+    assert_int_equal(sl_acquire(&all, st, 1, 0, T0 + SEC, 7, &d, &b), SL_OK);
+    assert_int_equal(sl_settle(&all, st, 0, 3, T0 + 2 * SEC, T0 + 2 * SEC, &d), SL_OK);
+    assert_int_equal(sl_in_flight(&all, st, T0 + 2 * SEC), 5);
+    assert_int_equal(sl_release(&all, st, b.id, T0 + 3 * SEC, &d, NULL), SL_OK);
+    assert_int_equal(sl_in_flight(&all, st, T0 + 3 * SEC), 1);
+    assert_int_equal(sl_release(&all, st, a.id, T0 + 3 * SEC, &d, NULL), SL_OK);
+    assert_int_equal(sl_state_check(&all, st), SL_OK);
+}
+
 /* Ids are never reused on a key while it lives, even when holds come and go. */
 static void test_ids_unique(void **cm)
 {
@@ -183,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_decide_holds_until_timeout),
         cmocka_unit_test(test_ids_unique),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_charge_keeps_releases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

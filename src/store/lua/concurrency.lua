@@ -153,15 +153,19 @@ end
 if reserved then -- a settle: nothing goes back (a hold goes by its release); more is charged
     local more = actual > reserved and actual - reserved or 0
     if more > 0 then
-        local in_one = m < limit and more or more + C[m]
+        -- no free slot: refused unless max_debt is all (the core's concurrency_debt), since
+        -- joining a live hold would take its id or be freed by its release
         local debt = math.max(u + more - limit, 0)
         max_debt = max_debt or limit
-        if in_one > COST_MAX or debt > max_debt then return debt_reply(max_debt) end
+        local unrecordable = m >= limit or more > COST_MAX
+        if (unrecordable and max_debt < INT_MAX) or debt > max_debt then
+            return debt_reply(max_debt)
+        end
         if m < limit then
             insert(now + window, ID_MASK, more)
         else
             u = u + math.min(C[m] + more, COST_MAX) - C[m]
-            I[m], C[m] = ID_MASK, math.min(C[m] + more, COST_MAX)
+            C[m] = math.min(C[m] + more, COST_MAX) -- keeps its id: its release still works
             E[m] = math.max(E[m], now + window)
         end
         latest, dirty = now, true

@@ -409,6 +409,11 @@ def holds_steps():
         hacquire({"rule": "fw", "key": "h"}), H("POST", "/v1/release", {"rule": "inf", "key": "h"}),
         H("POST", "/v1/release", {"rule": "inf", "key": "h", "id": 0, "extra": 1}),
         H("GET", "/v1/acquire"), T(3000), release("inf", "h", 16), R("SL.PEEK", "inf", "h"),
+        # a charge past the limit: a hold of its own while a slot is free; with none, refused
+        # (it would have to join a live hold), and every holder's release still works
+        acquire("inf", "s"), R("SL.SETTLE", "inf", "s", 0, 2), acquire("inf", "s"),
+        R("SL.SETTLE", "inf", "s", 0, 1), R("SL.PEEK", "inf", "s"), release("inf", "s", 23),
+        release("inf", "s", 24), R("SL.PEEK", "inf", "s"),
     ]
 
 
