@@ -10,6 +10,9 @@
 #                                 inclusive costs are summed. core is inside engine, so engine is
 #                                 printed without it; read+parse is the rest of the total (the
 #                                 read, the parse, the loop's own work), so the four add up.
+#   nghttp2_split N               the last dump's instructions per request in libnghttp2's own code
+#                                 (self cost by object file, callbacks into sluiced left out)
+#                                 session, the stream map, its buffers)
 
 last_dump() { find "$TMP/cg" -name 'cg.out*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2; }
 
@@ -48,4 +51,23 @@ layers() {
     printf '      %-14s %6d   %-14s %6d   %-8s %6d   %-14s %6d\n' \
         "read+parse" $(((total - engine - reply) / n)) "engine" $(((engine - core) / n)) \
         "core" $((core / n)) "reply+write" $((reply / n))
+}
+
+nghttp2_split() {
+    local n=$1 DUMP
+    DUMP=$(last_dump)
+    awk -v n="$n" '
+        /^ob=/ {
+            id = $0; sub(/^ob=/, "", id); name = id; sub(/^\([0-9]+\) ?/, "", name); sub(/ .*$/, "", id)
+            if (name != "") obname[id] = name
+            cur = (id in obname) ? obname[id] : name
+            next
+        }
+        /^calls=/ { skip = 1; next }
+        /^[0-9+*-]/ {
+            if (skip) { skip = 0; next }
+            if (cur ~ /libnghttp2/) own += $2
+            else other += $2
+        }
+        END { printf "      %-14s %6d   (%.0f %% of the call)\n", "libnghttp2", own / n, 100 * own / (own + other) }' "$DUMP"
 }

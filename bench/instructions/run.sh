@@ -2,7 +2,7 @@
 # bench/instructions/run.sh - every instruction budget's figures in one run: instructions per
 # request of sluiced over RESP (resp.sh: memory store 1 M keys and hot key, Redis store with
 # sluice.so, beside redis-server INCR), HTTP /v1/auth (http.sh, beside nginx limit_req) and gRPC
-# ShouldRateLimit with one descriptor (grpc.sh). Under each sluiced total, its split by layer:
+# ShouldRateLimit with 1, 3 and 10 descriptors, nghttp2's own share (grpc.sh). Under each sluiced total, its split by layer:
 #
 #   read+parse   the rest: reading, parsing, routing, the loop's own work
 #   engine       rule lookup to the store's answer (engine_request_start, and over RESP the
