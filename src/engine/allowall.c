@@ -47,22 +47,49 @@ struct allowall {
     int64_t now_ns;
     engine_allowall_fn fn;
     void *arg;
-    size_t n;                      /* checks asked for */
-    size_t map[ENGINE_CHECKS_MAX]; /* check -> the merged check it counts in */
-    size_t m;                      /* merged checks */
-    rule_state_t *rules[ENGINE_CHECKS_MAX];
-    const char *keys[ENGINE_CHECKS_MAX];
-    size_t key_lens[ENGINE_CHECKS_MAX];
-    int64_t costs[ENGINE_CHECKS_MAX];
-    engine_decision_t got[ENGINE_CHECKS_MAX];
-    allowall_ref_t ref[ENGINE_CHECKS_MAX];
+    size_t n; /* checks asked for */
+    size_t m; /* merged checks */
     phase_t phase;
     bool independent; /* ENGINE_ALL_INDEPENDENT: each check on its own, none merged */
     size_t left;
     size_t refused; /* PHASE_REFUND: the first check refused */
     bool error;     /* a step could not start: every check a store error */
-    char bytes[];   /* the keys */
+    /* [0, n) each, in the allocation's tail (allowall_new): a call of 3 checks allocates and
+     * zeroes room for 3, not for ENGINE_CHECKS_MAX */
+    engine_decision_t *got;
+    allowall_ref_t *ref;
+    size_t *map; /* check -> the merged check it counts in */
+    rule_state_t **rules;
+    const char **keys;
+    size_t *key_lens;
+    int64_t *costs;
+    char *bytes; /* the keys */
 };
+
+_Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
+                   sizeof(engine_decision_t) % _Alignof(allowall_ref_t) == 0,
+               "each check's arrays follow the call aligned");
+
+/* An all-or-nothing call of n checks whose keys take `bytes`, zeroed, in one allocation; NULL
+ * when out of memory. */
+static allowall_t *allowall_new(size_t n, size_t bytes)
+{
+    size_t each = sizeof(engine_decision_t) + sizeof(allowall_ref_t) + sizeof(size_t) +
+                  sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) +
+                  sizeof(int64_t); /* 8-byte aligned */
+    allowall_t *a = calloc(1, sizeof *a + n * each + bytes);
+    if (a != NULL) {
+        a->got = (engine_decision_t *)(a + 1);
+        a->ref = (allowall_ref_t *)(a->got + n);
+        a->map = (size_t *)(a->ref + n);
+        a->rules = (rule_state_t **)(a->map + n);
+        a->keys = (const char **)(a->rules + n);
+        a->key_lens = (size_t *)(a->keys + n);
+        a->costs = (int64_t *)(a->key_lens + n);
+        a->bytes = (char *)(a->costs + n);
+    }
+    return a;
+}
 
 /* Answers with the merged checks' decisions spread back over the checks asked for. */
 static void allowall_end(allowall_t *a, size_t refused_merged)
@@ -257,9 +284,8 @@ static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_
             return i;
         }
         x->ens[i] = en;
+        x->pairs[i] = (store_pair_t){.cost = costs[i], .shadow = rs->def.shadow};
         engine_target(rs, en, keys[i], key_lens[i], &x->pairs[i].tg, &x->d[i]);
-        x->pairs[i].cost = costs[i];
-        x->pairs[i].shadow = rs->def.shadow;
     }
     return x->n;
 }
@@ -340,13 +366,15 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
                            const size_t *key_lens, const int64_t *costs, size_t n, int64_t now_ns,
                            engine_decision_t *d, size_t *refused)
 {
-    all_now_t x = {.w = w,
-                   .rules = rules,
-                   .d = d,
-                   .n = n,
-                   .now_ns = now_ns,
-                   .keys = keys,
-                   .key_lens = key_lens};
+    all_now_t x; /* [0, n) of its arrays written before read: none zeroed but out */
+    x.w = w;
+    x.rules = rules;
+    x.d = d;
+    x.n = n;
+    x.now_ns = now_ns;
+    x.keys = keys;
+    x.key_lens = key_lens;
+    memset(x.out, 0, n * sizeof x.out[0]);
     *refused = all_now_targets(&x, keys, key_lens, costs);
     if (*refused < n) {
         return;
@@ -547,16 +575,16 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
         }
         bytes += checks[i].key_len;
     }
-    allowall_t *a = calloc(1, sizeof *a + bytes);
+    allowall_t *a = allowall_new(n, bytes);
     if (a == NULL) {
         return ENGINE_ENOTSUP;
     }
-    *a = (allowall_t){.w = w,
-                      .now_ns = now_ns,
-                      .fn = fn,
-                      .arg = arg,
-                      .n = n,
-                      .independent = (flags & ENGINE_ALL_INDEPENDENT) != 0};
+    a->w = w;
+    a->now_ns = now_ns;
+    a->fn = fn;
+    a->arg = arg;
+    a->n = n;
+    a->independent = (flags & ENGINE_ALL_INDEPENDENT) != 0;
     char *p = a->bytes;
     for (size_t i = 0; i < n; i++) {
         const engine_check_t *c = &checks[i];
