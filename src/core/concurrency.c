@@ -320,10 +320,11 @@ static int64_t concurrency_debt(const sl_rule_t *rule, const void *state, int64_
     uint32_t live;
     int64_t u = live_units(state, &h, &now_ns, &live);
     bool room = h.count - live < (uint32_t)rule->limit;
-    /* No free slot: the charge would have to join a live hold, whose id would then free the
+    /* No free slot: a charge would have to join a live hold, whose id would then free the
      * charged units too. Reported as more than can be recorded, so it is refused unless max_debt
-     * is all (SL_COUNT_MAX), as is a cost past what one hold records. */
-    if (!room || cost > COST_MAX)
+     * is all (SL_COUNT_MAX), as is a cost past what one hold records. A cost of 0 charges
+     * nothing: what the key owes now. */
+    if ((!room && cost > 0) || cost > COST_MAX)
         return SL_COUNT_MAX;
     return max_i64(sat_count(u, cost) - rule->limit, 0);
 }
