@@ -16,7 +16,7 @@ The markup (README.md and docs/ follow it):
 
   Where commands run. One bash per document, its output a terminal (so programs print what a
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
-  examples/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
+  examples/, include/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
   their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80,
   PostgreSQL 5432) on 127.0.0.1 and
@@ -49,13 +49,15 @@ The markup (README.md and docs/ follow it):
                              directory on first use, run as nobody when the harness is root;
                              trust authentication, user and database `sluice`), so examples
                              use postgresql://sluice@127.0.0.1:5432/sluice
-      start nginx FILE       nginx on port 80 with FILE (server blocks, from a `file` directive)
-                             inside an http {} the harness writes, which also has an upstream
-                             `app` (a server on 127.0.0.1:8081 answering "hello from app")
+      start nginx FILE       nginx with FILE, a whole nginx.conf (from a `file` directive), run
+                             as it is; the harness adds only what runs it in the sandbox, on the
+                             command line: `daemon off`, its pid file, its error log (and `user
+                             root` when the harness is root, whose workers would otherwise be
+                             nobody, who cannot read the sandbox). Its ports are the `listen`
+                             ports of FILE.
       start caddy FILE       caddy in place of nginx (one of them at a time: both serve port 80)
-                             with FILE (Caddyfile site blocks, from a `file` directive) imported
-                             into a Caddyfile the harness writes, which has no admin endpoint
-                             and a site on 127.0.0.1:8081 answering "hello from app"
+                             with FILE, a whole Caddyfile, run as it is (its data and autosaved
+                             configuration in the sandbox); its ports are those of FILE's sites
 
   Blocks checked by their language. ```c: compiled with the built libraries (libsluice, and
   libsluice-client when it includes sluice/client.h) and run, in the document's directory with
@@ -368,18 +370,7 @@ class Servers:
                 argv += ["--loadmodule", os.path.join(self.build, "src", "module", "sluice.so")]
             self.spawn("redis", argv + args, [flag_port(args, "--port", 6379)])
         elif kind == "nginx":
-            if len(args) != 1:
-                raise RuntimeError("start nginx FILE")
-            if shutil.which("nginx", path=self.env["PATH"]) is None:
-                raise Skip("nginx is not installed")
-            conf = self.nginx_conf(os.path.join(self.sandbox, args[0]))
-            check = subprocess.run(["nginx", "-t", "-c", conf, "-p", self.sandbox], env=self.env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            if check.returncode != 0:
-                raise RuntimeError("nginx -t refuses the configuration:\n" +
-                                   check.stdout.decode("utf-8", "replace"))
-            self.stop("caddy")  # one front proxy at a time: both serve port 80
-            self.spawn("nginx", ["nginx", "-c", conf, "-p", self.sandbox], [80, 8081])
+            self.start_nginx(args)
         elif kind == "caddy":
             self.start_caddy(args)
         elif kind == "postgres":
@@ -422,25 +413,9 @@ class Servers:
             raise RuntimeError("usage: start caddy FILE")
         if shutil.which("caddy", path=self.env["PATH"]) is None:
             raise Skip("caddy is not installed")
+        conf = os.path.join(self.sandbox, args[0])
         d = os.path.join(self.sandbox, ".caddy")
         os.makedirs(d, exist_ok=True)
-        conf = os.path.join(d, "Caddyfile")
-        # No admin endpoint (it would take port 2019). The site answers whatever Host the request
-        # names (reverse_proxy passes the client's on); its body ends in a newline, as nginx's
-        # `app`'s does.
-        with open(conf, "w") as f:
-            f.write("""{
-\tadmin off
-}
-
-http://:8081 {
-\tbind 127.0.0.1
-\trespond "hello from app
-"
-}
-
-import %s
-""" % os.path.join(self.sandbox, args[0]))
         # certificates and the autosaved configuration go to the sandbox
         env = dict(self.env, XDG_DATA_HOME=os.path.join(d, "data"),
                    XDG_CONFIG_HOME=os.path.join(d, "config"))
@@ -451,37 +426,54 @@ import %s
             raise RuntimeError("caddy validate refuses the configuration:\n" +
                                check.stdout.decode("utf-8", "replace"))
         self.stop("nginx")  # one front proxy at a time: both serve port 80
-        self.spawn("caddy", ["caddy", "run"] + flags, [80, 8081], env)
+        self.spawn("caddy", ["caddy", "run"] + flags, caddy_ports(conf), env)
 
-    def nginx_conf(self, include):
+    def start_nginx(self, args):
+        if len(args) != 1:
+            raise RuntimeError("usage: start nginx FILE")
+        if shutil.which("nginx", path=self.env["PATH"]) is None:
+            raise Skip("nginx is not installed")
+        conf = os.path.join(self.sandbox, args[0])
         d = os.path.join(self.sandbox, ".nginx")
         os.makedirs(d, exist_ok=True)
-        conf = os.path.join(d, "nginx.conf")
-        # as root, nginx's workers would become "nobody", who cannot read the sandbox
-        user = "user root;\n" if os.geteuid() == 0 else ""
-        with open(conf, "w") as f:
-            f.write(user + """daemon off;
-worker_processes 1;
-pid %(d)s/nginx.pid;
-error_log %(d)s/error.log info;
-events { worker_connections 64; }
-http {
-    access_log %(d)s/access.log;
-    client_body_temp_path %(d)s/body;
-    proxy_temp_path %(d)s/proxy;
-    fastcgi_temp_path %(d)s/fastcgi;
-    uwsgi_temp_path %(d)s/uwsgi;
-    scgi_temp_path %(d)s/scgi;
-    default_type text/plain;
-    upstream app { server 127.0.0.1:8081; }
-    server {
-        listen 127.0.0.1:8081;
-        location / { return 200 "hello from app\\n"; }
-    }
-    include %(include)s;
-}
-""" % {"d": d, "include": include})
-        return conf
+        # what runs nginx here rather than as a service; the configuration is the file's alone
+        glob = "daemon off; pid %s/nginx.pid;" % d
+        if os.geteuid() == 0:
+            glob += " user root;"
+        argv = ["nginx", "-p", self.sandbox, "-c", conf, "-e", os.path.join(d, "error.log"),
+                "-g", glob]
+        check = subprocess.run(argv + ["-t"], env=self.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+        if check.returncode != 0:
+            raise RuntimeError("nginx -t refuses the configuration:\n" +
+                               check.stdout.decode("utf-8", "replace"))
+        self.stop("caddy")  # one front proxy at a time: both serve port 80
+        self.spawn("nginx", argv, nginx_ports(conf))
+
+
+def nginx_ports(conf):
+    """The ports of an nginx.conf's `listen` directives (80 for a listen without one)."""
+    with open(conf) as f:
+        text = re.sub(r"#.*", "", f.read())
+    ports = []
+    for m in re.finditer(r"\blisten\s+([^\s;]+)", text):
+        p = re.search(r"(?:^|:)(\d+)$", m.group(1))
+        ports.append(int(p.group(1)) if p else 80)
+    return sorted(set(ports)) or [80]
+
+
+def caddy_ports(conf):
+    """The ports of a Caddyfile's site addresses (top-level lines that open a block)."""
+    ports = []
+    with open(conf) as f:
+        for line in f:
+            m = re.match(r"^([^\s{#][^{#]*?)\s*\{\s*$", line)
+            if not m:
+                continue
+            for addr in m.group(1).replace(",", " ").split():
+                p = re.search(r":(\d+)$", addr)
+                ports.append(int(p.group(1)) if p else 443 if addr.startswith("https") else 80)
+    return sorted(set(ports)) or [80]
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -732,6 +724,7 @@ def prepare_sandbox(sandbox, source, build):
                os.path.join(sandbox, "bin", "sluiced"))
     os.symlink(os.path.join(source, "examples"), os.path.join(sandbox, "examples"))
     os.symlink(os.path.join(source, "src"), os.path.join(sandbox, "src"))
+    os.symlink(os.path.join(source, "include"), os.path.join(sandbox, "include"))
     os.symlink(build, os.path.join(sandbox, "build"))
 
 
