@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: starts sluiced on 127.0.0.1 with examples/rules.yaml imported into a SQLite config
 # store and the memory request store, snapshots on, in the foreground. Ctrl-C stops it cleanly
-# (it writes a snapshot first). State lives in ./run/ (sluice.db, sluice.snapshot).
+# (it writes a snapshot first). State lives in ./run/ (sluice.db, sluice.snapshot). The ports are
+# SLUICE_PORT (RESP, 6390), SLUICE_HTTP_PORT (8390) and SLUICE_GRPC_PORT (8391); the banner
+# names them and the console's address.
 set -euo pipefail
 build=${1:-build}
 sluiced="$build/src/server/sluiced"
@@ -11,8 +13,11 @@ grpc_port=${SLUICE_GRPC_PORT:-8391}
 mkdir -p run
 
 cat <<HELP
-sluiced on 127.0.0.1: RESP port $resp_port, HTTP port $http_port, gRPC port $grpc_port (Envoy's
-rate limit service); rules from examples/rules.yaml.
+sluiced on 127.0.0.1, rules from examples/rules.yaml:
+  RESP  port $resp_port   (SLUICE_PORT)       any Redis client
+  HTTP  port $http_port   (SLUICE_HTTP_PORT)  JSON API, /metrics, the console: http://127.0.0.1:$http_port/ui/
+  gRPC  port $grpc_port   (SLUICE_GRPC_PORT)  Envoy's rate limit service
+Other ports: SLUICE_PORT=7000 SLUICE_HTTP_PORT=7001 SLUICE_GRPC_PORT=7002 make run
 Try it from another terminal:
 
   redis-cli -p $resp_port SL.ALLOW api tenant:42            # [allowed, limit, remaining, retry_ms, reset_ms]

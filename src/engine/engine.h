@@ -267,6 +267,12 @@ typedef struct engine_inline_budget {
 int engine_inline_rule(engine_worker_t *w, const sl_rule_t *params, engine_inline_budget_t *budget,
                        int64_t now_ns, rule_state_t **out, char *err);
 
+#define ENGINE_LABEL_MAX 160 /* a rule's label, bytes, NUL included (THROTTLE_LABEL_MAX) */
+
+/* How errors name a rule: "rule 'api'" for a named one, "the inline rule gcra 5 1000 BURST 3" for
+ * an inline one, as its command writes it (throttle_rule_label), never its internal name. */
+void engine_rule_label(const rule_state_t *rs, char label[ENGINE_LABEL_MAX]);
+
 /* A new connection's budget: 1/8 of the most inline rules (at least 16), its address unknown. */
 engine_inline_budget_t engine_inline_budget(const engine_t *e);
 

@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/algorithms.h"
 #include "engine/engine_impl.h"
 #include "engine/events.h"
 #include "engine/log.h"
+#include "proto/throttle_args.h"
 
 #define INLINE_IDLE_NS  (INT64_C(10) * 1000000000) /* unused this long: may be reclaimed */
 #define INLINE_TOUCH_NS INT64_C(1000000000)        /* last_used is refreshed this often */
@@ -150,31 +150,33 @@ void inline_worker_end(engine_worker_t *w)
 
 /* The name of an inline rule: its parameters, as stable as they are (a restart, a snapshot, two
  * spellings of the same numbers give one name). burst and buckets at their defaults read -1, as
- * SL.THROTTLE's arguments left out would; max_delay is added only when set. */
+ * SL.THROTTLE's arguments left out would (throttle_rule_given); max_delay is added only when
+ * set. Metrics and snapshots know it; errors name the rule as the user wrote it
+ * (engine_rule_label). */
 static void inline_name(const sl_rule_t *r, char name[RULE_NAME_MAX + 1])
 {
-    const core_algorithm_t *row = core_algorithm(r->algorithm);
-    const bool tokens = row->burst.taken, ks = row->buckets.taken;
-    int64_t burst =
-        tokens && r->burst == core_param_default(&row->burst, r->limit) ? SL_DEFAULT : r->burst;
-    int64_t buckets =
-        ks && r->buckets == core_param_default(&row->buckets, r->limit) ? SL_DEFAULT : r->buckets;
-    if (!tokens && burst == 0) {
-        burst = SL_DEFAULT;
-    }
-    if (!ks && buckets == 0) {
-        buckets = SL_DEFAULT;
-    }
-    int n =
-        snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
-                 sl_algorithm_name(r->algorithm), (long long)r->limit,
-                 (long long)(r->window_ns / SL_NS_PER_MS), (long long)burst, (long long)buckets);
+    sl_rule_t g = throttle_rule_given(r);
+    int n = snprintf(name, RULE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld",
+                     sl_algorithm_name(r->algorithm), (long long)r->limit,
+                     (long long)(r->window_ns / SL_NS_PER_MS), (long long)g.burst,
+                     (long long)g.buckets);
     if (r->max_delay_ns > 0 && n > 0 && n < RULE_NAME_MAX) {
         n += snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":%lld",
                       (long long)(r->max_delay_ns / SL_NS_PER_MS));
     }
-    if (r->max_debt != r->capacity && n > 0 && n < RULE_NAME_MAX) { /* MAX_DEBT given */
+    if (g.max_debt != SL_DEFAULT && n > 0 && n < RULE_NAME_MAX) { /* MAX_DEBT given */
         snprintf(name + n, (size_t)(RULE_NAME_MAX + 1 - n), ":debt%lld", (long long)r->max_debt);
+    }
+}
+
+_Static_assert(ENGINE_LABEL_MAX == THROTTLE_LABEL_MAX, "one label size");
+
+void engine_rule_label(const rule_state_t *rs, char label[ENGINE_LABEL_MAX])
+{
+    if (rs->inline_rule) {
+        throttle_rule_label(&rs->def.rule, label);
+    } else {
+        snprintf(label, ENGINE_LABEL_MAX, "rule '%s'", rs->def.name);
     }
 }
 

@@ -25,14 +25,15 @@
         "cost", "integer", "COST", CMD_ARG_OPTIONAL, NULL                                          \
     }
 
-/* the inline rule: key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms] */
+/* the inline rule: key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]; the window
+ * and MAX_DELAY are durations (1000 = 1000 ms, or 1s), strings to COMMAND DOCS */
 #define CMD_INLINE_RULE                                                                            \
     CMD_ARG_KEY, {"algorithm", "string", NULL, 0, NULL}, {"limit", "integer", NULL, 0, NULL},      \
-        {"window_ms", "integer", NULL, 0, NULL},                                                   \
+        {"window_ms", "string", NULL, 0, NULL},                                                    \
         {"burst", "integer", "BURST", CMD_ARG_OPTIONAL, NULL},                                     \
         {"buckets", "integer", "BUCKETS", CMD_ARG_OPTIONAL, NULL},                                 \
     {                                                                                              \
-        "max_delay_ms", "integer", "MAX_DELAY", CMD_ARG_OPTIONAL, NULL                             \
+        "max_delay_ms", "string", "MAX_DELAY", CMD_ARG_OPTIONAL, NULL                              \
     }
 
 static const cmd_arg_t doc_rule_key[] = {CMD_ARG_RULE, CMD_ARG_KEY, CMD_ARGS_END};

@@ -261,6 +261,31 @@ int throttle_parse_settle(const throttle_arg_t *argv, size_t argc, size_t first,
     return settle_given(out, err);
 }
 
+/* What a duration argument's error says it takes, after its name and the argument shown. */
+#define DURATION_FORMS                                                                             \
+    "is not a duration: integer milliseconds (1000) or digits with a unit (250ms, 1s, 1m30s; "     \
+    "units ns, us, ms, s, m, h, d)"
+
+/* A duration argument named `what` in errors: a bare integer is milliseconds (negative kept, for
+ * the caller's range check); otherwise sl_duration_parse()'s syntax, as rule files write it, of a
+ * whole number of milliseconds (the unit the module and the request stores speak). */
+static int duration_ms_arg(const throttle_arg_t *a, const char *what, int64_t *ms, char *err)
+{
+    if (throttle_arg_i64(a, ms))
+        return 0;
+    char b[SHOW_BUF];
+    int64_t ns = 0;
+    int rc = sl_duration_parse(a->ptr, a->len, &ns);
+    if (rc == SL_EOVERFLOW)
+        return fail(err, "ERR %s is out of range", what);
+    if (rc != SL_OK)
+        return fail(err, "ERR %s '%s' " DURATION_FORMS, what, show(a, b));
+    if (ns % SL_NS_PER_MS != 0)
+        return fail(err, "ERR %s '%s' is not a whole number of milliseconds", what, show(a, b));
+    *ms = ns / SL_NS_PER_MS;
+    return 0;
+}
+
 /* The options naming the rule and the cost, after the window: their names and how errors name
  * them. */
 typedef enum rule_opt {
@@ -350,8 +375,12 @@ static int rule_option(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t i,
     if (o == OPT_COST && no_cost(cmd) != NULL)
         return fail(err, "%s", no_cost(cmd));
     int64_t v;
-    if (!throttle_arg_i64(&argv[i + 1], &v))
+    if (o == OPT_MAX_DELAY) { /* a duration, as the window */
+        if (duration_ms_arg(&argv[i + 1], rule_options[o].what, &v, err) != 0)
+            return -1;
+    } else if (!throttle_arg_i64(&argv[i + 1], &v)) {
         return fail(err, "ERR %s is not an integer or out of range", rule_options[o].what);
+    }
     if (v < 0)
         return fail(err, "ERR %s must be >= 0", rule_options[o].what);
     return rule_option_set(o, v, out, err);
@@ -375,7 +404,7 @@ static const extra_option_t *sl_init(throttle_cmd_t cmd, throttle_req_t *out)
     return extra;
 }
 
-/* key algorithm limit window_ms: the algorithm and the limit into out->params, the window to
+/* key algorithm limit window: the algorithm and the limit into out->params, the window (ms) to
  * *window_ms. */
 static int sl_head(const throttle_arg_t *argv, throttle_req_t *out, int64_t *window_ms, char *err)
 {
@@ -386,9 +415,7 @@ static int sl_head(const throttle_arg_t *argv, throttle_req_t *out, int64_t *win
     }
     if (!throttle_arg_i64(&argv[3], &out->params.limit))
         return fail(err, "ERR limit is not an integer or out of range");
-    if (!throttle_arg_i64(&argv[4], window_ms))
-        return fail(err, "ERR window_ms is not an integer or out of range");
-    return 0;
+    return duration_ms_arg(&argv[4], "window_ms", window_ms, err);
 }
 
 /* After the options: what the command needs given, the limit and the window, the rule. */
@@ -580,12 +607,64 @@ int throttle_parse(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, 
     return fail(err, "ERR unknown throttle command");
 }
 
-void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1])
+sl_rule_t throttle_rule_given(const sl_rule_t *rule)
 {
-    const char *alg = sl_algorithm_name(params->algorithm);
-    snprintf(name, THROTTLE_NAME_MAX + 1, "inline:%s:%lld:%lld:%lld:%lld", alg ? alg : "?",
-             (long long)params->limit, (long long)(params->window_ns / SL_NS_PER_MS),
-             (long long)params->burst, (long long)params->buckets);
+    sl_rule_t given = *rule;
+    const core_algorithm_t *row = core_algorithm(rule->algorithm);
+    if (row == NULL)
+        return given;
+    if (row->burst.taken ? rule->burst == core_param_default(&row->burst, rule->limit)
+                         : rule->burst == 0)
+        given.burst = SL_DEFAULT;
+    if (row->buckets.taken ? rule->buckets == core_param_default(&row->buckets, rule->limit)
+                           : rule->buckets == 0)
+        given.buckets = SL_DEFAULT;
+    if (rule->max_debt == rule->capacity)
+        given.max_debt = SL_DEFAULT;
+    return given;
+}
+
+/* Appends to label (n bytes used so far, kept below THROTTLE_LABEL_MAX; cut when full). */
+static void label_add(char label[THROTTLE_LABEL_MAX], size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void label_add(char label[THROTTLE_LABEL_MAX], size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(label + *n, THROTTLE_LABEL_MAX - *n, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *n = *n + (size_t)w < THROTTLE_LABEL_MAX ? *n + (size_t)w : THROTTLE_LABEL_MAX - 1;
+}
+
+/* A duration as the command takes it: integer ms, or ns when finer (never for a rule the
+ * parser made). */
+static void label_duration(char label[THROTTLE_LABEL_MAX], size_t *n, const char *before,
+                           int64_t ns)
+{
+    if (ns % SL_NS_PER_MS == 0)
+        label_add(label, n, "%s%lld", before, (long long)(ns / SL_NS_PER_MS));
+    else
+        label_add(label, n, "%s%lldns", before, (long long)ns);
+}
+
+void throttle_rule_label(const sl_rule_t *rule, char label[THROTTLE_LABEL_MAX])
+{
+    sl_rule_t g = throttle_rule_given(rule);
+    const char *alg = sl_algorithm_name(g.algorithm);
+    size_t n = 0;
+    label[0] = '\0';
+    label_add(label, &n, "the inline rule %s %lld", alg != NULL ? alg : "?", (long long)g.limit);
+    label_duration(label, &n, " ", g.window_ns);
+    if (g.burst != SL_DEFAULT)
+        label_add(label, &n, " BURST %lld", (long long)g.burst);
+    if (g.buckets != SL_DEFAULT)
+        label_add(label, &n, " BUCKETS %lld", (long long)g.buckets);
+    if (g.max_delay_ns > 0)
+        label_duration(label, &n, " MAX_DELAY ", g.max_delay_ns);
+    if (g.max_debt != SL_DEFAULT)
+        label_add(label, &n, " MAX_DEBT %lld", (long long)g.max_debt);
 }
 
 bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
@@ -594,10 +673,10 @@ bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
     if (d->allowed || d->retry_after_ns >= 0) {
         return false;
     }
-    char name[THROTTLE_NAME_MAX + 1];
-    throttle_rule_name(&req->params, name);
-    fail(err, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld per window)",
-         (long long)req->cost, name, (long long)d->limit);
+    char label[THROTTLE_LABEL_MAX];
+    throttle_rule_label(&req->rule, label);
+    fail(err, "ERR cost %lld exceeds what %s can ever admit (%lld per window)",
+         (long long)req->cost, label, (long long)d->limit);
     return true;
 }
 

@@ -21,6 +21,10 @@
  * pairs, argv[0] being the command name; the result is a prepared rule and a cost, or a
  * Redis-style error text ("ERR ...", NUL-terminated) for the caller to send as it is.
  *
+ * window_ms and MAX_DELAY's value are durations: a bare integer is milliseconds (1000), or
+ * digits with a unit as rule files write them (250ms, 1s, 1m30s; sl_duration_parse()), of whole
+ * milliseconds. CL.THROTTLE's period stays redis-cell's: an integer of seconds.
+ *
  * Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
  * settle, sl_rule_t.max_debt; default the rule's capacity; 0 = no debt), which only SL.SETTLE
  * uses. Options repeat as sluiced always allowed (the last one wins) and their names are
@@ -28,7 +32,11 @@
  *
  *   ERR wrong number of arguments for 'sl.throttle' command      (argv[0] in lower case)
  *   ERR unknown algorithm 'x' (fixed_window, sliding_log, ...)
- *   ERR limit is not an integer or out of range                  (also window_ms, burst, ...)
+ *   ERR limit is not an integer or out of range                  (also burst, buckets, ...)
+ *   ERR window_ms '1x' is not a duration: integer milliseconds (1000) or digits with a unit
+ *       (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)         (also max_delay)
+ *   ERR window_ms '1500us' is not a whole number of milliseconds (also max_delay)
+ *   ERR window_ms is out of range (a duration beyond int64 ns; also max_delay)
  *   ERR burst must be >= 0   (also buckets, max_delay, max_debt, cost, reserved, actual, at,
  *                            closed_from)
  *   ERR max_delay is out of range (also closed_from)   ERR syntax error   ERR limit must be > 0
@@ -42,7 +50,7 @@
  *   ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]
  *   ERR Couldn't parse as integer: x     ERR max_burst must be >= 0
  *   ERR count per period must be > 0    ERR quantity must be >= 0    ERR period must be > 0
- *   ERR cost 7 exceeds what rule 'inline:gcra:5:1000:-1:-1' can ever admit (6 per window)
+ *   ERR cost 7 exceeds what the inline rule gcra 5 1000 can ever admit (6 per window)
  *
  * An argument quoted in an error is shown as at most 64 bytes, non-printable bytes and quotes
  * as '?', followed by "..." when longer.
@@ -57,8 +65,7 @@
 #include "proto/arg.h"
 #include "sluice/sluice.h"
 
-#define THROTTLE_ERR_MAX  256 /* every error text fits in this, NUL included */
-#define THROTTLE_NAME_MAX 64  /* an inline rule's name, bytes (sluiced's RULE_NAME_MAX) */
+#define THROTTLE_ERR_MAX 256 /* every error text fits in this, NUL included */
 
 /* One argument: len bytes at ptr (not NUL-terminated). The type of resp_arg_t too (arg.h). */
 typedef proto_arg_t throttle_arg_t;
@@ -172,9 +179,17 @@ bool throttle_arg_is(const throttle_arg_t *a, const char *word);
  * true and sets *out, or false. */
 bool throttle_arg_i64(const throttle_arg_t *a, int64_t *out);
 
-/* The name sluiced gives an inline rule in errors, from its parameters as given:
- * "inline:<algorithm>:<limit>:<window_ms>:<burst>:<buckets>", cut at THROTTLE_NAME_MAX bytes. */
-void throttle_rule_name(const sl_rule_t *params, char name[THROTTLE_NAME_MAX + 1]);
+#define THROTTLE_LABEL_MAX 160 /* an inline rule's label, bytes, NUL included */
+
+/* An inline rule's parameters as SL.THROTTLE's arguments give them, from the prepared rule:
+ * burst and buckets at their algorithm's defaults (or 0 where it takes none) and max_debt at the
+ * capacity read SL_DEFAULT, so two spellings of one rule give one answer. */
+sl_rule_t throttle_rule_given(const sl_rule_t *rule);
+
+/* How errors name an inline rule (sluiced's and sluice.so's alike): as the command writes it,
+ * "the inline rule gcra 5 1000 BURST 3", the options not at their defaults after the window (ms),
+ * from the prepared rule. Never its internal name ("inline:gcra:5:1000:-1:-1"). */
+void throttle_rule_label(const sl_rule_t *rule, char label[THROTTLE_LABEL_MAX]);
 
 /*
  * SL.THROTTLE answers a cost that the rule can never admit (a decision rejected with

@@ -93,8 +93,10 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
         return true;
     }
     if (ed != NULL && ed->never && !ed->blocked) {
-        resp_add_error(b, "ERR cost %lld exceeds what rule '%s' can ever admit (%lld %s)",
-                       (long long)cost, rs->def.name, (long long)ed->d.limit,
+        char label[ENGINE_LABEL_MAX];
+        engine_rule_label(rs, label);
+        resp_add_error(b, "ERR cost %lld exceeds what %s can ever admit (%lld %s)", (long long)cost,
+                       label, (long long)ed->d.limit,
                        sl_rule_holds(&rs->def.rule) ? "at once" : "per window");
         return true;
     }

@@ -10,8 +10,9 @@
  * >= 0, an AT of -1 or >= 0 whose charge time is within [0, now], a CLOSED_FROM of -1 or >= 0
  * whose closed start is within [0, SL_NOW_MAX_NS] (and in force at time 0), a lease's WANT >= 0 and
  * FOR > 0, a return's UNUSED <= GRANTED and a lease from it within [0, now] .. SL_NOW_MAX_NS, in
- * order; an error is a
- * NUL-terminated "ERR ..." line within THROTTLE_ERR_MAX.
+ * order, a label (throttle_rule_label) within THROTTLE_LABEL_MAX; an error is a
+ * NUL-terminated "ERR ..." line within THROTTLE_ERR_MAX. The window and MAX_DELAY take durations
+ * (seeds throttle_duration, throttle_duration_bad).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,14 @@ static void check(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, b
         sl_rule_t again = req.params;
         if (sl_rule_prepare(&again) != SL_OK || memcmp(&again, &req.rule, sizeof again) != 0 ||
             req.cost < 0 || (cmd == THROTTLE_SL_PEEK && req.cost != 0)) {
+            abort();
+        }
+        /* the label errors give the rule: NUL-terminated within its buffer, its words first */
+        char label[THROTTLE_LABEL_MAX];
+        memset(label, 'X', sizeof label);
+        throttle_rule_label(&req.rule, label);
+        if (strnlen(label, sizeof label) == sizeof label ||
+            strncmp(label, "the inline rule ", 16) != 0) {
             abort();
         }
         /* a closed start is none for CL.THROTTLE, else within [0, SL_NOW_MAX_NS] at any now */

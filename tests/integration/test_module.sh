@@ -112,6 +112,16 @@ both log-cost0 "1 5 5 0 0" SL.THROTTLE p:l2 sliding_log 5 1000 COST 0
 both repeat-opt "1 2 1 0 500" SL.THROTTLE p:g3 gcra 2 1000 BURST 5 BURST 1
 both lower-opt "1 2 1 0 500" SL.THROTTLE p:g4 gcra 2 1000 burst 1 cost 1
 both delay-opt "1 2 0 0 1000" SL.THROTTLE p:g5 gcra 2 1000 BURST 1 MAX_DELAY 100 COST 2
+# a window (and MAX_DELAY) with a unit, as rule files write it: the same rule as its ms
+both dur-window "1 6 5 0 200" SL.THROTTLE p:d1 gcra 5 1s
+# the same key under the window in ms is the same rule: its second unit taken (a unit comes back
+# every 12 minutes; the times are the real clock's, so allowed, limit and remaining are compared)
+both dur-window-h "1 6 5 0 720000" SL.THROTTLE p:d1h gcra 5 1h
+check dur-same-rule [ "$(rc SL.THROTTLE p:d1h gcra 5 3600000 | cut -d' ' -f1-3)" = "1 6 4" ]
+check dur-same-rule/sluiced [ "$(sc SL.THROTTLE p:d1h gcra 5 3600000 | cut -d' ' -f1-3)" = "1 6 4" ]
+both dur-compound "1 5 4 0 90000" SL.THROTTLE p:d2 sliding_log 5 1m30s
+both dur-delay "1 2 0 0 1000" SL.THROTTLE p:d3 gcra 2 1s BURST 1 MAX_DELAY 100ms COST 2
+both dur-settle "1 5 5 0 0" SL.SETTLE p:d4 sliding_log 5 1s RESERVED 1 ACTUAL 0
 
 # --- argument errors: the module's texts are sluiced's
 both arity "ERR wrong number of arguments for 'sl.throttle' command" SL.THROTTLE k gcra 5
@@ -120,7 +130,12 @@ both algorithm "ERR unknown algorithm 'leaky' (fixed_window, sliding_log, slidin
 both algorithm-show "ERR unknown algorithm 'a?b' (fixed_window, sliding_log, sliding_window, sliding_buckets, token_bucket, gcra, concurrency)" SL.THROTTLE k "a'b" 5 1000
 both limit-int "ERR limit is not an integer or out of range" SL.THROTTLE k gcra 5x 1000
 both limit-big "ERR limit is not an integer or out of range" SL.THROTTLE k gcra 9223372036854775808 1000
-both window-int "ERR window_ms is not an integer or out of range" SL.THROTTLE k gcra 5 1s
+both window-int "ERR window_ms '1x' is not a duration: integer milliseconds (1000) or digits with a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)" SL.THROTTLE k gcra 5 1x
+both window-frac "ERR window_ms '1.5s' is not a duration: integer milliseconds (1000) or digits with a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)" SL.THROTTLE k gcra 5 1.5s
+both window-sub-ms "ERR window_ms '1500us' is not a whole number of milliseconds" SL.THROTTLE k gcra 5 1500us
+both window-dur-range "ERR window_ms is out of range" SL.THROTTLE k gcra 5 9223372037s
+both delay-dur "ERR max_delay 'soon' is not a duration: integer milliseconds (1000) or digits with a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)" SL.THROTTLE k gcra 5 1000 MAX_DELAY soon
+both settle-window-dur "ERR window_ms '2x' is not a duration: integer milliseconds (1000) or digits with a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)" SL.SETTLE k gcra 5 2x RESERVED 1 ACTUAL 0
 both opt-missing "ERR syntax error" SL.THROTTLE k gcra 5 1000 BURST
 both opt-unknown "ERR syntax error" SL.THROTTLE k gcra 5 1000 RATE 3
 both burst-int "ERR burst is not an integer or out of range" SL.THROTTLE k gcra 5 1000 BURST x
@@ -138,8 +153,11 @@ both rule-burst "ERR invalid rule: burst must be >= 1 for token_bucket, >= 0 for
 both rule-buckets "ERR invalid rule: buckets must be between 1 and 4096, divide the window, and only applies to sliding_buckets" SL.THROTTLE k sliding_buckets 5 1000 BUCKETS 7
 both rule-window "ERR invalid rule: window must be between 1ms and 366d" SL.THROTTLE k gcra 5 31708800001
 both rule-log "ERR invalid rule: limit must be a positive integer (at most 1048576 for sliding_log, at most 4096 for concurrency)" SL.THROTTLE k sliding_log 1048577 1000
-both never "ERR cost 9 exceeds what rule 'inline:gcra:4:1000:-1:-1' can ever admit (5 per window)" SL.THROTTLE p:n1 gcra 4 1000 COST 9
-both never-opts "ERR cost 4 exceeds what rule 'inline:sliding_buckets:3:1000:-1:5' can ever admit (3 per window)" SL.THROTTLE p:n2 sliding_buckets 3 1000 BUCKETS 5 COST 4
+both never "ERR cost 9 exceeds what the inline rule gcra 4 1000 can ever admit (5 per window)" SL.THROTTLE p:n1 gcra 4 1000 COST 9
+both never-opts "ERR cost 4 exceeds what the inline rule sliding_buckets 3 1000 BUCKETS 5 can ever admit (3 per window)" SL.THROTTLE p:n2 sliding_buckets 3 1000 BUCKETS 5 COST 4
+# the rule as the command writes it: a duration reads as its ms, options at their defaults go
+both never-dur "ERR cost 9 exceeds what the inline rule gcra 4 1000 BURST 2 MAX_DELAY 250 can ever admit (3 per window)" SL.THROTTLE p:n3 gcra 4 1s BURST 2 MAX_DELAY 250ms COST 9
+both never-default "ERR cost 9 exceeds what the inline rule token_bucket 4 1000 can ever admit (4 per window)" SL.THROTTLE p:n4 token_bucket 4 1000 BURST 4 COST 9
 expect never-nokey 0 EXISTS p:n1
 
 # --- CL.THROTTLE: redis-cell's arguments and errors
@@ -205,7 +223,7 @@ expect gc-pxat2 $((START_MS + 1051)) PEXPIRETIME gc
 bytes_gc=$(redis-cli -p "$PORT" --no-raw GET gc)
 expect gc-peek "1 6 2 0 800" SL.PEEK gc gcra 5 1000
 expect gc-reject "0 6 2 200 800" SL.THROTTLE gc gcra 5 1000 COST 3
-expect gc-never "ERR cost 7 exceeds what rule 'inline:gcra:5:1000:-1:-1' can ever admit (6 per window)" SL.THROTTLE gc gcra 5 1000 COST 7
+expect gc-never "ERR cost 7 exceeds what the inline rule gcra 5 1000 can ever admit (6 per window)" SL.THROTTLE gc gcra 5 1000 COST 7
 check gc-unchanged [ "$(redis-cli -p "$PORT" --no-raw GET gc)" = "$bytes_gc" ]
 expect gc-pxat3 $((START_MS + 1051)) PEXPIRETIME gc
 expect gc-len 15 STRLEN gc # the header: 7 bytes (its numbers 5 of them), the TAT 8
@@ -410,9 +428,11 @@ for idx, (name, rule, given, flags, cap) in enumerate(CASES):
             continue
         cmds.append(["SL.THROTTLE", "eq:%s:%s" % (name, key), *rule, "COST", cost])
         if not allowed and retry == -1:
-            want.append("-ERR cost %d exceeds what rule 'inline:%s:%d:%d:%d:%d' can ever admit "
-                        "(%d per window)" % (cost, alg, rule[1], rule[2], given[0], given[1],
-                                             limit))
+            opts = "".join(" %s %d" % o for o in zip(("BURST", "BUCKETS"), given) if o[1] >= 0)
+            opts += "".join(" MAX_DELAY %d" % rule[i + 1] for i, w in enumerate(rule)
+                            if w == "MAX_DELAY")
+            want.append("-ERR cost %d exceeds what the inline rule %s %d %d%s can ever admit "
+                        "(%d per window)" % (cost, alg, rule[1], rule[2], opts, limit))
         else:
             want.append([allowed, limit, rem, ceil_ms(delay if allowed else retry),
                          ceil_ms(reset)])

@@ -145,7 +145,7 @@ expect thr-limit-nan "ERR limit is not an integer or out of range" SL.THROTTLE k
 expect thr-window "ERR window_ms must be > 0" SL.THROTTLE k gcra 1 0
 expect thr-syntax "ERR syntax error" SL.THROTTLE k gcra 1 1000 BURST
 expect_match thr-buckets-bad '^ERR invalid rule: ' SL.THROTTLE k sliding_buckets 10 1000 BUCKETS 3
-expect thr-cost-big "ERR cost 11 exceeds what rule 'inline:fixed_window:10:1000:-1:-1' can ever admit (10 per window)" SL.THROTTLE k fixed_window 10 1000 COST 11
+expect thr-cost-big "ERR cost 11 exceeds what the inline rule fixed_window 10 1000 can ever admit (10 per window)" SL.THROTTLE k fixed_window 10 1000 COST 11
 
 # --- CL.THROTTLE: redis-cell's reply (limited, limit, remaining, retry_s, reset_s). A fresh
 # key's reset is exactly one emission interval; later ones are 2 intervals less the time gone

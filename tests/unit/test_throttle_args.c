@@ -4,7 +4,8 @@
  * options alone (throttle_parse_settle), and the charge time AT names
  * (throttle_settle_charged_ns); CLOSED_FROM on SL.THROTTLE, SL.PEEK and SL.SETTLE, its errors and
  * the closed start it names (throttle_closed_start); SL.LEASE's and SL.RETURN's options, errors,
- * reply and the lease a return names; MAX_DEBT and the error of a refused settle. SL.THROTTLE's and
+ * reply and the lease a return names; MAX_DEBT and the error of a refused settle; the window and
+ * MAX_DELAY as durations, their errors, and the label errors give an inline rule. SL.THROTTLE's and
  * CL.THROTTLE's errors are checked side by side in a real redis-server and sluiced by
  * tests/integration/test_module.sh.
  */
@@ -332,6 +333,117 @@ static void test_lease_errors(void **unused)
               "ERR syntax error");
 }
 
+/* The window and MAX_DELAY take a duration as rule files write it; a bare integer stays ms; the
+ * same rule either way, on every inline command. */
+static void test_durations(void **unused)
+{
+    (void)unused;
+    throttle_req_t a, b;
+    char err[THROTTLE_ERR_MAX];
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1s", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, 1000 * NS_MS);
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000", &b, err), 0);
+    assert_true(sl_rule_same(&a.rule, &b.rule));
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 1m30s MAX_DELAY 250ms", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, 90000 * NS_MS);
+    assert_int_equal(a.rule.max_delay_ns, 250 * NS_MS);
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 5 90000 MAX_DELAY 250", &b, err), 0);
+    assert_true(sl_rule_same(&a.rule, &b.rule));
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k sliding_log 5 1500000us", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, 1500 * NS_MS);
+    assert_int_equal(parse(THROTTLE_SL_PEEK, "SL.PEEK k fixed_window 5 1h", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, INT64_C(3600000) * NS_MS);
+    assert_int_equal(
+        parse(THROTTLE_SL_SETTLE, "SL.SETTLE k gcra 5 2s RESERVED 3 ACTUAL 1", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, 2000 * NS_MS);
+    assert_int_equal(parse(THROTTLE_SL_LEASE, "SL.LEASE k gcra 5 1s WANT 1 FOR 100", &a, err), 0);
+    assert_int_equal(a.rule.window_ns, 1000 * NS_MS);
+    /* CL.THROTTLE's period is redis-cell's: an integer of seconds, nothing else */
+    PARSE_ERR(THROTTLE_CL, "CL.THROTTLE k 1 2 3s", "ERR Couldn't parse as integer: 3s");
+}
+
+static void test_duration_errors(void **unused)
+{
+    (void)unused;
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1x",
+              "ERR window_ms '1x' is not a duration: integer milliseconds (1000) or digits with a "
+              "unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1.5s",
+              "ERR window_ms '1.5s' is not a duration: integer milliseconds (1000) or digits with "
+              "a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 -1s",
+              "ERR window_ms '-1s' is not a duration: integer milliseconds (1000) or digits with a "
+              "unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 MAX_DELAY soon",
+              "ERR max_delay 'soon' is not a duration: integer milliseconds (1000) or digits with "
+              "a unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1500us",
+              "ERR window_ms '1500us' is not a whole number of milliseconds");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 MAX_DELAY 1ns",
+              "ERR max_delay '1ns' is not a whole number of milliseconds");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 9223372037s", "ERR window_ms is out of range");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 99999999999999999999",
+              "ERR window_ms is out of range");
+    /* the range checks after parsing are the integer's */
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 0s", "ERR window_ms must be > 0");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 367d",
+              "ERR invalid rule: window must be between 1ms and 366d");
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1000 MAX_DELAY -1", "ERR max_delay must be >= 0");
+    /* the argument is shown safely: at most 64 bytes, no quotes */
+    PARSE_ERR(THROTTLE_SL, "SL.THROTTLE k gcra 5 1'h",
+              "ERR window_ms '1?h' is not a duration: integer milliseconds (1000) or digits with a "
+              "unit (250ms, 1s, 1m30s; units ns, us, ms, s, m, h, d)");
+}
+
+/* The label errors give an inline rule: its command's words, options only when not defaults. */
+static void test_rule_label(void **unused)
+{
+    (void)unused;
+    static const struct {
+        const char *cmd, *label;
+    } rows[] = {
+        {"SL.THROTTLE k gcra 5 1000", "the inline rule gcra 5 1000"},
+        {"SL.THROTTLE k gcra 5 1s", "the inline rule gcra 5 1000"},
+        {"SL.THROTTLE k gcra 5 1000 BURST 5", "the inline rule gcra 5 1000"}, /* the default */
+        {"SL.THROTTLE k gcra 5 1000 BURST 3 MAX_DELAY 150",
+         "the inline rule gcra 5 1000 BURST 3 MAX_DELAY 150"},
+        {"SL.THROTTLE k token_bucket 5 1000 BURST 3",
+         "the inline rule token_bucket 5 1000 BURST 3"},
+        {"SL.THROTTLE k sliding_buckets 3 1000 BUCKETS 5",
+         "the inline rule sliding_buckets 3 1000 BUCKETS 5"},
+        {"SL.THROTTLE k sliding_log 5 1m MAX_DEBT 2",
+         "the inline rule sliding_log 5 60000 MAX_DEBT 2"},
+        {"CL.THROTTLE k 4 1 1", "the inline rule gcra 1 1000 BURST 4"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        throttle_req_t r;
+        char err[THROTTLE_ERR_MAX], label[THROTTLE_LABEL_MAX];
+        throttle_cmd_t cmd = rows[i].cmd[0] == 'C' ? THROTTLE_CL : THROTTLE_SL;
+        assert_int_equal(parse(cmd, rows[i].cmd, &r, err), 0);
+        throttle_rule_label(&r.rule, label);
+        assert_string_equal(label, rows[i].label);
+    }
+    /* the never error names it so, not as "inline:gcra:4:1000:-1:-1" */
+    throttle_req_t r;
+    char err[THROTTLE_ERR_MAX];
+    assert_int_equal(parse(THROTTLE_SL, "SL.THROTTLE k gcra 4 1s COST 9", &r, err), 0);
+    sl_decision_t d = {.allowed = false, .limit = 5, .retry_after_ns = -1};
+    assert_true(throttle_never_error(&r, &d, err));
+    assert_string_equal(
+        err, "ERR cost 9 exceeds what the inline rule gcra 4 1000 can ever admit (5 per window)");
+    /* the longest numbers: the label and the error fit their buffers */
+    assert_int_equal(parse(THROTTLE_SL,
+                           "SL.THROTTLE k sliding_buckets 9223372036854775807 4096s BUCKETS 4096 "
+                           "MAX_DEBT 4611686018427387903 COST 9223372036854775807",
+                           &r, err),
+                     0);
+    char label[THROTTLE_LABEL_MAX];
+    throttle_rule_label(&r.rule, label);
+    assert_true(strlen(label) < THROTTLE_LABEL_MAX);
+    assert_true(throttle_never_error(&r, &d, err));
+    assert_true(strlen(err) < THROTTLE_ERR_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +451,8 @@ int main(void)
         cmocka_unit_test(test_settle_alone),   cmocka_unit_test(test_charged_ns),
         cmocka_unit_test(test_closed_from),    cmocka_unit_test(test_lease_options),
         cmocka_unit_test(test_lease_errors),   cmocka_unit_test(test_max_debt),
+        cmocka_unit_test(test_durations),      cmocka_unit_test(test_duration_errors),
+        cmocka_unit_test(test_rule_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
