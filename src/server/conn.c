@@ -120,15 +120,21 @@ static void on_conn_closed(uv_handle_t *h)
     conn_unlink(c);
     conn_input_count(c->loop->srv, conn_counted(c),
                      0); /* the protocol let go of what it held above */
-    if (c->spare_slot != NULL) {
-        buf_free(&c->spare_slot->buf);
-        free(c->spare_slot);
-    }
+    conn_free_spare(c);
     free(c->in);
     buf_free(&c->out);
     tls_conn_free(c->tls);
     buf_free(&c->tls_out);
     free(c);
+}
+
+void conn_free_spare(conn_t *c)
+{
+    if (c->spare_slot != NULL) {
+        buf_free(&c->spare_slot->buf);
+        free(c->spare_slot);
+        c->spare_slot = NULL;
+    }
 }
 
 void conn_close_now(conn_t *c)

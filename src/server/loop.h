@@ -210,6 +210,10 @@ void conn_flush(conn_t *c);
  * memory. */
 reply_slot_t *conn_defer(conn_t *c);
 
+/* Frees the resolved reply slot c keeps for its next request, if any (a closing connection's
+ * last step, and a test's that made c itself). */
+void conn_free_spare(conn_t *c);
+
 /* The protocol now holds `more` bytes more and `less` bytes fewer of c's requests outside its
  * input buffer (c->held): counted against --max-input-buffers with it, so the clients holding
  * the most are the ones closed at the cap, and the cap is checked after the read. */

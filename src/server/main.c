@@ -498,6 +498,11 @@ static int stop_all(main_ctx_t *m)
     uv_close((uv_handle_t *)&m->sig_term, NULL);
     uv_close((uv_handle_t *)&m->sig_int, NULL);
     uv_close((uv_handle_t *)&m->sig_hup, NULL);
+    /* libuv gave the signals back their default action, which would end a process already
+     * stopping with status 143 at a second SIGTERM (a supervisor's, a user's second Ctrl-C) */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     rules_watch_stop(m->watch);
     uv_close((uv_handle_t *)&m->snapshot_timer, NULL);
     uv_close((uv_handle_t *)&m->relieve_timer, NULL);

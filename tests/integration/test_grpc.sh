@@ -124,8 +124,9 @@ check "served after the abandoned calls" client health abandoned_charged
 redis-cli -p "$REDIS_PORT" CLIENT PAUSE 1000 ALL >/dev/null
 check "stopping answers what it read" env SLUICED_PID="$(cat "$TMP/s2.pid")" "$PY" \
     "$SLUICE_SOURCE_DIR/tests/integration/grpc_client.py" "$GRPC_PORT" "$TMP/stubs" stop_answers
+stopped_with() { stop_bg "$1" TERM; local rc=$?; [ "$rc" -eq 0 ] || echo "  exit status $rc"; return "$rc"; }
 fails_before=$FAILS
-check "s2 stops cleanly" stop_bg s2 TERM
+check "s2 stops cleanly" stopped_with s2
 [ "$FAILS" -eq "$fails_before" ] || tail -n 20 "$TMP/s2.log" # why, when it did not
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so

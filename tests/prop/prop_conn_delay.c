@@ -127,6 +127,7 @@ static void run_case(tcase_t *c, uint64_t seed)
         if (delay_ms > 0 && prng_chance(&r, 5)) { /* its client goes (as on_conn_closed does):
                                                      the slot is orphaned, freed when due */
             slot->conn = NULL;
+            conn_free_spare(x->conn);
             free(x->conn);
             x->conn = NULL;
         } else if (x->conn->out.len != (delay_ms > 0 ? 0u : 8u)) {
@@ -146,6 +147,7 @@ static void run_case(tcase_t *c, uint64_t seed)
             if (h[i].conn->out.len != 8) {
                 fail(c, "reply %zu: %zu bytes after the loop stopped", i, h[i].conn->out.len);
             }
+            conn_free_spare(h[i].conn);
             buf_free(&h[i].conn->out);
             free(h[i].conn);
         }

@@ -35,6 +35,7 @@ static conn_t *new_conn(void)
 
 static void free_conn(conn_t *c)
 {
+    conn_free_spare(c);
     buf_free(&c->out);
     free(c);
 }

@@ -51,6 +51,7 @@ static int empty_output(void **unused)
 static int teardown(void **unused)
 {
     (void)unused;
+    conn_free_spare(conn);
     buf_free(&conn->out);
     free(conn);
     free(loop);
