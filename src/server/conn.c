@@ -601,6 +601,7 @@ void conn_in_order(conn_t *c, void (*handler)(void *arg), void *arg)
     buf_t saved = c->out;
     c->out = (buf_t){0};
     handler(arg);
+    buf_free(&s->buf); /* a spare slot's kept room: the handler wrote its own buffer */
     s->buf = c->out;
     c->out = saved;
     s->done = true; /* written with the slots before it, by their conn_resolve */
