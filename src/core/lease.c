@@ -9,19 +9,19 @@
  * its row's (algorithms.c): the counting ones give their ops a span, the buckets a lease and a
  * return, and a row that is not CORE_CAP_LEASABLE is refused. So:
  *
- *   fixed_window, sliding_window, sliding_buckets (span). The state knows only which window (bucket) a
- *     unit came in, not when in it. A lease ends no later than the end of the current window
+ *   fixed_window, sliding_window, sliding_buckets (span). The state knows only which window
+ * (bucket) a unit came in, not when in it. A lease ends no later than the end of the current window
  *     (bucket): its units, wherever the holder spends them before, sit where requests at those
  *     times would have. The grant is a decision of its size at the grant's time (at most what a
  *     peek reports remaining), and a return is sl_refund() of the unused units charged then.
- *   token_bucket, gcra (lease, lease_return). A bucket refills continuously: units taken at the grant but spent at the
- *     lease's end would come back too early. The grant charges n * T + L of TAT (L the lease
- *     time) at now, at least what n units at now + L would leave (max(TAT, now) + L >=
+ *   token_bucket, gcra (lease, lease_return). A bucket refills continuously: units taken at the
+ * grant but spent at the lease's end would come back too early. The grant charges n * T + L of TAT
+ * (L the lease time) at now, at least what n units at now + L would leave (max(TAT, now) + L >=
  *     max(TAT, now + L)); since TAT only grows with later times and more units, any order of
  *     the holder's spends leaves a real TAT no later than the state's. The return gives back,
  *     as a refund does, what of unused * T + L the bucket has not refilled by itself.
- *   sliding_log (not leasable). Refused: a stamp at the grant leaves the window W after it, a unit spent at
- *     until leaves W after that, and a stamp in the future would move the key's clock forward
+ *   sliding_log (not leasable). Refused: a stamp at the grant leaves the window W after it, a unit
+ * spent at until leaves W after that, and a stamp in the future would move the key's clock forward
  *     (times are clamped to the newest stamp), dropping older stamps from the window early.
  *
  * Pure over state and time, like every core file: no clock, no allocation, no lock.

@@ -16,8 +16,8 @@
  * After each phase, for every key: the units its state holds (limit - remaining of a peek) are
  * exactly the admitted pair calls that named it plus the admitted single requests on it, less
  * the refunds (so no call left a partial charge, and no refused call charged anything), and
- * never more than its limit. Within a call refused, the others are reported as they stand alone, and
- * the admitted ones as allowed.
+ * never more than its limit. Within a call refused, the others are reported as they stand alone,
+ * and the admitted ones as allowed.
  *
  * Run under TSan by `make test-tsan` (label concurrency). SLUICE_SEED overrides the seed.
  */
