@@ -23,55 +23,8 @@ import sys
 import threading
 import time
 
-
-def enc(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Reader:
-    def __init__(self, sock):
-        self.s, self.buf = sock, b""
-
-    def _fill(self, n):
-        while len(self.buf) < n:
-            data = self.s.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the server")
-            self.buf += data
-
-    def _line(self):
-        for _ in range(1 << 20):
-            i = self.buf.find(b"\r\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 2:]
-                return line
-            self._fill(len(self.buf) + 1)
-        raise ConnectionError("a line without end")
-
-    def reply(self, depth=0):
-        line = self._line()
-        t, rest = line[:1], line[1:].decode("utf-8", "replace")
-        if t == b"+":
-            return rest
-        if t == b"-":
-            return "-" + rest
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            self._fill(n + 2)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode("utf-8", "replace")
-        if t == b"*" and depth < 4:
-            n = int(rest)
-            return None if n < 0 else [self.reply(depth + 1) for _ in range(n)]
-        raise ConnectionError("not RESP: %r" % line[:40])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from resp_client import enc, Reader  # noqa: E402
 
 
 def worker(spec, conn, out, lock, stop_at):
@@ -93,7 +46,7 @@ def worker(spec, conn, out, lock, stop_at):
             if sock is None:
                 sock = socket.create_connection((conn["addr"], conn["port"]), timeout)
                 sock.settimeout(timeout)
-                reader = Reader(sock)
+                reader = Reader(sock, text=True)
                 rec["s"], rec["sw"] = time.monotonic(), time.time()
             sock.sendall(enc(["SL.ALLOW", rule, key, "COST", cost]))
             rec["rep"] = reader.reply()

@@ -100,7 +100,7 @@ class Resp:
     def call(self, addr, port, *args):
         code = ("import sys,json,socket\nsys.path.insert(0,%r)\nfrom client import enc,Reader\n"
                 "s=socket.create_connection((sys.argv[1],int(sys.argv[2])),5);s.settimeout(5)\n"
-                "s.sendall(enc(json.loads(sys.argv[3])))\nprint(json.dumps(Reader(s).reply()))"
+                "s.sendall(enc(json.loads(sys.argv[3])))\nprint(json.dumps(Reader(s,text=True).reply()))"
                 % HERE)
         r = self.lab.nsexec(self.node, [PY, "-c", code, addr, str(port), json.dumps(args)],
                             check=False, timeout=20)
