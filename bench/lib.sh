@@ -321,3 +321,52 @@ disturbed_report() {
             "$RESULTS" | sort
     fi
 }
+
+# nginx_limit_req_conf DIR PORT MASTER: writes DIR/nginx.conf for the peer of sluiced's rule
+# "bench" (gcra 100/s, burst 100): nginx's limit_req, the same GCRA, keyed on ?key=, on
+# 127.0.0.1:PORT, one worker, MASTER "on" or "off" (off: one process, as under callgrind);
+# /v1/auth/bench answers 204 or 429, /check admits one request a minute (proves limit_req
+# applies to this shape). Its temporary files and pid go under DIR/nginx, pages under DIR/www.
+nginx_limit_req_conf() {
+    local dir=$1 port=$2 master=$3 user=""
+    mkdir -p "$dir/nginx" "$dir/www"
+    [ "$(id -u)" -ne 0 ] || user="user root;" # workers would be "nobody", who cannot read $dir
+    cat >"$dir/nginx.conf" <<NGINX
+$user
+daemon off;
+master_process $master;
+worker_processes 1;
+pid $dir/nginx/nginx.pid;
+error_log $dir/nginx/error.log crit;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $dir/nginx/body;
+    proxy_temp_path $dir/nginx/proxy;
+    fastcgi_temp_path $dir/nginx/fastcgi;
+    uwsgi_temp_path $dir/nginx/uwsgi;
+    scgi_temp_path $dir/nginx/scgi;
+    keepalive_requests 100000000;
+    limit_req_zone \$arg_key zone=bench:64m rate=100r/s;
+    limit_req_zone \$arg_key zone=check:1m rate=1r/m;
+    limit_req_status 429;
+    server {
+        listen 127.0.0.1:$port;
+        root $dir/www;
+        # "return 204" here would answer in the rewrite phase, before limit_req (preaccess)
+        # ever runs; try_files runs after it, and its fallback answers.
+        location = /v1/auth/bench {
+            limit_req zone=bench burst=100 nodelay;
+            try_files /.none @allowed;
+        }
+        location @allowed {
+            return 204;
+        }
+        location = /check {
+            limit_req zone=check;
+            try_files /.none @allowed;
+        }
+    }
+}
+NGINX
+}

@@ -71,40 +71,8 @@ YAML
 say ""
 say "== instructions per request (callgrind; N=$N after $WARM; one keep-alive connection, 100 k keys)"
 ng=$(free_port)
-mkdir -p "$TMP/nginx" "$TMP/www" "$TMP/cg"
-nginx_user=""
-[ "$(id -u)" -ne 0 ] || nginx_user="user root;"
-cat >"$TMP/nginx.conf" <<NGINX
-$nginx_user
-daemon off;
-master_process off;
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log crit;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    keepalive_requests 100000000;
-    limit_req_zone \$arg_key zone=bench:64m rate=100r/s;
-    limit_req_status 429;
-    server {
-        listen 127.0.0.1:$ng;
-        root $TMP/www;
-        location = /v1/auth/bench {
-            limit_req zone=bench burst=100 nodelay;
-            try_files /.none @allowed;
-        }
-        location @allowed {
-            return 204;
-        }
-    }
-}
-NGINX
+mkdir -p "$TMP/cg"
+nginx_limit_req_conf "$TMP" "$ng" off
 start cg-nginx valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/cg.out" \
     /usr/sbin/nginx -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf"
 pid=$LAST_PID

@@ -92,48 +92,7 @@ say "first decision on a fresh key: SL.THROTTLE -> $sl_first; gcra.lua -> $lua_f
 [ "$sl_first" = "$lua_first" ] || say "warning: the two GCRA replies differ"
 
 NG_PORT=$(free_port)
-mkdir -p "$TMP/nginx" "$TMP/www"
-nginx_user=""
-[ "$(id -u)" -ne 0 ] || nginx_user="user root;" # workers would be "nobody", who cannot read $TMP
-cat >"$TMP/nginx.conf" <<NGINX
-$nginx_user
-daemon off;
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log crit;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    keepalive_requests 100000000;
-    # The peer of sluiced's rule "bench" (gcra 100/s, burst 100): limit_req is the same GCRA.
-    limit_req_zone \$arg_key zone=bench:64m rate=100r/s;
-    limit_req_zone \$arg_key zone=check:1m rate=1r/m;
-    limit_req_status 429;
-    server {
-        listen 127.0.0.1:$NG_PORT;
-        root $TMP/www;
-        # "return 204" here would answer in the rewrite phase, before limit_req (preaccess)
-        # ever runs; try_files runs after it, and its fallback answers.
-        location = /v1/auth/bench {
-            limit_req zone=bench burst=100 nodelay;
-            try_files /.none @allowed;
-        }
-        location @allowed {
-            return 204;
-        }
-        # A zone that admits one request a minute: proves limit_req applies to this shape.
-        location = /check {
-            limit_req zone=check;
-            try_files /.none @allowed;
-        }
-    }
-}
-NGINX
+nginx_limit_req_conf "$TMP" "$NG_PORT" on
 start nginx "${SRV_PIN[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf"
 NG_PID=$LAST_PID
 wait_port "$NG_PORT"
