@@ -1747,12 +1747,11 @@ int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id
         fresh_decision(t, 0, out);
     } else {
         entry_touch(t, entry);
+        /* A key that holds nothing after the release stays until a reclaim drops it, as any
+         * fresh key: dropping it here made the next acquire allocate and zero a whole state
+         * (16 bytes per unit of the limit), 17x a gcra decision for a hot key's pair. */
         rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, out,
                                                 &expired);
-        if (rc == SL_OK && is_fresh(t, entry, now_ns)) {
-            shard_drop(t, s, entry);
-            s->reclaimed_ns = max_i64(s->reclaimed_ns, now_ns);
-        }
     }
     shard_unlock(s);
     if (released != NULL)

@@ -183,7 +183,7 @@ static void test_ids_unique(void **cm)
     }
 }
 
-/* The table: a hold stored, released, the key dropped when nothing is held; a release on a key
+/* The table: a hold stored, released, the key reclaimed once nothing is held; a release on a key
  * the table does not hold is SL_EHOLD; two keys' ids do not free each other's holds. */
 static void test_table(void **cm)
 {
@@ -204,7 +204,10 @@ static void test_table(void **cm)
     assert_int_equal(sl_table_count(t), 2);
     assert_int_equal(sl_table_release(t, "a", 1, a.id, T0, &d, &x), SL_OK);
     assert_int_equal(d.remaining, 2);
-    assert_int_equal(sl_table_count(t), 1); /* "a" holds nothing: dropped */
+    assert_int_equal(sl_table_count(t), 2); /* "a" holds nothing: kept until a reclaim */
+    assert_int_equal(sl_table_release(t, "a", 1, a.id, T0, &d, NULL), SL_EHOLD);
+    assert_int_equal(sl_table_reclaim(t, T0), 1);
+    assert_int_equal(sl_table_count(t), 1); /* "a" dropped, "b" still holds */
     assert_int_equal(sl_table_release(t, "a", 1, a.id, T0, &d, NULL), SL_EHOLD);
     assert_int_equal(sl_table_acquire(t, "a", 1, 1, 11 * SEC, T0, &d, &x), SL_EHOLDTIME);
     sl_table_t *g;
