@@ -400,6 +400,39 @@ lib_cluster_ok() {
             return 1
     done
 }
+# cluster_victim SKIP_PORT PREFIX COUNT: picks a primary of the cluster start_cluster made (not
+# the one on SKIP_PORT, which may be empty) to fail over, and COUNT client keys PREFIX<i> in its
+# slots (sluiced's Redis key "sl:{<client key>}:..." has the client key's slot). Sets victim (its
+# serve name), victim_port, victim_id, replica_port and VKEYS; fails when any is missing.
+cluster_victim() {
+    local skip=$1 prefix=$2 count=$3 nodes primaries ranges slots slot i r
+    nodes=$(redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER NODES)
+    primaries=$(echo "$nodes" | awk '$3 ~ /master/ {split($2, a, "[:@]"); print a[2]}')
+    victim_port=$(echo "$primaries" | grep -v "^$skip$" | head -n 1)
+    victim_id=$(echo "$nodes" | awk -v p="$victim_port" '$2 ~ ":" p "@" {print $1}')
+    replica_port=$(echo "$nodes" | awk -v id="$victim_id" '$4 == id {split($2, a, "[:@]"); print a[2]}')
+    victim=""
+    for ((i = 1; i <= ${#CLUSTER_PORTS[@]}; i++)); do
+        [ "${CLUSTER_PORTS[$((i - 1))]}" = "$victim_port" ] && victim=node$i
+    done
+    ranges=$(echo "$nodes" | awk -v id="$victim_id" '$1 == id {for (i = 9; i <= NF; i++) print $i}')
+    VKEYS=()
+    slots=$(for i in $(seq 1 200); do echo "CLUSTER KEYSLOT $prefix$i"; done |
+        redis-cli -p "${CLUSTER_PORTS[0]}")
+    i=0
+    for slot in $slots; do
+        i=$((i + 1))
+        for r in $ranges; do
+            if [ "$slot" -ge "${r%-*}" ] && [ "$slot" -le "${r#*-}" ]; then
+                VKEYS+=("$prefix$i")
+                break
+            fi
+        done
+        [ "${#VKEYS[@]}" -lt "$count" ] || break
+    done
+    echo "victim $victim (port $victim_port, replica on $replica_port), keys ${VKEYS[*]}"
+    [ -n "$victim" ] && [ -n "$replica_port" ] && [ "${#VKEYS[@]}" -eq "$count" ]
+}
 start_cluster() {
     local primaries=$1 timeout_ms=$2 n i
     shift 2

@@ -113,30 +113,8 @@ check moved-pipelined-redirected test "$(curl -s "http://127.0.0.1:$HTTP_PORT/me
 # --- a primary killed. The victim: a primary that took no moved slot; its replica; client keys
 # in its slots. sluiced's Redis key is "sl:{<client key>}:<rule>:<hash>", so the client key's
 # CLUSTER KEYSLOT is the slot.
+check victim-found cluster_victim "$dst_port" v 4
 nodes=$(redis-cli -p "${P[0]}" CLUSTER NODES)
-victim_port=$(echo "$primaries" | grep -v "^$dst_port$" | head -n 1)
-victim_id=$(echo "$nodes" | awk -v p="$victim_port" '$2 ~ ":" p "@" {print $1}')
-replica_port=$(echo "$nodes" | awk -v id="$victim_id" '$4 == id {split($2, a, "[:@]"); print a[2]}')
-victim=""
-for ((i = 1; i <= 6; i++)); do [ "${P[$((i - 1))]}" = "$victim_port" ] && victim=node$i; done
-ranges=$(echo "$nodes" | awk -v id="$victim_id" '$1 == id {for (i = 9; i <= NF; i++) print $i}')
-in_victim() { # in_victim SLOT
-    local r
-    for r in $ranges; do
-        [ "$1" -ge "${r%-*}" ] && [ "$1" -le "${r#*-}" ] && return 0
-    done
-    return 1
-}
-VKEYS=()
-slots=$(for i in $(seq 1 100); do echo "CLUSTER KEYSLOT v$i"; done | redis-cli -p "${P[0]}")
-i=0
-for slot in $slots; do
-    i=$((i + 1))
-    in_victim "$slot" && VKEYS+=("v$i")
-    [ "${#VKEYS[@]}" -lt 4 ] || break
-done
-echo "victim $victim (port $victim_port, replica on $replica_port), keys ${VKEYS[*]}"
-check victim-found test -n "$victim" -a -n "$replica_port" -a "${#VKEYS[@]}" -eq 4
 
 # from_redis KEY: both rules answer from Redis (allowed, something left); from_error KEY: both
 # answer by on_store_error (roomy denied, roomy_open allowed with nothing left)
