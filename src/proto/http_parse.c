@@ -19,6 +19,15 @@
  * So each byte is examined a bounded number of times however the request is split into reads;
  * http_reader_t.work counts the bytes every pass examines, for tests and benchmarks.
  *
+ * A fast path comes first: when the request's first call already holds a complete head of the
+ * plainest kind (GET or HEAD, an origin-form target of ordinary characters, HTTP/1.0 or 1.1,
+ * CRLF line ends, printable ASCII values, no header that frames a body or changes the
+ * connection beyond close/keep-alive), one pass reads it into the request, and the request ends
+ * with its head: what the three passes would have produced, field for field. Anything else,
+ * including a head not complete yet, goes the general way above, which alone reports errors. A
+ * nginx-fronted /v1/auth request is of this kind; the fuzz target compares the two ways (a
+ * request arriving whole takes the fast one, in pieces the general one) byte for byte.
+ *
  * Why a result never depends on how the bytes were split: every error is decided by a byte at
  * a known position q (the byte the parser rejected, the ':' ending the field name that is one
  * too many, the end of the head, the line ending a chunk size). A buffer that ends before q is
@@ -324,6 +333,142 @@ static bool scan_head(const char *buf, size_t end, http_request_t *r, const char
     if (i != end) /* http-parser ended the head somewhere a strict parser does not */
         return head_bad(err, buf, end, i, "malformed end of head");
     return true;
+}
+
+/* ---- parsing: the fast path ---------------------------------------------------------------- */
+
+/* Target bytes the fast path takes: RFC 3986 pchar, '/' and '?' (no '#', no byte a lenient
+ * parser might read differently: '"', '<', '>', '\\', '^', '`', '{', '|', '}', '[', ']'). */
+static const bool fast_target_table[256] = {
+    ['-'] = 1,  ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1,
+    ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1,
+    ['='] = 1,  [':'] = 1, ['@'] = 1, ['/'] = 1, ['?'] = 1, ['%'] = 1,
+};
+
+static bool fast_target_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           fast_target_table[c];
+}
+
+/* A header value byte the fast path takes: HTAB or printable ASCII. */
+static bool fast_value_byte(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c < 0x7f);
+}
+
+/* Whether the header's name starts with lower[0..n), in any case. */
+static bool name_starts(const http_header_t *h, const char *lower, size_t n)
+{
+    return h->name_len >= n && strncasecmp(h->name, lower, n) == 0;
+}
+
+static bool value_is(const http_header_t *h, const char *lower, size_t n)
+{
+    return h->value_len == n && strncasecmp(h->value, lower, n) == 0;
+}
+
+/*
+ * What the fast path makes of one header: false when the request must take the general way.
+ * Names are matched as prefixes: http-parser takes a field whose name merely begins with
+ * "Transfer-Encoding" (or another name it tracks) for that field, so only the general way
+ * answers such a request as it always has.
+ */
+static bool fast_header(const http_header_t *h, size_t *hosts, bool *close, bool *keep)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+    } general[] = {{"content-length", 14},
+                   {"transfer-encoding", 17},
+                   {"upgrade", 7},
+                   {"expect", 6},
+                   {"proxy-connection", 16}};
+    for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
+        if (name_starts(h, general[i].name, general[i].len))
+            return false;
+    if (name_starts(h, "connection", 10)) {
+        bool c = value_is(h, "close", 5), k = value_is(h, "keep-alive", 10);
+        *close |= c;
+        *keep |= k;
+        return h->name_len == 10 && (c || k);
+    }
+    *hosts += h->name_len == 4 && name_starts(h, "host", 4);
+    return true;
+}
+
+/* The request line "GET|HEAD SP /target SP HTTP/1.d CRLF" at the start of buf[0..end): its
+ * length, or 0. Sets the method, version and target of r. */
+static size_t fast_request_line(const char *buf, size_t end, http_request_t *r)
+{
+    size_t i;
+    if (end > 4 && memcmp(buf, "GET ", 4) == 0) {
+        r->method = HTTP_GET;
+        i = 4;
+    } else if (end > 5 && memcmp(buf, "HEAD ", 5) == 0) {
+        r->method = HTTP_HEAD;
+        i = 5;
+    } else {
+        return 0;
+    }
+    size_t start = i;
+    if (buf[i] != '/')
+        return 0;
+    while (i < end && fast_target_byte((unsigned char)buf[i]))
+        i++;
+    if (end - i < 11 || memcmp(buf + i, " HTTP/1.", 8) != 0 ||
+        (buf[i + 8] != '0' && buf[i + 8] != '1') || buf[i + 9] != '\r' || buf[i + 10] != '\n')
+        return 0;
+    const char *q = memchr(buf + start, '?', i - start);
+    r->path = buf + start;
+    r->path_len = q != NULL ? (size_t)(q - r->path) : i - start;
+    r->query = q != NULL ? q + 1 : buf + i;
+    r->query_len = q != NULL ? (size_t)(buf + i - r->query) : 0;
+    r->http_major = 1;
+    r->http_minor = (unsigned short)(buf[i + 8] - '0');
+    return i + 11;
+}
+
+/*
+ * The fast path: when buf[0..len) starts with a complete head of the plainest kind (the file
+ * comment says which), fills *r as the general way would and returns the request's length (its
+ * head's: such a request has no body); else returns 0, having decided nothing. Reads at most
+ * head_max bytes, each once.
+ */
+static long parse_fast(const parse_ctx_t *c, const char *buf, size_t len, http_request_t *r)
+{
+    size_t end = len < c->head_max ? len : c->head_max;
+    size_t i = fast_request_line(buf, end, r), hosts = 0;
+    bool close = false, keep = false;
+    if (i == 0)
+        return 0;
+    r->nheaders = 0;
+    for (;;) {
+        if (end - i >= 2 && buf[i] == '\r' && buf[i + 1] == '\n')
+            break;
+        size_t start = i;
+        while (i < end && is_tchar((unsigned char)buf[i]))
+            i++;
+        if (i == start || i >= end || buf[i] != ':' || r->nheaders >= c->headers_max)
+            return 0;
+        size_t name_end = i++;
+        size_t value = i;
+        while (i < end && fast_value_byte((unsigned char)buf[i]))
+            i++;
+        if (end - i < 2 || buf[i] != '\r' || buf[i + 1] != '\n')
+            return 0;
+        add_field(r, buf + start, name_end - start, buf + value, i - value);
+        if (!fast_header(&r->headers[r->nheaders - 1], &hosts, &close, &keep))
+            return 0;
+        i += 2;
+    }
+    if (r->http_minor == 1 ? hosts != 1 : false)
+        return 0;
+    size_t head_end = i + 2;
+    r->keep_alive = r->http_minor == 1 ? !close : keep;
+    r->body = buf + head_end;
+    r->body_len = 0;
+    return (long)head_end;
 }
 
 /* ---- parsing: pass 3, chunked bodies -------------------------------------------------------- */
@@ -713,7 +858,11 @@ long http_parse_more(http_reader_t *rd, char *buf, size_t len, const http_limits
     }
     if (len == 0) /* http-parser takes 0 bytes as the end of the stream */
         return HTTP_PARSE_PARTIAL;
-    long rc = parse_new_bytes(&c, buf, len, status);
+    long rc = !rd->started ? parse_fast(&c, buf, len, req) : 0;
+    if (rc > 0)
+        rd->work += (uint64_t)rc;
+    else
+        rc = parse_new_bytes(&c, buf, len, status);
     if (rc == HTTP_PARSE_ERROR) {
         rd->failed = *status;
     } else if (rc > 0) { /* the next request starts fresh; the work counter goes on */

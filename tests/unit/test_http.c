@@ -292,6 +292,95 @@ static void test_byte_by_byte_work(void **unused)
         fail_msg("%llu bytes examined for a request of %zu", (unsigned long long)rd.work, len);
 }
 
+/* Parses req whole with a fresh reader, and again in two reads (its first byte, then the
+ * rest); both must give the same request. Returns the whole parse's work counter. */
+static uint64_t parse_both_ways(const char *req, http_request_t *whole)
+{
+    size_t len = strlen(req);
+    int status;
+    char err[HTTP_ERR_MAX];
+    http_reader_t rd;
+    http_reader_init(&rd);
+    char *buf = place(req, len);
+    assert_int_equal(http_parse_more(&rd, buf, len, NULL, whole, &status, err), (long)len);
+    uint64_t work = rd.work;
+    http_reader_t rd2;
+    http_reader_init(&rd2);
+    http_request_t split;
+    static char copy[AREA];
+    memcpy(copy, buf, len); /* whole's fields point into buf: compare against a second copy */
+    assert_int_equal(http_parse_more(&rd2, copy, 1, NULL, &split, &status, err), 0);
+    assert_int_equal(http_parse_more(&rd2, copy, len, NULL, &split, &status, err), (long)len);
+    assert_int_equal(split.method, whole->method);
+    assert_int_equal(split.http_minor, whole->http_minor);
+    assert_int_equal(split.keep_alive, whole->keep_alive);
+    assert_int_equal(split.path - copy, whole->path - buf);
+    assert_int_equal(split.path_len, whole->path_len);
+    assert_int_equal(split.query_len, whole->query_len);
+    assert_int_equal(split.body_len, whole->body_len);
+    assert_int_equal(split.nheaders, whole->nheaders);
+    for (size_t i = 0; i < split.nheaders; i++) {
+        assert_int_equal(split.headers[i].name - copy, whole->headers[i].name - buf);
+        assert_int_equal(split.headers[i].value - copy, whole->headers[i].value - buf);
+        assert_int_equal(split.headers[i].value_len, whole->headers[i].value_len);
+    }
+    return work;
+}
+
+/* The plainest requests (GET or HEAD, no body framing, printable ASCII) arriving whole are read
+ * in one pass over the head (work = its length); any other, or one that arrives in pieces, takes
+ * the general parser's passes (work >= twice the head). Both ways give the same request. */
+static void test_fast_path_one_pass(void **unused)
+{
+    static const char *plain[] = {
+        "GET /v1/auth/api?key=k1 HTTP/1.1\r\nHost: h\r\nX-Api-Key:  abc \r\n\r\n",
+        "HEAD / HTTP/1.1\r\nhost: h\r\nConnection: close\r\n\r\n",
+        "GET /a/b;c=d?x=%20&y=@: HTTP/1.0\r\n\r\n",
+        "GET /x HTTP/1.0\r\nConnection: Keep-Alive\r\nConnection: close\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+        "GET /?q HTTP/1.1\r\nHost:\th\t\r\nEmpty:\r\n\r\n",
+    };
+    static const char *general[] = {
+        "POST /v1/allow HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+        "GET /x#frag HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /x HTTP/1.1\nHost: h\n\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nX: caf\xc3\xa9\r\n\r\n",
+        "GET http://h/x HTTP/1.1\r\nHost: h\r\n\r\n",
+        "\r\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /x HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nConnectionx: close\r\n\r\n",
+    };
+    http_request_t r;
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        uint64_t work = parse_both_ways(plain[i], &r);
+        if (work != strlen(plain[i]))
+            fail_msg("plain request %zu: %llu bytes examined for a head of %zu", i,
+                     (unsigned long long)work, strlen(plain[i]));
+    }
+    for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++) {
+        uint64_t work = parse_both_ways(general[i], &r);
+        if (work < 2 * strlen(general[i]))
+            fail_msg("request %zu took the fast path (%llu bytes examined)", i,
+                     (unsigned long long)work);
+    }
+    /* a name that only begins with Transfer-Encoding: http-parser takes it for one (and the
+     * request, without chunked, for an error); arriving whole it is answered the same way */
+    parsed_t *p = parse("GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encodingch: unked\r\n\r\n");
+    assert_int_equal(p->rc, HTTP_PARSE_ERROR);
+    assert_int_equal(p->status, 400);
+    /* what the fast path read: HTTP/1.0 with keep-alive and close (close does not win there, as
+     * http-parser decides), HTTP/1.1 with both (close wins) */
+    parse_both_ways(plain[3], &r);
+    assert_true(r.keep_alive);
+    parse_both_ways(plain[4], &r);
+    assert_false(r.keep_alive);
+    parse_both_ways(plain[0], &r);
+    assert_header(&r, "x-api-key", "abc");
+    assert_span(r.query, r.query_len, "key=k1");
+}
+
 /* A "Transfer-Encoding" among the trailers changes nothing: the head decided the framing, so the
  * body is de-chunked and its framing checked strictly (http-parser alone would forget chunked
  * at such a trailer and hand back the framing bytes as the body). */
@@ -1025,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_every_split_point),
         cmocka_unit_test(test_chunked),
         cmocka_unit_test(test_byte_by_byte_work),
+        cmocka_unit_test(test_fast_path_one_pass),
         cmocka_unit_test(test_chunked_transfer_encoding_trailer),
         cmocka_unit_test(test_chunked_malformed),
         cmocka_unit_test(test_head_limit),
