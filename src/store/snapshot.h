@@ -7,7 +7,7 @@
  * `id` chosen by the caller (sluiced writes the rule name and its canonical parameters) and
  * carries the sl_rule_t the states belong to, then (key, state) entries.
  *
- * Format (all integers little-endian; documented in docs/design.md):
+ * Format (all integers little-endian; documented in docs/dev/design.md):
  *   header   magic "SLUICESN", u32 format version, u32 flags (0), i64 written_at_ns
  *   section  u8 tag 'S', u32 id_len, id bytes, the rule's public fields (u32 algorithm, i64
  *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size (sl_state_size():
