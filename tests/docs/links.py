@@ -14,6 +14,9 @@ stale. --write-toc writes it (before the page's first section heading when it ha
     links.py --source DIR        check the source tree's docs; exit 0 when all resolve and every
                                  table of contents is current, 1 if not
     links.py --source DIR --write-toc   (re)write the tables of contents, then check
+    links.py --source DIR --outside PATH..   the same, but a link to PATH (a file or folder
+                                 relative to DIR, e.g. the source tree's src/ where DIR is the
+                                 docs a package installs) is listed as outside, not followed
     links.py --self-test         a broken file link, a broken anchor and a stale table of
                                  contents are each caught, and good links of each kind pass
 """
@@ -165,9 +168,9 @@ def links(text):
         after_blank = not line.strip() or m is not None
 
 
-def check(docs, root):
+def check(docs, root, outside=()):
     """Returns (broken, skipped, checked): lists of 'file:line: message', and how many relative
-    links were followed."""
+    links were followed. A link into one of the paths `outside` (relative to root) is skipped."""
     broken, skipped, cache, checked = [], [], {}, 0
     for doc in docs:
         with open(doc, encoding="utf-8") as f:
@@ -184,6 +187,11 @@ def check(docs, root):
             checked += 1
             path, _, anchor = target.partition("#")
             dest = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+            rel = os.path.relpath(dest, root)
+            if any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in outside):
+                skipped.append("%s: %s (outside)" % (where, target))
+                checked -= 1
+                continue
             if not os.path.exists(dest):
                 broken.append("%s: %s: no such file %s" % (where, target,
                                                            os.path.relpath(dest, root)))
@@ -256,8 +264,13 @@ def self_test():
             print("self-test FAILED\nbroken:\n  %s\nwanted:\n  %s\nskipped: %s" %
                   ("\n  ".join(broken), "\n  ".join(want), skipped))
             return 1
+        broken, skipped, _ = check(the_docs(d), d, ("docs/missing.md",))
+        if any("missing" in b for b in broken) or \
+                "README.md:13: docs/missing.md (outside)" not in skipped:
+            print("self-test FAILED: a link outside was followed: %s %s" % (broken, skipped))
+            return 1
         print("self-test: a broken file link, a broken anchor, a missing and a stale table of "
-              "contents caught; good links and a written table of contents pass")
+              "contents caught; good links, links outside and a written table of contents pass")
         return 0
 
 
@@ -266,6 +279,7 @@ def main():
     ap.add_argument("--source")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--write-toc", action="store_true")
+    ap.add_argument("--outside", nargs="*", default=[])
     a = ap.parse_args()
     if a.self_test:
         sys.exit(self_test())
@@ -276,12 +290,12 @@ def main():
     if a.write_toc:
         for doc in docs:
             write_toc(doc, source)
-    broken, skipped, checked = check(docs, source)
+    broken, skipped, checked = check(docs, source, a.outside)
     for s in skipped:
         print("skipped (external, not fetched): " + s)
     for b in broken:
         print("BROKEN " + b)
-    print("%d files: %d relative links followed, %d broken; %d external links skipped" %
+    print("%d files: %d relative links followed, %d broken; %d external or outside links skipped" %
           (len(docs), checked, len(broken), len(skipped)))
     sys.exit(1 if broken else 0)
 
