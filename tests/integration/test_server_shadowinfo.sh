@@ -6,7 +6,8 @@
 # element is 1 exactly when the rule refused and shadow mode let the request through, 0 for a
 # true admission, 0 for an enforced refusal. COST and SHADOWINFO in either order; each option at
 # most once; unknown words a syntax error; the argument counts that were an arity error still
-# are; COMMAND DOCS names the option. No timing: windows of an hour.
+# are; COMMAND DOCS names the option. No timing: sliding logs of an hour (no window edge
+# to cross).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-server redis-cli
@@ -19,7 +20,7 @@ rules:
     window: 1h
     shadow: true
   - name: real
-    algorithm: fixed_window
+    algorithm: sliding_log
     limit: 1
     window: 1h
 YAML
