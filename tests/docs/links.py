@@ -11,6 +11,9 @@ between "<!-- toc -->" and "<!-- /toc -->", a list of links to its headings (lev
 the title), which must be exactly what toc() makes of the page as it stands, so it cannot go
 stale. --write-toc writes it (before the page's first section heading when it has none yet).
 
+User pages (README.md and docs/*.md, not docs/dev/) speak to users: their prose (code aside)
+cites no section of the specification (SPEC, §) and no tracker number (#123, issue 123).
+
     links.py --source DIR        check the source tree's docs; exit 0 when all resolve and every
                                  table of contents is current, 1 if not
     links.py --source DIR --write-toc   (re)write the tables of contents, then check
@@ -37,6 +40,7 @@ EXTERNAL = ("http://", "https://", "mailto:", "ftp://")
 TOC_MIN_LINES = 200
 TOC_BEGIN = "<!-- toc -->"
 TOC_END = "<!-- /toc -->"
+INTERNAL_REF = re.compile(r"\bSPEC(\.md)?\b|§|\bissues?\s+#?\d+|(?<![\w&/])#\d+\b")
 
 
 def prose_lines(text):
@@ -156,6 +160,21 @@ def write_toc(doc, root):
         f.write(text)
 
 
+def internal_refs(doc, text, root):
+    """'file:line: message' for each citation of the specification or a tracker number in a user
+    page's prose (link targets and HTML tags aside)."""
+    name = os.path.relpath(doc, root)
+    if name.startswith(os.path.join("docs", "dev") + os.sep):
+        return []
+    out = []
+    for n, _, line in prose_lines(text):
+        line = re.sub(r"<[^>]+>", "", re.sub(r"\]\([^)]*\)", "](x)", line))
+        for m in INTERNAL_REF.finditer(line):
+            out.append("%s:%d: '%s': a user page cites the specification or a tracker number" %
+                       (name, n, m.group(0)))
+    return out
+
+
 def links(text):
     after_blank = True  # a reference definition cannot interrupt a paragraph
     for n, _, line in prose_lines(text):
@@ -179,6 +198,7 @@ def check(docs, root, outside=()):
         problem = toc_problem(doc, text, root)
         if problem:
             broken.append(problem)
+        broken.extend(internal_refs(doc, text, root))
         for n, target in links(text):
             where = "%s:%d" % (name, n)
             if target.startswith(EXTERNAL):
@@ -264,13 +284,24 @@ def self_test():
             print("self-test FAILED\nbroken:\n  %s\nwanted:\n  %s\nskipped: %s" %
                   ("\n  ".join(broken), "\n  ".join(want), skipped))
             return 1
+        with open(os.path.join(d, "docs", "cites.md"), "w") as f:
+            f.write("# Cites\n\nAs SPEC §5 says, see #1234 and `#99 in code` ([x](a.md#custom)).\n")
+        os.makedirs(os.path.join(d, "docs", "dev"))
+        with open(os.path.join(d, "docs", "dev", "ok.md"), "w") as f:
+            f.write("# Dev\n\nSPEC §5, issue 12.\n")
+        broken, _, _ = check(the_docs(d), d)
+        cites = [b for b in broken if "a user page cites" in b]
+        if [b.split(": ")[1] for b in cites] != ["'SPEC'", "'§'", "'#1234'"] or \
+                any("dev/ok.md" in b for b in broken):
+            print("self-test FAILED: citations found: %s" % cites)
+            return 1
         broken, skipped, _ = check(the_docs(d), d, ("docs/missing.md",))
         if any("missing" in b for b in broken) or \
                 "README.md:13: docs/missing.md (outside)" not in skipped:
             print("self-test FAILED: a link outside was followed: %s %s" % (broken, skipped))
             return 1
         print("self-test: a broken file link, a broken anchor, a missing and a stale table of "
-              "contents caught; good links, links outside and a written table of contents pass")
+              "contents, a user page citing the specification or a tracker number caught; good links, links outside and a written table of contents pass")
         return 0
 
 
