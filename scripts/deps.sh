@@ -5,7 +5,7 @@
 set -euo pipefail
 
 what=${1:-build}
-# Libraries (docs/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
+# Libraries (docs/dev/design.md says why each): libuv (event loops), http-parser (HTTP/1.1), jansson
 # (JSON), libyaml (rules files), SQLite and libpq (the config stores), hiredis (the client
 # library and the CLI), protobuf-c and its compiler (the gRPC messages), nghttp2 (HTTP/2 for gRPC),
 # OpenSSL (TLS on the listeners).

@@ -1,8 +1,8 @@
 /*
  * replay.c - the replay loop of `sluice replay`: all its I/O. getline() into one growing buffer
- * (lines may be arbitrarily long; only the key is bounded), each line parsed and decided by
- * proto/replay.h (the code sluiced's POST /v1/replay runs too), one output line per request, and
- * the optional summary from the replay's tally.
+ * (lines may be arbitrarily long; only the key is bounded), each line parsed in its format
+ * (proto/replay_formats.h) and decided by proto/replay.h (the code sluiced's POST /v1/replay runs
+ * too), one output line per request, and the optional summary from the replay's tally.
  */
 #include "replay.h"
 
@@ -62,6 +62,7 @@ int replay_run(const struct replay_config *cfg, FILE *in, const char *in_name, F
     ssize_t n;
     uintmax_t lineno = 0;
     char msg[REPLAY_ERR_MAX];
+    char keybuf[REPLAY_KEY_MAX]; /* a key decoded from the input (a JSON string) */
     int status = 0;
 
     int rc = sl_table_create(&cfg->rule, &tcfg, &table);
@@ -74,7 +75,8 @@ int replay_run(const struct replay_config *cfg, FILE *in, const char *in_name, F
         sl_decision_t d;
 
         lineno++;
-        rc = replay_parse_line(line, (size_t)n, cfg->unit_ns, &req, msg, sizeof msg);
+        rc = replay_parse_record(&cfg->input, line, (size_t)n, cfg->unit_ns, &req, keybuf, msg,
+                                 sizeof msg);
         if (rc == REPLAY_LINE_SKIP) {
             continue;
         }

@@ -10,9 +10,12 @@
  *   3. replay_run(): the loop. Reads lines from a FILE *, decides each request with one
  *      sl_table_t, writes one tab-separated line per request and, on request, a summary.
  *
- * Input format (one request per line):  TIME KEY [COST]
+ * Input format (one request per line), by --format: plain (the default), nginx (nginx's combined
+ * access log, the key a field chosen by --key) or jsonl (JSON lines, the members named by --key,
+ * --time-field and --cost-field): proto/replay_formats.h. The plain format:  TIME KEY [COST]
  *   - fields separated by spaces or tabs (any of " \t\r\v\f"), so CRLF files work;
- *   - TIME: a non-negative decimal integer in the input unit (--unit, default ms);
+ *   - TIME: a non-negative decimal integer in the input unit (--unit, default ms), or an RFC 3339
+ *     timestamp;
  *   - KEY: any bytes but whitespace and NUL, 1..REPLAY_KEY_MAX bytes;
  *   - COST: a non-negative decimal integer, default 1 (0 = peek: report, consume nothing);
  *   - a line that is blank, or whose first non-blank byte is '#', is skipped.
@@ -31,15 +34,17 @@
 #include "sluice/sluice.h"
 
 #include "proto/replay.h"
+#include "proto/replay_formats.h"
 
 /* Everything `sluice replay` needs to run, as parsed from its flags. */
 struct replay_config {
-    sl_rule_t rule;   /* prepared (sl_rule_prepare() succeeded) */
-    int64_t unit_ns;  /* one TIME unit, ns: 1, 1000, 1000000 or 1000000000 */
-    const char *unit; /* its name for messages: "ns", "us", "ms" or "s" (static) */
-    bool summary;     /* --summary: per-key and total counts after the requests */
-    bool show_delay;  /* --max-delay given: add the DELAY column */
-    const char *path; /* FILE argument (points into argv), or "-" for stdin */
+    sl_rule_t rule;       /* prepared (sl_rule_prepare() succeeded) */
+    int64_t unit_ns;      /* one TIME unit, ns: 1, 1000, 1000000 or 1000000000 */
+    const char *unit;     /* its name for messages: "ns", "us", "ms" or "s" (static) */
+    bool summary;         /* --summary: per-key and total counts after the requests */
+    bool show_delay;      /* --max-delay given: add the DELAY column */
+    const char *path;     /* FILE argument (points into argv), or "-" for stdin */
+    replay_input_t input; /* --format, --key, --time-field, --cost-field (names point into argv) */
 };
 
 /* replay_parse_args() results. */

@@ -30,22 +30,32 @@
 static const char usage_head[] =
     "usage: sluice replay --algorithm ALG --limit N --window DURATION [--burst B]\n"
     "                     [--buckets K] [--max-delay DURATION] [--unit ms|us|ns|s]\n"
-    "                     [--summary] [FILE|-]\n"
+    "                     [--format plain|nginx|jsonl] [--key FIELD] [--time-field NAME]\n"
+    "                     [--cost-field NAME] [--summary] [FILE|-]\n"
     "\n"
     "Replay a recorded traffic log against a candidate rule and show what it would have\n"
     "rejected. Every key starts fresh; nothing is stored.\n"
     "\n"
     "Input (FILE, or stdin when FILE is - or absent): one request per line,\n"
     "  TIME KEY [COST]\n"
-    "separated by spaces or tabs. TIME is a non-negative integer in --unit; COST defaults\n"
-    "to 1 (0 peeks: reports without consuming). Blank lines and lines whose first non-blank\n"
-    "character is # are skipped. Keys are at most 1024 bytes.\n"
+    "separated by spaces or tabs. TIME is a non-negative integer in --unit, or an RFC 3339\n"
+    "timestamp (2026-12-02T07:26:18.250Z); COST defaults to 1 (0 peeks: reports without\n"
+    "consuming). Blank lines and lines whose first non-blank character is # are skipped.\n"
+    "Keys are at most 1024 bytes. Or, with --format nginx, nginx's combined access log (one\n"
+    "request per line, cost 1, the key the field --key names); with --format jsonl, one JSON\n"
+    "object per line (the members --key, --time-field and --cost-field name; time an integer\n"
+    "in --unit or an RFC 3339 string). TIME in the output is then in --unit since 1970.\n"
     "\n"
     "Output: one tab-separated line per request,\n"
     "  TIME KEY COST ALLOWED LIMIT REMAINING RETRY_AFTER RESET_AFTER [DELAY]\n";
 
 static const char usage_tail[] =
     "  --unit UNIT           unit of TIME and of reported durations: ms (default), us, ns, s\n"
+    "  --format FORMAT       the input: plain (default), nginx (combined log), jsonl\n"
+    "  --key FIELD           nginx: the key, one of addr (default), user, request, method,\n"
+    "                        path, status, referer, agent; jsonl: the key's member (key)\n"
+    "  --time-field NAME     jsonl: the time's member (default time)\n"
+    "  --cost-field NAME     jsonl: the cost's member (default cost; absent: cost 1)\n"
     "  --summary             then print '# summary', '# KEY admitted=N rejected=M' per key\n"
     "                        (first-seen order) and '# total admitted=N rejected=M'\n"
     "  -h, --help            show this help\n"
@@ -183,6 +193,10 @@ enum flag {
     FLAG_MAX_DELAY,
     FLAG_UNIT,
     FLAG_SUMMARY,
+    FLAG_FORMAT,
+    FLAG_KEY,
+    FLAG_TIME_FIELD,
+    FLAG_COST_FIELD,
     FLAG_COUNT
 };
 
@@ -198,6 +212,10 @@ static const struct option long_options[] = {
     {"max-delay", required_argument, NULL, FLAG_BASE + FLAG_MAX_DELAY},
     {"unit", required_argument, NULL, FLAG_BASE + FLAG_UNIT},
     {"summary", no_argument, NULL, FLAG_BASE + FLAG_SUMMARY},
+    {"format", required_argument, NULL, FLAG_BASE + FLAG_FORMAT},
+    {"key", required_argument, NULL, FLAG_BASE + FLAG_KEY},
+    {"time-field", required_argument, NULL, FLAG_BASE + FLAG_TIME_FIELD},
+    {"cost-field", required_argument, NULL, FLAG_BASE + FLAG_COST_FIELD},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -349,6 +367,49 @@ static int parse_unit(const char *text, struct replay_config *cfg, char *err, si
     return usage_error(err, errlen, "--unit: must be one of ms, us, ns, s, got '%s'", text);
 }
 
+static const char *const format_names[] = {[REPLAY_FORMAT_PLAIN] = "plain",
+                                           [REPLAY_FORMAT_NGINX] = "nginx",
+                                           [REPLAY_FORMAT_JSONL] = "jsonl"};
+
+/* --format, and the flags that name fields, each refused with a format that has no such field. */
+static int parse_input(const char *val[FLAG_COUNT], replay_input_t *in, char *err, size_t errlen)
+{
+    const char *format = val[FLAG_FORMAT] != NULL ? val[FLAG_FORMAT] : "plain";
+    size_t f = 0;
+    while (f < sizeof format_names / sizeof format_names[0] && strcmp(format, format_names[f]) != 0)
+        f++;
+    if (f == sizeof format_names / sizeof format_names[0])
+        return usage_error(err, errlen, "--format: must be one of plain, nginx, jsonl, got '%s'",
+                           format);
+    in->format = (replay_format_t)f;
+    static const enum flag jsonl_only[] = {FLAG_TIME_FIELD, FLAG_COST_FIELD};
+    for (size_t i = 0; i < sizeof jsonl_only / sizeof jsonl_only[0]; i++) {
+        if (val[jsonl_only[i]] != NULL && in->format != REPLAY_FORMAT_JSONL)
+            return usage_error(err, errlen, "--%s: only with --format jsonl",
+                               flag_name(jsonl_only[i]));
+    }
+    const char *key = val[FLAG_KEY];
+    if (key != NULL && in->format == REPLAY_FORMAT_PLAIN)
+        return usage_error(err, errlen,
+                           "--key: only with --format nginx or jsonl (a plain line's "
+                           "key is its second field)");
+    if (in->format == REPLAY_FORMAT_NGINX && key != NULL) {
+        size_t k = 0;
+        while (k < REPLAY_NGINX_FIELDS && strcmp(key, replay_nginx_field_names[k]) != 0)
+            k++;
+        if (k == REPLAY_NGINX_FIELDS)
+            return usage_error(err, errlen,
+                               "--key: an nginx field: addr, user, request, method, path, status, "
+                               "referer or agent, got '%s'",
+                               key);
+        in->nginx_key = (replay_nginx_field_t)k;
+    }
+    in->json_key = in->format == REPLAY_FORMAT_JSONL ? key : NULL;
+    in->json_time = val[FLAG_TIME_FIELD];
+    in->json_cost = val[FLAG_COST_FIELD];
+    return REPLAY_ARGS_OK;
+}
+
 /* Converts the collected values into cfg->rule (unprepared) and the options. */
 static int convert(const char *val[FLAG_COUNT], struct replay_config *cfg, char *err, size_t errlen)
 {
@@ -380,6 +441,9 @@ static int convert(const char *val[FLAG_COUNT], struct replay_config *cfg, char 
     if (rc == REPLAY_ARGS_OK && val[FLAG_MAX_DELAY] != NULL) {
         rc = duration_flag(FLAG_MAX_DELAY, val[FLAG_MAX_DELAY], cfg->unit_ns, &r->max_delay_ns, err,
                            errlen);
+    }
+    if (rc == REPLAY_ARGS_OK) {
+        rc = parse_input(val, &cfg->input, err, errlen);
     }
     cfg->summary = val[FLAG_SUMMARY] != NULL;
     cfg->show_delay = val[FLAG_MAX_DELAY] != NULL;

@@ -5,7 +5,7 @@
  * its name, the parameters it takes with their bounds and defaults, its capabilities and where
  * its functions are (`<file>_ops`, exported by src/core/<file>.c). Nothing outside this file and
  * the algorithm's own files types an algorithm's name; tests/lint/algorithms.py checks it.
- * docs/design.md, "Adding an algorithm", has the recipe.
+ * docs/dev/design.md, "Adding an algorithm", has the recipe.
  */
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * that lists, parses, validates, describes or branches on algorithms reads the rows: the error
  * texts, sl_rule_prepare(), the SL.THROTTLE arguments, rule files, the Envoy import, the CLI's
  * help, GET /v1/algorithms and the console, sluice.so's values, snapshots, the Lua scripts.
- * docs/design.md ("The core", "Adding an algorithm") says why and how.
+ * docs/dev/design.md ("The core", "Adding an algorithm") says why and how.
  *
  * The rows are core_algorithms[] (algorithms.c), indexed by sl_algorithm_t; a slot with no
  * algorithm has a NULL name. An algorithm's functions are in its own file (src/core/<x>.c), which

@@ -39,7 +39,7 @@
  * is rebuilt once without the keys whose state is fresh (they decide as an absent key would),
  * at the same size if that freed enough room, else 1.25x larger (small steps keep memory per
  * key close to entry size / load). If the larger array would pass the memory cap the insert
- * fails with SL_EFULL instead: a key that still holds usage is never evicted (docs/design.md).
+ * fails with SL_EFULL instead: a key that still holds usage is never evicted (docs/dev/design.md).
  *
  * Locking: every path holds one shard lock at a time, except sl_table_decide_all(), which holds
  * the locks of all the shards it needs (of any tables), taken once each in ascending address

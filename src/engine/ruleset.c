@@ -301,7 +301,7 @@ static void algorithm_changed(const engine_t *e, const ruledef_t *def, const sl_
 
 /*
  * A rule whose numbers changed keeps its keys' usage: the store carries every key over to the
- * new numbers (docs/design.md). When the algorithm changed nothing can be carried.
+ * new numbers (docs/dev/design.md). When the algorithm changed nothing can be carried.
  */
 static void tables_migrate(const engine_t *e, const ruledef_t *def, rule_tables_t *to,
                            rule_tables_t *from)

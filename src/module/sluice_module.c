@@ -357,7 +357,7 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
  * result. Returns NULL, or an error text. A sliding_log that grew or shrank is resized in place
  * (StringTruncate): Redis then keeps room to grow (up to twice the bytes), which measured 20 %
  * more memory per stamp than exact-size strings (RM_StringSet) but 6-17 % less CPU per decision
- * (docs/design.md). The header is written every time: it may have held other numbers.
+ * (docs/dev/design.md). The header is written every time: it may have held other numbers.
  */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
                                size_t stored_len, const request_t *req, const uint8_t *packed,

@@ -39,7 +39,12 @@
 static const cmd_arg_t doc_rule_key[] = {CMD_ARG_RULE, CMD_ARG_KEY, CMD_ARGS_END};
 static const cmd_arg_t doc_inline[] = {CMD_INLINE_RULE, CMD_ARGS_END};
 static const cmd_arg_t doc_throttle[] = {CMD_INLINE_RULE, CMD_ARG_COST, CMD_ARGS_END};
-static const cmd_arg_t doc_allow[] = {CMD_ARG_RULE, CMD_ARG_KEY, CMD_ARG_COST, CMD_ARGS_END};
+static const cmd_arg_t doc_allow[] = {
+    CMD_ARG_RULE,
+    CMD_ARG_KEY,
+    CMD_ARG_COST,
+    {"shadowinfo", "pure-token", "SHADOWINFO", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
 static const cmd_arg_t doc_allowall[] = {
     {"pair", "block", NULL, CMD_ARG_MULTIPLE, doc_rule_key}, CMD_ARG_COST, CMD_ARGS_END};
 static const cmd_arg_t doc_peek_forms[] = {{"named", "block", NULL, 0, doc_rule_key},

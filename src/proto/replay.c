@@ -2,7 +2,8 @@
  * replay.c - the line parser of a traffic log and the per-key counts of a replay (replay.h).
  *
  * replay_parse_line() splits a line into at most four whitespace-separated fields and validates
- * them, so it can be fuzzed and unit-tested on its own.
+ * them, so it can be fuzzed and unit-tested on its own. TIME is an integer in the input unit, or
+ * an RFC 3339 timestamp (proto/timestamp.h) when it starts as one (four digits and '-').
  *
  * The tally is an insertion-ordered array of entries plus an open-addressing index of entry
  * numbers, so keys are listed in the order they were first seen. Invariants: the index is at
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "proto/text.h"
+#include "proto/timestamp.h"
 
 #define QUOTE_MAX 40 /* bytes of an offending field quoted in an error message */
 
@@ -110,11 +112,30 @@ static size_t split_fields(const char *line, size_t len, struct field *f, size_t
     return nf;
 }
 
+/* An RFC 3339 TIME: now_ns the instant, time the same in whole input units (rounded down). */
+static int parse_time_rfc3339(struct field f, int64_t unit_ns, struct replay_request *out,
+                              char *err, size_t errlen)
+{
+    char q[TEXT_SHOW_CAP(QUOTE_MAX)];
+    timestamp_rc_t rc = timestamp_rfc3339(f.p, f.n, &out->now_ns);
+
+    if (rc != TS_OK) {
+        quote(q, sizeof q, f);
+        return line_error(err, errlen, "time: not an RFC 3339 timestamp (%s), got '%s'",
+                          timestamp_error(rc), q);
+    }
+    out->time = out->now_ns / unit_ns;
+    return REPLAY_LINE_REQUEST;
+}
+
 /* Validates TIME and converts it to ns. */
 static int parse_time(struct field f, int64_t unit_ns, struct replay_request *out, char *err,
                       size_t errlen)
 {
     char q[TEXT_SHOW_CAP(QUOTE_MAX)];
+    if (timestamp_looks_rfc3339(f.p, f.n)) {
+        return parse_time_rfc3339(f, unit_ns, out, err, errlen);
+    }
     int rc = parse_count(f, &out->time);
 
     quote(q, sizeof q, f);

@@ -11,7 +11,9 @@
  *
  * Input format (one request per line):  TIME KEY [COST]
  *   - fields separated by spaces or tabs (any of " \t\r\v\f"), so CRLF files work;
- *   - TIME: a non-negative decimal integer in the input unit (--unit, default ms);
+ *   - TIME: a non-negative decimal integer in the input unit (--unit, default ms), or an RFC
+ *     3339 timestamp (2026-12-02T07:26:18.250Z; time is then its instant in whole input units
+ *     since the epoch, rounded down, and now_ns the instant exactly);
  *   - KEY: any bytes but whitespace and NUL, 1..REPLAY_KEY_MAX bytes;
  *   - COST: a non-negative decimal integer, default 1 (0 = peek: report, consume nothing);
  *   - a line that is blank, or whose first non-blank byte is '#', is skipped.

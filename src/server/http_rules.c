@@ -327,7 +327,7 @@ static void route_override_list(route_ctx_t *x)
 void route_rules(route_ctx_t *x)
 {
     /* reading rules is open (the console shows them); overrides name keys, which may be
-     * secrets (API keys), so they and every change need the token (docs/design.md) */
+     * secrets (API keys), so they and every change need the token (docs/dev/design.md) */
     bool rule_read = x->req->method == HTTP_GET && (x->nseg == 2 || x->nseg == 3);
     if (!rule_read && !route_admin_ok(x)) {
         return;

@@ -13,7 +13,7 @@
  * connection, whichever protocol. Zero bytes must be a valid start, or open() sets it up.
  *
  * Adding a protocol is a new file defining its protocol_t and one entry where main.c creates
- * the listeners (docs/design.md, "adding a protocol").
+ * the listeners (docs/dev/design.md, "adding a protocol").
  */
 #ifndef SLUICE_SERVER_PROTOCOL_H
 #define SLUICE_SERVER_PROTOCOL_H

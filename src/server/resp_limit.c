@@ -20,13 +20,16 @@
 #include "server/resp_front.h"
 #include "sluice/version.h"
 
-/* [allowed, limit, remaining, retry_after_ms, reset_after_ms]. A delayed admission reports the
- * delay as retry_after_ms: the caller waits that long, then proceeds. */
-static void reply_decision(buf_t *b, const engine_decision_t *ed)
+/* [allowed, limit, remaining, retry_after_ms, reset_after_ms], and with shadow_info a sixth
+ * element, shadowed: 1 when the rule refused and shadow mode let the request through (the five
+ * before it are then an admission's), else 0. A delayed admission reports the delay as
+ * retry_after_ms: the caller waits that long, then proceeds. */
+static void reply_decision(buf_t *b, const engine_decision_t *ed, bool shadow_info)
 {
-    int64_t v[5];
+    int64_t v[6];
     throttle_reply_sl(&ed->d, v);
-    resp_add_int_array(b, v, 5);
+    v[5] = ed->shadowed ? 1 : 0;
+    resp_add_int_array(b, v, shadow_info ? 6 : 5);
 }
 
 static rule_state_t *find_rule(conn_t *c, const resp_arg_t *name)
@@ -109,10 +112,11 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
  * CL.THROTTLE; the reply shapes differ.
  */
 typedef enum reply_shape {
-    SHAPE_SL,      /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
-    SHAPE_CL,      /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
-    SHAPE_ACQUIRE, /* SHAPE_SL's and the hold id (0: none made) */
-    SHAPE_RELEASE, /* +OK */
+    SHAPE_SL,        /* [allowed, limit, remaining, retry_after_ms, reset_after_ms] */
+    SHAPE_SL_SHADOW, /* SHAPE_SL's and shadowed (SL.ALLOW ... SHADOWINFO) */
+    SHAPE_CL,        /* redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s] */
+    SHAPE_ACQUIRE,   /* SHAPE_SL's and the hold id (0: none made) */
+    SHAPE_RELEASE,   /* +OK */
 } reply_shape_t;
 
 typedef struct deferred {
@@ -165,9 +169,9 @@ static void write_decision(buf_t *b, reply_shape_t shape, const engine_decision_
         write_hold(b, shape, ed, cost, key_max);
         return;
     }
-    if (shape == SHAPE_SL) {
+    if (shape == SHAPE_SL || shape == SHAPE_SL_SHADOW) {
         if (!reply_engine_error(b, key_max, ENGINE_OK, ed->rule, ed, cost)) {
-            reply_decision(b, ed);
+            reply_decision(b, ed, shape == SHAPE_SL_SHADOW);
         }
         return;
     }
@@ -240,30 +244,48 @@ static void on_reset(void *arg, int status)
 
 /* ---- rate limiting ------------------------------------------------------------------------- */
 
-static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+/* SL.PEEK rule key: a decision of cost 0. */
+static void peek_named(conn_t *c, resp_arg_t *argv)
 {
-    int64_t cost = peek ? 0 : 1;
-    if (!peek && argc == 5 && resp_arg_is(&argv[3], "COST")) {
-        if (!parse_cost(c, argv, 3, &cost)) {
-            return;
-        }
-    } else if (argc != 3) {
-        if (argc == 5 && !peek) {
-            resp_reply_syntax(c);
-        } else {
-            resp_reply_wrong_arity(c, &argv[0]);
-        }
-        return;
-    }
     rule_state_t *rs = find_rule(c, &argv[1]);
     if (rs != NULL) {
-        decide_and_reply(c, rs, &argv[2], cost, SHAPE_SL);
+        decide_and_reply(c, rs, &argv[2], 0, SHAPE_SL);
     }
 }
 
+/* SL.ALLOW rule key [COST n] [SHADOWINFO], the options in either order, each at most once.
+ * SHADOWINFO asks for the sixth element (reply_decision); without it the reply is the five
+ * every client decodes. An argument count no option list can make is an arity error (as it
+ * always was), any other unknown word a syntax error. */
 void resp_cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    decide_named(c, argv, argc, false);
+    int64_t cost = 1;
+    bool cost_seen = false, shadow_info = false;
+    if (argc < 3 || argc > 6) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return;
+    }
+    for (size_t i = 3; i < argc; i++) {
+        if (resp_arg_is(&argv[i], "SHADOWINFO") && !shadow_info) {
+            shadow_info = true;
+        } else if (resp_arg_is(&argv[i], "COST") && !cost_seen && i + 1 < argc) {
+            if (!parse_cost(c, argv, i, &cost)) {
+                return;
+            }
+            cost_seen = true;
+            i++;
+        } else if (argc == 4) {
+            resp_reply_wrong_arity(c, &argv[0]); /* SL.ALLOW rule key x: as it always was */
+            return;
+        } else {
+            resp_reply_syntax(c);
+            return;
+        }
+    }
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    if (rs != NULL) {
+        decide_and_reply(c, rs, &argv[2], cost, shadow_info ? SHAPE_SL_SHADOW : SHAPE_SL);
+    }
 }
 
 static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd);
@@ -274,7 +296,7 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
 void resp_cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     if (argc == 3) {
-        decide_named(c, argv, argc, true);
+        peek_named(c, argv);
     } else {
         throttle(c, argv, argc, THROTTLE_SL_PEEK);
     }
@@ -410,7 +432,7 @@ static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, si
     if (refused < n) {
         int64_t cost = d[refused].never ? d[refused].cost : r->cost; /* a pair named twice: both */
         if (!reply_engine_error(b, r->key_max, ENGINE_OK, d[refused].rule, &d[refused], cost)) {
-            reply_decision(b, &d[refused]);
+            reply_decision(b, &d[refused], false);
         }
     } else {
         const engine_decision_t *least = &d[0];
@@ -419,7 +441,7 @@ static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, si
                 least = &d[i];
             }
         }
-        reply_decision(b, least);
+        reply_decision(b, least, false);
     }
     conn_resolve(r->slot);
     free(r);

@@ -8,7 +8,7 @@
  * when sluiced starts, so the page cache gains nothing from holding it; and the writeback of
  * hundreds of megabytes of cached pages is kernel work that runs in bursts of up to a
  * millisecond, which a kernel without preemption does not interrupt for the event loop that
- * shares the core (docs/design.md, "Snapshots"). Where direct I/O is refused (some file systems
+ * shares the core (docs/dev/design.md, "Snapshots"). Where direct I/O is refused (some file systems
  * do), the file is written through the page cache instead.
  *
  * A section's entry count is known only when the section ends, so the section header is written

@@ -7,7 +7,7 @@
  * `id` chosen by the caller (sluiced writes the rule name and its canonical parameters) and
  * carries the sl_rule_t the states belong to, then (key, state) entries.
  *
- * Format (all integers little-endian; documented in docs/design.md):
+ * Format (all integers little-endian; documented in docs/dev/design.md):
  *   header   magic "SLUICESN", u32 format version, u32 flags (0), i64 written_at_ns
  *   section  u8 tag 'S', u32 id_len, id bytes, the rule's public fields (u32 algorithm, i64
  *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size (sl_state_size():
@@ -38,7 +38,7 @@
 #include "sluice/sluice.h"
 
 #define SNAPSHOT_ERR_MAX 256
-#define SNAPSHOT_FORMAT 3 /* the format written; 1 (no closed window) and 2 (states whole) read */
+#define SNAPSHOT_FORMAT  3 /* the format written; 1 (no closed window) and 2 (states whole) read */
 
 typedef struct snapshot_writer snapshot_writer_t;
 
@@ -85,8 +85,7 @@ void snapshot_abort(snapshot_writer_t *w);
 typedef struct snapshot_visitor {
     bool (*section)(void *arg, const void *id, size_t id_len, const sl_rule_t *rule,
                     const snapshot_closed_t *closed);
-    void (*entry)(void *arg, const void *key, size_t key_len, const void *state,
-                  size_t state_len);
+    void (*entry)(void *arg, const void *key, size_t key_len, const void *state, size_t state_len);
     void *arg;
 } snapshot_visitor_t;
 

@@ -6,6 +6,7 @@
 #   unit      systemd-analyze verify accepts sluiced.service with the package's files in place,
 #             and rates its exposure OK; a unit with a fault fails the same check
 #   contents  each package holds exactly the files expected, with their modes; control fields,
+#             the README's and docs' links resolve inside the package (tests/docs/links.py);
 #             conffiles, maintainer scripts and triggers; stripped programs with no RPATH; no
 #             build or source path in any file; the settings file points into /var/lib/sluice
 #             and the unit's file limit fits its max_clients
@@ -150,6 +151,10 @@ expected() {
             echo "-rwxr-xr-x /usr/bin/sluiced"
             echo "-rw-r--r-- /usr/share/doc/sluiced/README.md"
             echo "-rw-r--r-- /usr/share/doc/sluiced/examples/rules.yaml"
+            echo "-rw-r--r-- /usr/share/doc/sluiced/examples/sluiced.yaml"
+            echo "-rw-r--r-- /usr/share/doc/sluiced/examples/traffic.log"
+            (cd "$SLUICE_SOURCE_DIR" && find docs -name '*.md' -o -name '*.png') |
+                sed 's|^|-rw-r--r-- /usr/share/doc/sluiced/|'
             echo "-rw-r--r-- /usr/share/man/man8/sluiced.8.gz"
             ;;
         sluice-tools)
@@ -247,6 +252,13 @@ step_contents() {
     nofile=$(sed -n 's/^LimitNOFILE=//p' "$unit")
     check nofile-fits-clients test "${nofile:-0}" -ge $((${clients:-1000000} + 1024))
     check man-pages eval "zcat '$root/usr/share/man/man8/sluiced.8.gz' | grep -q '^.TH SLUICED 8'"
+    check man-page-sluice eval "zcat '$root/usr/share/man/man1/sluice.1.gz' | grep -q '^.TH SLUICE 1'"
+
+    # the packaged README and docs: every relative link and anchor resolves inside
+    # /usr/share/doc/sluiced, but those into the source tree (the benchmarks, the headers, the
+    # Lua scripts' sources, LICENSE, which the package holds as its copyright file)
+    check packaged-doc-links python3 "$SLUICE_SOURCE_DIR/tests/docs/links.py" \
+        --source "$root/usr/share/doc/sluiced" --outside bench include src LICENSE
     finish
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """algorithms.py - checks that an algorithm is one row: src/ names an algorithm only where the
-recipe puts it (docs/design.md, "Adding an algorithm").
+recipe puts it (docs/dev/design.md, "Adding an algorithm").
 
     python3 tests/lint/algorithms.py --source DIR             every check below
     python3 tests/lint/algorithms.py --source DIR --recipe NAME

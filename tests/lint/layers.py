@@ -3,7 +3,7 @@
 
     python3 tests/lint/layers.py --source DIR --build DIR [--report]
 
-The layers, each allowed to include and call only the layers before it (docs/design.md, "The
+The layers, each allowed to include and call only the layers before it (docs/dev/design.md, "The
 layers"):
 
     core     src/core, include/sluice   pure algorithms and the per-key table

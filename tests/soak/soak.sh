@@ -32,7 +32,7 @@ DURATION=${SOAK_SECONDS:-300}
 CLIENTS=${SOAK_CLIENTS:-5}
 SEED=$((${SLUICE_SEED:-0x5117ce2024}))
 NODE_TIMEOUT=2000 # ms: a killed primary's replica takes over after this, plus an election
-# RSS bound (docs/design.md): keys go fresh within their window (at most 10 s here) and are then
+# RSS bound (docs/dev/design.md): keys go fresh within their window (at most 10 s here) and are then
 # reclaimed, so the tables hold only the keys of the last seconds (about 1 MiB); with the
 # rules, SQLite's cache and buffers for a dozen connections a sluiced needs 5-8 MiB. 32 MiB
 # leaves room for allocator slack and catches a leak of 10 bytes per decision in the run of the
