@@ -223,10 +223,10 @@ class Client {
     await this.command(['SL.RELEASE', rule, String(key), String(holdId)]);
   }
 
-  /** SL.RULE GET name: the rule as sluiced stores it (JSON parsed), or null when there is none. */
+  /** SL.RULE GET name: the rule as sluiced stores it (JSON parsed); rejects with sluiced's
+   * "unknown rule" for a name it does not have. */
   async rule(name) {
-    const reply = await this.command(['SL.RULE', 'GET', checkName('rule', name)]);
-    return reply === null ? null : JSON.parse(reply);
+    return JSON.parse(await this.command(['SL.RULE', 'GET', checkName('rule', name)]));
   }
 
   /** Closes every connection (waits for replies in flight). */

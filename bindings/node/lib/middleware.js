@@ -29,7 +29,7 @@ function limiter(options) {
     if (info && now - info.at < RULE_INFO_TTL_MS) return info;
     try {
       const r = await o.client.rule(o.rule);
-      info = r === null ? { windowS: null, inFlight: false, at: now } : {
+      info = {
         windowS: durationSeconds(r.hold_timeout || r.window),
         inFlight: r.algorithm === 'concurrency',
         at: now,
