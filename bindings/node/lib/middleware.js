@@ -111,7 +111,7 @@ function fastify(options) {
       const out = await lim.check({ ip: request.ip, headers: request.headers, route, user: undefined, req: request });
       reply.headers(out.headers);
       if (out.status !== 200) {
-        reply.code(out.status).type(PROBLEM_TYPE).send(out.body);
+        reply.code(out.status).type(PROBLEM_TYPE).send(Buffer.from(out.body)); // a Buffer: no charset added
         return reply;
       }
       releaseOnClose(reply.raw, out.release);
