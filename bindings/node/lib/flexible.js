@@ -137,13 +137,16 @@ class RateLimiterSluice {
     return new RateLimiterRes(d.remaining, d.resetAfterMs, d.limit - d.remaining, false);
   }
 
-  /** The key's state as a RateLimiterRes, or null when it has used nothing. */
+  /** The key's state as a RateLimiterRes, or null when it has used nothing. A key blocked in this
+   * process reports points + 1 consumed until the block ends, as rate-limiter-flexible's block does. */
   async get(key) {
     const rlKey = this.getKey(key);
     const d = await this.peekKey(rlKey);
+    const blockedMs = this.blockedMs(rlKey);
+    if (blockedMs > 0) return new RateLimiterRes(0, blockedMs, Math.max(d.limit - d.remaining, this.points + 1), false);
     const consumed = d.limit - d.remaining;
-    if (consumed === 0 && d.resetAfterMs === 0 && this.blockedMs(rlKey) === 0) return null;
-    return new RateLimiterRes(d.remaining, Math.max(d.resetAfterMs, this.blockedMs(rlKey)), consumed, false);
+    if (consumed === 0 && d.resetAfterMs === 0) return null;
+    return new RateLimiterRes(d.remaining, d.resetAfterMs, consumed, false);
   }
 
   /** Forgets the key (and its block): resolves true when it had used something, else false. */
