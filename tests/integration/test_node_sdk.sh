@@ -123,7 +123,7 @@ run_node() { # NAME FILE: runs FILE from the app directory, at most 240 s
     wait "$pid"
     rc=$?
     lib_forget "$pid"
-    grep -E '^(not ok|# (tests|pass|fail))' "$TMP/$name.log" | sed "s/^/$name: /"
+    grep -E '^(not ok|# (tests|pass|fail|SLUICE_SEED))' "$TMP/$name.log" | sed "s/^/$name: /"
     [ "$rc" -eq 0 ] || cat "$TMP/$name.log"
     return "$rc"
 }
