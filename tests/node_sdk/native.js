@@ -112,6 +112,7 @@ test('bad input is a NativeError that says what is wrong, and changes nothing', 
   const t = native.table(native.rule({ algorithm: 'fixed_window', limit: 1, window: '1s' }), { keyMax: 8 });
   assert.throws(() => t.decide('a key longer than eight bytes', 1, T0), /key/);
   assert.throws(() => t.decide('k', -1, T0), /cost/);
+  assert.throws(() => t.decide('k', 1.5, T0), /cost must be an integer/);
   assert.equal(t.count(), 0);
   assert.equal(t.decide('k', 1, T0).allowed, true);
   t.close();

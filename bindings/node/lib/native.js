@@ -37,20 +37,24 @@ function declare(koffi, lib) {
   });
   t.table = koffi.opaque('sl_table_t');
   const f = (sig) => lib.func(sig);
+  t.decisionSize = koffi.sizeof(t.decision);
+  t.holdSize = koffi.sizeof(t.hold);
+  t.holdIdAt = koffi.offsetof(t.hold, 'id');
   return {
+    types: t,
     strerror: f('const char *sl_strerror(int code)'),
     prepare: f('int sl_rule_prepare(_Inout_ sl_rule_t *rule)'),
-    decide: f('int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns, _Out_ sl_decision_t *out)'),
-    settle: f('int sl_settle(const sl_rule_t *rule, void *state, int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns, _Out_ sl_decision_t *out)'),
-    stateIsFresh: f('bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)'),
+    decide: f('int sl_decide(const void *rule, void *state, int64_t cost, int64_t now_ns, void *out)'),
+    settle: f('int sl_settle(const void *rule, void *state, int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns, void *out)'),
+    stateIsFresh: f('bool sl_state_is_fresh(const void *rule, const void *state, int64_t now_ns)'),
     now: f('int64_t sl_now_ns()'),
     durationParse: f('int sl_duration_parse(const char *text, size_t len, _Out_ int64_t *ns)'),
     create: f('int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, _Out_ sl_table_t **out)'),
     free: f('void sl_table_free(sl_table_t *table)'),
-    tdecide: f('int sl_table_decide(sl_table_t *table, const void *key, size_t key_len, int64_t cost, int64_t now_ns, _Out_ sl_decision_t *out)'),
-    tsettle: f('int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns, _Out_ sl_decision_t *out)'),
-    tacquire: f('int sl_table_acquire(sl_table_t *table, const void *key, size_t key_len, int64_t cost, int64_t hold_ns, int64_t now_ns, _Out_ sl_decision_t *out, _Out_ sl_hold_t *hold)'),
-    trelease: f('int sl_table_release(sl_table_t *table, const void *key, size_t key_len, uint64_t id, int64_t now_ns, _Out_ sl_decision_t *out, _Out_ sl_hold_t *released)'),
+    tdecide: f('int sl_table_decide(sl_table_t *table, const void *key, size_t key_len, int64_t cost, int64_t now_ns, void *out)'),
+    tsettle: f('int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns, void *out)'),
+    tacquire: f('int sl_table_acquire(sl_table_t *table, const void *key, size_t key_len, int64_t cost, int64_t hold_ns, int64_t now_ns, void *out, void *hold)'),
+    trelease: f('int sl_table_release(sl_table_t *table, const void *key, size_t key_len, uint64_t id, int64_t now_ns, void *out, void *released)'),
     treset: f('int sl_table_reset(sl_table_t *table, const void *key, size_t key_len)'),
     tcount: f('size_t sl_table_count(sl_table_t *table)'),
     treclaim: f('size_t sl_table_reclaim(sl_table_t *table, int64_t now_ns)'),
@@ -72,11 +76,19 @@ function loadLibrary(koffi, library) {
 
 const toNs = (v) => (typeof v === 'bigint' ? v : BigInt(Math.round(v)));
 
-function decisionOut(o) {
-  return {
-    allowed: Boolean(o.allowed), limit: Number(o.limit), remaining: Number(o.remaining),
-    retryAfterNs: Number(o.retry_after_ns), resetAfterNs: Number(o.reset_after_ns), delayNs: Number(o.delay_ns),
-  };
+// Out parameters are written into Buffers made once and read back by offset: decoding a struct
+// into a new object on every call costs more than the call (see docs/design.md).
+function layout(koffi, type, fields) {
+  return Object.fromEntries(fields.map((f) => [f, koffi.offsetof(type, f)]));
+}
+
+function decisionReader(koffi, t) {
+  const at = layout(koffi, t.decision, ['allowed', 'limit', 'remaining', 'retry_after_ns', 'reset_after_ns', 'delay_ns']);
+  const i64 = (b, f) => Number(b.readBigInt64LE(at[f]));
+  return (b) => ({
+    allowed: b[at.allowed] !== 0, limit: i64(b, 'limit'), remaining: i64(b, 'remaining'),
+    retryAfterNs: i64(b, 'retry_after_ns'), resetAfterNs: i64(b, 'reset_after_ns'), delayNs: i64(b, 'delay_ns'),
+  });
 }
 
 /** Loads libsluice ({library: a path or name}; else $SLUICE_LIBRARY; else libsluice.so.1 where
@@ -85,8 +97,16 @@ function decisionOut(o) {
 function load(options = {}) {
   const koffi = require('koffi');
   const fn = declare(koffi, loadLibrary(koffi, options.library));
+  const t = fn.types;
+  const readDecision = decisionReader(koffi, t);
+  const out = Buffer.alloc(t.decisionSize); // one thread: reused by every call
+  const holdOut = Buffer.alloc(t.holdSize);
   const check = (rc) => {
     if (rc !== 0) throw new NativeError(rc, fn.strerror(rc));
+  };
+  const checkCost = (what, n) => {
+    if (!Number.isSafeInteger(n)) throw new TypeError(`${what} must be an integer, not ${n}`);
+    return n;
   };
   const key = (k) => (Buffer.isBuffer(k) ? k : Buffer.from(String(k), 'utf8'));
   const nowNs = () => BigInt(fn.now());
@@ -94,9 +114,9 @@ function load(options = {}) {
   function windowNs(w) {
     if (typeof w === 'bigint') return w;
     if (typeof w === 'number') return BigInt(w) * NS_PER_MS; // ms, as sluiced reads a bare number
-    const out = [0];
-    check(fn.durationParse(String(w), Buffer.byteLength(String(w)), out));
-    return BigInt(out[0]);
+    const ns = [0];
+    check(fn.durationParse(String(w), Buffer.byteLength(String(w)), ns));
+    return BigInt(ns[0]);
   }
 
   /** A prepared rule: {algorithm, limit, window ('1s', ms, or a BigInt of ns), burst, buckets,
@@ -113,26 +133,26 @@ function load(options = {}) {
       interval_ns: 0n, tolerance_ns: 0n, bucket_ns: 0n, capacity: 0n, state_size: 0,
     };
     check(fn.prepare(r));
-    return Object.freeze({ ...r, capacity: Number(r.capacity), stateSize: r.state_size });
+    const native = Buffer.alloc(koffi.sizeof(t.rule)); // the prepared rule as C reads it
+    koffi.encode(native, t.rule, r);
+    return Object.freeze({ ...r, capacity: Number(r.capacity), stateSize: r.state_size, native });
   }
 
   /** The pure algorithm over a state you keep (a Buffer of rule.stateSize bytes, zeros for a new
    * key): decides `cost` at nowNs and updates the state when admitted. */
   function decide(r, state, cost, now) {
     if (!Buffer.isBuffer(state) || state.length < r.stateSize) throw new TypeError(`state must be a Buffer of ${r.stateSize} bytes`);
-    const out = {};
-    check(fn.decide(r, state, BigInt(cost), toNs(now), out));
-    return decisionOut(out);
+    check(fn.decide(r.native, state, checkCost('cost', cost), toNs(now), out));
+    return readDecision(out);
   }
 
   function settle(r, state, reserved, actual, chargedNs, now) {
     if (!Buffer.isBuffer(state) || state.length < r.stateSize) throw new TypeError(`state must be a Buffer of ${r.stateSize} bytes`);
-    const out = {};
-    check(fn.settle(r, state, BigInt(reserved), BigInt(actual), toNs(chargedNs), toNs(now), out));
-    return decisionOut(out);
+    check(fn.settle(r.native, state, checkCost('reserved', reserved), checkCost('actual', actual), toNs(chargedNs), toNs(now), out));
+    return readDecision(out);
   }
 
-  const stateIsFresh = (r, state, now) => fn.stateIsFresh(r, state, toNs(now));
+  const stateIsFresh = (r, state, now) => fn.stateIsFresh(r.native, state, toNs(now));
 
   /** A thread-safe table of per-key state for one rule (libsluice's sl_table). Options: maxBytes,
    * keyMax, shards, seed (0 random), evictIdle. close() frees it; a closed table throws. */
@@ -141,39 +161,35 @@ function load(options = {}) {
       max_bytes: opts.maxBytes || 0, key_max: opts.keyMax || 0, shards: opts.shards || 0, initial_keys: 0,
       seed: BigInt(opts.seed || 0), budget: null, evict_idle: Boolean(opts.evictIdle),
     };
-    const out = [null];
-    check(fn.create(r, cfg, out));
-    let t = out[0];
+    const made = [null];
+    check(fn.create(r, cfg, made));
+    let handle = made[0];
     const live = () => {
-      if (t === null) throw new NativeError(-14, 'the table is closed');
-      return t;
+      if (handle === null) throw new NativeError(-14, 'the table is closed');
+      return handle;
     };
     return {
       rule: r,
       decide(k, cost = 1, now = nowNs()) {
         const b = key(k);
-        const d = {};
-        check(fn.tdecide(live(), b, b.length, BigInt(cost), toNs(now), d));
-        return decisionOut(d);
+        check(fn.tdecide(live(), b, b.length, checkCost('cost', cost), toNs(now), out));
+        return readDecision(out);
       },
       settle(k, reserved, actual, chargedNs, now = nowNs()) {
         const b = key(k);
-        const d = {};
-        check(fn.tsettle(live(), b, b.length, BigInt(reserved), BigInt(actual), toNs(chargedNs), toNs(now), d));
-        return decisionOut(d);
+        check(fn.tsettle(live(), b, b.length, checkCost('reserved', reserved), checkCost('actual', actual), toNs(chargedNs), toNs(now), out));
+        return readDecision(out);
       },
       acquire(k, cost = 1, { holdNs = 0n, now = nowNs() } = {}) {
         const b = key(k);
-        const d = {};
-        const h = {};
-        check(fn.tacquire(live(), b, b.length, BigInt(cost), toNs(holdNs), toNs(now), d, h));
-        return { ...decisionOut(d), holdId: Number(h.id) || null };
+        check(fn.tacquire(live(), b, b.length, checkCost('cost', cost), toNs(holdNs), toNs(now), out, holdOut));
+        const id = Number(holdOut.readBigUInt64LE(t.holdIdAt));
+        return { ...readDecision(out), holdId: id || null };
       },
       release(k, holdId, now = nowNs()) {
         const b = key(k);
-        const d = {};
-        check(fn.trelease(live(), b, b.length, BigInt(holdId), toNs(now), d, {}));
-        return decisionOut(d);
+        check(fn.trelease(live(), b, b.length, checkCost('holdId', holdId), toNs(now), out, holdOut));
+        return readDecision(out);
       },
       reset(k) {
         const b = key(k);
@@ -182,8 +198,8 @@ function load(options = {}) {
       count: () => Number(fn.tcount(live())),
       reclaim: (now = nowNs()) => Number(fn.treclaim(live(), toNs(now))),
       close() {
-        if (t !== null) fn.free(t);
-        t = null;
+        if (handle !== null) fn.free(handle);
+        handle = null;
       },
     };
   }
