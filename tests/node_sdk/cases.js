@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const sluice = require('sluice');
-const { env, serverCtl, runPrefix } = require('./common');
+const { env, serverCtl, runPrefix, patient } = require('./common');
 
 const table = JSON.parse(fs.readFileSync(env('SDK_CASES'), 'utf8'));
 const port = Number(env('SDK_CASES_PORT'));
@@ -57,7 +57,7 @@ for (const c of table.cases) {
     const ctx = { prefix: runPrefix(), holds: {}, now: 1000, stopped: false };
     const o = c.options || {};
     ctx.client = new sluice.Client({
-      port, clock: () => ctx.now, timeoutMs: 5000,
+      ...patient, port, clock: () => ctx.now,
       ...(o.cache_size !== undefined ? { cacheSize: o.cache_size } : {}),
       ...(o.on_unreachable !== undefined ? { onUnreachable: o.on_unreachable } : {}),
     });

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const net = require('node:net');
 const sluice = require('sluice');
-const { env, runPrefix } = require('./common');
+const { env, runPrefix, patient } = require('./common');
 
 const port = Number(env('SDK_PORT'));
 
@@ -21,7 +21,7 @@ test('the package says the project version', () => {
 });
 
 test('a TLS connection to a sluiced with a certificate signed by a CA the client trusts', async () => {
-  const client = new sluice.Client({ port: Number(env('SDK_TLS_PORT')), tls: { ca: fs.readFileSync(env('SDK_TLS_CA')) } });
+  const client = new sluice.Client({ ...patient, port: Number(env('SDK_TLS_PORT')), tls: { ca: fs.readFileSync(env('SDK_TLS_CA')) } });
   try {
     const d = await client.allow('mw-fixed', `${runPrefix()}tls`);
     assert.equal(d.allowed, true);
@@ -42,7 +42,7 @@ test('a TLS client that does not trust the certificate is refused, not answered'
 });
 
 test('calls made together go out as one pipeline and answer in order', async () => {
-  const client = new sluice.Client({ port, cacheSize: 0 });
+  const client = new sluice.Client({ ...patient, port, cacheSize: 0 });
   const key = `${runPrefix()}pipe`;
   try {
     await client.peek('pipe', key); // connected
@@ -57,7 +57,7 @@ test('calls made together go out as one pipeline and answer in order', async () 
 });
 
 test('a pool of connections shares the calls and every one of them counts', async () => {
-  const client = new sluice.Client({ port, connections: 3 });
+  const client = new sluice.Client({ ...patient, port, connections: 3 });
   const key = `${runPrefix()}pool`;
   try {
     const got = await Promise.all(Array.from({ length: 30 }, () => client.allow('pipe', key)));
@@ -117,7 +117,7 @@ test('the over-limit cache keeps at most its size, dropping the entry that expir
 test('bad arguments are refused with a clear error before anything is sent', async () => {
   assert.throws(() => new sluice.Client({ onUnreachable: 'maybe' }), /onUnreachable must be one of raise, allow, deny/);
   assert.throws(() => new sluice.Client({ cacheSize: -1 }), /cacheSize/);
-  const client = new sluice.Client({ port });
+  const client = new sluice.Client({ ...patient, port });
   try {
     await assert.rejects(client.allow('mw-fixed', 'k', -1), /cost must be an integer >= 0/);
     await assert.rejects(client.allow('mw-fixed', 'k', 1.5), /cost must be an integer >= 0/);
@@ -130,7 +130,7 @@ test('bad arguments are refused with a clear error before anything is sent', asy
 });
 
 test('SL.RULE GET reads a rule; an unknown one is an error naming it', async () => {
-  const client = new sluice.Client({ port });
+  const client = new sluice.Client({ ...patient, port });
   try {
     const r = await client.rule('mw-jobs');
     assert.equal(r.algorithm, 'concurrency');

@@ -40,4 +40,8 @@ async function serverCtl(op, name) {
 // A fresh prefix per run, so a rerun against the same server starts from empty keys.
 const runPrefix = () => `t${crypto.randomBytes(4).toString('hex')}:`;
 
-module.exports = { env, sleep, poll, serverCtl, runPrefix };
+// Client options for a server that answers: timeouts no loaded machine reaches (a test asserts
+// what is answered, never how fast).
+const patient = { timeoutMs: 20000, connectTimeoutMs: 20000 };
+
+module.exports = { env, sleep, poll, serverCtl, runPrefix, patient };

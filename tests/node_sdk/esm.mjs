@@ -11,7 +11,7 @@ test('import and require give the same package', async () => {
   assert.equal(Client, cjs.Client);
   assert.equal(RateLimiterSluice, cjs.RateLimiterSluice);
   assert.equal(sluice.version, version);
-  const client = new Client({ port: Number(process.env.SDK_PORT) });
+  const client = new Client({ port: Number(process.env.SDK_PORT), timeoutMs: 20000, connectTimeoutMs: 20000 });
   try {
     const d = await client.peek('mw-fixed', `esm${process.pid}`);
     assert.equal(d.limit, 2);

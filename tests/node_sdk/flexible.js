@@ -13,10 +13,10 @@ const Redis = require('ioredis');
 const express = require('express');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
 const sluice = require('sluice');
-const { env, runPrefix } = require('./common');
+const { env, runPrefix, patient } = require('./common');
 
 const redis = new Redis({ port: Number(env('SDK_REDIS_PORT')), lazyConnect: true });
-const client = new sluice.Client({ port: Number(env('SDK_PORT')) });
+const client = new sluice.Client({ ...patient, port: Number(env('SDK_PORT')) });
 test.after(async () => {
   redis.disconnect();
   await client.close();
@@ -202,6 +202,16 @@ test('block refuses the key for its duration, and get reports it as over the lim
     return out;
   });
   assert.deepEqual(trace[0], [4, 120000]);
+});
+
+test('more points than the limit at once is a refusal (a result, not an Error); keys carry the prefix', async () => {
+  const trace = await same(async (make) => {
+    const rl = make({ points: 1, duration: 86400 });
+    const rej = await rl.consume('big', 2).then(() => null, (r) => r);
+    return [rej instanceof Error, rej.remainingPoints, rej.consumedPoints > 1, rej.msBeforeNext >= 0,
+      rl.parseKey(rl.getKey('user:1')), rl.getKey('x').endsWith(':x')];
+  });
+  assert.deepEqual(trace, [false, 0, true, true, 'user:1', true]);
 });
 
 test('what rate-limiter-flexible has and sluice refuses is a clear error', async () => {

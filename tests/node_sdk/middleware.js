@@ -12,7 +12,7 @@ const net = require('node:net');
 const sluice = require('sluice');
 const express = require('express');
 const Fastify = require('fastify');
-const { env, poll, runPrefix } = require('./common');
+const { env, poll, runPrefix, patient } = require('./common');
 
 const port = Number(env('SDK_PORT'));
 
@@ -110,7 +110,7 @@ function openStream(url, headers) {
 
 for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   test(`${name}: a refused request is a 429 problem with sluiced's headers`, async () => {
-    const client = new sluice.Client({ port });
+    const client = new sluice.Client({ ...patient, port });
     const app = await make({ fixed: { client, rule: 'mw-fixed', key: sluice.keys.header('x-user') } });
     const user = { 'x-user': `${runPrefix()}alice` };
     try {
@@ -140,8 +140,8 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   });
 
   test(`${name}: a shadow rule never blocks`, async () => {
-    const client = new sluice.Client({ port });
-    const local = new sluice.Client({ port });
+    const client = new sluice.Client({ ...patient, port });
+    const local = new sluice.Client({ ...patient, port });
     const app = await make({
       shadow: { client, rule: 'mw-shadow', key: sluice.keys.header('x-user') },
       localshadow: { client: local, rule: 'mw-fixed', key: sluice.keys.header('x-user'), shadow: true },
@@ -182,7 +182,7 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   });
 
   test(`${name}: an in-flight hold is released when the response ends, when the handler throws, and when the client disconnects`, async () => {
-    const client = new sluice.Client({ port });
+    const client = new sluice.Client({ ...patient, port });
     const mw = { client, rule: 'mw-jobs', key: sluice.keys.header('x-user') };
     const app = await make({ jobs: mw });
     const user = { 'x-user': `${runPrefix()}dave` };
