@@ -133,6 +133,10 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
       const none = await get(`${app.base}/fixed/ok`);
       assert.equal(none.status, 400, 'a request without the header is refused, not given a shared key');
       assert.equal(none.headers.get('content-type'), 'application/problem+json');
+      const long = { 'x-user': `${runPrefix()}${'x'.repeat(2000)}` };
+      const tooLong = await get(`${app.base}/fixed/ok`, long);
+      assert.equal(tooLong.status, 400, 'a key longer than sluiced takes is refused here');
+      assert.match((await tooLong.json()).detail, /longer than 1024 bytes/);
     } finally {
       await app.close();
       await client.close();

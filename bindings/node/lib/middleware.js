@@ -7,6 +7,7 @@ const keys = require('./keys');
 const { durationSeconds, decisionHeaders, tooManyBody, PROBLEM_TYPE } = require('./http');
 
 const RULE_INFO_TTL_MS = 10000;
+const KEY_MAX_BYTES = 1024; // what sluiced takes by default (its tables' key_max)
 
 function checkOptions(o) {
   if (!o || typeof o.client !== 'object') throw new TypeError('options.client must be a sluice Client');
@@ -20,25 +21,33 @@ function checkOptions(o) {
 // The shared core: check(view) -> {status: 200|400|429, headers, body, release}.
 function limiter(options) {
   checkOptions(options);
-  const o = { key: keys.ip(), cost: 1, shadow: false, onReleaseError: () => {}, ...options };
+  const o = { key: keys.ip(), cost: 1, shadow: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
   let info = null; // {windowS, inFlight, at}
+  let asking = null; // the SL.RULE GET in flight: requests meanwhile wait for it, not ask again
   const stats = { released: 0, releaseErrors: 0 };
 
-  async function ruleInfo() {
-    const now = Date.now();
-    if (info && now - info.at < RULE_INFO_TTL_MS) return info;
+  async function fetchRuleInfo(now) {
     try {
       const r = await o.client.rule(o.rule);
-      info = {
-        windowS: durationSeconds(r.hold_timeout || r.window),
-        inFlight: r.algorithm === 'concurrency',
-        at: now,
-      };
+      info = { windowS: durationSeconds(r.hold_timeout || r.window), inFlight: r.algorithm === 'concurrency', at: now };
+      return info;
     } catch (err) {
-      if (info) return info; // keep what was known: the decision below meets the same failure
-      return { windowS: null, inFlight: false, at: 0 };
+      // keep what was known; never known: an allow (the decision meets the same failure)
+      return info || { windowS: null, inFlight: false, at: 0 };
+    } finally {
+      asking = null;
     }
-    return info;
+  }
+
+  function ruleInfo() {
+    const now = Date.now();
+    if (info && now - info.at < RULE_INFO_TTL_MS) return info;
+    if (asking === null) asking = fetchRuleInfo(now);
+    return asking;
+  }
+
+  function badRequest(detail) {
+    return { status: 400, headers: {}, body: JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail }), release: null };
   }
 
   function releaser(key, holdId) {
@@ -55,11 +64,8 @@ function limiter(options) {
 
   async function check(view) {
     const key = o.key(view);
-    if (key === null || key === undefined) {
-      const body = JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400,
-        detail: `the request lacks what rule '${o.rule}' keys on` });
-      return { status: 400, headers: {}, body, release: null };
-    }
+    if (key === null || key === undefined) return badRequest(`the request lacks what rule '${o.rule}' keys on`);
+    if (Buffer.byteLength(key) > o.keyMaxBytes) return badRequest(`the key is longer than ${o.keyMaxBytes} bytes`);
     const cost = typeof o.cost === 'function' ? o.cost(view.req) : o.cost;
     const ri = await ruleInfo();
     const d = ri.inFlight ? await o.client.acquire(o.rule, key, { cost }) : await o.client.allow(o.rule, key, cost);
