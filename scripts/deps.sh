@@ -40,6 +40,9 @@ if [ "$what" = test ]; then
   packages+=(nftables)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
+  # the Node package's test (test_node_sdk.sh): a certificate for sluiced's TLS made with the
+  # openssl tool; its npm packages come through tests/node_sdk/package-lock.json
+  packages+=(openssl)
 fi
 
 missing=()

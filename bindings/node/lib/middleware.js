@@ -1,0 +1,133 @@
+'use strict';
+// middleware.js - rate limiting for Express and Fastify over a sluiced Client: one decision per
+// request (an acquire for an in-flight rule, released when the response ends, fails or the
+// client goes away), the RateLimit headers sluiced's HTTP API sets, and a 429 problem document.
+
+const keys = require('./keys');
+const { durationSeconds, decisionHeaders, tooManyBody, PROBLEM_TYPE } = require('./http');
+
+const RULE_INFO_TTL_MS = 10000;
+const KEY_MAX_BYTES = 1024; // what sluiced takes by default (its tables' key_max)
+
+function checkOptions(o) {
+  if (!o || typeof o.client !== 'object') throw new TypeError('options.client must be a sluice Client');
+  if (typeof o.rule !== 'string' || o.rule === '') throw new TypeError('options.rule must be a rule name');
+  if (o.key !== undefined && typeof o.key !== 'function') throw new TypeError('options.key must be a function (see sluice.keys)');
+  if (o.cost !== undefined && typeof o.cost !== 'function' && !(Number.isSafeInteger(o.cost) && o.cost >= 1)) {
+    throw new TypeError('options.cost must be an integer >= 1 or a function of the request');
+  }
+}
+
+// The shared core: check(view) -> {status: 200|400|429, headers, body, release}.
+function limiter(options) {
+  checkOptions(options);
+  const o = { key: keys.ip(), cost: 1, shadow: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
+  let info = null; // {windowS, inFlight, at}
+  let asking = null; // the SL.RULE GET in flight: requests meanwhile wait for it, not ask again
+  const stats = { released: 0, releaseErrors: 0 };
+
+  async function fetchRuleInfo(now) {
+    try {
+      const r = await o.client.rule(o.rule);
+      info = { windowS: durationSeconds(r.hold_timeout || r.window), inFlight: r.algorithm === 'concurrency', at: now };
+      return info;
+    } catch (err) {
+      // keep what was known; never known: an allow (the decision meets the same failure)
+      return info || { windowS: null, inFlight: false, at: 0 };
+    } finally {
+      asking = null;
+    }
+  }
+
+  function ruleInfo() {
+    const now = Date.now();
+    if (info && now - info.at < RULE_INFO_TTL_MS) return info;
+    if (asking === null) asking = fetchRuleInfo(now);
+    return asking;
+  }
+
+  function badRequest(detail) {
+    return { status: 400, headers: {}, body: JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail }), release: null };
+  }
+
+  function releaser(key, holdId) {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      o.client.release(o.rule, key, holdId).then(() => { stats.released++; }, (err) => {
+        stats.releaseErrors++;
+        o.onReleaseError(err);
+      });
+    };
+  }
+
+  async function check(view) {
+    const key = o.key(view);
+    if (key === null || key === undefined) return badRequest(`the request lacks what rule '${o.rule}' keys on`);
+    if (Buffer.byteLength(key) > o.keyMaxBytes) return badRequest(`the key is longer than ${o.keyMaxBytes} bytes`);
+    const cost = typeof o.cost === 'function' ? o.cost(view.req) : o.cost;
+    const ri = await ruleInfo();
+    const d = ri.inFlight ? await o.client.acquire(o.rule, key, { cost }) : await o.client.allow(o.rule, key, cost);
+    const headers = decisionHeaders(o.rule, ri.windowS, d);
+    if (!d.allowed && !o.shadow) return { status: 429, headers, body: tooManyBody(o.rule, ri.windowS, d), release: null };
+    if (!d.allowed) delete headers['Retry-After'];
+    return { status: 200, headers, body: null, release: d.holdId ? releaser(key, d.holdId) : null };
+  }
+
+  return { check, stats };
+}
+
+// Releases when the response is over: finished, failed, or its connection closed ('close' is
+// emitted in every case, once). A response already over by now releases at once.
+function releaseOnClose(res, release) {
+  if (!release) return;
+  if (res.closed || res.destroyed) release();
+  else res.once('close', release);
+}
+
+/** Express middleware: app.use(sluice.express({client, rule, key, cost, shadow})). */
+function express(options) {
+  const lim = limiter(options);
+  function sluiceLimit(req, res, next) {
+    const view = { ip: req.ip, headers: req.headers, route: req.route ? req.route.path : req.path, user: undefined, req };
+    lim.check(view).then((out) => {
+      for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
+      if (out.status !== 200) {
+        res.statusCode = out.status;
+        res.setHeader('Content-Type', PROBLEM_TYPE);
+        res.end(out.body);
+        return;
+      }
+      releaseOnClose(res, out.release);
+      next();
+    }, next);
+  }
+  sluiceLimit.stats = lim.stats;
+  return sluiceLimit;
+}
+
+/** A Fastify plugin (applies to every route of the instance it is registered on):
+ * app.register(sluice.fastify({client, rule, key, cost, shadow})). */
+function fastify(options) {
+  const lim = limiter(options);
+  async function sluicePlugin(app) {
+    app.addHook('onRequest', async (request, reply) => {
+      const route = request.routeOptions && request.routeOptions.url ? request.routeOptions.url : request.url.split('?')[0];
+      const out = await lim.check({ ip: request.ip, headers: request.headers, route, user: undefined, req: request });
+      reply.headers(out.headers);
+      if (out.status !== 200) {
+        reply.code(out.status).type(PROBLEM_TYPE).send(Buffer.from(out.body)); // a Buffer: no charset added
+        return reply;
+      }
+      releaseOnClose(reply.raw, out.release);
+      return undefined;
+    });
+  }
+  sluicePlugin[Symbol.for('skip-override')] = true; // the hook reaches the routes of the parent
+  sluicePlugin[Symbol.for('fastify.display-name')] = 'sluice';
+  sluicePlugin.stats = lim.stats;
+  return sluicePlugin;
+}
+
+module.exports = { express, fastify, keys, limiter };

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# test_node_sdk.sh - the npm package sluice (bindings/node) as users get it: `npm pack` makes the
+# .tgz, which is installed with npm into a fresh directory (with koffi, its optional peer), and
+# the tests run from there against real servers: every case of tests/sdk/cases.json
+# (cases.js), the client's TLS, pipelining, pool, version and ES module face (client.js),
+# Express and Fastify serving real HTTP requests (middleware.js), rate-limiter-flexible's
+# documented usage on RateLimiterSluice beside RateLimiterRedis on a real redis-server
+# (flexible.js), and libsluice in-process under seeded random operations (native.js).
+# The frameworks and rate-limiter-flexible come from tests/node_sdk/package-lock.json (npm ci).
+# Skipped (exit 77) without node, npm, redis-server or openssl.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+
+SDK_DIR=$SLUICE_SOURCE_DIR/tests/node_sdk
+PKG_DIR=$SLUICE_SOURCE_DIR/bindings/node
+need node npm redis-server openssl
+node_packages "$SDK_DIR" || exit 1
+
+# ---- the package, packed and installed as a user installs it
+mkdir -p "$TMP/pack" "$TMP/app" "$TMP/hs"
+(cd "$PKG_DIR" && npm pack --silent --pack-destination "$TMP/pack" >"$TMP/pack.log" 2>&1)
+check npm-pack test $? -eq 0
+TGZ=$(ls "$TMP"/pack/sluice-*.tgz 2>/dev/null | head -n 1)
+check tgz-made test -n "$TGZ"
+check tgz-has-no-tests sh -c "! tar tzf '$TGZ' | grep -q -e node_modules -e '\\.tgz'"
+KOFFI=$(node -p "require('$SDK_DIR/package.json').dependencies.koffi")
+echo '{"name":"sluice-sdk-app","version":"0.0.0","private":true}' >"$TMP/app/package.json"
+(cd "$TMP/app" && timeout 300 npm install --no-audit --no-fund --prefer-offline "$TGZ" "koffi@$KOFFI" \
+    >"$TMP/install.log" 2>&1)
+check npm-install test $? -eq 0 || cat "$TMP/install.log"
+cp "$SDK_DIR"/*.js "$SDK_DIR"/*.mjs "$TMP/app/"
+check installed test -f "$TMP/app/node_modules/sluice/package.json"
+
+# ---- the servers
+node -e 'process.stdout.write(require(process.argv[1]).rules_yaml)' \
+    "$SLUICE_SOURCE_DIR/tests/sdk/cases.json" >"$TMP/cases.yaml"
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: mw-fixed
+    algorithm: fixed_window
+    limit: 2
+    window: 1h
+  - name: mw-shadow
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    shadow: true
+  - name: mw-jobs
+    algorithm: concurrency
+    limit: 1
+    window: 1m
+  - name: pipe
+    algorithm: sliding_log
+    limit: 1000
+    window: 1h
+  - name: flex
+    algorithm: sliding_log
+    limit: 5
+    window: 1d
+YAML
+common=(--snapshot "")
+start_sluiced cases --rules "$TMP/cases.yaml" --config-store "$TMP/cases.db" "${common[@]}" || {
+    cat "$TMP/cases.log"
+    exit 1
+}
+CASES_PORT=$RESP_PORT
+CASES_HTTP=$HTTP_PORT
+start_sluiced main --rules "$TMP/rules.yaml" --config-store "$TMP/main.db" "${common[@]}" || {
+    cat "$TMP/main.log"
+    exit 1
+}
+MAIN_PORT=$RESP_PORT
+# TLS: a CA and a certificate for 127.0.0.1 made here
+(cd "$TMP" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+    -subj "/CN=sluice node test CA" 2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1\n' >san.ext &&
+    openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr -subj "/CN=127.0.0.1" 2>/dev/null &&
+    openssl x509 -req -in tls.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out tls.pem \
+        -extfile san.ext 2>/dev/null)
+check tls-certificates test -s "$TMP/tls.pem"
+start_sluiced tls --rules "$TMP/rules.yaml" --config-store "$TMP/tls.db" "${common[@]}" \
+    --tls-cert "$TMP/tls.pem" --tls-key "$TMP/tls.key" || {
+    cat "$TMP/tls.log"
+    exit 1
+}
+TLS_PORT=$RESP_PORT
+start_redis redis --save "" --appendonly no || exit 1
+
+# ---- the tests, each a node process; the shell serves its requests to stop or start sluiced
+export SDK_HANDSHAKE=$TMP/hs SDK_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
+export SDK_CASES_PORT=$CASES_PORT SDK_PORT=$MAIN_PORT SDK_TLS_PORT=$TLS_PORT SDK_TLS_CA=$TMP/ca.pem
+export SDK_REDIS_PORT=$REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
+export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.1 NODE_PATH=$SDK_DIR/node_modules
+
+serve_requests() {
+    local f base op name
+    for f in "$TMP"/hs/*.stop.* "$TMP"/hs/*.start.*; do
+        [ -e "$f" ] || continue
+        base=${f%.*.*}
+        op=${f#"$base".}
+        name=${op#*.}
+        op=${op%%.*}
+        rm -f "$f"
+        if [ "$op" = stop ]; then
+            stop_bg "$name" TERM
+        else
+            start_sluiced_at "$name" "$CASES_PORT" "$CASES_HTTP" --rules "$TMP/cases.yaml" \
+                --config-store "$TMP/cases.db" "${common[@]}"
+        fi
+        touch "$base.done"
+    done
+}
+
+run_node() { # NAME FILE: runs FILE from the app directory, at most 240 s
+    local name=$1 file=$2 pid i rc
+    start_bg "$name" sh -c "cd '$TMP/app' && exec timeout 240 node '$file'"
+    pid=$(cat "$TMP/$name.pid")
+    for ((i = 0; i < 4800; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        serve_requests
+        sleep 0.05
+    done
+    wait "$pid"
+    rc=$?
+    lib_forget "$pid"
+    grep -E '^(not ok|# (tests|pass|fail|SLUICE_SEED))' "$TMP/$name.log" | sed "s/^/$name: /"
+    [ "$rc" -eq 0 ] || cat "$TMP/$name.log"
+    return "$rc"
+}
+
+for t in cases client middleware flexible native; do
+    run_node "node-$t" "$t.js"
+    check "$t" test $? -eq 0
+done
+run_node node-esm esm.mjs
+check esm test $? -eq 0
+
+for name in cases main tls; do
+    stop_bg "$name" TERM
+    check "$name-exit-0" test $? -eq 0
+done
+finish

@@ -1,0 +1,240 @@
+'use strict';
+// middleware.js - Express and Fastify, each serving real HTTP on 127.0.0.1 with the package's
+// middleware over a real sluiced: 429 with problem+json and sluiced's RateLimit headers, a
+// shadow rule that never blocks, onUnreachable, a key the request lacks (400), and an in-flight
+// rule whose hold is released when the response ends, when the handler throws, and when the
+// client disconnects in the middle of the response.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const net = require('node:net');
+const sluice = require('sluice');
+const express = require('express');
+const Fastify = require('fastify');
+const { env, poll, runPrefix, patient } = require('./common');
+
+const port = Number(env('SDK_PORT'));
+
+// A port nothing listens on: connections to it are refused.
+async function closedPort() {
+  const s = net.createServer();
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const p = s.address().port;
+  await new Promise((r) => s.close(r));
+  return p;
+}
+
+// The routes both frameworks serve: /ok answers, /boom throws, /stream writes a first chunk and
+// then waits until `release` is called (or forever).
+function routes(state) {
+  return {
+    ok: () => 'ok',
+    boom: () => { throw new Error('the handler failed'); },
+    stream: (raw) => new Promise((resolve) => {
+      raw.write('first chunk\n');
+      state.streaming++;
+      state.waiting.push(resolve);
+    }),
+  };
+}
+
+async function expressApp(limits) {
+  const app = express();
+  const state = { streaming: 0, waiting: [] };
+  const r = routes(state);
+  for (const [path, opts] of Object.entries(limits)) {
+    const mw = sluice.express(opts);
+    app.get(`/${path}/ok`, mw, (req, res) => res.send(r.ok()));
+    app.get(`/${path}/boom`, mw, () => r.boom());
+    app.get(`/${path}/stream`, mw, async (req, res) => {
+      await r.stream(res);
+      res.end('done');
+    });
+  }
+  app.use((err, req, res, next) => { // eslint-disable-line no-unused-vars
+    res.status(500).send(`error: ${err.message}`);
+  });
+  const server = http.createServer(app);
+  await new Promise((res) => server.listen(0, '127.0.0.1', res));
+  return {
+    base: `http://127.0.0.1:${server.address().port}`,
+    state,
+    close: async () => {
+      state.waiting.forEach((f) => f());
+      server.closeAllConnections();
+      await new Promise((res) => server.close(res));
+    },
+  };
+}
+
+async function fastifyApp(limits) {
+  const app = Fastify();
+  const state = { streaming: 0, waiting: [] };
+  const r = routes(state);
+  for (const [path, opts] of Object.entries(limits)) {
+    app.register(async (scope) => {
+      scope.register(sluice.fastify(opts));
+      scope.get(`/${path}/ok`, async () => r.ok());
+      scope.get(`/${path}/boom`, async () => r.boom());
+      scope.get(`/${path}/stream`, (request, reply) => {
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': 'text/plain' });
+        r.stream(reply.raw).then(() => reply.raw.end('done'));
+      });
+    });
+  }
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    base: `http://127.0.0.1:${app.server.address().port}`,
+    state,
+    close: async () => {
+      state.waiting.forEach((f) => f());
+      app.server.closeAllConnections();
+      await app.close();
+    },
+  };
+}
+
+const get = (url, headers = {}) => fetch(url, { headers });
+
+// Opens /stream, reads its first chunk, and leaves the socket open: returns the request.
+function openStream(url, headers) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers }, (res) => {
+      res.once('data', () => resolve({ req, res }));
+    });
+    req.on('error', (err) => (err.code === 'ECONNRESET' ? null : reject(err)));
+  });
+}
+
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: a refused request is a 429 problem with sluiced's headers`, async () => {
+    const client = new sluice.Client({ ...patient, port });
+    const app = await make({ fixed: { client, rule: 'mw-fixed', key: sluice.keys.header('x-user') } });
+    const user = { 'x-user': `${runPrefix()}alice` };
+    try {
+      const a = await get(`${app.base}/fixed/ok`, user);
+      assert.equal(a.status, 200);
+      assert.equal(await a.text(), 'ok');
+      assert.equal(a.headers.get('ratelimit-policy'), '"mw-fixed";q=2;w=3600');
+      assert.match(a.headers.get('ratelimit'), /^"mw-fixed";r=1;t=\d+$/);
+      assert.equal(a.headers.get('retry-after'), null);
+      assert.equal((await get(`${app.base}/fixed/ok`, user)).status, 200);
+      const c = await get(`${app.base}/fixed/ok`, user);
+      assert.equal(c.status, 429);
+      assert.equal(c.headers.get('content-type'), 'application/problem+json');
+      assert.equal(c.headers.get('ratelimit-policy'), '"mw-fixed";q=2;w=3600');
+      assert.match(c.headers.get('ratelimit'), /^"mw-fixed";r=0;t=\d+$/);
+      assert.ok(Number(c.headers.get('retry-after')) >= 1 && Number(c.headers.get('retry-after')) <= 3600);
+      assert.deepEqual(await c.json(), { type: 'about:blank', title: 'Too Many Requests', status: 429, detail: "rule 'mw-fixed' allows 2 per 3600s" });
+      const other = await get(`${app.base}/fixed/ok`, { 'x-user': `${runPrefix()}bob` });
+      assert.equal(other.status, 200, 'another key has its own quota');
+      const none = await get(`${app.base}/fixed/ok`);
+      assert.equal(none.status, 400, 'a request without the header is refused, not given a shared key');
+      assert.equal(none.headers.get('content-type'), 'application/problem+json');
+      const long = { 'x-user': `${runPrefix()}${'x'.repeat(2000)}` };
+      const tooLong = await get(`${app.base}/fixed/ok`, long);
+      assert.equal(tooLong.status, 400, 'a key longer than sluiced takes is refused here');
+      assert.match((await tooLong.json()).detail, /longer than 1024 bytes/);
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+
+  test(`${name}: a shadow rule never blocks`, async () => {
+    const client = new sluice.Client({ ...patient, port });
+    const local = new sluice.Client({ ...patient, port });
+    const app = await make({
+      shadow: { client, rule: 'mw-shadow', key: sluice.keys.header('x-user') },
+      localshadow: { client: local, rule: 'mw-fixed', key: sluice.keys.header('x-user'), shadow: true },
+    });
+    const user = { 'x-user': `${runPrefix()}carol` };
+    try {
+      for (let i = 0; i < 4; i++) {
+        const r = await get(`${app.base}/shadow/ok`, user);
+        assert.equal(r.status, 200, `shadow request ${i + 1}`);
+        const l = await get(`${app.base}/localshadow/ok`, user);
+        assert.equal(l.status, 200, `shadow option, request ${i + 1}`);
+        assert.equal(l.headers.get('retry-after'), null);
+        if (i >= 2) assert.match(l.headers.get('ratelimit'), /;r=0;/, 'the headers still say what is left');
+      }
+    } finally {
+      await app.close();
+      await client.close();
+      await local.close();
+    }
+  });
+
+  test(`${name}: onUnreachable decides when sluiced cannot be reached`, async () => {
+    const dead = await closedPort();
+    const mk = (onUnreachable) => new sluice.Client({ port: dead, onUnreachable, maxRetriesPerRequest: 0, seed: 1 });
+    const clients = { allow: mk('allow'), deny: mk('deny'), raise: mk('raise') };
+    const app = await make(Object.fromEntries(Object.entries(clients).map(([k, client]) => [k, { client, rule: 'mw-fixed', key: sluice.keys.ip() }])));
+    try {
+      assert.equal((await get(`${app.base}/allow/ok`)).status, 200);
+      const d = await get(`${app.base}/deny/ok`);
+      assert.equal(d.status, 429);
+      assert.ok(Number(d.headers.get('retry-after')) >= 1);
+      assert.equal(d.headers.get('ratelimit'), null, 'no limit to report');
+      assert.equal((await get(`${app.base}/raise/ok`)).status, 500);
+    } finally {
+      await app.close();
+      await Promise.all(Object.values(clients).map((c) => c.close()));
+    }
+  });
+
+  test(`${name}: an in-flight hold is released when the response ends, when the handler throws, and when the client disconnects`, async () => {
+    const client = new sluice.Client({ ...patient, port });
+    const mw = { client, rule: 'mw-jobs', key: sluice.keys.header('x-user') };
+    const app = await make({ jobs: mw });
+    const user = { 'x-user': `${runPrefix()}dave` };
+    const free = async () => {
+      const d = await client.peek('mw-jobs', user['x-user']);
+      return d.remaining === 1;
+    };
+    try {
+      // ends: one slot, so the second request gets it only if the first gave it back
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/jobs/ok`, user);
+        assert.equal(r.status, 200, `request ${i + 1} after the one before ended`);
+        await r.text();
+        assert.ok(await poll(free), `the hold of request ${i + 1} was released`);
+      }
+      // throws
+      const boom = await get(`${app.base}/jobs/boom`, user);
+      assert.equal(boom.status, 500);
+      assert.ok(await poll(free), 'released after the handler threw');
+      assert.equal((await get(`${app.base}/jobs/ok`, user)).status, 200);
+      assert.ok(await poll(free));
+      // disconnects: while the stream is open the slot is taken; once the client goes, it is free
+      const { req } = await openStream(`${app.base}/jobs/stream`, user);
+      assert.equal(app.state.streaming, 1);
+      const busy = await get(`${app.base}/jobs/ok`, user);
+      assert.equal(busy.status, 429, 'the streaming response holds the slot');
+      assert.equal(await free(), false);
+      req.destroy();
+      assert.ok(await poll(free), 'released after the client disconnected mid-response');
+      assert.equal(app.state.waiting.length, 1, 'the handler had not finished: the disconnect released it');
+      assert.equal((await get(`${app.base}/jobs/ok`, user)).status, 200);
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+}
+
+test('keys: an address as its network, a header, the route, the user', () => {
+  assert.equal(sluice.keys.ip({ v4: 24 })({ ip: '10.1.2.3' }), '10.1.2.0/24');
+  assert.equal(sluice.keys.ip({ v4: 24 })({ ip: '::ffff:10.1.2.3' }), '10.1.2.0/24');
+  assert.equal(sluice.keys.ip({ v6: 64, prefix: 'ip:' })({ ip: '2001:db8:1:2:3:4:5:6' }), 'ip:2001:db8:1:2:0:0:0:0/64');
+  assert.equal(sluice.keys.ip({ v6: 56 })({ ip: '2001:db8::1:ff' }), '2001:db8:0:0:0:0:0:0/56');
+  assert.equal(sluice.keys.ip()({ ip: '10.1.2.3' }), '10.1.2.3');
+  assert.equal(sluice.keys.ip()({ ip: 'not an address' }), null);
+  assert.throws(() => sluice.keys.ip({ v4: 33 }), /v4 must be an integer from 0 to 32/);
+  assert.equal(sluice.keys.header('X-Api-Key')({ headers: { 'x-api-key': 'k1' } }), 'k1');
+  assert.equal(sluice.keys.route({ prefix: 'r:' })({ route: '/users/:id' }), 'r:/users/:id');
+  assert.equal(sluice.keys.user((req) => req.user)({ req: { user: 42 } }), '42');
+  assert.equal(sluice.keys.user((req) => req.user)({ req: {} }), null);
+});
