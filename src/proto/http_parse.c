@@ -26,7 +26,9 @@
  * with its head: what the three passes would have produced, field for field. Anything else,
  * including a head not complete yet, goes the general way above, which alone reports errors. A
  * nginx-fronted /v1/auth request is of this kind; the fuzz target compares the two ways (a
- * request arriving whole takes the fast one, in pieces the general one) byte for byte.
+ * request arriving whole takes the fast one, in pieces the general one) byte for byte. This
+ * file is long because both ways fill the same request and must agree field for field: they
+ * share the helpers that record fields and classify bytes.
  *
  * Why a result never depends on how the bytes were split: every error is decided by a byte at
  * a known position q (the byte the parser rejected, the ':' ending the field name that is one
