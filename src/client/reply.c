@@ -145,9 +145,9 @@ int slc_release_from_reply(const struct redisReply *reply, char *err, size_t err
         return text_error(common_is_no_hold(reply->str, reply->len) ? SLC_ENOHOLD : SLC_ESERVER,
                           err, errlen, "%.*s", (int)reply->len, reply->str);
     if (reply->type != REDIS_REPLY_STATUS || reply->len != 2 || memcmp(reply->str, "OK", 2) != 0)
-        return text_error(SLC_EPROTOCOL, err, errlen, "release: expected the status OK, got %s%s",
-                          reply->type == REDIS_REPLY_STATUS ? "another " : "",
-                          type_name(reply->type));
+        return text_error(SLC_EPROTOCOL, err, errlen, "release: expected the status OK, got %s",
+                          reply->type == REDIS_REPLY_STATUS ? "another status"
+                                                            : type_name(reply->type));
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     return SLC_OK;
