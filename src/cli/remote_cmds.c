@@ -418,6 +418,7 @@ int remote_release_main(int argc, char **argv, const struct remote_opts *g)
         return code;
     int rc = slc_release(c, a.pos[0], a.pos[1], id);
     if (rc == SLC_OK || rc == SLC_ENOHOLD) {
+        code = REMOTE_EXIT_OK;
         if (o.json) {
             code = print_json(json_pack("{s:b}", "released", rc == SLC_OK));
         } else if (rc == SLC_OK) {
