@@ -61,8 +61,8 @@ static const char settle_usage[] =
 static const char acquire_usage[] =
     "usage: sluice [OPTIONS] acquire RULE KEY [--cost N] [--hold-timeout DURATION]\n"
     "\n"
-    "Take N units (default 1) of KEY under RULE, an in-flight rule (algorithm:\n"
-    "concurrency), as one hold (SL.ACQUIRE), if they fit beside what KEY holds. The hold\n"
+    "Take N units (default 1) of KEY under RULE, an in-flight rule (one whose algorithm\n"
+    "holds units), as one hold (SL.ACQUIRE), if they fit beside what KEY holds. The hold\n"
     "lives DURATION (250ms, 30s, 1m30s; at most, and by default, the rule's hold_timeout)\n"
     "unless released before. Prints the decision as 'check' does, then hold_id=ID: the id\n"
     "to give 'release' (0 when no hold was made). Exit status 0 held, 1 refused.\n"
