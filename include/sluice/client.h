@@ -219,7 +219,8 @@ SLC_API int slc_acquire(slc_client_t *c, const char *rule, const char *key, int6
 /*
  * SL.RELEASE rule key hold_id: gives the hold's units back at once. Returns SLC_OK; SLC_ENOHOLD
  * when the key holds no live hold of that id (it expired, was released before, or was never
- * made; nothing changed, slc_errstr() is the server's text); or another SLC_E* code. Release
+ * made; nothing changed, slc_errstr() is the server's text); SLC_EINVAL for a hold_id of 2^63 or
+ * more (no acquire gives one), before anything is sent; or another SLC_E* code. Release
  * each hold once. The cache forgets (rule, key) before sending: the freed units may admit what
  * it refused.
  */
@@ -324,8 +325,9 @@ SLC_API int slc_async_acquire(slc_async_t *ac, const char *rule, const char *key
 
 /* slc_release() without waiting: cb(ac, status, arg) is called once from the loop with SLC_OK,
  * SLC_ENOHOLD (no live hold of that id; slc_async_errstr() is the server's text during cb) or
- * another SLC_E* code; returns as slc_async_allow() does. The cache forgets (rule, key) when the
- * release is sent and again when it is answered, as slc_async_settle() giving units back does. */
+ * another SLC_E* code; returns as slc_async_allow() does (SLC_EINVAL also for a hold_id of 2^63
+ * or more). The cache forgets (rule, key) when the release is sent and again when it is
+ * answered, as slc_async_settle() giving units back does. */
 SLC_API int slc_async_release(slc_async_t *ac, const char *rule, const char *key, uint64_t hold_id,
                               slc_done_cb cb, void *arg);
 

@@ -465,8 +465,9 @@ int slc_async_release(slc_async_t *h, const char *rule, const char *key, uint64_
 {
     if (h == NULL)
         return SLC_EINVAL;
-    if (rule == NULL || key == NULL || cb == NULL)
-        return seterr(h, SLC_EINVAL, "NULL argument");
+    const char *invalid = common_release_invalid(hold_id);
+    if (rule == NULL || key == NULL || cb == NULL || invalid != NULL)
+        return seterr(h, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
     int rc = usable(h);
     if (rc != SLC_OK)
         return rc;

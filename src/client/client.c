@@ -303,8 +303,9 @@ int slc_release(slc_client_t *c, const char *rule, const char *key, uint64_t hol
 {
     if (c == NULL)
         return SLC_EINVAL;
-    if (rule == NULL || key == NULL)
-        return seterr(c, SLC_EINVAL, "NULL argument");
+    const char *invalid = common_release_invalid(hold_id);
+    if (rule == NULL || key == NULL || invalid != NULL)
+        return seterr(c, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
     if (c->cache != NULL) /* freed units may admit what the cache refuses */
         cache_forget(c->cache, rule, strlen(rule), key, strlen(key));
     char id[COMMON_INT_CHARS];

@@ -111,6 +111,12 @@ int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t
     return argc;
 }
 
+const char *common_release_invalid(uint64_t hold_id)
+{
+    return hold_id > (uint64_t)INT64_MAX ? "hold_id must be below 2^63 (an id slc_acquire() gave)"
+                                         : NULL;
+}
+
 const char *common_acquire_invalid(int64_t cost, int64_t timeout_ms)
 {
     if (cost < 0)

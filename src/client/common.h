@@ -57,6 +57,10 @@ bool common_is_no_hold(const char *text, size_t len);
 int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t timeout_ms,
                         const char **argv, size_t *lens, char nums[2][COMMON_INT_CHARS]);
 
+/* Checks a release's id: what an acquire returns fits in a signed 64-bit integer, as SL.RELEASE
+ * reads it. Returns NULL when it does, else a static message. */
+const char *common_release_invalid(uint64_t hold_id);
+
 /* Checks an acquire's numbers: cost >= 0, timeout_ms >= 0 (0: the rule's hold_timeout). Returns
  * NULL when they are good, else a static message naming what is wrong. */
 const char *common_acquire_invalid(int64_t cost, int64_t timeout_ms);

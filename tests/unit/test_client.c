@@ -725,6 +725,10 @@ static void test_acquire_argv(void **unused)
     expect_acquire_argv(INT64_MAX, INT64_MAX,
                         "SL.ACQUIRE|jobs|u 42|COST|9223372036854775807|TIMEOUT|"
                         "9223372036854775807");
+    assert_null(common_release_invalid(0));
+    assert_null(common_release_invalid((uint64_t)INT64_MAX));
+    assert_string_equal(common_release_invalid((uint64_t)INT64_MAX + 1),
+                        "hold_id must be below 2^63 (an id slc_acquire() gave)");
     assert_null(common_acquire_invalid(0, 0));
     assert_null(common_acquire_invalid(INT64_MAX, INT64_MAX));
     assert_string_equal(common_acquire_invalid(-1, 0), "cost must be >= 0");
