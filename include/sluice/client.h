@@ -17,7 +17,13 @@
  *      cache is per handle: another process, or a server-side reset, can make a cached denial
  *      stale for at most its retry_after.
  *
- *   3. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
+ *   3. In-flight limits (rules of `algorithm: concurrency`): slc_acquire() takes units as one
+ *      hold and returns its id, slc_release() gives that hold back (SLC_ENOHOLD when the key
+ *      holds no live hold of that id). slc_acquire_from_reply() is the pure decoder of the
+ *      acquire's six-integer reply. Acquires never meet the over-limit cache (a release may
+ *      free a slot before a refusal's retry_after); a release forgets the (rule, key).
+ *
+ *   4. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
  *      slc_retry_delay_ms(), which prefers the server's retry_after when it knows one.
  *
  * Two flavours of connection:
@@ -39,7 +45,7 @@
  * Units: every duration is in milliseconds ("_ms"), except the clock, which is nanoseconds.
  *
  * Threads: a handle is not thread-safe; use one per thread (or lock around it). The retry
- * helpers and slc_decision_from_reply() are reentrant.
+ * helpers and the decoders (slc_*_from_reply()) are reentrant.
  */
 #ifndef SLUICE_CLIENT_H
 #define SLUICE_CLIENT_H
@@ -74,6 +80,8 @@ enum slc_error {
     SLC_EPROTOCOL = -3, /* the reply does not have the shape the command promises */
     SLC_ENOMEM = -4,    /* allocation failed */
     SLC_EINVAL = -5,    /* bad argument: NULL, negative cost, closed handle, ... */
+    SLC_ENOHOLD = -6,   /* a release named no live hold of the key (expired, released before,
+                           never made) and changed nothing; the message is the server's text */
 };
 
 /* Returns a static description of an SLC_E* code ("unknown error" otherwise). */
@@ -102,6 +110,27 @@ typedef struct slc_decision {
  */
 SLC_API int slc_decision_from_reply(const struct redisReply *reply, slc_decision_t *out, char *err,
                                     size_t errlen);
+
+/*
+ * Decodes a reply to SL.ACQUIRE: an array of exactly six integers, a decision's five (as
+ * slc_decision_from_reply() checks them, by the same code) then hold_id: >= 0, and 0 when
+ * allowed is 0 (a refusal makes no hold). hold_id is 0 for an admission that made no hold too
+ * (cost 0, or a shadow rule letting a refusal through): there is nothing to release. Pure: no
+ * I/O, no allocation. Returns SLC_OK with *out (from_cache = false) and *hold_id filled;
+ * SLC_ESERVER for an error reply; SLC_EPROTOCOL for any other shape; SLC_EINVAL when an argument
+ * is NULL. err as slc_decision_from_reply()'s. *out and *hold_id are untouched on error.
+ */
+SLC_API int slc_acquire_from_reply(const struct redisReply *reply, slc_decision_t *out,
+                                   uint64_t *hold_id, char *err, size_t errlen);
+
+/*
+ * Decodes a reply to SL.RELEASE. Pure. Returns SLC_OK for the status OK; SLC_ENOHOLD for the
+ * error "ERR no such hold: ..." (the key holds no live hold of that id); SLC_ESERVER for another
+ * error reply; SLC_EPROTOCOL for any other reply; SLC_EINVAL for NULL. When err is not NULL, the
+ * reason (the server's text for SLC_ENOHOLD and SLC_ESERVER; "" for SLC_OK) goes to
+ * err[0..errlen).
+ */
+SLC_API int slc_release_from_reply(const struct redisReply *reply, char *err, size_t errlen);
 
 /*
  * A monotonic clock for the over-limit cache: returns now in nanoseconds (any origin, never
@@ -171,6 +200,31 @@ SLC_API int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_dec
  */
 SLC_API int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reserved,
                        int64_t actual, int64_t at_ms, slc_decision_t *out);
+
+/*
+ * SL.ACQUIRE rule key [COST cost] [TIMEOUT timeout_ms] on an in-flight rule (`algorithm:
+ * concurrency`): takes `cost` units (>= 0) of (rule, key) as one hold, if they fit beside the
+ * units the key's live holds hold. The hold lives timeout_ms (1 .. the rule's hold_timeout; 0:
+ * the rule's hold_timeout) unless released before. Returns SLC_OK with *out the decision and
+ * *hold_id the id to give slc_release(), whether admitted or not (refused: *hold_id 0 and
+ * out->retry_after_ms the time until expiries free enough, or -1: never); or an SLC_E* code
+ * (SLC_EINVAL for a negative cost or timeout_ms, before anything is sent; SLC_ESERVER for a rule
+ * that is not in-flight, a timeout past hold_timeout, a cost above the limit) and *out, *hold_id
+ * untouched. Never answered from the over-limit cache, nor remembered in it: a release may free
+ * a slot before a refusal's retry_after.
+ */
+SLC_API int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                        int64_t timeout_ms, slc_decision_t *out, uint64_t *hold_id);
+
+/*
+ * SL.RELEASE rule key hold_id: gives the hold's units back at once. Returns SLC_OK; SLC_ENOHOLD
+ * when the key holds no live hold of that id (it expired, was released before, or was never
+ * made; nothing changed, slc_errstr() is the server's text); SLC_EINVAL for a hold_id of 2^63 or
+ * more (no acquire gives one), before anything is sent; or another SLC_E* code. Release
+ * each hold once. The cache forgets (rule, key) before sending: the freed units may admit what
+ * it refused.
+ */
+SLC_API int slc_release(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id);
 
 /* SL.RESET rule key: the key is back to a fresh quota; the cache forgets it. Returns SLC_OK or
  * an SLC_E* code. */
@@ -257,6 +311,25 @@ SLC_API int slc_async_reset(slc_async_t *ac, const char *rule, const char *key, 
  * remembered, since the server may have decided it before the settle ran. */
 SLC_API int slc_async_settle(slc_async_t *ac, const char *rule, const char *key, int64_t reserved,
                              int64_t actual, int64_t at_ms, slc_decision_cb cb, void *arg);
+
+/* An acquire's outcome: status and d as slc_decision_cb's, hold_id the hold to release (0: none
+ * made, and 0 when status is not SLC_OK). */
+typedef void (*slc_acquire_cb)(slc_async_t *ac, int status, const slc_decision_t *d,
+                               uint64_t hold_id, void *arg);
+
+/* slc_acquire() without waiting: cb(ac, status, d, hold_id, arg) is called once from the loop;
+ * returns as slc_async_allow() does (SLC_EINVAL also for a negative cost or timeout_ms). Never
+ * answered from the cache, nor remembered in it. */
+SLC_API int slc_async_acquire(slc_async_t *ac, const char *rule, const char *key, int64_t cost,
+                              int64_t timeout_ms, slc_acquire_cb cb, void *arg);
+
+/* slc_release() without waiting: cb(ac, status, arg) is called once from the loop with SLC_OK,
+ * SLC_ENOHOLD (no live hold of that id; slc_async_errstr() is the server's text during cb) or
+ * another SLC_E* code; returns as slc_async_allow() does (SLC_EINVAL also for a hold_id of 2^63
+ * or more). The cache forgets (rule, key) when the release is sent and again when it is
+ * answered, as slc_async_settle() giving units back does. */
+SLC_API int slc_async_release(slc_async_t *ac, const char *rule, const char *key, uint64_t hold_id,
+                              slc_done_cb cb, void *arg);
 
 /* The cache of an async handle: as slc_set_cache_size(), slc_set_clock(), slc_cache_hits(). */
 SLC_API int slc_async_set_cache_size(slc_async_t *ac, size_t entries);

@@ -37,6 +37,8 @@ static const struct command commands[] = {
     {"replay", replay_command, "replay a traffic log against a rule; show what it would reject"},
     {"check", remote_check_main, "ask the server whether a request for a key may go through"},
     {"settle", remote_settle_main, "settle a reservation with its actual cost (SL.SETTLE)"},
+    {"acquire", remote_acquire_main, "take units of an in-flight rule as a hold; print its id"},
+    {"release", remote_release_main, "give a hold's units back at once (SL.RELEASE)"},
     {"rules", remote_rules_main, "import, export, list, get, set or delete the server's rules"},
     {"overrides", remote_overrides_main, "set, get or delete a key's override of a rule"},
     {"info", remote_info_main, "print the server's INFO"},

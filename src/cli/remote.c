@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/sluice.h"
+
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -89,6 +91,24 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
     return 2;
 }
 
+/* --hold-timeout DURATION: a duration of whole milliseconds, at least 1 ms. Returns 2 or -1. */
+static int hold_timeout(int argc, char **argv, int i, struct remote_args *a, char *err,
+                        size_t errlen)
+{
+    if (i + 1 >= argc)
+        return fail(err, errlen, "option '%s' needs a value", argv[i]);
+    const char *val = argv[i + 1];
+    int64_t ns;
+    if (sl_duration_parse(val, strlen(val), &ns) != SL_OK || ns < SL_NS_PER_MS ||
+        ns % SL_NS_PER_MS != 0)
+        return fail(err, errlen,
+                    "--hold-timeout: must be a duration of whole milliseconds, at least 1ms "
+                    "(250ms, 30s, 1m30s), got '%s'",
+                    val);
+    a->hold_ms = ns / SL_NS_PER_MS;
+    return 2;
+}
+
 /* Applies one of the command's own flags at argv[i]; returns entries used, 0 if not one. */
 static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_args *a, char *err,
                     size_t errlen)
@@ -106,6 +126,8 @@ static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_
         a->peek = true;
         return 1;
     }
+    if ((flags & REMOTE_FLAG_HOLD) && strcmp(opt, "--hold-timeout") == 0)
+        return hold_timeout(argc, argv, i, a, err, errlen);
     bool cost = (flags & REMOTE_FLAG_COST) && strcmp(opt, "--cost") == 0;
     bool at = (flags & REMOTE_FLAG_AT) && strcmp(opt, "--at") == 0;
     if (!cost && !at)
@@ -167,6 +189,15 @@ int remote_settle_numbers(const struct remote_args *a, int64_t *reserved, int64_
     }
     *reserved = v[0];
     *actual = v[1];
+    return 0;
+}
+
+int remote_hold_id(const char *text, uint64_t *id, char *err, size_t errlen)
+{
+    long long v;
+    if (!parse_int_in(text, 0, INT64_MAX, &v))
+        return fail(err, errlen, "release: ID must be a non-negative integer, got '%s'", text);
+    *id = (uint64_t)v;
     return 0;
 }
 

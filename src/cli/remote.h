@@ -1,20 +1,20 @@
 /*
- * remote.h - the commands of `sluice` that talk to a running sluiced: check, settle, rules,
- * overrides, info. They use the blocking client library (sluice/client.h).
+ * remote.h - the commands of `sluice` that talk to a running sluiced: check, settle, acquire,
+ * release, rules, overrides, info. They use the blocking client library (sluice/client.h).
  *
  * Two layers, as for replay:
  *
  *   1. Pure parsing: remote_global_option() (the connection options, -h -p -a --json
  *      --timeout, accepted before the command and among its arguments), remote_parse_args()
  *      (a command's own flags and positional arguments), remote_settle_numbers() (settle's
- *      RESERVED and ACTUAL) and remote_info_json() (INFO's text -> a JSON object of sections).
- *      No I/O; errors come back as text.
+ *      RESERVED and ACTUAL), remote_hold_id() (release's ID) and remote_info_json() (INFO's text ->
+ * a JSON object of sections). No I/O; errors come back as text.
  *   2. The commands: each connects, sends one command, prints the result (text, or one JSON
  *      object/value with --json) and returns the process exit code.
  *
- * Exit codes (docs/cli.md): 0 success (check, settle: allowed); 1 a negative answer (check,
- * settle: denied;
- * get: no such rule or override; del: nothing to delete) or an unreadable FILE; 2 usage error;
+ * Exit codes (docs/cli.md): 0 success (check, settle, acquire: allowed); 1 a negative answer
+ * (check, settle, acquire: denied; release: no such hold; get: no such rule or override; del:
+ * nothing to delete) or an unreadable FILE; 2 usage error;
  * 3 the server replied with an error (printed on stderr as sent, after "sluice: "); 4 cannot
  * connect, connection lost or timed out; 5 a reply of an unexpected shape.
  */
@@ -71,16 +71,18 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
 /* An argument starting with '-' and a digit is a positional (a number the command checks, so
  * that "-5" gets the command's own message), not an option. */
 #define REMOTE_FLAG_NUMBERS 0x10
+#define REMOTE_FLAG_HOLD    0x20 /* --hold-timeout DURATION */
 
 /* A command's arguments after parsing. */
 struct remote_args {
     const char *pos[REMOTE_POS_MAX]; /* positional arguments, pointing into argv */
     int npos;
-    int64_t cost;  /* --cost (default 1, >= 0) */
-    int64_t at_ms; /* --at, ms since the Unix epoch (default -1: none) */
-    bool peek;     /* --peek */
-    bool replace;  /* --replace */
-    bool help;     /* --help */
+    int64_t cost;    /* --cost (default 1, >= 0) */
+    int64_t at_ms;   /* --at, ms since the Unix epoch (default -1: none) */
+    int64_t hold_ms; /* --hold-timeout, whole ms >= 1 (default 0: the rule's hold_timeout) */
+    bool peek;       /* --peek */
+    bool replace;    /* --replace */
+    bool help;       /* --help */
 };
 
 /*
@@ -102,6 +104,13 @@ int remote_settle_numbers(const struct remote_args *a, int64_t *reserved, int64_
                           char *err, size_t errlen);
 
 /*
+ * release's ID: text, a whole decimal integer in 0..INT64_MAX (what SL.RELEASE accepts). Returns
+ * 0 with *id set, or -1 with a message in err ("release: ID must be a non-negative integer, got
+ * 'x'").
+ */
+int remote_hold_id(const char *text, uint64_t *id, char *err, size_t errlen);
+
+/*
  * INFO's reply text ("# Section\r\nfield:value\r\n...", LF or CRLF) as a JSON object: one
  * object per section, keyed by the section name in lower case; each field a number when its
  * value is a whole decimal integer, else a string. Fields before any section header go to
@@ -113,6 +122,8 @@ json_t *remote_info_json(const char *text, size_t len);
 /* The commands: argv[0] is the command name; returns the exit code. */
 int remote_check_main(int argc, char **argv, const struct remote_opts *g);
 int remote_settle_main(int argc, char **argv, const struct remote_opts *g);
+int remote_acquire_main(int argc, char **argv, const struct remote_opts *g);
+int remote_release_main(int argc, char **argv, const struct remote_opts *g);
 int remote_rules_main(int argc, char **argv, const struct remote_opts *g);
 int remote_overrides_main(int argc, char **argv, const struct remote_opts *g);
 int remote_info_main(int argc, char **argv, const struct remote_opts *g);

@@ -1,5 +1,6 @@
 /*
- * remote_cmds.c - `sluice check | settle | rules | overrides | info`: one command to sluiced
+ * remote_cmds.c - `sluice check | settle | acquire | release | rules | overrides | info`: one
+ * command to sluiced
  * each, over the blocking client library, printed as text or (--json) as one JSON value. Exit
  * codes are in remote.h and docs/cli.md.
  */
@@ -55,6 +56,25 @@ static const char settle_usage[] =
     "now). Prints KEY's decision after the settle, as 'check --peek' does. Exit status 0\n"
     "allowed, 1 denied (no room left, or in debt). A charge that would leave KEY owing more\n"
     "than the rule's max_debt is refused and charges nothing: sluiced's error, exit status 3.\n"
+    "\n";
+
+static const char acquire_usage[] =
+    "usage: sluice [OPTIONS] acquire RULE KEY [--cost N] [--hold-timeout DURATION]\n"
+    "\n"
+    "Take N units (default 1) of KEY under RULE, an in-flight rule (one whose algorithm\n"
+    "holds units), as one hold (SL.ACQUIRE), if they fit beside what KEY holds. The hold\n"
+    "lives DURATION (250ms, 30s, 1m30s; at most, and by default, the rule's hold_timeout)\n"
+    "unless released before. Prints the decision as 'check' does, then hold_id=ID: the id\n"
+    "to give 'release' (0 when no hold was made). Exit status 0 held, 1 refused.\n"
+    "\n";
+
+static const char release_usage[] =
+    "usage: sluice [OPTIONS] release RULE KEY ID\n"
+    "\n"
+    "Give back at once the units of KEY's hold ID under RULE, as 'acquire' printed it\n"
+    "(SL.RELEASE). Prints: released. Exit status 0 released, 1 no such hold: KEY holds no\n"
+    "live hold of that id (it expired, was released before, or was never made; nothing\n"
+    "changed; the server's message is printed on stderr).\n"
     "\n";
 
 static const char rules_usage[] =
@@ -271,29 +291,40 @@ static int parse(int argc, char **argv, int first, unsigned flags, const struct 
 
 /* ---- check, settle ----------------------------------------------------------------------- */
 
-/* Prints a decision (text or --json); exit 0 when it is allowed, 1 when denied. */
-static int print_decision(const struct remote_opts *o, const slc_decision_t *d)
+/* Prints a decision (text or --json) and, when hold_id >= 0, an acquire's hold id after it; exit
+ * 0 when it is allowed, 1 when denied. */
+static int print_decision(const struct remote_opts *o, const slc_decision_t *d, int64_t hold_id)
 {
     int code;
     if (o->json) {
-        code = print_json(json_pack("{s:b,s:I,s:I,s:I,s:I}", "allowed", d->allowed, "limit",
-                                    (json_int_t)d->limit, "remaining", (json_int_t)d->remaining,
-                                    "retry_after_ms", (json_int_t)d->retry_after_ms,
-                                    "reset_after_ms", (json_int_t)d->reset_after_ms));
+        json_t *v = json_pack("{s:b,s:I,s:I,s:I,s:I}", "allowed", d->allowed, "limit",
+                              (json_int_t)d->limit, "remaining", (json_int_t)d->remaining,
+                              "retry_after_ms", (json_int_t)d->retry_after_ms, "reset_after_ms",
+                              (json_int_t)d->reset_after_ms);
+        if (v != NULL && hold_id >= 0 &&
+            json_object_set_new(v, "hold_id", json_integer((json_int_t)hold_id)) != 0) {
+            json_decref(v);
+            v = NULL;
+        }
+        code = print_json(v);
     } else {
-        printf("%s limit=%lld remaining=%lld retry_after_ms=%lld reset_after_ms=%lld\n",
+        printf("%s limit=%lld remaining=%lld retry_after_ms=%lld reset_after_ms=%lld",
                d->allowed ? "allowed" : "denied", (long long)d->limit, (long long)d->remaining,
                (long long)d->retry_after_ms, (long long)d->reset_after_ms);
+        if (hold_id >= 0)
+            printf(" hold_id=%lld", (long long)hold_id);
+        putchar('\n');
         code = finish_output();
     }
     return code != REMOTE_EXIT_OK ? code : d->allowed ? REMOTE_EXIT_OK : REMOTE_EXIT_NO;
 }
 
-/* The end of check and settle: prints the decision (or the client's error) and closes c. */
+/* The end of check, settle and acquire: prints the decision (with hold_id when >= 0) or the
+ * client's error, and closes c. */
 static int decision_done(slc_client_t *c, int rc, const struct remote_opts *o,
-                         const slc_decision_t *d)
+                         const slc_decision_t *d, int64_t hold_id)
 {
-    int code = rc == SLC_OK ? print_decision(o, d) : client_error(c, rc);
+    int code = rc == SLC_OK ? print_decision(o, d, hold_id) : client_error(c, rc);
     slc_free(c);
     return code;
 }
@@ -316,7 +347,7 @@ int remote_check_main(int argc, char **argv, const struct remote_opts *g)
     slc_decision_t d;
     int rc =
         a.peek ? slc_peek(c, a.pos[0], a.pos[1], &d) : slc_allow(c, a.pos[0], a.pos[1], a.cost, &d);
-    return decision_done(c, rc, &o, &d);
+    return decision_done(c, rc, &o, &d, -1);
 }
 
 int remote_settle_main(int argc, char **argv, const struct remote_opts *g)
@@ -341,7 +372,67 @@ int remote_settle_main(int argc, char **argv, const struct remote_opts *g)
         return code;
     slc_decision_t d;
     int rc = slc_settle(c, a.pos[0], a.pos[1], reserved, actual, a.at_ms, &d);
-    return decision_done(c, rc, &o, &d);
+    return decision_done(c, rc, &o, &d, -1);
+}
+
+/* ---- acquire, release -------------------------------------------------------------------- */
+
+int remote_acquire_main(int argc, char **argv, const struct remote_opts *g)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    int code = parse(argc, argv, 1, REMOTE_FLAG_COST | REMOTE_FLAG_HOLD, g, &o, &a, "acquire",
+                     acquire_usage);
+    if (code >= 0)
+        return code;
+    if (a.npos != 2)
+        return usage_error("acquire", "acquire: expected RULE KEY%s",
+                           a.npos < 2 ? "" : ", got more");
+    slc_client_t *c = open_client(&o, &code);
+    if (c == NULL)
+        return code;
+    slc_decision_t d;
+    uint64_t hold_id = 0;
+    int rc = slc_acquire(c, a.pos[0], a.pos[1], a.cost, a.hold_ms, &d, &hold_id);
+    return decision_done(c, rc, &o, &d, (int64_t)hold_id);
+}
+
+int remote_release_main(int argc, char **argv, const struct remote_opts *g)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    int code = parse(argc, argv, 1, REMOTE_FLAG_NUMBERS, g, &o, &a, "release", release_usage);
+    if (code >= 0)
+        return code;
+    char err[REMOTE_ERR_MAX];
+    uint64_t id;
+    if (a.npos != 3) {
+        snprintf(err, sizeof err, "release: expected RULE KEY ID, got %d argument%s", a.npos,
+                 a.npos == 1 ? "" : "s");
+        return usage_error("release", "%s", err);
+    }
+    if (remote_hold_id(a.pos[2], &id, err, sizeof err) != 0)
+        return usage_error("release", "%s", err);
+    slc_client_t *c = open_client(&o, &code);
+    if (c == NULL)
+        return code;
+    int rc = slc_release(c, a.pos[0], a.pos[1], id);
+    if (rc == SLC_OK || rc == SLC_ENOHOLD) {
+        code = REMOTE_EXIT_OK;
+        if (o.json) {
+            code = print_json(json_pack("{s:b}", "released", rc == SLC_OK));
+        } else if (rc == SLC_OK) {
+            puts("released");
+            code = finish_output();
+        } else {
+            fprintf(stderr, "sluice: %s\n", slc_errstr(c));
+        }
+        code = code != REMOTE_EXIT_OK ? code : rc == SLC_OK ? REMOTE_EXIT_OK : REMOTE_EXIT_NO;
+    } else {
+        code = client_error(c, rc);
+    }
+    slc_free(c);
+    return code;
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */

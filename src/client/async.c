@@ -21,7 +21,9 @@
  */
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -35,6 +37,8 @@ typedef enum request_kind {
     REQUEST_AUTH,     /* AUTH on connect: no user callback; a refusal is kept in errstr */
     REQUEST_DECISION, /* SL.ALLOW / SL.PEEK / SL.SETTLE: slc_decision_cb */
     REQUEST_DONE,     /* SL.RESET: slc_done_cb */
+    REQUEST_ACQUIRE,  /* SL.ACQUIRE: slc_acquire_cb */
+    REQUEST_RELEASE,  /* SL.RELEASE: slc_done_cb, SLC_ENOHOLD for no such hold */
 } request_kind_t;
 
 typedef struct request {
@@ -42,9 +46,11 @@ typedef struct request {
     request_kind_t kind; /* what the reply is and whom to call */
     slc_decision_cb on_decision;
     slc_done_cb on_done;
+    slc_acquire_cb on_acquire;
     void *arg;            /* the caller's argument */
     bool remember;        /* the answer goes to the cache */
-    bool forget;          /* a settle giving room back: the answer ends the key's refusals */
+    bool forget;          /* a settle giving room back, a release: the answer ends the key's
+                             refusals */
     int64_t cost;         /* units asked for */
     int64_t sent_ns;      /* cache clock when the request was made */
     uint64_t epoch;       /* the cache's epoch then */
@@ -122,16 +128,57 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 }
 
 /* Calls the request's callback (none for AUTH) with the handle's current error, frees it. */
-static void complete(request_t *req, int status, const slc_decision_t *d)
+static void complete(request_t *req, int status, const slc_decision_t *d, uint64_t hold_id)
 {
     slc_async_t *h = req->h;
-    if (req->kind == REQUEST_DECISION)
+    switch (req->kind) {
+    case REQUEST_AUTH:
+        break;
+    case REQUEST_DECISION:
         req->on_decision(h, status, status == SLC_OK ? d : NULL, req->arg);
-    else if (req->kind == REQUEST_DONE)
+        break;
+    case REQUEST_ACQUIRE:
+        req->on_acquire(h, status, status == SLC_OK ? d : NULL, status == SLC_OK ? hold_id : 0,
+                        req->arg);
+        break;
+    case REQUEST_DONE:
+    case REQUEST_RELEASE:
         req->on_done(h, status, req->arg);
+        break;
+    }
     free(req);
     h->pending--;
     maybe_free(h);
+}
+
+/* The outcome of a reply to req (the message in h->errstr), and what it tells the cache. */
+static int decode(slc_async_t *h, request_t *req, const redisReply *reply, slc_decision_t *d,
+                  uint64_t *hold_id)
+{
+    int status = SLC_OK;
+    switch (req->kind) {
+    case REQUEST_AUTH:
+    case REQUEST_DONE:
+        if (reply->type == REDIS_REPLY_ERROR)
+            status = seterr(h, SLC_ESERVER, "%.*s", (int)reply->len, reply->str);
+        break;
+    case REQUEST_DECISION:
+        status = slc_decision_from_reply(reply, d, h->errstr, sizeof h->errstr);
+        break;
+    case REQUEST_ACQUIRE:
+        status = slc_acquire_from_reply(reply, d, hold_id, h->errstr, sizeof h->errstr);
+        break;
+    case REQUEST_RELEASE:
+        status = slc_release_from_reply(reply, h->errstr, sizeof h->errstr);
+        break;
+    }
+    h->err = status;
+    if (req->forget) /* the settle or release has run: refusals given before it ran are stale */
+        cache_forget(h->cache, req->name, req->rule_len, req->name + req->rule_len, req->key_len);
+    if (status == SLC_OK && req->remember)
+        cache_remember(h->cache, req->name, req->rule_len, req->name + req->rule_len, req->key_len,
+                       req->cost, d, req->sent_ns, req->epoch);
+    return status;
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
@@ -140,6 +187,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     slc_async_t *h = req->h;
     redisReply *reply = r;
     slc_decision_t d;
+    uint64_t hold_id = 0;
     int status;
     if (reply == NULL) {
         /* hiredis is tearing the connection down; on_connect may have said why already */
@@ -147,23 +195,11 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             seterr(h, SLC_EIO, "%s:%d: %s", h->host, h->port,
                    ac->err != 0 && ac->errstr != NULL ? ac->errstr : "connection closed");
         status = SLC_EIO;
-    } else if (reply->type == REDIS_REPLY_ERROR) {
-        status = seterr(h, SLC_ESERVER, "%.*s", (int)reply->len, reply->str);
-    } else if (req->kind == REQUEST_DECISION) {
-        clear_err(h);
-        status = slc_decision_from_reply(reply, &d, h->errstr, sizeof h->errstr);
-        h->err = status;
-        if (req->forget) /* the settle has run: refusals given before it ran are stale */
-            cache_forget(h->cache, req->name, req->rule_len, req->name + req->rule_len,
-                         req->key_len);
-        if (status == SLC_OK && req->remember)
-            cache_remember(h->cache, req->name, req->rule_len, req->name + req->rule_len,
-                           req->key_len, req->cost, &d, req->sent_ns, req->epoch);
     } else {
         clear_err(h);
-        status = SLC_OK;
+        status = decode(h, req, reply, &d, &hold_id);
     }
-    complete(req, status, &d);
+    complete(req, status, &d, hold_id);
 }
 
 static void on_idle(uv_idle_t *idle)
@@ -176,7 +212,7 @@ static void on_idle(uv_idle_t *idle)
     while (req != NULL) {
         request_t *next = req->next;
         clear_err(h);
-        complete(req, SLC_OK, &req->d);
+        complete(req, SLC_OK, &req->d, 0);
         req = next;
     }
     h->pending--;
@@ -399,6 +435,53 @@ int slc_async_settle(slc_async_t *h, const char *rule, const char *key, int64_t 
     char nums[3][COMMON_INT_CHARS];
     int argc = common_settle_argv(rule, key, reserved, actual, at_ms, argv, lens, nums);
     return send_request(h, req, argc, argv, lens);
+}
+
+int slc_async_acquire(slc_async_t *h, const char *rule, const char *key, int64_t cost,
+                      int64_t timeout_ms, slc_acquire_cb cb, void *arg)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_acquire_invalid(cost, timeout_ms);
+    if (rule == NULL || key == NULL || cb == NULL || invalid != NULL)
+        return seterr(h, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    int rc = usable(h);
+    if (rc != SLC_OK)
+        return rc;
+    request_t *req = request_new(h, REQUEST_ACQUIRE, rule, key, false);
+    if (req == NULL)
+        return seterr(h, SLC_ENOMEM, "out of memory");
+    req->on_acquire = cb;
+    req->arg = arg;
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_acquire_argv(rule, key, cost, timeout_ms, argv, lens, nums);
+    return send_request(h, req, argc, argv, lens);
+}
+
+int slc_async_release(slc_async_t *h, const char *rule, const char *key, uint64_t hold_id,
+                      slc_done_cb cb, void *arg)
+{
+    if (h == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_release_invalid(hold_id);
+    if (rule == NULL || key == NULL || cb == NULL || invalid != NULL)
+        return seterr(h, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    int rc = usable(h);
+    if (rc != SLC_OK)
+        return rc;
+    request_t *req = request_new(h, REQUEST_RELEASE, rule, key, true);
+    if (req == NULL)
+        return seterr(h, SLC_ENOMEM, "out of memory");
+    req->on_done = cb;
+    req->arg = arg;
+    req->forget = true; /* as a settle giving units back: see slc_async_settle() */
+    cache_forget(h->cache, rule, req->rule_len, key, req->key_len);
+    char id[COMMON_INT_CHARS];
+    snprintf(id, sizeof id, "%" PRIu64, hold_id);
+    const char *argv[4] = {"SL.RELEASE", rule, key, id};
+    return send_request(h, req, 4, argv, NULL);
 }
 
 int slc_async_reset(slc_async_t *h, const char *rule, const char *key, slc_done_cb cb, void *arg)

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -273,6 +275,52 @@ int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reser
     char nums[3][COMMON_INT_CHARS];
     int argc = common_settle_argv(rule, key, reserved, actual, at_ms, argv, lens, nums);
     return ask_decision(c, argc, argv, lens, out);
+}
+
+int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                int64_t timeout_ms, slc_decision_t *out, uint64_t *hold_id)
+{
+    if (c == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_acquire_invalid(cost, timeout_ms);
+    if (rule == NULL || key == NULL || out == NULL || hold_id == NULL || invalid != NULL)
+        return seterr(c, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_acquire_argv(rule, key, cost, timeout_ms, argv, lens, nums);
+    redisReply *r = NULL;
+    int rc = slc_command(c, argc, argv, lens, &r);
+    if (rc != SLC_OK)
+        return rc;
+    rc = slc_acquire_from_reply(r, out, hold_id, c->errstr, sizeof c->errstr);
+    freeReplyObject(r);
+    c->err = rc;
+    return rc;
+}
+
+int slc_release(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id)
+{
+    if (c == NULL)
+        return SLC_EINVAL;
+    const char *invalid = common_release_invalid(hold_id);
+    if (rule == NULL || key == NULL || invalid != NULL)
+        return seterr(c, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
+    if (c->cache != NULL) /* freed units may admit what the cache refuses */
+        cache_forget(c->cache, rule, strlen(rule), key, strlen(key));
+    char id[COMMON_INT_CHARS];
+    snprintf(id, sizeof id, "%" PRIu64, hold_id);
+    const char *argv[4] = {"SL.RELEASE", rule, key, id};
+    redisReply *r = NULL;
+    int rc = slc_command(c, 4, argv, NULL, &r);
+    if (rc == SLC_ESERVER && common_is_no_hold(c->errstr, strlen(c->errstr)))
+        return c->err = SLC_ENOHOLD;
+    if (rc != SLC_OK)
+        return rc;
+    rc = slc_release_from_reply(r, c->errstr, sizeof c->errstr);
+    freeReplyObject(r);
+    c->err = rc;
+    return rc;
 }
 
 int slc_reset(slc_client_t *c, const char *rule, const char *key)

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -79,5 +80,48 @@ const char *common_settle_invalid(int64_t reserved, int64_t actual, int64_t at_m
         return "actual must be >= 0";
     if (at_ms < -1)
         return "at_ms must be >= 0 (Unix ms), or -1 for none";
+    return NULL;
+}
+
+bool common_is_no_hold(const char *text, size_t len)
+{
+    static const char prefix[] = COMMON_NO_HOLD_PREFIX;
+    return text != NULL && len >= sizeof prefix - 1 && memcmp(text, prefix, sizeof prefix - 1) == 0;
+}
+
+int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t timeout_ms,
+                        const char **argv, size_t *lens, char nums[2][COMMON_INT_CHARS])
+{
+    int argc = 0;
+    argv[argc++] = "SL.ACQUIRE";
+    argv[argc++] = rule;
+    argv[argc++] = key;
+    if (cost != 1) {
+        snprintf(nums[0], COMMON_INT_CHARS, "%" PRId64, cost);
+        argv[argc++] = "COST";
+        argv[argc++] = nums[0];
+    }
+    if (timeout_ms > 0) {
+        snprintf(nums[1], COMMON_INT_CHARS, "%" PRId64, timeout_ms);
+        argv[argc++] = "TIMEOUT";
+        argv[argc++] = nums[1];
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return argc;
+}
+
+const char *common_release_invalid(uint64_t hold_id)
+{
+    return hold_id > (uint64_t)INT64_MAX ? "hold_id must be below 2^63 (an id slc_acquire() gave)"
+                                         : NULL;
+}
+
+const char *common_acquire_invalid(int64_t cost, int64_t timeout_ms)
+{
+    if (cost < 0)
+        return "cost must be >= 0";
+    if (timeout_ms < 0)
+        return "timeout_ms must be >= 1, or 0 for the rule's hold_timeout";
     return NULL;
 }

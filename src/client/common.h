@@ -5,12 +5,13 @@
 #ifndef SLUICE_CLIENT_COMMON_H
 #define SLUICE_CLIENT_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "sluice/client.h"
 
-#define COMMON_ARGV_MAX  7  /* SL.SETTLE rule key reserved actual AT ms */
+#define COMMON_ARGV_MAX  7  /* SL.SETTLE rule key reserved actual AT ms; SL.ACQUIRE's longest */
 #define COMMON_INT_CHARS 24 /* an int64 in decimal, sign and NUL included */
 
 /* The default cache clock: CLOCK_MONOTONIC in ns. arg is unused. */
@@ -42,5 +43,26 @@ int common_settle_argv(const char *rule, const char *key, int64_t reserved, int6
 /* Checks a settle's numbers: reserved and actual >= 0, at_ms >= 0 or -1 (none). Returns NULL
  * when they are good, else a static message naming what is wrong. */
 const char *common_settle_invalid(int64_t reserved, int64_t actual, int64_t at_ms);
+
+/* How sluiced, sluice.so and the Lua scripts begin the error of a release of a hold the key does
+ * not hold (the whole text is proto/throttle_args.h's THROTTLE_NO_HOLD after "ERR "). */
+#define COMMON_NO_HOLD_PREFIX "ERR no such hold:"
+
+/* True when the error reply text[0..len) is a release's "no such hold" (SLC_ENOHOLD). */
+bool common_is_no_hold(const char *text, size_t len);
+
+/* The argument vector of an acquire:
+ *   SL.ACQUIRE rule key [COST n] [TIMEOUT ms]   (COST when cost != 1, TIMEOUT when timeout_ms > 0)
+ * argv/lens have COMMON_ARGV_MAX entries; nums holds the decimal cost and timeout. Returns argc. */
+int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t timeout_ms,
+                        const char **argv, size_t *lens, char nums[2][COMMON_INT_CHARS]);
+
+/* Checks a release's id: what an acquire returns fits in a signed 64-bit integer, as SL.RELEASE
+ * reads it. Returns NULL when it does, else a static message. */
+const char *common_release_invalid(uint64_t hold_id);
+
+/* Checks an acquire's numbers: cost >= 0, timeout_ms >= 0 (0: the rule's hold_timeout). Returns
+ * NULL when they are good, else a static message naming what is wrong. */
+const char *common_acquire_invalid(int64_t cost, int64_t timeout_ms);
 
 #endif /* SLUICE_CLIENT_COMMON_H */

@@ -299,6 +299,11 @@ typedef struct engine_holds {
 } engine_holds_t;
 void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t *out);
 
+/* The units rule's live holds hold at now_ns (-1: the store cannot tell) and the n keys holding
+ * most, in top[0..*got) (most first; count is the key's units). A walk of the rule's keys. */
+int64_t engine_rule_holders(const rule_state_t *rule, int64_t now_ns, topk_item_t *top, size_t n,
+                            size_t *got);
+
 void engine_counters_sum(const rule_state_t *rule, uint64_t *allowed, uint64_t *denied,
                          uint64_t *shadow_denied, uint64_t *store_errors);
 

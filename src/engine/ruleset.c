@@ -239,8 +239,19 @@ void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t 
     }
     const request_store_ops_t *ops = rule->t->ops;
     if (ops != NULL && ops->rule_in_flight != NULL && rule->t->data != NULL) {
-        out->in_flight = ops->rule_in_flight(rule->t->data, now_ns);
+        out->in_flight = ops->rule_in_flight(rule->t->data, now_ns, NULL, 0, NULL);
     }
+}
+
+int64_t engine_rule_holders(const rule_state_t *rule, int64_t now_ns, topk_item_t *top, size_t n,
+                            size_t *got)
+{
+    *got = 0;
+    const request_store_ops_t *ops = rule->t->ops;
+    if (ops == NULL || ops->rule_in_flight == NULL || rule->t->data == NULL) {
+        return -1;
+    }
+    return ops->rule_in_flight(rule->t->data, now_ns, top, n, got);
 }
 
 const ruleset_t *engine_worker_set(const engine_worker_t *w)

@@ -10,7 +10,8 @@
  *   GET    /v1/rules                           every rule             (open)
  *   GET|PUT|DELETE /v1/rules/{name}            one rule       (admin token, GET open)
  *   GET|PUT|DELETE /v1/rules/{name}/overrides/{key}                   (admin token)
- *   GET    /v1/rules/{name}/top  /v1/stats  /v1/stats/stream   the console's reads (open)
+ *   GET    /v1/rules/{name}/top  /v1/rules/{name}/holders  /v1/stats  /v1/stats/stream
+ *                                          the console's reads (open)
  *   GET    /v1/algorithms                      the table of algorithms (open; http_algorithms.c)
  *   POST   /v1/replay                          a log replayed against a candidate rule
  *                                              (admin token; http_replay.c, off the loop)
@@ -149,6 +150,9 @@ static void handle_now(void *arg)
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules") && x.nseg == 4 &&
                seg_is(&x, 3, "top")) {
         only_get(&x, route_top);
+    } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "rules") && x.nseg == 4 &&
+               seg_is(&x, 3, "holders")) {
+        only_get(&x, route_holders);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "stats") && x.nseg == 2) {
         only_get(&x, route_stats);
     } else if (seg_is(&x, 0, "v1") && seg_is(&x, 1, "algorithms") && x.nseg == 2) {

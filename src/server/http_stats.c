@@ -4,6 +4,10 @@
  *   GET /v1/rules/{name}/top[?n=10][&by=decisions|denied]
  *        the rule's heaviest keys of the last minute:
  *        {"rule":..,"by":..,"window_s":60,"total":N,"keys":[{"key":..,"count":N,"error":N}]}
+ *   GET /v1/rules/{name}/holders[?n=10]
+ *        an in-flight rule's units held now and the keys holding most (a walk of its keys, as
+ *        /metrics makes; a Redis store's holds are in Redis: in_flight null, no keys):
+ *        {"rule":..,"limit":N,"in_flight":N|null,"keys":[{"key":..,"units":N}]}
  *   GET /v1/stats[?seconds=N]
  *        every named rule's decisions per second, the last N (1..900, default 900) complete
  *        seconds, oldest first:
@@ -126,6 +130,62 @@ void route_top(route_ctx_t *x)
             buf_add_str(&body, ",");
         }
         top_item(&body, &items[i]);
+    }
+    buf_add_str(&body, "]}");
+    reply_json(x, &body);
+}
+
+/* ---- GET /v1/rules/{name}/holders ---------------------------------------------------------- */
+
+void route_holders(route_ctx_t *x)
+{
+    char v[24];
+    size_t len;
+    long n = TOP_DEFAULT;
+    if (http_query_get(x->req, "n", v, sizeof v, &len)) {
+        char *end = NULL;
+        n = strtol(v, &end, 10);
+        if (len == 0 || *end != '\0' || n < 1 || n > WATCH_TOP_MAX) {
+            problem(x, 400, "n: must be an integer from 1 to %d", WATCH_TOP_MAX);
+            return;
+        }
+    }
+    rule_state_t *rs = engine_find(x->c->loop->worker, x->seg[2].ptr, x->seg[2].len);
+    if (rs == NULL) {
+        problem(x, 404, "unknown rule '%.64s'", x->seg[2].ptr);
+        return;
+    }
+    if (!sl_rule_holds(&rs->def.rule)) {
+        problem(x, 400, "rule '%s' holds nothing: its algorithm, %s, holds no units", rs->def.name,
+                sl_algorithm_name(rs->def.rule.algorithm));
+        return;
+    }
+    topk_item_t items[WATCH_TOP_MAX];
+    size_t got = 0;
+    int64_t units = engine_rule_holders(rs, sl_now_ns(), items, (size_t)n, &got);
+    buf_t body = {0};
+    buf_add_str(&body, "{\"rule\":");
+    json_write_text(&body, rs->def.name, strlen(rs->def.name));
+    buf_add_str(&body, ",\"limit\":");
+    json_write_u64(&body, (uint64_t)rs->def.rule.limit);
+    buf_add_str(&body, ",\"in_flight\":");
+    if (units >= 0) {
+        json_write_u64(&body, (uint64_t)units);
+    } else {
+        buf_add_str(&body, "null");
+    }
+    buf_add_str(&body, ",\"keys\":[");
+    for (size_t i = 0; i < got; i++) {
+        const topk_item_t *it = &items[i];
+        size_t klen = it->key_len < TOPK_KEY_INLINE ? it->key_len : TOPK_KEY_INLINE;
+        buf_add_str(&body, i > 0 ? ",{" : "{");
+        json_write_key(&body, it->key, klen);
+        if (it->key_len > TOPK_KEY_INLINE) {
+            buf_add_str(&body, ",\"truncated\":true");
+        }
+        buf_add_str(&body, ",\"units\":");
+        json_write_u64(&body, it->count);
+        buf_add_str(&body, "}");
     }
     buf_add_str(&body, "]}");
     reply_json(x, &body);

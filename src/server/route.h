@@ -96,6 +96,7 @@ bool route_admin_ok(route_ctx_t *x);
 
 /* http_stats.c */
 void route_top(route_ctx_t *x);          /* GET /v1/rules/{name}/top */
+void route_holders(route_ctx_t *x);      /* GET /v1/rules/{name}/holders */
 void route_stats(route_ctx_t *x);        /* GET /v1/stats */
 void route_stats_stream(route_ctx_t *x); /* GET /v1/stats/stream */
 

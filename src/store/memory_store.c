@@ -312,26 +312,43 @@ static void mem_rule_stats(store_rule_t *r, sl_table_stats_t *out)
 typedef struct in_flight_ctx {
     const sl_rule_t *rule;
     int64_t now_ns, units;
+    topk_item_t *top; /* [n]: the keys holding most so far, most first */
+    size_t n, got;
 } in_flight_ctx_t;
+
+/* Puts (key, units) among the keys holding most, if it is one of them (an insertion into x->top,
+ * most first; n is at most a top's few dozen entries). */
+static void in_flight_top(in_flight_ctx_t *x, const void *key, size_t key_len, int64_t units)
+{
+    if (x->n == 0 || units <= 0 || (x->got == x->n && (int64_t)x->top[x->n - 1].count >= units))
+        return;
+    size_t i = x->got < x->n ? x->got++ : x->n - 1;
+    for (; i > 0 && (int64_t)x->top[i - 1].count < units; i--)
+        x->top[i] = x->top[i - 1];
+    topk_item_t *it = &x->top[i];
+    *it = (topk_item_t){.count = (uint64_t)units, .key_len = (uint32_t)key_len};
+    memcpy(it->key, key, key_len < TOPK_KEY_INLINE ? key_len : TOPK_KEY_INLINE);
+}
 
 static int in_flight_entry(void *arg, const void *key, size_t key_len, const void *state,
                            size_t state_size)
 {
-    (void)key;
-    (void)key_len;
     (void)state_size;
     in_flight_ctx_t *x = arg;
-    x->units += sl_in_flight(x->rule, state, x->now_ns);
+    int64_t units = sl_in_flight(x->rule, state, x->now_ns);
+    x->units += units;
+    in_flight_top(x, key, key_len, units);
     return 0;
 }
 
-static int64_t mem_rule_in_flight(store_rule_t *r, int64_t now_ns)
+static int64_t mem_rule_in_flight(store_rule_t *r, int64_t now_ns, topk_item_t *top, size_t n,
+                                  size_t *got)
 {
     sl_table_t *stack[TABLES_STACK];
-    size_t n;
-    sl_table_t **list = tables_list(r, NULL, true, stack, &n);
-    in_flight_ctx_t x = {.now_ns = now_ns};
-    for (size_t i = 0; list != NULL && i < n; i++) {
+    size_t ntables;
+    sl_table_t **list = tables_list(r, NULL, true, stack, &ntables);
+    in_flight_ctx_t x = {.now_ns = now_ns, .top = top, .n = top != NULL ? n : 0};
+    for (size_t i = 0; list != NULL && i < ntables; i++) {
         x.rule = sl_table_rule(list[i]);
         if (sl_rule_holds(x.rule)) {
             sl_table_foreach(list[i], in_flight_entry, &x);
@@ -339,6 +356,9 @@ static int64_t mem_rule_in_flight(store_rule_t *r, int64_t now_ns)
     }
     if (list != stack) {
         free(list);
+    }
+    if (got != NULL) {
+        *got = x.got;
     }
     return x.units;
 }

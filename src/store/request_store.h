@@ -50,6 +50,7 @@
 
 #include <uv.h>
 
+#include "core/topk.h"
 #include "sluice/sluice.h"
 #include "store/snapshot.h"
 
@@ -247,8 +248,11 @@ struct request_store_ops {
     /* Keys, bytes, ... of the rule's data (NULL: all zero). */
     void (*rule_stats)(store_rule_t *r, sl_table_stats_t *out);
     /* Units the live holds of the rule's keys hold at now_ns, over every numbers' table (a walk
-     * of the keys: for metrics). NULL: not known here (a remote store). */
-    int64_t (*rule_in_flight)(store_rule_t *r, int64_t now_ns);
+     * of the keys: for metrics and the console), and when n > 0 the n keys holding most, in
+     * top[0..*got), most first (count: units, error 0; a key in two tables counts twice). NULL:
+     * not known here (a remote store). */
+    int64_t (*rule_in_flight)(store_rule_t *r, int64_t now_ns, topk_item_t *top, size_t n,
+                              size_t *got);
 
     /* The handle of an override's numbers for rule r (created on first use): 0 with *handle
      * (NULL when the numbers are enough), -1 when out of memory. NULL: no handles. */

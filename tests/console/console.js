@@ -2,7 +2,7 @@
 // puppeteer-core. Run by tests/integration/test_console.sh, which starts the servers and passes:
 //
 //   CHROMIUM        the browser executable
-//   SLUICE_HTTP     HTTP port of a sluiced with no admin token (rules api, burst)
+//   SLUICE_HTTP     HTTP port of a sluiced with no admin token (rules api, burst, web, jobs)
 //   SLUICE_RESP     its RESP port
 //   SLUICE_T_HTTP   HTTP port of a sluiced with the admin token SLUICE_TOKEN
 //   SLUICE_SHOTS    directory for the pages' screenshots
@@ -249,6 +249,68 @@ async function inspectorExhausted(browser) {
   check("inspector-fresh-allowed", (await page.$eval("#peek-result", (el) => el.dataset.verdict)) ===
     "allowed" && (await textOf(page, "#peek-remaining")) === "5", await textOf(page, "#peek-result"));
   check("inspector-exhausted-no-console-error", page.errors.length === 0, page.errors.join(" | "));
+  await page.close();
+}
+
+// An in-flight rule's page: after the test holds a known number of units over RESP (3 on
+// "alice", 2 on "bob", 1 on "carol"), the card says 6 are held, its chart's last point is 6, and
+// the keys holding most are alice, bob, carol with 3, 2, 1; a release of alice's hold shows as 3
+// held and alice gone. A rule that holds nothing has no such card.
+async function inflight(browser) {
+  const held = [["alice", 3], ["bob", 2], ["carol", 1]];
+  const ids = {};
+  for (const [key, cost] of held) {
+    const r = resp("SL.ACQUIRE", "jobs", key, "COST", String(cost));
+    ids[key] = r[5];
+    check("inflight-acquire-" + key, r[0] === "1" && Number(r[5]) > 0, JSON.stringify(r));
+  }
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/rule/jobs", {waitUntil: "load"});
+  const shows = async (name, units, keys) => {
+    try {
+      await page.waitForFunction((units, keys) => {
+        const now = document.getElementById("inflight-now");
+        const chart = document.getElementById("inflight-chart");
+        const last = chart && chart.dataset.last ? JSON.parse(chart.dataset.last) : null;
+        const rows = [...document.querySelectorAll("#holders tbody tr")].map((r) =>
+          [r.children[1].textContent, Number(r.dataset.units)]);
+        return now && Number(now.dataset.units) === units && last && last.in_flight === units &&
+          JSON.stringify(rows) === JSON.stringify(keys);
+      }, WAIT, units, keys);
+      check(name, true);
+    } catch (e) {
+      const seen = await page.evaluate(() => ({
+        now: document.getElementById("inflight-now") &&
+          document.getElementById("inflight-now").textContent,
+        last: document.getElementById("inflight-chart") &&
+          document.getElementById("inflight-chart").dataset.last,
+        rows: [...document.querySelectorAll("#holders tbody tr")].map((r) => r.textContent),
+      }));
+      check(name, false, JSON.stringify(seen));
+    }
+  };
+  await shows("inflight-shows-held", 6, [["alice", 3], ["bob", 2], ["carol", 1]]);
+  const text = await textOf(page, "#inflight-now");
+  check("inflight-text", text === "now: 6 units held (at most 5 per key)", text);
+  try { // a few points drawn, for the screenshot: the plot's sum is 6 a point
+    await page.waitForFunction(() => {
+      const t = document.getElementById("inflight-chart").dataset.totals;
+      return t && JSON.parse(t).in_flight >= 18;
+    }, WAIT);
+  } catch (e) {
+    check("inflight-points", false, "the chart drew fewer than 3 points");
+  }
+  await (await page.$("#inflight")).screenshot({path: path.join(SHOTS, "inflight.png")});
+  check("inflight-release", resp("SL.RELEASE", "jobs", "alice", ids.alice)[0] === "OK");
+  await shows("inflight-shows-release", 3, [["bob", 2], ["carol", 1]]);
+  for (const key of ["bob", "carol"]) resp("SL.RELEASE", "jobs", key, ids[key]);
+  await shows("inflight-shows-none", 0, []);
+  check("inflight-no-console-error", page.errors.length === 0, page.errors.join(" | "));
+  await page.goto("about:blank");
+  await page.goto(BASE + "#/rule/burst", {waitUntil: "load"});
+  await page.waitForSelector("#rule-facts dd", WAIT);
+  await page.waitForSelector("#top-decisions p.muted", WAIT);
+  check("inflight-not-for-other-rules", (await page.$("#inflight")) === null);
   await page.close();
 }
 
@@ -678,7 +740,7 @@ async function main() {
     protocolTimeout: 60000,
   });
   try {
-    for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, badHash,
+    for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, inflight, badHash,
       editor, formsFromTable, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
       try {
         await step(browser);

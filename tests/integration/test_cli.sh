@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_cli.sh - `sluice check | settle | rules | overrides | info` against a real sluiced: outputs
+# test_cli.sh - `sluice check | settle | acquire | release | rules | overrides | info` against a
+# real sluiced: outputs
 # (text and --json), exit codes (docs/cli.md: 0 ok/allowed, 1 denied/absent/unreadable FILE,
 # 2 usage, 3 server error, 4 cannot connect or timed out), server errors printed as sent, the
 # connection options before and after the command, $SLUICE_PASSWORD.
@@ -150,12 +151,14 @@ run --help
 check "--help lists the commands" expect 0 "usage: sluice .*
   check .*
   settle .*
+  acquire .*
+  release .*
   rules .*
   overrides .*
   info .*" ""
 run -h
 check "-h alone is still help" expect 0 "usage: sluice .*" ""
-for cmd in check settle rules overrides info; do
+for cmd in check settle acquire release rules overrides info; do
     run help "$cmd"
     check "help $cmd" expect 0 "usage: sluice \[OPTIONS\] $cmd.*Exit status.*" ""
 done
@@ -306,6 +309,69 @@ run "${P[@]}" check tokens u44 --peek
 check "usage errors send nothing: u44 still has 990" expect 0 "allowed limit=1000 remaining=990 .*" ""
 run "${P[@]}" rules del tokens
 check "rules del tokens" expect 0 "deleted" ""
+
+# ---- acquire, release ----------------------------------------------------------------------
+
+# jobs: two units held at once per key
+run "${P[@]}" rules set jobs '{"algorithm":"concurrency","limit":2,"hold_timeout":"1h"}'
+check "rules set jobs" expect 0 "OK" ""
+run "${P[@]}" acquire jobs w1
+check "acquire 1: held, a hold id" expect 0 \
+    "allowed limit=2 remaining=1 retry_after_ms=0 reset_after_ms=$N hold_id=[1-9][0-9]*" ""
+H1=${OUT##*hold_id=}
+run acquire jobs w1 --json "${P[@]}"
+check "acquire 2 --json, options after the arguments: held" expect 0 '\{"allowed":true,.*\}' ""
+check "acquire JSON fields" json_is 'v["remaining"] == 0 and v["hold_id"] > 0 and list(v) == ["allowed","limit","remaining","retry_after_ms","reset_after_ms","hold_id"]'
+H2=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["hold_id"])' <"$TMP/out")
+check "two different hold ids" test "$H1" != "$H2"
+run "${P[@]}" acquire jobs w1
+check "acquire 3: refused, no hold, exit 1" expect 1 \
+    "denied limit=2 remaining=0 retry_after_ms=$N reset_after_ms=$N hold_id=0" ""
+run "${P[@]}" release jobs w1 "$H1"
+check "release hold 1" expect 0 "released" ""
+run "${P[@]}" check jobs w1 --peek
+check "the release freed exactly one unit" expect 0 "allowed limit=2 remaining=1 .*" ""
+run "${P[@]}" release jobs w1 "$H1"
+check "release hold 1 again: no such hold, exit 1" expect 1 "" \
+    "sluice: ERR no such hold: the key holds no live hold of that id \(expired, released before, or never made\); nothing changed"
+run "${P[@]}" --json release jobs w1 "$H1"
+check "release --json of no such hold: exit 1" expect 1 '\{"released":false\}' ""
+run "${P[@]}" check jobs w1 --peek
+check "... which freed nothing" expect 0 "allowed limit=2 remaining=1 .*" ""
+run "${P[@]}" --json release jobs w1 "$H2"
+check "release --json" expect 0 '\{"released":true\}' ""
+run "${P[@]}" acquire jobs w2 --cost 2 --hold-timeout 100ms
+check "acquire 2 units for 100ms" expect 0 "allowed limit=2 remaining=0 .* hold_id=[1-9][0-9]*" ""
+H3=${OUT##*hold_id=}
+# the hold expires: poll the key (bounded by poll's seconds), assert nothing about how soon
+check "the short hold expires and frees its units" poll 20 \
+    bash -c '"$0" "$@" check jobs w2 --peek | grep -q "remaining=2 "' "$SLUICE" "${P[@]}"
+run "${P[@]}" release jobs w2 "$H3"
+check "release of the expired hold: no such hold, exit 1" expect 1 "" "sluice: ERR no such hold: .*"
+run "${P[@]}" acquire jobs w3 --cost 3
+check "acquire above the limit: the server's error, exit 3" expect 3 "" "sluice: ERR .*"
+run "${P[@]}" acquire jobs w3 --hold-timeout 2h
+check "acquire past hold_timeout: the server's error, exit 3" expect 3 "" \
+    "sluice: ERR timeout must be within 1..3600000 ms \(rule 'jobs' hold_timeout\)"
+run "${P[@]}" acquire tight w3
+check "acquire on a rule that holds nothing: exit 3" expect 3 "" "sluice: ERR rule 'tight' holds nothing .*"
+run "${P[@]}" release tight w3 1
+check "release on a rule that holds nothing: exit 3, not 1" expect 3 "" "sluice: ERR rule 'tight' holds nothing .*"
+run "${P[@]}" acquire jobs w3 --hold-timeout 30
+check "acquire: --hold-timeout without a unit" expect 2 "" \
+    "sluice: --hold-timeout: must be a duration of whole milliseconds, at least 1ms \(250ms, 30s, 1m30s\), got '30'.*"
+run "${P[@]}" release jobs w3 -4
+check "release: a negative ID" expect 2 "" "sluice: release: ID must be a non-negative integer, got '-4'.*"
+run "${P[@]}" release jobs w3
+check "release without an ID" expect 2 "" "sluice: release: expected RULE KEY ID, got 2 arguments.*"
+run "${P[@]}" acquire jobs
+check "acquire without a KEY" expect 2 "" "sluice: acquire: expected RULE KEY.*"
+run "${P[@]}" check jobs w3 --peek
+check "usage and server errors held nothing on w3" expect 0 "allowed limit=2 remaining=2 .*" ""
+run -p "$DEAD" -a s3cret acquire jobs w3
+check "acquire: cannot connect, exit 4" expect 4 "" "sluice: cannot connect to 127.0.0.1:$DEAD: Connection refused"
+run "${P[@]}" rules del jobs
+check "rules del jobs" expect 0 "deleted" ""
 
 # ---- info ----------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
 # page loads with no console error; a burst over RESP shows as denials on the live chart and in
 # the data it plots; the key inspector says a used-up key would be refused; the hammered key
 # heads the top keys; a key "<script>alert(1)</script>" renders as text; a malformed hash shows
-# the overview; a rule created and changed in the editor is in force over RESP; a refused value
+# the overview; an in-flight rule's page shows the units a test holds over RESP, on its chart and
+# by key, and a release; a rule created and changed in the editor is in force over RESP; a refused value
 # is shown at its field; a new rule of a name in use asks before replacing it; without the admin
 # token a server that has one refuses a change, and the page says so; entering the token keeps
 # the form as typed; the replay page gives the counts of `sluice replay --summary`, and with the
@@ -47,6 +48,10 @@ rules:
     algorithm: sliding_log
     limit: 30
     window: 1h
+  - name: jobs
+    algorithm: concurrency
+    limit: 5
+    hold_timeout: 1h
 YAML
 start_sluiced open --rules "$TMP/rules.yaml" --config-store "$TMP/open.db" --snapshot "" || {
     cat "$TMP/open.log"
@@ -95,7 +100,7 @@ check "the console's changes logged with it as the client" grep -q \
 check "the console's delete logged" grep -q \
     "INFO rule 'edited' deleted by HTTP 127.0.0.1:[0-9]*, no token, client 'console'" "$TMP/open.log"
 stop_bg attack TERM
-for page in overview rule rules replay replay-stopped; do
+for page in overview rule inflight rules replay replay-stopped; do
     check "screenshot-$page" test -s "$SHOTS/$page.png"
 done
 

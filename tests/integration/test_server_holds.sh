@@ -5,7 +5,8 @@
 # release (0, another key's, a made-up one), TIMEOUT (shorter holds, bounds), a key with an
 # override (its limit), a blocked key, a shadow rule (allowed, no hold), the errors of every bad
 # argument (nothing changes), a hold kept by a snapshot across a restart and released after it,
-# the metrics (in flight, holds expired, releases refused). sluice.so's own SL.ACQUIRE and
+# the metrics (in flight, holds expired, releases refused) and GET /v1/rules/{name}/holders (the
+# same walk: its total is the metric, its keys sorted, its errors). sluice.so's own SL.ACQUIRE and
 # SL.RELEASE (the key's expiry set, a release once, the errors). sluiced over Redis refuses an
 # acquire with a clear error until the Redis store sends them.
 set -u
@@ -111,6 +112,21 @@ check metric-refused-expired matches "$metrics" \
     $'sluice_hold_releases_refused_total\\{rule="short"\\} 1\n'
 check metric-refused-event matches "$metrics" 'sluice_releases_refused_total [1-9]'
 check metric-no-gcra lacks "$metrics" 'sluice_in_flight\{rule="api"'
+# the console's view of the same walk: GET /v1/rules/{name}/holders
+H="http://127.0.0.1:$HTTP_PORT/v1/rules"
+json_ok() { python3 -c 'import json,sys; v = json.loads(sys.argv[1]); sys.exit(0 if ('"$2"') else 1)' "$1" ||
+    { echo "  got '$1', fails: $2"; return 1; }; }
+check holders-as-metric json_ok "$(curl -s -m 5 "$H/conn/holders?n=100")" \
+    'v["rule"] == "conn" and v["limit"] == 3 and v["in_flight"] == 5 and sum(k["units"] for k in v["keys"]) == 5 and [k["units"] for k in v["keys"]] == sorted([k["units"] for k in v["keys"]], reverse=True)'
+check holders-n json_ok "$(curl -s -m 5 "$H/conn/holders?n=1")" \
+    'len(v["keys"]) == 1 and v["keys"][0]["units"] == max(k["units"] for k in '"$(curl -s -m 5 "$H/conn/holders?n=100")"'["keys"])'
+check holders-not-held matches "$(curl -s -m 5 -w ' %{http_code}' "$H/api/holders")" \
+    "holds nothing: its algorithm, gcra, holds no units.* 400$"
+check holders-unknown matches "$(curl -s -m 5 -w ' %{http_code}' "$H/nope/holders")" "unknown rule 'nope'.* 404$"
+for n in 0 101 x; do
+    check "holders-n-$n" matches "$(curl -s -m 5 -w ' %{http_code}' "$H/conn/holders?n=$n")" \
+        'n: must be an integer from 1 to 100.* 400$'
+done
 # a hold survives a restart from the snapshot, and its id still releases it
 held=$(sc SL.ACQUIRE conn kept COST 2)
 stop_bg s1 TERM
@@ -153,5 +169,7 @@ check redis-full matches "$(sc SL.ACQUIRE conn u COST 2)" '^0 3 1 [0-9]+ [0-9]+ 
 check redis-release matches "$(sc SL.RELEASE conn u "$(id_of "$r")")" '^OK$'
 check redis-release-again matches "$(sc SL.RELEASE conn u "$(id_of "$r")")" "$nohold"
 check redis-freed matches "$(sc SL.PEEK conn u)" '^1 3 3 0 0$'
+check redis-holders-unknown matches "$(curl -s -m 5 "http://127.0.0.1:$HTTP_PORT/v1/rules/conn/holders")" \
+    '^\{"rule":"conn","limit":3,"in_flight":null,"keys":\[\]\}$'
 stop_bg s3 TERM
 finish

@@ -2,8 +2,9 @@
  * test_client.c - libsluice-client's pure parts, no server: the over-limit cache with explicit
  * times (expiry, rounding, cost, bound and eviction order, hits), the backoff's bounds, caps
  * and distribution with fixed seeds, slc_retry_delay_ms(), the decision decoder over
- * hand-built hiredis replies (well-formed and malformed), and the wire form of the decision
- * and settle commands.
+ * hand-built hiredis replies (well-formed and malformed), the acquire's and the release's
+ * decoders (the same checks, the hold id, "no such hold" as its own code), and the wire form of
+ * the decision, settle and acquire commands.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include "client/cache.h"
 #include "client/common.h"
+#include "proto/throttle_args.h"
 #include "sluice/client.h"
 
 #define MS INT64_C(1000000) /* ns */
@@ -515,6 +517,143 @@ static void test_decode_error_reply(void **unused)
     assert_int_equal(slc_decision_from_reply(&r, NULL, NULL, 0), SLC_EINVAL);
 }
 
+/* ---- the acquire's and the release's replies ------------------------------------------------ */
+
+static int decode_acquire(const redisReply *r, slc_decision_t *d, uint64_t *id, char *err)
+{
+    return slc_acquire_from_reply(r, d, id, err, 128);
+}
+
+static void test_decode_acquire_well_formed(void **unused)
+{
+    built_t b;
+    slc_decision_t d;
+    uint64_t id = 77;
+    char err[128];
+    const long long held[] = {1, 3, 2, 0, 3600000, 281474976710654LL}; /* 2^48 - 2 */
+    assert_int_equal(decode_acquire(ints(&b, 6, held), &d, &id, err), SLC_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.limit, 3);
+    assert_int_equal(d.remaining, 2);
+    assert_int_equal(d.retry_after_ms, 0);
+    assert_int_equal(d.reset_after_ms, 3600000);
+    assert_false(d.from_cache);
+    assert_true(id == 281474976710654ULL);
+    const long long refused[] = {0, 3, 0, 1200, 3600000, 0};
+    assert_int_equal(decode_acquire(ints(&b, 6, refused), &d, &id, err), SLC_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ms, 1200);
+    assert_true(id == 0);
+    const long long never[] = {0, 3, 3, -1, 0, 0};
+    assert_int_equal(decode_acquire(ints(&b, 6, never), &d, &id, err), SLC_OK);
+    assert_int_equal(d.retry_after_ms, -1);
+    /* admitted without a hold: cost 0, or a shadow rule letting a refusal through */
+    const long long shadow[] = {1, 1, 0, 0, 10, 0};
+    id = 5;
+    assert_int_equal(decode_acquire(ints(&b, 6, shadow), &d, &id, err), SLC_OK);
+    assert_true(d.allowed && id == 0);
+}
+
+static void expect_acquire_protocol(const redisReply *r, const char *reason)
+{
+    slc_decision_t d = {.limit = 4242};
+    uint64_t id = 4242;
+    char err[128] = "";
+    assert_int_equal(decode_acquire(r, &d, &id, err), SLC_EPROTOCOL);
+    assert_int_equal(d.limit, 4242); /* untouched */
+    assert_true(id == 4242);
+    if (strstr(err, reason) == NULL)
+        fail_msg("error '%s' does not contain '%s'", err, reason);
+}
+
+/* The acquire's reply is checked by the decision's own code: every fault of a decision is one
+ * of an acquire's too, named "acquire", and the hold id is checked on top. */
+static void test_decode_acquire_malformed(void **unused)
+{
+    built_t b;
+    const long long ok[] = {1, 3, 2, 0, 10, 9, 9};
+    expect_acquire_protocol(ints(&b, 5, ok), "acquire: expected 6 elements, got 5");
+    expect_acquire_protocol(ints(&b, 7, ok), "acquire: expected 6 elements, got 7");
+    const long long two[] = {2, 3, 2, 0, 10, 9};
+    expect_acquire_protocol(ints(&b, 6, two), "acquire: allowed must be 0 or 1, got 2");
+    const long long neg_remaining[] = {1, 3, -1, 0, 10, 9};
+    expect_acquire_protocol(ints(&b, 6, neg_remaining), "acquire: remaining must be >= 0, got -1");
+    const long long allowed_never[] = {1, 3, 0, -1, 10, 9};
+    expect_acquire_protocol(ints(&b, 6, allowed_never), "retry_after_ms must be >= 0, got -1");
+    const long long neg_id[] = {1, 3, 2, 0, 10, -1};
+    expect_acquire_protocol(ints(&b, 6, neg_id), "acquire: hold_id must be >= 0, got -1");
+    const long long refused_with_id[] = {0, 3, 0, 100, 10, 9};
+    expect_acquire_protocol(ints(&b, 6, refused_with_id),
+                            "acquire: a refusal holds nothing, hold_id must be 0, got 9");
+    ints(&b, 6, ok);
+    b.items[5].type = REDIS_REPLY_STRING;
+    b.items[5].str = "9";
+    b.items[5].len = 1;
+    expect_acquire_protocol(&b.top, "acquire: hold_id must be an integer, got a bulk string");
+    ints(&b, 6, ok);
+    b.ptrs[5] = NULL;
+    expect_acquire_protocol(&b.top, "hold_id must be an integer, got nothing");
+    redisReply nil = {.type = REDIS_REPLY_NIL};
+    expect_acquire_protocol(&nil, "acquire: expected an array of 6 integers, got nil");
+    /* a decision's reply is not an acquire's, nor the other way round */
+    slc_decision_t d;
+    char err[128];
+    assert_int_equal(decode(ints(&b, 6, ok), &d, err), SLC_EPROTOCOL);
+    assert_string_equal(err, "decision: expected 5 elements, got 6");
+}
+
+static void test_decode_acquire_error_reply(void **unused)
+{
+    char text[] = "ERR rule 'api' holds nothing to acquire or release";
+    redisReply r = {.type = REDIS_REPLY_ERROR, .str = text, .len = strlen(text)};
+    slc_decision_t d = {.limit = 1};
+    uint64_t id = 3;
+    char err[128];
+    assert_int_equal(decode_acquire(&r, &d, &id, err), SLC_ESERVER);
+    assert_string_equal(err, text);
+    assert_true(d.limit == 1 && id == 3);
+    built_t b;
+    const long long ok[] = {1, 3, 2, 0, 10, 9};
+    assert_int_equal(slc_acquire_from_reply(NULL, &d, &id, NULL, 0), SLC_EINVAL);
+    assert_int_equal(slc_acquire_from_reply(ints(&b, 6, ok), NULL, &id, NULL, 0), SLC_EINVAL);
+    assert_int_equal(slc_acquire_from_reply(ints(&b, 6, ok), &d, NULL, NULL, 0), SLC_EINVAL);
+    assert_true(d.limit == 1 && id == 3);
+}
+
+static void test_decode_release(void **unused)
+{
+    char err[128] = "stale";
+    redisReply ok = {.type = REDIS_REPLY_STATUS, .str = "OK", .len = 2};
+    assert_int_equal(slc_release_from_reply(&ok, err, sizeof err), SLC_OK);
+    assert_string_equal(err, "");
+    /* the text every server writes (sluiced, sluice.so, the Lua scripts share it) */
+    char no_hold[] = "ERR " THROTTLE_NO_HOLD;
+    redisReply gone = {.type = REDIS_REPLY_ERROR, .str = no_hold, .len = strlen(no_hold)};
+    assert_int_equal(slc_release_from_reply(&gone, err, sizeof err), SLC_ENOHOLD);
+    assert_string_equal(err, no_hold);
+    assert_true(common_is_no_hold(no_hold, strlen(no_hold)));
+    char other[] = "ERR unknown rule 'x'";
+    redisReply unknown = {.type = REDIS_REPLY_ERROR, .str = other, .len = strlen(other)};
+    assert_int_equal(slc_release_from_reply(&unknown, err, sizeof err), SLC_ESERVER);
+    assert_string_equal(err, other);
+    /* a prefix cut short, or the words elsewhere, is another error */
+    char cut[] = "ERR no such hol";
+    redisReply short_text = {.type = REDIS_REPLY_ERROR, .str = cut, .len = strlen(cut)};
+    assert_int_equal(slc_release_from_reply(&short_text, err, sizeof err), SLC_ESERVER);
+    char inside[] = "ERR rule 'no such hold:'";
+    redisReply quoted = {.type = REDIS_REPLY_ERROR, .str = inside, .len = strlen(inside)};
+    assert_int_equal(slc_release_from_reply(&quoted, err, sizeof err), SLC_ESERVER);
+    redisReply queued = {.type = REDIS_REPLY_STATUS, .str = "QUEUED", .len = 6};
+    assert_int_equal(slc_release_from_reply(&queued, err, sizeof err), SLC_EPROTOCOL);
+    assert_string_equal(err, "release: expected the status OK, got another status");
+    redisReply one = {.type = REDIS_REPLY_INTEGER, .integer = 1};
+    assert_int_equal(slc_release_from_reply(&one, err, sizeof err), SLC_EPROTOCOL);
+    assert_string_equal(err, "release: expected the status OK, got an integer");
+    redisReply nil = {.type = REDIS_REPLY_NIL};
+    assert_int_equal(slc_release_from_reply(&nil, NULL, 0), SLC_EPROTOCOL);
+    assert_int_equal(slc_release_from_reply(NULL, NULL, 0), SLC_EINVAL);
+}
+
 /* ---- the commands on the wire ---------------------------------------------------------------- */
 
 /* argv[0..argc) joined by '|', each length checked */
@@ -568,6 +707,35 @@ static void test_settle_argv(void **unused)
                        "9223372036854775807");
 }
 
+static void expect_acquire_argv(int64_t cost, int64_t timeout_ms, const char *want)
+{
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_acquire_argv("jobs", "u 42", cost, timeout_ms, argv, lens, nums);
+    expect_joined(argc, argv, lens, want);
+}
+
+static void test_acquire_argv(void **unused)
+{
+    expect_acquire_argv(1, 0, "SL.ACQUIRE|jobs|u 42");
+    expect_acquire_argv(3, 0, "SL.ACQUIRE|jobs|u 42|COST|3");
+    expect_acquire_argv(0, 0, "SL.ACQUIRE|jobs|u 42|COST|0");
+    expect_acquire_argv(1, 250, "SL.ACQUIRE|jobs|u 42|TIMEOUT|250");
+    expect_acquire_argv(INT64_MAX, INT64_MAX,
+                        "SL.ACQUIRE|jobs|u 42|COST|9223372036854775807|TIMEOUT|"
+                        "9223372036854775807");
+    assert_null(common_release_invalid(0));
+    assert_null(common_release_invalid((uint64_t)INT64_MAX));
+    assert_string_equal(common_release_invalid((uint64_t)INT64_MAX + 1),
+                        "hold_id must be below 2^63 (an id slc_acquire() gave)");
+    assert_null(common_acquire_invalid(0, 0));
+    assert_null(common_acquire_invalid(INT64_MAX, INT64_MAX));
+    assert_string_equal(common_acquire_invalid(-1, 0), "cost must be >= 0");
+    assert_string_equal(common_acquire_invalid(1, -1),
+                        "timeout_ms must be >= 1, or 0 for the rule's hold_timeout");
+}
+
 static void test_settle_invalid(void **unused)
 {
     assert_null(common_settle_invalid(0, 0, -1));
@@ -586,9 +754,10 @@ static void test_strerror(void **unused)
     assert_string_equal(slc_strerror(SLC_OK), "success");
     assert_string_equal(slc_strerror(SLC_ESERVER), "server error");
     assert_string_equal(slc_strerror(-1000), "unknown error");
-    int codes[] = {SLC_EIO, SLC_ESERVER, SLC_EPROTOCOL, SLC_ENOMEM, SLC_EINVAL};
-    for (size_t i = 0; i < 5; i++)
-        for (size_t j = i + 1; j < 5; j++)
+    assert_string_equal(slc_strerror(SLC_ENOHOLD), "no such hold");
+    int codes[] = {SLC_EIO, SLC_ESERVER, SLC_EPROTOCOL, SLC_ENOMEM, SLC_EINVAL, SLC_ENOHOLD};
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = i + 1; j < 6; j++)
             assert_string_not_equal(slc_strerror(codes[i]), slc_strerror(codes[j]));
 }
 
@@ -616,7 +785,12 @@ int main(void)
         cmocka_unit_test(test_decode_well_formed),
         cmocka_unit_test(test_decode_malformed),
         cmocka_unit_test(test_decode_error_reply),
+        cmocka_unit_test(test_decode_acquire_well_formed),
+        cmocka_unit_test(test_decode_acquire_malformed),
+        cmocka_unit_test(test_decode_acquire_error_reply),
+        cmocka_unit_test(test_decode_release),
         cmocka_unit_test(test_decision_argv),
+        cmocka_unit_test(test_acquire_argv),
         cmocka_unit_test(test_settle_argv),
         cmocka_unit_test(test_settle_invalid),
         cmocka_unit_test(test_strerror),

@@ -1,6 +1,7 @@
 /*
  * test_client_cli.c - the pure parts of the CLI's server commands (src/cli/remote.c):
- * connection options, a command's flags and positionals, settle's numbers, INFO text as JSON.
+ * connection options, a command's flags and positionals, settle's numbers, acquire's
+ * --hold-timeout and release's ID, INFO text as JSON.
  * Well-formed and malformed input; no server.
  */
 #include <setjmp.h>
@@ -205,6 +206,73 @@ static void test_settle_args_malformed(void **unused)
     expect_args_error(cost, 7, flags, "unknown option '--cost'");
 }
 
+static void test_acquire_release_args(void **unused)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    char err[REMOTE_ERR_MAX];
+    remote_opts_init(&o, NULL);
+    unsigned flags = REMOTE_FLAG_COST | REMOTE_FLAG_HOLD;
+    char *none[] = {"acquire", "jobs", "u1"};
+    assert_int_equal(remote_parse_args(ARGC(none), none, 1, flags, &o, &a, err, sizeof err), 0);
+    assert_int_equal(a.hold_ms, 0); /* the rule's hold_timeout */
+    assert_int_equal(a.cost, 1);
+    const char *ok[][2] = {{"250ms", "250"}, {"30s", "30000"},  {"1m30s", "90000"}, {"1ms", "1"},
+                           {"1000us", "1"},  {"2h", "7200000"}, {"1s500ms", "1500"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *v[] = {"acquire", "jobs", "u1", "--hold-timeout", (char *)ok[i][0], "--cost", "3"};
+        assert_int_equal(remote_parse_args(ARGC(v), v, 1, flags, &o, &a, err, sizeof err), 0);
+        assert_int_equal(a.hold_ms, atoll(ok[i][1]));
+        assert_int_equal(a.cost, 3);
+        assert_int_equal(a.npos, 2);
+    }
+    /* the connection's --timeout is still the connection's, beside the hold's */
+    char *both[] = {"acquire", "jobs", "u1", "--timeout", "700", "--hold-timeout", "5s"};
+    assert_int_equal(remote_parse_args(ARGC(both), both, 1, flags, &o, &a, err, sizeof err), 0);
+    assert_int_equal(o.timeout_ms, 700);
+    assert_int_equal(a.hold_ms, 5000);
+
+    uint64_t id = 42;
+    assert_int_equal(remote_hold_id("0", &id, err, sizeof err), 0);
+    assert_true(id == 0);
+    assert_int_equal(remote_hold_id("281474976710654", &id, err, sizeof err), 0);
+    assert_true(id == 281474976710654ULL);
+    assert_int_equal(remote_hold_id("9223372036854775807", &id, err, sizeof err), 0);
+    assert_true(id == INT64_MAX);
+}
+
+static void test_acquire_release_args_malformed(void **unused)
+{
+    unsigned flags = REMOTE_FLAG_COST | REMOTE_FLAG_HOLD;
+    const char *bad[] = {"", "30", "1500us", "0ms", "-1s", "1.5s", "1 s", "99999999999h", "soon"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *v[] = {"acquire", "jobs", "u1", "--hold-timeout", (char *)bad[i]};
+        char want[REMOTE_ERR_MAX];
+        snprintf(want, sizeof want,
+                 "--hold-timeout: must be a duration of whole milliseconds, at least 1ms (250ms, "
+                 "30s, 1m30s), got '%s'",
+                 bad[i]);
+        expect_args_error(v, ARGC(v), flags, want);
+    }
+    char *missing[] = {"acquire", "jobs", "u1", "--hold-timeout"};
+    expect_args_error(missing, ARGC(missing), flags, "option '--hold-timeout' needs a value");
+    char *not_check[] = {"check", "jobs", "u1", "--hold-timeout", "1s"};
+    expect_args_error(not_check, ARGC(not_check), REMOTE_FLAG_COST | REMOTE_FLAG_PEEK,
+                      "unknown option '--hold-timeout'");
+
+    char err[REMOTE_ERR_MAX];
+    const char *ids[] = {
+        "-1", "", "x", "1.0", " 1", "+1", "0x10", "9223372036854775808", "18446744073709551615"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint64_t id = 42;
+        assert_int_equal(remote_hold_id(ids[i], &id, err, sizeof err), -1);
+        assert_true(id == 42); /* untouched */
+        char want[REMOTE_ERR_MAX];
+        snprintf(want, sizeof want, "release: ID must be a non-negative integer, got '%s'", ids[i]);
+        assert_string_equal(err, want);
+    }
+}
+
 static void test_info_json(void **unused)
 {
     const char text[] = "# Server\r\nsluice_version:0.1.0\r\ntcp_port:6390\r\n\r\n"
@@ -250,11 +318,17 @@ static void test_info_json_edges(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_env),         cmocka_unit_test(test_global_options),
-        cmocka_unit_test(test_global_options_malformed), cmocka_unit_test(test_parse_args),
-        cmocka_unit_test(test_parse_args_malformed),     cmocka_unit_test(test_info_json),
-        cmocka_unit_test(test_info_json_edges),          cmocka_unit_test(test_settle_args),
+        cmocka_unit_test(test_defaults_and_env),
+        cmocka_unit_test(test_global_options),
+        cmocka_unit_test(test_global_options_malformed),
+        cmocka_unit_test(test_parse_args),
+        cmocka_unit_test(test_parse_args_malformed),
+        cmocka_unit_test(test_info_json),
+        cmocka_unit_test(test_info_json_edges),
+        cmocka_unit_test(test_settle_args),
         cmocka_unit_test(test_settle_args_malformed),
+        cmocka_unit_test(test_acquire_release_args),
+        cmocka_unit_test(test_acquire_release_args_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,6 +73,76 @@ static int store_decide(request_store_t *s, store_rule_t *r, void *handle, const
     return s->ops->decide(s, NULL, &tg, req, now_ns, d, never_called, NULL);
 }
 
+static int by_units_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Seeded holds on many keys of an in-flight rule: rule_in_flight's total is their sum, and its
+ * top n the n largest per-key units, most first, each naming a key that holds that much (a key
+ * of more than 64 bytes named by its first 64, its length whole). */
+static void test_memory_in_flight_top(void **unused)
+{
+    (void)unused;
+    enum { KEYS = 60, LIMIT = 8 };
+    prng_t g = {prop_seed() ^ 0x1f11};
+    for (int round = 0; round < 20; round++) {
+        sl_rule_t rule;
+        assert_int_equal(sl_rule_init(&rule, SL_CONCURRENCY, LIMIT, 3600 * NS_PER_SEC), SL_OK);
+        request_store_t *s = memory_open();
+        store_rule_t *r = NULL;
+        assert_int_equal(s->ops->rule_new(s, &rule, &r), 0);
+        int64_t units[KEYS] = {0}, sorted[KEYS], sum = 0;
+        char keys[KEYS][96];
+        for (int k = 0; k < KEYS; k++) {
+            int pad = prng_chance(&g, 10) ? 80 : 0; /* some keys longer than a top keeps */
+            snprintf(keys[k], sizeof keys[k], "%0*d", pad > 0 ? pad : 1, k);
+            for (int64_t left = prng_range(&g, 0, LIMIT); left > 0;) {
+                sl_hold_t hold;
+                store_request_t req = {
+                    .cost = prng_range(&g, 1, left), .hold_op = STORE_HOLD_ACQUIRE, .hold = &hold};
+                sl_decision_t d;
+                assert_int_equal(store_decide(s, r, NULL, &rule, keys[k], &req, t0_ns, &d), SL_OK);
+                assert_true(d.allowed);
+                units[k] += req.cost;
+                left -= req.cost;
+            }
+            sum += units[k];
+        }
+        memcpy(sorted, units, sizeof units);
+        qsort(sorted, KEYS, sizeof sorted[0], by_units_desc);
+        size_t holding = 0;
+        while (holding < KEYS && sorted[holding] > 0)
+            holding++;
+        const size_t ns[] = {1, 5, 10, 100};
+        for (size_t t = 0; t < 4; t++) {
+            topk_item_t top[100];
+            size_t got = 999;
+            assert_int_equal(s->ops->rule_in_flight(r, t0_ns + NS_PER_SEC, top, ns[t], &got), sum);
+            assert_int_equal(got, ns[t] < holding ? ns[t] : holding);
+            for (size_t i = 0; i < got; i++) {
+                assert_int_equal((int64_t)top[i].count, sorted[i]);
+                assert_int_equal(top[i].error, 0);
+                int k = -1;
+                for (int j = 0; j < KEYS && k < 0; j++)
+                    if (top[i].key_len == strlen(keys[j]) &&
+                        memcmp(top[i].key, keys[j],
+                               top[i].key_len < TOPK_KEY_INLINE ? top[i].key_len
+                                                                : TOPK_KEY_INLINE) == 0 &&
+                        (top[i].key_len <= TOPK_KEY_INLINE || units[j] == sorted[i]))
+                        k = j;
+                assert_true(k >= 0);
+                assert_int_equal(units[k], sorted[i]);
+            }
+        }
+        /* no top asked: the total alone, as /metrics asks */
+        assert_int_equal(s->ops->rule_in_flight(r, t0_ns, NULL, 0, NULL), sum);
+        s->ops->rule_free(r);
+        request_store_close(s);
+    }
+}
+
 /* Seeded random decisions, peeks and settles, through the table of functions and on a table of
  * the same numbers: the same answers, every one at once. */
 static void test_memory_store_decides_as_a_table(void **unused)
@@ -415,6 +485,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_store_decides_as_a_table),
         cmocka_unit_test(test_memory_decide_all_is_all_or_nothing),
+        cmocka_unit_test(test_memory_in_flight_top),
         cmocka_unit_test(test_memory_override_handles),
         cmocka_unit_test(test_memory_cold_start),
         cmocka_unit_test(test_engine_gets_the_stores_decisions),

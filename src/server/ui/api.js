@@ -73,6 +73,7 @@ export const enc = encodeURIComponent;
 
 export const api = {
   stats: (seconds) => call("GET", "/v1/stats" + (seconds ? "?seconds=" + seconds : "")),
+  holders: (rule, n) => call("GET", "/v1/rules/" + enc(rule) + "/holders?n=" + (n || 10)),
   top: (rule, by, n) => call("GET", "/v1/rules/" + enc(rule) + "/top?n=" + (n || 10) + "&by=" + by),
   peek: (rule, key) => call("POST", "/v1/allow", {rule, key, cost: 0}),
   rules: () => call("GET", "/v1/rules"),

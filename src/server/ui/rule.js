@@ -1,11 +1,13 @@
-// rule.js - #/rule/<name> : one rule's numbers and rates, its top keys by decisions and by
-// denials over the last minute, and a key inspector that peeks a key (cost 0: nothing used) and
+// rule.js - #/rule/<name> : one rule's numbers and rates, for a rule whose algorithm holds
+// units its units in flight and the keys holding most (inflight.js), its top keys by decisions
+// and by denials over the last minute, and a key inspector that peeks a key (cost 0: nothing used) and
 // says whether a request of cost 1 would be allowed now.
 import {api} from "./api.js";
 import {timeChart} from "./chart.js";
 import {h, fill, num, duration} from "./dom.js";
 import {ruleTags, sumsLine, chartData, rangePicker} from "./overview.js";
 import {follow, lastSums} from "./stats.js";
+import {inflightCard} from "./inflight.js";
 
 const TOP_EVERY_MS = 2000; // how often the top keys are asked again
 
@@ -92,11 +94,15 @@ export function mount(root, name) {
   let latest = null;
   const range = rangePicker((seconds) => {
     if (chart && latest) chart.update(chartData(latest, seconds));
+    inflight.redraw();
   });
+  const inflight = inflightCard(name, () => range.seconds());
+  const inflightSlot = h("div", {});
   fill(root,
     h("p", {}, h("a", {href: "#/"}, "← overview")),
     h("div", {class: "titlebar"}, h("h1", {id: "rule-name"}, name), range.el),
     h("section", {class: "card"}, head, facts, sums, chartEl),
+    inflightSlot,
     h("div", {class: "cols"},
       h("section", {class: "card", id: "top-decisions"}, h("h2", {}, "Top keys by decisions"),
         byDecisions.status, byDecisions.table),
@@ -115,6 +121,7 @@ export function mount(root, name) {
         return;
       }
       fill(head, ruleTags(s.info));
+      showInflight(s.info.algorithm);
       const q = lastSums(s, 900);
       fill(facts,
         h("dt", {}, "algorithm"), h("dd", {}, s.info.algorithm),
@@ -138,6 +145,26 @@ export function mount(root, name) {
     },
   });
 
+  // The in-flight card, for a rule whose algorithm holds units (sluiced's table says which).
+  async function showInflight(algorithm) {
+    let holds = false;
+    try {
+      const algs = await api.algorithms();
+      const a = algs.find((x) => x.name === algorithm);
+      holds = Boolean(a && a.capabilities && a.capabilities.includes("holds"));
+    } catch (e) {
+      holds = false;
+    }
+    if (stopped) return;
+    if (holds && !inflightSlot.firstChild) {
+      fill(inflightSlot, inflight.el);
+      inflight.start();
+    } else if (!holds && inflightSlot.firstChild) {
+      inflight.stop();
+      fill(inflightSlot);
+    }
+  }
+
   let timer = null;
   let stopped = false;
   async function refreshTop() {
@@ -155,6 +182,7 @@ export function mount(root, name) {
   return () => {
     stopped = true;
     clearTimeout(timer);
+    inflight.stop();
     stop();
     if (chart) chart.destroy();
   };
