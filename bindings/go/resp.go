@@ -81,6 +81,9 @@ func readReply(r *bufio.Reader, depth int) (Reply, error) {
 		return Reply{}, protoErr("empty line where a reply was due")
 	}
 	body := line[1:]
+	if bytes.IndexByte(body, '\r') >= 0 {
+		return Reply{}, protoErr("a CR inside a line") // nothing RESP2 sends has one
+	}
 	switch line[0] {
 	case '+':
 		return Reply{Kind: KindSimple, Str: string(body)}, nil

@@ -73,6 +73,8 @@ func TestReadReplyRejects(t *testing.T) {
 		"array over the cap": "*1048577\r\n",
 		"line over the cap":  "+" + strings.Repeat("a", MaxLineBytes+1) + "\r\n",
 		"nested too deep":    strings.Repeat("*1\r\n", MaxDepth+1) + ":1\r\n",
+		"CR in a string":     "+\r\r\n", // found by FuzzReadReply (testdata/fuzz)
+		"CR in an error":     "-ERR a\rb\r\n",
 	}
 	for name, in := range cases {
 		_, err := parseAll(t, in)
