@@ -181,6 +181,9 @@ func (c *Client) ioError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return c.ctxError(ctx.Err())
 	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return c.ctxError(context.DeadlineExceeded) // the connection's deadline fired first
+	}
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
