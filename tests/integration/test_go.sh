@@ -10,6 +10,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 need go openssl python3
+cd "$TMP" || exit 1 # sluiced writes its snapshot where it runs
 SRC=$SLUICE_SOURCE_DIR/bindings/go
 GODIR=$SLUICE_BUILD_DIR/go
 mkdir -p "$GODIR/cache" "$GODIR/path"
