@@ -30,6 +30,7 @@ The markup (README.md and docs/ follow it):
   except start, which acts where it stands:
       skip REASON            the next block is neither run nor checked; REASON is required
       file NAME              the next block's text is written to NAME in the document's directory
+                             (its directories made as needed)
       status N               commands of the next session may exit N as well as 0 (a list of
                              failures, each of which would otherwise need an `echo $?`)
       vary REGEX             in the next session's output, text matching REGEX may differ from
@@ -675,6 +676,7 @@ class Doc:
                 self.fail(block.line, "a skipped block takes no other directive")
             return True
         for _, name, _ in files:
+            os.makedirs(os.path.dirname(os.path.join(sandbox, name)), exist_ok=True)
             with open(os.path.join(sandbox, name), "w") as f:
                 f.write("\n".join(block.lines) + "\n")
         errors = []
