@@ -2,7 +2,8 @@ package sluice
 
 // middleware.go - net/http middleware over a Client: one decision per request under a named
 // rule, the key from a KeyFunc, answered as sluiced's own HTTP API answers (the IETF RateLimit
-// fields, a 429 with Retry-After and an application/problem+json body of the same shape).
+// fields, a 429 with Retry-After and an application/problem+json body of the same shape; a
+// request a max_delay rule admits after a wait is served after that wait).
 // An in-flight rule (algorithm: concurrency) acquires on the way in and releases when the
 // handler returns: after the response, also when the handler panics and when the client went
 // away mid-response (net/http cancels the request's context; the handler returns). The
@@ -153,8 +154,24 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			l.refuse(w, d)
 			return
 		}
+		if d.Allowed && d.RetryAfterMs > 0 && !waitDelay(r.Context(), d.RetryAfterMs) {
+			return // the client went away during a max_delay rule's wait: nothing to serve
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// waitDelay waits out a max_delay rule's delay before the request is served, as sluiced's
+// /v1/auth holds back its answer; false when ctx ended first.
+func waitDelay(ctx context.Context, delayMs int64) bool {
+	t := time.NewTimer(msDur(delayMs))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (l *Limiter) keyOf(r *http.Request) (string, error) {

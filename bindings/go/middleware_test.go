@@ -5,6 +5,8 @@ package sluice
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +15,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -260,5 +263,80 @@ func TestStructuredFieldStrings(t *testing.T) {
 		if got, err := parseRuleDuration(in); err != nil || got != want {
 			t.Errorf("parseRuleDuration(%q) = %v %v", in, got, err)
 		}
+	}
+}
+
+// A max_delay rule admits a request past its capacity after a wait (an hour here): the
+// middleware holds the request back for it. Once sluiced has charged the delayed request (the
+// key's reset time grew by an interval), the client gives up: the handler never ran for it.
+func TestMiddlewareWaitsOutAMaxDelay(t *testing.T) {
+	c := newClient(t, Options{})
+	var served atomic.Int64
+	key := runID + "d1"
+	lim := &Limiter{Client: c, Rule: "go-mw-delay", Key: WithPrefix(runID, KeyHeader("X-User"))}
+	srv := serve(t, lim.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+	})))
+	var before Decision
+	for i := 0; i < 5; i++ { // the requests within the capacity, served at once
+		if r, _ := get(t, srv.URL, "d1"); r.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, r.StatusCode)
+		}
+		var err error
+		if before, err = c.Peek(bg(t), "go-mw-delay", key); err != nil || before.Remaining == 0 {
+			break
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	req.Header.Set("X-User", "d1")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	charged := poll(func() bool {
+		d, err := c.Peek(bg(t), "go-mw-delay", key)
+		return err == nil && d.ResetAfterMs > before.ResetAfterMs+1800*1000
+	})
+	cancel()
+	if err := <-done; !charged || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the delayed request: charged %v, ended with %v", charged, err)
+	}
+	if served.Load() != before.Limit {
+		t.Fatalf("served %d, want the capacity %d (the delayed request not at all)", served.Load(), before.Limit)
+	}
+}
+
+// KeyIP cuts addresses to their networks; a peer that is not an IP address is an error.
+func TestKeyIP(t *testing.T) {
+	cases := []struct {
+		remote string
+		v4, v6 int
+		want   string
+	}{
+		{"192.0.2.77:5000", 32, 128, "192.0.2.77"},
+		{"192.0.2.77:5000", 24, 64, "192.0.2.0"},
+		{"[2001:db8:1:2:3:4:5:6]:443", 24, 64, "2001:db8:1:2::"},
+		{"[2001:db8::1]:443", 0, 0, "2001:db8::1"},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.remote
+		if got, err := KeyIP(c.v4, c.v6)(r); err != nil || got != c.want {
+			t.Errorf("KeyIP(%d, %d) of %s = %q %v, want %q", c.v4, c.v6, c.remote, got, err, c.want)
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "@unix"
+	if _, err := KeyIP(32, 128)(r); err == nil {
+		t.Error("a non-IP peer made a key")
+	}
+	if k, _ := WithPrefix("route:", KeyRoute())(httptest.NewRequest("POST", "/v1/items?x=1", nil)); k != "route:POST /v1/items" {
+		t.Errorf("KeyRoute: %q", k)
 	}
 }

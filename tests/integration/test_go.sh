@@ -50,7 +50,13 @@ print("""  - name: go-mw
   - name: go-mw-jobs
     algorithm: concurrency
     limit: 1
-    window: 1h""")
+    window: 1h
+  - name: go-mw-delay
+    algorithm: gcra
+    limit: 1
+    window: 1h
+    burst: 1
+    max_delay: 2h""")
 EOF
 start_sluiced sluiced --rules "$TMP/rules.yaml" || exit 1
 MAIN_RESP=$RESP_PORT MAIN_HTTP=$HTTP_PORT
