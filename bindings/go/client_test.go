@@ -232,3 +232,53 @@ func TestWrongPasswordIsNotAFallback(t *testing.T) {
 		t.Fatalf("got %v, want the server's refusal of AUTH", err)
 	}
 }
+
+// Benchmarks against a real sluiced (they print figures; nothing asserts a speed).
+func benchClient(b *testing.B) *Client {
+	addr := os.Getenv("SLUICE_RESP_ADDR")
+	if os.Getenv("SLUICE_GO_INTEGRATION") != "1" || addr == "" {
+		b.Skip("needs a sluiced: SLUICE_GO_INTEGRATION=1 SLUICE_RESP_ADDR=host:port")
+	}
+	c, err := New(Options{Addr: addr, CacheSize: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// One decision per round trip, one goroutine.
+func BenchmarkAllow(b *testing.B) {
+	c := benchClient(b)
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Allow(context.Background(), "sdk-fixed", runID+"bench", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// 100 decisions per Pipeline call; b.N counts decisions.
+func BenchmarkPipeline100(b *testing.B) {
+	c := benchClient(b)
+	reqs := make([]Request, 100)
+	for i := range reqs {
+		reqs[i] = Request{Rule: "sdk-fixed", Key: runID + "bench-pipe", Cost: 1}
+	}
+	for i := 0; i < b.N; i += len(reqs) {
+		if _, err := c.Pipeline(context.Background(), reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Decisions from many goroutines sharing one client (a pool of 8).
+func BenchmarkAllowParallel(b *testing.B) {
+	c := benchClient(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Allow(context.Background(), "sdk-fixed", runID+"bench-par", 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
