@@ -282,3 +282,19 @@ func BenchmarkAllowParallel(b *testing.B) {
 		}
 	})
 }
+
+// A closed client refuses calls, even under FailOpen, and keeps no connection open.
+func TestClosedClient(t *testing.T) {
+	var cd countingDial
+	c := newClient(t, Options{Dial: cd.dial, OnUnreachable: FailOpen})
+	if _, err := c.Allow(bg(t), "sdk-fixed", runID+"closed", 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if d, err := c.Allow(bg(t), "sdk-fixed", runID+"closed", 1); err == nil {
+		t.Fatalf("a closed client decided: %+v", d)
+	}
+	if len(c.idle) != 0 {
+		t.Fatalf("%d idle connections after Close", len(c.idle))
+	}
+}

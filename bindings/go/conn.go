@@ -63,9 +63,10 @@ func (c *Client) getConn(ctx context.Context) (*conn, error) {
 	return cn, nil
 }
 
-// putConn gives cn back to the pool, or closes it when it failed (err != nil).
+// putConn gives cn back to the pool, or closes it when it failed (err != nil) or the client
+// is closed.
 func (c *Client) putConn(cn *conn, err error) {
-	if err != nil {
+	if err != nil || c.closed.Load() {
 		cn.nc.Close()
 	} else {
 		select {
