@@ -182,6 +182,12 @@ func (l *Limiter) keyOf(r *http.Request) (string, error) {
 }
 
 func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *ServerError
+	if errors.As(err, &se) && strings.Contains(se.Msg, "key is longer than") {
+		// the request's own fault (a header past sluiced's --key-max), as sluiced answers it
+		writeProblem(w, http.StatusBadRequest, "Bad Request", strings.TrimPrefix(se.Msg, "ERR "))
+		return
+	}
 	if l.OnError != nil {
 		l.OnError(w, r, err)
 		return

@@ -91,6 +91,10 @@ func TestMiddlewareRefusesAsSluicedDoes(t *testing.T) {
 		!strings.Contains(body, "X-User") {
 		t.Errorf("no key: %d %s", r.StatusCode, body)
 	}
+	r, body = get(t, srv.URL, strings.Repeat("k", 2000))
+	if r.StatusCode != 400 || !strings.Contains(body, `"detail":"key is longer than`) {
+		t.Errorf("a key past sluiced's --key-max: %d %s", r.StatusCode, body)
+	}
 }
 
 // A shadow rule in sluiced never refuses; a Limiter in shadow mode never refuses either, and
