@@ -109,18 +109,22 @@ type Limiter struct {
 	// Shadow decides and sets the RateLimit fields but never refuses (a rule with shadow: true
 	// in sluiced never refuses either).
 	Shadow bool
-	// Window is the rule's window for RateLimit-Policy's w and the 429's detail. 0: read once
-	// from sluiced (SL.RULE GET, which needs the admin permission when sluiced has an admin
-	// password); when it cannot be read, w is left out.
+	// Window is the rule's window for RateLimit-Policy's w and the 429's detail. 0: read from
+	// sluiced on first use (SL.RULE GET, which needs the admin permission when sluiced has an
+	// admin password); while it cannot be read, w is left out and it is asked again each minute.
 	Window time.Duration
 	// OnError answers a request whose decision failed (sluiced unreachable under Raise, an
 	// unknown rule); nil: 503 with a problem. OnReleaseError hears of a release that failed.
 	OnError        func(w http.ResponseWriter, r *http.Request, err error)
 	OnReleaseError func(err error)
 
-	windowOnce sync.Once
-	windowS    int64 // the window in seconds, rounded up; 0: unknown
+	windowMu    sync.Mutex
+	windowS     int64     // the window in seconds, rounded up; 0: unknown
+	windowAsked time.Time // when sluiced was last asked for it
 }
+
+// windowRetry is how often a window sluiced could not tell is asked for again.
+const windowRetry = time.Minute
 
 // Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
@@ -253,18 +257,23 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 	w.Write(b)
 }
 
+// windowSeconds is the rule's window in seconds: Window when set, else what sluiced said (asked
+// on first use, and again at most every windowRetry while it could not say); 0 when unknown.
 func (l *Limiter) windowSeconds() int64 {
-	l.windowOnce.Do(func() {
-		if l.Window > 0 {
-			l.windowS = ceilDiv(ceilMs(l.Window), 1000)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
-		defer cancel()
-		if win, err := l.Client.ruleWindow(ctx, l.Rule); err == nil {
-			l.windowS = ceilDiv(ceilMs(win), 1000)
-		}
-	})
+	if l.Window > 0 {
+		return ceilDiv(ceilMs(l.Window), 1000)
+	}
+	l.windowMu.Lock()
+	defer l.windowMu.Unlock()
+	if l.windowS > 0 || (!l.windowAsked.IsZero() && time.Since(l.windowAsked) < windowRetry) {
+		return l.windowS
+	}
+	l.windowAsked = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
+	defer cancel()
+	if win, err := l.Client.ruleWindow(ctx, l.Rule); err == nil {
+		l.windowS = ceilDiv(ceilMs(win), 1000)
+	}
 	return l.windowS
 }
 
