@@ -38,6 +38,8 @@ if [ "$what" = test ]; then
   # and packet loss (nftables)
   packages+=(iproute2)
   packages+=(nftables)
+  # the Go package (bindings/go): Debian's Go toolchain, standard library only, no module proxy
+  packages+=(golang-go)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
   # the Node package's test (test_node_sdk.sh): a certificate for sluiced's TLS made with the

@@ -16,7 +16,7 @@ The markup (README.md and docs/ follow it):
 
   Where commands run. One bash per document, its output a terminal (so programs print what a
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
-  examples/, include/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
+  examples/, include/, src/ and bindings/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
   their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80,
   PostgreSQL 5432) on 127.0.0.1 and
@@ -30,6 +30,7 @@ The markup (README.md and docs/ follow it):
   except start, which acts where it stands:
       skip REASON            the next block is neither run nor checked; REASON is required
       file NAME              the next block's text is written to NAME in the document's directory
+                             (its directories made as needed)
       status N               commands of the next session may exit N as well as 0 (a list of
                              failures, each of which would otherwise need an `echo $?`)
       vary REGEX             in the next session's output, text matching REGEX may differ from
@@ -675,6 +676,7 @@ class Doc:
                 self.fail(block.line, "a skipped block takes no other directive")
             return True
         for _, name, _ in files:
+            os.makedirs(os.path.dirname(os.path.join(sandbox, name)), exist_ok=True)
             with open(os.path.join(sandbox, name), "w") as f:
                 f.write("\n".join(block.lines) + "\n")
         errors = []
@@ -725,6 +727,7 @@ def prepare_sandbox(sandbox, source, build):
     os.symlink(os.path.join(source, "examples"), os.path.join(sandbox, "examples"))
     os.symlink(os.path.join(source, "src"), os.path.join(sandbox, "src"))
     os.symlink(os.path.join(source, "include"), os.path.join(sandbox, "include"))
+    os.symlink(os.path.join(source, "bindings"), os.path.join(sandbox, "bindings"))
     os.symlink(build, os.path.join(sandbox, "build"))
 
 

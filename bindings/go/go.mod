@@ -1,0 +1,3 @@
+module sluice.dev/go
+
+go 1.19

@@ -1,0 +1,353 @@
+package sluice
+
+// middleware.go - net/http middleware over a Client: one decision per request under a named
+// rule, the key from a KeyFunc, answered as sluiced's own HTTP API answers (the IETF RateLimit
+// fields, a 429 with Retry-After and an application/problem+json body of the same shape; a
+// request a max_delay rule admits after a wait is served after that wait).
+// An in-flight rule (algorithm: concurrency) acquires on the way in and releases when the
+// handler returns: after the response, also when the handler panics and when the client went
+// away mid-response (net/http cancels the request's context; the handler returns). The
+// release never uses the request's context, which is cancelled by then.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// KeyFunc makes the rate-limit key of a request. An error means the request lacks what the key
+// needs (a header, a user): the middleware answers 400, as sluiced does, rather than let such
+// requests share one key.
+type KeyFunc func(r *http.Request) (string, error)
+
+// KeyIP keys by the client's address (the TCP peer, r.RemoteAddr), cut to its first prefixV4
+// bits for IPv4 and prefixV6 bits for IPv6 (32 and 128 keep the whole address; 24 and 64 key a
+// network). Behind a proxy the peer is the proxy: use a KeyFunc that reads what your proxy
+// sets, from proxies you trust.
+func KeyIP(prefixV4, prefixV6 int) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return "", fmt.Errorf("the client address %q is not an IP address", r.RemoteAddr)
+		}
+		if v4 := ip.To4(); v4 != nil {
+			return v4.Mask(net.CIDRMask(clampBits(prefixV4, 32), 32)).String(), nil
+		}
+		return ip.Mask(net.CIDRMask(clampBits(prefixV6, 128), 128)).String(), nil
+	}
+}
+
+func clampBits(n, max int) int {
+	if n <= 0 || n > max {
+		return max
+	}
+	return n
+}
+
+// KeyHeader keys by a request header's value; a request without it is refused with 400.
+func KeyHeader(name string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if v := r.Header.Get(name); v != "" {
+			return v, nil
+		}
+		return "", fmt.Errorf("the request has no %s header", name)
+	}
+}
+
+// KeyRoute keys by the request's method and path ("GET /v1/items"): one budget per route, for
+// every client together.
+func KeyRoute() KeyFunc {
+	return func(r *http.Request) (string, error) { return r.Method + " " + r.URL.Path, nil }
+}
+
+// KeyUser keys by the user that user finds for the request (from a session, a token, the
+// request's context); "" is a request without a user, refused with 400.
+func KeyUser(user func(r *http.Request) string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if u := user(r); u != "" {
+			return u, nil
+		}
+		return "", errors.New("the request has no user")
+	}
+}
+
+// WithPrefix puts prefix before the keys key makes ("ip:" + address), so that keys of several
+// kinds under one rule stay apart.
+func WithPrefix(prefix string, key KeyFunc) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		k, err := key(r)
+		return prefix + k, err
+	}
+}
+
+// Limiter limits the requests of a handler under one rule of sluiced. Set its fields, then
+// wrap handlers with Middleware; do not change the fields afterwards.
+type Limiter struct {
+	Client *Client // required
+	Rule   string  // the rule's name in sluiced, required
+	Key    KeyFunc // nil: KeyIP(32, 128)
+	// Cost is the units a request takes; nil: 1.
+	Cost func(r *http.Request) int64
+	// InFlight: the rule is an in-flight rule (algorithm: concurrency). A request acquires a
+	// hold on the way in and releases it when the handler returns, however it returns.
+	InFlight bool
+	// HoldTimeout bounds a hold's life when the release never comes (a crash); 0: the rule's
+	// hold_timeout.
+	HoldTimeout time.Duration
+	// Shadow decides and sets the RateLimit fields but never refuses (a rule with shadow: true
+	// in sluiced never refuses either).
+	Shadow bool
+	// Window is the rule's window for RateLimit-Policy's w and the 429's detail. 0: read from
+	// sluiced on first use (SL.RULE GET, which needs the admin permission when sluiced has an
+	// admin password); while it cannot be read, w is left out and it is asked again each minute.
+	Window time.Duration
+	// OnError answers a request whose decision failed (sluiced unreachable under Raise, an
+	// unknown rule); nil: 503 with a problem. OnReleaseError hears of a release that failed.
+	OnError        func(w http.ResponseWriter, r *http.Request, err error)
+	OnReleaseError func(err error)
+
+	windowMu    sync.Mutex
+	windowS     int64     // the window in seconds, rounded up; 0: unknown
+	windowAsked time.Time // when sluiced was last asked for it
+}
+
+// windowRetry is how often a window sluiced could not tell is asked for again.
+const windowRetry = time.Minute
+
+// Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
+func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := l.keyOf(r)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+			return
+		}
+		cost := int64(1)
+		if l.Cost != nil {
+			cost = l.Cost(r)
+		}
+		var d Decision
+		if l.InFlight {
+			d, err = l.Client.Acquire(r.Context(), l.Rule, key, cost, l.HoldTimeout)
+		} else {
+			d, err = l.Client.Allow(r.Context(), l.Rule, key, cost)
+		}
+		if err != nil {
+			l.fail(w, r, err)
+			return
+		}
+		if d.HoldID != 0 {
+			defer l.release(key, d.HoldID)
+		}
+		if !d.Fallback {
+			l.setHeaders(w.Header(), d)
+		}
+		if !d.Allowed && !l.Shadow {
+			l.refuse(w, d)
+			return
+		}
+		if d.Allowed && d.RetryAfterMs > 0 && !waitDelay(r.Context(), d.RetryAfterMs) {
+			return // the client went away during a max_delay rule's wait: nothing to serve
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// waitDelay waits out a max_delay rule's delay before the request is served, as sluiced's
+// /v1/auth holds back its answer; false when ctx ended first.
+func waitDelay(ctx context.Context, delayMs int64) bool {
+	t := time.NewTimer(msDur(delayMs))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *Limiter) keyOf(r *http.Request) (string, error) {
+	if l.Key == nil {
+		return KeyIP(32, 128)(r)
+	}
+	return l.Key(r)
+}
+
+func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *ServerError
+	if errors.As(err, &se) && strings.Contains(se.Msg, "key is longer than") {
+		// the request's own fault (a header past sluiced's --key-max), as sluiced answers it
+		writeProblem(w, http.StatusBadRequest, "Bad Request", strings.TrimPrefix(se.Msg, "ERR "))
+		return
+	}
+	if l.OnError != nil {
+		l.OnError(w, r, err)
+		return
+	}
+	writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable",
+		"the rate limiter cannot decide: "+err.Error())
+}
+
+// release frees the hold after the handler, with a context of its own: the request's is
+// cancelled once the client has gone.
+func (l *Limiter) release(key string, id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
+	defer cancel()
+	if err := l.Client.Release(ctx, l.Rule, key, id); err != nil && l.OnReleaseError != nil {
+		l.OnReleaseError(err)
+	}
+}
+
+// setHeaders sets RateLimit-Policy and RateLimit as sluiced does:
+// `"api";q=100;w=60` and `"api";r=42;t=1`.
+func (l *Limiter) setHeaders(h http.Header, d Decision) {
+	policy := sfString(l.Rule) + ";q=" + strconv.FormatInt(sfClamp(d.Limit), 10)
+	if ws := l.windowSeconds(); ws > 0 {
+		policy += ";w=" + strconv.FormatInt(sfClamp(ws), 10)
+	}
+	h.Set("RateLimit-Policy", policy)
+	h.Set("RateLimit", sfString(l.Rule)+";r="+strconv.FormatInt(sfClamp(d.Remaining), 10)+
+		";t="+strconv.FormatInt(sfClamp(ceilDiv(d.ResetAfterMs, 1000)), 10))
+}
+
+// refuse answers 429 with Retry-After (seconds, rounded up; none when the cost never fits) and
+// the body sluiced's /v1/auth sends.
+func (l *Limiter) refuse(w http.ResponseWriter, d Decision) {
+	if d.RetryAfterMs >= 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(d.RetryAfterMs, 1000), 10))
+	}
+	detail := fmt.Sprintf("rule '%s' allows %d per %ds", l.Rule, d.Limit, l.windowSeconds())
+	if d.Fallback {
+		detail = "the rate limiter cannot be reached; refusing until it can"
+	} else if l.windowSeconds() == 0 {
+		detail = fmt.Sprintf("rule '%s' allows %d per window", l.Rule, d.Limit)
+	}
+	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests", detail)
+}
+
+// writeProblem answers with an RFC 9457 problem: {"type":"about:blank","title":...,
+// "status":...,"detail":...}, the fields in sluiced's order.
+func writeProblem(w http.ResponseWriter, status int, title, detail string) {
+	body := struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", title, status, detail}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as sluiced writes it: '<' stays '<'
+	enc.Encode(body)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// windowSeconds is the rule's window in seconds: Window when set, else what sluiced said (asked
+// on first use, and again at most every windowRetry while it could not say); 0 when unknown.
+func (l *Limiter) windowSeconds() int64 {
+	if l.Window > 0 {
+		return ceilDiv(ceilMs(l.Window), 1000)
+	}
+	l.windowMu.Lock()
+	defer l.windowMu.Unlock()
+	if l.windowS > 0 || (!l.windowAsked.IsZero() && time.Since(l.windowAsked) < windowRetry) {
+		return l.windowS
+	}
+	l.windowAsked = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
+	defer cancel()
+	if win, err := l.Client.ruleWindow(ctx, l.Rule); err == nil {
+		l.windowS = ceilDiv(ceilMs(win), 1000)
+	}
+	return l.windowS
+}
+
+// ruleWindow reads a rule's window from sluiced (SL.RULE GET name).
+func (c *Client) ruleWindow(ctx context.Context, rule string) (time.Duration, error) {
+	rep, err := c.command(ctx, "SL.RULE", "GET", rule)
+	if err != nil {
+		return 0, err
+	}
+	var def struct {
+		Window string `json:"window"`
+	}
+	if err := json.Unmarshal([]byte(rep.Str), &def); err != nil {
+		return 0, err
+	}
+	return parseRuleDuration(def.Window)
+}
+
+// parseRuleDuration reads a duration as sluiced writes one: Go's units plus days ("1d2h").
+func parseRuleDuration(s string) (time.Duration, error) {
+	days := time.Duration(0)
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q", s)
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	return days + d, err
+}
+
+// sfString is an RFC 8941 sf-string as sluiced writes it: printable ASCII, '"' and '\'
+// escaped, any other byte as '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('?')
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+const sfIntegerMax = 999999999999999 // RFC 8941 §3.3.1
+
+func sfClamp(v int64) int64 {
+	if v < 0 {
+		return 0
+	}
+	if v > sfIntegerMax {
+		return sfIntegerMax
+	}
+	return v
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
