@@ -249,6 +249,24 @@ grpc_status_t rls_request_decode(const uint8_t *msg, size_t len, size_t descs_ma
     return st;
 }
 
+grpc_status_t rls_kuadrant_decode(const uint8_t *msg, size_t len, rls_kuadrant_t method,
+                                  size_t descs_max, rls_request_t *out, char *err, size_t cap)
+{
+    grpc_status_t st = rls_request_decode(msg, len, descs_max, out, err, cap);
+    bool peek = false;
+    switch (method) {
+    case RLS_KUADRANT_CHECK:
+        peek = true;
+        break;
+    case RLS_KUADRANT_REPORT:
+        break;
+    }
+    for (size_t i = 0; st == GRPC_STATUS_OK && peek && i < out->n; i++) {
+        out->descs[i].cost = 0;
+    }
+    return st;
+}
+
 /* ---- rules and keys ------------------------------------------------------------------------ */
 
 bool rls_rule_name(const char *domain, size_t domain_len, const rls_descriptor_t *d, char *out,
