@@ -104,13 +104,16 @@ static void allowall_end(allowall_t *a, size_t refused_merged)
 {
     engine_decision_t d[ENGINE_CHECKS_MAX];
     size_t refused = a->n;
+    bool merged = a->m < a->n; /* else check i is merged check i: its decision is a->got[i] */
     for (size_t i = 0; i < a->n; i++) {
-        d[i] = a->got[a->map[i]];
+        if (merged) {
+            d[i] = a->got[a->map[i]];
+        }
         if (refused == a->n && refused_merged < a->m && a->map[i] == refused_merged) {
             refused = i;
         }
     }
-    a->fn(a->arg, d, a->n, refused);
+    a->fn(a->arg, merged ? d : a->got, a->n, refused);
     for (size_t j = 0; j < a->m; j++) {
         engine_state_release(a->rules[j]);
     }
