@@ -499,10 +499,10 @@ size_t rls_ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, bu
     if (least == NULL) {
         return 0;
     }
-    http_ratelimit_values(policy, limit, least->name, (int64_t)least->limit,
-                          sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC),
-                          (int64_t)least->remaining,
-                          sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
+    http_ratelimit_values(
+        policy, limit, least->policy != NULL ? least->policy : least->name, (int64_t)least->limit,
+        sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC), (int64_t)least->remaining,
+        sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
     out[0] = (rls_header_t){"ratelimit-policy", policy->data, policy->len};
     out[1] = (rls_header_t){"ratelimit", limit->data, limit->len};
     return 2;

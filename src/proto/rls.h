@@ -122,7 +122,8 @@ int64_t rls_unit_ns(rls_unit_t unit);
 typedef struct rls_status {
     rls_code_t code;    /* OK or OVER_LIMIT */
     bool has_limit;     /* a limit applies: the fields below are reported */
-    const char *name;   /* the limit's name (the rule's), NUL-terminated */
+    const char *name;   /* the limit's name, NUL-terminated; "" for an unnamed limit */
+    const char *policy; /* what the RateLimit fields call it (a name always), NUL-terminated */
     uint64_t limit;     /* units per window */
     int64_t window_ns;  /* reported as a unit when it is exactly one, else UNKNOWN */
     uint64_t remaining; /* units left (capped at 2^32 - 1 on the wire) */
