@@ -1362,6 +1362,20 @@ typedef struct multi {
 typedef MULTI_ROOM(MULTI_SMALL) multi_small_t;
 typedef MULTI_ROOM(SL_MULTI_MAX) multi_large_t;
 
+/* An empty scratch in large's room, or in small's when large is NULL. */
+static multi_t multi_in(multi_small_t *small, multi_large_t *large)
+{
+    if (large != NULL)
+        return (multi_t){.keys = large->keys,
+                         .key_of = large->key_of,
+                         .shards = large->shards,
+                         .inline_states = large->inline_states};
+    return (multi_t){.keys = small->keys,
+                     .key_of = small->key_of,
+                     .shards = small->shards,
+                     .inline_states = small->inline_states};
+}
+
 /* Checks request i and finds (or adds) its key. Returns SL_OK or the request's error. */
 static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
 {
@@ -1635,14 +1649,7 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
         *refused = n;
         return SL_ENOMEM;
     }
-    multi_t mt = large != NULL ? (multi_t){.keys = large->keys,
-                                           .key_of = large->key_of,
-                                           .shards = large->shards,
-                                           .inline_states = large->inline_states}
-                               : (multi_t){.keys = small.keys,
-                                           .key_of = small.key_of,
-                                           .shards = small.shards,
-                                           .inline_states = small.inline_states};
+    multi_t mt = multi_in(&small, large);
     multi_t *m = &mt;
     int rc = SL_OK;
     size_t at = 0;
