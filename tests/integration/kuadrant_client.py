@@ -131,6 +131,14 @@ def case_debt_bound():
     expect(check("llm", desc(("user", "fay"))).overall_code == Code.OVER_LIMIT, "owing 100")
 
 
+def case_health():
+    # the health check knows the Kuadrant service by name
+    import health_pb2, health_pb2_grpc  # noqa: E402 (generated at test time)
+    h = health_pb2_grpc.HealthStub(channel)
+    r = h.Check(health_pb2.HealthCheckRequest(service=KUADRANT), timeout=TIMEOUT_S)
+    expect(r.status == health_pb2.HealthCheckResponse.SERVING, "%s: %s" % (KUADRANT, r))
+
+
 def case_errors():
     for call in (check, report):
         expect_status(lambda: call("", desc(("user", "x"))), grpc.StatusCode.INVALID_ARGUMENT,
@@ -157,7 +165,7 @@ def case_errors():
 CASES = {
     "check_counts_nothing": case_check_counts_nothing, "report_then_check": case_report_then_check,
     "room_for_one": case_room_for_one, "descriptors": case_descriptors, "shadow": case_shadow,
-    "debt_bound": case_debt_bound, "errors": case_errors,
+    "debt_bound": case_debt_bound, "errors": case_errors, "health": case_health,
 }
 
 

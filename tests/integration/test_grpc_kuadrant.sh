@@ -3,7 +3,7 @@
 # (kuadrant.service.ratelimit.v1: CheckRateLimit, Report) with a real client, Python's grpcio:
 # a check counts nothing and needs room for one hit; a report counts its hits_addend, past the
 # limit up to max_debt, and the next check sees it; statuses per descriptor; shadow mode; the
-# error statuses. The same cases and answers on every request store: memory, Redis through
+# error statuses; the health check of the service. The same cases and answers on every request store: memory, Redis through
 # Lua, Redis with sluice.so, Redis Cluster with sluice.so. The driver is kuadrant_client.py.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
@@ -17,7 +17,7 @@ need "$PY" redis-server
 
 mkdir -p "$TMP/stubs"
 "$PY" -m grpc_tools.protoc -I "$SLUICE_SOURCE_DIR/src/proto/grpc" --python_out="$TMP/stubs" \
-    --grpc_python_out="$TMP/stubs" rls.proto kuadrantrls.proto || {
+    --grpc_python_out="$TMP/stubs" rls.proto kuadrantrls.proto health.proto || {
     echo "grpc_tools could not compile the .proto files"
     exit 1
 }
@@ -39,7 +39,8 @@ rules:
     shadow: true
 YAML
 
-KCASES=(check_counts_nothing report_then_check room_for_one descriptors shadow debt_bound errors)
+KCASES=(check_counts_nothing report_then_check room_for_one descriptors shadow debt_bound errors
+    health)
 # run_on NAME [sluiced ARGS..]: every case against a fresh sluiced with those arguments
 run_on() {
     local name=$1
