@@ -6,7 +6,10 @@ stubs generated from sluice's .proto files at test time). Each case prints "ok N
 Usage: kuadrant_client.py PORT STUBS_DIR PREFIX CASE..   (PREFIX keeps the keys of one run apart
 from another's on the same store)
 """
+import os
+import subprocess
 import sys
+import time
 
 import grpc
 
@@ -40,8 +43,8 @@ def check(domain, *descs, hits=0):
     return stub.CheckRateLimit(req(domain, *descs, hits=hits), timeout=TIMEOUT_S)
 
 
-def report(domain, *descs, hits=0):
-    return stub.Report(req(domain, *descs, hits=hits), timeout=TIMEOUT_S)
+def report(domain, *descs, hits=0, timeout_s=TIMEOUT_S):
+    return stub.Report(req(domain, *descs, hits=hits), timeout=timeout_s)
 
 
 def expect(cond, why):
@@ -139,6 +142,26 @@ def case_health():
     expect(r.status == health_pb2.HealthCheckResponse.SERVING, "%s: %s" % (KUADRANT, r))
 
 
+def case_abandon_report():
+    # Redis (port PAUSE_REDIS) paused for a second: the caller gives up on a report before it is
+    # counted
+    subprocess.run(["redis-cli", "-p", os.environ["PAUSE_REDIS"], "CLIENT", "PAUSE", "1000",
+                    "ALL"], check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT_S)
+    expect_status(lambda: report("llm", desc(("user", "gone")), hits=30, timeout_s=0.3),
+                  grpc.StatusCode.DEADLINE_EXCEEDED, "")
+
+
+def case_abandoned_counted():
+    # once the store answers, the abandoned report is counted all the same (the stream it came
+    # on is long gone); bounded: 50 checks 0.1 s apart
+    for _ in range(50):
+        r = check("llm", desc(("user", "gone")))
+        if remaining(r) == 70:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the abandoned report was not counted: %s" % r)
+
+
 def case_errors():
     for call in (check, report):
         expect_status(lambda: call("", desc(("user", "x"))), grpc.StatusCode.INVALID_ARGUMENT,
@@ -166,6 +189,7 @@ CASES = {
     "check_counts_nothing": case_check_counts_nothing, "report_then_check": case_report_then_check,
     "room_for_one": case_room_for_one, "descriptors": case_descriptors, "shadow": case_shadow,
     "debt_bound": case_debt_bound, "errors": case_errors, "health": case_health,
+    "abandon_report": case_abandon_report, "abandoned_counted": case_abandoned_counted,
 }
 
 

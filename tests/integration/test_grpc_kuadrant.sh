@@ -3,13 +3,15 @@
 # (kuadrant.service.ratelimit.v1: CheckRateLimit, Report) with a real client, Python's grpcio:
 # a check counts nothing and needs room for one hit; a report counts its hits_addend, past the
 # limit up to max_debt, and the next check sees it; statuses per descriptor; shadow mode; the
-# error statuses; the health check of the service. The same cases and answers on every request store: memory, Redis through
+# error statuses; the health check of the service; a report whose caller gave up while Redis
+# held it is counted when Redis answers (its stream freed then: ASan sees a leak or a use after
+# free). The same cases and answers on every request store: memory, Redis through
 # Lua, Redis with sluice.so, Redis Cluster with sluice.so. The driver is kuadrant_client.py.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
 PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
-need "$PY" redis-server
+need "$PY" redis-server redis-cli
 "$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
     echo "SKIP: needs python3-grpcio and python3-grpc-tools"
     exit 77
@@ -41,26 +43,35 @@ YAML
 
 KCASES=(check_counts_nothing report_then_check room_for_one descriptors shadow debt_bound errors
     health)
-# run_on NAME [sluiced ARGS..]: every case against a fresh sluiced with those arguments
+client() { # the cases named, on the keys of the current run (KPREFIX)
+    PAUSE_REDIS="${PAUSE_REDIS:-}" "$PY" "$SLUICE_SOURCE_DIR/tests/integration/kuadrant_client.py" \
+        "$GRPC_PORT" "$TMP/stubs" "$KPREFIX" "$@"
+}
+# run_on NAME [sluiced ARGS..]: every case against a fresh sluiced with those arguments (with
+# PAUSE_REDIS=PORT, then a report abandoned while that Redis is paused)
 run_on() {
     local name=$1
     shift
     start_sluiced "$name" --rules "$TMP/rules.yaml" --config-store "$TMP/$name.db" --snapshot "" \
         --threads 2 "$@" || { cat "$TMP/$name.log"; return 1; }
     local out
-    out=$("$PY" "$SLUICE_SOURCE_DIR/tests/integration/kuadrant_client.py" "$GRPC_PORT" \
-        "$TMP/stubs" "$name-" "${KCASES[@]}" 2>&1)
+    KPREFIX="$name-"
+    out=$(client "${KCASES[@]}" 2>&1)
     echo "$out"
     for c in "${KCASES[@]}"; do
         check "$name $c" grep -qx "ok $c" <<<"$out"
     done
+    if [ -n "${PAUSE_REDIS:-}" ]; then # a report abandoned while Redis holds its settle
+        check "$name abandoned report" client abandon_report
+        check "$name abandoned report counted" client abandoned_counted
+    fi
     check "$name stops cleanly" stop_bg "$name" TERM
 }
 
 run_on memory
 
 start_redis lua || { cat "$TMP/lua.log"; exit 1; }
-run_on lua --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s
+PAUSE_REDIS=$REDIS_PORT run_on lua --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s
 stop_bg lua TERM
 
 MODULE=$SLUICE_BUILD_DIR/src/module/sluice.so
@@ -69,7 +80,7 @@ if ldd "$MODULE" | grep -q libtsan; then # redis-server cannot load a module bui
     finish
 fi
 start_redis module --loadmodule "$MODULE" || { cat "$TMP/module.log"; exit 1; }
-run_on module --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s
+PAUSE_REDIS=$REDIS_PORT run_on module --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s
 stop_bg module TERM
 
 start_cluster 3 2000 --loadmodule "$MODULE" || { cat "$TMP"/node*.log; exit 1; }
