@@ -54,6 +54,7 @@ struct allowall {
     size_t left;
     size_t refused; /* PHASE_REFUND: the first check refused */
     bool error;     /* a step could not start: every check a store error */
+    bool kept;      /* from its worker's alls (allowall_new), given back there */
     /* [0, n) each, in the allocation's tail (allowall_new): a call of 3 checks allocates and
      * zeroes room for 3, not for ENGINE_CHECKS_MAX */
     engine_decision_t *got;
@@ -70,14 +71,21 @@ _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
                    sizeof(engine_decision_t) % _Alignof(allowall_ref_t) == 0,
                "each check's arrays follow the call aligned");
 
-/* An all-or-nothing call of n checks whose keys take `bytes`, zeroed, in one allocation; NULL
- * when out of memory. */
-static allowall_t *allowall_new(size_t n, size_t bytes)
+/* An all-or-nothing call of n checks whose keys take `bytes`, zeroed, in one allocation: a
+ * block w keeps when it fits one and w is attached to its loop (calloc and free were a tenth of
+ * a 3-check call's work: docs/performance.md), else its own; NULL when out of memory. */
+static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(allowall_ref_t) + sizeof(size_t) +
                   sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) +
                   sizeof(int64_t); /* 8-byte aligned */
-    allowall_t *a = calloc(1, sizeof *a + n * each + bytes);
+    size_t size = sizeof(allowall_t) + n * each + bytes;
+    bool kept = w->attached && size <= ALLOWALL_KEPT_BYTES;
+    allowall_t *a = kept ? freelist_get(&w->alls) : calloc(1, size);
+    if (a != NULL && kept) {
+        memset(a, 0, size);
+        a->kept = true;
+    }
     if (a != NULL) {
         a->got = (engine_decision_t *)(a + 1);
         a->ref = (allowall_ref_t *)(a->got + n);
@@ -96,17 +104,24 @@ static void allowall_end(allowall_t *a, size_t refused_merged)
 {
     engine_decision_t d[ENGINE_CHECKS_MAX];
     size_t refused = a->n;
+    bool merged = a->m < a->n; /* else check i is merged check i: its decision is a->got[i] */
     for (size_t i = 0; i < a->n; i++) {
-        d[i] = a->got[a->map[i]];
+        if (merged) {
+            d[i] = a->got[a->map[i]];
+        }
         if (refused == a->n && refused_merged < a->m && a->map[i] == refused_merged) {
             refused = i;
         }
     }
-    a->fn(a->arg, d, a->n, refused);
+    a->fn(a->arg, merged ? d : a->got, a->n, refused);
     for (size_t j = 0; j < a->m; j++) {
         engine_state_release(a->rules[j]);
     }
-    free(a);
+    if (a->kept) {
+        freelist_put(&a->w->alls, a);
+    } else {
+        free(a);
+    }
 }
 
 static void allowall_step(allowall_t *a);
@@ -575,7 +590,7 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
         }
         bytes += checks[i].key_len;
     }
-    allowall_t *a = allowall_new(n, bytes);
+    allowall_t *a = allowall_new(w, n, bytes);
     if (a == NULL) {
         return ENGINE_ENOTSUP;
     }

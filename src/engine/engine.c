@@ -140,6 +140,7 @@ int engine_create(const engine_settings_t *cfg, engine_t **out, char *err)
         e->workers[i].engine = e;
         e->workers[i].index = i;
         e->workers[i].ops = (freelist_t){.size = sizeof(engine_op_t), .keep = OPS_KEEP};
+        e->workers[i].alls = (freelist_t){.size = ALLOWALL_KEPT_BYTES, .keep = ALLS_KEEP};
     }
     if (open_stores(e, err) != 0 || engine_reload(e, e->store, true, err) < 0) {
         engine_free(e);
@@ -167,6 +168,7 @@ void engine_free(engine_t *e)
         for (unsigned i = 0; i < e->cfg.workers; i++) {
             override_worker_free(&e->workers[i]);
             freelist_clear(&e->workers[i].ops);
+            freelist_clear(&e->workers[i].alls);
         }
         free(e->workers);
     }
@@ -433,6 +435,7 @@ void engine_worker_detach(engine_worker_t *w)
     w->engine->requests->ops->detach(w->engine->requests, &w->requests);
     w->attached = false;
     freelist_clear(&w->ops);
+    freelist_clear(&w->alls);
 }
 
 unsigned engine_worker_stop(engine_worker_t *w)

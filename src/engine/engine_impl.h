@@ -23,12 +23,14 @@
 #define OV_WAITS_MAX   4096 /* override lookups in flight per worker; more wait their turn */
 #define OV_INDEX_SLOTS 8192 /* the lookups in flight by (rule, key), chained; a power of two */
 #define OV_STALE_NS                                                                                \
-    INT64_C(1000000000)     /* a last known answer standing in for a lookup                        \
-                               that failed is cached this long, ns */
-#define OV_KNOWN_MAX  65536 /* overrides remembered engine-wide for an outage */
-#define INLINE_CACHE  8     /* per worker, most recently used inline rules */
-#define OPS_KEEP      4096  /* free engine_op_t kept per worker */
-#define OP_KEY_INLINE 128   /* keys up to this long live inside their op */
+    INT64_C(1000000000)           /* a last known answer standing in for a lookup                  \
+                                     that failed is cached this long, ns */
+#define OV_KNOWN_MAX        65536 /* overrides remembered engine-wide for an outage */
+#define INLINE_CACHE        8     /* per worker, most recently used inline rules */
+#define OPS_KEEP            4096  /* free engine_op_t kept per worker */
+#define ALLOWALL_KEPT_BYTES 4096  /* an all-or-nothing call this size or less reuses a block */
+#define ALLS_KEEP           64    /* free such blocks kept per worker */
+#define OP_KEY_INLINE       128   /* keys up to this long live inside their op */
 
 struct rule_tables {
     sl_rule_t rule;
@@ -133,6 +135,8 @@ struct engine_worker {
     store_loop_t *requests; /* the request store's handle on this loop (NULL: none) */
     bool attached;          /* to a loop (engine_worker_attach) */
     freelist_t ops;         /* engine_op_t to reuse while attached */
+    freelist_t alls;        /* all-or-nothing calls (allowall.c) of ALLOWALL_KEPT_BYTES to reuse
+                               while attached */
     char pad[64];
 };
 

@@ -115,6 +115,8 @@ const char *grpc_status_name(grpc_status_t status)
         return "NOT_FOUND";
     case GRPC_STATUS_RESOURCE_EXHAUSTED:
         return "RESOURCE_EXHAUSTED";
+    case GRPC_STATUS_FAILED_PRECONDITION:
+        return "FAILED_PRECONDITION";
     case GRPC_STATUS_UNIMPLEMENTED:
         return "UNIMPLEMENTED";
     case GRPC_STATUS_INTERNAL:

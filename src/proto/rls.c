@@ -16,10 +16,6 @@
 
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest pb_request_t;
 typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor pb_descriptor_t;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse pb_response_t;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus pb_status_t;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit pb_limit_t;
-typedef Envoy__Service__Ratelimit__V3__Duration pb_duration_t;
 
 /*
  * What rls_request_t.owned holds: the decoded message and the arrays, all in one arena. A
@@ -249,6 +245,24 @@ grpc_status_t rls_request_decode(const uint8_t *msg, size_t len, size_t descs_ma
     return st;
 }
 
+grpc_status_t rls_kuadrant_decode(const uint8_t *msg, size_t len, rls_kuadrant_t method,
+                                  size_t descs_max, rls_request_t *out, char *err, size_t cap)
+{
+    grpc_status_t st = rls_request_decode(msg, len, descs_max, out, err, cap);
+    bool peek = false;
+    switch (method) {
+    case RLS_KUADRANT_CHECK:
+        peek = true;
+        break;
+    case RLS_KUADRANT_REPORT:
+        break;
+    }
+    for (size_t i = 0; st == GRPC_STATUS_OK && peek && i < out->n; i++) {
+        out->descs[i].cost = 0;
+    }
+    return st;
+}
+
 /* ---- rules and keys ------------------------------------------------------------------------ */
 
 bool rls_rule_name(const char *domain, size_t domain_len, const rls_descriptor_t *d, char *out,
@@ -321,6 +335,116 @@ static rls_unit_t unit_of(int64_t window_ns)
     return RLS_UNIT_UNKNOWN;
 }
 
+/*
+ * The response is written here rather than by protobuf-c, whose packing walks its descriptors
+ * field by field and costs about 1,800 instructions a status (docs/performance.md): the bytes
+ * are those protobuf-c writes (prop_rls_encode compares them on random responses): fields in
+ * number order; a scalar, enum or string only when it is not 0 or empty; a submessage whenever
+ * it is set, even empty. Every field number here is below 16, so every tag is one byte.
+ */
+enum { WT_VARINT = 0, WT_LEN = 2 };
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7) {
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7) {
+        *p++ = (uint8_t)(v | 0x80);
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* A varint field's bytes: none for 0. */
+static size_t uint_len(uint64_t v)
+{
+    return v != 0 ? 1 + varint_len(v) : 0;
+}
+
+static uint8_t *put_uint(uint8_t *p, unsigned field, uint64_t v)
+{
+    if (v == 0) {
+        return p;
+    }
+    *p++ = (uint8_t)(field << 3 | WT_VARINT);
+    return put_varint(p, v);
+}
+
+/* A length-delimited field of len bytes (a submessage's, or a string's: always written). */
+static size_t len_len(size_t len)
+{
+    return 1 + varint_len(len) + len;
+}
+
+static uint8_t *put_len(uint8_t *p, unsigned field, size_t len)
+{
+    *p++ = (uint8_t)(field << 3 | WT_LEN);
+    return put_varint(p, len);
+}
+
+static uint8_t *put_str(uint8_t *p, unsigned field, const char *s, size_t len)
+{
+    if (len == 0) {
+        return p;
+    }
+    p = put_len(p, field, len);
+    memcpy(p, s, len);
+    return p + len;
+}
+
+/* One status's fields, with the lengths of its two submessages. */
+typedef struct status_wire {
+    uint32_t rpu, unit, remaining;
+    uint64_t seconds;
+    uint32_t nanos;
+    size_t name_len, limit_len, dur_len, len;
+} status_wire_t;
+
+static void status_measure(const rls_status_t *st, status_wire_t *w)
+{
+    int64_t reset_ns = st->reset_ns > 0 ? st->reset_ns : 0;
+    *w = (status_wire_t){.remaining = u32_cap(st->remaining)};
+    w->len = uint_len((uint32_t)st->code) + uint_len(w->remaining);
+    if (!st->has_limit) {
+        return; /* remaining alone: an unlimited descriptor's is the most there is */
+    }
+    w->rpu = u32_cap(st->limit);
+    w->unit = (uint32_t)unit_of(st->window_ns);
+    w->name_len = st->name != NULL ? strlen(st->name) : 0;
+    w->limit_len =
+        uint_len(w->rpu) + uint_len(w->unit) + (w->name_len > 0 ? len_len(w->name_len) : 0);
+    w->seconds = (uint64_t)(reset_ns / SL_NS_PER_SEC);
+    w->nanos = (uint32_t)(reset_ns % SL_NS_PER_SEC);
+    w->dur_len = uint_len(w->seconds) + uint_len(w->nanos);
+    w->len += len_len(w->limit_len) + len_len(w->dur_len);
+}
+
+static uint8_t *status_put(uint8_t *p, const rls_status_t *st, const status_wire_t *w)
+{
+    p = put_len(p, 2, w->len); /* RateLimitResponse.statuses */
+    p = put_uint(p, 1, (uint32_t)st->code);
+    if (st->has_limit) {
+        p = put_len(p, 2, w->limit_len);
+        p = put_uint(p, 1, w->rpu);
+        p = put_uint(p, 2, w->unit);
+        p = put_str(p, 3, st->name, w->name_len);
+    }
+    p = put_uint(p, 3, w->remaining);
+    if (st->has_limit) {
+        p = put_len(p, 4, w->dur_len);
+        p = put_uint(p, 1, w->seconds);
+        p = put_uint(p, 2, w->nanos);
+    }
+    return p;
+}
+
 void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st, size_t n,
                          const rls_header_t *headers, size_t nh)
 {
@@ -329,56 +453,33 @@ void rls_response_encode(buf_t *out, rls_code_t overall, const rls_status_t *st,
         out->failed = true;
         return;
     }
-    pb_status_t sp[RLS_STATUSES_MAX], *spp[RLS_STATUSES_MAX];
-    pb_limit_t lim[RLS_STATUSES_MAX];
-    pb_duration_t dur[RLS_STATUSES_MAX];
-    pb_response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
-    resp.overall_code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)overall;
-    resp.n_statuses = n;
-    resp.statuses = spp;
-    Envoy__Service__Ratelimit__V3__HeaderValue hv[HEADERS_MAX], *hvp[HEADERS_MAX];
-    char *values[HEADERS_MAX] = {0};
-    for (size_t i = 0; i < nh; i++) {
-        envoy__service__ratelimit__v3__header_value__init(&hv[i]);
-        values[i] = strndup(headers[i].value, headers[i].value_len);
-        if (values[i] == NULL) {
-            out->failed = true;
-        }
-        hv[i].key = (char *)headers[i].name;
-        hv[i].value = values[i] != NULL ? values[i] : "";
-        hvp[i] = &hv[i];
-    }
-    resp.n_response_headers_to_add = nh;
-    resp.response_headers_to_add = hvp;
+    status_wire_t w[RLS_STATUSES_MAX];
+    size_t len = uint_len((uint32_t)overall), hlen[HEADERS_MAX], vlen[HEADERS_MAX];
     for (size_t i = 0; i < n; i++) {
-        envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&sp[i]);
-        spp[i] = &sp[i];
-        sp[i].code = (Envoy__Service__Ratelimit__V3__RateLimitResponse__Code)st[i].code;
-        sp[i].limit_remaining = u32_cap(st[i].remaining);
-        if (!st[i].has_limit) {
-            continue; /* remaining alone: an unlimited descriptor's is the most there is */
-        }
-        envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
-        envoy__service__ratelimit__v3__duration__init(&dur[i]);
-        lim[i].name = (char *)st[i].name;
-        lim[i].requests_per_unit = u32_cap(st[i].limit);
-        lim[i].unit = (Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit__Unit)unit_of(
-            st[i].window_ns);
-        int64_t reset_ns = st[i].reset_ns > 0 ? st[i].reset_ns : 0;
-        dur[i].seconds = reset_ns / SL_NS_PER_SEC;
-        dur[i].nanos = (int32_t)(reset_ns % SL_NS_PER_SEC);
-        sp[i].current_limit = &lim[i];
-        sp[i].duration_until_reset = &dur[i];
+        status_measure(&st[i], &w[i]);
+        len += len_len(w[i].len);
     }
-    size_t len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
+    for (size_t i = 0; i < nh; i++) { /* a value ends at a NUL, as a C string does */
+        vlen[i] = strnlen(headers[i].value, headers[i].value_len);
+        size_t klen = strlen(headers[i].name);
+        hlen[i] = (klen > 0 ? len_len(klen) : 0) + (vlen[i] > 0 ? len_len(vlen[i]) : 0);
+        len += len_len(hlen[i]);
+    }
     grpc_prefix(out, len);
-    if (buf_reserve(out, len)) {
-        out->len += envoy__service__ratelimit__v3__rate_limit_response__pack(
-            &resp, (uint8_t *)out->data + out->len);
+    if (!buf_reserve(out, len)) {
+        return;
     }
-    for (size_t i = 0; i < nh; i++) {
-        free(values[i]);
+    uint8_t *p = (uint8_t *)out->data + out->len;
+    p = put_uint(p, 1, (uint32_t)overall);
+    for (size_t i = 0; i < n; i++) {
+        p = status_put(p, &st[i], &w[i]);
     }
+    for (size_t i = 0; i < nh; i++) { /* response_headers_to_add */
+        p = put_len(p, 3, hlen[i]);
+        p = put_str(p, 1, headers[i].name, strlen(headers[i].name));
+        p = put_str(p, 2, headers[i].value, vlen[i]);
+    }
+    out->len += len;
 }
 
 /*
@@ -398,10 +499,10 @@ size_t rls_ratelimit_headers(const rls_status_t *st, size_t n, buf_t *policy, bu
     if (least == NULL) {
         return 0;
     }
-    http_ratelimit_values(policy, limit, least->name, (int64_t)least->limit,
-                          sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC),
-                          (int64_t)least->remaining,
-                          sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
+    http_ratelimit_values(
+        policy, limit, least->policy != NULL ? least->policy : least->name, (int64_t)least->limit,
+        sl_ns_to_units_ceil(least->window_ns, SL_NS_PER_SEC), (int64_t)least->remaining,
+        sl_ns_to_units_ceil(least->reset_ns, SL_NS_PER_SEC));
     out[0] = (rls_header_t){"ratelimit-policy", policy->data, policy->len};
     out[1] = (rls_header_t){"ratelimit", limit->data, limit->len};
     return 2;

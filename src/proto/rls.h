@@ -73,6 +73,23 @@ typedef struct rls_request {
 grpc_status_t rls_request_decode(const uint8_t *msg, size_t len, size_t descs_max,
                                  rls_request_t *out, char *err, size_t cap);
 
+/* The methods of limitador's Kuadrant extension (kuadrant.service.ratelimit.v1), which carry
+ * Envoy's RateLimitRequest. */
+typedef enum rls_kuadrant {
+    RLS_KUADRANT_CHECK,  /* CheckRateLimit: is there room for one more hit? nothing is counted */
+    RLS_KUADRANT_REPORT, /* Report: count what the request cost, past the limit if need be */
+} rls_kuadrant_t;
+
+/*
+ * Decodes a CheckRateLimit or Report request as rls_request_decode() does (the same errors),
+ * each descriptor's cost being what the method counts, as limitador counts it: 0 for
+ * CheckRateLimit (a peek: limitador's check ignores hits_addend and asks about one hit, which
+ * the caller tells from the peek's remaining units), hits_addend for Report (a descriptor's own
+ * in its place; 0 or absent: 1).
+ */
+grpc_status_t rls_kuadrant_decode(const uint8_t *msg, size_t len, rls_kuadrant_t method,
+                                  size_t descs_max, rls_request_t *out, char *err, size_t cap);
+
 /* Frees what rls_request_decode() allocated; r is then empty. */
 void rls_request_free(rls_request_t *r);
 
@@ -105,7 +122,8 @@ int64_t rls_unit_ns(rls_unit_t unit);
 typedef struct rls_status {
     rls_code_t code;    /* OK or OVER_LIMIT */
     bool has_limit;     /* a limit applies: the fields below are reported */
-    const char *name;   /* the limit's name (the rule's), NUL-terminated */
+    const char *name;   /* the limit's name, NUL-terminated; "" for an unnamed limit */
+    const char *policy; /* what the RateLimit fields call it (a name always), NUL-terminated */
     uint64_t limit;     /* units per window */
     int64_t window_ns;  /* reported as a unit when it is exactly one, else UNKNOWN */
     uint64_t remaining; /* units left (capped at 2^32 - 1 on the wire) */

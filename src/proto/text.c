@@ -44,9 +44,13 @@ size_t text_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 
 bool text_is_utf8(const char *s, size_t n)
 {
+    const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0, len; i < n; i += len) {
-        if ((len = text_utf8_decode((const unsigned char *)s + i, n - i, NULL)) == 0)
+        if (u[i] < 0x80) { /* ASCII, most text: one byte, no decoding */
+            len = 1;
+        } else if ((len = text_utf8_decode(u + i, n - i, NULL)) == 0) {
             return false;
+        }
     }
     return true;
 }

@@ -258,6 +258,8 @@ static int node_parse(const yt_node_t *map, const char *path, envoy_node_t *out,
         node_refused(map, path, err) != 0 || node_pattern(map, path, out, err) != 0) {
         return -1;
     }
+    out->key_len = strlen(out->key);
+    out->value_len = out->value != NULL ? strlen(out->value) : 0;
     const yt_node_t *rl = yt_map_get(map, "rate_limit");
     if (rl != NULL && rl->kind != YT_NULL) {
         out->has_limit = true;
@@ -337,7 +339,11 @@ void envoy_config_free(envoy_config_t *c)
 
 static bool key_is(const envoy_node_t *n, const rls_entry_t *e)
 {
-    return strlen(n->key) == e->key_len && memcmp(n->key, e->key, e->key_len) == 0;
+    /* the first and last bytes first: a child's key is most often another key, and keys often
+     * share a prefix ("d1", "d2"; "x-user", "x-tenant"), which memcmp would be called for */
+    return n->key_len == e->key_len && n->key[0] == e->key[0] &&
+           n->key[n->key_len - 1] == e->key[e->key_len - 1] &&
+           memcmp(n->key, e->key, e->key_len) == 0;
 }
 
 /* The child of parent an entry matches: its key and value, the first pattern matching the
@@ -354,7 +360,7 @@ static const envoy_node_t *child_for(const envoy_node_t *parent, const rls_entry
             any = c;
             continue;
         }
-        size_t vlen = strlen(c->value);
+        size_t vlen = c->value_len;
         if (!c->glob && vlen == e->value_len && memcmp(c->value, e->value, vlen) == 0) {
             return c;
         }
@@ -420,6 +426,8 @@ envoy_node_t *envoy_config_add(envoy_config_t *c, const desc_entry_t *entries, s
                 node_free(next);
                 return NULL;
             }
+            next->key_len = strlen(next->key);
+            next->value_len = next->value != NULL ? strlen(next->value) : 0;
             at->n++;
         }
         at = next;

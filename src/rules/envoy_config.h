@@ -62,6 +62,9 @@ struct envoy_node {
     char *key;              /* NUL-terminated, not empty */
     char *value;            /* NUL-terminated; NULL: any value (counted per value); with glob,
                                a pattern as wildcard.h writes it */
+    size_t key_len;         /* strlen(key), kept: a request's entries are matched against every
+                               child's key */
+    size_t value_len;       /* strlen(value); 0 for NULL */
     bool glob;              /* value held a '*': a pattern, matched by wild */
     bool shared;            /* share_threshold: every value glob matches counted as one */
     wildcard_t *wild;       /* with glob: value compiled */

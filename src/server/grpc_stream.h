@@ -27,11 +27,22 @@
 #define GRPC_HEADERS_MAX (16 * 1024) /* bytes of one stream's header names and values */
 #define GRPC_PATH_MAX    96          /* longest :path kept; longer ones are unknown methods */
 
-#define PATH_RLS    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-#define PATH_HEALTH "/grpc.health.v1.Health/Check"
-#define SERVICE_RLS "envoy.service.ratelimit.v3.RateLimitService"
+#define PATH_RLS             "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+#define PATH_HEALTH          "/grpc.health.v1.Health/Check"
+#define SERVICE_RLS          "envoy.service.ratelimit.v3.RateLimitService"
+#define SERVICE_KUADRANT     "kuadrant.service.ratelimit.v1.RateLimitService"
+#define PATH_KUADRANT_CHECK  "/kuadrant.service.ratelimit.v1.RateLimitService/CheckRateLimit"
+#define PATH_KUADRANT_REPORT "/kuadrant.service.ratelimit.v1.RateLimitService/Report"
 
 typedef struct grpc_conn grpc_conn_t;
+
+/* The calls the gRPC port answers (grpc_calls.c's methods[]). */
+typedef enum grpc_method {
+    GRPC_RLS,             /* PATH_RLS: ShouldRateLimit */
+    GRPC_KUADRANT_CHECK,  /* PATH_KUADRANT_CHECK: CheckRateLimit */
+    GRPC_KUADRANT_REPORT, /* PATH_KUADRANT_REPORT: Report */
+    GRPC_HEALTH,          /* PATH_HEALTH */
+} grpc_method_t;
 
 /* One stream: a call being received, decided or answered. */
 typedef struct gstream {
@@ -51,7 +62,8 @@ typedef struct gstream {
     buf_t resp;               /* the response's one framed message */
     size_t resp_off;          /* bytes of resp handed to nghttp2 */
     int64_t start_ns;         /* the batch clock when the call was complete */
-    rls_plan_t plan;          /* a ShouldRateLimit's request while it is decided */
+    rls_plan_t plan;          /* a rate limit call's request while it is decided */
+    grpc_method_t method;     /* the call, once it is complete (grpc_call) */
 } gstream_t;
 
 /* A gRPC connection's state (conn_state()). */

@@ -147,6 +147,24 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
     return 0;
 }
 
+/*
+ * The name a status gives its limit (current_limit.name), as envoyproxy/ratelimit names it: a
+ * rule that stands for a descriptor (domain and descriptor, as an envoyproxy/ratelimit file's
+ * limits become) has its limit's `name`, empty when it has none, as upstream's unnamed limits;
+ * a descriptor's own limit (an inline rule) has none either. Envoy copies a non-empty name into
+ * the X-RateLimit-Limit header its clients see, where a name sluiced made up ("edge.path", an
+ * inline rule's) has no place. A rule that stands for descriptors by its name alone
+ * (`edge.remote_address`) has that name, the only one it was given.
+ */
+static const char *limit_name(const rule_state_t *rule)
+{
+    const rule_descriptor_t *desc = rule->def.desc;
+    if (desc != NULL) {
+        return desc->limit_name != NULL ? desc->limit_name : "";
+    }
+    return rule->inline_rule ? "" : rule->def.name;
+}
+
 rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t n, size_t refused,
                         rls_status_t *st)
 {
@@ -166,14 +184,16 @@ rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t 
         bool refused_it = (size_t)j == refused || e->never || !e->d.allowed;
         over = over || refused_it;
         const rule_descriptor_t *desc = e->rule->def.desc;
-        st[i] = (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
-                               .has_limit = true,
-                               .name = desc != NULL && desc->limit_name != NULL ? desc->limit_name
-                                                                                : e->rule->def.name,
-                               .limit = (uint64_t)e->d.limit,
-                               .window_ns = e->window_ns,
-                               .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
-                               .reset_ns = e->d.reset_after_ns};
+        st[i] =
+            (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
+                           .has_limit = true,
+                           .name = limit_name(e->rule),
+                           .policy = desc != NULL && desc->limit_name != NULL ? desc->limit_name
+                                                                              : e->rule->def.name,
+                           .limit = (uint64_t)e->d.limit,
+                           .window_ns = e->window_ns,
+                           .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
+                           .reset_ns = e->d.reset_after_ns};
     }
     return over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK;
 }

@@ -1,10 +1,12 @@
 /*
  * fuzz_grpc_rls.c - libFuzzer target for a gRPC call's body from outside bytes (proto/grpc.h,
- * proto/rls.h): the unary framing, a ShouldRateLimit request decoded and checked, and a health
- * check. Checks: no crash, no sanitizer report, no leak; the early size check never refuses a
- * body the whole-body check accepts; what decodes keeps the promises rls.h makes (non-empty
- * UTF-8 domain and keys, 1..max descriptors, costs in range); and a response built from it reads
- * back with as many statuses as descriptors.
+ * proto/rls.h): the unary framing, a ShouldRateLimit request decoded and checked, the same
+ * bytes as limitador's CheckRateLimit and Report (rls_kuadrant_decode), and a health check. Checks:
+ * no crash, no sanitizer report, no leak; the early size check never refuses a body the whole-body
+ * check accepts; what decodes keeps the promises rls.h makes (non-empty UTF-8 domain and
+ * keys, 1..max descriptors, costs in range); and a response built from it reads back with as many
+ * statuses as descriptors. A Kuadrant method decodes exactly what ShouldRateLimit decodes, with
+ * CheckRateLimit's costs 0 (a peek) and Report's the same.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,6 +73,32 @@ static void check_request(const rls_request_t *r)
     buf_free(&out);
 }
 
+/* The Kuadrant methods' decoding of msg agrees with ShouldRateLimit's: the same outcome,
+ * CheckRateLimit's costs 0, Report's the same. */
+static void kuadrant_check(const uint8_t *msg, size_t len)
+{
+    char err[GRPC_ERR_MAX];
+    rls_request_t plain;
+    grpc_status_t want = rls_request_decode(msg, len, DESCS_MAX, &plain, err, sizeof err);
+    for (int m = RLS_KUADRANT_CHECK; m <= RLS_KUADRANT_REPORT; m++) {
+        rls_request_t k;
+        grpc_status_t got =
+            rls_kuadrant_decode(msg, len, (rls_kuadrant_t)m, DESCS_MAX, &k, err, sizeof err);
+        if (got != want || (got != GRPC_STATUS_OK && (k.owned != NULL || err[0] == '\0')))
+            abort();
+        for (size_t i = 0; got == GRPC_STATUS_OK && i < k.n; i++) {
+            uint64_t cost = m == RLS_KUADRANT_CHECK ? 0 : plain.descs[i].cost;
+            if (k.n != plain.n || k.descs[i].cost != cost)
+                abort();
+        }
+        if (got == GRPC_STATUS_OK)
+            check_request(&k);
+        rls_request_free(&k);
+    }
+    if (want == GRPC_STATUS_OK)
+        rls_request_free(&plain);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[GRPC_ERR_MAX];
@@ -94,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (r.owned != NULL || err[0] == '\0') {
         abort();
     }
+    kuadrant_check(msg, len);
     char service[64];
     (void)grpc_health_decode(msg, len, service, sizeof service, err, sizeof err);
     return 0;

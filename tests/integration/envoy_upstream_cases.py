@@ -2,10 +2,11 @@
 expected-response cases of envoyproxy/ratelimit's own integration test
 (test/integration/integration_test.go), asked of sluiced loaded with that test's configuration
 files unchanged (tests/envoy_upstream/integration/). Each expected answer is written as upstream
-writes it, whole (every status, code, limit and remaining count; the duration until reset is
-taken from the answer, as upstream's test takes it), with sluice's two documented differences:
-a status's limit carries the rule's name, and a request over one of its limits charges none of
-its descriptors (upstream's answer with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true).
+writes it, whole (every status, code, limit and remaining count, and the limit's name: empty for
+these files' unnamed limits; the duration until reset is taken from the answer, as upstream's
+test takes it), with sluice's one documented difference: a request over one of its limits
+charges none of its descriptors (upstream's answer with
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true).
 
 Usage: envoy_upstream_cases.py GRPC_PORT STUBS_DIR CASE..
 Each case prints "ok NAME" or "FAIL NAME: why"; the exit status is the number of failures.
@@ -66,7 +67,7 @@ def case_basic(suffix):
     if why:
         return "unknown domain: " + why
     got = ask("basic", [("key1" + suffix, "foo")])
-    return expect(got, OK, status(OK, 50, SECOND, "basic.key1" + suffix, 49, got.statuses[0]))
+    return expect(got, OK, status(OK, 50, SECOND, "", 49, got.statuses[0]))
 
 
 def case_another(suffix):
@@ -75,7 +76,7 @@ def case_another(suffix):
         got = ask("another", [("key2" + suffix, "one")])
         code, left = (OVER, 0) if i >= 20 else (OK, 20 - (i + 1))
         why = expect(got, code,
-                     status(code, 20, MINUTE, "another.key2" + suffix, left, got.statuses[0]))
+                     status(code, 20, MINUTE, "", left, got.statuses[0]))
         if why:
             return "one key, call %d: %s" % (i, why)
     for i in range(15):
@@ -84,8 +85,8 @@ def case_another(suffix):
         if i >= 10:  # key3 is over: nothing is charged, key2 stays at 10 left
             code, left1, left2 = OVER, 10, 0
         why = expect(got, code,
-                     status(OK, 20, MINUTE, "another.key2" + suffix, left1, got.statuses[0]),
-                     status(code, 10, HOUR, "another.key3" + suffix, left2, got.statuses[1]))
+                     status(OK, 20, MINUTE, "", left1, got.statuses[0]),
+                     status(code, 10, HOUR, "", left2, got.statuses[1]))
         if why:
             return "two keys, call %d: %s" % (i, why)
     return None
@@ -111,14 +112,13 @@ def case_share_threshold():
         if got.overall_code not in (OK, OVER):
             return "call %d: %s" % (i, got)
     got = ask(dom, [("files", "files/b.csv")])
-    why = expect(got, OVER, status(OVER, 10, HOUR, "share-threshold-test.files:files__", 0,
+    why = expect(got, OVER, status(OVER, 10, HOUR, "", 0,
                                    got.statuses[0]))
     if why:
         return "files/b.csv: " + why
     for i in range(10):
         got = ask(dom, [("files_no_share", "files_no_share/%d" % i)])
-        why = expect(got, OK, status(OK, 10, HOUR, "share-threshold-test.files_no_share:files_no_"
-                                     "share__", 9, got.statuses[0]))
+        why = expect(got, OK, status(OK, 10, HOUR, "", 9, got.statuses[0]))
         if why:
             return "files_no_share/%d: %s" % (i, why)
     return None
@@ -132,11 +132,11 @@ def case_reload_absent():
 def case_reload_present():
     """after reload.yaml is copied in: key1 50 a second; block (0 a second) refuses"""
     got = ask("reload", [("key1", "foo")])
-    why = expect(got, OK, status(OK, 50, SECOND, "reload.key1", 49, got.statuses[0]))
+    why = expect(got, OK, status(OK, 50, SECOND, "", 49, got.statuses[0]))
     if why:
         return why
     got = ask("reload", [("block", "foo")])
-    return expect(got, OVER, status(OVER, 0, SECOND, "reload.block", 0, got.statuses[0]))
+    return expect(got, OVER, status(OVER, 0, SECOND, "", 0, got.statuses[0]))
 
 
 def is_blocked():

@@ -212,8 +212,9 @@ def case_override():
         r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
         s = r.statuses[0]
         expect(r.overall_code == Code.OK and s.limit_remaining == want, "%s: %s" % (domain, r))
-        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
-               "the override's limit: %s" % r)
+        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR
+               and s.current_limit.name == "",
+               "the override's limit, unnamed as envoyproxy/ratelimit's: %s" % r)
     r = ask(domain, desc(("remote_address", "10.5.5.5"), limit=(2, Unit.HOUR)))
     expect(r.overall_code == Code.OVER_LIMIT, "%s: the third is over: %s" % (domain, r))
     # a domain no rule stands for has no limits, asked for or not
@@ -547,8 +548,8 @@ def case_envoy_nested():
     for want in (1, 0):
         code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
         expect(code == Code.OK and s.limit_remaining == want, "bob: %s" % s)
-        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR,
-               "the nested limit: %s" % s)
+        expect(s.current_limit.requests_per_unit == 2 and s.current_limit.unit == Unit.HOUR
+               and s.current_limit.name == "", "the nested limit, with no name: %s" % s)
     code, s = status_of("edge", ("tenant", "acme"), ("user", "bob"))
     expect(code == Code.OVER_LIMIT, "bob's third: %s" % s)
     code, s = status_of("edge", ("tenant", "acme"), ("user", "eve"))
