@@ -30,6 +30,7 @@ python_venv() {
     PY=$TMP/venv/bin/python
     export SLUICED SLUICE_TEST_TMP=$TMP
     export PYTHONPATH=$SLUICE_SOURCE_DIR/tests/python # the tests' harness only
+    export PYTHONDONTWRITEBYTECODE=1                  # nothing written into the source tree
     cd "$TMP" || return 1
     # the package imported is the installed one
     local where
