@@ -16,7 +16,7 @@ The markup (README.md and docs/ follow it):
 
   Where commands run. One bash per document, its output a terminal (so programs print what a
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
-  examples/, include/ and src/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
+  examples/, include/, src/ and bindings/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
   their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80,
   PostgreSQL 5432) on 127.0.0.1 and
@@ -725,6 +725,7 @@ def prepare_sandbox(sandbox, source, build):
     os.symlink(os.path.join(source, "examples"), os.path.join(sandbox, "examples"))
     os.symlink(os.path.join(source, "src"), os.path.join(sandbox, "src"))
     os.symlink(os.path.join(source, "include"), os.path.join(sandbox, "include"))
+    os.symlink(os.path.join(source, "bindings"), os.path.join(sandbox, "bindings"))
     os.symlink(build, os.path.join(sandbox, "build"))
 
 
