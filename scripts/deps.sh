@@ -38,6 +38,9 @@ if [ "$what" = test ]; then
   # and packet loss (nftables)
   packages+=(iproute2)
   packages+=(nftables)
+  # the Python package (bindings/python/): its wheel built offline (setuptools, pip) and installed
+  # into a venv, redis-py (sync and asyncio), and the frameworks its middleware is tested in
+  packages+=(python3-setuptools python3-pip python3-venv python3-redis python3-starlette python3-fastapi python3-uvicorn python3-flask python3-django)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
