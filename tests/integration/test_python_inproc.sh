@@ -11,7 +11,7 @@ export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.1
 export SLUICE_CLIENT_LIBRARY=$SLUICE_BUILD_DIR/src/client/libsluice-client.so.0
 need "$SLUICE_LIBRARY" "$SLUICE_CLIENT_LIBRARY"
 
-start_sluiced sluiced || { cat "$TMP/sluiced.log"; exit 1; }
+start_sluiced sluiced --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 check "the in-process binding" "$PY" "$SLUICE_SOURCE_DIR/tests/python/inproc.py"
 finish

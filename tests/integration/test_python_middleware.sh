@@ -25,7 +25,7 @@ rules:
     limit: 1
     hold_timeout: 1h
 YAML
-start_sluiced sluiced --rules "$TMP/rules.yaml" || { cat "$TMP/sluiced.log"; exit 1; }
+start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
 for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do

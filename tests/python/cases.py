@@ -62,7 +62,7 @@ class Run:
         return await r if asyncio.iscoroutine(r) else r
 
     def hold_id(self, h):
-        return self.holds[h] if isinstance(h, str) else h
+        return self.holds.get(h, 0) if isinstance(h, str) else h  # 0: never saved, no hold
 
     async def step(self, i, step):
         name = f"{self.flavour}: {self.case['name']}: step {i + 1} ({step['op']})"

@@ -71,6 +71,7 @@ class OwnSluiced:
             log = open(os.path.join(TMP, f"{name}.{attempt}.log"), "wb")
             self.proc = subprocess.Popen(
                 [SLUICED, "--port", str(self.port), "--http-port", str(http), "--grpc-port", "0",
+                 "--config-store", os.path.join(TMP, f"{name}.{attempt}.db"), "--snapshot", "",
                  *args], stdout=log, stderr=subprocess.STDOUT)
             if poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
                     and self.proc.poll() is None:
