@@ -64,6 +64,9 @@ def limited(name, port, client):
     check(f"{name}: a request without the key's header is 400, a problem",
           st == 400 and json.loads(body)["status"] == 400
           and h.get("content-type") == "application/problem+json", f"{st} {body!r}")
+    st, h, body = get(port, "/fixed/ok", "u" * 2000)
+    check(f"{name}: a key longer than sluiced takes is 400, naming the bound, and never sent",
+          st == 400 and "longer than 1024 bytes" in json.loads(body)["detail"], f"{st} {body!r}")
 
 
 def shadows(name, port):

@@ -176,15 +176,17 @@ class RateLimit:
     None when the request lacks what it needs: a 400), cost (units per request, or a function of
     the Request), shadow (never refuse: a request over the limit goes through, logged and counted
     in shadow_refusals), timeout_ms (an in-flight rule's hold: at most the rule's hold_timeout),
-    match (a function of the Request: only requests it is true for are limited).
+    match (a function of the Request: only requests it is true for are limited), max_key_bytes
+    (a longer key is a 400, never sent: sluiced refuses keys past its --max-key-length, 1024).
 
     client: a sluice.Client for WSGI and Django, a sluice.AsyncClient for ASGI. The rule's
     algorithm (an in-flight rule, algorithm concurrency, acquires and releases) and window (for
     RateLimit-Policy) are read from sluiced with SL.RULE GET and kept RULE_INFO_TTL_S seconds.
     What happens when sluiced cannot be reached is the client's on_unreachable."""
 
-    def __init__(self, client, rule, key=None, cost=1, shadow=False, timeout_ms=None, match=None):
-        self.client, self.rule = client, rule
+    def __init__(self, client, rule, key=None, cost=1, shadow=False, timeout_ms=None, match=None,
+                 max_key_bytes=1024):
+        self.client, self.rule, self.max_key_bytes = client, rule, max_key_bytes
         self.key = key or by_ip()
         self.cost, self.shadow, self.timeout_ms, self.match = cost, shadow, timeout_ms, match
         self.shadow_refusals = 0
@@ -192,6 +194,17 @@ class RateLimit:
 
     def applies(self, req):
         return self.match is None or self.match(req)
+
+    def _key_of(self, req):
+        """The request's key, or the 400 Outcome when it has none or one too long."""
+        key = self.key(req)
+        if key is None:
+            return None, problem(400, "Bad Request",
+                                 f"rule '{self.rule}': the request lacks what its key needs")
+        if len(key.encode("utf-8", "surrogateescape")) > self.max_key_bytes:
+            return None, problem(400, "Bad Request", f"rule '{self.rule}': the request's key "
+                                 f"is longer than {self.max_key_bytes} bytes")
+        return key, None
 
     def _cost(self, req):
         return self.cost(req) if callable(self.cost) else self.cost
@@ -204,9 +217,9 @@ class RateLimit:
 
     def check(self, req):
         """The Outcome for req (blocking: a sluice.Client)."""
-        key = self.key(req)
-        if key is None:
-            return _no_key(self.rule)
+        key, refusal = self._key_of(req)
+        if refusal is not None:
+            return refusal
         if not self._info_fresh():
             self._fetch_info(lambda: self.client.command("SL.RULE", "GET", self.rule))
         cost = self._cost(req)
@@ -218,9 +231,9 @@ class RateLimit:
 
     async def acheck(self, req):
         """The Outcome for req (asyncio: a sluice.AsyncClient)."""
-        key = self.key(req)
-        if key is None:
-            return _no_key(self.rule)
+        key, refusal = self._key_of(req)
+        if refusal is not None:
+            return refusal
         if not self._info_fresh():
             try:
                 self._set_info(await self.client.command("SL.RULE", "GET", self.rule))
@@ -283,7 +296,3 @@ class RateLimit:
                 await self.client.release(self.rule, outcome.key, outcome.hold_id)
             except Exception as e:
                 log.warning("sluice: release of a hold of rule %r: %s", self.rule, e)
-
-
-def _no_key(rule):
-    return problem(400, "Bad Request", f"rule '{rule}': the request lacks what its key needs")
