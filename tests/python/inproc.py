@@ -77,6 +77,42 @@ def same_as_sluiced(seed):
         check(f"{name}: Table and Rule.decide on a state agree", mine == pure)
 
 
+def cache_never_wrong(seed):
+    """sluice.OverLimitCache in front of libsluice (as the client puts it in front of sluiced):
+    over seeded random requests, times, resets and refunds, every answer the cache gives is a
+    refusal the table gives too at that time, for every algorithm and a cache smaller than the
+    keys (evictions). For a max_delay rule, the table may admit with a delay where the cache
+    refuses: the documented limit of a cache that does not know the rule."""
+    rng = random.Random(seed)
+    for spec, extra in RULES:
+        rule = inproc.Rule(spec["algorithm"], spec["limit"], spec["window"], **extra)
+        table, cache = inproc.Table(rule, seed=seed), sluice.OverLimitCache(rng.choice([1, 4, 64]))
+        now, hits, wrong = BASE_NS, 0, []
+        for _ in range(600):
+            now += rng.choice([0, 0, rng.randrange(1, 2 * 10**8), rng.randrange(10**9)])
+            k, c = rng.choice("abcdefgh"), rng.randint(1, rule.capacity + 1)
+            if rng.random() < 0.03:
+                table.reset(k)
+                cache.forget("r", k)
+                continue
+            hit = cache.lookup("r", k, c, now)
+            d = table.decide(k, c, now)
+            if hit is not None:
+                hits += 1
+                # a max_delay rule admits with a delay what the cache, knowing no rule, still
+                # refuses (docs/client.md says so): that, and only that, is allowed to differ
+                delayed = d.allowed and d.delay_ns > 0 and "max_delay" in spec
+                if (d.allowed and not delayed) or d.retry_after_ns > hit.retry_after_ms * 10**6:
+                    wrong.append((k, c, now, hit, d))
+                continue
+            ms = -1 if d.retry_after_ns < 0 else -(-d.retry_after_ns // 10**6)
+            cache.record("r", k, c, sluice.Decision(d.allowed, d.limit, d.remaining, ms,
+                                                    -(-d.reset_after_ns // 10**6)), now)
+        check(f"seed {seed}: {spec['algorithm']}: the cache answered {hits} times, each a "
+              "refusal the table gives, no later than its retry time", hits > 0 and not wrong,
+              wrong[:2])
+
+
 def threads():
     rule = inproc.Rule("fixed_window", 1000, "1h")
     table, admitted, lock = inproc.Table(rule), [], threading.Lock()
@@ -148,6 +184,7 @@ def backoff_as_c():
 seeds = [int(os.environ["SLUICE_SEED"])] if os.environ.get("SLUICE_SEED") else [1, 2, 3, 4]
 for s in seeds:
     same_as_sluiced(s)
+    cache_never_wrong(s)
 threads()
 holds_and_errors()
 backoff_as_c()
