@@ -6,6 +6,8 @@
   /shadow/ok     rule mw-shadow (a shadow rule in sluiced, limit 1)
   /jobs/ok       rule mw-jobs (in flight, limit 1): answers at once
   /jobs/boom     the handler raises
+  /open/ok       rule mw-fixed through a client of a sluiced that is down, failing open
+  /closed/ok     the same, failing closed
   /jobs/stream   a streaming body of 64 KiB chunks, 6000 at most (two minutes), one every 20 ms
 
 Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function that starts the
@@ -16,6 +18,7 @@ import asyncio
 import threading
 import time
 
+import harness
 import sluice
 from sluice.middleware import RateLimit, by_header
 
@@ -23,17 +26,23 @@ CHUNK = b"x" * 65536
 CHUNKS_MAX = 6000
 
 
-def limits(client):
-    """The middleware's rules, each for the paths under its prefix."""
+def limits(client, kind):
+    """The middleware's rules, each for the paths under its prefix. kind makes the clients of
+    a sluiced that cannot be reached (a port nothing listens on), failing open and closed."""
 
     def under(prefix):
         return lambda req: req.path.startswith(prefix)
 
     user = by_header("x-user")
     shadowed = RateLimit(client, "mw-fixed", key=user, shadow=True, match=under("/mshadow/"))
+    down = harness.free_port()
     return [RateLimit(client, "mw-fixed", key=user, match=under("/fixed/")), shadowed,
             RateLimit(client, "mw-shadow", key=user, match=under("/shadow/")),
-            RateLimit(client, "mw-jobs", key=user, match=under("/jobs/"))]
+            RateLimit(client, "mw-jobs", key=user, match=under("/jobs/")),
+            RateLimit(kind(port=down, on_unreachable="allow"), "mw-fixed", key=user,
+                      match=under("/open/")),
+            RateLimit(kind(port=down, on_unreachable="deny"), "mw-fixed", key=user,
+                      match=under("/closed/"))]
 
 
 def chunks():
@@ -70,7 +79,7 @@ def start_asgi(port):
         return StreamingResponse(body())
 
     client = sluice.AsyncClient(port=port, timeout_ms=5000)
-    for limit in limits(client):
+    for limit in limits(client, sluice.AsyncClient):
         app.add_middleware(RateLimitMiddleware, limit=limit)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical",
                                            lifespan="off"))
@@ -125,7 +134,7 @@ def start_flask(port):
         return Response(chunks())
 
     client = sluice.Client(port=port, timeout_ms=5000)
-    for limit in limits(client):
+    for limit in limits(client, sluice.Client):
         app.wsgi_app = RateLimitMiddleware(app.wsgi_app, limit)
     return serve_wsgi(app)
 
@@ -159,7 +168,7 @@ def _django_setup(port):
                         path("deco/stream", deco(stream)), path("<str:group>/ok", ok)]
     sys.modules["sluice_test_urls"] = urls
     settings.configure(DEBUG=False, SECRET_KEY="test", ALLOWED_HOSTS=["127.0.0.1"],
-                       ROOT_URLCONF="sluice_test_urls", SLUICE_LIMIT=limits(client),
+                       ROOT_URLCONF="sluice_test_urls", SLUICE_LIMIT=limits(client, sluice.Client),
                        MIDDLEWARE=["sluice.middleware.django.RateLimitMiddleware"],
                        LOGGING_CONFIG=None)
     django.setup()

@@ -79,6 +79,17 @@ def shadows(name, port):
           and re.fullmatch(r'"mw-fixed";r=0;t=\d+', got[2][1].get("ratelimit", "")), got)
 
 
+def unreachable(name, port):
+    u = f"{RUN}-{name}-down"
+    st, h, _ = get(port, "/open/ok", u)
+    check(f"{name}: sluiced down, failing open: the request goes through, with no RateLimit fields",
+          st == 200 and "ratelimit" not in h, f"{st} {h}")
+    st, h, body = get(port, "/closed/ok", u)
+    check(f"{name}: sluiced down, failing closed: 429 saying why, Retry-After, no RateLimit fields",
+          st == 429 and "cannot be reached" in json.loads(body)["detail"]
+          and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
+
+
 def free(client, user):
     """True when the key of user under mw-jobs has its slot free (an acquire is admitted)."""
     d = client.acquire("mw-jobs", f"header:x-user:{user}")
@@ -131,6 +142,7 @@ def main():
         try:
             limited(name, port, client)
             shadows(name, port)
+            unreachable(name, port)
             holds(name, port, client)
             if name == "django":
                 holds(name, port, client, "/deco")

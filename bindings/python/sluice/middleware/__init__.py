@@ -17,6 +17,8 @@ from ..errors import ServerError
 log = logging.getLogger("sluice")
 
 RULE_INFO_TTL_S = 10  # how long the facts of a rule (algorithm, window) are kept between reads
+RULE_INFO_RETRY_S = 1  # after a failed read, how long until the next is tried
+WARN_EVERY_S = 10  # a failure to read a rule, or to release a hold, is logged once in this long
 
 
 @dataclass
@@ -189,8 +191,9 @@ class RateLimit:
         self.client, self.rule, self.max_key_bytes = client, rule, max_key_bytes
         self.key = key or by_ip()
         self.cost, self.shadow, self.timeout_ms, self.match = cost, shadow, timeout_ms, match
-        self.shadow_refusals = 0
-        self._info, self._info_at = None, 0.0
+        self.shadow_refusals = 0  # requests shadow mode let through over the limit
+        self.release_failures = 0  # holds whose release failed (they expire by themselves)
+        self._info, self._info_until, self._warned_at = None, 0.0, -WARN_EVERY_S
 
     def applies(self, req):
         return self.match is None or self.match(req)
@@ -210,10 +213,20 @@ class RateLimit:
         return self.cost(req) if callable(self.cost) else self.cost
 
     def _info_fresh(self):
-        return self._info is not None and time.monotonic() - self._info_at < RULE_INFO_TTL_S
+        """True while the rule's facts need no reading: kept RULE_INFO_TTL_S, and after a failed
+        read none is tried for RULE_INFO_RETRY_S (sluiced down costs one call a request, not
+        two)."""
+        return time.monotonic() < self._info_until
 
     def _set_info(self, reply):
-        self._info, self._info_at = parse_rule_info(reply), time.monotonic()
+        self._info, self._info_until = parse_rule_info(reply), time.monotonic() + RULE_INFO_TTL_S
+
+    def _info_failed(self, e):
+        self._info_until = time.monotonic() + RULE_INFO_RETRY_S
+        now = time.monotonic()
+        if now >= self._warned_at + WARN_EVERY_S:  # logged at a limited rate
+            self._warned_at = now
+            log.warning("sluice: rule %r: cannot read it from sluiced: %s", self.rule, e)
 
     def check(self, req):
         """The Outcome for req (blocking: a sluice.Client)."""
@@ -240,7 +253,7 @@ class RateLimit:
             except ServerError:
                 raise
             except Exception as e:  # unreachable: decide without the rule's facts
-                log.warning("sluice: rule %r: %s", self.rule, e)
+                self._info_failed(e)
         cost = self._cost(req)
         if self._info is not None and self._info.algorithm == "concurrency":
             d = await self.client.acquire(self.rule, key, cost, self.timeout_ms)
@@ -254,7 +267,7 @@ class RateLimit:
         except ServerError:
             raise
         except Exception as e:  # unreachable: decide without the rule's facts
-            log.warning("sluice: rule %r: %s", self.rule, e)
+            self._info_failed(e)
 
     def outcome(self, key, d):
         """The Outcome of decision d for key: headers as sluiced's HTTP API sets them."""
@@ -267,7 +280,7 @@ class RateLimit:
             return Outcome(True, headers, hold_id=d.hold_id, key=key, decision=d)
         if self.shadow:
             self.shadow_refusals += 1
-            log.info("sluice: shadow: rule %r would refuse key %r", self.rule, key)
+            log.debug("sluice: shadow: rule %r would refuse key %r", self.rule, key)
             return Outcome(True, headers, key=key, decision=d)
         if d.retry_after_ms >= 0:
             headers.append(("Retry-After", str(ceil_s(d.retry_after_ms))))
@@ -287,7 +300,7 @@ class RateLimit:
             try:
                 self.client.release(self.rule, outcome.key, outcome.hold_id)
             except Exception as e:
-                log.warning("sluice: release of a hold of rule %r: %s", self.rule, e)
+                self._release_failed(e)
 
     async def arelease(self, outcome):
         """Releases outcome's hold (asyncio); a failure is logged, never raised."""
@@ -295,4 +308,14 @@ class RateLimit:
             try:
                 await self.client.release(self.rule, outcome.key, outcome.hold_id)
             except Exception as e:
-                log.warning("sluice: release of a hold of rule %r: %s", self.rule, e)
+                self._release_failed(e)
+
+    def _release_failed(self, e):
+        """Counted in release_failures, logged at a limited rate; the hold expires by itself at
+        the rule's hold_timeout."""
+        self.release_failures += 1
+        now = time.monotonic()
+        if now >= self._warned_at + WARN_EVERY_S:
+            self._warned_at = now
+            log.warning("sluice: rule %r: a hold could not be released (%d so far): %s",
+                        self.rule, self.release_failures, e)
