@@ -90,7 +90,27 @@ def unreachable():
     d = allow.acquire("sdk-jobs", "x")
     check("fail open: an acquire is admitted, marked fallback, with no hold",
           d.allowed and d.fallback and d.hold_id == 0, repr(d))
+    async def async_silent():
+        a = sluice.AsyncClient(port=port, timeout_ms=200)
+        try:
+            await a.allow("sdk-fixed", "x")
+            return "no error"
+        except sluice.UnreachableError as e:
+            return str(e)
+        finally:
+            await a.close()
+
+    got = asyncio.run(async_silent())
+    check("asyncio: a server that never answers raises UnreachableError", "sluiced" in got, got)
     s.close()
+    for call in ("reset", "release", "command"):
+        args = {"reset": ("sdk-fixed", "x"), "release": ("sdk-jobs", "x", 1),
+                "command": ("PING",)}[call]
+        try:
+            getattr(allow, call)(*args)
+            check(f"{call} on a server that never answers raises UnreachableError", False)
+        except sluice.UnreachableError:
+            check(f"{call} on a server that never answers raises UnreachableError", True)
     refused = harness.free_port()
     try:
         sluice.Client(port=refused).allow("sdk-fixed", "x")

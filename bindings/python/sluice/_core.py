@@ -65,7 +65,8 @@ class Core:
         return d
 
     def unreachable(self, exc):
-        """What a call that could not reach sluiced returns, or raises (on_unreachable)."""
+        """What a call that could not reach sluiced (exc, an UnreachableError) returns, or
+        raises (on_unreachable)."""
         attempt = self.failures
         self.failures += 1
         if self.on_unreachable == "allow":
@@ -73,7 +74,12 @@ class Core:
         if self.on_unreachable == "deny":
             wait = backoff.backoff_ms(attempt, BACKOFF_BASE_MS, BACKOFF_CAP_MS, self.rng)
             return Decision(False, 0, 0, max(1, wait), 0, fallback=True)
-        raise UnreachableError(f"sluiced unreachable: {exc}") from exc
+        raise exc
+
+
+def unreachable_error(exc):
+    """The UnreachableError of a connection error or timeout."""
+    return UnreachableError(f"sluiced unreachable: {exc}")
 
 
 def server_error(exc):

@@ -13,7 +13,7 @@ from . import _core
 from .cache import DEFAULT_SIZE
 from .client import make_pool
 from .decision import parse_decision
-from .errors import ProtocolError
+from .errors import ProtocolError, UnreachableError
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
 
@@ -51,6 +51,8 @@ class AsyncClient:
             return await self.redis.execute_command(*args)
         except redis.ResponseError as e:
             raise _core.server_error(e) from None
+        except _UNREACHABLE as e:
+            raise _core.unreachable_error(e) from e
 
     async def allow(self, rule, key, cost=1):
         """SL.ALLOW (see sluice.Client.allow)."""
@@ -60,7 +62,7 @@ class AsyncClient:
             return hit
         try:
             reply = await self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         return self._core.answered(rule, key, cost, reply, asked)
 
@@ -68,7 +70,7 @@ class AsyncClient:
         """SL.PEEK (see sluice.Client.peek)."""
         try:
             reply = await self._send(("SL.PEEK", rule, key))
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         d = parse_decision(reply)
@@ -82,7 +84,7 @@ class AsyncClient:
             self._core.cache.forget(rule, key)
         try:
             reply = await self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         if actual < reserved:
@@ -101,7 +103,7 @@ class AsyncClient:
         args = _core.acquire_args(rule, key, cost, timeout_ms)
         try:
             reply = await self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         return parse_decision(reply, with_hold=True)
@@ -138,7 +140,7 @@ class AsyncClient:
         try:
             replies = await pipe.execute(raise_on_error=False)
         except _UNREACHABLE as e:
-            fallback = self._core.unreachable(e)
+            fallback = self._core.unreachable(_core.unreachable_error(e))
             return [d if d is not None else fallback for d in out]
         for (i, _, asked), reply in zip(sent, replies):
             rule, key, cost = requests[i]

@@ -12,7 +12,7 @@ import redis
 from . import _core
 from .cache import DEFAULT_SIZE
 from .decision import parse_decision
-from .errors import ProtocolError
+from .errors import ProtocolError, UnreachableError
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
@@ -75,6 +75,8 @@ class Client:
             return self.redis.execute_command(*args)
         except redis.ResponseError as e:
             raise _core.server_error(e) from None
+        except _UNREACHABLE as e:
+            raise _core.unreachable_error(e) from e
 
     def allow(self, rule, key, cost=1):
         """SL.ALLOW: decides a request of cost units (0 peeks). A repeated denial of the same cost
@@ -86,7 +88,7 @@ class Client:
             return hit
         try:
             reply = self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         with self._lock:
             return self._core.answered(rule, key, cost, reply, asked)
@@ -95,7 +97,7 @@ class Client:
         """SL.PEEK: the key's decision, charging nothing; never cached."""
         try:
             reply = self._send(("SL.PEEK", rule, key))
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         with self._lock:
@@ -112,7 +114,7 @@ class Client:
                 self._core.cache.forget(rule, key)
         try:
             reply = self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         if actual < reserved:
@@ -134,7 +136,7 @@ class Client:
         args = _core.acquire_args(rule, key, cost, timeout_ms)
         try:
             reply = self._send(args)
-        except _UNREACHABLE as e:
+        except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
         return parse_decision(reply, with_hold=True)
@@ -176,7 +178,7 @@ class Client:
         try:
             replies = pipe.execute(raise_on_error=False)
         except _UNREACHABLE as e:
-            fallback = self._core.unreachable(e)
+            fallback = self._core.unreachable(_core.unreachable_error(e))
             return [d if d is not None else fallback for d in out]
         with self._lock:
             for (i, _, asked), reply in zip(sent, replies):
