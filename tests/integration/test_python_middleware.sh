@@ -37,4 +37,6 @@ for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
     # each framework in a process of its own (Django's settings are per process)
     check "the middleware in $name" "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" "$name"
 done
+check "the middleware with a sluiced where only admin reads rules" \
+    "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" secured
 finish

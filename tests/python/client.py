@@ -163,7 +163,34 @@ async def tls():
         check("a plain connection to the TLS port fails", True)
 
 
+def passwords():
+    own = harness.OwnSluiced("auth", "--requirepass", "pw", "--admin-password", "apw", "--rules",
+                             os.path.join(harness.TMP, "rules.yaml"))
+    try:
+        d = sluice.Client(port=own.port, password="pw").allow("sdk-fixed", "k")
+        check("--requirepass: a client with the password is answered", d.allowed, repr(d))
+        for pw in (None, "wrong"):
+            c = sluice.Client(port=own.port, password=pw, on_unreachable="allow")
+            try:
+                c.allow("sdk-fixed", "k")
+                check(f"password {pw!r}: refused as an error, never failed open", False)
+            except sluice.ServerError as e:
+                check(f"password {pw!r}: refused as an error, never failed open", True, str(e))
+        user = sluice.Client(port=own.port, password="pw")
+        admin = sluice.Client(port=own.port, username="admin", password="apw")
+        try:
+            user.reset("sdk-fixed", "k")
+            check("--admin-password: a reset needs admin", False)
+        except sluice.ServerError as e:
+            check("--admin-password: a reset needs admin", "no permissions" in str(e), str(e))
+        admin.reset("sdk-fixed", "k")
+        check("username admin resets the key", user.peek("sdk-fixed", "k").remaining == 3)
+    finally:
+        own.stop()
+
+
 pipelines()
+passwords()
 pooled_threads()
 asyncio.run(pooled_tasks())
 unreachable()

@@ -17,6 +17,7 @@ import sys
 import apps
 import harness
 import sluice
+from sluice.middleware import RateLimit, Request, by_header
 from harness import check
 
 RUN = os.urandom(4).hex()
@@ -135,7 +136,36 @@ def holds(name, port, client, prefix="/jobs"):
           harness.poll(20, lambda: free(client, u + "-drop")))
 
 
+def secured():
+    """A sluiced where only admin reads rules: the middleware cannot read the rule's facts, and
+    still limits (without the RateLimit fields); given them, it needs no read."""
+    own = harness.OwnSluiced("secured", "--requirepass", "pw", "--admin-password", "apw",
+                             "--rules", os.path.join(harness.TMP, "rules.yaml"))
+    try:
+        client = sluice.Client(port=own.port, password="pw")
+        req = Request("GET", "/x", {"x-user": RUN}, "127.0.0.1")
+        blind = RateLimit(client, "mw-fixed", key=by_header("x-user"))
+        got = [blind.check(req) for _ in range(3)]
+        check("no permission to read the rule: still limits (2 pass, the third 429), no fields",
+              [o.allowed for o in got] == [True, True, False] and got[2].status == 429
+              and not any(k.startswith("RateLimit") for o in got for k, _ in o.headers),
+              repr(got))
+        told = RateLimit(client, "mw-jobs", key=by_header("x-user"), algorithm="concurrency",
+                         window="1h")
+        a, b = told.check(req), told.check(req)
+        check("the rule's facts given: an in-flight rule acquires, with the fields",
+              a.allowed and a.hold_id and not b.allowed
+              and ("RateLimit-Policy", '"mw-jobs";q=1;w=3600') in a.headers, f"{a} {b}")
+        told.release(a)
+        check("... and releases", told.check(req).allowed)
+    finally:
+        own.stop()
+
+
 def main():
+    if sys.argv[1:] == ["secured"]:
+        secured()
+        harness.finish()
     for name in sys.argv[1:]:
         port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT)
         client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)

@@ -21,14 +21,15 @@ _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, OSError)
 class AsyncClient:
     """sluice.Client's options and calls, for asyncio (see sluice.Client)."""
 
-    def __init__(self, host="127.0.0.1", port=6390, *, password=None, timeout_ms=500, tls=False,
+    def __init__(self, host="127.0.0.1", port=6390, *, password=None, username=None,
+                 timeout_ms=500, tls=False,
                  tls_ca=None, tls_check_hostname=True, max_connections=None,
                  cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None,
                  connection=None):
         self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed)
         self.redis = connection or redis.asyncio.Redis(connection_pool=make_pool(
-            redis.asyncio, host, port, password, timeout_ms, tls, tls_ca, tls_check_hostname,
-            max_connections))
+            redis.asyncio, host, port, (username, password), timeout_ms, tls, tls_ca,
+            tls_check_hostname, max_connections))
 
     @property
     def cache_hits(self):
@@ -49,7 +50,8 @@ class AsyncClient:
     async def _send(self, args):
         try:
             return await self.redis.execute_command(*args)
-        except redis.ResponseError as e:
+        except (redis.ResponseError, redis.AuthenticationError) as e:
+            # a wrong password is sluiced's refusal, not sluiced unreachable: never failed open
             raise _core.server_error(e) from None
         except _UNREACHABLE as e:
             raise _core.unreachable_error(e) from e

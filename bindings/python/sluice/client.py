@@ -17,13 +17,15 @@ from .errors import ProtocolError, UnreachableError
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
 
-def make_pool(mod, host, port, password, timeout_ms, tls, tls_ca, tls_check_hostname,
+def make_pool(mod, host, port, credentials, timeout_ms, tls, tls_ca, tls_check_hostname,
               max_connections):
-    """A connection pool of redis-py's module `mod` (redis or redis.asyncio) to sluiced. With
-    max_connections, a caller finding every connection busy waits for one (up to timeout_ms)."""
+    """A connection pool of redis-py's module `mod` (redis or redis.asyncio) to sluiced;
+    credentials: (username, password), either None. With max_connections, a caller finding
+    every connection busy waits for one (up to timeout_ms)."""
     seconds = timeout_ms / 1000 if timeout_ms else None
-    opts = dict(host=host, port=port, password=password, socket_timeout=seconds,
-                socket_connect_timeout=seconds)
+    username, password = credentials
+    opts = dict(host=host, port=port, username=username, password=password,
+                socket_timeout=seconds, socket_connect_timeout=seconds)
     if tls:
         opts.update(connection_class=mod.SSLConnection, ssl_ca_certs=tls_ca,
                     ssl_cert_reqs="required" if tls_ca else "none",
@@ -36,7 +38,8 @@ def make_pool(mod, host, port, password, timeout_ms, tls, tls_ca, tls_check_host
 class Client:
     """A client of sluiced's RESP port.
 
-    host, port, password: where sluiced listens and its --password. timeout_ms bounds the
+    host, port, password: where sluiced listens and its --requirepass; username "admin" and the
+    --admin-password for a client that changes rules (SL.RULE, SL.RESET). timeout_ms bounds the
     connect and each command (0: none); a failed command is never sent again. tls: connect with
     TLS (tls_ca: the CA file that signed sluiced's certificate; without it the certificate is not
     checked). max_connections: the pool's bound. cache_size: entries of the over-limit cache (0:
@@ -44,14 +47,15 @@ class Client:
     (refuse with a backoff as retry_after_ms, fallback=True). clock_ns: the monotonic clock the
     cache reads (tests substitute one). connection: a redis.Redis of your own instead."""
 
-    def __init__(self, host="127.0.0.1", port=6390, *, password=None, timeout_ms=500, tls=False,
+    def __init__(self, host="127.0.0.1", port=6390, *, password=None, username=None,
+                 timeout_ms=500, tls=False,
                  tls_ca=None, tls_check_hostname=True, max_connections=None,
                  cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None,
                  connection=None):
         self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed)
         self._lock = threading.Lock()
         self.redis = connection or redis.Redis(connection_pool=make_pool(
-            redis, host, port, password, timeout_ms, tls, tls_ca, tls_check_hostname,
+            redis, host, port, (username, password), timeout_ms, tls, tls_ca, tls_check_hostname,
             max_connections))
 
     @property
@@ -73,7 +77,8 @@ class Client:
     def _send(self, args):
         try:
             return self.redis.execute_command(*args)
-        except redis.ResponseError as e:
+        except (redis.ResponseError, redis.AuthenticationError) as e:
+            # a wrong password is sluiced's refusal, not sluiced unreachable: never failed open
             raise _core.server_error(e) from None
         except _UNREACHABLE as e:
             raise _core.unreachable_error(e) from e

@@ -12,7 +12,6 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ServerError
 
 log = logging.getLogger("sluice")
 
@@ -183,17 +182,24 @@ class RateLimit:
 
     client: a sluice.Client for WSGI and Django, a sluice.AsyncClient for ASGI. The rule's
     algorithm (an in-flight rule, algorithm concurrency, acquires and releases) and window (for
-    RateLimit-Policy) are read from sluiced with SL.RULE GET and kept RULE_INFO_TTL_S seconds.
+    RateLimit-Policy) are read from sluiced with SL.RULE GET and kept RULE_INFO_TTL_S seconds,
+    unless given as algorithm and window ("1m"); give them when sluiced has --admin-password
+    (only admin may read rules there) and the client is not admin.
     What happens when sluiced cannot be reached is the client's on_unreachable."""
 
     def __init__(self, client, rule, key=None, cost=1, shadow=False, timeout_ms=None, match=None,
-                 max_key_bytes=1024):
+                 max_key_bytes=1024, algorithm=None, window=None):
         self.client, self.rule, self.max_key_bytes = client, rule, max_key_bytes
         self.key = key or by_ip()
         self.cost, self.shadow, self.timeout_ms, self.match = cost, shadow, timeout_ms, match
         self.shadow_refusals = 0  # requests shadow mode let through over the limit
         self.release_failures = 0  # holds whose release failed (they expire by themselves)
         self._info, self._info_until, self._warned_at = None, 0.0, -WARN_EVERY_S
+        if (algorithm is None) != (window is None):
+            raise ValueError("give both algorithm and window, or neither")
+        if algorithm is not None:  # the rule's facts given: never read from sluiced
+            self._info = RuleInfo(algorithm, -(-duration_ns(window) // 10**9))
+            self._info_until = float("inf")
 
     def applies(self, req):
         return self.match is None or self.match(req)
@@ -250,9 +256,7 @@ class RateLimit:
         if not self._info_fresh():
             try:
                 self._set_info(await self.client.command("SL.RULE", "GET", self.rule))
-            except ServerError:
-                raise
-            except Exception as e:  # unreachable: decide without the rule's facts
+            except Exception as e:  # unreachable, or not allowed: decide without them
                 self._info_failed(e)
         cost = self._cost(req)
         if self._info is not None and self._info.algorithm == "concurrency":
@@ -264,9 +268,7 @@ class RateLimit:
     def _fetch_info(self, get):
         try:
             self._set_info(get())
-        except ServerError:
-            raise
-        except Exception as e:  # unreachable: decide without the rule's facts
+        except Exception as e:  # unreachable, or not allowed: decide without them
             self._info_failed(e)
 
     def outcome(self, key, d):
