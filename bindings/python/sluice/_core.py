@@ -1,0 +1,87 @@
+"""What the sync and the async client share, with no I/O: the commands they send, the options,
+the over-limit cache around a call, and the answer when sluiced cannot be reached."""
+
+import os
+import time
+
+from . import backoff
+from .cache import DEFAULT_SIZE, OverLimitCache
+from .decision import Decision, parse_decision
+from .errors import ServerError, UnreachableError
+
+ON_UNREACHABLE = ("raise", "allow", "deny")
+BACKOFF_BASE_MS = 50
+BACKOFF_CAP_MS = 5000
+
+
+def _check_cost(name, n):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{name} must be an integer >= 0, not {n!r}")
+
+
+def allow_args(rule, key, cost):
+    _check_cost("cost", cost)
+    return ("SL.ALLOW", rule, key) + (("COST", cost) if cost != 1 else ())
+
+
+def acquire_args(rule, key, cost, timeout_ms):
+    _check_cost("cost", cost)
+    args = ("SL.ACQUIRE", rule, key) + (("COST", cost) if cost != 1 else ())
+    if timeout_ms is not None:
+        _check_cost("timeout_ms", timeout_ms)
+        args += ("TIMEOUT", timeout_ms)
+    return args
+
+
+def settle_args(rule, key, reserved, actual, at_ms):
+    _check_cost("reserved", reserved)
+    _check_cost("actual", actual)
+    args = ("SL.SETTLE", rule, key, reserved, actual)
+    return args + (("AT", at_ms),) if at_ms is not None else args
+
+
+class Core:
+    """The client's state apart from its connections: options, cache, clock, failures in a row."""
+
+    def __init__(self, cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None):
+        if on_unreachable not in ON_UNREACHABLE:
+            raise ValueError(f"on_unreachable must be one of {ON_UNREACHABLE}, not {on_unreachable!r}")
+        self.cache = OverLimitCache(cache_size)
+        self.on_unreachable = on_unreachable
+        self.clock_ns = clock_ns or time.monotonic_ns
+        self.rng = backoff.Rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+        self.failures = 0  # calls in a row that found sluiced unreachable
+
+    def cached(self, rule, key, cost):
+        """A cached refusal for an allow of cost, or None; and when the request is sent."""
+        now = self.clock_ns()
+        return (self.cache.lookup(rule, key, cost, now) if cost >= 1 else None), now
+
+    def answered(self, rule, key, cost, reply, asked_ns):
+        """The Decision of an SL.ALLOW reply, recorded in the cache."""
+        self.failures = 0
+        d = parse_decision(reply)
+        self.cache.record(rule, key, cost, d, asked_ns)
+        return d
+
+    def unreachable(self, exc):
+        """What a call that could not reach sluiced (exc, an UnreachableError) returns, or
+        raises (on_unreachable)."""
+        attempt = self.failures
+        self.failures += 1
+        if self.on_unreachable == "allow":
+            return Decision(True, 0, 0, 0, 0, fallback=True)
+        if self.on_unreachable == "deny":
+            wait = backoff.backoff_ms(attempt, BACKOFF_BASE_MS, BACKOFF_CAP_MS, self.rng)
+            return Decision(False, 0, 0, max(1, wait), 0, fallback=True)
+        raise exc
+
+
+def unreachable_error(exc):
+    """The UnreachableError of a connection error or timeout."""
+    return UnreachableError(f"sluiced unreachable: {exc}")
+
+
+def server_error(exc):
+    """A ServerError with the server's text exactly."""
+    return ServerError(str(exc))

@@ -1,0 +1,100 @@
+"""Django: a middleware class over settings.SLUICE_LIMIT, and a decorator for one view.
+
+    # settings.py
+    SLUICE_LIMIT = RateLimit(Client(...), "api", key=by_ip(24))
+    MIDDLEWARE = [..., "sluice.middleware.django.RateLimitMiddleware"]
+
+    # views.py
+    @ratelimit(RateLimit(client, "reports", key=by_user()))
+    def report(request): ...
+
+An in-flight rule's hold is released when the server closes the response (also when the client
+went away mid-response), or when the view raises.
+"""
+
+from django.http import HttpResponse
+
+from . import Request
+
+
+def request_from_django(request, route=""):
+    meta = request.META
+    headers = {k[5:].replace("_", "-").lower(): v for k, v in meta.items() if k.startswith("HTTP_")}
+    user = getattr(request, "user", None)
+    uid = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
+    return Request(method=request.method, path=request.path, headers=headers,
+                   client_ip=meta.get("REMOTE_ADDR", ""), route=route or request.path,
+                   user=uid, raw=request)
+
+
+def _refusal(out):
+    resp = HttpResponse(out.body, status=out.status, content_type="application/problem+json")
+    for k, v in out.headers:
+        if k != "Content-Type":
+            resp[k] = v
+    return resp
+
+
+def _guarded(limit, request, route, call, block=True):
+    """Runs call() under limit: the refusal, or call's response with the headers and the hold
+    released when it is closed."""
+    req = request_from_django(request, route)
+    if not limit.applies(req):
+        return call()
+    out = limit.check(req)
+    request.sluice = out.decision
+    request.limited = not out.allowed
+    if not out.allowed and block:
+        return _refusal(out)
+    try:
+        response = call()
+    except BaseException:
+        limit.release(out)
+        raise
+    for k, v in out.headers:
+        response[k] = v
+    close = response.close
+
+    def close_and_release():
+        try:
+            close()
+        finally:
+            limit.release(out)
+
+    response.close = close_and_release
+    return response
+
+
+class RateLimitMiddleware:
+    """Limits every request with settings.SLUICE_LIMIT: a sluice.middleware.RateLimit over a
+    sluice.Client, or a list of them (each applied in turn, the first refusal answers)."""
+
+    def __init__(self, get_response):
+        from django.conf import settings
+
+        limits = settings.SLUICE_LIMIT
+        self.get_response = get_response
+        self.limits = list(limits) if isinstance(limits, (list, tuple)) else [limits]
+
+    def __call__(self, request):
+        call = lambda: self.get_response(request)  # noqa: E731
+        for limit in reversed(self.limits):
+            call = (lambda lim, inner: lambda: _guarded(lim, request, "", inner))(limit, call)
+        return call()
+
+
+def ratelimit(limit, block=True):
+    """A view decorator, as django-ratelimit's: limits the view with `limit`. block=False lets a
+    refused request through with request.limited True (request.sluice holds the decision)."""
+
+    def wrap(view):
+        def guarded(request, *args, **kwargs):
+            match = getattr(request, "resolver_match", None)
+            route = getattr(match, "route", "") if match else ""
+            return _guarded(limit, request, route, lambda: view(request, *args, **kwargs), block)
+
+        guarded.__name__, guarded.__doc__ = view.__name__, view.__doc__
+        guarded.__wrapped__ = view
+        return guarded
+
+    return wrap

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_python_client.sh - the Python package's client of sluiced, installed from its wheel into a
+# fresh venv: every case of tests/sdk/cases.json with sluice.Client and sluice.AsyncClient, the
+# version agrees with the project's, pipelining, connection errors and TLS against a real sluiced.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+. "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
+need openssl
+python_venv || { echo "could not install the wheel"; exit 1; }
+
+"$PY" -c 'import json; print(json.load(open("'"$SLUICE_SOURCE_DIR"'/tests/sdk/cases.json"))["rules_yaml"])' \
+    >"$TMP/rules.yaml"
+start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
+export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
+
+check "every case of tests/sdk/cases.json, sync and async" \
+    "$PY" "$SLUICE_SOURCE_DIR/tests/python/cases.py" "$SLUICE_SOURCE_DIR/tests/sdk/cases.json"
+
+version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SLUICE_SOURCE_DIR/CMakeLists.txt")
+check "sluice.__version__ is the project's version ($version)" \
+    test "$("$PY" -c 'import sluice; print(sluice.__version__)')" = "$version"
+check "the wheel's metadata says the project's version" \
+    test "$("$PY" -c 'from importlib.metadata import version; print(version("sluice"))')" = "$version"
+check "the wheel is named with it" test "$(basename "$WHEEL")" = "sluice-$version-py3-none-any.whl"
+
+# TLS: a self-signed certificate for 127.0.0.1, the client checking it against that certificate
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 \
+    -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null || exit 1
+start_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" \
+    --config-store "$TMP/tls.db" --snapshot "" || { cat "$TMP/tls.log"; exit 1; }
+export SLUICE_TLS_PORT=$RESP_PORT SLUICE_TLS_CA=$TMP/cert.pem
+
+check "client behaviours beyond the shared table" "$PY" "$SLUICE_SOURCE_DIR/tests/python/client.py"
+finish

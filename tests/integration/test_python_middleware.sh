@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_python_middleware.sh - the Python package's middleware, installed from its wheel into a
+# fresh venv, in each framework served for real on 127.0.0.1 against a real sluiced: FastAPI
+# under uvicorn (ASGI), Flask and Django under werkzeug's server (WSGI). 429 with problem+json and
+# the RateLimit fields as sluiced's own, shadow modes, and an in-flight rule's hold released when
+# the response ends, when the handler raises and when the client disconnects mid-response.
+set -u
+. "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
+. "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
+python_venv || { echo "could not install the wheel"; exit 1; }
+
+cat >"$TMP/rules.yaml" <<'YAML'
+rules:
+  - name: mw-fixed
+    algorithm: fixed_window
+    limit: 2
+    window: 1h
+  - name: mw-shadow
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    shadow: true
+  - name: mw-jobs
+    algorithm: concurrency
+    limit: 1
+    hold_timeout: 1h
+YAML
+start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
+export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
+
+for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
+    name=${fw%%:*}
+    if ! "$PY" -c "import ${fw#*:}" 2>/dev/null; then
+        echo "SKIP $name: needs ${fw#*:} (scripts/deps.sh test)"
+        continue
+    fi
+    # each framework in a process of its own (Django's settings are per process)
+    check "the middleware in $name" "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" "$name"
+done
+check "the middleware with a sluiced where only admin reads rules" \
+    "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" secured
+finish

@@ -1,0 +1,184 @@
+"""The same small web app in each framework, limited by sluice's middleware, served for real on
+127.0.0.1 (a port the kernel picks) in a thread of the test's process:
+
+  /fixed/ok      limited by rule mw-fixed (limit 2 an hour)
+  /mshadow/ok    the same rule, with the middleware's shadow mode
+  /shadow/ok     rule mw-shadow (a shadow rule in sluiced, limit 1)
+  /jobs/ok       rule mw-jobs (in flight, limit 1): answers at once
+  /jobs/boom     the handler raises
+  /open/ok       rule mw-fixed through a client of a sluiced that is down, failing open
+  /closed/ok     the same, failing closed
+  /jobs/stream   a streaming body of 64 KiB chunks, 6000 at most (two minutes), one every 20 ms
+
+Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function that starts the
+app and returns (port, stop).
+"""
+
+import asyncio
+import threading
+import time
+
+import harness
+import sluice
+from sluice.middleware import RateLimit, by_header
+
+CHUNK = b"x" * 65536
+CHUNKS_MAX = 6000
+
+
+def limits(client, kind):
+    """The middleware's rules, each for the paths under its prefix. kind makes the clients of
+    a sluiced that cannot be reached (a port nothing listens on), failing open and closed."""
+
+    def under(prefix):
+        return lambda req: req.path.startswith(prefix)
+
+    user = by_header("x-user")
+    shadowed = RateLimit(client, "mw-fixed", key=user, shadow=True, match=under("/mshadow/"))
+    down = harness.free_port()
+    return [RateLimit(client, "mw-fixed", key=user, match=under("/fixed/")), shadowed,
+            RateLimit(client, "mw-shadow", key=user, match=under("/shadow/")),
+            RateLimit(client, "mw-jobs", key=user, match=under("/jobs/")),
+            RateLimit(kind(port=down, on_unreachable="allow"), "mw-fixed", key=user,
+                      match=under("/open/")),
+            RateLimit(kind(port=down, on_unreachable="deny"), "mw-fixed", key=user,
+                      match=under("/closed/"))]
+
+
+def chunks():
+    for _ in range(CHUNKS_MAX):
+        yield CHUNK
+        time.sleep(0.02)
+
+
+# ---- ASGI: FastAPI under uvicorn ----------------------------------------------------------
+
+def start_asgi(port):
+    import uvicorn
+    from fastapi import FastAPI
+    from fastapi.responses import PlainTextResponse, StreamingResponse
+
+    from sluice.middleware.asgi import RateLimitMiddleware
+
+    app = FastAPI()
+
+    @app.get("/{group}/ok")
+    async def ok(group: str):
+        return PlainTextResponse("ok")
+
+    @app.get("/jobs/boom")
+    async def boom():
+        raise RuntimeError("the handler failed")
+
+    @app.get("/jobs/stream")
+    async def stream():
+        async def body():
+            for _ in range(CHUNKS_MAX):
+                yield CHUNK
+                await asyncio.sleep(0.02)
+        return StreamingResponse(body())
+
+    client = sluice.AsyncClient(port=port, timeout_ms=5000)
+    for limit in limits(client, sluice.AsyncClient):
+        app.add_middleware(RateLimitMiddleware, limit=limit)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical",
+                                           lifespan="off"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    for _ in range(400):
+        if server.started:
+            break
+        time.sleep(0.05)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+
+    def stop():
+        server.should_exit = True
+        t.join(30)
+
+    return bound, stop
+
+
+# ---- WSGI: Flask, and Django, under werkzeug's server ---------------------------------------
+
+def serve_wsgi(app):
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+
+    def stop():
+        server.shutdown()
+        t.join(30)
+
+    return server.server_port, stop
+
+
+def start_flask(port):
+    from flask import Flask, Response
+
+    from sluice.middleware.wsgi import RateLimitMiddleware
+
+    app = Flask("sluice_test")
+
+    @app.get("/<group>/ok")
+    def ok(group):
+        return "ok"
+
+    @app.get("/jobs/boom")
+    def boom():
+        raise RuntimeError("the handler failed")
+
+    @app.get("/jobs/stream")
+    def stream():
+        return Response(chunks())
+
+    client = sluice.Client(port=port, timeout_ms=5000)
+    for limit in limits(client, sluice.Client):
+        app.wsgi_app = RateLimitMiddleware(app.wsgi_app, limit)
+    return serve_wsgi(app)
+
+
+def _django_setup(port):
+    import sys
+    import types
+
+    import django
+    from django.conf import settings
+    from django.http import HttpResponse, StreamingHttpResponse
+    from django.urls import path
+
+    from sluice.middleware.django import ratelimit
+
+    client = sluice.Client(port=port, timeout_ms=5000)
+    deco = ratelimit(RateLimit(client, "mw-jobs", key=by_header("x-user")))
+
+    def ok(request, group=""):
+        return HttpResponse("ok")
+
+    def boom(request):
+        raise RuntimeError("the handler failed")
+
+    def stream(request):
+        return StreamingHttpResponse(chunks())
+
+    urls = types.ModuleType("sluice_test_urls")
+    urls.urlpatterns = [path("jobs/ok", ok), path("jobs/boom", boom), path("jobs/stream", stream),
+                        path("deco/ok", deco(ok)), path("deco/boom", deco(boom)),
+                        path("deco/stream", deco(stream)), path("<str:group>/ok", ok)]
+    sys.modules["sluice_test_urls"] = urls
+    settings.configure(DEBUG=False, SECRET_KEY="test", ALLOWED_HOSTS=["127.0.0.1"],
+                       ROOT_URLCONF="sluice_test_urls", SLUICE_LIMIT=limits(client, sluice.Client),
+                       MIDDLEWARE=["sluice.middleware.django.RateLimitMiddleware"],
+                       LOGGING_CONFIG=None)
+    django.setup()
+
+
+def start_django(port):
+    from django.core.wsgi import get_wsgi_application
+
+    _django_setup(port)
+    return serve_wsgi(get_wsgi_application())
+
+
+FRAMEWORKS = {"asgi": start_asgi, "flask": start_flask, "django": start_django}

@@ -1,0 +1,90 @@
+"""What the Python package's tests share: the servers the shell script started (from the
+environment), a sluiced of a test's own that it may stop, bounded polling, and counted checks.
+
+Run by tests/python/test_python.sh with the venv's python, from outside the source tree, so
+`import sluice` finds the installed wheel.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+RESP_PORT = int(os.environ.get("SLUICE_RESP_PORT", "0"))
+HTTP_PORT = int(os.environ.get("SLUICE_HTTP_PORT", "0"))
+SLUICED = os.environ.get("SLUICED", "")
+TMP = os.environ.get("SLUICE_TEST_TMP", "/tmp")
+
+_failures = []
+_cases = [0]
+
+
+def check(name, cond, detail=""):
+    """Counts one case; a false cond is a failure named `name`."""
+    _cases[0] += 1
+    if cond:
+        print(f"ok   {name}")
+    else:
+        print(f"FAIL {name} {detail}")
+        _failures.append(name)
+
+
+def finish():
+    """Prints the summary and exits 0 when every check passed."""
+    print(f"{_cases[0] - len(_failures)}/{_cases[0]} passed")
+    sys.exit(1 if _failures or _cases[0] == 0 else 0)
+
+
+def poll(seconds, fn):
+    """fn() every 50 ms until it returns true, for at most `seconds`; its last value."""
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.05) + 1):
+        v = fn()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.05)
+    return fn()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16)[:1] in (b"+", b"-")  # PONG, or -NOAUTH: it answers
+    except OSError:
+        return False
+
+
+class OwnSluiced:
+    """A sluiced this test starts (on ports it picks, a few tries) and stops by its PID."""
+
+    def __init__(self, name, *args):
+        for attempt in range(5):
+            self.port, http = free_port(), free_port()
+            log = open(os.path.join(TMP, f"{name}.{attempt}.log"), "wb")
+            self.proc = subprocess.Popen(
+                [SLUICED, "--port", str(self.port), "--http-port", str(http), "--grpc-port", "0",
+                 "--config-store", os.path.join(TMP, f"{name}.{attempt}.db"), "--snapshot", "",
+                 *args], stdout=log, stderr=subprocess.STDOUT)
+            if poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
+                    and self.proc.poll() is None:
+                return
+            self.stop()
+        raise RuntimeError(f"{name}: sluiced did not start (logs in {TMP})")
+
+    def stop(self):
+        """SIGTERM, then waits for it (60 s at most, then SIGKILL)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

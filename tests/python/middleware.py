@@ -1,0 +1,185 @@
+"""sluice's middleware in FastAPI (uvicorn), Flask and Django (werkzeug's server), each served on
+127.0.0.1 and asked with real HTTP requests, against a real sluiced: 429 with problem+json and
+the RateLimit fields (the very body and fields sluiced's own /v1/auth gives), a request lacking
+its key, shadow modes, and an in-flight rule's hold released when the response ends, when the
+handler raises, and when the client disconnects mid-response.
+
+argv[1:]: the frameworks to run (asgi, flask, django); each starts its app in this process.
+"""
+
+import http.client
+import json
+import os
+import re
+import socket
+import sys
+
+import apps
+import harness
+import sluice
+from sluice.middleware import RateLimit, Request, by_header
+from harness import check
+
+RUN = os.urandom(4).hex()
+
+
+def get(port, path, user=None, base=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", path, headers={"X-User": user} if user else {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def sluiced_refusal(rule):
+    """sluiced's own 429 for the rule, from /v1/auth, after using up a fresh key."""
+    key = f"{RUN}-sluiced-{rule}"
+    for _ in range(10):
+        st, h, body = get(harness.HTTP_PORT, f"/v1/auth/{rule}?key={key}")
+        if st == 429:
+            return h, body
+    return {}, b""
+
+
+def limited(name, port, client):
+    u = f"{RUN}-{name}-fixed"
+    first = get(port, "/fixed/ok", u)
+    second = get(port, "/fixed/ok", u)
+    third = get(port, "/fixed/ok", u)
+    check(f"{name}: two requests pass with the RateLimit fields",
+          first[0] == 200 and second[0] == 200
+          and first[1].get("ratelimit-policy") == '"mw-fixed";q=2;w=3600'
+          and re.fullmatch(r'"mw-fixed";r=1;t=\d+', first[1].get("ratelimit", ""))
+          and re.fullmatch(r'"mw-fixed";r=0;t=\d+', second[1].get("ratelimit", "")),
+          f"{first[:2]} {second[:2]}")
+    h, body = sluiced_refusal("mw-fixed")
+    check(f"{name}: the third is 429 with sluiced's problem+json body, exactly",
+          third[0] == 429 and third[1].get("content-type") == "application/problem+json"
+          and body and third[2] == body, f"{third} vs sluiced's {body!r}")
+    check(f"{name}: the 429 carries Retry-After (whole seconds > 0) and the fields as sluiced's",
+          int(third[1].get("retry-after", "0")) > 0
+          and third[1].get("ratelimit-policy") == h.get("ratelimit-policy")
+          and re.fullmatch(r'"mw-fixed";r=0;t=\d+', third[1].get("ratelimit", "")), f"{third[1]}")
+    st, h, body = get(port, "/fixed/ok")
+    check(f"{name}: a request without the key's header is 400, a problem",
+          st == 400 and json.loads(body)["status"] == 400
+          and h.get("content-type") == "application/problem+json", f"{st} {body!r}")
+    st, h, body = get(port, "/fixed/ok", "u" * 2000)
+    check(f"{name}: a key longer than sluiced takes is 400, naming the bound, and never sent",
+          st == 400 and "longer than 1024 bytes" in json.loads(body)["detail"], f"{st} {body!r}")
+
+
+def shadows(name, port):
+    u = f"{RUN}-{name}-shadow"
+    got = [get(port, "/shadow/ok", u)[0] for _ in range(3)]
+    check(f"{name}: a shadow rule (limit 1) lets three requests through", got == [200] * 3, got)
+    got = [get(port, "/mshadow/ok", u + "m") for _ in range(3)]
+    check(f"{name}: the middleware's shadow mode lets the third through, reporting r=0",
+          [g[0] for g in got] == [200] * 3
+          and re.fullmatch(r'"mw-fixed";r=0;t=\d+', got[2][1].get("ratelimit", "")), got)
+
+
+def unreachable(name, port):
+    u = f"{RUN}-{name}-down"
+    st, h, _ = get(port, "/open/ok", u)
+    check(f"{name}: sluiced down, failing open: the request goes through, with no RateLimit fields",
+          st == 200 and "ratelimit" not in h, f"{st} {h}")
+    st, h, body = get(port, "/closed/ok", u)
+    check(f"{name}: sluiced down, failing closed: 429 saying why, Retry-After, no RateLimit fields",
+          st == 429 and "cannot be reached" in json.loads(body)["detail"]
+          and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
+
+
+def free(client, user):
+    """True when the key of user under mw-jobs has its slot free (an acquire is admitted)."""
+    d = client.acquire("mw-jobs", f"header:x-user:{user}")
+    if d.hold_id:
+        client.release("mw-jobs", f"header:x-user:{user}", d.hold_id)
+    return d.allowed
+
+
+def stream_and_drop(port, path, user):
+    """Starts a streaming request, reads its head and a first chunk, and returns the socket."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-User: {user}\r\n\r\n".encode())
+    got = b""
+    for _ in range(1000):
+        data = s.recv(65536)
+        if not data:
+            break
+        got += data
+        if b"\r\n\r\n" in got and len(got) > 1024:
+            break
+    return s, got
+
+
+def holds(name, port, client, prefix="/jobs"):
+    """The release lands once the response is written, which the client may see first: each
+    check polls (bounded) for the slot to come free."""
+    u = f"{RUN}-{name}{prefix.replace('/', '-')}"
+    got = []
+    for _ in range(3):
+        got.append(get(port, f"{prefix}/ok", u + "-ok")[0])
+        got.append(harness.poll(30, lambda: free(client, u + "-ok")))
+    check(f"{name}{prefix}: three requests in turn each get the one slot (released at the end)",
+          got == [200, True] * 3, got)
+    st = get(port, f"{prefix}/boom", u + "-boom")[0]
+    check(f"{name}{prefix}: the handler raised (500) and the hold was released",
+          st == 500 and harness.poll(30, lambda: free(client, u + "-boom")), st)
+    s, head = stream_and_drop(port, f"{prefix}/stream", u + "-drop")
+    check(f"{name}{prefix}: a streaming response holds the slot while it runs",
+          head.startswith(b"HTTP/1.1 200") and get(port, f"{prefix}/ok", u + "-drop")[0] == 429
+          and not free(client, u + "-drop"), head[:60])
+    s.close()  # the client goes away mid-response
+    check(f"{name}{prefix}: the client disconnected mid-response and the hold was released",
+          harness.poll(20, lambda: free(client, u + "-drop")))
+
+
+def secured():
+    """A sluiced where only admin reads rules: the middleware cannot read the rule's facts, and
+    still limits (without the RateLimit fields); given them, it needs no read."""
+    own = harness.OwnSluiced("secured", "--requirepass", "pw", "--admin-password", "apw",
+                             "--rules", os.path.join(harness.TMP, "rules.yaml"))
+    try:
+        client = sluice.Client(port=own.port, password="pw")
+        req = Request("GET", "/x", {"x-user": RUN}, "127.0.0.1")
+        blind = RateLimit(client, "mw-fixed", key=by_header("x-user"))
+        got = [blind.check(req) for _ in range(3)]
+        check("no permission to read the rule: still limits (2 pass, the third 429), no fields",
+              [o.allowed for o in got] == [True, True, False] and got[2].status == 429
+              and not any(k.startswith("RateLimit") for o in got for k, _ in o.headers),
+              repr(got))
+        told = RateLimit(client, "mw-jobs", key=by_header("x-user"), algorithm="concurrency",
+                         window="1h")
+        a, b = told.check(req), told.check(req)
+        check("the rule's facts given: an in-flight rule acquires, with the fields",
+              a.allowed and a.hold_id and not b.allowed
+              and ("RateLimit-Policy", '"mw-jobs";q=1;w=3600') in a.headers, f"{a} {b}")
+        told.release(a)
+        check("... and releases", told.check(req).allowed)
+    finally:
+        own.stop()
+
+
+def main():
+    if sys.argv[1:] == ["secured"]:
+        secured()
+        harness.finish()
+    for name in sys.argv[1:]:
+        port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT)
+        client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
+        try:
+            limited(name, port, client)
+            shadows(name, port)
+            unreachable(name, port)
+            holds(name, port, client)
+            if name == "django":
+                holds(name, port, client, "/deco")
+        finally:
+            stop()
+    harness.finish()
+
+
+if __name__ == "__main__":
+    main()
