@@ -23,6 +23,7 @@ void buf_consume(buf_t *b, size_t n)
     }
     memmove(b->data, b->data + n, b->len - n);
     b->len -= n;
+    b->mark = b->mark >= n ? b->mark - n : 0;
 }
 
 bool buf_grow(buf_t *b, size_t n)

@@ -17,6 +17,7 @@ typedef struct buf {
     size_t len;  /* bytes written */
     size_t cap;  /* bytes allocated */
     bool failed; /* an allocation failed: the buffer is unusable, close the connection */
+    size_t mark; /* a writer's own offset: http_begin() keeps where its status line starts */
 } buf_t;
 
 /* Frees b's bytes and empties it (failed cleared too). */

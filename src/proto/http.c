@@ -28,6 +28,12 @@ bool http_header_get(const http_request_t *r, const char *name, const char **v, 
 
 static long decode(const char *src, size_t len, char *out, size_t cap, bool plus_is_space)
 {
+    if (len < cap && memchr(src, '%', len) == NULL &&
+        (!plus_is_space || memchr(src, '+', len) == NULL)) {
+        memcpy(out, src, len); /* nothing to decode: the usual key or value */
+        out[len] = '\0';
+        return (long)len;
+    }
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         char ch = src[i];

@@ -386,6 +386,17 @@ static bool fast_header(const http_header_t *h, size_t *hosts, bool *close, bool
                    {"upgrade", 7},
                    {"expect", 6},
                    {"proxy-connection", 16}};
+    switch (h->name[0] | 0x20) { /* most names begin with none of these letters: no compare */
+    case 'c':
+    case 'e':
+    case 'h':
+    case 'p':
+    case 't':
+    case 'u':
+        break;
+    default:
+        return true;
+    }
     for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
         if (name_starts(h, general[i].name, general[i].len))
             return false;

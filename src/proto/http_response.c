@@ -56,6 +56,7 @@ void http_continue(buf_t *b)
 
 void http_begin(buf_t *b, int status)
 {
+    b->mark = b->len;
     put_str(b, "HTTP/1.1 ");
     put_int(b, status);
     put_str(b, " ");
@@ -88,12 +89,17 @@ void http_header(buf_t *b, const char *name, const char *fmt, ...)
 }
 
 /*
- * The status of the response being built. Every line of its head was written by http_begin()
- * or http_header(), so each ends in CRLF and holds no other CR or LF: walking back line by line
- * from the end reaches its status line before any earlier response's bytes. 0 if not found.
+ * The status of the response being built: the one at b->mark, where http_begin() wrote it.
+ * Should the mark not point at a status line (a buffer reset or moved since), the head is read
+ * backwards: every line of it was written by http_begin() or http_header(), so each ends in
+ * CRLF and holds no other CR or LF, and walking back line by line from the end reaches its
+ * status line before any earlier response's bytes. 0 if not found.
  */
 static int current_status(const buf_t *b)
 {
+    const char *m = b->data + b->mark; /* where the last http_begin() wrote its status line */
+    if (b->mark + 14 <= b->len && memcmp(m, "HTTP/1.1 ", 9) == 0)
+        return (m[9] - '0') * 100 + (m[10] - '0') * 10 + (m[11] - '0');
     size_t end = b->len;
     while (end >= 2 && b->data[end - 2] == '\r' && b->data[end - 1] == '\n') {
         size_t start = end - 2;
