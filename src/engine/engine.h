@@ -407,6 +407,12 @@ typedef store_request_t engine_request_t;
  * thread to look the key's override up): the caller must then call engine_pending_then() before
  * it returns to its loop. ENGINE_ECOST / ENGINE_EKEY for a bad request.
  */
+/* A request's priority by name (len bytes) under rule rs: 0 and *index (0 the lowest), or -1
+ * with a message in err (cap bytes): the rule has no priorities, or none of that name. A
+ * request naming none is of the lowest: leave engine_request_t.priority 0. */
+int engine_priority(const rule_state_t *rs, const char *name, size_t len, unsigned *index,
+                    char *err, size_t cap);
+
 typedef struct engine_pending engine_pending_t;
 int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                         int64_t cost, int64_t now_ns, engine_decision_t *out,

@@ -110,6 +110,7 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
     engine_target(rs, en, key, key_len, &tg, out);
     engine_request_t with_hold = *req;
     with_hold.hold = &out->hold;
+    with_hold.reserve = engine_reserve(rs, &tg, req);
     int st = s->ops->decide(s, w->requests, &tg, &with_hold, now_ns, &out->d, NULL, NULL);
     if (st == SL_EKEY) {
         return ENGINE_EKEY;
@@ -261,6 +262,7 @@ static bool op_continue(engine_op_t *op, const ov_entry_t *en)
     store_target_t tg;
     engine_target(rs, en, op->key, op->key_len, &tg, &op->out);
     /* key and cost were checked when the decision started */
+    op->req.reserve = engine_reserve(rs, &tg, &op->req);
     int st =
         s->ops->decide(s, w->requests, &tg, &op->req, op->now_ns, &op->out.d, store_answered, op);
     if (st == STORE_PENDING) {

@@ -563,6 +563,9 @@ enum {
     RF_UNLIMITED,
     RF_OVERRIDES,
     RF_HOLD_TIMEOUT,
+    RF_PRIORITIES,
+    RF_RESERVE,
+    RF_PRIORITY,
     RF_COUNT
 };
 
@@ -570,7 +573,8 @@ static const char *const rule_field_names[RF_COUNT] = {
     "name",       "algorithm",  "limit",         "window",    "burst",          "buckets",
     "max_delay",  "max_debt",   "key",           "shadow",    "on_store_error", "cold_start",
     "mode",       "lease_time", "sync_interval", "replicas",  "replica_wait",   "domain",
-    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout"};
+    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout",
+    "priorities", "reserve",    "priority"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -696,7 +700,11 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         return descriptor_field(name, v, path, out, err);
     case RF_UNLIMITED:
         return get_bool(v, path, name, &out->unlimited, err);
-    default:
+    case RF_PRIORITIES:
+        return rd_priorities(v, path, out, err);
+    case RF_PRIORITY:
+        return rd_priority_source(v, path, out, err);
+    default:      /* reserve: once the priorities are known, whatever their order */
         return 0; /* overrides: once the rule is prepared */
     }
 }
@@ -759,6 +767,9 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     }
     if (check_descriptor_fields(slots, map, path, out, err) != 0)
         return -1;
+    if (out->unlimited && slots[RF_PRIORITIES] != NULL)
+        return rd_fail(err, slots[RF_PRIORITIES], path, "priorities",
+                       "an unlimited rule takes no priorities: it admits everything");
     if (out->unlimited)
         return 0;
     char why[RULEDEF_ERR_MAX / 2];
@@ -794,6 +805,9 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         rd_replicas_problem(out, slots[RF_REPLICA_WAIT] != NULL, &field, why, sizeof why))
         return rd_fail(err, slots[RF_MODE + field], path, rule_field_names[RF_MODE + field], "%s",
                        why);
+    if (rd_priorities_check(out, slots[RF_PRIORITIES], slots[RF_RESERVE], slots[RF_PRIORITY], path,
+                            err) != 0)
+        return -1;
     if (slots[RF_OVERRIDES] != NULL)
         return inline_overrides(out, slots[RF_OVERRIDES], path, err);
     return 0;

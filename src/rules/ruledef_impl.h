@@ -94,6 +94,19 @@ int rd_hold_timeout_problem(const ruledef_t *def, bool window_given, char *why, 
 bool rd_replicas_problem(const ruledef_t *def, bool replica_wait_given, rd_mode_field_t *at,
                          char *why, size_t cap);
 
+/* ---- priorities (ruledef_prio.c) ---------------------------------------------------------- */
+
+/* The `priorities` field (a sequence of names, or one text) and the `priority` field (a key
+ * template) into out: 0, or -1 with err. */
+int rd_priorities(const yt_node_t *v, const char *path, ruledef_t *out, char *err);
+int rd_priority_source(const yt_node_t *v, const char *path, ruledef_t *out, char *err);
+
+/* Once the rule is prepared: the `reserve` field (a mapping, or one text; NULL: none) over the
+ * priorities, and that the reserves fit its capacity and mode, and that reserve and priority
+ * come with priorities. 0, or -1 with err. */
+int rd_priorities_check(ruledef_t *out, const yt_node_t *priorities, const yt_node_t *reserve,
+                        const yt_node_t *priority, const char *path, char *err);
+
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 
 /* How a field's value is written: user text (a YAML double-quoted scalar, a JSON string), a word

@@ -240,24 +240,84 @@ static void on_reset(void *arg, int status)
 
 /* ---- rate limiting ------------------------------------------------------------------------- */
 
-static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+static bool parse_timeout(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *hold_ns);
+
+/* The options after "rule key" of SL.ALLOW, SL.PEEK and SL.ACQUIRE, each at most once. */
+enum { OPT_COST = 1u << 0, OPT_TIMEOUT = 1u << 1, OPT_PRIORITY = 1u << 2 };
+static const char *const option_names[3] = {"COST", "TIMEOUT", "PRIORITY"};
+
+/* Replies the error of an option argv[i] that is none of `allowed`, or given twice. */
+static void unknown_option(conn_t *c, const resp_arg_t *arg, unsigned allowed, unsigned seen)
 {
-    int64_t cost = peek ? 0 : 1;
-    if (!peek && argc == 5 && resp_arg_is(&argv[3], "COST")) {
-        if (!parse_cost(c, argv, 3, &cost)) {
+    char b[72], list[40] = "";
+    for (unsigned o = 0; o < 3; o++) {
+        if ((allowed & (1u << o)) && resp_arg_is(arg, option_names[o]) && (seen & (1u << o))) {
+            resp_add_error(&c->out, "ERR option %s given twice", option_names[o]);
             return;
         }
-    } else if (argc != 3) {
-        if (argc == 5 && !peek) {
-            resp_reply_syntax(c);
-        } else {
-            resp_reply_wrong_arity(c, &argv[0]);
+        if (allowed & (1u << o)) {
+            strcat(list, list[0] ? " or " : "");
+            strcat(list, option_names[o]);
         }
+    }
+    resp_add_error(&c->out, "ERR unknown option '%s' (expected %s)", resp_show(arg, b), list);
+}
+
+/* Parses the options at argv[3..argc) (pairs: NAME value) of those `allowed` into req and
+ * *priority (the PRIORITY's argument, NULL when none). False when it replied an error. */
+static bool parse_options(conn_t *c, const resp_arg_t *argv, size_t argc, unsigned allowed,
+                          engine_request_t *req, const resp_arg_t **priority)
+{
+    unsigned seen = 0;
+    *priority = NULL;
+    if (argc < 3 || (argc - 3) % 2 != 0) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return false;
+    }
+    for (size_t i = 3; i < argc; i += 2) {
+        unsigned o = 0;
+        while (o < 3 && !((allowed & (1u << o)) && resp_arg_is(&argv[i], option_names[o])))
+            o++;
+        if (o == 3 || (seen & (1u << o))) {
+            unknown_option(c, &argv[i], allowed, seen);
+            return false;
+        }
+        seen |= 1u << o;
+        bool ok = o == 0   ? parse_cost(c, argv, i, &req->cost)
+                  : o == 1 ? parse_timeout(c, argv, i, &req->hold_ns)
+                           : (*priority = &argv[i + 1]) != NULL;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* The rule argv[1] names, and the request's priority under it: NULL when it replied an error
+ * (an unknown rule or priority). */
+static rule_state_t *find_rule_priority(conn_t *c, const resp_arg_t *argv,
+                                        const resp_arg_t *priority, engine_request_t *req)
+{
+    rule_state_t *rs = find_rule(c, &argv[1]);
+    char err[256];
+    if (rs != NULL && priority != NULL &&
+        engine_priority(rs, priority->ptr, priority->len, &req->priority, err, sizeof err) != 0) {
+        resp_add_error(&c->out, "ERR %s", err);
+        return NULL;
+    }
+    return rs;
+}
+
+static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+{
+    engine_request_t req = {.cost = peek ? 0 : 1};
+    const resp_arg_t *priority;
+    if (!parse_options(c, argv, argc, peek ? OPT_PRIORITY : OPT_COST | OPT_PRIORITY, &req,
+                       &priority)) {
         return;
     }
-    rule_state_t *rs = find_rule(c, &argv[1]);
+    rule_state_t *rs = find_rule_priority(c, argv, priority, &req);
     if (rs != NULL) {
-        decide_and_reply(c, rs, &argv[2], cost, SHAPE_SL);
+        request_and_reply(c, rs, &argv[2], &req, SHAPE_SL);
     }
 }
 
@@ -273,7 +333,7 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
  * module's errors (one parser for both). */
 void resp_cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    if (argc == 3) {
+    if (argc == 3 || (argc == 5 && resp_arg_is(&argv[3], "PRIORITY"))) {
         decide_named(c, argv, argc, true);
     } else {
         throttle(c, argv, argc, THROTTLE_SL_PEEK);
@@ -602,25 +662,11 @@ static bool parse_timeout(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *
 void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
-    if (argc < 3 || argc % 2 == 0) {
-        resp_reply_wrong_arity(c, &argv[0]);
+    const resp_arg_t *priority;
+    if (!parse_options(c, argv, argc, OPT_COST | OPT_TIMEOUT | OPT_PRIORITY, &req, &priority)) {
         return;
     }
-    bool cost_seen = false, timeout_seen = false;
-    for (size_t i = 3; i < argc; i += 2) {
-        bool cost = resp_arg_is(&argv[i], "COST") && !cost_seen;
-        bool timeout = resp_arg_is(&argv[i], "TIMEOUT") && !timeout_seen;
-        if (!cost && !timeout) {
-            resp_reply_syntax(c);
-            return;
-        }
-        if (cost ? !parse_cost(c, argv, i, &req.cost) : !parse_timeout(c, argv, i, &req.hold_ns)) {
-            return;
-        }
-        cost_seen = cost_seen || cost;
-        timeout_seen = timeout_seen || timeout;
-    }
-    rule_state_t *rs = find_rule(c, &argv[1]);
+    rule_state_t *rs = find_rule_priority(c, argv, priority, &req);
     if (rs != NULL) {
         request_and_reply(c, rs, &argv[2], &req, SHAPE_ACQUIRE);
     }
