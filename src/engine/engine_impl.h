@@ -289,8 +289,10 @@ static inline bool engine_blocked(const rule_state_t *rs, const ov_entry_t *en,
 static inline int64_t engine_reserve(const rule_state_t *rs, const store_target_t *tg,
                                      const engine_request_t *req)
 {
-    if (rs->def.prio.n == 0 || req->settle || req->hold_op == STORE_HOLD_RELEASE)
+    if (req->settle || req->hold_op == STORE_HOLD_RELEASE)
         return 0;
+    if (rs->def.prio.n == 0)
+        return req->reserve; /* an inline rule's RESERVE, as sluice.so takes it */
     return prio_reserve_above(&rs->def.prio, req->priority, tg->numbers->capacity);
 }
 

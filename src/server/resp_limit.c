@@ -92,7 +92,7 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
         resp_add_error(b, "%s", err);
         return true;
     }
-    if (ed != NULL && ed->never && !ed->blocked) {
+    if (ed != NULL && ed->never && !ed->blocked && cost > ed->d.limit) {
         char label[ENGINE_LABEL_MAX];
         engine_rule_label(rs, label);
         resp_add_error(b, "ERR cost %lld exceeds what %s can ever admit (%lld %s)", (long long)cost,
@@ -218,13 +218,6 @@ static void request_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key
     }
     *p = (deferred_t){.slot = slot, .shape = shape, .cost = req->cost, .key_max = key_max};
     engine_pending_then(pending, on_decided, p);
-}
-
-static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
-                             reply_shape_t shape)
-{
-    engine_request_t req = {.cost = cost};
-    request_and_reply(c, rs, key, &req, shape);
 }
 
 static void on_reset(void *arg, int status)
@@ -571,7 +564,8 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
         resp_add_error(&c->out, "ERR %s", eerr);
         return;
     }
-    decide_and_reply(c, rs, &argv[1], req.cost, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
+    engine_request_t er = {.cost = req.cost, .reserve = req.reserve};
+    request_and_reply(c, rs, &argv[1], &er, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
 }
 
 void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
