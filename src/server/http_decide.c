@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "proto/http.h"
+#include "proto/json_fields.h"
+#include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "engine/admin.h"
@@ -101,6 +103,7 @@ struct job {
     size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
     bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
     engine_request_t settle; /* JOB_SETTLE: what is settled; JOB_ACQUIRE, JOB_RELEASE: the hold */
+    unsigned priority;       /* JOB_AUTH, JOB_ALLOW_ONE: the check's priority (0 the lowest) */
     /* per check, [0, checks) of the allocation's tail (job_new): a job of one check is a few
      * hundred bytes to allocate and zero, not room for CHECKS_MAX */
     engine_decision_t *got;
@@ -147,12 +150,12 @@ static bool job_respond_problem(job_t *j)
                         j->rules[i]->def.name, (long long)ed->max_debt);
             return true;
         }
-        if (ed->never && !ed->blocked) {
+        int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
+        if (ed->never && !ed->blocked && cost > ed->d.limit) { /* else: its priority's reserve */
             char where[32] = "";
             if (j->kind == JOB_ALLOW_MANY) {
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
-            int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
             job_problem(j, 400,
                         "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                         where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
@@ -397,7 +400,8 @@ static void job_run(job_t *j, engine_worker_t *w)
     j->left = j->n + 1; /* held until every decision has started */
     for (size_t i = 0; i < j->n; i++) {
         bool own = j->kind == JOB_SETTLE || j->kind == JOB_ACQUIRE || j->kind == JOB_RELEASE;
-        engine_request_t req = own ? j->settle : (engine_request_t){.cost = j->costs[i]};
+        engine_request_t req =
+            own ? j->settle : (engine_request_t){.cost = j->costs[i], .priority = j->priority};
         int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
                                       job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
@@ -409,6 +413,47 @@ static void job_run(job_t *j, engine_worker_t *w)
     if (--j->left == 0) {
         job_end(j);
     }
+}
+
+/* The fields of a check (/v1/allow's body or one of its checks), and of an acquire. */
+static const char *const check_fields[] = {"rule", "key", "cost", "priority", NULL};
+
+/* Whether obj has only fields of names (NULL-terminated); else replies 400 naming the first
+ * other one: every JSON route refuses a field it does not know (a typo must not silently take a
+ * default). */
+static bool fields_known(route_ctx_t *x, json_t *obj, const char *where, const char *const *names)
+{
+    const char *field = json_unknown_field(obj, names);
+    if (field != NULL) {
+        char shown[72];
+        problem(x, 400, "%s: unknown field '%s'", where,
+                text_show(shown, sizeof shown, field, strlen(field), 64, TEXT_MASK));
+        return false;
+    }
+    return true;
+}
+
+/* A check's "priority" (a name of its rule's priorities) into *priority (0, the lowest, when
+ * absent): true, or false after replying 400. */
+static bool check_priority(route_ctx_t *x, json_t *obj, const char *where, rule_state_t *rs,
+                           unsigned *priority)
+{
+    json_t *p = json_object_get(obj, "priority");
+    char err[256];
+    *priority = 0;
+    if (p == NULL) {
+        return true;
+    }
+    if (!json_is_string(p)) {
+        problem(x, 400, "%s: priority must be a string (a priority of the rule)", where);
+        return false;
+    }
+    if (engine_priority(rs, json_string_value(p), json_string_length(p), priority, err,
+                        sizeof err) != 0) {
+        problem(x, 400, "%s: %s", where, err);
+        return false;
+    }
+    return true;
 }
 
 /* One check of /v1/allow from a JSON object: validated, not yet decided. Replies a problem and
@@ -459,9 +504,15 @@ void route_allow(route_ctx_t *x)
     if (root == NULL) {
         return;
     }
+    static const char *const batch_fields[] = {"checks", "independent", NULL};
     json_t *checks = json_object_get(root, "checks");
     json_t *independent = json_object_get(root, "independent");
     size_t n = checks != NULL ? json_array_size(checks) : 1;
+    if (json_is_object(root) &&
+        !fields_known(x, root, "body", checks != NULL ? batch_fields : check_fields)) {
+        json_decref(root);
+        return;
+    }
     if (checks != NULL && (!json_is_array(checks) || n == 0 || n > CHECKS_MAX)) {
         problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
         json_decref(root);
@@ -475,11 +526,21 @@ void route_allow(route_ctx_t *x)
     rule_state_t *rules[CHECKS_MAX];
     int64_t costs[CHECKS_MAX];
     size_t bytes = 0;
+    unsigned priority = 0;
     for (size_t i = 0; i < n; i++) {
         char where[32];
         snprintf(where, sizeof where, checks != NULL ? "checks[%zu]" : "body", i);
         json_t *obj = checks != NULL ? json_array_get(checks, i) : root;
-        if ((rules[i] = check_parse(x, obj, where, &costs[i])) == NULL) {
+        if ((json_is_object(obj) && !fields_known(x, obj, where, check_fields)) ||
+            (rules[i] = check_parse(x, obj, where, &costs[i])) == NULL ||
+            !check_priority(x, obj, where, rules[i], &priority)) {
+            json_decref(root);
+            return;
+        }
+        if (checks != NULL && json_object_get(obj, "priority") != NULL) {
+            problem(x, 400,
+                    "%s: priority is taken by a check on its own, not yet in a batch of checks",
+                    where);
             json_decref(root);
             return;
         }
@@ -493,6 +554,7 @@ void route_allow(route_ctx_t *x)
             job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
         }
         j->independent = independent != NULL && json_is_true(independent);
+        j->priority = priority;
         job_run(j, x->c->loop->worker);
     }
     json_decref(root);
@@ -521,10 +583,14 @@ void route_settle(route_ctx_t *x)
     if (root == NULL) {
         return;
     }
+    static const char *const settle_fields[] = {"rule", "key", "reserved", "actual", "at", NULL};
     int64_t unused;
     throttle_req_t tr = {.at_ms = -1};
     rule_state_t *rs = NULL;
-    if (json_object_get(root, "cost") != NULL) {
+    if (json_is_object(root) && json_object_get(root, "cost") == NULL &&
+        !fields_known(x, root, "body", settle_fields)) {
+        /* replied */
+    } else if (json_object_get(root, "cost") != NULL) {
         problem(x, 400, "body: a settle takes no cost (reserved and actual say what to settle)");
     } else if (json_units(x, root, "reserved", true, &tr.reserved) &&
                json_units(x, root, "actual", true, &tr.actual) &&
@@ -671,32 +737,12 @@ void route_auth(route_ctx_t *x)
 
 /* ---- in-flight limits ---------------------------------------------------------------------- */
 
-/* Whether every field of the body is one of names (NULL-terminated); else replies 400 naming the
- * first other one (a typo must not silently take a default). */
-static bool fields_known(route_ctx_t *x, json_t *root, const char *const *names)
-{
-    const char *field;
-    json_t *v;
-    json_object_foreach(root, field, v)
-    {
-        const char *const *n = names;
-        while (*n != NULL && strcmp(*n, field) != 0) {
-            n++;
-        }
-        if (*n == NULL) {
-            problem(x, 400, "body: unknown field '%.64s'", field);
-            return false;
-        }
-    }
-    return true;
-}
-
 /* The rule of an acquire's or a release's body (an in-flight rule), after its fields' checks;
  * NULL after replying a problem. */
 static rule_state_t *hold_rule(route_ctx_t *x, json_t *root, const char *const *names)
 {
     int64_t unused;
-    if (!json_is_object(root) || !fields_known(x, root, names)) {
+    if (!json_is_object(root) || !fields_known(x, root, "body", names)) {
         if (!json_is_object(root)) {
             problem(x, 400, "body: must be a JSON object");
         }
@@ -726,7 +772,7 @@ static void hold_run(route_ctx_t *x, json_t *root, rule_state_t *rs, job_kind_t 
 
 void route_acquire(route_ctx_t *x)
 {
-    static const char *const names[] = {"rule", "key", "cost", "timeout_ms", NULL};
+    static const char *const names[] = {"rule", "key", "cost", "timeout_ms", "priority", NULL};
     json_t *root = body_json(x);
     if (root == NULL) {
         return;
@@ -734,7 +780,8 @@ void route_acquire(route_ctx_t *x)
     engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
     int64_t timeout_ms = 0;
     rule_state_t *rs = hold_rule(x, root, names);
-    if (rs != NULL && json_units(x, root, "cost", false, &req.cost) &&
+    if (rs != NULL && check_priority(x, root, "body", rs, &req.priority) &&
+        json_units(x, root, "cost", false, &req.cost) &&
         json_units(x, root, "timeout_ms", false, &timeout_ms)) {
         if (json_object_get(root, "timeout_ms") != NULL &&
             (timeout_ms < 1 || timeout_ms > SL_WINDOW_MAX_NS / SL_NS_PER_MS)) {
