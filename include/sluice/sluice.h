@@ -626,6 +626,7 @@ typedef struct sl_multi_request {
     int64_t cost;           /* units, >= 0 */
     int status;             /* out: SL_OK, or the error the call returned, for its request */
     sl_decision_t decision; /* out */
+    int64_t reserve; /* units it must leave for higher priorities (sl_decide_reserved()); 0 */
 } sl_multi_request_t;
 
 /*

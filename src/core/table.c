@@ -1364,7 +1364,7 @@ static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
         return SL_EINVAL;
     if (r->key_len > t->key_max)
         return SL_EKEY;
-    if (r->cost < 0)
+    if (r->cost < 0 || r->reserve < 0)
         return SL_ECOST;
     const unsigned char *key = r->key ? r->key : (const unsigned char *)"";
     uint64_t h = sl_hash64(key, r->key_len, t->seed);
@@ -1540,7 +1540,8 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
             *at = i;
             return n + 1;
         }
-        core_decide(&mk->t->rule, mk->state, r->cost, mk->now_ns, &r->decision);
+        core_decide_reserved(&mk->t->rule, mk->state, r->cost, r->reserve, mk->now_ns,
+                             &r->decision);
         if (!r->decision.allowed)
             return i;
         mk->charged |= r->cost > 0;
@@ -1554,7 +1555,30 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
  * key (remaining and reset_after as they are; nothing is owed, so no delay); refused alone, the
  * refusal (which changes no state), with its own retry_after. Holding the key's shard lock.
  */
-static void multi_alone(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
+static void multi_alone_plain(const multi_key_t *mk, int64_t cost, sl_decision_t *out);
+
+/* multi_alone() of a request with a reserve: its priority's answer (the check is the core's). */
+static void multi_alone(const multi_key_t *mk, int64_t cost, int64_t reserve, sl_decision_t *out)
+{
+    const sl_table_t *t = mk->t;
+    void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+    if (reserve == 0) {
+        multi_alone_plain(mk, cost, out);
+        return;
+    }
+    if (stored == NULL) {
+        fresh_decision(t, 0, out); /* a fresh key sheds only what never fits */
+        if (sat_add(cost, reserve) > t->rule.capacity)
+            decision_reject(out, -1);
+    } else if (core_reserve_admits(&t->rule, stored, cost, reserve, mk->now_ns, out)) {
+        core_decide(&t->rule, stored, 0, mk->now_ns, out); /* admitted alone: a peek */
+    } else {
+        return; /* its refusal, the priority's remaining */
+    }
+    core_reserve_view(out, reserve);
+}
+
+static void multi_alone_plain(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
 {
     const sl_table_t *t = mk->t;
     void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
@@ -1655,7 +1679,8 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     } else if (*refused < n) {
         for (size_t i = 0; i < n; i++) { /* nothing charged: each as it stands alone */
             if (i != *refused)
-                multi_alone(&m->keys[m->key_of[i]], reqs[i].cost, &reqs[i].decision);
+                multi_alone(&m->keys[m->key_of[i]], reqs[i].cost, reqs[i].reserve,
+                            &reqs[i].decision);
             reqs[i].status = SL_OK;
         }
     } else if ((rc = multi_make_room(m, now_ns, &at)) != SL_OK) {

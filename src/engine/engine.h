@@ -484,6 +484,7 @@ typedef struct engine_check {
     const char *key;    /* key_len bytes (copied) */
     size_t key_len;
     int64_t cost;
+    unsigned priority; /* its priority in its rule's list, 0 the lowest (engine_priority()) */
 } engine_check_t;
 
 /* The answer: each check's decision, and `refused`, the first check that refused the whole (its

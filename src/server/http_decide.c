@@ -103,7 +103,6 @@ struct job {
     size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
     bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
     engine_request_t settle; /* JOB_SETTLE: what is settled; JOB_ACQUIRE, JOB_RELEASE: the hold */
-    unsigned priority;       /* JOB_AUTH, JOB_ALLOW_ONE: the check's priority (0 the lowest) */
     /* per check, [0, checks) of the allocation's tail (job_new): a job of one check is a few
      * hundred bytes to allocate and zero, not room for CHECKS_MAX */
     engine_decision_t *got;
@@ -112,7 +111,8 @@ struct job {
     const char **keys;
     size_t *key_len;
     int64_t *costs;
-    char *bytes; /* the keys */
+    unsigned *prios; /* each check's priority (0 the lowest) */
+    char *bytes;     /* the keys */
 };
 
 static void job_free(loop_t *loop, job_t *j);
@@ -321,7 +321,8 @@ static void job_free(loop_t *loop, job_t *j)
 static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(job_ref_t) + sizeof(rule_state_t *) +
-                  sizeof(const char *) + sizeof(size_t) + sizeof(int64_t); /* 8-byte aligned */
+                  sizeof(const char *) + sizeof(size_t) + sizeof(int64_t) +
+                  sizeof(unsigned); /* the keys' bytes last */
     job_t *j = job_alloc(x->c->loop, sizeof *j + checks * each + bytes);
     if (j != NULL) {
         j->loop = x->c->loop;
@@ -331,7 +332,8 @@ static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t byt
         j->keys = (const char **)(j->rules + checks);
         j->key_len = (size_t *)(j->keys + checks);
         j->costs = (int64_t *)(j->key_len + checks);
-        j->bytes = (char *)(j->costs + checks);
+        j->prios = (unsigned *)(j->costs + checks);
+        j->bytes = (char *)(j->prios + checks);
     }
     reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
     if (slot == NULL) {
@@ -359,6 +361,7 @@ static void job_add(job_t *j, rule_state_t *rs, const char *key, size_t key_len,
     *space += key_len;
     j->key_len[i] = key_len;
     j->costs[i] = cost;
+    j->prios[i] = 0; /* the lowest, unless the caller sets it */
     j->rules[i] = rs;
     j->ref[i] = (job_ref_t){j, i};
     engine_rule_hold(rs);
@@ -384,7 +387,8 @@ static void job_run(job_t *j, engine_worker_t *w)
             checks[i] = (engine_check_t){.rule = j->rules[i],
                                          .key = j->keys[i],
                                          .key_len = j->key_len[i],
-                                         .cost = j->costs[i]};
+                                         .cost = j->costs[i],
+                                         .priority = j->prios[i]};
         }
         size_t bad;
         if (engine_allowall(w, checks, j->n, j->now_ns, j->independent ? ENGINE_ALL_INDEPENDENT : 0,
@@ -401,7 +405,7 @@ static void job_run(job_t *j, engine_worker_t *w)
     for (size_t i = 0; i < j->n; i++) {
         bool own = j->kind == JOB_SETTLE || j->kind == JOB_ACQUIRE || j->kind == JOB_RELEASE;
         engine_request_t req =
-            own ? j->settle : (engine_request_t){.cost = j->costs[i], .priority = j->priority};
+            own ? j->settle : (engine_request_t){.cost = j->costs[i], .priority = j->prios[i]};
         int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
                                       job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
@@ -526,21 +530,14 @@ void route_allow(route_ctx_t *x)
     rule_state_t *rules[CHECKS_MAX];
     int64_t costs[CHECKS_MAX];
     size_t bytes = 0;
-    unsigned priority = 0;
+    unsigned prios[CHECKS_MAX];
     for (size_t i = 0; i < n; i++) {
         char where[32];
         snprintf(where, sizeof where, checks != NULL ? "checks[%zu]" : "body", i);
         json_t *obj = checks != NULL ? json_array_get(checks, i) : root;
         if ((json_is_object(obj) && !fields_known(x, obj, where, check_fields)) ||
             (rules[i] = check_parse(x, obj, where, &costs[i])) == NULL ||
-            !check_priority(x, obj, where, rules[i], &priority)) {
-            json_decref(root);
-            return;
-        }
-        if (checks != NULL && json_object_get(obj, "priority") != NULL) {
-            problem(x, 400,
-                    "%s: priority is taken by a check on its own, not yet in a batch of checks",
-                    where);
+            !check_priority(x, obj, where, rules[i], &prios[i])) {
             json_decref(root);
             return;
         }
@@ -552,9 +549,9 @@ void route_allow(route_ctx_t *x)
         for (size_t i = 0; i < n; i++) {
             json_t *key = json_object_get(checks != NULL ? json_array_get(checks, i) : root, "key");
             job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
+            j->prios[i] = prios[i];
         }
         j->independent = independent != NULL && json_is_true(independent);
-        j->priority = priority;
         job_run(j, x->c->loop->worker);
     }
     json_decref(root);
@@ -658,18 +655,16 @@ static void forwarded_request(route_ctx_t *x, keytpl_request_t *kr)
     }
 }
 
-/* The key of a /v1/auth request with no ?key=: built from the request by the rule's key template
- * ({ip} when it has none), into keybuf. Returns whether it could be (else answered 400). */
-static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *keybuf,
-                                  size_t keybuf_size, size_t *key_len)
+/* What a key template reads of a /v1/auth request (client set when it is known: kept in
+ * *client). */
+static keytpl_request_t auth_request(route_ctx_t *x, netaddr_t *client)
 {
     conn_t *c = x->c;
     server_t *srv = c->loop->srv;
-    netaddr_t client;
     bool known = c->peer.family != 0 &&
-                 http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, &client) == 0;
+                 http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, client) == 0;
     keytpl_request_t kr = {
-        .client = known ? &client : NULL,
+        .client = known ? client : NULL,
         .method = http_method_str(x->req->method),
         .method_len = strlen(http_method_str(x->req->method)),
         .path = x->req->path,
@@ -678,6 +673,41 @@ static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *
         .header_arg = x->req,
     };
     forwarded_request(x, &kr);
+    return kr;
+}
+
+/* The priority of a /v1/auth request: read by the rule's `priority` template; none (a rule
+ * without one, or what it reads absent) is the lowest. Returns whether it is one of the rule's
+ * (else answered 400). */
+static bool auth_priority(route_ctx_t *x, const rule_state_t *rs, unsigned *priority)
+{
+    *priority = 0;
+    if (!rs->def.has_priority_src) {
+        return true;
+    }
+    netaddr_t client;
+    keytpl_request_t kr = auth_request(x, &client);
+    char name[PRIO_NAME_MAX + 1], err[256];
+    size_t len = 0;
+    int rc = keytpl_build(&rs->def.priority_src, &kr, name, sizeof name, &len);
+    if (rc == KEYTPL_EMISSING) {
+        return true; /* no priority: the lowest */
+    }
+    if (rc != KEYTPL_OK || engine_priority(rs, name, len, priority, err, sizeof err) != 0) {
+        problem(x, 400, "priority: %s",
+                rc != KEYTPL_OK ? "not one of the rule's priorities (too long)" : err);
+        return false;
+    }
+    return true;
+}
+
+/* The key of a /v1/auth request with no ?key=: built from the request by the rule's key template
+ * ({ip} when it has none), into keybuf. Returns whether it could be (else answered 400). */
+static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *keybuf,
+                                  size_t keybuf_size, size_t *key_len)
+{
+    netaddr_t client;
+    keytpl_request_t kr = auth_request(x, &client);
     keytpl_t ip_tpl;
     const keytpl_t *tpl = &rs->def.key;
     if (!rs->def.has_key) {
@@ -727,10 +757,15 @@ void route_auth(route_ctx_t *x)
         problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
         return;
     }
+    unsigned priority;
+    if (!auth_priority(x, rs, &priority)) {
+        return;
+    }
     job_t *j = job_new(x, JOB_AUTH, 1, key_len);
     if (j != NULL) {
         char *space = j->bytes;
         job_add(j, rs, keybuf, key_len, cost, &space);
+        j->prios[0] = priority;
         job_run(j, c->loop->worker);
     }
 }

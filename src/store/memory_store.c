@@ -608,8 +608,11 @@ static int mem_decide_all(request_store_t *s, store_loop_t *l, const store_pair_
             /* saturates a new key */
             cold_start_decide(tg->rule, table, tg->key, tg->key_len, false, now_ns, &d[i]);
         }
-        reqs[i] = (sl_multi_request_t){
-            .table = table, .key = tg->key, .key_len = tg->key_len, .cost = pairs[i].cost};
+        reqs[i] = (sl_multi_request_t){.table = table,
+                                       .key = tg->key,
+                                       .key_len = tg->key_len,
+                                       .cost = pairs[i].cost,
+                                       .reserve = pairs[i].reserve};
     }
     size_t r = n;
     int rc = n > 0 ? sl_table_decide_all(reqs, n, now_ns, &r) : SL_OK;

@@ -153,7 +153,8 @@ typedef struct store_target {
 typedef struct store_pair {
     store_target_t tg;
     int64_t cost;
-    bool shadow; /* a refusal of this pair does not block the others */
+    bool shadow;     /* a refusal of this pair does not block the others */
+    int64_t reserve; /* units it must leave for higher priorities (store_request_t's) */
 } store_pair_t;
 
 /* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL), or
