@@ -290,6 +290,7 @@ static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_
         engine_target(rs, en, keys[i], key_lens[i], &x->pairs[i].tg, &x->d[i]);
         x->pairs[i].reserve =
             engine_reserve(rs, &x->pairs[i].tg, &(engine_request_t){.priority = prios[i]});
+        x->d[i].reserve = x->pairs[i].reserve;
     }
     return x->n;
 }

@@ -127,6 +127,7 @@ typedef struct engine_decision {
                           checks naming its (rule, key) */
     sl_hold_t hold;    /* an acquire: the hold made (id 0: none, refused or shadowed); a
                           release: the hold freed */
+    int64_t reserve;   /* the units the request had to leave for higher priorities (0: none) */
     int hold_status;   /* an acquire or a release the key's numbers refused as a request error:
                           SL_EHOLD (no such live hold: nothing changed), SL_EHOLDTIME, SL_ENOHOLDS;
                           SL_OK otherwise */

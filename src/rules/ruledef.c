@@ -619,6 +619,14 @@ static int descriptor_field(const char *name, const yt_node_t *v, const char *pa
     return 0;
 }
 
+/* The priorities or priority field through its parser (ruledef_prio.c), its error formatted. */
+static int priority_field(int (*parse)(const yt_node_t *, ruledef_t *, rd_prio_err_t *),
+                          const yt_node_t *v, const char *path, ruledef_t *out, char *err)
+{
+    rd_prio_err_t pe;
+    return parse(v, out, &pe) == 0 ? 0 : rd_fail(err, pe.at, path, pe.field, "%s", pe.why);
+}
+
 /* Checks field f's value v on its own and stores it in out. */
 static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, const char *name_hint,
                             ruledef_t *out, char *err)
@@ -701,9 +709,9 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
     case RF_UNLIMITED:
         return get_bool(v, path, name, &out->unlimited, err);
     case RF_PRIORITIES:
-        return rd_priorities(v, path, out, err);
     case RF_PRIORITY:
-        return rd_priority_source(v, path, out, err);
+        return priority_field(f == RF_PRIORITIES ? rd_priorities : rd_priority_source, v, path, out,
+                              err);
     default:      /* reserve: once the priorities are known, whatever their order */
         return 0; /* overrides: once the rule is prepared */
     }
@@ -805,9 +813,10 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         rd_replicas_problem(out, slots[RF_REPLICA_WAIT] != NULL, &field, why, sizeof why))
         return rd_fail(err, slots[RF_MODE + field], path, rule_field_names[RF_MODE + field], "%s",
                        why);
-    if (rd_priorities_check(out, slots[RF_PRIORITIES], slots[RF_RESERVE], slots[RF_PRIORITY], path,
-                            err) != 0)
-        return -1;
+    rd_prio_err_t pe;
+    if (rd_priorities_check(out, slots[RF_PRIORITIES], slots[RF_RESERVE], slots[RF_PRIORITY],
+                            &pe) != 0)
+        return rd_fail(err, pe.at, path, pe.field, "%s", pe.why);
     if (slots[RF_OVERRIDES] != NULL)
         return inline_overrides(out, slots[RF_OVERRIDES], path, err);
     return 0;

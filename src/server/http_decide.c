@@ -1,13 +1,17 @@
 /*
  * http_decide.c - sluiced's HTTP decisions:
  *
- *   POST   /v1/allow        one check {"rule","key","cost"} or {"checks":[..]}
+ *   POST   /v1/allow        one check {"rule","key","cost","priority"} or {"checks":[..]}
  *   POST   /v1/settle       {"rule","key","reserved","actual"[,"at"]}
  *   GET    /v1/auth/{rule}  204 / 429 for auth_request and forward-auth
  *
  * Decisions carry the IETF RateLimit-Policy / RateLimit fields; a 429 carries Retry-After
  * (seconds, rounded up) and an application/problem+json body. A decision that waits on Redis is
- * answered in order through a deferred reply slot (a job).
+ * answered in order through a deferred reply slot (a job). Every route's body refuses a field it
+ * does not know (fields_known()), and a check may name its rule's priority.
+ *
+ * long because: every decision route (allow, settle, acquire, release, auth) fills and answers
+ * the same job, whose layout and answer writers are private to this file.
  */
 #include <http_parser.h>
 #include <jansson.h>
