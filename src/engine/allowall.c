@@ -118,8 +118,13 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     (void)status;
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
+    int64_t reserve = a->got[ref->i].reserve; /* the charge's, for a refund's answer */
     a->got[ref->i] = *ed; /* a refund's answer: what the key holds after it, as a peek */
     engine_decision_t *got = &a->got[ref->i];
+    if (a->phase == PHASE_REFUND && reserve > ed->reserve) { /* its priority's view, as a peek's */
+        got->d.remaining = got->d.remaining > reserve ? got->d.remaining - reserve : 0;
+        got->reserve = reserve;
+    }
     if (a->phase == PHASE_REFUND && got->shadowed) { /* a shadow rule's key as it stands */
         got->shadowed = false;
         got->d.allowed = false;
@@ -155,7 +160,7 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
             req = (engine_request_t){
                 .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
             if (!charged(a, j)) {
-                req = (engine_request_t){.cost = 0};
+                req = (engine_request_t){.cost = 0, .priority = a->prios[j]};
             }
         }
         a->left++;

@@ -446,7 +446,8 @@ void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
 }
 
 /*
- * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost, all
+ * SL.ALLOWALL rule key [rule key ...] [COST n] [PRIORITY p]: admitted only if every pair admits
+ * the cost (every pair's rule having priority p, each under its reserve above p), all
  * or nothing (engine_allowall). The reply is the refusing pair's decision, or, when every pair
  * was charged, the decision of the pair with the least left.
  */
@@ -478,16 +479,29 @@ static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, si
     free(r);
 }
 
+/* Whether no COST follows argv[end] among the options up to argc (a COST given twice is a pair). */
+static bool cost_unseen(const resp_arg_t *argv, size_t end, size_t argc)
+{
+    return end == argc || !resp_arg_is(&argv[end], "COST");
+}
+
 void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     int64_t cost = 1;
-    size_t npairs_args = argc - 1;
-    if (argc >= 5 && resp_arg_is(&argv[argc - 2], "COST") && (argc - 3) % 2 == 0) {
-        if (!parse_cost(c, argv, argc - 2, &cost)) {
-            return;
+    const resp_arg_t *priority = NULL;
+    size_t end = argc; /* the options at the end, in either order: each at most once */
+    for (int k = 0; k < 2 && end >= 5; k++) {
+        if (resp_arg_is(&argv[end - 2], "COST") && cost_unseen(argv, end, argc)) {
+            if (!parse_cost(c, argv, end - 2, &cost)) {
+                return;
+            }
+            end -= 2;
+        } else if (resp_arg_is(&argv[end - 2], "PRIORITY") && priority == NULL) {
+            priority = &argv[end - 1];
+            end -= 2;
         }
-        npairs_args = argc - 3;
     }
+    size_t npairs_args = end - 1;
     if (npairs_args == 0 || npairs_args % 2 != 0) {
         resp_reply_wrong_arity(c, &argv[0]);
         return;
@@ -500,13 +514,15 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
     engine_check_t checks[ENGINE_CHECKS_MAX];
     for (size_t i = 0; i < n; i++) {
         const resp_arg_t *key = &argv[2 + 2 * i];
-        checks[i] = (engine_check_t){.rule = find_rule(c, &argv[1 + 2 * i]),
+        engine_request_t req = {.cost = cost};
+        checks[i] = (engine_check_t){.rule = find_rule_priority(c, &argv[2 * i], priority, &req),
                                      .key = key->ptr,
                                      .key_len = key->len,
                                      .cost = cost};
         if (checks[i].rule == NULL) {
             return;
         }
+        checks[i].priority = req.priority;
     }
     allowall_reply_t *r = malloc(sizeof *r);
     reply_slot_t *slot = r != NULL ? conn_defer(c) : NULL;

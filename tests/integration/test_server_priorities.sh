@@ -74,6 +74,12 @@ check resp-no-priorities test "$(r SL.ALLOW plain t1 PRIORITY low)" = "ERR rule 
 check resp-unknown-option test "$(r SL.ALLOW api t1 COTS 5)" = \
     "ERR unknown option 'COTS' (expected COST or PRIORITY)"
 check resp-twice test "$(r SL.ALLOW api t1 PRIORITY low PRIORITY high)" = "ERR option PRIORITY given twice"
+check resp-allowall-low test "$(allowed SL.ALLOWALL api t3 api t4 COST 5 PRIORITY low)" = 1
+check resp-allowall-low-shed test "$(allowed SL.ALLOWALL api t3 api t5 PRIORITY low)" = 0
+check resp-allowall-nothing-charged test "$(r SL.PEEK api t5 PRIORITY critical | cut -d' ' -f3)" = 10
+check resp-allowall-high test "$(allowed SL.ALLOWALL api t3 api t5 COST 3 PRIORITY high)" = 1
+check resp-allowall-no-priorities test "$(r SL.ALLOWALL api t3 plain t3 PRIORITY high)" = \
+    "ERR rule 'plain' has no priorities"
 n=0
 for i in 1 2 3 4 5 6; do [ "$(allowed SL.ACQUIRE pool k COST 1 PRIORITY low)" = 1 ] && n=$((n + 1)); done
 check resp-acquire-low-5 test "$n" = 5
