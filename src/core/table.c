@@ -1115,7 +1115,10 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
     void *state = fresh_state(t, buf);
     if (state == NULL)
         return SL_ENOMEM;
-    core_decide_reserved(&t->rule, state, cost, reserve, now_ns, out);
+    if (reserve > 0)
+        core_decide_reserved(&t->rule, state, cost, reserve, now_ns, out);
+    else
+        core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
     if (out->allowed) {
         rc = shard_insert(t, s, key, len, h, state, now_ns);
@@ -1148,7 +1151,10 @@ static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
         if (rc != SL_OK)
             return rc;
     }
-    core_decide_reserved(&t->rule, entry_state(t, entry), cost, reserve, now_ns, out);
+    if (reserve > 0)
+        core_decide_reserved(&t->rule, entry_state(t, entry), cost, reserve, now_ns, out);
+    else
+        core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     ext_shrink(t, s, entry);
     return SL_OK;
 }
@@ -1171,14 +1177,11 @@ shard_decide(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, ui
     return SL_OK;
 }
 
-int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t now_ns,
-                    sl_decision_t *out)
-{
-    return sl_table_decide_reserved(t, key, key_len, cost, 0, now_ns, out);
-}
-
-int sl_table_decide_reserved(sl_table_t *t, const void *key, size_t key_len, int64_t cost,
-                             int64_t reserve, int64_t now_ns, sl_decision_t *out)
+/* sl_table_decide_reserved(), inlined into both public entries (reserve 0 folds away). */
+static inline __attribute__((always_inline)) int table_decide(sl_table_t *t, const void *key,
+                                                              size_t key_len, int64_t cost,
+                                                              int64_t reserve, int64_t now_ns,
+                                                              sl_decision_t *out)
 {
     if (t == NULL || out == NULL || (key == NULL && key_len > 0))
         return SL_EINVAL;
@@ -1194,6 +1197,18 @@ int sl_table_decide_reserved(sl_table_t *t, const void *key, size_t key_len, int
     int rc = shard_decide(t, s, key, key_len, h, cost, reserve, now_ns, out);
     shard_unlock(s);
     return rc;
+}
+
+int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t now_ns,
+                    sl_decision_t *out)
+{
+    return table_decide(t, key, key_len, cost, 0, now_ns, out);
+}
+
+int sl_table_decide_reserved(sl_table_t *t, const void *key, size_t key_len, int64_t cost,
+                             int64_t reserve, int64_t now_ns, sl_decision_t *out)
+{
+    return table_decide(t, key, key_len, cost, reserve, now_ns, out);
 }
 
 /* Validates one batch request, returning SL_OK or the status it gets without a decision. */
