@@ -142,6 +142,11 @@ check grpc-critical grep -qx "critical True" "$TMP/grpc.txt"
 check grpc-unknown grep -qx "unknown INVALID_ARGUMENT" "$TMP/grpc.txt"
 grep -qx "critical True" "$TMP/grpc.txt" || cat "$TMP/grpc.txt"
 
+# every shed counted (RESP, HTTP, auth and gRPC above shed at least 10), and logged
+shed=$(curl -s "$B/metrics" | awk '$1 == "sluice_priority_shed_total" { print $2 }')
+check shed-counted test "${shed:-0}" -ge 10
+check shed-logged grep -q "below the top priority shed" "$TMP/srv.log"
+
 # a rules file's bad priorities: refused, each with its reason
 bad() { # YAML FIELDS, the expected words
     printf 'rules:\n  - name: x\n    algorithm: fixed_window\n    limit: 10\n    window: 1s\n%s\n' "$1" \
