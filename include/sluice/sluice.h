@@ -194,6 +194,19 @@ typedef struct sl_decision {
 SL_API int sl_decide(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns,
                      sl_decision_t *out);
 
+/*
+ * Priorities: sl_decide() of a request that must leave `reserve` units of the key's limit for
+ * higher priorities (the reserve above its priority, docs/algorithms.md "Priorities"). Admitted
+ * only when, after charging its cost, at least `reserve` units remain (a peek's remaining >=
+ * cost + reserve); it charges only its cost. Refused, nothing changes: retry_after_ns is the
+ * wait until cost + reserve fit (-1 when cost + reserve exceed the capacity: never). remaining is
+ * what a request of this priority could still take (the key's remaining less the reserve). A
+ * delayed admission (max_delay) leaves nothing, so a request with a reserve is never delayed.
+ * reserve 0 is sl_decide(). Returns SL_OK, SL_ECOST (cost or reserve < 0) or SL_EINVAL.
+ */
+SL_API int sl_decide_reserved(const sl_rule_t *rule, void *state, int64_t cost, int64_t reserve,
+                              int64_t now_ns, sl_decision_t *out);
+
 /* True when `state` at `now_ns` decides exactly as a fresh (all-zero) state would, so the key
  * may be forgotten. rule and state must not be NULL. */
 SL_API bool sl_state_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns);
@@ -305,6 +318,12 @@ typedef struct sl_hold {
  */
 SL_API int sl_acquire(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold_ns,
                       int64_t now_ns, uint64_t entropy, sl_decision_t *out, sl_hold_t *hold);
+
+/* sl_acquire() of a request that must leave `reserve` units for higher priorities, as
+ * sl_decide_reserved() decides: shed, it makes no hold (hold->id 0). */
+SL_API int sl_acquire_reserved(const sl_rule_t *rule, void *state, int64_t cost, int64_t reserve,
+                               int64_t hold_ns, int64_t now_ns, uint64_t entropy,
+                               sl_decision_t *out, sl_hold_t *hold);
 
 /*
  * Releases hold `id` of the key at now_ns: its units are free at once. A hold that is not live
@@ -587,6 +606,14 @@ SL_API int sl_table_settle(sl_table_t *table, const void *key, size_t key_len, i
  */
 SL_API int sl_table_acquire(sl_table_t *table, const void *key, size_t key_len, int64_t cost,
                             int64_t hold_ns, int64_t now_ns, sl_decision_t *out, sl_hold_t *hold);
+/* sl_table_decide() and sl_table_acquire() of a request that must leave `reserve` units for
+ * higher priorities: sl_decide_reserved() and sl_acquire_reserved() under the key's lock. */
+SL_API int sl_table_decide_reserved(sl_table_t *table, const void *key, size_t key_len,
+                                    int64_t cost, int64_t reserve, int64_t now_ns,
+                                    sl_decision_t *out);
+SL_API int sl_table_acquire_reserved(sl_table_t *table, const void *key, size_t key_len,
+                                     int64_t cost, int64_t reserve, int64_t hold_ns, int64_t now_ns,
+                                     sl_decision_t *out, sl_hold_t *hold);
 SL_API int sl_table_release(sl_table_t *table, const void *key, size_t key_len, uint64_t id,
                             int64_t now_ns, sl_decision_t *out, sl_hold_t *released);
 
@@ -599,6 +626,7 @@ typedef struct sl_multi_request {
     int64_t cost;           /* units, >= 0 */
     int status;             /* out: SL_OK, or the error the call returned, for its request */
     sl_decision_t decision; /* out */
+    int64_t reserve; /* units it must leave for higher priorities (sl_decide_reserved()); 0 */
 } sl_multi_request_t;
 
 /*

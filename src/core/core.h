@@ -328,6 +328,21 @@ static inline void core_decide(const sl_rule_t *rule, void *state, int64_t cost,
 }
 
 /*
+ * Priorities (reserve.c): a request that must leave `reserve` >= 0 units of the key's limit
+ * unused, for higher priorities. core_reserve_admits() is the one check: true when a peek's
+ * remaining is at least cost + reserve (the caller then decides or acquires as usual, which
+ * admits), else false with *out the refusal, the state unchanged: retry_after_ns the wait until
+ * cost + reserve fit (-1 when they never can), remaining what the request's priority could
+ * take. core_reserve_view() turns an admission's remaining into the priority's. Reserve 0 is
+ * an ordinary request (true at once). core_decide_reserved() is core_decide() with a reserve.
+ */
+bool core_reserve_admits(const sl_rule_t *rule, void *state, int64_t cost, int64_t reserve,
+                         int64_t now_ns, sl_decision_t *out);
+void core_reserve_view(sl_decision_t *out, int64_t reserve);
+void core_decide_reserved(const sl_rule_t *rule, void *state, int64_t cost, int64_t reserve,
+                          int64_t now_ns, sl_decision_t *out);
+
+/*
  * The settle behind sl_settle() and sl_refund() (a refund is a settle with actual 0), for
  * validated arguments (0 <= reserved, 0 <= actual): gives back reserved - actual, or charges
  * actual - reserved past the limit, then fills *out with a peek. Times are clamped as

@@ -31,17 +31,28 @@ int core_hold_time(const sl_rule_t *rule, int64_t hold_ns, int64_t *out_ns)
 int sl_acquire(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold_ns, int64_t now_ns,
                uint64_t entropy, sl_decision_t *out, sl_hold_t *hold)
 {
+    return sl_acquire_reserved(rule, state, cost, 0, hold_ns, now_ns, entropy, out, hold);
+}
+
+int sl_acquire_reserved(const sl_rule_t *rule, void *state, int64_t cost, int64_t reserve,
+                        int64_t hold_ns, int64_t now_ns, uint64_t entropy, sl_decision_t *out,
+                        sl_hold_t *hold)
+{
     int rc;
     const algorithm_holds_t *h = holds_of(rule, state, out, &rc);
     if (h == NULL || hold == NULL)
         return h == NULL ? rc : SL_EINVAL;
-    if (cost < 0)
+    if (cost < 0 || reserve < 0)
         return SL_ECOST;
     if ((rc = core_hold_time(rule, hold_ns, &hold_ns)) != SL_OK)
         return rc;
     *hold = (sl_hold_t){0, 0, 0};
+    now_ns = core_clamp_now(now_ns);
+    if (!core_reserve_admits(rule, state, cost, reserve, now_ns, out))
+        return SL_OK; /* shed: no hold */
     out->limit = rule->capacity;
-    h->acquire(rule, state, cost, hold_ns, core_clamp_now(now_ns), entropy, out, hold);
+    h->acquire(rule, state, cost, hold_ns, now_ns, entropy, out, hold);
+    core_reserve_view(out, reserve);
     return SL_OK;
 }
 

@@ -1096,8 +1096,8 @@ static void *fresh_state(const sl_table_t *t, uint64_t *buf)
  */
 static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t *s,
                                                          const unsigned char *key, size_t len,
-                                                         uint64_t h, int64_t cost, int64_t now_ns,
-                                                         sl_decision_t *out)
+                                                         uint64_t h, int64_t cost, int64_t reserve,
+                                                         int64_t now_ns, sl_decision_t *out)
 {
     /* long walks after removals: overflow chains outlived the keys that made them; one rebuild
      * tidies them (long walks without removals are the load's, and a rebuild would not help) */
@@ -1105,6 +1105,7 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
         shard_rebuild(t, s, s->nchunks, -1); /* on ENOMEM, next time */
     if (cost == 0 || cost > t->rule.capacity) {
         fresh_decision(t, cost, out);
+        core_reserve_view(out, reserve); /* a peek, or never: a reserve only lowers remaining */
         return SL_OK;
     }
     /* a key dropped as fresh at reclaimed_ns may be asked about at an earlier time by a thread
@@ -1114,7 +1115,10 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
     void *state = fresh_state(t, buf);
     if (state == NULL)
         return SL_ENOMEM;
-    core_decide(&t->rule, state, cost, now_ns, out);
+    if (reserve > 0)
+        core_decide_reserved(&t->rule, state, cost, reserve, now_ns, out);
+    else
+        core_decide(&t->rule, state, cost, now_ns, out);
     int rc = SL_OK;
     if (out->allowed) {
         rc = shard_insert(t, s, key, len, h, state, now_ns);
@@ -1130,7 +1134,8 @@ static __attribute__((noinline)) int shard_decide_absent(sl_table_t *t, shard_t 
  * if it left little (expired entries dropped). Out of line: the inline states' path stays short. */
 static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
                                                       unsigned char *entry, int64_t cost,
-                                                      int64_t now_ns, sl_decision_t *out)
+                                                      int64_t reserve, int64_t now_ns,
+                                                      sl_decision_t *out)
 {
     void *state = entry_state(t, entry);
     if (core_state_need(&t->rule, state) > core_state_bytes(&t->rule, state)) {
@@ -1138,37 +1143,45 @@ static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
          * a key at its limit is refused as such even when the cap leaves none (the states that
          * grow, sliding_log's, refuse exactly the costs over a peek's remaining) */
         core_decide(&t->rule, state, 0, now_ns, out);
-        if (cost > out->remaining) {
-            core_decide(&t->rule, state, cost, now_ns, out);
+        if (sat_add(cost, reserve) > out->remaining) {
+            core_decide_reserved(&t->rule, state, cost, reserve, now_ns, out);
             return SL_OK;
         }
         int rc = ext_room(t, s, entry, now_ns, false);
         if (rc != SL_OK)
             return rc;
     }
-    core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
+    if (reserve > 0)
+        core_decide_reserved(&t->rule, entry_state(t, entry), cost, reserve, now_ns, out);
+    else
+        core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     ext_shrink(t, s, entry);
     return SL_OK;
 }
 
 /* Decides under the shard lock (held by the caller), on the state where it lies. */
-static inline __attribute__((always_inline)) int shard_decide(sl_table_t *t, shard_t *s,
-                                                              const unsigned char *key, size_t len,
-                                                              uint64_t h, int64_t cost,
-                                                              int64_t now_ns, sl_decision_t *out)
+static inline __attribute__((always_inline)) int
+shard_decide(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
+             int64_t cost, int64_t reserve, int64_t now_ns, sl_decision_t *out)
 {
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (__builtin_expect(entry == NULL, 0))
-        return shard_decide_absent(t, s, key, len, h, cost, now_ns, out);
+        return shard_decide_absent(t, s, key, len, h, cost, reserve, now_ns, out);
     entry_touch(t, entry);
     if (t->state_external && cost > 0)
-        return shard_decide_ext(t, s, entry, cost, now_ns, out);
-    core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
+        return shard_decide_ext(t, s, entry, cost, reserve, now_ns, out);
+    if (__builtin_expect(reserve > 0, 0))
+        core_decide_reserved(&t->rule, entry_state(t, entry), cost, reserve, now_ns, out);
+    else
+        core_decide(&t->rule, entry_state(t, entry), cost, now_ns, out);
     return SL_OK;
 }
 
-int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t now_ns,
-                    sl_decision_t *out)
+/* sl_table_decide_reserved(), inlined into both public entries (reserve 0 folds away). */
+static inline __attribute__((always_inline)) int table_decide(sl_table_t *t, const void *key,
+                                                              size_t key_len, int64_t cost,
+                                                              int64_t reserve, int64_t now_ns,
+                                                              sl_decision_t *out)
 {
     if (t == NULL || out == NULL || (key == NULL && key_len > 0))
         return SL_EINVAL;
@@ -1176,14 +1189,26 @@ int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost
         key = ""; /* the empty key; no NULL reaches memcpy/memcmp */
     if (key_len > t->key_max)
         return SL_EKEY;
-    if (cost < 0)
+    if (cost < 0 || reserve < 0)
         return SL_ECOST;
     uint64_t h = sl_hash64(key, key_len, t->seed);
     shard_t *s = shard_of(t, h);
     shard_lock(s);
-    int rc = shard_decide(t, s, key, key_len, h, cost, now_ns, out);
+    int rc = shard_decide(t, s, key, key_len, h, cost, reserve, now_ns, out);
     shard_unlock(s);
     return rc;
+}
+
+int sl_table_decide(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t now_ns,
+                    sl_decision_t *out)
+{
+    return table_decide(t, key, key_len, cost, 0, now_ns, out);
+}
+
+int sl_table_decide_reserved(sl_table_t *t, const void *key, size_t key_len, int64_t cost,
+                             int64_t reserve, int64_t now_ns, sl_decision_t *out)
+{
+    return table_decide(t, key, key_len, cost, reserve, now_ns, out);
 }
 
 /* Validates one batch request, returning SL_OK or the status it gets without a decision. */
@@ -1235,7 +1260,7 @@ size_t sl_table_decide_batch(sl_table_t *t, sl_request_t *reqs, size_t n, int64_
             shard_t *s = shard_of(t, h);
             shard_lock(s);
             r->status = shard_decide(t, s, r->key ? r->key : (const void *)"", r->key_len, h,
-                                     r->cost, now_ns, &r->decision);
+                                     r->cost, 0, now_ns, &r->decision);
             shard_unlock(s);
         }
         failed += r->status != SL_OK;
@@ -1384,7 +1409,7 @@ static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
         return SL_EINVAL;
     if (r->key_len > t->key_max)
         return SL_EKEY;
-    if (r->cost < 0)
+    if (r->cost < 0 || r->reserve < 0)
         return SL_ECOST;
     const unsigned char *key = r->key ? r->key : (const unsigned char *)"";
     uint64_t h = sl_hash64(key, r->key_len, t->seed);
@@ -1560,7 +1585,8 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
             *at = i;
             return n + 1;
         }
-        core_decide(&mk->t->rule, mk->state, r->cost, mk->now_ns, &r->decision);
+        core_decide_reserved(&mk->t->rule, mk->state, r->cost, r->reserve, mk->now_ns,
+                             &r->decision);
         if (!r->decision.allowed)
             return i;
         mk->charged |= r->cost > 0;
@@ -1574,7 +1600,30 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
  * key (remaining and reset_after as they are; nothing is owed, so no delay); refused alone, the
  * refusal (which changes no state), with its own retry_after. Holding the key's shard lock.
  */
-static void multi_alone(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
+static void multi_alone_plain(const multi_key_t *mk, int64_t cost, sl_decision_t *out);
+
+/* multi_alone() of a request with a reserve: its priority's answer (the check is the core's). */
+static void multi_alone(const multi_key_t *mk, int64_t cost, int64_t reserve, sl_decision_t *out)
+{
+    const sl_table_t *t = mk->t;
+    void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
+    if (reserve == 0) {
+        multi_alone_plain(mk, cost, out);
+        return;
+    }
+    if (stored == NULL) {
+        fresh_decision(t, 0, out); /* a fresh key sheds only what never fits */
+        if (sat_add(cost, reserve) > t->rule.capacity)
+            decision_reject(out, -1);
+    } else if (core_reserve_admits(&t->rule, stored, cost, reserve, mk->now_ns, out)) {
+        core_decide(&t->rule, stored, 0, mk->now_ns, out); /* admitted alone: a peek */
+    } else {
+        return; /* its refusal, the priority's remaining */
+    }
+    core_reserve_view(out, reserve);
+}
+
+static void multi_alone_plain(const multi_key_t *mk, int64_t cost, sl_decision_t *out)
 {
     const sl_table_t *t = mk->t;
     void *stored = mk->entry != NULL ? entry_state(t, mk->entry) : NULL;
@@ -1677,7 +1726,8 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     } else if (*refused < n) {
         for (size_t i = 0; i < n; i++) { /* nothing charged: each as it stands alone */
             if (i != *refused)
-                multi_alone(&m->keys[m->key_of[i]], reqs[i].cost, &reqs[i].decision);
+                multi_alone(&m->keys[m->key_of[i]], reqs[i].cost, reqs[i].reserve,
+                            &reqs[i].decision);
             reqs[i].status = SL_OK;
         }
     } else if ((rc = multi_make_room(m, now_ns, &at)) != SL_OK) {
@@ -1711,7 +1761,7 @@ static int holds_check(const sl_table_t *t, const void *key, size_t len, const v
 /* An acquire under the shard lock: on the stored state, or on a fresh one stored if a hold was
  * made (a peek or a cost no key can take needs none). */
 static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len,
-                         uint64_t h, int64_t cost, int64_t hold_ns, int64_t now_ns,
+                         uint64_t h, int64_t cost, int64_t reserve, int64_t hold_ns, int64_t now_ns,
                          sl_decision_t *out, sl_hold_t *hold)
 {
     const algorithm_holds_t *ops = core_ops(&t->rule)->holds;
@@ -1719,11 +1769,16 @@ static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, si
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (entry != NULL) {
         entry_touch(t, entry);
-        ops->acquire(&t->rule, entry_state(t, entry), cost, hold_ns, now_ns, entropy, out, hold);
+        void *state = entry_state(t, entry);
+        if (core_reserve_admits(&t->rule, state, cost, reserve, now_ns, out)) {
+            ops->acquire(&t->rule, state, cost, hold_ns, now_ns, entropy, out, hold);
+            core_reserve_view(out, reserve);
+        }
         return SL_OK;
     }
-    if (cost == 0 || cost > t->rule.capacity) {
-        fresh_decision(t, cost, out);
+    if (cost == 0 || sat_add(cost, reserve) > t->rule.capacity) {
+        fresh_decision(t, cost, out); /* a peek, or never: more than the priority may hold */
+        core_reserve_view(out, reserve);
         return SL_OK;
     }
     now_ns = max_i64(now_ns, s->reclaimed_ns); /* as shard_decide_absent() */
@@ -1732,6 +1787,7 @@ static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, si
     if (state == NULL)
         return SL_ENOMEM;
     ops->acquire(&t->rule, state, cost, hold_ns, now_ns, entropy, out, hold);
+    core_reserve_view(out, reserve);
     int rc = shard_insert(t, s, key, len, h, state, now_ns);
     if (rc != SL_OK) {
         *hold = (sl_hold_t){0, 0, 0}; /* not stored: no hold */
@@ -1744,10 +1800,17 @@ static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, si
 int sl_table_acquire(sl_table_t *t, const void *key, size_t key_len, int64_t cost, int64_t hold_ns,
                      int64_t now_ns, sl_decision_t *out, sl_hold_t *hold)
 {
+    return sl_table_acquire_reserved(t, key, key_len, cost, 0, hold_ns, now_ns, out, hold);
+}
+
+int sl_table_acquire_reserved(sl_table_t *t, const void *key, size_t key_len, int64_t cost,
+                              int64_t reserve, int64_t hold_ns, int64_t now_ns, sl_decision_t *out,
+                              sl_hold_t *hold)
+{
     int rc = holds_check(t, key, key_len, out);
     if (rc == SL_OK && hold == NULL)
         rc = SL_EINVAL;
-    if (rc == SL_OK && cost < 0)
+    if (rc == SL_OK && (cost < 0 || reserve < 0))
         rc = SL_ECOST;
     if (rc == SL_OK)
         rc = core_hold_time(&t->rule, hold_ns, &hold_ns);
@@ -1758,7 +1821,8 @@ int sl_table_acquire(sl_table_t *t, const void *key, size_t key_len, int64_t cos
     uint64_t h = sl_hash64(key_len > 0 ? key : "", key_len, t->seed);
     shard_t *s = shard_of(t, h);
     shard_lock(s);
-    rc = shard_acquire(t, s, key_len > 0 ? key : "", key_len, h, cost, hold_ns, now_ns, out, hold);
+    rc = shard_acquire(t, s, key_len > 0 ? key : "", key_len, h, cost, reserve, hold_ns, now_ns,
+                       out, hold);
     shard_unlock(s);
     return rc;
 }

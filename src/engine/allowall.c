@@ -64,7 +64,8 @@ struct allowall {
     const char **keys;
     size_t *key_lens;
     int64_t *costs;
-    char *bytes; /* the keys */
+    unsigned *prios; /* each merged check's priority: the lowest of those merged into it */
+    char *bytes;     /* the keys */
 };
 
 _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
@@ -77,8 +78,8 @@ _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
 static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(allowall_ref_t) + sizeof(size_t) +
-                  sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) +
-                  sizeof(int64_t); /* 8-byte aligned */
+                  sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) + sizeof(int64_t) +
+                  sizeof(unsigned); /* the keys' bytes last */
     size_t size = sizeof(allowall_t) + n * each + bytes;
     bool kept = w->attached && size <= ALLOWALL_KEPT_BYTES;
     allowall_t *a = kept ? freelist_get(&w->alls) : calloc(1, size);
@@ -94,7 +95,8 @@ static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
         a->keys = (const char **)(a->rules + n);
         a->key_lens = (size_t *)(a->keys + n);
         a->costs = (int64_t *)(a->key_lens + n);
-        a->bytes = (char *)(a->costs + n);
+        a->prios = (unsigned *)(a->costs + n);
+        a->bytes = (char *)(a->prios + n);
     }
     return a;
 }
@@ -131,8 +133,13 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
     (void)status;
     allowall_ref_t *ref = arg;
     allowall_t *a = ref->a;
+    int64_t reserve = a->got[ref->i].reserve; /* the charge's, for a refund's answer */
     a->got[ref->i] = *ed; /* a refund's answer: what the key holds after it, as a peek */
     engine_decision_t *got = &a->got[ref->i];
+    if (a->phase == PHASE_REFUND && reserve > ed->reserve) { /* its priority's view, as a peek's */
+        got->d.remaining = got->d.remaining > reserve ? got->d.remaining - reserve : 0;
+        got->reserve = reserve;
+    }
     if (a->phase == PHASE_REFUND && got->shadowed) { /* a shadow rule's key as it stands */
         got->shadowed = false;
         got->d.allowed = false;
@@ -160,7 +167,7 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
         if (!want(a, j)) {
             continue;
         }
-        engine_request_t req = {.cost = a->costs[j]};
+        engine_request_t req = {.cost = a->costs[j], .priority = a->prios[j]};
         if (a->phase == PHASE_REFUND) {
             /* dated no later than the charge (when the request was read, before the charges
              * were sent): a refund dated when it runs, after other admissions on the key,
@@ -168,7 +175,7 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
             req = (engine_request_t){
                 .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
             if (!charged(a, j)) {
-                req = (engine_request_t){.cost = 0};
+                req = (engine_request_t){.cost = 0, .priority = a->prios[j]};
             }
         }
         a->left++;
@@ -281,7 +288,7 @@ static bool all_now_apart(all_now_t *x, size_t i, int st)
 /* Every pair's target and override. Returns n, or the pair that refuses the whole already (a
  * failed lookup under on_store_error deny, a blocked key). */
 static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_t *key_lens,
-                              const int64_t *costs)
+                              const int64_t *costs, const unsigned *prios)
 {
     for (size_t i = 0; i < x->n; i++) {
         rule_state_t *rs = x->rules[i];
@@ -301,6 +308,9 @@ static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_
         x->ens[i] = en;
         x->pairs[i] = (store_pair_t){.cost = costs[i], .shadow = rs->def.shadow};
         engine_target(rs, en, keys[i], key_lens[i], &x->pairs[i].tg, &x->d[i]);
+        x->pairs[i].reserve =
+            engine_reserve(rs, &x->pairs[i].tg, &(engine_request_t){.priority = prios[i]});
+        x->d[i].reserve = x->pairs[i].reserve;
     }
     return x->n;
 }
@@ -378,8 +388,8 @@ static void all_now_peek_shadows(all_now_t *x)
  * or n.
  */
 static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const char *const *keys,
-                           const size_t *key_lens, const int64_t *costs, size_t n, int64_t now_ns,
-                           engine_decision_t *d, size_t *refused)
+                           const size_t *key_lens, const int64_t *costs, const unsigned *prios,
+                           size_t n, int64_t now_ns, engine_decision_t *d, size_t *refused)
 {
     all_now_t x; /* [0, n) of its arrays written before read: none zeroed but out */
     x.w = w;
@@ -390,7 +400,7 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
     x.keys = keys;
     x.key_lens = key_lens;
     memset(x.out, 0, n * sizeof x.out[0]);
-    *refused = all_now_targets(&x, keys, key_lens, costs);
+    *refused = all_now_targets(&x, keys, key_lens, costs, prios);
     if (*refused < n) {
         return;
     }
@@ -405,7 +415,7 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
     /* every pair in force was charged: the shadow rules' pairs, each on its own */
     for (size_t i = 0; i < n; i++) {
         if (!x.out[i] && rules[i]->def.shadow) {
-            engine_request_t req = {.cost = costs[i]};
+            engine_request_t req = {.cost = costs[i], .priority = prios[i]};
             engine_decide_now(w, rules[i], x.ens[i], keys[i], key_lens[i], &req, now_ns, &d[i]);
         }
     }
@@ -542,6 +552,17 @@ static size_t never_admissible(allowall_t *a)
     return a->m;
 }
 
+/* Whether a merged check's rule has priorities (its decisions may carry a reserve). */
+static bool with_priorities(const allowall_t *a)
+{
+    for (size_t j = 0; j < a->m; j++) {
+        if (a->rules[j]->def.prio.n > 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void allowall_resolved(void *arg, int status)
 {
     (void)status;
@@ -559,13 +580,15 @@ static void allowall_resolved(void *arg, int status)
     }
     if (w->engine->requests->ops->completes_at_once) {
         size_t refused;
-        decide_all_now(w, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns, a->got,
-                       &refused);
+        decide_all_now(w, a->rules, a->keys, a->key_lens, a->costs, a->prios, a->m, a->now_ns,
+                       a->got, &refused);
         allowall_end(a, refused);
         return;
     }
-    if (decide_all_later(w, a, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns) ==
-        ENGINE_OK) {
+    /* a rule with priorities goes step by step (each decision its reserve's): one script has none
+     */
+    if (!with_priorities(a) && decide_all_later(w, a, a->rules, a->keys, a->key_lens, a->costs,
+                                                a->m, a->now_ns) == ENGINE_OK) {
         return;
     }
     a->phase = PHASE_CHARGE;
@@ -615,9 +638,11 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
             a->key_lens[j] = c->key_len;
             a->rules[j] = c->rule;
             a->ref[j] = (allowall_ref_t){a, j};
+            a->prios[j] = c->priority;
             engine_rule_hold(c->rule);
             a->m++;
         }
+        a->prios[j] = c->priority < a->prios[j] ? c->priority : a->prios[j];
         a->costs[j] = cost_sum(a->costs[j], c->cost);
         a->map[i] = j;
     }

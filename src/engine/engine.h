@@ -127,6 +127,7 @@ typedef struct engine_decision {
                           checks naming its (rule, key) */
     sl_hold_t hold;    /* an acquire: the hold made (id 0: none, refused or shadowed); a
                           release: the hold freed */
+    int64_t reserve;   /* the units the request had to leave for higher priorities (0: none) */
     int hold_status;   /* an acquire or a release the key's numbers refused as a request error:
                           SL_EHOLD (no such live hold: nothing changed), SL_EHOLDTIME, SL_ENOHOLDS;
                           SL_OK otherwise */
@@ -412,6 +413,12 @@ typedef store_request_t engine_request_t;
  * thread to look the key's override up): the caller must then call engine_pending_then() before
  * it returns to its loop. ENGINE_ECOST / ENGINE_EKEY for a bad request.
  */
+/* A request's priority by name (len bytes) under rule rs: 0 and *index (0 the lowest), or -1
+ * with a message in err (cap bytes): the rule has no priorities, or none of that name. A
+ * request naming none is of the lowest: leave engine_request_t.priority 0. */
+int engine_priority(const rule_state_t *rs, const char *name, size_t len, unsigned *index,
+                    char *err, size_t cap);
+
 typedef struct engine_pending engine_pending_t;
 int engine_decide_start(engine_worker_t *w, rule_state_t *rule, const void *key, size_t key_len,
                         int64_t cost, int64_t now_ns, engine_decision_t *out,
@@ -483,6 +490,7 @@ typedef struct engine_check {
     const char *key;    /* key_len bytes (copied) */
     size_t key_len;
     int64_t cost;
+    unsigned priority; /* its priority in its rule's list, 0 the lowest (engine_priority()) */
 } engine_check_t;
 
 /* The answer: each check's decision, and `refused`, the first check that refused the whole (its

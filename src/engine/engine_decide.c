@@ -74,6 +74,12 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         return;
     }
     out->never = !out->d.allowed && out->d.retry_after_ns < 0;
+    if (!out->d.allowed && out->reserve > 0) {
+        event_note(EV_PRIORITY_SHED,
+                   "rule '%s': a request below the top priority shed: its cost and the %lld units "
+                   "kept for higher priorities did not fit",
+                   rs->def.name, (long long)out->reserve);
+    }
     watch_outcome_t seen = WATCH_ALLOWED;
     if (out->d.allowed) {
         atomic_fetch_add_explicit(&c->allowed, 1, memory_order_relaxed);
@@ -110,6 +116,8 @@ int engine_decide_now(engine_worker_t *w, rule_state_t *rs, const ov_entry_t *en
     engine_target(rs, en, key, key_len, &tg, out);
     engine_request_t with_hold = *req;
     with_hold.hold = &out->hold;
+    with_hold.reserve = engine_reserve(rs, &tg, req);
+    out->reserve = with_hold.reserve;
     int st = s->ops->decide(s, w->requests, &tg, &with_hold, now_ns, &out->d, NULL, NULL);
     if (st == SL_EKEY) {
         return ENGINE_EKEY;
@@ -261,6 +269,8 @@ static bool op_continue(engine_op_t *op, const ov_entry_t *en)
     store_target_t tg;
     engine_target(rs, en, op->key, op->key_len, &tg, &op->out);
     /* key and cost were checked when the decision started */
+    op->req.reserve = engine_reserve(rs, &tg, &op->req);
+    op->out.reserve = op->req.reserve;
     int st =
         s->ops->decide(s, w->requests, &tg, &op->req, op->now_ns, &op->out.d, store_answered, op);
     if (st == STORE_PENDING) {

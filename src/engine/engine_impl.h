@@ -287,6 +287,19 @@ static inline bool engine_blocked(const rule_state_t *rs, const ov_entry_t *en,
     return true;
 }
 
+/* The units a decision or acquire of req->priority must leave under the numbers in force
+ * (tg->numbers: an override's capacity scales a reserve in percent); 0 for a rule without
+ * priorities, and for settles and releases. */
+static inline int64_t engine_reserve(const rule_state_t *rs, const store_target_t *tg,
+                                     const engine_request_t *req)
+{
+    if (req->settle || req->hold_op == STORE_HOLD_RELEASE)
+        return 0;
+    if (rs->def.prio.n == 0)
+        return req->reserve; /* an inline rule's RESERVE, as sluice.so takes it */
+    return prio_reserve_above(&rs->def.prio, req->priority, tg->numbers->capacity);
+}
+
 /* What the store is asked about (rs, key) with its override en (NULL: none); out->window_ns
  * and out->max_debt become the numbers' in force. tg points into en and rs: valid while they
  * are. Inline: every decision asks. */

@@ -92,7 +92,10 @@
       "never made); nothing changed.")                                                             \
     C(EC_STORE_UNREPLICATED, "sluice_store_unreplicated_total",                                    \
       "Admissions of rules with replicas that fewer replicas acknowledged within replica_wait: "   \
-      "given back, and decided by on_store_error.")
+      "given back, and decided by on_store_error.")                                                \
+    C(EC_PRIORITY_SHED, "sluice_priority_shed_total",                                              \
+      "Requests refused at a priority below their rule's top, whose cost and the reserve kept "    \
+      "for higher priorities did not fit: load shed (shadow rules' too).")
 
 /*
  * X(id, counter, labels, level): an event, the counter it counts in with its label pairs
@@ -140,7 +143,8 @@
     X(EV_STORE_LATE_REFUND, EC_STORE_LATE_CHARGES, "outcome=\"refunded\"", LOG_WARN)               \
     X(EV_STORE_LATE_REFUND_FAILED, EC_STORE_LATE_CHARGES, "outcome=\"refund_failed\"", LOG_ERROR)  \
     X(EV_RELEASE_REFUSED, EC_RELEASES_REFUSED, "", LOG_INFO)                                       \
-    X(EV_STORE_UNREPLICATED, EC_STORE_UNREPLICATED, "", LOG_WARN)
+    X(EV_STORE_UNREPLICATED, EC_STORE_UNREPLICATED, "", LOG_WARN)                                  \
+    X(EV_PRIORITY_SHED, EC_PRIORITY_SHED, "", LOG_INFO)
 
 typedef enum event_counter {
 #define COUNTER_ENUM(id, name, help) id,

@@ -500,7 +500,7 @@ static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, ke
 static const char *decide_step(const throttle_req_t *req, throttle_cmd_t cmd, const key_state_t *ks,
                                int64_t now_ns, sl_decision_t *d, bool *write, char *err)
 {
-    if (sl_decide(&req->rule, ks->state, req->cost, now_ns, d) != SL_OK) {
+    if (sl_decide_reserved(&req->rule, ks->state, req->cost, req->reserve, now_ns, d) != SL_OK) {
         return "ERR sluice could not decide (invalid cost)";
     }
     if (cmd != THROTTLE_CL && throttle_never_error(req, d, err)) {
@@ -610,8 +610,8 @@ static const char *acquire_step(const throttle_req_t *req, const key_state_t *ks
                                 sl_decision_t *d, sl_hold_t *hold, bool *write, char *err)
 {
     uint64_t entropy = sl_hash_mix(hold_seed ^ (uint64_t)now_ns, ++hold_count);
-    int rc = sl_acquire(&req->rule, ks->state, req->cost, req->hold_ms * SL_NS_PER_MS, now_ns,
-                        entropy, d, hold);
+    int rc = sl_acquire_reserved(&req->rule, ks->state, req->cost, req->reserve,
+                                 req->hold_ms * SL_NS_PER_MS, now_ns, entropy, d, hold);
     if (rc == SL_EHOLDTIME) {
         throttle_hold_time_error(&req->rule, err);
         return err;

@@ -43,6 +43,7 @@ static const cmd_arg_t doc_allow[] = {
     CMD_ARG_RULE,
     CMD_ARG_KEY,
     CMD_ARG_COST,
+    {"priority", "string", "PRIORITY", CMD_ARG_OPTIONAL, NULL},
     {"shadowinfo", "pure-token", "SHADOWINFO", CMD_ARG_OPTIONAL, NULL},
     CMD_ARGS_END};
 static const cmd_arg_t doc_allowall[] = {

@@ -295,6 +295,7 @@ typedef enum rule_opt {
     OPT_MAX_DEBT,
     OPT_COST,
     OPT_CLOSED_FROM,
+    OPT_RESERVE,
     OPT_COUNT
 } rule_opt_t;
 
@@ -308,6 +309,7 @@ static const struct {
     [OPT_MAX_DEBT] = {"MAX_DEBT", "max_debt"},
     [OPT_COST] = {"COST", "cost"},
     [OPT_CLOSED_FROM] = {"CLOSED_FROM", "closed_from"},
+    [OPT_RESERVE] = {"RESERVE", "reserve"},
 };
 
 /* Why a command takes no COST, or NULL when it does. */
@@ -357,6 +359,9 @@ static int rule_option_set(rule_opt_t o, int64_t v, throttle_req_t *out, char *e
     case OPT_CLOSED_FROM:
         out->closed_from_ms = v;
         break;
+    case OPT_RESERVE:
+        out->reserve = v;
+        break;
     case OPT_COUNT:
         break;
     }
@@ -374,6 +379,9 @@ static int rule_option(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t i,
         return fail(err, "ERR syntax error");
     if (o == OPT_COST && no_cost(cmd) != NULL)
         return fail(err, "%s", no_cost(cmd));
+    if (o == OPT_RESERVE && cmd != THROTTLE_SL && cmd != THROTTLE_SL_PEEK &&
+        cmd != THROTTLE_SL_ACQUIRE)
+        return fail(err, "ERR RESERVE applies to SL.THROTTLE, SL.PEEK and SL.ACQUIRE only");
     int64_t v;
     if (o == OPT_MAX_DELAY) { /* a duration, as the window */
         if (duration_ms_arg(&argv[i + 1], rule_options[o].what, &v, err) != 0)
@@ -393,6 +401,7 @@ static const extra_option_t *sl_init(throttle_cmd_t cmd, throttle_req_t *out)
     out->params = (sl_rule_t){.burst = SL_DEFAULT, .buckets = SL_DEFAULT, .max_debt = SL_DEFAULT};
     out->cost = cmd == THROTTLE_SL || cmd == THROTTLE_SL_ACQUIRE ? 1 : 0;
     out->hold_ms = out->hold_id = 0;
+    out->reserve = 0;
     out->reserved = out->actual = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
@@ -581,6 +590,7 @@ static int parse_cl(const throttle_arg_t *argv, size_t argc, throttle_req_t *out
     out->want = out->lease_ms = out->granted = out->unused = 0;
     out->lease_at_us = out->until_us = 0;
     out->hold_ms = out->hold_id = 0;
+    out->reserve = 0;
     out->at_ms = -1;
     out->closed_from_ms = -1;
     return prepare(out, err);
@@ -670,8 +680,8 @@ void throttle_rule_label(const sl_rule_t *rule, char label[THROTTLE_LABEL_MAX])
 bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
                           char err[THROTTLE_ERR_MAX])
 {
-    if (d->allowed || d->retry_after_ns >= 0) {
-        return false;
+    if (d->allowed || d->retry_after_ns >= 0 || req->cost <= d->limit) {
+        return false; /* within the capacity: never only for its RESERVE, a refusal */
     }
     char label[THROTTLE_LABEL_MAX];
     throttle_rule_label(&req->rule, label);

@@ -14,6 +14,8 @@
  *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
  *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
  *   SL.ACQUIRE  key algorithm limit window_ms [COST n] [TIMEOUT ms]                  (module)
+ *   (SL.THROTTLE, SL.PEEK and SL.ACQUIRE also take [RESERVE n]: the units a request of a lower
+ *   priority must leave, sl_decide_reserved())
  *   SL.RELEASE  key algorithm limit window_ms ID id                                  (module)
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
@@ -98,6 +100,8 @@ typedef struct throttle_req {
     int64_t closed_from_ms; /* CLOSED_FROM: a closed start, ms since the Unix epoch; -1 = none */
     int64_t hold_ms;        /* SL.ACQUIRE: TIMEOUT, the hold's time, ms; 0 = the rule's window */
     int64_t hold_id;        /* SL.RELEASE: ID, the hold's id, >= 0 */
+    int64_t reserve;        /* RESERVE: units the request must leave for higher priorities
+                               (sl_decide_reserved()); SL.THROTTLE, SL.PEEK, SL.ACQUIRE; 0 none */
 } throttle_req_t;
 
 /*

@@ -563,6 +563,9 @@ enum {
     RF_UNLIMITED,
     RF_OVERRIDES,
     RF_HOLD_TIMEOUT,
+    RF_PRIORITIES,
+    RF_RESERVE,
+    RF_PRIORITY,
     RF_COUNT
 };
 
@@ -570,7 +573,8 @@ static const char *const rule_field_names[RF_COUNT] = {
     "name",       "algorithm",  "limit",         "window",    "burst",          "buckets",
     "max_delay",  "max_debt",   "key",           "shadow",    "on_store_error", "cold_start",
     "mode",       "lease_time", "sync_interval", "replicas",  "replica_wait",   "domain",
-    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout"};
+    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout",
+    "priorities", "reserve",    "priority"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -613,6 +617,14 @@ static int descriptor_field(const char *name, const yt_node_t *v, const char *pa
     if (desc_set(&out->desc, name, v->text, v->len, why, sizeof why) != 0)
         return rd_fail(err, v, path, name, "%s", why);
     return 0;
+}
+
+/* The priorities or priority field through its parser (ruledef_prio.c), its error formatted. */
+static int priority_field(int (*parse)(const yt_node_t *, ruledef_t *, rd_prio_err_t *),
+                          const yt_node_t *v, const char *path, ruledef_t *out, char *err)
+{
+    rd_prio_err_t pe;
+    return parse(v, out, &pe) == 0 ? 0 : rd_fail(err, pe.at, path, pe.field, "%s", pe.why);
 }
 
 /* Checks field f's value v on its own and stores it in out. */
@@ -696,7 +708,11 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
         return descriptor_field(name, v, path, out, err);
     case RF_UNLIMITED:
         return get_bool(v, path, name, &out->unlimited, err);
-    default:
+    case RF_PRIORITIES:
+    case RF_PRIORITY:
+        return priority_field(f == RF_PRIORITIES ? rd_priorities : rd_priority_source, v, path, out,
+                              err);
+    default:      /* reserve: once the priorities are known, whatever their order */
         return 0; /* overrides: once the rule is prepared */
     }
 }
@@ -759,6 +775,9 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
     }
     if (check_descriptor_fields(slots, map, path, out, err) != 0)
         return -1;
+    if (out->unlimited && slots[RF_PRIORITIES] != NULL)
+        return rd_fail(err, slots[RF_PRIORITIES], path, "priorities",
+                       "an unlimited rule takes no priorities: it admits everything");
     if (out->unlimited)
         return 0;
     char why[RULEDEF_ERR_MAX / 2];
@@ -794,6 +813,10 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
         rd_replicas_problem(out, slots[RF_REPLICA_WAIT] != NULL, &field, why, sizeof why))
         return rd_fail(err, slots[RF_MODE + field], path, rule_field_names[RF_MODE + field], "%s",
                        why);
+    rd_prio_err_t pe;
+    if (rd_priorities_check(out, slots[RF_PRIORITIES], slots[RF_RESERVE], slots[RF_PRIORITY],
+                            &pe) != 0)
+        return rd_fail(err, pe.at, path, pe.field, "%s", pe.why);
     if (slots[RF_OVERRIDES] != NULL)
         return inline_overrides(out, slots[RF_OVERRIDES], path, err);
     return 0;

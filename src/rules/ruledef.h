@@ -47,6 +47,14 @@
  *   replica_wait    duration, whole milliseconds, 1ms .. 1s (with replicas only; default 100ms):
  *                   how long Redis waits for the replicas' acknowledgement
  *   overrides       (YAML only) list of { key: "...", <override fields> }
+ *   priorities      the rule's priorities, lowest first: a list of names (or one text,
+ *                   "low, normal, high"), 1..8 of [A-Za-z0-9_-]{1,32} (priorities.h)
+ *   reserve         (with priorities) what each priority but the lowest keeps for itself and
+ *                   those above: a mapping { critical: "20%", high: 10 } (percent of the
+ *                   capacity, or units), or one text "critical: 20%, high: 10"; percents at most
+ *                   100 together, all of it at most the capacity; mode strict only
+ *   priority        (with priorities) key template of a GET /v1/auth request's priority, e.g.
+ *                   "{header:x-priority}"
  *
  * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
  * three only with a descriptor):
@@ -86,6 +94,7 @@
 #include "sluice/sluice.h"
 #include "rules/descriptor.h"
 #include "rules/keytpl.h"
+#include "rules/priorities.h"
 
 #define RULE_NAME_MAX             64   /* longest rule name, bytes */
 #define RULEDEF_ERR_MAX           256  /* a parse error message fits in this */
@@ -164,6 +173,10 @@ typedef struct ruledef {
                                 refuses its key (rule holds the numbers of a limit of 1) */
     size_t noverrides;       /* inline overrides from YAML; JSON rules have none */
     rule_override_t *overrides;
+    rule_priorities_t prio; /* priorities and reserves; prio.n 0: none */
+    bool has_priority_src;  /* `priority` was given: where GET /v1/auth reads a priority */
+    keytpl_t priority_src;  /* parsed when has_priority_src */
+    char priority_text[KEYTPL_TEXT_MAX + 1]; /* the template as written, NUL-terminated */
 } ruledef_t;
 
 /* A parsed rules file: owns its rules. Free with ruledef_list_free(). */

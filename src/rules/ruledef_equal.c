@@ -31,7 +31,9 @@ bool ruledef_equal(const ruledef_t *a, const ruledef_t *b)
         a->max_debt_given != b->max_debt_given || a->sync_ns != b->sync_ns ||
         a->replicas != b->replicas || a->replica_wait_ns != b->replica_wait_ns ||
         a->unlimited != b->unlimited || a->blocked != b->blocked || !desc_equal(a->desc, b->desc) ||
-        a->noverrides != b->noverrides)
+        a->noverrides != b->noverrides || !prio_equal(&a->prio, &b->prio) ||
+        a->has_priority_src != b->has_priority_src ||
+        (a->has_priority_src && strcmp(a->priority_text, b->priority_text) != 0))
         return false;
     for (size_t i = 0; i < a->noverrides; i++) {
         if (!override_equal(&a->overrides[i], &b->overrides[i]))

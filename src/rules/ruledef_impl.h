@@ -94,6 +94,27 @@ int rd_hold_timeout_problem(const ruledef_t *def, bool window_given, char *why, 
 bool rd_replicas_problem(const ruledef_t *def, bool replica_wait_given, rd_mode_field_t *at,
                          char *why, size_t cap);
 
+/* ---- priorities (ruledef_prio.c) ---------------------------------------------------------- */
+
+/* Where a priorities field is wrong: the node, its field's name and why (rd_fail() formats it
+ * in ruledef.c). */
+typedef struct rd_prio_err {
+    const yt_node_t *at;
+    const char *field;
+    char why[RULEDEF_ERR_MAX / 2];
+} rd_prio_err_t;
+
+/* The `priorities` field (a sequence of names, or one text) and the `priority` field (a key
+ * template) into out: 0, or -1 with *e. */
+int rd_priorities(const yt_node_t *v, ruledef_t *out, rd_prio_err_t *e);
+int rd_priority_source(const yt_node_t *v, ruledef_t *out, rd_prio_err_t *e);
+
+/* Once the rule is prepared: the `reserve` field (a mapping, or one text; NULL: none) over the
+ * priorities, and that the reserves fit its capacity and mode, and that reserve and priority
+ * come with priorities. 0, or -1 with *e. */
+int rd_priorities_check(ruledef_t *out, const yt_node_t *priorities, const yt_node_t *reserve,
+                        const yt_node_t *priority, rd_prio_err_t *e);
+
 /* ---- writing (ruledef_write.c) ---------------------------------------------------------- */
 
 /* How a field's value is written: user text (a YAML double-quoted scalar, a JSON string), a word

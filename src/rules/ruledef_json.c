@@ -81,7 +81,45 @@ static void skip_value(cursor_t *c)
     }
 }
 
-/* A node for a JSON value (containers come without their contents: no field takes one). */
+static yt_node_t *value_node(const json_t *v, unsigned line, unsigned column);
+static yt_node_t *key_node(const char *key, unsigned line, unsigned column);
+
+/* A field's list or mapping (priorities, reserve): its items, one level deep (an item that is a
+ * container comes without its contents), at the container's position. Returns n, or NULL (n
+ * freed) when out of memory. */
+static yt_node_t *with_items(yt_node_t *n, const json_t *v, unsigned line, unsigned column)
+{
+    const char *key;
+    json_t *item;
+    size_t i;
+    bool ok = true;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, item)
+        {
+            yt_node_t *c = ok ? value_node(item, line, column) : NULL;
+            ok = c != NULL && yt_append(n, c) == 0;
+            if (!ok)
+                yt_free(c);
+        }
+    } else {
+        json_object_foreach((json_t *)v, key, item)
+        {
+            yt_node_t *k = ok ? key_node(key, line, column) : NULL;
+            yt_node_t *c = k != NULL ? value_node(item, line, column) : NULL;
+            ok = c != NULL && yt_append(n, k) == 0;
+            if (!ok)
+                yt_free(k);
+            ok = ok && yt_append(n, c) == 0;
+            if (!ok)
+                yt_free(c);
+        }
+    }
+    if (!ok)
+        yt_free(n);
+    return ok ? n : NULL;
+}
+
+/* A node for a JSON value (a container's items come at its top level only: with_items()). */
 static yt_node_t *value_node(const json_t *v, unsigned line, unsigned column)
 {
     static const yt_kind_t kinds[] = {
@@ -152,6 +190,8 @@ static yt_node_t *parse_object(const char *text, size_t len, char *err)
         skip_ws(&c);
         yt_node_t *kn = key_node(k, kline, kcol);
         yt_node_t *vn = value_node(v, c.line, c.column);
+        if (vn != NULL && (json_is_array(v) || json_is_object(v)))
+            vn = with_items(vn, v, c.line, c.column);
         skip_value(&c);
         skip_ws(&c);
         adv(&c); /* ',' or '}' */

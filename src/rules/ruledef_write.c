@@ -119,6 +119,20 @@ bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
     return ok && put_tail(def, fn, arg);
 }
 
+/* A rule's priorities, reserves and priority source, when it has them (as texts). */
+static bool put_priorities(const ruledef_t *def, rd_field_fn fn, void *arg)
+{
+    char text[PRIO_TEXT_MAX];
+    bool ok = true;
+    if (def->prio.n > 0)
+        ok = put_text(fn, arg, "priorities", RD_TEXT, text, prio_names_text(&def->prio, text));
+    if (ok && prio_has_reserve(&def->prio))
+        ok = put_text(fn, arg, "reserve", RD_TEXT, text, prio_reserve_text(&def->prio, text));
+    if (ok && def->has_priority_src)
+        ok = put_text(fn, arg, "priority", RD_TEXT, def->priority_text, strlen(def->priority_text));
+    return ok;
+}
+
 /* What follows a rule's numbers: its key template, flags and descriptor. */
 static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg)
 {
@@ -139,7 +153,8 @@ static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg)
         ok = put_int(fn, arg, "replicas", def->replicas);
     if (ok && def->replica_wait_ns > 0)
         ok = put_duration(fn, arg, "replica_wait", def->replica_wait_ns);
-    return ok && (def->desc == NULL || put_descriptor(def->desc, fn, arg));
+    return ok && (def->desc == NULL || put_descriptor(def->desc, fn, arg)) &&
+           put_priorities(def, fn, arg);
 }
 
 bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg)

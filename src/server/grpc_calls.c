@@ -113,8 +113,11 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     }
     engine_check_t checks[ENGINE_CHECKS_MAX];
     size_t n = 0;
-    if (rls_checks(c, &s->plan, checks, &n, err, sizeof err) != 0) {
-        grpc_answer(s, GRPC_STATUS_RESOURCE_EXHAUSTED, err);
+    int bad_checks = rls_checks(c, &s->plan, checks, &n, err, sizeof err);
+    if (bad_checks != 0) { /* -2: the request's own error (a priority its rule does not have) */
+        grpc_answer(
+            s, bad_checks == -2 ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_RESOURCE_EXHAUSTED,
+            err);
         return;
     }
     if (n == 0) { /* no limit applies to any descriptor */
@@ -125,8 +128,9 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     s->gc->pending++;
     size_t bad = 0;
     /* one check: a decision of its own, without all or nothing's bookkeeping */
-    int rc = n == 1 ? engine_decide_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
-                                          checks[0].cost, c->loop->now_ns, rls_one_decided, s)
+    engine_request_t one = {.cost = checks[0].cost, .priority = checks[0].priority};
+    int rc = n == 1 ? engine_request_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
+                                           &one, c->loop->now_ns, rls_one_decided, s)
                     : engine_allowall(w, checks, n, c->loop->now_ns,
                                       check ? ENGINE_ALL_INDEPENDENT : 0, rls_decided, s, &bad);
     if (rc != ENGINE_OK) {

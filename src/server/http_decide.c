@@ -1,13 +1,17 @@
 /*
  * http_decide.c - sluiced's HTTP decisions:
  *
- *   POST   /v1/allow        one check {"rule","key","cost"} or {"checks":[..]}
+ *   POST   /v1/allow        one check {"rule","key","cost","priority"} or {"checks":[..]}
  *   POST   /v1/settle       {"rule","key","reserved","actual"[,"at"]}
  *   GET    /v1/auth/{rule}  204 / 429 for auth_request and forward-auth
  *
  * Decisions carry the IETF RateLimit-Policy / RateLimit fields; a 429 carries Retry-After
  * (seconds, rounded up) and an application/problem+json body. A decision that waits on Redis is
- * answered in order through a deferred reply slot (a job).
+ * answered in order through a deferred reply slot (a job). Every route's body refuses a field it
+ * does not know (fields_known()), and a check may name its rule's priority.
+ *
+ * long because: every decision route (allow, settle, acquire, release, auth) fills and answers
+ * the same job, whose layout and answer writers are private to this file.
  */
 #include <http_parser.h>
 #include <jansson.h>
@@ -17,6 +21,8 @@
 #include <string.h>
 
 #include "proto/http.h"
+#include "proto/json_fields.h"
+#include "proto/text.h"
 #include "proto/throttle_args.h"
 #include "rules/keytpl.h"
 #include "engine/admin.h"
@@ -109,7 +115,8 @@ struct job {
     const char **keys;
     size_t *key_len;
     int64_t *costs;
-    char *bytes; /* the keys */
+    unsigned *prios; /* each check's priority (0 the lowest) */
+    char *bytes;     /* the keys */
 };
 
 static void job_free(loop_t *loop, job_t *j);
@@ -147,12 +154,12 @@ static bool job_respond_problem(job_t *j)
                         j->rules[i]->def.name, (long long)ed->max_debt);
             return true;
         }
-        if (ed->never && !ed->blocked) {
+        int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
+        if (ed->never && !ed->blocked && cost > ed->d.limit) { /* else: its priority's reserve */
             char where[32] = "";
             if (j->kind == JOB_ALLOW_MANY) {
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
-            int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
             job_problem(j, 400,
                         "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                         where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
@@ -318,7 +325,8 @@ static void job_free(loop_t *loop, job_t *j)
 static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(job_ref_t) + sizeof(rule_state_t *) +
-                  sizeof(const char *) + sizeof(size_t) + sizeof(int64_t); /* 8-byte aligned */
+                  sizeof(const char *) + sizeof(size_t) + sizeof(int64_t) +
+                  sizeof(unsigned); /* the keys' bytes last */
     job_t *j = job_alloc(x->c->loop, sizeof *j + checks * each + bytes);
     if (j != NULL) {
         j->loop = x->c->loop;
@@ -328,7 +336,8 @@ static job_t *job_new(route_ctx_t *x, job_kind_t kind, size_t checks, size_t byt
         j->keys = (const char **)(j->rules + checks);
         j->key_len = (size_t *)(j->keys + checks);
         j->costs = (int64_t *)(j->key_len + checks);
-        j->bytes = (char *)(j->costs + checks);
+        j->prios = (unsigned *)(j->costs + checks);
+        j->bytes = (char *)(j->prios + checks);
     }
     reply_slot_t *slot = j != NULL ? conn_defer(x->c) : NULL;
     if (slot == NULL) {
@@ -356,6 +365,7 @@ static void job_add(job_t *j, rule_state_t *rs, const char *key, size_t key_len,
     *space += key_len;
     j->key_len[i] = key_len;
     j->costs[i] = cost;
+    j->prios[i] = 0; /* the lowest, unless the caller sets it */
     j->rules[i] = rs;
     j->ref[i] = (job_ref_t){j, i};
     engine_rule_hold(rs);
@@ -381,7 +391,8 @@ static void job_run(job_t *j, engine_worker_t *w)
             checks[i] = (engine_check_t){.rule = j->rules[i],
                                          .key = j->keys[i],
                                          .key_len = j->key_len[i],
-                                         .cost = j->costs[i]};
+                                         .cost = j->costs[i],
+                                         .priority = j->prios[i]};
         }
         size_t bad;
         if (engine_allowall(w, checks, j->n, j->now_ns, j->independent ? ENGINE_ALL_INDEPENDENT : 0,
@@ -397,7 +408,8 @@ static void job_run(job_t *j, engine_worker_t *w)
     j->left = j->n + 1; /* held until every decision has started */
     for (size_t i = 0; i < j->n; i++) {
         bool own = j->kind == JOB_SETTLE || j->kind == JOB_ACQUIRE || j->kind == JOB_RELEASE;
-        engine_request_t req = own ? j->settle : (engine_request_t){.cost = j->costs[i]};
+        engine_request_t req =
+            own ? j->settle : (engine_request_t){.cost = j->costs[i], .priority = j->prios[i]};
         int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
                                       job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
@@ -409,6 +421,47 @@ static void job_run(job_t *j, engine_worker_t *w)
     if (--j->left == 0) {
         job_end(j);
     }
+}
+
+/* The fields of a check (/v1/allow's body or one of its checks), and of an acquire. */
+static const char *const check_fields[] = {"rule", "key", "cost", "priority", NULL};
+
+/* Whether obj has only fields of names (NULL-terminated); else replies 400 naming the first
+ * other one: every JSON route refuses a field it does not know (a typo must not silently take a
+ * default). */
+static bool fields_known(route_ctx_t *x, json_t *obj, const char *where, const char *const *names)
+{
+    const char *field = json_unknown_field(obj, names);
+    if (field != NULL) {
+        char shown[72];
+        problem(x, 400, "%s: unknown field '%s'", where,
+                text_show(shown, sizeof shown, field, strlen(field), 64, TEXT_MASK));
+        return false;
+    }
+    return true;
+}
+
+/* A check's "priority" (a name of its rule's priorities) into *priority (0, the lowest, when
+ * absent): true, or false after replying 400. */
+static bool check_priority(route_ctx_t *x, json_t *obj, const char *where, rule_state_t *rs,
+                           unsigned *priority)
+{
+    json_t *p = json_object_get(obj, "priority");
+    char err[256];
+    *priority = 0;
+    if (p == NULL) {
+        return true;
+    }
+    if (!json_is_string(p)) {
+        problem(x, 400, "%s: priority must be a string (a priority of the rule)", where);
+        return false;
+    }
+    if (engine_priority(rs, json_string_value(p), json_string_length(p), priority, err,
+                        sizeof err) != 0) {
+        problem(x, 400, "%s: %s", where, err);
+        return false;
+    }
+    return true;
 }
 
 /* One check of /v1/allow from a JSON object: validated, not yet decided. Replies a problem and
@@ -459,9 +512,15 @@ void route_allow(route_ctx_t *x)
     if (root == NULL) {
         return;
     }
+    static const char *const batch_fields[] = {"checks", "independent", NULL};
     json_t *checks = json_object_get(root, "checks");
     json_t *independent = json_object_get(root, "independent");
     size_t n = checks != NULL ? json_array_size(checks) : 1;
+    if (json_is_object(root) &&
+        !fields_known(x, root, "body", checks != NULL ? batch_fields : check_fields)) {
+        json_decref(root);
+        return;
+    }
     if (checks != NULL && (!json_is_array(checks) || n == 0 || n > CHECKS_MAX)) {
         problem(x, 400, "checks: must be an array of 1 to %d checks", CHECKS_MAX);
         json_decref(root);
@@ -475,11 +534,14 @@ void route_allow(route_ctx_t *x)
     rule_state_t *rules[CHECKS_MAX];
     int64_t costs[CHECKS_MAX];
     size_t bytes = 0;
+    unsigned prios[CHECKS_MAX];
     for (size_t i = 0; i < n; i++) {
         char where[32];
         snprintf(where, sizeof where, checks != NULL ? "checks[%zu]" : "body", i);
         json_t *obj = checks != NULL ? json_array_get(checks, i) : root;
-        if ((rules[i] = check_parse(x, obj, where, &costs[i])) == NULL) {
+        if ((json_is_object(obj) && !fields_known(x, obj, where, check_fields)) ||
+            (rules[i] = check_parse(x, obj, where, &costs[i])) == NULL ||
+            !check_priority(x, obj, where, rules[i], &prios[i])) {
             json_decref(root);
             return;
         }
@@ -491,6 +553,7 @@ void route_allow(route_ctx_t *x)
         for (size_t i = 0; i < n; i++) {
             json_t *key = json_object_get(checks != NULL ? json_array_get(checks, i) : root, "key");
             job_add(j, rules[i], json_string_value(key), json_string_length(key), costs[i], &space);
+            j->prios[i] = prios[i];
         }
         j->independent = independent != NULL && json_is_true(independent);
         job_run(j, x->c->loop->worker);
@@ -521,10 +584,14 @@ void route_settle(route_ctx_t *x)
     if (root == NULL) {
         return;
     }
+    static const char *const settle_fields[] = {"rule", "key", "reserved", "actual", "at", NULL};
     int64_t unused;
     throttle_req_t tr = {.at_ms = -1};
     rule_state_t *rs = NULL;
-    if (json_object_get(root, "cost") != NULL) {
+    if (json_is_object(root) && json_object_get(root, "cost") == NULL &&
+        !fields_known(x, root, "body", settle_fields)) {
+        /* replied */
+    } else if (json_object_get(root, "cost") != NULL) {
         problem(x, 400, "body: a settle takes no cost (reserved and actual say what to settle)");
     } else if (json_units(x, root, "reserved", true, &tr.reserved) &&
                json_units(x, root, "actual", true, &tr.actual) &&
@@ -592,18 +659,16 @@ static void forwarded_request(route_ctx_t *x, keytpl_request_t *kr)
     }
 }
 
-/* The key of a /v1/auth request with no ?key=: built from the request by the rule's key template
- * ({ip} when it has none), into keybuf. Returns whether it could be (else answered 400). */
-static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *keybuf,
-                                  size_t keybuf_size, size_t *key_len)
+/* What a key template reads of a /v1/auth request (client set when it is known: kept in
+ * *client). */
+static keytpl_request_t auth_request(route_ctx_t *x, netaddr_t *client)
 {
     conn_t *c = x->c;
     server_t *srv = c->loop->srv;
-    netaddr_t client;
     bool known = c->peer.family != 0 &&
-                 http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, &client) == 0;
+                 http_client_addr(x->req, &c->peer, srv->trusted, srv->ntrusted, client) == 0;
     keytpl_request_t kr = {
-        .client = known ? &client : NULL,
+        .client = known ? client : NULL,
         .method = http_method_str(x->req->method),
         .method_len = strlen(http_method_str(x->req->method)),
         .path = x->req->path,
@@ -612,6 +677,41 @@ static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *
         .header_arg = x->req,
     };
     forwarded_request(x, &kr);
+    return kr;
+}
+
+/* The priority of a /v1/auth request: read by the rule's `priority` template; none (a rule
+ * without one, or what it reads absent) is the lowest. Returns whether it is one of the rule's
+ * (else answered 400). */
+static bool auth_priority(route_ctx_t *x, const rule_state_t *rs, unsigned *priority)
+{
+    *priority = 0;
+    if (!rs->def.has_priority_src) {
+        return true;
+    }
+    netaddr_t client;
+    keytpl_request_t kr = auth_request(x, &client);
+    char name[PRIO_NAME_MAX + 1], err[256];
+    size_t len = 0;
+    int rc = keytpl_build(&rs->def.priority_src, &kr, name, sizeof name, &len);
+    if (rc == KEYTPL_EMISSING) {
+        return true; /* no priority: the lowest */
+    }
+    if (rc != KEYTPL_OK || engine_priority(rs, name, len, priority, err, sizeof err) != 0) {
+        problem(x, 400, "priority: %s",
+                rc != KEYTPL_OK ? "not one of the rule's priorities (too long)" : err);
+        return false;
+    }
+    return true;
+}
+
+/* The key of a /v1/auth request with no ?key=: built from the request by the rule's key template
+ * ({ip} when it has none), into keybuf. Returns whether it could be (else answered 400). */
+static bool auth_key_from_request(route_ctx_t *x, const rule_state_t *rs, char *keybuf,
+                                  size_t keybuf_size, size_t *key_len)
+{
+    netaddr_t client;
+    keytpl_request_t kr = auth_request(x, &client);
     keytpl_t ip_tpl;
     const keytpl_t *tpl = &rs->def.key;
     if (!rs->def.has_key) {
@@ -661,42 +761,27 @@ void route_auth(route_ctx_t *x)
         problem(x, 400, "key is longer than %zu bytes", srv->cfg->key_max);
         return;
     }
+    unsigned priority;
+    if (!auth_priority(x, rs, &priority)) {
+        return;
+    }
     job_t *j = job_new(x, JOB_AUTH, 1, key_len);
     if (j != NULL) {
         char *space = j->bytes;
         job_add(j, rs, keybuf, key_len, cost, &space);
+        j->prios[0] = priority;
         job_run(j, c->loop->worker);
     }
 }
 
 /* ---- in-flight limits ---------------------------------------------------------------------- */
 
-/* Whether every field of the body is one of names (NULL-terminated); else replies 400 naming the
- * first other one (a typo must not silently take a default). */
-static bool fields_known(route_ctx_t *x, json_t *root, const char *const *names)
-{
-    const char *field;
-    json_t *v;
-    json_object_foreach(root, field, v)
-    {
-        const char *const *n = names;
-        while (*n != NULL && strcmp(*n, field) != 0) {
-            n++;
-        }
-        if (*n == NULL) {
-            problem(x, 400, "body: unknown field '%.64s'", field);
-            return false;
-        }
-    }
-    return true;
-}
-
 /* The rule of an acquire's or a release's body (an in-flight rule), after its fields' checks;
  * NULL after replying a problem. */
 static rule_state_t *hold_rule(route_ctx_t *x, json_t *root, const char *const *names)
 {
     int64_t unused;
-    if (!json_is_object(root) || !fields_known(x, root, names)) {
+    if (!json_is_object(root) || !fields_known(x, root, "body", names)) {
         if (!json_is_object(root)) {
             problem(x, 400, "body: must be a JSON object");
         }
@@ -726,7 +811,7 @@ static void hold_run(route_ctx_t *x, json_t *root, rule_state_t *rs, job_kind_t 
 
 void route_acquire(route_ctx_t *x)
 {
-    static const char *const names[] = {"rule", "key", "cost", "timeout_ms", NULL};
+    static const char *const names[] = {"rule", "key", "cost", "timeout_ms", "priority", NULL};
     json_t *root = body_json(x);
     if (root == NULL) {
         return;
@@ -734,7 +819,8 @@ void route_acquire(route_ctx_t *x)
     engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
     int64_t timeout_ms = 0;
     rule_state_t *rs = hold_rule(x, root, names);
-    if (rs != NULL && json_units(x, root, "cost", false, &req.cost) &&
+    if (rs != NULL && check_priority(x, root, "body", rs, &req.priority) &&
+        json_units(x, root, "cost", false, &req.cost) &&
         json_units(x, root, "timeout_ms", false, &timeout_ms)) {
         if (json_object_get(root, "timeout_ms") != NULL &&
             (timeout_ms < 1 || timeout_ms > SL_WINDOW_MAX_NS / SL_NS_PER_MS)) {

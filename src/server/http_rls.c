@@ -89,8 +89,9 @@ static void rls_job_run(rls_job_t *j, conn_t *c, engine_check_t *checks, size_t 
     }
     engine_worker_t *w = c->loop->worker;
     size_t bad = 0;
-    int rc = n == 1 ? engine_decide_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
-                                          checks[0].cost, c->loop->now_ns, rls_job_one_decided, j)
+    engine_request_t one = {.cost = checks[0].cost, .priority = checks[0].priority};
+    int rc = n == 1 ? engine_request_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
+                                           &one, c->loop->now_ns, rls_job_one_decided, j)
                     : engine_allowall(w, checks, n, c->loop->now_ns, 0, rls_job_decided, j, &bad);
     if (rc != ENGINE_OK) {
         rls_job_refused(j, rc, bad, c->loop->srv->cfg->key_max);
@@ -110,8 +111,10 @@ void route_rls_json(route_ctx_t *x)
                                              &j->plan.req, err, sizeof err);
     engine_check_t checks[ENGINE_CHECKS_MAX];
     size_t n = 0;
-    if (st == GRPC_STATUS_OK && rls_checks(c, &j->plan, checks, &n, err, sizeof err) != 0) {
-        st = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    int bad_checks =
+        st == GRPC_STATUS_OK ? rls_checks(c, &j->plan, checks, &n, err, sizeof err) : 0;
+    if (bad_checks != 0) { /* -2: the request's own error (a priority its rule does not have) */
+        st = bad_checks == -2 ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     reply_slot_t *slot = st == GRPC_STATUS_OK ? conn_defer(c) : NULL;
     if (slot == NULL) {

@@ -12,6 +12,7 @@
  * hold and ask before each allocation. Both ask through replay_mem_charge(): the table's bytes
  * after each decision, the tallies' before they grow. What it refuses stops the replay.
  */
+#include "proto/json_fields.h"
 #include "server/replay_job.h"
 
 #include <jansson.h>
@@ -349,6 +350,15 @@ void replay_job_run(const char *body, size_t len, const replay_limits_t *lim, re
         } else {
             snprintf(out->err, sizeof out->err, "the body must be a JSON object");
         }
+        json_decref(o);
+        return;
+    }
+    static const char *const fields[] = {"algorithm", "limit", "window", "burst", "buckets",
+                                         "max_delay", "unit",  "log",    NULL};
+    const char *unknown = json_unknown_field(o, fields);
+    if (unknown != NULL) {
+        snprintf(out->err, sizeof out->err, "body: unknown field '%.64s'", unknown);
+        one_line(out->err);
         json_decref(o);
         return;
     }

@@ -95,7 +95,7 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
         resp_add_error(b, "%s", err);
         return true;
     }
-    if (ed != NULL && ed->never && !ed->blocked) {
+    if (ed != NULL && ed->never && !ed->blocked && cost > ed->d.limit) {
         char label[ENGINE_LABEL_MAX];
         engine_rule_label(rs, label);
         resp_add_error(b, "ERR cost %lld exceeds what %s can ever admit (%lld %s)", (long long)cost,
@@ -224,13 +224,6 @@ static void request_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key
     engine_pending_then(pending, on_decided, p);
 }
 
-static void decide_and_reply(conn_t *c, rule_state_t *rs, const resp_arg_t *key, int64_t cost,
-                             reply_shape_t shape)
-{
-    engine_request_t req = {.cost = cost};
-    request_and_reply(c, rs, key, &req, shape);
-}
-
 static void on_reset(void *arg, int status)
 {
     reply_slot_t *slot = arg;
@@ -244,48 +237,111 @@ static void on_reset(void *arg, int status)
 
 /* ---- rate limiting ------------------------------------------------------------------------- */
 
-/* SL.PEEK rule key: a decision of cost 0. */
-static void peek_named(conn_t *c, resp_arg_t *argv)
+static bool parse_timeout(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *hold_ns);
+
+/* The options after "rule key" of SL.ALLOW, SL.PEEK and SL.ACQUIRE, each at most once: NAME
+ * value, but SHADOWINFO, a word alone. */
+enum {
+    OPT_COST = 1u << 0,
+    OPT_TIMEOUT = 1u << 1,
+    OPT_PRIORITY = 1u << 2,
+    OPT_SHADOWINFO = 1u << 3
+};
+#define OPTIONS 4
+static const char *const option_names[OPTIONS] = {"COST", "TIMEOUT", "PRIORITY", "SHADOWINFO"};
+
+/* Replies the error of an option argv[i] that is none of `allowed`, or given twice. */
+static void unknown_option(conn_t *c, const resp_arg_t *arg, unsigned allowed, unsigned seen)
+{
+    char b[72], list[64] = "";
+    for (unsigned o = 0; o < OPTIONS; o++) {
+        if ((allowed & (1u << o)) && resp_arg_is(arg, option_names[o]) && (seen & (1u << o))) {
+            resp_add_error(&c->out, "ERR option %s given twice", option_names[o]);
+            return;
+        }
+        if (allowed & (1u << o)) {
+            strcat(list, list[0] ? " or " : "");
+            strcat(list, option_names[o]);
+        }
+    }
+    resp_add_error(&c->out, "ERR unknown option '%s' (expected %s)", resp_show(arg, b), list);
+}
+
+/* Parses the options at argv[3..argc) of those `allowed` into req, *priority (the PRIORITY's
+ * argument, NULL when none) and *seen (the options given). An odd word alone where no option
+ * list can be (SL.ALLOW rule key x) is an arity error, as it always was. False when it replied
+ * an error. */
+static bool parse_options(conn_t *c, const resp_arg_t *argv, size_t argc, unsigned allowed,
+                          engine_request_t *req, const resp_arg_t **priority, unsigned *seen)
+{
+    *seen = 0;
+    *priority = NULL;
+    if (argc < 3 || (argc == 4 && !resp_arg_is(&argv[3], "SHADOWINFO"))) {
+        resp_reply_wrong_arity(c, &argv[0]);
+        return false;
+    }
+    for (size_t i = 3; i < argc; i++) {
+        unsigned o = 0;
+        while (o < OPTIONS && !((allowed & (1u << o)) && resp_arg_is(&argv[i], option_names[o])))
+            o++;
+        if (o == OPTIONS || (*seen & (1u << o))) {
+            unknown_option(c, &argv[i], allowed, *seen);
+            return false;
+        }
+        *seen |= 1u << o;
+        if (o == 3) /* SHADOWINFO */
+            continue;
+        if (i + 1 == argc) {
+            resp_add_error(&c->out, "ERR option %s takes a value", option_names[o]);
+            return false;
+        }
+        bool ok = o == 0   ? parse_cost(c, argv, i, &req->cost)
+                  : o == 1 ? parse_timeout(c, argv, i, &req->hold_ns)
+                           : (*priority = &argv[i + 1]) != NULL;
+        if (!ok)
+            return false;
+        i++;
+    }
+    return true;
+}
+
+/* The rule argv[1] names, and the request's priority under it: NULL when it replied an error
+ * (an unknown rule or priority). */
+static rule_state_t *find_rule_priority(conn_t *c, const resp_arg_t *argv,
+                                        const resp_arg_t *priority, engine_request_t *req)
 {
     rule_state_t *rs = find_rule(c, &argv[1]);
+    char err[256];
+    if (rs != NULL && priority != NULL &&
+        engine_priority(rs, priority->ptr, priority->len, &req->priority, err, sizeof err) != 0) {
+        resp_add_error(&c->out, "ERR %s", err);
+        return NULL;
+    }
+    return rs;
+}
+
+/* SL.ALLOW rule key [COST n] [PRIORITY p] [SHADOWINFO] and SL.PEEK rule key [PRIORITY p], the
+ * options in any order. SHADOWINFO asks for the sixth element (reply_decision); without it the
+ * reply is the five every client decodes. */
+static void decide_named(conn_t *c, resp_arg_t *argv, size_t argc, bool peek)
+{
+    engine_request_t req = {.cost = peek ? 0 : 1};
+    const resp_arg_t *priority;
+    unsigned seen;
+    unsigned allowed = peek ? OPT_PRIORITY : OPT_COST | OPT_PRIORITY | OPT_SHADOWINFO;
+    if (!parse_options(c, argv, argc, allowed, &req, &priority, &seen)) {
+        return;
+    }
+    rule_state_t *rs = find_rule_priority(c, argv, priority, &req);
     if (rs != NULL) {
-        decide_and_reply(c, rs, &argv[2], 0, SHAPE_SL);
+        request_and_reply(c, rs, &argv[2], &req,
+                          seen & OPT_SHADOWINFO ? SHAPE_SL_SHADOW : SHAPE_SL);
     }
 }
 
-/* SL.ALLOW rule key [COST n] [SHADOWINFO], the options in either order, each at most once.
- * SHADOWINFO asks for the sixth element (reply_decision); without it the reply is the five
- * every client decodes. An argument count no option list can make is an arity error (as it
- * always was), any other unknown word a syntax error. */
 void resp_cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    int64_t cost = 1;
-    bool cost_seen = false, shadow_info = false;
-    if (argc < 3 || argc > 6) {
-        resp_reply_wrong_arity(c, &argv[0]);
-        return;
-    }
-    for (size_t i = 3; i < argc; i++) {
-        if (resp_arg_is(&argv[i], "SHADOWINFO") && !shadow_info) {
-            shadow_info = true;
-        } else if (resp_arg_is(&argv[i], "COST") && !cost_seen && i + 1 < argc) {
-            if (!parse_cost(c, argv, i, &cost)) {
-                return;
-            }
-            cost_seen = true;
-            i++;
-        } else if (argc == 4) {
-            resp_reply_wrong_arity(c, &argv[0]); /* SL.ALLOW rule key x: as it always was */
-            return;
-        } else {
-            resp_reply_syntax(c);
-            return;
-        }
-    }
-    rule_state_t *rs = find_rule(c, &argv[1]);
-    if (rs != NULL) {
-        decide_and_reply(c, rs, &argv[2], cost, shadow_info ? SHAPE_SL_SHADOW : SHAPE_SL);
-    }
+    decide_named(c, argv, argc, false);
 }
 
 static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cmd);
@@ -295,8 +351,8 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
  * module's errors (one parser for both). */
 void resp_cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    if (argc == 3) {
-        peek_named(c, argv);
+    if (argc == 3 || (argc == 5 && resp_arg_is(&argv[3], "PRIORITY"))) {
+        decide_named(c, argv, argc, true);
     } else {
         throttle(c, argv, argc, THROTTLE_SL_PEEK);
     }
@@ -415,7 +471,8 @@ void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
 }
 
 /*
- * SL.ALLOWALL rule key [rule key ...] [COST n]: admitted only if every pair admits the cost, all
+ * SL.ALLOWALL rule key [rule key ...] [COST n] [PRIORITY p]: admitted only if every pair admits
+ * the cost (every pair's rule having priority p, each under its reserve above p), all
  * or nothing (engine_allowall). The reply is the refusing pair's decision, or, when every pair
  * was charged, the decision of the pair with the least left.
  */
@@ -447,16 +504,29 @@ static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, si
     free(r);
 }
 
+/* Whether no COST follows argv[end] among the options up to argc (a COST given twice is a pair). */
+static bool cost_unseen(const resp_arg_t *argv, size_t end, size_t argc)
+{
+    return end == argc || !resp_arg_is(&argv[end], "COST");
+}
+
 void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     int64_t cost = 1;
-    size_t npairs_args = argc - 1;
-    if (argc >= 5 && resp_arg_is(&argv[argc - 2], "COST") && (argc - 3) % 2 == 0) {
-        if (!parse_cost(c, argv, argc - 2, &cost)) {
-            return;
+    const resp_arg_t *priority = NULL;
+    size_t end = argc; /* the options at the end, in either order: each at most once */
+    for (int k = 0; k < 2 && end >= 5; k++) {
+        if (resp_arg_is(&argv[end - 2], "COST") && cost_unseen(argv, end, argc)) {
+            if (!parse_cost(c, argv, end - 2, &cost)) {
+                return;
+            }
+            end -= 2;
+        } else if (resp_arg_is(&argv[end - 2], "PRIORITY") && priority == NULL) {
+            priority = &argv[end - 1];
+            end -= 2;
         }
-        npairs_args = argc - 3;
     }
+    size_t npairs_args = end - 1;
     if (npairs_args == 0 || npairs_args % 2 != 0) {
         resp_reply_wrong_arity(c, &argv[0]);
         return;
@@ -469,13 +539,15 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
     engine_check_t checks[ENGINE_CHECKS_MAX];
     for (size_t i = 0; i < n; i++) {
         const resp_arg_t *key = &argv[2 + 2 * i];
-        checks[i] = (engine_check_t){.rule = find_rule(c, &argv[1 + 2 * i]),
+        engine_request_t req = {.cost = cost};
+        checks[i] = (engine_check_t){.rule = find_rule_priority(c, &argv[2 * i], priority, &req),
                                      .key = key->ptr,
                                      .key_len = key->len,
                                      .cost = cost};
         if (checks[i].rule == NULL) {
             return;
         }
+        checks[i].priority = req.priority;
     }
     allowall_reply_t *r = malloc(sizeof *r);
     reply_slot_t *slot = r != NULL ? conn_defer(c) : NULL;
@@ -533,7 +605,8 @@ static void throttle(conn_t *c, resp_arg_t *argv, size_t argc, throttle_cmd_t cm
         resp_add_error(&c->out, "ERR %s", eerr);
         return;
     }
-    decide_and_reply(c, rs, &argv[1], req.cost, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
+    engine_request_t er = {.cost = req.cost, .reserve = req.reserve};
+    request_and_reply(c, rs, &argv[1], &er, cmd == THROTTLE_CL ? SHAPE_CL : SHAPE_SL);
 }
 
 void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc)
@@ -624,25 +697,13 @@ static bool parse_timeout(conn_t *c, const resp_arg_t *argv, size_t i, int64_t *
 void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc)
 {
     engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
-    if (argc < 3 || argc % 2 == 0) {
-        resp_reply_wrong_arity(c, &argv[0]);
+    const resp_arg_t *priority;
+    unsigned seen;
+    if (!parse_options(c, argv, argc, OPT_COST | OPT_TIMEOUT | OPT_PRIORITY, &req, &priority,
+                       &seen)) {
         return;
     }
-    bool cost_seen = false, timeout_seen = false;
-    for (size_t i = 3; i < argc; i += 2) {
-        bool cost = resp_arg_is(&argv[i], "COST") && !cost_seen;
-        bool timeout = resp_arg_is(&argv[i], "TIMEOUT") && !timeout_seen;
-        if (!cost && !timeout) {
-            resp_reply_syntax(c);
-            return;
-        }
-        if (cost ? !parse_cost(c, argv, i, &req.cost) : !parse_timeout(c, argv, i, &req.hold_ns)) {
-            return;
-        }
-        cost_seen = cost_seen || cost;
-        timeout_seen = timeout_seen || timeout;
-    }
-    rule_state_t *rs = find_rule(c, &argv[1]);
+    rule_state_t *rs = find_rule_priority(c, argv, priority, &req);
     if (rs != NULL) {
         request_and_reply(c, rs, &argv[2], &req, SHAPE_ACQUIRE);
     }

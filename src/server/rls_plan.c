@@ -65,15 +65,42 @@ static bool replaced(const rule_descriptor_t *mine, rule_state_t *const *rules, 
  * `replaces` of any matched rule (unlimited ones too) no longer applies, whatever the order of
  * the descriptors and whether the replacing rule is itself replaced.
  */
+/* A descriptor's last entry when its key is `priority` and the others match a rule with
+ * priorities (*rule then that rule, and *d the others); else NULL, d and *rule untouched. */
+static const rls_entry_t *priority_entry(engine_worker_t *w, const rls_request_t *req,
+                                         rls_descriptor_t *d, bool *known, const char **counted,
+                                         rule_state_t **rule)
+{
+    const rls_entry_t *last = d->n_entries > 1 ? &d->entries[d->n_entries - 1] : NULL;
+    if (last == NULL || last->key_len != 8 || memcmp(last->key, "priority", 8) != 0 ||
+        d->n_entries - 1 > DESC_ENTRIES_MAX) {
+        return NULL;
+    }
+    bool k = false;
+    rule_state_t *rs = engine_descriptor(w, req->domain, req->domain_len, d->entries,
+                                         d->n_entries - 1, &k, counted);
+    if (rs == NULL || rs->def.prio.n == 0) {
+        return NULL; /* an entry like any other, as before priorities */
+    }
+    *known = *known || k;
+    *rule = rs;
+    d->n_entries--;
+    return last;
+}
+
 static void descriptor_rules(engine_worker_t *w, const rls_request_t *req, rule_state_t **rules,
-                             bool *known, buf_t *keys, size_t *key_off, size_t *key_len)
+                             bool *known, buf_t *keys, size_t *key_off, size_t *key_len,
+                             const rls_entry_t **priority)
 {
     for (size_t i = 0; i < req->n; i++) {
-        const rls_descriptor_t *d = &req->descs[i];
+        rls_descriptor_t whole = req->descs[i], *d = &whole;
         const char *counted[DESC_ENTRIES_MAX]; /* a longer descriptor matches no rule */
+        priority[i] = priority_entry(w, req, d, known, counted, &rules[i]);
         bool fits = d->n_entries <= DESC_ENTRIES_MAX;
-        rules[i] = engine_descriptor(w, req->domain, req->domain_len, d->entries, d->n_entries,
-                                     known, fits ? counted : NULL);
+        if (priority[i] == NULL) {
+            rules[i] = engine_descriptor(w, req->domain, req->domain_len, d->entries, d->n_entries,
+                                         known, fits ? counted : NULL);
+        }
         key_off[i] = keys->len;
         rls_entry_t as[DESC_ENTRIES_MAX]; /* each value, or the pattern it is counted as */
         for (size_t k = 0; rules[i] != NULL && fits && k < d->n_entries; k++) {
@@ -111,7 +138,7 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
     bool known = false;
     buf_t *keys = &p->keys;
     size_t key_off[ENGINE_CHECKS_MAX], key_len[ENGINE_CHECKS_MAX], check_off[ENGINE_CHECKS_MAX];
-    descriptor_rules(c->loop->worker, req, found, &known, keys, key_off, key_len);
+    descriptor_rules(c->loop->worker, req, found, &known, keys, key_off, key_len, p->priority);
     *n = 0;
     for (size_t i = 0; i < req->n; i++) {
         const rls_descriptor_t *d = &req->descs[i];
@@ -134,6 +161,12 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
         p->check_of[i] = rule != NULL ? (int)*n : CHECK_NONE;
         if (rule != NULL) {
             checks[*n] = (engine_check_t){.rule = rule, .key_len = klen, .cost = (int64_t)d->cost};
+            const rls_entry_t *pe = rule == found[i] ? p->priority[i] : NULL;
+            if (pe != NULL && engine_priority(rule, pe->value, pe->value_len, &checks[*n].priority,
+                                              why, sizeof why) != 0) {
+                snprintf(err, err_len, "descriptors[%zu]: %.200s", i, why);
+                return -2;
+            }
             (*n)++;
         }
     }

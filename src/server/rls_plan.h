@@ -25,13 +25,17 @@ typedef struct rls_plan {
     rls_request_t req;               /* decoded (rls_request_decode / rls_request_from_json) */
     buf_t keys;                      /* its descriptors' keys, while they are decided */
     int check_of[ENGINE_CHECKS_MAX]; /* descriptor -> its check, or CHECK_NONE, CHECK_UNLIMITED */
+    const rls_entry_t *priority[ENGINE_CHECKS_MAX]; /* descriptor -> its trailing `priority`
+                                                       entry, taken by a rule with priorities;
+                                                       NULL: none */
 } rls_plan_t;
 
 /*
  * The checks of p->req, made on connection c's loop, into checks[0, *n): each descriptor's rule
  * (an override's rule for one with a limit of its own) and key (in p->keys); p->check_of[i]
  * says which check descriptor i is, or that it has no limit. Returns 0, or -1 with err set (an
- * override that cannot be made, or no memory for the keys). The checks point into p.
+ * override that cannot be made, or no memory for the keys), or -2 with err set for the request's
+ * own error (a trailing `priority` entry its rule does not have). The checks point into p.
  */
 int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char *err,
                size_t err_len);

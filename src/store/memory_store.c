@@ -593,8 +593,8 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
         return SL_OK;
     }
     if (req->hold_op == STORE_HOLD_ACQUIRE) {
-        return sl_table_acquire(table, tg->key, tg->key_len, req->cost, req->hold_ns, now_ns, d,
-                                req->hold);
+        return sl_table_acquire_reserved(table, tg->key, tg->key_len, req->cost, req->reserve,
+                                         req->hold_ns, now_ns, d, req->hold);
     }
     if (req->hold_op == STORE_HOLD_RELEASE) {
         return sl_table_release(table, tg->key, tg->key_len, req->hold_id, now_ns, d, req->hold);
@@ -604,7 +604,8 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
         return sl_table_settle(table, tg->key, tg->key_len, req->reserved, req->actual, charged_ns,
                                now_ns, d);
     }
-    return sl_table_decide(table, tg->key, tg->key_len, req->cost, now_ns, d);
+    return sl_table_decide_reserved(table, tg->key, tg->key_len, req->cost, req->reserve, now_ns,
+                                    d);
 }
 
 /* Every pair charged or none, in one sl_table_decide_all under every shard's lock at once. */
@@ -627,8 +628,11 @@ static int mem_decide_all(request_store_t *s, store_loop_t *l, const store_pair_
             /* saturates a new key */
             cold_start_decide(tg->rule, table, tg->key, tg->key_len, false, now_ns, &d[i]);
         }
-        reqs[i] = (sl_multi_request_t){
-            .table = table, .key = tg->key, .key_len = tg->key_len, .cost = pairs[i].cost};
+        reqs[i] = (sl_multi_request_t){.table = table,
+                                       .key = tg->key,
+                                       .key_len = tg->key_len,
+                                       .cost = pairs[i].cost,
+                                       .reserve = pairs[i].reserve};
     }
     size_t r = n;
     int rc = n > 0 ? sl_table_decide_all(reqs, n, now_ns, &r) : SL_OK;

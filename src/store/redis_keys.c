@@ -210,6 +210,16 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
 }
 
 /* p's command for the module, but for its closed start. */
+/* RESERVE r of a decision or an acquire that must leave units for higher priorities (none for a
+ * cost beyond the capacity: it is sent as a peek). */
+static void module_reserve_args(args_t *a, const pending_t *p)
+{
+    if (p->reserve > 0 && !p->beyond) {
+        arg_str(a, "RESERVE", 7);
+        arg_i64(a, p->reserve);
+    }
+}
+
 static void module_op_args(args_t *a, const pending_t *p)
 {
     if (p->op == OP_SETTLE) {
@@ -252,6 +262,7 @@ static void module_op_args(args_t *a, const pending_t *p)
         arg_i64(a, p->cost);
         arg_str(a, "TIMEOUT", 7);
         arg_i64(a, p->hold_ns / SL_NS_PER_MS);
+        module_reserve_args(a, p);
         return;
     }
     if (p->op == OP_RELEASE) {
@@ -263,6 +274,7 @@ static void module_op_args(args_t *a, const pending_t *p)
     module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
     arg_str(a, "COST", 4);
     arg_i64(a, p->cost);
+    module_reserve_args(a, p);
 }
 
 /* p's command for a script, but for its closed start. */
@@ -350,5 +362,9 @@ void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool
     if (p->closed_ms >= 0) {
         arg_str(a, "closed_from", 11);
         arg_i64(a, p->closed_ms * (SL_NS_PER_MS / SL_NS_PER_US));
+    }
+    if (p->reserve > 0 && !p->beyond && (p->op == OP_DECIDE || p->op == OP_ACQUIRE)) {
+        arg_str(a, "reserve", 7); /* the scripts take units up to 2^53 - 1 */
+        arg_i64(a, p->reserve < LUA_INT_MAX ? p->reserve : LUA_INT_MAX);
     }
 }

@@ -262,7 +262,8 @@ static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const stor
                                .hold_ns = req->hold_ns,
                                .id = req->hold_id,
                                .hold = req->hold,
-                               .closed_ns = closed_ns};
+                               .closed_ns = closed_ns,
+                               .reserve = req->reserve};
         redis_store_hold(rs, tg->name, tg->numbers, tg->key, tg->key_len, &hr, now_ns, fn, arg);
     } else if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
         redis_lease_target_t lt = lease_target(tg, now_ns);
@@ -277,7 +278,7 @@ static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const stor
         redis_acks_t acks = {.replicas = req->cost > 0 ? tg->replicas : 0,
                              .wait_ms = tg->replica_wait_ms};
         redis_store_decide_acked(rs, tg->name, tg->numbers, tg->key, tg->key_len, req->cost,
-                                 closed_ns, now_ns, &acks, fn, arg);
+                                 req->reserve, closed_ns, now_ns, &acks, fn, arg);
     }
 }
 

@@ -312,7 +312,7 @@ static void resend_in_mode(redis_store_t *s, pending_t *p)
  */
 static void cache_answer(redis_store_t *s, const pending_t *p, const sl_decision_t *d)
 {
-    if (d->allowed || p->cost != 1 || d->remaining != 0) {
+    if (d->allowed || p->cost != 1 || d->remaining != 0 || p->reserve > 0) {
         return;
     }
     if (sl_rule_holds(&p->rule)) {
@@ -385,6 +385,7 @@ static void answer_hold(redis_store_t *s, pending_t *p, const redisReply *reply)
     } else if (p->beyond) {
         d.allowed = false; /* the key as it stands, refusing a cost it can never take */
         d.retry_after_ns = -1;
+        d.remaining = d.remaining > p->reserve ? d.remaining - p->reserve : 0;
     }
     if (p->hold_out != NULL) {
         *p->hold_out = (sl_hold_t){
@@ -421,6 +422,7 @@ static void answer_reply(redis_store_t *s, pending_t *p, const redisReply *reply
     if (p->op == OP_DECIDE && p->beyond) {
         d.allowed = false; /* the key as it stands, refusing a cost it can never take */
         d.retry_after_ns = -1;
+        d.remaining = d.remaining > p->reserve ? d.remaining - p->reserve : 0; /* its priority's */
     } else if (p->op == OP_DECIDE) {
         cache_answer(s, p, &d);
     } else if (p->op == OP_RETURN || (p->op == OP_SETTLE && p->actual != p->reserved)) {
@@ -748,13 +750,14 @@ void redis_store_decide(redis_store_t *s, const char *name, const sl_rule_t *rul
                         size_t key_len, int64_t cost, int64_t closed_ns, int64_t now_ns,
                         redis_decision_fn fn, void *arg)
 {
-    redis_store_decide_acked(s, name, rule, key, key_len, cost, closed_ns, now_ns, NULL, fn, arg);
+    redis_store_decide_acked(s, name, rule, key, key_len, cost, 0, closed_ns, now_ns, NULL, fn,
+                             arg);
 }
 
 void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_t *rule,
-                              const void *key, size_t key_len, int64_t cost, int64_t closed_ns,
-                              int64_t now_ns, const redis_acks_t *acks, redis_decision_fn fn,
-                              void *arg)
+                              const void *key, size_t key_len, int64_t cost, int64_t reserve,
+                              int64_t closed_ns, int64_t now_ns, const redis_acks_t *acks,
+                              redis_decision_fn fn, void *arg)
 {
     route_t r;
     if (!route(s, name, rule, key, key_len, &r, fn, arg)) {
@@ -764,7 +767,10 @@ void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_
     uint64_t epoch = atomic_load_explicit(rs_epoch_of(s->shared, h), memory_order_acquire);
     olc_answer_t a;
     bool beyond = cost > rule->capacity; /* never admissible: the key's numbers from a peek */
-    if (!beyond && olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
+    /* a refusal of a priority with a reserve is no refusal of the others: the cache keeps only
+     * refusals without one, and answers only requests without one */
+    if (!beyond && reserve == 0 &&
+        olc_lookup(&s->cache, h, rs_cache_epoch(epoch, rule), cost, now_ns, &a)) {
         /* Redis refused as much or less, and would still: no round trip */
         atomic_fetch_add_explicit(&s->stats.cache_hits, 1, memory_order_relaxed);
         sl_decision_t d = {.allowed = false,
@@ -783,6 +789,7 @@ void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_
     p->rule = *rule;
     p->cost = beyond ? 0 : cost;
     p->beyond = beyond;
+    p->reserve = reserve; /* beyond: not sent, but the answer's remaining is the priority's */
     p->closed_ns = closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;
@@ -915,6 +922,7 @@ void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule,
     p->rule = *rule;
     p->beyond = !req->release && req->cost > rule->capacity; /* sent as a peek, as a decision's */
     p->cost = req->release || p->beyond ? 0 : req->cost;
+    p->reserve = req->release ? 0 : req->reserve;
     p->hold_ns = hold_ns;
     /* an acquire's entropy: 48 random bits (the key's secret, at its first acquire) */
     p->hold_id = req->release ? req->id

@@ -209,9 +209,9 @@ typedef struct redis_acks {
  * to that node waits behind it (up to wait_ms).
  */
 void redis_store_decide_acked(redis_store_t *s, const char *name, const sl_rule_t *rule,
-                              const void *key, size_t key_len, int64_t cost, int64_t closed_ns,
-                              int64_t now_ns, const redis_acks_t *acks, redis_decision_fn fn,
-                              void *arg);
+                              const void *key, size_t key_len, int64_t cost, int64_t reserve,
+                              int64_t closed_ns, int64_t now_ns, const redis_acks_t *acks,
+                              redis_decision_fn fn, void *arg);
 
 /*
  * Settles a reservation of `reserved` units that a decision on key under rule admitted, now that
@@ -296,6 +296,7 @@ typedef struct redis_hold_req {
     sl_hold_t *hold;   /* the hold made (its id; 0 when none) or freed goes there; may be NULL;
                           valid until fn is called */
     int64_t closed_ns; /* the rule's closed start, as redis_store_decide's */
+    int64_t reserve;   /* an acquire: units it must leave for higher priorities; 0 none */
 } redis_hold_req_t;
 
 /*

@@ -81,10 +81,12 @@ typedef struct pending {
     int64_t hold_ns;               /* OP_ACQUIRE: the hold's time, ns (cost: its units) */
     uint64_t hold_id;              /* OP_ACQUIRE: the entropy (48 bits); OP_RELEASE: the id */
     sl_hold_t *hold_out;           /* OP_ACQUIRE, OP_RELEASE: the hold made or freed goes there */
-    uint64_t cache_hash;           /* rkey's hash: where a refusal is remembered */
-    uint64_t epoch;                /* its stripe's epoch when it was sent */
-    struct pending *prev, *next;   /* the FIFO */
-    struct pending *wait_next;     /* in a node's list of decisions waiting for its probe */
+    int64_t reserve; /* OP_DECIDE, OP_ACQUIRE: units it must leave for higher priorities (RESERVE,
+                        the scripts' reserve); 0 none */
+    uint64_t cache_hash;         /* rkey's hash: where a refusal is remembered */
+    uint64_t epoch;              /* its stripe's epoch when it was sent */
+    struct pending *prev, *next; /* the FIFO */
+    struct pending *wait_next;   /* in a node's list of decisions waiting for its probe */
     size_t rkey_len;
     char *rkey; /* rkey_inline, or allocated */
     char rkey_inline[RKEY_INLINE];

@@ -125,6 +125,10 @@ typedef struct store_request {
     sl_hold_t *hold;         /* acquire, release: where the store writes the hold made or freed
                                 (its id, expiry and the expired holds it dropped) before it
                                 answers; the caller keeps it alive until then */
+    unsigned priority;       /* the request's priority in its rule's list, 0 the lowest (the
+                                engine's input: it sets reserve from it) */
+    int64_t reserve;         /* a decision or acquire: units it must leave for higher
+                                priorities (sl_decide_reserved()); 0: none */
 } store_request_t;
 
 /* The (rule, key) an operation names, with the numbers in force for the key. */
@@ -150,7 +154,8 @@ typedef struct store_target {
 typedef struct store_pair {
     store_target_t tg;
     int64_t cost;
-    bool shadow; /* a refusal of this pair does not block the others */
+    bool shadow;     /* a refusal of this pair does not block the others */
+    int64_t reserve; /* units it must leave for higher priorities (store_request_t's) */
 } store_pair_t;
 
 /* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL), or

@@ -45,7 +45,16 @@ static const char rules_yaml[] = "rules:\n"
                                  "    algorithm: fixed_window\n"
                                  "    limit: 2\n"
                                  "    window: 1m\n"
-                                 "    key: \"{method} {path} {query:user}\"\n";
+                                 "    key: \"{method} {path} {query:user}\"\n"
+                                 "  - name: pri\n"
+                                 "    algorithm: sliding_window\n"
+                                 "    limit: 10\n"
+                                 "    window: 1s\n"
+                                 "    priorities: [low, high, critical]\n"
+                                 "    reserve: {critical: 20%, high: 3}\n"
+                                 "    priority: \"{header:x-priority}\"\n"
+                                 "    domain: fz\n"
+                                 "    descriptor: \"t\"\n";
 
 static server_settings_t cfg;
 static server_t srv;

@@ -84,8 +84,9 @@ example() {
     check "$m-err-algorithm" matches "$(sc SL.ACQUIRE api u)" \
         "^ERR rule 'api' holds nothing to acquire or release: its algorithm, gcra, holds no units"
     check "$m-err-release-algorithm" matches "$(sc SL.RELEASE api u 1)" "^ERR rule 'api' holds nothing"
-    check "$m-err-syntax" matches "$(sc SL.ACQUIRE conn u COST 1 COST 1)" '^ERR syntax error$'
-    check "$m-err-word" matches "$(sc SL.ACQUIRE conn u FOO 1)" '^ERR syntax error$'
+    check "$m-err-syntax" matches "$(sc SL.ACQUIRE conn u COST 1 COST 1)" '^ERR option COST given twice$'
+    check "$m-err-word" matches "$(sc SL.ACQUIRE conn u FOO 1)" \
+        "^ERR unknown option 'FOO' \\(expected COST or TIMEOUT or PRIORITY\\)$"
     check "$m-err-cost" matches "$(sc SL.ACQUIRE conn u COST -1)" '^ERR cost must be >= 0$'
     check "$m-err-timeout" matches "$(sc SL.ACQUIRE conn u TIMEOUT 0)" \
         '^ERR timeout must be a positive integer of milliseconds$'

@@ -94,7 +94,7 @@ expect_match cost0 '^1 3 0 0 ' SL.ALLOW api k1 COST 0
 expect cost-neg "ERR cost must be >= 0" SL.ALLOW api k1 COST -1
 expect cost-nan "ERR cost is not an integer or out of range" SL.ALLOW api k1 COST x
 expect cost-big "ERR cost 4 exceeds what rule 'api' can ever admit (3 per window)" SL.ALLOW api k3 COST 4
-expect cost-syntax "ERR syntax error" SL.ALLOW api k1 PRICE 2
+expect cost-syntax "ERR unknown option 'PRICE' (expected COST or PRIORITY or SHADOWINFO)" SL.ALLOW api k1 PRICE 2
 expect unknown-rule "ERR unknown rule 'nope'" SL.ALLOW nope k
 expect unknown-rule-peek "ERR unknown rule 'nope'" SL.PEEK nope k
 long_key=$(head -c 1100 /dev/zero | tr '\0' a)

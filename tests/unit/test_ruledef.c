@@ -1201,6 +1201,76 @@ static void test_err_field(void **state)
     assert_string_equal(small, "burst");
 }
 
+/* ---- priorities ------------------------------------------------------------------------------ */
+
+/* Priorities, reserves and the priority template: the reserve above each priority, the canonical
+ * JSON and its round trip, the JSON forms (list, object), and every error with its words. */
+static void test_priorities(void **unused)
+{
+    (void)unused;
+    ruledef_list_t l =
+        yaml_ok(one_rule("token_bucket", "    burst: 7\n"
+                                         "    priorities: [low, normal, high, critical]\n"
+                                         "    reserve: {critical: 20%, high: 1}\n"
+                                         "    priority: \"{header:x-priority}\"\n"));
+    const ruledef_t *d = &l.rules[0];
+    assert_int_equal(d->prio.n, 4);
+    assert_string_equal(d->prio.name[3], "critical");
+    /* capacity 7: 20 % rounds up to 2, then the unit of high */
+    assert_int_equal(prio_reserve_above(&d->prio, 0, d->rule.capacity), 3);
+    assert_int_equal(prio_reserve_above(&d->prio, 1, d->rule.capacity), 3);
+    assert_int_equal(prio_reserve_above(&d->prio, 2, d->rule.capacity), 2);
+    assert_int_equal(prio_reserve_above(&d->prio, 3, d->rule.capacity), 0);
+    assert_int_equal(prio_reserve_above(&d->prio, 0, 100), 21); /* an override's capacity */
+    assert_true(d->has_priority_src);
+    char *json = ruledef_to_json(d);
+    assert_non_null(strstr(json, "\"priorities\":\"low, normal, high, critical\","
+                                 "\"reserve\":\"critical: 20%, high: 1\","
+                                 "\"priority\":\"{header:x-priority}\""));
+    ruledef_t back = json_ok(json, NULL);
+    assert_true(ruledef_equal(d, &back));
+    ruledef_free(&back);
+    free(json);
+    ruledef_list_free(&l);
+
+    ruledef_t j = json_ok("{\"algorithm\":\"concurrency\",\"limit\":10,\"hold_timeout\":\"1s\","
+                          "\"priorities\":[\"a\",\"b\"],\"reserve\":{\"b\":4}}",
+                          "c");
+    assert_int_equal(prio_reserve_above(&j.prio, 0, j.rule.capacity), 4);
+    ruledef_free(&j);
+
+    static const struct {
+        const char *extra, *words;
+    } bad[] = {
+        {"    priorities: [low, high]\n    reserve: {top: 10%}\n",
+         "reserve: 'top' is not one of the priorities (low, high)"},
+        {"    priorities: [a, b, c]\n    reserve: {b: 60%, c: 50%}\n",
+         "reserve: the reserves sum to 110%, past 100% of the limit"},
+        {"    priorities: [a, b]\n    reserve: {b: 11}\n",
+         "reserve: the reserves sum to 11 units, past the limit's 10"},
+        {"    priorities: [a, b]\n    reserve: {a: 1}\n",
+         "'a' is the lowest priority: every unit is already its own"},
+        {"    priorities: [a, a]\n", "priorities: 'a' is named twice"},
+        {"    priorities: []\n", "priorities: must be a list of names"},
+        {"    priorities: [a, b, c, d, e, f, g, h, i]\n", "priorities: at most 8 priorities"},
+        {"    priorities: [\"a b\"]\n", "'a?b' is not 1..32 characters"},
+        {"    priorities: [a, b]\n    reserve: {b: \"5.5%\"}\n", "must be a percent 1%..100%"},
+        {"    priorities: [a, b]\n    reserve: {b: 0}\n", "must be a percent 1%..100%"},
+        {"    priorities: [a, b]\n    reserve: {b: 101%}\n", "must be a percent 1%..100%"},
+        {"    priorities: [a, b]\n    reserve: {b: 1, b: 2}\n", ""},
+        {"    reserve: {b: 1}\n", "reserve: only applies to a rule with priorities"},
+        {"    priority: \"{header:x}\"\n", "priority: only applies to a rule with priorities"},
+        {"    priorities: [a, b]\n    priority: \"{nope}\"\n", "priority: "},
+        {"    priorities: [a, b]\n    mode: approximate\n", "priorities: only with mode: strict"},
+        {"    priorities: \"a,\"\n", "'' is not 1..32 characters"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *e = yaml_err(one_rule("fixed_window", bad[i].extra));
+        if (strstr(e, bad[i].words) == NULL)
+            fail_msg("case %zu: '%s' lacks '%s'", i, e, bad[i].words);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1221,6 +1291,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_max_debt),
         cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_yaml_writer_refuses_non_utf8),
         cmocka_unit_test(test_err_field),
     };

@@ -174,9 +174,10 @@ if reserved then -- a settle: nothing goes back (a hold goes by its release); mo
     return reply(limit - u >= 0, limit - u >= 0 and 0 or wait_for(0), 0)
 end
 
+cost = shed(math.max(limit - u, 0), cost) -- a priority's reserve (lib/args.lua)
 if cost > limit - u then
     if dirty and cost > 0 then write() end
-    return reply(false, wait_for(cost), 0)
+    return view(reply(false, wait_for(cost), 0))
 end
 local id = 0
 if cost > 0 then
@@ -185,4 +186,4 @@ if cost > 0 then
     latest = now
     write()
 end
-return reply(true, 0, id)
+return view(reply(true, 0, id))

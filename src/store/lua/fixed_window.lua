@@ -124,15 +124,16 @@ if want then -- a lease: a decision of what remains, ending no later than the wi
     return {n, t, math.min(t + lease_len, (k + 1) * window), limit - count, until_next}
 end
 
+cost = shed(math.max(0, limit - count), cost) -- a priority's reserve (lib/args.lua)
 if cost <= limit - count then
     if cost > 0 then
         count = count + cost
         redis.call('SET', key, text_of(count, k), 'PXAT',
             math.floor(((k + 1) * window + 999) / 1000))
     end
-    return {1, limit, math.max(0, limit - count), 0, count > 0 and until_next or 0, 0}
+    return view({1, limit, math.max(0, limit - count), 0, count > 0 and until_next or 0, 0})
 end
 if converted_fresh then store(key, s, converted_value, converted_fresh) end
 local retry = until_next
 if cost > limit then retry = -1 end
-return {0, limit, math.max(0, limit - count), retry, count > 0 and until_next or 0, 0}
+return view({0, limit, math.max(0, limit - count), retry, count > 0 and until_next or 0, 0})

@@ -209,13 +209,14 @@ if want and want > 0 and inside < limit then -- a lease: a decision of what rema
     return {n, now, math.min(now + lease_len, (b + 1) * G), limit - inside - n, drop_time(b) - now}
 end
 
+cost = shed(math.max(0, limit - inside), cost) -- a priority's reserve (lib/args.lua)
 if cost <= limit - inside then
     if cost > 0 then
         -- every count is within the limit: none was admitted otherwise
         local text = text_of(now, math.max(first, lo), b, count, b, cost, width)
         redis.call('SET', key, text, 'PXAT', math.floor((drop_time(b) + 999) / 1000))
         inside = inside + cost
-        return {1, limit, math.max(0, limit - inside), 0, drop_time(b) - now, 0}
+        return view({1, limit, math.max(0, limit - inside), 0, drop_time(b) - now, 0})
     end
 end
 
@@ -234,7 +235,7 @@ if want then -- a lease of nothing
     return {0, now, now, math.max(0, limit - inside), reset()}
 end
 if cost <= limit - inside then -- a peek
-    return {1, limit, math.max(0, limit - inside), 0, reset(), 0}
+    return view({1, limit, math.max(0, limit - inside), 0, reset(), 0})
 end
 local retry = -1
 if cost <= limit then -- oldest first, until enough has left the window
@@ -247,4 +248,4 @@ if cost <= limit then -- oldest first, until enough has left the window
     end
     retry = drop_time(j) - now
 end
-return {0, limit, math.max(0, limit - inside), retry, reset(), 0}
+return view({0, limit, math.max(0, limit - inside), retry, reset(), 0})

@@ -278,6 +278,7 @@ local expired = lo
 local inside = 0
 if n > expired then inside = (total(n - 1) - before(expired)) % TWO32 end
 
+cost = shed(math.max(0, limit - inside), cost) -- a priority's reserve (lib/args.lua)
 if cost <= limit - inside then
     if cost > 0 then -- writes the entries in the window and the new one, without LATEST
         local text
@@ -304,11 +305,11 @@ if cost <= limit - inside then
         text = text .. struct.pack(fmt, now - base) .. struct.pack('<I4', (run + cost) % TWO32) .. SUFFIX
         redis.call('SET', key, text, 'PXAT', math.floor((now + window + 999) / 1000))
         inside = inside + cost
-        return {1, limit, math.max(0, limit - inside), 0, window, 0}
+        return view({1, limit, math.max(0, limit - inside), 0, window, 0})
     end
     local reset = 0
     if inside > 0 then reset = stamp(n - 1) + window - now end
-    return {1, limit, math.max(0, limit - inside), 0, reset, 0}
+    return view({1, limit, math.max(0, limit - inside), 0, reset, 0})
 end
 if converted and cost > 0 then -- a cost leaves a converted value written, whatever the decision
     store(key, raw, s, n > 0 and stamp(n - 1) + window)
@@ -326,4 +327,4 @@ if cost <= limit then
 end
 local reset = 0
 if inside > 0 then reset = stamp(n - 1) + window - now end
-return {0, limit, math.max(0, limit - inside), retry, reset, 0}
+return view({0, limit, math.max(0, limit - inside), retry, reset, 0})

@@ -198,13 +198,14 @@ if want then -- a lease: a decision of what the estimate allows, ending no later
     return {n, at, math.min(at + lease_len, (k + 1) * w), math.max(0, allows - curr), reset()}
 end
 
+cost = shed(math.max(0, allows - curr), cost) -- a priority's reserve (lib/args.lua)
 if cost <= limit - curr and curr + cost <= allows then
     if cost > 0 then
         curr = curr + cost
         redis.call('SET', key, text_of(curr, prev, k), 'PXAT',
             math.floor(((k + 2) * w + 999) / 1000))
     end
-    return {1, limit, math.max(0, allows - curr), 0, reset(), 0}
+    return view({1, limit, math.max(0, allows - curr), 0, reset(), 0})
 end
 if converted_fresh then store(key, s, converted_value, converted_fresh) end
 local retry = -1
@@ -219,4 +220,4 @@ if cost <= limit then
         retry = w - e + e2
     end
 end
-return {0, limit, math.max(0, allows - curr), retry, reset(), 0}
+return view({0, limit, math.max(0, allows - curr), retry, reset(), 0})

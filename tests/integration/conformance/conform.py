@@ -417,13 +417,58 @@ def holds_steps():
     ]
 
 
+PRIORITIZED = ["pfw", "psw", "psb", "psl", "ptb", "pgc", "pinf"]
+
+
+def priority_steps():
+    """Priorities on every algorithm (rules p*: of 10 units low may use 5, high 8, critical all):
+    each priority admitted up to its share and shed past it while the higher ones pass, a request
+    naming none (the lowest), peeks by priority, costs whose reserve never fits, unknown
+    priorities, the clock refilling, an override's limit scaling the percent, and an inline
+    rule's RESERVE."""
+    steps = []
+    for r in PRIORITIZED:
+        k = "p:" + r
+        if r == "pinf":
+            a = lambda p, c=1: acquire(r, k, "COST", c, "PRIORITY", p)  # noqa: E731
+        else:
+            a = lambda p, c=1: R("SL.ALLOW", r, k, "COST", c, "PRIORITY", p)  # noqa: E731
+        steps += [a("low"), a("low", 3), a("low"), a("low"), R("SL.ALLOW", r, k),
+                  R("SL.PEEK", r, k, "PRIORITY", "low"), R("SL.PEEK", r, k, "PRIORITY", "high"),
+                  a("high"), a("high", 2), a("high"), a("critical"), a("critical", 2),
+                  a("critical"), a("critical"), R("SL.PEEK", r, k), a("low", 6), a("high", 9),
+                  a("nope"), R("SL.ALLOW", r, k, "PRIORITY", "low", "PRIORITY", "high"),
+                  T(3000), a("low"), a("high"), a("critical"), T(10000), a("low", 5), a("low"),
+                  a("high", 3), a("high")]
+    steps += [acquire("pinf", "p:wide", "COST", 16, "PRIORITY", "low"),
+              acquire("pinf", "p:wide", "COST", 3, "PRIORITY", "high"),
+              acquire("pinf", "p:wide", "COST", 4, "PRIORITY", "critical"),
+              acquire("pinf", "p:wide", "PRIORITY", "critical"),
+              R("SL.ALLOW", "fw", "p:none", "PRIORITY", "low"),
+              R("SL.ALLOWALL", "pfw", "p:all", "psl", "p:all", "COST", 5, "PRIORITY", "low"),
+              R("SL.ALLOWALL", "pfw", "p:all", "psl", "p:all2", "PRIORITY", "low"),
+              R("SL.ALLOWALL", "psl", "p:all2", "pfw", "p:all", "COST", 2, "PRIORITY", "high"),
+              H("POST", "/v1/allow", {"checks": [{"rule": "ptb", "key": "p:h", "cost": 6,
+                                                  "priority": "high"},
+                                                 {"rule": "psw", "key": "p:h", "cost": 6}]}),
+              H("POST", "/v1/allow", {"rule": "psb", "key": "p:h", "cost": 4,
+                                      "priority": "critical"}),
+              H("POST", "/v1/allow", {"rule": "psb", "key": "p:h", "cots": 4}),
+              R("SL.THROTTLE", "p:in", "fixed_window", 10, 10000, "RESERVE", 4),
+              R("SL.THROTTLE", "p:in", "fixed_window", 10, 10000, "COST", 5, "RESERVE", 4),
+              R("SL.THROTTLE", "p:in", "fixed_window", 10, 10000, "COST", 2, "RESERVE", 4),
+              R("SL.THROTTLE", "p:in", "fixed_window", 10, 10000, "COST", 4),
+              R("SL.PEEK", "p:in", "fixed_window", 10, 10000, "RESERVE", 1)]
+    return steps
+
+
 SCENARIOS = [("algorithm %s over %s" % (r, via), False, algorithm_steps(r, via))
              for r in STRICT for via in ("resp", "http")]
 SCENARIOS += [("inline rules", False, inline_steps()), ("overrides", False, override_steps()),
               ("multi-checks", False, allowall_steps()), ("envoy descriptors", False, envoy_steps()),
               ("max_delay", False, maxdelay_steps()), ("debt", False, debt_steps()),
               ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx")),
-              ("in-flight holds", False, holds_steps())]
+              ("in-flight holds", False, holds_steps()), ("priorities", False, priority_steps())]
 
 
 # ---- random sequences ------------------------------------------------------------------------

@@ -117,7 +117,7 @@ BAD_ARGS = [
      "got nothing"),
     ("sliding_log", [5, SEC, -1, -1, 0, 1, 7, "closed"],
      "ERR sluice sliding_log: unexpected argument 'closed' (the last ones are [now_us] "
-     "[closed_from from_us])"),
+     "[closed_from from_us] [reserve units])"),
     ("sliding_window", [5, SEC, -1, -1, 0, 1, "closed_from", 7, 8],
      "ERR sluice sliding_window: unexpected argument '8'"),
     ("gcra", [5, SEC, -1, -1, 0, "settle", 0, 1, "now", "max_debt", -1],
@@ -129,7 +129,12 @@ BAD_ARGS = [
      "[max_debt units] [closed_from from_us])"),
     ("token_bucket", [5, SEC, -1, -1, 0, 1, "max_debt", 1],
      "ERR sluice token_bucket: unexpected argument 'max_debt' (the last ones are [now_us] "
-     "[closed_from from_us])"),
+     "[closed_from from_us] [reserve units])"),
+    ("gcra", [5, SEC, -1, -1, 0, 1, "reserve", -1],
+     "ERR sluice gcra: reserve must be an integer in [0, 9007199254740991], got '-1'"),
+    ("fixed_window", [5, SEC, -1, -1, 0, "settle", 0, 1, "now", "reserve", 1],
+     "ERR sluice fixed_window: unexpected argument 'reserve' (the last ones are [now_us] "
+     "[max_debt units] [closed_from from_us])"),
 ]
 
 

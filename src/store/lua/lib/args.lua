@@ -4,7 +4,7 @@
 -- algorithm's name, and NO_LEASE, why it cannot lease or nil, from src/core/algorithms.c).
 --
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us cost [now_us]
---           [closed_from from_us]
+--           [closed_from from_us] [reserve units]
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us settle reserved actual
 --           charged_us|now [now_us] [max_debt units] [closed_from from_us]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, delay_us}
@@ -15,7 +15,7 @@
 --           until_us [now_us] [closed_from from_us]
 --   -> a peek's reply, as a settle's
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us acquire cost hold_us entropy
---           [now_us] [closed_from from_us]
+--           [now_us] [closed_from from_us] [reserve units]
 --   -> {allowed 1|0, limit, remaining, retry_after_us, reset_after_us, hold_id}
 --   EVALSHA sha 1 key limit window_us burst buckets max_delay_us release id [now_us]
 --   -> OK, or the error of a hold the key does not hold
@@ -36,7 +36,14 @@
 -- takes cost units as one hold living hold_us (at least 1 ms, at most the window); entropy
 -- (48 bits, from the caller) makes the key's hold ids at its first acquire. A release gives the
 -- hold of that id back.
+-- reserve (a decision's or an acquire's) is a priority's: the units the request must leave for
+-- higher priorities (the core's sl_decide_reserved()). The request is admitted only when a peek's
+-- remaining is at least cost + reserve; else it is shed: decided as cost + reserve, which every
+-- script refuses without writing (never delayed: max_delay 0), and its reply's remaining is the
+-- priority's (shed(), view()).
 local INT_MAX = 9007199254740991 -- 2^53 - 1
+local RESERVE = 0 -- the request's reserve (rule_args)
+local SHED -- a shed request's remaining, the priority's (shed())
 local NOW_MAX_US = 4611686018427387 -- the core's SL_NOW_MAX_NS, (2^63 - 1) / 2 ns, in us
 local WINDOW_MAX_US = 31622400000000 -- 366 days
 
@@ -141,7 +148,8 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         cost, err = int_arg(6, 'cost', 0, INT_MAX)
         if err then return err end
     end
-    if ARGV[at] and ARGV[at] ~= 'closed_from' and ARGV[at] ~= 'max_debt' then
+    if ARGV[at] and ARGV[at] ~= 'closed_from' and ARGV[at] ~= 'max_debt' and
+        ARGV[at] ~= 'reserve' then
         now, err = int_arg(at, 'now_us', -INT_MAX, INT_MAX)
         if err then return err end
         at = at + 1
@@ -159,10 +167,16 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         if err then return err end
         at = at + 2
     end
+    if ARGV[at] == 'reserve' and (ARGV[6] == 'acquire' or not string.match(ARGV[6], '%a')) then
+        RESERVE, err = int_arg(at + 1, 'reserve', 0, INT_MAX)
+        if err then return err end
+        at = at + 2
+    end
     if ARGV[at] then
         return string.format("ERR sluice %s: unexpected argument '%s' (the last ones are " ..
-            "[now_us] %s[closed_from from_us])", ALG, ARGV[at],
-            ARGV[6] == 'settle' and '[max_debt units] ' or '')
+            "[now_us] %s[closed_from from_us]%s)", ALG, ARGV[at],
+            ARGV[6] == 'settle' and '[max_debt units] ' or '',
+            (ARGV[6] == 'acquire' or not string.match(ARGV[6], '%a')) and ' [reserve units]' or '')
     end
     now = math.min(math.max(now, 0), NOW_MAX_US)
     if closed then
@@ -175,6 +189,21 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
     end
     return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
         closed, want, lease_len, hold, max_debt, hold_us, hold_arg
+end
+
+-- The cost to decide, given a peek's remaining: cost itself, or for a request whose reserve
+-- does not fit, cost + reserve (SHED then holds the priority's remaining).
+local function shed(remaining, cost)
+    if RESERVE == 0 or remaining >= cost + RESERVE then return cost end
+    SHED = math.max(remaining - RESERVE, 0)
+    return cost + RESERVE
+end
+
+-- A decision's reply with the priority's remaining: a shed request's, or what is left above its
+-- reserve.
+local function view(reply)
+    if RESERVE > 0 then reply[3] = SHED or math.max(reply[3] - RESERVE, 0) end
+    return reply
 end
 
 -- The error of a settle refused because it would leave the key owing more than max_debt units

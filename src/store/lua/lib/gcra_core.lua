@@ -236,9 +236,11 @@ if want then -- a lease: n units and its time, TAT = max(TAT, now) + n * T + lea
         ceil_us(norm(t1q - nq, t1r - nr))}
 end
 
+cost = shed(remaining_at(t0q, t0r, nq, nr), cost) -- a priority's reserve (lib/args.lua)
+if SHED then max_delay = 0 end -- a shed request is judged without delay
 if cost > cap then -- c * T > tol: never
     if keep_converted then keep_converted() end
-    return {0, cap, remaining_at(t0q, t0r, nq, nr), -1, reset0, 0}
+    return view({0, cap, remaining_at(t0q, t0r, nq, nr), -1, reset0, 0})
 end
 local t1q, t1r = norm(t0q + cost * tq, t0r + cost * tr)
 local wq, wr = norm(t1q - tolq - nq, t1r - tolr - nr) -- wait = TAT' - tol - now
@@ -247,7 +249,7 @@ if gt(wq, wr, max_delay, 0) then
     local rq, rr = wq, wr
     if cost == 0 then rq, rr = norm(wq - max_delay, wr) end
     if keep_converted then keep_converted() end
-    return {0, cap, remaining_at(t0q, t0r, nq, nr), ceil_us(rq, rr), reset0, 0}
+    return view({0, cap, remaining_at(t0q, t0r, nq, nr), ceil_us(rq, rr), reset0, 0})
 end
 local delay = 0
 if cost > 0 then
@@ -255,4 +257,4 @@ if cost > 0 then
     redis.call('SET', key, tat_text(t1q, t1r) .. SUFFIX, 'PXAT',
         math.floor((ceil_us(t1q, t1r) + 999) / 1000))
 end
-return {1, cap, remaining_at(t1q, t1r, nq, nr), 0, ceil_us(norm(t1q - nq, t1r - nr)), delay}
+return view({1, cap, remaining_at(t1q, t1r, nq, nr), 0, ceil_us(norm(t1q - nq, t1r - nr)), delay})
