@@ -1734,9 +1734,18 @@ int sl_table_acquire(sl_table_t *t, const void *key, size_t key_len, int64_t cos
 int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id, int64_t now_ns,
                      sl_decision_t *out, sl_hold_t *released)
 {
+    return sl_table_release_sample(t, key, key_len, id, now_ns, NULL, out, released);
+}
+
+int sl_table_release_sample(sl_table_t *t, const void *key, size_t key_len, uint64_t id,
+                            int64_t now_ns, const sl_sample_t *sample, sl_decision_t *out,
+                            sl_hold_t *released)
+{
     int rc = holds_check(t, key, key_len, out);
     if (rc != SL_OK)
         return rc;
+    if (sample != NULL && sample->latency_ns > SL_ADAPTIVE_LATENCY_MAX_NS)
+        return SL_EINVAL;
     now_ns = core_clamp_now(now_ns);
     uint64_t h;
     unsigned char *entry;
@@ -1747,8 +1756,8 @@ int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id
         fresh_decision(t, 0, out);
     } else {
         entry_touch(t, entry);
-        rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, out,
-                                                &expired);
+        rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, sample,
+                                                out, &expired);
         if (rc == SL_OK && is_fresh(t, entry, now_ns)) {
             shard_drop(t, s, entry);
             s->reclaimed_ns = max_i64(s->reclaimed_ns, now_ns);
