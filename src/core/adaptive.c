@@ -29,15 +29,15 @@ static int64_t log10_floor1(int64_t n)
 }
 
 /* AIMDLimit, once per window: a drop (or a latency above the timeout) multiplies the limit by
- * backoff; a window with none and at least half the limit in flight adds 1; else nothing. */
-static int64_t aimd_update(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit,
-                           int64_t in_flight, int64_t latency_us, bool dropped)
+ * backoff; a busy window with none adds 1; else nothing. */
+static int64_t aimd_update(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit, bool busy,
+                           int64_t latency_us, bool dropped)
 {
     (void)v;
     (void)latency_us; /* a latency past the timeout came as a drop */
     if (dropped)
         return limit * a->backoff_pct / PCT;
-    if (in_flight * 2 >= limit)
+    if (busy)
         return limit + 1;
     return limit;
 }
@@ -56,8 +56,8 @@ static int64_t vegas_queue_step(int64_t limit, int64_t queue)
     return limit; /* in the sweet spot */
 }
 
-static int64_t vegas_update(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit,
-                            int64_t in_flight, int64_t latency_us, bool dropped)
+static int64_t vegas_update(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit, bool busy,
+                            int64_t latency_us, bool dropped)
 {
     if (latency_us < 0) /* drops that said no latency: the Java library's didDrop */
         return dropped ? limit - log10_floor1(limit) : limit;
@@ -79,7 +79,7 @@ static int64_t vegas_update(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t 
     }
     if (dropped)
         return limit - log10_floor1(limit);
-    if (in_flight * 2 < limit)
+    if (!busy)
         return limit; /* not near the limit: no drift upwards */
     int64_t queue = (limit * (rtt - (int64_t)v->noload_us) + rtt - 1) / rtt;
     return vegas_queue_step(limit, queue);
@@ -171,13 +171,15 @@ int64_t adaptive_limit(const sl_rule_t *rule, const unsigned char bytes[ADAPTIVE
 }
 
 /* Adds a sample to the window; true when it closes the window (`limit` samples). */
-static bool window_add(adaptive_vars_t *v, int64_t limit, int64_t latency_us, bool dropped)
+static bool window_add(adaptive_vars_t *v, int64_t limit, int64_t in_flight, int64_t latency_us,
+                       bool dropped)
 {
     if (latency_us >= 0) {
         uint32_t lat = latency_us > 0 ? (uint32_t)latency_us : 1;
         v->low_us = v->low_us == 0 || lat < v->low_us ? lat : v->low_us;
     }
     v->round |= dropped ? ADAPTIVE_ROUND_DROPPED : 0;
+    v->round |= in_flight * 2 >= limit ? ADAPTIVE_ROUND_BUSY : 0;
     uint32_t samples = (v->round & ADAPTIVE_ROUND_SAMPLES) + 1;
     v->round = (v->round & ~ADAPTIVE_ROUND_SAMPLES) | samples;
     return (int64_t)samples >= limit;
@@ -194,12 +196,13 @@ void adaptive_update(const sl_rule_t *rule, unsigned char bytes[ADAPTIVE_BYTES],
     int64_t limit = adaptive_limit(rule, bytes);
     bool late = (row->opts & ADAPTIVE_OPT_TIMEOUT) && sample->latency_ns > a->timeout_ns;
     int64_t latency_us = sample->latency_ns < 0 ? -1 : sample->latency_ns / 1000;
-    if (window_add(&v, limit, latency_us, sample->dropped || late)) {
+    if (window_add(&v, limit, in_flight, latency_us, sample->dropped || late)) {
         int64_t low = v.low_us != 0 ? (int64_t)v.low_us : -1;
         bool dropped = (v.round & ADAPTIVE_ROUND_DROPPED) != 0;
+        bool busy = (v.round & ADAPTIVE_ROUND_BUSY) != 0;
         v.round &= ADAPTIVE_ROUND_PROBES; /* a new window */
         v.low_us = 0;
-        int64_t next = row->update(a, &v, limit, in_flight, low, dropped);
+        int64_t next = row->update(a, &v, limit, busy, low, dropped);
         next = next < a->min_limit ? a->min_limit : next;
         v.limit = (uint32_t)(next > a->max_limit ? a->max_limit : next);
     }

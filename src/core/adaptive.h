@@ -16,8 +16,9 @@
  * The bytes (little-endian words as the machine has them, all zero for a new key):
  *
  *   0  limit      uint32: the limit now; 0 = never moved: the rule's limit
- *   4  round      uint32: bits 0-15 the samples in the window, bits 16-30 the windows since
- *                 vegas last probed, bit 31 set when a sample of the window was dropped
+ *   4  round      uint32: bits 0-15 the samples in the window, bits 16-29 the windows since
+ *                 vegas last probed, bit 30 set when a sample of the window found at least
+ *                 half the limit in flight (busy), bit 31 when one was dropped
  *   8  noload_us  uint32: vegas: the least latency seen since it last probed, us; 0 = none
  *  12  low_us     uint32: the window's least latency, us; 0 = none yet
  */
@@ -46,18 +47,20 @@ typedef struct adaptive_vars {
 } adaptive_vars_t;
 
 #define ADAPTIVE_ROUND_SAMPLES 0xffffu     /* round: samples in the window */
-#define ADAPTIVE_ROUND_PROBES  0x7fff0000u /* round: windows since vegas probed, << 16 */
+#define ADAPTIVE_ROUND_PROBES  0x3fff0000u /* round: windows since vegas probed, << 16 */
+#define ADAPTIVE_ROUND_BUSY    0x40000000u /* round: a sample found half the limit in flight */
 #define ADAPTIVE_ROUND_DROPPED 0x80000000u /* round: a sample of the window was dropped */
 
-/* One row: one adaptive algorithm. update(adaptive, vars, limit, in_flight, latency_us,
- * dropped), at the end of a window, returns the next limit (before the clamp to [min_limit,
- * max_limit]): latency_us the window's least latency (< 0: its samples had none), dropped
- * whether one of them was dropped, in_flight the units held at its last sample. */
+/* One row: one adaptive algorithm. update(adaptive, vars, limit, busy, latency_us, dropped),
+ * at the end of a window, returns the next limit (before the clamp to [min_limit, max_limit]):
+ * latency_us the window's least latency (< 0: its samples had none), dropped whether one of
+ * them was dropped, busy whether one found at least half the limit in flight (the Java
+ * library's test against growing a limit no one uses). */
 typedef struct adaptive_algorithm {
     const char *name;    /* "aimd": rule files, commands, errors; NULL: no algorithm */
     const char *summary; /* one line for help */
     uint32_t opts;       /* ADAPTIVE_OPT_*: the options it reads (others must be 0) */
-    int64_t (*update)(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit, int64_t in_flight,
+    int64_t (*update)(const sl_adaptive_t *a, adaptive_vars_t *v, int64_t limit, bool busy,
                       int64_t latency_us, bool dropped);
 } adaptive_algorithm_t;
 
