@@ -194,8 +194,9 @@ void adaptive_update(const sl_rule_t *rule, unsigned char bytes[ADAPTIVE_BYTES],
         return; /* a fixed limit, or nothing reported */
     adaptive_vars_t v = vars_get(bytes);
     int64_t limit = adaptive_limit(rule, bytes);
-    bool late = (row->opts & ADAPTIVE_OPT_TIMEOUT) && sample->latency_ns > a->timeout_ns;
+    /* in whole us, as the stores send it */
     int64_t latency_us = sample->latency_ns < 0 ? -1 : sample->latency_ns / 1000;
+    bool late = (row->opts & ADAPTIVE_OPT_TIMEOUT) && latency_us > a->timeout_ns / 1000;
     if (window_add(&v, limit, in_flight, latency_us, sample->dropped || late)) {
         int64_t low = v.low_us != 0 ? (int64_t)v.low_us : -1;
         bool dropped = (v.round & ADAPTIVE_ROUND_DROPPED) != 0;

@@ -14,7 +14,7 @@
  *   SL.RETURN   key algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]   (module)
  *               GRANTED n UNUSED u AT unix_us UNTIL unix_us [CLOSED_FROM unix_ms]
  *   SL.ACQUIRE  key algorithm limit window_ms [COST n] [TIMEOUT ms]                  (module)
- *   SL.RELEASE  key algorithm limit window_ms ID id                                  (module)
+ *   SL.RELEASE  key algorithm limit window_ms ID id [LATENCY_US us] [DROPPED 0|1]    (module)
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -25,7 +25,10 @@
  * digits with a unit as rule files write them (250ms, 1s, 1m30s; sl_duration_parse()), of whole
  * milliseconds. CL.THROTTLE's period stays redis-cell's: an integer of seconds.
  *
- * Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
+ * A concurrency rule's adaptive limit is ADAPTIVE aimd|vegas MIN_LIMIT n MAX_LIMIT n, and its
+ * options BACKOFF pct, LATENCY_TIMEOUT ms, PROBE n (sl_adaptive_t); SL.ACQUIRE and SL.RELEASE
+ * pass them as the rule's numbers, and an SL.RELEASE reports its work with LATENCY_US and
+ * DROPPED. Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
  * settle, sl_rule_t.max_debt; default the rule's capacity; 0 = no debt), which only SL.SETTLE
  * uses. Options repeat as sluiced always allowed (the last one wins) and their names are
  * case-insensitive. Error texts (they are part of the protocol: clients match on them):
@@ -98,7 +101,12 @@ typedef struct throttle_req {
     int64_t closed_from_ms; /* CLOSED_FROM: a closed start, ms since the Unix epoch; -1 = none */
     int64_t hold_ms;        /* SL.ACQUIRE: TIMEOUT, the hold's time, ms; 0 = the rule's window */
     int64_t hold_id;        /* SL.RELEASE: ID, the hold's id, >= 0 */
+    int64_t latency_us;     /* SL.RELEASE: LATENCY_US, the hold's work's latency, us; -1 = none */
+    int64_t dropped;        /* SL.RELEASE: DROPPED 1 = the work was dropped; 0 or -1 = not */
 } throttle_req_t;
+
+/* The sample an SL.RELEASE reports (LATENCY_US, DROPPED): true and *out when it has one. */
+bool throttle_release_sample(const throttle_req_t *req, sl_sample_t *out);
 
 /*
  * Parses argv[0..argc) of command `cmd` (argv[1], the key, is not looked at). Returns 0 with

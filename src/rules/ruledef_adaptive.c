@@ -67,8 +67,9 @@ int rd_adaptive_problem(const ruledef_t *def, const bool given[RD_ADAPTIVE_FIELD
         return snprintf(why, cap, "must be within 4..1000"), 1;
     *field = 4;
     if (a->timeout_ns != 0 &&
-        (a->timeout_ns < SL_WINDOW_MIN_NS || a->timeout_ns > SL_ADAPTIVE_LATENCY_MAX_NS))
-        return snprintf(why, cap, "must be within 1ms..1h"), 1;
+        (a->timeout_ns < SL_WINDOW_MIN_NS || a->timeout_ns > SL_ADAPTIVE_LATENCY_MAX_NS ||
+         a->timeout_ns % SL_NS_PER_MS != 0))
+        return snprintf(why, cap, "must be whole milliseconds within 1ms..1h"), 1;
     return 0;
 }
 

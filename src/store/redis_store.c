@@ -640,6 +640,9 @@ static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
 static const char *unfit(const sl_rule_t *rule, redis_mode_t mode)
 {
     int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
+    if (mode != REDIS_MODE_MODULE && rule->adaptive.algorithm != SL_ADAPTIVE_NONE) {
+        return "the redis store (Lua) cannot keep an adaptive limit yet: load sluice.so";
+    }
     if (rule->window_ns % unit == 0 && rule->max_delay_ns % unit == 0) {
         return NULL;
     }
@@ -913,7 +916,9 @@ void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule,
     }
     p->op = req->release ? OP_RELEASE : OP_ACQUIRE;
     p->rule = *rule;
-    p->beyond = !req->release && req->cost > rule->capacity; /* sent as a peek, as a decision's */
+    int64_t most =
+        rule->adaptive.algorithm != SL_ADAPTIVE_NONE ? rule->adaptive.max_limit : rule->capacity;
+    p->beyond = !req->release && req->cost > most; /* sent as a peek, as a decision's */
     p->cost = req->release || p->beyond ? 0 : req->cost;
     p->hold_ns = hold_ns;
     /* an acquire's entropy: 48 random bits (the key's secret, at its first acquire) */
@@ -921,6 +926,8 @@ void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule,
                               : sl_hash_mix(s->hold_key, ++s->holds ^ SL_HASH_P1) &
                                     ((UINT64_C(1) << 48) - 1);
     p->hold_out = req->hold;
+    p->sampled = req->release && req->sampled;
+    p->sample = req->sample;
     p->closed_ns = req->closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;

@@ -296,6 +296,8 @@ typedef struct redis_hold_req {
     sl_hold_t *hold;   /* the hold made (its id; 0 when none) or freed goes there; may be NULL;
                           valid until fn is called */
     int64_t closed_ns; /* the rule's closed start, as redis_store_decide's */
+    bool sampled;      /* release: sample is what the caller reported, for an adaptive limit */
+    sl_sample_t sample;
 } redis_hold_req_t;
 
 /*
