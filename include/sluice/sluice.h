@@ -160,18 +160,17 @@ typedef struct sl_sample {
  */
 typedef struct sl_rule {
     sl_algorithm_t algorithm;
-    int64_t limit;          /* N: units admitted per window, > 0 */
-    int64_t window_ns;      /* W: window length, ns */
-    int64_t burst;          /* B: token_bucket capacity (>= 1) / gcra max_burst (>= 0);
-                               SL_DEFAULT = N. Other algorithms: SL_DEFAULT or 0 */
-    int64_t buckets;        /* sliding_buckets sub-windows; SL_DEFAULT = SL_BUCKETS_DEFAULT.
-                               Other algorithms: SL_DEFAULT or 0 */
-    int64_t max_delay_ns;   /* token_bucket/gcra: admit with a delay of at most this, ns; 0 = off */
-    int64_t max_debt;       /* units a key may owe beyond what it can admit after a settle (its
-                               debt, sl_settle()); SL_DEFAULT = the capacity, one window's worth;
-                               0 = no debt: a settle past the limit is refused. A caller filling
-                               the struct itself sets it, as it sets burst and buckets */
-    sl_adaptive_t adaptive; /* concurrency: a limit that adapts; all zero = fixed */
+    int64_t limit;        /* N: units admitted per window, > 0 */
+    int64_t window_ns;    /* W: window length, ns */
+    int64_t burst;        /* B: token_bucket capacity (>= 1) / gcra max_burst (>= 0);
+                             SL_DEFAULT = N. Other algorithms: SL_DEFAULT or 0 */
+    int64_t buckets;      /* sliding_buckets sub-windows; SL_DEFAULT = SL_BUCKETS_DEFAULT.
+                             Other algorithms: SL_DEFAULT or 0 */
+    int64_t max_delay_ns; /* token_bucket/gcra: admit with a delay of at most this, ns; 0 = off */
+    int64_t max_debt;     /* units a key may owe beyond what it can admit after a settle (its
+                             debt, sl_settle()); SL_DEFAULT = the capacity, one window's worth;
+                             0 = no debt: a settle past the limit is refused. A caller filling
+                             the struct itself sets it, as it sets burst and buckets */
 
     /* derived by sl_rule_prepare(): */
     int64_t interval_ns;  /* token_bucket/gcra: emission interval T = ceil(W / N), ns */
@@ -179,6 +178,10 @@ typedef struct sl_rule {
     int64_t bucket_ns;    /* sliding_buckets: G = W / buckets, ns */
     int64_t capacity;     /* units a fresh key admits at once: N, B or B + 1 (the reply's limit) */
     uint32_t state_size;  /* bytes of per-key state, see sl_state_size() */
+
+    /* set by the caller, as the fields above derived ones (last, so that their offsets stay
+       those of the rules made before it): */
+    sl_adaptive_t adaptive; /* concurrency: a limit that adapts; all zero = fixed */
 } sl_rule_t;
 
 /* Fills *rule with the algorithm, limit and window, burst, buckets and max_debt at SL_DEFAULT,
