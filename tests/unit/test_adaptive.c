@@ -217,12 +217,47 @@ static void test_ruledef(void **cm)
     }
 }
 
+/* A rule that starts adapting keeps the key's holds and starts from its limit; one that stops
+ * keeps the holds and drops the adaptive bytes; a narrower range clamps the limit into it. */
+static void test_convert(void **cm)
+{
+    (void)cm;
+    sl_rule_t fixed;
+    sl_rule_init(&fixed, SL_CONCURRENCY, 3, 10 * SEC);
+    sl_rule_t ad = adaptive_rule(SL_ADAPTIVE_AIMD, 3, 1, 6);
+    sl_rule_t narrow = adaptive_rule(SL_ADAPTIVE_AIMD, 2, 1, 2);
+    unsigned char a[48 + 16 * 3] = {0}, b[48 + 16 * 6] = {0}, c[48 + 16 * 3] = {0};
+    unsigned char n[48 + 16 * 2] = {0};
+    uint64_t ids[3];
+    sl_decision_t d;
+    acquire_n(&fixed, a, 2, T0, ids);
+    assert_int_equal(sl_state_convert(&fixed, a, &ad, b, T0), SL_OK);
+    assert_int_equal(sl_in_flight(&ad, b, T0), 2);
+    assert_int_equal(sl_limit_now(&ad, b), 3);
+    uint64_t more[1];
+    acquire_n(&ad, b, 1, T0, more); /* 3 of 3 */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(sl_release_sample(&ad, b, ids[i], T0, &(sl_sample_t){MS, false}, &d, NULL),
+                         SL_OK);
+    assert_int_equal(sl_release_sample(&ad, b, more[0], T0, &(sl_sample_t){MS, false}, &d, NULL),
+                     SL_OK);
+    assert_int_equal(sl_limit_now(&ad, b), 4); /* a busy window: + 1 */
+    acquire_n(&ad, b, 2, T0, ids);
+    assert_int_equal(sl_state_convert(&ad, b, &fixed, c, T0), SL_OK);
+    assert_int_equal(sl_state_check(&fixed, c), SL_OK);
+    assert_int_equal(sl_in_flight(&fixed, c, T0), 2);
+    assert_int_equal(sl_state_convert(&ad, b, &narrow, n, T0), SL_OK);
+    assert_int_equal(sl_state_check(&narrow, n), SL_OK);
+    assert_int_equal(sl_limit_now(&narrow, n), 2); /* 4 clamped to max_limit 2 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aimd_window),    cmocka_unit_test(test_aimd_timeout_floor),
         cmocka_unit_test(test_silent_release), cmocka_unit_test(test_vegas_steps),
         cmocka_unit_test(test_prepare_bounds), cmocka_unit_test(test_ruledef),
+        cmocka_unit_test(test_convert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
