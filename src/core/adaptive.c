@@ -142,7 +142,7 @@ int adaptive_prepare(sl_rule_t *rule, bool holds)
         !option_ok(&a.timeout_ns, row->opts & ADAPTIVE_OPT_TIMEOUT, SL_ADAPTIVE_TIMEOUT_DEFAULT_NS,
                    SL_WINDOW_MIN_NS, SL_ADAPTIVE_LATENCY_MAX_NS) ||
         !option_ok(&a.probe, row->opts & ADAPTIVE_OPT_PROBE, SL_ADAPTIVE_PROBE_DEFAULT,
-                   VEGAS_DRAIN + 2, 1000))
+                   VEGAS_DRAIN + 3, 1000))
         return SL_EADAPTIVE;
     rule->adaptive = a;
     return SL_OK;

@@ -8,7 +8,7 @@
  *   max_limit         integer, at least the limit, at most 4096
  *   backoff           aimd: percent of the limit kept on a drop, 1..99 (default 90)
  *   latency_timeout   aimd: a duration; a release slower than it counts as a drop (default 5s)
- *   probe             vegas: windows between probes of the least latency, 4..1000 (default 30)
+ *   probe             vegas: windows between probes of the least latency, 5..1000 (default 30)
  */
 #include <stdio.h>
 #include <string.h>
@@ -63,8 +63,8 @@ int rd_adaptive_problem(const ruledef_t *def, const bool given[RD_ADAPTIVE_FIELD
     *field = a->backoff_pct != 0 && (a->backoff_pct < 1 || a->backoff_pct > 99) ? 3 : 5;
     if (*field == 3)
         return snprintf(why, cap, "must be a percent within 1..99"), 1;
-    if (a->probe != 0 && (a->probe < 4 || a->probe > 1000))
-        return snprintf(why, cap, "must be within 4..1000"), 1;
+    if (a->probe != 0 && (a->probe < 5 || a->probe > 1000))
+        return snprintf(why, cap, "must be within 5..1000"), 1;
     *field = 4;
     if (a->timeout_ns != 0 &&
         (a->timeout_ns < SL_WINDOW_MIN_NS || a->timeout_ns > SL_ADAPTIVE_LATENCY_MAX_NS ||

@@ -390,6 +390,29 @@ void rs_module_args(args_t *a, const pending_t *p)
     }
 }
 
+/* An adaptive limit for a script (args.lua): adaptive alg min max backoff timeout_us probe, its
+ * options resolved (0 where the algorithm reads none); and a release's sample latency_us (-1:
+ * none) dropped. */
+static void lua_adaptive_args(args_t *a, const pending_t *p)
+{
+    const sl_adaptive_t *ad = &p->rule.adaptive;
+    const adaptive_algorithm_t *row = adaptive_row((uint64_t)(unsigned)ad->algorithm);
+    if (row == NULL)
+        return;
+    arg_str(a, "adaptive", 8);
+    arg_str(a, row->name, strlen(row->name));
+    arg_i64(a, ad->min_limit);
+    arg_i64(a, ad->max_limit);
+    arg_i64(a, ad->backoff_pct);
+    arg_i64(a, ad->timeout_ns / SL_NS_PER_US);
+    arg_i64(a, ad->probe);
+    if (p->op == OP_RELEASE && p->sampled) {
+        arg_str(a, "sample", 6);
+        arg_i64(a, p->sample.latency_ns >= 0 ? p->sample.latency_ns / SL_NS_PER_US : -1);
+        arg_i64(a, p->sample.dropped ? 1 : 0);
+    }
+}
+
 /* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
  * actual charged_us|now; then closed_from us when p is sent with a closed start (the module's
  * millisecond: the same instant in both modes) */
@@ -400,4 +423,5 @@ void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool
         arg_str(a, "closed_from", 11);
         arg_i64(a, p->closed_ms * (SL_NS_PER_MS / SL_NS_PER_US));
     }
+    lua_adaptive_args(a, p);
 }

@@ -640,9 +640,6 @@ static void send_dropped(redis_store_t *s, pending_t *p, const char *msg)
 static const char *unfit(const sl_rule_t *rule, redis_mode_t mode)
 {
     int64_t unit = mode == REDIS_MODE_MODULE ? SL_NS_PER_MS : SL_NS_PER_US;
-    if (mode != REDIS_MODE_MODULE && rule->adaptive.algorithm != SL_ADAPTIVE_NONE) {
-        return "the redis store (Lua) cannot keep an adaptive limit yet: load sluice.so";
-    }
     if (rule->window_ns % unit == 0 && rule->max_delay_ns % unit == 0) {
         return NULL;
     }

@@ -142,7 +142,7 @@ static void sequence(uint64_t seed, long c)
                         .min_limit = prng_range(&r, 1, rule.limit),
                         .max_limit = prng_range(&r, rule.limit, MAX_LIMIT)};
     if (rule.adaptive.algorithm == SL_ADAPTIVE_VEGAS)
-        rule.adaptive.probe = prng_range(&r, 4, 10);
+        rule.adaptive.probe = prng_range(&r, 5, 10);
     else
         rule.adaptive.timeout_ns = prng_range(&r, 1, 100) * MS;
     if (sl_rule_prepare(&rule) != SL_OK) {

@@ -157,8 +157,8 @@ static void test_prepare_bounds(void **cm)
     assert_int_equal(sl_rule_prepare(&t), SL_EADAPTIVE);
     t.adaptive = (sl_adaptive_t){SL_ADAPTIVE_AIMD, 1, 20, 0, 0, 30};
     assert_int_equal(sl_rule_prepare(&t), SL_EADAPTIVE); /* probe is vegas's */
-    t.adaptive = (sl_adaptive_t){SL_ADAPTIVE_VEGAS, 1, 20, 0, 0, 3};
-    assert_int_equal(sl_rule_prepare(&t), SL_EADAPTIVE); /* probe under 4 */
+    t.adaptive = (sl_adaptive_t){SL_ADAPTIVE_VEGAS, 1, 20, 0, 0, 4};
+    assert_int_equal(sl_rule_prepare(&t), SL_EADAPTIVE); /* probe under 5 */
     sl_rule_init(&t, SL_GCRA, 10, SEC);
     t.adaptive = (sl_adaptive_t){SL_ADAPTIVE_AIMD, 1, 20, 0, 0, 0};
     assert_int_equal(sl_rule_prepare(&t), SL_EADAPTIVE);

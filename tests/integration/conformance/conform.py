@@ -445,6 +445,30 @@ def adaptive_steps():
     ]
 
 
+def adaptive_rounds(rule, rounds, seed):
+    """Rounds of acquires (8 each: those past the limit refused) and their releases, with
+    latencies that grow with the holds in flight past 5 and a drop now and then, so that the
+    limit grows, shrinks and (Vegas) probes; every answer compared, none predicted."""
+    rng = random.Random(seed)
+    k, steps, n = "%s:r" % rule, [], 0
+    for r in range(rounds):
+        first = n
+        for _ in range(8):
+            steps.append(acquire(rule, k))
+            n += 1
+        for i in range(first, n):
+            busy = n - i
+            lat = 10 + (busy - 5) * 3 if busy > 5 else 10
+            pick = rng.randrange(10)
+            more = (["DROPPED"] if pick == 0 else [] if pick == 1 else
+                    ["LATENCY", "%dus" % (lat * 1000 + rng.randrange(999))])
+            steps.append(release(rule, k, i, "resp", *more))
+        steps.append(R("SL.PEEK", rule, k))
+        if r % 5 == 4:
+            steps.append(T(1000))
+    return steps
+
+
 def adaptive_argument_steps():
     """What every store answers alike about adaptive limits: bad LATENCY and latency_ms refused
     before any store is asked, and a fixed limit that takes a sample and stays."""
@@ -468,7 +492,9 @@ SCENARIOS += [("inline rules", False, inline_steps()), ("overrides", False, over
               ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx")),
               ("in-flight holds", False, holds_steps()),
               ("adaptive limit", False, adaptive_steps()),
-              ("adaptive limit arguments", False, adaptive_argument_steps())]
+              ("adaptive limit arguments", False, adaptive_argument_steps()),
+              ("adaptive rounds aimd", False, adaptive_rounds("ada", 30, 1)),
+              ("adaptive rounds vegas", False, adaptive_rounds("adv", 40, 2))]
 
 
 # ---- random sequences ------------------------------------------------------------------------
@@ -517,12 +543,7 @@ def random_steps(rng, n, tag):
 # Answers that differ today for a reason a store must fix (test_store_conformance.sh's header
 # would name each). A known step that answers alike fails too, so that the list stays true.
 # (scenario, step index): (stores that differ, why)
-# The Lua scripts keep no adaptive limit yet: the Redis store refuses such a rule there, so its
-# on_store_error (allow) answers: every acquire and peek differs, the releases answer OK as the
-# others do, but the release of a hold released before (step 15), which the others refuse.
-KNOWN = {("adaptive limit", i): (["lua"], "the Lua scripts keep no adaptive limit yet: the "
-                                           "store refuses the rule; on_store_error answers")
-         for i, s in enumerate(adaptive_steps()) if s[0] != "release" or i == 15}
+KNOWN = {}
 
 
 # ---- running ---------------------------------------------------------------------------------
