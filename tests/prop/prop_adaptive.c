@@ -4,17 +4,17 @@
  * grows past a capacity knee; the knee moved mid-run) and over random release sequences:
  *
  *   settles   the limit's mean over the last third of the first phase is within +-25 % of the
- *             knee (offered loads 1.5x to 6x the capacity; knees 40..400: Vegas keeps a queue
+ *             knee (offered loads 1.5x to 4x the capacity; knees 40..200: Vegas keeps a queue
  *             of 3 to 6 units at these sizes, so a knee below about 30 settles higher)
  *   recovers  and over the last third of the second phase, after the knee moved (up or down,
- *             to 40..400), within +-25 % of the new knee
+ *             to 40..200), within +-25 % of the new knee
  *   bounds    every limit the simulation sees, and every limit after a random release, is
  *             within [min_limit, max_limit], and the state always checks
  *   silent    a release without a latency or a drop, one of a hold the key does not hold, and
  *             a release with no sample at all leave the limit and the adaptive bytes unchanged
  *   same      two states fed the same samples at the same times hold the same bytes
  *
- * Environment: SLUICE_SEED, SLUICE_PROP_CASES (default 24 simulations, 400 sequences).
+ * Environment: SLUICE_SEED, SLUICE_PROP_CASES (default 16 simulations, 400 sequences).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -81,15 +81,15 @@ static void simulation(uint64_t seed, long c)
 {
     prng_t r = prop_case_prng(seed, 1, c);
     sl_adaptive_algorithm_t alg = c % 2 == 0 ? SL_ADAPTIVE_AIMD : SL_ADAPTIVE_VEGAS;
-    sim_cfg_t cfg = {.knee = prng_range(&r, 40, 400), .knee2 = prng_range(&r, 40, 400)};
+    sim_cfg_t cfg = {.knee = prng_range(&r, 40, 200), .knee2 = prng_range(&r, 40, 200)};
     cfg.base_ns = prng_range(&r, 2, 20) * MS;
-    int64_t phase_ns = 1500 * cfg.base_ns; /* enough windows for AIMD's +1 from 20 to 400 */
+    int64_t phase_ns = 1000 * cfg.base_ns; /* enough windows for AIMD's +1 from 20 to 200 */
     cfg.move_ns = phase_ns;
     cfg.end_ns = 2 * phase_ns;
     cfg.every_ns = cfg.base_ns * 5;
     cfg.seed = prng_next(&r);
     int64_t cap = cfg.knee > cfg.knee2 ? cfg.knee : cfg.knee2;
-    int64_t load_pct = prng_range(&r, 150, 600);
+    int64_t load_pct = prng_range(&r, 150, 400);
     cfg.gap_ns = cfg.base_ns * 100 / (load_pct * cap);
     cfg.gap_ns = cfg.gap_ns < 1 ? 1 : cfg.gap_ns;
     cfg.deadline_ns = alg == SL_ADAPTIVE_AIMD ? cfg.base_ns * 12 / 10 : 0;
@@ -198,7 +198,7 @@ static void sequence(uint64_t seed, long c)
 int main(void)
 {
     uint64_t seed = prop_seed();
-    long sims = prop_env_long("SLUICE_PROP_CASES", 24);
+    long sims = prop_env_long("SLUICE_PROP_CASES", 16);
     long seqs = prop_env_long("SLUICE_PROP_CASES", 400);
     printf("prop_adaptive: seed %" PRIu64 "\n", seed);
     for (long c = 0; c < sims; c++)
