@@ -718,6 +718,10 @@ bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
     if (d->allowed || d->retry_after_ns >= 0) {
         return false;
     }
+    if (req->rule.adaptive.algorithm != SL_ADAPTIVE_NONE &&
+        req->cost <= req->rule.adaptive.max_limit) {
+        return false; /* past the limit now, which may grow: a refusal (retry_after -1), not this */
+    }
     char label[THROTTLE_LABEL_MAX];
     throttle_rule_label(&req->rule, label);
     fail(err, "ERR cost %lld exceeds what %s can ever admit (%lld per window)",

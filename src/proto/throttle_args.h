@@ -203,6 +203,8 @@ void throttle_rule_label(const sl_rule_t *rule, char label[THROTTLE_LABEL_MAX]);
  * SL.THROTTLE answers a cost that the rule can never admit (a decision rejected with
  * retry_after -1) with an error rather than a reply. Returns true and writes that error to err
  * when `d` is such a decision; false otherwise. CL.THROTTLE replies instead (redis-cell does).
+ * A cost past an adaptive limit but within its max_limit is no such cost (the limit may grow):
+ * the refusal is replied, its retry_after -1.
  */
 bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
                           char err[THROTTLE_ERR_MAX]);

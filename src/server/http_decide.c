@@ -153,6 +153,13 @@ static bool job_respond_problem(job_t *j)
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
             int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
+            if (j->rules[i]->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE) {
+                job_problem(j, 400,
+                            "%scost %lld exceeds what rule '%s' admits at once now (its adaptive "
+                            "limit is %lld)",
+                            where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
+                return true;
+            }
             job_problem(j, 400,
                         "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                         where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);

@@ -95,6 +95,13 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
     if (ed != NULL && ed->never && !ed->blocked) {
         char label[ENGINE_LABEL_MAX];
         engine_rule_label(rs, label);
+        if (rs->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE) { /* it may grow: not "ever" */
+            resp_add_error(b,
+                           "ERR cost %lld exceeds what %s admits at once now (its adaptive limit "
+                           "is %lld)",
+                           (long long)cost, label, (long long)ed->d.limit);
+            return true;
+        }
         resp_add_error(b, "ERR cost %lld exceeds what %s can ever admit (%lld %s)", (long long)cost,
                        label, (long long)ed->d.limit,
                        sl_rule_holds(&rs->def.rule) ? "at once" : "per window");

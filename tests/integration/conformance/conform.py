@@ -441,7 +441,8 @@ def adaptive_steps():
         release("ada", k, 11, "resp", "LATENCY", 5, "DROPPED"), R("SL.PEEK", "ada", k),  # 3
         acquire("ada", k), acquire("ada", k),  # 12, 13
         release("ada", k, 12, "resp", "LATENCY", 30), release("ada", k, 13, "http", {}),
-        R("SL.PEEK", "ada", k),
+        R("SL.PEEK", "ada", k), acquire("ada", k, "COST", 4),  # over the limit now, not max
+        hacquire({"rule": "ada", "key": k, "cost": 4}), acquire("ada", k, "COST", 7),
     ]
 
 
