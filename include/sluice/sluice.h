@@ -92,6 +92,8 @@ enum sl_error {
                            expired or already released; nothing changed */
     SL_EHOLDTIME = -19, /* a hold's timeout must be within [1 ms, the rule's hold timeout] */
     SL_ENOHOLDS = -20,  /* acquire or release on a rule whose algorithm holds nothing */
+    SL_EADAPTIVE = -21, /* an adaptive limit needs a concurrency rule and 1 <= min_limit <= limit
+                           <= max_limit <= SL_HOLDS_MAX, its options within their bounds */
 };
 
 /* Returns a static, human-readable description of an SL_E* code ("unknown error" otherwise). */
@@ -115,6 +117,41 @@ SL_API const char *sl_algorithm_name(sl_algorithm_t algorithm);
 /* Parses an algorithm name (exactly as sl_algorithm_name() spells it) of `len` bytes.
  * Returns SL_OK and sets *out, or SL_EALGORITHM. */
 SL_API int sl_algorithm_parse(const char *name, size_t len, sl_algorithm_t *out);
+
+/* How a concurrency rule's limit adapts to what releases report (sl_adaptive_t.algorithm). */
+typedef enum sl_adaptive_algorithm {
+    SL_ADAPTIVE_NONE = 0,  /* the limit is fixed */
+    SL_ADAPTIVE_AIMD = 1,  /* +1 when busy and fine, times backoff on a drop or a slow release */
+    SL_ADAPTIVE_VEGAS = 2, /* from the queue latency shows: latency over the least seen */
+} sl_adaptive_algorithm_t;
+
+#define SL_ADAPTIVE_BACKOFF_DEFAULT    90 /* aimd: percent of the limit kept on a drop */
+#define SL_ADAPTIVE_TIMEOUT_DEFAULT_NS (INT64_C(5000) * 1000000) /* aimd: slower = a drop */
+#define SL_ADAPTIVE_PROBE_DEFAULT      30                        /* vegas: windows between probes */
+#define SL_ADAPTIVE_LATENCY_MAX_NS     (INT64_C(3600) * SL_NS_PER_SEC) /* a sample's latency cap */
+
+/*
+ * An adaptive limit (concurrency only): the limit starts at the rule's limit and moves within
+ * [min_limit, max_limit] from the samples releases report (sl_release_sample()). All zero: a
+ * fixed limit. Options at 0 take their defaults.
+ */
+typedef struct sl_adaptive {
+    sl_adaptive_algorithm_t algorithm;
+    int64_t min_limit;   /* least limit, >= 1 and <= the rule's limit */
+    int64_t max_limit;   /* greatest limit, >= the rule's limit, <= SL_HOLDS_MAX: the key's
+                            state has room for this many holds */
+    int64_t backoff_pct; /* aimd: on a drop the limit becomes limit * backoff_pct / 100,
+                            rounded down; 1..99, 0 = SL_ADAPTIVE_BACKOFF_DEFAULT */
+    int64_t timeout_ns;  /* aimd: a latency above this counts as a drop; 0 = 5 s */
+    int64_t probe;       /* vegas: every `probe` windows (of `limit` samples each) the least
+                            latency is measured afresh; 1..1000, 0 = SL_ADAPTIVE_PROBE_DEFAULT */
+} sl_adaptive_t;
+
+/* What a release reports about the work its hold stood for (sl_release_sample()). */
+typedef struct sl_sample {
+    int64_t latency_ns; /* how long the work took, ns; < 0: not reported */
+    bool dropped;       /* the work was dropped or timed out */
+} sl_sample_t;
 
 /*
  * A rule: the parameters of one limit. Fill the public fields (or call sl_rule_init()), then
@@ -141,6 +178,10 @@ typedef struct sl_rule {
     int64_t bucket_ns;    /* sliding_buckets: G = W / buckets, ns */
     int64_t capacity;     /* units a fresh key admits at once: N, B or B + 1 (the reply's limit) */
     uint32_t state_size;  /* bytes of per-key state, see sl_state_size() */
+
+    /* set by the caller, as the fields above derived ones (last, so that their offsets stay
+       those of the rules made before it): */
+    sl_adaptive_t adaptive; /* concurrency: a limit that adapts; all zero = fixed */
 } sl_rule_t;
 
 /* Fills *rule with the algorithm, limit and window, burst, buckets and max_debt at SL_DEFAULT,
@@ -334,6 +375,20 @@ SL_API int sl_acquire_reserved(const sl_rule_t *rule, void *state, int64_t cost,
  */
 SL_API int sl_release(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
                       sl_decision_t *out, sl_hold_t *released);
+
+/*
+ * sl_release() that also reports how the hold's work went: when the hold is live and the rule's
+ * limit adapts (rule->adaptive), the sample moves the key's limit within [min_limit,
+ * max_limit], deterministically from the key's state, the sample and the units in flight. A
+ * sample with neither a latency nor dropped, a NULL sample, a fixed limit or a release that
+ * frees nothing (SL_EHOLD) leave the limit as it was: one hold, at most one sample. Returns what
+ * sl_release() returns, or SL_EINVAL for a latency above SL_ADAPTIVE_LATENCY_MAX_NS.
+ */
+SL_API int sl_release_sample(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
+                             const sl_sample_t *sample, sl_decision_t *out, sl_hold_t *released);
+
+/* The key's limit now: the adaptive limit of a rule whose limit adapts, else the capacity. */
+SL_API int64_t sl_limit_now(const sl_rule_t *rule, const void *state);
 
 /* Whether the rule's algorithm holds units (sl_acquire() and sl_release() apply to it). */
 SL_API bool sl_rule_holds(const sl_rule_t *rule);
@@ -616,6 +671,10 @@ SL_API int sl_table_acquire_reserved(sl_table_t *table, const void *key, size_t 
                                      sl_decision_t *out, sl_hold_t *hold);
 SL_API int sl_table_release(sl_table_t *table, const void *key, size_t key_len, uint64_t id,
                             int64_t now_ns, sl_decision_t *out, sl_hold_t *released);
+/* sl_table_release() with a sample for an adaptive limit (sl_release_sample()). */
+SL_API int sl_table_release_sample(sl_table_t *table, const void *key, size_t key_len, uint64_t id,
+                                   int64_t now_ns, const sl_sample_t *sample, sl_decision_t *out,
+                                   sl_hold_t *released);
 
 /* One request of an all-or-nothing decision: the caller fills table, key, key_len and cost; the
  * call fills status and decision. */

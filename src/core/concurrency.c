@@ -12,8 +12,9 @@
  *                  first acquire (0 until then)
  *  16  seq         ids issued on the key: the next id is the permutation of seq + 1
  *  24  count, held the holds in the array (uint32) and the units they hold (uint32)
- *  32  reserved    16 bytes, zero: room for an adaptive limit (its current limit and estimator)
- *                  in the same key's state, N being then its max_limit
+ *  32  adaptive    16 bytes: the key's adaptive limit and its estimator (adaptive.h); zero
+ *                  for a fixed limit. With an adaptive limit N is its max_limit (the room for
+ *                  holds) and the limit a decision checks is the one these bytes hold (L <= N)
  *  48  holds       count holds of 16 bytes, sorted by expiry (ties: in the order they came):
  *                  expires_ns (int64) and tag (uint64) = id << 16 | cost, with id < 2^48 and
  *                  1 <= cost <= 65535
@@ -48,8 +49,10 @@
  * 1 expiring with the last of them (their units stay held at least as long; their ids no longer
  * release).
  */
+#include <stddef.h>
 #include <string.h>
 
+#include "core/adaptive.h"
 #include "core/core.h"
 
 #define HDR_BYTES  48
@@ -66,7 +69,7 @@ typedef struct hdr {
     uint64_t seq;
     uint32_t count;
     uint32_t held;
-    unsigned char reserved[16];
+    unsigned char adaptive[ADAPTIVE_BYTES];
 } hdr_t;
 
 typedef struct hold {
@@ -75,6 +78,7 @@ typedef struct hold {
 } hold_t;
 
 _Static_assert(sizeof(hdr_t) == HDR_BYTES, "header layout");
+_Static_assert(offsetof(hdr_t, adaptive) == CORE_HOLDS_ADAPTIVE_AT, "adaptive bytes");
 _Static_assert(sizeof(hold_t) == HOLD_BYTES, "hold layout");
 
 static unsigned char *hold_at(void *state, uint32_t i)
@@ -114,6 +118,18 @@ static hdr_t hdr_get(const void *state)
 static void hdr_set(void *state, const hdr_t *h)
 {
     memcpy(state, h, sizeof *h);
+}
+
+/* The holds the state has room for (N): the rule's limit, or its adaptive max_limit. */
+static int64_t slots(const sl_rule_t *rule)
+{
+    return adaptive_slots(rule);
+}
+
+/* The limit a decision checks now (L): the rule's, or the key's adaptive limit. */
+static int64_t limit_now(const sl_rule_t *rule, const hdr_t *h)
+{
+    return adaptive_limit(rule, h->adaptive);
 }
 
 /* The id of sequence number seq under the key's secret: a permutation of [0, 2^48). */
@@ -190,12 +206,13 @@ static void remove_at(void *state, hdr_t *h, uint32_t i)
 static int64_t wait_for(const sl_rule_t *rule, const void *state, const hdr_t *h, uint32_t live,
                         int64_t u, int64_t cost, int64_t now_ns)
 {
-    if (cost > rule->limit)
+    int64_t limit = limit_now(rule, h);
+    if (cost > limit)
         return -1;
     for (uint32_t i = live; i < h->count; i++) {
         hold_t x = hold_get(state, i);
         u -= hold_cost(x);
-        if (cost <= rule->limit - u)
+        if (cost <= limit - u)
             return x.expires_ns - now_ns;
     }
     return 0; /* not reached: with every hold expired, a cost <= N fits */
@@ -205,7 +222,8 @@ static int64_t wait_for(const sl_rule_t *rule, const void *state, const hdr_t *h
 static void report(const sl_rule_t *rule, const void *state, const hdr_t *h, int64_t u,
                    int64_t now_ns, sl_decision_t *out)
 {
-    out->remaining = max_i64(rule->limit - u, 0);
+    out->limit = limit_now(rule, h);
+    out->remaining = max_i64(out->limit - u, 0);
     out->reset_after_ns =
         u > 0 && h->count > 0 ? hold_get(state, h->count - 1).expires_ns - now_ns : 0;
 }
@@ -234,8 +252,7 @@ static void admit(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold
     now_ns = max_i64(now_ns, h.latest_ns);
     uint32_t live = first_live(state, &h, now_ns);
     int64_t u = (int64_t)h.held - units_before(state, live);
-    out->limit = rule->capacity;
-    if (cost > rule->limit - u) {
+    if (cost > limit_now(rule, &h) - u) {
         decision_reject(out, wait_for(rule, state, &h, live, u, cost, now_ns));
         report(rule, state, &h, u, now_ns, out);
         return;
@@ -268,7 +285,7 @@ static void concurrency_acquire(const sl_rule_t *rule, void *state, int64_t cost
 }
 
 static int concurrency_release(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
-                               sl_decision_t *out, int64_t *expired)
+                               const sl_sample_t *sample, sl_decision_t *out, int64_t *expired)
 {
     hdr_t h = hdr_get(state);
     now_ns = max_i64(now_ns, h.latest_ns);
@@ -278,10 +295,11 @@ static int concurrency_release(const sl_rule_t *rule, void *state, uint64_t id, 
     for (uint32_t i = live; issued && i < h.count && found == h.count; i++)
         found = hold_id(hold_get(state, i)) == id ? i : found;
     int rc = SL_OK;
-    out->limit = rule->capacity;
     if (found == h.count) {
         rc = SL_EHOLD; /* unknown, expired or released: nothing changes */
     } else {
+        /* the sample moves the limit with the units in flight as the work ran (this hold's too) */
+        adaptive_update(rule, h.adaptive, (int64_t)h.held - units_before(state, live), sample);
         remove_at(state, &h, found);
         *expired = drop_expired(state, &h, live);
         h.latest_ns = now_ns;
@@ -319,14 +337,14 @@ static int64_t concurrency_debt(const sl_rule_t *rule, const void *state, int64_
     hdr_t h = hdr_get(state);
     uint32_t live;
     int64_t u = live_units(state, &h, &now_ns, &live);
-    bool room = h.count - live < (uint32_t)rule->limit;
+    bool room = h.count - live < (uint32_t)slots(rule);
     /* No free slot: a charge would have to join a live hold, whose id would then free the
      * charged units too. Reported as more than can be recorded, so it is refused unless max_debt
      * is all (SL_COUNT_MAX), as is a cost past what one hold records. A cost of 0 charges
      * nothing: what the key owes now. */
     if ((!room && cost > 0) || cost > COST_MAX)
         return SL_COUNT_MAX;
-    return max_i64(sat_count(u, cost) - rule->limit, 0);
+    return max_i64(sat_count(u, cost) - limit_now(rule, &h), 0);
 }
 
 static void concurrency_charge(const sl_rule_t *rule, void *state, int64_t cost, int64_t now_ns)
@@ -336,7 +354,7 @@ static void concurrency_charge(const sl_rule_t *rule, void *state, int64_t cost,
     live_units(state, &h, &now_ns, &live);
     drop_expired(state, &h, live);
     int64_t until = now_ns + rule->window_ns;
-    if (h.count < (uint32_t)rule->limit) {
+    if (h.count < (uint32_t)slots(rule)) {
         insert(state, &h, (hold_t){until, ID_CHARGED << 16 | (uint64_t)min_i64(cost, COST_MAX)});
     } else {
         /* Only with max_debt all (concurrency_debt): the units join the hold that expires last,
@@ -364,8 +382,9 @@ static void concurrency_convert(const sl_rule_t *from, const void *from_state, c
     hdr_t o = h;
     o.count = 0;
     o.held = 0;
-    if (n > (uint32_t)to->limit) { /* the first ones merge into one hold of id 0 */
-        merged = n - (uint32_t)to->limit + 1;
+    adaptive_convert(to, o.adaptive);
+    if (n > (uint32_t)slots(to)) { /* the first ones merge into one hold of id 0 */
+        merged = n - (uint32_t)slots(to) + 1;
         int64_t units = units_before(from_state, live + merged) - units_before(from_state, live);
         hold_t last = hold_get(from_state, live + merged - 1);
         insert(to_state, &o,
@@ -379,9 +398,8 @@ static void concurrency_convert(const sl_rule_t *from, const void *from_state, c
 static bool concurrency_valid(const sl_rule_t *rule, const void *state)
 {
     hdr_t h = hdr_get(state);
-    static const unsigned char zero[16];
-    if (h.latest_ns < 0 || h.latest_ns > SL_NOW_MAX_NS || h.count > (uint64_t)rule->limit ||
-        h.seq > ID_MASK || memcmp(h.reserved, zero, sizeof zero) != 0)
+    if (h.latest_ns < 0 || h.latest_ns > SL_NOW_MAX_NS || h.count > (uint64_t)slots(rule) ||
+        h.seq > ID_MASK || !adaptive_valid(rule, h.adaptive))
         return false;
     int64_t sum = 0, prev = 0;
     for (uint32_t i = 0; i < h.count; i++) {
@@ -392,7 +410,7 @@ static bool concurrency_valid(const sl_rule_t *rule, const void *state)
         prev = x.expires_ns;
         sum += hold_cost(x);
     }
-    for (uint32_t i = h.count; i < (uint32_t)rule->limit; i++) {
+    for (uint32_t i = h.count; i < (uint32_t)slots(rule); i++) {
         hold_t x = hold_get(state, i);
         if (x.expires_ns != 0 || x.tag != 0)
             return false; /* free slots are zero: one state, one byte string */
@@ -402,20 +420,25 @@ static bool concurrency_valid(const sl_rule_t *rule, const void *state)
 
 static bool concurrency_is_fresh(const sl_rule_t *rule, const void *state, int64_t now_ns)
 {
-    (void)rule;
     hdr_t h = hdr_get(state);
-    return h.count == 0 || hold_get(state, h.count - 1).expires_ns <= max_i64(now_ns, h.latest_ns);
+    now_ns = max_i64(now_ns, h.latest_ns);
+    /* An adaptive limit is kept while the key is in use: until one hold timeout after its last
+     * write, so a key that idles between bursts keeps what it learnt. */
+    if (rule->adaptive.algorithm != SL_ADAPTIVE_NONE && now_ns < h.latest_ns + rule->window_ns)
+        return false;
+    return h.count == 0 || hold_get(state, h.count - 1).expires_ns <= now_ns;
 }
 
 static uint32_t concurrency_state_size(const sl_rule_t *rule)
 {
-    return (uint32_t)(HDR_BYTES + HOLD_BYTES * rule->limit);
+    return (uint32_t)(HDR_BYTES + HOLD_BYTES * slots(rule));
 }
 
-/* Holds are absolute times: the layout depends on N alone. */
+/* Holds are absolute times: the layout depends on N alone, and the adaptive bytes on the
+ * adaptive limit's parameters. */
 static bool concurrency_same_meaning(const sl_rule_t *a, const sl_rule_t *b)
 {
-    return a->limit == b->limit;
+    return slots(a) == slots(b) && adaptive_same(a, b);
 }
 
 static int64_t concurrency_in_flight(const sl_rule_t *rule, const void *state, int64_t now_ns)

@@ -113,9 +113,10 @@ typedef struct algorithm_variable {
  *                         (*hold: id, until_ns, and expired, the holds it found expired and
  *                         dropped); entropy keys the key's ids when it has none yet. Writes
  *                         only when it admits a cost > 0; *hold untouched otherwise.
- *   release(rule, state, id, now_ns, out, expired)
- *                         frees the live hold `id` (SL_OK, *expired the holds dropped with it)
- *                         or returns SL_EHOLD and writes nothing; *out a peek after.
+ *   release(rule, state, id, now_ns, sample, out, expired)
+ *                         frees the live hold `id` (SL_OK, *expired the holds dropped with it;
+ *                         the sample, may be NULL, moves an adaptive limit) or returns SL_EHOLD
+ *                         and writes nothing; *out a peek after.
  *   in_flight(rule, state, now_ns)
  *                         the units live holds hold at now_ns.
  */
@@ -123,11 +124,14 @@ typedef struct algorithm_variable {
  * *out_ns, or SL_EHOLDTIME outside [1 ms, window_ns]. */
 int core_hold_time(const sl_rule_t *rule, int64_t hold_ns, int64_t *out_ns);
 
+/* Where in a holding algorithm's state its adaptive bytes are (adaptive.h; concurrency.c). */
+#define CORE_HOLDS_ADAPTIVE_AT 32
+
 typedef struct algorithm_holds {
     void (*acquire)(const sl_rule_t *rule, void *state, int64_t cost, int64_t hold_ns,
                     int64_t now_ns, uint64_t entropy, sl_decision_t *out, sl_hold_t *hold);
     int (*release)(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
-                   sl_decision_t *out, int64_t *expired);
+                   const sl_sample_t *sample, sl_decision_t *out, int64_t *expired);
     int64_t (*in_flight)(const sl_rule_t *rule, const void *state, int64_t now_ns);
 } algorithm_holds_t;
 

@@ -145,6 +145,9 @@ const char *sl_strerror(int code)
         return "a hold's timeout must be between 1ms and the rule's hold_timeout";
     case SL_ENOHOLDS:
         return made(text_holds);
+    case SL_EADAPTIVE:
+        return "an adaptive limit needs a rule that holds units, 1 <= min_limit <= limit <= "
+               "max_limit <= 4096, and only its algorithm's options within their bounds";
     }
     return "unknown error";
 }

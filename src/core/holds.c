@@ -3,6 +3,9 @@
  * holds units (CORE_CAP_HOLDS, its ops' holds), checking the arguments once so the algorithm
  * need not. Pure over state and time, like every core file.
  */
+#include <string.h>
+
+#include "core/adaptive.h"
 #include "core/core.h"
 
 /* The holds of a prepared rule's algorithm; SL_EINVAL or SL_ENOHOLDS through *rc when none. */
@@ -59,13 +62,21 @@ int sl_acquire_reserved(const sl_rule_t *rule, void *state, int64_t cost, int64_
 int sl_release(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns, sl_decision_t *out,
                sl_hold_t *released)
 {
+    return sl_release_sample(rule, state, id, now_ns, NULL, out, released);
+}
+
+int sl_release_sample(const sl_rule_t *rule, void *state, uint64_t id, int64_t now_ns,
+                      const sl_sample_t *sample, sl_decision_t *out, sl_hold_t *released)
+{
     int rc;
     const algorithm_holds_t *h = holds_of(rule, state, out, &rc);
     if (h == NULL)
         return rc;
+    if (sample != NULL && sample->latency_ns > SL_ADAPTIVE_LATENCY_MAX_NS)
+        return SL_EINVAL;
     int64_t expired = 0;
     out->limit = rule->capacity;
-    rc = h->release(rule, state, id, core_clamp_now(now_ns), out, &expired);
+    rc = h->release(rule, state, id, core_clamp_now(now_ns), sample, out, &expired);
     if (released != NULL)
         *released = (sl_hold_t){id, 0, expired};
     return rc;
@@ -82,4 +93,15 @@ bool sl_rule_holds(const sl_rule_t *rule)
 {
     const core_algorithm_t *row = rule != NULL ? core_algorithm(rule->algorithm) : NULL;
     return row != NULL && row->ops->holds != NULL;
+}
+
+int64_t sl_limit_now(const sl_rule_t *rule, const void *state)
+{
+    if (rule == NULL)
+        return 0;
+    if (state == NULL || !sl_rule_holds(rule))
+        return rule->capacity;
+    unsigned char bytes[ADAPTIVE_BYTES];
+    memcpy(bytes, (const unsigned char *)state + CORE_HOLDS_ADAPTIVE_AT, sizeof bytes);
+    return adaptive_limit(rule, bytes);
 }

@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "core/adaptive.h"
 #include "core/core.h"
 
 /* Checks an optional parameter (burst, buckets, max_delay) against what the algorithm takes,
@@ -67,6 +68,8 @@ int sl_rule_prepare(sl_rule_t *rule)
         rc = check_param(&r.buckets, &row->buckets, &r, SL_EBUCKETS);
     if (rc == SL_OK)
         rc = check_param(&r.max_delay_ns, &row->max_delay, &r, SL_EDELAY);
+    if (rc == SL_OK)
+        rc = adaptive_prepare(&r, row->ops->holds != NULL);
     if (rc == SL_OK)
         rc = derive(&r, row);
     if (rc != SL_OK)

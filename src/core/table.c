@@ -1830,9 +1830,18 @@ int sl_table_acquire_reserved(sl_table_t *t, const void *key, size_t key_len, in
 int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id, int64_t now_ns,
                      sl_decision_t *out, sl_hold_t *released)
 {
+    return sl_table_release_sample(t, key, key_len, id, now_ns, NULL, out, released);
+}
+
+int sl_table_release_sample(sl_table_t *t, const void *key, size_t key_len, uint64_t id,
+                            int64_t now_ns, const sl_sample_t *sample, sl_decision_t *out,
+                            sl_hold_t *released)
+{
     int rc = holds_check(t, key, key_len, out);
     if (rc != SL_OK)
         return rc;
+    if (sample != NULL && sample->latency_ns > SL_ADAPTIVE_LATENCY_MAX_NS)
+        return SL_EINVAL;
     now_ns = core_clamp_now(now_ns);
     uint64_t h;
     unsigned char *entry;
@@ -1846,8 +1855,8 @@ int sl_table_release(sl_table_t *t, const void *key, size_t key_len, uint64_t id
         /* A key that holds nothing after the release stays until a reclaim drops it, as any
          * fresh key: dropping it here made the next acquire allocate and zero a whole state
          * (16 bytes per unit of the limit), 17x a gcra decision for a hot key's pair. */
-        rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, out,
-                                                &expired);
+        rc = core_ops(&t->rule)->holds->release(&t->rule, entry_state(t, entry), id, now_ns, sample,
+                                                out, &expired);
     }
     shard_unlock(s);
     if (released != NULL)

@@ -297,6 +297,7 @@ const rule_counters_t *engine_counters(const rule_state_t *rule, unsigned worker
 typedef struct engine_holds {
     int64_t in_flight;
     uint64_t expired, releases_refused;
+    int64_t limit_now; /* an adaptive rule: the limit of its latest hold decision; 0 none yet */
 } engine_holds_t;
 void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t *out);
 

@@ -49,6 +49,9 @@ void engine_decision_done(engine_worker_t *w, rule_state_t *rs, int st, engine_d
         hold_refused(w, rs, st, out);
         return;
     }
+    if (st == SL_OK && rs->t->rule.adaptive.algorithm != SL_ADAPTIVE_NONE && out->d.limit > 0) {
+        atomic_store_explicit(&rs->t->limit_now, out->d.limit, memory_order_relaxed);
+    }
     if (st == SL_OK && out->hold.expired > 0) {
         atomic_fetch_add_explicit(&c->holds_expired, (uint64_t)out->hold.expired,
                                   memory_order_relaxed);

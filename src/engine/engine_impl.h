@@ -40,6 +40,8 @@ struct rule_tables {
     watch_t *watch;                 /* named rules: what the console shows (held; NULL for
                                        inline rules) */
     _Atomic int refs;               /* rule states using these */
+    _Atomic int64_t limit_now;      /* an adaptive rule: the limit of the latest acquire or
+                                       release decided on it (the key it decided's); 0 none */
 };
 
 /* What a worker knows of one (rule, key)'s override. The slot is chosen by the rule's name

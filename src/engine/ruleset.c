@@ -237,6 +237,7 @@ void engine_rule_holds(const rule_state_t *rule, int64_t now_ns, engine_holds_t 
         out->expired += atomic_load_explicit(&c->holds_expired, memory_order_relaxed);
         out->releases_refused += atomic_load_explicit(&c->releases_refused, memory_order_relaxed);
     }
+    out->limit_now = atomic_load_explicit(&rule->t->limit_now, memory_order_relaxed);
     const request_store_ops_t *ops = rule->t->ops;
     if (ops != NULL && ops->rule_in_flight != NULL && rule->t->data != NULL) {
         out->in_flight = ops->rule_in_flight(rule->t->data, now_ns, NULL, 0, NULL);

@@ -629,12 +629,15 @@ static const char *acquire_step(const throttle_req_t *req, const key_state_t *ks
     return NULL;
 }
 
-/* SL.RELEASE's step on an open key: frees hold ID (sl_release()); a hold the key does not hold
- * is an error and writes nothing. */
+/* SL.RELEASE's step on an open key: frees hold ID (sl_release_sample(), with LATENCY_US and
+ * DROPPED for an adaptive limit); a hold the key does not hold is an error and writes nothing. */
 static const char *release_step(const throttle_req_t *req, const key_state_t *ks, int64_t now_ns,
                                 sl_decision_t *d, bool *write)
 {
-    int rc = sl_release(&req->rule, ks->state, (uint64_t)req->hold_id, now_ns, d, NULL);
+    sl_sample_t sample;
+    bool sampled = throttle_release_sample(req, &sample);
+    int rc = sl_release_sample(&req->rule, ks->state, (uint64_t)req->hold_id, now_ns,
+                               sampled ? &sample : NULL, d, NULL);
     if (rc == SL_EHOLD) {
         return "ERR " THROTTLE_NO_HOLD;
     }

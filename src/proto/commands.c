@@ -77,7 +77,12 @@ static const cmd_arg_t doc_acquire[] = {
     {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
     CMD_ARGS_END};
 static const cmd_arg_t doc_release[] = {
-    CMD_ARG_RULE, CMD_ARG_KEY, {"id", "integer", NULL, 0, NULL}, CMD_ARGS_END};
+    CMD_ARG_RULE,
+    CMD_ARG_KEY,
+    {"id", "integer", NULL, 0, NULL},
+    {"latency", "string", "LATENCY", CMD_ARG_OPTIONAL, NULL},
+    {"dropped", "pure-token", "DROPPED", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
 static const cmd_arg_t doc_cl_throttle[] = {CMD_ARG_KEY,
                                             {"max_burst", "integer", NULL, 0, NULL},
                                             {"count", "integer", NULL, 0, NULL},
@@ -226,7 +231,7 @@ const cmd_desc_t desc_sl_acquire = {
 };
 const cmd_desc_t desc_sl_release = {
     .name = "sl.release",
-    .arity = 4,
+    .arity = -4,
     .flags = CMD_WRITE,
     .summary = "Gives back the units of a hold by its id",
     .group = "module",

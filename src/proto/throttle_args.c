@@ -5,6 +5,7 @@
  */
 #include "proto/throttle_args.h"
 
+#include "core/adaptive.h"
 #include "core/algorithms.h"
 #include "proto/text.h"
 
@@ -130,6 +131,8 @@ static const extra_option_t acquire_options[] = {
 };
 static const extra_option_t release_options[] = {
     EXTRA("ID", hold_id, "id"),
+    EXTRA("LATENCY_US", latency_us, "latency_us"),
+    EXTRA("DROPPED", dropped, "dropped"),
     {NULL, 0, NULL},
 };
 
@@ -197,6 +200,10 @@ static int settle_given(throttle_req_t *out, char *err)
 static int hold_given(throttle_cmd_t cmd, throttle_req_t *out, char *err)
 {
     if (cmd == THROTTLE_SL_RELEASE) {
+        if (out->latency_us > SL_ADAPTIVE_LATENCY_MAX_NS / SL_NS_PER_US)
+            return fail(err, "ERR latency_us must be at most 3600000000 (an hour)");
+        if (out->dropped > 1)
+            return fail(err, "ERR dropped must be 0 or 1");
         return out->hold_id < 0 ? fail(err, "ERR SL.RELEASE needs ID") : 0;
     }
     if (out->hold_ms == 0) {
@@ -296,6 +303,12 @@ typedef enum rule_opt {
     OPT_COST,
     OPT_CLOSED_FROM,
     OPT_RESERVE,
+    OPT_ADAPTIVE, /* the adaptive limit's options, from here (a name, then numbers) */
+    OPT_MIN_LIMIT,
+    OPT_MAX_LIMIT,
+    OPT_BACKOFF,
+    OPT_LATENCY_TIMEOUT,
+    OPT_PROBE,
     OPT_COUNT
 } rule_opt_t;
 
@@ -310,6 +323,12 @@ static const struct {
     [OPT_COST] = {"COST", "cost"},
     [OPT_CLOSED_FROM] = {"CLOSED_FROM", "closed_from"},
     [OPT_RESERVE] = {"RESERVE", "reserve"},
+    [OPT_ADAPTIVE] = {"ADAPTIVE", "adaptive"},
+    [OPT_MIN_LIMIT] = {"MIN_LIMIT", "min_limit"},
+    [OPT_MAX_LIMIT] = {"MAX_LIMIT", "max_limit"},
+    [OPT_BACKOFF] = {"BACKOFF", "backoff"},
+    [OPT_LATENCY_TIMEOUT] = {"LATENCY_TIMEOUT", "latency_timeout"},
+    [OPT_PROBE] = {"PROBE", "probe"},
 };
 
 /* Why a command takes no COST, or NULL when it does. */
@@ -338,7 +357,8 @@ static const char *no_cost(throttle_cmd_t cmd)
 static int rule_option_set(rule_opt_t o, int64_t v, throttle_req_t *out, char *err)
 {
     sl_rule_t *p = &out->params;
-    if ((o == OPT_MAX_DELAY || o == OPT_CLOSED_FROM) && v > INT64_MAX / SL_NS_PER_MS)
+    if ((o == OPT_MAX_DELAY || o == OPT_CLOSED_FROM || o == OPT_LATENCY_TIMEOUT) &&
+        v > INT64_MAX / SL_NS_PER_MS)
         return fail(err, "ERR %s is out of range", rule_options[o].what); /* both become ns */
     switch (o) {
     case OPT_BURST:
@@ -362,6 +382,24 @@ static int rule_option_set(rule_opt_t o, int64_t v, throttle_req_t *out, char *e
     case OPT_RESERVE:
         out->reserve = v;
         break;
+    case OPT_ADAPTIVE:
+        p->adaptive.algorithm = (sl_adaptive_algorithm_t)v;
+        break;
+    case OPT_MIN_LIMIT:
+        p->adaptive.min_limit = v;
+        break;
+    case OPT_MAX_LIMIT:
+        p->adaptive.max_limit = v;
+        break;
+    case OPT_BACKOFF:
+        p->adaptive.backoff_pct = v;
+        break;
+    case OPT_LATENCY_TIMEOUT:
+        p->adaptive.timeout_ns = v * SL_NS_PER_MS;
+        break;
+    case OPT_PROBE:
+        p->adaptive.probe = v;
+        break;
     case OPT_COUNT:
         break;
     }
@@ -383,7 +421,14 @@ static int rule_option(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t i,
         cmd != THROTTLE_SL_ACQUIRE)
         return fail(err, "ERR RESERVE applies to SL.THROTTLE, SL.PEEK and SL.ACQUIRE only");
     int64_t v;
-    if (o == OPT_MAX_DELAY) { /* a duration, as the window */
+    sl_adaptive_algorithm_t alg;
+    if (o == OPT_ADAPTIVE) { /* a name */
+        char b[SHOW_BUF];
+        if (adaptive_parse(argv[i + 1].ptr, argv[i + 1].len, &alg) != SL_OK)
+            return fail(err, "ERR unknown adaptive algorithm '%s' (aimd, vegas)",
+                        show(&argv[i + 1], b));
+        v = (int64_t)alg;
+    } else if (o == OPT_MAX_DELAY || o == OPT_LATENCY_TIMEOUT) { /* a duration, as the window */
         if (duration_ms_arg(&argv[i + 1], rule_options[o].what, &v, err) != 0)
             return -1;
     } else if (!throttle_arg_i64(&argv[i + 1], &v)) {
@@ -683,6 +728,10 @@ bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
     if (d->allowed || d->retry_after_ns >= 0 || req->cost <= d->limit) {
         return false; /* within the capacity: never only for its RESERVE, a refusal */
     }
+    if (req->rule.adaptive.algorithm != SL_ADAPTIVE_NONE &&
+        req->cost <= req->rule.adaptive.max_limit) {
+        return false; /* past the limit now, which may grow: a refusal (retry_after -1), not this */
+    }
     char label[THROTTLE_LABEL_MAX];
     throttle_rule_label(&req->rule, label);
     fail(err, "ERR cost %lld exceeds what %s can ever admit (%lld per window)",
@@ -715,4 +764,11 @@ void throttle_reply_cl(const sl_decision_t *d, int64_t out[5])
     out[2] = d->remaining;
     out[3] = d->allowed ? -1 : throttle_cell_seconds(d->retry_after_ns);
     out[4] = throttle_cell_seconds(d->reset_after_ns);
+}
+
+bool throttle_release_sample(const throttle_req_t *req, sl_sample_t *out)
+{
+    *out = (sl_sample_t){req->latency_us >= 0 ? req->latency_us * SL_NS_PER_US : -1,
+                         req->dropped == 1};
+    return req->latency_us >= 0 || req->dropped == 1;
 }

@@ -16,7 +16,7 @@
  *   SL.ACQUIRE  key algorithm limit window_ms [COST n] [TIMEOUT ms]                  (module)
  *   (SL.THROTTLE, SL.PEEK and SL.ACQUIRE also take [RESERVE n]: the units a request of a lower
  *   priority must leave, sl_decide_reserved())
- *   SL.RELEASE  key algorithm limit window_ms ID id                                  (module)
+ *   SL.RELEASE  key algorithm limit window_ms ID id [LATENCY_US us] [DROPPED 0|1]    (module)
  *   CL.THROTTLE key max_burst count period_s [quantity]                 (redis-cell's command)
  *
  * Pure: no sockets, no Redis, no allocation, no global state. Arguments come in as (ptr, len)
@@ -27,7 +27,10 @@
  * digits with a unit as rule files write them (250ms, 1s, 1m30s; sl_duration_parse()), of whole
  * milliseconds. CL.THROTTLE's period stays redis-cell's: an integer of seconds.
  *
- * Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
+ * A concurrency rule's adaptive limit is ADAPTIVE aimd|vegas MIN_LIMIT n MAX_LIMIT n, and its
+ * options BACKOFF pct, LATENCY_TIMEOUT ms, PROBE n (sl_adaptive_t); SL.ACQUIRE and SL.RELEASE
+ * pass them as the rule's numbers, and an SL.RELEASE reports its work with LATENCY_US and
+ * DROPPED. Every command naming a rule takes MAX_DEBT n (units a key may owe past its limit after a
  * settle, sl_rule_t.max_debt; default the rule's capacity; 0 = no debt), which only SL.SETTLE
  * uses. Options repeat as sluiced always allowed (the last one wins) and their names are
  * case-insensitive. Error texts (they are part of the protocol: clients match on them):
@@ -102,7 +105,12 @@ typedef struct throttle_req {
     int64_t hold_id;        /* SL.RELEASE: ID, the hold's id, >= 0 */
     int64_t reserve;        /* RESERVE: units the request must leave for higher priorities
                                (sl_decide_reserved()); SL.THROTTLE, SL.PEEK, SL.ACQUIRE; 0 none */
+    int64_t latency_us;     /* SL.RELEASE: LATENCY_US, the hold's work's latency, us; -1 = none */
+    int64_t dropped;        /* SL.RELEASE: DROPPED 1 = the work was dropped; 0 or -1 = not */
 } throttle_req_t;
+
+/* The sample an SL.RELEASE reports (LATENCY_US, DROPPED): true and *out when it has one. */
+bool throttle_release_sample(const throttle_req_t *req, sl_sample_t *out);
 
 /*
  * Parses argv[0..argc) of command `cmd` (argv[1], the key, is not looked at). Returns 0 with
@@ -199,6 +207,8 @@ void throttle_rule_label(const sl_rule_t *rule, char label[THROTTLE_LABEL_MAX]);
  * SL.THROTTLE answers a cost that the rule can never admit (a decision rejected with
  * retry_after -1) with an error rather than a reply. Returns true and writes that error to err
  * when `d` is such a decision; false otherwise. CL.THROTTLE replies instead (redis-cell does).
+ * A cost past an adaptive limit but within its max_limit is no such cost (the limit may grow):
+ * the refusal is replied, its retry_after -1.
  */
 bool throttle_never_error(const throttle_req_t *req, const sl_decision_t *d,
                           char err[THROTTLE_ERR_MAX]);

@@ -21,6 +21,7 @@
  * rule's fields with the same static readers, and the rule's walk reads its overrides, so split
  * in two files the halves would call each other (a loop the layers forbid).
  */
+#include "core/adaptive.h"
 #include "rules/ruledef_impl.h"
 
 #include <stdarg.h>
@@ -566,15 +567,22 @@ enum {
     RF_PRIORITIES,
     RF_RESERVE,
     RF_PRIORITY,
+    RF_ADAPTIVE, /* the adaptive limit's RD_ADAPTIVE_FIELDS fields, from here */
+    RF_MIN_LIMIT,
+    RF_MAX_LIMIT,
+    RF_BACKOFF,
+    RF_LATENCY_TIMEOUT,
+    RF_PROBE,
     RF_COUNT
 };
 
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",       "algorithm",  "limit",         "window",    "burst",          "buckets",
-    "max_delay",  "max_debt",   "key",           "shadow",    "on_store_error", "cold_start",
-    "mode",       "lease_time", "sync_interval", "replicas",  "replica_wait",   "domain",
-    "descriptor", "limit_name", "replaces",      "unlimited", "overrides",      "hold_timeout",
-    "priorities", "reserve",    "priority"};
+    "name",       "algorithm",       "limit",         "window",    "burst",          "buckets",
+    "max_delay",  "max_debt",        "key",           "shadow",    "on_store_error", "cold_start",
+    "mode",       "lease_time",      "sync_interval", "replicas",  "replica_wait",   "domain",
+    "descriptor", "limit_name",      "replaces",      "unlimited", "overrides",      "hold_timeout",
+    "priorities", "reserve",         "priority",      "adaptive",  "min_limit",      "max_limit",
+    "backoff",    "latency_timeout", "probe"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -712,6 +720,23 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
     case RF_PRIORITY:
         return priority_field(f == RF_PRIORITIES ? rd_priorities : rd_priority_source, v, path, out,
                               err);
+    case RF_ADAPTIVE:
+        if (get_text(v, path, name, err) != 0)
+            return -1;
+        if (adaptive_parse(v->text, v->len, &out->rule.adaptive.algorithm) != SL_OK)
+            return rd_fail(err, v, path, name,
+                           "unknown adaptive algorithm (expected aimd or vegas)");
+        return 0;
+    case RF_MIN_LIMIT:
+        return get_int(v, 1, path, name, &out->rule.adaptive.min_limit, err);
+    case RF_MAX_LIMIT:
+        return get_int(v, 1, path, name, &out->rule.adaptive.max_limit, err);
+    case RF_BACKOFF:
+        return get_int(v, 1, path, name, &out->rule.adaptive.backoff_pct, err);
+    case RF_LATENCY_TIMEOUT:
+        return get_duration(v, path, name, &out->rule.adaptive.timeout_ns, err);
+    case RF_PROBE:
+        return get_int(v, 1, path, name, &out->rule.adaptive.probe, err);
     default:      /* reserve: once the priorities are known, whatever their order */
         return 0; /* overrides: once the rule is prepared */
     }
@@ -798,6 +823,13 @@ static int build_rule(const yt_node_t *map, const char *path, const char *name_h
                                      slots[RF_BUCKETS], slots[RF_MAX_DELAY]};
     if (out->blocked) /* refuses every request; prepared as a limit of 1 */
         out->rule.limit = 1;
+    bool given[RD_ADAPTIVE_FIELDS];
+    for (int i = 0; i < RD_ADAPTIVE_FIELDS; i++)
+        given[i] = slots[RF_ADAPTIVE + i] != NULL;
+    int af;
+    if (rd_adaptive_problem(out, given, &af, why, sizeof why) != 0)
+        return rd_fail(err, slots[RF_ADAPTIVE + af] != NULL ? slots[RF_ADAPTIVE + af] : map, path,
+                       rd_adaptive_field_names[af], "%s", why);
     sl_rule_t tried = out->rule;
     int rc = sl_rule_prepare(&out->rule);
     if (rc != SL_OK)

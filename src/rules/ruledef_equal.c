@@ -13,7 +13,8 @@ static bool rule_equal(const sl_rule_t *a, const sl_rule_t *b)
            a->burst == b->burst && a->buckets == b->buckets && a->max_delay_ns == b->max_delay_ns &&
            a->max_debt == b->max_debt && a->interval_ns == b->interval_ns &&
            a->tolerance_ns == b->tolerance_ns && a->bucket_ns == b->bucket_ns &&
-           a->capacity == b->capacity && a->state_size == b->state_size;
+           a->capacity == b->capacity && a->state_size == b->state_size &&
+           memcmp(&a->adaptive, &b->adaptive, sizeof a->adaptive) == 0;
 }
 
 bool override_equal(const rule_override_t *a, const rule_override_t *b)

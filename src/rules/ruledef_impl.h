@@ -138,4 +138,22 @@ typedef bool (*rd_field_fn)(void *arg, const char *field, const rd_value_t *valu
 bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg);
 bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg);
 
+/* ---- adaptive limits (ruledef_adaptive.c) ---- */
+
+/* The adaptive limit's fields, in the order rule_field_names[] lists them from "adaptive". */
+#define RD_ADAPTIVE_FIELDS 6
+extern const char *const rd_adaptive_field_names[RD_ADAPTIVE_FIELDS];
+
+/* Why def's adaptive fields (given[i]: field i was written) cannot be, once each was parsed on
+ * its own: 1 with the reason in why (cap bytes) and *field the index of the field it is about;
+ * 0 when they are fine (sl_rule_prepare() then accepts them). */
+int rd_adaptive_problem(const ruledef_t *def, const bool given[RD_ADAPTIVE_FIELDS], int *field,
+                        char *why, size_t cap);
+
+/* Writes the adaptive limit's fields (none for a fixed limit) through put(arg, field, kind, word,
+ * number): RD_WORD with word, RD_INT or RD_DURATION (ns) with number. False when put fails. */
+typedef bool (*rd_adaptive_put_fn)(void *arg, const char *field, rd_kind_t kind, const char *word,
+                                   int64_t number);
+bool rd_adaptive_fields(const sl_rule_t *r, rd_adaptive_put_fn put, void *arg);
+
 #endif /* SLUICE_RULES_RULEDEF_IMPL_H */

@@ -14,6 +14,15 @@ const char *const rule_mode_names[3] = {"strict", "leased", "approximate"};
 
 static bool put_tail(const ruledef_t *def, rd_field_fn fn, void *arg);
 
+/* A writer's function and argument, for rd_adaptive_fields(). */
+struct field_sink {
+    rd_field_fn fn;
+    void *arg;
+};
+
+static bool put_adaptive(void *arg, const char *field, rd_kind_t kind, const char *word,
+                         int64_t number);
+
 char *ruledef_format_duration(int64_t ns, char *buf)
 {
     char *p = buf;
@@ -116,6 +125,8 @@ bool rd_rule_fields(const ruledef_t *def, rd_field_fn fn, void *arg)
         ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
     if (ok && def->max_debt_given)
         ok = put_int(fn, arg, "max_debt", r->max_debt);
+    struct field_sink sink = {fn, arg};
+    ok = ok && rd_adaptive_fields(r, put_adaptive, &sink);
     return ok && put_tail(def, fn, arg);
 }
 
@@ -172,4 +183,21 @@ bool rd_override_fields(const rule_override_t *ov, rd_field_fn fn, void *arg)
     if (ok && (ov->fields & OVERRIDE_F_MAX_DELAY))
         ok = put_duration(fn, arg, "max_delay", r->max_delay_ns);
     return ok;
+}
+
+static bool put_adaptive(void *arg, const char *field, rd_kind_t kind, const char *word,
+                         int64_t number)
+{
+    const struct field_sink *k = arg;
+    switch (kind) {
+    case RD_WORD:
+        return put_word(k->fn, k->arg, field, word);
+    case RD_DURATION:
+        return put_duration(k->fn, k->arg, field, number);
+    case RD_INT:
+    case RD_TEXT:
+    case RD_BOOL:
+        break;
+    }
+    return put_int(k->fn, k->arg, field, number);
 }

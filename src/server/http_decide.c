@@ -160,6 +160,13 @@ static bool job_respond_problem(job_t *j)
             if (j->kind == JOB_ALLOW_MANY) {
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
+            if (j->rules[i]->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE) {
+                job_problem(j, 400,
+                            "%scost %lld exceeds what rule '%s' admits at once now (its adaptive "
+                            "limit is %lld)",
+                            where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
+                return true;
+            }
             job_problem(j, 400,
                         "%scost %lld exceeds what rule '%s' can ever admit (%lld per window)",
                         where, (long long)cost, j->rules[i]->def.name, (long long)ed->d.limit);
@@ -833,17 +840,37 @@ void route_acquire(route_ctx_t *x)
     json_decref(root);
 }
 
+/* A release's "latency_ms" (a number >= 0, fractions allowed: 0.25 is 250us) and "dropped" (a
+ * boolean) into req's sample: false when it answered a problem. */
+static bool release_sample(route_ctx_t *x, json_t *root, engine_request_t *req)
+{
+    json_t *lat = json_object_get(root, "latency_ms"), *drop = json_object_get(root, "dropped");
+    double ms = lat != NULL && json_is_number(lat) ? json_number_value(lat) : -1;
+    if (lat != NULL && !(ms >= 0 && ms <= (double)(SL_ADAPTIVE_LATENCY_MAX_NS / 1000000))) {
+        problem(x, 400, "body: latency_ms must be a number of milliseconds, 0 to 3600000");
+        return false;
+    }
+    if (drop != NULL && !json_is_boolean(drop)) {
+        problem(x, 400, "body: dropped must be true or false");
+        return false;
+    }
+    req->sample = (sl_sample_t){lat != NULL ? (int64_t)(ms * 1e6 + 0.5) : -1, json_is_true(drop)};
+    req->sampled = lat != NULL || req->sample.dropped;
+    return true;
+}
+
 void route_release(route_ctx_t *x)
 {
-    static const char *const names[] = {"rule", "key", "id", NULL};
+    static const char *const names[] = {"rule", "key", "id", "latency_ms", "dropped", NULL};
     json_t *root = body_json(x);
     if (root == NULL) {
         return;
     }
     int64_t id = 0;
     rule_state_t *rs = hold_rule(x, root, names);
-    if (rs != NULL && json_units(x, root, "id", true, &id)) {
-        engine_request_t req = {.hold_op = STORE_HOLD_RELEASE, .hold_id = (uint64_t)id};
+    engine_request_t req = {.hold_op = STORE_HOLD_RELEASE};
+    if (rs != NULL && json_units(x, root, "id", true, &id) && release_sample(x, root, &req)) {
+        req.hold_id = (uint64_t)id;
         hold_run(x, root, rs, JOB_RELEASE, &req);
     }
     json_decref(root);

@@ -162,7 +162,7 @@ static void render_rules(server_t *srv, buf_t *b)
  * memory store walks the rule's keys), holds dropped at their expiry, releases refused. */
 typedef struct holds_ctx {
     buf_t *b;
-    int which; /* 0 in flight, 1 expired, 2 releases refused */
+    int which; /* 0 in flight, 1 expired, 2 releases refused, 3 the adaptive limit */
     int64_t now_ns;
 } holds_ctx_t;
 
@@ -177,10 +177,19 @@ static void holds_row(void *arg, rule_state_t *rs)
     engine_holds_t h;
     engine_rule_holds(rs, x->which == 0 ? x->now_ns : 0, &h);
     static const char *const names[] = {"sluice_in_flight", "sluice_holds_expired_total",
-                                        "sluice_hold_releases_refused_total"};
+                                        "sluice_hold_releases_refused_total",
+                                        "sluice_adaptive_limit"};
     long long v = x->which == 0   ? (long long)h.in_flight
                   : x->which == 1 ? (long long)h.expired
-                                  : (long long)h.releases_refused;
+                  : x->which == 2 ? (long long)h.releases_refused
+                                  : (long long)h.limit_now;
+    bool adaptive = rs->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE;
+    if (x->which == 3 && !adaptive) {
+        return;
+    }
+    if (x->which == 3 && v == 0) {
+        v = rs->def.rule.limit; /* nothing decided yet: where it starts */
+    }
     if (x->which != 0 || v >= 0) {
         buf_printf(x->b, "%s{%s} %lld\n", names[x->which], row.labels, v);
     }
@@ -204,6 +213,11 @@ static void render_holds(server_t *srv, buf_t *b)
     help(b, "sluice_hold_releases_refused_total", "counter",
          "Releases refused: the key held no live hold of that id (expired, released before, or "
          "never made).");
+    engine_foreach_rule(srv->engine, holds_row, &x);
+    x.which = 3;
+    help(b, "sluice_adaptive_limit", "gauge",
+         "An adaptive in-flight rule's limit now: the limit of its latest acquire or release, "
+         "as the key it decided held it (the rule's starting limit before any).");
     engine_foreach_rule(srv->engine, holds_row, &x);
 }
 

@@ -98,6 +98,13 @@ static bool reply_engine_error(buf_t *b, size_t key_max, int rc, const rule_stat
     if (ed != NULL && ed->never && !ed->blocked && cost > ed->d.limit) {
         char label[ENGINE_LABEL_MAX];
         engine_rule_label(rs, label);
+        if (rs->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE) { /* it may grow: not "ever" */
+            resp_add_error(b,
+                           "ERR cost %lld exceeds what %s admits at once now (its adaptive limit "
+                           "is %lld)",
+                           (long long)cost, label, (long long)ed->d.limit);
+            return true;
+        }
         resp_add_error(b, "ERR cost %lld exceeds what %s can ever admit (%lld %s)", (long long)cost,
                        label, (long long)ed->d.limit,
                        sl_rule_holds(&rs->def.rule) ? "at once" : "per window");
@@ -709,10 +716,51 @@ void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc)
     }
 }
 
-/* SL.RELEASE rule key id: +OK, or the error of a hold the key does not hold. */
+/* LATENCY's value: integer milliseconds or a duration with a unit ("1500us"), at most an hour. */
+static bool parse_latency(conn_t *c, const resp_arg_t *arg, int64_t *ns)
+{
+    int64_t ms;
+    bool ok = resp_arg_i64(arg, &ms) ? ms >= 0 && ms <= SL_ADAPTIVE_LATENCY_MAX_NS / 1000000 &&
+                                           (*ns = ms * 1000000, true)
+                                     : sl_duration_parse(arg->ptr, arg->len, ns) == SL_OK &&
+                                           *ns <= SL_ADAPTIVE_LATENCY_MAX_NS;
+    if (!ok) {
+        resp_add_error(
+            &c->out, "ERR latency must be an integer of milliseconds or a duration (1500us, 2ms), "
+                     "at most 1h");
+    }
+    return ok;
+}
+
+/* SL.RELEASE's options after the id, [LATENCY ms] [DROPPED], into req's sample: false when
+ * it replied an error. */
+static bool parse_release_options(conn_t *c, const resp_arg_t *argv, size_t argc,
+                                  engine_request_t *req)
+{
+    req->sample = (sl_sample_t){-1, false};
+    bool latency_seen = false;
+    for (size_t i = 4; i < argc; i++) {
+        if (resp_arg_is(&argv[i], "LATENCY") && !latency_seen && i + 1 < argc) {
+            if (!parse_latency(c, &argv[++i], &req->sample.latency_ns)) {
+                return false;
+            }
+            latency_seen = true;
+        } else if (resp_arg_is(&argv[i], "DROPPED") && !req->sample.dropped) {
+            req->sample.dropped = true;
+        } else {
+            resp_reply_syntax(c);
+            return false;
+        }
+    }
+    req->sampled = latency_seen || req->sample.dropped;
+    return true;
+}
+
+/* SL.RELEASE rule key id [LATENCY ms] [DROPPED]: +OK, or the error of a hold the key does not
+ * hold. LATENCY and DROPPED report how the hold's work went to an adaptive limit. */
 void resp_cmd_release(conn_t *c, resp_arg_t *argv, size_t argc)
 {
-    if (argc != 4) {
+    if (argc < 4 || argc > 7) {
         resp_reply_wrong_arity(c, &argv[0]);
         return;
     }
@@ -722,6 +770,9 @@ void resp_cmd_release(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     engine_request_t req = {.hold_op = STORE_HOLD_RELEASE, .hold_id = (uint64_t)id};
+    if (!parse_release_options(c, argv, argc, &req)) {
+        return;
+    }
     rule_state_t *rs = find_rule(c, &argv[1]);
     if (rs != NULL) {
         request_and_reply(c, rs, &argv[2], &req, SHAPE_RELEASE);

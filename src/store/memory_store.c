@@ -597,7 +597,8 @@ static int mem_decide(request_store_t *s, store_loop_t *l, const store_target_t 
                                          req->hold_ns, now_ns, d, req->hold);
     }
     if (req->hold_op == STORE_HOLD_RELEASE) {
-        return sl_table_release(table, tg->key, tg->key_len, req->hold_id, now_ns, d, req->hold);
+        return sl_table_release_sample(table, tg->key, tg->key_len, req->hold_id, now_ns,
+                                       req->sampled ? &req->sample : NULL, d, req->hold);
     }
     if (req->settle) {
         int64_t charged_ns = req->charged_ns < 0 ? now_ns : req->charged_ns;

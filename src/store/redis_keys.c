@@ -2,6 +2,7 @@
  * redis_keys.c - the Redis request store's key names, the over-limit cache's names for them, and
  * the commands' arguments (see redis_store.h for the naming).
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/adaptive.h"
 #include "core/algorithms.h"
 #include "proto/buf.h"
 #include "store/lua_scripts.h"
@@ -107,6 +109,9 @@ void rs_rekey(redis_store_t *s, pending_t *p, redis_mode_t mode)
 
 static void arg_str(args_t *a, const char *s, size_t len)
 {
+    /* the longest command: 5 words of rule, 10 of an adaptive limit, an SL.RELEASE's ID,
+     * LATENCY_US, DROPPED and CLOSED_FROM (8): 23 (a settle's: 5 + 10 + 2 + 6 + 2 = 25) */
+    assert(a->argc < ARGS_MAX);
     a->argv[a->argc] = s;
     a->len[a->argc++] = len;
 }
@@ -185,6 +190,33 @@ int rs_send_cmd(redis_store_t *s, int idx, rc_reply_fn fn, void *arg)
 
 /* <cmd> rkey algorithm limit window_ms [BURST b] [BUCKETS k] [MAX_DELAY ms]: the module's rule
  * arguments (those the rule uses, as sluiced names its inline rules). */
+/* An adaptive limit's numbers, as throttle_args.h names them (nothing for a fixed limit). */
+static void module_adaptive_args(args_t *a, const sl_rule_t *r)
+{
+    const sl_adaptive_t *ad = &r->adaptive;
+    const adaptive_algorithm_t *row = adaptive_row((uint64_t)(unsigned)ad->algorithm);
+    if (row == NULL)
+        return;
+    arg_str(a, "ADAPTIVE", 8);
+    arg_str(a, row->name, strlen(row->name));
+    arg_str(a, "MIN_LIMIT", 9);
+    arg_i64(a, ad->min_limit);
+    arg_str(a, "MAX_LIMIT", 9);
+    arg_i64(a, ad->max_limit);
+    if (row->opts & ADAPTIVE_OPT_BACKOFF) {
+        arg_str(a, "BACKOFF", 7);
+        arg_i64(a, ad->backoff_pct);
+    }
+    if (row->opts & ADAPTIVE_OPT_TIMEOUT) {
+        arg_str(a, "LATENCY_TIMEOUT", 15);
+        arg_i64(a, ad->timeout_ns / SL_NS_PER_MS);
+    }
+    if (row->opts & ADAPTIVE_OPT_PROBE) {
+        arg_str(a, "PROBE", 5);
+        arg_i64(a, ad->probe);
+    }
+}
+
 static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_t rkey_len,
                              const sl_rule_t *r)
 {
@@ -206,6 +238,22 @@ static void module_rule_args(args_t *a, const char *cmd, const char *rkey, size_
     if (row->buckets.taken) {
         arg_str(a, "BUCKETS", 7);
         arg_i64(a, r->buckets);
+    }
+    module_adaptive_args(a, r);
+}
+
+/* What a release reports to an adaptive limit: LATENCY_US us (when it has one), DROPPED 1. */
+static void module_sample_args(args_t *a, const pending_t *p)
+{
+    if (!p->sampled)
+        return;
+    if (p->sample.latency_ns >= 0) {
+        arg_str(a, "LATENCY_US", 10);
+        arg_i64(a, p->sample.latency_ns / SL_NS_PER_US);
+    }
+    if (p->sample.dropped) {
+        arg_str(a, "DROPPED", 7);
+        arg_i64(a, 1);
     }
 }
 
@@ -269,6 +317,7 @@ static void module_op_args(args_t *a, const pending_t *p)
         module_rule_args(a, "SL.RELEASE", p->rkey, p->rkey_len, &p->rule);
         arg_str(a, "ID", 2);
         arg_i64(a, (int64_t)p->hold_id);
+        module_sample_args(a, p);
         return;
     }
     module_rule_args(a, "SL.THROTTLE", p->rkey, p->rkey_len, &p->rule);
@@ -353,6 +402,29 @@ void rs_module_args(args_t *a, const pending_t *p)
     }
 }
 
+/* An adaptive limit for a script (args.lua): adaptive alg min max backoff timeout_us probe, its
+ * options resolved (0 where the algorithm reads none); and a release's sample latency_us (-1:
+ * none) dropped. */
+static void lua_adaptive_args(args_t *a, const pending_t *p)
+{
+    const sl_adaptive_t *ad = &p->rule.adaptive;
+    const adaptive_algorithm_t *row = adaptive_row((uint64_t)(unsigned)ad->algorithm);
+    if (row == NULL)
+        return;
+    arg_str(a, "adaptive", 8);
+    arg_str(a, row->name, strlen(row->name));
+    arg_i64(a, ad->min_limit);
+    arg_i64(a, ad->max_limit);
+    arg_i64(a, ad->backoff_pct);
+    arg_i64(a, ad->timeout_ns / SL_NS_PER_US);
+    arg_i64(a, ad->probe);
+    if (p->op == OP_RELEASE && p->sampled) {
+        arg_str(a, "sample", 6);
+        arg_i64(a, p->sample.latency_ns >= 0 ? p->sample.latency_ns / SL_NS_PER_US : -1);
+        arg_i64(a, p->sample.dropped ? 1 : 0);
+    }
+}
+
 /* EVALSHA sha 1 rkey limit window_us burst buckets max_delay_us, then cost, or settle reserved
  * actual charged_us|now; then closed_from us when p is sent with a closed start (the module's
  * millisecond: the same instant in both modes) */
@@ -367,4 +439,5 @@ void rs_lua_args(args_t *a, const pending_t *p, const lua_script_t *script, bool
         arg_str(a, "reserve", 7); /* the scripts take units up to 2^53 - 1 */
         arg_i64(a, p->reserve < LUA_INT_MAX ? p->reserve : LUA_INT_MAX);
     }
+    lua_adaptive_args(a, p);
 }

@@ -263,7 +263,9 @@ static void decide_inside(redis_loop_t *rl, const store_target_t *tg, const stor
                                .id = req->hold_id,
                                .hold = req->hold,
                                .closed_ns = closed_ns,
-                               .reserve = req->reserve};
+                               .reserve = req->reserve,
+                               .sampled = req->sampled,
+                               .sample = req->sample};
         redis_store_hold(rs, tg->name, tg->numbers, tg->key, tg->key_len, &hr, now_ns, fn, arg);
     } else if (tg->lease_ns > 0 && tg->rule != NULL && !req->settle && req->cost > 0) {
         redis_lease_target_t lt = lease_target(tg, now_ns);

@@ -920,7 +920,9 @@ void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule,
     }
     p->op = req->release ? OP_RELEASE : OP_ACQUIRE;
     p->rule = *rule;
-    p->beyond = !req->release && req->cost > rule->capacity; /* sent as a peek, as a decision's */
+    int64_t most =
+        rule->adaptive.algorithm != SL_ADAPTIVE_NONE ? rule->adaptive.max_limit : rule->capacity;
+    p->beyond = !req->release && req->cost > most; /* sent as a peek, as a decision's */
     p->cost = req->release || p->beyond ? 0 : req->cost;
     p->reserve = req->release ? 0 : req->reserve;
     p->hold_ns = hold_ns;
@@ -929,6 +931,8 @@ void redis_store_hold(redis_store_t *s, const char *name, const sl_rule_t *rule,
                               : sl_hash_mix(s->hold_key, ++s->holds ^ SL_HASH_P1) &
                                     ((UINT64_C(1) << 48) - 1);
     p->hold_out = req->hold;
+    p->sampled = req->release && req->sampled;
+    p->sample = req->sample;
     p->closed_ns = req->closed_ns;
     p->asked_ns = now_ns;
     p->mode = r.mode;

@@ -297,6 +297,8 @@ typedef struct redis_hold_req {
                           valid until fn is called */
     int64_t closed_ns; /* the rule's closed start, as redis_store_decide's */
     int64_t reserve;   /* an acquire: units it must leave for higher priorities; 0 none */
+    bool sampled;      /* release: sample is what the caller reported, for an adaptive limit */
+    sl_sample_t sample;
 } redis_hold_req_t;
 
 /*

@@ -29,7 +29,7 @@
 #define RKEY_INLINE      160  /* Redis key bytes a pending decision holds without an allocation */
 #define PENDING_KEEP     4096 /* free pending decisions kept for reuse per store */
 #define CMD_KEEP         (64 * 1024) /* a command buffer grown past this is freed after use */
-#define ARGS_MAX         20
+#define ARGS_MAX         32
 #define KEY_HASH_DIGITS  8  /* the hex digits ending a Redis key */
 #define RUN_ID_MAX       40 /* a Redis run_id: 40 hex digits */
 
@@ -80,6 +80,8 @@ typedef struct pending {
     sl_decision_t held;            /* the admission, while holding */
     int64_t hold_ns;               /* OP_ACQUIRE: the hold's time, ns (cost: its units) */
     uint64_t hold_id;              /* OP_ACQUIRE: the entropy (48 bits); OP_RELEASE: the id */
+    bool sampled;                  /* OP_RELEASE: sample is sent (LATENCY_US, DROPPED) */
+    sl_sample_t sample;            /* OP_RELEASE: what the caller reported */
     sl_hold_t *hold_out;           /* OP_ACQUIRE, OP_RELEASE: the hold made or freed goes there */
     int64_t reserve; /* OP_DECIDE, OP_ACQUIRE: units it must leave for higher priorities (RESERVE,
                         the scripts' reserve); 0 none */

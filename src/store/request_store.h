@@ -122,6 +122,9 @@ typedef struct store_request {
     store_hold_op_t hold_op; /* an acquire or a release instead of a decision (settle false) */
     int64_t hold_ns;         /* acquire: the hold's lifetime, ns; 0: the rule's window */
     uint64_t hold_id;        /* release: the hold's id */
+    bool sampled;            /* release: sample holds what the caller reported (LATENCY,
+                                DROPPED) for an adaptive limit; false: nothing reported */
+    sl_sample_t sample;      /* release, when sampled: latency_ns (< 0: none) and dropped */
     sl_hold_t *hold;         /* acquire, release: where the store writes the hold made or freed
                                 (its id, expiry and the expired holds it dropped) before it
                                 answers; the caller keeps it alive until then */

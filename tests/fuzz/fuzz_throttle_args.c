@@ -1,7 +1,9 @@
 /*
  * fuzz_throttle_args.c - libFuzzer target for the inline-rule commands' parser shared by sluice.so
  * and sluiced (proto/throttle_args.h): SL.THROTTLE, SL.PEEK, SL.SETTLE, CL.THROTTLE, SL.LEASE,
- * SL.RETURN, and a named rule's settle options alone (throttle_parse_settle).
+ * SL.RETURN, SL.ACQUIRE, SL.RELEASE (an adaptive limit's options, a release's LATENCY_US and
+ * DROPPED: seed adaptive_release), and a named rule's settle options alone
+ * (throttle_parse_settle).
  *
  * The first byte picks the command, whose name is argv[0] (Redis and sluiced call the parser only
  * for a name they matched); the rest is split at NUL bytes into the arguments after it (argv[1]
@@ -23,12 +25,15 @@
 
 #define ARGS_MAX 32
 
-/* names[i] parses as cmds[i]; the last name, past cmds, is a settle alone (sluiced's form) */
-static const throttle_cmd_t cmds[] = {THROTTLE_SL, THROTTLE_SL_PEEK,  THROTTLE_SL_SETTLE,
-                                      THROTTLE_CL, THROTTLE_SL_LEASE, THROTTLE_SL_RETURN};
-static const char *const names[] = {"SL.THROTTLE", "SL.PEEK",   "SL.SETTLE", "CL.THROTTLE",
-                                    "SL.LEASE",    "SL.RETURN", "SL.SETTLE"};
-#define NCMDS (sizeof cmds / sizeof cmds[0])
+/* names[i] parses as cmds[i]; names[ALONE] is a settle alone (sluiced's form) */
+static const throttle_cmd_t cmds[] = {THROTTLE_SL,        THROTTLE_SL_PEEK,    THROTTLE_SL_SETTLE,
+                                      THROTTLE_CL,        THROTTLE_SL_LEASE,   THROTTLE_SL_RETURN,
+                                      THROTTLE_SL_SETTLE, THROTTLE_SL_ACQUIRE, THROTTLE_SL_RELEASE};
+static const char *const names[] = {"SL.THROTTLE", "SL.PEEK",    "SL.SETTLE",
+                                    "CL.THROTTLE", "SL.LEASE",   "SL.RETURN",
+                                    "SL.SETTLE",   "SL.ACQUIRE", "SL.RELEASE"};
+#define ALONE 6
+_Static_assert(sizeof cmds / sizeof cmds[0] == sizeof names / sizeof names[0], "one per name");
 
 static void check_error(const char *err)
 {
@@ -71,6 +76,13 @@ static void check(throttle_cmd_t cmd, const throttle_arg_t *argv, size_t argc, b
             (req.closed_from_ms >= 0 && !throttle_closed_start(&req, 0, &at_ns))) {
             abort();
         }
+    }
+    sl_sample_t sample;
+    if (cmd == THROTTLE_SL_RELEASE && !alone &&
+        (req.hold_id < 0 ||
+         (throttle_release_sample(&req, &sample) &&
+          (sample.latency_ns > SL_ADAPTIVE_LATENCY_MAX_NS || req.dropped > 1)))) {
+        abort();
     }
     if (cmd == THROTTLE_SL_LEASE && !alone && (req.want < 0 || req.lease_ms <= 0)) {
         abort();
@@ -117,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             start = i + 1;
         }
     }
-    check(cmds[pick % NCMDS], argv, argc, pick == NCMDS);
+    check(cmds[pick], argv, argc, pick == ALONE);
     for (size_t i = 1; i < argc; i++) {
         free((void *)argv[i].ptr);
     }

@@ -31,6 +31,16 @@ SL_EDEBT = -16  # a settle refused by the rule's max_debt
 NOW_MAX_NS = (2**63 - 1) // 2  # SL_NOW_MAX_NS: later times are decided as this one
 
 
+class Adaptive(ctypes.Structure):
+    """sl_adaptive_t: all zero is a fixed limit."""
+    _fields_ = [("algorithm", ctypes.c_int),
+                ("min_limit", ctypes.c_int64),
+                ("max_limit", ctypes.c_int64),
+                ("backoff_pct", ctypes.c_int64),
+                ("timeout_ns", ctypes.c_int64),
+                ("probe", ctypes.c_int64)]
+
+
 class Rule(ctypes.Structure):
     _fields_ = [("algorithm", ctypes.c_int),
                 ("limit", ctypes.c_int64),
@@ -43,7 +53,8 @@ class Rule(ctypes.Structure):
                 ("tolerance_ns", ctypes.c_int64),
                 ("bucket_ns", ctypes.c_int64),
                 ("capacity", ctypes.c_int64),
-                ("state_size", ctypes.c_uint32)]
+                ("state_size", ctypes.c_uint32),
+                ("adaptive", Adaptive)]
 
 
 class Decision(ctypes.Structure):

@@ -445,14 +445,14 @@ static void test_strerror(void **cm)
     static const int codes[] = {
         SL_EALGORITHM, SL_ELIMIT, SL_EWINDOW,  SL_EBURST, SL_EBUCKETS,  SL_EDELAY,    SL_ECOST,
         SL_EOVERFLOW,  SL_EKEY,   SL_ENOMEM,   SL_EFULL,  SL_ESTATE,    SL_EDURATION, SL_EINVAL,
-        SL_ELEASE,     SL_EDEBT,  SL_EMAXDEBT, SL_EHOLD,  SL_EHOLDTIME, SL_ENOHOLDS,
+        SL_ELEASE,     SL_EDEBT,  SL_EMAXDEBT, SL_EHOLD,  SL_EHOLDTIME, SL_ENOHOLDS,  SL_EADAPTIVE,
     };
     const size_t n = sizeof(codes) / sizeof(codes[0]);
     const char *unknown = sl_strerror(-1000);
     assert_non_null(unknown);
     assert_string_equal(unknown, "unknown error");
     assert_string_equal(sl_strerror(1), "unknown error");
-    assert_string_equal(sl_strerror(-21), "unknown error");
+    assert_string_equal(sl_strerror(-22), "unknown error");
     assert_string_equal(sl_strerror(INT_MIN), "unknown error");
     assert_string_equal(sl_strerror(INT_MAX), "unknown error");
     assert_non_null(sl_strerror(SL_OK));

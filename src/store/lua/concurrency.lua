@@ -19,6 +19,12 @@
 -- the limit, or merged), and not told apart from others' without the secret. A key written under
 -- a greater limit keeps its live holds; beyond the limit, those expiring first merge into one
 -- hold of id 2^48 - 1 that expires with the last of them (the core's conversion).
+--
+-- An adaptive limit (src/core/adaptive.c, in the same integers) adds 24 bytes after the header,
+-- so a key's length tells the layouts apart (24 or 48 bytes, then 16 a hold: 8 or 0 modulo 16):
+-- limit, round, noload_us, low_us (I4 each: the core's 16 bytes) and 8 zero bytes. Such a key
+-- checks admissions against that limit, has room for max_limit holds, and is kept one window
+-- past its last write (not dropped with its last hold), as the core's is_fresh says.
 -- include: row
 -- include: lib/args.lua
 
@@ -30,9 +36,18 @@ local NO_HOLD = 'ERR no such hold: the key holds no live hold of that id (expire
     'before, or never made); nothing changed'
 
 local err, limit, window, _, _, _, cost, now, reserved, actual, _, closed, _, _, _, max_debt,
-    hold_us, hold_arg = rule_args(4096, -1, 0, -1, 0, -1, 0)
+    hold_us, hold_arg, adaptive, sample = rule_args(4096, -1, 0, -1, 0, -1, 0)
 if err then return redis.error_reply(err) end
 local key, op = KEYS[1], ARGV[6]
+local HDR_A = '<I4I4I4I4i8' -- an adaptive limit's bytes: limit, round, noload_us, low_us, 0
+local slots = adaptive and adaptive.max or limit -- holds the key has room for
+local av = {limit = 0, round = 0, noload = 0, low = 0} -- the adaptive limit's state
+
+-- The round word's parts (the core's adaptive.h): samples, probes, busy, dropped.
+local function round_parts(r)
+    return r % 65536, math.floor(r / 65536) % 16384, math.floor(r / 1073741824) % 2,
+        math.floor(r / 2147483648) % 2
+end
 
 -- the key's state: E, I, C (expiry, id, cost) of the live holds, m of them holding u units
 local raw = redis.call('GET', key)
@@ -50,10 +65,22 @@ local function insert(e, id, c)
 end
 
 if raw then
-    if #raw < 24 or (#raw - 24) % 16 ~= 0 then return no_state_reply(key) end
+    local hdr = (#raw >= 24 and (#raw - 24) % 16 == 0) and 24 or
+        ((#raw >= 48 and (#raw - 48) % 16 == 0) and 48 or nil)
+    if not hdr then return no_state_reply(key) end
     latest, secret, seq = struct.unpack(HDR, raw)
+    if hdr == 48 and adaptive then
+        av.limit, av.round, av.noload, av.low = struct.unpack(HDR_A, raw, 25)
+    end
+    if adaptive then -- into the rule's bounds, as the core's adaptive_convert()
+        local samples, probes, busy, drop = round_parts(av.round)
+        if av.limit ~= 0 then av.limit = math.min(math.max(av.limit, adaptive.min), adaptive.max) end
+        if adaptive.alg ~= 'vegas' or probes >= adaptive.probe then av.noload, probes = 0, 0 end
+        samples = math.min(samples, adaptive.max)
+        av.round = samples + probes * 65536 + busy * 1073741824 + drop * 2147483648
+    end
     now = math.max(now, latest)
-    for at = 25, #raw, 16 do
+    for at = hdr + 1, #raw, 16 do
         local e, id, c = struct.unpack(HOLD, raw, at)
         if e > now then
             m, u = m + 1, u + c
@@ -64,8 +91,8 @@ elseif closed then -- taken as having held the whole limit since the closed star
     insert(closed + window, 0, limit)
     latest, dirty = closed, true
 end
-if m > limit then -- written under a greater limit: the first ones merge into one
-    local merged, units = m - limit + 1, 0
+if m > slots then -- written under a greater limit: the first ones merge into one
+    local merged, units = m - slots + 1, 0
     for i = 1, merged do units = units + C[i] end
     local e = E[merged]
     for _ = 1, merged do
@@ -78,28 +105,105 @@ if m > limit then -- written under a greater limit: the first ones merge into on
     dirty = true
 end
 
--- Writes the state (nothing held: the key goes).
+-- Writes the state (nothing held: the key goes; an adaptive one a window after its last write).
 local function write()
     local parts = {struct.pack(HDR, latest, secret, seq)}
-    for i = 1, m do parts[i + 1] = struct.pack(HOLD, E[i], I[i], C[i]) end
-    store(key, raw, m > 0 and table.concat(parts) or nil, m > 0 and E[m] or 0)
+    if adaptive then parts[2] = struct.pack(HDR_A, av.limit, av.round, av.noload, av.low, 0) end
+    for i = 1, m do parts[#parts + 1] = struct.pack(HOLD, E[i], I[i], C[i]) end
+    local fresh = m > 0 and E[m] or 0
+    if adaptive then fresh = math.max(fresh, latest + window) end
+    store(key, raw, fresh > now and table.concat(parts) or nil, fresh)
+end
+
+-- The limit admissions are checked against: the adaptive one, or the rule's.
+local function limit_now()
+    return (adaptive and av.limit ~= 0) and av.limit or limit
 end
 
 -- The reply of a decision: {allowed, limit, remaining, retry_after_us, reset_after_us, last}.
 local function reply(allowed, retry, last)
     local reset = (u > 0 and m > 0) and E[m] - now or 0
-    return {allowed and 1 or 0, limit, math.max(limit - u, 0), retry, reset, last}
+    local lim = limit_now()
+    return {allowed and 1 or 0, lim, math.max(lim - u, 0), retry, reset, last}
 end
 
 -- Time until enough holds expire for cost to fit; -1 when it never can.
 local function wait_for(c)
-    if c > limit then return -1 end
+    local lim = limit_now()
+    if c > lim then return -1 end
     local left = u
     for i = 1, m do
         left = left - C[i]
-        if c <= limit - left then return E[i] - now end
+        if c <= lim - left then return E[i] - now end
     end
     return 0
+end
+
+-- The core's Log10RootFunction: floor(log10(n)), at least 1.
+local function log10_floor1(n)
+    local d = 0
+    while n >= 10 do
+        n, d = math.floor(n / 10), d + 1
+    end
+    return d > 1 and d or 1
+end
+
+-- Vegas at a window's end (the core's vegas_update): the next limit and the probes.
+local function vegas(lim, probes, busy, low, dropped)
+    if low < 0 then return dropped and lim - log10_floor1(lim) or lim, probes end
+    local rtt = low > 0 and low or 1
+    probes = probes + 1
+    if probes >= adaptive.probe then
+        av.noload = 0
+        return math.floor(lim / 2), 0
+    end
+    if av.noload == 0 then
+        av.noload = probes > 2 and rtt or 0
+        return lim, probes
+    end
+    if rtt < av.noload then
+        av.noload = rtt
+        return lim, probes
+    end
+    if dropped then return lim - log10_floor1(lim), probes end
+    if not busy then return lim, probes end
+    local queue = math.floor((lim * (rtt - av.noload) + rtt - 1) / rtt)
+    local lg = log10_floor1(lim)
+    if queue <= lg then return lim + 6 * lg, probes end
+    if queue < 3 * lg then return lim + lg, probes end
+    if queue > 6 * lg then return lim - lg, probes end
+    return lim, probes
+end
+
+-- A release's sample, with `in_flight` units held as the work ran (the core's adaptive_update).
+local function adaptive_update(in_flight)
+    if not adaptive or not sample or (sample.latency < 0 and sample.dropped == 0) then return end
+    local lim = limit_now()
+    local lat = sample.latency
+    local late = adaptive.alg == 'aimd' and lat > adaptive.timeout
+    local samples, probes, busy, drop = round_parts(av.round)
+    if lat >= 0 then
+        local l = lat > 0 and lat or 1
+        if av.low == 0 or l < av.low then av.low = l end
+    end
+    if sample.dropped == 1 or late then drop = 1 end
+    if in_flight * 2 >= lim then busy = 1 end
+    samples = samples + 1
+    if samples < lim then
+        av.round = samples + probes * 65536 + busy * 1073741824 + drop * 2147483648
+        return
+    end
+    local low = av.low ~= 0 and av.low or -1
+    av.low = 0
+    local nxt
+    if adaptive.alg == 'aimd' then
+        nxt = drop == 1 and math.floor(lim * adaptive.backoff / 100) or
+            (busy == 1 and lim + 1 or lim)
+    else
+        nxt, probes = vegas(lim, probes, busy == 1, low, drop == 1)
+    end
+    av.limit = math.min(math.max(nxt, adaptive.min), adaptive.max)
+    av.round = probes * 65536
 end
 
 -- 24 bits of x under round key k.
@@ -141,6 +245,7 @@ if op == 'release' then
         if I[i] == hold_arg and hold_arg ~= 0 and hold_arg ~= ID_MASK then found = i end
     end
     if not found then return redis.error_reply(NO_HOLD) end
+    adaptive_update(u)
     u, m = u - C[found], m - 1
     table.remove(E, found)
     table.remove(I, found)
@@ -155,13 +260,13 @@ if reserved then -- a settle: nothing goes back (a hold goes by its release); mo
     if more > 0 then
         -- no free slot: refused unless max_debt is all (the core's concurrency_debt), since
         -- joining a live hold would take its id or be freed by its release
-        local debt = math.max(u + more - limit, 0)
+        local debt = math.max(u + more - limit_now(), 0)
         max_debt = max_debt or limit
-        local unrecordable = m >= limit or more > COST_MAX
+        local unrecordable = m >= slots or more > COST_MAX
         if (unrecordable and max_debt < INT_MAX) or debt > max_debt then
             return debt_reply(max_debt)
         end
-        if m < limit then
+        if m < slots then
             insert(now + window, ID_MASK, more)
         else
             u = u + math.min(C[m] + more, COST_MAX) - C[m]
@@ -171,11 +276,11 @@ if reserved then -- a settle: nothing goes back (a hold goes by its release); mo
         latest, dirty = now, true
     end
     if dirty then write() end
-    return reply(limit - u >= 0, limit - u >= 0 and 0 or wait_for(0), 0)
+    return reply(limit_now() - u >= 0, limit_now() - u >= 0 and 0 or wait_for(0), 0)
 end
 
-cost = shed(math.max(limit - u, 0), cost) -- a priority's reserve (lib/args.lua)
-if cost > limit - u then
+cost = shed(math.max(limit_now() - u, 0), cost) -- a priority's reserve (lib/args.lua)
+if cost > limit_now() - u then
     if dirty and cost > 0 then write() end
     return view(reply(false, wait_for(cost), 0))
 end

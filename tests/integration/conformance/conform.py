@@ -370,10 +370,11 @@ def acquire(rule, key, *more):
     return ("acquire", R("SL.ACQUIRE", rule, key, *[str(m) for m in more]))
 
 
-def release(rule, key, n, via="resp"):
+def release(rule, key, n, via="resp", *more):
     """SL.RELEASE (or POST /v1/release) of the id the n-th acquire of the scenario got (from
-    each store its own)."""
-    return ("release", rule, key, n, via)
+    each store its own); `more` is what follows the id (RESP: LATENCY ms, DROPPED) or one dict
+    of more body fields (HTTP: latency_ms, dropped)."""
+    return ("release", rule, key, n, via) + tuple(more)
 
 
 def hacquire(body):
@@ -462,13 +463,84 @@ def priority_steps():
     return steps
 
 
+def adaptive_steps():
+    """An adaptive limit (AIMD, limit 2 in 1..6, latency_timeout 100ms): a window of as many
+    samples as the limit, each with at least half the limit in flight, grows it by one; a
+    release without LATENCY (or of no live hold) is no sample; DROPPED, or a latency past
+    latency_timeout, in a window cuts the limit to 90 % at its end (rounded down); the
+    decisions' limit is the adaptive limit; bad LATENCY and latency_ms are refused."""
+    k = "ada:k"
+    return [
+        acquire("ada", k), acquire("ada", k), acquire("ada", k),  # ids 0, 1; the third refused
+        release("ada", k, 0, "resp", "LATENCY", 10), R("SL.PEEK", "ada", k),
+        release("ada", k, 1, "resp", "LATENCY", 10), R("SL.PEEK", "ada", k),  # limit 3
+        acquire("ada", k), acquire("ada", k), acquire("ada", k), acquire("ada", k),  # 3..5; 6 no
+        release("ada", k, 3, "resp", "LATENCY", 20), release("ada", k, 4),  # the 2nd: no sample
+        release("ada", k, 5, "resp", "LATENCY", "15ms"), R("SL.PEEK", "ada", k),
+        release("ada", k, 4, "resp", "LATENCY", 1),  # no live hold: no sample
+        acquire("ada", k), release("ada", k, 7, "http", {"latency_ms": 12.5}),  # limit 4
+        R("SL.PEEK", "ada", k),
+        acquire("ada", k), acquire("ada", k), acquire("ada", k), acquire("ada", k),  # 8..11
+        release("ada", k, 8, "resp", "DROPPED"), release("ada", k, 9, "resp", "LATENCY", 150),
+        release("ada", k, 10, "http", {"latency_ms": 5, "dropped": False}),
+        release("ada", k, 11, "resp", "LATENCY", 5, "DROPPED"), R("SL.PEEK", "ada", k),  # 3
+        acquire("ada", k), acquire("ada", k),  # 12, 13
+        release("ada", k, 12, "resp", "LATENCY", 30), release("ada", k, 13, "http", {}),
+        R("SL.PEEK", "ada", k), acquire("ada", k, "COST", 4),  # over the limit now, not max
+        hacquire({"rule": "ada", "key": k, "cost": 4}), acquire("ada", k, "COST", 7),
+    ]
+
+
+def adaptive_rounds(rule, rounds, seed):
+    """Rounds of acquires (8 each: those past the limit refused) and their releases, with
+    latencies that grow with the holds in flight past 5 and a drop now and then, so that the
+    limit grows, shrinks and (Vegas) probes; every answer compared, none predicted."""
+    rng = random.Random(seed)
+    k, steps, n = "%s:r" % rule, [], 0
+    for r in range(rounds):
+        first = n
+        for _ in range(8):
+            steps.append(acquire(rule, k))
+            n += 1
+        for i in range(first, n):
+            busy = n - i
+            lat = 10 + (busy - 5) * 3 if busy > 5 else 10
+            pick = rng.randrange(10)
+            more = (["DROPPED"] if pick == 0 else [] if pick == 1 else
+                    ["LATENCY", "%dus" % (lat * 1000 + rng.randrange(999))])
+            steps.append(release(rule, k, i, "resp", *more))
+        steps.append(R("SL.PEEK", rule, k))
+        if r % 5 == 4:
+            steps.append(T(1000))
+    return steps
+
+
+def adaptive_argument_steps():
+    """What every store answers alike about adaptive limits: bad LATENCY and latency_ms refused
+    before any store is asked, and a fixed limit that takes a sample and stays."""
+    k = "ada:k"
+    return [
+        R("SL.RELEASE", "ada", k, 1, "LATENCY", "x"), R("SL.RELEASE", "ada", k, 1, "LATENCY"),
+        R("SL.RELEASE", "ada", k, 1, "LATENCY", 1, "LATENCY", 2),
+        R("SL.RELEASE", "ada", k, 1, "LATENCY", 3600001), R("SL.RELEASE", "ada", k, 1, "DROPPED", 1),
+        H("POST", "/v1/release", {"rule": "ada", "key": k, "id": 1, "latency_ms": -1}),
+        H("POST", "/v1/release", {"rule": "ada", "key": k, "id": 1, "dropped": "yes"}),
+        acquire("inf", "ada"), release("inf", "ada", 0, "resp", "LATENCY", 5, "DROPPED"),
+        R("SL.PEEK", "inf", "ada"),
+    ]
+
+
 SCENARIOS = [("algorithm %s over %s" % (r, via), False, algorithm_steps(r, via))
              for r in STRICT for via in ("resp", "http")]
 SCENARIOS += [("inline rules", False, inline_steps()), ("overrides", False, override_steps()),
               ("multi-checks", False, allowall_steps()), ("envoy descriptors", False, envoy_steps()),
               ("max_delay", False, maxdelay_steps()), ("debt", False, debt_steps()),
               ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx")),
-              ("in-flight holds", False, holds_steps()), ("priorities", False, priority_steps())]
+              ("in-flight holds", False, holds_steps()), ("priorities", False, priority_steps()),
+              ("adaptive limit", False, adaptive_steps()),
+              ("adaptive limit arguments", False, adaptive_argument_steps()),
+              ("adaptive rounds aimd", False, adaptive_rounds("ada", 30, 1)),
+              ("adaptive rounds vegas", False, adaptive_rounds("adv", 40, 2))]
 
 
 # ---- random sequences ------------------------------------------------------------------------
@@ -552,12 +624,14 @@ class Run:
                            [g[0], g[1], dict(g[2], hold_id=shape)] if len(g) == 3 and
                            isinstance(g[2], dict) else g)
             return out
-        _, rule, key, n, via = step
+        _, rule, key, n, via = step[:5]
+        more = step[5:]
         if via == "http":
-            return [t.run(H("POST", "/v1/release", {"rule": rule, "key": key,
-                                                     "id": ids[t.name][n]}))
+            return [t.run(H("POST", "/v1/release", dict({"rule": rule, "key": key,
+                                                          "id": ids[t.name][n]},
+                                                         **(more[0] if more else {}))))
                     for t in self.targets]
-        return [t.run(R("SL.RELEASE", rule, key, ids[t.name][n])) for t in self.targets]
+        return [t.run(R("SL.RELEASE", rule, key, ids[t.name][n], *more)) for t in self.targets]
 
     def scenario(self, name, relaxed, steps):
         bad = 0
@@ -601,10 +675,10 @@ class Run:
                         print("    %-8s %s" % (t.name, json.dumps(g)))
                 else:
                     self.known += 1
-                    if self.trace or self.known_seen.setdefault(known[1], 0) == 0:
+                    if self.trace or self.known_seen.get(known[1], 0) == 0:
                         print("known [%s] step %d: %s: %s (%s)" % (
                             name, i, describe(step), known[1], ",".join(differ)))
-                    self.known_seen[known[1]] += 1
+                    self.known_seen[known[1]] = self.known_seen.get(known[1], 0) + 1
                 continue
             if self.trace:
                 print("  %d %s\n    %s" % (i, describe(step), "\n    ".join(

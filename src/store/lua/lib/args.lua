@@ -41,6 +41,10 @@
 -- remaining is at least cost + reserve; else it is shed: decided as cost + reserve, which every
 -- script refuses without writing (never delayed: max_delay 0), and its reply's remaining is the
 -- priority's (shed(), view()).
+-- After the rest, an algorithm with HOLDS takes `adaptive alg min_limit
+-- max_limit backoff latency_timeout_us probe` (an adaptive limit, the core's sl_adaptive_t with
+-- its defaults resolved; 0 for an option alg does not read), and a release `sample latency_us
+-- dropped` (latency_us -1: none; dropped 0 or 1): what the work its hold stood for reported.
 local INT_MAX = 9007199254740991 -- 2^53 - 1
 local RESERVE = 0 -- the request's reserve (rule_args)
 local SHED -- a shed request's remaining, the priority's (shed())
@@ -69,8 +73,10 @@ end
 -- names one whose window now is in (clamped likewise), else nil, then for a lease want and
 -- lease_us (else nil, nil), then for a return the lease time to give back, hold (else 0), then a
 -- settle's max_debt when it names one (else nil: the script's capacity), then an acquire's
--- hold_us and entropy, or a release's id as the second (else nil, nil); or the error. Numbers,
--- not a table of ranges: a script runs all of this on every call, and tables cost allocations.
+-- hold_us and entropy, or a release's id as the second (else nil, nil), then the adaptive
+-- limit's numbers and a release's sample as tables (else nil, nil); or the error. Numbers, not a
+-- table of ranges: a script runs all of this on every call, and tables cost allocations (the
+-- adaptive limit's two are only made for the rules that have one).
 local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_max, delay_min,
                          delay_max, check_buckets)
     local limit, window, burst, buckets, max_delay, cost, now, err
@@ -149,7 +155,7 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         if err then return err end
     end
     if ARGV[at] and ARGV[at] ~= 'closed_from' and ARGV[at] ~= 'max_debt' and
-        ARGV[at] ~= 'reserve' then
+        ARGV[at] ~= 'reserve' and ARGV[at] ~= 'adaptive' and ARGV[at] ~= 'sample' then
         now, err = int_arg(at, 'now_us', -INT_MAX, INT_MAX)
         if err then return err end
         at = at + 1
@@ -172,6 +178,35 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         if err then return err end
         at = at + 2
     end
+    local adaptive, sample -- an adaptive limit's numbers; what a release reports to it
+    if ARGV[at] == 'adaptive' then
+        if not HOLDS then
+            return 'ERR sluice ' .. ALG .. ': an adaptive limit needs an algorithm that holds units'
+        end
+        adaptive = {alg = ARGV[at + 1]}
+        if adaptive.alg ~= 'aimd' and adaptive.alg ~= 'vegas' then
+            return 'ERR sluice ' .. ALG .. ': unknown adaptive algorithm (aimd, vegas)'
+        end
+        adaptive.min, err = int_arg(at + 2, 'min_limit', 1, limit)
+        if err then return err end
+        adaptive.max, err = int_arg(at + 3, 'max_limit', limit, limit_max)
+        if err then return err end
+        adaptive.backoff, err = int_arg(at + 4, 'backoff', 0, 99)
+        if err then return err end
+        adaptive.timeout, err = int_arg(at + 5, 'latency_timeout_us', 0, 3600000000)
+        if err then return err end
+        adaptive.probe, err = int_arg(at + 6, 'probe', 0, 1000)
+        if err then return err end
+        at = at + 7
+    end
+    if ARGV[at] == 'sample' and ARGV[6] == 'release' then
+        sample = {}
+        sample.latency, err = int_arg(at + 1, 'latency_us', -1, 3600000000)
+        if err then return err end
+        sample.dropped, err = int_arg(at + 2, 'dropped', 0, 1)
+        if err then return err end
+        at = at + 3
+    end
     if ARGV[at] then
         return string.format("ERR sluice %s: unexpected argument '%s' (the last ones are " ..
             "[now_us] %s[closed_from from_us]%s)", ALG, ARGV[at],
@@ -188,7 +223,7 @@ local function rule_args(limit_max, burst_min, burst_max, buckets_min, buckets_m
         now = math.max(now, charged)
     end
     return nil, limit, window, burst, buckets, max_delay, cost, now, reserved, actual, charged,
-        closed, want, lease_len, hold, max_debt, hold_us, hold_arg
+        closed, want, lease_len, hold, max_debt, hold_us, hold_arg, adaptive, sample
 end
 
 -- The cost to decide, given a peek's remaining: cost itself, or for a request whose reserve
