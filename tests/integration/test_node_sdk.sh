@@ -90,7 +90,7 @@ start_redis redis --save "" --appendonly no || exit 1
 export SDK_HANDSHAKE=$TMP/hs SDK_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
 export SDK_CASES_PORT=$CASES_PORT SDK_PORT=$MAIN_PORT SDK_TLS_PORT=$TLS_PORT SDK_TLS_CA=$TMP/ca.pem
 export SDK_REDIS_PORT=$REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
-export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.1 NODE_PATH=$SDK_DIR/node_modules
+export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2 NODE_PATH=$SDK_DIR/node_modules
 
 serve_requests() {
     local f base op name

@@ -7,7 +7,7 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
 python_venv || { echo "could not install the wheel"; exit 1; }
-export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.1
+export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2
 export SLUICE_CLIENT_LIBRARY=$SLUICE_BUILD_DIR/src/client/libsluice-client.so.0
 need "$SLUICE_LIBRARY" "$SLUICE_CLIENT_LIBRARY"
 

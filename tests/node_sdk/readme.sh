@@ -19,6 +19,6 @@ echo '{"name":"sluice-readme","version":"0.0.0","private":true}' >"$TMP/app/pack
     exit 1
 }
 NODE_PATH=$TMP/app/node_modules:$SDK_DIR/node_modules \
-    SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.1 \
+    SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2 \
     python3 "$SLUICE_SOURCE_DIR/tests/docs/doctest.py" --source "$SLUICE_SOURCE_DIR" \
     --build "$SLUICE_BUILD_DIR" "$SLUICE_SOURCE_DIR/bindings/node/README.md"

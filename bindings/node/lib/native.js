@@ -8,7 +8,7 @@
 const ALGORITHMS = ['fixed_window', 'sliding_log', 'sliding_window', 'sliding_buckets', 'token_bucket', 'gcra', 'concurrency'];
 const SL_DEFAULT = -1;
 const NS_PER_MS = 1000000n;
-const LIBRARY_NAMES = ['libsluice.so.1', 'libsluice.so', 'libsluice.dylib'];
+const LIBRARY_NAMES = ['libsluice.so.2', 'libsluice.so', 'libsluice.dylib'];
 
 class NativeError extends Error {
   // A libsluice error: code is the SL_E* number, message sl_strerror()'s text.
@@ -21,10 +21,15 @@ class NativeError extends Error {
 
 function declare(koffi, lib) {
   const t = {};
+  t.adaptive = koffi.struct('sl_adaptive_t', {
+    algorithm: 'int', min_limit: 'int64_t', max_limit: 'int64_t', backoff_pct: 'int64_t',
+    timeout_ns: 'int64_t', probe: 'int64_t',
+  });
   t.rule = koffi.struct('sl_rule_t', {
     algorithm: 'int', limit: 'int64_t', window_ns: 'int64_t', burst: 'int64_t', buckets: 'int64_t',
     max_delay_ns: 'int64_t', max_debt: 'int64_t', interval_ns: 'int64_t', tolerance_ns: 'int64_t',
     bucket_ns: 'int64_t', capacity: 'int64_t', state_size: 'uint32_t',
+    adaptive: 'sl_adaptive_t', // all zero: a fixed limit
   });
   t.decision = koffi.struct('sl_decision_t', {
     allowed: 'bool', limit: 'int64_t', remaining: 'int64_t', retry_after_ns: 'int64_t',
@@ -91,7 +96,7 @@ function decisionReader(koffi, t) {
   });
 }
 
-/** Loads libsluice ({library: a path or name}; else $SLUICE_LIBRARY; else libsluice.so.1 where
+/** Loads libsluice ({library: a path or name}; else $SLUICE_LIBRARY; else libsluice.so.2 where
  * the dynamic loader finds it) and returns the binding: {rule, table, decide, settle,
  * stateIsFresh, nowNs, NativeError}. */
 function load(options = {}) {

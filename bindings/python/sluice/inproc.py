@@ -9,7 +9,7 @@ with time given by the caller (int ns since the Unix epoch: time.time_ns(), or a
 Why ctypes: it is in the standard library, so the wheel stays pure Python (no compiler when it
 is installed, one wheel for every CPython), and libsluice's interface is plain C structs and
 integers, which ctypes describes exactly. A call releases the GIL, so threads share a Table and
-its shard locks do the work. The library is the installed libsluice.so.1 (make install, or
+its shard locks do the work. The library is the installed libsluice.so.2 (make install, or
 sluice's Debian package), or the file SLUICE_LIBRARY names.
 """
 
@@ -35,13 +35,20 @@ class LibraryError(SluiceError):
         super().__init__(f"{what}: {_lib().sl_strerror(code).decode()}")
 
 
+class _Adaptive(ctypes.Structure):
+    _fields_ = [("algorithm", ctypes.c_int), ("min_limit", ctypes.c_int64),
+                ("max_limit", ctypes.c_int64), ("backoff_pct", ctypes.c_int64),
+                ("timeout_ns", ctypes.c_int64), ("probe", ctypes.c_int64)]
+
+
 class _Rule(ctypes.Structure):
     _fields_ = [("algorithm", ctypes.c_int), ("limit", ctypes.c_int64),
                 ("window_ns", ctypes.c_int64), ("burst", ctypes.c_int64),
                 ("buckets", ctypes.c_int64), ("max_delay_ns", ctypes.c_int64),
                 ("max_debt", ctypes.c_int64), ("interval_ns", ctypes.c_int64),
                 ("tolerance_ns", ctypes.c_int64), ("bucket_ns", ctypes.c_int64),
-                ("capacity", ctypes.c_int64), ("state_size", ctypes.c_uint32)]
+                ("capacity", ctypes.c_int64), ("state_size", ctypes.c_uint32),
+                ("adaptive", _Adaptive)]  # all zero: a fixed limit
 
 
 class _Decision(ctypes.Structure):
@@ -111,7 +118,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
 def library_path():
     """The libsluice this process loads: $SLUICE_LIBRARY, else the one the loader finds."""
     return (os.environ.get("SLUICE_LIBRARY") or ctypes.util.find_library("sluice")
-            or "libsluice.so.1")
+            or "libsluice.so.2")
 
 
 def _lib():
