@@ -242,7 +242,10 @@ static int op_stop_server(ctx_t *x, json_t *step, outcome_t *o)
     (void)step, (void)o;
     x->stopped = true;
     x->run->stopped++;
-    return server_ctl(x->run, "stop") ? SLC_OK : SLC_EINVAL;
+    if (server_ctl(x->run, "stop"))
+        return SLC_OK;
+    fprintf(stderr, "stop_server: the script did not stop sluiced within %d ms\n", HANDSHAKE_MS);
+    return SLC_EINVAL;
 }
 
 static int op_cache_hits(ctx_t *x, json_t *step, outcome_t *o)
