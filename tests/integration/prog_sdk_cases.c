@@ -15,10 +15,10 @@
  *
  * on_unreachable: the C client has no such option; failing open or closed is its caller's choice
  * (docs/client.md, "When sluiced cannot be reached"). For a case that sets it, the runner applies
- * that documented caller pattern (allow_or_fallback() below, the same code as the document's
- * example) to every call that returns a decision, and the case must still hold: a call that
- * fails with SLC_EIO is answered by the fallback decision, marked fallback; "raise" (the
- * default) leaves the error to the step.
+ * that documented caller pattern (fall_back() below, the document's function word for word,
+ * which test_client_cases.sh checks) to every call that returns a decision, and the case must still
+ * hold: a call that fails with SLC_EIO is answered by the fallback decision, marked fallback;
+ * "raise" (the default) leaves the error to the step.
  *
  * Prints one "ok" or "not ok" line per case, with the failing step; exits 0 when all passed.
  */
@@ -34,9 +34,9 @@
 
 #include "sluice/client.h"
 
-#define HOLDS_MAX       16
-#define HANDSHAKE_MS    120000
-#define CONNECT_TIMEOUT 10000 /* ms: a loaded machine answers slowly, never this slowly */
+#define HOLDS_MAX          16
+#define HANDSHAKE_MS       120000
+#define CONNECT_TIMEOUT_MS 10000 /* ms: a loaded machine answers slowly, never this slowly */
 
 enum unreachable { UNREACHABLE_RAISE, UNREACHABLE_ALLOW, UNREACHABLE_DENY };
 
@@ -92,7 +92,7 @@ static bool fail(ctx_t *x, const char *fmt, const char *a, const char *b)
 /* rc and *d: what a call returned. On SLC_EIO, *d becomes the fallback decision and SLC_OK is
  * returned: open admits (limit, remaining and times 0); closed refuses, retry_after_ms the next
  * backoff delay (at least 1 ms). Other codes pass through; one that reached sluiced resets the
- * count of failures in a row. (The document's example, word for word.) */
+ * count of failures in a row. */
 static int fall_back(int rc, bool fail_open, int *failures, uint64_t *rng, slc_decision_t *d)
 {
     if (rc != SLC_EIO) {
@@ -411,7 +411,7 @@ static bool apply_options(ctx_t *x, json_t *options)
 /* Runs one case on a fresh handle; false with x->why (and the step in *failed) when it fails. */
 static bool run_case(ctx_t *x, json_t *cas, size_t *failed)
 {
-    x->c = slc_connect("127.0.0.1", x->run->port, NULL, CONNECT_TIMEOUT);
+    x->c = slc_connect("127.0.0.1", x->run->port, NULL, CONNECT_TIMEOUT_MS);
     if (x->c == NULL || slc_err(x->c) != SLC_OK)
         return fail(x, "connect: %s%s", x->c ? slc_errstr(x->c) : "no memory", "");
     slc_set_clock(x->c, fake_clock, x);

@@ -17,6 +17,14 @@ for bin in "$SLUICED" "$PROG"; do
     [ -x "$bin" ] || { echo "not built: $bin"; exit 1; }
 done
 
+# fall_back(): the runner's is docs/client.md's, comment and body, word for word
+fall_back() { # FILE: the function as FILE has it
+    sed -n '/^\/\* rc and \*d: what a call returned/,/^}/p' "$1"
+}
+check "the runner's fall_back() is the document's" test -n "$(fall_back "$SLUICE_SOURCE_DIR/docs/client.md")" \
+    -a "$(fall_back "$SLUICE_SOURCE_DIR/docs/client.md")" = \
+    "$(fall_back "$SLUICE_SOURCE_DIR/tests/integration/prog_sdk_cases.c")"
+
 python3 -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))["rules_yaml"])' \
     "$CASES_JSON" >"$TMP/cases.yaml"
 args=(--rules "$TMP/cases.yaml" --config-store "$TMP/cases.db" --snapshot "")
