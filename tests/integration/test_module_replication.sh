@@ -7,6 +7,9 @@
 #     executed SET and DEL, one SET per admission, per settle that changed a value and per
 #     command that converted one, one DEL per reset of an existing key and per settle or
 #     conversion that left a key fresh;
+#   - holds (SL.ACQUIRE, SL.RELEASE): a SET per acquire that makes a hold and per release that
+#     leaves holds, a DEL per release that leaves the key fresh, nothing for a refused acquire or a
+#     release of no live hold; the replica's bytes and expiry are the primary's;
 #   - an AOF primary (with a rewrite in the middle of the workload) restarted WITHOUT the module
 #     loads the same bytes and expiries.
 # Windows are one hour, so no key expires while the test runs.
@@ -176,6 +179,34 @@ others=$(grep -v -E '^(#|$|cmdstat_(set|del|ping|select|replconf|info|scan|dump|
     <<<"$stats")
 check replica-only-set-del [ -z "$others" ]
 [ -z "$others" ] || echo "$others"
+
+# --- holds: an acquire that makes a hold and a release write the key's value (SET, or DEL when
+# the release leaves it fresh); a refused acquire and a release of no live hold write nothing
+stat_calls() { # PORT COMMAND: its calls in INFO commandstats (0 when never called)
+    redis-cli -p "$1" INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$2:calls=\([0-9]*\),.*/\1/p" |
+        grep . || echo 0
+}
+hold_args=(concurrency 2 3600000)
+check holds-caught-up poll 20 caught_up "$PP" "$RP"
+sets0=$(stat_calls "$RP" set)
+dels0=$(stat_calls "$RP" del)
+h1=$(redis-cli -p "$PP" --raw SL.ACQUIRE hold:k "${hold_args[@]}" | tail -n 1)
+h2=$(redis-cli -p "$PP" --raw SL.ACQUIRE hold:k "${hold_args[@]}" TIMEOUT 60000 | tail -n 1)
+check holds-made [ "$h1" -gt 0 -a "$h2" -gt 0 -a "$h1" != "$h2" ]
+refused=$(redis-cli -p "$PP" --csv SL.ACQUIRE hold:k "${hold_args[@]}")
+check hold-refused [ "${refused%%,*}" = 0 ]
+check release-of-no-hold bash -c "redis-cli -p $PP SL.RELEASE hold:k ${hold_args[*]} ID 12345 |
+    grep -q 'no such hold'"
+check release-h1 [ "$(redis-cli -p "$PP" SL.RELEASE hold:k "${hold_args[@]}" ID "$h1")" = OK ]
+check holds-caught-up2 poll 20 caught_up "$PP" "$RP"
+hold_value() { printf 'DUMP hold:k\nPEXPIRETIME hold:k\n' | redis-cli -p "$1" --no-raw; }
+check hold-kept [ "$(redis-cli -p "$PP" EXISTS hold:k)" = 1 ]
+check hold-bytes-ttl [ "$(hold_value "$PP")" = "$(hold_value "$RP")" ]
+check release-h2 [ "$(redis-cli -p "$PP" SL.RELEASE hold:k "${hold_args[@]}" ID "$h2")" = OK ]
+check holds-caught-up3 poll 20 caught_up "$PP" "$RP"
+check hold-gone-on-replica [ "$(redis-cli -p "$RP" EXISTS hold:k)" = 0 ]
+check hold-sets [ "$(stat_calls "$RP" set)" -eq $((sets0 + 3)) ]
+check hold-dels [ "$(stat_calls "$RP" del)" -eq $((dels0 + 1)) ]
 
 # --- AOF: written with the module, loaded without it
 redis_up aof --appendonly yes --loadmodule "$MODULE"

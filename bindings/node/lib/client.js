@@ -216,10 +216,12 @@ class Client {
   }
 
   /** SL.RELEASE rule key id: frees the hold. Rejects with the server's "no such hold" when the
-   * key holds no live hold of that id. */
+   * key holds no live hold of that id. Forgets the key's cached denial, as a settle giving units
+   * back does: the freed units may admit what it refused. */
   async release(rule, key, holdId) {
     checkName('rule', rule);
     if (!Number.isSafeInteger(holdId) || holdId < 1) throw new TypeError('holdId must be an integer >= 1');
+    this.cache.forget(OverLimitCache.name(rule, String(key)));
     await this.command(['SL.RELEASE', rule, String(key), String(holdId)]);
   }
 
