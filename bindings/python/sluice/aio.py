@@ -111,7 +111,8 @@ class AsyncClient:
         return parse_decision(reply, with_hold=True)
 
     async def release(self, rule, key, hold_id):
-        """SL.RELEASE (see sluice.Client.release)."""
+        """SL.RELEASE (see sluice.Client.release): forgets the key's cached denial."""
+        self._core.cache.forget(rule, key)
         reply = await self._send(("SL.RELEASE", rule, key, hold_id))
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RELEASE answered {reply!r:.100}")

@@ -148,7 +148,10 @@ class Client:
 
     def release(self, rule, key, hold_id):
         """SL.RELEASE: frees the hold at once. ServerError "no such hold" when the key holds no
-        live hold of that id (released before, expired, never made)."""
+        live hold of that id (released before, expired, never made). A release frees units, so it
+        forgets the key's cached denial, as the C client does."""
+        with self._lock:
+            self._core.cache.forget(rule, key)
         reply = self._send(("SL.RELEASE", rule, key, hold_id))
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RELEASE answered {reply!r:.100}")
