@@ -73,8 +73,10 @@ bool http_query_get(const http_request_t *r, const char *name, char *out, size_t
         const char *eq = memchr(q + i, '=', j - i);
         size_t key_len = eq != NULL ? (size_t)(eq - (q + i)) : j - i;
         char key[HTTP_QUERY_KEY_MAX + 1];
-        long k = decode(q + i, key_len, key, sizeof(key), true);
-        if (k == (long)name_len && memcmp(key, name, name_len) == 0) {
+        const char *raw = q + i; /* compared as it is when it has nothing to decode */
+        bool plain = memchr(raw, '%', key_len) == NULL && memchr(raw, '+', key_len) == NULL;
+        long k = plain ? (long)key_len : decode(raw, key_len, key, sizeof(key), true);
+        if (k == (long)name_len && memcmp(plain ? raw : key, name, name_len) == 0) {
             const char *v = eq != NULL ? eq + 1 : q + j;
             long d = decode(v, (size_t)(q + j - v), out, cap, true);
             if (d < 0)
@@ -93,6 +95,21 @@ long http_path_segments(const char *path, size_t path_len, char *storage, size_t
     if (path_len == 0 || path[0] != '/')
         return -1;
     size_t used = 0, n = 0, i = 1;
+    if (cap >= path_len && memchr(path, '%', path_len) == NULL) { /* nothing to decode: */
+        memcpy(storage, path + 1, path_len - 1);                  /* one copy, cut at '/' */
+        storage[path_len - 1] = '\0';
+        for (size_t start = 0;; i++) {
+            if (i < path_len && path[i] != '/')
+                continue;
+            if (n == max)
+                return -1;
+            storage[i - 1] = '\0';
+            segs[n++] = (http_segment_t){.ptr = storage + start, .len = i - 1 - start};
+            if (i >= path_len)
+                return (long)n;
+            start = i;
+        }
+    }
     for (;;) {
         size_t j = i;
         while (j < path_len && path[j] != '/')

@@ -15,7 +15,8 @@
 
 /* ---- responses ---------------------------------------------------------------------------- */
 
-static void put_str(buf_t *b, const char *s)
+/* always inlined: its callers pass literals, whose strlen() the compiler then folds */
+static inline __attribute__((always_inline)) void put_str(buf_t *b, const char *s)
 {
     buf_add(b, s, strlen(s));
 }
