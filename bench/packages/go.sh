@@ -114,12 +114,13 @@ SR_PORT=$SL_PORT SR_HTTP=$SL_HTTP
 grep -q 'request store redis (sluice.so module)' "$TMP/sluiced-redis.log" ||
     die "sluiced-redis does not use sluice.so: $(cat "$TMP/sluiced-redis.log")"
 
-declare -A APP_PORT
+declare -A APP_PORT APP_PID
 for spec in bare:bare:0 sluice-memory:sluice:"$SM_PORT" sluice-redis:sluice:"$SR_PORT"; do
     IFS=: read -r name kind store <<<"$spec"
     port=$(free_port)
     start "app-$name" "${SRV_PIN[@]}" "$GB" serve "$kind" "127.0.0.1:$port" "127.0.0.1:$store"
     APP_PORT[$name]=$port
+    APP_PID[$name]=$LAST_PID
     wait_port "$port"
 done
 CASES=(bare sluice-memory sluice-redis)
@@ -135,25 +136,29 @@ done
 for ((r = 1; r <= ROUNDS; r++)); do
     for c in "${CASES[@]}"; do
         wait_quiet
+        t0=$(cpu_ticks "${APP_PID[$c]}")
         read -r p50 p99 rps bad < <("${CLI_PIN[@]}" "$GB" load "127.0.0.1:${APP_PORT[$c]}" "$N" "$KEYS" "$r")
-        echo "$r $c $p50 $p99 $rps $bad" >>"$TMP/http.txt"
-        printf '  round %d  %-14s p50 %7s us  p99 %7s us  %6s req/s  non-200 %s\n' "$r" "$c" "$p50" "$p99" "$rps" "$bad"
+        cpu=$(awk -v d="$(($(cpu_ticks "${APP_PID[$c]}") - t0))" -v hz="$CLK_TCK" -v n="$N" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')
+        echo "$r $c $p50 $p99 $rps $bad $cpu" >>"$TMP/http.txt"
+        printf '  round %d  %-14s p50 %7s us  p99 %7s us  %6s req/s  app CPU %6s us/req  non-200 %s\n' "$r" "$c" "$p50" "$p99" "$rps" "$cpu" "$bad"
     done
 done
 say ""
-say "medians over $ROUNDS rounds (added = the median of the per-round differences from bare):"
-printf '  %-14s %10s %10s %10s %14s %14s\n' case "p50 us" "p99 us" "req/s" "added p50 us" "added p99 us"
+say "medians over $ROUNDS rounds (added = the median of the per-round differences from bare; app CPU:"
+say "the net/http process's CPU time per request, /proc/PID/stat, the client's code included)"
+printf '  %-14s %10s %10s %10s %14s %14s %12s %12s\n' case "p50 us" "p99 us" "req/s" "added p50 us" "added p99 us" "app CPU us" "added CPU us"
 for c in "${CASES[@]}"; do
     awk -v c="$c" '
         function med(a, n,   i, j, t) {
             for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         }
-        $2 == "bare" { b50[$1] = $3; b99[$1] = $4 }
-        $2 == c { n++; p50[n] = $3; p99[n] = $4; rps[n] = $5; r[n] = $1 }
+        $2 == "bare" { b50[$1] = $3; b99[$1] = $4; bcpu[$1] = $7 }
+        $2 == c { n++; p50[n] = $3; p99[n] = $4; rps[n] = $5; r[n] = $1; cpu[n] = $7 }
         END {
-            for (i = 1; i <= n; i++) { d50[i] = p50[i] - b50[r[i]]; d99[i] = p99[i] - b99[r[i]] }
-            printf "  %-14s %10.1f %10.1f %10.0f %14.1f %14.1f\n", c, med(p50, n), med(p99, n), med(rps, n), med(d50, n), med(d99, n)
+            for (i = 1; i <= n; i++) { d50[i] = p50[i] - b50[r[i]]; d99[i] = p99[i] - b99[r[i]]; dcpu[i] = cpu[i] - bcpu[r[i]] }
+            printf "  %-14s %10.1f %10.1f %10.0f %14.1f %14.1f %12.1f %12.1f\n", c, med(p50, n), med(p99, n), med(rps, n),
+                med(d50, n), med(d99, n), med(cpu, n), med(dcpu, n)
         }' "$TMP/http.txt"
 done
 

@@ -112,15 +112,21 @@ async function load(port, n, keys, seed) {
 // ---- rounds of interleaved cases ---------------------------------------------------------------
 // Each case is an async function of a key stream returning nothing; one untimed warm-up of each,
 // then ROUNDS rounds in which every case runs once (so drift hits all alike). Prints each case's
-// median decisions/s (min, max) and its median per-round ratio to the first case.
+// median decisions/s (min, max), its median per-round ratio to the first case, and this process's
+// CPU time per decision (user + system, process.cpuUsage): what the library costs its caller,
+// which another process taking the CPU moves far less than it moves the rate.
 async function rounds(title, cases, stream, nRounds) {
   for (const c of cases) await c.run(stream.slice(0, Math.min(stream.length, 20000)));
   const rates = cases.map(() => []);
+  const cpus = cases.map(() => []);
   for (let r = 0; r < nRounds; r++) {
     for (let i = 0; i < cases.length; i++) {
+      const c0 = process.cpuUsage();
       const t0 = process.hrtime.bigint();
       await cases[i].run(stream);
       rates[i].push(stream.length / (Number(process.hrtime.bigint() - t0) / 1e9));
+      const c1 = process.cpuUsage(c0);
+      cpus[i].push((c1.user + c1.system) / stream.length);
     }
   }
   console.log(`${title}: ${stream.length} decisions per round, ${nRounds} rounds, medians`);
@@ -128,7 +134,7 @@ async function rounds(title, cases, stream, nRounds) {
     const ratio = median(rates[i].map((v, r) => v / rates[0][r]));
     console.log(`  ${cases[i].name.padEnd(52)} ${median(rates[i]).toFixed(0).padStart(9)} decisions/s` +
       `  (min ${Math.min(...rates[i]).toFixed(0)}, max ${Math.max(...rates[i]).toFixed(0)})` +
-      `  x${ratio.toFixed(2)} of the first`);
+      `  x${ratio.toFixed(2)} of the first  ${median(cpus[i]).toFixed(2)} us CPU/decision here`);
   }
 }
 

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	sluice "sluice.dev/go"
@@ -113,9 +114,18 @@ type clientCase struct {
 	do   func(ctx context.Context, key string) error
 }
 
-// run spreads stream over conc goroutines and returns decisions per second.
-func run(c clientCase, stream []string, conc int) float64 {
+// cpuUs is this process's CPU time so far (user + system), microseconds.
+func cpuUs() float64 {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
+
+// run spreads stream over conc goroutines and returns decisions per second and this process's
+// CPU time per decision (us): what the client costs its caller.
+func run(c clientCase, stream []string, conc int) (float64, float64) {
 	ctx := context.Background()
+	cpu0 := cpuUs()
 	var wg sync.WaitGroup
 	errs := make(chan error, conc)
 	start := time.Now()
@@ -142,7 +152,7 @@ func run(c clientCase, stream []string, conc int) float64 {
 		must(fmt.Errorf("%s: %v", c.name, err))
 	default:
 	}
-	return float64(len(stream)) / time.Since(start).Seconds()
+	return float64(len(stream)) / time.Since(start).Seconds(), (cpuUs() - cpu0) / float64(len(stream))
 }
 
 func allowVia(c *sluice.Client) func(context.Context, string) error {
@@ -189,9 +199,12 @@ func client(n, keys, rounds, conc int, luaPath, slMem, slRedis, redisAddr string
 		run(c, stream[:n/5], conc) // warm-up: connections made, keys created
 	}
 	rates := make([][]float64, len(cases))
+	cpus := make([][]float64, len(cases))
 	for r := 0; r < rounds; r++ {
 		for i, c := range cases {
-			rates[i] = append(rates[i], run(c, stream, conc))
+			rate, cpu := run(c, stream, conc)
+			rates[i] = append(rates[i], rate)
+			cpus[i] = append(cpus[i], cpu)
 		}
 	}
 	fmt.Printf("client decisions, %d goroutines sharing one Client (PoolSize %d): %d per round, %d rounds, medians\n",
@@ -203,8 +216,8 @@ func client(n, keys, rounds, conc int, luaPath, slMem, slRedis, redisAddr string
 		}
 		sorted := append([]float64(nil), rates[i]...)
 		sort.Float64s(sorted)
-		fmt.Printf("  %-52s %9.0f decisions/s  (min %.0f, max %.0f)  x%.2f of the first\n",
-			c.name, median(rates[i]), sorted[0], sorted[len(sorted)-1], median(ratios))
+		fmt.Printf("  %-52s %9.0f decisions/s  (min %.0f, max %.0f)  x%.2f of the first  %.2f us CPU/decision here\n",
+			c.name, median(rates[i]), sorted[0], sorted[len(sorted)-1], median(ratios), median(cpus[i]))
 	}
 	mem.Close()
 	onRedis.Close()
