@@ -23,7 +23,7 @@
 # loops to CPU 1. Everything listens on 127.0.0.1 on free ports; every process started here is
 # stopped by its PID on exit.
 #
-#   bench/packages/node.sh                      ROUNDS=5 N=4000 KEYS=10000; about 4 minutes
+#   bench/packages/node.sh                      ROUNDS=5 N=4000 KEYS=10000; about 6 minutes
 #   QUICK=1 bench/packages/node.sh              a smoke run (figures not comparable)
 #   ROUNDS=9 bench/packages/node.sh             more rounds on a noisy machine
 #   BUILD_DIR=/tmp/b bench/packages/node.sh     build (RelWithDebInfo, no sanitizer) there
@@ -91,13 +91,12 @@ start redis "${SRV_PIN[@]}" redis-server --port "$RD_PORT" --bind 127.0.0.1 --sa
 wait_port "$RD_PORT"
 # --store-timeout 2s: on a busy shared core the default 5 ms would let decisions be made by
 # on_store_error instead of by Redis; the end reads sluiced's counters to show none were.
-start_sluiced() { # NAME STORE: sets SL_PID, SL_PORT, SL_HTTP
+start_sluiced() { # NAME STORE: sets SL_PORT, SL_HTTP
     SL_PORT=$(free_port)
     SL_HTTP=$(free_port)
     start "$1" "${SRV_PIN[@]}" "$SLUICED" --grpc-port 0 --threads 1 --port "$SL_PORT" --http-port "$SL_HTTP" \
         --store "$2" --store-timeout 2s --rules "$TMP/rules.yaml" --config-store "$TMP/$1.db" \
         --snapshot "" --log-level info
-    SL_PID=$LAST_PID
     wait_port "$SL_PORT"
 }
 start_sluiced sluiced-memory memory
