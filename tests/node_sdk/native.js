@@ -3,7 +3,8 @@
 // operations (SLUICE_SEED=n replays a run; the seed is printed): the table and the pure
 // algorithm over a caller's state agree on every decision of every algorithm; fixed_window and
 // sliding_log decide exactly as a model of their definition; a peek changes no byte; in-flight
-// holds never pass the limit and a hold is released once; bad input is a NativeError naming it.
+// holds never pass the limit and a hold is released once; bad input is a NativeError naming it;
+// a second loadNative() works beside the first.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -119,4 +120,17 @@ test('bad input is a NativeError that says what is wrong, and changes nothing', 
   assert.throws(() => t.decide('k', 1, T0), /closed/);
   const r = native.rule({ algorithm: 'gcra', limit: 1, window: '1s' });
   assert.throws(() => native.decide(r, Buffer.alloc(1), 1, T0), /state must be a Buffer of 8 bytes/);
+});
+
+test('loadNative() a second time gives a second binding that works beside the first', () => {
+  const again = sluice.loadNative(); // koffi's struct names are global: declared once, reused
+  const a = native.table(native.rule({ algorithm: 'fixed_window', limit: 2, window: '1s' }));
+  const b = again.table(again.rule({ algorithm: 'fixed_window', limit: 2, window: '1s' }));
+  assert.deepEqual([a.decide('k', 2, T0).allowed, b.decide('k', 1, T0).allowed, a.decide('k', 1, T0).allowed], [true, true, false]);
+  assert.deepEqual(b.decide('k', 1, T0), { allowed: true, limit: 2, remaining: 0, retryAfterNs: 0, resetAfterNs: 1000000000, delayNs: 0 });
+  // a refusal's retry time is exact in ns (an int64 read from two 32-bit words)
+  const d = b.decide('k', 1, T0 + 123456789n);
+  assert.deepEqual([d.allowed, d.retryAfterNs, d.resetAfterNs], [false, 876543211, 876543211]);
+  a.close();
+  b.close();
 });

@@ -19,7 +19,12 @@ class NativeError extends Error {
   }
 }
 
-function declare(koffi, lib) {
+// koffi's type names are global to the process: the structs are declared on the first load()
+// and reused by the next (a second declaration of a name throws).
+let declaredTypes = null;
+
+function declareTypes(koffi) {
+  if (declaredTypes) return declaredTypes;
   const t = {};
   t.adaptive = koffi.struct('sl_adaptive_t', {
     algorithm: 'int', min_limit: 'int64_t', max_limit: 'int64_t', backoff_pct: 'int64_t',
@@ -41,10 +46,16 @@ function declare(koffi, lib) {
     budget: 'void *', evict_idle: 'bool',
   });
   t.table = koffi.opaque('sl_table_t');
-  const f = (sig) => lib.func(sig);
   t.decisionSize = koffi.sizeof(t.decision);
   t.holdSize = koffi.sizeof(t.hold);
   t.holdIdAt = koffi.offsetof(t.hold, 'id');
+  declaredTypes = t;
+  return t;
+}
+
+function declare(koffi, lib) {
+  const t = declareTypes(koffi);
+  const f = (sig) => lib.func(sig);
   return {
     types: t,
     strerror: f('const char *sl_strerror(int code)'),
@@ -89,10 +100,13 @@ function layout(koffi, type, fields) {
 
 function decisionReader(koffi, t) {
   const at = layout(koffi, t.decision, ['allowed', 'limit', 'remaining', 'retry_after_ns', 'reset_after_ns', 'delay_ns']);
-  const i64 = (b, f) => Number(b.readBigInt64LE(at[f]));
+  // An int64 as a Number from its two 32-bit words (the high one signed): the same value, rounded
+  // once, as Number(readBigInt64LE()), without making a BigInt, which took a fifth of a decide().
+  const i64 = (b, o) => b.readInt32LE(o + 4) * 4294967296 + b.readUInt32LE(o);
+  const { allowed, limit, remaining, retry_after_ns: retry, reset_after_ns: reset, delay_ns: delay } = at;
   return (b) => ({
-    allowed: b[at.allowed] !== 0, limit: i64(b, 'limit'), remaining: i64(b, 'remaining'),
-    retryAfterNs: i64(b, 'retry_after_ns'), resetAfterNs: i64(b, 'reset_after_ns'), delayNs: i64(b, 'delay_ns'),
+    allowed: b[allowed] !== 0, limit: i64(b, limit), remaining: i64(b, remaining),
+    retryAfterNs: i64(b, retry), resetAfterNs: i64(b, reset), delayNs: i64(b, delay),
   });
 }
 
