@@ -129,7 +129,8 @@ static int64_t slots(const sl_rule_t *rule)
 /* The limit a decision checks now (L): the rule's, or the key's adaptive limit. */
 static int64_t limit_now(const sl_rule_t *rule, const hdr_t *h)
 {
-    return adaptive_limit(rule, h->adaptive);
+    return rule->adaptive.algorithm == SL_ADAPTIVE_NONE ? rule->limit
+                                                        : adaptive_limit(rule, h->adaptive);
 }
 
 /* The id of sequence number seq under the key's secret: a permutation of [0, 2^48). */
@@ -299,7 +300,8 @@ static int concurrency_release(const sl_rule_t *rule, void *state, uint64_t id, 
         rc = SL_EHOLD; /* unknown, expired or released: nothing changes */
     } else {
         /* the sample moves the limit with the units in flight as the work ran (this hold's too) */
-        adaptive_update(rule, h.adaptive, (int64_t)h.held - units_before(state, live), sample);
+        if (sample != NULL && rule->adaptive.algorithm != SL_ADAPTIVE_NONE)
+            adaptive_update(rule, h.adaptive, (int64_t)h.held - units_before(state, live), sample);
         remove_at(state, &h, found);
         *expired = drop_expired(state, &h, live);
         h.latest_ns = now_ns;
