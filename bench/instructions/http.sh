@@ -56,7 +56,7 @@ measure() {
     total=$(dump_total "$2")
     printf '  %-36s %8d instructions per request\n' "$1" "$((total / N))"
     case $1 in
-    sluiced*) layers "$N" engine_request_start sl_table_decide job_end,conn_flush ;;
+    sluiced*) layers "$N" engine_request_start sl_table_decide,sl_table_decide_reserved job_end,conn_flush ;;
     esac
 }
 cat >"$TMP/rules.yaml" <<'YAML'
