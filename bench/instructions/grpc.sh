@@ -88,7 +88,7 @@ for b in "${BUILDS[@]}"; do
     printf '  %-36s %8d instructions per call, %d per descriptor\n' \
         "ShouldRateLimit, $d descriptor(s)" "$((total / N))" "$((total / N / d))"
     [ -n "${KEEP_DUMPS:-}" ] && cp "$(last_dump)" "$KEEP_DUMPS/grpc-$d.cg"
-    layers "$N" engine_request_start sl_table_decide grpc_answer,grpc_session_send
+    layers "$N" engine_request_start sl_table_decide,sl_table_decide_reserved grpc_answer,grpc_session_send
     nghttp2_split "$N"
     kill -TERM "$pid"
     wait "$pid" 2>/dev/null || true

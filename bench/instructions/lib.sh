@@ -4,6 +4,8 @@
 #
 #   last_dump                     the newest callgrind dump in $TMP/cg
 #   dump_total PID                dumps (and zeroes) PID's counters; prints the dump's total
+#                                 (with KEEP_DUMPS=DIR set, each dump is also copied into DIR,
+#                                 which outlives $TMP, for callgrind_annotate afterwards)
 #   layers N ENGINE CORE REPLY    splits the last dump's instructions per request (N requests) by layer, from
 #                                 callgrind_annotate --inclusive=yes: each argument is a
 #                                 comma-separated list of the layer's entry functions, whose
@@ -25,6 +27,10 @@ dump_total() {
         [ "$DUMP" != "$before" ] && [ -s "$DUMP" ] && break
         sleep 0.1
     done
+    if [ -n "${KEEP_DUMPS:-}" ]; then
+        mkdir -p "$KEEP_DUMPS"
+        cp "$DUMP" "$KEEP_DUMPS/$(date +%H%M%S)-$1-$(basename "$DUMP")"
+    fi
     awk '/^(summary|totals):/ { print $2; exit }' "$DUMP"
 }
 

@@ -54,7 +54,7 @@ measure() {
     total=$(dump_total "$pid")
     printf '  %-40s %8d instructions per request\n' "$name" "$((total / N))"
     case $name in
-    sluiced*) layers "$N" engine_request_start,engine_find sl_table_decide write_decision,conn_flush ;;
+    sluiced*) layers "$N" engine_request_start,engine_find sl_table_decide,sl_table_decide_reserved write_decision,conn_flush ;;
     esac
 }
 

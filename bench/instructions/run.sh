@@ -7,7 +7,7 @@
 #   read+parse   the rest: reading, parsing, routing, the loop's own work
 #   engine       rule lookup to the store's answer (engine_request_start, and over RESP the
 #                rule's lookup engine_find), without the core
-#   core         sl_table_decide (the memory store's table and the algorithm)
+#   core         sl_table_decide, sl_table_decide_reserved (the memory store's table and the algorithm)
 #   reply+write  the reply's writer (write_decision, job_end, grpc_answer) and conn_flush /
 #                grpc_session_send
 #

@@ -215,9 +215,15 @@ static void counter_set(topk_counter_t *c, uint64_t hash, const void *key, size_
 {
     uint32_t seq = atomic_load_explicit(&c->seq, RELAXED);
     atomic_store_explicit(&c->seq, seq + 1, RELAXED);
+    /* The words past a key's end are zero; only those the new key or the old one covers are
+     * written (a short key, the common one, writes two of eight). */
+    size_t kept = len < TOPK_KEY_INLINE ? len : TOPK_KEY_INLINE;
+    size_t old = atomic_load_explicit(&c->key_len, RELAXED);
+    old = old < TOPK_KEY_INLINE ? old : TOPK_KEY_INLINE;
+    size_t nwords = ((kept > old ? kept : old) + 7) / 8;
     uint64_t words[TOPK_KEY_INLINE / 8] = {0};
-    memcpy(words, key, len < TOPK_KEY_INLINE ? len : TOPK_KEY_INLINE);
-    for (size_t w = 0; w < TOPK_KEY_INLINE / 8; w++) {
+    memcpy(words, key, kept);
+    for (size_t w = 0; w < nwords; w++) {
         store(&c->key[w], words[w]);
     }
     atomic_store_explicit(&c->key_len, (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX),

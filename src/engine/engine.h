@@ -69,6 +69,8 @@ typedef struct rule_state {
     uint64_t name_hash; /* of def.name: its keys' overrides are cached by name and key */
     int64_t lease_ns;   /* mode: leased: its leases' time (ruledef_lease_ns), ns; 0 strict */
     int64_t sync_ns;    /* mode: approximate: its sync interval (ruledef_sync_ns), ns; 0 else */
+    int64_t replica_wait_ms; /* replicas: how long a write waits for them (ruledef_replica_wait_ns),
+                                ms; computed once here, not on every decision */
     rule_tables_t *t;
     _Atomic int refs;              /* sets holding it, and decisions waiting on a remote store */
     _Atomic int64_t last_used_ns;  /* inline rules: the last decision, to within a second */

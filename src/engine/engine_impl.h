@@ -317,7 +317,7 @@ static inline void engine_target(rule_state_t *rs, const ov_entry_t *en, const v
                            .lease_ns = rs->lease_ns,
                            .sync_ns = rs->sync_ns,
                            .replicas = (int)rs->def.replicas,
-                           .replica_wait_ms = ruledef_replica_wait_ns(&rs->def) / SL_NS_PER_MS};
+                           .replica_wait_ms = rs->replica_wait_ms};
     if (en != NULL && en->present) {
         tg->handle = en->handle;
         tg->numbers = &en->ov_rule;

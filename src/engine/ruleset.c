@@ -98,6 +98,7 @@ rule_state_t *engine_state_create(ruledef_t *def, rule_tables_t *t)
     rs->name_hash = sl_hash64(rs->def.name, strlen(rs->def.name), 0x0e77);
     rs->lease_ns = ruledef_lease_ns(&rs->def);
     rs->sync_ns = ruledef_sync_ns(&rs->def);
+    rs->replica_wait_ms = ruledef_replica_wait_ns(&rs->def) / SL_NS_PER_MS;
     rs->t = t;
     atomic_fetch_add(&t->refs, 1);
     return rs;

@@ -41,8 +41,8 @@ static const char *byte_name(unsigned char c, char out[TEXT_BYTE_CAP])
  * signed. Returns the index after "\r\n", RESP_PARTIAL, or RESP_ERROR (bad is set true when the
  * line is complete but not an integer; too_long when no CRLF came within COUNT_LINE_MAX).
  */
-static long read_count(const char *buf, size_t len, size_t pos, bool is_signed, long long *value,
-                       bool *bad, bool *too_long)
+static long read_count_slow(const char *buf, size_t len, size_t pos, bool is_signed,
+                            long long *value, bool *bad, bool *too_long)
 {
     *bad = *too_long = false;
     size_t end = pos;
@@ -71,6 +71,27 @@ static long read_count(const char *buf, size_t len, size_t pos, bool is_signed, 
     }
     *value = neg ? -v : v;
     return (long)(end + 2);
+}
+
+/*
+ * read_count's contract. The common line, 1 to 18 digits then CRLF, all in buf, is read in one
+ * pass; anything else (a partial line, an error) goes to read_count_slow, whose answers for it
+ * are the reference: for the lines read here it would answer the same.
+ */
+static inline long read_count(const char *buf, size_t len, size_t pos, bool is_signed,
+                              long long *value, bool *bad, bool *too_long)
+{
+    size_t i = pos + (is_signed && pos < len && buf[pos] == '-');
+    size_t first = i;
+    long long v = 0;
+    while (i < len && i - first < 18 && buf[i] >= '0' && buf[i] <= '9') {
+        v = v * 10 + (buf[i] - '0');
+        i++;
+    }
+    if (i == first || i + 1 >= len || buf[i] != '\r' || buf[i + 1] != '\n')
+        return read_count_slow(buf, len, pos, is_signed, value, bad, too_long);
+    *value = first != pos ? -v : v;
+    return (long)(i + 2);
 }
 
 static long parse_multibulk(char *buf, size_t len, size_t bulk_max, size_t args_max,
@@ -211,27 +232,76 @@ long resp_parse(char *buf, size_t len, const resp_limits_t *limits, resp_arg_t *
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
+/* "00" .. "99": two digits at a time, half the divisions of one at a time. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* 10^n for n = 0 .. 19: a number below 10^n has at most n digits. */
+static const uint64_t pow10_u64[20] = {1,
+                                       10,
+                                       100,
+                                       1000,
+                                       10000,
+                                       100000,
+                                       1000000,
+                                       10000000,
+                                       100000000,
+                                       1000000000,
+                                       10000000000ULL,
+                                       100000000000ULL,
+                                       1000000000000ULL,
+                                       10000000000000ULL,
+                                       100000000000000ULL,
+                                       1000000000000000ULL,
+                                       10000000000000000ULL,
+                                       100000000000000000ULL,
+                                       1000000000000000000ULL,
+                                       10000000000000000000ULL};
+
+/* Writes "<prefix><v>\r\n" at p, which has room for 24 bytes (prefix, sign, 19 digits, CRLF);
+ * returns the end. Small numbers, which most replies are, take no division. */
+static char *put_int_at(char *p, char prefix, int64_t v)
+{
+    *p++ = prefix;
+    uint64_t u = (uint64_t)v;
+    if (v < 0) {
+        *p++ = '-';
+        u = 0 - u;
+    }
+    if (u < 10) {
+        *p++ = (char)('0' + u);
+    } else if (u < 100) {
+        memcpy(p, &digit_pairs[2 * u], 2);
+        p += 2;
+    } else {
+        size_t n = 3; /* digits: 3 up to 20 */
+        while (n < 20 && u >= pow10_u64[n])
+            n++;
+        char *end = p + n;
+        for (p = end; u >= 100; u /= 100) {
+            p -= 2;
+            memcpy(p, &digit_pairs[2 * (u % 100)], 2);
+        }
+        if (u >= 10) {
+            memcpy(p - 2, &digit_pairs[2 * u], 2);
+        } else {
+            p[-1] = (char)('0' + u);
+        }
+        p = end;
+    }
+    p[0] = '\r';
+    p[1] = '\n';
+    return p + 2;
+}
+
 /* Writes "<prefix><v>\r\n" straight into the buffer (the hot path of every reply). */
 static void put_line_int(buf_t *b, char prefix, int64_t v)
 {
     if (!buf_reserve(b, 24)) /* prefix, sign, 19 digits, CRLF */
         return;
-    char digits[20];
-    int n = 0;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    char *p = b->data + b->len;
-    *p++ = prefix;
-    if (v < 0)
-        *p++ = '-';
-    while (n > 0)
-        *p++ = digits[--n];
-    *p++ = '\r';
-    *p++ = '\n';
-    b->len = (size_t)(p - b->data);
+    b->len = (size_t)(put_int_at(b->data + b->len, prefix, v) - b->data);
 }
 
 void resp_add_simple(buf_t *b, const char *s)
@@ -287,8 +357,9 @@ void resp_add_int_array(buf_t *b, const int64_t *v, size_t n)
     if (!buf_reserve(b, 24 * (n + 1))) {
         return;
     }
-    put_line_int(b, '*', (int64_t)n);
+    char *p = put_int_at(b->data + b->len, '*', (int64_t)n);
     for (size_t i = 0; i < n; i++) {
-        put_line_int(b, ':', v[i]);
+        p = put_int_at(p, ':', v[i]);
     }
+    b->len = (size_t)(p - b->data);
 }

@@ -64,10 +64,29 @@ bool resp_command_is_admin(const resp_arg_t *name)
     return false;
 }
 
+/* The name a loop thread looked up last, byte for byte as the client wrote it, and what it
+ * found: a pipeline repeats one command, whose lookup is then one comparison instead of a scan
+ * of case-insensitive comparisons. The table never changes, so the answer for the same bytes
+ * is the same. */
+#define LOOKUP_CACHE_NAME 16 /* longest name kept, bytes (every command's fits) */
+static _Thread_local struct {
+    size_t len; /* 0: nothing kept */
+    char name[LOOKUP_CACHE_NAME];
+    const command_t *cmd;
+} last_lookup;
+
 static const command_t *lookup(const resp_arg_t *name)
 {
+    if (name->len == last_lookup.len && memcmp(name->ptr, last_lookup.name, name->len) == 0) {
+        return last_lookup.cmd;
+    }
     for (size_t i = 0; i < ncommands; i++) {
         if (resp_arg_is(name, commands[i].desc->name)) {
+            if (name->len > 0 && name->len <= LOOKUP_CACHE_NAME) {
+                last_lookup.len = name->len;
+                memcpy(last_lookup.name, name->ptr, name->len);
+                last_lookup.cmd = &commands[i];
+            }
             return &commands[i];
         }
     }

@@ -186,6 +186,13 @@ allowed=$(awk 'NR % 6 == 2' "$TMP/pipe.out" | grep -c '^:1')
 check pipeline-replies test "$n" -eq 1000
 check pipeline-all-allowed test "$allowed" -eq 1000
 
+# --- one connection, names that differ by case, by a byte, or not at all, in one write: each is
+# looked up as itself (the dispatcher keeps the last name it found)
+printf 'PING\r\nping\r\nPINGX\r\nPiNg\r\nPING\r\nECHO a\r\nECHOX a\r\nPING\r\n' >"$TMP/names.txt"
+timeout 20 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$RESP_PORT"'; cat "$0" >&3; head -n 9 <&3' "$TMP/names.txt" >"$TMP/names.out"
+got=$(tr -d '\r' <"$TMP/names.out" | cut -c1-24 | tr '\n' '|')
+check pipeline-names test "$got" = "+PONG|+PONG|-ERR unknown command 'PI|+PONG|+PONG|\$1|a|-ERR unknown command 'EC|+PONG|"
+
 kill -0 "$(cat "$TMP/srv.pid")"
 check still-alive test $? -eq 0
 stop_bg srv TERM

@@ -156,6 +156,16 @@ static double run_case(tcase_t *c, prng_t *r, uint64_t seed)
         if (epoch != i) {
             fail(c, "read", "sketch %d reads epoch %" PRId64, i, epoch);
         }
+        for (size_t j = n; j < n + got; j++) { /* a key reads back as given, zeros after it */
+            hrank_t want = {.hash = items[j].hash};
+            const hrank_t *f = bsearch(&want, by_hash, (size_t)nkeys, sizeof want, cmp_hrank);
+            char given[128], shown[TOPK_KEY_INLINE] = {0};
+            size_t kl = f != NULL ? key_of(f->rank, given) : 0;
+            memcpy(shown, given, kl < TOPK_KEY_INLINE ? kl : TOPK_KEY_INLINE);
+            if (f == NULL || items[j].key_len != kl || memcmp(items[j].key, shown, sizeof shown)) {
+                fail(c, "read", "sketch %d reads a key other than the one counted", i);
+            }
+        }
         floor_sum += got > 0 ? items[n].floor : 0;
         total += added;
         n += got;

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "proto/resp.h"
+#include "prop/gen.h"
 
 typedef struct guarded {
     char *base; /* two pages: data, then PROT_NONE */
@@ -310,6 +311,71 @@ static void test_round_trip(void **unused)
     buf_free(&b);
 }
 
+/* An integer of d digits (1..19), at most INT64_MAX, from r: every length equally likely. */
+static int64_t gen_digits(prng_t *r, int d)
+{
+    uint64_t v = (uint64_t)prng_range(r, 1, 9);
+    for (int i = 1; i < d; i++)
+        v = v * 10 + (uint64_t)prng_range(r, 0, 9);
+    return (int64_t)(v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v);
+}
+
+/* The integer encoders write what printf writes, for integers of every length and sign, alone
+ * and in an array (which reserves once for all). */
+static void test_encoders_match_printf(void **unused)
+{
+    prng_t r = prop_case_prng(prop_seed(), 0, 1);
+    buf_t b = {0}, want = {0};
+    int64_t v[8];
+    for (int c = 0; c < 20000; c++) {
+        size_t n = (size_t)prng_range(&r, 0, 8);
+        for (size_t i = 0; i < n; i++) {
+            int64_t x = prng_chance(&r, 5) ? INT64_MIN : gen_digits(&r, (int)prng_range(&r, 1, 19));
+            v[i] = x != INT64_MIN && prng_chance(&r, 30) ? -x : x;
+        }
+        b.len = want.len = 0;
+        resp_add_int_array(&b, v, n);
+        buf_printf(&want, "*%zu\r\n", n);
+        for (size_t i = 0; i < n; i++) {
+            resp_add_int(&b, v[i]);
+            buf_printf(&want, ":%lld\r\n", (long long)v[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+            buf_printf(&want, ":%lld\r\n", (long long)v[i]);
+        assert_false(b.failed);
+        assert_int_equal(b.len, want.len);
+        assert_memory_equal(b.data, want.data, b.len);
+    }
+    buf_free(&b);
+    buf_free(&want);
+}
+
+/* A count line is read as strtoll reads it, for counts of every length: the multibulk count
+ * shows in the "too many arguments" error (up to 18 digits), and 19 digits or more are refused. */
+static void test_count_lines(void **unused)
+{
+    prng_t r = prop_case_prng(prop_seed(), 0, 2);
+    char req[96], want[RESP_ERR_MAX];
+    for (int c = 0; c < 20000; c++) {
+        int d = (int)prng_range(&r, 1, 20);
+        int64_t x = gen_digits(&r, d < 19 ? d : 19);
+        int len = snprintf(req, sizeof req, "*%s%lld\r\n", d == 20 ? "1" : "", (long long)x);
+        parsed_t p = parse_with(req, (size_t)len, NULL);
+        size_t digits = (size_t)len - 3;
+        if (digits > 18) {
+            assert_int_equal(p.rc, RESP_ERROR);
+            assert_string_equal(p.err, "Protocol error: invalid multibulk length");
+        } else if (x > 16) {
+            assert_int_equal(p.rc, RESP_ERROR);
+            snprintf(want, sizeof want,
+                     "Protocol error: too many arguments (%lld, the limit is 16)", (long long)x);
+            assert_string_equal(p.err, want);
+        } else {
+            assert_int_equal(p.rc, RESP_PARTIAL); /* the arguments have not come */
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +390,8 @@ int main(void)
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_encoders),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_encoders_match_printf),
+        cmocka_unit_test(test_count_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
