@@ -190,6 +190,10 @@ REDISMODULE_API int (*RedisModule_DeleteKey)(RedisModuleKey *key);
 REDISMODULE_API char *(*RedisModule_StringDMA)(RedisModuleKey *key, size_t *len, int mode);
 /* Resizes a string value; on an empty key opened for writing, creates a zero-filled string. */
 REDISMODULE_API int (*RedisModule_StringTruncate)(RedisModuleKey *key, size_t newlen);
+REDISMODULE_API RedisModuleString *(*RedisModule_CreateString)(RedisModuleCtx *ctx, const char *ptr,
+                                                               size_t len);
+REDISMODULE_API void (*RedisModule_FreeString)(RedisModuleCtx *ctx, RedisModuleString *str);
+REDISMODULE_API int (*RedisModule_StringSet)(RedisModuleKey *key, RedisModuleString *str);
 REDISMODULE_API mstime_t (*RedisModule_GetAbsExpire)(RedisModuleKey *key);
 REDISMODULE_API int (*RedisModule_SetAbsExpire)(RedisModuleKey *key, mstime_t expire);
 REDISMODULE_API int (*RedisModule_SignalModifiedKey)(RedisModuleCtx *ctx,
@@ -232,6 +236,9 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver, int 
     missing |= REDISMODULE_GET_API(DeleteKey);
     missing |= REDISMODULE_GET_API(StringDMA);
     missing |= REDISMODULE_GET_API(StringTruncate);
+    missing |= REDISMODULE_GET_API(CreateString);
+    missing |= REDISMODULE_GET_API(FreeString);
+    missing |= REDISMODULE_GET_API(StringSet);
     missing |= REDISMODULE_GET_API(GetAbsExpire);
     missing |= REDISMODULE_GET_API(SetAbsExpire);
     missing |= REDISMODULE_GET_API(SignalModifiedKey);

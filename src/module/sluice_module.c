@@ -281,19 +281,23 @@ static int reply_int_array(RedisModuleCtx *ctx, const int64_t *v, size_t n)
 }
 
 /*
- * The last request parsed, by the exact bytes of its arguments after the key: a client sending
- * the same rule again and again (the common case) skips parsing, preparing and hashing. Only
+ * The last request parsed of each command, by the exact bytes of its arguments after the key: a
+ * client sending the same rule again and again (the common case) skips parsing, preparing and
+ * hashing, also when it interleaves commands (SL.ACQUIRE, SL.RELEASE). An SL.RELEASE that ends
+ * with ID id is kept without the id's bytes, which differ every time: a hit reads the id as the
+ * parser does, and one that does not read falls through to the parser for its error. Only
  * requests that parsed without error are kept.
  */
 typedef struct parse_cache {
     bool valid;
-    throttle_cmd_t cmd;
     size_t len;
     uint8_t bytes[PARSE_CACHE_BYTES];
     request_t req;
 } parse_cache_t;
 
-static parse_cache_t parse_cache; /* commands run on Redis's main thread only */
+#define PARSE_CACHE_CMDS (THROTTLE_SL_RELEASE + 1)
+
+static parse_cache_t parse_cache[PARSE_CACHE_CMDS]; /* commands run on Redis's main thread only */
 
 /* Writes argv[2..argc) as (1-byte length, bytes) pairs to out; 0 when they do not fit. */
 static size_t cache_key(const throttle_arg_t *args, int argc, uint8_t out[PARSE_CACHE_BYTES])
@@ -310,7 +314,24 @@ static size_t cache_key(const throttle_arg_t *args, int argc, uint8_t out[PARSE_
     return n;
 }
 
-/* Parses argv with the shared parser. Returns 0, or -1 after replying the error. */
+/* The number of arguments the cache key covers: all but an SL.RELEASE's trailing id (after ID,
+ * which stays in the key), read into *hold_id; argc when there is none. */
+static int cache_argc(throttle_cmd_t cmd, const throttle_arg_t *args, int argc, int64_t *hold_id)
+{
+    *hold_id = -1;
+    if (cmd != THROTTLE_SL_RELEASE || argc < 4 || !throttle_arg_is(&args[argc - 2], "ID")) {
+        return argc;
+    }
+    int64_t id;
+    if (!throttle_arg_i64(&args[argc - 1], &id) || id < 0) {
+        return 0; /* the parser replies the error */
+    }
+    *hold_id = id;
+    return argc - 1;
+}
+
+/* Parses argv with the shared parser (or finds it in the cache). Returns 0, or -1 after
+ * replying the error. */
 static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **argv, int argc,
                  request_t *req)
 {
@@ -323,11 +344,17 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
         args[i].ptr = RedisModule_StringPtrLen(argv[i], &args[i].len);
     }
     uint8_t key[PARSE_CACHE_BYTES];
-    size_t key_len = argc > 2 ? cache_key(args, argc, key) : 0;
+    int64_t hold_id;
+    int keyed = cache_argc(cmd, args, argc, &hold_id);
+    size_t key_len = keyed > 2 ? cache_key(args, keyed, key) : 0;
+    parse_cache_t *pc = (size_t)cmd < PARSE_CACHE_CMDS ? &parse_cache[cmd] : NULL;
+    key_len = pc != NULL ? key_len : 0;
     int rc = 0;
-    if (key_len > 0 && parse_cache.valid && parse_cache.cmd == cmd && parse_cache.len == key_len &&
-        memcmp(parse_cache.bytes, key, key_len) == 0) {
-        *req = parse_cache.req;
+    if (key_len > 0 && pc->valid && pc->len == key_len && memcmp(pc->bytes, key, key_len) == 0) {
+        *req = pc->req;
+        if (hold_id >= 0) {
+            req->t.hold_id = hold_id;
+        }
     } else {
         char err[THROTTLE_ERR_MAX];
         rc = throttle_parse(cmd, args, (size_t)argc, &req->t, err);
@@ -337,11 +364,10 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
             req->hash = value_params_hash(&req->t.rule);
             req->header_len = value_header(&req->t.rule, req->header);
             if (key_len > 0) {
-                parse_cache.valid = true;
-                parse_cache.cmd = cmd;
-                parse_cache.len = key_len;
-                memcpy(parse_cache.bytes, key, key_len);
-                parse_cache.req = *req;
+                pc->valid = true;
+                pc->len = key_len;
+                memcpy(pc->bytes, key, key_len);
+                pc->req = *req;
             }
         }
     }
@@ -351,19 +377,41 @@ static int parse(RedisModuleCtx *ctx, throttle_cmd_t cmd, RedisModuleString **ar
     return rc == 0 ? 0 : -1;
 }
 
+/* Makes an empty key hold `value` (total bytes) with one string object, which the key and the
+ * replicated SET share: no second copy of the bytes. Returns NULL, or an error text. */
+static const char *store_new(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
+                             const uint8_t *value, size_t total, mstime_t expire_ms)
+{
+    RedisModuleString *str = RedisModule_CreateString(NULL, (const char *)value, total);
+    const char *error = NULL;
+    if (RedisModule_StringSet(key, str) != REDISMODULE_OK) {
+        error = "ERR sluice could not write the key";
+    } else {
+        RedisModule_SetAbsExpire(key, expire_ms);
+        RedisModule_Replicate(ctx, "SET", "sscl", keyname, str, "PXAT", (long long)expire_ms);
+        RedisModule_SignalModifiedKey(ctx, keyname);
+    }
+    RedisModule_FreeString(NULL, str);
+    return error;
+}
+
 /*
- * Writes the request's header and the packed state `packed` (size bytes) as the value of the
- * key, which holds stored_len bytes (0: empty, created here), sets its expiry and replicates the
- * result. Returns NULL, or an error text. A sliding_log that grew or shrank is resized in place
- * (StringTruncate): Redis then keeps room to grow (up to twice the bytes), which measured 20 %
- * more memory per stamp than exact-size strings (RM_StringSet) but 6-17 % less CPU per decision
- * (docs/dev/design.md). The header is written every time: it may have held other numbers.
+ * Writes `value` (total bytes: the request's header and the packed state) as the value of the
+ * key, which holds stored_len bytes (0: empty, created by store_new()), sets its expiry and
+ * replicates the result. Returns NULL, or an error text. A value that exists is rewritten in
+ * place; a sliding_log that grew or shrank is resized in place (StringTruncate): Redis then
+ * keeps room to grow (up to twice the bytes), which measured 20 % more memory per stamp than
+ * exact-size strings (RM_StringSet) but 6-17 % less CPU per decision (docs/dev/design.md). The
+ * header is written every time: it may have held other numbers.
  */
 static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key,
-                               size_t stored_len, const request_t *req, const uint8_t *packed,
-                               size_t size, mstime_t expire_ms)
+                               size_t stored_len, const uint8_t *value, size_t total,
+                               mstime_t expire_ms)
 {
-    size_t total = req->header_len + size, len = 0;
+    if (stored_len == 0) {
+        return store_new(ctx, keyname, key, value, total, expire_ms);
+    }
+    size_t len = 0;
     if (stored_len != total && RedisModule_StringTruncate(key, total) != REDISMODULE_OK) {
         return "ERR sluice could not write the key";
     }
@@ -371,8 +419,7 @@ static const char *store_state(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     if (w == NULL || len != total) {
         return "ERR sluice could not write the key";
     }
-    memcpy(w, req->header, req->header_len);
-    memcpy(w + req->header_len, packed, size);
+    memcpy(w, value, total);
     RedisModule_SetAbsExpire(key, expire_ms);
     RedisModule_Replicate(ctx, "SET", "sbcl", keyname, w, total, "PXAT", (long long)expire_ms);
     RedisModule_SignalModifiedKey(ctx, keyname);
@@ -477,20 +524,19 @@ static const char *key_write(RedisModuleCtx *ctx, RedisModuleString *keyname, ke
         }
         return NULL;
     }
-    size_t max = core_state_packed_need(rule, ks->state);
-    uint8_t packed_local[STATE_LOCAL];
-    uint8_t *packed = max <= sizeof(packed_local) ? packed_local : RedisModule_Alloc(max);
-    size_t n = sl_state_pack(rule, ks->state, packed);
+    size_t h = r->header_len, max = h + core_state_packed_need(rule, ks->state);
+    uint8_t value_local[STATE_LOCAL];
+    uint8_t *value = max <= sizeof(value_local) ? value_local : RedisModule_Alloc(max);
+    memcpy(value, r->header, h); /* the value: the header, then the packed state after it */
+    size_t total = h + sl_state_pack(rule, ks->state, value + h);
     const char *error = NULL;
-    size_t h = r->header_len;
-    bool same = ks->stored_len == h + n && memcmp(ks->stored, r->header, h) == 0 &&
-                memcmp(ks->stored + h, packed, n) == 0;
+    bool same = ks->stored_len == total && memcmp(ks->stored, value, total) == 0;
     if (!same) { /* the same bytes have the same expiry: it is where the state is fresh */
         mstime_t at = expiry_ms(rule, ks->state, now_ns, reset_after_ns);
-        error = store_state(ctx, keyname, ks->key, ks->stored_len, r, packed, n, at);
+        error = store_state(ctx, keyname, ks->key, ks->stored_len, value, total, at);
     }
-    if (packed != packed_local) {
-        RedisModule_Free(packed);
+    if (value != value_local) {
+        RedisModule_Free(value);
     }
     return error;
 }

@@ -9,7 +9,8 @@
 #     conversion that left a key fresh;
 #   - holds (SL.ACQUIRE, SL.RELEASE): a SET per acquire that makes a hold and per release that
 #     leaves holds, a DEL per release that leaves the key fresh, nothing for a refused acquire or a
-#     release of no live hold; the replica's bytes and expiry are the primary's;
+#     release of no live hold, nor for a bad id after a good one; the replica's bytes and expiry
+#     are the primary's;
 #   - an AOF primary (with a rewrite in the middle of the workload) restarted WITHOUT the module
 #     loads the same bytes and expiries.
 # Windows are one hour, so no key expires while the test runs.
@@ -197,6 +198,12 @@ refused=$(redis-cli -p "$PP" --csv SL.ACQUIRE hold:k "${hold_args[@]}")
 check hold-refused [ "${refused%%,*}" = 0 ]
 check release-of-no-hold bash -c "redis-cli -p $PP SL.RELEASE hold:k ${hold_args[*]} ID 12345 |
     grep -q 'no such hold'"
+# the rule's parse is kept for the next release (only the id differs): a bad id after it is the
+# parser's error all the same, and writes nothing
+check release-bad-id bash -c "redis-cli -p $PP SL.RELEASE hold:k ${hold_args[*]} ID 1x |
+    grep -q 'id is not an integer'"
+check release-negative-id bash -c "redis-cli -p $PP SL.RELEASE hold:k ${hold_args[*]} ID -1 |
+    grep -q 'id must be >= 0'"
 check release-h1 [ "$(redis-cli -p "$PP" SL.RELEASE hold:k "${hold_args[@]}" ID "$h1")" = OK ]
 check holds-caught-up2 poll 20 caught_up "$PP" "$RP"
 hold_value() { printf 'DUMP hold:k\nPEXPIRETIME hold:k\n' | redis-cli -p "$1" --no-raw; }

@@ -219,6 +219,27 @@ static void test_table(void **cm)
     sl_table_free(t);
 }
 
+/* A state's free slots are zero (one state, one byte string): any nonzero byte in any of them,
+ * the first, a middle or the very last, makes the state invalid, as a hold out of order does. */
+static void test_free_slots_zero(void **cm)
+{
+    (void)cm;
+    sl_rule_t r = holds_rule(4, 10 * SEC);
+    unsigned char st[48 + 16 * 4] = {0}, out[sizeof st];
+    sl_decision_t d;
+    sl_hold_t a;
+    assert_int_equal(sl_acquire(&r, st, 1, 0, T0, 42, &d, &a), SL_OK);
+    assert_int_equal(sl_state_check(&r, st), SL_OK);
+    const size_t free_at[] = {48 + 16, 48 + 16 + 7, 48 + 16 * 2 + 8, sizeof st - 1};
+    for (size_t i = 0; i < sizeof free_at / sizeof free_at[0]; i++) {
+        st[free_at[i]] = 1;
+        assert_int_equal(sl_state_check(&r, st), SL_ESTATE);
+        assert_int_equal(sl_state_unpack(&r, st, sizeof st, out), SL_ESTATE);
+        st[free_at[i]] = 0;
+        assert_int_equal(sl_state_check(&r, st), SL_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_ids_unique),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_charge_keeps_releases),
+        cmocka_unit_test(test_free_slots_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
