@@ -50,7 +50,7 @@ def expected(store, mode, config, fault, rounds="1"):
                                    "acknowledgement is given back to the primary; when that "
                                    "primary dies first, the replica keeps the charge "
                                    "(under-admission)")
-        elif mode != "strict":
+        elif mode not in ("strict", "strict+inflight"):
             e["ledger_phantom"] = DEFECT_A + "; and documented: " + (
                 "a lease granted after its deadline, or that could not go back, is lost until "
                 "its window ends" if mode == "leased" else
@@ -110,6 +110,10 @@ def cell_list(which):
         # strict through repeated failovers: over-admitted without replicas, none with
         for mode in ("strict", "strict+replicas"):
             cells.append((store, mode, "sqlite", "failover", "3"))
+    # in-flight rules (acquire, hold, release) beside the others, strict
+    for store in ("memory", "redis-module"):
+        for fault in ("pause-store", "cut-store", "kill-sluiced", "pause-sluiced"):
+            cells.append((store, "strict+inflight", "sqlite", fault))
     for fault in ("pg-restart", "cut-config"):
         cells.append(("memory", "strict", "pg", fault))
         for mode in MODES:
