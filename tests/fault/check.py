@@ -52,7 +52,8 @@ every process here reads the same wall clock, except a process whose clock a fau
                 came before the run ended
   inflight      in-flight rules (algorithm concurrency: SL.ACQUIRE, SL.RELEASE): at no instant do
                 the holds the history proves live hold more than the key's limit. A hold
-                admitted with an id is live from its acquire's reply until its release was sent,
+                admitted with an id is live from its acquire's reply until a release of it was
+                sent (one that could not be sent, no connection, ends nothing),
                 or until its acquire's send plus its TIMEOUT (it cannot have expired before:
                 it was made after the send); "inflight_max" the most units held at once
   release       a release of an acknowledged hold, sent and answered before the hold could
@@ -140,8 +141,12 @@ def admitted(rec):
 def holds_of(hist):
     """{(rule, key): [(live from, live until, units)]}: every hold the history proves was made
     (an acquire admitted with an id), live from its acquire's reply until its release was sent
-    or its acquire's send plus its timeout, whichever is first; and the releases by hold."""
-    releases = {(r["c"], r["id"]): r for r in hist if r.get("op") == "release"}
+    or its acquire's send plus its timeout, whichever is first (a release that could not be
+    sent ends nothing); and the releases by (connection, hold id)."""
+    releases = {}
+    for r in hist:
+        if r.get("op") == "release":
+            releases.setdefault((r["c"], r["id"]), []).append(r)
     holds = {}
     for rec in hist:
         rep = rec.get("rep")
@@ -149,9 +154,8 @@ def holds_of(hist):
                 rep[0] != 1 or not rep[5]:
             continue
         until = rec["s"] + rec["tmo"] / 1000
-        rel = releases.get((rec["c"], rep[5]))
-        if rel is not None:
-            until = min(until, rel["s"])
+        sent = [r["s"] for r in releases.get((rec["c"], rep[5]), []) if not r.get("unsent")]
+        until = min([until] + sent)
         if until > rec["r"]:
             holds.setdefault((rec["rule"], rec["key"]), []).append((rec["r"], until, rec["cost"]))
     return holds, releases
@@ -177,8 +181,8 @@ def check_inflight(run, hist, out):
     grace = run.get("release_grace_s", 1.0)
     acquires = {(r["c"], r["rep"][5]): r for r in hist if r.get("op") == "acquire" and
                 isinstance(r.get("rep"), list) and len(r["rep"]) == 6 and r["rep"][5]}
-    for (conn, hid), rel in sorted(releases.items()):
-        rep, acq = rel.get("rep"), acquires.get((conn, hid))
+    for rel in (r for rels in releases.values() for r in rels):
+        rep, acq = rel.get("rep"), acquires.get((rel["c"], rel["id"]))
         if not isinstance(rep, str) or rep == "OK" or acq is None or \
                 rel["r"] >= acq["s"] + acq["tmo"] / 1000:
             continue
@@ -454,6 +458,12 @@ def _rel(c, s, r, hold, rep="OK", acq=0.0, n="s1"):
     return dict(_rec(c, n, "j", s, r, rep, rule="inf"), op="release", id=hold, acq=acq)
 
 
+def _unsent(c, s, hold):
+    rec = dict(_rel(c, s, s + 0.001, hold), unsent=True, err="connection refused")
+    del rec["rep"]
+    return rec
+
+
 def inflight_cases():
     """In-flight rules (a limit of 3 units held at once): the hold and release promises."""
     run = _run(allow_errors=True)  # as the runs: an error is judged by its own check
@@ -477,6 +487,14 @@ def inflight_cases():
         ("in flight: the same, the first hold's timeout not yet passed", run,
          [expired[0], dict(expired[1], s=0.15, r=0.16, sw=1000.15, rw=1000.16)], ["inflight"]),
         ("in flight: a refused acquire holds nothing", run, two + [_acq("c2", 0.22, 0.23, 0)], []),
+        ("in flight: a release that could not be sent frees nothing (a node restarted empty)",
+         run, [_acq("c0", 0.1, 0.11, 7, cost=2),
+               _unsent("c0", 0.2, 7),
+               _acq("c1", 0.3, 0.31, 8, cost=2)], ["inflight"]),
+        ("in flight: the same release sent at last frees its hold", run,
+         [_acq("c0", 0.1, 0.11, 7, cost=2),
+          _unsent("c0", 0.2, 7),
+          _rel("c0", 0.25, 0.26, 7), _acq("c1", 0.3, 0.31, 8, cost=2)], []),
         ("release: a live hold refused as no such hold", run,
          two[:1] + [_rel("c0", 0.3, 0.31, 7, rep="-ERR no such hold: ...")], ["release"]),
         ("release: a hold past its timeout refused (expired): fine", run,

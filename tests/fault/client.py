@@ -20,7 +20,8 @@ An in-flight op (a rule of `algorithm: concurrency`, drawn with the ops by weigh
 SL.ACQUIRE of cost units with TIMEOUT timeout_ms, recorded with "op": "acquire" and "tmo"; when
 it was admitted with a hold id, the connection holds it 0.5 to 1.5 times hold_ms (its other ops
 wait) and sends SL.RELEASE of the id, recorded with "op": "release", "id" and "acq": the acquire's
-send time (monotonic), whatever the stop time (a hold taken is given back).
+send time (monotonic), whatever the stop time (a hold taken is given back); a release that could
+not be sent (no connection: "unsent") is tried again until the hold's timeout.
 """
 import json
 import os
@@ -36,14 +37,17 @@ from resp_client import enc, Reader  # noqa: E402
 
 def call(conn, sock, reader, timeout, cmd, rec):
     """Sends cmd on the connection (made first when there is none) and records into rec its
-    times and its reply, or what broke; -> the connection and its reader (None after a break)."""
+    times and its reply, or what broke ("unsent": the connection could not be made, the command
+    never left); -> the connection and its reader (None after a break)."""
     rec["s"], rec["sw"] = time.monotonic(), time.time()
     try:
         if sock is None:
+            rec["unsent"] = True
             sock = socket.create_connection((conn["addr"], conn["port"]), timeout)
             sock.settimeout(timeout)
             reader = Reader(sock, text=True)
             rec["s"], rec["sw"] = time.monotonic(), time.time()
+            del rec["unsent"]
         sock.sendall(enc(cmd))
         rec["rep"] = reader.reply()
     except socket.timeout:
@@ -55,6 +59,24 @@ def call(conn, sock, reader, timeout, cmd, rec):
         sock.close()
         sock = None
     return sock, reader
+
+
+def release(conn, sock, reader, timeout, acq):
+    """Releases acq's hold; sent again (every 50 ms, until the hold's timeout) while the
+    connection cannot be made (a node killed and not yet back), never after it was sent (a
+    release whose reply did not come may have been done). -> sock, reader, the records."""
+    hold = acq["rep"][5]
+    recs = []
+    for _ in range(200):
+        rel = {"c": conn["id"], "n": conn["node"], "rule": acq["rule"], "key": acq["key"],
+               "cost": acq["cost"], "op": "release", "id": hold, "acq": acq["s"]}
+        sock, reader = call(conn, sock, reader, timeout,
+                            ["SL.RELEASE", acq["rule"], acq["key"], hold], rel)
+        recs.append(json.dumps(rel))
+        if not rel.get("unsent") or time.monotonic() > acq["s"] + acq["tmo"] / 1000:
+            break
+        time.sleep(0.05)
+    return sock, reader, recs
 
 
 def worker(spec, conn, out, lock, stop_at):
@@ -82,12 +104,9 @@ def worker(spec, conn, out, lock, stop_at):
         rep = rec.get("rep")
         if len(op) > 4 and isinstance(rep, list) and len(rep) == 6 and rep[0] == 1 and rep[5]:
             time.sleep(op[4] / 1000 * rnd.uniform(0.5, 1.5))
-            rel = {"c": conn["id"], "n": conn["node"], "rule": rule, "key": key, "cost": cost,
-                   "op": "release", "id": rep[5], "acq": rec["s"]}
-            sock, reader = call(conn, sock, reader, timeout,
-                                ["SL.RELEASE", rule, key, rep[5]], rel)
-            lines.append(json.dumps(rel))
-            rec = rel
+            sock, reader, rec = release(conn, sock, reader, timeout, rec)
+            lines.extend(rec)
+            rec = json.loads(rec[-1])
         if "err" in rec or "to" in rec:
             time.sleep(0.02)  # a refused connect returns at once: do not spin
         elif gap:

@@ -68,6 +68,10 @@ def expected(store, mode, config, fault, rounds="1"):
         e["ledger_lost"] = ("documented: a killed sluiced's memory store comes back from its "
                             "last snapshot (here none: --snapshot \"\")")
         e["limit"] = e["ledger_lost"]
+    if fault == "kill-sluiced" and store == "memory" and mode == "strict+inflight":
+        e["inflight"] = ("documented: a killed sluiced's memory store loses the holds it kept "
+                         "(a key admits again what they held)")
+        e["release"] = e["inflight"]
     if fault == "kill-sluiced" and store != "memory" and mode == "leased":
         e["ledger_phantom"] = "documented: a killed node's leases are lost (under-admission)"
     if fault == "kill-sluiced" and store != "memory" and mode == "approximate":

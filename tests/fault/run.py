@@ -26,7 +26,7 @@ while the store is unreachable); api-made, a rule made through s1 (it must not b
 minute, deny, asked on key L0 (the slot whose primary fails): reached while the primary is cut off
 from its replica, so that what the replica never got is admitted again after it takes over.
 Mode strict+inflight adds inf, an in-flight rule (algorithm concurrency) of 3 units, deny, held
-on key J0 by acquires of 1 or 2 units with a timeout of 3 s, each released 25-75 ms later.
+on key J0 by acquires of 1 or 2 units with a timeout of 5 s, each released 25-75 ms later.
 """
 import argparse
 import json
@@ -277,7 +277,7 @@ class Cell:
             [["fw", "vip", 1, 2], ["ledger", "L0", 1, 3], ["roomy", "A0", 1, 1]]
         if self.a.fault.startswith("failover"):
             ops.append(["fo", "L0", 1, 2])
-        inflight = [["inf", "J0", 1, 1, 50, 3000], ["inf", "J0", 2, 1, 50, 3000]] \
+        inflight = [["inf", "J0", 1, 1, 50, 5000], ["inf", "J0", 2, 1, 50, 5000]] \
             if self.a.mode.endswith("+inflight") else []
         return {"conns": conns, "ops": ops, "inflight": inflight, "count": 200000,
                 "seconds": seconds,
