@@ -11,7 +11,8 @@ each cell's figures as a row of docs/reliability.md's tables.
           with its reason); a check that failed unexpectedly, or an expected failure that did
           not happen for a known defect, is reported
   CELL    store/mode/config/fault[/rounds], e.g. redis-module/strict/sqlite/cut-store,
-          cluster-lua/strict+replicas/sqlite/failover/3 (three failovers, one after another)
+          cluster-lua/strict+replicas/sqlite/failover/3 (three failovers, one after another),
+          memory/strict+inflight/sqlite/kill-sluiced (an in-flight rule asked beside the others)
 
 Exit 0 when every cell passed, 1 otherwise, 77 when this machine cannot run the lab.
 """
@@ -91,7 +92,8 @@ def cell_list(which):
                 ("memory", "strict", "sqlite", "disk-full"),
                 ("redis-module", "strict", "pg", "pg-restart"),
                 ("redis-module", "strict", "sqlite", "cut-store"),
-                ("redis-lua", "strict", "sqlite", "pause-store")]
+                ("redis-lua", "strict", "sqlite", "pause-store"),
+                ("redis-module", "strict+inflight", "sqlite", "pause-store")]
     for fault in ("pause-sluiced", "kill-sluiced", "clock-back", "clock-forward", "disk-full"):
         cells.append(("memory", "strict", "sqlite", fault))
         for store in REDIS_STORES:
