@@ -132,14 +132,19 @@ static void job_problem(job_t *j, int status, const char *fmt, ...)
     http_problem(&j->slot->buf, status, !j->slot->close_after, NULL, detail);
 }
 
-/* Answers with a problem when a check cannot be answered with a decision: a settle refused for
- * its debt (422), a cost no window can ever admit (400). Returns whether it did. */
+/* Answers with a problem when a check cannot be answered with a decision: a release of no live
+ * hold (409) or one the store did not confirm (503), a settle refused for its debt (422), a cost
+ * no window can ever admit (400). Returns whether it did. */
 static bool job_respond_problem(job_t *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         const engine_decision_t *ed = &j->got[i];
         if (ed->hold_status == SL_EHOLD) {
             job_problem(j, 409, THROTTLE_NO_HOLD);
+            return true;
+        }
+        if (j->kind == JOB_RELEASE && ed->store_error) {
+            job_problem(j, 503, SERVER_RELEASE_UNCONFIRMED);
             return true;
         }
         if (ed->hold_status == SL_EHOLDTIME) {

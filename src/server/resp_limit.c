@@ -160,6 +160,10 @@ static void write_hold(buf_t *b, reply_shape_t shape, const engine_decision_t *e
         return;
     }
     if (shape == SHAPE_RELEASE) {
+        if (ed->store_error) { /* on_store_error decides acquires, not whether a hold is freed */
+            resp_add_error(b, "ERR " SERVER_RELEASE_UNCONFIRMED);
+            return;
+        }
         resp_add_simple(b, "OK");
         return;
     }

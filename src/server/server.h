@@ -10,6 +10,14 @@
 #include "server/loop.h"
 #include "server/protocol.h"
 
+/* What a release answers (SL.RELEASE's error, /v1/release's 503 problem) when the request store
+ * did not confirm it (unreachable, or no reply within --store-timeout): the hold may still be
+ * held, until the store runs the release late or the hold expires, so the caller sends it again
+ * (a hold freed meanwhile then answers "no such hold"). */
+#define SERVER_RELEASE_UNCONFIRMED                                                                 \
+    "the request store did not confirm the release (unreachable, or past --store-timeout): the "   \
+    "hold may still be held until it expires; send the release again"
+
 /* Adds a listener: every bind address listens on port for proto (before server_start), in TLS
  * when tls (srv->tls must then be set). Returns 0, or -1 when SERVER_PROTOCOLS_MAX are already
  * set. */

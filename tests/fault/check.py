@@ -50,6 +50,16 @@ every process here reads the same wall clock, except a process whose clock a fau
                 of a key with room, sent after the fault ended); the time from the end of the
                 fault to the first such reply is reported (recover_s), the check is that it
                 came before the run ended
+  inflight      in-flight rules (algorithm concurrency: SL.ACQUIRE, SL.RELEASE): at no instant do
+                the holds the history proves live hold more than the key's limit. A hold
+                admitted with an id is live from its acquire's reply until a release of it was
+                sent (one that could not be sent, no connection, ends nothing),
+                or until its acquire's send plus its TIMEOUT (it cannot have expired before:
+                it was made after the send); "inflight_max" the most units held at once
+  release       a release of an acknowledged hold, sent and answered before the hold could
+                have expired, is answered OK: "no such hold" is always a violation, any other
+                error one unless the release met a time when its node's store was unreachable
+                (store_down, and release_grace_s after it: the node reconnecting)
   starved       after the faults ended (and settle_s more, default 1 s), no node refuses a
                 whole window of a key it was asked at least twice the limit in (a node whose
                 clock froze admits nothing)
@@ -57,8 +67,8 @@ every process here reads the same wall clock, except a process whose clock a fau
 import json
 import sys
 
-VIOLATIONS = ("well_formed", "override_in_reply", "limit", "approx", "store_error", "ledger_phantom", "ledger_lost",
-              "rules", "recovery", "starved")
+VIOLATIONS = ("well_formed", "override_in_reply", "limit", "approx", "store_error", "ledger_phantom",
+              "ledger_lost", "rules", "recovery", "inflight", "release", "starved")
 
 
 def key_limit(rule, key):
@@ -69,9 +79,34 @@ def window_of(wall_s, window_ms):
     return int(wall_s * 1000) // window_ms
 
 
+def in_flight(rule):
+    return rule.get("algorithm") == "concurrency"
+
+
+def check_hold_reply(rec, rule):
+    """None when an acquire's or a release's reply is well formed, else what is wrong."""
+    rep = rec["rep"]
+    if rec.get("op") == "release":
+        return None if rep == "OK" or (isinstance(rep, str) and rep.startswith("-")) else \
+            "a release answered %r" % (rep,)
+    if isinstance(rep, str):
+        return None if rep.startswith("-") else "a status %r where a decision was due" % rep
+    if not isinstance(rep, list) or len(rep) != 6 or not all(isinstance(v, int) for v in rep):
+        return "an acquire's reply is not six integers: %r" % (rep,)
+    allowed, limit, remaining, retry, _, hold = rep
+    if allowed not in (0, 1) or limit != rule["limit"] or not 0 <= remaining <= limit:
+        return "an acquire's reply out of range: %r" % (rep,)
+    if bool(hold) != bool(allowed) or (allowed and retry != 0):
+        return "an acquire %s with hold id %d, retry_after %d" % (
+            "admitted" if allowed else "refused", hold, retry)
+    return None
+
+
 def check_reply(rec, rule):
     """None when rec's reply is well formed for its rule and key, else what is wrong."""
     rep = rec["rep"]
+    if in_flight(rule):
+        return check_hold_reply(rec, rule)
     if isinstance(rep, str):
         return None if rep.startswith("-") else "a status %r where a decision was due" % rep
     if not isinstance(rep, list) or len(rep) != 5 or not all(isinstance(v, int) for v in rep):
@@ -98,8 +133,64 @@ def check_reply(rec, rule):
 
 
 def admitted(rec):
+    """An SL.ALLOW admitted (an acquire is not counted here: check_inflight)."""
     rep = rec.get("rep")
     return isinstance(rep, list) and len(rep) == 5 and rep[0] == 1
+
+
+def holds_of(hist):
+    """{(rule, key): [(live from, live until, units)]}: every hold the history proves was made
+    (an acquire admitted with an id), live from its acquire's reply until its release was sent
+    or its acquire's send plus its timeout, whichever is first (a release that could not be
+    sent ends nothing); and the releases by (connection, hold id)."""
+    releases = {}
+    for r in hist:
+        if r.get("op") == "release":
+            releases.setdefault((r["c"], r["id"]), []).append(r)
+    holds = {}
+    for rec in hist:
+        rep = rec.get("rep")
+        if rec.get("op") != "acquire" or not isinstance(rep, list) or len(rep) != 6 or \
+                rep[0] != 1 or not rep[5]:
+            continue
+        until = rec["s"] + rec["tmo"] / 1000
+        sent = [r["s"] for r in releases.get((rec["c"], rep[5]), []) if not r.get("unsent")]
+        until = min([until] + sent)
+        if until > rec["r"]:
+            holds.setdefault((rec["rule"], rec["key"]), []).append((rec["r"], until, rec["cost"]))
+    return holds, releases
+
+
+def check_inflight(run, hist, out):
+    holds, releases = holds_of(hist)
+    for (name, key), spans in sorted(holds.items()):
+        limit = key_limit(run["rules"][name], key)
+        # ends before starts at one instant: a hold released as another is taken never overlaps
+        events = sorted([(t0, 1, u) for t0, _, u in spans] + [(t1, 0, -u) for _, t1, u in spans])
+        held = most = 0
+        for t, _, u in events:
+            held += u
+            if held > most:
+                most, at = held, t
+        out["inflight_max"] = max(out["inflight_max"], most)
+        if most > limit:
+            out["over"] += most - limit
+            out["over_max"] = max(out["over_max"], most - limit)
+            out["violations"].append({"check": "inflight", "rule": name, "key": key,
+                                      "held": most, "limit": limit, "at": at})
+    grace = run.get("release_grace_s", 1.0)
+    acquires = {(r["c"], r["rep"][5]): r for r in hist if r.get("op") == "acquire" and
+                isinstance(r.get("rep"), list) and len(r["rep"]) == 6 and r["rep"][5]}
+    for rel in (r for rels in releases.values() for r in rels):
+        rep, acq = rel.get("rep"), acquires.get((rel["c"], rel["id"]))
+        if not isinstance(rep, str) or rep == "OK" or acq is None or \
+                rel["r"] >= acq["s"] + acq["tmo"] / 1000:
+            continue
+        down = any(rel["n"] in d["nodes"] and rel["s"] < d["t1"] + grace and rel["r"] > d["t0"]
+                   for d in run.get("store_down", []))
+        if "no such hold" in rep or not down:
+            out["violations"].append({"check": "release", "why": "a release of a live hold "
+                                      "refused", "rec": rel})
 
 
 def span_max(items, span):
@@ -136,6 +227,8 @@ def check_limits(run, hist, out):
         per_conn.setdefault((rec["rule"], rec["c"]), []).append((rec["s"], rec["r"], rec["cost"]))
     bounds = {}
     for name, rule in run["rules"].items():
+        if in_flight(rule):
+            continue
         if rule.get("mode") == "approximate" and run.get("store") != "memory":
             s = rule.get("sync_interval_ms", 100) / 1000
             d = run.get("rtt_ms", 1) / 1000
@@ -162,7 +255,8 @@ def check_store_error(run, hist, out):
         nodes = set(down["nodes"])
         for rec in hist:
             rule = run["rules"].get(rec["rule"])
-            if rule is None or rec["n"] not in nodes or "rep" not in rec:
+            if rule is None or rec["n"] not in nodes or "rep" not in rec or \
+                    rec.get("op") == "release":
                 continue
             mode = rule.get("mode", "strict") if run.get("store") != "memory" else "strict"
             grace = {"leased": rule.get("lease_time_ms", 0),
@@ -259,7 +353,7 @@ def check_starved(run, hist, out):
     seen, early = {}, set()
     for rec in hist:
         rule = run["rules"].get(rec["rule"])
-        if rule is None or rule["window_ms"] > 10000:
+        if rule is None or rule["window_ms"] > 10000 or in_flight(rule):
             continue
         w0, w1 = window_of(rec["sw"], rule["window_ms"]), window_of(rec["rw"], rule["window_ms"])
         if rec["s"] < after:  # a window that began before: its units may be spent already
@@ -273,7 +367,8 @@ def check_starved(run, hist, out):
     per_node = {}
     for rec in hist:
         rule = run["rules"].get(rec["rule"])
-        if rule is None or rule["window_ms"] > 10000 or rec["s"] < after or "rep" not in rec:
+        if rule is None or rule["window_ms"] > 10000 or in_flight(rule) or rec["s"] < after or \
+                "rep" not in rec:
             continue
         w0 = window_of(rec["sw"], rule["window_ms"])
         if (rec["rule"], rec["key"], w0) in early:
@@ -300,7 +395,8 @@ def check(run, hist):
     out = {"requests": len(hist), "admitted": sum(1 for r in hist if admitted(r)),
            "errors": 0, "unanswered": 0, "over": 0, "over_max": 0, "most": {},
            "during_fault": 0, "admitted_while_down": 0, "phantom": 0, "lost": 0,
-           "ledger_skipped": 0, "rules_lost": 0, "recover_s": 0.0, "starved": 0, "violations": []}
+           "ledger_skipped": 0, "rules_lost": 0, "recover_s": 0.0, "starved": 0, "inflight_max": 0,
+           "violations": []}
     for rec in hist:
         if "rep" not in rec:
             out["unanswered"] += 1
@@ -311,13 +407,14 @@ def check(run, hist):
             out["violations"].append({"check": why[0], "why": why[1], "rec": rec})
         elif why:
             out["violations"].append({"check": "well_formed", "why": why, "rec": rec})
-        elif isinstance(rec["rep"], str):
+        elif isinstance(rec["rep"], str) and rec["rep"].startswith("-"):
             out["errors"] += 1
     check_limits(run, hist, out)
     check_store_error(run, hist, out)
     check_ledger(run, hist, out)
     check_rules(run, out)
     check_recovery(run, hist, out)
+    check_inflight(run, hist, out)
     check_starved(run, hist, out)
     if out["errors"] and not run.get("allow_errors"):
         out["violations"].append({"check": "well_formed", "why": "%d RESP error replies" %
@@ -350,6 +447,64 @@ def _run(**kw):
 def _ok(key="k", n=3, t=0.1, limit=3):
     return [_rec("c0", "s1", key, t + i * 0.01, t + i * 0.01 + 0.001,
                  [1, limit, limit - 1 - i, 0, 900]) for i in range(n)]
+
+
+def _acq(c, s, r, hold, cost=1, tmo=1000, limit=3, n="s1"):
+    rep = [1, limit, 0, 0, tmo, hold] if hold else [0, limit, 0, 100, tmo, 0]
+    return dict(_rec(c, n, "j", s, r, rep, rule="inf", cost=cost), op="acquire", tmo=tmo)
+
+
+def _rel(c, s, r, hold, rep="OK", acq=0.0, n="s1"):
+    return dict(_rec(c, n, "j", s, r, rep, rule="inf"), op="release", id=hold, acq=acq)
+
+
+def _unsent(c, s, hold):
+    rec = dict(_rel(c, s, s + 0.001, hold), unsent=True, err="connection refused")
+    del rec["rep"]
+    return rec
+
+
+def inflight_cases():
+    """In-flight rules (a limit of 3 units held at once): the hold and release promises."""
+    run = _run(allow_errors=True)  # as the runs: an error is judged by its own check
+    run["rules"]["inf"] = {"algorithm": "concurrency", "limit": 3, "window_ms": 5000,
+                           "mode": "strict", "on_store_error": "deny"}
+    two = [_acq("c0", 0.10, 0.11, 7, cost=2), _rel("c0", 0.30, 0.31, 7),
+           _acq("c1", 0.20, 0.21, 8, cost=1), _rel("c1", 0.40, 0.41, 8)]
+    over = two + [_acq("c2", 0.22, 0.23, 9, cost=1)]
+    handover = two + [_acq("c2", 0.29, 0.30, 9, cost=2), _rel("c2", 0.5, 0.51, 9)]
+    expired = [_acq("c0", 0.10, 0.11, 7, cost=3, tmo=100), _acq("c1", 0.25, 0.26, 8, cost=3)]
+    down = dict(run, store_down=[{"t0": 1.0, "t1": 2.0, "nodes": ["s1"]}])
+    err = [_acq("c0", 0.5, 0.51, 7), _rel("c0", 1.2, 1.45, 7, rep="-ERR store timeout")]
+    late_err = [_acq("c0", 3.2, 3.21, 7), _rel("c0", 3.5, 3.51, 7, rep="-ERR store timeout")]
+    return [
+        ("in flight: two holds within the limit, released", run, two, []),
+        ("in flight: a third hold past the limit while two are held", run, over, ["inflight"]),
+        ("in flight: a hold taken as another is released (the release sent first)", run,
+         handover, []),
+        ("in flight: a hold that expired (no release), then the whole limit again", run,
+         expired, []),
+        ("in flight: the same, the first hold's timeout not yet passed", run,
+         [expired[0], dict(expired[1], s=0.15, r=0.16, sw=1000.15, rw=1000.16)], ["inflight"]),
+        ("in flight: a refused acquire holds nothing", run, two + [_acq("c2", 0.22, 0.23, 0)], []),
+        ("in flight: a release that could not be sent frees nothing (a node restarted empty)",
+         run, [_acq("c0", 0.1, 0.11, 7, cost=2),
+               _unsent("c0", 0.2, 7),
+               _acq("c1", 0.3, 0.31, 8, cost=2)], ["inflight"]),
+        ("in flight: the same release sent at last frees its hold", run,
+         [_acq("c0", 0.1, 0.11, 7, cost=2),
+          _unsent("c0", 0.2, 7),
+          _rel("c0", 0.25, 0.26, 7), _acq("c1", 0.3, 0.31, 8, cost=2)], []),
+        ("release: a live hold refused as no such hold", run,
+         two[:1] + [_rel("c0", 0.3, 0.31, 7, rep="-ERR no such hold: ...")], ["release"]),
+        ("release: a hold past its timeout refused (expired): fine", run,
+         [_acq("c0", 0.1, 0.11, 7, tmo=100), _rel("c0", 0.3, 0.31, 7, rep="-ERR no such hold")],
+         []),
+        ("release: a store error while the store was unreachable: fine", down, err, []),
+        ("release: a store error while it was reachable", down, late_err, ["release"]),
+        ("release: no such hold while the store was unreachable", down,
+         [err[0], dict(err[1], rep="-ERR no such hold")], ["release"]),
+    ]
 
 
 def self_test():
@@ -440,6 +595,7 @@ def self_test():
                   _run(faults=[late]), one_node, ["starved"]))
     cases.append(("the same node admitting in one window", _run(faults=[late]),
                   one_node + [_rec("c0", "s1", "k", 2.6, 2.601, [1, 3, 1, 0, 400])], []))
+    cases += inflight_cases()
     bad = 0
     for name, run, hist, want in cases:
         got = check(run, hist)["failed"]

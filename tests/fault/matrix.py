@@ -11,7 +11,8 @@ each cell's figures as a row of docs/reliability.md's tables.
           with its reason); a check that failed unexpectedly, or an expected failure that did
           not happen for a known defect, is reported
   CELL    store/mode/config/fault[/rounds], e.g. redis-module/strict/sqlite/cut-store,
-          cluster-lua/strict+replicas/sqlite/failover/3 (three failovers, one after another)
+          cluster-lua/strict+replicas/sqlite/failover/3 (three failovers, one after another),
+          memory/strict+inflight/sqlite/kill-sluiced (an in-flight rule asked beside the others)
 
 Exit 0 when every cell passed, 1 otherwise, 77 when this machine cannot run the lab.
 """
@@ -50,7 +51,7 @@ def expected(store, mode, config, fault, rounds="1"):
                                    "acknowledgement is given back to the primary; when that "
                                    "primary dies first, the replica keeps the charge "
                                    "(under-admission)")
-        elif mode != "strict":
+        elif mode not in ("strict", "strict+inflight"):
             e["ledger_phantom"] = DEFECT_A + "; and documented: " + (
                 "a lease granted after its deadline, or that could not go back, is lost until "
                 "its window ends" if mode == "leased" else
@@ -59,6 +60,14 @@ def expected(store, mode, config, fault, rounds="1"):
     if fault == "failover" and mode != "strict+replicas":
         e["ledger_lost"] = DEFECT_B
         e["limit"] = DEFECT_B
+        e["approx"] = DEFECT_B  # an approximate rule's over-admission is checked as approx
+    if fault == "pause-store" and store.startswith("cluster") and mode != "strict+replicas":
+        # a primary paused past cluster-node-timeout is failed over; resumed, it takes itself
+        # for the primary for a few ms (until the bus tells it otherwise) and acknowledges what
+        # waited in its sockets, then resyncs from the new primary and drops it
+        e["ledger_lost"] = DEFECT_B + " (a paused primary, failed over, acknowledged for a few ms "
+        e["ledger_lost"] += "after it resumed)"
+        e["limit"] = e["approx"] = e["ledger_lost"]
     if fault == "failover":
         e["store_error"] = DEFECT_B  # during the failover the slot has no primary
     if fault == "clock-forward" and store == "memory":
@@ -68,6 +77,10 @@ def expected(store, mode, config, fault, rounds="1"):
         e["ledger_lost"] = ("documented: a killed sluiced's memory store comes back from its "
                             "last snapshot (here none: --snapshot \"\")")
         e["limit"] = e["ledger_lost"]
+    if fault == "kill-sluiced" and store == "memory" and mode == "strict+inflight":
+        e["inflight"] = ("documented: a killed sluiced's memory store loses the holds it kept "
+                         "(a key admits again what they held)")
+        e["release"] = e["inflight"]
     if fault == "kill-sluiced" and store != "memory" and mode == "leased":
         e["ledger_phantom"] = "documented: a killed node's leases are lost (under-admission)"
     if fault == "kill-sluiced" and store != "memory" and mode == "approximate":
@@ -87,7 +100,8 @@ def cell_list(which):
                 ("memory", "strict", "sqlite", "disk-full"),
                 ("redis-module", "strict", "pg", "pg-restart"),
                 ("redis-module", "strict", "sqlite", "cut-store"),
-                ("redis-lua", "strict", "sqlite", "pause-store")]
+                ("redis-lua", "strict", "sqlite", "pause-store"),
+                ("redis-module", "strict+inflight", "sqlite", "pause-store")]
     for fault in ("pause-sluiced", "kill-sluiced", "clock-back", "clock-forward", "disk-full"):
         cells.append(("memory", "strict", "sqlite", fault))
         for store in REDIS_STORES:
@@ -110,6 +124,10 @@ def cell_list(which):
         # strict through repeated failovers: over-admitted without replicas, none with
         for mode in ("strict", "strict+replicas"):
             cells.append((store, mode, "sqlite", "failover", "3"))
+    # in-flight rules (acquire, hold, release) beside the others, strict
+    for store in ("memory", "redis-module"):
+        for fault in ("pause-store", "cut-store", "kill-sluiced", "pause-sluiced"):
+            cells.append((store, "strict+inflight", "sqlite", fault))
     for fault in ("pg-restart", "cut-config"):
         cells.append(("memory", "strict", "pg", fault))
         for mode in MODES:

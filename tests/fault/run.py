@@ -8,7 +8,8 @@ found nothing, 1 when it found a violation, 77 when this machine cannot run it.
 
   STORE   memory | redis-module | redis-lua | cluster-module | cluster-lua
   MODE    strict | leased | approximate (the rules' mode; memory decides every mode strictly) |
-          strict+replicas (strict, every rule with `replicas: 1`, `replica_wait: 100ms`)
+          strict+replicas (strict, every rule with `replicas: 1`, `replica_wait: 100ms`) |
+          strict+inflight (strict, and the in-flight rule inf asked too)
   CONFIG  sqlite | pg
   FAULT   one of FAULTS below
 
@@ -24,6 +25,8 @@ admissions the clients saw); roomy, 1,000,000 an hour, allow (its key A0 must be
 while the store is unreachable); api-made, a rule made through s1 (it must not be lost). Failover faults add fo, 400 a
 minute, deny, asked on key L0 (the slot whose primary fails): reached while the primary is cut off
 from its replica, so that what the replica never got is admitted again after it takes over.
+Mode strict+inflight adds inf, an in-flight rule (algorithm concurrency) of 3 units, deny, held
+on key J0 by acquires of 1 or 2 units with a timeout of 5 s, each released 25-75 ms later.
 """
 import argparse
 import json
@@ -69,13 +72,21 @@ RULES_YAML = """rules:
     on_store_error: deny
 {mode}
 """
-MODE_YAML = {"strict": "", "leased": "    mode: leased\n    lease_time: 200ms",
+INFLIGHT_YAML = """  - name: inf
+    algorithm: concurrency
+    limit: 3
+    hold_timeout: 5s
+    on_store_error: deny
+"""
+MODE_YAML = {"strict": "", "strict+inflight": "",
+             "leased": "    mode: leased\n    lease_time: 200ms",
              "approximate": "    mode: approximate\n    sync_interval: 50ms",
              "strict+replicas": "    replicas: 1\n    replica_wait: 100ms"}
 
 
 def run_rules(mode, store):
-    extra = {"strict": {}, "leased": {"lease_time_ms": 200},
+    inflight = mode.endswith("+inflight")
+    extra = {"strict": {}, "strict+inflight": {}, "leased": {"lease_time_ms": 200},
              "approximate": {"sync_interval_ms": 50},
              "strict+replicas": {"replicas": 1, "replica_wait_ms": 100}}[mode]
     mode = mode.partition("+")[0]
@@ -86,9 +97,12 @@ def run_rules(mode, store):
         r.update(extra)
         r.update(kw)
         return r
-    return {"fw": rule(20, 1000, "deny", overrides={"vip": 40}),
-            "ledger": rule(1000000, 3600000, "deny"), "roomy": rule(1000000, 3600000, "allow"),
-            "api-made": rule(5, 60000, "deny"), "fo": rule(400, 60000, "deny")}
+    rules = {"fw": rule(20, 1000, "deny", overrides={"vip": 40}),
+             "ledger": rule(1000000, 3600000, "deny"), "roomy": rule(1000000, 3600000, "allow"),
+             "api-made": rule(5, 60000, "deny"), "fo": rule(400, 60000, "deny")}
+    if inflight:
+        rules["inf"] = rule(3, 5000, "deny", algorithm="concurrency", mode="strict")
+    return rules
 
 
 class Resp:
@@ -212,6 +226,8 @@ class Cell:
         rules = os.path.join(self.lab.dir, "rules.yaml")
         with open(rules, "w") as f:
             f.write(RULES_YAML.format(mode=MODE_YAML[self.a.mode]))
+            if self.a.mode.endswith("+inflight"):
+                f.write(INFLIGHT_YAML)
         snap = os.path.join(self.snap_dir, name + ".snapshot") if self.snap_dir else ""
         argv = [self.sluiced_bin, "--bind", n.addr, "--port", str(RESP), "--http-port",
                 str(HTTP), "--grpc-port", "0", "--threads", "2", "--rules", rules,
@@ -261,7 +277,10 @@ class Cell:
             [["fw", "vip", 1, 2], ["ledger", "L0", 1, 3], ["roomy", "A0", 1, 1]]
         if self.a.fault.startswith("failover"):
             ops.append(["fo", "L0", 1, 2])
-        return {"conns": conns, "ops": ops, "count": 200000, "seconds": seconds,
+        inflight = [["inf", "J0", 1, 1, 50, 5000], ["inf", "J0", 2, 1, 50, 5000]] \
+            if self.a.mode.endswith("+inflight") else []
+        return {"conns": conns, "ops": ops, "inflight": inflight, "count": 200000,
+                "seconds": seconds,
                 "gap_ms": 2, "timeout_ms": 1000, "seed": self.a.seed,
                 "stop_file": os.path.join(self.lab.dir, "stop")}
 
@@ -292,8 +311,9 @@ class Cell:
         run = {"store": "memory" if a.store == "memory" else "redis",
                "rules": run_rules(a.mode, a.store), "rtt_ms": 5 + getattr(self, "delay_ms", 0),
                "faults": faults.get("faults", []), "store_down": faults.get("store_down", []),
-               "allow_errors": True, "final": final, "expect_rules": ["fw", "ledger", "roomy",
-                                                                      "api-made"],
+               "allow_errors": True, "final": final,
+               "expect_rules": ["fw", "ledger", "roomy", "api-made"] +
+               (["inf"] if a.mode.endswith("+inflight") else []),
                "expect_overrides": self.expect_overrides}
         with open(os.path.join(self.lab.dir, "run.json"), "w") as f:
             json.dump(run, f)
@@ -613,7 +633,8 @@ def main():
                     choices=["memory", "redis-module", "redis-lua", "cluster-module",
                              "cluster-lua"])
     ap.add_argument("--mode", default="strict",
-                    choices=["strict", "leased", "approximate", "strict+replicas"])
+                    choices=["strict", "leased", "approximate", "strict+replicas",
+                             "strict+inflight"])
     ap.add_argument("--config", default="sqlite", choices=["sqlite", "pg"])
     ap.add_argument("--fault", default="none", choices=sorted(FAULTS))
     ap.add_argument("--pre", type=float, default=1.5)

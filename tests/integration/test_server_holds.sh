@@ -8,7 +8,8 @@
 # the metrics (in flight, holds expired, releases refused) and GET /v1/rules/{name}/holders (the
 # same walk: its total is the metric, its keys sorted, its errors). sluice.so's own SL.ACQUIRE and
 # SL.RELEASE (the key's expiry set, a release once, the errors). sluiced over Redis refuses an
-# acquire with a clear error until the Redis store sends them.
+# acquire with a clear error until the Redis store sends them. A release Redis did not answer in
+# time is answered with an error, never OK.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-server redis-cli curl
@@ -173,4 +174,21 @@ check redis-freed matches "$(sc SL.PEEK conn u)" '^1 3 3 0 0$'
 check redis-holders-unknown matches "$(curl -s -m 5 "http://127.0.0.1:$HTTP_PORT/v1/rules/conn/holders")" \
     '^\{"rule":"conn","limit":3,"in_flight":null,"keys":\[\]\}$'
 stop_bg s3 TERM
+# a release Redis does not answer in time (Redis frozen) is not answered as done: an error
+# (RESP) and 503 (HTTP), never OK, as the hold may still be held; sent again once Redis is back,
+# it frees the hold (OK, or no such hold when the first ran late)
+start_sluiced s4 --rules "$TMP/rules.yaml" --config-store "$TMP/s4.db" --snapshot "" --threads 1 \
+    --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 200ms || { cat "$TMP/s4.log"; exit 1; }
+r=$(sc SL.ACQUIRE conn frozen COST 3)
+check frozen-acquire matches "$r" '^1 3 0 0 [0-9]+ [1-9][0-9]*$'
+kill -STOP "$(cat "$TMP/rm.pid")"
+unconfirmed='^ERR the request store did not confirm the release \(unreachable, or past --store-timeout\)'
+check frozen-release-not-ok matches "$(sc SL.RELEASE conn frozen "$(id_of "$r")")" "$unconfirmed"
+check frozen-release-http-503 matches "$(curl -s -m 10 -o /dev/null -w '%{http_code}' \
+    -H 'Content-Type: application/json' -d "{\"rule\":\"conn\",\"key\":\"frozen\",\"id\":$(id_of "$r")}" \
+    "http://127.0.0.1:$HTTP_PORT/v1/release")" '^503$'
+kill -CONT "$(cat "$TMP/rm.pid")"
+check frozen-release-again matches "$(sc SL.RELEASE conn frozen "$(id_of "$r")")" "^OK\$|$nohold"
+check frozen-freed matches "$(sc SL.PEEK conn frozen)" '^1 3 3 0 0$'
+stop_bg s4 TERM
 finish
