@@ -75,7 +75,7 @@ rm -rf "$TMP/pysrc/build" "$TMP/pysrc/"*.egg-info
     die "the wheel did not install: $(cat "$TMP/install.log")"
 PY=$TMP/venv/bin/python
 cp "$ROOT/bench/packages/py_bench.py" "$TMP/"
-export SLUICE_LIBRARY=$BUILD/src/libsluice.so.1 PYTHONDONTWRITEBYTECODE=1
+export SLUICE_LIBRARY=$BUILD/src/libsluice.so.2 PYTHONDONTWRITEBYTECODE=1
 case $(cd "$TMP" && "$PY" -c 'import sluice; print(sluice.__file__)') in
 "$TMP/venv/"*) ;;
 *) die "sluice is not imported from the venv" ;;
