@@ -73,7 +73,7 @@ echo '{"name":"sluice-bench-app","version":"0.0.0","private":true}' >"$TMP/app/p
 (cd "$TMP/app" && timeout 300 npm install --no-audit --no-fund --prefer-offline "$TGZ" "koffi@$KOFFI" \
     >"$TMP/install.log" 2>&1) || die "npm install failed: $(tail -n 5 "$TMP/install.log")"
 cp "$ROOT/bench/packages/node_bench.js" "$TMP/app/"
-export NODE_PATH=$SDK_DIR/node_modules SLUICE_LIBRARY=$BUILD/src/libsluice.so.1
+export NODE_PATH=$SDK_DIR/node_modules SLUICE_LIBRARY=$BUILD/src/libsluice.so.2
 nb() { (cd "$TMP/app" && exec node node_bench.js "$@"); }
 
 # ---- servers ---------------------------------------------------------------------------------------
