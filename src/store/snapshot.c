@@ -48,6 +48,7 @@
 #define SNAPSHOT_TAG_SECTION     'S'
 #define SNAPSHOT_TAG_END         'E'
 #define SNAPSHOT_RULE_SIZE       44 /* u32 algorithm, 5 x i64 */
+#define SNAPSHOT_ADAPTIVE_SIZE   44 /* format 4 on: u32 algorithm, 5 x i64 */
 #define SNAPSHOT_CLOSED_SIZE     16 /* format 2: i64 closed_from_ns, closed_until_ns */
 #define SNAPSHOT_TRAILER_SIZE    21 /* u8 tag, u64 sections, u64 entries, u32 CRC */
 #define SNAPSHOT_BUF_SIZE        SNAPSHOT_WRITE_BUFFER /* bytes: whole blocks */
@@ -313,7 +314,8 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
                        .window_ns = rule->window_ns,
                        .burst = rule->burst,
                        .buckets = rule->buckets,
-                       .max_delay_ns = rule->max_delay_ns};
+                       .max_delay_ns = rule->max_delay_ns,
+                       .adaptive = rule->adaptive};
     int rc = sl_rule_prepare(&check);
     if (rc != SL_OK || sl_state_size(&check) != sl_state_size(rule))
         return fail(err, "snapshot section: the rule is not prepared or invalid: %s",
@@ -322,7 +324,7 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
     uint8_t head[1 + 4];
     head[0] = SNAPSHOT_TAG_SECTION;
     put_u32(head + 1, (uint32_t)id_len);
-    uint8_t fields[SNAPSHOT_RULE_SIZE + 4 + SNAPSHOT_CLOSED_SIZE];
+    uint8_t fields[SNAPSHOT_RULE_SIZE + 4 + SNAPSHOT_CLOSED_SIZE + SNAPSHOT_ADAPTIVE_SIZE];
     put_u32(fields, (uint32_t)check.algorithm);
     put_u64(fields + 4, (uint64_t)check.limit);
     put_u64(fields + 12, (uint64_t)check.window_ns);
@@ -332,6 +334,12 @@ int snapshot_section(snapshot_writer_t *w, const void *id, size_t id_len, const 
     put_u32(fields + 44, check.state_size);
     put_u64(fields + 48, closed != NULL ? (uint64_t)closed->from_ns : 0);
     put_u64(fields + 56, closed != NULL ? (uint64_t)closed->until_ns : 0);
+    put_u32(fields + 64, (uint32_t)check.adaptive.algorithm);
+    put_u64(fields + 68, (uint64_t)check.adaptive.min_limit);
+    put_u64(fields + 76, (uint64_t)check.adaptive.max_limit);
+    put_u64(fields + 84, (uint64_t)check.adaptive.backoff_pct);
+    put_u64(fields + 92, (uint64_t)check.adaptive.timeout_ns);
+    put_u64(fields + 100, (uint64_t)check.adaptive.probe);
     uint8_t count[8] = {0}; /* patched by end_section */
     if (emit(w, head, sizeof(head), err) != 0 || emit(w, id, id_len, err) != 0 ||
         emit(w, fields, sizeof(fields), err) != 0)
@@ -527,7 +535,8 @@ static int read_section_head(cursor_t *c, section_head_t *s)
     s->id_len = id_len;
     at = c->off;
     size_t closed_size = c->version >= 2 ? SNAPSHOT_CLOSED_SIZE : 0;
-    if (!take(c, SNAPSHOT_RULE_SIZE + 4 + closed_size + 8, &p))
+    size_t adaptive_size = c->version >= 4 ? SNAPSHOT_ADAPTIVE_SIZE : 0;
+    if (!take(c, SNAPSHOT_RULE_SIZE + 4 + closed_size + adaptive_size + 8, &p))
         return corrupt(c, at, "section rule cut off by the end of the file");
     uint32_t algorithm = get_u32(p);
     if (core_algorithm_at(algorithm) == NULL)
@@ -538,6 +547,17 @@ static int read_section_head(cursor_t *c, section_head_t *s)
                           .burst = (int64_t)get_u64(p + 20),
                           .buckets = (int64_t)get_u64(p + 28),
                           .max_delay_ns = (int64_t)get_u64(p + 36)};
+    if (adaptive_size > 0) {
+        const uint8_t *a = p + 48 + closed_size;
+        if (get_u32(a) > SL_ADAPTIVE_VEGAS)
+            return corrupt(c, at + 48 + closed_size, "unknown adaptive algorithm %u", get_u32(a));
+        s->rule.adaptive = (sl_adaptive_t){.algorithm = (sl_adaptive_algorithm_t)get_u32(a),
+                                           .min_limit = (int64_t)get_u64(a + 4),
+                                           .max_limit = (int64_t)get_u64(a + 12),
+                                           .backoff_pct = (int64_t)get_u64(a + 20),
+                                           .timeout_ns = (int64_t)get_u64(a + 28),
+                                           .probe = (int64_t)get_u64(a + 36)};
+    }
     int rc = sl_rule_prepare(&s->rule);
     if (rc != SL_OK)
         return corrupt(c, at, "section rule (%s): %s", sl_algorithm_name(s->rule.algorithm),
@@ -556,7 +576,7 @@ static int read_section_head(cursor_t *c, section_head_t *s)
             return corrupt(c, at + 48, "closed window [%lld, %lld) runs backwards",
                            (long long)s->closed.from_ns, (long long)s->closed.until_ns);
     }
-    size_t count_at = 48 + closed_size;
+    size_t count_at = 48 + closed_size + adaptive_size;
     s->count = get_u64(p + count_at);
     /* every entry takes at least a key length and a state (format 3: its length, and a byte) */
     uint64_t least = c->version >= 3 ? 4 + 4 + 1 : 4 + (uint64_t)state_size;

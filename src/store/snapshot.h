@@ -12,7 +12,9 @@
  *   section  u8 tag 'S', u32 id_len, id bytes, the rule's public fields (u32 algorithm, i64
  *            limit, window_ns, burst, buckets, max_delay_ns), u32 state_size (sl_state_size():
  *            the most a state can take), i64 closed_from_ns, i64 closed_until_ns (format 2 on;
- *            0 and 0 when none), u64 entry count
+ *            0 and 0 when none), the adaptive limit's settings (format 4 on: u32 algorithm,
+ *            i64 min_limit, max_limit, backoff_pct, timeout_ns, probe; all 0 for a fixed limit),
+ *            u64 entry count
  *   entry    u32 key_len, key bytes, u32 state_len, the state's packed form (sl_state_pack(),
  *            state_len bytes: a sliding_log key weighs what its entries take)
  *
@@ -38,7 +40,9 @@
 #include "sluice/sluice.h"
 
 #define SNAPSHOT_ERR_MAX 256
-#define SNAPSHOT_FORMAT  3 /* the format written; 1 (no closed window) and 2 (states whole) read */
+#define SNAPSHOT_FORMAT                                                                            \
+    4 /* the format written; 1 (no closed window), 2 (states whole) and 3 (no                      \
+         adaptive limit: its states are sized by max_limit) read */
 
 typedef struct snapshot_writer snapshot_writer_t;
 

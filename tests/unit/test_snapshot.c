@@ -253,6 +253,7 @@ static void assert_rule_equal(const sl_rule_t *a, const sl_rule_t *b)
     assert_int_equal(a->bucket_ns, b->bucket_ns);
     assert_int_equal(a->capacity, b->capacity);
     assert_int_equal(a->state_size, b->state_size);
+    assert_memory_equal(&a->adaptive, &b->adaptive, sizeof a->adaptive);
 }
 
 /* What was visited is exactly what was written, in order (skip_id's entries excepted): the same
@@ -330,7 +331,7 @@ static void test_round_trip_six_algorithms(void **unused)
     uint32_t stored = (uint32_t)data[len - 4] | (uint32_t)data[len - 3] << 8 |
                       (uint32_t)data[len - 2] << 16 | (uint32_t)data[len - 1] << 24;
     assert_int_equal(stored, crc32c_bitwise(data, len - 4));
-    assert_memory_equal(data, "SLUICESN\x03\0\0\0\0\0\0\0", 16);
+    assert_memory_equal(data, "SLUICESN\x04\0\0\0\0\0\0\0", 16);
     free(data);
 
     seen_t seen = {0};
@@ -378,6 +379,31 @@ static void test_round_trip_large_sections(void **unused)
     sections_free(secs, 4);
 }
 
+/* An in-flight rule whose limit adapts: its states are sized by max_limit, so the section
+ * carries the adaptive settings (format 4) and its keys come back whole. */
+static void test_round_trip_adaptive(void **unused)
+{
+    char path[256];
+    new_path(path, sizeof(path));
+    sl_rule_t r = rule_fields(SL_CONCURRENCY, 4, SL_NS_PER_SEC, SL_DEFAULT, SL_DEFAULT, 0);
+    r.adaptive = (sl_adaptive_t){.algorithm = SL_ADAPTIVE_AIMD, .min_limit = 1, .max_limit = 10};
+    fill_section(&secs[0], "adaptive", prepared(r), 5);
+    r = rule_fields(SL_CONCURRENCY, 4, SL_NS_PER_SEC, SL_DEFAULT, SL_DEFAULT, 0);
+    fill_section(&secs[1], "fixed", prepared(r), 5);
+    assert_true(secs[0].rule.state_size > secs[1].rule.state_size);
+    write_snapshot(path, secs, 2);
+    seen_t seen = {0};
+    char err[SNAPSHOT_ERR_MAX] = "";
+    int rc = snapshot_load(path, visitor(&seen), NULL, err);
+    if (rc != SNAPSHOT_LOADED)
+        fail_msg("load: %s", err);
+    assert_seen(&seen, secs, 2, NULL);
+    assert_int_equal(seen.sections[0].rule.adaptive.algorithm, SL_ADAPTIVE_AIMD);
+    assert_int_equal(seen.sections[0].rule.adaptive.max_limit, 10);
+    seen_free(&seen);
+    sections_free(secs, 2);
+}
+
 /*
  * A section's count that straddles the first write of the buffer: its first 4 bytes are in the
  * file when the section ends, its last 4 still buffered. Sections: A (sliding_buckets, whose
@@ -388,7 +414,7 @@ static void straddle_in(const char *path)
 {
     sl_rule_t log = prepared(rule_fields(SL_SLIDING_BUCKETS, 500, SL_NS_PER_SEC, 0, 500, 0));
     sl_rule_t gcra = prepared(rule_fields(SL_GCRA, 10, SL_NS_PER_SEC, 0, 0, 0));
-    const size_t head = 1 + 4 + 44 + 4 + 16 + 8; /* a section's bytes but its id */
+    const size_t head = 1 + 4 + 44 + 4 + 16 + 44 + 8; /* a section's bytes but its id */
     const size_t nf = MAX_ENTRY, ef_min = 4 + 4 + sl_state_size(&gcra),
                  ea = 4 + 16 + 4 + sl_state_size(&log);
     size_t room = SNAPSHOT_WRITE_BUFFER - 4 - HEADER - (head + 1) - (head + 1) - (head - 8 + 1);
@@ -592,12 +618,16 @@ static void test_structure_errors_behind_a_good_crc(void **unused)
     uint8_t *data = small_snapshot(&len);
     uint8_t b4[4];
     /* section "a": tag at 24, id_len at 25, id at 29, rule at 30, state_size at 74, closed
-     * window at 78, count at 94, first entry at 102 */
+     * window at 78, adaptive limit at 94, count at 138, first entry at 146 */
     const size_t rule_at = HEADER + 1 + 4 + 1, closed_at = rule_at + 44 + 4,
-                 count_at = closed_at + 16, entry_at = count_at + 8;
+                 adaptive_at = closed_at + 16, count_at = adaptive_at + 44, entry_at = count_at + 8;
 
-    put_le32(b4, 4);
-    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 4; this sluiced reads");
+    put_le32(b4, 5);
+    assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 5; this sluiced reads");
+    put_le32(b4, 3);
+    assert_edit_corrupt(data, len, adaptive_at, b4, 4, "unknown adaptive algorithm 3");
+    put_le32(b4, SL_ADAPTIVE_AIMD); /* gcra cannot adapt */
+    assert_edit_corrupt(data, len, adaptive_at, b4, 4, "section rule (gcra)");
     put_le32(b4, 0);
     assert_edit_corrupt(data, len, 8, b4, 4, "offset 8: format version 0; this sluiced reads");
     uint8_t later[8] = {5};
@@ -905,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_six_algorithms),
         cmocka_unit_test(test_round_trip_large_sections),
         cmocka_unit_test(test_direct_and_page_cache),
+        cmocka_unit_test(test_round_trip_adaptive),
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_missing_and_unreadable),
         cmocka_unit_test(test_every_byte_flip_is_corrupt),
