@@ -23,7 +23,15 @@
  *      acquire's six-integer reply. Acquires never meet the over-limit cache (a release may
  *      free a slot before a refusal's retry_after); a release forgets the (rule, key).
  *
- *   4. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
+ *   4. Options, for the calls whose name ends in _ex: a request's priority (a rule with
+ *      `priorities` sheds the lower ones first) on a decision, a peek and an acquire
+ *      (slc_request_opts_t), and what a release reports to an adaptive limit, the work's latency
+ *      and whether it was dropped (slc_release_opts_t). The calls without _ex are the _ex calls
+ *      with no options. A request that names a priority never meets the over-limit cache: it is
+ *      not answered from it (a refusal of the lowest priority says nothing of a higher one) and
+ *      its refusal is not remembered (it holds for that priority only).
+ *
+ *   5. Retry helpers: exponential backoff with full jitter (slc_backoff_ms()) and
  *      slc_retry_delay_ms(), which prefers the server's retry_after when it knows one.
  *
  * Two flavours of connection:
@@ -72,6 +80,7 @@ struct uv_loop_s;  /* libuv's uv_loop_t (<uv.h>) */
 #define SLC_CACHE_DEFAULT   1024       /* over-limit cache entries per handle unless changed */
 #define SLC_CACHE_MAX       (1u << 24) /* largest slc_set_cache_size() accepted */
 #define SLC_CACHE_PROBE_MAX 8          /* slots a (rule, key) may occupy in the cache (see below) */
+#define SLC_LATENCY_MAX_US  INT64_C(3600000000) /* the largest latency a release reports: 1h */
 
 enum slc_error {
     SLC_OK = 0,
@@ -133,6 +142,28 @@ SLC_API int slc_acquire_from_reply(const struct redisReply *reply, slc_decision_
 SLC_API int slc_release_from_reply(const struct redisReply *reply, char *err, size_t errlen);
 
 /*
+ * Options of a decision, a peek or an acquire (slc_allow_ex(), slc_peek_ex(), slc_acquire_ex()
+ * and their async forms). Zero-initialise it ({0}) and set what you need; a NULL pointer is no
+ * options.
+ */
+typedef struct slc_request_opts {
+    const char *priority; /* one of the rule's `priorities` (PRIORITY p), or NULL: none, the
+                             rule's lowest. A rule without priorities refuses one with an error
+                             (SLC_ESERVER, "ERR ... priority ..."), as does a name it lacks */
+} slc_request_opts_t;
+
+/*
+ * Options of a release (slc_release_ex(), slc_async_release_ex()): what the hold's work did, for
+ * a rule with an adaptive limit (`adaptive: aimd|vegas`; a fixed limit ignores them).
+ * Zero-initialise it ({0}); a NULL pointer is no options.
+ */
+typedef struct slc_release_opts {
+    bool has_latency;   /* latency_us is set (LATENCY) */
+    int64_t latency_us; /* the work's latency in microseconds, 0 .. SLC_LATENCY_MAX_US */
+    bool dropped;       /* the work was dropped, timed out or failed for load (DROPPED) */
+} slc_release_opts_t;
+
+/*
  * A monotonic clock for the over-limit cache: returns now in nanoseconds (any origin, never
  * decreasing). The default reads CLOCK_MONOTONIC; tests substitute a fake one.
  */
@@ -184,6 +215,17 @@ SLC_API int slc_allow(slc_client_t *c, const char *rule, const char *key, int64_
 SLC_API int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_decision_t *out);
 
 /*
+ * slc_allow() and slc_peek() with options (opts NULL: none): SL.ALLOW rule key [COST n]
+ * [PRIORITY p], SL.PEEK rule key [PRIORITY p]. The decision is the priority's view: remaining is
+ * what a request of that priority could still take. With a priority, never answered from the
+ * over-limit cache, nor remembered in it. Returns as slc_allow() does.
+ */
+SLC_API int slc_allow_ex(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                         const slc_request_opts_t *opts, slc_decision_t *out);
+SLC_API int slc_peek_ex(slc_client_t *c, const char *rule, const char *key,
+                        const slc_request_opts_t *opts, slc_decision_t *out);
+
+/*
  * SL.SETTLE rule key reserved actual [AT at_ms]: settles a reservation of `reserved` units
  * (what an slc_allow() of that cost admitted) with what it really cost, `actual` units (both
  * >= 0). Less gives the difference back; more charges it, even past the limit, leaving the
@@ -216,6 +258,12 @@ SLC_API int slc_settle(slc_client_t *c, const char *rule, const char *key, int64
 SLC_API int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost,
                         int64_t timeout_ms, slc_decision_t *out, uint64_t *hold_id);
 
+/* slc_acquire() with options (opts NULL: none): SL.ACQUIRE ... [PRIORITY p]. Returns as
+ * slc_acquire() does. */
+SLC_API int slc_acquire_ex(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                           int64_t timeout_ms, const slc_request_opts_t *opts, slc_decision_t *out,
+                           uint64_t *hold_id);
+
 /*
  * SL.RELEASE rule key hold_id: gives the hold's units back at once. Returns SLC_OK; SLC_ENOHOLD
  * when the key holds no live hold of that id (it expired, was released before, or was never
@@ -225,6 +273,12 @@ SLC_API int slc_acquire(slc_client_t *c, const char *rule, const char *key, int6
  * it refused.
  */
 SLC_API int slc_release(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id);
+
+/* slc_release() with options (opts NULL: none): SL.RELEASE rule key id [LATENCY <us>us]
+ * [DROPPED], the hold's work's latency and fate for an adaptive limit. SLC_EINVAL also for a
+ * latency outside 0 .. SLC_LATENCY_MAX_US, before anything is sent. Returns as slc_release(). */
+SLC_API int slc_release_ex(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id,
+                           const slc_release_opts_t *opts);
 
 /* SL.RESET rule key: the key is back to a fresh quota; the cache forgets it. Returns SLC_OK or
  * an SLC_E* code. */
@@ -304,6 +358,12 @@ SLC_API int slc_async_peek(slc_async_t *ac, const char *rule, const char *key, s
 SLC_API int slc_async_reset(slc_async_t *ac, const char *rule, const char *key, slc_done_cb cb,
                             void *arg);
 
+/* slc_async_allow() and slc_async_peek() with options, as slc_allow_ex() and slc_peek_ex(). */
+SLC_API int slc_async_allow_ex(slc_async_t *ac, const char *rule, const char *key, int64_t cost,
+                               const slc_request_opts_t *opts, slc_decision_cb cb, void *arg);
+SLC_API int slc_async_peek_ex(slc_async_t *ac, const char *rule, const char *key,
+                              const slc_request_opts_t *opts, slc_decision_cb cb, void *arg);
+
 /* slc_settle() without waiting: cb(ac, status, d, arg) is called once from the loop with the
  * key's decision after the settle; returns as slc_async_allow() does. When actual < reserved
  * the cache forgets (rule, key) when the settle is sent, and again when it is answered (before
@@ -323,6 +383,11 @@ typedef void (*slc_acquire_cb)(slc_async_t *ac, int status, const slc_decision_t
 SLC_API int slc_async_acquire(slc_async_t *ac, const char *rule, const char *key, int64_t cost,
                               int64_t timeout_ms, slc_acquire_cb cb, void *arg);
 
+/* slc_async_acquire() with options, as slc_acquire_ex(). */
+SLC_API int slc_async_acquire_ex(slc_async_t *ac, const char *rule, const char *key, int64_t cost,
+                                 int64_t timeout_ms, const slc_request_opts_t *opts,
+                                 slc_acquire_cb cb, void *arg);
+
 /* slc_release() without waiting: cb(ac, status, arg) is called once from the loop with SLC_OK,
  * SLC_ENOHOLD (no live hold of that id; slc_async_errstr() is the server's text during cb) or
  * another SLC_E* code; returns as slc_async_allow() does (SLC_EINVAL also for a hold_id of 2^63
@@ -330,6 +395,11 @@ SLC_API int slc_async_acquire(slc_async_t *ac, const char *rule, const char *key
  * answered, as slc_async_settle() giving units back does. */
 SLC_API int slc_async_release(slc_async_t *ac, const char *rule, const char *key, uint64_t hold_id,
                               slc_done_cb cb, void *arg);
+
+/* slc_async_release() with options, as slc_release_ex(). */
+SLC_API int slc_async_release_ex(slc_async_t *ac, const char *rule, const char *key,
+                                 uint64_t hold_id, const slc_release_opts_t *opts, slc_done_cb cb,
+                                 void *arg);
 
 /* The cache of an async handle: as slc_set_cache_size(), slc_set_clock(), slc_cache_hits(). */
 SLC_API int slc_async_set_cache_size(slc_async_t *ac, size_t entries);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/client.h"
 #include "sluice/sluice.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -109,6 +110,35 @@ static int hold_timeout(int argc, char **argv, int i, struct remote_args *a, cha
     return 2;
 }
 
+/* --latency DURATION: whole microseconds, 0 to 1h (what SL.RELEASE reads). Returns 2 or -1. */
+static int latency(int argc, char **argv, int i, struct remote_args *a, char *err, size_t errlen)
+{
+    if (i + 1 >= argc)
+        return fail(err, errlen, "option '%s' needs a value", argv[i]);
+    const char *val = argv[i + 1];
+    int64_t ns;
+    if (sl_duration_parse(val, strlen(val), &ns) != SL_OK || ns % SL_NS_PER_US != 0 ||
+        ns / SL_NS_PER_US > SLC_LATENCY_MAX_US)
+        return fail(err, errlen,
+                    "--latency: must be a duration of whole microseconds, at most 1h (12ms, "
+                    "1500us, 2s), got '%s'",
+                    val);
+    a->has_latency = true;
+    a->latency_us = ns / SL_NS_PER_US;
+    return 2;
+}
+
+/* --priority P: a name, not empty (the server checks it is one of the rule's). Returns 2 or -1. */
+static int priority(int argc, char **argv, int i, struct remote_args *a, char *err, size_t errlen)
+{
+    if (i + 1 >= argc)
+        return fail(err, errlen, "option '%s' needs a value", argv[i]);
+    if (argv[i + 1][0] == '\0')
+        return fail(err, errlen, "--priority: must not be empty");
+    a->priority = argv[i + 1];
+    return 2;
+}
+
 /* Applies one of the command's own flags at argv[i]; returns entries used, 0 if not one. */
 static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_args *a, char *err,
                     size_t errlen)
@@ -128,6 +158,14 @@ static int own_flag(int argc, char **argv, int i, unsigned flags, struct remote_
     }
     if ((flags & REMOTE_FLAG_HOLD) && strcmp(opt, "--hold-timeout") == 0)
         return hold_timeout(argc, argv, i, a, err, errlen);
+    if ((flags & REMOTE_FLAG_PRIORITY) && strcmp(opt, "--priority") == 0)
+        return priority(argc, argv, i, a, err, errlen);
+    if ((flags & REMOTE_FLAG_REPORT) && strcmp(opt, "--latency") == 0)
+        return latency(argc, argv, i, a, err, errlen);
+    if ((flags & REMOTE_FLAG_REPORT) && strcmp(opt, "--dropped") == 0) {
+        a->dropped = true;
+        return 1;
+    }
     bool cost = (flags & REMOTE_FLAG_COST) && strcmp(opt, "--cost") == 0;
     bool at = (flags & REMOTE_FLAG_AT) && strcmp(opt, "--at") == 0;
     if (!cost && !at)

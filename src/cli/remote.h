@@ -70,19 +70,25 @@ int remote_global_option(struct remote_opts *o, int argc, char **argv, int i, ch
 #define REMOTE_FLAG_AT      0x8 /* --at MS */
 /* An argument starting with '-' and a digit is a positional (a number the command checks, so
  * that "-5" gets the command's own message), not an option. */
-#define REMOTE_FLAG_NUMBERS 0x10
-#define REMOTE_FLAG_HOLD    0x20 /* --hold-timeout DURATION */
+#define REMOTE_FLAG_NUMBERS  0x10
+#define REMOTE_FLAG_HOLD     0x20 /* --hold-timeout DURATION */
+#define REMOTE_FLAG_PRIORITY 0x40 /* --priority P */
+#define REMOTE_FLAG_REPORT   0x80 /* --latency DURATION, --dropped (a release's report) */
 
 /* A command's arguments after parsing. */
 struct remote_args {
     const char *pos[REMOTE_POS_MAX]; /* positional arguments, pointing into argv */
     int npos;
-    int64_t cost;    /* --cost (default 1, >= 0) */
-    int64_t at_ms;   /* --at, ms since the Unix epoch (default -1: none) */
-    int64_t hold_ms; /* --hold-timeout, whole ms >= 1 (default 0: the rule's hold_timeout) */
-    bool peek;       /* --peek */
-    bool replace;    /* --replace */
-    bool help;       /* --help */
+    int64_t cost;         /* --cost (default 1, >= 0) */
+    int64_t at_ms;        /* --at, ms since the Unix epoch (default -1: none) */
+    int64_t hold_ms;      /* --hold-timeout, whole ms >= 1 (default 0: the rule's hold_timeout) */
+    const char *priority; /* --priority, one of the rule's priorities (default NULL: none) */
+    bool has_latency;     /* --latency was given */
+    int64_t latency_us;   /* --latency, whole us in 0..1h */
+    bool dropped;         /* --dropped */
+    bool peek;            /* --peek */
+    bool replace;         /* --replace */
+    bool help;            /* --help */
 };
 
 /*

@@ -36,10 +36,12 @@ const char *remote_options_usage(void)
 }
 
 static const char check_usage[] =
-    "usage: sluice [OPTIONS] check RULE KEY [--cost N] [--peek]\n"
+    "usage: sluice [OPTIONS] check RULE KEY [--cost N] [--peek] [--priority P]\n"
     "\n"
     "Ask sluiced whether a request of N units (default 1) for KEY under RULE may go\n"
     "through now, and consume them if so (SL.ALLOW). --peek only looks (SL.PEEK).\n"
+    "--priority P: the request's priority, one of the rule's priorities (default: the\n"
+    "lowest); the decision is that priority's view.\n"
     "Prints: allowed|denied limit=.. remaining=.. retry_after_ms=.. reset_after_ms=..\n"
     "(--json: {\"allowed\":true,\"limit\":..,\"remaining\":..,\"retry_after_ms\":..,\n"
     "\"reset_after_ms\":..}). Exit status 0 allowed, 1 denied.\n"
@@ -60,21 +62,25 @@ static const char settle_usage[] =
 
 static const char acquire_usage[] =
     "usage: sluice [OPTIONS] acquire RULE KEY [--cost N] [--hold-timeout DURATION]\n"
+    "                                [--priority P]\n"
     "\n"
     "Take N units (default 1) of KEY under RULE, an in-flight rule (one whose algorithm\n"
     "holds units), as one hold (SL.ACQUIRE), if they fit beside what KEY holds. The hold\n"
     "lives DURATION (250ms, 30s, 1m30s; at most, and by default, the rule's hold_timeout)\n"
     "unless released before. Prints the decision as 'check' does, then hold_id=ID: the id\n"
-    "to give 'release' (0 when no hold was made). Exit status 0 held, 1 refused.\n"
+    "to give 'release' (0 when no hold was made). --priority P as for 'check'.\n"
+    "Exit status 0 held, 1 refused.\n"
     "\n";
 
 static const char release_usage[] =
-    "usage: sluice [OPTIONS] release RULE KEY ID\n"
+    "usage: sluice [OPTIONS] release RULE KEY ID [--latency DURATION] [--dropped]\n"
     "\n"
     "Give back at once the units of KEY's hold ID under RULE, as 'acquire' printed it\n"
-    "(SL.RELEASE). Prints: released. Exit status 0 released, 1 no such hold: KEY holds no\n"
-    "live hold of that id (it expired, was released before, or was never made; nothing\n"
-    "changed; the server's message is printed on stderr).\n"
+    "(SL.RELEASE). For a rule with an adaptive limit, --latency DURATION (12ms, 1500us; at\n"
+    "most 1h) reports how long the hold's work took and --dropped that it was dropped or\n"
+    "timed out; a fixed limit ignores both. Prints: released. Exit status 0 released,\n"
+    "1 no such hold: KEY holds no live hold of that id (it expired, was released before,\n"
+    "or was never made; nothing changed; the server's message is printed on stderr).\n"
     "\n";
 
 static const char rules_usage[] =
@@ -333,8 +339,8 @@ int remote_check_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
     struct remote_args a;
-    int code =
-        parse(argc, argv, 1, REMOTE_FLAG_COST | REMOTE_FLAG_PEEK, g, &o, &a, "check", check_usage);
+    int code = parse(argc, argv, 1, REMOTE_FLAG_COST | REMOTE_FLAG_PEEK | REMOTE_FLAG_PRIORITY, g,
+                     &o, &a, "check", check_usage);
     if (code >= 0)
         return code;
     if (a.npos != 2)
@@ -345,8 +351,9 @@ int remote_check_main(int argc, char **argv, const struct remote_opts *g)
     if (c == NULL)
         return code;
     slc_decision_t d;
-    int rc =
-        a.peek ? slc_peek(c, a.pos[0], a.pos[1], &d) : slc_allow(c, a.pos[0], a.pos[1], a.cost, &d);
+    slc_request_opts_t ro = {.priority = a.priority};
+    int rc = a.peek ? slc_peek_ex(c, a.pos[0], a.pos[1], &ro, &d)
+                    : slc_allow_ex(c, a.pos[0], a.pos[1], a.cost, &ro, &d);
     return decision_done(c, rc, &o, &d, -1);
 }
 
@@ -381,8 +388,8 @@ int remote_acquire_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
     struct remote_args a;
-    int code = parse(argc, argv, 1, REMOTE_FLAG_COST | REMOTE_FLAG_HOLD, g, &o, &a, "acquire",
-                     acquire_usage);
+    int code = parse(argc, argv, 1, REMOTE_FLAG_COST | REMOTE_FLAG_HOLD | REMOTE_FLAG_PRIORITY, g,
+                     &o, &a, "acquire", acquire_usage);
     if (code >= 0)
         return code;
     if (a.npos != 2)
@@ -393,7 +400,8 @@ int remote_acquire_main(int argc, char **argv, const struct remote_opts *g)
         return code;
     slc_decision_t d;
     uint64_t hold_id = 0;
-    int rc = slc_acquire(c, a.pos[0], a.pos[1], a.cost, a.hold_ms, &d, &hold_id);
+    slc_request_opts_t ro = {.priority = a.priority};
+    int rc = slc_acquire_ex(c, a.pos[0], a.pos[1], a.cost, a.hold_ms, &ro, &d, &hold_id);
     return decision_done(c, rc, &o, &d, (int64_t)hold_id);
 }
 
@@ -401,7 +409,8 @@ int remote_release_main(int argc, char **argv, const struct remote_opts *g)
 {
     struct remote_opts o;
     struct remote_args a;
-    int code = parse(argc, argv, 1, REMOTE_FLAG_NUMBERS, g, &o, &a, "release", release_usage);
+    int code = parse(argc, argv, 1, REMOTE_FLAG_NUMBERS | REMOTE_FLAG_REPORT, g, &o, &a, "release",
+                     release_usage);
     if (code >= 0)
         return code;
     char err[REMOTE_ERR_MAX];
@@ -416,7 +425,9 @@ int remote_release_main(int argc, char **argv, const struct remote_opts *g)
     slc_client_t *c = open_client(&o, &code);
     if (c == NULL)
         return code;
-    int rc = slc_release(c, a.pos[0], a.pos[1], id);
+    slc_release_opts_t ro = {
+        .has_latency = a.has_latency, .latency_us = a.latency_us, .dropped = a.dropped};
+    int rc = slc_release_ex(c, a.pos[0], a.pos[1], id, &ro);
     if (rc == SLC_OK || rc == SLC_ENOHOLD) {
         code = REMOTE_EXIT_OK;
         if (o.json) {

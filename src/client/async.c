@@ -354,7 +354,7 @@ static int send_request(slc_async_t *h, request_t *req, int argc, const char **a
 }
 
 static int decide(slc_async_t *h, const char *rule, const char *key, int64_t cost, int peek,
-                  slc_decision_cb cb, void *arg)
+                  const slc_request_opts_t *opts, slc_decision_cb cb, void *arg)
 {
     if (h == NULL)
         return SLC_EINVAL;
@@ -363,16 +363,18 @@ static int decide(slc_async_t *h, const char *rule, const char *key, int64_t cos
     int rc = usable(h);
     if (rc != SLC_OK)
         return rc;
-    request_t *req = request_new(h, REQUEST_DECISION, rule, key, !peek);
+    const char *priority = common_priority(opts);
+    bool cached = !peek && priority == NULL; /* a refusal holds for its priority only */
+    request_t *req = request_new(h, REQUEST_DECISION, rule, key, cached);
     if (req == NULL)
         return seterr(h, SLC_ENOMEM, "out of memory");
     req->on_decision = cb;
     req->arg = arg;
     req->cost = cost;
-    req->remember = !peek;
+    req->remember = cached;
     req->sent_ns = h->clock(h->clock_arg);
     req->epoch = cache_epoch(h->cache);
-    if (!peek && cost > 0 &&
+    if (cached && cost > 0 &&
         cache_lookup(h->cache, rule, req->rule_len, key, req->key_len, cost, req->sent_ns,
                      &req->d)) {
         req->remember = false;
@@ -388,19 +390,31 @@ static int decide(slc_async_t *h, const char *rule, const char *key, int64_t cos
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char costbuf[COMMON_INT_CHARS];
-    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, costbuf);
+    int argc = common_decision_argv(rule, key, cost, peek, priority, argv, lens, costbuf);
     return send_request(h, req, argc, argv, lens);
 }
 
 int slc_async_allow(slc_async_t *h, const char *rule, const char *key, int64_t cost,
                     slc_decision_cb cb, void *arg)
 {
-    return decide(h, rule, key, cost, 0, cb, arg);
+    return decide(h, rule, key, cost, 0, NULL, cb, arg);
 }
 
 int slc_async_peek(slc_async_t *h, const char *rule, const char *key, slc_decision_cb cb, void *arg)
 {
-    return decide(h, rule, key, 0, 1, cb, arg);
+    return decide(h, rule, key, 0, 1, NULL, cb, arg);
+}
+
+int slc_async_allow_ex(slc_async_t *h, const char *rule, const char *key, int64_t cost,
+                       const slc_request_opts_t *opts, slc_decision_cb cb, void *arg)
+{
+    return decide(h, rule, key, cost, 0, opts, cb, arg);
+}
+
+int slc_async_peek_ex(slc_async_t *h, const char *rule, const char *key,
+                      const slc_request_opts_t *opts, slc_decision_cb cb, void *arg)
+{
+    return decide(h, rule, key, 0, 1, opts, cb, arg);
 }
 
 /*
@@ -440,6 +454,13 @@ int slc_async_settle(slc_async_t *h, const char *rule, const char *key, int64_t 
 int slc_async_acquire(slc_async_t *h, const char *rule, const char *key, int64_t cost,
                       int64_t timeout_ms, slc_acquire_cb cb, void *arg)
 {
+    return slc_async_acquire_ex(h, rule, key, cost, timeout_ms, NULL, cb, arg);
+}
+
+int slc_async_acquire_ex(slc_async_t *h, const char *rule, const char *key, int64_t cost,
+                         int64_t timeout_ms, const slc_request_opts_t *opts, slc_acquire_cb cb,
+                         void *arg)
+{
     if (h == NULL)
         return SLC_EINVAL;
     const char *invalid = common_acquire_invalid(cost, timeout_ms);
@@ -456,16 +477,23 @@ int slc_async_acquire(slc_async_t *h, const char *rule, const char *key, int64_t
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char nums[2][COMMON_INT_CHARS];
-    int argc = common_acquire_argv(rule, key, cost, timeout_ms, argv, lens, nums);
+    int argc =
+        common_acquire_argv(rule, key, cost, timeout_ms, common_priority(opts), argv, lens, nums);
     return send_request(h, req, argc, argv, lens);
 }
 
 int slc_async_release(slc_async_t *h, const char *rule, const char *key, uint64_t hold_id,
                       slc_done_cb cb, void *arg)
 {
+    return slc_async_release_ex(h, rule, key, hold_id, NULL, cb, arg);
+}
+
+int slc_async_release_ex(slc_async_t *h, const char *rule, const char *key, uint64_t hold_id,
+                         const slc_release_opts_t *opts, slc_done_cb cb, void *arg)
+{
     if (h == NULL)
         return SLC_EINVAL;
-    const char *invalid = common_release_invalid(hold_id);
+    const char *invalid = common_release_invalid(hold_id, opts);
     if (rule == NULL || key == NULL || cb == NULL || invalid != NULL)
         return seterr(h, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
     int rc = usable(h);
@@ -478,10 +506,11 @@ int slc_async_release(slc_async_t *h, const char *rule, const char *key, uint64_
     req->arg = arg;
     req->forget = true; /* as a settle giving units back: see slc_async_settle() */
     cache_forget(h->cache, rule, req->rule_len, key, req->key_len);
-    char id[COMMON_INT_CHARS];
-    snprintf(id, sizeof id, "%" PRIu64, hold_id);
-    const char *argv[4] = {"SL.RELEASE", rule, key, id};
-    return send_request(h, req, 4, argv, NULL);
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_release_argv(rule, key, hold_id, opts, argv, lens, nums);
+    return send_request(h, req, argc, argv, lens);
 }
 
 int slc_async_reset(slc_async_t *h, const char *rule, const char *key, slc_done_cb cb, void *arg)

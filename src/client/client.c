@@ -216,9 +216,9 @@ static int ask_decision(slc_client_t *c, int argc, const char **argv, const size
     return rc;
 }
 
-/* SL.ALLOW (peek 0) or SL.PEEK (peek 1) through the cache. */
+/* SL.ALLOW (peek 0) or SL.PEEK (peek 1), through the cache unless a priority is named. */
 static int decide(slc_client_t *c, const char *rule, const char *key, int64_t cost, int peek,
-                  slc_decision_t *out)
+                  const slc_request_opts_t *opts, slc_decision_t *out)
 {
     if (c == NULL)
         return SLC_EINVAL;
@@ -226,10 +226,12 @@ static int decide(slc_client_t *c, const char *rule, const char *key, int64_t co
         return seterr(c, SLC_EINVAL, "%s", cost < 0 ? "cost must be >= 0" : "NULL argument");
     if (unusable(c))
         return unusable_error(c);
+    const char *priority = common_priority(opts);
+    bool cached = !peek && priority == NULL; /* a refusal holds for its priority only */
     size_t rule_len = strlen(rule), key_len = strlen(key);
     int64_t now_ns = c->clock(c->clock_arg);
     uint64_t epoch = cache_epoch(c->cache);
-    if (!peek && cost > 0 &&
+    if (cached && cost > 0 &&
         cache_lookup(c->cache, rule, rule_len, key, key_len, cost, now_ns, out)) {
         clear_err(c);
         return SLC_OK;
@@ -237,23 +239,35 @@ static int decide(slc_client_t *c, const char *rule, const char *key, int64_t co
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char costbuf[COMMON_INT_CHARS];
-    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, costbuf);
+    int argc = common_decision_argv(rule, key, cost, peek, priority, argv, lens, costbuf);
     int rc = ask_decision(c, argc, argv, lens, out);
     if (rc != SLC_OK)
         return rc;
-    if (!peek)
+    if (cached)
         cache_remember(c->cache, rule, rule_len, key, key_len, cost, out, now_ns, epoch);
     return SLC_OK;
 }
 
 int slc_allow(slc_client_t *c, const char *rule, const char *key, int64_t cost, slc_decision_t *out)
 {
-    return decide(c, rule, key, cost, 0, out);
+    return decide(c, rule, key, cost, 0, NULL, out);
 }
 
 int slc_peek(slc_client_t *c, const char *rule, const char *key, slc_decision_t *out)
 {
-    return decide(c, rule, key, 0, 1, out);
+    return decide(c, rule, key, 0, 1, NULL, out);
+}
+
+int slc_allow_ex(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                 const slc_request_opts_t *opts, slc_decision_t *out)
+{
+    return decide(c, rule, key, cost, 0, opts, out);
+}
+
+int slc_peek_ex(slc_client_t *c, const char *rule, const char *key, const slc_request_opts_t *opts,
+                slc_decision_t *out)
+{
+    return decide(c, rule, key, 0, 1, opts, out);
 }
 
 int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reserved, int64_t actual,
@@ -280,6 +294,13 @@ int slc_settle(slc_client_t *c, const char *rule, const char *key, int64_t reser
 int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost,
                 int64_t timeout_ms, slc_decision_t *out, uint64_t *hold_id)
 {
+    return slc_acquire_ex(c, rule, key, cost, timeout_ms, NULL, out, hold_id);
+}
+
+int slc_acquire_ex(slc_client_t *c, const char *rule, const char *key, int64_t cost,
+                   int64_t timeout_ms, const slc_request_opts_t *opts, slc_decision_t *out,
+                   uint64_t *hold_id)
+{
     if (c == NULL)
         return SLC_EINVAL;
     const char *invalid = common_acquire_invalid(cost, timeout_ms);
@@ -288,7 +309,8 @@ int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char nums[2][COMMON_INT_CHARS];
-    int argc = common_acquire_argv(rule, key, cost, timeout_ms, argv, lens, nums);
+    int argc =
+        common_acquire_argv(rule, key, cost, timeout_ms, common_priority(opts), argv, lens, nums);
     redisReply *r = NULL;
     int rc = slc_command(c, argc, argv, lens, &r);
     if (rc != SLC_OK)
@@ -301,18 +323,25 @@ int slc_acquire(slc_client_t *c, const char *rule, const char *key, int64_t cost
 
 int slc_release(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id)
 {
+    return slc_release_ex(c, rule, key, hold_id, NULL);
+}
+
+int slc_release_ex(slc_client_t *c, const char *rule, const char *key, uint64_t hold_id,
+                   const slc_release_opts_t *opts)
+{
     if (c == NULL)
         return SLC_EINVAL;
-    const char *invalid = common_release_invalid(hold_id);
+    const char *invalid = common_release_invalid(hold_id, opts);
     if (rule == NULL || key == NULL || invalid != NULL)
         return seterr(c, SLC_EINVAL, "%s", invalid != NULL ? invalid : "NULL argument");
     if (c->cache != NULL) /* freed units may admit what the cache refuses */
         cache_forget(c->cache, rule, strlen(rule), key, strlen(key));
-    char id[COMMON_INT_CHARS];
-    snprintf(id, sizeof id, "%" PRIu64, hold_id);
-    const char *argv[4] = {"SL.RELEASE", rule, key, id};
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_release_argv(rule, key, hold_id, opts, argv, lens, nums);
     redisReply *r = NULL;
-    int rc = slc_command(c, 4, argv, NULL, &r);
+    int rc = slc_command(c, argc, argv, lens, &r);
     if (rc == SLC_ESERVER && common_is_no_hold(c->errstr, strlen(c->errstr)))
         return c->err = SLC_ENOHOLD;
     if (rc != SLC_OK)

@@ -33,8 +33,14 @@ int common_valid_endpoint(const char *host, int port)
     return host != NULL && host[0] != '\0' && port > 0 && port <= 65535;
 }
 
+const char *common_priority(const slc_request_opts_t *opts)
+{
+    return opts != NULL ? opts->priority : NULL;
+}
+
 int common_decision_argv(const char *rule, const char *key, int64_t cost, int peek,
-                         const char **argv, size_t *lens, char costbuf[COMMON_INT_CHARS])
+                         const char *priority, const char **argv, size_t *lens,
+                         char costbuf[COMMON_INT_CHARS])
 {
     int argc = 0;
     argv[argc++] = peek ? "SL.PEEK" : "SL.ALLOW";
@@ -44,6 +50,10 @@ int common_decision_argv(const char *rule, const char *key, int64_t cost, int pe
         snprintf(costbuf, COMMON_INT_CHARS, "%" PRId64, cost);
         argv[argc++] = "COST";
         argv[argc++] = costbuf;
+    }
+    if (priority != NULL) {
+        argv[argc++] = "PRIORITY";
+        argv[argc++] = priority;
     }
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
@@ -90,7 +100,8 @@ bool common_is_no_hold(const char *text, size_t len)
 }
 
 int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t timeout_ms,
-                        const char **argv, size_t *lens, char nums[2][COMMON_INT_CHARS])
+                        const char *priority, const char **argv, size_t *lens,
+                        char nums[2][COMMON_INT_CHARS])
 {
     int argc = 0;
     argv[argc++] = "SL.ACQUIRE";
@@ -106,15 +117,45 @@ int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t
         argv[argc++] = "TIMEOUT";
         argv[argc++] = nums[1];
     }
+    if (priority != NULL) {
+        argv[argc++] = "PRIORITY";
+        argv[argc++] = priority;
+    }
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     return argc;
 }
 
-const char *common_release_invalid(uint64_t hold_id)
+int common_release_argv(const char *rule, const char *key, uint64_t hold_id,
+                        const slc_release_opts_t *opts, const char **argv, size_t *lens,
+                        char nums[2][COMMON_INT_CHARS])
 {
-    return hold_id > (uint64_t)INT64_MAX ? "hold_id must be below 2^63 (an id slc_acquire() gave)"
-                                         : NULL;
+    int argc = 0;
+    argv[argc++] = "SL.RELEASE";
+    argv[argc++] = rule;
+    argv[argc++] = key;
+    snprintf(nums[0], COMMON_INT_CHARS, "%" PRIu64, hold_id);
+    argv[argc++] = nums[0];
+    if (opts != NULL && opts->has_latency) {
+        snprintf(nums[1], COMMON_INT_CHARS, "%" PRId64 "us", opts->latency_us);
+        argv[argc++] = "LATENCY";
+        argv[argc++] = nums[1];
+    }
+    if (opts != NULL && opts->dropped)
+        argv[argc++] = "DROPPED";
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return argc;
+}
+
+const char *common_release_invalid(uint64_t hold_id, const slc_release_opts_t *opts)
+{
+    if (hold_id > (uint64_t)INT64_MAX)
+        return "hold_id must be below 2^63 (an id slc_acquire() gave)";
+    if (opts != NULL && opts->has_latency &&
+        (opts->latency_us < 0 || opts->latency_us > SLC_LATENCY_MAX_US))
+        return "latency_us must be 0 .. 3600000000 (1h)";
+    return NULL;
 }
 
 const char *common_acquire_invalid(int64_t cost, int64_t timeout_ms)

@@ -11,7 +11,7 @@
 
 #include "sluice/client.h"
 
-#define COMMON_ARGV_MAX  7  /* SL.SETTLE rule key reserved actual AT ms; SL.ACQUIRE's longest */
+#define COMMON_ARGV_MAX  9  /* SL.ACQUIRE rule key COST n TIMEOUT ms PRIORITY p, the longest */
 #define COMMON_INT_CHARS 24 /* an int64 in decimal, sign and NUL included */
 
 /* The default cache clock: CLOCK_MONOTONIC in ns. arg is unused. */
@@ -25,12 +25,17 @@ int common_seterr(int *err, char *errstr, int code, const char *fmt, ...)
 int common_valid_endpoint(const char *host, int port);
 
 /* The argument vector of a decision command:
- *   SL.ALLOW rule key            (cost 1, peek 0)
- *   SL.ALLOW rule key COST n     (cost != 1, peek 0)
- *   SL.PEEK rule key             (peek 1)
- * argv/lens have COMMON_ARGV_MAX entries; costbuf holds the decimal cost. Returns argc. */
+ *   SL.ALLOW rule key [PRIORITY p]            (cost 1, peek 0)
+ *   SL.ALLOW rule key COST n [PRIORITY p]     (cost != 1, peek 0)
+ *   SL.PEEK rule key [PRIORITY p]             (peek 1)
+ * PRIORITY when priority is not NULL. argv/lens have COMMON_ARGV_MAX entries; costbuf holds the
+ * decimal cost. Returns argc. */
 int common_decision_argv(const char *rule, const char *key, int64_t cost, int peek,
-                         const char **argv, size_t *lens, char costbuf[COMMON_INT_CHARS]);
+                         const char *priority, const char **argv, size_t *lens,
+                         char costbuf[COMMON_INT_CHARS]);
+
+/* A request's priority from its options: NULL (none, the rule's lowest) when opts is NULL. */
+const char *common_priority(const slc_request_opts_t *opts);
 
 /* The argument vector of a settle (SL.SETTLE's named form):
  *   SL.SETTLE rule key reserved actual            (at_ms < 0)
@@ -52,14 +57,25 @@ const char *common_settle_invalid(int64_t reserved, int64_t actual, int64_t at_m
 bool common_is_no_hold(const char *text, size_t len);
 
 /* The argument vector of an acquire:
- *   SL.ACQUIRE rule key [COST n] [TIMEOUT ms]   (COST when cost != 1, TIMEOUT when timeout_ms > 0)
+ *   SL.ACQUIRE rule key [COST n] [TIMEOUT ms] [PRIORITY p]
+ * (COST when cost != 1, TIMEOUT when timeout_ms > 0, PRIORITY when priority is not NULL).
  * argv/lens have COMMON_ARGV_MAX entries; nums holds the decimal cost and timeout. Returns argc. */
 int common_acquire_argv(const char *rule, const char *key, int64_t cost, int64_t timeout_ms,
-                        const char **argv, size_t *lens, char nums[2][COMMON_INT_CHARS]);
+                        const char *priority, const char **argv, size_t *lens,
+                        char nums[2][COMMON_INT_CHARS]);
 
-/* Checks a release's id: what an acquire returns fits in a signed 64-bit integer, as SL.RELEASE
- * reads it. Returns NULL when it does, else a static message. */
-const char *common_release_invalid(uint64_t hold_id);
+/* The argument vector of a release:
+ *   SL.RELEASE rule key id [LATENCY <us>us] [DROPPED]
+ * (LATENCY when opts has a latency, DROPPED when opts says dropped; opts may be NULL). argv/lens
+ * have COMMON_ARGV_MAX entries; nums holds the id and the latency. Returns argc. */
+int common_release_argv(const char *rule, const char *key, uint64_t hold_id,
+                        const slc_release_opts_t *opts, const char **argv, size_t *lens,
+                        char nums[2][COMMON_INT_CHARS]);
+
+/* Checks a release's id and options: the id fits in a signed 64-bit integer, as SL.RELEASE reads
+ * it (what an acquire returns does); a latency, when given, is 0 .. SLC_LATENCY_MAX_US. Returns
+ * NULL when they are good, else a static message. opts may be NULL. */
+const char *common_release_invalid(uint64_t hold_id, const slc_release_opts_t *opts);
 
 /* Checks an acquire's numbers: cost >= 0, timeout_ms >= 0 (0: the rule's hold_timeout). Returns
  * NULL when they are good, else a static message naming what is wrong. */

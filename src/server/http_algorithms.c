@@ -12,10 +12,17 @@
  * number, or "limit" (the rule's limit). max_delay's bounds are in milliseconds (min_ms,
  * max_ms), as rules write it. `capacity` is what a fresh key admits at once: "limit", "burst"
  * or "burst + 1". Open, as the other reads: it says nothing about the rules in force.
+ *
+ * `adaptive` on an algorithm is null when its limit cannot adapt, else the bounds of min_limit
+ * and max_limit; the top-level "adaptive" lists the adaptive algorithms (core/adaptive.h's
+ * table) with the rule fields each reads besides min_limit and max_limit:
+ *
+ *   "adaptive":[{"name":"aimd","summary":"...","options":["backoff","latency_timeout"]}, ...]
  */
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "core/adaptive.h"
 #include "core/algorithms.h"
 #include "server/json_write.h"
 #include "server/route.h"
@@ -70,6 +77,43 @@ static void caps(buf_t *b, const core_algorithm_t *row)
     buf_add_str(b, "]");
 }
 
+/* The rule fields of the adaptive options (ADAPTIVE_OPT_*), as rules write them. */
+static const struct {
+    uint32_t opt;
+    const char *field;
+} adaptive_fields[] = {
+    {ADAPTIVE_OPT_BACKOFF, "backoff"},
+    {ADAPTIVE_OPT_TIMEOUT, "latency_timeout"},
+    {ADAPTIVE_OPT_PROBE, "probe"},
+};
+
+/* ,"adaptive":[{"name":..,"summary":..,"options":[..]}, ...] */
+static void adaptive_list(buf_t *b)
+{
+    buf_add_str(b, ",\"adaptive\":[");
+    const char *sep = "";
+    for (uint64_t i = 0; i < ADAPTIVE_SLOTS; i++) {
+        const adaptive_algorithm_t *row = adaptive_row(i);
+        if (row == NULL)
+            continue;
+        buf_printf(b, "%s{\"name\":", sep);
+        json_write_text(b, row->name, strlen(row->name));
+        buf_add_str(b, ",\"summary\":");
+        json_write_text(b, row->summary, strlen(row->summary));
+        buf_add_str(b, ",\"options\":[");
+        const char *osep = "";
+        for (size_t f = 0; f < sizeof adaptive_fields / sizeof adaptive_fields[0]; f++) {
+            if (row->opts & adaptive_fields[f].opt) {
+                buf_printf(b, "%s\"%s\"", osep, adaptive_fields[f].field);
+                osep = ",";
+            }
+        }
+        buf_add_str(b, "]}");
+        sep = ",";
+    }
+    buf_add_str(b, "]");
+}
+
 static void algorithm(buf_t *b, const core_algorithm_t *row)
 {
     buf_add_str(b, "{\"name\":");
@@ -89,6 +133,11 @@ static void algorithm(buf_t *b, const core_algorithm_t *row)
     else
         buf_printf(b, ",\"capacity\":\"burst + %" PRId64 "\"", row->capacity_extra);
     caps(b, row);
+    if (core_algorithm_holds(row))
+        buf_printf(b, ",\"adaptive\":{\"min_limit\":{\"min\":1},\"max_limit\":{\"max\":%d}}",
+                   (int)SL_HOLDS_MAX);
+    else
+        buf_add_str(b, ",\"adaptive\":null");
     buf_printf(b, ",\"suggested\":%s}", row->suggested ? "true" : "false");
 }
 
@@ -102,7 +151,9 @@ void route_algorithms(route_ctx_t *x)
             buf_add_str(&body, ",");
         algorithm(&body, row);
     }
-    buf_add_str(&body, "]}");
+    buf_add_str(&body, "]");
+    adaptive_list(&body);
+    buf_add_str(&body, "}");
     if (body.failed) {
         problem(x, 503, "out of memory");
     } else {

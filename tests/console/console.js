@@ -443,6 +443,74 @@ async function editor(browser) {
   await page.close();
 }
 
+// Rules with priorities and with an adaptive limit: one made over RESP shows its fields in the
+// editor, and one made in the editor is in force over RESP with them.
+async function prioritiesAdaptive(browser) {
+  resp("SL.RULE", "SET", "tiers", JSON.stringify({algorithm: "fixed_window", limit: 10, window: "1h",
+    priorities: ["low", "high", "critical"], reserve: {critical: "20%", high: 3}}));
+  resp("SL.RULE", "SET", "backend", JSON.stringify({algorithm: "concurrency", limit: 2,
+    hold_timeout: "1h", adaptive: "aimd", min_limit: 1, max_limit: 8, backoff: 50,
+    latency_timeout: "100ms"}));
+  const page = await newPage(browser);
+  await page.goto(BASE + "#/rules", {waitUntil: "load"});
+  await page.waitForSelector('#rules-table tr[data-rule="tiers"] button.edit', WAIT);
+  const value = (sel) => page.$eval(sel, (el) => el.value);
+  const disabled = (sel) => page.$eval(sel, (el) => el.disabled);
+  await page.click('#rules-table tr[data-rule="tiers"] button.edit');
+  await page.waitForFunction(() => document.getElementById("f-name").value === "tiers", WAIT);
+  check("priorities-shown", (await value("#f-priorities")) === "low, high, critical",
+    await value("#f-priorities"));
+  check("reserve-shown", (await value("#f-reserve")) === "critical: 20%, high: 3", await value("#f-reserve"));
+  check("fixed-window-no-adaptive", (await disabled("#f-adaptive")) && (await disabled("#f-min_limit")));
+  await page.click('#rules-table tr[data-rule="backend"] button.edit');
+  await page.waitForFunction(() => document.getElementById("f-name").value === "backend", WAIT);
+  const shown = {};
+  for (const f of ["adaptive", "min_limit", "max_limit", "backoff", "latency_timeout"]) {
+    shown[f] = await value("#f-" + f);
+  }
+  check("adaptive-shown", JSON.stringify(shown) === JSON.stringify({adaptive: "aimd", min_limit: "1",
+    max_limit: "8", backoff: "50", latency_timeout: "100ms"}), JSON.stringify(shown));
+  check("adaptive-aimd-fields", !(await disabled("#f-backoff")) && (await disabled("#f-probe")));
+  await shot(page, "rules-adaptive");
+
+  // made in the editor: an adaptive vegas rule, then a rule with priorities
+  await page.click("#new-rule");
+  await page.waitForFunction(() => document.getElementById("f-name").value === "", WAIT);
+  await setField(page, "#f-name", "ed-adapt");
+  await page.select("#f-algorithm", "concurrency");
+  await setField(page, "#f-limit", "3");
+  await setField(page, "#f-window", "1m");
+  await page.select("#f-adaptive", "vegas");
+  check("adaptive-vegas-fields", (await disabled("#f-backoff")) && !(await disabled("#f-probe")));
+  await setField(page, "#f-min_limit", "2");
+  await setField(page, "#f-max_limit", "16");
+  await setField(page, "#f-probe", "40");
+  await saveForm(page);
+  check("adaptive-saved", (await textOf(page, "#form-done")).includes("Saved"), await textOf(page, "#form-error"));
+  const got = resp("SL.RULE", "GET", "ed-adapt").join("");
+  check("adaptive-in-force", got.includes('"adaptive":"vegas"') && got.includes('"min_limit":2') &&
+    got.includes('"max_limit":16') && got.includes('"probe":40'), got);
+  await page.click("#new-rule");
+  await page.waitForFunction(() => document.getElementById("f-name").value === "", WAIT);
+  await setField(page, "#f-name", "ed-prio");
+  await page.select("#f-algorithm", "sliding_log");
+  await setField(page, "#f-limit", "4");
+  await setField(page, "#f-window", "1h");
+  await setField(page, "#f-priorities", "low, high");
+  await setField(page, "#f-reserve", "high: 2");
+  await saveForm(page);
+  check("priorities-saved", (await textOf(page, "#form-done")).includes("Saved"), await textOf(page, "#form-error"));
+  const low = [1, 2, 3].map(() => resp("SL.ALLOW", "ed-prio", "k", "PRIORITY", "low")[0]);
+  const high = [1, 2, 3].map(() => resp("SL.ALLOW", "ed-prio", "k", "PRIORITY", "high")[0]);
+  check("priorities-in-force", JSON.stringify(low) === '["1","1","0"]' &&
+    JSON.stringify(high) === '["1","1","0"]', JSON.stringify([low, high]));
+  // a new rule's name is first looked up (GET /v1/rules/NAME), and the browser logs its 404
+  const errors = page.errors.filter((e) => !e.includes("status of 404"));
+  check("priorities-adaptive-no-console-error", errors.length === 0, errors.join(" | "));
+  for (const name of ["tiers", "backend", "ed-adapt", "ed-prio"]) resp("SL.RULE", "DEL", name);
+  await page.close();
+}
+
 // A counter of a server's /metrics (its HTTP port), as a number (0 when absent).
 async function metricOf(port, series) {
   const res = await fetch("http://127.0.0.1:" + port + "/metrics");
@@ -741,7 +809,7 @@ async function main() {
   });
   try {
     for (const step of [pagesLoad, liveDenials, inspectorExhausted, topKeysAndEscaping, inflight, badHash,
-      editor, formsFromTable, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
+      editor, formsFromTable, prioritiesAdaptive, tokenNeeded, replay, replayToken, crossSite, rebinding]) {
       try {
         await step(browser);
       } catch (e) {

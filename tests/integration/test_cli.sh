@@ -368,6 +368,69 @@ run "${P[@]}" acquire jobs
 check "acquire without a KEY" expect 2 "" "sluice: acquire: expected RULE KEY.*"
 run "${P[@]}" check jobs w3 --peek
 check "usage and server errors held nothing on w3" expect 0 "allowed limit=2 remaining=2 .*" ""
+
+# ---- priorities, adaptive reports ----------------------------------------------------------
+
+# tiers: 10 an hour, the last 3 units for high
+run "${P[@]}" rules set tiers '{"algorithm":"fixed_window","limit":10,"window":"1h","priorities":["low","high"],"reserve":{"high":3}}'
+check "rules set tiers" expect 0 "OK" ""
+run "${P[@]}" check tiers k --cost 7 --priority low
+check "check --priority low: 7 of 10, low's view" expect 0 "allowed limit=10 remaining=0 .*" ""
+run "${P[@]}" check tiers k --priority low
+check "check --priority low: shed, exit 1" expect 1 "denied limit=10 remaining=0 retry_after_ms=[1-9][0-9]* .*" ""
+run "${P[@]}" check tiers k
+check "check without a priority is the lowest: shed too" expect 1 "denied .*" ""
+run "${P[@]}" check tiers k --peek --priority high
+check "check --peek --priority high: high's view, 3 remaining" expect 0 "allowed limit=10 remaining=3 .*" ""
+run "${P[@]}" --json check tiers k --priority high --cost 2
+check "check --priority high --json: admitted" expect 0 '\{"allowed":true,"limit":10,"remaining":1,.*\}' ""
+run "${P[@]}" check tiers k --priority urgent
+check "an unknown priority: the server's error, exit 3" expect 3 "" \
+    "sluice: ERR unknown priority 'urgent' for rule 'tiers' \(it has low, high\)"
+run "${P[@]}" check tiers k --priority
+check "--priority without a value: exit 2" expect 2 "" "sluice: option '--priority' needs a value.*"
+run "${P[@]}" rules set pjobs '{"algorithm":"concurrency","limit":2,"hold_timeout":"1h","priorities":["low","high"],"reserve":{"high":1}}'
+check "rules set pjobs" expect 0 "OK" ""
+run "${P[@]}" acquire pjobs k --priority low
+check "acquire --priority low: held" expect 0 "allowed limit=2 remaining=0 .* hold_id=[1-9][0-9]*" ""
+run "${P[@]}" acquire pjobs k --priority low
+check "acquire --priority low again: shed, exit 1" expect 1 "denied .* hold_id=0" ""
+run "${P[@]}" acquire pjobs k --priority high
+check "acquire --priority high: holds the reserve" expect 0 "allowed limit=2 remaining=0 .* hold_id=[1-9][0-9]*" ""
+
+# adapt: aimd from 2, halved on a drop; a window is as many reported releases as the limit
+run "${P[@]}" rules set adapt '{"algorithm":"concurrency","limit":2,"hold_timeout":"1h","adaptive":"aimd","min_limit":1,"max_limit":8,"backoff":50,"latency_timeout":"100ms"}'
+check "rules set adapt" expect 0 "OK" ""
+acquire_id() { "$SLUICE" "${P[@]}" acquire adapt k | sed -n 's/.*hold_id=//p'; }
+A1=$(acquire_id); A2=$(acquire_id)
+run "${P[@]}" release adapt k "$A1"
+check "release without a report" expect 0 "released" ""
+run "${P[@]}" release adapt k "$A2"
+run "${P[@]}" check adapt k --peek
+check "unreported releases leave the limit at 2" expect 0 "allowed limit=2 .*" ""
+A1=$(acquire_id); A2=$(acquire_id)
+run "${P[@]}" release adapt k "$A1" --latency 12ms
+check "release --latency 12ms" expect 0 "released" ""
+run "${P[@]}" release adapt k "$A2" --latency 1500us
+run "${P[@]}" check adapt k --peek
+check "a busy window of reported latencies grows the limit to 3" expect 0 "allowed limit=3 .*" ""
+A1=$(acquire_id); A2=$(acquire_id); A3=$(acquire_id)
+run "${P[@]}" --json release adapt k "$A1" --dropped
+check "release --dropped --json" expect 0 '\{"released":true\}' ""
+run "${P[@]}" release adapt k "$A2" --latency 1ms
+run "${P[@]}" release adapt k "$A3" --latency 1ms
+run "${P[@]}" check adapt k --peek
+check "a window with a drop halves the limit: 1" expect 0 "allowed limit=1 .*" ""
+run "${P[@]}" release adapt k 1 --latency 12
+check "release --latency without a unit: exit 2" expect 2 "" \
+    "sluice: --latency: must be a duration of whole microseconds, at most 1h \(12ms, 1500us, 2s\), got '12'.*"
+run "${P[@]}" release adapt k 1 --latency 2h
+check "release --latency past 1h: exit 2" expect 2 "" "sluice: --latency: must be .*got '2h'.*"
+run "${P[@]}" acquire adapt k --dropped
+check "acquire takes no --dropped: exit 2" expect 2 "" "sluice: unknown option '--dropped'.*"
+# sluiced's final snapshot does not carry an adaptive rule's keys yet: the rule goes before the stop
+run "${P[@]}" rules del adapt
+check "rules del adapt" expect 0 "deleted" ""
 run -p "$DEAD" -a s3cret acquire jobs w3
 check "acquire: cannot connect, exit 4" expect 4 "" "sluice: cannot connect to 127.0.0.1:$DEAD: Connection refused"
 run "${P[@]}" rules del jobs

@@ -7,7 +7,8 @@
 # heads the top keys; a key "<script>alert(1)</script>" renders as text; a malformed hash shows
 # the overview; an in-flight rule's page shows the units a test holds over RESP, on its chart and
 # by key, and a release; a rule created and changed in the editor is in force over RESP; a refused value
-# is shown at its field; a new rule of a name in use asks before replacing it; without the admin
+# is shown at its field; a rule with priorities and one with an adaptive limit show their fields
+# in the editor, and ones made there are in force with them; a new rule of a name in use asks before replacing it; without the admin
 # token a server that has one refuses a change, and the page says so; entering the token keeps
 # the form as typed; the replay page gives the counts of `sluice replay --summary`, and with the
 # token server needs the token (then gives them too) and says when a replay stopped early and

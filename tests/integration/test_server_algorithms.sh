@@ -83,6 +83,36 @@ for a in algs:
     lua = open(rows + "/" + n + ".lua").read()
     check(n + "-lua-row", ("local NO_LEASE = nil" in lua) == ("leasable" in a["capabilities"]))
     check(n + "-leasable-is-mode", ("leasable" in a["capabilities"]) == ("leased" in a["modes"]))
+    # an adaptive limit is accepted exactly where the table says a limit may adapt
+    adapt = put_rule("a-" + n, {"algorithm": n, "limit": 5, "window": "1s", "adaptive": "aimd",
+                                "min_limit": 1, "max_limit": 8})
+    check(n + "-adaptive", (adapt == 200) == (a["adaptive"] is not None), str(adapt))
+    if a["adaptive"] is not None:
+        top = a["adaptive"]["max_limit"]["max"]
+        at = put_rule("a-" + n, {"algorithm": n, "limit": 5, "window": "1s", "adaptive": "aimd",
+                                 "min_limit": 1, "max_limit": top})
+        past = put_rule("a-" + n, {"algorithm": n, "limit": 5, "window": "1s", "adaptive": "aimd",
+                                   "min_limit": 1, "max_limit": top + 1})
+        check(n + "-adaptive-max-limit", at == 200 and past == 400, "%s %s" % (at, past))
+    # priorities are every algorithm's
+    prio = put_rule("p-" + n, {"algorithm": n, "limit": 5, "window": "1s",
+                               "priorities": ["low", "high"], "reserve": {"high": 1}})
+    check(n + "-priorities", prio == 200, str(prio))
+
+# the adaptive algorithms: each accepts the options it lists and refuses the others'
+adaptive = json.load(open(algs_path))["adaptive"]
+check("adaptive-names", [x["name"] for x in adaptive] == ["aimd", "vegas"], str(adaptive))
+every = sorted({o for x in adaptive for o in x["options"]})
+check("adaptive-options", every == ["backoff", "latency_timeout", "probe"], str(every))
+sample = {"backoff": 50, "latency_timeout": "100ms", "probe": 10}
+concurrency = next(a["name"] for a in algs if a["adaptive"] is not None)
+for x in adaptive:
+    check(x["name"] + "-summary", len(x["summary"]) > 10, x["summary"])
+    for o in every:
+        got = put_rule("o-" + x["name"], {"algorithm": concurrency, "limit": 2, "window": "1s",
+                                          "adaptive": x["name"], "min_limit": 1, "max_limit": 4,
+                                          o: sample[o]})
+        check(x["name"] + "-option-" + o, (got == 200) == (o in x["options"]), str(got))
 
 print("%d failed" % len(fails))
 sys.exit(1 if fails else 0)

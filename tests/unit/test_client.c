@@ -669,13 +669,19 @@ static void expect_joined(int argc, const char **argv, const size_t *lens, const
     assert_string_equal(joined, want);
 }
 
-static void expect_argv(const char *rule, const char *key, int64_t cost, int peek, const char *want)
+static void expect_argv_p(const char *rule, const char *key, int64_t cost, int peek,
+                          const char *priority, const char *want)
 {
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char buf[COMMON_INT_CHARS];
-    int argc = common_decision_argv(rule, key, cost, peek, argv, lens, buf);
+    int argc = common_decision_argv(rule, key, cost, peek, priority, argv, lens, buf);
     expect_joined(argc, argv, lens, want);
+}
+
+static void expect_argv(const char *rule, const char *key, int64_t cost, int peek, const char *want)
+{
+    expect_argv_p(rule, key, cost, peek, NULL, want);
 }
 
 static void expect_settle_argv(int64_t reserved, int64_t actual, int64_t at_ms, const char *want)
@@ -695,6 +701,13 @@ static void test_decision_argv(void **unused)
     expect_argv("api", "u1", INT64_MAX, 0, "SL.ALLOW|api|u1|COST|9223372036854775807");
     expect_argv("api", "u 1", 0, 1, "SL.PEEK|api|u 1");
     expect_argv("api", "u1", 7, 1, "SL.PEEK|api|u1");
+    expect_argv_p("api", "u1", 1, 0, "high", "SL.ALLOW|api|u1|PRIORITY|high");
+    expect_argv_p("api", "u1", 5, 0, "low", "SL.ALLOW|api|u1|COST|5|PRIORITY|low");
+    expect_argv_p("api", "u1", 5, 1, "critical", "SL.PEEK|api|u1|PRIORITY|critical");
+    slc_request_opts_t none = {0}, high = {.priority = "high"};
+    assert_null(common_priority(NULL));
+    assert_null(common_priority(&none));
+    assert_string_equal(common_priority(&high), "high");
 }
 
 static void test_settle_argv(void **unused)
@@ -707,13 +720,54 @@ static void test_settle_argv(void **unused)
                        "9223372036854775807");
 }
 
-static void expect_acquire_argv(int64_t cost, int64_t timeout_ms, const char *want)
+static void expect_acquire_argv_p(int64_t cost, int64_t timeout_ms, const char *priority,
+                                  const char *want)
 {
     const char *argv[COMMON_ARGV_MAX];
     size_t lens[COMMON_ARGV_MAX];
     char nums[2][COMMON_INT_CHARS];
-    int argc = common_acquire_argv("jobs", "u 42", cost, timeout_ms, argv, lens, nums);
+    int argc = common_acquire_argv("jobs", "u 42", cost, timeout_ms, priority, argv, lens, nums);
     expect_joined(argc, argv, lens, want);
+}
+
+static void expect_acquire_argv(int64_t cost, int64_t timeout_ms, const char *want)
+{
+    expect_acquire_argv_p(cost, timeout_ms, NULL, want);
+}
+
+static void expect_release_argv(uint64_t id, const slc_release_opts_t *opts, const char *want)
+{
+    const char *argv[COMMON_ARGV_MAX];
+    size_t lens[COMMON_ARGV_MAX];
+    char nums[2][COMMON_INT_CHARS];
+    int argc = common_release_argv("jobs", "u 42", id, opts, argv, lens, nums);
+    expect_joined(argc, argv, lens, want);
+}
+
+static void test_release_argv(void **unused)
+{
+    slc_release_opts_t none = {0}, lat = {.has_latency = true, .latency_us = 1500};
+    slc_release_opts_t both = {.has_latency = true, .latency_us = 0, .dropped = true};
+    slc_release_opts_t drop = {.dropped = true}, max = {true, SLC_LATENCY_MAX_US, false};
+    expect_release_argv(7, NULL, "SL.RELEASE|jobs|u 42|7");
+    expect_release_argv(7, &none, "SL.RELEASE|jobs|u 42|7");
+    expect_release_argv(7, &lat, "SL.RELEASE|jobs|u 42|7|LATENCY|1500us");
+    expect_release_argv(7, &both, "SL.RELEASE|jobs|u 42|7|LATENCY|0us|DROPPED");
+    expect_release_argv((uint64_t)INT64_MAX, &drop,
+                        "SL.RELEASE|jobs|u 42|9223372036854775807|DROPPED");
+    expect_release_argv(1, &max, "SL.RELEASE|jobs|u 42|1|LATENCY|3600000000us");
+    assert_null(common_release_invalid(1, &max));
+    assert_null(common_release_invalid(1, &both));
+    /* a latency not given is not checked */
+    slc_release_opts_t unset = {.has_latency = false, .latency_us = -5};
+    assert_null(common_release_invalid(1, &unset));
+    slc_release_opts_t neg = {.has_latency = true, .latency_us = -1};
+    slc_release_opts_t over = {.has_latency = true, .latency_us = SLC_LATENCY_MAX_US + 1};
+    assert_string_equal(common_release_invalid(1, &neg), "latency_us must be 0 .. 3600000000 (1h)");
+    assert_string_equal(common_release_invalid(1, &over),
+                        "latency_us must be 0 .. 3600000000 (1h)");
+    assert_string_equal(common_release_invalid((uint64_t)INT64_MAX + 1, &lat),
+                        "hold_id must be below 2^63 (an id slc_acquire() gave)");
 }
 
 static void test_acquire_argv(void **unused)
@@ -725,9 +779,13 @@ static void test_acquire_argv(void **unused)
     expect_acquire_argv(INT64_MAX, INT64_MAX,
                         "SL.ACQUIRE|jobs|u 42|COST|9223372036854775807|TIMEOUT|"
                         "9223372036854775807");
-    assert_null(common_release_invalid(0));
-    assert_null(common_release_invalid((uint64_t)INT64_MAX));
-    assert_string_equal(common_release_invalid((uint64_t)INT64_MAX + 1),
+    expect_acquire_argv_p(1, 0, "high", "SL.ACQUIRE|jobs|u 42|PRIORITY|high");
+    expect_acquire_argv_p(INT64_MAX, INT64_MAX, "critical",
+                          "SL.ACQUIRE|jobs|u 42|COST|9223372036854775807|TIMEOUT|"
+                          "9223372036854775807|PRIORITY|critical");
+    assert_null(common_release_invalid(0, NULL));
+    assert_null(common_release_invalid((uint64_t)INT64_MAX, NULL));
+    assert_string_equal(common_release_invalid((uint64_t)INT64_MAX + 1, NULL),
                         "hold_id must be below 2^63 (an id slc_acquire() gave)");
     assert_null(common_acquire_invalid(0, 0));
     assert_null(common_acquire_invalid(INT64_MAX, INT64_MAX));
@@ -791,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_decode_release),
         cmocka_unit_test(test_decision_argv),
         cmocka_unit_test(test_acquire_argv),
+        cmocka_unit_test(test_release_argv),
         cmocka_unit_test(test_settle_argv),
         cmocka_unit_test(test_settle_invalid),
         cmocka_unit_test(test_strerror),

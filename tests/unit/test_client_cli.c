@@ -206,6 +206,65 @@ static void test_settle_args_malformed(void **unused)
     expect_args_error(cost, 7, flags, "unknown option '--cost'");
 }
 
+static void test_priority_report_args(void **unused)
+{
+    struct remote_opts o;
+    struct remote_args a;
+    char err[REMOTE_ERR_MAX];
+    remote_opts_init(&o, NULL);
+    unsigned check = REMOTE_FLAG_COST | REMOTE_FLAG_PEEK | REMOTE_FLAG_PRIORITY;
+    char *none[] = {"check", "api", "u1"};
+    assert_int_equal(remote_parse_args(ARGC(none), none, 1, check, &o, &a, err, sizeof err), 0);
+    assert_null(a.priority);
+    assert_false(a.has_latency);
+    assert_false(a.dropped);
+    char *prio[] = {"check", "api", "u1", "--priority", "high", "--cost", "2"};
+    assert_int_equal(remote_parse_args(ARGC(prio), prio, 1, check, &o, &a, err, sizeof err), 0);
+    assert_string_equal(a.priority, "high");
+    assert_int_equal(a.cost, 2);
+    assert_int_equal(a.npos, 2);
+
+    unsigned release = REMOTE_FLAG_NUMBERS | REMOTE_FLAG_REPORT;
+    const char *ok[][2] = {{"12ms", "12000"},
+                           {"1500us", "1500"},
+                           {"0us", "0"},
+                           {"1h", "3600000000"},
+                           {"1s5us", "1000005"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *v[] = {"release", "jobs", "u1", "7", "--latency", (char *)ok[i][0]};
+        assert_int_equal(remote_parse_args(ARGC(v), v, 1, release, &o, &a, err, sizeof err), 0);
+        assert_true(a.has_latency);
+        assert_int_equal(a.latency_us, atoll(ok[i][1]));
+        assert_false(a.dropped);
+        assert_int_equal(a.npos, 3);
+    }
+    char *drop[] = {"release", "jobs", "u1", "7", "--dropped"};
+    assert_int_equal(remote_parse_args(ARGC(drop), drop, 1, release, &o, &a, err, sizeof err), 0);
+    assert_true(a.dropped);
+    assert_false(a.has_latency);
+
+    char *empty[] = {"check", "api", "u1", "--priority", ""};
+    expect_args_error(empty, 5, check, "--priority: must not be empty");
+    char *missing[] = {"check", "api", "u1", "--priority"};
+    expect_args_error(missing, 4, check, "option '--priority' needs a value");
+    char *on_release[] = {"release", "jobs", "u1", "7", "--priority", "high"};
+    expect_args_error(on_release, 6, release, "unknown option '--priority'");
+    char *on_check[] = {"check", "api", "u1", "--dropped"};
+    expect_args_error(on_check, 4, check, "unknown option '--dropped'");
+    const char *bad[] = {"12", "1ns", "1h1us", "-5ms", "fast", "", "1500ns"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *v[] = {"release", "jobs", "u1", "7", "--latency", (char *)bad[i]};
+        char want[REMOTE_ERR_MAX];
+        snprintf(want, sizeof want,
+                 "--latency: must be a duration of whole microseconds, at most 1h (12ms, 1500us, "
+                 "2s), got '%s'",
+                 bad[i]);
+        expect_args_error(v, 6, release, want);
+    }
+    char *lat_none[] = {"release", "jobs", "u1", "7", "--latency"};
+    expect_args_error(lat_none, 5, release, "option '--latency' needs a value");
+}
+
 static void test_acquire_release_args(void **unused)
 {
     struct remote_opts o;
@@ -329,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_settle_args_malformed),
         cmocka_unit_test(test_acquire_release_args),
         cmocka_unit_test(test_acquire_release_args_malformed),
+        cmocka_unit_test(test_priority_report_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,19 +82,27 @@ export const api = {
   deleteRule: (name) => call("DELETE", "/v1/rules/" + enc(name)),
   replay: (req) => call("POST", "/v1/replay", req),
   algorithms,
+  adaptive,
 };
 
 // The algorithms sluiced knows, from its table (GET /v1/algorithms): what the forms offer and
 // which numbers each takes, asked once per page load (again after a failure).
-let algorithmsAsked = null;
-function algorithms() {
-  if (!algorithmsAsked) {
-    algorithmsAsked = call("GET", "/v1/algorithms").then((r) => r.algorithms, (err) => {
-      algorithmsAsked = null;
+let tableAsked = null;
+function table() {
+  if (!tableAsked) {
+    tableAsked = call("GET", "/v1/algorithms").catch((err) => {
+      tableAsked = null;
       throw err;
     });
   }
-  return algorithmsAsked;
+  return tableAsked;
+}
+function algorithms() {
+  return table().then((r) => r.algorithms);
+}
+// The adaptive algorithms ([{name, summary, options}]): what a concurrency rule's limit may do.
+function adaptive() {
+  return table().then((r) => r.adaptive || []);
 }
 
 // The names of the algorithms that take a parameter ("burst", "buckets", "max_delay").

@@ -7,11 +7,14 @@ import {h, fill, num} from "./dom.js";
 
 // The optional numbers only some algorithms take (which ones: the table of algorithms).
 const PARAMS = ["burst", "buckets", "max_delay"];
+// The bounds of an adaptive limit; its options (backoff, ...) are the adaptive table's.
+const ADAPTIVE_BOUNDS = ["min_limit", "max_limit"];
 
 // The form's fields; the algorithms, and which of them take which number, come from sluiced's
 // table of algorithms (GET /v1/algorithms), so that the form names none itself.
-function fields(algs) {
+function fields(algs, adaptives) {
   const by = (param) => taking(algs, param).join(" / ");
+  const reads = (opt) => adaptives.filter((x) => x.options.includes(opt)).map((x) => x.name).join(" / ");
   return [
     {name: "name", label: "Name", hint: "letters, digits, _ . : - (up to 64)"},
     {name: "algorithm", label: "Algorithm", options: algs.map((a) => a.name)},
@@ -21,6 +24,16 @@ function fields(algs) {
     {name: "buckets", label: "Buckets", hint: by("buckets") + "; must divide the window", number: true},
     {name: "max_delay", label: "Max delay", hint: by("max_delay") + ": admit after a wait of up to this"},
     {name: "max_debt", label: "Max debt", hint: "units a key may owe past its limit after a settle; empty: the capacity; 0: none", number: true},
+    {name: "priorities", label: "Priorities", hint: "lowest first: low, high, critical (strict mode)"},
+    {name: "reserve", label: "Reserve", hint: "what each priority but the lowest keeps: critical: 20%, high: 3"},
+    {name: "priority", label: "Priority template", hint: "for /v1/auth: {header:x-priority}"},
+    {name: "adaptive", label: "Adaptive limit", options: [""].concat(adaptives.map((x) => x.name)),
+      hint: by("adaptive") + ": " + adaptives.map((x) => x.name + ", " + x.summary).join("; ")},
+    {name: "min_limit", label: "Min limit", hint: "adaptive: the lowest the limit goes", number: true},
+    {name: "max_limit", label: "Max limit", hint: "adaptive: the highest the limit goes", number: true},
+    {name: "backoff", label: "Backoff", hint: reads("backoff") + ": percent of the limit kept on a drop", number: true},
+    {name: "latency_timeout", label: "Latency timeout", hint: reads("latency_timeout") + ": a release slower than this is a drop"},
+    {name: "probe", label: "Probe", hint: reads("probe") + ": windows between two measures of the least latency", number: true},
     {name: "key", label: "Key template", hint: "for /v1/auth: {ip}, {header:x-api-key}, …"},
     {name: "shadow", label: "Shadow", checkbox: true, hint: "decide and count, but always allow"},
     {name: "on_store_error", label: "On store error", options: ["allow", "deny"]},
@@ -31,8 +44,8 @@ function fields(algs) {
 // "12" -> 12; anything else stays text, for the server to refuse with its own words.
 const numberOrText = (v) => (/^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : v);
 
-function ruleForm(onSaved, algs) {
-  const FIELDS = fields(algs);
+function ruleForm(onSaved, algs, adaptives) {
+  const FIELDS = fields(algs, adaptives);
   const inputs = {};
   const errors = {};
   const rows = [];
@@ -43,7 +56,7 @@ function ruleForm(onSaved, algs) {
     let input;
     if (f.options) {
       input = h("select", {id: "f-" + f.name, name: f.name},
-        f.options.map((o) => h("option", {value: o}, o)));
+        f.options.map((o) => h("option", {value: o}, o || "none")));
     } else if (f.checkbox) {
       input = h("input", {id: "f-" + f.name, name: f.name, type: "checkbox"});
     } else {
@@ -74,8 +87,19 @@ function ruleForm(onSaved, algs) {
   function applicable() {
     const alg = inputs.algorithm.value;
     for (const field of PARAMS) inputs[field].disabled = !taking(algs, field).includes(alg);
+    // an adaptive limit: only where the table says the limit may adapt; its fields once chosen
+    inputs.adaptive.disabled = !taking(algs, "adaptive").includes(alg);
+    const chosen = inputs.adaptive.disabled ? null :
+      adaptives.find((x) => x.name === inputs.adaptive.value) || null;
+    for (const field of ADAPTIVE_BOUNDS) inputs[field].disabled = chosen === null;
+    for (const x of adaptives) {
+      for (const opt of x.options) {
+        if (inputs[opt]) inputs[opt].disabled = chosen === null || !chosen.options.includes(opt);
+      }
+    }
   }
   inputs.algorithm.addEventListener("change", applicable);
+  inputs.adaptive.addEventListener("change", applicable);
 
   function clearErrors() {
     for (const [name, el] of Object.entries(errors)) {
@@ -266,9 +290,9 @@ export function mount(root) {
   }
   window.addEventListener("sluice:token", onToken);
   // The form first, then the list: a rule in the list can be edited as soon as it is shown.
-  api.algorithms().then((algs) => {
+  Promise.all([api.algorithms(), api.adaptive()]).then(([algs, adaptives]) => {
     if (!mounted) return;
-    form = ruleForm(refresh, algs);
+    form = ruleForm(refresh, algs, adaptives);
     fill(formSlot, form.el);
     refresh();
   }, (err) => {
