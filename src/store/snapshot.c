@@ -24,6 +24,9 @@
  *
  * Integers are read and written byte by byte, little-endian, so the format does not depend on
  * the host's byte order or alignment.
+ *
+ * This file is long because the writer and the reader of one format belong together: each field
+ * the writer puts at an offset, the reader checks at the same offset, for every format version.
  */
 #define _GNU_SOURCE
 #include "store/snapshot.h"

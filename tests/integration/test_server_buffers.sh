@@ -115,6 +115,8 @@ elif mode == "stall":
             # full; sluiced stopped reading once its replies backed up
             if not select.select([], [s], [], 1)[1]:
                 break
+        except (BrokenPipeError, ConnectionResetError):
+            break  # already closed: this client was descheduled past the idle timeout
     wait_for(lambda: metric("sluice_clients") == base, "the stalled client to be closed",
              each=other_served)
     s.setblocking(True)
