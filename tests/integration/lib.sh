@@ -199,6 +199,13 @@ start_sluiced_at() {
     serve_at "$name" "$at" lib_launch_sluiced "$@"
 }
 
+# sanitized LIB: true when the shared library LIB was built with a sanitizer (it links ASan's or
+# TSan's runtime), which only a program that loads that runtime first can load: not python3 or
+# node, so their in-process bindings are tested by the plain build
+sanitized() {
+    ldd "$1" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)\.so'
+}
+
 # need TOOL..: skip (exit 77) unless every TOOL is there
 need() {
     local tool missing=()
