@@ -12,6 +12,7 @@ answer as json_format writes it, with the HTTP status upstream gives its overall
 import http.client
 import json
 import sys
+import time
 
 import grpc
 
@@ -68,6 +69,18 @@ def without_reset(d):
 
 
 def case_parity():
+    """The limits here are per minute and per hour, in windows that start on the clock's minute:
+    a run that crosses a minute's end compares a gRPC answer from one window with a JSON answer
+    from the next, so a failed run that crossed one is run again, on keys of its own."""
+    for attempt in range(3):
+        minute = time.time() // 60
+        why = parity_run(attempt)
+        if why is None or time.time() // 60 == minute:
+            return why
+    return why
+
+
+def parity_run(attempt):
     stub = rls_pb2_grpc.RateLimitServiceStub(grpc.insecure_channel("127.0.0.1:%d" % GRPC_PORT))
     seen = set()
     for n, (domain, descs) in enumerate(PARITY):
@@ -75,8 +88,9 @@ def case_parity():
             def mine(carrier):
                 return request(domain, [([(k, v.format(k=carrier)) for k, v in e], x)
                                         for e, x in descs])
-            got = json_format.MessageToDict(stub.ShouldRateLimit(mine("g"), timeout=TIMEOUT_S))
-            body = json_format.MessageToJson(mine("h"), preserving_proto_field_name=rnd == 1)
+            got = json_format.MessageToDict(stub.ShouldRateLimit(mine("g%d" % attempt),
+                                                                 timeout=TIMEOUT_S))
+            body = json_format.MessageToJson(mine("h%d" % attempt), preserving_proto_field_name=rnd == 1)
             status, ctype, data = post(body.encode())
             answer = json.loads(data)
             json_format.ParseDict(answer, rls_pb2.RateLimitResponse())  # its names are protojson's
