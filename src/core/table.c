@@ -1696,6 +1696,13 @@ static int multi_read(multi_t *m, int64_t now_ns, size_t *at)
     return SL_OK;
 }
 
+/* Every acquire's answer: no hold. */
+static void multi_no_holds(sl_multi_request_t *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        reqs[i].hold = (sl_hold_t){0, 0, 0};
+}
+
 int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
 {
     if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
@@ -1711,8 +1718,7 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     }
     multi_t mt = multi_in(&small, large);
     multi_t *m = &mt;
-    for (size_t i = 0; i < n; i++)
-        reqs[i].hold = (sl_hold_t){0, 0, 0};
+    multi_no_holds(reqs, n);
     int rc = SL_OK;
     size_t at = 0;
     for (size_t i = 0; i < n && rc == SL_OK; i++) {
@@ -1750,10 +1756,8 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     } else {
         multi_write(m);
     }
-    if (rc != SL_OK || *refused < n) { /* nothing written: the scratch's holds were never made */
-        for (size_t i = 0; i < n; i++)
-            reqs[i].hold = (sl_hold_t){0, 0, 0};
-    }
+    if (rc != SL_OK || *refused < n)
+        multi_no_holds(reqs, n); /* nothing written: the scratch's holds were never made */
     multi_unlock(m);
     multi_free(m);
     free(large);
