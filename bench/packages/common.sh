@@ -1,9 +1,12 @@
-# shellcheck shell=bash disable=SC2034 # RD_PORT, SM_*, SR_*, APP_*: used by the scripts that source this
-# bench/packages/common.sh - what node.sh, go.sh and python.sh share: sluiced and redis-server
-# started the same way, the latency rounds of their part 1 and the closing "what decided" lines.
-# Source it after bench/lib.sh, bench_build and bench_init, from the repository root, with
-# SLUICED and MODULE set. Prints figures; asserts nothing.
+# shellcheck shell=bash disable=SC2034 # KEYS, RD_PORT, SM_*, SR_*, APP_*: used by the scripts that source this
+# bench/packages/common.sh - what node.sh, go.sh and python.sh share: the build, sluiced and
+# redis-server started the same way, the latency rounds of their part 1 and the closing "what
+# decided" lines. Source it with bash after `set -euo pipefail`, from the repository root, with
+# BENCH_NAME set; it sources bench/lib.sh and sets ROOT, BUILD (BUILD_DIR, default
+# build-bench-pkg) and KEYS (default 10000). Prints figures; asserts nothing.
 #
+#   pkg_init TARGET..             bench_build of TARGETs in BUILD (SLUICED and MODULE set),
+#                                 bench_init, bench_machine
 #   pkg_servers < RULES.yaml      redis-server with sluice.so (RD_PORT), and two sluiced on the
 #                                 rules read from stdin: one on the memory store (SM_PORT,
 #                                 SM_HTTP), one whose store is that redis-server (SR_PORT, SR_HTTP)
@@ -17,6 +20,21 @@
 #                                 per-round differences from the case `pkg_bare CASE` names
 #                                 ("bare" unless the script defines its own)
 #   pkg_what_decided              sluiced's store timeouts and errors, redis-server's error replies
+
+ROOT=$PWD
+BUILD=${BUILD_DIR:-build-bench-pkg}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+KEYS=${KEYS:-10000}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+pkg_init() {
+    bench_build "$BUILD" "$@"
+    SLUICED=$BUILD/src/server/sluiced
+    MODULE=$BUILD/src/module/sluice.so
+    bench_init
+    bench_machine
+}
 
 pkg_servers() {
     cat >"$TMP/rules.yaml"

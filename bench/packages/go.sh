@@ -29,28 +29,18 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-BUILD=${BUILD_DIR:-build-bench-pkg}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 if [ "${QUICK:-0}" = 1 ]; then
     ROUNDS=${ROUNDS:-1} N=${N:-500} N_CLIENT=${N_CLIENT:-5000}
 else
     ROUNDS=${ROUNDS:-5} N=${N:-4000} N_CLIENT=${N_CLIENT:-40000}
 fi
-KEYS=${KEYS:-10000}
 CONC=${CONC:-8}
 BENCH_NAME=bench/packages/go.sh
-# shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"
 # shellcheck source=bench/packages/common.sh
-. "$ROOT/bench/packages/common.sh"
+. bench/packages/common.sh
 
 need_tools go redis-server redis-cli taskset python3 curl cmake
-bench_build "$BUILD" sluiced sluice_module
-SLUICED=$BUILD/src/server/sluiced
-MODULE=$BUILD/src/module/sluice.so
-bench_init
-bench_machine
+pkg_init sluiced sluice_module
 say "$(go version), $(redis-server --version | cut -d' ' -f1-3)"
 
 # ---- the package as a user gets it: zipped, unpacked, required through a replace --------------------

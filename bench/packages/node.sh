@@ -30,28 +30,18 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-BUILD=${BUILD_DIR:-build-bench-pkg}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 if [ "${QUICK:-0}" = 1 ]; then
     ROUNDS=${ROUNDS:-1} N=${N:-500} N_INPROC=${N_INPROC:-50000} N_CLIENT=${N_CLIENT:-20000}
 else
     ROUNDS=${ROUNDS:-5} N=${N:-4000} N_INPROC=${N_INPROC:-500000} N_CLIENT=${N_CLIENT:-100000}
 fi
-KEYS=${KEYS:-10000}
 BATCH=${BATCH:-100}
 BENCH_NAME=bench/packages/node.sh
-# shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"
 # shellcheck source=bench/packages/common.sh
-. "$ROOT/bench/packages/common.sh"
+. bench/packages/common.sh
 
 need_tools node npm redis-server redis-cli taskset python3 flock cmake
-bench_build "$BUILD" sluiced sluice_module sluice
-SLUICED=$BUILD/src/server/sluiced
-MODULE=$BUILD/src/module/sluice.so
-bench_init
-bench_machine
+pkg_init sluiced sluice_module sluice
 say "node $(node --version), npm $(npm --version), $(redis-server --version | cut -d' ' -f1-3)"
 
 # ---- the package, packed and installed as a user installs it -------------------------------------

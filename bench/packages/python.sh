@@ -29,22 +29,16 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
-BUILD=${BUILD_DIR:-build-bench-pkg}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 if [ "${QUICK:-0}" = 1 ]; then
     ROUNDS=${ROUNDS:-1} N=${N:-300} N_INPROC=${N_INPROC:-20000} N_CLIENT=${N_CLIENT:-5000}
 else
     ROUNDS=${ROUNDS:-5} N=${N:-3000} N_INPROC=${N_INPROC:-200000} N_CLIENT=${N_CLIENT:-20000}
 fi
-KEYS=${KEYS:-10000}
 BATCH=${BATCH:-100}
 BENCH_NAME=bench/packages/python.sh
 SYS_PY=/usr/bin/python3
-# shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"
 # shellcheck source=bench/packages/common.sh
-. "$ROOT/bench/packages/common.sh"
+. bench/packages/common.sh
 
 need_tools "$SYS_PY" redis-server redis-cli taskset flock cmake curl
 missing=()
@@ -59,11 +53,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
         die "could not install ${missing[*]}"
 fi
-bench_build "$BUILD" sluiced sluice_module sluice
-SLUICED=$BUILD/src/server/sluiced
-MODULE=$BUILD/src/module/sluice.so
-bench_init
-bench_machine
+pkg_init sluiced sluice_module sluice
 say "$("$SYS_PY" --version), limits $("$SYS_PY" -c 'import limits; print(limits.__version__)'), $(redis-server --version | cut -d' ' -f1-3)"
 
 # ---- the package, built and installed as a user installs it ------------------------------------
