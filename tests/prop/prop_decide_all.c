@@ -29,12 +29,7 @@
 
 #include "sluice/sluice.h"
 
-#include "prop/gen.h"
-
-#define TABLES_MAX      3
-#define KEYS            4 /* per table */
-#define REQS_MAX        8
-#define MAX_FAIL_PRINTS 5
+#include "prop/multi_case.h"
 
 enum prop { P_ADMITTED, P_REFUSED, P_COUNT };
 
@@ -47,55 +42,9 @@ static const char *const prop_claims[P_COUNT] = {
 
 static long checked[P_COUNT], failed[P_COUNT];
 
-typedef struct kstate {
-    uint64_t w[PROP_STATE_WORDS];
-} kstate_t;
-
-typedef struct tcase {
-    uint64_t seed;
-    long idx;
-    int ntables;
-    sl_rule_t rules[TABLES_MAX];
-    sl_table_t *tables[TABLES_MAX];
-    char keys[KEYS][16];
-    sl_multi_request_t q[REQS_MAX];
-    int qt[REQS_MAX], qk[REQS_MAX]; /* request i's table and key */
-    size_t n;
-    int64_t now_ns;
-    kstate_t before[TABLES_MAX][KEYS];
-} tcase_t;
-
 static void fail(tcase_t *c, enum prop p, const char *what, size_t i)
 {
-    if (failed[p]++ < MAX_FAIL_PRINTS)
-        fprintf(stderr,
-                "%s FAIL: %s (request %zu of %zu); replay: SLUICE_SEED=0x%" PRIx64
-                " SLUICE_PROP_CASES=%ld\n",
-                prop_names[p], what, i, c->n, c->seed, c->idx + 1);
-}
-
-static bool same_decision(const sl_decision_t *a, const sl_decision_t *b)
-{
-    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
-           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
-           a->delay_ns == b->delay_ns;
-}
-
-static int64_t pick_cost(prng_t *r, const sl_rule_t *rule)
-{
-    switch (prng_range(r, 0, 5)) {
-    case 0:
-        return 0;
-    case 1:
-    case 2:
-        return 1;
-    case 3:
-        return rule->capacity;
-    case 4:
-        return rule->capacity + 1;
-    default:
-        return prng_range(r, 1, rule->capacity);
-    }
+    multi_fail(c, prop_names[p], &failed[p], what, i);
 }
 
 /* A random history on some keys, at times up to c->now_ns. */
@@ -122,15 +71,6 @@ static void make_history(tcase_t *c, prng_t *r)
     }
 }
 
-static void snapshot(tcase_t *c, kstate_t out[TABLES_MAX][KEYS])
-{
-    memset(out, 0, sizeof(kstate_t) * TABLES_MAX * KEYS);
-    for (int t = 0; t < c->ntables; t++)
-        for (int k = 0; k < KEYS; k++) {
-            sl_table_get(c->tables[t], c->keys[k], strlen(c->keys[k]), out[t][k].w);
-        }
-}
-
 /* The two states of a key under rule decide alike: costs 0, 1 and the capacity, now and later.
  * (Bytes may differ where they mean nothing: a sliding_log buffer's size, a fresh state.) */
 static bool same_behaviour(const sl_rule_t *rule, const kstate_t *x, const kstate_t *y, int64_t now)
@@ -147,17 +87,6 @@ static bool same_behaviour(const sl_rule_t *rule, const kstate_t *x, const kstat
                 return false;
         }
     return true;
-}
-
-/* Request i's cost alone on its key as stored: a peek when it fits, else its refusal. */
-static sl_decision_t alone(tcase_t *c, size_t i)
-{
-    int t = c->qt[i], k = c->qk[i];
-    kstate_t a = c->before[t][k], b = c->before[t][k];
-    sl_decision_t peek, d;
-    sl_decide(&c->rules[t], a.w, 0, c->now_ns, &peek);
-    sl_decide(&c->rules[t], b.w, c->q[i].cost, c->now_ns, &d);
-    return c->q[i].cost == 0 || d.allowed ? peek : d;
 }
 
 static void run_case(uint64_t seed, long idx)
@@ -225,13 +154,10 @@ static void run_case(uint64_t seed, long idx)
                     break;
                 }
     } else {
-        for (size_t i = 0; i < c->n; i++) {
-            sl_decision_t w = i == first ? want[i] : alone(c, i);
-            if (!same_decision(&c->q[i].decision, &w) || c->q[i].status != SL_OK) {
-                fail(c, p, i == first ? "the refusal differs" : "not as it stands alone", i);
-                break;
-            }
-        }
+        size_t at;
+        const char *why = refused_why(c, want, first, &at);
+        if (why != NULL)
+            fail(c, p, why, at);
         if (memcmp(after, c->before, sizeof(after)) != 0)
             fail(c, p, "a refused call changed a key", c->n);
     }
