@@ -49,6 +49,21 @@ rules:
     algorithm: concurrency
     limit: 1
     window: 1m
+  - name: mw-prio
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    priorities: [low, high]
+    reserve: {high: 1}
+  - name: mw-adapt
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
+    latency_timeout: 100ms
   - name: pipe
     algorithm: sliding_log
     limit: 1000
