@@ -56,7 +56,22 @@ print("""  - name: go-mw
     limit: 1
     window: 1h
     burst: 1
-    max_delay: 2h""")
+    max_delay: 2h
+  - name: go-mw-prio
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    priorities: [low, high]
+    reserve: {high: 1}
+  - name: go-mw-adapt
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
+    latency_timeout: 100ms""")
 EOF
 start_sluiced sluiced --rules "$TMP/rules.yaml" || exit 1
 MAIN_RESP=$RESP_PORT MAIN_HTTP=$HTTP_PORT
