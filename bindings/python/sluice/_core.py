@@ -35,6 +35,14 @@ def allow_args(rule, key, cost, priority=None):
     return ("SL.ALLOW", rule, key) + (("COST", cost) if cost != 1 else ()) + _priority(priority)
 
 
+def many_request(req):
+    """An allow_many request, (rule, key, cost) or (rule, key, cost, priority), as the four."""
+    rule, key, cost, *rest = req
+    if len(rest) > 1:
+        raise ValueError(f"a request is (rule, key, cost[, priority]), not {req!r:.100}")
+    return rule, key, cost, rest[0] if rest else None
+
+
 def peek_args(rule, key, priority=None):
     return ("SL.PEEK", rule, key) + _priority(priority)
 
@@ -80,16 +88,19 @@ class Core:
         self.rng = backoff.Rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
         self.failures = 0  # calls in a row that found sluiced unreachable
 
-    def cached(self, rule, key, cost):
-        """A cached refusal for an allow of cost, or None; and when the request is sent."""
+    def cached(self, rule, key, cost, priority=None):
+        """A cached refusal for an allow of cost, or None; and when the request is sent. A
+        request with a priority is never answered by the cache."""
         now = self.clock_ns()
-        return (self.cache.lookup(rule, key, cost, now) if cost >= 1 else None), now
+        hit = self.cache.lookup(rule, key, cost, now) if cost >= 1 and priority is None else None
+        return hit, now
 
-    def answered(self, rule, key, cost, reply, asked_ns):
-        """The Decision of an SL.ALLOW reply, recorded in the cache."""
+    def answered(self, rule, key, cost, reply, asked_ns, priority=None):
+        """The Decision of an SL.ALLOW reply, recorded in the cache (unless it had a priority)."""
         self.failures = 0
         d = parse_decision(reply)
-        self.cache.record(rule, key, cost, d, asked_ns)
+        if priority is None:
+            self.cache.record(rule, key, cost, d, asked_ns)
         return d
 
     def unreachable(self, exc):

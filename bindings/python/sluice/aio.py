@@ -141,9 +141,10 @@ class AsyncClient:
     async def allow_many(self, requests):
         """One pipeline of (rule, key, cost) requests (see sluice.Client.allow_many)."""
         out, sent = [None] * len(requests), []
-        for i, (rule, key, cost) in enumerate(requests):
-            args = _core.allow_args(rule, key, cost)
-            out[i], asked = self._core.cached(rule, key, cost)
+        for i, req in enumerate(requests):
+            rule, key, cost, priority = _core.many_request(req)
+            args = _core.allow_args(rule, key, cost, priority)
+            out[i], asked = self._core.cached(rule, key, cost, priority)
             if out[i] is None:
                 sent.append((i, args, asked))
         if not sent:
@@ -157,9 +158,9 @@ class AsyncClient:
             fallback = self._core.unreachable(_core.unreachable_error(e))
             return [d if d is not None else fallback for d in out]
         for (i, _, asked), reply in zip(sent, replies):
-            rule, key, cost = requests[i]
+            rule, key, cost, priority = _core.many_request(requests[i])
             out[i] = (_core.server_error(reply) if isinstance(reply, redis.ResponseError)
-                      else self._core.answered(rule, key, cost, reply, asked))
+                      else self._core.answered(rule, key, cost, reply, asked, priority))
         return out
 
     async def command(self, *args):

@@ -185,14 +185,15 @@ class Client:
                 self.release(rule, key, d.hold_id)
 
     def allow_many(self, requests):
-        """Sends (rule, key, cost) requests in one pipeline (one round trip, not all or nothing:
-        each is decided on its own). Returns, in order, a Decision or the ServerError of each;
+        """Sends (rule, key, cost) requests, or (rule, key, cost, priority), in one pipeline (one
+        round trip, not all or nothing: each is decided on its own). Returns, in order, a Decision or the ServerError of each;
         cached denials are answered without being sent."""
         out, sent = [None] * len(requests), []
         with self._lock:
-            for i, (rule, key, cost) in enumerate(requests):
-                args = _core.allow_args(rule, key, cost)
-                out[i], asked = self._core.cached(rule, key, cost)
+            for i, req in enumerate(requests):
+                rule, key, cost, priority = _core.many_request(req)
+                args = _core.allow_args(rule, key, cost, priority)
+                out[i], asked = self._core.cached(rule, key, cost, priority)
                 if out[i] is None:
                     sent.append((i, args, asked))
         if not sent:
@@ -207,9 +208,9 @@ class Client:
             return [d if d is not None else fallback for d in out]
         with self._lock:
             for (i, _, asked), reply in zip(sent, replies):
-                rule, key, cost = requests[i]
+                rule, key, cost, priority = _core.many_request(requests[i])
                 out[i] = (_core.server_error(reply) if isinstance(reply, redis.ResponseError)
-                          else self._core.answered(rule, key, cost, reply, asked))
+                          else self._core.answered(rule, key, cost, reply, asked, priority))
         return out
 
     def command(self, *args):
