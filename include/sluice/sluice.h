@@ -686,6 +686,12 @@ typedef struct sl_multi_request {
     int status;             /* out: SL_OK, or the error the call returned, for its request */
     sl_decision_t decision; /* out */
     int64_t reserve; /* units it must leave for higher priorities (sl_decide_reserved()); 0 */
+    bool acquire;    /* an acquire (sl_table_acquire()) instead of a decision: the table's rule
+                        must hold units (else SL_ENOHOLDS) */
+    int64_t hold_ns; /* acquire: how long the hold lives, within [1 ms, the rule's hold timeout];
+                        0: the hold timeout */
+    sl_hold_t hold;  /* out, acquire: the hold made (id 0: none: refused, a peek, or the whole
+                        refused, which makes no hold) */
 } sl_multi_request_t;
 
 /*
@@ -704,8 +710,14 @@ typedef struct sl_multi_request {
  * whole can be admitted again, if nothing else arrives, after the longest retry_after among the
  * refused requests. Every status is then SL_OK.
  *
+ * A request with `acquire` set is decided as sl_table_acquire() decides (its units one hold of
+ * its own, which only its id releases); admitted with the whole, its hold is made and reported in
+ * `hold`; when the whole is refused no hold is made (every `hold` id 0) and each acquire is
+ * answered as a decision of its cost is above. So several holds are acquired all or none.
+ *
  * Or returns an error with nothing charged: SL_EINVAL (NULL reqs or refused, n > SL_MULTI_MAX, a
- * NULL table or key with key_len > 0), SL_EKEY, SL_ECOST, SL_ENOMEM, or SL_EFULL (a new key did
+ * NULL table or key with key_len > 0), SL_EKEY, SL_ECOST, SL_ENOHOLDS and SL_EHOLDTIME (an
+ * acquire, as sl_table_acquire()), SL_ENOMEM, or SL_EFULL (a new key did
  * not fit under a table's memory cap). *refused is then the index of the request the error
  * concerns (n when none), whose status holds the code; the other requests' status and decision
  * mean nothing.

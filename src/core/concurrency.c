@@ -188,7 +188,8 @@ static void insert(void *state, hdr_t *h, hold_t nh)
     uint32_t at = h->count;
     while (at > 0 && hold_get(state, at - 1).expires_ns > nh.expires_ns)
         at--;
-    memmove(hold_at(state, at + 1), hold_at(state, at), (size_t)(h->count - at) * HOLD_BYTES);
+    if (at < h->count) /* usually the latest expiry: appended, nothing moves */
+        memmove(hold_at(state, at + 1), hold_at(state, at), (size_t)(h->count - at) * HOLD_BYTES);
     hold_set(state, at, nh);
     h->count++;
     h->held += (uint32_t)hold_cost(nh);
@@ -198,7 +199,8 @@ static void insert(void *state, hdr_t *h, hold_t nh)
 static void remove_at(void *state, hdr_t *h, uint32_t i)
 {
     h->held -= (uint32_t)hold_cost(hold_get(state, i));
-    memmove(hold_at(state, i), hold_at(state, i + 1), (size_t)(h->count - i - 1) * HOLD_BYTES);
+    if (i + 1 < h->count) /* the last hold (a pair's own, often): nothing moves */
+        memmove(hold_at(state, i), hold_at(state, i + 1), (size_t)(h->count - i - 1) * HOLD_BYTES);
     memset(hold_at(state, h->count - 1), 0, HOLD_BYTES);
     h->count--;
 }

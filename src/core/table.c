@@ -1411,6 +1411,11 @@ static int multi_add(multi_t *m, const sl_multi_request_t *r, size_t i)
         return SL_EKEY;
     if (r->cost < 0 || r->reserve < 0)
         return SL_ECOST;
+    int64_t hold_ns;
+    if (r->acquire && core_ops(&t->rule)->holds == NULL)
+        return SL_ENOHOLDS;
+    if (r->acquire && core_hold_time(&t->rule, r->hold_ns, &hold_ns) != SL_OK)
+        return SL_EHOLDTIME;
     const unsigned char *key = r->key ? r->key : (const unsigned char *)"";
     uint64_t h = sl_hash64(key, r->key_len, t->seed);
     for (size_t k = 0; k < m->nkeys; k++) {
@@ -1585,8 +1590,14 @@ static size_t multi_decide(multi_t *m, sl_multi_request_t *reqs, size_t n, size_
             *at = i;
             return n + 1;
         }
-        core_decide_reserved(&mk->t->rule, mk->state, r->cost, r->reserve, mk->now_ns,
-                             &r->decision);
+        if (r->acquire) { /* its entropy as shard_acquire() draws it: the shard is locked */
+            uint64_t entropy = sl_hash_mix(mk->t->hold_key ^ mk->h, ++mk->s->holds ^ SL_HASH_P1);
+            sl_acquire_reserved(&mk->t->rule, mk->state, r->cost, r->reserve, r->hold_ns,
+                                mk->now_ns, entropy, &r->decision, &r->hold);
+        } else {
+            core_decide_reserved(&mk->t->rule, mk->state, r->cost, r->reserve, mk->now_ns,
+                                 &r->decision);
+        }
         if (!r->decision.allowed)
             return i;
         mk->charged |= r->cost > 0;
@@ -1685,6 +1696,13 @@ static int multi_read(multi_t *m, int64_t now_ns, size_t *at)
     return SL_OK;
 }
 
+/* Every acquire's answer: no hold. */
+static void multi_no_holds(sl_multi_request_t *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        reqs[i].hold = (sl_hold_t){0, 0, 0};
+}
+
 int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size_t *refused)
 {
     if (refused == NULL || (reqs == NULL && n > 0) || n > SL_MULTI_MAX) {
@@ -1700,6 +1718,7 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     }
     multi_t mt = multi_in(&small, large);
     multi_t *m = &mt;
+    multi_no_holds(reqs, n);
     int rc = SL_OK;
     size_t at = 0;
     for (size_t i = 0; i < n && rc == SL_OK; i++) {
@@ -1737,6 +1756,8 @@ int sl_table_decide_all(sl_multi_request_t *reqs, size_t n, int64_t now_ns, size
     } else {
         multi_write(m);
     }
+    if (rc != SL_OK || *refused < n)
+        multi_no_holds(reqs, n); /* nothing written: the scratch's holds were never made */
     multi_unlock(m);
     multi_free(m);
     free(large);

@@ -51,6 +51,7 @@ struct allowall {
     size_t m; /* merged checks */
     phase_t phase;
     bool independent; /* ENGINE_ALL_INDEPENDENT: each check on its own, none merged */
+    bool acquire;     /* ENGINE_ALL_ACQUIRE: every check an acquire, refunded by a release */
     size_t left;
     size_t refused; /* PHASE_REFUND: the first check refused */
     bool error;     /* a step could not start: every check a store error */
@@ -64,8 +65,10 @@ struct allowall {
     const char **keys;
     size_t *key_lens;
     int64_t *costs;
-    unsigned *prios; /* each merged check's priority: the lowest of those merged into it */
-    char *bytes;     /* the keys */
+    int64_t *holds_ns; /* acquire: each merged check's hold time, the shortest merged (0: the
+                          hold_timeout in force) */
+    unsigned *prios;   /* each merged check's priority: the lowest of those merged into it */
+    char *bytes;       /* the keys */
 };
 
 _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
@@ -78,8 +81,8 @@ _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
 static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(allowall_ref_t) + sizeof(size_t) +
-                  sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) + sizeof(int64_t) +
-                  sizeof(unsigned); /* the keys' bytes last */
+                  sizeof(rule_state_t *) + sizeof(const char *) + sizeof(size_t) +
+                  2 * sizeof(int64_t) + sizeof(unsigned); /* the keys' bytes last */
     size_t size = sizeof(allowall_t) + n * each + bytes;
     bool kept = w->attached && size <= ALLOWALL_KEPT_BYTES;
     allowall_t *a = kept ? freelist_get(&w->alls) : calloc(1, size);
@@ -95,7 +98,8 @@ static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
         a->keys = (const char **)(a->rules + n);
         a->key_lens = (size_t *)(a->keys + n);
         a->costs = (int64_t *)(a->key_lens + n);
-        a->prios = (unsigned *)(a->costs + n);
+        a->holds_ns = a->costs + n;
+        a->prios = (unsigned *)(a->holds_ns + n);
         a->bytes = (char *)(a->prios + n);
     }
     return a;
@@ -140,6 +144,9 @@ static void allowall_decided(void *arg, int status, const engine_decision_t *ed)
         got->d.remaining = got->d.remaining > reserve ? got->d.remaining - reserve : 0;
         got->reserve = reserve;
     }
+    if (a->phase == PHASE_REFUND) { /* a hold released, or none made: none kept */
+        got->hold = (sl_hold_t){0, 0, 0};
+    }
     if (a->phase == PHASE_REFUND && got->shadowed) { /* a shadow rule's key as it stands */
         got->shadowed = false;
         got->d.allowed = false;
@@ -168,13 +175,20 @@ static void allowall_send(allowall_t *a, bool (*want)(const allowall_t *a, size_
             continue;
         }
         engine_request_t req = {.cost = a->costs[j], .priority = a->prios[j]};
-        if (a->phase == PHASE_REFUND) {
+        if (a->acquire) {
+            req.hold_op = STORE_HOLD_ACQUIRE;
+            req.hold_ns = a->holds_ns[j];
+        }
+        if (a->phase == PHASE_REFUND && a->acquire && charged(a, j) && a->got[j].hold.id != 0) {
+            /* its hold released: exact, whenever it runs (a hold frees only its own units) */
+            req = (engine_request_t){.hold_op = STORE_HOLD_RELEASE, .hold_id = a->got[j].hold.id};
+        } else if (a->phase == PHASE_REFUND) {
             /* dated no later than the charge (when the request was read, before the charges
              * were sent): a refund dated when it runs, after other admissions on the key,
              * would give back their newer units or a refill the charge no longer holds */
             req = (engine_request_t){
                 .settle = true, .reserved = a->costs[j], .actual = 0, .charged_ns = a->now_ns};
-            if (!charged(a, j)) {
+            if (!charged(a, j) || a->acquire) {
                 req = (engine_request_t){.cost = 0, .priority = a->prios[j]};
             }
         }
@@ -271,6 +285,8 @@ typedef struct all_now {
     int64_t now_ns;
     const char *const *keys; /* [n], key_lens[i] bytes each */
     const size_t *key_lens;
+    const int64_t *holds_ns; /* [n]: every pair an acquire of that time (0: the window in
+                                force); NULL: decisions */
     store_pair_t pairs[ENGINE_CHECKS_MAX]; /* each pair's target (its override's, if any) */
     const ov_entry_t *ens[ENGINE_CHECKS_MAX];
     bool out[ENGINE_CHECKS_MAX]; /* decided apart: a store error let through */
@@ -311,6 +327,11 @@ static size_t all_now_targets(all_now_t *x, const char *const *keys, const size_
         x->pairs[i].reserve =
             engine_reserve(rs, &x->pairs[i].tg, &(engine_request_t){.priority = prios[i]});
         x->d[i].reserve = x->pairs[i].reserve;
+        if (x->holds_ns != NULL) { /* holds_in_force() bounded the time asked */
+            x->pairs[i].acquire = true;
+            x->pairs[i].hold_ns = x->holds_ns[i];
+            x->pairs[i].hold = &x->d[i].hold;
+        }
     }
     return x->n;
 }
@@ -389,7 +410,8 @@ static void all_now_peek_shadows(all_now_t *x)
  */
 static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const char *const *keys,
                            const size_t *key_lens, const int64_t *costs, const unsigned *prios,
-                           size_t n, int64_t now_ns, engine_decision_t *d, size_t *refused)
+                           const int64_t *holds_ns, size_t n, int64_t now_ns, engine_decision_t *d,
+                           size_t *refused)
 {
     all_now_t x; /* [0, n) of its arrays written before read: none zeroed but out */
     x.w = w;
@@ -399,6 +421,7 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
     x.now_ns = now_ns;
     x.keys = keys;
     x.key_lens = key_lens;
+    x.holds_ns = holds_ns;
     memset(x.out, 0, n * sizeof x.out[0]);
     *refused = all_now_targets(&x, keys, key_lens, costs, prios);
     if (*refused < n) {
@@ -416,6 +439,10 @@ static void decide_all_now(engine_worker_t *w, rule_state_t *const *rules, const
     for (size_t i = 0; i < n; i++) {
         if (!x.out[i] && rules[i]->def.shadow) {
             engine_request_t req = {.cost = costs[i], .priority = prios[i]};
+            if (holds_ns != NULL) {
+                req.hold_op = STORE_HOLD_ACQUIRE;
+                req.hold_ns = x.pairs[i].hold_ns;
+            }
             engine_decide_now(w, rules[i], x.ens[i], keys[i], key_lens[i], &req, now_ns, &d[i]);
         }
     }
@@ -563,11 +590,27 @@ static bool with_priorities(const allowall_t *a)
     return false;
 }
 
+/* Acquires: a time asked past the hold_timeout of a key's override (shorter than its rule's,
+ * which the time was checked against) is that hold_timeout, as the override bounds every hold. */
+static void holds_in_force(allowall_t *a)
+{
+    for (size_t j = 0; j < a->m && a->acquire; j++) {
+        rule_state_t *rs = a->rules[j];
+        const ov_entry_t *en =
+            rs->has_overrides ? override_cached(a->w, rs, a->keys[j], a->key_lens[j], a->now_ns)
+                              : NULL;
+        if (en != NULL && en->present && !en->blocked && a->holds_ns[j] > en->ov_rule.window_ns) {
+            a->holds_ns[j] = en->ov_rule.window_ns;
+        }
+    }
+}
+
 static void allowall_resolved(void *arg, int status)
 {
     (void)status;
     allowall_t *a = arg;
     engine_worker_t *w = a->w;
+    holds_in_force(a);
     size_t never = never_admissible(a);
     if (never < a->m) {
         allowall_end(a, never);
@@ -580,15 +623,16 @@ static void allowall_resolved(void *arg, int status)
     }
     if (w->engine->requests->ops->completes_at_once) {
         size_t refused;
-        decide_all_now(w, a->rules, a->keys, a->key_lens, a->costs, a->prios, a->m, a->now_ns,
-                       a->got, &refused);
+        decide_all_now(w, a->rules, a->keys, a->key_lens, a->costs, a->prios,
+                       a->acquire ? a->holds_ns : NULL, a->m, a->now_ns, a->got, &refused);
         allowall_end(a, refused);
         return;
     }
-    /* a rule with priorities goes step by step (each decision its reserve's): one script has none
-     */
-    if (!with_priorities(a) && decide_all_later(w, a, a->rules, a->keys, a->key_lens, a->costs,
-                                                a->m, a->now_ns) == ENGINE_OK) {
+    /* a rule with priorities goes step by step (each decision its reserve's): one script has none;
+     * so do acquires, which it does not make */
+    if (!with_priorities(a) && !a->acquire &&
+        decide_all_later(w, a, a->rules, a->keys, a->key_lens, a->costs, a->m, a->now_ns) ==
+            ENGINE_OK) {
         return;
     }
     a->phase = PHASE_CHARGE;
@@ -603,10 +647,16 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
     if (n == 0 || n > ENGINE_CHECKS_MAX) {
         return ENGINE_ENOTSUP;
     }
+    bool acquire = (flags & ENGINE_ALL_ACQUIRE) != 0;
     for (size_t i = 0; i < n; i++) {
-        int rc = checks[i].cost < 0                           ? ENGINE_ECOST
-                 : checks[i].key_len > w->engine->cfg.key_max ? ENGINE_EKEY
-                                                              : ENGINE_OK;
+        const sl_rule_t *rule = &checks[i].rule->t->rule;
+        int rc = checks[i].cost < 0                                             ? ENGINE_ECOST
+                 : checks[i].key_len > w->engine->cfg.key_max                   ? ENGINE_EKEY
+                 : !acquire                                                     ? ENGINE_OK
+                 : !sl_rule_holds(rule)                                         ? ENGINE_ENOHOLDS
+                 : !w->engine->requests->ops->holds                             ? ENGINE_ENOTSUP
+                 : checks[i].hold_ns < 0 || checks[i].hold_ns > rule->window_ns ? ENGINE_EHOLDTIME
+                                                                                : ENGINE_OK;
         if (rc != ENGINE_OK) {
             *bad = i;
             return rc;
@@ -623,6 +673,7 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
     a->arg = arg;
     a->n = n;
     a->independent = (flags & ENGINE_ALL_INDEPENDENT) != 0;
+    a->acquire = acquire;
     char *p = a->bytes;
     for (size_t i = 0; i < n; i++) {
         const engine_check_t *c = &checks[i];
@@ -644,6 +695,9 @@ int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, 
         }
         a->prios[j] = c->priority < a->prios[j] ? c->priority : a->prios[j];
         a->costs[j] = cost_sum(a->costs[j], c->cost);
+        if (c->hold_ns != 0 && (a->holds_ns[j] == 0 || c->hold_ns < a->holds_ns[j])) {
+            a->holds_ns[j] = c->hold_ns; /* 0, the hold_timeout in force, is the longest */
+        }
         a->map[i] = j;
     }
     if (engine_resolve_overrides(w, a->rules, a->keys, a->key_lens, a->m, now_ns, allowall_resolved,

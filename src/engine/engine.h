@@ -137,15 +137,16 @@ typedef struct engine_decision {
 
 enum engine_status {
     ENGINE_OK = 0,
-    ENGINE_ENORULE = -1,  /* unknown rule */
-    ENGINE_ECOST = -2,    /* cost is negative */
-    ENGINE_EKEY = -3,     /* key longer than the limit */
-    ENGINE_EINLINE = -4,  /* too many distinct inline rules */
-    ENGINE_ERULE = -5,    /* invalid inline rule parameters (err says which) */
-    ENGINE_ESTORE = -6,   /* the request store failed (a reset that could not be done) */
-    ENGINE_ENOTSUP = -7,  /* not possible this way (the caller has another) */
-    ENGINE_ENOHOLDS = -8, /* an acquire or release on a rule whose algorithm holds nothing */
-    ENGINE_PENDING = 1,   /* engine_decide_start: the answer comes later */
+    ENGINE_ENORULE = -1,   /* unknown rule */
+    ENGINE_ECOST = -2,     /* cost is negative */
+    ENGINE_EKEY = -3,      /* key longer than the limit */
+    ENGINE_EINLINE = -4,   /* too many distinct inline rules */
+    ENGINE_ERULE = -5,     /* invalid inline rule parameters (err says which) */
+    ENGINE_ESTORE = -6,    /* the request store failed (a reset that could not be done) */
+    ENGINE_ENOTSUP = -7,   /* not possible this way (the caller has another) */
+    ENGINE_ENOHOLDS = -8,  /* an acquire or release on a rule whose algorithm holds nothing */
+    ENGINE_EHOLDTIME = -9, /* engine_allowall's acquire: a timeout past its rule's hold_timeout */
+    ENGINE_PENDING = 1,    /* engine_decide_start: the answer comes later */
 };
 
 typedef struct engine_worker engine_worker_t;
@@ -494,6 +495,9 @@ typedef struct engine_check {
     size_t key_len;
     int64_t cost;
     unsigned priority; /* its priority in its rule's list, 0 the lowest (engine_priority()) */
+    int64_t hold_ns;   /* ENGINE_ALL_ACQUIRE: the hold's lifetime, ns, at most the rule's
+                          hold_timeout (a key's override with a shorter one: that); 0: the
+                          hold_timeout in force */
 } engine_check_t;
 
 /* The answer: each check's decision, and `refused`, the first check that refused the whole (its
@@ -511,6 +515,14 @@ typedef void (*engine_allowall_fn)(void *arg, const engine_decision_t *d, size_t
  * then never called), or ENGINE_ENOTSUP for n outside 1..ENGINE_CHECKS_MAX or out of memory.
  */
 #define ENGINE_ALL_INDEPENDENT 1u /* validate together, then decide each check on its own */
+/* Every check is an acquire (its rule must hold units: ENGINE_ENOHOLDS, else ENGINE_ENOTSUP with
+ * a store that cannot hold, ENGINE_EHOLDTIME for a hold_ns past its rule's hold_timeout; *bad
+ * the check): admitted, each decision carries its hold (a (rule, key) named twice is one hold of
+ * the summed cost, for the shortest timeout, reported by both); refused, no hold is kept. The
+ * memory store makes every hold or none under its shards' locks; Redis acquires each and, when
+ * one is refused, releases those made (a refused whole never keeps a hold, but may delay others
+ * for a round trip, as the step-by-step path says). */
+#define ENGINE_ALL_ACQUIRE 2u
 int engine_allowall(engine_worker_t *w, const engine_check_t *checks, size_t n, int64_t now_ns,
                     unsigned flags, engine_allowall_fn fn, void *arg, size_t *bad);
 

@@ -76,6 +76,12 @@ static const cmd_arg_t doc_acquire[] = {
     CMD_ARG_COST,
     {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
     CMD_ARGS_END};
+static const cmd_arg_t doc_acquireall[] = {
+    {"pair", "block", NULL, CMD_ARG_MULTIPLE, doc_rule_key},
+    CMD_ARG_COST,
+    {"timeout_ms", "integer", "TIMEOUT", CMD_ARG_OPTIONAL, NULL},
+    {"priority", "string", "PRIORITY", CMD_ARG_OPTIONAL, NULL},
+    CMD_ARGS_END};
 static const cmd_arg_t doc_release[] = {
     CMD_ARG_RULE,
     CMD_ARG_KEY,
@@ -228,6 +234,14 @@ const cmd_desc_t desc_sl_acquire = {
     .summary = "Takes units of an in-flight rule's key as one hold, returning its id",
     .group = "module",
     .args = doc_acquire,
+};
+const cmd_desc_t desc_sl_acquireall = {
+    .name = "sl.acquireall",
+    .arity = -3,
+    .flags = CMD_WRITE,
+    .summary = "Takes a hold on every rule/key pair of in-flight rules, or on none",
+    .group = "module",
+    .args = doc_acquireall,
 };
 const cmd_desc_t desc_sl_release = {
     .name = "sl.release",

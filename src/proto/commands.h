@@ -50,9 +50,9 @@ typedef struct cmd_desc {
 
 /* sluiced's commands, and sluice.so's where they are the same. */
 extern const cmd_desc_t desc_sl_throttle, desc_sl_allow, desc_cl_throttle, desc_sl_allowall,
-    desc_sl_settle, desc_sl_acquire, desc_sl_release, desc_sl_peek, desc_sl_top, desc_sl_reset,
-    desc_sl_rule, desc_sl_override, desc_ping, desc_echo, desc_auth, desc_hello, desc_client,
-    desc_command, desc_info, desc_select, desc_quit;
+    desc_sl_settle, desc_sl_acquire, desc_sl_acquireall, desc_sl_release, desc_sl_peek, desc_sl_top,
+    desc_sl_reset, desc_sl_rule, desc_sl_override, desc_ping, desc_echo, desc_auth, desc_hello,
+    desc_client, desc_command, desc_info, desc_select, desc_quit;
 
 /* sluice.so's own: the inline forms of SL.PEEK and SL.SETTLE, SL.RESET of a Redis key, the
  * leases, the test clock. */

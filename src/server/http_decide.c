@@ -3,6 +3,9 @@
  *
  *   POST   /v1/allow        one check {"rule","key","cost","priority"} or {"checks":[..]}
  *   POST   /v1/settle       {"rule","key","reserved","actual"[,"at"]}
+ *   POST   /v1/acquire      one hold {"rule","key","cost","timeout_ms","priority"}, or
+ *                           {"checks":[..]}: a hold on each, or on none
+ *   POST   /v1/release      {"rule","key","id","latency_ms","dropped"}, or {"releases":[..]}
  *   GET    /v1/auth/{rule}  204 / 429 for auth_request and forward-auth
  *
  * Decisions carry the IETF RateLimit-Policy / RateLimit fields; a 429 carries Retry-After
@@ -64,14 +67,23 @@ static void decision_json(buf_t *b, const engine_decision_t *ed, const char *key
     buf_add(b, num, (size_t)n);
 }
 
-/* A release's JSON: the hold is given back. */
+/* A release's JSON: the hold is given back; in a batch, or why not ("error"). */
 static void release_json(buf_t *b, const engine_decision_t *ed, const char *key, size_t key_len)
 {
     buf_add(b, "{\"rule\":", 8);
     http_json_append(b, ed->rule->def.name, strlen(ed->rule->def.name));
     buf_add(b, ",\"key\":", 7);
     http_json_append(b, key, key_len);
-    buf_add(b, ",\"released\":true}", 17);
+    const char *why = ed->hold_status == SL_EHOLD ? THROTTLE_NO_HOLD
+                      : ed->store_error           ? SERVER_RELEASE_UNCONFIRMED
+                                                  : NULL;
+    if (why == NULL) {
+        buf_add(b, ",\"released\":true}", 17);
+        return;
+    }
+    buf_add(b, ",\"released\":false,\"error\":", 26);
+    http_json_append(b, why, strlen(why));
+    buf_add(b, "}", 1);
 }
 
 /*
@@ -80,12 +92,14 @@ static void release_json(buf_t *b, const engine_decision_t *ed, const char *key,
  * request's reply slot when the last answer is in (at once with the memory store).
  */
 typedef enum job_kind {
-    JOB_AUTH,       /* 204 / 429 */
-    JOB_ALLOW_ONE,  /* 200, one decision's JSON */
-    JOB_ALLOW_MANY, /* 200, {"checks":[...],"allowed":...} */
-    JOB_SETTLE,     /* 200, the settled key's decision's JSON */
-    JOB_ACQUIRE,    /* 200, the decision's JSON and the hold's id */
-    JOB_RELEASE     /* 200, {"rule","key","released":true} */
+    JOB_AUTH,         /* 204 / 429 */
+    JOB_ALLOW_ONE,    /* 200, one decision's JSON */
+    JOB_ALLOW_MANY,   /* 200, {"checks":[...],"allowed":...} */
+    JOB_SETTLE,       /* 200, the settled key's decision's JSON */
+    JOB_ACQUIRE,      /* 200, the decision's JSON and the hold's id */
+    JOB_RELEASE,      /* 200, {"rule","key","released":true} */
+    JOB_ACQUIRE_MANY, /* 200, JOB_ALLOW_MANY's with each check's hold id: every hold or none */
+    JOB_RELEASE_MANY  /* 200, {"releases":[...],"released":<all>}: each on its own */
 } job_kind_t;
 
 typedef struct job job_t;
@@ -107,6 +121,9 @@ struct job {
     size_t refused;          /* JOB_ALLOW_MANY: the check that refused the whole, or n */
     bool independent;        /* JOB_ALLOW_MANY: "independent": true, each check on its own */
     engine_request_t settle; /* JOB_SETTLE: what is settled; JOB_ACQUIRE, JOB_RELEASE: the hold */
+    engine_request_t *reqs;  /* JOB_ACQUIRE_MANY, JOB_RELEASE_MANY: each check's hold request
+                                (allocated apart: the one-check jobs of the hot routes zero no
+                                room for it) */
     /* per check, [0, checks) of the allocation's tail (job_new): a job of one check is a few
      * hundred bytes to allocate and zero, not room for CHECKS_MAX */
     engine_decision_t *got;
@@ -118,6 +135,12 @@ struct job {
     unsigned *prios; /* each check's priority (0 the lowest) */
     char *bytes;     /* the keys */
 };
+
+/* A batch decided all or nothing (or, asked for, each check on its own) by engine_allowall. */
+static bool job_all(const job_t *j)
+{
+    return j->kind == JOB_ALLOW_MANY || j->kind == JOB_ACQUIRE_MANY;
+}
 
 static void job_free(loop_t *loop, job_t *j);
 static void job_problem(job_t *j, int status, const char *fmt, ...)
@@ -137,7 +160,7 @@ static void job_problem(job_t *j, int status, const char *fmt, ...)
  * no window can ever admit (400). Returns whether it did. */
 static bool job_respond_problem(job_t *j)
 {
-    for (size_t i = 0; i < j->n; i++) {
+    for (size_t i = 0; i < j->n && j->kind != JOB_RELEASE_MANY; i++) { /* its own, per release */
         const engine_decision_t *ed = &j->got[i];
         if (ed->hold_status == SL_EHOLD) {
             job_problem(j, 409, THROTTLE_NO_HOLD);
@@ -159,10 +182,10 @@ static bool job_respond_problem(job_t *j)
                         j->rules[i]->def.name, (long long)ed->max_debt);
             return true;
         }
-        int64_t cost = j->kind == JOB_ALLOW_MANY ? ed->cost : j->costs[i];
+        int64_t cost = job_all(j) ? ed->cost : j->costs[i];
         if (ed->never && !ed->blocked && cost > ed->d.limit) { /* else: its priority's reserve */
             char where[32] = "";
-            if (j->kind == JOB_ALLOW_MANY) {
+            if (job_all(j)) {
                 snprintf(where, sizeof where, "checks[%zu]: ", i);
             }
             if (j->rules[i]->def.rule.adaptive.algorithm != SL_ADAPTIVE_NONE) {
@@ -209,44 +232,51 @@ static void job_respond_json(job_t *j)
 {
     buf_t body = {0};
     const engine_decision_t *first = &j->got[0];
-    bool all = true;
-    if (j->kind == JOB_ALLOW_MANY) {
+    bool all = true, releases = j->kind == JOB_RELEASE || j->kind == JOB_RELEASE_MANY;
+    if (job_all(j)) {
         buf_add(&body, "{\"checks\":[", 11);
+    } else if (j->kind == JOB_RELEASE_MANY) {
+        buf_add(&body, "{\"releases\":[", 13);
     }
     for (size_t i = 0; i < j->n; i++) {
         if (i > 0) {
             buf_add(&body, ",", 1);
         }
-        if (j->kind == JOB_ALLOW_MANY && j->refused < j->n && i != j->refused) {
+        if (job_all(j) && j->refused < j->n && i != j->refused) {
             /* all or nothing, refused by another check: this one was not charged either */
             j->got[i].d.allowed = false;
             j->got[i].shadowed = false;
+            j->got[i].hold.id = 0;
         }
-        if (j->kind == JOB_RELEASE) {
+        if (releases) {
             release_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
         } else {
             decision_json(&body, &j->got[i], j->keys[i], j->key_len[i]);
         }
-        if (j->kind == JOB_ACQUIRE) { /* the decision's object, with the hold's id */
+        if (j->kind == JOB_ACQUIRE || j->kind == JOB_ACQUIRE_MANY) { /* with the hold's id */
             char num[48];
             int len = snprintf(num, sizeof num, ",\"hold_id\":%llu}",
                                (unsigned long long)j->got[i].hold.id);
             body.len--;
             buf_add(&body, num, (size_t)len);
         }
-        if (all && !j->got[i].d.allowed) {
+        bool ok = releases ? j->got[i].hold_status == SL_OK && !j->got[i].store_error
+                           : j->got[i].d.allowed;
+        if (all && !ok) {
             first = &j->got[i]; /* the headers describe the first refusal, if any */
         }
-        all = all && j->got[i].d.allowed;
+        all = all && ok;
     }
-    if (j->kind == JOB_ALLOW_MANY) {
+    if (job_all(j)) {
         buf_add(&body, all ? "],\"allowed\":true}" : "],\"allowed\":false}", all ? 17 : 18);
+    } else if (j->kind == JOB_RELEASE_MANY) {
+        buf_add(&body, all ? "],\"released\":true}" : "],\"released\":false}", all ? 18 : 19);
     }
-    if (j->kind == JOB_ALLOW_MANY && j->refused < j->n) {
+    if (job_all(j) && j->refused < j->n) {
         first = &j->got[j->refused]; /* every check says false: the one that refused the whole */
     }
     http_begin(&j->slot->buf, 200);
-    if (j->kind != JOB_RELEASE) { /* a release decides nothing: no quota to describe */
+    if (!releases) { /* a release decides nothing: no quota to describe */
         ratelimit_headers(&j->slot->buf, first);
     }
     http_end(&j->slot->buf, !j->slot->close_after, "application/json", body.data, body.len);
@@ -325,6 +355,10 @@ static job_t *job_alloc(loop_t *loop, size_t size)
 
 static void job_free(loop_t *loop, job_t *j)
 {
+    if (j != NULL) {
+        free(j->reqs);
+        j->reqs = NULL;
+    }
     if (j != NULL && j->spare_sized && loop->spare_job == NULL) {
         loop->spare_job = j;
     } else {
@@ -396,7 +430,7 @@ static void job_all_decided(void *arg, const engine_decision_t *d, size_t n, siz
 
 static void job_run(job_t *j, engine_worker_t *w)
 {
-    if (j->kind == JOB_ALLOW_MANY) {
+    if (job_all(j)) {
         /* validated whole, then all or nothing (or, asked for, each on its own) */
         engine_check_t checks[CHECKS_MAX];
         for (size_t i = 0; i < j->n; i++) {
@@ -404,11 +438,14 @@ static void job_run(job_t *j, engine_worker_t *w)
                                          .key = j->keys[i],
                                          .key_len = j->key_len[i],
                                          .cost = j->costs[i],
-                                         .priority = j->prios[i]};
+                                         .priority = j->prios[i],
+                                         .hold_ns = j->reqs != NULL ? j->reqs[i].hold_ns : 0};
         }
         size_t bad;
-        if (engine_allowall(w, checks, j->n, j->now_ns, j->independent ? ENGINE_ALL_INDEPENDENT : 0,
-                            job_all_decided, j, &bad) != ENGINE_OK) {
+        unsigned flags = (j->independent ? ENGINE_ALL_INDEPENDENT : 0) |
+                         (j->kind == JOB_ACQUIRE_MANY ? ENGINE_ALL_ACQUIRE : 0);
+        if (engine_allowall(w, checks, j->n, j->now_ns, flags, job_all_decided, j, &bad) !=
+            ENGINE_OK) {
             for (size_t i = 0; i < j->n; i++) { /* checked before: out of memory */
                 j->got[i] = (engine_decision_t){.rule = j->rules[i], .store_error = true};
             }
@@ -421,7 +458,9 @@ static void job_run(job_t *j, engine_worker_t *w)
     for (size_t i = 0; i < j->n; i++) {
         bool own = j->kind == JOB_SETTLE || j->kind == JOB_ACQUIRE || j->kind == JOB_RELEASE;
         engine_request_t req =
-            own ? j->settle : (engine_request_t){.cost = j->costs[i], .priority = j->prios[i]};
+            j->reqs != NULL ? j->reqs[i]
+            : own           ? j->settle
+                            : (engine_request_t){.cost = j->costs[i], .priority = j->prios[i]};
         int rc = engine_request_async(w, j->rules[i], j->keys[i], j->key_len[i], &req, j->now_ns,
                                       job_decided, &j->ref[i]);
         if (rc != ENGINE_OK) {
@@ -575,18 +614,24 @@ void route_allow(route_ctx_t *x)
 
 /* A JSON field that must be an integer >= 0 when present: true with *out set (unchanged when
  * absent), false after replying a problem. */
-static bool json_units(route_ctx_t *x, json_t *obj, const char *name, bool required, int64_t *out)
+static bool json_units_at(route_ctx_t *x, json_t *obj, const char *where, const char *name,
+                          bool required, int64_t *out)
 {
     json_t *v = json_object_get(obj, name);
     if (v == NULL && !required) {
         return true;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        problem(x, 400, "body: %s must be an integer >= 0", name);
+        problem(x, 400, "%s: %s must be an integer >= 0", where, name);
         return false;
     }
     *out = json_integer_value(v);
     return true;
+}
+
+static bool json_units(route_ctx_t *x, json_t *obj, const char *name, bool required, int64_t *out)
+{
+    return json_units_at(x, obj, "body", name, required, out);
 }
 
 /* POST /v1/settle {"rule","key","reserved","actual"[,"at":unix_ms]}: SL.SETTLE's named form. */
@@ -821,11 +866,145 @@ static void hold_run(route_ctx_t *x, json_t *root, rule_state_t *rs, job_kind_t 
     }
 }
 
+/* A release's "latency_ms" (a number >= 0, fractions allowed: 0.25 is 250us) and "dropped" (a
+ * boolean) into req's sample: false when it answered a problem. */
+static bool release_sample(route_ctx_t *x, json_t *root, const char *where, engine_request_t *req)
+{
+    json_t *lat = json_object_get(root, "latency_ms"), *drop = json_object_get(root, "dropped");
+    double ms = lat != NULL && json_is_number(lat) ? json_number_value(lat) : -1;
+    if (lat != NULL && !(ms >= 0 && ms <= (double)(SL_ADAPTIVE_LATENCY_MAX_NS / 1000000))) {
+        problem(x, 400, "%s: latency_ms must be a number of milliseconds, 0 to 3600000", where);
+        return false;
+    }
+    if (drop != NULL && !json_is_boolean(drop)) {
+        problem(x, 400, "%s: dropped must be true or false", where);
+        return false;
+    }
+    req->sample = (sl_sample_t){lat != NULL ? (int64_t)(ms * 1e6 + 0.5) : -1, json_is_true(drop)};
+    req->sampled = lat != NULL || req->sample.dropped;
+    return true;
+}
+
+/* One check of a batch of holds: its fields known, its rule an in-flight rule; NULL after
+ * replying a problem. */
+static rule_state_t *hold_check(route_ctx_t *x, json_t *obj, const char *where,
+                                const char *const *names, int64_t *cost)
+{
+    if (!json_is_object(obj)) {
+        problem(x, 400, "%s: must be a JSON object", where);
+        return NULL;
+    }
+    rule_state_t *rs = fields_known(x, obj, where, names) ? check_parse(x, obj, where, cost) : NULL;
+    if (rs != NULL && !sl_rule_holds(&rs->def.rule)) {
+        problem(x, 400, "%s: rule '%s' holds nothing to acquire or release", where, rs->def.name);
+        return NULL;
+    }
+    return rs;
+}
+
+/* A check's "timeout_ms" into req->hold_ns (0 when absent): within 1 ms..the rule's
+ * hold_timeout; false after replying 400. */
+static bool hold_timeout_at(route_ctx_t *x, json_t *obj, const char *where, rule_state_t *rs,
+                            engine_request_t *req)
+{
+    int64_t ms = 0;
+    if (!json_units_at(x, obj, where, "timeout_ms", false, &ms)) {
+        return false;
+    }
+    int64_t max_ms = rs->def.rule.window_ns / SL_NS_PER_MS;
+    if (json_object_get(obj, "timeout_ms") != NULL && (ms < 1 || ms > max_ms)) {
+        problem(x, 400, "%s: timeout_ms must be within 1..%lld (rule '%s' hold_timeout)", where,
+                (long long)max_ms, rs->def.name);
+        return false;
+    }
+    req->hold_ns = ms * SL_NS_PER_MS;
+    return true;
+}
+
+/*
+ * long because: the two batch forms share one validation of every item, in order, before
+ * anything is decided; split, each half would repeat it.
+ *
+ * The batch forms, validated whole before anything is decided: POST /v1/acquire
+ * {"checks":[{"rule","key","cost","timeout_ms","priority"}..],"independent":b}, every hold or
+ * none (as SL.ACQUIREALL), and POST /v1/release {"releases":[{"rule","key","id","latency_ms",
+ * "dropped"}..]}, each on its own. The array is under `list`; `names` are an item's fields.
+ */
+static void holds_batch(route_ctx_t *x, json_t *root, job_kind_t kind)
+{
+    static const char *const acquire_names[] = {"rule",       "key",      "cost",
+                                                "timeout_ms", "priority", NULL};
+    static const char *const release_names[] = {"rule", "key", "id", "latency_ms", "dropped", NULL};
+    static const char *const acquire_fields[] = {"checks", "independent", NULL};
+    static const char *const release_fields[] = {"releases", NULL};
+    bool acquire = kind == JOB_ACQUIRE_MANY;
+    const char *list = acquire ? "checks" : "releases";
+    json_t *items = json_object_get(root, list),
+           *independent = json_object_get(root, "independent");
+    size_t n = json_array_size(items), bytes = 0;
+    if (!fields_known(x, root, "body", acquire ? acquire_fields : release_fields)) {
+        return;
+    }
+    if (!json_is_array(items) || n == 0 || n > CHECKS_MAX) {
+        problem(x, 400, "%s: must be an array of 1 to %d items", list, CHECKS_MAX);
+        return;
+    }
+    if (independent != NULL && !json_is_boolean(independent)) {
+        problem(x, 400, "independent: must be true or false");
+        return;
+    }
+    rule_state_t *rules[CHECKS_MAX];
+    engine_request_t reqs[CHECKS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "%s[%zu]", list, i);
+        json_t *obj = json_array_get(items, i);
+        int64_t id = 0;
+        reqs[i] = (engine_request_t){.cost = 1,
+                                     .hold_op = acquire ? STORE_HOLD_ACQUIRE : STORE_HOLD_RELEASE};
+        rules[i] =
+            hold_check(x, obj, where, acquire ? acquire_names : release_names, &reqs[i].cost);
+        if (rules[i] == NULL ||
+            (acquire ? !check_priority(x, obj, where, rules[i], &reqs[i].priority) ||
+                           !hold_timeout_at(x, obj, where, rules[i], &reqs[i])
+                     : !json_units_at(x, obj, where, "id", true, &id) ||
+                           !release_sample(x, obj, where, &reqs[i]))) {
+            return;
+        }
+        reqs[i].hold_id = (uint64_t)id;
+        bytes += json_string_length(json_object_get(obj, "key"));
+    }
+    engine_request_t *own = malloc(n * sizeof *own);
+    job_t *j = own != NULL ? job_new(x, kind, n, bytes) : NULL;
+    if (j == NULL) {
+        if (own == NULL) {
+            problem(x, 503, "out of memory");
+        }
+        free(own);
+        return;
+    }
+    memcpy(own, reqs, n * sizeof *own);
+    j->reqs = own;
+    char *space = j->bytes;
+    for (size_t i = 0; i < n; i++) {
+        json_t *key = json_object_get(json_array_get(items, i), "key");
+        job_add(j, rules[i], json_string_value(key), json_string_length(key), reqs[i].cost, &space);
+        j->prios[i] = reqs[i].priority;
+    }
+    j->independent = independent != NULL && json_is_true(independent);
+    job_run(j, x->c->loop->worker);
+}
+
 void route_acquire(route_ctx_t *x)
 {
     static const char *const names[] = {"rule", "key", "cost", "timeout_ms", "priority", NULL};
     json_t *root = body_json(x);
     if (root == NULL) {
+        return;
+    }
+    if (json_is_object(root) && json_object_get(root, "checks") != NULL) {
+        holds_batch(x, root, JOB_ACQUIRE_MANY);
+        json_decref(root);
         return;
     }
     engine_request_t req = {.cost = 1, .hold_op = STORE_HOLD_ACQUIRE};
@@ -845,25 +1024,6 @@ void route_acquire(route_ctx_t *x)
     json_decref(root);
 }
 
-/* A release's "latency_ms" (a number >= 0, fractions allowed: 0.25 is 250us) and "dropped" (a
- * boolean) into req's sample: false when it answered a problem. */
-static bool release_sample(route_ctx_t *x, json_t *root, engine_request_t *req)
-{
-    json_t *lat = json_object_get(root, "latency_ms"), *drop = json_object_get(root, "dropped");
-    double ms = lat != NULL && json_is_number(lat) ? json_number_value(lat) : -1;
-    if (lat != NULL && !(ms >= 0 && ms <= (double)(SL_ADAPTIVE_LATENCY_MAX_NS / 1000000))) {
-        problem(x, 400, "body: latency_ms must be a number of milliseconds, 0 to 3600000");
-        return false;
-    }
-    if (drop != NULL && !json_is_boolean(drop)) {
-        problem(x, 400, "body: dropped must be true or false");
-        return false;
-    }
-    req->sample = (sl_sample_t){lat != NULL ? (int64_t)(ms * 1e6 + 0.5) : -1, json_is_true(drop)};
-    req->sampled = lat != NULL || req->sample.dropped;
-    return true;
-}
-
 void route_release(route_ctx_t *x)
 {
     static const char *const names[] = {"rule", "key", "id", "latency_ms", "dropped", NULL};
@@ -871,10 +1031,16 @@ void route_release(route_ctx_t *x)
     if (root == NULL) {
         return;
     }
+    if (json_is_object(root) && json_object_get(root, "releases") != NULL) {
+        holds_batch(x, root, JOB_RELEASE_MANY);
+        json_decref(root);
+        return;
+    }
     int64_t id = 0;
     rule_state_t *rs = hold_rule(x, root, names);
     engine_request_t req = {.hold_op = STORE_HOLD_RELEASE};
-    if (rs != NULL && json_units(x, root, "id", true, &id) && release_sample(x, root, &req)) {
+    if (rs != NULL && json_units(x, root, "id", true, &id) &&
+        release_sample(x, root, "body", &req)) {
         req.hold_id = (uint64_t)id;
         hold_run(x, root, rs, JOB_RELEASE, &req);
     }

@@ -62,6 +62,7 @@ void resp_cmd_allow(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_peek(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc);
+void resp_cmd_acquireall(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_throttle(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_settle(conn_t *c, resp_arg_t *argv, size_t argc);
 void resp_cmd_acquire(conn_t *c, resp_arg_t *argv, size_t argc);

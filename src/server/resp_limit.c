@@ -1,7 +1,11 @@
 /*
  * resp_limit.c - sluiced's rate-limiting RESP commands: SL.ALLOW, SL.PEEK, SL.THROTTLE,
- * SL.SETTLE, SL.ALLOWALL, SL.RESET and redis-cell's CL.THROTTLE, over the engine; a decision
- * that waits on Redis is replied in order through a deferred reply slot.
+ * SL.SETTLE, SL.ALLOWALL, SL.ACQUIREALL, SL.ACQUIRE, SL.RELEASE, SL.RESET and redis-cell's
+ * CL.THROTTLE, over the engine; a decision that waits on Redis is replied in order through a
+ * deferred reply slot.
+ *
+ * long because: every command here answers through the same deferred reply and the same error
+ * replies (reply_engine_error, reply_hold_error), which are private to this file.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -486,56 +490,96 @@ void resp_cmd_reset(conn_t *c, resp_arg_t *argv, size_t argc)
  * the cost (every pair's rule having priority p, each under its reserve above p), all
  * or nothing (engine_allowall). The reply is the refusing pair's decision, or, when every pair
  * was charged, the decision of the pair with the least left.
+ *
+ * SL.ACQUIREALL rule key [rule key ...] [COST n] [TIMEOUT ms] [PRIORITY p]: the same of
+ * acquires (ENGINE_ALL_ACQUIRE), every pair's rule an in-flight rule: a hold on every pair, or on
+ * none. The reply is SL.ALLOWALL's decision and, sixth, the array of the pairs' hold ids in the
+ * order given (each 0 when the whole was refused; a pair named twice holds one hold, its id in
+ * both places).
  */
 typedef struct allowall_reply {
     reply_slot_t *slot;
     int64_t cost;
     size_t key_max;
+    bool acquire;
 } allowall_reply_t;
 
 static void allowall_replied(void *arg, const engine_decision_t *d, size_t n, size_t refused)
 {
     allowall_reply_t *r = arg;
     buf_t *b = &r->slot->buf;
+    const engine_decision_t *shown = &d[0];
     if (refused < n) {
-        int64_t cost = d[refused].never ? d[refused].cost : r->cost; /* a pair named twice: both */
-        if (!reply_engine_error(b, r->key_max, ENGINE_OK, d[refused].rule, &d[refused], cost)) {
-            reply_decision(b, &d[refused], false);
+        shown = &d[refused];
+        int64_t cost = shown->never ? shown->cost : r->cost; /* a pair named twice: both */
+        if (reply_engine_error(b, r->key_max, ENGINE_OK, shown->rule, shown, cost)) {
+            conn_resolve(r->slot);
+            free(r);
+            return;
         }
     } else {
-        const engine_decision_t *least = &d[0];
         for (size_t i = 1; i < n; i++) {
-            if (d[i].d.remaining < least->d.remaining) {
-                least = &d[i];
+            if (d[i].d.remaining < shown->d.remaining) {
+                shown = &d[i];
             }
         }
-        reply_decision(b, least, false);
+    }
+    if (!r->acquire) {
+        reply_decision(b, shown, false);
+    } else {
+        int64_t v[6];
+        throttle_reply_sl(&shown->d, v);
+        resp_add_array(b, 6);
+        for (size_t i = 0; i < 5; i++) {
+            resp_add_int(b, v[i]);
+        }
+        resp_add_array(b, n);
+        for (size_t i = 0; i < n; i++) {
+            resp_add_int(b, refused < n ? 0 : (int64_t)d[i].hold.id);
+        }
     }
     conn_resolve(r->slot);
     free(r);
 }
 
-/* Whether no COST follows argv[end] among the options up to argc (a COST given twice is a pair). */
-static bool cost_unseen(const resp_arg_t *argv, size_t end, size_t argc)
+/* The options ending SL.ALLOWALL and SL.ACQUIREALL, in any order, each at most once (a word that
+ * comes back is a rule of the pairs): COST, PRIORITY, and SL.ACQUIREALL's TIMEOUT. Returns the
+ * index where they start, or 0 when it replied an error. */
+static size_t allowall_options(conn_t *c, const resp_arg_t *argv, size_t argc, bool acquire,
+                               int64_t *cost, int64_t *hold_ns, const resp_arg_t **priority)
 {
-    return end == argc || !resp_arg_is(&argv[end], "COST");
+    size_t end = argc;
+    unsigned seen = 0;
+    for (int k = 0; k < 3 && end >= 5; k++) {
+        const resp_arg_t *name = &argv[end - 2];
+        if (resp_arg_is(name, "COST") && !(seen & OPT_COST)) {
+            if (!parse_cost(c, argv, end - 2, cost)) {
+                return 0;
+            }
+            seen |= OPT_COST;
+        } else if (resp_arg_is(name, "PRIORITY") && !(seen & OPT_PRIORITY)) {
+            *priority = &argv[end - 1];
+            seen |= OPT_PRIORITY;
+        } else if (acquire && resp_arg_is(name, "TIMEOUT") && !(seen & OPT_TIMEOUT)) {
+            if (!parse_timeout(c, argv, end - 2, hold_ns)) {
+                return 0;
+            }
+            seen |= OPT_TIMEOUT;
+        } else {
+            break;
+        }
+        end -= 2;
+    }
+    return end;
 }
 
-void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
+static void allowall_command(conn_t *c, resp_arg_t *argv, size_t argc, bool acquire)
 {
-    int64_t cost = 1;
+    int64_t cost = 1, hold_ns = 0;
     const resp_arg_t *priority = NULL;
-    size_t end = argc; /* the options at the end, in either order: each at most once */
-    for (int k = 0; k < 2 && end >= 5; k++) {
-        if (resp_arg_is(&argv[end - 2], "COST") && cost_unseen(argv, end, argc)) {
-            if (!parse_cost(c, argv, end - 2, &cost)) {
-                return;
-            }
-            end -= 2;
-        } else if (resp_arg_is(&argv[end - 2], "PRIORITY") && priority == NULL) {
-            priority = &argv[end - 1];
-            end -= 2;
-        }
+    size_t end = allowall_options(c, argv, argc, acquire, &cost, &hold_ns, &priority);
+    if (end == 0) {
+        return;
     }
     size_t npairs_args = end - 1;
     if (npairs_args == 0 || npairs_args % 2 != 0) {
@@ -554,7 +598,8 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         checks[i] = (engine_check_t){.rule = find_rule_priority(c, &argv[2 * i], priority, &req),
                                      .key = key->ptr,
                                      .key_len = key->len,
-                                     .cost = cost};
+                                     .cost = cost,
+                                     .hold_ns = hold_ns};
         if (checks[i].rule == NULL) {
             return;
         }
@@ -568,18 +613,33 @@ void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
         return;
     }
     size_t key_max = c->loop->srv->cfg->key_max, bad;
-    *r = (allowall_reply_t){.slot = slot, .cost = cost, .key_max = key_max};
-    int rc =
-        engine_allowall(c->loop->worker, checks, n, c->loop->now_ns, 0, allowall_replied, r, &bad);
+    *r = (allowall_reply_t){.slot = slot, .cost = cost, .key_max = key_max, .acquire = acquire};
+    int rc = engine_allowall(c->loop->worker, checks, n, c->loop->now_ns,
+                             acquire ? ENGINE_ALL_ACQUIRE : 0, allowall_replied, r, &bad);
     if (rc != ENGINE_OK) {
         if (rc == ENGINE_ENOTSUP) {
             resp_add_error(&slot->buf, "ERR out of memory");
+        } else if (rc == ENGINE_EHOLDTIME) {
+            resp_add_error(&slot->buf,
+                           "ERR timeout must be within 1..%lld ms (rule '%s' hold_timeout)",
+                           (long long)(checks[bad].rule->def.rule.window_ns / 1000000),
+                           checks[bad].rule->def.name);
         } else {
             reply_engine_error(&slot->buf, key_max, rc, checks[bad].rule, NULL, cost);
         }
         conn_resolve(slot);
         free(r);
     }
+}
+
+void resp_cmd_allowall(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    allowall_command(c, argv, argc, false);
+}
+
+void resp_cmd_acquireall(conn_t *c, resp_arg_t *argv, size_t argc)
+{
+    allowall_command(c, argv, argc, true);
 }
 
 /* An inline rule's command, parsed as the module parses it (throttle_parse): 0, or -1 with the

@@ -36,6 +36,7 @@ static const command_t commands[] = {
     {&desc_sl_allowall, resp_cmd_allowall},
     {&desc_sl_settle, resp_cmd_settle},
     {&desc_sl_acquire, resp_cmd_acquire},
+    {&desc_sl_acquireall, resp_cmd_acquireall},
     {&desc_sl_release, resp_cmd_release},
     {&desc_sl_peek, resp_cmd_peek},
     {&desc_sl_top, resp_cmd_top},

@@ -633,7 +633,9 @@ static int mem_decide_all(request_store_t *s, store_loop_t *l, const store_pair_
                                        .key = tg->key,
                                        .key_len = tg->key_len,
                                        .cost = pairs[i].cost,
-                                       .reserve = pairs[i].reserve};
+                                       .reserve = pairs[i].reserve,
+                                       .acquire = pairs[i].acquire,
+                                       .hold_ns = pairs[i].hold_ns};
     }
     size_t r = n;
     int rc = n > 0 ? sl_table_decide_all(reqs, n, now_ns, &r) : SL_OK;
@@ -643,6 +645,9 @@ static int mem_decide_all(request_store_t *s, store_loop_t *l, const store_pair_
     }
     for (size_t i = 0; i < n; i++) {
         d[i] = reqs[i].decision;
+        if (pairs[i].hold != NULL) {
+            *pairs[i].hold = reqs[i].hold; /* id 0 when the whole was refused */
+        }
     }
     return SL_OK;
 }

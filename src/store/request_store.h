@@ -159,6 +159,10 @@ typedef struct store_pair {
     int64_t cost;
     bool shadow;     /* a refusal of this pair does not block the others */
     int64_t reserve; /* units it must leave for higher priorities (store_request_t's) */
+    bool acquire;    /* an acquire (store_request_t's hold_op): a store that completes at once
+                        makes the pair's hold with the whole, or none */
+    int64_t hold_ns; /* acquire: the hold's lifetime, ns; 0: the numbers' window */
+    sl_hold_t *hold; /* acquire: where the hold made is written (id 0: none), or NULL */
 } store_pair_t;
 
 /* A later answer: status 0 with *d, or -1 (a store error: err says why; d may be NULL), or

@@ -54,7 +54,13 @@ static const char rules_yaml[] = "rules:\n"
                                  "    reserve: {critical: 20%, high: 3}\n"
                                  "    priority: \"{header:x-priority}\"\n"
                                  "    domain: fz\n"
-                                 "    descriptor: \"t\"\n";
+                                 "    descriptor: \"t\"\n"
+                                 "  - name: held\n"
+                                 "    algorithm: concurrency\n"
+                                 "    limit: 3\n"
+                                 "    hold_timeout: 10s\n"
+                                 "    priorities: [low, high]\n"
+                                 "    reserve: {high: 1}\n";
 
 static server_settings_t cfg;
 static server_t srv;

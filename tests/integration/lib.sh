@@ -21,6 +21,14 @@
 #                       the same on the ports given (a server restarted where clients expect it)
 #   start_sluiced NAME ARGS..   starts sluiced with ARGS (serve), sets RESP_PORT/HTTP_PORT/GRPC_PORT
 #   start_sluiced_at NAME RESP HTTP ARGS..   the same on the ports given, gRPC off (GRPC_PORT 0)
+#   must_start_sluiced NAME ARGS..   start_sluiced; prints the log and exits 1 if sluiced does not
+#                               come up
+#   start_scratch_sluiced NAME ARGS..   must_start_sluiced NAME with its config store in
+#                               $TMP/NAME.db and no snapshot, then ARGS
+#   sdk_cases_rules FILE        writes the rules of tests/sdk/cases.json (its rules_yaml) to FILE
+#   middleware_rules FILE       writes to FILE the rules the language packages' middleware tests
+#                               share (mw-fixed, mw-shadow, mw-jobs, mw-prio with priorities and
+#                               a reserve, mw-adapt with an aimd limit); a test may append its own
 #   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
 #                               "sluiced" with a store and snapshot in $TMP and password PASS;
 #                               prints the log and exits 1 if sluiced does not come up
@@ -198,6 +206,56 @@ start_sluiced_at() {
     shift 3
     serve_at "$name" "$at" lib_launch_sluiced "$@"
 }
+must_start_sluiced() {
+    local name=$1
+    start_sluiced "$@" || {
+        cat "$TMP/$name.log"
+        exit 1
+    }
+}
+start_scratch_sluiced() {
+    local name=$1
+    shift
+    must_start_sluiced "$name" --config-store "$TMP/$name.db" --snapshot "" "$@"
+}
+
+sdk_cases_rules() {
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rules_yaml"], end="")' \
+        "$SLUICE_SOURCE_DIR/tests/sdk/cases.json" >"$1"
+}
+middleware_rules() {
+    cat >"$1" <<'YAML'
+rules:
+  - name: mw-fixed
+    algorithm: fixed_window
+    limit: 2
+    window: 1h
+  - name: mw-shadow
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    shadow: true
+  - name: mw-jobs
+    algorithm: concurrency
+    limit: 1
+    hold_timeout: 1h
+  - name: mw-prio
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    priorities: [low, high]
+    reserve: {high: 1}
+  - name: mw-adapt
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
+    latency_timeout: 100ms
+YAML
+}
 
 # sanitized LIB: true when the shared library LIB was built with a sanitizer (it links ASan's or
 # TSan's runtime), which only a program that loads that runtime first can load: not python3 or
@@ -301,11 +359,8 @@ rules:
     limit: 2
     window: 1h
 YAML
-    start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" \
-        --snapshot "$TMP/snapshot" --requirepass "$pass" || {
-        cat "$TMP/sluiced.log"
-        exit 1
-    }
+    must_start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/store.db" \
+        --snapshot "$TMP/snapshot" --requirepass "$pass"
 }
 
 # start_redis NAME ARGS..: Debian's redis-server on 127.0.0.1:REDIS_PORT (no persistence, its dir

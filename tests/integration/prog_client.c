@@ -15,54 +15,7 @@
  * (INFO counts it, the hit counter does not) and is admitted. Prints one "ok" or "not ok" line
  * per check; exits 0 when all passed.
  */
-#include <hiredis/hiredis.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <uv.h>
-
-#include "sluice/client.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (cond) {                                                                                \
-            printf("ok %d - ", checks);                                                            \
-        } else {                                                                                   \
-            failures++;                                                                            \
-            printf("not ok %d - (%s:%d: %s) ", checks, __FILE__, __LINE__, #cond);                 \
-        }                                                                                          \
-        printf(__VA_ARGS__);                                                                       \
-        putchar('\n');                                                                             \
-    } while (0)
-
-static int port;
-static const char *password;
-
-/* INFO's value of `field` as an integer, or -1 when absent. */
-static long long info_field(slc_client_t *c, const char *field)
-{
-    const char *argv[] = {"INFO"};
-    redisReply *r = NULL;
-    if (slc_command(c, 1, argv, NULL, &r) != SLC_OK || r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        return -1;
-    }
-    long long v = -1;
-    size_t n = strlen(field);
-    for (const char *p = r->str; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
-        if (strncmp(p, field, n) == 0 && p[n] == ':') {
-            v = strtoll(p + n + 1, NULL, 10);
-            break;
-        }
-    }
-    freeReplyObject(r);
-    return v;
-}
+#include "prog_common.h"
 
 static void print_decision(const char *what, int rc, const slc_decision_t *d)
 {
@@ -85,10 +38,7 @@ static void blocking(void)
           "without AUTH a decision is refused with NOAUTH (%s)", slc_errstr(none));
     slc_free(none);
 
-    slc_client_t *c = slc_connect("127.0.0.1", port, password, 2000);
-    CHECK(slc_err(c) == SLC_OK, "connect with the password (%s)", slc_errstr(c));
-    if (slc_err(c) != SLC_OK)
-        exit(1);
+    slc_client_t *c = connect_or_die(2000);
 
     rc = slc_allow(c, "tight", "k1", 1, &d);
     print_decision("allow 1", rc, &d);
@@ -145,18 +95,12 @@ static void blocking(void)
 /* Makes the rule `tokens`: 1000 an hour, exact (an hour: no count crosses its end mid-test). */
 static void make_tokens_rule(slc_client_t *c)
 {
-    const char *argv[] = {"SL.RULE", "SET", "tokens",
-                          "{\"algorithm\":\"sliding_log\",\"limit\":1000,\"window\":\"1h\"}"};
-    redisReply *r = NULL;
-    int rc = slc_command(c, 4, argv, NULL, &r);
-    CHECK(rc == SLC_OK, "SL.RULE SET tokens (%s)", slc_errstr(c));
-    freeReplyObject(r);
+    set_rule(c, "tokens", "{\"algorithm\":\"sliding_log\",\"limit\":1000,\"window\":\"1h\"}");
 }
 
 static void blocking_settle(void)
 {
-    slc_client_t *c = slc_connect("127.0.0.1", port, password, 2000);
-    CHECK(slc_err(c) == SLC_OK, "connect (%s)", slc_errstr(c));
+    slc_client_t *c = connect_or_die(2000);
     make_tokens_rule(c);
     slc_decision_t d = {0};
     int rc = slc_allow(c, "tokens", "u42", 300, &d);
@@ -204,34 +148,7 @@ static void blocking_settle(void)
 
 /* ---- non-blocking ------------------------------------------------------------------------ */
 
-typedef struct result {
-    int status;
-    slc_decision_t d;
-    int done;
-} result_t;
-
-static result_t results[8];
-static int order[8];
-static int norder;
-static int in_call;
 static uint64_t async_hits; /* the handle's hit counter, read before it is closed */
-
-static void on_decision(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
-{
-    result_t *r = arg;
-    if (in_call)
-        failures++, printf("not ok - a callback ran inside the call\n");
-    r->status = status;
-    if (d != NULL)
-        r->d = *d;
-    r->done = 1;
-    order[norder++] = (int)(r - results);
-}
-
-static void on_done(slc_async_t *ac, int status, void *arg)
-{
-    on_decision(ac, status, NULL, arg);
-}
 
 static void on_last(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
 {
@@ -240,23 +157,11 @@ static void on_last(slc_async_t *ac, int status, const slc_decision_t *d, void *
     slc_async_close(ac);
 }
 
-#define ASYNC(call)                                                                                \
-    do {                                                                                           \
-        in_call = 1;                                                                               \
-        int rc_ = (call);                                                                          \
-        in_call = 0;                                                                               \
-        CHECK(rc_ == SLC_OK, "%s accepted", #call);                                                \
-    } while (0)
-
 static void nonblocking(void)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    slc_async_t *ac;
-    int rc = slc_async_connect(&loop, "127.0.0.1", port, password, &ac);
-    CHECK(rc == SLC_OK, "async connect");
-    if (rc != SLC_OK)
-        exit(1);
+    slc_async_t *ac = async_connect_or_die(&loop);
     ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[0]));
     ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[1]));
     ASYNC(slc_async_allow(ac, "tight", "a1", 1, on_decision, &results[2]));
@@ -288,13 +193,6 @@ static void nonblocking(void)
     CHECK(uv_loop_close(&loop) == 0, "the client closed all its handles");
 }
 
-/* Runs the loop until r is done (bounded: the server answers in well under a second). */
-static void wait_done(uv_loop_t *loop, const result_t *r)
-{
-    for (int i = 0; !r->done && i < 100000; i++)
-        uv_run(loop, UV_RUN_ONCE);
-}
-
 static void on_close_after(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
 {
     on_decision(ac, status, d, arg);
@@ -307,11 +205,7 @@ static void nonblocking_settle(void)
     norder = 0;
     uv_loop_t loop;
     uv_loop_init(&loop);
-    slc_async_t *ac;
-    int rc = slc_async_connect(&loop, "127.0.0.1", port, password, &ac);
-    CHECK(rc == SLC_OK, "async connect");
-    if (rc != SLC_OK)
-        exit(1);
+    slc_async_t *ac = async_connect_or_die(&loop);
     /* the worked example, pipelined */
     ASYNC(slc_async_allow(ac, "tokens", "a42", 300, on_decision, &results[0]));
     ASYNC(slc_async_settle(ac, "tokens", "a42", 300, 120, -1, on_decision, &results[1]));
@@ -349,17 +243,10 @@ static void nonblocking_settle(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: prog_client PORT PASSWORD\n");
-        return 2;
-    }
-    port = atoi(argv[1]);
-    password = argv[2];
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    prog_args(argc, argv, "prog_client");
     blocking();
     nonblocking();
     blocking_settle();
     nonblocking_settle();
-    printf("%d/%d checks passed\n", checks - failures, checks);
-    return failures == 0 ? 0 : 1;
+    return prog_end();
 }

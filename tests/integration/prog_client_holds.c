@@ -15,81 +15,16 @@
  * SL.ALLOW. Non-blocking on a libuv loop: the same, pipelined, callbacks in request order.
  * Prints one "ok" or "not ok" line per check; exits 0 when all passed.
  */
-#include <hiredis/hiredis.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <uv.h>
 
-#include "sluice/client.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (cond) {                                                                                \
-            printf("ok %d - ", checks);                                                            \
-        } else {                                                                                   \
-            failures++;                                                                            \
-            printf("not ok %d - (%s:%d: %s) ", checks, __FILE__, __LINE__, #cond);                 \
-        }                                                                                          \
-        printf(__VA_ARGS__);                                                                       \
-        putchar('\n');                                                                             \
-    } while (0)
+#include "prog_common.h"
 
 #define POLL_TRIES 400 /* 50 ms apart: a hold of 100 ms has 20 s to expire, on a loaded machine */
-
-static int port;
-static const char *password;
 
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* INFO's value of `field` as an integer, or -1 when absent. */
-static long long info_field(slc_client_t *c, const char *field)
-{
-    const char *argv[] = {"INFO"};
-    redisReply *r = NULL;
-    if (slc_command(c, 1, argv, NULL, &r) != SLC_OK || r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        return -1;
-    }
-    long long v = -1;
-    size_t n = strlen(field);
-    for (const char *p = r->str; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
-        if (strncmp(p, field, n) == 0 && p[n] == ':') {
-            v = strtoll(p + n + 1, NULL, 10);
-            break;
-        }
-    }
-    freeReplyObject(r);
-    return v;
-}
-
-static slc_client_t *connect_or_die(void)
-{
-    slc_client_t *c = slc_connect("127.0.0.1", port, password, 5000);
-    CHECK(slc_err(c) == SLC_OK, "connect (%s)", slc_errstr(c));
-    if (slc_err(c) != SLC_OK)
-        exit(1);
-    return c;
-}
-
-static void make_rule(slc_client_t *c)
-{
-    const char *argv[] = {"SL.RULE", "SET", "jobs",
-                          "{\"algorithm\":\"concurrency\",\"limit\":3,\"hold_timeout\":\"1h\"}"};
-    redisReply *r = NULL;
-    int rc = slc_command(c, 4, argv, NULL, &r);
-    CHECK(rc == SLC_OK, "SL.RULE SET jobs (%s)", slc_errstr(c));
-    freeReplyObject(r);
 }
 
 /* Units held on (jobs, key) as the server reports them (limit - remaining of a peek), or -1. */
@@ -209,7 +144,7 @@ static void blocking_errors(slc_client_t *c)
  * (hits) and a release of another hold ends it. */
 static void blocking_release_forgets(void)
 {
-    slc_client_t *c = connect_or_die();
+    slc_client_t *c = connect_or_die(5000);
     slc_decision_t d;
     uint64_t id = 0;
     CHECK(slc_acquire(c, "jobs", "k5", 3, 0, &d, &id) == SLC_OK && d.allowed, "k5: hold all 3");
@@ -227,67 +162,11 @@ static void blocking_release_forgets(void)
 
 /* ---- non-blocking ------------------------------------------------------------------------ */
 
-typedef struct result {
-    int status;
-    slc_decision_t d;
-    uint64_t id;
-    char errstr[SLC_ERRSTR_MAX];
-    int done;
-} result_t;
-
-static result_t results[16];
-static int order[16];
-static int norder;
-static int in_call;
-
-static void record(slc_async_t *ac, int status, const slc_decision_t *d, uint64_t id, void *arg)
-{
-    result_t *r = arg;
-    if (in_call)
-        failures++, printf("not ok - a callback ran inside the call\n");
-    r->status = status;
-    if (d != NULL)
-        r->d = *d;
-    r->id = id;
-    snprintf(r->errstr, sizeof r->errstr, "%s", slc_async_errstr(ac));
-    r->done = 1;
-    order[norder++] = (int)(r - results);
-}
-
-static void on_done(slc_async_t *ac, int status, void *arg)
-{
-    record(ac, status, NULL, 0, arg);
-}
-
-static void on_decision(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
-{
-    record(ac, status, d, 0, arg);
-}
-
-#define ASYNC(call)                                                                                \
-    do {                                                                                           \
-        in_call = 1;                                                                               \
-        int rc_ = (call);                                                                          \
-        in_call = 0;                                                                               \
-        CHECK(rc_ == SLC_OK, "%s accepted", #call);                                                \
-    } while (0)
-
-/* Runs the loop until r is done (bounded: the server answers in well under a second). */
-static void wait_done(uv_loop_t *loop, const result_t *r)
-{
-    for (int i = 0; !r->done && i < 100000; i++)
-        uv_run(loop, UV_RUN_ONCE);
-}
-
 static void nonblocking(slc_client_t *peek)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    slc_async_t *ac;
-    int rc = slc_async_connect(&loop, "127.0.0.1", port, password, &ac);
-    CHECK(rc == SLC_OK, "async connect");
-    if (rc != SLC_OK)
-        exit(1);
+    slc_async_t *ac = async_connect_or_die(&loop);
     for (int i = 0; i < 4; i++)
         ASYNC(slc_async_acquire(ac, "jobs", "a1", 1, 0, record, &results[i]));
     wait_done(&loop, &results[3]);
@@ -356,21 +235,14 @@ static void nonblocking(slc_client_t *peek)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: prog_client_holds PORT PASSWORD\n");
-        return 2;
-    }
-    port = atoi(argv[1]);
-    password = argv[2];
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    slc_client_t *c = connect_or_die();
-    make_rule(c);
+    prog_args(argc, argv, "prog_client_holds");
+    slc_client_t *c = connect_or_die(5000);
+    set_rule(c, "jobs", "{\"algorithm\":\"concurrency\",\"limit\":3,\"hold_timeout\":\"1h\"}");
     blocking_limit_and_release(c);
     blocking_expiry(c);
     blocking_errors(c);
     blocking_release_forgets();
     nonblocking(c);
     slc_free(c);
-    printf("%d/%d checks passed\n", checks - failures, checks);
-    return failures == 0 ? 0 : 1;
+    return prog_end();
 }

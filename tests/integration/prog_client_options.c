@@ -16,61 +16,11 @@
  * before sending. Non-blocking: the same through the async _ex calls. Prints one "ok" or
  * "not ok" line per check; exits 0 when all passed.
  */
-#include <hiredis/hiredis.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <uv.h>
-
-#include "sluice/client.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (cond) {                                                                                \
-            printf("ok %d - ", checks);                                                            \
-        } else {                                                                                   \
-            failures++;                                                                            \
-            printf("not ok %d - (%s:%d: %s) ", checks, __FILE__, __LINE__, #cond);                 \
-        }                                                                                          \
-        printf(__VA_ARGS__);                                                                       \
-        putchar('\n');                                                                             \
-    } while (0)
-
-static int port;
-static const char *password;
+#include "prog_common.h"
 
 static const slc_request_opts_t LOW = {.priority = "low"};
 static const slc_request_opts_t HIGH = {.priority = "high"};
 static const slc_request_opts_t CRITICAL = {.priority = "critical"};
-
-/* INFO's total_commands_processed, or -1. */
-static long long commands_processed(slc_client_t *c)
-{
-    const char *argv[] = {"INFO"};
-    redisReply *r = NULL;
-    long long v = -1;
-    if (slc_command(c, 1, argv, NULL, &r) == SLC_OK && r->type == REDIS_REPLY_STRING) {
-        const char *p = strstr(r->str, "total_commands_processed:");
-        if (p != NULL)
-            v = strtoll(p + strlen("total_commands_processed:"), NULL, 10);
-    }
-    freeReplyObject(r);
-    return v;
-}
-
-static void set_rule(slc_client_t *c, const char *name, const char *json)
-{
-    const char *argv[] = {"SL.RULE", "SET", name, json};
-    redisReply *r = NULL;
-    int rc = slc_command(c, 4, argv, NULL, &r);
-    CHECK(rc == SLC_OK, "SL.RULE SET %s (%s)", name, slc_errstr(c));
-    freeReplyObject(r);
-}
 
 static void make_rules(slc_client_t *c)
 {
@@ -103,9 +53,9 @@ static void blocking_priorities(slc_client_t *c)
     rc = slc_allow_ex(c, "tiers", "k", 1, &LOW, &d);
     CHECK(rc == SLC_OK && !d.allowed && d.retry_after_ms > 0 && !d.from_cache,
           "low is shed for the reserves above it");
-    long long before = commands_processed(c);
+    long long before = info_field(c, "total_commands_processed");
     rc = slc_allow_ex(c, "tiers", "k", 1, &LOW, &d);
-    long long after = commands_processed(c);
+    long long after = info_field(c, "total_commands_processed");
     CHECK(rc == SLC_OK && !d.allowed && !d.from_cache && after == before + 2 &&
               slc_cache_hits(c) == 0,
           "asked again, the refusal with a priority is the server's again (%lld -> %lld)", before,
@@ -196,14 +146,15 @@ static void blocking_adaptive(slc_client_t *c)
           adaptive_limit(c, "k"));
 
     slc_acquire(c, "adapt", "k2", 1, 0, &d, &a);
-    long long sent = commands_processed(c);
+    long long sent = info_field(c, "total_commands_processed");
     slc_release_opts_t neg = {.has_latency = true, .latency_us = -1};
     slc_release_opts_t over = {.has_latency = true, .latency_us = SLC_LATENCY_MAX_US + 1};
     int rc1 = slc_release_ex(c, "adapt", "k2", a, &neg);
     int rc2 = slc_release_ex(c, "adapt", "k2", a, &over);
     char why[SLC_ERRSTR_MAX];
     snprintf(why, sizeof why, "%s", slc_errstr(c));
-    CHECK(rc1 == SLC_EINVAL && rc2 == SLC_EINVAL && commands_processed(c) == sent + 1,
+    CHECK(rc1 == SLC_EINVAL && rc2 == SLC_EINVAL &&
+              info_field(c, "total_commands_processed") == sent + 1,
           "latencies of -1 us and past 1h: SLC_EINVAL, nothing sent (%s)", why);
     slc_release_opts_t max = {.has_latency = true, .latency_us = SLC_LATENCY_MAX_US};
     CHECK(slc_release_ex(c, "adapt", "k2", a, &max) == SLC_OK,
@@ -212,53 +163,11 @@ static void blocking_adaptive(slc_client_t *c)
 
 /* ---- non-blocking ------------------------------------------------------------------------ */
 
-typedef struct result {
-    int status;
-    slc_decision_t d;
-    uint64_t id;
-    char errstr[SLC_ERRSTR_MAX];
-    int done;
-} result_t;
-
-static result_t results[16];
-
-static void record(slc_async_t *ac, int status, const slc_decision_t *d, uint64_t id, void *arg)
-{
-    result_t *r = arg;
-    r->status = status;
-    if (d != NULL)
-        r->d = *d;
-    r->id = id;
-    snprintf(r->errstr, sizeof r->errstr, "%s", slc_async_errstr(ac));
-    r->done = 1;
-}
-
-static void on_done(slc_async_t *ac, int status, void *arg)
-{
-    record(ac, status, NULL, 0, arg);
-}
-
-static void on_decision(slc_async_t *ac, int status, const slc_decision_t *d, void *arg)
-{
-    record(ac, status, d, 0, arg);
-}
-
-/* Runs the loop until r is done (bounded in iterations). */
-static void wait_done(uv_loop_t *loop, const result_t *r)
-{
-    for (int i = 0; !r->done && i < 100000; i++)
-        uv_run(loop, UV_RUN_ONCE);
-}
-
 static void nonblocking(slc_client_t *c)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    slc_async_t *ac;
-    if (slc_async_connect(&loop, "127.0.0.1", port, password, &ac) != SLC_OK) {
-        CHECK(0, "async connect");
-        exit(1);
-    }
+    slc_async_t *ac = async_connect_or_die(&loop);
     result_t *r = results;
     CHECK(slc_async_allow_ex(ac, "tiers", "a", 5, &LOW, on_decision, &r[0]) == SLC_OK &&
               slc_async_allow_ex(ac, "tiers", "a", 1, &LOW, on_decision, &r[1]) == SLC_OK &&
@@ -305,18 +214,8 @@ static void nonblocking(slc_client_t *c)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: prog_client_options PORT PASSWORD\n");
-        return 2;
-    }
-    port = atoi(argv[1]);
-    password = argv[2];
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    slc_client_t *c = slc_connect("127.0.0.1", port, password, 5000);
-    if (slc_err(c) != SLC_OK) {
-        printf("not ok - connect (%s)\n", slc_errstr(c));
-        return 1;
-    }
+    prog_args(argc, argv, "prog_client_options");
+    slc_client_t *c = connect_or_die(5000);
     make_rules(c);
     blocking_priorities(c);
     blocking_acquire_priority(c);
@@ -325,6 +224,5 @@ int main(int argc, char **argv)
     /* the adaptive rule stays, with its keys: test_client.sh checks that sluiced stops cleanly,
      * its final snapshot holding them */
     slc_free(c);
-    printf("%d/%d checks passed\n", checks - failures, checks);
-    return failures == 0 ? 0 : 1;
+    return prog_end();
 }

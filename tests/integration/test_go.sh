@@ -35,10 +35,9 @@ check "the zip holds the module" test -f "$MOD/go.mod" -a -f "$MOD/client.go" -a
 check "its module path" grep -qx 'module sluice.dev/go' "$MOD/go.mod"
 
 # ---- servers ----------------------------------------------------------------------------------
-python3 - "$SLUICE_SOURCE_DIR/tests/sdk/cases.json" >"$TMP/rules.yaml" <<'EOF'
-import json, sys
-print(json.load(open(sys.argv[1]))["rules_yaml"], end="")
-print("""  - name: go-mw
+sdk_cases_rules "$TMP/rules.yaml"
+cat >>"$TMP/rules.yaml" <<'YAML'
+  - name: go-mw
     algorithm: fixed_window
     limit: 2
     window: 1h
@@ -71,22 +70,22 @@ print("""  - name: go-mw
     min_limit: 1
     max_limit: 8
     backoff: 50
-    latency_timeout: 100ms""")
-EOF
-start_sluiced sluiced --rules "$TMP/rules.yaml" || exit 1
+    latency_timeout: 100ms
+YAML
+must_start_sluiced sluiced --rules "$TMP/rules.yaml"
 MAIN_RESP=$RESP_PORT MAIN_HTTP=$HTTP_PORT
 # one sluiced per case that stops its server: the Go test stops it by its PID
 SPARES=""
 nspare=$(python3 -c 'import json,sys; print(sum(any(s["op"] == "stop_server" for s in c["steps"]) for c in json.load(open(sys.argv[1]))["cases"]))' "$SLUICE_SOURCE_DIR/tests/sdk/cases.json")
 for ((i = 0; i < nspare; i++)); do
-    start_sluiced "spare$i" --rules "$TMP/rules.yaml" || exit 1
+    must_start_sluiced "spare$i" --rules "$TMP/rules.yaml"
     SPARES+="${SPARES:+,}127.0.0.1:$RESP_PORT/$(cat "$TMP/spare$i.pid")"
 done
 # TLS: a self-signed certificate for 127.0.0.1 made here
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 \
     -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" 2>"$TMP/openssl.log" ||
     { cat "$TMP/openssl.log"; exit 1; }
-start_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" || exit 1
+must_start_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem"
 TLS_RESP=$RESP_PORT
 hold_port silent silent || exit 1
 

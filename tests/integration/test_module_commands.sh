@@ -26,7 +26,7 @@ def table(path, fn):
     return [descs[d] for d in re.findall(r'\{&(desc_\w+), ' + fn, open(path).read())]
 sl_table = table(f"{src}/server/resp_table.c", r'(?:resp_cmd_\w+)\}')
 mod_table = table(f"{src}/module/sluice_module.c", r'(?:cmd_\w+)\}')
-assert len(sl_table) == 21 and len(mod_table) == 10, (sl_table, mod_table)
+assert len(sl_table) == 22 and len(mod_table) == 10, (sl_table, mod_table)
 
 def docs_of(c, *names):
     d = c.call("COMMAND", "DOCS", *names)

@@ -32,38 +32,9 @@ cp "$SDK_DIR"/*.js "$SDK_DIR"/*.mjs "$TMP/app/"
 check installed test -f "$TMP/app/node_modules/sluice/package.json"
 
 # ---- the servers
-node -e 'process.stdout.write(require(process.argv[1]).rules_yaml)' \
-    "$SLUICE_SOURCE_DIR/tests/sdk/cases.json" >"$TMP/cases.yaml"
-cat >"$TMP/rules.yaml" <<'YAML'
-rules:
-  - name: mw-fixed
-    algorithm: fixed_window
-    limit: 2
-    window: 1h
-  - name: mw-shadow
-    algorithm: fixed_window
-    limit: 1
-    window: 1h
-    shadow: true
-  - name: mw-jobs
-    algorithm: concurrency
-    limit: 1
-    window: 1m
-  - name: mw-prio
-    algorithm: concurrency
-    limit: 2
-    hold_timeout: 1h
-    priorities: [low, high]
-    reserve: {high: 1}
-  - name: mw-adapt
-    algorithm: concurrency
-    limit: 2
-    hold_timeout: 1h
-    adaptive: aimd
-    min_limit: 1
-    max_limit: 8
-    backoff: 50
-    latency_timeout: 100ms
+sdk_cases_rules "$TMP/cases.yaml"
+middleware_rules "$TMP/rules.yaml"
+cat >>"$TMP/rules.yaml" <<'YAML'
   - name: pipe
     algorithm: sliding_log
     limit: 1000
@@ -73,17 +44,10 @@ rules:
     limit: 5
     window: 1d
 YAML
-common=(--snapshot "")
-start_sluiced cases --rules "$TMP/cases.yaml" --config-store "$TMP/cases.db" "${common[@]}" || {
-    cat "$TMP/cases.log"
-    exit 1
-}
+start_scratch_sluiced cases --rules "$TMP/cases.yaml"
 CASES_PORT=$RESP_PORT
 CASES_HTTP=$HTTP_PORT
-start_sluiced main --rules "$TMP/rules.yaml" --config-store "$TMP/main.db" "${common[@]}" || {
-    cat "$TMP/main.log"
-    exit 1
-}
+start_scratch_sluiced main --rules "$TMP/rules.yaml"
 MAIN_PORT=$RESP_PORT
 # TLS: a CA and a certificate for 127.0.0.1 made here
 (cd "$TMP" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
@@ -93,11 +57,7 @@ MAIN_PORT=$RESP_PORT
     openssl x509 -req -in tls.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out tls.pem \
         -extfile san.ext 2>/dev/null)
 check tls-certificates test -s "$TMP/tls.pem"
-start_sluiced tls --rules "$TMP/rules.yaml" --config-store "$TMP/tls.db" "${common[@]}" \
-    --tls-cert "$TMP/tls.pem" --tls-key "$TMP/tls.key" || {
-    cat "$TMP/tls.log"
-    exit 1
-}
+start_scratch_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/tls.pem" --tls-key "$TMP/tls.key"
 TLS_PORT=$RESP_PORT
 start_redis redis --save "" --appendonly no || exit 1
 
@@ -120,7 +80,7 @@ serve_requests() {
             stop_bg "$name" TERM
         else
             start_sluiced_at "$name" "$CASES_PORT" "$CASES_HTTP" --rules "$TMP/cases.yaml" \
-                --config-store "$TMP/cases.db" "${common[@]}"
+                --config-store "$TMP/cases.db" --snapshot ""
         fi
         touch "$base.done"
     done

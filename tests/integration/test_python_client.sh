@@ -8,9 +8,8 @@ set -u
 need openssl
 python_venv || { echo "could not install the wheel"; exit 1; }
 
-"$PY" -c 'import json; print(json.load(open("'"$SLUICE_SOURCE_DIR"'/tests/sdk/cases.json"))["rules_yaml"])' \
-    >"$TMP/rules.yaml"
-start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
+sdk_cases_rules "$TMP/rules.yaml"
+start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
 check "every case of tests/sdk/cases.json, sync and async" \
@@ -26,8 +25,7 @@ check "the wheel is named with it" test "$(basename "$WHEEL")" = "sluice-$versio
 # TLS: a self-signed certificate for 127.0.0.1, the client checking it against that certificate
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 \
     -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null || exit 1
-start_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" \
-    --config-store "$TMP/tls.db" --snapshot "" || { cat "$TMP/tls.log"; exit 1; }
+start_scratch_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem"
 export SLUICE_TLS_PORT=$RESP_PORT SLUICE_TLS_CA=$TMP/cert.pem
 
 check "client behaviours beyond the shared table" "$PY" "$SLUICE_SOURCE_DIR/tests/python/client.py"

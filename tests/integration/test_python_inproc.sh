@@ -15,7 +15,7 @@ if sanitized "$SLUICE_LIBRARY"; then
     exit 77
 fi
 
-start_sluiced sluiced --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
+start_scratch_sluiced sluiced
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 check "the in-process binding" "$PY" "$SLUICE_SOURCE_DIR/tests/python/inproc.py"
 finish

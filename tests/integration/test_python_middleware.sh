@@ -9,38 +9,8 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
 python_venv || { echo "could not install the wheel"; exit 1; }
 
-cat >"$TMP/rules.yaml" <<'YAML'
-rules:
-  - name: mw-fixed
-    algorithm: fixed_window
-    limit: 2
-    window: 1h
-  - name: mw-shadow
-    algorithm: fixed_window
-    limit: 1
-    window: 1h
-    shadow: true
-  - name: mw-jobs
-    algorithm: concurrency
-    limit: 1
-    hold_timeout: 1h
-  - name: mw-prio
-    algorithm: concurrency
-    limit: 2
-    hold_timeout: 1h
-    priorities: [low, high]
-    reserve: {high: 1}
-  - name: mw-adapt
-    algorithm: concurrency
-    limit: 2
-    hold_timeout: 1h
-    adaptive: aimd
-    min_limit: 1
-    max_limit: 8
-    backoff: 50
-    latency_timeout: 100ms
-YAML
-start_sluiced sluiced --rules "$TMP/rules.yaml" --config-store "$TMP/sluiced.db" --snapshot "" || { cat "$TMP/sluiced.log"; exit 1; }
+middleware_rules "$TMP/rules.yaml"
+start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
 for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
