@@ -24,6 +24,9 @@ type sdkStep struct {
 	Save      string                     `json:"save"`
 	Hold      json.RawMessage            `json:"hold"`
 	Ms        int64                      `json:"ms"`
+	Priority  string                     `json:"priority"`
+	LatencyMs *float64                   `json:"latency_ms"`
+	Dropped   bool                       `json:"dropped"`
 	Expect    map[string]json.RawMessage `json:"expect"`
 }
 
@@ -98,22 +101,27 @@ func (r *caseRun) step(t *testing.T, st sdkStep) (map[string]interface{}, error)
 	}
 	var d Decision
 	var err error
+	ro := RequestOptions{Priority: st.Priority}
 	switch st.Op {
 	case "allow":
-		d, err = r.c.Allow(ctx, st.Rule, key, cost)
+		d, err = r.c.AllowWith(ctx, st.Rule, key, cost, ro)
 	case "peek":
-		d, err = r.c.Peek(ctx, st.Rule, key)
+		d, err = r.c.PeekWith(ctx, st.Rule, key, ro)
 	case "settle":
 		d, err = r.c.Settle(ctx, st.Rule, key, st.Reserved, st.Actual)
 	case "reset":
 		return nil, r.c.Reset(ctx, st.Rule, key)
 	case "acquire":
-		d, err = r.c.Acquire(ctx, st.Rule, key, cost, time.Duration(st.TimeoutMs)*time.Millisecond)
+		d, err = r.c.AcquireWith(ctx, st.Rule, key, cost, time.Duration(st.TimeoutMs)*time.Millisecond, ro)
 		if err == nil && st.Save != "" {
 			r.holds[st.Save] = d.HoldID
 		}
 	case "release":
-		return nil, r.c.Release(ctx, st.Rule, key, r.holdID(t, st.Hold))
+		o := ReleaseOptions{Dropped: st.Dropped}
+		if st.LatencyMs != nil {
+			o.Latency = time.Duration(*st.LatencyMs * float64(time.Millisecond))
+		}
+		return nil, r.c.ReleaseWith(ctx, st.Rule, key, r.holdID(t, st.Hold), o)
 	case "advance_ms":
 		r.nowNs.Add(st.Ms * int64(time.Millisecond))
 		return nil, nil

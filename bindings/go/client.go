@@ -151,12 +151,41 @@ func (c *Client) Close() error {
 // CacheHits is the count of calls the over-limit cache answered since the client was made.
 func (c *Client) CacheHits() int64 { return c.hits.Load() }
 
+// RequestOptions are the options of AllowWith, PeekWith and AcquireWith. The zero value is none.
+type RequestOptions struct {
+	// Priority is one of the rule's priorities (PRIORITY p); "": none, the rule's lowest. The
+	// decision is that priority's view (Remaining: what a request of that priority could still
+	// take). A request with a priority is never answered by the over-limit cache, nor is its
+	// refusal kept there (a refusal of one priority says nothing of another). A priority the
+	// rule lacks, or one for a rule without priorities, is sluiced's *ServerError.
+	Priority string
+}
+
+// ReleaseOptions are the options of ReleaseWith: what the hold's work did, reported to an
+// adaptive limit (a rule with `adaptive: aimd` or `vegas`; a fixed limit ignores them). The
+// zero value reports nothing.
+type ReleaseOptions struct {
+	// Latency is the work's latency (LATENCY), sent in whole microseconds; 0: not reported. At
+	// most LatencyMax; a negative or a longer one is an error, and nothing is sent.
+	Latency time.Duration
+	// Dropped: the work was dropped, timed out or failed for load (DROPPED).
+	Dropped bool
+}
+
+// LatencyMax is the longest latency a release reports.
+const LatencyMax = time.Hour
+
 // Allow asks for cost units (SL.ALLOW rule key [COST n]); cost 0 peeks. A refusal is a
 // Decision with Allowed false, not an error. Errors: *ServerError (an unknown rule, a cost the
 // rule can never admit: sluiced's text), *UnreachableError (unless OnUnreachable decides),
 // *ProtocolError, the ctx's cancellation.
 func (c *Client) Allow(ctx context.Context, rule, key string, cost int64) (Decision, error) {
-	res, err := c.Pipeline(ctx, []Request{{Rule: rule, Key: key, Cost: cost}})
+	return c.AllowWith(ctx, rule, key, cost, RequestOptions{})
+}
+
+// AllowWith is Allow with options: SL.ALLOW rule key [COST n] [PRIORITY p].
+func (c *Client) AllowWith(ctx context.Context, rule, key string, cost int64, o RequestOptions) (Decision, error) {
+	res, err := c.Pipeline(ctx, []Request{{Rule: rule, Key: key, Cost: cost, Priority: o.Priority}})
 	if err != nil {
 		return Decision{}, err
 	}
@@ -165,18 +194,25 @@ func (c *Client) Allow(ctx context.Context, rule, key string, cost int64) (Decis
 
 // Peek reports the key without charging it (SL.PEEK rule key); never answered by the cache.
 func (c *Client) Peek(ctx context.Context, rule, key string) (Decision, error) {
-	res, err := c.Pipeline(ctx, []Request{{Rule: rule, Key: key, Peek: true}})
+	return c.PeekWith(ctx, rule, key, RequestOptions{})
+}
+
+// PeekWith is Peek with options: SL.PEEK rule key [PRIORITY p], that priority's view.
+func (c *Client) PeekWith(ctx context.Context, rule, key string, o RequestOptions) (Decision, error) {
+	res, err := c.Pipeline(ctx, []Request{{Rule: rule, Key: key, Peek: true, Priority: o.Priority}})
 	if err != nil {
 		return Decision{}, err
 	}
 	return res[0].Decision, res[0].Err
 }
 
-// Request is one decision of a Pipeline call: SL.ALLOW rule key [COST n], or SL.PEEK when Peek.
+// Request is one decision of a Pipeline call: SL.ALLOW rule key [COST n] [PRIORITY p], or
+// SL.PEEK rule key [PRIORITY p] when Peek.
 type Request struct {
 	Rule, Key string
 	Cost      int64 // units (Allow); ignored by a peek
 	Peek      bool
+	Priority  string // RequestOptions.Priority: "" none; else the over-limit cache stays out
 }
 
 // Result is a Request's answer: a Decision, or an error of that request alone (a
@@ -204,7 +240,7 @@ func (c *Client) Pipeline(ctx context.Context, reqs []Request) ([]Result, error)
 			res[i].Err = fmt.Errorf("sluice: cost must be >= 0, not %d", rq.Cost)
 			continue
 		}
-		if !rq.Peek {
+		if !rq.Peek && rq.Priority == "" {
 			if d, ok := c.cache.lookup(h, rq.Cost, now); ok {
 				c.hits.Add(1)
 				res[i].Decision = d
@@ -229,7 +265,7 @@ func (c *Client) Pipeline(ctx context.Context, reqs []Request) ([]Result, error)
 	for j, i := range sent {
 		d, err := decisionFromReply(reps[j], false)
 		res[i] = Result{Decision: d, Err: err}
-		if err == nil {
+		if err == nil && reqs[i].Priority == "" {
 			cost := reqs[i].Cost
 			if reqs[i].Peek {
 				cost = 0
@@ -241,13 +277,19 @@ func (c *Client) Pipeline(ctx context.Context, reqs []Request) ([]Result, error)
 }
 
 func requestArgs(rq Request) []string {
-	if rq.Peek {
-		return []string{"SL.PEEK", rq.Rule, rq.Key}
+	var args []string
+	switch {
+	case rq.Peek:
+		args = []string{"SL.PEEK", rq.Rule, rq.Key}
+	case rq.Cost == 1:
+		args = []string{"SL.ALLOW", rq.Rule, rq.Key}
+	default:
+		args = []string{"SL.ALLOW", rq.Rule, rq.Key, "COST", strconv.FormatInt(rq.Cost, 10)}
 	}
-	if rq.Cost == 1 {
-		return []string{"SL.ALLOW", rq.Rule, rq.Key}
+	if rq.Priority != "" {
+		args = append(args, "PRIORITY", rq.Priority)
 	}
-	return []string{"SL.ALLOW", rq.Rule, rq.Key, "COST", strconv.FormatInt(rq.Cost, 10)}
+	return args
 }
 
 // pipelineFailed gives the requests that were sent the fallback decision, or returns err.
@@ -326,6 +368,12 @@ func (c *Client) Reset(ctx context.Context, rule, key string) error {
 // lives at most timeout (0: the rule's hold_timeout): SL.ACQUIRE rule key [COST n] [TIMEOUT
 // ms]. Admitted, Decision.HoldID names the hold to Release. Never answered by the cache.
 func (c *Client) Acquire(ctx context.Context, rule, key string, cost int64, timeout time.Duration) (Decision, error) {
+	return c.AcquireWith(ctx, rule, key, cost, timeout, RequestOptions{})
+}
+
+// AcquireWith is Acquire with options: SL.ACQUIRE rule key [COST n] [TIMEOUT ms] [PRIORITY p].
+func (c *Client) AcquireWith(ctx context.Context, rule, key string, cost int64, timeout time.Duration,
+	o RequestOptions) (Decision, error) {
 	if cost < 0 {
 		return Decision{}, fmt.Errorf("sluice: cost must be >= 0, not %d", cost)
 	}
@@ -335,6 +383,9 @@ func (c *Client) Acquire(ctx context.Context, rule, key string, cost int64, time
 	}
 	if timeout > 0 {
 		args = append(args, "TIMEOUT", strconv.FormatInt(ceilMs(timeout), 10))
+	}
+	if o.Priority != "" {
+		args = append(args, "PRIORITY", o.Priority)
 	}
 	rep, err := c.command(ctx, args...)
 	if err != nil {
@@ -352,7 +403,24 @@ func (c *Client) Acquire(ctx context.Context, rule, key string, cost int64, time
 // (released before, expired, never made) is a *ServerError "ERR no such hold: ...", and
 // nothing changes.
 func (c *Client) Release(ctx context.Context, rule, key string, holdID int64) error {
-	_, err := c.command(ctx, "SL.RELEASE", rule, key, strconv.FormatInt(holdID, 10))
+	return c.ReleaseWith(ctx, rule, key, holdID, ReleaseOptions{})
+}
+
+// ReleaseWith is Release with a report of the hold's work: SL.RELEASE rule key id [LATENCY
+// <us>us] [DROPPED]. A Latency outside 0 .. LatencyMax is an error, and nothing is sent.
+func (c *Client) ReleaseWith(ctx context.Context, rule, key string, holdID int64, o ReleaseOptions) error {
+	args := []string{"SL.RELEASE", rule, key, strconv.FormatInt(holdID, 10)}
+	if o.Latency < 0 || o.Latency > LatencyMax {
+		return fmt.Errorf("sluice: latency must be 0 .. %v, not %v", LatencyMax, o.Latency)
+	}
+	if o.Latency > 0 {
+		us := (o.Latency + time.Microsecond/2) / time.Microsecond // rounded to the microsecond
+		args = append(args, "LATENCY", strconv.FormatInt(int64(us), 10)+"us")
+	}
+	if o.Dropped {
+		args = append(args, "DROPPED")
+	}
+	_, err := c.command(ctx, args...)
 	if err == nil {
 		c.forget(rule, key)
 	}

@@ -7,9 +7,11 @@ package sluice
 // An in-flight rule (algorithm: concurrency) acquires on the way in and releases when the
 // handler returns: after the response, also when the handler panics and when the client went
 // away mid-response (net/http cancels the request's context; the handler returns). The
-// release never uses the request's context, which is cancelled by then.
+// release never uses the request's context, which is cancelled by then. With Report, the
+// release reports the request's latency and whether it was dropped, for an adaptive limit.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -100,6 +102,17 @@ type Limiter struct {
 	Key    KeyFunc // nil: KeyIP(32, 128)
 	// Cost is the units a request takes; nil: 1.
 	Cost func(r *http.Request) int64
+	// Priority is the request's priority under a rule with `priorities` (PRIORITY p); nil or
+	// "": none, the rule's lowest. A priority the rule lacks is sluiced's *ServerError, which
+	// goes to OnError (by default a 503).
+	Priority func(r *http.Request) string
+	// Report: an in-flight rule's release reports the request's latency (from the middleware
+	// getting it to the handler's return) and DROPPED when the handler panicked, the status was
+	// a 5xx, or the client went away before the handler returned (the request's context was
+	// cancelled), for an adaptive limit (`adaptive: aimd` or `vegas`). Off by default: a 5xx or
+	// a client that gives up is not always load, and a sluiced older than LATENCY refuses such
+	// a release (the hold then lives to its timeout).
+	Report bool
 	// InFlight: the rule is an in-flight rule (algorithm: concurrency). A request acquires a
 	// hold on the way in and releases it when the handler returns, however it returns.
 	InFlight bool
@@ -129,6 +142,7 @@ const windowRetry = time.Minute
 // Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started := time.Now()
 		key, err := l.keyOf(r)
 		if err != nil {
 			writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
@@ -138,17 +152,32 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		if l.Cost != nil {
 			cost = l.Cost(r)
 		}
+		var o RequestOptions
+		if l.Priority != nil {
+			o.Priority = l.Priority(r)
+		}
 		var d Decision
 		if l.InFlight {
-			d, err = l.Client.Acquire(r.Context(), l.Rule, key, cost, l.HoldTimeout)
+			d, err = l.Client.AcquireWith(r.Context(), l.Rule, key, cost, l.HoldTimeout, o)
 		} else {
-			d, err = l.Client.Allow(r.Context(), l.Rule, key, cost)
+			d, err = l.Client.AllowWith(r.Context(), l.Rule, key, cost, o)
 		}
 		if err != nil {
 			l.fail(w, r, err)
 			return
 		}
-		if d.HoldID != 0 {
+		if d.HoldID != 0 && l.Report {
+			sw := &statusWriter{ResponseWriter: w}
+			w = sw
+			defer func() {
+				p := recover()
+				l.releaseWith(key, d.HoldID, ReleaseOptions{Latency: minDuration(time.Since(started), LatencyMax),
+					Dropped: p != nil || sw.status >= 500 || r.Context().Err() != nil})
+				if p != nil {
+					panic(p)
+				}
+			}()
+		} else if d.HoldID != 0 {
 			defer l.release(key, d.HoldID)
 		}
 		if !d.Fallback {
@@ -203,12 +232,60 @@ func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error) {
 // release frees the hold after the handler, with a context of its own: the request's is
 // cancelled once the client has gone.
 func (l *Limiter) release(key string, id int64) {
+	l.releaseWith(key, id, ReleaseOptions{})
+}
+
+// releaseWith is release with a report (Report).
+func (l *Limiter) releaseWith(key string, id int64, o ReleaseOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
 	defer cancel()
-	if err := l.Client.Release(ctx, l.Rule, key, id); err != nil && l.OnReleaseError != nil {
+	if err := l.Client.ReleaseWith(ctx, l.Rule, key, id, o); err != nil && l.OnReleaseError != nil {
 		l.OnReleaseError(err)
 	}
 }
+
+func minDuration(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// statusWriter notes the status the handler answers (200 when it writes without one); Flush
+// and Hijack reach the writer it wraps, as Unwrap does for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 { // 1xx: informational, the status is still to come
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("sluice: the ResponseWriter cannot be hijacked")
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // setHeaders sets RateLimit-Policy and RateLimit as sluiced does:
 // `"api";q=100;w=60` and `"api";r=42;t=1`.

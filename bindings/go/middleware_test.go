@@ -229,6 +229,128 @@ func TestMiddlewareInFlightReleasedWhenTheClientDisconnects(t *testing.T) {
 	}
 }
 
+// Priority: a request's priority from a header. With one of the two slots held, low (and none,
+// the lowest) are shed for high's reserve of 1, high passes; an unknown priority is sluiced's
+// error, answered by OnError (the default: a 503 that says it).
+func TestMiddlewarePriority(t *testing.T) {
+	c := newClient(t, Options{})
+	key := runID + "prio"
+	held, err := c.Acquire(bg(t), "go-mw-prio", key, 1, 0)
+	if err != nil || held.HoldID == 0 {
+		t.Fatalf("a first hold: %+v %v", held, err)
+	}
+	defer c.Release(bg(t), "go-mw-prio", key, held.HoldID)
+	lim := &Limiter{Client: c, Rule: "go-mw-prio", InFlight: true, Window: time.Hour,
+		Key:      func(*http.Request) (string, error) { return key, nil },
+		Priority: func(r *http.Request) string { return r.Header.Get("X-Priority") }}
+	srv := serve(t, lim.Middleware(okHandler))
+	status := func(p string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		if p != "" {
+			req.Header.Set("X-Priority", p)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		p    string
+		want int
+	}{{"low", 429}, {"", 429}, {"high", 200}} {
+		if got, body := status(tc.p); got != tc.want {
+			t.Fatalf("priority %q: %d %s, want %d", tc.p, got, body, tc.want)
+		}
+	}
+	if got, body := status("urgent"); got != 503 || !strings.Contains(body, "unknown priority 'urgent'") {
+		t.Fatalf("an unknown priority: %d %s, want 503 with sluiced's error", got, body)
+	}
+}
+
+// adaptiveLimit is go-mw-adapt's limit for key once every hold of it is released, or -1.
+func adaptiveLimit(t *testing.T, c *Client, key string) int64 {
+	limit := int64(-1)
+	if !poll(func() bool {
+		d, err := c.Peek(bg(t), "go-mw-adapt", key)
+		limit = d.Limit
+		return err == nil && d.Remaining == d.Limit
+	}) {
+		return -1
+	}
+	return limit
+}
+
+// Report: an adaptive (aimd) rule from a limit of 2, latency_timeout 100ms. Two fast requests
+// (a window) grow it to 3; a window with a 5xx, a panic, a request slower than latency_timeout
+// or a client gone before the end halves it to 1; without Report nothing moves it.
+func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
+	c := newClient(t, Options{})
+	var key atomic.Value
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/e500":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "/panic":
+			panic("the handler failed")
+		case "/slow":
+			time.Sleep(150 * time.Millisecond)
+		case "/gone":
+			io.WriteString(w, "first chunk\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(30 * time.Second):
+			}
+		}
+		io.WriteString(w, "ok")
+	})
+	mk := func(report bool) *httptest.Server {
+		lim := &Limiter{Client: c, Rule: "go-mw-adapt", InFlight: true, Window: time.Hour, Report: report,
+			Key: func(*http.Request) (string, error) { return key.Load().(string), nil }}
+		return serve(t, lim.Middleware(handler))
+	}
+	reporting, quiet := mk(true), mk(false)
+	run := func(srv *httptest.Server, name string, paths ...string) int64 {
+		k := runID + "adapt-" + name
+		key.Store(k)
+		for _, p := range paths {
+			if p == "/gone" {
+				conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(conn, "GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
+				br := bufio.NewReader(conn)
+				for i := 0; i < 50; i++ {
+					if line, err := br.ReadString('\n'); err != nil || line == "first chunk\n" {
+						break
+					}
+				}
+				conn.Close()
+			} else if resp, err := http.Get(srv.URL + p); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			adaptiveLimit(t, c, k) // one request at a time: each release lands before the next
+		}
+		return adaptiveLimit(t, c, k)
+	}
+	if got := run(reporting, "grow", "/ok", "/ok"); got != 3 {
+		t.Fatalf("two fast requests: limit %d, want 3", got)
+	}
+	for _, p := range []string{"/e500", "/panic", "/slow", "/gone"} {
+		if got := run(reporting, "drop"+p[1:], "/ok", p); got != 1 {
+			t.Fatalf("%s is a drop: limit %d, want 1", p, got)
+		}
+	}
+	if got := run(quiet, "quiet", "/ok", "/ok", "/e500", "/slow"); got != 2 {
+		t.Fatalf("without Report: limit %d, want 2", got)
+	}
+}
+
 // The client's OnUnreachable in the middleware: deny is a 429 with Retry-After and no
 // RateLimit fields, allow passes, raise is a 503 problem.
 func TestMiddlewareOnUnreachable(t *testing.T) {

@@ -27,7 +27,8 @@
 #                               $TMP/NAME.db and no snapshot, then ARGS
 #   sdk_cases_rules FILE        writes the rules of tests/sdk/cases.json (its rules_yaml) to FILE
 #   middleware_rules FILE       writes to FILE the rules the language packages' middleware tests
-#                               share (mw-fixed, mw-shadow, mw-jobs); a test may append its own
+#                               share (mw-fixed, mw-shadow, mw-jobs, mw-prio with priorities and
+#                               a reserve, mw-adapt with an aimd limit); a test may append its own
 #   start_tight_sluiced PASS    writes $TMP/rules.yaml (one rule, "tight") and starts it as NAME
 #                               "sluiced" with a store and snapshot in $TMP and password PASS;
 #                               prints the log and exits 1 if sluiced does not come up
@@ -238,6 +239,21 @@ rules:
     algorithm: concurrency
     limit: 1
     hold_timeout: 1h
+  - name: mw-prio
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    priorities: [low, high]
+    reserve: {high: 1}
+  - name: mw-adapt
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
+    latency_timeout: 100ms
 YAML
 }
 

@@ -8,10 +8,12 @@
  * sluiced must listen on 127.0.0.1:PORT with the table's rules_yaml. Each case gets a fresh
  * blocking handle (slc_connect) with the case's cache_size (slc_set_cache_size), a fake clock
  * (slc_set_clock; advance_ms moves it) and keys prefixed with a string fresh to this run. The
- * ops map to slc_allow, slc_peek, slc_settle (no AT), slc_reset, slc_acquire, slc_release and
- * slc_cache_hits. stop_server and the restart after such a case are asked of the script through
- * HANDSHAKE_DIR: the program makes the file "stop" (or "start") there and waits, at most 120 s,
- * for "stop.done" (or "start.done").
+ * ops map to slc_allow_ex, slc_peek_ex, slc_settle (no AT), slc_reset, slc_acquire_ex,
+ * slc_release_ex and slc_cache_hits: a step's "priority" is slc_request_opts_t's priority (none:
+ * NULL options), its "latency_ms" (a number, fractions allowed) slc_release_opts_t's latency_us
+ * rounded to the microsecond and "dropped" its dropped. stop_server and the restart after such a
+ * case are asked of the script through HANDSHAKE_DIR: the program makes the file "stop" (or
+ * "start") there and waits, at most 120 s, for "stop.done" (or "start.done").
  *
  * on_unreachable: the C client has no such option; failing open or closed is its caller's choice
  * (docs/client.md, "When sluiced cannot be reached"). For a case that sets it, the runner applies
@@ -157,6 +159,13 @@ static int64_t int_field(json_t *step, const char *name, int64_t absent)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : absent;
 }
 
+/* The step's request options: its "priority" in *o, and o itself; NULL when it names none. */
+static const slc_request_opts_t *request_opts(json_t *step, slc_request_opts_t *o)
+{
+    *o = (slc_request_opts_t){.priority = json_string_value(json_object_get(step, "priority"))};
+    return o->priority != NULL ? o : NULL;
+}
+
 /* The step's key with the run's prefix, in buf. */
 static const char *step_key(ctx_t *x, json_t *step, char *buf, size_t len)
 {
@@ -170,15 +179,18 @@ typedef int (*op_fn)(ctx_t *x, json_t *step, outcome_t *o);
 static int op_allow(ctx_t *x, json_t *step, outcome_t *o)
 {
     char key[256];
-    int rc = slc_allow(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
-                       int_field(step, "cost", 1), &o->d);
+    slc_request_opts_t ro;
+    int rc = slc_allow_ex(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
+                          int_field(step, "cost", 1), request_opts(step, &ro), &o->d);
     return allow_or_fallback(&x->caller, rc, &o->d, &o->fallback);
 }
 
 static int op_peek(ctx_t *x, json_t *step, outcome_t *o)
 {
     char key[256];
-    int rc = slc_peek(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key), &o->d);
+    slc_request_opts_t ro;
+    int rc = slc_peek_ex(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
+                         request_opts(step, &ro), &o->d);
     return allow_or_fallback(&x->caller, rc, &o->d, &o->fallback);
 }
 
@@ -200,9 +212,10 @@ static int op_reset(ctx_t *x, json_t *step, outcome_t *o)
 static int op_acquire(ctx_t *x, json_t *step, outcome_t *o)
 {
     char key[256];
-    int rc = slc_acquire(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
-                         int_field(step, "cost", 1), int_field(step, "timeout_ms", 0), &o->d,
-                         &o->hold_id);
+    slc_request_opts_t ro;
+    int rc = slc_acquire_ex(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
+                            int_field(step, "cost", 1), int_field(step, "timeout_ms", 0),
+                            request_opts(step, &ro), &o->d, &o->hold_id);
     const char *save = json_string_value(json_object_get(step, "save"));
     if (rc == SLC_OK && save != NULL && x->nholds < HOLDS_MAX) {
         snprintf(x->holds[x->nholds].name, sizeof x->holds[0].name, "%s", save);
@@ -226,8 +239,14 @@ static int op_release(ctx_t *x, json_t *step, outcome_t *o)
 {
     char key[256];
     (void)o;
-    return slc_release(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
-                       hold_of(x, json_object_get(step, "hold")));
+    json_t *latency = json_object_get(step, "latency_ms");
+    double us = json_number_value(latency) * 1000; /* rounded half away from zero */
+    slc_release_opts_t ro = {.has_latency = json_is_number(latency),
+                             .latency_us = (int64_t)(us < 0 ? us - 0.5 : us + 0.5),
+                             .dropped = json_is_true(json_object_get(step, "dropped"))};
+    return slc_release_ex(x->c, str_field(step, "rule"), step_key(x, step, key, sizeof key),
+                          hold_of(x, json_object_get(step, "hold")),
+                          ro.has_latency || ro.dropped ? &ro : NULL);
 }
 
 static int op_advance_ms(ctx_t *x, json_t *step, outcome_t *o)

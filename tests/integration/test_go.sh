@@ -56,6 +56,21 @@ cat >>"$TMP/rules.yaml" <<'YAML'
     window: 1h
     burst: 1
     max_delay: 2h
+  - name: go-mw-prio
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    priorities: [low, high]
+    reserve: {high: 1}
+  - name: go-mw-adapt
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
+    latency_timeout: 100ms
 YAML
 must_start_sluiced sluiced --rules "$TMP/rules.yaml"
 MAIN_RESP=$RESP_PORT MAIN_HTTP=$HTTP_PORT

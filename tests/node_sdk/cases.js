@@ -35,16 +35,17 @@ async function runStep(ctx, step, where) {
   const { client, prefix, holds } = ctx;
   const key = step.key === undefined ? undefined : prefix + step.key;
   switch (step.op) {
-    case 'allow': return client.allow(step.rule, key, step.cost === undefined ? 1 : step.cost);
-    case 'peek': return client.peek(step.rule, key);
+    case 'allow': return client.allow(step.rule, key, step.cost === undefined ? 1 : step.cost, { priority: step.priority });
+    case 'peek': return client.peek(step.rule, key, { priority: step.priority });
     case 'settle': return client.settle(step.rule, key, step.reserved, step.actual);
     case 'reset': return client.reset(step.rule, key);
     case 'acquire': {
-      const d = await client.acquire(step.rule, key, { cost: step.cost, timeoutMs: step.timeout_ms });
+      const d = await client.acquire(step.rule, key, { cost: step.cost, timeoutMs: step.timeout_ms, priority: step.priority });
       if (step.save) holds[step.save] = d.holdId;
       return d;
     }
-    case 'release': return client.release(step.rule, key, typeof step.hold === 'string' ? holds[step.hold] : step.hold);
+    case 'release': return client.release(step.rule, key, typeof step.hold === 'string' ? holds[step.hold] : step.hold,
+      { latencyMs: step.latency_ms, dropped: step.dropped });
     case 'advance_ms': ctx.now += step.ms; return undefined;
     case 'stop_server': await serverCtl('stop', 'cases'); ctx.stopped = true; return undefined;
     case 'cache_hits': return { count: client.cacheHits };

@@ -3,7 +3,8 @@
 // middleware over a real sluiced: 429 with problem+json and sluiced's RateLimit headers, a
 // shadow rule that never blocks, onUnreachable, a key the request lacks (400), and an in-flight
 // rule whose hold is released when the response ends, when the handler throws, and when the
-// client disconnects in the middle of the response.
+// client disconnects in the middle of the response; a priority read from the request, and the
+// releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -12,7 +13,9 @@ const net = require('node:net');
 const sluice = require('sluice');
 const express = require('express');
 const Fastify = require('fastify');
-const { env, poll, runPrefix, patient } = require('./common');
+const { env, poll, sleep, runPrefix, patient } = require('./common');
+
+const SLOW_MS = 150; // past mw-adapt's latency_timeout of 100ms
 
 const port = Number(env('SDK_PORT'));
 
@@ -25,8 +28,9 @@ async function closedPort() {
   return p;
 }
 
-// The routes both frameworks serve: /ok answers, /boom throws, /stream writes a first chunk and
-// then waits until `release` is called (or forever).
+// The routes both frameworks serve: /ok answers, /boom throws, /e500 answers 500, /slow answers
+// after SLOW_MS, /stream writes a first chunk and then waits until `release` is called (or
+// forever).
 function routes(state) {
   return {
     ok: () => 'ok',
@@ -47,6 +51,11 @@ async function expressApp(limits) {
     const mw = sluice.express(opts);
     app.get(`/${path}/ok`, mw, (req, res) => res.send(r.ok()));
     app.get(`/${path}/boom`, mw, () => r.boom());
+    app.get(`/${path}/e500`, mw, (req, res) => res.status(500).send('failed'));
+    app.get(`/${path}/slow`, mw, async (req, res) => {
+      await sleep(SLOW_MS);
+      res.send('ok');
+    });
     app.get(`/${path}/stream`, mw, async (req, res) => {
       await r.stream(res);
       res.end('done');
@@ -77,6 +86,11 @@ async function fastifyApp(limits) {
       scope.register(sluice.fastify(opts));
       scope.get(`/${path}/ok`, async () => r.ok());
       scope.get(`/${path}/boom`, async () => r.boom());
+      scope.get(`/${path}/e500`, async (request, reply) => reply.code(500).send('failed'));
+      scope.get(`/${path}/slow`, async () => {
+        await sleep(SLOW_MS);
+        return 'ok';
+      });
       scope.get(`/${path}/stream`, (request, reply) => {
         reply.hijack();
         reply.raw.writeHead(200, { 'content-type': 'text/plain' });
@@ -218,6 +232,73 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
       assert.ok(await poll(free), 'released after the client disconnected mid-response');
       assert.equal(app.state.waiting.length, 1, 'the handler had not finished: the disconnect released it');
       assert.equal((await get(`${app.base}/jobs/ok`, user)).status, 200);
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+}
+
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: a priority from the request; an unknown one is sluiced's error (500)`, async () => {
+    const client = new sluice.Client({ ...patient, port });
+    const app = await make({
+      prio: { client, rule: 'mw-prio', key: sluice.keys.header('x-user'), priority: (req) => req.headers['x-priority'] },
+    });
+    const u = `${runPrefix()}erin`;
+    const held = await client.acquire('mw-prio', u); // 1 of 2: a low request would leave high none
+    try {
+      assert.ok(held.allowed);
+      const status = async (p) => (await get(`${app.base}/prio/ok`, { 'x-user': u, ...(p ? { 'x-priority': p } : {}) })).status;
+      assert.equal(await status('low'), 429, 'low is shed for the reserve of high');
+      assert.equal(await status(null), 429, 'none is the lowest');
+      assert.equal(await status('high'), 200, 'high passes');
+      assert.equal(await status('urgent'), 500, 'an unknown priority is an error, not a decision');
+    } finally {
+      await client.release('mw-prio', u, held.holdId);
+      await app.close();
+      await client.close();
+    }
+  });
+
+  test(`${name}: report: releases report latency and drops to an adaptive limit; without it, nothing`, async () => {
+    const client = new sluice.Client({ ...patient, port });
+    const user = sluice.keys.header('x-user');
+    const app = await make({
+      adapt: { client, rule: 'mw-adapt', key: user, report: true },
+      quiet: { client, rule: 'mw-adapt', key: user },
+    });
+    // mw-adapt's limit for u once every hold of it is released
+    const limit = async (u) => {
+      let seen;
+      const settled = await poll(async () => {
+        const d = await client.peek('mw-adapt', u);
+        seen = d.limit;
+        return d.remaining === d.limit;
+      });
+      assert.ok(settled, `the holds of ${u} were released`);
+      return seen;
+    };
+    const run = async (tag, paths) => {
+      const u = `${runPrefix()}${tag}`;
+      for (const p of paths) {
+        await (await get(`${app.base}${p}`, { 'x-user': u })).text();
+        await limit(u); // one request at a time: each release lands before the next
+      }
+      return limit(u);
+    };
+    try {
+      assert.equal(await run('grow', ['/adapt/ok', '/adapt/ok']), 3, 'a window of two fast requests grows the limit 2 -> 3');
+      for (const p of ['/adapt/e500', '/adapt/boom', '/adapt/slow']) {
+        assert.equal(await run('drop', ['/adapt/ok', p]), 1, `${p} is a drop (5xx, thrown, slower than latency_timeout): halved to 1`);
+      }
+      const u = `${runPrefix()}gone`;
+      const { req } = await openStream(`${app.base}/adapt/stream`, { 'x-user': u });
+      req.destroy();
+      await limit(u);
+      await (await get(`${app.base}/adapt/ok`, { 'x-user': u })).text();
+      assert.equal(await limit(u), 1, 'a client gone mid-response is a drop');
+      assert.equal(await run('quiet', ['/quiet/ok', '/quiet/ok', '/quiet/boom', '/quiet/slow']), 2, 'no report (the default): the limit stays 2');
     } finally {
       await app.close();
       await client.close();

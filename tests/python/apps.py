@@ -9,6 +9,10 @@
   /open/ok       rule mw-fixed through a client of a sluiced that is down, failing open
   /closed/ok     the same, failing closed
   /jobs/stream   a streaming body of 64 KiB chunks, 6000 at most (two minutes), one every 20 ms
+  /prio/ok       rule mw-prio (in flight, limit 2, high's reserve 1), the priority from X-Priority
+  /adapt/...     rule mw-adapt (in flight, adaptive aimd from 2, latency_timeout 100ms), the
+                 middleware reporting: ok, boom (raises), e500 (answers 500), slow (150 ms), stream
+  /quiet/...     the same rule, the middleware not reporting (the default)
 
 Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function that starts the
 app and returns (port, stop).
@@ -39,10 +43,17 @@ def limits(client, kind):
     return [RateLimit(client, "mw-fixed", key=user, match=under("/fixed/")), shadowed,
             RateLimit(client, "mw-shadow", key=user, match=under("/shadow/")),
             RateLimit(client, "mw-jobs", key=user, match=under("/jobs/")),
+            RateLimit(client, "mw-prio", key=user, match=under("/prio/"),
+                      priority=lambda req: req.headers.get("x-priority")),
+            RateLimit(client, "mw-adapt", key=user, match=under("/adapt/"), report=True),
+            RateLimit(client, "mw-adapt", key=user, match=under("/quiet/")),
             RateLimit(kind(port=down, on_unreachable="allow"), "mw-fixed", key=user,
                       match=under("/open/")),
             RateLimit(kind(port=down, on_unreachable="deny"), "mw-fixed", key=user,
                       match=under("/closed/"))]
+
+
+SLOW_S = 0.15  # past mw-adapt's latency_timeout of 100ms
 
 
 def chunks():
@@ -66,12 +77,21 @@ def start_asgi(port):
     async def ok(group: str):
         return PlainTextResponse("ok")
 
-    @app.get("/jobs/boom")
-    async def boom():
+    @app.get("/{group}/boom")
+    async def boom(group: str):
         raise RuntimeError("the handler failed")
 
-    @app.get("/jobs/stream")
-    async def stream():
+    @app.get("/{group}/e500")
+    async def e500(group: str):
+        return PlainTextResponse("failed", status_code=500)
+
+    @app.get("/{group}/slow")
+    async def slow(group: str):
+        await asyncio.sleep(SLOW_S)
+        return PlainTextResponse("ok")
+
+    @app.get("/{group}/stream")
+    async def stream(group: str):
         async def body():
             for _ in range(CHUNKS_MAX):
                 yield CHUNK
@@ -125,12 +145,21 @@ def start_flask(port):
     def ok(group):
         return "ok"
 
-    @app.get("/jobs/boom")
-    def boom():
+    @app.get("/<group>/boom")
+    def boom(group):
         raise RuntimeError("the handler failed")
 
-    @app.get("/jobs/stream")
-    def stream():
+    @app.get("/<group>/e500")
+    def e500(group):
+        return "failed", 500
+
+    @app.get("/<group>/slow")
+    def slow(group):
+        time.sleep(SLOW_S)
+        return "ok"
+
+    @app.get("/<group>/stream")
+    def stream(group):
         return Response(chunks())
 
     client = sluice.Client(port=port, timeout_ms=5000)
@@ -156,16 +185,25 @@ def _django_setup(port):
     def ok(request, group=""):
         return HttpResponse("ok")
 
-    def boom(request):
+    def boom(request, group=""):
         raise RuntimeError("the handler failed")
 
-    def stream(request):
+    def e500(request, group=""):
+        return HttpResponse("failed", status=500)
+
+    def slow(request, group=""):
+        time.sleep(SLOW_S)
+        return HttpResponse("ok")
+
+    def stream(request, group=""):
         return StreamingHttpResponse(chunks())
 
     urls = types.ModuleType("sluice_test_urls")
     urls.urlpatterns = [path("jobs/ok", ok), path("jobs/boom", boom), path("jobs/stream", stream),
                         path("deco/ok", deco(ok)), path("deco/boom", deco(boom)),
-                        path("deco/stream", deco(stream)), path("<str:group>/ok", ok)]
+                        path("deco/stream", deco(stream)), path("<str:group>/ok", ok),
+                        path("<str:group>/boom", boom), path("<str:group>/e500", e500),
+                        path("<str:group>/slow", slow), path("<str:group>/stream", stream)]
     sys.modules["sluice_test_urls"] = urls
     settings.configure(DEBUG=False, SECRET_KEY="test", ALLOWED_HOSTS=["127.0.0.1"],
                        ROOT_URLCONF="sluice_test_urls", SLUICE_LIMIT=limits(client, sluice.Client),

@@ -51,13 +51,16 @@ class Run:
     async def call(self, step):
         op, c = step["op"], self.client
         key = self.prefix + step.get("key", "")
-        args = {"allow": lambda: c.allow(step["rule"], key, step.get("cost", 1)),
-                "peek": lambda: c.peek(step["rule"], key),
+        prio = step.get("priority")
+        args = {"allow": lambda: c.allow(step["rule"], key, step.get("cost", 1), priority=prio),
+                "peek": lambda: c.peek(step["rule"], key, priority=prio),
                 "settle": lambda: c.settle(step["rule"], key, step["reserved"], step["actual"]),
                 "reset": lambda: c.reset(step["rule"], key),
                 "acquire": lambda: c.acquire(step["rule"], key, step.get("cost", 1),
-                                             step.get("timeout_ms")),
-                "release": lambda: c.release(step["rule"], key, self.hold_id(step["hold"]))}
+                                             step.get("timeout_ms"), priority=prio),
+                "release": lambda: c.release(step["rule"], key, self.hold_id(step["hold"]),
+                                             latency_ms=step.get("latency_ms"),
+                                             dropped=step.get("dropped", False))}
         r = args[op]()
         return await r if asyncio.iscoroutine(r) else r
 
@@ -79,7 +82,7 @@ class Run:
             return
         try:
             got = await self.call(step)
-        except sluice.SluiceError as e:
+        except (sluice.SluiceError, ValueError) as e:  # ValueError: refused before sending
             harness.check(name, "error" in want and want["error"].lower() in str(e).lower(),
                           f"raised {e!r}")
             return

@@ -28,6 +28,16 @@ def pipelines():
     again = c.allow_many([("sdk-fixed", k, 1), ("sdk-fixed", k, 2)])
     check("a pipeline answers a cached denial itself and sends the other cost",
           again[0].from_cache and not again[1].from_cache and c.cache_hits == 1, repr(again))
+    k = RUN + "pipe-prio"
+    got = c.allow_many([("sdk-tiers", k, 7, "low"), ("sdk-tiers", k, 1, "low"),
+                        ("sdk-tiers", k, 1, "high"), ("sdk-tiers", k, 1, "urgent")])
+    again = c.allow_many([("sdk-tiers", k, 1, "low")])
+    check("a pipeline sends each request's priority: low shed for high's reserve, high admitted",
+          [d.allowed for d in got[:3]] == [True, False, True] and got[2].remaining == 2, repr(got))
+    check("... an unknown one is that request's ServerError",
+          isinstance(got[3], sluice.ServerError) and "unknown priority 'urgent'" in str(got[3]))
+    check("... and a refusal with a priority is not cached",
+          not again[0].allowed and not again[0].from_cache and c.cache_hits == 1, repr(again))
 
 
 def pooled_threads():
@@ -59,6 +69,11 @@ async def pooled_tasks():
     got = await c.allow_many([("sdk-bucket", k, 2), ("sdk-bucket", k, 2), ("sdk-bucket", k, 2)])
     check("an async pipeline: 2 and 2 of a burst of 4, then a denial",
           [d.allowed for d in got] == [True, True, False], repr(got))
+    got = await c.allow_many([("sdk-tiers", k, 7, "low"), ("sdk-tiers", k, 1, "low"),
+                              ("sdk-tiers", k, 1, "high"), ("sdk-tiers", k, 1, "urgent")])
+    check("an async pipeline with priorities: low shed, high admitted, an unknown one its error",
+          [d.allowed for d in got[:3]] == [True, False, True]
+          and isinstance(got[3], sluice.ServerError), repr(got))
     await c.close()
 
 

@@ -2,7 +2,8 @@
 127.0.0.1 and asked with real HTTP requests, against a real sluiced: 429 with problem+json and
 the RateLimit fields (the very body and fields sluiced's own /v1/auth gives), a request lacking
 its key, shadow modes, and an in-flight rule's hold released when the response ends, when the
-handler raises, and when the client disconnects mid-response.
+handler raises, and when the client disconnects mid-response; a priority from the request, and
+the releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for.
 
 argv[1:]: the frameworks to run (asgi, flask, django); each starts its app in this process.
 """
@@ -136,6 +137,66 @@ def holds(name, port, client, prefix="/jobs"):
           harness.poll(20, lambda: free(client, u + "-drop")))
 
 
+def adaptive(client, user):
+    """mw-adapt's limit for user once every hold of it is released (bounded poll), or None."""
+    key = f"header:x-user:{user}"
+    seen = []
+
+    def settled():
+        d = client.peek("mw-adapt", key)
+        seen[:] = [d.limit]
+        return d.remaining == d.limit
+
+    return seen[0] if harness.poll(30, settled) else None
+
+
+def priorities(name, port, client):
+    u = f"{RUN}-{name}-prio"
+    key = f"header:x-user:{u}"
+    held = client.acquire("mw-prio", key)  # 1 of 2 held: a low request would leave high none
+
+    def prio(p):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/prio/ok", headers={"X-User": u, **({"X-Priority": p} if p else {})})
+        r = c.getresponse()
+        r.read()
+        c.close()
+        return r.status
+
+    got = [prio("low"), prio(None), prio("high")]
+    check(f"{name}: in-flight priorities: low and none are shed for high's reserve, high passes",
+          held.allowed and got == [429, 429, 200], got)
+    check(f"{name}: an unknown priority is sluiced's error, not swallowed (500)",
+          prio("urgent") == 500)
+    client.release("mw-prio", key, held.hold_id)
+
+
+def reports(name, port, client):
+    def run(tag, paths):
+        u = f"{RUN}-{name}-{tag}"
+        for p in paths:
+            get(port, p, u)
+            adaptive(client, u)  # one request at a time: each release lands before the next
+        return adaptive(client, u)
+
+    got = run("grow", ["/adapt/ok", "/adapt/ok"])
+    check(f"{name}: report: a window of two fast requests grows the adaptive limit 2 -> 3",
+          got == 3, got)
+    for tag, path in (("e500", "/adapt/e500"), ("boom", "/adapt/boom"), ("slow", "/adapt/slow")):
+        got = run(tag, ["/adapt/ok", path])
+        check(f"{name}: report: {path} is a drop (5xx, raised, or slower than latency_timeout): "
+              "the limit halves to 1", got == 1, got)
+    u = f"{RUN}-{name}-gone"
+    s, head = stream_and_drop(port, "/adapt/stream", u)
+    s.close()
+    get(port, "/adapt/ok", u)
+    got = adaptive(client, u)
+    check(f"{name}: report: a client gone mid-response is a drop: the limit halves to 1",
+          head.startswith(b"HTTP/1.1 200") and got == 1, got)
+    got = run("quiet", ["/quiet/ok", "/quiet/ok", "/quiet/boom", "/quiet/slow"])
+    check(f"{name}: no report (the default): the adaptive limit stays 2", got == 2, got)
+
+
 def secured():
     """A sluiced where only admin reads rules: the middleware cannot read the rule's facts, and
     still limits (without the RateLimit fields); given them, it needs no read."""
@@ -174,6 +235,8 @@ def main():
             shadows(name, port)
             unreachable(name, port)
             holds(name, port, client)
+            priorities(name, port, client)
+            reports(name, port, client)
             if name == "django":
                 holds(name, port, client, "/deco")
         finally:

@@ -40,6 +40,15 @@ function checkCost(cost) {
   return cost;
 }
 
+const LATENCY_MAX_MS = 3600000; // the most a release reports: 1h
+
+// PRIORITY p, or nothing for undefined or null (the rule's lowest).
+function priorityArgs(priority) {
+  if (priority === undefined || priority === null) return [];
+  if (typeof priority !== 'string' || priority === '') throw new TypeError('priority must be a non-empty string');
+  return ['PRIORITY', priority];
+}
+
 function checkName(what, s) {
   if (typeof s !== 'string' || s.length === 0) throw new TypeError(`${what} must be a non-empty string`);
   return s;
@@ -143,19 +152,24 @@ class Client {
     return d;
   }
 
-  /** SL.ALLOW rule key [COST cost]: consumes `cost` units (default 1) when they fit. Resolves with
-   * the decision {allowed, limit, remaining, retryAfterMs, resetAfterMs, fromCache, fallback}. */
-  async allow(rule, key, cost = 1) {
+  /** SL.ALLOW rule key [COST cost] [PRIORITY p]: consumes `cost` units (default 1) when they fit.
+   * Resolves with the decision {allowed, limit, remaining, retryAfterMs, resetAfterMs, fromCache,
+   * fallback}. Options: priority, one of the rule's priorities (none: the rule's lowest); the
+   * decision is then that priority's view, and the over-limit cache neither answers it nor keeps
+   * its refusal. A priority the rule lacks rejects with sluiced's SluiceError. */
+  async allow(rule, key, cost = 1, { priority } = {}) {
     checkName('rule', rule);
     checkCost(cost);
-    const args = ['SL.ALLOW', rule, String(key), 'COST', String(cost)];
-    if (cost === 0) return this.deciding(args, false);
+    const prio = priorityArgs(priority);
+    const args = ['SL.ALLOW', rule, String(key), 'COST', String(cost), ...prio];
+    if (cost === 0 || prio.length) return this.deciding(args, false);
     return this.cached(OverLimitCache.name(rule, String(key)), cost, args);
   }
 
-  /** SL.PEEK rule key: the decision a request of cost 1 would get, consuming nothing (never cached). */
-  async peek(rule, key) {
-    return this.deciding(['SL.PEEK', checkName('rule', rule), String(key)], false);
+  /** SL.PEEK rule key [PRIORITY p]: the decision a request of cost 1 would get, consuming nothing
+   * (never cached). Options: priority, that priority's view. */
+  async peek(rule, key, { priority } = {}) {
+    return this.deciding(['SL.PEEK', checkName('rule', rule), String(key), ...priorityArgs(priority)], false);
   }
 
   /** SL.THROTTLE under an inline rule (no configuration on the server): {algorithm, limit,
@@ -205,24 +219,37 @@ class Client {
     await this.command(['SL.RESET', String(key)]);
   }
 
-  /** SL.ACQUIRE rule key [COST cost] [TIMEOUT ms]: an in-flight rule's hold. The decision has
-   * holdId (null when no hold was made: refused, or let through by shadow mode). Never cached. */
-  async acquire(rule, key, { cost = 1, timeoutMs } = {}) {
+  /** SL.ACQUIRE rule key [COST cost] [TIMEOUT ms] [PRIORITY p]: an in-flight rule's hold. The
+   * decision has holdId (null when no hold was made: refused, or let through by shadow mode).
+   * Never cached. priority: one of the rule's priorities, as allow()'s. */
+  async acquire(rule, key, { cost = 1, timeoutMs, priority } = {}) {
     checkName('rule', rule);
     checkCost(cost);
     const args = ['SL.ACQUIRE', rule, String(key), 'COST', String(cost)];
     if (timeoutMs !== undefined) args.push('TIMEOUT', String(checkCost(timeoutMs)));
+    args.push(...priorityArgs(priority));
     return this.deciding(args, true);
   }
 
-  /** SL.RELEASE rule key id: frees the hold. Rejects with the server's "no such hold" when the
-   * key holds no live hold of that id. Forgets the key's cached denial, as a settle giving units
-   * back does: the freed units may admit what it refused. */
-  async release(rule, key, holdId) {
+  /** SL.RELEASE rule key id [LATENCY <us>us] [DROPPED]: frees the hold. Rejects with the server's
+   * "no such hold" when the key holds no live hold of that id. Forgets the key's cached denial,
+   * as a settle giving units back does: the freed units may admit what it refused. Options
+   * report the hold's work to an adaptive limit (a fixed limit ignores them): latencyMs, its
+   * latency in milliseconds (fractions allowed, sent in microseconds; 0 .. 3600000, else a
+   * TypeError and nothing sent), and dropped (true: it was dropped, timed out or failed for load). */
+  async release(rule, key, holdId, { latencyMs, dropped = false } = {}) {
     checkName('rule', rule);
     if (!Number.isSafeInteger(holdId) || holdId < 1) throw new TypeError('holdId must be an integer >= 1');
+    const args = ['SL.RELEASE', rule, String(key), String(holdId)];
+    if (latencyMs !== undefined && latencyMs !== null) {
+      if (typeof latencyMs !== 'number' || !(latencyMs >= 0 && latencyMs <= LATENCY_MAX_MS)) {
+        throw new TypeError(`latencyMs must be a number of milliseconds, 0 .. ${LATENCY_MAX_MS} (1h), not ${latencyMs}`);
+      }
+      args.push('LATENCY', `${Math.round(latencyMs * 1000)}us`);
+    }
+    if (dropped) args.push('DROPPED');
     this.cache.forget(OverLimitCache.name(rule, String(key)));
-    await this.command(['SL.RELEASE', rule, String(key), String(holdId)]);
+    await this.command(args);
   }
 
   /** SL.RULE GET name: the rule as sluiced stores it (JSON parsed); rejects with sluiced's
@@ -252,4 +279,4 @@ function inlineArgs({ algorithm, limit, windowMs, burst, buckets, maxDelayMs }) 
   return args;
 }
 
-module.exports = { Client, ON_UNREACHABLE, inlineArgs };
+module.exports = { Client, ON_UNREACHABLE, LATENCY_MAX_MS, inlineArgs };

@@ -2,6 +2,10 @@
 // middleware.js - rate limiting for Express and Fastify over a sluiced Client: one decision per
 // request (an acquire for an in-flight rule, released when the response ends, fails or the
 // client goes away), the RateLimit headers sluiced's HTTP API sets, and a 429 problem document.
+// With `report`, the release reports the request's latency and whether it was dropped, for an
+// adaptive limit.
+
+const { performance } = require('node:perf_hooks');
 
 const keys = require('./keys');
 const { durationSeconds, decisionHeaders, tooManyBody, PROBLEM_TYPE } = require('./http');
@@ -16,12 +20,17 @@ function checkOptions(o) {
   if (o.cost !== undefined && typeof o.cost !== 'function' && !(Number.isSafeInteger(o.cost) && o.cost >= 1)) {
     throw new TypeError('options.cost must be an integer >= 1 or a function of the request');
   }
+  if (o.priority !== undefined && typeof o.priority !== 'function' && typeof o.priority !== 'string') {
+    throw new TypeError('options.priority must be a priority name or a function of the request');
+  }
 }
+
+const LATENCY_MAX_MS = 3600000; // the most a release reports (1h): a longer request reports that
 
 // The shared core: check(view) -> {status: 200|400|429, headers, body, release}.
 function limiter(options) {
   checkOptions(options);
-  const o = { key: keys.ip(), cost: 1, shadow: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
+  const o = { key: keys.ip(), cost: 1, shadow: false, report: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
   let info = null; // {windowS, inFlight, at}
   let asking = null; // the SL.RULE GET in flight: requests meanwhile wait for it, not ask again
   const stats = { released: 0, releaseErrors: 0 };
@@ -50,12 +59,15 @@ function limiter(options) {
     return { status: 400, headers: {}, body: JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail }), release: null };
   }
 
-  function releaser(key, holdId) {
+  // release(dropped): frees the hold once; with o.report, it reports the latency since `started`
+  // (the request's arrival) and dropped.
+  function releaser(key, holdId, started) {
     let done = false;
-    return () => {
+    return (dropped = false) => {
       if (done) return;
       done = true;
-      o.client.release(o.rule, key, holdId).then(() => { stats.released++; }, (err) => {
+      const report = o.report ? { latencyMs: Math.min(Math.max(performance.now() - started, 0), LATENCY_MAX_MS), dropped } : {};
+      o.client.release(o.rule, key, holdId, report).then(() => { stats.released++; }, (err) => {
         stats.releaseErrors++;
         o.onReleaseError(err);
       });
@@ -63,30 +75,35 @@ function limiter(options) {
   }
 
   async function check(view) {
+    const started = performance.now();
     const key = o.key(view);
     if (key === null || key === undefined) return badRequest(`the request lacks what rule '${o.rule}' keys on`);
     if (Buffer.byteLength(key) > o.keyMaxBytes) return badRequest(`the key is longer than ${o.keyMaxBytes} bytes`);
     const cost = typeof o.cost === 'function' ? o.cost(view.req) : o.cost;
+    const priority = typeof o.priority === 'function' ? o.priority(view.req) : o.priority;
     const ri = await ruleInfo();
-    const d = ri.inFlight ? await o.client.acquire(o.rule, key, { cost }) : await o.client.allow(o.rule, key, cost);
+    const d = ri.inFlight ? await o.client.acquire(o.rule, key, { cost, priority }) : await o.client.allow(o.rule, key, cost, { priority });
     const headers = decisionHeaders(o.rule, ri.windowS, d);
     if (!d.allowed && !o.shadow) return { status: 429, headers, body: tooManyBody(o.rule, ri.windowS, d), release: null };
     if (!d.allowed) delete headers['Retry-After'];
-    return { status: 200, headers, body: null, release: d.holdId ? releaser(key, d.holdId) : null };
+    return { status: 200, headers, body: null, release: d.holdId ? releaser(key, d.holdId, started) : null };
   }
 
   return { check, stats };
 }
 
 // Releases when the response is over: finished, failed, or its connection closed ('close' is
-// emitted in every case, once). A response already over by now releases at once.
+// emitted in every case, once). A response already over by now releases at once. Dropped: the
+// response did not finish (the client went away first) or was a 5xx (the handler threw, or
+// answered one).
 function releaseOnClose(res, release) {
   if (!release) return;
-  if (res.closed || res.destroyed) release();
-  else res.once('close', release);
+  const over = () => release(!res.writableFinished || res.statusCode >= 500);
+  if (res.closed || res.destroyed) over();
+  else res.once('close', over);
 }
 
-/** Express middleware: app.use(sluice.express({client, rule, key, cost, shadow})). */
+/** Express middleware: app.use(sluice.express({client, rule, key, cost, shadow, priority, report})). */
 function express(options) {
   const lim = limiter(options);
   function sluiceLimit(req, res, next) {
@@ -108,7 +125,7 @@ function express(options) {
 }
 
 /** A Fastify plugin (applies to every route of the instance it is registered on):
- * app.register(sluice.fastify({client, rule, key, cost, shadow})). */
+ * app.register(sluice.fastify({client, rule, key, cost, shadow, priority, report})). */
 function fastify(options) {
   const lim = limiter(options);
   async function sluicePlugin(app) {

@@ -1,6 +1,7 @@
 """What the sync and the async client share, with no I/O: the commands they send, the options,
 the over-limit cache around a call, and the answer when sluiced cannot be reached."""
 
+import math
 import os
 import time
 
@@ -12,6 +13,7 @@ from .errors import ServerError, UnreachableError
 ON_UNREACHABLE = ("raise", "allow", "deny")
 BACKOFF_BASE_MS = 50
 BACKOFF_CAP_MS = 5000
+LATENCY_MAX_MS = 3_600_000  # the most a release reports: 1h
 
 
 def _check_cost(name, n):
@@ -19,18 +21,52 @@ def _check_cost(name, n):
         raise ValueError(f"{name} must be an integer >= 0, not {n!r}")
 
 
-def allow_args(rule, key, cost):
+def _priority(priority):
+    """PRIORITY p, or nothing for None (the rule's lowest)."""
+    if priority is None:
+        return ()
+    if not isinstance(priority, str) or not priority:
+        raise ValueError(f"priority must be a non-empty string or None, not {priority!r}")
+    return ("PRIORITY", priority)
+
+
+def allow_args(rule, key, cost, priority=None):
     _check_cost("cost", cost)
-    return ("SL.ALLOW", rule, key) + (("COST", cost) if cost != 1 else ())
+    return ("SL.ALLOW", rule, key) + (("COST", cost) if cost != 1 else ()) + _priority(priority)
 
 
-def acquire_args(rule, key, cost, timeout_ms):
+def many_request(req):
+    """An allow_many request, (rule, key, cost) or (rule, key, cost, priority), as the four."""
+    rule, key, cost, *rest = req
+    if len(rest) > 1:
+        raise ValueError(f"a request is (rule, key, cost[, priority]), not {req!r:.100}")
+    return rule, key, cost, rest[0] if rest else None
+
+
+def peek_args(rule, key, priority=None):
+    return ("SL.PEEK", rule, key) + _priority(priority)
+
+
+def acquire_args(rule, key, cost, timeout_ms, priority=None):
     _check_cost("cost", cost)
     args = ("SL.ACQUIRE", rule, key) + (("COST", cost) if cost != 1 else ())
     if timeout_ms is not None:
         _check_cost("timeout_ms", timeout_ms)
         args += ("TIMEOUT", timeout_ms)
-    return args
+    return args + _priority(priority)
+
+
+def release_args(rule, key, hold_id, latency_ms=None, dropped=False):
+    """SL.RELEASE rule key id [LATENCY <us>us] [DROPPED]: latency_ms (a number, fractions
+    allowed) is sent in whole microseconds, as the C client sends it."""
+    args = ("SL.RELEASE", rule, key, hold_id)
+    if latency_ms is not None:
+        if (isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float))
+                or not math.isfinite(latency_ms) or not 0 <= latency_ms <= LATENCY_MAX_MS):
+            raise ValueError(f"latency_ms must be a number of milliseconds, 0 .. {LATENCY_MAX_MS} "
+                             f"(1h), not {latency_ms!r}")
+        args += ("LATENCY", f"{round(latency_ms * 1000)}us")
+    return args + (("DROPPED",) if dropped else ())
 
 
 def settle_args(rule, key, reserved, actual, at_ms):
@@ -52,16 +88,19 @@ class Core:
         self.rng = backoff.Rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
         self.failures = 0  # calls in a row that found sluiced unreachable
 
-    def cached(self, rule, key, cost):
-        """A cached refusal for an allow of cost, or None; and when the request is sent."""
+    def cached(self, rule, key, cost, priority=None):
+        """A cached refusal for an allow of cost, or None; and when the request is sent. A
+        request with a priority is never answered by the cache."""
         now = self.clock_ns()
-        return (self.cache.lookup(rule, key, cost, now) if cost >= 1 else None), now
+        hit = self.cache.lookup(rule, key, cost, now) if cost >= 1 and priority is None else None
+        return hit, now
 
-    def answered(self, rule, key, cost, reply, asked_ns):
-        """The Decision of an SL.ALLOW reply, recorded in the cache."""
+    def answered(self, rule, key, cost, reply, asked_ns, priority=None):
+        """The Decision of an SL.ALLOW reply, recorded in the cache (unless it had a priority)."""
         self.failures = 0
         d = parse_decision(reply)
-        self.cache.record(rule, key, cost, d, asked_ns)
+        if priority is None:
+            self.cache.record(rule, key, cost, d, asked_ns)
         return d
 
     def unreachable(self, exc):

@@ -56,9 +56,20 @@ class AsyncClient:
         except _UNREACHABLE as e:
             raise _core.unreachable_error(e) from e
 
-    async def allow(self, rule, key, cost=1):
-        """SL.ALLOW (see sluice.Client.allow)."""
-        args = _core.allow_args(rule, key, cost)
+    async def _uncached(self, args, with_hold=False):
+        """The Decision of a call the over-limit cache stays out of."""
+        try:
+            reply = await self._send(args)
+        except UnreachableError as e:
+            return self._core.unreachable(e)
+        self._core.failures = 0
+        return parse_decision(reply, with_hold=with_hold)
+
+    async def allow(self, rule, key, cost=1, *, priority=None):
+        """SL.ALLOW (see sluice.Client.allow: priority keeps the cache out)."""
+        args = _core.allow_args(rule, key, cost, priority)
+        if priority is not None:
+            return await self._uncached(args)
         hit, asked = self._core.cached(rule, key, cost)
         if hit is not None:
             return hit
@@ -68,10 +79,13 @@ class AsyncClient:
             return self._core.unreachable(e)
         return self._core.answered(rule, key, cost, reply, asked)
 
-    async def peek(self, rule, key):
+    async def peek(self, rule, key, *, priority=None):
         """SL.PEEK (see sluice.Client.peek)."""
+        args = _core.peek_args(rule, key, priority)
+        if priority is not None:
+            return await self._uncached(args)
         try:
-            reply = await self._send(("SL.PEEK", rule, key))
+            reply = await self._send(args)
         except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
@@ -100,27 +114,24 @@ class AsyncClient:
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RESET answered {reply!r:.100}")
 
-    async def acquire(self, rule, key, cost=1, timeout_ms=None):
+    async def acquire(self, rule, key, cost=1, timeout_ms=None, *, priority=None):
         """SL.ACQUIRE (see sluice.Client.acquire)."""
-        args = _core.acquire_args(rule, key, cost, timeout_ms)
-        try:
-            reply = await self._send(args)
-        except UnreachableError as e:
-            return self._core.unreachable(e)
-        self._core.failures = 0
-        return parse_decision(reply, with_hold=True)
+        args = _core.acquire_args(rule, key, cost, timeout_ms, priority)
+        return await self._uncached(args, True)
 
-    async def release(self, rule, key, hold_id):
-        """SL.RELEASE (see sluice.Client.release): forgets the key's cached denial."""
+    async def release(self, rule, key, hold_id, *, latency_ms=None, dropped=False):
+        """SL.RELEASE (see sluice.Client.release: latency_ms and dropped report to an adaptive
+        limit): forgets the key's cached denial."""
+        args = _core.release_args(rule, key, hold_id, latency_ms, dropped)
         self._core.cache.forget(rule, key)
-        reply = await self._send(("SL.RELEASE", rule, key, hold_id))
+        reply = await self._send(args)
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RELEASE answered {reply!r:.100}")
 
     @contextlib.asynccontextmanager
-    async def hold(self, rule, key, cost=1, timeout_ms=None):
+    async def hold(self, rule, key, cost=1, timeout_ms=None, *, priority=None):
         """Acquires on entry, releases on exit (see sluice.Client.hold)."""
-        d = await self.acquire(rule, key, cost, timeout_ms)
+        d = await self.acquire(rule, key, cost, timeout_ms, priority=priority)
         try:
             yield d
         finally:
@@ -130,9 +141,10 @@ class AsyncClient:
     async def allow_many(self, requests):
         """One pipeline of (rule, key, cost) requests (see sluice.Client.allow_many)."""
         out, sent = [None] * len(requests), []
-        for i, (rule, key, cost) in enumerate(requests):
-            args = _core.allow_args(rule, key, cost)
-            out[i], asked = self._core.cached(rule, key, cost)
+        for i, req in enumerate(requests):
+            rule, key, cost, priority = _core.many_request(req)
+            args = _core.allow_args(rule, key, cost, priority)
+            out[i], asked = self._core.cached(rule, key, cost, priority)
             if out[i] is None:
                 sent.append((i, args, asked))
         if not sent:
@@ -146,9 +158,9 @@ class AsyncClient:
             fallback = self._core.unreachable(_core.unreachable_error(e))
             return [d if d is not None else fallback for d in out]
         for (i, _, asked), reply in zip(sent, replies):
-            rule, key, cost = requests[i]
+            rule, key, cost, priority = _core.many_request(requests[i])
             out[i] = (_core.server_error(reply) if isinstance(reply, redis.ResponseError)
-                      else self._core.answered(rule, key, cost, reply, asked))
+                      else self._core.answered(rule, key, cost, reply, asked, priority))
         return out
 
     async def command(self, *args):

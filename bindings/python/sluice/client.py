@@ -83,10 +83,24 @@ class Client:
         except _UNREACHABLE as e:
             raise _core.unreachable_error(e) from e
 
-    def allow(self, rule, key, cost=1):
+    def _uncached(self, args, with_hold=False):
+        """The Decision of a call the over-limit cache stays out of."""
+        try:
+            reply = self._send(args)
+        except UnreachableError as e:
+            return self._core.unreachable(e)
+        self._core.failures = 0
+        return parse_decision(reply, with_hold=with_hold)
+
+    def allow(self, rule, key, cost=1, *, priority=None):
         """SL.ALLOW: decides a request of cost units (0 peeks). A repeated denial of the same cost
-        is answered from the over-limit cache."""
-        args = _core.allow_args(rule, key, cost)
+        is answered from the over-limit cache. priority: one of the rule's priorities (PRIORITY
+        p; None: the rule's lowest); the decision is then that priority's view, and the cache
+        neither answers it nor keeps its refusal (a refusal of one priority says nothing of
+        another). A priority the rule lacks is sluiced's ServerError."""
+        args = _core.allow_args(rule, key, cost, priority)
+        if priority is not None:
+            return self._uncached(args)
         with self._lock:
             hit, asked = self._core.cached(rule, key, cost)
         if hit is not None:
@@ -98,10 +112,14 @@ class Client:
         with self._lock:
             return self._core.answered(rule, key, cost, reply, asked)
 
-    def peek(self, rule, key):
-        """SL.PEEK: the key's decision, charging nothing; never cached."""
+    def peek(self, rule, key, *, priority=None):
+        """SL.PEEK: the key's decision, charging nothing; never cached. priority: that priority's
+        view (as allow's)."""
+        args = _core.peek_args(rule, key, priority)
+        if priority is not None:
+            return self._uncached(args)
         try:
-            reply = self._send(("SL.PEEK", rule, key))
+            reply = self._send(args)
         except UnreachableError as e:
             return self._core.unreachable(e)
         self._core.failures = 0
@@ -135,32 +153,31 @@ class Client:
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RESET answered {reply!r:.100}")
 
-    def acquire(self, rule, key, cost=1, timeout_ms=None):
+    def acquire(self, rule, key, cost=1, timeout_ms=None, *, priority=None):
         """SL.ACQUIRE on an in-flight rule: a Decision whose hold_id names the hold to release
-        (0: none made). Never cached."""
-        args = _core.acquire_args(rule, key, cost, timeout_ms)
-        try:
-            reply = self._send(args)
-        except UnreachableError as e:
-            return self._core.unreachable(e)
-        self._core.failures = 0
-        return parse_decision(reply, with_hold=True)
+        (0: none made). Never cached. priority: one of the rule's priorities (PRIORITY p), as
+        allow's."""
+        return self._uncached(_core.acquire_args(rule, key, cost, timeout_ms, priority), True)
 
-    def release(self, rule, key, hold_id):
+    def release(self, rule, key, hold_id, *, latency_ms=None, dropped=False):
         """SL.RELEASE: frees the hold at once. ServerError "no such hold" when the key holds no
         live hold of that id (released before, expired, never made). A release frees units, so it
-        forgets the key's cached denial, as the C client does."""
+        forgets the key's cached denial, as the C client does. latency_ms (LATENCY: the hold's
+        work's latency in milliseconds, fractions allowed, 0 .. 3600000; ValueError outside,
+        nothing sent) and dropped (DROPPED: the work was dropped, timed out or failed for load)
+        report to an adaptive limit; a fixed limit ignores them."""
+        args = _core.release_args(rule, key, hold_id, latency_ms, dropped)
         with self._lock:
             self._core.cache.forget(rule, key)
-        reply = self._send(("SL.RELEASE", rule, key, hold_id))
+        reply = self._send(args)
         if reply not in (b"OK", "OK", True):
             raise ProtocolError(f"SL.RELEASE answered {reply!r:.100}")
 
     @contextlib.contextmanager
-    def hold(self, rule, key, cost=1, timeout_ms=None):
+    def hold(self, rule, key, cost=1, timeout_ms=None, *, priority=None):
         """Acquires on entry and releases on exit (also when the block raises); yields the
         Decision, which the block checks (a refused acquire holds nothing to release)."""
-        d = self.acquire(rule, key, cost, timeout_ms)
+        d = self.acquire(rule, key, cost, timeout_ms, priority=priority)
         try:
             yield d
         finally:
@@ -168,14 +185,15 @@ class Client:
                 self.release(rule, key, d.hold_id)
 
     def allow_many(self, requests):
-        """Sends (rule, key, cost) requests in one pipeline (one round trip, not all or nothing:
-        each is decided on its own). Returns, in order, a Decision or the ServerError of each;
+        """Sends (rule, key, cost) requests, or (rule, key, cost, priority), in one pipeline (one
+        round trip, not all or nothing: each is decided on its own). Returns, in order, a Decision or the ServerError of each;
         cached denials are answered without being sent."""
         out, sent = [None] * len(requests), []
         with self._lock:
-            for i, (rule, key, cost) in enumerate(requests):
-                args = _core.allow_args(rule, key, cost)
-                out[i], asked = self._core.cached(rule, key, cost)
+            for i, req in enumerate(requests):
+                rule, key, cost, priority = _core.many_request(req)
+                args = _core.allow_args(rule, key, cost, priority)
+                out[i], asked = self._core.cached(rule, key, cost, priority)
                 if out[i] is None:
                     sent.append((i, args, asked))
         if not sent:
@@ -190,9 +208,9 @@ class Client:
             return [d if d is not None else fallback for d in out]
         with self._lock:
             for (i, _, asked), reply in zip(sent, replies):
-                rule, key, cost = requests[i]
+                rule, key, cost, priority = _core.many_request(requests[i])
                 out[i] = (_core.server_error(reply) if isinstance(reply, redis.ResponseError)
-                          else self._core.answered(rule, key, cost, reply, asked))
+                          else self._core.answered(rule, key, cost, reply, asked, priority))
         return out
 
     def command(self, *args):

@@ -18,6 +18,7 @@ log = logging.getLogger("sluice")
 RULE_INFO_TTL_S = 10  # how long the facts of a rule (algorithm, window) are kept between reads
 RULE_INFO_RETRY_S = 1  # after a failed read, how long until the next is tried
 WARN_EVERY_S = 10  # a failure to read a rule, or to release a hold, is logged once in this long
+LATENCY_MAX_MS = 3_600_000  # the most a release reports (1h): a longer request reports that
 
 
 @dataclass
@@ -153,7 +154,8 @@ def _clamp(n):
 @dataclass
 class Outcome:
     """What the middleware does: let the request through with `headers` added to its response
-    (and release hold_id when the response ends), or answer it with status, headers and body."""
+    (and release hold_id when the response ends), or answer it with status, headers and body.
+    started: time.monotonic() when the middleware got the request (a report's latency)."""
 
     allowed: bool
     headers: list = field(default_factory=list)
@@ -162,6 +164,7 @@ class Outcome:
     hold_id: int = 0
     key: str = ""
     decision: object = None
+    started: float = 0.0
 
 
 def problem(status, title, detail, headers=()):
@@ -179,6 +182,14 @@ class RateLimit:
     in shadow_refusals), timeout_ms (an in-flight rule's hold: at most the rule's hold_timeout),
     match (a function of the Request: only requests it is true for are limited), max_key_bytes
     (a longer key is a 400, never sent: sluiced refuses keys past its --max-key-length, 1024).
+    priority: the request's priority under a rule with `priorities` (PRIORITY p), a string or a
+    function of the Request returning one or None (the rule's lowest); a priority the rule lacks
+    is sluiced's ServerError, which the middleware does not catch (the framework's 500).
+    report: an in-flight rule's release reports the request's latency (from the middleware
+    getting it to its response's end, in ms) and DROPPED when the handler raised, the response
+    was a 5xx or the client went away before it ended, for an adaptive limit (`adaptive: aimd`
+    or `vegas`). Off by default: a 5xx or a client that gives up is not always load, and a
+    sluiced older than LATENCY refuses such a release (the hold then lives to its timeout).
 
     client: a sluice.Client for WSGI and Django, a sluice.AsyncClient for ASGI. The rule's
     algorithm (an in-flight rule, algorithm concurrency, acquires and releases) and window (for
@@ -188,8 +199,9 @@ class RateLimit:
     What happens when sluiced cannot be reached is the client's on_unreachable."""
 
     def __init__(self, client, rule, key=None, cost=1, shadow=False, timeout_ms=None, match=None,
-                 max_key_bytes=1024, algorithm=None, window=None):
+                 max_key_bytes=1024, algorithm=None, window=None, priority=None, report=False):
         self.client, self.rule, self.max_key_bytes = client, rule, max_key_bytes
+        self.priority, self.report = priority, report
         self.key = key or by_ip()
         self.cost, self.shadow, self.timeout_ms, self.match = cost, shadow, timeout_ms, match
         self.shadow_refusals = 0  # requests shadow mode let through over the limit
@@ -218,6 +230,9 @@ class RateLimit:
     def _cost(self, req):
         return self.cost(req) if callable(self.cost) else self.cost
 
+    def _priority(self, req):
+        return self.priority(req) if callable(self.priority) else self.priority
+
     def _info_fresh(self):
         """True while the rule's facts need no reading: kept RULE_INFO_TTL_S, and after a failed
         read none is tried for RULE_INFO_RETRY_S (sluiced down costs one call a request, not
@@ -236,20 +251,24 @@ class RateLimit:
 
     def check(self, req):
         """The Outcome for req (blocking: a sluice.Client)."""
+        started = time.monotonic()
         key, refusal = self._key_of(req)
         if refusal is not None:
             return refusal
         if not self._info_fresh():
             self._fetch_info(lambda: self.client.command("SL.RULE", "GET", self.rule))
-        cost = self._cost(req)
+        cost, priority = self._cost(req), self._priority(req)
         if self._info is not None and self._info.algorithm == "concurrency":
-            d = self.client.acquire(self.rule, key, cost, self.timeout_ms)
+            d = self.client.acquire(self.rule, key, cost, self.timeout_ms, priority=priority)
         else:
-            d = self.client.allow(self.rule, key, cost)
-        return self.outcome(key, d)
+            d = self.client.allow(self.rule, key, cost, priority=priority)
+        out = self.outcome(key, d)
+        out.started = started
+        return out
 
     async def acheck(self, req):
         """The Outcome for req (asyncio: a sluice.AsyncClient)."""
+        started = time.monotonic()
         key, refusal = self._key_of(req)
         if refusal is not None:
             return refusal
@@ -258,12 +277,14 @@ class RateLimit:
                 self._set_info(await self.client.command("SL.RULE", "GET", self.rule))
             except Exception as e:  # unreachable, or not allowed: decide without them
                 self._info_failed(e)
-        cost = self._cost(req)
+        cost, priority = self._cost(req), self._priority(req)
         if self._info is not None and self._info.algorithm == "concurrency":
-            d = await self.client.acquire(self.rule, key, cost, self.timeout_ms)
+            d = await self.client.acquire(self.rule, key, cost, self.timeout_ms, priority=priority)
         else:
-            d = await self.client.allow(self.rule, key, cost)
-        return self.outcome(key, d)
+            d = await self.client.allow(self.rule, key, cost, priority=priority)
+        out = self.outcome(key, d)
+        out.started = started
+        return out
 
     def _fetch_info(self, get):
         try:
@@ -296,19 +317,30 @@ class RateLimit:
         out.key, out.decision = key, d
         return out
 
-    def release(self, outcome):
-        """Releases outcome's hold (blocking); a failure is logged, never raised."""
+    def _report(self, outcome, dropped):
+        """release()'s report of the request: none unless self.report."""
+        if not self.report:
+            return {}
+        ms = min(max(time.monotonic() - outcome.started, 0.0) * 1000, LATENCY_MAX_MS)
+        return {"latency_ms": ms, "dropped": bool(dropped)}
+
+    def release(self, outcome, dropped=False):
+        """Releases outcome's hold (blocking), with the request's report when self.report
+        (dropped: the handler raised, the response was a 5xx or the client went away); a failure
+        is logged, never raised."""
         if outcome.hold_id:
             try:
-                self.client.release(self.rule, outcome.key, outcome.hold_id)
+                self.client.release(self.rule, outcome.key, outcome.hold_id,
+                                    **self._report(outcome, dropped))
             except Exception as e:
                 self._release_failed(e)
 
-    async def arelease(self, outcome):
-        """Releases outcome's hold (asyncio); a failure is logged, never raised."""
+    async def arelease(self, outcome, dropped=False):
+        """Releases outcome's hold (asyncio), as release(); a failure is logged, never raised."""
         if outcome.hold_id:
             try:
-                await self.client.release(self.rule, outcome.key, outcome.hold_id)
+                await self.client.release(self.rule, outcome.key, outcome.hold_id,
+                                          **self._report(outcome, dropped))
             except Exception as e:
                 self._release_failed(e)
 

@@ -4,6 +4,8 @@
 
 An in-flight rule's hold is released once, at the first of: the response's last body message
 sent, the client's disconnect seen by the app (http.disconnect), the app returning or raising.
+With the limit's report, it is reported dropped for a disconnect before the response's end, an
+app that raised or returned without finishing the response, or a 5xx status.
 """
 
 import asyncio
@@ -41,29 +43,33 @@ class RateLimitMiddleware:
                         "headers": _encode(out.headers)})
             await send({"type": "http.response.body", "body": out.body})
             return
-        done = False
+        done, status = False, 0
 
-        async def release():
+        async def release(dropped):
             nonlocal done
             if not done:
                 done = True
                 # shielded: a cancelled request still gives its hold back
-                await asyncio.shield(self.limit.arelease(out))
+                await asyncio.shield(self.limit.arelease(out, dropped))
 
         async def send_with_headers(msg):
+            nonlocal status
             if msg["type"] == "http.response.start":
+                status = msg.get("status", 0)
                 msg = dict(msg, headers=list(msg.get("headers", [])) + _encode(out.headers))
             await send(msg)
             if msg["type"] == "http.response.body" and not msg.get("more_body", False):
-                await release()
+                await release(status >= 500)
 
         async def receive_watching():
             msg = await receive()
             if msg["type"] == "http.disconnect":
-                await release()
+                await release(True)  # before the response's end: the client went away
             return msg
 
         try:
             await self.app(scope, receive_watching, send_with_headers)
-        finally:
-            await release()
+        except BaseException:
+            await release(True)
+            raise
+        await release(True)  # returned without finishing its response

@@ -9,7 +9,8 @@
     def report(request): ...
 
 An in-flight rule's hold is released when the server closes the response (also when the client
-went away mid-response), or when the view raises.
+went away mid-response), or when the view raises. With the limit's report, it is reported dropped
+when the view raised, the status was a 5xx, or a streaming response was closed before its end.
 """
 
 from django.http import HttpResponse
@@ -49,17 +50,25 @@ def _guarded(limit, request, route, call, block=True):
     try:
         response = call()
     except BaseException:
-        limit.release(out)
+        limit.release(out, True)
         raise
     for k, v in out.headers:
         response[k] = v
     close = response.close
+    # a streaming body (a sync one: an async one is not watched) must be read to its end
+    ended = [not getattr(response, "streaming", False) or getattr(response, "is_async", False)]
+    if not ended[0]:
+        def to_the_end(chunks):
+            yield from chunks
+            ended[0] = True
+
+        response.streaming_content = to_the_end(response.streaming_content)
 
     def close_and_release():
         try:
             close()
         finally:
-            limit.release(out)
+            limit.release(out, not ended[0] or response.status_code >= 500)
 
     response.close = close_and_release
     return response

@@ -4,7 +4,9 @@
 
 An in-flight rule's hold is released when the server closes the response (PEP 3333: also when
 the client went away mid-response, or the body's iteration raised), or when the app raises
-before it returns one.
+before it returns one. With the limit's report, it is reported dropped when the app raised,
+the status was a 5xx, or the server closed the body before it was read to its end (the client
+went away, or the body's iteration raised).
 """
 
 from . import Request
@@ -23,20 +25,22 @@ def request_from_environ(environ):
 
 
 class _ReleasingBody:
-    """The app's response body, releasing the hold when the server closes it."""
+    """The app's response body, releasing the hold when the server closes it: release(True)
+    unless the body was read to its end."""
 
     def __init__(self, body, release):
-        self.body, self._release = body, release
+        self.body, self._release, self._ended = body, release, False
 
     def __iter__(self):
-        return iter(self.body)
+        yield from self.body
+        self._ended = True
 
     def close(self):
         try:
             if hasattr(self.body, "close"):
                 self.body.close()
         finally:
-            self._release()
+            self._release(not self._ended)
 
 
 class RateLimitMiddleware:
@@ -57,19 +61,22 @@ class RateLimitMiddleware:
                            out.headers + [("Content-Length", str(len(out.body)))])
             return [out.body]
 
-        def start_with_headers(status, headers, exc_info=None):
-            return start_response(status, list(headers) + out.headers, exc_info)
+        status = [0]
+
+        def start_with_headers(line, headers, exc_info=None):
+            status[0] = int(line.split(None, 1)[0]) if line[:3].isdigit() else 0
+            return start_response(line, list(headers) + out.headers, exc_info)
 
         done = []
 
-        def release():
+        def release(dropped):
             if not done:
                 done.append(True)
-                self.limit.release(out)
+                self.limit.release(out, dropped or status[0] >= 500)
 
         try:
             body = self.app(environ, start_with_headers)
         except BaseException:
-            release()
+            release(True)
             raise
         return _ReleasingBody(body, release)
