@@ -40,8 +40,7 @@ enum prop { P_ADMITTED, P_REFUSED, P_INVALID, P_COUNT };
 static const char *const prop_names[P_COUNT] = {"admitted", "refused", "invalid"};
 
 static const char *const prop_claims[P_COUNT] = {
-    "an admitted call decides as the requests one by one and makes each acquire's hold, each "
-    "released exactly once",
+    "an admitted call decides one by one, each acquire's hold released exactly once",
     "a refused call makes no hold, charges nothing, and reports as prop_decide_all's",
     "a timeout past the rule's is an error of its request, and nothing changes"};
 
