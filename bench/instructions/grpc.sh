@@ -13,6 +13,10 @@
 #   bench/instructions/grpc.sh                 builds this tree in build-bench-instr; N=4000
 #   bench/instructions/grpc.sh BUILD..         each BUILD's sluiced, side by side
 #   DESCS="1 3 10" (the default)               the descriptors per call, one run each
+#   LD_LIBRARY_PATH=DIR                        a libnghttp2 of the same version built with its
+#                                              symbols (Debian's is stripped, and its -dbgsym is
+#                                              in an archive not always reachable): nghttp2's
+#                                              share is then split by its functions
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."

@@ -29,15 +29,39 @@
  * keys had when the digits also hashed the numbers, so no key of an older sluiced is read under
  * a name of this one.
  */
-void rs_key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS])
+#define DIGITS_CACHED 32 /* algorithms whose digits are kept, per mode (there are fewer) */
+_Static_assert(KEY_HASH_DIGITS == sizeof(uint64_t), "the digits are kept as one word");
+
+static void key_digits(int64_t alg, redis_mode_t mode, char out[KEY_HASH_DIGITS])
 {
-    int64_t alg = r->algorithm;
     uint64_t seed =
         mode == REDIS_MODE_MODULE ? UINT64_C(0x736c756963650002) : UINT64_C(0x736c7569636c7532);
     uint64_t h = sl_hash64(&alg, sizeof alg, seed);
     for (int i = 0; i < KEY_HASH_DIGITS; i++) {
         out[i] = "0123456789abcdef"[(h >> (60 - 4 * i)) & 0xf];
     }
+}
+
+/* The digits depend on the algorithm and the mode only: each pair's are worked out once (by
+ * whichever loop first needs them; they are the same whoever writes them) and kept as 8 bytes
+ * beside a flag, so a decision copies them instead of hashing. */
+void rs_key_digits(const sl_rule_t *r, redis_mode_t mode, char out[KEY_HASH_DIGITS])
+{
+    static _Atomic uint64_t kept[2][DIGITS_CACHED]; /* the digits, little-endian; 0 not yet */
+    int m = mode == REDIS_MODE_MODULE;
+    int64_t alg = r->algorithm;
+    if (alg < 0 || alg >= DIGITS_CACHED) {
+        key_digits(alg, mode, out);
+        return;
+    }
+    uint64_t v = atomic_load_explicit(&kept[m][alg], memory_order_relaxed);
+    if (v == 0) { /* hex digits are never 0 bytes, so 0 is "not yet" */
+        char d[KEY_HASH_DIGITS];
+        key_digits(alg, mode, d);
+        memcpy(&v, d, sizeof v);
+        atomic_store_explicit(&kept[m][alg], v, memory_order_relaxed);
+    }
+    memcpy(out, &v, KEY_HASH_DIGITS);
 }
 
 /*
@@ -116,23 +140,45 @@ static void arg_str(args_t *a, const char *s, size_t len)
     a->len[a->argc++] = len;
 }
 
-/* v in decimal into out (24 bytes); returns the length. */
+/* "00" .. "99": two digits at a time, half the divisions of one at a time. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* v in decimal into out (24 bytes); returns the length. Numbers below 100 (most: a command's
+ * count and lengths, a cost) take no division. */
 static size_t fmt_i64(char *out, int64_t v)
 {
-    char digits[20];
-    size_t n = 0, len = 0;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
+    size_t len = 0;
+    uint64_t u = (uint64_t)v;
     if (v < 0) {
         out[len++] = '-';
+        u = 0 - u;
     }
-    while (n > 0) {
-        out[len++] = digits[--n];
+    if (u < 10) {
+        out[len] = (char)('0' + u);
+        return len + 1;
     }
-    return len;
+    if (u < 100) {
+        memcpy(out + len, &digit_pairs[2 * u], 2);
+        return len + 2;
+    }
+    size_t n = 3; /* digits: 3 up to 20, written from the last one back */
+    for (uint64_t p = 1000; n < 20 && u >= p; p *= 10) {
+        n++;
+    }
+    char *end = out + len + n, *q = end;
+    for (; u >= 100; u /= 100) {
+        q -= 2;
+        memcpy(q, &digit_pairs[2 * (u % 100)], 2);
+    }
+    if (u >= 10) {
+        memcpy(q - 2, &digit_pairs[2 * u], 2);
+    } else {
+        q[-1] = (char)('0' + u);
+    }
+    return (size_t)(end - out);
 }
 
 static void arg_i64(args_t *a, int64_t v)
