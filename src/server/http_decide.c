@@ -355,7 +355,7 @@ static job_t *job_alloc(loop_t *loop, size_t size)
 
 static void job_free(loop_t *loop, job_t *j)
 {
-    if (j != NULL) {
+    if (j != NULL && j->reqs != NULL) { /* a batch of holds: no call for the one-check jobs */
         free(j->reqs);
         j->reqs = NULL;
     }
