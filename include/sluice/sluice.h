@@ -579,6 +579,8 @@ typedef struct sl_table_config {
     uint64_t seed;       /* hash seed; 0 = random per table (defeats hash flooding) */
     sl_budget_t *budget; /* a cap shared with other tables, besides max_bytes; NULL = none */
     bool evict_idle;     /* at the cap, evict idle keys before refusing a new one (below) */
+    int64_t skew_ns;     /* threads' clock reads that race, ns; 0 = each call at its own now
+                            (below) */
 } sl_table_config_t;
 
 /*
@@ -599,6 +601,15 @@ typedef struct sl_table_config {
  * (keys already present keep deciding normally), and the caller chooses to fail open or closed.
  * Without evict_idle a key that still holds usage is never evicted, so a full table never
  * over-admits.
+ *
+ * Threads' clocks: a caller on one thread may read the clock, be preempted, and decide after a
+ * caller on another thread that read it later. Its answers would then be measured from a time
+ * the key's state has already passed (a reset_after longer than the rule allows, by the lag).
+ * With skew_ns > 0 a decision, settle, acquire or release whose now is behind the latest now
+ * its key's shard has seen by at most skew_ns is made at that latest now instead: a time the
+ * clock has already reached, so it admits nothing the limit would not. A now further behind is
+ * taken as a clock that stepped back and decided as given. 0 (the default) decides every call at
+ * its own now, as a caller replaying or testing with chosen times wants.
  */
 SL_API int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out);
 

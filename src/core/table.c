@@ -121,7 +121,7 @@ typedef struct shard {
                                the claimant's own (saturating; sl_table_lock_counts) */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
-    uint64_t rebuilds;    /* rebuilds of this shard, for sl_table_stats() */
+    int64_t latest_ns;    /* the latest now a call on the shard was made at (shard_now) */
     uint64_t reclaimed;   /* fresh keys dropped */
     uint64_t refused;     /* inserts refused at the cap */
     /* line 2: what every decision reads */
@@ -129,9 +129,11 @@ typedef struct shard {
     uint32_t nchunks;                                   /* chunks in the array */
     uint32_t grow_at;                                   /* count that triggers a rebuild */
     uint32_t count;                                     /* stored keys */
-    size_t bytes;     /* chunk array + out-of-line keys and states, bytes */
-    uint64_t evicted; /* idle keys evicted at the memory cap (their usage forgotten) */
-    uint64_t holds;   /* sl_table_acquire() calls on the shard: the entropy of each differs */
+    size_t bytes;      /* chunk array + out-of-line keys and states, bytes */
+    uint64_t evicted;  /* idle keys evicted at the memory cap (their usage forgotten) */
+    uint64_t holds;    /* sl_table_acquire() calls on the shard: the entropy of each differs */
+    uint64_t rebuilds; /* rebuilds of this shard, for sl_table_stats() (rare: a rebuild writes
+                          this line anyway) */
 } __attribute__((aligned(64))) shard_t;
 _Static_assert(sizeof(shard_t) == 128, "a shard is two cache lines");
 
@@ -147,6 +149,7 @@ struct sl_table {
     size_t shard_budget; /* max bytes per shard; SIZE_MAX = no cap */
     sl_budget_t *budget; /* the cap shared with other tables, or NULL */
     bool evict_idle;     /* at the cap, evict idle keys before refusing a new one */
+    int64_t skew_ns;     /* a now this far behind its shard's latest is taken as the latest */
     uint64_t seed;       /* hash seed */
     uint64_t hold_key;   /* random, never configured: keys the entropy of hold ids */
     int64_t rescan_ns;   /* at the memory cap, the least time between two reclaim scans, ns */
@@ -1014,6 +1017,7 @@ int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_tabl
     t->shard_budget = c.max_bytes ? c.max_bytes / nshards : SIZE_MAX;
     t->budget = c.budget;
     t->evict_idle = c.evict_idle;
+    t->skew_ns = c.skew_ns > 0 ? c.skew_ns : 0;
     t->rescan_ns = max_i64(rule->window_ns / 16, SL_NS_PER_MS);
 
     uint64_t keys = c.initial_keys < ((uint64_t)1 << 40) ? c.initial_keys : (uint64_t)1 << 40;
@@ -1159,11 +1163,27 @@ static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
     return SL_OK;
 }
 
+/*
+ * The time a call on shard s (locked by the caller) is made at: now_ns, or the latest now the
+ * shard has seen when now_ns is behind it by at most the table's skew_ns (another thread read
+ * the clock later and went first; the clock has reached that time, so deciding at it admits
+ * nothing the limit would not, and answers are measured from a time no state has passed).
+ */
+static inline int64_t shard_now(const sl_table_t *t, shard_t *s, int64_t now_ns)
+{
+    if (now_ns >= s->latest_ns) {
+        s->latest_ns = now_ns;
+        return now_ns;
+    }
+    return s->latest_ns - now_ns <= t->skew_ns ? s->latest_ns : now_ns;
+}
+
 /* Decides under the shard lock (held by the caller), on the state where it lies. */
 static inline __attribute__((always_inline)) int
 shard_decide(sl_table_t *t, shard_t *s, const unsigned char *key, size_t len, uint64_t h,
              int64_t cost, int64_t reserve, int64_t now_ns, sl_decision_t *out)
 {
+    now_ns = shard_now(t, s, now_ns);
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (__builtin_expect(entry == NULL, 0))
         return shard_decide_absent(t, s, key, len, h, cost, reserve, now_ns, out);
@@ -1280,6 +1300,7 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
                         int64_t reserved, int64_t actual, int64_t charged_ns, int64_t now_ns,
                         sl_decision_t *out)
 {
+    now_ns = shard_now(t, s, now_ns);
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (entry != NULL) {
         entry_touch(t, entry);
@@ -1675,7 +1696,9 @@ static int multi_read(multi_t *m, int64_t now_ns, size_t *at)
         multi_key_t *mk = &m->keys[k];
         const sl_table_t *t = mk->t;
         mk->entry = shard_find(mk->t, mk->s, mk->key, mk->len, mk->h);
-        mk->now_ns = mk->entry != NULL ? now_ns : max_i64(now_ns, mk->s->reclaimed_ns);
+        mk->now_ns = shard_now(t, mk->s, now_ns);
+        if (mk->entry == NULL)
+            mk->now_ns = max_i64(mk->now_ns, mk->s->reclaimed_ns);
         if (mk->entry != NULL)
             entry_touch(t, mk->entry); /* not evicted to make room for the others */
         if (!t->state_external) {
@@ -1787,6 +1810,7 @@ static int shard_acquire(sl_table_t *t, shard_t *s, const unsigned char *key, si
 {
     const algorithm_holds_t *ops = core_ops(&t->rule)->holds;
     uint64_t entropy = sl_hash_mix(t->hold_key ^ h, ++s->holds ^ SL_HASH_P1);
+    now_ns = shard_now(t, s, now_ns);
     unsigned char *entry = shard_find(t, s, key, len, h);
     if (entry != NULL) {
         entry_touch(t, entry);
@@ -1867,6 +1891,7 @@ int sl_table_release_sample(sl_table_t *t, const void *key, size_t key_len, uint
     uint64_t h;
     unsigned char *entry;
     shard_t *s = lock_and_find(t, key, key_len, &h, &entry);
+    now_ns = shard_now(t, s, now_ns);
     int64_t expired = 0;
     rc = SL_EHOLD;
     if (entry == NULL) {

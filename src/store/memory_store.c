@@ -120,13 +120,17 @@ static const char *mem_describe(const request_store_t *s)
 
 /* The table settings: every table counts against the one budget, and evicts its idle keys when
  * the budget is full. Under a small budget, fewer shards (TABLE_SHARD_BYTES of budget each): an
- * empty shard takes about 600 bytes, and a rule's empty table should not take a small budget. */
+ * empty shard takes about 600 bytes, and a rule's empty table should not take a small budget.
+ * Any skew: the loops' times come from sl_now_ns(), which never goes back, so a now behind what
+ * a key's shard has seen is only a loop whose batch read the clock before another's and was
+ * preempted; its calls are made at the later time (answers never measured from a passed time). */
 static sl_table_config_t table_config(const memory_store_t *m)
 {
     sl_table_config_t tc = {.key_max = m->cfg.key_max,
                             .shards = TABLE_SHARDS,
                             .budget = m->budget,
-                            .evict_idle = m->budget != NULL};
+                            .evict_idle = m->budget != NULL,
+                            .skew_ns = INT64_MAX};
     while (m->budget != NULL && tc.shards > 1 &&
            (size_t)tc.shards * TABLE_SHARD_BYTES > sl_budget_max(m->budget)) {
         tc.shards /= 2;
