@@ -31,10 +31,11 @@ if [ "$what" = test ]; then
   # (forward_auth), curl, sqlite3, postgresql (the PostgreSQL config store's tests start their
   # own), node + npm (ioredis, @grpc/grpc-js, puppeteer-core), chromium and a font (the console's
   # pages in a real browser, headless, and their screenshots); python3 (test drivers, the doc tests) with grpcio
-  # and grpc_tools (the gRPC port's real client); jq (docs/cli.md's examples); wrk for the
-  # benchmarks
+  # and grpc_tools (the gRPC port's real client) and yaml (the doc test reads docs/nginx.md's
+  # Traefik files); jq (docs/cli.md's examples); wrk for the benchmarks
   packages+=(libcmocka-dev clang libclang-rt-dev redis-server redis-tools nginx-light caddy curl
-    sqlite3 postgresql python3 python3-grpcio python3-grpc-tools jq wrk chromium fonts-dejavu-core)
+    sqlite3 postgresql python3 python3-grpcio python3-grpc-tools python3-yaml jq wrk chromium
+    fonts-dejavu-core)
   # the fault harness (tests/fault/): network namespaces and veth pairs (iproute2), partitions
   # and packet loss (nftables)
   packages+=(iproute2)

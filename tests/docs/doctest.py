@@ -59,6 +59,18 @@ The markup (README.md and docs/ follow it):
       start caddy FILE       caddy in place of nginx (one of them at a time: both serve port 80)
                              with FILE, a whole Caddyfile, run as it is (its data and autosaved
                              configuration in the sandbox); its ports are those of FILE's sites
+      start traefik FILE     Traefik's recipe, FILE its static configuration (YAML, or TOML for
+                             a .toml name) naming its dynamic configuration with the file
+                             provider. Always checked by reading the files: the entry points,
+                             the routers' entry points, middlewares and services all defined,
+                             a router passing through a forwardAuth middleware, whose address
+                             is a rule's GET /v1/auth URL on the document's sluiced, the rule
+                             defined there. Then, when a `traefik` binary is on PATH, run as
+                             `traefik --configFile=FILE` in place of nginx or caddy, its ports
+                             those of its entry points. Traefik is not packaged for Debian:
+                             without it, the sessions marked `needs traefik` are not run.
+      needs traefik          the next session runs only when `traefik` is on PATH (after `start
+                             traefik`); otherwise it is reported as not run, with the reason
 
   Blocks checked by their language. ```c: compiled with the built libraries (libsluice, and
   libsluice-client when it includes sluice/client.h) and run, in the document's directory with
@@ -88,6 +100,9 @@ import sys
 import tempfile
 import termios
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 COMMAND_TIMEOUT_S = 60  # one command, start to finish
 PORT_TIMEOUT_S = 15  # a server's port accepting connections
@@ -119,7 +134,7 @@ class Step:
         self.start = start  # (args, line)
 
 
-DIRECTIVE_WORDS = {"skip", "file", "vary", "same", "status", "c", "start"}
+DIRECTIVE_WORDS = {"skip", "file", "vary", "same", "status", "c", "start", "needs"}
 
 
 def parse_directives(text, line, errors):
@@ -324,6 +339,8 @@ class Servers:
         self.env = env
         self.source = source
         self.procs = {}  # name -> (Popen, log)
+        self.sluiced_http = 8390  # the HTTP port of the sluiced running now
+        self.have_traefik = False  # after `start traefik`: is it running
 
     def stop(self, name):
         if name not in self.procs:
@@ -362,6 +379,7 @@ class Servers:
             ports = [p for p in (flag_port(args, "--port", 6390), flag_port(args, "--http-port", 8390))
                      if p != 0]
             self.spawn("sluiced", argv, ports)
+            self.sluiced_http = flag_port(args, "--http-port", 8390)
         elif kind in ("redis", "redis-module"):
             data = os.path.join(self.sandbox, ".redis")
             os.makedirs(data, exist_ok=True)
@@ -374,6 +392,8 @@ class Servers:
             self.start_nginx(args)
         elif kind == "caddy":
             self.start_caddy(args)
+        elif kind == "traefik":
+            self.start_traefik(args)
         elif kind == "postgres":
             self.start_postgres(args)
         else:
@@ -427,7 +447,23 @@ class Servers:
             raise RuntimeError("caddy validate refuses the configuration:\n" +
                                check.stdout.decode("utf-8", "replace"))
         self.stop("nginx")  # one front proxy at a time: both serve port 80
+        self.stop("traefik")
         self.spawn("caddy", ["caddy", "run"] + flags, caddy_ports(conf), env)
+
+    def start_traefik(self, args):
+        if len(args) != 1:
+            raise RuntimeError("usage: start traefik FILE")
+        static = os.path.join(self.sandbox, args[0])
+        ports = check_traefik(static, self.sandbox, self.sluiced_http)
+        self.have_traefik = shutil.which("traefik", path=self.env["PATH"]) is not None
+        if not self.have_traefik:
+            return
+        for other in ("nginx", "caddy"):  # one front proxy at a time
+            self.stop(other)
+        self.spawn("traefik", ["traefik", "--configFile=" + static], ports)
+        # The entry point listens before the file provider's routers are in place; Traefik
+        # reads the file at start, within milliseconds.
+        time.sleep(1)
 
     def start_nginx(self, args):
         if len(args) != 1:
@@ -449,6 +485,7 @@ class Servers:
             raise RuntimeError("nginx -t refuses the configuration:\n" +
                                check.stdout.decode("utf-8", "replace"))
         self.stop("caddy")  # one front proxy at a time: both serve port 80
+        self.stop("traefik")
         self.spawn("nginx", argv, nginx_ports(conf))
 
 
@@ -475,6 +512,98 @@ def caddy_ports(conf):
                 p = re.search(r":(\d+)$", addr)
                 ports.append(int(p.group(1)) if p else 443 if addr.startswith("https") else 80)
     return sorted(set(ports)) or [80]
+
+
+def load_config(path):
+    """A YAML or (by its name) TOML file as Python values; RuntimeError naming what is wrong."""
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+            with open(path, "rb") as f:
+                return tomllib.load(f)
+        import yaml
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except OSError as e:
+        raise RuntimeError("cannot read %s: %s" % (os.path.basename(path), e))
+    except Exception as e:  # yaml.YAMLError, tomllib.TOMLDecodeError
+        raise RuntimeError("%s does not parse: %s" % (os.path.basename(path), e))
+
+
+def check_traefik(static_path, sandbox, sluiced_http):
+    """Reads a Traefik recipe, its static configuration and the dynamic one its file provider
+    names, and checks that its parts refer to each other and that a forwardAuth asks sluiced:
+    what would make Traefik refuse it, route nothing, or never ask sluiced. Returns the entry
+    points' ports; raises RuntimeError naming the first fault."""
+    name = os.path.basename(static_path)
+    static = load_config(static_path)
+    if not isinstance(static, dict):
+        raise RuntimeError("%s: not a mapping" % name)
+    eps = static.get("entryPoints")
+    if not isinstance(eps, dict) or not eps:
+        raise RuntimeError("%s: no entryPoints" % name)
+    ports = []
+    for ep, conf in eps.items():
+        m = re.search(r":(\d+)$", str((conf or {}).get("address", "")))
+        if not m:
+            raise RuntimeError("%s: entry point '%s' has no address [host]:port" % (name, ep))
+        ports.append(int(m.group(1)))
+    provider = (static.get("providers") or {}).get("file") or {}
+    if not provider.get("filename"):
+        raise RuntimeError("%s: no providers.file.filename (the dynamic configuration)" % name)
+    dyn_name = provider["filename"]
+    dyn = load_config(os.path.join(sandbox, dyn_name))
+    http = (dyn or {}).get("http") if isinstance(dyn, dict) else None
+    if not isinstance(http, dict):
+        raise RuntimeError("%s: no http section" % dyn_name)
+    routers = http.get("routers") or {}
+    middlewares = http.get("middlewares") or {}
+    services = http.get("services") or {}
+    if not routers:
+        raise RuntimeError("%s: no routers" % dyn_name)
+    asks = []  # forwardAuth middlewares a router passes through
+    for rname, r in routers.items():
+        where = "%s: router '%s'" % (dyn_name, rname)
+        if not (r or {}).get("rule"):
+            raise RuntimeError("%s has no rule" % where)
+        for ep in r.get("entryPoints") or []:
+            if ep not in eps:
+                raise RuntimeError("%s names entry point '%s', which %s does not define" %
+                                   (where, ep, name))
+        for mw in r.get("middlewares") or []:
+            mw = mw.split("@", 1)[0] if str(mw).endswith("@file") else mw
+            if mw not in middlewares:
+                raise RuntimeError("%s names middleware '%s', which is not defined" % (where, mw))
+            if "forwardAuth" in (middlewares[mw] or {}):
+                asks.append(mw)
+        svc = r.get("service")
+        if svc not in services:
+            raise RuntimeError("%s names service '%s', which is not defined" % (where, svc))
+    for sname, svc in services.items():
+        servers = ((svc or {}).get("loadBalancer") or {}).get("servers") or []
+        if not servers or not all(re.match(r"^https?://", str(s.get("url", ""))) for s in servers):
+            raise RuntimeError("%s: service '%s' has no loadBalancer servers with a url" %
+                               (dyn_name, sname))
+    if not asks:
+        raise RuntimeError("%s: no router passes through a forwardAuth middleware" % dyn_name)
+    for mw in asks:
+        address = str(middlewares[mw]["forwardAuth"].get("address", ""))
+        m = re.match(r"^http://(?:127\.0\.0\.1|localhost):(\d+)/v1/auth/([^/?#]+)(\?.*)?$",
+                     address)
+        if not m or int(m.group(1)) != sluiced_http:
+            raise RuntimeError("%s: middleware '%s': forwardAuth address %r is not sluiced's "
+                               "http://127.0.0.1:%d/v1/auth/RULE" % (dyn_name, mw, address,
+                                                                   sluiced_http))
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/v1/rules/%s" %
+                                   (sluiced_http, urllib.parse.quote(m.group(2))), timeout=5)
+        except urllib.error.HTTPError as e:
+            raise RuntimeError("%s: middleware '%s' asks about rule '%s', which sluiced does not "
+                               "have (GET /v1/rules/%s: %d)" % (dyn_name, mw, m.group(2),
+                                                                m.group(2), e.code))
+        except OSError as e:
+            raise RuntimeError("sluiced does not answer on %d: %s" % (sluiced_http, e))
+    return sorted(set(ports))
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -520,6 +649,7 @@ class Doc:
         self.failures = []
         self.checked = 0
         self.skipped = None  # why the document could not run
+        self.not_run = []  # sessions a missing program kept from running (`needs`)
 
     def fail(self, line, msg):
         self.failures.append("%s:%d: %s" % (self.name, line, msg))
@@ -652,7 +782,7 @@ class Doc:
                         self.fail(step.start[1], "start %s: %s" % (step.start[0], e))
                         return
                     continue
-                if not self.run_block(step.block, shell, sandbox, env):
+                if not self.run_block(step.block, shell, sandbox, env, servers):
                     return
         except RuntimeError as e:
             self.failures.append("%s: %s" % (self.name, e))
@@ -667,7 +797,7 @@ class Doc:
             else:
                 shutil.rmtree(sandbox, ignore_errors=True)
 
-    def run_block(self, block, shell, sandbox, env):
+    def run_block(self, block, shell, sandbox, env, servers):
         """Returns False when the rest of the document cannot go on."""
         skip = block.directive("skip")
         files = block.directive("file")
@@ -680,6 +810,14 @@ class Doc:
             with open(os.path.join(sandbox, name), "w") as f:
                 f.write("\n".join(block.lines) + "\n")
         errors = []
+        for _, what, line in block.directive("needs"):
+            if what != "traefik":
+                self.fail(line, "needs: only `needs traefik` is known")
+                return True
+            if not servers.have_traefik:
+                self.not_run.append("%s:%d: not run: traefik is not installed" %
+                                    (self.name, block.line))
+                return True
         if block.is_session():
             ok = self.run_session(shell, block, errors)
             for e in errors:
@@ -777,6 +915,8 @@ def main():
         sys.exit(77)
     for f in doc.failures:
         print("FAIL " + f + "\n")
+    for n in doc.not_run:
+        print(n)
     print("%s: %d examples checked, %d failures" % (doc.name, doc.checked, len(doc.failures)))
     sys.exit(1 if doc.failures else 0)
 

@@ -7,7 +7,8 @@ must fail, and say where; the same documents without the fault must pass.
 Cases: README.md with one number of its first session changed; small documents with a wrong
 output, a block nobody checks, a skip without a reason, a failing command whose status is not
 shown, a `same` value that differs (a script loaded without its last newline), a C example that
-does not compile. Exit 0 when every case behaves, 1 otherwise, 77 when doctest.py skips.
+does not compile; docs/nginx.md's Traefik recipe, as it is and with each of its cross references
+broken (checked by reading its files where Traefik is not installed). Exit 0 when every case behaves, 1 otherwise, 77 when doctest.py skips.
 """
 import argparse
 import os
@@ -83,6 +84,45 @@ def main():
                 failures += 1
                 print("  exit %d, want %s; output:\n%s" % (rc, "0" if want is None else
                                                           "1 and %r" % want, out))
+        # docs/nginx.md's Traefik recipe: as it is, and broken in each way its check looks for
+        with open(os.path.join(args.source, "docs", "nginx.md")) as f:
+            nginx = f.read()
+        start, end = nginx.index("## Traefik (ForwardAuth)"), nginx.index("## Performance")
+        traefik = ("<!-- doctest: start sluiced --rules examples/rules.yaml --trusted-proxy "
+                   "127.0.0.1 -->\n" + nginx[start:end])
+        breaks = [
+            ("a Traefik router naming an undefined middleware",
+             "      middlewares:\n        - uploads-limit\n",
+             "      middlewares:\n        - upload-limit\n",
+             "router 'uploads' names middleware 'upload-limit', which is not defined"),
+            ("a Traefik router naming an undefined entry point",
+             "      entryPoints:\n        - web\n", "      entryPoints:\n        - websecure\n",
+             "router 'uploads' names entry point 'websecure'"),
+            ("a Traefik router naming an undefined service", "      service: app\n",
+             "      service: backend\n", "router 'uploads' names service 'backend'"),
+            ("a Traefik file provider naming another file", "    filename: dynamic.yml",
+             "    filename: dynamic.yaml", "cannot read dynamic.yaml"),
+            ("a forwardAuth address that is not sluiced's /v1/auth",
+             '"http://127.0.0.1:8390/v1/auth/uploads"', '"http://127.0.0.1:8390/v1/uploads"',
+             "is not sluiced's http://127.0.0.1:8390/v1/auth/RULE"),
+            ("a forwardAuth asking about a rule sluiced does not have",
+             '"http://127.0.0.1:8390/v1/auth/uploads"', '"http://127.0.0.1:8390/v1/auth/upload"',
+             "asks about rule 'upload', which sluiced does not have"),
+        ]
+        cases = [("docs/nginx.md's Traefik recipe passes", traefik, None)]
+        for name, old, new, want in breaks:
+            assert traefik.count(old) == 1, "docs/nginx.md's Traefik recipe: %r" % old
+            cases.append((name, traefik.replace(old, new), want))
+        for name, text, want in cases:
+            path = os.path.join(tmp, "traefik.md")
+            with open(path, "w") as f:
+                f.write(text)
+            rc, out = run_doc(args, path)
+            ok = rc == 0 if want is None else (rc == 1 and want in out)
+            print("%s: %s" % ("ok  " if ok else "FAIL", name))
+            if not ok:
+                failures += 1
+                print("  exit %d; output:\n%s" % (rc, out))
         # the real README, one number of its first session changed
         with open(os.path.join(args.source, "README.md")) as f:
             readme = f.read()
