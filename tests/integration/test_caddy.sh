@@ -41,6 +41,20 @@ start_sluiced srv --rules "$TMP/rules.yaml" --config-store "$TMP/sluice.db" --sn
 SLUICED_HTTP=$HTTP_PORT
 SLUICED_RESP=$RESP_PORT
 
+# The fail-open variant is docs/nginx.md's own text, its ports this test's.
+fail_open=$(python3 "$SLUICE_SOURCE_DIR/tests/docs/block.py" "$SLUICE_SOURCE_DIR/docs/nginx.md" \
+    Caddyfile.fail-open) || exit 1
+for part in ':80 {' '127.0.0.1:8390' '127.0.0.1:8081' 'handle_errors'; do
+    case "$fail_open" in
+    *"$part"*) ;;
+    *)
+        echo "docs/nginx.md's Caddyfile.fail-open has no '$part':"
+        printf '%s\n' "$fail_open"
+        exit 1
+        ;;
+    esac
+done
+
 # launch_caddy NAME: one Caddy with three sites on the ports serve chose: the recipe of
 # docs/nginx.md (fail closed), its fail-open variant, and the protected content, which answers
 # with what it received (and drops the connection of a request to /v1/abort), logging each
@@ -75,26 +89,8 @@ http://:$CLOSED_PORT {
 	}
 }
 
-http://:$OPEN_PORT {
-	bind 127.0.0.1
-	header ?RateLimit {http.request.header.RateLimit}
-	header ?RateLimit-Policy {http.request.header.RateLimit-Policy}
-
-	route {
-		forward_auth 127.0.0.1:$SLUICED_HTTP {
-			uri /v1/auth/uploads?
-			copy_headers RateLimit RateLimit-Policy
-		}
-		vars sluiced_answered yes
-		reverse_proxy 127.0.0.1:$APP_PORT
-	}
-	handle_errors {
-		@sluiced_down not vars sluiced_answered yes
-		handle @sluiced_down {
-			reverse_proxy 127.0.0.1:$APP_PORT
-		}
-	}
-}
+$(printf '%s\n' "$fail_open" | sed -e "s|^:80 {\$|http://:$OPEN_PORT {\n\tbind 127.0.0.1|" \
+        -e "s|127\.0\.0\.1:8390|127.0.0.1:$SLUICED_HTTP|g" -e "s|127\.0\.0\.1:8081|127.0.0.1:$APP_PORT|g")
 
 http://:$APP_PORT {
 	bind 127.0.0.1

@@ -62,6 +62,20 @@ if [ "$(id -u)" -eq 0 ]; then
     user_line="user root;"
 fi
 
+# The check of ?key= (a map, and an if for the location) is docs/nginx.md's own text.
+key_check=$(python3 "$SLUICE_SOURCE_DIR/tests/docs/block.py" "$SLUICE_SOURCE_DIR/docs/nginx.md" \
+    nginx-key-check.conf) || exit 1
+KEY_MAP=$(printf '%s\n' "$key_check" | sed '/^# in the location/,$d')
+KEY_IF=$(printf '%s\n' "$key_check" | sed '1,/^# in the location/d')
+case "$KEY_MAP|$KEY_IF" in
+*'map $http_x_api_key $rl_key_ok'*'|'*'if ($rl_key_ok = 0)'*) ;;
+*)
+    echo "docs/nginx.md's nginx-key-check.conf is not a map, then '# in the location', then an if:"
+    printf '%s\n' "$key_check"
+    exit 1
+    ;;
+esac
+
 # launch_nginx NAME: nginx on the port serve chose, with the recipe of docs/nginx.md (this
 # test's paths and ports); nginx reports a port it cannot bind in its error log.
 launch_nginx() {
@@ -85,10 +99,7 @@ http {
     default_type text/plain;
 
     # ?key= is put into the URL unescaped: admit only keys that need no escaping.
-    map \$http_x_api_key \$rl_key_ok {
-        "~^[A-Za-z0-9._:-]{1,128}\$" 1;
-        default 0;
-    }
+$KEY_MAP
 
     upstream sluiced {
         server 127.0.0.1:$SLUICED_HTTP;
@@ -158,9 +169,7 @@ http {
             alias $TMP/www/;
         }
         location /key/ {
-            if (\$rl_key_ok = 0) {
-                return 401;
-            }
+$KEY_IF
             auth_request /_ratelimit/by-key;
             auth_request_set \$rl_status \$upstream_status;
             auth_request_set \$rl_policy \$upstream_http_ratelimit_policy;
