@@ -6,10 +6,12 @@ suffixed -1, -2, ...) or an explicit <a name=...>/id=... there. External links (
 mailto) are not fetched: they are listed as skipped. Links inside code (fenced blocks, `spans`)
 are not links.
 
-Every page of docs/ longer than TOC_MIN_LINES lines opens with a table of contents: the lines
-between "<!-- toc -->" and "<!-- /toc -->", a list of links to its headings (levels 1 to 3 but
-the title), which must be exactly what toc() makes of the page as it stands, so it cannot go
-stale. --write-toc writes it (before the page's first section heading when it has none yet).
+Every user page (README.md, docs/*.md) longer than TOC_MIN_LINES lines, about a screen and a
+half, and every page of docs/dev/ longer than DEV_TOC_MIN_LINES, has a table of contents: the
+lines between "<!-- toc -->" and "<!-- /toc -->", a list of links to its headings (levels 1 to 3
+but the title), which must be exactly what toc() makes of the page as it stands, so it cannot go
+stale. --write-toc writes it (before the page's first section heading when it has none yet; in
+README.md, below the opening commands, where it stands).
 
 User pages (README.md and docs/*.md, not docs/dev/) speak to users: their prose (code aside)
 cites no section of the specification (SPEC, §) and no tracker number (#123, issue 123).
@@ -37,7 +39,8 @@ HTML_ANCHOR = re.compile(r"<a\s[^>]*(?:name|id)=\"([^\"]+)\"", re.I)
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```+|~~~+)")
 EXTERNAL = ("http://", "https://", "mailto:", "ftp://")
-TOC_MIN_LINES = 200
+TOC_MIN_LINES = 80
+DEV_TOC_MIN_LINES = 200
 TOC_BEGIN = "<!-- toc -->"
 TOC_END = "<!-- /toc -->"
 INTERNAL_REF = re.compile(r"\bSPEC(\.md)?\b|§|\bissues?\s+#?\d+|(?<![\w&/])#\d+\b")
@@ -122,9 +125,19 @@ def toc_span(text):
     return None if b < 0 else (a, b + len(TOC_END))
 
 
-def needs_toc(doc, text, root):
+def toc_min_lines(doc, root):
+    """The length past which the page needs a table of contents, or None: it never does."""
     name = os.path.relpath(doc, root)
-    return name.startswith("docs" + os.sep) and text.count("\n") > TOC_MIN_LINES
+    if name.startswith(os.path.join("docs", "dev") + os.sep):
+        return DEV_TOC_MIN_LINES
+    if name == "README.md" or name.startswith("docs" + os.sep):
+        return TOC_MIN_LINES
+    return None
+
+
+def needs_toc(doc, text, root):
+    least = toc_min_lines(doc, root)
+    return least is not None and text.count("\n") > least
 
 
 def toc_problem(doc, text, root):
@@ -135,7 +148,7 @@ def toc_problem(doc, text, root):
     name = os.path.relpath(doc, root)
     if span is None:
         return "%s: over %d lines and no table of contents (%s ... %s)" % (
-            name, TOC_MIN_LINES, TOC_BEGIN, TOC_END)
+            name, toc_min_lines(doc, root), TOC_BEGIN, TOC_END)
     if text[span[0]:span[1]] != toc(text):
         return "%s: its table of contents is not its headings' (links.py --write-toc rewrites it)" % name
     return None
@@ -300,8 +313,21 @@ def self_test():
                 "README.md:13: docs/missing.md (outside)" not in skipped:
             print("self-test FAILED: a link outside was followed: %s %s" % (broken, skipped))
             return 1
+        # the README counts as a user page; a page of docs/dev/ needs one only past its own length
+        with open(os.path.join(d, "README.md"), "a") as f:
+            f.write("\n## More\n" + "text\n" * TOC_MIN_LINES)
+        with open(os.path.join(d, "docs", "dev", "ok.md"), "a") as f:
+            f.write("\n## More\n" + "text\n" * TOC_MIN_LINES)
+        broken, _, _ = check(the_docs(d), d)
+        tocs = sorted(b for b in broken if "table of contents" in b and "none.md" not in b and
+                      "stale.md" not in b)
+        if tocs != ["README.md: over %d lines and no table of contents (%s ... %s)" %
+                    (TOC_MIN_LINES, TOC_BEGIN, TOC_END)]:
+            print("self-test FAILED: tables of contents wanted of a long README only: %s" % tocs)
+            return 1
         print("self-test: a broken file link, a broken anchor, a missing and a stale table of "
-              "contents, a user page citing the specification or a tracker number caught; good links, links outside and a written table of contents pass")
+              "contents (a long README's too), a user page citing the specification or a tracker "
+              "number caught; good links, links outside and a written table of contents pass")
         return 0
 
 
