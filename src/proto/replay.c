@@ -140,7 +140,9 @@ static int parse_time(struct field f, int64_t unit_ns, struct replay_request *ou
 
     quote(q, sizeof q, f);
     if (rc == -1) {
-        return line_error(err, errlen, "time must be a non-negative integer, got '%s'", q);
+        return line_error(err, errlen,
+                          "time must be a non-negative integer or an RFC 3339 timestamp, got '%s'",
+                          q);
     }
     if (rc == -2) {
         return line_error(err, errlen, "time out of range, got '%s'", q);

@@ -130,7 +130,7 @@ check "missing key" 1 bad_prefix.out \
 
 run "$SLUICE" replay "${SLOG[@]}" bad_time.log
 check "non-integer time" 1 bad_prefix.out \
-    "sluice: bad_time.log:5: time must be a non-negative integer, got '12:00:03'"
+    "sluice: bad_time.log:5: time must be a non-negative integer or an RFC 3339 timestamp, got '12:00:03'"
 
 run "$SLUICE" replay "${SLOG[@]}" --summary bad_cost.log
 check "negative cost (no summary after an error)" 1 bad_prefix.out \

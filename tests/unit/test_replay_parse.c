@@ -144,11 +144,11 @@ static const struct {
     const char *line;
     const char *err;
 } bad_lines[] = {
-    {"x k", "time must be a non-negative integer, got 'x'"},
-    {"-1 k", "time must be a non-negative integer, got '-1'"},
-    {"+1 k", "time must be a non-negative integer, got '+1'"},
-    {"1.5 k", "time must be a non-negative integer, got '1.5'"},
-    {"1e3 k", "time must be a non-negative integer, got '1e3'"},
+    {"x k", "time must be a non-negative integer or an RFC 3339 timestamp, got 'x'"},
+    {"-1 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '-1'"},
+    {"+1 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '+1'"},
+    {"1.5 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '1.5'"},
+    {"1e3 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '1e3'"},
     {"1000", "missing key (expected TIME KEY [COST])"},
     {"1000 \r\n", "missing key (expected TIME KEY [COST])"},
     {"1 k -1", "cost must be a non-negative integer, got '-1'"},
@@ -161,10 +161,10 @@ static const struct {
     {"99999999999999999999 k", "time out of range, got '99999999999999999999'"},
     {"9223372036855 k",
      "time 9223372036855 ms overflows 64-bit nanoseconds (max 9223372036854 ms)"},
-    {"\x01 k", "time must be a non-negative integer, got '\\x01'"},
-    {"it's k", "time must be a non-negative integer, got 'it\\x27s'"},
+    {"\x01 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '\\x01'"},
+    {"it's k", "time must be a non-negative integer or an RFC 3339 timestamp, got 'it\\x27s'"},
     {"0123456789012345678901234567890123456789xyz k",
-     "time must be a non-negative integer, got '0123456789012345678901234567890123456789...'"},
+     "time must be a non-negative integer or an RFC 3339 timestamp, got '0123456789012345678901234567890123456789...'"},
 };
 
 static void test_bad_lines(void **state)
