@@ -18,8 +18,9 @@ if [ "$what" = run ]; then
 fi
 if [ "$what" = deb ] || [ "$what" = test ]; then
   # Debian packages (make deb, and the tests that build them): dpkg-dev (dpkg-shlibdeps for their
-  # dependencies, dpkg-buildflags), file and binutils (CPack's look at the binaries, strip)
-  packages+=(dpkg-dev file binutils)
+  # dependencies, dpkg-buildflags), file and binutils (CPack's look at the binaries, strip),
+  # python3 (packaging/doc_links.py: the packaged docs' links)
+  packages+=(dpkg-dev file binutils python3)
 fi
 if [ "$what" = test ]; then
   # the packages' checks: lintian, systemd-analyze verify (systemd), man (man-db) rendering the
