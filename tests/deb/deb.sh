@@ -133,6 +133,20 @@ contents_of() {
         sed 's| \./| /|' | sort
 }
 
+# linked_files: the files of the source tree the packaged docs link to, which the sluiced
+# package ships beside them (packaging/doc_links.py), one path a line, relative to its doc dir
+linked_files() {
+    local d=$TMP/linked/usr/share/doc/sluiced
+    rm -rf "$TMP/linked"
+    mkdir -p "$d/examples"
+    cp -r "$SLUICE_SOURCE_DIR/docs" "$SLUICE_SOURCE_DIR/README.md" "$d/"
+    rm -rf "$d/docs/man"
+    touch "$d/copyright" "$d/examples/rules.yaml" "$d/examples/sluiced.yaml" "$d/examples/traffic.log"
+    python3 "$SLUICE_SOURCE_DIR/packaging/doc_links.py" "$SLUICE_SOURCE_DIR" "$d" >&2 || return 1
+    (cd "$d" && find . -type f ! -path './docs/*' ! -path './examples/*' ! -path ./README.md \
+        ! -path ./copyright | sed 's|^\./||')
+}
+
 # expected PACKAGE: what contents_of PACKAGE must print
 expected() {
     local p=$1 v=$VERSION so
@@ -155,6 +169,7 @@ expected() {
             echo "-rw-r--r-- /usr/share/doc/sluiced/examples/traffic.log"
             (cd "$SLUICE_SOURCE_DIR" && find docs -name '*.md' -o -name '*.png') |
                 sed 's|^|-rw-r--r-- /usr/share/doc/sluiced/|'
+            linked_files | sed 's|^|-rw-r--r-- /usr/share/doc/sluiced/|'
             echo "-rw-r--r-- /usr/share/man/man8/sluiced.8.gz"
             ;;
         sluice-tools)
