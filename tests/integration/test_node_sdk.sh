@@ -7,6 +7,7 @@
 # documented usage on RateLimiterSluice beside RateLimiterRedis on a real redis-server
 # (flexible.js), and libsluice in-process under seeded random operations (native.js).
 # The frameworks and rate-limiter-flexible come from tests/node_sdk/package-lock.json (npm ci).
+# The .tgz carries the project's LICENSE (npm pack --dry-run lists it).
 # Skipped (exit 77) without node, npm, redis-server or openssl.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
@@ -23,6 +24,10 @@ check npm-pack test $? -eq 0
 TGZ=$(ls "$TMP"/pack/sluice-*.tgz 2>/dev/null | head -n 1)
 check tgz-made test -n "$TGZ"
 check tgz-has-no-tests sh -c "! tar tzf '$TGZ' | grep -q -e node_modules -e '\\.tgz'"
+# the licence travels with the package: npm pack lists it, and it is the project's LICENSE
+(cd "$PKG_DIR" && npm pack --dry-run --json >"$TMP/pack.json" 2>/dev/null)
+check pack-lists-license python3 -c 'import json, sys; files = [f["path"] for f in json.load(open(sys.argv[1]))[0]["files"]]; sys.exit("LICENSE" not in files)' "$TMP/pack.json"
+check tgz-license-is-the-projects sh -c "tar xzOf '$TGZ' package/LICENSE | cmp -s - '$SLUICE_SOURCE_DIR/LICENSE'"
 KOFFI=$(node -p "require('$SDK_DIR/package.json').dependencies.koffi")
 echo '{"name":"sluice-sdk-app","version":"0.0.0","private":true}' >"$TMP/app/package.json"
 (cd "$TMP/app" && timeout 300 npm install --no-audit --no-fund --prefer-offline "$TGZ" "koffi@$KOFFI" \
