@@ -4,10 +4,11 @@ package sluice
 // rule, the key from a KeyFunc, answered as sluiced's own HTTP API answers (the IETF RateLimit
 // fields, a 429 with Retry-After and an application/problem+json body of the same shape; a
 // request a max_delay rule admits after a wait is served after that wait).
-// An in-flight rule (algorithm: concurrency) acquires on the way in and releases when the
-// handler returns: after the response, also when the handler panics and when the client went
-// away mid-response (net/http cancels the request's context; the handler returns). The
-// release never uses the request's context, which is cancelled by then. With Report, the
+// An in-flight rule (algorithm: concurrency, read from sluiced with SL.RULE GET, or InFlight set
+// by hand) acquires on the way in and releases when the handler returns: after the response,
+// when the handler panics, and after a client that went away mid-response only once the
+// handler returns (the hold stands for the handler's work, which goes on after a disconnect;
+// net/http cancels the request's context). The release never uses the request's context, which is cancelled by then. With Report, the
 // release reports the request's latency and whether it was dropped, for an adaptive limit.
 
 import (
@@ -113,8 +114,12 @@ type Limiter struct {
 	// a client that gives up is not always load, and a sluiced older than LATENCY refuses such
 	// a release (the hold then lives to its timeout).
 	Report bool
-	// InFlight: the rule is an in-flight rule (algorithm: concurrency). A request acquires a
-	// hold on the way in and releases it when the handler returns, however it returns.
+	// InFlight: the rule is an in-flight rule (algorithm: concurrency): a request acquires a
+	// hold on the way in and releases it when the handler returns, however it returns. false:
+	// the middleware reads the rule's algorithm from sluiced (SL.RULE GET, on first use and
+	// again every ruleInfoTTL) and acquires for a concurrency rule all the same; set InFlight
+	// where sluiced will not tell (SL.RULE GET needs the admin permission when sluiced has an
+	// admin password): while the algorithm is unknown, a request is decided with SL.ALLOW.
 	InFlight bool
 	// HoldTimeout bounds a hold's life when the release never comes (a crash); 0: the rule's
 	// hold_timeout.
@@ -123,21 +128,29 @@ type Limiter struct {
 	// in sluiced never refuses either).
 	Shadow bool
 	// Window is the rule's window for RateLimit-Policy's w and the 429's detail. 0: read from
-	// sluiced on first use (SL.RULE GET, which needs the admin permission when sluiced has an
-	// admin password); while it cannot be read, w is left out and it is asked again each minute.
+	// sluiced with the algorithm (SL.RULE GET); while it cannot be read, w is left out.
 	Window time.Duration
 	// OnError answers a request whose decision failed (sluiced unreachable under Raise, an
 	// unknown rule); nil: 503 with a problem. OnReleaseError hears of a release that failed.
 	OnError        func(w http.ResponseWriter, r *http.Request, err error)
 	OnReleaseError func(err error)
 
-	windowMu    sync.Mutex
-	windowS     int64     // the window in seconds, rounded up; 0: unknown
-	windowAsked time.Time // when sluiced was last asked for it
+	infoMu    sync.Mutex
+	info      ruleInfo  // what sluiced said of the rule
+	infoAsked time.Time // when sluiced was last asked (zero: never)
 }
 
-// windowRetry is how often a window sluiced could not tell is asked for again.
-const windowRetry = time.Minute
+// ruleInfo is what the middleware needs of a rule's definition in sluiced.
+type ruleInfo struct {
+	known    bool  // sluiced answered SL.RULE GET
+	windowS  int64 // the window in seconds, rounded up; 0: unknown
+	inFlight bool  // algorithm: concurrency
+}
+
+const (
+	ruleInfoTTL = 10 * time.Second // how long an answer stands: a rule changed in sluiced is seen
+	ruleRetry   = time.Minute      // how often a rule sluiced could not tell of is asked for again
+)
 
 // Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
@@ -156,8 +169,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		if l.Priority != nil {
 			o.Priority = l.Priority(r)
 		}
+		info := l.ruleInfo()
 		var d Decision
-		if l.InFlight {
+		if l.InFlight || info.inFlight {
 			d, err = l.Client.AcquireWith(r.Context(), l.Rule, key, cost, l.HoldTimeout, o)
 		} else {
 			d, err = l.Client.AllowWith(r.Context(), l.Rule, key, cost, o)
@@ -181,10 +195,10 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			defer l.release(key, d.HoldID)
 		}
 		if !d.Fallback {
-			l.setHeaders(w.Header(), d)
+			l.setHeaders(w.Header(), d, info.windowS)
 		}
 		if !d.Allowed && !l.Shadow {
-			l.refuse(w, d)
+			l.refuse(w, d, info.windowS)
 			return
 		}
 		if d.Allowed && d.RetryAfterMs > 0 && !waitDelay(r.Context(), d.RetryAfterMs) {
@@ -289,9 +303,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // setHeaders sets RateLimit-Policy and RateLimit as sluiced does:
 // `"api";q=100;w=60` and `"api";r=42;t=1`.
-func (l *Limiter) setHeaders(h http.Header, d Decision) {
+func (l *Limiter) setHeaders(h http.Header, d Decision, ws int64) {
 	policy := sfString(l.Rule) + ";q=" + strconv.FormatInt(sfClamp(d.Limit), 10)
-	if ws := l.windowSeconds(); ws > 0 {
+	if ws > 0 {
 		policy += ";w=" + strconv.FormatInt(sfClamp(ws), 10)
 	}
 	h.Set("RateLimit-Policy", policy)
@@ -301,14 +315,14 @@ func (l *Limiter) setHeaders(h http.Header, d Decision) {
 
 // refuse answers 429 with Retry-After (seconds, rounded up; none when the cost never fits) and
 // the body sluiced's /v1/auth sends.
-func (l *Limiter) refuse(w http.ResponseWriter, d Decision) {
+func (l *Limiter) refuse(w http.ResponseWriter, d Decision, ws int64) {
 	if d.RetryAfterMs >= 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(d.RetryAfterMs, 1000), 10))
 	}
-	detail := fmt.Sprintf("rule '%s' allows %d per %ds", l.Rule, d.Limit, l.windowSeconds())
+	detail := fmt.Sprintf("rule '%s' allows %d per %ds", l.Rule, d.Limit, ws)
 	if d.Fallback {
 		detail = "the rate limiter cannot be reached; refusing until it can"
-	} else if l.windowSeconds() == 0 {
+	} else if ws == 0 {
 		detail = fmt.Sprintf("rule '%s' allows %d per window", l.Rule, d.Limit)
 	}
 	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests", detail)
@@ -334,39 +348,75 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 	w.Write(b)
 }
 
-// windowSeconds is the rule's window in seconds: Window when set, else what sluiced said (asked
-// on first use, and again at most every windowRetry while it could not say); 0 when unknown.
-func (l *Limiter) windowSeconds() int64 {
+// ruleInfo is what the middleware knows of its rule: Window and InFlight when set, the rest from
+// sluiced (SL.RULE GET). The first request asks, and requests meanwhile wait for its answer; an
+// answer older than ruleInfoTTL is asked again by one request while the others go on with it;
+// a rule sluiced could not tell of is asked again at most every ruleRetry.
+func (l *Limiter) ruleInfo() ruleInfo {
+	fixed := ruleInfo{known: true, inFlight: l.InFlight}
 	if l.Window > 0 {
-		return ceilDiv(ceilMs(l.Window), 1000)
+		fixed.windowS = ceilDiv(ceilMs(l.Window), 1000)
 	}
-	l.windowMu.Lock()
-	defer l.windowMu.Unlock()
-	if l.windowS > 0 || (!l.windowAsked.IsZero() && time.Since(l.windowAsked) < windowRetry) {
-		return l.windowS
+	if l.InFlight && l.Window > 0 {
+		return fixed // all set by hand: nothing to ask
 	}
-	l.windowAsked = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
-	defer cancel()
-	if win, err := l.Client.ruleWindow(ctx, l.Rule); err == nil {
-		l.windowS = ceilDiv(ceilMs(win), 1000)
+	l.infoMu.Lock()
+	info, asked := l.info, l.infoAsked
+	wait := ruleRetry
+	if info.known {
+		wait = ruleInfoTTL
 	}
-	return l.windowS
+	if asked.IsZero() || time.Since(asked) >= wait {
+		l.infoAsked = time.Now()
+		if !info.known {
+			info = l.askRule(info) // under the lock: the first requests wait for the answer
+		} else {
+			l.infoMu.Unlock()
+			info = l.askRule(info)
+			l.infoMu.Lock()
+		}
+		if info.known {
+			l.info = info
+		}
+	}
+	l.infoMu.Unlock()
+	if fixed.windowS > 0 {
+		info.windowS = fixed.windowS
+	}
+	info.inFlight = info.inFlight || l.InFlight
+	return info
 }
 
-// ruleWindow reads a rule's window from sluiced (SL.RULE GET name).
-func (c *Client) ruleWindow(ctx context.Context, rule string) (time.Duration, error) {
+// askRule reads the rule from sluiced; old when it cannot.
+func (l *Limiter) askRule(old ruleInfo) ruleInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
+	defer cancel()
+	def, err := l.Client.ruleDef(ctx, l.Rule)
+	if err != nil {
+		return old
+	}
+	info := ruleInfo{known: true, inFlight: def.Algorithm == "concurrency"}
+	if win, err := parseRuleDuration(def.Window); err == nil && def.Window != "" {
+		info.windowS = ceilDiv(ceilMs(win), 1000)
+	}
+	return info
+}
+
+// ruleDefinition is what the middleware reads of a rule's JSON (SL.RULE GET).
+type ruleDefinition struct {
+	Algorithm string `json:"algorithm"`
+	Window    string `json:"window"`
+}
+
+// ruleDef reads a rule's definition from sluiced (SL.RULE GET name).
+func (c *Client) ruleDef(ctx context.Context, rule string) (ruleDefinition, error) {
+	var def ruleDefinition
 	rep, err := c.command(ctx, "SL.RULE", "GET", rule)
 	if err != nil {
-		return 0, err
+		return def, err
 	}
-	var def struct {
-		Window string `json:"window"`
-	}
-	if err := json.Unmarshal([]byte(rep.Str), &def); err != nil {
-		return 0, err
-	}
-	return parseRuleDuration(def.Window)
+	err = json.Unmarshal([]byte(rep.Str), &def)
+	return def, err
 }
 
 // parseRuleDuration reads a duration as sluiced writes one: Go's units plus days ("1d2h").
