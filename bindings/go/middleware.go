@@ -31,32 +31,123 @@ import (
 // requests share one key.
 type KeyFunc func(r *http.Request) (string, error)
 
-// KeyIP keys by the client's address (the TCP peer, r.RemoteAddr), cut to its first prefixV4
-// bits for IPv4 and prefixV6 bits for IPv6 (32 and 128 keep the whole address; 24 and 64 key a
-// network). Behind a proxy the peer is the proxy: use a KeyFunc that reads what your proxy
-// sets, from proxies you trust.
+// KeyIP keys by the client's address (the TCP peer, r.RemoteAddr): with prefixV4 32 and
+// prefixV6 128 the address as net/http gives it ("192.0.2.7", "2001:db8::1"); with fewer bits
+// its network, written "192.0.2.0/24" or, for IPv6, with every group in full
+// ("2001:db8:1:2:0:0:0:0/64"). These are the keys the Node and Python packages make, so one
+// client is one key whichever service counts it. An IPv4-mapped IPv6 address (::ffff:a.b.c.d,
+// what a dual-stack listener sees of an IPv4 client) is keyed as its IPv4 address. A prefix
+// outside 0..32 or 0..128 panics (a mistake in the program, found when the KeyFunc is made).
+// Behind a proxy the peer is the proxy: use KeyForwardedIP with the proxies you trust.
 func KeyIP(prefixV4, prefixV6 int) KeyFunc {
+	checkBits("KeyIP", prefixV4, prefixV6)
 	return func(r *http.Request) (string, error) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			host = r.RemoteAddr
 		}
-		ip := net.ParseIP(host)
-		if ip == nil {
-			return "", fmt.Errorf("the client address %q is not an IP address", r.RemoteAddr)
-		}
-		if v4 := ip.To4(); v4 != nil {
-			return v4.Mask(net.CIDRMask(clampBits(prefixV4, 32), 32)).String(), nil
-		}
-		return ip.Mask(net.CIDRMask(clampBits(prefixV6, 128), 128)).String(), nil
+		return ipKey(host, prefixV4, prefixV6)
 	}
 }
 
-func clampBits(n, max int) int {
-	if n <= 0 || n > max {
-		return max
+func checkBits(fn string, prefixV4, prefixV6 int) {
+	if prefixV4 < 0 || prefixV4 > 32 || prefixV6 < 0 || prefixV6 > 128 {
+		panic(fmt.Sprintf("sluice.%s(%d, %d): the prefixes are 0..32 (IPv4) and 0..128 (IPv6)",
+			fn, prefixV4, prefixV6))
 	}
-	return n
+}
+
+// ipKey is the key of the address addr, written as it was given (the whole address) or as its
+// network (fewer bits).
+func ipKey(addr string, prefixV4, prefixV6 int) (string, error) {
+	if rest := strings.TrimPrefix(addr, "::ffff:"); rest != addr && isIPv4Text(rest) {
+		addr = rest
+	}
+	ip := net.ParseIP(addr)
+	switch {
+	case ip == nil:
+		return "", fmt.Errorf("the client address %q is not an IP address", addr)
+	case isIPv4Text(addr) && prefixV4 == 32, !isIPv4Text(addr) && prefixV6 == 128:
+		return addr, nil
+	case isIPv4Text(addr):
+		return ip.To4().Mask(net.CIDRMask(prefixV4, 32)).String() + "/" + strconv.Itoa(prefixV4), nil
+	}
+	masked := ip.To16().Mask(net.CIDRMask(prefixV6, 128))
+	var b strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(strconv.FormatUint(uint64(masked[i])<<8|uint64(masked[i+1]), 16))
+	}
+	return b.String() + "/" + strconv.Itoa(prefixV6), nil
+}
+
+// isIPv4Text: s is an IPv4 address in dotted decimal.
+func isIPv4Text(s string) bool {
+	return !strings.Contains(s, ":") && net.ParseIP(s) != nil
+}
+
+// KeyForwardedIP keys by the client's address behind proxies you trust, as KeyIP does: the
+// rightmost X-Forwarded-For entry that is not one of trusted (the leftmost when all are), or the
+// TCP peer itself when the peer is not trusted, so a client cannot choose its key by sending
+// the header itself. trusted lists networks ("10.0.0.0/8", "2001:db8::/32") and addresses
+// ("10.0.0.2"); an entry that is neither panics. Express's 'trust proxy' with those networks
+// picks the same address, so the Node package's keys.ip() makes the same key.
+func KeyForwardedIP(trusted []string, prefixV4, prefixV6 int) KeyFunc {
+	checkBits("KeyForwardedIP", prefixV4, prefixV6)
+	var nets []*net.IPNet
+	for _, t := range trusted {
+		_, n, err := net.ParseCIDR(t)
+		if err != nil {
+			ip := net.ParseIP(t)
+			if ip == nil {
+				panic(fmt.Sprintf("sluice.KeyForwardedIP: %q is neither a network nor an address", t))
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			n = &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}
+		}
+		nets = append(nets, n)
+	}
+	trustedIP := func(addr string) bool {
+		ip := net.ParseIP(addr)
+		if ip == nil {
+			return false
+		}
+		for _, n := range nets {
+			if n.Contains(ip) { // an IPv4-mapped address is in an IPv4 network
+				return true
+			}
+		}
+		return false
+	}
+	return func(r *http.Request) (string, error) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		hops := []string{host} // the peer, then X-Forwarded-For from its right end
+		var xff []string
+		for _, h := range r.Header.Values("X-Forwarded-For") {
+			for _, e := range strings.Split(h, ",") {
+				xff = append(xff, strings.Trim(e, " \t"))
+			}
+		}
+		for i := len(xff) - 1; i >= 0; i-- {
+			hops = append(hops, xff[i])
+		}
+		client := hops[len(hops)-1]
+		for _, h := range hops[:len(hops)-1] {
+			if !trustedIP(h) {
+				client = h
+				break
+			}
+		}
+		return ipKey(client, prefixV4, prefixV6)
+	}
 }
 
 // KeyHeader keys by a request header's value; a request without it is refused with 400.
@@ -69,10 +160,18 @@ func KeyHeader(name string) KeyFunc {
 	}
 }
 
-// KeyRoute keys by the request's method and path ("GET /v1/items"): one budget per route, for
-// every client together.
-func KeyRoute() KeyFunc {
-	return func(r *http.Request) (string, error) { return r.Method + " " + r.URL.Path, nil }
+// KeyRoute keys by the route: pattern, the route as your router names it ("/users/{id}"), so
+// that every request to it shares one budget, for every client together, whatever the IDs in
+// its path; "" keys by the request's path. Give each route's Limiter (or the Middleware around
+// that route's handler) its own KeyRoute. The method is not in the key: the Node and Python
+// packages make the same key of the same route.
+func KeyRoute(pattern string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if pattern != "" {
+			return pattern, nil
+		}
+		return r.URL.Path, nil
+	}
 }
 
 // KeyUser keys by the user that user finds for the request (from a session, a token, the

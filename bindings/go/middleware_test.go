@@ -448,31 +448,20 @@ func TestMiddlewareWaitsOutAMaxDelay(t *testing.T) {
 	}
 }
 
-// KeyIP cuts addresses to their networks; a peer that is not an IP address is an error.
-func TestKeyIP(t *testing.T) {
-	cases := []struct {
-		remote string
-		v4, v6 int
-		want   string
-	}{
-		{"192.0.2.77:5000", 32, 128, "192.0.2.77"},
-		{"192.0.2.77:5000", 24, 64, "192.0.2.0"},
-		{"[2001:db8:1:2:3:4:5:6]:443", 24, 64, "2001:db8:1:2::"},
-		{"[2001:db8::1]:443", 0, 0, "2001:db8::1"},
-	}
-	for _, c := range cases {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = c.remote
-		if got, err := KeyIP(c.v4, c.v6)(r); err != nil || got != c.want {
-			t.Errorf("KeyIP(%d, %d) of %s = %q %v, want %q", c.v4, c.v6, c.remote, got, err, c.want)
+// KeyRoute keys by the route the program names, not the path: requests for /users/1, /users/2
+// and /users/3 are one key, so the third is refused under a rule of 2.
+func TestMiddlewareKeyRouteIsOneKeyPerRoute(t *testing.T) {
+	c := newClient(t, Options{})
+	lim := &Limiter{Client: c, Rule: "go-mw", Window: time.Hour, Key: WithPrefix(runID, KeyRoute("/users/{id}"))}
+	mux := http.NewServeMux()
+	mux.Handle("/users/", lim.Middleware(okHandler))
+	srv := serve(t, mux)
+	for i, want := range []int{200, 200, 429} {
+		if r, body := get(t, fmt.Sprintf("%s/users/%d", srv.URL, i+1), ""); r.StatusCode != want {
+			t.Fatalf("/users/%d: %d %s, want %d", i+1, r.StatusCode, body, want)
 		}
 	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r.RemoteAddr = "@unix"
-	if _, err := KeyIP(32, 128)(r); err == nil {
-		t.Error("a non-IP peer made a key")
-	}
-	if k, _ := WithPrefix("route:", KeyRoute())(httptest.NewRequest("POST", "/v1/items?x=1", nil)); k != "route:POST /v1/items" {
-		t.Errorf("KeyRoute: %q", k)
+	if d, err := c.Peek(bg(t), "go-mw", runID+"/users/{id}"); err != nil || d.Remaining != 0 {
+		t.Fatalf("the route's key: %+v %v", d, err)
 	}
 }

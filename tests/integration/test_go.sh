@@ -2,7 +2,7 @@
 # test_go.sh - the Go package (bindings/go) as a user gets it: the module is packed into a zip
 # as a release would carry it and unpacked into $TMP, and everything runs there, never in the
 # source tree: gofmt, go vet, the package's tests (unit tests, the cases of tests/sdk/cases.json
-# and the backoff sequences of tests/sdk/backoff.json,
+# and the backoff sequences of tests/sdk/backoff.json, the key functions against tests/sdk/keys.json,
 # the middleware with a real net/http server and real requests, TLS) against real sluiced
 # servers, a bounded run of the RESP parser's fuzz target, and a consumer module that requires
 # the package through a `replace` to the unpacked copy and builds from `go mod vendor`.
@@ -94,7 +94,8 @@ export SLUICE_GO_INTEGRATION=1 SLUICE_VERSION=$VERSION \
     SLUICE_RESP_ADDR=127.0.0.1:$MAIN_RESP SLUICE_HTTP_ADDR=127.0.0.1:$MAIN_HTTP \
     SLUICE_TLS_ADDR=127.0.0.1:$TLS_RESP SLUICE_TLS_CA=$TMP/cert.pem \
     SLUICE_SILENT_ADDR=127.0.0.1:$HELD_PORT SLUICE_SPARES=$SPARES \
-    SLUICE_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json SLUICE_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json
+    SLUICE_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json SLUICE_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json \
+    SLUICE_KEYS=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 
 # ---- the package, from the unpacked copy ------------------------------------------------------
 cd "$MOD" || exit 1

@@ -3,7 +3,8 @@
 # .tgz, which is installed with npm into a fresh directory (with koffi, its optional peer), and
 # the tests run from there against real servers: every case of tests/sdk/cases.json
 # (cases.js), the C client's seeded backoff sequences of tests/sdk/backoff.json, the client's
-# TLS, pipelining, pool, version and ES module face (client.js),
+# TLS, pipelining, pool, version and ES module face (client.js), the key functions against
+# tests/sdk/keys.json (keys.js),
 # Express and Fastify serving real HTTP requests (middleware.js), rate-limiter-flexible's
 # documented usage on RateLimiterSluice beside RateLimiterRedis on a real redis-server
 # (flexible.js), and libsluice in-process under seeded random operations (native.js).
@@ -69,7 +70,7 @@ start_redis redis --save "" --appendonly no || exit 1
 
 # ---- the tests, each a node process; the shell serves its requests to stop or start sluiced
 export SDK_HANDSHAKE=$TMP/hs SDK_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
-export SDK_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json
+export SDK_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json SDK_KEYS=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 export SDK_CASES_PORT=$CASES_PORT SDK_PORT=$MAIN_PORT SDK_TLS_PORT=$TLS_PORT SDK_TLS_CA=$TMP/ca.pem
 export SDK_REDIS_PORT=$REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
 export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2 NODE_PATH=$SDK_DIR/node_modules
@@ -110,10 +111,10 @@ run_node() { # NAME FILE: runs FILE from the app directory, at most 240 s
     return "$rc"
 }
 
-tests=(cases client middleware flexible native)
+tests=(cases client keys middleware flexible native)
 if sanitized "$SLUICE_LIBRARY"; then # the plain build runs native.js
     echo "native.js skipped: libsluice is built with a sanitizer, which node cannot load"
-    tests=(cases client middleware flexible)
+    tests=(cases client keys middleware flexible)
 fi
 for t in "${tests[@]}"; do
     run_node "node-$t" "$t.js"
