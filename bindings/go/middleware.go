@@ -218,7 +218,8 @@ type Limiter struct {
 	// the middleware reads the rule's algorithm from sluiced (SL.RULE GET, on first use and
 	// again every ruleInfoTTL) and acquires for a concurrency rule all the same; set InFlight
 	// where sluiced will not tell (SL.RULE GET needs the admin permission when sluiced has an
-	// admin password): while the algorithm is unknown, a request is decided with SL.ALLOW.
+	// admin password): while the algorithm is unknown, a request is decided with SL.ALLOW,
+	// which on an in-flight rule takes a unit that no release gives back.
 	InFlight bool
 	// HoldTimeout bounds a hold's life when the release never comes (a crash); 0: the rule's
 	// hold_timeout.

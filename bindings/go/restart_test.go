@@ -27,6 +27,7 @@ type ownSluiced struct {
 	t          *testing.T
 	resp, http int
 	dir        string
+	extra      []string // more arguments
 	cmd        *exec.Cmd
 }
 
@@ -53,6 +54,7 @@ func (s *ownSluiced) start() {
 		"--rules", serverEnv(t, "SLUICE_RULES"), "--config-store", filepath.Join(s.dir, "config.db"),
 		"--snapshot", ""}
 	args = append(args, strings.Fields(os.Getenv("SLUICE_STORE_ARGS"))...)
+	args = append(args, s.extra...)
 	s.cmd = exec.Command(serverEnv(t, "SLUICED"), args...)
 	log, err := os.OpenFile(filepath.Join(s.dir, "sluiced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -83,9 +85,9 @@ func (s *ownSluiced) kill() {
 	s.cmd.Wait()
 }
 
-func startOwnSluiced(t *testing.T) *ownSluiced {
+func startOwnSluiced(t *testing.T, extra ...string) *ownSluiced {
 	p := freePorts(t, 2)
-	s := &ownSluiced{t: t, resp: p[0], http: p[1], dir: t.TempDir()}
+	s := &ownSluiced{t: t, resp: p[0], http: p[1], dir: t.TempDir(), extra: extra}
 	s.start()
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil {
@@ -208,4 +210,34 @@ func getNoFatal(url, user string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// A sluiced with an admin password does not show its rules to the default user: the middleware
+// cannot read that go-mw-jobs (a limit of 1) is an in-flight rule, and decides with SL.ALLOW,
+// which takes a unit that no release gives back: after one request, the next is refused.
+// InFlight set by hand acquires and releases: one request after another all pass.
+func TestMiddlewareInFlightByHandWhereTheRuleCannotBeRead(t *testing.T) {
+	s := startOwnSluiced(t, "--requirepass", "pw", "--admin-password", "apw")
+	c := newClient(t, Options{Addr: s.addr(), Password: "pw"})
+	if _, err := c.Do(bg(t), "SL.RULE", "GET", "go-mw-jobs"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SL.RULE GET as the default user: %v, want NOPERM", err)
+	}
+	for _, inFlight := range []bool{false, true} {
+		key := fmt.Sprintf("%sbyhand-%v", runID, inFlight)
+		lim := &Limiter{Client: c, Rule: "go-mw-jobs", InFlight: inFlight, Window: time.Hour,
+			Key: func(*http.Request) (string, error) { return key, nil }}
+		srv := serve(t, lim.Middleware(okHandler))
+		want := map[bool][]int{false: {200, 429, 429}, true: {200, 200, 200}}[inFlight]
+		for i, code := range want {
+			if r, body := get(t, srv.URL, ""); r.StatusCode != code {
+				t.Fatalf("InFlight %v, request %d: %d %s, want %d", inFlight, i+1, r.StatusCode, body, code)
+			}
+			if inFlight && !poll(func() bool {
+				d, err := c.Peek(bg(t), "go-mw-jobs", key)
+				return err == nil && d.Remaining == 1
+			}) {
+				t.Fatalf("InFlight: request %d's hold was not released", i+1)
+			}
+		}
+	}
 }
