@@ -69,6 +69,9 @@ start_scratch_sluiced main --rules "$TMP/rules.yaml"
 MAIN_PORT=$RESP_PORT
 start_restartable kill --rules "$TMP/rules.yaml"
 KILL_PORT=$RESP_PORT
+# a sluiced that shows its rules to the admin user only
+start_scratch_sluiced locked --rules "$TMP/rules.yaml" --requirepass pw --admin-password apw
+LOCKED_PORT=$RESP_PORT
 # TLS: a CA and a certificate for 127.0.0.1 made here
 (cd "$TMP" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
     -subj "/CN=sluice node test CA" 2>/dev/null &&
@@ -99,7 +102,7 @@ RKILL_PORT=$RESP_PORT
 export SDK_HANDSHAKE=$TMP/hs SDK_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
 export SDK_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json SDK_KEYS=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 export SDK_CASES_PORT=$CASES_PORT SDK_PORT=$MAIN_PORT SDK_TLS_PORT=$TLS_PORT SDK_TLS_CA=$TMP/ca.pem
-export SDK_KILL_PORT=$KILL_PORT SDK_KILL_NAME=kill SDK_STORE=memory
+export SDK_KILL_PORT=$KILL_PORT SDK_KILL_NAME=kill SDK_STORE=memory SDK_LOCKED_PORT=$LOCKED_PORT
 export SDK_REDIS_PORT=$PLAIN_REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
 export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2 NODE_PATH=$SDK_DIR/node_modules
 
@@ -159,7 +162,7 @@ SDK_PORT=$RMAIN_PORT SDK_KILL_PORT=$RKILL_PORT SDK_KILL_NAME=rkill SDK_STORE=red
     run_node node-middleware-redis middleware.js
 check middleware-redis-store test $? -eq 0
 
-for name in cases main tls kill rcases rmain rkill; do
+for name in cases main tls kill locked rcases rmain rkill; do
     stop_bg "$name" TERM
     check "$name-exit-0" test $? -eq 0
 done

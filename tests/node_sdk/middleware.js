@@ -373,6 +373,41 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   }
 }
 
+// A sluiced with an admin password does not show its rules to the default user: the middleware
+// cannot read that mw-jobs (a limit of 1) is an in-flight rule and decides with SL.ALLOW, which
+// takes a unit no release returns (after one request the next is refused); with inFlight set by
+// hand it acquires and releases, and one request after another all pass.
+const lockedPort = Number(env('SDK_LOCKED_PORT'));
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: inFlight by hand where sluiced will not show the rule`, async () => {
+    const client = new sluice.Client({ ...patient, port: lockedPort, password: 'pw' });
+    const u = runPrefix();
+    const app = await make({
+      guessed: { client, rule: 'mw-jobs', key: () => `${u}guessed` },
+      byhand: { client, rule: 'mw-jobs', key: () => `${u}byhand`, inFlight: true },
+    });
+    try {
+      await assert.rejects(client.rule('mw-jobs'), /NOPERM/);
+      const codes = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/guessed/ok`);
+        await r.text();
+        codes.push(r.status);
+      }
+      assert.deepEqual(codes, [200, 429, 429], 'SL.ALLOW kept the unit of the first request');
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/byhand/ok`);
+        await r.text();
+        assert.equal(r.status, 200, `inFlight, request ${i + 1}`);
+        assert.ok(await poll(async () => (await client.peek('mw-jobs', `${u}byhand`)).remaining === 1), `request ${i + 1}'s hold was released`);
+      }
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+}
+
 test('keys: an address as its network, a header, the route, the user', () => {
   assert.equal(sluice.keys.ip({ v4: 24 })({ ip: '10.1.2.3' }), '10.1.2.0/24');
   assert.equal(sluice.keys.ip({ v4: 24 })({ ip: '::ffff:10.1.2.3' }), '10.1.2.0/24');
