@@ -1,29 +1,43 @@
 package sluice
 
 import (
+	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 )
 
-// The same seed gives the C client's delays (slc_backoff_ms, src/client/retry.c): these are
-// what it printed for seeds 42 and 0.
+// The same seed gives the C client's delays (slc_backoff_ms, src/client/retry.c), draw by draw:
+// the sequences of tests/sdk/backoff.json, the table every client package runs.
 func TestBackoffMatchesTheCClient(t *testing.T) {
-	seed := uint64(42)
-	var got []int64
-	for a := 0; a < 12; a++ {
-		got = append(got, BackoffMs(a, 50, 5000, &seed))
+	raw, err := os.ReadFile(serverEnv(t, "SLUICE_BACKOFF"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := []int64{37, 16, 55, 138, 30, 1390, 699, 4003, 1699, 3093, 1024, 2465}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("seed 42: got %v, want %v", got, want)
+	var table struct {
+		Sequences []struct {
+			Seed     uint64  `json:"seed"`
+			BaseMs   int64   `json:"base_ms"`
+			CapMs    int64   `json:"cap_ms"`
+			Attempts []int   `json:"attempts"`
+			DelaysMs []int64 `json:"delays_ms"`
+		} `json:"sequences"`
 	}
-	seed, got = 0, nil
-	for a := 0; a < 6; a++ {
-		got = append(got, BackoffMs(70, 1, 1000000, &seed))
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
 	}
-	want = []int64{883311, 431528, 26433, 970882, 106346, 327326}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("seed 0, attempt 70: got %v, want %v", got, want)
+	if len(table.Sequences) == 0 {
+		t.Fatal("backoff.json has no sequences")
+	}
+	for _, s := range table.Sequences {
+		state := s.Seed
+		var got []int64
+		for _, a := range s.Attempts {
+			got = append(got, BackoffMs(a, s.BaseMs, s.CapMs, &state))
+		}
+		if !reflect.DeepEqual(got, s.DelaysMs) {
+			t.Errorf("seed %d, base %d, cap %d: got %v, want %v", s.Seed, s.BaseMs, s.CapMs, got, s.DelaysMs)
+		}
 	}
 }
 

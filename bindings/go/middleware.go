@@ -4,10 +4,11 @@ package sluice
 // rule, the key from a KeyFunc, answered as sluiced's own HTTP API answers (the IETF RateLimit
 // fields, a 429 with Retry-After and an application/problem+json body of the same shape; a
 // request a max_delay rule admits after a wait is served after that wait).
-// An in-flight rule (algorithm: concurrency) acquires on the way in and releases when the
-// handler returns: after the response, also when the handler panics and when the client went
-// away mid-response (net/http cancels the request's context; the handler returns). The
-// release never uses the request's context, which is cancelled by then. With Report, the
+// An in-flight rule (algorithm: concurrency, read from sluiced with SL.RULE GET, or InFlight set
+// by hand) acquires on the way in and releases when the handler returns: after the response,
+// when the handler panics, and after a client that went away mid-response only once the
+// handler returns (the hold stands for the handler's work, which goes on after a disconnect;
+// net/http cancels the request's context). The release never uses the request's context, which is cancelled by then. With Report, the
 // release reports the request's latency and whether it was dropped, for an adaptive limit.
 
 import (
@@ -30,32 +31,123 @@ import (
 // requests share one key.
 type KeyFunc func(r *http.Request) (string, error)
 
-// KeyIP keys by the client's address (the TCP peer, r.RemoteAddr), cut to its first prefixV4
-// bits for IPv4 and prefixV6 bits for IPv6 (32 and 128 keep the whole address; 24 and 64 key a
-// network). Behind a proxy the peer is the proxy: use a KeyFunc that reads what your proxy
-// sets, from proxies you trust.
+// KeyIP keys by the client's address (the TCP peer, r.RemoteAddr): with prefixV4 32 and
+// prefixV6 128 the address as net/http gives it ("192.0.2.7", "2001:db8::1"); with fewer bits
+// its network, written "192.0.2.0/24" or, for IPv6, with every group in full
+// ("2001:db8:1:2:0:0:0:0/64"). These are the keys the Node and Python packages make, so one
+// client is one key whichever service counts it. An IPv4-mapped IPv6 address (::ffff:a.b.c.d,
+// what a dual-stack listener sees of an IPv4 client) is keyed as its IPv4 address. A prefix
+// outside 0..32 or 0..128 panics (a mistake in the program, found when the KeyFunc is made).
+// Behind a proxy the peer is the proxy: use KeyForwardedIP with the proxies you trust.
 func KeyIP(prefixV4, prefixV6 int) KeyFunc {
+	checkBits("KeyIP", prefixV4, prefixV6)
 	return func(r *http.Request) (string, error) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			host = r.RemoteAddr
 		}
-		ip := net.ParseIP(host)
-		if ip == nil {
-			return "", fmt.Errorf("the client address %q is not an IP address", r.RemoteAddr)
-		}
-		if v4 := ip.To4(); v4 != nil {
-			return v4.Mask(net.CIDRMask(clampBits(prefixV4, 32), 32)).String(), nil
-		}
-		return ip.Mask(net.CIDRMask(clampBits(prefixV6, 128), 128)).String(), nil
+		return ipKey(host, prefixV4, prefixV6)
 	}
 }
 
-func clampBits(n, max int) int {
-	if n <= 0 || n > max {
-		return max
+func checkBits(fn string, prefixV4, prefixV6 int) {
+	if prefixV4 < 0 || prefixV4 > 32 || prefixV6 < 0 || prefixV6 > 128 {
+		panic(fmt.Sprintf("sluice.%s(%d, %d): the prefixes are 0..32 (IPv4) and 0..128 (IPv6)",
+			fn, prefixV4, prefixV6))
 	}
-	return n
+}
+
+// ipKey is the key of the address addr, written as it was given (the whole address) or as its
+// network (fewer bits).
+func ipKey(addr string, prefixV4, prefixV6 int) (string, error) {
+	if rest := strings.TrimPrefix(addr, "::ffff:"); rest != addr && isIPv4Text(rest) {
+		addr = rest
+	}
+	ip := net.ParseIP(addr)
+	switch {
+	case ip == nil:
+		return "", fmt.Errorf("the client address %q is not an IP address", addr)
+	case isIPv4Text(addr) && prefixV4 == 32, !isIPv4Text(addr) && prefixV6 == 128:
+		return addr, nil
+	case isIPv4Text(addr):
+		return ip.To4().Mask(net.CIDRMask(prefixV4, 32)).String() + "/" + strconv.Itoa(prefixV4), nil
+	}
+	masked := ip.To16().Mask(net.CIDRMask(prefixV6, 128))
+	var b strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(strconv.FormatUint(uint64(masked[i])<<8|uint64(masked[i+1]), 16))
+	}
+	return b.String() + "/" + strconv.Itoa(prefixV6), nil
+}
+
+// isIPv4Text: s is an IPv4 address in dotted decimal.
+func isIPv4Text(s string) bool {
+	return !strings.Contains(s, ":") && net.ParseIP(s) != nil
+}
+
+// KeyForwardedIP keys by the client's address behind proxies you trust, as KeyIP does: the
+// rightmost X-Forwarded-For entry that is not one of trusted (the leftmost when all are), or the
+// TCP peer itself when the peer is not trusted, so a client cannot choose its key by sending
+// the header itself. trusted lists networks ("10.0.0.0/8", "2001:db8::/32") and addresses
+// ("10.0.0.2"); an entry that is neither panics. Express's 'trust proxy' with those networks
+// picks the same address, so the Node package's keys.ip() makes the same key.
+func KeyForwardedIP(trusted []string, prefixV4, prefixV6 int) KeyFunc {
+	checkBits("KeyForwardedIP", prefixV4, prefixV6)
+	var nets []*net.IPNet
+	for _, t := range trusted {
+		_, n, err := net.ParseCIDR(t)
+		if err != nil {
+			ip := net.ParseIP(t)
+			if ip == nil {
+				panic(fmt.Sprintf("sluice.KeyForwardedIP: %q is neither a network nor an address", t))
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			n = &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}
+		}
+		nets = append(nets, n)
+	}
+	trustedIP := func(addr string) bool {
+		ip := net.ParseIP(addr)
+		if ip == nil {
+			return false
+		}
+		for _, n := range nets {
+			if n.Contains(ip) { // an IPv4-mapped address is in an IPv4 network
+				return true
+			}
+		}
+		return false
+	}
+	return func(r *http.Request) (string, error) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		hops := []string{host} // the peer, then X-Forwarded-For from its right end
+		var xff []string
+		for _, h := range r.Header.Values("X-Forwarded-For") {
+			for _, e := range strings.Split(h, ",") {
+				xff = append(xff, strings.Trim(e, " \t"))
+			}
+		}
+		for i := len(xff) - 1; i >= 0; i-- {
+			hops = append(hops, xff[i])
+		}
+		client := hops[len(hops)-1]
+		for _, h := range hops[:len(hops)-1] {
+			if !trustedIP(h) {
+				client = h
+				break
+			}
+		}
+		return ipKey(client, prefixV4, prefixV6)
+	}
 }
 
 // KeyHeader keys by a request header's value; a request without it is refused with 400.
@@ -68,10 +160,18 @@ func KeyHeader(name string) KeyFunc {
 	}
 }
 
-// KeyRoute keys by the request's method and path ("GET /v1/items"): one budget per route, for
-// every client together.
-func KeyRoute() KeyFunc {
-	return func(r *http.Request) (string, error) { return r.Method + " " + r.URL.Path, nil }
+// KeyRoute keys by the route: pattern, the route as your router names it ("/users/{id}"), so
+// that every request to it shares one budget, for every client together, whatever the IDs in
+// its path; "" keys by the request's path. Give each route's Limiter (or the Middleware around
+// that route's handler) its own KeyRoute. The method is not in the key: the Node and Python
+// packages make the same key of the same route.
+func KeyRoute(pattern string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if pattern != "" {
+			return pattern, nil
+		}
+		return r.URL.Path, nil
+	}
 }
 
 // KeyUser keys by the user that user finds for the request (from a session, a token, the
@@ -113,8 +213,13 @@ type Limiter struct {
 	// a client that gives up is not always load, and a sluiced older than LATENCY refuses such
 	// a release (the hold then lives to its timeout).
 	Report bool
-	// InFlight: the rule is an in-flight rule (algorithm: concurrency). A request acquires a
-	// hold on the way in and releases it when the handler returns, however it returns.
+	// InFlight: the rule is an in-flight rule (algorithm: concurrency): a request acquires a
+	// hold on the way in and releases it when the handler returns, however it returns. false:
+	// the middleware reads the rule's algorithm from sluiced (SL.RULE GET, on first use and
+	// again every ruleInfoTTL) and acquires for a concurrency rule all the same; set InFlight
+	// where sluiced will not tell (SL.RULE GET needs the admin permission when sluiced has an
+	// admin password): while the algorithm is unknown, a request is decided with SL.ALLOW,
+	// which on an in-flight rule takes a unit that no release gives back.
 	InFlight bool
 	// HoldTimeout bounds a hold's life when the release never comes (a crash); 0: the rule's
 	// hold_timeout.
@@ -123,21 +228,29 @@ type Limiter struct {
 	// in sluiced never refuses either).
 	Shadow bool
 	// Window is the rule's window for RateLimit-Policy's w and the 429's detail. 0: read from
-	// sluiced on first use (SL.RULE GET, which needs the admin permission when sluiced has an
-	// admin password); while it cannot be read, w is left out and it is asked again each minute.
+	// sluiced with the algorithm (SL.RULE GET); while it cannot be read, w is left out.
 	Window time.Duration
 	// OnError answers a request whose decision failed (sluiced unreachable under Raise, an
 	// unknown rule); nil: 503 with a problem. OnReleaseError hears of a release that failed.
 	OnError        func(w http.ResponseWriter, r *http.Request, err error)
 	OnReleaseError func(err error)
 
-	windowMu    sync.Mutex
-	windowS     int64     // the window in seconds, rounded up; 0: unknown
-	windowAsked time.Time // when sluiced was last asked for it
+	infoMu    sync.Mutex
+	info      ruleInfo  // what sluiced said of the rule
+	infoAsked time.Time // when sluiced was last asked (zero: never)
 }
 
-// windowRetry is how often a window sluiced could not tell is asked for again.
-const windowRetry = time.Minute
+// ruleInfo is what the middleware needs of a rule's definition in sluiced.
+type ruleInfo struct {
+	known    bool  // sluiced answered SL.RULE GET
+	windowS  int64 // the window in seconds, rounded up; 0: unknown
+	inFlight bool  // algorithm: concurrency
+}
+
+const (
+	ruleInfoTTL = 10 * time.Second // how long an answer stands: a rule changed in sluiced is seen
+	ruleRetry   = time.Minute      // how often a rule sluiced could not tell of is asked for again
+)
 
 // Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
@@ -156,8 +269,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		if l.Priority != nil {
 			o.Priority = l.Priority(r)
 		}
+		info := l.ruleInfo()
 		var d Decision
-		if l.InFlight {
+		if l.InFlight || info.inFlight {
 			d, err = l.Client.AcquireWith(r.Context(), l.Rule, key, cost, l.HoldTimeout, o)
 		} else {
 			d, err = l.Client.AllowWith(r.Context(), l.Rule, key, cost, o)
@@ -181,10 +295,10 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			defer l.release(key, d.HoldID)
 		}
 		if !d.Fallback {
-			l.setHeaders(w.Header(), d)
+			l.setHeaders(w.Header(), d, info.windowS)
 		}
 		if !d.Allowed && !l.Shadow {
-			l.refuse(w, d)
+			l.refuse(w, d, info.windowS)
 			return
 		}
 		if d.Allowed && d.RetryAfterMs > 0 && !waitDelay(r.Context(), d.RetryAfterMs) {
@@ -289,9 +403,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // setHeaders sets RateLimit-Policy and RateLimit as sluiced does:
 // `"api";q=100;w=60` and `"api";r=42;t=1`.
-func (l *Limiter) setHeaders(h http.Header, d Decision) {
+func (l *Limiter) setHeaders(h http.Header, d Decision, ws int64) {
 	policy := sfString(l.Rule) + ";q=" + strconv.FormatInt(sfClamp(d.Limit), 10)
-	if ws := l.windowSeconds(); ws > 0 {
+	if ws > 0 {
 		policy += ";w=" + strconv.FormatInt(sfClamp(ws), 10)
 	}
 	h.Set("RateLimit-Policy", policy)
@@ -301,14 +415,14 @@ func (l *Limiter) setHeaders(h http.Header, d Decision) {
 
 // refuse answers 429 with Retry-After (seconds, rounded up; none when the cost never fits) and
 // the body sluiced's /v1/auth sends.
-func (l *Limiter) refuse(w http.ResponseWriter, d Decision) {
+func (l *Limiter) refuse(w http.ResponseWriter, d Decision, ws int64) {
 	if d.RetryAfterMs >= 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(d.RetryAfterMs, 1000), 10))
 	}
-	detail := fmt.Sprintf("rule '%s' allows %d per %ds", l.Rule, d.Limit, l.windowSeconds())
+	detail := fmt.Sprintf("rule '%s' allows %d per %ds", l.Rule, d.Limit, ws)
 	if d.Fallback {
 		detail = "the rate limiter cannot be reached; refusing until it can"
-	} else if l.windowSeconds() == 0 {
+	} else if ws == 0 {
 		detail = fmt.Sprintf("rule '%s' allows %d per window", l.Rule, d.Limit)
 	}
 	writeProblem(w, http.StatusTooManyRequests, "Too Many Requests", detail)
@@ -334,39 +448,75 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 	w.Write(b)
 }
 
-// windowSeconds is the rule's window in seconds: Window when set, else what sluiced said (asked
-// on first use, and again at most every windowRetry while it could not say); 0 when unknown.
-func (l *Limiter) windowSeconds() int64 {
+// ruleInfo is what the middleware knows of its rule: Window and InFlight when set, the rest from
+// sluiced (SL.RULE GET). The first request asks, and requests meanwhile wait for its answer; an
+// answer older than ruleInfoTTL is asked again by one request while the others go on with it;
+// a rule sluiced could not tell of is asked again at most every ruleRetry.
+func (l *Limiter) ruleInfo() ruleInfo {
+	fixed := ruleInfo{known: true, inFlight: l.InFlight}
 	if l.Window > 0 {
-		return ceilDiv(ceilMs(l.Window), 1000)
+		fixed.windowS = ceilDiv(ceilMs(l.Window), 1000)
 	}
-	l.windowMu.Lock()
-	defer l.windowMu.Unlock()
-	if l.windowS > 0 || (!l.windowAsked.IsZero() && time.Since(l.windowAsked) < windowRetry) {
-		return l.windowS
+	if l.InFlight && l.Window > 0 {
+		return fixed // all set by hand: nothing to ask
 	}
-	l.windowAsked = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
-	defer cancel()
-	if win, err := l.Client.ruleWindow(ctx, l.Rule); err == nil {
-		l.windowS = ceilDiv(ceilMs(win), 1000)
+	l.infoMu.Lock()
+	info, asked := l.info, l.infoAsked
+	wait := ruleRetry
+	if info.known {
+		wait = ruleInfoTTL
 	}
-	return l.windowS
+	if asked.IsZero() || time.Since(asked) >= wait {
+		l.infoAsked = time.Now()
+		if !info.known {
+			info = l.askRule(info) // under the lock: the first requests wait for the answer
+		} else {
+			l.infoMu.Unlock()
+			info = l.askRule(info)
+			l.infoMu.Lock()
+		}
+		if info.known {
+			l.info = info
+		}
+	}
+	l.infoMu.Unlock()
+	if fixed.windowS > 0 {
+		info.windowS = fixed.windowS
+	}
+	info.inFlight = info.inFlight || l.InFlight
+	return info
 }
 
-// ruleWindow reads a rule's window from sluiced (SL.RULE GET name).
-func (c *Client) ruleWindow(ctx context.Context, rule string) (time.Duration, error) {
+// askRule reads the rule from sluiced; old when it cannot.
+func (l *Limiter) askRule(old ruleInfo) ruleInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
+	defer cancel()
+	def, err := l.Client.ruleDef(ctx, l.Rule)
+	if err != nil {
+		return old
+	}
+	info := ruleInfo{known: true, inFlight: def.Algorithm == "concurrency"}
+	if win, err := parseRuleDuration(def.Window); err == nil && def.Window != "" {
+		info.windowS = ceilDiv(ceilMs(win), 1000)
+	}
+	return info
+}
+
+// ruleDefinition is what the middleware reads of a rule's JSON (SL.RULE GET).
+type ruleDefinition struct {
+	Algorithm string `json:"algorithm"`
+	Window    string `json:"window"`
+}
+
+// ruleDef reads a rule's definition from sluiced (SL.RULE GET name).
+func (c *Client) ruleDef(ctx context.Context, rule string) (ruleDefinition, error) {
+	var def ruleDefinition
 	rep, err := c.command(ctx, "SL.RULE", "GET", rule)
 	if err != nil {
-		return 0, err
+		return def, err
 	}
-	var def struct {
-		Window string `json:"window"`
-	}
-	if err := json.Unmarshal([]byte(rep.Str), &def); err != nil {
-		return 0, err
-	}
-	return parseRuleDuration(def.Window)
+	err = json.Unmarshal([]byte(rep.Str), &def)
+	return def, err
 }
 
 // parseRuleDuration reads a duration as sluiced writes one: Go's units plus days ("1d2h").

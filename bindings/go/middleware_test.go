@@ -127,13 +127,14 @@ func remainingOf(t *testing.T, c *Client, key string) int64 {
 	return d.Remaining
 }
 
-// An in-flight rule of 1: a second request while the first runs is refused; the first's hold
-// is released when its response ends, so the next is admitted.
+// An in-flight rule of 1, InFlight not set: the middleware reads the algorithm from sluiced and
+// acquires. A second request while the first runs is refused; the first's hold is released
+// when its response ends, so the next is admitted.
 func TestMiddlewareInFlightReleasedWhenTheResponseEnds(t *testing.T) {
 	c := newClient(t, Options{})
 	key := runID + "jobs-end"
 	started, finish := make(chan struct{}), make(chan struct{})
-	lim := &Limiter{Client: c, Rule: "go-mw-jobs", InFlight: true, Key: func(*http.Request) (string, error) { return key, nil }}
+	lim := &Limiter{Client: c, Rule: "go-mw-jobs", Key: func(*http.Request) (string, error) { return key, nil }}
 	srv := serve(t, lim.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(started)
@@ -171,7 +172,7 @@ func TestMiddlewareInFlightReleasedWhenTheResponseEnds(t *testing.T) {
 func TestMiddlewareInFlightReleasedWhenTheHandlerPanics(t *testing.T) {
 	c := newClient(t, Options{})
 	key := runID + "jobs-panic"
-	lim := &Limiter{Client: c, Rule: "go-mw-jobs", InFlight: true, Key: func(*http.Request) (string, error) { return key, nil }}
+	lim := &Limiter{Client: c, Rule: "go-mw-jobs", Key: func(*http.Request) (string, error) { return key, nil }}
 	srv := serve(t, lim.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		panic("the handler failed")
 	})))
@@ -183,15 +184,16 @@ func TestMiddlewareInFlightReleasedWhenTheHandlerPanics(t *testing.T) {
 	}
 }
 
-// A client that disconnects mid-response: the handler has sent a first chunk and waits; the
-// hold is held while it does, and released once the client is gone (net/http cancels the
-// request's context, the handler returns). The rule's hold_timeout is an hour: only the
+// A client that disconnects mid-response: the handler has sent a first chunk and waits. The
+// hold stands for the handler's work, which goes on after the client has gone: net/http
+// cancels the request's context, the handler sees it and works on (until `finish`), and the
+// slot stays taken until the handler returns. The rule's hold_timeout is an hour: only the
 // release can free the slot within the test.
-func TestMiddlewareInFlightReleasedWhenTheClientDisconnects(t *testing.T) {
+func TestMiddlewareInFlightHeldUntilTheHandlerReturnsAfterADisconnect(t *testing.T) {
 	c := newClient(t, Options{})
 	key := runID + "jobs-gone"
-	sawCancel := make(chan bool, 1)
-	lim := &Limiter{Client: c, Rule: "go-mw-jobs", InFlight: true, Key: func(*http.Request) (string, error) { return key, nil }}
+	sawCancel, finish := make(chan bool, 1), make(chan struct{})
+	lim := &Limiter{Client: c, Rule: "go-mw-jobs", Key: func(*http.Request) (string, error) { return key, nil }}
 	srv := serve(t, lim.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "first chunk\n")
 		w.(http.Flusher).Flush()
@@ -201,6 +203,7 @@ func TestMiddlewareInFlightReleasedWhenTheClientDisconnects(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			sawCancel <- false
 		}
+		<-finish // the work after the disconnect
 	})))
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
@@ -222,10 +225,16 @@ func TestMiddlewareInFlightReleasedWhenTheClientDisconnects(t *testing.T) {
 	}
 	conn.Close()
 	if !<-sawCancel {
+		close(finish)
 		t.Fatal("the handler never saw the client go")
 	}
+	if n := remainingOf(t, c, key); n != 0 {
+		close(finish)
+		t.Fatalf("%d left while the handler still works after the disconnect, want 0", n)
+	}
+	close(finish)
 	if !poll(func() bool { return remainingOf(t, c, key) == 1 }) {
-		t.Fatal("the hold was not released after the client disconnected")
+		t.Fatal("the hold was not released when the handler returned")
 	}
 }
 
@@ -240,6 +249,7 @@ func TestMiddlewarePriority(t *testing.T) {
 		t.Fatalf("a first hold: %+v %v", held, err)
 	}
 	defer c.Release(bg(t), "go-mw-prio", key, held.HoldID)
+	// InFlight and Window set by hand: the middleware asks sluiced nothing of the rule
 	lim := &Limiter{Client: c, Rule: "go-mw-prio", InFlight: true, Window: time.Hour,
 		Key:      func(*http.Request) (string, error) { return key, nil },
 		Priority: func(r *http.Request) string { return r.Header.Get("X-Priority") }}
@@ -308,7 +318,7 @@ func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	mk := func(report bool) *httptest.Server {
-		lim := &Limiter{Client: c, Rule: "go-mw-adapt", InFlight: true, Window: time.Hour, Report: report,
+		lim := &Limiter{Client: c, Rule: "go-mw-adapt", Window: time.Hour, Report: report,
 			Key: func(*http.Request) (string, error) { return key.Load().(string), nil }}
 		return serve(t, lim.Middleware(handler))
 	}
@@ -438,31 +448,20 @@ func TestMiddlewareWaitsOutAMaxDelay(t *testing.T) {
 	}
 }
 
-// KeyIP cuts addresses to their networks; a peer that is not an IP address is an error.
-func TestKeyIP(t *testing.T) {
-	cases := []struct {
-		remote string
-		v4, v6 int
-		want   string
-	}{
-		{"192.0.2.77:5000", 32, 128, "192.0.2.77"},
-		{"192.0.2.77:5000", 24, 64, "192.0.2.0"},
-		{"[2001:db8:1:2:3:4:5:6]:443", 24, 64, "2001:db8:1:2::"},
-		{"[2001:db8::1]:443", 0, 0, "2001:db8::1"},
-	}
-	for _, c := range cases {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = c.remote
-		if got, err := KeyIP(c.v4, c.v6)(r); err != nil || got != c.want {
-			t.Errorf("KeyIP(%d, %d) of %s = %q %v, want %q", c.v4, c.v6, c.remote, got, err, c.want)
+// KeyRoute keys by the route the program names, not the path: requests for /users/1, /users/2
+// and /users/3 are one key, so the third is refused under a rule of 2.
+func TestMiddlewareKeyRouteIsOneKeyPerRoute(t *testing.T) {
+	c := newClient(t, Options{})
+	lim := &Limiter{Client: c, Rule: "go-mw", Window: time.Hour, Key: WithPrefix(runID, KeyRoute("/users/{id}"))}
+	mux := http.NewServeMux()
+	mux.Handle("/users/", lim.Middleware(okHandler))
+	srv := serve(t, mux)
+	for i, want := range []int{200, 200, 429} {
+		if r, body := get(t, fmt.Sprintf("%s/users/%d", srv.URL, i+1), ""); r.StatusCode != want {
+			t.Fatalf("/users/%d: %d %s, want %d", i+1, r.StatusCode, body, want)
 		}
 	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r.RemoteAddr = "@unix"
-	if _, err := KeyIP(32, 128)(r); err == nil {
-		t.Error("a non-IP peer made a key")
-	}
-	if k, _ := WithPrefix("route:", KeyRoute())(httptest.NewRequest("POST", "/v1/items?x=1", nil)); k != "route:POST /v1/items" {
-		t.Errorf("KeyRoute: %q", k)
+	if d, err := c.Peek(bg(t), "go-mw", runID+"/users/{id}"); err != nil || d.Remaining != 0 {
+		t.Fatalf("the route's key: %+v %v", d, err)
 	}
 }

@@ -10,6 +10,7 @@ const { env, serverCtl, runPrefix, patient } = require('./common');
 
 const table = JSON.parse(fs.readFileSync(env('SDK_CASES'), 'utf8'));
 const port = Number(env('SDK_CASES_PORT'));
+const casesName = process.env.SDK_CASES_NAME || 'cases'; // the name test_node_sdk.sh stops and starts
 
 // cases.json's field names -> the package's.
 const FIELDS = {
@@ -47,7 +48,7 @@ async function runStep(ctx, step, where) {
     case 'release': return client.release(step.rule, key, typeof step.hold === 'string' ? holds[step.hold] : step.hold,
       { latencyMs: step.latency_ms, dropped: step.dropped });
     case 'advance_ms': ctx.now += step.ms; return undefined;
-    case 'stop_server': await serverCtl('stop', 'cases'); ctx.stopped = true; return undefined;
+    case 'stop_server': await serverCtl('stop', casesName); ctx.stopped = true; return undefined;
     case 'cache_hits': return { count: client.cacheHits };
     default: throw new Error(`${where}: unknown op ${step.op}`);
   }
@@ -79,7 +80,7 @@ for (const c of table.cases) {
       }
     } finally {
       await ctx.client.close();
-      if (ctx.stopped) await serverCtl('start', 'cases');
+      if (ctx.stopped) await serverCtl('start', casesName);
     }
   });
 }

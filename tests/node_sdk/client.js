@@ -86,6 +86,19 @@ test('a server that accepts and never answers is a timeout, and onUnreachable ap
   }
 });
 
+// The C client's seeded sequences (tests/sdk/backoff.json, the table every package runs): the
+// same seed gives the same delays, draw by draw.
+test('backoff: the shared seeded sequences give the C client\'s delays', () => {
+  const table = JSON.parse(fs.readFileSync(env('SDK_BACKOFF'), 'utf8'));
+  assert.ok(table.sequences.length > 0, 'backoff.json has sequences');
+  for (const s of table.sequences) {
+    assert.equal(s.attempts.length, s.delays_ms.length, `seed ${s.seed}: one delay per attempt`);
+    const rng = new sluice.SplitMix64(s.seed);
+    const got = s.attempts.map((n) => sluice.backoffMs(n, s.base_ms, s.cap_ms, rng));
+    assert.deepEqual(got, s.delays_ms, `seed ${s.seed}, base ${s.base_ms}, cap ${s.cap_ms}`);
+  }
+});
+
 test('backoff: full jitter within [0, min(cap, base * 2^n)], the same seed the same delays', () => {
   const a = new sluice.SplitMix64(42);
   const b = new sluice.SplitMix64(42);

@@ -4,7 +4,8 @@
 // shadow rule that never blocks, onUnreachable, a key the request lacks (400), and an in-flight
 // rule whose hold is released when the response ends, when the handler throws, and when the
 // client disconnects in the middle of the response; a priority read from the request, and the
-// releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for.
+// releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for; and
+// sluiced killed by its PID mid-test and started again (fail open and fail closed).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -13,7 +14,7 @@ const net = require('node:net');
 const sluice = require('sluice');
 const express = require('express');
 const Fastify = require('fastify');
-const { env, poll, sleep, runPrefix, patient } = require('./common');
+const { env, poll, sleep, runPrefix, patient, serverCtl } = require('./common');
 
 const SLOW_MS = 150; // past mw-adapt's latency_timeout of 100ms
 
@@ -299,6 +300,107 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
       await (await get(`${app.base}/adapt/ok`, { 'x-user': u })).text();
       assert.equal(await limit(u), 1, 'a client gone mid-response is a drop');
       assert.equal(await run('quiet', ['/quiet/ok', '/quiet/ok', '/quiet/boom', '/quiet/slow']), 2, 'no report (the default): the limit stays 2');
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+}
+
+// sluiced killed by its PID (SIGKILL) while the app holds pooled connections and an in-flight
+// hold is live: requests are decided by onUnreachable (allow: served without RateLimit fields;
+// deny: 429 with Retry-After), the lost release reaches onReleaseError, and once sluiced is
+// started again on its ports the same client decides again. What became of the lost hold
+// depends on the store: a memory store lost it with the process, a Redis store kept it.
+const killPort = Number(env('SDK_KILL_PORT'));
+const killName = env('SDK_KILL_NAME');
+const redisStore = process.env.SDK_STORE === 'redis';
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  for (const mode of ['allow', 'deny']) {
+    test(`${name}: sluiced killed mid-request and started again, onUnreachable ${mode}`, async () => {
+      const client = new sluice.Client({ ...patient, port: killPort, connections: 2, onUnreachable: mode, maxRetriesPerRequest: 0 });
+      let releaseErrors = 0;
+      const opts = (rule) => ({ client, rule, key: sluice.keys.header('x-user'), onReleaseError: () => { releaseErrors++; } });
+      const app = await make({ fixed: opts('mw-fixed'), jobs: opts('mw-jobs') });
+      const u = runPrefix();
+      const user = (who) => ({ 'x-user': `${u}${who}` });
+      let killed = false;
+      try {
+        const first = await Promise.all([0, 1, 2, 3].map((i) => get(`${app.base}/fixed/ok`, user(`p${i}`))));
+        for (const r of first) assert.equal(r.status, 200, 'decided through the pool before the kill');
+        await Promise.all(first.map((r) => r.text()));
+        const { req, res } = await openStream(`${app.base}/jobs/stream`, user('held'));
+        assert.equal((await client.peek('mw-jobs', `${u}held`)).remaining, 0, 'the hold is live');
+        await serverCtl('kill', killName);
+        killed = true;
+        app.state.waiting.splice(0).forEach((f) => f()); // the handler ends its response after the kill
+        await new Promise((r) => res.on('end', r).resume());
+        req.destroy();
+        assert.ok(await poll(() => releaseErrors === 1), `the lost release reached onReleaseError (${releaseErrors})`);
+        for (const path of ['/fixed/ok', '/jobs/ok', '/fixed/ok', '/jobs/ok']) {
+          const r = await get(`${app.base}${path}`, user('down'));
+          await r.text();
+          assert.equal(r.status, mode === 'allow' ? 200 : 429, `${path} with sluiced down`);
+          assert.equal(r.headers.get('ratelimit'), null, 'no limit to report');
+          if (mode === 'deny') assert.ok(Number(r.headers.get('retry-after')) >= 1, 'a refusal says when to retry');
+        }
+        await serverCtl('start', killName);
+        killed = false;
+        const back = await poll(async () => {
+          const r = await get(`${app.base}/fixed/ok`, user('back'));
+          await r.text();
+          return r.status === 200 && r.headers.get('ratelimit') !== null;
+        }, 400);
+        assert.ok(back, 'a decision from sluiced after its restart');
+        const second = await get(`${app.base}/fixed/ok`, user('back'));
+        assert.equal(second.status, 200);
+        assert.match(second.headers.get('ratelimit'), /;r=0;/);
+        const third = await get(`${app.base}/fixed/ok`, user('back'));
+        assert.equal(third.status, 429, 'mw-fixed admits 2: the third is refused by sluiced');
+        assert.notEqual(third.headers.get('ratelimit'), null);
+        const fresh = await get(`${app.base}/jobs/ok`, user('fresh'));
+        assert.equal(fresh.status, 200);
+        assert.notEqual(fresh.headers.get('ratelimit'), null);
+        assert.ok(await poll(async () => (await client.peek('mw-jobs', `${u}fresh`)).remaining === 1), 'released after the restart');
+        const held = await client.peek('mw-jobs', `${u}held`);
+        assert.equal(held.remaining, redisStore ? 0 : 1, redisStore ? 'Redis kept the hold whose release was lost' : 'the memory store lost it with the process');
+      } finally {
+        if (killed) await serverCtl('start', killName);
+        await app.close();
+        await client.close();
+      }
+    });
+  }
+}
+
+// A sluiced with an admin password does not show its rules to the default user: the middleware
+// cannot read that mw-jobs (a limit of 1) is an in-flight rule and decides with SL.ALLOW, which
+// takes a unit no release returns (after one request the next is refused); with inFlight set by
+// hand it acquires and releases, and one request after another all pass.
+const lockedPort = Number(env('SDK_LOCKED_PORT'));
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: inFlight by hand where sluiced will not show the rule`, async () => {
+    const client = new sluice.Client({ ...patient, port: lockedPort, password: 'pw' });
+    const u = runPrefix();
+    const app = await make({
+      guessed: { client, rule: 'mw-jobs', key: () => `${u}guessed` },
+      byhand: { client, rule: 'mw-jobs', key: () => `${u}byhand`, inFlight: true },
+    });
+    try {
+      await assert.rejects(client.rule('mw-jobs'), /NOPERM/);
+      const codes = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/guessed/ok`);
+        await r.text();
+        codes.push(r.status);
+      }
+      assert.deepEqual(codes, [200, 429, 429], 'SL.ALLOW kept the unit of the first request');
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/byhand/ok`);
+        await r.text();
+        assert.equal(r.status, 200, `inFlight, request ${i + 1}`);
+        assert.ok(await poll(async () => (await client.peek('mw-jobs', `${u}byhand`)).remaining === 1), `request ${i + 1}'s hold was released`);
+      }
     } finally {
       await app.close();
       await client.close();

@@ -20,6 +20,7 @@ function checkOptions(o) {
   if (o.cost !== undefined && typeof o.cost !== 'function' && !(Number.isSafeInteger(o.cost) && o.cost >= 1)) {
     throw new TypeError('options.cost must be an integer >= 1 or a function of the request');
   }
+  if (o.inFlight !== undefined && typeof o.inFlight !== 'boolean') throw new TypeError('options.inFlight must be true or false');
   if (o.priority !== undefined && typeof o.priority !== 'function' && typeof o.priority !== 'string') {
     throw new TypeError('options.priority must be a priority name or a function of the request');
   }
@@ -27,7 +28,9 @@ function checkOptions(o) {
 
 const LATENCY_MAX_MS = 3600000; // the most a release reports (1h): a longer request reports that
 
-// The shared core: check(view) -> {status: 200|400|429, headers, body, release}.
+// The shared core: check(view) -> {status: 200|400|429, headers, body, release}. An in-flight
+// rule is one whose algorithm sluiced says is concurrency, or any rule with options.inFlight
+// (for a sluiced that will not show its rules: SL.ALLOW would take a unit no release returns).
 function limiter(options) {
   checkOptions(options);
   const o = { key: keys.ip(), cost: 1, shadow: false, report: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
@@ -82,7 +85,7 @@ function limiter(options) {
     const cost = typeof o.cost === 'function' ? o.cost(view.req) : o.cost;
     const priority = typeof o.priority === 'function' ? o.priority(view.req) : o.priority;
     const ri = await ruleInfo();
-    const d = ri.inFlight ? await o.client.acquire(o.rule, key, { cost, priority }) : await o.client.allow(o.rule, key, cost, { priority });
+    const d = o.inFlight || ri.inFlight ? await o.client.acquire(o.rule, key, { cost, priority }) : await o.client.allow(o.rule, key, cost, { priority });
     const headers = decisionHeaders(o.rule, ri.windowS, d);
     if (!d.allowed && !o.shadow) return { status: 429, headers, body: tooManyBody(o.rule, ri.windowS, d), release: null };
     if (!d.allowed) delete headers['Retry-After'];

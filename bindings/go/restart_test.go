@@ -1,0 +1,243 @@
+package sluice
+
+// restart_test.go - the middleware while its sluiced is killed and started again: the test
+// starts a real sluiced of its own (the binary, rules and store test_go.sh names) on ports it
+// chose, fills the client's pool, kills sluiced by its PID (SIGKILL, once while an in-flight
+// hold is live), checks that requests are answered as OnUnreachable says (fail open: served
+// without RateLimit fields; fail closed: 429 with Retry-After), starts sluiced again on the
+// same ports and checks that decisions come back through the same Client.
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ownSluiced is a sluiced this test starts and kills.
+type ownSluiced struct {
+	t          *testing.T
+	resp, http int
+	dir        string
+	extra      []string // more arguments
+	cmd        *exec.Cmd
+}
+
+// freePorts are n ports nothing listens on now (the kernel's choice, then closed).
+func freePorts(t *testing.T, n int) []int {
+	var ports []int
+	for len(ports) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+	}
+	return ports
+}
+
+func (s *ownSluiced) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.resp) }
+
+// start runs sluiced on s's ports and waits (at most 10 s) until its RESP port accepts.
+func (s *ownSluiced) start() {
+	t := s.t
+	args := []string{"--port", fmt.Sprint(s.resp), "--http-port", fmt.Sprint(s.http), "--grpc-port", "0",
+		"--rules", serverEnv(t, "SLUICE_RULES"), "--config-store", filepath.Join(s.dir, "config.db"),
+		"--snapshot", ""}
+	args = append(args, strings.Fields(os.Getenv("SLUICE_STORE_ARGS"))...)
+	args = append(args, s.extra...)
+	s.cmd = exec.Command(serverEnv(t, "SLUICED"), args...)
+	log, err := os.OpenFile(filepath.Join(s.dir, "sluiced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(func() bool {
+		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		b, _ := os.ReadFile(filepath.Join(s.dir, "sluiced.log"))
+		t.Fatalf("sluiced did not start on %s:\n%s", s.addr(), b)
+	}
+}
+
+// kill ends sluiced by its PID with SIGKILL, a crash: nothing is drained or closed politely.
+func (s *ownSluiced) kill() {
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		s.t.Fatalf("killing sluiced (pid %d): %v", s.cmd.Process.Pid, err)
+	}
+	s.cmd.Wait()
+}
+
+func startOwnSluiced(t *testing.T, extra ...string) *ownSluiced {
+	p := freePorts(t, 2)
+	s := &ownSluiced{t: t, resp: p[0], http: p[1], dir: t.TempDir(), extra: extra}
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			s.kill()
+		}
+	})
+	return s
+}
+
+func TestMiddlewareSluicedKilledAndRestarted(t *testing.T) {
+	for _, mode := range []Unreachable{FailOpen, FailClosed} {
+		mode := mode
+		t.Run(string(mode), func(t *testing.T) { killAndRestart(t, mode) })
+	}
+}
+
+func killAndRestart(t *testing.T, mode Unreachable) {
+	s := startOwnSluiced(t)
+	c := newClient(t, Options{Addr: s.addr(), OnUnreachable: mode, PoolSize: 4})
+	prefix := runID + "kill-" + string(mode) + "-"
+	var releaseErrors atomic.Int64
+	started, finish := make(chan struct{}, 1), make(chan struct{})
+	jobs := &Limiter{Client: c, Rule: "go-mw-jobs", Key: WithPrefix(prefix, KeyHeader("X-User")),
+		OnReleaseError: func(error) { releaseErrors.Add(1) }}
+	plain := &Limiter{Client: c, Rule: "go-mw", Key: WithPrefix(prefix, KeyHeader("X-User"))}
+	mux := http.NewServeMux()
+	mux.Handle("/plain", plain.Middleware(okHandler))
+	mux.Handle("/job", jobs.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "" {
+			started <- struct{}{}
+			<-finish
+		}
+		io.WriteString(w, "ok")
+	})))
+	srv := serve(t, mux)
+	// decisions through the pool: several at once, so it holds more than one connection
+	done := make(chan int, 4)
+	for i := 0; i < 4; i++ {
+		go func(i int) {
+			r, _ := getNoFatal(srv.URL+"/plain", fmt.Sprintf("u%d", i))
+			done <- r
+		}(i)
+	}
+	for i := 0; i < 4; i++ {
+		if code := <-done; code != 200 {
+			t.Fatalf("before the kill: %d", code)
+		}
+	}
+	// an in-flight hold live across the kill: its release cannot reach sluiced
+	held := make(chan int, 1)
+	go func() {
+		code, _ := getNoFatal(srv.URL+"/job?wait=1", "held")
+		held <- code
+	}()
+	<-started
+	if d, err := c.Peek(bg(t), "go-mw-jobs", prefix+"held"); err != nil || d.Remaining != 0 {
+		t.Fatalf("the hold before the kill: %+v %v", d, err)
+	}
+	s.kill()
+	close(finish)
+	if code := <-held; code != 200 {
+		t.Fatalf("the held request, finished after the kill: %d", code)
+	}
+	if releaseErrors.Load() != 1 {
+		t.Fatalf("OnReleaseError heard %d failed releases, want 1", releaseErrors.Load())
+	}
+	// sluiced down: every request is decided by OnUnreachable, none by a broken pooled connection
+	for _, path := range []string{"/plain", "/job", "/plain", "/job"} {
+		resp, body := get(t, srv.URL+path, "down")
+		want := map[Unreachable]int{FailOpen: 200, FailClosed: 429}[mode]
+		if resp.StatusCode != want || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("%s with sluiced down: %d %v %s, want %d without RateLimit", path, resp.StatusCode, resp.Header, body, want)
+		}
+		if mode == FailClosed && resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s refused without Retry-After", path)
+		}
+	}
+	// started again on the same ports: the same Client decides again
+	s.start()
+	if !poll(func() bool {
+		resp, _ := get(t, srv.URL+"/plain", "back")
+		return resp.StatusCode == 200 && resp.Header.Get("RateLimit") != ""
+	}) {
+		t.Fatal("no decision from sluiced after its restart")
+	}
+	for i, want := range []int{200, 429} { // "back" had one; go-mw admits 2
+		if resp, body := get(t, srv.URL+"/plain", "back"); resp.StatusCode != want || resp.Header.Get("RateLimit") == "" {
+			t.Fatalf("after the restart, request %d: %d %s, want %d with RateLimit", i+2, resp.StatusCode, body, want)
+		}
+	}
+	if resp, _ := get(t, srv.URL+"/job", "fresh"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") == "" {
+		t.Fatalf("an in-flight request after the restart: %d %v", resp.StatusCode, resp.Header)
+	}
+	if !poll(func() bool {
+		d, err := c.Peek(bg(t), "go-mw-jobs", prefix+"fresh")
+		return err == nil && d.Remaining == 1
+	}) {
+		t.Fatal("the in-flight request's hold after the restart was not released")
+	}
+	// the hold whose release was lost: a memory store lost it with the process; a Redis store
+	// kept it, and it stands until its hold_timeout
+	d, err := c.Peek(bg(t), "go-mw-jobs", prefix+"held")
+	wantLeft := int64(1)
+	if strings.Contains(os.Getenv("SLUICE_STORE_ARGS"), "redis://") {
+		wantLeft = 0
+	}
+	if err != nil || d.Remaining != wantLeft {
+		t.Fatalf("the hold whose release was lost, after the restart: %+v %v, want %d left", d, err, wantLeft)
+	}
+}
+
+// getNoFatal is get for other goroutines: the status, or 0 when the request failed.
+func getNoFatal(url, user string) (int, string) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("X-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A sluiced with an admin password does not show its rules to the default user: the middleware
+// cannot read that go-mw-jobs (a limit of 1) is an in-flight rule, and decides with SL.ALLOW,
+// which takes a unit that no release gives back: after one request, the next is refused.
+// InFlight set by hand acquires and releases: one request after another all pass.
+func TestMiddlewareInFlightByHandWhereTheRuleCannotBeRead(t *testing.T) {
+	s := startOwnSluiced(t, "--requirepass", "pw", "--admin-password", "apw")
+	c := newClient(t, Options{Addr: s.addr(), Password: "pw"})
+	if _, err := c.Do(bg(t), "SL.RULE", "GET", "go-mw-jobs"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SL.RULE GET as the default user: %v, want NOPERM", err)
+	}
+	for _, inFlight := range []bool{false, true} {
+		key := fmt.Sprintf("%sbyhand-%v", runID, inFlight)
+		lim := &Limiter{Client: c, Rule: "go-mw-jobs", InFlight: inFlight, Window: time.Hour,
+			Key: func(*http.Request) (string, error) { return key, nil }}
+		srv := serve(t, lim.Middleware(okHandler))
+		want := map[bool][]int{false: {200, 429, 429}, true: {200, 200, 200}}[inFlight]
+		for i, code := range want {
+			if r, body := get(t, srv.URL, ""); r.StatusCode != code {
+				t.Fatalf("InFlight %v, request %d: %d %s, want %d", inFlight, i+1, r.StatusCode, body, code)
+			}
+			if inFlight && !poll(func() bool {
+				d, err := c.Peek(bg(t), "go-mw-jobs", key)
+				return err == nil && d.Remaining == 1
+			}) {
+				t.Fatalf("InFlight: request %d's hold was not released", i+1)
+			}
+		}
+	}
+}
