@@ -260,7 +260,7 @@ static void health_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     if (service[0] != '\0' && strcmp(service, SERVICE_RLS) != 0 &&
-        strcmp(service, SERVICE_KUADRANT) != 0) {
+        strcmp(service, SERVICE_KUADRANT) != 0 && strcmp(service, SERVICE_UPSTREAM) != 0) {
         char why[GRPC_ERR_MAX];
         snprintf(why, sizeof why, "unknown service '%.100s'", service);
         grpc_answer(s, GRPC_STATUS_NOT_FOUND, why);
