@@ -90,6 +90,18 @@ static int import_list(config_store_t *store, ruledef_list_t list, const rules_i
     return rc;
 }
 
+/* Logs what a file says that sluice takes and does nothing with (rulesfile_parse's notes), a
+ * line each, and frees it: nothing a file says is dropped in silence. */
+static void notes_log(const char *where, ruledef_list_t *list)
+{
+    for (const char *line = list->notes, *end; line != NULL; line = end != NULL ? end + 1 : NULL) {
+        end = strchr(line, '\n');
+        log_info("%s: %.*s", where, (int)(end != NULL ? (size_t)(end - line) : strlen(line)), line);
+    }
+    free(list->notes);
+    list->notes = NULL;
+}
+
 int rules_import_yaml(config_store_t *store, const char *text, size_t len,
                       const rules_import_opts_t *opts, config_import_diff_t *diff, char *err,
                       size_t cap)
@@ -100,6 +112,7 @@ int rules_import_yaml(config_store_t *store, const char *text, size_t len,
         snprintf(err, cap, "%s", perr);
         return RULES_IMPORT_EINVALID;
     }
+    notes_log("rules imported", &list);
     return import_list(store, list, opts, diff, err, cap);
 }
 
@@ -201,6 +214,7 @@ static int import_paths(config_store_t *store, char *const *paths, size_t n,
             }
         }
         first[i] = all.n;
+        notes_log(paths[i], &list);
         if (rc == 0 && !list_append(&all, &list)) {
             snprintf(err, cap, "out of memory");
             rc = RULES_IMPORT_ESTORE;

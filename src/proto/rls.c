@@ -99,6 +99,8 @@ int64_t rls_unit_ns(rls_unit_t unit)
         return 3600 * SL_NS_PER_SEC;
     case RLS_UNIT_DAY:
         return 86400 * SL_NS_PER_SEC;
+    case RLS_UNIT_WEEK:
+        return 7 * 86400 * SL_NS_PER_SEC;
     case RLS_UNIT_MONTH:
         return 30 * 86400 * SL_NS_PER_SEC;
     case RLS_UNIT_YEAR:
@@ -327,7 +329,7 @@ static uint32_t u32_cap(uint64_t v)
 /* The unit a window is exactly one of, or RLS_UNIT_UNKNOWN. */
 static rls_unit_t unit_of(int64_t window_ns)
 {
-    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_YEAR; u++) {
+    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_LAST; u++) {
         if (rls_unit_ns((rls_unit_t)u) == window_ns) {
             return (rls_unit_t)u;
         }

@@ -35,7 +35,9 @@ typedef enum rls_unit {
     RLS_UNIT_DAY = 4,
     RLS_UNIT_MONTH = 5,
     RLS_UNIT_YEAR = 6,
+    RLS_UNIT_WEEK = 7, /* numbered after YEAR, as Envoy added it */
 } rls_unit_t;
+#define RLS_UNIT_LAST RLS_UNIT_WEEK /* the highest unit's number */
 
 typedef struct rls_entry {
     const char *key;   /* key_len bytes, not empty, UTF-8 */
@@ -50,7 +52,7 @@ typedef struct rls_descriptor {
     uint64_t cost;              /* hits: its own hits_addend, else the request's, else 1 */
     bool has_override;          /* the caller asks for the limit below instead */
     uint32_t override_per_unit; /* requests per override_unit */
-    rls_unit_t override_unit;   /* SECOND..YEAR */
+    rls_unit_t override_unit;   /* SECOND..WEEK */
 } rls_descriptor_t;
 
 typedef struct rls_request {
@@ -114,8 +116,8 @@ void rls_key(const rls_descriptor_t *d, buf_t *out);
  */
 bool rls_override_key(const char *domain, size_t domain_len, const rls_descriptor_t *d, buf_t *out);
 
-/* The length of one unit, ns; 0 for RLS_UNIT_UNKNOWN and for anything not a unit. MONTH is
- * 30 days and YEAR 365, as envoyproxy/ratelimit counts them. */
+/* The length of one unit, ns; 0 for RLS_UNIT_UNKNOWN and for anything not a unit. WEEK is
+ * 7 days, MONTH 30 and YEAR 365, as envoyproxy/ratelimit counts them. */
 int64_t rls_unit_ns(rls_unit_t unit);
 
 /* One descriptor's status in a response. */

@@ -33,7 +33,7 @@ static const jfield_t LIMIT_FIELDS[] = {{"requestsPerUnit", "requests_per_unit"}
 
 /* RateLimitResponse.RateLimit.Unit's names, by number. */
 static const char *const UNIT_NAMES[] = {"UNKNOWN", "SECOND", "MINUTE", "HOUR",
-                                         "DAY",     "MONTH",  "YEAR"};
+                                         "DAY",     "MONTH",  "YEAR",   "WEEK"};
 static const char *const CODE_NAMES[] = {"UNKNOWN", "OK", "OVER_LIMIT"};
 
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
@@ -175,7 +175,7 @@ static bool unit_take(json_t *v, const char *where, uint64_t *out, char *err, si
         *out = (uint64_t)json_integer_value(v);
         return true;
     }
-    return fail(err, cap, where, "unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR");
+    return fail(err, cap, where, "unit must be SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR");
 }
 
 /* ---- the request -------------------------------------------------------------------------- */
@@ -314,7 +314,7 @@ grpc_status_t rls_request_from_json(const char *body, size_t len, size_t descs_m
 /* The unit a window is exactly one of, or RLS_UNIT_UNKNOWN. */
 static rls_unit_t unit_of(int64_t window_ns)
 {
-    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_YEAR; u++) {
+    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_LAST; u++) {
         if (rls_unit_ns((rls_unit_t)u) == window_ns) {
             return (rls_unit_t)u;
         }

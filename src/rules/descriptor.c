@@ -383,7 +383,7 @@ bool desc_equal(const rule_descriptor_t *a, const rule_descriptor_t *b)
         return a == b;
     }
     if (!same_text(a->domain, b->domain) || !same_text(a->limit_name, b->limit_name) ||
-        a->n != b->n || a->nreplaces != b->nreplaces) {
+        a->n != b->n || a->nreplaces != b->nreplaces || a->quota != b->quota) {
         return false;
     }
     for (size_t i = 0; i < a->n; i++) {

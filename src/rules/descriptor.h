@@ -46,6 +46,8 @@ typedef struct rule_descriptor {
     char *limit_name; /* the limit's name (statuses, replaces); NULL: none */
     char **replaces;  /* names of limits this one replaces when both apply */
     size_t nreplaces;
+    bool quota; /* quota_mode: over its limit, it refuses a request only when every
+                   quota descriptor of the request is (envoyproxy/ratelimit's) */
 } rule_descriptor_t;
 
 /* Parses entries text (len bytes) into d->entries, replacing any there. Returns 0, or -1 with
@@ -69,7 +71,8 @@ int desc_set(rule_descriptor_t **d, const char *field, const char *text, size_t 
 char *desc_entries_text(const rule_descriptor_t *d);
 char *desc_replaces_text(const rule_descriptor_t *d);
 
-/* True when a and b (either may be NULL) describe the same descriptor, name and replaces. */
+/* True when a and b (either may be NULL) describe the same descriptor, name, replaces and
+ * quota mode. */
 bool desc_equal(const rule_descriptor_t *a, const rule_descriptor_t *b);
 
 /* Frees d and what it holds; NULL is fine. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proto/buf.h"
 #include "rules/ruledef_impl.h"
 #include "rules/wildcard.h"
 #include "rules/yamltree.h"
@@ -23,7 +24,11 @@ static const char *const node_fields[] = {
 static const char *const limit_fields[] = {"unit", "requests_per_unit", "unlimited",
                                            "name", "replaces",          "algorithm"};
 static const char *const replaces_fields[] = {"name"};
-static const char *const unit_names[] = {"second", "minute", "hour", "day", "month", "year"};
+/* the units by number (rls_unit_t), as a rate_limit writes them */
+static const char *const unit_names[] = {
+    [RLS_UNIT_SECOND] = "second", [RLS_UNIT_MINUTE] = "minute", [RLS_UNIT_HOUR] = "hour",
+    [RLS_UNIT_DAY] = "day",       [RLS_UNIT_WEEK] = "week",     [RLS_UNIT_MONTH] = "month",
+    [RLS_UNIT_YEAR] = "year"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -105,17 +110,18 @@ static int unit_parse(const yt_node_t *map, const char *path, envoy_limit_t *out
     if (out->unlimited) {
         return given ? rd_fail(err, v, path, "unit", "must not be given with unlimited: true") : 0;
     }
-    for (size_t u = 0; given && v->kind == YT_STRING && u < COUNT(unit_names); u++) {
+    for (size_t u = RLS_UNIT_SECOND; given && v->kind == YT_STRING && u < COUNT(unit_names); u++) {
         if (strlen(unit_names[u]) == v->len && strncasecmp(unit_names[u], v->text, v->len) == 0) {
-            out->unit = (rls_unit_t)(RLS_UNIT_SECOND + (int)u);
+            out->unit = (rls_unit_t)u;
             return 0;
         }
     }
     char shown[RD_SHOWN_BUF];
-    return rd_fail(
-        err, given ? v : map, path, "unit", "%s%s%s: one of second, minute, hour, day, month, year",
-        given ? "unknown unit '" : "is required",
-        given && v->text != NULL ? rd_shown(v->text, v->len, shown) : "", given ? "'" : "");
+    return rd_fail(err, given ? v : map, path, "unit",
+                   "%s%s%s: one of second, minute, hour, day, week, month, year",
+                   given ? "unknown unit '" : "is required",
+                   given && v->text != NULL ? rd_shown(v->text, v->len, shown) : "",
+                   given ? "'" : "");
 }
 
 static int replaces_parse(const yt_node_t *seq, const char *path, envoy_limit_t *out, char *err)
@@ -203,21 +209,6 @@ static bool same_value(const char *a, const char *b)
 static int descriptors_parse(const yt_node_t *seq, const char *path, envoy_node_t *parent,
                              char *err);
 
-/* What a node may say that sluice cannot do: quota_mode (a descriptor over its limit refuses
- * the request only when every quota descriptor of it is over). metadata is taken as it is: it
- * only ever reaches a response's dynamic metadata, which sluiced does not send. */
-static int node_refused(const yt_node_t *map, const char *path, char *err)
-{
-    bool quota = false;
-    if (bool_of(map, "quota_mode", path, &quota, err) != 0) {
-        return -1;
-    }
-    return quota ? rd_fail(err, yt_map_get(map, "quota_mode"), path, "quota_mode",
-                           "sluice cannot honour it: descriptors of a request are all or nothing, "
-                           "so one over its limit refuses the request")
-                 : 0;
-}
-
 /* A value with a '*' is a pattern (any '*' a wildcard, as envoyproxy/ratelimit reads it), kept
  * as wildcard.h writes one; share_threshold needs one. */
 static int node_pattern(const yt_node_t *map, const char *path, envoy_node_t *out, char *err)
@@ -255,11 +246,14 @@ static int node_parse(const yt_node_t *map, const char *path, envoy_node_t *out,
         bool_of(map, "detailed_metric", path, &out->detailed_metric, err) != 0 ||
         bool_of(map, "value_to_metric", path, &out->value_to_metric, err) != 0 ||
         bool_of(map, "share_threshold", path, &out->shared, err) != 0 ||
-        node_refused(map, path, err) != 0 || node_pattern(map, path, out, err) != 0) {
+        bool_of(map, "quota_mode", path, &out->quota_mode, err) != 0 ||
+        node_pattern(map, path, out, err) != 0) {
         return -1;
     }
     out->key_len = strlen(out->key);
     out->value_len = out->value != NULL ? strlen(out->value) : 0;
+    const yt_node_t *md = yt_map_get(map, "metadata");
+    out->metadata = md != NULL && md->kind != YT_NULL;
     const yt_node_t *rl = yt_map_get(map, "rate_limit");
     if (rl != NULL && rl->kind != YT_NULL) {
         out->has_limit = true;
@@ -319,6 +313,7 @@ int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *
                known_fields(root, "", root_fields, COUNT(root_fields), err) == 0 &&
                text_of(root, "domain", "", true, &out->domain, err) == 0 &&
                descriptors_parse(yt_map_get(root, "descriptors"), "", &out->root, err) == 0) {
+        out->listed = yt_map_get(root, "descriptors") != NULL;
         rc = 0;
     }
     yt_free(root);
@@ -326,6 +321,80 @@ int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *
         envoy_config_free(out);
     }
     return rc;
+}
+
+/* ---- notes -------------------------------------------------------------------------------- */
+
+/* The fields sluice takes and does nothing with, and what to tell of each. */
+static const struct note_row {
+    const char *field;
+    const char *what;
+} note_rows[] = {
+    {"detailed_metric", "names envoyproxy/ratelimit's statistics after each value; sluiced counts "
+                        "per rule (sluice_decisions_total{rule=...}), so it changes nothing here"},
+    {"value_to_metric", "puts values in envoyproxy/ratelimit's statistics' names; sluiced counts "
+                        "per rule (sluice_decisions_total{rule=...}), so it changes nothing here"},
+    {"metadata", "envoyproxy/ratelimit sends it as a response's dynamic metadata; sluiced sends "
+                 "none, so it changes nothing here"},
+};
+#define NOTE_ROWS COUNT(note_rows)
+
+typedef struct notes {
+    size_t count[NOTE_ROWS];             /* nodes saying the field */
+    char first[NOTE_ROWS][PATH_MAX_LEN]; /* the first's path */
+    unsigned line[NOTE_ROWS], column[NOTE_ROWS];
+} notes_t;
+
+static bool node_says(const envoy_node_t *n, size_t row)
+{
+    return row == 0 ? n->detailed_metric : row == 1 ? n->value_to_metric : n->metadata;
+}
+
+static void notes_under(const envoy_node_t *parent, const char *path, notes_t *t)
+{
+    for (size_t i = 0; i < parent->n; i++) {
+        const envoy_node_t *n = &parent->children[i];
+        char where[PATH_MAX_LEN];
+        snprintf(where, sizeof where, "%.200s%sdescriptors[%zu]", path, path[0] != '\0' ? "." : "",
+                 i);
+        for (size_t r = 0; r < NOTE_ROWS; r++) {
+            if (node_says(n, r) && t->count[r]++ == 0) {
+                memcpy(t->first[r], where, sizeof where);
+                t->line[r] = n->line;
+                t->column[r] = n->column;
+            }
+        }
+        notes_under(n, where, t);
+    }
+}
+
+char *envoy_config_notes(const envoy_config_t *c)
+{
+    notes_t t = {0};
+    notes_under(&c->root, "", &t);
+    buf_t b = {0};
+    for (size_t r = 0; r < NOTE_ROWS; r++) {
+        if (t.count[r] == 0) {
+            continue;
+        }
+        char more[64] = "";
+        if (t.count[r] > 1) {
+            snprintf(more, sizeof more, " (and %zu more)", t.count[r] - 1);
+        }
+        char line[768];
+        int len = snprintf(line, sizeof line, "%sline %u, column %u: %s.%s: taken%s: %s",
+                           b.len > 0 ? "\n" : "", t.line[r], t.column[r], t.first[r],
+                           note_rows[r].field, more, note_rows[r].what);
+        buf_add(&b, line, len > 0 && (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+    }
+    if (b.len > 0) {
+        buf_add(&b, "", 1);
+    }
+    if (b.len == 0 || b.failed) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 void envoy_config_free(envoy_config_t *c)
@@ -512,6 +581,7 @@ static rule_descriptor_t *descriptor_of(const to_rules_t *t, const envoy_limit_t
     }
     d->domain = dup_or_null(t->c->domain, &failed);
     d->limit_name = dup_or_null(l->name, &failed);
+    d->quota = t->path[t->depth - 1]->quota_mode && t->path[t->depth - 1]->has_limit;
     d->entries = calloc(t->depth, sizeof *d->entries);
     d->replaces = calloc(l->nreplaces > 0 ? l->nreplaces : 1, sizeof *d->replaces);
     failed = failed || d->entries == NULL || d->replaces == NULL;
@@ -646,10 +716,11 @@ static int rules_under(to_rules_t *t, const envoy_node_t *parent, const char *pa
 int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err)
 {
     *out = (ruledef_list_t){0};
-    if (c->root.n == 0) { /* what a file cut short looks like; as an empty sluice rules file */
+    if (c->root.n == 0 && !c->listed) { /* what a file cut short looks like */
         return rd_fail(err, NULL, NULL, "descriptors",
-                       "there are none: a configuration names at least one descriptor (to "
-                       "remove a domain's rules, stop giving its file)");
+                       "there are none: a configuration names its descriptors, or "
+                       "`descriptors: []` for none (to remove a domain's rules, stop giving its "
+                       "file)");
     }
     size_t n = rules_needed(&c->root);
     to_rules_t t = {.c = c, .out = out, .cap = n < RULES_MAX ? n : RULES_MAX, .err = err};

@@ -22,8 +22,8 @@
  * Every field of envoyproxy/ratelimit's schema is read: share_threshold (on a value with a
  * '*': every value the pattern matches counted as one), value_to_metric and detailed_metric
  * (metric names: taken, sluice counts per rule), metadata (any YAML: only ever sent as dynamic
- * metadata, which sluice does not send); quota_mode: true is refused (sluice cannot honour it).
- * requests_per_unit: 0 refuses every request.
+ * metadata, which sluice does not send), quota_mode (carried into the rule: rls_plan.c decides
+ * it). requests_per_unit: 0 refuses every request.
  *
  * Lookup (envoy_config_match): the descriptor's entries are matched level by level, each
  * against the children of the node the last one matched: a child with the entry's key and
@@ -49,7 +49,7 @@
 
 typedef struct envoy_limit {
     uint32_t requests_per_unit; /* per unit; 0 with unlimited */
-    rls_unit_t unit;            /* SECOND..YEAR; UNKNOWN when unlimited */
+    rls_unit_t unit;            /* SECOND..WEEK; UNKNOWN when unlimited */
     bool unlimited;             /* never limited (and counted as such) */
     sl_algorithm_t algorithm;   /* sluice's addition (`algorithm:`); fixed_window by default */
     char *name;                 /* the limit's name, NUL-terminated; NULL when none */
@@ -71,8 +71,11 @@ struct envoy_node {
     bool has_limit;         /* `rate_limit` given */
     envoy_limit_t limit;    /* with has_limit */
     bool shadow_mode;       /* decided and counted, always allowed */
+    bool quota_mode;        /* with a limit: over it, refuses a request only when every quota
+                               descriptor of the request is over */
     bool detailed_metric;   /* metrics per value, not per node */
     bool value_to_metric;   /* metrics named with the value */
+    bool metadata;          /* `metadata` given (upstream's dynamic metadata; not kept) */
     envoy_node_t *children; /* nested descriptors, n of them */
     size_t n;
     unsigned line, column; /* where the node is written, for messages */
@@ -82,6 +85,7 @@ struct envoy_node {
 typedef struct envoy_config {
     char *domain;      /* NUL-terminated, not empty */
     envoy_node_t root; /* its children are the top-level descriptors; no key, no limit */
+    bool listed;       /* the file has a `descriptors` field, perhaps empty */
 } envoy_config_t;
 
 /*
@@ -92,6 +96,15 @@ typedef struct envoy_config {
  * self-naming replaces entry, or two descriptors with the same key and value on one level.
  */
 int envoy_config_parse(const char *text, size_t len, envoy_config_t *out, char *err);
+
+/*
+ * What c says that sluice takes but that changes nothing here: detailed_metric and
+ * value_to_metric (true; they shape upstream's statistics' names, where sluiced counts per rule)
+ * and metadata (upstream's dynamic metadata, which sluiced does not send). One line per field, at
+ * its first use ("line L, column C: where.field: ..., what sluice does"), '\n' between lines;
+ * malloc'ed, or NULL for none (or out of memory: the notes are only told, never needed).
+ */
+char *envoy_config_notes(const envoy_config_t *c);
 
 /* Frees what envoy_config_parse() allocated; c is then empty. */
 void envoy_config_free(envoy_config_t *c);
@@ -120,10 +133,9 @@ const envoy_node_t *envoy_config_match(const envoy_config_t *c, const rls_entry_
  * domain and the entries ("edge.remote_address", "edge.path:_login": a value after ':', characters
  * other than A-Z a-z 0-9 _ - as '_'); a name longer than 64 characters or already taken ends in '-'
  * and 8 hex digits of a hash of the domain and entries instead. Returns 0, or -1 with "line L,
- * column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and out empty: no descriptors at
- * all (as an empty sluice rules file: what a file cut short looks like), a limit the algorithm
- * cannot take, descriptors nested deeper than
- * DESC_ENTRIES_MAX, more than RULES_MAX.
+ * column C: where: what" in err (ENVOY_CONFIG_ERR_MAX bytes) and out empty: no `descriptors`
+ * field at all (what a file cut short looks like; `descriptors: []` is a domain with none), a limit
+ * the algorithm cannot take, descriptors nested deeper than DESC_ENTRIES_MAX, more than RULES_MAX.
  */
 int envoy_config_rules(const envoy_config_t *c, ruledef_list_t *out, char *err);
 

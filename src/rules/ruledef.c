@@ -561,6 +561,7 @@ enum {
     RF_DESCRIPTOR,
     RF_LIMIT_NAME,
     RF_REPLACES,
+    RF_QUOTA_MODE,
     RF_UNLIMITED,
     RF_OVERRIDES,
     RF_HOLD_TIMEOUT,
@@ -577,12 +578,18 @@ enum {
 };
 
 static const char *const rule_field_names[RF_COUNT] = {
-    "name",       "algorithm",       "limit",         "window",    "burst",          "buckets",
-    "max_delay",  "max_debt",        "key",           "shadow",    "on_store_error", "cold_start",
-    "mode",       "lease_time",      "sync_interval", "replicas",  "replica_wait",   "domain",
-    "descriptor", "limit_name",      "replaces",      "unlimited", "overrides",      "hold_timeout",
-    "priorities", "reserve",         "priority",      "adaptive",  "min_limit",      "max_limit",
-    "backoff",    "latency_timeout", "probe"};
+    "name",         "algorithm",      "limit",
+    "window",       "burst",          "buckets",
+    "max_delay",    "max_debt",       "key",
+    "shadow",       "on_store_error", "cold_start",
+    "mode",         "lease_time",     "sync_interval",
+    "replicas",     "replica_wait",   "domain",
+    "descriptor",   "limit_name",     "replaces",
+    "quota_mode",   "unlimited",      "overrides",
+    "hold_timeout", "priorities",     "reserve",
+    "priority",     "adaptive",       "min_limit",
+    "max_limit",    "backoff",        "latency_timeout",
+    "probe"};
 
 static int parse_name(const yt_node_t *v, const char *path, const char *name_hint, ruledef_t *out,
                       char *err)
@@ -714,6 +721,10 @@ static int parse_rule_field(size_t f, const yt_node_t *v, const char *path, cons
     case RF_LIMIT_NAME:
     case RF_REPLACES:
         return descriptor_field(name, v, path, out, err);
+    case RF_QUOTA_MODE: /* with a descriptor: check_descriptor_fields */
+        if (out->desc == NULL && (out->desc = calloc(1, sizeof *out->desc)) == NULL)
+            return rd_fail(err, v, path, name, "out of memory");
+        return get_bool(v, path, name, &out->desc->quota, err);
     case RF_UNLIMITED:
         return get_bool(v, path, name, &out->unlimited, err);
     case RF_PRIORITIES:

@@ -57,11 +57,13 @@
  *                   "{header:x-priority}"
  *
  * What a rule answers for Envoy's rate limit service (descriptor.h; all optional, the last
- * three only with a descriptor):
+ * four only with a descriptor):
  *   domain          text: the domain Envoy sends (with descriptor)
  *   descriptor      text: the entries, e.g. "tenant=acme, user" (with domain)
  *   limit_name      text: the limit's name in statuses and in other rules' replaces
  *   replaces        text: names of limits this one replaces when both apply, e.g. "a, b"
+ *   quota_mode      bool: over its limit, the descriptor refuses a request only when every
+ *                   quota descriptor of the request is over (envoyproxy/ratelimit's quota_mode)
  *   unlimited       bool: the descriptor has no limit; the rule then takes none of algorithm,
  *                   limit, window, burst, buckets, max_delay and no overrides, and admits
  *                   everything (a fixed window of RULE_UNLIMITED_LIMIT per second)
@@ -183,6 +185,8 @@ typedef struct ruledef {
 typedef struct ruledef_list {
     size_t n;
     ruledef_t *rules;
+    char *notes; /* what the file says that sluice takes and does nothing with, to be logged:
+                    lines, malloc'ed; NULL: nothing (envoy_config_notes()) */
 } ruledef_list_t;
 
 /*

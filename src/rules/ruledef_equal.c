@@ -74,4 +74,6 @@ void ruledef_list_free(ruledef_list_t *list)
     free(list->rules);
     list->rules = NULL;
     list->n = 0;
+    free(list->notes);
+    list->notes = NULL;
 }

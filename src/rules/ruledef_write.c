@@ -87,7 +87,8 @@ static bool put_word(rd_field_fn fn, void *arg, const char *field, const char *w
     return put_text(fn, arg, field, RD_WORD, word, strlen(word));
 }
 
-/* A descriptor's fields: domain, descriptor, and limit_name and replaces when it has them. */
+/* A descriptor's fields: domain, descriptor, and limit_name, replaces and quota_mode when it
+ * has them. */
 static bool put_descriptor(const rule_descriptor_t *d, rd_field_fn fn, void *arg)
 {
     char *entries = desc_entries_text(d);
@@ -99,6 +100,8 @@ static bool put_descriptor(const rule_descriptor_t *d, rd_field_fn fn, void *arg
         ok = put_text(fn, arg, "limit_name", RD_TEXT, d->limit_name, strlen(d->limit_name));
     if (ok && replaces != NULL)
         ok = put_text(fn, arg, "replaces", RD_TEXT, replaces, strlen(replaces));
+    if (ok && d->quota)
+        ok = put_bool(fn, arg, "quota_mode", true);
     free(entries);
     free(replaces);
     return ok;

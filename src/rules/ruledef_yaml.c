@@ -123,8 +123,7 @@ static int build_list(const yt_node_t *seq, ruledef_list_t *out, char *err)
 
 int ruledef_parse_yaml(const char *text, size_t len, ruledef_list_t *out, char *err)
 {
-    out->n = 0;
-    out->rules = NULL;
+    *out = (ruledef_list_t){0};
     yt_node_t *root = NULL;
     if (yt_parse(text, len, &root, err, RULEDEF_ERR_MAX) != 0)
         return -1;

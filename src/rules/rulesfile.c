@@ -40,6 +40,9 @@ int rulesfile_parse(const char *text, size_t len, ruledef_list_t *out, char **do
         return -1;
     }
     int rc = envoy_config_rules(&c, out, err);
+    if (rc == 0) {
+        out->notes = envoy_config_notes(&c);
+    }
     if (rc == 0 && domain != NULL) {
         *domain = c.domain;
         c.domain = NULL;

@@ -66,13 +66,6 @@ static void rls_decided(void *arg, const engine_decision_t *d, size_t n, size_t 
     grpc_send_later(s->gc, s->start_ns);
 }
 
-/* The one check's decision: as all or nothing of one. */
-static void rls_one_decided(void *arg, int status, const engine_decision_t *d)
-{
-    (void)status;
-    rls_decided(arg, d, 1, d->d.allowed ? 1 : 0);
-}
-
 /* The engine refused the checks before deciding (engine_allowall's error): why, in gRPC's words. */
 static void rls_refused(gstream_t *s, int rc, size_t bad, size_t key_max)
 {
@@ -100,7 +93,6 @@ static void rls_refused(gstream_t *s, int rc, size_t bad, size_t key_max)
 static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
 {
     conn_t *c = s->gc->conn;
-    engine_worker_t *w = c->loop->worker;
     char err[GRPC_ERR_MAX];
     bool check = s->method == GRPC_KUADRANT_CHECK;
     grpc_status_t st =
@@ -127,12 +119,8 @@ static void rls_call(gstream_t *s, const uint8_t *msg, size_t len)
     s->pending = true;
     s->gc->pending++;
     size_t bad = 0;
-    /* one check: a decision of its own, without all or nothing's bookkeeping */
-    engine_request_t one = {.cost = checks[0].cost, .priority = checks[0].priority};
-    int rc = n == 1 ? engine_request_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
-                                           &one, c->loop->now_ns, rls_one_decided, s)
-                    : engine_allowall(w, checks, n, c->loop->now_ns,
-                                      check ? ENGINE_ALL_INDEPENDENT : 0, rls_decided, s, &bad);
+    int rc = rls_decide(c, &s->plan, checks, n, check ? ENGINE_ALL_INDEPENDENT : 0, rls_decided, s,
+                        &bad);
     if (rc != ENGINE_OK) {
         s->pending = false;
         s->gc->pending--;
@@ -272,7 +260,7 @@ static void health_call(gstream_t *s, const uint8_t *msg, size_t len)
         return;
     }
     if (service[0] != '\0' && strcmp(service, SERVICE_RLS) != 0 &&
-        strcmp(service, SERVICE_KUADRANT) != 0) {
+        strcmp(service, SERVICE_KUADRANT) != 0 && strcmp(service, SERVICE_UPSTREAM) != 0) {
         char why[GRPC_ERR_MAX];
         snprintf(why, sizeof why, "unknown service '%.100s'", service);
         grpc_answer(s, GRPC_STATUS_NOT_FOUND, why);

@@ -31,6 +31,7 @@
 #define PATH_HEALTH          "/grpc.health.v1.Health/Check"
 #define SERVICE_RLS          "envoy.service.ratelimit.v3.RateLimitService"
 #define SERVICE_KUADRANT     "kuadrant.service.ratelimit.v1.RateLimitService"
+#define SERVICE_UPSTREAM     "ratelimit" /* the health name envoyproxy/ratelimit registers */
 #define PATH_KUADRANT_CHECK  "/kuadrant.service.ratelimit.v1.RateLimitService/CheckRateLimit"
 #define PATH_KUADRANT_REPORT "/kuadrant.service.ratelimit.v1.RateLimitService/Report"
 

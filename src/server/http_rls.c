@@ -54,12 +54,6 @@ static void rls_job_decided(void *arg, const engine_decision_t *d, size_t n, siz
     free(j);
 }
 
-static void rls_job_one_decided(void *arg, int status, const engine_decision_t *d)
-{
-    (void)status;
-    rls_job_decided(arg, d, 1, d->d.allowed ? 1 : 0);
-}
-
 /* The engine refused the checks before deciding: why, as a problem in the job's slot. */
 static void rls_job_refused(rls_job_t *j, int rc, size_t bad, size_t key_max)
 {
@@ -87,12 +81,8 @@ static void rls_job_run(rls_job_t *j, conn_t *c, engine_check_t *checks, size_t 
         rls_job_decided(j, NULL, 0, 0);
         return;
     }
-    engine_worker_t *w = c->loop->worker;
     size_t bad = 0;
-    engine_request_t one = {.cost = checks[0].cost, .priority = checks[0].priority};
-    int rc = n == 1 ? engine_request_async(w, checks[0].rule, checks[0].key, checks[0].key_len,
-                                           &one, c->loop->now_ns, rls_job_one_decided, j)
-                    : engine_allowall(w, checks, n, c->loop->now_ns, 0, rls_job_decided, j, &bad);
+    int rc = rls_decide(c, &j->plan, checks, n, 0, rls_job_decided, j, &bad);
     if (rc != ENGINE_OK) {
         rls_job_refused(j, rc, bad, c->loop->srv->cfg->key_max);
     }

@@ -11,6 +11,7 @@
 #include "core/algorithms.h"
 #include "rules/descriptor.h"
 #include "server/rls_plan.h"
+#include "server/server.h"
 
 /*
  * A descriptor that asks for its own limit (its `limit` field) is decided by the inline
@@ -129,6 +130,8 @@ static void descriptor_rules(engine_worker_t *w, const rls_request_t *req, rule_
     }
 }
 
+_Static_assert(ENGINE_CHECKS_MAX <= 64, "rls_plan_t.quota has a bit per check");
+
 /* rls_checks (rls_plan.h) */
 int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char *err,
                size_t err_len)
@@ -139,6 +142,9 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
     buf_t *keys = &p->keys;
     size_t key_off[ENGINE_CHECKS_MAX], key_len[ENGINE_CHECKS_MAX], check_off[ENGINE_CHECKS_MAX];
     descriptor_rules(c->loop->worker, req, found, &known, keys, key_off, key_len, p->priority);
+    bool quota_all = c->loop->srv->cfg->grpc_quota_mode; /* envoyproxy/ratelimit's QUOTA_MODE */
+    p->quota = 0;
+    p->quota_free = false;
     *n = 0;
     for (size_t i = 0; i < req->n; i++) {
         const rls_descriptor_t *d = &req->descs[i];
@@ -159,7 +165,12 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
             continue;
         }
         p->check_of[i] = rule != NULL ? (int)*n : CHECK_NONE;
+        p->quota_free = p->quota_free || (rule == NULL && quota_all);
         if (rule != NULL) {
+            const rule_descriptor_t *desc = rule == found[i] ? rule->def.desc : NULL;
+            if (quota_all || (desc != NULL && desc->quota)) {
+                p->quota |= UINT64_C(1) << *n;
+            }
             checks[*n] = (engine_check_t){.rule = rule, .key_len = klen, .cost = (int64_t)d->cost};
             const rls_entry_t *pe = rule == found[i] ? p->priority[i] : NULL;
             if (pe != NULL && engine_priority(rule, pe->value, pe->value_len, &checks[*n].priority,
@@ -201,7 +212,8 @@ static const char *limit_name(const rule_state_t *rule)
 rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t n, size_t refused,
                         rls_status_t *st)
 {
-    bool over = refused < n;
+    bool over = refused < n && (p->quota >> refused & 1) == 0;
+    size_t quotas = p->quota_free, quotas_over = 0; /* as upstream counts them */
     for (size_t i = 0; i < p->req.n; i++) {
         int j = p->check_of[i];
         if (j < 0) { /* as envoyproxy/ratelimit: an unlimited descriptor has all it could want */
@@ -210,12 +222,15 @@ rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t 
             continue;
         }
         const engine_decision_t *e = &d[j];
+        bool quota = (p->quota >> j & 1) != 0;
+        quotas += quota;
         if (e->rule == NULL) { /* not looked at: a cost never admissible answered the whole */
             st[i] = (rls_status_t){.code = RLS_CODE_OK};
             continue;
         }
         bool refused_it = (size_t)j == refused || e->never || !e->d.allowed;
-        over = over || refused_it;
+        over = over || (refused_it && !quota);
+        quotas_over += refused_it && quota;
         const rule_descriptor_t *desc = e->rule->def.desc;
         st[i] =
             (rls_status_t){.code = refused_it ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK,
@@ -228,7 +243,160 @@ rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t 
                            .remaining = e->d.remaining > 0 ? (uint64_t)e->d.remaining : 0,
                            .reset_ns = e->d.reset_after_ns};
     }
-    return over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK;
+    return over || (quotas > 0 && quotas_over == quotas) ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK;
+}
+
+/* ---- deciding, quota mode's tries ---------------------------------------------------------- */
+
+/* rls_decide's tries while a request with quota checks is decided. */
+struct rls_quota {
+    loop_t *loop;                             /* the connection's: its worker and time */
+    engine_check_t checks[ENGINE_CHECKS_MAX]; /* the request's, keys in the plan; rules held */
+    size_t n;
+    uint64_t out;                             /* bit j: check j is out, refused by a try */
+    size_t in[ENGINE_CHECKS_MAX];             /* a try's check k is check in[k] */
+    engine_decision_t got[ENGINE_CHECKS_MAX]; /* each check's decision, from the try that last
+                                                 decided it */
+    int *next;                                /* while a try is started: what its answer says
+                                                 comes next (QUOTA_*), for the loop in quota_try */
+};
+
+enum { QUOTA_WAIT, QUOTA_AGAIN, QUOTA_DONE };
+
+/* The request is decided: fn gets every check's decision (it frees the plan, but not q, which
+ * holds the decisions and the rules until it returns). */
+static void quota_end(rls_plan_t *p, size_t refused)
+{
+    rls_quota_t *q = p->q;
+    p->q = NULL;
+    p->fn(p->arg, q->got, q->n, refused);
+    for (size_t j = 0; j < q->n; j++) {
+        engine_rule_release(q->checks[j].rule);
+    }
+    free(q);
+}
+
+static void quota_try(rls_plan_t *p, int *first_rc, size_t *first_bad);
+
+/* A try's answer: admitted, or refused by a check not in quota mode, or by the last quota check
+ * in: the request's answer. Refused by another quota check: that one is out, try again. */
+static void quota_decided(void *arg, const engine_decision_t *d, size_t m, size_t refused)
+{
+    rls_plan_t *p = arg;
+    rls_quota_t *q = p->q;
+    for (size_t k = 0; k < m; k++) {
+        q->got[q->in[k]] = d[k];
+    }
+    size_t j = refused < m ? q->in[refused] : q->n;
+    bool again = false;
+    if (j < q->n && (p->quota >> j & 1) != 0) {
+        q->out |= UINT64_C(1) << j;
+        again = (p->quota & ~q->out) != 0;
+    }
+    if (q->next != NULL) { /* answered within engine_allowall: quota_try's loop goes on */
+        *q->next = again ? QUOTA_AGAIN : QUOTA_DONE;
+    } else if (again) {
+        quota_try(p, NULL, NULL);
+        return;
+    }
+    if (!again) {
+        quota_end(p, j);
+    }
+}
+
+/* Tries the checks still in, again while each try is answered at once and says to. The first
+ * try's error goes to *first_rc (the caller answers it); a later one's (out of memory: every
+ * key was already taken by the first) refuses the request, charged nothing. */
+static void quota_try(rls_plan_t *p, int *first_rc, size_t *first_bad)
+{
+    rls_quota_t *q = p->q;
+    for (;;) {
+        engine_check_t in[ENGINE_CHECKS_MAX];
+        size_t m = 0;
+        for (size_t j = 0; j < q->n; j++) {
+            if ((q->out >> j & 1) == 0) {
+                q->in[m] = j;
+                in[m++] = q->checks[j];
+            }
+        }
+        int next = QUOTA_WAIT;
+        size_t bad = 0;
+        q->next = &next;
+        int rc =
+            engine_allowall(q->loop->worker, in, m, q->loop->now_ns, 0, quota_decided, p, &bad);
+        if (next == QUOTA_DONE) {
+            return; /* p is gone */
+        }
+        q->next = NULL;
+        if (rc != ENGINE_OK && first_rc != NULL) {
+            *first_rc = rc;
+            *first_bad = q->in[bad < m ? bad : 0];
+            return;
+        }
+        if (rc != ENGINE_OK) { /* refused, by the check an earlier try put out */
+            size_t first_out = 0;
+            while ((q->out >> first_out & 1) == 0) {
+                first_out++;
+            }
+            p->quota = 0;
+            p->quota_free = false;
+            quota_end(p, first_out);
+            return;
+        }
+        if (next == QUOTA_WAIT) {
+            return;
+        }
+        first_rc = NULL;
+    }
+}
+
+/* One check's decision, as all or nothing of one. */
+static void one_decided(void *arg, int status, const engine_decision_t *d)
+{
+    (void)status;
+    rls_plan_t *p = arg;
+    p->fn(p->arg, d, 1, d->d.allowed ? 1 : 0);
+}
+
+int rls_decide(conn_t *c, rls_plan_t *p, const engine_check_t *checks, size_t n, unsigned flags,
+               engine_allowall_fn fn, void *arg, size_t *bad)
+{
+    engine_worker_t *w = c->loop->worker;
+    p->fn = fn;
+    p->arg = arg;
+    if ((flags & ENGINE_ALL_INDEPENDENT) != 0) { /* limitador's check: no quota mode */
+        p->quota = 0;
+        p->quota_free = false;
+    }
+    if (p->quota == 0 && n == 1) { /* a decision of its own, without all or nothing's bookkeeping */
+        engine_request_t one = {.cost = checks[0].cost, .priority = checks[0].priority};
+        return engine_request_async(w, checks[0].rule, checks[0].key, checks[0].key_len, &one,
+                                    c->loop->now_ns, one_decided, p);
+    }
+    if (p->quota == 0) {
+        return engine_allowall(w, checks, n, c->loop->now_ns, flags, fn, arg, bad);
+    }
+    p->q = calloc(1, sizeof *p->q);
+    if (p->q == NULL) {
+        return ENGINE_ENOTSUP;
+    }
+    rls_quota_t *q = p->q;
+    q->loop = c->loop;
+    q->n = n;
+    for (size_t j = 0; j < n; j++) {
+        q->checks[j] = checks[j];
+        engine_rule_hold(checks[j].rule);
+    }
+    int rc = ENGINE_OK;
+    quota_try(p, &rc, bad);
+    if (rc != ENGINE_OK) { /* fn is never called */
+        for (size_t j = 0; j < n; j++) {
+            engine_rule_release(checks[j].rule);
+        }
+        free(p->q);
+        p->q = NULL;
+    }
+    return rc;
 }
 
 size_t rls_descriptor_of(const rls_plan_t *p, size_t bad)
@@ -244,6 +412,8 @@ size_t rls_descriptor_of(const rls_plan_t *p, size_t bad)
 
 void rls_plan_free(rls_plan_t *p)
 {
+    free(p->q);
+    p->q = NULL;
     rls_request_free(&p->req);
     buf_free(&p->keys);
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "proto/buf.h"
 #include "proto/rls.h"
@@ -18,6 +19,8 @@
 
 #define CHECK_NONE      (-1) /* no limit applies to the descriptor */
 #define CHECK_UNLIMITED (-2) /* its limit is `unlimited` */
+
+typedef struct rls_quota rls_quota_t;
 
 /* One request while it is decided: what it asked, the keys of its checks, which check each
  * descriptor is. */
@@ -28,6 +31,13 @@ typedef struct rls_plan {
     const rls_entry_t *priority[ENGINE_CHECKS_MAX]; /* descriptor -> its trailing `priority`
                                                        entry, taken by a rule with priorities;
                                                        NULL: none */
+    uint64_t quota;        /* bit j: check j is in quota mode (its descriptor's quota_mode, or
+                              --grpc-quota-mode) */
+    bool quota_free;       /* --grpc-quota-mode and a descriptor with no limit: a quota descriptor
+                              that is never over */
+    rls_quota_t *q;        /* rls_decide with quota checks: its tries, until fn is called */
+    engine_allowall_fn fn; /* rls_decide's */
+    void *arg;
 } rls_plan_t;
 
 /*
@@ -41,9 +51,25 @@ int rls_checks(conn_t *c, rls_plan_t *p, engine_check_t *checks, size_t *n, char
                size_t err_len);
 
 /*
+ * Decides p's checks[0, n) (rls_checks'; n >= 1) on c's worker, as engine_allowall does with
+ * flags, and calls fn(arg, ...) exactly once with every check's decision and the check that
+ * refused the request (n when none did), at once or later. Quota checks (p->quota; not with
+ * ENGINE_ALL_INDEPENDENT, which clears them): a try all or nothing over the checks still in;
+ * refused by a quota check, that check is out (its decision is the try's: over its limit,
+ * uncharged) and the rest are tried again, while a quota check is in. So a request is admitted
+ * when every other check and at least one quota check have room, and charged to exactly those;
+ * refused, it is charged nothing, as every refusal is. At most one try per quota check, with
+ * any store. Returns ENGINE_OK, or engine_allowall's error for check *bad (fn never called).
+ */
+int rls_decide(conn_t *c, rls_plan_t *p, const engine_check_t *checks, size_t n, unsigned flags,
+               engine_allowall_fn fn, void *arg, size_t *bad);
+
+/*
  * The statuses of p's response, in request order, into st[0, p->req.n), from the engine's
  * decisions d[0, n) of its checks, `refused` being the check that refused the whole (n when none
- * did). Returns the overall code: OVER_LIMIT when any descriptor is refused, else OK.
+ * did). Returns the overall code, as envoyproxy/ratelimit's: OVER_LIMIT when a descriptor not in
+ * quota mode is refused, or when there are quota descriptors and every one is; else OK. A quota
+ * descriptor over its limit has the status OVER_LIMIT either way.
  */
 rls_code_t rls_statuses(const rls_plan_t *p, const engine_decision_t *d, size_t n, size_t refused,
                         rls_status_t *st);

@@ -51,6 +51,8 @@ static const option_t options[] = {
      "gRPC port: Envoy's rate limit service, h2c (default 8391; 0 = off)"},
     {"grpc-ratelimit-headers", "grpc_ratelimit_headers", OPT_BOOL, F(grpc_ratelimit_headers), 0, 0,
      0, 0, CHECK_NONE, NULL, "gRPC: ask Envoy to add RateLimit headers to its responses"},
+    {"grpc-quota-mode", "grpc_quota_mode", OPT_BOOL, F(grpc_quota_mode), 0, 0, 0, 0, CHECK_NONE,
+     NULL, "Envoy's rate limit service: every descriptor in quota mode (docs/envoy.md)"},
     {"tls-cert", "tls_cert", OPT_STRING, F(tls_cert), 0, 0, 0, 0, CHECK_NONE, "FILE",
      "TLS certificate chain (PEM): the listeners --tls names speak TLS"},
     {"tls-key", "tls_key", OPT_STRING, F(tls_key), 0, 0, 0, 0, CHECK_NONE, "FILE",

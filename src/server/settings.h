@@ -67,6 +67,8 @@ typedef struct server_settings {
     int grpc_port;                 /* --grpc-port, default 8391; 0 = gRPC off */
     bool grpc_ratelimit_headers;   /* --grpc-ratelimit-headers: RateLimit and RateLimit-Policy in
                                       ShouldRateLimit's response_headers_to_add; default off */
+    bool grpc_quota_mode;          /* --grpc-quota-mode: every descriptor in quota mode, as
+                                      envoyproxy/ratelimit's QUOTA_MODE=true; default off */
     char *tls_cert;                /* --tls-cert FILE: PEM certificate chain; NULL = no TLS */
     char *tls_key;                 /* --tls-key FILE: its private key (PEM), with tls_cert */
     char *tls_client_ca;           /* --tls-client-ca FILE: require client certificates these CAs

@@ -161,7 +161,7 @@ static const env_var_t env_vars[] = {
     {"MEMCACHE_TLS_CACERT", ENV_REFUSE, NULL, NO_MEMCACHE},
     {"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", ENV_REFUSE, NULL, NO_MEMCACHE},
     {"SHADOW_MODE", ENV_ACCEPT, "false", "set shadow_mode on the descriptors instead"},
-    {"QUOTA_MODE", ENV_ACCEPT, "false", "sluiced decides a request's descriptors all or nothing"},
+    {"QUOTA_MODE", ENV_COMBINE, NULL, NULL},
     {"RESPONSE_DYNAMIC_METADATA", ENV_ACCEPT, "false", "sluiced sends no dynamic metadata"},
     {"MERGE_DOMAIN_CONFIG", ENV_ACCEPT, "false", "sluiced refuses two files for one domain"},
     {"TRACING_ENABLED", ENV_ACCEPT, "false", NO_TRACING},
@@ -327,16 +327,21 @@ static int env_store(env_read_t *r)
 
 /* GRPC_SERVER_USE_TLS=true: TLS on the gRPC port only (--tls grpc); its certificate and key
  * come from GRPC_SERVER_TLS_CERT and _KEY (rows of the table). LIMIT_RESPONSE_HEADERS_ENABLED=
- * true: --grpc-ratelimit-headers. */
+ * true: --grpc-ratelimit-headers. QUOTA_MODE=true: --grpc-quota-mode. */
 static int env_switches(env_read_t *r)
 {
     const char *tls = r->get("GRPC_SERVER_USE_TLS"),
-               *hdr = r->get("LIMIT_RESPONSE_HEADERS_ENABLED");
+               *hdr = r->get("LIMIT_RESPONSE_HEADERS_ENABLED"), *quota = r->get("QUOTA_MODE");
     if (tls != NULL && !env_one_of("true|false", tls))
         return env_fail(r, "GRPC_SERVER_USE_TLS", "'%.16s' is neither true nor false%s", tls, "");
     if (hdr != NULL && !env_one_of("true|false", hdr))
         return env_fail(r, "LIMIT_RESPONSE_HEADERS_ENABLED", "'%.16s' is neither true nor false%s",
                         hdr, "");
+    if (quota != NULL && !env_one_of("true|false", quota))
+        return env_fail(r, "QUOTA_MODE", "'%.16s' is neither true nor false%s", quota, "");
+    if (quota != NULL && strcasecmp(quota, "true") == 0 &&
+        env_give(r, "QUOTA_MODE", "grpc-quota-mode", "true") != 0)
+        return -1;
     if (tls != NULL && strcasecmp(tls, "true") == 0 &&
         env_give(r, "GRPC_SERVER_USE_TLS", "tls", "grpc") != 0)
         return -1;

@@ -42,6 +42,8 @@ The markup (README.md and docs/ follow it):
                              must be one value twice in the output too (a SHA1 printed by two
                              commands), and values shown different must differ
       c PRELUDE              the next C block is compiled with tests/docs/PRELUDE put before it
+      envoy FILE             the next block, an Envoy configuration (Envoy is not run), is checked
+                             against FILE, a rules file of the document (tests/docs/envoy_check.py)
       start sluiced ARGS     stops sluiced and starts it with ARGS (the same store: ./sluice.db)
       start redis [ARGS]     starts redis-server on 6379 (no persistence)
       start redis-module [ARGS]   the same, loading the built sluice.so (ARGS follow its path:
@@ -134,7 +136,7 @@ class Step:
         self.start = start  # (args, line)
 
 
-DIRECTIVE_WORDS = {"skip", "file", "vary", "same", "status", "c", "start", "needs"}
+DIRECTIVE_WORDS = {"skip", "file", "vary", "same", "status", "c", "start", "needs", "envoy"}
 
 
 def parse_directives(text, line, errors):
@@ -650,6 +652,7 @@ class Doc:
         self.checked = 0
         self.skipped = None  # why the document could not run
         self.not_run = []  # sessions a missing program kept from running (`needs`)
+        self.envoy_blocks = []  # (block, its rules file), checked once the document has run
 
     def fail(self, line, msg):
         self.failures.append("%s:%d: %s" % (self.name, line, msg))
@@ -756,6 +759,13 @@ class Doc:
                        r.stdout.decode("utf-8", "replace")))
         self.checked += 1
 
+    def check_envoy(self, block, sandbox, name):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import envoy_check  # python3-yaml: only documents with an `envoy` block need it
+        for p in envoy_check.check_file("\n".join(block.lines), os.path.join(sandbox, name)):
+            self.fail(block.line, "this Envoy configuration: %s" % p)
+        self.checked += 1
+
     # -- the document --
 
     def run(self):
@@ -784,6 +794,8 @@ class Doc:
                     continue
                 if not self.run_block(step.block, shell, sandbox, env, servers):
                     return
+            for block, name in self.envoy_blocks:
+                self.check_envoy(block, sandbox, name)
         except RuntimeError as e:
             self.failures.append("%s: %s" % (self.name, e))
         except Skip as e:
@@ -804,6 +816,9 @@ class Doc:
         if skip:
             if len(block.directives) > 1:
                 self.fail(block.line, "a skipped block takes no other directive")
+            return True
+        for _, name, _ in block.directive("envoy"):
+            self.envoy_blocks.append((block, name))  # checked once every file is written
             return True
         for _, name, _ in files:
             os.makedirs(os.path.dirname(os.path.join(sandbox, name)), exist_ok=True)

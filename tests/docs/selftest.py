@@ -8,7 +8,9 @@ Cases: README.md with one number of its first session changed; small documents w
 output, a block nobody checks, a skip without a reason, a failing command whose status is not
 shown, a `same` value that differs (a script loaded without its last newline), a C example that
 does not compile; docs/nginx.md's Traefik recipe, as it is and with each of its cross references
-broken (checked by reading its files where Traefik is not installed). Exit 0 when every case behaves, 1 otherwise, 77 when doctest.py skips.
+broken (checked by reading its files where Traefik is not installed); an Envoy configuration
+(checked, not run) routing to a cluster it does not define, or building a descriptor its rules
+file has no entry for. Exit 0 when every case behaves, 1 otherwise, 77 when doctest.py skips.
 """
 import argparse
 import os
@@ -24,6 +26,34 @@ $ sluice rules get nope
 sluice: no rule 'nope'
 $ echo $?
 1
+```
+"""
+
+# An Envoy configuration (never run) checked against the rules file shown after it.
+ENVOY_DOC = """<!-- doctest: envoy r.yaml -->
+```yaml
+static_resources:
+  listeners:
+    - filter_chains:
+        - filters:
+            - typed_config:
+                route_config:
+                  virtual_hosts:
+                    - rate_limits:
+                        - actions:
+                            - request_headers: {header_name: ":path", descriptor_key: path}
+                      routes:
+                        - route: {cluster: app}
+  clusters:
+    - name: app
+```
+
+<!-- doctest: file r.yaml -->
+```yaml
+domain: d
+descriptors:
+  - key: path
+    rate_limit: {unit: second, requests_per_unit: 1}
 ```
 """
 
@@ -53,6 +83,14 @@ CASES = [
      "doc.md:1: the C example does not compile"),
     ("a rules file sluiced refuses", "```yaml\nrules:\n  - name: x\n    algorithm: gcra\n```\n",
      "doc.md:1: sluiced's parser refuses this rules file"),
+    ("an Envoy configuration that matches its rules file", ENVOY_DOC, None),
+    ("an Envoy route to a cluster not defined", ENVOY_DOC.replace("{cluster: app}", "{cluster: web}"),
+     "doc.md:2: this Envoy configuration: $.static_resources.listeners[0].filter_chains[0]."
+     "filters[0].typed_config.route_config.virtual_hosts[0].routes[0].route: the cluster 'web' "
+     "is not defined"),
+    ("an Envoy action whose key the rules file has not",
+     ENVOY_DOC.replace("descriptor_key: path", "descriptor_key: route"),
+     "rate_limits[0]: the descriptor (route) has no entry 'route' in r.yaml"),
 ]
 
 

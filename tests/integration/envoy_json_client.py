@@ -140,7 +140,7 @@ BAD = [
     (b"{\"domain\":\"\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}]}]}", "domain is empty"),
     (b"{\"domain\":\"edge\",\"descriptors\":[]}", "descriptors"),
     (b"{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}],"
-     b"\"limit\":{\"requestsPerUnit\":1,\"unit\":\"WEEK\"}}]}", "unit"),
+     b"\"limit\":{\"requestsPerUnit\":1,\"unit\":\"FORTNIGHT\"}}]}", "unit"),
 ]
 
 

@@ -93,7 +93,8 @@ def raw_call(method, payload):
 # ---- cases ----------------------------------------------------------------------------------
 
 def case_health():
-    for service in ("", RLS):
+    # "ratelimit": the name envoyproxy/ratelimit registers, which its probes ask for
+    for service in ("", RLS, "kuadrant.service.ratelimit.v1.RateLimitService", "ratelimit"):
         r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=TIMEOUT_S)
         expect(r.status == health_pb2.HealthCheckResponse.SERVING, "service %r: %s" % (service, r))
     expect_status(lambda: health.Check(health_pb2.HealthCheckRequest(service="nope"),
@@ -657,6 +658,64 @@ def case_envoy_imported():
         expect(code == Code.OVER_LIMIT, "%s's second: %s" % (domain, s))
 
 
+def case_envoy_quota():
+    # envoyproxy/ratelimit's quota.sh, with its example's services: s1 1 an hour, s2 2, both in
+    # quota mode. A request is refused only when every quota descriptor is over; a quota
+    # descriptor over its limit says OVER_LIMIT and is not charged; those with room are
+    def codes(r):
+        return [Code.Name(r.overall_code)] + [Code.Name(s.code) for s in r.statuses]
+
+    def remaining(r):
+        return [s.limit_remaining for s in r.statuses]
+
+    both = (desc(("service", "s1")), desc(("service", "s2")))
+    r = ask("edge", *both)
+    expect(codes(r) == ["OK", "OK", "OK"] and remaining(r) == [0, 1], "first: %s" % r)
+    r = ask("edge", *both)
+    expect(codes(r) == ["OK", "OVER_LIMIT", "OK"] and remaining(r) == [0, 0], "second: %s" % r)
+    r = ask("edge", *both)
+    expect(codes(r) == ["OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT"], "third: %s" % r)
+    r = ask("edge", desc(("service", "s1")))
+    expect(codes(r) == ["OVER_LIMIT", "OVER_LIMIT"], "one quota descriptor, over: %s" % r)
+    # beside a descriptor not in quota mode (qplain, 2 an hour): every quota descriptor over
+    # refuses the request, and qplain is not charged by it
+    r = ask("edge", desc(("qplain", "a")), desc(("service", "s3")))
+    expect(codes(r) == ["OK", "OK", "OK"] and remaining(r) == [1, 0], "qplain and s3: %s" % r)
+    r = ask("edge", desc(("qplain", "a")), desc(("service", "s3")))
+    expect(codes(r)[0] == "OVER_LIMIT" and codes(r)[2] == "OVER_LIMIT", "s3 over: %s" % r)
+    r = ask("edge", desc(("qplain", "a")))
+    expect(codes(r) == ["OK", "OK"] and remaining(r) == [0], "qplain charged once: %s" % r)
+    # qplain over refuses the request, whatever room a quota descriptor has, and s4 is not charged
+    r = ask("edge", desc(("qplain", "a")), desc(("service", "s4")))
+    expect(codes(r) == ["OVER_LIMIT", "OVER_LIMIT", "OK"], "qplain over: %s" % r)
+    r = ask("edge", desc(("service", "s4")), hits=2)
+    expect(codes(r) == ["OK", "OK"] and remaining(r) == [3], "s4 uncharged till now: %s" % r)
+
+
+def case_envoy_quota_global():
+    # every descriptor in quota mode (QUOTA_MODE=true): qplain (2 an hour) over its limit refuses
+    # a request only alone; beside a descriptor no limit applies to, never
+    for want in ("OK", "OK", "OVER_LIMIT"):
+        r = ask("edge", desc(("qplain", "g")))
+        expect(Code.Name(r.overall_code) == want, "qplain alone, %s: %s" % (want, r))
+    for _ in range(2):
+        r = ask("edge", desc(("qplain", "g")), desc(("nolimit", "x")))
+        expect(r.overall_code == Code.OK and r.statuses[0].code == Code.OVER_LIMIT,
+               "beside a descriptor with no limit: %s" % r)
+    r = ask("edge", desc(("qplain", "h")), desc(("qplain", "g")))
+    expect(r.overall_code == Code.OK and r.statuses[0].limit_remaining == 1 and
+           r.statuses[1].code == Code.OVER_LIMIT, "h has room, g has not: %s" % r)
+
+
+def case_envoy_week():
+    # unit: week, Envoy's WEEK: one a week, reset within 7 days
+    r = ask("edge", desc(("weekly", "x")))
+    s = r.statuses[0]
+    expect(r.overall_code == Code.OK and s.current_limit.unit == Unit.WEEK and
+           0 < s.duration_until_reset.seconds <= 7 * 86400, "first: %s" % r)
+    r = ask("edge", desc(("weekly", "x")))
+    expect(r.overall_code == Code.OVER_LIMIT, "second: %s" % r)
+
 
 CASES = {
     "health": case_health, "limit": case_limit, "unknown": case_unknown,
@@ -673,6 +732,8 @@ CASES = {
     "envoy_shadow": case_envoy_shadow, "envoy_second_file": case_envoy_second_file,
     "envoy_limit_3": case_envoy_limit_3, "envoy_limit_10": case_envoy_limit_10,
     "envoy_api_rule": case_envoy_api_rule, "envoy_imported": case_envoy_imported,
+    "envoy_quota": case_envoy_quota, "envoy_week": case_envoy_week,
+    "envoy_quota_global": case_envoy_quota_global,
 }
 
 

@@ -6,7 +6,9 @@
 # shadow_mode, hits_addend, a second domain; the rules answer over RESP
 # too (SL.PEEK); SIGHUP with a changed file (in force), a broken one (logged with its position,
 # the rules in force stay) and an API-made rule kept; the same format imported over RESP, HTTP
-# and the CLI; a domain in two files refused at start. Then the Redis store (sluice.so).
+# and the CLI; a domain in two files refused at start; quota_mode (a quota descriptor over its
+# limit refuses only when every quota descriptor is; a refused request charges nothing) and
+# unit: week. Then the Redis store (sluice.so).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -25,6 +27,7 @@ edge_yaml() { # $1: remote_address's requests_per_unit
 domain: edge
 descriptors:
   - key: remote_address
+    detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: $1}
   - key: path
     value: /login
@@ -58,6 +61,28 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100, name: B, replaces: [{name: C}]}
   - key: rc
     rate_limit: {unit: hour, requests_per_unit: 1, name: C}
+  - key: service
+    value: s1
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: service
+    value: s2
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: service
+    value: s3
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: service
+    value: s4
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: qplain
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: weekly
+    value_to_metric: true
+    metadata: {team: {name: growth}}
+    rate_limit: {unit: week, requests_per_unit: 1}
 YAML
 }
 edge_yaml 3 >"$TMP/edge.yaml"
@@ -92,8 +117,13 @@ run_cases() { # PREFIX CASE..: each case must say ok
 start_sluiced s1 --rules "$TMP/edge.yaml" --rules "$TMP/rules.yaml" --rules "$TMP/api.yaml" \
     --config-store "$TMP/s1.db" --snapshot "" --threads 2 || { cat "$TMP/s1.log"; exit 1; }
 check "start logs the three files" grep -q "rules files $TMP/edge.yaml, $TMP/rules.yaml, $TMP/api.yaml" "$TMP/s1.log"
+# fields that change nothing in sluice are told, once each, where first used
+check "detailed_metric is told" grep -q "$TMP/edge.yaml: line 3, column 5: descriptors\[0\].detailed_metric: taken: names envoyproxy/ratelimit's statistics after each value; sluiced counts per rule" "$TMP/s1.log"
+check "value_to_metric is told" grep -q "$TMP/edge.yaml: line [0-9]*, column 5: descriptors\[[0-9]*\].value_to_metric: taken: puts values in envoyproxy/ratelimit's statistics' names" "$TMP/s1.log"
+check "metadata is told" grep -q "$TMP/edge.yaml: line [0-9]*, column 5: descriptors\[[0-9]*\].metadata: taken: envoyproxy/ratelimit sends it as a response's dynamic metadata; sluiced sends none" "$TMP/s1.log"
+check "each once" test "$(grep -c "descriptors\[0\].detailed_metric: taken" "$TMP/s1.log")" = 1
 run_cases "" envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_replaces_chain \
-    envoy_shadow envoy_second_file envoy_limit_3
+    envoy_shadow envoy_second_file envoy_limit_3 envoy_quota envoy_week
 
 # /metrics: a descriptor's rule carries its domain, escaped as the exposition format asks
 curl -s "http://127.0.0.1:$HTTP_PORT/metrics" >"$TMP/metrics.txt"
@@ -133,16 +163,24 @@ domain_file viahttp >"$TMP/viahttp.yaml"
 curl -s -X POST -H 'Content-Type: application/yaml' --data-binary @"$TMP/viahttp.yaml" "http://127.0.0.1:$HTTP_PORT/v1/rules" >"$TMP/http.out"
 check "POST /v1/rules" grep -q '"added":\["viahttp.k"\]' "$TMP/http.out"
 # a broken file over HTTP: 400 naming where, and nothing changes
-printf 'domain: viahttp\ndescriptors:\n  - key: k\n    rate_limit: {unit: week}\n' >"$TMP/bad.yaml"
+printf 'domain: viahttp\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n' >"$TMP/bad.yaml"
 code=$(curl -s -o "$TMP/bad.out" -w '%{http_code}' -X POST -H 'Content-Type: application/yaml' --data-binary @"$TMP/bad.yaml" \
     "http://127.0.0.1:$HTTP_PORT/v1/rules")
 check "a broken file is refused (400)" test "$code" = 400
-check "naming where" grep -q "line 4, column 24: descriptors\[0\].rate_limit.unit: unknown unit 'week'" "$TMP/bad.out"
+check "naming where" grep -q "line 4, column 24: descriptors\[0\].rate_limit.unit: unknown unit 'fortnight'" "$TMP/bad.out"
 check "nothing changed" grep -q '"descriptor":"k"' <(redis-cli -p "$RESP_PORT" SL.RULE GET viahttp.k)
 domain_file viacli >"$TMP/viacli.yaml"
 check "sluice rules import" "$SLUICE" -p "$RESP_PORT" rules import "$TMP/viacli.yaml"
 run_cases "" envoy_imported
 check "s1 stops cleanly" stop_bg s1 TERM
+
+# QUOTA_MODE=true (--grpc-quota-mode): every descriptor in quota mode, one no limit applies to
+# counting as one with room
+edge_yaml 3 >"$TMP/edge.yaml"
+QUOTA_MODE=true start_sluiced s3 --rules "$TMP/edge.yaml" --config-store "$TMP/s3.db" \
+    --snapshot "" || { cat "$TMP/s3.log"; exit 1; }
+run_cases "QUOTA_MODE=true: " envoy_quota_global
+check "s3 stops cleanly" stop_bg s3 TERM
 
 # one domain, two files: refused at start, naming both
 cp "$TMP/api.yaml" "$TMP/api2.yaml"
@@ -162,6 +200,6 @@ start_redis module --loadmodule "$MODULE" || { cat "$TMP/module.log"; exit 1; }
 start_sluiced s2 --rules "$TMP/edge.yaml" --config-store "$TMP/s2.db" --snapshot "" --threads 2 \
     --store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 2s || { cat "$TMP/s2.log"; exit 1; }
 run_cases "redis " envoy_nested envoy_values envoy_unlimited envoy_replaces envoy_replaces_chain \
-    envoy_shadow
+    envoy_shadow envoy_quota envoy_week
 check "s2 stops cleanly" stop_bg s2 TERM
 finish

@@ -6,7 +6,7 @@
 # (RESP, HTTP, gRPC) must equal the memory store's. Every RESP command and HTTP route that
 # decides, peeks, settles, resets or overrides, the six algorithms, costs at, under and past the
 # limit, multi-checks admitted and refused (in one cluster slot and across slots), envoyproxy's
-# descriptors, and the clock moving.
+# descriptors (quota_mode too), and the clock moving.
 #
 # The clock: every sluiced and redis-server runs with fakeclock.so preloaded, which answers the
 # wall clock from one file that this test writes; it stands still between steps, so every store
@@ -87,7 +87,7 @@ poll 30 cluster_ok || { echo "cluster not ok after 30 s"; exit 1; }
 
 TARGETS=()
 start() { # NAME STORE
-    start_sluiced "$1" --rules "$CONF/rules.yaml" --rules "$CONF/another.yaml" \
+    start_sluiced "$1" --rules "$CONF/rules.yaml" --rules "$CONF/another.yaml" --rules "$CONF/quota.yaml" \
         --config-store "$TMP/$1.db" --snapshot "" --threads 1 --store "$2" \
         --store-timeout 30s --override-timeout 0 --grpc-ratelimit-headers || {
         cat "$TMP/$1.log"

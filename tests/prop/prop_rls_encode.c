@@ -41,7 +41,7 @@ static uint32_t u32_cap(uint64_t v)
 
 static int unit_of(int64_t window_ns)
 {
-    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_YEAR; u++) {
+    for (int u = RLS_UNIT_SECOND; u <= RLS_UNIT_LAST; u++) {
         if (rls_unit_ns((rls_unit_t)u) == window_ns) {
             return u;
         }

@@ -199,7 +199,7 @@ static int one_case(uint64_t seed, int c)
 {
     prng_t r = {seed ^ (uint64_t)c * UINT64_C(0x9e3779b97f4a7c15)};
     bool spoil_one = prng_chance(&r, 15), spoiled = false;
-    ruledef_list_t list = {0, calloc(CASE_RULES_MAX, sizeof(ruledef_t))};
+    ruledef_list_t list = {.rules = calloc(CASE_RULES_MAX, sizeof(ruledef_t))};
     for (int i = (int)prng_range(&r, 1, CASE_RULES_MAX); i > 0; i--) {
         if (rnd_rule(&r, (int)list.n, &list.rules[list.n])) {
             rnd_overrides(&r, &list.rules[list.n], spoil_one, &spoiled);

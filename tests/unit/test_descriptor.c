@@ -254,6 +254,24 @@ static void test_rule_fields(void **unused)
     ruledef_free(&back);
     ruledef_free(&def);
 
+    /* quota_mode: written only when true, kept through JSON, part of the rule's identity */
+    def = rule_ok("{\"name\":\"shop.s1\",\"algorithm\":\"fixed_window\",\"limit\":1,"
+                  "\"window\":\"1m\",\"quota_mode\":true,\"domain\":\"shop\","
+                  "\"descriptor\":\"service=s1\"}");
+    assert_true(def.desc->quota);
+    json = ruledef_to_json(&def);
+    assert_string_equal(json, "{\"name\":\"shop.s1\",\"algorithm\":\"fixed_window\",\"limit\":1,"
+                              "\"window\":\"1m\",\"shadow\":false,\"on_store_error\":\"allow\","
+                              "\"cold_start\":\"open\",\"domain\":\"shop\",\"descriptor\":"
+                              "\"service=s1\",\"quota_mode\":true}");
+    back = rule_ok(json);
+    assert_true(ruledef_equal(&def, &back));
+    back.desc->quota = false;
+    assert_false(ruledef_equal(&def, &back));
+    ruledef_free(&back);
+    ruledef_free(&def);
+    free(json);
+
     /* unlimited: no numbers written, a fixed window no one fills */
     def = rule_ok("{\"name\":\"edge.admin\",\"unlimited\":true,\"domain\":\"edge\","
                   "\"descriptor\":\"user=admin\"}");
@@ -317,6 +335,10 @@ static void test_rule_field_errors(void **unused)
         {RULE(",\"descriptor\":\"k\""), "line 1, column 69: descriptor: needs 'domain' beside it"},
         {RULE(",\"limit_name\":\"n\""),
          "line 1, column 69: limit_name: only applies to a rule with a domain and a descriptor"},
+        {RULE(",\"quota_mode\":true"),
+         "line 1, column 69: quota_mode: only applies to a rule with a domain and a descriptor"},
+        {RULE(",\"domain\":\"d\",\"descriptor\":\"k\",\"quota_mode\":1"),
+         "line 1, column 99: quota_mode: must be true or false, not an integer"},
         {RULE(",\"unlimited\":false"),
          "line 1, column 68: unlimited: only applies to a rule with a domain and a descriptor"},
         {RULE(",\"domain\":\"\",\"descriptor\":\"k\""),

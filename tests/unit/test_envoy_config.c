@@ -87,6 +87,23 @@ static void test_parse(void **unused)
     assert_null(c.domain);
 }
 
+/* unit: week, as envoyproxy/ratelimit takes it: Envoy's WEEK (7), a window of 7 days */
+static void test_week(void **unused)
+{
+    (void)unused;
+    envoy_config_t c = parsed("domain: w\ndescriptors:\n  - key: k\n"
+                              "    rate_limit: {unit: week, requests_per_unit: 3}\n");
+    assert_int_equal(c.root.children[0].limit.unit, RLS_UNIT_WEEK);
+    assert_int_equal(RLS_UNIT_WEEK, 7);
+    ruledef_list_t l;
+    char err[ENVOY_CONFIG_ERR_MAX];
+    assert_int_equal(envoy_config_rules(&c, &l, err), 0);
+    assert_int_equal(l.rules[0].rule.window_ns, 7 * 86400 * SL_NS_PER_SEC);
+    assert_int_equal(l.rules[0].rule.limit, 3);
+    ruledef_list_free(&l);
+    envoy_config_free(&c);
+}
+
 /* The node a descriptor of pairs kv[0..2n) matches: its line, or 0 for none. */
 static unsigned match(const envoy_config_t *c, size_t n, const char *const *kv)
 {
@@ -139,13 +156,14 @@ static void test_errors(void **unused)
                  "line 2, column 14: descriptors: must be a list of descriptors, not a mapping");
     expect_error("domain: a\ndescriptors:\n  - value: x\n",
                  "line 3, column 5: descriptors[0].key: is required");
-    expect_error("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: week, "
-                 "requests_per_unit: 1}\n",
-                 "line 4, column 24: descriptors[0].rate_limit.unit: unknown unit 'week': one of "
-                 "second, minute, hour, day, month, year");
+    expect_error(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, "
+        "requests_per_unit: 1}\n",
+        "line 4, column 24: descriptors[0].rate_limit.unit: unknown unit 'fortnight': one of "
+        "second, minute, hour, day, week, month, year");
     expect_error("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n",
                  "line 4, column 17: descriptors[0].rate_limit.unit: is required: one of second, "
-                 "minute, hour, day, month, year");
+                 "minute, hour, day, week, month, year");
     expect_error("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: "
                  "second}\n",
                  "line 4, column 41: descriptors[0].rate_limit.unit: must not be given with "
@@ -286,9 +304,9 @@ static void test_rules_errors(void **unused)
                        "line 3, column 5: descriptors[0].rate_limit: sliding_log: limit must be a "
                        "positive integer (at most 1048576 for sliding_log, at most 4096 for "
                        "concurrency)");
-    expect_rules_error("domain: d\n", "descriptors: there are none: a configuration names at "
-                                      "least one descriptor (to remove a domain's rules, stop "
-                                      "giving its file)");
+    expect_rules_error("domain: d\n", "descriptors: there are none: a configuration names its "
+                                      "descriptors, or `descriptors: []` for none (to remove a "
+                                      "domain's rules, stop giving its file)");
     char longdomain[600] = "domain: ";
     memset(longdomain + 8, 'd', 256);
     strcpy(longdomain + 8 + 256, "\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n");
@@ -432,13 +450,10 @@ static void test_rules_tree_agrees(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_match),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_rules),
-        cmocka_unit_test(test_rules_names),
-        cmocka_unit_test(test_rules_errors),
-        cmocka_unit_test(test_rules_tree_agrees),
+        cmocka_unit_test(test_parse),        cmocka_unit_test(test_week),
+        cmocka_unit_test(test_match),        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_rules),        cmocka_unit_test(test_rules_names),
+        cmocka_unit_test(test_rules_errors), cmocka_unit_test(test_rules_tree_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

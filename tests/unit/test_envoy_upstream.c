@@ -4,7 +4,8 @@
  * becomes rules that survive the config store's JSON, every file upstream refuses is refused;
  * and the answers upstream's configuration tests expect of them: wildcards anywhere in a value
  * (wildcard.yaml), share_threshold (every value a pattern matches counted on the pattern),
- * requests_per_unit: 0 (a rule refusing every request), quota_mode refused by name. The
+ * requests_per_unit: 0 (a rule refusing every request), quota_mode (example.yaml) kept in the
+ * rules, a file whose descriptors are empty (a domain with no rules). The
  * lookups are made on the rule set's descriptor trees (engine/descriptors.h), as the gRPC and
  * /json fronts make them, after the rules went through their JSON.
  */
@@ -77,7 +78,8 @@ static void test_every_file_loads(void **unused)
                                         "integration/another.yaml",
                                         "integration/share_threshold.yaml",
                                         "integration/reload.yaml",
-                                        "examples/config.yaml"};
+                                        "examples/config.yaml",
+                                        "examples/example.yaml"};
     for (size_t i = 0; i < sizeof loads / sizeof loads[0]; i++) {
         ruledef_list_t l = upstream_rules(loads[i]);
         assert_true(l.n > 0);
@@ -102,11 +104,6 @@ static void test_every_bad_file_refused(void **unused)
         {"test_config/replaces_empty.yaml", "name: is required"},
         {"test_config/replaces_self.yaml", "a limit cannot replace itself"},
         {"test_config/unlimited_with_unit.yaml", "must not be given with unlimited: true"},
-        /* upstream refuses it beside basic_config.yaml (the same domain); alone it has no
-         * descriptors, which sluice refuses as a file cut short */
-        {"test_config/duplicate_domain.yaml", "there are none"},
-        /* loaded by upstream: quota_mode is a semantics sluice does not have (docs/envoy.md) */
-        {"examples/example.yaml", "descriptors[5].quota_mode: sluice cannot honour it"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         size_t len;
@@ -262,28 +259,89 @@ static void test_limit_zero(void **unused)
     tree_free(&t);
 }
 
-static void test_quota_mode_refused(void **unused)
+/* example.yaml's service_1 and service_2 are in quota mode, through JSON; its others are not */
+static void test_quota_mode(void **unused)
 {
     (void)unused;
-    static const char text[] = "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n"
-                               "    rate_limit: {unit: second, requests_per_unit: 1}\n";
-    envoy_config_t c;
-    char err[ENVOY_CONFIG_ERR_MAX] = "";
-    assert_int_equal(envoy_config_parse(text, strlen(text), &c, err), -1);
-    assert_non_null(strstr(err, "line 4, column 17: descriptors[0].quota_mode: sluice cannot "
-                                "honour it"));
+    tree_t t = tree_of("examples/example.yaml");
+    const ruledef_t *r = lookup(&t, "rl", ONE("service", "service_1"), NULL);
+    assert_non_null(r);
+    assert_true(r->desc->quota);
+    assert_int_equal(r->rule.limit, 1);
+    char *json = ruledef_to_json(r);
+    assert_non_null(strstr(json, "\"quota_mode\":true"));
+    free(json);
+    assert_true(lookup(&t, "rl", ONE("service", "service_2"), NULL)->desc->quota);
+    assert_false(lookup(&t, "rl", ONE("unspec", "x"), NULL)->desc->quota);
+    json = ruledef_to_json(lookup(&t, "rl", ONE("unspec", "x"), NULL));
+    assert_null(strstr(json, "quota_mode"));
+    free(json);
+    tree_free(&t);
     static const char plain[] = "domain: d\ndescriptors:\n  - key: k\n    value: v\n"
                                 "    share_threshold: true\n";
+    envoy_config_t c;
+    char err[ENVOY_CONFIG_ERR_MAX] = "";
     assert_int_equal(envoy_config_parse(plain, strlen(plain), &c, err), -1);
     assert_non_null(strstr(err, "descriptors[0].share_threshold: needs a value with a wildcard"));
+}
+
+/* example.yaml's detailed_metric and metadata, which change nothing in sluice: one note each,
+ * at the first, for the server to log */
+static void test_notes(void **unused)
+{
+    (void)unused;
+    size_t len;
+    char *text = upstream_text("examples/example.yaml", &len), err[ENVOY_CONFIG_ERR_MAX] = "";
+    envoy_config_t c;
+    assert_int_equal(envoy_config_parse(text, len, &c, err), 0);
+    char *notes = envoy_config_notes(&c);
+    assert_non_null(notes);
+    assert_string_equal(notes,
+                        "line 79, column 5: descriptors[3].detailed_metric: taken: names "
+                        "envoyproxy/ratelimit's statistics after each value; sluiced counts per "
+                        "rule (sluice_decisions_total{rule=...}), so it changes nothing here\n"
+                        "line 87, column 5: descriptors[5].metadata: taken (and 1 more): "
+                        "envoyproxy/ratelimit sends it as a response's dynamic metadata; sluiced "
+                        "sends none, so it changes nothing here");
+    free(notes);
+    envoy_config_free(&c);
+    free(text);
+    text = upstream_text("integration/basic.yaml", &len); /* says none of them */
+    assert_int_equal(envoy_config_parse(text, len, &c, err), 0);
+    assert_null(envoy_config_notes(&c));
+    envoy_config_free(&c);
+    free(text);
+}
+
+/* duplicate_domain.yaml alone (upstream refuses it only beside basic_config.yaml, the same
+ * domain): `descriptors:` with nothing under it, a domain with no rules */
+static void test_empty_descriptors(void **unused)
+{
+    (void)unused;
+    ruledef_list_t l = upstream_rules("test_config/duplicate_domain.yaml");
+    assert_int_equal(l.n, 0);
+    ruledef_list_free(&l);
+    static const char empty[] = "domain: d\ndescriptors: []\n", none[] = "domain: d\n";
+    envoy_config_t c;
+    char err[ENVOY_CONFIG_ERR_MAX] = "";
+    assert_int_equal(envoy_config_parse(empty, strlen(empty), &c, err), 0);
+    assert_int_equal(envoy_config_rules(&c, &l, err), 0);
+    assert_int_equal(l.n, 0);
+    ruledef_list_free(&l);
+    envoy_config_free(&c);
+    assert_int_equal(envoy_config_parse(none, strlen(none), &c, err), 0);
+    assert_int_equal(envoy_config_rules(&c, &l, err), -1); /* a file cut short */
+    assert_non_null(strstr(err, "descriptors: there are none"));
+    envoy_config_free(&c);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_file_loads), cmocka_unit_test(test_every_bad_file_refused),
-        cmocka_unit_test(test_wildcards),        cmocka_unit_test(test_share_threshold),
-        cmocka_unit_test(test_limit_zero),       cmocka_unit_test(test_quota_mode_refused),
+        cmocka_unit_test(test_every_file_loads),  cmocka_unit_test(test_every_bad_file_refused),
+        cmocka_unit_test(test_wildcards),         cmocka_unit_test(test_share_threshold),
+        cmocka_unit_test(test_limit_zero),        cmocka_unit_test(test_quota_mode),
+        cmocka_unit_test(test_empty_descriptors), cmocka_unit_test(test_notes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -418,7 +418,8 @@ static void test_response_encode(void **unused)
     envoy__service__ratelimit__v3__rate_limit_response__free_unpacked(resp, NULL);
     buf_free(&b);
     assert_int_equal(rls_unit_ns(RLS_UNIT_DAY), 86400 * NS);
-    assert_int_equal(rls_unit_ns((rls_unit_t)7), 0);
+    assert_int_equal(rls_unit_ns(RLS_UNIT_WEEK), 7 * 86400 * NS);
+    assert_int_equal(rls_unit_ns((rls_unit_t)8), 0);
 }
 
 int main(void)

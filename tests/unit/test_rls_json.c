@@ -37,18 +37,20 @@ static void test_request_fields(void **state)
     rls_request_t r;
     char err[GRPC_ERR_MAX];
     assert_int_equal(
-        read_json("{\"domain\":\"edge\",\"hits_addend\":3,\"descriptors\":["
-                  "{\"entries\":[{\"key\":\"remote_address\",\"value\":\"10.0.0.1\"},{\"key\":"
-                  "\"path\"}]},"
-                  "{\"entries\":[{\"key\":\"k\",\"value\":null}],\"hitsAddend\":\"7\","
-                  "\"limit\":{\"requestsPerUnit\":\"5\",\"unit\":\"MINUTE\"}},"
-                  "{\"entries\":[{\"key\":\"k\"}],\"hits_addend\":0,"
-                  "\"limit\":{\"requests_per_unit\":2.0,\"unit\":4}}]}",
-                  64, &r, err),
+        read_json(
+            "{\"domain\":\"edge\",\"hits_addend\":3,\"descriptors\":["
+            "{\"entries\":[{\"key\":\"remote_address\",\"value\":\"10.0.0.1\"},{\"key\":"
+            "\"path\"}]},"
+            "{\"entries\":[{\"key\":\"k\",\"value\":null}],\"hitsAddend\":\"7\","
+            "\"limit\":{\"requestsPerUnit\":\"5\",\"unit\":\"MINUTE\"}},"
+            "{\"entries\":[{\"key\":\"k\"}],\"hits_addend\":0,"
+            "\"limit\":{\"requests_per_unit\":2.0,\"unit\":4}},"
+            "{\"entries\":[{\"key\":\"w\"}],\"limit\":{\"requestsPerUnit\":1,\"unit\":\"WEEK\"}}]}",
+            64, &r, err),
         GRPC_STATUS_OK);
     assert_int_equal(r.domain_len, 4);
     assert_memory_equal(r.domain, "edge", 4);
-    assert_int_equal(r.n, 3);
+    assert_int_equal(r.n, 4);
     assert_int_equal(r.descs[0].n_entries, 2);
     assert_memory_equal(r.descs[0].entries[0].value, "10.0.0.1", 8);
     assert_int_equal(r.descs[0].entries[1].value_len, 0); /* absent: "" */
@@ -61,6 +63,7 @@ static void test_request_fields(void **state)
     assert_int_equal(r.descs[2].cost, 0); /* its own 0 is a value, not absent */
     assert_int_equal(r.descs[2].override_per_unit, 2);
     assert_int_equal(r.descs[2].override_unit, RLS_UNIT_DAY);
+    assert_int_equal(r.descs[3].override_unit, RLS_UNIT_WEEK); /* Envoy's 7, after YEAR */
     rls_request_free(&r);
     assert_null(r.owned);
 }
@@ -100,7 +103,7 @@ static const refused_t REFUSED[] = {
      "\"9223372036854775808\"}]}",
      GRPC_STATUS_INVALID_ARGUMENT, "out of range"},
     {"{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}],\"limit\":{\"unit\":"
-     "\"WEEK\",\"requestsPerUnit\":1}}]}",
+     "\"FORTNIGHT\",\"requestsPerUnit\":1}}]}",
      GRPC_STATUS_INVALID_ARGUMENT, "descriptors[0].limit: unit must be"},
     {"{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}],\"limit\":{\"unit\":9,"
      "\"requestsPerUnit\":1}}]}",
@@ -160,6 +163,7 @@ static void test_response(void **state)
         {.code = RLS_CODE_OK},
         {.code = RLS_CODE_OK, .has_limit = true, .limit = 3, .window_ns = NS, .reset_ns = 1500},
         {.code = RLS_CODE_OK, .has_limit = true, .limit = 3, .window_ns = NS, .reset_ns = 7},
+        {.code = RLS_CODE_OK, .has_limit = true, .limit = 2, .window_ns = 7 * 86400 * NS},
     };
     expect_json(RLS_CODE_OVER_LIMIT, st, 4, NULL, 0,
                 "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
@@ -176,6 +180,10 @@ static void test_response(void **state)
                 "\"durationUntilReset\":\"0.000001500s\"},"
                 "{\"code\":\"OK\",\"currentLimit\":{\"requestsPerUnit\":3,\"unit\":\"SECOND\"},"
                 "\"durationUntilReset\":\"0.000000007s\"}]}");
+    expect_json(RLS_CODE_OK, st + 6, 1, NULL, 0,
+                "{\"overallCode\":\"OK\",\"statuses\":["
+                "{\"code\":\"OK\",\"currentLimit\":{\"requestsPerUnit\":2,\"unit\":\"WEEK\"},"
+                "\"durationUntilReset\":\"0s\"}]}");
     rls_header_t h[] = {{"ratelimit-policy", "\"a\";q=10;w=60", 13}, {"ratelimit", "r=9", 3}};
     expect_json(RLS_CODE_OK, NULL, 0, h, 2,
                 "{\"overallCode\":\"OK\",\"responseHeadersToAdd\":["

@@ -1138,12 +1138,12 @@ static void test_yaml_writer_refuses_non_utf8(void **unused)
     assert_int_equal(override_parse_json(&d, "\xff", 1, "{\"limit\":1}", 11, &ov[0], err), 0);
     d.overrides = ov;
     d.noverrides = 1;
-    ruledef_list_t l = {1, &d};
+    ruledef_list_t l = {.n = 1, .rules = &d};
     assert_null(ruledef_list_to_yaml(&l));
     override_free(&ov[0]);
     d.overrides = NULL;
     d.noverrides = 0;
-    ruledef_list_t empty = {0, NULL};
+    ruledef_list_t empty = {.n = 0, .rules = NULL};
     char *y = ruledef_list_to_yaml(&empty);
     assert_string_equal(y, "rules: []\n");
     free(y);

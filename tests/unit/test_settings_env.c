@@ -157,7 +157,6 @@ static const struct {
     {"REDIS_TLS", "false", "true"},
     {"REDIS_PERSECOND", "false", "true"},
     {"SHADOW_MODE", "false", "true"},
-    {"QUOTA_MODE", "false", "true"},
     {"RESPONSE_DYNAMIC_METADATA", "false", "true"},
     {"MERGE_DOMAIN_CONFIG", "false", "true"},
     {"TRACING_ENABLED", "false", "true"},
@@ -412,11 +411,13 @@ static void test_switches(void **unused)
     (void)unused;
     expect_flag("GRPC_SERVER_USE_TLS", "true", "tls", "grpc");
     expect_flag("LIMIT_RESPONSE_HEADERS_ENABLED", "TRUE", "grpc-ratelimit-headers", "true");
+    expect_flag("QUOTA_MODE", "True", "grpc-quota-mode", "true");
     env_flag_t out[SETTINGS_ENV_MAX];
     size_t n = 99;
     env_clear();
     env_set("GRPC_SERVER_USE_TLS", "false");
     env_set("LIMIT_RESPONSE_HEADERS_ENABLED", "false");
+    env_set("QUOTA_MODE", "false");
     assert_int_equal(read_env(out, &n), 0);
     assert_int_equal(n, 0);
     env_clear();
@@ -425,6 +426,9 @@ static void test_switches(void **unused)
     env_clear();
     env_set("LIMIT_RESPONSE_HEADERS_ENABLED", "1");
     expect_refused("LIMIT_RESPONSE_HEADERS_ENABLED");
+    env_clear();
+    env_set("QUOTA_MODE", "on");
+    expect_refused("QUOTA_MODE");
 }
 
 /* ---- through server_settings_parse: the real environment ---- */

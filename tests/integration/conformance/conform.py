@@ -329,6 +329,19 @@ G("another", [([("key2", "x")], 20), ([("key3", "x")], 9)]),
     return s
 
 
+def quota_steps():
+    """quota_mode (quota.yaml): service_1 (1 a minute) and service_2 (2) in quota mode, alone,
+    together and beside plain (3, not in quota mode), with costs; then unit: week."""
+    s1, s2 = ([("service", "service_1")], None), ([("service", "service_2")], None)
+    plain = ([("plain", "a")], None)
+    s = [G("quota", [s1, s2]) for _ in range(4)]
+    s += [T(61000)] + [G("quota", [plain, s1, s2]) for _ in range(5)]
+    s += [T(61000), G("quota", [s1, s2], 2), G("quota", [s2, s1], 2), G("quota", [s2]),
+          G("quota", [([("service", "service_2")], 3), s1]), G("quota", [s1, plain, s1])]
+    s += [G("quota", [([("weekly", "w")], None)]) for _ in range(3)]
+    return s
+
+
 def maxdelay_steps():
     s = []
     for rule in ("gcd", "tbd"):
@@ -534,6 +547,7 @@ SCENARIOS = [("algorithm %s over %s" % (r, via), False, algorithm_steps(r, via))
              for r in STRICT for via in ("resp", "http")]
 SCENARIOS += [("inline rules", False, inline_steps()), ("overrides", False, override_steps()),
               ("multi-checks", False, allowall_steps()), ("envoy descriptors", False, envoy_steps()),
+              ("envoy quota_mode", False, quota_steps()),
               ("max_delay", False, maxdelay_steps()), ("debt", False, debt_steps()),
               ("leased", True, mode_steps("lease")), ("approximate", True, mode_steps("approx")),
               ("in-flight holds", False, holds_steps()), ("priorities", False, priority_steps()),
