@@ -104,6 +104,6 @@ nghttp2_split() {
                 printf "        HPACK decode %d, HPACK encode %d, receiving frames %d, submitting and sending frames %d, streams (map, open, close) %d; its allocations in sluiced'"'"'s pool %d more\n", \
                     p["hpack_dec"] / n, p["hpack_enc"] / n, p["recv"] / n, p["send"] / n, p["streams"] / n, pool / n
             else
-                printf "        (libnghttp2 has no symbols for its own functions: see docs/performance.md for a build with them)\n"
+                printf "        (libnghttp2 has no symbols for its own functions: see docs/dev/benchmarks.md for a build with them)\n"
         }' "$DUMP"
 }
