@@ -1396,7 +1396,7 @@ typedef struct multi {
 /* Room for the scratch of up to `cap` requests. A call of at most MULTI_SMALL requests (Envoy's
  * few descriptors, most SL.ALLOWALLs) keeps it on its stack (1.8 KiB); a larger one allocates
  * the room for SL_MULTI_MAX (13 KiB: not on a caller's stack). The allocation was an eighth of
- * the work of deciding a 3-key call (docs/performance.md). */
+ * the work of deciding a 3-key call (docs/dev/benchmarks.md). */
 #define MULTI_SMALL 8
 #define MULTI_ROOM(cap)                                                                            \
     struct {                                                                                       \

@@ -77,7 +77,7 @@ _Static_assert(sizeof(allowall_t) % _Alignof(engine_decision_t) == 0 &&
 
 /* An all-or-nothing call of n checks whose keys take `bytes`, zeroed, in one allocation: a
  * block w keeps when it fits one and w is attached to its loop (calloc and free were a tenth of
- * a 3-check call's work: docs/performance.md), else its own; NULL when out of memory. */
+ * a 3-check call's work: docs/dev/benchmarks.md), else its own; NULL when out of memory. */
 static allowall_t *allowall_new(engine_worker_t *w, size_t n, size_t bytes)
 {
     size_t each = sizeof(engine_decision_t) + sizeof(allowall_ref_t) + sizeof(size_t) +

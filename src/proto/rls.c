@@ -339,7 +339,7 @@ static rls_unit_t unit_of(int64_t window_ns)
 
 /*
  * The response is written here rather than by protobuf-c, whose packing walks its descriptors
- * field by field and costs about 1,800 instructions a status (docs/performance.md): the bytes
+ * field by field and costs about 1,800 instructions a status (docs/dev/benchmarks.md): the bytes
  * are those protobuf-c writes (prop_rls_encode compares them on random responses): fields in
  * number order; a scalar, enum or string only when it is not 0 or empty; a submessage whenever
  * it is set, even empty. Every field number here is below 16, so every tag is one byte.
