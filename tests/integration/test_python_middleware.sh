@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # test_python_middleware.sh - the Python package's middleware, installed from its wheel into a
-# fresh venv, in each framework served for real on 127.0.0.1 against a real sluiced: FastAPI
-# under uvicorn (ASGI), Flask and Django under werkzeug's server (WSGI). 429 with problem+json and
-# the RateLimit fields as sluiced's own, shadow modes, and an in-flight rule's hold released when
-# the response ends, when the handler raises and when the client disconnects mid-response.
+# fresh venv: its key functions, and the middleware in each framework served for real on
+# 127.0.0.1 against a real sluiced: FastAPI under uvicorn (ASGI), Flask and Django under
+# werkzeug's server (WSGI). 429 with problem+json and the RateLimit fields as sluiced's own,
+# shadow modes, and an in-flight rule's hold released when the response ends, when the handler
+# raises and when the client disconnects mid-response.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
 python_venv || { echo "could not install the wheel"; exit 1; }
+
+check "the key functions" "$PY" "$SLUICE_SOURCE_DIR/tests/python/keys.py"
 
 middleware_rules "$TMP/rules.yaml"
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"

@@ -53,12 +53,19 @@ def _client_ip(req, trusted):
     return ip
 
 
-def _in(ip, nets):
+def _address(text):
+    """The address text names, an IPv4-mapped IPv6 address (::ffff:a.b.c.d: how a dual-stack
+    server sees an IPv4 client) as its IPv4 address; None when text is not an address."""
     try:
-        a = ipaddress.ip_address(ip)
+        a = ipaddress.ip_address(text)
     except ValueError:
-        return False
-    return any(a in n for n in nets)
+        return None
+    return (a.ipv4_mapped if a.version == 6 else None) or a
+
+
+def _in(ip, nets):
+    a = _address(ip)
+    return a is not None and any(a in n for n in nets)
 
 
 def by_ip(prefix=None, prefix6=None, trusted_proxies=()):
@@ -69,10 +76,8 @@ def by_ip(prefix=None, prefix6=None, trusted_proxies=()):
     nets = [ipaddress.ip_network(n) for n in trusted_proxies]
 
     def key(req):
-        ip = _client_ip(req, nets)
-        try:
-            a = ipaddress.ip_address(ip)
-        except ValueError:
+        a = _address(_client_ip(req, nets))
+        if a is None:
             return None
         bits = prefix if a.version == 4 else prefix6
         if bits is None:
