@@ -10,7 +10,8 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
 python_venv || { echo "could not install the wheel"; exit 1; }
 
-check "the key functions" "$PY" "$SLUICE_SOURCE_DIR/tests/python/keys.py"
+check "the key functions: every vector of tests/sdk/keys.json, and more" \
+    "$PY" "$SLUICE_SOURCE_DIR/tests/python/keys.py" "$SLUICE_SOURCE_DIR/tests/sdk/keys.json"
 
 middleware_rules "$TMP/rules.yaml"
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"

@@ -94,9 +94,9 @@ def unreachable(name, port):
 
 def free(client, user):
     """True when the key of user under mw-jobs has its slot free (an acquire is admitted)."""
-    d = client.acquire("mw-jobs", f"header:x-user:{user}")
+    d = client.acquire("mw-jobs", user)
     if d.hold_id:
-        client.release("mw-jobs", f"header:x-user:{user}", d.hold_id)
+        client.release("mw-jobs", user, d.hold_id)
     return d.allowed
 
 
@@ -139,11 +139,10 @@ def holds(name, port, client, prefix="/jobs"):
 
 def adaptive(client, user):
     """mw-adapt's limit for user once every hold of it is released (bounded poll), or None."""
-    key = f"header:x-user:{user}"
     seen = []
 
     def settled():
-        d = client.peek("mw-adapt", key)
+        d = client.peek("mw-adapt", user)  # the key is the X-User header's value
         seen[:] = [d.limit]
         return d.remaining == d.limit
 
@@ -152,8 +151,7 @@ def adaptive(client, user):
 
 def priorities(name, port, client):
     u = f"{RUN}-{name}-prio"
-    key = f"header:x-user:{u}"
-    held = client.acquire("mw-prio", key)  # 1 of 2 held: a low request would leave high none
+    held = client.acquire("mw-prio", u)  # 1 of 2 held: a low request would leave high none
 
     def prio(p):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -168,7 +166,7 @@ def priorities(name, port, client):
           held.allowed and got == [429, 429, 200], got)
     check(f"{name}: an unknown priority is sluiced's error, not swallowed (500)",
           prio("urgent") == 500)
-    client.release("mw-prio", key, held.hold_id)
+    client.release("mw-prio", u, held.hold_id)
 
 
 def reports(name, port, client):
