@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test_python_client.sh - the Python package's client of sluiced, installed from its wheel into a
 # fresh venv: every case of tests/sdk/cases.json with sluice.Client and sluice.AsyncClient, the
-# version agrees with the project's, pipelining, connection errors and TLS against a real sluiced.
+# version and the distribution's name (sluice-ratelimit) and the LICENSE in the wheel agree with
+# the project's, pipelining, connection errors and TLS against a real sluiced.
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
-need openssl
+need openssl unzip
 python_venv || { echo "could not install the wheel"; exit 1; }
 
 sdk_cases_rules "$TMP/rules.yaml"
@@ -18,9 +19,16 @@ check "every case of tests/sdk/cases.json, sync and async" \
 version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SLUICE_SOURCE_DIR/CMakeLists.txt")
 check "sluice.__version__ is the project's version ($version)" \
     test "$("$PY" -c 'import sluice; print(sluice.__version__)')" = "$version"
-check "the wheel's metadata says the project's version" \
-    test "$("$PY" -c 'from importlib.metadata import version; print(version("sluice"))')" = "$version"
-check "the wheel is named with it" test "$(basename "$WHEEL")" = "sluice-$version-py3-none-any.whl"
+check "the wheel's metadata says the project's version, under the distribution's name" \
+    test "$("$PY" -c 'from importlib.metadata import version; print(version("sluice-ratelimit"))')" = "$version"
+check "the wheel is named with them" \
+    test "$(basename "$WHEEL")" = "sluice_ratelimit-$version-py3-none-any.whl"
+unzip -l "$WHEEL" >"$TMP/wheel.list"
+check "the wheel carries LICENSE" grep -q " sluice_ratelimit-$version.dist-info/LICENSE\$" "$TMP/wheel.list"
+check "... the project's, word for word" \
+    cmp <(unzip -p "$WHEEL" "sluice_ratelimit-$version.dist-info/LICENSE") "$SLUICE_SOURCE_DIR/LICENSE"
+check "the metadata names the license" grep -qx "License: MIT" \
+    <(unzip -p "$WHEEL" "sluice_ratelimit-$version.dist-info/METADATA")
 
 # TLS: a self-signed certificate for 127.0.0.1, the client checking it against that certificate
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 \

@@ -1,7 +1,7 @@
 """What the Python package's tests share: the servers the shell script started (from the
 environment), a sluiced of a test's own that it may stop, bounded polling, and counted checks.
 
-Run by tests/python/test_python.sh with the venv's python, from outside the source tree, so
+Run by tests/integration/test_python_*.sh with the venv's python, from outside the source tree, so
 `import sluice` finds the installed wheel.
 """
 

@@ -20,7 +20,7 @@ python_venv() {
         cat "$TMP/wheel.log"
         return 1
     }
-    WHEEL=$(ls "$TMP"/wheel/sluice-*.whl) || return 1
+    WHEEL=$(ls "$TMP"/wheel/sluice_ratelimit-*.whl) || return 1
     "$SYS_PY" -m venv --system-site-packages "$TMP/venv" || return 1
     "$TMP/venv/bin/python" -m pip install -q --no-deps --no-index "$WHEEL" \
         >"$TMP/install.log" 2>&1 || {
