@@ -17,10 +17,11 @@ middleware_rules "$TMP/rules.yaml"
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
+# the frameworks are test dependencies (scripts/deps.sh test installs them): one missing fails
 for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
     name=${fw%%:*}
-    if ! "$PY" -c "import ${fw#*:}" 2>/dev/null; then
-        echo "SKIP $name: needs ${fw#*:} (scripts/deps.sh test)"
+    if ! "$PY" -c "import ${fw#*:}"; then
+        check "$name: the venv imports ${fw#*:} (Debian's python3-*: scripts/deps.sh test)" false
         continue
     fi
     # each framework in a process of its own (Django's settings are per process)
