@@ -13,6 +13,8 @@
   /adapt/...     rule mw-adapt (in flight, adaptive aimd from 2, latency_timeout 100ms), the
                  middleware reporting: ok, boom (raises), e500 (answers 500), slow (150 ms), stream
   /quiet/...     the same rule, the middleware not reporting (the default)
+  /soft/ok       Django only: the decorator with block=False on mw-fixed; the view says what
+                 request.limited and request.sluice told it
 
 Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function that starts the
 app and returns (port, stop).
@@ -198,10 +200,17 @@ def _django_setup(port):
     def stream(request, group=""):
         return StreamingHttpResponse(chunks())
 
+    @ratelimit(RateLimit(client, "mw-fixed", key=by_header("x-user")), block=False)
+    def soft(request):
+        d = request.sluice
+        return HttpResponse(f"limited={request.limited} allowed={d.allowed} "
+                            f"remaining={d.remaining}", content_type="text/plain")
+
     urls = types.ModuleType("sluice_test_urls")
     urls.urlpatterns = [path("jobs/ok", ok), path("jobs/boom", boom), path("jobs/stream", stream),
                         path("deco/ok", deco(ok)), path("deco/boom", deco(boom)),
-                        path("deco/stream", deco(stream)), path("<str:group>/ok", ok),
+                        path("deco/stream", deco(stream)), path("soft/ok", soft),
+                        path("<str:group>/ok", ok),
                         path("<str:group>/boom", boom), path("<str:group>/e500", e500),
                         path("<str:group>/slow", slow), path("<str:group>/stream", stream)]
     sys.modules["sluice_test_urls"] = urls

@@ -71,6 +71,23 @@ def limited(name, port, client):
           st == 400 and "longer than 1024 bytes" in json.loads(body)["detail"], f"{st} {body!r}")
 
 
+def soft(name, port):
+    """Django's decorator with block=False: a refusal reaches the view, which decides."""
+    u = f"{RUN}-{name}-soft"
+    got = [get(port, "/soft/ok", u) for _ in range(3)]
+    bodies = [g[2].decode() for g in got]
+    check(f"{name}: block=False: every request reaches the view (200), the third with "
+          "request.limited and the refusal in request.sluice",
+          [g[0] for g in got] == [200] * 3
+          and bodies == ["limited=False allowed=True remaining=1",
+                         "limited=False allowed=True remaining=0",
+                         "limited=True allowed=False remaining=0"], got)
+    check(f"{name}: block=False: the view's own answer, with the RateLimit fields, no Retry-After",
+          got[2][1].get("content-type") == "text/plain"
+          and re.fullmatch(r'"mw-fixed";r=0;t=\d+', got[2][1].get("ratelimit", ""))
+          and "retry-after" not in got[2][1], got[2][1])
+
+
 def shadows(name, port):
     u = f"{RUN}-{name}-shadow"
     got = [get(port, "/shadow/ok", u)[0] for _ in range(3)]
@@ -237,6 +254,7 @@ def main():
             reports(name, port, client)
             if name == "django":
                 holds(name, port, client, "/deco")
+                soft(name, port)
         finally:
             stop()
     harness.finish()
