@@ -4,16 +4,29 @@
 # 127.0.0.1 against a real sluiced: FastAPI under uvicorn (ASGI), Flask and Django under
 # werkzeug's server (WSGI). 429 with problem+json and the RateLimit fields as sluiced's own,
 # shadow modes, and an in-flight rule's hold released when the response ends, when the handler
-# raises and when the client disconnects mid-response.
+# raises and when the client disconnects mid-response; a sluiced killed by its PID under the
+# app and started again. Each framework runs twice: against the memory store, then a Redis
+# store (redis-server with sluice.so).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 . "$SLUICE_SOURCE_DIR/tests/python/venv.sh"
+need redis-server redis-cli
 python_venv || { echo "could not install the wheel"; exit 1; }
 
 check "the key functions: every vector of tests/sdk/keys.json, and more" \
     "$PY" "$SLUICE_SOURCE_DIR/tests/python/keys.py" "$SLUICE_SOURCE_DIR/tests/sdk/keys.json"
 
 middleware_rules "$TMP/rules.yaml"
+cat >>"$TMP/rules.yaml" <<'YAML'
+  - name: mw-kill
+    algorithm: fixed_window
+    limit: 1000
+    window: 1h
+  - name: mw-khold
+    algorithm: concurrency
+    limit: 1
+    hold_timeout: 1h
+YAML
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
@@ -29,4 +42,20 @@ for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
 done
 check "the middleware with a sluiced where only admin reads rules" \
     "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" secured
+
+# every framework again against sluiced whose store is a redis-server with the project's
+# sluice.so (the sluiced the tests kill too); a deadline far above the 5 ms default, so that a
+# late reply on a loaded machine is never answered by on_store_error
+start_redis redis --loadmodule "$SLUICE_BUILD_DIR/src/module/sluice.so" ||
+    { cat "$TMP/redis.log"; exit 1; }
+check "redis-server has sluice.so loaded" grep -qi sluice <(redis-cli -p "$REDIS_PORT" MODULE LIST)
+STORE_ARGS=(--store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 10s)
+start_scratch_sluiced sluiced-redis --rules "$TMP/rules.yaml" "${STORE_ARGS[@]}"
+for name in asgi flask django; do
+    check "the middleware in $name, against the Redis store" \
+        env SLUICE_RESP_PORT="$RESP_PORT" SLUICE_HTTP_PORT="$HTTP_PORT" \
+        SLUICE_TEST_STORE="${STORE_ARGS[*]}" \
+        "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" "$name"
+done
+check "... whose keys are in Redis" test "$(redis-cli -p "$REDIS_PORT" DBSIZE)" -gt 0
 finish

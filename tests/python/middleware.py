@@ -3,7 +3,9 @@
 the RateLimit fields (the very body and fields sluiced's own /v1/auth gives), a request lacking
 its key, shadow modes, and an in-flight rule's hold released when the response ends, when the
 handler raises, and when the client disconnects mid-response; a priority from the request, and
-the releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for.
+the releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for;
+a sluiced killed by its PID under the app (fail open, fail closed, a live hold) and started again.
+With SLUICE_TEST_STORE, every sluiced's store is Redis.
 
 argv[1:]: the frameworks to run (asgi, flask, django); each starts its app in this process.
 """
@@ -107,6 +109,64 @@ def unreachable(name, port):
     check(f"{name}: sluiced down, failing closed: 429 saying why, Retry-After, no RateLimit fields",
           st == 429 and "cannot be reached" in json.loads(body)["detail"]
           and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
+
+
+def fields_of(got):
+    return "ratelimit" in got[1] and "ratelimit-policy" in got[1]
+
+
+def killed(name, port, own):
+    """own, the sluiced of /kopen/, /kclosed/ and /khold/, is killed by its PID while the app's
+    clients hold pooled connections to it and a request holds an in-flight slot, then started
+    again on its ports."""
+    u = f"{RUN}-{name}-kill"
+    client = sluice.Client(port=own.port, timeout_ms=5000)
+    before = [get(port, p, u) for p in ("/kopen/ok", "/kclosed/ok", "/kidle/ok") * 3]
+    check(f"{name}: kill: before, both clients are answered by sluiced (200, RateLimit fields)",
+          all(g[0] == 200 and fields_of(g) for g in before), [g[:2] for g in before])
+    s, head = stream_and_drop(port, "/khold/stream", u + "-held")
+    check(f"{name}: kill: a streaming response holds mw-khold's one slot",
+          head.startswith(b"HTTP/1.1 200") and client.peek("mw-khold", u + "-held").remaining == 0,
+          head[:60])
+    client.close()
+    own.kill()
+    got = get(port, "/kopen/ok", u)
+    check(f"{name}: kill: sluiced gone, failing open: 200 with no RateLimit fields",
+          got[0] == 200 and not fields_of(got), got[:2])
+    st, h, body = get(port, "/kclosed/ok", u)
+    check(f"{name}: kill: sluiced gone, failing closed: 429 saying why, with Retry-After",
+          st == 429 and "cannot be reached" in json.loads(body)["detail"]
+          and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
+    got = get(port, "/khold/ok", u + "-other")
+    check(f"{name}: kill: an in-flight rule failing open lets a request through, holding nothing",
+          got[0] == 200 and not fields_of(got), got[:2])
+    failures = apps.KILLED["khold"].release_failures
+    s.close()  # the held request ends while sluiced is down: its release fails
+    check(f"{name}: kill: the live hold's release fails, counted, the app unharmed",
+          harness.poll(30, lambda: apps.KILLED["khold"].release_failures > failures)
+          and get(port, "/kopen/ok", u)[0] == 200, apps.KILLED["khold"].release_failures)
+    check(f"{name}: kill: sluiced starts again on its ports", own.start())
+    got = get(port, "/kidle/ok", u)
+    check(f"{name}: kill: a client idle while sluiced was down: its first request after the "
+          "restart is sluiced's answer (its dead pooled connection is replaced, not used)",
+          got[0] == 200 and fields_of(got), got[:2])
+    after = [get(port, p, u) for p in ("/kopen/ok", "/kclosed/ok")]
+    check(f"{name}: kill: the clients that met it down: their first requests after the "
+          "restart are sluiced's answers", all(g[0] == 200 and fields_of(g) for g in after),
+          [g[:2] for g in after])
+    client = sluice.Client(port=own.port, timeout_ms=5000)
+    left = client.peek("mw-khold", u + "-held").remaining
+    if harness.STORE:
+        check(f"{name}: kill: the Redis store kept the hold whose release failed (it lasts to "
+              "its hold_timeout); a reset frees it", left == 0, left)
+        client.reset("mw-khold", u + "-held")
+    else:
+        check(f"{name}: kill: the memory store's hold died with sluiced", left == 1, left)
+    got = get(port, "/khold/ok", u + "-held")
+    check(f"{name}: kill: the in-flight rule admits the key again, from sluiced",
+          got[0] == 200 and fields_of(got) and harness.poll(30, lambda: client.peek(
+              "mw-khold", u + "-held").remaining == 1), got[:2])
+    client.close()
 
 
 def free(client, user):
@@ -243,7 +303,9 @@ def main():
         secured()
         harness.finish()
     for name in sys.argv[1:]:
-        port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT)
+        own = harness.OwnSluiced(f"killed-{name}", "--rules",
+                                 os.path.join(harness.TMP, "rules.yaml"))
+        port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT, own.port)
         client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
         try:
             limited(name, port, client)
@@ -255,8 +317,10 @@ def main():
             if name == "django":
                 holds(name, port, client, "/deco")
                 soft(name, port)
+            killed(name, port, own)
         finally:
             stop()
+            own.stop()
     harness.finish()
 
 
