@@ -14,8 +14,8 @@ sdk_cases_rules "$TMP/rules.yaml"
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
-check "every case of tests/sdk/cases.json, sync and async" \
-    "$PY" "$SLUICE_SOURCE_DIR/tests/python/cases.py" "$SLUICE_SOURCE_DIR/tests/sdk/cases.json"
+export SLUICE_CASES_JSON=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
+check "every case of tests/sdk/cases.json, sync and async" py_test test_cases.py
 
 # the same cases against a sluiced whose store is a redis-server with the project's sluice.so
 # (the cases that stop their sluiced get one of their own in the same store)
@@ -27,10 +27,15 @@ check "redis-server has sluice.so loaded" grep -qi sluice <(redis-cli -p "$REDIS
 # answered by the rule's on_store_error (admit, nothing charged) and the case would differ
 STORE_ARGS=(--store "$STORE" --store-timeout 10s)
 start_scratch_sluiced sluiced-redis --rules "$TMP/rules.yaml" "${STORE_ARGS[@]}"
+against_redis() { # CMD..: CMD with the tests pointed at sluiced-redis
+    (
+        export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
+        export SLUICE_TEST_STORE="${STORE_ARGS[*]}"
+        "$@"
+    )
+}
 check "every case of tests/sdk/cases.json, sync and async, against the Redis store" \
-    env SLUICE_RESP_PORT="$RESP_PORT" SLUICE_HTTP_PORT="$HTTP_PORT" \
-    SLUICE_TEST_STORE="${STORE_ARGS[*]}" \
-    "$PY" "$SLUICE_SOURCE_DIR/tests/python/cases.py" "$SLUICE_SOURCE_DIR/tests/sdk/cases.json"
+    against_redis py_test test_cases.py
 check "... whose keys are in Redis" test "$(redis-cli -p "$REDIS_PORT" DBSIZE)" -gt 0
 
 version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SLUICE_SOURCE_DIR/CMakeLists.txt")
@@ -56,5 +61,5 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert
 start_scratch_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem"
 export SLUICE_TLS_PORT=$RESP_PORT SLUICE_TLS_CA=$TMP/cert.pem
 
-check "client behaviours beyond the shared table" "$PY" "$SLUICE_SOURCE_DIR/tests/python/client.py"
+check "client behaviours beyond the shared table" py_test test_client.py
 finish

@@ -13,8 +13,8 @@ set -u
 need redis-server redis-cli
 python_venv || { echo "could not install the wheel"; exit 1; }
 
-check "the key functions: every vector of tests/sdk/keys.json, and more" \
-    "$PY" "$SLUICE_SOURCE_DIR/tests/python/keys.py" "$SLUICE_SOURCE_DIR/tests/sdk/keys.json"
+export SLUICE_KEYS_JSON=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
+check "the key functions: every vector of tests/sdk/keys.json, and more" py_test test_keys.py
 
 middleware_rules "$TMP/rules.yaml"
 cat >>"$TMP/rules.yaml" <<'YAML'
