@@ -30,6 +30,13 @@ YAML
 start_scratch_sluiced sluiced --rules "$TMP/rules.yaml"
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 
+framework() { # NAME: the middleware's tests in framework NAME
+    (
+        export SLUICE_TEST_FRAMEWORK=$1
+        py_test test_middleware.py -k "not secured"
+    )
+}
+
 # the frameworks are test dependencies (scripts/deps.sh test installs them): one missing fails
 for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
     name=${fw%%:*}
@@ -38,10 +45,10 @@ for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
         continue
     fi
     # each framework in a process of its own (Django's settings are per process)
-    check "the middleware in $name" "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" "$name"
+    check "the middleware in $name" framework "$name"
 done
 check "the middleware with a sluiced where only admin reads rules" \
-    "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" secured
+    py_test test_middleware.py -k secured
 
 # every framework again against sluiced whose store is a redis-server with the project's
 # sluice.so (the sluiced the tests kill too); a deadline far above the 5 ms default, so that a
@@ -51,11 +58,15 @@ start_redis redis --loadmodule "$SLUICE_BUILD_DIR/src/module/sluice.so" ||
 check "redis-server has sluice.so loaded" grep -qi sluice <(redis-cli -p "$REDIS_PORT" MODULE LIST)
 STORE_ARGS=(--store "redis://127.0.0.1:$REDIS_PORT" --store-timeout 10s)
 start_scratch_sluiced sluiced-redis --rules "$TMP/rules.yaml" "${STORE_ARGS[@]}"
+against_redis() { # FRAMEWORK: its tests against sluiced-redis
+    (
+        export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
+        export SLUICE_TEST_STORE="${STORE_ARGS[*]}"
+        framework "$1"
+    )
+}
 for name in asgi flask django; do
-    check "the middleware in $name, against the Redis store" \
-        env SLUICE_RESP_PORT="$RESP_PORT" SLUICE_HTTP_PORT="$HTTP_PORT" \
-        SLUICE_TEST_STORE="${STORE_ARGS[*]}" \
-        "$PY" "$SLUICE_SOURCE_DIR/tests/python/middleware.py" "$name"
+    check "the middleware in $name, against the Redis store" against_redis "$name"
 done
 check "... whose keys are in Redis" test "$(redis-cli -p "$REDIS_PORT" DBSIZE)" -gt 0
 finish

@@ -1,16 +1,15 @@
 """What the Python package's tests share: the servers the shell script started (from the
 environment), a sluiced of a test's own that it may stop and start again, bounded polling, and
-counted checks. SLUICE_TEST_STORE ("--store redis://... --store-timeout 10s"), when set, is the
+named asserts. SLUICE_TEST_STORE ("--store redis://... --store-timeout 10s"), when set, is the
 store of the sluiced the script started, and is given to every sluiced a test starts.
 
-Run by tests/integration/test_python_*.sh with the venv's python, from outside the source tree, so
-`import sluice` finds the installed wheel.
+Imported by the pytest modules beside it, which tests/integration/test_python_*.sh run with the
+venv's python from outside the source tree, so `import sluice` finds the installed wheel.
 """
 
 import os
 import socket
 import subprocess
-import sys
 import time
 
 RESP_PORT = int(os.environ.get("SLUICE_RESP_PORT", "0"))
@@ -19,24 +18,10 @@ SLUICED = os.environ.get("SLUICED", "")
 TMP = os.environ.get("SLUICE_TEST_TMP", "/tmp")
 STORE = os.environ.get("SLUICE_TEST_STORE", "").split()  # sluiced's store options; none: memory
 
-_failures = []
-_cases = [0]
-
 
 def check(name, cond, detail=""):
-    """Counts one case; a false cond is a failure named `name`."""
-    _cases[0] += 1
-    if cond:
-        print(f"ok   {name}")
-    else:
-        print(f"FAIL {name} {detail}")
-        _failures.append(name)
-
-
-def finish():
-    """Prints the summary and exits 0 when every check passed."""
-    print(f"{_cases[0] - len(_failures)}/{_cases[0]} passed")
-    sys.exit(1 if _failures or _cases[0] == 0 else 0)
+    """An assert naming the case: a false cond fails the test with name and detail."""
+    assert cond, f"{name}: {detail}"
 
 
 def poll(seconds, fn):

@@ -47,6 +47,6 @@ python_venv() {
 py_test() {
     local file=$1
     shift
-    "$PY" -m pytest -p no:cacheprovider -v -rfE --rootdir "$SLUICE_SOURCE_DIR/tests/python" \
+    "$PY" -m pytest -p no:cacheprovider -v -rfEs --rootdir "$SLUICE_SOURCE_DIR/tests/python" \
         "$SLUICE_SOURCE_DIR/tests/python/$file" "$@"
 }

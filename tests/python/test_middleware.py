@@ -7,7 +7,8 @@ the releases' reports (latency, dropped) moving an adaptive limit, or not when n
 a sluiced killed by its PID under the app (fail open, fail closed, a live hold) and started again.
 With SLUICE_TEST_STORE, every sluiced's store is Redis.
 
-argv[1:]: the frameworks to run (asgi, flask, django); each starts its app in this process.
+SLUICE_TEST_FRAMEWORK: the framework to run (asgi, flask, django), its app started in this
+process; test_secured needs none.
 """
 
 import http.client
@@ -15,7 +16,8 @@ import json
 import os
 import re
 import socket
-import sys
+
+import pytest
 
 import apps
 import harness
@@ -298,31 +300,70 @@ def secured():
         own.stop()
 
 
-def main():
-    if sys.argv[1:] == ["secured"]:
-        secured()
-        harness.finish()
-    for name in sys.argv[1:]:
-        own = harness.OwnSluiced(f"killed-{name}", "--rules",
-                                 os.path.join(harness.TMP, "rules.yaml"))
-        port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT, own.port)
-        client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
-        try:
-            limited(name, port, client)
-            shadows(name, port)
-            unreachable(name, port)
-            holds(name, port, client)
-            priorities(name, port, client)
-            reports(name, port, client)
-            if name == "django":
-                holds(name, port, client, "/deco")
-                soft(name, port)
-            killed(name, port, own)
-        finally:
-            stop()
-            own.stop()
-    harness.finish()
+# ---- the tests: the app of SLUICE_TEST_FRAMEWORK (asgi, flask, django; one a process, as
+# Django's settings are), and a sluiced of the module's own that test_killed kills ------------
+
+FRAMEWORK = os.environ.get("SLUICE_TEST_FRAMEWORK", "")
+django_only = pytest.mark.skipif(FRAMEWORK != "django", reason="Django's view decorator")
 
 
-if __name__ == "__main__":
-    main()
+class App:
+    def __init__(self):
+        self.name = FRAMEWORK
+        self.own = harness.OwnSluiced(f"killed-{FRAMEWORK}", "--rules",
+                                      os.path.join(harness.TMP, "rules.yaml"))
+        self.port, self.stop_app = apps.FRAMEWORKS[FRAMEWORK](harness.RESP_PORT, self.own.port)
+        self.client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
+
+    def stop(self):
+        self.stop_app()
+        self.own.stop()
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = App()
+    yield a
+    a.stop()
+
+
+def test_limited(app):
+    limited(app.name, app.port, app.client)
+
+
+def test_shadows(app):
+    shadows(app.name, app.port)
+
+
+def test_unreachable(app):
+    unreachable(app.name, app.port)
+
+
+def test_holds(app):
+    holds(app.name, app.port, app.client)
+
+
+def test_priorities(app):
+    priorities(app.name, app.port, app.client)
+
+
+def test_reports(app):
+    reports(app.name, app.port, app.client)
+
+
+@django_only
+def test_decorator_holds(app):
+    holds(app.name, app.port, app.client, "/deco")
+
+
+@django_only
+def test_decorator_block_false(app):
+    soft(app.name, app.port)
+
+
+def test_killed(app):
+    killed(app.name, app.port, app.own)
+
+
+def test_secured():
+    secured()
