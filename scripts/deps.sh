@@ -44,8 +44,9 @@ if [ "$what" = test ]; then
   # the Go package (bindings/go): Debian's Go toolchain, standard library only, no module proxy
   packages+=(golang-go)
   # the Python package (bindings/python/): its wheel built offline (setuptools, pip) and installed
-  # into a venv, redis-py (sync and asyncio), and the frameworks its middleware is tested in
-  packages+=(python3-setuptools python3-pip python3-venv python3-redis python3-starlette python3-fastapi python3-uvicorn python3-flask python3-django)
+  # into a venv, redis-py (sync and asyncio), the frameworks its middleware is tested in, and
+  # pytest, which runs its tests (tests/python/test_*.py)
+  packages+=(python3-setuptools python3-pip python3-venv python3-redis python3-starlette python3-fastapi python3-uvicorn python3-flask python3-django python3-pytest)
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
   command -v npm >/dev/null 2>&1 || packages+=(npm)
   # the Node package's test (test_node_sdk.sh): a certificate for sluiced's TLS made with the

@@ -57,13 +57,13 @@ pkg_init sluiced sluice_module sluice
 say "$("$SYS_PY" --version), limits $("$SYS_PY" -c 'import limits; print(limits.__version__)'), $(redis-server --version | cut -d' ' -f1-3)"
 
 # ---- the package, built and installed as a user installs it ------------------------------------
-say "\$ pip wheel --no-deps --no-build-isolation --no-index bindings/python && python3 -m venv --system-site-packages && pip install sluice-*.whl"
+say "\$ pip wheel --no-deps --no-build-isolation --no-index bindings/python && python3 -m venv --system-site-packages && pip install sluice_ratelimit-*.whl"
 cp -r "$ROOT/bindings/python" "$TMP/pysrc"
 rm -rf "$TMP/pysrc/build" "$TMP/pysrc/"*.egg-info
 (cd "$TMP/pysrc" && timeout 300 "$SYS_PY" -m pip wheel --no-deps --no-build-isolation --no-index -q \
     -w "$TMP/wheel" .) >"$TMP/wheel.log" 2>&1 || die "the wheel did not build: $(tail -n 5 "$TMP/wheel.log")"
 "$SYS_PY" -m venv --system-site-packages "$TMP/venv"
-"$TMP/venv/bin/python" -m pip install -q --no-deps --no-index "$TMP"/wheel/sluice-*.whl >"$TMP/install.log" 2>&1 ||
+"$TMP/venv/bin/python" -m pip install -q --no-deps --no-index "$TMP"/wheel/sluice_ratelimit-*.whl >"$TMP/install.log" 2>&1 ||
     die "the wheel did not install: $(cat "$TMP/install.log")"
 PY=$TMP/venv/bin/python
 cp "$ROOT/bench/packages/py_bench.py" "$TMP/"

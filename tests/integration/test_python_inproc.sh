@@ -17,5 +17,5 @@ fi
 
 start_scratch_sluiced sluiced
 export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
-check "the in-process binding" "$PY" "$SLUICE_SOURCE_DIR/tests/python/inproc.py"
+check "the in-process binding" py_test test_inproc.py
 finish

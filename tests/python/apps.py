@@ -13,9 +13,17 @@
   /adapt/...     rule mw-adapt (in flight, adaptive aimd from 2, latency_timeout 100ms), the
                  middleware reporting: ok, boom (raises), e500 (answers 500), slow (150 ms), stream
   /quiet/...     the same rule, the middleware not reporting (the default)
+  /kopen/ok      rule mw-kill (limit 1000 an hour) in a sluiced the test kills and starts again
+                 (the kill port), through a client failing open
+  /kclosed/ok    the same, through a client failing closed
+  /kidle/ok      the same rule through a client failing closed that is idle while it is down
+  /khold/...     rule mw-khold (in flight, limit 1) in that sluiced, failing open: ok, stream
+  /soft/ok       Django only: the decorator with block=False on mw-fixed; the view says what
+                 request.limited and request.sluice told it
 
-Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function that starts the
-app and returns (port, stop).
+Every rule is keyed by the X-User header. FRAMEWORKS maps a name to a function of the two
+sluiced's RESP ports that starts the app and returns (port, stop); KILLED holds the RateLimits
+of the kill port's paths (kopen, kclosed, kidle, khold), for their counters.
 """
 
 import asyncio
@@ -30,9 +38,13 @@ CHUNK = b"x" * 65536
 CHUNKS_MAX = 6000
 
 
-def limits(client, kind):
+KILLED = {}
+
+
+def limits(client, kind, kill_port):
     """The middleware's rules, each for the paths under its prefix. kind makes the clients of
-    a sluiced that cannot be reached (a port nothing listens on), failing open and closed."""
+    a sluiced that cannot be reached (a port nothing listens on), failing open and closed, and
+    those of the sluiced on kill_port."""
 
     def under(prefix):
         return lambda req: req.path.startswith(prefix)
@@ -50,7 +62,20 @@ def limits(client, kind):
             RateLimit(kind(port=down, on_unreachable="allow"), "mw-fixed", key=user,
                       match=under("/open/")),
             RateLimit(kind(port=down, on_unreachable="deny"), "mw-fixed", key=user,
-                      match=under("/closed/"))]
+                      match=under("/closed/"))] + killed(kind, kill_port, user, under)
+
+
+def killed(kind, port, user, under):
+    """The limits of the sluiced the test kills: each client keeps a pool of connections to
+    it, which the kill leaves dead."""
+    fail_open = kind(port=port, on_unreachable="allow", timeout_ms=5000)
+    fail_closed = kind(port=port, on_unreachable="deny", timeout_ms=5000)
+    KILLED.update(kopen=RateLimit(fail_open, "mw-kill", key=user, match=under("/kopen/")),
+                  kclosed=RateLimit(fail_closed, "mw-kill", key=user, match=under("/kclosed/")),
+                  kidle=RateLimit(kind(port=port, on_unreachable="deny", timeout_ms=5000),
+                                  "mw-kill", key=user, match=under("/kidle/")),
+                  khold=RateLimit(fail_open, "mw-khold", key=user, match=under("/khold/")))
+    return list(KILLED.values())
 
 
 SLOW_S = 0.15  # past mw-adapt's latency_timeout of 100ms
@@ -64,7 +89,7 @@ def chunks():
 
 # ---- ASGI: FastAPI under uvicorn ----------------------------------------------------------
 
-def start_asgi(port):
+def start_asgi(port, kill_port):
     import uvicorn
     from fastapi import FastAPI
     from fastapi.responses import PlainTextResponse, StreamingResponse
@@ -99,7 +124,7 @@ def start_asgi(port):
         return StreamingResponse(body())
 
     client = sluice.AsyncClient(port=port, timeout_ms=5000)
-    for limit in limits(client, sluice.AsyncClient):
+    for limit in limits(client, sluice.AsyncClient, kill_port):
         app.add_middleware(RateLimitMiddleware, limit=limit)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical",
                                            lifespan="off"))
@@ -134,7 +159,7 @@ def serve_wsgi(app):
     return server.server_port, stop
 
 
-def start_flask(port):
+def start_flask(port, kill_port):
     from flask import Flask, Response
 
     from sluice.middleware.wsgi import RateLimitMiddleware
@@ -163,12 +188,12 @@ def start_flask(port):
         return Response(chunks())
 
     client = sluice.Client(port=port, timeout_ms=5000)
-    for limit in limits(client, sluice.Client):
+    for limit in limits(client, sluice.Client, kill_port):
         app.wsgi_app = RateLimitMiddleware(app.wsgi_app, limit)
     return serve_wsgi(app)
 
 
-def _django_setup(port):
+def _django_setup(port, kill_port):
     import sys
     import types
 
@@ -198,24 +223,32 @@ def _django_setup(port):
     def stream(request, group=""):
         return StreamingHttpResponse(chunks())
 
+    @ratelimit(RateLimit(client, "mw-fixed", key=by_header("x-user")), block=False)
+    def soft(request):
+        d = request.sluice
+        return HttpResponse(f"limited={request.limited} allowed={d.allowed} "
+                            f"remaining={d.remaining}", content_type="text/plain")
+
     urls = types.ModuleType("sluice_test_urls")
     urls.urlpatterns = [path("jobs/ok", ok), path("jobs/boom", boom), path("jobs/stream", stream),
                         path("deco/ok", deco(ok)), path("deco/boom", deco(boom)),
-                        path("deco/stream", deco(stream)), path("<str:group>/ok", ok),
+                        path("deco/stream", deco(stream)), path("soft/ok", soft),
+                        path("<str:group>/ok", ok),
                         path("<str:group>/boom", boom), path("<str:group>/e500", e500),
                         path("<str:group>/slow", slow), path("<str:group>/stream", stream)]
     sys.modules["sluice_test_urls"] = urls
     settings.configure(DEBUG=False, SECRET_KEY="test", ALLOWED_HOSTS=["127.0.0.1"],
-                       ROOT_URLCONF="sluice_test_urls", SLUICE_LIMIT=limits(client, sluice.Client),
+                       ROOT_URLCONF="sluice_test_urls",
+                       SLUICE_LIMIT=limits(client, sluice.Client, kill_port),
                        MIDDLEWARE=["sluice.middleware.django.RateLimitMiddleware"],
                        LOGGING_CONFIG=None)
     django.setup()
 
 
-def start_django(port):
+def start_django(port, kill_port):
     from django.core.wsgi import get_wsgi_application
 
-    _django_setup(port)
+    _django_setup(port, kill_port)
     return serve_wsgi(get_wsgi_application())
 
 

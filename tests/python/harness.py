@@ -1,39 +1,27 @@
 """What the Python package's tests share: the servers the shell script started (from the
-environment), a sluiced of a test's own that it may stop, bounded polling, and counted checks.
+environment), a sluiced of a test's own that it may stop and start again, bounded polling, and
+named asserts. SLUICE_TEST_STORE ("--store redis://... --store-timeout 10s"), when set, is the
+store of the sluiced the script started, and is given to every sluiced a test starts.
 
-Run by tests/python/test_python.sh with the venv's python, from outside the source tree, so
-`import sluice` finds the installed wheel.
+Imported by the pytest modules beside it, which tests/integration/test_python_*.sh run with the
+venv's python from outside the source tree, so `import sluice` finds the installed wheel.
 """
 
 import os
 import socket
 import subprocess
-import sys
 import time
 
 RESP_PORT = int(os.environ.get("SLUICE_RESP_PORT", "0"))
 HTTP_PORT = int(os.environ.get("SLUICE_HTTP_PORT", "0"))
 SLUICED = os.environ.get("SLUICED", "")
 TMP = os.environ.get("SLUICE_TEST_TMP", "/tmp")
-
-_failures = []
-_cases = [0]
+STORE = os.environ.get("SLUICE_TEST_STORE", "").split()  # sluiced's store options; none: memory
 
 
 def check(name, cond, detail=""):
-    """Counts one case; a false cond is a failure named `name`."""
-    _cases[0] += 1
-    if cond:
-        print(f"ok   {name}")
-    else:
-        print(f"FAIL {name} {detail}")
-        _failures.append(name)
-
-
-def finish():
-    """Prints the summary and exits 0 when every check passed."""
-    print(f"{_cases[0] - len(_failures)}/{_cases[0]} passed")
-    sys.exit(1 if _failures or _cases[0] == 0 else 0)
+    """An assert naming the case: a false cond fails the test with name and detail."""
+    assert cond, f"{name}: {detail}"
 
 
 def poll(seconds, fn):
@@ -63,21 +51,33 @@ def _answers(port):
 
 
 class OwnSluiced:
-    """A sluiced this test starts (on ports it picks, a few tries) and stops by its PID."""
+    """A sluiced this test starts (on ports it picks, a few tries; in STORE when set) and stops
+    by its PID; start() starts it again on the same ports."""
 
     def __init__(self, name, *args):
-        for attempt in range(5):
-            self.port, http = free_port(), free_port()
-            log = open(os.path.join(TMP, f"{name}.{attempt}.log"), "wb")
-            self.proc = subprocess.Popen(
-                [SLUICED, "--port", str(self.port), "--http-port", str(http), "--grpc-port", "0",
-                 "--config-store", os.path.join(TMP, f"{name}.{attempt}.db"), "--snapshot", "",
-                 *args], stdout=log, stderr=subprocess.STDOUT)
-            if poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
-                    and self.proc.poll() is None:
+        self.name, self.args, self.starts = name, list(args), 0
+        self.args += STORE
+        for _ in range(5):
+            self.port, self.http_port = free_port(), free_port()
+            if self.start():
                 return
-            self.stop()
         raise RuntimeError(f"{name}: sluiced did not start (logs in {TMP})")
+
+    def start(self):
+        """Starts it on its ports; False (and stopped) when it did not come up."""
+        self.starts += 1
+        base = os.path.join(TMP, f"{self.name}.{self.starts}")
+        log = open(base + ".log", "wb")
+        self.proc = subprocess.Popen(
+            [SLUICED, "--port", str(self.port), "--http-port", str(self.http_port),
+             "--grpc-port", "0", "--config-store", base + ".db", "--snapshot", "", *self.args],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        if poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
+                and self.proc.poll() is None:
+            return True
+        self.stop()
+        return False
 
     def stop(self):
         """SIGTERM, then waits for it (60 s at most, then SIGKILL)."""
@@ -88,3 +88,9 @@ class OwnSluiced:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def kill(self):
+        """SIGKILL, as a crash: nothing drained, no connection closed in order."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

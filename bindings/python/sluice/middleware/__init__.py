@@ -23,7 +23,8 @@ LATENCY_MAX_MS = 3_600_000  # the most a release reports (1h): a longer request 
 
 @dataclass
 class Request:
-    """A request as key functions see it. headers: names in lower case; client_ip: the peer's
+    """A request as key functions see it. headers: names in lower case (one value each, repeated
+    fields joined with ", "); client_ip: the peer's
     address (or, behind trusted proxies, see by_ip); route: the route's pattern when the
     framework knows it at that point (Django's decorator, Flask), else the path; user: the
     framework's user id when it has one; raw: the framework's own request (scope, environ,
@@ -39,74 +40,119 @@ class Request:
 
 
 # ---- keys ---------------------------------------------------------------------------------
+#
+# The keys are the Node and Go packages' (tests/sdk/keys.json holds the vectors all three run):
+# bare values, "203.0.113.0/24", "dave", "/users/{id}", so services in different languages that
+# share a rule count one client under one key. with_prefix() puts a kind before them.
 
 def _client_ip(req, trusted):
     ip = req.client_ip
     if not trusted or not _in(ip, trusted):
         return ip
     # behind our own proxies: the rightmost X-Forwarded-For entry that is not one of them
-    # (entries to its left were written by the client and are never believed)
-    hops = [h.strip() for h in req.headers.get("x-forwarded-for", "").split(",") if h.strip()]
-    for hop in reversed(hops):
+    # (entries to its left were written by the client and are never believed); the leftmost
+    # when all are (Express's "trust proxy" does the same)
+    hops = [h.strip(" ") for h in req.headers.get("x-forwarded-for", "").split(",")]
+    hops = [h for h in hops if h]
+    for hop in reversed(hops[1:]):
         if not _in(hop, trusted):
             return hop
-    return ip
+    return hops[0] if hops else ip
+
+
+def _address(text):
+    """The address text names, an IPv4-mapped IPv6 address (::ffff:a.b.c.d: how a dual-stack
+    server sees an IPv4 client) as its IPv4 address; None when text is not an address."""
+    try:
+        a = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return (a.ipv4_mapped if a.version == 6 else None) or a
 
 
 def _in(ip, nets):
-    try:
-        a = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    return any(a in n for n in nets)
+    a = _address(ip)
+    return a is not None and any(a in n for n in nets)
+
+
+def _bits(name, v, most):
+    if v is None:
+        return most
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= most:
+        raise ValueError(f"{name} must be an integer from 0 to {most}, or None")
+    return v
+
+
+def _network(a, bits):
+    """a's network of prefix length bits, as "<address>/<bits>", IPv6 groups written in full
+    ("2001:db8:0:0:0:0:0:0/64", as the Node package writes them)."""
+    n = int(a) >> (a.max_prefixlen - bits) << (a.max_prefixlen - bits) if bits else 0
+    if a.version == 4:
+        return f"{ipaddress.IPv4Address(n)}/{bits}"
+    return ":".join(f"{(n >> s) & 0xffff:x}" for s in range(112, -1, -16)) + f"/{bits}"
 
 
 def by_ip(prefix=None, prefix6=None, trusted_proxies=()):
-    """The client's address, "ip:<address>", or its network with a prefix length: by_ip(24)
-    counts 203.0.113.0/24 as one client, prefix6 does the same for IPv6 (by_ip(24, 64)).
-    trusted_proxies: networks of your own proxies; a request from one is keyed by the rightmost
-    X-Forwarded-For address that is not one of them."""
+    """The client's address ("203.0.113.7", "2001:db8::1"), or its network with a prefix
+    length: by_ip(24) counts 203.0.113.0/24 as one client ("203.0.113.0/24"), prefix6 does the
+    same for IPv6 (by_ip(24, 64): "2001:db8:0:0:0:0:0:0/64"); None (32, 128) keeps the whole
+    address. An IPv4-mapped address (::ffff:a.b.c.d, an IPv4 client of a dual-stack server) is
+    keyed as its IPv4 address. trusted_proxies: networks of your own proxies; a request from one
+    is keyed by the rightmost X-Forwarded-For address that is not one of them."""
+    bits4, bits6 = _bits("prefix", prefix, 32), _bits("prefix6", prefix6, 128)
     nets = [ipaddress.ip_network(n) for n in trusted_proxies]
 
     def key(req):
-        ip = _client_ip(req, nets)
-        try:
-            a = ipaddress.ip_address(ip)
-        except ValueError:
+        text = _client_ip(req, nets)
+        a = _address(text)
+        if a is None:
             return None
-        bits = prefix if a.version == 4 else prefix6
-        if bits is None:
-            return f"ip:{a}"
-        return f"ip:{ipaddress.ip_network(f'{a}/{bits}', strict=False)}"
+        bits = bits4 if a.version == 4 else bits6
+        if bits == a.max_prefixlen:  # the address, as the framework wrote it
+            return str(a) if a.version == 4 and ":" in text else text
+        return _network(a, bits)
 
     return key
 
 
 def by_header(name):
-    """The value of header `name`, "header:<name>:<value>"; a request without it has no key."""
+    """The value of header `name` (its name in any case); a request without it, or with it
+    empty, has no key."""
     name = name.lower()
 
     def key(req):
         v = req.headers.get(name)
-        return None if v is None or v == "" else f"header:{name}:{v}"
+        return None if v is None or v == "" else v
 
     return key
 
 
 def by_route():
-    """The route: "route:<METHOD> <pattern or path>"."""
-    return lambda req: f"route:{req.method} {req.route or req.path}"
+    """The route: its pattern when the framework has matched one, else the path (the method is
+    not in the key)."""
+    return lambda req: req.route or req.path
 
 
 def by_user(get=None):
-    """The user: get(raw request) when given, else the framework's user id; an anonymous
-    request has no key."""
+    """The user: get(raw request) when given, else the framework's user id, as text; an
+    anonymous request (None or "") has no key."""
 
     def key(req):
         u = get(req.raw) if get else req.user
-        return None if u is None or u == "" else f"user:{u}"
+        return None if u is None or u == "" else str(u)
 
     return key
+
+
+def with_prefix(prefix, key):
+    """key's keys with prefix put before them (with_prefix("user:", by_user())), so that keys of
+    several kinds under one rule stay apart; a request without a key from key has none."""
+
+    def prefixed(req):
+        k = key(req)
+        return None if k is None else prefix + k
+
+    return prefixed
 
 
 # ---- the rule's facts ---------------------------------------------------------------------

@@ -14,7 +14,10 @@ from . import Request
 
 
 def request_from_scope(scope):
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    headers = {}
+    for k, v in scope.get("headers", []):  # a repeated field is one, joined (as WSGI's are)
+        name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
     client = scope.get("client") or ("", 0)
     return Request(method=scope.get("method", ""), path=scope.get("path", ""), headers=headers,
                    client_ip=client[0], route=scope.get("path", ""), raw=scope)

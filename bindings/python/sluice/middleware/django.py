@@ -52,8 +52,9 @@ def _guarded(limit, request, route, call, block=True):
     except BaseException:
         limit.release(out, True)
         raise
-    for k, v in out.headers:
-        response[k] = v
+    for k, v in out.headers:  # a refusal let through (block=False): its RateLimit fields only
+        if out.allowed or k.startswith("RateLimit"):
+            response[k] = v
     close = response.close
     # a streaming body (a sync one: an async one is not watched) must be read to its end
     ended = [not getattr(response, "streaming", False) or getattr(response, "is_async", False)]

@@ -4,7 +4,7 @@ the given times) must admit exactly the same requests, for every algorithm. Also
 by threads admits exactly its limit, holds, errors, and the backoff of sluice.backoff_ms against
 the C client's slc_backoff_ms for the same seeds.
 
-SLUICE_SEED picks one seed (a failure prints the seed that found it); else seeds 1..4.
+SLUICE_SEED picks one seed (a failure names the seed that found it); else seeds 1..4.
 """
 
 import ctypes
@@ -13,6 +13,8 @@ import json
 import os
 import random
 import threading
+
+import pytest
 
 import harness
 import sluice
@@ -181,11 +183,26 @@ def backoff_as_c():
           f"{same}/200")
 
 
-seeds = [int(os.environ["SLUICE_SEED"])] if os.environ.get("SLUICE_SEED") else [1, 2, 3, 4]
-for s in seeds:
-    same_as_sluiced(s)
-    cache_never_wrong(s)
-threads()
-holds_and_errors()
-backoff_as_c()
-harness.finish()
+SEEDS = [int(os.environ["SLUICE_SEED"])] if os.environ.get("SLUICE_SEED") else [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_same_as_sluiced(seed):
+    same_as_sluiced(seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cache_never_wrong(seed):
+    cache_never_wrong(seed)
+
+
+def test_threads():
+    threads()
+
+
+def test_holds_and_errors():
+    holds_and_errors()
+
+
+def test_backoff_as_c():
+    backoff_as_c()

@@ -1,6 +1,7 @@
-"""Runs every case of tests/sdk/cases.json with sluice.Client and with sluice.AsyncClient.
+"""Runs every case of tests/sdk/cases.json with sluice.Client and with sluice.AsyncClient: one
+test per case and client, which fails naming every step that differed.
 
-argv[1]: the path of cases.json. Cases run against the sluiced the shell script started
+SLUICE_CASES_JSON: the path of cases.json. Cases run against the sluiced the shell script started
 (SLUICE_RESP_PORT, with cases.json's rules); a case that stops the server gets a sluiced of its
 own (harness.OwnSluiced), stopped by its PID at its stop_server step.
 """
@@ -8,10 +9,15 @@ own (harness.OwnSluiced), stopped by its PID at its stop_server step.
 import asyncio
 import json
 import os
-import sys
+
+import pytest
 
 import harness
 import sluice
+
+with open(os.environ["SLUICE_CASES_JSON"]) as f:
+    TABLE = json.load(f)
+RUN_ID = os.urandom(6).hex()
 
 
 class FakeClock:
@@ -40,6 +46,7 @@ class Run:
     def __init__(self, case, flavour, prefix, rules_path):
         self.case, self.flavour, self.prefix = case, flavour, prefix
         self.clock, self.holds, self.own = FakeClock(), {}, None
+        self.failed = []  # the steps that differed, each with what it got
         port = harness.RESP_PORT
         if any(s["op"] == "stop_server" for s in case["steps"]):
             self.own = harness.OwnSluiced("cases-own", "--rules", rules_path)
@@ -47,6 +54,10 @@ class Run:
         opts = dict(case.get("options", {}))
         kind = sluice.Client if flavour == "sync" else sluice.AsyncClient
         self.client = kind(port=port, clock_ns=self.clock, timeout_ms=5000, seed=7, **opts)
+
+    def check(self, name, cond, detail=""):
+        if not cond:
+            self.failed.append(f"{name}: {detail}")
 
     async def call(self, step):
         op, c = step["op"], self.client
@@ -68,7 +79,7 @@ class Run:
         return self.holds.get(h, 0) if isinstance(h, str) else h  # 0: never saved, no hold
 
     async def step(self, i, step):
-        name = f"{self.flavour}: {self.case['name']}: step {i + 1} ({step['op']})"
+        name = f"step {i + 1} ({step['op']})"
         want = step.get("expect", {})
         if step["op"] == "advance_ms":
             self.clock.ns += step["ms"] * 1_000_000
@@ -77,23 +88,23 @@ class Run:
             self.own.stop()
             return
         if step["op"] == "cache_hits":
-            harness.check(name, self.client.cache_hits == want["count"],
+            self.check(name, self.client.cache_hits == want["count"],
                           f"hits {self.client.cache_hits}")
             return
         try:
             got = await self.call(step)
         except (sluice.SluiceError, ValueError) as e:  # ValueError: refused before sending
-            harness.check(name, "error" in want and want["error"].lower() in str(e).lower(),
+            self.check(name, "error" in want and want["error"].lower() in str(e).lower(),
                           f"raised {e!r}")
             return
         if "error" in want:
-            harness.check(name, False, f"expected an error with {want['error']!r}, got {got!r}")
+            self.check(name, False, f"expected an error with {want['error']!r}, got {got!r}")
             return
         if "save" in step:
             self.holds[step["save"]] = got.hold_id
         have = fields(got) if got is not None else {}
         bad = {k: have.get(k) for k, v in want.items() if not matches(v, have.get(k))}
-        harness.check(name, not bad, f"expected {want}, got {got!r}")
+        self.check(name, not bad, f"expected {want}, got {got!r}")
 
     async def run(self):
         try:
@@ -107,19 +118,18 @@ class Run:
                 await r
 
 
-def main():
-    table = json.load(open(sys.argv[1]))
-    rules_path = os.path.join(harness.TMP, "cases-rules.yaml")
-    with open(rules_path, "w") as f:
-        f.write(table["rules_yaml"])
-    run_id = os.urandom(6).hex()
-    for flavour in ("sync", "async"):
-        for n, case in enumerate(table["cases"]):
-            prefix = f"{run_id}:{flavour}:{n}:"
-            asyncio.run(Run(case, flavour, prefix, rules_path).run())
-    harness.check("every case ran twice", harness._cases[0] >= 2 * len(table["cases"]))
-    harness.finish()
+@pytest.fixture(scope="module")
+def rules_path():
+    path = os.path.join(harness.TMP, "cases-rules.yaml")
+    with open(path, "w") as f:
+        f.write(TABLE["rules_yaml"])
+    return path
 
 
-if __name__ == "__main__":
-    main()
+@pytest.mark.parametrize("n", range(len(TABLE["cases"])),
+                         ids=[c["name"] for c in TABLE["cases"]])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_case(flavour, n, rules_path):
+    run = Run(TABLE["cases"][n], flavour, f"{RUN_ID}:{flavour}:{n}:", rules_path)
+    asyncio.run(run.run())
+    assert not run.failed, "\n".join(run.failed)

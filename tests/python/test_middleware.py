@@ -3,9 +3,12 @@
 the RateLimit fields (the very body and fields sluiced's own /v1/auth gives), a request lacking
 its key, shadow modes, and an in-flight rule's hold released when the response ends, when the
 handler raises, and when the client disconnects mid-response; a priority from the request, and
-the releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for.
+the releases' reports (latency, dropped) moving an adaptive limit, or not when not asked for;
+a sluiced killed by its PID under the app (fail open, fail closed, a live hold) and started again.
+With SLUICE_TEST_STORE, every sluiced's store is Redis.
 
-argv[1:]: the frameworks to run (asgi, flask, django); each starts its app in this process.
+SLUICE_TEST_FRAMEWORK: the framework to run (asgi, flask, django), its app started in this
+process; test_secured needs none.
 """
 
 import http.client
@@ -13,7 +16,8 @@ import json
 import os
 import re
 import socket
-import sys
+
+import pytest
 
 import apps
 import harness
@@ -71,6 +75,23 @@ def limited(name, port, client):
           st == 400 and "longer than 1024 bytes" in json.loads(body)["detail"], f"{st} {body!r}")
 
 
+def soft(name, port):
+    """Django's decorator with block=False: a refusal reaches the view, which decides."""
+    u = f"{RUN}-{name}-soft"
+    got = [get(port, "/soft/ok", u) for _ in range(3)]
+    bodies = [g[2].decode() for g in got]
+    check(f"{name}: block=False: every request reaches the view (200), the third with "
+          "request.limited and the refusal in request.sluice",
+          [g[0] for g in got] == [200] * 3
+          and bodies == ["limited=False allowed=True remaining=1",
+                         "limited=False allowed=True remaining=0",
+                         "limited=True allowed=False remaining=0"], got)
+    check(f"{name}: block=False: the view's own answer, with the RateLimit fields, no Retry-After",
+          got[2][1].get("content-type") == "text/plain"
+          and re.fullmatch(r'"mw-fixed";r=0;t=\d+', got[2][1].get("ratelimit", ""))
+          and "retry-after" not in got[2][1], got[2][1])
+
+
 def shadows(name, port):
     u = f"{RUN}-{name}-shadow"
     got = [get(port, "/shadow/ok", u)[0] for _ in range(3)]
@@ -92,11 +113,69 @@ def unreachable(name, port):
           and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
 
 
+def fields_of(got):
+    return "ratelimit" in got[1] and "ratelimit-policy" in got[1]
+
+
+def killed(name, port, own):
+    """own, the sluiced of /kopen/, /kclosed/ and /khold/, is killed by its PID while the app's
+    clients hold pooled connections to it and a request holds an in-flight slot, then started
+    again on its ports."""
+    u = f"{RUN}-{name}-kill"
+    client = sluice.Client(port=own.port, timeout_ms=5000)
+    before = [get(port, p, u) for p in ("/kopen/ok", "/kclosed/ok", "/kidle/ok") * 3]
+    check(f"{name}: kill: before, both clients are answered by sluiced (200, RateLimit fields)",
+          all(g[0] == 200 and fields_of(g) for g in before), [g[:2] for g in before])
+    s, head = stream_and_drop(port, "/khold/stream", u + "-held")
+    check(f"{name}: kill: a streaming response holds mw-khold's one slot",
+          head.startswith(b"HTTP/1.1 200") and client.peek("mw-khold", u + "-held").remaining == 0,
+          head[:60])
+    client.close()
+    own.kill()
+    got = get(port, "/kopen/ok", u)
+    check(f"{name}: kill: sluiced gone, failing open: 200 with no RateLimit fields",
+          got[0] == 200 and not fields_of(got), got[:2])
+    st, h, body = get(port, "/kclosed/ok", u)
+    check(f"{name}: kill: sluiced gone, failing closed: 429 saying why, with Retry-After",
+          st == 429 and "cannot be reached" in json.loads(body)["detail"]
+          and int(h.get("retry-after", "0")) >= 1 and "ratelimit" not in h, f"{st} {h} {body!r}")
+    got = get(port, "/khold/ok", u + "-other")
+    check(f"{name}: kill: an in-flight rule failing open lets a request through, holding nothing",
+          got[0] == 200 and not fields_of(got), got[:2])
+    failures = apps.KILLED["khold"].release_failures
+    s.close()  # the held request ends while sluiced is down: its release fails
+    check(f"{name}: kill: the live hold's release fails, counted, the app unharmed",
+          harness.poll(30, lambda: apps.KILLED["khold"].release_failures > failures)
+          and get(port, "/kopen/ok", u)[0] == 200, apps.KILLED["khold"].release_failures)
+    check(f"{name}: kill: sluiced starts again on its ports", own.start())
+    got = get(port, "/kidle/ok", u)
+    check(f"{name}: kill: a client idle while sluiced was down: its first request after the "
+          "restart is sluiced's answer (its dead pooled connection is replaced, not used)",
+          got[0] == 200 and fields_of(got), got[:2])
+    after = [get(port, p, u) for p in ("/kopen/ok", "/kclosed/ok")]
+    check(f"{name}: kill: the clients that met it down: their first requests after the "
+          "restart are sluiced's answers", all(g[0] == 200 and fields_of(g) for g in after),
+          [g[:2] for g in after])
+    client = sluice.Client(port=own.port, timeout_ms=5000)
+    left = client.peek("mw-khold", u + "-held").remaining
+    if harness.STORE:
+        check(f"{name}: kill: the Redis store kept the hold whose release failed (it lasts to "
+              "its hold_timeout); a reset frees it", left == 0, left)
+        client.reset("mw-khold", u + "-held")
+    else:
+        check(f"{name}: kill: the memory store's hold died with sluiced", left == 1, left)
+    got = get(port, "/khold/ok", u + "-held")
+    check(f"{name}: kill: the in-flight rule admits the key again, from sluiced",
+          got[0] == 200 and fields_of(got) and harness.poll(30, lambda: client.peek(
+              "mw-khold", u + "-held").remaining == 1), got[:2])
+    client.close()
+
+
 def free(client, user):
     """True when the key of user under mw-jobs has its slot free (an acquire is admitted)."""
-    d = client.acquire("mw-jobs", f"header:x-user:{user}")
+    d = client.acquire("mw-jobs", user)
     if d.hold_id:
-        client.release("mw-jobs", f"header:x-user:{user}", d.hold_id)
+        client.release("mw-jobs", user, d.hold_id)
     return d.allowed
 
 
@@ -139,11 +218,10 @@ def holds(name, port, client, prefix="/jobs"):
 
 def adaptive(client, user):
     """mw-adapt's limit for user once every hold of it is released (bounded poll), or None."""
-    key = f"header:x-user:{user}"
     seen = []
 
     def settled():
-        d = client.peek("mw-adapt", key)
+        d = client.peek("mw-adapt", user)  # the key is the X-User header's value
         seen[:] = [d.limit]
         return d.remaining == d.limit
 
@@ -152,8 +230,7 @@ def adaptive(client, user):
 
 def priorities(name, port, client):
     u = f"{RUN}-{name}-prio"
-    key = f"header:x-user:{u}"
-    held = client.acquire("mw-prio", key)  # 1 of 2 held: a low request would leave high none
+    held = client.acquire("mw-prio", u)  # 1 of 2 held: a low request would leave high none
 
     def prio(p):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -168,7 +245,7 @@ def priorities(name, port, client):
           held.allowed and got == [429, 429, 200], got)
     check(f"{name}: an unknown priority is sluiced's error, not swallowed (500)",
           prio("urgent") == 500)
-    client.release("mw-prio", key, held.hold_id)
+    client.release("mw-prio", u, held.hold_id)
 
 
 def reports(name, port, client):
@@ -223,26 +300,70 @@ def secured():
         own.stop()
 
 
-def main():
-    if sys.argv[1:] == ["secured"]:
-        secured()
-        harness.finish()
-    for name in sys.argv[1:]:
-        port, stop = apps.FRAMEWORKS[name](harness.RESP_PORT)
-        client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
-        try:
-            limited(name, port, client)
-            shadows(name, port)
-            unreachable(name, port)
-            holds(name, port, client)
-            priorities(name, port, client)
-            reports(name, port, client)
-            if name == "django":
-                holds(name, port, client, "/deco")
-        finally:
-            stop()
-    harness.finish()
+# ---- the tests: the app of SLUICE_TEST_FRAMEWORK (asgi, flask, django; one a process, as
+# Django's settings are), and a sluiced of the module's own that test_killed kills ------------
+
+FRAMEWORK = os.environ.get("SLUICE_TEST_FRAMEWORK", "")
+django_only = pytest.mark.skipif(FRAMEWORK != "django", reason="Django's view decorator")
 
 
-if __name__ == "__main__":
-    main()
+class App:
+    def __init__(self):
+        self.name = FRAMEWORK
+        self.own = harness.OwnSluiced(f"killed-{FRAMEWORK}", "--rules",
+                                      os.path.join(harness.TMP, "rules.yaml"))
+        self.port, self.stop_app = apps.FRAMEWORKS[FRAMEWORK](harness.RESP_PORT, self.own.port)
+        self.client = sluice.Client(port=harness.RESP_PORT, timeout_ms=5000)
+
+    def stop(self):
+        self.stop_app()
+        self.own.stop()
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = App()
+    yield a
+    a.stop()
+
+
+def test_limited(app):
+    limited(app.name, app.port, app.client)
+
+
+def test_shadows(app):
+    shadows(app.name, app.port)
+
+
+def test_unreachable(app):
+    unreachable(app.name, app.port)
+
+
+def test_holds(app):
+    holds(app.name, app.port, app.client)
+
+
+def test_priorities(app):
+    priorities(app.name, app.port, app.client)
+
+
+def test_reports(app):
+    reports(app.name, app.port, app.client)
+
+
+@django_only
+def test_decorator_holds(app):
+    holds(app.name, app.port, app.client, "/deco")
+
+
+@django_only
+def test_decorator_block_false(app):
+    soft(app.name, app.port)
+
+
+def test_killed(app):
+    killed(app.name, app.port, app.own)
+
+
+def test_secured():
+    secured()
