@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""links.py - every relative link in README.md and docs/**/*.md leads somewhere: the file or
+"""links.py - every relative link in README.md, docs/**/*.md and the packages' READMEs
+(bindings/*/README.md) leads somewhere: the file or
 directory exists, and an #anchor names a heading of the target markdown file (GitHub's rule: the
 heading's text lowercased, punctuation other than "-" and "_" dropped, spaces made "-", a repeat
 suffixed -1, -2, ...) or an explicit <a name=...>/id=... there. External links (http, https,
 mailto) are not fetched: they are listed as skipped. Links inside code (fenced blocks, `spans`)
 are not links.
 
-Every user page (README.md, docs/*.md) longer than TOC_MIN_LINES lines, about a screen and a
+Every user page (README.md, docs/*.md, bindings/*/README.md) longer than TOC_MIN_LINES lines, about a screen and a
 half, and every page of docs/dev/ longer than DEV_TOC_MIN_LINES, has a table of contents: the
 lines between "<!-- toc -->" and "<!-- /toc -->", a list of links to its headings (levels 1 to 3
 but the title), which must be exactly what toc() makes of the page as it stands, so it cannot go
 stale. --write-toc writes it (before the page's first section heading when it has none yet; in
 README.md, below the opening commands, where it stands).
 
-User pages (README.md and docs/*.md, not docs/dev/) speak to users: their prose (code aside)
+User pages (README.md, docs/*.md and the packages' READMEs, not docs/dev/) speak to users: their prose (code aside)
 cites no section of the specification (SPEC, §) and no tracker number (#123, issue 123).
 
     links.py --source DIR        check the source tree's docs; exit 0 when all resolve and every
@@ -130,7 +131,8 @@ def toc_min_lines(doc, root):
     name = os.path.relpath(doc, root)
     if name.startswith(os.path.join("docs", "dev") + os.sep):
         return DEV_TOC_MIN_LINES
-    if name == "README.md" or name.startswith("docs" + os.sep):
+    if name == "README.md" or name.startswith("docs" + os.sep) or name.startswith(
+            "bindings" + os.sep):
         return TOC_MIN_LINES
     return None
 
@@ -241,7 +243,8 @@ def check(docs, root, outside=()):
 
 def the_docs(source):
     return [os.path.join(source, "README.md")] + sorted(
-        glob.glob(os.path.join(source, "docs", "**", "*.md"), recursive=True))
+        glob.glob(os.path.join(source, "docs", "**", "*.md"), recursive=True)) + sorted(
+        glob.glob(os.path.join(source, "bindings", "*", "README.md")))
 
 
 def self_test():
