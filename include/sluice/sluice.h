@@ -605,11 +605,15 @@ typedef struct sl_table_config {
  * Threads' clocks: a caller on one thread may read the clock, be preempted, and decide after a
  * caller on another thread that read it later. Its answers would then be measured from a time
  * the key's state has already passed (a reset_after longer than the rule allows, by the lag).
- * With skew_ns > 0 a decision, settle, acquire or release whose now is behind the latest now
- * its key's shard has seen by at most skew_ns is made at that latest now instead: a time the
- * clock has already reached, so it admits nothing the limit would not. A now further behind is
- * taken as a clock that stepped back and decided as given. 0 (the default) decides every call at
- * its own now, as a caller replaying or testing with chosen times wants.
+ * With skew_ns > 0 a decision, settle, acquire or release whose now is behind the latest time
+ * its key's shard has seen (a call's now, or a reclaim's or eviction's) by at most skew_ns is
+ * made at that latest time instead: a time the clock has already reached, so it admits nothing
+ * the limit would not. A now further behind is taken as a clock that stepped back and decided as
+ * given. 0 (the default) decides every call at its own now, as a caller replaying or testing
+ * with chosen times wants. A skew assumes every time given to the table (reclaim and evict
+ * included) is one the clock reached. A refund or settle dates the charge it gives back by its
+ * charged_ns: a charge made at the later time and dated by the caller's own earlier now may give
+ * back less than it took (never more).
  */
 SL_API int sl_table_create(const sl_rule_t *rule, const sl_table_config_t *cfg, sl_table_t **out);
 

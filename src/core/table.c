@@ -121,7 +121,7 @@ typedef struct shard {
                                the claimant's own (saturating; sl_table_lock_counts) */
     int64_t reclaimed_ns; /* keys fresh at this time were dropped; absent keys decide no earlier */
     int64_t rescan_ns;    /* at the memory cap: no new reclaim scan before this time */
-    int64_t latest_ns;    /* the latest now a call on the shard was made at (shard_now) */
+    int64_t latest_ns;    /* the latest time a call or a reclaim on the shard used (shard_now) */
     uint64_t reclaimed;   /* fresh keys dropped */
     uint64_t refused;     /* inserts refused at the cap */
     /* line 2: what every decision reads */
@@ -652,6 +652,17 @@ static bool is_fresh(const sl_table_t *t, unsigned char *entry, int64_t now_ns)
     return now_ns >= 0 && sl_state_is_fresh(&t->rule, entry_state(t, entry), now_ns);
 }
 
+/* Keys fresh at `at` were dropped from s (locked): an absent key decides no earlier, and a call
+ * behind `at` within the table's skew is made at it (shard_now), as one behind a call would be:
+ * `at` is a time the clock has reached too. */
+static inline void shard_reclaimed_at(shard_t *s, int64_t at)
+{
+    if (at > s->reclaimed_ns)
+        s->reclaimed_ns = at;
+    if (at > s->latest_ns)
+        s->latest_ns = at;
+}
+
 /*
  * Rebuilds shard s into an array of new_chunks chunks, dropping the keys whose state is fresh
  * at now_ns (none when now_ns < 0). Returns SL_OK, or SL_ENOMEM with s unchanged.
@@ -681,8 +692,7 @@ static int shard_rebuild(sl_table_t *t, shard_t *s, uint32_t new_chunks, int64_t
     s->long_probe = false;
     s->removed = 0;
     s->rebuilds++;
-    if (now_ns > s->reclaimed_ns)
-        s->reclaimed_ns = now_ns;
+    shard_reclaimed_at(s, now_ns);
     return SL_OK;
 }
 
@@ -777,8 +787,7 @@ static void shard_drop_fresh(sl_table_t *t, shard_t *s, int64_t now_ns)
         if (is_fresh(t, entry, now_ns))
             shard_drop(t, s, entry);
     })
-    if (now_ns > s->reclaimed_ns)
-        s->reclaimed_ns = now_ns;
+    shard_reclaimed_at(s, now_ns);
 }
 
 /*
@@ -1171,6 +1180,7 @@ static __attribute__((noinline)) int shard_decide_ext(sl_table_t *t, shard_t *s,
  */
 static inline int64_t shard_now(const sl_table_t *t, shard_t *s, int64_t now_ns)
 {
+    now_ns = core_clamp_now(now_ns); /* as the algorithms take it; no overflow below */
     if (now_ns >= s->latest_ns) {
         s->latest_ns = now_ns;
         return now_ns;
@@ -1313,7 +1323,7 @@ static int shard_settle(sl_table_t *t, shard_t *s, const unsigned char *key, siz
             return (int)at; /* SL_EDEBT: unchanged */
         if (actual < reserved && is_fresh(t, entry, at)) {
             shard_drop(t, s, entry);
-            s->reclaimed_ns = max_i64(s->reclaimed_ns, at);
+            shard_reclaimed_at(s, at);
         } else if (t->state_external) {
             ext_shrink(t, s, entry);
         }
@@ -2299,8 +2309,8 @@ size_t sl_table_reclaim(sl_table_t *t, int64_t now_ns)
         uint32_t before = s->count;
         if (before > 0) {
             shard_drop_fresh(t, s, now_ns);
-        } else if (now_ns > s->reclaimed_ns) {
-            s->reclaimed_ns = now_ns; /* an empty shard: nothing to walk */
+        } else {
+            shard_reclaimed_at(s, now_ns); /* an empty shard: nothing to walk */
         }
         dropped += before - s->count;
         shard_unlock(s);

@@ -230,8 +230,16 @@ static void allowall_step(allowall_t *a)
         allowall_end(a, a->refused);
         return;
     }
-    if (a->error) {
-        allowall_end(a, 0);
+    if (a->error) { /* refused by the first check that could not be sent; the others' charges
+                       go back, as any refusal's do */
+        size_t bad = 0;
+        while (bad + 1 < a->m && !(a->got[bad].store_error && !a->got[bad].d.allowed)) {
+            bad++;
+        }
+        a->error = false;
+        a->phase = PHASE_REFUND;
+        a->refused = bad;
+        allowall_send(a, refund_or_peek);
         return;
     }
     size_t refused = a->m;

@@ -279,7 +279,11 @@ static void quota_end(rls_plan_t *p, size_t refused)
 static void quota_try(rls_plan_t *p, int *first_rc, size_t *first_bad);
 
 /* A try's answer: admitted, or refused by a check not in quota mode, or by the last quota check
- * in: the request's answer. Refused by another quota check: that one is out, try again. */
+ * in: the request's answer. Refused by another quota check: that one is out, and so is every
+ * quota check the try found refused on its own (a refused whole answers each other check as its
+ * cost decided alone: see engine_allowall), then try again. Where a store answers the others
+ * with peeks (Redis step by step), a try puts out one quota check; on the others, at most two
+ * tries decide any request. */
 static void quota_decided(void *arg, const engine_decision_t *d, size_t m, size_t refused)
 {
     rls_plan_t *p = arg;
@@ -291,6 +295,11 @@ static void quota_decided(void *arg, const engine_decision_t *d, size_t m, size_
     bool again = false;
     if (j < q->n && (p->quota >> j & 1) != 0) {
         q->out |= UINT64_C(1) << j;
+        for (size_t k = 0; k < m; k++) {
+            if ((p->quota >> q->in[k] & 1) != 0 && !d[k].d.allowed) {
+                q->out |= UINT64_C(1) << q->in[k];
+            }
+        }
         again = (p->quota & ~q->out) != 0;
     }
     if (q->next != NULL) { /* answered within engine_allowall: quota_try's loop goes on */

@@ -1,7 +1,7 @@
 /*
  * prop_table_skew.c - seeded property tests of sl_table_config_t.skew_ns: callers whose reads of
  * the clock race (a thread reads the time, is preempted, and calls after a thread that read it
- * later) against a table of one shard.
+ * later) against a table of one shard, with reclaims on other threads at the true time.
  *
  *   same     A table with skew S (any skew, or a random one) gets a random sequence of decisions,
  *            settles, refunds, acquires and releases at times that lag a rising true time by up to
@@ -126,12 +126,40 @@ static void run_case(uint64_t seed, sl_algorithm_t alg, long idx)
         int64_t now = truth - (prng_chance(&r, 40) ? prng_range(&r, 0, max_lag_ns) : 0);
         if (now < PROP_START)
             now = PROP_START;
+        int op = (int)prng_range(&r, 0, 99);
+        if (op >= 94) { /* a reclaim on another thread, at the true time: the shard saw it */
+            sl_table_reclaim(skewed, truth);
+            sl_table_reclaim(ref, truth);
+            sl_table_reclaim(raw, truth);
+            latest = truth > latest ? truth : latest;
+            continue;
+        }
         int64_t at = documented_now(&latest, now, skew_ns);
         char key[2] = {(char)('a' + prng_range(&r, 0, KEYS - 1)), 0};
         int64_t cost = gen_cost(&r, &rule);
         sl_decision_t a, b, c;
         int rc_a, rc_b;
-        int op = (int)prng_range(&r, 0, 99);
+        if (op >= 84 && alg != SL_CONCURRENCY) { /* a batch of two at one now */
+            sl_request_t ra[2], rb[2];
+            char key2[2] = {(char)('a' + prng_range(&r, 0, KEYS - 1)), 0};
+            int64_t cost2 = gen_cost(&r, &rule);
+            for (int i = 0; i < 2; i++) {
+                ra[i] =
+                    (sl_request_t){.key = i ? key2 : key, .key_len = 1, .cost = i ? cost2 : cost};
+                rb[i] = ra[i];
+            }
+            sl_table_decide_batch(skewed, ra, 2, now);
+            sl_table_decide_batch(ref, rb, 2, at);
+            for (int i = 0; i < 2 && same_ok; i++) {
+                if (ra[i].status != rb[i].status ||
+                    (ra[i].status == SL_OK && !same_decision(&ra[i].decision, &rb[i].decision))) {
+                    same_ok = false;
+                    fail(C_SAME, &rule, seed, alg, idx, step, "a batch's reply", &ra[i].decision,
+                         &rb[i].decision);
+                }
+            }
+            continue;
+        }
         if (alg == SL_CONCURRENCY && op < 40) { /* acquire, or release a live hold */
             if (nholds > 0 && prng_chance(&r, 50)) {
                 int i = (int)prng_range(&r, 0, nholds - 1);
