@@ -28,7 +28,8 @@ typedef struct rc_node {
     uint64_t retry_at_ms;  /* the next connect attempt, loop time */
     unsigned backoff_ms;
     bool ever_connected;
-    bool down; /* its connection was lost or could not be made, and is not made again yet */
+    bool down;         /* its connection was lost or could not be made, and is not made again yet */
+    bool auth_refused; /* told: AUTH was refused since the node was last up */
 } rc_node_t;
 
 struct rc_client {
@@ -289,10 +290,18 @@ static void on_auth(redisAsyncContext *ac, void *r, void *privdata)
         char why[RC_ERR_MAX];
         snprintf(why, sizeof why, "AUTH refused: %.*s", (int)(reply->len < 160 ? reply->len : 160),
                  reply->str);
+        rc_client_t *c = n->client;
+        if (n->down && !n->auth_refused && c->on_state != NULL) {
+            /* down already (the connection was lost): the refusal is why it stays down, and
+             * is told once */
+            c->on_state(c->on_state_arg, (int)(n - c->nodes), false, why);
+        }
+        n->auth_refused = true;
         node_state(n, false, why);
         redisAsyncDisconnect(ac);
         return;
     }
+    n->auth_refused = false;
     n->backoff_ms = 0;
     node_state(n, true, "");
 }
@@ -515,7 +524,8 @@ static int request_send(rc_request_t *req, int idx, bool asking, char *err)
     rc_node_t *n = &c->nodes[idx];
     redisAsyncContext *ac = node_conn(n);
     if (ac == NULL) {
-        snprintf(err, RC_ERR_MAX, "redis %s:%d is down (reconnecting)", n->host, n->port);
+        snprintf(err, RC_ERR_MAX, "redis %s:%d is down (%s%sreconnecting)", n->host, n->port,
+                 n->auth_refused ? "AUTH refused" : "", n->auth_refused ? "; " : "");
         if (c->cfg.cluster) {
             refresh_slots(c);
         }
@@ -741,6 +751,11 @@ void rc_free(rc_client_t *c)
     c->closing_handles = 2;
     uv_close((uv_handle_t *)&c->flush, on_handle_closed);
     uv_close((uv_handle_t *)&c->retry, on_handle_closed); /* the last frees c */
+}
+
+bool rc_auth_refused(const rc_client_t *c, int node)
+{
+    return node >= 0 && (size_t)node < c->nnodes && c->nodes[node].auth_refused;
 }
 
 void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg)

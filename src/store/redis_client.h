@@ -83,6 +83,10 @@ int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, 
  * loop. */
 typedef void (*rc_state_fn)(void *arg, int node, bool up, const char *why);
 
+/* Whether node's last AUTH was refused (its password is not the one Redis takes): it stays down
+ * until one is accepted. */
+bool rc_auth_refused(const rc_client_t *c, int node);
+
 /* Sets who is told of nodes going down and up (NULL: nobody). */
 void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg);
 
