@@ -536,8 +536,11 @@ static int apply_env(server_settings_t *c, const flag_t *flags, size_t nflags, c
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const option_t *o = by_flag(env[i].flag, strlen(env[i].flag));
         bool flagged = false; /* a flag given wins over the variable */
+        bool runtime = strcmp(o->flag, "rules-files") == 0; /* RUNTIME_*'s, with its --rules */
         for (size_t f = 0; f < nflags; f++)
-            flagged = flagged || flags[f].opt == o;
+            flagged = flagged || flags[f].opt == o ||
+                      (runtime && (strcmp(flags[f].opt->flag, "rules") == 0 ||
+                                   strcmp(flags[f].opt->flag, "rules-replace") == 0));
         if (flagged)
             continue;
         if (o->kind == OPT_LIST)

@@ -501,8 +501,8 @@ static void test_switches(void **unused)
 
 /* ---- through server_settings_parse: the real environment ---- */
 
-static const char *const real_vars[] = {"PORT", "GRPC_PORT",  "LOG_LEVEL",
-                                        "HOST", "USE_STATSD", "STATSD_HOST"};
+static const char *const real_vars[] = {"PORT",       "GRPC_PORT",   "LOG_LEVEL",   "HOST",
+                                        "USE_STATSD", "STATSD_HOST", "RUNTIME_ROOT"};
 #define NREAL (sizeof real_vars / sizeof real_vars[0])
 
 static void real_clear(void)
@@ -548,6 +548,20 @@ static void test_precedence(void **unused)
     server_settings_free(&c);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "STATSD_HOST"));
+    real_clear();
+    /* RUNTIME_ROOT's directory is read as upstream reads it; a --rules given instead is read as
+     * --rules is, and --rules-watch given changes nothing of that */
+    setenv("RUNTIME_ROOT", "/data", 1);
+    const char *watch[] = {"--rules-watch", "1s", NULL};
+    assert_int_equal(parse(&c, watch), 0);
+    assert_string_equal(c.rules_paths[0], "/data/config");
+    assert_string_equal(c.rules_walk, "all-dotfiles");
+    server_settings_free(&c);
+    const char *rules[] = {"--rules", "/etc/sluice/rules.yaml", NULL};
+    assert_int_equal(parse(&c, rules), 0);
+    assert_string_equal(c.rules_paths[0], "/etc/sluice/rules.yaml");
+    assert_null(c.rules_walk);
+    server_settings_free(&c);
     real_clear();
     unlink(path);
 }
