@@ -276,8 +276,12 @@ static void walk_skip(walk_t *w, const char *name, const char *why)
     size_t used = strlen(w->skipped);
     int len = snprintf(NULL, 0, "%s%s%s", used > 0 ? ", " : "", name, why);
     if (w->nshown == w->nskipped && len > 0 && used + (size_t)len < sizeof w->skipped) {
+        char *at = w->skipped + used + (used > 0 ? 2 : 0);
         snprintf(w->skipped + used, sizeof w->skipped - used, "%s%s%s", used > 0 ? ", " : "", name,
                  why);
+        for (; *at != '\0'; at++) { /* a name is anyone's: no control byte reaches the log */
+            *at = (unsigned char)*at < 0x20 || *at == 0x7f ? '?' : *at;
+        }
         w->nshown++;
     }
     w->nskipped++;
