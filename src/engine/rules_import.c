@@ -243,13 +243,12 @@ static int import_paths(config_store_t *store, char *const *paths, size_t n,
     return import_list(store, all, opts, diff, err, cap);
 }
 
-/* A rules file in a directory: *.yaml or *.yml, not a dot-file (a ConfigMap's "..data" and
- * "..2026_..." entries, an editor's ".x.yaml.swp"), as envoyproxy/ratelimit ignores them. */
-static bool dir_entry_taken(const char *name)
+/* A *.yaml or *.yml name. */
+static bool yaml_name(const char *name)
 {
     size_t len = strlen(name);
-    return name[0] != '.' && ((len > 5 && strcmp(name + len - 5, ".yaml") == 0) ||
-                              (len > 4 && strcmp(name + len - 4, ".yml") == 0));
+    return (len > 5 && strcmp(name + len - 5, ".yaml") == 0) ||
+           (len > 4 && strcmp(name + len - 4, ".yml") == 0);
 }
 
 static int by_name(const void *a, const void *b)
@@ -273,33 +272,137 @@ static bool push_copy(char ***out, size_t *n, size_t *room, const char *s)
     return (*out)[*n] != NULL && ++*n > 0;
 }
 
-/* Appends the files a path stands for to *out (*n of them): itself, or, for a directory, its
- * rules files (dir_entry_taken) that are files (symbolic links followed) in the order of their
- * names. False with err when memory ends. */
-static bool expand_path(const char *path, char ***out, size_t *n, size_t *room, char *err,
-                        size_t cap)
+/* One directory tree's walk: the files found go to out, the names left out to `skipped`. */
+typedef struct walk {
+    rules_walk_t how;
+    const char *top; /* the directory as given, for messages */
+    char ***out;
+    size_t *n, *room;
+    size_t start, bytes;
+    char skipped[512]; /* "a.txt, b (a link to a directory), ..." */
+    size_t nskipped, nshown;
+    char *err;
+    size_t cap;
+} walk_t;
+
+static void walk_skip(walk_t *w, const char *name, const char *why)
+{
+    size_t used = strlen(w->skipped);
+    int len = snprintf(NULL, 0, "%s%s%s", used > 0 ? ", " : "", name, why);
+    if (w->nshown == w->nskipped && len > 0 && used + (size_t)len < sizeof w->skipped) {
+        char *at = w->skipped + used + (used > 0 ? 2 : 0);
+        snprintf(w->skipped + used, sizeof w->skipped - used, "%s%s%s", used > 0 ? ", " : "", name,
+                 why);
+        for (; *at != '\0'; at++) { /* a name is anyone's: no control byte reaches the log */
+            *at = (unsigned char)*at < 0x20 || *at == 0x7f ? '?' : *at;
+        }
+        w->nshown++;
+    }
+    w->nskipped++;
+}
+
+/* A file found: refused past the bounds. False with err. */
+static bool walk_take(walk_t *w, const char *full, const struct stat *st)
+{
+    if (*w->n - w->start >= RULES_WALK_FILES_MAX) {
+        snprintf(w->err, w->cap, "%s: more than %d files in it: sluiced reads at most %d", w->top,
+                 RULES_WALK_FILES_MAX, RULES_WALK_FILES_MAX);
+        return false;
+    }
+    w->bytes += (size_t)st->st_size;
+    if (w->bytes > RULES_WALK_BYTES_MAX) {
+        snprintf(w->err, w->cap,
+                 "%s: its files hold more than %d MiB together: sluiced reads at "
+                 "most that",
+                 w->top, RULES_WALK_BYTES_MAX / (1024 * 1024));
+        return false;
+    }
+    if (!push_copy(w->out, w->n, w->room, full)) {
+        snprintf(w->err, w->cap, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+/* Walks dir (rel: its path below the top, "" for the top) at depth `depth`. False with err. */
+static bool walk_dir(walk_t *w, const char *dir, const char *rel, int depth)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(w->err, w->cap, "%s: cannot read: %s", dir, strerror(errno));
+        return false;
+    }
+    bool ok = true;
+    for (struct dirent *e = readdir(d); ok && e != NULL; e = readdir(d)) {
+        const char *name = e->d_name;
+        char full[4096], sub[1024];
+        struct stat ls, st;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+            (name[0] == '.' && w->how != RULES_WALK_DOTFILES)) {
+            continue; /* dot-files are left out without a word, as documented */
+        }
+        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", name);
+        if (snprintf(full, sizeof full, "%s/%s", dir, name) >= (int)sizeof full ||
+            lstat(full, &ls) != 0) {
+            walk_skip(w, sub, " (cannot be read)");
+        } else if (S_ISDIR(ls.st_mode) && w->how != RULES_WALK_YAML) {
+            if (depth + 1 > RULES_WALK_DEPTH_MAX) {
+                snprintf(w->err, w->cap,
+                         "%s: %s is more than %d directories deep: sluiced reads "
+                         "at most that",
+                         w->top, sub, RULES_WALK_DEPTH_MAX);
+                ok = false;
+            } else {
+                ok = walk_dir(w, full, sub, depth + 1);
+            }
+        } else if (w->how == RULES_WALK_YAML && !yaml_name(name)) {
+            walk_skip(w, sub, S_ISDIR(ls.st_mode) ? "/" : "");
+        } else if (stat(full, &st) != 0) {
+            walk_skip(w, sub, " (a broken link)");
+        } else if (S_ISDIR(st.st_mode)) {
+            walk_skip(w, sub, w->how == RULES_WALK_YAML ? "/" : " (a link to a directory)");
+        } else if (!S_ISREG(st.st_mode)) {
+            walk_skip(w, sub, " (not a regular file)");
+        } else {
+            ok = walk_take(w, full, &st);
+        }
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Appends the files a path stands for to *out (*n of them): itself, or, for a directory, the
+ * files `how` takes (rules_import_files), found under its resolved name, in the order of their
+ * paths; the names left out are logged. False with err. */
+static bool expand_path(const char *path, rules_walk_t how, char ***out, size_t *n, size_t *room,
+                        char *err, size_t cap)
 {
     struct stat st;
-    DIR *d = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
-    size_t start = *n;
-    bool ok = d != NULL || push_copy(out, n, room, path); /* a file: read (or refused) as such */
-    for (struct dirent *e = d != NULL ? readdir(d) : NULL; ok && e != NULL; e = readdir(d)) {
-        char full[4096];
-        struct stat fs;
-        if (dir_entry_taken(e->d_name) &&
-            snprintf(full, sizeof full, "%s/%s", path, e->d_name) < (int)sizeof full &&
-            stat(full, &fs) == 0 && S_ISREG(fs.st_mode)) {
-            ok = push_copy(out, n, room, full);
+    char *real = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? realpath(path, NULL) : NULL;
+    if (real == NULL) { /* a file: read (or refused) as such */
+        if (!push_copy(out, n, room, path)) {
+            snprintf(err, cap, "out of memory");
+            return false;
         }
+        return true;
     }
-    if (d != NULL) {
-        closedir(d);
-        if (*n > start) {
-            qsort(*out + start, *n - start, sizeof **out, by_name);
-        }
+    walk_t w = {.how = how,
+                .top = path,
+                .out = out,
+                .n = n,
+                .room = room,
+                .start = *n,
+                .err = err,
+                .cap = cap};
+    bool ok = walk_dir(&w, real, "", 0);
+    free(real);
+    if (ok && *n > w.start) {
+        qsort(*out + w.start, *n - w.start, sizeof **out, by_name);
     }
-    if (!ok) {
-        snprintf(err, cap, "out of memory");
+    if (ok && w.nskipped > 0) {
+        log_warn("rules: %s: %zu entries not read (%s): %s%s", path, w.nskipped,
+                 how == RULES_WALK_YAML ? "only *.yaml and *.yml files are" : "only files are",
+                 w.skipped, w.nshown < w.nskipped ? ", ..." : "");
     }
     return ok;
 }
@@ -312,9 +415,9 @@ int rules_import_files(config_store_t *store, char *const *paths, size_t n,
     size_t nfiles = 0, room = 0;
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
-        ok = expand_path(paths[i], &files, &nfiles, &room, err, cap);
+        ok = expand_path(paths[i], opts->walk, &files, &nfiles, &room, err, cap);
     }
-    int rc = ok ? import_paths(store, files, nfiles, opts, diff, err, cap) : RULES_IMPORT_ESTORE;
+    int rc = ok ? import_paths(store, files, nfiles, opts, diff, err, cap) : RULES_IMPORT_EINVALID;
     for (size_t i = 0; i < nfiles; i++) {
         free(files[i]);
     }

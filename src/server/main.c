@@ -200,6 +200,15 @@ static char *const *rules_files(const server_settings_t *cfg, config_import_mode
     return replace ? cfg->rules_replace_paths : cfg->rules_paths;
 }
 
+/* Which files of a rules directory are read (--rules-files; checked by the settings). */
+static rules_walk_t rules_walk(const server_settings_t *cfg)
+{
+    const char *w = cfg->rules_walk != NULL ? cfg->rules_walk : "yaml";
+    return strcmp(w, "all") == 0            ? RULES_WALK_ALL
+           : strcmp(w, "all-dotfiles") == 0 ? RULES_WALK_DOTFILES
+                                            : RULES_WALK_YAML;
+}
+
 /* Imports the rules files into store and logs what changed. Returns what rules_import_files
  * does (err says why on failure). */
 static int import_rules(const server_settings_t *cfg, engine_t *engine, config_store_t *store,
@@ -209,8 +218,11 @@ static int import_rules(const server_settings_t *cfg, engine_t *engine, config_s
     size_t n = 0;
     char *const *paths = rules_files(cfg, &mode, &n);
     config_import_diff_t diff;
-    rules_import_opts_t opts = {
-        .mode = mode, .origin = "file", .check = engine_rule_check, .check_arg = engine};
+    rules_import_opts_t opts = {.mode = mode,
+                                .origin = "file",
+                                .check = engine_rule_check,
+                                .check_arg = engine,
+                                .walk = rules_walk(cfg)};
     int rc = rules_import_files(store, paths, n, &opts, &diff, err, cap);
     if (rc == 0) {
         char source[4096];
@@ -480,8 +492,8 @@ static void run_main_loop(main_ctx_t *m, const server_settings_t *cfg)
     char *const *paths = rules_files(cfg, &mode, &nfiles);
     if (nfiles > 0 && cfg->rules_watch_ns > 0) {
         uint64_t debounce_ms = (uint64_t)(cfg->rules_watch_ns / SL_NS_PER_MS);
-        m->watch = rules_watch_start(&m->loop, paths, nfiles, debounce_ms > 0 ? debounce_ms : 1,
-                                     on_rules_changed, m);
+        m->watch = rules_watch_start(&m->loop, paths, nfiles, rules_walk(cfg) != RULES_WALK_YAML,
+                                     debounce_ms > 0 ? debounce_ms : 1, on_rules_changed, m);
     }
     uv_run(&m->loop, UV_RUN_DEFAULT);
 }

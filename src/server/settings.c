@@ -10,6 +10,9 @@
  *
  * Flags are parsed in two passes: the first checks their syntax and finds --config, --help and
  * --version; the file is then applied; the second pass applies the flags over it, in order.
+ *
+ * long because: the one table of every setting, and the layering of defaults, file, environment
+ * and flags with the checks across settings, belong together.
  */
 #include "server/settings_impl.h"
 #include "server/settings_env.h"
@@ -71,6 +74,9 @@ static const option_t options[] = {
     {"rules-watch", "rules_watch", OPT_DURATION, F(rules_watch_ns), 0, 0, 0, 0, CHECK_NONE, "DUR",
      "after a change in a rules file or directory, wait this long for more, then reload "
      "(default 200ms; 0: reload on SIGHUP only)"},
+    {"rules-files", "rules_files", OPT_STRING, F(rules_walk), 0, 0, 0, 0, CHECK_NONE, "WHICH",
+     "which files of a rules directory are read: yaml (its *.yaml and *.yml, the default), all "
+     "(every file, subdirectories too, dot-files left out), all-dotfiles (dot-files too)"},
     {"rules-replace", "rules_replace", OPT_LIST, F(rules_replace_paths), F(nrules_replace),
      SETTINGS_RULES_MAX, 0, 0, CHECK_NONE, "FILE",
      "as --rules, but the files replace every rule in the store, API-made ones too"},
@@ -532,8 +538,11 @@ static int apply_env(server_settings_t *c, const flag_t *flags, size_t nflags, c
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const option_t *o = by_flag(env[i].flag, strlen(env[i].flag));
         bool flagged = false; /* a flag given wins over the variable */
+        bool runtime = strcmp(o->flag, "rules-files") == 0; /* RUNTIME_*'s, with its --rules */
         for (size_t f = 0; f < nflags; f++)
-            flagged = flagged || flags[f].opt == o;
+            flagged = flagged || flags[f].opt == o ||
+                      (runtime && (strcmp(flags[f].opt->flag, "rules") == 0 ||
+                                   strcmp(flags[f].opt->flag, "rules-replace") == 0));
         if (flagged)
             continue;
         if (o->kind == OPT_LIST)
@@ -542,7 +551,8 @@ static int apply_env(server_settings_t *c, const flag_t *flags, size_t nflags, c
         source_t s = {.opt = o, .err = why, .cap = sizeof why};
         rc = apply_scalar(c, &s, env[i].value, strlen(env[i].value));
         if (rc != 0)
-            snprintf(err, err_cap, "%s=%.64s (as %s)", env[i].var, env[i].value, why);
+            snprintf(err, err_cap, "%s=%.64s (as %s)", env[i].var,
+                     strcmp(o->flag, "store") == 0 ? "..." : env[i].value, why); /* a password */
     }
     settings_env_free(env, n);
     return rc;
@@ -601,6 +611,12 @@ static int check_together(const server_settings_t *c, char *err, size_t err_cap)
     }
     if (c->nrules > 0 && c->nrules_replace > 0) {
         snprintf(err, err_cap, "--rules and --rules-replace: give files to one of them, not both");
+        return -1;
+    }
+    if (c->rules_walk != NULL && strcmp(c->rules_walk, "yaml") != 0 &&
+        strcmp(c->rules_walk, "all") != 0 && strcmp(c->rules_walk, "all-dotfiles") != 0) {
+        snprintf(err, err_cap, "rules-files: '%.32s' is not yaml, all or all-dotfiles",
+                 c->rules_walk);
         return -1;
     }
     if (c->output_hard > 0 && c->output_soft > c->output_hard) {
@@ -757,6 +773,7 @@ void server_settings_free(server_settings_t *c)
         free(c->rules_replace_paths[i]);
     free(c->config_store);
     free(c->request_store);
+    free(c->rules_walk);
     free(c->tls_cert);
     free(c->tls_key);
     free(c->tls_client_ca);

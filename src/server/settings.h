@@ -82,6 +82,8 @@ typedef struct server_settings {
     char *rules_replace_paths[SETTINGS_RULES_MAX]; /* --rules-replace FILE (repeatable): imported
                                                     the same way, replacing every rule */
     size_t nrules_replace;                         /* files in rules_replace_paths; 0 = none */
+    char *rules_walk;    /* --rules-files yaml|all|all-dotfiles: a rules directory's files read;
+                            NULL = yaml */
     char *request_store; /* --store memory|redis://h:p|redis-cluster://h:p,..., default memory */
     int64_t store_timeout_ns; /* --store-timeout DUR, default 5ms: a Redis decision's deadline */
     int64_t rules_watch_ns;   /* --rules-watch DUR, default 200ms: a change's debounce; 0: no

@@ -95,10 +95,10 @@ static const env_var_t env_vars[] = {
     {"RUNTIME_ROOT", ENV_COMBINE, NULL, NULL},
     {"RUNTIME_SUBDIRECTORY", ENV_COMBINE, NULL, NULL},
     {"RUNTIME_APPDIRECTORY", ENV_COMBINE, NULL, NULL},
-    {"RUNTIME_IGNOREDOTFILES", ENV_ACCEPT, "true",
-     "sluiced always leaves out a rules directory's dot-files"},
+    {"RUNTIME_IGNOREDOTFILES", ENV_COMBINE, NULL, NULL},
     {"RUNTIME_WATCH_ROOT", ENV_ACCEPT, "true|false",
-     "it is true or false: sluiced watches its rules files and directories either way"},
+     "it is true or false: sluiced applies a swap of RUNTIME_ROOT's link and a change in the "
+     "directory either way"},
     {"EXPIRATION_JITTER_MAX_SECONDS", ENV_REFUSE, NULL,
      "sluiced's keys expire with their window, without jitter"},
     {"LOCAL_CACHE_SIZE_IN_BYTES", ENV_ACCEPT, "0",
@@ -119,7 +119,7 @@ static const env_var_t env_vars[] = {
     {"REDIS_TYPE", ENV_COMBINE, NULL, NULL},
     {"REDIS_URL", ENV_COMBINE, NULL, NULL},
     {"REDIS_POOL_SIZE", ENV_REFUSE, NULL, NO_POOL},
-    {"REDIS_AUTH", ENV_REFUSE, NULL, "sluiced's --store takes no password"},
+    {"REDIS_AUTH", ENV_COMBINE, NULL, NULL},
     {"REDIS_TLS", ENV_ACCEPT, "false", "sluiced's store speaks to Redis without TLS"},
     {"REDIS_TLS_CLIENT_CERT", ENV_REFUSE, NULL, "sluiced's store speaks to Redis without TLS"},
     {"REDIS_TLS_CLIENT_KEY", ENV_REFUSE, NULL, "sluiced's store speaks to Redis without TLS"},
@@ -270,24 +270,82 @@ static int env_hosts(env_read_t *r)
 }
 
 /* RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY: the rules directory, when any is set
- * (each unset part at upstream's default). */
+ * (each unset part at upstream's default), every file of it read as upstream's loader reads it
+ * (goruntime: every file, in subdirectories too, whatever its name), dot-files too unless
+ * RUNTIME_IGNOREDOTFILES=true (upstream's default is false). */
 static int env_runtime(env_read_t *r)
 {
     const char *root = r->get("RUNTIME_ROOT"), *sub = r->get("RUNTIME_SUBDIRECTORY"),
-               *app = r->get("RUNTIME_APPDIRECTORY");
+               *app = r->get("RUNTIME_APPDIRECTORY"), *dots = r->get("RUNTIME_IGNOREDOTFILES");
+    if (dots != NULL && !env_one_of("true|false", dots))
+        return env_fail(r, "RUNTIME_IGNOREDOTFILES", "'%.16s' is neither true nor false%s", dots,
+                        "");
     if (root == NULL && sub == NULL && app == NULL)
         return 0;
+
     char path[4096];
     int len = snprintf(path, sizeof path, "%s/%s%s%s",
                        root != NULL ? root : "/srv/runtime_data/current", sub != NULL ? sub : "",
                        sub != NULL && sub[0] != '\0' ? "/" : "", app != NULL ? app : "config");
     if (len < 0 || (size_t)len >= sizeof path)
         return env_fail(r, "RUNTIME_ROOT", "the rules directory's path is too long%s%s", "", "");
-    return env_give(r, "RUNTIME_ROOT", "rules", path);
+    bool no_dots = dots != NULL && strcasecmp(dots, "true") == 0;
+    if (env_give(r, "RUNTIME_ROOT", "rules", path) != 0)
+        return -1;
+    return env_give(r, dots != NULL ? "RUNTIME_IGNOREDOTFILES" : "RUNTIME_ROOT", "rules-files",
+                    no_dots ? "all" : "all-dotfiles");
 }
 
-/* BACKEND_TYPE, REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_URL: --store. No REDIS_URL: the memory
- * store (upstream's default, a nutcracker socket, is nothing sluiced can reach). */
+/* Appends s[0..len) to out (used of cap bytes so far) percent-encoded: every byte but letters,
+ * digits and "-._~". False when it does not fit. */
+static bool env_encode(char *out, size_t cap, size_t *used, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool plain = isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+        if (*used + (plain ? 1 : 3) >= cap)
+            return false;
+        if (plain) {
+            out[(*used)++] = (char)c;
+        } else {
+            out[(*used)++] = '%';
+            out[(*used)++] = hex[c >> 4];
+            out[(*used)++] = hex[c & 15];
+        }
+    }
+    out[*used] = '\0';
+    return true;
+}
+
+/* REDIS_AUTH ("PASSWORD" or "USER:PASSWORD", as upstream splits it at its first ':') as the
+ * store URL's "USER:PASSWORD@" (percent-encoded) into out; "" when unset. -1 when empty or too
+ * long (the value never in the message). */
+static int env_auth(env_read_t *r, char *out, size_t cap)
+{
+    const char *auth = r->get("REDIS_AUTH");
+    size_t used = 0;
+    out[0] = '\0';
+    if (auth == NULL)
+        return 0;
+    const char *colon = strchr(auth, ':');
+    const char *pass = colon != NULL ? colon + 1 : auth;
+    if (pass[0] == '\0')
+        return env_fail(r, "REDIS_AUTH",
+                        "its password is empty (it is PASSWORD or "
+                        "USER:PASSWORD)%s%s",
+                        "", "");
+    if ((colon != NULL && !env_encode(out, cap, &used, auth, (size_t)(colon - auth))) ||
+        used + 1 >= cap || (out[used++] = ':', !env_encode(out, cap, &used, pass, strlen(pass))) ||
+        used + 1 >= cap)
+        return env_fail(r, "REDIS_AUTH", "it is too long%s%s", "", "");
+    out[used++] = '@';
+    out[used] = '\0';
+    return 0;
+}
+
+/* BACKEND_TYPE, REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_URL, REDIS_AUTH: --store. No REDIS_URL:
+ * the memory store (upstream's default, a nutcracker socket, is nothing sluiced can reach). */
 static int env_store(env_read_t *r)
 {
     const char *backend = r->get("BACKEND_TYPE"), *type = r->get("REDIS_TYPE"),
@@ -298,9 +356,12 @@ static int env_store(env_read_t *r)
                         "and Redis",
                         backend, "");
     if (url == NULL) {
-        if (type != NULL || sock != NULL)
+        if (type != NULL || sock != NULL || r->get("REDIS_AUTH") != NULL)
             return env_fail(
-                r, type != NULL ? "REDIS_TYPE" : "REDIS_SOCKET_TYPE",
+                r,
+                type != NULL   ? "REDIS_TYPE"
+                : sock != NULL ? "REDIS_SOCKET_TYPE"
+                               : "REDIS_AUTH",
                 "REDIS_URL is not: give both, or neither for sluiced's memory store%s%s", "", "");
         return 0;
     }
@@ -318,8 +379,10 @@ static int env_store(env_read_t *r)
     const char *scheme = cluster ? "redis-cluster://" : "redis://";
     if (strncmp(url, "redis://", 8) == 0)
         url += 8;
-    char store[4096];
-    int len = snprintf(store, sizeof store, "%s%s", scheme, url);
+    char auth[3 * 512 + 2], store[4096 + sizeof auth];
+    if (env_auth(r, auth, sizeof auth) != 0)
+        return -1;
+    int len = snprintf(store, sizeof store, "%s%s%s", scheme, auth, url);
     if (len < 0 || (size_t)len >= sizeof store)
         return env_fail(r, "REDIS_URL", "it is too long%s%s", "", "");
     return env_give(r, "REDIS_URL", "store", store);

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#define SETTINGS_ENV_MAX 12 /* most flags the variables can give */
+#define SETTINGS_ENV_MAX 16 /* most flags the variables can give */
 
 /* One flag a variable gives: its long name (no dashes) and value (malloc'ed). */
 typedef struct env_flag {

@@ -5,6 +5,7 @@
 
 #include "store/freelist.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,8 @@ typedef struct rc_node {
     uint64_t retry_at_ms;  /* the next connect attempt, loop time */
     unsigned backoff_ms;
     bool ever_connected;
-    bool down; /* its connection was lost or could not be made, and is not made again yet */
+    bool down;         /* its connection was lost or could not be made, and is not made again yet */
+    bool auth_refused; /* told: AUTH was refused since the node was last up */
 } rc_node_t;
 
 struct rc_client {
@@ -99,9 +101,79 @@ unsigned rc_key_slot(const char *key, size_t len)
 
 /* ---- URLs ------------------------------------------------------------------------------ */
 
+/* Percent-decodes in[0..len) into out (cap bytes with the NUL). False when it does not fit or a
+ * '%' is not followed by two hex digits, or it decodes to a NUL. */
+static bool url_decode(const char *in, size_t len, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned v = (unsigned char)in[i];
+        if (v == '%') {
+            if (i + 2 >= len || !isxdigit((unsigned char)in[i + 1]) ||
+                !isxdigit((unsigned char)in[i + 2])) {
+                return false;
+            }
+            char hex[3] = {in[i + 1], in[i + 2], '\0'};
+            v = (unsigned)strtoul(hex, NULL, 16);
+            i += 2;
+        }
+        if (v == 0 || o + 1 >= cap) {
+            return false;
+        }
+        out[o++] = (char)v;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* "[USER]:PASSWORD" (len bytes) into cfg. -1 with err (the password never in it). */
+static int parse_userinfo(const char *shown, const char *info, size_t len, rc_config_t *cfg,
+                          char *err)
+{
+    const char *colon = memchr(info, ':', len);
+    if (colon == NULL) {
+        snprintf(err, RC_ERR_MAX,
+                 "'%s': the password goes after a ':' (redis://:PASSWORD@host:port "
+                 "or redis://USER:PASSWORD@host:port)",
+                 shown);
+        return -1;
+    }
+    size_t ulen = (size_t)(colon - info);
+    if (!url_decode(info, ulen, cfg->user, sizeof cfg->user)) {
+        snprintf(err, RC_ERR_MAX,
+                 "'%s': the user name is longer than %d bytes or badly "
+                 "percent-encoded",
+                 shown, RC_USER_MAX - 1);
+        return -1;
+    }
+    if (!url_decode(colon + 1, len - ulen - 1, cfg->password, sizeof cfg->password) ||
+        cfg->password[0] == '\0') {
+        snprintf(err, RC_ERR_MAX,
+                 "'%s': the password is empty, longer than %d bytes or badly "
+                 "percent-encoded",
+                 shown, RC_PASSWORD_MAX - 1);
+        memset(cfg->password, 0, sizeof cfg->password);
+        return -1;
+    }
+    return 0;
+}
+
+void rc_mask_url(const char *url, char *out, size_t cap)
+{
+    const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+    if (at == NULL) {
+        snprintf(out, cap, "%s", url);
+    } else {
+        int keep = scheme != NULL && scheme < at ? (int)(scheme + 3 - url) : 0;
+        snprintf(out, cap, "%.*s***@%s", keep, url, at + 1);
+    }
+}
+
 int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
 {
     memset(cfg, 0, sizeof *cfg);
+    char shown[RC_ERR_MAX / 2]; /* the URL as messages show it: its password as "***" */
+    rc_mask_url(url, shown, sizeof shown);
     const char *rest;
     if (strncmp(url, "redis://", 8) == 0) {
         rest = url + 8;
@@ -110,10 +182,17 @@ int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
         cfg->cluster = true;
     } else {
         snprintf(err, RC_ERR_MAX,
-                 "'%s': expected redis://host:port or "
-                 "redis-cluster://host:port,host:port,...",
-                 url);
+                 "'%s': expected redis://[[USER]:PASSWORD@]host:port or "
+                 "redis-cluster://[[USER]:PASSWORD@]host:port,host:port,...",
+                 shown);
         return -1;
+    }
+    const char *at = strrchr(rest, '@');
+    if (at != NULL) {
+        if (parse_userinfo(shown, rest, (size_t)(at - rest), cfg, err) != 0) {
+            return -1;
+        }
+        rest = at + 1;
     }
     while (*rest != '\0') {
         const char *end = strchr(rest, ',');
@@ -121,13 +200,13 @@ int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
         const char *colon = memchr(rest, ':', len);
         if (colon == NULL || colon == rest || (size_t)(colon - rest) >= sizeof cfg->host[0] ||
             cfg->nseeds == RC_NODES_MAX) {
-            snprintf(err, RC_ERR_MAX, "'%s': each node is host:port", url);
+            snprintf(err, RC_ERR_MAX, "'%s': each node is host:port", shown);
             return -1;
         }
         char *pend = NULL;
         long port = strtol(colon + 1, &pend, 10);
         if (pend != rest + len || port <= 0 || port > 65535) {
-            snprintf(err, RC_ERR_MAX, "'%s': bad port in '%.*s'", url, (int)len, rest);
+            snprintf(err, RC_ERR_MAX, "'%s': bad port in '%.*s'", shown, (int)len, rest);
             return -1;
         }
         memcpy(cfg->host[cfg->nseeds], rest, (size_t)(colon - rest));
@@ -135,7 +214,7 @@ int rc_parse_url(const char *url, rc_config_t *cfg, char *err)
         rest += len + (end != NULL ? 1 : 0);
     }
     if (cfg->nseeds == 0 || (!cfg->cluster && cfg->nseeds != 1)) {
-        snprintf(err, RC_ERR_MAX, "'%s': %s", url,
+        snprintf(err, RC_ERR_MAX, "'%s': %s", shown,
                  cfg->cluster ? "no nodes" : "redis:// takes one host:port");
         return -1;
     }
@@ -192,6 +271,37 @@ static void on_connect(const redisAsyncContext *ac, int status)
         node_state(n, false, ac->errstr[0] != '\0' ? ac->errstr : "cannot connect");
         return;
     }
+    if (n->client->cfg.password[0] == '\0') { /* with one, it is up once AUTH is taken */
+        n->backoff_ms = 0;
+        node_state(n, true, "");
+    }
+}
+
+/* AUTH's reply: the node is up, or down with Redis's refusal (its connection closed; it is
+ * tried again after the backoff, and each refusal is not told again while it stays down). */
+static void on_auth(redisAsyncContext *ac, void *r, void *privdata)
+{
+    rc_node_t *n = privdata;
+    redisReply *reply = r;
+    if (reply == NULL || n->client->closing) {
+        return; /* the connection is going: on_disconnect tells */
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        char why[RC_ERR_MAX];
+        snprintf(why, sizeof why, "AUTH refused: %.*s", (int)(reply->len < 160 ? reply->len : 160),
+                 reply->str);
+        rc_client_t *c = n->client;
+        if (n->down && !n->auth_refused && c->on_state != NULL) {
+            /* down already (the connection was lost): the refusal is why it stays down, and
+             * is told once */
+            c->on_state(c->on_state_arg, (int)(n - c->nodes), false, why);
+        }
+        n->auth_refused = true;
+        node_state(n, false, why);
+        redisAsyncDisconnect(ac);
+        return;
+    }
+    n->auth_refused = false;
     n->backoff_ms = 0;
     node_state(n, true, "");
 }
@@ -244,8 +354,10 @@ static redisAsyncContext *node_conn(rc_node_t *n)
     bool reconnect = n->ever_connected;
     n->ever_connected = true;
     n->ac = ac;
-    if (c->cfg.password != NULL) {
-        redisAsyncCommand(ac, NULL, NULL, "AUTH %s", c->cfg.password);
+    if (c->cfg.password[0] != '\0' && c->cfg.user[0] != '\0') {
+        redisAsyncCommand(ac, on_auth, n, "AUTH %s %s", c->cfg.user, c->cfg.password);
+    } else if (c->cfg.password[0] != '\0') {
+        redisAsyncCommand(ac, on_auth, n, "AUTH %s", c->cfg.password);
     }
     if (c->on_connect != NULL) {
         c->on_connect(c->on_connect_arg, (int)(n - c->nodes), reconnect);
@@ -412,7 +524,8 @@ static int request_send(rc_request_t *req, int idx, bool asking, char *err)
     rc_node_t *n = &c->nodes[idx];
     redisAsyncContext *ac = node_conn(n);
     if (ac == NULL) {
-        snprintf(err, RC_ERR_MAX, "redis %s:%d is down (reconnecting)", n->host, n->port);
+        snprintf(err, RC_ERR_MAX, "redis %s:%d is down (%s%sreconnecting)", n->host, n->port,
+                 n->auth_refused ? "AUTH refused" : "", n->auth_refused ? "; " : "");
         if (c->cfg.cluster) {
             refresh_slots(c);
         }
@@ -638,6 +751,11 @@ void rc_free(rc_client_t *c)
     c->closing_handles = 2;
     uv_close((uv_handle_t *)&c->flush, on_handle_closed);
     uv_close((uv_handle_t *)&c->retry, on_handle_closed); /* the last frees c */
+}
+
+bool rc_auth_refused(const rc_client_t *c, int node)
+{
+    return node >= 0 && (size_t)node < c->nnodes && c->nodes[node].auth_refused;
 }
 
 void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg)

@@ -35,17 +35,26 @@
 
 typedef struct rc_client rc_client_t;
 
+#define RC_USER_MAX     128 /* bytes of a user name, with its NUL */
+#define RC_PASSWORD_MAX 512 /* bytes of a password, with its NUL */
+
 /* Where to connect: "redis://host:port" (one server) or "redis-cluster://h1:p1,h2:p2" (seed
- * nodes of a cluster). */
+ * nodes of a cluster), either with "[USER]:PASSWORD@" before the nodes (percent-encoded). */
 typedef struct rc_config {
     bool cluster;
     size_t nseeds;
     char host[RC_NODES_MAX][64];
     int port[RC_NODES_MAX];
-    const char *password; /* AUTH on connect; NULL = none */
+    char user[RC_USER_MAX];         /* AUTH USER PASSWORD on connect; "" = AUTH PASSWORD */
+    char password[RC_PASSWORD_MAX]; /* "" = no AUTH */
 } rc_config_t;
 
-/* Parses a store URL into cfg. Returns 0, or -1 with a message in err (RC_ERR_MAX). */
+/* url as a message may show it: "[USER]:PASSWORD@" (anything up to its last '@') as "***@".
+ * Writes out (cap bytes, cut short if need be). */
+void rc_mask_url(const char *url, char *out, size_t cap);
+
+/* Parses a store URL into cfg. Returns 0, or -1 with a message in err (RC_ERR_MAX) that shows
+ * the URL with its password as "***". */
 int rc_parse_url(const char *url, rc_config_t *cfg, char *err);
 
 /*
@@ -68,9 +77,15 @@ typedef void (*rc_connect_fn)(void *arg, int node, bool reconnect);
 int rc_create(uv_loop_t *loop, const rc_config_t *cfg, rc_connect_fn connected, void *arg,
               rc_client_t **out, char *err);
 
-/* Told when node's connection is lost or cannot be made (up false, why: what failed) and when
- * it is made again (up true, why ""): once per change, on the client's loop. */
+/* Told when node's connection is lost or cannot be made (up false, why: what failed, such as
+ * "AUTH refused: WRONGPASS ..." with a password Redis does not take) and when it is made again
+ * (up true, why ""; with a password, once AUTH is accepted): once per change, on the client's
+ * loop. */
 typedef void (*rc_state_fn)(void *arg, int node, bool up, const char *why);
+
+/* Whether node's last AUTH was refused (its password is not the one Redis takes): it stays down
+ * until one is accepted. */
+bool rc_auth_refused(const rc_client_t *c, int node);
 
 /* Sets who is told of nodes going down and up (NULL: nobody). */
 void rc_on_state(rc_client_t *c, rc_state_fn fn, void *arg);

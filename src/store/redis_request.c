@@ -540,7 +540,8 @@ static void redis_stats(request_store_t *s, store_loop_t *const *slot, uint64_t 
 
 const request_store_ops_t redis_request_ops = {
     .name = "redis",
-    .url_form = "redis://host:port or redis-cluster://host:port,host:port,...",
+    .url_form = "redis://[[USER]:PASSWORD@]host:port or "
+                "redis-cluster://[[USER]:PASSWORD@]host:port,host:port,...",
     .leases = true,
     .holds = true,
     .accepts = redis_accepts,

@@ -94,9 +94,20 @@ static int probe_blocking(const rc_config_t *cfg, int64_t timeout_ns, redis_mode
             continue;
         }
         redisSetTimeout(c, tv);
-        if (cfg->password != NULL) {
-            redisReply *r = redisCommand(c, "AUTH %s", cfg->password);
-            freeReplyObject(r);
+        if (cfg->password[0] != '\0') {
+            redisReply *a = cfg->user[0] != '\0'
+                                ? redisCommand(c, "AUTH %s %s", cfg->user, cfg->password)
+                                : redisCommand(c, "AUTH %s", cfg->password);
+            bool refused = a == NULL || a->type == REDIS_REPLY_ERROR;
+            if (refused) {
+                snprintf(last, sizeof last, "redis %s:%d: AUTH refused: %.160s", cfg->host[i],
+                         cfg->port[i], a != NULL ? a->str : c->errstr);
+            }
+            freeReplyObject(a);
+            if (refused) {
+                redisFree(c);
+                continue;
+            }
         }
         redisReply *r = redisCommand(c, "COMMAND INFO sl.throttle");
         redis_mode_t found = rs_probe_mode(r);

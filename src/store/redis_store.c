@@ -702,7 +702,8 @@ static void send_decision(redis_store_t *s, pending_t *p, int idx, bool full_scr
         send_failed(s, p, "out of memory");
     } else if (rs_send_cmd(s, idx, on_reply, p) != 0) {
         char msg[REDIS_STORE_ERR_MAX];
-        snprintf(msg, sizeof msg, "redis %s: not connected (reconnecting)", ns->node->name);
+        snprintf(msg, sizeof msg, "redis %s: not connected (%sreconnecting)", ns->node->name,
+                 rc_auth_refused(s->client, idx) ? "AUTH refused; " : "");
         send_failed(s, p, msg);
     } else if (p->op == OP_DECIDE && p->replicas > 0 && !p->beyond) {
         send_wait(s, p, idx); /* pipelined: its reply comes right after the decision's */

@@ -25,7 +25,11 @@ int request_store_open(const char *url, const store_config_t *cfg, request_store
             return stores[i]->open(url, cfg, out, err);
         }
     }
-    int n = snprintf(err, REQUEST_STORE_ERR_MAX, "'%s': expected ", url);
+    const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+    int keep = at != NULL && scheme != NULL && scheme < at ? (int)(scheme + 3 - url) : 0;
+    int n = at != NULL /* a password may be before it: never shown */
+                ? snprintf(err, REQUEST_STORE_ERR_MAX, "'%.*s***@%s': expected ", keep, url, at + 1)
+                : snprintf(err, REQUEST_STORE_ERR_MAX, "'%s': expected ", url);
     const char *sep = "";
     for (size_t i = 0; i < NSTORES && n > 0 && n < REQUEST_STORE_ERR_MAX; i++) {
         if (stores[i]->url_form != NULL) {

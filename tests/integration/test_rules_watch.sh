@@ -8,8 +8,14 @@
 # and a file removed apply; a broken file is logged with its line and column, counted, and the
 # rules in force stay; SIGHUP still reloads; a rules file watched through the directory it is in
 # is not imported again when something else in that directory changes (the config store's
-# database beside it): that would undo rules changed through the API. Every wait is bounded
-# (poll, wait_log).
+# database beside it): that would undo rules changed through the API. A plain directory's files
+# that are not *.yaml or *.yml are named in the log, not read. Then envoyproxy/ratelimit's
+# runtime directory through its variables (RUNTIME_ROOT a link, /srv/runtime/current style): a
+# swap of the link (mv -T, ln -sfn) applies with no signal, RUNTIME_WATCH_ROOT=true or false;
+# every file under it is read whatever its name, subdirectories too, dot-files unless
+# RUNTIME_IGNOREDOTFILES=true; a FIFO is left out (not waited on); a tree too deep or with too
+# many files is refused by name and the rules in force stay. Every wait is bounded (poll,
+# wait_log).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
@@ -79,10 +85,13 @@ check broken-logged wait_log s "rules changed: rules not reloaded (the rules in 
 check broken-stays limit_is edge.remote_address 20
 check broken-counted poll 10 sh -c "curl -s http://127.0.0.1:$HTTP_PORT/metrics | grep -q '^sluice_rules_reload_failures_total.* [1-9][0-9]*$'"
 
-# 4. a plain edit of a file in a watched directory (no links) and SIGHUP still work
+# 4. a plain edit of a file in a watched directory (no links) and SIGHUP still work; a file
+#    that is not *.yaml is named in the log at each load, not read
 rm -rf "$CFG"/..?* "$CFG"/*.yaml
+echo "not rules" >"$CFG/README.md"
 edge 30 >"$CFG/edge.yaml.tmp" && mv "$CFG/edge.yaml.tmp" "$CFG/edge.yaml"
 check edit-applied poll 10 limit_is edge.remote_address 30
+check skipped-named wait_log s "rules: $CFG: 1 entries not read (only \*.yaml and \*.yml files are): README.md$"
 kill -HUP "$(cat "$TMP/s.pid")"
 check hup-still wait_log s "SIGHUP: rules file $CFG"
 stop_bg s TERM
@@ -105,4 +114,76 @@ check one-api-kept limit_is b 9
 check one-no-reload test "$(grep -c 'rules changed: ' "$TMP/o.log")" -eq 0
 sed -i 's/limit: 5/limit: 6/' "$ONE/rules.yaml"
 check one-file-change-applied poll 10 limit_is a 6
+stop_bg o TERM
+
+# 6. envoyproxy/ratelimit's runtime directory, through its variables: RUNTIME_ROOT is a link
+#    swapped to a new version's directory
+RT=$TMP/rt
+domain() { # domain NAME KEY LIMIT: an envoyproxy/ratelimit file
+    printf 'domain: %s\ndescriptors:\n  - key: %s\n    rate_limit: {unit: second, requests_per_unit: %s}\n' "$1" "$2" "$3"
+}
+version() { # version DIR EDGE-LIMIT: a version's tree, every kind of file upstream's loader reads
+    local c=$RT/$1/ratelimit/config
+    mkdir -p "$c/sub"
+    edge "$2" >"$c/edge.yaml"
+    domain api user 7 >"$c/api.conf"       # any name
+    domain deep k 3 >"$c/sub/deep.txt"     # a subdirectory
+    domain dot k 4 >"$c/.dot.yaml"         # a dot-file: read unless RUNTIME_IGNOREDOTFILES=true
+    mkfifo "$c/pipe"                       # not a file: left out, never opened
+    domain other k 1 >"$RT/$1/ratelimit/elsewhere.yaml" # beside the app directory: not read
+}
+launch_rt() { # NAME VAR=VALUE..: sluiced with upstream's variables only for its rules
+    local name=$1
+    shift
+    RESP_PORT=${SERVE_PORTS[0]} HTTP_PORT=${SERVE_PORTS[1]}
+    start_bg "$name" env RUNTIME_ROOT="$RT/current" RUNTIME_SUBDIRECTORY=ratelimit \
+        RUNTIME_APPDIRECTORY=config "$@" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" \
+        --grpc-port 0 --rules-watch 100ms --config-store "$TMP/$name.db" --snapshot ""
+}
+version v1 10
+ln -s v1 "$RT/current"
+serve rt 2 launch_rt RUNTIME_WATCH_ROOT=true || { cat "$TMP/rt.log"; exit 1; }
+check rt-loaded limit_is edge.remote_address 10
+check rt-any-name limit_is api.user 7
+check rt-subdirectory limit_is deep.k 3
+check rt-dotfile limit_is dot.k 4
+check rt-beside-not-read gone other.k
+check rt-fifo-named grep -q "rules: $RT/current/ratelimit/config: 1 entries not read (only files are): pipe (not a regular file)" "$TMP/rt.log"
+version v2 20
+ln -s v2 "$RT/current.tmp" && mv -T "$RT/current.tmp" "$RT/current" # the atomic swap
+rm -rf "${RT:?}/v1"
+check rt-swap-applied poll 10 limit_is edge.remote_address 20
+version v3 30
+ln -sfn v3 "$RT/current" # the swap as ln does it (unlink, symlink)
+check rt-ln-sfn-applied poll 10 limit_is edge.remote_address 30
+check rt-no-signal test "$(grep -c 'SIGHUP' "$TMP/rt.log")" -eq 0
+#    bounds: more than 1000 files moved in at once: refused by name, the rules in force stay
+#    (here, as a second failure within a second of another may be logged later, in one line)
+mkdir "$TMP/many" && (cd "$TMP/many" && touch f{1..1001}.yaml)
+mv "$TMP/many" "$RT/v3/ratelimit/config/many"
+check rt-too-many wait_log rt "rules not reloaded (the rules in force stay): $RT/current/ratelimit/config: more than 1000 files in it"
+check rt-too-many-stays limit_is edge.remote_address 30
+rm -rf "${RT:?}/v3/ratelimit/config/many"
+stop_bg rt TERM
+
+#    RUNTIME_WATCH_ROOT=false: a change in the directory applies (so does a swap: sluiced
+#    watches both); RUNTIME_IGNOREDOTFILES=true leaves dot-files out
+serve rtf 2 launch_rt RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true ||
+    { cat "$TMP/rtf.log"; exit 1; }
+check rtf-loaded limit_is edge.remote_address 30
+check rtf-no-dotfile gone dot.k
+C3=$RT/v3/ratelimit/config
+edge 40 >"$C3/edge.new" && mv "$C3/edge.new" "$C3/edge.yaml"
+check rtf-edit-applied poll 10 limit_is edge.remote_address 40
+version v4 50
+ln -sfn v4 "$RT/current"
+check rtf-swap-applied poll 10 limit_is edge.remote_address 50
+#    bounds: a tree deeper than 16 directories moved in at once: refused by name, the rules in
+#    force stay
+C4=$RT/v4/ratelimit/config
+mkdir -p "$TMP/deep/$(printf 'd/%.0s' $(seq 17))"
+mv "$TMP/deep" "$C4/deep"
+check rtf-too-deep wait_log rtf "rules not reloaded (the rules in force stay): $RT/current/ratelimit/config: deep/d/.* is more than 16 directories deep"
+check rtf-deep-stays limit_is edge.remote_address 50
+stop_bg rtf TERM
 finish

@@ -22,6 +22,7 @@
 
 #include "prop/gen.h"
 #include "engine/engine.h"
+#include "store/redis_client.h"
 #include "store/request_stores.h"
 #include "tmpdir.h"
 
@@ -364,8 +365,49 @@ static void test_unknown_url_names_the_forms(void **unused)
     request_store_t *s = NULL;
     char err[REQUEST_STORE_ERR_MAX];
     assert_int_equal(request_store_open("memcache://x:1", &cfg, &s, err), -1);
-    assert_string_equal(err, "'memcache://x:1': expected redis://host:port or "
-                             "redis-cluster://host:port,host:port,...");
+    assert_string_equal(err, "'memcache://x:1': expected redis://[[USER]:PASSWORD@]host:port or "
+                             "redis-cluster://[[USER]:PASSWORD@]host:port,host:port,...");
+    /* a password in a URL no store takes is not shown either */
+    assert_int_equal(request_store_open("rediss://:s3cret@x:1", &cfg, &s, err), -1);
+    assert_null(strstr(err, "s3cret"));
+    assert_non_null(strstr(err, "'rediss://***@x:1'"));
+}
+
+/* The Redis store's URL: [[USER]:PASSWORD@] before the nodes, percent-decoded; every error
+ * shows the URL with "***" for the password. */
+static void test_redis_url_password(void **unused)
+{
+    (void)unused;
+    rc_config_t c;
+    char err[RC_ERR_MAX];
+    assert_int_equal(rc_parse_url("redis://h:1", &c, err), 0);
+    assert_string_equal(c.password, "");
+    assert_int_equal(rc_parse_url("redis://:s3cret@h:1", &c, err), 0);
+    assert_string_equal(c.user, "");
+    assert_string_equal(c.password, "s3cret");
+    assert_string_equal(c.host[0], "h");
+    assert_int_equal(c.port[0], 1);
+    assert_int_equal(rc_parse_url("redis://alice:p%40ss%3Aw@rd@h:2", &c, err), 0);
+    assert_string_equal(c.user, "alice");
+    assert_string_equal(c.password, "p@ss:w@rd"); /* a raw '@' too: the last one ends it */
+    assert_int_equal(rc_parse_url("redis-cluster://:pw@a:1,b:2", &c, err), 0);
+    assert_int_equal(c.nseeds, 2);
+    assert_string_equal(c.password, "pw");
+    static const char *const bad[] = {
+        "redis://s3cret@h:1",     /* no ':': not a password */
+        "redis://alice:@h:1",     /* empty */
+        "redis://:s3cret%4@h:1",  /* bad encoding */
+        "redis://:s3cret%00@h:1", /* a NUL */
+        "redis://:s3cret@h",      /* no port */
+        "redis://:s3cret@h:x",    /* bad port */
+        "redis://:s3cret@",       /* no node */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (rc_parse_url(bad[i], &c, err) != -1)
+            fail_msg("%s: accepted", bad[i]);
+        if (strstr(err, "s3cret") != NULL || strstr(err, "***@") == NULL)
+            fail_msg("%s: '%s'", bad[i], err);
+    }
 }
 
 /* Blanks s's comments and string and character literals, in place. */
@@ -490,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_memory_cold_start),
         cmocka_unit_test(test_engine_gets_the_stores_decisions),
         cmocka_unit_test(test_unknown_url_names_the_forms),
+        cmocka_unit_test(test_redis_url_password),
         cmocka_unit_test(test_concrete_word_is_found),
         cmocka_unit_test(test_engine_names_no_concrete_store),
     };

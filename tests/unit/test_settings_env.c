@@ -90,7 +90,6 @@ static const char *const refused[] = {
     "EXPIRATION_JITTER_MAX_SECONDS",
     "NEAR_LIMIT_RATIO",
     "REDIS_POOL_SIZE",
-    "REDIS_AUTH",
     "REDIS_TLS_CLIENT_CERT",
     "REDIS_TLS_CLIENT_KEY",
     "REDIS_TLS_CACERT",
@@ -146,7 +145,6 @@ static const struct {
     {"USE_STATSD", "false", "true"},
     {"DISABLE_STATS", "false", "true"},
     {"USE_PROMETHEUS", "false", "true"},
-    {"RUNTIME_IGNOREDOTFILES", "true", "false"},
     {"RUNTIME_WATCH_ROOT", "false", "maybe"},
     {"LOCAL_CACHE_SIZE_IN_BYTES", "0", "1048576"},
     {"CACHE_KEY_PREFIX", "", "rl_"},
@@ -328,25 +326,56 @@ static void test_hosts(void **unused)
     expect_refused("GRPC_HOST");
 }
 
+/* Reads the environment as set and expects the rules directory `rules` read with
+ * --rules-files `files`, and nothing else. */
+static void expect_runtime(const char *rules, const char *files)
+{
+    env_flag_t out[SETTINGS_ENV_MAX];
+    size_t n = 0;
+    if (read_env(out, &n) != 0)
+        fail_msg("%s: %s", rules, err);
+    assert_int_equal(n, 2);
+    assert_string_equal(out[0].flag, "rules");
+    assert_string_equal(out[0].var, "RUNTIME_ROOT"); /* messages name the root */
+    assert_string_equal(out[0].value, rules);
+    assert_string_equal(flag_value(out, n, "rules-files"), files);
+    settings_env_free(out, n);
+}
+
 static void test_runtime_directory(void **unused)
 {
     (void)unused;
-    expect_flag("RUNTIME_ROOT", "/data", "rules", "/data/config");
-    /* each part alone, the others at upstream's defaults; messages name the root */
-    expect_flag_from("RUNTIME_SUBDIRECTORY", "ratelimit", "rules",
-                     "/srv/runtime_data/current/ratelimit/config", "RUNTIME_ROOT");
-    expect_flag_from("RUNTIME_APPDIRECTORY", "limits", "rules", "/srv/runtime_data/current/limits",
-                     "RUNTIME_ROOT");
-    env_flag_t out[SETTINGS_ENV_MAX];
-    size_t n = 0;
+    /* each part alone, the others at upstream's defaults; every file read, dot-files too, as
+     * upstream's loader with RUNTIME_IGNOREDOTFILES at its default (false) */
+    env_clear();
+    env_set("RUNTIME_ROOT", "/data");
+    expect_runtime("/data/config", "all-dotfiles");
+    env_clear();
+    env_set("RUNTIME_SUBDIRECTORY", "ratelimit");
+    expect_runtime("/srv/runtime_data/current/ratelimit/config", "all-dotfiles");
+    env_clear();
+    env_set("RUNTIME_APPDIRECTORY", "limits");
+    expect_runtime("/srv/runtime_data/current/limits", "all-dotfiles");
     env_clear();
     env_set("RUNTIME_ROOT", "/data");
     env_set("RUNTIME_SUBDIRECTORY", "ratelimit");
     env_set("RUNTIME_APPDIRECTORY", "config");
+    env_set("RUNTIME_IGNOREDOTFILES", "True");
+    expect_runtime("/data/ratelimit/config", "all");
+    env_clear();
+    env_set("RUNTIME_ROOT", "/data");
+    env_set("RUNTIME_IGNOREDOTFILES", "false");
+    expect_runtime("/data/config", "all-dotfiles");
+    env_clear();
+    env_set("RUNTIME_ROOT", "/data");
+    env_set("RUNTIME_IGNOREDOTFILES", "yes");
+    expect_refused("RUNTIME_IGNOREDOTFILES");
+    env_flag_t out[SETTINGS_ENV_MAX];
+    size_t n = 99;
+    env_clear(); /* alone it says nothing: no rules directory */
+    env_set("RUNTIME_IGNOREDOTFILES", "true");
     assert_int_equal(read_env(out, &n), 0);
-    assert_int_equal(n, 1);
-    assert_string_equal(flag_value(out, n, "rules"), "/data/ratelimit/config");
-    settings_env_free(out, n);
+    assert_int_equal(n, 0);
     static char longroot[5000];
     memset(longroot, 'a', sizeof longroot - 1);
     env_clear();
@@ -406,6 +435,49 @@ static void test_store(void **unused)
     expect_refused("REDIS_TYPE");
 }
 
+/* REDIS_AUTH: PASSWORD or USER:PASSWORD (split at the first ':', as upstream) in the store URL,
+ * percent-encoded; refused empty or without REDIS_URL, never shown in a message. */
+static void test_store_auth(void **unused)
+{
+    (void)unused;
+    static const struct {
+        const char *type, *auth, *want;
+    } ok[] = {
+        {"single", "s3cret", "redis://:s3cret@r:6379"},
+        {"single", "alice:p@ss:w/rd %", "redis://alice:p%40ss%3Aw%2Frd%20%25@r:6379"},
+        {"single", ":pw", "redis://:pw@r:6379"},
+        {"cluster", "pw", "redis-cluster://:pw@r:6379"},
+    };
+    env_flag_t out[SETTINGS_ENV_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        set_store("redis", ok[i].type, "tcp", "r:6379");
+        env_set("REDIS_AUTH", ok[i].auth);
+        if (read_env(out, &n) != 0)
+            fail_msg("auth %zu: %s", i, err);
+        assert_int_equal(n, 1);
+        assert_string_equal(flag_value(out, n, "store"), ok[i].want);
+        settings_env_free(out, n);
+    }
+    static const char *const bad[] = {"", "alice:"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_store("redis", "single", "tcp", "r:6379");
+        env_set("REDIS_AUTH", bad[i]);
+        expect_refused("REDIS_AUTH");
+        assert_non_null(strstr(err, "password is empty"));
+    }
+    static char longpw[700];
+    memset(longpw, '!', sizeof longpw - 1); /* 3 bytes each, encoded: too long */
+    set_store("redis", "single", "tcp", "r:6379");
+    env_set("REDIS_AUTH", longpw);
+    expect_refused("REDIS_AUTH");
+    assert_null(strstr(err, "!!")); /* the password is not in the message */
+    set_store(NULL, NULL, NULL, NULL);
+    env_set("REDIS_AUTH", "s3cret");
+    expect_refused("REDIS_AUTH");
+    assert_null(strstr(err, "s3cret"));
+}
+
 static void test_switches(void **unused)
 {
     (void)unused;
@@ -433,8 +505,8 @@ static void test_switches(void **unused)
 
 /* ---- through server_settings_parse: the real environment ---- */
 
-static const char *const real_vars[] = {"PORT", "GRPC_PORT",  "LOG_LEVEL",
-                                        "HOST", "USE_STATSD", "STATSD_HOST"};
+static const char *const real_vars[] = {"PORT",       "GRPC_PORT",   "LOG_LEVEL",   "HOST",
+                                        "USE_STATSD", "STATSD_HOST", "RUNTIME_ROOT"};
 #define NREAL (sizeof real_vars / sizeof real_vars[0])
 
 static void real_clear(void)
@@ -480,6 +552,20 @@ static void test_precedence(void **unused)
     server_settings_free(&c);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "STATSD_HOST"));
+    real_clear();
+    /* RUNTIME_ROOT's directory is read as upstream reads it; a --rules given instead is read as
+     * --rules is, and --rules-watch given changes nothing of that */
+    setenv("RUNTIME_ROOT", "/data", 1);
+    const char *watch[] = {"--rules-watch", "1s", NULL};
+    assert_int_equal(parse(&c, watch), 0);
+    assert_string_equal(c.rules_paths[0], "/data/config");
+    assert_string_equal(c.rules_walk, "all-dotfiles");
+    server_settings_free(&c);
+    const char *rules[] = {"--rules", "/etc/sluice/rules.yaml", NULL};
+    assert_int_equal(parse(&c, rules), 0);
+    assert_string_equal(c.rules_paths[0], "/etc/sluice/rules.yaml");
+    assert_null(c.rules_walk);
+    server_settings_free(&c);
     real_clear();
     unlink(path);
 }
@@ -612,17 +698,12 @@ static void test_random_flag_wins(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nothing_set),
-        cmocka_unit_test(test_each_flag_row),
-        cmocka_unit_test(test_each_refused_row),
-        cmocka_unit_test(test_each_accepted_row),
-        cmocka_unit_test(test_log_level),
-        cmocka_unit_test(test_hosts),
-        cmocka_unit_test(test_runtime_directory),
-        cmocka_unit_test(test_store),
-        cmocka_unit_test(test_switches),
-        cmocka_unit_test(test_precedence),
-        cmocka_unit_test(test_random_refusals_named),
+        cmocka_unit_test(test_nothing_set),       cmocka_unit_test(test_each_flag_row),
+        cmocka_unit_test(test_each_refused_row),  cmocka_unit_test(test_each_accepted_row),
+        cmocka_unit_test(test_log_level),         cmocka_unit_test(test_hosts),
+        cmocka_unit_test(test_runtime_directory), cmocka_unit_test(test_store),
+        cmocka_unit_test(test_store_auth),        cmocka_unit_test(test_switches),
+        cmocka_unit_test(test_precedence),        cmocka_unit_test(test_random_refusals_named),
         cmocka_unit_test(test_random_flag_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
