@@ -579,6 +579,12 @@ static int apply_flags(server_settings_t *c, const flag_t *flags, size_t nflags,
             file = flags[i].value;
     }
     int rc = 0;
+    if (settings_env_upstream(env_get)) { /* upstream's listeners are the defaults here */
+        free(c->bind[0]);
+        c->bind[0] = must_strdup(SETTINGS_ENV_UPSTREAM_BIND);
+        c->http_port = SETTINGS_ENV_UPSTREAM_HTTP_PORT;
+        c->grpc_port = SETTINGS_ENV_UPSTREAM_GRPC_PORT;
+    }
     if (file != NULL) {
         source_t s = {.opt = &options[0], .err = err, .cap = err_cap};
         rc = apply_scalar(c, &s, file, strlen(file));

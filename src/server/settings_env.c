@@ -442,6 +442,12 @@ int settings_env_read(const char *(*get)(const char *name), env_flag_t *out, siz
     return rc;
 }
 
+bool settings_env_upstream(const char *(*get)(const char *name))
+{
+    return get("RUNTIME_ROOT") != NULL || get("RUNTIME_SUBDIRECTORY") != NULL ||
+           get("RUNTIME_APPDIRECTORY") != NULL;
+}
+
 void settings_env_free(env_flag_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

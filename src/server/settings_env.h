@@ -6,6 +6,7 @@
 #ifndef SLUICE_SERVER_SETTINGS_ENV_H
 #define SLUICE_SERVER_SETTINGS_ENV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SETTINGS_ENV_MAX 16 /* most flags the variables can give */
@@ -25,5 +26,15 @@ int settings_env_read(const char *(*get)(const char *name), env_flag_t *out, siz
                       size_t err_cap);
 
 void settings_env_free(env_flag_t *out, size_t n);
+
+/* Where envoyproxy/ratelimit listens by default, for a container swapped for sluiced. */
+#define SETTINGS_ENV_UPSTREAM_BIND      "0.0.0.0"
+#define SETTINGS_ENV_UPSTREAM_HTTP_PORT 8080
+#define SETTINGS_ENV_UPSTREAM_GRPC_PORT 8081
+
+/* True when the environment is envoyproxy/ratelimit's deployment (its rules directory, one of
+ * RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, is set): sluiced then listens where
+ * upstream does unless told otherwise, so Envoy's cluster reaches it unchanged. */
+bool settings_env_upstream(const char *(*get)(const char *name));
 
 #endif /* SLUICE_SERVER_SETTINGS_ENV_H */

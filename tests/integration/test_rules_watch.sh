@@ -136,7 +136,7 @@ launch_rt() { # NAME VAR=VALUE..: sluiced with upstream's variables only for its
     local name=$1
     shift
     RESP_PORT=${SERVE_PORTS[0]} HTTP_PORT=${SERVE_PORTS[1]}
-    start_bg "$name" env RUNTIME_ROOT="$RT/current" RUNTIME_SUBDIRECTORY=ratelimit \
+    start_bg "$name" env HOST=127.0.0.1 RUNTIME_ROOT="$RT/current" RUNTIME_SUBDIRECTORY=ratelimit \
         RUNTIME_APPDIRECTORY=config "$@" "$SLUICED" --port "$RESP_PORT" --http-port "$HTTP_PORT" \
         --grpc-port 0 --rules-watch 100ms --config-store "$TMP/$name.db" --snapshot ""
 }

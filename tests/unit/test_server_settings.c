@@ -357,6 +357,53 @@ static void test_file(void **unused)
     server_settings_free(&c);
 }
 
+/* envoyproxy/ratelimit's deployment (its RUNTIME_* variables): sluiced listens where it does,
+ * 0.0.0.0 with HTTP on 8080 and gRPC on 8081, unless the file, a variable or a flag says
+ * otherwise; without them, sluiced's own defaults. */
+static void test_upstream_listeners(void **unused)
+{
+    (void)unused;
+    server_settings_t c;
+    setenv("RUNTIME_ROOT", "/srv/runtime_data/current", 1);
+    PARSE_OK(&c, "--port", "7000");
+    assert_int_equal(c.nbind, 1);
+    assert_string_equal(c.bind[0], "0.0.0.0");
+    assert_int_equal(c.http_port, 8080);
+    assert_int_equal(c.grpc_port, 8081);
+    assert_int_equal(c.resp_port, 7000);
+    server_settings_free(&c);
+
+    write_file("http_port: 7002\nbind: [10.1.1.1]\n"); /* the file over the default */
+    PARSE_OK(&c, "--config", file_path);
+    assert_string_equal(c.bind[0], "10.1.1.1");
+    assert_int_equal(c.http_port, 7002);
+    assert_int_equal(c.grpc_port, 8081);
+    server_settings_free(&c);
+
+    setenv("HOST", "127.0.0.1", 1); /* upstream's variables over it, flags over them */
+    setenv("GRPC_PORT", "9001", 1);
+    PARSE_OK(&c, "--http-port", "9002");
+    assert_string_equal(c.bind[0], "127.0.0.1");
+    assert_int_equal(c.http_port, 9002);
+    assert_int_equal(c.grpc_port, 9001);
+    server_settings_free(&c);
+    unsetenv("HOST");
+    unsetenv("GRPC_PORT");
+
+    unsetenv("RUNTIME_ROOT");
+    setenv("RUNTIME_APPDIRECTORY", "config", 1); /* any of the three */
+    PARSE_OK(&c, "--port", "7000");
+    assert_string_equal(c.bind[0], "0.0.0.0");
+    server_settings_free(&c);
+    unsetenv("RUNTIME_APPDIRECTORY");
+
+    PARSE_OK(&c, "--port", "7000"); /* none: sluiced's own */
+    assert_string_equal(c.bind[0], "127.0.0.1");
+    assert_int_equal(c.http_port, 8390);
+    assert_int_equal(c.grpc_port, 8391);
+    server_settings_free(&c);
+}
+
 static void test_precedence(void **unused)
 {
     (void)unused;
@@ -634,6 +681,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flag_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_listeners, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
