@@ -8,6 +8,8 @@
  *                    write a last one, exit 0
  *   SIGHUP           re-import --rules FILE (if given) and reload the rules (on the config
  *                    store's thread); read the TLS certificate and key again
+ * and watches the rules files (rules_watch.h) and the TLS files, so a renewed certificate (a
+ * file rewritten, a Kubernetes Secret's link swap) is read again with no signal.
  * A service manager that started it with $NOTIFY_SOCKET (systemd's Type=notify) is told READY=1
  * once every port listens, and STOPPING=1 on SIGTERM or SIGINT (notify.h).
  *
@@ -62,8 +64,12 @@ typedef struct main_ctx {
     uv_timer_t relieve_timer; /* every poll interval: idle keys evicted near --max-memory */
     uv_async_t snapshot_done; /* the snapshot thread finished */
     snapshot_run_t snap;
-    rules_watch_t *watch; /* the rules files and directories, when there are any */
+    rules_watch_t *watch;     /* the rules files and directories, when there are any */
+    rules_watch_t *tls_watch; /* the TLS certificate, key and client CAs, with TLS */
+    char *tls_paths[3];       /* what tls_watch watches */
 } main_ctx_t;
+
+#define TLS_WATCH_MS 200 /* after a change to a TLS file, wait this long for more (its pair) */
 
 /* The first load, before the config store's thread runs. */
 static int load_rules(main_ctx_t *m)
@@ -299,18 +305,32 @@ static void on_rules_changed(void *arg)
     reload_rules(arg, "rules changed: ");
 }
 
+/* A renewed certificate: new connections take it; one that fails to load changes nothing. */
+static void reload_tls(main_ctx_t *m, const char *when)
+{
+    if (m->srv.tls == NULL) {
+        return;
+    }
+    char err[TLS_ERR_MAX];
+    if (tls_ctx_reload(m->srv.tls, err) != 0) {
+        log_error("%s%s (the certificate in use stays)", when, err);
+    } else {
+        log_info("%sTLS certificate %s read again", when, m->srv.cfg->tls_cert);
+    }
+}
+
+/* A change seen in a TLS file (a key written after its certificate is a second change, read
+ * again then). */
+static void on_tls_changed(void *arg)
+{
+    reload_tls(arg, "TLS files changed: ");
+}
+
 static void on_hup(uv_signal_t *s, int signum)
 {
     (void)signum;
     main_ctx_t *m = s->data;
-    if (m->srv.tls != NULL) { /* a renewed certificate: new connections take it */
-        char err[TLS_ERR_MAX];
-        if (tls_ctx_reload(m->srv.tls, err) != 0) {
-            log_error("SIGHUP: %s (the certificate in use stays)", err);
-        } else {
-            log_info("SIGHUP: TLS certificate %s read again", m->srv.cfg->tls_cert);
-        }
-    }
+    reload_tls(m, "SIGHUP: ");
     reload_rules(m, "SIGHUP: ");
 }
 
@@ -495,6 +515,16 @@ static void run_main_loop(main_ctx_t *m, const server_settings_t *cfg)
         m->watch = rules_watch_start(&m->loop, paths, nfiles, rules_walk(cfg) != RULES_WALK_YAML,
                                      debounce_ms > 0 ? debounce_ms : 1, on_rules_changed, m);
     }
+    if (m->srv.tls != NULL) {
+        size_t nt = 0;
+        m->tls_paths[nt++] = cfg->tls_cert;
+        m->tls_paths[nt++] = cfg->tls_key;
+        if (cfg->tls_client_ca != NULL) {
+            m->tls_paths[nt++] = cfg->tls_client_ca;
+        }
+        m->tls_watch =
+            rules_watch_start(&m->loop, m->tls_paths, nt, false, TLS_WATCH_MS, on_tls_changed, m);
+    }
     uv_run(&m->loop, UV_RUN_DEFAULT);
 }
 
@@ -516,6 +546,7 @@ static int stop_all(main_ctx_t *m)
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     rules_watch_stop(m->watch);
+    rules_watch_stop(m->tls_watch);
     uv_close((uv_handle_t *)&m->snapshot_timer, NULL);
     uv_close((uv_handle_t *)&m->relieve_timer, NULL);
     uv_close((uv_handle_t *)&m->snapshot_done, NULL);

@@ -9,7 +9,8 @@
  * moved, is still seen. Events
  * come in bursts (an editor writes, renames, changes modes; kubelet makes a directory, links,
  * renames, removes the old one): the caller's function runs once, debounce_ms after the last
- * event of a burst, and the watches are then made again on what the paths name now.
+ * event of a burst, and the watches are then made again on what the paths name now. main.c
+ * watches the TLS certificate, key and client CAs the same way.
  */
 #ifndef SLUICE_SERVER_RULES_WATCH_H
 #define SLUICE_SERVER_RULES_WATCH_H

@@ -3,8 +3,9 @@
 # command, and 3,000 pipelined: records that span reads, replies larger than a record), curl
 # over HTTPS, grpcio over TLS (Python's); a plain client, and bytes that are not TLS at all, on
 # a TLS port (closed; the server goes on); ALPN (a gRPC port refuses a client that offers only
-# http/1.1); SIGHUP with a renewed certificate (new connections get it) and with a broken one
-# (logged, the certificate in use stays); client certificates (--tls-client-ca) on the listeners
+# http/1.1); a renewed certificate read again when its files change (a rewrite, a Kubernetes
+# Secret's ..data swap) and on SIGHUP (new connections get it), a broken one logged (the
+# certificate in use stays); client certificates (--tls-client-ca) on the listeners
 # --tls names, the others plain; a client that never finishes its handshake (the idle timeout);
 # start-up errors that name the setting, the file and why (a missing or unreadable file: the
 # system's reason); a certificate that has expired or is not valid yet served with a warning at
@@ -124,20 +125,38 @@ s.sendall(b"\x16\x03\x01")  # the start of a record, then nothing
 sys.exit(0 if s.recv(1) == b"" else 1)
 PY
 
-# SIGHUP: a renewed certificate for new connections; a broken one changes nothing
-subject() { openssl s_client -connect "127.0.0.1:$RESP_PORT" -CAfile "$P/ca.pem" </dev/null 2>/dev/null |
+# A renewed certificate for new connections, read again when its files change and on SIGHUP; a
+# broken one changes nothing
+subject() { openssl s_client -connect "127.0.0.1:${1:-$RESP_PORT}" -CAfile "$P/ca.pem" </dev/null 2>/dev/null |
     openssl x509 -noout -subject 2>/dev/null; }
 check "the first certificate" grep -q "CN = server" <(subject)
 cp "$P/renewed.pem" "$TMP/cert.pem"
 cp "$P/renewed.key" "$TMP/key.pem"
-kill -HUP "$(cat "$TMP/s1.pid")"
-check "SIGHUP: read again" wait_log s1 "TLS certificate $TMP/cert.pem read again"
+check "files changed: read again, no signal" wait_log s1 "TLS files changed: TLS certificate $TMP/cert.pem read again"
 check "new connections get the renewed certificate" grep -q "CN = renewed" <(subject)
-cp "$P/server.pem" "$TMP/cert.pem" # a certificate that does not match the key
 kill -HUP "$(cat "$TMP/s1.pid")"
-check "SIGHUP: the mismatch is logged" wait_log s1 "--tls-key $TMP/key.pem: not the key of the certificate in --tls-cert (.*key values mismatch) (the certificate in use stays)"
+check "SIGHUP: read again" wait_log s1 "SIGHUP: TLS certificate $TMP/cert.pem read again"
+cp "$P/server.pem" "$TMP/cert.pem" # a certificate that does not match the key
+check "files changed: the mismatch is logged" wait_log s1 "TLS files changed: --tls-key $TMP/key.pem: not the key of the certificate in --tls-cert (.*key values mismatch) (the certificate in use stays)"
+kill -HUP "$(cat "$TMP/s1.pid")"
+check "SIGHUP: the mismatch is logged" wait_log s1 "SIGHUP: --tls-key $TMP/key.pem: not the key of the certificate in --tls-cert (.*key values mismatch) (the certificate in use stays)"
 check "the renewed certificate stays in use" grep -q "CN = renewed" <(subject)
 check "s1 stops cleanly" stop_bg s1 TERM
+
+# A Kubernetes Secret mounted as a directory: tls.crt and tls.key are links through ..data,
+# which the kubelet swaps to a new directory in one rename
+K=$TMP/secret
+mkdir -p "$K/..v1" "$K/..v2"
+cp "$P/server.pem" "$K/..v1/tls.crt" && cp "$P/server.key" "$K/..v1/tls.key"
+cp "$P/renewed.pem" "$K/..v2/tls.crt" && cp "$P/renewed.key" "$K/..v2/tls.key"
+ln -s ..v1 "$K/..data" && ln -s ..data/tls.crt "$K/tls.crt" && ln -s ..data/tls.key "$K/tls.key"
+start_sluiced s5 --tls-cert "$K/tls.crt" --tls-key "$K/tls.key" --tls resp --config-store "$TMP/s5.db" \
+    --snapshot "" || { cat "$TMP/s5.log"; exit 1; }
+check "a Secret: the first certificate" grep -q "CN = server" <(subject)
+ln -s ..v2 "$K/..data_tmp" && mv -T "$K/..data_tmp" "$K/..data"
+check "a Secret's swap: read again, no signal" wait_log s5 "TLS files changed: TLS certificate $K/tls.crt read again"
+check "a Secret's swap: new connections get the renewed certificate" grep -q "CN = renewed" <(subject)
+check "s5 stops cleanly" stop_bg s5 TERM
 
 # client certificates, on HTTP and gRPC only (RESP stays plain)
 start_sluiced s2 --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls-client-ca "$P/ca.pem" \
