@@ -295,3 +295,31 @@ func TestMiddlewareInFlightByHandWhereTheRuleCannotBeRead(t *testing.T) {
 		}
 	}
 }
+
+// sluiced down when the middleware first asks for its rule, then up: the middleware asks again
+// on the next request, so it learns that go-mw-jobs (a limit of 1) is an in-flight rule and
+// acquires and releases: one request after another all pass. While it was down, the request
+// was decided by OnUnreachable (fail open: served without RateLimit fields).
+func TestMiddlewareInFlightRuleReadOnceSluicedIsBack(t *testing.T) {
+	s := startOwnSluiced(t)
+	c := newClient(t, Options{Addr: s.addr(), OnUnreachable: FailOpen})
+	s.kill()
+	key := runID + "firstdown"
+	lim := &Limiter{Client: c, Rule: "go-mw-jobs", Key: func(*http.Request) (string, error) { return key, nil }}
+	srv := serve(t, lim.Middleware(okHandler))
+	if r, body := get(t, srv.URL, ""); r.StatusCode != 200 || r.Header.Get("RateLimit") != "" {
+		t.Fatalf("sluiced down: %d %v %s, want 200 without RateLimit", r.StatusCode, r.Header, body)
+	}
+	s.start()
+	for i := 0; i < 3; i++ {
+		if r, body := get(t, srv.URL, ""); r.StatusCode != 200 || r.Header.Get("RateLimit") == "" {
+			t.Fatalf("sluiced back, request %d: %d %v %s, want 200 with RateLimit", i+1, r.StatusCode, r.Header, body)
+		}
+		if !poll(func() bool {
+			d, err := c.Peek(bg(t), "go-mw-jobs", key)
+			return err == nil && d.Remaining == 1
+		}) {
+			t.Fatalf("sluiced back, request %d: its unit was not given back", i+1)
+		}
+	}
+}
