@@ -33,7 +33,7 @@ export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 framework() { # NAME: the middleware's tests in framework NAME
     (
         export SLUICE_TEST_FRAMEWORK=$1
-        py_test test_middleware.py -k "not secured"
+        py_test test_middleware.py -k "not secured and not sluiced_is_back"
     )
 }
 
@@ -49,6 +49,8 @@ for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
 done
 check "the middleware with a sluiced where only admin reads rules" \
     py_test test_middleware.py -k secured
+check "the middleware with sluiced down at its first request, then back" \
+    py_test test_middleware.py -k sluiced_is_back
 
 # every framework again against sluiced whose store is a redis-server with the project's
 # sluice.so (the sluiced the tests kill too); a deadline far above the 5 ms default, so that a

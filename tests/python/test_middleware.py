@@ -300,6 +300,60 @@ def secured():
         own.stop()
 
 
+def back_after_first_use():
+    """sluiced down when the middleware first reads its rule, then up: the next request reads it
+    again (whatever RULE_INFO_RETRY_S, the wait after a refusal), learns that mw-jobs (limit 1)
+    is an in-flight rule, and acquires and releases: one request after another all pass. While
+    sluiced was down, the request was decided by on_unreachable (failing open: no fields)."""
+    import asyncio
+
+    import sluice.middleware as mw
+
+    own = harness.OwnSluiced("firstdown", "--rules", os.path.join(harness.TMP, "rules.yaml"))
+    retry, mw.RULE_INFO_RETRY_S = mw.RULE_INFO_RETRY_S, 3600
+    try:
+        client = sluice.Client(port=own.port, on_unreachable="allow", timeout_ms=5000)
+        aclient = sluice.AsyncClient(port=own.port, on_unreachable="allow", timeout_ms=5000)
+        own.kill()
+        req = Request("GET", "/x", {"x-user": f"{RUN}-firstdown"}, "127.0.0.1")
+        areq = Request("GET", "/x", {"x-user": f"{RUN}-afirstdown"}, "127.0.0.1")
+        lim = RateLimit(client, "mw-jobs", key=by_header("x-user"))
+        alim = RateLimit(aclient, "mw-jobs", key=by_header("x-user"))
+
+        def in_turn(one):
+            got = []
+            for _ in range(3):
+                o = one()
+                got.append((o.allowed, bool(o.hold_id), bool(o.headers)))
+                lim.release(o)
+            return got
+
+        async def arun():  # one event loop for the async client's whole life
+            adown = await alim.acheck(areq)
+            check("sluiced starts again", own.start())
+            got = []
+            for _ in range(3):
+                o = await alim.acheck(areq)
+                got.append((o.allowed, bool(o.hold_id), bool(o.headers)))
+                await alim.arelease(o)
+            await aclient.close()
+            return adown, got
+
+        down = lim.check(req)
+        adown, agot = asyncio.run(arun())
+        check("sluiced down at the first request: decided by on_unreachable (through, no fields)",
+              all(o.allowed and o.decision.fallback and not o.headers for o in (down, adown)),
+              f"{down} {adown}")
+        got = in_turn(lambda: lim.check(req))
+        check("sluiced back: requests in turn each acquire mw-jobs' one slot and release it",
+              got == [(True, True, True)] * 3, got)
+        check("sluiced back (asyncio): the same", agot == [(True, True, True)] * 3, agot)
+        client.close()
+    finally:
+        mw.RULE_INFO_RETRY_S = retry
+        own.stop()
+
+
 # ---- the tests: the app of SLUICE_TEST_FRAMEWORK (asgi, flask, django; one a process, as
 # Django's settings are), and a sluiced of the module's own that test_killed kills ------------
 
@@ -367,3 +421,7 @@ def test_killed(app):
 
 def test_secured():
     secured()
+
+
+def test_rule_read_once_sluiced_is_back():
+    back_after_first_use()
