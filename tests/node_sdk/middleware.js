@@ -373,6 +373,41 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   }
 }
 
+// sluiced down when the middleware first reads its rule, then up: that request is decided by
+// onUnreachable (allow: served without RateLimit fields), the next reads the rule again and so
+// acquires mw-jobs (in flight, a limit of 1) and releases: one request after another all pass.
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: an in-flight rule first read while sluiced is down`, async () => {
+    const client = new sluice.Client({ ...patient, port: killPort, onUnreachable: 'allow', maxRetriesPerRequest: 0 });
+    const u = runPrefix();
+    const app = await make({ jobs: { client, rule: 'mw-jobs', key: () => `${u}firstdown` } });
+    let killed = false;
+    try {
+      await serverCtl('kill', killName);
+      killed = true;
+      const down = await get(`${app.base}/jobs/ok`);
+      await down.text();
+      assert.equal(down.status, 200, 'sluiced down, failing open');
+      assert.equal(down.headers.get('ratelimit'), null, 'no limit to report');
+      await serverCtl('start', killName);
+      killed = false;
+      const reached = await poll(async () => client.rule('mw-jobs').then(() => true, () => false), 400);
+      assert.ok(reached, 'the client reaches sluiced again');
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/jobs/ok`);
+        await r.text();
+        assert.equal(r.status, 200, `sluiced back, request ${i + 1}`);
+        assert.notEqual(r.headers.get('ratelimit'), null, `sluiced back, request ${i + 1}: decided by sluiced`);
+        assert.ok(await poll(async () => (await client.peek('mw-jobs', `${u}firstdown`)).remaining === 1), `request ${i + 1}'s hold was released`);
+      }
+    } finally {
+      if (killed) await serverCtl('start', killName);
+      await app.close();
+      await client.close();
+    }
+  });
+}
+
 // A sluiced with an admin password does not show its rules to the default user: the middleware
 // cannot read that mw-jobs (a limit of 1) is an in-flight rule and decides with SL.ALLOW, which
 // takes a unit no release returns (after one request the next is refused); with inFlight set by
