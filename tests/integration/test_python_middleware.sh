@@ -15,6 +15,8 @@ python_venv || { echo "could not install the wheel"; exit 1; }
 
 export SLUICE_KEYS_JSON=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 check "the key functions: every vector of tests/sdk/keys.json, and more" py_test test_keys.py
+check "by_route() in Flask, Django and a plain WSGI app: the route's pattern where they give one" \
+    py_test test_routes.py
 
 middleware_rules "$TMP/rules.yaml"
 cat >>"$TMP/rules.yaml" <<'YAML'

@@ -114,11 +114,21 @@ function releaseOnClose(res, release) {
   else res.once('close', over);
 }
 
+// The route of an Express request as keys.route() sees it: the matched route's pattern under its
+// router's mount path ("/api" + "/users/:id") when the middleware runs on that route (Express sets
+// req.route only once a route matched), else the whole path ("/api/users/7"; req.path alone is
+// relative to where app.use mounted the middleware).
+function expressRoute(req) {
+  const base = req.baseUrl || '';
+  if (req.route && typeof req.route.path === 'string') return base + req.route.path;
+  return base + req.path;
+}
+
 /** Express middleware: app.use(sluice.express({client, rule, key, cost, shadow, priority, report})). */
 function express(options) {
   const lim = limiter(options);
   function sluiceLimit(req, res, next) {
-    const view = { ip: req.ip, headers: req.headers, route: req.route ? req.route.path : req.path, user: undefined, req };
+    const view = { ip: req.ip, headers: req.headers, route: expressRoute(req), user: undefined, req };
     lim.check(view).then((out) => {
       for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
       if (out.status !== 200) {

@@ -28,7 +28,9 @@ class Request:
     """A request as key functions see it. headers: names in lower case (one value each, repeated
     fields joined with ", "); client_ip: the peer's
     address (or, behind trusted proxies, see by_ip); route: the route's pattern when the
-    framework knows it at that point (Django's decorator, Flask), else the path; user: the
+    framework gives one (Django's ResolverMatch.route "users/<int:id>", middleware class and
+    decorator; Flask's URL rule "/users/<int:id>" when the WSGI middleware wraps app.wsgi_app),
+    else the path (ASGI, any other WSGI app, a path no route matches); user: the
     framework's user id when it has one; raw: the framework's own request (scope, environ,
     HttpRequest)."""
 
@@ -130,8 +132,8 @@ def by_header(name):
 
 
 def by_route():
-    """The route: its pattern when the framework has matched one, else the path (the method is
-    not in the key)."""
+    """The route: its pattern when the framework gives one (see Request.route), else the path
+    (the method is not in the key)."""
     return lambda req: req.route or req.path
 
 
