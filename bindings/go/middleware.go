@@ -133,7 +133,11 @@ func KeyForwardedIP(trusted []string, prefixV4, prefixV6 int) KeyFunc {
 		var xff []string
 		for _, h := range r.Header.Values("X-Forwarded-For") {
 			for _, e := range strings.Split(h, ",") {
-				xff = append(xff, strings.Trim(e, " \t"))
+				// as Express's proxy-addr reads it: spaces trimmed (a tab stays, and makes
+				// the entry no address), empty entries dropped
+				if e = strings.Trim(e, " "); e != "" {
+					xff = append(xff, e)
+				}
 			}
 		}
 		for i := len(xff) - 1; i >= 0; i-- {
