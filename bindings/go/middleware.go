@@ -133,7 +133,11 @@ func KeyForwardedIP(trusted []string, prefixV4, prefixV6 int) KeyFunc {
 		var xff []string
 		for _, h := range r.Header.Values("X-Forwarded-For") {
 			for _, e := range strings.Split(h, ",") {
-				xff = append(xff, strings.Trim(e, " \t"))
+				// as Express's proxy-addr reads it: spaces trimmed (a tab stays, and makes
+				// the entry no address), empty entries dropped
+				if e = strings.Trim(e, " "); e != "" {
+					xff = append(xff, e)
+				}
 			}
 		}
 		for i := len(xff) - 1; i >= 0; i-- {
@@ -218,8 +222,10 @@ type Limiter struct {
 	// the middleware reads the rule's algorithm from sluiced (SL.RULE GET, on first use and
 	// again every ruleInfoTTL) and acquires for a concurrency rule all the same; set InFlight
 	// where sluiced will not tell (SL.RULE GET needs the admin permission when sluiced has an
-	// admin password): while the algorithm is unknown, a request is decided with SL.ALLOW,
-	// which on an in-flight rule takes a unit that no release gives back.
+	// admin password): while sluiced refuses to tell, a request is decided with SL.ALLOW,
+	// which on an in-flight rule takes a unit that no release gives back. While sluiced cannot
+	// be reached to tell, a request is decided by the Client's OnUnreachable, as the decision
+	// would be, and the next request asks again.
 	InFlight bool
 	// HoldTimeout bounds a hold's life when the release never comes (a crash); 0: the rule's
 	// hold_timeout.
@@ -249,7 +255,7 @@ type ruleInfo struct {
 
 const (
 	ruleInfoTTL = 10 * time.Second // how long an answer stands: a rule changed in sluiced is seen
-	ruleRetry   = time.Minute      // how often a rule sluiced could not tell of is asked for again
+	ruleRetry   = time.Minute      // how often a rule sluiced refused to tell of is asked again
 )
 
 // Middleware returns next limited by l: func(http.Handler) http.Handler, as routers take it.
@@ -269,9 +275,14 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		if l.Priority != nil {
 			o.Priority = l.Priority(r)
 		}
-		info := l.ruleInfo()
+		info, unreachable := l.ruleInfo()
 		var d Decision
-		if l.InFlight || info.inFlight {
+		if unreachable != nil {
+			// the algorithm is unknown and sluiced cannot be reached: decided as the decision
+			// would be (OnUnreachable), never with an SL.ALLOW that an in-flight rule would
+			// charge with a unit no release gives back
+			d, err = l.Client.fallback(unreachable)
+		} else if l.InFlight || info.inFlight {
 			d, err = l.Client.AcquireWith(r.Context(), l.Rule, key, cost, l.HoldTimeout, o)
 		} else {
 			d, err = l.Client.AllowWith(r.Context(), l.Rule, key, cost, o)
@@ -450,16 +461,20 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 
 // ruleInfo is what the middleware knows of its rule: Window and InFlight when set, the rest from
 // sluiced (SL.RULE GET). The first request asks, and requests meanwhile wait for its answer; an
-// answer older than ruleInfoTTL is asked again by one request while the others go on with it;
-// a rule sluiced could not tell of is asked again at most every ruleRetry.
-func (l *Limiter) ruleInfo() ruleInfo {
+// answer older than ruleInfoTTL is asked again by one request while the others go on with it.
+// A rule sluiced refused to tell of (NOPERM, an unknown rule) is asked again at most every
+// ruleRetry; one it could not be asked of (unreachable) by the next request. The error is that
+// *UnreachableError when the algorithm is still unknown (never answered, InFlight unset): the
+// request is then decided by OnUnreachable.
+func (l *Limiter) ruleInfo() (ruleInfo, error) {
 	fixed := ruleInfo{known: true, inFlight: l.InFlight}
 	if l.Window > 0 {
 		fixed.windowS = ceilDiv(ceilMs(l.Window), 1000)
 	}
 	if l.InFlight && l.Window > 0 {
-		return fixed // all set by hand: nothing to ask
+		return fixed, nil // all set by hand: nothing to ask
 	}
+	var err error
 	l.infoMu.Lock()
 	info, asked := l.info, l.infoAsked
 	wait := ruleRetry
@@ -469,37 +484,44 @@ func (l *Limiter) ruleInfo() ruleInfo {
 	if asked.IsZero() || time.Since(asked) >= wait {
 		l.infoAsked = time.Now()
 		if !info.known {
-			info = l.askRule(info) // under the lock: the first requests wait for the answer
+			info, err = l.askRule(info) // under the lock: the first requests wait for the answer
 		} else {
 			l.infoMu.Unlock()
-			info = l.askRule(info)
+			info, err = l.askRule(info)
 			l.infoMu.Lock()
 		}
+		var ue *UnreachableError
 		if info.known {
 			l.info = info
+		} else if errors.As(err, &ue) {
+			l.infoAsked = time.Time{} // sluiced down, not refusing: the next request asks
 		}
 	}
 	l.infoMu.Unlock()
+	var ue *UnreachableError
+	if info.known || l.InFlight || !errors.As(err, &ue) {
+		err = nil // known, or an error the decision will meet (or not) by itself
+	}
 	if fixed.windowS > 0 {
 		info.windowS = fixed.windowS
 	}
 	info.inFlight = info.inFlight || l.InFlight
-	return info
+	return info, err
 }
 
-// askRule reads the rule from sluiced; old when it cannot.
-func (l *Limiter) askRule(old ruleInfo) ruleInfo {
+// askRule reads the rule from sluiced; old and the error when it cannot.
+func (l *Limiter) askRule(old ruleInfo) (ruleInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.Client.opts.Timeout)
 	defer cancel()
 	def, err := l.Client.ruleDef(ctx, l.Rule)
 	if err != nil {
-		return old
+		return old, err
 	}
 	info := ruleInfo{known: true, inFlight: def.Algorithm == "concurrency"}
 	if win, err := parseRuleDuration(def.Window); err == nil && def.Window != "" {
 		info.windowS = ceilDiv(ceilMs(win), 1000)
 	}
-	return info
+	return info, nil
 }
 
 // ruleDefinition is what the middleware reads of a rule's JSON (SL.RULE GET).

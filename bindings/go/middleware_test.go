@@ -280,11 +280,11 @@ func TestMiddlewarePriority(t *testing.T) {
 	}
 }
 
-// adaptiveLimit is go-mw-adapt's limit for key once every hold of it is released, or -1.
-func adaptiveLimit(t *testing.T, c *Client, key string) int64 {
+// adaptiveLimit is the adaptive rule's limit for key once every hold of it is released, or -1.
+func adaptiveLimit(t *testing.T, c *Client, rule, key string) int64 {
 	limit := int64(-1)
 	if !poll(func() bool {
-		d, err := c.Peek(bg(t), "go-mw-adapt", key)
+		d, err := c.Peek(bg(t), rule, key)
 		limit = d.Limit
 		return err == nil && d.Remaining == d.Limit
 	}) {
@@ -293,9 +293,11 @@ func adaptiveLimit(t *testing.T, c *Client, key string) int64 {
 	return limit
 }
 
-// Report: an adaptive (aimd) rule from a limit of 2, latency_timeout 100ms. Two fast requests
-// (a window) grow it to 3; a window with a 5xx, a panic, a request slower than latency_timeout
-// or a client gone before the end halves it to 1; without Report nothing moves it.
+// Report: an adaptive (aimd) rule from a limit of 2. Two requests (a window) grow it to 3; a
+// window with a 5xx, a panic, a request slower than latency_timeout or a client gone before the
+// end halves it to 1; without Report nothing moves it. Only the slow case uses go-mw-adapt-slow
+// (latency_timeout 100ms): the others' go-mw-adapt waits 10m, so that no request of theirs is
+// a drop for being slow on a loaded machine.
 func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
 	c := newClient(t, Options{})
 	var key atomic.Value
@@ -317,13 +319,17 @@ func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	mk := func(report bool) *httptest.Server {
-		lim := &Limiter{Client: c, Rule: "go-mw-adapt", Window: time.Hour, Report: report,
+	rules := map[*httptest.Server]string{}
+	mk := func(rule string, report bool) *httptest.Server {
+		lim := &Limiter{Client: c, Rule: rule, Window: time.Hour, Report: report,
 			Key: func(*http.Request) (string, error) { return key.Load().(string), nil }}
-		return serve(t, lim.Middleware(handler))
+		srv := serve(t, lim.Middleware(handler))
+		rules[srv] = rule
+		return srv
 	}
-	reporting, quiet := mk(true), mk(false)
+	reporting, slow, quiet := mk("go-mw-adapt", true), mk("go-mw-adapt-slow", true), mk("go-mw-adapt", false)
 	run := func(srv *httptest.Server, name string, paths ...string) int64 {
+		rule := rules[srv]
 		k := runID + "adapt-" + name
 		key.Store(k)
 		for _, p := range paths {
@@ -344,15 +350,19 @@ func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
-			adaptiveLimit(t, c, k) // one request at a time: each release lands before the next
+			adaptiveLimit(t, c, rule, k) // one request at a time: each release lands before the next
 		}
-		return adaptiveLimit(t, c, k)
+		return adaptiveLimit(t, c, rule, k)
 	}
 	if got := run(reporting, "grow", "/ok", "/ok"); got != 3 {
 		t.Fatalf("two fast requests: limit %d, want 3", got)
 	}
 	for _, p := range []string{"/e500", "/panic", "/slow", "/gone"} {
-		if got := run(reporting, "drop"+p[1:], "/ok", p); got != 1 {
+		srv := reporting
+		if p == "/slow" {
+			srv = slow
+		}
+		if got := run(srv, "drop"+p[1:], "/ok", p); got != 1 {
 			t.Fatalf("%s is a drop: limit %d, want 1", p, got)
 		}
 	}

@@ -29,72 +29,126 @@ type ownSluiced struct {
 	dir        string
 	extra      []string // more arguments
 	cmd        *exec.Cmd
+	exited     chan struct{} // closed when cmd has exited (its Wait returned)
 }
 
-// freePorts are n ports nothing listens on now (the kernel's choice, then closed).
+// freePorts are n distinct ports nothing listened on when chosen: the kernel's choice, each
+// listener kept open until all n are chosen (a port closed at once could be chosen again), then
+// all closed for sluiced to take. Another process may still take one first: startOwnSluiced
+// then tries again with other ports.
 func freePorts(t *testing.T, n int) []int {
 	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
 	for len(ports) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
 	}
 	return ports
 }
 
 func (s *ownSluiced) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.resp) }
 
-// start runs sluiced on s's ports and waits (at most 10 s) until its RESP port accepts.
+// start runs sluiced on s's ports and waits until its RESP port accepts; the test fails when it
+// does not.
 func (s *ownSluiced) start() {
+	if err := s.tryStart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// tryStart runs sluiced on s's ports and waits (at most 10 s) until its RESP port accepts. When
+// it exits first (a port taken) or does not accept in time, it is killed and the error says why,
+// with its log.
+func (s *ownSluiced) tryStart() error {
 	t := s.t
 	args := []string{"--port", fmt.Sprint(s.resp), "--http-port", fmt.Sprint(s.http), "--grpc-port", "0",
 		"--rules", serverEnv(t, "SLUICE_RULES"), "--config-store", filepath.Join(s.dir, "config.db"),
 		"--snapshot", ""}
 	args = append(args, strings.Fields(os.Getenv("SLUICE_STORE_ARGS"))...)
 	args = append(args, s.extra...)
-	s.cmd = exec.Command(serverEnv(t, "SLUICED"), args...)
-	log, err := os.OpenFile(filepath.Join(s.dir, "sluiced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd := exec.Command(serverEnv(t, "SLUICED"), args...)
+	logPath := filepath.Join(s.dir, "sluiced.log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	s.cmd.Stdout, s.cmd.Stderr = log, log
-	if err := s.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(func() bool {
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
+	up := poll(func() bool {
+		select {
+		case <-exited:
+			return true // gone: no use waiting
+		default:
+		}
 		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
-	}) {
-		b, _ := os.ReadFile(filepath.Join(s.dir, "sluiced.log"))
-		t.Fatalf("sluiced did not start on %s:\n%s", s.addr(), b)
+	})
+	select {
+	case <-exited:
+		up = false // it exited (the port was someone else's)
+	default:
 	}
+	if !up {
+		s.kill()
+		b, _ := os.ReadFile(logPath)
+		return fmt.Errorf("sluiced did not start on %s:\n%s", s.addr(), b)
+	}
+	return nil
 }
 
 // kill ends sluiced by its PID with SIGKILL, a crash: nothing is drained or closed politely.
+// One that has exited already is left alone.
 func (s *ownSluiced) kill() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
 	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		s.t.Fatalf("killing sluiced (pid %d): %v", s.cmd.Process.Pid, err)
 	}
-	s.cmd.Wait()
+	<-s.exited
 }
 
+// startOwnSluiced starts a sluiced on ports of its choosing, killed when the test ends (the kill
+// registered before it starts, so that one slow to start is killed too); a start that fails is
+// tried again, three times in all, with other ports.
 func startOwnSluiced(t *testing.T, extra ...string) *ownSluiced {
-	p := freePorts(t, 2)
-	s := &ownSluiced{t: t, resp: p[0], http: p[1], dir: t.TempDir(), extra: extra}
-	s.start()
+	s := &ownSluiced{t: t, dir: t.TempDir(), extra: extra}
 	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
+		if s.cmd != nil {
 			s.kill()
 		}
 	})
-	return s
+	var err error
+	for try := 0; try < 3; try++ {
+		p := freePorts(t, 2)
+		s.resp, s.http = p[0], p[1]
+		if err = s.tryStart(); err == nil {
+			return s
+		}
+		t.Logf("start %d: %v", try+1, err)
+	}
+	t.Fatal(err)
+	return nil
 }
 
 func TestMiddlewareSluicedKilledAndRestarted(t *testing.T) {
@@ -238,6 +292,34 @@ func TestMiddlewareInFlightByHandWhereTheRuleCannotBeRead(t *testing.T) {
 			}) {
 				t.Fatalf("InFlight: request %d's hold was not released", i+1)
 			}
+		}
+	}
+}
+
+// sluiced down when the middleware first asks for its rule, then up: the middleware asks again
+// on the next request, so it learns that go-mw-jobs (a limit of 1) is an in-flight rule and
+// acquires and releases: one request after another all pass. While it was down, the request
+// was decided by OnUnreachable (fail open: served without RateLimit fields).
+func TestMiddlewareInFlightRuleReadOnceSluicedIsBack(t *testing.T) {
+	s := startOwnSluiced(t)
+	c := newClient(t, Options{Addr: s.addr(), OnUnreachable: FailOpen})
+	s.kill()
+	key := runID + "firstdown"
+	lim := &Limiter{Client: c, Rule: "go-mw-jobs", Key: func(*http.Request) (string, error) { return key, nil }}
+	srv := serve(t, lim.Middleware(okHandler))
+	if r, body := get(t, srv.URL, ""); r.StatusCode != 200 || r.Header.Get("RateLimit") != "" {
+		t.Fatalf("sluiced down: %d %v %s, want 200 without RateLimit", r.StatusCode, r.Header, body)
+	}
+	s.start()
+	for i := 0; i < 3; i++ {
+		if r, body := get(t, srv.URL, ""); r.StatusCode != 200 || r.Header.Get("RateLimit") == "" {
+			t.Fatalf("sluiced back, request %d: %d %v %s, want 200 with RateLimit", i+1, r.StatusCode, r.Header, body)
+		}
+		if !poll(func() bool {
+			d, err := c.Peek(bg(t), "go-mw-jobs", key)
+			return err == nil && d.Remaining == 1
+		}) {
+			t.Fatalf("sluiced back, request %d: its unit was not given back", i+1)
 		}
 	}
 }

@@ -16,7 +16,9 @@ The markup (README.md and docs/ follow it):
 
   Where commands run. One bash per document, its output a terminal (so programs print what a
   person sees: redis-cli's "1) (integer) 1", line-buffered stdout), in a fresh directory holding
-  examples/, include/, src/ and bindings/ (the source tree's), build/ (the build tree) and a bin/ on PATH with `sluice`
+  examples/, include/ and src/ (the source tree's), a copy of its bindings/ (a package built there
+  writes nothing into the source tree: a document that leaves the source tree's bindings/ other
+  than it found it, by git status, fails), build/ (the build tree) and a bin/ on PATH with `sluice`
   and `sluiced`. Each document runs in a network namespace of its own, so its servers listen on
   their documented ports (sluiced 6390 and 8390, redis-server 6379, nginx or caddy 80,
   PostgreSQL 5432) on 127.0.0.1 and
@@ -776,6 +778,7 @@ class Doc:
             self.failures.append("%s:%s" % (self.name, e))
         if errors:
             return
+        tree_before = bindings_state(self.source)
         sandbox = tempfile.mkdtemp(prefix="sluice-doc.")
         env = make_env(sandbox)
         prepare_sandbox(sandbox, self.source, self.build)
@@ -804,6 +807,12 @@ class Doc:
             if shell is not None:
                 shell.close()
             servers.stop_all()
+            tree_after = bindings_state(self.source)
+            if tree_after != tree_before:
+                self.failures.append(
+                    "%s: running it changed the source tree's bindings/ (git status --porcelain "
+                    "--ignored bindings/):\nbefore:\n%s\nafter:\n%s"
+                    % (self.name, tree_before, tree_after))
             if self.failures and os.environ.get("SLUICE_DOCTEST_KEEP"):
                 print("kept %s" % sandbox)
             else:
@@ -871,6 +880,17 @@ def make_env(sandbox):
     return env
 
 
+def bindings_state(source):
+    """`git status --porcelain --ignored bindings/` of the source tree, or None when it is not a
+    git checkout: a document must leave the packages' sources as it found them (a wheel built in
+    place leaves build/ and *.egg-info there, which later wheels would pack)."""
+    if shutil.which("git") is None or not os.path.exists(os.path.join(source, ".git")):
+        return None
+    r = subprocess.run(["git", "-C", source, "status", "--porcelain", "--ignored", "bindings/"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+    return r.stdout if r.returncode == 0 else None
+
+
 def prepare_sandbox(sandbox, source, build):
     os.makedirs(os.path.join(sandbox, "bin"))
     os.makedirs(os.path.join(sandbox, ".logs"))
@@ -880,7 +900,12 @@ def prepare_sandbox(sandbox, source, build):
     os.symlink(os.path.join(source, "examples"), os.path.join(sandbox, "examples"))
     os.symlink(os.path.join(source, "src"), os.path.join(sandbox, "src"))
     os.symlink(os.path.join(source, "include"), os.path.join(sandbox, "include"))
-    os.symlink(os.path.join(source, "bindings"), os.path.join(sandbox, "bindings"))
+    # a copy, not a link: a document that builds a package (pip wheel bindings/python) writes
+    # beside its sources, and must not write into the source tree (what it leaves there, build/
+    # and *.egg-info, later wheels would pack)
+    shutil.copytree(os.path.join(source, "bindings"), os.path.join(sandbox, "bindings"),
+                    symlinks=True, ignore=shutil.ignore_patterns(
+                        "node_modules", "build", "dist", "*.egg-info", "__pycache__"))
     os.symlink(build, os.path.join(sandbox, "build"))
 
 

@@ -253,6 +253,15 @@ rules:
     min_limit: 1
     max_limit: 8
     backoff: 50
+    latency_timeout: 10m
+  - name: mw-adapt-slow
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
     latency_timeout: 100ms
 YAML
 }

@@ -74,6 +74,15 @@ cat >>"$TMP/rules.yaml" <<'YAML'
     min_limit: 1
     max_limit: 8
     backoff: 50
+    latency_timeout: 10m
+  - name: go-mw-adapt-slow
+    algorithm: concurrency
+    limit: 2
+    hold_timeout: 1h
+    adaptive: aimd
+    min_limit: 1
+    max_limit: 8
+    backoff: 50
     latency_timeout: 100ms
 YAML
 must_start_sluiced sluiced --rules "$TMP/rules.yaml"

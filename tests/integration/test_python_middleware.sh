@@ -15,6 +15,8 @@ python_venv || { echo "could not install the wheel"; exit 1; }
 
 export SLUICE_KEYS_JSON=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 check "the key functions: every vector of tests/sdk/keys.json, and more" py_test test_keys.py
+check "by_route() in Flask, Django and a plain WSGI app: the route's pattern where they give one" \
+    py_test test_routes.py
 
 middleware_rules "$TMP/rules.yaml"
 cat >>"$TMP/rules.yaml" <<'YAML'
@@ -33,7 +35,7 @@ export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 framework() { # NAME: the middleware's tests in framework NAME
     (
         export SLUICE_TEST_FRAMEWORK=$1
-        py_test test_middleware.py -k "not secured"
+        py_test test_middleware.py -k "not secured and not sluiced_is_back"
     )
 }
 
@@ -49,6 +51,8 @@ for fw in asgi:fastapi,uvicorn flask:flask,werkzeug django:django,werkzeug; do
 done
 check "the middleware with a sluiced where only admin reads rules" \
     py_test test_middleware.py -k secured
+check "the middleware with sluiced down at its first request, then back" \
+    py_test test_middleware.py -k sluiced_is_back
 
 # every framework again against sluiced whose store is a redis-server with the project's
 # sluice.so (the sluiced the tests kill too); a deadline far above the 5 ms default, so that a

@@ -40,3 +40,66 @@ test('keys.json: ip_refused', () => {
   assert.ok(table.ip_refused.length > 0);
   for (const v of table.ip_refused) assert.throws(() => sluice.keys.ip(bits(v)), TypeError, JSON.stringify(v));
 });
+
+// keys.route() in real Express and Fastify apps: the key each request was decided under, as a
+// client that records it sees it (no sluiced needed: the key is made before any call).
+function recordingClient(seen) {
+  return {
+    allow: async (rule, key) => { seen.push(key); return { allowed: true, limit: 9, remaining: 8, retryAfterMs: 0, resetAfterMs: 1000 }; },
+    acquire: async () => { throw new Error('not an in-flight rule'); },
+    rule: async () => ({ algorithm: 'fixed_window', window: '1h' }),
+    release: async () => {},
+  };
+}
+
+async function keysOf(listen, paths) {
+  const { base, close } = await listen();
+  try {
+    for (const p of paths) {
+      const r = await fetch(base + p);
+      assert.equal(r.status, 200, p);
+      await r.text();
+    }
+  } finally {
+    await close();
+  }
+}
+
+async function expressListen(app) {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((res) => server.once('listening', res));
+  return { base: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((res) => server.close(res)) };
+}
+
+test('keys.route() in Express: the pattern on a route (under its router\'s mount), the whole path under app.use', async () => {
+  const express = require('express');
+  const seen = { route: [], router: [], mounted: [], root: [] };
+  const mw = (name) => sluice.express({ client: recordingClient(seen[name]), rule: 'r', key: sluice.keys.route() });
+  const app = express();
+  app.use('/api', mw('mounted'));
+  app.use(mw('root'));
+  app.get('/api/users/:id', mw('route'), (req, res) => res.send('ok'));
+  const router = express.Router();
+  router.get('/items/:id', mw('router'), (req, res) => res.send('ok'));
+  app.use('/v2', router);
+  await keysOf(() => expressListen(app), ['/api/users/1', '/api/users/2', '/v2/items/1', '/v2/items/2']);
+  assert.deepEqual(seen.route, ['/api/users/:id', '/api/users/:id'], 'on the route: one key for both');
+  assert.deepEqual(seen.router, ['/v2/items/:id', '/v2/items/:id'], 'on a route of a router mounted at /v2');
+  assert.deepEqual(seen.mounted, ['/api/users/1', '/api/users/2'], 'app.use(\'/api\', ...): the whole path');
+  assert.deepEqual(seen.root, ['/api/users/1', '/api/users/2', '/v2/items/1', '/v2/items/2'], 'app.use(...): the whole path');
+});
+
+test('keys.route() in Fastify: the pattern, with its prefix', async () => {
+  const Fastify = require('fastify');
+  const seen = [];
+  const app = Fastify();
+  app.register(async (scope) => {
+    scope.register(sluice.fastify({ client: recordingClient(seen), rule: 'r', key: sluice.keys.route() }));
+    scope.get('/users/:id', async () => 'ok');
+  }, { prefix: '/api' });
+  await keysOf(async () => {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return { base: `http://127.0.0.1:${app.server.address().port}`, close: () => app.close() };
+  }, ['/api/users/1', '/api/users/2']);
+  assert.deepEqual(seen, ['/api/users/:id', '/api/users/:id']);
+});

@@ -16,7 +16,7 @@ const express = require('express');
 const Fastify = require('fastify');
 const { env, poll, sleep, runPrefix, patient, serverCtl } = require('./common');
 
-const SLOW_MS = 150; // past mw-adapt's latency_timeout of 100ms
+const SLOW_MS = 150; // past mw-adapt-slow's latency_timeout of 100ms
 
 const port = Number(env('SDK_PORT'));
 
@@ -267,13 +267,16 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
     const user = sluice.keys.header('x-user');
     const app = await make({
       adapt: { client, rule: 'mw-adapt', key: user, report: true },
+      adaptslow: { client, rule: 'mw-adapt-slow', key: user, report: true },
       quiet: { client, rule: 'mw-adapt', key: user },
     });
-    // mw-adapt's limit for u once every hold of it is released
-    const limit = async (u) => {
+    // the adaptive rule's limit for u once every hold of it is released: mw-adapt (latency_timeout
+    // 10m, so that no request is a drop for being slow on a loaded machine), or mw-adapt-slow
+    // (100ms) for the paths under /adaptslow/
+    const limit = async (u, rule = 'mw-adapt') => {
       let seen;
       const settled = await poll(async () => {
-        const d = await client.peek('mw-adapt', u);
+        const d = await client.peek(rule, u);
         seen = d.limit;
         return d.remaining === d.limit;
       });
@@ -282,17 +285,19 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
     };
     const run = async (tag, paths) => {
       const u = `${runPrefix()}${tag}`;
+      const rule = paths[0].startsWith('/adaptslow/') ? 'mw-adapt-slow' : 'mw-adapt';
       for (const p of paths) {
         await (await get(`${app.base}${p}`, { 'x-user': u })).text();
-        await limit(u); // one request at a time: each release lands before the next
+        await limit(u, rule); // one request at a time: each release lands before the next
       }
-      return limit(u);
+      return limit(u, rule);
     };
     try {
-      assert.equal(await run('grow', ['/adapt/ok', '/adapt/ok']), 3, 'a window of two fast requests grows the limit 2 -> 3');
-      for (const p of ['/adapt/e500', '/adapt/boom', '/adapt/slow']) {
-        assert.equal(await run('drop', ['/adapt/ok', p]), 1, `${p} is a drop (5xx, thrown, slower than latency_timeout): halved to 1`);
+      assert.equal(await run('grow', ['/adapt/ok', '/adapt/ok']), 3, 'a window of two requests grows the limit 2 -> 3');
+      for (const p of ['/adapt/e500', '/adapt/boom']) {
+        assert.equal(await run('drop', ['/adapt/ok', p]), 1, `${p} is a drop (5xx, thrown): halved to 1`);
       }
+      assert.equal(await run('drop', ['/adaptslow/ok', '/adaptslow/slow']), 1, 'a request slower than latency_timeout is a drop: halved to 1');
       const u = `${runPrefix()}gone`;
       const { req } = await openStream(`${app.base}/adapt/stream`, { 'x-user': u });
       req.destroy();
@@ -371,6 +376,41 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
       }
     });
   }
+}
+
+// sluiced down when the middleware first reads its rule, then up: that request is decided by
+// onUnreachable (allow: served without RateLimit fields), the next reads the rule again and so
+// acquires mw-jobs (in flight, a limit of 1) and releases: one request after another all pass.
+for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
+  test(`${name}: an in-flight rule first read while sluiced is down`, async () => {
+    const client = new sluice.Client({ ...patient, port: killPort, onUnreachable: 'allow', maxRetriesPerRequest: 0 });
+    const u = runPrefix();
+    const app = await make({ jobs: { client, rule: 'mw-jobs', key: () => `${u}firstdown` } });
+    let killed = false;
+    try {
+      await serverCtl('kill', killName);
+      killed = true;
+      const down = await get(`${app.base}/jobs/ok`);
+      await down.text();
+      assert.equal(down.status, 200, 'sluiced down, failing open');
+      assert.equal(down.headers.get('ratelimit'), null, 'no limit to report');
+      await serverCtl('start', killName);
+      killed = false;
+      const reached = await poll(async () => client.rule('mw-jobs').then(() => true, () => false), 400);
+      assert.ok(reached, 'the client reaches sluiced again');
+      for (let i = 0; i < 3; i++) {
+        const r = await get(`${app.base}/jobs/ok`);
+        await r.text();
+        assert.equal(r.status, 200, `sluiced back, request ${i + 1}`);
+        assert.notEqual(r.headers.get('ratelimit'), null, `sluiced back, request ${i + 1}: decided by sluiced`);
+        assert.ok(await poll(async () => (await client.peek('mw-jobs', `${u}firstdown`)).remaining === 1), `request ${i + 1}'s hold was released`);
+      }
+    } finally {
+      if (killed) await serverCtl('start', killName);
+      await app.close();
+      await client.close();
+    }
+  });
 }
 
 // A sluiced with an admin password does not show its rules to the default user: the middleware

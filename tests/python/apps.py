@@ -10,8 +10,9 @@
   /closed/ok     the same, failing closed
   /jobs/stream   a streaming body of 64 KiB chunks, 6000 at most (two minutes), one every 20 ms
   /prio/ok       rule mw-prio (in flight, limit 2, high's reserve 1), the priority from X-Priority
-  /adapt/...     rule mw-adapt (in flight, adaptive aimd from 2, latency_timeout 100ms), the
+  /adapt/...     rule mw-adapt (in flight, adaptive aimd from 2, latency_timeout 10m), the
                  middleware reporting: ok, boom (raises), e500 (answers 500), slow (150 ms), stream
+  /adaptslow/... rule mw-adapt-slow (the same, latency_timeout 100ms), the middleware reporting
   /quiet/...     the same rule, the middleware not reporting (the default)
   /kopen/ok      rule mw-kill (limit 1000 an hour) in a sluiced the test kills and starts again
                  (the kill port), through a client failing open
@@ -58,6 +59,7 @@ def limits(client, kind, kill_port):
             RateLimit(client, "mw-prio", key=user, match=under("/prio/"),
                       priority=lambda req: req.headers.get("x-priority")),
             RateLimit(client, "mw-adapt", key=user, match=under("/adapt/"), report=True),
+            RateLimit(client, "mw-adapt-slow", key=user, match=under("/adaptslow/"), report=True),
             RateLimit(client, "mw-adapt", key=user, match=under("/quiet/")),
             RateLimit(kind(port=down, on_unreachable="allow"), "mw-fixed", key=user,
                       match=under("/open/")),
@@ -78,7 +80,7 @@ def killed(kind, port, user, under):
     return list(KILLED.values())
 
 
-SLOW_S = 0.15  # past mw-adapt's latency_timeout of 100ms
+SLOW_S = 0.15  # past mw-adapt-slow's latency_timeout of 100ms
 
 
 def chunks():

@@ -216,12 +216,13 @@ def holds(name, port, client, prefix="/jobs"):
           harness.poll(20, lambda: free(client, u + "-drop")))
 
 
-def adaptive(client, user):
-    """mw-adapt's limit for user once every hold of it is released (bounded poll), or None."""
+def adaptive(client, user, rule="mw-adapt"):
+    """The adaptive rule's limit for user once every hold of it is released (bounded poll), or
+    None."""
     seen = []
 
     def settled():
-        d = client.peek("mw-adapt", user)  # the key is the X-User header's value
+        d = client.peek(rule, user)  # the key is the X-User header's value
         seen[:] = [d.limit]
         return d.remaining == d.limit
 
@@ -249,18 +250,24 @@ def priorities(name, port, client):
 
 
 def reports(name, port, client):
+    """mw-adapt waits 10m for a release, so that no request of these is a drop for being slow on
+    a loaded machine; only the slow case runs under mw-adapt-slow (latency_timeout 100ms)."""
     def run(tag, paths):
         u = f"{RUN}-{name}-{tag}"
+        rule = "mw-adapt-slow" if paths[0].startswith("/adaptslow/") else "mw-adapt"
         for p in paths:
             get(port, p, u)
-            adaptive(client, u)  # one request at a time: each release lands before the next
-        return adaptive(client, u)
+            adaptive(client, u, rule)  # one request at a time: each release lands before the next
+        return adaptive(client, u, rule)
 
     got = run("grow", ["/adapt/ok", "/adapt/ok"])
-    check(f"{name}: report: a window of two fast requests grows the adaptive limit 2 -> 3",
+    check(f"{name}: report: a window of two requests grows the adaptive limit 2 -> 3",
           got == 3, got)
-    for tag, path in (("e500", "/adapt/e500"), ("boom", "/adapt/boom"), ("slow", "/adapt/slow")):
-        got = run(tag, ["/adapt/ok", path])
+    for tag, paths in (("e500", ["/adapt/ok", "/adapt/e500"]),
+                       ("boom", ["/adapt/ok", "/adapt/boom"]),
+                       ("slow", ["/adaptslow/ok", "/adaptslow/slow"])):
+        path = paths[1]
+        got = run(tag, paths)
         check(f"{name}: report: {path} is a drop (5xx, raised, or slower than latency_timeout): "
               "the limit halves to 1", got == 1, got)
     u = f"{RUN}-{name}-gone"
@@ -297,6 +304,60 @@ def secured():
         told.release(a)
         check("... and releases", told.check(req).allowed)
     finally:
+        own.stop()
+
+
+def back_after_first_use():
+    """sluiced down when the middleware first reads its rule, then up: the next request reads it
+    again (whatever RULE_INFO_RETRY_S, the wait after a refusal), learns that mw-jobs (limit 1)
+    is an in-flight rule, and acquires and releases: one request after another all pass. While
+    sluiced was down, the request was decided by on_unreachable (failing open: no fields)."""
+    import asyncio
+
+    import sluice.middleware as mw
+
+    own = harness.OwnSluiced("firstdown", "--rules", os.path.join(harness.TMP, "rules.yaml"))
+    retry, mw.RULE_INFO_RETRY_S = mw.RULE_INFO_RETRY_S, 3600
+    try:
+        client = sluice.Client(port=own.port, on_unreachable="allow", timeout_ms=5000)
+        aclient = sluice.AsyncClient(port=own.port, on_unreachable="allow", timeout_ms=5000)
+        own.kill()
+        req = Request("GET", "/x", {"x-user": f"{RUN}-firstdown"}, "127.0.0.1")
+        areq = Request("GET", "/x", {"x-user": f"{RUN}-afirstdown"}, "127.0.0.1")
+        lim = RateLimit(client, "mw-jobs", key=by_header("x-user"))
+        alim = RateLimit(aclient, "mw-jobs", key=by_header("x-user"))
+
+        def in_turn(one):
+            got = []
+            for _ in range(3):
+                o = one()
+                got.append((o.allowed, bool(o.hold_id), bool(o.headers)))
+                lim.release(o)
+            return got
+
+        async def arun():  # one event loop for the async client's whole life
+            adown = await alim.acheck(areq)
+            check("sluiced starts again", own.start())
+            got = []
+            for _ in range(3):
+                o = await alim.acheck(areq)
+                got.append((o.allowed, bool(o.hold_id), bool(o.headers)))
+                await alim.arelease(o)
+            await aclient.close()
+            return adown, got
+
+        down = lim.check(req)
+        adown, agot = asyncio.run(arun())
+        check("sluiced down at the first request: decided by on_unreachable (through, no fields)",
+              all(o.allowed and o.decision.fallback and not o.headers for o in (down, adown)),
+              f"{down} {adown}")
+        got = in_turn(lambda: lim.check(req))
+        check("sluiced back: requests in turn each acquire mw-jobs' one slot and release it",
+              got == [(True, True, True)] * 3, got)
+        check("sluiced back (asyncio): the same", agot == [(True, True, True)] * 3, agot)
+        client.close()
+    finally:
+        mw.RULE_INFO_RETRY_S = retry
         own.stop()
 
 
@@ -367,3 +428,7 @@ def test_killed(app):
 
 def test_secured():
     secured()
+
+
+def test_rule_read_once_sluiced_is_back():
+    back_after_first_use()

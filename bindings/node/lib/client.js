@@ -131,14 +131,21 @@ class Client {
     try {
       return decisionFromReply(await this.command(args), withHold);
     } catch (err) {
-      if (!(err instanceof UnreachableError) || this.options.onUnreachable === 'raise') throw err;
-      const o = this.options;
-      const d = o.onUnreachable === 'allow'
-        ? fallbackDecision(true, 0)
-        : fallbackDecision(false, Math.max(1, backoffMs(this.failures - 1, o.backoffBaseMs, o.backoffCapMs, this.rng)));
-      if (withHold) d.holdId = null;
-      return d;
+      return this.fallback(err, withHold);
     }
+  }
+
+  // The decision of a call that failed with err: onUnreachable's when sluiced could not be
+  // asked (an UnreachableError), else err thrown. The middleware's too, for a request whose rule
+  // it could not read.
+  fallback(err, withHold = false) {
+    if (!(err instanceof UnreachableError) || this.options.onUnreachable === 'raise') throw err;
+    const o = this.options;
+    const d = o.onUnreachable === 'allow'
+      ? fallbackDecision(true, 0)
+      : fallbackDecision(false, Math.max(1, backoffMs(this.failures - 1, o.backoffBaseMs, o.backoffCapMs, this.rng)));
+    if (withHold) d.holdId = null;
+    return d;
   }
 
   // The cache around a decision of `cost` for the cache name `name`.

@@ -65,7 +65,9 @@ function header(name, { prefix = '' } = {}) {
   };
 }
 
-/** The route: its pattern when the framework has matched one ("/users/:id"), else the path. */
+/** The route: its pattern when the framework has matched one by the time the middleware runs
+ * ("/users/:id": Express when the middleware is on the route, Fastify always), else the whole
+ * path ("/users/7": Express under app.use). */
 function route({ prefix = '' } = {}) {
   return ({ route: r }) => (typeof r === 'string' ? prefix + r : null);
 }

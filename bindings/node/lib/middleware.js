@@ -8,6 +8,7 @@
 const { performance } = require('node:perf_hooks');
 
 const keys = require('./keys');
+const { UnreachableError } = require('./decision');
 const { durationSeconds, decisionHeaders, tooManyBody, PROBLEM_TYPE } = require('./http');
 
 const RULE_INFO_TTL_MS = 10000;
@@ -31,6 +32,9 @@ const LATENCY_MAX_MS = 3600000; // the most a release reports (1h): a longer req
 // The shared core: check(view) -> {status: 200|400|429, headers, body, release}. An in-flight
 // rule is one whose algorithm sluiced says is concurrency, or any rule with options.inFlight
 // (for a sluiced that will not show its rules: SL.ALLOW would take a unit no release returns).
+// While the rule was never read and sluiced cannot be reached to read it, a request is decided
+// by the client's onUnreachable, never sent as an SL.ALLOW (the rule may be in-flight), and the
+// next request reads the rule again.
 function limiter(options) {
   checkOptions(options);
   const o = { key: keys.ip(), cost: 1, shadow: false, report: false, keyMaxBytes: KEY_MAX_BYTES, onReleaseError: () => {}, ...options };
@@ -44,8 +48,9 @@ function limiter(options) {
       info = { windowS: durationSeconds(r.hold_timeout || r.window), inFlight: r.algorithm === 'concurrency', at: now };
       return info;
     } catch (err) {
-      // keep what was known; never known: an allow (the decision meets the same failure)
-      return info || { windowS: null, inFlight: false, at: 0 };
+      // keep what was known; never known: sluiced unreachable decides by onUnreachable, a
+      // refusal (NOPERM) by an allow
+      return info || { windowS: null, inFlight: false, at: 0, unreachable: err instanceof UnreachableError ? err : null };
     } finally {
       asking = null;
     }
@@ -85,7 +90,10 @@ function limiter(options) {
     const cost = typeof o.cost === 'function' ? o.cost(view.req) : o.cost;
     const priority = typeof o.priority === 'function' ? o.priority(view.req) : o.priority;
     const ri = await ruleInfo();
-    const d = o.inFlight || ri.inFlight ? await o.client.acquire(o.rule, key, { cost, priority }) : await o.client.allow(o.rule, key, cost, { priority });
+    let d;
+    if (ri.unreachable && !o.inFlight) d = o.client.fallback(ri.unreachable);
+    else if (o.inFlight || ri.inFlight) d = await o.client.acquire(o.rule, key, { cost, priority });
+    else d = await o.client.allow(o.rule, key, cost, { priority });
     const headers = decisionHeaders(o.rule, ri.windowS, d);
     if (!d.allowed && !o.shadow) return { status: 429, headers, body: tooManyBody(o.rule, ri.windowS, d), release: null };
     if (!d.allowed) delete headers['Retry-After'];
@@ -106,11 +114,21 @@ function releaseOnClose(res, release) {
   else res.once('close', over);
 }
 
+// The route of an Express request as keys.route() sees it: the matched route's pattern under its
+// router's mount path ("/api" + "/users/:id") when the middleware runs on that route (Express sets
+// req.route only once a route matched), else the whole path ("/api/users/7"; req.path alone is
+// relative to where app.use mounted the middleware).
+function expressRoute(req) {
+  const base = req.baseUrl || '';
+  if (req.route && typeof req.route.path === 'string') return base + req.route.path;
+  return base + req.path;
+}
+
 /** Express middleware: app.use(sluice.express({client, rule, key, cost, shadow, priority, report})). */
 function express(options) {
   const lim = limiter(options);
   function sluiceLimit(req, res, next) {
-    const view = { ip: req.ip, headers: req.headers, route: req.route ? req.route.path : req.path, user: undefined, req };
+    const view = { ip: req.ip, headers: req.headers, route: expressRoute(req), user: undefined, req };
     lim.check(view).then((out) => {
       for (const [k, v] of Object.entries(out.headers)) res.setHeader(k, v);
       if (out.status !== 200) {

@@ -12,11 +12,13 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from ..errors import UnreachableError
+
 
 log = logging.getLogger("sluice")
 
 RULE_INFO_TTL_S = 10  # how long the facts of a rule (algorithm, window) are kept between reads
-RULE_INFO_RETRY_S = 1  # after a failed read, how long until the next is tried
+RULE_INFO_RETRY_S = 1  # after sluiced refused a read (NOPERM), how long until the next is tried
 WARN_EVERY_S = 10  # a failure to read a rule, or to release a hold, is logged once in this long
 LATENCY_MAX_MS = 3_600_000  # the most a release reports (1h): a longer request reports that
 
@@ -26,7 +28,9 @@ class Request:
     """A request as key functions see it. headers: names in lower case (one value each, repeated
     fields joined with ", "); client_ip: the peer's
     address (or, behind trusted proxies, see by_ip); route: the route's pattern when the
-    framework knows it at that point (Django's decorator, Flask), else the path; user: the
+    framework gives one (Django's ResolverMatch.route "users/<int:id>", middleware class and
+    decorator; Flask's URL rule "/users/<int:id>" when the WSGI middleware wraps app.wsgi_app),
+    else the path (ASGI, any other WSGI app, a path no route matches); user: the
     framework's user id when it has one; raw: the framework's own request (scope, environ,
     HttpRequest)."""
 
@@ -128,8 +132,8 @@ def by_header(name):
 
 
 def by_route():
-    """The route: its pattern when the framework has matched one, else the path (the method is
-    not in the key)."""
+    """The route: its pattern when the framework gives one (see Request.route), else the path
+    (the method is not in the key)."""
     return lambda req: req.route or req.path
 
 
@@ -241,8 +245,11 @@ class RateLimit:
     algorithm (an in-flight rule, algorithm concurrency, acquires and releases) and window (for
     RateLimit-Policy) are read from sluiced with SL.RULE GET and kept RULE_INFO_TTL_S seconds,
     unless given as algorithm and window ("1m"); give them when sluiced has --admin-password
-    (only admin may read rules there) and the client is not admin.
-    What happens when sluiced cannot be reached is the client's on_unreachable."""
+    (only admin may read rules there) and the client is not admin: while sluiced refuses to
+    tell, requests are decided with SL.ALLOW, which on an in-flight rule takes a unit no release
+    gives back. What happens when sluiced cannot be reached is the client's on_unreachable; a
+    request that finds sluiced unreachable before the rule's algorithm was ever read is decided
+    by on_unreachable too (not sent as SL.ALLOW), and the next request reads the rule again."""
 
     def __init__(self, client, rule, key=None, cost=1, shadow=False, timeout_ms=None, match=None,
                  max_key_bytes=1024, algorithm=None, window=None, priority=None, report=False):
@@ -280,16 +287,20 @@ class RateLimit:
         return self.priority(req) if callable(self.priority) else self.priority
 
     def _info_fresh(self):
-        """True while the rule's facts need no reading: kept RULE_INFO_TTL_S, and after a failed
-        read none is tried for RULE_INFO_RETRY_S (sluiced down costs one call a request, not
-        two)."""
+        """True while the rule's facts need no reading: kept RULE_INFO_TTL_S, and after sluiced
+        refused a read none is tried for RULE_INFO_RETRY_S. After a read that could not reach
+        sluiced the next request reads again (sluiced down still costs one call a request: see
+        _unknown)."""
         return time.monotonic() < self._info_until
 
     def _set_info(self, reply):
         self._info, self._info_until = parse_rule_info(reply), time.monotonic() + RULE_INFO_TTL_S
 
     def _info_failed(self, e):
-        self._info_until = time.monotonic() + RULE_INFO_RETRY_S
+        """A read of the rule failed with e: sluiced's refusal holds off the next read; sluiced
+        unreachable does not (the next request asks again)."""
+        if not isinstance(e, UnreachableError):
+            self._info_until = time.monotonic() + RULE_INFO_RETRY_S
         now = time.monotonic()
         if now >= self._warned_at + WARN_EVERY_S:  # logged at a limited rate
             self._warned_at = now
@@ -301,10 +312,13 @@ class RateLimit:
         key, refusal = self._key_of(req)
         if refusal is not None:
             return refusal
+        failed = None
         if not self._info_fresh():
-            self._fetch_info(lambda: self.client.command("SL.RULE", "GET", self.rule))
+            failed = self._fetch_info(lambda: self.client.command("SL.RULE", "GET", self.rule))
         cost, priority = self._cost(req), self._priority(req)
-        if self._info is not None and self._info.algorithm == "concurrency":
+        if self._unknown(failed):
+            d = self.client._core.unreachable(failed)
+        elif self._info is not None and self._info.algorithm == "concurrency":
             d = self.client.acquire(self.rule, key, cost, self.timeout_ms, priority=priority)
         else:
             d = self.client.allow(self.rule, key, cost, priority=priority)
@@ -318,13 +332,17 @@ class RateLimit:
         key, refusal = self._key_of(req)
         if refusal is not None:
             return refusal
+        failed = None
         if not self._info_fresh():
             try:
                 self._set_info(await self.client.command("SL.RULE", "GET", self.rule))
             except Exception as e:  # unreachable, or not allowed: decide without them
                 self._info_failed(e)
+                failed = e
         cost, priority = self._cost(req), self._priority(req)
-        if self._info is not None and self._info.algorithm == "concurrency":
+        if self._unknown(failed):
+            d = self.client._core.unreachable(failed)
+        elif self._info is not None and self._info.algorithm == "concurrency":
             d = await self.client.acquire(self.rule, key, cost, self.timeout_ms, priority=priority)
         else:
             d = await self.client.allow(self.rule, key, cost, priority=priority)
@@ -333,10 +351,20 @@ class RateLimit:
         return out
 
     def _fetch_info(self, get):
+        """Reads the rule's facts with get(); the exception when that failed, else None."""
         try:
             self._set_info(get())
         except Exception as e:  # unreachable, or not allowed: decide without them
             self._info_failed(e)
+            return e
+        return None
+
+    def _unknown(self, failed):
+        """True when the rule's algorithm was never read and reading it just found sluiced
+        unreachable (failed): the request is then decided by the client's on_unreachable, as
+        its decision would be, never by an SL.ALLOW that, should sluiced be back by then, would
+        take a unit of an in-flight rule that no release gives back."""
+        return self._info is None and isinstance(failed, UnreachableError)
 
     def outcome(self, key, d):
         """The Outcome of decision d for key: headers as sluiced's HTTP API sets them."""

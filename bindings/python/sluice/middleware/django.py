@@ -8,6 +8,11 @@
     @ratelimit(RateLimit(client, "reports", key=by_user()))
     def report(request): ...
 
+The Request's route is the pattern of the URL the request resolves to, as Django's
+ResolverMatch.route writes it ("users/<int:id>"), for the middleware class (which resolves the
+path itself, before Django does) and the decorator alike; a path that resolves to nothing has
+its path as its route.
+
 An in-flight rule's hold is released when the server closes the response (also when the client
 went away mid-response), or when the view raises. With the limit's report, it is reported dropped
 when the view raised, the status was a 5xx, or a streaming response was closed before its end.
@@ -88,9 +93,22 @@ class RateLimitMiddleware:
 
     def __call__(self, request):
         call = lambda: self.get_response(request)  # noqa: E731
+        route = _resolved_route(request)
         for limit in reversed(self.limits):
-            call = (lambda lim, inner: lambda: _guarded(lim, request, "", inner))(limit, call)
+            call = (lambda lim, inner: lambda: _guarded(lim, request, route, inner))(limit, call)
         return call()
+
+
+def _resolved_route(request):
+    """The route pattern request.path_info resolves to (in request.urlconf when a middleware
+    set one), or "" when it resolves to none or has no pattern (re_path)."""
+    from django.urls import Resolver404, resolve
+
+    try:
+        match = resolve(request.path_info, getattr(request, "urlconf", None))
+    except Resolver404:
+        return ""
+    return match.route or ""
 
 
 def ratelimit(limit, block=True):
