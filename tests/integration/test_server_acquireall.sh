@@ -30,7 +30,7 @@ rules:
   - name: gpu
     algorithm: concurrency
     limit: 2
-    hold_timeout: 10s
+    hold_timeout: 30m # no hold here expires but by its TIMEOUT, however slow the machine
   - name: quiet
     algorithm: concurrency
     limit: 1
@@ -88,8 +88,8 @@ cases() { # $1: the run's name, in every case's name and key
         "^1 [23] [01] 0 [0-9]+ $ID $ID\$"
     check "$m timeout expires gpu" poll 10 remaining_is gpu "$m:t" 2
     check "$m timeout expires conn" poll 10 remaining_is conn "$m:t" 3
-    check "$m timeout long" matches "$(sc SL.ACQUIREALL conn "$m:t" gpu "$m:t" TIMEOUT 10001)" \
-        "^ERR timeout must be within 1..10000 ms \\(rule 'gpu' hold_timeout\\)$"
+    check "$m timeout long" matches "$(sc SL.ACQUIREALL conn "$m:t" gpu "$m:t" TIMEOUT 1800001)" \
+        "^ERR timeout must be within 1..1800000 ms \\(rule 'gpu' hold_timeout\\)$"
     # errors hold nothing
     check "$m not holding" matches "$(sc SL.ACQUIREALL conn "$m:e" api "$m:e")" \
         "^ERR rule 'api' holds nothing to acquire or release"
@@ -134,7 +134,7 @@ cases() { # $1: the run's name, in every case's name and key
     check "$m race then full" matches "$(sc SL.ACQUIREALL conn "$m:r" gpu "$m:r")" '^0 '
 
     # HTTP: every hold or none, validated whole, releases each on its own
-    r=$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':h","cost":2},{"rule":"gpu","key":"'"$m"':h","timeout_ms":5000}]}')
+    r=$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':h","cost":2},{"rule":"gpu","key":"'"$m"':h","timeout_ms":600000}]}')
     check "$m http acquire" json_ok "$r" 's == 200 and v["allowed"] and all(c["allowed"] and c["hold_id"] > 0 for c in v["checks"]) and [c["remaining"] for c in v["checks"]] == [1, 1]'
     local ids
     ids=$(python3 -c 'import json,sys; print(" ".join(str(c["hold_id"]) for c in json.loads(sys.argv[1].rsplit(" ", 1)[0])["checks"]))' "$r")
@@ -143,8 +143,8 @@ cases() { # $1: the run's name, in every case's name and key
     check "$m http refused holds nothing" remaining_is gpu "$m:h" 1
     check "$m http independent" json_ok "$(post /v1/acquire '{"independent":true,"checks":[{"rule":"conn","key":"'"$m"':h","cost":2},{"rule":"gpu","key":"'"$m"':h"}]}')" \
         's == 200 and not v["allowed"] and [c["allowed"] for c in v["checks"]] == [False, True] and v["checks"][0]["hold_id"] == 0 and v["checks"][1]["hold_id"] > 0'
-    check "$m http timeout" json_ok "$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':v"},{"rule":"gpu","key":"'"$m"':v","timeout_ms":10001}]}')" \
-        's == 400 and v["detail"] == "checks[1]: timeout_ms must be within 1..10000 (rule \x27gpu\x27 hold_timeout)"'
+    check "$m http timeout" json_ok "$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':v"},{"rule":"gpu","key":"'"$m"':v","timeout_ms":1800001}]}')" \
+        's == 400 and v["detail"] == "checks[1]: timeout_ms must be within 1..1800000 (rule \x27gpu\x27 hold_timeout)"'
     check "$m http unknown field" json_ok "$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':v","cots":2}]}')" \
         's == 400 and v["detail"] == "checks[0]: unknown field \x27cots\x27"'
     check "$m http not holding" json_ok "$(post /v1/acquire '{"checks":[{"rule":"conn","key":"'"$m"':v"},{"rule":"api","key":"'"$m"':v"}]}')" \
