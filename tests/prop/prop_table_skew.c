@@ -38,8 +38,7 @@
 enum { C_SAME, C_BOUNDED, C_CONTROL, N_CLAIMS };
 static const char *const claim_names[N_CLAIMS] = {"same", "bounded", "control"};
 static const char *const claim_texts[N_CLAIMS] = {
-    "a call behind its shard's latest time by at most skew_ns is made at that time, one further "
-    "behind at its own",
+    "a call behind its shard's latest time by up to skew_ns is made at it, others at their own",
     "token_bucket and gcra answer reset_after and retry_after within tolerance + max_delay",
     "without skew, lagging callers are answered over that bound (the race is reached)",
 };
