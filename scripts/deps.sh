@@ -38,9 +38,11 @@ if [ "$what" = test ]; then
     sqlite3 postgresql python3 python3-grpcio python3-grpc-tools python3-yaml jq wrk chromium
     fonts-dejavu-core)
   # the fault harness (tests/fault/): network namespaces and veth pairs (iproute2), partitions
-  # and packet loss (nftables)
+  # and packet loss (nftables), a process's clock stepped (faketime: without it `make faults`
+  # skips every cell)
   packages+=(iproute2)
   packages+=(nftables)
+  packages+=(faketime)
   # the Go package (bindings/go): Debian's Go toolchain, standard library only, no module proxy
   packages+=(golang-go)
   # the Python package (bindings/python/): its wheel built offline (setuptools, pip) and installed
