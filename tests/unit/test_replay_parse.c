@@ -164,7 +164,8 @@ static const struct {
     {"\x01 k", "time must be a non-negative integer or an RFC 3339 timestamp, got '\\x01'"},
     {"it's k", "time must be a non-negative integer or an RFC 3339 timestamp, got 'it\\x27s'"},
     {"0123456789012345678901234567890123456789xyz k",
-     "time must be a non-negative integer or an RFC 3339 timestamp, got '0123456789012345678901234567890123456789...'"},
+     "time must be a non-negative integer or an RFC 3339 timestamp, got "
+     "'0123456789012345678901234567890123456789...'"},
 };
 
 static void test_bad_lines(void **state)
