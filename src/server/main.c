@@ -122,6 +122,9 @@ static void snapshot_thread(void *arg)
 {
     main_ctx_t *m = arg;
     snapshot_run_t *r = &m->snap;
+    sigset_t main_only; /* the main thread's (server_signals) */
+    server_signals(&main_only);
+    pthread_sigmask(SIG_BLOCK, &main_only, NULL);
 #ifdef SCHED_IDLE
     /* any runnable thread of the machine goes first; the write takes what is left */
     struct sched_param none = {.sched_priority = 0};
@@ -537,11 +540,18 @@ static int stop_all(main_ctx_t *m)
     engine_stop(m->srv.engine);
     snapshot_join(m); /* a snapshot under way finishes first: both write PATH.tmp */
     int final_rc = save_snapshot_now(m);
+    /* Closing its last handle of a signal, libuv gives the signal back its default action,
+     * which would end a process already stopping with status 143 at a second SIGTERM (a
+     * supervisor's, a user's second Ctrl-C). So the signals are ignored from then on, and
+     * blocked while the handles close: no thread takes one between the default action's return
+     * and SIG_IGN (the other threads block them: server_signals), and one that arrives then
+     * stays pending until SIG_IGN discards it. */
+    sigset_t stops;
+    server_signals(&stops);
+    pthread_sigmask(SIG_BLOCK, &stops, NULL);
     uv_close((uv_handle_t *)&m->sig_term, NULL);
     uv_close((uv_handle_t *)&m->sig_int, NULL);
     uv_close((uv_handle_t *)&m->sig_hup, NULL);
-    /* libuv gave the signals back their default action, which would end a process already
-     * stopping with status 143 at a second SIGTERM (a supervisor's, a user's second Ctrl-C) */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);

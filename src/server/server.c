@@ -7,6 +7,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,9 +141,20 @@ static void on_stop(uv_async_t *a)
     uv_timer_start(&l->idle_timer, on_drain_tick, 0, 5);
 }
 
+void server_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
 static void loop_thread(void *arg)
 {
     loop_t *l = arg;
+    sigset_t main_only;
+    server_signals(&main_only);
+    pthread_sigmask(SIG_BLOCK, &main_only, NULL);
     uv_run(&l->uv, UV_RUN_DEFAULT);
     uv_walk(&l->uv, close_handle, NULL);
     uv_run(&l->uv, UV_RUN_DEFAULT);

@@ -5,6 +5,7 @@
 #ifndef SLUICE_SERVER_SERVER_H
 #define SLUICE_SERVER_SERVER_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "server/loop.h"
@@ -30,5 +31,11 @@ int server_start(server_t *srv, char *err, size_t err_cap);
 /* Stops accepting, lets every connection finish what it read and write its replies, closes
  * them, joins the threads. */
 void server_stop(server_t *srv);
+
+/* The signals sluiced stops (SIGTERM, SIGINT) or reloads (SIGHUP) on, into *set. They are the
+ * main thread's alone: the loop threads block them (and so libuv's thread pool, which they
+ * start), so the kernel never hands one to a thread that could take its default action while
+ * the main thread stops (main.c). */
+void server_signals(sigset_t *set);
 
 #endif /* SLUICE_SERVER_SERVER_H */
