@@ -5,7 +5,7 @@
 
 int64_t approx_left(const approx_count_t *c)
 {
-    int64_t left = c->remaining - c->sending - c->admitted;
+    int64_t left = c->remaining - c->sending - c->flushing - c->deciding - c->admitted;
     return left > 0 ? left : 0;
 }
 
@@ -13,9 +13,10 @@ approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t now_ns)
 {
     c->asked = true;
     if (c->remaining < 0 || now_ns >= c->until_ns) {
+        c->deciding += cost;
         return APPROX_STRICT;
     }
-    if (c->remaining - c->sending - c->admitted < cost) {
+    if (c->remaining - c->sending - c->flushing - c->deciding - c->admitted < cost) {
         return APPROX_REFUSE;
     }
     c->admitted += cost;
@@ -55,6 +56,34 @@ void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent
         return;
     }
     approx_reply(c, remaining, sent_ns, sync_ns, now_ns);
+}
+
+int64_t approx_flush_begin(approx_count_t *c)
+{
+    int64_t units = c->admitted;
+    c->flushing += units;
+    c->admitted = 0;
+    return units;
+}
+
+void approx_flush_end(approx_count_t *c, int64_t units, bool ok, int64_t remaining, int64_t sent_ns,
+                      int64_t sync_ns, int64_t now_ns)
+{
+    c->flushing -= units;
+    if (!ok) {
+        c->admitted += units;
+        return;
+    }
+    approx_reply(c, remaining, sent_ns, sync_ns, now_ns);
+}
+
+void approx_strict_end(approx_count_t *c, int64_t cost, bool ok, int64_t remaining, int64_t sent_ns,
+                       int64_t sync_ns, int64_t now_ns)
+{
+    c->deciding -= cost;
+    if (ok) {
+        approx_reply(c, remaining, sent_ns, sync_ns, now_ns);
+    }
 }
 
 void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns, int64_t sync_ns,

@@ -7,9 +7,13 @@
  * strict decision's, or a sync's) and the units it admitted since. It decides cost units:
  *
  *   strict   no count yet, or a count that arrived a sync interval ago or more (its syncs fail,
- *            or the key was idle): the decision goes to the store, and its reply is the new
- *            count
- *   admit    remaining - sending - admitted >= cost: admitted += cost, no command
+ *            its sync timer is late, or the key was idle): the decision goes to the store, and
+ *            its reply is the new count. What the node admitted and has not sent goes first
+ *            (approx_flush_begin), on the same connection, so the store counts it before it
+ *            decides: a strict decision never misses the node's own admissions
+ *   admit    what the count leaves once the node's own units the store may not hold yet are
+ *            taken off (sending, flushing, admitted, and the costs of strict decisions on their
+ *            way, deciding) >= cost: admitted += cost, no command
  *   refuse   otherwise, no command
  *
  * Every sync interval the node sends what it admitted (approx_sync_begin: a charge past the
@@ -37,6 +41,9 @@ typedef struct approx_count {
     int64_t until_ns;  /* it is used until then: a sync interval after it arrived, ns */
     int64_t sync_ns;   /* the last sync was sent then, ns; 0 none */
     int64_t sending;   /* units in the sync on its way (the reply's count will hold them) */
+    int64_t flushing;  /* units sent ahead of strict decisions, not yet answered */
+    int64_t deciding;  /* the costs of strict decisions on their way: the count in hand does
+                          not hold them, and the store may admit each */
     int64_t admitted;  /* units admitted here and not yet sent */
     bool asked;        /* a decision came since the last sync was sent */
     bool syncing;      /* a sync is on its way */
@@ -51,8 +58,14 @@ typedef enum approx_verdict {
     APPROX_REFUSE = 2, /* refused here */
 } approx_verdict_t;
 
-/* Decides cost (>= 1) units at now_ns. */
+/* Decides cost (>= 1) units at now_ns. APPROX_STRICT counts cost as deciding until the
+ * caller's approx_strict_end, which it must call once with the same cost, whatever the answer. */
 approx_verdict_t approx_decide(approx_count_t *c, int64_t cost, int64_t now_ns);
+
+/* The answer, at now_ns, to a strict decision of cost sent at sent_ns: ok with the key's
+ * remaining afterwards (approx_reply), or failed (no count). */
+void approx_strict_end(approx_count_t *c, int64_t cost, bool ok, int64_t remaining, int64_t sent_ns,
+                       int64_t sync_ns, int64_t now_ns);
 
 /* The units the key's count leaves for a decision here now (>= 0 when there is a count). */
 int64_t approx_left(const approx_count_t *c);
@@ -77,6 +90,16 @@ void approx_sync_end(approx_count_t *c, bool ok, int64_t remaining, int64_t sent
  * sync_ns. */
 void approx_reply(approx_count_t *c, int64_t remaining, int64_t sent_ns, int64_t sync_ns,
                   int64_t now_ns);
+
+/* A strict decision is about to be sent: returns the units admitted here and not yet sent
+ * (0: none), which the caller sends first, as a sync is sent, on the same connection; they move
+ * to flushing until approx_flush_end. */
+int64_t approx_flush_begin(approx_count_t *c);
+
+/* The answer, at now_ns, to a flush of units sent at sent_ns: ok with the key's remaining
+ * afterwards (a count, as a sync's), or failed (the units go back to admitted). */
+void approx_flush_end(approx_count_t *c, int64_t units, bool ok, int64_t remaining, int64_t sent_ns,
+                      int64_t sync_ns, int64_t now_ns);
 
 /* The count is forgotten at now_ns (the rule's numbers changed, the key was reset): the next
  * decision is strict, and no reply to a request sent before now_ns is taken as a count. What

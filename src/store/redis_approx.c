@@ -25,12 +25,13 @@ typedef struct approx_entry {
     unsigned strict;      /* strict decisions on their way, which bring a count */
 } approx_entry_t;
 
-/* A strict decision whose reply is the key's count. */
+/* A strict decision whose reply is the key's count, or a flush of units sent ahead of one. */
 typedef struct approx_strict {
     approx_entry_t *e;
     redis_decision_fn fn;
     void *arg;
     int64_t sent_ns; /* node's monotonic clock, ns */
+    int64_t units;   /* a flush: the units it charges; a decision: its cost */
 } approx_strict_t;
 
 struct redis_approx {
@@ -68,7 +69,7 @@ static approx_entry_t *entry_find(const redis_approx_t *t, const redis_approx_ta
 /* Whether e holds nothing to send and nothing on its way: it may be freed. */
 static bool entry_quiet(const approx_entry_t *e)
 {
-    return e->count.admitted == 0 && !e->count.syncing && e->strict == 0;
+    return e->count.admitted == 0 && !e->count.syncing && e->count.flushing == 0 && e->strict == 0;
 }
 
 static void entry_free(redis_approx_t *t, size_t slot)
@@ -93,21 +94,44 @@ static void on_synced(void *arg, int status, const sl_decision_t *d, const char 
                     e->sync_ns, mono_ns());
 }
 
-/* Sends what e admitted since its last sync (0: a peek), and gets its count back. */
-static void sync_send(approx_entry_t *e, int64_t now)
+/* Charges units e's node admitted (0: a peek) past the limit, as SL.SETTLE with reserved 0
+ * does; fn gets the key's count after it. */
+static void charge_units(approx_entry_t *e, int64_t units, redis_decision_fn fn, void *arg)
 {
     redis_approx_t *t = e->table;
-    int64_t units = approx_sync_begin(&e->count, now);
-    e->sync_sent_ns = now;
     t->outstanding++;
-    ADD(syncs, 1);
     ADD(units, (uint64_t)units);
     /* units the node admitted already: charged whatever the rule's max_debt, which bounds
      * what a client's settle may charge, not what the nodes' own admissions took */
     sl_rule_t unbounded = e->rule;
     unbounded.max_debt = SL_COUNT_MAX;
     redis_store_settle(t->rs, keyed_name(&e->k), &unbounded, entry_key(e), e->k.key_len, 0, units,
-                       -1, e->closed_ns, sl_now_ns(), on_synced, e);
+                       -1, e->closed_ns, sl_now_ns(), fn, arg);
+}
+
+/* Sends what e admitted since its last sync (0: a peek), and gets its count back. */
+static void sync_send(approx_entry_t *e, int64_t now)
+{
+    redis_approx_t *t = e->table;
+    int64_t units = approx_sync_begin(&e->count, now);
+    e->sync_sent_ns = now;
+    ADD(syncs, 1);
+    charge_units(e, units, on_synced, e);
+}
+
+static void on_flushed(void *arg, int status, const sl_decision_t *d, const char *err)
+{
+    (void)err;
+    approx_strict_t *f = arg;
+    approx_entry_t *e = f->e;
+    redis_approx_t *t = e->table;
+    t->outstanding--;
+    if (status != 0) {
+        ADD(failures, 1);
+    }
+    approx_flush_end(&e->count, f->units, status == 0, status == 0 ? d->remaining : 0, f->sent_ns,
+                     e->sync_ns, mono_ns());
+    freelist_put(&t->stricts, f);
 }
 
 static void on_tick(uv_timer_t *timer);
@@ -193,13 +217,49 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
     void *fn_arg = s->arg;
     t->outstanding--;
     e->strict--;
+    int64_t now = mono_ns();
+    approx_strict_end(&e->count, s->units, status == 0, status == 0 ? d->remaining : 0, s->sent_ns,
+                      e->sync_ns, now);
     if (status == 0) {
-        int64_t now = mono_ns();
-        approx_reply(&e->count, d->remaining, s->sent_ns, e->sync_ns, now);
         e->reset_at_ns = now + d->reset_after_ns;
     }
     freelist_put(&t->stricts, s);
     redis_store_answer(t->rs, fn, fn_arg, status, d, err);
+}
+
+/* Decides strictly at Redis; with e, the reply is e's count, and what e's node admitted and has
+ * not sent goes first, on the same connection, so the decision is made on a count that holds
+ * it (a late sync timer leaves units unsent when the count expires). */
+static void decide_strict(redis_approx_t *t, const redis_approx_target_t *tg, approx_entry_t *e,
+                          int64_t cost, int64_t now_ns, redis_decision_fn fn, void *arg)
+{
+    approx_strict_t *s = e != NULL ? freelist_get(&t->stricts) : NULL;
+    approx_strict_t *f = s != NULL && e->count.admitted > 0 ? freelist_get(&t->stricts) : NULL;
+    if (e != NULL && (s == NULL || (f == NULL && e->count.admitted > 0))) {
+        /* out of memory: a decision without the units would over-admit; on_store_error's */
+        if (s != NULL) {
+            freelist_put(&t->stricts, s);
+        }
+        approx_strict_end(&e->count, cost, false, 0, 0, 0, 0);
+        redis_store_answer(t->rs, fn, arg, -1, NULL, "out of memory");
+        return;
+    }
+    if (e == NULL) {
+        redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns,
+                           now_ns, fn, arg);
+        return;
+    }
+    int64_t now = mono_ns();
+    if (f != NULL) {
+        *f = (approx_strict_t){.e = e, .sent_ns = now, .units = approx_flush_begin(&e->count)};
+        ADD(syncs, 1);
+        charge_units(e, f->units, on_flushed, f);
+    }
+    *s = (approx_strict_t){.e = e, .fn = fn, .arg = arg, .sent_ns = now, .units = cost};
+    e->strict++;
+    t->outstanding++;
+    redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns, now_ns,
+                       on_strict, s);
 }
 
 void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int64_t cost,
@@ -210,7 +270,6 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
     if (!t->stopping && cost > 0 && cost <= tg->rule->capacity) {
         e = entry_for(t, tg, now);
     }
-    approx_strict_t *s = NULL;
     if (e != NULL) {
         if (!sl_rule_same(&e->rule, tg->rule) || e->sync_ns != tg->sync_ns) {
             /* the rule changed: its units are sent under the new numbers (Redis converts the
@@ -242,18 +301,8 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
             redis_store_answer(t->rs, fn, arg, 0, &d, NULL);
             return;
         }
-        s = freelist_get(&t->stricts);
     }
-    if (s == NULL) {
-        redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns,
-                           now_ns, fn, arg);
-        return;
-    }
-    *s = (approx_strict_t){.e = e, .fn = fn, .arg = arg, .sent_ns = now};
-    e->strict++;
-    t->outstanding++;
-    redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns, now_ns,
-                       on_strict, s);
+    decide_strict(t, tg, e, cost, now_ns, fn, arg);
 }
 
 void redis_approx_drop(redis_approx_t *t, const redis_approx_target_t *tg)

@@ -10,8 +10,9 @@
  * bound (approx_count.h).
  *
  *   decide   a key new to the loop, or whose count is stale (it arrived a sync interval ago or
- *            more: its syncs fail, or it was idle), is decided strictly and the reply is its
- *            count; else
+ *            more: its syncs fail, its timer is late, or it was idle), is decided strictly and
+ *            the reply is its count, the units admitted here and not yet synced sent first (a
+ *            sync of its own, counted as one); else
  *            it is admitted or refused here. Peeks, settles and costs over the rule's capacity
  *            are strict. A key whose slot holds another key with units not yet synced is
  *            decided strictly.

@@ -9,9 +9,10 @@
  * intervals (its strict decisions are store errors, answered as refusals, and its syncs fail).
  *
  * A node decides a key it has no fresh count of strictly (a decision on the shared state, whose
- * reply is its count), else locally (approx_decide), and at each tick sends what it admitted as
- * a charge past the limit (sl_settle with reserved 0, as SL.SETTLE does) when approx_sync_due
- * says so, taking the reply's remaining as its count.
+ * reply is its count; what it admitted and has not sent goes first, approx_flush_begin), else
+ * locally (approx_decide), and at each tick sends what it admitted as a charge past the limit
+ * (sl_settle with reserved 0, as SL.SETTLE does) when approx_sync_due says so, taking the
+ * reply's remaining as its count.
  *
  * Property: approximate admits at most B more than strict would over any window, where
  *
@@ -27,6 +28,10 @@
  * at its time, on a strict key of the same rule, and the units it refuses in each aligned window
  * (what approximate admitted over it) are at most B; for token_bucket and gcra the units admitted
  * in any span of the window's length are at most capacity + limit (a strict bucket's most) + B.
+ *
+ * And a node alone (one node, no loss) whose sync timer runs late, by up to three sync intervals
+ * (a loaded machine's event loop), admits no more than strict would (B is 0): its count expires
+ * with units it has not sent, and a strict decision then must count them.
  *
  * Environment: SLUICE_SEED (default PROP_DEFAULT_SEED), SLUICE_PROP_CASES (cases per algorithm,
  * default 1500). Exit status 0 when every property held, 1 otherwise.
@@ -66,6 +71,8 @@ typedef struct event {
     kind_t kind;
     int node;
     int64_t units;   /* a cost, a sync's units, or a reply's remaining */
+    int64_t sent;    /* a reply: the units its sync charged, or its decision's cost */
+    bool flush;      /* a sync sent ahead of a strict decision (approx_flush_begin) */
     int64_t sent_ns; /* when the request was sent */
     bool ok;         /* a reply: the request succeeded */
 } event_t;
@@ -86,6 +93,7 @@ typedef struct sim {
     int loss_pct; /* a sync is lost on its way there, and its answer on the way back, each this
                      often (percent) */
     int64_t cut_from_ns, cut_until_ns; /* node 0 cannot reach the state then */
+    int64_t tick_late_ns;              /* each tick comes up to this late */
     bool full;                         /* out of room: the case stops */
 } sim_t;
 
@@ -183,6 +191,15 @@ static void step(prng_t *rng, sim_t *s, event_t ev)
         if (v == APPROX_ADMIT) {
             admit(s, n, t, cost);
         } else if (v == APPROX_STRICT) {
+            int64_t unsent = approx_flush_begin(c);
+            if (unsent > 0) {
+                push(s, (event_t){.at_ns = arrival(rng, s, n, 0, t),
+                                  .kind = APPLY_SYNC,
+                                  .node = n,
+                                  .units = unsent,
+                                  .sent_ns = t,
+                                  .flush = true});
+            }
             push(s, (event_t){.at_ns = arrival(rng, s, n, 0, t),
                               .kind = APPLY_STRICT,
                               .node = n,
@@ -205,7 +222,8 @@ static void step(prng_t *rng, sim_t *s, event_t ev)
                               .sent_ns = t});
         }
         if (t + s->sync_ns < s->end_ns + 4 * s->sync_ns) {
-            push(s, (event_t){.at_ns = t + s->sync_ns, .kind = TICK, .node = n});
+            int64_t late = prng_range(rng, 0, s->tick_late_ns);
+            push(s, (event_t){.at_ns = t + s->sync_ns + late, .kind = TICK, .node = n});
         }
         return;
     case APPLY_STRICT: {
@@ -220,31 +238,39 @@ static void step(prng_t *rng, sim_t *s, event_t ev)
                           .kind = REPLY_STRICT,
                           .node = n,
                           .units = cut ? 0 : d.remaining,
+                          .sent = ev.units,
                           .sent_ns = ev.sent_ns,
                           .ok = !cut});
         return;
     }
     case REPLY_STRICT: /* a store error is the rule's on_store_error: deny here */
-        if (ev.ok) {
-            approx_reply(c, ev.units, ev.sent_ns, s->sync_ns, t);
-        }
+        approx_strict_end(c, ev.sent, ev.ok, ev.units, ev.sent_ns, s->sync_ns, t);
         return;
     case APPLY_SYNC: {
         /* now and then (loss_pct) a sync is lost on its way there, or its answer on the way back */
         int p = (int)prng_range(rng, 0, 99), lost = cut_off(s, n, t) ? 50 : s->loss_pct;
         if (p >= lost) {
-            sl_settle(&s->rule, s->state, 0, ev.units, t, t, &d);
+            /* charged whatever max_debt, as sluiced's syncs are (redis_approx.c) */
+            sl_rule_t unbounded = s->rule;
+            unbounded.max_debt = SL_COUNT_MAX;
+            sl_settle(&unbounded, s->state, 0, ev.units, t, t, &d);
         }
         push(s, (event_t){.at_ns = arrival(rng, s, n, 1, t),
                           .kind = REPLY_SYNC,
                           .node = n,
                           .units = p >= 2 * lost ? d.remaining : 0,
+                          .sent = ev.units,
                           .sent_ns = ev.sent_ns,
-                          .ok = p >= 2 * lost});
+                          .ok = p >= 2 * lost,
+                          .flush = ev.flush});
         return;
     }
     case REPLY_SYNC:
-        approx_sync_end(c, ev.ok, ev.units, ev.sent_ns, s->sync_ns, t);
+        if (ev.flush) {
+            approx_flush_end(c, ev.sent, ev.ok, ev.units, ev.sent_ns, s->sync_ns, t);
+        } else {
+            approx_sync_end(c, ev.ok, ev.units, ev.sent_ns, s->sync_ns, t);
+        }
         return;
     }
 }
@@ -288,12 +314,15 @@ static void run_case(prng_t *rng, sl_algorithm_t alg, long idx)
         return;
     }
     int64_t w = s->rule.window_ns;
-    int nn = (int)prng_range(rng, 2, NODES_MAX);
+    /* a node alone: its timer late, nothing lost (bound 0) */
+    bool alone = prng_chance(rng, 20);
+    int nn = alone ? 1 : (int)prng_range(rng, 2, NODES_MAX);
     s->sync_ns = prng_range(rng, w / 100 + 1, w / 2 + 1);
     s->delay_max_ns = prng_range(rng, 0, s->sync_ns / 4);
     static const int loss[] = {0, 5, 25};
-    s->loss_pct = loss[prng_range(rng, 0, 2)];
-    if (prng_chance(rng, 30)) {
+    s->loss_pct = alone ? 0 : loss[prng_range(rng, 0, 2)];
+    s->tick_late_ns = alone ? prng_range(rng, 0, 3 * s->sync_ns) : 0;
+    if (!alone && prng_chance(rng, 30)) {
         s->cut_from_ns = PROP_START + prng_range(rng, 0, 2 * w);
         s->cut_until_ns = s->cut_from_ns + prng_range(rng, 1, 4) * s->sync_ns;
     }
