@@ -65,7 +65,16 @@ other = Conn(port)
 
 
 def other_served():
-    if other.call("PING") != "PONG":
+    global other
+    try:
+        reply = other.call("PING")
+    except ConnectionError:
+        # closed by --idle-timeout (the stall scenario's 2 s): on a loaded machine this client
+        # can sit idle that long between checks, and sluiced closes it as it should; another
+        # connection must then be served
+        other = Conn(port)
+        reply = other.call("PING")
+    if reply != "PONG":
         raise SystemExit("another client was not served")
 
 
