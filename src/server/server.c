@@ -7,8 +7,8 @@
 #include "server/server.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

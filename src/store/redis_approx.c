@@ -227,29 +227,33 @@ static void on_strict(void *arg, int status, const sl_decision_t *d, const char 
     redis_store_answer(t->rs, fn, fn_arg, status, d, err);
 }
 
-/* Decides strictly at Redis; with e, the reply is e's count, and what e's node admitted and has
- * not sent goes first, on the same connection, so the decision is made on a count that holds
- * it (a late sync timer leaves units unsent when the count expires). */
+/* Decides strictly at Redis, at now (the node's monotonic clock); with e, the reply is e's
+ * count, and what e's node admitted and has not sent goes first, on the same connection, so the
+ * decision is made on a count that holds it (a late sync timer leaves units unsent when the
+ * count expires). */
 static void decide_strict(redis_approx_t *t, const redis_approx_target_t *tg, approx_entry_t *e,
-                          int64_t cost, int64_t now_ns, redis_decision_fn fn, void *arg)
+                          int64_t cost, int64_t now, int64_t now_ns, redis_decision_fn fn,
+                          void *arg)
 {
-    approx_strict_t *s = e != NULL ? freelist_get(&t->stricts) : NULL;
-    approx_strict_t *f = s != NULL && e->count.admitted > 0 ? freelist_get(&t->stricts) : NULL;
-    if (e != NULL && (s == NULL || (f == NULL && e->count.admitted > 0))) {
-        /* out of memory: a decision without the units would over-admit; on_store_error's */
-        if (s != NULL) {
-            freelist_put(&t->stricts, s);
-        }
-        approx_strict_end(&e->count, cost, false, 0, 0, 0, 0);
-        redis_store_answer(t->rs, fn, arg, -1, NULL, "out of memory");
-        return;
-    }
     if (e == NULL) {
         redis_store_decide(t->rs, tg->name, tg->rule, tg->key, tg->key_len, cost, tg->closed_ns,
                            now_ns, fn, arg);
         return;
     }
-    int64_t now = mono_ns();
+    approx_strict_t *s = freelist_get(&t->stricts);
+    approx_strict_t *f = e->count.admitted > 0 ? freelist_get(&t->stricts) : NULL;
+    if (s == NULL || (f == NULL && e->count.admitted > 0)) {
+        /* out of memory: a decision without the units would over-admit; on_store_error's */
+        if (s != NULL) {
+            freelist_put(&t->stricts, s);
+        }
+        if (f != NULL) {
+            freelist_put(&t->stricts, f);
+        }
+        approx_strict_end(&e->count, cost, false, 0, 0, 0, 0);
+        redis_store_answer(t->rs, fn, arg, -1, NULL, "out of memory");
+        return;
+    }
     if (f != NULL) {
         *f = (approx_strict_t){.e = e, .sent_ns = now, .units = approx_flush_begin(&e->count)};
         ADD(syncs, 1);
@@ -302,7 +306,7 @@ void redis_approx_decide(redis_approx_t *t, const redis_approx_target_t *tg, int
             return;
         }
     }
-    decide_strict(t, tg, e, cost, now_ns, fn, arg);
+    decide_strict(t, tg, e, cost, now, now_ns, fn, arg);
 }
 
 void redis_approx_drop(redis_approx_t *t, const redis_approx_target_t *tg)
