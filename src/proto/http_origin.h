@@ -11,7 +11,8 @@
  * optional decimal port is refused rather than guessed at.
  *
  * Host names are compared without regard to ASCII case and to one trailing dot
- * ("Example.COM." is "example.com"); IP literals by their bytes ("[0::1]" is "[::1]").
+ * ("Example.COM." is "example.com"); IP literals by their bytes ("[0::1]" is "[::1]", and
+ * "[::ffff:127.0.0.1]" is "127.0.0.1": an IPv4-mapped literal is held as the IPv4 it maps).
  */
 #ifndef SLUICE_PROTO_HTTP_ORIGIN_H
 #define SLUICE_PROTO_HTTP_ORIGIN_H

@@ -1,7 +1,8 @@
 /*
  * fuzz_http_origin.c - libFuzzer target for the Host and Origin headers (proto/http_origin.h),
  * bytes any client sends. Checks: no crash, no sanitizer report; what parses has a host that
- * parses again as itself (lower case, no trailing dot, an IPv6 literal inside brackets), a port
+ * parses again as itself (lower case, no trailing dot, an IPv6 literal inside brackets: one
+ * written with a ':', an IPv4-mapped one too, which is held as the IPv4 it maps), a port
  * within 0..65535 or -1, and an IP literal's bytes that match; an origin matches the authority it
  * came from with its scheme's port.
  */
@@ -15,8 +16,9 @@
 static void check_again(const http_authority_t *a)
 {
     char text[HTTP_HOST_MAX + 16];
-    int n = a->is_ip && a->ip.family == 6 ? snprintf(text, sizeof text, "[%s]", a->host)
-                                          : snprintf(text, sizeof text, "%s", a->host);
+    int n = a->is_ip && memchr(a->host, ':', a->host_len) != NULL
+                ? snprintf(text, sizeof text, "[%s]", a->host)
+                : snprintf(text, sizeof text, "%s", a->host);
     http_authority_t again;
     if (a->port < -1 || a->port > 65535 || a->host_len != strlen(a->host) ||
         http_authority_parse(text, (size_t)n, &again) != 0 || strcmp(again.host, a->host) != 0 ||
