@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"reflect"
 	"testing"
@@ -38,6 +39,88 @@ func TestBackoffMatchesTheCClient(t *testing.T) {
 		if !reflect.DeepEqual(got, s.DelaysMs) {
 			t.Errorf("seed %d, base %d, cap %d: got %v, want %v", s.Seed, s.BaseMs, s.CapMs, got, s.DelaysMs)
 		}
+	}
+}
+
+// The fallbacks of tests/sdk/backoff.json: FailClosed refuses with the client's backoff, by
+// default (the same base and cap in every package) and with its own BackoffBaseMs and
+// BackoffCapMs, against a port that refuses. The generator is seeded as the table says.
+func TestFailClosedBackoffIsTheTables(t *testing.T) {
+	raw, err := os.ReadFile(serverEnv(t, "SLUICE_BACKOFF"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table struct {
+		Fallbacks []struct {
+			Name    string `json:"name"`
+			Options struct {
+				BaseMs int64 `json:"backoff_base_ms"`
+				CapMs  int64 `json:"backoff_cap_ms"`
+			} `json:"options"`
+			Seed         uint64  `json:"seed"`
+			BaseMs       int64   `json:"base_ms"`
+			CapMs        int64   `json:"cap_ms"`
+			RetryAfterMs []int64 `json:"retry_after_ms"`
+		} `json:"fallbacks"`
+	}
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Fallbacks) < 2 {
+		t.Fatal("backoff.json has fewer than two fallbacks")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	defaults := 0
+	for _, f := range table.Fallbacks {
+		t.Run(f.Name, func(t *testing.T) {
+			if f.Options.BaseMs == 0 && f.Options.CapMs == 0 {
+				defaults++
+				if f.BaseMs != DefaultBackoffBaseMs || f.CapMs != DefaultBackoffCapMs {
+					t.Fatalf("the table's defaults are %d and %d, the package's %d and %d",
+						f.BaseMs, f.CapMs, DefaultBackoffBaseMs, DefaultBackoffCapMs)
+				}
+			}
+			state := f.Seed
+			var drawn []int64
+			for i := range f.RetryAfterMs {
+				d := BackoffMs(i, f.BaseMs, f.CapMs, &state)
+				if d < 1 {
+					d = 1 // a refusal always says to wait
+				}
+				drawn = append(drawn, d)
+			}
+			if !reflect.DeepEqual(drawn, f.RetryAfterMs) {
+				t.Fatalf("the table's delays %v are not BackoffMs's %v", f.RetryAfterMs, drawn)
+			}
+			c := newClient(t, Options{Addr: refused, OnUnreachable: FailClosed,
+				BackoffBaseMs: f.Options.BaseMs, BackoffCapMs: f.Options.CapMs})
+			if c.opts.BackoffBaseMs != f.BaseMs || c.opts.BackoffCapMs != f.CapMs {
+				t.Fatalf("the client's backoff is %d and %d, want %d and %d",
+					c.opts.BackoffBaseMs, c.opts.BackoffCapMs, f.BaseMs, f.CapMs)
+			}
+			c.mu.Lock()
+			c.rng = f.Seed
+			c.mu.Unlock()
+			var got []int64
+			for i := range f.RetryAfterMs {
+				d, err := c.Allow(bg(t), "sdk-fixed", "k", 1)
+				if err != nil || d.Allowed || !d.Fallback {
+					t.Fatalf("call %d: got %+v %v, want a refusal marked Fallback", i, d, err)
+				}
+				got = append(got, d.RetryAfterMs)
+			}
+			if !reflect.DeepEqual(got, f.RetryAfterMs) {
+				t.Fatalf("RetryAfterMs %v, want %v", got, f.RetryAfterMs)
+			}
+		})
+	}
+	if defaults != 1 {
+		t.Fatalf("%d fallbacks with the defaults, want 1", defaults)
 	}
 }
 

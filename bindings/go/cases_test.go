@@ -53,6 +53,13 @@ func TestSharedCases(t *testing.T) {
 	if len(table.Cases) == 0 {
 		t.Fatal("no cases in the table")
 	}
+	named := map[string]bool{}
+	for _, c := range table.Cases {
+		if named[c.Name] {
+			t.Fatalf("two cases named %q", c.Name) // t.Run would tell them apart by a suffix only
+		}
+		named[c.Name] = true
+	}
 	for _, c := range table.Cases {
 		c := c
 		t.Run(c.Name, func(t *testing.T) { runCase(t, c) })

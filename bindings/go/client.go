@@ -42,6 +42,13 @@ const (
 	FailClosed Unreachable = "deny"
 )
 
+// FailClosed's backoff when Options leave it at 0: the same in every sluice client package, and
+// the C client's fallback in docs/client.md ("When sluiced cannot be reached").
+const (
+	DefaultBackoffBaseMs = 50
+	DefaultBackoffCapMs  = 2000
+)
+
 // Options configure a Client. The zero value of each field is its default.
 type Options struct {
 	Addr          string        // sluiced's RESP address, host:port; default 127.0.0.1:6390
@@ -53,8 +60,8 @@ type Options struct {
 	Timeout       time.Duration // bounds each call's exchange; default 1s (a ctx deadline may cut it)
 	CacheSize     int           // over-limit cache entries; 0: DefaultCacheSize, < 0: no cache
 	OnUnreachable Unreachable   // Raise (default), FailOpen or FailClosed
-	BackoffBaseMs int64         // FailClosed's backoff: base, default 50 ms
-	BackoffCapMs  int64         // and cap, default 5000 ms
+	BackoffBaseMs int64         // FailClosed's backoff: base, default 50 ms (every package's)
+	BackoffCapMs  int64         // and cap, default 2000 ms (every package's)
 	// Clock is a monotonic clock for the over-limit cache (any origin, never decreasing); nil
 	// reads the system's. Tests give a fake one.
 	Clock func() time.Duration
@@ -120,10 +127,10 @@ func setDefaults(o *Options) {
 		o.CacheSize = DefaultCacheSize
 	}
 	if o.BackoffBaseMs <= 0 {
-		o.BackoffBaseMs = 50
+		o.BackoffBaseMs = DefaultBackoffBaseMs
 	}
 	if o.BackoffCapMs <= 0 {
-		o.BackoffCapMs = 5000
+		o.BackoffCapMs = DefaultBackoffCapMs
 	}
 	if o.Clock == nil {
 		start := time.Now()

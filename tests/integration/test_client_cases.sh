@@ -68,6 +68,7 @@ sed 's/^/  [prog_sdk_cases] /' "$TMP/prog.log"
 check "every case of cases.json holds" test "$rc" -eq 0
 cases=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["cases"]))' "$CASES_JSON")
 check "every case ran" test "$(grep -c '^ok ' "$TMP/prog.log")" -eq "$cases"
+check "each under a name of its own" test "$(sed -n 's/^ok [0-9]* - //p' "$TMP/prog.log" | sort -u | wc -l)" -eq "$cases"
 stopping=$(python3 -c 'import json, sys
 print(sum(any(s["op"] == "stop_server" for s in c["steps"]) for c in json.load(open(sys.argv[1]))["cases"]))' "$CASES_JSON")
 check "each case that stops sluiced stopped it" test "$STOPS" -eq "$stopping"

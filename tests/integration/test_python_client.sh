@@ -17,7 +17,7 @@ export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
 export SLUICE_CASES_JSON=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
 check "every case of tests/sdk/cases.json, sync and async" py_test test_cases.py
 export SLUICE_BACKOFF_JSON=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json
-check "every sequence of tests/sdk/backoff.json: the C client's delays from the same seed" \
+check "every sequence of tests/sdk/backoff.json: the C client's delays from the same seed; deny's backoff, by default and a client's own" \
     py_test test_backoff.py
 
 # the same cases against a sluiced whose store is a redis-server with the project's sluice.so

@@ -54,6 +54,11 @@ async function runStep(ctx, step, where) {
   }
 }
 
+test('every case has a name of its own', () => {
+  const names = table.cases.map((c) => c.name);
+  assert.deepEqual(names.filter((n, i) => names.indexOf(n) !== i), []);
+});
+
 for (const c of table.cases) {
   test(c.name, async () => {
     const ctx = { prefix: runPrefix(), holds: {}, now: 1000, stopped: false };

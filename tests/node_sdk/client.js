@@ -99,6 +99,45 @@ test('backoff: the shared seeded sequences give the C client\'s delays', () => {
   }
 });
 
+// backoff.json's fallbacks: 'deny' refuses with the client's backoff, by default (the same base
+// and cap in every package) and with a client's own backoffBaseMs / backoffCapMs. A server that
+// never answers: each call times out on a connection that stays up, so no reconnect draws from
+// the generator between the calls.
+test('backoff: deny refuses with the client\'s backoff, the default and a client\'s own (backoff.json)', async () => {
+  const table = JSON.parse(fs.readFileSync(env('SDK_BACKOFF'), 'utf8'));
+  const defaults = table.fallbacks.filter((f) => Object.keys(f.options).length === 0);
+  assert.equal(defaults.length, 1, 'backoff.json has one fallback with the defaults');
+  const plain = new sluice.Client(); // never connects: nothing is called
+  assert.deepEqual([plain.options.backoffBaseMs, plain.options.backoffCapMs], [defaults[0].base_ms, defaults[0].cap_ms]);
+  await plain.close();
+  const silent = net.createServer(() => {});
+  await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+  try {
+    for (const f of table.fallbacks) {
+      const rng = new sluice.SplitMix64(f.seed);
+      const drawn = f.retry_after_ms.map((_, i) => Math.max(1, sluice.backoffMs(i, f.base_ms, f.cap_ms, rng)));
+      assert.deepEqual(drawn, f.retry_after_ms, `${f.name}: the table's delays are backoffMs's`);
+      const own = {};
+      if (f.options.backoff_base_ms !== undefined) own.backoffBaseMs = f.options.backoff_base_ms;
+      if (f.options.backoff_cap_ms !== undefined) own.backoffCapMs = f.options.backoff_cap_ms;
+      const c = new sluice.Client({
+        port: silent.address().port, timeoutMs: 200, connectTimeoutMs: 2000, maxRetriesPerRequest: 0,
+        redis: { enableReadyCheck: false }, onUnreachable: 'deny', seed: f.seed, ...own,
+      });
+      try {
+        const got = [];
+        for (let i = 0; i < f.retry_after_ms.length; i++) got.push(await c.allow('mw-fixed', 'k'));
+        assert.ok(got.every((d) => !d.allowed && d.fallback), `${f.name}: every call refused as a fallback`);
+        assert.deepEqual(got.map((d) => d.retryAfterMs), f.retry_after_ms, f.name);
+      } finally {
+        c.redis[0].disconnect();
+      }
+    }
+  } finally {
+    silent.close();
+  }
+});
+
 test('backoff: full jitter within [0, min(cap, base * 2^n)], the same seed the same delays', () => {
   const a = new sluice.SplitMix64(42);
   const b = new sluice.SplitMix64(42);

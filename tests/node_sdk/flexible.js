@@ -3,7 +3,8 @@
 // pattern runs twice, once on RateLimiterRedis over a real redis-server and once on
 // RateLimiterSluice over a real sluiced (the constructor the only change), and what the
 // application sees must be the same. The limiters use a window the test cannot outlast
-// (sliding_log over a day), so no boundary falls inside a run.
+// (sliding_log over a day), so no boundary falls inside a run. test_node_sdk.sh runs it twice:
+// SDK_PORT a sluiced on its memory store, then one on a Redis store.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');

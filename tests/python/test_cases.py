@@ -126,6 +126,11 @@ def rules_path():
     return path
 
 
+def test_every_case_has_a_name_of_its_own():
+    names = [c["name"] for c in TABLE["cases"]]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+
+
 @pytest.mark.parametrize("n", range(len(TABLE["cases"])),
                          ids=[c["name"] for c in TABLE["cases"]])
 @pytest.mark.parametrize("flavour", ["sync", "async"])

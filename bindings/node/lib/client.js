@@ -60,7 +60,8 @@ class Client {
    * password, tls (ioredis/Node TLS options, e.g. {ca}), timeoutMs (each command, 0 none),
    * connectTimeoutMs, connections (ioredis connections used in turn, each auto-pipelined),
    * cacheSize (over-limit cache entries, 0 off), onUnreachable ('raise' | 'allow' | 'deny'),
-   * backoffBaseMs / backoffCapMs (reconnects and the 'deny' fallback's retryAfterMs), seed
+   * backoffBaseMs / backoffCapMs (reconnects and the 'deny' fallback's retryAfterMs; 50 and
+   * 2000 by default, as in every sluice package and the C client's fallback), seed
    * (the backoff's generator), clock (() => ms, monotonic: what the cache reads), redis (ioredis
    * options merged last, for anything else), ioredis (an ioredis client already made, pointed
    * at sluiced: used as it is, and not closed by close()).

@@ -11,8 +11,11 @@ from .decision import Decision, parse_decision
 from .errors import ServerError, UnreachableError
 
 ON_UNREACHABLE = ("raise", "allow", "deny")
+# on_unreachable="deny"'s backoff, the defaults of backoff_base_ms and backoff_cap_ms: the same in
+# every client package, and the C client's fallback in docs/client.md ("When sluiced cannot be
+# reached")
 BACKOFF_BASE_MS = 50
-BACKOFF_CAP_MS = 5000
+BACKOFF_CAP_MS = 2000
 LATENCY_MAX_MS = 3_600_000  # the most a release reports: 1h
 
 
@@ -79,9 +82,13 @@ def settle_args(rule, key, reserved, actual, at_ms):
 class Core:
     """The client's state apart from its connections: options, cache, clock, failures in a row."""
 
-    def __init__(self, cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None):
+    def __init__(self, cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None,
+                 backoff_base_ms=BACKOFF_BASE_MS, backoff_cap_ms=BACKOFF_CAP_MS):
         if on_unreachable not in ON_UNREACHABLE:
             raise ValueError(f"on_unreachable must be one of {ON_UNREACHABLE}, not {on_unreachable!r}")
+        _check_cost("backoff_base_ms", backoff_base_ms)
+        _check_cost("backoff_cap_ms", backoff_cap_ms)
+        self.backoff_base_ms, self.backoff_cap_ms = backoff_base_ms, backoff_cap_ms
         self.cache = OverLimitCache(cache_size)
         self.on_unreachable = on_unreachable
         self.clock_ns = clock_ns or time.monotonic_ns
@@ -111,7 +118,8 @@ class Core:
         if self.on_unreachable == "allow":
             return Decision(True, 0, 0, 0, 0, fallback=True)
         if self.on_unreachable == "deny":
-            wait = backoff.backoff_ms(attempt, BACKOFF_BASE_MS, BACKOFF_CAP_MS, self.rng)
+            wait = backoff.backoff_ms(attempt, self.backoff_base_ms, self.backoff_cap_ms,
+                                     self.rng)
             return Decision(False, 0, 0, max(1, wait), 0, fallback=True)
         raise exc
 

@@ -24,9 +24,11 @@ class AsyncClient:
     def __init__(self, host="127.0.0.1", port=6390, *, password=None, username=None,
                  timeout_ms=500, tls=False,
                  tls_ca=None, tls_check_hostname=True, max_connections=None,
-                 cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None,
-                 connection=None):
-        self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed)
+                 cache_size=DEFAULT_SIZE, on_unreachable="raise",
+                 backoff_base_ms=_core.BACKOFF_BASE_MS, backoff_cap_ms=_core.BACKOFF_CAP_MS,
+                 clock_ns=None, seed=None, connection=None):
+        self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed, backoff_base_ms,
+                                backoff_cap_ms)
         self.redis = connection or redis.asyncio.Redis(connection_pool=make_pool(
             redis.asyncio, host, port, (username, password), timeout_ms, tls, tls_ca,
             tls_check_hostname, max_connections))

@@ -40,19 +40,24 @@ class Client:
 
     host, port, password: where sluiced listens and its --requirepass; username "admin" and the
     --admin-password for a client that changes rules (SL.RULE, SL.RESET). timeout_ms bounds the
-    connect and each command (0: none); a failed command is never sent again. tls: connect with
-    TLS (tls_ca: the CA file that signed sluiced's certificate; without it the certificate is not
+    connect and each command (0: none); a failed command is never sent again. tls: connect with TLS
+    (tls_ca: the CA file that signed sluiced's certificate; without it the certificate is not
     checked). max_connections: the pool's bound. cache_size: entries of the over-limit cache (0:
     off). on_unreachable: "raise" (UnreachableError), "allow" (admit, fallback=True) or "deny"
-    (refuse with a backoff as retry_after_ms, fallback=True). clock_ns: the monotonic clock the
-    cache reads (tests substitute one). connection: a redis.Redis of your own instead."""
+    (refuse with a backoff as retry_after_ms, fallback=True). backoff_base_ms, backoff_cap_ms: that
+    backoff, full jitter in [0, min(cap, base * 2^n)] ms at the n-th failure in a row, from 0
+    (default 50 and 2000, as in every sluice package). clock_ns: the monotonic clock the cache
+    reads (tests substitute one). seed: the backoff's generator (default random). connection: a
+    redis.Redis of your own instead."""
 
     def __init__(self, host="127.0.0.1", port=6390, *, password=None, username=None,
                  timeout_ms=500, tls=False,
                  tls_ca=None, tls_check_hostname=True, max_connections=None,
-                 cache_size=DEFAULT_SIZE, on_unreachable="raise", clock_ns=None, seed=None,
-                 connection=None):
-        self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed)
+                 cache_size=DEFAULT_SIZE, on_unreachable="raise",
+                 backoff_base_ms=_core.BACKOFF_BASE_MS, backoff_cap_ms=_core.BACKOFF_CAP_MS,
+                 clock_ns=None, seed=None, connection=None):
+        self._core = _core.Core(cache_size, on_unreachable, clock_ns, seed, backoff_base_ms,
+                                backoff_cap_ms)
         self._lock = threading.Lock()
         self.redis = connection or redis.Redis(connection_pool=make_pool(
             redis, host, port, (username, password), timeout_ms, tls, tls_ca, tls_check_hostname,
