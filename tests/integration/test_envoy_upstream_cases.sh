@@ -6,8 +6,8 @@
 # (tests/envoy_upstream/integration/), with grpcio (envoy_upstream_cases.py) and with
 # @grpc/grpc-js (tests/node/envoy_cases.js), on the memory store and on Redis with sluice.so,
 # each run on a fresh server and store. The expected answers are upstream's, whole, as its test
-# writes them, with sluice's documented differences (docs/envoy.md): a limit carries its rule's
-# name, and a request over one limit charges none (upstream with
+# writes them (a limit's name too: empty, as these files name no limit), with sluice's one
+# documented difference (docs/envoy.md): a request over one limit charges none (upstream with
 # STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT).
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
