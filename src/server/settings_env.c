@@ -102,7 +102,7 @@ static const env_var_t env_vars[] = {
     {"EXPIRATION_JITTER_MAX_SECONDS", ENV_REFUSE, NULL,
      "sluiced's keys expire with their window, without jitter"},
     {"LOCAL_CACHE_SIZE_IN_BYTES", ENV_ACCEPT, "0",
-     "sluiced has no local cache of keys over their limit"},
+     "the Redis store keeps its own cache of keys over their limit, which has no size to set"},
     {"NEAR_LIMIT_RATIO", ENV_REFUSE, NULL, NO_STATS},
     {"CACHE_KEY_PREFIX", ENV_ACCEPT, "", "sluiced names its keys after its rules"},
     {"BACKEND_TYPE", ENV_COMBINE, NULL, NULL},
