@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"reflect"
 	"testing"
@@ -69,12 +68,7 @@ func TestFailClosedBackoffIsTheTables(t *testing.T) {
 	if len(table.Fallbacks) < 2 {
 		t.Fatal("backoff.json has fewer than two fallbacks")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	ln.Close()
+	refused := refusedAddr(t)
 	defaults := 0
 	for _, f := range table.Fallbacks {
 		t.Run(f.Name, func(t *testing.T) {

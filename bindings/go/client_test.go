@@ -162,12 +162,7 @@ func TestDeadlinesAndCancellation(t *testing.T) {
 
 // FailOpen and FailClosed against a port that refuses; a server error is never a fallback.
 func TestOnUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	ln.Close()
+	refused := refusedAddr(t)
 	closed := newClient(t, Options{Addr: refused, OnUnreachable: FailClosed, BackoffBaseMs: 10, BackoffCapMs: 10})
 	for i := 0; i < 20; i++ {
 		d, err := closed.Allow(bg(t), "r", "k", 1)

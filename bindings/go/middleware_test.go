@@ -374,12 +374,7 @@ func TestMiddlewareReportsToAnAdaptiveLimit(t *testing.T) {
 // The client's OnUnreachable in the middleware: deny is a 429 with Retry-After and no
 // RateLimit fields, allow passes, raise is a 503 problem.
 func TestMiddlewareOnUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	ln.Close()
+	refused := refusedAddr(t)
 	want := map[Unreachable]int{FailClosed: 429, FailOpen: 200, Raise: 503}
 	for mode, code := range want {
 		c := newClient(t, Options{Addr: refused, OnUnreachable: mode})

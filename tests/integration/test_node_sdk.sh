@@ -98,12 +98,14 @@ check redis-store-module poll 10 grep -q "request store redis (sluice.so module)
 start_restartable rkill --rules "$TMP/rules.yaml" $STORE
 RKILL_PORT=$RESP_PORT
 
+# a port whose connections are refused all through the tests: bound, never listening
+hold_port refused closed || exit 1
 # ---- the tests, each a node process; the shell serves its requests to stop or start sluiced
 export SDK_HANDSHAKE=$TMP/hs SDK_CASES=$SLUICE_SOURCE_DIR/tests/sdk/cases.json
 export SDK_BACKOFF=$SLUICE_SOURCE_DIR/tests/sdk/backoff.json SDK_KEYS=$SLUICE_SOURCE_DIR/tests/sdk/keys.json
 export SDK_CASES_PORT=$CASES_PORT SDK_PORT=$MAIN_PORT SDK_TLS_PORT=$TLS_PORT SDK_TLS_CA=$TMP/ca.pem
 export SDK_KILL_PORT=$KILL_PORT SDK_KILL_NAME=kill SDK_STORE=memory SDK_LOCKED_PORT=$LOCKED_PORT
-export SDK_REDIS_PORT=$PLAIN_REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
+export SDK_REFUSED_PORT=$HELD_PORT SDK_REDIS_PORT=$PLAIN_REDIS_PORT SDK_VERSION_FILE=$SLUICE_SOURCE_DIR/CMakeLists.txt
 export SLUICE_LIBRARY=$SLUICE_BUILD_DIR/src/libsluice.so.2 NODE_PATH=$SDK_DIR/node_modules
 
 serve_requests() {

@@ -9,7 +9,6 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const net = require('node:net');
 const Redis = require('ioredis');
 const express = require('express');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
@@ -104,10 +103,7 @@ test('README: the Express middleware with the X-RateLimit headers, over real HTT
 });
 
 test('README: a store failure rejects with an Error, a refusal with a result', async () => {
-  const dead = net.createServer();
-  await new Promise((r) => dead.listen(0, '127.0.0.1', r));
-  const deadPort = dead.address().port;
-  await new Promise((r) => dead.close(r));
+  const deadPort = Number(env('SDK_REFUSED_PORT')); // held bound, never listening, by the script
   const kinds = {};
   const badRedis = new Redis({ port: deadPort, maxRetriesPerRequest: 0, lazyConnect: true });
   badRedis.on('error', () => {});

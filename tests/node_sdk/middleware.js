@@ -10,7 +10,6 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const net = require('node:net');
 const sluice = require('sluice');
 const express = require('express');
 const Fastify = require('fastify');
@@ -20,14 +19,10 @@ const SLOW_MS = 150; // past mw-adapt-slow's latency_timeout of 100ms
 
 const port = Number(env('SDK_PORT'));
 
-// A port nothing listens on: connections to it are refused.
-async function closedPort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
+// A port whose connections are refused: test_node_sdk.sh holds it bound, never listening, for
+// the whole run (a port chosen and closed here could be given next to one of the test's own
+// HTTP servers).
+const refusedPort = Number(env('SDK_REFUSED_PORT'));
 
 // The routes both frameworks serve: /ok answers, /boom throws, /e500 answers 500, /slow answers
 // after SLOW_MS, /stream writes a first chunk and then waits until `release` is called (or
@@ -183,7 +178,7 @@ for (const [name, make] of [['express', expressApp], ['fastify', fastifyApp]]) {
   });
 
   test(`${name}: onUnreachable decides when sluiced cannot be reached`, async () => {
-    const dead = await closedPort();
+    const dead = refusedPort;
     const mk = (onUnreachable) => new sluice.Client({ port: dead, onUnreachable, maxRetriesPerRequest: 0, seed: 1 });
     const clients = { allow: mk('allow'), deny: mk('deny'), raise: mk('raise') };
     const app = await make(Object.fromEntries(Object.entries(clients).map(([k, client]) => [k, { client, rule: 'mw-fixed', key: sluice.keys.ip() }])));

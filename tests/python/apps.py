@@ -52,7 +52,7 @@ def limits(client, kind, kill_port):
 
     user = by_header("x-user")
     shadowed = RateLimit(client, "mw-fixed", key=user, shadow=True, match=under("/mshadow/"))
-    down = harness.free_port()
+    down = harness.refused_port()
     return [RateLimit(client, "mw-fixed", key=user, match=under("/fixed/")), shadowed,
             RateLimit(client, "mw-shadow", key=user, match=under("/shadow/")),
             RateLimit(client, "mw-jobs", key=user, match=under("/jobs/")),

@@ -41,6 +41,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+_HELD = []  # the sockets holding refused_port()'s ports, open until the process ends
+
+
+def refused_port():
+    """A port whose connections are refused for as long as the tests run: a socket bound to it
+    and never listening holds it. (A free_port() is closed at once, and another socket, an app
+    server of the test itself, may be given it next.)"""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return s.getsockname()[1]
+
+
 def _answers(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:

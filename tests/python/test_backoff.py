@@ -52,7 +52,7 @@ def test_the_drawn_delays_are_the_backoffs(case):
 @pytest.mark.parametrize("case", FALLBACKS, ids=lambda f: f["name"])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_deny_refuses_with_the_clients_backoff(flavour, case):
-    opts = dict(port=harness.free_port(), timeout_ms=2000, on_unreachable="deny",
+    opts = dict(port=harness.refused_port(), timeout_ms=2000, on_unreachable="deny",
                 seed=case["seed"], **case["options"])
     n = len(case["retry_after_ms"])
     if flavour == "sync":

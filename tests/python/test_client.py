@@ -133,7 +133,7 @@ def test_calls_that_do_not_decide_raise_whatever_on_unreachable(silent_port, cal
 
 def test_a_refused_connection_raises():
     with pytest.raises(sluice.UnreachableError):
-        sluice.Client(port=harness.free_port()).allow("sdk-fixed", "x")
+        sluice.Client(port=harness.refused_port()).allow("sdk-fixed", "x")
 
 
 def test_holds():
