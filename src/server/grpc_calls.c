@@ -266,7 +266,7 @@ static void health_call(gstream_t *s, const uint8_t *msg, size_t len)
         grpc_answer(s, GRPC_STATUS_NOT_FOUND, why);
         return;
     }
-    bool stopping = atomic_load(&s->gc->conn->loop->srv->stopping);
+    bool stopping = atomic_load(&s->gc->conn->loop->srv->draining);
     grpc_health_encode(&s->resp, stopping ? GRPC_HEALTH_NOT_SERVING : GRPC_HEALTH_SERVING);
     grpc_answer(s, GRPC_STATUS_OK, NULL);
 }

@@ -5,7 +5,7 @@
  *   POST   /json          a RateLimitRequest as JSON (any method, as upstream): 200 with the
  *                         RateLimitResponse as JSON, 429 when over the limit, 400 for a request
  *                         that cannot be read
- *   GET    /healthcheck   200 "OK"; 500 once sluiced is stopping
+ *   GET    /healthcheck   200 "OK"; 500 once a stop signal came (--stop-delay too)
  *
  * A request is read by proto/rls_json.c into what a gRPC call decodes to, and decided by
  * rls_plan.c as ShouldRateLimit is, so both answer alike. The answer is written into the
@@ -128,7 +128,7 @@ void route_rls_json(route_ctx_t *x)
 
 void route_healthcheck(route_ctx_t *x)
 {
-    bool ok = !atomic_load(&x->c->loop->srv->stopping);
+    bool ok = !atomic_load(&x->c->loop->srv->draining);
     http_begin(&x->c->out, ok ? 200 : 500);
     http_end(&x->c->out, x->req->keep_alive, "text/plain; charset=utf-8", ok ? "OK" : "",
              ok ? 2 : 0);

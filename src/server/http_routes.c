@@ -63,7 +63,7 @@ static void route_healthz(route_ctx_t *x)
 static void route_readyz(route_ctx_t *x)
 {
     server_t *srv = x->c->loop->srv;
-    bool ready = !atomic_load(&srv->stopping);
+    bool ready = !atomic_load(&srv->draining);
     http_begin(&x->c->out, ready ? 200 : 503);
     http_end(&x->c->out, x->req->keep_alive, "text/plain", ready ? "ready\n" : "stopping\n",
              ready ? 6 : 9);

@@ -186,7 +186,9 @@ struct server {
     loop_t *loops;
     _Atomic size_t clients;
     _Atomic uint64_t next_client_id;
-    _Atomic bool stopping;
+    _Atomic bool stopping; /* the loops are stopping: no new connection, answers drain */
+    _Atomic bool draining; /* a stop was asked for (set before stopping, and with it): the
+                              health checks fail while requests are still served */
     int64_t started_ns;
     /* main thread: */
     uv_loop_t *main_loop;

@@ -38,6 +38,7 @@
 #include "server/resp_front.h"
 #include "server/rules_watch.h"
 #include "engine/rules_import.h"
+#include "rules/ruledef.h"
 #include "server/server.h"
 #include "server/tls.h"
 #include "store/snapshot.h"
@@ -63,6 +64,8 @@ typedef struct main_ctx {
     uv_timer_t snapshot_timer;
     uv_timer_t relieve_timer; /* every poll interval: idle keys evicted near --max-memory */
     uv_async_t snapshot_done; /* the snapshot thread finished */
+    uv_timer_t stop_timer;    /* --stop-delay: from the first stop signal to the stop */
+    bool stop_asked;          /* a stop signal came (the delay is running) */
     snapshot_run_t snap;
     rules_watch_t *watch;     /* the rules files and directories, when there are any */
     rules_watch_t *tls_watch; /* the TLS certificate, key and client CAs, with TLS */
@@ -192,12 +195,39 @@ static void tell_manager(const char *state)
     }
 }
 
+static void on_stop_delay_end(uv_timer_t *t)
+{
+    main_ctx_t *m = t->data;
+    log_info("stop delay over: stopping");
+    uv_stop(&m->loop);
+}
+
+/* SIGTERM or SIGINT. With --stop-delay, the first one turns the health checks to failing and
+ * stops after the delay (requests are served meanwhile, so that a load balancer's probes take
+ * sluiced out of rotation before its ports close); a second one, or none, stops at once. */
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     main_ctx_t *m = s->data;
-    log_info("%s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    int64_t delay_ns = m->srv.cfg->stop_delay_ns;
+    if (m->stop_asked) {
+        log_info("%s again: stopping now", name);
+        uv_stop(&m->loop);
+        return;
+    }
+    m->stop_asked = true;
+    atomic_store(&m->srv.draining, true);
     tell_manager("STOPPING=1");
-    uv_stop(&m->loop);
+    if (delay_ns <= 0) {
+        log_info("%s: stopping", name);
+        uv_stop(&m->loop);
+        return;
+    }
+    char shown[32];
+    ruledef_format_duration(delay_ns, shown);
+    log_info("%s: health checks failing, stopping in %s (another signal stops at once)", name,
+             shown);
+    uv_timer_start(&m->stop_timer, on_stop_delay_end, (uint64_t)(delay_ns / SL_NS_PER_MS), 0);
 }
 
 /* The rules files (--rules or --rules-replace; *n of them, 0: none) and how they are imported. */
@@ -500,6 +530,8 @@ static void run_main_loop(main_ctx_t *m, const server_settings_t *cfg)
     m->snapshot_timer.data = m;
     uv_timer_init(&m->loop, &m->relieve_timer);
     m->relieve_timer.data = m;
+    uv_timer_init(&m->loop, &m->stop_timer);
+    m->stop_timer.data = m;
     uint64_t poll_ms = (uint64_t)(cfg->poll_interval_ns / SL_NS_PER_MS) + 1;
     if (cfg->max_memory > 0) {
         uv_timer_start(&m->relieve_timer, on_relieve_timer, poll_ms, poll_ms);
@@ -559,6 +591,7 @@ static int stop_all(main_ctx_t *m)
     rules_watch_stop(m->tls_watch);
     uv_close((uv_handle_t *)&m->snapshot_timer, NULL);
     uv_close((uv_handle_t *)&m->relieve_timer, NULL);
+    uv_close((uv_handle_t *)&m->stop_timer, NULL);
     uv_close((uv_handle_t *)&m->snapshot_done, NULL);
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);

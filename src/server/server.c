@@ -359,6 +359,7 @@ int server_start(server_t *srv, char *err, size_t err_cap)
 
 void server_stop(server_t *srv)
 {
+    atomic_store(&srv->draining, true);
     atomic_store(&srv->stopping, true);
     for (unsigned i = 0; i < srv->nloops; i++) {
         uv_async_send(&srv->loops[i].stop_async);

@@ -98,6 +98,9 @@ static const option_t options[] = {
      CHECK_NONE, "DUR",
      "longest a decision waits for a config store that answers no lookup (default 200ms; 0 = "
      "as long as it takes)"},
+    {"stop-delay", "stop_delay", OPT_DURATION, F(stop_delay_ns), 0, 0, 0, 0, CHECK_NONE, "DUR",
+     "after SIGTERM, serve this long with the health checks failing, then stop (default 0; a "
+     "second signal stops at once)"},
     {"max-clients", "max_clients", OPT_COUNT, F(max_clients), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,
      CHECK_NONE, "N", "most connections at once (default 10000)"},
     {"max-key-length", "max_key_length", OPT_COUNT, F(key_max), 0, 0, 1, (int64_t)COUNT_VALUE_MAX,

@@ -99,6 +99,9 @@ typedef struct server_settings {
     int64_t override_timeout_ns;  /* --override-timeout DUR, default 200ms: longest a decision
                                      waits for a config store answering no lookup; 0 = no
                                      limit */
+    int64_t stop_delay_ns;        /* --stop-delay DUR, default 0: after SIGTERM/SIGINT the
+                                     health checks fail and requests are served this long
+                                     before the stop; a second signal ends the wait */
     size_t max_clients;           /* --max-clients N, default 10000; >= 1 */
     size_t key_max;               /* --max-key-length N, bytes, default 1024; >= 1 */
     size_t request_max;           /* --max-request-size BYTES, default 524288 (accepts
@@ -149,17 +152,18 @@ void server_settings_defaults(server_settings_t *c);
  * server_settings_defaults() put there (values replaced are freed). --config FILE is
  * read first (a YAML mapping with the same names, underscores: bind (string or list), port,
  * http_port, threads, rules, rules_replace, store, snapshot, snapshot_interval, poll_interval,
- * override_ttl, override_timeout, max_clients, max_key_length, max_request_size, idle_timeout,
- * output_buffer_hard, output_buffer_soft, output_buffer_soft_time, max_input_buffers, max_memory,
- * max_inline_rules, max_inline_per_address, metrics_inline_rules, replay_timeout, replay_memory,
- * replay_concurrency, requirepass, admin_token, admin_password, trusted_proxies (list), http_host
- * (list), log_level); then flags override the file; then the env vars SLUICE_REQUIREPASS /
- * SLUICE_ADMIN_TOKEN / SLUICE_ADMIN_PASSWORD fill the secrets not given. Durations given as flags
- * need a unit ("300s"), except "0"; in the file an integer is milliseconds. --help / --version
- * are answered once the flags' syntax is checked, before their values are. An empty bind list,
- * both ports 0, both rules files, a soft output limit above the hard one, an --http-host that is
- * not a host name, and an empty secret (a flag, the file or a variable that is set but empty:
- * a server nobody could log in to, or one a misspelt variable left open) are errors.
+ * override_ttl, override_timeout, stop_delay, max_clients, max_key_length, max_request_size,
+ * idle_timeout, output_buffer_hard, output_buffer_soft, output_buffer_soft_time, max_input_buffers,
+ * max_memory, max_inline_rules, max_inline_per_address, metrics_inline_rules, replay_timeout,
+ * replay_memory, replay_concurrency, requirepass, admin_token, admin_password, trusted_proxies
+ * (list), http_host (list), log_level); then flags override the file; then the env vars
+ * SLUICE_REQUIREPASS / SLUICE_ADMIN_TOKEN / SLUICE_ADMIN_PASSWORD fill the secrets not given.
+ * Durations given as flags need a unit ("300s"), except "0"; in the file an integer is
+ * milliseconds. --help / --version are answered once the flags' syntax is checked, before their
+ * values are. An empty bind list, both ports 0, both rules files, a soft output limit above the
+ * hard one, an --http-host that is not a host name, and an empty secret (a flag, the file or a
+ * variable that is set but empty: a server nobody could log in to, or one a misspelt variable left
+ * open) are errors.
  *
  * Returns 0; 1 when --help (-h) or --version (-V) was printed to stdout (the caller exits 0);
  * -1 with a message in err (err_cap bytes), e.g. "--threads: must be 1..256",

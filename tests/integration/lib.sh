@@ -206,6 +206,21 @@ start_sluiced_at() {
     shift 3
     serve_at "$name" "$at" lib_launch_sluiced "$@"
 }
+# start_noted_sluiced NAME ARGS..: sluiced started as systemd's Type=notify starts it: beside
+# it notify_listener.py, the manager's side, on $TMP/notify.sock, writing what it receives to
+# $TMP/notify.out (and checking, at READY=1, that the ports serve)
+lib_launch_noted() { # NAME ARGS..: the listener reads the ports from $TMP/NAME.ports
+    echo "${SERVE_PORTS[*]}" >"$TMP/$1.ports"
+    lib_launch_sluiced "$@"
+}
+start_noted_sluiced() {
+    local name=$1
+    shift
+    start_bg listener python3 "$SLUICE_SOURCE_DIR/tests/integration/notify_listener.py" \
+        "$TMP/notify.sock" "$TMP/notify.out" "$TMP/$name.ports"
+    poll 10 test -S "$TMP/notify.sock" || { echo "the listener did not bind"; return 1; }
+    NOTIFY_SOCKET=$TMP/notify.sock serve "$name" 3 lib_launch_noted "$@"
+}
 must_start_sluiced() {
     local name=$1
     start_sluiced "$@" || {
@@ -285,6 +300,28 @@ need() {
     [ "${#missing[@]}" -eq 0 ] && return 0
     echo "SKIP: needs ${missing[*]}"
     exit 77
+}
+
+# need_grpc: PY is Debian's python3, with python3-grpcio and python3-grpc-tools (or the test is
+# skipped, 77)
+need_grpc() {
+    PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
+    need "$PY"
+    "$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
+        echo "SKIP: needs python3-grpcio and python3-grpc-tools"
+        exit 77
+    }
+}
+
+# grpc_stubs PROTO..: Python stubs of these files of src/proto/grpc in $TMP/stubs (need_grpc
+# first); the test ends when grpc_tools cannot compile them
+grpc_stubs() {
+    mkdir -p "$TMP/stubs"
+    "$PY" -m grpc_tools.protoc -I "$SLUICE_SOURCE_DIR/src/proto/grpc" --python_out="$TMP/stubs" \
+        --grpc_python_out="$TMP/stubs" "$@" >/dev/null || {
+        echo "grpc_tools could not compile $*"
+        exit 1
+    }
 }
 
 node_packages() {

@@ -9,12 +9,8 @@
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
-PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
-need "$PY" curl redis-server
-"$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
-    echo "SKIP: needs python3-grpcio and python3-grpc-tools"
-    exit 77
-}
+need curl redis-server
+need_grpc
 # sluice's rls.proto carries its own copies of google.protobuf's Duration and UInt64Value (the
 # same bytes on the wire); JSON writes those two as upstream's well-known types, so the stubs
 # here are built with the real ones, for json_format to write what protojson writes

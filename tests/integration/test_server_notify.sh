@@ -6,18 +6,7 @@ set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 need redis-cli
 
-# notify_listener.py reads the ports from $TMP/NAME.ports when READY=1 comes: written here,
-# before each start (serve may start again on other ports)
-launch_noted() { # NAME ARGS..
-    echo "${SERVE_PORTS[*]}" >"$TMP/$1.ports"
-    lib_launch_sluiced "$@"
-}
-
-start_bg listener python3 "$SLUICE_SOURCE_DIR/tests/integration/notify_listener.py" \
-    "$TMP/notify.sock" "$TMP/notify.out" "$TMP/s1.ports"
-poll 10 test -S "$TMP/notify.sock" || { echo "the listener did not bind"; exit 1; }
-NOTIFY_SOCKET=$TMP/notify.sock serve s1 3 launch_noted --config-store "$TMP/store.db" \
-    --snapshot "" || { cat "$TMP/s1.log"; exit 1; }
+start_noted_sluiced s1 --config-store "$TMP/store.db" --snapshot "" || { cat "$TMP/s1.log"; exit 1; }
 
 # READY=1 came when PING was answered and both other ports (HTTP, gRPC) accepted connections
 check ready-sent poll 10 grep -q "^READY=1" "$TMP/notify.out"

@@ -9,15 +9,9 @@
 set -u
 . "$SLUICE_SOURCE_DIR/tests/integration/lib.sh"
 
-PY=/usr/bin/python3 # Debian's, where python3-grpcio and python3-grpc-tools install
-need "$PY" curl redis-cli
-"$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null || {
-    echo "SKIP: needs python3-grpcio and python3-grpc-tools"
-    exit 77
-}
-mkdir -p "$TMP/stubs"
-"$PY" -m grpc_tools.protoc -I "$SLUICE_SOURCE_DIR/src/proto/grpc" --python_out="$TMP/stubs" \
-    --grpc_python_out="$TMP/stubs" rls.proto >/dev/null || exit 1
+need curl redis-cli
+need_grpc
+grpc_stubs rls.proto
 
 cat >"$TMP/rules.yaml" <<'YAML'
 rules:

@@ -108,6 +108,7 @@ static void test_defaults(void **unused)
     assert_int_equal(c.key_max, 1024);
     assert_int_equal(c.request_max, 524288);
     assert_int_equal(c.idle_timeout_ns, 300 * SL_NS_PER_SEC);
+    assert_int_equal(c.stop_delay_ns, 0);
     assert_int_equal(c.output_hard, 32 << 20);
     assert_int_equal(c.output_soft, 8 << 20);
     assert_int_equal(c.output_soft_ns, 60 * SL_NS_PER_SEC);
@@ -138,7 +139,7 @@ static void test_every_flag(void **unused)
              "5s", "--max-input-buffers", "64m", "--max-memory=2g", "--requirepass", "pw",
              "--admin-token=tok=en", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=::1",
              "--log-level", "debug", "--replay-timeout", "250ms", "--replay-memory=1m",
-             "--replay-concurrency", "2");
+             "--replay-concurrency", "2", "--stop-delay", "15s");
     assert_int_equal(c.nbind, 2);
     assert_string_equal(c.bind[0], "0.0.0.0");
     assert_string_equal(c.bind[1], "::1");
@@ -172,6 +173,7 @@ static void test_every_flag(void **unused)
     assert_int_equal(c.replay_timeout_ns, 250 * SL_NS_PER_MS);
     assert_int_equal(c.replay_memory, 1 << 20);
     assert_int_equal(c.replay_concurrency, 2);
+    assert_int_equal(c.stop_delay_ns, 15 * SL_NS_PER_SEC);
     server_settings_free(&c);
 }
 
@@ -306,6 +308,7 @@ static void test_file(void **unused)
                "output_buffer_hard: 0\n" /* no hard limit: any soft limit is allowed */
                "output_buffer_soft: 1g\n"
                "output_buffer_soft_time: 1500\n"
+               "stop_delay: 2500\n"
                "max_input_buffers: 0\n"
                "max_memory: 1048576\n"
                "requirepass: 12345\n" /* a plain scalar taken as written */
@@ -334,6 +337,7 @@ static void test_file(void **unused)
     assert_int_equal(c.output_hard, 0);
     assert_int_equal(c.output_soft, (size_t)1 << 30);
     assert_int_equal(c.output_soft_ns, 1500 * SL_NS_PER_MS);
+    assert_int_equal(c.stop_delay_ns, 2500 * SL_NS_PER_MS);
     assert_int_equal(c.input_buffers_max, 0);
     assert_int_equal(c.max_memory, 1048576);
     assert_string_equal(c.requirepass, "12345");
