@@ -135,15 +135,23 @@ module=$(pkg-config --variable=redis_module sluice)
     fail "pkg-config --variable=redis_module sluice is '$module'"
 if command -v redis-server >/dev/null && command -v redis-cli >/dev/null &&
     ! ldd "$module" | grep -q libasan; then
-    port=$(python3 "$src/scripts/free_port.py")
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
-        --loadmodule "$module" >"$tmp/redis.log" 2>&1 &
-    pids+=($!)
-    for ((i = 0; i < 200; i++)); do
-        redis-cli -p "$port" PING >/dev/null 2>&1 && break
-        kill -0 "${pids[-1]}" 2>/dev/null || break
-        sleep 0.05
+    # a port free when chosen may be taken before redis-server binds it: then another port
+    # (free_port.py --serving says 2), so that the answer below is this redis-server's
+    for ((try = 1; try <= 5; try++)); do
+        port=$(python3 "$src/scripts/free_port.py")
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
+            --loadmodule "$module" >"$tmp/redis.log" 2>&1 &
+        pids+=($!)
+        rc=0
+        python3 "$src/scripts/free_port.py" --serving "${pids[-1]}" 30 "$tmp/redis.log" -- "$port" ||
+            rc=$?
+        case $rc in
+        0) break ;;
+        2) kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true ;;
+        *) cat "$tmp/redis.log"; fail "redis-server with the installed sluice.so did not start" ;;
+        esac
     done
+    [ "$try" -le 5 ] || fail "no port redis-server could bind in 5 tries"
     got=$(redis-cli -p "$port" SL.THROTTLE k gcra 5 1000 | head -3 | tr '\n' ' ')
     [ "$got" = "1 6 5 " ] || { cat "$tmp/redis.log"; fail "the installed sluice.so answered '$got'"; }
     kill "${pids[-1]}"
