@@ -91,15 +91,13 @@ func TestFailClosedBackoffIsTheTables(t *testing.T) {
 			if !reflect.DeepEqual(drawn, f.RetryAfterMs) {
 				t.Fatalf("the table's delays %v are not BackoffMs's %v", f.RetryAfterMs, drawn)
 			}
+			seed := f.Seed
 			c := newClient(t, Options{Addr: refused, OnUnreachable: FailClosed,
-				BackoffBaseMs: f.Options.BaseMs, BackoffCapMs: f.Options.CapMs})
+				BackoffBaseMs: f.Options.BaseMs, BackoffCapMs: f.Options.CapMs, Seed: &seed})
 			if c.opts.BackoffBaseMs != f.BaseMs || c.opts.BackoffCapMs != f.CapMs {
 				t.Fatalf("the client's backoff is %d and %d, want %d and %d",
 					c.opts.BackoffBaseMs, c.opts.BackoffCapMs, f.BaseMs, f.CapMs)
 			}
-			c.mu.Lock()
-			c.rng = f.Seed
-			c.mu.Unlock()
 			var got []int64
 			for i := range f.RetryAfterMs {
 				d, err := c.Allow(bg(t), "sdk-fixed", "k", 1)

@@ -62,6 +62,9 @@ type Options struct {
 	OnUnreachable Unreachable   // Raise (default), FailOpen or FailClosed
 	BackoffBaseMs int64         // FailClosed's backoff: base, default 50 ms (every package's)
 	BackoffCapMs  int64         // and cap, default 2000 ms (every package's)
+	// Seed seeds the backoff's generator (SplitMix64, as every package's): the same seed gives
+	// the same delays. nil: a random seed.
+	Seed *uint64
 	// Clock is a monotonic clock for the over-limit cache (any origin, never decreasing); nil
 	// reads the system's. Tests give a fake one.
 	Clock func() time.Duration
@@ -107,9 +110,13 @@ func New(opts Options) (*Client, error) {
 	if opts.CacheSize >= 0 {
 		c.cache = newOverLimitCache(opts.CacheSize)
 	}
-	var seed [8]byte
-	rand.Read(seed[:])
-	c.rng = binary.LittleEndian.Uint64(seed[:])
+	if opts.Seed != nil {
+		c.rng = *opts.Seed
+	} else {
+		var seed [8]byte
+		rand.Read(seed[:])
+		c.rng = binary.LittleEndian.Uint64(seed[:])
+	}
 	return c, nil
 }
 
