@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_python_client.sh - the Python package's client of sluiced, installed from its wheel into a
 # fresh venv: every case of tests/sdk/cases.json with sluice.Client and sluice.AsyncClient (against
-# the memory store, then a Redis store: redis-server with sluice.so), the
+# the memory store, then a Redis store: redis-server with sluice.so, as is test_client.py), the
 # version and the distribution's name (sluice-ratelimit) and the LICENSE in the wheel agree with
 # the project's, pipelining, connection errors and TLS against a real sluiced.
 set -u
@@ -30,9 +30,10 @@ check "redis-server has sluice.so loaded" grep -qi sluice <(redis-cli -p "$REDIS
 # answered by the rule's on_store_error (admit, nothing charged) and the case would differ
 STORE_ARGS=(--store "$STORE" --store-timeout 10s)
 start_scratch_sluiced sluiced-redis --rules "$TMP/rules.yaml" "${STORE_ARGS[@]}"
+REDIS_STORE_PORTS=("$RESP_PORT" "$HTTP_PORT")
 against_redis() { # CMD..: CMD with the tests pointed at sluiced-redis
     (
-        export SLUICE_RESP_PORT=$RESP_PORT SLUICE_HTTP_PORT=$HTTP_PORT
+        export SLUICE_RESP_PORT=${REDIS_STORE_PORTS[0]} SLUICE_HTTP_PORT=${REDIS_STORE_PORTS[1]}
         export SLUICE_TEST_STORE="${STORE_ARGS[*]}"
         "$@"
     )
@@ -65,4 +66,5 @@ start_scratch_sluiced tls --rules "$TMP/rules.yaml" --tls-cert "$TMP/cert.pem" -
 export SLUICE_TLS_PORT=$RESP_PORT SLUICE_TLS_CA=$TMP/cert.pem
 
 check "client behaviours beyond the shared table" py_test test_client.py
+check "... and against the Redis store" against_redis py_test test_client.py
 finish

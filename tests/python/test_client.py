@@ -16,10 +16,12 @@ PORT = harness.RESP_PORT
 TLS_PORT = int(os.environ["SLUICE_TLS_PORT"])
 TLS_CA = os.environ["SLUICE_TLS_CA"]
 RUN = os.urandom(4).hex() + ":"
+# for a server that answers: a timeout no loaded machine reaches (the tests of timeouts set theirs)
+PATIENT = dict(timeout_ms=20000)
 
 
 def test_pipelines():
-    c = sluice.Client(port=PORT)
+    c = sluice.Client(port=PORT, **PATIENT)
     k = RUN + "pipe"
     got = c.allow_many([("sdk-fixed", k, 1)] * 4 + [("sdk-no-such-rule", k, 1)])
     # in order: 2, 1, 0 left, then a denial; each request's error in its place
@@ -31,7 +33,7 @@ def test_pipelines():
 
 
 def test_pipeline_priorities():
-    c = sluice.Client(port=PORT)
+    c = sluice.Client(port=PORT, **PATIENT)
     k = RUN + "pipe-prio"
     got = c.allow_many([("sdk-tiers", k, 7, "low"), ("sdk-tiers", k, 1, "low"),
                         ("sdk-tiers", k, 1, "high"), ("sdk-tiers", k, 1, "urgent")])
@@ -137,7 +139,7 @@ def test_a_refused_connection_raises():
 
 
 def test_holds():
-    c = sluice.Client(port=PORT)
+    c = sluice.Client(port=PORT, **PATIENT)
     k = RUN + "holds"
     with pytest.raises(KeyError):
         with c.hold("sdk-jobs", k, cost=2) as d:
@@ -150,7 +152,7 @@ def test_holds():
 
 
 def test_a_negative_cost_is_refused_before_anything_is_sent():
-    c = sluice.Client(port=PORT)
+    c = sluice.Client(port=PORT, **PATIENT)
     k = RUN + "negative"
     with pytest.raises(ValueError):
         c.allow("sdk-fixed", k, -1)
@@ -166,12 +168,12 @@ def other_ca():
 
 
 def test_tls(other_ca):
-    c = sluice.Client(port=TLS_PORT, tls=True, tls_ca=TLS_CA)
+    c = sluice.Client(port=TLS_PORT, **PATIENT, tls=True, tls_ca=TLS_CA)
     d = c.allow("sdk-fixed", RUN + "tls")
     assert d.allowed and d.remaining == 2, d  # checked against the server's certificate
 
     async def second():
-        a = sluice.AsyncClient(port=TLS_PORT, tls=True, tls_ca=TLS_CA)
+        a = sluice.AsyncClient(port=TLS_PORT, **PATIENT, tls=True, tls_ca=TLS_CA)
         try:
             return await a.allow("sdk-fixed", RUN + "tls")
         finally:
@@ -180,7 +182,8 @@ def test_tls(other_ca):
     d = asyncio.run(second())
     assert d.allowed and d.remaining == 1, d  # asyncio: the same key's second request
     with pytest.raises(sluice.UnreachableError, match="(?i)certificate"):  # another CA's
-        sluice.Client(port=TLS_PORT, tls=True, tls_ca=other_ca).allow("sdk-fixed", RUN + "tls")
+        sluice.Client(port=TLS_PORT, **PATIENT, tls=True, tls_ca=other_ca).allow("sdk-fixed",
+                                                                               RUN + "tls")
     with pytest.raises(sluice.SluiceError):  # a plain connection to the TLS port
         sluice.Client(port=TLS_PORT, timeout_ms=1000).allow("sdk-fixed", RUN + "tls")
 
@@ -189,14 +192,14 @@ def test_passwords():
     own = harness.OwnSluiced("auth", "--requirepass", "pw", "--admin-password", "apw", "--rules",
                              os.path.join(harness.TMP, "rules.yaml"))
     try:
-        d = sluice.Client(port=own.port, password="pw").allow("sdk-fixed", "k")
+        d = sluice.Client(port=own.port, **PATIENT, password="pw").allow("sdk-fixed", "k")
         assert d.allowed, d  # --requirepass: a client with the password is answered
         for pw in (None, "wrong"):  # refused as an error, never failed open
-            c = sluice.Client(port=own.port, password=pw, on_unreachable="allow")
+            c = sluice.Client(port=own.port, **PATIENT, password=pw, on_unreachable="allow")
             with pytest.raises(sluice.ServerError):
                 c.allow("sdk-fixed", "k")
-        user = sluice.Client(port=own.port, password="pw")
-        admin = sluice.Client(port=own.port, username="admin", password="apw")
+        user = sluice.Client(port=own.port, **PATIENT, password="pw")
+        admin = sluice.Client(port=own.port, **PATIENT, username="admin", password="apw")
         with pytest.raises(sluice.ServerError, match="no permissions"):  # a reset needs admin
             user.reset("sdk-fixed", "k")
         admin.reset("sdk-fixed", "k")
