@@ -5,8 +5,8 @@
 # and the backoff sequences of tests/sdk/backoff.json, the key functions against tests/sdk/keys.json,
 # the middleware with a real net/http server and real requests, TLS) against real sluiced
 # servers, among them one the test starts, kills by its PID mid-test (with pooled connections,
-# and once with an in-flight hold live) and starts again; the shared cases and the middleware
-# tests a second time against sluiced on a Redis store (redis-server with sluice.so); a bounded run of the RESP parser's fuzz target; then a consumer module gets the
+# and once with an in-flight hold live) and starts again; the shared cases, the middleware, the
+# pipeline, the pool and a wrong password tests a second time against sluiced on a Redis store (redis-server with sluice.so); a bounded run of the RESP parser's fuzz target; then a consumer module gets the
 # package with `go get` through a GOPROXY=file:// module proxy laid out from the zip, builds, runs
 # and builds from `go mod vendor`, and another requires it with a `replace` to the unpacked copy.
 # Go's caches live under the build tree (GOCACHE, GOPATH, HOME); no network module proxy is used.
@@ -130,10 +130,11 @@ cd "$MOD" || exit 1
 check "gofmt finds nothing to change" test -z "$(gofmt -l . 2>&1)"
 check "go vet" go vet ./...
 check "go test (unit, cases.json, middleware, TLS)" go test -v -count=1 -timeout 240s ./...
-check "go test: cases.json and the middleware again, sluiced on the Redis store" \
+check "go test: cases.json, the middleware, pipelines and the pool again, sluiced on the Redis store" \
     env SLUICE_RESP_ADDR=127.0.0.1:$REDIS_RESP SLUICE_HTTP_ADDR=127.0.0.1:$REDIS_HTTP \
     SLUICE_SPARES="$RSPARES" SLUICE_STORE_ARGS="$REDIS_STORE" \
-    go test -v -count=1 -timeout 240s -run '^(TestSharedCases|TestMiddleware)' .
+    go test -v -count=1 -timeout 240s \
+    -run '^(TestSharedCases|TestMiddleware|TestPipeline|TestPool|TestWrongPassword|TestClosedClient)' .
 check "the RESP parser's fuzz target, a bounded run" \
     go test -count=1 -run '^$' -fuzz '^FuzzReadReply$' -fuzztime 10s -timeout 120s .
 

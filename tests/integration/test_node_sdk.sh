@@ -8,7 +8,7 @@
 # Express and Fastify serving real HTTP requests (middleware.js), rate-limiter-flexible's
 # documented usage on RateLimiterSluice beside RateLimiterRedis on a real redis-server
 # (flexible.js), and libsluice in-process under seeded random operations (native.js); then the
-# shared cases, the middleware and rate-limiter-flexible's usage again against sluiced on a Redis
+# shared cases, the client, the middleware and rate-limiter-flexible's usage again against sluiced on a Redis
 # store (redis-server with sluice.so). The middleware's tests have the shell kill a sluiced by its PID mid-test and start
 # it again (handshake files: NAME.stop, NAME.kill, NAME.start).
 # The frameworks and rate-limiter-flexible come from tests/node_sdk/package-lock.json (npm ci).
@@ -157,9 +157,12 @@ done
 run_node node-esm esm.mjs
 check esm test $? -eq 0
 
-# the shared cases, the middleware and RateLimiterSluice again, every sluiced on the Redis store
+# the shared cases, the client, the middleware and RateLimiterSluice again, every sluiced on the
+# Redis store
 SDK_CASES_PORT=$RCASES_PORT SDK_CASES_NAME=rcases run_node node-cases-redis cases.js
 check cases-redis-store test $? -eq 0
+SDK_PORT=$RMAIN_PORT SDK_STORE=redis run_node node-client-redis client.js
+check client-redis-store test $? -eq 0
 SDK_PORT=$RMAIN_PORT SDK_KILL_PORT=$RKILL_PORT SDK_KILL_NAME=rkill SDK_STORE=redis \
     run_node node-middleware-redis middleware.js
 check middleware-redis-store test $? -eq 0
