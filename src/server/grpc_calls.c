@@ -266,8 +266,8 @@ static void health_call(gstream_t *s, const uint8_t *msg, size_t len)
         grpc_answer(s, GRPC_STATUS_NOT_FOUND, why);
         return;
     }
-    bool stopping = atomic_load(&s->gc->conn->loop->srv->draining);
-    grpc_health_encode(&s->resp, stopping ? GRPC_HEALTH_NOT_SERVING : GRPC_HEALTH_SERVING);
+    bool draining = atomic_load(&s->gc->conn->loop->srv->draining);
+    grpc_health_encode(&s->resp, draining ? GRPC_HEALTH_NOT_SERVING : GRPC_HEALTH_SERVING);
     grpc_answer(s, GRPC_STATUS_OK, NULL);
 }
 
