@@ -1,7 +1,7 @@
 /*
  * http_door.c - what keeps web pages out of sluiced's HTTP routes: route_door() runs before any
  * route (http_routes.c) and refuses what a browser could be made to send by a page of another
- * site (docs/server.md, "Browsers and the admin door"):
+ * site (docs/security.md, "Browsers and the admin door"):
  *
  *   Host      DNS rebinding: a page whose name an attacker points at sluiced's address is, to
  *             the browser, same-origin with sluiced, and may read and change what it likes. Its
