@@ -55,20 +55,40 @@ YAML
 # sluiced takes no password on RESP here: its redis-cli must not send one
 sc() { env -u REDISCLI_AUTH redis-cli -p "$1" "${@:2}" 2>&1 | sed '/^$/d' | paste -sd' ' -; }
 matches() { [[ "$1" =~ $2 ]] || { echo "  got '$1', want /$2/"; return 1; }; }
-metric() { # HTTP_PORT NAME: its value in /metrics (0 when absent)
-    curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {v = $2} END {print v + 0}'
+metric() { # HTTP_PORT NAME: its value in /metrics; fails when sluiced does not show it
+    curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {v = $2; n++} END {if (n) print v + 0; exit !n}'
 }
-no_secret() { # FILE..: none holds a password
-    ! grep -l -e 'cl5ter' -e 'c4rol-pw' "$@"
+# errors_are PORT RULE N: the rule's store errors are N
+errors_are() {
+    local got
+    got=$(metric "$1" "sluice_store_errors_total{rule=\"$2\"}") || { echo "  no store errors of $2 in /metrics"; return 1; }
+    [ "$got" -eq "$3" ] || { echo "  $2: $got store errors, want $3"; return 1; }
 }
-primaries() { redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER NODES | awk '$3 ~ /master/ {split($2, a, "[:@]"); print a[2]}'; }
+no_secret() { # FILE..: none holds a password (the right ones, the user's, the wrong one)
+    ! grep -l -e 'cl5ter' -e 'c4rol-pw' -e 'wr0ng-pw' "$@"
+}
+# PRIMARIES: the cluster's primaries now; fails unless there are 3
+primaries() {
+    mapfile -t PRIMARIES < <(redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER NODES |
+        awk '$3 ~ /master/ && $3 !~ /fail/ {split($2, a, "[:@]"); print a[2]}')
+    [ "${#PRIMARIES[@]}" -eq 3 ] || { echo "  ${#PRIMARIES[@]} primaries: ${PRIMARIES[*]}"; return 1; }
+}
 # on_every_shard PREFIX RULE: every primary holds a key of RULE for a client key PREFIX<i>
 on_every_shard() {
     local p
-    for p in $(primaries); do
-        [ -n "$(redis-cli -p "$p" --scan --pattern "sl:{$1*}:$2:*" | head -n 1)" ] ||
-            { echo "  primary $p holds no key sl:{$1*}:$2:*"; return 1; }
+    primaries || return 1
+    for p in "${PRIMARIES[@]}"; do
+        [ -n "$(redis-cli -p "$p" --scan --pattern "sl:{$1*}:$2:*" | head -n 1)" ] || return 1
     done
+}
+# clients PORT: the normal clients of a Redis node, but for this redis-cli; fails when the node
+# does not answer (its reply has this redis-cli's own line)
+clients() {
+    local list
+    list=$(redis-cli -p "$1" CLIENT LIST TYPE normal 2>&1) || { echo "  CLIENT LIST on $1: $list"; return 1; }
+    grep -q 'cmd=client|list' <<<"$list" || { echo "  no CLIENT LIST from $1: $list"; return 1; }
+    CLIENTS=$(grep -v 'cmd=client|list' <<<"$list")
+    return 0 # (grep -v finds no other client: none)
 }
 admitted_all() { # PORT RULE PREFIX N: PREFIX1..N each admitted once under RULE
     local i r
@@ -83,7 +103,8 @@ admitted_all() { # PORT RULE PREFIX N: PREFIX1..N each admitted once under RULE
 run_suite() {
     local m=$1 mode_log=$2 p r want i
     shift 2
-    start_cluster 3 2000 --requirepass "$PW" --masterauth "$PW" "$@" ||
+    # (a node timeout of 5 s: a node starved on a loaded machine is not failed over unasked)
+    start_cluster 3 5000 --requirepass "$PW" --masterauth "$PW" "$@" ||
         { cat "$TMP"/node*.log; exit 1; }
     local nodes=("${CLUSTER_PORTS[@]}")
     for p in "${nodes[@]}"; do # ACL users are each node's own: set on replicas too
@@ -95,7 +116,7 @@ run_suite() {
     start_scratch_sluiced "$m" --threads 1 --rules "$TMP/rules.yaml" \
         --store "redis-cluster://:$PW_URL@127.0.0.1:${nodes[0]}" --store-timeout 3s
     local port=$RESP_PORT http=$HTTP_PORT
-    check "$m: mode" grep -q "request store redis ($mode_log" "$TMP/$m.log"
+    check "$m: mode" wait_log "$m" "request store redis ($mode_log"
     want=$(for i in 1 2 3 4 5; do echo -n "1 5 $((5 - i)) "; done)
     r=$(for i in 1 2 3 4 5; do sc "$port" SL.ALLOW strict one | cut -d' ' -f1-3 | tr '\n' ' '; done)
     check "$m: strict counts in Redis" test "$r" = "$want"
@@ -108,8 +129,9 @@ run_suite() {
     check "$m: approximate counts synced to every shard" poll 10 on_every_shard a approx
     check "$m: replicas acknowledge on every shard" admitted_all "$port" acked d 30
     check "$m: acked keys on every shard" on_every_shard d acked
-    check "$m: no store error" test "$(metric "$http" 'sluice_store_errors_total{rule="strict"}')" \
-        -eq 0 -a "$(metric "$http" 'sluice_store_errors_total{rule="acked"}')" -eq 0
+    for r in strict leased approx acked; do
+        check "$m: no store error ($r)" errors_are "$http" "$r" 0
+    done
     sc "$port" INFO >"$TMP/$m.info"
     curl -s "http://127.0.0.1:$http/metrics" >"$TMP/$m.metrics"
 
@@ -118,7 +140,8 @@ run_suite() {
     start_scratch_sluiced "$m-user" --threads 1 --rules "$TMP/rules.yaml" \
         --store "redis-cluster://carol:c4rol-pw@127.0.0.1:${nodes[1]}" --store-timeout 3s
     check "$m: user and password decide on every shard" admitted_all "$RESP_PORT" strict u 30
-    for p in $(primaries); do
+    check "$m: three primaries" primaries
+    for p in "${PRIMARIES[@]}"; do
         check "$m: user is the client on $p" sh -c "redis-cli -p $p CLIENT LIST | grep -q 'user=carol'"
     done
     check "$m: user stops cleanly" stop_bg "$m-user" TERM
@@ -143,9 +166,10 @@ run_suite() {
     for k in "${VKEYS[@]}"; do
         check "$m: before the kill $k" matches "$(sc "$port" SL.ALLOW roomy "$k")" "^1 $ROOMY [1-9]"
     done
-    check "$m: replica not a client's server yet" sh -c \
-        "! redis-cli -p $replica_port CLIENT LIST TYPE normal | grep -v 'cmd=client' | grep -q ."
+    check "$m: the replica answers" clients "$replica_port"
+    check "$m: sluiced has not connected to the replica" test -z "$CLIENTS"
     stop_bg "$victim" KILL
+    rm -f "$TMP/$victim.pid" # reaped: its PID is no longer ours
     promoted() { [ "$(redis-cli -p "$replica_port" ROLE 2>/dev/null | head -n 1)" = master ]; }
     check "$m: replica promoted" poll 30 promoted
     reached() { [[ "$(sc "$port" SL.ALLOW roomy "${VKEYS[0]}")" =~ ^1\ $ROOMY\ [1-9] ]]; }
@@ -155,14 +179,16 @@ run_suite() {
     for k in "${VKEYS[@]}"; do
         check "$m: after the failover $k" matches "$(sc "$port" SL.ALLOW roomy "$k")" "^1 $ROOMY [1-9]"
     done
-    check "$m: store errors stopped" test "$(metric "$http" 'sluice_store_errors_total{rule="roomy"}')" -eq "$errors"
-    check "$m: sluiced authenticated to the promoted replica" sh -c \
-        "redis-cli -p $replica_port CLIENT LIST TYPE normal | grep -v 'cmd=client' | grep -q ."
+    check "$m: store errors stopped" errors_are "$http" roomy "$errors"
+    check "$m: the promoted replica answers" clients "$replica_port"
+    check "$m: sluiced's decisions run there" grep -Eq 'cmd=(sl\.throttle|evalsha|eval) ' <<<"$CLIENTS"
 
     check "$m: password in no log, INFO or /metrics" no_secret "$TMP/$m.log" "$TMP/$m-user.log" \
         "$TMP/$m.info" "$TMP/$m.metrics"
     check "$m: stops cleanly" stop_bg "$m" TERM
-    for ((i = 1; i <= ${#nodes[@]}; i++)); do stop_bg "node$i" KILL >/dev/null; done
+    for ((i = 1; i <= ${#nodes[@]}; i++)); do
+        [ "node$i" = "$victim" ] || stop_bg "node$i" KILL >/dev/null
+    done
 }
 
 run_suite module "sluice.so module" --loadmodule "$MODULE"
