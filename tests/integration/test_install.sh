@@ -147,7 +147,8 @@ if command -v redis-server >/dev/null && command -v redis-cli >/dev/null &&
             rc=$?
         case $rc in
         0) break ;;
-        2) kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true ;;
+        2) kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true
+            unset 'pids[-1]' ;; # reaped: its PID is no longer ours
         *) cat "$tmp/redis.log"; fail "redis-server with the installed sluice.so did not start" ;;
         esac
     done
@@ -155,6 +156,8 @@ if command -v redis-server >/dev/null && command -v redis-cli >/dev/null &&
     got=$(redis-cli -p "$port" SL.THROTTLE k gcra 5 1000 | head -3 | tr '\n' ' ')
     [ "$got" = "1 6 5 " ] || { cat "$tmp/redis.log"; fail "the installed sluice.so answered '$got'"; }
     kill "${pids[-1]}"
+    wait "${pids[-1]}" 2>/dev/null || true
+    unset 'pids[-1]'
     echo "install: the installed sluice.so loads into redis-server"
 fi
 
