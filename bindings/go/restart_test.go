@@ -55,9 +55,51 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// portsOwned says whether process pid listens on every port of 127.0.0.1 (owned), and whether
+// another process listens on one of them (taken: a port chosen free that someone took first,
+// whose answers would not be sluiced's), from /proc/net/tcp and pid's file descriptors.
+func portsOwned(pid int, ports ...int) (owned, taken bool) {
+	ours := map[string]bool{}
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	if fds, err := os.ReadDir(fdDir); err == nil {
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err == nil && strings.HasPrefix(link, "socket:[") {
+				ours[link[8:len(link)-1]] = true
+			}
+		}
+	}
+	listening := map[int]bool{}
+	tcp, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, false
+	}
+	for _, line := range strings.Split(string(tcp), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" { // TCP_LISTEN
+			continue
+		}
+		addr, hexPort, _ := strings.Cut(f[1], ":")
+		var port int
+		if _, err := fmt.Sscanf(hexPort, "%X", &port); err != nil ||
+			(addr != "0100007F" && addr != "00000000") { // 127.0.0.1, 0.0.0.0
+			continue
+		}
+		for _, p := range ports {
+			if p == port {
+				if !ours[f[9]] {
+					return false, true
+				}
+				listening[p] = true
+			}
+		}
+	}
+	return len(listening) == len(ports), false
+}
+
 func (s *ownSluiced) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.resp) }
 
-// start runs sluiced on s's ports and waits until its RESP port accepts; the test fails when it
+// start runs sluiced on s's ports and waits until it listens on them; the test fails when it
 // does not.
 func (s *ownSluiced) start() {
 	if err := s.tryStart(); err != nil {
@@ -65,9 +107,9 @@ func (s *ownSluiced) start() {
 	}
 }
 
-// tryStart runs sluiced on s's ports and waits (at most 10 s) until its RESP port accepts. When
-// it exits first (a port taken) or does not accept in time, it is killed and the error says why,
-// with its log.
+// tryStart runs sluiced on s's ports and waits (at most 10 s) until it listens on both. When it
+// exits first (a port taken), another process listens on one of them, or it does not listen in
+// time, it is killed and the error says why, with its log.
 func (s *ownSluiced) tryStart() error {
 	t := s.t
 	args := []string{"--port", fmt.Sprint(s.resp), "--http-port", fmt.Sprint(s.http), "--grpc-port", "0",
@@ -89,22 +131,24 @@ func (s *ownSluiced) tryStart() error {
 	exited := make(chan struct{})
 	s.cmd, s.exited = cmd, exited
 	go func() { cmd.Wait(); close(exited) }()
+	taken := false
 	up := poll(func() bool {
 		select {
 		case <-exited:
 			return true // gone: no use waiting
 		default:
 		}
-		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
+		var owned bool
+		owned, taken = portsOwned(cmd.Process.Pid, s.resp, s.http)
+		return owned || taken
 	})
 	select {
 	case <-exited:
 		up = false // it exited (the port was someone else's)
 	default:
+	}
+	if taken {
+		up = false // another process listens on one of its ports: not ours to talk to
 	}
 	if !up {
 		s.kill()

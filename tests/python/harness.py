@@ -7,10 +7,18 @@ Imported by the pytest modules beside it, which tests/integration/test_python_*.
 venv's python from outside the source tree, so `import sluice` finds the installed wheel.
 """
 
+import importlib.util
 import os
 import socket
 import subprocess
 import time
+
+# scripts/free_port.py: whether a process serves on its ports (no other process took one)
+_spec = importlib.util.spec_from_file_location(
+    "free_port", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                              "free_port.py"))
+_free_port = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_free_port)
 
 RESP_PORT = int(os.environ.get("SLUICE_RESP_PORT", "0"))
 HTTP_PORT = int(os.environ.get("SLUICE_HTTP_PORT", "0"))
@@ -86,7 +94,10 @@ class OwnSluiced:
              "--grpc-port", "0", "--config-store", base + ".db", "--snapshot", "", *self.args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        if poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
+        # its own listening sockets on both ports (not another process's, which a port chosen
+        # free may have become), then a PING answered
+        if _free_port.serving(self.proc.pid, 10, [base + ".log"], [self.port, self.http_port]) == 0 \
+                and poll(10, lambda: _answers(self.port) or self.proc.poll() is not None) \
                 and self.proc.poll() is None:
             return True
         self.stop()
