@@ -105,7 +105,8 @@ lib_forget() {
 
 # stop_bg NAME [SIGNAL]: signals NAME's process and waits for it (60 s at most: a stop drains
 # connections and the request store, which a loaded machine makes slow; then KILL); returns its
-# exit status (137 when it had to be killed)
+# exit status (137 when it had to be killed), 1 when NAME has no process (never started, or
+# stopped already: its PID file goes when it is reaped)
 stop_bg() {
     local name=$1 sig=${2:-TERM} pid i rc=137
     pid=$(cat "$TMP/$name.pid" 2>/dev/null) || return 1
@@ -127,6 +128,7 @@ stop_bg() {
         fi
     } 2>/dev/null
     lib_forget "$pid"
+    rm -f "$TMP/$name.pid" # reaped: the PID may be another process's next; nothing signals it again
     return "$rc"
 }
 

@@ -169,7 +169,6 @@ run_suite() {
     check "$m: the replica answers" clients "$replica_port"
     check "$m: sluiced has not connected to the replica" test -z "$CLIENTS"
     stop_bg "$victim" KILL
-    rm -f "$TMP/$victim.pid" # reaped: its PID is no longer ours
     promoted() { [ "$(redis-cli -p "$replica_port" ROLE 2>/dev/null | head -n 1)" = master ]; }
     check "$m: replica promoted" poll 30 promoted
     reached() { [[ "$(sc "$port" SL.ALLOW roomy "${VKEYS[0]}")" =~ ^1\ $ROOMY\ [1-9] ]]; }
