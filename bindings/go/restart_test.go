@@ -57,23 +57,15 @@ func freePorts(t *testing.T, n int) []int {
 
 // portsOwned says whether process pid listens on every port of 127.0.0.1 (owned), and whether
 // another process listens on one of them (taken: a port chosen free that someone took first,
-// whose answers would not be sluiced's), from /proc/net/tcp and pid's file descriptors.
+// whose answers would not be sluiced's), from /proc/net/tcp and pid's file descriptors. The
+// listeners are read first: a socket listening then was opened before, so pid's descriptors,
+// read after, hold it if it is pid's.
 func portsOwned(pid int, ports ...int) (owned, taken bool) {
-	ours := map[string]bool{}
-	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
-	if fds, err := os.ReadDir(fdDir); err == nil {
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err == nil && strings.HasPrefix(link, "socket:[") {
-				ours[link[8:len(link)-1]] = true
-			}
-		}
-	}
-	listening := map[int]bool{}
 	tcp, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return false, false
 	}
+	inodes := map[string]int{} // listening socket inode: its port
 	for _, line := range strings.Split(string(tcp), "\n")[1:] {
 		f := strings.Fields(line)
 		if len(f) < 10 || f[3] != "0A" { // TCP_LISTEN
@@ -87,12 +79,26 @@ func portsOwned(pid int, ports ...int) (owned, taken bool) {
 		}
 		for _, p := range ports {
 			if p == port {
-				if !ours[f[9]] {
-					return false, true
-				}
-				listening[p] = true
+				inodes[f[9]] = port
 			}
 		}
+	}
+	ours := map[string]bool{}
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	if fds, err := os.ReadDir(fdDir); err == nil {
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err == nil && strings.HasPrefix(link, "socket:[") {
+				ours[link[8:len(link)-1]] = true
+			}
+		}
+	}
+	listening := map[int]bool{}
+	for inode, port := range inodes {
+		if !ours[inode] {
+			return false, true
+		}
+		listening[port] = true
 	}
 	return len(listening) == len(ports), false
 }
